@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Benchmarks for `lowkey bench NAME`. Each registers itself with LK_BENCH. A benchmark prints
+ * figures: medians of repeated runs, each row beside its baseline measured in the same run, and
+ * the figures the seed document published. --json prints the same rows for machines.
+ */
+#ifndef LOWKEY_BENCH_H
+#define LOWKEY_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct lk_bench {
+	const char *name;
+	const char *summary;
+	const char *usage;
+	int (*run)(int argc, char **argv);	/* argv[0] is the bench's name */
+};
+
+#define LK_BENCH(ident, ...)                                                                  \
+	static const struct lk_bench ident                                                    \
+		__attribute__((used, section("lk_benches"), aligned(sizeof(void *)))) = { __VA_ARGS__ }
+
+const struct lk_bench *lkb_find(const char *name);
+void lkb_list(FILE *out);
+
+/* ---- timing and statistics ---- */
+
+/* CLOCK_MONOTONIC in ns. */
+uint64_t lkb_now_ns(void);
+
+/* Sorts v in place. p in [0, 100]. */
+double lkb_median(double *v, size_t n);
+double lkb_percentile(double *v, size_t n, double p);
+void lkb_mean_stddev(const double *v, size_t n, double *mean, double *stddev);
+
+/* ---- the machine ---- */
+
+int lkb_ncpus(void);
+/* Pin the calling thread to cpu; returns 0 or -errno. */
+int lkb_pin(int cpu);
+/* "Intel(R) Xeon(R) Processor, 2 CPUs, KVM guest, Linux 6.18.44" */
+const char *lkb_machine(void);
+
+/* ---- JSON output ---- */
+
+struct lkb_json {
+	FILE *out;
+	int depth;
+	bool need_comma[32];
+	char closer[32];
+};
+
+void lkb_json_begin(struct lkb_json *j, FILE *out);
+void lkb_json_end(struct lkb_json *j);
+void lkb_json_object(struct lkb_json *j, const char *key);	/* key NULL inside an array */
+void lkb_json_array(struct lkb_json *j, const char *key);
+void lkb_json_close(struct lkb_json *j);			/* closes an object or array */
+void lkb_json_str(struct lkb_json *j, const char *key, const char *value);
+void lkb_json_num(struct lkb_json *j, const char *key, double value);
+void lkb_json_int(struct lkb_json *j, const char *key, long long value);
+void lkb_json_bool(struct lkb_json *j, const char *key, bool value);
+void lkb_json_null(struct lkb_json *j, const char *key);
+
+#endif

@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Shared by the benchmarks: timing, statistics, the machine's description, JSON.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+extern const struct lk_bench __start_lk_benches[];
+extern const struct lk_bench __stop_lk_benches[];
+
+const struct lk_bench *lkb_find(const char *name)
+{
+	for (const struct lk_bench *b = __start_lk_benches; b < __stop_lk_benches; b++)
+		if (strcmp(b->name, name) == 0)
+			return b;
+	return NULL;
+}
+
+void lkb_list(FILE *out)
+{
+	for (const struct lk_bench *b = __start_lk_benches; b < __stop_lk_benches; b++)
+		fprintf(out, "   %-12s %s\n", b->name, b->summary);
+}
+
+uint64_t lkb_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+double lkb_percentile(double *v, size_t n, double p)
+{
+	double rank;
+	size_t lo;
+
+	if (n == 0)
+		return NAN;
+	qsort(v, n, sizeof(*v), cmp_double);
+	rank = p / 100.0 * (double)(n - 1);
+	lo = (size_t)rank;
+	if (lo + 1 >= n)
+		return v[n - 1];
+	return v[lo] + (rank - (double)lo) * (v[lo + 1] - v[lo]);
+}
+
+double lkb_median(double *v, size_t n)
+{
+	return lkb_percentile(v, n, 50.0);
+}
+
+void lkb_mean_stddev(const double *v, size_t n, double *mean, double *stddev)
+{
+	double sum = 0, sq = 0;
+
+	for (size_t i = 0; i < n; i++)
+		sum += v[i];
+	*mean = n ? sum / (double)n : NAN;
+	for (size_t i = 0; i < n; i++)
+		sq += (v[i] - *mean) * (v[i] - *mean);
+	*stddev = n > 1 ? sqrt(sq / (double)(n - 1)) : 0;
+}
+
+int lkb_ncpus(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		return CPU_COUNT(&set);
+	return (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+int lkb_pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return -pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static void cpu_model(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	char line[256];
+
+	snprintf(buf, len, "unknown CPU");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *colon = strchr(line, ':');
+
+		if (strncmp(line, "model name", 10) == 0 && colon) {
+			snprintf(buf, len, "%s", colon + 2);
+			buf[strcspn(buf, "\n")] = 0;
+			break;
+		}
+	}
+	fclose(f);
+}
+
+static bool is_guest(void)
+{
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	char line[4096];
+	bool guest = false;
+
+	if (!f)
+		return false;
+	while (!guest && fgets(line, sizeof(line), f))
+		if (strncmp(line, "flags", 5) == 0 && strstr(line, " hypervisor"))
+			guest = true;
+	fclose(f);
+	return guest;
+}
+
+const char *lkb_machine(void)
+{
+	static char desc[512];
+	struct utsname u;
+	char model[200];
+
+	if (desc[0])
+		return desc;
+	cpu_model(model, sizeof(model));
+	uname(&u);
+	snprintf(desc, sizeof(desc), "%s, %ld CPUs, %s, Linux %s %s", model, sysconf(_SC_NPROCESSORS_ONLN),
+		 is_guest() ? "virtual machine guest" : "bare metal", u.release, u.machine);
+	return desc;
+}
+
+/* ---- JSON ---- */
+
+static void json_indent(struct lkb_json *j)
+{
+	for (int i = 0; i < j->depth; i++)
+		fputs("  ", j->out);
+}
+
+static void json_key(struct lkb_json *j, const char *key)
+{
+	if (j->need_comma[j->depth])
+		fputc(',', j->out);
+	fputc('\n', j->out);
+	j->need_comma[j->depth] = true;
+	json_indent(j);
+	if (key)
+		fprintf(j->out, "\"%s\": ", key);
+}
+
+static void json_string(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(out, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(out, "\\u%04x", c);
+		else
+			fputc(c, out);
+	}
+	fputc('"', out);
+}
+
+void lkb_json_begin(struct lkb_json *j, FILE *out)
+{
+	memset(j, 0, sizeof(*j));
+	j->out = out;
+	fputc('{', out);
+	j->depth = 1;
+}
+
+void lkb_json_end(struct lkb_json *j)
+{
+	fputs("\n}\n", j->out);
+}
+
+static void json_open(struct lkb_json *j, const char *key, char bracket)
+{
+	json_key(j, key);
+	fputc(bracket, j->out);
+	j->depth++;
+	j->need_comma[j->depth] = false;
+	j->closer[j->depth] = bracket == '{' ? '}' : ']';
+}
+
+void lkb_json_object(struct lkb_json *j, const char *key)
+{
+	json_open(j, key, '{');
+}
+
+void lkb_json_array(struct lkb_json *j, const char *key)
+{
+	json_open(j, key, '[');
+}
+
+void lkb_json_close(struct lkb_json *j)
+{
+	char closer = j->closer[j->depth];
+
+	j->depth--;
+	fputc('\n', j->out);
+	json_indent(j);
+	fputc(closer, j->out);
+}
+
+void lkb_json_str(struct lkb_json *j, const char *key, const char *value)
+{
+	json_key(j, key);
+	json_string(j->out, value);
+}
+
+void lkb_json_num(struct lkb_json *j, const char *key, double value)
+{
+	json_key(j, key);
+	if (isfinite(value))
+		fprintf(j->out, "%.6g", value);
+	else
+		fputs("null", j->out);
+}
+
+void lkb_json_int(struct lkb_json *j, const char *key, long long value)
+{
+	json_key(j, key);
+	fprintf(j->out, "%lld", value);
+}
+
+void lkb_json_bool(struct lkb_json *j, const char *key, bool value)
+{
+	json_key(j, key);
+	fputs(value ? "true" : "false", j->out);
+}
+
+void lkb_json_null(struct lkb_json *j, const char *key)
+{
+	json_key(j, key);
+	fputs("null", j->out);
+}

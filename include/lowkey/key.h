@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Static keys: branches that cost one NOP while off.
+ *
+ *	LK_DEFINE_KEY_FALSE(verbose);
+ *
+ *	void hot_path(void)
+ *	{
+ *		if (lk_branch_unlikely(&verbose))
+ *			log_details();	// out of line; not reached while verbose is off
+ *	}
+ *
+ *	lk_key_enable(&verbose);	// rewrites every site of verbose, in every loaded object
+ *
+ * While a key is in the direction its site expects, the site is a 5-byte NOP (0f 1f 44 00 00) and
+ * reads no memory. Flipping the key rewrites each site into a `jmp rel32` (or back) with the
+ * kernel's cross-modifying-code protocol, so other threads may run the sites meanwhile: each of them
+ * goes one way or the other, never anywhere else.
+ *
+ * Sites work in the executable, in shared libraries and in dlopen()ed objects, PIE or not, and may
+ * test a key defined in another object. A site must name its key by address (&name): the address
+ * is recorded at build time.
+ *
+ * Where the system forbids code patching (PR_SET_MDWE, SELinux execmod, systemd's
+ * MemoryDenyWriteExecute=), flipping returns -EPERM. Building with -DLK_KEYS_PORTABLE (CMake option
+ * LK_KEYS_PORTABLE=ON) turns every site into a load + branch instead, which works everywhere; the
+ * API does not change. Objects built either way can share keys.
+ *
+ * None of the functions below is async-signal-safe: they take a process-wide mutex and may allocate.
+ * lk_branch_likely()/lk_branch_unlikely() themselves are safe anywhere, signal handlers included.
+ */
+#ifndef LOWKEY_KEY_H
+#define LOWKEY_KEY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <lowkey/bits/compiler.h>
+#include <lowkey/bits/dso.h>
+
+LK_BEGIN_DECLS
+
+/* A key. Its fields belong to the library: use the macros and functions below. */
+struct lk_key {
+	int lk__count;		/* > 0: enabled. Read by portable sites. */
+	unsigned int lk__flags;
+	void *lk__state;	/* the key's sites, owned by the library */
+};
+
+/* The two kinds of definition carry their initial direction in their type, so a site can be
+ * emitted as a NOP or a jmp at compile time. Both start with a struct lk_key. */
+struct lk_key_false {
+	struct lk_key key;
+};
+struct lk_key_true {
+	struct lk_key key;
+};
+
+#define LK__KEY_INIT_TRUE 0x1u
+
+#define LK_KEY_INIT_FALSE { { 0, 0, NULL } }
+#define LK_KEY_INIT_TRUE { { 1, LK__KEY_INIT_TRUE, NULL } }
+
+/* Define a key, off (FALSE) or on (TRUE) at start. May be static. */
+#define LK_DEFINE_KEY_FALSE(name) struct lk_key_false name = LK_KEY_INIT_FALSE
+#define LK_DEFINE_KEY_TRUE(name) struct lk_key_true name = LK_KEY_INIT_TRUE
+
+/*
+ * Declare a key defined in another file or another shared object. LK_DECLARE_KEY is the usual,
+ * off-at-start key; a key defined with LK_DEFINE_KEY_TRUE must be declared LK_DECLARE_KEY_TRUE.
+ * (A site compiled against the wrong declaration is found when its object loads and rewritten to
+ * the key's real direction where patching is allowed.)
+ */
+#define LK_DECLARE_KEY_FALSE(name) extern struct lk_key_false name
+#define LK_DECLARE_KEY_TRUE(name) extern struct lk_key_true name
+#define LK_DECLARE_KEY(name) LK_DECLARE_KEY_FALSE(name)
+
+#ifndef __cplusplus
+/* LK_KEY(&k): the struct lk_key inside any kind of key (or a struct lk_key * as it is). */
+#define LK_KEY(k)                                                                             \
+	_Generic((k),                                                                         \
+		struct lk_key_true *: (struct lk_key *)(k),                                   \
+		struct lk_key_false *: (struct lk_key *)(k),                                  \
+		const struct lk_key_true *: (const struct lk_key *)(k),                       \
+		const struct lk_key_false *: (const struct lk_key *)(k),                      \
+		default: (k))
+#define LK__KEY_INIT_DIRECTION(k)                                                             \
+	_Generic((k), struct lk_key_true *: 1, struct lk_key_false *: 0)
+#else
+} /* extern "C" */
+static inline constexpr struct lk_key *LK_KEY(struct lk_key_true *k) { return &k->key; }
+static inline constexpr struct lk_key *LK_KEY(struct lk_key_false *k) { return &k->key; }
+static inline constexpr struct lk_key *LK_KEY(struct lk_key *k) { return k; }
+static inline constexpr const struct lk_key *LK_KEY(const struct lk_key_true *k) { return &k->key; }
+static inline constexpr const struct lk_key *LK_KEY(const struct lk_key_false *k) { return &k->key; }
+static inline constexpr const struct lk_key *LK_KEY(const struct lk_key *k) { return k; }
+static inline constexpr int lk__key_init_direction(const struct lk_key_true *) { return 1; }
+static inline constexpr int lk__key_init_direction(const struct lk_key_false *) { return 0; }
+#define LK__KEY_INIT_DIRECTION(k) lk__key_init_direction(k)
+extern "C" {
+#endif
+
+/*
+ * lk_branch_unlikely(&key) - true while key is enabled; the true branch is laid out of line.
+ * lk_branch_likely(&key)   - true while key is enabled; the false branch is laid out of line.
+ *
+ * Cost: one 5-byte NOP and no memory access while the key is in its initial direction (FALSE key
+ * with _unlikely, TRUE key with _likely); one jmp otherwise. In a portable build: a load and a
+ * branch. Async-signal-safe. The argument must be &name of a defined or declared key.
+ */
+#define lk_branch_unlikely(k) LK__UNLIKELY(lk__branch((k), 1))
+#define lk_branch_likely(k) LK__LIKELY(lk__branch((k), 0))
+
+/*
+ * Key state. Each returns 0 or a negative errno:
+ *
+ * lk_key_enable   - turn on; no effect if already on.
+ * lk_key_disable  - turn off, whatever the reference count was.
+ * lk_key_inc      - add a reference; on while the count is above zero (kernel static_key_slow_inc).
+ * lk_key_dec      - drop a reference; off when it reaches zero.
+ *
+ * Errors (the key and its sites are unchanged after any of them):
+ *   -EINVAL     key is NULL; lk_key_dec on a key whose count is zero.
+ *   -EOVERFLOW  lk_key_inc past INT_MAX references.
+ *   -EPERM      the system forbids making code writable (PR_SET_MDWE, SELinux execmod,
+ *               MemoryDenyWriteExecute=); lk_last_error() says which and what to do.
+ *   -ENOSYS     membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) is unavailable (kernel before
+ *               4.16, or a seccomp filter) and the process has more than one thread.
+ *   -ENOMEM     out of memory.
+ *
+ * Cost: when the direction does not change, one atomic operation (inc, dec) or an uncontended
+ * mutex. When it does, the sites are rewritten: two mprotect() calls per run of pages and three
+ * membarrier() calls for the whole change, tens of microseconds here; other threads never wait
+ * except at a site being rewritten, where a trap sends them on. Thread-safe; not
+ * async-signal-safe. Safe in a fork()ed child.
+ */
+LK_API int (lk_key_enable)(struct lk_key *key);
+LK_API int (lk_key_disable)(struct lk_key *key);
+LK_API int (lk_key_inc)(struct lk_key *key);
+LK_API int (lk_key_dec)(struct lk_key *key);
+
+/*
+ * lk_key_enabled - whether key is on now (its count is above zero). A relaxed load; false for NULL.
+ * For slow paths: a site is the way to test a key on a hot path. Async-signal-safe.
+ */
+LK_API bool (lk_key_enabled)(const struct lk_key *key);
+
+/*
+ * lk_key_sites - how many sites of key are registered in the objects loaded now (0 in a portable
+ * build). -EINVAL for NULL. Takes the process-wide mutex.
+ */
+LK_API int (lk_key_sites)(const struct lk_key *key);
+
+#define lk_key_enable(k) (lk_key_enable)(LK_KEY(k))
+#define lk_key_disable(k) (lk_key_disable)(LK_KEY(k))
+#define lk_key_inc(k) (lk_key_inc)(LK_KEY(k))
+#define lk_key_dec(k) (lk_key_dec)(LK_KEY(k))
+#define lk_key_enabled(k) (lk_key_enabled)(LK_KEY(k))
+#define lk_key_sites(k) (lk_key_sites)(LK_KEY(k))
+
+/*
+ * Batches: many keys flipped in one rewriting pass, sharing its three membarrier() calls.
+ *
+ *	struct lk_key_change changes[] = {
+ *		{ LK_KEY(&trace_open), LK_KEY_ENABLE },
+ *		{ LK_KEY(&trace_close), LK_KEY_ENABLE },
+ *	};
+ *	lk_key_apply(changes, 2);
+ *
+ * The changes apply in order (the same key may appear several times) and all or none take effect:
+ * an invalid change (NULL key, a DEC below zero, an INC past INT_MAX) or a failure to rewrite
+ * returns its error with every key as it was. Errors and cost as for lk_key_enable(), with n
+ * changes costing one pass. n == 0 does nothing; changes may be NULL then.
+ */
+enum lk_key_op {
+	LK_KEY_ENABLE,
+	LK_KEY_DISABLE,
+	LK_KEY_INC,
+	LK_KEY_DEC,
+};
+
+struct lk_key_change {
+	struct lk_key *key;
+	enum lk_key_op op;
+};
+
+LK_API int lk_key_apply(const struct lk_key_change *changes, size_t n);
+
+/* ---- internals ---- */
+
+/*
+ * A site's entry in section lk_key_sites (16 bytes, position-independent, no relocation at load):
+ *   code   - the site's 5 bytes, relative to this field
+ *   target - where the jmp goes, relative to this field
+ *   ref    - a static slot holding the key's address, relative to this field, ORed with flags.
+ * The slot is what lets a site in a shared library name a key in another object: the slot gets an
+ * ordinary dynamic relocation while this table stays read-only.
+ */
+struct lk__key_site {
+	int32_t code;
+	int32_t target;
+	int64_t ref;
+};
+
+#define LK__SITE_JUMP_WHEN_ON 0x1	/* the site jumps while the key is on (unlikely sites) */
+#define LK__SITE_INIT_JMP 0x2		/* the compiled instruction is the jmp */
+#define LK__SITE_FLAGS 0x7
+
+#if defined(LK_KEYS_PORTABLE) || !defined(__x86_64__)
+#define lk__branch(k, jump_when_on)                                                           \
+	(__atomic_load_n(&LK_KEY(k)->lk__count, __ATOMIC_RELAXED) > 0)
+#else
+/*
+ * lk__branch(k, jump_when_on) is true while k is on. The site is one asm goto: a NOP or a
+ * `jmp rel32` (chosen by the assembler from the key's type) and its table entry. The jump leaves
+ * the fall-through path: towards the key-on code for unlikely sites (jump_when_on = 1), towards
+ * the key-off code for likely ones (jump_when_on = 0).
+ */
+#define lk__branch(k, jump_when_on)                                                           \
+	({                                                                                    \
+		__label__ lk__jumped, lk__out;                                                \
+		bool lk__taken;                                                               \
+		static struct lk_key *const lk__key_ref = LK_KEY(k);                          \
+		asm goto("1:\n\t"                                                             \
+			 ".if %c2\n\t"                                                        \
+			 ".byte 0xe9\n\t"                                                     \
+			 ".long %l[lk__jumped] - 2f\n\t"                                      \
+			 ".else\n\t"                                                          \
+			 ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\t"                             \
+			 ".endif\n"                                                           \
+			 "2:\n\t"                                                             \
+			 ".pushsection lk_key_sites, \"aR\", @progbits\n\t"                   \
+			 ".balign 8\n\t"                                                      \
+			 ".long 1b - .\n\t"                                                   \
+			 ".long %l[lk__jumped] - .\n\t"                                       \
+			 ".quad %c0 + %c1 - .\n\t"                                            \
+			 ".popsection"                                                        \
+			 : /* no outputs */                                                   \
+			 : "i"(&lk__key_ref),                                                 \
+			   "i"((jump_when_on) |                                               \
+			       (LK__KEY_INIT_DIRECTION(k) == (jump_when_on) ? LK__SITE_INIT_JMP : 0)), \
+			   "i"(LK__KEY_INIT_DIRECTION(k) == (jump_when_on))                   \
+			 : /* no clobbers */                                                  \
+			 : lk__jumped);                                                       \
+		lk__taken = false;                                                            \
+		goto lk__out;                                                                 \
+	lk__jumped:                                                                           \
+		__attribute__((cold));                                                        \
+		lk__taken = true;                                                             \
+	lk__out:                                                                              \
+		(jump_when_on) ? lk__taken : !lk__taken;                                      \
+	})
+#endif
+
+LK_END_DECLS
+
+#endif

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lowkey: the Linux kernel's low-overhead instrumentation for user programs.
+ * This header includes every module's header. Link with -llowkey (pkg-config lowkey).
+ */
+#ifndef LOWKEY_LOWKEY_H
+#define LOWKEY_LOWKEY_H
+
+#include <lowkey/version.h>
+#include <lowkey/error.h>
+#include <lowkey/key.h>
+
+#endif

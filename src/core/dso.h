@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal: the loaded objects that carry lowkey sections, and the process-wide registry lock.
+ *
+ * The registry lock serializes everything that changes code or the tables describing it: object
+ * (un)registration, key flips, probe enabling. It is never held across a call into the dynamic
+ * loader (dl_iterate_phdr, dladdr, dlopen): a constructor running inside dlopen() holds the loader's
+ * lock and then takes this one.
+ */
+#ifndef LK_CORE_DSO_H
+#define LK_CORE_DSO_H
+
+#include <stdint.h>
+#include <lowkey/bits/dso.h>
+
+#define LK__DSO_MAX_SEGMENTS 8
+
+enum lk__dso_slot {
+	LK__DSO_SLOT_KEY,
+	LK__DSO_SLOT_PROBE,
+	LK__DSO_SLOTS,
+};
+
+struct lk__segment {
+	uintptr_t start;
+	uintptr_t end;
+	int prot;		/* PROT_* from the segment's p_flags: what to restore after patching */
+};
+
+struct lk__dso_rt {
+	const struct lk__dso *desc;
+	unsigned int refs;	/* translation units whose constructor registered this object */
+	char *path;		/* "" for the main program */
+	uintptr_t base;		/* load bias */
+	unsigned int nsegs;
+	struct lk__segment segs[LK__DSO_MAX_SEGMENTS];
+	void *state[LK__DSO_SLOTS];	/* owned by the module of each slot */
+	struct lk__dso_rt *next;
+};
+
+/*
+ * A module that builds state from objects' sections declares a handler; it is called with the
+ * registry lock held when an object registers (load) and unregisters (unload).
+ */
+struct lk__dso_handler {
+	const char *name;
+	void (*load)(struct lk__dso_rt *dso);
+	void (*unload)(struct lk__dso_rt *dso);
+};
+
+#define LK__DSO_HANDLER(ident, ...)                                                           \
+	static const struct lk__dso_handler ident                                             \
+		__attribute__((used, section("lk__dso_handlers"), aligned(sizeof(void *)))) = \
+			{ __VA_ARGS__ }
+
+void lk__registry_lock(void);
+void lk__registry_unlock(void);
+
+/* The registered objects, newest first. Call with the registry lock held. */
+struct lk__dso_rt *lk__dso_list(void);
+
+/* The protection of the segment holding addr in dso, or -1 if none does. */
+int lk__dso_prot(const struct lk__dso_rt *dso, uintptr_t addr);
+
+#endif

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Core serialization across the threads of the process (see sync.h).
+ */
+#include <linux/membarrier.h>
+#include <string.h>
+#include <sys/single_threaded.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/sync.h"
+
+static int membarrier(int cmd, unsigned int flags, int cpu_id)
+{
+	return (int)syscall(__NR_membarrier, cmd, flags, cpu_id);
+}
+
+/* Registration belongs to the address space: redo it in a forked child (pid changed). */
+static pid_t registered_pid;
+static int registration_error;
+
+static int register_sync_core(void)
+{
+	pid_t pid = getpid();
+	int cmds;
+
+	if (registered_pid == pid)
+		return registration_error;
+	registered_pid = pid;
+	registration_error = 0;
+
+	cmds = membarrier(MEMBARRIER_CMD_QUERY, 0, 0);
+	if (cmds < 0) {
+		registration_error = -errno;
+	} else if (!(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)) {
+		registration_error = -ENOSYS;
+	} else if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) != 0) {
+		registration_error = -errno;
+	}
+	return registration_error;
+}
+
+static int unavailable(int err)
+{
+	return lk__fail(-ENOSYS,
+			"membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) is unavailable (%s): "
+			"code cannot be rewritten safely while other threads run. It needs Linux >= 4.16 and "
+			"no seccomp filter denying membarrier; otherwise build with -DLK_KEYS_PORTABLE=ON.",
+			strerror(-err));
+}
+
+int lk__sync_cores_prepare(void)
+{
+	int err = register_sync_core();
+
+	/* With one thread there is no other core to fetch stale code: x86 orders a thread's own
+	 * stores with its instruction fetches. */
+	if (err && !__libc_single_threaded)
+		return unavailable(err);
+	return 0;
+}
+
+int lk__sync_cores(void)
+{
+	int err = register_sync_core();
+
+	if (err == 0) {
+		if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0)
+			return 0;
+		err = -errno;
+	}
+	if (__libc_single_threaded)
+		return 0;
+	return unavailable(err);
+}

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+/*
+ * x86-64 sites: a 5-byte NOP (0f 1f 44 00 00) or a `jmp rel32` (e9 + displacement), rewritten with
+ * the kernel's protocol for code other cores may be executing (text_poke_bp):
+ *
+ *   1. write int3 (cc) over the first byte of every site, then make every core serialize;
+ *   2. write the last four bytes of the new instruction, serialize;
+ *   3. write the new first byte, serialize.
+ *
+ * Between 1 and 3 a thread that reaches a site executes the int3 and traps; the SIGTRAP handler
+ * sends it where the new instruction would, so every thread goes one way or the other and no core
+ * ever decodes a mix of old and new bytes.
+ */
+#include <string.h>
+
+#include "core/sync.h"
+#include "key/key_internal.h"
+
+#define INSN_INT3 0xcc
+#define INSN_JMP32 0xe9
+
+static const uint8_t nop5[LK__SITE_LEN] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+
+static int32_t jmp_displacement(const uint8_t *code, const uint8_t *target)
+{
+	return (int32_t)(target - (code + LK__SITE_LEN));
+}
+
+void lk__arch_site_insn(uint8_t insn[LK__SITE_LEN], const uint8_t *code, const uint8_t *target, bool jump)
+{
+	if (jump) {
+		int32_t rel = jmp_displacement(code, target);
+
+		insn[0] = INSN_JMP32;
+		memcpy(insn + 1, &rel, sizeof(rel));
+	} else {
+		memcpy(insn, nop5, LK__SITE_LEN);
+	}
+}
+
+bool lk__arch_site_decode(const uint8_t *code, const uint8_t *target, bool *jumping)
+{
+	int32_t rel;
+
+	if (memcmp(code, nop5, LK__SITE_LEN) == 0) {
+		*jumping = false;
+		return true;
+	}
+	memcpy(&rel, code + 1, sizeof(rel));
+	if (code[0] == INSN_JMP32 && rel == jmp_displacement(code, target)) {
+		*jumping = true;
+		return true;
+	}
+	return false;
+}
+
+uintptr_t lk__arch_resume(const uint8_t *code, const uint8_t insn[LK__SITE_LEN])
+{
+	int32_t rel;
+
+	if (insn[0] != INSN_JMP32)
+		return (uintptr_t)code + LK__SITE_LEN;
+	memcpy(&rel, insn + 1, sizeof(rel));
+	return (uintptr_t)code + LK__SITE_LEN + rel;
+}
+
+/* Single-byte stores are atomic; the tail is only written while the int3 guards it. */
+static void write_byte(uint8_t *p, uint8_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+/*
+ * The sync cannot fail here: lk__patch_run() has registered for it (or found the process
+ * single-threaded) before the first write.
+ */
+void lk__arch_rewrite(const struct lk__patch *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		write_byte(p[i].addr, INSN_INT3);
+	lk__sync_cores();
+
+	for (size_t i = 0; i < n; i++)
+		for (int b = 1; b < LK__SITE_LEN; b++)
+			write_byte(p[i].addr + b, p[i].insn[b]);
+	lk__sync_cores();
+
+	for (size_t i = 0; i < n; i++)
+		write_byte(p[i].addr, p[i].insn[0]);
+	lk__sync_cores();
+}
+
+/*
+ * A thread ran into an int3. If it is one of ours the saved RIP is just past it: continue where
+ * the new instruction goes. A trap delivered after its rewrite finished (the thread was delayed
+ * between the trap and its handler) finds the complete instruction back in place: run it again.
+ */
+bool lk__arch_trap(siginfo_t *si, ucontext_t *uc)
+{
+	uintptr_t site, resume;
+	bool ours = false;
+
+	if (si->si_code != SI_KERNEL)
+		return false;
+	site = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP] - 1;
+
+	lk__patch_trap_enter();
+	if (lk__patch_lookup(site, &resume)) {
+		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)resume;
+		ours = true;
+	} else if (*(volatile const uint8_t *)site != INSN_INT3 && lk__patch_known(site)) {
+		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)site;
+		ours = true;
+	}
+	lk__patch_trap_exit();
+	return ours;
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal to the key module. */
+#ifndef LK_KEY_INTERNAL_H
+#define LK_KEY_INTERNAL_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <ucontext.h>
+
+#include <lowkey/key.h>
+
+#include "core/dso.h"
+
+#define LK__SITE_LEN 5
+
+/* One site, as the registry knows it. */
+struct lk__site_rt {
+	uint8_t *code;
+	uint8_t *target;
+	struct lk__dso_rt *dso;
+	bool jump_when_on;
+};
+
+/* What key->lk__state points to: every registered site of the key. */
+struct lk__key_state {
+	size_t n, cap;
+	unsigned long filter_gen;	/* see registry.c: unload */
+	struct lk__site_rt *sites;
+};
+
+/* One instruction to rewrite. */
+struct lk__patch {
+	uint8_t *addr;
+	uint8_t insn[LK__SITE_LEN];	/* the new instruction */
+	uintptr_t resume;		/* where a thread trapping here goes: as the new insn would */
+	int prot;			/* the page protection to restore afterwards */
+};
+
+/* ---- registry.c: sites of loaded objects (registry lock held) ---- */
+
+/* Append to *patches the rewrites that bring key's sites to the direction `on`. */
+int lk__key_collect(struct lk_key *key, bool on, struct lk__patch **patches, size_t *n, size_t *cap);
+
+/* ---- patch.c: rewriting code while threads run (registry lock held) ---- */
+
+/*
+ * Rewrite all n sites in one pass (three core syncs). An error means nothing was written; 0 means
+ * every site holds its new instruction. Sorts patches; frees nothing.
+ */
+int lk__patch_run(struct lk__patch *patches, size_t n);
+
+/* Publish the sorted addresses of every registered site (for late traps); takes ownership. */
+void lk__patch_set_known(uintptr_t *addrs, size_t n);
+
+/* From the trap handler (async-signal-safe): */
+void lk__patch_trap_enter(void);
+void lk__patch_trap_exit(void);
+bool lk__patch_lookup(uintptr_t addr, uintptr_t *resume);
+bool lk__patch_known(uintptr_t addr);
+
+/* ---- arch/<arch>.c ---- */
+
+/* The instruction a site holds when it jumps (to target) or falls through. */
+void lk__arch_site_insn(uint8_t insn[LK__SITE_LEN], const uint8_t *code, const uint8_t *target, bool jump);
+
+/* Whether code currently holds one of its two instructions; *jumping says which. */
+bool lk__arch_site_decode(const uint8_t *code, const uint8_t *target, bool *jumping);
+
+/* Where execution continues after insn at code. */
+uintptr_t lk__arch_resume(const uint8_t *code, const uint8_t insn[LK__SITE_LEN]);
+
+/* Write the sites (sorted, pages already writable) with the cross-modifying protocol. */
+void lk__arch_rewrite(const struct lk__patch *patches, size_t n);
+
+/* The SIGTRAP handler for threads that run into a site being rewritten. */
+bool lk__arch_trap(siginfo_t *si, ucontext_t *uc);
+
+#endif

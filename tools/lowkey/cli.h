@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The lowkey command line. Each subcommand lives in its own file and registers itself with
+ * LK_CLI_COMMAND; main.c finds them all through the linker section.
+ *
+ * Exit status, as perf and git: 0 success, 1 the command failed, 2 bad usage.
+ */
+#ifndef LOWKEY_CLI_H
+#define LOWKEY_CLI_H
+
+#include <stdbool.h>
+
+#define LK_EXIT_OK 0
+#define LK_EXIT_FAIL 1
+#define LK_EXIT_USAGE 2
+
+struct lk_cli_command {
+	const char *name;
+	const char *summary;	/* one line for `lowkey help` */
+	const char *usage;	/* the whole help text for `lowkey help NAME` and `NAME --help` */
+	int (*run)(int argc, char **argv);	/* argv[0] is the command's name */
+};
+
+#define LK_CLI_COMMAND(ident, ...)                                                            \
+	static const struct lk_cli_command ident                                              \
+		__attribute__((used, section("lk_cli_commands"), aligned(sizeof(void *)))) =  \
+			{ __VA_ARGS__ }
+
+const struct lk_cli_command *lk_cli_find(const char *name);
+void lk_cli_list(void);
+void lk_cli_suggest(const char *name);
+
+/* Print "lowkey CMD: message" on stderr, and a hint line if hint is not NULL. */
+void lk_cli_error(const char *cmd, const char *hint, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Whether argv[1..] asks for help before any "--". */
+bool lk_cli_wants_help(int argc, char **argv);
+
+#endif
