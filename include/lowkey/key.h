@@ -188,7 +188,7 @@ LK_API int lk_key_apply(const struct lk_key_change *changes, size_t n);
 /* ---- internals ---- */
 
 /*
- * A site's entry in section lk_key_sites (16 bytes, position-independent, no relocation at load):
+ * A site's entry in section __lk_key_sites (16 bytes, position-independent, no relocation at load):
  *   code   - the site's 5 bytes, relative to this field
  *   target - where the jmp goes, relative to this field
  *   ref    - a static slot holding the key's address, relative to this field, ORed with flags.
@@ -228,7 +228,7 @@ struct lk__key_site {
 			 ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\t"                             \
 			 ".endif\n"                                                           \
 			 "2:\n\t"                                                             \
-			 ".pushsection lk_key_sites, \"aR\", @progbits\n\t"                   \
+			 ".pushsection __lk_key_sites, \"aR\", @progbits\n\t"                   \
 			 ".balign 8\n\t"                                                      \
 			 ".long 1b - .\n\t"                                                   \
 			 ".long %l[lk__jumped] - .\n\t"                                       \

@@ -2,7 +2,7 @@
 /*
  * Static-key sites of the loaded objects.
  *
- * When an object registers, each entry of its lk_key_sites table is attached to its key, and any
+ * When an object registers, each entry of its __lk_key_sites table is attached to its key, and any
  * site whose compiled instruction disagrees with the key's present direction is rewritten: the key
  * was flipped before a dlopen(), or the site was compiled against the wrong declaration. When it
  * unregisters (dlclose, exit), its sites are detached so no later flip writes to unmapped code.

@@ -3,7 +3,8 @@
  * Per-DSO registration of lowkey's sections. Nothing here is API.
  *
  * Static-key sites (and later probe sites) are described by tables the compiler and assembler place
- * in named sections. Each shared object -- the executable, every library, a dlopen()ed plugin --
+ * in named sections. Their names start with "__": the assembler makes a symbol of a section's name,
+ * which would capture a C function of the same name (lk_key_sites) in the same object. Each shared object -- the executable, every library, a dlopen()ed plugin --
  * has its own copy of each section, bounded by linker-made __start_/__stop_ symbols. Declared weak
  * and hidden, those symbols resolve to the bounds inside the object that references them (or to
  * NULL when it has none), so every object describes exactly its own sites.
@@ -43,8 +44,8 @@ LK_API void lk__dso_unregister(const struct lk__dso *dso);
 	extern const char __start_##name[] __attribute__((weak, visibility("hidden")));       \
 	extern const char __stop_##name[] __attribute__((weak, visibility("hidden")))
 
-LK__SECTION_BOUNDS(lk_key_sites);
-LK__SECTION_BOUNDS(lk_probe_sites);
+LK__SECTION_BOUNDS(__lk_key_sites);
+LK__SECTION_BOUNDS(__lk_probe_sites);
 
 #ifdef __cplusplus
 extern /* a namespace-scope const would otherwise have internal linkage */
@@ -52,8 +53,8 @@ extern /* a namespace-scope const would otherwise have internal linkage */
 __attribute__((weak, visibility("hidden"))) const struct lk__dso lk__this_dso = {
 	LK__DSO_MAGIC,
 	LK__DSO_ABI,
-	{ __start_lk_key_sites, __stop_lk_key_sites },
-	{ __start_lk_probe_sites, __stop_lk_probe_sites },
+	{ __start___lk_key_sites, __stop___lk_key_sites },
+	{ __start___lk_probe_sites, __stop___lk_probe_sites },
 };
 
 /*

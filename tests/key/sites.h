@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * For tests: look at the machine code of this object's static-key sites.
+ *
+ * lkt_check_sites(key) walks the lk_key_sites table of the object that includes this header and
+ * checks that every site of key holds exactly the instruction for the key's present direction:
+ * the 5-byte NOP 0f 1f 44 00 00, or a jmp rel32 to the site's target. It returns the number of
+ * sites checked, or -1 at the first site holding anything else. In a portable build there are no
+ * sites and it returns 0.
+ */
+#ifndef LKT_SITES_H
+#define LKT_SITES_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include <lowkey/key.h>
+
+static inline int lkt_check_sites(const void *key_ptr)
+{
+#if defined(LK_KEYS_PORTABLE) || !defined(__x86_64__)
+	(void)key_ptr;
+	return 0;
+#else
+	static const uint8_t nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+	const struct lk__key_site *b = (const struct lk__key_site *)(const void *)__start___lk_key_sites;
+	const struct lk__key_site *e = (const struct lk__key_site *)(const void *)__stop___lk_key_sites;
+	const struct lk_key *key = key_ptr;
+	bool on = (lk_key_enabled)(key);
+	int n = 0;
+
+	for (; b && b < e; b++) {
+		const char *slot = (const char *)&b->ref + (b->ref & ~(int64_t)LK__SITE_FLAGS);
+		const uint8_t *code = (const uint8_t *)&b->code + b->code;
+		const uint8_t *target = (const uint8_t *)&b->target + b->target;
+		bool want_jmp = on == (bool)(b->ref & LK__SITE_JUMP_WHEN_ON);
+		int32_t rel;
+
+		if (*(struct lk_key *const *)slot != key)
+			continue;
+		memcpy(&rel, code + 1, sizeof(rel));
+		if (want_jmp && !(code[0] == 0xe9 && code + 5 + rel == target))
+			return -1;
+		if (!want_jmp && memcmp(code, nop5, sizeof(nop5)) != 0)
+			return -1;
+		n++;
+	}
+	return n;
+#endif
+}
+
+#if defined(LK_KEYS_PORTABLE) || !defined(__x86_64__)
+#define LKT_PATCHING 0
+#else
+#define LKT_PATCHING 1
+#endif
+
+#endif
