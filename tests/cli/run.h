@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* For end-to-end tests: run a command line, capture its output and exit status. */
+#ifndef LKT_RUN_H
+#define LKT_RUN_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+struct lkt_run {
+	int status;	/* exit status, or 128 + signal */
+	char out[65536];	/* stdout and stderr together, truncated */
+};
+
+static inline int lkt_sh(struct lkt_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Run fmt... through /bin/sh with stderr merged into stdout. */
+static inline int lkt_sh(struct lkt_run *r, const char *fmt, ...)
+{
+	char cmd[4096];
+	size_t n = 0, got;
+	va_list ap;
+	FILE *p;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd) - 8, fmt, ap);
+	va_end(ap);
+	strcat(cmd, " 2>&1");
+	p = popen(cmd, "r");
+	if (!p)
+		return r->status = -1;
+	while ((got = fread(r->out + n, 1, sizeof(r->out) - 1 - n, p)) > 0)
+		n += got;
+	r->out[n] = 0;
+	st = pclose(p);
+	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return r->status;
+}
+
+#endif

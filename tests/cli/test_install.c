@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `cmake --install` gives a user what the README promises: headers, both libraries, the CLI,
+ * lowkey.pc for pkg-config and a CMake package for find_package(lowkey). A consumer program built
+ * each way runs, and its static key flips.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "run.h"
+
+static char prefix[] = "/tmp/lowkey-install-XXXXXX";
+static struct lkt_run r;
+
+static int install(void **state)
+{
+	(void)state;
+	if (!mkdtemp(prefix))
+		return -1;
+	if (lkt_sh(&r, "cmake --install '%s' --prefix '%s'", BUILD_DIR, prefix) != 0) {
+		fprintf(stderr, "%s", r.out);
+		return -1;
+	}
+	return 0;
+}
+
+static int uninstall(void **state)
+{
+	(void)state;
+	lkt_sh(&r, "rm -rf '%s'", prefix);
+	return 0;
+}
+
+static void files_in_place(void **state)
+{
+	(void)state;
+	assert_int_equal(lkt_sh(&r, "cd '%s' && ls include/lowkey/lowkey.h include/lowkey/key.h "
+			 "include/lowkey/bits/dso.h include/lowkey/version.h lib*/liblowkey.so lib*/liblowkey.a "
+			 "lib*/pkgconfig/lowkey.pc lib*/cmake/lowkey/lowkeyConfig.cmake bin/lowkey", prefix), 0);
+	assert_int_equal(lkt_sh(&r, "LD_LIBRARY_PATH='%s'/lib:'%s'/lib64 '%s'/bin/lowkey --version",
+				prefix, prefix, prefix), 0);
+}
+
+static void consumer_with_pkg_config(void **state)
+{
+	(void)state;
+	assert_int_equal(lkt_sh(&r, "cd '%s' && export PKG_CONFIG_PATH=$(ls -d '%s'/lib*/pkgconfig) && "
+			 "cc -Wall -Werror %s/examples/keys.c $(pkg-config --cflags --libs lowkey) "
+			 "-Wl,-rpath,$(pkg-config --variable=libdir lowkey) -o keys-pc && ./keys-pc",
+			 prefix, prefix, SOURCE_DIR), 0);
+	assert_non_null(strstr(r.out, "work(3)"));
+	assert_null(strstr(r.out, "work(0)"));
+}
+
+static void consumer_with_find_package(void **state)
+{
+	(void)state;
+	assert_int_equal(lkt_sh(&r, "mkdir -p '%s/consumer' && cd '%s/consumer' && "
+			 "printf 'cmake_minimum_required(VERSION 3.20)\\nproject(c C)\\n"
+			 "find_package(lowkey REQUIRED)\\nadd_executable(keys %s/examples/keys.c)\\n"
+			 "target_link_libraries(keys PRIVATE lowkey::lowkey)\\n"
+			 "add_executable(keys_static %s/examples/keys.c)\\n"
+			 "target_link_libraries(keys_static PRIVATE lowkey::lowkey_static)\\n' > CMakeLists.txt && "
+			 "cmake -S . -B b -DCMAKE_PREFIX_PATH='%s' >/dev/null && cmake --build b >/dev/null && "
+			 "b/keys && b/keys_static", prefix, prefix, SOURCE_DIR, SOURCE_DIR, prefix), 0);
+	assert_non_null(strstr(r.out, "work(3)"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(files_in_place),
+		cmocka_unit_test(consumer_with_pkg_config),
+		cmocka_unit_test(consumer_with_find_package),
+	};
+	return cmocka_run_group_tests(tests, install, uninstall);
+}

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Keys and the application's own SIGTRAP handler: lowkey's traps (a thread running into a site
+ * being rewritten) never reach the application, and the application's traps (raise, its own int3)
+ * always do -- whether it installed its handler before lowkey or after.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <lowkey/lowkey.h>
+
+static LK_DEFINE_KEY_FALSE(trap_key);
+
+static volatile int app_traps, app2_traps;
+static int stop;
+
+static void app_handler(int sig)
+{
+	(void)sig;
+	app_traps++;
+}
+
+static void app2_handler(int sig, siginfo_t *si, void *ctx)
+{
+	(void)sig;
+	(void)si;
+	(void)ctx;
+	app2_traps++;
+}
+
+static __attribute__((noinline)) int trap_site(void)
+{
+	return lk_branch_unlikely(&trap_key) ? 1 : 0;
+}
+
+static void *run_sites(void *arg)
+{
+	unsigned long *runs = arg;
+
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+		(void)trap_site();
+		(*runs)++;
+	}
+	return NULL;
+}
+
+/* Flip trap_key many times while two threads run its site: plenty of int3 traps. */
+static void flip_under_fire(int flips)
+{
+	unsigned long runs[2] = { 0, 0 };
+	pthread_t t[2];
+
+	__atomic_store_n(&stop, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, run_sites, &runs[i]), 0);
+	for (int i = 0; i < flips; i++) {
+		assert_int_equal(lk_key_enable(&trap_key), 0);
+		assert_int_equal(lk_key_disable(&trap_key), 0);
+	}
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	assert_true(runs[0] > 0 && runs[1] > 0);
+}
+
+static void handler_installed_before(void **state)
+{
+	struct sigaction sa;
+
+	(void)state;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = app_handler;
+	sigaction(SIGTRAP, &sa, NULL);
+
+	flip_under_fire(2000);
+	assert_int_equal(app_traps, 0);		/* lowkey's own traps stayed with lowkey */
+
+	raise(SIGTRAP);
+	assert_int_equal(app_traps, 1);
+	asm volatile("int3");			/* the application's breakpoint */
+	assert_int_equal(app_traps, 2);
+}
+
+static void handler_installed_after(void **state)
+{
+	struct sigaction sa;
+
+	(void)state;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = app2_handler;
+	sa.sa_flags = SA_SIGINFO;
+	sigaction(SIGTRAP, &sa, NULL);	/* replaces lowkey's dispatcher */
+
+	flip_under_fire(2000);		/* lowkey puts itself back in front before rewriting */
+	assert_int_equal(app2_traps, 0);
+	raise(SIGTRAP);
+	assert_int_equal(app2_traps, 1);
+	asm volatile("int3");
+	assert_int_equal(app2_traps, 2);
+	assert_int_equal(app_traps, 2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(handler_installed_before),
+		cmocka_unit_test(handler_installed_after),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
