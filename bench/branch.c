@@ -38,7 +38,7 @@ static struct {
 	int scribble;
 } __attribute__((aligned(64))) bounce;
 
-static volatile int writer_stop;
+static int writer_stop;
 
 /*
  * Every row is this loop with BODY in it. The empty asm keeps `hits` in a register and the loop
@@ -105,7 +105,7 @@ static void *bounce_writer(void *arg)
 {
 	(void)arg;
 	lkb_pin(1);
-	while (!writer_stop)
+	while (!__atomic_load_n(&writer_stop, __ATOMIC_RELAXED))
 		__atomic_fetch_add(&bounce.scribble, 1, __ATOMIC_RELAXED);
 	return NULL;
 }
@@ -151,12 +151,12 @@ static int measure_loop(int runs, bool have_second_cpu)
 			if (r->bounce) {
 				if (!have_second_cpu)
 					continue;
-				writer_stop = 0;
+				__atomic_store_n(&writer_stop, 0, __ATOMIC_RELAXED);
 				if (pthread_create(&writer, NULL, bounce_writer, NULL) != 0)
 					continue;
 				usleep(1000);
 				r->samples[run] = time_loop(r, r->iters);
-				writer_stop = 1;
+				__atomic_store_n(&writer_stop, 1, __ATOMIC_RELAXED);
 				pthread_join(writer, NULL);
 			} else {
 				r->samples[run] = time_loop(r, r->iters);
@@ -324,7 +324,7 @@ static struct flip_row flip_rows[] = {
 
 struct runner {
 	uint64_t (*run)(void);
-	volatile int stop;
+	int stop;
 	uint64_t passes;
 };
 
@@ -333,7 +333,7 @@ static void *site_runner(void *arg)
 	struct runner *r = arg;
 
 	lkb_pin(1);
-	while (!r->stop) {
+	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
 		r->run();
 		r->passes++;
 	}
@@ -381,7 +381,7 @@ static int measure_flips(int flips, bool have_second_cpu)
 			continue;
 		usleep(2000);
 		err = time_flips(f->key, flips, &f->enable_busy, &f->disable_busy);
-		runner.stop = 1;
+		__atomic_store_n(&runner.stop, 1, __ATOMIC_RELAXED);
 		pthread_join(t, NULL);
 		if (err)
 			return err;

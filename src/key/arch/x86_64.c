@@ -64,10 +64,14 @@ uintptr_t lk__arch_resume(const uint8_t *code, const uint8_t insn[LK__SITE_LEN])
 	return (uintptr_t)code + LK__SITE_LEN + rel;
 }
 
-/* Single-byte stores are atomic; the tail is only written while the int3 guards it. */
+/*
+ * One byte store the compiler cannot split, merge or drop (a single byte store is atomic on x86;
+ * the tail is only written while the int3 guards it). It is an asm so that sanitizers do not
+ * instrument it: their shadow of code pages is read-only, and code is not data they could track.
+ */
 static void write_byte(uint8_t *p, uint8_t v)
 {
-	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+	asm volatile("movb %1, %0" : "=m"(*p) : "q"(v) : "memory");
 }
 
 /*
