@@ -5,6 +5,7 @@
  * always do -- whether it installed its handler before lowkey or after.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -44,7 +45,7 @@ static void *run_sites(void *arg)
 
 	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
 		(void)trap_site();
-		(*runs)++;
+		__atomic_fetch_add(runs, 1, __ATOMIC_RELAXED);
 	}
 	return NULL;
 }
@@ -58,6 +59,9 @@ static void flip_under_fire(int flips)
 	__atomic_store_n(&stop, 0, __ATOMIC_RELAXED);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&t[i], NULL, run_sites, &runs[i]), 0);
+	/* flip only once both threads are in their loops */
+	while (!__atomic_load_n(&runs[0], __ATOMIC_RELAXED) || !__atomic_load_n(&runs[1], __ATOMIC_RELAXED))
+		sched_yield();
 	for (int i = 0; i < flips; i++) {
 		assert_int_equal(lk_key_enable(&trap_key), 0);
 		assert_int_equal(lk_key_disable(&trap_key), 0);
@@ -65,7 +69,6 @@ static void flip_under_fire(int flips)
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
-	assert_true(runs[0] > 0 && runs[1] > 0);
 }
 
 static void handler_installed_before(void **state)
