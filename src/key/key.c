@@ -97,29 +97,43 @@ static int commit_locked(struct fold *folds, size_t nkeys)
 	return 0;
 }
 
-LK_API int lk_key_apply(const struct lk_key_change *changes, size_t n)
+static int validate(const struct lk_key_change *changes, size_t n)
 {
-	struct fold *folds;
-	size_t nkeys;
-	int err;
-
-	if (n == 0)
-		return 0;
-	if (!changes)
+	if (n && !changes)
 		return lk__fail(-EINVAL, "lk_key_apply: changes is NULL");
 	for (size_t i = 0; i < n; i++)
 		if (!changes[i].key)
 			return lk__fail(-EINVAL, "lk_key_apply: change %zu names a NULL key", i);
+	return 0;
+}
+
+int lk__key_apply_locked(const struct lk_key_change *changes, size_t n)
+{
+	struct fold *folds;
+	size_t nkeys;
+	int err = validate(changes, n);
+
+	if (err || n == 0)
+		return err;
 	folds = malloc(n * sizeof(*folds));
 	if (!folds)
 		return lk__fail(-ENOMEM, "lk_key_apply: out of memory");
-
-	lk__registry_lock();
 	err = fold_changes(changes, n, folds, &nkeys);
 	if (!err)
 		err = commit_locked(folds, nkeys);
-	lk__registry_unlock();
 	free(folds);
+	return err;
+}
+
+LK_API int lk_key_apply(const struct lk_key_change *changes, size_t n)
+{
+	int err = validate(changes, n);
+
+	if (err || n == 0)
+		return err;
+	lk__registry_lock();
+	err = lk__key_apply_locked(changes, n);
+	lk__registry_unlock();
 	return err;
 }
 

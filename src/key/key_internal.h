@@ -38,6 +38,11 @@ struct lk__patch {
 	int prot;			/* the page protection to restore afterwards */
 };
 
+/* ---- key.c ---- */
+
+/* lk_key_apply() for callers that hold the registry lock (other modules' DSO handlers). */
+int lk__key_apply_locked(const struct lk_key_change *changes, size_t n);
+
 /* ---- registry.c: sites of loaded objects (registry lock held) ---- */
 
 /* Append to *patches the rewrites that bring key's sites to the direction `on`. */

@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Per-thread ring buffers and the slow path of recording.
+ *
+ * A thread's first event while a trace runs gets it a buffer (mmap, so this works in a signal
+ * handler too) that it pushes, lock-free, onto the global list. The producer owns wp and the
+ * space up to the consumer's rp; the consumer owns rp. Records never straddle the end of the ring:
+ * the producer leaves a pad there (see probe_internal.h) and continues at the start. One byte
+ * stays free between wp and rp, so wp == rp always means empty.
+ *
+ * fast_end is where the inline fast path must stop and call in here: the end of the contiguous
+ * free space, or earlier, at the watermark where half the ring is used and the consumer should
+ * be woken; or zero, when every event must come here (CPU time recorded, no trace running, the
+ * buffer belonging to an older trace).
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "probe/probe_internal.h"
+
+LK_API __thread struct lk__probe_tls lk__probe_tls __attribute__((tls_model("initial-exec")));
+
+/* This thread's buffer; BUFFER_GONE once the thread is exiting. */
+static __thread struct lk__probe_buffer *my_buffer;
+#define BUFFER_GONE ((struct lk__probe_buffer *)1)
+
+struct lk__probe_buffer *lk__probe_buffers;
+
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+
+static void thread_exit(void *arg);
+
+static void exit_key_init(void)
+{
+	pthread_key_create(&exit_key, thread_exit);
+}
+
+/* ---- the ring ---- */
+
+static uint8_t *ring_end(const struct lk__probe_buffer *b)
+{
+	return b->data + b->cap;
+}
+
+static void set_fast_end(struct lk__probe_tls *t, uintptr_t end)
+{
+	__atomic_store_n(&t->fast_end, end, __ATOMIC_RELAXED);
+}
+
+/*
+ * Recompute fast_end from the consumer's latest rp; wake the consumer when the ring is half
+ * full (or at the first record after it went to sleep with nothing to do).
+ */
+static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
+{
+	uint8_t *rp = __atomic_load_n(&b->rp, __ATOMIC_ACQUIRE);
+	uint8_t *wp = (uint8_t *)t->wp;
+	size_t used = wp >= rp ? (size_t)(wp - rp) : b->cap - (size_t)(rp - wp);
+	uint8_t *limit = wp >= rp ? ring_end(b) : rp - 1;
+	uint8_t *half;
+
+	if (lk__trace.cputime || lk__trace.stopping) {
+		set_fast_end(t, 0);
+		return;
+	}
+	if (used >= b->cap / 2) {
+		lk__consumer_wake();
+		set_fast_end(t, (uintptr_t)limit);
+		return;
+	}
+	half = wp + (b->cap / 2 - used);
+	set_fast_end(t, (uintptr_t)(half < limit ? half : limit));
+}
+
+/*
+ * Room for size contiguous bytes, wrapping with a pad if needed; NULL when the ring is full.
+ * Updates t->wp past a pad it writes (committed later with the record).
+ */
+static uint8_t *reserve(struct lk__probe_buffer *b, struct lk__probe_tls *t, uint32_t size)
+{
+	uint8_t *rp = __atomic_load_n(&b->rp, __ATOMIC_ACQUIRE);
+	uint8_t *wp = (uint8_t *)t->wp;
+
+	if (wp < rp)
+		return wp + size < rp ? wp : NULL;
+	if (wp + size <= ring_end(b))
+		return wp;
+	/* wrap: the record goes at the start, if it stays short of rp */
+	if (b->data + size >= rp)
+		return NULL;
+	if (ring_end(b) - wp >= LK__PROBE_HEADER) {
+		uint64_t pad = LK__PAD_TSC;
+
+		memcpy(wp, &pad, sizeof(pad));
+	}
+	return b->data;
+}
+
+static size_t arg_size(uint32_t types, unsigned int i, uint64_t v)
+{
+	const char *s = (const char *)(uintptr_t)v;
+
+	if (((types >> (4 * i)) & 0xf) != LK_PROBE_STR)
+		return 8;
+	return (s ? strnlen(s, LK_PROBE_STRING_MAX - 1) : strlen("(null)")) + 1;
+}
+
+static uint8_t *put_args(uint8_t *p, uint32_t types, unsigned int n, const uint64_t *vals)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		size_t len = arg_size(types, i, vals[i]);
+
+		if (((types >> (4 * i)) & 0xf) == LK_PROBE_STR) {
+			const char *s = (const char *)(uintptr_t)vals[i];
+
+			memcpy(p, s ? s : "(null)", len - 1);
+			p[len - 1] = 0;
+		} else {
+			memcpy(p, &vals[i], 8);
+		}
+		p += len;
+	}
+	return p;
+}
+
+static void count_lost(struct lk__probe_buffer *b)
+{
+	if (b && b != BUFFER_GONE)
+		__atomic_fetch_add(&b->lost, 1, __ATOMIC_RELAXED);
+}
+
+/* Write one record: id, optional CPU time, arguments. The thread is claimed. */
+static void write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, uint32_t id, uint32_t types,
+			 unsigned int n, const uint64_t *vals)
+{
+	size_t size = LK__PROBE_HEADER + (lk__trace.cputime ? 8 : 0);
+	uint32_t head[2];
+	uint64_t tsc;
+	uint8_t *p;
+
+	for (unsigned int i = 0; i < n; i++)
+		size += arg_size(types, i, vals[i]);
+	if (size > b->cap / 4 || !(p = reserve(b, t, (uint32_t)size))) {
+		count_lost(b);
+		return;
+	}
+	tsc = lk__probe_tsc();
+	head[0] = id;
+	head[1] = (uint32_t)size;
+	memcpy(p, &tsc, 8);
+	memcpy(p + 8, head, 8);
+	if (lk__trace.cputime) {
+		uint64_t cpu = lk_thread_cputime_ns();
+
+		memcpy(p + LK__PROBE_HEADER, &cpu, 8);
+		put_args(p + LK__PROBE_HEADER + 8, types, n, vals);
+	} else {
+		put_args(p + LK__PROBE_HEADER, types, n, vals);
+	}
+	t->wp = (uintptr_t)(p + size);
+	__atomic_store_n(&t->committed, t->wp, __ATOMIC_RELEASE);
+}
+
+/* ---- buffer lifetime ---- */
+
+static void push(struct lk__probe_buffer *b)
+{
+	struct lk__probe_buffer *head = __atomic_load_n(&lk__probe_buffers, __ATOMIC_RELAXED);
+
+	do
+		b->next = head;
+	while (!__atomic_compare_exchange_n(&lk__probe_buffers, &head, b, true, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED));
+}
+
+static size_t trace_buffer_size(void)
+{
+	size_t want = lk__trace.config.buffer_size, cap = 4096;
+
+	while (cap < want)
+		cap <<= 1;
+	return cap;
+}
+
+/* Point this thread at an empty ring of the running trace's size, reallocating if needed. */
+static int attach(struct lk__probe_buffer *b, struct lk__probe_tls *t)
+{
+	size_t cap = trace_buffer_size();
+
+	if (b->cap != cap) {
+		void *data = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+		if (data == MAP_FAILED)
+			return -1;
+		if (b->data)
+			munmap(b->data, b->cap);
+		b->data = data;
+		b->cap = cap;
+	}
+	b->rp = b->data;
+	b->lost = b->lost_written = b->events = b->packets = 0;
+	b->fd = -1;
+	t->wp = t->committed = (uintptr_t)b->data;
+	__atomic_store_n(&b->trace_gen, lk__trace.gen, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static void record_thread_name(struct lk__probe_buffer *b, struct lk__probe_tls *t)
+{
+	uint64_t name = (uintptr_t)b->name;
+
+	prctl(PR_GET_NAME, b->name, 0, 0, 0);
+	write_record(b, t, LK__EVENT_THREAD_NAME, LK_PROBE_STR, 1, &name);
+}
+
+static struct lk__probe_buffer *create(struct lk__probe_tls *t)
+{
+	struct lk__probe_buffer *b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (b == MAP_FAILED)
+		return NULL;
+	memset(b, 0, sizeof(*b));
+	b->tls = t;
+	b->tid = gettid();
+	b->fd = -1;
+	if (attach(b, t) != 0) {
+		munmap(b, sizeof(*b));
+		return NULL;
+	}
+	pthread_once(&exit_key_once, exit_key_init);
+	pthread_setspecific(exit_key, b);
+	push(b);
+	return b;
+}
+
+/* The buffer to record into now, set up for the running trace; NULL if none can be. */
+static struct lk__probe_buffer *current_buffer(struct lk__probe_tls *t)
+{
+	struct lk__probe_buffer *b = my_buffer;
+
+	if (b == BUFFER_GONE)
+		return NULL;
+	if (!b) {
+		b = create(t);
+		if (!b)
+			return NULL;
+		my_buffer = b;
+		record_thread_name(b, t);
+	} else if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) != lk__trace.gen) {
+		if (attach(b, t) != 0)
+			return NULL;
+		record_thread_name(b, t);
+	}
+	return b;
+}
+
+LK_API void lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, const uint64_t *vals)
+{
+	struct lk__probe_tls *t = &lk__probe_tls;
+	unsigned int nested = t->nesting;
+	struct lk__probe_buffer *b;
+
+	t->nesting = nested + 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) || lk__trace.stopping) {
+		set_fast_end(t, 0);
+	} else if (nested) {
+		count_lost(my_buffer);	/* a signal handler interrupted an event on this thread */
+	} else if ((b = current_buffer(t))) {
+		write_record(b, t, site->id, site->arg_types, n, vals);
+		rearm(b, t);
+	}
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->nesting = nested;
+}
+
+/* ---- the consumer's side ---- */
+
+uintptr_t lk__buffer_committed(struct lk__probe_buffer *b)
+{
+	uintptr_t c;
+
+	__atomic_store_n(&b->reading, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&b->dead, __ATOMIC_SEQ_CST))
+		c = __atomic_load_n(&b->final_committed, __ATOMIC_ACQUIRE);
+	else
+		c = __atomic_load_n(&b->tls->committed, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&b->reading, 0, __ATOMIC_RELEASE);
+	return c;
+}
+
+void lk__buffer_release(struct lk__probe_buffer *b, uint8_t *rp)
+{
+	__atomic_store_n(&b->rp, rp, __ATOMIC_RELEASE);
+}
+
+/*
+ * The thread is exiting: hand the consumer its last commit, and stop looking at its TLS (which
+ * goes away with the thread). Events from later TLS destructors on this thread are not recorded.
+ */
+static void thread_exit(void *arg)
+{
+	struct lk__probe_buffer *b = arg;
+	struct lk__probe_tls *t = &lk__probe_tls;
+
+	my_buffer = BUFFER_GONE;
+	set_fast_end(t, 0);
+	__atomic_store_n(&b->final_committed, __atomic_load_n(&t->committed, __ATOMIC_RELAXED), __ATOMIC_RELEASE);
+	__atomic_store_n(&b->dead, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&b->reading, __ATOMIC_SEQ_CST))
+		sched_yield();
+	lk__consumer_wake();
+}
+
+void lk__buffer_free(struct lk__probe_buffer *b)
+{
+	if (b->data)
+		munmap(b->data, b->cap);
+	munmap(b, sizeof(*b));
+}
+
+/*
+ * After the keys are off: wait until every live thread has left the emit it may have been in.
+ * A thread stopped inside one (a debugger) is given up on after a second.
+ */
+void lk__probe_buffers_quiesce(void)
+{
+	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b; b = b->next) {
+		for (int spins = 0; spins < 100000; spins++) {
+			unsigned int nesting;
+
+			__atomic_store_n(&b->reading, 1, __ATOMIC_SEQ_CST);
+			nesting = __atomic_load_n(&b->dead, __ATOMIC_SEQ_CST)
+					  ? 0 : __atomic_load_n(&b->tls->nesting, __ATOMIC_RELAXED);
+			__atomic_store_n(&b->reading, 0, __ATOMIC_RELEASE);
+			if (nesting == 0)
+				break;
+			sched_yield();
+		}
+	}
+}
+
+/* Send every live thread's next event to the slow path (trace flags changed or stopping). */
+void lk__probe_buffers_retarget(void)
+{
+	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b; b = b->next) {
+		__atomic_store_n(&b->reading, 1, __ATOMIC_SEQ_CST);
+		if (!__atomic_load_n(&b->dead, __ATOMIC_SEQ_CST))
+			set_fast_end(b->tls, 0);
+		__atomic_store_n(&b->reading, 0, __ATOMIC_RELEASE);
+	}
+}
+
+void lk__probe_forget_thread(void)
+{
+	my_buffer = NULL;
+	memset(&lk__probe_tls, 0, sizeof(lk__probe_tls));
+}

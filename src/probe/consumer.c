@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The consumer thread: drains every thread's ring into the trace.
+ *
+ * It wakes every flush_ms, or when a producer's ring reaches half full, walks each ring from rp
+ * to what the producer has committed, and writes the records as CTF packets: a run of contiguous
+ * records is one packet, so a wrap splits it in two. Records are not copied or decoded, only their
+ * sizes read. Then it hands the space back (rp). Buffers of threads that have exited are freed
+ * once drained.
+ *
+ * A write error (a full disk) stops the trace: the sites are turned off, what was written stays
+ * (a packet is written whole or truncated away), and later data is dropped.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "probe/probe_internal.h"
+
+#define MAX_PACKET (1u << 20)
+
+static int stop_requested;
+
+void lk__consumer_wake(void)
+{
+	if (__atomic_load_n(&lk__trace.consumer_sleeping, __ATOMIC_SEQ_CST)) {
+		__atomic_fetch_add(&lk__trace.wake, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, &lk__trace.wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	}
+}
+
+static uint64_t read_u64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static uint32_t read_u32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static void fail_output(struct lk__trace *t, int err)
+{
+	if (t->error)
+		return;
+	t->error = err;
+	snprintf(t->error_msg, sizeof(t->error_msg),
+		 "writing the trace to %s failed (%s): tracing stopped there; what was written before "
+		 "is complete and readable", t->ctf_dir, strerror(-err));
+	lk__registry_lock();
+	lk__probe_apply_rules_locked(false);
+	lk__registry_unlock();
+}
+
+/* Write records [start, end) as one packet, unless the trace has failed. */
+static void emit_packet(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *start,
+			const uint8_t *end, uint64_t ts_begin, uint64_t ts_end, uint64_t events)
+{
+	int err;
+
+	if (t->error)
+		return;
+	err = lk__ctf_write_packet(t, b, start, end, ts_begin, ts_end);
+	if (err) {
+		fail_output(t, err);
+		return;
+	}
+	b->events += events;
+	__atomic_fetch_add(&t->events, events, __ATOMIC_RELAXED);
+}
+
+/*
+ * One contiguous run starting at rp, up to committed or the end of the ring, at most one packet.
+ * Returns where the next run starts.
+ */
+static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8_t *rp, uint8_t *committed)
+{
+	uint8_t *end = b->data + b->cap, *limit = committed >= rp ? committed : end;
+	uint8_t *start = rp, *last = NULL;
+	uint64_t events = 0;
+
+	while (rp < limit && (size_t)(rp - start) < MAX_PACKET) {
+		uint32_t size;
+
+		if (end - rp < LK__PROBE_HEADER || read_u64(rp) == LK__PAD_TSC) {
+			rp = end;	/* the rest of the ring is padding */
+			break;
+		}
+		size = read_u32(rp + 12);
+		if (size < LK__PROBE_HEADER || size > (size_t)(end - rp)) {
+			fail_output(t, -EIO);	/* cannot happen unless memory was corrupted */
+			return committed;
+		}
+		last = rp;
+		rp += size;
+		events++;
+	}
+	if (last)
+		emit_packet(t, b, start, last + read_u32(last + 12), read_u64(start), read_u64(last), events);
+	return rp == end ? b->data : rp;
+}
+
+static void drain_buffer(struct lk__trace *t, struct lk__probe_buffer *b)
+{
+	uint8_t *committed = (uint8_t *)lk__buffer_committed(b);
+	uint8_t *rp = b->rp;
+
+	while (rp != committed) {
+		rp = drain_run(t, b, rp, committed);
+		lk__buffer_release(b, rp);
+	}
+}
+
+/* A packet with no events that carries the final count of lost events. */
+static void report_lost(struct lk__trace *t, struct lk__probe_buffer *b)
+{
+	uint64_t lost = __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
+
+	if (lost != b->lost_written && b->fd >= 0 && !t->error) {
+		uint64_t now = lk__probe_tsc();
+
+		emit_packet(t, b, NULL, NULL, now, now, 0);
+	}
+}
+
+static void unlink_buffer(struct lk__probe_buffer *b)
+{
+	struct lk__probe_buffer *expected = b, **link;
+
+	/* Threads only push at the head; if b is the head, a push may race us: use CAS there. */
+	if (__atomic_compare_exchange_n(&lk__probe_buffers, &expected, b->next, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		return;
+	for (link = &expected->next; *link && *link != b; link = &(*link)->next)
+		;
+	if (*link)
+		*link = b->next;
+}
+
+/* The end of a buffer's part in this trace: its lost count goes to the total, its stream closes. */
+static void retire_stream(struct lk__trace *t, struct lk__probe_buffer *b)
+{
+	report_lost(t, b);
+	__atomic_fetch_add(&t->lost, __atomic_load_n(&b->lost, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+	if (b->fd >= 0)
+		close(b->fd);
+	b->fd = -1;
+}
+
+static void drain_all(struct lk__trace *t, bool final)
+{
+	struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE), *next;
+
+	for (; b; b = next) {
+		bool dead = __atomic_load_n(&b->dead, __ATOMIC_ACQUIRE);
+
+		next = b->next;
+		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) != t->gen) {
+			if (dead) {
+				unlink_buffer(b);	/* an exited thread from an earlier trace */
+				lk__buffer_free(b);
+			}
+			continue;
+		}
+		drain_buffer(t, b);
+		if (dead) {
+			retire_stream(t, b);	/* dead: nothing more will be committed */
+			unlink_buffer(b);
+			lk__buffer_free(b);
+		} else if (final) {
+			retire_stream(t, b);	/* alive, kept for the thread's next trace */
+		}
+	}
+}
+
+static void sleep_until_woken(struct lk__trace *t)
+{
+	unsigned int seen = __atomic_load_n(&t->wake, __ATOMIC_SEQ_CST);
+	struct timespec timeout = { t->config.flush_ms / 1000, (long)(t->config.flush_ms % 1000) * 1000000 };
+
+	__atomic_store_n(&t->consumer_sleeping, 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&stop_requested, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &t->wake, FUTEX_WAIT_PRIVATE, seen, &timeout, NULL, 0);
+	__atomic_store_n(&t->consumer_sleeping, 0, __ATOMIC_SEQ_CST);
+}
+
+static void *consumer_main(void *arg)
+{
+	struct lk__trace *t = arg;
+	sigset_t all;
+
+	/* The application's signals are not for this thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_setname_np(pthread_self(), "lowkey-trace");
+	while (!__atomic_load_n(&stop_requested, __ATOMIC_SEQ_CST)) {
+		drain_all(t, false);
+		sleep_until_woken(t);
+	}
+	drain_all(t, true);
+	return NULL;
+}
+
+int lk__consumer_start(void)
+{
+	int err;
+
+	__atomic_store_n(&stop_requested, 0, __ATOMIC_SEQ_CST);
+	err = pthread_create(&lk__trace.consumer, NULL, consumer_main, &lk__trace);
+	if (err)
+		return lk__fail(-err, "cannot start the trace's consumer thread: %s", strerror(err));
+	return 0;
+}
+
+void lk__consumer_stop(void)
+{
+	__atomic_store_n(&stop_requested, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(&lk__trace.wake, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &lk__trace.wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	pthread_join(lk__trace.consumer, NULL);
+}

@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CTF 1.8 writer.
+ *
+ * A trace is a directory: `metadata` (TSDL text describing the layout below), one stream file per
+ * thread (`stream-TID`), and `index` (the same event descriptions in a line format that lowkey's
+ * own reader parses). The metadata is rewritten (to a temporary file, then renamed) whenever an
+ * object with new sites loads during the trace and at the end, when the TSC frequency measured
+ * over the whole trace replaces the start-up estimate.
+ *
+ * Packet: header { u32 magic, u8 uuid[16], u32 stream_id, u64 stream_instance_id (tid) },
+ *         context { u64 timestamp_begin, timestamp_end, content_size, packet_size,
+ *                   packet_seq_num, events_discarded; u32 tid, u32 spare },
+ *         then the thread's records exactly as they were in its ring.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <lowkey/version.h>
+
+#include "core/error.h"
+#include "probe/probe_internal.h"
+
+#define CTF_MAGIC 0xc1fc1fc1u
+
+struct packet_prefix {
+	uint32_t magic;
+	uint8_t uuid[16];
+	uint32_t stream_id;
+	uint64_t stream_instance_id;
+	uint64_t timestamp_begin;
+	uint64_t timestamp_end;
+	uint64_t content_size;
+	uint64_t packet_size;
+	uint64_t packet_seq_num;
+	uint64_t events_discarded;
+	uint32_t tid;
+	uint32_t spare;
+} __attribute__((packed));
+
+static void uuid_string(const unsigned char u[16], char out[37])
+{
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+		 u[14], u[15]);
+}
+
+int lk__ctf_open(struct lk__trace *t)
+{
+	if (mkdir(t->ctf_dir, 0755) != 0 && errno != EEXIST)
+		return lk__fail(-errno, "cannot create the trace directory %s: %s", t->ctf_dir, strerror(errno));
+	t->dir_fd = open(t->ctf_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (t->dir_fd < 0)
+		return lk__fail(-errno, "cannot open the trace directory %s: %s", t->ctf_dir, strerror(errno));
+	if (getrandom(t->uuid, sizeof(t->uuid), 0) != sizeof(t->uuid)) {
+		for (size_t i = 0; i < sizeof(t->uuid); i++)
+			t->uuid[i] = (unsigned char)(lk__probe_tsc() >> (i % 8 * 8));
+	}
+	t->uuid[6] = (t->uuid[6] & 0x0f) | 0x40;	/* a version 4 UUID */
+	t->uuid[8] = (t->uuid[8] & 0x3f) | 0x80;
+	return 0;
+}
+
+/* A field name for argument i: the argument as written when it is an identifier, else argI. */
+static void arg_name(const char *names, unsigned int i, char *out, size_t len)
+{
+	const char *p = names;
+	size_t n;
+	bool ident;
+
+	for (unsigned int k = 0; k < i && p; k++) {
+		p = strchr(p, ',');
+		if (p)
+			p++;
+	}
+	while (p && *p == ' ')
+		p++;
+	n = p ? strcspn(p, ",") : 0;
+	while (n && p[n - 1] == ' ')
+		n--;
+	ident = n > 0 && n < len && (p[0] == '_' || (p[0] >= 'a' && p[0] <= 'z') || (p[0] >= 'A' && p[0] <= 'Z'));
+	for (size_t k = 0; ident && k < n; k++)
+		ident = p[k] == '_' || (p[k] >= 'a' && p[k] <= 'z') || (p[k] >= 'A' && p[k] <= 'Z') ||
+			(p[k] >= '0' && p[k] <= '9');
+	if (ident)
+		snprintf(out, len, "%.*s", (int)n, p);
+	else
+		snprintf(out, len, "arg%u", i);
+}
+
+static const char *tsdl_type(unsigned int type)
+{
+	switch (type) {
+	case LK_PROBE_I64: return "int64_t";
+	case LK_PROBE_U64: return "uint64_t";
+	case LK_PROBE_F64: return "double_t";
+	case LK_PROBE_STR: return "string";
+	default: return "lk_pointer_t";
+	}
+}
+
+static void write_event_class(FILE *f, const struct lk__probe_site_rt *rt)
+{
+	char name[64];
+	const char *suffix = rt->kind == LK_PROBE_SPAN_BEGIN ? ":begin" : rt->kind == LK_PROBE_SPAN_END ? ":end" : "";
+
+	fprintf(f, "event {\n\tname = \"%s:%s%s\";\n\tid = %u;\n\tstream_id = 0;\n", rt->provider, rt->event,
+		suffix, rt->id);
+	fprintf(f, "\tmodel.emf.uri = \"%s:%u\";\n\tfields := struct {\n", rt->file, rt->line);
+	for (unsigned int a = 0; a < rt->nargs; a++) {
+		arg_name(rt->arg_names, a, name, sizeof(name));
+		fprintf(f, "\t\t%s _%s;\n", tsdl_type((rt->arg_types >> (4 * a)) & 0xf), name);
+	}
+	fprintf(f, "\t};\n};\n\n");
+}
+
+static void write_prologue(FILE *f, const struct lk__trace *t)
+{
+	char uuid[37], host[256] = "";
+	uint64_t offset_s = t->realtime0_ns / 1000000000u;
+	int64_t offset = (int64_t)((double)(t->realtime0_ns % 1000000000u) * (double)t->tsc_hz / 1e9) -
+			 (int64_t)t->tsc0;
+
+	uuid_string(t->uuid, uuid);
+	gethostname(host, sizeof(host) - 1);
+	fprintf(f, "/* CTF 1.8 */\n\n");
+	fprintf(f, "typealias integer { size = 8; align = 8; signed = false; } := uint8_t;\n");
+	fprintf(f, "typealias integer { size = 32; align = 8; signed = false; } := uint32_t;\n");
+	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; } := uint64_t;\n");
+	fprintf(f, "typealias integer { size = 64; align = 8; signed = true; } := int64_t;\n");
+	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; base = 16; } := lk_pointer_t;\n");
+	fprintf(f, "typealias floating_point { exp_dig = 11; mant_dig = 53; align = 8; } := double_t;\n\n");
+	fprintf(f, "trace {\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"%s\";\n\tbyte_order = le;\n", uuid);
+	fprintf(f, "\tpacket.header := struct {\n\t\tuint32_t magic;\n\t\tuint8_t uuid[16];\n"
+		   "\t\tuint32_t stream_id;\n\t\tuint64_t stream_instance_id;\n\t};\n};\n\n");
+	fprintf(f, "env {\n\ttracer_name = \"lowkey\";\n\ttracer_major = %d;\n\ttracer_minor = %d;\n"
+		   "\tdomain = \"ust\";\n\thostname = \"%s\";\n\tvpid = %d;\n\tprocname = \"%s\";\n"
+		   "\tlowkey_cputime = %d;\n\tlowkey_tsc_hz = %llu;\n\tlowkey_monotonic0_ns = %llu;\n};\n\n",
+		LK_VERSION_MAJOR, LK_VERSION_MINOR, host, (int)getpid(), program_invocation_short_name,
+		t->cputime ? 1 : 0, (unsigned long long)t->tsc_hz, (unsigned long long)t->monotonic0_ns);
+	fprintf(f, "clock {\n\tname = \"tsc\";\n\tuuid = \"%s\";\n\tdescription = \"TSC, calibrated against "
+		   "CLOCK_REALTIME\";\n\tfreq = %llu;\n\tprecision = 1;\n\toffset_s = %llu;\n\toffset = %lld;\n"
+		   "\tabsolute = TRUE;\n};\n\n",
+		uuid, (unsigned long long)t->tsc_hz, (unsigned long long)offset_s, (long long)offset);
+	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; map = clock.tsc.value; } := tsc_t;\n\n");
+	fprintf(f, "stream {\n\tid = 0;\n\tevent.header := struct {\n\t\ttsc_t timestamp;\n\t\tuint32_t id;\n"
+		   "\t\tuint32_t size;\n\t};\n");
+	fprintf(f, "\tpacket.context := struct {\n\t\ttsc_t timestamp_begin;\n\t\ttsc_t timestamp_end;\n"
+		   "\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t packet_seq_num;\n"
+		   "\t\tuint64_t events_discarded;\n\t\tuint32_t tid;\n\t\tuint32_t spare;\n\t};\n");
+	if (t->cputime)
+		fprintf(f, "\tevent.context := struct {\n\t\tuint64_t cputime_ns;\n\t};\n");
+	fprintf(f, "};\n\n");
+	fprintf(f, "event {\n\tname = \"lowkey:thread_name\";\n\tid = %d;\n\tstream_id = 0;\n"
+		   "\tfields := struct {\n\t\tstring _name;\n\t};\n};\n\n", LK__EVENT_THREAD_NAME);
+}
+
+/* index: one line per event class; the reader's view of the metadata. */
+static void write_index(FILE *f, const struct lk__trace *t)
+{
+	size_t n;
+	const struct lk__probe_site_rt *sites = lk__probe_sites(&n);
+
+	fprintf(f, "lowkey-trace 1\ntsc_hz %llu\ntsc0 %llu\nmonotonic0_ns %llu\nrealtime0_ns %llu\n"
+		   "cputime %d\npid %d\nprocname %s\n",
+		(unsigned long long)t->tsc_hz, (unsigned long long)t->tsc0,
+		(unsigned long long)t->monotonic0_ns, (unsigned long long)t->realtime0_ns, t->cputime ? 1 : 0,
+		(int)getpid(), program_invocation_short_name);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "event\t%u\t%u\t%u\t%x\t%s\t%s\t%s:%u\t%s\n", sites[i].id, sites[i].kind, sites[i].nargs,
+			sites[i].arg_types, sites[i].provider, sites[i].event, sites[i].file, sites[i].line,
+			sites[i].arg_names);
+}
+
+/* Write name atomically: to name.tmp, then rename. */
+static int write_file(struct lk__trace *t, const char *name, void (*fill)(FILE *, const struct lk__trace *),
+		      void (*more)(FILE *, const struct lk__trace *))
+{
+	char tmp[64];
+	FILE *f;
+	int fd, err = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	fd = openat(t->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	f = fdopen(fd, "w");
+	if (!f) {
+		close(fd);
+		return -ENOMEM;
+	}
+	fill(f, t);
+	if (more)
+		more(f, t);
+	if (fflush(f) != 0 || ferror(f))
+		err = errno ? -errno : -EIO;
+	if (fclose(f) != 0 && !err)
+		err = -errno;
+	if (!err && renameat(t->dir_fd, tmp, t->dir_fd, name) != 0)
+		err = -errno;
+	if (err)
+		unlinkat(t->dir_fd, tmp, 0);
+	return err;
+}
+
+static void write_event_classes(FILE *f, const struct lk__trace *t)
+{
+	size_t n;
+	const struct lk__probe_site_rt *sites = lk__probe_sites(&n);
+
+	(void)t;
+	for (size_t i = 0; i < n; i++)
+		write_event_class(f, &sites[i]);
+}
+
+/* Registry lock held (the site list). */
+int lk__ctf_write_metadata(struct lk__trace *t)
+{
+	int err = write_file(t, "metadata", write_prologue, write_event_classes);
+
+	if (!err)
+		err = write_file(t, "index", write_index, NULL);
+	if (err)
+		return lk__fail(err, "cannot write the trace's metadata in %s: %s", t->ctf_dir, strerror(-err));
+	return 0;
+}
+
+int lk__ctf_open_stream(struct lk__trace *t, struct lk__probe_buffer *b)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "stream-%d", (int)b->tid);
+	b->fd = openat(t->dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (b->fd < 0)
+		return -errno;
+	__atomic_fetch_add(&t->threads, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* Put back what a failed write left of a packet, so the file ends at a packet boundary. */
+static void truncate_to(int fd, off_t size)
+{
+	if (ftruncate(fd, size) == 0)
+		lseek(fd, size, SEEK_SET);
+}
+
+int lk__ctf_write_packet(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *start,
+			 const uint8_t *end, uint64_t ts_begin, uint64_t ts_end)
+{
+	struct packet_prefix h;
+	struct iovec iov[2];
+	size_t len = (size_t)(end - start), total = sizeof(h) + len;
+	off_t before;
+	ssize_t done;
+
+	if (b->fd < 0 && lk__ctf_open_stream(t, b) != 0)
+		return -errno;
+	memset(&h, 0, sizeof(h));
+	h.magic = CTF_MAGIC;
+	memcpy(h.uuid, t->uuid, sizeof(h.uuid));
+	h.stream_instance_id = (uint64_t)b->tid;
+	h.timestamp_begin = ts_begin;
+	h.timestamp_end = ts_end;
+	h.content_size = h.packet_size = total * 8;
+	h.packet_seq_num = b->packets;
+	h.events_discarded = __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
+	h.tid = (uint32_t)b->tid;
+	iov[0] = (struct iovec){ &h, sizeof(h) };
+	iov[1] = (struct iovec){ (void *)start, len };
+
+	before = lseek(b->fd, 0, SEEK_CUR);
+	done = writev(b->fd, iov, len ? 2 : 1);
+	if (done != (ssize_t)total) {
+		int err = done < 0 ? -errno : -ENOSPC;
+
+		truncate_to(b->fd, before);
+		return err;
+	}
+	b->packets++;
+	b->lost_written = h.events_discarded;
+	__atomic_fetch_add(&t->bytes, total, __ATOMIC_RELAXED);
+	return 0;
+}
+
+void lk__ctf_close(struct lk__trace *t)
+{
+	if (t->dir_fd >= 0)
+		close(t->dir_fd);
+	t->dir_fd = -1;
+}
+
+void lk__remove_streams(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (strncmp(e->d_name, "stream-", 7) == 0)
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+}

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Chrome Trace Event JSON (Perfetto UI, chrome://tracing) from a lowkey CTF trace.
+ *
+ * Events become instants ("i"), spans begin/end pairs ("B"/"E"), counters "C" events, thread
+ * names "M" metadata; timestamps are microseconds on CLOCK_MONOTONIC, and the thread's CPU time,
+ * when recorded, goes in "tts". Lost events are reported per thread (a "lowkey:lost" instant at
+ * the end of the thread) and in total (otherData).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <lowkey/probe.h>
+
+#include "probe/probe_internal.h"
+#include "probe/reader.h"
+
+struct json_state {
+	FILE *out;
+	struct lk__trace_reader *r;
+	bool first;
+	uint64_t lost, last_tsc;
+};
+
+static void json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static void json_double(FILE *f, double v)
+{
+	if (v != v || v > 1.7e308 || v < -1.7e308)
+		fputs("null", f);	/* JSON has no NaN or infinity */
+	else
+		fprintf(f, "%.17g", v);
+}
+
+static void begin_object(struct json_state *j)
+{
+	fputs(j->first ? "\n" : ",\n", j->out);
+	j->first = false;
+}
+
+static void put_time(struct json_state *j, uint64_t tsc)
+{
+	fprintf(j->out, "\"ts\":%.3f", (double)lk__reader_ns(j->r, tsc) / 1000.0);
+}
+
+static void put_args(FILE *f, const struct lk__event *e)
+{
+	size_t off = 0;
+
+	fputs(",\"args\":{", f);
+	for (unsigned int i = 0; i < e->cls->nargs; i++) {
+		unsigned int type = (e->cls->arg_types >> (4 * i)) & 0xf;
+		const char *s;
+		uint64_t v = 0;
+		double d;
+
+		off = lk__event_arg(e, off, i, &v, &s);
+		if (!off)
+			break;
+		fprintf(f, "%s\"%s\":", i ? "," : "", e->cls->arg_name[i]);
+		switch (type) {
+		case LK_PROBE_I64: fprintf(f, "%" PRId64, (int64_t)v); break;
+		case LK_PROBE_U64: fprintf(f, "%" PRIu64, v); break;
+		case LK_PROBE_F64: memcpy(&d, &v, 8); json_double(f, d); break;
+		case LK_PROBE_STR: json_string(f, s); break;
+		default: fprintf(f, "\"0x%" PRIx64 "\"", v); break;
+		}
+	}
+	fputc('}', f);
+}
+
+static const char *phase(unsigned int kind)
+{
+	switch (kind) {
+	case LK_PROBE_SPAN_BEGIN: return "B";
+	case LK_PROBE_SPAN_END: return "E";
+	case LK_PROBE_COUNTER: return "C";
+	default: return "i";
+	}
+}
+
+static int on_event(const struct lk__event *e, void *arg)
+{
+	struct json_state *j = arg;
+	FILE *f = j->out;
+	uint64_t v;
+	const char *s;
+
+	j->last_tsc = e->tsc;
+	begin_object(j);
+	if (e->cls->id == LK__EVENT_THREAD_NAME) {
+		lk__event_arg(e, 0, 0, &v, &s);
+		fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
+			j->r->pid, e->tid);
+		json_string(f, s ? s : "");
+		fputs("}}", f);
+		return ferror(f) ? -EIO : 0;
+	}
+	fputs("{\"name\":", f);
+	json_string(f, e->cls->event);
+	fputs(",\"cat\":", f);
+	json_string(f, e->cls->provider);
+	fprintf(f, ",\"ph\":\"%s\",", phase(e->cls->kind));
+	put_time(j, e->tsc);
+	if (j->r->cputime)
+		fprintf(f, ",\"tts\":%.3f", (double)e->cputime_ns / 1000.0);
+	fprintf(f, ",\"pid\":%d,\"tid\":%d", j->r->pid, e->tid);
+	if (e->cls->kind == LK_PROBE_EVENT)
+		fputs(",\"s\":\"t\"", f);
+	if (e->cls->nargs)
+		put_args(f, e);
+	fputc('}', f);
+	return ferror(f) ? -EIO : 0;
+}
+
+static int on_stream_end(const struct lk__stream_info *s, void *arg)
+{
+	struct json_state *j = arg;
+
+	j->lost += s->lost;
+	if (!s->lost)
+		return 0;
+	begin_object(j);
+	fprintf(j->out, "{\"name\":\"lowkey:lost\",\"cat\":\"lowkey\",\"ph\":\"i\",\"s\":\"t\",");
+	put_time(j, j->last_tsc);
+	fprintf(j->out, ",\"pid\":%d,\"tid\":%d,\"args\":{\"events\":%" PRIu64 "}}", j->r->pid, s->tid, s->lost);
+	return 0;
+}
+
+int lk__json_convert(const char *ctf_dir, const char *json_path, char *err, size_t errlen)
+{
+	const struct lk__reader_ops ops = { NULL, on_event, on_stream_end };
+	struct lk__trace_reader r;
+	struct json_state j = { .first = true };
+	int rc = lk__reader_open(&r, ctf_dir, err, errlen);
+
+	if (rc)
+		return rc;
+	j.out = fopen(json_path, "we");
+	j.r = &r;
+	if (!j.out) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot write %s: %s", json_path, strerror(errno));
+		lk__reader_close(&r);
+		return rc;
+	}
+	fprintf(j.out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
+	begin_object(&j);
+	fprintf(j.out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", r.pid);
+	json_string(j.out, r.procname);
+	fputs("}}", j.out);
+	rc = lk__reader_walk(&r, &ops, &j, err, errlen);
+	fprintf(j.out, "\n],\"otherData\":{\"tracer\":\"lowkey\",\"lost_events\":%" PRIu64 ",\"tsc_hz\":%" PRIu64 "}}\n",
+		j.lost, r.tsc_hz);
+	if (fclose(j.out) != 0 && !rc) {
+		rc = -errno;
+		snprintf(err, errlen, "writing %s failed: %s", json_path, strerror(errno));
+	} else if (rc == -EIO) {
+		snprintf(err, errlen, "writing %s failed", json_path);
+	}
+	lk__reader_close(&r);
+	return rc;
+}

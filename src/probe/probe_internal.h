@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal to the probe module. */
+#ifndef LK_PROBE_INTERNAL_H
+#define LK_PROBE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <lowkey/probe.h>
+
+#include "core/dso.h"
+
+/*
+ * A record in a thread's ring, laid out as the CTF event record the trace declares:
+ *   u64 timestamp (TSC) | u32 event id | u32 record size in bytes
+ *   [u64 thread CPU time ns, when the trace records it]
+ *   arguments: 8 bytes each; strings NUL-terminated, unpadded.
+ * Records are byte-granular. A record whose timestamp is LK__PAD_TSC, or fewer than 16 bytes left
+ * before the end of the ring, mean "continue at the start of the ring".
+ */
+#define LK__PAD_TSC UINT64_MAX
+
+/* Reserved event ids (sites get ids from LK__FIRST_SITE_ID). */
+#define LK__EVENT_THREAD_NAME 1	/* one string: the thread's name */
+#define LK__FIRST_SITE_ID 16
+
+/* One thread's ring buffer. Created by the thread, drained and freed by the consumer. */
+struct lk__probe_buffer {
+	/* the producer's hot fields (its TLS); read by the consumer only under the hazard below */
+	struct lk__probe_tls *tls;
+	uint8_t *data;
+	size_t cap;
+	pid_t tid;
+	char name[16];
+
+	/* consumer side */
+	uint8_t *rp;			/* next byte to read (release: frees space for the producer) */
+	uint64_t lost;			/* producer: events dropped since creation (relaxed) */
+	uint64_t lost_written;		/* consumer: what the trace says so far */
+	uint64_t events;		/* consumer: records written */
+	uint64_t packets;
+	int fd;				/* the stream file, opened at the first packet */
+	unsigned int trace_gen;		/* the trace this buffer's stream belongs to */
+
+	/*
+	 * Thread exit: the destructor stores final_committed and sets dead; the consumer never
+	 * reads tls once dead is set, and the destructor waits while the consumer is reading.
+	 */
+	uintptr_t final_committed;
+	int dead;
+	int reading;
+
+	struct lk__probe_buffer *next;
+};
+
+struct lk__trace {
+	bool running;
+	bool stopping;
+	unsigned int gen;		/* increments at every start */
+	struct lk_trace_config config;
+	char *path;			/* absolute */
+	char *ctf_dir;			/* where the CTF goes (a temporary one for JSON) */
+	int dir_fd;
+	unsigned char uuid[16];
+	uint64_t tsc_hz;
+	uint64_t tsc0;			/* TSC at start ... */
+	uint64_t realtime0_ns;		/* ... and CLOCK_REALTIME at the same moment */
+	uint64_t monotonic0_ns;		/* ... and CLOCK_MONOTONIC */
+	bool cputime;
+
+	pthread_t consumer;
+	unsigned int wake;		/* futex word: producers bump it to wake the consumer */
+	int consumer_sleeping;
+
+	/* stats, updated by the consumer */
+	uint64_t events, lost, bytes;
+	unsigned int threads;
+	int error;			/* the first output error; stops the trace */
+	char error_msg[256];
+};
+
+extern struct lk__trace lk__trace;
+extern pthread_mutex_t lk__trace_mutex;	/* start/stop/config */
+
+/* ---- site.c: the registry of probe sites (registry lock held unless said) ---- */
+
+struct lk__probe_site_rt {
+	struct lk_probe_site *site;	/* NULL once its object is unloaded */
+	struct lk__dso_rt *dso;
+	/* copies, so a trace can still describe a site whose object was unloaded */
+	char *provider, *event, *file, *arg_names, *object;
+	uint32_t id, line, arg_types;
+	uint8_t kind, nargs;
+	bool enabled;
+};
+
+/* Every site ever registered, by id - LK__FIRST_SITE_ID. */
+struct lk__probe_site_rt *lk__probe_sites(size_t *n);
+
+/* Flip sites to what the rules say (all off when !tracing). Registry lock held. */
+int lk__probe_apply_rules_locked(bool tracing);
+
+/* ---- buffer.c: per-thread buffers ---- */
+
+/* The list of buffers (lock-free push by threads; unlinked only by the consumer). */
+extern struct lk__probe_buffer *lk__probe_buffers;
+
+/* Point every live thread's fast path at the slow path, or back (tracing flags changed). */
+void lk__probe_buffers_retarget(void);
+
+/* The consumer's view: bytes committed in b, or of a dead thread's last commit. */
+uintptr_t lk__buffer_committed(struct lk__probe_buffer *b);
+
+/* Release the space up to rp to the producer. */
+void lk__buffer_release(struct lk__probe_buffer *b, uint8_t *rp);
+
+/* Wait until no thread is inside an emit (after the keys are off). */
+void lk__probe_buffers_quiesce(void);
+
+/* Free a drained buffer of an exited thread. */
+void lk__buffer_free(struct lk__probe_buffer *b);
+
+/* In a forked child: this thread has no buffer (the list it was on is gone). */
+void lk__probe_forget_thread(void);
+
+/* ---- consumer.c ---- */
+
+int lk__consumer_start(void);
+void lk__consumer_stop(void);		/* joins, after a final drain */
+void lk__consumer_wake(void);		/* async-signal-safe */
+
+/* ---- ctf.c: the CTF writer ---- */
+
+int lk__ctf_open(struct lk__trace *t);
+int lk__ctf_write_metadata(struct lk__trace *t);
+int lk__ctf_open_stream(struct lk__trace *t, struct lk__probe_buffer *b);
+/* Write one packet of records [start, end) (end-start bytes, count events). */
+int lk__ctf_write_packet(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *start,
+			 const uint8_t *end, uint64_t ts_begin, uint64_t ts_end);
+void lk__ctf_close(struct lk__trace *t);
+/* Remove the stream-* files of a CTF directory (a temporary one, once converted). */
+void lk__remove_streams(const char *dir);
+
+/* ---- json.c ---- */
+
+int lk__json_convert(const char *ctf_dir, const char *json_path, char *err, size_t errlen);
+
+/* ---- tsc.c ---- */
+
+uint64_t lk__probe_tsc_hz(void);
+
+/* ---- helpers ---- */
+
+const char *lk__probe_kind_name(unsigned int kind);
+
+#endif

@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The registry of probe sites and the rules that select them.
+ *
+ * Each object's __lk_probe_sites section holds pointers to its site descriptors. When the object
+ * registers, every site gets an id (its event id in traces) and a registry entry holding copies of
+ * its names, so a trace can still describe it after the object is unloaded. A site records while
+ * a trace runs and the last rule matching it is an enable rule; rule changes, trace start and stop,
+ * and objects loading all come down to lk__probe_apply_rules_locked(), which flips the keys that
+ * must change in one batch.
+ */
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "key/key_internal.h"
+#include "probe/probe_internal.h"
+
+struct rule {
+	char *glob;
+	bool enable;
+};
+
+static struct rule *rules;
+static size_t nrules;
+
+static struct lk__probe_site_rt *sites;
+static size_t nsites, sites_cap;
+
+struct lk__probe_site_rt *lk__probe_sites(size_t *n)
+{
+	*n = nsites;
+	return sites;
+}
+
+static bool glob_matches(const char *glob, const struct lk__probe_site_rt *rt)
+{
+	char full[512];
+
+	if (!strchr(glob, ':'))
+		return fnmatch(glob, rt->provider, 0) == 0;
+	snprintf(full, sizeof(full), "%s:%s", rt->provider, rt->event);
+	return fnmatch(glob, full, 0) == 0;
+}
+
+static bool rules_select(const struct lk__probe_site_rt *rt)
+{
+	bool on = false;
+
+	for (size_t i = 0; i < nrules; i++)
+		if (glob_matches(rules[i].glob, rt))
+			on = rules[i].enable;
+	return on;
+}
+
+int lk__probe_apply_rules_locked(bool tracing)
+{
+	struct lk_key_change *changes = malloc((nsites ? nsites : 1) * sizeof(*changes));
+	size_t n = 0;
+	int err;
+
+	if (!changes)
+		return lk__fail(-ENOMEM, "out of memory flipping probe sites");
+	for (size_t i = 0; i < nsites; i++) {
+		struct lk__probe_site_rt *rt = &sites[i];
+		bool want = tracing && rt->site && rules_select(rt);
+
+		if (rt->site && want != rt->enabled)
+			changes[n++] = (struct lk_key_change){ LK_KEY(&rt->site->key),
+							       want ? LK_KEY_ENABLE : LK_KEY_DISABLE };
+	}
+	err = lk__key_apply_locked(changes, n);
+	if (!err) {
+		for (size_t i = 0; i < nsites; i++)
+			if (sites[i].site)
+				sites[i].enabled = tracing && rules_select(&sites[i]);
+	}
+	free(changes);
+	return err;
+}
+
+static char *dup_or_empty(const char *s)
+{
+	return strdup(s ? s : "");
+}
+
+static int site_add(struct lk_probe_site *s, struct lk__dso_rt *dso)
+{
+	struct lk__probe_site_rt *rt;
+
+	if (nsites == sites_cap) {
+		size_t cap = sites_cap ? sites_cap * 2 : 64;
+		struct lk__probe_site_rt *grown = realloc(sites, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		sites = grown;
+		sites_cap = cap;
+	}
+	rt = &sites[nsites];
+	memset(rt, 0, sizeof(*rt));
+	rt->site = s;
+	rt->dso = dso;
+	rt->provider = dup_or_empty(s->provider);
+	rt->event = dup_or_empty(s->event);
+	rt->file = dup_or_empty(s->file);
+	rt->arg_names = dup_or_empty(s->arg_names);
+	rt->object = dup_or_empty(dso->path);
+	if (!rt->provider || !rt->event || !rt->file || !rt->arg_names || !rt->object) {
+		free(rt->provider), free(rt->event), free(rt->file), free(rt->arg_names), free(rt->object);
+		return -ENOMEM;
+	}
+	rt->id = (uint32_t)(LK__FIRST_SITE_ID + nsites);
+	rt->line = s->line;
+	rt->arg_types = s->arg_types;
+	rt->kind = s->kind;
+	rt->nargs = s->nargs;
+	s->id = rt->id;
+	nsites++;
+	return 0;
+}
+
+static void site_range(const struct lk__dso_rt *dso, struct lk_probe_site *const **b,
+		       struct lk_probe_site *const **e)
+{
+	*b = dso->desc->probe_sites.start;
+	*e = dso->desc->probe_sites.stop;
+	if (!*b || !*e || *e < *b)
+		*b = *e = NULL;
+}
+
+static bool site_valid(const struct lk_probe_site *s)
+{
+	return s && s->magic == LK__PROBE_MAGIC && s->abi == LK__PROBE_ABI &&
+	       s->nargs <= LK_PROBE_MAX_ARGS && s->kind >= LK_PROBE_EVENT && s->kind <= LK_PROBE_COUNTER;
+}
+
+static void probe_dso_load(struct lk__dso_rt *dso)
+{
+	struct lk_probe_site *const *b, *const *e;
+	size_t before = nsites;
+
+	site_range(dso, &b, &e);
+	for (; b < e; b++)
+		if (site_valid(*b) && site_add(*b, dso) != 0)
+			break;
+	if (nsites == before || !lk__trace.running)
+		return;
+	/* Describe the new sites before any of them can record. */
+	if (lk__ctf_write_metadata(&lk__trace) == 0)
+		lk__probe_apply_rules_locked(true);
+}
+
+static void probe_dso_unload(struct lk__dso_rt *dso)
+{
+	struct lk_key_change *changes = malloc((nsites ? nsites : 1) * sizeof(*changes));
+	size_t n = 0;
+
+	for (size_t i = 0; i < nsites; i++) {
+		if (sites[i].dso != dso || !sites[i].site)
+			continue;
+		if (sites[i].enabled && changes)
+			changes[n++] = (struct lk_key_change){ LK_KEY(&sites[i].site->key), LK_KEY_DISABLE };
+		sites[i].site = NULL;
+		sites[i].dso = NULL;
+		sites[i].enabled = false;
+	}
+	/* The object's code is about to go: whatever happens here, nothing will run its sites. */
+	lk__key_apply_locked(changes, n);
+	free(changes);
+}
+
+LK__DSO_HANDLER(probe_dso_handler, "probe", probe_dso_load, probe_dso_unload);
+
+static int count_matches(const char *glob)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < nsites; i++)
+		if (sites[i].site && glob_matches(glob, &sites[i]))
+			n++;
+	return n;
+}
+
+static int add_rule(const char *glob, bool enable, const char *fn)
+{
+	struct rule *grown;
+	char *copy;
+	int err, matched;
+
+	if (!glob || !*glob)
+		return lk__fail(-EINVAL, "%s: the glob is NULL or empty", fn);
+	copy = strdup(glob);
+	if (!copy)
+		return lk__fail(-ENOMEM, "%s: out of memory", fn);
+
+	lk__registry_lock();
+	grown = realloc(rules, (nrules + 1) * sizeof(*rules));
+	if (!grown) {
+		lk__registry_unlock();
+		free(copy);
+		return lk__fail(-ENOMEM, "%s: out of memory", fn);
+	}
+	rules = grown;
+	rules[nrules++] = (struct rule){ copy, enable };
+	matched = count_matches(glob);
+	err = lk__probe_apply_rules_locked(lk__trace.running);
+	if (err) {
+		free(rules[--nrules].glob);	/* the rule could not take effect: forget it */
+	}
+	lk__registry_unlock();
+	return err ? err : matched;
+}
+
+LK_API int lk_probe_enable(const char *glob)
+{
+	return add_rule(glob, true, "lk_probe_enable");
+}
+
+LK_API int lk_probe_disable(const char *glob)
+{
+	return add_rule(glob, false, "lk_probe_disable");
+}
+
+LK_API int lk_probe_reset_rules(void)
+{
+	int err;
+
+	lk__registry_lock();
+	for (size_t i = 0; i < nrules; i++)
+		free(rules[i].glob);
+	free(rules);
+	rules = NULL;
+	nrules = 0;
+	err = lk__probe_apply_rules_locked(lk__trace.running);
+	lk__registry_unlock();
+	return err;
+}
+
+static void fill_info(const struct lk__probe_site_rt *rt, struct lk_probe_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->provider = rt->provider;
+	info->event = rt->event;
+	info->file = rt->file;
+	info->line = rt->line;
+	info->kind = (enum lk_probe_kind)rt->kind;
+	info->nargs = rt->nargs;
+	for (unsigned int a = 0; a < rt->nargs; a++)
+		info->arg_types[a] = (enum lk_probe_type)((rt->arg_types >> (4 * a)) & 0xf);
+	info->arg_names = rt->arg_names;
+	info->object = rt->object;
+	info->id = rt->id;
+	info->enabled = rt->enabled;
+}
+
+LK_API int lk_probe_list(int (*fn)(const struct lk_probe_info *info, void *arg), void *arg)
+{
+	struct lk_probe_info info;
+	int visited = 0, rc = 0;
+
+	if (!fn)
+		return lk__fail(-EINVAL, "lk_probe_list: fn is NULL");
+	lk__registry_lock();
+	for (size_t i = 0; i < nsites && rc == 0; i++) {
+		if (!sites[i].site)
+			continue;
+		fill_info(&sites[i], &info);
+		rc = fn(&info, arg);
+		visited++;
+	}
+	lk__registry_unlock();
+	return rc ? rc : visited;
+}
+
+LK_API const char *lk_probe_type_name(enum lk_probe_type type)
+{
+	switch (type) {
+	case LK_PROBE_I64: return "i64";
+	case LK_PROBE_U64: return "u64";
+	case LK_PROBE_F64: return "f64";
+	case LK_PROBE_STR: return "string";
+	case LK_PROBE_PTR: return "pointer";
+	}
+	return "unknown";
+}
+
+const char *lk__probe_kind_name(unsigned int kind)
+{
+	switch (kind) {
+	case LK_PROBE_EVENT: return "event";
+	case LK_PROBE_SPAN_BEGIN: return "span-begin";
+	case LK_PROBE_SPAN_END: return "span-end";
+	case LK_PROBE_COUNTER: return "counter";
+	}
+	return "unknown";
+}

@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Starting and stopping a trace, from the API or from the environment.
+ *
+ * Start: create the output, describe every registered site in the metadata, start the consumer,
+ * and only then flip on the sites the rules select. Stop: flip every site off, wait for threads
+ * still inside an emit, route their next events to the slow path (which sees no trace), let the
+ * consumer drain everything, and write the metadata again with the TSC frequency measured over the
+ * whole trace.
+ *
+ * A forked child never writes into its parent's trace: its copy of the trace is dropped and its
+ * sites turned off. Environment tracing (LOWKEY_TRACE) starts only in the process the variable was
+ * meant for (LOWKEY_TRACE_PID), not in the children it inherits it to.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "probe/probe_internal.h"
+
+struct lk__trace lk__trace = { .dir_fd = -1 };
+pthread_mutex_t lk__trace_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+#define DEFAULT_BUFFER (2u << 20)
+#define MAX_BUFFER (1u << 30)
+#define DEFAULT_FLUSH_MS 100
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void free_paths(struct lk__trace *t)
+{
+	free(t->path);
+	free(t->ctf_dir);
+	t->path = t->ctf_dir = NULL;
+}
+
+static int check_config(const struct lk_trace_config *c)
+{
+	if (!c || !c->path || !*c->path)
+		return lk__fail(-EINVAL, "lk_trace_start: no output path");
+	if (c->format != LK_TRACE_CTF && c->format != LK_TRACE_JSON)
+		return lk__fail(-EINVAL, "lk_trace_start: unknown format %d", (int)c->format);
+	if (c->buffer_size > MAX_BUFFER)
+		return lk__fail(-EINVAL, "lk_trace_start: buffer_size %zu is over the limit of %u bytes",
+				c->buffer_size, MAX_BUFFER);
+	if (c->buffer_size && c->buffer_size < 4096)
+		return lk__fail(-EINVAL, "lk_trace_start: buffer_size %zu is under 4096 bytes", c->buffer_size);
+	if (c->flags & ~(unsigned int)LK_TRACE_CPUTIME)
+		return lk__fail(-EINVAL, "lk_trace_start: unknown flags %#x", c->flags);
+	return 0;
+}
+
+/* An absolute path (the process may chdir), without requiring the file to exist. */
+static char *absolute(const char *path)
+{
+	char cwd[PATH_MAX], *out;
+
+	if (path[0] == '/')
+		return strdup(path);
+	if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	if (asprintf(&out, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return out;
+}
+
+/* The CTF directory may be new or empty; anything else would mix two traces. */
+static int check_trace_dir(const char *path)
+{
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+
+	if (stat(path, &st) != 0)
+		return errno == ENOENT ? 0 : lk__fail(-errno, "cannot use %s for the trace: %s", path, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return lk__fail(-EEXIST, "%s exists and is not a directory: choose another trace path", path);
+	d = opendir(path);
+	if (!d)
+		return lk__fail(-errno, "cannot open the trace directory %s: %s", path, strerror(errno));
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			break;
+	closedir(d);
+	if (e)
+		return lk__fail(-EEXIST, "the trace directory %s is not empty: remove it or choose another path", path);
+	return 0;
+}
+
+/* Where the CTF goes: the path itself, or beside the JSON file until it is converted. */
+static int prepare_output(struct lk__trace *t)
+{
+	int err;
+
+	t->path = absolute(t->config.path);
+	if (!t->path)
+		return lk__fail(-ENOMEM, "lk_trace_start: out of memory");
+	if (t->config.format == LK_TRACE_JSON) {
+		int fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+		if (fd < 0)
+			return lk__fail(-errno, "cannot write the trace file %s: %s", t->path, strerror(errno));
+		close(fd);
+		if (asprintf(&t->ctf_dir, "%s.ctf-XXXXXX", t->path) < 0 || !mkdtemp(t->ctf_dir))
+			return lk__fail(-errno, "cannot create a directory beside %s: %s", t->path, strerror(errno));
+		return 0;
+	}
+	err = check_trace_dir(t->path);
+	if (err)
+		return err;
+	t->ctf_dir = strdup(t->path);
+	return t->ctf_dir ? 0 : lk__fail(-ENOMEM, "lk_trace_start: out of memory");
+}
+
+static void snapshot_clocks(struct lk__trace *t)
+{
+	t->tsc_hz = lk__probe_tsc_hz();
+	t->monotonic0_ns = clock_ns(CLOCK_MONOTONIC);
+	t->tsc0 = lk__probe_tsc();
+	t->realtime0_ns = clock_ns(CLOCK_REALTIME);
+}
+
+/* At the end: the TSC rate over the whole trace, more precise than any calibration at start. */
+static void measure_tsc_rate(struct lk__trace *t)
+{
+	uint64_t mono = clock_ns(CLOCK_MONOTONIC), tsc = lk__probe_tsc();
+
+	if (mono - t->monotonic0_ns > 200000000u && tsc > t->tsc0)
+		t->tsc_hz = (uint64_t)((double)(tsc - t->tsc0) * 1e9 / (double)(mono - t->monotonic0_ns));
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void trace_fork_child(void);
+
+static void fork_init(void)
+{
+	pthread_atfork(NULL, NULL, trace_fork_child);
+}
+
+static int start_locked(const struct lk_trace_config *config)
+{
+	struct lk__trace *t = &lk__trace;
+	int err;
+
+	memset(&t->config, 0, sizeof(t->config));
+	t->config = *config;
+	t->config.path = NULL;
+	if (!t->config.buffer_size)
+		t->config.buffer_size = DEFAULT_BUFFER;
+	if (!t->config.flush_ms)
+		t->config.flush_ms = DEFAULT_FLUSH_MS;
+	t->cputime = config->flags & LK_TRACE_CPUTIME;
+	t->events = t->lost = t->bytes = 0;
+	t->threads = 0;
+	t->error = 0;
+	t->error_msg[0] = 0;
+
+	err = prepare_output(t);
+	if (!err)
+		err = lk__ctf_open(t);
+	if (err)
+		goto fail;
+	snapshot_clocks(t);
+	__atomic_add_fetch(&t->gen, 1, __ATOMIC_RELEASE);
+
+	lk__registry_lock();
+	err = lk__ctf_write_metadata(t);
+	lk__registry_unlock();
+	if (!err)
+		err = lk__consumer_start();
+	if (err)
+		goto fail;
+	__atomic_store_n(&t->running, true, __ATOMIC_RELEASE);
+	lk__probe_buffers_retarget();	/* threads with a buffer from an earlier trace re-attach */
+
+	lk__registry_lock();
+	err = lk__probe_apply_rules_locked(true);
+	lk__registry_unlock();
+	if (err) {
+		__atomic_store_n(&t->running, false, __ATOMIC_RELEASE);
+		lk__consumer_stop();
+		goto fail;
+	}
+	pthread_once(&fork_once, fork_init);
+	return 0;
+fail:
+	lk__ctf_close(t);
+	if (t->ctf_dir && t->config.format == LK_TRACE_JSON)
+		rmdir(t->ctf_dir);
+	free_paths(t);
+	return err;
+}
+
+LK_API int lk_trace_start(const struct lk_trace_config *config)
+{
+	int err = check_config(config);
+
+	if (err)
+		return err;
+	pthread_mutex_lock(&lk__trace_mutex);
+	if (lk__trace.running)
+		err = lk__fail(-EBUSY, "lk_trace_start: a trace is already running in this process (to %s)",
+			       lk__trace.path);
+	else
+		err = start_locked(config);
+	pthread_mutex_unlock(&lk__trace_mutex);
+	return err;
+}
+
+static void remove_tree(const char *dir)
+{
+	char cmd[PATH_MAX * 2];
+	const char *names[] = { "metadata", "index" };
+
+	/* Only what the writer creates: the two files and the stream-* files. */
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(cmd, sizeof(cmd), "%s/%s", dir, names[i]);
+		unlink(cmd);
+	}
+	lk__remove_streams(dir);
+	rmdir(dir);
+}
+
+static int stop_locked(void)
+{
+	struct lk__trace *t = &lk__trace;
+	char msg[512];
+	int err;
+
+	__atomic_store_n(&t->stopping, true, __ATOMIC_RELEASE);
+	lk__registry_lock();
+	lk__probe_apply_rules_locked(false);
+	lk__registry_unlock();
+	lk__probe_buffers_quiesce();
+	lk__probe_buffers_retarget();
+	lk__consumer_stop();
+
+	measure_tsc_rate(t);
+	lk__registry_lock();
+	err = t->error ? 0 : lk__ctf_write_metadata(t);
+	lk__registry_unlock();
+	lk__ctf_close(t);
+	__atomic_store_n(&t->running, false, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->stopping, false, __ATOMIC_RELEASE);
+
+	if (t->error) {
+		lk__fail(t->error, "%s", t->error_msg);
+		err = t->error;
+	}
+	if (!err && t->config.format == LK_TRACE_JSON) {
+		err = lk__json_convert(t->ctf_dir, t->path, msg, sizeof(msg));
+		if (err)
+			lk__fail(err, "%s", msg);
+		else
+			remove_tree(t->ctf_dir);
+	}
+	free_paths(t);
+	return err;
+}
+
+LK_API int lk_trace_stop(void)
+{
+	int err;
+
+	pthread_mutex_lock(&lk__trace_mutex);
+	if (!lk__trace.running)
+		err = lk__fail(-ENOENT, "lk_trace_stop: no trace is running");
+	else
+		err = stop_locked();
+	pthread_mutex_unlock(&lk__trace_mutex);
+	return err;
+}
+
+LK_API int lk_trace_stats(struct lk_trace_stats *stats)
+{
+	struct lk__trace *t = &lk__trace;
+	uint64_t live_lost = 0;
+
+	if (!stats)
+		return lk__fail(-EINVAL, "lk_trace_stats: stats is NULL");
+	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b; b = b->next)
+		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) == t->gen && t->running)
+			live_lost += __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
+	stats->running = __atomic_load_n(&t->running, __ATOMIC_ACQUIRE);
+	stats->events = __atomic_load_n(&t->events, __ATOMIC_RELAXED);
+	stats->lost = __atomic_load_n(&t->lost, __ATOMIC_RELAXED) + live_lost;
+	stats->bytes = __atomic_load_n(&t->bytes, __ATOMIC_RELAXED);
+	stats->threads = __atomic_load_n(&t->threads, __ATOMIC_RELAXED);
+	stats->error = t->error;
+	return 0;
+}
+
+/*
+ * In a forked child: the consumer and the parent's threads are gone, and the output belongs to the
+ * parent. Drop it all, turn the sites off, and let this thread start afresh if it traces again.
+ */
+static void trace_fork_child(void)
+{
+	struct lk__trace *t = &lk__trace;
+
+	if (!t->running)
+		return;
+	for (struct lk__probe_buffer *b = lk__probe_buffers, *next; b; b = next) {
+		next = b->next;
+		if (b->fd >= 0)
+			close(b->fd);
+		lk__buffer_free(b);
+	}
+	lk__probe_buffers = NULL;
+	lk__probe_forget_thread();
+	if (t->dir_fd >= 0)
+		close(t->dir_fd);
+	t->dir_fd = -1;
+	t->running = false;
+	t->stopping = false;
+	free_paths(t);
+	pthread_mutex_init(&lk__trace_mutex, NULL);
+	lk__registry_lock();
+	lk__probe_apply_rules_locked(false);
+	lk__registry_unlock();
+}
