@@ -9,6 +9,8 @@
 #include <lowkey/version.h>
 #include <lowkey/error.h>
 #include <lowkey/key.h>
+#include <lowkey/clock.h>
 #include <lowkey/lock.h>
+#include <lowkey/probe.h>
 
 #endif

@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The calling thread's CPU time from the mmap page of its own task-clock perf event.
+ *
+ * What the kernel does with that page (measured on 6.18, see docs/clock.md): the page is rewritten
+ * each time the thread is scheduled in (task_clock_event_add -> perf_event_update_userpage), under
+ * its seqcount `lock`, which moves by 2 per update. Nothing else updates it while the thread runs:
+ * it moves on every involuntary or voluntary switch, sched_yield() that switches, migration; it does
+ * not move on sched_yield() with nothing else to run, on interrupts, or on hypervisor steal. The
+ * owner never sees it odd (it is written while the owner is off its CPU).
+ *
+ * Method seq (no cap_user_time): a base {seq, cycles, cpu ns} is taken with one clock_gettime().
+ * A later read takes the counter, *then* the seqcount: if the seqcount still equals the base's,
+ * the thread has not been scheduled in since the base was taken, so the counter and the base were
+ * read on the same CPU in one stretch of running and CPU time = base + scaled cycles. Interrupts
+ * stop instructions at precise boundaries, so a switch between the two reads makes the seqcount
+ * read see the new value, whatever order the CPU executed them in. No fence is needed: the only
+ * writers that matter are this thread's switches.
+ *
+ * Method page (cap_user_time): the page holds the task clock at the last sched-in and how to turn
+ * the counter into ns since then; a base ties it to CLOCK_THREAD_CPUTIME_ID's scale.
+ *
+ * Both: the base is retaken after LOWKEY_CLOCK_REBASE_US, bounding the error from time the kernel
+ * does not count as the thread's (steal, and IRQ time with CONFIG_IRQ_TIME_ACCOUNTING); a rebase
+ * whose clock_gettime() was switched out or took too long is tried again, LK__REBASE_TRIES times,
+ * then the system call's own value is returned.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock/clock_internal.h"
+
+__thread struct lk__cputime_thread lk__cputime_tls __attribute__((tls_model("initial-exec")));
+
+static pthread_key_t exit_key;
+static bool exit_key_ok;
+
+const char *lk__cputime_method_name(int method)
+{
+	switch (method) {
+	case LK_CPUTIME_PAGE: return "page";
+	case LK_CPUTIME_SEQ: return "seq";
+	default: return "syscall";
+	}
+}
+
+uint64_t lk__syscall_cputime(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * LK__NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+/* Keep the thread's clock monotonic: never return less than before. */
+static inline uint64_t floor_last(struct lk__cputime_thread *t, uint64_t v)
+{
+	if (v < t->last)
+		v = t->last;
+	t->last = v;
+	return v;
+}
+
+/* ---- the page's task clock (cap_user_time) ---- */
+
+bool lk__page_task_clock(const volatile struct perf_event_mmap_page *page, uint64_t cyc,
+			 uint64_t *task_clock)
+{
+	uint64_t quot, rem, delta, time_offset;
+	uint32_t mult;
+	uint16_t shift;
+
+	if (!page->cap_user_time || page->index != 0)
+		return false;
+	mult = page->time_mult;
+	shift = page->time_shift;
+	time_offset = page->time_offset;
+	if (page->cap_user_time_short) {
+		uint64_t cycles = page->time_cycles, mask = page->time_mask;
+
+		cyc = cycles + ((cyc - cycles) & mask);
+	}
+	/* The formula of perf_event.h, split so cyc * mult cannot overflow. */
+	quot = shift < 64 ? cyc >> shift : 0;
+	rem = shift < 64 ? cyc & ((1ull << shift) - 1) : cyc;
+	delta = time_offset + quot * mult + ((rem * mult) >> shift);
+	*task_clock = (uint64_t)page->offset + delta;
+	return true;
+}
+
+/* The task clock now, read consistently (the seqcount moves if the thread is switched meanwhile). */
+static inline bool page_task_clock_now(const volatile struct perf_event_mmap_page *page,
+				       uint64_t *task_clock)
+{
+	for (int i = 0; i < 2; i++) {
+		uint32_t seq = page->lock;
+		uint64_t cyc;
+		bool ok;
+
+		lk__barrier();
+		cyc = lk__counter();
+		ok = lk__page_task_clock(page, cyc, task_clock);
+		lk__barrier();
+		if (page->lock == seq && !(seq & 1))
+			return ok;
+	}
+	return false;
+}
+
+/* ---- fast paths ---- */
+
+static inline __attribute__((always_inline)) bool read_seq(struct lk__cputime_thread *t,
+							    uint64_t *out)
+{
+	const volatile struct lk__cputime_base *b = &t->base;
+	uint64_t tag = b->tag, at = b->at, ns = b->ns, mult = b->mult;
+	uint64_t cyc, d, v;
+
+	cyc = lk__counter();
+	lk__barrier();		/* the seqcount is read after the counter: see the top of the file */
+	if (LK__UNLIKELY((uint32_t)tag != t->page->lock || b->tag != tag))
+		return false;	/* switched since the base, or a signal handler rebased */
+	d = cyc - at;
+	if (LK__UNLIKELY(d > t->max_age))	/* also catches a counter below the base's */
+		return false;
+	v = ns + lk__scale(d, mult);
+	*out = floor_last(t, v);
+	return true;
+}
+
+static inline bool read_page(struct lk__cputime_thread *t, uint64_t *out)
+{
+	const volatile struct lk__cputime_base *b = &t->base;
+	uint64_t tag = b->tag, at = b->at, ns = b->ns;
+	uint64_t tc, d;
+
+	if (!page_task_clock_now(t->page, &tc))
+		return false;
+	lk__barrier();
+	if ((uint32_t)tag != 0 || b->tag != tag)
+		return false;
+	d = tc - at;
+	if (d > t->max_age)
+		return false;
+	*out = floor_last(t, ns + d);
+	return true;
+}
+
+LK_API uint64_t lk_thread_cputime_ns(void)
+{
+	struct lk__cputime_thread *t = &lk__cputime_tls;
+	const volatile uint64_t *cookie = __atomic_load_n(&lk__cookie_ptr, __ATOMIC_RELAXED);
+	uint64_t v;
+
+	/* ready is the process cookie ^ 1 once set up: 0 (a new thread) and a forked child's zeroed
+	 * cookie page both fail this test. */
+	if (LK__LIKELY((t->ready ^ 1) == *cookie)) {
+		if (LK__LIKELY(t->method == LK_CPUTIME_SEQ)) {
+			if (LK__LIKELY(read_seq(t, &v)))
+				return v;
+		} else if (read_page(t, &v)) {
+			return v;
+		}
+	}
+	return lk__cputime_slow(t);
+}
+
+/* ---- rebases ---- */
+
+static void publish(struct lk__cputime_thread *t, uint32_t seq, uint64_t at, uint64_t ns,
+		    uint64_t mult)
+{
+	volatile struct lk__cputime_base *b = &t->base;
+	uint64_t gen = ++t->gen;
+
+	b->tag = gen << 32 | LK__TAG_INVALID;
+	lk__barrier();
+	b->at = at;
+	b->ns = ns;
+	b->mult = mult;
+	lk__barrier();
+	b->tag = gen << 32 | seq;
+	t->based = true;
+}
+
+static void count_rebase(struct lk__cputime_thread *t, bool moved)
+{
+	if (!t->based)
+		return;		/* the first base of a thread is not a rebase */
+	if (moved)
+		LK__COUNT(rebases_switch);
+	else
+		LK__COUNT(rebases_age);
+}
+
+static uint64_t rebase_seq(struct lk__cputime_thread *t)
+{
+	const volatile struct perf_event_mmap_page *page = t->page;
+	uint64_t bracket_max = lk__ns_to_cycles(LK__BRACKET_NS_MAX);
+	uint64_t mult = LK__LOAD(&lk__clock.cycle_mult);
+	uint64_t ns = 0;
+	bool moved = page->lock != (uint32_t)t->base.tag;
+
+	for (int i = 0; i < LK__REBASE_TRIES; i++) {
+		uint32_t s0, s1;
+		uint64_t c0, c1;
+
+		s0 = page->lock;
+		lk__barrier();
+		c0 = lk__counter();
+		ns = lk__syscall_cputime();
+		c1 = lk__counter();
+		lk__barrier();
+		s1 = page->lock;
+		if (s0 == s1 && !(s0 & 1) && c1 - c0 <= bracket_max) {
+			count_rebase(t, moved);
+			publish(t, s0, c0 + (c1 - c0) / 2, ns, mult);
+			return floor_last(t, ns);
+		}
+		LK__COUNT(rebase_retries);
+	}
+	LK__COUNT(syscall_reads);
+	return floor_last(t, ns);
+}
+
+static uint64_t rebase_page(struct lk__cputime_thread *t)
+{
+	const volatile struct perf_event_mmap_page *page = t->page;
+	uint64_t ns = 0;
+
+	for (int i = 0; i < LK__REBASE_TRIES; i++) {
+		uint64_t tc0 = 0, tc1 = 0;
+
+		if (!page_task_clock_now(page, &tc0))
+			goto no_page_time;
+		ns = lk__syscall_cputime();
+		if (!page_task_clock_now(page, &tc1))
+			goto no_page_time;
+		if (tc1 >= tc0 && tc1 - tc0 <= LK__BRACKET_NS_MAX) {
+			count_rebase(t, false);
+			publish(t, 0, tc0 + (tc1 - tc0) / 2, ns, 0);
+			return floor_last(t, ns);
+		}
+		LK__COUNT(rebase_retries);
+	}
+	LK__COUNT(syscall_reads);
+	return floor_last(t, ns);
+
+no_page_time:
+	/* The kernel cleared cap_user_time (it marked the TSC unstable): the seqcount still works
+	 * where the counter does. */
+	if (!lk__clock.counter.usable) {
+		t->ready = 0;
+		t->state = LK__T_SYSCALL;
+		t->retry_at = UINT64_MAX;
+		return floor_last(t, lk__syscall_cputime());
+	}
+	t->method = LK_CPUTIME_SEQ;
+	t->max_age = lk__ns_to_cycles(lk__clock.rebase_ns);
+	t->base.tag = LK__TAG_INVALID;
+	return rebase_seq(t);
+}
+
+/* ---- set-up and tear-down ---- */
+
+/* perf_event_open() errors that another thread would get too. */
+static bool perf_error_is_permanent(int err)
+{
+	switch (err) {
+	case EMFILE:
+	case ENFILE:
+	case ENOMEM:
+	case EAGAIN:
+	case EBUSY:
+	case EINTR:
+		return false;
+	default:
+		return true;
+	}
+}
+
+/* Open this thread's task clock and map its page; the fd is closed at once (the mapping keeps
+ * the event). Only async-signal-safe calls. Returns NULL with *err set on failure. */
+static const volatile struct perf_event_mmap_page *map_task_clock(size_t len, int *err,
+								  bool *at_open)
+{
+	struct perf_event_attr attr;
+	void *page;
+	long fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_TASK_CLOCK;
+	attr.exclude_kernel = 1;	/* allowed at perf_event_paranoid 2; a clock counts time anyway */
+	attr.exclude_hv = 1;
+	fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	*at_open = fd < 0;
+	if (fd < 0) {
+		*err = errno;
+		return NULL;
+	}
+	page = mmap(NULL, len, PROT_READ, MAP_SHARED, (int)fd, 0);
+	*err = errno;
+	close((int)fd);
+	return page == MAP_FAILED ? NULL : page;
+}
+
+static void setup_failed(struct lk__cputime_thread *t, int err, bool at_open)
+{
+	t->state = LK__T_SYSCALL;
+	t->err = err;
+	t->err_mmap = !at_open;
+	LK__COUNT(thread_setup_failures);
+	if (at_open && perf_error_is_permanent(err)) {
+		__atomic_store_n(&lk__clock.perf_errno, err, __ATOMIC_RELAXED);
+		__atomic_store_n(&lk__clock.perf_denied, true, __ATOMIC_RELEASE);
+		t->retry_at = UINT64_MAX;
+	} else {
+		/* Out of fds, or the per-user perf mlock budget used up by other threads' pages:
+		 * both may pass. */
+		t->retry_at = lk__vdso_ns(CLOCK_MONOTONIC) + LK__SETUP_RETRY_NS;
+	}
+}
+
+static void setup(struct lk__cputime_thread *t)
+{
+	const volatile struct perf_event_mmap_page *page;
+	int forced = lk__clock.forced_cputime;
+	size_t len = (size_t)getpagesize();
+	bool at_open, page_time;
+	int err;
+
+	t->state = LK__T_SYSCALL;
+	t->retry_at = UINT64_MAX;
+	t->err = 0;
+	t->err_mmap = false;
+	t->cookie = lk__clock_cookie();
+	if (forced == LK_CPUTIME_SYSCALL || !LK__HAVE_COUNTER ||
+	    __atomic_load_n(&lk__clock.perf_denied, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&lk__clock.no_counter, __ATOMIC_RELAXED))
+		return;
+	page = map_task_clock(len, &err, &at_open);
+	if (!page) {
+		setup_failed(t, err, at_open);
+		return;
+	}
+	page_time = page->cap_user_time && LK__HAVE_COUNTER;
+	__atomic_store_n(&lk__clock.cap_user_time, page_time, __ATOMIC_RELAXED);
+	if (!page_time && !lk__clock.counter.usable) {
+		/* Neither the kernel nor the CPU gives a constant-rate counter: no thread will. */
+		__atomic_store_n(&lk__clock.no_counter, true, __ATOMIC_RELAXED);
+		munmap((void *)page, len);
+		return;
+	}
+	if (exit_key_ok)
+		pthread_setspecific(exit_key, t);
+	t->page = page;
+	t->page_len = len;
+	t->gen = 0;
+	t->based = false;
+	t->base.tag = LK__TAG_INVALID;
+	if (page_time && forced != LK_CPUTIME_SEQ) {
+		t->method = LK_CPUTIME_PAGE;
+		t->max_age = lk__clock.rebase_ns;
+	} else {
+		t->method = LK_CPUTIME_SEQ;
+		t->max_age = lk__ns_to_cycles(lk__clock.rebase_ns);
+	}
+	t->state = LK__T_FAST;
+	__atomic_store_n(&lk__clock.cputime_seen, (int)t->method, __ATOMIC_RELAXED);
+	LK__COUNT(threads_set_up);
+}
+
+/* A thread inherited from the parent by fork(): its page is not mapped here (perf mappings are
+ * VM_DONTCOPY) and its CPU time starts again from zero. Forget everything; map nothing. */
+static void forget_parent(struct lk__cputime_thread *t)
+{
+	uint64_t now_last = t->now_last;
+
+	memset(t, 0, sizeof(*t));
+	t->now_last = now_last;
+	t->busy = 1;
+}
+
+/* Thread exit (pthread key destructor): unmap the page. Later calls in this thread, from other
+ * destructors, use the system call and set nothing up again. */
+static void thread_exit(void *arg)
+{
+	struct lk__cputime_thread *t = arg;
+
+	t->busy = 1;
+	lk__barrier();
+	t->ready = 0;
+	if (t->page && t->cookie == lk__clock_cookie())
+		munmap((void *)t->page, t->page_len);
+	t->page = NULL;
+	t->state = LK__T_EXITED;
+	lk__barrier();
+	t->busy = 0;
+}
+
+void lk__cputime_init(void)
+{
+	exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0;
+}
+
+/* ---- the slow path ---- */
+
+static uint64_t slow_locked(struct lk__cputime_thread *t)
+{
+	uint64_t v;
+
+	if (!lk__clock_init())	/* another thread, or a call this handler interrupted, runs it */
+		return floor_last(t, lk__syscall_cputime());
+	if (t->cookie != lk__clock_cookie() && t->state != LK__T_NEW)
+		forget_parent(t);
+	if (t->state == LK__T_NEW ||
+	    (t->state == LK__T_SYSCALL && t->retry_at != UINT64_MAX &&
+	     lk__vdso_ns(CLOCK_MONOTONIC) >= t->retry_at))
+		setup(t);
+	if (t->state != LK__T_FAST)
+		return floor_last(t, lk__syscall_cputime());
+
+	v = t->method == LK_CPUTIME_SEQ ? rebase_seq(t) : rebase_page(t);
+	if (t->state == LK__T_FAST && t->based)
+		t->ready = t->cookie ^ 1;
+	lk__timebase_tick();
+	return v;
+}
+
+uint64_t lk__cputime_slow(struct lk__cputime_thread *t)
+{
+	int saved_errno = errno;
+	uint64_t v;
+
+	if (t->busy) {
+		/* A signal handler interrupted this thread's slow path: leave its state alone. */
+		v = floor_last(t, lk__syscall_cputime());
+	} else {
+		t->busy = 1;
+		lk__barrier();
+		v = slow_locked(t);
+		lk__barrier();
+		t->busy = 0;
+	}
+	errno = saved_errno;
+	return v;
+}
