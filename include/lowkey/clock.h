@@ -161,7 +161,9 @@ struct lk_clock_info {
  * Returns 0, or -EINVAL if info is NULL. Not async-signal-safe: to explain a perf_event_open
  * failure it may open a perf event again and read /proc. Costs tens of µs.
  */
+LK__SAME_NAME_BEGIN
 LK_API int lk_clock_info(struct lk_clock_info *info);
+LK__SAME_NAME_END
 
 LK_END_DECLS
 

@@ -170,7 +170,9 @@ struct lk_trace_stats {
 };
 
 /* lk_trace_stats - counters of the running (or last) trace. Thread-safe. */
+LK__SAME_NAME_BEGIN
 LK_API int lk_trace_stats(struct lk_trace_stats *stats);
+LK__SAME_NAME_END
 
 /* ---- the control socket: enabling from outside (`lowkey trace --pid`) ---- */
 

@@ -20,6 +20,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <lowkey/clock.h>
+
 #include "probe/probe_internal.h"
 
 LK_API __thread struct lk__probe_tls lk__probe_tls __attribute__((tls_model("initial-exec")));

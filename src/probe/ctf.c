@@ -3,7 +3,7 @@
  * The CTF 1.8 writer.
  *
  * A trace is a directory: `metadata` (TSDL text describing the layout below), one stream file per
- * thread (`stream-TID`), and `index` (the same event descriptions in a line format that lowkey's
+ * thread (`stream-TID`), and `.lowkey-index` (hidden from CTF readers; the same event descriptions in a line format that lowkey's
  * own reader parses). The metadata is rewritten (to a temporary file, then renamed) whenever an
  * object with new sites loads during the trace and at the end, when the TSC frequency measured
  * over the whole trace replaces the start-up estimate.
@@ -116,7 +116,10 @@ static void write_event_class(FILE *f, const struct lk__probe_site_rt *rt)
 		suffix, rt->id);
 	fprintf(f, "\tmodel.emf.uri = \"%s:%u\";\n\tfields := struct {\n", rt->file, rt->line);
 	for (unsigned int a = 0; a < rt->nargs; a++) {
-		arg_name(rt->arg_names, a, name, sizeof(name));
+		if (rt->kind == LK_PROBE_COUNTER)
+			snprintf(name, sizeof(name), "value");
+		else
+			arg_name(rt->arg_names, a, name, sizeof(name));
 		fprintf(f, "\t\t%s _%s;\n", tsdl_type((rt->arg_types >> (4 * a)) & 0xf), name);
 	}
 	fprintf(f, "\t};\n};\n\n");
@@ -125,9 +128,14 @@ static void write_event_class(FILE *f, const struct lk__probe_site_rt *rt)
 static void write_prologue(FILE *f, const struct lk__trace *t)
 {
 	char uuid[37], host[256] = "";
-	uint64_t offset_s = t->realtime0_ns / 1000000000u;
-	int64_t offset = (int64_t)((double)(t->realtime0_ns % 1000000000u) * (double)t->tsc_hz / 1e9) -
-			 (int64_t)t->tsc0;
+	/*
+	 * CTF clock offsets are unsigned: give the real time at which the TSC read zero, so that
+	 * value v means origin + v / freq (and tsc0 comes out at realtime0).
+	 */
+	unsigned __int128 since_zero_ns = (unsigned __int128)t->tsc0 * 1000000000u / t->tsc_hz;
+	uint64_t origin_ns = t->realtime0_ns - (uint64_t)since_zero_ns;
+	uint64_t offset_s = origin_ns / 1000000000u;
+	uint64_t offset = (uint64_t)((unsigned __int128)(origin_ns % 1000000000u) * t->tsc_hz / 1000000000u);
 
 	uuid_string(t->uuid, uuid);
 	gethostname(host, sizeof(host) - 1);
@@ -147,9 +155,9 @@ static void write_prologue(FILE *f, const struct lk__trace *t)
 		LK_VERSION_MAJOR, LK_VERSION_MINOR, host, (int)getpid(), program_invocation_short_name,
 		t->cputime ? 1 : 0, (unsigned long long)t->tsc_hz, (unsigned long long)t->monotonic0_ns);
 	fprintf(f, "clock {\n\tname = \"tsc\";\n\tuuid = \"%s\";\n\tdescription = \"TSC, calibrated against "
-		   "CLOCK_REALTIME\";\n\tfreq = %llu;\n\tprecision = 1;\n\toffset_s = %llu;\n\toffset = %lld;\n"
+		   "CLOCK_REALTIME\";\n\tfreq = %llu;\n\tprecision = 1;\n\toffset_s = %llu;\n\toffset = %llu;\n"
 		   "\tabsolute = TRUE;\n};\n\n",
-		uuid, (unsigned long long)t->tsc_hz, (unsigned long long)offset_s, (long long)offset);
+		uuid, (unsigned long long)t->tsc_hz, (unsigned long long)offset_s, (unsigned long long)offset);
 	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; map = clock.tsc.value; } := tsc_t;\n\n");
 	fprintf(f, "stream {\n\tid = 0;\n\tevent.header := struct {\n\t\ttsc_t timestamp;\n\t\tuint32_t id;\n"
 		   "\t\tuint32_t size;\n\t};\n");
@@ -184,7 +192,7 @@ static void write_index(FILE *f, const struct lk__trace *t)
 static int write_file(struct lk__trace *t, const char *name, void (*fill)(FILE *, const struct lk__trace *),
 		      void (*more)(FILE *, const struct lk__trace *))
 {
-	char tmp[64];
+	char tmp[64];	/* NAME.tmp: babeltrace2 skips neither, so it must be gone before a reader looks */
 	FILE *f;
 	int fd, err = 0;
 
@@ -227,7 +235,7 @@ int lk__ctf_write_metadata(struct lk__trace *t)
 	int err = write_file(t, "metadata", write_prologue, write_event_classes);
 
 	if (!err)
-		err = write_file(t, "index", write_index, NULL);
+		err = write_file(t, ".lowkey-index", write_index, NULL);
 	if (err)
 		return lk__fail(err, "cannot write the trace's metadata in %s: %s", t->ctf_dir, strerror(-err));
 	return 0;

@@ -98,7 +98,10 @@ static int parse_event_line(struct lk__trace_reader *r, char *line)
 		free(c->provider), free(c->event), free(c->where), free(c->arg_names), free(c);
 		return -EINVAL;
 	}
-	field_names(c);
+	if (c->kind == LK_PROBE_COUNTER)
+		strcpy(c->arg_name[0], "value");
+	else
+		field_names(c);
 	return add_class(r, c);
 }
 
@@ -127,7 +130,7 @@ int lk__reader_open(struct lk__trace_reader *r, const char *dir, char *err, size
 	int rc = 0;
 
 	memset(r, 0, sizeof(*r));
-	snprintf(path, sizeof(path), "%s/index", dir);
+	snprintf(path, sizeof(path), "%s/.lowkey-index", dir);
 	f = fopen(path, "re");
 	if (!f)
 		return failf(err, errlen, -errno, "%s is not a lowkey trace (no %s)", dir, path);

@@ -104,11 +104,11 @@ static int check_trace_dir(const char *path)
 }
 
 /* Where the CTF goes: the path itself, or beside the JSON file until it is converted. */
-static int prepare_output(struct lk__trace *t)
+static int prepare_output(struct lk__trace *t, const char *path)
 {
 	int err;
 
-	t->path = absolute(t->config.path);
+	t->path = absolute(path);
 	if (!t->path)
 		return lk__fail(-ENOMEM, "lk_trace_start: out of memory");
 	if (t->config.format == LK_TRACE_JSON) {
@@ -160,7 +160,7 @@ static int start_locked(const struct lk_trace_config *config)
 
 	memset(&t->config, 0, sizeof(t->config));
 	t->config = *config;
-	t->config.path = NULL;
+	t->config.path = NULL;	/* the caller's string: t->path holds our copy */
 	if (!t->config.buffer_size)
 		t->config.buffer_size = DEFAULT_BUFFER;
 	if (!t->config.flush_ms)
@@ -171,7 +171,7 @@ static int start_locked(const struct lk_trace_config *config)
 	t->error = 0;
 	t->error_msg[0] = 0;
 
-	err = prepare_output(t);
+	err = prepare_output(t, config->path);
 	if (!err)
 		err = lk__ctf_open(t);
 	if (err)
@@ -226,7 +226,7 @@ LK_API int lk_trace_start(const struct lk_trace_config *config)
 static void remove_tree(const char *dir)
 {
 	char cmd[PATH_MAX * 2];
-	const char *names[] = { "metadata", "index" };
+	const char *names[] = { "metadata", ".lowkey-index" };
 
 	/* Only what the writer creates: the two files and the stream-* files. */
 	for (size_t i = 0; i < 2; i++) {

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
  * The TSC rate a trace starts with (lk_trace_stop replaces it with the rate measured over the
- * whole trace): the CPU's own figure where CPUID gives one, else measured against
- * CLOCK_MONOTONIC_RAW over 20 ms, once per process.
+ * whole trace): the clock module's calibration (CPUID, the hypervisor's leaf, the perf page, or
+ * its measurement), else a 20 ms measurement against CLOCK_MONOTONIC_RAW.
  */
 #include <time.h>
 
-#include "core/cpu.h"
+#include <lowkey/clock.h>
+
 #include "probe/probe_internal.h"
 
 static uint64_t raw_ns(void)
@@ -30,12 +31,9 @@ static uint64_t measure(void)
 
 uint64_t lk__probe_tsc_hz(void)
 {
-	static uint64_t hz;
-	uint64_t v = __atomic_load_n(&hz, __ATOMIC_RELAXED);
+	struct lk_clock_info info;
 
-	if (!v) {
-		v = lk__cpu()->tsc_hz ? lk__cpu()->tsc_hz : measure();
-		__atomic_store_n(&hz, v, __ATOMIC_RELAXED);
-	}
-	return v;
+	if (lk_clock_info(&info) == 0 && info.tsc_hz)
+		return info.tsc_hz;
+	return measure();
 }

@@ -19,6 +19,18 @@
 #define LK_END_DECLS
 #endif
 
+/*
+ * A function named like its struct (lk_clock_info, as C's stat) hides the struct's implicit
+ * constructor in C++, which g++ -Wshadow reports; the header must not warn in users' builds.
+ */
+#ifdef __cplusplus
+#define LK__SAME_NAME_BEGIN _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wshadow\"")
+#define LK__SAME_NAME_END _Pragma("GCC diagnostic pop")
+#else
+#define LK__SAME_NAME_BEGIN
+#define LK__SAME_NAME_END
+#endif
+
 #define LK__LIKELY(x) __builtin_expect(!!(x), 1)
 #define LK__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
