@@ -371,7 +371,8 @@ extern "C" {
 	static struct lk_probe_site *const LK__CAT(var, _ref)                                 \
 		__attribute__((used, section("__lk_probe_sites"))) LK__RETAIN = &var
 
-#define LK__PROBE_RECORD(site, ...)                                                           \
+/* types is the compile-time LK__ARG_TYPES(...), so the string test folds away. */
+#define LK__PROBE_RECORD(site, types, ...)                                                    \
 	do {                                                                                  \
 		if (LK__NARGS(__VA_ARGS__) == 0) {                                            \
 			lk__probe_emit((site), 0, NULL);                                      \
@@ -379,7 +380,7 @@ extern "C" {
 			const uint64_t lk__vals[LK__NARGS(__VA_ARGS__) + 1] = {               \
 				LK__MAP(LK__VALUE, ##__VA_ARGS__) 0                           \
 			};                                                                    \
-			if (LK__HAS_STRINGS((site)->arg_types))                               \
+			if (LK__HAS_STRINGS(types))                                           \
 				lk__probe_emit_slow((site), LK__NARGS(__VA_ARGS__), lk__vals); \
 			else                                                                  \
 				lk__probe_emit((site), LK__NARGS(__VA_ARGS__), lk__vals);     \
@@ -391,7 +392,8 @@ extern "C" {
 		LK__PROBE_SITE(LK__CAT(lk__probe_site_, n), provider, event, kind,            \
 			       LK__NARGS(__VA_ARGS__), LK__ARG_TYPES(__VA_ARGS__), #__VA_ARGS__); \
 		if (lk_branch_unlikely(&LK__CAT(lk__probe_site_, n).key))                     \
-			LK__PROBE_RECORD(&LK__CAT(lk__probe_site_, n), ##__VA_ARGS__);        \
+			LK__PROBE_RECORD(&LK__CAT(lk__probe_site_, n), LK__ARG_TYPES(__VA_ARGS__), \
+					 ##__VA_ARGS__);                                      \
 	} while (0)
 
 /*

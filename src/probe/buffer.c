@@ -5,8 +5,10 @@
  * A thread's first event while a trace runs gets it a buffer (mmap, so this works in a signal
  * handler too) that it pushes, lock-free, onto the global list. The producer owns wp and the
  * space up to the consumer's rp; the consumer owns rp. Records never straddle the end of the ring:
- * the producer leaves a pad there (see probe_internal.h) and continues at the start. One byte
- * stays free between wp and rp, so wp == rp always means empty.
+ * the producer leaves a pad there (see probe_internal.h) and continues at the start. Two
+ * invariants keep "empty" and "full" apart: a record ends strictly before the end of the ring, so
+ * wp (and committed) never point there; and a byte stays free between wp and rp. So wp == rp
+ * always means empty.
  *
  * fast_end is where the inline fast path must stop and call in here: the end of the contiguous
  * free space, or earlier, at the watermark where half the ring is used and the consumer should
@@ -63,7 +65,7 @@ static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 	uint8_t *rp = __atomic_load_n(&b->rp, __ATOMIC_ACQUIRE);
 	uint8_t *wp = (uint8_t *)t->wp;
 	size_t used = wp >= rp ? (size_t)(wp - rp) : b->cap - (size_t)(rp - wp);
-	uint8_t *limit = wp >= rp ? ring_end(b) : rp - 1;
+	uint8_t *limit = wp >= rp ? ring_end(b) - 1 : rp - 1;
 	uint8_t *half;
 
 	if (lk__trace.cputime || lk__trace.stopping) {
@@ -90,7 +92,7 @@ static uint8_t *reserve(struct lk__probe_buffer *b, struct lk__probe_tls *t, uin
 
 	if (wp < rp)
 		return wp + size < rp ? wp : NULL;
-	if (wp + size <= ring_end(b))
+	if (wp + size < ring_end(b))
 		return wp;
 	/* wrap: the record goes at the start, if it stays short of rp */
 	if (b->data + size >= rp)

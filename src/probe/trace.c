@@ -335,3 +335,14 @@ static void trace_fork_child(void)
 	lk__probe_apply_rules_locked(false);
 	lk__registry_unlock();
 }
+
+/*
+ * exit() with a trace running (and no lk_trace_stop): finish it, so what every thread recorded
+ * is in the trace. Other threads may still run; stopping is safe while they do. _exit() and
+ * fatal signals skip this, and the last flush_ms of events with it.
+ */
+__attribute__((destructor)) static void trace_at_exit(void)
+{
+	if (__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE))
+		lk_trace_stop();
+}

@@ -1,0 +1,535 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey bench probe: what a probe costs, off and on, beside LTTng-UST's tracepoint.
+ *
+ * 1. ns per event, in one run: a disabled site (against the empty loop), an enabled event with
+ *    two integers (TSC stamp), the same with the thread's CPU time, a span (begin and end), and
+ *    LTTng-UST 2.13's tracepoint with the same two integers, disabled and enabled into a session
+ *    this bench creates (and a session daemon it starts if none runs). Enabled rows are timed in
+ *    bursts that fit the buffers, with a pause between bursts for the consumer: an event dropped
+ *    because a buffer is full costs less than one written, and would flatter either tracer.
+ * 2. Sustained events/s to a file without loss at the default buffer size, from one and two
+ *    producer threads: producers paced at a given rate, the rate raised until events are lost.
+ * 3. Memory per thread.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lowkey/lowkey.h>
+
+#include "bench.h"
+
+#define BURST 16384		/* records per timed burst: 512 KiB of two-integer events */
+
+static const char *trace_dir = "/dev/shm";
+static int runs = 21;
+
+/* ---- the loops ---- */
+
+static __attribute__((noinline)) uint64_t loop_empty(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		asm volatile("" : : "r"(i));
+	return n;
+}
+
+static __attribute__((noinline)) uint64_t loop_disabled(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		LK_PROBE(lkbench_off, two_ints, (long)i, (long)n);
+		asm volatile("" : : "r"(i));
+	}
+	return n;
+}
+
+static __attribute__((noinline)) uint64_t loop_two_ints(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		LK_PROBE(lkbench, two_ints, (long)i, (long)n);
+		asm volatile("" : : "r"(i));
+	}
+	return n;
+}
+
+static __attribute__((noinline)) uint64_t loop_span(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		LK_SPAN(lkbench, span);
+		asm volatile("" : : "r"(i));
+	}
+	return n;
+}
+
+static double median_of(double *v, int n)
+{
+	return lkb_median(v, (size_t)n);
+}
+
+/* ns per iteration of a loop that records nothing, median of runs. */
+static double time_unrecorded(uint64_t (*loop)(uint64_t))
+{
+	double v[64];
+	uint64_t n = 20 * 1000 * 1000;
+
+	for (int r = 0; r < runs && r < 64; r++) {
+		uint64_t t0 = lkb_now_ns();
+
+		loop(n);
+		v[r] = (double)(lkb_now_ns() - t0) / (double)n;
+	}
+	return median_of(v, runs < 64 ? runs : 64);
+}
+
+/* Wait until the consumer has written everything recorded so far. */
+static void wait_drained(uint64_t expected)
+{
+	struct lk_trace_stats st;
+
+	for (int i = 0; i < 2000; i++) {
+		lk_trace_stats(&st);
+		if (st.events + st.lost >= expected)
+			return;
+		usleep(500);
+	}
+}
+
+static int start_trace(const char *name, unsigned int flags, size_t buffer, char *dir, size_t dirlen)
+{
+	struct lk_trace_config c = { .path = dir, .flags = flags, .buffer_size = buffer, .flush_ms = 5 };
+
+	snprintf(dir, dirlen, "%s/lowkey-bench-%s-%d", trace_dir, name, (int)getpid());
+	return lk_trace_start(&c);
+}
+
+static void remove_trace(const char *dir)
+{
+	char cmd[4200];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "lowkey bench probe: could not remove %s\n", dir);
+}
+
+struct burst_result {
+	double ns;		/* median ns per iteration */
+	uint64_t lost;
+	int err;
+};
+
+/* Time `runs` bursts of loop(BURST) inside a trace; records_per_iter records per iteration. */
+static struct burst_result time_bursts(const char *name, uint64_t (*loop)(uint64_t), unsigned int flags,
+				       unsigned int records_per_iter)
+{
+	struct burst_result res = { 0 };
+	struct lk_trace_stats st;
+	char dir[4096];
+	double v[64];
+	int n = runs < 64 ? runs : 64;
+
+	res.err = start_trace(name, flags, 0, dir, sizeof(dir));
+	if (res.err)
+		return res;
+	loop(BURST / records_per_iter);	/* the thread's first event sets up its buffer */
+	wait_drained(BURST / records_per_iter * records_per_iter + 1);
+	for (int r = 0; r < n; r++) {
+		uint64_t t0, recorded;
+
+		lk_trace_stats(&st);
+		recorded = st.events + st.lost;
+		t0 = lkb_now_ns();
+		loop(BURST / records_per_iter);
+		v[r] = (double)(lkb_now_ns() - t0) / (double)(BURST / records_per_iter);
+		wait_drained(recorded + BURST / records_per_iter * records_per_iter);
+	}
+	lk_trace_stop();
+	lk_trace_stats(&st);
+	res.lost = st.lost;
+	res.ns = median_of(v, n);
+	remove_trace(dir);
+	return res;
+}
+
+/* ---- LTTng-UST ---- */
+
+struct lttng_result {
+	double disabled_ns, enabled_ns;
+	const char *missing;	/* why there are no LTTng figures, or NULL */
+};
+
+static const char *lttng_peer(void)
+{
+	const char *env = getenv("LOWKEY_BENCH_LTTNG");
+
+	if (env && access(env, X_OK) == 0)
+		return env;
+#ifdef LK_BENCH_LTTNG_BUILD
+	if (access(LK_BENCH_LTTNG_BUILD, X_OK) == 0)
+		return LK_BENCH_LTTNG_BUILD;
+	if (access(LK_BENCH_LTTNG_INSTALLED, X_OK) == 0)
+		return LK_BENCH_LTTNG_INSTALLED;
+#endif
+	return NULL;
+}
+
+static int quiet(const char *fmt, const char *a, const char *b)
+{
+	char cmd[4200];
+
+	snprintf(cmd, sizeof(cmd), fmt, a, b);
+	strncat(cmd, " >/dev/null 2>&1", sizeof(cmd) - strlen(cmd) - 1);
+	return system(cmd);
+}
+
+static double run_peer(const char *peer)
+{
+	char cmd[4200], out[64] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "'%s' %d %d 2>/dev/null", peer, runs, 100000);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	if (!fgets(out, sizeof(out), p))
+		out[0] = 0;
+	pclose(p);
+	return out[0] ? atof(out) : -1;
+}
+
+static struct lttng_result bench_lttng(void)
+{
+	struct lttng_result r = { -1, -1, NULL };
+	const char *peer = lttng_peer();
+	char session[64], dir[4096];
+	bool started_daemon = false;
+
+	if (!peer) {
+		r.missing = "lowkey-bench-lttng was not built (install liblttng-ust-dev and rebuild)";
+		return r;
+	}
+	if (quiet("command -v lttng%s%s", "", "") != 0) {
+		r.missing = "the lttng command is missing (install lttng-tools)";
+		return r;
+	}
+	if (quiet("lttng list%s%s", "", "") != 0) {
+		if (quiet("lttng-sessiond --daemonize%s%s", "", "") != 0) {
+			r.missing = "could not start lttng-sessiond";
+			return r;
+		}
+		started_daemon = true;
+	}
+	r.disabled_ns = run_peer(peer);
+
+	snprintf(session, sizeof(session), "lowkey-bench-%d", (int)getpid());
+	snprintf(dir, sizeof(dir), "%s/%s", trace_dir, session);
+	if (quiet("lttng create %s --output='%s'", session, dir) == 0 &&
+	    quiet("lttng enable-channel -u --subbuf-size=8M --num-subbuf=4 -s %s lkch%s", session, "") == 0 &&
+	    quiet("lttng enable-event -u -c lkch -s %s lkbench:two_ints%s", session, "") == 0 &&
+	    quiet("lttng start %s%s", session, "") == 0) {
+		r.enabled_ns = run_peer(peer);
+		quiet("lttng stop %s%s", session, "");
+	} else {
+		r.missing = "could not set up an LTTng session";
+	}
+	quiet("lttng destroy %s%s", session, "");
+	remove_trace(dir);
+	if (started_daemon)
+		quiet("pkill -x lttng-sessiond%s%s", "", "");
+	return r;
+}
+
+/* ---- sustained rate ---- */
+
+struct producer {
+	double rate;		/* events per second */
+	double seconds;
+	uint64_t emitted;
+	double achieved;
+	pthread_t thread;
+	int cpu;
+};
+
+/* Emit at `rate`, in batches of 64 between looks at the clock. */
+static void *produce(void *arg)
+{
+	struct producer *p = arg;
+	uint64_t t0 = lkb_now_ns(), end = t0 + (uint64_t)(p->seconds * 1e9), n = 0;
+	double per_ns = p->rate / 1e9;
+
+	if (p->cpu >= 0)
+		lkb_pin(p->cpu);
+	for (;;) {
+		uint64_t now = lkb_now_ns();
+
+		if (now >= end)
+			break;
+		if ((double)n > (double)(now - t0) * per_ns)
+			continue;
+		for (int i = 0; i < 64; i++)
+			LK_PROBE(lkbench, rate, (long)n, (long)i);
+		n += 64;
+	}
+	p->emitted = n;
+	p->achieved = (double)n / ((double)(lkb_now_ns() - t0) / 1e9);
+	return NULL;
+}
+
+struct rate_trial {
+	double rate_per_thread, achieved_total;
+	uint64_t events, lost;
+	int err;
+};
+
+static struct rate_trial run_rate(int threads, double rate, double seconds)
+{
+	struct rate_trial t = { rate, 0, 0, 0, 0 };
+	struct producer p[2];
+	struct lk_trace_stats st;
+	char dir[4096];
+
+	t.err = start_trace("rate", 0, 0, dir, sizeof(dir));
+	if (t.err)
+		return t;
+	for (int i = 0; i < threads; i++) {
+		p[i] = (struct producer){ .rate = rate, .seconds = seconds, .cpu = threads == 1 ? -1 : i };
+		pthread_create(&p[i].thread, NULL, produce, &p[i]);
+	}
+	for (int i = 0; i < threads; i++) {
+		pthread_join(p[i].thread, NULL);
+		t.achieved_total += p[i].achieved;
+	}
+	t.err = lk_trace_stop();
+	lk_trace_stats(&st);
+	t.events = st.events;
+	t.lost = st.lost;
+	remove_trace(dir);
+	return t;
+}
+
+/* The highest per-thread rate with no loss: double until loss or the producers cannot keep up,
+ * then bisect. */
+static struct rate_trial find_rate(int threads, double seconds)
+{
+	struct rate_trial best = { 0 }, t;
+	double lo = 0, hi = 0, rate = 2.5e6;
+
+	for (; rate < 1e9; rate *= 2) {
+		t = run_rate(threads, rate, seconds);
+		if (t.err)
+			return t;
+		if (t.lost || t.achieved_total < 0.95 * rate * threads) {
+			hi = rate;
+			break;
+		}
+		best = t;
+		lo = rate;
+	}
+	for (int step = 0; step < 4 && hi > 0; step++) {
+		double mid = (lo + hi) / 2;
+
+		t = run_rate(threads, mid, seconds);
+		if (t.err)
+			return t;
+		if (t.lost || t.achieved_total < 0.95 * mid * threads) {
+			hi = mid;
+		} else {
+			best = t;
+			lo = mid;
+		}
+	}
+	return best;
+}
+
+/* ---- memory ---- */
+
+static long resident_pages(void)
+{
+	long size = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &size, &resident) != 2)
+			resident = 0;
+		fclose(f);
+	}
+	return resident;
+}
+
+static void *record_once(void *arg)
+{
+	long *delta = arg;
+	long before = resident_pages();
+
+	LK_PROBE(lkbench, rate, 1L, 2L);
+	*delta = resident_pages() - before;
+	return NULL;
+}
+
+static long memory_per_thread(void)
+{
+	struct lk_trace_config c = { .flush_ms = 5 };
+	char dir[4096];
+	pthread_t t;
+	long delta = 0;
+
+	snprintf(dir, sizeof(dir), "%s/lowkey-bench-mem-%d", trace_dir, (int)getpid());
+	c.path = dir;
+	if (lk_trace_start(&c) != 0)
+		return -1;
+	pthread_create(&t, NULL, record_once, &delta);
+	pthread_join(t, NULL);
+	lk_trace_stop();
+	remove_trace(dir);
+	return delta * sysconf(_SC_PAGESIZE);
+}
+
+/* ---- output ---- */
+
+struct results {
+	double empty_ns, disabled_ns;
+	struct burst_result two, cpu, span;
+	struct lttng_result lttng;
+	struct rate_trial rate1, rate2;
+	long mem;
+};
+
+static void print_text(const struct results *r, double seconds)
+{
+	printf("lowkey bench probe: what a probe costs, beside LTTng-UST\n");
+	printf("machine: %s\n", lkb_machine());
+	printf("method:  median of %d runs; enabled rows in bursts of %d events that fit the buffer,\n"
+	       "         traces written to %s\n\n", runs, BURST, trace_dir);
+	printf("%-46s %10s\n", "", "ns/event");
+	printf("%-46s %10.3f\n", "empty loop (baseline)", r->empty_ns);
+	printf("%-46s %10.3f   (%+.3f over the empty loop)\n", "lowkey disabled site", r->disabled_ns,
+	       r->disabled_ns - r->empty_ns);
+	printf("%-46s %10.3f\n", "lowkey enabled event, 2 integers, TSC stamp", r->two.ns);
+	printf("%-46s %10.3f\n", "lowkey enabled event + thread CPU time", r->cpu.ns);
+	printf("%-46s %10.3f   (begin and end)\n", "lowkey span", r->span.ns);
+	if (r->lttng.missing && r->lttng.enabled_ns < 0) {
+		printf("%-46s %10s   (%s)\n", "LTTng-UST tracepoint", "n/a", r->lttng.missing);
+	} else {
+		printf("%-46s %10.3f\n", "LTTng-UST 2.13 tracepoint, disabled", r->lttng.disabled_ns);
+		printf("%-46s %10.3f\n", "LTTng-UST 2.13 tracepoint, enabled (session)", r->lttng.enabled_ns);
+		printf("\nLTTng-UST enabled / lowkey enabled: %.1fx\n", r->lttng.enabled_ns / r->two.ns);
+	}
+	if (r->two.lost || r->cpu.lost || r->span.lost)
+		printf("(events lost during the timed bursts: %llu, %llu, %llu)\n", (unsigned long long)r->two.lost,
+		       (unsigned long long)r->cpu.lost, (unsigned long long)r->span.lost);
+	printf("\nsustained rate without loss, default buffer (2 MiB per thread), %.1f s per trial\n", seconds);
+	printf("%-46s %10.1f M events/s (%llu events, 0 lost)\n", "1 producer thread", r->rate1.achieved_total / 1e6,
+	       (unsigned long long)r->rate1.events);
+	printf("%-46s %10.1f M events/s (%llu events, 0 lost)\n", "2 producer threads", r->rate2.achieved_total / 1e6,
+	       (unsigned long long)r->rate2.events);
+	printf("\nmemory per recording thread: %ld KiB resident (the ring, allocated at its first event)\n",
+	       r->mem / 1024);
+}
+
+static void print_json(const struct results *r)
+{
+	struct lkb_json j;
+
+	lkb_json_begin(&j, stdout);
+	lkb_json_str(&j, "bench", "probe");
+	lkb_json_str(&j, "machine", lkb_machine());
+	lkb_json_int(&j, "runs", runs);
+	lkb_json_str(&j, "trace_dir", trace_dir);
+	lkb_json_object(&j, "ns_per_event");
+	lkb_json_num(&j, "empty_loop", r->empty_ns);
+	lkb_json_num(&j, "disabled", r->disabled_ns);
+	lkb_json_num(&j, "enabled_two_ints", r->two.ns);
+	lkb_json_num(&j, "enabled_with_cputime", r->cpu.ns);
+	lkb_json_num(&j, "span", r->span.ns);
+	lkb_json_num(&j, "lttng_disabled", r->lttng.disabled_ns);
+	lkb_json_num(&j, "lttng_enabled", r->lttng.enabled_ns);
+	lkb_json_close(&j);
+	if (r->lttng.missing)
+		lkb_json_str(&j, "lttng_missing", r->lttng.missing);
+	lkb_json_object(&j, "sustained_events_per_s");
+	lkb_json_num(&j, "one_thread", r->rate1.achieved_total);
+	lkb_json_num(&j, "two_threads", r->rate2.achieved_total);
+	lkb_json_close(&j);
+	lkb_json_int(&j, "memory_per_thread_bytes", r->mem);
+	lkb_json_end(&j);
+}
+
+static const char probe_usage[] =
+	"usage: lowkey bench probe [--runs N] [--seconds S] [--dir DIR] [--no-lttng] [--json]\n"
+	"\n"
+	"What a probe costs: a disabled site, an enabled event (two integers), with the thread's CPU\n"
+	"time, a span; beside LTTng-UST's tracepoint disabled and enabled into a session (the bench\n"
+	"starts lttng-sessiond if none runs). Then the highest rate one and two threads sustain with\n"
+	"no event lost at the default buffer size, and the memory a recording thread uses.\n"
+	"\n"
+	"  --runs N      repetitions of each row (default 21)\n"
+	"  --seconds S   length of each sustained-rate trial (default 1)\n"
+	"  --dir DIR     where the traces go (default /dev/shm, else /tmp)\n"
+	"  --no-lttng    skip the LTTng-UST rows\n"
+	"  --json        print the figures as JSON\n";
+
+static int probe_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "runs", required_argument, NULL, 'r' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "dir", required_argument, NULL, 'd' },
+		{ "no-lttng", no_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct results r = { 0 };
+	double seconds = 1.0;
+	bool json = false, lttng = true;
+	struct stat st;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "r:s:d:nj", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r': runs = atoi(optarg); break;
+		case 's': seconds = atof(optarg); break;
+		case 'd': trace_dir = optarg; break;
+		case 'n': lttng = false; break;
+		case 'j': json = true; break;
+		default: fputs(probe_usage, stderr); return 2;
+		}
+	}
+	if (runs < 1 || runs > 64 || seconds <= 0 || optind != argc) {
+		fputs(probe_usage, stderr);
+		return 2;
+	}
+	if (stat(trace_dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		trace_dir = "/tmp";
+
+	if (lk_probe_enable("lkbench") < 0) {
+		fprintf(stderr, "lowkey bench probe: %s\n", lk_last_error());
+		return 1;
+	}
+	r.empty_ns = time_unrecorded(loop_empty);
+	r.disabled_ns = time_unrecorded(loop_disabled);
+	r.two = time_bursts("two", loop_two_ints, 0, 1);
+	r.cpu = time_bursts("cpu", loop_two_ints, LK_TRACE_CPUTIME, 1);
+	r.span = time_bursts("span", loop_span, 0, 2);
+	if (r.two.err || r.cpu.err || r.span.err) {
+		fprintf(stderr, "lowkey bench probe: cannot trace: %s\n", lk_last_error());
+		return 1;
+	}
+	r.lttng = lttng ? bench_lttng() : (struct lttng_result){ -1, -1, "skipped (--no-lttng)" };
+	r.rate1 = find_rate(1, seconds);
+	r.rate2 = lkb_ncpus() >= 2 ? find_rate(2, seconds) : (struct rate_trial){ 0 };
+	r.mem = memory_per_thread();
+	if (json)
+		print_json(&r);
+	else
+		print_text(&r, seconds);
+	return 0;
+}
+
+LK_BENCH(probe_bench, "probe", "issue 4: probe cost off and on, beside LTTng-UST; sustained events/s",
+	 probe_usage, probe_run);

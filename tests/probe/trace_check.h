@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * For tests: read a whole lowkey trace into memory through the library's reader, and make
+ * per-test trace directories.
+ */
+#ifndef LKT_TRACE_CHECK_H
+#define LKT_TRACE_CHECK_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lowkey/probe.h>
+
+#include "probe/reader.h"
+
+struct lkt_event {
+	int tid;
+	uint64_t tsc, cputime;
+	char name[64];		/* provider:event */
+	unsigned int kind, nargs;
+	uint64_t v[8];
+	char s[8][128];		/* string arguments (their start) */
+	size_t slen[8];		/* and their whole length */
+};
+
+struct lkt_trace {
+	struct lk__trace_reader r;
+	struct lkt_event *ev;
+	size_t n, cap;
+	uint64_t lost;		/* events_discarded, summed over streams */
+	int streams;
+	char err[512];
+};
+
+static int lkt_on_event(const struct lk__event *e, void *arg)
+{
+	struct lkt_trace *t = arg;
+	struct lkt_event *x;
+	size_t off = 0;
+
+	if (t->n == t->cap) {
+		t->cap = t->cap ? t->cap * 2 : 1024;
+		t->ev = realloc(t->ev, t->cap * sizeof(*t->ev));
+		if (!t->ev)
+			return -1;
+	}
+	x = &t->ev[t->n++];
+	memset(x, 0, sizeof(*x));
+	x->tid = e->tid;
+	x->tsc = e->tsc;
+	x->cputime = e->cputime_ns;
+	x->kind = e->cls->kind;
+	x->nargs = e->cls->nargs;
+	snprintf(x->name, sizeof(x->name), "%s:%s", e->cls->provider, e->cls->event);
+	for (unsigned int i = 0; i < e->cls->nargs; i++) {
+		const char *s;
+
+		off = lk__event_arg(e, off, i, &x->v[i], &s);
+		if (!off)
+			return -2;
+		if (s) {
+			snprintf(x->s[i], sizeof(x->s[i]), "%s", s);
+			x->slen[i] = strlen(s);
+		}
+	}
+	return 0;
+}
+
+static int lkt_on_stream_end(const struct lk__stream_info *s, void *arg)
+{
+	struct lkt_trace *t = arg;
+
+	t->lost += s->lost;
+	t->streams++;
+	return 0;
+}
+
+/* 0, or the reader's error (its message in t->err). */
+static inline int lkt_read(struct lkt_trace *t, const char *dir)
+{
+	const struct lk__reader_ops ops = { NULL, lkt_on_event, lkt_on_stream_end };
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	rc = lk__reader_open(&t->r, dir, t->err, sizeof(t->err));
+	if (rc == 0)
+		rc = lk__reader_walk(&t->r, &ops, t, t->err, sizeof(t->err));
+	return rc;
+}
+
+static inline void lkt_free(struct lkt_trace *t)
+{
+	lk__reader_close(&t->r);
+	free(t->ev);
+	memset(t, 0, sizeof(*t));
+}
+
+/* Events named name (provider:event), in trace order. */
+static inline size_t lkt_count(const struct lkt_trace *t, const char *name)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->n; i++)
+		n += strcmp(t->ev[i].name, name) == 0;
+	return n;
+}
+
+/* A fresh, unique trace path under /tmp; removed by lkt_rmrf. */
+static inline void lkt_path(char *buf, size_t len, const char *what)
+{
+	static int seq;
+
+	snprintf(buf, len, "/tmp/lowkey-test-%s-%d-%d", what, (int)getpid(), seq++);
+}
+
+static inline void lkt_rmrf(const char *path)
+{
+	char cmd[4200];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", path);
+}
+
+#endif
