@@ -202,7 +202,8 @@ struct lk__probe_tls {
 
 extern __thread struct lk__probe_tls lk__probe_tls __attribute__((tls_model("initial-exec")));
 
-LK_API void lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, const uint64_t *vals);
+/* Both return whether the event was recorded (false: no trace, or dropped and counted). */
+LK_API bool lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, const uint64_t *vals);
 
 static inline __attribute__((always_inline)) uint64_t lk__probe_tsc(void)
 {
@@ -231,7 +232,7 @@ static inline __attribute__((always_inline)) uint64_t lk__probe_tsc(void)
  * yet, the watermark or the end of the ring reached, CPU time requested, tracing stopped) goes
  * to the slow path too: fast_end routes it there.
  */
-static inline __attribute__((always_inline)) void lk__probe_emit(struct lk_probe_site *site, unsigned int n,
+static inline __attribute__((always_inline)) bool lk__probe_emit(struct lk_probe_site *site, unsigned int n,
 								 const uint64_t *vals)
 {
 	struct lk__probe_tls *t = &lk__probe_tls;
@@ -254,11 +255,11 @@ static inline __attribute__((always_inline)) void lk__probe_emit(struct lk_probe
 		__atomic_store_n(&t->committed, p + size, __ATOMIC_RELEASE);
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		t->nesting = 0;
-		return;
+		return true;
 	}
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	t->nesting = nested;
-	lk__probe_emit_slow(site, n, vals);
+	return lk__probe_emit_slow(site, n, vals);
 }
 
 /* Argument counting and mapping, 0 to 8 arguments (GNU ", ##" swallows the comma for none). */
@@ -419,7 +420,8 @@ extern "C" {
 /*
  * LK_SPAN(provider, name) - a span from here to the end of the enclosing scope, however the scope
  * is left. A declaration: use it where a declaration may go. Off: one NOP here, and at scope exit a
- * test of a register the NOP left at zero. The end is recorded exactly when the begin was.
+ * test of a register the NOP left at zero. The end is recorded only when the begin was (a begin
+ * whose end is dropped because the buffer is full, or cut by lk_trace_stop, stays open).
  */
 #define LK_SPAN(provider, name) LK__SPAN_AT(__COUNTER__, provider, name)
 
@@ -433,8 +435,9 @@ static inline __attribute__((always_inline)) void lk__span_close(struct lk_probe
 	LK__PROBE_SITE(LK__CAT(lk__span_begin_, n), provider, name, LK_PROBE_SPAN_BEGIN, 0, 0, ""); \
 	LK__PROBE_SITE(LK__CAT(lk__span_end_, n), provider, name, LK_PROBE_SPAN_END, 0, 0, ""); \
 	struct lk_probe_site *LK__CAT(lk__span_guard_, n) __attribute__((cleanup(lk__span_close), unused)) = \
-		lk_branch_unlikely(&LK__CAT(lk__span_begin_, n).key)                          \
-			? (lk__probe_emit(&LK__CAT(lk__span_begin_, n), 0, NULL), &LK__CAT(lk__span_end_, n)) \
+		lk_branch_unlikely(&LK__CAT(lk__span_begin_, n).key) &&                       \
+				lk__probe_emit(&LK__CAT(lk__span_begin_, n), 0, NULL)         \
+			? &LK__CAT(lk__span_end_, n)                                          \
 			: NULL
 
 LK_END_DECLS

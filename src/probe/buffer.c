@@ -30,6 +30,10 @@ LK_API __thread struct lk__probe_tls lk__probe_tls __attribute__((tls_model("ini
 
 /* This thread's buffer; BUFFER_GONE once the thread is exiting. */
 static __thread struct lk__probe_buffer *my_buffer;
+
+/* Events this thread dropped before it had a buffer for the running trace (a signal handler
+ * recording during its first event); added to the buffer's count once it has one. */
+static __thread unsigned long pending_lost;
 #define BUFFER_GONE ((struct lk__probe_buffer *)1)
 
 struct lk__probe_buffer *lk__probe_buffers;
@@ -134,12 +138,14 @@ static uint8_t *put_args(uint8_t *p, uint32_t types, unsigned int n, const uint6
 
 static void count_lost(struct lk__probe_buffer *b)
 {
-	if (b && b != BUFFER_GONE)
+	if (b && b != BUFFER_GONE && __atomic_load_n(&b->trace_gen, __ATOMIC_RELAXED) == lk__trace.gen)
 		__atomic_fetch_add(&b->lost, 1, __ATOMIC_RELAXED);
+	else if (b != BUFFER_GONE)
+		pending_lost++;
 }
 
 /* Write one record: id, optional CPU time, arguments. The thread is claimed. */
-static void write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, uint32_t id, uint32_t types,
+static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, uint32_t id, uint32_t types,
 			 unsigned int n, const uint64_t *vals)
 {
 	size_t size = LK__PROBE_HEADER + (lk__trace.cputime ? 8 : 0);
@@ -151,7 +157,7 @@ static void write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, ui
 		size += arg_size(types, i, vals[i]);
 	if (size > b->cap / 4 || !(p = reserve(b, t, (uint32_t)size))) {
 		count_lost(b);
-		return;
+		return false;
 	}
 	tsc = lk__probe_tsc();
 	head[0] = id;
@@ -168,6 +174,7 @@ static void write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, ui
 	}
 	t->wp = (uintptr_t)(p + size);
 	__atomic_store_n(&t->committed, t->wp, __ATOMIC_RELEASE);
+	return true;
 }
 
 /* ---- buffer lifetime ---- */
@@ -196,6 +203,8 @@ static int attach(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 {
 	size_t cap = trace_buffer_size();
 
+	/* Counted from here: a handler's event dropped while this runs belongs to the new trace. */
+	__atomic_store_n(&b->lost, 0, __ATOMIC_RELAXED);
 	if (b->cap != cap) {
 		void *data = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 
@@ -207,7 +216,7 @@ static int attach(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 		b->cap = cap;
 	}
 	b->rp = b->data;
-	b->lost = b->lost_written = b->events = b->packets = 0;
+	b->lost_written = b->events = b->packets = 0;
 	b->fd = -1;
 	t->wp = t->committed = (uintptr_t)b->data;
 	__atomic_store_n(&b->trace_gen, lk__trace.gen, __ATOMIC_RELEASE);
@@ -261,14 +270,19 @@ static struct lk__probe_buffer *current_buffer(struct lk__probe_tls *t)
 			return NULL;
 		record_thread_name(b, t);
 	}
+	if (pending_lost) {
+		__atomic_fetch_add(&b->lost, pending_lost, __ATOMIC_RELAXED);
+		pending_lost = 0;
+	}
 	return b;
 }
 
-LK_API void lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, const uint64_t *vals)
+LK_API bool lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, const uint64_t *vals)
 {
 	struct lk__probe_tls *t = &lk__probe_tls;
 	unsigned int nested = t->nesting;
 	struct lk__probe_buffer *b;
+	bool recorded = false;
 
 	t->nesting = nested + 1;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -277,11 +291,14 @@ LK_API void lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, cons
 	} else if (nested) {
 		count_lost(my_buffer);	/* a signal handler interrupted an event on this thread */
 	} else if ((b = current_buffer(t))) {
-		write_record(b, t, site->id, site->arg_types, n, vals);
+		recorded = write_record(b, t, site->id, site->arg_types, n, vals);
 		rearm(b, t);
+	} else {
+		count_lost(NULL);
 	}
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	t->nesting = nested;
+	return recorded;
 }
 
 /* ---- the consumer's side ---- */

@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Probes under threads and process events: lost events are counted exactly; 8 threads recording
+ * while the rules flip their sites on and off; threads that exit mid-trace; process exit; fork
+ * mid-trace; signal handlers recording over an event in progress.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include <lowkey/lowkey.h>
+
+#include "trace_check.h"
+
+static void start(char *dir, size_t len, const char *what, size_t buffer)
+{
+	struct lk_trace_config c = { .path = dir, .buffer_size = buffer, .flush_ms = 5 };
+
+	lkt_path(dir, len, what);
+	assert_int_equal(lk_trace_start(&c), 0);
+}
+
+/* ---- lost events ---- */
+
+static void lost_events_counted_exactly(void **state)
+{
+	struct lk_trace_stats st;
+	struct lkt_trace t;
+	const long n = 200000;
+	char dir[256];
+
+	(void)state;
+	assert_true(lk_probe_enable("thr") >= 0);
+	/* 4 KiB ring, a burst far larger than the consumer can take in time: most are dropped */
+	start(dir, sizeof(dir), "lost", 4096);
+	for (long i = 0; i < n; i++)
+		LK_PROBE(thr, burst, i, i);
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_trace_stats(&st), 0);
+	assert_int_equal(lkt_read(&t, dir), 0);
+
+	assert_true(st.lost > 0);
+	assert_int_equal(st.events + st.lost, (uint64_t)n + 1);	/* + the thread's name */
+	assert_int_equal(t.n, st.events);		/* every written event is in the trace */
+	assert_int_equal(t.lost, st.lost);		/* and so is the count of the others */
+	for (size_t k = 1; k < t.n; k++)		/* what is there is in order */
+		if (strcmp(t.ev[k].name, "thr:burst") == 0 && strcmp(t.ev[k - 1].name, "thr:burst") == 0)
+			assert_true(t.ev[k].v[0] > t.ev[k - 1].v[0]);
+	lkt_free(&t);
+	lkt_rmrf(dir);
+}
+
+/* ---- 8 threads, rules flipping ---- */
+
+#define WRITERS 8
+
+static int stop;
+
+static void *writer(void *arg)
+{
+	long me = (long)(intptr_t)arg, seq = 0;
+
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+		LK_PROBE(thr, seq, me, seq);
+		LK_PROBE(thr, text, me, "some text that takes the slow path");
+		{
+			LK_SPAN(thr, work);
+			seq++;
+		}
+	}
+	return (void *)seq;
+}
+
+static void eight_writers_while_flipping(void **state)
+{
+	long last[WRITERS];
+	pthread_t th[WRITERS];
+	struct lkt_trace t;
+	char dir[256];
+	int open[WRITERS] = { 0 };
+
+	(void)state;
+	start(dir, sizeof(dir), "flip", 0);
+	for (long i = 0; i < WRITERS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, writer, (void *)(intptr_t)i), 0);
+	for (int round = 0; round < 200; round++) {
+		assert_true(lk_probe_disable(round % 2 ? "thr:seq" : "thr:text") >= 0);
+		assert_true(lk_probe_enable(round % 3 ? "thr:*" : "thr:work") >= 0);
+	}
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < WRITERS; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(lk_trace_stop(), 0);
+
+	assert_int_equal(lkt_read(&t, dir), 0);
+	for (int i = 0; i < WRITERS; i++)
+		last[i] = -1;
+	for (size_t k = 0; k < t.n; k++) {
+		struct lkt_event *e = &t.ev[k];
+		long me = (long)e->v[0];
+
+		if (strcmp(e->name, "thr:seq") == 0) {
+			assert_true(me >= 0 && me < WRITERS);
+			assert_true((long)e->v[1] > last[me]);	/* per thread, in order */
+			last[me] = (long)e->v[1];
+		} else if (strcmp(e->name, "thr:text") == 0) {
+			assert_string_equal(e->s[1], "some text that takes the slow path");
+		}
+	}
+	/* Spans may be cut by a flip (a begin without its end is possible, an end without begin is
+	 * not: the end is recorded exactly when its begin was). */
+	for (size_t k = 0; k < t.n; k++) {
+		int slot = t.ev[k].tid % WRITERS;
+
+		if (t.ev[k].kind == LK_PROBE_SPAN_BEGIN)
+			open[slot]++;
+		if (t.ev[k].kind == LK_PROBE_SPAN_END)
+			assert_true(--open[slot] >= 0);
+	}
+	assert_true(t.n > 1000);
+	lkt_free(&t);
+	lkt_rmrf(dir);
+	__atomic_store_n(&stop, 0, __ATOMIC_RELAXED);
+	lk_probe_reset_rules();
+	assert_true(lk_probe_enable("thr") >= 0);
+}
+
+/* ---- threads that exit mid-trace ---- */
+
+static void *short_lived(void *arg)
+{
+	for (long i = 0; i < 1000; i++)
+		LK_PROBE(thr, short_lived, (long)(intptr_t)arg, i);
+	return NULL;
+}
+
+static void exited_threads_are_flushed(void **state)
+{
+	struct lkt_trace t;
+	char dir[256];
+
+	(void)state;
+	start(dir, sizeof(dir), "exit", 0);
+	for (long round = 0; round < 50; round++) {
+		pthread_t th;
+
+		assert_int_equal(pthread_create(&th, NULL, short_lived, (void *)(intptr_t)round), 0);
+		pthread_join(th, NULL);
+	}
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lkt_read(&t, dir), 0);
+	assert_int_equal(lkt_count(&t, "thr:short_lived"), 50 * 1000);
+	assert_int_equal(t.lost, 0);
+	assert_int_equal(t.streams, 50);
+	lkt_free(&t);
+	lkt_rmrf(dir);
+}
+
+/* ---- process exit, fork ---- */
+
+static int wait_exit(pid_t pid)
+{
+	int status;
+
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+static void process_exit_finishes_the_trace(void **state)
+{
+	struct lkt_trace t;
+	char dir[256];
+	pid_t pid;
+
+	(void)state;
+	lkt_path(dir, sizeof(dir), "procexit");
+	pid = fork();
+	if (pid == 0) {
+		struct lk_trace_config c = { .path = dir, .flush_ms = 10000 };
+		pthread_t th;
+
+		if (lk_trace_start(&c) != 0)
+			_exit(1);
+		pthread_create(&th, NULL, short_lived, (void *)7);
+		pthread_join(th, NULL);
+		for (long i = 0; i < 500; i++)
+			LK_PROBE(thr, before_exit, i);
+		exit(0);	/* no lk_trace_stop */
+	}
+	assert_int_equal(wait_exit(pid), 0);
+	assert_int_equal(lkt_read(&t, dir), 0);
+	assert_int_equal(lkt_count(&t, "thr:before_exit"), 500);
+	assert_int_equal(lkt_count(&t, "thr:short_lived"), 1000);
+	lkt_free(&t);
+	lkt_rmrf(dir);
+}
+
+static void forked_child_stays_out(void **state)
+{
+	char dir[256], child_dir[256];
+	struct lkt_trace t;
+	pid_t pid;
+
+	(void)state;
+	start(dir, sizeof(dir), "fork", 0);
+	LK_PROBE(thr, parent, 1L);
+	lkt_path(child_dir, sizeof(child_dir), "forkchild");
+	pid = fork();
+	if (pid == 0) {
+		struct lk_trace_config c = { .path = child_dir, .flush_ms = 5 };
+
+		LK_PROBE(thr, child, 1L);	/* not into the parent's trace */
+		if (lk_trace_start(&c) != 0)	/* its own trace works */
+			_exit(1);
+		LK_PROBE(thr, child, 2L);
+		_exit(lk_trace_stop() == 0 ? 0 : 2);
+	}
+	assert_int_equal(wait_exit(pid), 0);
+	LK_PROBE(thr, parent, 2L);
+	assert_int_equal(lk_trace_stop(), 0);
+
+	assert_int_equal(lkt_read(&t, dir), 0);
+	assert_int_equal(lkt_count(&t, "thr:parent"), 2);
+	assert_int_equal(lkt_count(&t, "thr:child"), 0);
+	lkt_free(&t);
+	assert_int_equal(lkt_read(&t, child_dir), 0);
+	assert_int_equal(lkt_count(&t, "thr:child"), 1);
+	assert_int_equal(lkt_count(&t, "thr:parent"), 0);
+	lkt_free(&t);
+	lkt_rmrf(dir);
+	lkt_rmrf(child_dir);
+}
+
+/* ---- signal handlers ---- */
+
+static volatile long handler_calls;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	handler_calls++;
+	LK_PROBE(thr, in_handler, handler_calls, "from a handler");
+}
+
+static void signal_handlers_never_corrupt(void **state)
+{
+	struct itimerval every = { { 0, 50 }, { 0, 50 } }, off = { { 0, 0 }, { 0, 0 } };
+	struct sigaction sa = { 0 };
+	struct lk_trace_stats st;
+	struct lkt_trace t;
+	char dir[256];
+	long main_events = 0;
+
+	(void)state;
+	sa.sa_handler = on_alarm;
+	sigaction(SIGALRM, &sa, NULL);
+	start(dir, sizeof(dir), "signals", 64 << 20);
+	setitimer(ITIMER_REAL, &every, NULL);
+	while (handler_calls < 2000) {
+		LK_PROBE(thr, main, main_events, main_events);
+		main_events++;
+		for (volatile int spin = 0; spin < 200; spin++)	/* stay well within the ring */
+			;
+	}
+	setitimer(ITIMER_REAL, &off, NULL);
+	assert_int_equal(lk_trace_stop(), 0);
+	lk_trace_stats(&st);
+	assert_int_equal(lkt_read(&t, dir), 0);	/* every record well formed */
+	assert_int_equal(lkt_count(&t, "thr:main"), (size_t)main_events);
+	/* a handler's event is written, or dropped and counted when it interrupted another */
+	assert_int_equal(lkt_count(&t, "thr:in_handler") + st.lost, (size_t)handler_calls);
+	for (size_t k = 1; k < t.n; k++)
+		if (strcmp(t.ev[k].name, "thr:main") == 0 && strcmp(t.ev[k - 1].name, "thr:main") == 0)
+			assert_true(t.ev[k].v[0] == t.ev[k - 1].v[0] + 1);
+	lkt_free(&t);
+	lkt_rmrf(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(lost_events_counted_exactly),
+		cmocka_unit_test(eight_writers_while_flipping),
+		cmocka_unit_test(exited_threads_are_flushed),
+		cmocka_unit_test(process_exit_finishes_the_trace),
+		cmocka_unit_test(forked_child_stays_out),
+		cmocka_unit_test(signal_handlers_never_corrupt),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
