@@ -9,5 +9,6 @@
 #include <lowkey/version.h>
 #include <lowkey/error.h>
 #include <lowkey/key.h>
+#include <lowkey/counter.h>
 
 #endif
