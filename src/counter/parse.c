@@ -54,35 +54,34 @@ static bool all_modifier_letters(const char *s, size_t len)
 }
 
 /*
- * Split "base:mods" or "pmu/terms/mods" in place: cut text at the end of the base and return the
- * modifier text (NULL when there is none).
+ * Where the modifiers of "base:mods" or "pmu/terms/mods" start (0: none), and how long the base
+ * is.
  */
-static char *split_modifiers(char *text)
+static size_t split_modifiers(const char *text, size_t *base_len)
 {
-	char *slash = strchr(text, '/');
-	char *colon, *mods;
+	const char *slash = strchr(text, '/'), *colon;
 
+	*base_len = strlen(text);
 	if (slash) {
-		char *close = strchr(slash + 1, '/');
+		const char *close = strchr(slash + 1, '/');
 
 		if (!close || !close[1])
-			return NULL;
-		mods = close + 1 + (close[1] == ':');
-		close[1] = '\0';
-		return mods;
+			return 0;
+		*base_len = (size_t)(close + 1 - text);
+		return *base_len + (close[1] == ':');
 	}
 	colon = strrchr(text, ':');
 	if (!colon || !all_modifier_letters(colon + 1, strlen(colon + 1)))
-		return NULL;
-	*colon = '\0';
-	return colon + 1;
+		return 0;
+	*base_len = (size_t)(colon - text);
+	return *base_len + 1;
 }
 
 static int add_spec(struct lk__event_list *list, const char *start, size_t len, unsigned group,
 		    const char *group_mods, const char *whole, size_t col)
 {
 	struct lk__event_spec *spec, *grown;
-	char *mods;
+	size_t mods, base_len;
 
 	while (len && isspace((unsigned char)*start))
 		start++, len--, col++;
@@ -105,12 +104,12 @@ static int add_spec(struct lk__event_list *list, const char *start, size_t len, 
 		return lk__fail(-ENOMEM, "out of memory parsing events");
 	list->n++;
 
-	spec->base = strdup(spec->text);
+	mods = split_modifiers(spec->text, &base_len);
+	spec->base = strndup(spec->text, base_len);
 	if (!spec->base)
 		return lk__fail(-ENOMEM, "out of memory parsing events");
-	mods = split_modifiers(spec->base);
 	if (mods) {
-		int err = lk__modifiers_parse(mods, &spec->mods, &spec->has_mods);
+		int err = lk__modifiers_parse(spec->text + mods, &spec->mods, &spec->has_mods);
 
 		if (err) {
 			lk__fail_append(" (event '%s')", spec->text);

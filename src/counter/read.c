@@ -103,7 +103,8 @@ LK_API int lk_counters_read(struct lk_counters *c, struct lk_counter_value *valu
 	if (!c || (!values && n))
 		return -EINVAL;
 	m = n < c->nevents ? n : c->nevents;
-	memset(values, 0, m * sizeof(*values));
+	if (m)
+		memset(values, 0, m * sizeof(*values));
 	/* Several threads (LK_COUNTERS_PROCESS): the sum of their readings. */
 	for (size_t t = 0; t < c->ntasks; t++) {
 		int err = read_task_add(c, &c->tasks[t], c->self, values, m);
@@ -127,7 +128,8 @@ LK_API int lk_counters_read_thread(struct lk_counters *c, size_t t, pid_t *tid,
 	if (tid)
 		*tid = c->tasks[t].tid;
 	m = n < c->nevents ? n : c->nevents;
-	memset(values, 0, m * sizeof(*values));
+	if (m)
+		memset(values, 0, m * sizeof(*values));
 	err = read_task_add(c, &c->tasks[t], c->self, values, m);
 	return err ? err : (int)c->nevents;
 }

@@ -112,8 +112,12 @@ static bool read_page(struct perf_event_mmap_page *page, struct lk_counter_value
 			mult = pc->time_mult;
 			shift = pc->time_shift;
 		}
-		/* Keep the loads above from moving below the second look at the sequence. */
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		/*
+		 * Keep the compiler from moving the loads above below the second look at the
+		 * sequence; x86 does not reorder loads with loads, so the CPU will not either (the
+		 * kernel's own recipe for this page uses barrier() alone).
+		 */
+		asm volatile("" ::: "memory");
 	} while (READ_ONCE(page->lock) != seq);
 
 	count += (uint64_t)((int64_t)(pmc << (64 - width)) >> (64 - width));

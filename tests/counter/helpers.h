@@ -28,7 +28,11 @@
 		skip();                                                                       \
 	} while (0)
 
-/* Touch n fresh pages once each: n minor page faults (huge pages off, so one fault per page). */
+/*
+ * Touch n fresh pages once each: n minor page faults (huge pages off, so one fault per page). Not
+ * instrumented: a sanitizer's shadow memory would fault too (ASan one page per 8, TSan one per page).
+ */
+__attribute__((no_sanitize("address", "thread", "undefined")))
 static inline int touch_pages(size_t n)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
