@@ -131,6 +131,20 @@ bool lk__unsupported_error(int err);
 
 /* ---- read.c ---- */
 
+/* lk_counter_scale(), inline for the read paths (the public symbol would go through the PLT). */
+static inline uint64_t lk__scale(uint64_t value, uint64_t enabled, uint64_t running)
+{
+	unsigned __int128 scaled;
+
+	if (running == 0)
+		return 0;
+	if (running >= enabled)
+		return value;
+	/* Round to nearest; the product needs 128 bits (a count of 2^40 times 2^30 ns). */
+	scaled = ((unsigned __int128)value * enabled + running / 2) / running;
+	return scaled > UINT64_MAX ? UINT64_MAX : (uint64_t)scaled;
+}
+
 /* Add one group read (PERF_FORMAT_GROUP | TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING) of the opened
  * members of g into values (indexed by event). Returns 0 or -EIO if the buffer is malformed. */
 int lk__group_accumulate(const struct lk_counters *c, const struct lk__group *g, const uint64_t *buf,

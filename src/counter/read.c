@@ -13,15 +13,7 @@
 
 LK_API uint64_t lk_counter_scale(uint64_t value, uint64_t enabled, uint64_t running)
 {
-	unsigned __int128 scaled;
-
-	if (running == 0)
-		return 0;
-	if (running >= enabled)
-		return value;
-	/* Round to nearest; the product needs 128 bits (a count of 2^40 times 2^30 ns). */
-	scaled = ((unsigned __int128)value * enabled + running / 2) / running;
-	return scaled > UINT64_MAX ? UINT64_MAX : (uint64_t)scaled;
+	return lk__scale(value, enabled, running);
 }
 
 int lk__group_accumulate(const struct lk_counters *c, const struct lk__group *g, const uint64_t *buf,
@@ -49,7 +41,7 @@ int lk__group_accumulate(const struct lk_counters *c, const struct lk__group *g,
 		values[i].value += value;
 		values[i].time_enabled += enabled;
 		values[i].time_running += running;
-		values[i].scaled += lk_counter_scale(value, enabled, running);
+		values[i].scaled += lk__scale(value, enabled, running);
 	}
 	return 0;
 }

@@ -133,7 +133,7 @@ static bool read_page(struct perf_event_mmap_page *page, struct lk_counter_value
 	v->value = count;
 	v->time_enabled = enabled;
 	v->time_running = running;
-	v->scaled = lk_counter_scale(count, enabled, running);
+	v->scaled = lk__scale(count, enabled, running);
 	return true;
 }
 #endif
