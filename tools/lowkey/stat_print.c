@@ -59,6 +59,7 @@ static bool not_counted(const struct stat_event *e)
 struct metric {
 	double value;
 	char unit[40];
+	bool percent;	/* value is a percentage */
 };
 
 static bool ratio_metric(const struct stat_result *r, const struct stat_event *e, uint32_t type,
@@ -69,6 +70,7 @@ static bool ratio_metric(const struct stat_result *r, const struct stat_event *e
 	if (d < 0 || r->events[d].mean <= 0)
 		return false;
 	m->value = e->mean / r->events[d].mean * (percent ? 100.0 : 1.0);
+	m->percent = percent;
 	snprintf(m->unit, sizeof(m->unit), "%s", unit);
 	return true;
 }
@@ -92,6 +94,7 @@ static void rate_metric(const struct stat_result *r, const struct stat_event *e,
 
 static bool metric_for(const struct stat_result *r, const struct stat_event *e, struct metric *m)
 {
+	m->percent = false;
 	if (!e->supported || not_counted(e))
 		return false;
 	if (is_clock(e)) {
@@ -222,7 +225,9 @@ static void text_event(FILE *out, const struct stat_result *r, const struct stat
 	}
 	text_value(e, value, sizeof(value), &unit);
 	fprintf(out, " %18s %-5s %-32s", value, unit, e->name);
-	if (metric_for(r, e, &m))
+	if (metric_for(r, e, &m) && m.percent)
+		fprintf(out, " # %8.2f%% %-24s", m.value, m.unit);
+	else if (metric_for(r, e, &m))
 		fprintf(out, " # %9.3f %-24s", m.value, m.unit);
 	else
 		fprintf(out, "   %9s %-24s", "", "");
@@ -345,7 +350,7 @@ void stat_print_csv(FILE *out, const char *sep, const struct stat_result *r)
 			fprintf(out, "%s%.2f%%", sep, error_percent(e, r->runs));
 		fprintf(out, "%s%llu%s%.2f", sep, (unsigned long long)e->running, sep, running_percent(e));
 		if (has_metric)
-			fprintf(out, "%s%.3f%s%s", sep, m.value, sep, m.unit);
+			fprintf(out, "%s%.3f%s%s%s", sep, m.value, sep, m.percent ? "% " : "", m.unit);
 		else
 			fprintf(out, "%s%s", sep, sep);
 		fputc('\n', out);
@@ -408,8 +413,11 @@ void stat_print_json(FILE *out, const struct stat_result *r)
 		lkb_json_bool(&j, "user_only", e->user_only);
 		lkb_json_bool(&j, "user_only_fallback", e->user_only_fallback);
 		if (metric_for(r, e, &m)) {
+			char unit[48];
+
+			snprintf(unit, sizeof(unit), "%s%s", m.percent ? "% " : "", m.unit);
 			lkb_json_num(&j, "metric_value", m.value);
-			lkb_json_str(&j, "metric_unit", m.unit);
+			lkb_json_str(&j, "metric_unit", unit);
 		}
 		lkb_json_close(&j);
 	}
