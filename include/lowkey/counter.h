@@ -64,6 +64,10 @@ enum {
 	LK_COUNTERS_SKIP_UNSUPPORTED = 1u << 5,
 	/* Never read hardware counters with rdpmc; always read(). For measuring, mostly. */
 	LK_COUNTERS_NO_FASTPATH = 1u << 6,
+	/* With LK_COUNTERS_INHERIT: also keep each thread's and child's own counts, which the kernel
+	 * reports as each one exits (inherit_stat). Costs one counter per event and CPU, and a ring
+	 * buffer per CPU that lk_counters_poll() drains; see lk_counters_read_thread(). */
+	LK_COUNTERS_PER_THREAD = 1u << 7,
 };
 
 /* One event's reading. Times are in nanoseconds. */
@@ -162,15 +166,47 @@ LK_API size_t lk_counters_count(const struct lk_counters *c);
  */
 LK_API int lk_counters_describe(const struct lk_counters *c, size_t i, struct lk_counter_info *info);
 
+/* A thread a set counts, for lk_counters_read_thread(). */
+struct lk_counter_thread {
+	pid_t pid;		/* its process (thread group); 0 when not known */
+	pid_t tid;		/* the thread; 0 for "the rest" (see lk_counters_read_thread) */
+	char comm[16];		/* its name, as /proc/PID/task/TID/comm has it; "" when not known */
+	bool exited;
+};
+
 /*
- * lk_counters_threads - the threads a LK_COUNTERS_PROCESS set counts, and their own readings.
- * lk_counters_nthreads() says how many (1 for any other set); lk_counters_read_thread() reads
- * thread t (0 <= t < nthreads) into values like lk_counters_read() and stores its id in *tid.
- * Returns what lk_counters_read() returns, or -ERANGE past the last thread. Thread-safe.
+ * lk_counters_nthreads / lk_counters_read_thread - per-thread readings.
+ *
+ * LK_COUNTERS_PROCESS: one entry per thread the set was opened on, read like lk_counters_read().
+ * LK_COUNTERS_PER_THREAD: one entry per thread or child that exited (its own counts, as the kernel
+ * reported them at its exit), in the order they exited, after entry 0: the rest, that is the
+ * totals minus the exited ones. Entry 0 names the one thread it belongs to when that can be told
+ * (every other thread exited), else it has tid 0 and counts the threads still running. Call
+ * lk_counters_poll() first to take in the latest exits. Any other set: one entry, the set itself.
+ *
+ * lk_counters_nthreads() returns how many entries there are (0 for NULL). lk_counters_read_thread()
+ * fills *who (if not NULL) and values like lk_counters_read(), and returns what lk_counters_read()
+ * returns, or -ERANGE past the last entry. Reads /proc for the name of a live thread: thread-safe,
+ * not async-signal-safe.
  */
 LK_API size_t lk_counters_nthreads(const struct lk_counters *c);
-LK_API int lk_counters_read_thread(struct lk_counters *c, size_t t, pid_t *tid,
+LK_API int lk_counters_read_thread(struct lk_counters *c, size_t t, struct lk_counter_thread *who,
 				   struct lk_counter_value *values, size_t n);
+
+/*
+ * lk_counters_poll - take in the reports of threads that exited (LK_COUNTERS_PER_THREAD).
+ *
+ * The kernel writes a report into a ring buffer per CPU as each counted thread exits; a full buffer
+ * loses reports. Call this now and then while the target runs (lk_counters_poll_fds() gives fds to
+ * wait on: they turn readable when a buffer is half full). Returns the number of reports lost so
+ * far (0 is the hope), or -EINVAL for NULL. Sets without LK_COUNTERS_PER_THREAD: returns 0. Not
+ * thread-safe against itself or lk_counters_read_thread() on the same set; allocates.
+ */
+LK_API int lk_counters_poll(struct lk_counters *c);
+
+/* lk_counters_poll_fds - the fds to poll() for POLLIN before lk_counters_poll(); returns how many
+ * it stored in fds (at most n), 0 for sets without LK_COUNTERS_PER_THREAD. */
+LK_API size_t lk_counters_poll_fds(const struct lk_counters *c, int *fds, size_t n);
 
 /*
  * lk_counters_close - stop counting and free the set. NULL is ignored. Not async-signal-safe.

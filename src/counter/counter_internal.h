@@ -64,11 +64,35 @@ struct lk__group {
 };
 
 /* The kernel counters of one thread: fds[i] for event i (-1 when not opened), and for the
- * self-monitoring fast path each event's perf page. */
+ * self-monitoring fast path each event's perf page. With LK_COUNTERS_PER_THREAD there is one
+ * "task" per CPU, all for the same thread, each with the ring buffer its CPU reports into. */
 struct lk__task {
 	pid_t tid;
+	int cpu;			/* -1: any CPU */
 	int *fds;
 	struct perf_event_mmap_page **pages;
+	uint64_t *ids;			/* PER_THREAD: each fd's kernel id, to match reports */
+	int ring_fd;			/* PER_THREAD: the fd that owns the ring; -1 */
+	struct perf_event_mmap_page *ring;
+	size_t ring_size;
+};
+
+/* A thread or child of a LK_COUNTERS_PER_THREAD set, as the kernel's reports describe it. */
+struct lk__thread {
+	pid_t pid, tid;
+	char comm[16];
+	bool exited, reported;
+	uint64_t *value, *enabled, *running;	/* per event; over CPUs: sum, max, sum */
+};
+
+struct lk__thread_table {
+	struct lk__thread *v;
+	size_t n, cap;
+	size_t *order;			/* indexes of reported threads, in the order reported */
+	size_t nreported;
+	size_t *hash;			/* open addressing on tid: index + 1, 0 empty */
+	size_t hash_size;
+	uint64_t lost;
 };
 
 struct lk_counters {
@@ -81,6 +105,8 @@ struct lk_counters {
 	size_t ntasks, cap_tasks;
 	struct lk__task *tasks;
 	bool decided;			/* the first thread has settled which events open */
+	bool per_cpu;			/* LK_COUNTERS_PER_THREAD: tasks are per CPU */
+	struct lk__thread_table threads;
 	bool user_fallback;		/* perf_event_paranoid forced user-only counting */
 	bool self;			/* counts the thread that opened it, alone */
 	pthread_t owner;		/* that thread: the fast path is only valid there */
@@ -149,6 +175,21 @@ static inline uint64_t lk__scale(uint64_t value, uint64_t enabled, uint64_t runn
  * members of g into values (indexed by event). Returns 0 or -EIO if the buffer is malformed. */
 int lk__group_accumulate(const struct lk_counters *c, const struct lk__group *g, const uint64_t *buf,
 			 size_t words, struct lk_counter_value *values, size_t n);
+
+/* ---- threads.c (LK_COUNTERS_PER_THREAD) ---- */
+
+/* The CPUs that may run the target: /sys/devices/system/cpu/online. Returns how many, or -errno. */
+int lk__online_cpus(int **cpus);
+
+/* After a CPU's events are open: map its ring, point the other events at it, learn the ids. */
+int lk__threads_setup_task(struct lk_counters *c, struct lk__task *t);
+void lk__threads_teardown(struct lk_counters *c);
+/* The target's own entry, before anything runs. */
+int lk__threads_seed(struct lk_counters *c, pid_t pid);
+/* Sum of the per-CPU counters: value and running add up, enabled is the same on every CPU. */
+int lk__read_per_cpu(struct lk_counters *c, struct lk_counter_value *values, size_t m);
+int lk__read_thread_per_cpu(struct lk_counters *c, size_t t, struct lk_counter_thread *who,
+			    struct lk_counter_value *values, size_t n);
 
 /* ---- selfread.c ---- */
 

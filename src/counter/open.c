@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -20,7 +21,7 @@
 
 #define ALL_FLAGS (LK_COUNTERS_INHERIT | LK_COUNTERS_PROCESS | LK_COUNTERS_DISABLED |          \
 		   LK_COUNTERS_ENABLE_ON_EXEC | LK_COUNTERS_GROUP | LK_COUNTERS_SKIP_UNSUPPORTED | \
-		   LK_COUNTERS_NO_FASTPATH)
+		   LK_COUNTERS_NO_FASTPATH | LK_COUNTERS_PER_THREAD)
 
 /* How often to re-list a process's threads while new ones keep appearing. */
 #define THREAD_SCAN_PASSES 64
@@ -36,13 +37,18 @@ static void free_event(struct lk__event *ev)
 
 static void close_task(struct lk_counters *c, struct lk__task *t)
 {
+	if (t->ring)
+		munmap(t->ring, t->ring_size);
 	for (size_t i = 0; t->fds && i < c->nevents; i++)
 		if (t->fds[i] >= 0)
 			close(t->fds[i]);
 	free(t->fds);
 	free(t->pages);
+	free(t->ids);
 	t->fds = NULL;
 	t->pages = NULL;
+	t->ids = NULL;
+	t->ring = NULL;
 }
 
 LK_API void lk_counters_close(struct lk_counters *c)
@@ -50,6 +56,7 @@ LK_API void lk_counters_close(struct lk_counters *c)
 	if (!c)
 		return;
 	lk__fastpath_teardown(c);
+	lk__threads_teardown(c);
 	for (size_t t = 0; t < c->ntasks; t++)
 		close_task(c, &c->tasks[t]);
 	for (size_t i = 0; i < c->nevents; i++)
@@ -99,25 +106,34 @@ static bool may_fall_back_to_user(const struct lk__event *ev, const struct perf_
 	       !lk__has_perfmon();
 }
 
-static int open_event(struct lk_counters *c, struct lk__event *ev, pid_t tid, int group_fd)
+static int open_event(struct lk_counters *c, struct lk__event *ev, struct lk__task *t, int group_fd)
 {
 	struct perf_event_attr attr = ev->attr;
 	bool leader = group_fd < 0;
+	pid_t tid = t->tid;
 	int fd;
 
 	attr.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED |
 			   PERF_FORMAT_TOTAL_TIME_RUNNING;
 	attr.inherit = !!(c->flags & LK_COUNTERS_INHERIT);
+	if (c->per_cpu) {
+		/* Each exiting thread reports its counts (see threads.c): read one by one. */
+		attr.inherit_stat = 1;
+		attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING |
+				   PERF_FORMAT_ID;
+		/* The CPU's first counter owns the ring and tracks the tasks. */
+		attr.task = attr.comm = attr.comm_exec = t->ring_fd < 0;
+	}
 	attr.disabled = leader && (c->flags & (LK_COUNTERS_DISABLED | LK_COUNTERS_ENABLE_ON_EXEC));
 	attr.enable_on_exec = leader && (c->flags & LK_COUNTERS_ENABLE_ON_EXEC);
 	if (c->user_fallback && !ev->spec.has_mods)
 		attr.exclude_kernel = attr.exclude_hv = 1;
 
-	fd = lk__perf_open(&attr, tid, -1, group_fd, 0, ev->spec.text);
+	fd = lk__perf_open(&attr, tid, t->cpu, group_fd, 0, ev->spec.text);
 	/* As perf does: without the privilege to count the kernel, count user space only. */
 	if ((fd == -EACCES || fd == -EPERM) && may_fall_back_to_user(ev, &attr)) {
 		attr.exclude_kernel = attr.exclude_hv = 1;
-		fd = lk__perf_open(&attr, tid, -1, group_fd, 0, ev->spec.text);
+		fd = lk__perf_open(&attr, tid, t->cpu, group_fd, 0, ev->spec.text);
 		if (fd >= 0)
 			c->user_fallback = true;
 	}
@@ -127,6 +143,8 @@ static int open_event(struct lk_counters *c, struct lk__event *ev, pid_t tid, in
 		ev->attr.exclude_kernel = ev->attr.exclude_hv = 1;
 		ev->user_only_fallback = true;
 	}
+	if (attr.task)
+		t->ring_fd = fd;
 	return fd;
 }
 
@@ -205,7 +223,7 @@ static int open_task(struct lk_counters *c, struct lk__task *t)
 
 			if (c->decided && !ev->opened)
 				continue;
-			fd = open_event(c, ev, t->tid, leader);
+			fd = open_event(c, ev, t, leader);
 			if (fd < 0 && !c->decided && (c->flags & LK_COUNTERS_SKIP_UNSUPPORTED) &&
 			    lk__unsupported_error(fd)) {
 				int err = mark_unsupported(ev, fd);
@@ -231,7 +249,7 @@ static int open_task(struct lk_counters *c, struct lk__task *t)
 				return err;
 		}
 	}
-	return 0;
+	return c->per_cpu ? lk__threads_setup_task(c, t) : 0;
 }
 
 static void forget_support(struct lk_counters *c)
@@ -244,8 +262,9 @@ static void forget_support(struct lk_counters *c)
 	}
 }
 
-/* Open the set for one more thread. -ESRCH: the thread is gone (nothing is left open). */
-static int add_task(struct lk_counters *c, pid_t tid)
+/* Open the set for one more thread (on one CPU, or any: -1). -ESRCH: the thread is gone
+ * (nothing is left open). */
+static int add_task(struct lk_counters *c, pid_t tid, int cpu)
 {
 	struct lk__task *t;
 	int err;
@@ -262,6 +281,8 @@ static int add_task(struct lk_counters *c, pid_t tid)
 	t = &c->tasks[c->ntasks];
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
+	t->cpu = cpu;
+	t->ring_fd = -1;
 	err = open_task(c, t);
 	if (err) {
 		close_task(c, t);
@@ -303,7 +324,7 @@ static int open_process(struct lk_counters *c, pid_t pid)
 
 			if (tid <= 0 || have_task(c, tid))
 				continue;
-			err = add_task(c, tid);
+			err = add_task(c, tid, -1);
 			if (err == -ESRCH)
 				err = 0;	/* it exited between the listing and the open */
 			else if (!err)
@@ -318,6 +339,18 @@ static int open_process(struct lk_counters *c, pid_t pid)
 	if (c->ntasks == 0)
 		return lk__fail(-ESRCH, "process %d has no threads left to count", (int)pid);
 	return 0;
+}
+
+/* LK_COUNTERS_PER_THREAD: the set once per CPU, each CPU's counters reporting into its ring. */
+static int open_per_cpu(struct lk_counters *c, pid_t pid)
+{
+	int *cpus, n = lk__online_cpus(&cpus), err = n < 0 ? n : 0;
+
+	c->per_cpu = true;
+	for (int i = 0; i < n && !err; i++)
+		err = add_task(c, pid, cpus[i]);
+	free(cpus);
+	return err ? err : lk__threads_seed(c, pid);
 }
 
 static void finish_canonical_names(struct lk_counters *c)
@@ -363,6 +396,10 @@ LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t 
 	if (pid < 0)
 		return lk__fail(-EINVAL, "lk_counters_open: pid %d: give 0 (this thread) or a thread or "
 				"process id", (int)pid);
+	if ((flags & LK_COUNTERS_PER_THREAD) &&
+	    ((flags & LK_COUNTERS_PROCESS) || !(flags & LK_COUNTERS_INHERIT)))
+		return lk__fail(-EINVAL, "lk_counters_open: LK_COUNTERS_PER_THREAD goes with "
+				"LK_COUNTERS_INHERIT (LK_COUNTERS_PROCESS is per thread already)");
 	err = lk__events_parse(events && *events ? events : "task-clock",
 			       flags & LK_COUNTERS_GROUP, &list);
 	if (err)
@@ -382,8 +419,10 @@ LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t 
 
 	if (flags & LK_COUNTERS_PROCESS) {
 		err = open_process(c, pid ? pid : getpid());
+	} else if (flags & LK_COUNTERS_PER_THREAD) {
+		err = open_per_cpu(c, pid);
 	} else {
-		err = add_task(c, pid);
+		err = add_task(c, pid, -1);
 		c->self = !(flags & LK_COUNTERS_INHERIT) && (pid == 0 || pid == (pid_t)syscall(SYS_gettid));
 	}
 	if (err)
@@ -474,5 +513,9 @@ LK_API int lk_counters_describe(const struct lk_counters *c, size_t i, struct lk
 
 LK_API size_t lk_counters_nthreads(const struct lk_counters *c)
 {
-	return c ? c->ntasks : 0;
+	if (!c)
+		return 0;
+	if (c->per_cpu)
+		return 1 + c->threads.nreported;
+	return c->flags & LK_COUNTERS_PROCESS ? c->ntasks : 1;
 }

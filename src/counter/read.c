@@ -5,7 +5,9 @@
  * stack, bounded by LK__GROUP_MAX.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -97,6 +99,11 @@ LK_API int lk_counters_read(struct lk_counters *c, struct lk_counter_value *valu
 	m = n < c->nevents ? n : c->nevents;
 	if (m)
 		memset(values, 0, m * sizeof(*values));
+	if (c->per_cpu) {
+		int err = lk__read_per_cpu(c, values, m);
+
+		return err ? err : (int)c->nevents;
+	}
 	/* Several threads (LK_COUNTERS_PROCESS): the sum of their readings. */
 	for (size_t t = 0; t < c->ntasks; t++) {
 		int err = read_task_add(c, &c->tasks[t], c->self, values, m);
@@ -107,21 +114,48 @@ LK_API int lk_counters_read(struct lk_counters *c, struct lk_counter_value *valu
 	return (int)c->nevents;
 }
 
-LK_API int lk_counters_read_thread(struct lk_counters *c, size_t t, pid_t *tid,
+static void thread_name(pid_t pid, pid_t tid, char *comm, size_t size)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fgets(comm, (int)size, f))
+		comm[strcspn(comm, "\n")] = '\0';
+	fclose(f);
+}
+
+LK_API int lk_counters_read_thread(struct lk_counters *c, size_t t, struct lk_counter_thread *who,
 				   struct lk_counter_value *values, size_t n)
 {
+	const struct lk__task *task;
 	size_t m;
 	int err;
 
 	if (!c || (!values && n))
 		return -EINVAL;
-	if (t >= c->ntasks)
+	if (c->per_cpu)
+		return lk__read_thread_per_cpu(c, t, who, values, n);
+	if (t >= lk_counters_nthreads(c))
 		return -ERANGE;
-	if (tid)
-		*tid = c->tasks[t].tid;
+	task = &c->tasks[t];
+	if (who) {
+		/* The thread's process: for a tid other than a process's main thread, /proc/TID
+		 * still answers (hidden entries), which is all thread_name() needs. */
+		memset(who, 0, sizeof(*who));
+		who->tid = task->tid ? task->tid : (pid_t)syscall(SYS_gettid);
+		who->pid = c->flags & LK_COUNTERS_PROCESS ? (c->pid ? c->pid : getpid()) : who->tid;
+		thread_name(who->pid, who->tid, who->comm, sizeof(who->comm));
+		who->exited = who->comm[0] == '\0';
+	}
+	if (!(c->flags & LK_COUNTERS_PROCESS))
+		return lk_counters_read(c, values, n);	/* the set itself */
 	m = n < c->nevents ? n : c->nevents;
 	if (m)
 		memset(values, 0, m * sizeof(*values));
-	err = read_task_add(c, &c->tasks[t], c->self, values, m);
+	err = read_task_add(c, task, false, values, m);
 	return err ? err : (int)c->nevents;
 }

@@ -130,8 +130,9 @@ static void task_clock_is_thread_cpu_time(void **state)
 	clock_ns = read_one(c, 0);
 	t1 = thread_cpu_ns();
 	/* Counting started before t0 and stopped before t1: within the calls around them. */
-	assert_true(clock_ns >= t1 - t0 - (t1 - t0) / 50);
-	assert_true(clock_ns <= t1 - t0 + 2 * 1000 * 1000);
+	if (clock_ns < t1 - t0 - (t1 - t0) / 50 || clock_ns > t1 - t0 + 2 * 1000 * 1000)
+		fail_msg("task-clock %llu ns, thread CPU time %llu ns", (unsigned long long)clock_ns,
+			 (unsigned long long)(t1 - t0));
 	assert_int_equal(lk_counters_describe(c, 0, &info), 0);
 	assert_string_equal(info.unit, "ns");
 	lk_counters_close(c);
@@ -275,11 +276,13 @@ static void process_counts_every_thread(void **state)
 	assert_int_equal(lk_counters_read(c, v, 1), 1);
 	assert_true(v[0].value >= (uint64_t)THREADS * PAGES);
 	for (size_t i = 0; i < lk_counters_nthreads(c); i++) {
+		struct lk_counter_thread who;
 		struct lk_counter_value tv;
-		pid_t tid = -1;
 
-		assert_int_equal(lk_counters_read_thread(c, i, &tid, &tv, 1), 1);
-		assert_true(tid > 0);
+		assert_int_equal(lk_counters_read_thread(c, i, &who, &tv, 1), 1);
+		assert_true(who.tid > 0);
+		assert_int_equal(who.pid, getpid());
+		assert_true(who.comm[0] != '\0' || who.exited);	/* threads may be leaving */
 		per_thread_sum += tv.value;
 		busy += tv.value >= PAGES;
 	}
@@ -291,6 +294,82 @@ static void process_counts_every_thread(void **state)
 	lk_counters_close(c);
 	pthread_barrier_destroy(&start);
 	pthread_barrier_destroy(&done);
+}
+
+/* A child that makes two threads and a process of its own, each with its own faults. */
+static int family(int go)
+{
+	pthread_t a, b;
+	pid_t grandchild;
+	char byte;
+	int status;
+
+	if (read(go, &byte, 1) != 1)
+		return 1;
+	pthread_create(&a, NULL, touch_thread, (void *)(uintptr_t)1000);
+	pthread_join(a, NULL);
+	pthread_create(&b, NULL, touch_thread, (void *)(uintptr_t)2000);
+	pthread_join(b, NULL);
+	grandchild = fork();
+	if (grandchild == 0)
+		_exit(touch_pages(3000) ? 1 : 0);
+	waitpid(grandchild, &status, 0);
+	touch_pages(500);
+	return 0;
+}
+
+static bool has_thread_with(const uint64_t *values, size_t n, uint64_t at_least)
+{
+	for (size_t i = 0; i < n; i++)
+		if (values[i] >= at_least && values[i] <= at_least + SLACK + 300)
+			return true;
+	return false;
+}
+
+/* Every thread and child reports its own counts; all of them exited, so none is left unnamed. */
+static void per_thread_counts_of_a_process_tree(void **state)
+{
+	struct lk_counter_value total, v;
+	struct lk_counter_thread who;
+	struct lk_counters *c;
+	uint64_t values[16], sum = 0;
+	int go[2], status;
+	size_t n;
+	pid_t child;
+
+	(void)state;
+	assert_int_equal(pipe(go), 0);
+	child = fork();
+	if (child == 0)
+		_exit(family(go[0]));
+	c = open_or_fail("page-faults", child, LK_COUNTERS_INHERIT | LK_COUNTERS_PER_THREAD);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_int_equal(status, 0);
+	assert_int_equal(lk_counters_poll(c), 0);	/* nothing lost */
+	n = lk_counters_nthreads(c);
+	assert_int_equal(n, 4);	/* the rest + two threads + the grandchild */
+	for (size_t t = 0; t < n; t++) {
+		assert_int_equal(lk_counters_read_thread(c, t, &who, &v, 1), 1);
+		assert_true(who.tid > 0);	/* every one named: all exited */
+		assert_true(who.exited);
+		assert_true(who.pid == child || who.tid == who.pid);
+		assert_true(who.comm[0] != '\0');
+		values[t] = v.value;
+		sum += v.value;
+	}
+	assert_true(has_thread_with(values, n, 1000));
+	assert_true(has_thread_with(values, n, 2000));
+	assert_true(has_thread_with(values, n, 3000));
+	assert_int_equal(lk_counters_read(c, &total, 1), 1);
+	assert_int_equal(sum, total.value);
+	assert_int_equal(lk_counters_read_thread(c, n, NULL, &v, 1), -ERANGE);
+	lk_counters_close(c);
+	close(go[0]), close(go[1]);
+
+	assert_int_equal(lk_counters_open(&c, "page-faults", 0, LK_COUNTERS_PER_THREAD), -EINVAL);
+	assert_int_equal(lk_counters_open(&c, "page-faults", 0, LK_COUNTERS_PER_THREAD |
+					  LK_COUNTERS_INHERIT | LK_COUNTERS_PROCESS), -EINVAL);
 }
 
 static void another_thread_by_id(void **state)
@@ -724,6 +803,7 @@ int main(void)
 		cmocka_unit_test(inherit_counts_new_threads),
 		cmocka_unit_test(inherit_counts_live_children),
 		cmocka_unit_test(process_counts_every_thread),
+		cmocka_unit_test(per_thread_counts_of_a_process_tree),
 		cmocka_unit_test(another_thread_by_id),
 		cmocka_unit_test(describe_names_units_groups),
 		cmocka_unit_test(arrays_and_bad_arguments),

@@ -65,8 +65,9 @@ static void usage_errors_exit_2(void **state)
 	assert_int_equal(STAT("-e", "task-clock"), 2);	/* nothing to count */
 	contains(r.err, "give a command or -p PID");
 	assert_int_equal(STAT("-r", "0", "--", "true"), 2);
-	assert_int_equal(STAT("--per-thread", "--", "true"), 2);
-	contains(r.err, "-p");
+	assert_int_equal(STAT("--per-thread", "-r", "2", "--", "true"), 2);
+	contains(r.err, "-r");
+	assert_int_equal(STAT("--duration", "1", "--", "true"), 2);
 	assert_int_equal(STAT("--json", "-x", ",", "--", "true"), 2);
 	assert_int_equal(STAT("--bogus", "--", "true"), 2);
 	contains(r.err, "--bogus");
@@ -126,6 +127,42 @@ static void counts_children_and_threads(void **state)
 			      "thread-faults", "3000"), 0);
 	faults = csv_value(r.err, "page-faults");
 	assert_true(faults >= 7000);
+}
+
+static bool csv_has_thread_value(const char *csv, double at_least, double at_most)
+{
+	for (const char *line = csv; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		const char *comma = strchr(line, ',');
+		const char *dash = memchr(line, '-', comma ? (size_t)(comma - line) : 0);
+		double v;
+
+		if (!comma || !dash)
+			continue;	/* not a "comm-tid,value,..." line */
+		v = strtod(comma + 1, NULL);
+		if (v >= at_least && v <= at_most)
+			return true;
+	}
+	return false;
+}
+
+/* A command's threads and children, each on its own line. */
+static void per_thread_breakdown_of_a_command(void **state)
+{
+	(void)state;
+	assert_int_equal(STAT("--per-thread", "-x", ",", "-e", "page-faults", "--", WORKLOAD_BIN,
+			      "thread-faults", "3000", "fork-faults", "2000"), 0);
+	assert_true(csv_value(r.err, "page-faults") >= 5000);
+	assert_true(csv_has_thread_value(r.err, 3000, 3400));
+	assert_true(csv_has_thread_value(r.err, 2000, 2400));
+	contains(r.err, "counter_workl");
+
+	assert_int_equal(STAT("--per-thread", "-e", "page-faults,task-clock", "--", WORKLOAD_BIN,
+			      "thread-faults", "100"), 0);
+	contains(r.err, "Per thread:");
+	assert_int_equal(STAT("--per-thread", "--json", "-e", "page-faults", "--", WORKLOAD_BIN,
+			      "thread-faults", "100"), 0);
+	contains(r.err, "\"threads\": [");
+	contains(r.err, "\"tid\"");
 }
 
 static void csv_like_perf(void **state)
@@ -294,6 +331,7 @@ int main(void)
 		cmocka_unit_test(default_table),
 		cmocka_unit_test(hardware_events_without_pmu),
 		cmocka_unit_test(counts_children_and_threads),
+		cmocka_unit_test(per_thread_breakdown_of_a_command),
 		cmocka_unit_test(csv_like_perf),
 		cmocka_unit_test(json_document),
 		cmocka_unit_test(repeats_give_mean_and_spread),

@@ -32,7 +32,7 @@
 		       "branches,branch-misses"
 
 static const char stat_usage[] =
-	"usage: lowkey stat [-e EVENTS] [-r N] [--per-thread] [--json | -x SEP] [-o FILE]\n"
+	"usage: lowkey stat [-e EVENTS] [-r N | --per-thread] [--json | -x SEP] [-o FILE]\n"
 	"                   (-- COMMAND [ARGS...] | -p PID [--duration SECONDS])\n"
 	"\n"
 	"Counts events while COMMAND runs (with its children and threads), or in process PID, and\n"
@@ -47,7 +47,7 @@ static const char stat_usage[] =
 	"  -r, --repeat N        run COMMAND N times; print means and the error of the mean\n"
 	"  -p, --pid PID         count process PID (all its threads, and threads it creates)\n"
 	"      --duration S      with -p: stop after S seconds (default: at Ctrl-C or when PID exits)\n"
-	"      --per-thread      with -p: also print each thread's counts\n"
+	"      --per-thread      also print each thread's (and child process's) own counts\n"
 	"  -x, --field-separator SEP  print CSV as perf stat -x: value,unit,event,run time,%% running,\n"
 	"                        metric,metric unit\n"
 	"  -j, --json            print one JSON document\n"
@@ -169,10 +169,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 		lk_cli_error("stat", NULL, "--json and -x are different formats: pick one");
 		return LK_EXIT_USAGE;
 	}
-	if (!o->pid && (o->duration > 0 || o->per_thread)) {
-		lk_cli_error("stat", "start the command, then `lowkey stat -p PID --per-thread`",
-			     "%s works with -p PID: a command's threads inherit its counters and the "
-			     "kernel adds them up", o->per_thread ? "--per-thread" : "--duration");
+	if (!o->pid && o->duration > 0) {
+		lk_cli_error("stat", "a command is counted until it exits", "--duration goes with -p PID");
+		return LK_EXIT_USAGE;
+	}
+	if (o->per_thread && o->repeat > 1) {
+		lk_cli_error("stat", NULL, "--per-thread shows one run: drop -r");
 		return LK_EXIT_USAGE;
 	}
 	if (o->pid && o->repeat > 1) {
@@ -288,6 +290,49 @@ static int open_failed(int err, const char *events)
 	return usage ? LK_EXIT_USAGE : LK_EXIT_FAIL;
 }
 
+/* By process, then thread; the threads still running (tid 0) last. */
+static int by_thread(const void *a, const void *b)
+{
+	const struct stat_thread *x = a, *y = b;
+
+	if (!x->tid != !y->tid)
+		return x->tid ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+static int collect_threads(struct stat_result *r, struct lk_counters *c)
+{
+	struct lk_counter_value *v = calloc(r->nevents, sizeof(*v));
+
+	r->nthreads = lk_counters_nthreads(c);
+	r->threads = calloc(r->nthreads, sizeof(*r->threads));
+	if (!v || !r->threads) {
+		free(v);
+		return -ENOMEM;
+	}
+	for (size_t t = 0; t < r->nthreads; t++) {
+		struct stat_thread *th = &r->threads[t];
+		struct lk_counter_thread who;
+		int err = lk_counters_read_thread(c, t, &who, v, r->nevents);
+
+		th->values = calloc(r->nevents, sizeof(double));
+		if (err < 0 || !th->values) {
+			free(v);
+			return err < 0 ? err : -ENOMEM;
+		}
+		for (size_t i = 0; i < r->nevents; i++)
+			th->values[i] = (double)v[i].scaled;
+		th->pid = who.pid;
+		th->tid = who.tid;
+		snprintf(th->comm, sizeof(th->comm), "%s", who.comm[0] ? who.comm : "?");
+	}
+	free(v);
+	qsort(r->threads, r->nthreads, sizeof(*r->threads), by_thread);
+	return 0;
+}
+
 /* ---- counting a command ---- */
 
 struct child {
@@ -354,6 +399,44 @@ static int wait_child(pid_t pid, int *status, struct rusage *ru)
 	return 0;
 }
 
+/*
+ * --per-thread: the kernel reports each thread as it exits into ring buffers that must be drained
+ * while the command runs. Wait on the child's pidfd and the rings together.
+ */
+static bool child_exited(pid_t pid)
+{
+	siginfo_t info = { 0 };
+
+	/* WNOWAIT: leave the status for wait4(). */
+	return waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+}
+
+static void collect_reports_until_exit(struct lk_counters *c, pid_t pid)
+{
+	struct pollfd fds[257];
+	int ring_fds[256], pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	size_t n = lk_counters_poll_fds(c, ring_fds, 256);
+
+	/* Without pidfds (Linux < 5.3) a ring wakes us, or the timeout. */
+	fds[0].fd = pidfd;
+	fds[0].events = POLLIN;
+	for (size_t i = 0; i < n; i++) {
+		fds[i + 1].fd = ring_fds[i];
+		fds[i + 1].events = POLLIN;
+	}
+	for (;;) {
+		int ready = poll(fds, n + 1, pidfd >= 0 ? 1000 : 50);
+
+		lk_counters_poll(c);
+		if (ready < 0 && errno != EINTR)
+			break;
+		if (pidfd >= 0 ? ready > 0 && fds[0].revents : child_exited(pid))
+			break;
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+}
+
 static int exit_code(int status)
 {
 	if (WIFEXITED(status))
@@ -381,7 +464,7 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 		return LK_EXIT_FAIL;
 	}
 	err = lk_counters_open(&c, o->events, ch.pid, LK_COUNTERS_INHERIT | LK_COUNTERS_ENABLE_ON_EXEC |
-			       LK_COUNTERS_SKIP_UNSUPPORTED);
+			       LK_COUNTERS_SKIP_UNSUPPORTED | (o->per_thread ? LK_COUNTERS_PER_THREAD : 0));
 	if (err) {
 		close(ch.go);	/* the child reads EOF and exits without running the command */
 		close(ch.failed);
@@ -402,6 +485,8 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 	close(ch.go);
 	got = read(ch.failed, &exec_errno, sizeof(exec_errno));
 	close(ch.failed);
+	if (o->per_thread && got != (ssize_t)sizeof(exec_errno))
+		collect_reports_until_exit(c, ch.pid);
 	wait_child(ch.pid, &status, &ru);
 	r->elapsed_ns[run] = now_ns() - t0;
 	if (got == (ssize_t)sizeof(exec_errno)) {
@@ -424,6 +509,14 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 	}
 	record_values(r, run, values);
 	free(values);
+	if (o->per_thread) {
+		r->lost = lk_counters_poll(c);
+		if (collect_threads(r, c)) {
+			lk_counters_close(c);
+			lk_cli_error("stat", NULL, "reading per-thread counts failed: %s", lk_last_error());
+			return LK_EXIT_FAIL;
+		}
+	}
 	lk_counters_close(c);
 	r->user_ns += ((double)ru.ru_utime.tv_sec * 1e9 + (double)ru.ru_utime.tv_usec * 1e3) / o->repeat;
 	r->sys_ns += ((double)ru.ru_stime.tv_sec * 1e9 + (double)ru.ru_stime.tv_usec * 1e3) / o->repeat;
@@ -457,20 +550,6 @@ static int stat_command(const struct options *o, struct stat_result *r)
 
 /* ---- counting a running process ---- */
 
-static void read_comm(pid_t pid, pid_t tid, char *comm, size_t size)
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
-	f = fopen(path, "re");
-	if (!f || !fgets(comm, (int)size, f))
-		snprintf(comm, size, "?");
-	comm[strcspn(comm, "\n")] = '\0';
-	if (f)
-		fclose(f);
-}
-
 /* Wait for the duration, Ctrl-C, or the process's end, whichever comes first. */
 static void wait_process(pid_t pid, double duration)
 {
@@ -500,33 +579,6 @@ static void wait_process(pid_t pid, double duration)
 		close(pidfd);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
-}
-
-static int collect_threads(struct stat_result *r, struct lk_counters *c, pid_t pid)
-{
-	struct lk_counter_value *v = calloc(r->nevents, sizeof(*v));
-
-	r->nthreads = lk_counters_nthreads(c);
-	r->threads = calloc(r->nthreads, sizeof(*r->threads));
-	if (!v || !r->threads) {
-		free(v);
-		return -ENOMEM;
-	}
-	for (size_t t = 0; t < r->nthreads; t++) {
-		struct stat_thread *th = &r->threads[t];
-		int err = lk_counters_read_thread(c, t, &th->tid, v, r->nevents);
-
-		th->values = calloc(r->nevents, sizeof(double));
-		if (err < 0 || !th->values) {
-			free(v);
-			return err < 0 ? err : -ENOMEM;
-		}
-		for (size_t i = 0; i < r->nevents; i++)
-			th->values[i] = (double)v[i].scaled;
-		read_comm(pid, th->tid, th->comm, sizeof(th->comm));
-	}
-	free(v);
-	return 0;
 }
 
 static int stat_process(const struct options *o, struct stat_result *r)
@@ -562,7 +614,7 @@ static int stat_process(const struct options *o, struct stat_result *r)
 		record_values(r, 0, values);
 		r->runs = 1;
 		if (o->per_thread)
-			err = collect_threads(r, c, o->pid);
+			err = collect_threads(r, c);
 	}
 	free(values);
 	lk_counters_close(c);

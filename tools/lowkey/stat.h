@@ -25,7 +25,7 @@ struct stat_event {
 };
 
 struct stat_thread {
-	pid_t tid;
+	pid_t pid, tid;		/* tid 0: the threads still running, not told apart */
 	char comm[32];
 	double *values;		/* one per event (scaled) */
 };
@@ -43,6 +43,7 @@ struct stat_result {
 	int exit_status;	/* of the last run; -1 for -p */
 	size_t nthreads;
 	struct stat_thread *threads;
+	long lost;		/* per-thread reports the kernel could not deliver */
 };
 
 /* Mean and sample standard deviation of v[0..n). */

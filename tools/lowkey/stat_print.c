@@ -283,6 +283,9 @@ static void text_notes(FILE *out, const struct stat_result *r)
 static void text_threads(FILE *out, const struct stat_result *r)
 {
 	fprintf(out, "\n Per thread:\n");
+	if (r->lost)
+		fprintf(out, " (%ld exit reports were lost: the per-CPU buffers filled up; the "
+			"first line counts those threads)\n", r->lost);
 	for (size_t t = 0; t < r->nthreads; t++) {
 		const struct stat_thread *th = &r->threads[t];
 
@@ -296,7 +299,12 @@ static void text_threads(FILE *out, const struct stat_result *r)
 				continue;
 			one.mean = th->values[i];
 			text_value(&one, value, sizeof(value), &unit);
-			fprintf(out, " %16s-%-7d %18s %-5s %s\n", th->comm, (int)th->tid, value, unit, e->name);
+			if (th->tid)
+				fprintf(out, " %16s-%-7d %18s %-5s %s\n", th->comm, (int)th->tid, value,
+					unit, e->name);
+			else
+				fprintf(out, " %24s %18s %-5s %s\n", "(still running)", value, unit,
+					e->name);
 		}
 	}
 }
@@ -426,6 +434,7 @@ void stat_print_json(FILE *out, const struct stat_result *r)
 		lkb_json_array(&j, "threads");
 		for (size_t t = 0; t < r->nthreads; t++) {
 			lkb_json_object(&j, NULL);
+			lkb_json_int(&j, "pid", r->threads[t].pid);
 			lkb_json_int(&j, "tid", r->threads[t].tid);
 			lkb_json_str(&j, "comm", r->threads[t].comm);
 			lkb_json_object(&j, "values");
