@@ -199,7 +199,8 @@ LK_API int lk_counters_read_thread(struct lk_counters *c, size_t t, struct lk_co
  * The kernel writes a report into a ring buffer per CPU as each counted thread exits; a full buffer
  * loses reports. Call this now and then while the target runs (lk_counters_poll_fds() gives fds to
  * wait on: they turn readable when a buffer is half full). Returns the number of reports lost so
- * far (0 is the hope), or -EINVAL for NULL. Sets without LK_COUNTERS_PER_THREAD: returns 0. Not
+ * far (0 is the hope), -EINVAL for NULL, -ECHILD in a process forked after the open (the buffers
+are the parent's). Sets without LK_COUNTERS_PER_THREAD: returns 0. Not
  * thread-safe against itself or lk_counters_read_thread() on the same set; allocates.
  */
 LK_API int lk_counters_poll(struct lk_counters *c);

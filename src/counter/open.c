@@ -35,9 +35,16 @@ static void free_event(struct lk__event *ev)
 	free(ev->why);
 }
 
+/* Whether this is the process that opened the set (perf's mappings are not inherited by fork). */
+static bool same_process(const struct lk_counters *c)
+{
+	return c->fork_generation == __atomic_load_n(&lk__counter_fork_generation, __ATOMIC_RELAXED);
+}
+
 static void close_task(struct lk_counters *c, struct lk__task *t)
 {
-	if (t->ring)
+	/* In a forked child the ring was never mapped: another mapping may sit at its address. */
+	if (t->ring && same_process(c))
 		munmap(t->ring, t->ring_size);
 	for (size_t i = 0; t->fds && i < c->nevents; i++)
 		if (t->fds[i] >= 0)
@@ -412,6 +419,8 @@ LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t 
 	c->flags = flags;
 	c->pid = pid;
 	c->page_size = (size_t)sysconf(_SC_PAGESIZE);
+	lk__counter_atfork_once();
+	c->fork_generation = __atomic_load_n(&lk__counter_fork_generation, __ATOMIC_RELAXED);
 	err = build_events(c, &list);
 	lk__events_free(&list);
 	if (err)

@@ -146,9 +146,7 @@ void lk__fastpath_setup(struct lk_counters *c)
 	t->pages = calloc(c->nevents, sizeof(*t->pages));
 	if (!t->pages)
 		return;	/* no fast path; read() works */
-	lk__counter_atfork_once();
 	c->owner = pthread_self();
-	c->fork_generation = __atomic_load_n(&lk__counter_fork_generation, __ATOMIC_RELAXED);
 	for (unsigned gi = 0; gi < c->ngroups; gi++) {
 		struct lk__group *g = &c->groups[gi];
 		bool ok = g->nopen > 0 && g->nopen <= LK__GROUP_MAX;

@@ -379,6 +379,9 @@ LK_API int lk_counters_poll(struct lk_counters *c)
 		return -EINVAL;
 	if (!c->per_cpu)
 		return 0;
+	/* The rings are not mapped in a forked child (perf's mappings are VM_DONTCOPY). */
+	if (c->fork_generation != __atomic_load_n(&lk__counter_fork_generation, __ATOMIC_RELAXED))
+		return -ECHILD;
 	for (size_t t = 0; t < c->ntasks; t++)
 		if (c->tasks[t].ring)
 			drain(c, &c->tasks[t]);
