@@ -281,13 +281,12 @@ static void free_result(struct stat_result *r)
 }
 
 /* An open failure: unknown event and bad syntax are usage errors (2), the rest failures (1). */
-static int open_failed(int err, const char *events)
+static int open_failed(int err)
 {
 	bool usage = err == -ENOENT || err == -EINVAL;
 
 	lk_cli_error("stat", usage ? "`perf list` shows this machine's events" : NULL, "%s",
 		     lk_last_error());
-	(void)events;
 	return usage ? LK_EXIT_USAGE : LK_EXIT_FAIL;
 }
 
@@ -470,7 +469,7 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 		close(ch.go);	/* the child reads EOF and exits without running the command */
 		close(ch.failed);
 		wait_child(ch.pid, &status, &ru);
-		return open_failed(err, o->events);
+		return open_failed(err);
 	}
 	if (run == 0 && describe_events(r, c, o->repeat)) {
 		lk_counters_close(c);
@@ -601,7 +600,7 @@ static int stat_process(const struct options *o, struct stat_result *r)
 	err = lk_counters_open(&c, o->events, o->pid, LK_COUNTERS_PROCESS | LK_COUNTERS_INHERIT |
 			       LK_COUNTERS_SKIP_UNSUPPORTED);
 	if (err)
-		return open_failed(err, o->events);
+		return open_failed(err);
 	if (describe_events(r, c, 1)) {
 		lk_counters_close(c);
 		return LK_EXIT_FAIL;
