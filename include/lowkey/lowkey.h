@@ -12,5 +12,6 @@
 #include <lowkey/clock.h>
 #include <lowkey/lock.h>
 #include <lowkey/probe.h>
+#include <lowkey/counter.h>
 
 #endif

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey stat and perf stat (Debian's linux-perf) count the same command alike.
+ *
+ * The command is counter_workload: 5,000 page faults, 2,000 pipe round trips with a child on one
+ * CPU, 100 ms of CPU time. Each tool counts it three times, runs interleaved; the medians of the
+ * counts must agree within:
+ *   page-faults       2% + 30    (both count from the exec; the same binary does the same faults)
+ *   context-switches  25% + 100  (preemptions on a shared machine vary from run to run)
+ * and each must be at least what the workload is known to do. task-clock is a time: besides the
+ * CPU time the workload burns it counts the interrupts and the hypervisor's steal time that fall
+ * into it, which depend on the machine's load at that moment, so each tool's task-clock must lie
+ * between the 100 ms the workload spins and the wall time of that run.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "helpers.h"
+#include "run.h"
+
+#define RUNS 3
+#define EVENTS "page-faults,context-switches,task-clock"
+#define WORKLOAD WORKLOAD_BIN, "faults", "5000", "pingpong", "2000", "spin", "100"
+
+struct counts {
+	double faults, switches;
+};
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median3(double *v)
+{
+	qsort(v, RUNS, sizeof(*v), cmp);
+	return v[RUNS / 2];
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* One run of a tool: its counts, and whether task-clock stayed within [spin, wall]. */
+static void count_once(char **argv, double *faults, double *switches)
+{
+	static struct run_result r;
+	double t0 = now_ms(), wall, clock;
+
+	assert_int_equal(run_program(argv, NULL, &r), 0);
+	wall = now_ms() - t0;
+	if (r.status != 0)
+		fail_msg("%s exited %d:\n%s", argv[0], r.status, r.err);
+	*faults = csv_value(r.err, "page-faults");
+	*switches = csv_value(r.err, "context-switches");
+	clock = csv_value(r.err, "task-clock");
+	if (*faults < 0 || *switches < 0 || clock < 0)
+		fail_msg("%s printed no value for an event:\n%s", argv[0], r.err);
+	print_message("[  INFO    ] %-6s task-clock %8.2f ms, wall %8.2f ms\n", argv[0][0] == 'p' ?
+		      "perf" : "lowkey", clock, wall);
+	if (clock < 100 || clock > wall)
+		fail_msg("%s: task-clock %.2f ms outside [100 ms spun, %.2f ms wall]", argv[0], clock, wall);
+}
+
+static bool perf_works(void)
+{
+	static struct run_result r;
+	char *argv[] = { "perf", "stat", "-x", ",", "-e", "task-clock", "--", "true", NULL };
+
+	return run_program(argv, NULL, &r) == 0 && r.status == 0 && csv_value(r.err, "task-clock") >= 0;
+}
+
+static void within(const char *what, double ours, double perfs, double relative, double absolute)
+{
+	double bound = relative * perfs + absolute;
+
+	print_message("[  INFO    ] %-17s lowkey %12.2f   perf %12.2f   bound +-%.2f\n", what, ours,
+		      perfs, bound);
+	if (ours < perfs - bound || ours > perfs + bound)
+		fail_msg("%s: lowkey stat %.2f, perf stat %.2f: more than %.2f apart", what, ours, perfs,
+			 bound);
+}
+
+static void agrees_with_perf_stat(void **state)
+{
+	char *ours[] = { LOWKEY_BIN, "stat", "-x", ",", "-e", EVENTS, "--", WORKLOAD, NULL };
+	char *perfs[] = { "perf", "stat", "-x", ",", "-e", EVENTS, "--", WORKLOAD, NULL };
+	double f[2][RUNS], s[2][RUNS];
+	struct counts a, b;
+
+	(void)state;
+	if (!perf_works())
+		skip_because("perf stat cannot run here (apt-get install linux-perf)");
+	for (int i = 0; i < RUNS; i++) {
+		count_once(ours, &f[0][i], &s[0][i]);
+		count_once(perfs, &f[1][i], &s[1][i]);
+	}
+	a.faults = median3(f[0]);
+	a.switches = median3(s[0]);
+	b.faults = median3(f[1]);
+	b.switches = median3(s[1]);
+	within("page-faults", a.faults, b.faults, 0.02, 30);
+	within("context-switches", a.switches, b.switches, 0.25, 100);
+	/* What the workload is known to do. */
+	assert_true(a.faults >= 5000);
+	assert_true(a.switches >= 2000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(agrees_with_perf_stat),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A program with known counts, for the counter tests (and for trying `lowkey stat` by hand):
+ *
+ *   counter_workload STEP [STEP...]
+ *     faults N         touch N fresh pages (N page faults)
+ *     fork-faults N    a forked child touches N pages
+ *     thread-faults N  a new thread touches N pages
+ *     pingpong N       N round trips over pipes with a forked child, both on CPU 0
+ *     spin MS          burn MS milliseconds of CPU time
+ *     sleep MS         sleep MS milliseconds
+ *     exit CODE        exit with CODE
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "helpers.h"
+
+static void *thread_faults(void *arg)
+{
+	touch_pages((size_t)arg);
+	return NULL;
+}
+
+static int pingpong(long n)
+{
+	int ping[2], pong[2], status;
+	char token = 't';
+	pid_t child;
+
+	if (pipe(ping) || pipe(pong))
+		return 1;
+	pin_to_cpu(0);
+	child = fork();
+	if (child == 0) {
+		for (long i = 0; i < n; i++)
+			if (read(ping[0], &token, 1) != 1 || write(pong[1], &token, 1) != 1)
+				_exit(1);
+		_exit(0);
+	}
+	for (long i = 0; i < n; i++)
+		if (write(ping[1], &token, 1) != 1 || read(pong[0], &token, 1) != 1)
+			return 1;
+	waitpid(child, &status, 0);
+	return 0;
+}
+
+static double cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void spin(long ms)
+{
+	double end = cpu_ms() + (double)ms;
+	volatile unsigned long sink = 0;
+
+	while (cpu_ms() < end)
+		for (int i = 0; i < 10000; i++)
+			sink += (unsigned long)i;
+}
+
+int main(int argc, char **argv)
+{
+	for (int i = 1; i + 1 < argc; i += 2) {
+		const char *step = argv[i];
+		long n = strtol(argv[i + 1], NULL, 10);
+
+		if (strcmp(step, "faults") == 0) {
+			touch_pages((size_t)n);
+		} else if (strcmp(step, "fork-faults") == 0) {
+			int status;
+			pid_t child = fork();
+
+			if (child == 0)
+				_exit(touch_pages((size_t)n) ? 1 : 0);
+			waitpid(child, &status, 0);
+		} else if (strcmp(step, "thread-faults") == 0) {
+			pthread_t t;
+
+			pthread_create(&t, NULL, thread_faults, (void *)n);
+			pthread_join(t, NULL);
+		} else if (strcmp(step, "pingpong") == 0) {
+			if (pingpong(n))
+				return 1;
+		} else if (strcmp(step, "spin") == 0) {
+			spin(n);
+		} else if (strcmp(step, "sleep") == 0) {
+			usleep((useconds_t)n * 1000);
+		} else if (strcmp(step, "exit") == 0) {
+			return (int)n;
+		} else {
+			fprintf(stderr, "counter_workload: unknown step '%s'\n", step);
+			return 2;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,668 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey stat: count events for a command (and everything it forks) or a running process, as
+ * perf stat does.
+ *
+ * A command is forked, held on a pipe while its counters are opened (inherited, enabled on
+ * exec), then let go: counting starts at its execve() and covers its children and threads. An
+ * exec failure comes back on a close-on-exec pipe, so a missing command exits 127 as in a shell.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lowkey/lowkey.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "stat.h"
+
+#define DEFAULT_EVENTS "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions," \
+		       "branches,branch-misses"
+
+static const char stat_usage[] =
+	"usage: lowkey stat [-e EVENTS] [-r N | --per-thread] [--json | -x SEP] [-o FILE]\n"
+	"                   (-- COMMAND [ARGS...] | -p PID [--duration SECONDS])\n"
+	"\n"
+	"Counts events while COMMAND runs (with its children and threads), or in process PID, and\n"
+	"prints them as perf stat does: the values, derived metrics (CPUs utilized, rates, IPC, miss\n"
+	"ratios), how much of the time each event really counted when the PMU was multiplexed, and\n"
+	"with -r the mean over the runs with its spread. Exits with COMMAND's own status (127 when\n"
+	"it does not exist, 128+N when signal N ended it).\n"
+	"\n"
+	"  -e, --events EVENTS   comma-separated, perf's syntax: task-clock, page-faults, cycles:u,\n"
+	"                        r1c0, msr/tsc/, {cycles,instructions} (a group), sched:sched_switch\n"
+	"                        (default: task-clock,context-switches,cpu-migrations,page-faults,\n"
+	"                        cycles,instructions,branches,branch-misses)\n"
+	"  -r, --repeat N        run COMMAND N times; print means and the error of the mean\n"
+	"  -p, --pid PID         count process PID (all its threads, and threads it creates)\n"
+	"      --duration S      with -p: stop after S seconds (default: at Ctrl-C or when PID exits)\n"
+	"      --per-thread      also print each thread's (and child process's) own counts\n"
+	"  -x, --field-separator SEP  print CSV as perf stat -x: value,unit,event,run time,% running,\n"
+	"                        metric,metric unit\n"
+	"  -j, --json            print one JSON document\n"
+	"  -o, --output FILE     write the figures to FILE (default: standard error, as perf)\n"
+	"\n"
+	"Without permission to count the kernel (kernel.perf_event_paranoid >= 2), events count user\n"
+	"space only and are marked :u. Hardware events on a machine without a PMU (most virtual\n"
+	"machines) print <not supported> with the reason.\n";
+
+struct options {
+	char *events;
+	int repeat;
+	pid_t pid;
+	double duration;
+	bool per_thread;
+	bool json;
+	const char *sep;
+	const char *output;
+	char **argv;		/* the command */
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+static double now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int append_events(struct options *o, const char *more)
+{
+	size_t len = o->events ? strlen(o->events) + 1 : 0;
+	char *grown = realloc(o->events, len + strlen(more) + 1);
+
+	if (!grown)
+		return -ENOMEM;
+	if (len)
+		grown[len - 1] = ',';
+	strcpy(grown + len, more);
+	o->events = grown;
+	return 0;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "events", required_argument, NULL, 'e' },
+		{ "event", required_argument, NULL, 'e' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "per-thread", no_argument, NULL, 't' },
+		{ "field-separator", required_argument, NULL, 'x' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "output", required_argument, NULL, 'o' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *end;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->repeat = 1;
+	optind = 1;
+	opterr = 0;
+	/* '+': stop at the command's name, so its own options are left alone. */
+	while ((c = getopt_long(argc, argv, "+e:r:p:x:jo:", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'e':
+			if (append_events(o, optarg))
+				return LK_EXIT_FAIL;
+			break;
+		case 'r':
+			o->repeat = (int)strtol(optarg, &end, 10);
+			if (*end || o->repeat < 1) {
+				lk_cli_error("stat", NULL, "-r wants a number of runs >= 1, not '%s'", optarg);
+				return LK_EXIT_USAGE;
+			}
+			break;
+		case 'p':
+			o->pid = (pid_t)strtol(optarg, &end, 10);
+			if (*end || o->pid <= 0) {
+				lk_cli_error("stat", NULL, "-p wants a process id, not '%s'", optarg);
+				return LK_EXIT_USAGE;
+			}
+			break;
+		case 'd':
+			o->duration = strtod(optarg, &end);
+			if (*end || !(o->duration > 0)) {
+				lk_cli_error("stat", NULL, "--duration wants seconds > 0, not '%s'", optarg);
+				return LK_EXIT_USAGE;
+			}
+			break;
+		case 't': o->per_thread = true; break;
+		case 'x': o->sep = optarg; break;
+		case 'j': o->json = true; break;
+		case 'o': o->output = optarg; break;
+		default:
+			lk_cli_error("stat", "see 'lowkey help stat'", "unknown option '%s'",
+				     argv[optind - 1]);
+			return LK_EXIT_USAGE;
+		}
+	}
+	o->argv = argv + optind;
+	if (!o->pid == !o->argv[0]) {
+		lk_cli_error("stat", "lowkey stat [-e EVENTS] -- COMMAND [ARGS], or -p PID",
+			     o->pid ? "give either a command or -p PID, not both" :
+				      "nothing to count: give a command or -p PID");
+		return LK_EXIT_USAGE;
+	}
+	if (o->json && o->sep) {
+		lk_cli_error("stat", NULL, "--json and -x are different formats: pick one");
+		return LK_EXIT_USAGE;
+	}
+	if (!o->pid && o->duration > 0) {
+		lk_cli_error("stat", "a command is counted until it exits", "--duration goes with -p PID");
+		return LK_EXIT_USAGE;
+	}
+	if (o->per_thread && o->repeat > 1) {
+		lk_cli_error("stat", NULL, "--per-thread shows one run: drop -r");
+		return LK_EXIT_USAGE;
+	}
+	if (o->pid && o->repeat > 1) {
+		lk_cli_error("stat", NULL, "-r repeats a command; it has no meaning with -p");
+		return LK_EXIT_USAGE;
+	}
+	return -1;
+}
+
+/* ---- results ---- */
+
+static char *dup_or_empty(const char *s)
+{
+	return strdup(s ? s : "");
+}
+
+static char *join_words(char **argv)
+{
+	size_t len = 1;
+	char *s;
+
+	for (char **a = argv; *a; a++)
+		len += strlen(*a) + 1;
+	s = malloc(len);
+	if (!s)
+		return NULL;
+	s[0] = '\0';
+	for (char **a = argv; *a; a++) {
+		strcat(s, *a);
+		if (a[1])
+			strcat(s, " ");
+	}
+	return s;
+}
+
+/* The first run fixes the rows: names, units, which events this machine supports. */
+static int describe_events(struct stat_result *r, struct lk_counters *c, int repeat)
+{
+	r->nevents = lk_counters_count(c);
+	r->events = calloc(r->nevents, sizeof(*r->events));
+	if (!r->events)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->nevents; i++) {
+		struct stat_event *e = &r->events[i];
+		struct lk_counter_info info;
+
+		lk_counters_describe(c, i, &info);
+		if (info.user_only_fallback) {
+			e->name = malloc(strlen(info.name) + 3);
+			if (e->name)
+				sprintf(e->name, "%s:u", info.name);
+		} else {
+			e->name = strdup(info.name);
+		}
+		e->resolved = dup_or_empty(info.event);
+		e->unit = dup_or_empty(info.unit);
+		e->scale = info.scale;
+		e->type = info.type;
+		e->config = info.config;
+		e->supported = info.error == 0;
+		e->error = info.error;
+		e->why = info.error ? strdup(info.why) : NULL;
+		e->user_only = info.user_only;
+		e->user_only_fallback = info.user_only_fallback;
+		e->runs = calloc((size_t)repeat, sizeof(double));
+		if (!e->name || !e->resolved || !e->unit || !e->runs)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void record_values(struct stat_result *r, int run, const struct lk_counter_value *v)
+{
+	for (size_t i = 0; i < r->nevents; i++) {
+		r->events[i].runs[run] = (double)v[i].scaled;
+		r->events[i].enabled += v[i].time_enabled;
+		r->events[i].running += v[i].time_running;
+	}
+}
+
+static void finish_stats(struct stat_result *r)
+{
+	for (size_t i = 0; i < r->nevents; i++)
+		stat_mean_stddev(r->events[i].runs, r->runs, &r->events[i].mean, &r->events[i].stddev);
+	stat_mean_stddev(r->elapsed_ns, r->runs, &r->elapsed_mean, &r->elapsed_stddev);
+}
+
+static void free_result(struct stat_result *r)
+{
+	for (size_t i = 0; i < r->nevents; i++) {
+		free(r->events[i].name);
+		free(r->events[i].resolved);
+		free(r->events[i].unit);
+		free(r->events[i].why);
+		free(r->events[i].runs);
+	}
+	for (size_t t = 0; t < r->nthreads; t++)
+		free(r->threads[t].values);
+	free(r->threads);
+	free(r->events);
+	free(r->elapsed_ns);
+	free(r->target);
+}
+
+/* An open failure: unknown event and bad syntax are usage errors (2), the rest failures (1). */
+static int open_failed(int err)
+{
+	bool usage = err == -ENOENT || err == -EINVAL;
+
+	lk_cli_error("stat", usage ? "`perf list` shows this machine's events" : NULL, "%s",
+		     lk_last_error());
+	return usage ? LK_EXIT_USAGE : LK_EXIT_FAIL;
+}
+
+/* By process, then thread; the threads still running (tid 0) last. */
+static int by_thread(const void *a, const void *b)
+{
+	const struct stat_thread *x = a, *y = b;
+
+	if (!x->tid != !y->tid)
+		return x->tid ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+static int collect_threads(struct stat_result *r, struct lk_counters *c)
+{
+	struct lk_counter_value *v = calloc(r->nevents, sizeof(*v));
+
+	r->nthreads = lk_counters_nthreads(c);
+	r->threads = calloc(r->nthreads, sizeof(*r->threads));
+	if (!v || !r->threads) {
+		free(v);
+		return -ENOMEM;
+	}
+	for (size_t t = 0; t < r->nthreads; t++) {
+		struct stat_thread *th = &r->threads[t];
+		struct lk_counter_thread who;
+		int err = lk_counters_read_thread(c, t, &who, v, r->nevents);
+
+		th->values = calloc(r->nevents, sizeof(double));
+		if (err < 0 || !th->values) {
+			free(v);
+			return err < 0 ? err : -ENOMEM;
+		}
+		for (size_t i = 0; i < r->nevents; i++)
+			th->values[i] = (double)v[i].scaled;
+		th->pid = who.pid;
+		th->tid = who.tid;
+		snprintf(th->comm, sizeof(th->comm), "%s", who.comm[0] ? who.comm : "?");
+	}
+	free(v);
+	qsort(r->threads, r->nthreads, sizeof(*r->threads), by_thread);
+	return 0;
+}
+
+/* ---- counting a command ---- */
+
+struct child {
+	pid_t pid;
+	int go;		/* write end: one byte lets the child exec */
+	int failed;	/* read end: errno of a failed exec, or EOF on success */
+};
+
+static void child_exec(char **argv, int go, int failed)
+{
+	char byte;
+	int err;
+
+	signal(SIGINT, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
+	if (read(go, &byte, 1) != 1)
+		_exit(LK_EXIT_FAIL);	/* lowkey gave up before starting it */
+	execvp(argv[0], argv);
+	err = errno;
+	if (write(failed, &err, sizeof(err)) < 0)
+		_exit(126);
+	_exit(err == ENOENT ? 127 : 126);
+}
+
+static int start_child(char **argv, struct child *ch)
+{
+	int go[2], failed[2];
+
+	if (pipe2(go, O_CLOEXEC))
+		return -errno;
+	if (pipe2(failed, O_CLOEXEC)) {
+		close(go[0]);
+		close(go[1]);
+		return -EMFILE;
+	}
+	fflush(NULL);
+	ch->pid = fork();
+	if (ch->pid < 0) {
+		int err = -errno;
+
+		close(go[0]);
+		close(go[1]);
+		close(failed[0]);
+		close(failed[1]);
+		return err;
+	}
+	if (ch->pid == 0) {
+		close(go[1]);
+		close(failed[0]);
+		child_exec(argv, go[0], failed[1]);
+	}
+	close(go[0]);
+	close(failed[1]);
+	ch->go = go[1];
+	ch->failed = failed[0];
+	return 0;
+}
+
+static int wait_child(pid_t pid, int *status, struct rusage *ru)
+{
+	while (wait4(pid, status, 0, ru) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
+/*
+ * --per-thread: the kernel reports each thread as it exits into ring buffers that must be drained
+ * while the command runs. Wait on the child's pidfd and the rings together.
+ */
+static bool child_exited(pid_t pid)
+{
+	siginfo_t info = { 0 };
+
+	/* WNOWAIT: leave the status for wait4(). */
+	return waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+}
+
+static void collect_reports_until_exit(struct lk_counters *c, pid_t pid)
+{
+	struct pollfd fds[257];
+	int ring_fds[256], pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	size_t n = lk_counters_poll_fds(c, ring_fds, 256);
+
+	/* Without pidfds (Linux < 5.3) a ring wakes us, or the timeout. */
+	fds[0].fd = pidfd;
+	fds[0].events = POLLIN;
+	for (size_t i = 0; i < n; i++) {
+		fds[i + 1].fd = ring_fds[i];
+		fds[i + 1].events = POLLIN;
+	}
+	for (;;) {
+		int ready = poll(fds, n + 1, pidfd >= 0 ? 1000 : 50);
+
+		lk_counters_poll(c);
+		if (ready < 0 && errno != EINTR)
+			break;
+		if (pidfd >= 0 ? ready > 0 && fds[0].revents : child_exited(pid))
+			break;
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+}
+
+static int exit_code(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return LK_EXIT_FAIL;
+}
+
+/* One run of the command. Returns an exit status for lowkey when the run could not happen
+ * (>= 0), or -1 after a run whose figures are in r. */
+static int run_once(const struct options *o, struct stat_result *r, int run)
+{
+	struct lk_counter_value *values;
+	struct lk_counters *c = NULL;
+	struct child ch = { -1, -1, -1 };
+	struct rusage ru;
+	int status, err, exec_errno;
+	double t0;
+	ssize_t got;
+
+	err = start_child(o->argv, &ch);
+	if (err) {
+		lk_cli_error("stat", NULL, "cannot start '%s': %s", o->argv[0], strerror(-err));
+		return LK_EXIT_FAIL;
+	}
+	err = lk_counters_open(&c, o->events, ch.pid, LK_COUNTERS_INHERIT | LK_COUNTERS_ENABLE_ON_EXEC |
+			       LK_COUNTERS_SKIP_UNSUPPORTED | (o->per_thread ? LK_COUNTERS_PER_THREAD : 0));
+	if (err) {
+		close(ch.go);	/* the child reads EOF and exits without running the command */
+		close(ch.failed);
+		wait_child(ch.pid, &status, &ru);
+		return open_failed(err);
+	}
+	if (run == 0 && describe_events(r, c, o->repeat)) {
+		lk_counters_close(c);
+		close(ch.go);
+		close(ch.failed);
+		wait_child(ch.pid, &status, &ru);
+		lk_cli_error("stat", NULL, "out of memory");
+		return LK_EXIT_FAIL;
+	}
+	t0 = now_ns();
+	if (write(ch.go, "g", 1) != 1)
+		kill(ch.pid, SIGKILL);
+	close(ch.go);
+	got = read(ch.failed, &exec_errno, sizeof(exec_errno));
+	close(ch.failed);
+	if (o->per_thread && got != (ssize_t)sizeof(exec_errno))
+		collect_reports_until_exit(c, ch.pid);
+	wait_child(ch.pid, &status, &ru);
+	r->elapsed_ns[run] = now_ns() - t0;
+	if (got == (ssize_t)sizeof(exec_errno)) {
+		lk_counters_close(c);
+		if (exec_errno == ENOENT)
+			lk_cli_error("stat", "is it installed, and on PATH?", "%s: command not found",
+				     o->argv[0]);
+		else
+			lk_cli_error("stat", NULL, "%s: cannot execute: %s", o->argv[0],
+				     strerror(exec_errno));
+		return exec_errno == ENOENT ? 127 : 126;
+	}
+	values = calloc(r->nevents, sizeof(*values));
+	if (!values || lk_counters_read(c, values, r->nevents) < 0) {
+		lk_cli_error("stat", NULL, "reading the counters failed: %s",
+			     values ? lk_last_error() : "out of memory");
+		free(values);
+		lk_counters_close(c);
+		return LK_EXIT_FAIL;
+	}
+	record_values(r, run, values);
+	free(values);
+	if (o->per_thread) {
+		r->lost = lk_counters_poll(c);
+		if (collect_threads(r, c)) {
+			lk_counters_close(c);
+			lk_cli_error("stat", NULL, "reading per-thread counts failed: %s", lk_last_error());
+			return LK_EXIT_FAIL;
+		}
+	}
+	lk_counters_close(c);
+	r->user_ns += ((double)ru.ru_utime.tv_sec * 1e9 + (double)ru.ru_utime.tv_usec * 1e3) / o->repeat;
+	r->sys_ns += ((double)ru.ru_stime.tv_sec * 1e9 + (double)ru.ru_stime.tv_usec * 1e3) / o->repeat;
+	r->exit_status = exit_code(status);
+	r->runs = run + 1;
+	return -1;
+}
+
+static int stat_command(const struct options *o, struct stat_result *r)
+{
+	struct sigaction ignore = { .sa_handler = SIG_IGN }, old_int, old_quit;
+	int rc = -1;
+
+	r->target = join_words(o->argv);
+	r->elapsed_ns = calloc((size_t)o->repeat, sizeof(double));
+	if (!r->target || !r->elapsed_ns)
+		return LK_EXIT_FAIL;
+	/* As a shell does: Ctrl-C is for the command; we print what it did. */
+	sigaction(SIGINT, &ignore, &old_int);
+	sigaction(SIGQUIT, &ignore, &old_quit);
+	for (int run = 0; run < o->repeat && rc < 0; run++) {
+		rc = run_once(o, r, run);
+		/* A command killed by Ctrl-C ends the repetitions too. */
+		if (rc < 0 && r->exit_status == 128 + SIGINT)
+			break;
+	}
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGQUIT, &old_quit, NULL);
+	return rc;
+}
+
+/* ---- counting a running process ---- */
+
+/* Wait for the duration, Ctrl-C, or the process's end, whichever comes first. */
+static void wait_process(pid_t pid, double duration)
+{
+	struct sigaction on = { .sa_handler = on_interrupt }, old_int, old_term;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	double deadline = duration > 0 ? now_ns() + duration * 1e9 : 0;
+
+	sigaction(SIGINT, &on, &old_int);
+	sigaction(SIGTERM, &on, &old_term);
+	while (!interrupted) {
+		struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+		int timeout = 100;
+
+		if (deadline) {
+			double left = (deadline - now_ns()) / 1e6;
+
+			if (left <= 0)
+				break;
+			timeout = left < timeout ? (int)ceil(left) : timeout;
+		}
+		if (pidfd >= 0 ? poll(&pfd, 1, timeout) > 0 : (usleep((unsigned)timeout * 1000), 0))
+			break;	/* it exited */
+		if (pidfd < 0 && kill(pid, 0) != 0 && errno == ESRCH)
+			break;
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+}
+
+static int stat_process(const struct options *o, struct stat_result *r)
+{
+	struct lk_counter_value *values;
+	struct lk_counters *c;
+	double t0;
+	int err;
+
+	r->process_mode = true;
+	r->exit_status = -1;
+	r->user_ns = r->sys_ns = -1;
+	r->elapsed_ns = calloc(1, sizeof(double));
+	r->target = malloc(32);
+	if (!r->elapsed_ns || !r->target)
+		return LK_EXIT_FAIL;
+	snprintf(r->target, 32, "process %d", (int)o->pid);
+	r->pid = o->pid;
+	err = lk_counters_open(&c, o->events, o->pid, LK_COUNTERS_PROCESS | LK_COUNTERS_INHERIT |
+			       LK_COUNTERS_SKIP_UNSUPPORTED);
+	if (err)
+		return open_failed(err);
+	if (describe_events(r, c, 1)) {
+		lk_counters_close(c);
+		return LK_EXIT_FAIL;
+	}
+	t0 = now_ns();
+	wait_process(o->pid, o->duration);
+	r->elapsed_ns[0] = now_ns() - t0;
+	values = calloc(r->nevents, sizeof(*values));
+	err = values ? lk_counters_read(c, values, r->nevents) : -ENOMEM;
+	if (err >= 0) {
+		record_values(r, 0, values);
+		r->runs = 1;
+		if (o->per_thread)
+			err = collect_threads(r, c);
+	}
+	free(values);
+	lk_counters_close(c);
+	if (err < 0) {
+		lk_cli_error("stat", NULL, "reading the counters failed: %s", lk_last_error());
+		return LK_EXIT_FAIL;
+	}
+	return -1;
+}
+
+static int stat_run(int argc, char **argv)
+{
+	struct stat_result r = { 0 };
+	struct options o;
+	FILE *out = stderr;
+	int rc;
+
+	rc = parse_options(argc, argv, &o);
+	if (rc >= 0)
+		goto done;
+	if (!o.events && append_events(&o, DEFAULT_EVENTS)) {
+		rc = LK_EXIT_FAIL;
+		goto done;
+	}
+	rc = o.pid ? stat_process(&o, &r) : stat_command(&o, &r);
+	if (r.runs == 0)
+		goto done;	/* nothing counted: the error is printed */
+	finish_stats(&r);
+	if (o.output && !(out = fopen(o.output, "we"))) {
+		lk_cli_error("stat", NULL, "cannot write %s: %s", o.output, strerror(errno));
+		rc = LK_EXIT_FAIL;
+		goto done;
+	}
+	if (o.json)
+		stat_print_json(out, &r);
+	else if (o.sep)
+		stat_print_csv(out, o.sep, &r);
+	else
+		stat_print_text(out, &r);
+	if (out != stderr)
+		fclose(out);
+	if (rc < 0)
+		rc = o.pid ? LK_EXIT_OK : r.exit_status;
+done:
+	free_result(&r);
+	free(o.events);
+	return rc;
+}
+
+LK_CLI_COMMAND(stat_command_entry, "stat", "count events for a command or a process, as perf stat",
+	       stat_usage, stat_run);
