@@ -21,8 +21,8 @@ struct lkt_event {
 	char name[64];		/* provider:event */
 	unsigned int kind, nargs;
 	uint64_t v[8];
-	char s[8][128];		/* string arguments (their start) */
-	size_t slen[8];		/* and their whole length */
+	char *s[8];		/* string arguments (strdup'ed), NULL for the others */
+	size_t slen[8];
 };
 
 struct lkt_trace {
@@ -61,7 +61,7 @@ static int lkt_on_event(const struct lk__event *e, void *arg)
 		if (!off)
 			return -2;
 		if (s) {
-			snprintf(x->s[i], sizeof(x->s[i]), "%s", s);
+			x->s[i] = strdup(s);
 			x->slen[i] = strlen(s);
 		}
 	}
@@ -92,6 +92,9 @@ static inline int lkt_read(struct lkt_trace *t, const char *dir)
 
 static inline void lkt_free(struct lkt_trace *t)
 {
+	for (size_t k = 0; k < t->n; k++)
+		for (int i = 0; i < 8; i++)
+			free(t->ev[k].s[i]);
 	lk__reader_close(&t->r);
 	free(t->ev);
 	memset(t, 0, sizeof(*t));
