@@ -107,21 +107,32 @@ static const char *tsdl_type(unsigned int type)
 	}
 }
 
+/* Field names: as written when an identifier, "value" for a counter, argI otherwise or when a
+ * name repeats (CTF readers reject duplicate members). The reader derives the same names. */
+static void field_names(const struct lk__probe_site_rt *rt, char names[][64])
+{
+	for (unsigned int a = 0; a < rt->nargs; a++) {
+		if (rt->kind == LK_PROBE_COUNTER)
+			snprintf(names[a], 64, "value");
+		else
+			arg_name(rt->arg_names, a, names[a], 64);
+		for (unsigned int b = 0; b < a; b++)
+			if (strcmp(names[a], names[b]) == 0)
+				snprintf(names[a], 64, "arg%u", a);
+	}
+}
+
 static void write_event_class(FILE *f, const struct lk__probe_site_rt *rt)
 {
-	char name[64];
 	const char *suffix = rt->kind == LK_PROBE_SPAN_BEGIN ? ":begin" : rt->kind == LK_PROBE_SPAN_END ? ":end" : "";
+	char names[LK_PROBE_MAX_ARGS][64];
 
+	field_names(rt, names);
 	fprintf(f, "event {\n\tname = \"%s:%s%s\";\n\tid = %u;\n\tstream_id = 0;\n", rt->provider, rt->event,
 		suffix, rt->id);
 	fprintf(f, "\tmodel.emf.uri = \"%s:%u\";\n\tfields := struct {\n", rt->file, rt->line);
-	for (unsigned int a = 0; a < rt->nargs; a++) {
-		if (rt->kind == LK_PROBE_COUNTER)
-			snprintf(name, sizeof(name), "value");
-		else
-			arg_name(rt->arg_names, a, name, sizeof(name));
-		fprintf(f, "\t\t%s _%s;\n", tsdl_type((rt->arg_types >> (4 * a)) & 0xf), name);
-	}
+	for (unsigned int a = 0; a < rt->nargs; a++)
+		fprintf(f, "\t\t%s _%s;\n", tsdl_type((rt->arg_types >> (4 * a)) & 0xf), names[a]);
 	fprintf(f, "\t};\n};\n\n");
 }
 

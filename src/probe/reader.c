@@ -102,6 +102,10 @@ static int parse_event_line(struct lk__trace_reader *r, char *line)
 		strcpy(c->arg_name[0], "value");
 	else
 		field_names(c);
+	for (unsigned int a = 0; a < c->nargs; a++)	/* as the writer: a repeated name is argI */
+		for (unsigned int b = 0; b < a; b++)
+			if (strcmp(c->arg_name[a], c->arg_name[b]) == 0)
+				snprintf(c->arg_name[a], sizeof(c->arg_name[a]), "arg%u", a);
 	return add_class(r, c);
 }
 

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A full disk (a 2 MiB tmpfs) stops the trace with -ENOSPC and a message; the program goes on;
+ * what was written is complete: lowkey's reader and babeltrace2 read it without an error.
+ * Needs root to mount the tmpfs; skipped otherwise.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/mount.h>
+#include <cmocka.h>
+
+#include <lowkey/lowkey.h>
+
+#include "trace_check.h"
+
+static char mnt[] = "/tmp/lowkey-test-full-XXXXXX";
+static bool mounted;
+
+static int mount_small(void **state)
+{
+	(void)state;
+	if (geteuid() != 0 || !mkdtemp(mnt))
+		return 0;
+	mounted = mount("lowkey-test", mnt, "tmpfs", 0, "size=2m") == 0;
+	return 0;
+}
+
+static int unmount_small(void **state)
+{
+	(void)state;
+	if (mounted)
+		umount(mnt);
+	rmdir(mnt);
+	return 0;
+}
+
+static void full_disk_stops_cleanly(void **state)
+{
+	struct lk_trace_config c = { .flush_ms = 5 };
+	struct lk_trace_stats st;
+	struct lkt_trace t;
+	char dir[300], cmd[512];
+	long i;
+
+	(void)state;
+	if (!mounted)
+		skip();	/* not root, or no tmpfs: cannot make a small disk */
+	snprintf(dir, sizeof(dir), "%s/trace", mnt);
+	c.path = dir;
+	assert_true(lk_probe_enable("full") >= 0);
+	assert_int_equal(lk_trace_start(&c), 0);
+	for (i = 0; i < 2000000; i++) {
+		LK_PROBE(full, ev, i, i);
+		if (i % 1000 == 0) {
+			lk_trace_stats(&st);
+			if (st.error)
+				break;
+		}
+	}
+	lk_trace_stats(&st);
+	assert_int_equal(st.error, -ENOSPC);
+	assert_int_equal(lk_trace_stop(), -ENOSPC);
+	assert_non_null(strstr(lk_last_error(), "No space left"));
+	assert_non_null(strstr(lk_last_error(), "readable"));
+
+	assert_int_equal(lkt_read(&t, dir), 0);
+	assert_true(lkt_count(&t, "full:ev") > 1000);
+	assert_int_equal((uint64_t)t.n, st.events);
+	if (system("command -v babeltrace2 >/dev/null") == 0) {
+		snprintf(cmd, sizeof(cmd), "babeltrace2 '%s' >/dev/null 2>&1", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	lkt_free(&t);
+	lkt_rmrf(dir);
+
+	/* the program traces again, elsewhere */
+	lkt_path(dir, sizeof(dir), "after-full");
+	c.path = dir;
+	assert_int_equal(lk_trace_start(&c), 0);
+	LK_PROBE(full, ev, 1L, 2L);
+	assert_int_equal(lk_trace_stop(), 0);
+	lkt_rmrf(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(full_disk_stops_cleanly),
+	};
+	return cmocka_run_group_tests(tests, mount_small, unmount_small);
+}
