@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey report TRACE: what a lowkey trace holds, summarized.
+ *
+ * Events by name with counts and rates; spans paired per thread (nested spans with a stack; an
+ * end closes the latest open begin of its name) with their durations by wall time and, where the
+ * trace recorded it, by thread CPU time; counter tracks; threads; lost events.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lowkey/lowkey.h>
+
+#include "cli.h"
+#include "probe/probe_internal.h"
+#include "probe/reader.h"
+
+struct samples {
+	double *v;
+	size_t n, cap;
+};
+
+struct per_class {
+	uint64_t count;
+	struct samples wall, cpu;	/* span classes: durations in ns */
+	double min, max, last;		/* counter classes */
+	uint64_t first_tsc, last_tsc;
+};
+
+struct open_span {
+	uint32_t id;
+	uint64_t tsc, cpu;
+};
+
+struct per_thread {
+	int tid;
+	char name[64];
+	uint64_t events, lost, first_tsc, last_tsc;
+	double span_wall_ns, span_cpu_ns;	/* time in outermost spans */
+	struct open_span *stack;
+	size_t depth, cap;
+	struct per_thread *next;
+};
+
+struct report {
+	struct lk__trace_reader *r;
+	struct per_class *classes;	/* by id */
+	struct per_thread *threads, *current;
+	uint64_t events, lost, first_tsc, last_tsc, unmatched_ends, open_at_end;
+};
+
+static int push_sample(struct samples *s, double v)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		double *grown = realloc(s->v, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		s->v = grown;
+		s->cap = cap;
+	}
+	s->v[s->n++] = v;
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double pct(const struct samples *s, double p)
+{
+	double rank;
+	size_t lo;
+
+	if (!s->n)
+		return NAN;
+	rank = p / 100.0 * (double)(s->n - 1);
+	lo = (size_t)rank;
+	if (lo + 1 >= s->n)
+		return s->v[s->n - 1];
+	return s->v[lo] + (rank - (double)lo) * (s->v[lo + 1] - s->v[lo]);
+}
+
+static double tsc_ns(const struct report *rep, uint64_t a, uint64_t b)
+{
+	return ((double)b - (double)a) * 1e9 / (double)rep->r->tsc_hz;
+}
+
+static int stream_begin(const struct lk__stream_info *s, void *arg)
+{
+	struct report *rep = arg;
+	struct per_thread *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	t->tid = s->tid;
+	snprintf(t->name, sizeof(t->name), "?");
+	t->next = rep->threads;
+	rep->threads = rep->current = t;
+	return 0;
+}
+
+/* An end closes the latest open begin of the same provider:name. */
+static bool span_matches(const struct report *rep, const struct open_span *open, const struct lk__event_class *end)
+{
+	const struct lk__event_class *begin = rep->r->classes[open->id];
+
+	return strcmp(begin->event, end->event) == 0 && strcmp(begin->provider, end->provider) == 0;
+}
+
+static int close_span(struct report *rep, struct per_thread *t, const struct lk__event *e)
+{
+	size_t k = t->depth;
+	struct per_class *c;
+	double wall, cpu;
+
+	while (k > 0 && !span_matches(rep, &t->stack[k - 1], e->cls))
+		k--;
+	if (k == 0) {
+		rep->unmatched_ends++;
+		return 0;
+	}
+	k--;
+	c = &rep->classes[t->stack[k].id];
+	wall = tsc_ns(rep, t->stack[k].tsc, e->tsc);
+	cpu = (double)e->cputime_ns - (double)t->stack[k].cpu;
+	if (push_sample(&c->wall, wall) || (rep->r->cputime && push_sample(&c->cpu, cpu)))
+		return -ENOMEM;
+	if (k == 0) {
+		t->span_wall_ns += wall;
+		t->span_cpu_ns += cpu;
+	}
+	t->depth = k;
+	return 0;
+}
+
+static int open_span(struct per_thread *t, const struct lk__event *e)
+{
+	if (t->depth == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		struct open_span *grown = realloc(t->stack, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		t->stack = grown;
+		t->cap = cap;
+	}
+	t->stack[t->depth++] = (struct open_span){ e->cls->id, e->tsc, e->cputime_ns };
+	return 0;
+}
+
+static int on_event(const struct lk__event *e, void *arg)
+{
+	struct report *rep = arg;
+	struct per_thread *t = rep->current;
+	struct per_class *c = &rep->classes[e->cls->id];
+	uint64_t v = 0;
+	const char *s;
+	double d;
+
+	if (e->cls->id == LK__EVENT_THREAD_NAME) {
+		lk__event_arg(e, 0, 0, &v, &s);
+		snprintf(t->name, sizeof(t->name), "%s", s ? s : "");
+		return 0;
+	}
+	rep->events++;
+	t->events++;
+	if (!t->first_tsc || e->tsc < t->first_tsc)
+		t->first_tsc = e->tsc;
+	if (e->tsc > t->last_tsc)
+		t->last_tsc = e->tsc;
+	if (!c->count)
+		c->first_tsc = e->tsc;
+	c->count++;
+	c->last_tsc = e->tsc;
+	switch (e->cls->kind) {
+	case LK_PROBE_SPAN_BEGIN:
+		return open_span(t, e);
+	case LK_PROBE_SPAN_END:
+		return close_span(rep, t, e);
+	case LK_PROBE_COUNTER:
+		lk__event_arg(e, 0, 0, &v, &s);
+		if ((e->cls->arg_types & 0xf) == LK_PROBE_F64)
+			memcpy(&d, &v, 8);
+		else if ((e->cls->arg_types & 0xf) == LK_PROBE_I64)
+			d = (double)(int64_t)v;
+		else
+			d = (double)v;
+		if (c->count == 1 || d < c->min)
+			c->min = d;
+		if (c->count == 1 || d > c->max)
+			c->max = d;
+		c->last = d;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static int stream_end(const struct lk__stream_info *s, void *arg)
+{
+	struct report *rep = arg;
+
+	rep->current->lost = s->lost;
+	rep->lost += s->lost;
+	rep->open_at_end += rep->current->depth;
+	if (rep->current->first_tsc && (!rep->first_tsc || rep->current->first_tsc < rep->first_tsc))
+		rep->first_tsc = rep->current->first_tsc;
+	if (rep->current->last_tsc > rep->last_tsc)
+		rep->last_tsc = rep->current->last_tsc;
+	return 0;
+}
+
+/* ---- printing ---- */
+
+static void fmt_ns(char *buf, size_t len, double ns)
+{
+	if (isnan(ns))
+		snprintf(buf, len, "-");
+	else if (ns < 1e3)
+		snprintf(buf, len, "%.0f ns", ns);
+	else if (ns < 1e6)
+		snprintf(buf, len, "%.2f us", ns / 1e3);
+	else if (ns < 1e9)
+		snprintf(buf, len, "%.2f ms", ns / 1e6);
+	else
+		snprintf(buf, len, "%.2f s", ns / 1e9);
+}
+
+static const char *class_name(const struct lk__event_class *c, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s:%s", c->provider, c->event);
+	return buf;
+}
+
+static void print_text(struct report *rep, const char *path)
+{
+	struct lk__trace_reader *r = rep->r;
+	double seconds = rep->last_tsc > rep->first_tsc ? tsc_ns(rep, rep->first_tsc, rep->last_tsc) / 1e9 : 0;
+	char name[200], a[32], b[32], c[32], d[32], e[32], f[32];
+	int nthreads = 0;
+
+	for (struct per_thread *t = rep->threads; t; t = t->next)
+		nthreads++;
+	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %d threads, %" PRIu64 " lost\n",
+	       path, r->procname, r->pid, rep->events, seconds, nthreads, rep->lost);
+	if (rep->lost)
+		printf("  %" PRIu64 " events were dropped because a thread's buffer was full: see --buffer\n", rep->lost);
+
+	printf("\n%-40s %12s %12s\n", "events", "count", "per second");
+	for (size_t i = 0; i < r->nclasses; i++) {
+		struct per_class *pc = &rep->classes[i];
+
+		if (!r->classes[i] || !pc->count || r->classes[i]->kind == LK_PROBE_SPAN_END)
+			continue;
+		printf("  %-38s %12" PRIu64 " %12.1f\n", class_name(r->classes[i], name, sizeof(name)), pc->count,
+		       seconds > 0 ? (double)pc->count / seconds : 0.0);
+	}
+
+	printf("\n%-32s %8s %10s %10s %10s", "spans (wall)", "count", "p50", "p99", "max");
+	if (r->cputime)
+		printf("   %10s %10s %10s", "p50 cpu", "p99 cpu", "max cpu");
+	putchar('\n');
+	for (size_t i = 0; i < r->nclasses; i++) {
+		struct per_class *pc = &rep->classes[i];
+
+		if (!r->classes[i] || !pc->wall.n)
+			continue;
+		qsort(pc->wall.v, pc->wall.n, sizeof(double), cmp_double);
+		qsort(pc->cpu.v, pc->cpu.n, sizeof(double), cmp_double);
+		fmt_ns(a, sizeof(a), pct(&pc->wall, 50));
+		fmt_ns(b, sizeof(b), pct(&pc->wall, 99));
+		fmt_ns(c, sizeof(c), pct(&pc->wall, 100));
+		printf("  %-30s %8zu %10s %10s %10s", class_name(r->classes[i], name, sizeof(name)), pc->wall.n, a, b, c);
+		if (r->cputime) {
+			fmt_ns(d, sizeof(d), pct(&pc->cpu, 50));
+			fmt_ns(e, sizeof(e), pct(&pc->cpu, 99));
+			fmt_ns(f, sizeof(f), pct(&pc->cpu, 100));
+			printf("   %10s %10s %10s", d, e, f);
+		}
+		putchar('\n');
+	}
+	if (rep->open_at_end || rep->unmatched_ends)
+		printf("  (%" PRIu64 " spans still open at the end of the trace, %" PRIu64 " ends without a begin)\n",
+		       rep->open_at_end, rep->unmatched_ends);
+
+	printf("\n%-32s %8s %14s %14s %14s\n", "counters", "count", "min", "max", "last");
+	for (size_t i = 0; i < r->nclasses; i++) {
+		struct per_class *pc = &rep->classes[i];
+
+		if (!r->classes[i] || !pc->count || r->classes[i]->kind != LK_PROBE_COUNTER)
+			continue;
+		printf("  %-30s %8" PRIu64 " %14.6g %14.6g %14.6g\n", class_name(r->classes[i], name, sizeof(name)),
+		       pc->count, pc->min, pc->max, pc->last);
+	}
+
+	printf("\n%-10s %-16s %10s %10s %12s", "threads", "name", "events", "lost", "in spans");
+	if (r->cputime)
+		printf(" %12s", "spans cpu");
+	putchar('\n');
+	for (struct per_thread *t = rep->threads; t; t = t->next) {
+		fmt_ns(a, sizeof(a), t->span_wall_ns);
+		printf("  %-8d %-16s %10" PRIu64 " %10" PRIu64 " %12s", t->tid, t->name, t->events, t->lost, a);
+		if (r->cputime) {
+			fmt_ns(b, sizeof(b), t->span_cpu_ns);
+			printf(" %12s", b);
+		}
+		putchar('\n');
+	}
+}
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			putchar('\\');
+		if ((unsigned char)*s >= 0x20)
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+static void json_num(double v)
+{
+	if (isnan(v) || isinf(v))
+		fputs("null", stdout);
+	else
+		printf("%.6g", v);
+}
+
+static void print_json(struct report *rep, const char *path)
+{
+	struct lk__trace_reader *r = rep->r;
+	bool first = true;
+
+	printf("{\"trace\":");
+	json_str(path);
+	printf(",\"procname\":");
+	json_str(r->procname);
+	printf(",\"pid\":%d,\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"cputime\":%s,\"classes\":[", r->pid,
+	       rep->events, rep->lost, r->cputime ? "true" : "false");
+	for (size_t i = 0; i < r->nclasses; i++) {
+		struct per_class *pc = &rep->classes[i];
+
+		if (!r->classes[i] || !pc->count)
+			continue;
+		qsort(pc->wall.v, pc->wall.n, sizeof(double), cmp_double);
+		qsort(pc->cpu.v, pc->cpu.n, sizeof(double), cmp_double);
+		printf("%s{\"provider\":", first ? "" : ",");
+		first = false;
+		json_str(r->classes[i]->provider);
+		printf(",\"event\":");
+		json_str(r->classes[i]->event);
+		printf(",\"kind\":\"%s\",\"count\":%" PRIu64, lk__probe_kind_name(r->classes[i]->kind), pc->count);
+		if (pc->wall.n) {
+			printf(",\"spans\":%zu,\"wall_ns\":{\"p50\":", pc->wall.n);
+			json_num(pct(&pc->wall, 50));
+			printf(",\"p99\":");
+			json_num(pct(&pc->wall, 99));
+			printf(",\"max\":");
+			json_num(pct(&pc->wall, 100));
+			printf("}");
+			if (r->cputime) {
+				printf(",\"cpu_ns\":{\"p50\":");
+				json_num(pct(&pc->cpu, 50));
+				printf(",\"p99\":");
+				json_num(pct(&pc->cpu, 99));
+				printf(",\"max\":");
+				json_num(pct(&pc->cpu, 100));
+				printf("}");
+			}
+		}
+		if (r->classes[i]->kind == LK_PROBE_COUNTER) {
+			printf(",\"min\":");
+			json_num(pc->min);
+			printf(",\"max\":");
+			json_num(pc->max);
+			printf(",\"last\":");
+			json_num(pc->last);
+		}
+		putchar('}');
+	}
+	printf("],\"threads\":[");
+	first = true;
+	for (struct per_thread *t = rep->threads; t; t = t->next) {
+		printf("%s{\"tid\":%d,\"name\":", first ? "" : ",", t->tid);
+		json_str(t->name);
+		printf(",\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"span_wall_ns\":", t->events, t->lost);
+		json_num(t->span_wall_ns);
+		if (r->cputime) {
+			printf(",\"span_cpu_ns\":");
+			json_num(t->span_cpu_ns);
+		}
+		putchar('}');
+		first = false;
+	}
+	printf("]}\n");
+}
+
+static void free_report(struct report *rep)
+{
+	for (struct per_thread *t = rep->threads, *next; t; t = next) {
+		next = t->next;
+		free(t->stack);
+		free(t);
+	}
+	for (size_t i = 0; rep->classes && i < rep->r->nclasses; i++) {
+		free(rep->classes[i].wall.v);
+		free(rep->classes[i].cpu.v);
+	}
+	free(rep->classes);
+}
+
+static const char report_usage[] =
+	"usage: lowkey report [--json] TRACE\n"
+	"\n"
+	"Summarize a lowkey CTF trace: events by name (count, rate), spans (durations p50/p99/max by\n"
+	"wall time and, when the trace recorded it with --cputime, by thread CPU time), counter tracks,\n"
+	"threads, and events lost to full buffers.\n"
+	"\n"
+	"  --json      print the summary as JSON\n";
+
+static int report_run(int argc, char **argv)
+{
+	static const struct option opts[] = { { "json", no_argument, NULL, 'j' }, { NULL, 0, NULL, 0 } };
+	const struct lk__reader_ops ops = { stream_begin, on_event, stream_end };
+	struct lk__trace_reader r;
+	struct report rep = { 0 };
+	bool json = false;
+	char err[512];
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
+		if (c != 'j') {
+			fputs(report_usage, stderr);
+			return LK_EXIT_USAGE;
+		}
+		json = true;
+	}
+	if (optind != argc - 1) {
+		fputs(report_usage, stderr);
+		return LK_EXIT_USAGE;
+	}
+	rc = lk__reader_open(&r, argv[optind], err, sizeof(err));
+	if (rc) {
+		lk_cli_error("report", "record a trace with `lowkey trace` (CTF, the default format)", "%s", err);
+		return LK_EXIT_FAIL;
+	}
+	rep.r = &r;
+	rep.classes = calloc(r.nclasses, sizeof(*rep.classes));
+	rc = rep.classes ? lk__reader_walk(&r, &ops, &rep, err, sizeof(err)) : -ENOMEM;
+	if (rc == 0) {
+		if (json)
+			print_json(&rep, argv[optind]);
+		else
+			print_text(&rep, argv[optind]);
+	} else {
+		lk_cli_error("report", NULL, "%s", rc == -ENOMEM ? "out of memory" : err);
+	}
+	free_report(&rep);
+	lk__reader_close(&r);
+	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
+}
+
+LK_CLI_COMMAND(report_command, "report", "summarize a trace: events, spans, counters, threads, losses",
+	       report_usage, report_run);
