@@ -24,7 +24,7 @@
 #define LK__RESYNC_NS 10000000ull		/* lk_now_ns() re-reads CLOCK_MONOTONIC every 10 ms */
 #define LK__STEP_NS 100000ll			/* a larger error is stepped, not slewed */
 #define LK__SLEW_PPM 500			/* the largest rate change used to slew */
-#define LK__CALIBRATE_NS 1000000ull		/* first measurement of the counter's frequency */
+#define LK__CALIBRATE_NS 200000ull		/* first measurement of the counter's frequency */
 
 /* Fixed point: ns = (cycles * mult) >> 32. */
 #define LK__MULT_SHIFT 32

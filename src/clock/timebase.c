@@ -42,6 +42,8 @@ static struct {
 	uint64_t ref_at, ref_ns;	/* the last CLOCK_MONOTONIC pair */
 	uint64_t raw_at, raw_ns;	/* the first CLOCK_MONOTONIC_RAW pair, for the frequency */
 	bool hz_measured;
+	uint64_t refine_every;		/* cycles between refinements of a measured frequency */
+	uint64_t refined_at;		/* atomic */
 } tb __attribute__((aligned(64)));
 
 uint64_t lk__vdso_ns(int clock)
@@ -159,7 +161,7 @@ static uint64_t hz_from_perf_page(void)
 	return hz;
 }
 
-/* Measure against CLOCK_MONOTONIC_RAW for LK__CALIBRATE_NS; refined by every resync after. */
+/* Measure against CLOCK_MONOTONIC_RAW for LK__CALIBRATE_NS; refined every LK__RESYNC_NS after. */
 static uint64_t hz_measured(void)
 {
 	uint64_t at, ns;
@@ -217,12 +219,17 @@ void lk__timebase_init(void)
 		} else if ((hz = hz_from_perf_page()) != 0) {
 			source = "the perf mmap page's time_mult/time_shift (the kernel's calibration)";
 		} else if ((hz = hz_measured()) != 0) {
-			source = "measured against CLOCK_MONOTONIC_RAW (1 ms at start, refined at every "
-				 "resync)";
+			source = "measured against CLOCK_MONOTONIC_RAW (200 µs at start, refined every "
+				 "10 ms over the time since)";
 			tb.hz_measured = true;
 		}
 		if (hz)
 			set_hz(hz, source);
+		if (tb.hz_measured) {
+			tb.refined_at = lk__counter();
+			__atomic_store_n(&tb.refine_every, lk__ns_to_cycles(LK__RESYNC_NS),
+					 __ATOMIC_RELEASE);
+		}
 	}
 	choose_now_method();
 	if (lk__clock.now_method != LK_NOW_TSC)
@@ -239,6 +246,7 @@ void lk__timebase_init(void)
 
 /* ---- resynchronization ---- */
 
+/* Under tb.writer: the frequency over the whole time since the first measurement. */
 static void refine_hz(void)
 {
 	uint64_t at, ns;
@@ -246,6 +254,7 @@ static void refine_hz(void)
 	if (!tb.hz_measured)
 		return;
 	pair(CLOCK_MONOTONIC_RAW, &at, &ns);
+	__atomic_store_n(&tb.refined_at, at, __ATOMIC_RELAXED);
 	if (at > tb.raw_at && ns > tb.raw_ns)
 		set_hz((uint64_t)((unsigned __int128)(at - tb.raw_at) * LK__NSEC_PER_SEC /
 				  (ns - tb.raw_ns)),
@@ -336,10 +345,23 @@ static void resync(void)
 	__atomic_store_n(&tb.writer, 0, __ATOMIC_RELEASE);
 }
 
+static bool refine_due(void)
+{
+	uint64_t every = __atomic_load_n(&tb.refine_every, __ATOMIC_ACQUIRE);
+
+	return every && lk__counter() - __atomic_load_n(&tb.refined_at, __ATOMIC_RELAXED) >= every;
+}
+
 void lk__timebase_tick(void)
 {
-	if (resync_due())
+	if (resync_due()) {
 		resync();
+	} else if (refine_due() && !__atomic_exchange_n(&tb.writer, 1, __ATOMIC_ACQUIRE)) {
+		/* lk_now_ns() uses the vDSO, yet the CPU-time methods use the frequency. */
+		if (refine_due())
+			refine_hz();
+		__atomic_store_n(&tb.writer, 0, __ATOMIC_RELEASE);
+	}
 }
 
 /* A child made by _Fork() or clone() may have been forked while a parent thread held the lock. */
