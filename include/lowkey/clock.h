@@ -146,7 +146,10 @@ struct lk_clock_info {
 	uint64_t rebases_switch;		/* bases retaken because the thread was switched */
 	uint64_t rebases_age;			/* bases retaken because they reached rebase_ns */
 	uint64_t rebase_retries;		/* switched or interrupted during a rebase: tried again */
-	uint64_t syscall_reads;			/* calls answered by the system call */
+	uint64_t syscall_reads;			/* calls of a fast-path thread that the system
+						   call answered (rebase gave up, nested) */
+	uint64_t pages_reopened;		/* pages that stopped following their thread
+						   (prctl(PR_TASK_PERF_EVENTS_DISABLE)), replaced */
 	uint64_t now_resyncs;			/* lk_now_ns() resynchronizations */
 	uint64_t now_steps;			/* ... that stepped instead of slewing */
 	int64_t now_last_error_ns;		/* CLOCK_MONOTONIC - lk_now_ns() at the last resync */

@@ -317,6 +317,7 @@ static void copy_stats(struct lk_clock_info *info)
 	info->rebases_age = LK__LOAD(&s->rebases_age);
 	info->rebase_retries = LK__LOAD(&s->rebase_retries);
 	info->syscall_reads = LK__LOAD(&s->syscall_reads);
+	info->pages_reopened = LK__LOAD(&s->pages_reopened);
 	info->now_resyncs = LK__LOAD(&s->now_resyncs);
 	info->now_steps = LK__LOAD(&s->now_steps);
 	info->now_last_error_ns = LK__LOAD(&s->now_last_error_ns);

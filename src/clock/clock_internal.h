@@ -91,6 +91,9 @@ struct lk__cputime_thread {
 	int err;			/* the set-up's errno, 0 if none */
 	bool err_mmap;			/* ... from mmap, not perf_event_open */
 	bool based;			/* a base has been published since set-up */
+	bool switch_check;		/* lock0 and switches0 were read together */
+	uint32_t lock0;			/* the seqcount at set-up */
+	uint64_t switches0;		/* the thread's context switches at set-up */
 	uint64_t retry_at;		/* CLOCK_MONOTONIC ns before which set-up is not tried again */
 	uint64_t cookie;		/* the process cookie this state belongs to */
 	size_t page_len;
@@ -104,7 +107,7 @@ enum lk__init_state { LK__INIT_NONE = 0, LK__INIT_RUNNING, LK__INIT_DONE };
 
 struct lk__clock_stats {
 	uint64_t threads_set_up, thread_setup_failures;
-	uint64_t rebases_switch, rebases_age, rebase_retries, syscall_reads;
+	uint64_t rebases_switch, rebases_age, rebase_retries, syscall_reads, pages_reopened;
 	uint64_t now_resyncs, now_steps, now_max_error_ns;
 	int64_t now_last_error_ns;
 };
