@@ -154,8 +154,8 @@ static void cookie_init(void)
 		cookie_word = &cookie_static;
 		pthread_atfork(NULL, NULL, cookie_after_fork);
 	}
-	cookie_last = 2;
-	__atomic_store_n(cookie_word, cookie_last, __ATOMIC_RELAXED);
+	__atomic_store_n(&cookie_last, 2, __ATOMIC_RELAXED);
+	__atomic_store_n(cookie_word, 2, __ATOMIC_RELAXED);
 	__atomic_store_n(&lk__cookie_ptr, cookie_word, __ATOMIC_RELEASE);
 }
 
@@ -166,10 +166,10 @@ uint64_t lk__clock_cookie(void)
 	if (LK__LIKELY(c))
 		return c;
 	/* The first call in a forked child. */
-	next = cookie_last + 2;
+	next = __atomic_load_n(&cookie_last, __ATOMIC_RELAXED) + 2;
 	if (__atomic_compare_exchange_n(cookie_word, &zero, next, false, __ATOMIC_RELAXED,
 					__ATOMIC_RELAXED)) {
-		cookie_last = next;
+		__atomic_store_n(&cookie_last, next, __ATOMIC_RELAXED);
 		lk__timebase_after_fork();
 		return next;
 	}
