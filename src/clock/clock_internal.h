@@ -65,6 +65,10 @@ struct lk__cputime_base {
 
 #define LK__TAG_INVALID 0xffffffffu	/* odd: never a seqcount the owner sees */
 
+/* `ready` = cookie ^ one of these (see the fork cookie in clock.c). */
+#define LK__READY_SEQ 1u
+#define LK__READY_PAGE 3u
+
 enum lk__thread_state {
 	LK__T_NEW = 0,		/* nothing set up yet (zeroed TLS) */
 	LK__T_FAST,		/* page mapped; method page or seq */
@@ -77,7 +81,7 @@ enum lk__thread_state {
  * %fs-relative load, and reads only the first cache line.
  */
 struct lk__cputime_thread {
-	uint64_t ready;		/* process cookie ^ 1 while the fast path is set up, else 0 */
+	uint64_t ready;		/* process cookie ^ LK__READY_<method> while set up, else 0 */
 	const volatile struct perf_event_mmap_page *page;
 	uint32_t method;	/* enum lk_cputime_method */
 	uint32_t gen;		/* rebase generation */

@@ -160,15 +160,13 @@ LK_API uint64_t lk_thread_cputime_ns(void)
 	const volatile uint64_t *cookie = __atomic_load_n(&lk__cookie_ptr, __ATOMIC_RELAXED);
 	uint64_t v;
 
-	/* ready is the process cookie ^ 1 once set up: 0 (a new thread) and a forked child's zeroed
-	 * cookie page both fail this test. */
-	if (LK__LIKELY((t->ready ^ 1) == *cookie)) {
-		if (LK__LIKELY(t->method == LK_CPUTIME_SEQ)) {
-			if (LK__LIKELY(read_seq(t, &v)))
-				return v;
-		} else if (read_page(t, &v)) {
+	/* ready is the process cookie ^ LK__READY_SEQ or ^ LK__READY_PAGE once set up: 0 (a new
+	 * thread) and a forked child's zeroed cookie page fail both tests. */
+	if (LK__LIKELY((t->ready ^ LK__READY_SEQ) == *cookie)) {
+		if (LK__LIKELY(read_seq(t, &v)))
 			return v;
-		}
+	} else if ((t->ready ^ LK__READY_PAGE) == *cookie && read_page(t, &v)) {
+		return v;
 	}
 	return lk__cputime_slow(t);
 }
@@ -257,8 +255,8 @@ static uint64_t rebase_page(struct lk__cputime_thread *t)
 no_page_time:
 	/* The kernel cleared cap_user_time (it marked the TSC unstable): the seqcount still works
 	 * where the counter does. */
+	t->ready = 0;
 	if (!lk__clock.counter.usable) {
-		t->ready = 0;
 		t->state = LK__T_SYSCALL;
 		t->retry_at = UINT64_MAX;
 		return floor_last(t, lk__syscall_cputime());
@@ -492,7 +490,7 @@ static uint64_t slow_locked(struct lk__cputime_thread *t)
 
 	v = t->method == LK_CPUTIME_SEQ ? rebase_seq(t) : rebase_page(t);
 	if (t->state == LK__T_FAST && t->based)
-		t->ready = t->cookie ^ 1;
+		t->ready = t->cookie ^ (t->method == LK_CPUTIME_SEQ ? LK__READY_SEQ : LK__READY_PAGE);
 	lk__timebase_tick();
 	return v;
 }

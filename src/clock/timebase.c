@@ -418,6 +418,7 @@ uint64_t lk__now_slow(struct lk__cputime_thread *t)
 	bool ok = false;
 
 	if (lk__clock_init() && lk__clock.now_method == LK_NOW_TSC) {
+		lk__clock_cookie();	/* in a forked child, frees the writer's lock a parent held */
 		resync();
 		/* A stale slot is still right to within the slew: use it when another thread (or
 		 * the call this handler interrupted) holds the writer's lock. */
