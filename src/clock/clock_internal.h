@@ -148,6 +148,13 @@ extern const volatile uint64_t *lk__cookie_ptr;
 #define LK__STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define LK__COUNT(field) __atomic_fetch_add(&lk__clock.stats.field, 1, __ATOMIC_RELAXED)
 
+/*
+ * The public clocks, for liblowkey's own modules (probes): hidden aliases, called directly rather
+ * than through the PLT.
+ */
+uint64_t lk__thread_cputime_ns(void);
+uint64_t lk__now_ns(void);
+
 /* clock.c: process-wide init, at most once; false while it runs (the caller falls back). */
 bool lk__clock_init(void);
 /* The current process cookie, after a fork makes a new one. */

@@ -171,6 +171,10 @@ LK_API uint64_t lk_thread_cputime_ns(void)
 	return lk__cputime_slow(t);
 }
 
+/* For other modules of liblowkey (probes): the same function without the PLT. */
+extern __typeof__(lk_thread_cputime_ns) lk__thread_cputime_ns
+	__attribute__((alias("lk_thread_cputime_ns"), visibility("hidden")));
+
 /* ---- rebases ---- */
 
 static void publish(struct lk__cputime_thread *t, uint32_t seq, uint64_t at, uint64_t ns,

@@ -411,6 +411,8 @@ LK_API uint64_t lk_now_ns(void)
 	return lk__now_slow(t);
 }
 
+extern __typeof__(lk_now_ns) lk__now_ns __attribute__((alias("lk_now_ns"), visibility("hidden")));
+
 uint64_t lk__now_slow(struct lk__cputime_thread *t)
 {
 	int saved_errno = errno;
