@@ -41,10 +41,20 @@
  * at most the error bound below.
  *
  * Threads and processes: each thread sets itself up on its first call (one perf_event_open and
- * one mmap, about 20 µs; its file descriptor is closed right away, the page is unmapped when the
- * thread exits). A child made by fork(), _Fork() or clone() without CLONE_VM sets itself up again
- * on its first call. liblowkey keeps the per-thread state in initial-exec TLS (about 200 bytes),
- * which a dlopen()ed liblowkey takes from glibc's static TLS reserve.
+ * one mmap, about 6 µs here; the file descriptor is closed at once, the page is unmapped when the
+ * thread exits). Unprivileged threads share their user's perf mmap budget
+ * (kernel.perf_event_mlock_kb per CPU + RLIMIT_MEMLOCK, one page each: 2,306 threads at once with
+ * the defaults on 2 CPUs); threads beyond it use the system call and try again every 100 ms. A child made by
+ * fork(), _Fork() or clone() without CLONE_VM sets itself up again on its first call. A thread that
+ * calls prctl(PR_TASK_PERF_EVENTS_DISABLE) disables lowkey's event too: the next base that ages
+ * out notices (the page stopped following the thread's context switches) and maps a new one.
+ *
+ * The first call in the process also calibrates the cycle counter: instant where CPUID or the perf
+ * page gives its frequency, otherwise a 200 µs measurement.
+ *
+ * liblowkey keeps the per-thread state (192 bytes) in initial-exec TLS; a dlopen()ed liblowkey
+ * takes its whole TLS block (960 bytes, with core's message buffer) from glibc's static TLS
+ * reserve, and is never unloaded (-z nodelete: exiting threads run its destructor).
  */
 #ifndef LOWKEY_CLOCK_H
 #define LOWKEY_CLOCK_H
@@ -59,16 +69,18 @@ LK_BEGIN_DECLS
  * lk_thread_cputime_ns - the calling thread's CPU time in ns, on clock_gettime(
  * CLOCK_THREAD_CPUTIME_ID)'s scale. Never decreases within a thread.
  *
- * Error (methods page and seq): never below the thread's CPU time by more than half of one
- * clock_gettime() round trip (the base's uncertainty, ~0.2 µs here); above it by at most the time
- * the thread did not run on its CPU since the last rebase without the kernel switching it out:
- * hypervisor steal time and, on kernels with CONFIG_IRQ_TIME_ACCOUNTING, interrupt time. The
- * rebase interval (LOWKEY_CLOCK_REBASE_US) caps this; typical errors are below 1 µs
- * (docs/benchmarks/clock.md).
+ * Error (methods page and seq): never below the thread's CPU time by more than half of the
+ * clock_gettime() its base was taken with (a base is taken only from one shorter than 10 µs; they
+ * take 0.25 µs here); above it by at most that much plus the time since the base during which the
+ * thread was off its CPU without the kernel switching it out: hypervisor steal time and, on
+ * kernels with CONFIG_IRQ_TIME_ACCOUNTING, interrupt time. The rebase interval
+ * (LOWKEY_CLOCK_REBASE_US, 1 ms by default) caps the latter. Measured here: median 11 ns, p99
+ * 0.3 µs (docs/benchmarks/clock.md).
  *
- * Cost: one cycle-counter read and a few loads (~10 ns) on the fast path; one clock_gettime()
- * system call (~0.3 µs) per rebase; set-up on the first call of a thread. With method syscall,
- * one system call per call. Async-signal-safe (see above). Never fails.
+ * Cost: one cycle-counter read and a few loads on the fast path (1.0-1.5x a bare rdtsc, ~12 ns
+ * here); one clock_gettime() system call (~0.3 µs) per rebase, plus one getrusage() when a base ages
+ * out without a switch; set-up on the first call of a thread. With method syscall, one system call
+ * per call. Async-signal-safe (see above). Never fails.
  */
 LK_API uint64_t lk_thread_cputime_ns(void);
 
@@ -78,7 +90,9 @@ LK_API uint64_t lk_thread_cputime_ns(void);
  *
  * Calibration: the counter's frequency comes from CPUID leaf 0x15, the hypervisor's leaf
  * 0x40000010, the perf page's time_mult (cap_user_time), or by measurement against
- * CLOCK_MONOTONIC_RAW (1 ms on the first call, refined ever after); lk_clock_info() says which.
+ * CLOCK_MONOTONIC_RAW (200 µs on the first call, then refined every 10 ms over all the time since);
+ * lk_clock_info() says which. The frequency only scales CPU-time extrapolations; lk_now_ns()
+ * takes its rate from CLOCK_MONOTONIC itself.
  * Every 10 ms of counter time, the next call re-reads CLOCK_MONOTONIC (vDSO) and steers towards it:
  * an error below 100 µs is slewed away within the next 10 ms (rate change at most 500 ppm, the
  * way NTP does it), a larger one (suspend, a counter jump) is stepped. Drift from
@@ -146,7 +160,10 @@ struct lk_clock_info {
 	uint64_t rebases_switch;		/* bases retaken because the thread was switched */
 	uint64_t rebases_age;			/* bases retaken because they reached rebase_ns */
 	uint64_t rebase_retries;		/* switched or interrupted during a rebase: tried again */
-	uint64_t syscall_reads;			/* calls answered by the system call */
+	uint64_t syscall_reads;			/* calls of a fast-path thread that the system
+						   call answered (rebase gave up, nested) */
+	uint64_t pages_reopened;		/* pages that stopped following their thread
+						   (prctl(PR_TASK_PERF_EVENTS_DISABLE)), replaced */
 	uint64_t now_resyncs;			/* lk_now_ns() resynchronizations */
 	uint64_t now_steps;			/* ... that stepped instead of slewing */
 	int64_t now_last_error_ns;		/* CLOCK_MONOTONIC - lk_now_ns() at the last resync */

@@ -39,8 +39,10 @@ struct lk__clock lk__clock = {
  * The fork cookie. Each thread's fast path compares its `ready` with the word lk__cookie_ptr
  * points to; that word lives in a MADV_WIPEONFORK page, which the kernel hands to a child of
  * fork(), _Fork() or clone() zeroed, so every inherited thread state fails the test there and is
- * rebuilt. Cookies are even and at least 2 (`ready` is cookie ^ 1, and a new thread's 0 ^ 1 = 1
- * never matches); a child's cookie is its parent's + 2, so it never equals an inherited one.
+ * rebuilt. Cookies are multiples of 4, at least 4; `ready` is cookie ^ 1 or cookie ^ 3, so
+ * ready ^ 1 and ready ^ 3 are the cookie and a number that is 2 modulo 4, which no cookie and no
+ * zeroed word equals; a new thread's 0 ^ 1 or 0 ^ 3 never matches either. A child's cookie is its
+ * parent's + 4, so it never equals an inherited one.
  */
 static const volatile uint64_t no_cookie;
 const volatile uint64_t *lk__cookie_ptr = &no_cookie;
@@ -154,8 +156,8 @@ static void cookie_init(void)
 		cookie_word = &cookie_static;
 		pthread_atfork(NULL, NULL, cookie_after_fork);
 	}
-	cookie_last = 2;
-	__atomic_store_n(cookie_word, cookie_last, __ATOMIC_RELAXED);
+	__atomic_store_n(&cookie_last, 4, __ATOMIC_RELAXED);
+	__atomic_store_n(cookie_word, 4, __ATOMIC_RELAXED);
 	__atomic_store_n(&lk__cookie_ptr, cookie_word, __ATOMIC_RELEASE);
 }
 
@@ -166,10 +168,10 @@ uint64_t lk__clock_cookie(void)
 	if (LK__LIKELY(c))
 		return c;
 	/* The first call in a forked child. */
-	next = cookie_last + 2;
+	next = __atomic_load_n(&cookie_last, __ATOMIC_RELAXED) + 4;
 	if (__atomic_compare_exchange_n(cookie_word, &zero, next, false, __ATOMIC_RELAXED,
 					__ATOMIC_RELAXED)) {
-		cookie_last = next;
+		__atomic_store_n(&cookie_last, next, __ATOMIC_RELAXED);
 		lk__timebase_after_fork();
 		return next;
 	}
@@ -317,6 +319,7 @@ static void copy_stats(struct lk_clock_info *info)
 	info->rebases_age = LK__LOAD(&s->rebases_age);
 	info->rebase_retries = LK__LOAD(&s->rebase_retries);
 	info->syscall_reads = LK__LOAD(&s->syscall_reads);
+	info->pages_reopened = LK__LOAD(&s->pages_reopened);
 	info->now_resyncs = LK__LOAD(&s->now_resyncs);
 	info->now_steps = LK__LOAD(&s->now_steps);
 	info->now_last_error_ns = LK__LOAD(&s->now_last_error_ns);

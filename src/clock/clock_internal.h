@@ -24,7 +24,7 @@
 #define LK__RESYNC_NS 10000000ull		/* lk_now_ns() re-reads CLOCK_MONOTONIC every 10 ms */
 #define LK__STEP_NS 100000ll			/* a larger error is stepped, not slewed */
 #define LK__SLEW_PPM 500			/* the largest rate change used to slew */
-#define LK__CALIBRATE_NS 1000000ull		/* first measurement of the counter's frequency */
+#define LK__CALIBRATE_NS 200000ull		/* first measurement of the counter's frequency */
 
 /* Fixed point: ns = (cycles * mult) >> 32. */
 #define LK__MULT_SHIFT 32
@@ -65,6 +65,10 @@ struct lk__cputime_base {
 
 #define LK__TAG_INVALID 0xffffffffu	/* odd: never a seqcount the owner sees */
 
+/* `ready` = cookie ^ one of these (see the fork cookie in clock.c). */
+#define LK__READY_SEQ 1u
+#define LK__READY_PAGE 3u
+
 enum lk__thread_state {
 	LK__T_NEW = 0,		/* nothing set up yet (zeroed TLS) */
 	LK__T_FAST,		/* page mapped; method page or seq */
@@ -77,7 +81,7 @@ enum lk__thread_state {
  * %fs-relative load, and reads only the first cache line.
  */
 struct lk__cputime_thread {
-	uint64_t ready;		/* process cookie ^ 1 while the fast path is set up, else 0 */
+	uint64_t ready;		/* process cookie ^ LK__READY_<method> while set up, else 0 */
 	const volatile struct perf_event_mmap_page *page;
 	uint32_t method;	/* enum lk_cputime_method */
 	uint32_t gen;		/* rebase generation */
@@ -91,6 +95,9 @@ struct lk__cputime_thread {
 	int err;			/* the set-up's errno, 0 if none */
 	bool err_mmap;			/* ... from mmap, not perf_event_open */
 	bool based;			/* a base has been published since set-up */
+	bool switch_check;		/* lock0 and switches0 were read together */
+	uint32_t lock0;			/* the seqcount at set-up */
+	uint64_t switches0;		/* the thread's context switches at set-up */
 	uint64_t retry_at;		/* CLOCK_MONOTONIC ns before which set-up is not tried again */
 	uint64_t cookie;		/* the process cookie this state belongs to */
 	size_t page_len;
@@ -104,7 +111,7 @@ enum lk__init_state { LK__INIT_NONE = 0, LK__INIT_RUNNING, LK__INIT_DONE };
 
 struct lk__clock_stats {
 	uint64_t threads_set_up, thread_setup_failures;
-	uint64_t rebases_switch, rebases_age, rebase_retries, syscall_reads;
+	uint64_t rebases_switch, rebases_age, rebase_retries, syscall_reads, pages_reopened;
 	uint64_t now_resyncs, now_steps, now_max_error_ns;
 	int64_t now_last_error_ns;
 };
@@ -140,6 +147,13 @@ extern const volatile uint64_t *lk__cookie_ptr;
 #define LK__LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define LK__STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define LK__COUNT(field) __atomic_fetch_add(&lk__clock.stats.field, 1, __ATOMIC_RELAXED)
+
+/*
+ * The public clocks, for liblowkey's own modules (probes): hidden aliases, called directly rather
+ * than through the PLT.
+ */
+uint64_t lk__thread_cputime_ns(void);
+uint64_t lk__now_ns(void);
 
 /* clock.c: process-wide init, at most once; false while it runs (the caller falls back). */
 bool lk__clock_init(void);

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -159,18 +160,20 @@ LK_API uint64_t lk_thread_cputime_ns(void)
 	const volatile uint64_t *cookie = __atomic_load_n(&lk__cookie_ptr, __ATOMIC_RELAXED);
 	uint64_t v;
 
-	/* ready is the process cookie ^ 1 once set up: 0 (a new thread) and a forked child's zeroed
-	 * cookie page both fail this test. */
-	if (LK__LIKELY((t->ready ^ 1) == *cookie)) {
-		if (LK__LIKELY(t->method == LK_CPUTIME_SEQ)) {
-			if (LK__LIKELY(read_seq(t, &v)))
-				return v;
-		} else if (read_page(t, &v)) {
+	/* ready is the process cookie ^ LK__READY_SEQ or ^ LK__READY_PAGE once set up: 0 (a new
+	 * thread) and a forked child's zeroed cookie page fail both tests. */
+	if (LK__LIKELY((t->ready ^ LK__READY_SEQ) == *cookie)) {
+		if (LK__LIKELY(read_seq(t, &v)))
 			return v;
-		}
+	} else if ((t->ready ^ LK__READY_PAGE) == *cookie && read_page(t, &v)) {
+		return v;
 	}
 	return lk__cputime_slow(t);
 }
+
+/* For other modules of liblowkey (probes): the same function without the PLT. */
+extern __typeof__(lk_thread_cputime_ns) lk__thread_cputime_ns
+	__attribute__((alias("lk_thread_cputime_ns"), visibility("hidden")));
 
 /* ---- rebases ---- */
 
@@ -256,8 +259,8 @@ static uint64_t rebase_page(struct lk__cputime_thread *t)
 no_page_time:
 	/* The kernel cleared cap_user_time (it marked the TSC unstable): the seqcount still works
 	 * where the counter does. */
+	t->ready = 0;
 	if (!lk__clock.counter.usable) {
-		t->ready = 0;
 		t->state = LK__T_SYSCALL;
 		t->retry_at = UINT64_MAX;
 		return floor_last(t, lk__syscall_cputime());
@@ -266,6 +269,49 @@ no_page_time:
 	t->max_age = lk__ns_to_cycles(lk__clock.rebase_ns);
 	t->base.tag = LK__TAG_INVALID;
 	return rebase_seq(t);
+}
+
+/* ---- is the page still following the thread? ---- */
+
+/* The page's seqcount and the thread's voluntary + involuntary switches, with no sched-in between
+ * the two reads; false if that could not be had. */
+static bool switch_snapshot(const volatile struct perf_event_mmap_page *page, uint32_t *lock,
+			    uint64_t *switches)
+{
+	struct rusage ru;
+
+	for (int i = 0; i < 2; i++) {
+		uint32_t before = page->lock;
+
+		lk__barrier();
+		if (getrusage(RUSAGE_THREAD, &ru) != 0)
+			return false;
+		lk__barrier();
+		*lock = page->lock;
+		if (*lock == before) {
+			*switches = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * The seqcount moves by 2 per switch of the thread, as long as the event is enabled (test_seqcount.c
+ * holds the kernel to it). prctl(PR_TASK_PERF_EVENTS_DISABLE) in the thread disables every event
+ * it opened, ours included; from then on the seqcount stands still and the base would be
+ * extrapolated across the thread's time off its CPU (up to the rebase interval). So when a base
+ * ages out without a switch, check the count against the kernel's switch count: one getrusage()
+ * per rebase interval at most.
+ */
+static bool page_follows_switches(const struct lk__cputime_thread *t)
+{
+	uint32_t lock;
+	uint64_t switches;
+
+	if (!t->switch_check || !switch_snapshot(t->page, &lock, &switches))
+		return true;	/* cannot tell */
+	return (uint32_t)(lock - t->lock0) == (uint32_t)(2 * (switches - t->switches0));
 }
 
 /* ---- set-up and tear-down ---- */
@@ -364,6 +410,7 @@ static void setup(struct lk__cputime_thread *t)
 		pthread_setspecific(exit_key, t);
 	t->page = page;
 	t->page_len = len;
+	t->switch_check = switch_snapshot(page, &t->lock0, &t->switches0);
 	t->gen = 0;
 	t->based = false;
 	t->base.tag = LK__TAG_INVALID;
@@ -412,26 +459,42 @@ void lk__cputime_init(void)
 	exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0;
 }
 
+/* The thread's event was disabled behind our back: map a new one. */
+static void reopen(struct lk__cputime_thread *t)
+{
+	munmap((void *)t->page, t->page_len);
+	t->page = NULL;
+	t->ready = 0;
+	LK__COUNT(pages_reopened);
+	setup(t);
+}
+
 /* ---- the slow path ---- */
 
 static uint64_t slow_locked(struct lk__cputime_thread *t)
 {
 	uint64_t v;
 
-	if (!lk__clock_init())	/* another thread, or a call this handler interrupted, runs it */
+	if (!lk__clock_init()) {	/* another thread, or a call this handler interrupted, runs it */
+		LK__COUNT(syscall_reads);
 		return floor_last(t, lk__syscall_cputime());
+	}
 	if (t->cookie != lk__clock_cookie() && t->state != LK__T_NEW)
 		forget_parent(t);
 	if (t->state == LK__T_NEW ||
 	    (t->state == LK__T_SYSCALL && t->retry_at != UINT64_MAX &&
 	     lk__vdso_ns(CLOCK_MONOTONIC) >= t->retry_at))
 		setup(t);
+	if (t->state == LK__T_FAST && t->based &&
+	    (t->method == LK_CPUTIME_PAGE || t->page->lock == (uint32_t)t->base.tag) &&
+	    !page_follows_switches(t))
+		reopen(t);
 	if (t->state != LK__T_FAST)
 		return floor_last(t, lk__syscall_cputime());
 
 	v = t->method == LK_CPUTIME_SEQ ? rebase_seq(t) : rebase_page(t);
 	if (t->state == LK__T_FAST && t->based)
-		t->ready = t->cookie ^ 1;
+		t->ready = t->cookie ^ (t->method == LK_CPUTIME_SEQ ? LK__READY_SEQ : LK__READY_PAGE);
 	lk__timebase_tick();
 	return v;
 }
@@ -443,6 +506,7 @@ uint64_t lk__cputime_slow(struct lk__cputime_thread *t)
 
 	if (t->busy) {
 		/* A signal handler interrupted this thread's slow path: leave its state alone. */
+		LK__COUNT(syscall_reads);
 		v = floor_last(t, lk__syscall_cputime());
 	} else {
 		t->busy = 1;

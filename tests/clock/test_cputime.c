@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -479,6 +480,56 @@ static void errno_is_left_alone(void **state)
 	assert_int_equal((int)(intptr_t)ret, EILSEQ);
 }
 
+/* The thread disables its own perf events (prctl(PR_TASK_PERF_EVENTS_DISABLE)), lowkey's task
+ * clock among them: the next base that ages out finds the page no longer follows the thread's
+ * switches and maps a new one; values stay within bounds throughout. */
+static void *disables_its_events(void *arg)
+{
+	struct lk_clock_info info;
+	uint64_t prev = 0;
+	int *bad = arg;
+
+	lk_thread_cputime_ns();
+	prctl(PR_TASK_PERF_EVENTS_DISABLE, 0, 0, 0, 0);
+	for (int i = 0; i < 200; i++) {
+		usleep(50);
+		*bad += !cputime_sample_ok(bounds, &prev);
+		if (i % 20 == 0)
+			burn(300000);	/* a base that ages out */
+	}
+	lk_clock_info(&info);
+	*bad += info.thread_cputime == LK_CPUTIME_SYSCALL;
+	/* Fresh reads after switches again: the new page follows them. */
+	for (int i = 0; i < 100; i++) {
+		uint64_t before = lk_thread_cputime_ns(), b0, a, b1;
+
+		usleep(50);
+		b0 = sys_cputime();
+		a = lk_thread_cputime_ns();
+		b1 = sys_cputime();
+		*bad += a + bounds.low < b0 || (a > b1 + bounds.low && a != before);
+	}
+	prctl(PR_TASK_PERF_EVENTS_ENABLE, 0, 0, 0, 0);
+	return NULL;
+}
+
+static void survives_perf_events_disable(void **state)
+{
+	struct lk_clock_info before, after;
+	pthread_t t;
+	int bad = 0;
+
+	(void)state;
+	need_fast_path();
+	assert_int_equal(lk_clock_info(&before), 0);
+	assert_int_equal(before.pages_reopened, 0);	/* nothing before this test needed it */
+	assert_int_equal(pthread_create(&t, NULL, disables_its_events, &bad), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(bad, 0);
+	assert_int_equal(lk_clock_info(&after), 0);
+	assert_true(after.pages_reopened >= 1);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -503,6 +554,7 @@ int main(void)
 		cmocka_unit_test(safe_in_signal_handlers),
 		cmocka_unit_test(first_call_of_a_thread_in_a_handler),
 		cmocka_unit_test(errno_is_left_alone),
+		cmocka_unit_test(survives_perf_events_disable),
 	};
 
 	/* Before the first clock call: the environment is read once. */

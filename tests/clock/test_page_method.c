@@ -128,6 +128,7 @@ static void page_method_end_to_end(void **state)
 	fake_now();
 
 	t->page = &fake;
+	t->switch_check = false;	/* the fake page follows no switches, by design */
 	t->method = LK_CPUTIME_PAGE;
 	t->max_age = lk__clock.rebase_ns;
 	t->base.tag = LK__TAG_INVALID;
@@ -147,8 +148,9 @@ static void page_method_end_to_end(void **state)
 	assert_true(cputime_sample_ok(b, &prev));
 	assert_int_equal(t->method, LK_CPUTIME_SEQ);
 
-	/* Back to the real page. */
+	/* Back to the real page, which kept following the thread's switches meanwhile. */
 	t->page = real;
+	t->switch_check = true;
 	t->method = real_method;
 	t->max_age = lk__ns_to_cycles(lk__clock.rebase_ns);
 	t->base.tag = LK__TAG_INVALID;

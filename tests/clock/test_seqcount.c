@@ -132,12 +132,12 @@ static void moves_on_sleep(void **state)
 	}
 }
 
-static volatile int spin_stop;
+static int spin_stop;
 
 static void *spinner(void *arg)
 {
 	pin(*(int *)arg);
-	while (!spin_stop)
+	while (!__atomic_load_n(&spin_stop, __ATOMIC_RELAXED))
 		;
 	return NULL;
 }
@@ -150,7 +150,7 @@ static void moves_on_yield_and_preemption(void **state)
 
 	assert_true(cpus_allowed(cpus) >= 1);
 	pin(cpus[0]);
-	spin_stop = 0;
+	__atomic_store_n(&spin_stop, 0, __ATOMIC_RELAXED);
 	assert_int_equal(pthread_create(&t, NULL, spinner, &cpus[0]), 0);
 	usleep(10000);
 	for (int i = 0; i < 20; i++) {
@@ -170,7 +170,7 @@ static void moves_on_yield_and_preemption(void **state)
 		while ((t1.tv_sec - t0.tv_sec) * 1000000000l + (t1.tv_nsec - t0.tv_nsec) < 200000000l);
 		expect_tracks(tp, a, true);
 	}
-	spin_stop = 1;
+	__atomic_store_n(&spin_stop, 1, __ATOMIC_RELAXED);
 	pthread_join(t, NULL);
 	assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof(all_cpus), &all_cpus), 0);
 }
