@@ -28,12 +28,16 @@
 
 LK_API __thread struct lk__probe_tls lk__probe_tls __attribute__((tls_model("initial-exec")));
 
-/* This thread's buffer; BUFFER_GONE once the thread is exiting. */
-static __thread struct lk__probe_buffer *my_buffer;
+/*
+ * This thread's buffer; BUFFER_GONE once the thread is exiting. Initial-exec like the fast path's
+ * state: the slow path (every event with strings or CPU time) should not pay __tls_get_addr.
+ */
+#define LK__TLS_IE __attribute__((tls_model("initial-exec")))
+static __thread struct lk__probe_buffer *my_buffer LK__TLS_IE;
 
 /* Events this thread dropped before it had a buffer for the running trace (a signal handler
  * recording during its first event); added to the buffer's count once it has one. */
-static __thread unsigned long pending_lost;
+static __thread unsigned long pending_lost LK__TLS_IE;
 #define BUFFER_GONE ((struct lk__probe_buffer *)1)
 
 struct lk__probe_buffer *lk__probe_buffers;
