@@ -80,6 +80,7 @@ struct lk__task {
 /* A thread or child of a LK_COUNTERS_PER_THREAD set, as the kernel's reports describe it. */
 struct lk__thread {
 	pid_t pid, tid;
+	pid_t ptid;		/* the thread that created it (FORK record), 0 if unknown */
 	char comm[16];
 	bool exited, reported;
 	uint64_t *value, *enabled, *running;	/* per event; over CPUs: sum, max, sum */

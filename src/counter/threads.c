@@ -294,6 +294,8 @@ static void on_task(struct lk_counters *c, bool fork, const char *body, size_t l
 		 * thread; with pid_max at 4 million that takes a very busy machine.)
 		 */
 		th = thread_for(c, (pid_t)f[0], (pid_t)f[2]);
+		if (th)
+			th->ptid = (pid_t)f[3];
 		parent = find_thread(&c->threads, (pid_t)f[3]);
 		if (th && parent && !th->comm[0])
 			memcpy(th->comm, parent->comm, sizeof(th->comm));
@@ -345,6 +347,25 @@ static void on_record(struct lk_counters *c, const struct lk__task *t, const cha
 	}
 }
 
+/*
+ * A thread created without an exec keeps its creator's name, but its FORK record may be read
+ * before the creator's COMM record (another CPU's ring): once every ring is drained, name it
+ * after its creator, walking up as far as a name is known.
+ */
+static void inherit_names(struct lk_counters *c)
+{
+	for (size_t i = 0; i < c->threads.n; i++) {
+		struct lk__thread *th = &c->threads.v[i];
+		const struct lk__thread *up = th;
+
+		for (int depth = 0; !th->comm[0] && up && up->ptid && depth < 64; depth++) {
+			up = find_thread(&c->threads, up->ptid);
+			if (up && up->comm[0])
+				memcpy(th->comm, up->comm, sizeof(th->comm));
+		}
+	}
+}
+
 static void drain(struct lk_counters *c, const struct lk__task *t)
 {
 	struct perf_event_mmap_page *pc = t->ring;
@@ -385,6 +406,7 @@ LK_API int lk_counters_poll(struct lk_counters *c)
 	for (size_t t = 0; t < c->ntasks; t++)
 		if (c->tasks[t].ring)
 			drain(c, &c->tasks[t]);
+	inherit_names(c);
 	return c->threads.lost > INT32_MAX ? INT32_MAX : (int)c->threads.lost;
 }
 

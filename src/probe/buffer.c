@@ -148,17 +148,27 @@ static void count_lost(struct lk__probe_buffer *b)
 		pending_lost++;
 }
 
-/* Write one record: id, optional CPU time, arguments. The thread is claimed. */
-static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, uint32_t id, uint32_t types,
-			 unsigned int n, const uint64_t *vals)
+/* Size of a record with these arguments (strings: NUL-terminated, capped). */
+static size_t record_size(uint32_t types, bool strings, unsigned int n, const uint64_t *vals)
 {
 	size_t size = LK__PROBE_HEADER + (lk__trace.cputime ? 8 : 0);
-	uint32_t head[2];
-	uint64_t tsc;
-	uint8_t *p;
 
+	if (!strings)
+		return size + 8 * n;
 	for (unsigned int i = 0; i < n; i++)
 		size += arg_size(types, i, vals[i]);
+	return size;
+}
+
+/* Write one record: id, optional CPU time, arguments. The thread is claimed. */
+static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, uint32_t id, uint32_t types,
+			 bool strings, unsigned int n, const uint64_t *vals)
+{
+	size_t size = record_size(types, strings, n, vals);
+	uint32_t head[2];
+	uint64_t tsc;
+	uint8_t *p, *args;
+
 	if (size > b->cap / 4 || !(p = reserve(b, t, (uint32_t)size))) {
 		count_lost(b);
 		return false;
@@ -168,14 +178,17 @@ static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, ui
 	head[1] = (uint32_t)size;
 	memcpy(p, &tsc, 8);
 	memcpy(p + 8, head, 8);
+	args = p + LK__PROBE_HEADER;
 	if (lk__trace.cputime) {
 		uint64_t cpu = lk_thread_cputime_ns();
 
-		memcpy(p + LK__PROBE_HEADER, &cpu, 8);
-		put_args(p + LK__PROBE_HEADER + 8, types, n, vals);
-	} else {
-		put_args(p + LK__PROBE_HEADER, types, n, vals);
+		memcpy(args, &cpu, 8);
+		args += 8;
 	}
+	if (strings)
+		put_args(args, types, n, vals);
+	else
+		memcpy(args, vals, 8 * n);
 	t->wp = (uintptr_t)(p + size);
 	__atomic_store_n(&t->committed, t->wp, __ATOMIC_RELEASE);
 	return true;
@@ -232,7 +245,7 @@ static void record_thread_name(struct lk__probe_buffer *b, struct lk__probe_tls 
 	uint64_t name = (uintptr_t)b->name;
 
 	prctl(PR_GET_NAME, b->name, 0, 0, 0);
-	write_record(b, t, LK__EVENT_THREAD_NAME, LK_PROBE_STR, 1, &name);
+	write_record(b, t, LK__EVENT_THREAD_NAME, LK_PROBE_STR, true, 1, &name);
 }
 
 static struct lk__probe_buffer *create(struct lk__probe_tls *t)
@@ -295,7 +308,7 @@ LK_API bool lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, cons
 	} else if (nested) {
 		count_lost(my_buffer);	/* a signal handler interrupted an event on this thread */
 	} else if ((b = current_buffer(t))) {
-		recorded = write_record(b, t, site->id, site->arg_types, n, vals);
+		recorded = write_record(b, t, site->id, site->arg_types, site->flags & LK__SITE_STRINGS, n, vals);
 		rearm(b, t);
 	} else {
 		count_lost(NULL);

@@ -56,10 +56,10 @@ static void fail_output(struct lk__trace *t, int err)
 {
 	if (t->error)
 		return;
-	t->error = err;
 	snprintf(t->error_msg, sizeof(t->error_msg),
 		 "writing the trace to %s failed (%s): tracing stopped there; what was written before "
 		 "is complete and readable", t->ctf_dir, strerror(-err));
+	__atomic_store_n(&t->error, err, __ATOMIC_RELEASE);	/* after the message */
 	lk__registry_lock();
 	lk__probe_apply_rules_locked(false);
 	lk__registry_unlock();

@@ -22,6 +22,9 @@
  */
 #define LK__PAD_TSC UINT64_MAX
 
+/* lk_probe_site.flags, set when the site registers */
+#define LK__SITE_STRINGS 0x1	/* has string arguments: variable-size records */
+
 /* Reserved event ids (sites get ids from LK__FIRST_SITE_ID). */
 #define LK__EVENT_THREAD_NAME 1	/* one string: the thread's name */
 #define LK__FIRST_SITE_ID 16

@@ -118,6 +118,9 @@ static int site_add(struct lk_probe_site *s, struct lk__dso_rt *dso)
 	rt->kind = s->kind;
 	rt->nargs = s->nargs;
 	s->id = rt->id;
+	for (unsigned int a = 0; a < s->nargs; a++)
+		if (((s->arg_types >> (4 * a)) & 0xf) == LK_PROBE_STR)
+			s->flags |= LK__SITE_STRINGS;
 	nsites++;
 	return 0;
 }

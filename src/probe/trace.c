@@ -302,7 +302,7 @@ LK_API int lk_trace_stats(struct lk_trace_stats *stats)
 	stats->lost = __atomic_load_n(&t->lost, __ATOMIC_RELAXED) + live_lost;
 	stats->bytes = __atomic_load_n(&t->bytes, __ATOMIC_RELAXED);
 	stats->threads = __atomic_load_n(&t->threads, __ATOMIC_RELAXED);
-	stats->error = t->error;
+	stats->error = __atomic_load_n(&t->error, __ATOMIC_ACQUIRE);
 	return 0;
 }
 

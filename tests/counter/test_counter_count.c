@@ -367,10 +367,20 @@ static void per_thread_counts_of_a_process_tree(void **state)
 	assert_in_range(n, 4, 16);
 	for (size_t t = 0; t < n; t++) {
 		assert_int_equal(lk_counters_read_thread(c, t, &who, &v, 1), 1);
-		assert_true(who.tid > 0);	/* every one named: all exited */
-		assert_true(who.exited);
-		assert_true(who.pid > 0);
-		assert_true(who.comm[0] != '\0');
+#ifdef __SANITIZE_THREAD__
+		/*
+		 * Entry 0 holds what no thread reported itself; it is named only when exactly one
+		 * thread is left without a report. ThreadSanitizer adds a thread of its own to each
+		 * process, which can leave two: then entry 0 stays unnamed.
+		 */
+		if (t > 0)
+#endif
+		{
+			assert_true(who.tid > 0);	/* every one named: all exited */
+			assert_true(who.exited);
+			assert_true(who.pid > 0);
+			assert_true(who.comm[0] != '\0');
+		}
 		values[t] = v.value;
 		sum += v.value;
 	}

@@ -217,6 +217,10 @@ static void forked_child_stays_out(void **state)
 		struct lk_trace_config c = { .path = child_dir, .flush_ms = 5 };
 
 		LK_PROBE(thr, child, 1L);	/* not into the parent's trace */
+#ifdef __SANITIZE_THREAD__
+		/* ThreadSanitizer cannot start threads (the consumer) after a multi-threaded fork */
+		_exit(0);
+#endif
 		if (lk_trace_start(&c) != 0)	/* its own trace works */
 			_exit(1);
 		LK_PROBE(thr, child, 2L);
@@ -230,10 +234,12 @@ static void forked_child_stays_out(void **state)
 	assert_int_equal(lkt_count(&t, "thr:parent"), 2);
 	assert_int_equal(lkt_count(&t, "thr:child"), 0);
 	lkt_free(&t);
+#ifndef __SANITIZE_THREAD__
 	assert_int_equal(lkt_read(&t, child_dir), 0);
 	assert_int_equal(lkt_count(&t, "thr:child"), 1);
 	assert_int_equal(lkt_count(&t, "thr:parent"), 0);
 	lkt_free(&t);
+#endif
 	lkt_rmrf(dir);
 	lkt_rmrf(child_dir);
 }
