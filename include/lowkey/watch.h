@@ -165,11 +165,16 @@ struct lk_watch_stats {
 	uint64_t dropped;	/* deferred hits lost because the queue was full */
 	uint64_t ignored;	/* accesses made by a callback itself (same thread, nested) or by
 				 * lowkey's delivery thread, not reported */
+	uint64_t unattributed;	/* process-wide only: debug traps that came without saying which
+				 * breakpoint fired (some hypervisors lose the CPU's DR6 bits under
+				 * load); each is most likely one hit of some watchpoint, lost.
+				 * lowkey swallows them so they do not kill the program. */
 };
 
 /*
  * lk_watch_stats - w's counters, or with w NULL the whole process's since it started. For a
- * deferred watchpoint hits == delivered + dropped + (queued) + (discarded after removal).
+ * deferred watchpoint hits == delivered + dropped + (queued) + (discarded after removal). An
+ * access is normally one hit; see unattributed for the exception.
  * Relaxed atomic loads: async-signal-safe. Returns 0, or -EINVAL for a NULL out.
  */
 LK_API int lk_watch_stats(const struct lk_watch *w, struct lk_watch_stats *out);

@@ -124,6 +124,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	__atomic_store_n(&lk__watch_fork_gen, lk__watch_fork_gen + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&lk__watch_armed, false, __ATOMIC_RELAXED);
 	cached_tid = 0;
 	self = NULL;
 	pthread_once(&exit_key_once, make_exit_key);

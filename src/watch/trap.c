@@ -33,7 +33,8 @@
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 
 uint64_t lk__watch_total_hits, lk__watch_total_delivered, lk__watch_total_dropped,
-	lk__watch_total_ignored;
+	lk__watch_total_ignored, lk__watch_total_unattributed;
+bool lk__watch_armed;
 
 /* Callbacks this thread is running in the signal handler (nested hits are ignored). */
 static __thread unsigned int callback_depth TLS_IE;
@@ -178,7 +179,14 @@ static bool watch_trap(siginfo_t *si, ucontext_t *uc)
 	uint32_t index;
 	uint16_t gen;
 
-	if (si->si_code != TRAP_PERF || lk__si_perf_type(si) != PERF_TYPE_BREAKPOINT)
+	if (si->si_code != TRAP_PERF) {
+		if (!__atomic_load_n(&lk__watch_armed, __ATOMIC_RELAXED) ||
+		    !lk__watch_arch_unattributed_trap(si, uc))
+			return false;
+		__atomic_fetch_add(&lk__watch_total_unattributed, 1, __ATOMIC_RELAXED);
+		return true;
+	}
+	if (lk__si_perf_type(si) != PERF_TYPE_BREAKPOINT)
 		return false;
 	if (!lk__watch_token_decode(lk__si_perf_data(si), &index, &gen))
 		return false;	/* the application's own perf event */

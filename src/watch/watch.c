@@ -356,6 +356,7 @@ LK_API int lk_watch_add(struct lk_watch **out, const void *addr, size_t len, uns
 	w->arg = arg;
 	w->bp = bp;
 	w->disabled = flags & LK_WATCH_DISABLED;
+	__atomic_store_n(&lk__watch_armed, true, __ATOMIC_RELAXED);
 	w->fork_gen = __atomic_load_n(&lk__watch_fork_gen, __ATOMIC_RELAXED);
 	err = (flags & LK_WATCH_PROCESS) ? add_process(w) : add_thread(w, t);
 	if (err) {
@@ -481,11 +482,13 @@ LK_API int lk_watch_stats(const struct lk_watch *w, struct lk_watch_stats *out)
 		out->delivered = __atomic_load_n(&w->delivered, __ATOMIC_RELAXED);
 		out->dropped = __atomic_load_n(&w->dropped, __ATOMIC_RELAXED);
 		out->ignored = __atomic_load_n(&w->ignored, __ATOMIC_RELAXED);
+		out->unattributed = 0;
 	} else {
 		out->hits = __atomic_load_n(&lk__watch_total_hits, __ATOMIC_RELAXED);
 		out->delivered = __atomic_load_n(&lk__watch_total_delivered, __ATOMIC_RELAXED);
 		out->dropped = __atomic_load_n(&lk__watch_total_dropped, __ATOMIC_RELAXED);
 		out->ignored = __atomic_load_n(&lk__watch_total_ignored, __ATOMIC_RELAXED);
+		out->unattributed = __atomic_load_n(&lk__watch_total_unattributed, __ATOMIC_RELAXED);
 	}
 	return 0;
 }

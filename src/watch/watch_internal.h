@@ -54,6 +54,12 @@ int lk__watch_arch_check(uintptr_t addr, size_t len, unsigned int access, struct
 /* The instruction pointer in a signal context. Async-signal-safe. */
 uintptr_t lk__watch_arch_ip(const ucontext_t *uc);
 
+/*
+ * Whether a SIGTRAP is a debug trap that names no breakpoint and was not asked for by the program
+ * (on x86: TRAP_BRKPT, DR6 empty, and not after an INT1 instruction). Async-signal-safe.
+ */
+bool lk__watch_arch_unattributed_trap(const siginfo_t *si, const ucontext_t *uc);
+
 /* ---- the table ---- */
 
 struct lk__wthread;
@@ -171,7 +177,10 @@ int lk__watch_trap_ensure(void);
 
 /* Process-wide counters, for lk_watch_stats(NULL). */
 extern uint64_t lk__watch_total_hits, lk__watch_total_delivered, lk__watch_total_dropped,
-	lk__watch_total_ignored;
+	lk__watch_total_ignored, lk__watch_total_unattributed;
+
+/* Set once this process has had a watchpoint: from then on unattributed traps are lowkey's. */
+extern bool lk__watch_armed;
 
 /* Whether the calling thread is running a callback in the signal handler. */
 bool lk__watch_in_callback(void);

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include <lowkey/error.h>
@@ -87,33 +88,52 @@ static void runs_on_delivery_thread_in_order(void **state)
 	assert_int_equal(lk_watch_remove(w), 0);
 }
 
+/* Write until the first (blocking) callback has started; returns the number of writes. */
+static int write_until_entered(struct seen *s)
+{
+	struct timespec deadline;
+	int writes = 0;
+
+	do {
+		WRITE_ONCE(watched, writes++);
+		clock_gettime(CLOCK_REALTIME, &deadline);
+		deadline.tv_nsec += 100 * 1000 * 1000;
+		if (deadline.tv_nsec >= 1000000000) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000;
+		}
+	} while (sem_timedwait(&s->entered, &deadline) != 0);
+	return writes;
+}
+
 static void flood_drops_and_counts(void **state)
 {
-	const int writes = 3 * LK_WATCH_QUEUE_LEN;
+	const int flood = 3 * LK_WATCH_QUEUE_LEN;
 	struct lk_watch_stats st, total_before, total_after;
 	struct lk_watch *w;
 	struct seen s;
+	int writes;
 
 	(void)state;
 	init_seen(&s, true);
 	assert_int_equal(lk_watch_stats(NULL, &total_before), 0);
 	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_DEFERRED, deferred_callback,
 				      &s), 0);
-	WRITE_ONCE(watched, 0);
-	sem_wait(&s.entered);	/* the delivery thread is stuck in the first callback */
-	for (int i = 1; i < writes; i++)
-		WRITE_ONCE(watched, i);
+	writes = write_until_entered(&s);	/* the delivery thread is stuck in the first callback */
+	for (int i = 0; i < flood; i++)
+		WRITE_ONCE(watched, writes++);
 	sem_post(&s.go);
 	assert_int_equal(lk_watch_sync(), 0);
 	assert_int_equal(lk_watch_stats(w, &st), 0);
-	assert_int_equal(st.hits, writes);
-	assert_int_equal(st.delivered + st.dropped, writes);
+	assert_int_equal(lk_watch_stats(NULL, &total_after), 0);
+	/* Every write is a hit (or, rarely in a VM, a trap the hypervisor stripped of its cause). */
+	assert_int_equal(st.hits + (total_after.unattributed - total_before.unattributed), writes);
+	assert_int_equal(st.delivered + st.dropped, st.hits);
 	assert_int_equal(st.delivered, s.n);
 	/* The queue held LK_WATCH_QUEUE_LEN while the first callback blocked: the rest were dropped. */
 	assert_int_equal(st.delivered, LK_WATCH_QUEUE_LEN + 1);
-	assert_int_equal(st.dropped, writes - LK_WATCH_QUEUE_LEN - 1);
+	assert_true(st.dropped >= (uint64_t)flood - LK_WATCH_QUEUE_LEN - 64);
 	assert_true(s.ordered);
-	assert_int_equal(lk_watch_stats(NULL, &total_after), 0);
 	assert_int_equal(total_after.dropped - total_before.dropped, st.dropped);
 	assert_int_equal(lk_watch_remove(w), 0);
 
@@ -125,7 +145,8 @@ static void flood_drops_and_counts(void **state)
 		WRITE_ONCE(watched, i);
 	assert_int_equal(lk_watch_sync(), 0);
 	assert_int_equal(lk_watch_stats(w, &st), 0);
-	assert_int_equal(st.delivered, 10);
+	assert_int_equal(st.delivered, st.hits);
+	assert_true(st.hits >= 9);
 	assert_int_equal(st.dropped, 0);
 	assert_int_equal(lk_watch_remove(w), 0);
 }
@@ -155,9 +176,8 @@ static void remove_waits_for_running_callback(void **state)
 	init_seen(&s, true);
 	assert_int_equal(lk_watch_add(&r.w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_DEFERRED,
 				      deferred_callback, &s), 0);
-	WRITE_ONCE(watched, 1);
-	WRITE_ONCE(watched, 2);	/* queued behind the blocked one: discarded by the removal */
-	sem_wait(&s.entered);
+	write_until_entered(&s);
+	WRITE_ONCE(watched, -1);	/* queued behind the blocked one: discarded by the removal */
 	assert_int_equal(pthread_create(&t, NULL, remove_main, &r), 0);
 	usleep(20000);
 	assert_int_equal(__atomic_load_n(&r.done, __ATOMIC_SEQ_CST), 0);	/* still waiting */

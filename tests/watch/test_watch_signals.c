@@ -180,6 +180,61 @@ static void late_hit_is_marked(void **state)
 }
 
 /*
+ * A debug trap that names no breakpoint (a hypervisor that loses DR6 produces them) is lowkey's
+ * once it has watchpoints: counted, not passed on to a default action that would kill the
+ * program. One is forged here with rt_tgsigqueueinfo, as the kernel would send it: TRAP_BRKPT,
+ * si_addr = the instruction pointer. An INT1 the program executes itself is still its own.
+ */
+#ifndef TRAP_BRKPT
+#define TRAP_BRKPT 1
+#endif
+
+static void forge_empty_debug_trap(void)
+{
+	extern char after_forged_syscall[];
+	siginfo_t info;
+
+	memset(&info, 0, sizeof(info));
+	info.si_signo = SIGTRAP;
+	info.si_code = TRAP_BRKPT;
+	info.si_addr = after_forged_syscall;
+	long ret;
+
+	asm volatile("mov %[info], %%r10\n\t"
+		     "syscall\n\t"
+		     ".globl after_forged_syscall\n"
+		     "after_forged_syscall:"
+		     : "=a"(ret)
+		     : "a"((long)SYS_rt_tgsigqueueinfo), "D"((long)getpid()), "S"((long)test_gettid()),
+		       "d"((long)SIGTRAP), [info] "r"(&info)
+		     : "rcx", "r10", "r11", "memory");
+	assert_int_equal(ret, 0);
+}
+
+static void empty_debug_trap_is_swallowed_int1_is_not(void **state)
+{
+	struct lk_watch_stats before, after;
+	struct lk_watch *w;
+	int traps;
+
+	(void)state;
+	install_app_handler();
+	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE, record_hit, &rec), 0);
+	assert_int_equal(lk_watch_stats(NULL, &before), 0);
+	traps = app_traps;
+	forge_empty_debug_trap();
+	assert_int_equal(app_traps, traps);
+	assert_int_equal(lk_watch_stats(NULL, &after), 0);
+	assert_int_equal(after.unattributed - before.unattributed, 1);
+
+	asm volatile(".byte 0xf1");	/* INT1 (ICEBP) */
+	assert_int_equal(app_traps, traps + 1);
+	assert_int_equal(lk_watch_stats(NULL, &after), 0);
+	assert_int_equal(after.unattributed - before.unattributed, 1);
+	assert_int_equal(lk_watch_remove(w), 0);
+}
+
+/*
  * Static keys and watchpoints at once: a thread runs a key's site and writes a watched variable
  * in a loop while this thread flips the key (each flip traps threads passing the site with int3).
  * Every write is reported once, every pass takes the branch the key had at some point during it,
@@ -218,12 +273,13 @@ static void *runner(void *arg)
 
 static void keys_flip_while_watchpoints_fire(void **state)
 {
-	struct lk_watch_stats st;
+	struct lk_watch_stats st, before, after;
 	struct lk_watch *w;
 	long callbacks = 0;
 	pthread_t t;
 
 	(void)state;
+	assert_int_equal(lk_watch_stats(NULL, &before), 0);
 	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, counting_callback,
 				      &callbacks), 0);
 	stop_runner = 0;
@@ -244,11 +300,13 @@ static void keys_flip_while_watchpoints_fire(void **state)
 	stop_runner = 1;
 	pthread_join(t, NULL);
 	assert_int_equal(lk_watch_stats(w, &st), 0);
+	assert_int_equal(lk_watch_stats(NULL, &after), 0);
 	assert_int_equal(lk_watch_remove(w), 0);
 
 	assert_true(runner_passes > 0);
 	assert_true(runner_taken <= runner_passes);
-	assert_int_equal(st.hits, runner_passes + 200);
+	/* Every write is a hit (or, rarely in a VM, a trap the hypervisor stripped of its cause). */
+	assert_int_equal(st.hits + (after.unattributed - before.unattributed), runner_passes + 200);
 	assert_int_equal(st.delivered, st.hits);
 	assert_int_equal(callbacks, st.hits);
 	assert_int_equal(st.ignored, 0);
@@ -270,6 +328,7 @@ int main(void)
 		cmocka_unit_test_setup(app_handler_installed_after, reset),
 		cmocka_unit_test_setup(late_hit_after_remove_is_swallowed, reset),
 		cmocka_unit_test_setup(late_hit_is_marked, reset),
+		cmocka_unit_test_setup(empty_debug_trap_is_swallowed_int1_is_not, reset),
 		cmocka_unit_test_setup(keys_flip_while_watchpoints_fire, reset),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,3 +26,9 @@ uintptr_t lk__watch_arch_ip(const ucontext_t *uc)
 	(void)uc;
 	return 0;
 }
+
+bool lk__watch_arch_unattributed_trap(const siginfo_t *si, const ucontext_t *uc)
+{
+	(void)si, (void)uc;
+	return false;
+}
