@@ -4,11 +4,12 @@
  * the process-wide reader side), its thread-scope watchpoints, and what happens at its exit and in
  * a fork()ed child.
  *
- * The state is reference counted: the thread holds one reference while it runs and each of its
- * watchpoints holds one, so another thread removing a watchpoint can still take the lock of a
- * thread that has exited.
+ * The state lives while its thread runs or while it has watchpoints, so another thread removing a
+ * watchpoint can still take the lock of a thread that has exited. Both conditions are only changed
+ * and tested under the state's lock, so no reference count is needed.
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -38,9 +39,12 @@ pid_t lk__watch_gettid(void)
 	return tid;
 }
 
-void lk__wthread_put(struct lk__wthread *t)
+void lk__wthread_unlock(struct lk__wthread *t)
 {
-	if (__atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+	bool last = t->exited && !t->watches;
+
+	pthread_mutex_unlock(&t->lock);
+	if (last) {
 		pthread_mutex_destroy(&t->lock);
 		free(t);
 	}
@@ -65,12 +69,11 @@ static void thread_exit(void *arg)
 		w->fd = -1;
 	}
 	lk__slots_release_thread_all(t);
-	t->exited = true;
-	pthread_mutex_unlock(&t->lock);
 	lk__watch_entry_cache_flush(t->entry_cache, &t->nr_cached);
 	if (self == t)
 		self = NULL;
-	lk__wthread_put(t);
+	t->exited = true;
+	lk__wthread_unlock(t);
 }
 
 static void make_exit_key(void)
@@ -95,7 +98,6 @@ struct lk__wthread *lk__wthread_self(void)
 		return NULL;
 	pthread_mutex_init(&t->lock, NULL);
 	t->tid = lk__watch_gettid();
-	t->refs = 1;
 	t->fork_gen = __atomic_load_n(&lk__watch_fork_gen, __ATOMIC_RELAXED);
 	if (pthread_setspecific(exit_key, t) != 0) {
 		pthread_mutex_destroy(&t->lock);

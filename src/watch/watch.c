@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -91,6 +92,12 @@ static int explain_einval(struct perf_event_attr *attr, pid_t pid, const char *w
 			"is probably outside this process's user space", what);
 }
 
+static void describe(const struct lk_watch *w, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s watchpoint on %#lx, %zu bytes", access_name(w->flags & LK__WATCH_ACCESS_MASK),
+		 (unsigned long)w->addr, w->len);
+}
+
 /* Open w's event in thread pid (0: the caller), explaining failures. */
 static int open_event(struct lk_watch *w, pid_t pid, bool inherit)
 {
@@ -99,11 +106,14 @@ static int open_event(struct lk_watch *w, pid_t pid, bool inherit)
 	int fd;
 
 	fill_attr(&attr, w, &w->bp, inherit, w->disabled);
-	snprintf(what, sizeof(what), "%s watchpoint on %#lx, %zu bytes", access_name(w->flags &
-		 LK__WATCH_ACCESS_MASK), (unsigned long)w->addr, w->len);
-	fd = lk__perf_open(&attr, pid, -1, -1, 0, what);
+	fd = (int)syscall(SYS_perf_event_open, &attr, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd >= 0)
 		return fd;
+	/* The slow path: ask again through core, which explains the failure. */
+	describe(w, what, sizeof(what));
+	fd = lk__perf_open(&attr, pid, -1, -1, 0, what);
+	if (fd >= 0)
+		return fd;	/* it worked the second time (a transient EMFILE or EAGAIN) */
 	switch (-fd) {
 	case EINVAL:
 		return explain_einval(&attr, pid, what);
@@ -142,7 +152,6 @@ static int add_thread(struct lk_watch *w, struct lk__wthread *t)
 	}
 	w->fd = fd;
 	w->owner = t;
-	__atomic_fetch_add(&t->refs, 1, __ATOMIC_RELAXED);
 	w->thread_next = t->watches;
 	t->watches = w;
 out:
@@ -171,8 +180,7 @@ static void remove_thread(struct lk_watch *w)
 		lk__slots_release_thread(t);
 	}
 	unlink_thread_watch(t, w);
-	pthread_mutex_unlock(&t->lock);
-	lk__wthread_put(t);
+	lk__wthread_unlock(t);	/* frees t if its thread exited and this was its last */
 }
 
 /* ---- process scope ---- */

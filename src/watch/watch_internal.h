@@ -118,8 +118,7 @@ struct lk__wthread {
 	pid_t tid;
 	unsigned int nr_thread;	/* slots this thread's thread-scope watchpoints use (or reserve) */
 	struct lk_watch *watches;	/* its thread-scope watchpoints */
-	bool exited;
-	unsigned int refs;	/* the thread while it runs + one per watchpoint (atomic) */
+	bool exited;		/* freed when exited and watches is empty, by whoever sees that */
 	unsigned int fork_gen;
 	/* Only the thread itself touches these. */
 	struct lk_watch *entry_cache[LK__WATCH_ENTRY_CACHE];
@@ -135,8 +134,11 @@ struct lk__wthread *lk__wthread_self(void);
 /* The calling thread's state if it has one (never allocates). */
 struct lk__wthread *lk__wthread_peek(void);
 
-/* Drop a reference; the last one frees t. */
-void lk__wthread_put(struct lk__wthread *t);
+/*
+ * Unlock t (locked by the caller), freeing it if its thread has exited and it has no watchpoint
+ * left: the state lives as long as either.
+ */
+void lk__wthread_unlock(struct lk__wthread *t);
 
 /* The calling thread's id, cached. Async-signal-safe. */
 pid_t lk__watch_gettid(void);

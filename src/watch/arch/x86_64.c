@@ -15,6 +15,7 @@
 #include <cpuid.h>
 #include <errno.h>
 #include <linux/hw_breakpoint.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -31,22 +32,36 @@ unsigned int lk__watch_arch_slots(void)
 	return X86_DEBUG_REGISTERS;
 }
 
-static bool cpu_has_bpext(void)
+/*
+ * CPUID is read once: in a virtual machine every CPUID instruction exits to the hypervisor, which
+ * costs tens of microseconds on some hosts, more than the perf_event_open() it would guard.
+ */
+static struct {
+	bool bpext;	/* AMD breakpoint address-mask extension: CPUID 0x80000001 ECX[26] */
+	bool la57;	/* 5-level paging: CPUID 7.0 ECX[16] */
+} features;
+static pthread_once_t features_once = PTHREAD_ONCE_INIT;
+
+static void read_features(void)
 {
 	unsigned int eax, ebx, ecx, edx;
 
-	if (!__get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx))
-		return false;
-	return ecx & (1u << 26);
+	if (__get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx))
+		features.bpext = ecx & (1u << 26);
+	if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx))
+		features.la57 = ecx & (1u << 16);
+}
+
+static bool cpu_has_bpext(void)
+{
+	pthread_once(&features_once, read_features);
+	return features.bpext;
 }
 
 static bool cpu_has_la57(void)
 {
-	unsigned int eax, ebx, ecx, edx;
-
-	if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx))
-		return false;
-	return ecx & (1u << 16);
+	pthread_once(&features_once, read_features);
+	return features.la57;
 }
 
 /* The first address above user space: TASK_SIZE_MAX for 4- or 5-level paging. */
