@@ -96,10 +96,13 @@ bool lk__watch_enqueue(const struct lk__watch_item *item)
 		}
 	}
 	c->item = *item;
-	__atomic_store_n(&c->seq, pos + 1, __ATOMIC_RELEASE);
-	/* Pairs with the consumer's fence: either it sees this cell, or we see it asleep. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&q.consumer_sleeping, __ATOMIC_RELAXED)) {
+	/*
+	 * Sequentially consistent publish, then look: paired with the consumer's store of
+	 * consumer_sleeping and its second look at the cell, either it sees this cell or we see it
+	 * asleep.
+	 */
+	__atomic_store_n(&c->seq, pos + 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&q.consumer_sleeping, __ATOMIC_SEQ_CST)) {
 		__atomic_fetch_add(&q.wake_word, 1, __ATOMIC_RELAXED);
 		futex_wake(&q.wake_word, 1);
 	}
@@ -154,13 +157,19 @@ static struct cell *peek(void)
 	return __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE) == q.deq_pos + 1 ? c : NULL;
 }
 
+static bool peek_seq_cst(void)
+{
+	struct cell *c = &cells[q.deq_pos & QUEUE_MASK];
+
+	return __atomic_load_n(&c->seq, __ATOMIC_SEQ_CST) == q.deq_pos + 1;
+}
+
 static void sleep_until_queued(void)
 {
 	uint32_t seen = __atomic_load_n(&q.wake_word, __ATOMIC_RELAXED);
 
-	__atomic_store_n(&q.consumer_sleeping, 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (!peek())
+	__atomic_store_n(&q.consumer_sleeping, 1, __ATOMIC_SEQ_CST);
+	if (!peek_seq_cst())
 		futex_wait(&q.wake_word, seen);
 	__atomic_store_n(&q.consumer_sleeping, 0, __ATOMIC_RELAXED);
 }

@@ -444,7 +444,8 @@ LK_API int lk_watch_sampler_read(struct lk_watch_sampler *s, int timeout_ms, lk_
 	}
 	if (!n && process_gone(s))
 		return lk__fail(-ESRCH, "process %d has exited", (int)s->pid);
-	qsort(s->batch, n, sizeof(*s->batch), by_time);
+	if (n > 1)
+		qsort(s->batch, n, sizeof(*s->batch), by_time);
 	for (size_t i = 0; i < n; i++)
 		fn(&s->batch[i], arg);
 	return (int)(n > INT32_MAX ? INT32_MAX : n);

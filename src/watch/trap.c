@@ -18,7 +18,9 @@
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/sigtrap.h"
 #include "watch/watch_internal.h"
@@ -143,6 +145,51 @@ static void defer(struct lk_watch *w, uint16_t gen, const struct lk_watch_hit *h
 		count(&w->dropped, &lk__watch_total_dropped);
 }
 
+/*
+ * Whether SIGTRAP is blocked here, in the handler. lowkey's dispatcher leaves it open
+ * (SA_NODEFER), but a wrapper between the kernel and the dispatcher may block every signal while
+ * a handler runs (ThreadSanitizer does).
+ */
+static bool trap_blocked(void)
+{
+	unsigned long mask;
+
+	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &mask, sizeof(mask)) != 0)
+		return false;
+	return mask & (1ul << (SIGTRAP - 1));
+}
+
+/*
+ * With SIGTRAP blocked, an access the callback made to watched memory did not come back to us
+ * nested (where it is ignored): it waits, and would run the callback again the moment the handler
+ * returns -- which may access it again, forever. Take such traps now and count them as ignored.
+ * A pending SIGTRAP that is not lowkey's is queued again for the application.
+ */
+static void take_nested_traps(void)
+{
+	unsigned long set = 1ul << (SIGTRAP - 1);
+	struct timespec zero = { 0, 0 };
+	siginfo_t info, others[4];
+	unsigned int nothers = 0;
+
+	while (syscall(SYS_rt_sigtimedwait, &set, &info, &zero, sizeof(set)) == SIGTRAP) {
+		struct lk_watch *w;
+		uint32_t index;
+		uint16_t gen;
+
+		if (info.si_code == TRAP_PERF && lk__si_perf_type(&info) == PERF_TYPE_BREAKPOINT &&
+		    lk__watch_token_decode(lk__si_perf_data(&info), &index, &gen)) {
+			w = lk__watch_entry_lookup(index);
+			if (w)
+				count(&w->ignored, &lk__watch_total_ignored);
+		} else if (nothers < sizeof(others) / sizeof(others[0])) {
+			others[nothers++] = info;
+		}
+	}
+	for (unsigned int i = 0; i < nothers; i++)
+		syscall(SYS_rt_tgsigqueueinfo, getpid(), lk__watch_gettid(), SIGTRAP, &others[i]);
+}
+
 static void on_hit(struct lk_watch *w, uint16_t gen, const siginfo_t *si, ucontext_t *uc)
 {
 	struct lk_watch_hit hit;
@@ -167,6 +214,8 @@ static void on_hit(struct lk_watch *w, uint16_t gen, const siginfo_t *si, uconte
 		count(&w->delivered, &lk__watch_total_delivered);
 		callback_depth++;
 		w->fn(&hit, w->arg);
+		if (trap_blocked())
+			take_nested_traps();
 		callback_depth--;
 	}
 out:
