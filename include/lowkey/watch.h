@@ -126,6 +126,7 @@ typedef void (*lk_watch_fn)(const struct lk_watch_hit *hit, void *arg);
  *                (kernel.perf_event_paranoid), the capability (CAP_PERFMON) or the seccomp filter.
  *   -EMFILE      out of file descriptors; -ENOMEM out of memory; -EAGAIN the delivery thread
  *                could not be started.
+ *   -EDEADLK     called from a callback running in the signal handler.
  */
 LK_API int lk_watch_add(struct lk_watch **out, const void *addr, size_t len, unsigned int flags,
 			lk_watch_fn fn, void *arg);
@@ -136,7 +137,7 @@ LK_API int lk_watch_add(struct lk_watch **out, const void *addr, size_t len, uns
  * remove any watchpoint; a deferred callback may remove its own. Must not be called from a
  * signal handler (a callback in the handler included): it waits for callbacks in flight.
  * Cost: one close() per fd (one for thread scope), plus a wait for callbacks running elsewhere.
- * Returns 0, or -EINVAL for NULL.
+ * Returns 0, -EINVAL for NULL, or -EDEADLK from a callback running in the signal handler.
  */
 LK_API int lk_watch_remove(struct lk_watch *w);
 
