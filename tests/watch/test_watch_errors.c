@@ -84,6 +84,14 @@ static int bad_input_in_child(void)
 		return 2;	/* *out stays NULL on failure */
 	EXPECT(lk_watch_move(NULL, base, 8), -EINVAL, NULL);
 	EXPECT(lk_watch_remove(NULL), -EINVAL, NULL);
+
+	/* The sampler (lowkey watch -p) checks the same way. */
+	struct lk_watch_sampler *s = NULL;
+	EXPECT(lk_watch_sampler_open(&s, getppid(), (uintptr_t)base + 2, 4, LK_WATCH_WRITE), -EINVAL, ACCEPTS);
+	EXPECT(lk_watch_sampler_open(&s, getppid(), (uintptr_t)base, 8, 0), -EINVAL, "exactly one");
+	EXPECT(lk_watch_sampler_open(&s, 0, (uintptr_t)base, 8, LK_WATCH_WRITE), -EINVAL, NULL);
+	if (s)
+		return 2;
 	return 0;
 }
 
@@ -134,6 +142,7 @@ static void kernel_without_sigtrap_is_eopnotsupp(void **state)
 
 static int seccomp_denied_in_child(void)
 {
+	struct lk_watch_sampler *sampler;
 	struct lk_watch *w;
 
 	filter_perf(SECCOMP_RET_ERRNO | EACCES);
@@ -146,7 +155,21 @@ static int seccomp_denied_in_child(void)
 	       "seccomp");
 	if (lk_watch_slots(&s) != 0 || s.process != 0)
 		return 5;
+	EXPECT(lk_watch_sampler_open(&sampler, getppid(), (uintptr_t)&aligned_var, 8, LK_WATCH_WRITE),
+	       -EACCES, "seccomp");
 	return 0;
+}
+
+static void sampler_of_a_process_that_does_not_exist(void **state)
+{
+	struct lk_watch_sampler *s = NULL;
+
+	(void)state;
+	assert_int_equal(lk_watch_sampler_open(&s, 0x3ffffe, (uintptr_t)&aligned_var, 8, LK_WATCH_WRITE),
+			 -ESRCH);
+	assert_non_null(strstr(lk_last_error(), "no process"));
+	assert_null(s);
+	lk_watch_sampler_close(NULL);	/* ignored */
 }
 
 static void denied_names_the_cause(void **state)
@@ -288,6 +311,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(bad_move_fails_before_any_system_call),
 		cmocka_unit_test(kernel_without_sigtrap_is_eopnotsupp),
 		cmocka_unit_test(denied_names_the_cause),
+		cmocka_unit_test(sampler_of_a_process_that_does_not_exist),
 		cmocka_unit_test(unprivileged_user_watches_own_memory),
 		cmocka_unit_test(fork_child_starts_clean),
 		cmocka_unit_test(exec_removes_watchpoints),
