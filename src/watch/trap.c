@@ -148,15 +148,24 @@ static void defer(struct lk_watch *w, uint16_t gen, const struct lk_watch_hit *h
 /*
  * Whether SIGTRAP is blocked here, in the handler. lowkey's dispatcher leaves it open
  * (SA_NODEFER), but a wrapper between the kernel and the dispatcher may block every signal while
- * a handler runs (ThreadSanitizer does).
+ * a handler runs (ThreadSanitizer does). That is a property of the process's SIGTRAP handler, so
+ * the system call is made once, on the first hit, not on every hit.
  */
+enum { TRAP_MASK_UNKNOWN, TRAP_MASK_OPEN, TRAP_MASK_BLOCKED };
+static int trap_mask_in_handler;
+
 static bool trap_blocked(void)
 {
+	int known = __atomic_load_n(&trap_mask_in_handler, __ATOMIC_RELAXED);
 	unsigned long mask;
 
-	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &mask, sizeof(mask)) != 0)
-		return false;
-	return mask & (1ul << (SIGTRAP - 1));
+	if (known == TRAP_MASK_UNKNOWN) {
+		if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &mask, sizeof(mask)) != 0)
+			return false;
+		known = (mask & (1ul << (SIGTRAP - 1))) ? TRAP_MASK_BLOCKED : TRAP_MASK_OPEN;
+		__atomic_store_n(&trap_mask_in_handler, known, __ATOMIC_RELAXED);
+	}
+	return known == TRAP_MASK_BLOCKED;
 }
 
 /*
