@@ -327,7 +327,7 @@ static void thread_print(const struct results *r, bool json, bool perf_ok, const
 	printf("lowkey bench breakpoint thread: seed 000's experiment on this machine\n");
 	printf("machine: %s\n", lkb_machine());
 	printf("method:  %d breakpoints, %d threads creating and joining batches of %d threads, %d "
-	       "batches;\n         median of %d runs, variants interleaved in each run\n\n",
+	       "batches;\n         median of %d runs, variants interleaved (in a rotating order)\n\n",
 	       tp.breakpoints, tp.parallel, tp.threads, tp.repeat, r->runs);
 	printf("%-38s %10s %13s %13s\n", "", "usecs/op", "usecs/op/cpu", "vs perf bench");
 	for (int v = 0; v < NVARIANTS; v++) {
@@ -348,6 +348,35 @@ static void thread_print(const struct results *r, bool json, bool perf_ok, const
 		       seed_thread[i].usecs_cpu);
 }
 
+static int thread_run_variant(enum variant v, bool perf_ok, const char *perf_args, double *usecs)
+{
+	struct thread_params saved = tp;
+	int err = 0;
+
+	switch (v) {
+	case V_PERF_BENCH:
+		if (perf_ok)
+			*usecs = run_perf_bench(tp.repeat, perf_args);
+		break;
+	case V_RAW:
+		err = thread_run_raw(usecs);
+		if (err)
+			fail("perf_event_open (raw, as perf bench does it)", err);
+		break;
+	case V_LOWKEY:
+		err = thread_run_lowkey(usecs);
+		if (err)
+			fail("lk_watch_add", err);
+		break;
+	default:
+		tp.breakpoints = 0;
+		*usecs = time_thread_batches();
+		tp = saved;
+		break;
+	}
+	return err;
+}
+
 static int thread_experiment(int runs, bool json)
 {
 	char perf_args[128];
@@ -363,24 +392,13 @@ static int thread_experiment(int runs, bool json)
 		 tp.threads);
 	if (results_init(&r, runs))
 		return fail("thread", -ENOMEM);
+	/* Each run starts with the next variant, so no variant always comes first (or last). */
 	for (int run = 0; run < runs && !err; run++) {
-		struct thread_params saved = tp;
+		for (int k = 0; k < NVARIANTS && !err; k++) {
+			enum variant v = (enum variant)((run + k) % NVARIANTS);
 
-		if (perf_ok)
-			r.samples[V_PERF_BENCH][run] = run_perf_bench(tp.repeat, perf_args);
-		err = thread_run_raw(&r.samples[V_RAW][run]);
-		if (err) {
-			fail("perf_event_open (raw, as perf bench does it)", err);
-			break;
+			err = thread_run_variant(v, perf_ok, perf_args, &r.samples[v][run]);
 		}
-		err = thread_run_lowkey(&r.samples[V_LOWKEY][run]);
-		if (err) {
-			fail("lk_watch_add", err);
-			break;
-		}
-		tp.breakpoints = 0;
-		r.samples[V_NONE][run] = time_thread_batches();
-		tp = saved;
 	}
 	results_finish(&r);
 	if (err)
@@ -493,7 +511,7 @@ static void enable_print(const struct results *r, bool json, bool perf_ok, const
 	printf("lowkey bench breakpoint enable: seed 000's second experiment on this machine\n");
 	printf("machine: %s\n", lkb_machine());
 	printf("method:  one inherited breakpoint, %d sleeping and %d spinning threads, %d disable+enable "
-	       "pairs;\n         median of %d runs, variants interleaved in each run\n\n", ep.passive,
+	       "pairs;\n         median of %d runs, variants interleaved (in a rotating order)\n\n", ep.passive,
 	       ep.active, ep.repeat, r->runs);
 	printf("%-38s %10s %13s\n", "", "usecs/op", "vs perf bench");
 	for (int v = 0; v <= V_LOWKEY; v++) {
@@ -520,17 +538,20 @@ static int enable_experiment(int runs, bool json)
 	snprintf(perf_args, sizeof(perf_args), "enable -p %d -a %d", ep.passive, ep.active);
 	if (results_init(&r, runs))
 		return fail("enable", -ENOMEM);
+	/* Each run starts with the next variant, so no variant always comes first (or last). */
 	for (int run = 0; run < runs && !err; run++) {
-		if (perf_ok)
-			r.samples[V_PERF_BENCH][run] = run_perf_bench(ep.repeat, perf_args);
-		err = enable_run(false, &r.samples[V_RAW][run]);
-		if (err) {
-			fail("perf_event_open/ioctl (raw)", err);
-			break;
+		for (int k = 0; k <= V_LOWKEY && !err; k++) {
+			enum variant v = (enum variant)((run + k) % (V_LOWKEY + 1));
+
+			if (v == V_PERF_BENCH) {
+				if (perf_ok)
+					r.samples[v][run] = run_perf_bench(ep.repeat, perf_args);
+			} else {
+				err = enable_run(v == V_LOWKEY, &r.samples[v][run]);
+				if (err)
+					fail(v == V_LOWKEY ? "lk_watch_disable/enable" : "perf_event_open/ioctl (raw)", err);
+			}
 		}
-		err = enable_run(true, &r.samples[V_LOWKEY][run]);
-		if (err)
-			fail("lk_watch_disable/enable", err);
 	}
 	results_finish(&r);
 	if (err)
@@ -551,7 +572,7 @@ static const char breakpoint_usage[] =
 	"        batches of T threads (default 64) until R batches are done (default 30).\n"
 	"        Prints microseconds per created thread (and times P: per CPU, as perf does).\n"
 	"enable: one inherited breakpoint, P sleeping and A spinning threads (default 0 and 0),\n"
-	"        then R disable+enable pairs (default 1000). Prints microseconds per pair.\n"
+	"        then R disable+enable pairs (default 10000). Prints microseconds per pair.\n"
 	"\n"
 	"  --runs N   repetitions; figures are medians (default 5)\n"
 	"  --json     print the figures as JSON\n";
@@ -599,7 +620,7 @@ static int breakpoint_run(int argc, char **argv)
 		tp = (struct thread_params){ b, p == -1 ? 64 : p, t, r == -1 ? 30 : r };
 		return thread_experiment(runs, json);
 	}
-	ep = (struct enable_params){ p == -1 ? 0 : p, a, r == -1 ? 1000 : r };
+	ep = (struct enable_params){ p == -1 ? 0 : p, a, r == -1 ? 10000 : r };
 	return enable_experiment(runs, json);
 }
 
@@ -825,11 +846,24 @@ static int watch_measure(int runs, int ops, double med[NWROWS])
 			err = time_lowkey_hits(writes, LK_WATCH_DEFERRED, &v[W_HIT_LK_DEFERRED][run]);
 	}
 	for (int run = 0; run < runs && !err; run++) {
-		/* Round trips/s, rows interleaved; 1e9 / ns for the single-thread rows. */
-		v[W_RAW_1][run] = throughput(raw_open_close_loop, 1, ops, &err);
-		v[W_LK_1][run] = throughput(lowkey_add_remove_loop, 1, ops, &err);
-		v[W_RAW_2][run] = throughput(raw_open_close_loop, 2, ops, &err);
-		v[W_LK_2][run] = throughput(lowkey_add_remove_loop, 2, ops, &err);
+		/* Round trips/s; the rows interleaved, each run starting with the next one. */
+		static const struct {
+			enum watch_row row;
+			void *(*fn)(void *);
+			int threads;
+		} loops[] = {
+			{ W_RAW_1, raw_open_close_loop, 1 },
+			{ W_LK_1, lowkey_add_remove_loop, 1 },
+			{ W_RAW_2, raw_open_close_loop, 2 },
+			{ W_LK_2, lowkey_add_remove_loop, 2 },
+		};
+		const int n = sizeof(loops) / sizeof(loops[0]);
+
+		for (int k = 0; k < n; k++) {
+			int i = (run + k) % n;
+
+			v[loops[i].row][run] = throughput(loops[i].fn, loops[i].threads, ops, &err);
+		}
 		v[W_SIGACTION][run] = throughput(sigaction_loop, 1, ops, &err);
 		if (!err)
 			err = time_moves(ops, &v[W_MOVE_RAW][run], &v[W_MOVE_LK][run]);
@@ -879,8 +913,8 @@ static void watch_print_text(int runs, int ops, const double m[NWROWS])
 {
 	printf("lowkey bench watch: adding and removing watchpoints, and what a hit costs\n");
 	printf("machine: %s\n", lkb_machine());
-	printf("method:  %d round trips per run, median of %d runs, rows interleaved; threads pinned "
-	       "to CPUs 0 and 1\n\n", ops, runs);
+	printf("method:  %d round trips per run, median of %d runs, rows interleaved (rotating order); "
+	       "threads\n         pinned to CPUs 0 and 1\n\n", ops, runs);
 	printf("add + remove (thread scope, 8-byte write)  round trips/s    ns each   vs raw\n");
 	printf("  raw perf_event_open + close, 1 thread    %13.0f %10.0f\n", m[W_RAW_1], 1e9 / m[W_RAW_1]);
 	printf("  lk_watch_add + lk_watch_remove, 1 thread %13.0f %10.0f %+7.1f%%\n", m[W_LK_1],
