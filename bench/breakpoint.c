@@ -549,7 +549,8 @@ static int enable_experiment(int runs, bool json)
 			} else {
 				err = enable_run(v == V_LOWKEY, &r.samples[v][run]);
 				if (err)
-					fail(v == V_LOWKEY ? "lk_watch_disable/enable" : "perf_event_open/ioctl (raw)", err);
+					fail(v == V_LOWKEY ? "lk_watch_disable/enable"
+							   : "perf_event_open/ioctl (raw)", err);
 			}
 		}
 	}
