@@ -13,5 +13,6 @@
 #include <lowkey/lock.h>
 #include <lowkey/probe.h>
 #include <lowkey/counter.h>
+#include <lowkey/watch.h>
 
 #endif

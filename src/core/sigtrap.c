@@ -99,7 +99,7 @@ static int install_locked(void)
 	__atomic_store_n(&chain_slot, next, __ATOMIC_RELEASE);
 	if (sigaction(SIGTRAP, &ours, NULL) != 0)
 		return lk__fail(-errno, "sigaction(SIGTRAP) failed: %s", strerror(errno));
-	installed = true;
+	__atomic_store_n(&installed, true, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -125,8 +125,15 @@ out:
 
 int lk__sigtrap_ensure(void)
 {
+	struct sigaction cur;
 	int err = 0;
 
+	/* The usual case, without the mutex: lowkey's dispatcher is still the handler. */
+	if (!__atomic_load_n(&installed, __ATOMIC_ACQUIRE))
+		return 0;
+	if (sigaction(SIGTRAP, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+	    cur.sa_sigaction == dispatcher)
+		return 0;
 	pthread_mutex_lock(&sigtrap_mutex);
 	if (installed)
 		err = install_locked();

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `lowkey watch` end to end: on a running fixture program (-p PID) and on one it starts
+ * (-- COMMAND), it finds every write, from the main thread and from a thread created after it
+ * started watching, names the function and the source line of the write, and reports the value;
+ * bad usage exits 2 with a hint, a failure exits 1.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#define ROUNDS 5	/* as in watch_fixture.c */
+#define OUT_MAX (256 * 1024)
+
+struct proc {
+	pid_t pid;
+	int in, out, err;	/* our ends of its stdin, stdout, stderr */
+};
+
+static pid_t spawn(char *const argv[], struct proc *p)
+{
+	int in[2], out[2], err[2];
+
+	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
+		return -1;
+	p->pid = fork();
+	if (p->pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	close(err[1]);
+	p->in = in[1];
+	p->out = out[0];
+	p->err = err[0];
+	return p->pid;
+}
+
+/* Read fd into buf until needle shows up or EOF; returns the bytes read (buf NUL-terminated). */
+static size_t read_until(int fd, char *buf, size_t cap, size_t have, const char *needle)
+{
+	while (have + 1 < cap) {
+		struct pollfd pfd = { fd, POLLIN, 0 };
+		ssize_t n;
+
+		buf[have] = 0;
+		if (needle && strstr(buf, needle))
+			break;
+		if (poll(&pfd, 1, 30000) <= 0)
+			break;	/* 30 s without output: let the assertions say what is missing */
+		n = read(fd, buf + have, cap - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+	}
+	buf[have] = 0;
+	return have;
+}
+
+static int wait_exit(pid_t pid)
+{
+	int status;
+
+	if (waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int count_of(const char *haystack, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = haystack; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* The fixture, started and waiting for "go". */
+struct fixture {
+	struct proc p;
+	char out[4096];
+	int pid, line;
+	unsigned long addr;
+};
+
+static void start_fixture(struct fixture *f)
+{
+	char *argv[] = { FIXTURE_BIN, NULL };
+
+	assert_true(spawn(argv, &f->p) > 0);
+	read_until(f->p.out, f->out, sizeof(f->out), 0, "\n");
+	assert_int_equal(sscanf(f->out, "pid %d addr %lx line %d", &f->pid, &f->addr, &f->line), 3);
+}
+
+/* Tell the fixture to write; returns its two writer threads' ids. */
+static void run_fixture(struct fixture *f, long tids[2])
+{
+	char *line;
+
+	assert_int_equal(write(f->p.in, "go\n", 3), 3);
+	read_until(f->p.out, f->out, sizeof(f->out), strlen(f->out), "tids");
+	read_until(f->p.out, f->out, sizeof(f->out), strlen(f->out), "\n");
+	line = strstr(f->out, "tids");
+	assert_non_null(line);
+	assert_int_equal(sscanf(line, "tids %ld %ld", &tids[0], &tids[1]), 2);
+}
+
+/* Let it exit. */
+static void end_fixture(struct fixture *f)
+{
+	assert_int_equal(write(f->p.in, "exit\n", 5), 5);
+	assert_int_equal(wait_exit(f->p.pid), 0);
+}
+
+static void finds_writes_in_running_process_json(void **state)
+{
+	static char out[OUT_MAX], err[8192];
+	char pid[16], needle[128];
+	struct fixture f;
+	struct proc w;
+	long tids[2];
+
+	(void)state;
+	start_fixture(&f);
+	snprintf(pid, sizeof(pid), "%d", f.pid);
+	char *argv[] = { LOWKEY_BIN, "watch", "-p", pid, "--symbol", "lk_fixture_counter", "--json",
+			 "--duration", "60", NULL };
+	assert_true(spawn(argv, &w) > 0);
+	read_until(w.err, err, sizeof(err), 0, "watching");
+	assert_non_null(strstr(err, "watching 8 bytes"));
+	run_fixture(&f, tids);
+	/* All ten hits, read while the fixture is still there (so the values can be read too). */
+	snprintf(needle, sizeof(needle), "\"tid\":%ld,", tids[1]);
+	for (size_t have = 0; count_of(out, needle) < ROUNDS;) {
+		size_t before = have;
+
+		have = read_until(w.out, out, sizeof(out), have, "\n");
+		if (have == before)
+			break;
+	}
+	end_fixture(&f);
+	/* The fixture exited: lowkey drains what is left and exits by itself. */
+	read_until(w.out, out, sizeof(out), strlen(out), "\"summary\"");
+	read_until(w.out, out, sizeof(out), strlen(out), NULL);
+	assert_int_equal(wait_exit(w.pid), 0);
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(needle, sizeof(needle), "\"tid\":%ld,", tids[i]);
+		assert_int_equal(count_of(out, needle), ROUNDS);
+	}
+	assert_int_equal(count_of(out, "\"function\":\"bump\""), 2 * ROUNDS);
+	snprintf(needle, sizeof(needle), "watch_fixture.c\",\"line\":%d,", f.line);
+	assert_int_equal(count_of(out, needle), 2 * ROUNDS);
+	snprintf(needle, sizeof(needle), "\"addr\":\"%#lx\",\"value\"", f.addr);
+	assert_int_equal(count_of(out, needle), 2 * ROUNDS);
+	/* The last write's value, read after it, is what the fixture left there. */
+	assert_non_null(strstr(out, "\"value\":105}"));
+	assert_int_equal(count_of(out, "\"value\":null"), 0);
+	assert_non_null(strstr(out, "\"hits\":10,\"lost\":0"));
+}
+
+static void finds_writes_by_address_text(void **state)
+{
+	static char out[OUT_MAX], err[8192];
+	char pid[16], addr[32], needle[128];
+	struct fixture f;
+	struct proc w;
+	long tids[2];
+
+	(void)state;
+	start_fixture(&f);
+	snprintf(pid, sizeof(pid), "%d", f.pid);
+	snprintf(addr, sizeof(addr), "%#lx", f.addr);
+	char *argv[] = { LOWKEY_BIN, "watch", "-p", pid, "--addr", addr, "--len", "4", "--rw", NULL };
+	assert_true(spawn(argv, &w) > 0);
+	read_until(w.err, err, sizeof(err), 0, "watching");
+	assert_non_null(strstr(err, "watching 4 bytes"));
+	assert_non_null(strstr(err, "reads and writes"));
+	run_fixture(&f, tids);
+	end_fixture(&f);
+	read_until(w.out, out, sizeof(out), 0, NULL);
+	read_until(w.err, err, sizeof(err), strlen(err), "hits");
+	assert_int_equal(wait_exit(w.pid), 0);
+	assert_int_equal(count_of(out, "bump+0x"), 2 * ROUNDS);
+	snprintf(needle, sizeof(needle), "watch_fixture.c:%d ", f.line);
+	assert_int_equal(count_of(out, needle), 2 * ROUNDS);
+	/* Reads count too: a sanitizer's leak scan at the fixture's exit may add some. */
+	const char *hits = strstr(err, "lowkey watch: ");
+	int n = 0;
+
+	hits = hits ? strstr(hits + 1, "lowkey watch: ") : NULL;
+	assert_non_null(hits);
+	assert_int_equal(sscanf(hits, "lowkey watch: %d hits", &n), 1);
+	assert_true(n >= 2 * ROUNDS);
+}
+
+static void starts_a_command(void **state)
+{
+	static char out[OUT_MAX], err[8192];
+	struct proc w;
+
+	(void)state;
+	char *argv[] = { LOWKEY_BIN, "watch", "--symbol", "lk_fixture_counter", "--json", "--",
+			 FIXTURE_BIN, "--auto", NULL };
+	assert_true(spawn(argv, &w) > 0);
+	read_until(w.out, out, sizeof(out), 0, "\"summary\"");
+	read_until(w.err, err, sizeof(err), 0, "hits");
+	assert_int_equal(wait_exit(w.pid), 0);
+	/* The fixture's own output (its pid line, its tids) shares lowkey's stdout. Watching starts
+	 * before its first instruction, so its first write, bump(0), is there too. */
+	assert_int_equal(count_of(out, "\"function\":\"bump\""), 2 * ROUNDS + 1);
+	assert_non_null(strstr(out, "\"hits\":11,"));
+}
+
+/* Run lowkey with args; returns its exit status, its stderr in err. */
+static int lowkey(char *err, size_t cap, char *const args[])
+{
+	char *argv[16] = { LOWKEY_BIN };
+	struct proc w;
+	int i;
+
+	for (i = 0; args[i] && i < 14; i++)
+		argv[i + 1] = args[i];
+	argv[i + 1] = NULL;
+	assert_true(spawn(argv, &w) > 0);
+	close(w.in);
+	read_until(w.err, err, cap, 0, NULL);
+	close(w.out);
+	close(w.err);
+	return wait_exit(w.pid);
+}
+
+static void bad_usage_exits_2_failures_exit_1(void **state)
+{
+	char err[4096], self[16];
+
+	(void)state;
+	snprintf(self, sizeof(self), "%d", (int)getpid());
+	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", NULL }), 2);
+	assert_non_null(strstr(err, "hint:"));
+	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", self, NULL }), 2);
+	assert_non_null(strstr(err, "--addr"));
+	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", self, "--addr", "0x1000",
+							      "--symbol", "x", NULL }), 2);
+	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", self, "--addr", "0x1002",
+							      "--len", "4", NULL }), 2);
+	assert_non_null(strstr(err, "1, 2, 4 or 8 bytes"));
+	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", self, "--symbol",
+							      "no_such_symbol_here", NULL }), 2);
+	assert_non_null(strstr(err, "no symbol"));
+	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", "12ab", "--addr",
+							      "0x1000", NULL }), 2);
+	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", "4194303", "--addr",
+							      "0x1000", NULL }), 1);
+	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "--help", NULL }), 0);
+	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "help", "watch", NULL }), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(finds_writes_in_running_process_json),
+		cmocka_unit_test(finds_writes_by_address_text),
+		cmocka_unit_test(starts_a_command),
+		cmocka_unit_test(bad_usage_exits_2_failures_exit_1),
+	};
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

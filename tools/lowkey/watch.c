@@ -1,0 +1,457 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey watch: report every write (or access, or call) to an address in another process, with
+ * the thread, the instruction, its function and source line, and the value it left. The process
+ * is not stopped and gets no signal: the kernel records each hit in a ring buffer (perf sampling
+ * of a hardware breakpoint), which this command drains.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lowkey/lowkey.h>
+
+#include "cli.h"
+#include "watch_symbols.h"
+
+static const char watch_usage[] =
+	"usage: lowkey watch -p PID (--addr ADDR | --symbol NAME) [options]\n"
+	"       lowkey watch (--addr ADDR | --symbol NAME) [options] -- COMMAND [ARGS...]\n"
+	"\n"
+	"Reports each write to an address in a running process (or in COMMAND, started for it):\n"
+	"time, thread, the instruction after the write as function+offset, the source line of the\n"
+	"write, and the value the memory holds after it. Uses a hardware watchpoint sampled by perf:\n"
+	"the process is not stopped and gets no signal.\n"
+	"\n"
+	"  -p, --pid PID        the process to watch (all its threads, and threads it creates)\n"
+	"  -a, --addr ADDR      the address to watch (hex with 0x, or decimal)\n"
+	"  -s, --symbol NAME    a global variable (or, with --exec, a function) of the process\n"
+	"  -l, --len N          bytes to watch: 1, 2, 4 or 8, aligned (default: the symbol's size up\n"
+	"                       to 8, or 8)\n"
+	"      --rw             report reads as well as writes\n"
+	"      --exec           report each execution of the instruction at ADDR / function NAME\n"
+	"  -d, --duration S     stop after S seconds (default: when the process exits or on Ctrl-C)\n"
+	"      --json           one JSON object per hit, then a summary object\n"
+	"\n"
+	"Needs kernel.perf_event_paranoid <= 2 for your own processes (CAP_PERFMON or\n"
+	"CAP_SYS_PTRACE otherwise); values are read with process_vm_readv (the right to ptrace the\n"
+	"process; `-` when it is refused).\n"
+	"\n"
+	"Example:\n"
+	"  lowkey watch -p $(pidof server) --symbol active_sessions --duration 10\n";
+
+struct options {
+	pid_t pid;
+	const char *addr_arg, *symbol;
+	size_t len;
+	unsigned int access;
+	double duration;
+	bool json;
+	char **command;
+};
+
+struct watch_run {
+	struct options opt;
+	struct watch_symbols *symbols;
+	uint64_t addr;
+	size_t len;
+	const char *target_name;	/* what is watched, for messages */
+	uint64_t start_ns;
+	uint64_t hits;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- options ---- */
+
+static int parse_number(const char *s, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(s, &end, 0);
+	return (errno || end == s || *end) ? -1 : 0;
+}
+
+static int usage_error(const char *hint, const char *fmt, const char *arg)
+{
+	char msg[256];
+
+	snprintf(msg, sizeof(msg), fmt, arg);
+	lk_cli_error("watch", hint ? hint : "see `lowkey watch --help`", "%s", msg);
+	return LK_EXIT_USAGE;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	enum { OPT_RW = 256, OPT_EXEC, OPT_JSON };
+	static const struct option opts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "addr", required_argument, NULL, 'a' },
+		{ "symbol", required_argument, NULL, 's' },
+		{ "len", required_argument, NULL, 'l' },
+		{ "rw", no_argument, NULL, OPT_RW },
+		{ "exec", no_argument, NULL, OPT_EXEC },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t n;
+	char *end;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->access = LK_WATCH_WRITE;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+p:a:s:l:d:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (parse_number(optarg, &n) || n == 0 || n > INT32_MAX)
+				return usage_error(NULL, "bad process id '%s'", optarg);
+			o->pid = (pid_t)n;
+			break;
+		case 'a': o->addr_arg = optarg; break;
+		case 's': o->symbol = optarg; break;
+		case 'l':
+			if (parse_number(optarg, &n) || n == 0)
+				return usage_error(NULL, "bad length '%s'", optarg);
+			o->len = (size_t)n;
+			break;
+		case OPT_RW: o->access = LK_WATCH_READWRITE; break;
+		case OPT_EXEC: o->access = LK_WATCH_EXEC; break;
+		case 'd':
+			o->duration = strtod(optarg, &end);
+			if (end == optarg || *end || o->duration <= 0)
+				return usage_error(NULL, "bad duration '%s' (seconds, > 0)", optarg);
+			break;
+		case OPT_JSON: o->json = true; break;
+		default:
+			return usage_error(NULL, "unknown or incomplete option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		o->command = &argv[optind];	/* getopt stopped at "--" or the first operand */
+	if (optind < argc && strcmp(argv[optind - 1], "--") != 0)
+		return usage_error("put `--` before the command to run", "unexpected argument '%s'",
+				   argv[optind]);
+	if (!o->pid == !o->command)
+		return usage_error(NULL, "%s", o->pid ? "give -p PID or a command, not both"
+						      : "give -p PID, or `-- COMMAND` to start one");
+	if (!o->addr_arg == !o->symbol)
+		return usage_error(NULL, "%s", "give exactly one of --addr and --symbol");
+	return 0;
+}
+
+/* ---- the target ---- */
+
+/* Start COMMAND stopped at its first instruction (ptrace), so its symbols can be resolved. */
+static pid_t start_command(char **command)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0) {
+			fprintf(stderr, "lowkey watch: cannot start %s under ptrace: %s\n", command[0],
+				strerror(errno));
+			_exit(126);
+		}
+		execvp(command[0], command);
+		fprintf(stderr, "lowkey watch: cannot run %s: %s\n", command[0], strerror(errno));
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		return -errno;
+	if (!WIFSTOPPED(status))
+		return -ECHILD;	/* it exited: the child said why */
+	return pid;
+}
+
+static void resume_command(pid_t pid)
+{
+	ptrace(PTRACE_DETACH, pid, NULL, NULL);
+}
+
+/* Decide the address and length to watch. Returns 0 or an exit status. */
+static int resolve_target(struct watch_run *run)
+{
+	const struct options *o = &run->opt;
+	uint64_t size = 0;
+	const char *module = NULL;
+	int err;
+
+	if (o->addr_arg) {
+		if (parse_number(o->addr_arg, &run->addr))
+			return usage_error(NULL, "bad address '%s'", o->addr_arg);
+		run->target_name = o->addr_arg;
+	} else {
+		err = watch_symbols_lookup(run->symbols, o->symbol, &run->addr, &size, &module);
+		if (err == -EINVAL)
+			return usage_error("each thread has its own copy: watch one thread's address "
+					   "with --addr", "'%s' is a thread-local variable", o->symbol);
+		if (err)
+			return usage_error("the symbol must be in the process's symbol table (not "
+					   "static in a stripped binary); or use --addr",
+					   "no symbol '%s' in the process", o->symbol);
+		run->target_name = o->symbol;
+	}
+	if (o->access == LK_WATCH_EXEC)
+		run->len = 1;
+	else if (o->len)
+		run->len = o->len;
+	else if (size == 1 || size == 2 || size == 4)
+		run->len = size;
+	else
+		run->len = 8;
+	if (size > 8 && !o->len && o->access != LK_WATCH_EXEC)
+		fprintf(stderr, "lowkey watch: %s is %" PRIu64 " bytes; watching its first 8 (--len, "
+			"or --addr for another part)\n", o->symbol, size);
+	return 0;
+}
+
+/* ---- output ---- */
+
+static const char *basename_of(const char *path)
+{
+	const char *slash = path ? strrchr(path, '/') : NULL;
+
+	return slash ? slash + 1 : path;
+}
+
+static int64_t sign_extend(uint64_t v, size_t len)
+{
+	unsigned int bits = (unsigned int)len * 8;
+
+	if (bits >= 64)
+		return (int64_t)v;
+	return (int64_t)(v << (64 - bits)) >> (64 - bits);
+}
+
+static void json_string(const char *key, const char *s)
+{
+	printf(",\"%s\":", key);
+	if (!s) {
+		fputs("null", stdout);
+		return;
+	}
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static void print_json(const struct watch_run *run, const struct lk_watch_sample *s,
+		       const struct watch_place *p)
+{
+	printf("{\"time_ns\":%" PRIu64 ",\"elapsed_s\":%.6f,\"pid\":%d,\"tid\":%d,\"ip\":\"%#" PRIx64 "\"",
+	       s->time_ns, (double)(s->time_ns - run->start_ns) / 1e9, (int)s->pid, (int)s->tid, s->ip);
+	json_string("function", p->function);
+	printf(",\"offset\":%" PRIu64, p->offset);
+	json_string("module", p->module);
+	json_string("file", p->file);
+	printf(",\"line\":%d,\"addr\":\"%#" PRIx64 "\"", p->line, s->addr);
+	if (s->has_value)
+		printf(",\"value\":%" PRId64 "}\n", sign_extend(s->value, run->len));
+	else
+		printf(",\"value\":null}\n");
+}
+
+static void print_text(const struct watch_run *run, const struct lk_watch_sample *s,
+		       const struct watch_place *p)
+{
+	char where[512], line[300], value[64];
+
+	if (p->function)
+		snprintf(where, sizeof(where), "%s+%#" PRIx64, p->function, p->offset);
+	else
+		snprintf(where, sizeof(where), "%#" PRIx64, s->ip);
+	if (p->file)
+		snprintf(line, sizeof(line), "%s:%d", basename_of(p->file), p->line);
+	else
+		snprintf(line, sizeof(line), "(%s)", p->module ? basename_of(p->module) : "?");
+	if (s->has_value)
+		snprintf(value, sizeof(value), "%" PRId64 " (%#" PRIx64 ")", sign_extend(s->value, run->len),
+			 s->value);
+	else
+		snprintf(value, sizeof(value), "-");
+	printf("%12.6f %7d  %-32s %-28s %s\n", (double)(s->time_ns - run->start_ns) / 1e9, (int)s->tid,
+	       where, line, value);
+}
+
+static void on_sample(const struct lk_watch_sample *s, void *arg)
+{
+	struct watch_run *run = arg;
+	struct watch_place place;
+
+	/* A data watchpoint reports the instruction after the access: its line is that of ip - 1. */
+	watch_symbols_place(run->symbols, s->ip, run->opt.access != LK_WATCH_EXEC, &place);
+	if (run->opt.json)
+		print_json(run, s, &place);
+	else
+		print_text(run, s, &place);
+	run->hits++;
+}
+
+/* ---- the loop ---- */
+
+static void catch_stop_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;	/* no SA_RESTART: the wait returns -EINTR */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+static int read_until_done(struct watch_run *run, struct lk_watch_sampler *sampler)
+{
+	uint64_t deadline = run->opt.duration > 0 ? run->start_ns + (uint64_t)(run->opt.duration * 1e9) : 0;
+
+	while (!stop_requested) {
+		int timeout = 200, n;
+
+		if (deadline) {
+			uint64_t now = monotonic_ns();
+
+			if (now >= deadline)
+				break;
+			if (deadline - now < 200000000u)
+				timeout = (int)((deadline - now) / 1000000u) + 1;
+		}
+		n = lk_watch_sampler_read(sampler, timeout, on_sample, run);
+		fflush(stdout);
+		if (n == -ESRCH)
+			break;	/* the process exited and everything it left was read */
+		if (n == -EINTR)
+			continue;
+		if (n < 0) {
+			lk_cli_error("watch", lk_last_error(), "reading the samples failed: %s", lk_strerror(n));
+			return LK_EXIT_FAIL;
+		}
+	}
+	/* What arrived before the stop. */
+	lk_watch_sampler_read(sampler, 0, on_sample, run);
+	return LK_EXIT_OK;
+}
+
+static void print_summary(const struct watch_run *run, const struct lk_watch_sampler *sampler)
+{
+	uint64_t lost = lk_watch_sampler_lost(sampler);
+
+	if (run->opt.json) {
+		printf("{\"summary\":{\"pid\":%d,\"addr\":\"%#" PRIx64 "\",\"len\":%zu,\"hits\":%" PRIu64
+		       ",\"lost\":%" PRIu64 "}}\n", (int)run->opt.pid, run->addr, run->len, run->hits, lost);
+	}
+	fprintf(stderr, "lowkey watch: %" PRIu64 " hit%s", run->hits, run->hits == 1 ? "" : "s");
+	if (lost)
+		fprintf(stderr, ", %" PRIu64 " lost (the ring buffer was full)", lost);
+	fputc('\n', stderr);
+}
+
+static const char *access_words(unsigned int access)
+{
+	return access == LK_WATCH_WRITE ? "writes" : access == LK_WATCH_READWRITE ? "reads and writes"
+										 : "executions";
+}
+
+static int open_sampler(struct watch_run *run, struct lk_watch_sampler **sampler)
+{
+	int err = lk_watch_sampler_open(sampler, run->opt.pid, run->addr, run->len, run->opt.access);
+
+	if (err == -EINVAL) {
+		lk_cli_error("watch", NULL, "%s", lk_last_error());
+		return LK_EXIT_USAGE;
+	}
+	if (err) {
+		lk_cli_error("watch", lk_last_error(), "cannot watch %s in process %d: %s", run->target_name,
+			     (int)run->opt.pid, lk_strerror(err));
+		return LK_EXIT_FAIL;
+	}
+	return 0;
+}
+
+static int watch_run(int argc, char **argv)
+{
+	struct lk_watch_sampler *sampler = NULL;
+	struct watch_run run;
+	char err[256];
+	int status, rc;
+	pid_t child = 0;
+
+	memset(&run, 0, sizeof(run));
+	rc = parse_options(argc, argv, &run.opt);
+	if (rc)
+		return rc;
+	if (run.opt.command) {
+		child = start_command(run.opt.command);
+		if (child < 0)
+			return LK_EXIT_FAIL;
+		run.opt.pid = child;
+	}
+	run.symbols = watch_symbols_open(run.opt.pid, err, sizeof(err));
+	if (!run.symbols) {
+		lk_cli_error("watch", "is the process id right, and is it yours?", "%s", err);
+		rc = LK_EXIT_FAIL;
+		goto out;
+	}
+	rc = resolve_target(&run);
+	if (!rc)
+		rc = open_sampler(&run, &sampler);
+	if (rc)
+		goto out;
+	catch_stop_signals();
+	run.start_ns = monotonic_ns();
+	fprintf(stderr, "lowkey watch: watching %zu byte%s at %#" PRIx64 " (%s) in process %d for %s\n",
+		run.len, run.len == 1 ? "" : "s", run.addr, run.target_name, (int)run.opt.pid,
+		access_words(run.opt.access));
+	if (child)
+		resume_command(child);
+	rc = read_until_done(&run, sampler);
+	print_summary(&run, sampler);
+out:
+	lk_watch_sampler_close(sampler);
+	watch_symbols_close(run.symbols);
+	if (child) {
+		if (rc)
+			kill(child, SIGKILL);	/* it never ran past its first instruction */
+		waitpid(child, &status, 0);
+	}
+	return rc;
+}
+
+LK_CLI_COMMAND(watch_command, "watch", "report each write to an address in a running process",
+	       watch_usage, watch_run);
