@@ -178,7 +178,9 @@ struct lk_watch_stats {
  * access is normally one hit; see unattributed for the exception.
  * Relaxed atomic loads: async-signal-safe. Returns 0, or -EINVAL for a NULL out.
  */
+LK__SAME_NAME_BEGIN
 LK_API int lk_watch_stats(const struct lk_watch *w, struct lk_watch_stats *out);
+LK__SAME_NAME_END
 
 /*
  * lk_watch_sync - wait until every deferred hit queued before the call has been delivered (or
@@ -201,7 +203,9 @@ struct lk_watch_slots {
  * process-wide state as the writer (to read every thread's count): for tools, not hot paths.
  * Returns 0, or -EINVAL for NULL.
  */
+LK__SAME_NAME_BEGIN
 LK_API int lk_watch_slots(struct lk_watch_slots *out);
+LK__SAME_NAME_END
 
 /* ---- watching another process (what `lowkey watch -p PID` uses) ---- */
 
