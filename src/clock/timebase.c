@@ -381,13 +381,16 @@ static inline __attribute__((always_inline)) bool read_tb(uint64_t *out, bool al
 	uint64_t ns = __atomic_load_n(&tb.slot.ns, __ATOMIC_ACQUIRE);
 	uint64_t mult = __atomic_load_n(&tb.slot.mult, __ATOMIC_ACQUIRE);
 	uint64_t every = __atomic_load_n(&tb.resync_cycles, __ATOMIC_ACQUIRE);
-	uint64_t d = lk__counter() - at;
+	uint64_t d;
 
+	if (LK__UNLIKELY(!every))
+		return false;	/* not initialized, or the vDSO method: skip the counter read */
+	d = lk__counter() - at;
 	if (LK__UNLIKELY(__atomic_load_n(&tb.seq, __ATOMIC_RELAXED) != seq || (seq & 1)))
 		return false;
 	if ((int64_t)d < 0)
 		d = 0;
-	if (LK__UNLIKELY(d >= every) && !(allow_stale && every))
+	if (LK__UNLIKELY(d >= every) && !allow_stale)
 		return false;
 	*out = ns + lk__scale(d, mult);
 	return true;
