@@ -25,6 +25,7 @@
 #define LK__STEP_NS 100000ll			/* a larger error is stepped, not slewed */
 #define LK__SLEW_PPM 500			/* the largest rate change used to slew */
 #define LK__CALIBRATE_NS 200000ull		/* first measurement of the counter's frequency */
+#define LK__PAIR_NS_MAX 2000ull			/* a counter/clock pair must be read within this */
 
 /* Fixed point: ns = (cycles * mult) >> 32. */
 #define LK__MULT_SHIFT 32
