@@ -77,7 +77,7 @@ LK_BEGIN_DECLS
  * (LOWKEY_CLOCK_REBASE_US, 1 ms by default) caps the latter. Measured here: median 7 ns, p99
  * 175 ns, worst 78 µs under host steal (docs/benchmarks/clock.md).
  *
- * Cost: one cycle-counter read and a few loads on the fast path (12.9 ns here, 1.27x a bare
+ * Cost: one cycle-counter read and a few loads on the fast path (12.8 ns here, 1.27x a bare
  * rdtsc); one clock_gettime() system call (~0.3 µs) per rebase, plus one getrusage() when a base ages
  * out without a switch; set-up on the first call of a thread. With method syscall, one system call
  * per call. Async-signal-safe (see above). Never fails.
@@ -110,7 +110,7 @@ LK_API uint64_t lk_thread_cputime_ns(void);
  * the kernel's clocksource is not the counter (the kernel does not trust it), and with
  * LOWKEY_CLOCK_NOW=vdso.
  *
- * Cost: one counter read and a few loads (14.1 ns here; the vDSO's clock_gettime takes 22.4 ns);
+ * Cost: one counter read and a few loads (12.9 ns here; the vDSO's clock_gettime takes 22.3 ns);
  * ~0.3 µs once per 10 ms for the resync. Async-signal-safe. Never fails.
  */
 LK_API uint64_t lk_now_ns(void);
