@@ -161,7 +161,7 @@ static int measure_costs(int runs)
 /* ---- 2. accuracy ---- */
 
 struct error_stats {
-	double p50, p99, max;		/* |value - midpoint of the reference bracket|, ns */
+	double p50, p99, p999, max;	/* |value - midpoint of the reference bracket|, ns */
 	double bracket_p50;		/* width of the reference bracket */
 	double below_max, above_max;	/* farthest a value fell below / above its bracket */
 	size_t samples;
@@ -173,6 +173,7 @@ static void summarize(double *err, double *bracket, double *outside, size_t n, s
 	s->samples = n;
 	s->p50 = lkb_percentile(err, n, 50);
 	s->p99 = lkb_percentile(err, n, 99);
+	s->p999 = lkb_percentile(err, n, 99.9);
 	s->max = lkb_percentile(err, n, 100);
 	s->bracket_p50 = lkb_median(bracket, n);
 	lkb_percentile(outside, n, 0);	/* sorts */
@@ -364,12 +365,12 @@ static void print_text(int runs, const struct lk_clock_info *info, const struct 
 
 	printf("\naccuracy (ns; |value - midpoint of two reference reads|; bursts, sleeps, yields, "
 	       "migrations, a competing thread)\n");
-	printf("%-40s %8s %8s %8s %8s %8s %8s\n", "", "median", "p99", "max", "bracket", "below",
-	       "above");
-	printf("%-40s %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f\n", "lk_thread_cputime_ns vs clock_gettime",
-	       cpu->p50, cpu->p99, cpu->max, cpu->bracket_p50, cpu->below_max, cpu->above_max);
-	printf("%-40s %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f\n", "lk_now_ns vs CLOCK_MONOTONIC", now->p50,
-	       now->p99, now->max, now->bracket_p50, now->below_max, now->above_max);
+	printf("%-38s %7s %7s %7s %7s %7s %7s %7s\n", "", "median", "p99", "p99.9", "max", "bracket",
+	       "below", "above");
+	printf("%-38s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f\n", "lk_thread_cputime_ns vs clock_gettime",
+	       cpu->p50, cpu->p99, cpu->p999, cpu->max, cpu->bracket_p50, cpu->below_max, cpu->above_max);
+	printf("%-38s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f\n", "lk_now_ns vs CLOCK_MONOTONIC",
+	       now->p50, now->p99, now->p999, now->max, now->bracket_p50, now->below_max, now->above_max);
 	printf("(bracket: median width of the two reference reads; below/above: farthest a value fell "
 	       "outside them.\n above includes hypervisor steal: %.0f ms of it on this VM during the "
 	       "CPU-time samples)\n", accuracy_steal_ms);
@@ -394,6 +395,7 @@ static void json_stats(struct lkb_json *j, const char *key, const struct error_s
 	lkb_json_object(j, key);
 	lkb_json_num(j, "median_ns", s->p50);
 	lkb_json_num(j, "p99_ns", s->p99);
+	lkb_json_num(j, "p99_9_ns", s->p999);
 	lkb_json_num(j, "max_ns", s->max);
 	lkb_json_num(j, "reference_bracket_median_ns", s->bracket_p50);
 	lkb_json_num(j, "below_bracket_max_ns", s->below_max);

@@ -74,11 +74,11 @@ LK_BEGIN_DECLS
  * take 0.25 µs here); above it by at most that much plus the time since the base during which the
  * thread was off its CPU without the kernel switching it out: hypervisor steal time and, on
  * kernels with CONFIG_IRQ_TIME_ACCOUNTING, interrupt time. The rebase interval
- * (LOWKEY_CLOCK_REBASE_US, 1 ms by default) caps the latter. Measured here: median 11 ns, p99
- * 0.3 µs (docs/benchmarks/clock.md).
+ * (LOWKEY_CLOCK_REBASE_US, 1 ms by default) caps the latter. Measured here: median 7 ns, p99
+ * 175 ns, worst 78 µs under host steal (docs/benchmarks/clock.md).
  *
- * Cost: one cycle-counter read and a few loads on the fast path (1.0-1.5x a bare rdtsc, ~12 ns
- * here); one clock_gettime() system call (~0.3 µs) per rebase, plus one getrusage() when a base ages
+ * Cost: one cycle-counter read and a few loads on the fast path (12.8 ns here, 1.27x a bare
+ * rdtsc); one clock_gettime() system call (~0.3 µs) per rebase, plus one getrusage() when a base ages
  * out without a switch; set-up on the first call of a thread. With method syscall, one system call
  * per call. Async-signal-safe (see above). Never fails.
  */
@@ -93,20 +93,25 @@ LK_API uint64_t lk_thread_cputime_ns(void);
  * CLOCK_MONOTONIC_RAW (200 µs on the first call, then refined every 10 ms over all the time since);
  * lk_clock_info() says which. The frequency only scales CPU-time extrapolations; lk_now_ns()
  * takes its rate from CLOCK_MONOTONIC itself.
- * Every 10 ms of counter time, the next call re-reads CLOCK_MONOTONIC (vDSO) and steers towards it:
- * an error below 100 µs is slewed away within the next 10 ms (rate change at most 500 ppm, the
- * way NTP does it), a larger one (suspend, a counter jump) is stepped. Drift from
- * clock_gettime(CLOCK_MONOTONIC) therefore stays below 100 µs + 10 ms × the rate error
- * in any case, and is typically well under 1 µs (lk_clock_info() reports the last and largest
- * error it measured). Two threads' readings may disagree by a few ns around a resync, and by up to
- * a stepped error after a step; each thread's own readings never go back.
+ *
+ * Steering: no value is extrapolated more than 10 ms of counter time past a reading of
+ * CLOCK_MONOTONIC; the call that finds its mapping that old re-reads CLOCK_MONOTONIC (vDSO, the
+ * narrowest of three brackets) and starts a new mapping with CLOCK_MONOTONIC's rate over the last
+ * interval (NTP's frequency changes included). Where the old mapping fell behind, the new one
+ * starts on CLOCK_MONOTONIC; where it ran ahead, the new one continues from where it ended and runs
+ * up to 500 ppm slow until CLOCK_MONOTONIC catches up; an error beyond 100 µs (suspend, a counter
+ * jump) is stepped. The error against clock_gettime(CLOCK_MONOTONIC) is therefore at most what
+ * the rate can drift in 10 ms plus what is left of an earlier lead (< 100 µs), and measures a few
+ * ns here (lk_clock_info() reports the error seen at each resync). Each thread's own readings
+ * never go back; two threads' readings may be out of order by a few ns across a resync, and by the
+ * stepped amount after a step.
  *
  * Falls back to clock_gettime(CLOCK_MONOTONIC) (vDSO) where the counter has no constant rate or
  * the kernel's clocksource is not the counter (the kernel does not trust it), and with
  * LOWKEY_CLOCK_NOW=vdso.
  *
- * Cost: one counter read and a few loads (~10 ns); ~0.3 µs once per 10 ms for the resync.
- * Async-signal-safe. Never fails.
+ * Cost: one counter read and a few loads (12.9 ns here; the vDSO's clock_gettime takes 22.3 ns);
+ * ~0.3 µs once per 10 ms for the resync. Async-signal-safe. Never fails.
  */
 LK_API uint64_t lk_now_ns(void);
 

@@ -199,7 +199,7 @@ bool lk__clock_init(void)
 	parse_env();
 	lk__counter_probe(&lk__clock.counter);
 	cookie_init();
-	lk__cputime_init();
+	lk__thread_init();
 	lk__timebase_init();
 	__atomic_store_n(&lk__clock.init, LK__INIT_DONE, __ATOMIC_RELEASE);
 	return true;

@@ -25,6 +25,7 @@
 #define LK__STEP_NS 100000ll			/* a larger error is stepped, not slewed */
 #define LK__SLEW_PPM 500			/* the largest rate change used to slew */
 #define LK__CALIBRATE_NS 200000ull		/* first measurement of the counter's frequency */
+#define LK__PAIR_NS_MAX 2000ull			/* a counter/clock pair must be read within this */
 
 /* Fixed point: ns = (cycles * mult) >> 32. */
 #define LK__MULT_SHIFT 32
@@ -169,8 +170,14 @@ void lk__timebase_tick(void);
 void lk__timebase_after_fork(void);
 uint64_t lk__ns_to_cycles(uint64_t ns);
 
+/* thread.c: a thread's page (the slow path calls these with t->busy set). */
+void lk__thread_init(void);
+void lk__thread_setup(struct lk__cputime_thread *t);
+void lk__thread_reopen(struct lk__cputime_thread *t);
+void lk__thread_forget_parent(struct lk__cputime_thread *t);
+bool lk__thread_page_follows(const struct lk__cputime_thread *t);
+
 /* cputime.c */
-void lk__cputime_init(void);
 uint64_t lk__cputime_slow(struct lk__cputime_thread *t);
 uint64_t lk__syscall_cputime(void);
 /* The page's task clock at counter value cyc (cap_user_time), false if the page cannot say. */

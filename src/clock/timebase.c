@@ -42,6 +42,7 @@ static struct {
 	uint64_t ref_at, ref_ns;	/* the last CLOCK_MONOTONIC pair */
 	uint64_t raw_at, raw_ns;	/* the first CLOCK_MONOTONIC_RAW pair, for the frequency */
 	bool hz_measured;
+	uint32_t stale;			/* a reader used the slot past its interval (writer busy) */
 	uint64_t refine_every;		/* cycles between refinements of a measured frequency */
 	uint64_t refined_at;		/* atomic */
 } tb __attribute__((aligned(64)));
@@ -67,12 +68,17 @@ uint64_t lk__ns_to_cycles(uint64_t ns)
 	return (uint64_t)((unsigned __int128)ns * hz / LK__NSEC_PER_SEC);
 }
 
-/* The counter value at which `clock` read *ns: the narrowest of three brackets, its middle. */
-static void pair(int clock, uint64_t *at, uint64_t *ns)
+/*
+ * The counter value at which `clock` read *ns: the middle of the narrowest of `tries` brackets.
+ * Returns that bracket's width in cycles: a preemption or host steal inside every try leaves it
+ * wide, and the caller must not trust the pair then.
+ */
+static uint64_t pair_tries(int clock, uint64_t *at, uint64_t *ns, int tries)
 {
 	uint64_t best = UINT64_MAX;
 
-	for (int i = 0; i < 3; i++) {
+	*at = *ns = 0;
+	for (int i = 0; i < tries; i++) {
 		uint64_t c0 = lk__counter();
 		uint64_t v = lk__vdso_ns(clock);
 		uint64_t c1 = lk__counter();
@@ -83,6 +89,18 @@ static void pair(int clock, uint64_t *at, uint64_t *ns)
 			*ns = v;
 		}
 	}
+	return best;
+}
+
+static uint64_t pair(int clock, uint64_t *at, uint64_t *ns)
+{
+	return pair_tries(clock, at, ns, 3);
+}
+
+/* A pair is trusted when its bracket is at most LK__PAIR_NS_MAX (a vDSO read takes ~25 ns). */
+static bool pair_ok(uint64_t width)
+{
+	return width <= lk__ns_to_cycles(LK__PAIR_NS_MAX);
 }
 
 static uint64_t mult_from_hz(uint64_t hz)
@@ -167,8 +185,9 @@ static uint64_t hz_measured(void)
 	uint64_t at, ns;
 
 	do
-		pair(CLOCK_MONOTONIC_RAW, &at, &ns);
+		pair_tries(CLOCK_MONOTONIC_RAW, &at, &ns, 1);
 	while (ns - tb.raw_ns < LK__CALIBRATE_NS && ns >= tb.raw_ns);
+	pair_tries(CLOCK_MONOTONIC_RAW, &at, &ns, 8);
 	if (at <= tb.raw_at || ns <= tb.raw_ns)
 		return 0;
 	return (uint64_t)((unsigned __int128)(at - tb.raw_at) * LK__NSEC_PER_SEC / (ns - tb.raw_ns));
@@ -212,7 +231,7 @@ void lk__timebase_init(void)
 	const char *source = NULL;
 
 	if (lk__clock.counter.usable) {
-		pair(CLOCK_MONOTONIC_RAW, &tb.raw_at, &tb.raw_ns);
+		pair_tries(CLOCK_MONOTONIC_RAW, &tb.raw_at, &tb.raw_ns, 8);
 		if (lk__clock.counter.hz) {
 			hz = lk__clock.counter.hz;
 			source = lk__clock.counter.hz_source;
@@ -234,7 +253,7 @@ void lk__timebase_init(void)
 	choose_now_method();
 	if (lk__clock.now_method != LK_NOW_TSC)
 		return;
-	pair(CLOCK_MONOTONIC, &at, &ns);
+	pair_tries(CLOCK_MONOTONIC, &at, &ns, 8);
 	tb.ref_at = at;
 	tb.ref_ns = ns;
 	tb.slot.at = at;
@@ -249,13 +268,13 @@ void lk__timebase_init(void)
 /* Under tb.writer: the frequency over the whole time since the first measurement. */
 static void refine_hz(void)
 {
-	uint64_t at, ns;
+	uint64_t at, ns, width;
 
 	if (!tb.hz_measured)
 		return;
-	pair(CLOCK_MONOTONIC_RAW, &at, &ns);
+	width = pair(CLOCK_MONOTONIC_RAW, &at, &ns);
 	__atomic_store_n(&tb.refined_at, at, __ATOMIC_RELAXED);
-	if (at > tb.raw_at && ns > tb.raw_ns)
+	if (pair_ok(width) && at > tb.raw_at && ns > tb.raw_ns)
 		set_hz((uint64_t)((unsigned __int128)(at - tb.raw_at) * LK__NSEC_PER_SEC /
 				  (ns - tb.raw_ns)),
 		       lk__clock.hz_source);
@@ -279,10 +298,11 @@ static void record_error(int64_t err, bool stepped)
 }
 
 /*
- * Under tb.writer. Readers never use a slot more than resync_cycles past its anchor (they come
- * here instead), so the old mapping's values end at `limit`: the new anchor only has to be at or
- * above the old mapping there. Behind CLOCK_MONOTONIC, the new mapping starts on it; ahead of it,
- * the new mapping starts where the old one ended and runs slower until it meets it.
+ * Under tb.writer. Readers use a slot at most resync_cycles past its anchor (they come here
+ * instead; only while a resync cannot be done do they read past it, and say so in tb.stale), so
+ * the old mapping's values end there: the new anchor only has to be at or above that. Behind
+ * CLOCK_MONOTONIC, the new mapping starts on it; ahead of it, the new mapping starts where the old
+ * one ended and runs slower until it meets it.
  */
 static void resync_locked(void)
 {
@@ -291,9 +311,11 @@ static void resync_locked(void)
 	uint64_t every = tb.resync_cycles, at, mono, rate, mult, limit, now_at, truth_now, old_end;
 	uint32_t seq = __atomic_load_n(&tb.seq, __ATOMIC_RELAXED);
 	int64_t err, ahead = 0, cap;
-	bool step = false;
+	bool stale, step = false;
 
-	pair(CLOCK_MONOTONIC, &at, &mono);
+	if (!pair_ok(pair(CLOCK_MONOTONIC, &at, &mono)))
+		return;		/* preempted in every try: the next call tries again */
+	stale = __atomic_exchange_n(&tb.stale, 0, __ATOMIC_RELAXED);
 	rate = cur->mult;
 	if (at - tb.ref_at >= every / 2 && at > tb.ref_at && mono > tb.ref_ns)
 		rate = (uint64_t)(((unsigned __int128)(mono - tb.ref_ns) << LK__MULT_SHIFT) /
@@ -304,7 +326,9 @@ static void resync_locked(void)
 
 	now_at = lk__counter();
 	truth_now = mono + lk__scale(now_at - at, rate);
-	old_end = slot_eval(cur, now_at - cur->at > every ? cur->at + every : now_at);
+	/* What readers may have been given: up to the interval's end, or up to now if some read
+	 * past it while a resync could not be done. */
+	old_end = slot_eval(cur, now_at - cur->at > every && !stale ? cur->at + every : now_at);
 	if (truth_now < old_end) {
 		ahead = (int64_t)(old_end - truth_now);
 		step = ahead > LK__STEP_NS;	/* a counter jump: go back; each thread's floor holds */
@@ -381,14 +405,20 @@ static inline __attribute__((always_inline)) bool read_tb(uint64_t *out, bool al
 	uint64_t ns = __atomic_load_n(&tb.slot.ns, __ATOMIC_ACQUIRE);
 	uint64_t mult = __atomic_load_n(&tb.slot.mult, __ATOMIC_ACQUIRE);
 	uint64_t every = __atomic_load_n(&tb.resync_cycles, __ATOMIC_ACQUIRE);
-	uint64_t d = lk__counter() - at;
+	uint64_t d;
 
+	if (LK__UNLIKELY(!every))
+		return false;	/* not initialized, or the vDSO method: skip the counter read */
+	d = lk__counter() - at;
 	if (LK__UNLIKELY(__atomic_load_n(&tb.seq, __ATOMIC_RELAXED) != seq || (seq & 1)))
 		return false;
 	if ((int64_t)d < 0)
 		d = 0;
-	if (LK__UNLIKELY(d >= every) && !(allow_stale && every))
-		return false;
+	if (LK__UNLIKELY(d >= every)) {
+		if (!allow_stale)
+			return false;
+		__atomic_store_n(&tb.stale, 1, __ATOMIC_RELAXED);
+	}
 	*out = ns + lk__scale(d, mult);
 	return true;
 }
