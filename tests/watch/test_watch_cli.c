@@ -51,14 +51,17 @@ static pid_t spawn(char *const argv[], struct proc *p)
 }
 
 /* Read fd into buf until needle shows up or EOF; returns the bytes read (buf NUL-terminated). */
+/* Read until needle appears in what this call reads (not in what buf already held). */
 static size_t read_until(int fd, char *buf, size_t cap, size_t have, const char *needle)
 {
+	size_t start = have;
+
 	while (have + 1 < cap) {
 		struct pollfd pfd = { fd, POLLIN, 0 };
 		ssize_t n;
 
 		buf[have] = 0;
-		if (needle && strstr(buf, needle))
+		if (needle && strstr(buf + start, needle))
 			break;
 		if (poll(&pfd, 1, 30000) <= 0)
 			break;	/* 30 s without output: let the assertions say what is missing */

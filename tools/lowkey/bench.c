@@ -31,6 +31,11 @@ static int bench_run(int argc, char **argv)
 		list(stderr);
 		return LK_EXIT_USAGE;
 	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		fputs(bench_usage, stdout);
+		list(stdout);
+		return LK_EXIT_OK;
+	}
 	if (strcmp(argv[1], "list") == 0) {
 		list(stdout);
 		return LK_EXIT_OK;
@@ -48,4 +53,4 @@ static int bench_run(int argc, char **argv)
 }
 
 LK_CLI_COMMAND(bench_command, "bench", "re-run a seed document's experiment on this machine",
-	       bench_usage, bench_run);
+	       bench_usage, bench_run, LK_CLI_OWN_HELP);

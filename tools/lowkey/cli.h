@@ -19,7 +19,11 @@ struct lk_cli_command {
 	const char *summary;	/* one line for `lowkey help` */
 	const char *usage;	/* the whole help text for `lowkey help NAME` and `NAME --help` */
 	int (*run)(int argc, char **argv);	/* argv[0] is the command's name */
+	unsigned int flags;			/* LK_CLI_OWN_HELP */
 };
+
+/* The command answers --help itself (it dispatches to sub-commands that have their own). */
+#define LK_CLI_OWN_HELP 0x1
 
 #define LK_CLI_COMMAND(ident, ...)                                                            \
 	static const struct lk_cli_command ident                                              \

@@ -136,7 +136,7 @@ int main(int argc, char **argv)
 		lk_cli_suggest(argv[1]);
 		return LK_EXIT_USAGE;
 	}
-	if (lk_cli_wants_help(argc - 1, argv + 1)) {
+	if (!(cmd->flags & LK_CLI_OWN_HELP) && lk_cli_wants_help(argc - 1, argv + 1)) {
 		fputs(cmd->usage, stdout);
 		return LK_EXIT_OK;
 	}
