@@ -10,5 +10,6 @@
 #include <lowkey/error.h>
 #include <lowkey/key.h>
 #include <lowkey/lock.h>
+#include <lowkey/sem.h>
 
 #endif
