@@ -51,8 +51,16 @@ static int one_semaphore(struct lk_semset *s, unsigned int semnum, int cmd, int 
 		break;
 	case LK_SETVAL:
 		s->sems[semnum].value = value;
-		/* serve as if semnum had been increased (harmless if it was not) */
-		lk__changed(s, &op, 1, &wl);
+		/*
+		 * In global mode, serve as after any change (as the kernel does): complex sleepers
+		 * are re-tried, which also moves their blocking operation, which GETNCNT and GETZCNT
+		 * report. Otherwise only semnum's own lists can have changed: serve them as if it had
+		 * been increased (harmless if it was not).
+		 */
+		if (locknum == LOCK_GLOBAL)
+			lk__changed(s, NULL, 0, &wl);
+		else
+			lk__changed(s, &op, 1, &wl);
 		break;
 	case LK_GETNCNT:
 		result = lk__sem_count(s, semnum, false);
