@@ -225,7 +225,7 @@ static void *sleeper_main(void *arg)
 
 	__atomic_store_n(&w->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_SEQ_CST);
 	w->result = do_semop(w->side, w->ops, w->nops);
-	__atomic_store_n(&w->done, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);	/* publishes result */
 	return NULL;
 }
 
@@ -311,10 +311,12 @@ static void same_sleepers(struct side sides[2], struct sleeper w[2][MAX_SLEEPERS
 		}
 	}
 	for (int i = 0; i < started; i++) {
-		if (w[0][i].done != w[1][i].done)
+		int k = __atomic_load_n(&w[0][i].done, __ATOMIC_ACQUIRE), l = __atomic_load_n(&w[1][i].done, __ATOMIC_ACQUIRE);
+
+		if (k != l)
 			fail_msg("seed %lu step %d: sleeper %d %s in the kernel, %s here", seed, step, i,
-				 w[0][i].done ? "returned" : "sleeps", w[1][i].done ? "returned" : "sleeps");
-		if (w[0][i].done && w[0][i].result != w[1][i].result)
+				 k ? "returned" : "sleeps", l ? "returned" : "sleeps");
+		if (k && w[0][i].result != w[1][i].result)
 			fail_msg("seed %lu step %d: sleeper %d got %d in the kernel, %d here", seed, step, i, w[0][i].result,
 				 w[1][i].result);
 	}
