@@ -232,23 +232,18 @@ void lk__wakelist_add(struct lk_semset *s, struct wakelist *wl, struct waiter *q
 
 		LK__ST(sem->wakeups, LK__LD(sem->wakeups) + 1);
 	}
-	/* the result is in: from here the sleeper may return and reuse q at any time */
-	__atomic_store_n(&q->status, (uint32_t)result, __ATOMIC_RELEASE);
+	/*
+	 * The result is in: from here the sleeper may return and reuse q at any time, so parked
+	 * may then be another call's (a wake-up too many: harmless). Sequentially consistent
+	 * against the sleeper's store to parked and load of status (semop.c).
+	 */
+	__atomic_store_n(&q->status, (uint32_t)result, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&q->parked, __ATOMIC_SEQ_CST))
+		return;	/* still looking: it will see the result without a system call */
 	if (wl->n < WAKE_BATCH)
 		wl->status[wl->n++] = &q->status;
 	else
 		lk__futex_wake(&q->status, 1, s->shared);	/* a burst past the batch: wake it now */
-}
-
-/*
- * After the lock is released. A sleeper that saw its result on its own may be gone, and its
- * status word reused: the wake-up then reaches nobody, or a sleeper that re-checks and sleeps on.
- */
-void lk__wake_all(struct lk_semset *s, struct wakelist *wl)
-{
-	for (unsigned int i = 0; i < wl->n; i++)
-		lk__futex_wake(wl->status[i], 1, s->shared);
-	wl->n = 0;
 }
 
 /*

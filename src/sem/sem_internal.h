@@ -106,7 +106,7 @@ struct waiter {
 	uint16_t blocking;		/* index of the operation it waits on (GETNCNT, GETZCNT) */
 	uint16_t spare;
 	uint32_t next_free;		/* shared: free-stack link, index + 1 */
-	pid_t pid;
+	uint32_t parked;		/* the sleeper is (about to be) in futex_wait: wake it */
 	pthread_mutex_t alive;		/* shared: held by the sleeper; robust, so death shows */
 	struct lk_sembuf ops[LK_SEMOPM];
 } __attribute__((aligned(64)));

@@ -98,8 +98,23 @@ static int cancel_wait(struct lk_semset *s, struct waiter *w, int why)
 	return result;
 }
 
+/*
+ * Tell wakers to wake us, then look once more: a waker makes the futex system call only for a
+ * sleeper that has parked. Both sides store, then load the other's word, sequentially
+ * consistent, so at least one of them sees the other's store. (A sleeper that does not spin
+ * first: with more threads than CPUs, as in sembench, spinning only takes the CPU from the
+ * thread that would wake it.)
+ */
+static bool parked_already_done(struct waiter *w)
+{
+	__atomic_store_n(&w->parked, 1, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&w->status, __ATOMIC_SEQ_CST) != PENDING;
+}
+
 static int wait_for_result(struct lk_semset *s, struct waiter *w, const uint64_t *deadline_ns)
 {
+	if (parked_already_done(w))
+		return (int)__atomic_load_n(&w->status, __ATOMIC_ACQUIRE);
 	for (;;) {
 		uint32_t status = __atomic_load_n(&w->status, __ATOMIC_ACQUIRE);
 		uint64_t now, until;
@@ -126,7 +141,7 @@ static void fill_waiter(struct waiter *w, const struct lk_sembuf *ops, size_t no
 	w->nops = (uint16_t)nops;
 	w->alter = alter;
 	w->blocking = (uint16_t)blocking;
-	w->pid = getpid();
+	w->parked = 0;
 	__atomic_store_n(&w->status, PENDING, __ATOMIC_RELAXED);
 }
 
