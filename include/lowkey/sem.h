@@ -23,7 +23,9 @@
  * How it avoids the one big lock (ipc/sem.c since Linux 4.x, seed 004): a call on one semaphore
  * takes only that semaphore's lock; a call on several takes the set's lock and waits until no
  * single-semaphore call is inside, and the set stays in that mode until ten set-lock sections in
- * a row had no complex operation waiting. Sleepers are queued per semaphore; an operation that
+ * a row had no complex operation waiting. Beyond the kernel: a call on several semaphores that
+ * can complete at once, while the set is not in that mode, takes only its semaphores' locks (in
+ * order), so a bulk wake-up does not push every other call onto the set lock. Sleepers are queued per semaphore; an operation that
  * frees some wakes only the sleepers of the semaphores it increased, in order, and stops at the
  * first that cannot go on -- no rescans. The operations of the woken are done by the waker, under
  * the lock; the wake-ups themselves (futex system calls) after it is released. Each semaphore has
@@ -154,6 +156,7 @@ struct lk_semset_stats {
 	uint64_t lifetime_ns;		/* since the set was created */
 	double wait_per_mille;		/* wait_ns x 1000 / (lifetime x online CPUs): seed 004's "1/1000 cpu time" */
 	uint64_t simple_ops;		/* lk_semop calls on one semaphore that took only its lock */
+	uint64_t multi_ops;		/* calls on several semaphores that took only their locks */
 	uint64_t global_ops;		/* calls that took the set lock */
 	uint64_t global_mode_entries;	/* switches to set-lock mode (each waits out every semaphore lock) */
 	uint64_t sleeps;		/* calls that had to sleep */

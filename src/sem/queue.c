@@ -90,6 +90,57 @@ int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops)
 	return LOCK_GLOBAL;
 }
 
+/*
+ * A call on several semaphores that can complete at once does not need the set lock: taking the
+ * locks of its own semaphores, in ascending order, excludes every other call that could touch
+ * them (single-semaphore calls hold one of those locks; set-lock holders take every semaphore
+ * lock, in the same order, when they enter global mode). So the sets of sembench's main thread --
+ * one call that increments 64 semaphores -- do not force global mode on everyone else. Only
+ * while the set is not in global mode; a call that would sleep backs out and takes the set lock,
+ * since complex sleepers live on the set's lists. Lock order everywhere: set lock, then
+ * semaphore locks in ascending order; a caller here holds no set lock and takes none.
+ *
+ * Returns LK__SEM_USE_SET_LOCK if the caller must go the set-lock way, else the call's result.
+ */
+int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, bool alter, struct wakelist *wl)
+{
+	unsigned short nums[LK_SEMOPM];
+	size_t n = 0, blocking;
+	int r;
+
+	if (LK__LD(s->hdr->use_global_lock))
+		return LK__SEM_USE_SET_LOCK;
+	/* the semaphores, sorted and without repeats (insertion sort: nops is small) */
+	for (size_t i = 0; i < nops; i++) {
+		unsigned short v = ops[i].sem_num;
+		size_t j = n;
+
+		while (j > 0 && nums[j - 1] > v)
+			j--;
+		if (j > 0 && nums[j - 1] == v)
+			continue;
+		memmove(&nums[j + 1], &nums[j], (n - j) * sizeof(nums[0]));
+		nums[j] = v;
+		n++;
+	}
+	for (size_t i = 0; i < n; i++)
+		semlock_lock(&s->sems[nums[i]].lock, s->shared);
+	r = LK__SEM_USE_SET_LOCK;
+	if (!__atomic_load_n(&s->hdr->use_global_lock, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE)) {
+		r = lk__try_ops(s, ops, nops, &blocking);
+		if (r == 0 && alter)
+			lk__changed(s, ops, nops, wl);	/* in this mode the set's lists are empty */
+		if (r > 0)
+			r = LK__SEM_USE_SET_LOCK;	/* it must sleep: the set lock's way */
+		else
+			LK__ST(s->sems[nums[0]].multi_ops, LK__LD(s->sems[nums[0]].multi_ops) + 1);
+	}
+	for (size_t i = n; i-- > 0;)
+		semlock_unlock(&s->sems[nums[i]].lock, s->shared);
+	return r;
+}
+
 /* No complex sleeper left: give the alter sleepers back to their semaphores' lists. */
 static void unmerge_queues(struct lk_semset *s)
 {

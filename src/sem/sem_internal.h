@@ -61,7 +61,8 @@ struct sem {
 	uint64_t simple_ops;		/* under lock */
 	uint64_t sleeps;
 	uint64_t wakeups;
-	uint64_t spare2[3];
+	uint64_t multi_ops;		/* complex calls done under semaphore locks, counted on the first */
+	uint64_t spare2[2];
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(struct sem) == 128, "a semaphore is two cache lines");
@@ -241,6 +242,8 @@ void lk__unqueue_waiter(struct lk_semset *s, struct waiter *w);
 int lk__slot_alloc(struct lk_semset *s);
 void lk__slot_free(struct lk_semset *s, unsigned int index);
 int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops);
+#define LK__SEM_USE_SET_LOCK 1
+int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, bool alter, struct wakelist *wl);
 void lk__sem_unlock(struct lk_semset *s, int locknum);
 void lk__wake_all(struct lk_semset *s, struct wakelist *w);
 void lk__wakelist_add(struct lk_semset *s, struct wakelist *w, struct waiter *q, int result);

@@ -177,6 +177,7 @@ LK_API int lk_semset_stats(struct lk_semset *s, struct lk_semset_stats *out)
 		out->simple_ops += LK__LD(sem->simple_ops);
 		out->sleeps += LK__LD(sem->sleeps);
 		out->wakeups += LK__LD(sem->wakeups);
+		out->multi_ops += LK__LD(sem->multi_ops);
 	}
 	out->global_ops = LK__LD(h->global_ops);
 	out->global_mode_entries = LK__LD(h->mode_entries);

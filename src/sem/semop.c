@@ -185,6 +185,13 @@ LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, con
 	if (timeout)
 		deadline = monotonic_ns() + (uint64_t)timeout->tv_sec * 1000000000u + (uint64_t)timeout->tv_nsec;
 
+	if (nops > 1) {
+		r = lk__sem_try_multi(s, ops, nops, alter, &wl);
+		if (r != LK__SEM_USE_SET_LOCK) {
+			lk__wake_all(s, &wl);
+			goto report;
+		}
+	}
 	locknum = lk__sem_lock(s, ops, nops);
 	count_op(s, locknum);
 	if (__atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE)) {
