@@ -234,24 +234,29 @@ struct ktrace {
 	size_t ring_size;
 };
 
+/* The tracepoint's id, or -errno of the first tracefs that has it (-ENOENT: none has it). */
 static long tracepoint_id(const char *event)
 {
 	const char *roots[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
 	char path[256], buf[32];
+	long err = -ENOENT;
 
 	for (size_t i = 0; i < 2; i++) {
 		FILE *f;
 
 		snprintf(path, sizeof(path), "%s/events/lock/%s/id", roots[i], event);
 		f = fopen(path, "re");
-		if (!f)
+		if (!f) {
+			if (errno != ENOENT && err == -ENOENT)
+				err = -errno;
 			continue;
+		}
 		if (!fgets(buf, sizeof(buf), f))
 			buf[0] = 0;
 		fclose(f);
 		return strtol(buf, NULL, 10);
 	}
-	return -1;
+	return err;
 }
 
 static void ktrace_close(struct ktrace *t)
@@ -283,10 +288,15 @@ static int ktrace_open(struct ktrace *t, struct kernel_locks *k)
 	for (int e = 0; e < 2; e++) {
 		long id = tracepoint_id(events[e]);
 
-		if (id < 0) {
+		if (id == -ENOENT) {
 			snprintf(k->why, sizeof(k->why), "no lock:%s tracepoint (tracefs not mounted, or kernel < 5.19)",
 				 events[e]);
 			return -ENOENT;
+		}
+		if (id < 0) {
+			snprintf(k->why, sizeof(k->why), "cannot read tracefs: %s (run as root or with CAP_PERFMON and "
+				 "a readable tracefs)", strerror((int)-id));
+			return (int)id;
 		}
 		for (int c = 0; c < t->ncpus; c++) {
 			struct perf_event_attr a = {
