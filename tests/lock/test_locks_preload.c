@@ -200,6 +200,21 @@ static void behaves_the_same_without_the_preload(void **state)
 	run_victim("fork", NULL, &r);
 }
 
+/* Preloaded without $LOWKEY_LOCKS_DIR (by hand, say): it stays out of the way entirely. */
+static void inert_without_a_directory(void **state)
+{
+	char preload[600];
+	char *argv[] = { VICTIM, "all", NULL };
+	char *env[] = { preload, NULL };
+	struct run r;
+
+	(void)state;
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", PRELOAD);
+	unsetenv("LOWKEY_LOCKS_DIR");
+	run(argv, env, &r);
+	assert_int_equal(exit_code(&r), 0);
+}
+
 static void exact_figures_for_every_kind(void **state)
 {
 	char *dir = make_dir();
@@ -432,6 +447,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(behaves_the_same_without_the_preload),
+		cmocka_unit_test(inert_without_a_directory),
 		cmocka_unit_test(exact_figures_for_every_kind),
 		cmocka_unit_test(fork_children_get_their_own_file),
 		cmocka_unit_test(exec_gets_a_file_per_image),
