@@ -316,7 +316,8 @@ static inline void lk_mutex_lock(lk_mutex_t *m)
 	lk__exclusive_acquired(&m->lk__acq, &m->lk__owner, &m->lk__owner_changes, &m->lk__hold, &m->lk__meta);
 }
 
-/* lk_mutex_trylock - acquire m if it is free: 0, or -EBUSY. Never waits; not counted as contended. */
+/* lk_mutex_trylock - acquire m if it is free: 0, or -EBUSY. One compare-and-swap; never waits; a
+ * failure is not counted as contention. Not async-signal-safe. */
 static inline int lk_mutex_trylock(lk_mutex_t *m)
 {
 	uint32_t expected = 0;
@@ -375,7 +376,7 @@ static inline void lk_spin_lock(lk_spinlock_t *s)
 	lk__exclusive_acquired(&s->lk__acq, &s->lk__owner, &s->lk__owner_changes, &s->lk__hold, &s->lk__meta);
 }
 
-/* lk_spin_trylock - 0, or -EBUSY if s is held. */
+/* lk_spin_trylock - 0, or -EBUSY if s is held. One compare-and-swap; never waits. */
 static inline int lk_spin_trylock(lk_spinlock_t *s)
 {
 	uint32_t expected = 0;
@@ -386,7 +387,7 @@ static inline int lk_spin_trylock(lk_spinlock_t *s)
 	return 0;
 }
 
-/* lk_spin_unlock - release s: one store. */
+/* lk_spin_unlock - release s: one store (and a clock read when the hold is timed). */
 static inline void lk_spin_unlock(lk_spinlock_t *s)
 {
 	lk__hold_end(&s->lk__hold);
@@ -459,7 +460,7 @@ static inline void lk_rwlock_read_lock(lk_rwlock_t *l)
 	lk__rw_read_lock_slow(l);
 }
 
-/* lk_rwlock_read_trylock - 0, or -EBUSY if a writer holds or waits for l. */
+/* lk_rwlock_read_trylock - 0, or -EBUSY if a writer holds or waits for l. Never waits. */
 static inline int lk_rwlock_read_trylock(lk_rwlock_t *l)
 {
 	uint32_t s = LK__LD(l->lk__state);
@@ -498,7 +499,7 @@ static inline void lk_rwlock_write_lock(lk_rwlock_t *l)
 	lk__exclusive_acquired(&l->lk__acq, &l->lk__owner, &l->lk__owner_changes, &l->lk__hold, &l->lk__meta);
 }
 
-/* lk_rwlock_write_trylock - 0, or -EBUSY if l is held in either mode. */
+/* lk_rwlock_write_trylock - 0, or -EBUSY if l is held in either mode. Never waits. */
 static inline int lk_rwlock_write_trylock(lk_rwlock_t *l)
 {
 	uint32_t s = LK__LD(l->lk__state);
@@ -533,6 +534,7 @@ static inline void lk_rwlock_write_unlock(lk_rwlock_t *l)
  * Lock-free (relaxed loads; a snapshot taken while threads use the lock may be off by the
  * acquisitions in flight). Costs a few dozen loads, and once per process a 10 ms calibration of
  * the clock when the CPU does not publish its frequency. Returns 0 or -EINVAL (NULL argument).
+ * Not async-signal-safe (that calibration).
  */
 LK_API int lk_mutex_stat(const lk_mutex_t *m, struct lk_lockstat *out);
 LK_API int lk_rwlock_stat(const lk_rwlock_t *l, struct lk_lockstat *out);

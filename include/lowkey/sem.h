@@ -91,20 +91,23 @@ LK_API int lk_semset_create(struct lk_semset **out, const char *name, unsigned i
  * lk_semset_open - open the shared set name, made by lk_semset_create in any process.
  * Returns 0, -ENOENT, -EACCES, -EINVAL (not a lowkey semaphore set, another version, corrupted
  * header), -ETIMEDOUT (its creator has not finished making it after a second), -ENOMEM.
+ * Costs shm_open, fstat and mmap (and up to a second's wait for a set being created); allocates;
+ * not async-signal-safe.
  */
 LK_API int lk_semset_open(struct lk_semset **out, const char *name);
 
 /*
  * lk_semset_close - let go of s: unmap a shared set (it lives on for the other processes), free a
  * private one. No thread may use s any more; with threads still waiting in it, the result is
- * undefined. Returns 0 or -EINVAL.
+ * undefined. Returns 0 or -EINVAL. Costs a munmap or a free; not async-signal-safe.
  */
 LK_API int lk_semset_close(struct lk_semset *s);
 
 /*
  * lk_semset_unlink - remove the shared set name: every process's calls on it fail with -EIDRM
  * from now on, its sleepers wake with -EIDRM, and the name is gone. Memory is freed when the last
- * process closes it. Returns 0, -ENOENT, -EACCES, -EINVAL.
+ * process closes it. Returns 0, -ENOENT, -EACCES, -EINVAL. Opens the set, takes its set lock,
+ * wakes every sleeper (futex calls) and calls shm_unlink; not async-signal-safe.
  */
 LK_API int lk_semset_unlink(const char *name);
 
@@ -143,7 +146,9 @@ LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, con
  *			with -EIDRM until it is closed)
  * Returns the value or count (>= 0), 0 for the others, or: -EINVAL (semnum past the set, as
  * semctl; unknown cmd; NULL array), -ERANGE (a value < 0 or > LK_SEMVMX), -EIDRM.
- * GETVAL/SETVAL/GETNCNT/GETZCNT take the semaphore's lock; GETALL/SETALL the set lock.
+ * GETVAL/SETVAL/GETNCNT/GETZCNT take the semaphore's lock (GETNCNT/GETZCNT walk its sleepers);
+ * GETALL/SETALL/IPC_RMID the set lock, and wait out every semaphore lock. SETVAL, SETALL and
+ * IPC_RMID may wake sleepers (system calls, after the lock). Not async-signal-safe.
  */
 LK_API int lk_semctl(struct lk_semset *s, unsigned int semnum, int cmd, ...);
 
@@ -167,8 +172,9 @@ struct lk_semset_stats {
 
 /*
  * lk_semset_stats - sum the figures of every semaphore and of the set lock. Lock-free (relaxed
- * loads: a snapshot taken while others use the set may be off by the operations in flight).
- * Returns 0 or -EINVAL.
+ * loads: a snapshot taken while others use the set may be off by the operations in flight):
+ * a few loads per semaphore, and once per process a clock calibration that may sleep 20 ms.
+ * Returns 0 or -EINVAL. Not async-signal-safe.
  */
 LK_API int lk_semset_stats(struct lk_semset *s, struct lk_semset_stats *out);
 
