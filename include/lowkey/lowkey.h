@@ -14,5 +14,6 @@
 #include <lowkey/probe.h>
 #include <lowkey/counter.h>
 #include <lowkey/watch.h>
+#include <lowkey/sem.h>
 
 #endif

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Semaphore sets with System V semantics that do not serialize on one lock.
+ *
+ *	struct lk_semset *s;
+ *	struct lk_sembuf wait_job = { 0, -1, 0 }, take_two[2] = { { 0, -1, 0 }, { 1, -1, 0 } };
+ *
+ *	lk_semset_create(&s, "/jobs", 2, 0600);	// or NULL for a set private to this process
+ *	lk_semctl(s, 0, LK_SETVAL, 5);
+ *	lk_semop(s, &wait_job, 1, NULL);		// one semaphore: only its own lock
+ *	lk_semop(s, take_two, 2, NULL);			// both or neither, atomically
+ *
+ * Semantics are semop(2)/semctl(2)'s: the operations of one call happen all together or not at
+ * all; an operation is a decrement (waits while the value would go negative), an increment, or a
+ * wait for zero (sem_op 0); values run from 0 to LK_SEMVMX; LK_IPC_NOWAIT on an operation that
+ * would wait fails the call with -EAGAIN; a waiting call that a signal handler interrupts fails
+ * with -EINTR (whether or not the handler has SA_RESTART, as semop). Waiting operations are served
+ * in the order the kernel serves them, so the same sequence of calls gives the same results as
+ * SysV semaphores. Two differences: a timeout gives -ETIMEDOUT (semtimedop says -EAGAIN), and
+ * SEM_UNDO is not implemented: an operation with LK_SEM_UNDO is refused with -ENOTSUP (an undo
+ * that a crashed process never runs would be worse than none).
+ *
+ * How it avoids the one big lock (ipc/sem.c since Linux 4.x, seed 004): a call on one semaphore
+ * takes only that semaphore's lock; a call on several takes the set's lock and waits until no
+ * single-semaphore call is inside, and the set stays in that mode until ten set-lock sections in
+ * a row had no complex operation waiting. Beyond the kernel: a call on several semaphores that
+ * can complete at once, while the set is not in that mode, takes only its semaphores' locks (in
+ * order), so a bulk wake-up does not push every other call onto the set lock. Sleepers are queued per semaphore; an operation that
+ * frees some wakes only the sleepers of the semaphores it increased, in order, and stops at the
+ * first that cannot go on -- no rescans. The operations of the woken are done by the waker, under
+ * the lock; the wake-ups themselves (futex system calls) after it is released. Each semaphore has
+ * its own 128-byte, cache-line aligned slot. Every lock acquisition is counted (free or
+ * contended, and the wait timed): lk_semset_stats().
+ *
+ * Shared sets live in POSIX shared memory (shm_open(3)), named "/name"; other processes
+ * lk_semset_open() them. A process that dies while sleeping in lk_semop is dropped from the queue
+ * (its operations are not done on its behalf); one that dies holding no lock leaves the set
+ * consistent. A process that dies inside the few instructions that hold a set's lock leaves it
+ * locked, as with a spinlock in shared memory. Waiting in a shared set needs one of its waiter
+ * slots (see LK_SEMSET_WAITERS); in a private set, none.
+ *
+ * Errors common to the functions below: -EINVAL for a NULL set or a set whose shared header is
+ * corrupted (bad magic, version or geometry: it is never used blindly), -EIDRM once the set has
+ * been removed.
+ */
+#ifndef LOWKEY_SEM_H
+#define LOWKEY_SEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <lowkey/bits/compiler.h>
+
+LK_BEGIN_DECLS
+
+#define LK_SEMVMX 32767		/* largest value of a semaphore (SEMVMX) */
+#define LK_SEMOPM 128		/* most operations in one lk_semop call */
+#define LK_SEMMSL 65535		/* most semaphores in a set */
+
+/* sem_flg bits: the same values as <sys/sem.h>'s */
+#define LK_IPC_NOWAIT 04000
+#define LK_SEM_UNDO 0x1000	/* not implemented: -ENOTSUP */
+
+/* One operation; the same layout as struct sembuf. */
+struct lk_sembuf {
+	unsigned short sem_num;
+	short sem_op;
+	short sem_flg;
+};
+
+struct lk_semset;
+
+/* lk_semset_create flags, or-ed with the permission bits of a shared set (0: 0600) */
+#define LK_SEMSET_EXCL 0x10000u		/* fail with -EEXIST if the name exists */
+/* waiter slots of a shared set: at least n (rounded up to a power of two, up to 65536); the
+ * default is max(256, 2 x nsems) */
+#define LK_SEMSET_WAITERS(n) ((unsigned int)(32 - __builtin_clz(((unsigned int)(n) - 1u) | 1u)) << 20)
+
+/*
+ * lk_semset_create - make a set of nsems semaphores, all 0.
+ * @name: NULL for a set private to this process; "/name" for a shared one (a POSIX shared memory
+ *	object). If the shared one exists, it is opened instead, unless LK_SEMSET_EXCL.
+ * @flags: permission bits (shared sets), LK_SEMSET_EXCL, LK_SEMSET_WAITERS(n).
+ * Returns 0 and *out, or: -EINVAL (nsems 0 or > LK_SEMMSL, a bad name, an existing set with fewer
+ * than nsems semaphores), -EEXIST, -EACCES, -ENOMEM, -ENOSPC (/dev/shm full), or what shm_open(3)
+ * gives. Allocates; makes system calls; not async-signal-safe.
+ */
+LK_API int lk_semset_create(struct lk_semset **out, const char *name, unsigned int nsems, unsigned int flags);
+
+/*
+ * lk_semset_open - open the shared set name, made by lk_semset_create in any process.
+ * Returns 0, -ENOENT, -EACCES, -EINVAL (not a lowkey semaphore set, another version, corrupted
+ * header), -ETIMEDOUT (its creator has not finished making it after a second), -ENOMEM.
+ * Costs shm_open, fstat and mmap (and up to a second's wait for a set being created); allocates;
+ * not async-signal-safe.
+ */
+LK_API int lk_semset_open(struct lk_semset **out, const char *name);
+
+/*
+ * lk_semset_close - let go of s: unmap a shared set (it lives on for the other processes), free a
+ * private one. No thread may use s any more; with threads still waiting in it, the result is
+ * undefined. Returns 0 or -EINVAL. Costs a munmap or a free; not async-signal-safe.
+ */
+LK_API int lk_semset_close(struct lk_semset *s);
+
+/*
+ * lk_semset_unlink - remove the shared set name: every process's calls on it fail with -EIDRM
+ * from now on, its sleepers wake with -EIDRM, and the name is gone. Memory is freed when the last
+ * process closes it. Returns 0, -ENOENT, -EACCES, -EINVAL. Opens the set, takes its set lock,
+ * wakes every sleeper (futex calls) and calls shm_unlink; not async-signal-safe.
+ */
+LK_API int lk_semset_unlink(const char *name);
+
+/*
+ * lk_semop - do ops[0..nops) atomically, waiting until they can all be done.
+ * @timeout: NULL to wait without limit, or the longest wait (relative, as semtimedop).
+ * Cost: uncontended, on one semaphore, one lock and one unlock of that semaphore's own cache line
+ * and no system call; waking sleepers costs a futex wake each, after the lock is released; a call
+ * on several semaphores takes the set lock.
+ * Returns 0, or: -EINVAL (nops 0, ops NULL, bad timeout), -E2BIG (nops > LK_SEMOPM), -EFBIG (a
+ * sem_num past the set), -ENOTSUP (LK_SEM_UNDO), -ERANGE (a value would pass LK_SEMVMX), -EAGAIN
+ * (LK_IPC_NOWAIT on an operation that would wait), -ETIMEDOUT, -EINTR (a signal handler ran),
+ * -EIDRM (removed, before or while waiting), -ENOSPC (a shared set whose waiter slots are all in
+ * use). Not async-signal-safe.
+ */
+LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, const struct timespec *timeout);
+
+/* lk_semctl commands; the values of <sys/sem.h>'s */
+#define LK_IPC_RMID 0
+#define LK_GETNCNT 14
+#define LK_GETVAL 12
+#define LK_GETALL 13
+#define LK_GETZCNT 15
+#define LK_SETVAL 16
+#define LK_SETALL 17
+
+/*
+ * lk_semctl - as semctl(2):
+ *	LK_GETVAL	the value of semaphore semnum
+ *	LK_SETVAL	set it to the int argument (sleepers it satisfies are woken)
+ *	LK_GETALL	copy every value into the unsigned short * argument
+ *	LK_SETALL	set every value from the const unsigned short * argument
+ *	LK_GETNCNT	how many sleepers wait for semnum to increase
+ *	LK_GETZCNT	how many sleepers wait for semnum to become zero
+ *	LK_IPC_RMID	remove the set (as lk_semset_unlink; for a private set, every later call fails
+ *			with -EIDRM until it is closed)
+ * Returns the value or count (>= 0), 0 for the others, or: -EINVAL (semnum past the set, as
+ * semctl; unknown cmd; NULL array), -ERANGE (a value < 0 or > LK_SEMVMX), -EIDRM.
+ * GETVAL/SETVAL/GETNCNT/GETZCNT take the semaphore's lock (GETNCNT/GETZCNT walk its sleepers);
+ * GETALL/SETALL/IPC_RMID the set lock, and wait out every semaphore lock. SETVAL, SETALL and
+ * IPC_RMID may wake sleepers (system calls, after the lock). Not async-signal-safe.
+ */
+LK_API int lk_semctl(struct lk_semset *s, unsigned int semnum, int cmd, ...);
+
+/* Contention figures of a set: every lock acquisition any lk_semop/lk_semctl made on it. */
+struct lk_semset_stats {
+	uint64_t free;			/* acquisitions that found the lock free */
+	uint64_t contended;		/* acquisitions that had to wait */
+	uint64_t wait_ns;		/* total time waited for the locks */
+	uint64_t wait_avg_ns;		/* wait_ns / contended */
+	uint64_t lifetime_ns;		/* since the set was created */
+	double wait_per_mille;		/* wait_ns x 1000 / (lifetime x online CPUs): seed 004's "1/1000 cpu time" */
+	uint64_t simple_ops;		/* lk_semop calls on one semaphore that took only its lock */
+	uint64_t multi_ops;		/* calls on several semaphores that took only their locks */
+	uint64_t global_ops;		/* calls that took the set lock */
+	uint64_t global_mode_entries;	/* switches to set-lock mode (each waits out every semaphore lock) */
+	uint64_t sleeps;		/* calls that had to sleep */
+	uint64_t wakeups;		/* sleepers whose operations another call completed */
+	unsigned int nsems;
+	unsigned int waiter_slots;	/* shared sets; 0 for private ones */
+};
+
+/*
+ * lk_semset_stats - sum the figures of every semaphore and of the set lock. Lock-free (relaxed
+ * loads: a snapshot taken while others use the set may be off by the operations in flight):
+ * a few loads per semaphore, and once per process a clock calibration that may sleep 20 ms.
+ * Returns 0 or -EINVAL. Not async-signal-safe.
+ */
+LK_API int lk_semset_stats(struct lk_semset *s, struct lk_semset_stats *out);
+
+LK_END_DECLS
+
+#endif

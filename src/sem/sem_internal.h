@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal to the sem module: the layout of a set and the helpers every part uses.
+ *
+ * A set is one region: a header, then nsems semaphore slots, then (shared sets) the waiter slots.
+ * A private set's region is malloc()ed and its sleepers wait in structures on their own stacks; a
+ * shared set's region is a POSIX shared memory object mapped at a different address in each
+ * process, so everything in it that points at something else is a "ref": an offset from the
+ * region's start in a shared set, a plain address in a private one (refs are added to ref_base,
+ * which is the region for a shared set and 0 for a private one). 0 is no ref.
+ *
+ * Queues are circular doubly linked lists through refs, with their heads in the semaphore slots
+ * and the header. In a shared set every ref read from the region is checked before it is
+ * followed, and every walk is bounded: a corrupted region makes calls fail with -EINVAL, not
+ * crash.
+ */
+#ifndef LK_SEM_INTERNAL_H
+#define LK_SEM_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <lowkey/sem.h>
+
+#include "lock/lock_internal.h"
+
+#define SEMSET_MAGIC 0x31746573736d656bull	/* "kemssets1"-ish: "kemsset1" */
+#define SEMSET_VERSION 1u
+#define SEM_HYSTERESIS 10			/* set-lock sections without a complex op before leaving */
+#define WAKE_BATCH 128				/* wake-ups collected under a lock before being done */
+#define PENDING 1u				/* a waiter's status until its result is in */
+#define SHARED_WAIT_SLICE_NS 1000000000ull	/* shared sleepers re-check this often (see semop.c) */
+#define MAX_WAITERS (1u << 16)
+
+typedef uint64_t lk__ref;
+
+struct node {
+	lk__ref next, prev;
+};
+
+/* A lock with its figures: the free/contended/wait of seed 004. Figures change under the lock. */
+struct semlock {
+	uint32_t word;			/* 0 free, 1 held, 2 held and someone may sleep */
+	uint32_t spare;
+	uint64_t free;
+	uint64_t contended;
+	uint64_t wait;			/* ticks */
+};
+
+struct sem {
+	/* first line: what every operation on this semaphore touches */
+	struct semlock lock;
+	int32_t value;
+	uint32_t spare;
+	struct node pending_alter;	/* sleeping single-semaphore operations that change the value */
+	/* second line */
+	struct node pending_const;	/* sleeping single-semaphore waits for zero */
+	uint64_t simple_ops;		/* under lock */
+	uint64_t sleeps;
+	uint64_t wakeups;
+	uint64_t multi_ops;		/* complex calls done under semaphore locks, counted on the first */
+	uint64_t spare2[2];
+} __attribute__((aligned(64)));
+
+_Static_assert(sizeof(struct sem) == 128, "a semaphore is two cache lines");
+
+struct semset_header {
+	/* identity: written once at creation, then only read */
+	uint64_t magic;
+	uint32_t version;
+	uint32_t header_size;
+	uint32_t sem_size;
+	uint32_t waiter_size;
+	uint32_t nsems;
+	uint32_t nwaiters;
+	uint64_t size;
+	uint64_t sems_offset;
+	uint64_t waiters_offset;
+	uint64_t created_ticks;
+	uint32_t removed;		/* set once, by IPC_RMID */
+	uint32_t shared;
+	/* the set lock and what it guards */
+	struct semlock lock __attribute__((aligned(64)));
+	int32_t complex_count;		/* sleeping operations on several semaphores */
+	int32_t use_global_lock;	/* > 0: every call takes the set lock (hysteresis countdown) */
+	struct node pending_alter;	/* complex sleepers, and every alter sleeper while complex ones exist */
+	struct node pending_const;	/* complex waits for zero */
+	uint64_t global_ops, mode_entries, sleeps, wakeups;
+	/* free waiter slots of a shared set: a stack of index + 1, tagged against ABA */
+	uint64_t free_slots __attribute__((aligned(64)));
+} __attribute__((aligned(64)));
+
+/*
+ * A sleeping call. On the sleeper's stack in a private set, in a slot of the region in a shared
+ * one. The sleeper fills it and queues it under the lock; the waker does its operations, unlinks
+ * it and stores the result in status, all under the lock; the sleeper watches status.
+ */
+struct waiter {
+	struct node node;		/* first: a ref to the node is a ref to the waiter */
+	uint32_t status;		/* futex word: PENDING, then 0 or -errno */
+	uint16_t nops;
+	uint8_t alter;			/* some operation changes a value */
+	uint8_t queued;
+	uint16_t blocking;		/* index of the operation it waits on (GETNCNT, GETZCNT) */
+	uint16_t spare;
+	uint32_t next_free;		/* shared: free-stack link, index + 1 */
+	uint32_t parked;		/* the sleeper is (about to be) in futex_wait: wake it */
+	pthread_mutex_t alive;		/* shared: held by the sleeper; robust, so death shows */
+	struct lk_sembuf ops[LK_SEMOPM];
+} __attribute__((aligned(64)));
+
+/* A process's handle on a set. */
+struct lk_semset {
+	struct semset_header *hdr;
+	struct sem *sems;
+	struct waiter *slots;		/* shared sets */
+	uintptr_t ref_base;		/* the region (shared) or 0 (private) */
+	size_t size;
+	unsigned int nsems;
+	unsigned int nwaiters;
+	bool shared;
+	bool corrupt;			/* a bad ref was met: calls fail with -EINVAL */
+	char name[256];
+};
+
+/* Wake-ups collected under a lock, done after it is released. */
+struct wakelist {
+	unsigned int n;
+	uint32_t *status[WAKE_BATCH];
+};
+
+/* ---- refs and lists ---- */
+
+/* Something in a shared region is not what this process wrote: calls fail with -EINVAL. */
+static inline void set_corrupt(struct lk_semset *s)
+{
+	__atomic_store_n(&s->corrupt, true, __ATOMIC_RELAXED);
+}
+
+static inline struct node *node_of(struct lk_semset *s, lk__ref ref)
+{
+	if (s->shared && (ref >= s->size || ref % 8 || ref < sizeof(uint64_t))) {
+		set_corrupt(s);
+		return NULL;
+	}
+	return (struct node *)(s->ref_base + ref);
+}
+
+static inline lk__ref ref_of(const struct lk_semset *s, const void *p)
+{
+	return (lk__ref)((uintptr_t)p - s->ref_base);
+}
+
+static inline void list_init(struct lk_semset *s, struct node *head)
+{
+	head->next = head->prev = ref_of(s, head);
+}
+
+static inline bool list_empty(const struct lk_semset *s, const struct node *head)
+{
+	return head->next == ref_of(s, head);
+}
+
+static inline void list_add_tail(struct lk_semset *s, struct node *head, struct node *n)
+{
+	struct node *last = node_of(s, head->prev);
+
+	if (!last)
+		return;
+	n->next = ref_of(s, head);
+	n->prev = head->prev;
+	last->next = ref_of(s, n);
+	head->prev = ref_of(s, n);
+}
+
+static inline void list_del(struct lk_semset *s, struct node *n)
+{
+	struct node *next = node_of(s, n->next), *prev = node_of(s, n->prev);
+
+	if (!next || !prev)
+		return;
+	prev->next = n->next;
+	next->prev = n->prev;
+	n->next = n->prev = 0;
+}
+
+/* Move every node of from to the end of to; from is left empty. */
+static inline void list_splice_tail(struct lk_semset *s, struct node *from, struct node *to)
+{
+	struct node *first, *last, *to_last;
+
+	if (list_empty(s, from))
+		return;
+	first = node_of(s, from->next);
+	last = node_of(s, from->prev);
+	to_last = node_of(s, to->prev);
+	if (!first || !last || !to_last)
+		return;
+	first->prev = to->prev;
+	to_last->next = from->next;
+	last->next = ref_of(s, to);
+	to->prev = from->prev;
+	list_init(s, from);
+}
+
+static inline struct waiter *waiter_of(struct lk_semset *s, lk__ref ref)
+{
+	return (struct waiter *)node_of(s, ref);
+}
+
+/* ---- locks ---- */
+
+void lk__semlock_slow(struct semlock *l, bool shared);
+
+static inline void semlock_lock(struct semlock *l, bool shared)
+{
+	uint32_t free_word = 0;
+
+	if (LK__LIKELY(__atomic_compare_exchange_n(&l->word, &free_word, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
+		LK__ST(l->free, LK__LD(l->free) + 1);
+		return;
+	}
+	lk__semlock_slow(l, shared);
+}
+
+static inline void semlock_unlock(struct semlock *l, bool shared)
+{
+	if (LK__UNLIKELY(__atomic_exchange_n(&l->word, 0, __ATOMIC_RELEASE) == 2))
+		lk__futex_wake(&l->word, 1, shared);
+}
+
+/* ---- shared between the files ---- */
+
+#define LOCK_GLOBAL (-1)
+
+int lk__try_ops(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, size_t *blocking);
+void lk__queue_waiter(struct lk_semset *s, struct waiter *w);
+void lk__unqueue_waiter(struct lk_semset *s, struct waiter *w);
+int lk__slot_alloc(struct lk_semset *s);
+void lk__slot_free(struct lk_semset *s, unsigned int index);
+int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops);
+#define LK__SEM_USE_SET_LOCK 1
+int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, bool alter, struct wakelist *wl);
+void lk__sem_unlock(struct lk_semset *s, int locknum);
+void lk__wake_all(struct lk_semset *s, struct wakelist *w);
+void lk__wakelist_add(struct lk_semset *s, struct wakelist *w, struct waiter *q, int result);
+void lk__changed(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, struct wakelist *w);
+int lk__sem_count(struct lk_semset *s, unsigned int semnum, bool zero);
+void lk__sem_remove(struct lk_semset *s, struct wakelist *w);
+int lk__semset_check(struct lk_semset *s);
+
+#endif

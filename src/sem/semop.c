@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lk_semop: check the call, take the lock it needs (queue.c), try the operations; if they must
+ * wait, queue a waiter and sleep on its status word until a waker has done them for us (or the
+ * set is removed, the timeout passes, a signal handler runs).
+ *
+ * Sleeping is FUTEX_WAIT_BITSET with an absolute CLOCK_MONOTONIC deadline, always (a far one when
+ * the caller gave none): with a deadline, the kernel returns EINTR for every signal handler, as
+ * semop() does, instead of restarting the wait for SA_RESTART ones.
+ *
+ * A waker stores a sleeper's result under the lock and wakes it after releasing the lock. In a
+ * shared set a waker process could die in between; so sleepers of shared sets also wake once a
+ * second to look at their status.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "sem/sem_internal.h"
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static struct timespec to_timespec(uint64_t ns)
+{
+	return (struct timespec){ (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+}
+
+/* Checks that need no lock; 0 or the error. *alter set if some operation changes a value. */
+static int check_call(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, const struct timespec *timeout,
+		      bool *alter)
+{
+	unsigned int max = 0;
+	bool undo = false;
+	int err;
+
+	if (!s)
+		return lk__fail(-EINVAL, "lk_semop: NULL set");
+	if (!ops || nops == 0)
+		return lk__fail(-EINVAL, "lk_semop: %s", ops ? "no operations (nops 0)" : "NULL ops");
+	if (nops > LK_SEMOPM)
+		return lk__fail(-E2BIG, "lk_semop: %zu operations in one call; at most LK_SEMOPM (%d)", nops, LK_SEMOPM);
+	if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000L))
+		return lk__fail(-EINVAL, "lk_semop: bad timeout {%ld, %ld}", (long)timeout->tv_sec, timeout->tv_nsec);
+	err = lk__semset_check(s);
+	if (err)
+		return err;
+	*alter = false;
+	for (size_t i = 0; i < nops; i++) {
+		if (ops[i].sem_num > max)
+			max = ops[i].sem_num;
+		undo |= ops[i].sem_flg & LK_SEM_UNDO;
+		*alter |= ops[i].sem_op != 0;
+	}
+	if (max >= s->nsems)
+		return lk__fail(-EFBIG, "lk_semop: semaphore %u is past the set's %u", max, s->nsems);
+	if (undo)
+		return lk__fail(-ENOTSUP, "lk_semop: SEM_UNDO is not implemented (a process that crashes could not "
+					  "undo); release what you take explicitly");
+	return 0;
+}
+
+static void count_op(struct lk_semset *s, int locknum)
+{
+	if (locknum == LOCK_GLOBAL)
+		LK__ST(s->hdr->global_ops, LK__LD(s->hdr->global_ops) + 1);
+	else
+		LK__ST(s->sems[locknum].simple_ops, LK__LD(s->sems[locknum].simple_ops) + 1);
+}
+
+static void count_sleep(struct lk_semset *s, int locknum)
+{
+	if (locknum == LOCK_GLOBAL)
+		LK__ST(s->hdr->sleeps, LK__LD(s->hdr->sleeps) + 1);
+	else
+		LK__ST(s->sems[locknum].sleeps, LK__LD(s->sems[locknum].sleeps) + 1);
+}
+
+/* The wait ended early (timeout, signal): leave the queue, unless the result came in meanwhile. */
+static int cancel_wait(struct lk_semset *s, struct waiter *w, int why)
+{
+	int locknum = lk__sem_lock(s, w->ops, w->nops), result;
+	uint32_t status = __atomic_load_n(&w->status, __ATOMIC_ACQUIRE);
+
+	if (status != PENDING) {
+		result = (int)status;	/* done by a waker: the operations happened */
+	} else {
+		lk__unqueue_waiter(s, w);
+		result = why;
+	}
+	lk__sem_unlock(s, locknum);
+	return result;
+}
+
+/*
+ * Tell wakers to wake us, then look once more: a waker makes the futex system call only for a
+ * sleeper that has parked. Both sides store, then load the other's word, sequentially
+ * consistent, so at least one of them sees the other's store. (A sleeper that does not spin
+ * first: with more threads than CPUs, as in sembench, spinning only takes the CPU from the
+ * thread that would wake it.)
+ */
+static bool parked_already_done(struct waiter *w)
+{
+	__atomic_store_n(&w->parked, 1, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&w->status, __ATOMIC_SEQ_CST) != PENDING;
+}
+
+static int wait_for_result(struct lk_semset *s, struct waiter *w, const uint64_t *deadline_ns)
+{
+	if (parked_already_done(w))
+		return (int)__atomic_load_n(&w->status, __ATOMIC_ACQUIRE);
+	for (;;) {
+		uint32_t status = __atomic_load_n(&w->status, __ATOMIC_ACQUIRE);
+		uint64_t now, until;
+		struct timespec ts;
+
+		if (status != PENDING)
+			return (int)status;
+		now = monotonic_ns();
+		if (deadline_ns && now >= *deadline_ns)
+			return cancel_wait(s, w, -ETIMEDOUT);
+		until = now + (s->shared ? SHARED_WAIT_SLICE_NS : 3600 * 1000000000ull);
+		if (deadline_ns && *deadline_ns < until)
+			until = *deadline_ns;
+		ts = to_timespec(until);
+		if (lk__futex_wait_until(&w->status, PENDING, &ts, s->shared) != 0 && errno == EINTR)
+			return cancel_wait(s, w, -EINTR);
+		/* woken, value changed, deadline or slice over: look again */
+	}
+}
+
+static void fill_waiter(struct waiter *w, const struct lk_sembuf *ops, size_t nops, bool alter, size_t blocking)
+{
+	memcpy(w->ops, ops, nops * sizeof(*ops));
+	w->nops = (uint16_t)nops;
+	w->alter = alter;
+	w->blocking = (uint16_t)blocking;
+	w->parked = 0;
+	__atomic_store_n(&w->status, PENDING, __ATOMIC_RELAXED);
+}
+
+/* A shared set's sleeper needs a slot, held (its robust mutex) for as long as it is queued. */
+static struct waiter *take_slot(struct lk_semset *s)
+{
+	int index = lk__slot_alloc(s), r;
+	struct waiter *w;
+
+	if (index < 0)
+		return NULL;
+	w = &s->slots[index];
+	r = pthread_mutex_lock(&w->alive);
+	if (r == EOWNERDEAD)
+		pthread_mutex_consistent(&w->alive);
+	else if (r != 0) {
+		lk__slot_free(s, (unsigned int)index);
+		return NULL;
+	}
+	return w;
+}
+
+static void give_slot(struct lk_semset *s, struct waiter *w)
+{
+	pthread_mutex_unlock(&w->alive);
+	lk__slot_free(s, (unsigned int)(w - s->slots));
+}
+
+LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, const struct timespec *timeout)
+{
+	struct waiter stack_waiter, *w;
+	struct wakelist wl = { 0 };
+	uint64_t deadline = 0;
+	size_t blocking = 0;
+	bool alter = false;
+	int locknum, r;
+
+	r = check_call(s, ops, nops, timeout, &alter);
+	if (r)
+		return r;
+	if (timeout)
+		deadline = monotonic_ns() + (uint64_t)timeout->tv_sec * 1000000000u + (uint64_t)timeout->tv_nsec;
+
+	if (nops > 1) {
+		r = lk__sem_try_multi(s, ops, nops, alter, &wl);
+		if (r != LK__SEM_USE_SET_LOCK) {
+			lk__wake_all(s, &wl);
+			goto report;
+		}
+	}
+	locknum = lk__sem_lock(s, ops, nops);
+	count_op(s, locknum);
+	if (__atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE)) {
+		r = -EIDRM;
+		goto unlock;
+	}
+	r = lk__try_ops(s, ops, nops, &blocking);
+	if (r == 0 && alter)
+		lk__changed(s, ops, nops, &wl);
+	if (r <= 0)
+		goto unlock;
+
+	/* must wait */
+	w = s->shared ? take_slot(s) : &stack_waiter;
+	if (!w) {
+		r = -ENOSPC;
+		goto unlock;
+	}
+	fill_waiter(w, ops, nops, alter, blocking);
+	lk__queue_waiter(s, w);
+	count_sleep(s, locknum);
+	lk__sem_unlock(s, locknum);
+	if (__atomic_load_n(&s->corrupt, __ATOMIC_RELAXED))
+		r = lk__semset_check(s);
+	else
+		r = wait_for_result(s, w, timeout ? &deadline : NULL);
+	if (s->shared)
+		give_slot(s, w);
+	goto report;
+
+unlock:
+	lk__sem_unlock(s, locknum);
+	lk__wake_all(s, &wl);
+report:
+	if (__atomic_load_n(&s->corrupt, __ATOMIC_RELAXED))
+		return lk__semset_check(s);
+	switch (r) {
+	case 0:
+		return 0;
+	case -EAGAIN:
+		return lk__fail(r, "lk_semop: an operation with LK_IPC_NOWAIT would have waited");
+	case -ERANGE:
+		return lk__fail(r, "lk_semop: a value would pass LK_SEMVMX (%d)", LK_SEMVMX);
+	case -ETIMEDOUT:
+		return lk__fail(r, "lk_semop: timed out waiting");
+	case -EINTR:
+		return lk__fail(r, "lk_semop: interrupted by a signal handler");
+	case -EIDRM:
+		return lk__fail(r, "lk_semop: the semaphore set was removed");
+	case -ENOSPC:
+		return lk__fail(r, "lk_semop: all %u waiter slots of shared set %s are in use: create it with more "
+				   "(LK_SEMSET_WAITERS)", s->nwaiters, s->name);
+	default:
+		return r;
+	}
+}
