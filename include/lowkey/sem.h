@@ -176,7 +176,9 @@ struct lk_semset_stats {
  * a few loads per semaphore, and once per process a clock calibration that may sleep 20 ms.
  * Returns 0 or -EINVAL. Not async-signal-safe.
  */
+LK__SAME_NAME_BEGIN
 LK_API int lk_semset_stats(struct lk_semset *s, struct lk_semset_stats *out);
+LK__SAME_NAME_END
 
 LK_END_DECLS
 
