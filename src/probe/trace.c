@@ -29,6 +29,10 @@
 #include "probe/probe_internal.h"
 
 struct lk__trace lk__trace = { .dir_fd = -1 };
+
+/* Tracing from the environment (environment.c) comes wherever tracing does, liblowkey.a included. */
+extern const int lk__probe_environment_linked;
+__attribute__((used)) static const int *const link_environment = &lk__probe_environment_linked;
 pthread_mutex_t lk__trace_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 #define DEFAULT_BUFFER (2u << 20)
