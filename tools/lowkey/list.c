@@ -48,6 +48,7 @@ struct row {
 	unsigned int line, kind, nargs;
 	uint32_t arg_types;
 	int enabled;			/* 1, 0, or -1: unknown */
+	size_t object_rank, order;	/* for sorting: objects as met, then by name and line */
 };
 
 struct rows {
@@ -99,6 +100,38 @@ static const char *kind_name(unsigned int kind)
 static const char *arg_type(const struct row *s, unsigned int i)
 {
 	return lk_probe_type_name((enum lk_probe_type)((s->arg_types >> (4 * i)) & 0xf));
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	int c;
+
+	if (x->object_rank != y->object_rank)
+		return x->object_rank < y->object_rank ? -1 : 1;
+	if ((c = strcmp(x->provider, y->provider)) || (c = strcmp(x->event, y->event)))
+		return c;
+	if (x->line != y->line)
+		return x->line < y->line ? -1 : 1;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Each object's sites together, in the order the objects came, sorted by provider:event, line. */
+static void sort_rows(struct rows *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		r->v[i].order = i;
+		r->v[i].object_rank = i;
+		for (size_t j = 0; j < i; j++) {
+			if (strcmp(r->v[j].object, r->v[i].object) == 0) {
+				r->v[i].object_rank = r->v[j].object_rank;
+				break;
+			}
+		}
+	}
+	qsort(r->v, r->n, sizeof(*r->v), row_cmp);
 }
 
 /* ---- output ---- */
@@ -323,6 +356,7 @@ static int list_pid(pid_t pid, bool json)
 			fprintf(stderr, "lowkey list: process %d (%s) has no lowkey probe sites%s\n", (int)pid, name,
 				lk_proc_uses_lowkey(pid) == 1 ? "" : ": it is not linked with liblowkey");
 	}
+	sort_rows(&r);
 	if (json)
 		print_json(&r, pid, source);
 	else
@@ -339,6 +373,7 @@ static int list_files(char **files, int n, bool json)
 	for (int i = 0; i < n; i++)
 		if (rows_from_file(&r, files[i], files[i], false) != 0)
 			failed = 1;
+	sort_rows(&r);
 	if (json)
 		print_json(&r, 0, NULL);
 	else
