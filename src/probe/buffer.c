@@ -63,7 +63,9 @@ static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 	uint8_t *rp = __atomic_load_n(&b->rp, __ATOMIC_ACQUIRE);
 	uint8_t *wp = (uint8_t *)t->wp;
 	size_t used = wp >= rp ? (size_t)(wp - rp) : b->cap - (size_t)(rp - wp);
-	uint8_t *limit = wp >= rp ? ring_end(b) : rp - 1;
+	/* A record ends strictly before the ring's end, or wp == end would read as empty to the
+	 * consumer while the ring is full (and it would rewrite the ring forever). */
+	uint8_t *limit = wp >= rp ? ring_end(b) - 1 : rp - 1;
 	uint8_t *half;
 
 	if (lk__trace.cputime || lk__trace.stopping) {
@@ -90,7 +92,7 @@ static uint8_t *reserve(struct lk__probe_buffer *b, struct lk__probe_tls *t, uin
 
 	if (wp < rp)
 		return wp + size < rp ? wp : NULL;
-	if (wp + size <= ring_end(b))
+	if (wp + size < ring_end(b))
 		return wp;
 	/* wrap: the record goes at the start, if it stays short of rp */
 	if (b->data + size >= rp)
