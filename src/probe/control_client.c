@@ -297,6 +297,10 @@ int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t rep
 {
 	int rc = lk__ctl_send(c, req);
 
+	/* A process that refused the connection has said why before closing it. */
+	if (rc == -ECONNRESET && lk__ctl_recv(c, reply, 0, NULL, 0) == 0 && reply->type == LK_CTL_RESULT &&
+	    reply->result.err)
+		return failf(err, errlen, reply->result.err, "%s", reply->result.message);
 	if (rc)
 		return failf(err, errlen, rc, "sending to process %d: %s", (int)c->pid, strerror(-rc));
 	for (;;) {
