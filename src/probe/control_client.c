@@ -283,6 +283,16 @@ int lk__ctl_recv(struct lk__ctl_client *c, struct lk__ctl_msg *m, int timeout_ms
 	if (rc == 0)
 		return failf(err, errlen, -ETIMEDOUT, "process %d did not answer", (int)c->pid);
 	n = recv(c->fd, c->buf, sizeof(c->buf), MSG_TRUNC | MSG_DONTWAIT);
+	/*
+	 * A process that closes the connection before reading what this side sent makes the kernel
+	 * report ECONNRESET first; what the process sent before closing (why it refused) is still
+	 * queued behind the error.
+	 */
+	if (n < 0 && errno == ECONNRESET) {
+		n = recv(c->fd, c->buf, sizeof(c->buf), MSG_TRUNC | MSG_DONTWAIT);
+		if (n < 0)
+			errno = ECONNRESET;
+	}
 	if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE)))
 		return failf(err, errlen, -ECONNRESET, "process %d closed the connection", (int)c->pid);
 	if (n < 0)
