@@ -188,7 +188,7 @@ int lk__ctl_find_socket(pid_t pid, char *path, size_t len, char *err, size_t err
 	if (rc == 0)
 		return 0;
 	if (rc == -EACCES || (st.st_uid != geteuid() && geteuid() != 0))
-		return failf(err, errlen, -EACCES, "process %d belongs to uid %u: only that user or root may control it",
+		return failf(err, errlen, -EACCES, "process %d belongs to uid %u",
 			     (int)pid, (unsigned int)st.st_uid);
 	return failf(err, errlen, -ENOENT, "process %d has no lowkey control socket open", (int)pid);
 }
