@@ -121,6 +121,8 @@ static int row_cmp(const void *a, const void *b)
 /* Each object's sites together, in the order the objects came, sorted by provider:event, line. */
 static void sort_rows(struct rows *r)
 {
+	if (r->n < 2)
+		return;
 	for (size_t i = 0; i < r->n; i++) {
 		r->v[i].order = i;
 		r->v[i].object_rank = i;
