@@ -3,7 +3,8 @@
  * Who may talk to a process's control socket: its own user and root, no one else. The directory
  * keeps others away; where it is opened up anyway, SO_PEERCRED still refuses them, and the refusal
  * is counted. Runs the server as root and the client as nobody (65534), and the server as nobody
- * with root and uid 65533 as clients. Needs root and util-linux's setpriv; skipped otherwise.
+ * with root and uid 65533 as clients; and an unprivileged user tracing their own programs, from the
+ * start and attached. Needs root and util-linux's setpriv; skipped otherwise.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -189,11 +190,45 @@ static void a_nobody_process_serves_root_and_refuses_others(void **state)
 	end_server();
 }
 
+static void a_user_traces_their_own_programs(void **state)
+{
+	char xdg[1024], dir[1024];
+	pid_t pid;
+
+	(void)state;
+	need_root_and_setpriv();
+	snprintf(xdg, sizeof(xdg), "%s", in_scratch("user-xdg"));
+	make_dir(xdg, 0700, 65534);
+	snprintf(dir, sizeof(dir), "%s", in_scratch("user-out"));
+	make_dir(dir, 0755, 65534);
+
+	/* from the start */
+	lkt_sh(&r, "cd '%s' && " AS(65534) "%s trace -e app:tick -o run.ctf -- %s emit 100", dir, LOWKEY, TARGET);
+	if (r.status != 0)
+		print_error("%s\n", r.out);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(lkt_count(in_scratch("user-out/run.ctf"), "app:tick").events, 100);
+
+	/* attached, same user */
+	pid = spawn_server(AS(65534), xdg);
+	lkt_sh(&r, "cd '%s' && " AS(65534) "env XDG_RUNTIME_DIR='%s' %s trace --pid %d -e app:tick --duration 2 -o att.ctf",
+	       dir, xdg, LOWKEY, (int)pid);
+	if (r.status != 0)
+		print_error("%s\n", r.out);
+	assert_int_equal(r.status, 0);
+	assert_true(lkt_count(in_scratch("user-out/att.ctf"), "app:tick").events > 0);
+	lkt_sh(&r, AS(65534) "%s list --pid %d", LOWKEY, (int)pid);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "app:tick      event       off"));
+	end_server();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(a_root_process_refuses_nobody),
 		cmocka_unit_test(a_nobody_process_serves_root_and_refuses_others),
+		cmocka_unit_test(a_user_traces_their_own_programs),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

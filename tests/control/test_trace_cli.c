@@ -259,7 +259,7 @@ static void cputime_and_buffer_options(void **state)
 {
 	struct lk__trace_reader rd;
 	struct lkt_count n;
-	char err[256], want[64];
+	char err[256], want[256];
 
 	(void)state;
 	TRACE("--cputime -o cpu.ctf -- " TARGET " emit 10");
@@ -277,6 +277,11 @@ static void cputime_and_buffer_options(void **state)
 	assert_non_null(strstr(r.out, want));
 	if (n.lost)
 		assert_non_null(strstr(r.out, "raise --buffer (now 4 KiB per thread)"));
+
+	TRACE("--json -e app:tick -o j.ctf -- " TARGET " emit 10");
+	snprintf(want, sizeof(want), "{\"output\": \"%s/j.ctf\", \"format\": \"ctf\", \"events\": 11, ", scratch);
+	expect(0, want);
+	assert_non_null(strstr(r.out, "\"lost\": 0, \"threads\": 1, \"bytes\": "));
 
 	TRACE("--buffer 12 -- " TARGET);
 	expect(2, "bad buffer size");

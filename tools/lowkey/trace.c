@@ -24,9 +24,10 @@
 #include "trace.h"
 
 static const char trace_usage[] =
-	"usage: lowkey trace [-e GLOB]... [-o OUT] [--format ctf|json] [--cputime] [--buffer SIZE] -- CMD [ARGS]\n"
+	"usage: lowkey trace [-e GLOB]... [-o OUT] [--format ctf|json] [--cputime] [--buffer SIZE] [--json]\n"
+	"                    -- CMD [ARGS]\n"
 	"       lowkey trace --pid PID [-e GLOB]... [-o OUT] [--format ctf|json] [--cputime] [--buffer SIZE]\n"
-	"                    [--duration S]\n"
+	"                    [--duration S] [--json]\n"
 	"\n"
 	"Records the probes (LK_PROBE, LK_SPAN, LK_COUNTER) of a program linked with liblowkey.\n"
 	"\n"
@@ -51,6 +52,8 @@ static const char trace_usage[] =
 	"                       full are dropped and counted\n"
 	"  -p, --pid PID        trace a running process\n"
 	"  -d, --duration S     with --pid: stop after S seconds (default: at Ctrl-C)\n"
+	"      --json           print the summary as JSON: {\"output\", \"format\", \"events\", \"lost\",\n"
+	"                       \"threads\", \"bytes\"} (on stderr, like the text one)\n"
 	"  -h, --help           this text\n"
 	"\n"
 	"Examples:\n"
@@ -225,6 +228,22 @@ static void human_size(uint64_t bytes, char *out, size_t len)
 		snprintf(out, len, "%.1f %s", v, units[u]);
 }
 
+static void json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
 void trace_print_summary(const struct trace_opts *o, const struct trace_totals *t)
 {
 	char size[32];
@@ -233,6 +252,14 @@ void trace_print_summary(const struct trace_opts *o, const struct trace_totals *
 
 	if (o->format == LK_TRACE_JSON && stat(o->output, &st) == 0)
 		bytes = (uint64_t)st.st_size;
+	if (o->json) {
+		fprintf(stderr, "{\"output\": ");
+		json_string(stderr, o->output);
+		fprintf(stderr, ", \"format\": \"%s\", \"events\": %llu, \"lost\": %llu, \"threads\": %u, "
+			"\"bytes\": %llu}\n", o->format == LK_TRACE_JSON ? "json" : "ctf", (unsigned long long)t->events,
+			(unsigned long long)t->lost, t->threads, (unsigned long long)bytes);
+		return;
+	}
 	human_size(bytes, size, sizeof(size));
 	fprintf(stderr, "lowkey trace: %llu events (%llu lost) from %u thread%s, %s written to %s\n",
 		(unsigned long long)t->events, (unsigned long long)t->lost, t->threads, t->threads == 1 ? "" : "s",
@@ -361,6 +388,9 @@ static int parse_option(struct trace_opts *o, int c, const char *arg)
 	case 'c':
 		o->cputime = true;
 		return 0;
+	case 'j':
+		o->json = true;
+		return 0;
 	case 'b':
 		if (lk__parse_size(arg, &o->buffer) != 0 || o->buffer < 4096 || o->buffer > (1u << 30))
 			return usage_error("a size from 4K to 1G, such as 256K or 4M", "bad buffer size '%s'", arg);
@@ -413,6 +443,7 @@ static int trace_main(int argc, char **argv)
 		{ "buffer", required_argument, NULL, 'b' },
 		{ "pid", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};

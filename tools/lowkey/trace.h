@@ -20,6 +20,7 @@ struct trace_opts {
 	double duration;			/* --pid: seconds; 0: until Ctrl-C */
 	char **argv;				/* the command */
 	bool created_output;			/* we made the (empty) output: remove it if unused */
+	bool json;				/* the summary as JSON */
 };
 
 struct trace_totals {
