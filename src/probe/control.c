@@ -13,8 +13,10 @@
  * started with "stop on close" is stopped then, so a `lowkey trace --pid` that is killed leaves the
  * process as it found it. At exit (and at lk_control_close) a trace started over the socket is
  * stopped and finished, its counters sent to every client still connected (EXIT), and the socket
- * file removed. A forked child does not inherit the socket: it may open its own.
+ * file removed. A forked child does not inherit the socket: it may open its own. Opening removes
+ * the socket files that processes killed before they could close theirs left in the directory.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -573,6 +575,39 @@ static void control_once(void)
 	atexit(control_at_exit);
 }
 
+/*
+ * Remove the sockets of processes that died without closing theirs (killed): a socket file that
+ * refuses connections has no one listening. Files that accept, or cannot be tried, are left: they
+ * may belong to a live process, in another pid namespace too. Bounded, and only *.sock files.
+ */
+static void sweep_stale_sockets(const char *dir)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct dirent *e;
+	int tried = 0;
+	DIR *d = opendir(dir);
+
+	while (d && (e = readdir(d)) && tried < 256) {
+		size_t len = strlen(e->d_name);
+		int fd;
+
+		if (len < 6 || strcmp(e->d_name + len - 5, ".sock") != 0 || e->d_type != DT_SOCK)
+			continue;
+		if ((size_t)snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/%s", dir, e->d_name) >=
+		    sizeof(addr.sun_path))
+			continue;
+		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			break;
+		tried++;
+		if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 && errno == ECONNREFUSED)
+			unlinkat(dirfd(d), e->d_name, 0);
+		close(fd);
+	}
+	if (d)
+		closedir(d);
+}
+
 static int bind_socket(void)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
@@ -581,6 +616,7 @@ static int bind_socket(void)
 
 	if (err)
 		return err;
+	sweep_stale_sockets(dir);
 	if ((size_t)snprintf(ctl.path, sizeof(ctl.path), "%s/%d.sock", dir, (int)getpid()) >= sizeof(ctl.path))
 		return lk__fail(-ENAMETOOLONG, "lk_control_open: the socket path in %s is too long", dir);
 	memcpy(addr.sun_path, ctl.path, sizeof(addr.sun_path));

@@ -214,6 +214,41 @@ static void unsafe_directories_are_refused(void **state)
 	lk_control_close();
 }
 
+static int bound_socket(const char *path, bool listening)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	if (listening)
+		assert_int_equal(listen(fd, 1), 0);
+	return fd;
+}
+
+static void sockets_left_by_killed_processes_are_swept(void **state)
+{
+	const char *dir = private_runtime_dir("xdg-sweep");
+	char sub[512], stale[600], live[600], other[600];
+	int live_fd;
+
+	(void)state;
+	snprintf(sub, sizeof(sub), "%s/lowkey", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	snprintf(stale, sizeof(stale), "%s/999999.sock", sub);
+	snprintf(live, sizeof(live), "%s/999998.sock", sub);
+	snprintf(other, sizeof(other), "%s/notes.sock", sub);
+	close(bound_socket(stale, true));	/* its process "was killed": the file stays, no one listens */
+	live_fd = bound_socket(live, true);
+	fclose(fopen(other, "w"));	/* not a socket: never touched */
+	assert_int_equal(lk_control_open(), 0);
+	assert_false(lkt_file_exists(stale));
+	assert_true(lkt_file_exists(live));
+	assert_true(lkt_file_exists(other));
+	lk_control_close();
+	close(live_fd);
+}
+
 /* ---- commands ---- */
 
 static void commands_work(void **state)
@@ -580,6 +615,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(socket_lives_in_a_private_directory),
 		cmocka_unit_test(a_runtime_dir_open_to_others_is_not_used),
 		cmocka_unit_test(unsafe_directories_are_refused),
+		cmocka_unit_test(sockets_left_by_killed_processes_are_swept),
 		cmocka_unit_test(commands_work),
 		cmocka_unit_test(session_ends_with_the_connection),
 		cmocka_unit_test(hostile_messages_are_refused),
