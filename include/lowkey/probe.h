@@ -177,12 +177,28 @@ LK__SAME_NAME_END
 /* ---- the control socket: enabling from outside (`lowkey trace --pid`) ---- */
 
 /*
- * lk_control_open - accept commands from `lowkey trace --pid` on a Unix socket at
- * $XDG_RUNTIME_DIR/lowkey/PID.sock (or /tmp/lowkey-UID/PID.sock), in a directory only this user
- * can enter. Only peers with this process's uid (or root) are served. LOWKEY_CONTROL=1 in the
- * environment opens it at start-up. Returns 0 or -errno. Idempotent.
+ * lk_control_open - accept commands from `lowkey trace --pid` and `lowkey list --pid` on a Unix
+ * socket at $XDG_RUNTIME_DIR/lowkey/PID.sock (or /tmp/lowkey-EUID/PID.sock when XDG_RUNTIME_DIR is
+ * unset or not a private directory of this user), in a directory only this user can enter. Only
+ * peers with this process's effective uid, or root, are served (SO_PEERCRED); every message is
+ * validated, and a bad one is refused and counted, never acted on. A service thread, with every
+ * signal blocked, serves the socket. LOWKEY_CONTROL=1 in the environment opens it at start-up.
+ * A forked child does not inherit it (it may open its own). See docs/trace.md.
+ *
+ * Returns 0 (also when already open), or: -ENOTDIR (the directory's place holds a symbolic link
+ * or a file), -EPERM (the directory belongs to another user or is open to others),
+ * -ENAMETOOLONG, or the -errno of mkdir, socket, bind, listen or thread creation; lk_last_error()
+ * names the path and the fix. Costs a directory check, a socket and a thread. Thread-safe; not
+ * async-signal-safe.
  */
 LK_API int lk_control_open(void);
+
+/*
+ * lk_control_close - stop serving: end every connection (removing the rules clients added for
+ * their session, and stopping a trace a client started to last only while it is connected), stop
+ * the thread, remove the socket. exit() does this too, and also finishes a trace started over the
+ * socket. Nothing if not open. Waits for a command in progress. Not async-signal-safe.
+ */
 LK_API void lk_control_close(void);
 
 /* ---- internals ---- */
@@ -237,10 +253,10 @@ static inline __attribute__((always_inline)) bool lk__probe_emit(struct lk_probe
 {
 	struct lk__probe_tls *t = &lk__probe_tls;
 	uint32_t size = LK__PROBE_HEADER + 8 * n;
-	unsigned int nested = t->nesting;
+	unsigned int nested = __atomic_load_n(&t->nesting, __ATOMIC_RELAXED);
 	uintptr_t p;
 
-	t->nesting = nested + 1;
+	__atomic_store_n(&t->nesting, nested + 1, __ATOMIC_RELAXED);	/* read by lk_trace_stop */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	p = t->wp;
 	if (LK__LIKELY(nested == 0 && p + size <= __atomic_load_n(&t->fast_end, __ATOMIC_RELAXED))) {
@@ -254,11 +270,11 @@ static inline __attribute__((always_inline)) bool lk__probe_emit(struct lk_probe
 		t->wp = p + size;
 		__atomic_store_n(&t->committed, p + size, __ATOMIC_RELEASE);
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		t->nesting = 0;
+		__atomic_store_n(&t->nesting, 0, __ATOMIC_RELAXED);
 		return true;
 	}
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	t->nesting = nested;
+	__atomic_store_n(&t->nesting, nested, __ATOMIC_RELAXED);
 	return lk__probe_emit_slow(site, n, vals);
 }
 

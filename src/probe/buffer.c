@@ -76,7 +76,7 @@ static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 	uint8_t *limit = wp >= rp ? ring_end(b) - 1 : rp - 1;
 	uint8_t *half;
 
-	if (lk__trace.cputime || lk__trace.stopping) {
+	if (lk__trace.cputime || __atomic_load_n(&lk__trace.stopping, __ATOMIC_ACQUIRE)) {
 		set_fast_end(t, 0);
 		return;
 	}
@@ -297,13 +297,13 @@ static struct lk__probe_buffer *current_buffer(struct lk__probe_tls *t)
 LK_API bool lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, const uint64_t *vals)
 {
 	struct lk__probe_tls *t = &lk__probe_tls;
-	unsigned int nested = t->nesting;
+	unsigned int nested = __atomic_load_n(&t->nesting, __ATOMIC_RELAXED);
 	struct lk__probe_buffer *b;
 	bool recorded = false;
 
-	t->nesting = nested + 1;
+	__atomic_store_n(&t->nesting, nested + 1, __ATOMIC_RELAXED);	/* read by lk_trace_stop */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (!__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) || lk__trace.stopping) {
+	if (!__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) || __atomic_load_n(&lk__trace.stopping, __ATOMIC_ACQUIRE)) {
 		set_fast_end(t, 0);
 	} else if (nested) {
 		count_lost(my_buffer);	/* a signal handler interrupted an event on this thread */
@@ -314,7 +314,7 @@ LK_API bool lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, cons
 		count_lost(NULL);
 	}
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	t->nesting = nested;
+	__atomic_store_n(&t->nesting, nested, __ATOMIC_RELAXED);
 	return recorded;
 }
 

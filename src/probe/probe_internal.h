@@ -105,6 +105,12 @@ struct lk__probe_site_rt *lk__probe_sites(size_t *n);
 /* Flip sites to what the rules say (all off when !tracing). Registry lock held. */
 int lk__probe_apply_rules_locked(bool tracing);
 
+/* Whether glob selects provider:event, as a rule would. Any lock. */
+bool lk__probe_glob_matches(const char *glob, const char *provider, const char *event);
+
+/* Forget the newest rule (glob, enable), as if never added: 0, -ENOENT, or a flipping error. */
+int lk__probe_remove_rule(const char *glob, bool enable);
+
 /* ---- buffer.c: per-thread buffers ---- */
 
 /* The list of buffers (lock-free push by threads; unlinked only by the consumer). */

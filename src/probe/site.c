@@ -300,3 +300,30 @@ const char *lk__probe_kind_name(unsigned int kind)
 	}
 	return "unknown";
 }
+
+/* ---- for the control socket and the environment (control.c, environment.c) ---- */
+
+bool lk__probe_glob_matches(const char *glob, const char *provider, const char *event)
+{
+	struct lk__probe_site_rt rt = { .provider = (char *)provider, .event = (char *)event };
+
+	return glob_matches(glob, &rt);
+}
+
+int lk__probe_remove_rule(const char *glob, bool enable)
+{
+	int err = -ENOENT;
+
+	lk__registry_lock();
+	for (size_t i = nrules; i-- > 0;) {
+		if (rules[i].enable != enable || strcmp(rules[i].glob, glob) != 0)
+			continue;
+		free(rules[i].glob);
+		memmove(&rules[i], &rules[i + 1], (nrules - i - 1) * sizeof(*rules));
+		nrules--;
+		err = lk__probe_apply_rules_locked(lk__trace.running);
+		break;
+	}
+	lk__registry_unlock();
+	return err;
+}

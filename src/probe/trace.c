@@ -29,6 +29,10 @@
 #include "probe/probe_internal.h"
 
 struct lk__trace lk__trace = { .dir_fd = -1 };
+
+/* Tracing from the environment (environment.c) comes wherever tracing does, liblowkey.a included. */
+extern const int lk__probe_environment_linked;
+__attribute__((used)) static const int *const link_environment = &lk__probe_environment_linked;
 pthread_mutex_t lk__trace_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 #define DEFAULT_BUFFER (2u << 20)
@@ -166,9 +170,12 @@ static int start_locked(const struct lk_trace_config *config)
 	if (!t->config.flush_ms)
 		t->config.flush_ms = DEFAULT_FLUSH_MS;
 	t->cputime = config->flags & LK_TRACE_CPUTIME;
-	t->events = t->lost = t->bytes = 0;
-	t->threads = 0;
-	t->error = 0;
+	/* lk_trace_stats may read these from another thread meanwhile */
+	__atomic_store_n(&t->events, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->lost, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->bytes, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->threads, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->error, 0, __ATOMIC_RELAXED);
 	t->error_msg[0] = 0;
 
 	err = prepare_output(t, config->path);
@@ -295,7 +302,8 @@ LK_API int lk_trace_stats(struct lk_trace_stats *stats)
 	if (!stats)
 		return lk__fail(-EINVAL, "lk_trace_stats: stats is NULL");
 	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b; b = b->next)
-		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) == t->gen && t->running)
+		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) == __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE) &&
+		    __atomic_load_n(&t->running, __ATOMIC_ACQUIRE))
 			live_lost += __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
 	stats->running = __atomic_load_n(&t->running, __ATOMIC_ACQUIRE);
 	stats->events = __atomic_load_n(&t->events, __ATOMIC_RELAXED);

@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The client side of the control socket, for `lowkey` and the tests: finding a process's socket,
+ * connecting, and request/reply.
+ *
+ * The socket's path is found from the process itself: its open sockets (/proc/PID/fd) matched
+ * against the bound Unix sockets of its network namespace (/proc/PID/net/unix), so whatever
+ * XDG_RUNTIME_DIR the process had, the right socket is found. Where those cannot be read (a
+ * non-dumpable process), the places the library uses are tried. Once connected, the peer's
+ * credentials must name the process asked for: a socket file left by an earlier process with the
+ * same pid is never mistaken for it.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "probe/control_internal.h"
+
+static int failf(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static int failf(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+/* ---- finding the socket ---- */
+
+#define MAX_SOCKETS 1024
+
+/* The inodes of pid's open sockets; -errno when its fds cannot be read. */
+static int socket_inodes(pid_t pid, unsigned long *inodes, size_t *n)
+{
+	char dir[64], link[PATH_MAX], target[64];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	d = opendir(dir);
+	if (!d)
+		return -errno;
+	*n = 0;
+	while ((e = readdir(d)) && *n < MAX_SOCKETS) {
+		ssize_t len;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		if (sscanf(target, "socket:[%lu]", &inodes[*n]) == 1)
+			(*n)++;
+	}
+	closedir(d);
+	return 0;
+}
+
+static bool is_control_path(const char *path, pid_t pid)
+{
+	char tail[32];
+	size_t lp = strlen(path), lt;
+
+	snprintf(tail, sizeof(tail), "/%d.sock", (int)pid);
+	lt = strlen(tail);
+	return lp > lt && strcmp(path + lp - lt, tail) == 0 && strstr(path, "lowkey");
+}
+
+/* A listening SOCK_SEQPACKET socket of pid's named like a control socket. */
+static int socket_from_proc(pid_t pid, char *path, size_t len)
+{
+	unsigned long *inodes = malloc(MAX_SOCKETS * sizeof(*inodes));
+	char file[64], line[PATH_MAX + 128], name[PATH_MAX];
+	size_t n = 0;
+	int rc;
+	FILE *f;
+
+	if (!inodes)
+		return -ENOMEM;
+	rc = socket_inodes(pid, inodes, &n);
+	snprintf(file, sizeof(file), "/proc/%d/net/unix", (int)pid);
+	f = rc ? NULL : fopen(file, "re");
+	if (!rc && !f)
+		rc = -errno;
+	rc = rc ? rc : -ENOENT;
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned int flags, type;
+		unsigned long inode;
+
+		if (sscanf(line, "%*s %*s %*s %x %x %*s %lu %4095s", &flags, &type, &inode, name) != 4)
+			continue;
+		if (type != SOCK_SEQPACKET || !(flags & 0x10000) || !is_control_path(name, pid))
+			continue;	/* 0x10000: __SO_ACCEPTCON, listening */
+		for (size_t i = 0; i < n; i++) {
+			if (inodes[i] == inode && strlen(name) < len) {
+				snprintf(path, len, "%s", name);
+				rc = 0;
+				break;
+			}
+		}
+		if (!rc)
+			break;
+	}
+	if (f)
+		fclose(f);
+	free(inodes);
+	return rc;
+}
+
+/* XDG_RUNTIME_DIR from pid's environment, if readable. */
+static bool process_xdg(pid_t pid, char *out, size_t len)
+{
+	char file[64], buf[65536];
+	size_t n;
+	FILE *f;
+
+	snprintf(file, sizeof(file), "/proc/%d/environ", (int)pid);
+	f = fopen(file, "re");
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	for (size_t i = 0; i < n; i += strlen(buf + i) + 1) {
+		if (strncmp(buf + i, "XDG_RUNTIME_DIR=", 16) == 0 && buf[i + 16] == '/') {
+			snprintf(out, len, "%s", buf + i + 16);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Where the library would have put the socket; the first that exists. */
+static int socket_from_candidates(pid_t pid, uid_t uid, char *path, size_t len)
+{
+	char cand[4][PATH_MAX], xdg[PATH_MAX];
+	const char *mine = getenv("XDG_RUNTIME_DIR");
+	int n = 0, denied = 0;
+	struct stat st;
+
+	if (process_xdg(pid, xdg, sizeof(xdg)))
+		snprintf(cand[n++], PATH_MAX, "%.4000s/lowkey/%d.sock", xdg, (int)pid);
+	snprintf(cand[n++], PATH_MAX, "/tmp/lowkey-%u/%d.sock", (unsigned int)uid, (int)pid);
+	snprintf(cand[n++], PATH_MAX, "/run/user/%u/lowkey/%d.sock", (unsigned int)uid, (int)pid);
+	if (mine && mine[0] == '/')
+		snprintf(cand[n++], PATH_MAX, "%.4000s/lowkey/%d.sock", mine, (int)pid);
+	for (int i = 0; i < n; i++) {
+		if (stat(cand[i], &st) == 0 && S_ISSOCK(st.st_mode) && strlen(cand[i]) < len) {
+			snprintf(path, len, "%s", cand[i]);
+			return 0;
+		}
+		denied |= errno == EACCES;
+	}
+	return denied ? -EACCES : -ENOENT;
+}
+
+int lk__ctl_find_socket(pid_t pid, char *path, size_t len, char *err, size_t errlen)
+{
+	char proc[32];
+	struct stat st;
+	int rc;
+
+	snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
+	if (pid <= 0 || stat(proc, &st) != 0)
+		return failf(err, errlen, -ESRCH, "no process %d", (int)pid);
+	rc = socket_from_proc(pid, path, len);
+	if (rc == 0)
+		return 0;
+	if (rc == -ENOENT)
+		return failf(err, errlen, -ENOENT, "process %d has no lowkey control socket open", (int)pid);
+	rc = socket_from_candidates(pid, st.st_uid, path, len);
+	if (rc == 0)
+		return 0;
+	if (rc == -EACCES || (st.st_uid != geteuid() && geteuid() != 0))
+		return failf(err, errlen, -EACCES, "process %d belongs to uid %u",
+			     (int)pid, (unsigned int)st.st_uid);
+	return failf(err, errlen, -ENOENT, "process %d has no lowkey control socket open", (int)pid);
+}
+
+/* ---- connecting ---- */
+
+int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expect_pid, char *err, size_t errlen)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct ucred cred;
+	socklen_t credlen = sizeof(cred);
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+	if (strlen(path) >= sizeof(addr.sun_path))
+		return failf(err, errlen, -ENAMETOOLONG, "socket path too long: %s", path);
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
+	snprintf(c->path, sizeof(c->path), "%s", path);
+	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (c->fd < 0)
+		return failf(err, errlen, -errno, "socket: %s", strerror(errno));
+	if (connect(c->fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+		rc = -errno;
+		lk__ctl_disconnect(c);
+		if (rc == -ECONNREFUSED)
+			return failf(err, errlen, rc, "nothing listens on %s (its process has exited or closed it)", path);
+		if (rc == -EACCES || rc == -EPERM)
+			return failf(err, errlen, -EACCES, "no permission to connect to %s: it belongs to another user",
+				     path);
+		return failf(err, errlen, rc, "cannot connect to %s: %s", path, strerror(-rc));
+	}
+	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) != 0) {
+		rc = -errno;
+		lk__ctl_disconnect(c);
+		return failf(err, errlen, rc, "cannot read the credentials of %s: %s", path, strerror(-rc));
+	}
+	if (expect_pid && cred.pid != expect_pid) {
+		lk__ctl_disconnect(c);
+		return failf(err, errlen, -ESTALE, "%s is served by process %d, not %d", path, (int)cred.pid,
+			     (int)expect_pid);
+	}
+	c->pid = cred.pid;
+	return 0;
+}
+
+int lk__ctl_connect(struct lk__ctl_client *c, pid_t pid, char *err, size_t errlen)
+{
+	char path[sizeof(c->path)];
+	int rc = lk__ctl_find_socket(pid, path, sizeof(path), err, errlen);
+
+	if (rc) {
+		memset(c, 0, sizeof(*c));
+		c->fd = -1;
+		return rc;
+	}
+	return lk__ctl_connect_path(c, path, pid, err, errlen);
+}
+
+void lk__ctl_disconnect(struct lk__ctl_client *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+/* ---- messages ---- */
+
+int lk__ctl_send(struct lk__ctl_client *c, struct lk__ctl_msg *m)
+{
+	uint8_t buf[LK_CTL_MAX_MSG];
+	int n;
+
+	m->seq = ++c->seq;
+	n = lk__ctl_encode(m, buf, sizeof(buf));
+	if (n < 0)
+		return n;
+	if (send(c->fd, buf, (size_t)n, MSG_NOSIGNAL) != n)
+		return errno == EPIPE || errno == ECONNRESET ? -ECONNRESET : -errno;
+	return 0;
+}
+
+int lk__ctl_recv(struct lk__ctl_client *c, struct lk__ctl_msg *m, int timeout_ms, char *err, size_t errlen)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+	ssize_t n;
+	int rc;
+
+	do
+		rc = poll(&p, 1, timeout_ms);
+	while (rc < 0 && errno == EINTR);
+	if (rc == 0)
+		return failf(err, errlen, -ETIMEDOUT, "process %d did not answer", (int)c->pid);
+	n = recv(c->fd, c->buf, sizeof(c->buf), MSG_TRUNC | MSG_DONTWAIT);
+	/*
+	 * A process that closes the connection before reading what this side sent makes the kernel
+	 * report ECONNRESET first; what the process sent before closing (why it refused) is still
+	 * queued behind the error.
+	 */
+	if (n < 0 && errno == ECONNRESET) {
+		n = recv(c->fd, c->buf, sizeof(c->buf), MSG_TRUNC | MSG_DONTWAIT);
+		if (n < 0)
+			errno = ECONNRESET;
+	}
+	if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE)))
+		return failf(err, errlen, -ECONNRESET, "process %d closed the connection", (int)c->pid);
+	if (n < 0)
+		return failf(err, errlen, -errno, "receiving from process %d: %s", (int)c->pid, strerror(errno));
+	if ((size_t)n > sizeof(c->buf))
+		return failf(err, errlen, -EMSGSIZE, "process %d sent a message of %zd bytes", (int)c->pid, n);
+	return lk__ctl_decode(c->buf, (size_t)n, m, err, errlen);
+}
+
+int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t reply_type, struct lk__ctl_msg *reply,
+		 int timeout_ms, char *err, size_t errlen)
+{
+	int rc = lk__ctl_send(c, req);
+
+	/* A process that refused the connection has said why before closing it. */
+	if (rc == -ECONNRESET && lk__ctl_recv(c, reply, 0, NULL, 0) == 0 && reply->type == LK_CTL_RESULT &&
+	    reply->result.err)
+		return failf(err, errlen, reply->result.err, "%s", reply->result.message);
+	if (rc)
+		return failf(err, errlen, rc, "sending to process %d: %s", (int)c->pid, strerror(-rc));
+	for (;;) {
+		rc = lk__ctl_recv(c, reply, timeout_ms, err, errlen);
+		if (rc)
+			return rc;
+		if (reply->type == LK_CTL_EXIT)
+			return failf(err, errlen, -ECONNRESET, "process %d is exiting", (int)c->pid);
+		/* seq 0: the process refused the connection before any request */
+		if (reply->seq != req->seq && reply->seq != 0)
+			continue;	/* a late reply to an earlier request */
+		if (reply->type == LK_CTL_RESULT && reply->result.err)
+			return failf(err, errlen, reply->result.err, "%s", reply->result.message);
+		if (reply->type == reply_type)
+			return 0;
+		if (reply->seq == 0)
+			continue;
+		return failf(err, errlen, -EBADMSG, "process %d answered a %s request with a %s message", (int)c->pid,
+			     lk__ctl_type_name(req->type), lk__ctl_type_name(reply->type));
+	}
+}

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal: enabling probes from outside the process -- the environment (environment.c), the
+ * control socket (control.c) and its client side (control_client.c), which `lowkey` and the tests
+ * use.
+ */
+#ifndef LK_PROBE_CONTROL_INTERNAL_H
+#define LK_PROBE_CONTROL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "probe/protocol.h"
+
+/* ---- environment.c ---- */
+
+/* "4096", "64K", "2M", "1G" (also "64KiB", "64kb"): bytes. 0 or -EINVAL. */
+int lk__parse_size(const char *s, uint64_t *out);
+
+/* "1", "yes", "true", "on" / "0", "no", "false", "off", any case. 0 or -EINVAL. */
+int lk__parse_bool(const char *s, bool *out);
+
+/* ---- control.c ---- */
+
+/* The control socket's path while it is open in this process, else NULL. */
+const char *lk__control_path(void);
+
+/*
+ * The directory for this user's control sockets: $XDG_RUNTIME_DIR/lowkey when XDG_RUNTIME_DIR is
+ * an absolute directory this user owns that no one else may enter, else /tmp/lowkey-EUID. Created
+ * (mode 0700) when missing; an existing one must be a real directory (not a symbolic link) owned
+ * by this user with no access for group or others. 0 or -errno with lk__fail's message.
+ */
+int lk__control_dir(char *out, size_t len);
+
+/* ---- control_client.c ---- */
+
+struct lk__ctl_client {
+	int fd;
+	pid_t pid;		/* the process at the other end */
+	uint32_t seq;
+	char path[108];		/* the socket */
+	uint8_t buf[LK_CTL_MAX_MSG];	/* the last message received; decoded strings point here */
+};
+
+/*
+ * lk__ctl_find_socket - where process pid's control socket is: found from its open sockets
+ * (/proc/PID/fd and /proc/net/unix) or, where those cannot be read, from where the library puts
+ * them. Returns 0, -ESRCH (no such process), -ENOENT (no control socket open), -EACCES (the
+ * process belongs to another user and this one is not root). err says which.
+ */
+int lk__ctl_find_socket(pid_t pid, char *path, size_t len, char *err, size_t errlen);
+
+/*
+ * lk__ctl_connect - connect to process pid's control socket and check that pid is what answers.
+ * The errors of lk__ctl_find_socket, and -ECONNREFUSED (a socket file is left but nothing
+ * listens), -EACCES (refused: another user), -ESTALE (another process answers).
+ */
+int lk__ctl_connect(struct lk__ctl_client *c, pid_t pid, char *err, size_t errlen);
+
+/* lk__ctl_connect_path - the same for a socket path; expect_pid 0 accepts any process. */
+int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expect_pid, char *err, size_t errlen);
+
+void lk__ctl_disconnect(struct lk__ctl_client *c);
+
+/* Send a request (its seq is set here). 0 or -errno. */
+int lk__ctl_send(struct lk__ctl_client *c, struct lk__ctl_msg *m);
+
+/*
+ * Receive and decode one message, waiting up to timeout_ms (-1: forever). Returns 0, -ETIMEDOUT,
+ * -ECONNRESET (the process closed the connection or exited), or a decoding error.
+ */
+int lk__ctl_recv(struct lk__ctl_client *c, struct lk__ctl_msg *m, int timeout_ms, char *err, size_t errlen);
+
+/*
+ * Send a request and wait for its reply of the given type, or a RESULT carrying an error
+ * (returned as that error, with its message in err). EXIT notifications met on the way are
+ * answered with -ECONNRESET.
+ */
+int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t reply_type, struct lk__ctl_msg *reply,
+		 int timeout_ms, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Tracing from the environment: a constructor that reads LOWKEY_TRACE* and starts tracing before
+ * main, and finishes the trace at exit. `lowkey trace -- cmd` sets the variables; users may too.
+ *
+ *	LOWKEY_TRACE		comma-separated globs ("db:*,net:send"); a leading '-' disables
+ *				("-db:debug"). A list that starts with a disable enables "*" first.
+ *	LOWKEY_TRACE_OUTPUT	the trace's path (default lowkey-PID.ctf, or .json)
+ *	LOWKEY_TRACE_FORMAT	ctf (default) or json
+ *	LOWKEY_TRACE_CPUTIME	1 to record each event's thread CPU time
+ *	LOWKEY_TRACE_BUFFER	bytes per thread: 4096, 64K, 2M, 1G
+ *	LOWKEY_TRACE_PID	the process the variables are for; other processes that inherit them
+ *				(children, grandchildren) ignore them. When it is not set, the process
+ *				that finds LOWKEY_TRACE sets it to its own pid for its children.
+ *	LOWKEY_TRACE_STATUS_FD	a SOCK_SEQPACKET socket where the library reports to `lowkey trace`:
+ *				ENV_START (started, or the exact error), and at exit ENV_RULE per rule
+ *				and ENV_FINISH. After a failed start the library waits for the CLI's
+ *				verdict (it ends the process), so a program that cannot be traced does
+ *				not run untraced. The fd is made close-on-exec once read.
+ *	LOWKEY_CONTROL		1 to open the control socket (lk_control_open) at start-up.
+ *
+ * The library prints nothing: without a status socket, errors go nowhere but lk_last_error() of
+ * the thread that ran the constructors.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <lowkey/error.h>
+#include <lowkey/probe.h>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "probe/control_internal.h"
+#include "probe/probe_internal.h"
+
+#define MAX_RULES 64
+#define VERDICT_TIMEOUT_S 30	/* how long a failed start waits for the CLI to end the process */
+
+/* trace.c refers to this, so the constructor below is linked wherever tracing is (liblowkey.a too). */
+const int lk__probe_environment_linked = 1;
+
+struct env_rule {
+	char *glob;
+	bool enable;
+};
+
+static struct {
+	pid_t pid;		/* the process tracing from the environment; 0: none */
+	int status_fd;
+	unsigned int gen;	/* the trace it started */
+	char *path;
+	struct env_rule rules[MAX_RULES];
+	unsigned int nrules;
+} env = { .status_fd = -1 };
+
+/* ---- parsing ---- */
+
+int lk__parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = { "1", "yes", "true", "on" }, *const no[] = { "0", "no", "false", "off" };
+
+	for (size_t i = 0; s && i < 4; i++) {
+		if (strcasecmp(s, yes[i]) == 0)
+			return *out = true, 0;
+		if (strcasecmp(s, no[i]) == 0)
+			return *out = false, 0;
+	}
+	return -EINVAL;
+}
+
+int lk__parse_size(const char *s, uint64_t *out)
+{
+	static const char units[] = "kmgt";
+	unsigned long long v;
+	const char *unit;
+	char *end;
+	int shift = 0;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end && (unit = strchr(units, tolower((unsigned char)*end)))) {
+		shift = 10 * (int)(unit - units + 1);
+		end++;
+		if (*end == 'i' || *end == 'I')
+			end++;
+		if (*end == 'b' || *end == 'B')
+			end++;
+	} else if (*end == 'b' || *end == 'B') {
+		end++;
+	}
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_int(const char *s, long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtol(s, &end, 10);
+	return (errno || end == s || *end) ? -EINVAL : 0;
+}
+
+/* ---- the status socket ---- */
+
+/* The status socket named by the environment: an open SOCK_SEQPACKET socket, else -1. */
+static int status_socket(const char *var)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+	long fd;
+
+	if (!var || parse_int(var, &fd) != 0 || fd < 0 || fd > 1 << 20)
+		return -1;
+	if (getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET)
+		return -1;
+	fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+	return (int)fd;
+}
+
+static void report(struct lk__ctl_msg *m)
+{
+	uint8_t buf[LK_CTL_MAX_MSG];
+	int n;
+
+	if (env.status_fd < 0)
+		return;
+	n = lk__ctl_encode(m, buf, sizeof(buf));
+	if (n > 0)
+		send(env.status_fd, buf, (size_t)n, MSG_NOSIGNAL);
+}
+
+/*
+ * Tracing could not start: say why, then wait for the CLI's verdict (it kills the process before
+ * main runs) or for it to go away. A RESULT with err 0 means "run untraced".
+ */
+static void report_failure(int err, const char *message)
+{
+	struct lk__ctl_msg m = { .type = LK_CTL_ENV_START };
+	struct timeval timeout = { VERDICT_TIMEOUT_S, 0 };
+	char text[LK_CTL_MAX_TEXT + 1];
+	uint8_t verdict[LK_CTL_MAX_MSG];
+
+	snprintf(text, sizeof(text), "%s", message);
+	m.env_start = (struct lk__ctl_env_start){ err < -4095 ? -EINVAL : err, text, "", "" };
+	report(&m);
+	if (env.status_fd < 0)
+		return;
+	setsockopt(env.status_fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+	while (recv(env.status_fd, verdict, sizeof(verdict), 0) < 0 && errno == EINTR)
+		;
+	close(env.status_fd);
+	env.status_fd = -1;
+}
+
+/* ---- the configuration ---- */
+
+static int add_rule(const char *glob, bool enable)
+{
+	int err;
+
+	if (env.nrules == MAX_RULES)
+		return lk__fail(-E2BIG, "LOWKEY_TRACE: more than %d globs", MAX_RULES);
+	err = enable ? lk_probe_enable(glob) : lk_probe_disable(glob);
+	if (err < 0)
+		return err;
+	env.rules[env.nrules].glob = strdup(glob);
+	env.rules[env.nrules].enable = enable;
+	if (!env.rules[env.nrules].glob)
+		return lk__fail(-ENOMEM, "LOWKEY_TRACE: out of memory");
+	env.nrules++;
+	return 0;
+}
+
+/* "a,-b, c" -> enable a, disable b, enable c (a leading disable enables "*" first). */
+static int parse_rules(const char *list)
+{
+	char *copy = strdup(list), *save = NULL;
+	int err = 0;
+
+	if (!copy)
+		return lk__fail(-ENOMEM, "LOWKEY_TRACE: out of memory");
+	for (char *item = strtok_r(copy, ",", &save); item && !err; item = strtok_r(NULL, ",", &save)) {
+		bool enable = true;
+		char *end;
+
+		while (isspace((unsigned char)*item))
+			item++;
+		for (end = item + strlen(item); end > item && isspace((unsigned char)end[-1]);)
+			*--end = 0;
+		if (*item == '-') {
+			enable = false;
+			item++;
+		}
+		if (!*item)
+			continue;
+		if (!enable && env.nrules == 0)
+			err = add_rule("*", true);
+		if (!err)
+			err = add_rule(item, enable);
+	}
+	free(copy);
+	if (!err && env.nrules == 0)
+		err = lk__fail(-EINVAL, "LOWKEY_TRACE=\"%s\" names no glob: give globs such as \"db:*\" or \"*\"", list);
+	return err;
+}
+
+static int read_config(struct lk_trace_config *c, char *path, size_t pathlen)
+{
+	const char *v;
+	uint64_t size;
+	bool on;
+
+	memset(c, 0, sizeof(*c));
+	v = lk__env("LOWKEY_TRACE_FORMAT");
+	if (v && strcasecmp(v, "json") == 0)
+		c->format = LK_TRACE_JSON;
+	else if (v && strcasecmp(v, "ctf") != 0)
+		return lk__fail(-EINVAL, "LOWKEY_TRACE_FORMAT=%s: use ctf or json", v);
+	v = lk__env("LOWKEY_TRACE_CPUTIME");
+	if (v && lk__parse_bool(v, &on) != 0)
+		return lk__fail(-EINVAL, "LOWKEY_TRACE_CPUTIME=%s: use 1 or 0", v);
+	if (v && on)
+		c->flags |= LK_TRACE_CPUTIME;
+	v = lk__env("LOWKEY_TRACE_BUFFER");
+	if (v && (lk__parse_size(v, &size) != 0 || size > SIZE_MAX))
+		return lk__fail(-EINVAL, "LOWKEY_TRACE_BUFFER=%s: give bytes per thread, such as 256K or 4M", v);
+	if (v)
+		c->buffer_size = (size_t)size;
+	v = lk__env("LOWKEY_TRACE_OUTPUT");
+	if (v)
+		snprintf(path, pathlen, "%s", v);
+	else
+		snprintf(path, pathlen, "lowkey-%d.%s", (int)getpid(), c->format == LK_TRACE_JSON ? "json" : "ctf");
+	c->path = path;
+	return 0;
+}
+
+/* ---- start and finish ---- */
+
+static void report_started(void)
+{
+	struct lk__ctl_msg m = { .type = LK_CTL_ENV_START };
+	char ctf_dir[LK_CTL_MAX_PATH + 1];
+
+	pthread_mutex_lock(&lk__trace_mutex);
+	snprintf(ctf_dir, sizeof(ctf_dir), "%s", lk__trace.ctf_dir ? lk__trace.ctf_dir : "");
+	snprintf(env.path, LK_CTL_MAX_PATH + 1, "%s", lk__trace.path ? lk__trace.path : "");
+	env.gen = lk__trace.gen;
+	pthread_mutex_unlock(&lk__trace_mutex);
+	m.env_start = (struct lk__ctl_env_start){ 0, "", env.path, ctf_dir };
+	report(&m);
+}
+
+/* Sites the rule matched, among every site registered during the run (unloaded ones too). */
+static uint32_t rule_matches(const char *glob)
+{
+	const struct lk__probe_site_rt *sites;
+	uint32_t matched = 0;
+	size_t n;
+
+	lk__registry_lock();
+	sites = lk__probe_sites(&n);
+	for (size_t i = 0; i < n; i++)
+		matched += lk__probe_glob_matches(glob, sites[i].provider, sites[i].event);
+	lk__registry_unlock();
+	return matched;
+}
+
+static void environment_at_exit(void)
+{
+	struct lk__ctl_msg m = { .type = LK_CTL_ENV_FINISH };
+	char text[LK_CTL_MAX_TEXT + 1] = "";
+	struct lk_trace_stats st;
+	int err = 0;
+
+	if (env.pid != getpid())
+		return;	/* a forked child: the trace is its parent's */
+	if (__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) && __atomic_load_n(&lk__trace.gen, __ATOMIC_ACQUIRE) == env.gen) {
+		err = lk_trace_stop();
+		if (err)
+			snprintf(text, sizeof(text), "%s", lk_last_error());
+	}
+	lk_trace_stats(&st);
+	if (!err && st.error && __atomic_load_n(&lk__trace.gen, __ATOMIC_ACQUIRE) == env.gen) {
+		/* stopped before this ran (lk_trace_stop, or the library's own exit handler) */
+		err = st.error;
+		snprintf(text, sizeof(text), "%s", lk__trace.error_msg);
+	}
+	for (unsigned int i = 0; i < env.nrules; i++) {
+		struct lk__ctl_msg r = { .type = LK_CTL_ENV_RULE };
+
+		r.env_rule = (struct lk__ctl_env_rule){ env.rules[i].enable, rule_matches(env.rules[i].glob),
+							env.rules[i].glob };
+		report(&r);
+	}
+	m.stats = (struct lk__ctl_stats){ err < -4095 ? -EIO : err, st.events, st.lost, st.bytes, st.threads,
+					  env.path, text };
+	report(&m);
+	if (env.status_fd >= 0)
+		close(env.status_fd);
+	env.status_fd = -1;
+	env.pid = 0;
+}
+
+/* Whether LOWKEY_TRACE is meant for this process (see LOWKEY_TRACE_PID above). */
+static bool meant_for_us(void)
+{
+	const char *v = lk__env("LOWKEY_TRACE_PID");
+	char pid[16];
+	long want;
+
+	if (v)
+		return parse_int(v, &want) == 0 && want == (long)getpid();
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	setenv("LOWKEY_TRACE_PID", pid, 1);	/* so that children leave the trace to us */
+	return true;
+}
+
+static void trace_from_environment(const char *rules)
+{
+	const char *fd_var = lk__env("LOWKEY_TRACE_STATUS_FD");
+	static char path[LK_CTL_MAX_PATH + 1];
+	struct lk_trace_config config;
+	int err;
+
+	if (!meant_for_us())
+		return;
+	env.status_fd = status_socket(fd_var);
+	if (fd_var && env.status_fd < 0)
+		return;	/* the `lowkey trace` this was for is over (its socket closed at an exec) */
+	env.path = malloc(LK_CTL_MAX_PATH + 1);
+	err = env.path ? 0 : lk__fail(-ENOMEM, "LOWKEY_TRACE: out of memory");
+	if (!err)
+		err = read_config(&config, path, sizeof(path));
+	if (!err)
+		err = parse_rules(rules);
+	if (!err)
+		err = lk_trace_start(&config);
+	if (err) {
+		report_failure(err, lk_last_error());
+		return;
+	}
+	env.pid = getpid();
+	report_started();
+	atexit(environment_at_exit);
+}
+
+__attribute__((constructor)) static void environment_init(void)
+{
+	const char *rules = lk__env("LOWKEY_TRACE");
+	const char *control = lk__env("LOWKEY_CONTROL");
+	bool open_control = false;
+
+	if (rules)
+		trace_from_environment(rules);
+	if (control && lk__parse_bool(control, &open_control) == 0 && open_control)
+		lk_control_open();
+}

@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `lowkey trace --pid` and `lowkey list --pid` against running processes: events arrive; Ctrl-C,
+ * --duration and the process's own exit end the trace properly; a killed lowkey leaves the process
+ * as it was; a killed process leaves what it wrote; bad pids get one line saying which and what
+ * to do.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "cli/run.h"
+#include "ctl_test.h"
+#include "probe/control_internal.h"
+
+static char scratch[] = "/tmp/lkt-attach-XXXXXX";
+static struct lkt_run r;
+static char path[1024], err[1024];
+
+static int setup(void **state)
+{
+	(void)state;
+	return mkdtemp(scratch) ? 0 : -1;
+}
+
+/* Targets still running (a failed test leaves them): ended at teardown. */
+static pid_t spawned[64];
+static int nspawned;
+
+static int teardown(void **state)
+{
+	(void)state;
+	for (int i = 0; i < nspawned; i++)
+		if (spawned[i] > 0 && kill(spawned[i], SIGKILL) == 0)
+			waitpid(spawned[i], NULL, 0);
+	return lkt_sh(&r, "rm -rf '%s'", scratch);
+}
+
+static const char *in_scratch(const char *name)
+{
+	snprintf(path, sizeof(path), "%s/%s", scratch, name);
+	return path;
+}
+
+static void expect(int status, const char *text)
+{
+	if (r.status != status || (text && !strstr(r.out, text)))
+		print_error("exit %d (wanted %d), output:\n%s\n(wanted: %s)\n", r.status, status, r.out,
+			    text ? text : "");
+	assert_int_equal(r.status, status);
+	if (text)
+		assert_non_null(strstr(r.out, text));
+}
+
+/* Start `program serve [ms]`, with its control socket open or not; returns once it is ready. */
+static pid_t spawn_target(const char *program, bool control, const char *ms)
+{
+	char line[64] = "";
+	int p[2];
+	pid_t pid;
+	FILE *f;
+
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		if (control)
+			setenv("LOWKEY_CONTROL", "1", 1);
+		else
+			unsetenv("LOWKEY_CONTROL");
+		execl(program, program, "serve", ms, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	if (nspawned < 64)
+		spawned[nspawned++] = pid;
+	f = fdopen(p[0], "r");
+	assert_non_null(fgets(line, sizeof(line), f));
+	fclose(f);
+	assert_int_equal(strncmp(line, "ready ", 6), 0);
+	return pid;
+}
+
+static int end_target(pid_t pid)
+{
+	int status = 0;
+
+	kill(pid, SIGTERM);
+	waitpid(pid, &status, 0);
+	return status;
+}
+
+/* `lowkey ARGS` in the background, its output into a file of the scratch directory. */
+static pid_t spawn_lowkey(const char *out, char *const argv[])
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(LOWKEY, argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int wait_lowkey(pid_t pid, const char *out)
+{
+	int status = 0;
+	FILE *f;
+	size_t n;
+
+	waitpid(pid, &status, 0);
+	f = fopen(out, "r");
+	n = f ? fread(r.out, 1, sizeof(r.out) - 1, f) : 0;
+	r.out[n] = 0;
+	if (f)
+		fclose(f);
+	r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return r.status;
+}
+
+static struct lk__ctl_status target_status(pid_t pid)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_STATUS }, reply;
+	struct lk__ctl_client c;
+
+	assert_int_equal(lk__ctl_connect(&c, pid, err, sizeof(err)), 0);
+	assert_int_equal(lk__ctl_call(&c, &req, LK_CTL_STATUS_REPLY, &reply, 30000, err, sizeof(err)), 0);
+	lk__ctl_disconnect(&c);
+	return reply.status;	/* numbers only: the strings went with the client */
+}
+
+static pid_t polled;
+
+static bool tracing(void *arg)
+{
+	(void)arg;
+	return target_status(polled).running;
+}
+
+/* Some events have reached the trace on disk. */
+static bool written(void *arg)
+{
+	(void)arg;
+	return target_status(polled).events > 1;	/* more than the thread's name */
+}
+
+static bool left_alone(void *arg)
+{
+	struct lk__ctl_status st = target_status(polled);
+
+	(void)arg;
+	return !st.running && st.sites_enabled == 0 && st.clients == 1;
+}
+
+static void attaching_records_the_processs_events(void **state)
+{
+	pid_t pid = spawn_target(TARGET, true, NULL);
+	struct lkt_count n;
+
+	(void)state;
+	lkt_sh(&r, "%s trace --pid %d -e app:tick --duration 0.5 -o '%s'", LOWKEY, (int)pid, in_scratch("att.ctf"));
+	expect(0, "tracing process");
+	assert_non_null(strstr(r.out, "events (0 lost) from 1 thread"));
+	n = lkt_count(in_scratch("att.ctf"), "app:tick");
+	assert_true(n.events > 0);
+	assert_true(n.arg1_is_twice_arg0);
+	assert_int_equal(lkt_count(in_scratch("att.ctf"), "lib:work").events, 0);
+	/* the process runs on, its rules and tracing as before */
+	polled = pid;
+	assert_true(lkt_wait_for(left_alone, NULL));
+
+	/* JSON, every site */
+	lkt_sh(&r, "%s trace --pid %d --duration 0.3 --format json -o '%s'", LOWKEY, (int)pid, in_scratch("att.json"));
+	expect(0, "written to");
+	assert_int_equal(lkt_sh(&r, "grep -c '\"name\":\"work\",\"cat\":\"lib\"' '%s'", in_scratch("att.json")), 0);
+	assert_int_equal(WIFSIGNALED(end_target(pid)), 0);
+}
+
+static void ctrl_c_stops_the_trace(void **state)
+{
+	pid_t pid = spawn_target(TARGET, true, NULL), lk;
+	char pidarg[16], out[1024], log[1024];
+
+	(void)state;
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
+	snprintf(out, sizeof(out), "%s", in_scratch("ctrlc.ctf"));
+	snprintf(log, sizeof(log), "%s", in_scratch("ctrlc.log"));
+	lk = spawn_lowkey(log, (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-e", "app:*", "-o", out, NULL });
+	polled = pid;
+	assert_true(lkt_wait_for(tracing, NULL));
+	assert_true(lkt_wait_for(written, NULL));
+	kill(lk, SIGINT);
+	wait_lowkey(lk, log);
+	expect(0, "Ctrl-C stops");
+	assert_non_null(strstr(r.out, "events (0 lost)"));
+	assert_true(lkt_count(out, "app:tick").events > 0);
+	assert_true(lkt_wait_for(left_alone, NULL));
+	end_target(pid);
+}
+
+static void a_killed_lowkey_leaves_the_process_as_it_was(void **state)
+{
+	pid_t pid = spawn_target(TARGET, true, NULL), lk;
+	char pidarg[16], out[1024], log[1024];
+
+	(void)state;
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
+	snprintf(out, sizeof(out), "%s", in_scratch("killed-lowkey.ctf"));
+	snprintf(log, sizeof(log), "%s", in_scratch("killed-lowkey.log"));
+	lk = spawn_lowkey(log, (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-o", out, NULL });
+	polled = pid;
+	assert_true(lkt_wait_for(tracing, NULL));
+	assert_true(lkt_wait_for(written, NULL));
+	kill(lk, SIGKILL);
+	wait_lowkey(lk, log);
+	assert_true(lkt_wait_for(left_alone, NULL));	/* trace stopped, session rules removed */
+	assert_true(lkt_count(out, "app:tick").events > 0);	/* and finished properly */
+	end_target(pid);
+}
+
+static void the_processs_exit_ends_the_trace(void **state)
+{
+	pid_t pid = spawn_target(TARGET, true, "400");
+
+	(void)state;
+	lkt_sh(&r, "%s trace --pid %d -e app:tick -o '%s'", LOWKEY, (int)pid, in_scratch("exit.ctf"));
+	expect(0, "exited; its trace is finished");
+	assert_non_null(strstr(r.out, "events (0 lost)"));
+	assert_true(lkt_count(in_scratch("exit.ctf"), "app:tick").events > 0);
+	waitpid(pid, NULL, 0);
+}
+
+static void a_process_killed_mid_trace_leaves_its_events(void **state)
+{
+	pid_t pid = spawn_target(TARGET, true, NULL), lk;
+	char pidarg[16], out[1024], log[1024];
+
+	(void)state;
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
+	snprintf(out, sizeof(out), "%s", in_scratch("vanished.ctf"));
+	snprintf(log, sizeof(log), "%s", in_scratch("vanished.log"));
+	lk = spawn_lowkey(log, (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-e", "app:tick", "-o", out, NULL });
+	polled = pid;
+	assert_true(lkt_wait_for(tracing, NULL));
+	assert_true(lkt_wait_for(written, NULL));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	wait_lowkey(lk, log);
+	expect(0, "ended without finishing the trace");
+	assert_true(lkt_count(out, "app:tick").events > 0);
+}
+
+static void expect_one_line(int status, const char *text)
+{
+	int lines = 0;
+
+	expect(status, text);
+	for (const char *p = r.out; *p; p++)
+		lines += *p == '\n';
+	assert_int_equal(lines, 1);
+}
+
+static bool execed_sleep(void *arg)
+{
+	char link[64], exe[256] = "";
+
+	(void)arg;
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)polled);
+	return readlink(link, exe, sizeof(exe) - 1) > 0 && strstr(exe, "sleep");
+}
+
+static void bad_pids_are_explained(void **state)
+{
+	pid_t gone = fork(), plain, quiet;
+
+	(void)state;
+	if (gone == 0)
+		_exit(0);
+	waitpid(gone, NULL, 0);
+	lkt_sh(&r, "%s trace --pid %d -o '%s'", LOWKEY, (int)gone, in_scratch("x.ctf"));
+	expect_one_line(1, "no process");
+
+	plain = fork();
+	if (plain == 0) {
+		execl("/bin/sleep", "sleep", "60", (char *)NULL);
+		_exit(127);
+	}
+	polled = plain;
+	assert_true(lkt_wait_for(execed_sleep, NULL));
+	lkt_sh(&r, "%s trace --pid %d -o '%s'", LOWKEY, (int)plain, in_scratch("x.ctf"));
+	expect_one_line(1, "is not linked with liblowkey");
+	end_target(plain);
+
+	quiet = spawn_target(TARGET, false, NULL);
+	lkt_sh(&r, "%s trace --pid %d -o '%s'", LOWKEY, (int)quiet, in_scratch("x.ctf"));
+	expect_one_line(1, "has no lowkey control socket open: start it with LOWKEY_CONTROL=1");
+	end_target(quiet);
+	assert_false(lkt_file_exists(in_scratch("x.ctf")));
+
+	lkt_sh(&r, "%s trace --pid nope", LOWKEY);
+	expect(2, "bad pid");
+	lkt_sh(&r, "%s trace --pid 1 -- true", LOWKEY);
+	expect(2, "not both");
+}
+
+static void a_glob_matching_nothing_in_the_process(void **state)
+{
+	pid_t pid = spawn_target(TARGET, true, NULL);
+
+	(void)state;
+	lkt_sh(&r, "%s trace --pid %d -e app:tick -e 'nosuch:*' --duration 5 -o '%s'", LOWKEY, (int)pid,
+	       in_scratch("nomatch.ctf"));
+	expect(1, "matches 'nosuch:*'");
+	assert_non_null(strstr(r.out, "lowkey list --pid"));
+	assert_false(lkt_file_exists(in_scratch("nomatch.ctf")));
+	polled = pid;
+	assert_true(lkt_wait_for(left_alone, NULL));	/* app:tick's session rule went too */
+	end_target(pid);
+}
+
+static void list_a_running_process(void **state)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_RULE, .rule = { 1, LK_CTL_RULE_SESSION, "app:tick" } }, reply;
+	pid_t pid = spawn_target(TARGET, true, NULL), quiet;
+	struct lk__ctl_client c;
+
+	(void)state;
+	/* with its control socket, mid-trace: which sites are on */
+	assert_int_equal(lk__ctl_connect(&c, pid, err, sizeof(err)), 0);
+	assert_int_equal(lk__ctl_call(&c, &req, LK_CTL_RESULT, &reply, 30000, err, sizeof(err)), 0);
+	req = (struct lk__ctl_msg){ .type = LK_CTL_START, .start = { 0, 0, 0, 0, 0, in_scratch("list.ctf") } };
+	assert_int_equal(lk__ctl_call(&c, &req, LK_CTL_RESULT, &reply, 30000, err, sizeof(err)), 0);
+	lkt_sh(&r, "%s list --pid %d", LOWKEY, (int)pid);
+	expect(0, TARGET_LIB ": 1 site");
+	assert_non_null(strstr(r.out, "lib:work      event       off"));
+	assert_non_null(strstr(r.out, "app:tick      event       on"));
+	assert_non_null(strstr(r.out, "app:depth     counter     off"));
+	lkt_sh(&r, "%s list --json --pid %d", LOWKEY, (int)pid);
+	expect(0, "\"source\": \"control\"");
+	assert_non_null(strstr(r.out, "\"provider\": \"app\", \"event\": \"tick\", \"kind\": \"event\""));
+	assert_non_null(strstr(r.out, "\"enabled\": true"));
+	lk__ctl_disconnect(&c);	/* ends the session: rules and trace (stop on close not asked: it runs on) */
+	end_target(pid);
+
+	/* without: the sites of the files it has mapped, their state unknown */
+	quiet = spawn_target(TARGET, false, NULL);
+	lkt_sh(&r, "%s list --pid %d", LOWKEY, (int)quiet);
+	expect(0, "has no control socket open");
+	assert_non_null(strstr(r.out, TARGET " (PIE executable): 6 sites"));
+	assert_non_null(strstr(r.out, TARGET_LIB " (shared object): 1 site"));
+	lkt_sh(&r, "%s list --json --pid %d 2>/dev/null", LOWKEY, (int)quiet);
+	expect(0, "\"source\": \"elf\"");
+	assert_null(strstr(r.out, "\"enabled\""));
+	end_target(quiet);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(attaching_records_the_processs_events),
+		cmocka_unit_test(ctrl_c_stops_the_trace),
+		cmocka_unit_test(a_killed_lowkey_leaves_the_process_as_it_was),
+		cmocka_unit_test(the_processs_exit_ends_the_trace),
+		cmocka_unit_test(a_process_killed_mid_trace_leaves_its_events),
+		cmocka_unit_test(bad_pids_are_explained),
+		cmocka_unit_test(a_glob_matching_nothing_in_the_process),
+		cmocka_unit_test(list_a_running_process),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Who may talk to a process's control socket: its own user and root, no one else. The directory
+ * keeps others away; where it is opened up anyway, SO_PEERCRED still refuses them, and the refusal
+ * is counted. Runs the server as root and the client as nobody (65534), and the server as nobody
+ * with root and uid 65533 as clients; and an unprivileged user tracing their own programs, from the
+ * start and attached. Needs root and util-linux's setpriv; skipped otherwise.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "cli/run.h"
+#include "ctl_test.h"
+#include "probe/control_internal.h"
+
+#define AS(uid) "setpriv --reuid=" #uid " --regid=" #uid " --clear-groups --inh-caps=-all --bounding-set=-all "
+
+static char scratch[] = "/tmp/lkt-peers-XXXXXX";
+static struct lkt_run r;
+static char path[1024], err[1024];
+static pid_t server = -1;
+
+static const char *in_scratch(const char *name)
+{
+	snprintf(path, sizeof(path), "%s/%s", scratch, name);
+	return path;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	if (!mkdtemp(scratch))
+		return -1;
+	chmod(scratch, 0755);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (server > 0 && kill(server, SIGKILL) == 0)
+		waitpid(server, NULL, 0);
+	return lkt_sh(&r, "rm -rf '%s'", scratch);
+}
+
+static void need_root_and_setpriv(void)
+{
+	if (geteuid() != 0)
+		skip();	/* switching users needs root */
+	if (lkt_sh(&r, "command -v setpriv") != 0)
+		skip();	/* util-linux's setpriv is missing */
+	if (lkt_sh(&r, AS(65534) "test -x '%s' -a -x '%s'", TARGET, LOWKEY) != 0)
+		skip();	/* the build tree is not readable by nobody */
+}
+
+static void end_server(void);
+
+/* Start `[setpriv ...] env XDG_RUNTIME_DIR=xdg LOWKEY_CONTROL=1 TARGET serve`; wait until ready. */
+static pid_t spawn_server(const char *as_uid, const char *xdg)
+{
+	char line[64] = "", cmd[2048];
+	int p[2];
+	pid_t pid;
+	FILE *f;
+
+	if (server > 0)
+		end_server();	/* a failed test's */
+	snprintf(cmd, sizeof(cmd), "exec %s env XDG_RUNTIME_DIR='%s' LOWKEY_CONTROL=1 '%s' serve", as_uid, xdg, TARGET);
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	f = fdopen(p[0], "r");
+	assert_non_null(fgets(line, sizeof(line), f));
+	fclose(f);
+	assert_int_equal(strncmp(line, "ready ", 6), 0);
+	assert_int_equal(atoi(line + 6), pid);	/* setpriv and env exec: the pid is the program's */
+	server = pid;
+	return pid;
+}
+
+static void end_server(void)
+{
+	kill(server, SIGTERM);
+	waitpid(server, NULL, 0);
+	server = -1;
+}
+
+static struct lk__ctl_status status_as_root(pid_t pid)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_STATUS }, reply;
+	struct lk__ctl_client c;
+
+	assert_int_equal(lk__ctl_connect(&c, pid, err, sizeof(err)), 0);
+	assert_int_equal(lk__ctl_call(&c, &req, LK_CTL_STATUS_REPLY, &reply, 30000, err, sizeof(err)), 0);
+	lk__ctl_disconnect(&c);
+	return reply.status;
+}
+
+static void make_dir(const char *dir, unsigned int mode, uid_t owner)
+{
+	assert_int_equal(mkdir(dir, mode), 0);
+	assert_int_equal(chmod(dir, mode), 0);
+	assert_int_equal(chown(dir, owner, owner), 0);
+}
+
+static void a_root_process_refuses_nobody(void **state)
+{
+	char xdg[1024], sock[1200];
+	struct lk__ctl_status st;
+	pid_t pid;
+
+	(void)state;
+	need_root_and_setpriv();
+	snprintf(xdg, sizeof(xdg), "%s", in_scratch("root-xdg"));
+	make_dir(xdg, 0700, 0);
+	make_dir(in_scratch("out"), 0777, 0);
+	pid = spawn_server("", xdg);
+
+	/* The directory keeps nobody out: lowkey says whose process it is. */
+	lkt_sh(&r, AS(65534) "%s trace --pid %d --duration 0.2 -o '%s'", LOWKEY, (int)pid, in_scratch("out/a.ctf"));
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.out, "belongs to uid 0: run lowkey as that user or as root"));
+	assert_int_equal(status_as_root(pid).refused_peers, 0);	/* it never got that far */
+
+	/* Opened up by mistake: the process itself refuses nobody, and counts it. */
+	snprintf(sock, sizeof(sock), "%s/lowkey/%d.sock", xdg, (int)pid);
+	assert_int_equal(chmod(xdg, 0755), 0);
+	assert_int_equal(lkt_sh(&r, "chmod 777 '%s/lowkey' && chmod 666 '%s'", xdg, sock), 0);
+	lkt_sh(&r, AS(65534) "env XDG_RUNTIME_DIR='%s' %s trace --pid %d -e 'app:*' --duration 0.2 -o '%s'", xdg, LOWKEY,
+	       (int)pid, in_scratch("out/b.ctf"));
+	assert_int_equal(r.status, 1);
+	if (!strstr(r.out, "uid 65534 may not control process"))
+		print_error("%s\n", r.out);
+	assert_non_null(strstr(r.out, "uid 65534 may not control process"));
+	st = status_as_root(pid);
+	assert_int_equal(st.refused_peers, 1);
+	assert_int_equal(st.running, 0);
+	assert_int_equal(st.sites_enabled, 0);
+	assert_false(lkt_file_exists(in_scratch("out/b.ctf/metadata")));
+	end_server();
+}
+
+static void a_nobody_process_serves_root_and_refuses_others(void **state)
+{
+	char xdg[1024], sock[1200];
+	struct stat st;
+	pid_t pid;
+
+	(void)state;
+	need_root_and_setpriv();
+	snprintf(xdg, sizeof(xdg), "%s", in_scratch("nobody-xdg"));
+	make_dir(xdg, 0700, 65534);
+	make_dir(in_scratch("out2"), 0755, 0);
+	pid = spawn_server(AS(65534), xdg);
+
+	/* root may: the trace is written by the process, into an output handed to its user */
+	lkt_sh(&r, "%s trace --pid %d -e app:tick --duration 2 -o '%s'", LOWKEY, (int)pid, in_scratch("out2/root.ctf"));
+	if (r.status != 0)
+		print_error("%s\n", r.out);
+	assert_int_equal(r.status, 0);
+	assert_true(lkt_count(in_scratch("out2/root.ctf"), "app:tick").events > 0);
+	assert_int_equal(stat(in_scratch("out2/root.ctf/metadata"), &st), 0);
+	assert_int_equal(st.st_uid, 65534);
+
+	/* another user may not: first the directory stops it, then the process */
+	lkt_sh(&r, AS(65533) "%s trace --pid %d --duration 0.2 -o /tmp/never.ctf", LOWKEY, (int)pid);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.out, "belongs to uid 65534"));
+	snprintf(sock, sizeof(sock), "%s/lowkey/%d.sock", xdg, (int)pid);
+	assert_int_equal(lkt_sh(&r, "chmod 755 '%s' && chmod 777 '%s/lowkey' && chmod 666 '%s'", xdg, xdg, sock), 0);
+	lkt_sh(&r, AS(65533) "env XDG_RUNTIME_DIR='%s' %s trace --pid %d --duration 0.2 -o /tmp/never.ctf", xdg, LOWKEY,
+	       (int)pid);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.out, "uid 65533 may not control process"));
+	assert_int_equal(status_as_root(pid).refused_peers, 1);
+	assert_false(lkt_file_exists("/tmp/never.ctf/metadata"));
+	end_server();
+}
+
+static void a_user_traces_their_own_programs(void **state)
+{
+	char xdg[1024], dir[1024];
+	pid_t pid;
+
+	(void)state;
+	need_root_and_setpriv();
+	snprintf(xdg, sizeof(xdg), "%s", in_scratch("user-xdg"));
+	make_dir(xdg, 0700, 65534);
+	snprintf(dir, sizeof(dir), "%s", in_scratch("user-out"));
+	make_dir(dir, 0755, 65534);
+
+	/* from the start */
+	lkt_sh(&r, "cd '%s' && " AS(65534) "%s trace -e app:tick -o run.ctf -- %s emit 100", dir, LOWKEY, TARGET);
+	if (r.status != 0)
+		print_error("%s\n", r.out);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(lkt_count(in_scratch("user-out/run.ctf"), "app:tick").events, 100);
+
+	/* attached, same user */
+	pid = spawn_server(AS(65534), xdg);
+	lkt_sh(&r, "cd '%s' && " AS(65534) "env XDG_RUNTIME_DIR='%s' %s trace --pid %d -e app:tick --duration 2 -o att.ctf",
+	       dir, xdg, LOWKEY, (int)pid);
+	if (r.status != 0)
+		print_error("%s\n", r.out);
+	assert_int_equal(r.status, 0);
+	assert_true(lkt_count(in_scratch("user-out/att.ctf"), "app:tick").events > 0);
+	lkt_sh(&r, AS(65534) "%s list --pid %d", LOWKEY, (int)pid);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "app:tick      event       off"));
+	end_server();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(a_root_process_refuses_nobody),
+		cmocka_unit_test(a_nobody_process_serves_root_and_refuses_others),
+		cmocka_unit_test(a_user_traces_their_own_programs),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

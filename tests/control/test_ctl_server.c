@@ -1,0 +1,630 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The control socket, served by this very process: where the socket lives and how its directory is
+ * checked; every command; session rules and traces that end with their connection; hostile and
+ * malformed messages refused while the process keeps serving; too many clients; fork; exit.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include <lowkey/error.h>
+#include <lowkey/probe.h>
+
+#include "probe/control_internal.h"
+#include "ctl_test.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
+static char scratch[] = "/tmp/lkt-ctl-XXXXXX";
+static char err[1024];
+
+static void ping(int n)
+{
+	for (int i = 0; i < n; i++)
+		LK_PROBE(srv, ping, i, (long)2 * i);
+}
+
+static void other(void)
+{
+	LK_PROBE(srv, other);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	signal(SIGPIPE, SIG_DFL);	/* a reply to a vanished client must not need it ignored */
+	return mkdtemp(scratch) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[256];
+
+	(void)state;
+	lk_control_close();
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", scratch);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* A fresh private XDG_RUNTIME_DIR for this test; returns its path. */
+static const char *private_runtime_dir(const char *name)
+{
+	static char dir[512];
+
+	snprintf(dir, sizeof(dir), "%s/%s", scratch, name);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	setenv("XDG_RUNTIME_DIR", dir, 1);
+	return dir;
+}
+
+static void connect_self(struct lk__ctl_client *c)
+{
+	int rc = lk__ctl_connect(c, getpid(), err, sizeof(err));
+
+	if (rc)
+		print_error("connect: %s\n", err);
+	assert_int_equal(rc, 0);
+}
+
+static int call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t type, struct lk__ctl_msg *reply)
+{
+	return lk__ctl_call(c, req, type, reply, 30000, err, sizeof(err));
+}
+
+static int rule(struct lk__ctl_client *c, bool enable, uint8_t scope, const char *glob)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_RULE, .rule = { enable, scope, glob } }, reply;
+	int rc = call(c, &req, LK_CTL_RESULT, &reply);
+
+	return rc ? rc : (int)reply.result.value;
+}
+
+static int start(struct lk__ctl_client *c, const char *path, uint8_t ctl_flags)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_START, .start = { LK_TRACE_CTF, ctl_flags, 0, 10, 0, path } }, reply;
+
+	return call(c, &req, LK_CTL_RESULT, &reply);
+}
+
+static struct lk__ctl_status get_status(struct lk__ctl_client *c)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_STATUS }, reply;
+
+	assert_int_equal(call(c, &req, LK_CTL_STATUS_REPLY, &reply), 0);
+	return reply.status;
+}
+
+struct site_query {
+	const char *provider, *event;
+	bool on;
+};
+
+static int query_site(const struct lk_probe_info *s, void *arg)
+{
+	struct site_query *q = arg;
+
+	if (strcmp(s->provider, q->provider) == 0 && strcmp(s->event, q->event) == 0)
+		q->on |= s->enabled;
+	return 0;
+}
+
+static bool site_enabled(const char *provider, const char *event)
+{
+	struct site_query q = { provider, event, false };
+
+	lk_probe_list(query_site, &q);
+	return q.on;
+}
+
+static void trace_path(char *out, size_t len, const char *name)
+{
+	snprintf(out, len, "%s/%s", scratch, name);
+}
+
+/* ---- the socket and its directory ---- */
+
+static void socket_lives_in_a_private_directory(void **state)
+{
+	const char *dir = private_runtime_dir("xdg-ok");
+	char want[512];
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(lk_control_open(), 0);
+	assert_int_equal(lk_control_open(), 0);	/* idempotent */
+	snprintf(want, sizeof(want), "%s/lowkey/%d.sock", dir, (int)getpid());
+	assert_string_equal(lk__control_path(), want);
+	assert_int_equal(lstat(want, &st), 0);
+	assert_true(S_ISSOCK(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0600);
+	snprintf(want, sizeof(want), "%s/lowkey", dir);
+	assert_int_equal(lstat(want, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0700);
+	assert_int_equal(st.st_uid, geteuid());
+	snprintf(want, sizeof(want), "%s", lk__control_path());
+	lk_control_close();
+	assert_null(lk__control_path());
+	assert_false(lkt_file_exists(want));	/* removed at close */
+}
+
+static void a_runtime_dir_open_to_others_is_not_used(void **state)
+{
+	char dir[512], want[512];
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/xdg-open", scratch);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	chmod(dir, 0755);
+	setenv("XDG_RUNTIME_DIR", dir, 1);
+	assert_int_equal(lk_control_open(), 0);
+	snprintf(want, sizeof(want), "/tmp/lowkey-%u/%d.sock", (unsigned int)geteuid(), (int)getpid());
+	assert_string_equal(lk__control_path(), want);
+	lk_control_close();
+}
+
+static void unsafe_directories_are_refused(void **state)
+{
+	const char *dir = private_runtime_dir("xdg-bad");
+	char sub[512], elsewhere[512];
+
+	(void)state;
+	snprintf(sub, sizeof(sub), "%s/lowkey", dir);
+	snprintf(elsewhere, sizeof(elsewhere), "%s/elsewhere", scratch);
+	assert_int_equal(mkdir(elsewhere, 0700), 0);
+
+	assert_int_equal(symlink(elsewhere, sub), 0);
+	assert_int_equal(lk_control_open(), -ENOTDIR);
+	assert_non_null(strstr(lk_last_error(), "symbolic link"));
+	assert_null(lk__control_path());
+	unlink(sub);
+
+	assert_int_equal(mkdir(sub, 0755), 0);
+	chmod(sub, 0755);
+	assert_int_equal(lk_control_open(), -EPERM);
+	assert_non_null(strstr(lk_last_error(), "open to other users"));
+
+	if (geteuid() == 0) {
+		chmod(sub, 0700);
+		assert_int_equal(chown(sub, 65534, 65534), 0);
+		assert_int_equal(lk_control_open(), -EPERM);
+		assert_non_null(strstr(lk_last_error(), "belongs to uid 65534"));
+	}
+	rmdir(sub);
+	assert_int_equal(lk_control_open(), 0);	/* and once it is gone, a good one is made */
+	lk_control_close();
+}
+
+static int bound_socket(const char *path, bool listening)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	if (listening)
+		assert_int_equal(listen(fd, 1), 0);
+	return fd;
+}
+
+static void sockets_left_by_killed_processes_are_swept(void **state)
+{
+	const char *dir = private_runtime_dir("xdg-sweep");
+	char sub[512], stale[600], live[600], other[600];
+	int live_fd;
+
+	(void)state;
+	snprintf(sub, sizeof(sub), "%s/lowkey", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	snprintf(stale, sizeof(stale), "%s/999999.sock", sub);
+	snprintf(live, sizeof(live), "%s/999998.sock", sub);
+	snprintf(other, sizeof(other), "%s/notes.sock", sub);
+	close(bound_socket(stale, true));	/* its process "was killed": the file stays, no one listens */
+	live_fd = bound_socket(live, true);
+	fclose(fopen(other, "w"));	/* not a socket: never touched */
+	assert_int_equal(lk_control_open(), 0);
+	assert_false(lkt_file_exists(stale));
+	assert_true(lkt_file_exists(live));
+	assert_true(lkt_file_exists(other));
+	lk_control_close();
+	close(live_fd);
+}
+
+/* ---- commands ---- */
+
+static void commands_work(void **state)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_LIST }, m;
+	struct lk__ctl_client c;
+	struct lk__ctl_status st;
+	char path[512];
+	bool found = false;
+	int sites = 0, rc;
+
+	(void)state;
+	private_runtime_dir("xdg-commands");
+	assert_int_equal(lk_control_open(), 0);
+	connect_self(&c);
+	st = get_status(&c);
+	assert_int_equal(st.pid, getpid());
+	assert_int_equal(st.clients, 1);
+	assert_int_equal(st.running, 0);
+	assert_string_equal(st.version, lk_version());
+
+	/* LIST: every site, then a RESULT with the count */
+	assert_int_equal(lk__ctl_send(&c, &req), 0);
+	for (;;) {
+		assert_int_equal(lk__ctl_recv(&c, &m, 30000, err, sizeof(err)), 0);
+		assert_int_equal(m.seq, req.seq);
+		if (m.type == LK_CTL_RESULT)
+			break;
+		assert_int_equal(m.type, LK_CTL_SITE);
+		sites++;
+		if (strcmp(m.site.provider, "srv") == 0 && strcmp(m.site.event, "ping") == 0) {
+			found = true;
+			assert_int_equal(m.site.kind, LK_PROBE_EVENT);
+			assert_int_equal(m.site.nargs, 2);
+			assert_int_equal(m.site.arg_types, LK_PROBE_I64 | LK_PROBE_I64 << 4);
+			assert_string_equal(m.site.arg_names, "i, (long)2 * i");
+			assert_int_equal(m.site.enabled, 0);
+			assert_non_null(strstr(m.site.file, "test_ctl_server.c"));
+		}
+	}
+	assert_int_equal(m.result.err, 0);
+	assert_int_equal(m.result.value, sites);
+	assert_true(found);
+	assert_int_equal(st.sites, sites);
+
+	/* RULE, START, events, STOP */
+	assert_int_equal(rule(&c, true, LK_CTL_RULE_SESSION, "srv:ping"), 1);
+	assert_int_equal(rule(&c, true, LK_CTL_RULE_SESSION, "nothing:here"), 0);
+	trace_path(path, sizeof(path), "commands.ctf");
+	assert_int_equal(start(&c, path, 0), 0);
+	st = get_status(&c);
+	assert_int_equal(st.running, 1);
+	assert_string_equal(st.path, path);
+	assert_int_equal(st.sites_enabled, 1);
+	rc = start(&c, path, 0);
+	assert_int_equal(rc, -EBUSY);
+	assert_non_null(strstr(err, "already running"));
+	ping(100);
+	other();
+	req = (struct lk__ctl_msg){ .type = LK_CTL_STOP };
+	assert_int_equal(call(&c, &req, LK_CTL_STATS, &m), 0);
+	assert_int_equal(m.stats.err, 0);
+	assert_int_equal(m.stats.events, 101);	/* 100 pings and the thread's name */
+	assert_int_equal(m.stats.threads, 1);
+	assert_string_equal(m.stats.path, path);
+	struct lkt_count n = lkt_count(path, "srv:ping");
+	assert_int_equal(n.events, 100);
+	assert_int_equal(n.arg0_sum, 99 * 100 / 2);
+	assert_true(n.arg1_is_twice_arg0);
+	assert_int_equal(lkt_count(path, "srv:other").events, 0);
+
+	/* STOP without a trace; START into a path that cannot be */
+	req = (struct lk__ctl_msg){ .type = LK_CTL_STOP };
+	assert_int_equal(call(&c, &req, LK_CTL_STATS, &m), -ENOENT);
+	assert_true(start(&c, "/proc/no/such/dir", 0) < 0);
+	assert_true(err[0] != 0);
+	assert_int_equal(get_status(&c).running, 0);
+	lk__ctl_disconnect(&c);
+	lk_control_close();
+}
+
+static bool trace_stopped(void *arg)
+{
+	struct lk_trace_stats st;
+
+	(void)arg;
+	lk_trace_stats(&st);
+	return !st.running;
+}
+
+static bool rule_gone(void *arg)
+{
+	(void)arg;
+	return !site_enabled("srv", "ping");
+}
+
+static void session_ends_with_the_connection(void **state)
+{
+	struct lk_trace_config config = { .flush_ms = 10 };
+	struct lk__ctl_client a, b;
+	char path[512], path2[512];
+
+	(void)state;
+	private_runtime_dir("xdg-session");
+	assert_int_equal(lk_control_open(), 0);
+	connect_self(&a);
+	connect_self(&b);
+	assert_int_equal(rule(&a, true, LK_CTL_RULE_SESSION, "srv:ping"), 1);
+	assert_int_equal(rule(&b, true, LK_CTL_RULE_KEEP, "srv:other"), 1);
+	trace_path(path, sizeof(path), "session.ctf");
+	assert_int_equal(start(&a, path, LK_CTL_START_STOP_ON_CLOSE), 0);
+	assert_true(site_enabled("srv", "ping"));
+	ping(10);
+
+	/* A goes away without a word: its trace stops, its rule goes */
+	lk__ctl_disconnect(&a);
+	assert_true(lkt_wait_for(trace_stopped, NULL));
+	assert_int_equal(lkt_count(path, "srv:ping").events, 10);
+	lk__ctl_disconnect(&b);
+
+	/* B's rule was kept: a trace started in the process records srv:other, not srv:ping */
+	trace_path(path2, sizeof(path2), "session2.ctf");
+	config.path = path2;
+	assert_int_equal(lk_trace_start(&config), 0);
+	assert_true(lkt_wait_for(rule_gone, NULL));
+	assert_true(site_enabled("srv", "other"));
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_probe_reset_rules(), 0);
+	lk_control_close();
+}
+
+/* ---- hostile input ---- */
+
+static int raw_connect(void)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", lk__control_path());
+	assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	return fd;
+}
+
+/* Send len bytes; the reply must be a RESULT with error want. */
+static void expect_refusal(int fd, const void *msg, size_t len, int want)
+{
+	uint8_t reply[LK_CTL_MAX_MSG];
+	struct lk__ctl_msg m;
+	struct timeval tv = { 30, 0 };
+	ssize_t n;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	assert_int_equal(send(fd, msg, len, MSG_NOSIGNAL), (ssize_t)len);
+	n = recv(fd, reply, sizeof(reply), 0);
+	assert_true(n > 0);
+	assert_int_equal(lk__ctl_decode(reply, (size_t)n, &m, err, sizeof(err)), 0);
+	assert_int_equal(m.type, LK_CTL_RESULT);
+	if (m.result.err != want)
+		print_error("wanted %d, got %d: %s\n", want, m.result.err, m.result.message);
+	assert_int_equal(m.result.err, want);
+	assert_true(m.result.message[0] != 0);
+}
+
+static int encode(struct lk__ctl_msg *m, uint8_t *buf)
+{
+	int n = lk__ctl_encode(m, buf, LK_CTL_MAX_MSG);
+
+	assert_true(n > 0);
+	return n;
+}
+
+static void hostile_messages_are_refused(void **state)
+{
+	static uint8_t big[LK_CTL_MAX_MSG * 2];
+	struct lk__ctl_msg m = { .type = LK_CTL_STATUS };
+	struct lk__ctl_client c;
+	struct lk__ctl_status st;
+	uint8_t buf[LK_CTL_MAX_MSG];
+	uint64_t before;
+	int fd, n, refusals = 0;
+
+	(void)state;
+	private_runtime_dir("xdg-hostile");
+	assert_int_equal(lk_control_open(), 0);
+	connect_self(&c);
+	before = get_status(&c).refused_messages;
+	fd = raw_connect();
+
+	expect_refusal(fd, "abc", 3, -EBADMSG), refusals++;
+	memset(big, 0xa5, sizeof(big));
+	expect_refusal(fd, big, sizeof(big), -EMSGSIZE), refusals++;
+	expect_refusal(fd, big, LK_CTL_MAX_MSG, -EBADMSG), refusals++;	/* bad magic */
+
+	n = encode(&m, buf);
+	buf[4] = 7;	/* version 7 */
+	expect_refusal(fd, buf, (size_t)n, -EPROTONOSUPPORT), refusals++;
+	n = encode(&m, buf);
+	buf[8]++;	/* length */
+	expect_refusal(fd, buf, (size_t)n, -EBADMSG), refusals++;
+	n = encode(&m, buf);
+	buf[6] = 0x55;	/* type */
+	expect_refusal(fd, buf, (size_t)n, -EOPNOTSUPP), refusals++;
+
+	m = (struct lk__ctl_msg){ .type = LK_CTL_RESULT, .result = { 0, 0, "a reply is not a request" } };
+	n = encode(&m, buf);
+	expect_refusal(fd, buf, (size_t)n, -EOPNOTSUPP), refusals++;
+
+	m = (struct lk__ctl_msg){ .type = LK_CTL_START, .start = { 0, 0, 0, 0, 0, "relative.ctf" } };
+	n = encode(&m, buf);
+	expect_refusal(fd, buf, (size_t)n, -EINVAL), refusals++;
+	m.start.path = "/tmp/x";
+	m.start.flags = 0x80;
+	n = encode(&m, buf);
+	expect_refusal(fd, buf, (size_t)n, -EINVAL), refusals++;
+
+	m = (struct lk__ctl_msg){ .type = LK_CTL_RULE, .rule = { 1, 0, "srv:*" } };
+	n = encode(&m, buf);
+	buf[n - 1] = 'x';	/* the string's NUL */
+	expect_refusal(fd, buf, (size_t)n, -EBADMSG), refusals++;
+	n = encode(&m, buf);
+	buf[LK_CTL_HEADER + 2] = 200;	/* the string's length */
+	expect_refusal(fd, buf, (size_t)n, -EBADMSG), refusals++;
+	close(fd);
+
+	/* A client that sends and leaves without reading, and one that connects and leaves. */
+	fd = raw_connect();
+	send(fd, "junk", 4, MSG_NOSIGNAL);
+	close(fd);
+	refusals++;
+	close(raw_connect());
+
+	/* None of it changed anything, and the process still serves. */
+	for (int i = 0; i < 6000 && get_status(&c).refused_messages - before < (uint64_t)refusals; i++)
+		lkt_sleep_ms(10);	/* the last connections may be served after this one */
+	st = get_status(&c);
+	assert_int_equal(st.refused_messages - before, (uint64_t)refusals);
+	assert_int_equal(st.running, 0);
+	assert_int_equal(st.sites_enabled, 0);
+	assert_int_equal(rule(&c, true, LK_CTL_RULE_SESSION, "srv:ping"), 1);
+	lk__ctl_disconnect(&c);
+	lk_control_close();
+}
+
+static void too_many_clients_are_refused(void **state)
+{
+	struct lk__ctl_client c[9], extra;
+	struct lk__ctl_msg req = { .type = LK_CTL_STATUS }, reply;
+	uint64_t before;
+
+	(void)state;
+	private_runtime_dir("xdg-many");
+	assert_int_equal(lk_control_open(), 0);
+	for (int i = 0; i < 8; i++)
+		connect_self(&c[i]);
+	before = get_status(&c[0]).refused_peers;
+	assert_int_equal(get_status(&c[7]).clients, 8);
+	connect_self(&extra);	/* the kernel accepts; the process refuses */
+	assert_int_equal(call(&extra, &req, LK_CTL_STATUS_REPLY, &reply), -EBUSY);
+	assert_non_null(strstr(err, "already serves"));
+	lk__ctl_disconnect(&extra);
+	assert_int_equal(get_status(&c[0]).refused_peers, before + 1);
+	lk__ctl_disconnect(&c[3]);
+	connect_self(&c[8]);	/* a slot freed: served again */
+	assert_int_equal(get_status(&c[8]).pid, getpid());
+	for (int i = 0; i < 9; i++)
+		if (i != 3)
+			lk__ctl_disconnect(&c[i]);
+	lk_control_close();
+}
+
+/* ---- fork and exit ---- */
+
+static void a_forked_child_has_its_own_socket(void **state)
+{
+	struct lk__ctl_client c;
+	char parent_path[512];
+	int status;
+	pid_t child;
+
+	(void)state;
+	private_runtime_dir("xdg-fork");
+	assert_int_equal(lk_control_open(), 0);
+	snprintf(parent_path, sizeof(parent_path), "%s", lk__control_path());
+	child = fork();
+	if (child == 0) {
+		struct lk__ctl_client cc;
+		int ok = lk__control_path() == NULL;	/* not inherited */
+
+		if (!UNDER_TSAN) {	/* ThreadSanitizer cannot start threads after a multi-threaded fork */
+			ok = ok && lk_control_open() == 0 && strcmp(lk__control_path(), parent_path) != 0;
+			ok = ok && lk__ctl_connect(&cc, getpid(), err, sizeof(err)) == 0;
+			if (ok)
+				lk__ctl_disconnect(&cc);
+		}
+		exit(ok ? 0 : 1);	/* at exit, the child's socket goes; the parent's stays */
+	}
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_true(lkt_file_exists(parent_path));
+	connect_self(&c);
+	assert_int_equal(get_status(&c).pid, getpid());
+	lk__ctl_disconnect(&c);
+	lk_control_close();
+}
+
+static void exit_finishes_a_trace_started_over_the_socket(void **state)
+{
+	struct lk__ctl_client c;
+	struct lk__ctl_msg m;
+	char path[512], sock[512];
+	int go[2], status;
+	pid_t child;
+
+	(void)state;
+	private_runtime_dir("xdg-exit");
+	assert_int_equal(pipe(go), 0);
+	child = fork();
+	if (child == 0) {
+		char fd[16];
+
+		/* a fresh process (exec), whose only thread is its own: see exit_child() */
+		snprintf(fd, sizeof(fd), "%d", go[0]);
+		execl("/proc/self/exe", "test_ctl_server", "--exit-child", fd, (char *)NULL);
+		_exit(127);
+	}
+	close(go[0]);
+	for (int i = 0; i < 6000 && lk__ctl_connect(&c, child, err, sizeof(err)) != 0; i++)
+		lkt_sleep_ms(10);
+	assert_true(c.fd >= 0);
+	snprintf(sock, sizeof(sock), "%s", c.path);
+	assert_int_equal(rule(&c, true, LK_CTL_RULE_SESSION, "srv:ping"), 1);
+	trace_path(path, sizeof(path), "exit.ctf");
+	assert_int_equal(start(&c, path, 0), 0);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	assert_int_equal(lk__ctl_recv(&c, &m, 60000, err, sizeof(err)), 0);
+	assert_int_equal(m.type, LK_CTL_EXIT);
+	assert_int_equal(m.stats.err, 0);
+	assert_int_equal(m.stats.events, 26);
+	assert_string_equal(m.stats.path, path);
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_false(lkt_file_exists(sock));
+	assert_int_equal(lkt_count(path, "srv:ping").events, 25);
+	lk__ctl_disconnect(&c);
+	close(go[1]);
+}
+
+/* The child of exit_finishes_a_trace_started_over_the_socket. */
+static int exit_child(int go)
+{
+	char byte;
+
+	lk_control_open();
+	if (read(go, &byte, 1) != 1)
+		_exit(2);
+	ping(25);
+	exit(0);	/* atexit: the trace is finished, the client told, the socket removed */
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(socket_lives_in_a_private_directory),
+		cmocka_unit_test(a_runtime_dir_open_to_others_is_not_used),
+		cmocka_unit_test(unsafe_directories_are_refused),
+		cmocka_unit_test(sockets_left_by_killed_processes_are_swept),
+		cmocka_unit_test(commands_work),
+		cmocka_unit_test(session_ends_with_the_connection),
+		cmocka_unit_test(hostile_messages_are_refused),
+		cmocka_unit_test(too_many_clients_are_refused),
+		cmocka_unit_test(a_forked_child_has_its_own_socket),
+		cmocka_unit_test(exit_finishes_a_trace_started_over_the_socket),
+	};
+
+	if (argc == 3 && strcmp(argv[1], "--exit-child") == 0)
+		return exit_child(atoi(argv[2]));
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

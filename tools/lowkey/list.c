@@ -1,0 +1,442 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey list BINARY... | --pid PID: the probe sites of programs and libraries, read from their
+ * ELF files without running them, or of a running process.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lowkey/probe.h>
+
+#include "cli.h"
+#include "probe/control_internal.h"
+#include "probe_elf.h"
+
+static const char list_usage[] =
+	"usage: lowkey list [--json] BINARY...\n"
+	"       lowkey list [--json] --pid PID\n"
+	"\n"
+	"Lists the probe sites (LK_PROBE, LK_SPAN, LK_COUNTER) of programs and shared libraries, read\n"
+	"from their ELF section __lk_probe_sites without running them; or of a running process: when\n"
+	"its control socket is open (LOWKEY_CONTROL=1 or lk_control_open()), what the process has\n"
+	"registered, dlopen()ed objects included, and whether each site is on; otherwise the sites of\n"
+	"every object it has mapped, read from their files.\n"
+	"\n"
+	"Each site: provider:event, its kind (event, span-begin, span-end, counter), file:line, and\n"
+	"its arguments as written, with their types (i64, u64, f64, string, pointer). The globs of\n"
+	"`lowkey trace -e` match \"provider:event\" (or the provider alone when they have no ':').\n"
+	"\n"
+	"Options:\n"
+	"  -p, --pid PID   list the sites of a running process\n"
+	"      --json      print {\"sites\": [{\"object\", \"provider\", \"event\", \"kind\", \"file\",\n"
+	"                  \"line\", \"args\": [{\"name\", \"type\"}], \"enabled\"}]} (\"enabled\" only when known)\n"
+	"  -h, --help      this text\n"
+	"\n"
+	"Examples:\n"
+	"  lowkey list ./server\n"
+	"  lowkey list --json build/libdb.so\n"
+	"  lowkey list --pid $(pidof server)\n";
+
+struct row {
+	char *object, *provider, *event, *file, *arg_names;
+	const char *object_type;	/* NULL for a live process's sites */
+	unsigned int line, kind, nargs;
+	uint32_t arg_types;
+	int enabled;			/* 1, 0, or -1: unknown */
+	size_t object_rank, order;	/* for sorting: objects as met, then by name and line */
+};
+
+struct rows {
+	struct row *v;
+	size_t n, cap;
+};
+
+static int add_row(struct rows *r, const struct row *row)
+{
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 64;
+		struct row *grown = realloc(r->v, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		r->v = grown;
+		r->cap = cap;
+	}
+	r->v[r->n] = *row;
+	r->v[r->n].object = strdup(row->object);
+	r->v[r->n].provider = strdup(row->provider);
+	r->v[r->n].event = strdup(row->event);
+	r->v[r->n].file = strdup(row->file);
+	r->v[r->n].arg_names = strdup(row->arg_names);
+	r->n++;
+	return 0;
+}
+
+static void free_rows(struct rows *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		free(r->v[i].object), free(r->v[i].provider), free(r->v[i].event);
+		free(r->v[i].file), free(r->v[i].arg_names);
+	}
+	free(r->v);
+}
+
+static const char *kind_name(unsigned int kind)
+{
+	switch (kind) {
+	case LK_PROBE_EVENT: return "event";
+	case LK_PROBE_SPAN_BEGIN: return "span-begin";
+	case LK_PROBE_SPAN_END: return "span-end";
+	case LK_PROBE_COUNTER: return "counter";
+	}
+	return "unknown";
+}
+
+static const char *arg_type(const struct row *s, unsigned int i)
+{
+	return lk_probe_type_name((enum lk_probe_type)((s->arg_types >> (4 * i)) & 0xf));
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	int c;
+
+	if (x->object_rank != y->object_rank)
+		return x->object_rank < y->object_rank ? -1 : 1;
+	if ((c = strcmp(x->provider, y->provider)) || (c = strcmp(x->event, y->event)))
+		return c;
+	if (x->line != y->line)
+		return x->line < y->line ? -1 : 1;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Each object's sites together, in the order the objects came, sorted by provider:event, line. */
+static void sort_rows(struct rows *r)
+{
+	if (r->n < 2)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		r->v[i].order = i;
+		r->v[i].object_rank = i;
+		for (size_t j = 0; j < i; j++) {
+			if (strcmp(r->v[j].object, r->v[i].object) == 0) {
+				r->v[i].object_rank = r->v[j].object_rank;
+				break;
+			}
+		}
+	}
+	qsort(r->v, r->n, sizeof(*r->v), row_cmp);
+}
+
+/* ---- output ---- */
+
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static void print_json(const struct rows *r, pid_t pid, const char *source)
+{
+	char name[256];
+
+	printf("{");
+	if (pid)
+		printf("\"pid\": %d, \"source\": \"%s\", ", (int)pid, source);
+	printf("\"sites\": [");
+	for (size_t i = 0; i < r->n; i++) {
+		const struct row *s = &r->v[i];
+
+		printf("%s\n  {\"object\": ", i ? "," : "");
+		json_string(s->object);
+		if (s->object_type)
+			printf(", \"object_type\": \"%s\"", s->object_type);
+		printf(", \"provider\": ");
+		json_string(s->provider);
+		printf(", \"event\": ");
+		json_string(s->event);
+		printf(", \"kind\": \"%s\", \"file\": ", kind_name(s->kind));
+		json_string(s->file);
+		printf(", \"line\": %u, \"args\": [", s->line);
+		for (unsigned int a = 0; a < s->nargs; a++) {
+			lk_arg_name(s->arg_names, a, name, sizeof(name));
+			printf("%s{\"name\": ", a ? ", " : "");
+			json_string(name);
+			printf(", \"type\": \"%s\"}", arg_type(s, a));
+		}
+		printf("]");
+		if (s->enabled >= 0)
+			printf(", \"enabled\": %s", s->enabled ? "true" : "false");
+		printf("}");
+	}
+	printf("%s]}\n", r->n ? "\n" : "");
+}
+
+static void print_args(const struct row *s)
+{
+	char name[256];
+
+	for (unsigned int a = 0; a < s->nargs; a++) {
+		lk_arg_name(s->arg_names, a, name, sizeof(name));
+		printf("%s%s: %s", a ? ", " : "", name, arg_type(s, a));
+	}
+}
+
+static void print_text(const struct rows *r)
+{
+	int wname = 12, wwhere = 10;
+	char buf[1024];
+
+	for (size_t i = 0; i < r->n; i++) {
+		int a = snprintf(buf, sizeof(buf), "%s:%s", r->v[i].provider, r->v[i].event);
+		int b = snprintf(buf, sizeof(buf), "%s:%u", r->v[i].file, r->v[i].line);
+
+		wname = a > wname ? (a > 40 ? 40 : a) : wname;
+		wwhere = b > wwhere ? (b > 50 ? 50 : b) : wwhere;
+	}
+	for (size_t i = 0; i < r->n; i++) {
+		const struct row *s = &r->v[i];
+		size_t count = 0;
+
+		if (i == 0 || strcmp(s->object, r->v[i - 1].object) != 0) {
+			for (size_t j = i; j < r->n && strcmp(r->v[j].object, s->object) == 0; j++)
+				count++;
+			printf("%s%s", i ? "\n" : "", s->object);
+			if (s->object_type)
+				printf(" (%s)", s->object_type);
+			printf(": %zu site%s\n", count, count == 1 ? "" : "s");
+		}
+		snprintf(buf, sizeof(buf), "%s:%s", s->provider, s->event);
+		printf("  %-*s  %-10s", wname, buf, kind_name(s->kind));
+		if (s->enabled >= 0)
+			printf("  %-3s", s->enabled ? "on" : "off");
+		snprintf(buf, sizeof(buf), "%s:%u", s->file, s->line);
+		printf("  %-*s  ", wwhere, buf);
+		print_args(s);
+		printf("\n");
+	}
+}
+
+/* ---- from files ---- */
+
+static int rows_from_file(struct rows *r, const char *path, const char *shown, bool quiet_if_none)
+{
+	struct lk_elf_sites sites;
+	char err[512];
+	int rc = lk_elf_read_sites(path, &sites, err, sizeof(err));
+
+	if (rc) {
+		if (!quiet_if_none)
+			lk_cli_error("list", NULL, "%s", err);
+		return rc;
+	}
+	if (!sites.n && !quiet_if_none)
+		fprintf(stderr, "lowkey list: %s has no lowkey probe sites%s\n", shown,
+			sites.has_section ? " of this lowkey version" : "");
+	if (sites.skipped && sites.n)
+		fprintf(stderr, "lowkey list: %s: %u entries are not probe sites of this lowkey version\n", shown,
+			sites.skipped);
+	for (size_t i = 0; i < sites.n && !rc; i++) {
+		const struct lk_elf_site *s = &sites.sites[i];
+		struct row row = { (char *)shown, s->provider, s->event, s->file, s->arg_names, sites.type,
+				   s->line, s->kind, s->nargs, s->arg_types, -1 };
+
+		rc = add_row(r, &row);
+	}
+	lk_elf_free_sites(&sites);
+	return rc;
+}
+
+/* ---- from a live process ---- */
+
+/* Over the control socket: 0, or -errno when the process cannot be asked. */
+static int rows_from_control(struct rows *r, pid_t pid, char *err, size_t errlen)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_LIST }, m;
+	struct lk__ctl_client c;
+	char exe[4096], link[64];
+	ssize_t len;
+	int rc = lk__ctl_connect(&c, pid, err, errlen);
+
+	if (rc)
+		return rc;
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	len = readlink(link, exe, sizeof(exe) - 1);
+	exe[len > 0 ? len : 0] = 0;
+	rc = lk__ctl_send(&c, &req);
+	while (!rc) {
+		rc = lk__ctl_recv(&c, &m, 30000, err, errlen);
+		if (rc)
+			break;
+		if (m.type == LK_CTL_RESULT && m.seq == req.seq) {
+			if (m.result.err) {
+				snprintf(err, errlen, "%s", m.result.message);
+				rc = m.result.err;
+			}
+			break;
+		}
+		if (m.type == LK_CTL_RESULT && m.seq == 0 && m.result.err) {
+			snprintf(err, errlen, "%s", m.result.message);	/* refused */
+			rc = m.result.err;
+		} else if (m.type == LK_CTL_SITE && m.seq == req.seq) {
+			struct row row = { (char *)(*m.site.object ? m.site.object : exe), (char *)m.site.provider,
+					   (char *)m.site.event, (char *)m.site.file, (char *)m.site.arg_names, NULL,
+					   m.site.line, m.site.kind, m.site.nargs, m.site.arg_types, m.site.enabled };
+
+			rc = add_row(r, &row);
+		}
+	}
+	lk__ctl_disconnect(&c);
+	return rc;
+}
+
+static int rows_from_maps(struct rows *r, pid_t pid)
+{
+	char *paths[512], *shown[512];
+	int n = lk_proc_objects(pid, paths, shown, 512);
+
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		rows_from_file(r, paths[i], shown[i], true);
+		free(paths[i]);
+		free(shown[i]);
+	}
+	return 0;
+}
+
+static int list_pid(pid_t pid, bool json)
+{
+	char err[1024], name[64];
+	struct rows r = { 0 };
+	const char *source = "control";
+	int rc;
+
+	lk_proc_name(pid, name, sizeof(name));
+	rc = rows_from_control(&r, pid, err, sizeof(err));
+	if (rc == -ESRCH) {
+		lk_cli_error("list", "`ps` shows the running processes", "no process %d", (int)pid);
+		return LK_EXIT_FAIL;
+	}
+	if (rc == -EACCES) {
+		lk_cli_error("list", "run lowkey as the process's user, or as root", "%s", err);
+		return LK_EXIT_FAIL;
+	}
+	if (rc) {
+		free_rows(&r);
+		memset(&r, 0, sizeof(r));
+		source = "elf";
+		rc = rows_from_maps(&r, pid);
+		if (rc) {
+			lk_cli_error("list", rc == -EACCES ? "run lowkey as the process's user, or as root" : NULL,
+				     "cannot read the mapped files of process %d (%s): %s", (int)pid, name, strerror(-rc));
+			free_rows(&r);
+			return LK_EXIT_FAIL;
+		}
+		if (r.n)
+			fprintf(stderr, "lowkey list: process %d (%s) has no control socket open: sites read from "
+				"its files; whether each is on is unknown (LOWKEY_CONTROL=1 opens it)\n", (int)pid, name);
+		else
+			fprintf(stderr, "lowkey list: process %d (%s) has no lowkey probe sites%s\n", (int)pid, name,
+				lk_proc_uses_lowkey(pid) == 1 ? "" : ": it is not linked with liblowkey");
+	}
+	sort_rows(&r);
+	if (json)
+		print_json(&r, pid, source);
+	else
+		print_text(&r);
+	free_rows(&r);
+	return LK_EXIT_OK;
+}
+
+static int list_files(char **files, int n, bool json)
+{
+	struct rows r = { 0 };
+	int failed = 0;
+
+	for (int i = 0; i < n; i++)
+		if (rows_from_file(&r, files[i], files[i], false) != 0)
+			failed = 1;
+	sort_rows(&r);
+	if (json)
+		print_json(&r, 0, NULL);
+	else
+		print_text(&r);
+	free_rows(&r);
+	return failed ? LK_EXIT_FAIL : LK_EXIT_OK;
+}
+
+static int parse_pid(const char *s, pid_t *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v <= 0 || v > 1 << 22)
+		return -EINVAL;
+	*out = (pid_t)v;
+	return 0;
+}
+
+static int list_run(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	pid_t pid = 0;
+	bool json = false;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+p:h", options, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (parse_pid(optarg, &pid) != 0) {
+				lk_cli_error("list", "give a process id, such as $(pidof server)", "bad pid '%s'", optarg);
+				return LK_EXIT_USAGE;
+			}
+			break;
+		case 'j': json = true; break;
+		case 'h': fputs(list_usage, stdout); return LK_EXIT_OK;
+		default:
+			fputs(list_usage, stderr);
+			return LK_EXIT_USAGE;
+		}
+	}
+	if (pid && optind < argc) {
+		lk_cli_error("list", NULL, "give either --pid or files, not both");
+		return LK_EXIT_USAGE;
+	}
+	if (pid)
+		return list_pid(pid, json);
+	if (optind == argc) {
+		lk_cli_error("list", "lowkey list ./program, or lowkey list --pid PID", "nothing to list");
+		return LK_EXIT_USAGE;
+	}
+	return list_files(argv + optind, argc - optind, json);
+}
+
+LK_CLI_COMMAND(list_command, "list", "list the probe sites of a program, a library or a running process",
+	       list_usage, list_run);

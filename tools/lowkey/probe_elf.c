@@ -1,0 +1,538 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Probe sites from ELF files, with libelf.
+ *
+ * __lk_probe_sites holds one pointer per site, to its struct lk_probe_site in .data; the
+ * descriptor holds pointers to its strings in .rodata. In a non-PIE executable those pointers are
+ * stored as the linker resolved them. In a PIE executable or a shared object each has a dynamic
+ * relocation: R_X86_64_RELATIVE (R_AARCH64_RELATIVE) whose addend is the address at load base 0,
+ * which the file itself may store as 0; or, with -z pack-relative-relocs, a DT_RELR entry, which
+ * keeps the address in the file. So: a pointer is the addend of a RELATIVE (or absolute)
+ * relocation at its address when there is one, and what is stored there otherwise.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lowkey/probe.h>
+
+#include "probe_elf.h"
+
+struct reloc {
+	uint64_t at;
+	uint64_t value;
+};
+
+struct region {
+	uint64_t addr, size;
+	const uint8_t *data;	/* NULL for SHT_NOBITS (reads as zeros) */
+};
+
+struct image {
+	Elf *elf;
+	GElf_Ehdr eh;
+	struct region *regions;
+	size_t nregions;
+	struct reloc *relocs;
+	size_t nrelocs;
+};
+
+static int failf(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static int failf(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+static const struct region *region_at(const struct image *im, uint64_t addr, uint64_t len)
+{
+	for (size_t i = 0; i < im->nregions; i++) {
+		const struct region *r = &im->regions[i];
+
+		if (addr >= r->addr && addr - r->addr <= r->size && len <= r->size - (addr - r->addr))
+			return r;
+	}
+	return NULL;
+}
+
+static bool read_bytes(const struct image *im, uint64_t addr, void *out, size_t len)
+{
+	const struct region *r = region_at(im, addr, len);
+
+	if (!r)
+		return false;
+	if (r->data)
+		memcpy(out, r->data + (addr - r->addr), len);
+	else
+		memset(out, 0, len);
+	return true;
+}
+
+static int reloc_cmp(const void *a, const void *b)
+{
+	const struct reloc *x = a, *y = b;
+
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+static bool read_pointer(const struct image *im, uint64_t addr, uint64_t *out)
+{
+	struct reloc key = { .at = addr }, *r;
+
+	if (!read_bytes(im, addr, out, 8))
+		return false;
+	r = im->nrelocs ? bsearch(&key, im->relocs, im->nrelocs, sizeof(key), reloc_cmp) : NULL;
+	if (r)
+		*out = r->value;
+	return true;
+}
+
+/* A copy of the NUL-terminated string at addr, or NULL if it runs out of its section. */
+static char *read_string(const struct image *im, uint64_t addr)
+{
+	const struct region *r = region_at(im, addr, 1);
+	size_t room;
+	const char *s;
+
+	if (!addr)
+		return strdup("");
+	if (!r || !r->data)
+		return NULL;
+	s = (const char *)r->data + (addr - r->addr);
+	room = r->size - (addr - r->addr);
+	if (!memchr(s, 0, room))
+		return NULL;
+	return strdup(s);
+}
+
+/* ---- loading ---- */
+
+static bool relative_type(const GElf_Ehdr *eh, unsigned int type)
+{
+	return (eh->e_machine == EM_X86_64 && type == R_X86_64_RELATIVE) ||
+	       (eh->e_machine == EM_AARCH64 && type == R_AARCH64_RELATIVE);
+}
+
+static bool absolute_type(const GElf_Ehdr *eh, unsigned int type)
+{
+	return (eh->e_machine == EM_X86_64 && type == R_X86_64_64) ||
+	       (eh->e_machine == EM_AARCH64 && type == R_AARCH64_ABS64);
+}
+
+static int add_reloc(struct image *im, size_t *cap, uint64_t at, uint64_t value)
+{
+	if (im->nrelocs == *cap) {
+		size_t n = *cap ? *cap * 2 : 256;
+		struct reloc *grown = realloc(im->relocs, n * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		im->relocs = grown;
+		*cap = n;
+	}
+	im->relocs[im->nrelocs++] = (struct reloc){ at, value };
+	return 0;
+}
+
+/* The value of symbol index sym of the symbol table in section link; false when undefined. */
+static bool symbol_value(struct image *im, size_t link, size_t sym, uint64_t *out)
+{
+	Elf_Scn *scn = elf_getscn(im->elf, link);
+	Elf_Data *d = scn ? elf_getdata(scn, NULL) : NULL;
+	GElf_Sym s;
+
+	if (!d || !gelf_getsym(d, (int)sym, &s) || s.st_shndx == SHN_UNDEF)
+		return false;
+	*out = s.st_value;
+	return true;
+}
+
+/* The dynamic relocations (allocated SHT_RELA sections) that give pointers their values. */
+static int load_relocs(struct image *im, Elf_Scn *scn, const GElf_Shdr *sh)
+{
+	Elf_Data *d = elf_getdata(scn, NULL);
+	size_t cap = 0, n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+
+	for (size_t i = 0; d && i < n; i++) {
+		GElf_Rela r;
+		unsigned int type;
+		uint64_t v;
+
+		if (!gelf_getrela(d, (int)i, &r))
+			break;
+		type = (unsigned int)GELF_R_TYPE(r.r_info);
+		if (relative_type(&im->eh, type)) {
+			if (add_reloc(im, &cap, r.r_offset, (uint64_t)r.r_addend))
+				return -ENOMEM;
+		} else if (absolute_type(&im->eh, type) && symbol_value(im, sh->sh_link, GELF_R_SYM(r.r_info), &v)) {
+			if (add_reloc(im, &cap, r.r_offset, v + (uint64_t)r.r_addend))
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static int add_region(struct image *im, size_t *cap, Elf_Scn *scn, const GElf_Shdr *sh)
+{
+	Elf_Data *d = sh->sh_type == SHT_NOBITS ? NULL : elf_rawdata(scn, NULL);
+
+	if (sh->sh_type != SHT_NOBITS && (!d || d->d_size < sh->sh_size))
+		return 0;	/* unreadable: pointers into it will not resolve */
+	if (im->nregions == *cap) {
+		size_t n = *cap ? *cap * 2 : 32;
+		struct region *grown = realloc(im->regions, n * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		im->regions = grown;
+		*cap = n;
+	}
+	im->regions[im->nregions++] = (struct region){ sh->sh_addr, sh->sh_size, d ? d->d_buf : NULL };
+	return 0;
+}
+
+static const char *object_type(Elf *elf, const GElf_Ehdr *eh)
+{
+	size_t nph = 0;
+
+	if (eh->e_type == ET_EXEC)
+		return "executable";
+	elf_getphdrnum(elf, &nph);
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_INTERP)
+			return "PIE executable";
+	}
+	return "shared object";
+}
+
+static int open_image(const char *path, int *fd, struct image *im, char *err, size_t errlen)
+{
+	memset(im, 0, sizeof(*im));
+	elf_version(EV_CURRENT);
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0)
+		return failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+	im->elf = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
+	if (!im->elf || elf_kind(im->elf) != ELF_K_ELF || !gelf_getehdr(im->elf, &im->eh))
+		return failf(err, errlen, -ENOEXEC, "%s is not an ELF program or library", path);
+	if (im->eh.e_ident[EI_CLASS] != ELFCLASS64 || (im->eh.e_machine != EM_X86_64 && im->eh.e_machine != EM_AARCH64))
+		return failf(err, errlen, -ENOEXEC, "%s is not a 64-bit x86-64 or arm64 object", path);
+	if (im->eh.e_type == ET_REL)
+		return failf(err, errlen, -ENOEXEC, "%s is an object file: list the program or library it is linked into",
+			     path);
+	if (im->eh.e_type != ET_EXEC && im->eh.e_type != ET_DYN)
+		return failf(err, errlen, -ENOEXEC, "%s is not an executable or a shared object", path);
+	return 0;
+}
+
+static void close_image(int fd, struct image *im)
+{
+	if (im->elf)
+		elf_end(im->elf);
+	free(im->regions);
+	free(im->relocs);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Regions and relocations; the site section's header in *sites (sh_type 0 when there is none). */
+static int index_image(struct image *im, GElf_Shdr *sites)
+{
+	size_t shstrndx, cap = 0;
+	Elf_Scn *scn = NULL;
+	int rc = 0;
+
+	memset(sites, 0, sizeof(*sites));
+	if (elf_getshdrstrndx(im->elf, &shstrndx) != 0)
+		return -ENOEXEC;
+	while (!rc && (scn = elf_nextscn(im->elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		name = elf_strptr(im->elf, shstrndx, sh.sh_name);
+		if (name && strcmp(name, "__lk_probe_sites") == 0)
+			*sites = sh;
+		if ((sh.sh_flags & SHF_ALLOC) && sh.sh_type == SHT_RELA)
+			rc = load_relocs(im, scn, &sh);
+		else if ((sh.sh_flags & SHF_ALLOC) && sh.sh_size)
+			rc = add_region(im, &cap, scn, &sh);
+	}
+	if (!rc && im->nrelocs)
+		qsort(im->relocs, im->nrelocs, sizeof(*im->relocs), reloc_cmp);
+	return rc;
+}
+
+/* ---- sites ---- */
+
+static int read_site(const struct image *im, uint64_t addr, struct lk_elf_site *out)
+{
+	struct lk_probe_site raw;
+	uint64_t provider, event, file, names;
+
+	if (!read_bytes(im, addr, &raw, sizeof(raw)))
+		return -EINVAL;
+	if (raw.magic != LK__PROBE_MAGIC || raw.abi != LK__PROBE_ABI || raw.nargs > LK_PROBE_MAX_ARGS ||
+	    raw.kind < LK_PROBE_EVENT || raw.kind > LK_PROBE_COUNTER)
+		return -EINVAL;
+	if (!read_pointer(im, addr + offsetof(struct lk_probe_site, provider), &provider) ||
+	    !read_pointer(im, addr + offsetof(struct lk_probe_site, event), &event) ||
+	    !read_pointer(im, addr + offsetof(struct lk_probe_site, file), &file) ||
+	    !read_pointer(im, addr + offsetof(struct lk_probe_site, arg_names), &names))
+		return -EINVAL;
+	*out = (struct lk_elf_site){ read_string(im, provider), read_string(im, event), read_string(im, file),
+				     read_string(im, names), raw.line, raw.kind, raw.nargs, raw.arg_types };
+	if (!out->provider || !out->event || !out->file || !out->arg_names || !*out->provider || !*out->event) {
+		free(out->provider), free(out->event), free(out->file), free(out->arg_names);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, size_t errlen)
+{
+	struct image im;
+	GElf_Shdr sh;
+	size_t slots;
+	int fd, rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = open_image(path, &fd, &im, err, errlen);
+	if (!rc && (rc = index_image(&im, &sh)) != 0)
+		failf(err, errlen, rc, "cannot read the sections of %s", path);
+	if (rc) {
+		close_image(fd, &im);
+		return rc;
+	}
+	out->path = strdup(path);
+	out->type = object_type(im.elf, &im.eh);
+	out->has_section = sh.sh_type != SHT_NULL;
+	slots = out->has_section ? sh.sh_size / 8 : 0;
+	out->sites = calloc(slots ? slots : 1, sizeof(*out->sites));
+	if (!out->path || !out->sites) {
+		close_image(fd, &im);
+		lk_elf_free_sites(out);
+		return failf(err, errlen, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < slots; i++) {
+		uint64_t site;
+
+		if (read_pointer(&im, sh.sh_addr + 8 * i, &site) && read_site(&im, site, &out->sites[out->n]) == 0)
+			out->n++;
+		else
+			out->skipped++;
+	}
+	close_image(fd, &im);
+	return 0;
+}
+
+void lk_elf_free_sites(struct lk_elf_sites *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->sites[i].provider), free(s->sites[i].event);
+		free(s->sites[i].file), free(s->sites[i].arg_names);
+	}
+	free(s->sites);
+	free(s->path);
+	memset(s, 0, sizeof(*s));
+}
+
+/* ---- does it use lowkey? ---- */
+
+static bool needs_lowkey(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh)
+{
+	Elf_Data *d = elf_getdata(scn, NULL);
+	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+
+	for (size_t i = 0; d && i < n; i++) {
+		GElf_Dyn dyn;
+		const char *name;
+
+		if (!gelf_getdyn(d, (int)i, &dyn))
+			break;
+		name = dyn.d_tag == DT_NEEDED ? elf_strptr(elf, sh->sh_link, dyn.d_un.d_val) : NULL;
+		if (name && strncmp(name, "liblowkey.so", 12) == 0)
+			return true;
+	}
+	return false;
+}
+
+static bool has_lowkey_symbol(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh)
+{
+	Elf_Data *d = elf_getdata(scn, NULL);
+	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+
+	for (size_t i = 0; d && i < n; i++) {
+		GElf_Sym s;
+		const char *name;
+
+		if (!gelf_getsym(d, (int)i, &s))
+			break;
+		name = elf_strptr(elf, sh->sh_link, s.st_name);
+		if (name && (strcmp(name, "lk_trace_start") == 0 || strcmp(name, "lk__probe_emit_slow") == 0))
+			return true;
+	}
+	return false;
+}
+
+bool lk_elf_uses_lowkey(const char *path)
+{
+	char err[256];
+	struct image im;
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+	bool uses = false;
+	int fd;
+
+	if (open_image(path, &fd, &im, err, sizeof(err)) != 0 || elf_getshdrstrndx(im.elf, &shstrndx) != 0) {
+		close_image(fd, &im);
+		return false;
+	}
+	while (!uses && (scn = elf_nextscn(im.elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		name = elf_strptr(im.elf, shstrndx, sh.sh_name);
+		uses = (name && strcmp(name, "__lk_probe_sites") == 0) ||
+		       (sh.sh_type == SHT_DYNAMIC && needs_lowkey(im.elf, scn, &sh)) ||
+		       ((sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) && has_lowkey_symbol(im.elf, scn, &sh));
+	}
+	close_image(fd, &im);
+	return uses;
+}
+
+/* ---- processes ---- */
+
+int lk_proc_objects(pid_t pid, char **paths, char **shown, int max)
+{
+	char file[64], line[8192], exe[4096];
+	int n = 0;
+	ssize_t len;
+	FILE *f;
+
+	snprintf(file, sizeof(file), "/proc/%d/exe", (int)pid);
+	len = readlink(file, exe, sizeof(exe) - 1);
+	exe[len > 0 ? len : 0] = 0;
+	snprintf(file, sizeof(file), "/proc/%d/maps", (int)pid);
+	f = fopen(file, "re");
+	if (!f)
+		return errno == ENOENT ? -ESRCH : -errno;
+	/* the main program first, then every other file mapped, once */
+	for (int pass = 0; pass < 2; pass++) {
+		rewind(f);
+		while (n < max && fgets(line, sizeof(line), f)) {
+			char *path = strchr(line, '/'), root[4200];
+			bool seen = false;
+
+			if (!path)
+				continue;
+			path[strcspn(path, "\n")] = 0;
+			if ((pass == 0) != (strcmp(path, exe) == 0))
+				continue;
+			for (int i = 0; i < n && !seen; i++)
+				seen = strcmp(shown[i], path) == 0;
+			if (seen)
+				continue;
+			snprintf(root, sizeof(root), "/proc/%d/root%s", (int)pid, path);
+			shown[n] = strdup(path);
+			paths[n] = strdup(access(root, R_OK) == 0 ? root : path);
+			if (!shown[n] || !paths[n]) {
+				free(shown[n]), free(paths[n]);
+				break;
+			}
+			n++;
+		}
+	}
+	fclose(f);
+	return n;
+}
+
+int lk_proc_uses_lowkey(pid_t pid)
+{
+	char *paths[512], *shown[512];
+	int n = lk_proc_objects(pid, paths, shown, 512), uses = 0;
+
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		if (!uses && (strstr(shown[i], "/liblowkey.so") || lk_elf_uses_lowkey(paths[i])))
+			uses = 1;
+		free(paths[i]);
+		free(shown[i]);
+	}
+	return uses;
+}
+
+void lk_proc_name(pid_t pid, char *out, size_t len)
+{
+	char file[64];
+	FILE *f;
+
+	snprintf(file, sizeof(file), "/proc/%d/comm", (int)pid);
+	f = fopen(file, "re");
+	if (!f || !fgets(out, (int)len, f))
+		snprintf(out, len, "?");
+	else
+		out[strcspn(out, "\n")] = 0;
+	if (f)
+		fclose(f);
+}
+
+void lk_arg_name(const char *names, unsigned int i, char *out, size_t len)
+{
+	const char *p = names ? names : "", *start = p;
+	unsigned int arg = 0;
+	int depth = 0;
+	char quote = 0;
+
+	out[0] = 0;
+	for (;; p++) {
+		if (quote) {
+			if (*p == '\\' && p[1])
+				p++;
+			else if (*p == quote)
+				quote = 0;
+			else if (!*p)
+				break;
+			continue;
+		}
+		if (*p == '"' || *p == '\'')
+			quote = *p;
+		else if (*p == '(' || *p == '[' || *p == '{')
+			depth++;
+		else if ((*p == ')' || *p == ']' || *p == '}') && depth > 0)
+			depth--;
+		if (*p == 0 || (*p == ',' && depth == 0)) {
+			if (arg == i) {
+				const char *e = p;
+
+				while (start < e && (*start == ' ' || *start == '\t'))
+					start++;
+				while (e > start && (e[-1] == ' ' || e[-1] == '\t'))
+					e--;
+				snprintf(out, len, "%.*s", (int)(e - start), start);
+				return;
+			}
+			arg++;
+			start = p + 1;
+		}
+		if (!*p)
+			break;
+	}
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading probe sites from an ELF file without running it (`lowkey list BINARY`), and finding
+ * whether a program or a running process uses liblowkey (for `lowkey trace`'s messages).
+ */
+#ifndef LOWKEY_CLI_PROBE_ELF_H
+#define LOWKEY_CLI_PROBE_ELF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct lk_elf_site {
+	char *provider, *event, *file, *arg_names;
+	unsigned int line, kind, nargs;
+	uint32_t arg_types;	/* 4 bits per argument, as in struct lk_probe_site */
+};
+
+struct lk_elf_sites {
+	char *path;
+	const char *type;	/* "executable", "PIE executable", "shared object" */
+	bool has_section;	/* the object has a __lk_probe_sites section */
+	struct lk_elf_site *sites;
+	size_t n;
+	unsigned int skipped;	/* descriptors that are not lowkey probe sites of this ABI */
+};
+
+/*
+ * lk_elf_read_sites - the probe sites of the ELF object at path (an executable, PIE or not, or a
+ * shared object). Pointers are read as the dynamic loader would set them at a load address of 0:
+ * through R_*_RELATIVE and absolute relocations where the object has them, as stored otherwise.
+ * Returns 0 (n is 0 when the object has no sites), -ENOEXEC (not an ELF object of this machine, or
+ * a relocatable .o) or -errno; err says which.
+ */
+int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, size_t errlen);
+void lk_elf_free_sites(struct lk_elf_sites *s);
+
+/* Whether the ELF object at path uses liblowkey: probe sites, liblowkey in DT_NEEDED, or its symbols. */
+bool lk_elf_uses_lowkey(const char *path);
+
+/*
+ * The ELF objects process pid has mapped, as paths this process can open (through
+ * /proc/PID/root where that is readable), the main program first. Returns how many (up to max),
+ * or -errno (-ESRCH: no such process, -EACCES: not ours to read). Free each path.
+ */
+int lk_proc_objects(pid_t pid, char **paths, char **shown, int max);
+
+/* Whether process pid uses liblowkey in any object it has mapped: 1, 0, or -errno. */
+int lk_proc_uses_lowkey(pid_t pid);
+
+/* The process's name (/proc/PID/comm), or "?". */
+void lk_proc_name(pid_t pid, char *out, size_t len);
+
+/* Split a probe's argument text ("id, f(a, b)") at its top-level commas; the i-th, trimmed. */
+void lk_arg_name(const char *names, unsigned int i, char *out, size_t len);
+
+#endif

@@ -1,0 +1,492 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey trace: record a program's probes from its start (-- cmd), or a running process's (--pid).
+ * This file: the options, the output (rotation to OUT.old, created before anything runs), the
+ * summary, and reading back a trace whose process died before finishing it.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lowkey/probe.h>
+
+#include "cli.h"
+#include "probe/control_internal.h"
+#include "probe/probe_internal.h"
+#include "probe/reader.h"
+#include "trace.h"
+
+static const char trace_usage[] =
+	"usage: lowkey trace [-e GLOB]... [-o OUT] [--format ctf|json] [--cputime] [--buffer SIZE] [--json]\n"
+	"                    -- CMD [ARGS]\n"
+	"       lowkey trace --pid PID [-e GLOB]... [-o OUT] [--format ctf|json] [--cputime] [--buffer SIZE]\n"
+	"                    [--duration S] [--json]\n"
+	"\n"
+	"Records the probes (LK_PROBE, LK_SPAN, LK_COUNTER) of a program linked with liblowkey.\n"
+	"\n"
+	"With a command, runs it with tracing started before its main() (through the environment,\n"
+	"see docs/trace.md) and finished when it exits; child processes it starts are not traced.\n"
+	"lowkey exits with the command's exit status (128+N if a signal N ended it, 127 if it could\n"
+	"not be found), or 1 when the trace failed.\n"
+	"\n"
+	"With --pid, attaches to a running process through its control socket, which the process opens\n"
+	"when started with LOWKEY_CONTROL=1 or by calling lk_control_open(); traces for S seconds or\n"
+	"until Ctrl-C, then stops. The process's own rules and state are left as they were.\n"
+	"\n"
+	"Options:\n"
+	"  -e, --event GLOB     sites to record: \"provider:event\" globs (fnmatch), or a provider;\n"
+	"                       repeatable, applied in order; a leading '-' excludes (-e '*' -e -db:debug).\n"
+	"                       Default: every site. A glob that matches no site is an error.\n"
+	"  -o, --output OUT     the trace: a CTF directory (default lowkey.ctf) or a JSON file (default\n"
+	"                       lowkey.json); an existing OUT is moved to OUT.old\n"
+	"  -f, --format FMT     ctf (babeltrace2, Trace Compass) or json (Perfetto UI, chrome://tracing)\n"
+	"  -c, --cputime        record each event's thread CPU time too\n"
+	"  -b, --buffer SIZE    per-thread ring buffer: 64K, 2M, ... (default 2M); events that find it\n"
+	"                       full are dropped and counted\n"
+	"  -p, --pid PID        trace a running process\n"
+	"  -d, --duration S     with --pid: stop after S seconds (default: at Ctrl-C)\n"
+	"      --json           print the summary as JSON: {\"output\", \"format\", \"events\", \"lost\",\n"
+	"                       \"threads\", \"bytes\"} (on stderr, like the text one)\n"
+	"  -h, --help           this text\n"
+	"\n"
+	"Examples:\n"
+	"  lowkey trace -e 'db:*' -- ./server --port 8080\n"
+	"  lowkey trace -o run.json --format json --cputime -- ./bench\n"
+	"  LOWKEY_CONTROL=1 ./server &  lowkey trace --pid $! -e 'net:*' --duration 10\n"
+	"\n"
+	"Then: babeltrace2 lowkey.ctf, `lowkey report lowkey.ctf`, or open the JSON in ui.perfetto.dev.\n";
+
+/* ---- the output ---- */
+
+static bool trace_file_name(const char *name)
+{
+	return strcmp(name, "metadata") == 0 || strcmp(name, "metadata.tmp") == 0 ||
+	       strcmp(name, ".lowkey-index") == 0 || strcmp(name, ".lowkey-index.tmp") == 0 ||
+	       strncmp(name, "stream-", 7) == 0;
+}
+
+/* 1: a lowkey trace directory; 0: an empty directory; -1: something else. */
+static int classify_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int entries = 0, foreign = 0, index = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		entries++;
+		foreign += !trace_file_name(e->d_name);
+		index += strcmp(e->d_name, ".lowkey-index") == 0 || strcmp(e->d_name, "metadata") == 0;
+	}
+	closedir(d);
+	if (!entries)
+		return 0;
+	return foreign || !index ? -1 : 1;
+}
+
+/* Remove a lowkey trace directory: only the files a trace has. */
+static int remove_trace_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)))
+		if (trace_file_name(e->d_name))
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+	return rmdir(dir) == 0 ? 0 : -errno;
+}
+
+/* Make room at path: remove what is there if it is a lowkey trace or a regular file. */
+static int clear_old(const char *old)
+{
+	struct stat st;
+
+	if (lstat(old, &st) != 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (S_ISREG(st.st_mode))
+		return unlink(old) == 0 ? 0 : -errno;
+	if (S_ISDIR(st.st_mode) && classify_dir(old) >= 0)
+		return remove_trace_dir(old);
+	return -EEXIST;
+}
+
+/* Like perf: an existing output becomes OUT.old. Returns 0, 1 (error printed), or 2: use it as is. */
+static int move_aside(const char *path)
+{
+	char old[PATH_MAX];
+	struct stat st;
+	int kind, rc;
+
+	if (lstat(path, &st) != 0)
+		return 0;
+	if (S_ISDIR(st.st_mode)) {
+		kind = classify_dir(path);
+		if (kind == 0)
+			return 2;
+		if (kind < 0) {
+			lk_cli_error("trace", "choose another output with -o", "%s exists and is not a lowkey trace", path);
+			return 1;
+		}
+	} else if (!S_ISREG(st.st_mode)) {
+		lk_cli_error("trace", "choose another output with -o", "%s exists and is not a regular file", path);
+		return 1;
+	}
+	if ((size_t)snprintf(old, sizeof(old), "%s.old", path) >= sizeof(old)) {
+		lk_cli_error("trace", NULL, "the output path is too long");
+		return 1;
+	}
+	rc = clear_old(old);
+	if (rc) {
+		lk_cli_error("trace", "remove it, or choose another output with -o", "cannot replace %s: %s", old,
+			     rc == -EEXIST ? "it is not a lowkey trace" : strerror(-rc));
+		return 1;
+	}
+	if (rename(path, old) != 0) {
+		lk_cli_error("trace", "choose another output with -o", "cannot move %s to %s: %s", path, old,
+			     strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+int trace_prepare_output(struct trace_opts *o, uid_t uid, gid_t gid)
+{
+	int rc = move_aside(o->output), fd;
+
+	if (rc == 1)
+		return 1;
+	if (rc == 2 && o->format == LK_TRACE_CTF)
+		return 0;	/* an empty directory: the trace goes in it */
+	if (rc == 2) {
+		lk_cli_error("trace", "choose a file name with -o", "%s is a directory; a JSON trace is a file", o->output);
+		return 1;
+	}
+	if (o->format == LK_TRACE_CTF) {
+		if (mkdir(o->output, 0755) != 0) {
+			lk_cli_error("trace", "choose a writable place with -o", "cannot create the trace directory %s: %s",
+				     o->output, strerror(errno));
+			return 1;
+		}
+	} else {
+		fd = open(o->output, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			lk_cli_error("trace", "choose a writable place with -o", "cannot create the trace file %s: %s",
+				     o->output, strerror(errno));
+			return 1;
+		}
+		close(fd);
+	}
+	o->created_output = true;
+	if (uid != (uid_t)-1 && lchown(o->output, uid, gid) != 0) {
+		lk_cli_error("trace", NULL, "cannot give %s to uid %u: %s", o->output, (unsigned int)uid, strerror(errno));
+		trace_discard_output(o);
+		return 1;
+	}
+	return 0;
+}
+
+void trace_discard_output(const struct trace_opts *o)
+{
+	struct stat st;
+
+	if (!o->created_output || lstat(o->output, &st) != 0)
+		return;
+	if (S_ISDIR(st.st_mode))
+		rmdir(o->output);	/* only when empty */
+	else if (S_ISREG(st.st_mode) && st.st_size == 0)
+		unlink(o->output);
+}
+
+/* ---- the summary ---- */
+
+static void human_size(uint64_t bytes, char *out, size_t len)
+{
+	static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)bytes;
+	int u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(out, len, "%llu bytes", (unsigned long long)bytes);
+	else
+		snprintf(out, len, "%.1f %s", v, units[u]);
+}
+
+static void json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+void trace_print_summary(const struct trace_opts *o, const struct trace_totals *t)
+{
+	char size[32];
+	struct stat st;
+	uint64_t bytes = t->bytes;
+
+	if (o->format == LK_TRACE_JSON && stat(o->output, &st) == 0)
+		bytes = (uint64_t)st.st_size;
+	if (o->json) {
+		fprintf(stderr, "{\"output\": ");
+		json_string(stderr, o->output);
+		fprintf(stderr, ", \"format\": \"%s\", \"events\": %llu, \"lost\": %llu, \"threads\": %u, "
+			"\"bytes\": %llu}\n", o->format == LK_TRACE_JSON ? "json" : "ctf", (unsigned long long)t->events,
+			(unsigned long long)t->lost, t->threads, (unsigned long long)bytes);
+		return;
+	}
+	human_size(bytes, size, sizeof(size));
+	fprintf(stderr, "lowkey trace: %llu events (%llu lost) from %u thread%s, %s written to %s\n",
+		(unsigned long long)t->events, (unsigned long long)t->lost, t->threads, t->threads == 1 ? "" : "s",
+		size, o->output);
+	if (t->lost)
+		fprintf(stderr, "hint: events were dropped because a thread's buffer was full: raise --buffer "
+			"(now %llu KiB per thread) or record fewer sites\n",
+			(unsigned long long)(o->buffer ? o->buffer : 2u << 20) / 1024);
+}
+
+/* ---- a trace left unfinished ---- */
+
+static int count_stream(const struct lk__stream_info *s, void *arg)
+{
+	struct trace_totals *t = arg;
+
+	t->events += s->events;
+	t->lost += s->lost;
+	t->threads++;
+	return 0;
+}
+
+static uint64_t stream_bytes(const char *dir)
+{
+	char path[PATH_MAX];
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	struct stat st;
+	uint64_t sum = 0;
+
+	while (d && (e = readdir(d))) {
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (strncmp(e->d_name, "stream-", 7) == 0 && stat(path, &st) == 0)
+			sum += (uint64_t)st.st_size;
+	}
+	if (d)
+		closedir(d);
+	return sum;
+}
+
+int trace_recover(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t, char *err, size_t errlen)
+{
+	const struct lk__reader_ops ops = { .stream_end = count_stream };
+	const char *dir = o->format == LK_TRACE_JSON ? ctf_dir : o->output;
+	struct lk__trace_reader r;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	if (!dir || !*dir) {
+		snprintf(err, errlen, "the process did not say where its trace was");
+		return -ENOENT;
+	}
+	rc = lk__reader_open(&r, dir, err, errlen);
+	if (rc)
+		return rc;
+	rc = lk__reader_walk(&r, &ops, t, err, errlen);
+	lk__reader_close(&r);
+	t->bytes = stream_bytes(dir);
+	if (rc || o->format != LK_TRACE_JSON)
+		return rc;
+	rc = lk__json_convert(ctf_dir, o->output, err, errlen);
+	if (!rc)
+		remove_trace_dir(ctf_dir);
+	return rc;
+}
+
+int trace_count_matches(const char *dir, const char *glob)
+{
+	struct lk__trace_reader r;
+	char err[256];
+	int n = 0;
+
+	if (!dir || lk__reader_open(&r, dir, err, sizeof(err)) != 0)
+		return -1;
+	for (size_t i = 0; i < r.nclasses; i++)
+		if (r.classes[i] && r.classes[i]->kind && lk__probe_glob_matches(glob, r.classes[i]->provider,
+										 r.classes[i]->event))
+			n++;
+	lk__reader_close(&r);
+	return n;
+}
+
+/* ---- options ---- */
+
+static int usage_error(const char *hint, const char *fmt, const char *arg)
+{
+	lk_cli_error("trace", hint, fmt, arg);
+	return LK_EXIT_USAGE;
+}
+
+static int parse_duration(const char *s, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	return (errno || end == s || *end || !(*out > 0) || *out > 1e9) ? -EINVAL : 0;
+}
+
+static int parse_option(struct trace_opts *o, int c, const char *arg)
+{
+	char *end;
+	long pid;
+
+	switch (c) {
+	case 'e':
+		if (o->nglobs == TRACE_MAX_GLOBS)
+			return usage_error(NULL, "more than 64 -e globs%s", "");
+		if (!*arg || strcmp(arg, "-") == 0 || strchr(arg, ',') || strlen(arg) > LK_CTL_MAX_GLOB)
+			return usage_error("one glob per -e, such as -e 'db:*'; repeat -e for more",
+					   "bad glob '%s'", arg);
+		o->globs[o->nglobs++] = arg;
+		return 0;
+	case 'o':
+		free(o->output);
+		o->output = strdup(arg);
+		return 0;
+	case 'f':
+		if (strcmp(arg, "ctf") == 0)
+			o->format = LK_TRACE_CTF;
+		else if (strcmp(arg, "json") == 0)
+			o->format = LK_TRACE_JSON;
+		else
+			return usage_error("ctf or json", "unknown format '%s'", arg);
+		return 0;
+	case 'c':
+		o->cputime = true;
+		return 0;
+	case 'j':
+		o->json = true;
+		return 0;
+	case 'b':
+		if (lk__parse_size(arg, &o->buffer) != 0 || o->buffer < 4096 || o->buffer > (1u << 30))
+			return usage_error("a size from 4K to 1G, such as 256K or 4M", "bad buffer size '%s'", arg);
+		return 0;
+	case 'p':
+		errno = 0;
+		pid = strtol(arg, &end, 10);
+		if (errno || end == arg || *end || pid <= 0 || pid > 1 << 22)
+			return usage_error("give a process id, such as $(pidof server)", "bad pid '%s'", arg);
+		o->pid = (pid_t)pid;
+		return 0;
+	case 'd':
+		if (parse_duration(arg, &o->duration) != 0)
+			return usage_error("seconds, such as 10 or 0.5", "bad duration '%s'", arg);
+		return 0;
+	}
+	fputs(trace_usage, stderr);
+	return LK_EXIT_USAGE;
+}
+
+/* The output as an absolute path: the traced process may run elsewhere. */
+static int absolute_output(struct trace_opts *o)
+{
+	char cwd[PATH_MAX], *abs;
+	size_t len;
+
+	if (!o->output)
+		o->output = strdup(o->format == LK_TRACE_JSON ? "lowkey.json" : "lowkey.ctf");
+	if (!o->output)
+		return -ENOMEM;
+	len = strlen(o->output);
+	while (len > 1 && o->output[len - 1] == '/')
+		o->output[--len] = 0;
+	if (o->output[0] == '/')
+		return 0;
+	if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, o->output) < 0)
+		return -errno;
+	free(o->output);
+	o->output = abs;
+	return strlen(abs) > LK_CTL_MAX_PATH - 16 ? -ENAMETOOLONG : 0;
+}
+
+static int trace_main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "event", required_argument, NULL, 'e' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "cputime", no_argument, NULL, 'c' },
+		{ "buffer", required_argument, NULL, 'b' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct trace_opts o = { .format = LK_TRACE_CTF };
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+e:o:f:cb:p:d:h", options, NULL)) != -1) {
+		if (c == 'h') {
+			fputs(trace_usage, stdout);
+			return LK_EXIT_OK;
+		}
+		rc = parse_option(&o, c, optarg);
+		if (rc)
+			goto out;
+	}
+	rc = LK_EXIT_USAGE;
+	if (o.pid && optind < argc) {
+		lk_cli_error("trace", NULL, "give either --pid or a command, not both");
+		goto out;
+	}
+	if (!o.pid && optind == argc) {
+		lk_cli_error("trace", "lowkey trace -- ./program args, or lowkey trace --pid PID", "nothing to trace");
+		goto out;
+	}
+	if (o.duration && !o.pid) {
+		lk_cli_error("trace", "a traced command runs until it exits", "--duration needs --pid");
+		goto out;
+	}
+	if (!o.nglobs)
+		o.globs[o.nglobs++] = "*";
+	rc = absolute_output(&o);
+	if (rc) {
+		lk_cli_error("trace", NULL, "bad output path: %s", strerror(-rc));
+		rc = LK_EXIT_USAGE;
+		goto out;
+	}
+	o.argv = argv + optind;
+	rc = o.pid ? trace_attach(&o) : trace_run_command(&o);
+out:
+	free(o.output);
+	return rc;
+}
+
+LK_CLI_COMMAND(trace_command, "trace", "record a program's probes, from its start or by attaching to it",
+	       trace_usage, trace_main);

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey trace --pid PID: trace a running process through its control socket.
+ *
+ * The rules go in as session rules and the trace is started with "stop on close": if this command
+ * is killed, the process removes the rules and stops the trace by itself. Ctrl-C, SIGTERM or the
+ * end of --duration stop the trace properly; a process that exits meanwhile finishes the trace
+ * and says so (EXIT); one that is killed leaves what it wrote, which is read back here.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lowkey/probe.h>
+
+#include "cli.h"
+#include "probe/control_internal.h"
+#include "probe_elf.h"
+#include "trace.h"
+
+#define REPLY_TIMEOUT_MS 30000
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig)
+{
+	stop_signal = sig;
+}
+
+/* Why the process cannot be attached to, in one line. */
+static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
+{
+	int uses;
+
+	switch (rc) {
+	case -ESRCH:
+		lk_cli_error("trace", NULL, "no process %d: check the pid (ps, pidof)", (int)pid);
+		return LK_EXIT_FAIL;
+	case -EACCES:
+		lk_cli_error("trace", NULL, "%s: run lowkey as that user or as root", err);
+		return LK_EXIT_FAIL;
+	case -ENOENT:
+	case -ECONNREFUSED:
+	case -ESTALE:
+		uses = lk_proc_uses_lowkey(pid);
+		if (uses == 0) {
+			lk_cli_error("trace", NULL, "process %d (%s) is not linked with liblowkey: only programs built "
+				     "with lowkey's probes (LK_PROBE, -llowkey) can be traced", (int)pid, name);
+			return LK_EXIT_FAIL;
+		}
+		lk_cli_error("trace", NULL, "process %d (%s) has no lowkey control socket open: start it with "
+			     "LOWKEY_CONTROL=1 in its environment, or call lk_control_open() in it", (int)pid, name);
+		return LK_EXIT_FAIL;
+	}
+	lk_cli_error("trace", NULL, "cannot attach to process %d (%s): %s", (int)pid, name, err);
+	return LK_EXIT_FAIL;
+}
+
+static int send_rules(struct lk__ctl_client *c, const struct trace_opts *o, const char *name)
+{
+	int unmatched = 0;
+	char err[1024];
+
+	for (int i = 0; i < o->nglobs; i++) {
+		bool enable = o->globs[i][0] != '-';
+		const char *glob = enable ? o->globs[i] : o->globs[i] + 1;
+		struct lk__ctl_msg req = { .type = LK_CTL_RULE }, reply;
+		int rc;
+
+		req.rule = (struct lk__ctl_rule){ enable, LK_CTL_RULE_SESSION, glob };
+		rc = lk__ctl_call(c, &req, LK_CTL_RESULT, &reply, REPLY_TIMEOUT_MS, err, sizeof(err));
+		if (rc) {
+			lk_cli_error("trace", NULL, "process %d (%s) refused '%s': %s", (int)o->pid, name, glob, err);
+			return -1;
+		}
+		if (enable && reply.result.value == 0) {
+			lk_cli_error("trace", NULL, "no probe site in process %d (%s) matches '%s'", (int)o->pid, name, glob);
+			unmatched++;
+		}
+	}
+	if (unmatched)
+		fprintf(stderr, "hint: `lowkey list --pid %d` shows its probe sites\n", (int)o->pid);
+	return unmatched ? -1 : 0;
+}
+
+static int start(struct lk__ctl_client *c, const struct trace_opts *o, const char *name)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_START }, reply;
+	char err[1024];
+	int rc;
+
+	req.start = (struct lk__ctl_start){
+		.format = (uint8_t)o->format,
+		.ctl_flags = LK_CTL_START_STOP_ON_CLOSE,
+		.flags = o->cputime ? LK_TRACE_CPUTIME : 0,
+		.buffer_size = o->buffer,
+		.path = o->output,
+	};
+	rc = lk__ctl_call(c, &req, LK_CTL_RESULT, &reply, REPLY_TIMEOUT_MS, err, sizeof(err));
+	if (rc)
+		lk_cli_error("trace", NULL, "process %d (%s) could not start tracing: %s", (int)o->pid, name, err);
+	return rc;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+enum ending { STOP_ASKED, PROCESS_EXITED, PROCESS_VANISHED };
+
+/* Wait for the duration, a signal, or the process's end. */
+static enum ending wait_for_end(struct lk__ctl_client *c, const struct trace_opts *o, struct trace_totals *t)
+{
+	struct sigaction sa = { .sa_handler = on_stop };
+	double deadline = o->duration ? now_s() + o->duration : 0;
+	struct lk__ctl_msg m;
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	while (!stop_signal) {
+		struct pollfd p = { .fd = c->fd, .events = POLLIN };
+		int timeout = -1, rc;
+
+		if (deadline) {
+			double left = deadline - now_s();
+
+			if (left <= 0)
+				break;
+			timeout = (int)(left * 1000) + 1;
+		}
+		rc = poll(&p, 1, timeout);
+		if (rc <= 0)
+			continue;
+		rc = lk__ctl_recv(c, &m, 0, NULL, 0);
+		if (rc == -ECONNRESET)
+			return PROCESS_VANISHED;
+		if (rc == 0 && m.type == LK_CTL_EXIT) {
+			*t = (struct trace_totals){ m.stats.events, m.stats.lost, m.stats.bytes, m.stats.threads };
+			return PROCESS_EXITED;
+		}
+	}
+	return STOP_ASKED;
+}
+
+/* For JSON, the CTF the process was writing beside the output (OUT.ctf-XXXXXX), newest first. */
+static bool find_ctf_beside(const char *output, char *out, size_t len)
+{
+	char dir[PATH_MAX], base[PATH_MAX], prefix[PATH_MAX + 8], path[PATH_MAX * 2];
+	struct dirent *e;
+	time_t newest = 0;
+	struct stat st;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s", output);
+	snprintf(base, sizeof(base), "%s", output);
+	snprintf(prefix, sizeof(prefix), "%s.ctf-", basename(base));
+	d = opendir(dirname(dir));
+	while (d && (e = readdir(d))) {
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && stat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    st.st_mtime >= newest && (size_t)snprintf(out, len, "%s", path) < len)
+			newest = st.st_mtime;
+	}
+	if (d)
+		closedir(d);
+	return newest != 0;
+}
+
+static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char *name, struct trace_totals *t)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_STOP }, reply;
+	char err[1024];
+	int rc = lk__ctl_call(c, &req, LK_CTL_STATS, &reply, -1, err, sizeof(err));
+
+	if (rc) {
+		lk_cli_error("trace", NULL, "process %d (%s) could not stop the trace: %s", (int)o->pid, name, err);
+		return rc;
+	}
+	*t = (struct trace_totals){ reply.stats.events, reply.stats.lost, reply.stats.bytes, reply.stats.threads };
+	if (reply.stats.err) {
+		trace_print_summary(o, t);
+		lk_cli_error("trace", NULL, "%s", reply.stats.message);
+		return reply.stats.err;
+	}
+	return 0;
+}
+
+int trace_attach(struct trace_opts *o)
+{
+	char err[1024], name[64], proc[32], ctf_dir[PATH_MAX] = "";
+	struct trace_totals t = { 0 };
+	struct lk__ctl_client c;
+	uid_t uid = (uid_t)-1;
+	gid_t gid = (gid_t)-1;
+	struct stat st;
+	enum ending end;
+	int rc;
+
+	lk_proc_name(o->pid, name, sizeof(name));
+	rc = lk__ctl_connect(&c, o->pid, err, sizeof(err));
+	if (rc)
+		return explain_connect(o->pid, name, rc, err);
+	if (send_rules(&c, o, name) != 0) {
+		lk__ctl_disconnect(&c);
+		return LK_EXIT_FAIL;
+	}
+	/* The process writes the trace: as root, hand it an output of its own user's. */
+	snprintf(proc, sizeof(proc), "/proc/%d", (int)o->pid);
+	if (geteuid() == 0 && stat(proc, &st) == 0 && st.st_uid != 0) {
+		uid = st.st_uid;
+		gid = st.st_gid;
+	}
+	if (trace_prepare_output(o, uid, gid) || start(&c, o, name) != 0) {
+		trace_discard_output(o);
+		lk__ctl_disconnect(&c);
+		return LK_EXIT_FAIL;
+	}
+	if (o->duration)
+		fprintf(stderr, "lowkey trace: tracing process %d (%s) for %g s into %s\n", (int)o->pid, name,
+			o->duration, o->output);
+	else
+		fprintf(stderr, "lowkey trace: tracing process %d (%s) into %s; Ctrl-C stops\n", (int)o->pid, name,
+			o->output);
+	end = wait_for_end(&c, o, &t);
+	if (end == STOP_ASKED) {
+		rc = stop(&c, o, name, &t);
+		lk__ctl_disconnect(&c);
+		if (rc)
+			return LK_EXIT_FAIL;
+	} else {
+		lk__ctl_disconnect(&c);
+		fprintf(stderr, "lowkey trace: process %d (%s) %s\n", (int)o->pid, name,
+			end == PROCESS_EXITED ? "exited; its trace is finished"
+					      : "ended without finishing the trace: what it had written is kept");
+		if (end == PROCESS_VANISHED &&
+		    (o->format == LK_TRACE_CTF || find_ctf_beside(o->output, ctf_dir, sizeof(ctf_dir))) &&
+		    trace_recover(o, ctf_dir, &t, err, sizeof(err)) != 0) {
+			lk_cli_error("trace", NULL, "cannot read the trace back: %s", err);
+			return LK_EXIT_FAIL;
+		}
+	}
+	trace_print_summary(o, &t);
+	return LK_EXIT_OK;
+}

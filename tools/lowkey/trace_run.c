@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey trace -- CMD: run a command with tracing from the environment.
+ *
+ * The command gets LOWKEY_TRACE* (environment.c reads them in a constructor, before main) and one
+ * end of a SOCK_SEQPACKET socket pair, whose number is in LOWKEY_TRACE_STATUS_FD. Over it the
+ * library says whether tracing started (or exactly why not: then this side kills the command
+ * before its main runs), and at exit how many sites each rule matched and the trace's counters.
+ * No word at all means the command never ran liblowkey's constructor: it is not linked with it.
+ * A command that dies without finishing its trace (a signal, _exit, exec) leaves what it wrote;
+ * this side reads that back (and converts it, for JSON) so the user still gets a trace.
+ *
+ * lowkey ignores SIGINT and SIGQUIT while the command runs (the terminal sends them to the command
+ * too, as with time(1)) and passes SIGTERM and SIGHUP on to it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <lowkey/probe.h>
+
+#include "cli.h"
+#include "probe/control_internal.h"
+#include "probe_elf.h"
+#include "trace.h"
+
+struct rule_report {
+	char glob[LK_CTL_MAX_GLOB + 1];
+	bool enable;
+	uint32_t matched;
+};
+
+struct run {
+	pid_t child;
+	int status_fd;
+	bool started, start_failed, finished;
+	char ctf_dir[LK_CTL_MAX_PATH + 1];
+	struct trace_totals totals;
+	int finish_err;
+	char finish_msg[LK_CTL_MAX_TEXT + 1];
+	struct rule_report rules[TRACE_MAX_GLOBS + 1];
+	int nrules;
+};
+
+static int signal_pipe[2] = { -1, -1 };
+
+static void forward_signal(int sig)
+{
+	unsigned char s = (unsigned char)sig;
+	int saved = errno;
+
+	if (write(signal_pipe[1], &s, 1) < 0) {
+		/* the pipe is full: the command already has signals coming */
+	}
+	errno = saved;
+}
+
+static void set_signals(void (*forward)(int), void (*ignore)(int))
+{
+	struct sigaction sa = { .sa_handler = forward };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_handler = ignore;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGQUIT, &sa, NULL);
+}
+
+/* ---- the child ---- */
+
+static void set_env(const char *name, const char *value)
+{
+	if (value)
+		setenv(name, value, 1);
+	else
+		unsetenv(name);
+}
+
+static void __attribute__((noreturn)) exec_command(const struct trace_opts *o, int status_fd, int exec_fd)
+{
+	char list[TRACE_MAX_GLOBS * (LK_CTL_MAX_GLOB + 1) + 1] = "", num[32];
+	int err;
+
+	set_signals(SIG_DFL, SIG_DFL);
+	close(signal_pipe[0]);
+	close(signal_pipe[1]);
+	fcntl(status_fd, F_SETFD, 0);	/* the one fd the command inherits */
+	for (int i = 0; i < o->nglobs; i++) {
+		strcat(list, i ? "," : "");
+		strcat(list, o->globs[i]);
+	}
+	/* Every variable is set or cleared here: none comes from the user's environment by accident. */
+	set_env("LOWKEY_TRACE", list);
+	set_env("LOWKEY_TRACE_OUTPUT", o->output);
+	set_env("LOWKEY_TRACE_FORMAT", o->format == LK_TRACE_JSON ? "json" : "ctf");
+	set_env("LOWKEY_TRACE_CPUTIME", o->cputime ? "1" : NULL);
+	snprintf(num, sizeof(num), "%llu", (unsigned long long)o->buffer);
+	set_env("LOWKEY_TRACE_BUFFER", o->buffer ? num : NULL);
+	snprintf(num, sizeof(num), "%d", (int)getpid());
+	set_env("LOWKEY_TRACE_PID", num);
+	snprintf(num, sizeof(num), "%d", status_fd);
+	set_env("LOWKEY_TRACE_STATUS_FD", num);
+	execvp(o->argv[0], o->argv);
+	err = errno;
+	if (write(exec_fd, &err, sizeof(err)) != sizeof(err)) {
+		/* the parent reads EOF and takes it for a successful exec; the 127 says otherwise */
+	}
+	_exit(127);
+}
+
+/* ---- messages from the library ---- */
+
+static void on_message(struct run *r, const struct lk__ctl_msg *m, const char *cmd)
+{
+	switch (m->type) {
+	case LK_CTL_ENV_START:
+		if (m->env_start.err) {
+			lk_cli_error("trace", NULL, "cannot trace %s: %s", cmd, m->env_start.message);
+			r->start_failed = true;
+			kill(r->child, SIGKILL);	/* it waits for this verdict before its main() */
+		} else {
+			r->started = true;
+			snprintf(r->ctf_dir, sizeof(r->ctf_dir), "%s", m->env_start.ctf_dir);
+		}
+		break;
+	case LK_CTL_ENV_RULE:
+		if (r->nrules < TRACE_MAX_GLOBS + 1) {
+			struct rule_report *rr = &r->rules[r->nrules++];
+
+			snprintf(rr->glob, sizeof(rr->glob), "%s", m->env_rule.glob);
+			rr->enable = m->env_rule.enable;
+			rr->matched = m->env_rule.matched;
+		}
+		break;
+	case LK_CTL_ENV_FINISH:
+		r->finished = true;
+		r->totals = (struct trace_totals){ m->stats.events, m->stats.lost, m->stats.bytes, m->stats.threads };
+		r->finish_err = m->stats.err;
+		snprintf(r->finish_msg, sizeof(r->finish_msg), "%s", m->stats.message);
+		break;
+	}
+}
+
+/* Read what is waiting on the status socket. Returns false at its end. */
+static bool read_status(struct run *r, const char *cmd)
+{
+	uint8_t buf[LK_CTL_MAX_MSG];
+	struct lk__ctl_msg m;
+
+	for (;;) {
+		ssize_t n = recv(r->status_fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n == 0)
+			return false;
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR;
+		if (lk__ctl_decode(buf, (size_t)n, &m, NULL, 0) == 0)
+			on_message(r, &m, cmd);
+	}
+}
+
+/* ---- waiting ---- */
+
+static int wait_for_child(struct run *r, const char *cmd)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, r->child, 0), status = 0;
+	bool status_open = true;
+
+	for (;;) {
+		struct pollfd p[3] = {
+			{ .fd = signal_pipe[0], .events = POLLIN },
+			{ .fd = status_open ? r->status_fd : -1, .events = POLLIN },
+			{ .fd = pidfd, .events = POLLIN },
+		};
+		pid_t got;
+
+		if (poll(p, 3, pidfd >= 0 ? -1 : 100) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents & POLLIN) {
+			unsigned char sig;
+
+			while (read(signal_pipe[0], &sig, 1) == 1)
+				kill(r->child, sig);
+		}
+		if (p[1].revents)
+			status_open = read_status(r, cmd);
+		if (pidfd >= 0 && !p[2].revents)
+			continue;
+		do
+			got = waitpid(r->child, &status, pidfd >= 0 ? 0 : WNOHANG);
+		while (got < 0 && errno == EINTR);
+		if (got == r->child || got < 0)
+			break;
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	if (status_open)
+		read_status(r, cmd);	/* what it said on its way out */
+	return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+/* ---- the end ---- */
+
+/* The command's program file, found as execvp would (for messages only). */
+static bool resolve(const char *cmd, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+	char *copy, *save = NULL;
+	bool found = false;
+
+	if (strchr(cmd, '/')) {
+		snprintf(out, len, "%s", cmd);
+		return true;
+	}
+	copy = strdup(path ? path : "/usr/local/bin:/usr/bin:/bin");
+	for (char *dir = strtok_r(copy, ":", &save); copy && dir && !found; dir = strtok_r(NULL, ":", &save)) {
+		snprintf(out, len, "%s/%s", *dir ? dir : ".", cmd);
+		found = access(out, X_OK) == 0;
+	}
+	free(copy);
+	return found;
+}
+
+static void explain_no_status(const char *cmd, int code)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (resolve(cmd, path, sizeof(path)) && stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)))
+		lk_cli_error("trace", "run it without set-user-ID, or call lk_trace_start() in it",
+			     "%s is set-user-ID or set-group-ID: liblowkey ignores the environment there", cmd);
+	else if (resolve(cmd, path, sizeof(path)) && lk_elf_uses_lowkey(path))
+		lk_cli_error("trace", "see the command's own messages above",
+			     "%s ended (status %d) before liblowkey could start tracing", cmd, code);
+	else
+		lk_cli_error("trace", "link it with -llowkey (`pkg-config --libs lowkey`) and mark its code with "
+			     "LK_PROBE() (see docs/probe.md)",
+			     "program is not linked with liblowkey: %s ran no program that uses it, nothing was traced",
+			     cmd);
+}
+
+/* How many sites each enabling glob matched; prints the ones that matched none. */
+static int check_matches(const struct trace_opts *o, struct run *r, const char *cmd, int *unmatched)
+{
+	int total = 0;
+
+	*unmatched = 0;
+	for (int i = 0; i < o->nglobs; i++) {
+		const char *g = o->globs[i][0] == '-' ? o->globs[i] + 1 : o->globs[i];
+		int matched = -1;
+
+		if (o->globs[i][0] == '-')
+			continue;
+		for (int k = 0; k < r->nrules; k++)
+			if (r->rules[k].enable && strcmp(r->rules[k].glob, g) == 0)
+				matched = (int)r->rules[k].matched;
+		if (matched < 0)
+			matched = trace_count_matches(o->format == LK_TRACE_JSON ? r->ctf_dir : o->output, g);
+		if (matched == 0) {
+			lk_cli_error("trace", NULL, "no probe site in %s matches '%s'", cmd, g);
+			(*unmatched)++;
+		}
+		total += matched > 0 ? matched : 0;
+	}
+	if (*unmatched)
+		fprintf(stderr, "hint: `lowkey list %s` shows its probe sites\n", cmd);
+	return total;
+}
+
+static int finish(const struct trace_opts *o, struct run *r, int code)
+{
+	const char *cmd = o->argv[0];
+	char err[1024];
+	int unmatched, matched;
+
+	if (r->start_failed) {
+		trace_discard_output(o);
+		return LK_EXIT_FAIL;
+	}
+	if (!r->started) {
+		trace_discard_output(o);
+		explain_no_status(cmd, code);
+		return LK_EXIT_FAIL;
+	}
+	matched = check_matches(o, r, cmd, &unmatched);
+	if (!r->finished) {
+		fprintf(stderr, "lowkey trace: %s ended (%s %d) without finishing its trace: what it had written is "
+			"kept (its last %s may be missing)\n", cmd, code > 128 ? "signal" : "status",
+			code > 128 ? code - 128 : code, "100 ms");
+		if (trace_recover(o, r->ctf_dir, &r->totals, err, sizeof(err)) != 0) {
+			lk_cli_error("trace", NULL, "cannot read the trace back: %s", err);
+			return LK_EXIT_FAIL;
+		}
+	}
+	if (matched || !unmatched)
+		trace_print_summary(o, &r->totals);
+	if (r->finish_err) {
+		lk_cli_error("trace", NULL, "%s", r->finish_msg);
+		return LK_EXIT_FAIL;
+	}
+	return unmatched ? LK_EXIT_FAIL : code;
+}
+
+int trace_run_command(struct trace_opts *o)
+{
+	struct run r = { .status_fd = -1 };
+	int sv[2], exec_pipe[2], exec_err = 0, code;
+	ssize_t n;
+
+	if (trace_prepare_output(o, (uid_t)-1, (gid_t)-1))
+		return LK_EXIT_FAIL;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0 ||
+	    pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+		lk_cli_error("trace", NULL, "cannot set up: %s", strerror(errno));
+		trace_discard_output(o);
+		return LK_EXIT_FAIL;
+	}
+	set_signals(forward_signal, SIG_IGN);
+	fflush(NULL);
+	r.child = fork();
+	if (r.child < 0) {
+		lk_cli_error("trace", NULL, "fork: %s", strerror(errno));
+		trace_discard_output(o);
+		return LK_EXIT_FAIL;
+	}
+	if (r.child == 0) {
+		close(sv[0]);
+		close(exec_pipe[0]);
+		exec_command(o, sv[1], exec_pipe[1]);
+	}
+	close(sv[1]);
+	close(exec_pipe[1]);
+	r.status_fd = sv[0];
+	do
+		n = read(exec_pipe[0], &exec_err, sizeof(exec_err));
+	while (n < 0 && errno == EINTR);
+	close(exec_pipe[0]);
+	if (n == sizeof(exec_err)) {
+		waitpid(r.child, NULL, 0);
+		trace_discard_output(o);
+		lk_cli_error("trace", exec_err == ENOENT ? "check the command's name and $PATH" : NULL,
+			     "cannot run '%s': %s", o->argv[0], strerror(exec_err));
+		close(r.status_fd);
+		return exec_err == ENOENT ? 127 : 126;
+	}
+	code = wait_for_child(&r, o->argv[0]);
+	close(r.status_fd);
+	set_signals(SIG_DFL, SIG_DFL);
+	return finish(o, &r, code);
+}
