@@ -187,8 +187,8 @@ static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, ui
 	}
 	if (strings)
 		put_args(args, types, n, vals);
-	else
-		memcpy(args, vals, 8 * n);
+	else if (n)
+		memcpy(args, vals, 8 * n);	/* vals is NULL when there are none */
 	t->wp = (uintptr_t)(p + size);
 	__atomic_store_n(&t->committed, t->wp, __ATOMIC_RELEASE);
 	return true;

@@ -76,6 +76,12 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static void sort_samples(struct samples *s)
+{
+	if (s->n)	/* qsort's base may not be NULL, even for none */
+		qsort(s->v, s->n, sizeof(double), cmp_double);
+}
+
 static double pct(const struct samples *s, double p)
 {
 	double rank;
@@ -275,8 +281,8 @@ static void print_text(struct report *rep, const char *path)
 
 		if (!r->classes[i] || !pc->wall.n)
 			continue;
-		qsort(pc->wall.v, pc->wall.n, sizeof(double), cmp_double);
-		qsort(pc->cpu.v, pc->cpu.n, sizeof(double), cmp_double);
+		sort_samples(&pc->wall);
+		sort_samples(&pc->cpu);
 		fmt_ns(a, sizeof(a), pct(&pc->wall, 50));
 		fmt_ns(b, sizeof(b), pct(&pc->wall, 99));
 		fmt_ns(c, sizeof(c), pct(&pc->wall, 100));
@@ -354,8 +360,8 @@ static void print_json(struct report *rep, const char *path)
 
 		if (!r->classes[i] || !pc->count)
 			continue;
-		qsort(pc->wall.v, pc->wall.n, sizeof(double), cmp_double);
-		qsort(pc->cpu.v, pc->cpu.n, sizeof(double), cmp_double);
+		sort_samples(&pc->wall);
+		sort_samples(&pc->cpu);
 		printf("%s{\"provider\":", first ? "" : ",");
 		first = false;
 		json_str(r->classes[i]->provider);
