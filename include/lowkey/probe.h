@@ -209,9 +209,12 @@ LK_API void lk_control_close(void);
  * event to the slow path; the slow path allocates the thread's buffer and fills this in.
  */
 struct lk__probe_tls {
-	uintptr_t wp;		/* where the next record goes */
+	/*
+	 * Where the next record goes, and where the records end for the consumer: the same place,
+	 * since a record is committed before its emit ends and a nested emit never writes.
+	 */
+	uintptr_t committed;
 	uintptr_t fast_end;	/* the fast path may write up to here */
-	uintptr_t committed;	/* records end here; read by the consumer */
 	unsigned int nesting;	/* emits in progress on this thread (signal handlers nest) */
 	unsigned int spare;
 };
@@ -248,8 +251,9 @@ static inline __attribute__((always_inline)) uint64_t lk__probe_tsc(void)
  * yet, the watermark or the end of the ring reached, CPU time requested, tracing stopped) goes
  * to the slow path too: fast_end routes it there.
  */
-static inline __attribute__((always_inline)) bool lk__probe_emit(struct lk_probe_site *site, unsigned int n,
-								 const uint64_t *vals)
+static inline __attribute__((always_inline)) bool
+lk__probe_emit(struct lk_probe_site *site, unsigned int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
+	       uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7)
 {
 	struct lk__probe_tls *t = &lk__probe_tls;
 	uint32_t size = LK__PROBE_HEADER + 8 * n;
@@ -258,16 +262,16 @@ static inline __attribute__((always_inline)) bool lk__probe_emit(struct lk_probe
 
 	__atomic_store_n(&t->nesting, nested + 1, __ATOMIC_RELAXED);	/* read by lk_trace_stop */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	p = t->wp;
+	p = __atomic_load_n(&t->committed, __ATOMIC_RELAXED);
 	if (LK__LIKELY(nested == 0 && p + size <= __atomic_load_n(&t->fast_end, __ATOMIC_RELAXED))) {
+		const uint64_t args[8] = { a0, a1, a2, a3, a4, a5, a6, a7 };
 		uint64_t tsc = lk__probe_tsc();
 		uint32_t head[2] = { site->id, size };
 
 		memcpy((void *)p, &tsc, 8);
 		memcpy((void *)(p + 8), head, 8);
-		if (n)
-			memcpy((void *)(p + LK__PROBE_HEADER), vals, 8 * n);
-		t->wp = p + size;
+		for (unsigned int i = 0; i < n; i++)	/* n is a constant: unrolled, from registers */
+			memcpy((void *)(p + LK__PROBE_HEADER + 8 * i), &args[i], 8);
 		__atomic_store_n(&t->committed, p + size, __ATOMIC_RELEASE);
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		__atomic_store_n(&t->nesting, 0, __ATOMIC_RELAXED);
@@ -275,8 +279,14 @@ static inline __attribute__((always_inline)) bool lk__probe_emit(struct lk_probe
 	}
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	__atomic_store_n(&t->nesting, nested, __ATOMIC_RELAXED);
-	return lk__probe_emit_slow(site, n, vals);
+	{
+		const uint64_t args[8] = { a0, a1, a2, a3, a4, a5, a6, a7 };
+
+		return lk__probe_emit_slow(site, n, args);
+	}
 }
+
+#define lk__probe_emit0(site) lk__probe_emit((site), 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 /* Argument counting and mapping, 0 to 8 arguments (GNU ", ##" swallows the comma for none). */
 #define LK__CAT_(a, b) a##b
@@ -388,19 +398,32 @@ extern "C" {
 	static struct lk_probe_site *const LK__CAT(var, _ref)                                 \
 		__attribute__((used, section("__lk_probe_sites"))) LK__RETAIN = &var
 
-/* types is the compile-time LK__ARG_TYPES(...), so the string test folds away. */
+/*
+ * Each argument is converted once into a 64-bit local; the fast path stores them from registers.
+ * types is the compile-time LK__ARG_TYPES(...), so the string test folds away.
+ */
+#define LK__ARG_DECL(i, x) const uint64_t LK__CAT(lk__a, i) = LK__ARG_U64(x);
+#define LK__ZEROS_0 LK__ZEROS_1 const uint64_t lk__a0 = 0;
+#define LK__ZEROS_1 LK__ZEROS_2 const uint64_t lk__a1 = 0;
+#define LK__ZEROS_2 LK__ZEROS_3 const uint64_t lk__a2 = 0;
+#define LK__ZEROS_3 LK__ZEROS_4 const uint64_t lk__a3 = 0;
+#define LK__ZEROS_4 LK__ZEROS_5 const uint64_t lk__a4 = 0;
+#define LK__ZEROS_5 LK__ZEROS_6 const uint64_t lk__a5 = 0;
+#define LK__ZEROS_6 LK__ZEROS_7 const uint64_t lk__a6 = 0;
+#define LK__ZEROS_7 LK__ZEROS_8 const uint64_t lk__a7 = 0;
+#define LK__ZEROS_8
+#define LK__ZEROS_9
+#define LK__ARGS8 lk__a0, lk__a1, lk__a2, lk__a3, lk__a4, lk__a5, lk__a6, lk__a7
+
 #define LK__PROBE_RECORD(site, types, ...)                                                    \
 	do {                                                                                  \
-		if (LK__NARGS(__VA_ARGS__) == 0) {                                            \
-			lk__probe_emit((site), 0, NULL);                                      \
+		LK__MAP(LK__ARG_DECL, ##__VA_ARGS__)                                          \
+		LK__CAT(LK__ZEROS_, LK__NARGS(__VA_ARGS__))                                   \
+		if (LK__HAS_STRINGS(types)) {                                                 \
+			const uint64_t lk__vals[8] = { LK__ARGS8 };                           \
+			lk__probe_emit_slow((site), LK__NARGS(__VA_ARGS__), lk__vals);        \
 		} else {                                                                      \
-			const uint64_t lk__vals[LK__NARGS(__VA_ARGS__) + 1] = {               \
-				LK__MAP(LK__VALUE, ##__VA_ARGS__) 0                           \
-			};                                                                    \
-			if (LK__HAS_STRINGS(types))                                           \
-				lk__probe_emit_slow((site), LK__NARGS(__VA_ARGS__), lk__vals); \
-			else                                                                  \
-				lk__probe_emit((site), LK__NARGS(__VA_ARGS__), lk__vals);     \
+			lk__probe_emit((site), LK__NARGS(__VA_ARGS__), LK__ARGS8);            \
 		}                                                                             \
 	} while (0)
 
@@ -444,7 +467,7 @@ extern "C" {
 static inline __attribute__((always_inline)) void lk__span_close(struct lk_probe_site **end)
 {
 	if (LK__UNLIKELY(*end != NULL))
-		lk__probe_emit(*end, 0, NULL);
+		lk__probe_emit0(*end);
 }
 
 #define LK__SPAN_AT(n, provider, name)                                                        \
@@ -452,7 +475,7 @@ static inline __attribute__((always_inline)) void lk__span_close(struct lk_probe
 	LK__PROBE_SITE(LK__CAT(lk__span_end_, n), provider, name, LK_PROBE_SPAN_END, 0, 0, ""); \
 	struct lk_probe_site *LK__CAT(lk__span_guard_, n) __attribute__((cleanup(lk__span_close), unused)) = \
 		lk_branch_unlikely(&LK__CAT(lk__span_begin_, n).key) &&                       \
-				lk__probe_emit(&LK__CAT(lk__span_begin_, n), 0, NULL)         \
+				lk__probe_emit0(&LK__CAT(lk__span_begin_, n))                 \
 			? &LK__CAT(lk__span_end_, n)                                          \
 			: NULL
 

@@ -154,6 +154,8 @@ extern const volatile uint64_t *lk__cookie_ptr;
  * than through the PLT.
  */
 uint64_t lk__thread_cputime_ns(void);
+/* lk_thread_cputime_ns() for a counter value the caller read just before (one read for both). */
+uint64_t lk__thread_cputime_at(uint64_t cycles);
 uint64_t lk__now_ns(void);
 
 /* clock.c: process-wide init, at most once; false while it runs (the caller falls back). */

@@ -107,14 +107,18 @@ static inline bool page_task_clock_now(const volatile struct perf_event_mmap_pag
 
 /* ---- fast paths ---- */
 
-static inline __attribute__((always_inline)) bool read_seq(struct lk__cputime_thread *t,
+/*
+ * cyc is the counter, read now or just before by the caller (probes stamp their event with the same
+ * read): a base taken after it (a signal handler's rebase) puts cyc below the base, which the age
+ * check refuses.
+ */
+static inline __attribute__((always_inline)) bool read_seq(struct lk__cputime_thread *t, uint64_t cyc,
 							    uint64_t *out)
 {
 	const volatile struct lk__cputime_base *b = &t->base;
 	uint64_t tag = b->tag, at = b->at, ns = b->ns, mult = b->mult;
-	uint64_t cyc, d, v;
+	uint64_t d, v;
 
-	cyc = lk__counter();
 	lk__barrier();		/* the seqcount is read after the counter: see the top of the file */
 	if (LK__UNLIKELY((uint32_t)tag != t->page->lock || b->tag != tag))
 		return false;	/* switched since the base, or a signal handler rebased */
@@ -153,7 +157,22 @@ LK_API uint64_t lk_thread_cputime_ns(void)
 	/* ready is the process cookie ^ LK__READY_SEQ or ^ LK__READY_PAGE once set up: 0 (a new
 	 * thread) and a forked child's zeroed cookie page fail both tests. */
 	if (LK__LIKELY((t->ready ^ LK__READY_SEQ) == *cookie)) {
-		if (LK__LIKELY(read_seq(t, &v)))
+		if (LK__LIKELY(read_seq(t, lk__counter(), &v)))
+			return v;
+	} else if ((t->ready ^ LK__READY_PAGE) == *cookie && read_page(t, &v)) {
+		return v;
+	}
+	return lk__cputime_slow(t);
+}
+
+uint64_t lk__thread_cputime_at(uint64_t cycles)
+{
+	struct lk__cputime_thread *t = &lk__cputime_tls;
+	const volatile uint64_t *cookie = __atomic_load_n(&lk__cookie_ptr, __ATOMIC_RELAXED);
+	uint64_t v;
+
+	if (LK__LIKELY((t->ready ^ LK__READY_SEQ) == *cookie)) {
+		if (LK__LIKELY(read_seq(t, cycles, &v)))
 			return v;
 	} else if ((t->ready ^ LK__READY_PAGE) == *cookie && read_page(t, &v)) {
 		return v;

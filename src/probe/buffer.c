@@ -3,7 +3,8 @@
  * Per-thread ring buffers and the slow path of recording.
  *
  * A thread's first event while a trace runs gets it a buffer (mmap, so this works in a signal
- * handler too) that it pushes, lock-free, onto the global list. The producer owns wp and the
+ * handler too) that it pushes, lock-free, onto the global list. The producer owns its write
+ * position (wp: the TLS committed field, where the records end) and the
  * space up to the consumer's rp; the consumer owns rp. Records never straddle the end of the ring:
  * the producer leaves a pad there (see probe_internal.h) and continues at the start. Two
  * invariants keep "empty" and "full" apart: a record ends strictly before the end of the ring, so
@@ -24,6 +25,7 @@
 
 #include <lowkey/clock.h>
 
+#include "clock/clock_internal.h"
 #include "probe/probe_internal.h"
 
 LK_API __thread struct lk__probe_tls lk__probe_tls __attribute__((tls_model("initial-exec")));
@@ -71,7 +73,7 @@ static void set_fast_end(struct lk__probe_tls *t, uintptr_t end)
 static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 {
 	uint8_t *rp = __atomic_load_n(&b->rp, __ATOMIC_ACQUIRE);
-	uint8_t *wp = (uint8_t *)t->wp;
+	uint8_t *wp = (uint8_t *)t->committed;
 	size_t used = wp >= rp ? (size_t)(wp - rp) : b->cap - (size_t)(rp - wp);
 	uint8_t *limit = wp >= rp ? ring_end(b) - 1 : rp - 1;
 	uint8_t *half;
@@ -91,12 +93,12 @@ static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 
 /*
  * Room for size contiguous bytes, wrapping with a pad if needed; NULL when the ring is full.
- * Updates t->wp past a pad it writes (committed later with the record).
+ * A pad it writes is committed with the record.
  */
 static uint8_t *reserve(struct lk__probe_buffer *b, struct lk__probe_tls *t, uint32_t size)
 {
 	uint8_t *rp = __atomic_load_n(&b->rp, __ATOMIC_ACQUIRE);
-	uint8_t *wp = (uint8_t *)t->wp;
+	uint8_t *wp = (uint8_t *)t->committed;
 
 	if (wp < rp)
 		return wp + size < rp ? wp : NULL;
@@ -180,7 +182,7 @@ static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, ui
 	memcpy(p + 8, head, 8);
 	args = p + LK__PROBE_HEADER;
 	if (lk__trace.cputime) {
-		uint64_t cpu = lk_thread_cputime_ns();
+		uint64_t cpu = lk__thread_cputime_at(tsc);	/* one counter read for both */
 
 		memcpy(args, &cpu, 8);
 		args += 8;
@@ -189,8 +191,7 @@ static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, ui
 		put_args(args, types, n, vals);
 	else if (n)
 		memcpy(args, vals, 8 * n);	/* vals is NULL when there are none */
-	t->wp = (uintptr_t)(p + size);
-	__atomic_store_n(&t->committed, t->wp, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->committed, (uintptr_t)(p + size), __ATOMIC_RELEASE);
 	return true;
 }
 
@@ -235,7 +236,7 @@ static int attach(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 	b->rp = b->data;
 	b->lost_written = b->events = b->packets = 0;
 	b->fd = -1;
-	t->wp = t->committed = (uintptr_t)b->data;
+	__atomic_store_n(&t->committed, (uintptr_t)b->data, __ATOMIC_RELEASE);
 	__atomic_store_n(&b->trace_gen, lk__trace.gen, __ATOMIC_RELEASE);
 	return 0;
 }
