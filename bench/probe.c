@@ -391,13 +391,39 @@ static long memory_per_thread(void)
 
 /* ---- output ---- */
 
+#define SEARCHES 3
+
+struct rate_summary {
+	double median, min, max;	/* events/s over SEARCHES searches */
+	struct rate_trial best;
+};
+
 struct results {
 	double empty_ns, disabled_ns;
 	struct burst_result two, cpu, span;
 	struct lttng_result lttng;
-	struct rate_trial rate1, rate2;
+	struct rate_summary rate1, rate2;
 	long mem;
 };
+
+/* The no-loss rate, searched SEARCHES times: trials are short and this machine's stalls are not. */
+static struct rate_summary summarize_rate(int threads, double seconds)
+{
+	struct rate_summary s = { 0 };
+	double v[SEARCHES];
+
+	for (int i = 0; i < SEARCHES; i++) {
+		struct rate_trial t = find_rate(threads, seconds);
+
+		v[i] = t.achieved_total;
+		if (i == 0 || t.achieved_total > s.best.achieved_total)
+			s.best = t;
+	}
+	s.median = lkb_median(v, SEARCHES);
+	s.min = v[0];
+	s.max = v[SEARCHES - 1];
+	return s;
+}
 
 static void print_text(const struct results *r, double seconds)
 {
@@ -422,11 +448,12 @@ static void print_text(const struct results *r, double seconds)
 	if (r->two.lost || r->cpu.lost || r->span.lost)
 		printf("(events lost during the timed bursts: %llu, %llu, %llu)\n", (unsigned long long)r->two.lost,
 		       (unsigned long long)r->cpu.lost, (unsigned long long)r->span.lost);
-	printf("\nsustained rate without loss, default buffer (2 MiB per thread), %.1f s per trial\n", seconds);
-	printf("%-46s %10.1f M events/s (%llu events, 0 lost)\n", "1 producer thread", r->rate1.achieved_total / 1e6,
-	       (unsigned long long)r->rate1.events);
-	printf("%-46s %10.1f M events/s (%llu events, 0 lost)\n", "2 producer threads", r->rate2.achieved_total / 1e6,
-	       (unsigned long long)r->rate2.events);
+	printf("\nsustained rate without loss, default buffer (2 MiB per thread): the highest rate a %.1f s\n"
+	       "trial recorded with no event lost; median of %d searches (min, max)\n", seconds, SEARCHES);
+	printf("%-46s %10.1f M events/s (min %.1f, max %.1f)\n", "1 producer thread", r->rate1.median / 1e6,
+	       r->rate1.min / 1e6, r->rate1.max / 1e6);
+	printf("%-46s %10.1f M events/s (min %.1f, max %.1f)\n", "2 producer threads, together", r->rate2.median / 1e6,
+	       r->rate2.min / 1e6, r->rate2.max / 1e6);
 	printf("\nmemory per recording thread: %ld KiB resident (the ring, allocated at its first event)\n",
 	       r->mem / 1024);
 }
@@ -452,8 +479,12 @@ static void print_json(const struct results *r)
 	if (r->lttng.missing)
 		lkb_json_str(&j, "lttng_missing", r->lttng.missing);
 	lkb_json_object(&j, "sustained_events_per_s");
-	lkb_json_num(&j, "one_thread", r->rate1.achieved_total);
-	lkb_json_num(&j, "two_threads", r->rate2.achieved_total);
+	lkb_json_num(&j, "one_thread", r->rate1.median);
+	lkb_json_num(&j, "one_thread_min", r->rate1.min);
+	lkb_json_num(&j, "one_thread_max", r->rate1.max);
+	lkb_json_num(&j, "two_threads", r->rate2.median);
+	lkb_json_num(&j, "two_threads_min", r->rate2.min);
+	lkb_json_num(&j, "two_threads_max", r->rate2.max);
 	lkb_json_close(&j);
 	lkb_json_int(&j, "memory_per_thread_bytes", r->mem);
 	lkb_json_end(&j);
@@ -521,8 +552,8 @@ static int probe_run(int argc, char **argv)
 		return 1;
 	}
 	r.lttng = lttng ? bench_lttng() : (struct lttng_result){ -1, -1, "skipped (--no-lttng)" };
-	r.rate1 = find_rate(1, seconds);
-	r.rate2 = lkb_ncpus() >= 2 ? find_rate(2, seconds) : (struct rate_trial){ 0 };
+	r.rate1 = summarize_rate(1, seconds);
+	r.rate2 = lkb_ncpus() >= 2 ? summarize_rate(2, seconds) : (struct rate_summary){ 0 };
 	r.mem = memory_per_thread();
 	if (json)
 		print_json(&r);

@@ -12,8 +12,8 @@
  * always means empty.
  *
  * fast_end is where the inline fast path must stop and call in here: the end of the contiguous
- * free space, or earlier, at the watermark where half the ring is used and the consumer should
- * be woken; or zero, when every event must come here (CPU time recorded, no trace running, the
+ * free space, or earlier, at the watermark where a quarter of the ring is used and the consumer
+ * should be woken; or zero, when every event must come here (CPU time recorded, no trace running, the
  * buffer belonging to an older trace).
  */
 #include <pthread.h>
@@ -67,28 +67,34 @@ static void set_fast_end(struct lk__probe_tls *t, uintptr_t end)
 }
 
 /*
- * Recompute fast_end from the consumer's latest rp; wake the consumer when the ring is half
- * full (or at the first record after it went to sleep with nothing to do).
+ * Recompute fast_end from the consumer's latest rp, and wake the consumer once a quarter of the
+ * ring is used: the rest is the time it has to wake up, which in a virtual machine whose other
+ * CPU is idle can take a millisecond.
  */
+#define WAKE_FRACTION 4
+
 static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 {
 	uint8_t *rp = __atomic_load_n(&b->rp, __ATOMIC_ACQUIRE);
 	uint8_t *wp = (uint8_t *)t->committed;
 	size_t used = wp >= rp ? (size_t)(wp - rp) : b->cap - (size_t)(rp - wp);
+	size_t mark = b->cap / WAKE_FRACTION;
 	uint8_t *limit = wp >= rp ? ring_end(b) - 1 : rp - 1;
-	uint8_t *half;
+	uint8_t *wake_at;
 
 	if (lk__trace.cputime || __atomic_load_n(&lk__trace.stopping, __ATOMIC_ACQUIRE)) {
+		if (used >= mark)
+			lk__consumer_wake();
 		set_fast_end(t, 0);
 		return;
 	}
-	if (used >= b->cap / 2) {
+	if (used >= mark) {
 		lk__consumer_wake();
 		set_fast_end(t, (uintptr_t)limit);
 		return;
 	}
-	half = wp + (b->cap / 2 - used);
-	set_fast_end(t, (uintptr_t)(half < limit ? half : limit));
+	wake_at = wp + (mark - used);
+	set_fast_end(t, (uintptr_t)(wake_at < limit ? wake_at : limit));
 }
 
 /*

@@ -2,7 +2,7 @@
 /*
  * The consumer thread: drains every thread's ring into the trace.
  *
- * It wakes every flush_ms, or when a producer's ring reaches half full, walks each ring from rp
+ * It wakes every flush_ms, or when a producer's ring is a quarter full, walks each ring from rp
  * to what the producer has committed, and writes the records as CTF packets: a run of contiguous
  * records is one packet, so a wrap splits it in two. Records are not copied or decoded, only their
  * sizes read. Then it hands the space back (rp). Buffers of threads that have exited are freed
@@ -24,16 +24,20 @@
 #include "core/error.h"
 #include "probe/probe_internal.h"
 
-#define MAX_PACKET (1u << 20)
+#define MAX_PACKET (256u << 10)
 
 static int stop_requested;
 
+/*
+ * A producer crossed its ring's watermark. The count always moves, so a wake-up that arrives
+ * while the consumer is draining is not lost: the consumer compares the count it read before
+ * draining, and does not sleep if it moved. The system call only when the consumer sleeps.
+ */
 void lk__consumer_wake(void)
 {
-	if (__atomic_load_n(&lk__trace.consumer_sleeping, __ATOMIC_SEQ_CST)) {
-		__atomic_fetch_add(&lk__trace.wake, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(&lk__trace.wake, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&lk__trace.consumer_sleeping, __ATOMIC_SEQ_CST))
 		syscall(SYS_futex, &lk__trace.wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-	}
 }
 
 static uint64_t read_u64(const uint8_t *p)
@@ -186,9 +190,9 @@ static void drain_all(struct lk__trace *t, bool final)
 	}
 }
 
-static void sleep_until_woken(struct lk__trace *t)
+/* Sleep unless woken since `seen` (read before the drain that just ended). */
+static void sleep_until_woken(struct lk__trace *t, unsigned int seen)
 {
-	unsigned int seen = __atomic_load_n(&t->wake, __ATOMIC_SEQ_CST);
 	struct timespec timeout = { t->config.flush_ms / 1000, (long)(t->config.flush_ms % 1000) * 1000000 };
 
 	__atomic_store_n(&t->consumer_sleeping, 1, __ATOMIC_SEQ_CST);
@@ -207,8 +211,10 @@ static void *consumer_main(void *arg)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	pthread_setname_np(pthread_self(), "lowkey-trace");
 	while (!__atomic_load_n(&stop_requested, __ATOMIC_SEQ_CST)) {
+		unsigned int seen = __atomic_load_n(&t->wake, __ATOMIC_SEQ_CST);
+
 		drain_all(t, false);
-		sleep_until_woken(t);
+		sleep_until_woken(t, seen);
 	}
 	drain_all(t, true);
 	return NULL;
