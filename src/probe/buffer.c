@@ -82,14 +82,21 @@ static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 	uint8_t *limit = wp >= rp ? ring_end(b) - 1 : rp - 1;
 	uint8_t *wake_at;
 
+	/*
+	 * Once per drain, not once per event: while rp has not moved since our last wake-up the
+	 * consumer has not drained this ring yet, and that wake-up is still pending (it compares
+	 * the wake count it read before draining, so a wake-up is never lost). With CPU time on,
+	 * every event comes here, and the atomic in lk__consumer_wake would double its cost.
+	 */
+	if (used >= mark && rp != b->woke_at_rp) {
+		b->woke_at_rp = rp;
+		lk__consumer_wake();
+	}
 	if (lk__trace.cputime || __atomic_load_n(&lk__trace.stopping, __ATOMIC_ACQUIRE)) {
-		if (used >= mark)
-			lk__consumer_wake();
 		set_fast_end(t, 0);
 		return;
 	}
 	if (used >= mark) {
-		lk__consumer_wake();
 		set_fast_end(t, (uintptr_t)limit);
 		return;
 	}

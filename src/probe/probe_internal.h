@@ -40,6 +40,7 @@ struct lk__probe_buffer {
 
 	/* consumer side */
 	uint8_t *rp;			/* next byte to read (release: frees space for the producer) */
+	uint8_t *woke_at_rp;		/* producer: rp when it last woke the consumer */
 	uint64_t lost;			/* producer: events dropped since creation (relaxed) */
 	uint64_t lost_written;		/* consumer: what the trace says so far */
 	uint64_t events;		/* consumer: records written */
