@@ -74,8 +74,8 @@ LK_BEGIN_DECLS
  * take 0.25 µs here); above it by at most that much plus the time since the base during which the
  * thread was off its CPU without the kernel switching it out: hypervisor steal time and, on
  * kernels with CONFIG_IRQ_TIME_ACCOUNTING, interrupt time. The rebase interval
- * (LOWKEY_CLOCK_REBASE_US, 1 ms by default) caps the latter. Measured here: median 7 ns, p99
- * 175 ns, worst 78 µs under host steal (docs/benchmarks/clock.md).
+ * (LOWKEY_CLOCK_REBASE_US, 1 ms by default) caps the latter. Measured here: median 3-7 ns, p99
+ * 110-312 ns, worst 78 µs under host steal (docs/BENCHMARKS.md).
  *
  * Cost: one cycle-counter read and a few loads on the fast path (12.8 ns here, 1.27x a bare
  * rdtsc); one clock_gettime() system call (~0.3 µs) per rebase, plus one getrusage() when a base ages
