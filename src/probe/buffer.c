@@ -180,8 +180,7 @@ static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, ui
 			 bool strings, unsigned int n, const uint64_t *vals)
 {
 	size_t size = record_size(types, strings, n, vals);
-	uint32_t head[2];
-	uint64_t tsc;
+	uint64_t tsc, head;
 	uint8_t *p, *args;
 
 	if (size > b->cap / 4 || !(p = reserve(b, t, (uint32_t)size))) {
@@ -189,10 +188,8 @@ static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, ui
 		return false;
 	}
 	tsc = lk__probe_tsc();
-	head[0] = id;
-	head[1] = (uint32_t)size;
-	memcpy(p, &tsc, 8);
-	memcpy(p + 8, head, 8);
+	head = lk__probe_header(tsc, id);
+	memcpy(p, &head, 8);
 	args = p + LK__PROBE_HEADER;
 	if (lk__trace.cputime) {
 		uint64_t cpu = lk__thread_cputime_at(tsc);	/* one counter read for both */

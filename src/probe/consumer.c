@@ -48,14 +48,6 @@ static uint64_t read_u64(const uint8_t *p)
 	return v;
 }
 
-static uint32_t read_u32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
 static void fail_output(struct lk__trace *t, int err)
 {
 	if (t->error)
@@ -86,44 +78,66 @@ static void emit_packet(struct lk__trace *t, struct lk__probe_buffer *b, const u
 	__atomic_fetch_add(&t->events, events, __ATOMIC_RELAXED);
 }
 
+/* The size of the committed record at rp, at most avail bytes; 0 if it makes no sense. */
+static size_t record_size(const struct lk__trace *t, const uint8_t *rp, size_t avail)
+{
+	const struct lk__record_layout *l = &lk__record_layouts[read_u64(rp) >> LK__PROBE_TSC_BITS];
+	size_t fixed = LK__PROBE_HEADER + (t->cputime ? 8 : 0);
+	bool ok = true;
+	size_t args;
+
+	if (!__atomic_load_n(&l->valid, __ATOMIC_ACQUIRE) || avail < fixed)
+		return 0;
+	if (!l->strings)
+		args = 8u * l->nargs;
+	else
+		args = lk__payload_size(l->arg_types, l->nargs, rp + fixed, avail - fixed, &ok);
+	return ok && fixed + args <= avail ? fixed + args : 0;
+}
+
 /*
  * One contiguous run starting at rp, up to committed or the end of the ring, at most one packet.
- * Returns where the next run starts.
+ * Returns where the next run starts. now: a TSC read after committed was, to extend the records'
+ * 48-bit timestamps from.
  */
-static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8_t *rp, uint8_t *committed)
+static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8_t *rp, uint8_t *committed,
+			  uint64_t now)
 {
 	uint8_t *end = b->data + b->cap, *limit = committed >= rp ? committed : end;
-	uint8_t *start = rp, *last = NULL;
+	uint8_t *start = rp, *last = NULL, *last_end = NULL;
 	uint64_t events = 0;
 
 	while (rp < limit && (size_t)(rp - start) < MAX_PACKET) {
-		uint32_t size;
+		size_t size;
 
 		if (end - rp < LK__PROBE_HEADER || read_u64(rp) == LK__PAD_TSC) {
 			rp = end;	/* the rest of the ring is padding */
 			break;
 		}
-		size = read_u32(rp + 12);
-		if (size < LK__PROBE_HEADER || size > (size_t)(end - rp)) {
+		size = record_size(t, rp, (size_t)(limit - rp));
+		if (!size) {
 			fail_output(t, -EIO);	/* cannot happen unless memory was corrupted */
 			return committed;
 		}
 		last = rp;
 		rp += size;
+		last_end = rp;
 		events++;
 	}
 	if (last)
-		emit_packet(t, b, start, last + read_u32(last + 12), read_u64(start), read_u64(last), events);
+		emit_packet(t, b, start, last_end, lk__tsc_extend(now, read_u64(start) & LK__PROBE_TSC_MASK),
+			    lk__tsc_extend(now, read_u64(last) & LK__PROBE_TSC_MASK), events);
 	return rp == end ? b->data : rp;
 }
 
 static void drain_buffer(struct lk__trace *t, struct lk__probe_buffer *b)
 {
 	uint8_t *committed = (uint8_t *)lk__buffer_committed(b);
+	uint64_t now = lk__probe_tsc();
 	uint8_t *rp = b->rp;
 
 	while (rp != committed) {
-		rp = drain_run(t, b, rp, committed);
+		rp = drain_run(t, b, rp, committed, now);
 		lk__buffer_release(b, rp);
 	}
 }

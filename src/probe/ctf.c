@@ -152,6 +152,7 @@ static void write_prologue(FILE *f, const struct lk__trace *t)
 	gethostname(host, sizeof(host) - 1);
 	fprintf(f, "/* CTF 1.8 */\n\n");
 	fprintf(f, "typealias integer { size = 8; align = 8; signed = false; } := uint8_t;\n");
+	fprintf(f, "typealias integer { size = 16; align = 8; signed = false; } := uint16_t;\n");
 	fprintf(f, "typealias integer { size = 32; align = 8; signed = false; } := uint32_t;\n");
 	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; } := uint64_t;\n");
 	fprintf(f, "typealias integer { size = 64; align = 8; signed = true; } := int64_t;\n");
@@ -170,8 +171,10 @@ static void write_prologue(FILE *f, const struct lk__trace *t)
 		   "\tabsolute = TRUE;\n};\n\n",
 		uuid, (unsigned long long)t->tsc_hz, (unsigned long long)offset_s, (unsigned long long)offset);
 	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; map = clock.tsc.value; } := tsc_t;\n\n");
-	fprintf(f, "stream {\n\tid = 0;\n\tevent.header := struct {\n\t\ttsc_t timestamp;\n\t\tuint32_t id;\n"
-		   "\t\tuint32_t size;\n\t};\n");
+	/* A record's 48 low bits of the TSC: readers extend them from the previous timestamp. */
+	fprintf(f, "stream {\n\tid = 0;\n\tevent.header := struct {\n\t\tinteger { size = %d; align = 8; "
+		   "signed = false; map = clock.tsc.value; } timestamp;\n\t\tuint16_t id;\n\t};\n",
+		LK__PROBE_TSC_BITS);
 	fprintf(f, "\tpacket.context := struct {\n\t\ttsc_t timestamp_begin;\n\t\ttsc_t timestamp_end;\n"
 		   "\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t packet_seq_num;\n"
 		   "\t\tuint64_t events_discarded;\n\t\tuint32_t tid;\n\t\tuint32_t spare;\n\t};\n");
@@ -188,7 +191,7 @@ static void write_index(FILE *f, const struct lk__trace *t)
 	size_t n;
 	const struct lk__probe_site_rt *sites = lk__probe_sites(&n);
 
-	fprintf(f, "lowkey-trace 1\ntsc_hz %llu\ntsc0 %llu\nmonotonic0_ns %llu\nrealtime0_ns %llu\n"
+	fprintf(f, "lowkey-trace 2\ntsc_hz %llu\ntsc0 %llu\nmonotonic0_ns %llu\nrealtime0_ns %llu\n"
 		   "cputime %d\npid %d\nprocname %s\n",
 		(unsigned long long)t->tsc_hz, (unsigned long long)t->tsc0,
 		(unsigned long long)t->monotonic0_ns, (unsigned long long)t->realtime0_ns, t->cputime ? 1 : 0,

@@ -14,13 +14,15 @@
 
 /*
  * A record in a thread's ring, laid out as the CTF event record the trace declares:
- *   u64 timestamp (TSC) | u32 event id | u32 record size in bytes
+ *   u64 header: TSC bits 0-47 | event id bits 48-63 (lk__probe_header)
  *   [u64 thread CPU time ns, when the trace records it]
  *   arguments: 8 bytes each; strings NUL-terminated, unpadded.
- * Records are byte-granular. A record whose timestamp is LK__PAD_TSC, or fewer than 16 bytes left
- * before the end of the ring, mean "continue at the start of the ring".
+ * Records are byte-granular and carry no size: the event id's layout gives it (lk__payload_size).
+ * A header of LK__PAD_TSC (id 0xffff, never given), or fewer than 8 bytes left before the end of
+ * the ring, mean "continue at the start of the ring".
  */
 #define LK__PAD_TSC UINT64_MAX
+#define LK__MAX_EVENT_ID 0xfffeu
 
 /* lk_probe_site.flags, set when the site registers */
 #define LK__SITE_STRINGS 0x1	/* has string arguments: variable-size records */
@@ -99,6 +101,43 @@ struct lk__probe_site_rt {
 	uint8_t kind, nargs;
 	bool enabled;
 };
+
+/*
+ * The argument layout of every event id, for the consumer walking records without a lock:
+ * written before the id is given to a site, never changed after. nargs == 0 && !valid: no such id.
+ */
+struct lk__record_layout {
+	uint32_t arg_types;
+	uint8_t nargs;
+	bool strings;
+	bool valid;
+};
+extern struct lk__record_layout lk__record_layouts[LK__MAX_EVENT_ID + 1];
+
+/*
+ * Bytes of a record's arguments at p (after the header and CPU time), at most avail: 8 for each
+ * number, the string's length and NUL for each string. 0 with *ok false when a string does not
+ * end within avail. Any context.
+ */
+size_t lk__payload_size(uint32_t types, unsigned int nargs, const uint8_t *p, size_t avail, bool *ok);
+
+/* A full TSC from a record's 48 bits and a full TSC within 2^47 cycles of it, before or after. */
+static inline uint64_t lk__tsc_extend(uint64_t near, uint64_t low48)
+{
+	uint64_t delta = (low48 - near) & LK__PROBE_TSC_MASK;	/* low48 - near, modulo 2^48 */
+
+	if (delta & (UINT64_C(1) << (LK__PROBE_TSC_BITS - 1)))
+		return near - ((UINT64_C(1) << LK__PROBE_TSC_BITS) - delta);
+	return near + delta;
+}
+
+/* CTF's rule for a narrow timestamp, as readers apply it: forward from prev, wrapping at most once. */
+static inline uint64_t lk__tsc_advance(uint64_t prev, uint64_t low48)
+{
+	uint64_t v = (prev & ~LK__PROBE_TSC_MASK) | low48;
+
+	return v < prev ? v + LK__PROBE_TSC_MASK + 1 : v;
+}
 
 /* Every site ever registered, by id - LK__FIRST_SITE_ID. */
 struct lk__probe_site_rt *lk__probe_sites(size_t *n);

@@ -138,9 +138,10 @@ int lk__reader_open(struct lk__trace_reader *r, const char *dir, char *err, size
 	f = fopen(path, "re");
 	if (!f)
 		return failf(err, errlen, -errno, "%s is not a lowkey trace (no %s)", dir, path);
-	if (!fgets(line, sizeof(line), f) || strncmp(line, "lowkey-trace 1", 14) != 0) {
+	if (!fgets(line, sizeof(line), f) || sscanf(line, "lowkey-trace %d", &r->format) != 1 || r->format < 1 ||
+	    r->format > 2) {
 		fclose(f);
-		return failf(err, errlen, -EINVAL, "%s: %s is not a lowkey trace index", dir, path);
+		return failf(err, errlen, -EINVAL, "%s: %s is not a lowkey trace index this lowkey reads", dir, path);
 	}
 	r->dir = strdup(dir);
 	rc = add_builtin_classes(r);
@@ -229,29 +230,55 @@ static uint32_t get32(const uint8_t *p)
 	return v;
 }
 
-/* Walk the records of one packet's content. */
-static int walk_records(struct lk__trace_reader *r, struct lk__stream_info *s, const uint8_t *p,
-			const uint8_t *end, const struct lk__reader_ops *ops, void *arg)
+/*
+ * Decode the record at p (at most avail bytes) into e; its size, or 0 if it is damaged.
+ * Format 2 (lowkey 0.2 on): u64 header, TSC bits 0-47 extended from *tsc, id bits 48-63; the
+ * size follows from the event's arguments. Format 1: u64 TSC, u32 id, u32 size.
+ */
+static size_t decode_record(const struct lk__trace_reader *r, const uint8_t *p, size_t avail, uint64_t *tsc,
+			    struct lk__event *e)
 {
-	size_t ctx = r->cputime ? 8 : 0;
+	size_t ctx = r->cputime ? 8 : 0, head = r->format == 1 ? 16 : LK__PROBE_HEADER, size;
+	uint64_t id;
+	bool ok = true;
 
+	if (avail < head + ctx)
+		return 0;
+	if (r->format == 1) {
+		id = get32(p + 8);
+		size = get32(p + 12);
+		e->tsc = get64(p);
+	} else {
+		id = get64(p) >> LK__PROBE_TSC_BITS;
+		e->tsc = lk__tsc_advance(*tsc, get64(p) & LK__PROBE_TSC_MASK);
+		size = 0;
+	}
+	e->cls = id < r->nclasses ? r->classes[id] : NULL;
+	if (!e->cls)
+		return 0;
+	if (r->format != 1)
+		size = head + ctx + lk__payload_size(e->cls->arg_types, e->cls->nargs, p + head + ctx,
+						     avail - head - ctx, &ok);
+	if (!ok || size < head + ctx || size > avail)
+		return 0;
+	*tsc = e->tsc;
+	e->cputime_ns = ctx ? get64(p + head) : 0;
+	e->payload = p + head + ctx;
+	e->payload_len = size - head - ctx;
+	return size;
+}
+
+/* Walk the records of one packet's content; tsc: the packet's timestamp_begin. */
+static int walk_records(struct lk__trace_reader *r, struct lk__stream_info *s, const uint8_t *p,
+			const uint8_t *end, uint64_t tsc, const struct lk__reader_ops *ops, void *arg)
+{
 	while (p < end) {
 		struct lk__event e;
-		uint32_t size;
+		size_t size = decode_record(r, p, (size_t)(end - p), &tsc, &e);
 
-		if (end - p < 16)
-			return -EINVAL;
-		size = get32(p + 12);
-		if (size < 16 + ctx || size > (size_t)(end - p))
+		if (!size)
 			return -EINVAL;
 		e.tid = s->tid;
-		e.tsc = get64(p);
-		e.cputime_ns = ctx ? get64(p + 16) : 0;
-		e.cls = get32(p + 8) < r->nclasses ? r->classes[get32(p + 8)] : NULL;
-		e.payload = p + 16 + ctx;
-		e.payload_len = size - 16 - ctx;
-		if (!e.cls)
-			return -EINVAL;
 		s->events++;
 		if (ops->event) {
 			int rc = ops->event(&e, arg);
@@ -306,7 +333,7 @@ static int walk_stream(struct lk__trace_reader *r, const char *name, const struc
 		}
 		s.packets++;
 		s.lost = get64(p + 72);	/* events_discarded, cumulative */
-		rc = walk_records(r, &s, p + PACKET_PREFIX, p + packet_bytes, ops, arg);
+		rc = walk_records(r, &s, p + PACKET_PREFIX, p + packet_bytes, get64(p + 32), ops, arg);
 		p += packet_bytes;
 	}
 	if (map)

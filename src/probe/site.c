@@ -86,10 +86,35 @@ static char *dup_or_empty(const char *s)
 	return strdup(s ? s : "");
 }
 
+struct lk__record_layout lk__record_layouts[LK__MAX_EVENT_ID + 1];
+
+static void publish_layout(uint32_t id, uint32_t types, unsigned int nargs)
+{
+	struct lk__record_layout *l = &lk__record_layouts[id];
+
+	l->arg_types = types;
+	l->nargs = (uint8_t)nargs;
+	l->strings = false;
+	for (unsigned int a = 0; a < nargs; a++)
+		if (((types >> (4 * a)) & 0xf) == LK_PROBE_STR)
+			l->strings = true;
+	__atomic_store_n(&l->valid, true, __ATOMIC_RELEASE);	/* read by the consumer with acquire */
+}
+
+/* lowkey's own events. */
+static __attribute__((constructor)) void publish_builtin_layouts(void)
+{
+	publish_layout(LK__EVENT_THREAD_NAME, LK_PROBE_STR, 1);
+}
+
 static int site_add(struct lk_probe_site *s, struct lk__dso_rt *dso)
 {
 	struct lk__probe_site_rt *rt;
 
+	/* Event ids are 16 bits in a record (ids are never reused: a trace may still describe one). */
+	if (LK__FIRST_SITE_ID + nsites > LK__MAX_EVENT_ID)
+		return lk__fail(-ENOSPC, "more than %u probe sites registered in this process: the rest stay off",
+				LK__MAX_EVENT_ID - LK__FIRST_SITE_ID + 1);
 	if (nsites == sites_cap) {
 		size_t cap = sites_cap ? sites_cap * 2 : 64;
 		struct lk__probe_site_rt *grown = realloc(sites, cap * sizeof(*grown));
@@ -117,6 +142,7 @@ static int site_add(struct lk_probe_site *s, struct lk__dso_rt *dso)
 	rt->arg_types = s->arg_types;
 	rt->kind = s->kind;
 	rt->nargs = s->nargs;
+	publish_layout(rt->id, s->arg_types, s->nargs);
 	s->id = rt->id;
 	for (unsigned int a = 0; a < s->nargs; a++)
 		if (((s->arg_types >> (4 * a)) & 0xf) == LK_PROBE_STR)

@@ -307,29 +307,93 @@ static int run(const char *fmt, const char *arg)
 	return system(cmd);
 }
 
+/* The 48-bit timestamps across the wrap of their low bits (every 34 hours at 2.3 GHz). */
+static void timestamps_extend_across_the_wrap(void **state)
+{
+	const uint64_t wrap = LK__PROBE_TSC_MASK + 1, base = 7 * wrap;
+
+	(void)state;
+	/* the consumer: from a TSC read shortly after the record, or (another CPU) shortly before */
+	assert_true(lk__tsc_extend(base + 100, 40) == base + 40);
+	assert_true(lk__tsc_extend(base + 10, wrap - 30) == base - 30);		/* record before the wrap */
+	assert_true(lk__tsc_extend(base - 10, 25) == base + 25);		/* record after it */
+	assert_true(lk__tsc_extend(base + wrap / 4, 0) == base);
+	/* readers: forward from the previous timestamp */
+	assert_true(lk__tsc_advance(base - 5, wrap - 2) == base - 2);
+	assert_true(lk__tsc_advance(base - 5, 3) == base + 3);
+	assert_true(lk__tsc_advance(base + 9, 9) == base + 9);
+	assert_true(lk__probe_header(base + 0x123456789aULL, 0xbeef) >> LK__PROBE_TSC_BITS == 0xbeef);
+	assert_true((lk__probe_header(base + 0x123456789aULL, 0xbeef) & LK__PROBE_TSC_MASK) == 0x123456789aULL);
+}
+
+static int by_value(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* babeltrace2's timestamps in cycles, sorted; NULL if it cannot be run. */
+static uint64_t *babeltrace_cycles(const char *dir, size_t *n)
+{
+	char cmd[4200];
+	unsigned long long v;
+	size_t cap = 1024;
+	uint64_t *out;
+	FILE *p;
+
+	if (run("command -v %s >/dev/null", "babeltrace2") != 0)
+		return NULL;
+	snprintf(cmd, sizeof(cmd), "babeltrace2 --clock-cycles '%s' 2>/dev/null", dir);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	out = malloc(cap * sizeof(*out));
+	*n = 0;
+	while (fscanf(p, " [%llu] %*[^\n]", &v) == 1) {
+		if (*n == cap)
+			out = realloc(out, (cap *= 2) * sizeof(*out));
+		out[(*n)++] = v;
+	}
+	pclose(p);
+	qsort(out, *n, sizeof(*out), by_value);
+	return out;
+}
+
+/*
+ * babeltrace2 reads every event, and extends the records' 48-bit timestamps to the same full TSC
+ * values as lowkey's reader; both fall between the TSC before the trace and after it.
+ */
 static void other_readers_agree(void **state)
 {
 	char dir[256], json[300], cmd[4200];
 	struct lkt_trace t;
-	FILE *p;
-	long lines = 0;
+	uint64_t before, after, *bt, *ours;
+	size_t nbt = 0;
 
 	(void)state;
+	before = lk__probe_tsc();
 	start(dir, sizeof(dir), "babeltrace", 0);
 	for (int i = 0; i < 50; i++)
 		all_types(i);
 	nested_spans(0);
 	assert_int_equal(lk_trace_stop(), 0);
+	after = lk__probe_tsc();
 	assert_int_equal(lkt_read(&t, dir), 0);
 
-	if (run("command -v %s >/dev/null", "babeltrace2") == 0) {
-		snprintf(cmd, sizeof(cmd), "babeltrace2 '%s' 2>/dev/null | wc -l", dir);
-		p = popen(cmd, "r");
-		assert_non_null(p);
-		assert_int_equal(fscanf(p, "%ld", &lines), 1);
-		pclose(p);
-		assert_int_equal((size_t)lines, t.n);	/* every event, thread names included */
+	ours = malloc(t.n * sizeof(*ours));
+	for (size_t i = 0; i < t.n; i++) {
+		ours[i] = t.ev[i].tsc;
+		assert_true(ours[i] >= before && ours[i] <= after);
 	}
+	qsort(ours, t.n, sizeof(*ours), by_value);
+	bt = babeltrace_cycles(dir, &nbt);
+	if (bt) {
+		assert_int_equal(nbt, t.n);	/* every event, thread names included */
+		for (size_t i = 0; i < t.n; i++)
+			assert_true(bt[i] == ours[i]);
+		free(bt);
+	}
+	free(ours);
 
 	snprintf(json, sizeof(json), "%s.json", dir);
 	assert_int_equal(lk__json_convert(dir, json, t.err, sizeof(t.err)), 0);
@@ -382,6 +446,7 @@ int main(void)
 		cmocka_unit_test(trace_errors),
 		cmocka_unit_test(listing),
 		cmocka_unit_test(other_readers_agree),
+		cmocka_unit_test(timestamps_extend_across_the_wrap),
 		cmocka_unit_test(json_format_end_to_end),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
