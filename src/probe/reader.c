@@ -131,17 +131,21 @@ int lk__reader_open(struct lk__trace_reader *r, const char *dir, char *err, size
 	char path[4096], line[8192];
 	unsigned long long v;
 	FILE *f;
-	int rc = 0;
+	int rc = 0, format;
 
 	memset(r, 0, sizeof(*r));
 	snprintf(path, sizeof(path), "%s/.lowkey-index", dir);
 	f = fopen(path, "re");
 	if (!f)
 		return failf(err, errlen, -errno, "%s is not a lowkey trace (no %s)", dir, path);
-	if (!fgets(line, sizeof(line), f) || sscanf(line, "lowkey-trace %d", &r->format) != 1 || r->format < 1 ||
-	    r->format > 2) {
+	if (!fgets(line, sizeof(line), f) || sscanf(line, "lowkey-trace %d", &format) != 1) {
 		fclose(f);
-		return failf(err, errlen, -EINVAL, "%s: %s is not a lowkey trace index this lowkey reads", dir, path);
+		return failf(err, errlen, -EINVAL, "%s: %s is not a lowkey trace index", dir, path);
+	}
+	if (format != 2) {
+		fclose(f);
+		return failf(err, errlen, -EINVAL, "%s: written by another version of lowkey (record format %s); "
+			     "babeltrace2 reads it", dir, format == 1 ? "1" : "unknown");
 	}
 	r->dir = strdup(dir);
 	rc = add_builtin_classes(r);
@@ -231,35 +235,26 @@ static uint32_t get32(const uint8_t *p)
 }
 
 /*
- * Decode the record at p (at most avail bytes) into e; its size, or 0 if it is damaged.
- * Format 2 (lowkey 0.2 on): u64 header, TSC bits 0-47 extended from *tsc, id bits 48-63; the
- * size follows from the event's arguments. Format 1: u64 TSC, u32 id, u32 size.
+ * Decode the record at p (at most avail bytes) into e; its size, or 0 if it is damaged. The
+ * header's 48 TSC bits are extended from *tsc, the previous timestamp; the size follows from the
+ * event's arguments.
  */
 static size_t decode_record(const struct lk__trace_reader *r, const uint8_t *p, size_t avail, uint64_t *tsc,
 			    struct lk__event *e)
 {
-	size_t ctx = r->cputime ? 8 : 0, head = r->format == 1 ? 16 : LK__PROBE_HEADER, size;
+	size_t ctx = r->cputime ? 8 : 0, head = LK__PROBE_HEADER, size;
 	uint64_t id;
 	bool ok = true;
 
 	if (avail < head + ctx)
 		return 0;
-	if (r->format == 1) {
-		id = get32(p + 8);
-		size = get32(p + 12);
-		e->tsc = get64(p);
-	} else {
-		id = get64(p) >> LK__PROBE_TSC_BITS;
-		e->tsc = lk__tsc_advance(*tsc, get64(p) & LK__PROBE_TSC_MASK);
-		size = 0;
-	}
+	id = get64(p) >> LK__PROBE_TSC_BITS;
+	e->tsc = lk__tsc_advance(*tsc, get64(p) & LK__PROBE_TSC_MASK);
 	e->cls = id < r->nclasses ? r->classes[id] : NULL;
 	if (!e->cls)
 		return 0;
-	if (r->format != 1)
-		size = head + ctx + lk__payload_size(e->cls->arg_types, e->cls->nargs, p + head + ctx,
-						     avail - head - ctx, &ok);
-	if (!ok || size < head + ctx || size > avail)
+	size = head + ctx + lk__payload_size(e->cls->arg_types, e->cls->nargs, p + head + ctx, avail - head - ctx, &ok);
+	if (!ok)
 		return 0;
 	*tsc = e->tsc;
 	e->cputime_ns = ctx ? get64(p + head) : 0;

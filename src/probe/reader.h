@@ -23,7 +23,6 @@ struct lk__trace_reader {
 	char *dir;
 	uint64_t tsc_hz, tsc0, monotonic0_ns, realtime0_ns;
 	bool cputime;
-	int format;			/* of the records: 1 (16-byte header) or 2 (8-byte) */
 	int pid;
 	char procname[64];
 	struct lk__event_class **classes;	/* by id; NULL where none */
