@@ -67,9 +67,11 @@ static void set_fast_end(struct lk__probe_tls *t, uintptr_t end)
 }
 
 /*
- * Recompute fast_end from the consumer's latest rp, and wake the consumer once a quarter of the
- * ring is used: the rest is the time it has to wake up, which in a virtual machine whose other
- * CPU is idle can take a millisecond.
+ * Recompute slow_end and fast_end from the consumer's latest rp, and wake the consumer once a
+ * quarter of the ring is used: the rest is the time it has to wake up, which in a virtual machine
+ * whose other CPU is idle can take a millisecond. Both ends stop at the watermark, so that crossing
+ * it comes here; with CPU time on, the inline path always calls the slow path (fast_end 0), which
+ * writes up to slow_end without reading rp, a line the consumer writes.
  */
 #define WAKE_FRACTION 4
 
@@ -85,23 +87,18 @@ static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 	/*
 	 * Once per drain, not once per event: while rp has not moved since our last wake-up the
 	 * consumer has not drained this ring yet, and that wake-up is still pending (it compares
-	 * the wake count it read before draining, so a wake-up is never lost). With CPU time on,
-	 * every event comes here, and the atomic in lk__consumer_wake would double its cost.
+	 * the wake count it read before draining, so a wake-up is never lost).
 	 */
 	if (used >= mark && rp != b->woke_at_rp) {
 		b->woke_at_rp = rp;
 		lk__consumer_wake();
 	}
-	if (lk__trace.cputime || __atomic_load_n(&lk__trace.stopping, __ATOMIC_ACQUIRE)) {
+	wake_at = used >= mark ? limit : wp + (mark - used);
+	b->slow_end = (uintptr_t)(wake_at < limit ? wake_at : limit);
+	if (lk__trace.cputime || __atomic_load_n(&lk__trace.stopping, __ATOMIC_ACQUIRE))
 		set_fast_end(t, 0);
-		return;
-	}
-	if (used >= mark) {
-		set_fast_end(t, (uintptr_t)limit);
-		return;
-	}
-	wake_at = wp + (mark - used);
-	set_fast_end(t, (uintptr_t)(wake_at < limit ? wake_at : limit));
+	else
+		set_fast_end(t, b->slow_end);
 }
 
 /*
@@ -175,15 +172,19 @@ static size_t record_size(uint32_t types, bool strings, unsigned int n, const ui
 	return size;
 }
 
-/* Write one record: id, optional CPU time, arguments. The thread is claimed. */
+/*
+ * Write one record: id, optional CPU time, arguments. The thread is claimed. *quick: it fit below
+ * slow_end, so rp was not read (records with CPU time or strings take this path every time).
+ */
 static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, uint32_t id, uint32_t types,
-			 bool strings, unsigned int n, const uint64_t *vals)
+			 bool strings, unsigned int n, const uint64_t *vals, bool *quick)
 {
 	size_t size = record_size(types, strings, n, vals);
 	uint64_t tsc, head;
 	uint8_t *p, *args;
 
-	if (size > b->cap / 4 || !(p = reserve(b, t, (uint32_t)size))) {
+	*quick = t->committed + size <= b->slow_end;
+	if (size > b->cap / 4 || !(p = *quick ? (uint8_t *)t->committed : reserve(b, t, (uint32_t)size))) {
 		count_lost(b);
 		return false;
 	}
@@ -244,6 +245,8 @@ static int attach(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 		b->cap = cap;
 	}
 	b->rp = b->data;
+	b->slow_end = 0;	/* the first record finds its place through reserve() and rearm() */
+	b->woke_at_rp = NULL;
 	b->lost_written = b->events = b->packets = 0;
 	b->fd = -1;
 	__atomic_store_n(&t->committed, (uintptr_t)b->data, __ATOMIC_RELEASE);
@@ -254,9 +257,10 @@ static int attach(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 static void record_thread_name(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 {
 	uint64_t name = (uintptr_t)b->name;
+	bool quick;
 
 	prctl(PR_GET_NAME, b->name, 0, 0, 0);
-	write_record(b, t, LK__EVENT_THREAD_NAME, LK_PROBE_STR, true, 1, &name);
+	write_record(b, t, LK__EVENT_THREAD_NAME, LK_PROBE_STR, true, 1, &name, &quick);
 }
 
 static struct lk__probe_buffer *create(struct lk__probe_tls *t)
@@ -319,8 +323,12 @@ LK_API bool lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, cons
 	} else if (nested) {
 		count_lost(my_buffer);	/* a signal handler interrupted an event on this thread */
 	} else if ((b = current_buffer(t))) {
-		recorded = write_record(b, t, site->id, site->arg_types, site->flags & LK__SITE_STRINGS, n, vals);
-		rearm(b, t);
+		bool quick;
+
+		recorded = write_record(b, t, site->id, site->arg_types, site->flags & LK__SITE_STRINGS, n, vals,
+					&quick);
+		if (!quick || t->committed >= b->slow_end)
+			rearm(b, t);	/* past the watermark or out of room: look at rp */
 	} else {
 		count_lost(NULL);
 	}

@@ -40,9 +40,12 @@ struct lk__probe_buffer {
 	pid_t tid;
 	char name[16];
 
-	/* consumer side */
-	uint8_t *rp;			/* next byte to read (release: frees space for the producer) */
-	uint8_t *woke_at_rp;		/* producer: rp when it last woke the consumer */
+	/* the producer's slow path */
+	uintptr_t slow_end;		/* it may write up to here without looking at rp */
+	uint8_t *woke_at_rp;		/* rp when it last woke the consumer */
+
+	/* consumer side, on a line of its own */
+	_Alignas(64) uint8_t *rp;	/* next byte to read (release: frees space for the producer) */
 	uint64_t lost;			/* producer: events dropped since creation (relaxed) */
 	uint64_t lost_written;		/* consumer: what the trace says so far */
 	uint64_t events;		/* consumer: records written */

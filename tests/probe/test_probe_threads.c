@@ -17,12 +17,17 @@
 
 #include "trace_check.h"
 
-static void start(char *dir, size_t len, const char *what, size_t buffer)
+static void start_with(char *dir, size_t len, const char *what, size_t buffer, unsigned int flags)
 {
-	struct lk_trace_config c = { .path = dir, .buffer_size = buffer, .flush_ms = 5 };
+	struct lk_trace_config c = { .path = dir, .buffer_size = buffer, .flush_ms = 5, .flags = flags };
 
 	lkt_path(dir, len, what);
 	assert_int_equal(lk_trace_start(&c), 0);
+}
+
+static void start(char *dir, size_t len, const char *what, size_t buffer)
+{
+	start_with(dir, len, what, buffer, 0);
 }
 
 /* ---- lost events ---- */
@@ -51,6 +56,58 @@ static void lost_events_counted_exactly(void **state)
 	for (size_t k = 1; k < t.n; k++)		/* what is there is in order */
 		if (strcmp(t.ev[k].name, "thr:burst") == 0 && strcmp(t.ev[k - 1].name, "thr:burst") == 0)
 			assert_true(t.ev[k].v[0] > t.ev[k - 1].v[0]);
+	lkt_free(&t);
+	lkt_rmrf(dir);
+}
+
+/*
+ * The slow path's own reservations (records with CPU time or strings write up to slow_end without
+ * reading rp): a small ring wrapped many times, records of three sizes, every one that arrives
+ * whole and in order, the rest counted.
+ */
+static void slow_path_records_wrap_intact(void **state)
+{
+	static const char *const words[] = { "a", "a longer string argument", "" };
+	struct lk_trace_stats st;
+	struct lkt_trace t;
+	const long n = 100000;
+	long strings = 0, last = -1;
+	char dir[256];
+
+	(void)state;
+	assert_true(lk_probe_enable("thr") >= 0);
+	start_with(dir, sizeof(dir), "slowwrap", 4096, LK_TRACE_CPUTIME);
+	for (long i = 0; i < n; i++) {
+		if (i % 3 == 0)
+			LK_PROBE(thr, text, i, words[i % 9 / 3]);
+		else
+			LK_PROBE(thr, burst, i, i);
+	}
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_trace_stats(&st), 0);
+	assert_int_equal(lkt_read(&t, dir), 0);
+
+	assert_int_equal(st.events + st.lost, (uint64_t)n + 1);	/* + the thread's name */
+	assert_int_equal(t.n, st.events);
+	assert_int_equal(t.lost, st.lost);
+	for (size_t k = 0; k < t.n; k++) {
+		long i = (long)t.ev[k].v[0];
+
+		if (strcmp(t.ev[k].name, "lowkey:thread_name") == 0)
+			continue;
+		assert_true(i > last);
+		last = i;
+		assert_true(t.ev[k].cputime > 0);
+		if (strcmp(t.ev[k].name, "thr:text") == 0) {
+			assert_int_equal(i % 3, 0);
+			assert_string_equal(t.ev[k].s[1], words[i % 9 / 3]);
+			strings++;
+		} else {
+			assert_string_equal(t.ev[k].name, "thr:burst");
+			assert_int_equal(t.ev[k].v[1], (uint64_t)i);
+		}
+	}
+	assert_true(strings > 0);
 	lkt_free(&t);
 	lkt_rmrf(dir);
 }
@@ -293,6 +350,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(lost_events_counted_exactly),
+		cmocka_unit_test(slow_path_records_wrap_intact),
 		cmocka_unit_test(eight_writers_while_flipping),
 		cmocka_unit_test(exited_threads_are_flushed),
 		cmocka_unit_test(process_exit_finishes_the_trace),
