@@ -81,7 +81,7 @@ static void emit_packet(struct lk__trace *t, struct lk__probe_buffer *b, const u
 /* The size of the committed record at rp, at most avail bytes; 0 if it makes no sense. */
 static size_t record_size(const struct lk__trace *t, const uint8_t *rp, size_t avail)
 {
-	const struct lk__record_layout *l = &lk__record_layouts[read_u64(rp) >> LK__PROBE_TSC_BITS];
+	const struct lk__record_layout *l = &lk__record_layouts[lk__header_id(read_u64(rp))];
 	size_t fixed = LK__PROBE_HEADER + (t->cputime ? 8 : 0);
 	bool ok = true;
 	size_t args;
@@ -125,8 +125,8 @@ static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8
 		events++;
 	}
 	if (last)
-		emit_packet(t, b, start, last_end, lk__tsc_extend(now, read_u64(start) & LK__PROBE_TSC_MASK),
-			    lk__tsc_extend(now, read_u64(last) & LK__PROBE_TSC_MASK), events);
+		emit_packet(t, b, start, last_end, lk__tsc_extend(now, lk__header_tsc48(read_u64(start))),
+			    lk__tsc_extend(now, lk__header_tsc48(read_u64(last))), events);
 	return rp == end ? b->data : rp;
 }
 

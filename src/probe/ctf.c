@@ -172,8 +172,8 @@ static void write_prologue(FILE *f, const struct lk__trace *t)
 		uuid, (unsigned long long)t->tsc_hz, (unsigned long long)offset_s, (unsigned long long)offset);
 	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; map = clock.tsc.value; } := tsc_t;\n\n");
 	/* A record's 48 low bits of the TSC: readers extend them from the previous timestamp. */
-	fprintf(f, "stream {\n\tid = 0;\n\tevent.header := struct {\n\t\tinteger { size = %d; align = 8; "
-		   "signed = false; map = clock.tsc.value; } timestamp;\n\t\tuint16_t id;\n\t};\n",
+	fprintf(f, "stream {\n\tid = 0;\n\tevent.header := struct {\n\t\tuint16_t id;\n\t\tinteger { size = %d; "
+		   "align = 8; signed = false; map = clock.tsc.value; } timestamp;\n\t};\n",
 		LK__PROBE_TSC_BITS);
 	fprintf(f, "\tpacket.context := struct {\n\t\ttsc_t timestamp_begin;\n\t\ttsc_t timestamp_end;\n"
 		   "\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t packet_seq_num;\n"

@@ -14,7 +14,7 @@
 
 /*
  * A record in a thread's ring, laid out as the CTF event record the trace declares:
- *   u64 header: TSC bits 0-47 | event id bits 48-63 (lk__probe_header)
+ *   u64 header: event id bits 0-15 | TSC bits 16-63 (lk__probe_header)
  *   [u64 thread CPU time ns, when the trace records it]
  *   arguments: 8 bytes each; strings NUL-terminated, unpadded.
  * Records are byte-granular and carry no size: the event id's layout gives it (lk__payload_size).
@@ -123,6 +123,17 @@ extern struct lk__record_layout lk__record_layouts[LK__MAX_EVENT_ID + 1];
  * end within avail. Any context.
  */
 size_t lk__payload_size(uint32_t types, unsigned int nargs, const uint8_t *p, size_t avail, bool *ok);
+
+/* A record header's parts. */
+static inline uint32_t lk__header_id(uint64_t header)
+{
+	return (uint32_t)(header & ((1u << LK__PROBE_ID_BITS) - 1));
+}
+
+static inline uint64_t lk__header_tsc48(uint64_t header)
+{
+	return header >> LK__PROBE_ID_BITS;
+}
 
 /* A full TSC from a record's 48 bits and a full TSC within 2^47 cycles of it, before or after. */
 static inline uint64_t lk__tsc_extend(uint64_t near, uint64_t low48)

@@ -248,8 +248,8 @@ static size_t decode_record(const struct lk__trace_reader *r, const uint8_t *p, 
 
 	if (avail < head + ctx)
 		return 0;
-	id = get64(p) >> LK__PROBE_TSC_BITS;
-	e->tsc = lk__tsc_advance(*tsc, get64(p) & LK__PROBE_TSC_MASK);
+	id = lk__header_id(get64(p));
+	e->tsc = lk__tsc_advance(*tsc, lk__header_tsc48(get64(p)));
 	e->cls = id < r->nclasses ? r->classes[id] : NULL;
 	if (!e->cls)
 		return 0;
