@@ -169,7 +169,8 @@ struct lk_trace_stats {
 	int error;		/* 0, or the output error that stopped the trace */
 };
 
-/* lk_trace_stats - counters of the running (or last) trace. Thread-safe. */
+/* lk_trace_stats - counters of the running (or last) trace. Thread-safe; takes a lock the trace's
+ * consumer thread takes briefly, so not async-signal-safe. Errors: -EINVAL (stats is NULL). */
 LK__SAME_NAME_BEGIN
 LK_API int lk_trace_stats(struct lk_trace_stats *stats);
 LK__SAME_NAME_END

@@ -43,6 +43,7 @@ static __thread unsigned long pending_lost LK__TLS_IE;
 #define BUFFER_GONE ((struct lk__probe_buffer *)1)
 
 struct lk__probe_buffer *lk__probe_buffers;
+pthread_mutex_t lk__probe_buffers_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
@@ -388,6 +389,7 @@ void lk__buffer_free(struct lk__probe_buffer *b)
  */
 void lk__probe_buffers_quiesce(void)
 {
+	pthread_mutex_lock(&lk__probe_buffers_lock);
 	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b; b = b->next) {
 		for (int spins = 0; spins < 100000; spins++) {
 			unsigned int nesting;
@@ -401,17 +403,20 @@ void lk__probe_buffers_quiesce(void)
 			sched_yield();
 		}
 	}
+	pthread_mutex_unlock(&lk__probe_buffers_lock);
 }
 
 /* Send every live thread's next event to the slow path (trace flags changed or stopping). */
 void lk__probe_buffers_retarget(void)
 {
+	pthread_mutex_lock(&lk__probe_buffers_lock);
 	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b; b = b->next) {
 		__atomic_store_n(&b->reading, 1, __ATOMIC_SEQ_CST);
 		if (!__atomic_load_n(&b->dead, __ATOMIC_SEQ_CST))
 			set_fast_end(b->tls, 0);
 		__atomic_store_n(&b->reading, 0, __ATOMIC_RELEASE);
 	}
+	pthread_mutex_unlock(&lk__probe_buffers_lock);
 }
 
 void lk__probe_forget_thread(void)

@@ -168,6 +168,14 @@ static void unlink_buffer(struct lk__probe_buffer *b)
 		*link = b->next;
 }
 
+static void unlink_and_free(struct lk__probe_buffer *b)
+{
+	pthread_mutex_lock(&lk__probe_buffers_lock);
+	unlink_buffer(b);
+	pthread_mutex_unlock(&lk__probe_buffers_lock);
+	lk__buffer_free(b);	/* no walker can hold it now: they walk under the lock */
+}
+
 /* The end of a buffer's part in this trace: its lost count goes to the total, its stream closes. */
 static void retire_stream(struct lk__trace *t, struct lk__probe_buffer *b)
 {
@@ -187,17 +195,14 @@ static void drain_all(struct lk__trace *t, bool final)
 
 		next = b->next;
 		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) != t->gen) {
-			if (dead) {
-				unlink_buffer(b);	/* an exited thread from an earlier trace */
-				lk__buffer_free(b);
-			}
+			if (dead)
+				unlink_and_free(b);	/* an exited thread from an earlier trace */
 			continue;
 		}
 		drain_buffer(t, b);
 		if (dead) {
 			retire_stream(t, b);	/* dead: nothing more will be committed */
-			unlink_buffer(b);
-			lk__buffer_free(b);
+			unlink_and_free(b);
 		} else if (final) {
 			retire_stream(t, b);	/* alive, kept for the thread's next trace */
 		}

@@ -167,8 +167,13 @@ int lk__probe_remove_rule(const char *glob, bool enable);
 
 /* ---- buffer.c: per-thread buffers ---- */
 
-/* The list of buffers (lock-free push by threads; unlinked only by the consumer). */
+/*
+ * The list of buffers: threads push at the head, lock-free; only the consumer unlinks and frees,
+ * holding lk__probe_buffers_lock, which every other walker of the list holds too (a buffer must
+ * not be freed under a walker's feet). Not taken on any recording path.
+ */
 extern struct lk__probe_buffer *lk__probe_buffers;
+extern pthread_mutex_t lk__probe_buffers_lock;
 
 /* Point every live thread's fast path at the slow path, or back (tracing flags changed). */
 void lk__probe_buffers_retarget(void);

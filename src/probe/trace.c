@@ -301,10 +301,12 @@ LK_API int lk_trace_stats(struct lk_trace_stats *stats)
 
 	if (!stats)
 		return lk__fail(-EINVAL, "lk_trace_stats: stats is NULL");
+	pthread_mutex_lock(&lk__probe_buffers_lock);
 	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b; b = b->next)
 		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) == __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE) &&
 		    __atomic_load_n(&t->running, __ATOMIC_ACQUIRE))
 			live_lost += __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&lk__probe_buffers_lock);
 	stats->running = __atomic_load_n(&t->running, __ATOMIC_ACQUIRE);
 	stats->events = __atomic_load_n(&t->events, __ATOMIC_RELAXED);
 	stats->lost = __atomic_load_n(&t->lost, __ATOMIC_RELAXED) + live_lost;
@@ -322,6 +324,8 @@ static void trace_fork_child(void)
 {
 	struct lk__trace *t = &lk__trace;
 
+	/* another thread of the parent may have held it at the fork */
+	pthread_mutex_init(&lk__probe_buffers_lock, NULL);
 	if (!t->running)
 		return;
 	for (struct lk__probe_buffer *b = lk__probe_buffers, *next; b; b = next) {

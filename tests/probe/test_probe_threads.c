@@ -219,6 +219,47 @@ static void exited_threads_are_flushed(void **state)
 	lkt_rmrf(dir);
 }
 
+/*
+ * The consumer frees the buffers of exited threads while other threads walk the list of buffers
+ * (lk_trace_stats, and lk_trace_stop's quiescing): none may walk into a freed one. TSan reports
+ * the race if the walkers and the consumer do not share the list's lock.
+ */
+static void *stats_reader(void *arg)
+{
+	struct lk_trace_stats st;
+
+	while (!__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE))
+		assert_int_equal(lk_trace_stats(&st), 0);
+	return NULL;
+}
+
+static void buffers_freed_while_walked(void **state)
+{
+	struct lk_trace_stats st;
+	pthread_t reader, th[8];
+	int done = 0;
+	char dir[256];
+
+	(void)state;
+	for (int trace = 0; trace < 4; trace++) {
+		start(dir, sizeof(dir), "walk", 4096);
+		assert_int_equal(pthread_create(&reader, NULL, stats_reader, &done), 0);
+		for (long round = 0; round < 8; round++) {
+			for (int i = 0; i < 8; i++)
+				assert_int_equal(pthread_create(&th[i], NULL, short_lived, (void *)(intptr_t)round), 0);
+			for (int i = 0; i < 8; i++)
+				pthread_join(th[i], NULL);
+		}
+		assert_int_equal(lk_trace_stop(), 0);	/* quiesces while the consumer frees */
+		__atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+		pthread_join(reader, NULL);
+		done = 0;
+		assert_int_equal(lk_trace_stats(&st), 0);
+		assert_int_equal(st.events + st.lost, 64 * (1000 + 1));	/* + each thread's name */
+		lkt_rmrf(dir);
+	}
+}
+
 /* ---- process exit, fork ---- */
 
 static int wait_exit(pid_t pid)
@@ -353,6 +394,7 @@ int main(void)
 		cmocka_unit_test(slow_path_records_wrap_intact),
 		cmocka_unit_test(eight_writers_while_flipping),
 		cmocka_unit_test(exited_threads_are_flushed),
+		cmocka_unit_test(buffers_freed_while_walked),
 		cmocka_unit_test(process_exit_finishes_the_trace),
 		cmocka_unit_test(forked_child_stays_out),
 		cmocka_unit_test(signal_handlers_never_corrupt),
