@@ -373,6 +373,7 @@ static void thread_exit(void *arg)
 	__atomic_store_n(&b->dead, 1, __ATOMIC_SEQ_CST);
 	while (__atomic_load_n(&b->reading, __ATOMIC_SEQ_CST))
 		sched_yield();
+	__atomic_store_n(&b->gone, 1, __ATOMIC_RELEASE);	/* the consumer may free b from here */
 	lk__consumer_wake();
 }
 

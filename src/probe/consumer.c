@@ -194,15 +194,21 @@ static void drain_all(struct lk__trace *t, bool final)
 		bool dead = __atomic_load_n(&b->dead, __ATOMIC_ACQUIRE);
 
 		next = b->next;
-		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) != t->gen) {
-			if (dead)
-				unlink_and_free(b);	/* an exited thread from an earlier trace */
+		/*
+		 * A dead thread's buffer is freed only once the thread is gone: between dead and
+		 * gone its destructor still reads the buffer.
+		 */
+		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) != t->gen || b->retired) {
+			if (dead && __atomic_load_n(&b->gone, __ATOMIC_ACQUIRE))
+				unlink_and_free(b);	/* an exited thread, its records written */
 			continue;
 		}
 		drain_buffer(t, b);
 		if (dead) {
 			retire_stream(t, b);	/* dead: nothing more will be committed */
-			unlink_and_free(b);
+			b->retired = true;
+			if (__atomic_load_n(&b->gone, __ATOMIC_ACQUIRE))
+				unlink_and_free(b);
 		} else if (final) {
 			retire_stream(t, b);	/* alive, kept for the thread's next trace */
 		}

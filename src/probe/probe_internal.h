@@ -56,10 +56,13 @@ struct lk__probe_buffer {
 	/*
 	 * Thread exit: the destructor stores final_committed and sets dead; the consumer never
 	 * reads tls once dead is set, and the destructor waits while the consumer is reading.
+	 * Its last touch of the buffer sets gone: only then may the consumer free it.
 	 */
 	uintptr_t final_committed;
 	int dead;
 	int reading;
+	int gone;
+	bool retired;			/* consumer: dead, drained, its stream closed */
 
 	struct lk__probe_buffer *next;
 };
