@@ -1,6 +1,7 @@
 # lowkey: the short commands. See README.md.
 #
-#   make demo           build, then run the main demonstration (lowkey bench branch)
+#   make demo           build, then run the main demonstration (lowkey bench branch, then a
+#                       program's probes traced from outside and summarized)
 #   make test           install test dependencies if missing, build with -Werror, run every test
 #   make test-asan      the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-tsan      the tests under ThreadSanitizer
@@ -29,6 +30,11 @@ build:
 
 demo: build
 	$(BUILD)/tools/lowkey/lowkey bench branch
+	@echo
+	@echo '$$ lowkey trace -o $(BUILD)/demo.ctf -- $(BUILD)/examples/example_probes   # a program with probes, traced from outside'
+	@$(BUILD)/tools/lowkey/lowkey trace -o $(BUILD)/demo.ctf -- $(BUILD)/examples/example_probes
+	@echo '$$ lowkey report $(BUILD)/demo.ctf'
+	@$(BUILD)/tools/lowkey/lowkey report $(BUILD)/demo.ctf
 
 deps:
 	@missing=""; \
