@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "core/json.h"
 
 extern const struct lk_bench __start_lk_benches[];
 extern const struct lk_bench __stop_lk_benches[];
@@ -165,22 +166,6 @@ static void json_key(struct lkb_json *j, const char *key)
 		fprintf(j->out, "\"%s\": ", key);
 }
 
-static void json_string(FILE *out, const char *s)
-{
-	fputc('"', out);
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(out, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(out, "\\u%04x", c);
-		else
-			fputc(c, out);
-	}
-	fputc('"', out);
-}
-
 void lkb_json_begin(struct lkb_json *j, FILE *out)
 {
 	memset(j, 0, sizeof(*j));
@@ -226,7 +211,7 @@ void lkb_json_close(struct lkb_json *j)
 void lkb_json_str(struct lkb_json *j, const char *key, const char *value)
 {
 	json_key(j, key);
-	json_string(j->out, value);
+	lk__json_string(j->out, value ? value : "");
 }
 
 void lkb_json_num(struct lkb_json *j, const char *key, double value)

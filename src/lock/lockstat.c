@@ -16,6 +16,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "lock/lock_internal.h"
 
 #define DEFAULT_HOLD_PERIOD 16
@@ -262,22 +263,6 @@ static const char *duration(char *buf, size_t len, uint64_t ns)
 	return buf;
 }
 
-static void json_string(FILE *out, const char *s)
-{
-	fputc('"', out);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(out, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(out, "\\u%04x", c);
-		else
-			fputc(c, out);
-	}
-	fputc('"', out);
-}
-
 static void report_json(FILE *out, const struct lk_lockstat *v, size_t n)
 {
 	fprintf(out, "{\"hold_sampling\": %u, \"locks\": [", __atomic_load_n(&hold_period, __ATOMIC_RELAXED));
@@ -285,7 +270,7 @@ static void report_json(FILE *out, const struct lk_lockstat *v, size_t n)
 		const struct lk_lockstat *s = &v[i];
 
 		fprintf(out, "%s\n  {\"name\": ", i ? "," : "");
-		json_string(out, s->name);
+		lk__json_string(out, s->name);
 		fprintf(out,
 			", \"address\": \"%p\", \"kind\": \"%s\", \"acquisitions\": %lu, \"read_acquisitions\": %lu, "
 			"\"contended\": %lu, \"wait_total_ns\": %lu, \"wait_max_ns\": %lu, \"wait_mean_ns\": %lu, "

@@ -14,6 +14,7 @@
 
 #include <lowkey/probe.h>
 
+#include "core/json.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
 
@@ -23,22 +24,6 @@ struct json_state {
 	bool first;
 	uint64_t lost, last_tsc;
 };
-
-static void json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
 
 static void json_double(FILE *f, double v)
 {
@@ -78,7 +63,7 @@ static void put_args(FILE *f, const struct lk__event *e)
 		case LK_PROBE_I64: fprintf(f, "%" PRId64, (int64_t)v); break;
 		case LK_PROBE_U64: fprintf(f, "%" PRIu64, v); break;
 		case LK_PROBE_F64: memcpy(&d, &v, 8); json_double(f, d); break;
-		case LK_PROBE_STR: json_string(f, s); break;
+		case LK_PROBE_STR: lk__json_string(f, s); break;
 		default: fprintf(f, "\"0x%" PRIx64 "\"", v); break;
 		}
 	}
@@ -108,14 +93,14 @@ static int on_event(const struct lk__event *e, void *arg)
 		lk__event_arg(e, 0, 0, &v, &s);
 		fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
 			j->r->pid, e->tid);
-		json_string(f, s ? s : "");
+		lk__json_string(f, s ? s : "");
 		fputs("}}", f);
 		return ferror(f) ? -EIO : 0;
 	}
 	fputs("{\"name\":", f);
-	json_string(f, e->cls->event);
+	lk__json_string(f, e->cls->event);
 	fputs(",\"cat\":", f);
-	json_string(f, e->cls->provider);
+	lk__json_string(f, e->cls->provider);
 	fprintf(f, ",\"ph\":\"%s\",", phase(e->cls->kind));
 	put_time(j, e->tsc);
 	if (j->r->cputime)
@@ -163,7 +148,7 @@ int lk__json_convert(const char *ctf_dir, const char *json_path, char *err, size
 	fprintf(j.out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
 	begin_object(&j);
 	fprintf(j.out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", r.pid);
-	json_string(j.out, r.procname);
+	lk__json_string(j.out, r.procname);
 	fputs("}}", j.out);
 	rc = lk__reader_walk(&r, &ops, &j, err, errlen);
 	fprintf(j.out, "\n],\"otherData\":{\"tracer\":\"lowkey\",\"lost_events\":%" PRIu64 ",\"tsc_hz\":%" PRIu64 "}}\n",

@@ -14,6 +14,7 @@
 #include <lowkey/probe.h>
 
 #include "cli.h"
+#include "core/json.h"
 #include "probe/control_internal.h"
 #include "probe_elf.h"
 
@@ -138,22 +139,6 @@ static void sort_rows(struct rows *r)
 
 /* ---- output ---- */
 
-static void json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
 static void print_json(const struct rows *r, pid_t pid, const char *source)
 {
 	char name[256];
@@ -166,20 +151,20 @@ static void print_json(const struct rows *r, pid_t pid, const char *source)
 		const struct row *s = &r->v[i];
 
 		printf("%s\n  {\"object\": ", i ? "," : "");
-		json_string(s->object);
+		lk__json_string(stdout, s->object);
 		if (s->object_type)
 			printf(", \"object_type\": \"%s\"", s->object_type);
 		printf(", \"provider\": ");
-		json_string(s->provider);
+		lk__json_string(stdout, s->provider);
 		printf(", \"event\": ");
-		json_string(s->event);
+		lk__json_string(stdout, s->event);
 		printf(", \"kind\": \"%s\", \"file\": ", kind_name(s->kind));
-		json_string(s->file);
+		lk__json_string(stdout, s->file);
 		printf(", \"line\": %u, \"args\": [", s->line);
 		for (unsigned int a = 0; a < s->nargs; a++) {
 			lk_arg_name(s->arg_names, a, name, sizeof(name));
 			printf("%s{\"name\": ", a ? ", " : "");
-			json_string(name);
+			lk__json_string(stdout, name);
 			printf(", \"type\": \"%s\"}", arg_type(s, a));
 		}
 		printf("]");

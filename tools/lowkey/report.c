@@ -17,6 +17,7 @@
 #include <lowkey/lowkey.h>
 
 #include "cli.h"
+#include "core/json.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
 
@@ -324,18 +325,6 @@ static void print_text(struct report *rep, const char *path)
 	}
 }
 
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			putchar('\\');
-		if ((unsigned char)*s >= 0x20)
-			putchar(*s);
-	}
-	putchar('"');
-}
-
 static void json_num(double v)
 {
 	if (isnan(v) || isinf(v))
@@ -350,9 +339,9 @@ static void print_json(struct report *rep, const char *path)
 	bool first = true;
 
 	printf("{\"trace\":");
-	json_str(path);
+	lk__json_string(stdout, path);
 	printf(",\"procname\":");
-	json_str(r->procname);
+	lk__json_string(stdout, r->procname);
 	printf(",\"pid\":%d,\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"cputime\":%s,\"classes\":[", r->pid,
 	       rep->events, rep->lost, r->cputime ? "true" : "false");
 	for (size_t i = 0; i < r->nclasses; i++) {
@@ -364,9 +353,9 @@ static void print_json(struct report *rep, const char *path)
 		sort_samples(&pc->cpu);
 		printf("%s{\"provider\":", first ? "" : ",");
 		first = false;
-		json_str(r->classes[i]->provider);
+		lk__json_string(stdout, r->classes[i]->provider);
 		printf(",\"event\":");
-		json_str(r->classes[i]->event);
+		lk__json_string(stdout, r->classes[i]->event);
 		printf(",\"kind\":\"%s\",\"count\":%" PRIu64, lk__probe_kind_name(r->classes[i]->kind), pc->count);
 		if (pc->wall.n) {
 			printf(",\"spans\":%zu,\"wall_ns\":{\"p50\":", pc->wall.n);
@@ -400,7 +389,7 @@ static void print_json(struct report *rep, const char *path)
 	first = true;
 	for (struct per_thread *t = rep->threads; t; t = t->next) {
 		printf("%s{\"tid\":%d,\"name\":", first ? "" : ",", t->tid);
-		json_str(t->name);
+		lk__json_string(stdout, t->name);
 		printf(",\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"span_wall_ns\":", t->events, t->lost);
 		json_num(t->span_wall_ns);
 		if (r->cputime) {

@@ -18,6 +18,7 @@
 #include <lowkey/probe.h>
 
 #include "cli.h"
+#include "core/json.h"
 #include "probe/control_internal.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
@@ -228,22 +229,6 @@ static void human_size(uint64_t bytes, char *out, size_t len)
 		snprintf(out, len, "%.1f %s", v, units[u]);
 }
 
-static void json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
 void trace_print_summary(const struct trace_opts *o, const struct trace_totals *t)
 {
 	char size[32];
@@ -254,7 +239,7 @@ void trace_print_summary(const struct trace_opts *o, const struct trace_totals *
 		bytes = (uint64_t)st.st_size;
 	if (o->json) {
 		fprintf(stderr, "{\"output\": ");
-		json_string(stderr, o->output);
+		lk__json_string(stderr, o->output);
 		fprintf(stderr, ", \"format\": \"%s\", \"events\": %llu, \"lost\": %llu, \"threads\": %u, "
 			"\"bytes\": %llu}\n", o->format == LK_TRACE_JSON ? "json" : "ctf", (unsigned long long)t->events,
 			(unsigned long long)t->lost, t->threads, (unsigned long long)bytes);

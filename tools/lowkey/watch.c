@@ -20,6 +20,7 @@
 #include <lowkey/lowkey.h>
 
 #include "cli.h"
+#include "core/json.h"
 #include "watch_symbols.h"
 
 static const char watch_usage[] =
@@ -255,22 +256,7 @@ static int64_t sign_extend(uint64_t v, size_t len)
 static void json_string(const char *key, const char *s)
 {
 	printf(",\"%s\":", key);
-	if (!s) {
-		fputs("null", stdout);
-		return;
-	}
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
+	lk__json_string(stdout, s);
 }
 
 static void print_json(const struct watch_run *run, const struct lk_watch_sample *s,
