@@ -23,21 +23,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/failf.h"
 #include "probe/control_internal.h"
-
-static int failf(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int failf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
 
 /* ---- finding the socket ---- */
 
@@ -178,19 +165,19 @@ int lk__ctl_find_socket(pid_t pid, char *path, size_t len, char *err, size_t err
 
 	snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
 	if (pid <= 0 || stat(proc, &st) != 0)
-		return failf(err, errlen, -ESRCH, "no process %d", (int)pid);
+		return lk__failf(err, errlen, -ESRCH, "no process %d", (int)pid);
 	rc = socket_from_proc(pid, path, len);
 	if (rc == 0)
 		return 0;
 	if (rc == -ENOENT)
-		return failf(err, errlen, -ENOENT, "process %d has no lowkey control socket open", (int)pid);
+		return lk__failf(err, errlen, -ENOENT, "process %d has no lowkey control socket open", (int)pid);
 	rc = socket_from_candidates(pid, st.st_uid, path, len);
 	if (rc == 0)
 		return 0;
 	if (rc == -EACCES || (st.st_uid != geteuid() && geteuid() != 0))
-		return failf(err, errlen, -EACCES, "process %d belongs to uid %u",
+		return lk__failf(err, errlen, -EACCES, "process %d belongs to uid %u",
 			     (int)pid, (unsigned int)st.st_uid);
-	return failf(err, errlen, -ENOENT, "process %d has no lowkey control socket open", (int)pid);
+	return lk__failf(err, errlen, -ENOENT, "process %d has no lowkey control socket open", (int)pid);
 }
 
 /* ---- connecting ---- */
@@ -205,30 +192,30 @@ int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expec
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
 	if (strlen(path) >= sizeof(addr.sun_path))
-		return failf(err, errlen, -ENAMETOOLONG, "socket path too long: %s", path);
+		return lk__failf(err, errlen, -ENAMETOOLONG, "socket path too long: %s", path);
 	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
 	snprintf(c->path, sizeof(c->path), "%s", path);
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (c->fd < 0)
-		return failf(err, errlen, -errno, "socket: %s", strerror(errno));
+		return lk__failf(err, errlen, -errno, "socket: %s", strerror(errno));
 	if (connect(c->fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
 		rc = -errno;
 		lk__ctl_disconnect(c);
 		if (rc == -ECONNREFUSED)
-			return failf(err, errlen, rc, "nothing listens on %s (its process has exited or closed it)", path);
+			return lk__failf(err, errlen, rc, "nothing listens on %s (its process has exited or closed it)", path);
 		if (rc == -EACCES || rc == -EPERM)
-			return failf(err, errlen, -EACCES, "no permission to connect to %s: it belongs to another user",
+			return lk__failf(err, errlen, -EACCES, "no permission to connect to %s: it belongs to another user",
 				     path);
-		return failf(err, errlen, rc, "cannot connect to %s: %s", path, strerror(-rc));
+		return lk__failf(err, errlen, rc, "cannot connect to %s: %s", path, strerror(-rc));
 	}
 	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) != 0) {
 		rc = -errno;
 		lk__ctl_disconnect(c);
-		return failf(err, errlen, rc, "cannot read the credentials of %s: %s", path, strerror(-rc));
+		return lk__failf(err, errlen, rc, "cannot read the credentials of %s: %s", path, strerror(-rc));
 	}
 	if (expect_pid && cred.pid != expect_pid) {
 		lk__ctl_disconnect(c);
-		return failf(err, errlen, -ESTALE, "%s is served by process %d, not %d", path, (int)cred.pid,
+		return lk__failf(err, errlen, -ESTALE, "%s is served by process %d, not %d", path, (int)cred.pid,
 			     (int)expect_pid);
 	}
 	c->pid = cred.pid;
@@ -281,7 +268,7 @@ int lk__ctl_recv(struct lk__ctl_client *c, struct lk__ctl_msg *m, int timeout_ms
 		rc = poll(&p, 1, timeout_ms);
 	while (rc < 0 && errno == EINTR);
 	if (rc == 0)
-		return failf(err, errlen, -ETIMEDOUT, "process %d did not answer", (int)c->pid);
+		return lk__failf(err, errlen, -ETIMEDOUT, "process %d did not answer", (int)c->pid);
 	n = recv(c->fd, c->buf, sizeof(c->buf), MSG_TRUNC | MSG_DONTWAIT);
 	/*
 	 * A process that closes the connection before reading what this side sent makes the kernel
@@ -294,11 +281,11 @@ int lk__ctl_recv(struct lk__ctl_client *c, struct lk__ctl_msg *m, int timeout_ms
 			errno = ECONNRESET;
 	}
 	if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE)))
-		return failf(err, errlen, -ECONNRESET, "process %d closed the connection", (int)c->pid);
+		return lk__failf(err, errlen, -ECONNRESET, "process %d closed the connection", (int)c->pid);
 	if (n < 0)
-		return failf(err, errlen, -errno, "receiving from process %d: %s", (int)c->pid, strerror(errno));
+		return lk__failf(err, errlen, -errno, "receiving from process %d: %s", (int)c->pid, strerror(errno));
 	if ((size_t)n > sizeof(c->buf))
-		return failf(err, errlen, -EMSGSIZE, "process %d sent a message of %zd bytes", (int)c->pid, n);
+		return lk__failf(err, errlen, -EMSGSIZE, "process %d sent a message of %zd bytes", (int)c->pid, n);
 	return lk__ctl_decode(c->buf, (size_t)n, m, err, errlen);
 }
 
@@ -310,25 +297,25 @@ int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t rep
 	/* A process that refused the connection has said why before closing it. */
 	if (rc == -ECONNRESET && lk__ctl_recv(c, reply, 0, NULL, 0) == 0 && reply->type == LK_CTL_RESULT &&
 	    reply->result.err)
-		return failf(err, errlen, reply->result.err, "%s", reply->result.message);
+		return lk__failf(err, errlen, reply->result.err, "%s", reply->result.message);
 	if (rc)
-		return failf(err, errlen, rc, "sending to process %d: %s", (int)c->pid, strerror(-rc));
+		return lk__failf(err, errlen, rc, "sending to process %d: %s", (int)c->pid, strerror(-rc));
 	for (;;) {
 		rc = lk__ctl_recv(c, reply, timeout_ms, err, errlen);
 		if (rc)
 			return rc;
 		if (reply->type == LK_CTL_EXIT)
-			return failf(err, errlen, -ECONNRESET, "process %d is exiting", (int)c->pid);
+			return lk__failf(err, errlen, -ECONNRESET, "process %d is exiting", (int)c->pid);
 		/* seq 0: the process refused the connection before any request */
 		if (reply->seq != req->seq && reply->seq != 0)
 			continue;	/* a late reply to an earlier request */
 		if (reply->type == LK_CTL_RESULT && reply->result.err)
-			return failf(err, errlen, reply->result.err, "%s", reply->result.message);
+			return lk__failf(err, errlen, reply->result.err, "%s", reply->result.message);
 		if (reply->type == reply_type)
 			return 0;
 		if (reply->seq == 0)
 			continue;
-		return failf(err, errlen, -EBADMSG, "process %d answered a %s request with a %s message", (int)c->pid,
+		return lk__failf(err, errlen, -EBADMSG, "process %d answered a %s request with a %s message", (int)c->pid,
 			     lk__ctl_type_name(req->type), lk__ctl_type_name(reply->type));
 	}
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/failf.h"
 #include "probe/protocol.h"
 
 enum field_kind { F_U8, F_U32, F_I32, F_U64, F_I64, F_STR };
@@ -166,20 +167,6 @@ bool lk__ctl_is_request(unsigned int type)
 	return s && s->request;
 }
 
-static int failf(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int failf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 /* ---- decoding ---- */
 
 struct cursor {
@@ -240,7 +227,7 @@ static int check_number(const struct field *f, uint64_t v, const struct lk__ctl_
 		break;
 	}
 	if (!ok)
-		return failf(err, errlen, -EINVAL, "field %s: value %lld is out of range", f->name, (long long)v);
+		return lk__failf(err, errlen, -EINVAL, "field %s: value %lld is out of range", f->name, (long long)v);
 	return 0;
 }
 
@@ -263,19 +250,19 @@ static int decode_string(const struct field *f, struct cursor *c, struct lk__ctl
 	uint16_t len;
 
 	if (!take(c, 2, &lenp))
-		return failf(err, errlen, -EBADMSG, "field %s: the message ends inside it", f->name);
+		return lk__failf(err, errlen, -EBADMSG, "field %s: the message ends inside it", f->name);
 	len = get16(lenp);
 	if (len > f->max)
-		return failf(err, errlen, -EBADMSG, "field %s: %u bytes, over the limit of %llu", f->name, len,
+		return lk__failf(err, errlen, -EBADMSG, "field %s: %u bytes, over the limit of %llu", f->name, len,
 			     (unsigned long long)f->max);
 	if (!take(c, (size_t)len + 1, &bytes))
-		return failf(err, errlen, -EBADMSG, "field %s: %u bytes announced past the message's end", f->name, len);
+		return lk__failf(err, errlen, -EBADMSG, "field %s: %u bytes announced past the message's end", f->name, len);
 	if (bytes[len] != 0 || memchr(bytes, 0, len))
-		return failf(err, errlen, -EBADMSG, "field %s: not a NUL-terminated string of %u bytes", f->name, len);
+		return lk__failf(err, errlen, -EBADMSG, "field %s: not a NUL-terminated string of %u bytes", f->name, len);
 	if ((f->check == C_NONEMPTY || f->check == C_ABSPATH) && len == 0)
-		return failf(err, errlen, -EINVAL, "field %s: empty", f->name);
+		return lk__failf(err, errlen, -EINVAL, "field %s: empty", f->name);
 	if (f->check == C_ABSPATH && bytes[0] != '/')
-		return failf(err, errlen, -EINVAL, "field %s: not an absolute path", f->name);
+		return lk__failf(err, errlen, -EINVAL, "field %s: not an absolute path", f->name);
 	memcpy((char *)m + f->offset, &(const char *){ (const char *)bytes }, sizeof(const char *));
 	return 0;
 }
@@ -289,7 +276,7 @@ static int decode_field(const struct field *f, struct cursor *c, struct lk__ctl_
 	if (f->kind == F_STR)
 		return decode_string(f, c, m, err, errlen);
 	if (!take(c, width[f->kind], &p))
-		return failf(err, errlen, -EBADMSG, "field %s: the message ends inside it", f->name);
+		return lk__failf(err, errlen, -EBADMSG, "field %s: the message ends inside it", f->name);
 	switch (f->kind) {
 	case F_U8: v = p[0]; break;
 	case F_U32: case F_I32: v = get32(p); break;
@@ -309,20 +296,20 @@ static int decode_header(const uint8_t *b, size_t len, struct lk__ctl_msg *out, 
 	uint16_t version;
 
 	if (len > LK_CTL_MAX_MSG)
-		return failf(err, errlen, -EMSGSIZE, "a message of %zu bytes: the limit is %d", len, LK_CTL_MAX_MSG);
+		return lk__failf(err, errlen, -EMSGSIZE, "a message of %zu bytes: the limit is %d", len, LK_CTL_MAX_MSG);
 	if (len < LK_CTL_HEADER)
-		return failf(err, errlen, -EBADMSG, "a message of %zu bytes is shorter than the %d-byte header",
+		return lk__failf(err, errlen, -EBADMSG, "a message of %zu bytes is shorter than the %d-byte header",
 			     len, LK_CTL_HEADER);
 	magic = get32(b);
 	version = get16(b + 4);
 	length = get32(b + 8);
 	if (magic != LK_CTL_MAGIC)
-		return failf(err, errlen, -EBADMSG, "bad magic %#x: not a lowkey control message", magic);
+		return lk__failf(err, errlen, -EBADMSG, "bad magic %#x: not a lowkey control message", magic);
 	if (version != LK_CTL_VERSION)
-		return failf(err, errlen, -EPROTONOSUPPORT, "protocol version %u; this side speaks version %d",
+		return lk__failf(err, errlen, -EPROTONOSUPPORT, "protocol version %u; this side speaks version %d",
 			     version, LK_CTL_VERSION);
 	if (length != len)
-		return failf(err, errlen, -EBADMSG, "the header says %u bytes, %zu arrived", length, len);
+		return lk__failf(err, errlen, -EBADMSG, "the header says %u bytes, %zu arrived", length, len);
 	out->type = get16(b + 6);
 	out->seq = get32(b + 12);
 	return 0;
@@ -337,13 +324,13 @@ int lk__ctl_decode(const void *buf, size_t len, struct lk__ctl_msg *out, char *e
 
 	memset(out, 0, sizeof(*out));
 	if (!buf)
-		return failf(err, errlen, -EBADMSG, "no message");
+		return lk__failf(err, errlen, -EBADMSG, "no message");
 	rc = decode_header(b, len, out, err, errlen);
 	if (rc)
 		return rc;
 	s = find_schema(out->type);
 	if (!s)
-		return failf(err, errlen, -EOPNOTSUPP, "unknown message type %u", out->type);
+		return lk__failf(err, errlen, -EOPNOTSUPP, "unknown message type %u", out->type);
 	c = (struct cursor){ b + LK_CTL_HEADER, b + len };
 	for (unsigned int i = 0; i < s->nfields; i++) {
 		rc = decode_field(&s->fields[i], &c, out, err, errlen);
@@ -358,7 +345,7 @@ int lk__ctl_decode(const void *buf, size_t len, struct lk__ctl_msg *out, char *e
 		}
 	}
 	if (c.p != c.end)
-		return failf(err, errlen, -EBADMSG, "%zu bytes after the last field of a %s message",
+		return lk__failf(err, errlen, -EBADMSG, "%zu bytes after the last field of a %s message",
 			     (size_t)(c.end - c.p), s->name);
 	return 0;
 }

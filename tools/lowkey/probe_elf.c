@@ -22,6 +22,7 @@
 
 #include <lowkey/probe.h>
 
+#include "core/failf.h"
 #include "probe_elf.h"
 
 struct reloc {
@@ -42,18 +43,6 @@ struct image {
 	struct reloc *relocs;
 	size_t nrelocs;
 };
-
-static int failf(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int failf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return code;
-}
 
 static const struct region *region_at(const struct image *im, uint64_t addr, uint64_t len)
 {
@@ -224,17 +213,17 @@ static int open_image(const char *path, int *fd, struct image *im, char *err, si
 	elf_version(EV_CURRENT);
 	*fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (*fd < 0)
-		return failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+		return lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
 	im->elf = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
 	if (!im->elf || elf_kind(im->elf) != ELF_K_ELF || !gelf_getehdr(im->elf, &im->eh))
-		return failf(err, errlen, -ENOEXEC, "%s is not an ELF program or library", path);
+		return lk__failf(err, errlen, -ENOEXEC, "%s is not an ELF program or library", path);
 	if (im->eh.e_ident[EI_CLASS] != ELFCLASS64 || (im->eh.e_machine != EM_X86_64 && im->eh.e_machine != EM_AARCH64))
-		return failf(err, errlen, -ENOEXEC, "%s is not a 64-bit x86-64 or arm64 object", path);
+		return lk__failf(err, errlen, -ENOEXEC, "%s is not a 64-bit x86-64 or arm64 object", path);
 	if (im->eh.e_type == ET_REL)
-		return failf(err, errlen, -ENOEXEC, "%s is an object file: list the program or library it is linked into",
+		return lk__failf(err, errlen, -ENOEXEC, "%s is an object file: list the program or library it is linked into",
 			     path);
 	if (im->eh.e_type != ET_EXEC && im->eh.e_type != ET_DYN)
-		return failf(err, errlen, -ENOEXEC, "%s is not an executable or a shared object", path);
+		return lk__failf(err, errlen, -ENOEXEC, "%s is not an executable or a shared object", path);
 	return 0;
 }
 
@@ -313,7 +302,7 @@ int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, siz
 	memset(out, 0, sizeof(*out));
 	rc = open_image(path, &fd, &im, err, errlen);
 	if (!rc && (rc = index_image(&im, &sh)) != 0)
-		failf(err, errlen, rc, "cannot read the sections of %s", path);
+		lk__failf(err, errlen, rc, "cannot read the sections of %s", path);
 	if (rc) {
 		close_image(fd, &im);
 		return rc;
@@ -326,7 +315,7 @@ int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, siz
 	if (!out->path || !out->sites) {
 		close_image(fd, &im);
 		lk_elf_free_sites(out);
-		return failf(err, errlen, -ENOMEM, "out of memory");
+		return lk__failf(err, errlen, -ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < slots; i++) {
 		uint64_t site;
