@@ -39,4 +39,17 @@ static inline int lkt_sh(struct lkt_run *r, const char *fmt, ...)
 	return r->status;
 }
 
+#ifdef cmocka_unit_test
+/* Assert that r exited with status and, if text is not NULL, printed it; show its output if not. */
+static inline void lkt_expect(const struct lkt_run *r, int status, const char *text)
+{
+	if (r->status != status || (text && !strstr(r->out, text)))
+		print_error("exit %d (wanted %d), output:\n%s\n(wanted: %s)\n", r->status, status, r->out,
+			    text ? text : "");
+	assert_int_equal(r->status, status);
+	if (text)
+		assert_non_null(strstr(r->out, text));
+}
+#endif
+
 #endif

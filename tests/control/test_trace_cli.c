@@ -41,12 +41,7 @@ static const char *in_scratch(const char *name)
 
 static void expect(int status, const char *text)
 {
-	if (r.status != status || (text && !strstr(r.out, text)))
-		print_error("exit %d (wanted %d), output:\n%s\n(wanted: %s)\n", r.status, status, r.out,
-			    text ? text : "");
-	assert_int_equal(r.status, status);
-	if (text)
-		assert_non_null(strstr(r.out, text));
+	lkt_expect(&r, status, text);
 }
 
 /* Run lowkey trace in the scratch directory with LKT_MARKER set. */
