@@ -252,6 +252,22 @@ LK_API int lk_watch_sampler_read(struct lk_watch_sampler *s, int timeout_ms, lk_
 /* lk_watch_sampler_lost - samples the kernel lost because a ring buffer was full. */
 LK_API uint64_t lk_watch_sampler_lost(const struct lk_watch_sampler *s);
 
+/*
+ * lk_watch_sampler_stop - stop recording: no access is recorded once this returns (in any thread),
+ * and what was recorded before can still be read. Costs one ioctl(2) per event; not
+ * async-signal-safe. Returns 0, -EINVAL for NULL, or an ioctl's -errno.
+ */
+LK_API int lk_watch_sampler_stop(struct lk_watch_sampler *s);
+
+/*
+ * lk_watch_sampler_counted - the accesses the kernel has counted so far in every watched thread,
+ * those that exited included. Every counted access is either a sample lk_watch_sampler_read()
+ * passes on or one lk_watch_sampler_lost() counts, so a larger figure than their sum means the
+ * kernel dropped samples without saying so. Costs one read(2) per event (threads x CPUs); not
+ * async-signal-safe. Returns 0 and sets *count; -EINVAL for a NULL argument, or a read's -errno.
+ */
+LK_API int lk_watch_sampler_counted(const struct lk_watch_sampler *s, uint64_t *count);
+
 /* lk_watch_sampler_close - stop and free s. NULL is ignored. */
 LK_API void lk_watch_sampler_close(struct lk_watch_sampler *s);
 

@@ -286,6 +286,39 @@ LK_API uint64_t lk_watch_sampler_lost(const struct lk_watch_sampler *s)
 	return s ? s->lost : 0;
 }
 
+LK_API int lk_watch_sampler_stop(struct lk_watch_sampler *s)
+{
+	if (!s)
+		return lk__fail(-EINVAL, "lk_watch_sampler_stop(): NULL sampler");
+	/*
+	 * Disabling an event disables the copies its thread's children inherited, and returns only
+	 * once no CPU runs it: a hit being recorded on another CPU has finished.
+	 */
+	for (size_t i = 0; i < s->nfds; i++)
+		if (ioctl(s->fds[i], PERF_EVENT_IOC_DISABLE, 0) != 0)
+			return lk__fail(-errno, "PERF_EVENT_IOC_DISABLE failed: %s", strerror(errno));
+	return 0;
+}
+
+LK_API int lk_watch_sampler_counted(const struct lk_watch_sampler *s, uint64_t *count)
+{
+	uint64_t sum = 0;
+
+	if (!s || !count)
+		return lk__fail(-EINVAL, "lk_watch_sampler_counted(): NULL argument");
+	/* Each event's count includes the copies its thread's children inherited, live or exited. */
+	for (size_t i = 0; i < s->nfds; i++) {
+		uint64_t n = 0;
+		ssize_t got = read(s->fds[i], &n, sizeof(n));
+
+		if (got < 0)
+			return lk__fail(-errno, "reading a watchpoint's count failed: %s", strerror(errno));
+		sum += n;	/* 0 bytes: an event in error state, which counted nothing */
+	}
+	*count = sum;
+	return 0;
+}
+
 /* Copy len bytes at offset off of r's data area (which wraps) to dst. */
 static void ring_copy(const struct ring *r, uint64_t off, void *dst, size_t len)
 {

@@ -311,6 +311,7 @@ static void counting_without_callback(void **state)
 {
 	struct lk_watch_stats st, before, after;
 	struct lk_watch *w;
+	uint64_t lost;
 
 	(void)state;
 	assert_int_equal(lk_watch_stats(NULL, &before), 0);
@@ -318,11 +319,13 @@ static void counting_without_callback(void **state)
 	for (int i = 0; i < 10; i++)
 		WRITE_ONCE(watched, i);
 	assert_int_equal(lk_watch_stats(w, &st), 0);
-	assert_int_equal(st.hits, 10);
-	assert_int_equal(st.delivered, 10);
-	assert_int_equal(st.dropped, 0);
 	assert_int_equal(lk_watch_stats(NULL, &after), 0);
-	assert_int_equal(after.hits - before.hits, 10);
+	/* A hit whose debug status the hypervisor lost comes back unattributed (see watch.h). */
+	lost = after.unattributed - before.unattributed;
+	assert_int_equal(st.hits + lost, 10);
+	assert_int_equal(st.delivered, st.hits);
+	assert_int_equal(st.dropped, 0);
+	assert_int_equal(after.hits - before.hits, st.hits);
 	assert_int_equal(lk_watch_remove(w), 0);
 }
 

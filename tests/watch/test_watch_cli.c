@@ -89,13 +89,28 @@ static int count_of(const char *haystack, const char *needle)
 	return n;
 }
 
+/* What lowkey printed, for a failure to explain itself (cmocka's print_message cuts at 4 KiB). */
+static void show(const char *out, const char *err, const char *fixture_out)
+{
+	fprintf(stderr, "lowkey watch's stdout:\n%s\nits stderr:\n%s\nthe fixture's stdout:\n%s\n", out,
+		err, fixture_out ? fixture_out : "(shared with lowkey's)");
+}
+
 /* The fixture, started and waiting for "go". */
 struct fixture {
 	struct proc p;
 	char out[4096];
 	int pid, line;
 	unsigned long addr;
+	long tids[2];	/* its main thread and its second writer */
+	int lost[2];	/* writes of each whose hit the hypervisor lost (watch_fixture.c) */
 };
+
+/* The writes of thread i (0, 1; 2: both) lowkey can see. */
+static int visible(const struct fixture *f, int i)
+{
+	return i < 2 ? ROUNDS - f->lost[i] : visible(f, 0) + visible(f, 1);
+}
 
 static void start_fixture(struct fixture *f)
 {
@@ -106,8 +121,8 @@ static void start_fixture(struct fixture *f)
 	assert_int_equal(sscanf(f->out, "pid %d addr %lx line %d", &f->pid, &f->addr, &f->line), 3);
 }
 
-/* Tell the fixture to write; returns its two writer threads' ids. */
-static void run_fixture(struct fixture *f, long tids[2])
+/* Tell the fixture to write; learns its two writer threads' ids. */
+static void run_fixture(struct fixture *f)
 {
 	char *line;
 
@@ -116,7 +131,11 @@ static void run_fixture(struct fixture *f, long tids[2])
 	read_until(f->p.out, f->out, sizeof(f->out), strlen(f->out), "\n");
 	line = strstr(f->out, "tids");
 	assert_non_null(line);
-	assert_int_equal(sscanf(line, "tids %ld %ld", &tids[0], &tids[1]), 2);
+	assert_int_equal(sscanf(line, "tids %ld %ld lost %d %d", &f->tids[0], &f->tids[1], &f->lost[0],
+				&f->lost[1]), 4);
+	if (f->lost[0] || f->lost[1])
+		print_message("the machine lost %d + %d hits (SIGTRAP without a breakpoint)\n", f->lost[0],
+			      f->lost[1]);
 }
 
 /* Let it exit. */
@@ -126,15 +145,55 @@ static void end_fixture(struct fixture *f)
 	assert_int_equal(wait_exit(f->p.pid), 0);
 }
 
-static void finds_writes_in_running_process_json(void **state)
+/*
+ * What lowkey must get right is checked on every attempt: each hit the kernel counted is reported
+ * (hits == counted, nothing lost), with the right thread, function, line, address and value. What
+ * the kernel counts is the machine's part: on our KVM guest a thread's breakpoint sometimes stops
+ * firing for a few microseconds after a hit, and the kernel counts fewer writes than were made
+ * (`perf record -e mem:ADDR:w` on this fixture, without lowkey, shows it too; docs/watch.md). Such
+ * an attempt is repeated, up to ATTEMPTS times in all; a lowkey that misses writes misses them
+ * every time.
+ */
+#define ATTEMPTS 3
+
+enum attempt { SAW_ALL, MACHINE_MISSED };
+
+static void with_attempts(enum attempt (*attempt)(void), const char *what)
+{
+	for (int i = 1; i <= ATTEMPTS; i++) {
+		if (attempt() == SAW_ALL)
+			return;
+		print_message("%s: attempt %d of %d: fewer writes counted than the fixture made\n", what, i,
+			      ATTEMPTS);
+	}
+	fail_msg("%s: fewer writes counted than the fixture made, in all %d attempts: lowkey's events "
+		 "do not cover every write", what, ATTEMPTS);
+}
+
+/* The JSON summary's figures; lowkey's part of the contract is checked here. */
+static int json_counted(const char *out, const char *err, const char *fixture_out)
+{
+	const char *summary = strstr(out, "{\"summary\"");
+	int hits = -1, lost = -1, counted = -1;
+
+	if (summary)
+		summary = strstr(summary, "\"hits\":");
+	if (!summary || sscanf(summary, "\"hits\":%d,\"lost\":%d,\"counted\":%d}", &hits, &lost, &counted) != 3 ||
+	    hits != counted || lost != 0)
+		show(out, err, fixture_out);
+	assert_int_equal(lost, 0);
+	assert_int_equal(hits, counted);
+	return counted;
+}
+
+static enum attempt watch_running_process_json(void)
 {
 	static char out[OUT_MAX], err[8192];
 	char pid[16], needle[128];
 	struct fixture f;
 	struct proc w;
-	long tids[2];
 
-	(void)state;
+	memset(out, 0, sizeof(out));
 	start_fixture(&f);
 	snprintf(pid, sizeof(pid), "%d", f.pid);
 	char *argv[] = { LOWKEY_BIN, "watch", "-p", pid, "--symbol", "lk_fixture_counter", "--json",
@@ -142,15 +201,18 @@ static void finds_writes_in_running_process_json(void **state)
 	assert_true(spawn(argv, &w) > 0);
 	read_until(w.err, err, sizeof(err), 0, "watching");
 	assert_non_null(strstr(err, "watching 8 bytes"));
-	run_fixture(&f, tids);
-	/* All ten hits, read while the fixture is still there (so the values can be read too). */
-	snprintf(needle, sizeof(needle), "\"tid\":%ld,", tids[1]);
-	for (size_t have = 0; count_of(out, needle) < ROUNDS && have + 1 < sizeof(out);) {
+	run_fixture(&f);
+	/*
+	 * The second thread's hits, read while the fixture is still there (so the values can be
+	 * read too). It has made every write by now: 5 s without output means a hit is missing.
+	 */
+	snprintf(needle, sizeof(needle), "\"tid\":%ld,", f.tids[1]);
+	for (size_t have = 0; count_of(out, needle) < visible(&f, 1) && have + 1 < sizeof(out);) {
 		struct pollfd pfd = { w.out, POLLIN, 0 };
 		ssize_t n;
 
-		if (poll(&pfd, 1, 30000) <= 0)
-			break;	/* 30 s without output: let the assertions say what is missing */
+		if (poll(&pfd, 1, 5000) <= 0)
+			break;
 		n = read(w.out, out + have, sizeof(out) - 1 - have);
 		if (n <= 0)
 			break;
@@ -161,32 +223,43 @@ static void finds_writes_in_running_process_json(void **state)
 	/* The fixture exited: lowkey drains what is left and exits by itself. */
 	read_until(w.out, out, sizeof(out), strlen(out), "\"summary\"");
 	read_until(w.out, out, sizeof(out), strlen(out), NULL);
+	read_until(w.err, err, sizeof(err), strlen(err), NULL);
 	assert_int_equal(wait_exit(w.pid), 0);
 
+	int counted = json_counted(out, err, f.out);
+
+	if (counted < visible(&f, 2))
+		return MACHINE_MISSED;
+	assert_int_equal(counted, visible(&f, 2));
 	for (int i = 0; i < 2; i++) {
-		snprintf(needle, sizeof(needle), "\"tid\":%ld,", tids[i]);
-		assert_int_equal(count_of(out, needle), ROUNDS);
+		snprintf(needle, sizeof(needle), "\"tid\":%ld,", f.tids[i]);
+		assert_int_equal(count_of(out, needle), visible(&f, i));
 	}
-	assert_int_equal(count_of(out, "\"function\":\"bump\""), 2 * ROUNDS);
+	assert_int_equal(count_of(out, "\"function\":\"bump\""), visible(&f, 2));
 	snprintf(needle, sizeof(needle), "watch_fixture.c\",\"line\":%d,", f.line);
-	assert_int_equal(count_of(out, needle), 2 * ROUNDS);
+	assert_int_equal(count_of(out, needle), visible(&f, 2));
 	snprintf(needle, sizeof(needle), "\"addr\":\"%#lx\",\"value\"", f.addr);
-	assert_int_equal(count_of(out, needle), 2 * ROUNDS);
+	assert_int_equal(count_of(out, needle), visible(&f, 2));
 	/* The last write's value, read after it, is what the fixture left there. */
-	assert_non_null(strstr(out, "\"value\":105}"));
+	if (!f.lost[1])
+		assert_non_null(strstr(out, "\"value\":105}"));
 	assert_int_equal(count_of(out, "\"value\":null"), 0);
-	assert_non_null(strstr(out, "\"hits\":10,\"lost\":0"));
+	return SAW_ALL;
 }
 
-static void finds_writes_by_address_text(void **state)
+static void finds_writes_in_running_process_json(void **state)
+{
+	(void)state;
+	with_attempts(watch_running_process_json, "-p PID --json");
+}
+
+static enum attempt watch_by_address_text(void)
 {
 	static char out[OUT_MAX], err[8192];
 	char pid[16], addr[32], needle[128];
 	struct fixture f;
 	struct proc w;
-	long tids[2];
 
-	(void)state;
 	start_fixture(&f);
 	snprintf(pid, sizeof(pid), "%d", f.pid);
 	snprintf(addr, sizeof(addr), "%#lx", f.addr);
@@ -195,14 +268,21 @@ static void finds_writes_by_address_text(void **state)
 	read_until(w.err, err, sizeof(err), 0, "watching");
 	assert_non_null(strstr(err, "watching 4 bytes"));
 	assert_non_null(strstr(err, "reads and writes"));
-	run_fixture(&f, tids);
+	run_fixture(&f);
 	end_fixture(&f);
 	read_until(w.out, out, sizeof(out), 0, NULL);
-	read_until(w.err, err, sizeof(err), strlen(err), "hits");
+	read_until(w.err, err, sizeof(err), strlen(err), NULL);
 	assert_int_equal(wait_exit(w.pid), 0);
-	assert_int_equal(count_of(out, "bump+0x"), 2 * ROUNDS);
+	/* The text summary speaks up when the kernel counted more than lowkey reported. */
+	if (strstr(err, "never reached") || strstr(err, " lost "))
+		show(out, err, f.out);
+	assert_null(strstr(err, "never reached"));
+	assert_null(strstr(err, " lost "));
+	if (count_of(out, "bump+0x") < visible(&f, 2))
+		return MACHINE_MISSED;
+	assert_int_equal(count_of(out, "bump+0x"), visible(&f, 2));
 	snprintf(needle, sizeof(needle), "watch_fixture.c:%d ", f.line);
-	assert_int_equal(count_of(out, needle), 2 * ROUNDS);
+	assert_int_equal(count_of(out, needle), visible(&f, 2));
 	/* Reads count too: a sanitizer's leak scan at the fixture's exit may add some. */
 	const char *hits = strstr(err, "lowkey watch: ");
 	int n = 0;
@@ -210,25 +290,50 @@ static void finds_writes_by_address_text(void **state)
 	hits = hits ? strstr(hits + 1, "lowkey watch: ") : NULL;
 	assert_non_null(hits);
 	assert_int_equal(sscanf(hits, "lowkey watch: %d hits", &n), 1);
-	assert_true(n >= 2 * ROUNDS);
+	assert_true(n >= visible(&f, 2));
+	return SAW_ALL;
+}
+
+static void finds_writes_by_address_text(void **state)
+{
+	(void)state;
+	with_attempts(watch_by_address_text, "-p PID --addr --rw");
+}
+
+static enum attempt watch_a_command(void)
+{
+	static char out[OUT_MAX], err[8192];
+	struct fixture f = { 0 };
+	struct proc w;
+	const char *tids;
+
+	char *argv[] = { LOWKEY_BIN, "watch", "--symbol", "lk_fixture_counter", "--json", "--",
+			 FIXTURE_BIN, "--auto", NULL };
+	assert_true(spawn(argv, &w) > 0);
+	read_until(w.out, out, sizeof(out), 0, NULL);
+	read_until(w.err, err, sizeof(err), 0, NULL);
+	assert_int_equal(wait_exit(w.pid), 0);
+	assert_null(strstr(err, "killed by signal"));
+	/* The fixture's own output (its pid line, its tids) shares lowkey's stdout. */
+	tids = strstr(out, "tids ");
+	assert_non_null(tids);
+	assert_int_equal(sscanf(tids, "tids %ld %ld lost %d %d", &f.tids[0], &f.tids[1], &f.lost[0],
+				&f.lost[1]), 4);
+
+	/* Watching starts before its first instruction, so its first write, bump(0), is there too. */
+	int counted = json_counted(out, err, NULL);
+
+	if (counted < visible(&f, 2) + 1)
+		return MACHINE_MISSED;
+	assert_int_equal(counted, visible(&f, 2) + 1);
+	assert_int_equal(count_of(out, "\"function\":\"bump\""), visible(&f, 2) + 1);
+	return SAW_ALL;
 }
 
 static void starts_a_command(void **state)
 {
-	static char out[OUT_MAX], err[8192];
-	struct proc w;
-
 	(void)state;
-	char *argv[] = { LOWKEY_BIN, "watch", "--symbol", "lk_fixture_counter", "--json", "--",
-			 FIXTURE_BIN, "--auto", NULL };
-	assert_true(spawn(argv, &w) > 0);
-	read_until(w.out, out, sizeof(out), 0, "\"summary\"");
-	read_until(w.err, err, sizeof(err), 0, "hits");
-	assert_int_equal(wait_exit(w.pid), 0);
-	/* The fixture's own output (its pid line, its tids) shares lowkey's stdout. Watching starts
-	 * before its first instruction, so its first write, bump(0), is there too. */
-	assert_int_equal(count_of(out, "\"function\":\"bump\""), 2 * ROUNDS + 1);
-	assert_non_null(strstr(out, "\"hits\":11,"));
+	with_attempts(watch_a_command, "-- COMMAND");
 }
 
 /* Run lowkey with args; returns its exit status, its stderr in err. */

@@ -92,6 +92,9 @@ static int bad_input_in_child(void)
 	EXPECT(lk_watch_sampler_open(&s, 0, (uintptr_t)base, 8, LK_WATCH_WRITE), -EINVAL, NULL);
 	if (s)
 		return 2;
+	uint64_t counted;
+	EXPECT(lk_watch_sampler_stop(NULL), -EINVAL, NULL);
+	EXPECT(lk_watch_sampler_counted(NULL, &counted), -EINVAL, NULL);
 	return 0;
 }
 

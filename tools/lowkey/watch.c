@@ -67,6 +67,7 @@ struct watch_run {
 	const char *target_name;	/* what is watched, for messages */
 	uint64_t start_ns;
 	uint64_t hits;
+	uint64_t counted;	/* accesses the kernel counted, read when recording stopped */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -198,6 +199,21 @@ static void resume_command(pid_t pid)
 	ptrace(PTRACE_DETACH, pid, NULL, NULL);
 }
 
+/*
+ * A command that died of a signal says nothing itself. SIGTRAP deserves a word: a hypervisor that
+ * loses a hit's debug status (DR6) makes the kernel send one that no watchpoint claims.
+ */
+static void report_command_end(const char *name, int status)
+{
+	if (!WIFSIGNALED(status))
+		return;
+	fprintf(stderr, "lowkey watch: %s was killed by signal %d (%s)\n", name, WTERMSIG(status),
+		strsignal(WTERMSIG(status)));
+	if (WTERMSIG(status) == SIGTRAP)
+		fprintf(stderr, "lowkey watch: hint: unless it traps by itself, that was a hit whose debug "
+			"status the machine lost (seen in virtual machines); see docs/watch.md\n");
+}
+
 /* Decide the address and length to watch. Returns 0 or an exit status. */
 static int resolve_target(struct watch_run *run)
 {
@@ -323,6 +339,22 @@ static void catch_stop_signals(void)
 	sigaction(SIGTERM, &sa, NULL);
 }
 
+/*
+ * Stop recording, take the kernel's count, then read what arrived before the stop: every access
+ * counted is then either read or reported lost.
+ */
+static int finish(struct watch_run *run, struct lk_watch_sampler *sampler)
+{
+	int err = lk_watch_sampler_stop(sampler);
+
+	if (!err)
+		err = lk_watch_sampler_counted(sampler, &run->counted);
+	if (err)
+		lk_cli_error("watch", lk_last_error(), "stopping the watchpoints failed: %s", lk_strerror(err));
+	lk_watch_sampler_read(sampler, 0, on_sample, run);
+	return err ? LK_EXIT_FAIL : LK_EXIT_OK;
+}
+
 static int read_until_done(struct watch_run *run, struct lk_watch_sampler *sampler)
 {
 	uint64_t deadline = run->opt.duration > 0 ? run->start_ns + (uint64_t)(run->opt.duration * 1e9) : 0;
@@ -349,22 +381,25 @@ static int read_until_done(struct watch_run *run, struct lk_watch_sampler *sampl
 			return LK_EXIT_FAIL;
 		}
 	}
-	/* What arrived before the stop. */
-	lk_watch_sampler_read(sampler, 0, on_sample, run);
-	return LK_EXIT_OK;
+	return finish(run, sampler);
 }
 
 static void print_summary(const struct watch_run *run, const struct lk_watch_sampler *sampler)
 {
 	uint64_t lost = lk_watch_sampler_lost(sampler);
+	uint64_t missing = run->counted > run->hits + lost ? run->counted - run->hits - lost : 0;
 
 	if (run->opt.json) {
 		printf("{\"summary\":{\"pid\":%d,\"addr\":\"%#" PRIx64 "\",\"len\":%zu,\"hits\":%" PRIu64
-		       ",\"lost\":%" PRIu64 "}}\n", (int)run->opt.pid, run->addr, run->len, run->hits, lost);
+		       ",\"lost\":%" PRIu64 ",\"counted\":%" PRIu64 "}}\n", (int)run->opt.pid, run->addr,
+		       run->len, run->hits, lost, run->counted);
 	}
 	fprintf(stderr, "lowkey watch: %" PRIu64 " hit%s", run->hits, run->hits == 1 ? "" : "s");
 	if (lost)
 		fprintf(stderr, ", %" PRIu64 " lost (the ring buffer was full)", lost);
+	if (missing)
+		fprintf(stderr, "; the kernel counted %" PRIu64 ": %" PRIu64 " never reached lowkey",
+			run->counted, missing);
 	fputc('\n', stderr);
 }
 
@@ -434,7 +469,8 @@ out:
 	if (child) {
 		if (rc)
 			kill(child, SIGKILL);	/* it never ran past its first instruction */
-		waitpid(child, &status, 0);
+		if (waitpid(child, &status, 0) == child && !rc)
+			report_command_end(run.opt.command[0], status);
 	}
 	return rc;
 }
