@@ -183,6 +183,18 @@ LK_API int lk_watch_stats(const struct lk_watch *w, struct lk_watch_stats *out);
 LK__SAME_NAME_END
 
 /*
+ * lk_watch_counted - the accesses the kernel itself counted for w: the counts of its perf events
+ * (process scope: of every thread it was opened in, with the copies their children inherited).
+ * Each one reached lowkey's handler as a hit or an ignored access (hits + ignored == counted), so
+ * fewer than the accesses made means the CPU never raised them: a machine that drops debug traps
+ * (docs/watch.md), or a thread the watchpoint does not cover. A trap counted in unattributed is
+ * not in it. Costs one read(2) per event; not async-signal-safe. Returns 0 and sets *count;
+ * -EINVAL (NULL argument), -ESRCH (a thread-scope watchpoint whose thread exited, or a fork()ed
+ * copy), or a read's -errno.
+ */
+LK_API int lk_watch_counted(struct lk_watch *w, uint64_t *count);
+
+/*
  * lk_watch_sync - wait until every deferred hit queued before the call has been delivered (or
  * discarded because its watchpoint was removed). Returns 0 at once when nothing is queued, or
  * -EDEADLK from a deferred callback (the delivery thread cannot wait for itself). Not

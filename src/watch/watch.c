@@ -481,6 +481,45 @@ LK_API int lk_watch_disable(struct lk_watch *w)
 	return set_enabled(w, false);
 }
 
+static int add_count(int fd, uint64_t *sum)
+{
+	uint64_t n = 0;
+
+	if (read(fd, &n, sizeof(n)) < 0)
+		return lk__fail(-errno, "reading a watchpoint's count failed: %s", strerror(errno));
+	*sum += n;	/* 0 bytes: an event in error state, which counted nothing */
+	return 0;
+}
+
+LK_API int lk_watch_counted(struct lk_watch *w, uint64_t *count)
+{
+	uint64_t sum = 0;
+	int err = 0;
+
+	if (!w || !count)
+		return lk__fail(-EINVAL, "lk_watch_counted(): NULL argument");
+	if (forked_copy(w))
+		return lk__fail(-ESRCH, "lk_watch_counted(): this watchpoint belongs to the parent process");
+	if (w->flags & LK_WATCH_PROCESS) {
+		/* An exited thread's event keeps its final count. */
+		for (unsigned int i = 0; i < w->nfds && !err; i++)
+			err = add_count(w->fds[i], &sum);
+	} else {
+		struct lk__wthread *t = w->owner;
+
+		pthread_mutex_lock(&t->lock);
+		if (w->ended)
+			err = lk__fail(-ESRCH, "lk_watch_counted(): the watchpoint's thread %d has exited",
+				       (int)t->tid);
+		else
+			err = add_count(w->fd, &sum);
+		pthread_mutex_unlock(&t->lock);
+	}
+	if (!err)
+		*count = sum;
+	return err;
+}
+
 LK_API int lk_watch_stats(const struct lk_watch *w, struct lk_watch_stats *out)
 {
 	if (!out)
