@@ -19,6 +19,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "watch/watch_attempts.h"
+
 #define ROUNDS 5	/* as in watch_fixture.c */
 #define OUT_MAX (256 * 1024)
 
@@ -147,29 +149,10 @@ static void end_fixture(struct fixture *f)
 
 /*
  * What lowkey must get right is checked on every attempt: each hit the kernel counted is reported
- * (hits == counted, nothing lost), with the right thread, function, line, address and value. What
- * the kernel counts is the machine's part: on our KVM guest a thread's breakpoint sometimes stops
- * firing for a few microseconds after a hit, and the kernel counts fewer writes than were made
- * (`perf record -e mem:ADDR:w` on this fixture, without lowkey, shows it too; docs/watch.md). Such
- * an attempt is repeated, up to ATTEMPTS times in all; a lowkey that misses writes misses them
- * every time.
+ * (hits == counted, nothing lost), with the right thread, function, line, address and value. An
+ * attempt in which the kernel counted fewer writes than the fixture made is run again
+ * (watch_attempts.h says why).
  */
-#define ATTEMPTS 3
-
-enum attempt { SAW_ALL, MACHINE_MISSED };
-
-static void with_attempts(enum attempt (*attempt)(void), const char *what)
-{
-	for (int i = 1; i <= ATTEMPTS; i++) {
-		if (attempt() == SAW_ALL)
-			return;
-		print_message("%s: attempt %d of %d: fewer writes counted than the fixture made\n", what, i,
-			      ATTEMPTS);
-	}
-	fail_msg("%s: fewer writes counted than the fixture made, in all %d attempts: lowkey's events "
-		 "do not cover every write", what, ATTEMPTS);
-}
-
 /* The JSON summary's figures; lowkey's part of the contract is checked here. */
 static int json_counted(const char *out, const char *err, const char *fixture_out)
 {
@@ -244,7 +227,7 @@ static enum attempt watch_running_process_json(void)
 	if (!f.lost[1])
 		assert_non_null(strstr(out, "\"value\":105}"));
 	assert_int_equal(count_of(out, "\"value\":null"), 0);
-	return SAW_ALL;
+	return ALL_COUNTED;
 }
 
 static void finds_writes_in_running_process_json(void **state)
@@ -291,7 +274,7 @@ static enum attempt watch_by_address_text(void)
 	assert_non_null(hits);
 	assert_int_equal(sscanf(hits, "lowkey watch: %d hits", &n), 1);
 	assert_true(n >= visible(&f, 2));
-	return SAW_ALL;
+	return ALL_COUNTED;
 }
 
 static void finds_writes_by_address_text(void **state)
@@ -327,7 +310,7 @@ static enum attempt watch_a_command(void)
 		return MACHINE_MISSED;
 	assert_int_equal(counted, visible(&f, 2) + 1);
 	assert_int_equal(count_of(out, "\"function\":\"bump\""), visible(&f, 2) + 1);
-	return SAW_ALL;
+	return ALL_COUNTED;
 }
 
 static void starts_a_command(void **state)
