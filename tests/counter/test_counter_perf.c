@@ -3,14 +3,18 @@
  * lowkey stat and perf stat (Debian's linux-perf) count the same command alike.
  *
  * The command is counter_workload: 5,000 page faults, 2,000 pipe round trips with a child on one
- * CPU, 100 ms of CPU time. Each tool counts it three times, runs interleaved; the medians of the
- * counts must agree within:
- *   page-faults       2% + 30    (both count from the exec; the same binary does the same faults)
- *   context-switches  25% + 100  (preemptions on a shared machine vary from run to run)
- * and each must be at least what the workload is known to do. task-clock is a time: besides the
- * CPU time the workload burns it counts the interrupts and the hypervisor's steal time that fall
- * into it, which depend on the machine's load at that moment, so each tool's task-clock must lie
- * between the 100 ms the workload spins and the wall time of that run.
+ * CPU, 100 ms of CPU time. Each tool counts it three times, runs interleaved.
+ *   page-faults: the medians of the two tools agree within 2% + 30 (both count from the exec; the
+ *     same binary does the same faults).
+ *   context-switches: how many there are depends on what else the machine runs at that moment,
+ *     so each run is checked against itself: the kernel's own tally for the tool's whole process
+ *     tree (getrusage: voluntary + involuntary switches) is the count plus the tool's own
+ *     switches and those before the exec, a few dozen: count <= tally <= count + 5% + 50.
+ *   task-clock is a time: besides the CPU time the workload burns it counts the interrupts and the
+ *     hypervisor's steal time that fall into it, which depend on the machine's load at that moment,
+ *     so each tool's task-clock must lie between the 100 ms the workload spins and the wall time
+ *     of that run.
+ * Each must also be at least what the workload is known to do.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,10 +28,6 @@
 #define RUNS 3
 #define EVENTS "page-faults,context-switches,task-clock"
 #define WORKLOAD WORKLOAD_BIN, "faults", "5000", "pingpong", "2000", "spin", "100"
-
-struct counts {
-	double faults, switches;
-};
 
 static int cmp(const void *a, const void *b)
 {
@@ -50,11 +50,12 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* One run of a tool: its counts, and whether task-clock stayed within [spin, wall]. */
+/* One run of a tool: its counts; task-clock and context-switches checked against the run itself. */
 static void count_once(char **argv, double *faults, double *switches)
 {
 	static struct run_result r;
-	double t0 = now_ms(), wall, clock;
+	double t0 = now_ms(), wall, clock, tally;
+	const char *tool = argv[0][0] == 'p' ? "perf" : "lowkey";
 
 	assert_int_equal(run_program(argv, NULL, &r), 0);
 	wall = now_ms() - t0;
@@ -65,10 +66,14 @@ static void count_once(char **argv, double *faults, double *switches)
 	clock = csv_value(r.err, "task-clock");
 	if (*faults < 0 || *switches < 0 || clock < 0)
 		fail_msg("%s printed no value for an event:\n%s", argv[0], r.err);
-	print_message("[  INFO    ] %-6s task-clock %8.2f ms, wall %8.2f ms\n", argv[0][0] == 'p' ?
-		      "perf" : "lowkey", clock, wall);
+	tally = (double)(r.usage.ru_nvcsw + r.usage.ru_nivcsw);
+	print_message("[  INFO    ] %-6s task-clock %8.2f ms, wall %8.2f ms; context-switches %.0f, "
+		      "the kernel's tally %.0f\n", tool, clock, wall, *switches, tally);
 	if (clock < 100 || clock > wall)
-		fail_msg("%s: task-clock %.2f ms outside [100 ms spun, %.2f ms wall]", argv[0], clock, wall);
+		fail_msg("%s: task-clock %.2f ms outside [100 ms spun, %.2f ms wall]", tool, clock, wall);
+	if (*switches > tally || tally > *switches * 1.05 + 50)
+		fail_msg("%s: context-switches %.0f, but the kernel's tally for its process tree is %.0f",
+			 tool, *switches, tally);
 }
 
 static bool perf_works(void)
@@ -95,7 +100,6 @@ static void agrees_with_perf_stat(void **state)
 	char *ours[] = { LOWKEY_BIN, "stat", "-x", ",", "-e", EVENTS, "--", WORKLOAD, NULL };
 	char *perfs[] = { "perf", "stat", "-x", ",", "-e", EVENTS, "--", WORKLOAD, NULL };
 	double f[2][RUNS], s[2][RUNS];
-	struct counts a, b;
 
 	(void)state;
 	if (!perf_works())
@@ -104,15 +108,12 @@ static void agrees_with_perf_stat(void **state)
 		count_once(ours, &f[0][i], &s[0][i]);
 		count_once(perfs, &f[1][i], &s[1][i]);
 	}
-	a.faults = median3(f[0]);
-	a.switches = median3(s[0]);
-	b.faults = median3(f[1]);
-	b.switches = median3(s[1]);
-	within("page-faults", a.faults, b.faults, 0.02, 30);
-	within("context-switches", a.switches, b.switches, 0.25, 100);
+	within("page-faults", median3(f[0]), median3(f[1]), 0.02, 30);
 	/* What the workload is known to do. */
-	assert_true(a.faults >= 5000);
-	assert_true(a.switches >= 2000);
+	for (int i = 0; i < RUNS; i++) {
+		assert_true(f[0][i] >= 5000);
+		assert_true(s[0][i] >= 2000);
+	}
 }
 
 int main(void)
