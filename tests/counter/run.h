@@ -8,13 +8,11 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 struct run_result {
 	int status;		/* exit status, or 128 + signal */
-	struct rusage usage;	/* of the program and the descendants it waited for */
 	char out[1 << 16];	/* stdout */
 	char err[1 << 16];	/* stderr */
 };
@@ -71,7 +69,7 @@ static inline int run_program(char *const argv[], run_prepare_fn prepare, struct
 	}
 	close(out[0]);
 	close(err[0]);
-	if (wait4(pid, &status, 0, &r->usage) != pid)
+	if (waitpid(pid, &status, 0) != pid)
 		return -1;
 	r->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	return 0;

@@ -9,9 +9,12 @@
  *     pingpong N       N round trips over pipes with a forked child, both on CPU 0
  *     spin MS          burn MS milliseconds of CPU time
  *     sleep MS         sleep MS milliseconds
+ *     tally 0          print "switches N": the kernel's count of its context switches so far
  *     exit CODE        exit with CODE
  */
 #include <pthread.h>
+#include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -64,6 +67,17 @@ static void spin(long ms)
 			sink += (unsigned long)i;
 }
 
+/* The kernel's count of this process's context switches so far, its waited-for children's included. */
+static void print_switches(void)
+{
+	struct rusage self, children;
+
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &children);
+	printf("switches %ld\n", self.ru_nvcsw + self.ru_nivcsw + children.ru_nvcsw + children.ru_nivcsw);
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
 	for (int i = 1; i + 1 < argc; i += 2) {
@@ -91,6 +105,8 @@ int main(int argc, char **argv)
 			spin(n);
 		} else if (strcmp(step, "sleep") == 0) {
 			usleep((useconds_t)n * 1000);
+		} else if (strcmp(step, "tally") == 0) {
+			print_switches();
 		} else if (strcmp(step, "exit") == 0) {
 			return (int)n;
 		} else {
