@@ -166,3 +166,13 @@ int lk__perf_open(struct perf_event_attr *attr, pid_t pid, int cpu, int group_fd
 		return (int)fd;
 	return explain(-errno, attr, pid, cpu, what ? what : "event");
 }
+
+int lk__perf_add_count(int fd, uint64_t *sum)
+{
+	uint64_t n = 0;
+
+	if (read(fd, &n, sizeof(n)) < 0)
+		return lk__fail(-errno, "reading a perf event's count failed: %s", strerror(errno));
+	*sum += n;
+	return 0;
+}

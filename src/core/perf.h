@@ -4,6 +4,7 @@
 #define LK_CORE_PERF_H
 
 #include <linux/perf_event.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /*
@@ -16,6 +17,13 @@
  */
 int lk__perf_open(struct perf_event_attr *attr, pid_t pid, int cpu, int group_fd,
 		  unsigned long flags, const char *what);
+
+/*
+ * lk__perf_add_count - add the count of the event fd (read_format 0; an inherited event's count
+ * includes its children's, live or exited) to *sum. An event in error state reads as nothing and
+ * adds 0. Returns 0, or -errno with lk_last_error() set.
+ */
+int lk__perf_add_count(int fd, uint64_t *sum);
 
 /* kernel.perf_event_paranoid, or INT_MIN when perf is not in this kernel. */
 int lk__perf_paranoid(void);

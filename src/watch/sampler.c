@@ -306,14 +306,11 @@ LK_API int lk_watch_sampler_counted(const struct lk_watch_sampler *s, uint64_t *
 
 	if (!s || !count)
 		return lk__fail(-EINVAL, "lk_watch_sampler_counted(): NULL argument");
-	/* Each event's count includes the copies its thread's children inherited, live or exited. */
 	for (size_t i = 0; i < s->nfds; i++) {
-		uint64_t n = 0;
-		ssize_t got = read(s->fds[i], &n, sizeof(n));
+		int err = lk__perf_add_count(s->fds[i], &sum);
 
-		if (got < 0)
-			return lk__fail(-errno, "reading a watchpoint's count failed: %s", strerror(errno));
-		sum += n;	/* 0 bytes: an event in error state, which counted nothing */
+		if (err)
+			return err;
 	}
 	*count = sum;
 	return 0;

@@ -481,16 +481,6 @@ LK_API int lk_watch_disable(struct lk_watch *w)
 	return set_enabled(w, false);
 }
 
-static int add_count(int fd, uint64_t *sum)
-{
-	uint64_t n = 0;
-
-	if (read(fd, &n, sizeof(n)) < 0)
-		return lk__fail(-errno, "reading a watchpoint's count failed: %s", strerror(errno));
-	*sum += n;	/* 0 bytes: an event in error state, which counted nothing */
-	return 0;
-}
-
 LK_API int lk_watch_counted(struct lk_watch *w, uint64_t *count)
 {
 	uint64_t sum = 0;
@@ -503,7 +493,7 @@ LK_API int lk_watch_counted(struct lk_watch *w, uint64_t *count)
 	if (w->flags & LK_WATCH_PROCESS) {
 		/* An exited thread's event keeps its final count. */
 		for (unsigned int i = 0; i < w->nfds && !err; i++)
-			err = add_count(w->fds[i], &sum);
+			err = lk__perf_add_count(w->fds[i], &sum);
 	} else {
 		struct lk__wthread *t = w->owner;
 
@@ -512,7 +502,7 @@ LK_API int lk_watch_counted(struct lk_watch *w, uint64_t *count)
 			err = lk__fail(-ESRCH, "lk_watch_counted(): the watchpoint's thread %d has exited",
 				       (int)t->tid);
 		else
-			err = add_count(w->fd, &sum);
+			err = lk__perf_add_count(w->fd, &sum);
 		pthread_mutex_unlock(&t->lock);
 	}
 	if (!err)
