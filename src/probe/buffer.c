@@ -130,7 +130,7 @@ static size_t arg_size(uint32_t types, unsigned int i, uint64_t v)
 {
 	const char *s = (const char *)(uintptr_t)v;
 
-	if (((types >> (4 * i)) & 0xf) != LK_PROBE_STR)
+	if (lk__arg_type(types, i) != LK_PROBE_STR)
 		return 8;
 	return (s ? strnlen(s, LK_PROBE_STRING_MAX - 1) : strlen("(null)")) + 1;
 }
@@ -140,7 +140,7 @@ static uint8_t *put_args(uint8_t *p, uint32_t types, unsigned int n, const uint6
 	for (unsigned int i = 0; i < n; i++) {
 		size_t len = arg_size(types, i, vals[i]);
 
-		if (((types >> (4 * i)) & 0xf) == LK_PROBE_STR) {
+		if (lk__arg_type(types, i) == LK_PROBE_STR) {
 			const char *s = (const char *)(uintptr_t)vals[i];
 
 			memcpy(p, s ? s : "(null)", len - 1);

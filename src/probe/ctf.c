@@ -132,7 +132,7 @@ static void write_event_class(FILE *f, const struct lk__probe_site_rt *rt)
 		suffix, rt->id);
 	fprintf(f, "\tmodel.emf.uri = \"%s:%u\";\n\tfields := struct {\n", rt->file, rt->line);
 	for (unsigned int a = 0; a < rt->nargs; a++)
-		fprintf(f, "\t\t%s _%s;\n", tsdl_type((rt->arg_types >> (4 * a)) & 0xf), names[a]);
+		fprintf(f, "\t\t%s _%s;\n", tsdl_type(lk__arg_type(rt->arg_types, a)), names[a]);
 	fprintf(f, "\t};\n};\n\n");
 }
 

@@ -50,7 +50,7 @@ static void put_args(FILE *f, const struct lk__event *e)
 
 	fputs(",\"args\":{", f);
 	for (unsigned int i = 0; i < e->cls->nargs; i++) {
-		unsigned int type = (e->cls->arg_types >> (4 * i)) & 0xf;
+		unsigned int type = lk__arg_type(e->cls->arg_types, i);
 		const char *s;
 		uint64_t v = 0;
 		double d;

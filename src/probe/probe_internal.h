@@ -108,6 +108,21 @@ struct lk__probe_site_rt {
 	bool enabled;
 };
 
+/* Argument i's type in a packed arg_types (4 bits each, the first in the low bits). */
+static inline unsigned int lk__arg_type(uint32_t types, unsigned int i)
+{
+	return (types >> (4 * i)) & 0xf;
+}
+
+/* Whether any of the first nargs arguments is a string (records of variable size). */
+static inline bool lk__has_strings(uint32_t types, unsigned int nargs)
+{
+	for (unsigned int i = 0; i < nargs; i++)
+		if (lk__arg_type(types, i) == LK_PROBE_STR)
+			return true;
+	return false;
+}
+
 /*
  * The argument layout of every event id, for the consumer walking records without a lock:
  * written before the id is given to a site, never changed after. nargs == 0 && !valid: no such id.

@@ -201,7 +201,7 @@ uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc)
 
 size_t lk__event_arg(const struct lk__event *e, size_t offset, unsigned int i, uint64_t *value, const char **str)
 {
-	unsigned int type = (e->cls->arg_types >> (4 * i)) & 0xf;
+	unsigned int type = lk__arg_type(e->cls->arg_types, i);
 
 	*str = NULL;
 	if (type == LK_PROBE_STR) {

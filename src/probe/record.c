@@ -14,7 +14,7 @@ size_t lk__payload_size(uint32_t types, unsigned int nargs, const uint8_t *p, si
 	size_t size = 0;
 
 	for (unsigned int i = 0; i < nargs; i++) {
-		if (((types >> (4 * i)) & 0xf) == LK_PROBE_STR) {
+		if (lk__arg_type(types, i) == LK_PROBE_STR) {
 			const uint8_t *nul = size < avail ? memchr(p + size, 0, avail - size) : NULL;
 
 			if (!nul) {

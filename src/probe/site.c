@@ -94,10 +94,7 @@ static void publish_layout(uint32_t id, uint32_t types, unsigned int nargs)
 
 	l->arg_types = types;
 	l->nargs = (uint8_t)nargs;
-	l->strings = false;
-	for (unsigned int a = 0; a < nargs; a++)
-		if (((types >> (4 * a)) & 0xf) == LK_PROBE_STR)
-			l->strings = true;
+	l->strings = lk__has_strings(types, nargs);
 	__atomic_store_n(&l->valid, true, __ATOMIC_RELEASE);	/* read by the consumer with acquire */
 }
 
@@ -144,9 +141,8 @@ static int site_add(struct lk_probe_site *s, struct lk__dso_rt *dso)
 	rt->nargs = s->nargs;
 	publish_layout(rt->id, s->arg_types, s->nargs);
 	s->id = rt->id;
-	for (unsigned int a = 0; a < s->nargs; a++)
-		if (((s->arg_types >> (4 * a)) & 0xf) == LK_PROBE_STR)
-			s->flags |= LK__SITE_STRINGS;
+	if (lk__has_strings(s->arg_types, s->nargs))
+		s->flags |= LK__SITE_STRINGS;
 	nsites++;
 	return 0;
 }
@@ -278,7 +274,7 @@ static void fill_info(const struct lk__probe_site_rt *rt, struct lk_probe_info *
 	info->kind = (enum lk_probe_kind)rt->kind;
 	info->nargs = rt->nargs;
 	for (unsigned int a = 0; a < rt->nargs; a++)
-		info->arg_types[a] = (enum lk_probe_type)((rt->arg_types >> (4 * a)) & 0xf);
+		info->arg_types[a] = (enum lk_probe_type)lk__arg_type(rt->arg_types, a);
 	info->arg_names = rt->arg_names;
 	info->object = rt->object;
 	info->id = rt->id;
