@@ -148,7 +148,8 @@ static inline bool read_page(struct lk__cputime_thread *t, uint64_t *out)
 	return true;
 }
 
-LK_API uint64_t lk_thread_cputime_ns(void)
+/* The counter is read here unless the caller read it (given): probes stamp their event with it. */
+static inline __attribute__((always_inline)) uint64_t thread_cputime(bool given, uint64_t cycles)
 {
 	struct lk__cputime_thread *t = &lk__cputime_tls;
 	const volatile uint64_t *cookie = __atomic_load_n(&lk__cookie_ptr, __ATOMIC_RELAXED);
@@ -157,7 +158,7 @@ LK_API uint64_t lk_thread_cputime_ns(void)
 	/* ready is the process cookie ^ LK__READY_SEQ or ^ LK__READY_PAGE once set up: 0 (a new
 	 * thread) and a forked child's zeroed cookie page fail both tests. */
 	if (LK__LIKELY((t->ready ^ LK__READY_SEQ) == *cookie)) {
-		if (LK__LIKELY(read_seq(t, lk__counter(), &v)))
+		if (LK__LIKELY(read_seq(t, given ? cycles : lk__counter(), &v)))
 			return v;
 	} else if ((t->ready ^ LK__READY_PAGE) == *cookie && read_page(t, &v)) {
 		return v;
@@ -165,19 +166,14 @@ LK_API uint64_t lk_thread_cputime_ns(void)
 	return lk__cputime_slow(t);
 }
 
+LK_API uint64_t lk_thread_cputime_ns(void)
+{
+	return thread_cputime(false, 0);
+}
+
 uint64_t lk__thread_cputime_at(uint64_t cycles)
 {
-	struct lk__cputime_thread *t = &lk__cputime_tls;
-	const volatile uint64_t *cookie = __atomic_load_n(&lk__cookie_ptr, __ATOMIC_RELAXED);
-	uint64_t v;
-
-	if (LK__LIKELY((t->ready ^ LK__READY_SEQ) == *cookie)) {
-		if (LK__LIKELY(read_seq(t, cycles, &v)))
-			return v;
-	} else if ((t->ready ^ LK__READY_PAGE) == *cookie && read_page(t, &v)) {
-		return v;
-	}
-	return lk__cputime_slow(t);
+	return thread_cputime(true, cycles);
 }
 
 /* For other modules of liblowkey (probes): the same function without the PLT. */
