@@ -15,17 +15,12 @@
 
 #include <lowkey/probe.h>
 
+#include "core/failf.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
 
 #define PACKET_PREFIX 88
 #define CTF_MAGIC 0xc1fc1fc1u
-
-static int failf(char *err, size_t len, int code, const char *fmt, const char *a, const char *b)
-{
-	snprintf(err, len, fmt, a, b);
-	return code;
-}
 
 static void field_names(struct lk__event_class *c)
 {
@@ -137,14 +132,14 @@ int lk__reader_open(struct lk__trace_reader *r, const char *dir, char *err, size
 	snprintf(path, sizeof(path), "%s/.lowkey-index", dir);
 	f = fopen(path, "re");
 	if (!f)
-		return failf(err, errlen, -errno, "%s is not a lowkey trace (no %s)", dir, path);
+		return lk__failf(err, errlen, -errno, "%s is not a lowkey trace (no %s)", dir, path);
 	if (!fgets(line, sizeof(line), f) || sscanf(line, "lowkey-trace %d", &format) != 1) {
 		fclose(f);
-		return failf(err, errlen, -EINVAL, "%s: %s is not a lowkey trace index", dir, path);
+		return lk__failf(err, errlen, -EINVAL, "%s: %s is not a lowkey trace index", dir, path);
 	}
 	if (format != 2) {
 		fclose(f);
-		return failf(err, errlen, -EINVAL, "%s: written by another version of lowkey (record format %s); "
+		return lk__failf(err, errlen, -EINVAL, "%s: written by another version of lowkey (record format %s); "
 			     "babeltrace2 reads it", dir, format == 1 ? "1" : "unknown");
 	}
 	r->dir = strdup(dir);
@@ -172,7 +167,7 @@ int lk__reader_open(struct lk__trace_reader *r, const char *dir, char *err, size
 		rc = -EINVAL;
 	if (rc) {
 		lk__reader_close(r);
-		return failf(err, errlen, rc, "%s: the trace index %s is damaged", dir, path);
+		return lk__failf(err, errlen, rc, "%s: the trace index %s is damaged", dir, path);
 	}
 	return 0;
 }
@@ -299,7 +294,7 @@ static int walk_stream(struct lk__trace_reader *r, const char *name, const struc
 	s.tid = atoi(name + 7);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) != 0) {
-		rc = failf(err, errlen, -errno, "cannot read %s%s", path, "");
+		rc = lk__failf(err, errlen, -errno, "cannot read %s", path);
 		if (fd >= 0)
 			close(fd);
 		return rc;
@@ -311,7 +306,7 @@ static int walk_stream(struct lk__trace_reader *r, const char *name, const struc
 	map = st.st_size ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
 	close(fd);
 	if (map == MAP_FAILED)
-		return failf(err, errlen, -errno, "cannot map %s%s", path, "");
+		return lk__failf(err, errlen, -errno, "cannot map %s", path);
 	p = map;
 	end = map + st.st_size;
 	while (!rc && p < end) {
@@ -334,7 +329,7 @@ static int walk_stream(struct lk__trace_reader *r, const char *name, const struc
 	if (map)
 		munmap((void *)map, (size_t)st.st_size);
 	if (rc == -EINVAL)
-		return failf(err, errlen, rc, "%s is damaged (a packet or record runs past its bounds)%s", path, "");
+		return lk__failf(err, errlen, rc, "%s is damaged (a packet or record runs past its bounds)", path);
 	if (!rc && ops->stream_end)
 		rc = ops->stream_end(&s, arg);
 	return rc;
@@ -357,7 +352,7 @@ int lk__reader_walk(struct lk__trace_reader *r, const struct lk__reader_ops *ops
 	int n = scandir(r->dir, &names, is_stream, by_name), rc = 0;
 
 	if (n < 0)
-		return failf(err, errlen, -errno, "cannot list %s%s", r->dir, "");
+		return lk__failf(err, errlen, -errno, "cannot list %s", r->dir);
 	for (int i = 0; i < n; i++) {
 		if (!rc)
 			rc = walk_stream(r, names[i]->d_name, ops, arg, err, errlen);
