@@ -37,10 +37,22 @@ static unsigned long si_perf_data(const siginfo_t *si)
 	return data;
 }
 
+/*
+ * An INT1 is reported after the 0xf1 by Intel CPUs and at it by AMD KVM guests: there a handler
+ * that returns would run it again forever, so the application steps over it, as a debugger would.
+ */
+static void step_over_int1(ucontext_t *uc)
+{
+	unsigned char *rip = (unsigned char *)uc->uc_mcontext.gregs[REG_RIP];
+
+	if (*rip == 0xf1)
+		uc->uc_mcontext.gregs[REG_RIP]++;
+}
+
 static void app_handler(int sig, siginfo_t *si, void *ctx)
 {
 	(void)sig;
-	(void)ctx;
+	step_over_int1(ctx);
 	app_traps++;
 	if (si->si_code == TRAP_PERF) {
 		app_perf_traps++;

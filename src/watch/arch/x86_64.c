@@ -145,16 +145,29 @@ uintptr_t lk__watch_arch_ip(const ucontext_t *uc)
 #define TRAP_BRKPT 1
 #endif
 
+/* One byte of this process's memory, or -1 where it is not readable (read without faulting). */
+static int peek_byte(uintptr_t addr)
+{
+	unsigned char byte;
+	struct iovec local = { &byte, 1 }, remote = { (void *)addr, 1 };
+
+	if (syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) != 1)
+		return -1;
+	return byte;
+}
+
 bool lk__watch_arch_unattributed_trap(const siginfo_t *si, const ucontext_t *uc)
 {
 	uintptr_t ip = lk__watch_arch_ip(uc);
-	unsigned char before;
-	struct iovec local = { &before, 1 }, remote = { (void *)(ip - 1), 1 };
 
 	if (si->si_code != TRAP_BRKPT || (uintptr_t)si->si_addr != ip)
 		return false;
-	/* An INT1 the program executed itself: the byte before RIP. Read it without faulting. */
-	if (syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) == 1 && before == INSN_INT1)
+	/*
+	 * An INT1 the program executed itself. Intel CPUs (and their KVM guests) report it as a
+	 * trap, RIP after the 0xf1; AMD KVM guests report it at the 0xf1 itself. A watchpoint's
+	 * trap lands after the writing instruction, and no writing instruction is an INT1.
+	 */
+	if (peek_byte(ip - 1) == INSN_INT1 || peek_byte(ip) == INSN_INT1)
 		return false;
 	return true;
 }
