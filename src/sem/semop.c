@@ -173,12 +173,13 @@ static void give_slot(struct lk_semset *s, struct waiter *w)
 LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, const struct timespec *timeout)
 {
 	struct waiter stack_waiter, *w;
-	struct wakelist wl = { 0 };
+	struct wakelist wl;
 	uint64_t deadline = 0;
 	size_t blocking = 0;
 	bool alter = false;
 	int locknum, r;
 
+	wl.n = 0;	/* not the whole 1 KiB: the pointers are written before they are read */
 	r = check_call(s, ops, nops, timeout, &alter);
 	if (r)
 		return r;
