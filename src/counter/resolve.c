@@ -62,26 +62,43 @@ static bool parse_raw(const char *name, __u64 *config)
 	return errno == 0 && *end == '\0';
 }
 
-/* ---- software events libpfm4 does not list ---- */
+/* ---- the kernel's software events, by perf's names ---- */
 
+/*
+ * Resolved here, without libpfm4: starting libpfm4 costs milliseconds (it probes every PMU it
+ * knows), which `lowkey stat -e task-clock` should not pay. The canonical names are the ones
+ * libpfm4 gives, so output does not depend on which path named the event; the last three are
+ * events libpfm4 does not list at all.
+ */
 static const struct {
 	const char *name;
 	uint64_t config;
-} extra_software[] = {
-	{ "alignment-faults", PERF_COUNT_SW_ALIGNMENT_FAULTS },
-	{ "emulation-faults", PERF_COUNT_SW_EMULATION_FAULTS },
-	{ "dummy", PERF_COUNT_SW_DUMMY },
+	const char *canonical;
+} software_events[] = {
+	{ "cpu-clock", PERF_COUNT_SW_CPU_CLOCK, "perf::PERF_COUNT_SW_CPU_CLOCK" },
+	{ "task-clock", PERF_COUNT_SW_TASK_CLOCK, "perf::PERF_COUNT_SW_TASK_CLOCK" },
+	{ "page-faults", PERF_COUNT_SW_PAGE_FAULTS, "perf::PERF_COUNT_SW_PAGE_FAULTS" },
+	{ "faults", PERF_COUNT_SW_PAGE_FAULTS, "perf::PERF_COUNT_SW_PAGE_FAULTS" },
+	{ "context-switches", PERF_COUNT_SW_CONTEXT_SWITCHES, "perf::PERF_COUNT_SW_CONTEXT_SWITCHES" },
+	{ "cs", PERF_COUNT_SW_CONTEXT_SWITCHES, "perf::PERF_COUNT_SW_CONTEXT_SWITCHES" },
+	{ "cpu-migrations", PERF_COUNT_SW_CPU_MIGRATIONS, "perf::PERF_COUNT_SW_CPU_MIGRATIONS" },
+	{ "migrations", PERF_COUNT_SW_CPU_MIGRATIONS, "perf::PERF_COUNT_SW_CPU_MIGRATIONS" },
+	{ "minor-faults", PERF_COUNT_SW_PAGE_FAULTS_MIN, "perf::PERF_COUNT_SW_PAGE_FAULTS_MIN" },
+	{ "major-faults", PERF_COUNT_SW_PAGE_FAULTS_MAJ, "perf::PERF_COUNT_SW_PAGE_FAULTS_MAJ" },
+	{ "alignment-faults", PERF_COUNT_SW_ALIGNMENT_FAULTS, "alignment-faults" },
+	{ "emulation-faults", PERF_COUNT_SW_EMULATION_FAULTS, "emulation-faults" },
+	{ "dummy", PERF_COUNT_SW_DUMMY, "dummy" },
 };
 
-static bool find_extra_software(const char *name, __u64 *config)
+static const char *find_software(const char *name, __u64 *config)
 {
-	for (size_t i = 0; i < sizeof(extra_software) / sizeof(extra_software[0]); i++) {
-		if (strcasecmp(name, extra_software[i].name) == 0) {
-			*config = extra_software[i].config;
-			return true;
+	for (size_t i = 0; i < sizeof(software_events) / sizeof(software_events[0]); i++) {
+		if (strcasecmp(name, software_events[i].name) == 0) {
+			*config = software_events[i].config;
+			return software_events[i].canonical;
 		}
 	}
-	return false;
+	return NULL;
 }
 
 /* ---- small sysfs helpers ---- */
@@ -346,6 +363,7 @@ static bool is_clock(const struct perf_event_attr *attr)
 static int resolve_name(struct lk__event *ev)
 {
 	struct lk__pfm_event pe;
+	const char *software;
 	char canonical[64];
 	int err;
 
@@ -354,6 +372,11 @@ static int resolve_name(struct lk__event *ev)
 		ev->hardware = true;
 		snprintf(canonical, sizeof(canonical), "raw %#llx", (unsigned long long)ev->attr.config);
 		return set_string(&ev->canonical, canonical);
+	}
+	software = find_software(ev->spec.base, &ev->attr.config);
+	if (software) {
+		ev->attr.type = PERF_TYPE_SOFTWARE;
+		return set_string(&ev->canonical, software);
 	}
 	err = lk__pfm_encode(ev->spec.base, &pe);
 	if (err == 0) {
@@ -369,10 +392,6 @@ static int resolve_name(struct lk__event *ev)
 		lk__fail_append(" (perf's modifiers after ':' are u k h G H I D e p)");
 	if (err != -ENOENT && err != -EIO)
 		return err;
-	if (find_extra_software(ev->spec.base, &ev->attr.config)) {
-		ev->attr.type = PERF_TYPE_SOFTWARE;
-		return set_string(&ev->canonical, ev->spec.base);
-	}
 	err = resolve_tracepoint(ev);
 	if (err != -ENOENT)
 		return err;
