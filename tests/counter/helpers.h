@@ -47,11 +47,22 @@ static inline int touch_pages(size_t n)
 	return 0;
 }
 
-/* Pin the calling thread to one CPU, so a pipe ping-pong switches contexts every time. */
-static inline int pin_to_cpu(int cpu)
+/*
+ * Pin the calling thread to one CPU, so a pipe ping-pong switches contexts every time: the nth
+ * CPU it may run on (counting from 0, wrapping), not CPU n, which a container's cpuset may lack.
+ */
+static inline int pin_to_cpu(int nth)
 {
-	cpu_set_t set;
+	cpu_set_t allowed, set;
+	int count, cpu;
 
+	if (sched_getaffinity(0, sizeof(allowed), &allowed))
+		return -errno;
+	count = CPU_COUNT(&allowed);
+	nth %= count;
+	for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &allowed) && nth-- == 0)
+			break;
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
 	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;

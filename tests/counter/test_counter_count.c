@@ -107,6 +107,24 @@ static void counts_context_switches(void **state)
 	close(ping[0]), close(ping[1]), close(pong[0]), close(pong[1]);
 }
 
+/* The same in a cpuset without CPU 0 (containers): the test pins to a CPU it may use. */
+static void context_switches_without_cpu0(void **state)
+{
+	cpu_set_t old, last;
+	int cpu;
+
+	sched_getaffinity(0, sizeof(old), &old);
+	for (cpu = CPU_SETSIZE - 1; cpu > 0 && !CPU_ISSET(cpu, &old); cpu--)
+		;
+	if (cpu == 0)
+		skip();	/* CPU 0 is the only one this test may use */
+	CPU_ZERO(&last);
+	CPU_SET(cpu, &last);
+	assert_int_equal(sched_setaffinity(0, sizeof(last), &last), 0);
+	counts_context_switches(state);
+	sched_setaffinity(0, sizeof(old), &old);
+}
+
 static uint64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
@@ -825,6 +843,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(counts_page_faults),
 		cmocka_unit_test(counts_context_switches),
+		cmocka_unit_test(context_switches_without_cpu0),
 		cmocka_unit_test(task_clock_is_thread_cpu_time),
 		cmocka_unit_test(enable_disable_reset),
 		cmocka_unit_test(inherit_counts_forked_children),
