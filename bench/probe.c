@@ -3,11 +3,15 @@
  * lowkey bench probe: what a probe costs, off and on, beside LTTng-UST's tracepoint.
  *
  * 1. ns per event, in one run: a disabled site (against the empty loop), an enabled event with
- *    two integers (TSC stamp), the same with the thread's CPU time, a span (begin and end), and
- *    LTTng-UST 2.13's tracepoint with the same two integers, disabled and enabled into a session
- *    this bench creates (and a session daemon it starts if none runs). Enabled rows are timed in
- *    bursts that fit the buffers, with a pause between bursts for the consumer: an event dropped
- *    because a buffer is full costs less than one written, and would flatter either tracer.
+ *    two integers (TSC stamp), the same with the thread's CPU time, a span (begin and end).
+ *    Enabled rows are timed in bursts that fit the buffers, with a pause between bursts for the
+ *    consumer: an event dropped because a buffer is full costs less than one written, and would
+ *    flatter either tracer.
+ * 1b. Beside LTTng-UST 2.13's tracepoint with the same two integers, like for like: both tracers
+ *    in one process (lowkey-bench-lttng, which links both), one thread, bursts of the same length,
+ *    lowkey and LTTng-UST alternating burst by burst, the same pause after each; disabled (no
+ *    trace, no session) and enabled (a lowkey trace and an LTTng session this bench creates, with
+ *    a session daemon it starts if none runs). Medians of the rounds, and the per-round ratios.
  * 2. Sustained events/s to a file without loss at the default buffer size, from one and two
  *    producer threads: producers paced at a given rate, the rate raised until events are lost.
  * 3. Memory per thread.
@@ -15,6 +19,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,11 +30,18 @@
 #include <lowkey/lowkey.h>
 
 #include "bench.h"
-
-#define BURST 16384		/* records per timed burst: 512 KiB of two-integer events */
+#include "probe_loop.h"
 
 static const char *trace_dir = "/dev/shm";
 static int runs = 21;
+static long burst = LKB_DEFAULT_BURST;	/* events per timed burst, lowkey and LTTng-UST alike */
+
+/* The longest burst: 32-byte events (two integers and the CPU time) then fill half of lowkey's
+ * default 2 MiB buffer. */
+#define MAX_BURST 32768
+/* The LTTng-UST comparison's disabled rounds: nothing to drain, so long loops and no pause. */
+#define DISABLED_BURST (1L << 20)
+#define PEER_PAUSE_MS 20
 
 /* ---- the loops ---- */
 
@@ -44,15 +56,6 @@ static __attribute__((noinline)) uint64_t loop_disabled(uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++) {
 		LK_PROBE(lkbench_off, two_ints, (long)i, (long)n);
-		asm volatile("" : : "r"(i));
-	}
-	return n;
-}
-
-static __attribute__((noinline)) uint64_t loop_two_ints(uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		LK_PROBE(lkbench, two_ints, (long)i, (long)n);
 		asm volatile("" : : "r"(i));
 	}
 	return n;
@@ -123,7 +126,7 @@ struct burst_result {
 	int err;
 };
 
-/* Time `runs` bursts of loop(BURST) inside a trace; records_per_iter records per iteration. */
+/* Time `runs` bursts of loop(burst) inside a trace; records_per_iter records per iteration. */
 static struct burst_result time_bursts(const char *name, uint64_t (*loop)(uint64_t), unsigned int flags,
 				       unsigned int records_per_iter)
 {
@@ -136,17 +139,17 @@ static struct burst_result time_bursts(const char *name, uint64_t (*loop)(uint64
 	res.err = start_trace(name, flags, 0, dir, sizeof(dir));
 	if (res.err)
 		return res;
-	loop(BURST / records_per_iter);	/* the thread's first event sets up its buffer */
-	wait_drained(BURST / records_per_iter * records_per_iter + 1);
+	loop((uint64_t)burst / records_per_iter);	/* the thread's first event sets up its buffer */
+	wait_drained((uint64_t)burst / records_per_iter * records_per_iter + 1);
 	for (int r = 0; r < n; r++) {
 		uint64_t t0, recorded;
 
 		lk_trace_stats(&st);
 		recorded = st.events + st.lost;
 		t0 = lkb_now_ns();
-		loop(BURST / records_per_iter);
-		v[r] = (double)(lkb_now_ns() - t0) / (double)(BURST / records_per_iter);
-		wait_drained(recorded + BURST / records_per_iter * records_per_iter);
+		loop((uint64_t)burst / records_per_iter);
+		v[r] = (double)(lkb_now_ns() - t0) / (double)((uint64_t)burst / records_per_iter);
+		wait_drained(recorded + (uint64_t)burst / records_per_iter * records_per_iter);
 	}
 	lk_trace_stop();
 	lk_trace_stats(&st);
@@ -156,11 +159,26 @@ static struct burst_result time_bursts(const char *name, uint64_t (*loop)(uint64
 	return res;
 }
 
-/* ---- LTTng-UST ---- */
+/* ---- LTTng-UST, like for like ---- */
+
+/*
+ * One mode of the comparison, as lowkey-bench-lttng measured it: both tracers in one process and
+ * one thread, bursts of the same length alternating lowkey, LTTng-UST, lowkey, ... per round.
+ */
+struct lttng_side {
+	long burst;		/* events per burst, both tracers */
+	int rounds;		/* rounds the peer reported */
+	double lowkey_ns, lttng_ns;	/* ns per event, medians of the rounds */
+	double ratio_of_medians;	/* lttng_ns / lowkey_ns */
+	double ratio_median, ratio_min, ratio_max;	/* of the per-round ratios LTTng-UST / lowkey */
+	unsigned long long lowkey_lost;
+};
 
 struct lttng_result {
-	double disabled_ns, enabled_ns;
-	const char *missing;	/* why there are no LTTng figures, or NULL */
+	struct lttng_side off, on;	/* disabled (no trace, no session), enabled */
+	bool have_off, have_on;
+	char discarded[200];	/* what `lttng stop` said of discarded events, or "" */
+	const char *missing;	/* why there are no (or not all) LTTng figures, or NULL */
 };
 
 static const char *lttng_peer(void)
@@ -187,27 +205,93 @@ static int quiet(const char *fmt, const char *a, const char *b)
 	return system(cmd);
 }
 
-static double run_peer(const char *peer)
+/*
+ * Run the peer: `runs` rounds of `events`-event bursts, lowkey tracing into lowkey_dir ("-": its
+ * sites off). Returns 0 with *s filled, or -1.
+ */
+static int run_peer(const char *peer, long events, const char *lowkey_dir, int pause_ms, struct lttng_side *s)
 {
-	char cmd[4200], out[64] = "";
+	double lk[64], lt[64], ratio[64];
+	char cmd[4400], line[256];
+	int n = 0;
 	FILE *p;
 
-	snprintf(cmd, sizeof(cmd), "'%s' %d %d 2>/dev/null", peer, runs, 100000);
+	memset(s, 0, sizeof(*s));
+	s->burst = events;
+	snprintf(cmd, sizeof(cmd), "'%s' %d %ld '%s' %d 2>/dev/null", peer, runs, events, lowkey_dir, pause_ms);
 	p = popen(cmd, "r");
 	if (!p)
 		return -1;
-	if (!fgets(out, sizeof(out), p))
-		out[0] = 0;
+	while (fgets(line, sizeof(line), p)) {
+		unsigned long long lost;
+
+		if (n < 64 && sscanf(line, "%lf %lf", &lk[n], &lt[n]) == 2 && lk[n] > 0 && lt[n] > 0) {
+			ratio[n] = lt[n] / lk[n];
+			n++;
+		} else if (sscanf(line, "lowkey_lost %llu", &lost) == 1) {
+			s->lowkey_lost = lost;
+		}
+	}
+	if (pclose(p) != 0 || n == 0)
+		return -1;
+	s->rounds = n;
+	s->ratio_median = lkb_median(ratio, (size_t)n);	/* sorts ratio */
+	s->ratio_min = ratio[0];
+	s->ratio_max = ratio[n - 1];
+	s->lowkey_ns = lkb_median(lk, (size_t)n);
+	s->lttng_ns = lkb_median(lt, (size_t)n);
+	s->ratio_of_medians = s->lttng_ns / s->lowkey_ns;
+	return 0;
+}
+
+/* The session daemon's pid, from the pid file it writes (root: /var/run/lttng; others: ~/.lttng,
+ * or $LTTNG_HOME/.lttng); 0 if unknown. */
+static pid_t sessiond_pid(void)
+{
+	const char *home = getenv("LTTNG_HOME") ? getenv("LTTNG_HOME") : getenv("HOME");
+	char path[4200];
+	long pid = 0;
+	FILE *f;
+
+	if (geteuid() == 0)
+		snprintf(path, sizeof(path), "/var/run/lttng/lttng-sessiond.pid");
+	else
+		snprintf(path, sizeof(path), "%s/.lttng/lttng-sessiond.pid", home ? home : "");
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%ld", &pid) != 1)
+		pid = 0;
+	fclose(f);
+	return (pid_t)pid;
+}
+
+/* `lttng stop`, keeping what it says of discarded events (it warns when there were any). */
+static void lttng_stop(const char *session, char *discarded, size_t len)
+{
+	char cmd[256], line[512];
+	FILE *p;
+
+	discarded[0] = 0;
+	snprintf(cmd, sizeof(cmd), "lttng stop %s 2>&1", session);
+	p = popen(cmd, "r");
+	if (!p)
+		return;
+	while (fgets(line, sizeof(line), p))
+		if (!discarded[0] && (strstr(line, "discarded") || strstr(line, "lost"))) {
+			line[strcspn(line, "\n")] = 0;
+			line[len - 1 < sizeof(line) - 1 ? len - 1 : sizeof(line) - 1] = 0;
+			memcpy(discarded, line, strlen(line) + 1);
+		}
 	pclose(p);
-	return out[0] ? atof(out) : -1;
 }
 
 static struct lttng_result bench_lttng(void)
 {
-	struct lttng_result r = { -1, -1, NULL };
+	struct lttng_result r = { 0 };
 	const char *peer = lttng_peer();
-	char session[64], dir[4096];
-	bool started_daemon = false;
+	char session[64], dir[4096], lowkey_dir[4096];
+	pid_t started_daemon = 0;
 
 	if (!peer) {
 		r.missing = "lowkey-bench-lttng was not built (install liblttng-ust-dev and rebuild)";
@@ -222,25 +306,31 @@ static struct lttng_result bench_lttng(void)
 			r.missing = "could not start lttng-sessiond";
 			return r;
 		}
-		started_daemon = true;
+		started_daemon = sessiond_pid();
 	}
-	r.disabled_ns = run_peer(peer);
+	r.have_off = run_peer(peer, DISABLED_BURST, "-", 0, &r.off) == 0;
+	if (!r.have_off)
+		r.missing = "lowkey-bench-lttng failed (run it by hand to see why)";
 
 	snprintf(session, sizeof(session), "lowkey-bench-%d", (int)getpid());
 	snprintf(dir, sizeof(dir), "%s/%s", trace_dir, session);
+	snprintf(lowkey_dir, sizeof(lowkey_dir), "%s/lowkey-bench-peer-%d", trace_dir, (int)getpid());
 	if (quiet("lttng create %s --output='%s'", session, dir) == 0 &&
 	    quiet("lttng enable-channel -u --subbuf-size=8M --num-subbuf=4 -s %s lkch%s", session, "") == 0 &&
 	    quiet("lttng enable-event -u -c lkch -s %s lkbench:two_ints%s", session, "") == 0 &&
 	    quiet("lttng start %s%s", session, "") == 0) {
-		r.enabled_ns = run_peer(peer);
-		quiet("lttng stop %s%s", session, "");
+		r.have_on = run_peer(peer, burst, lowkey_dir, PEER_PAUSE_MS, &r.on) == 0;
+		if (!r.have_on)
+			r.missing = "lowkey-bench-lttng failed (run it by hand to see why)";
+		lttng_stop(session, r.discarded, sizeof(r.discarded));
 	} else {
 		r.missing = "could not set up an LTTng session";
 	}
 	quiet("lttng destroy %s%s", session, "");
 	remove_trace(dir);
-	if (started_daemon)
-		quiet("pkill -x lttng-sessiond%s%s", "", "");
+	remove_trace(lowkey_dir);
+	if (started_daemon > 0)	/* the one this bench started, by its pid */
+		kill(started_daemon, SIGTERM);
 	return r;
 }
 
@@ -425,12 +515,49 @@ static struct rate_summary summarize_rate(int threads, double seconds)
 	return s;
 }
 
+static void print_lttng_side(const char *name, const struct lttng_side *s)
+{
+	printf("%-34s %8ld %9.3f %10.3f %8.2fx   %.2fx (%.2fx..%.2fx)\n", name, s->burst, s->lowkey_ns, s->lttng_ns,
+	       s->ratio_of_medians, s->ratio_median, s->ratio_min, s->ratio_max);
+}
+
+static void print_lttng_text(const struct lttng_result *l)
+{
+	printf("\nbeside LTTng-UST 2.13, like for like: both tracers in one process (lowkey-bench-lttng) and one\n"
+	       "thread, the same loop around each one's two-integer event, bursts of the same length;\n"
+	       "lowkey and LTTng-UST alternate burst by burst (lowkey, LTTng-UST, lowkey, ...), %d rounds,\n"
+	       "a %d ms pause after every enabled burst (lowkey's also waits until its consumer has written\n"
+	       "it). ns/event: medians of the rounds; ratio: LTTng-UST / lowkey, of those medians, and the\n"
+	       "median (min..max) of the per-round ratios\n", runs, PEER_PAUSE_MS);
+	if (!l->have_off && !l->have_on) {
+		printf("%-34s %10s   (%s)\n", "LTTng-UST tracepoint", "n/a", l->missing ? l->missing : "not run");
+		return;
+	}
+	printf("%-34s %8s %9s %10s %9s   %s\n", "ns/event", "burst", "lowkey", "LTTng-UST", "ratio",
+	       "per round");
+	if (l->have_off)
+		print_lttng_side("disabled (no trace, no session)", &l->off);
+	if (l->have_on)
+		print_lttng_side("enabled (trace, session)", &l->on);
+	if (l->missing)
+		printf("(%s)\n", l->missing);
+	if (l->have_on) {
+		printf("\nLTTng-UST enabled / lowkey enabled: %.1fx (ratio of the medians; per round %.1fx, "
+		       "%.1fx..%.1fx)\n", l->on.ratio_of_medians, l->on.ratio_median, l->on.ratio_min,
+		       l->on.ratio_max);
+		if (l->on.lowkey_lost)
+			printf("(lowkey lost %llu events in the timed bursts)\n", l->on.lowkey_lost);
+		if (l->discarded[0])
+			printf("(LTTng-UST: %s)\n", l->discarded);
+	}
+}
+
 static void print_text(const struct results *r, double seconds)
 {
 	printf("lowkey bench probe: what a probe costs, beside LTTng-UST\n");
 	printf("machine: %s\n", lkb_machine());
-	printf("method:  median of %d runs; enabled rows in bursts of %d events that fit the buffer,\n"
-	       "         traces written to %s\n\n", runs, BURST, trace_dir);
+	printf("method:  median of %d runs; enabled rows in bursts of %ld events that fit the buffer,\n"
+	       "         traces written to %s\n\n", runs, burst, trace_dir);
 	printf("%-46s %10s\n", "", "ns/event");
 	printf("%-46s %10.3f\n", "empty loop (baseline)", r->empty_ns);
 	printf("%-46s %10.3f   (%+.3f over the empty loop)\n", "lowkey disabled site", r->disabled_ns,
@@ -438,16 +565,10 @@ static void print_text(const struct results *r, double seconds)
 	printf("%-46s %10.3f\n", "lowkey enabled event, 2 integers, TSC stamp", r->two.ns);
 	printf("%-46s %10.3f\n", "lowkey enabled event + thread CPU time", r->cpu.ns);
 	printf("%-46s %10.3f   (begin and end)\n", "lowkey span", r->span.ns);
-	if (r->lttng.missing && r->lttng.enabled_ns < 0) {
-		printf("%-46s %10s   (%s)\n", "LTTng-UST tracepoint", "n/a", r->lttng.missing);
-	} else {
-		printf("%-46s %10.3f\n", "LTTng-UST 2.13 tracepoint, disabled", r->lttng.disabled_ns);
-		printf("%-46s %10.3f\n", "LTTng-UST 2.13 tracepoint, enabled (session)", r->lttng.enabled_ns);
-		printf("\nLTTng-UST enabled / lowkey enabled: %.1fx\n", r->lttng.enabled_ns / r->two.ns);
-	}
 	if (r->two.lost || r->cpu.lost || r->span.lost)
 		printf("(events lost during the timed bursts: %llu, %llu, %llu)\n", (unsigned long long)r->two.lost,
 		       (unsigned long long)r->cpu.lost, (unsigned long long)r->span.lost);
+	print_lttng_text(&r->lttng);
 	printf("\nsustained rate without loss, default buffer (2 MiB per thread): the highest rate a %.1f s\n"
 	       "trial recorded with no event lost; median of %d searches (min, max)\n", seconds, SEARCHES);
 	printf("%-46s %10.1f M events/s (min %.1f, max %.1f)\n", "1 producer thread", r->rate1.median / 1e6,
@@ -458,6 +579,44 @@ static void print_text(const struct results *r, double seconds)
 	       r->mem / 1024);
 }
 
+static void json_lttng_side(struct lkb_json *j, const char *key, const struct lttng_side *s, bool have)
+{
+	if (!have) {
+		lkb_json_null(j, key);
+		return;
+	}
+	lkb_json_object(j, key);
+	lkb_json_int(j, "burst", s->burst);
+	lkb_json_int(j, "rounds", s->rounds);
+	lkb_json_num(j, "lowkey_ns", s->lowkey_ns);
+	lkb_json_num(j, "lttng_ns", s->lttng_ns);
+	lkb_json_num(j, "ratio_of_medians", s->ratio_of_medians);
+	lkb_json_num(j, "ratio_per_round_median", s->ratio_median);
+	lkb_json_num(j, "ratio_per_round_min", s->ratio_min);
+	lkb_json_num(j, "ratio_per_round_max", s->ratio_max);
+	lkb_json_int(j, "lowkey_lost", (long long)s->lowkey_lost);
+	lkb_json_close(j);
+}
+
+/* The like-for-like comparison; ns_per_event.lttng_* hold its LTTng-UST medians. */
+static void print_lttng_json(struct lkb_json *j, const struct lttng_result *l)
+{
+	lkb_json_object(j, "lttng_comparison");
+	lkb_json_str(j, "method", "one process (lowkey-bench-lttng), one thread, same burst length, "
+				 "lowkey and LTTng-UST bursts alternating; ns: medians of the rounds; "
+				 "ratio: LTTng-UST / lowkey");
+	lkb_json_str(j, "ratio", "ratio_of_medians");
+	lkb_json_int(j, "pause_ms", PEER_PAUSE_MS);
+	json_lttng_side(j, "disabled", &l->off, l->have_off);
+	json_lttng_side(j, "enabled", &l->on, l->have_on);
+	lkb_json_num(j, "lttng_enabled_over_lowkey_enabled", l->have_on ? l->on.ratio_of_medians : -1);
+	if (l->discarded[0])
+		lkb_json_str(j, "lttng_discarded", l->discarded);
+	else
+		lkb_json_null(j, "lttng_discarded");
+	lkb_json_close(j);
+}
+
 static void print_json(const struct results *r)
 {
 	struct lkb_json j;
@@ -466,6 +625,7 @@ static void print_json(const struct results *r)
 	lkb_json_str(&j, "bench", "probe");
 	lkb_json_str(&j, "machine", lkb_machine());
 	lkb_json_int(&j, "runs", runs);
+	lkb_json_int(&j, "burst", burst);
 	lkb_json_str(&j, "trace_dir", trace_dir);
 	lkb_json_object(&j, "ns_per_event");
 	lkb_json_num(&j, "empty_loop", r->empty_ns);
@@ -473,11 +633,12 @@ static void print_json(const struct results *r)
 	lkb_json_num(&j, "enabled_two_ints", r->two.ns);
 	lkb_json_num(&j, "enabled_with_cputime", r->cpu.ns);
 	lkb_json_num(&j, "span", r->span.ns);
-	lkb_json_num(&j, "lttng_disabled", r->lttng.disabled_ns);
-	lkb_json_num(&j, "lttng_enabled", r->lttng.enabled_ns);
+	lkb_json_num(&j, "lttng_disabled", r->lttng.have_off ? r->lttng.off.lttng_ns : -1);
+	lkb_json_num(&j, "lttng_enabled", r->lttng.have_on ? r->lttng.on.lttng_ns : -1);
 	lkb_json_close(&j);
 	if (r->lttng.missing)
 		lkb_json_str(&j, "lttng_missing", r->lttng.missing);
+	print_lttng_json(&j, &r->lttng);
 	lkb_json_object(&j, "sustained_events_per_s");
 	lkb_json_num(&j, "one_thread", r->rate1.median);
 	lkb_json_num(&j, "one_thread_min", r->rate1.min);
@@ -491,14 +652,17 @@ static void print_json(const struct results *r)
 }
 
 static const char probe_usage[] =
-	"usage: lowkey bench probe [--runs N] [--seconds S] [--dir DIR] [--no-lttng] [--json]\n"
+	"usage: lowkey bench probe [--runs N] [--burst N] [--seconds S] [--dir DIR] [--no-lttng] [--json]\n"
 	"\n"
 	"What a probe costs: a disabled site, an enabled event (two integers), with the thread's CPU\n"
 	"time, a span; beside LTTng-UST's tracepoint disabled and enabled into a session (the bench\n"
-	"starts lttng-sessiond if none runs). Then the highest rate one and two threads sustain with\n"
+	"starts lttng-sessiond if none runs), like for like: both in one process, bursts of the same\n"
+	"length alternating between the two. Then the highest rate one and two threads sustain with\n"
 	"no event lost at the default buffer size, and the memory a recording thread uses.\n"
 	"\n"
-	"  --runs N      repetitions of each row (default 21)\n"
+	"  --runs N      repetitions of each row, and rounds of the LTTng-UST comparison (default 21)\n"
+	"  --burst N     events per timed burst of every enabled row, lowkey's and LTTng-UST's alike\n"
+	"                (default 16384, at most 32768)\n"
 	"  --seconds S   length of each sustained-rate trial (default 1)\n"
 	"  --dir DIR     where the traces go (default /dev/shm, else /tmp)\n"
 	"  --no-lttng    skip the LTTng-UST rows\n"
@@ -508,6 +672,7 @@ static int probe_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "runs", required_argument, NULL, 'r' },
+		{ "burst", required_argument, NULL, 'b' },
 		{ "seconds", required_argument, NULL, 's' },
 		{ "dir", required_argument, NULL, 'd' },
 		{ "no-lttng", no_argument, NULL, 'n' },
@@ -521,9 +686,10 @@ static int probe_run(int argc, char **argv)
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "r:s:d:nj", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "r:b:s:d:nj", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r': runs = atoi(optarg); break;
+		case 'b': burst = atol(optarg); break;
 		case 's': seconds = atof(optarg); break;
 		case 'd': trace_dir = optarg; break;
 		case 'n': lttng = false; break;
@@ -531,7 +697,7 @@ static int probe_run(int argc, char **argv)
 		default: fputs(probe_usage, stderr); return 2;
 		}
 	}
-	if (runs < 1 || runs > 64 || seconds <= 0 || optind != argc) {
+	if (runs < 1 || runs > 64 || burst < 2 || burst > MAX_BURST || seconds <= 0 || optind != argc) {
 		fputs(probe_usage, stderr);
 		return 2;
 	}
@@ -544,14 +710,14 @@ static int probe_run(int argc, char **argv)
 	}
 	r.empty_ns = time_unrecorded(loop_empty);
 	r.disabled_ns = time_unrecorded(loop_disabled);
-	r.two = time_bursts("two", loop_two_ints, 0, 1);
-	r.cpu = time_bursts("cpu", loop_two_ints, LK_TRACE_CPUTIME, 1);
+	r.two = time_bursts("two", lkb_loop_two_ints, 0, 1);
+	r.cpu = time_bursts("cpu", lkb_loop_two_ints, LK_TRACE_CPUTIME, 1);
 	r.span = time_bursts("span", loop_span, 0, 2);
 	if (r.two.err || r.cpu.err || r.span.err) {
 		fprintf(stderr, "lowkey bench probe: cannot trace: %s\n", lk_last_error());
 		return 1;
 	}
-	r.lttng = lttng ? bench_lttng() : (struct lttng_result){ -1, -1, "skipped (--no-lttng)" };
+	r.lttng = lttng ? bench_lttng() : (struct lttng_result){ .missing = "skipped (--no-lttng)" };
 	r.rate1 = summarize_rate(1, seconds);
 	r.rate2 = lkb_ncpus() >= 2 ? summarize_rate(2, seconds) : (struct rate_summary){ 0 };
 	r.mem = memory_per_thread();

@@ -1,20 +1,31 @@
 // SPDX-License-Identifier: MIT
 /*
  * lowkey-bench-lttng: the LTTng-UST side of `lowkey bench probe`, a program of its own so that
- * liblttng-ust (which registers with the session daemon when it loads) never loads into lowkey.
+ * liblttng-ust (which registers with the session daemon when it loads) never loads into the
+ * lowkey CLI. It holds both tracers, so the comparison runs in one process, one thread:
  *
- *   lowkey-bench-lttng BURSTS EVENTS_PER_BURST
+ *   lowkey-bench-lttng ROUNDS EVENTS_PER_BURST LOWKEY_TRACE_DIR|- [PAUSE_MS]
  *
- * Times BURSTS bursts of the same two-integer tracepoint, pausing between bursts so a session's
- * consumer can drain its buffers (events lost to full buffers would look cheap), and prints the
- * median ns per tracepoint. Whether the tracepoint records depends on the session the caller set
- * up: none (disabled), or one with lkbench:two_ints enabled.
+ * After one untimed burst of each, ROUNDS rounds of one burst of lowkey's two-integer event
+ * then one burst of LTTng-UST's two-integer tracepoint (lowkey, lttng, lowkey, lttng, ...), the
+ * same number of events in each burst, with a pause of PAUSE_MS (default 20) after every burst
+ * so each tracer's consumer can drain its buffers (events lost to full buffers would look cheap);
+ * lowkey's pause also waits until its consumer has written the burst. Prints one line per round,
+ * "LOWKEY_NS LTTNG_NS" (ns per event), then "lowkey_lost N".
+ *
+ * Whether the tracepoints record depends on the caller: with LOWKEY_TRACE_DIR, lowkey's sites
+ * record into a trace written there; with "-" they stay off. LTTng-UST's record when the caller
+ * set up a session with lkbench:two_ints enabled before starting this program.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lk_tp.h"
+#include "probe_loop.h"
 
 static unsigned long long now_ns(void)
 {
@@ -24,36 +35,80 @@ static unsigned long long now_ns(void)
 	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 
-static int cmp(const void *a, const void *b)
+static __attribute__((noinline)) void lttng_two_ints(long n)
 {
-	double x = *(const double *)a, y = *(const double *)b;
+	for (long i = 0; i < n; i++) {
+		lttng_ust_tracepoint(lkbench, two_ints, i, n);
+		asm volatile("" : : "r"(i));
+	}
+}
 
-	return (x > y) - (x < y);
+/* Events lowkey has written or lost so far. */
+static unsigned long long lowkey_recorded(void)
+{
+	struct lk_trace_stats st;
+
+	if (lk_trace_stats(&st) != 0)
+		return 0;
+	return (unsigned long long)(st.events + st.lost);
+}
+
+static void pause_after(bool tracing, unsigned long long expected, long pause_ms)
+{
+	struct timespec pause = { pause_ms / 1000, (pause_ms % 1000) * 1000000L };
+
+	for (int i = 0; tracing && i < 4000 && lowkey_recorded() < expected; i++)
+		usleep(500);
+	if (pause_ms > 0)
+		nanosleep(&pause, NULL);
 }
 
 int main(int argc, char **argv)
 {
-	int bursts = argc > 1 ? atoi(argv[1]) : 21;
-	long events = argc > 2 ? atol(argv[2]) : 100000;
-	struct timespec drain = { 0, 50 * 1000 * 1000 };
-	double *ns;
+	int rounds = argc > 3 ? atoi(argv[1]) : 0;
+	long events = argc > 3 ? atol(argv[2]) : 0, pause_ms = argc > 4 ? atol(argv[4]) : 20;
+	const char *dir = argc > 3 ? argv[3] : NULL;
+	bool tracing = dir && strcmp(dir, "-") != 0;
+	struct lk_trace_stats st;
+	unsigned long long expected = 0;
 
-	if (bursts < 1 || events < 1) {
-		fprintf(stderr, "usage: lowkey-bench-lttng BURSTS EVENTS_PER_BURST\n");
+	if (argc < 4 || argc > 5 || rounds < 1 || events < 1 || pause_ms < 0) {
+		fprintf(stderr, "usage: lowkey-bench-lttng ROUNDS EVENTS_PER_BURST LOWKEY_TRACE_DIR|- [PAUSE_MS]\n");
 		return 2;
 	}
-	ns = calloc((size_t)bursts, sizeof(*ns));
-	if (!ns)
-		return 1;
-	for (int b = 0; b < bursts; b++) {
-		unsigned long long t0 = now_ns();
+	if (tracing) {
+		struct lk_trace_config c = { .path = dir, .flush_ms = 5 };
 
-		for (long i = 0; i < events; i++)
-			lttng_ust_tracepoint(lkbench, two_ints, i, b);
-		ns[b] = (double)(now_ns() - t0) / (double)events;
-		nanosleep(&drain, NULL);
+		if (lk_probe_enable("lkbench:two_ints") < 0 || lk_trace_start(&c) != 0) {
+			fprintf(stderr, "lowkey-bench-lttng: cannot trace to %s: %s\n", dir, lk_last_error());
+			return 1;
+		}
 	}
-	qsort(ns, (size_t)bursts, sizeof(*ns), cmp);
-	printf("%.3f\n", ns[bursts / 2]);
+	/* Untimed: each tracer sets up its thread's buffer at its first event. */
+	lkb_loop_two_ints((uint64_t)events);
+	expected += (unsigned long long)events;
+	pause_after(tracing, expected, pause_ms);
+	lttng_two_ints(events);
+	pause_after(false, 0, pause_ms);
+	for (int r = 0; r < rounds; r++) {
+		unsigned long long t0 = now_ns();
+		double lk, lt;
+
+		lkb_loop_two_ints((uint64_t)events);
+		lk = (double)(now_ns() - t0) / (double)events;
+		expected += (unsigned long long)events;
+		pause_after(tracing, expected, pause_ms);
+		t0 = now_ns();
+		lttng_two_ints(events);
+		lt = (double)(now_ns() - t0) / (double)events;
+		pause_after(false, 0, pause_ms);
+		printf("%.4f %.4f\n", lk, lt);
+	}
+	memset(&st, 0, sizeof(st));
+	if (tracing) {
+		lk_trace_stop();
+		lk_trace_stats(&st);
+	}
+	printf("lowkey_lost %llu\n", (unsigned long long)st.lost);
 	return 0;
 }
