@@ -10,8 +10,17 @@
  *    warm and cold (flags and code flushed from the caches before each pass).
  * 3. The cost of flipping a key with 1, 10 and 1,000 sites, alone and while another thread runs
  *    those sites.
+ *
+ * Static key off against the NOP: the two loops run the same instructions, so one process's
+ * difference between them is where the code landed (ASLR gives each process other addresses, and
+ * branch predictors index by them), worth -13 % to +18 % in single runs. The bench compares the
+ * two loop bodies' machine code at run time (identical by construction when they are the same
+ * bytes and the key's site is the same 5-byte NOP), and measures the pair in several processes of
+ * their own (this program re-executed, each placed anew): the median and the spread (min..max)
+ * of the ratio. A verdict is printed only when that spread resolves 5 %.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -19,6 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <lowkey/lowkey.h>
@@ -170,6 +180,224 @@ static int measure_loop(int runs, bool have_second_cpu)
 							: lkb_median(r->samples, (size_t)runs);
 	}
 	return 0;
+}
+
+/* ---- 1b. static key off vs nop: the code, and the pair in several processes ---- */
+
+#define ROW_NOP 1
+#define ROW_KEY_OFF 6
+#define NOP5 "\x0f\x1f\x44\x00\x00"
+#define RESOLVE_PCT 5.0		/* a verdict needs the per-process spread within this */
+
+struct key_vs_nop {
+	/* the code */
+	bool identical;		/* the same loop body bytes, the key's site a NOP5 inside */
+	long head;		/* the loop head from the entry; -1: not found */
+	size_t bytes;		/* the loop body's, compared: head to ret */
+	int prologue_diff;	/* bytes that differ between entry and head (run once per call) */
+	unsigned int head_line[2];	/* the heads' offsets in their 64-byte lines: nop, key off */
+	long site_offset;	/* the key's site from loop_key_off's entry; -1: not found */
+	uint8_t site[5];
+	const char *why;	/* why not identical, or NULL */
+	/* several processes: key off / nop */
+	int requested;		/* --processes */
+	int processes;		/* that reported */
+	double ratio[64];
+	double median, min, max;
+	int aslr;		/* /proc/sys/kernel/randomize_va_space, -1 unknown */
+	const char *verdict;	/* NULL: the spread does not resolve RESOLVE_PCT */
+};
+
+/* The entry of __lk_key_sites for key's site in this executable, or NULL. */
+static const uint8_t *key_site_code(const struct lk_key *key)
+{
+	const struct lk__key_site *e = (const struct lk__key_site *)__start___lk_key_sites;
+	const struct lk__key_site *end = (const struct lk__key_site *)__stop___lk_key_sites;
+
+	for (; e && e < end; e++) {
+		int64_t offset = e->ref & ~(int64_t)LK__SITE_FLAGS;
+
+		if (*(struct lk_key *const *)((const char *)&e->ref + offset) == key)
+			return (const uint8_t *)&e->code + e->code;
+	}
+	return NULL;
+}
+
+/* The offset of the first ret (0xc3) in a loop function, or -1: these loops have no other 0xc3
+ * byte before it. */
+static long find_ret(const uint8_t *fn)
+{
+	for (long i = 0; i < 256; i++)
+		if (fn[i] == 0xc3)
+			return i;
+	return -1;
+}
+
+/* The loop head the backward branch just before the ret at `ret` goes to (jne rel8 or rel32), or
+ * -1 when the code has another shape. */
+static long find_loop_head(const uint8_t *fn, long ret)
+{
+	if (ret >= 2 && fn[ret - 2] == 0x75 && (int8_t)fn[ret - 1] < 0)
+		return ret + (int8_t)fn[ret - 1];
+	if (ret >= 6 && fn[ret - 6] == 0x0f && fn[ret - 5] == 0x85) {
+		int32_t d;
+
+		memcpy(&d, fn + ret - 4, sizeof(d));
+		if (d < 0)
+			return ret + d;
+	}
+	return -1;
+}
+
+/*
+ * Compare the machine code of loop_nop and loop_key_off where it runs every iteration: the loop
+ * body, from the head the backward branch goes to through that branch (just before the ret). The
+ * key's site, found in the site table as the library finds it, must be in that body and be the
+ * same 5-byte NOP. (The bytes before the head run once per call; they differ where a jump
+ * displacement steps over the key's out-of-line block.)
+ */
+static void compare_code(struct key_vs_nop *k)
+{
+	const uint8_t *nop = (const uint8_t *)(uintptr_t)loop_nop;
+	const uint8_t *key = (const uint8_t *)(uintptr_t)loop_key_off;
+	const uint8_t *site = key_site_code(&key_off.key);
+	long ret = find_ret(nop), head = ret >= 0 ? find_loop_head(nop, ret) : -1;
+
+	k->site_offset = -1;
+	k->head = head;
+	k->bytes = head >= 0 ? (size_t)(ret - head) : 0;
+	if (head < 0) {
+		k->why = "loop_nop does not end in a backward branch and a ret (this compiler laid it out "
+			 "otherwise)";
+		return;
+	}
+	k->prologue_diff = 0;
+	for (long i = 0; i < head; i++)
+		k->prologue_diff += nop[i] != key[i];
+	k->head_line[0] = (unsigned int)((uintptr_t)(nop + head) & 63);
+	k->head_line[1] = (unsigned int)((uintptr_t)(key + head) & 63);
+	if (!site) {
+		k->why = "the key's site is not in the site table (a portable build: load + branch)";
+		return;
+	}
+	k->site_offset = (long)(site - key);
+	memcpy(k->site, site, sizeof(k->site));
+	if (find_ret(key) != ret)
+		k->why = "the two loops' rets are at different offsets";
+	else if (k->site_offset < head || k->site_offset + 5 > ret)
+		k->why = "the key's site is not in loop_key_off's loop body";
+	else if (memcmp(site, NOP5, 5) != 0)
+		k->why = "the key's site is not the 5-byte NOP 0f 1f 44 00 00";
+	else if (memcmp(nop + head, key + head, k->bytes) != 0)
+		k->why = "the two loop bodies' bytes differ";
+	else
+		k->identical = true;
+}
+
+/* One process's part (--key-vs-nop-child): the pair alone, interleaved, alternating which goes
+ * first; prints "NOP_NS KEY_OFF_NS", medians of runs. */
+static int key_vs_nop_child(int runs)
+{
+	const struct loop_row *nop = &loop_rows[ROW_NOP], *key = &loop_rows[ROW_KEY_OFF];
+	double *vn = calloc((size_t)runs, sizeof(double)), *vk = calloc((size_t)runs, sizeof(double));
+	uint64_t in, ik;
+
+	if (!vn || !vk)
+		return 1;
+	lkb_pin(0);
+	in = calibrate(nop, 20 * 1000 * 1000);
+	ik = calibrate(key, 20 * 1000 * 1000);
+	for (int r = 0; r < runs; r++) {
+		if (r % 2) {
+			vk[r] = time_loop(key, ik);
+			vn[r] = time_loop(nop, in);
+		} else {
+			vn[r] = time_loop(nop, in);
+			vk[r] = time_loop(key, ik);
+		}
+	}
+	printf("%.6f %.6f\n", lkb_median(vn, (size_t)runs), lkb_median(vk, (size_t)runs));
+	free(vn), free(vk);
+	return 0;
+}
+
+/* Run the pair in a process of its own (this program again); the ratio key off / nop, or NAN. */
+static double key_vs_nop_process(int runs)
+{
+	char runs_arg[16], line[128] = "";
+	char *argv[] = { "lowkey", "bench", "branch", "--key-vs-nop-child", "--runs", runs_arg, NULL };
+	double n = 0, k = 0;
+	int fds[2], status;
+	ssize_t got, len = 0;
+	pid_t pid;
+
+	snprintf(runs_arg, sizeof(runs_arg), "%d", runs);
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return __builtin_nan("");
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		close(fds[0]), close(fds[1]);
+		return __builtin_nan("");
+	}
+	if (pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	while (len < (ssize_t)sizeof(line) - 1 &&
+	       (got = read(fds[0], line + len, sizeof(line) - 1 - (size_t)len)) > 0)
+		len += got;
+	line[len] = 0;
+	close(fds[0]);
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return __builtin_nan("");
+	if (sscanf(line, "%lf %lf", &n, &k) != 2 || n <= 0 || k <= 0)
+		return __builtin_nan("");
+	return k / n;
+}
+
+static int read_aslr(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/randomize_va_space", "re");
+	int v = -1;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static void measure_key_vs_nop(struct key_vs_nop *k, int processes, int runs)
+{
+	double sorted[64];
+
+	compare_code(k);
+	k->requested = processes;
+	k->aslr = read_aslr();
+	k->median = k->min = k->max = __builtin_nan("");
+	for (int i = 0; i < processes && i < 64; i++) {
+		double r = key_vs_nop_process(runs);
+
+		if (!__builtin_isnan(r))
+			k->ratio[k->processes++] = r;
+	}
+	if (k->processes == 0)
+		return;
+	memcpy(sorted, k->ratio, sizeof(double) * (size_t)k->processes);
+	k->median = lkb_median(sorted, (size_t)k->processes);
+	k->min = sorted[0];
+	k->max = sorted[k->processes - 1];
+	/* A verdict needs several placements and a spread that resolves RESOLVE_PCT. */
+	if (k->processes < 3 || 100.0 * (k->max - k->min) > RESOLVE_PCT)
+		k->verdict = NULL;
+	else if (k->min <= 1.0 && k->max >= 1.0)
+		k->verdict = "within noise";
+	else
+		k->verdict = k->min > 1.0 ? "slower" : "faster";
 }
 
 /* ---- 2. 1,000 sites in one pass ---- */
@@ -417,8 +645,39 @@ static void print_seed_cell(double v)
 		printf("  %6.2fs", v);
 }
 
+static void print_key_vs_nop(const struct key_vs_nop *k, double in_process)
+{
+	printf("\nstatic key off vs nop: ");
+	if (k->identical)
+		printf("identical by construction: the loop bodies (the %zu bytes from the loop head,\n"
+		       "  entry + %ld, to the backward branch) are the same bytes in both functions, and the\n"
+		       "  key's site (entry + %ld) is the 5-byte NOP 0f 1f 44 00 00; before the head (run once\n"
+		       "  per call) %d byte(s) differ; loop heads at +%u (nop) and +%u (key off) in their\n"
+		       "  64-byte lines\n", k->bytes, k->head, k->site_offset, k->prologue_diff, k->head_line[0],
+		       k->head_line[1]);
+	else
+		printf("not the same code: %s\n", k->why);
+	if (k->processes == 0) {
+		printf("  (not measured in processes of their own: %s; this table's single process: %+.1f%%,\n"
+		       "  no verdict)\n", k->requested ? "they failed" : "--processes 0", 100.0 * (in_process - 1.0));
+		return;
+	}
+	printf("  key off / nop in %d processes of their own (%s): median %+.1f%%,\n"
+	       "  spread %+.1f%%..%+.1f%% (this table's single process: %+.1f%%): ", k->processes,
+	       k->aslr == 0 ? "ASLR is off: all placed alike" : "ASLR: each placed anew",
+	       100.0 * (k->median - 1.0), 100.0 * (k->min - 1.0), 100.0 * (k->max - 1.0),
+	       100.0 * (in_process - 1.0));
+	if (k->verdict)
+		printf("%s (the spread resolves %.0f%%)\n", k->verdict, RESOLVE_PCT);
+	else if (k->processes < 3)
+		printf("no verdict (fewer than 3 processes)\n");
+	else
+		printf("no verdict: the spread does not\n  resolve %.0f%%%s\n", RESOLVE_PCT,
+		       k->identical ? " (between identical loops it is where the code landed)" : "");
+}
+
 static void print_text(int runs, const struct pass_result *pf, const struct pass_result *pk,
-		       double membarrier_us, bool have_second_cpu)
+		       double membarrier_us, bool have_second_cpu, const struct key_vs_nop *k)
 {
 	double nop = loop_rows[1].ns;
 	size_t i;
@@ -443,8 +702,8 @@ static void print_text(int runs, const struct pass_result *pf, const struct pass
 	}
 	if (!have_second_cpu)
 		printf("(the cache-miss row needs a second CPU)\n");
-	printf("\nstatic key off vs nop: %+.1f%%   load + branch, cache miss vs static key off: %.1fx\n",
-	       100.0 * (loop_rows[6].ns / nop - 1.0), loop_rows[5].ns / loop_rows[6].ns);
+	print_key_vs_nop(k, loop_rows[ROW_KEY_OFF].ns / nop);
+	printf("\nload + branch, cache miss vs static key off: %.1fx\n", loop_rows[5].ns / loop_rows[ROW_KEY_OFF].ns);
 
 	printf("\n1,000 distinct sites in one pass (ns per site; cold = flags and code flushed first)\n");
 	printf("%-27s %9s %9s\n", "", "warm", "cold");
@@ -475,8 +734,46 @@ static void json_seed(struct lkb_json *j, const struct seed_row *s)
 	lkb_json_close(j);
 }
 
+static void json_key_vs_nop(struct lkb_json *j, const struct key_vs_nop *k)
+{
+	char site[16];
+
+	snprintf(site, sizeof(site), "%02x %02x %02x %02x %02x", k->site[0], k->site[1], k->site[2], k->site[3],
+		 k->site[4]);
+	lkb_json_object(j, "key_off_vs_nop");
+	lkb_json_bool(j, "identical_code", k->identical);
+	lkb_json_int(j, "loop_head_offset", k->head);
+	lkb_json_int(j, "loop_body_bytes_compared", (long long)k->bytes);
+	lkb_json_int(j, "prologue_bytes_differing", k->prologue_diff);
+	lkb_json_int(j, "nop_loop_head_in_cache_line", k->head_line[0]);
+	lkb_json_int(j, "key_off_loop_head_in_cache_line", k->head_line[1]);
+	lkb_json_int(j, "site_offset", k->site_offset);
+	if (k->site_offset >= 0)
+		lkb_json_str(j, "site_bytes", site);
+	else
+		lkb_json_null(j, "site_bytes");
+	if (k->why)
+		lkb_json_str(j, "why_not_identical", k->why);
+	lkb_json_num(j, "in_process_ratio", loop_rows[ROW_KEY_OFF].ns / loop_rows[ROW_NOP].ns);
+	lkb_json_int(j, "processes", k->processes);
+	lkb_json_int(j, "aslr", k->aslr);
+	lkb_json_array(j, "ratio_per_process");
+	for (int i = 0; i < k->processes; i++)
+		lkb_json_num(j, NULL, k->ratio[i]);
+	lkb_json_close(j);
+	lkb_json_num(j, "ratio_median", k->median);
+	lkb_json_num(j, "ratio_min", k->min);
+	lkb_json_num(j, "ratio_max", k->max);
+	lkb_json_num(j, "resolves_pct", RESOLVE_PCT);
+	if (k->verdict)
+		lkb_json_str(j, "verdict", k->verdict);
+	else
+		lkb_json_null(j, "verdict");
+	lkb_json_close(j);
+}
+
 static void print_json(int runs, const struct pass_result *pf, const struct pass_result *pk,
-		       double membarrier_us)
+		       double membarrier_us, const struct key_vs_nop *k)
 {
 	struct lkb_json j;
 
@@ -494,6 +791,7 @@ static void print_json(int runs, const struct pass_result *pf, const struct pass
 		lkb_json_close(&j);
 	}
 	lkb_json_close(&j);
+	json_key_vs_nop(&j, k);
 	lkb_json_object(&j, "sites_1000");
 	lkb_json_num(&j, "load_branch_warm_ns_per_site", pf->warm_ns / NSITES);
 	lkb_json_num(&j, "load_branch_cold_ns_per_site", pf->cold_ns / NSITES);
@@ -516,7 +814,7 @@ static void print_json(int runs, const struct pass_result *pf, const struct pass
 }
 
 static const char branch_usage[] =
-	"usage: lowkey bench branch [--runs N] [--flips N] [--json]\n"
+	"usage: lowkey bench branch [--runs N] [--flips N] [--processes N] [--json]\n"
 	"\n"
 	"Re-runs seed 003's table (the cost of a disabled branch) on this machine: the same loop\n"
 	"with a NOP, a branch, a load + branch (also with the flag's cache line bouncing to another\n"
@@ -524,36 +822,48 @@ static const char branch_usage[] =
 	"and cold; and the cost of flipping keys with 1, 10 and 1,000 sites, alone and while another\n"
 	"thread runs them. Prints medians beside the seed's published rows.\n"
 	"\n"
-	"  --runs N    repetitions of each loop row (default 15)\n"
-	"  --flips N   flips timed per key (default 51)\n"
-	"  --json      print the figures as JSON\n";
+	"Static key off and the NOP are the same code: the bench compares the two loops' bytes, and\n"
+	"measures the pair in several processes of their own (each with its own code placement),\n"
+	"printing the median and spread of the ratio, and a verdict only where the spread resolves 5%.\n"
+	"\n"
+	"  --runs N        repetitions of each loop row (default 15)\n"
+	"  --flips N       flips timed per key (default 51)\n"
+	"  --processes N   processes measuring static key off vs nop (default 5; 0: none)\n"
+	"  --json          print the figures as JSON\n";
 
 static int branch_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "runs", required_argument, NULL, 'r' },
 		{ "flips", required_argument, NULL, 'f' },
+		{ "processes", required_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "key-vs-nop-child", no_argument, NULL, 'C' },	/* one of those processes */
 		{ NULL, 0, NULL, 0 },
 	};
 	struct pass_result pf, pk;
-	int runs = 15, flips = 51, c, err;
-	bool json = false, second_cpu;
+	struct key_vs_nop kvn;
+	int runs = 15, flips = 51, processes = 5, c, err;
+	bool json = false, second_cpu, child = false;
 	double membarrier_us;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "r:f:j", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "r:f:P:j", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r': runs = atoi(optarg); break;
 		case 'f': flips = atoi(optarg); break;
+		case 'P': processes = atoi(optarg); break;
+		case 'C': child = true; break;
 		case 'j': json = true; break;
 		default: fputs(branch_usage, stderr); return 2;
 		}
 	}
-	if (runs < 1 || flips < 1 || optind != argc) {
+	if (runs < 1 || flips < 1 || processes < 0 || processes > 64 || optind != argc) {
 		fputs(branch_usage, stderr);
 		return 2;
 	}
+	if (child)
+		return key_vs_nop_child(runs);
 
 	second_cpu = lkb_ncpus() >= 2;
 	lkb_pin(0);
@@ -573,10 +883,12 @@ static int branch_run(int argc, char **argv)
 		return 1;
 	}
 	membarrier_us = time_membarrier_us(flips);
+	memset(&kvn, 0, sizeof(kvn));
+	measure_key_vs_nop(&kvn, processes, runs);
 	if (json)
-		print_json(runs, &pf, &pk, membarrier_us);
+		print_json(runs, &pf, &pk, membarrier_us, &kvn);
 	else
-		print_text(runs, &pf, &pk, membarrier_us, second_cpu);
+		print_text(runs, &pf, &pk, membarrier_us, second_cpu, &kvn);
 	return 0;
 }
 
