@@ -10,6 +10,11 @@
  *   enable  one inheritable breakpoint, P threads asleep and A threads spinning, then R
  *           disable/enable pairs: the cost of changing a breakpoint every thread inherited.
  *
+ * Where the threads run decides the enable figure (a disable or enable reaches every inheriting
+ * thread; with 64 sleepers, perf bench's own figure swings 7-10x with where they land), so both
+ * sides run with the same CPU affinity (--cpus; for enable one CPU unless told otherwise): every
+ * thread of this process, so every thread it starts, and perf bench, which inherits it.
+ *
  * lowkey bench watch: lk_watch_add/remove round trips per second from 1 and 2 threads against
  * raw perf_event_open/close with the same attributes, lk_watch_move against the raw ioctl, and
  * the cost of a hit (a write to a watched variable, through to the callback).
@@ -26,6 +31,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,6 +92,138 @@ static int fail(const char *what, int err)
 	if (*lk_last_error())
 		fprintf(stderr, "hint: %s\n", lk_last_error());
 	return 1;
+}
+
+/* ---- CPU affinity: the same for both tools ---- */
+
+/* "0", "0-3", "0,2-3": into *set; -EINVAL if malformed or naming no CPU. */
+static int parse_cpulist(const char *list, cpu_set_t *set)
+{
+	const char *p = list;
+
+	CPU_ZERO(set);
+	while (*p) {
+		char *end;
+		long lo = strtol(p, &end, 10), hi = lo;
+
+		if (end == p || lo < 0 || lo >= CPU_SETSIZE)
+			return -EINVAL;
+		p = end;
+		if (*p == '-') {
+			hi = strtol(p + 1, &end, 10);
+			if (end == p + 1 || hi < lo || hi >= CPU_SETSIZE)
+				return -EINVAL;
+			p = end;
+		}
+		for (long c = lo; c <= hi; c++)
+			CPU_SET((int)c, set);
+		if (*p == ',')
+			p++;
+		else if (*p)
+			return -EINVAL;
+	}
+	return CPU_COUNT(set) ? 0 : -EINVAL;
+}
+
+/* The set as a CPU list ("0", "0-1,3"). */
+static void format_cpulist(const cpu_set_t *set, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = 0;
+	for (int c = 0; c < CPU_SETSIZE && used < len; c++) {
+		int hi = c;
+
+		if (!CPU_ISSET(c, set))
+			continue;
+		while (hi + 1 < CPU_SETSIZE && CPU_ISSET(hi + 1, set))
+			hi++;
+		used += (size_t)snprintf(buf + used, len - used, hi > c ? "%s%d-%d" : "%s%d", used ? "," : "", c, hi);
+		c = hi;
+	}
+}
+
+/*
+ * Give every thread of this process the affinity `set`: threads started later (the sleeping and
+ * spinning threads, perf bench and its threads through fork and exec) inherit it.
+ */
+static int pin_process(const cpu_set_t *set)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int err = 0;
+
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)) != NULL) {
+		pid_t tid = (pid_t)atoi(e->d_name);
+
+		if (tid > 0 && sched_setaffinity(tid, sizeof(*set), set) != 0 && errno != ESRCH)
+			err = -errno;
+	}
+	closedir(d);
+	return err;
+}
+
+struct placement {
+	bool pinned;		/* false: --cpus all, the affinity as it was */
+	char cpus[256];		/* the CPU list every thread of both tools ran on */
+	int ncpus;
+};
+
+/* Apply --cpus (NULL: the first CPU this process may use; "all": leave the affinity as it is). */
+static int place(const char *cpus, struct placement *pl)
+{
+	cpu_set_t set;
+	int err;
+
+	memset(pl, 0, sizeof(*pl));
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return -errno;
+	format_cpulist(&set, pl->cpus, sizeof(pl->cpus));
+	pl->ncpus = CPU_COUNT(&set);
+	if (cpus && strcmp(cpus, "all") == 0)
+		return 0;
+	if (cpus) {
+		if (parse_cpulist(cpus, &set) != 0)
+			return -EINVAL;
+	} else {
+		int first = 0;
+
+		while (first < CPU_SETSIZE && !CPU_ISSET(first, &set))
+			first++;
+		CPU_ZERO(&set);
+		CPU_SET(first, &set);
+	}
+	err = pin_process(&set);
+	if (err) {
+		fprintf(stderr, "lowkey bench breakpoint: cannot pin to CPUs %s (this process may use %s)\n",
+			cpus ? cpus : "", pl->cpus);
+		return err;
+	}
+	pl->pinned = true;
+	format_cpulist(&set, pl->cpus, sizeof(pl->cpus));
+	pl->ncpus = CPU_COUNT(&set);
+	return 0;
+}
+
+static void json_placement(struct lkb_json *j, const struct placement *pl)
+{
+	lkb_json_str(j, "cpus", pl->cpus);
+	lkb_json_bool(j, "pinned", pl->pinned);
+	lkb_json_str(j, "pinning", pl->pinned ? "both tools: every thread of lowkey's measurement and perf bench "
+						"with its threads, the same CPU set"
+					      : "none (--cpus all)");
+}
+
+static void print_placement(const struct placement *pl)
+{
+	if (pl->pinned)
+		printf("cpus:    %s: both sides pinned the same way (every thread of this measurement, the\n"
+		       "         sleeping and spinning ones included, and perf bench with its threads)\n", pl->cpus);
+	else
+		printf("cpus:    not pinned (--cpus all): threads go where the scheduler puts them (CPUs %s)\n",
+		       pl->cpus);
 }
 
 /* ---- perf bench itself, as a subprocess ---- */
@@ -286,7 +424,8 @@ static void print_ratio(double v, double base)
 		printf(" %+11.1f%%", 100.0 * (v / base - 1.0));
 }
 
-static void thread_print(const struct results *r, bool json, bool perf_ok, const char *perf_args)
+static void thread_print(const struct results *r, bool json, bool perf_ok, const char *perf_args,
+			 const struct placement *pl)
 {
 	double base = r->median[V_PERF_BENCH];
 
@@ -302,6 +441,7 @@ static void thread_print(const struct results *r, bool json, bool perf_ok, const
 		lkb_json_int(&j, "repeat", tp.repeat);
 		lkb_json_int(&j, "runs", r->runs);
 		lkb_json_str(&j, "perf_bench_args", perf_args);
+		json_placement(&j, pl);
 		lkb_json_array(&j, "rows");
 		for (int v = 0; v < NVARIANTS; v++) {
 			lkb_json_object(&j, NULL);
@@ -327,8 +467,10 @@ static void thread_print(const struct results *r, bool json, bool perf_ok, const
 	printf("lowkey bench breakpoint thread: seed 000's experiment on this machine\n");
 	printf("machine: %s\n", lkb_machine());
 	printf("method:  %d breakpoints, %d threads creating and joining batches of %d threads, %d "
-	       "batches;\n         median of %d runs, variants interleaved (in a rotating order)\n\n",
+	       "batches;\n         median of %d runs, variants interleaved (in a rotating order)\n",
 	       tp.breakpoints, tp.parallel, tp.threads, tp.repeat, r->runs);
+	print_placement(pl);
+	putchar('\n');
 	printf("%-38s %10s %13s %13s\n", "", "usecs/op", "usecs/op/cpu", "vs perf bench");
 	for (int v = 0; v < NVARIANTS; v++) {
 		if (v == V_PERF_BENCH && !perf_ok) {
@@ -377,10 +519,11 @@ static int thread_run_variant(enum variant v, bool perf_ok, const char *perf_arg
 	return err;
 }
 
-static int thread_experiment(int runs, bool json)
+static int thread_experiment(int runs, bool json, const char *cpus)
 {
 	char perf_args[128];
 	bool perf_ok = have_perf();
+	struct placement pl;
 	struct results r;
 	int err = 0;
 
@@ -390,6 +533,9 @@ static int thread_experiment(int runs, bool json)
 	}
 	snprintf(perf_args, sizeof(perf_args), "thread -b %d -p %d -t %d", tp.breakpoints, tp.parallel,
 		 tp.threads);
+	err = place(cpus ? cpus : "all", &pl);
+	if (err)
+		return fail("--cpus", err);
 	if (results_init(&r, runs))
 		return fail("thread", -ENOMEM);
 	/* Each run starts with the next variant, so no variant always comes first (or last). */
@@ -403,7 +549,7 @@ static int thread_experiment(int runs, bool json)
 	results_finish(&r);
 	if (err)
 		return 1;
-	thread_print(&r, json, perf_ok, perf_args);
+	thread_print(&r, json, perf_ok, perf_args, &pl);
 	return 0;
 }
 
@@ -475,7 +621,8 @@ static int enable_run(bool lowkey, double *usecs)
 	return err;
 }
 
-static void enable_print(const struct results *r, bool json, bool perf_ok, const char *perf_args)
+static void enable_print(const struct results *r, bool json, bool perf_ok, const char *perf_args,
+			 const struct placement *pl)
 {
 	static const char *const names[] = {
 		"perf bench breakpoint (linux-perf)",
@@ -495,6 +642,7 @@ static void enable_print(const struct results *r, bool json, bool perf_ok, const
 		lkb_json_int(&j, "repeat", ep.repeat);
 		lkb_json_int(&j, "runs", r->runs);
 		lkb_json_str(&j, "perf_bench_args", perf_args);
+		json_placement(&j, pl);
 		lkb_json_array(&j, "rows");
 		for (int v = 0; v <= V_LOWKEY; v++) {
 			lkb_json_object(&j, NULL);
@@ -511,8 +659,13 @@ static void enable_print(const struct results *r, bool json, bool perf_ok, const
 	printf("lowkey bench breakpoint enable: seed 000's second experiment on this machine\n");
 	printf("machine: %s\n", lkb_machine());
 	printf("method:  one inherited breakpoint, %d sleeping and %d spinning threads, %d disable+enable "
-	       "pairs;\n         median of %d runs, variants interleaved (in a rotating order)\n\n", ep.passive,
+	       "pairs;\n         median of %d runs, variants interleaved (in a rotating order)\n", ep.passive,
 	       ep.active, ep.repeat, r->runs);
+	print_placement(pl);
+	if (pl->pinned && ep.active >= pl->ncpus)
+		printf("         (the %d spinning threads share those %d CPU(s) with the measuring thread)\n",
+		       ep.active, pl->ncpus);
+	putchar('\n');
 	printf("%-38s %10s %13s\n", "", "usecs/op", "vs perf bench");
 	for (int v = 0; v <= V_LOWKEY; v++) {
 		if (v == V_PERF_BENCH && !perf_ok) {
@@ -524,18 +677,23 @@ static void enable_print(const struct results *r, bool json, bool perf_ok, const
 		putchar('\n');
 	}
 	if (perf_ok)
-		printf("(perf ran as: perf bench -r %d breakpoint %s)\n", ep.repeat, perf_args);
+		printf("(perf ran as: perf bench -r %d breakpoint %s%s%s)\n", ep.repeat, perf_args,
+		       pl->pinned ? ", with the affinity of CPUs " : "", pl->pinned ? pl->cpus : "");
 	printf("\nseed 000 published no figure for this experiment.\n");
 }
 
-static int enable_experiment(int runs, bool json)
+static int enable_experiment(int runs, bool json, const char *cpus)
 {
 	char perf_args[128];
 	bool perf_ok = have_perf();
+	struct placement pl;
 	struct results r;
 	int err = 0;
 
 	snprintf(perf_args, sizeof(perf_args), "enable -p %d -a %d", ep.passive, ep.active);
+	err = place(cpus, &pl);
+	if (err)
+		return fail("--cpus", err);
 	if (results_init(&r, runs))
 		return fail("enable", -ENOMEM);
 	/* Each run starts with the next variant, so no variant always comes first (or last). */
@@ -557,13 +715,13 @@ static int enable_experiment(int runs, bool json)
 	results_finish(&r);
 	if (err)
 		return 1;
-	enable_print(&r, json, perf_ok, perf_args);
+	enable_print(&r, json, perf_ok, perf_args, &pl);
 	return 0;
 }
 
 static const char breakpoint_usage[] =
-	"usage: lowkey bench breakpoint thread [-b B] [-p P] [-t T] [-r R] [--runs N] [--json]\n"
-	"       lowkey bench breakpoint enable [-p P] [-a A] [-r R] [--runs N] [--json]\n"
+	"usage: lowkey bench breakpoint thread [-b B] [-p P] [-t T] [-r R] [--runs N] [--cpus LIST] [--json]\n"
+	"       lowkey bench breakpoint enable [-p P] [-a A] [-r R] [--runs N] [--cpus LIST] [--json]\n"
 	"\n"
 	"Seed 000's experiments, the same as `perf bench breakpoint`, run beside perf bench itself\n"
 	"(when linux-perf is installed), the same experiment with raw perf_event_open, and with\n"
@@ -575,8 +733,13 @@ static const char breakpoint_usage[] =
 	"enable: one inherited breakpoint, P sleeping and A spinning threads (default 0 and 0),\n"
 	"        then R disable+enable pairs (default 10000). Prints microseconds per pair.\n"
 	"\n"
-	"  --runs N   repetitions; figures are medians (default 5)\n"
-	"  --json     print the figures as JSON\n";
+	"  --runs N      repetitions; figures are medians (default 5)\n"
+	"  --cpus LIST   the CPUs both sides run on: every thread of lowkey's measurement (the\n"
+	"                sleeping and spinning ones too) and perf bench with its threads get the same\n"
+	"                affinity (\"0\", \"0-1\", \"0,2\"; \"all\": none set). Default for enable: the\n"
+	"                first CPU this process may use (where 64 sleeping threads land would\n"
+	"                otherwise decide the figure); for thread: all\n"
+	"  --json        print the figures as JSON\n";
 
 static int breakpoint_run(int argc, char **argv)
 {
@@ -588,9 +751,11 @@ static int breakpoint_run(int argc, char **argv)
 		{ "active", required_argument, NULL, 'a' },
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "runs", required_argument, NULL, 'n' },
+		{ "cpus", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *cpus = NULL;
 	bool thread, json = false;
 	int runs = 5, c, b = 4, p = -1, t = 64, a = 0, r = -1;
 
@@ -600,7 +765,7 @@ static int breakpoint_run(int argc, char **argv)
 	}
 	thread = strcmp(argv[1], "thread") == 0;
 	optind = 2;
-	while ((c = getopt_long(argc, argv, "b:p:t:a:r:n:j", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "b:p:t:a:r:n:c:j", opts, NULL)) != -1) {
 		switch (c) {
 		case 'b': b = atoi(optarg); break;
 		case 'p': p = atoi(optarg); break;
@@ -608,8 +773,17 @@ static int breakpoint_run(int argc, char **argv)
 		case 'a': a = atoi(optarg); break;
 		case 'r': r = atoi(optarg); break;
 		case 'n': runs = atoi(optarg); break;
+		case 'c': cpus = optarg; break;
 		case 'j': json = true; break;
 		default: fputs(breakpoint_usage, stderr); return 2;
+		}
+	}
+	if (cpus && strcmp(cpus, "all") != 0) {
+		cpu_set_t set;
+
+		if (parse_cpulist(cpus, &set) != 0) {
+			fprintf(stderr, "lowkey bench breakpoint: --cpus %s: not a CPU list\n", cpus);
+			return 2;
 		}
 	}
 	if (optind != argc || runs < 1 || b < 0 || t < 1 || a < 0 || (r != -1 && r < 1) ||
@@ -619,10 +793,10 @@ static int breakpoint_run(int argc, char **argv)
 	}
 	if (thread) {
 		tp = (struct thread_params){ b, p == -1 ? 64 : p, t, r == -1 ? 30 : r };
-		return thread_experiment(runs, json);
+		return thread_experiment(runs, json, cpus);
 	}
 	ep = (struct enable_params){ p == -1 ? 0 : p, a, r == -1 ? 10000 : r };
-	return enable_experiment(runs, json);
+	return enable_experiment(runs, json, cpus);
 }
 
 LK_BENCH(breakpoint_bench, "breakpoint", "seed 000: breakpoints inherited by many threads (perf bench)",
