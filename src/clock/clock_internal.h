@@ -26,6 +26,11 @@
 #define LK__SLEW_PPM 500			/* the largest rate change used to slew */
 #define LK__CALIBRATE_NS 200000ull		/* first measurement of the counter's frequency */
 #define LK__PAIR_NS_MAX 2000ull			/* a counter/clock pair must be read within this */
+/* The counter's frequency is known to within this: a CPU-time base extrapolated over one rebase
+ * interval is below the thread's CPU time by at most rebase interval * this (a measured frequency:
+ * LK__CALIBRATE_NS at least, longer until its two brackets leave a quarter of this, then refined). */
+#define LK__RATE_PPM_MAX 1000
+#define LK__CALIBRATE_MAX_NS 10000000ull	/* the first measurement gives up being that sure */
 
 /* Fixed point: ns = (cycles * mult) >> 32. */
 #define LK__MULT_SHIFT 32

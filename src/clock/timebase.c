@@ -41,6 +41,7 @@ static struct {
 	/* Writer only (under `writer`). */
 	uint64_t ref_at, ref_ns;	/* the last CLOCK_MONOTONIC pair */
 	uint64_t raw_at, raw_ns;	/* the first CLOCK_MONOTONIC_RAW pair, for the frequency */
+	uint64_t raw_width;		/* its bracket, cycles */
 	bool hz_measured;
 	uint32_t stale;			/* a reader used the slot past its interval (writer busy) */
 	uint64_t refine_every;		/* cycles between refinements of a measured frequency */
@@ -179,17 +180,28 @@ static uint64_t hz_from_perf_page(void)
 	return hz;
 }
 
-/* Measure against CLOCK_MONOTONIC_RAW for LK__CALIBRATE_NS; refined every LK__RESYNC_NS after. */
+/*
+ * Measure against CLOCK_MONOTONIC_RAW for LK__CALIBRATE_NS, and on while the two pairs' brackets
+ * leave the frequency less certain than LK__RATE_PPM_MAX / 4 (each pair's counter value is within
+ * half its bracket of the clock's reading: relative error <= (w0 + w1) / 2 / span; vDSO brackets
+ * of ~30 ns give 150 ppm at 200 µs), up to LK__CALIBRATE_MAX_NS. Refined every LK__RESYNC_NS after.
+ */
 static uint64_t hz_measured(void)
 {
-	uint64_t at, ns;
+	uint64_t at, ns, width;
 
 	do
 		pair_tries(CLOCK_MONOTONIC_RAW, &at, &ns, 1);
 	while (ns - tb.raw_ns < LK__CALIBRATE_NS && ns >= tb.raw_ns);
-	pair_tries(CLOCK_MONOTONIC_RAW, &at, &ns, 8);
-	if (at <= tb.raw_at || ns <= tb.raw_ns)
-		return 0;
+	for (;;) {
+		width = pair_tries(CLOCK_MONOTONIC_RAW, &at, &ns, 8);
+		if (at <= tb.raw_at || ns <= tb.raw_ns)
+			return 0;
+		if ((unsigned __int128)(tb.raw_width + width) * 2 * 1000000 <=
+			    (unsigned __int128)(at - tb.raw_at) * LK__RATE_PPM_MAX ||
+		    ns - tb.raw_ns >= LK__CALIBRATE_MAX_NS)
+			break;
+	}
 	return (uint64_t)((unsigned __int128)(at - tb.raw_at) * LK__NSEC_PER_SEC / (ns - tb.raw_ns));
 }
 
@@ -231,7 +243,7 @@ void lk__timebase_init(void)
 	const char *source = NULL;
 
 	if (lk__clock.counter.usable) {
-		pair_tries(CLOCK_MONOTONIC_RAW, &tb.raw_at, &tb.raw_ns, 8);
+		tb.raw_width = pair_tries(CLOCK_MONOTONIC_RAW, &tb.raw_at, &tb.raw_ns, 8);
 		if (lk__clock.counter.hz) {
 			hz = lk__clock.counter.hz;
 			source = lk__clock.counter.hz_source;

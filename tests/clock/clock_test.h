@@ -30,9 +30,12 @@ static inline uint64_t sys_cputime(void)
 
 /*
  * lk_thread_cputime_ns() read between two clock_gettime(CLOCK_THREAD_CPUTIME_ID) b0 and b1 must
- * lie in [b0 - low, b1 + high]: `low` is the uncertainty of a base (half the longest
- * clock_gettime() a rebase accepts), `high` adds the rebase interval, the most time the thread can
- * have been kept off its CPU by the hypervisor since its base without the kernel counting it.
+ * lie in [b0 - low, b1 + high]. A base is stamped with the counter read before its system call,
+ * so base + cycles since never falls behind the thread's CPU time but for the frequency's error
+ * (at most LK__RATE_PPM_MAX) over one rebase interval: that, plus 2 ns of rounding, is `low`.
+ * `high` is the longest clock_gettime() a rebase accepts (the kernel may read the CPU time at its
+ * end), plus the rebase interval (the most time the thread can have been kept off its CPU by the
+ * hypervisor since its base without the kernel counting it), plus the same frequency error.
  */
 struct cputime_bounds {
 	uint64_t low, high;
@@ -41,10 +44,14 @@ struct cputime_bounds {
 static inline struct cputime_bounds cputime_bounds(void)
 {
 	struct lk_clock_info info;
-	struct cputime_bounds b = { LK__BRACKET_NS_MAX / 2, LK__BRACKET_NS_MAX / 2 };
+	struct cputime_bounds b = { 2, 2 + LK__BRACKET_NS_MAX };
 
-	if (lk_clock_info(&info) == 0 && info.thread_cputime != LK_CPUTIME_SYSCALL)
-		b.high += info.rebase_ns;
+	if (lk_clock_info(&info) == 0 && info.thread_cputime != LK_CPUTIME_SYSCALL) {
+		uint64_t rate_err = info.rebase_ns * LK__RATE_PPM_MAX / 1000000;
+
+		b.low += rate_err;
+		b.high += info.rebase_ns + rate_err;
+	}
 	return b;
 }
 
