@@ -162,15 +162,22 @@ static int measure_costs(int runs)
 
 struct error_stats {
 	double p50, p99, p999, max;	/* |value - midpoint of the reference bracket|, ns */
+	double bias_p50;		/* median of value - midpoint, signed */
 	double bracket_p50;		/* width of the reference bracket */
 	double below_max, above_max;	/* farthest a value fell below / above its bracket */
+	size_t below_n;			/* values below the reference read before them */
 	size_t samples;
 };
 
-/* outside: < 0 below the bracket, > 0 above it. */
-static void summarize(double *err, double *bracket, double *outside, size_t n, struct error_stats *s)
+/* outside: < 0 below the bracket, > 0 above it; sgn: value - midpoint. */
+static void summarize(double *err, double *bracket, double *outside, double *sgn, size_t n,
+		      struct error_stats *s)
 {
 	s->samples = n;
+	s->bias_p50 = lkb_median(sgn, n);
+	s->below_n = 0;
+	for (size_t i = 0; i < n; i++)
+		s->below_n += outside[i] < 0;
 	s->p50 = lkb_percentile(err, n, 50);
 	s->p99 = lkb_percentile(err, n, 99);
 	s->p999 = lkb_percentile(err, n, 99.9);
@@ -196,7 +203,8 @@ static double steal_ms(void)
 	return n == 8 ? (double)v[7] * 1000.0 / (double)sysconf(_SC_CLK_TCK) : __builtin_nan("");
 }
 
-static void sample(uint64_t (*lk)(void), clockid_t ref, double *err, double *bracket, double *outside)
+static void sample(uint64_t (*lk)(void), clockid_t ref, double *err, double *bracket, double *outside,
+		   double *sgn)
 {
 	struct timespec t0, t1;
 	uint64_t a, b0, b1, mid;
@@ -208,6 +216,7 @@ static void sample(uint64_t (*lk)(void), clockid_t ref, double *err, double *bra
 	b1 = ts_ns(&t1);
 	mid = b0 + (b1 - b0) / 2;
 	*err = a > mid ? (double)(a - mid) : (double)(mid - a);
+	*sgn = a > mid ? *err : -*err;
 	*bracket = (double)(b1 - b0);
 	*outside = a < b0 ? -(double)(b0 - a) : a > b1 ? (double)(a - b1) : 0;
 }
@@ -244,14 +253,14 @@ static int measure_accuracy(size_t n, int ncpus, struct error_stats *cpu, struct
 			    struct lk_clock_info *before, struct lk_clock_info *after)
 {
 	double *err = calloc(n, sizeof(double)), *bracket = calloc(n, sizeof(double));
-	double *outside = calloc(n, sizeof(double));
+	double *outside = calloc(n, sizeof(double)), *sgn = calloc(n, sizeof(double));
 	int cpu0 = 0;
 	unsigned seed = 1;
 	pthread_t comp;
 	bool have_comp;
 
-	if (!err || !bracket || !outside) {
-		free(err), free(bracket), free(outside);
+	if (!err || !bracket || !outside || !sgn) {
+		free(err), free(bracket), free(outside), free(sgn);
 		return -ENOMEM;
 	}
 	lkb_pin(0);
@@ -259,7 +268,8 @@ static int measure_accuracy(size_t n, int ncpus, struct error_stats *cpu, struct
 	lk_clock_info(before);
 	accuracy_steal_ms = steal_ms();
 	for (size_t i = 0; i < n; i++) {
-		sample(lk_thread_cputime_ns, CLOCK_THREAD_CPUTIME_ID, &err[i], &bracket[i], &outside[i]);
+		sample(lk_thread_cputime_ns, CLOCK_THREAD_CPUTIME_ID, &err[i], &bracket[i], &outside[i],
+		       &sgn[i]);
 		switch (rand_r(&seed) % 32) {
 		case 0: burn_us((unsigned)(rand_r(&seed) % 1000)); break;	/* a burst */
 		case 1: usleep((useconds_t)(rand_r(&seed) % 500)); break;	/* a sleep */
@@ -273,19 +283,19 @@ static int measure_accuracy(size_t n, int ncpus, struct error_stats *cpu, struct
 	}
 	lk_clock_info(after);
 	accuracy_steal_ms = steal_ms() - accuracy_steal_ms;
-	summarize(err, bracket, outside, n, cpu);
+	summarize(err, bracket, outside, sgn, n, cpu);
 	for (size_t i = 0; i < n; i++) {
-		sample(lk_now_ns, CLOCK_MONOTONIC, &err[i], &bracket[i], &outside[i]);
+		sample(lk_now_ns, CLOCK_MONOTONIC, &err[i], &bracket[i], &outside[i], &sgn[i]);
 		if (rand_r(&seed) % 32 == 0)
 			usleep((useconds_t)(rand_r(&seed) % 500));
 	}
-	summarize(err, bracket, outside, n, now);
+	summarize(err, bracket, outside, sgn, n, now);
 	if (have_comp) {
 		__atomic_store_n(&competitor_stop, 1, __ATOMIC_RELAXED);
 		pthread_join(comp, NULL);
 	}
 	lkb_pin(0);
-	free(err), free(bracket), free(outside);
+	free(err), free(bracket), free(outside), free(sgn);
 	return 0;
 }
 
@@ -365,15 +375,18 @@ static void print_text(int runs, const struct lk_clock_info *info, const struct 
 
 	printf("\naccuracy (ns; |value - midpoint of two reference reads|; bursts, sleeps, yields, "
 	       "migrations, a competing thread)\n");
-	printf("%-38s %7s %7s %7s %7s %7s %7s %7s\n", "", "median", "p99", "p99.9", "max", "bracket",
-	       "below", "above");
-	printf("%-38s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f\n", "lk_thread_cputime_ns vs clock_gettime",
-	       cpu->p50, cpu->p99, cpu->p999, cpu->max, cpu->bracket_p50, cpu->below_max, cpu->above_max);
-	printf("%-38s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f\n", "lk_now_ns vs CLOCK_MONOTONIC",
-	       now->p50, now->p99, now->p999, now->max, now->bracket_p50, now->below_max, now->above_max);
-	printf("(bracket: median width of the two reference reads; below/above: farthest a value fell "
-	       "outside them.\n above includes hypervisor steal: %.0f ms of it on this VM during the "
-	       "CPU-time samples)\n", accuracy_steal_ms);
+	printf("%-38s %7s %7s %7s %7s %7s %7s %7s %7s %7s\n", "", "median", "p99", "p99.9", "max", "bias",
+	       "bracket", "below", "n below", "above");
+	printf("%-38s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7zu %7.0f\n",
+	       "lk_thread_cputime_ns vs clock_gettime", cpu->p50, cpu->p99, cpu->p999, cpu->max,
+	       cpu->bias_p50, cpu->bracket_p50, cpu->below_max, cpu->below_n, cpu->above_max);
+	printf("%-38s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7zu %7.0f\n", "lk_now_ns vs CLOCK_MONOTONIC",
+	       now->p50, now->p99, now->p999, now->max, now->bias_p50, now->bracket_p50, now->below_max,
+	       now->below_n, now->above_max);
+	printf("(bias: median of value - midpoint, signed; bracket: median width of the two reference "
+	       "reads;\n below/above: farthest a value fell outside them; n below: values below the "
+	       "reference read before them.\n above includes hypervisor steal: %.0f ms of it on this VM "
+	       "during the CPU-time samples)\n", accuracy_steal_ms);
 	printf("targets: median <= 1000 ns: %s; p99 <= 20000 ns: %s   (%zu samples; the max includes "
 	       "reference reads the host interrupted)\n", cpu->p50 <= 1000 ? "met" : "missed",
 	       cpu->p99 <= 20000 ? "met" : "missed", cpu->samples);
@@ -397,8 +410,10 @@ static void json_stats(struct lkb_json *j, const char *key, const struct error_s
 	lkb_json_num(j, "p99_ns", s->p99);
 	lkb_json_num(j, "p99_9_ns", s->p999);
 	lkb_json_num(j, "max_ns", s->max);
+	lkb_json_num(j, "bias_median_ns", s->bias_p50);
 	lkb_json_num(j, "reference_bracket_median_ns", s->bracket_p50);
 	lkb_json_num(j, "below_bracket_max_ns", s->below_max);
+	lkb_json_int(j, "below_bracket_samples", (long long)s->below_n);
 	lkb_json_num(j, "above_bracket_max_ns", s->above_max);
 	lkb_json_int(j, "samples", (long long)s->samples);
 	lkb_json_close(j);
