@@ -67,15 +67,24 @@ LK_BEGIN_DECLS
 
 /*
  * lk_thread_cputime_ns - the calling thread's CPU time in ns, on clock_gettime(
- * CLOCK_THREAD_CPUTIME_ID)'s scale. Never decreases within a thread.
+ * CLOCK_THREAD_CPUTIME_ID)'s scale. Never decreases within a thread, and is never below a
+ * clock_gettime(CLOCK_THREAD_CPUTIME_ID) the thread made before it.
  *
- * Error (methods page and seq): never below the thread's CPU time by more than half of the
- * clock_gettime() its base was taken with (a base is taken only from one shorter than 10 µs; they
- * take 0.25 µs here); above it by at most that much plus the time since the base during which the
- * thread was off its CPU without the kernel switching it out: hypervisor steal time and, on
- * kernels with CONFIG_IRQ_TIME_ACCOUNTING, interrupt time. The rebase interval
- * (LOWKEY_CLOCK_REBASE_US, 1 ms by default) caps the latter. Measured here: median 3-7 ns, p99
- * 110-312 ns, worst 78 µs under host steal (docs/BENCHMARKS.md).
+ * Error (methods page and seq): never below the thread's CPU time but for the counter frequency's
+ * error over one rebase interval (at most 1000 ppm of it by construction, a few ppm in practice: a
+ * few ns). A base carries the counter value read *before* its clock_gettime(), so reads are above
+ * the CPU time by the system call's time up to the kernel's reading: a bias of about half the call
+ * (+0.32 µs on an AMD EPYC KVM guest, whose call takes 0.6 µs; about +0.13 µs expected on an Intel
+ * Xeon guest, 0.26 µs) that differences of reads do not see; at most the whole call (a base is
+ * taken only from one shorter than 10 µs), plus the time since the base during which the thread
+ * was off its CPU without the kernel switching it out: hypervisor steal time and, on kernels with
+ * CONFIG_IRQ_TIME_ACCOUNTING, interrupt time. The rebase interval (LOWKEY_CLOCK_REBASE_US, 1 ms by
+ * default) caps the latter. Measured on the AMD EPYC guest (lowkey bench cputime, 2 vCPUs, loaded):
+ * |lowkey - midpoint of two clock_gettime()| median 317-321 ns, p99 891-957 ns, worst 58 µs under
+ * host steal; none below an earlier clock_gettime() (docs/clock.md, "Error"). Until issue 11 a
+ * base carried the middle of its bracket: median 5-10 ns, but an interrupt charged to the thread
+ * after the kernel's reading made reads lag by half of it, up to 3.2 µs below an earlier
+ * clock_gettime() (p99 110-312 ns there was on an Intel Xeon guest).
  *
  * Cost: one cycle-counter read and a few loads on the fast path (12.8 ns here, 1.27x a bare
  * rdtsc); one clock_gettime() system call (~0.3 µs) per rebase, plus one getrusage() when a base ages
