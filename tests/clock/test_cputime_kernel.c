@@ -124,12 +124,12 @@ static void never_below_under_sleeps_yields_migrations(void **state)
 }
 
 /* A competing thread on the same CPU: involuntary switches at any point, rebases included. */
-static volatile int competitor_stop;
+static int competitor_stop;	/* atomic */
 
 static void *competitor(void *arg)
 {
 	pin_to(*(int *)arg);
-	while (!competitor_stop) {
+	while (!__atomic_load_n(&competitor_stop, __ATOMIC_RELAXED)) {
 		burn(300000);
 		usleep(300);
 	}
@@ -149,14 +149,14 @@ static void never_below_beside_a_competitor(void **state)
 	allowed_cpus(cpus, 1);
 	sched_getaffinity(0, sizeof(all), &all);
 	pin_to(cpus[0]);
-	competitor_stop = 0;
+	__atomic_store_n(&competitor_stop, 0, __ATOMIC_RELAXED);
 	assert_int_equal(pthread_create(&comp, NULL, competitor, &cpus[0]), 0);
 	for (int i = 0; i < 30000; i++) {
 		sample(&t, &prev);
 		if (i % 64 == 0)
 			sched_yield();
 	}
-	competitor_stop = 1;
+	__atomic_store_n(&competitor_stop, 1, __ATOMIC_RELAXED);
 	pthread_join(comp, NULL);
 	pthread_setaffinity_np(pthread_self(), sizeof(all), &all);
 	check(__func__, &t);
