@@ -135,12 +135,21 @@ enum lk_trace_format {
 };
 
 #define LK_TRACE_CPUTIME 0x1	/* record each event's thread CPU time (lk_thread_cputime_ns) */
+#define LK_TRACE_FIXED_BUFFER 0x2 /* a thread's ring never grows past buffer_size (see below) */
 
+/*
+ * Each thread records into a ring of buffer_size bytes, resident from its first event. While the
+ * consumer thread lags more than half a ring behind (it was descheduled, the disk is slow), the
+ * ring grows into a reservation of 8 times that size instead of dropping events, and gives the
+ * extra pages back once the consumer has caught up: by default 2 MiB resident, up to 16 MiB
+ * during a stall. LK_TRACE_FIXED_BUFFER keeps it at buffer_size; events that find it full are
+ * dropped and counted as lost.
+ */
 struct lk_trace_config {
 	const char *path;		/* the directory (CTF) or file (JSON) to write; required */
 	enum lk_trace_format format;
 	size_t buffer_size;		/* bytes per thread, rounded up to a power of two; 0: 2 MiB */
-	unsigned int flags;		/* LK_TRACE_CPUTIME */
+	unsigned int flags;		/* LK_TRACE_CPUTIME, LK_TRACE_FIXED_BUFFER */
 	unsigned int flush_ms;		/* longest a written event waits in its buffer; 0: 100 ms */
 };
 

@@ -57,9 +57,45 @@ static void exit_key_init(void)
 
 /* ---- the ring ---- */
 
+/*
+ * A thread's ring is `size` bytes kept resident (the configured buffer size) at the start of a
+ * mapping GROWTH times larger that costs nothing until written. While the consumer keeps up the
+ * producer laps the first `size` bytes. When it lags (a host that deschedules its virtual CPU, a
+ * busy machine, a slow disk), the producer uses the rest of the mapping instead of dropping
+ * events, and the pages past size are given back once the consumer has caught up:
+ *
+ *  - A lap that reaches size with the consumer more than a quarter ring behind does not wrap: it
+ *    goes on into the rest of the mapping, looking every quarter ring whether the consumer has
+ *    caught up, and wraps then (to the start, pad at the lap's end: lap_end).
+ *  - After a wrap the producer writes between the start and rp. If it reaches rp there, it
+ *    jumps past the previous lap's end (a pad saying where to go on) and continues up to the
+ *    end of the mapping; it wraps again only once the consumer has followed it there.
+ *
+ * So the consumer reads runs of records each ended by a pad that says where the next starts; it
+ * never has to know which of these happened. Whatever the consumer does, the producer drops
+ * events only once nearly all of the mapping holds records the consumer has not read.
+ *
+ * Every record ends at least a header's length before the mapping's end, and before rp when
+ * the producer is behind the consumer, so that wherever the producer leaves a run there is room
+ * for its pad.
+ */
+#define GROWTH 8
+#define WAKE_FRACTION 4
+
 static uint8_t *ring_end(const struct lk__probe_buffer *b)
 {
 	return b->data + b->cap;
+}
+
+/* The last byte a run may reach in the mapping, and in the resident part. */
+static uint8_t *grown_limit(const struct lk__probe_buffer *b)
+{
+	return ring_end(b) - LK__PROBE_HEADER;
+}
+
+static uint8_t *size_limit(const struct lk__probe_buffer *b)
+{
+	return b->data + b->size - LK__PROBE_HEADER;
 }
 
 static void set_fast_end(struct lk__probe_tls *t, uintptr_t end)
@@ -67,24 +103,71 @@ static void set_fast_end(struct lk__probe_tls *t, uintptr_t end)
 	__atomic_store_n(&t->fast_end, end, __ATOMIC_RELAXED);
 }
 
+static void put_pad(uint8_t *at, const struct lk__probe_buffer *b, const uint8_t *next)
+{
+	uint64_t pad = lk__pad((size_t)(next - b->data));
+
+	memcpy(at, &pad, sizeof(pad));
+}
+
+/* The consumer has followed a jump: the producer's records are one run again (rp <= wp). */
+static void settle(struct lk__probe_buffer *b, const uint8_t *rp)
+{
+	if (b->jumped_to && rp >= b->jumped_to)
+		b->jumped_to = NULL;
+}
+
+/* Unread bytes; after a jump, as good as full until the consumer follows. */
+static size_t ring_used(const struct lk__probe_buffer *b, const uint8_t *rp, const uint8_t *wp)
+{
+	if (b->jumped_to)
+		return b->cap;
+	return wp >= rp ? (size_t)(wp - rp) : (size_t)(b->lap_end - rp) + (size_t)(wp - b->data);
+}
+
+/*
+ * The pages past size, once the consumer has read them: the producer is back in the first
+ * `size` bytes with the consumer behind it in the same run, so neither side is past size.
+ */
+static void release_growth(struct lk__probe_buffer *b, const uint8_t *rp, const uint8_t *wp)
+{
+	if (!b->grown || b->jumped_to || wp < rp || wp >= b->data + b->size)
+		return;
+	madvise(b->data + b->size, b->cap - b->size, MADV_DONTNEED);
+	b->grown = false;
+}
+
+/* Where records may go without a decision: the end of the run the producer is in. */
+static uint8_t *run_limit(const struct lk__probe_buffer *b, const uint8_t *rp, const uint8_t *wp, size_t used)
+{
+	if (b->jumped_to)
+		return grown_limit(b);
+	if (wp < rp)	/* room stays for a pad, and a byte more: wp == rp means empty */
+		return (uint8_t *)rp - LK__PROBE_HEADER - 1;
+	if (used >= b->size / WAKE_FRACTION)
+		return grown_limit(b);		/* lagging: the lap may grow */
+	if (wp < size_limit(b))
+		return size_limit(b);
+	return (uint8_t *)wp;			/* caught up past size: the next record wraps */
+}
+
 /*
  * Recompute slow_end and fast_end from the consumer's latest rp, and wake the consumer once a
  * quarter of the ring is used: the rest is the time it has to wake up, which in a virtual machine
- * whose other CPU is idle can take a millisecond. Both ends stop at the watermark, so that crossing
- * it comes here; with CPU time on, the inline path always calls the slow path (fast_end 0), which
- * writes up to slow_end without reading rp, a line the consumer writes.
+ * whose other CPU is idle can take a millisecond. slow_end stops at the watermark, at size (where
+ * the lap wraps or grows), and every quarter ring past size, so that each comes here; with CPU
+ * time on, the inline path always calls the slow path (fast_end 0), which writes up to slow_end
+ * without reading rp, a line the consumer writes.
  */
-#define WAKE_FRACTION 4
-
 static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 {
 	uint8_t *rp = __atomic_load_n(&b->rp, __ATOMIC_ACQUIRE);
-	uint8_t *wp = (uint8_t *)t->committed;
-	size_t used = wp >= rp ? (size_t)(wp - rp) : b->cap - (size_t)(rp - wp);
-	size_t mark = b->cap / WAKE_FRACTION;
-	uint8_t *limit = wp >= rp ? ring_end(b) - 1 : rp - 1;
-	uint8_t *wake_at;
+	uint8_t *wp = (uint8_t *)t->committed, *limit, *stop;
+	size_t used, mark = b->size / WAKE_FRACTION;
 
+	settle(b, rp);
+	used = ring_used(b, rp, wp);
+	release_growth(b, rp, wp);
 	/*
 	 * Once per drain, not once per event: while rp has not moved since our last wake-up the
 	 * consumer has not drained this ring yet, and that wake-up is still pending (it compares
@@ -94,8 +177,17 @@ static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 		b->woke_at_rp = rp;
 		lk__consumer_wake();
 	}
-	wake_at = used >= mark ? limit : wp + (mark - used);
-	b->slow_end = (uintptr_t)(wake_at < limit ? wake_at : limit);
+	limit = run_limit(b, rp, wp, used);
+	stop = used >= mark ? limit : wp + (mark - used);
+	if (wp < size_limit(b) && stop > size_limit(b))
+		stop = size_limit(b);	/* wrap or grow: decided at size */
+	else if (wp >= size_limit(b) && stop > wp + mark)
+		stop = wp + mark;	/* past size: look at rp again a quarter ring on */
+	if (stop > limit)
+		stop = limit;
+	if (stop > b->data + b->size)
+		b->grown = true;	/* the inline path may write there now */
+	b->slow_end = (uintptr_t)stop;
 	if (lk__trace.cputime || __atomic_load_n(&lk__trace.stopping, __ATOMIC_ACQUIRE))
 		set_fast_end(t, 0);
 	else
@@ -103,26 +195,36 @@ static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 }
 
 /*
- * Room for size contiguous bytes, wrapping with a pad if needed; NULL when the ring is full.
- * A pad it writes is committed with the record.
+ * Room for size contiguous bytes: in the run the producer is in, at the start after a pad, or
+ * past the last lap's end after a pad (see above); NULL when the ring is full. A pad it writes
+ * is committed with the record.
  */
 static uint8_t *reserve(struct lk__probe_buffer *b, struct lk__probe_tls *t, uint32_t size)
 {
 	uint8_t *rp = __atomic_load_n(&b->rp, __ATOMIC_ACQUIRE);
-	uint8_t *wp = (uint8_t *)t->committed;
+	uint8_t *wp = (uint8_t *)t->committed, *next;
 
-	if (wp < rp)
-		return wp + size < rp ? wp : NULL;
-	if (wp + size < ring_end(b))
+	settle(b, rp);
+	if (wp + size <= run_limit(b, rp, wp, ring_used(b, rp, wp))) {
+		if (wp + size > b->data + b->size)
+			b->grown = true;
 		return wp;
-	/* wrap: the record goes at the start, if it stays short of rp */
-	if (b->data + size >= rp)
-		return NULL;
-	if (ring_end(b) - wp >= LK__PROBE_HEADER) {
-		uint64_t pad = LK__PAD_TSC;
-
-		memcpy(wp, &pad, sizeof(pad));
 	}
+	if (wp < rp && !b->jumped_to) {
+		/* wrapped and full: go on past the last lap, if it left room */
+		next = b->lap_end + LK__PROBE_HEADER;
+		if (next + size > grown_limit(b))
+			return NULL;
+		put_pad(wp, b, next);
+		b->jumped_to = next;
+		b->grown = true;
+		return next;
+	}
+	/* wrap: the record goes at the start, if it stays short of rp by a pad and a byte */
+	if (b->jumped_to || b->data + size + LK__PROBE_HEADER >= rp)
+		return NULL;
+	put_pad(wp, b, b->data);	/* wp <= the mapping's end - a header: see grown_limit */
+	b->lap_end = wp;
 	return b->data;
 }
 
@@ -185,7 +287,7 @@ static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, ui
 	uint8_t *p, *args;
 
 	*quick = t->committed + size <= b->slow_end;
-	if (size > b->cap / 4 || !(p = *quick ? (uint8_t *)t->committed : reserve(b, t, (uint32_t)size))) {
+	if (size > b->size / 4 || !(p = *quick ? (uint8_t *)t->committed : reserve(b, t, (uint32_t)size))) {
 		count_lost(b);
 		return false;
 	}
@@ -221,31 +323,58 @@ static void push(struct lk__probe_buffer *b)
 
 static size_t trace_buffer_size(void)
 {
-	size_t want = lk__trace.config.buffer_size, cap = 4096;
+	size_t want = lk__trace.config.buffer_size, size = 4096;
 
-	while (cap < want)
-		cap <<= 1;
-	return cap;
+	while (size < want)
+		size <<= 1;
+	return size;
+}
+
+/*
+ * A ring of `size` resident bytes in a mapping GROWTH times larger that costs nothing until the
+ * ring grows into it (MAP_NORESERVE: it is not charged against overcommit either).
+ */
+static uint8_t *map_ring(size_t size, size_t cap)
+{
+	uint8_t *data = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			     -1, 0);
+
+	if (data == MAP_FAILED)
+		return NULL;
+#ifdef MADV_POPULATE_WRITE
+	if (madvise(data, size, MADV_POPULATE_WRITE) == 0)
+		return data;
+#endif
+	for (size_t off = 0; off < size; off += 4096)	/* kernels before 5.14 */
+		data[off] = 0;
+	return data;
 }
 
 /* Point this thread at an empty ring of the running trace's size, reallocating if needed. */
 static int attach(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 {
-	size_t cap = trace_buffer_size();
+	size_t size = trace_buffer_size();
+	size_t cap = lk__trace.config.flags & LK_TRACE_FIXED_BUFFER ? size : GROWTH * size;
 
 	/* Counted from here: a handler's event dropped while this runs belongs to the new trace. */
 	__atomic_store_n(&b->lost, 0, __ATOMIC_RELAXED);
-	if (b->cap != cap) {
-		void *data = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (b->cap != cap || b->size != size) {
+		uint8_t *data = map_ring(size, cap);
 
-		if (data == MAP_FAILED)
+		if (!data)
 			return -1;
 		if (b->data)
 			munmap(b->data, b->cap);
 		b->data = data;
 		b->cap = cap;
+		b->size = size;
+	} else if (b->grown) {
+		madvise(b->data + b->size, b->cap - b->size, MADV_DONTNEED);
 	}
+	b->grown = false;
 	b->rp = b->data;
+	b->lap_end = b->data + b->size;
+	b->jumped_to = NULL;
 	b->slow_end = 0;	/* the first record finds its place through reserve() and rearm() */
 	b->woke_at_rp = NULL;
 	b->lost_written = b->events = b->packets = 0;

@@ -27,6 +27,7 @@
 #define MAX_PACKET (256u << 10)
 
 static int stop_requested;
+int lk__consumer_hold, lk__consumer_held;
 
 /*
  * A producer crossed its ring's watermark. The count always moves, so a wake-up that arrives
@@ -96,22 +97,32 @@ static size_t record_size(const struct lk__trace *t, const uint8_t *rp, size_t a
 }
 
 /*
- * One contiguous run starting at rp, up to committed or the end of the ring, at most one packet.
- * Returns where the next run starts. now: a TSC read after committed was, to extend the records'
- * 48-bit timestamps from.
+ * One run of records starting at rp, up to committed or a pad, at most one packet. Returns where
+ * the next run starts: after a pad, where it says (buffer.c). now: a TSC read after committed
+ * was, to extend the records' 48-bit timestamps from.
  */
 static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8_t *rp, uint8_t *committed,
 			  uint64_t now)
 {
 	uint8_t *end = b->data + b->cap, *limit = committed >= rp ? committed : end;
-	uint8_t *start = rp, *last = NULL, *last_end = NULL;
+	uint8_t *start = rp, *last = NULL, *last_end = NULL, *next = NULL;
 	uint64_t events = 0;
 
 	while (rp < limit && (size_t)(rp - start) < MAX_PACKET) {
+		uint64_t head;
 		size_t size;
 
-		if (end - rp < LK__PROBE_HEADER || read_u64(rp) == LK__PAD_TSC) {
-			rp = end;	/* the rest of the ring is padding */
+		if (end - rp < LK__PROBE_HEADER) {
+			fail_output(t, -EIO);	/* the producer always leaves room for a pad */
+			return committed;
+		}
+		head = read_u64(rp);
+		if (lk__header_id(head) == LK__PAD_ID) {
+			next = b->data + (head >> 16);
+			if (next >= end) {
+				fail_output(t, -EIO);	/* cannot happen unless memory was corrupted */
+				return committed;
+			}
 			break;
 		}
 		size = record_size(t, rp, (size_t)(limit - rp));
@@ -127,7 +138,7 @@ static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8
 	if (last)
 		emit_packet(t, b, start, last_end, lk__tsc_extend(now, lk__header_tsc48(read_u64(start))),
 			    lk__tsc_extend(now, lk__header_tsc48(read_u64(last))), events);
-	return rp == end ? b->data : rp;
+	return next ? next : rp;
 }
 
 static void drain_buffer(struct lk__trace *t, struct lk__probe_buffer *b)
@@ -215,6 +226,18 @@ static void drain_all(struct lk__trace *t, bool final)
 	}
 }
 
+static void wait_while_held(void)
+{
+	struct timespec pause = { 0, 100000 };
+
+	while (__atomic_load_n(&lk__consumer_hold, __ATOMIC_SEQ_CST) &&
+	       !__atomic_load_n(&stop_requested, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&lk__consumer_held, 1, __ATOMIC_SEQ_CST);
+		nanosleep(&pause, NULL);
+	}
+	__atomic_store_n(&lk__consumer_held, 0, __ATOMIC_SEQ_CST);
+}
+
 /* Sleep unless woken since `seen` (read before the drain that just ended). */
 static void sleep_until_woken(struct lk__trace *t, unsigned int seen)
 {
@@ -238,6 +261,7 @@ static void *consumer_main(void *arg)
 	while (!__atomic_load_n(&stop_requested, __ATOMIC_SEQ_CST)) {
 		unsigned int seen = __atomic_load_n(&t->wake, __ATOMIC_SEQ_CST);
 
+		wait_while_held();
 		drain_all(t, false);
 		sleep_until_woken(t, seen);
 	}

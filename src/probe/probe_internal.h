@@ -18,10 +18,15 @@
  *   [u64 thread CPU time ns, when the trace records it]
  *   arguments: 8 bytes each; strings NUL-terminated, unpadded.
  * Records are byte-granular and carry no size: the event id's layout gives it (lk__payload_size).
- * A header of LK__PAD_TSC (id 0xffff, never given), or fewer than 8 bytes left before the end of
- * the ring, mean "continue at the start of the ring".
+ * A pad (id 0xffff, never given) ends a run of records: the records go on at the offset in the
+ * ring held in its upper 48 bits (0: the start). See buffer.c for where pads go.
  */
-#define LK__PAD_TSC UINT64_MAX
+#define LK__PAD_ID 0xffffu
+
+static inline uint64_t lk__pad(size_t offset)
+{
+	return (uint64_t)offset << 16 | LK__PAD_ID;
+}
 #define LK__MAX_EVENT_ID 0xfffeu
 
 /* lk_probe_site.flags, set when the site registers */
@@ -36,13 +41,17 @@ struct lk__probe_buffer {
 	/* the producer's hot fields (its TLS); read by the consumer only under the hazard below */
 	struct lk__probe_tls *tls;
 	uint8_t *data;
-	size_t cap;
+	size_t cap;			/* the mapping: the ring's room at its largest */
+	size_t size;			/* where laps end while the consumer keeps up (resident) */
 	pid_t tid;
 	char name[16];
 
 	/* the producer's slow path */
 	uintptr_t slow_end;		/* it may write up to here without looking at rp */
 	uint8_t *woke_at_rp;		/* rp when it last woke the consumer */
+	uint8_t *lap_end;		/* where it last wrapped to the start (its pad) */
+	uint8_t *jumped_to;		/* where it went on past lap_end with the ring full; NULL */
+	bool grown;			/* pages past size were written since they were last released */
 
 	/* consumer side, on a line of its own */
 	_Alignas(64) uint8_t *rp;	/* next byte to read (release: frees space for the producer) */
@@ -216,6 +225,12 @@ void lk__probe_forget_thread(void);
 int lk__consumer_start(void);
 void lk__consumer_stop(void);		/* joins, after a final drain */
 void lk__consumer_wake(void);		/* async-signal-safe */
+
+/*
+ * For tests: while lk__consumer_hold is set the consumer drains nothing, as a descheduled one
+ * would not; lk__consumer_held says it has seen the hold.
+ */
+extern int lk__consumer_hold, lk__consumer_held;
 
 /* ---- ctf.c: the CTF writer ---- */
 

@@ -65,7 +65,7 @@ static int check_config(const struct lk_trace_config *c)
 				c->buffer_size, MAX_BUFFER);
 	if (c->buffer_size && c->buffer_size < 4096)
 		return lk__fail(-EINVAL, "lk_trace_start: buffer_size %zu is under 4096 bytes", c->buffer_size);
-	if (c->flags & ~(unsigned int)LK_TRACE_CPUTIME)
+	if (c->flags & ~(unsigned int)(LK_TRACE_CPUTIME | LK_TRACE_FIXED_BUFFER))
 		return lk__fail(-EINVAL, "lk_trace_start: unknown flags %#x", c->flags);
 	return 0;
 }

@@ -324,7 +324,9 @@ static void timestamps_extend_across_the_wrap(void **state)
 	assert_true(lk__tsc_advance(base + 9, 9) == base + 9);
 	assert_int_equal(lk__header_id(lk__probe_header(base + 0x123456789aULL, 0xbeef)), 0xbeef);
 	assert_true(lk__header_tsc48(lk__probe_header(base + 0x123456789aULL, 0xbeef)) == 0x123456789aULL);
-	assert_int_equal(lk__header_id(LK__PAD_TSC), 0xffff);	/* the pad is no event's header */
+	assert_int_equal(lk__header_id(lk__pad(0)), 0xffff);	/* a pad is no event's header */
+	assert_int_equal(lk__header_id(lk__pad(12345)), 0xffff);
+	assert_true(lk__pad(12345) >> 16 == 12345);
 }
 
 static int by_value(const void *a, const void *b)

@@ -9,12 +9,15 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <lowkey/lowkey.h>
 
+#include "probe/probe_internal.h"
 #include "trace_check.h"
 
 static void start_with(char *dir, size_t len, const char *what, size_t buffer, unsigned int flags)
@@ -41,8 +44,8 @@ static void lost_events_counted_exactly(void **state)
 
 	(void)state;
 	assert_true(lk_probe_enable("thr") >= 0);
-	/* 4 KiB ring, a burst far larger than the consumer can take in time: most are dropped */
-	start(dir, sizeof(dir), "lost", 4096);
+	/* a 4 KiB ring that may not grow, a burst far larger than the consumer can take in time */
+	start_with(dir, sizeof(dir), "lost", 4096, LK_TRACE_FIXED_BUFFER);
 	for (long i = 0; i < n; i++)
 		LK_PROBE(thr, burst, i, i);
 	assert_int_equal(lk_trace_stop(), 0);
@@ -57,6 +60,146 @@ static void lost_events_counted_exactly(void **state)
 		if (strcmp(t.ev[k].name, "thr:burst") == 0 && strcmp(t.ev[k - 1].name, "thr:burst") == 0)
 			assert_true(t.ev[k].v[0] > t.ev[k - 1].v[0]);
 	lkt_free(&t);
+	lkt_rmrf(dir);
+}
+
+/* ---- a stalled consumer: the ring grows, then gives the memory back ---- */
+
+static void hold_consumer(bool hold)
+{
+	__atomic_store_n(&lk__consumer_hold, hold, __ATOMIC_SEQ_CST);
+	lk__consumer_wake();
+	while (__atomic_load_n(&lk__consumer_held, __ATOMIC_SEQ_CST) != hold)
+		usleep(100);
+}
+
+static struct lk__probe_buffer *my_ring(void)
+{
+	pid_t me = gettid();
+
+	for (struct lk__probe_buffer *b = lk__probe_buffers; b; b = b->next)
+		if (b->tid == me && !b->dead)
+			return b;
+	return NULL;
+}
+
+/* Resident pages of [from, to), by mincore. */
+static size_t resident(const uint8_t *from, const uint8_t *to)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (size_t)(to - from) / page, count = 0;
+	unsigned char *vec = malloc(n);
+
+	assert_non_null(vec);
+	assert_int_equal(mincore((void *)from, (size_t)(to - from), vec), 0);
+	for (size_t i = 0; i < n; i++)
+		count += vec[i] & 1;
+	free(vec);
+	return count;
+}
+
+static void check_in_order(const char *dir, uint64_t n)
+{
+	struct lkt_trace t;
+	long next = 0;
+
+	assert_int_equal(lkt_read(&t, dir), 0);
+	assert_int_equal(t.lost, 0);
+	for (size_t k = 0; k < t.n; k++) {
+		if (strcmp(t.ev[k].name, "thr:grow") != 0)
+			continue;
+		assert_int_equal((long)t.ev[k].v[0], next);
+		next++;
+	}
+	assert_int_equal(next, (long)n);
+	lkt_free(&t);
+}
+
+/*
+ * A consumer that does not run (as one whose CPU the host took away) while one burst fills the
+ * ring seven times over: nothing is lost, the ring grew past its size, and once the consumer has
+ * caught up the pages past size are given back. Several rounds, so laps that grew and laps that
+ * did not follow each other; every event is in the trace, in order. With LK_TRACE_FIXED_BUFFER
+ * the same burst loses events.
+ */
+static void stalled_consumer_ring_grows(void **state)
+{
+	enum { SIZE = 64 << 10, BURST = 7 * SIZE / 24 - 64 };
+	struct lk__probe_buffer *b;
+	struct lk_trace_stats st;
+	uint64_t n = 0;
+	char dir[256];
+
+	(void)state;
+	assert_true(lk_probe_enable("thr") >= 0);
+	start(dir, sizeof(dir), "grow", SIZE);
+	LK_PROBE(thr, start, 0L);	/* the thread's ring */
+	b = my_ring();
+	assert_non_null(b);
+	assert_int_equal(b->size, SIZE);
+	assert_int_equal(b->cap, 8 * SIZE);
+	for (int round = 0; round < 6; round++) {
+		long burst = round % 2 ? BURST : BURST / 5;
+
+		hold_consumer(true);
+		for (long i = 0; i < burst; i++, n++)
+			LK_PROBE(thr, grow, (long)n, i);
+		assert_int_equal(lk_trace_stats(&st), 0);
+		assert_int_equal(st.lost, 0);
+		if (round % 2)
+			assert_true(resident(b->data + SIZE, b->data + b->cap) > 0);
+		hold_consumer(false);
+		/* the consumer catches up; a quarter ring and more of events brings the producer back */
+		while (__atomic_load_n(&b->rp, __ATOMIC_ACQUIRE) != (uint8_t *)b->tls->committed)
+			usleep(1000);
+		for (long i = 0; i < SIZE / 24; i++, n++)
+			LK_PROBE(thr, grow, (long)n, i);
+	}
+	/*
+	 * The stall that starts just after a wrap: the producer a little short of size with the
+	 * consumer caught up wraps there, fills the start of the ring up to the consumer, and then
+	 * goes on past the last lap's end instead of dropping.
+	 */
+	for (long tries = 0; tries < 1000000; tries++, n++) {
+		size_t wp = (size_t)((uint8_t *)b->tls->committed - b->data);
+
+		LK_PROBE(thr, grow, (long)n, 0L);
+		if (wp >= SIZE - 2048 && wp < SIZE - 1024)
+			break;
+	}
+	n++;
+	while (__atomic_load_n(&b->rp, __ATOMIC_ACQUIRE) != (uint8_t *)b->tls->committed)
+		usleep(1000);
+	hold_consumer(true);
+	for (long i = 0; i < BURST; i++, n++)
+		LK_PROBE(thr, grow, (long)n, i);
+	assert_non_null(b->jumped_to);
+	assert_int_equal(lk_trace_stats(&st), 0);
+	assert_int_equal(st.lost, 0);
+	hold_consumer(false);
+
+	/* a consumer that keeps up: the producer laps the first SIZE bytes and gives the rest back */
+	for (int chunk = 0; chunk < 40; chunk++) {
+		while (__atomic_load_n(&b->rp, __ATOMIC_ACQUIRE) != (uint8_t *)b->tls->committed)
+			usleep(1000);
+		for (long i = 0; i < SIZE / 24 / 10; i++, n++)
+			LK_PROBE(thr, grow, (long)n, i);
+	}
+	assert_int_equal(resident(b->data + SIZE, b->data + b->cap), 0);
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_trace_stats(&st), 0);
+	assert_int_equal(st.lost, 0);
+	check_in_order(dir, n);
+	lkt_rmrf(dir);
+
+	start_with(dir, sizeof(dir), "fixed", SIZE, LK_TRACE_FIXED_BUFFER);
+	LK_PROBE(thr, start, 0L);
+	hold_consumer(true);
+	for (long i = 0; i < BURST; i++)
+		LK_PROBE(thr, grow, i, i);
+	hold_consumer(false);
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_trace_stats(&st), 0);
+	assert_true(st.lost > 0);
 	lkt_rmrf(dir);
 }
 
@@ -392,6 +535,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(lost_events_counted_exactly),
 		cmocka_unit_test(slow_path_records_wrap_intact),
+		cmocka_unit_test(stalled_consumer_ring_grows),
 		cmocka_unit_test(eight_writers_while_flipping),
 		cmocka_unit_test(exited_threads_are_flushed),
 		cmocka_unit_test(buffers_freed_while_walked),
