@@ -6,8 +6,15 @@
  * this user can enter (see lk__control_dir), and starts a service thread that blocks every signal
  * and serves clients with poll(). A client must be this process's user or root (SO_PEERCRED);
  * others get one refusal message and are disconnected. Every message is decoded by protocol.c,
- * which checks everything; a message it refuses gets an error reply, is counted (STATUS shows the
- * counts) and changes nothing. The library never prints: refusals are counted, not logged.
+ * which checks everything; a message it refuses is counted (STATUS shows the counts), changes
+ * nothing, and ends the connection after one error reply. The library never prints: refusals are
+ * counted, not logged.
+ *
+ * The service thread never waits for a client: every socket is non-blocking, and what a client's
+ * socket cannot take now waits in that client's outbox, sent as the client reads. Its next
+ * requests wait too (they are not read while its outbox holds anything), so one client costs at
+ * most one request's replies. A client whose outbox has not moved for lk__control_stall_ms is
+ * dropped; the others are served meanwhile.
  *
  * Rules a client adds with scope "session" are removed when its connection closes, and a trace it
  * started with "stop on close" is stopped then, so a `lowkey trace --pid` that is killed leaves the
@@ -20,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <signal.h>
@@ -30,6 +38,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <lowkey/error.h>
@@ -48,19 +57,28 @@ _Static_assert(LK_CTL_MAX_ARGS == LK_PROBE_MAX_ARGS, "protocol.h mirrors lowkey/
 
 #define MAX_CLIENTS 8
 #define MAX_SESSION_RULES 256
-#define SEND_TIMEOUT_S 5	/* a client that does not read its replies for this long is dropped */
+
+int lk__control_stall_ms = 5000;
 
 struct session_rule {
 	char *glob;
 	bool enable;
 };
 
+/* Encoded messages waiting for their client to read them, each preceded by its u32 length. */
+struct outbox {
+	uint8_t *data;
+	size_t off, len, cap;
+};
+
 struct client {
 	int fd;
-	bool broken;		/* a reply could not be sent: drop it */
+	bool broken;		/* a reply could not be sent, or the client broke the protocol: drop it */
 	uid_t uid;
 	struct session_rule *rules;
 	size_t nrules;
+	struct outbox out;
+	int64_t moved_at;	/* ms, CLOCK_MONOTONIC: when the outbox last moved or filled */
 };
 
 static struct {
@@ -146,6 +164,15 @@ int lk__control_dir(char *out, size_t len)
 
 /* ---- replies ---- */
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One message, now or never: for peers that are refused, and for the goodbye at exit. */
 static int send_msg(int fd, struct lk__ctl_msg *m)
 {
 	uint8_t buf[LK_CTL_MAX_MSG];
@@ -153,29 +180,93 @@ static int send_msg(int fd, struct lk__ctl_msg *m)
 
 	if (n < 0)
 		return n;
-	return send(fd, buf, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -errno;
+	return send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n ? 0 : -errno;
 }
 
-static int send_result(int fd, uint32_t seq, int err, int64_t value, const char *message)
+static void result_msg(struct lk__ctl_msg *m, char *text, uint32_t seq, int err, int64_t value, const char *message)
 {
-	struct lk__ctl_msg m = { .type = LK_CTL_RESULT, .seq = seq };
-	char text[LK_CTL_MAX_TEXT + 1];
+	snprintf(text, LK_CTL_MAX_TEXT + 1, "%s", message ? message : "");
+	*m = (struct lk__ctl_msg){ .type = LK_CTL_RESULT, .seq = seq };
+	m->result = (struct lk__ctl_result){ err < -4095 ? -EINVAL : err, value, text };
+}
 
-	snprintf(text, sizeof(text), "%s", message ? message : "");
-	m.result = (struct lk__ctl_result){ err < -4095 ? -EINVAL : err, value, text };
-	return send_msg(fd, &m);
+static bool pending(const struct client *c)
+{
+	return c->out.off < c->out.len;
+}
+
+static void outbox_free(struct outbox *o)
+{
+	free(o->data);
+	*o = (struct outbox){ 0 };
+}
+
+static int outbox_reserve(struct outbox *o, size_t n)
+{
+	size_t cap = o->cap ? o->cap : 4096;
+	uint8_t *grown;
+
+	if (o->off == o->len)
+		o->off = o->len = 0;
+	if (o->cap - o->len >= n)
+		return 0;
+	while (cap - o->len < n)
+		cap *= 2;
+	grown = realloc(o->data, cap);
+	if (!grown)
+		return -ENOMEM;
+	o->data = grown;
+	o->cap = cap;
+	return 0;
+}
+
+/* Send what the client's socket takes now; the rest waits for poll to say it has room. */
+static void flush(struct client *c)
+{
+	struct outbox *o = &c->out;
+
+	while (o->off < o->len) {
+		uint32_t n;
+		ssize_t sent;
+
+		memcpy(&n, o->data + o->off, 4);
+		sent = send(c->fd, o->data + o->off + 4, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (sent != (ssize_t)n) {
+			c->broken = true;
+			return;
+		}
+		o->off += 4 + (size_t)n;
+		c->moved_at = now_ms();
+	}
 }
 
 static void reply(struct client *c, struct lk__ctl_msg *m)
 {
-	if (send_msg(c->fd, m) != 0)
+	uint8_t buf[LK_CTL_MAX_MSG];
+	int n = lk__ctl_encode(m, buf, sizeof(buf));
+	uint32_t len = (uint32_t)n;
+
+	if (n < 0 || outbox_reserve(&c->out, 4 + (size_t)n) != 0) {
 		c->broken = true;
+		return;
+	}
+	if (!pending(c))
+		c->moved_at = now_ms();
+	memcpy(c->out.data + c->out.len, &len, 4);
+	memcpy(c->out.data + c->out.len + 4, buf, len);
+	c->out.len += 4 + len;
+	flush(c);
 }
 
 static void reply_result(struct client *c, uint32_t seq, int err, int64_t value, const char *message)
 {
-	if (send_result(c->fd, seq, err, value, message) != 0)
-		c->broken = true;
+	struct lk__ctl_msg m;
+	char text[LK_CTL_MAX_TEXT + 1];
+
+	result_msg(&m, text, seq, err, value, message);
+	reply(c, &m);
 }
 
 /* ---- clients ---- */
@@ -236,6 +327,7 @@ static void drop_client(unsigned int i)
 		ctl.trace_owner = -1;
 	}
 	remove_session_rules(c);
+	outbox_free(&c->out);
 	close(c->fd);
 	ctl.clients[i] = ctl.clients[--ctl.nclients];
 	if (ctl.trace_owner == (int)ctl.nclients)
@@ -246,23 +338,24 @@ static void refuse_peer(int fd, int err, const char *fmt, ...) __attribute__((fo
 
 static void refuse_peer(int fd, int err, const char *fmt, ...)
 {
-	char text[256];
+	char text[256], reply_text[LK_CTL_MAX_TEXT + 1];
+	struct lk__ctl_msg m;
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
 	__atomic_fetch_add(&ctl.refused_peers, 1, __ATOMIC_RELAXED);
-	send_result(fd, 0, err, 0, text);
+	result_msg(&m, reply_text, 0, err, 0, text);
+	send_msg(fd, &m);
 	close(fd);
 }
 
 static void accept_client(void)
 {
-	struct timeval timeout = { SEND_TIMEOUT_S, 0 };
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	int fd = accept4(ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = accept4(ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 	if (fd < 0)
 		return;
@@ -270,8 +363,6 @@ static void accept_client(void)
 		close(fd);
 		return;
 	}
-	/* blocking sends, bounded: a client that stops reading is dropped, not waited for */
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
 	if (cred.uid != geteuid() && cred.uid != 0) {
 		refuse_peer(fd, -EACCES, "uid %u may not control process %d: only its own user (uid %u) or root may",
 			    (unsigned int)cred.uid, (int)getpid(), (unsigned int)geteuid());
@@ -446,19 +537,16 @@ static void do_list(struct client *c, const struct lk__ctl_msg *req)
 	struct site_list l = { .seq = req->seq };
 
 	lk_probe_list(encode_site, &l);
-	for (size_t off = 0; off < l.len && !l.err;) {
-		uint32_t n;
-
-		memcpy(&n, l.data + off, 4);
-		if (send(c->fd, l.data + off + 4, n, MSG_NOSIGNAL) != (ssize_t)n) {
-			c->broken = true;
-			break;
-		}
-		off += 4 + n;
+	if (l.err) {
+		free(l.data);
+		reply_result(c, req->seq, l.err, 0, "out of memory listing the sites");
+		return;
 	}
-	free(l.data);
-	if (!c->broken)
-		reply_result(c, req->seq, l.err, l.count, l.err ? "out of memory listing the sites" : "");
+	/* already laid out as an outbox; a client's requests are read only when its outbox is empty */
+	outbox_free(&c->out);
+	c->out = (struct outbox){ l.data, 0, l.len, l.cap };
+	c->moved_at = now_ms();
+	reply_result(c, req->seq, 0, l.count, "");
 }
 
 static void refuse_message(struct client *c, uint32_t seq, int err, const char *why)
@@ -467,7 +555,7 @@ static void refuse_message(struct client *c, uint32_t seq, int err, const char *
 	reply_result(c, seq, err, 0, why);
 }
 
-/* Read and serve one message. Returns false when the client is gone. */
+/* Read and serve one message. Returns false when the client is gone or must be dropped. */
 static bool serve(unsigned int i)
 {
 	struct client *c = &ctl.clients[i];
@@ -483,7 +571,7 @@ static bool serve(unsigned int i)
 		return true;
 	if ((size_t)n > sizeof(buf)) {
 		refuse_message(c, 0, -EMSGSIZE, "message too long");
-		return true;
+		return false;
 	}
 	err = lk__ctl_decode(buf, (size_t)n, &req, why, sizeof(why));
 	if (!err && !lk__ctl_is_request(req.type)) {
@@ -491,8 +579,9 @@ static bool serve(unsigned int i)
 		snprintf(why, sizeof(why), "a %s message is not a request", lk__ctl_type_name(req.type));
 	}
 	if (err) {
+		/* one reply, if its socket takes it now; then the connection ends */
 		refuse_message(c, req.seq, err, why);
-		return true;
+		return false;
 	}
 	switch (req.type) {
 	case LK_CTL_RULE: do_rule(c, &req); break;
@@ -502,6 +591,36 @@ static bool serve(unsigned int i)
 	case LK_CTL_LIST: do_list(c, &req); break;
 	}
 	return !ctl.clients[i].broken;
+}
+
+/* Milliseconds until the first client with a stalled outbox is due to be dropped; -1: none. */
+static int poll_timeout(int64_t now)
+{
+	int64_t stall = __atomic_load_n(&lk__control_stall_ms, __ATOMIC_RELAXED), first = -1;
+
+	for (unsigned int i = 0; i < ctl.nclients; i++) {
+		int64_t left = ctl.clients[i].moved_at + stall - now;
+
+		if (pending(&ctl.clients[i]) && (first < 0 || left < first))
+			first = left < 0 ? 0 : left;
+	}
+	return first > INT_MAX ? INT_MAX : (int)first;
+}
+
+/* What poll said about client i: send what waits, or serve one request. False: drop it. */
+static bool service_client(unsigned int i, short revents)
+{
+	struct client *c = &ctl.clients[i];
+
+	if (pending(c)) {
+		if (revents)
+			flush(c);
+	} else if (revents && !serve(i)) {
+		return false;
+	}
+	if (c->broken)
+		return false;
+	return !pending(c) || now_ms() - c->moved_at < __atomic_load_n(&lk__control_stall_ms, __ATOMIC_RELAXED);
 }
 
 static void *service_main(void *arg)
@@ -516,14 +635,15 @@ static void *service_main(void *arg)
 		fds[0] = (struct pollfd){ .fd = ctl.wake_fd, .events = POLLIN };
 		fds[1] = (struct pollfd){ .fd = ctl.listen_fd, .events = POLLIN };
 		for (unsigned int i = 0; i < n; i++)
-			fds[2 + i] = (struct pollfd){ .fd = ctl.clients[i].fd, .events = POLLIN };
-		if (poll(fds, 2 + n, -1) < 0)
+			fds[2 + i] = (struct pollfd){ .fd = ctl.clients[i].fd,
+						      .events = pending(&ctl.clients[i]) ? POLLOUT : POLLIN };
+		if (poll(fds, 2 + n, poll_timeout(now_ms())) < 0)
 			continue;
 		if (fds[0].revents)
 			break;
 		/* from the last: dropping client i moves the last one into its slot */
 		for (unsigned int i = n; i-- > 0;)
-			if (fds[2 + i].revents && !serve(i))
+			if (!service_client(i, fds[2 + i].revents))
 				drop_client(i);
 		if (fds[1].revents & POLLIN)
 			accept_client();
@@ -557,8 +677,10 @@ static void control_fork_child(void)
 {
 	if (ctl.open) {
 		close_fds();
-		for (unsigned int i = 0; i < ctl.nclients; i++)
+		for (unsigned int i = 0; i < ctl.nclients; i++) {
 			close(ctl.clients[i].fd);
+			outbox_free(&ctl.clients[i].out);
+		}
 		ctl.nclients = 0;
 		ctl.trace_gen = 0;
 		ctl.trace_owner = -1;
@@ -704,7 +826,7 @@ static void shutdown_locked(bool exiting)
 			m.stats = (struct lk__ctl_stats){ 0, st.events, st.lost, st.bytes, st.threads, path, msg };
 		}
 		for (unsigned int i = 0; i < ctl.nclients; i++)
-			send_msg(ctl.clients[i].fd, &m);
+			reply(&ctl.clients[i], &m);	/* after what waits for it, if its socket takes it now */
 	}
 	while (ctl.nclients)
 		drop_client(ctl.nclients - 1);

@@ -28,6 +28,12 @@ int lk__parse_bool(const char *s, bool *out);
 const char *lk__control_path(void);
 
 /*
+ * How long (ms) replies may wait for a client that does not read them before the client is
+ * dropped: 5000. Read by the service thread each time round; tests change it.
+ */
+extern int lk__control_stall_ms;
+
+/*
  * The directory for this user's control sockets: $XDG_RUNTIME_DIR/lowkey when XDG_RUNTIME_DIR is
  * an absolute directory this user owns that no one else may enter, else /tmp/lowkey-EUID. Created
  * (mode 0700) when missing; an existing one must be a real directory (not a symbolic link) owned

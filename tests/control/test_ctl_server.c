@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -392,17 +393,27 @@ static int raw_connect(void)
 	return fd;
 }
 
-/* Send len bytes; the reply must be a RESULT with error want. */
-static void expect_refusal(int fd, const void *msg, size_t len, int want)
+/* Receive one message on a raw connection (30 s at most); its length, 0 at the end, -errno. */
+static ssize_t raw_recv(int fd, uint8_t *buf, size_t len)
 {
-	uint8_t reply[LK_CTL_MAX_MSG];
-	struct lk__ctl_msg m;
 	struct timeval tv = { 30, 0 };
 	ssize_t n;
 
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	assert_int_equal(send(fd, msg, len, MSG_NOSIGNAL), (ssize_t)len);
-	n = recv(fd, reply, sizeof(reply), 0);
+	n = recv(fd, buf, len, 0);
+	/* a peer that closed with our messages unread reports that first; what it sent is behind */
+	if (n < 0 && errno == ECONNRESET)
+		n = recv(fd, buf, len, 0);
+	return n < 0 ? -errno : n;
+}
+
+/* The next message on fd must be a RESULT with error want. */
+static void expect_result(int fd, int want)
+{
+	uint8_t reply[LK_CTL_MAX_MSG];
+	struct lk__ctl_msg m;
+	ssize_t n = raw_recv(fd, reply, sizeof(reply));
+
 	assert_true(n > 0);
 	assert_int_equal(lk__ctl_decode(reply, (size_t)n, &m, err, sizeof(err)), 0);
 	assert_int_equal(m.type, LK_CTL_RESULT);
@@ -410,6 +421,28 @@ static void expect_refusal(int fd, const void *msg, size_t len, int want)
 		print_error("wanted %d, got %d: %s\n", want, m.result.err, m.result.message);
 	assert_int_equal(m.result.err, want);
 	assert_true(m.result.message[0] != 0);
+}
+
+/* The process has ended the connection: nothing more comes, and the end is seen. */
+static void expect_dropped(int fd)
+{
+	uint8_t reply[LK_CTL_MAX_MSG];
+	ssize_t n = raw_recv(fd, reply, sizeof(reply));
+
+	if (n != 0)
+		print_error("the connection is still open (recv: %zd)\n", n);
+	assert_int_equal(n, 0);
+}
+
+/* Send len bytes on a new connection: the reply must be a RESULT with error want, then the end. */
+static void expect_refusal(const void *msg, size_t len, int want)
+{
+	int fd = raw_connect();
+
+	assert_int_equal(send(fd, msg, len, MSG_NOSIGNAL), (ssize_t)len);
+	expect_result(fd, want);
+	expect_dropped(fd);
+	close(fd);
 }
 
 static int encode(struct lk__ctl_msg *m, uint8_t *buf)
@@ -435,43 +468,41 @@ static void hostile_messages_are_refused(void **state)
 	assert_int_equal(lk_control_open(), 0);
 	connect_self(&c);
 	before = get_status(&c).refused_messages;
-	fd = raw_connect();
 
-	expect_refusal(fd, "abc", 3, -EBADMSG), refusals++;
+	expect_refusal("abc", 3, -EBADMSG), refusals++;
 	memset(big, 0xa5, sizeof(big));
-	expect_refusal(fd, big, sizeof(big), -EMSGSIZE), refusals++;
-	expect_refusal(fd, big, LK_CTL_MAX_MSG, -EBADMSG), refusals++;	/* bad magic */
+	expect_refusal(big, sizeof(big), -EMSGSIZE), refusals++;
+	expect_refusal(big, LK_CTL_MAX_MSG, -EBADMSG), refusals++;	/* bad magic */
 
 	n = encode(&m, buf);
 	buf[4] = 7;	/* version 7 */
-	expect_refusal(fd, buf, (size_t)n, -EPROTONOSUPPORT), refusals++;
+	expect_refusal(buf, (size_t)n, -EPROTONOSUPPORT), refusals++;
 	n = encode(&m, buf);
 	buf[8]++;	/* length */
-	expect_refusal(fd, buf, (size_t)n, -EBADMSG), refusals++;
+	expect_refusal(buf, (size_t)n, -EBADMSG), refusals++;
 	n = encode(&m, buf);
 	buf[6] = 0x55;	/* type */
-	expect_refusal(fd, buf, (size_t)n, -EOPNOTSUPP), refusals++;
+	expect_refusal(buf, (size_t)n, -EOPNOTSUPP), refusals++;
 
 	m = (struct lk__ctl_msg){ .type = LK_CTL_RESULT, .result = { 0, 0, "a reply is not a request" } };
 	n = encode(&m, buf);
-	expect_refusal(fd, buf, (size_t)n, -EOPNOTSUPP), refusals++;
+	expect_refusal(buf, (size_t)n, -EOPNOTSUPP), refusals++;
 
 	m = (struct lk__ctl_msg){ .type = LK_CTL_START, .start = { 0, 0, 0, 0, 0, "relative.ctf" } };
 	n = encode(&m, buf);
-	expect_refusal(fd, buf, (size_t)n, -EINVAL), refusals++;
+	expect_refusal(buf, (size_t)n, -EINVAL), refusals++;
 	m.start.path = "/tmp/x";
 	m.start.flags = 0x80;
 	n = encode(&m, buf);
-	expect_refusal(fd, buf, (size_t)n, -EINVAL), refusals++;
+	expect_refusal(buf, (size_t)n, -EINVAL), refusals++;
 
 	m = (struct lk__ctl_msg){ .type = LK_CTL_RULE, .rule = { 1, 0, "srv:*" } };
 	n = encode(&m, buf);
 	buf[n - 1] = 'x';	/* the string's NUL */
-	expect_refusal(fd, buf, (size_t)n, -EBADMSG), refusals++;
+	expect_refusal(buf, (size_t)n, -EBADMSG), refusals++;
 	n = encode(&m, buf);
 	buf[LK_CTL_HEADER + 2] = 200;	/* the string's length */
-	expect_refusal(fd, buf, (size_t)n, -EBADMSG), refusals++;
-	close(fd);
+	expect_refusal(buf, (size_t)n, -EBADMSG), refusals++;
 
 	/* A client that sends and leaves without reading, and one that connects and leaves. */
 	fd = raw_connect();
@@ -487,7 +518,124 @@ static void hostile_messages_are_refused(void **state)
 	assert_int_equal(st.refused_messages - before, (uint64_t)refusals);
 	assert_int_equal(st.running, 0);
 	assert_int_equal(st.sites_enabled, 0);
+	assert_int_equal(st.clients, 1);
 	assert_int_equal(rule(&c, true, LK_CTL_RULE_SESSION, "srv:ping"), 1);
+	lk__ctl_disconnect(&c);
+	lk_control_close();
+}
+
+/*
+ * A client that sends malformed frames and never reads: the first one gets its error reply and
+ * ends the connection; the frames behind it are never read. Issue 12: each used to hold the
+ * service thread for 5 s, and the client was never dropped.
+ */
+static void a_client_breaking_the_protocol_is_dropped(void **state)
+{
+	struct lk__ctl_client c;
+	uint64_t before;
+	int fd, sent = 0;
+
+	(void)state;
+	private_runtime_dir("xdg-malformed");
+	assert_int_equal(lk_control_open(), 0);
+	connect_self(&c);
+	before = get_status(&c).refused_messages;
+	fd = raw_connect();
+	assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+	while (sent < 100000 && send(fd, "junk", 4, MSG_NOSIGNAL) == 4)
+		sent++;	/* until the process stops reading them, or it has dropped us */
+	assert_true(sent > 0);
+	assert_int_equal(fcntl(fd, F_SETFL, 0), 0);
+	expect_result(fd, -EBADMSG);
+	expect_dropped(fd);
+	close(fd);
+	assert_int_equal(get_status(&c).refused_messages - before, 1);
+	assert_int_equal(get_status(&c).clients, 1);
+	lk__ctl_disconnect(&c);
+	lk_control_close();
+}
+
+struct flood {
+	int fd;
+	uint32_t sent;	/* STATUS requests, seq 1 .. sent */
+};
+
+/* Send STATUS requests without reading the replies, until the process stops reading them. */
+static struct flood flood_without_reading(void)
+{
+	struct lk__ctl_msg m = { .type = LK_CTL_STATUS };
+	struct flood f = { raw_connect(), 0 };
+	uint8_t buf[LK_CTL_MAX_MSG];
+	int n;
+
+	assert_int_equal(fcntl(f.fd, F_SETFL, O_NONBLOCK), 0);
+	for (;;) {
+		struct pollfd p = { .fd = f.fd, .events = POLLOUT };
+
+		m.seq = f.sent + 1;
+		n = encode(&m, buf);
+		if (send(f.fd, buf, (size_t)n, MSG_NOSIGNAL) == n) {
+			f.sent++;
+			continue;
+		}
+		if (errno != EAGAIN)
+			break;	/* the process has ended the connection */
+		/* full: the process's replies fill our side and it has stopped reading ours */
+		if (poll(&p, 1, 200) == 0)
+			break;
+	}
+	assert_int_equal(fcntl(f.fd, F_SETFL, 0), 0);
+	return f;
+}
+
+static struct lk__ctl_client *status_client;
+
+static bool one_client_left(void *arg)
+{
+	(void)arg;
+	return get_status(status_client).clients == 1;
+}
+
+/*
+ * A client that sends requests and does not read the replies: what its socket cannot take waits,
+ * its next requests wait, and the others are served meanwhile; when it reads, every reply comes,
+ * in order. One that never reads is dropped once its replies have waited lk__control_stall_ms.
+ */
+static void a_client_that_does_not_read_stalls_no_one(void **state)
+{
+	uint8_t buf[LK_CTL_MAX_MSG];
+	struct lk__ctl_client c;
+	struct lk__ctl_msg m;
+	struct flood f;
+	uint64_t before;
+	int saved = __atomic_load_n(&lk__control_stall_ms, __ATOMIC_RELAXED);
+
+	(void)state;
+	private_runtime_dir("xdg-stall");
+	assert_int_equal(lk_control_open(), 0);
+	__atomic_store_n(&lk__control_stall_ms, 3600 * 1000, __ATOMIC_RELAXED);	/* never, in this test */
+	connect_self(&c);
+	before = get_status(&c).refused_messages;
+	f = flood_without_reading();
+	assert_true(f.sent > 10);
+	assert_int_equal(get_status(&c).clients, 2);	/* served while the other waits, not after it is gone */
+	assert_int_equal(get_status(&c).refused_messages, before);
+	for (uint32_t seq = 1; seq <= f.sent; seq++) {
+		ssize_t n = raw_recv(f.fd, buf, sizeof(buf));
+
+		assert_true(n > 0);
+		assert_int_equal(lk__ctl_decode(buf, (size_t)n, &m, err, sizeof(err)), 0);
+		assert_int_equal(m.type, LK_CTL_STATUS_REPLY);
+		assert_int_equal(m.seq, seq);
+	}
+	close(f.fd);
+
+	__atomic_store_n(&lk__control_stall_ms, 1, __ATOMIC_RELAXED);
+	f = flood_without_reading();
+	status_client = &c;
+	assert_true(lkt_wait_for(one_client_left, NULL));
+	close(f.fd);
+	__atomic_store_n(&lk__control_stall_ms, saved, __ATOMIC_RELAXED);
 	lk__ctl_disconnect(&c);
 	lk_control_close();
 }
@@ -619,6 +767,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(commands_work),
 		cmocka_unit_test(session_ends_with_the_connection),
 		cmocka_unit_test(hostile_messages_are_refused),
+		cmocka_unit_test(a_client_breaking_the_protocol_is_dropped),
+		cmocka_unit_test(a_client_that_does_not_read_stalls_no_one),
 		cmocka_unit_test(too_many_clients_are_refused),
 		cmocka_unit_test(a_forked_child_has_its_own_socket),
 		cmocka_unit_test(exit_finishes_a_trace_started_over_the_socket),
