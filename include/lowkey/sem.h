@@ -79,18 +79,23 @@ struct lk_semset;
 /*
  * lk_semset_create - make a set of nsems semaphores, all 0.
  * @name: NULL for a set private to this process; "/name" for a shared one (a POSIX shared memory
- *	object). If the shared one exists, it is opened instead, unless LK_SEMSET_EXCL.
- * @flags: permission bits (shared sets), LK_SEMSET_EXCL, LK_SEMSET_WAITERS(n).
+ *	object). If the shared one exists, it is opened instead, unless LK_SEMSET_EXCL -- but only if
+ *	it is the caller's own (owned by the effective uid) and its mode grants no more than the
+ *	permission bits asked for: another user's set, or one shared more widely, is refused with
+ *	-EEXIST (lk_semset_open joins such a set on purpose).
+ * @flags: permission bits (shared sets; 0 means 0600), LK_SEMSET_EXCL, LK_SEMSET_WAITERS(n).
  * Returns 0 and *out, or: -EINVAL (nsems 0 or > LK_SEMMSL, a bad name, an existing set with fewer
- * than nsems semaphores), -EEXIST, -EACCES, -ENOMEM, -ENOSPC (/dev/shm full), or what shm_open(3)
- * gives. Allocates; makes system calls; not async-signal-safe.
+ * than nsems semaphores, a name that is not a semaphore set), -EEXIST (the name exists and
+ * LK_SEMSET_EXCL; or it is not the caller's, or its mode is wider than asked), -EACCES, -ENOMEM,
+ * -ENOSPC (/dev/shm full), or what shm_open(3) gives. Allocates; makes system calls; not
+ * async-signal-safe.
  */
 LK_API int lk_semset_create(struct lk_semset **out, const char *name, unsigned int nsems, unsigned int flags);
 
 /*
  * lk_semset_open - open the shared set name, made by lk_semset_create in any process.
- * Returns 0, -ENOENT, -EACCES, -EINVAL (not a lowkey semaphore set, another version, corrupted
- * header), -ETIMEDOUT (its creator has not finished making it after a second), -ENOMEM.
+ * Returns 0, -ENOENT, -EACCES, -EINVAL (not a lowkey semaphore set -- not even a regular file --,
+ * another version, corrupted header), -ETIMEDOUT (its creator has not finished making it after a second), -ENOMEM.
  * Costs shm_open, fstat and mmap (and up to a second's wait for a set being created); allocates;
  * not async-signal-safe.
  */

@@ -148,78 +148,6 @@ static int shm_error(int err, const char *what, const char *name)
 	}
 }
 
-static int create_shared(struct lk_semset **out, const char *name, unsigned int nsems, unsigned int flags)
-{
-	unsigned int nwaiters = waiter_slots(flags, nsems);
-	struct geometry g = geometry(nsems, nwaiters);
-	mode_t mode = (flags & 0777) ? (flags & 0777) : 0600;
-	struct lk_semset *s;
-	void *region;
-	int fd, err;
-
-	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-	if (fd < 0 && errno == EEXIST) {
-		if (flags & LK_SEMSET_EXCL)
-			return lk__fail(-EEXIST, "semaphore set %s exists (LK_SEMSET_EXCL)", name);
-		err = lk_semset_open(out, name);
-		if (err == 0 && (*out)->nsems < nsems) {
-			unsigned int has = (*out)->nsems;
-
-			lk_semset_close(*out);
-			*out = NULL;
-			return lk__fail(-EINVAL, "semaphore set %s exists with %u semaphores, fewer than %u", name, has, nsems);
-		}
-		return err;
-	}
-	if (fd < 0)
-		return shm_error(errno, "cannot create semaphore set", name);
-	if (fchmod(fd, mode) != 0 || ftruncate(fd, (off_t)g.size) != 0) {
-		err = errno;
-		close(fd);
-		shm_unlink(name);
-		return shm_error(err, "cannot size semaphore set", name);
-	}
-	region = mmap(NULL, g.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	err = errno;
-	close(fd);
-	s = calloc(1, sizeof(*s));
-	if (region == MAP_FAILED || !s) {
-		if (region != MAP_FAILED)
-			munmap(region, g.size);
-		free(s);
-		shm_unlink(name);
-		return region == MAP_FAILED ? shm_error(err, "cannot map semaphore set", name)
-					    : lk__fail(-ENOMEM, "no memory for a semaphore set handle");
-	}
-	snprintf(s->name, sizeof(s->name), "%s", name);
-	err = init_region(s, region, nsems, nwaiters, true);
-	if (err) {
-		munmap(region, g.size);
-		free(s);
-		shm_unlink(name);
-		return err;
-	}
-	*out = s;
-	return 0;
-}
-
-LK_API int lk_semset_create(struct lk_semset **out, const char *name, unsigned int nsems, unsigned int flags)
-{
-	int err;
-
-	if (!out)
-		return lk__fail(-EINVAL, "lk_semset_create: NULL out");
-	*out = NULL;
-	if (nsems == 0 || nsems > LK_SEMMSL)
-		return lk__fail(-EINVAL, "a semaphore set has 1 to %u semaphores, not %u", LK_SEMMSL, nsems);
-	if (flags & ~CREATE_FLAGS)
-		return lk__fail(-EINVAL, "lk_semset_create: unknown flags 0x%x", flags & ~CREATE_FLAGS);
-	if (!name)
-		return create_private(out, nsems);
-	err = check_name(name);
-	return err ? err : create_shared(out, name, nsems, flags);
-}
-
 /* ---- opening ---- */
 
 static const char *bad_header(const struct semset_header *h, size_t file_size)
@@ -279,23 +207,15 @@ static int map_published(int fd, const char *name, void **region, size_t *size)
 	}
 }
 
-LK_API int lk_semset_open(struct lk_semset **out, const char *name)
+/* Map the set open in fd (closed here), check its header and make a handle for it. */
+static int join(struct lk_semset **out, const char *name, int fd)
 {
 	struct lk_semset *s;
 	const char *bad;
 	void *region = NULL;
 	size_t size = 0;
-	int fd, err;
+	int err;
 
-	if (!out || !name)
-		return lk__fail(-EINVAL, "lk_semset_open: NULL %s", out ? "name" : "out");
-	*out = NULL;
-	err = check_name(name);
-	if (err)
-		return err;
-	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
-	if (fd < 0)
-		return shm_error(errno, "cannot open semaphore set", name);
 	err = map_published(fd, name, &region, &size);
 	close(fd);
 	if (err)
@@ -314,6 +234,145 @@ LK_API int lk_semset_open(struct lk_semset **out, const char *name)
 	attach(s, region, size, true);
 	*out = s;
 	return 0;
+}
+
+/* Open name's object for reading and writing; it must be a regular file (/dev/shm may hold FIFOs). */
+static int open_object(const char *name, struct stat *st)
+{
+	int fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NONBLOCK, 0);
+
+	if (fd < 0)
+		return shm_error(errno, "cannot open semaphore set", name);
+	if (fstat(fd, st) != 0) {
+		int err = errno;
+
+		close(fd);
+		return shm_error(err, "cannot open semaphore set", name);
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return lk__fail(-EINVAL, "%s is not a lowkey semaphore set (not a regular file)", name);
+	}
+	return fd;
+}
+
+/*
+ * lk_semset_create met an existing name: open it only if it is the caller's own set, shared with
+ * no one the caller did not ask for -- never another user's object, which its owner could keep
+ * rewriting under us. lk_semset_open is the way to join someone else's set on purpose.
+ */
+static int reopen_own(struct lk_semset **out, const char *name, unsigned int nsems, mode_t mode)
+{
+	struct stat st;
+	int fd = open_object(name, &st), err;
+
+	if (fd < 0)
+		return fd;
+	if (st.st_uid != geteuid()) {
+		close(fd);
+		return lk__fail(-EEXIST, "semaphore set %s exists and belongs to uid %u, not to you (uid %u): refusing "
+				"to take it over; lk_semset_open joins another user's set on purpose", name,
+				(unsigned int)st.st_uid, (unsigned int)geteuid());
+	}
+	if (st.st_mode & 0777 & ~mode) {
+		close(fd);
+		return lk__fail(-EEXIST, "semaphore set %s exists with mode 0%03o, wider than the 0%03o asked for: "
+				"refusing to share it with more users than asked; lk_semset_open joins it on purpose",
+				name, (unsigned int)(st.st_mode & 0777), (unsigned int)mode);
+	}
+	err = join(out, name, fd);
+	if (err == 0 && (*out)->nsems < nsems) {
+		unsigned int has = (*out)->nsems;
+
+		lk_semset_close(*out);
+		*out = NULL;
+		return lk__fail(-EINVAL, "semaphore set %s exists with %u semaphores, fewer than %u", name, has, nsems);
+	}
+	return err;
+}
+
+static int create_shared(struct lk_semset **out, const char *name, unsigned int nsems, unsigned int flags)
+{
+	unsigned int nwaiters = waiter_slots(flags, nsems);
+	struct geometry g = geometry(nsems, nwaiters);
+	mode_t mode = (flags & 0777) ? (flags & 0777) : 0600;
+	struct lk_semset *s;
+	void *region;
+	int fd, err;
+
+	/* a set removed between our two opens: try again to create it */
+	for (int tries = 0;; tries++) {
+		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+		if (flags & LK_SEMSET_EXCL)
+			return lk__fail(-EEXIST, "semaphore set %s exists (LK_SEMSET_EXCL)", name);
+		err = reopen_own(out, name, nsems, mode);
+		if (err != -ENOENT || tries == 3)
+			return err;
+	}
+	if (fd < 0)
+		return shm_error(errno, "cannot create semaphore set", name);
+	if (fchmod(fd, mode) != 0 || ftruncate(fd, (off_t)g.size) != 0) {
+		err = errno;
+		close(fd);
+		shm_unlink(name);
+		return shm_error(err, "cannot size semaphore set", name);
+	}
+	region = mmap(NULL, g.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	err = errno;
+	close(fd);
+	s = calloc(1, sizeof(*s));
+	if (region == MAP_FAILED || !s) {
+		if (region != MAP_FAILED)
+			munmap(region, g.size);
+		free(s);
+		shm_unlink(name);
+		return region == MAP_FAILED ? shm_error(err, "cannot map semaphore set", name)
+					    : lk__fail(-ENOMEM, "no memory for a semaphore set handle");
+	}
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	err = init_region(s, region, nsems, nwaiters, true);
+	if (err) {
+		munmap(region, g.size);
+		free(s);
+		shm_unlink(name);
+		return err;
+	}
+	*out = s;
+	return 0;
+}
+
+LK_API int lk_semset_create(struct lk_semset **out, const char *name, unsigned int nsems, unsigned int flags)
+{
+	int err;
+
+	if (!out)
+		return lk__fail(-EINVAL, "lk_semset_create: NULL out");
+	*out = NULL;
+	if (nsems == 0 || nsems > LK_SEMMSL)
+		return lk__fail(-EINVAL, "a semaphore set has 1 to %u semaphores, not %u", LK_SEMMSL, nsems);
+	if (flags & ~CREATE_FLAGS)
+		return lk__fail(-EINVAL, "lk_semset_create: unknown flags 0x%x", flags & ~CREATE_FLAGS);
+	if (!name)
+		return create_private(out, nsems);
+	err = check_name(name);
+	return err ? err : create_shared(out, name, nsems, flags);
+}
+
+LK_API int lk_semset_open(struct lk_semset **out, const char *name)
+{
+	struct stat st;
+	int fd, err;
+
+	if (!out || !name)
+		return lk__fail(-EINVAL, "lk_semset_open: NULL %s", out ? "name" : "out");
+	*out = NULL;
+	err = check_name(name);
+	if (err)
+		return err;
+	fd = open_object(name, &st);
+	return fd < 0 ? fd : join(out, name, fd);
 }
 
 LK_API int lk_semset_close(struct lk_semset *s)
