@@ -376,14 +376,14 @@ struct rate_trial {
 	int err;
 };
 
-static struct rate_trial run_rate(int threads, double rate, double seconds)
+static struct rate_trial run_rate(int threads, double rate, double seconds, unsigned int flags)
 {
 	struct rate_trial t = { rate, 0, 0, 0, 0 };
 	struct producer p[2];
 	struct lk_trace_stats st;
 	char dir[4096];
 
-	t.err = start_trace("rate", 0, 0, dir, sizeof(dir));
+	t.err = start_trace("rate", flags, 0, dir, sizeof(dir));
 	if (t.err)
 		return t;
 	for (int i = 0; i < threads; i++) {
@@ -404,13 +404,13 @@ static struct rate_trial run_rate(int threads, double rate, double seconds)
 
 /* The highest per-thread rate with no loss: double until loss or the producers cannot keep up,
  * then bisect. */
-static struct rate_trial find_rate(int threads, double seconds)
+static struct rate_trial find_rate(int threads, double seconds, unsigned int flags)
 {
 	struct rate_trial best = { 0 }, t;
 	double lo = 0, hi = 0, rate = 2.5e6;
 
 	for (; rate < 1e9; rate *= 2) {
-		t = run_rate(threads, rate, seconds);
+		t = run_rate(threads, rate, seconds, flags);
 		if (t.err)
 			return t;
 		if (t.lost || t.achieved_total < 0.95 * rate * threads) {
@@ -423,7 +423,7 @@ static struct rate_trial find_rate(int threads, double seconds)
 	for (int step = 0; step < 4 && hi > 0; step++) {
 		double mid = (lo + hi) / 2;
 
-		t = run_rate(threads, mid, seconds);
+		t = run_rate(threads, mid, seconds, flags);
 		if (t.err)
 			return t;
 		if (t.lost || t.achieved_total < 0.95 * mid * threads) {
@@ -492,18 +492,18 @@ struct results {
 	double empty_ns, disabled_ns;
 	struct burst_result two, cpu, span;
 	struct lttng_result lttng;
-	struct rate_summary rate1, rate2;
+	struct rate_summary rate1, rate2, rate1_fixed;
 	long mem;
 };
 
 /* The no-loss rate, searched SEARCHES times: trials are short and this machine's stalls are not. */
-static struct rate_summary summarize_rate(int threads, double seconds)
+static struct rate_summary summarize_rate(int threads, double seconds, unsigned int flags)
 {
 	struct rate_summary s = { 0 };
 	double v[SEARCHES];
 
 	for (int i = 0; i < SEARCHES; i++) {
-		struct rate_trial t = find_rate(threads, seconds);
+		struct rate_trial t = find_rate(threads, seconds, flags);
 
 		v[i] = t.achieved_total;
 		if (i == 0 || t.achieved_total > s.best.achieved_total)
@@ -569,12 +569,15 @@ static void print_text(const struct results *r, double seconds)
 		printf("(events lost during the timed bursts: %llu, %llu, %llu)\n", (unsigned long long)r->two.lost,
 		       (unsigned long long)r->cpu.lost, (unsigned long long)r->span.lost);
 	print_lttng_text(&r->lttng);
-	printf("\nsustained rate without loss, default buffer (2 MiB per thread): the highest rate a %.1f s\n"
-	       "trial recorded with no event lost; median of %d searches (min, max)\n", seconds, SEARCHES);
+	printf("\nsustained rate without loss, default buffer (2 MiB per thread, growing to 16 MiB while the\n"
+	       "consumer lags): the highest rate a %.1f s trial recorded with no event lost; median of %d\n"
+	       "searches (min, max)\n", seconds, SEARCHES);
 	printf("%-46s %10.1f M events/s (min %.1f, max %.1f)\n", "1 producer thread", r->rate1.median / 1e6,
 	       r->rate1.min / 1e6, r->rate1.max / 1e6);
 	printf("%-46s %10.1f M events/s (min %.1f, max %.1f)\n", "2 producer threads, together", r->rate2.median / 1e6,
 	       r->rate2.min / 1e6, r->rate2.max / 1e6);
+	printf("%-46s %10.1f M events/s (min %.1f, max %.1f)\n", "1 thread, ring fixed at 2 MiB (no growth)",
+	       r->rate1_fixed.median / 1e6, r->rate1_fixed.min / 1e6, r->rate1_fixed.max / 1e6);
 	printf("\nmemory per recording thread: %ld KiB resident (the ring, allocated at its first event)\n",
 	       r->mem / 1024);
 }
@@ -646,6 +649,9 @@ static void print_json(const struct results *r)
 	lkb_json_num(&j, "two_threads", r->rate2.median);
 	lkb_json_num(&j, "two_threads_min", r->rate2.min);
 	lkb_json_num(&j, "two_threads_max", r->rate2.max);
+	lkb_json_num(&j, "one_thread_fixed_buffer", r->rate1_fixed.median);
+	lkb_json_num(&j, "one_thread_fixed_buffer_min", r->rate1_fixed.min);
+	lkb_json_num(&j, "one_thread_fixed_buffer_max", r->rate1_fixed.max);
 	lkb_json_close(&j);
 	lkb_json_int(&j, "memory_per_thread_bytes", r->mem);
 	lkb_json_end(&j);
@@ -718,8 +724,9 @@ static int probe_run(int argc, char **argv)
 		return 1;
 	}
 	r.lttng = lttng ? bench_lttng() : (struct lttng_result){ .missing = "skipped (--no-lttng)" };
-	r.rate1 = summarize_rate(1, seconds);
-	r.rate2 = lkb_ncpus() >= 2 ? summarize_rate(2, seconds) : (struct rate_summary){ 0 };
+	r.rate1 = summarize_rate(1, seconds, 0);
+	r.rate2 = lkb_ncpus() >= 2 ? summarize_rate(2, seconds, 0) : (struct rate_summary){ 0 };
+	r.rate1_fixed = summarize_rate(1, seconds, LK_TRACE_FIXED_BUFFER);
 	r.mem = memory_per_thread();
 	if (json)
 		print_json(&r);
