@@ -165,14 +165,19 @@ LK_API int lk_trace_start(const struct lk_trace_config *config);
  * lk_trace_stop - turn every site off, write out what every thread recorded, and close the
  * trace (for JSON: convert it, which takes time in proportion to its size). Returns 0, -ENOENT
  * if no trace runs, or the first output error met while tracing (-ENOSPC: the disk filled; what
- * was written before stays readable). Not async-signal-safe.
+ * was written before stays readable), or else the first error met turning on the sites of an
+ * object loaded while tracing (-EPERM where writable code is forbidden, -ENOSYS where
+ * membarrier is denied: the trace lacks those sites' events; lk_last_error() names the object
+ * and the cause). Not async-signal-safe. fork() waits while another thread starts or stops a
+ * trace.
  */
 LK_API int lk_trace_stop(void);
 
 struct lk_trace_stats {
-	bool running;
+	bool running;		/* recording: started, not stopped, no output error */
 	uint64_t events;	/* written to the trace so far */
-	uint64_t lost;		/* dropped because a thread's buffer was full */
+	uint64_t lost;		/* dropped because a thread's buffer was full, or recorded and then
+				 * not written because the output failed */
 	uint64_t bytes;		/* written to the output */
 	unsigned int threads;	/* threads that have recorded */
 	int error;		/* 0, or the output error that stopped the trace */

@@ -37,6 +37,19 @@ static void registry_atfork_init(void)
 	pthread_atfork(lk__registry_lock, lk__registry_unlock, lk__registry_unlock);
 }
 
+void (*lk__dso_on_load_error)(const struct lk__dso_rt *dso, int err);
+
+void lk__dso_load_failed(struct lk__dso_rt *dso, int err)
+{
+	if (!dso->load_error)
+		dso->load_error = err;
+}
+
+void lk__registry_fork_init(void)
+{
+	pthread_once(&atfork_once, registry_atfork_init);
+}
+
 struct lk__dso_rt *lk__dso_list(void)
 {
 	return registry_head;
@@ -137,7 +150,7 @@ LK_API void lk__dso_register(const struct lk__dso *desc)
 
 	if (!desc || desc->magic != LK__DSO_MAGIC || desc->abi != LK__DSO_ABI)
 		return;
-	pthread_once(&atfork_once, registry_atfork_init);
+	lk__registry_fork_init();
 	if (registered(desc))
 		return;
 
@@ -155,6 +168,8 @@ LK_API void lk__dso_register(const struct lk__dso *desc)
 		for (const struct lk__dso_handler *h = __start_lk__dso_handlers; h < __stop_lk__dso_handlers; h++)
 			if (h->load)
 				h->load(fresh);
+		if (fresh->load_error && lk__dso_on_load_error)
+			lk__dso_on_load_error(fresh, fresh->load_error);
 		fresh = NULL;
 	}
 	lk__registry_unlock();

@@ -35,6 +35,7 @@ struct lk__dso_rt {
 	unsigned int nsegs;
 	struct lk__segment segs[LK__DSO_MAX_SEGMENTS];
 	void *state[LK__DSO_SLOTS];	/* owned by the module of each slot */
+	int load_error;			/* the first error a handler met loading it (lk__dso_load_failed) */
 	struct lk__dso_rt *next;
 };
 
@@ -55,6 +56,21 @@ struct lk__dso_handler {
 
 void lk__registry_lock(void);
 void lk__registry_unlock(void);
+
+/*
+ * A handler could not do its part for a loading object (lk_last_error() says why): noted in
+ * dso->load_error, and once every handler has run, passed to lk__dso_on_load_error if a module
+ * set it (tracing does: such an error means sites that should record cannot). Registry lock held.
+ */
+void lk__dso_load_failed(struct lk__dso_rt *dso, int err);
+extern void (*lk__dso_on_load_error)(const struct lk__dso_rt *dso, int err);
+
+/*
+ * Register the registry's fork handlers now, if they are not yet. A module whose own fork
+ * handlers take a lock that is held while taking the registry lock calls this first, so that its
+ * prepare handler runs before the registry's (pthread_atfork runs prepare handlers in reverse).
+ */
+void lk__registry_fork_init(void);
 
 /* The registered objects, newest first. Call with the registry lock held. */
 struct lk__dso_rt *lk__dso_list(void);

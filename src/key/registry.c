@@ -175,9 +175,11 @@ static void key_dso_load(struct lk__dso_rt *dso)
 	publish_known_sites();
 	if (!err && n)
 		err = lk__patch_run(patches, n);
-	if (err)
+	if (err) {
 		lk__fail_append(" (while loading the static-key sites of %s)",
 				dso->path && *dso->path ? dso->path : "the main program");
+		lk__dso_load_failed(dso, err);
+	}
 	free(patches);
 }
 

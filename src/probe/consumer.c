@@ -53,9 +53,15 @@ static void fail_output(struct lk__trace *t, int err)
 {
 	if (t->error)
 		return;
-	snprintf(t->error_msg, sizeof(t->error_msg),
-		 "writing the trace to %s failed (%s): tracing stopped there; what was written before "
-		 "is complete and readable", t->ctf_dir, strerror(-err));
+	if (t->config.format == LK_TRACE_JSON)
+		snprintf(t->error_msg, sizeof(t->error_msg),
+			 "writing the trace to %s failed (%s): tracing stopped there and %s was not written; "
+			 "the events recorded before are kept there as CTF (lowkey report reads it)",
+			 t->ctf_dir, strerror(-err), t->path);
+	else
+		snprintf(t->error_msg, sizeof(t->error_msg),
+			 "writing the trace to %s failed (%s): tracing stopped there; what was written before "
+			 "is complete and readable", t->ctf_dir, strerror(-err));
 	__atomic_store_n(&t->error, err, __ATOMIC_RELEASE);	/* after the message */
 	lk__registry_lock();
 	lk__probe_apply_rules_locked(false);
@@ -68,11 +74,10 @@ static void emit_packet(struct lk__trace *t, struct lk__probe_buffer *b, const u
 {
 	int err;
 
-	if (t->error)
-		return;
-	err = lk__ctf_write_packet(t, b, start, end, ts_begin, ts_end);
+	err = t->error ? t->error : lk__ctf_write_packet(t, b, start, end, ts_begin, ts_end);
 	if (err) {
 		fail_output(t, err);
+		__atomic_fetch_add(&b->lost, events, __ATOMIC_RELAXED);	/* recorded, never written */
 		return;
 	}
 	b->events += events;

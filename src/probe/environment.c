@@ -296,10 +296,15 @@ static void environment_at_exit(void)
 			snprintf(text, sizeof(text), "%s", lk_last_error());
 	}
 	lk_trace_stats(&st);
-	if (!err && st.error && __atomic_load_n(&lk__trace.gen, __ATOMIC_ACQUIRE) == env.gen) {
+	if (!err && __atomic_load_n(&lk__trace.gen, __ATOMIC_ACQUIRE) == env.gen) {
 		/* stopped before this ran (lk_trace_stop, or the library's own exit handler) */
-		err = st.error;
-		snprintf(text, sizeof(text), "%s", lk__trace.error_msg);
+		if (st.error) {
+			err = st.error;
+			snprintf(text, sizeof(text), "%s", lk__trace.error_msg);
+		} else if (lk__trace.sites_error) {
+			err = lk__trace.sites_error;
+			snprintf(text, sizeof(text), "%s", lk__trace.sites_error_msg);
+		}
 	}
 	for (unsigned int i = 0; i < env.nrules; i++) {
 		struct lk__ctl_msg r = { .type = LK_CTL_ENV_RULE };

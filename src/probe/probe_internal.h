@@ -100,6 +100,8 @@ struct lk__trace {
 	unsigned int threads;
 	int error;			/* the first output error; stops the trace */
 	char error_msg[256];
+	int sites_error;		/* the first failure to turn sites on while tracing */
+	char sites_error_msg[512];
 };
 
 extern struct lk__trace lk__trace;
@@ -223,6 +225,10 @@ void lk__probe_forget_thread(void);
 /* ---- consumer.c ---- */
 
 int lk__consumer_start(void);
+
+/* Sites that should record could not be turned on (err, lk_last_error() says why): the trace
+ * goes on, and lk_trace_stop() returns the first such error. Call with the registry lock held. */
+void lk__trace_sites_failed(int err, const char *where);
 void lk__consumer_stop(void);		/* joins, after a final drain */
 void lk__consumer_wake(void);		/* async-signal-safe */
 

@@ -166,6 +166,7 @@ static void probe_dso_load(struct lk__dso_rt *dso)
 {
 	struct lk_probe_site *const *b, *const *e;
 	size_t before = nsites;
+	int err;
 
 	site_range(dso, &b, &e);
 	for (; b < e; b++)
@@ -174,8 +175,11 @@ static void probe_dso_load(struct lk__dso_rt *dso)
 	if (nsites == before || !lk__trace.running)
 		return;
 	/* Describe the new sites before any of them can record. */
-	if (lk__ctf_write_metadata(&lk__trace) == 0)
-		lk__probe_apply_rules_locked(true);
+	err = lk__ctf_write_metadata(&lk__trace);
+	if (!err)
+		err = lk__probe_apply_rules_locked(true);
+	if (err)
+		lk__trace_sites_failed(err, dso->path[0] ? dso->path : "the program");
 }
 
 static void probe_dso_unload(struct lk__dso_rt *dso)

@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <lowkey/error.h>
+
 #include "core/env.h"
 #include "core/error.h"
 #include "probe/probe_internal.h"
@@ -149,12 +151,16 @@ static void measure_tsc_rate(struct lk__trace *t)
 		t->tsc_hz = (uint64_t)((double)(tsc - t->tsc0) * 1e9 / (double)(mono - t->monotonic0_ns));
 }
 
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-static void trace_fork_child(void);
-
-static void fork_init(void)
+void lk__trace_sites_failed(int err, const char *where)
 {
-	pthread_atfork(NULL, NULL, trace_fork_child);
+	struct lk__trace *t = &lk__trace;
+
+	if (t->sites_error)
+		return;
+	snprintf(t->sites_error_msg, sizeof(t->sites_error_msg),
+		 "probe sites in %s could not be turned on, so their events are missing from the trace: %s",
+		 where, lk_last_error());
+	t->sites_error = err;
 }
 
 static int start_locked(const struct lk_trace_config *config)
@@ -177,6 +183,8 @@ static int start_locked(const struct lk_trace_config *config)
 	__atomic_store_n(&t->threads, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t->error, 0, __ATOMIC_RELAXED);
 	t->error_msg[0] = 0;
+	t->sites_error = 0;
+	t->sites_error_msg[0] = 0;
 
 	err = prepare_output(t, config->path);
 	if (!err)
@@ -204,7 +212,6 @@ static int start_locked(const struct lk_trace_config *config)
 		lk__consumer_stop();
 		goto fail;
 	}
-	pthread_once(&fork_once, fork_init);
 	return 0;
 fail:
 	lk__ctf_close(t);
@@ -277,6 +284,8 @@ static int stop_locked(void)
 		else
 			remove_tree(t->ctf_dir);
 	}
+	if (!err && t->sites_error)
+		err = lk__fail(t->sites_error, "%s", t->sites_error_msg);
 	free_paths(t);
 	return err;
 }
@@ -307,13 +316,30 @@ LK_API int lk_trace_stats(struct lk_trace_stats *stats)
 		    __atomic_load_n(&t->running, __ATOMIC_ACQUIRE))
 			live_lost += __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&lk__probe_buffers_lock);
-	stats->running = __atomic_load_n(&t->running, __ATOMIC_ACQUIRE);
+	/* an output error stopped the recording; lk_trace_stop() still has to be called */
+	stats->running = __atomic_load_n(&t->running, __ATOMIC_ACQUIRE) && !__atomic_load_n(&t->error, __ATOMIC_ACQUIRE);
 	stats->events = __atomic_load_n(&t->events, __ATOMIC_RELAXED);
 	stats->lost = __atomic_load_n(&t->lost, __ATOMIC_RELAXED) + live_lost;
 	stats->bytes = __atomic_load_n(&t->bytes, __ATOMIC_RELAXED);
 	stats->threads = __atomic_load_n(&t->threads, __ATOMIC_RELAXED);
 	stats->error = __atomic_load_n(&t->error, __ATOMIC_ACQUIRE);
 	return 0;
+}
+
+/*
+ * fork() waits while another thread starts or stops a trace (the trace mutex is taken in the
+ * prepare handler): a child never inherits a trace half-started or half-stopped, its mutex
+ * locked, or the JSON file being written through stdio (whose buffer its exit() would flush
+ * into the parent's file).
+ */
+static void trace_fork_prepare(void)
+{
+	pthread_mutex_lock(&lk__trace_mutex);
+}
+
+static void trace_fork_parent(void)
+{
+	pthread_mutex_unlock(&lk__trace_mutex);
 }
 
 /*
@@ -326,6 +352,7 @@ static void trace_fork_child(void)
 
 	/* another thread of the parent may have held it at the fork */
 	pthread_mutex_init(&lk__probe_buffers_lock, NULL);
+	pthread_mutex_unlock(&lk__trace_mutex);
 	if (!t->running)
 		return;
 	for (struct lk__probe_buffer *b = lk__probe_buffers, *next; b; b = next) {
@@ -342,10 +369,27 @@ static void trace_fork_child(void)
 	t->running = false;
 	t->stopping = false;
 	free_paths(t);
-	pthread_mutex_init(&lk__trace_mutex, NULL);
 	lk__registry_lock();
 	lk__probe_apply_rules_locked(false);
 	lk__registry_unlock();
+}
+
+/*
+ * At load, before any trace can start or any thread fork. The registry's fork handlers first: the
+ * trace mutex is taken before the registry lock (stop does), so it must be taken first in
+ * prepare too, and prepare handlers run in the reverse order of registration.
+ */
+static void object_failed(const struct lk__dso_rt *dso, int err)
+{
+	if (lk__trace.running)
+		lk__trace_sites_failed(err, dso->path[0] ? dso->path : "the program");
+}
+
+__attribute__((constructor)) static void trace_init(void)
+{
+	lk__registry_fork_init();
+	pthread_atfork(trace_fork_prepare, trace_fork_parent, trace_fork_child);
+	lk__dso_on_load_error = object_failed;	/* a loading object's key sites that could not be set */
 }
 
 /*

@@ -11,15 +11,22 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <cmocka.h>
 
 #include "cli/run.h"
 #include "ctl_test.h"
 
+#ifndef PR_SET_MDWE	/* Linux 6.3; Debian 12's headers predate it */
+#define PR_SET_MDWE 65
+#define PR_GET_MDWE 66
+#define PR_MDWE_REFUSE_EXEC_GAIN 1
+#endif
+
 static char scratch[] = "/tmp/lkt-trace-XXXXXX";
 static struct lkt_run r;
-static char path[1024], marker[1024];
+static char path[1024], marker[1024], self[4096];
 
 static int setup(void **state)
 {
@@ -217,6 +224,24 @@ static void a_failed_start_stops_the_program_before_main(void **state)
 	assert_false(program_ran());
 }
 
+/*
+ * A program that forbids writable code (PR_SET_MDWE, inherited through exec) cannot have its
+ * sites turned on: lowkey trace says so and fails, never "0 events" and success. Whether the
+ * trace started before or after the program's sites registered, the message names the cause.
+ */
+static void sites_that_cannot_be_turned_on_fail_the_trace(void **state)
+{
+	(void)state;
+	if (prctl(PR_GET_MDWE, 0, 0, 0, 0) < 0)
+		skip();	/* a kernel before 6.3 has no PR_SET_MDWE */
+	TRACE("-e 'app:*' -o mdwe.ctf -- '%s' --mdwe-exec " TARGET " emit 10", self);
+#ifdef LK_KEYS_PORTABLE
+	expect(0, "lowkey trace: 23 events (0 lost)");	/* no code is written: nothing to forbid */
+#else
+	expect(1, "memory-deny-write-execute");
+#endif
+}
+
 static void json_output(void **state)
 {
 	char *text;
@@ -333,8 +358,21 @@ static void tracing_from_the_environment_alone(void **state)
 				scratch, TARGET), 0);
 }
 
-int main(void)
+/* test_trace_cli --mdwe-exec PROGRAM ARGS: forbid writable code, then run PROGRAM with it. */
+static int mdwe_exec(char **argv)
 {
+	if (prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) != 0)
+		return 99;
+	execv(argv[0], argv);
+	return 127;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 2 && strcmp(argv[1], "--mdwe-exec") == 0)
+		return mdwe_exec(argv + 2);
+	if (!realpath("/proc/self/exe", self))
+		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(events_arrive_from_a_pie_program),
 		cmocka_unit_test(events_arrive_from_a_non_pie_program),
@@ -351,6 +389,7 @@ int main(void)
 		cmocka_unit_test(cputime_and_buffer_options),
 		cmocka_unit_test(babeltrace2_reads_the_trace),
 		cmocka_unit_test(tracing_from_the_environment_alone),
+		cmocka_unit_test(sites_that_cannot_be_turned_on_fail_the_trace),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -61,6 +61,7 @@ static void full_disk_stops_cleanly(void **state)
 	}
 	lk_trace_stats(&st);
 	assert_int_equal(st.error, -ENOSPC);
+	assert_false(st.running);	/* recording stopped at the error */
 	assert_int_equal(lk_trace_stop(), -ENOSPC);
 	assert_non_null(strstr(lk_last_error(), "No space left"));
 	assert_non_null(strstr(lk_last_error(), "readable"));
@@ -84,10 +85,49 @@ static void full_disk_stops_cleanly(void **state)
 	lkt_rmrf(dir);
 }
 
+/*
+ * The same with a JSON output: the message does not call a file that was never written complete;
+ * it says where the events recorded before the error are (the CTF directory beside it). Events
+ * recorded but not written are counted as lost.
+ */
+static void full_disk_json_says_what_is_where(void **state)
+{
+	struct lk_trace_config c = { .flush_ms = 5, .format = LK_TRACE_JSON };
+	struct lk_trace_stats st;
+	char out[300], cmd[700];
+	long i;
+
+	(void)state;
+	if (!mounted)
+		skip();
+	snprintf(out, sizeof(out), "%s/trace.json", mnt);
+	c.path = out;
+	assert_true(lk_probe_enable("full") >= 0);
+	assert_int_equal(lk_trace_start(&c), 0);
+	for (i = 0; i < 4000000; i++) {
+		LK_PROBE(full, ev, i, i);
+		if (i % 1000 == 0) {
+			lk_trace_stats(&st);
+			if (st.error)
+				break;
+		}
+	}
+	assert_int_equal(lk_trace_stop(), -ENOSPC);
+	assert_null(strstr(lk_last_error(), "complete and readable"));
+	assert_non_null(strstr(lk_last_error(), "was not written"));
+	assert_non_null(strstr(lk_last_error(), "trace.json.ctf-"));
+	lk_trace_stats(&st);
+	assert_false(st.running);
+	assert_true(st.lost > 0);	/* at least what sat in the ring when the disk filled */
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'.ctf-*", out, out);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(full_disk_stops_cleanly),
+		cmocka_unit_test(full_disk_json_says_what_is_where),
 	};
 	return cmocka_run_group_tests(tests, mount_small, unmount_small);
 }

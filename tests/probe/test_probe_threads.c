@@ -485,6 +485,75 @@ static void forked_child_stays_out(void **state)
 	lkt_rmrf(child_dir);
 }
 
+/*
+ * A thread forks children that record an event and exit() (running the library's exit
+ * handlers) while the main thread starts and stops JSON traces. No child may hang on a trace
+ * mutex it inherited locked, stop the parent's trace or touch its files, and every JSON file
+ * the parent writes is valid JSON (a child's exit() must not flush a stdio buffer into it).
+ */
+static int forking;
+
+static int wait_bounded(pid_t pid)
+{
+	int status;
+
+	/* a hang guard, not a timing: a child that has not exited in 30 s is stuck */
+	for (int i = 0; i < 30000; i++) {
+		pid_t got = waitpid(pid, &status, WNOHANG);
+
+		if (got == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		usleep(1000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return -1;
+}
+
+static void *forker(void *arg)
+{
+	long *failures = arg;
+
+	while (__atomic_load_n(&forking, __ATOMIC_ACQUIRE)) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			LK_PROBE(thr, child, 1L);
+			exit(0);
+		}
+		if (pid < 0 || wait_bounded(pid) != 0)
+			(*failures)++;
+	}
+	return NULL;
+}
+
+static void forks_while_traces_start_and_stop(void **state)
+{
+	long failures = 0;
+	pthread_t th;
+	char path[256], cmd[512];
+
+	(void)state;
+	assert_true(lk_probe_enable("thr") >= 0);
+	__atomic_store_n(&forking, 1, __ATOMIC_RELEASE);
+	assert_int_equal(pthread_create(&th, NULL, forker, &failures), 0);
+	for (int round = 0; round < 40; round++) {
+		struct lk_trace_config c = { .path = path, .format = LK_TRACE_JSON, .flush_ms = 5 };
+
+		lkt_path(path, sizeof(path), "forkjson");
+		assert_int_equal(lk_trace_start(&c), 0);
+		for (long i = 0; i < 1000; i++)
+			LK_PROBE(thr, parent, i);
+		assert_int_equal(lk_trace_stop(), 0);
+		snprintf(cmd, sizeof(cmd), "python3 -c 'import json, sys; json.load(open(sys.argv[1]))' '%s'", path);
+		assert_int_equal(system(cmd), 0);
+		unlink(path);
+	}
+	__atomic_store_n(&forking, 0, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	assert_int_equal(failures, 0);
+}
+
 /* ---- signal handlers ---- */
 
 static volatile long handler_calls;
@@ -541,6 +610,7 @@ int main(void)
 		cmocka_unit_test(buffers_freed_while_walked),
 		cmocka_unit_test(process_exit_finishes_the_trace),
 		cmocka_unit_test(forked_child_stays_out),
+		cmocka_unit_test(forks_while_traces_start_and_stop),
 		cmocka_unit_test(signal_handlers_never_corrupt),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
