@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <lowkey/probe.h>
@@ -165,7 +167,11 @@ static int move_aside(const char *path)
 
 int trace_prepare_output(struct trace_opts *o, uid_t uid, gid_t gid)
 {
-	int rc = move_aside(o->output), fd;
+	int rc, fd;
+
+	o->peer_uid = uid;
+	o->peer_gid = gid;
+	rc = move_aside(o->output);
 
 	if (rc == 1)
 		return 1;
@@ -181,21 +187,24 @@ int trace_prepare_output(struct trace_opts *o, uid_t uid, gid_t gid)
 				     o->output, strerror(errno));
 			return 1;
 		}
+		fd = open(o->output, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	} else {
-		fd = open(o->output, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (fd < 0) {
-			lk_cli_error("trace", "choose a writable place with -o", "cannot create the trace file %s: %s",
-				     o->output, strerror(errno));
-			return 1;
-		}
-		close(fd);
+		fd = open(o->output, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	}
+	if (fd < 0) {
+		lk_cli_error("trace", "choose a writable place with -o", "cannot create the trace %s %s: %s",
+			     o->format == LK_TRACE_CTF ? "directory" : "file", o->output, strerror(errno));
+		return 1;
 	}
 	o->created_output = true;
-	if (uid != (uid_t)-1 && lchown(o->output, uid, gid) != 0) {
+	/* on the descriptor: the name may be someone else's by now */
+	if (uid != (uid_t)-1 && fchown(fd, uid, gid) != 0) {
 		lk_cli_error("trace", NULL, "cannot give %s to uid %u: %s", o->output, (unsigned int)uid, strerror(errno));
+		close(fd);
 		trace_discard_output(o);
 		return 1;
 	}
+	close(fd);
 	return 0;
 }
 
@@ -285,18 +294,23 @@ static uint64_t stream_bytes(const char *dir)
 	return sum;
 }
 
-int trace_recover(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t, char *err, size_t errlen)
+/* A JSON trace's CTF directory is OUTPUT.ctf-XXXXXX (the library's mkdtemp); nothing else. */
+static bool ctf_beside_output(const char *output, const char *ctf_dir)
+{
+	size_t n = strlen(output);
+
+	return strncmp(ctf_dir, output, n) == 0 && strncmp(ctf_dir + n, ".ctf-", 5) == 0 &&
+	       strlen(ctf_dir + n + 5) == 6 && !strchr(ctf_dir + n + 5, '/');
+}
+
+static int recover_here(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t, char *err,
+			size_t errlen)
 {
 	const struct lk__reader_ops ops = { .stream_end = count_stream };
 	const char *dir = o->format == LK_TRACE_JSON ? ctf_dir : o->output;
 	struct lk__trace_reader r;
 	int rc;
 
-	memset(t, 0, sizeof(*t));
-	if (!dir || !*dir) {
-		snprintf(err, errlen, "the process did not say where its trace was");
-		return -ENOENT;
-	}
 	rc = lk__reader_open(&r, dir, err, errlen);
 	if (rc)
 		return rc;
@@ -309,6 +323,87 @@ int trace_recover(const struct trace_opts *o, const char *ctf_dir, struct trace_
 	if (!rc)
 		remove_trace_dir(ctf_dir);
 	return rc;
+}
+
+/* What a recovering child hands back through its pipe. */
+struct recovery {
+	int rc;
+	struct trace_totals totals;
+	char err[512];
+};
+
+static int drop_to(uid_t uid, gid_t gid)
+{
+	if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0)
+		return -errno;
+	return 0;
+}
+
+/* recover_here() in a child with the traced process's user's rights. */
+static int recover_as_peer(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t, char *err,
+			   size_t errlen)
+{
+	struct recovery rec = { .rc = -EIO };
+	int pipefd[2], status;
+	ssize_t n = 0, got;
+	pid_t child;
+
+	if (pipe2(pipefd, O_CLOEXEC) != 0)
+		return snprintf(err, errlen, "cannot recover the trace: %s", strerror(errno)), -errno;
+	child = fork();
+	if (child < 0) {
+		snprintf(err, errlen, "cannot recover the trace: %s", strerror(errno));
+		close(pipefd[0]), close(pipefd[1]);
+		return -EAGAIN;
+	}
+	if (child == 0) {
+		close(pipefd[0]);
+		rec.rc = drop_to(o->peer_uid, o->peer_gid);
+		if (rec.rc)
+			snprintf(rec.err, sizeof(rec.err), "cannot take the rights of uid %u: %s",
+				 (unsigned int)o->peer_uid, strerror(-rec.rc));
+		else
+			rec.rc = recover_here(o, ctf_dir, &rec.totals, rec.err, sizeof(rec.err));
+		if (write(pipefd[1], &rec, sizeof(rec)) != sizeof(rec))
+			_exit(1);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	while (n < (ssize_t)sizeof(rec) && (got = read(pipefd[0], (char *)&rec + n, sizeof(rec) - (size_t)n)) != 0) {
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			break;
+		n += got;
+	}
+	close(pipefd[0]);
+	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(rec)) {
+		snprintf(err, errlen, "the process recovering the trace (as uid %u) died", (unsigned int)o->peer_uid);
+		return -EIO;
+	}
+	*t = rec.totals;
+	if (rec.rc)
+		snprintf(err, errlen, "%s", rec.err);
+	return rec.rc;
+}
+
+int trace_recover(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t, char *err, size_t errlen)
+{
+	memset(t, 0, sizeof(*t));
+	if (o->format == LK_TRACE_JSON && (!ctf_dir || !*ctf_dir)) {
+		snprintf(err, errlen, "the process did not say where its trace was");
+		return -ENOENT;
+	}
+	if (o->format == LK_TRACE_JSON && !ctf_beside_output(o->output, ctf_dir)) {
+		snprintf(err, errlen, "the process named %s as its trace, not a directory beside %s: not reading it",
+			 ctf_dir, o->output);
+		return -EPERM;
+	}
+	if (o->peer_uid != (uid_t)-1 && o->peer_uid != geteuid())
+		return recover_as_peer(o, ctf_dir, t, err, errlen);
+	return recover_here(o, ctf_dir, t, err, errlen);
 }
 
 int trace_count_matches(const char *dir, const char *glob)
@@ -432,7 +527,7 @@ static int trace_main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct trace_opts o = { .format = LK_TRACE_CTF };
+	struct trace_opts o = { .format = LK_TRACE_CTF, .peer_uid = (uid_t)-1, .peer_gid = (gid_t)-1 };
 	int c, rc;
 
 	optind = 1;

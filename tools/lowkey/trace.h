@@ -21,6 +21,8 @@ struct trace_opts {
 	char **argv;				/* the command */
 	bool created_output;			/* we made the (empty) output: remove it if unused */
 	bool json;				/* the summary as JSON */
+	uid_t peer_uid;				/* root tracing another user's process: that user, */
+	gid_t peer_gid;				/* whose rights recovery uses (-1: our own) */
 };
 
 struct trace_totals {
@@ -43,7 +45,10 @@ void trace_print_summary(const struct trace_opts *o, const struct trace_totals *
 
 /*
  * A trace whose process ended without finishing it: count what reached the disk, and for JSON,
- * convert the CTF it left in ctf_dir. Returns 0 or -errno (err says why).
+ * convert the CTF it left in ctf_dir. Everything it reads, writes and removes there is the traced
+ * process's to change: as root tracing another user's process, it works in a child with that
+ * user's rights (peer_uid), and for JSON it only takes a ctf_dir named OUTPUT.ctf-XXXXXX.
+ * Returns 0 or -errno (err says why).
  */
 int trace_recover(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t, char *err, size_t errlen);
 
