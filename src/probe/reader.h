@@ -2,6 +2,13 @@
 /*
  * Internal: reading lowkey's own CTF traces back (for the JSON conversion and `lowkey report`).
  * It reads the `index` file for the event classes and walks each stream file's packets.
+ *
+ * A trace may have been written by someone else, or by a program killed mid-write: nothing in it
+ * is trusted. Files are opened only through the trace directory's descriptor, never through a
+ * symbolic link and only if they are regular files (a FIFO named like a stream is refused, not
+ * waited on); what is allocated is bounded by the files' sizes and the protocol's limits; a
+ * stream whose last packet was cut short yields its whole packets and says how many bytes it
+ * left out.
  */
 #ifndef LK_PROBE_READER_H
 #define LK_PROBE_READER_H
@@ -20,13 +27,15 @@ struct lk__event_class {
 };
 
 struct lk__trace_reader {
-	char *dir;
+	char *dir;		/* as named, for messages */
+	int dir_fd;		/* -1 when the index came from memory */
 	uint64_t tsc_hz, tsc0, monotonic0_ns, realtime0_ns;
 	bool cputime;
 	int pid;
 	char procname[64];
 	struct lk__event_class **classes;	/* by id; NULL where none */
 	size_t nclasses;
+	uint64_t truncated_streams;	/* in the last walk: streams whose last packet was cut short */
 };
 
 struct lk__event {
@@ -42,6 +51,8 @@ struct lk__stream_info {
 	int tid;
 	const char *file;
 	uint64_t packets, events, lost;
+	uint64_t truncated;	/* bytes at the end that are not a whole packet (0: none); the events
+				   of the packets before them were all read */
 };
 
 struct lk__reader_ops {
@@ -52,11 +63,19 @@ struct lk__reader_ops {
 	int (*stream_end)(const struct lk__stream_info *s, void *arg);
 };
 
-/* Open a trace directory; 0 or -errno with a message in err. */
+/* Open a trace directory (followed if dir is a symbolic link); 0 or -errno with a message in err. */
 int lk__reader_open(struct lk__trace_reader *r, const char *dir, char *err, size_t errlen);
+
+/* The same for a directory already open (dir_fd is duplicated); name is for messages. */
+int lk__reader_openat(struct lk__trace_reader *r, int dir_fd, const char *name, char *err, size_t errlen);
+
 void lk__reader_close(struct lk__trace_reader *r);
 
-/* Visit every stream and its events in order. Returns 0, a callback's non-zero value, or -errno. */
+/*
+ * Visit every stream and its events in order. Returns 0, a callback's non-zero value, or -errno:
+ * -EINVAL for a damaged stream (after the events before the damage were visited). A stream that
+ * ends inside a packet is not damaged: see lk__stream_info.truncated.
+ */
 int lk__reader_walk(struct lk__trace_reader *r, const struct lk__reader_ops *ops, void *arg, char *err,
 		    size_t errlen);
 
@@ -65,5 +84,15 @@ size_t lk__event_arg(const struct lk__event *e, size_t offset, unsigned int i, u
 
 /* Nanoseconds on CLOCK_MONOTONIC for a TSC value of this trace. */
 uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc);
+
+/*
+ * The two parsers on their own, for the fuzzer. lk__reader_parse_index reads an index held in
+ * text (len bytes, modified; text[len] must be writable) into r, which it initializes;
+ * lk__reader_walk_bytes walks one stream's bytes (s: its tid and file name; the counters are set).
+ * Same results as the functions above.
+ */
+int lk__reader_parse_index(struct lk__trace_reader *r, char *text, size_t len, char *err, size_t errlen);
+int lk__reader_walk_bytes(struct lk__trace_reader *r, const uint8_t *data, size_t len, struct lk__stream_info *s,
+			  const struct lk__reader_ops *ops, void *arg);
 
 #endif

@@ -2,11 +2,16 @@
 /*
  * `lowkey report` on a trace of known shape: spans that sleep (long by wall time, short by CPU
  * time), spans that spin (CPU time close to wall time), a counter, two threads, and lost events.
+ * And on traces it did not write: one cut inside its last packet (a program killed mid-write) is
+ * reported up to there; a FIFO or a crafted index is refused at once.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <cmocka.h>
 
@@ -93,11 +98,82 @@ static void report_errors(void **state)
 	assert_int_equal(lkt_sh(&out, "%s report a b", LOWKEY), 2);
 }
 
+static bool ticks_written(void *arg)
+{
+	struct lk_trace_stats st;
+
+	lk_trace_stats(&st);
+	return st.events >= *(uint64_t *)arg;
+}
+
+/* A trace of two packets at least: 20 ticks written before 20 more. */
+static void two_packet_trace(char *dir, size_t len)
+{
+	struct lk_trace_config c = { .flush_ms = 5 };
+	uint64_t first = 21;	/* and the thread's name */
+
+	assert_true(lk_probe_enable("cut") >= 0);
+	lkt_path(dir, len, "report-cut");
+	c.path = dir;
+	assert_int_equal(lk_trace_start(&c), 0);
+	for (int i = 0; i < 20; i++)
+		LK_PROBE(cut, tick, i);
+	for (int i = 0; i < 6000 && !ticks_written(&first); i++)
+		usleep(10000);
+	for (int i = 0; i < 20; i++)
+		LK_PROBE(cut, tick, i);
+	assert_int_equal(lk_trace_stop(), 0);
+}
+
+/* Cut the trace's stream one byte before its end: inside its last packet. */
+static void cut_last_packet(const char *dir)
+{
+	assert_int_equal(lkt_sh(&out, "f=$(ls -d '%s'/stream-*) && truncate -s -1 \"$f\"", dir), 0);
+}
+
+static void report_of_a_trace_cut_short(void **state)
+{
+	char dir[256];
+
+	(void)state;
+	two_packet_trace(dir, sizeof(dir));
+	cut_last_packet(dir);
+	lkt_sh(&out, "%s report '%s'", LOWKEY, dir);
+	lkt_expect(&out, 0, "stream ends inside a packet");
+	assert_non_null(strstr(out.out, "cut:tick"));
+	lkt_sh(&out, "%s report --json '%s'", LOWKEY, dir);
+	lkt_expect(&out, 0, "\"truncated_streams\":1");
+	lkt_rmrf(dir);
+}
+
+static void report_refuses_what_is_not_a_trace(void **state)
+{
+	char dir[256], path[300];
+
+	(void)state;
+	two_packet_trace(dir, sizeof(dir));
+	/* a FIFO named like a stream: refused at once, not waited on (the timeout is a hang guard) */
+	snprintf(path, sizeof(path), "%s/stream-1", dir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	lkt_sh(&out, "timeout 120 %s report '%s'", LOWKEY, dir);
+	lkt_expect(&out, 1, "stream-1 is not a regular file");
+	unlink(path);
+
+	/* an event id past the 16 bits records have: refused, nothing allocated for it */
+	assert_int_equal(lkt_sh(&out, "printf 'event\\t99999999\\t1\\t0\\t0\\tp\\te\\tf.c:1\\t\\n' >> '%s/.lowkey-index'",
+				dir), 0);
+	lkt_sh(&out, "%s report '%s'", LOWKEY, dir);
+	lkt_expect(&out, 1, "of the trace index .lowkey-index is damaged: a number out of range");
+	lkt_rmrf(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(report_of_known_trace),
 		cmocka_unit_test(report_errors),
+		cmocka_unit_test(report_of_a_trace_cut_short),
+		cmocka_unit_test(report_refuses_what_is_not_a_trace),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

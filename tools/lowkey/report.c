@@ -42,6 +42,7 @@ struct per_thread {
 	int tid;
 	char name[64];
 	uint64_t events, lost, first_tsc, last_tsc;
+	uint64_t truncated;			/* bytes after the stream's last whole packet */
 	double span_wall_ns, span_cpu_ns;	/* time in outermost spans */
 	struct open_span *stack;
 	size_t depth, cap;
@@ -218,6 +219,7 @@ static int stream_end(const struct lk__stream_info *s, void *arg)
 	struct report *rep = arg;
 
 	rep->current->lost = s->lost;
+	rep->current->truncated = s->truncated;
 	rep->lost += s->lost;
 	rep->open_at_end += rep->current->depth;
 	if (rep->current->first_tsc && (!rep->first_tsc || rep->current->first_tsc < rep->first_tsc))
@@ -262,6 +264,10 @@ static void print_text(struct report *rep, const char *path)
 	       path, r->procname, r->pid, rep->events, seconds, nthreads, rep->lost);
 	if (rep->lost)
 		printf("  %" PRIu64 " events were dropped because a thread's buffer was full: see --buffer\n", rep->lost);
+	for (struct per_thread *t = rep->threads; t; t = t->next)
+		if (t->truncated)
+			printf("  thread %d's stream ends inside a packet (%" PRIu64 " bytes, left out): its program "
+			       "stopped mid-write; the events before are all here\n", t->tid, t->truncated);
 
 	printf("\n%-40s %12s %12s\n", "events", "count", "per second");
 	for (size_t i = 0; i < r->nclasses; i++) {
@@ -342,8 +348,9 @@ static void print_json(struct report *rep, const char *path)
 	lk__json_string(stdout, path);
 	printf(",\"procname\":");
 	lk__json_string(stdout, r->procname);
-	printf(",\"pid\":%d,\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"cputime\":%s,\"classes\":[", r->pid,
-	       rep->events, rep->lost, r->cputime ? "true" : "false");
+	printf(",\"pid\":%d,\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"truncated_streams\":%" PRIu64
+	       ",\"cputime\":%s,\"classes\":[", r->pid, rep->events, rep->lost, r->truncated_streams,
+	       r->cputime ? "true" : "false");
 	for (size_t i = 0; i < r->nclasses; i++) {
 		struct per_class *pc = &rep->classes[i];
 
@@ -390,7 +397,8 @@ static void print_json(struct report *rep, const char *path)
 	for (struct per_thread *t = rep->threads; t; t = t->next) {
 		printf("%s{\"tid\":%d,\"name\":", first ? "" : ",", t->tid);
 		lk__json_string(stdout, t->name);
-		printf(",\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"span_wall_ns\":", t->events, t->lost);
+		printf(",\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"truncated_bytes\":%" PRIu64 ",\"span_wall_ns\":",
+		       t->events, t->lost, t->truncated);
 		json_num(t->span_wall_ns);
 		if (r->cputime) {
 			printf(",\"span_cpu_ns\":");
