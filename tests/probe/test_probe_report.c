@@ -3,7 +3,8 @@
  * `lowkey report` on a trace of known shape: spans that sleep (long by wall time, short by CPU
  * time), spans that spin (CPU time close to wall time), a counter, two threads, and lost events.
  * And on traces it did not write: one cut inside its last packet (a program killed mid-write) is
- * reported up to there; a FIFO or a crafted index is refused at once.
+ * reported up to there; a FIFO or a crafted index is refused at once. A site registered again
+ * (its library dlopen()ed again) is one row, not one per registration.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -167,6 +168,74 @@ static void report_refuses_what_is_not_a_trace(void **state)
 	lkt_rmrf(dir);
 }
 
+/*
+ * A trace written by hand: index lines for classes, and one packet of records (no arguments) of
+ * these ids, 1000 cycles apart, from thread 7.
+ */
+static void synthetic_trace(const char *dir, const char *classes, const uint16_t *ids, size_t n)
+{
+	uint8_t packet[4096] = { 0 };
+	uint64_t bits, v;
+	size_t len = 88;
+	char path[512];
+	FILE *f;
+
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/.lowkey-index", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "lowkey-trace 2\ntsc_hz 1000000000\ntsc0 0\nmonotonic0_ns 0\npid 1\nprocname synth\n%s", classes);
+	fclose(f);
+	for (size_t i = 0; i < n; i++, len += 8) {
+		v = (uint64_t)(1000 * (i + 1)) << 16 | ids[i];
+		memcpy(packet + len, &v, 8);
+	}
+	memcpy(packet, &(uint32_t){ 0xc1fc1fc1u }, 4);
+	memcpy(packet + 32, &(uint64_t){ 1000 }, 8);	/* timestamp_begin */
+	bits = len * 8;
+	memcpy(packet + 48, &bits, 8);	/* content_size */
+	memcpy(packet + 56, &bits, 8);	/* packet_size */
+	snprintf(path, sizeof(path), "%s/stream-7", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(packet, 1, len, f), len);
+	fclose(f);
+}
+
+static void a_site_registered_again_is_one_row(void **state)
+{
+	/* gen:tick in three registrations (a library dlopen()ed three times), gen:work's span in two */
+	static const char classes[] =
+		"event\t16\t1\t0\t0\tgen\ttick\tlib.c:5\t\n"
+		"event\t17\t1\t0\t0\tgen\ttick\tlib.c:5\t\n"
+		"event\t18\t1\t0\t0\tgen\ttick\tlib.c:5\t\n"
+		"event\t19\t2\t0\t0\tgen\twork\tlib.c:9\t\n"
+		"event\t20\t3\t0\t0\tgen\twork\tlib.c:9\t\n"
+		"event\t21\t2\t0\t0\tgen\twork\tlib.c:9\t\n"
+		"event\t22\t3\t0\t0\tgen\twork\tlib.c:9\t\n"
+		"event\t23\t1\t0\t0\tgen\tother\tlib.c:7\t\n";
+	static const uint16_t ids[] = { 16, 17, 18, 19, 20, 21, 22, 23, 18 };
+	char dir[256];
+
+	(void)state;
+	if (lkt_sh(&out, "command -v python3") != 0)
+		skip();	/* the JSON is checked with python3 */
+	lkt_path(dir, sizeof(dir), "report-generations");
+	synthetic_trace(dir, classes, ids, sizeof(ids) / sizeof(ids[0]));
+	assert_int_equal(lkt_sh(&out, "%s report '%s' | grep -c 'gen:tick '", LOWKEY, dir), 0);
+	assert_int_equal(atoi(out.out), 1);
+	lkt_sh(&out, "%s report --json '%s' | python3 -c '"
+			 "import json,sys; d=json.load(sys.stdin)\n"
+			 "c=[(x[\"event\"], x[\"kind\"], x[\"count\"], x.get(\"spans\")) for x in d[\"classes\"]]\n"
+			 "assert sorted(c)==[(\"other\",\"event\",1,None),(\"tick\",\"event\",4,None),"
+			 "(\"work\",\"span-begin\",2,2),(\"work\",\"span-end\",2,None)], c\n'",
+	       LOWKEY, dir);
+	if (out.status)
+		print_error("%s\n", out.out);
+	assert_int_equal(out.status, 0);
+	lkt_rmrf(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -174,6 +243,7 @@ int main(void)
 		cmocka_unit_test(report_errors),
 		cmocka_unit_test(report_of_a_trace_cut_short),
 		cmocka_unit_test(report_refuses_what_is_not_a_trace),
+		cmocka_unit_test(a_site_registered_again_is_one_row),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,7 +51,8 @@ struct per_thread {
 
 struct report {
 	struct lk__trace_reader *r;
-	struct per_class *classes;	/* by id */
+	struct per_class *classes;	/* by id: a name's figures are in its first id's */
+	uint32_t *first;		/* by id: the first id of the same provider:event and kind */
 	struct per_thread *threads, *current;
 	uint64_t events, lost, first_tsc, last_tsc, unmatched_ends, open_at_end;
 };
@@ -138,7 +139,7 @@ static int close_span(struct report *rep, struct per_thread *t, const struct lk_
 		return 0;
 	}
 	k--;
-	c = &rep->classes[t->stack[k].id];
+	c = &rep->classes[rep->first[t->stack[k].id]];
 	wall = tsc_ns(rep, t->stack[k].tsc, e->tsc);
 	cpu = (double)e->cputime_ns - (double)t->stack[k].cpu;
 	if (push_sample(&c->wall, wall) || (rep->r->cputime && push_sample(&c->cpu, cpu)))
@@ -170,7 +171,7 @@ static int on_event(const struct lk__event *e, void *arg)
 {
 	struct report *rep = arg;
 	struct per_thread *t = rep->current;
-	struct per_class *c = &rep->classes[e->cls->id];
+	struct per_class *c = &rep->classes[rep->first[e->cls->id]];
 	uint64_t v = 0;
 	const char *s;
 	double d;
@@ -212,6 +213,49 @@ static int on_event(const struct lk__event *e, void *arg)
 	default:
 		return 0;
 	}
+}
+
+static int by_name(const void *a, const void *b, void *arg)
+{
+	struct lk__event_class *const *classes = arg;
+	const struct lk__event_class *x = classes[*(const uint32_t *)a], *y = classes[*(const uint32_t *)b];
+	int c;
+
+	if ((c = strcmp(x->provider, y->provider)) || (c = strcmp(x->event, y->event)))
+		return c;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static bool same_row(const struct lk__event_class *x, const struct lk__event_class *y)
+{
+	return x->kind == y->kind && strcmp(x->provider, y->provider) == 0 && strcmp(x->event, y->event) == 0;
+}
+
+/* rep->first: each class's first id of the same name and kind. */
+static int group_classes(struct report *rep)
+{
+	const struct lk__trace_reader *r = rep->r;
+	uint32_t *ids = malloc(r->nclasses * sizeof(*ids));
+	size_t n = 0;
+
+	rep->first = calloc(r->nclasses, sizeof(*rep->first));
+	if (!ids || !rep->first) {
+		free(ids);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < r->nclasses; i++)
+		if (r->classes[i])
+			ids[n++] = (uint32_t)i;
+	qsort_r(ids, n, sizeof(*ids), by_name, r->classes);
+	for (size_t i = 0; i < n; i++) {
+		bool same = i && same_row(r->classes[ids[i - 1]], r->classes[ids[i]]);
+
+		rep->first[ids[i]] = same ? rep->first[ids[i - 1]] : ids[i];
+	}
+	free(ids);
+	return 0;
 }
 
 static int stream_end(const struct lk__stream_info *s, void *arg)
@@ -422,6 +466,7 @@ static void free_report(struct report *rep)
 		free(rep->classes[i].cpu.v);
 	}
 	free(rep->classes);
+	free(rep->first);
 }
 
 static const char report_usage[] =
@@ -462,7 +507,9 @@ static int report_run(int argc, char **argv)
 	}
 	rep.r = &r;
 	rep.classes = calloc(r.nclasses, sizeof(*rep.classes));
-	rc = rep.classes ? lk__reader_walk(&r, &ops, &rep, err, sizeof(err)) : -ENOMEM;
+	rc = rep.classes ? group_classes(&rep) : -ENOMEM;
+	if (!rc)
+		rc = lk__reader_walk(&r, &ops, &rep, err, sizeof(err));
 	if (rc == 0) {
 		if (json)
 			print_json(&rep, argv[optind]);
