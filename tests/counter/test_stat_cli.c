@@ -72,6 +72,17 @@ static void usage_errors_exit_2(void **state)
 	assert_int_equal(STAT("--bogus", "--", "true"), 2);
 	contains(r.err, "--bogus");
 	assert_int_equal(STAT("-p", "1", "-r", "2"), 2);
+	/* numbers are whole and in range: not cut to an int, not an error and then a table */
+	assert_int_equal(STAT("-r", "4294967298", "-e", "task-clock", "--", "true"), 2);
+	contains(r.err, "4294967298");
+	assert_int_equal(STAT("-r", "99999999999", "-e", "task-clock", "--", "true"), 2);
+	assert_null(strstr(r.err, "Performance counter stats"));
+	assert_int_equal(STAT("-r", "2x", "-e", "task-clock", "--", "true"), 2);
+	assert_int_equal(STAT("-p", "4294967297", "-e", "task-clock"), 2);
+	assert_int_equal(STAT("-e", "", "--", "true"), 2);
+	contains(r.err, "empty");
+	assert_int_equal(STAT("-x", "", "-e", "task-clock", "--", "true"), 2);
+	contains(r.err, "empty");
 	/* help goes to stdout with status 0, as git's */
 	assert_int_equal(STAT("--help"), 0);
 	contains(r.out, "usage: lowkey stat");

@@ -423,6 +423,16 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		execl("/proc/self/exe", argv[0], "exec-child", (char *)NULL);
 		EXPECT(!"exec failed");
+	} else if (strcmp(mode, "destroy") == 0) {
+		/* one address, made, used once and destroyed ten times: ten locks, counted once each */
+		for (int i = 0; i < 10; i++) {
+			pthread_mutex_t m;
+
+			EXPECT(pthread_mutex_init(&m, NULL) == 0);
+			EXPECT(pthread_mutex_lock(&m) == 0);
+			EXPECT(pthread_mutex_unlock(&m) == 0);
+			EXPECT(pthread_mutex_destroy(&m) == 0);
+		}
 	} else if (strcmp(mode, "exec-child") == 0) {
 		for (int i = 0; i < 7; i++) {
 			pthread_mutex_lock(&plain);

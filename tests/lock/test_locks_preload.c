@@ -414,6 +414,36 @@ static void command_reports_sites(void **state)
 	assert_non_null(strstr(r.out, "plain="));	/* the program's own output is untouched */
 }
 
+static long json_number(const char *json, const char *key)
+{
+	char needle[64];
+	const char *at;
+
+	snprintf(needle, sizeof(needle), "\"%s\": ", key);
+	at = strstr(json, needle);
+	assert_non_null(at);
+	return strtol(at + strlen(needle), NULL, 10);
+}
+
+/*
+ * Locks that were destroyed are still counted in the summary, each once (a lock made again at
+ * the same address is a new lock, not the old one counted twice).
+ */
+static void destroyed_locks_are_counted_once(void **state)
+{
+	char *argv[] = { LOWKEY, "locks", "--json", "--top", "0", "--", VICTIM, "destroy", NULL };
+	struct run r;
+	long listed = 0;
+
+	(void)state;
+	run(argv, NULL, &r);
+	assert_int_equal(exit_code(&r), 0);
+	assert_int_equal(json_number(r.err, "destroyed_uncontended_locks"), 10);
+	for (const char *p = strstr(r.err, "\"top\""); p && (p = strstr(p, "\"kind\"")); p++)
+		listed++;
+	assert_int_equal(json_number(r.err, "locks"), listed + 10);
+}
+
 static void command_refuses_bad_usage(void **state)
 {
 	char *no_command[] = { LOWKEY, "locks", NULL };
@@ -421,6 +451,8 @@ static void command_refuses_bad_usage(void **state)
 	char *missing[] = { LOWKEY, "locks", "--", "/nonexistent/program", NULL };
 	char *is_static[] = { LOWKEY, "locks", "--", STATIC_PROGRAM, NULL };
 	char *fails[] = { LOWKEY, "locks", "--", "/bin/false", NULL };
+	char *exits_3[] = { LOWKEY, "locks", "--", "/bin/sh", "-c", "exit 3", NULL };
+	char *unwritable[] = { LOWKEY, "locks", "-o", "/nonexistent/report", "--", "/bin/echo", "ran", NULL };
 	char *help[] = { LOWKEY, "locks", "--help", NULL };
 	struct run r;
 
@@ -431,13 +463,20 @@ static void command_refuses_bad_usage(void **state)
 	run(bad_top, NULL, &r);
 	assert_int_equal(exit_code(&r), 2);
 	run(missing, NULL, &r);
-	assert_int_equal(exit_code(&r), 1);
+	assert_int_equal(exit_code(&r), 127);	/* as a shell, lowkey stat and lowkey trace */
+	assert_non_null(strstr(r.err, "command not found"));
 	run(is_static, NULL, &r);
 	assert_int_equal(exit_code(&r), 1);
 	assert_non_null(strstr(r.err, "statically linked"));
 	run(fails, NULL, &r);
 	assert_int_equal(exit_code(&r), 1);
 	assert_non_null(strstr(r.err, "exited with status 1"));
+	run(exits_3, NULL, &r);
+	assert_int_equal(exit_code(&r), 3);	/* the command's own status */
+	run(unwritable, NULL, &r);
+	assert_int_equal(exit_code(&r), 1);
+	assert_non_null(strstr(r.err, "cannot write /nonexistent/report"));
+	assert_null(strstr(r.out, "ran"));	/* refused before the command ran */
 	run(help, NULL, &r);
 	assert_int_equal(exit_code(&r), 0);
 	assert_non_null(strstr(r.out, "usage: lowkey locks"));
@@ -447,6 +486,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(behaves_the_same_without_the_preload),
+		cmocka_unit_test(destroyed_locks_are_counted_once),
 		cmocka_unit_test(inert_without_a_directory),
 		cmocka_unit_test(exact_figures_for_every_kind),
 		cmocka_unit_test(fork_children_get_their_own_file),

@@ -359,6 +359,13 @@ static void bad_usage_exits_2_failures_exit_1(void **state)
 							      "0x1000", NULL }), 2);
 	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", "4194303", "--addr",
 							      "0x1000", NULL }), 1);
+	assert_non_null(strstr(err, "does not exist"));	/* not "...: no error" */
+	/* no sign on a length or an address: "-8" is not 2^64 - 8 */
+	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", self, "--addr", "0x1000",
+							      "--len", "-8", NULL }), 2);
+	assert_non_null(strstr(err, "bad length '-8'"));
+	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", self, "--addr", "-1", NULL }), 2);
+	assert_non_null(strstr(err, "bad address '-1'"));
 	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "--help", NULL }), 0);
 	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "help", "watch", NULL }), 0);
 }

@@ -38,6 +38,13 @@ void lk_cli_suggest(const char *name);
 void lk_cli_error(const char *cmd, const char *hint, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/*
+ * A command-line number: the whole of s, within [min, max]. Decimal for the signed form; decimal,
+ * 0x hex or 0 octal, with no sign, for the unsigned one. false for anything else, overflow too.
+ */
+bool lk_cli_parse_long(const char *s, long long min, long long max, long long *out);
+bool lk_cli_parse_unsigned(const char *s, unsigned long long max, unsigned long long *out);
+
 /* Whether argv[1..] asks for help before any "--". */
 bool lk_cli_wants_help(int argc, char **argv);
 

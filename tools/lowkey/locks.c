@@ -54,7 +54,8 @@ static const char locks_usage[] =
 	"program has symbols; build with -g for file:line.\n"
 	"\n"
 	"Environment: LOWKEY_LOCKS_LIB overrides where liblowkey-locks.so is looked for.\n"
-	"Exit status: 0 if COMMAND succeeded, 1 if it failed or could not run, 2 on bad usage.\n";
+	"Exit status: COMMAND's own (128 + the signal if one killed it), 127 if it was not found, 1 if\n"
+	"lowkey could not profile it or write the report, 2 on bad usage.\n";
 
 struct options {
 	long top;
@@ -256,6 +257,7 @@ struct proc {
 	uint32_t nmodules;
 	struct row *rows;
 	size_t nrows;
+	uint64_t nlocks;		/* rows, and destroyed locks folded into the header */
 	uint64_t duration_ns;
 	uint64_t acquisitions, contended, wait_ns;
 };
@@ -378,6 +380,8 @@ static int build_rows(struct proc *p, double tpn, uint64_t end_ns)
 		p->wait_ns += r->wait_ns;
 	}
 	p->nrows = n;
+	p->nlocks = n + h->folded_locks;
+	p->acquisitions += h->folded_acquisitions;
 	if (n)
 		qsort(p->rows, n, sizeof(*p->rows), by_wait);
 	sym = lks_symbolizer_new(h, p->modules, p->nmodules);
@@ -429,10 +433,10 @@ static void print_text(FILE *out, const struct proc *p, const struct options *o)
 	char a[16], b[16], c[16], d[16], e2[16], f[16], site[400], first[400];
 	size_t n = shown(p, o);
 
-	fprintf(out, "\nlowkey locks: %s (pid %u)%s, %s on %u CPUs: %zu lock%s, %lu acquisitions, %lu contended (%.2f%%), "
+	fprintf(out, "\nlowkey locks: %s (pid %u)%s, %s on %u CPUs: %lu lock%s, %lu acquisitions, %lu contended (%.2f%%), "
 		     "%s waiting = %.1f/1000 of CPU time\n",
 		h->comm[0] ? h->comm : h->exe, h->pid, (h->flags & LKL_F_EXITED) ? "" : " [did not exit: killed or exec'd]",
-		duration(a, sizeof(a), p->duration_ns), h->cpus, p->nrows, p->nrows == 1 ? "" : "s",
+		duration(a, sizeof(a), p->duration_ns), h->cpus, (unsigned long)p->nlocks, p->nlocks == 1 ? "" : "s",
 		(unsigned long)p->acquisitions,
 		(unsigned long)p->contended, p->acquisitions ? 100.0 * (double)p->contended / (double)p->acquisitions : 0,
 		duration(b, sizeof(b), p->wait_ns), per_mille_cpu(p->wait_ns, p));
@@ -522,7 +526,7 @@ static void print_json_proc(struct lkb_json *j, const struct proc *p, const stru
 	lkb_json_int(j, "duration_ns", (long long)p->duration_ns);
 	lkb_json_int(j, "cpus", h->cpus);
 	lkb_json_int(j, "hold_sampling", h->hold_period);
-	lkb_json_int(j, "locks", (long long)p->nrows);
+	lkb_json_int(j, "locks", (long long)p->nlocks);
 	lkb_json_int(j, "acquisitions", (long long)p->acquisitions);
 	lkb_json_int(j, "contended", (long long)p->contended);
 	lkb_json_int(j, "wait_total_ns", (long long)p->wait_ns);
@@ -636,9 +640,9 @@ static void exit_note(int status, const char *cmd)
 			strsignal(WTERMSIG(status)));
 }
 
-static int report(const char *dir, const struct options *o, double tpn, uint64_t end_ns, int status, const char *cmd)
+static int report(FILE *out, const char *dir, const struct options *o, double tpn, uint64_t end_ns, int status,
+		  const char *cmd)
 {
-	FILE *out = stderr;
 	struct proc *procs = NULL;
 	size_t n = 0;
 	int ret = 0;
@@ -648,11 +652,6 @@ static int report(const char *dir, const struct options *o, double tpn, uint64_t
 			     "liblowkey-locks.so recorded nothing in '%s'", cmd);
 		free(procs);
 		return LK_EXIT_FAIL;
-	}
-	if (o->output && !(out = fopen(o->output, "we"))) {
-		lk_cli_error("locks", NULL, "cannot write %s: %s", o->output, strerror(errno));
-		out = stderr;
-		ret = LK_EXIT_FAIL;
 	}
 	for (size_t i = 0; i < n; i++)
 		if (build_rows(&procs[i], (procs[i].h->flags & LKL_F_TICKS_NS) ? 1.0 : tpn, end_ns) != 0)
@@ -675,8 +674,10 @@ static int report(const char *dir, const struct options *o, double tpn, uint64_t
 		for (size_t i = 0; i < n; i++)
 			print_text(out, &procs[i], o);
 	}
-	if (out != stderr && fclose(out) != 0)
+	if (fflush(out) != 0 || ferror(out)) {
+		lk_cli_error("locks", NULL, "writing %s failed: %s", o->output ? o->output : "the report", strerror(errno));
 		ret = LK_EXIT_FAIL;
+	}
 	for (size_t i = 0; i < n; i++) {
 		free(procs[i].rows);
 		munmap(procs[i].map, procs[i].size);
@@ -687,14 +688,11 @@ static int report(const char *dir, const struct options *o, double tpn, uint64_t
 
 static bool parse_count(const char *arg, long min, long max, long *out)
 {
-	char *end;
-	long v;
+	long long v;
 
-	errno = 0;
-	v = strtol(arg, &end, 10);
-	if (errno || *end || end == arg || v < min || v > max)
+	if (!lk_cli_parse_long(arg, min, max, &v))
 		return false;
-	*out = v;
+	*out = (long)v;
 	return true;
 }
 
@@ -754,6 +752,7 @@ static int locks_run(int argc, char **argv)
 	struct options o;
 	uint64_t t0, ns0, end_ns;
 	int first, status, ret;
+	FILE *out = stderr;
 
 	first = parse_options(argc, argv, &o);
 	if (first < 0)
@@ -766,16 +765,23 @@ static int locks_run(int argc, char **argv)
 		return LK_EXIT_FAIL;
 	}
 	if (!which(argv[0], exe, sizeof(exe))) {
-		lk_cli_error("locks", NULL, "cannot run '%s': no such executable", argv[0]);
-		return LK_EXIT_FAIL;
+		lk_cli_error("locks", "check the command's name and $PATH", "%s: command not found", argv[0]);
+		return 127;	/* as a shell, and lowkey stat and trace */
 	}
 	if (statically_linked(exe)) {
 		lk_cli_error("locks", "rebuild it without -static; LD_PRELOAD needs the dynamic loader",
 			     "'%s' is statically linked: its locks cannot be intercepted", exe);
 		return LK_EXIT_FAIL;
 	}
+	/* before the command runs: an output that cannot be written is said now, not after it */
+	if (o.output && !(out = fopen(o.output, "we"))) {
+		lk_cli_error("locks", "choose a writable place with -o", "cannot write %s: %s", o.output, strerror(errno));
+		return LK_EXIT_FAIL;
+	}
 	ret = make_dir(dir, sizeof(dir));
 	if (ret) {
+		if (out != stderr)
+			fclose(out);
 		lk_cli_error("locks", "set TMPDIR to a writable directory", "cannot make a directory for the figures: %s",
 			     strerror(-ret));
 		return LK_EXIT_FAIL;
@@ -787,14 +793,21 @@ static int locks_run(int argc, char **argv)
 	if (status < 0) {
 		lk_cli_error("locks", NULL, "cannot run '%s': %s", argv[0], strerror(-status));
 		rmdir(dir);
-		return LK_EXIT_FAIL;
+		if (out != stderr)
+			fclose(out);
+		return -status == ENOENT ? 127 : 126;
 	}
-	ret = report(dir, &o, ticks_per_ns(t0, ns0), end_ns, status, argv[0]);
+	ret = report(out, dir, &o, ticks_per_ns(t0, ns0), end_ns, status, argv[0]);
+	if (out != stderr && fclose(out) != 0 && !ret) {
+		lk_cli_error("locks", NULL, "writing %s failed: %s", o.output, strerror(errno));
+		ret = LK_EXIT_FAIL;
+	}
 	rmdir(dir);
 	exit_note(status, argv[0]);
 	if (ret)
 		return ret;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? LK_EXIT_OK : LK_EXIT_FAIL;
+	/* the command's own status, as lowkey stat and trace give it */
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 LK_CLI_COMMAND(locks_command, "locks", "lock contention in any program: pthread mutexes, rwlocks, spinlocks, semaphores",

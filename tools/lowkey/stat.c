@@ -13,6 +13,7 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 #include "cli.h"
 #include "stat.h"
 
+#define MAX_REPEAT 1000000	/* runs kept in memory for the mean and spread */
 #define DEFAULT_EVENTS "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions," \
 		       "branches,branch-misses"
 
@@ -114,6 +116,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "output", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
+	long long n;
 	char *end;
 	int c;
 
@@ -125,22 +128,27 @@ static int parse_options(int argc, char **argv, struct options *o)
 	while ((c = getopt_long(argc, argv, "+e:r:p:x:jo:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'e':
+			if (!*optarg) {
+				lk_cli_error("stat", "see 'lowkey list'", "-e wants event names, not an empty string");
+				return LK_EXIT_USAGE;
+			}
 			if (append_events(o, optarg))
 				return LK_EXIT_FAIL;
 			break;
 		case 'r':
-			o->repeat = (int)strtol(optarg, &end, 10);
-			if (*end || o->repeat < 1) {
-				lk_cli_error("stat", NULL, "-r wants a number of runs >= 1, not '%s'", optarg);
+			if (!lk_cli_parse_long(optarg, 1, MAX_REPEAT, &n)) {
+				lk_cli_error("stat", NULL, "-r wants a number of runs from 1 to %d, not '%s'",
+					     MAX_REPEAT, optarg);
 				return LK_EXIT_USAGE;
 			}
+			o->repeat = (int)n;
 			break;
 		case 'p':
-			o->pid = (pid_t)strtol(optarg, &end, 10);
-			if (*end || o->pid <= 0) {
+			if (!lk_cli_parse_long(optarg, 1, INT32_MAX, &n)) {
 				lk_cli_error("stat", NULL, "-p wants a process id, not '%s'", optarg);
 				return LK_EXIT_USAGE;
 			}
+			o->pid = (pid_t)n;
 			break;
 		case 'd':
 			o->duration = strtod(optarg, &end);
@@ -150,7 +158,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 			}
 			break;
 		case 't': o->per_thread = true; break;
-		case 'x': o->sep = optarg; break;
+		case 'x':
+			if (!*optarg) {
+				lk_cli_error("stat", "-x, for commas, as perf", "-x wants a field separator, not an empty string");
+				return LK_EXIT_USAGE;
+			}
+			o->sep = optarg;
+			break;
 		case 'j': o->json = true; break;
 		case 'o': o->output = optarg; break;
 		default:

@@ -90,11 +90,12 @@ static uint64_t monotonic_ns(void)
 
 static int parse_number(const char *s, uint64_t *out)
 {
-	char *end;
+	unsigned long long v;
 
-	errno = 0;
-	*out = strtoull(s, &end, 0);
-	return (errno || end == s || *end) ? -1 : 0;
+	if (!lk_cli_parse_unsigned(s, UINT64_MAX, &v))
+		return -1;	/* "-8" and "-1" too: not wrapped to huge values */
+	*out = v;
+	return 0;
 }
 
 static int usage_error(const char *hint, const char *fmt, const char *arg)

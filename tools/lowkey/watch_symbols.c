@@ -30,11 +30,15 @@ static int load_module(Dwfl_Module *mod, void **userdata, const char *name, Dwar
 	return DWARF_CB_OK;
 }
 
+/* 0, an errno value (dwfl_linux_proc_report's), or -1 (libdw's own error: dwfl_errmsg). */
 static int report(struct watch_symbols *s)
 {
+	int rc;
+
 	dwfl_report_begin_add(s->dwfl);
-	if (dwfl_linux_proc_report(s->dwfl, s->pid) != 0)
-		return -1;
+	rc = dwfl_linux_proc_report(s->dwfl, s->pid);
+	if (rc != 0)
+		return rc;
 	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0)
 		return -1;
 	dwfl_getmodules(s->dwfl, load_module, NULL, 0);
@@ -45,6 +49,7 @@ static int report(struct watch_symbols *s)
 struct watch_symbols *watch_symbols_open(pid_t pid, char *err, size_t errlen)
 {
 	struct watch_symbols *s = calloc(1, sizeof(*s));
+	int rc;
 
 	if (!s) {
 		snprintf(err, errlen, "out of memory");
@@ -55,9 +60,14 @@ struct watch_symbols *watch_symbols_open(pid_t pid, char *err, size_t errlen)
 	s->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
 	s->callbacks.debuginfo_path = &s->debuginfo_path;
 	s->dwfl = dwfl_begin(&s->callbacks);
-	if (!s->dwfl || report(s) != 0) {
-		snprintf(err, errlen, "cannot read the mappings of process %d: %s", (int)pid,
-			 dwfl_errmsg(-1));
+	rc = s->dwfl ? report(s) : -1;
+	if (rc == ENOENT || rc == ESRCH)
+		snprintf(err, errlen, "process %d does not exist (it may have exited)", (int)pid);
+	else if (rc > 0)
+		snprintf(err, errlen, "cannot read the mappings of process %d: %s", (int)pid, strerror(rc));
+	else if (rc < 0)
+		snprintf(err, errlen, "cannot read the mappings of process %d: %s", (int)pid, dwfl_errmsg(-1));
+	if (rc) {
 		watch_symbols_close(s);
 		return NULL;
 	}

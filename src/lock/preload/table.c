@@ -331,6 +331,8 @@ void lkl_retire(const void *addr, enum lkl_kind kind)
 	if (!e)
 		return;
 	key = LD(e->key);
+	if (!LD(e->acquisitions) && !LD(e->read_acquisitions) && !LD(e->try_fails) && !LD(e->posts))
+		return;	/* never used since it was (re)made: nothing to count, none counted twice */
 	if (LD(e->contended) == 0 && LD(e->try_fails) == 0) {
 		/* never contended: count it in the header, and let the next lock here reuse the entry */
 		__atomic_fetch_add(&header->folded_locks, 1, __ATOMIC_RELAXED);
