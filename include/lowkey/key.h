@@ -13,9 +13,23 @@
  *	lk_key_enable(&verbose);	// rewrites every site of verbose, in every loaded object
  *
  * While a key is in the direction its site expects, the site is a 5-byte NOP (0f 1f 44 00 00) and
- * reads no memory. Flipping the key rewrites each site into a `jmp rel32` (or back) with the
- * kernel's cross-modifying-code protocol, so other threads may run the sites meanwhile: each of them
- * goes one way or the other, never anywhere else.
+ * reads no memory. Flipping the key rewrites each site into a `jmp rel32` (or back) while other
+ * threads may run the sites: each of them goes one way or the other, never anywhere else, and none
+ * is stopped or killed.
+ *
+ * How, and what signals have to do with it. The usual protocol is the kernel's: an int3 is written
+ * over each site's first byte while the rest changes, and a thread that runs into it meanwhile takes
+ * a SIGTRAP that lowkey's handler (installed ahead of the application's, and chaining to it for
+ * every trap that is not lowkey's) sends on. A thread that blocks SIGTRAP cannot take that trap: the
+ * kernel forces a blocked trap with SIG_DFL and the process dies. So when any thread other than the
+ * caller blocks SIGTRAP (a server that blocks every signal in every thread and takes them with
+ * sigwait(), a thread inside a handler whose mask holds SIGTRAP), the flip instead writes copies of
+ * the pages holding the sites and swaps them in with mremap(), and no thread traps at all. Those
+ * pages stay mapped from their file in /proc/PID/maps (where the file can be opened; anonymous
+ * otherwise). The calling thread holds its asynchronous signals while it flips, so no handler runs
+ * on it. Left open: a thread that starts blocking SIGTRAP while a flip that chose the trap is under
+ * way (tens of microseconds) and runs into one of its sites is killed; block signals before
+ * flipping (at thread start, as servers do) or leave SIGTRAP out of the blocked set.
  *
  * Sites work in the executable, in shared libraries and in dlopen()ed objects, PIE or not, and may
  * test a key defined in another object. A site must name its key by address (&name): the address
@@ -122,15 +136,19 @@ extern "C" {
  *   -EINVAL     key is NULL; lk_key_dec on a key whose count is zero.
  *   -EOVERFLOW  lk_key_inc past INT_MAX references.
  *   -EPERM      the system forbids making code writable (PR_SET_MDWE, SELinux execmod,
- *               MemoryDenyWriteExecute=); lk_last_error() says which and what to do.
+ *               MemoryDenyWriteExecute=), or the code is sealed (mseal()); lk_last_error() says
+ *               which and what to do.
  *   -ENOSYS     membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) is unavailable (kernel before
  *               4.16, or a seccomp filter) and the process has more than one thread.
  *   -ENOMEM     out of memory.
  *
  * Cost: when the direction does not change, one atomic operation (inc, dec) or an uncontended
- * mutex. When it does, the sites are rewritten: two mprotect() calls per run of pages and three
- * membarrier() calls for the whole change, tens of microseconds here; other threads never wait
- * except at a site being rewritten, where a trap sends them on. Thread-safe; not
+ * mutex. When it does, the sites are rewritten: in a multi-threaded process, one read of
+ * /proc/self/task/TID/status per thread to learn which protocol is safe; then two mprotect() calls
+ * per run of pages and three membarrier() calls for the whole change, tens of microseconds here
+ * (with the trap), or an mmap(), mprotect() and mremap() per run of pages and one membarrier()
+ * (without it). Other threads never wait except at a site being rewritten, where a trap sends them
+ * on, or a page being swapped, where a page fault holds them for the swap. Thread-safe; not
  * async-signal-safe. Safe in a fork()ed child.
  */
 LK_API int (lk_key_enable)(struct lk_key *key);

@@ -2,8 +2,12 @@
 /*
  * The shared SIGTRAP dispatcher.
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -139,4 +143,60 @@ int lk__sigtrap_ensure(void)
 		err = install_locked();
 	pthread_mutex_unlock(&sigtrap_mutex);
 	return err;
+}
+
+static const int sync_signals[] = { SIGTRAP, SIGSEGV, SIGBUS, SIGILL, SIGFPE };
+
+void lk__sigtrap_hold_async(sigset_t *saved)
+{
+	sigset_t set;
+
+	pthread_sigmask(SIG_SETMASK, NULL, saved);
+	sigfillset(&set);
+	for (size_t i = 0; i < sizeof(sync_signals) / sizeof(sync_signals[0]); i++)
+		if (!sigismember(saved, sync_signals[i]))
+			sigdelset(&set, sync_signals[i]);
+	pthread_sigmask(SIG_SETMASK, &set, NULL);
+}
+
+/* Whether thread tid blocks SIGTRAP; true where that cannot be read, false for a thread gone. */
+static bool thread_blocks_sigtrap(pid_t tid)
+{
+	char path[64], buf[4096];
+	const char *blk;
+	ssize_t len;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno != ENOENT;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return len < 0 && errno != ESRCH;
+	buf[len] = '\0';
+	blk = strstr(buf, "\nSigBlk:");
+	if (!blk)
+		return true;
+	return strtoull(blk + strlen("\nSigBlk:"), NULL, 16) & (1ull << (SIGTRAP - 1));
+}
+
+bool lk__sigtrap_blocked_elsewhere(void)
+{
+	DIR *dir = opendir("/proc/self/task");
+	pid_t self = gettid();
+	struct dirent *de;
+	bool blocked = false;
+
+	if (!dir)
+		return true;
+	while (!blocked && (de = readdir(dir)) != NULL) {
+		pid_t tid = (pid_t)atoi(de->d_name);
+
+		if (tid > 0 && tid != self)
+			blocked = thread_blocks_sigtrap(tid);
+	}
+	closedir(dir);
+	return blocked;
 }

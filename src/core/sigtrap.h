@@ -32,4 +32,19 @@ int lk__sigtrap_add(lk__trap_handler fn);
  */
 int lk__sigtrap_ensure(void);
 
+/*
+ * lk__sigtrap_blocked_elsewhere - whether a thread of the process other than the caller blocks
+ * SIGTRAP now (its SigBlk in /proc/self/task/TID/status; a thread running a handler whose mask
+ * holds SIGTRAP counts), or whether the threads cannot be read. Such a thread would be killed by a
+ * trap: the kernel forces a blocked synchronous SIGTRAP with SIG_DFL. Reads one file per thread.
+ */
+bool lk__sigtrap_blocked_elsewhere(void);
+
+/*
+ * lk__sigtrap_hold_async - block every signal but the synchronous ones (SIGTRAP, SIGSEGV, SIGBUS,
+ * SIGILL, SIGFPE, which keep the caller's setting) in the calling thread, saving its mask in
+ * *saved: no handler, and so no code of the application, runs on it until the mask is restored.
+ */
+void lk__sigtrap_hold_async(sigset_t *saved);
+
 #endif

@@ -34,8 +34,15 @@ struct lk__key_state {
 struct lk__patch {
 	uint8_t *addr;
 	uint8_t insn[LK__SITE_LEN];	/* the new instruction */
+	uint8_t old[LK__SITE_LEN];	/* the instruction it replaces, to restore on failure */
 	uintptr_t resume;		/* where a thread trapping here goes: as the new insn would */
 	int prot;			/* the page protection to restore afterwards */
+};
+
+/* Pages holding sites of a batch, neighbours with the same protection merged. */
+struct lk__page_run {
+	uintptr_t start, end;
+	int prot;
 };
 
 /* ---- key.c ---- */
@@ -59,11 +66,24 @@ int lk__patch_run(struct lk__patch *patches, size_t n);
 /* Publish the sorted addresses of every registered site (for late traps); takes ownership. */
 void lk__patch_set_known(uintptr_t *addrs, size_t n);
 
+/* The message for a refused mprotect() (or mremap()) of the pages at page; returns -EPERM or -err. */
+int lk__patch_explain_mprotect(int err, const void *page);
+
 /* From the trap handler (async-signal-safe): */
 void lk__patch_trap_enter(void);
 void lk__patch_trap_exit(void);
 bool lk__patch_lookup(uintptr_t addr, uintptr_t *resume);
 bool lk__patch_known(uintptr_t addr);
+
+/* ---- remap.c: rewriting without a trap ---- */
+
+/*
+ * Write every patch's new instruction (or its old one, restore) into copies of the runs' pages,
+ * then move the copies over the runs. No thread ever executes a page being written. An error
+ * before the first move changes nothing; a failed move puts back the runs already moved.
+ */
+int lk__remap(const struct lk__page_run *runs, size_t nruns, const struct lk__patch *p, size_t n,
+	      bool restore);
 
 /* ---- arch/<arch>.c ---- */
 
@@ -78,6 +98,9 @@ uintptr_t lk__arch_resume(const uint8_t *code, const uint8_t insn[LK__SITE_LEN])
 
 /* Write the sites (sorted, pages already writable) with the cross-modifying protocol. */
 void lk__arch_rewrite(const struct lk__patch *patches, size_t n);
+
+/* Copy len bytes of code, unseen by sanitizers (their shadow of code pages is read-only). */
+void lk__arch_copy_code(void *dst, const void *src, size_t len);
 
 /* The SIGTRAP handler for threads that run into a site being rewritten. */
 bool lk__arch_trap(siginfo_t *si, ucontext_t *uc);

@@ -2,17 +2,26 @@
 /*
  * Rewriting sites while other threads may be running them.
  *
- * A batch makes the pages of its sites writable (keeping them executable: threads are running
- * there), hands the instructions to the architecture's protocol, and restores the protection. The
- * batch's table stays published until the next batch replaces it, so a thread that ran into a
- * transient trap instruction finds where to continue even if its signal is delivered late. A table
- * is freed only when no trap handler is reading it.
+ * A batch takes one of two protocols. The trap protocol (arch/) is the kernel's: the pages of the
+ * sites are made writable (staying executable: threads are running there), the architecture writes
+ * the instructions so that a thread meeting a half-written site traps and is sent on by lowkey's
+ * SIGTRAP handler, and the protection is restored. It is used only where every thread that may meet
+ * such a site takes that trap in lowkey's handler. Elsewhere -- a thread blocks SIGTRAP, and a trap
+ * would kill the process -- the remap protocol (remap.c) writes copies of the pages and swaps them
+ * in, with no trap at all.
+ *
+ * The trap batch's table stays published until the next one replaces it, so a thread that ran into
+ * a transient trap instruction finds where to continue even if its signal is delivered late. A
+ * table is freed only when no trap handler is reading it.
  */
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/single_threaded.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -142,7 +151,7 @@ static int cmp_patch(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static int explain_mprotect(int err, const void *page)
+int lk__patch_explain_mprotect(int err, const void *page)
 {
 	int mdwe = prctl(PR_GET_MDWE, 0, 0, 0, 0);
 
@@ -162,16 +171,8 @@ static int explain_mprotect(int err, const void *page)
 			strerror(err));
 }
 
-struct page_run {
-	uintptr_t start, end;
-	int prot;
-};
-
-/*
- * Make the pages under the patches writable, merging neighbours with the same protection.
- * On failure everything done is undone and nothing has been written.
- */
-static int unlock_pages(const struct lk__patch *p, size_t n, struct page_run *runs, size_t *nruns)
+/* The pages under the (sorted) patches, merging neighbours with the same protection. */
+static size_t page_runs(const struct lk__patch *p, size_t n, struct lk__page_run *runs)
 {
 	uintptr_t pagesz = (uintptr_t)sysconf(_SC_PAGESIZE);
 	size_t r = 0;
@@ -185,8 +186,14 @@ static int unlock_pages(const struct lk__patch *p, size_t n, struct page_run *ru
 				runs[r - 1].end = end;
 			continue;
 		}
-		runs[r++] = (struct page_run){ start, end, p[i].prot };
+		runs[r++] = (struct lk__page_run){ start, end, p[i].prot };
 	}
+	return r;
+}
+
+/* Make the runs writable. On failure everything done is undone and nothing has been written. */
+static int unlock_pages(const struct lk__page_run *runs, size_t r)
+{
 	for (size_t i = 0; i < r; i++) {
 		if (mprotect((void *)runs[i].start, runs[i].end - runs[i].start,
 			     runs[i].prot | PROT_WRITE | PROT_EXEC) != 0) {
@@ -195,14 +202,13 @@ static int unlock_pages(const struct lk__patch *p, size_t n, struct page_run *ru
 
 			while (i--)
 				mprotect((void *)runs[i].start, runs[i].end - runs[i].start, runs[i].prot);
-			return explain_mprotect(err, refused);
+			return lk__patch_explain_mprotect(err, refused);
 		}
 	}
-	*nruns = r;
 	return 0;
 }
 
-static void lock_pages(const struct page_run *runs, size_t nruns)
+static void lock_pages(const struct lk__page_run *runs, size_t nruns)
 {
 	for (size_t i = 0; i < nruns; i++)
 		mprotect((void *)runs[i].start, runs[i].end - runs[i].start, runs[i].prot);
@@ -226,11 +232,68 @@ static void sort_patches(struct lk__patch *patches, size_t n)
 	}
 }
 
+/*
+ * Whether the trap protocol may be used: every thread that could meet a site mid-rewrite must take
+ * the trap. The caller cannot meet one (its asynchronous signals are held during the batch, so no
+ * application code runs on it), and in a single-threaded process there is no other thread.
+ */
+static bool traps_are_safe(void)
+{
+	return __libc_single_threaded || !lk__sigtrap_blocked_elsewhere();
+}
+
+static int rewrite_with_traps(struct batch_table *table, struct lk__patch *patches, size_t n,
+			      const struct lk__page_run *runs, size_t nruns)
+{
+	int err = ensure_trap_handler();
+
+	if (!err)
+		err = unlock_pages(runs, nruns);
+	if (err)
+		return err;
+	retire(__atomic_exchange_n(&current_batch, table, __ATOMIC_SEQ_CST));
+	lk__arch_rewrite(patches, n);
+	lock_pages(runs, nruns);
+	return 0;
+}
+
+/* The remap protocol needs no trap; the sync makes every thread drop what it fetched before. */
+static int rewrite_by_remapping(struct lk__patch *patches, size_t n, const struct lk__page_run *runs,
+				size_t nruns)
+{
+	int err = lk__remap(runs, nruns, patches, n, false);
+
+	if (!err)
+		lk__sync_cores();
+	return err;
+}
+
+static int run_batch(struct batch_table *table, struct lk__patch *patches, size_t n,
+		     struct lk__page_run *runs)
+{
+	size_t nruns = page_runs(patches, n, runs);
+	sigset_t saved;
+	int err = lk__sync_cores_prepare();	/* fails here, before any write, where it cannot be done */
+
+	if (err)
+		return err;
+	lk__sigtrap_hold_async(&saved);
+	if (traps_are_safe()) {
+		err = rewrite_with_traps(table, patches, n, runs, nruns);
+		if (!err)
+			table = NULL;	/* published */
+	} else {
+		err = rewrite_by_remapping(patches, n, runs, nruns);
+	}
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	free(table);
+	return err;
+}
+
 int lk__patch_run(struct lk__patch *patches, size_t n)
 {
-	struct batch_table *table, *old;
-	struct page_run *runs;
-	size_t nruns = 0;
+	struct batch_table *table;
+	struct lk__page_run *runs;
 	int err;
 
 	if (n == 0)
@@ -246,22 +309,7 @@ int lk__patch_run(struct lk__patch *patches, size_t n)
 	}
 	table->n = n;
 	memcpy(table->patches, patches, n * sizeof(*patches));
-
-	err = lk__sync_cores_prepare();	/* fails here, before any write, where it cannot be done */
-	if (!err)
-		err = ensure_trap_handler();
-	if (!err)
-		err = unlock_pages(patches, n, runs, &nruns);
-	if (err) {
-		free(table);
-		free(runs);
-		return err;
-	}
-
-	old = __atomic_exchange_n(&current_batch, table, __ATOMIC_SEQ_CST);
-	retire(old);
-	lk__arch_rewrite(patches, n);
-	lock_pages(runs, nruns);
+	err = run_batch(table, patches, n, runs);
 	free(runs);
-	return 0;
+	return err;
 }

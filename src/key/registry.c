@@ -81,6 +81,7 @@ static int patch_append(struct lk__patch **patches, size_t *n, size_t *cap, cons
 	p = &(*patches)[(*n)++];
 	p->addr = s->code;
 	lk__arch_site_insn(p->insn, s->code, s->target, jump);
+	lk__arch_copy_code(p->old, s->code, LK__SITE_LEN);
 	p->resume = lk__arch_resume(s->code, p->insn);
 	prot = lk__dso_prot(s->dso, (uintptr_t)s->code);
 	p->prot = prot >= 0 ? prot : PROT_READ | PROT_EXEC;

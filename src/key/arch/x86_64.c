@@ -74,6 +74,11 @@ static void write_byte(uint8_t *p, uint8_t v)
 	asm volatile("movb %1, %0" : "=m"(*p) : "q"(v) : "memory");
 }
 
+void lk__arch_copy_code(void *dst, const void *src, size_t len)
+{
+	asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(len) : : "memory");
+}
+
 /*
  * The sync cannot fail here: lk__patch_run() has registered for it (or found the process
  * single-threaded) before the first write.
