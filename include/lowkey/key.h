@@ -20,16 +20,22 @@
  * How, and what signals have to do with it. The usual protocol is the kernel's: an int3 is written
  * over each site's first byte while the rest changes, and a thread that runs into it meanwhile takes
  * a SIGTRAP that lowkey's handler (installed ahead of the application's, and chaining to it for
- * every trap that is not lowkey's) sends on. A thread that blocks SIGTRAP cannot take that trap: the
- * kernel forces a blocked trap with SIG_DFL and the process dies. So when any thread other than the
- * caller blocks SIGTRAP (a server that blocks every signal in every thread and takes them with
- * sigwait(), a thread inside a handler whose mask holds SIGTRAP), the flip instead writes copies of
- * the pages holding the sites and swaps them in with mremap(), and no thread traps at all. Those
- * pages stay mapped from their file in /proc/PID/maps (where the file can be opened; anonymous
- * otherwise). The calling thread holds its asynchronous signals while it flips, so no handler runs
- * on it. Left open: a thread that starts blocking SIGTRAP while a flip that chose the trap is under
- * way (tens of microseconds) and runs into one of its sites is killed; block signals before
- * flipping (at thread start, as servers do) or leave SIGTRAP out of the blocked set.
+ * every trap that is not lowkey's) sends on. The trap is used only where it is sure to reach that
+ * handler. Elsewhere the flip writes copies of the pages holding the sites and swaps them in with
+ * mremap(), and no thread traps at all; those pages stay mapped from their file in /proc/PID/maps
+ * (anonymous where the file cannot be opened). Elsewhere is:
+ *  - a process where a thread other than the caller blocks SIGTRAP (a server that blocks every
+ *    signal in every thread and takes them with sigwait(); a thread inside a handler whose mask
+ *    holds SIGTRAP): the kernel would force the trap with SIG_DFL and kill the process;
+ *  - a process that has ever set a SIGTRAP disposition of its own (a handler or SIG_IGN, before
+ *    lowkey's handler went in or in its place since): it may set it again during a flip, and its
+ *    handler would get the trap.
+ * The calling thread holds its asynchronous signals while it flips, so no handler runs on it.
+ * Left open, for a flip that chose the trap (it lasts tens of microseconds): a thread that starts
+ * blocking SIGTRAP during it and runs into one of its sites kills the process; and an application
+ * that sets its first SIGTRAP disposition during it is noticed after the flip's next step, which
+ * then finishes without traps, but a thread that runs into a site in between gets the application's
+ * handler. Block signals at thread start, and set SIGTRAP's disposition before flipping keys.
  *
  * Sites work in the executable, in shared libraries and in dlopen()ed objects, PIE or not, and may
  * test a key defined in another object. A site must name its key by address (&name): the address

@@ -28,6 +28,13 @@ static struct sigaction chain[2];
 static unsigned int chain_slot;
 static bool installed;
 
+/*
+ * Whether the application has ever had a SIGTRAP disposition of its own (a handler, or SIG_IGN):
+ * before the dispatcher went in, or put in place of it since. Such an application may do so again
+ * at any moment, so no trap of lowkey's can be relied on to reach the dispatcher. Never cleared.
+ */
+static bool app_disposition;
+
 static void dispatcher(int sig, siginfo_t *si, void *ctx);
 
 static void chain_to_default(int sig)
@@ -99,12 +106,33 @@ static int install_locked(void)
 		return lk__fail(-errno, "sigaction(SIGTRAP) failed: %s", strerror(errno));
 	if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction == dispatcher)
 		return 0;
+	if ((prev.sa_flags & SA_SIGINFO) || prev.sa_handler != SIG_DFL || installed)
+		__atomic_store_n(&app_disposition, true, __ATOMIC_RELAXED);
 	chain[next] = prev;
 	__atomic_store_n(&chain_slot, next, __ATOMIC_RELEASE);
 	if (sigaction(SIGTRAP, &ours, NULL) != 0)
 		return lk__fail(-errno, "sigaction(SIGTRAP) failed: %s", strerror(errno));
 	__atomic_store_n(&installed, true, __ATOMIC_RELEASE);
 	return 0;
+}
+
+static bool dispatcher_in_place(struct sigaction *cur)
+{
+	return sigaction(SIGTRAP, NULL, cur) == 0 && (cur->sa_flags & SA_SIGINFO) &&
+	       cur->sa_sigaction == dispatcher;
+}
+
+bool lk__sigtrap_exclusive(void)
+{
+	struct sigaction cur;
+
+	if (!__atomic_load_n(&installed, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&app_disposition, __ATOMIC_RELAXED))
+		return false;
+	if (dispatcher_in_place(&cur))
+		return true;
+	__atomic_store_n(&app_disposition, true, __ATOMIC_RELAXED);
+	return false;
 }
 
 int lk__sigtrap_add(lk__trap_handler fn)
@@ -135,8 +163,7 @@ int lk__sigtrap_ensure(void)
 	/* The usual case, without the mutex: lowkey's dispatcher is still the handler. */
 	if (!__atomic_load_n(&installed, __ATOMIC_ACQUIRE))
 		return 0;
-	if (sigaction(SIGTRAP, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-	    cur.sa_sigaction == dispatcher)
+	if (dispatcher_in_place(&cur))
 		return 0;
 	pthread_mutex_lock(&sigtrap_mutex);
 	if (installed)

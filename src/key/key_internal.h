@@ -96,8 +96,17 @@ bool lk__arch_site_decode(const uint8_t *code, const uint8_t *target, bool *jump
 /* Where execution continues after insn at code. */
 uintptr_t lk__arch_resume(const uint8_t *code, const uint8_t insn[LK__SITE_LEN]);
 
-/* Write the sites (sorted, pages already writable) with the cross-modifying protocol. */
-void lk__arch_rewrite(const struct lk__patch *patches, size_t n);
+enum lk__rewrite {
+	LK__REWRITE_DONE,	/* every site holds its new instruction */
+	LK__REWRITE_STOPPED,	/* stopped midway: SIGTRAP's handler is no longer lowkey's alone */
+};
+
+/*
+ * Write the sites (sorted, pages already writable) with the trap protocol. With check, it stops
+ * after a step that the application may have taken SIGTRAP's handler during, the sites left
+ * half-written (the caller finishes them without traps, or runs the protocol again).
+ */
+enum lk__rewrite lk__arch_rewrite(const struct lk__patch *patches, size_t n, bool check);
 
 /* Copy len bytes of code, unseen by sanitizers (their shadow of code pages is read-only). */
 void lk__arch_copy_code(void *dst, const void *src, size_t len);

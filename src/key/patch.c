@@ -239,20 +239,35 @@ static void sort_patches(struct lk__patch *patches, size_t n)
  */
 static bool traps_are_safe(void)
 {
-	return __libc_single_threaded || !lk__sigtrap_blocked_elsewhere();
+	return __libc_single_threaded || (lk__sigtrap_exclusive() && !lk__sigtrap_blocked_elsewhere());
+}
+
+/*
+ * The application took SIGTRAP's handler while the trap protocol ran: from now on a thread that
+ * meets an int3 would get the application's handler. Swap in pages holding the finished sites. If
+ * that cannot be done, put the dispatcher back in front (it chains to the application's handler)
+ * and finish with the trap after all.
+ */
+static void finish_without_traps(struct lk__patch *patches, size_t n, const struct lk__page_run *runs,
+				 size_t nruns)
+{
+	lk__sigtrap_ensure();
+	if (lk__remap(runs, nruns, patches, n, false) == 0)
+		lk__sync_cores();
+	else
+		lk__arch_rewrite(patches, n, false);
 }
 
 static int rewrite_with_traps(struct batch_table *table, struct lk__patch *patches, size_t n,
 			      const struct lk__page_run *runs, size_t nruns)
 {
-	int err = ensure_trap_handler();
+	int err = unlock_pages(runs, nruns);
 
-	if (!err)
-		err = unlock_pages(runs, nruns);
 	if (err)
 		return err;
 	retire(__atomic_exchange_n(&current_batch, table, __ATOMIC_SEQ_CST));
-	lk__arch_rewrite(patches, n);
+	if (lk__arch_rewrite(patches, n, !__libc_single_threaded) == LK__REWRITE_STOPPED)
+		finish_without_traps(patches, n, runs, nruns);
 	lock_pages(runs, nruns);
 	return 0;
 }
@@ -275,6 +290,8 @@ static int run_batch(struct batch_table *table, struct lk__patch *patches, size_
 	sigset_t saved;
 	int err = lk__sync_cores_prepare();	/* fails here, before any write, where it cannot be done */
 
+	if (!err)
+		err = ensure_trap_handler();	/* for traps late from earlier batches, too */
 	if (err)
 		return err;
 	lk__sigtrap_hold_async(&saved);

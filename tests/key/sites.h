@@ -49,6 +49,26 @@ static inline int lkt_check_sites(const void *key_ptr)
 #endif
 }
 
+/* The code of the first site of key in this object, or NULL. */
+static inline const volatile uint8_t *lkt_first_site(const void *key_ptr)
+{
+#if defined(LK_KEYS_PORTABLE) || !defined(__x86_64__)
+	(void)key_ptr;
+	return NULL;
+#else
+	const struct lk__key_site *b = (const struct lk__key_site *)(const void *)__start___lk_key_sites;
+	const struct lk__key_site *e = (const struct lk__key_site *)(const void *)__stop___lk_key_sites;
+
+	for (; b && b < e; b++) {
+		const char *slot = (const char *)&b->ref + (b->ref & ~(int64_t)LK__SITE_FLAGS);
+
+		if (*(struct lk_key *const *)slot == key_ptr)
+			return (const uint8_t *)&b->code + b->code;
+	}
+	return NULL;
+#endif
+}
+
 #if defined(LK_KEYS_PORTABLE) || !defined(__x86_64__)
 #define LKT_PATCHING 0
 #else

@@ -9,10 +9,12 @@
  *
  * Between 1 and 3 a thread that reaches a site executes the int3 and traps; the SIGTRAP handler
  * sends it where the new instruction would, so every thread goes one way or the other and no core
- * ever decodes a mix of old and new bytes.
+ * ever decodes a mix of old and new bytes. Should SIGTRAP's handler stop being lowkey's alone
+ * midway, the rewrite stops after the step that saw it, for patch.c to finish without traps.
  */
 #include <string.h>
 
+#include "core/sigtrap.h"
 #include "core/sync.h"
 #include "key/key_internal.h"
 
@@ -79,24 +81,45 @@ void lk__arch_copy_code(void *dst, const void *src, size_t len)
 	asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(len) : : "memory");
 }
 
-/*
- * The sync cannot fail here: lk__patch_run() has registered for it (or found the process
- * single-threaded) before the first write.
- */
-void lk__arch_rewrite(const struct lk__patch *p, size_t n)
+static void write_heads(const struct lk__patch *p, size_t n, bool guard)
 {
 	for (size_t i = 0; i < n; i++)
-		write_byte(p[i].addr, INSN_INT3);
-	lk__sync_cores();
+		write_byte(p[i].addr, guard ? INSN_INT3 : p[i].insn[0]);
+}
 
+static void write_tails(const struct lk__patch *p, size_t n)
+{
 	for (size_t i = 0; i < n; i++)
 		for (int b = 1; b < LK__SITE_LEN; b++)
 			write_byte(p[i].addr + b, p[i].insn[b]);
-	lk__sync_cores();
+}
 
-	for (size_t i = 0; i < n; i++)
-		write_byte(p[i].addr, p[i].insn[0]);
+/*
+ * Whether the trap may still be relied on after a step: the application may have taken SIGTRAP's
+ * handler meanwhile (the sync is the slow part of a step, so it is checked after it).
+ */
+static bool traps_still_reach_us(bool check)
+{
 	lk__sync_cores();
+	return !check || lk__sigtrap_exclusive();
+}
+
+/*
+ * The sync cannot fail here: lk__patch_run() has registered for it (or found the process
+ * single-threaded) before the first write. Each step only moves the sites towards their new
+ * instructions, so the protocol may be run again from any point it stopped at.
+ */
+enum lk__rewrite lk__arch_rewrite(const struct lk__patch *p, size_t n, bool check)
+{
+	write_heads(p, n, true);
+	if (!traps_still_reach_us(check))
+		return LK__REWRITE_STOPPED;
+	write_tails(p, n);
+	if (!traps_still_reach_us(check))
+		return LK__REWRITE_STOPPED;
+	write_heads(p, n, false);
+	lk__sync_cores();
+	return LK__REWRITE_DONE;
 }
 
 /*

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: MIT
+/*
+ * An application that (re)installs its own SIGTRAP handler while keys are flipped: its handler
+ * must never receive a trap meant for lowkey (it would return into the middle of a site's
+ * instruction), and nothing may crash. One thread installs the application's handler again and
+ * again, two run a site, main flips the key.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <lowkey/lowkey.h>
+
+#include "sites.h"
+
+static LK_DEFINE_KEY_FALSE(act_key);
+
+static int stop;
+static unsigned long runs, installs, wrong;
+static volatile sig_atomic_t app_traps;
+
+static __attribute__((noinline)) int act_site(void)
+{
+	return lk_branch_unlikely(&act_key) ? 1 : 0;
+}
+
+static void app_handler(int sig, siginfo_t *si, void *ctx)
+{
+	(void)sig;
+	(void)si;
+	(void)ctx;
+	app_traps++;
+}
+
+static void install_app_handler(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = app_handler;
+	sa.sa_flags = SA_SIGINFO;
+	sigaction(SIGTRAP, &sa, NULL);
+	__atomic_fetch_add(&installs, 1, __ATOMIC_RELAXED);
+}
+
+static void *reinstall(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED))
+		install_app_handler();
+	return NULL;
+}
+
+static void *run_site(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+		if ((unsigned int)act_site() > 1)
+			__atomic_fetch_add(&wrong, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&runs, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static int child(void)
+{
+	pthread_t t[3];
+
+	/* A crash shows as the signal it is, not through cmocka's handlers. */
+	signal(SIGSEGV, SIG_DFL);
+	signal(SIGILL, SIG_DFL);
+	signal(SIGBUS, SIG_DFL);
+
+	/* lowkey's dispatcher goes in front first; the application then takes SIGTRAP back, again
+	 * and again, while the flips run. */
+	if (lk_key_enable(&act_key) != 0 || lk_key_disable(&act_key) != 0)
+		return 1;
+	if (pthread_create(&t[0], NULL, reinstall, NULL) != 0)
+		return 2;
+	for (int i = 1; i < 3; i++)
+		if (pthread_create(&t[i], NULL, run_site, NULL) != 0)
+			return 2;
+	while (__atomic_load_n(&runs, __ATOMIC_RELAXED) < 1000 || !__atomic_load_n(&installs, __ATOMIC_RELAXED))
+		sched_yield();
+	for (int i = 0; i < 3000; i++) {
+		if (lk_key_enable(&act_key) != 0)
+			return 3;
+		if (lk_key_disable(&act_key) != 0)
+			return 4;
+	}
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	if (wrong != 0 || act_site() != 0 || lkt_check_sites(&act_key) != LKT_PATCHING)
+		return 5;
+	if (app_traps != 0)
+		return 6;	/* a trap of lowkey's reached the application */
+	raise(SIGTRAP);		/* the application's own traps still reach it */
+	if (app_traps != 1)
+		return 7;
+	return 0;
+}
+
+static void handler_reinstalled_during_flips(void **state)
+{
+	int status;
+	pid_t pid;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(child());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		fail_msg("the process was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+#ifndef __has_feature
+#define __has_feature(x) 0
+#endif
+#if defined(__SANITIZE_THREAD__) || __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1	/* its runtime's thread blocks SIGTRAP: no flip here ever traps */
+#else
+#define UNDER_TSAN 0
+#endif
+
+static LK_DEFINE_KEY_FALSE(first_key);
+static int installed_midway, traps_after;
+
+static __attribute__((noinline)) int first_site(void)
+{
+	return lk_branch_unlikely(&first_key) ? 1 : 0;
+}
+
+/*
+ * Installs the application's first SIGTRAP handler the moment a flip has put an int3 on the site;
+ * then, once that flip is done with the site, counts every int3 seen on it again.
+ */
+static void *install_midway(void *arg)
+{
+	const volatile uint8_t *site = arg;
+
+	while (*site != 0xcc)
+		if (__atomic_load_n(&stop, __ATOMIC_RELAXED))
+			return NULL;
+	install_app_handler();
+	while (*site == 0xcc)
+		;
+	__atomic_store_n(&installed_midway, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED))
+		if (*site == 0xcc)
+			__atomic_store_n(&traps_after, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/*
+ * Nothing runs the site here, so no trap can reach the application's handler in the window before
+ * lowkey sees the change. Once it has been seen, no flip may use a trap any more.
+ */
+static int first_handler_child(void)
+{
+	const volatile uint8_t *site = lkt_first_site(&first_key);
+	bool on = false;
+	pthread_t t;
+	int after = 0;
+
+	if (!site || lk_key_enable(&first_key) != 0 || lk_key_disable(&first_key) != 0)
+		return 1;
+	if (pthread_create(&t, NULL, install_midway, (void *)site) != 0)
+		return 2;
+	for (int flips = 0; flips < 100000 && after < 1000; flips++) {
+		on = !on;
+		if ((on ? lk_key_enable(&first_key) : lk_key_disable(&first_key)) != 0)
+			return 3;
+		if (__atomic_load_n(&installed_midway, __ATOMIC_ACQUIRE))
+			after++;
+	}
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	pthread_join(t, NULL);
+	if (!installed_midway)
+		return 4;
+	if (traps_after)
+		return 5;
+	if (first_site() != on || lkt_check_sites(&first_key) != 1)
+		return 6;
+	raise(SIGTRAP);
+	return app_traps == 1 ? 0 : 7;
+}
+
+static void first_handler_installed_midway(void **state)
+{
+	int status;
+	pid_t pid;
+
+	(void)state;
+	if (!LKT_PATCHING || UNDER_TSAN)
+		skip();
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(first_handler_child());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(handler_reinstalled_during_flips),
+		cmocka_unit_test(first_handler_installed_midway),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
