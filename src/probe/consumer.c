@@ -257,11 +257,7 @@ static void sleep_until_woken(struct lk__trace *t, unsigned int seen)
 static void *consumer_main(void *arg)
 {
 	struct lk__trace *t = arg;
-	sigset_t all;
 
-	/* The application's signals are not for this thread. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	pthread_setname_np(pthread_self(), "lowkey-trace");
 	while (!__atomic_load_n(&stop_requested, __ATOMIC_SEQ_CST)) {
 		unsigned int seen = __atomic_load_n(&t->wake, __ATOMIC_SEQ_CST);
@@ -276,10 +272,19 @@ static void *consumer_main(void *arg)
 
 int lk__consumer_start(void)
 {
+	sigset_t all, old;
 	int err;
 
 	__atomic_store_n(&stop_requested, 0, __ATOMIC_SEQ_CST);
+	/*
+	 * The application's signals are not for this thread, from its first instruction: blocked
+	 * in the thread itself, one that arrived before it did so could run the application's
+	 * handler here (and its probes on lowkey's own thread).
+	 */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	err = pthread_create(&lk__trace.consumer, NULL, consumer_main, &lk__trace);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
 		return lk__fail(-err, "cannot start the trace's consumer thread: %s", strerror(err));
 	return 0;
