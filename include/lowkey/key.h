@@ -145,7 +145,8 @@ extern "C" {
  *               MemoryDenyWriteExecute=), or the code is sealed (mseal()); lk_last_error() says
  *               which and what to do.
  *   -ENOSYS     membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) is unavailable (kernel before
- *               4.16, or a seccomp filter) and the process has more than one thread.
+ *               4.16, or a seccomp filter -- also one installed after earlier flips worked, even
+ *               in the middle of this one) and the process has more than one thread.
  *   -ENOMEM     out of memory.
  *
  * Cost: when the direction does not change, one atomic operation (inc, dec) or an uncontended

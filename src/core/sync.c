@@ -61,6 +61,17 @@ int lk__sync_cores_prepare(void)
 	return 0;
 }
 
+/* Registered, and yet refused: the process has been sandboxed since (a seccomp filter). */
+static int refused_since(int err)
+{
+	return lk__fail(-ENOSYS,
+			"membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) failed (%s) although it worked "
+			"when this process registered for it: a seccomp filter installed since denies it, most "
+			"likely. Code cannot be rewritten safely while other threads run without it. Allow "
+			"membarrier in the filter, flip keys before sandboxing the process, or build with "
+			"-DLK_KEYS_PORTABLE=ON.", strerror(-err));
+}
+
 int lk__sync_cores(void)
 {
 	int err = register_sync_core();
@@ -68,7 +79,9 @@ int lk__sync_cores(void)
 	if (err == 0) {
 		if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0)
 			return 0;
-		err = -errno;
+		if (__libc_single_threaded)
+			return 0;
+		return refused_since(-errno);
 	}
 	if (__libc_single_threaded)
 		return 0;

@@ -9,7 +9,9 @@
  *
  * Uses membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE), registering for it the first time
  * (and again in a forked child). Without it a single-threaded process needs nothing more and gets
- * 0; a multi-threaded one gets -ENOSYS with a message. Not async-signal-safe.
+ * 0; a multi-threaded one gets -ENOSYS with a message -- also where the command worked before and
+ * is refused now (a seccomp filter installed since): a caller must not assume that a sync that
+ * succeeded once will again. Not async-signal-safe.
  */
 int lk__sync_cores(void);
 

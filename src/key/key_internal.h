@@ -58,8 +58,9 @@ int lk__key_collect(struct lk_key *key, bool on, struct lk__patch **patches, siz
 /* ---- patch.c: rewriting code while threads run (registry lock held) ---- */
 
 /*
- * Rewrite all n sites in one pass (three core syncs). An error means nothing was written; 0 means
- * every site holds its new instruction. Sorts patches; frees nothing.
+ * Rewrite all n sites in one pass. 0 means every site holds its new instruction; an error, that
+ * every site holds its old one (written back if need be -- should even that fail, the message says
+ * so). Sorts patches; frees nothing.
  */
 int lk__patch_run(struct lk__patch *patches, size_t n);
 
@@ -99,14 +100,19 @@ uintptr_t lk__arch_resume(const uint8_t *code, const uint8_t insn[LK__SITE_LEN])
 enum lk__rewrite {
 	LK__REWRITE_DONE,	/* every site holds its new instruction */
 	LK__REWRITE_STOPPED,	/* stopped midway: SIGTRAP's handler is no longer lowkey's alone */
+	LK__REWRITE_UNDONE,	/* a sync failed (*err); every site holds its old instruction again */
+	LK__REWRITE_TORN,	/* a sync failed (*err) midway; only remapping can restore the sites */
 };
 
+#define LK__REWRITE_CHECK 0x1	/* stop once SIGTRAP's handler is no longer lowkey's alone */
+#define LK__REWRITE_RESUME 0x2	/* run again on sites a stopped run left half-written */
+
 /*
- * Write the sites (sorted, pages already writable) with the trap protocol. With check, it stops
- * after a step that the application may have taken SIGTRAP's handler during, the sites left
- * half-written (the caller finishes them without traps, or runs the protocol again).
+ * Write the sites (sorted, pages already writable) with the trap protocol. With CHECK, it stops
+ * after a step during which the application may have taken SIGTRAP's handler, the sites left
+ * half-written (for the caller to finish without traps, or to run again with RESUME).
  */
-enum lk__rewrite lk__arch_rewrite(const struct lk__patch *patches, size_t n, bool check);
+enum lk__rewrite lk__arch_rewrite(const struct lk__patch *patches, size_t n, unsigned int flags, int *err);
 
 /* Copy len bytes of code, unseen by sanitizers (their shadow of code pages is read-only). */
 void lk__arch_copy_code(void *dst, const void *src, size_t len);

@@ -17,12 +17,15 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/single_threaded.h>
 #include <unistd.h>
+
+#include <lowkey/error.h>
 
 #include "core/error.h"
 #include "core/sigtrap.h"
@@ -243,33 +246,20 @@ static bool traps_are_safe(void)
 }
 
 /*
- * The application took SIGTRAP's handler while the trap protocol ran: from now on a thread that
- * meets an int3 would get the application's handler. Swap in pages holding the finished sites. If
- * that cannot be done, put the dispatcher back in front (it chains to the application's handler)
- * and finish with the trap after all.
+ * A sync failed after the sites changed: a core may still run what it fetched before, so only
+ * remapping (no trap, no sync needed) can put the old instructions back. Returns err, with the
+ * sync's message.
  */
-static void finish_without_traps(struct lk__patch *patches, size_t n, const struct lk__page_run *runs,
-				 size_t nruns)
+static int put_back(int err, struct lk__patch *patches, size_t n, const struct lk__page_run *runs,
+		    size_t nruns)
 {
-	lk__sigtrap_ensure();
-	if (lk__remap(runs, nruns, patches, n, false) == 0)
-		lk__sync_cores();
-	else
-		lk__arch_rewrite(patches, n, false);
-}
+	char why[512];
 
-static int rewrite_with_traps(struct batch_table *table, struct lk__patch *patches, size_t n,
-			      const struct lk__page_run *runs, size_t nruns)
-{
-	int err = unlock_pages(runs, nruns);
-
-	if (err)
-		return err;
-	retire(__atomic_exchange_n(&current_batch, table, __ATOMIC_SEQ_CST));
-	if (lk__arch_rewrite(patches, n, !__libc_single_threaded) == LK__REWRITE_STOPPED)
-		finish_without_traps(patches, n, runs, nruns);
-	lock_pages(runs, nruns);
-	return 0;
+	snprintf(why, sizeof(why), "%s", lk_last_error());
+	if (lk__remap(runs, nruns, patches, n, true) == 0)
+		return lk__fail(err, "%s", why);
+	return lk__fail(err, "%s Putting the sites back failed too (%s): threads that run them now go the "
+			"new way, though the key has not changed.", why, lk_last_error());
 }
 
 /* The remap protocol needs no trap; the sync makes every thread drop what it fetched before. */
@@ -278,8 +268,55 @@ static int rewrite_by_remapping(struct lk__patch *patches, size_t n, const struc
 {
 	int err = lk__remap(runs, nruns, patches, n, false);
 
-	if (!err)
-		lk__sync_cores();
+	if (!err && (err = lk__sync_cores()) != 0)
+		return put_back(err, patches, n, runs, nruns);
+	return err;
+}
+
+/*
+ * The application took SIGTRAP's handler while the trap protocol ran: from now on a thread that
+ * meets an int3 would get the application's handler. Swap in pages holding the finished sites. If
+ * that cannot be done, put the dispatcher back in front (it chains to the application's handler)
+ * and finish with the trap after all.
+ */
+static int finish_without_traps(struct lk__patch *patches, size_t n, const struct lk__page_run *runs,
+				size_t nruns)
+{
+	int err;
+
+	lk__sigtrap_ensure();
+	if (lk__remap(runs, nruns, patches, n, false) == 0) {
+		err = lk__sync_cores();
+		return err ? put_back(err, patches, n, runs, nruns) : 0;
+	}
+	if (lk__arch_rewrite(patches, n, LK__REWRITE_RESUME, &err) == LK__REWRITE_TORN)
+		return put_back(err, patches, n, runs, nruns);
+	return 0;
+}
+
+/* The batch's table stays published even if it fails: a trap late from it still finds its way. */
+static int rewrite_with_traps(struct batch_table **table, struct lk__patch *patches, size_t n,
+			      const struct lk__page_run *runs, size_t nruns)
+{
+	unsigned int flags = __libc_single_threaded ? 0 : LK__REWRITE_CHECK;
+	int err = unlock_pages(runs, nruns);
+
+	if (err)
+		return err;
+	retire(__atomic_exchange_n(&current_batch, *table, __ATOMIC_SEQ_CST));
+	*table = NULL;
+	switch (lk__arch_rewrite(patches, n, flags, &err)) {
+	case LK__REWRITE_DONE:
+	case LK__REWRITE_UNDONE:
+		break;
+	case LK__REWRITE_STOPPED:
+		err = finish_without_traps(patches, n, runs, nruns);
+		break;
+	case LK__REWRITE_TORN:
+		err = put_back(err, patches, n, runs, nruns);
+		break;
+	}
+	lock_pages(runs, nruns);
 	return err;
 }
 
@@ -295,15 +332,12 @@ static int run_batch(struct batch_table *table, struct lk__patch *patches, size_
 	if (err)
 		return err;
 	lk__sigtrap_hold_async(&saved);
-	if (traps_are_safe()) {
-		err = rewrite_with_traps(table, patches, n, runs, nruns);
-		if (!err)
-			table = NULL;	/* published */
-	} else {
+	if (traps_are_safe())
+		err = rewrite_with_traps(&table, patches, n, runs, nruns);
+	else
 		err = rewrite_by_remapping(patches, n, runs, nruns);
-	}
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
-	free(table);
+	free(table);	/* unless published */
 	return err;
 }
 

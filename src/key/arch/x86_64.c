@@ -81,10 +81,15 @@ void lk__arch_copy_code(void *dst, const void *src, size_t len)
 	asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(len) : : "memory");
 }
 
-static void write_heads(const struct lk__patch *p, size_t n, bool guard)
+enum head { HEAD_INT3, HEAD_NEW, HEAD_OLD };
+
+static void write_heads(const struct lk__patch *p, size_t n, enum head head)
 {
-	for (size_t i = 0; i < n; i++)
-		write_byte(p[i].addr, guard ? INSN_INT3 : p[i].insn[0]);
+	for (size_t i = 0; i < n; i++) {
+		uint8_t b = head == HEAD_NEW ? p[i].insn[0] : head == HEAD_OLD ? p[i].old[0] : INSN_INT3;
+
+		write_byte(p[i].addr, b);
+	}
 }
 
 static void write_tails(const struct lk__patch *p, size_t n)
@@ -95,31 +100,44 @@ static void write_tails(const struct lk__patch *p, size_t n)
 }
 
 /*
- * Whether the trap may still be relied on after a step: the application may have taken SIGTRAP's
- * handler meanwhile (the sync is the slow part of a step, so it is checked after it).
+ * After a step's writes: serialize every core, then say whether to go on. The application may have
+ * taken SIGTRAP's handler meanwhile (the sync is the slow part of a step, so it is checked after).
  */
-static bool traps_still_reach_us(bool check)
+static enum lk__rewrite settle(unsigned int flags, enum lk__rewrite on_failure, int *err)
 {
-	lk__sync_cores();
-	return !check || lk__sigtrap_exclusive();
+	*err = lk__sync_cores();
+	if (*err)
+		return on_failure;
+	if ((flags & LK__REWRITE_CHECK) && !lk__sigtrap_exclusive())
+		return LK__REWRITE_STOPPED;
+	return LK__REWRITE_DONE;
 }
 
 /*
- * The sync cannot fail here: lk__patch_run() has registered for it (or found the process
- * single-threaded) before the first write. Each step only moves the sites towards their new
- * instructions, so the protocol may be run again from any point it stopped at.
+ * Each step only moves the sites towards their new instructions, so the protocol may be run again
+ * from any point it stopped at. A sync that fails (membarrier denied since the process registered
+ * for it, by a seccomp filter installed later) leaves cores that may still run code fetched before
+ * it. After the first step of a fresh run only first bytes have changed, and putting the old ones
+ * back makes every old instruction whole again (a core that still sees the int3 traps and is sent
+ * on); after a later step, or in a resumed run, only remapping can undo the change.
  */
-enum lk__rewrite lk__arch_rewrite(const struct lk__patch *p, size_t n, bool check)
+enum lk__rewrite lk__arch_rewrite(const struct lk__patch *p, size_t n, unsigned int flags, int *err)
 {
-	write_heads(p, n, true);
-	if (!traps_still_reach_us(check))
-		return LK__REWRITE_STOPPED;
+	bool fresh = !(flags & LK__REWRITE_RESUME);
+	enum lk__rewrite r;
+
+	write_heads(p, n, HEAD_INT3);
+	r = settle(flags, fresh ? LK__REWRITE_UNDONE : LK__REWRITE_TORN, err);
+	if (r == LK__REWRITE_UNDONE)
+		write_heads(p, n, HEAD_OLD);
+	if (r != LK__REWRITE_DONE)
+		return r;
 	write_tails(p, n);
-	if (!traps_still_reach_us(check))
-		return LK__REWRITE_STOPPED;
-	write_heads(p, n, false);
-	lk__sync_cores();
-	return LK__REWRITE_DONE;
+	r = settle(flags, LK__REWRITE_TORN, err);
+	if (r != LK__REWRITE_DONE)
+		return r;
+	write_heads(p, n, HEAD_NEW);
+	return settle(0, LK__REWRITE_TORN, err);
 }
 
 /*
