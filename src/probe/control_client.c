@@ -9,6 +9,9 @@
  * non-dumpable process), the places the library uses are tried. Once connected, the peer's
  * credentials must name the process asked for: a socket file left by an earlier process with the
  * same pid is never mistaken for it.
+ *
+ * The process at the other end may be hostile (another user's, with root as the client): every
+ * wait for it is bounded, and so is what it can make this side read.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +24,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/failf.h"
@@ -289,9 +293,29 @@ int lk__ctl_recv(struct lk__ctl_client *c, struct lk__ctl_msg *m, int timeout_ms
 	return lk__ctl_decode(c->buf, (size_t)n, m, err, errlen);
 }
 
+int64_t lk__ctl_deadline(int timeout_ms)
+{
+	struct timespec ts;
+
+	if (timeout_ms < 0)
+		return -1;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + timeout_ms;
+}
+
+int lk__ctl_left_ms(int64_t deadline)
+{
+	int64_t left = deadline - lk__ctl_deadline(0);
+
+	if (deadline < 0)
+		return -1;
+	return left < 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
+}
+
 int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t reply_type, struct lk__ctl_msg *reply,
 		 int timeout_ms, char *err, size_t errlen)
 {
+	int64_t deadline = lk__ctl_deadline(timeout_ms);
 	int rc = lk__ctl_send(c, req);
 
 	/* A process that refused the connection has said why before closing it. */
@@ -300,8 +324,11 @@ int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t rep
 		return lk__failf(err, errlen, reply->result.err, "%s", reply->result.message);
 	if (rc)
 		return lk__failf(err, errlen, rc, "sending to process %d: %s", (int)c->pid, strerror(-rc));
-	for (;;) {
-		rc = lk__ctl_recv(c, reply, timeout_ms, err, errlen);
+	for (int stray = 0;; stray++) {
+		if (stray > LK_CTL_MAX_STRAY)
+			return lk__failf(err, errlen, -EBADMSG, "process %d sent over %d messages that answer nothing: "
+				     "it does not speak lowkey's protocol", (int)c->pid, LK_CTL_MAX_STRAY);
+		rc = lk__ctl_recv(c, reply, lk__ctl_left_ms(deadline), err, errlen);
 		if (rc)
 			return rc;
 		if (reply->type == LK_CTL_EXIT)

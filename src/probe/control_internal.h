@@ -80,10 +80,18 @@ int lk__ctl_send(struct lk__ctl_client *c, struct lk__ctl_msg *m);
  */
 int lk__ctl_recv(struct lk__ctl_client *c, struct lk__ctl_msg *m, int timeout_ms, char *err, size_t errlen);
 
+/* The most messages lk__ctl_call reads past while waiting for its reply (late replies). */
+#define LK_CTL_MAX_STRAY 1024
+
+/* A deadline (CLOCK_MONOTONIC ms) timeout_ms from now (-1: none); the ms left until it (-1: forever). */
+int64_t lk__ctl_deadline(int timeout_ms);
+int lk__ctl_left_ms(int64_t deadline);
+
 /*
  * Send a request and wait for its reply of the given type, or a RESULT carrying an error
- * (returned as that error, with its message in err). EXIT notifications met on the way are
- * answered with -ECONNRESET.
+ * (returned as that error, with its message in err); timeout_ms bounds the whole wait (-1:
+ * none), and more than LK_CTL_MAX_STRAY messages that answer nothing end it (-EBADMSG). EXIT
+ * notifications met on the way are answered with -ECONNRESET.
  */
 int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t reply_type, struct lk__ctl_msg *reply,
 		 int timeout_ms, char *err, size_t errlen);

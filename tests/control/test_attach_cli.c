@@ -3,7 +3,8 @@
  * `lowkey trace --pid` and `lowkey list --pid` against running processes: events arrive; Ctrl-C,
  * --duration and the process's own exit end the trace properly; a killed lowkey leaves the process
  * as it was; a killed process leaves what it wrote; bad pids get one line saying which and what
- * to do.
+ * to do. And against hostile ones: a FIFO planted where a mapped file was, a process posing as a
+ * control socket that never stops answering.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <cmocka.h>
 
@@ -361,6 +366,141 @@ static void list_a_running_process(void **state)
 	end_target(quiet);
 }
 
+/* ---- hostile processes ---- */
+
+/* Fork a child that runs fn(arg), which says "ready" on fd 1 (a pipe) when it is; wait for that. */
+static pid_t spawn_helper(void (*fn)(const char *), const char *arg)
+{
+	char line[64] = "";
+	int p[2];
+	pid_t pid;
+	FILE *f;
+
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		fn(arg);
+		_exit(0);
+	}
+	close(p[1]);
+	if (nspawned < 64)
+		spawned[nspawned++] = pid;
+	f = fdopen(p[0], "r");
+	assert_non_null(fgets(line, sizeof(line), f));
+	fclose(f);
+	assert_string_equal(line, "ready\n");
+	return pid;
+}
+
+static void ready(void)
+{
+	if (write(1, "ready\n", 6) != 6)
+		_exit(2);
+}
+
+/* Map a copy of the library at dir/lib.so, remove it, and leave a FIFO where maps names it. */
+static void plant_fifo(const char *dir)
+{
+	char lib[1024], fifo[1100], cmd[2200];
+	struct stat st;
+	void *map;
+	int fd;
+
+	snprintf(lib, sizeof(lib), "%s/lib.so", dir);
+	snprintf(fifo, sizeof(fifo), "%s (deleted)", lib);
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && cp '%s' '%s'", dir, TARGET_LIB, lib);
+	fd = system(cmd) == 0 ? open(lib, O_RDONLY) : -1;
+	if (fd < 0 || fstat(fd, &st) != 0)
+		_exit(2);
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED || unlink(lib) != 0 || mkfifo(fifo, 0666) != 0)
+		_exit(2);
+	ready();
+	pause();
+}
+
+/*
+ * A FIFO where the process's maps names a mapped file: lowkey used to open it and wait forever
+ * (list --pid without a control socket, and trace --pid explaining why it cannot attach). The
+ * timeouts are hang guards.
+ */
+static void a_fifo_planted_at_a_mapped_path_stalls_nothing(void **state)
+{
+	char dir[1024];
+	pid_t pid;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s", in_scratch("planted"));
+	pid = spawn_helper(plant_fifo, dir);
+	lkt_sh(&r, "timeout 120 %s list --pid %d", LOWKEY, (int)pid);
+	expect(0, "sites read from its files");
+	if (geteuid() == 0)	/* through /proc/PID/map_files: the file mapped, though removed */
+		assert_non_null(strstr(r.out, "lib.so (deleted) (shared object): 1 site"));
+	lkt_sh(&r, "timeout 120 %s trace --pid %d -o '%s'", LOWKEY, (int)pid, in_scratch("planted.ctf"));
+	expect_one_line(1, "has no lowkey control socket open");
+	end_target(pid);
+}
+
+/*
+ * Pose as process pid's control socket in dir: answer every request with SITE messages without
+ * end, of the request's seq ("sites") or of another ("strays").
+ */
+static void pose_as_control_socket(const char *how)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct lk__ctl_msg m = { .type = LK_CTL_SITE };
+	uint8_t buf[LK_CTL_MAX_MSG];
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0), conn;
+
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/lowkey", scratch);
+	mkdir(addr.sun_path, 0700);
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/lowkey/%d.sock", scratch, (int)getpid());
+	if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 || listen(fd, 4) != 0)
+		_exit(2);
+	ready();
+	signal(SIGPIPE, SIG_IGN);
+	while ((conn = accept(fd, NULL, NULL)) >= 0) {
+		ssize_t n = recv(conn, buf, sizeof(buf), 0);
+		int len;
+
+		if (n <= 0 || lk__ctl_decode(buf, (size_t)n, &m, err, sizeof(err)) != 0) {
+			close(conn);
+			continue;
+		}
+		m.type = LK_CTL_SITE;
+		m.seq += strcmp(how, "strays") == 0 ? 1000 : 0;
+		m.site = (struct lk__ctl_site){ 1, 1, 0, 0, 0, 1, "fake", "site", "fake.c", "", "" };
+		len = lk__ctl_encode(&m, buf, sizeof(buf));
+		while (send(conn, buf, (size_t)len, 0) == len)
+			;
+		close(conn);
+	}
+}
+
+/*
+ * A process that answers without end: lowkey list --pid used to keep every site it sent (2.4 GB
+ * in 15 s); a reply that never comes among messages that answer nothing held trace --pid forever.
+ * The timeouts and the memory limit are guards, not measurements.
+ */
+static void a_process_posing_as_a_control_socket_is_not_read_on(void **state)
+{
+	pid_t pid;
+
+	(void)state;
+	pid = spawn_helper(pose_as_control_socket, "sites");
+	lkt_sh(&r, "ulimit -v 4000000; timeout 120 %s list --pid %d", LOWKEY, (int)pid);
+	expect_one_line(1, "sent more sites than a lowkey process has (65536");
+	end_target(pid);
+
+	pid = spawn_helper(pose_as_control_socket, "strays");
+	lkt_sh(&r, "timeout 120 %s trace --pid %d -e 'app:*' -o '%s'", LOWKEY, (int)pid, in_scratch("posing.ctf"));
+	expect(1, "messages that answer nothing");
+	end_target(pid);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -372,6 +512,8 @@ int main(void)
 		cmocka_unit_test(bad_pids_are_explained),
 		cmocka_unit_test(a_glob_matching_nothing_in_the_process),
 		cmocka_unit_test(list_a_running_process),
+		cmocka_unit_test(a_fifo_planted_at_a_mapped_path_stalls_nothing),
+		cmocka_unit_test(a_process_posing_as_a_control_socket_is_not_read_on),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -14,9 +14,18 @@
 #include <lowkey/probe.h>
 
 #include "cli.h"
+#include "core/failf.h"
 #include "core/json.h"
 #include "probe/control_internal.h"
 #include "probe_elf.h"
+
+/*
+ * What a process may send for LIST: a site per event id (16 bits), so many bytes, so long.
+ * Anything claiming more is not a lowkey process answering, and is not read on.
+ */
+#define MAX_SITES 65536
+#define MAX_LIST_BYTES (64u << 20)
+#define LIST_TIMEOUT_MS 30000
 
 static const char list_usage[] =
 	"usage: lowkey list [--json] BINARY...\n"
@@ -252,12 +261,37 @@ static int rows_from_file(struct rows *r, const char *path, const char *shown, b
 
 /* ---- from a live process ---- */
 
-/* Over the control socket: 0, or -errno when the process cannot be asked. */
+/* One message of the process's answer to LIST, into r: 1 when it was the last, 0, or -errno. */
+static int take_list_message(struct rows *r, const struct lk__ctl_msg *m, uint32_t seq, const char *exe,
+			     size_t *bytes, char *err, size_t errlen)
+{
+	if (m->type == LK_CTL_RESULT && (m->seq == seq || (m->seq == 0 && m->result.err))) {
+		if (m->result.err)
+			snprintf(err, errlen, "%s", m->result.message);	/* seq 0: refused */
+		return m->result.err ? m->result.err : 1;
+	}
+	if (m->type == LK_CTL_SITE && m->seq == seq) {
+		struct row row = { (char *)(*m->site.object ? m->site.object : exe), (char *)m->site.provider,
+				   (char *)m->site.event, (char *)m->site.file, (char *)m->site.arg_names, NULL,
+				   m->site.line, m->site.kind, m->site.nargs, m->site.arg_types, m->site.enabled };
+
+		*bytes += strlen(row.object) + strlen(row.provider) + strlen(row.event) + strlen(row.file) +
+			  strlen(row.arg_names) + sizeof(row);
+		if (r->n == MAX_SITES || *bytes > MAX_LIST_BYTES)
+			return -E2BIG;
+		return add_row(r, &row);
+	}
+	return 0;
+}
+
+/* Over the control socket: 0, or -errno when the process cannot be asked or answers out of bounds. */
 static int rows_from_control(struct rows *r, pid_t pid, char *err, size_t errlen)
 {
 	struct lk__ctl_msg req = { .type = LK_CTL_LIST }, m;
+	int64_t deadline = lk__ctl_deadline(LIST_TIMEOUT_MS);
 	struct lk__ctl_client c;
 	char exe[4096], link[64];
+	size_t bytes = 0;
 	ssize_t len;
 	int rc = lk__ctl_connect(&c, pid, err, errlen);
 
@@ -268,29 +302,19 @@ static int rows_from_control(struct rows *r, pid_t pid, char *err, size_t errlen
 	exe[len > 0 ? len : 0] = 0;
 	rc = lk__ctl_send(&c, &req);
 	while (!rc) {
-		rc = lk__ctl_recv(&c, &m, 30000, err, errlen);
-		if (rc)
-			break;
-		if (m.type == LK_CTL_RESULT && m.seq == req.seq) {
-			if (m.result.err) {
-				snprintf(err, errlen, "%s", m.result.message);
-				rc = m.result.err;
-			}
-			break;
-		}
-		if (m.type == LK_CTL_RESULT && m.seq == 0 && m.result.err) {
-			snprintf(err, errlen, "%s", m.result.message);	/* refused */
-			rc = m.result.err;
-		} else if (m.type == LK_CTL_SITE && m.seq == req.seq) {
-			struct row row = { (char *)(*m.site.object ? m.site.object : exe), (char *)m.site.provider,
-					   (char *)m.site.event, (char *)m.site.file, (char *)m.site.arg_names, NULL,
-					   m.site.line, m.site.kind, m.site.nargs, m.site.arg_types, m.site.enabled };
-
-			rc = add_row(r, &row);
-		}
+		rc = lk__ctl_recv(&c, &m, lk__ctl_left_ms(deadline), err, errlen);
+		if (!rc)
+			rc = take_list_message(r, &m, req.seq, exe, &bytes, err, errlen);
 	}
 	lk__ctl_disconnect(&c);
-	return rc;
+	if (rc == -E2BIG)
+		return lk__failf(err, errlen, rc, "process %d sent more sites than a lowkey process has (%d, %u MiB at "
+			     "most): it is not one, or it is broken; not read on", (int)pid, MAX_SITES,
+			     MAX_LIST_BYTES >> 20);
+	if (rc == -ETIMEDOUT)
+		return lk__failf(err, errlen, rc, "process %d did not list its sites within %d s", (int)pid,
+			     LIST_TIMEOUT_MS / 1000);
+	return rc == 1 ? 0 : rc;
 }
 
 static int rows_from_maps(struct rows *r, pid_t pid)
@@ -308,21 +332,45 @@ static int rows_from_maps(struct rows *r, pid_t pid)
 	return 0;
 }
 
+/* Whether the process's sites may be read from its files instead (it has no socket to ask). */
+static bool read_files_instead(int rc)
+{
+	return rc == -ENOENT || rc == -ECONNREFUSED || rc == -ESTALE || rc == -EBUSY;
+}
+
+/* Why the sites come from the files; the control socket's error was rc (err). */
+static void say_why_files(pid_t pid, const char *name, const struct rows *r, int rc, const char *err)
+{
+	if (!r->n)
+		fprintf(stderr, "lowkey list: process %d (%s) has no lowkey probe sites%s\n", (int)pid, name,
+			lk_proc_uses_lowkey(pid) == 1 ? "" : ": it is not linked with liblowkey");
+	else if (rc == -EBUSY)
+		fprintf(stderr, "lowkey list: %s (sites read from its files; whether each is on is unknown)\n", err);
+	else
+		fprintf(stderr, "lowkey list: process %d (%s) has no control socket open: sites read from "
+			"its files; whether each is on is unknown (LOWKEY_CONTROL=1 opens it)\n", (int)pid, name);
+}
+
 static int list_pid(pid_t pid, bool json)
 {
 	char err[1024], name[64];
 	struct rows r = { 0 };
 	const char *source = "control";
-	int rc;
+	int rc, ctl;
 
 	lk_proc_name(pid, name, sizeof(name));
-	rc = rows_from_control(&r, pid, err, sizeof(err));
+	rc = ctl = rows_from_control(&r, pid, err, sizeof(err));
 	if (rc == -ESRCH) {
 		lk_cli_error("list", "`ps` shows the running processes", "no process %d", (int)pid);
 		return LK_EXIT_FAIL;
 	}
 	if (rc == -EACCES) {
 		lk_cli_error("list", "run lowkey as the process's user, or as root", "%s", err);
+		return LK_EXIT_FAIL;
+	}
+	if (rc && !read_files_instead(rc)) {
+		lk_cli_error("list", NULL, "process %d (%s): %s", (int)pid, name, err);
+		free_rows(&r);
 		return LK_EXIT_FAIL;
 	}
 	if (rc) {
@@ -336,12 +384,7 @@ static int list_pid(pid_t pid, bool json)
 			free_rows(&r);
 			return LK_EXIT_FAIL;
 		}
-		if (r.n)
-			fprintf(stderr, "lowkey list: process %d (%s) has no control socket open: sites read from "
-				"its files; whether each is on is unknown (LOWKEY_CONTROL=1 opens it)\n", (int)pid, name);
-		else
-			fprintf(stderr, "lowkey list: process %d (%s) has no lowkey probe sites%s\n", (int)pid, name,
-				lk_proc_uses_lowkey(pid) == 1 ? "" : ": it is not linked with liblowkey");
+		say_why_files(pid, name, &r, ctl, err);
 	}
 	sort_rows(&r);
 	if (json)

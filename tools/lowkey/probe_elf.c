@@ -9,6 +9,12 @@
  * which the file itself may store as 0; or, with -z pack-relative-relocs, a DT_RELR entry, which
  * keeps the address in the file. So: a pointer is the addend of a RELATIVE (or absolute)
  * relocation at its address when there is one, and what is stored there otherwise.
+ *
+ * The files of a running process are named by that process (its /proc/PID/maps), which may be
+ * another user's, hostile to a root lowkey: they are opened through /proc/PID/map_files (the very
+ * file mapped, whatever is at its name now) where this user may, and every file is opened only if
+ * it is a regular file -- looked at through an O_PATH descriptor first, so no FIFO or device is
+ * ever opened -- of bounded size.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,12 +24,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <lowkey/probe.h>
 
 #include "core/failf.h"
 #include "probe_elf.h"
+
+#define MAX_FILE ((off_t)4 << 30)	/* larger than any program or library lowkey reads */
+#define MAX_RELOCS (1u << 24)
 
 struct reloc {
 	uint64_t at;
@@ -121,6 +131,8 @@ static bool absolute_type(const GElf_Ehdr *eh, unsigned int type)
 
 static int add_reloc(struct image *im, size_t *cap, uint64_t at, uint64_t value)
 {
+	if (im->nrelocs == MAX_RELOCS)
+		return -EFBIG;
 	if (im->nrelocs == *cap) {
 		size_t n = *cap ? *cap * 2 : 256;
 		struct reloc *grown = realloc(im->relocs, n * sizeof(*grown));
@@ -151,7 +163,8 @@ static bool symbol_value(struct image *im, size_t link, size_t sym, uint64_t *ou
 static int load_relocs(struct image *im, Elf_Scn *scn, const GElf_Shdr *sh)
 {
 	Elf_Data *d = elf_getdata(scn, NULL);
-	size_t cap = 0, n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+	size_t cap = im->nrelocs, n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+	int rc = 0;
 
 	for (size_t i = 0; d && i < n; i++) {
 		GElf_Rela r;
@@ -161,13 +174,12 @@ static int load_relocs(struct image *im, Elf_Scn *scn, const GElf_Shdr *sh)
 		if (!gelf_getrela(d, (int)i, &r))
 			break;
 		type = (unsigned int)GELF_R_TYPE(r.r_info);
-		if (relative_type(&im->eh, type)) {
-			if (add_reloc(im, &cap, r.r_offset, (uint64_t)r.r_addend))
-				return -ENOMEM;
-		} else if (absolute_type(&im->eh, type) && symbol_value(im, sh->sh_link, GELF_R_SYM(r.r_info), &v)) {
-			if (add_reloc(im, &cap, r.r_offset, v + (uint64_t)r.r_addend))
-				return -ENOMEM;
-		}
+		if (relative_type(&im->eh, type))
+			rc = add_reloc(im, &cap, r.r_offset, (uint64_t)r.r_addend);
+		else if (absolute_type(&im->eh, type) && symbol_value(im, sh->sh_link, GELF_R_SYM(r.r_info), &v))
+			rc = add_reloc(im, &cap, r.r_offset, v + (uint64_t)r.r_addend);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
@@ -207,13 +219,41 @@ static const char *object_type(Elf *elf, const GElf_Ehdr *eh)
 	return "shared object";
 }
 
+/*
+ * Open path for reading if it is a regular file of at most MAX_FILE bytes: looked at through an
+ * O_PATH descriptor first, so a FIFO or a device is never opened (nothing blocks, no driver runs),
+ * then reopened through that descriptor -- the same file, whatever is at path by then.
+ */
+int lk_open_regular(const char *path, char *err, size_t errlen)
+{
+	char self[64];
+	struct stat st;
+	int rc, pfd = open(path, O_PATH | O_CLOEXEC);
+
+	if (pfd < 0)
+		return lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	if (fstat(pfd, &st) != 0)
+		rc = lk__failf(err, errlen, -errno, "cannot inspect %s: %s", path, strerror(errno));
+	else if (!S_ISREG(st.st_mode))
+		rc = lk__failf(err, errlen, -EINVAL, "%s is not a regular file (a FIFO, a device or a directory): "
+			       "not a program or library", path);
+	else if (st.st_size > MAX_FILE)
+		rc = lk__failf(err, errlen, -EFBIG, "%s is %lld bytes: larger than any program or library lowkey "
+			       "reads (4 GiB)", path, (long long)st.st_size);
+	else if ((rc = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0)
+		rc = lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+	close(pfd);
+	return rc;
+}
+
 static int open_image(const char *path, int *fd, struct image *im, char *err, size_t errlen)
 {
 	memset(im, 0, sizeof(*im));
 	elf_version(EV_CURRENT);
-	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	*fd = lk_open_regular(path, err, errlen);
 	if (*fd < 0)
-		return lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+		return *fd;
 	im->elf = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
 	if (!im->elf || elf_kind(im->elf) != ELF_K_ELF || !gelf_getehdr(im->elf, &im->eh))
 		return lk__failf(err, errlen, -ENOEXEC, "%s is not an ELF program or library", path);
@@ -302,7 +342,8 @@ int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, siz
 	memset(out, 0, sizeof(*out));
 	rc = open_image(path, &fd, &im, err, errlen);
 	if (!rc && (rc = index_image(&im, &sh)) != 0)
-		lk__failf(err, errlen, rc, "cannot read the sections of %s", path);
+		lk__failf(err, errlen, rc, rc == -EFBIG ? "%s has more relocations than lowkey reads" :
+			  "cannot read the sections of %s", path);
 	if (rc) {
 		close_image(fd, &im);
 		return rc;
@@ -408,9 +449,42 @@ bool lk_elf_uses_lowkey(const char *path)
 
 /* ---- processes ---- */
 
+/* A maps line's mapped range and file: false for lines that map no file. */
+static bool parse_maps_line(char *line, char *range, size_t rlen, char **path)
+{
+	unsigned long start, end, inode;
+	int at = 0;
+
+	if (sscanf(line, "%lx-%lx %*s %*x %*x:%*x %lu %n", &start, &end, &inode, &at) != 3 || !at || !inode)
+		return false;
+	*path = line + at;
+	(*path)[strcspn(*path, "\n")] = 0;
+	if (**path != '/')
+		return false;
+	snprintf(range, rlen, "%lx-%lx", start, end);
+	return true;
+}
+
+/*
+ * Where to read a file pid maps: /proc/PID/map_files/RANGE is the file mapped there, whatever is
+ * at its name now (root may; others may not follow those links); else the name as the process
+ * sees it, under /proc/PID/root when that is readable.
+ */
+static char *object_path(pid_t pid, const char *range, const char *path)
+{
+	char buf[4200];
+	struct stat st;
+
+	snprintf(buf, sizeof(buf), "/proc/%d/map_files/%s", (int)pid, range);
+	if (stat(buf, &st) == 0)
+		return strdup(buf);
+	snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)pid, path);
+	return strdup(access(buf, R_OK) == 0 ? buf : path);
+}
+
 int lk_proc_objects(pid_t pid, char **paths, char **shown, int max)
 {
-	char file[64], line[8192], exe[4096];
+	char file[64], line[8192], exe[4096], range[64];
 	int n = 0;
 	ssize_t len;
 	FILE *f;
@@ -426,21 +500,17 @@ int lk_proc_objects(pid_t pid, char **paths, char **shown, int max)
 	for (int pass = 0; pass < 2; pass++) {
 		rewind(f);
 		while (n < max && fgets(line, sizeof(line), f)) {
-			char *path = strchr(line, '/'), root[4200];
 			bool seen = false;
+			char *path;
 
-			if (!path)
-				continue;
-			path[strcspn(path, "\n")] = 0;
-			if ((pass == 0) != (strcmp(path, exe) == 0))
+			if (!parse_maps_line(line, range, sizeof(range), &path) || (pass == 0) != (strcmp(path, exe) == 0))
 				continue;
 			for (int i = 0; i < n && !seen; i++)
 				seen = strcmp(shown[i], path) == 0;
 			if (seen)
 				continue;
-			snprintf(root, sizeof(root), "/proc/%d/root%s", (int)pid, path);
 			shown[n] = strdup(path);
-			paths[n] = strdup(access(root, R_OK) == 0 ? root : path);
+			paths[n] = object_path(pid, range, path);
 			if (!shown[n] || !paths[n]) {
 				free(shown[n]), free(paths[n]);
 				break;

@@ -40,9 +40,17 @@ void lk_elf_free_sites(struct lk_elf_sites *s);
 bool lk_elf_uses_lowkey(const char *path);
 
 /*
- * The ELF objects process pid has mapped, as paths this process can open (through
- * /proc/PID/root where that is readable), the main program first. Returns how many (up to max),
- * or -errno (-ESRCH: no such process, -EACCES: not ours to read). Free each path.
+ * lk_open_regular - open path for reading if it is a regular file of at most 4 GiB; a FIFO or a
+ * device is never opened. Returns the fd, or -errno with err saying why.
+ */
+int lk_open_regular(const char *path, char *err, size_t errlen);
+
+/*
+ * The files process pid has mapped, the main program first, each once: shown, as the process
+ * names them; paths, where to read them -- /proc/PID/map_files/RANGE (the file mapped, whatever
+ * is at its name now) where this user may follow those links (root), else the name under
+ * /proc/PID/root where that is readable. Returns how many (up to max), or -errno (-ESRCH: no such
+ * process, -EACCES: not ours to read). Free each path.
  */
 int lk_proc_objects(pid_t pid, char **paths, char **shown, int max);
 

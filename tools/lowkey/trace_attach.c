@@ -6,9 +6,14 @@
  * is killed, the process removes the rules and stops the trace by itself. Ctrl-C, SIGTERM or the
  * end of --duration stop the trace properly; a process that exits meanwhile finishes the trace
  * and says so (EXIT); one that is killed leaves what it wrote, which is read back here.
+ *
+ * The process may be another user's, and hostile: every wait for it is bounded, and a second
+ * Ctrl-C while it finishes the trace leaves at once (the process stops the trace itself when the
+ * connection closes).
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <poll.h>
@@ -28,6 +33,7 @@
 #include "trace.h"
 
 #define REPLY_TIMEOUT_MS 30000
+#define STOP_TIMEOUT_MS (10 * 60 * 1000)	/* a JSON trace is converted by the process at its stop */
 
 static volatile sig_atomic_t stop_signal;
 
@@ -121,17 +127,23 @@ static double now_s(void)
 
 enum ending { STOP_ASKED, PROCESS_EXITED, PROCESS_VANISHED };
 
-/* Wait for the duration, a signal, or the process's end. */
-static enum ending wait_for_end(struct lk__ctl_client *c, const struct trace_opts *o, struct trace_totals *t)
+static void on_stop_signals(void (*handler)(int))
 {
-	struct sigaction sa = { .sa_handler = on_stop };
-	double deadline = o->duration ? now_s() + o->duration : 0;
-	struct lk__ctl_msg m;
+	struct sigaction sa = { .sa_handler = handler };
 
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+}
+
+/* Wait for the duration, a signal, or the process's end. */
+static enum ending wait_for_end(struct lk__ctl_client *c, const struct trace_opts *o, struct trace_totals *t)
+{
+	double deadline = o->duration ? now_s() + o->duration : 0;
+	struct lk__ctl_msg m;
+
+	on_stop_signals(on_stop);
 	while (!stop_signal) {
 		struct pollfd p = { .fd = c->fd, .events = POLLIN };
 		int timeout = -1, rc;
@@ -157,10 +169,14 @@ static enum ending wait_for_end(struct lk__ctl_client *c, const struct trace_opt
 	return STOP_ASKED;
 }
 
-/* For JSON, the CTF the process was writing beside the output (OUT.ctf-XXXXXX), newest first. */
+/*
+ * For JSON, the CTF the process was writing beside the output (OUT.ctf-XXXXXX), newest first:
+ * real directories only, looked at without following links (the process may have put anything
+ * there).
+ */
 static bool find_ctf_beside(const char *output, char *out, size_t len)
 {
-	char dir[PATH_MAX], base[PATH_MAX], prefix[PATH_MAX + 8], path[PATH_MAX * 2];
+	char dir[PATH_MAX], base[PATH_MAX], prefix[PATH_MAX + 8];
 	struct dirent *e;
 	time_t newest = 0;
 	struct stat st;
@@ -171,9 +187,9 @@ static bool find_ctf_beside(const char *output, char *out, size_t len)
 	snprintf(prefix, sizeof(prefix), "%s.ctf-", basename(base));
 	d = opendir(dirname(dir));
 	while (d && (e = readdir(d))) {
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && stat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
-		    st.st_mtime >= newest && (size_t)snprintf(out, len, "%s", path) < len)
+		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+		    st.st_mtime >= newest && (size_t)snprintf(out, len, "%s/%s", dir, e->d_name) < len)
 			newest = st.st_mtime;
 	}
 	if (d)
@@ -185,7 +201,10 @@ static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char
 {
 	struct lk__ctl_msg req = { .type = LK_CTL_STOP }, reply;
 	char err[1024];
-	int rc = lk__ctl_call(c, &req, LK_CTL_STATS, &reply, -1, err, sizeof(err));
+	int rc;
+
+	on_stop_signals(SIG_DFL);	/* a second Ctrl-C leaves without waiting */
+	rc = lk__ctl_call(c, &req, LK_CTL_STATS, &reply, STOP_TIMEOUT_MS, err, sizeof(err));
 
 	if (rc) {
 		lk_cli_error("trace", NULL, "process %d (%s) could not stop the trace: %s", (int)o->pid, name, err);
