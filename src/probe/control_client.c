@@ -34,11 +34,12 @@
 
 #define MAX_SOCKETS 1024
 
-/* The inodes of pid's open sockets; -errno when its fds cannot be read. */
+/* The inodes of pid's open sockets; -errno when its fds cannot be read (listed, or followed). */
 static int socket_inodes(pid_t pid, unsigned long *inodes, size_t *n)
 {
 	char dir[64], link[PATH_MAX], target[64];
 	struct dirent *e;
+	int denied = 0;
 	DIR *d;
 
 	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
@@ -53,6 +54,8 @@ static int socket_inodes(pid_t pid, unsigned long *inodes, size_t *n)
 			continue;
 		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
 		len = readlink(link, target, sizeof(target) - 1);
+		if (len < 0 && (errno == EACCES || errno == EPERM))
+			denied = -errno;
 		if (len <= 0)
 			continue;
 		target[len] = 0;
@@ -60,7 +63,7 @@ static int socket_inodes(pid_t pid, unsigned long *inodes, size_t *n)
 			(*n)++;
 	}
 	closedir(d);
-	return 0;
+	return *n ? 0 : denied;
 }
 
 static bool is_control_path(const char *path, pid_t pid)
@@ -114,11 +117,11 @@ static int socket_from_proc(pid_t pid, char *path, size_t len)
 	return rc;
 }
 
-/* XDG_RUNTIME_DIR from pid's environment, if readable. */
-static bool process_xdg(pid_t pid, char *out, size_t len)
+/* The value of variable name (with its '=') in pid's environment, if readable and set. */
+static bool process_env(pid_t pid, const char *name, char *out, size_t len)
 {
 	char file[64], buf[65536];
-	size_t n;
+	size_t n, lname = strlen(name);
 	FILE *f;
 
 	snprintf(file, sizeof(file), "/proc/%d/environ", (int)pid);
@@ -129,12 +132,37 @@ static bool process_xdg(pid_t pid, char *out, size_t len)
 	fclose(f);
 	buf[n] = 0;
 	for (size_t i = 0; i < n; i += strlen(buf + i) + 1) {
-		if (strncmp(buf + i, "XDG_RUNTIME_DIR=", 16) == 0 && buf[i + 16] == '/') {
-			snprintf(out, len, "%s", buf + i + 16);
+		if (strncmp(buf + i, name, lname) == 0) {
+			snprintf(out, len, "%s", buf + i + lname);
 			return true;
 		}
 	}
 	return false;
+}
+
+/* XDG_RUNTIME_DIR from pid's environment, if readable and absolute. */
+static bool process_xdg(pid_t pid, char *out, size_t len)
+{
+	return process_env(pid, "XDG_RUNTIME_DIR=", out, len) && out[0] == '/';
+}
+
+/* The effective uid of pid (its status, which anyone may read); false when there is no such process. */
+static bool process_uid(pid_t pid, uid_t *uid)
+{
+	char file[64], line[256];
+	unsigned int real, effective;
+	bool found = false;
+	FILE *f;
+
+	snprintf(file, sizeof(file), "/proc/%d/status", (int)pid);
+	f = fopen(file, "re");
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "Uid: %u %u", &real, &effective) == 2;
+	if (f)
+		fclose(f);
+	if (found)
+		*uid = (uid_t)effective;
+	return found;
 }
 
 /* Where the library would have put the socket; the first that exists. */
@@ -161,27 +189,75 @@ static int socket_from_candidates(pid_t pid, uid_t uid, char *path, size_t len)
 	return denied ? -EACCES : -ENOENT;
 }
 
+/* What is wrong with dir as the control directory of a process of uid (see lk__control_dir); NULL: nothing. */
+static const char *dir_problem(const char *dir, uid_t uid, char *why, size_t len)
+{
+	struct stat st;
+
+	if (lstat(dir, &st) != 0)
+		snprintf(why, len, "%s cannot be looked at (%s)", dir, strerror(errno));
+	else if (S_ISLNK(st.st_mode))
+		snprintf(why, len, "%s is a symbolic link: remove it", dir);
+	else if (!S_ISDIR(st.st_mode))
+		snprintf(why, len, "%s is not a directory: remove it", dir);
+	else if (st.st_uid != uid)
+		snprintf(why, len, "%s belongs to uid %u, not to the process's uid %u: someone else made it; remove it",
+			 dir, (unsigned int)st.st_uid, (unsigned int)uid);
+	else if (st.st_mode & 077)
+		snprintf(why, len, "%s is open to other users (mode %03o): `chmod 700 %s`", dir,
+			 (unsigned int)(st.st_mode & 0777), dir);
+	else
+		return NULL;
+	return why;
+}
+
+/* The directory pid's library would use for its socket (lk__control_dir, seen from outside). */
+static void control_dir(pid_t pid, uid_t uid, char *dir, size_t len)
+{
+	char xdg[PATH_MAX], why[64];
+
+	if (process_xdg(pid, xdg, sizeof(xdg)) && !dir_problem(xdg, uid, why, sizeof(why)) &&
+	    strlen(xdg) + sizeof("/lowkey/4194304.sock") <= sizeof(((struct sockaddr_un *)0)->sun_path))
+		snprintf(dir, len, "%s/lowkey", xdg);
+	else
+		snprintf(dir, len, "/tmp/lowkey-%u", (unsigned int)uid);
+}
+
+/* pid has no socket open: -ENOENT, or -ENOTCONN when its environment asked for one, with why not. */
+static int no_socket(pid_t pid, uid_t uid, char *err, size_t errlen)
+{
+	char value[64], dir[PATH_MAX], why[PATH_MAX + 128];
+	bool asked = false;
+
+	if (!process_env(pid, "LOWKEY_CONTROL=", value, sizeof(value)) || lk__parse_bool(value, &asked) != 0 || !asked)
+		return lk__failf(err, errlen, -ENOENT, "process %d has no lowkey control socket open", (int)pid);
+	control_dir(pid, uid, dir, sizeof(dir));
+	if (!dir_problem(dir, uid, why, sizeof(why)))
+		return lk__failf(err, errlen, -ENOTCONN, "process %d was started with LOWKEY_CONTROL=1 but has no "
+			     "control socket open: it has closed it (lk_control_close) or could not open it", (int)pid);
+	return lk__failf(err, errlen, -ENOTCONN, "process %d was started with LOWKEY_CONTROL=1 but has no control "
+		     "socket open: %s, and restart the process", (int)pid, why);
+}
+
 int lk__ctl_find_socket(pid_t pid, char *path, size_t len, char *err, size_t errlen)
 {
-	char proc[32];
-	struct stat st;
+	uid_t uid;
 	int rc;
 
-	snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
-	if (pid <= 0 || stat(proc, &st) != 0)
+	if (pid <= 0 || !process_uid(pid, &uid))
 		return lk__failf(err, errlen, -ESRCH, "no process %d", (int)pid);
 	rc = socket_from_proc(pid, path, len);
 	if (rc == 0)
 		return 0;
 	if (rc == -ENOENT)
-		return lk__failf(err, errlen, -ENOENT, "process %d has no lowkey control socket open", (int)pid);
-	rc = socket_from_candidates(pid, st.st_uid, path, len);
-	if (rc == 0)
+		return no_socket(pid, uid, err, errlen);
+	if (socket_from_candidates(pid, uid, path, len) == 0)
 		return 0;
-	if (rc == -EACCES || (st.st_uid != geteuid() && geteuid() != 0))
-		return lk__failf(err, errlen, -EACCES, "process %d belongs to uid %u",
-			     (int)pid, (unsigned int)st.st_uid);
-	return lk__failf(err, errlen, -ENOENT, "process %d has no lowkey control socket open", (int)pid);
+	if (uid != geteuid() && geteuid() != 0)
+		return lk__failf(err, errlen, -EACCES, "process %d belongs to uid %u", (int)pid, (unsigned int)uid);
+	return lk__failf(err, errlen, -EPERM, "cannot tell whether process %d has a lowkey control socket open: "
+		     "its open files (/proc/%d/fd) cannot be read here (%s): it is out of this user's reach (another "
+		     "namespace, no CAP_SYS_PTRACE over it) or not dumpable", (int)pid, (int)pid, strerror(-rc));
 }
 
 /* ---- connecting ---- */

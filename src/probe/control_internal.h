@@ -54,8 +54,10 @@ struct lk__ctl_client {
 /*
  * lk__ctl_find_socket - where process pid's control socket is: found from its open sockets
  * (/proc/PID/fd and /proc/net/unix) or, where those cannot be read, from where the library puts
- * them. Returns 0, -ESRCH (no such process), -ENOENT (no control socket open), -EACCES (the
- * process belongs to another user and this one is not root). err says which.
+ * them. Returns 0, -ESRCH (no such process), -ENOENT (no control socket open), -ENOTCONN (none
+ * open though its environment has LOWKEY_CONTROL=1: err says why, e.g. its directory belongs to
+ * someone else), -EACCES (the process belongs to another user and this one is not root), -EPERM
+ * (its open files cannot be read here, so whether it has one cannot be told). err says which.
  */
 int lk__ctl_find_socket(pid_t pid, char *path, size_t len, char *err, size_t errlen);
 

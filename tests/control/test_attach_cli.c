@@ -4,7 +4,7 @@
  * --duration and the process's own exit end the trace properly; a killed lowkey leaves the process
  * as it was; a killed process leaves what it wrote; bad pids get one line saying which and what
  * to do. And against hostile ones: a FIFO planted where a mapped file was, a process posing as a
- * control socket that never stops answering.
+ * control socket that never stops answering, one whose control directory someone else took.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -501,6 +501,48 @@ static void a_process_posing_as_a_control_socket_is_not_read_on(void **state)
 	end_target(pid);
 }
 
+/* A process started with LOWKEY_CONTROL=1 whose control directory someone else made. */
+static void a_taken_control_directory_is_named(void **state)
+{
+	char xdg[1024], taken[1100], line[64] = "";
+	int p[2];
+	pid_t pid;
+	FILE *f;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();	/* giving the directory to another user needs root */
+	snprintf(xdg, sizeof(xdg), "%s", in_scratch("taken-xdg"));
+	snprintf(taken, sizeof(taken), "%s/lowkey", xdg);
+	assert_int_equal(mkdir(xdg, 0700), 0);
+	assert_int_equal(mkdir(taken, 0700), 0);
+	assert_int_equal(chown(taken, 65534, 65534), 0);
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		setenv("LOWKEY_CONTROL", "1", 1);
+		setenv("XDG_RUNTIME_DIR", xdg, 1);
+		execl(TARGET, TARGET, "serve", (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	spawned[nspawned++] = pid;
+	f = fdopen(p[0], "r");
+	assert_non_null(fgets(line, sizeof(line), f));
+	fclose(f);
+
+	lkt_sh(&r, "%s trace --pid %d -o '%s'", LOWKEY, (int)pid, in_scratch("taken.ctf"));
+	expect_one_line(1, "was started with LOWKEY_CONTROL=1 but has no control socket open");
+	assert_non_null(strstr(r.out, "lowkey belongs to uid 65534, not to the process's uid 0"));
+	lkt_sh(&r, "%s list --pid %d", LOWKEY, (int)pid);
+	expect(0, "lowkey belongs to uid 65534");
+	assert_non_null(strstr(r.out, "(PIE executable): 6 sites"));
+	end_target(pid);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -514,6 +556,7 @@ int main(void)
 		cmocka_unit_test(list_a_running_process),
 		cmocka_unit_test(a_fifo_planted_at_a_mapped_path_stalls_nothing),
 		cmocka_unit_test(a_process_posing_as_a_control_socket_is_not_read_on),
+		cmocka_unit_test(a_taken_control_directory_is_named),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -4,13 +4,17 @@
  * keeps others away; where it is opened up anyway, SO_PEERCRED still refuses them, and the refusal
  * is counted. Runs the server as root and the client as nobody (65534), and the server as nobody
  * with root and uid 65533 as clients; and an unprivileged user tracing their own programs, from the
- * start and attached. Needs root and util-linux's setpriv; skipped otherwise.
+ * start and attached; and a process of the same user that is not dumpable, whose sockets cannot be
+ * looked at: lowkey says it cannot tell, not that the process is another user's. Needs root and
+ * util-linux's setpriv; skipped otherwise.
  */
+#include <grp.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <cmocka.h>
@@ -24,7 +28,7 @@
 static char scratch[] = "/tmp/lkt-peers-XXXXXX";
 static struct lkt_run r;
 static char path[1024], err[1024];
-static pid_t server = -1;
+static pid_t server = -1, helper = -1;
 
 static const char *in_scratch(const char *name)
 {
@@ -46,6 +50,8 @@ static int teardown(void **state)
 	(void)state;
 	if (server > 0 && kill(server, SIGKILL) == 0)
 		waitpid(server, NULL, 0);
+	if (helper > 0 && kill(helper, SIGKILL) == 0)
+		waitpid(helper, NULL, 0);
 	return lkt_sh(&r, "rm -rf '%s'", scratch);
 }
 
@@ -223,12 +229,60 @@ static void a_user_traces_their_own_programs(void **state)
 	end_server();
 }
 
+/* A child of nobody's that is not dumpable: its /proc/PID/fd is root's. */
+static pid_t spawn_undumpable_nobody(void)
+{
+	char byte;
+	int p[2];
+	pid_t pid;
+
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+		    setresuid(65534, 65534, 65534) != 0 || prctl(PR_SET_DUMPABLE, 0) != 0)
+			_exit(2);
+		if (write(p[1], "r", 1) != 1)
+			_exit(2);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &byte, 1), 1);
+	close(p[0]);
+	return pid;
+}
+
+static void a_process_whose_sockets_cannot_be_seen_is_said_so(void **state)
+{
+	char want[128];
+	pid_t pid;
+
+	(void)state;
+	need_root_and_setpriv();
+	helper = pid = spawn_undumpable_nobody();
+	snprintf(want, sizeof(want), "cannot tell whether process %d has a lowkey control socket open", (int)pid);
+	lkt_sh(&r, AS(65534) "%s trace --pid %d -o /tmp/never.ctf", LOWKEY, (int)pid);
+	if (r.status != 1 || !strstr(r.out, want))
+		print_error("%s\n", r.out);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.out, want));	/* it used to say the process was root's */
+	lkt_sh(&r, AS(65534) "%s list --pid %d", LOWKEY, (int)pid);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.out, want));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	helper = -1;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(a_root_process_refuses_nobody),
 		cmocka_unit_test(a_nobody_process_serves_root_and_refuses_others),
 		cmocka_unit_test(a_user_traces_their_own_programs),
+		cmocka_unit_test(a_process_whose_sockets_cannot_be_seen_is_said_so),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

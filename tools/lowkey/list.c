@@ -335,7 +335,8 @@ static int rows_from_maps(struct rows *r, pid_t pid)
 /* Whether the process's sites may be read from its files instead (it has no socket to ask). */
 static bool read_files_instead(int rc)
 {
-	return rc == -ENOENT || rc == -ECONNREFUSED || rc == -ESTALE || rc == -EBUSY;
+	return rc == -ENOENT || rc == -ENOTCONN || rc == -ECONNREFUSED || rc == -ESTALE || rc == -EPERM ||
+	       rc == -EBUSY;
 }
 
 /* Why the sites come from the files; the control socket's error was rc (err). */
@@ -344,7 +345,7 @@ static void say_why_files(pid_t pid, const char *name, const struct rows *r, int
 	if (!r->n)
 		fprintf(stderr, "lowkey list: process %d (%s) has no lowkey probe sites%s\n", (int)pid, name,
 			lk_proc_uses_lowkey(pid) == 1 ? "" : ": it is not linked with liblowkey");
-	else if (rc == -EBUSY)
+	else if (rc == -ENOTCONN || rc == -EBUSY || rc == -EPERM)
 		fprintf(stderr, "lowkey list: %s (sites read from its files; whether each is on is unknown)\n", err);
 	else
 		fprintf(stderr, "lowkey list: process %d (%s) has no control socket open: sites read from "
@@ -378,9 +379,12 @@ static int list_pid(pid_t pid, bool json)
 		memset(&r, 0, sizeof(r));
 		source = "elf";
 		rc = rows_from_maps(&r, pid);
-		if (rc) {
+		if (rc && ctl == -EPERM)
+			lk_cli_error("list", NULL, "%s; nor can its mapped files be read", err);
+		else if (rc)
 			lk_cli_error("list", rc == -EACCES ? "run lowkey as the process's user, or as root" : NULL,
 				     "cannot read the mapped files of process %d (%s): %s", (int)pid, name, strerror(-rc));
+		if (rc) {
 			free_rows(&r);
 			return LK_EXIT_FAIL;
 		}

@@ -54,6 +54,10 @@ static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
 	case -EACCES:
 		lk_cli_error("trace", NULL, "%s: run lowkey as that user or as root", err);
 		return LK_EXIT_FAIL;
+	case -EPERM:
+	case -ENOTCONN:
+		lk_cli_error("trace", NULL, "%s", err);	/* why it cannot tell; why the process has none */
+		return LK_EXIT_FAIL;
 	case -ENOENT:
 	case -ECONNREFUSED:
 	case -ESTALE:
