@@ -34,14 +34,21 @@
  *
  * Shared sets live in POSIX shared memory (shm_open(3)), named "/name"; other processes
  * lk_semset_open() them. A process that dies while sleeping in lk_semop is dropped from the queue
- * (its operations are not done on its behalf); one that dies holding no lock leaves the set
- * consistent. A process that dies inside the few instructions that hold a set's lock leaves it
+ * (its operations are not done on its behalf: the kernel marks its waiter slot when it dies, see
+ * set_robust_list(2)); one that dies holding no lock leaves the set consistent. A process that dies inside the few instructions that hold a set's lock leaves it
  * locked, as with a spinlock in shared memory. Waiting in a shared set needs one of its waiter
  * slots (see LK_SEMSET_WAITERS); in a private set, none.
  *
- * Errors common to the functions below: -EINVAL for a NULL set or a set whose shared header is
- * corrupted (bad magic, version or geometry: it is never used blindly), -EIDRM once the set has
- * been removed.
+ * Whoever can open a shared set can rewrite any of its bytes. Nothing read from a shared region
+ * is used before it is checked against the set's geometry (which each process keeps in its own
+ * memory): a corrupted set makes calls fail, it never makes them read or write outside the
+ * region. lk_semset_unlink and LK_IPC_RMID still remove it.
+ *
+ * Errors common to the functions below: -EINVAL for a NULL set or a shared set found corrupted
+ * (bad magic, version or geometry in its header; or, met by a call, a queue link that is not
+ * where a list head or waiter is, a waiter whose operations or owner make no sense, a value out
+ * of range; from then on every call through that handle fails so), -EIDRM once the set has been
+ * removed.
  */
 #ifndef LOWKEY_SEM_H
 #define LOWKEY_SEM_H

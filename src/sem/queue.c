@@ -27,7 +27,6 @@
  * lock; its status is set there too, and the futex wake-up happens after the lock is released.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "sem/sem_internal.h"
@@ -151,13 +150,17 @@ static void unmerge_queues(struct lk_semset *s)
 		return;
 	while (!list_empty(s, head) && budget--) {
 		struct waiter *q = waiter_of(s, head->next);
+		unsigned int semnum;
 
-		if (!q || q->ops[0].sem_num >= s->nsems) {
+		if (!q)
+			return;
+		semnum = __atomic_load_n(&q->ops[0].sem_num, __ATOMIC_RELAXED);
+		if (semnum >= s->nsems) {
 			set_corrupt(s);
 			return;
 		}
 		list_del(s, &q->node);
-		list_add_tail(s, &s->sems[q->ops[0].sem_num].pending_alter, &q->node);
+		list_add_tail(s, &s->sems[semnum].pending_alter, &q->node);
 	}
 }
 
@@ -199,14 +202,15 @@ void lk__sem_unlock(struct lk_semset *s, int locknum)
 	}
 }
 
-void lk__queue_waiter(struct lk_semset *s, struct waiter *w)
+/* Queue w, which the caller filled with ops (read from the caller's copy, not from w). */
+void lk__queue_waiter(struct lk_semset *s, struct waiter *w, const struct lk_sembuf *ops, size_t nops, bool alter)
 {
 	struct semset_header *h = s->hdr;
 
-	if (w->nops == 1) {
-		struct sem *sem = &s->sems[w->ops[0].sem_num];
+	if (nops == 1) {
+		struct sem *sem = &s->sems[ops[0].sem_num];
 
-		if (!w->alter)
+		if (!alter)
 			list_add_tail(s, &sem->pending_const, &w->node);
 		else if (LK__LD(h->complex_count))
 			list_add_tail(s, &h->pending_alter, &w->node);
@@ -215,18 +219,48 @@ void lk__queue_waiter(struct lk_semset *s, struct waiter *w)
 	} else {
 		if (!LK__LD(h->complex_count))
 			merge_queues(s);
-		list_add_tail(s, w->alter ? &h->pending_alter : &h->pending_const, &w->node);
-		LK__ST(h->complex_count, LK__LD(h->complex_count) + 1);
+		list_add_tail(s, alter ? &h->pending_alter : &h->pending_const, &w->node);
+		count_add(&h->complex_count, 1);
 	}
 	w->queued = 1;
 }
 
-void lk__unqueue_waiter(struct lk_semset *s, struct waiter *w)
+void lk__unqueue_waiter(struct lk_semset *s, struct waiter *w, size_t nops)
 {
 	list_del(s, &w->node);
 	w->queued = 0;
-	if (w->nops > 1)
-		LK__ST(s->hdr->complex_count, LK__LD(s->hdr->complex_count) - 1);
+	if (nops > 1)
+		count_add(&s->hdr->complex_count, -1);
+}
+
+/* What a queued sleeper asks for, read once (a shared set's waiter may change under us) and checked. */
+struct request {
+	const struct lk_sembuf *ops;
+	size_t nops;
+	struct lk_sembuf copy[LK_SEMOPM];
+};
+
+static bool read_request(struct lk_semset *s, struct waiter *q, struct request *r)
+{
+	if (!s->shared) {
+		r->ops = q->ops;
+		r->nops = q->nops;
+		return true;
+	}
+	r->nops = __atomic_load_n(&q->nops, __ATOMIC_RELAXED);
+	if (r->nops == 0 || r->nops > LK_SEMOPM) {
+		set_corrupt(s);
+		return false;
+	}
+	memcpy(r->copy, q->ops, r->nops * sizeof(r->copy[0]));
+	for (size_t i = 0; i < r->nops; i++) {
+		if (r->copy[i].sem_num >= s->nsems) {
+			set_corrupt(s);
+			return false;
+		}
+	}
+	r->ops = r->copy;
+	return true;
 }
 
 /* ---- doing operations ---- */
@@ -247,11 +281,17 @@ int lk__try_ops(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, s
 		int value;
 
 		if (ops[i].sem_num >= s->nsems) {
+			set_corrupt(s);
 			result = -EINVAL;
 			goto undo;
 		}
 		sem = &s->sems[ops[i].sem_num];
-		value = sem->value;
+		value = LK__LD(sem->value);
+		if (value < 0 || value > LK_SEMVMX) {
+			set_corrupt(s);
+			result = -EINVAL;
+			goto undo;
+		}
 		if (ops[i].sem_op == 0 && value != 0)
 			goto would_block;
 		value += ops[i].sem_op;
@@ -261,7 +301,7 @@ int lk__try_ops(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, s
 			result = -ERANGE;
 			goto undo;
 		}
-		sem->value = value;
+		LK__ST(sem->value, value);
 	}
 	return 0;
 
@@ -269,17 +309,32 @@ would_block:
 	*blocking = i;
 	result = (ops[i].sem_flg & LK_IPC_NOWAIT) ? -EAGAIN : 1;
 undo:
-	while (i-- > 0)
-		s->sems[ops[i].sem_num].value -= ops[i].sem_op;
+	while (i-- > 0) {
+		int32_t *value = &s->sems[ops[i].sem_num].value;
+
+		/* unsigned: a peer may have changed the value meanwhile; no overflow, whatever it holds */
+		LK__ST(*value, (int32_t)((uint32_t)LK__LD(*value) - (uint32_t)(int32_t)ops[i].sem_op));
+	}
 	return result;
+}
+
+/* The value of semaphore semnum, or -EINVAL if it is out of range (a corrupted shared set). */
+int lk__sem_value(struct lk_semset *s, unsigned int semnum)
+{
+	int value = LK__LD(s->sems[semnum].value);
+
+	if (value >= 0 && value <= LK_SEMVMX)
+		return value;
+	set_corrupt(s);
+	return -EINVAL;
 }
 
 /* ---- wake-ups ---- */
 
-void lk__wakelist_add(struct lk_semset *s, struct wakelist *wl, struct waiter *q, int result)
+static void wakelist_add(struct lk_semset *s, struct wakelist *wl, struct waiter *q, int result, unsigned int semnum)
 {
 	if (result == 0) {
-		struct sem *sem = &s->sems[q->ops[0].sem_num];
+		struct sem *sem = &s->sems[semnum];
 
 		LK__ST(sem->wakeups, LK__LD(sem->wakeups) + 1);
 	}
@@ -297,26 +352,30 @@ void lk__wakelist_add(struct lk_semset *s, struct wakelist *wl, struct waiter *q
 		lk__futex_wake(&q->status, 1, s->shared);	/* a burst past the batch: wake it now */
 }
 
+enum { ALIVE, REAPED, BROKEN };
+
 /*
- * Shared sets: whether sleeper q's process is dead (its robust mutex says so); if so, q is taken
- * off its list and its slot freed, and its operations are never done.
+ * Shared sets: whether sleeper q died (the kernel marked its word, robust.c); if so, q is taken
+ * off its list and its slot freed, and its operations are never done. A queued sleeper always
+ * has a word: none is corruption.
  */
-static bool reap_dead(struct lk_semset *s, struct waiter *q)
+static int reap_dead(struct lk_semset *s, struct waiter *q, size_t nops)
 {
-	int r;
+	uint32_t word;
 
 	if (!s->shared)
-		return false;
-	r = pthread_mutex_trylock(&q->alive);
-	if (r == EBUSY)
-		return false;
-	lk__unqueue_waiter(s, q);
-	if (r == EOWNERDEAD)
-		pthread_mutex_consistent(&q->alive);
-	if (r == 0 || r == EOWNERDEAD)
-		pthread_mutex_unlock(&q->alive);
-	lk__slot_free(s, (unsigned int)(q - s->slots));
-	return true;
+		return ALIVE;
+	word = __atomic_load_n(&q->alive.word, __ATOMIC_ACQUIRE);
+	if (!word) {
+		set_corrupt(s);
+		return BROKEN;
+	}
+	if (!(word & FUTEX_OWNER_DIED))
+		return ALIVE;
+	lk__unqueue_waiter(s, q, nops);
+	if (__atomic_compare_exchange_n(&q->alive.word, &word, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		lk__slot_free(s, (unsigned int)(q - s->slots));
+	return REAPED;
 }
 
 static unsigned long walk_budget(const struct lk_semset *s)
@@ -334,24 +393,28 @@ static bool wake_const_ops(struct lk_semset *s, int semnum, struct wakelist *wl)
 
 	while (ref != end) {
 		struct waiter *q = waiter_of(s, ref);
+		struct request req;
 		size_t blocking;
 		int r;
 
-		if (!q || !budget--) {
+		if (!q || !budget-- || !read_request(s, q, &req)) {
 			set_corrupt(s);
 			break;
 		}
 		ref = q->node.next;
-		if (reap_dead(s, q))
+		r = reap_dead(s, q, req.nops);
+		if (r == BROKEN)
+			break;
+		if (r == REAPED)
 			continue;
-		r = lk__try_ops(s, q->ops, q->nops, &blocking);
+		r = lk__try_ops(s, req.ops, req.nops, &blocking);
 		if (r > 0) {
 			q->blocking = (uint16_t)blocking;
 			continue;
 		}
-		lk__unqueue_waiter(s, q);
+		lk__unqueue_waiter(s, q, req.nops);
 		completed |= r == 0;
-		lk__wakelist_add(s, wl, q, r);
+		wakelist_add(s, wl, q, r, req.ops[0].sem_num);
 	}
 	return completed;
 }
@@ -387,9 +450,9 @@ static bool wake_zero_waiters(struct lk_semset *s, const struct lk_sembuf *ops, 
  * already failed with a larger value. Complex sleepers, and any list with complex ones, are not
  * worth the analysis (as in the kernel).
  */
-static bool needs_restart(struct lk_semset *s, const struct waiter *q)
+static bool needs_restart(struct lk_semset *s, size_t nops)
 {
-	return !list_empty(s, &s->hdr->pending_alter) || q->nops > 1;
+	return !list_empty(s, &s->hdr->pending_alter) || nops > 1;
 }
 
 /* Serve the alter sleepers of semaphore semnum (-1: the set's list). */
@@ -404,32 +467,36 @@ again:
 	ref = head->next;
 	while (ref != end) {
 		struct waiter *q = waiter_of(s, ref);
+		struct request req;
 		size_t blocking;
 		bool restart = false;
 		int r;
 
-		if (!q || !budget--) {
+		if (!q || !budget-- || !read_request(s, q, &req)) {
 			set_corrupt(s);
 			break;
 		}
 		ref = q->node.next;
 		/* on its own list: every sleeper decrements it, none can go on at zero */
-		if (semnum >= 0 && s->sems[semnum].value == 0)
+		if (semnum >= 0 && LK__LD(s->sems[semnum].value) == 0)
 			break;
-		if (reap_dead(s, q))
+		r = reap_dead(s, q, req.nops);
+		if (r == BROKEN)
+			break;
+		if (r == REAPED)
 			continue;
-		r = lk__try_ops(s, q->ops, q->nops, &blocking);
+		r = lk__try_ops(s, req.ops, req.nops, &blocking);
 		if (r > 0) {
 			q->blocking = (uint16_t)blocking;
 			continue;
 		}
-		lk__unqueue_waiter(s, q);
+		lk__unqueue_waiter(s, q, req.nops);
 		if (r == 0) {
 			completed = true;
-			wake_zero_waiters(s, q->ops, q->nops, wl);
-			restart = needs_restart(s, q);
+			wake_zero_waiters(s, req.ops, req.nops, wl);
+			restart = needs_restart(s, req.nops);
 		}
-		lk__wakelist_add(s, wl, q, r);
+		wakelist_add(s, wl, q, r, req.ops[0].sem_num);
 		if (restart)
 			goto again;
 	}
@@ -475,19 +542,26 @@ int lk__sem_count(struct lk_semset *s, unsigned int semnum, bool zero)
 		while (ref != end) {
 			struct waiter *q = waiter_of(s, ref);
 			const struct lk_sembuf *op;
+			struct request req;
+			size_t blocking;
+			int r;
 
-			if (!q || !budget--) {
+			if (!q || !budget-- || !read_request(s, q, &req)) {
 				set_corrupt(s);
 				return count;
 			}
 			ref = q->node.next;
-			if (reap_dead(s, q))
+			r = reap_dead(s, q, req.nops);
+			if (r == BROKEN)
+				return count;
+			if (r == REAPED)
 				continue;
 			if (l == 0) {	/* a semaphore's own list: all wait on it */
 				count++;
 				continue;
 			}
-			op = &q->ops[q->blocking < q->nops ? q->blocking : 0];
+			blocking = __atomic_load_n(&q->blocking, __ATOMIC_RELAXED);
+			op = &req.ops[blocking < req.nops ? blocking : 0];
 			if (op->sem_num == semnum && (zero ? op->sem_op == 0 : op->sem_op < 0))
 				count++;
 		}
@@ -501,13 +575,12 @@ static void fail_all(struct lk_semset *s, struct node *head, int result, struct 
 
 	while (!list_empty(s, head) && budget--) {
 		struct waiter *q = waiter_of(s, head->next);
+		struct request req;
 
-		if (!q) {
-			set_corrupt(s);
+		if (!q || !read_request(s, q, &req))
 			return;
-		}
-		lk__unqueue_waiter(s, q);
-		lk__wakelist_add(s, wl, q, result);
+		lk__unqueue_waiter(s, q, req.nops);
+		wakelist_add(s, wl, q, result, req.ops[0].sem_num);
 	}
 }
 

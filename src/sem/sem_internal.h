@@ -10,16 +10,19 @@
  * which is the region for a shared set and 0 for a private one). 0 is no ref.
  *
  * Queues are circular doubly linked lists through refs, with their heads in the semaphore slots
- * and the header. In a shared set every ref read from the region is checked before it is
- * followed, and every walk is bounded: a corrupted region makes calls fail with -EINVAL, not
- * crash.
+ * and the header. Whoever can open a shared set can rewrite any byte of it at any time, so in a
+ * shared set nothing read from the region is trusted: a ref is followed only if it is exactly
+ * where a list head or a waiter is (node_of, waiter_of); a waiter's operations are copied out and
+ * checked before they are used (read_request, queue.c); values, counts and slot indexes are
+ * checked against the set's geometry, which each process keeps in its own memory; every walk is
+ * bounded. A corrupted region makes calls fail with -EINVAL, never crash or write outside it.
  */
 #ifndef LK_SEM_INTERNAL_H
 #define LK_SEM_INTERNAL_H
 
 #include <limits.h>
-#include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -28,7 +31,7 @@
 #include "lock/lock_internal.h"
 
 #define SEMSET_MAGIC 0x31746573736d656bull	/* "kemssets1"-ish: "kemsset1" */
-#define SEMSET_VERSION 1u
+#define SEMSET_VERSION 2u
 #define SEM_HYSTERESIS 10			/* set-lock sections without a complex op before leaving */
 #define WAKE_BATCH 128				/* wake-ups collected under a lock before being done */
 #define PENDING 1u				/* a waiter's status until its result is in */
@@ -108,7 +111,11 @@ struct waiter {
 	uint16_t spare;
 	uint32_t next_free;		/* shared: free-stack link, index + 1 */
 	uint32_t parked;		/* the sleeper is (about to be) in futex_wait: wake it */
-	pthread_mutex_t alive;		/* shared: held by the sleeper; robust, so death shows */
+	struct {			/* shared: see robust.c */
+		uint32_t word;		/* the sleeper's tid; FUTEX_OWNER_DIED once it died; 0 free */
+		uint32_t spare;
+		uint64_t entry[7];	/* its robust list entry, for the kernel only */
+	} alive;
 	struct lk_sembuf ops[LK_SEMOPM];
 } __attribute__((aligned(64)));
 
@@ -140,18 +147,40 @@ static inline void set_corrupt(struct lk_semset *s)
 	__atomic_store_n(&s->corrupt, true, __ATOMIC_RELAXED);
 }
 
+static inline lk__ref ref_of(const struct lk_semset *s, const void *p)
+{
+	return (lk__ref)((uintptr_t)p - s->ref_base);
+}
+
+/* Whether ref is exactly where waiter k < nwaiters starts (its node is its first member). */
+static inline bool is_waiter_ref(const struct lk_semset *s, lk__ref ref)
+{
+	uint64_t off = ref - ref_of(s, s->slots);
+
+	return off < (uint64_t)s->nwaiters * sizeof(struct waiter) && off % sizeof(struct waiter) == 0;
+}
+
+/* Whether ref is one of the set's list heads. */
+static inline bool is_head_ref(const struct lk_semset *s, lk__ref ref)
+{
+	uint64_t off = ref - ref_of(s, s->sems);
+
+	if (ref == ref_of(s, &s->hdr->pending_alter) || ref == ref_of(s, &s->hdr->pending_const))
+		return true;
+	if (off >= (uint64_t)s->nsems * sizeof(struct sem))
+		return false;
+	off %= sizeof(struct sem);
+	return off == offsetof(struct sem, pending_alter) || off == offsetof(struct sem, pending_const);
+}
+
+/* The node at ref: a list head or a waiter; anything else in a shared set is corruption. */
 static inline struct node *node_of(struct lk_semset *s, lk__ref ref)
 {
-	if (s->shared && (ref >= s->size || ref % 8 || ref < sizeof(uint64_t))) {
+	if (s->shared && !is_waiter_ref(s, ref) && !is_head_ref(s, ref)) {
 		set_corrupt(s);
 		return NULL;
 	}
 	return (struct node *)(s->ref_base + ref);
-}
-
-static inline lk__ref ref_of(const struct lk_semset *s, const void *p)
-{
-	return (lk__ref)((uintptr_t)p - s->ref_base);
 }
 
 static inline void list_init(struct lk_semset *s, struct node *head)
@@ -206,9 +235,20 @@ static inline void list_splice_tail(struct lk_semset *s, struct node *from, stru
 	list_init(s, from);
 }
 
+/* The waiter at ref, which a list walk met before reaching its own head. */
 static inline struct waiter *waiter_of(struct lk_semset *s, lk__ref ref)
 {
-	return (struct waiter *)node_of(s, ref);
+	if (s->shared && !is_waiter_ref(s, ref)) {
+		set_corrupt(s);
+		return NULL;
+	}
+	return (struct waiter *)(s->ref_base + ref);
+}
+
+/* A count in the region that a peer may have set to anything: change it without overflow. */
+static inline void count_add(int32_t *count, int32_t delta)
+{
+	LK__ST(*count, (int32_t)((uint32_t)LK__LD(*count) + (uint32_t)delta));
 }
 
 /* ---- locks ---- */
@@ -237,8 +277,8 @@ static inline void semlock_unlock(struct semlock *l, bool shared)
 #define LOCK_GLOBAL (-1)
 
 int lk__try_ops(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, size_t *blocking);
-void lk__queue_waiter(struct lk_semset *s, struct waiter *w);
-void lk__unqueue_waiter(struct lk_semset *s, struct waiter *w);
+void lk__queue_waiter(struct lk_semset *s, struct waiter *w, const struct lk_sembuf *ops, size_t nops, bool alter);
+void lk__unqueue_waiter(struct lk_semset *s, struct waiter *w, size_t nops);
 int lk__slot_alloc(struct lk_semset *s);
 void lk__slot_free(struct lk_semset *s, unsigned int index);
 int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops);
@@ -246,10 +286,18 @@ int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops);
 int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, bool alter, struct wakelist *wl);
 void lk__sem_unlock(struct lk_semset *s, int locknum);
 void lk__wake_all(struct lk_semset *s, struct wakelist *w);
-void lk__wakelist_add(struct lk_semset *s, struct wakelist *w, struct waiter *q, int result);
+int lk__sem_value(struct lk_semset *s, unsigned int semnum);
 void lk__changed(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, struct wakelist *w);
 int lk__sem_count(struct lk_semset *s, unsigned int semnum, bool zero);
 void lk__sem_remove(struct lk_semset *s, struct wakelist *w);
 int lk__semset_check(struct lk_semset *s);
+int lk__semset_check_removable(struct lk_semset *s);
+
+/* robust.c: the sleeper's liveness word in its waiter slot */
+struct alive_token {
+	void *head, *entry, *first;
+};
+bool lk__alive_begin(struct waiter *w, struct alive_token *t);
+void lk__alive_end(struct waiter *w, const struct alive_token *t);
 
 #endif

@@ -47,10 +47,10 @@ static int one_semaphore(struct lk_semset *s, unsigned int semnum, int cmd, int 
 		return finish(s, locknum, &wl, lk__fail(-EIDRM, "lk_semctl: the semaphore set was removed"));
 	switch (cmd) {
 	case LK_GETVAL:
-		result = s->sems[semnum].value;
+		result = lk__sem_value(s, semnum);
 		break;
 	case LK_SETVAL:
-		s->sems[semnum].value = value;
+		LK__ST(s->sems[semnum].value, value);
 		/*
 		 * In global mode, serve as after any change (as the kernel does): complex sleepers
 		 * are re-tried, which also moves their blocking operation, which GETNCNT and GETZCNT
@@ -89,29 +89,32 @@ static int all_semaphores(struct lk_semset *s, int cmd, unsigned short *values)
 		return finish(s, locknum, &wl, lk__fail(-EIDRM, "lk_semctl: the semaphore set was removed"));
 	for (unsigned int i = 0; i < s->nsems; i++) {
 		if (cmd == LK_GETALL)
-			values[i] = (unsigned short)s->sems[i].value;
+			values[i] = (unsigned short)lk__sem_value(s, i);
 		else
-			s->sems[i].value = values[i];
+			LK__ST(s->sems[i].value, values[i]);
 	}
 	if (cmd == LK_SETALL)
 		lk__changed(s, NULL, 0, &wl);
 	return finish(s, locknum, &wl, 0);
 }
 
+/* Removal goes through corrupted queues as far as they can be followed: the set is gone either way. */
 static int remove_set(struct lk_semset *s)
 {
 	struct wakelist wl = { 0 };
-	int locknum = lock_all(s), result = 0;
+	int locknum = lock_all(s);
+	bool removed = __atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE);
 
-	if (__atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE))
-		result = lk__fail(-EIDRM, "lk_semctl: the semaphore set was removed already");
-	else
+	if (!removed)
 		lk__sem_remove(s, &wl);
-	result = finish(s, locknum, &wl, result);
-	if (result == 0 && s->shared && shm_unlink(s->name) != 0 && errno != ENOENT)
+	lk__sem_unlock(s, locknum);
+	lk__wake_all(s, &wl);
+	if (removed)
+		return lk__fail(-EIDRM, "lk_semctl: the semaphore set was removed already");
+	if (s->shared && shm_unlink(s->name) != 0 && errno != ENOENT)
 		return lk__fail(-errno, "removed semaphore set %s, but could not unlink its name: %s", s->name,
 				strerror(errno));
-	return result;
+	return 0;
 }
 
 LK_API int lk_semctl(struct lk_semset *s, unsigned int semnum, int cmd, ...)
@@ -131,7 +134,7 @@ LK_API int lk_semctl(struct lk_semset *s, unsigned int semnum, int cmd, ...)
 	/* in semctl's order: the value's range, then the set, then the semaphore number */
 	if (cmd == LK_SETVAL && (value < 0 || value > LK_SEMVMX))
 		return lk__fail(-ERANGE, "lk_semctl SETVAL %d: values run from 0 to LK_SEMVMX (%d)", value, LK_SEMVMX);
-	err = lk__semset_check(s);
+	err = cmd == LK_IPC_RMID ? lk__semset_check_removable(s) : lk__semset_check(s);
 	if (err)
 		return err;
 	switch (cmd) {

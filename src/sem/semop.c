@@ -82,16 +82,40 @@ static void count_sleep(struct lk_semset *s, int locknum)
 		LK__ST(s->sems[locknum].sleeps, LK__LD(s->sems[locknum].sleeps) + 1);
 }
 
-/* The wait ended early (timeout, signal): leave the queue, unless the result came in meanwhile. */
-static int cancel_wait(struct lk_semset *s, struct waiter *w, int why)
+/* What a sleeper is told: 0 or -errno from a waker; in a shared set, anything else is corruption. */
+static int result_of(struct lk_semset *s, uint32_t status)
 {
-	int locknum = lk__sem_lock(s, w->ops, w->nops), result;
-	uint32_t status = __atomic_load_n(&w->status, __ATOMIC_ACQUIRE);
+	switch ((int)status) {
+	case 0:
+	case -EAGAIN:
+	case -ERANGE:
+	case -EIDRM:
+	case -EINVAL:
+		return (int)status;
+	default:
+		set_corrupt(s);
+		return -EINVAL;
+	}
+}
+
+/* A sleeping call: its operations (the caller's, never read back from a shared slot), its waiter. */
+struct sleep {
+	const struct lk_sembuf *ops;
+	size_t nops;
+	struct waiter *w;
+	struct alive_token alive;
+};
+
+/* The wait ended early (timeout, signal): leave the queue, unless the result came in meanwhile. */
+static int cancel_wait(struct lk_semset *s, const struct sleep *z, int why)
+{
+	int locknum = lk__sem_lock(s, z->ops, z->nops), result;
+	uint32_t status = __atomic_load_n(&z->w->status, __ATOMIC_ACQUIRE);
 
 	if (status != PENDING) {
-		result = (int)status;	/* done by a waker: the operations happened */
+		result = result_of(s, status);	/* done by a waker: the operations happened */
 	} else {
-		lk__unqueue_waiter(s, w);
+		lk__unqueue_waiter(s, z->w, z->nops);
 		result = why;
 	}
 	lk__sem_unlock(s, locknum);
@@ -111,26 +135,28 @@ static bool parked_already_done(struct waiter *w)
 	return __atomic_load_n(&w->status, __ATOMIC_SEQ_CST) != PENDING;
 }
 
-static int wait_for_result(struct lk_semset *s, struct waiter *w, const uint64_t *deadline_ns)
+static int wait_for_result(struct lk_semset *s, const struct sleep *z, const uint64_t *deadline_ns)
 {
+	struct waiter *w = z->w;
+
 	if (parked_already_done(w))
-		return (int)__atomic_load_n(&w->status, __ATOMIC_ACQUIRE);
+		return result_of(s, __atomic_load_n(&w->status, __ATOMIC_ACQUIRE));
 	for (;;) {
 		uint32_t status = __atomic_load_n(&w->status, __ATOMIC_ACQUIRE);
 		uint64_t now, until;
 		struct timespec ts;
 
 		if (status != PENDING)
-			return (int)status;
+			return result_of(s, status);
 		now = monotonic_ns();
 		if (deadline_ns && now >= *deadline_ns)
-			return cancel_wait(s, w, -ETIMEDOUT);
+			return cancel_wait(s, z, -ETIMEDOUT);
 		until = now + (s->shared ? SHARED_WAIT_SLICE_NS : 3600 * 1000000000ull);
 		if (deadline_ns && *deadline_ns < until)
 			until = *deadline_ns;
 		ts = to_timespec(until);
 		if (lk__futex_wait_until(&w->status, PENDING, &ts, s->shared) != 0 && errno == EINTR)
-			return cancel_wait(s, w, -EINTR);
+			return cancel_wait(s, z, -EINTR);
 		/* woken, value changed, deadline or slice over: look again */
 	}
 }
@@ -145,34 +171,36 @@ static void fill_waiter(struct waiter *w, const struct lk_sembuf *ops, size_t no
 	__atomic_store_n(&w->status, PENDING, __ATOMIC_RELAXED);
 }
 
-/* A shared set's sleeper needs a slot, held (its robust mutex) for as long as it is queued. */
-static struct waiter *take_slot(struct lk_semset *s)
+/*
+ * A shared set's sleeper needs a slot, marked with its tid (robust.c) for as long as it is queued.
+ * A free slot's word is 0; one that is not was handed out by a rewritten free-slot stack, and is
+ * left alone.
+ */
+static struct waiter *take_slot(struct lk_semset *s, struct alive_token *alive)
 {
-	int index = lk__slot_alloc(s), r;
+	int index = lk__slot_alloc(s);
 	struct waiter *w;
 
 	if (index < 0)
 		return NULL;
 	w = &s->slots[index];
-	r = pthread_mutex_lock(&w->alive);
-	if (r == EOWNERDEAD)
-		pthread_mutex_consistent(&w->alive);
-	else if (r != 0) {
-		lk__slot_free(s, (unsigned int)index);
+	if (!lk__alive_begin(w, alive)) {
+		set_corrupt(s);
 		return NULL;
 	}
 	return w;
 }
 
-static void give_slot(struct lk_semset *s, struct waiter *w)
+static void give_slot(struct lk_semset *s, struct waiter *w, const struct alive_token *alive)
 {
-	pthread_mutex_unlock(&w->alive);
+	lk__alive_end(w, alive);
 	lk__slot_free(s, (unsigned int)(w - s->slots));
 }
 
 LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, const struct timespec *timeout)
 {
-	struct waiter stack_waiter, *w;
+	struct waiter stack_waiter;
+	struct sleep z = { ops, nops, NULL, { NULL, NULL, NULL } };
 	struct wakelist wl;
 	uint64_t deadline = 0;
 	size_t blocking = 0;
@@ -206,21 +234,21 @@ LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, con
 		goto unlock;
 
 	/* must wait */
-	w = s->shared ? take_slot(s) : &stack_waiter;
-	if (!w) {
+	z.w = s->shared ? take_slot(s, &z.alive) : &stack_waiter;
+	if (!z.w) {
 		r = -ENOSPC;
 		goto unlock;
 	}
-	fill_waiter(w, ops, nops, alter, blocking);
-	lk__queue_waiter(s, w);
+	fill_waiter(z.w, ops, nops, alter, blocking);
+	lk__queue_waiter(s, z.w, ops, nops, alter);
 	count_sleep(s, locknum);
 	lk__sem_unlock(s, locknum);
 	if (__atomic_load_n(&s->corrupt, __ATOMIC_RELAXED))
-		r = lk__semset_check(s);
+		r = cancel_wait(s, &z, -EINVAL);	/* the slot must leave the queue before it is freed */
 	else
-		r = wait_for_result(s, w, timeout ? &deadline : NULL);
+		r = wait_for_result(s, &z, timeout ? &deadline : NULL);
 	if (s->shared)
-		give_slot(s, w);
+		give_slot(s, z.w, &z.alive);
 	goto report;
 
 unlock:

@@ -63,8 +63,8 @@ static void attach(struct lk_semset *s, void *region, size_t size, bool shared)
 	s->slots = shared ? (struct waiter *)((char *)region + h->waiters_offset) : NULL;
 }
 
-/* Fill in a zeroed region; the magic number goes last. */
-static int init_region(struct lk_semset *s, void *region, unsigned int nsems, unsigned int nwaiters, bool shared)
+/* Fill in a zeroed region (a free waiter slot is all zeroes); the magic number goes last. */
+static void init_region(struct lk_semset *s, void *region, unsigned int nsems, unsigned int nwaiters, bool shared)
 {
 	struct geometry g = geometry(nsems, nwaiters);
 	struct semset_header *h = region;
@@ -88,22 +88,11 @@ static int init_region(struct lk_semset *s, void *region, unsigned int nsems, un
 		list_init(s, &s->sems[i].pending_const);
 	}
 	if (shared) {
-		pthread_mutexattr_t attr;
-		int err = pthread_mutexattr_init(&attr);
-
-		err = err ?: pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-		err = err ?: pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-		for (unsigned int i = 0; i < nwaiters && !err; i++) {
-			err = pthread_mutex_init(&s->slots[i].alive, &attr);
+		for (unsigned int i = 0; i < nwaiters; i++)
 			s->slots[i].next_free = i + 1 < nwaiters ? i + 2 : 0;
-		}
-		pthread_mutexattr_destroy(&attr);
-		if (err)
-			return lk__fail(-err, "cannot make the robust mutexes of a shared semaphore set: %s", strerror(err));
 		h->free_slots = 1;	/* slot 0, tag 0 */
 	}
 	__atomic_store_n(&h->magic, SEMSET_MAGIC, __ATOMIC_RELEASE);
-	return 0;
 }
 
 static int check_name(const char *name)
@@ -332,13 +321,7 @@ static int create_shared(struct lk_semset **out, const char *name, unsigned int 
 					    : lk__fail(-ENOMEM, "no memory for a semaphore set handle");
 	}
 	snprintf(s->name, sizeof(s->name), "%s", name);
-	err = init_region(s, region, nsems, nwaiters, true);
-	if (err) {
-		munmap(region, g.size);
-		free(s);
-		shm_unlink(name);
-		return err;
-	}
+	init_region(s, region, nsems, nwaiters, true);
 	*out = s;
 	return 0;
 }
@@ -408,18 +391,29 @@ LK_API int lk_semset_unlink(const char *name)
 	return err == -EIDRM ? 0 : err;
 }
 
-/* Whether s can be used: 0, -EINVAL (corrupted header), -EIDRM. */
-int lk__semset_check(struct lk_semset *s)
+static int check(struct lk_semset *s, bool removing)
 {
 	const struct semset_header *h = s->hdr;
 
-	if (__atomic_load_n(&s->corrupt, __ATOMIC_RELAXED) || h->magic != SEMSET_MAGIC ||
+	if ((!removing && __atomic_load_n(&s->corrupt, __ATOMIC_RELAXED)) || h->magic != SEMSET_MAGIC ||
 	    h->version != SEMSET_VERSION || h->nsems != s->nsems)
 		return lk__fail(-EINVAL, "semaphore set %s is corrupted (its header or queues were overwritten)",
 				s->shared ? s->name : "(private)");
 	if (__atomic_load_n(&h->removed, __ATOMIC_ACQUIRE))
 		return lk__fail(-EIDRM, "semaphore set %s was removed", s->shared ? s->name : "(private)");
 	return 0;
+}
+
+/* Whether s can be used: 0, -EINVAL (corrupted), -EIDRM. */
+int lk__semset_check(struct lk_semset *s)
+{
+	return check(s, false);
+}
+
+/* Whether s can be removed: a set with corrupted queues can, as long as its header is still ours. */
+int lk__semset_check_removable(struct lk_semset *s)
+{
+	return check(s, true);
 }
 
 /* ---- waiter slots of shared sets: a lock-free stack of index + 1, tagged against ABA ---- */

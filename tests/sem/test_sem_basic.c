@@ -363,18 +363,20 @@ static void existing_names(void **state)
 	assert_int_equal(lk_semset_unlink(shm_name), -ENOENT);
 }
 
-/* Overwrite a field of the shared header through a separate mapping. */
-static void scribble(const char *name, size_t offset, uint32_t value)
+/* Overwrite a field of the shared header through a separate mapping; returns what was there. */
+static uint32_t scribble(const char *name, size_t offset, uint32_t value)
 {
 	int fd = shm_open(name, O_RDWR, 0);
-	uint32_t *p;
+	uint32_t *p, old;
 
 	assert_true(fd >= 0);
 	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	assert_true(p != MAP_FAILED);
+	old = p[offset / 4];
 	p[offset / 4] = value;
 	munmap(p, 4096);
+	return old;
 }
 
 static void corrupted_header(void **state)
@@ -382,16 +384,17 @@ static void corrupted_header(void **state)
 	struct lk_semset *a, *b;
 	/* struct semset_header: magic u64 @0, version u32 @8, ..., nsems u32 @24 */
 	const size_t magic = 0, version = 8, nsems = 24;
+	uint32_t ours;
 
 	(void)state;
 	lk_semset_unlink(shm_name);
 	assert_int_equal(lk_semset_create(&a, shm_name, 2, 0600), 0);
 
-	scribble(shm_name, version, 99);
+	ours = scribble(shm_name, version, 99);
 	assert_int_equal(lk_semset_open(&b, shm_name), -EINVAL);
 	assert_non_null(strstr(lk_last_error(), "version"));
 	assert_int_equal(op(a, 0, 1, 0), -EINVAL);	/* a handle that was open notices too */
-	scribble(shm_name, version, 1);
+	scribble(shm_name, version, ours);
 	assert_int_equal(op(a, 0, 1, 0), 0);
 
 	scribble(shm_name, nsems, 60000);
