@@ -369,9 +369,12 @@ void lk__reader_close(struct lk__trace_reader *r)
 
 uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc)
 {
-	double dt = ((double)tsc - (double)r->tsc0) * 1e9 / (double)r->tsc_hz;
+	double ns = (double)r->monotonic0_ns + ((double)tsc - (double)r->tsc0) * 1e9 / (double)r->tsc_hz;
 
-	return (uint64_t)((double)r->monotonic0_ns + dt);
+	/* a damaged trace may time an event before the clock's start, or past its range */
+	if (!(ns > 0))
+		return 0;
+	return ns < 0x1p64 ? (uint64_t)ns : UINT64_MAX;
 }
 
 size_t lk__event_arg(const struct lk__event *e, size_t offset, unsigned int i, uint64_t *value, const char **str)
