@@ -58,6 +58,19 @@ static void must(int condition)
 		__builtin_trap();
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* At exit, after the control socket's own handler (registered later, so run first) closed it. */
+static void remove_scratch(void)
+{
+	nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static void setup_once(void)
 {
 	static bool done;
@@ -68,6 +81,7 @@ static void setup_once(void)
 	done = true;
 	signal(SIGPIPE, SIG_IGN);
 	must(mkdtemp(scratch) != NULL);
+	atexit(remove_scratch);
 	snprintf(xdg, sizeof(xdg), "%s/xdg", scratch);
 	snprintf(out_dir, sizeof(out_dir), "%s/out", scratch);
 	snprintf(trace_path, sizeof(trace_path), "%s/trace", out_dir);
@@ -206,13 +220,6 @@ static bool alone(void)
 		usleep(1000);
 	}
 	return false;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)flag, (void)ftw;
-	remove(path);
-	return 0;
 }
 
 /* Every client gone: check what must be left, then leave nothing for the next input. */
