@@ -25,30 +25,44 @@
  * single-semaphore call is inside, and the set stays in that mode until ten set-lock sections in
  * a row had no complex operation waiting. Beyond the kernel: a call on several semaphores that
  * can complete at once, while the set is not in that mode, takes only its semaphores' locks (in
- * order), so a bulk wake-up does not push every other call onto the set lock. Sleepers are queued per semaphore; an operation that
- * frees some wakes only the sleepers of the semaphores it increased, in order, and stops at the
- * first that cannot go on -- no rescans. The operations of the woken are done by the waker, under
+ * order), so a bulk wake-up does not push every other call onto the set lock. Sleepers are
+ * queued per semaphore; an operation that frees some wakes only the sleepers of the semaphores it
+ * increased, in order, and stops at the first that cannot go on -- no rescans. The operations of the woken are done by the waker, under
  * the lock; the wake-ups themselves (futex system calls) after it is released. Each semaphore has
  * its own 128-byte, cache-line aligned slot. Every lock acquisition is counted (free or
  * contended, and the wait timed): lk_semset_stats().
  *
  * Shared sets live in POSIX shared memory (shm_open(3)), named "/name"; other processes
- * lk_semset_open() them. A process that dies while sleeping in lk_semop is dropped from the queue
- * (its operations are not done on its behalf: the kernel marks its waiter slot when it dies, see
- * set_robust_list(2)); one that dies holding no lock leaves the set consistent. A process that dies inside the few instructions that hold a set's lock leaves it
- * locked, as with a spinlock in shared memory. Waiting in a shared set needs one of its waiter
- * slots (see LK_SEMSET_WAITERS); in a private set, none.
+ * lk_semset_open() them. Waiting in a shared set needs one of its waiter slots (see
+ * LK_SEMSET_WAITERS); in a private set, none.
  *
- * Whoever can open a shared set can rewrite any of its bytes. Nothing read from a shared region
- * is used before it is checked against the set's geometry (which each process keeps in its own
- * memory): a corrupted set makes calls fail, it never makes them read or write outside the
- * region. lk_semset_unlink and LK_IPC_RMID still remove it.
+ * Processes that die. One that dies while sleeping in lk_semop is dropped from the queue: its
+ * operations are not done on its behalf (the kernel marks its waiter slot when it dies, see
+ * set_robust_list(2)). One that dies holding no lock leaves the set consistent. One that dies
+ * inside the few instructions that hold one of the set's locks may leave it half-updated: a call
+ * that waits a millisecond for that lock looks at the holder the lock names (its thread id) and,
+ * finding it gone (or a zombie), marks the set broken -- from then on every call fails with
+ * -ENOTRECOVERABLE and only removal works: remove the set and create it again. A holder that is
+ * alive but does not let go (stopped, traced, hostile) is waited for only as long as a call may
+ * wait: lk_semop with a timeout returns -ETIMEDOUT by it, removal goes ahead without the lock
+ * after a second, lk_semop without a timeout and lk_semctl wait on. Holders are named only among
+ * processes in the PID namespace of the set's creator; a holder in another namespace, or one whose
+ * thread id a new thread took before anyone looked, can only make callers time out.
+ *
+ * Other users. Whoever can open a shared set can rewrite any of its bytes: the mode is the trust
+ * boundary. Nothing read from a shared region is used before it is checked against the set's
+ * geometry (which each process keeps in its own memory): a corrupted set makes calls fail, it
+ * never makes them read or write outside the region; lk_semset_unlink and LK_IPC_RMID still
+ * remove it. But one who can write the object can also shrink it (ftruncate(2)), and then every
+ * process that has the set mapped is killed by SIGBUS at its next access to the lost pages: the
+ * kernel offers no way to forbid that to another process with write access (seals are for memfd
+ * objects only), and the library installs no SIGBUS handler of its own.
  *
  * Errors common to the functions below: -EINVAL for a NULL set or a shared set found corrupted
  * (bad magic, version or geometry in its header; or, met by a call, a queue link that is not
  * where a list head or waiter is, a waiter whose operations or owner make no sense, a value out
  * of range; from then on every call through that handle fails so), -EIDRM once the set has been
- * removed.
+ * removed, -ENOTRECOVERABLE once a process died holding one of a shared set's locks.
  */
 #ifndef LOWKEY_SEM_H
 #define LOWKEY_SEM_H
@@ -118,14 +132,20 @@ LK_API int lk_semset_close(struct lk_semset *s);
 /*
  * lk_semset_unlink - remove the shared set name: every process's calls on it fail with -EIDRM
  * from now on, its sleepers wake with -EIDRM, and the name is gone. Memory is freed when the last
- * process closes it. Returns 0, -ENOENT, -EACCES, -EINVAL. Opens the set, takes its set lock,
- * wakes every sleeper (futex calls) and calls shm_unlink; not async-signal-safe.
+ * process closes it. Works on a corrupted or broken set too. Returns 0, -ENOENT, -EACCES, -EINVAL.
+ * Opens the set, takes its set lock, wakes every sleeper (futex calls) and calls shm_unlink. A
+ * lock it cannot have within a second (its holder died, or does not let go) is passed over: the
+ * set is marked removed without it, and its sleepers see that within a second. Not
+ * async-signal-safe.
  */
 LK_API int lk_semset_unlink(const char *name);
 
 /*
  * lk_semop - do ops[0..nops) atomically, waiting until they can all be done.
- * @timeout: NULL to wait without limit, or the longest wait (relative, as semtimedop).
+ * @timeout: NULL to wait without limit, or the longest wait (relative, as semtimedop): for the
+ *	set's locks as well as for the operations. A call that gives up leaves the queue under the
+ *	lock, waiting for it at most a millisecond more; in a shared set whose lock is stuck it
+ *	leaves without it (its operations are then never done).
  * Cost: uncontended, on one semaphore, one lock and one unlock of that semaphore's own cache line
  * and no system call; waking sleepers costs a futex wake each, after the lock is released; a call
  * on several semaphores takes the set lock.
@@ -133,7 +153,8 @@ LK_API int lk_semset_unlink(const char *name);
  * sem_num past the set), -ENOTSUP (LK_SEM_UNDO), -ERANGE (a value would pass LK_SEMVMX), -EAGAIN
  * (LK_IPC_NOWAIT on an operation that would wait), -ETIMEDOUT, -EINTR (a signal handler ran),
  * -EIDRM (removed, before or while waiting), -ENOSPC (a shared set whose waiter slots are all in
- * use). Not async-signal-safe.
+ * use, after the dead and departed sleepers were reaped), -ENOTRECOVERABLE (a process died
+ * holding one of the set's locks). Not async-signal-safe.
  */
 LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, const struct timespec *timeout);
 
@@ -157,7 +178,8 @@ LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, con
  *	LK_IPC_RMID	remove the set (as lk_semset_unlink; for a private set, every later call fails
  *			with -EIDRM until it is closed)
  * Returns the value or count (>= 0), 0 for the others, or: -EINVAL (semnum past the set, as
- * semctl; unknown cmd; NULL array), -ERANGE (a value < 0 or > LK_SEMVMX), -EIDRM.
+ * semctl; unknown cmd; NULL array), -ERANGE (a value < 0 or > LK_SEMVMX), -EIDRM,
+ * -ENOTRECOVERABLE (not for LK_IPC_RMID, which removes a broken set as lk_semset_unlink does).
  * GETVAL/SETVAL/GETNCNT/GETZCNT take the semaphore's lock (GETNCNT/GETZCNT walk its sleepers);
  * GETALL/SETALL/IPC_RMID the set lock, and wait out every semaphore lock. SETVAL, SETALL and
  * IPC_RMID may wake sleepers (system calls, after the lock). Not async-signal-safe.

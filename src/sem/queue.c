@@ -33,20 +33,30 @@
 
 /* ---- locking modes ---- */
 
-static void complexmode_enter(struct lk_semset *s)
+/*
+ * Under the set lock. A semaphore lock that cannot be had (a stuck or dead holder in a shared set)
+ * leaves the set out of global mode, as it was: a single-semaphore call may still be inside.
+ */
+static int complexmode_enter(struct lk_semset *s, uint64_t deadline)
 {
 	struct semset_header *h = s->hdr;
 
 	if (LK__LD(h->use_global_lock) > 0) {
 		LK__ST(h->use_global_lock, SEM_HYSTERESIS);	/* already there: restart the countdown */
-		return;
+		return 0;
 	}
 	LK__ST(h->use_global_lock, SEM_HYSTERESIS);
 	LK__ST(h->mode_entries, LK__LD(h->mode_entries) + 1);
 	for (unsigned int i = 0; i < s->nsems; i++) {
-		semlock_lock(&s->sems[i].lock, s->shared);
-		semlock_unlock(&s->sems[i].lock, s->shared);
+		int err = semlock_lock(s, &s->sems[i].lock, deadline);
+
+		if (err) {
+			__atomic_store_n(&h->use_global_lock, 0, __ATOMIC_RELEASE);
+			return err;
+		}
+		semlock_unlock(s, &s->sems[i].lock);
 	}
+	return 0;
 }
 
 static void complexmode_tryleave(struct lk_semset *s)
@@ -62,31 +72,52 @@ static void complexmode_tryleave(struct lk_semset *s)
 		LK__ST(h->use_global_lock, mode - 1);
 }
 
-int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops)
+static int set_lock(struct lk_semset *s, uint64_t deadline, int *locknum)
+{
+	int err = semlock_lock(s, &s->hdr->lock, deadline);
+
+	if (err)
+		return err;
+	err = complexmode_enter(s, deadline);
+	if (err) {
+		semlock_unlock(s, &s->hdr->lock);
+		return err;
+	}
+	*locknum = LOCK_GLOBAL;
+	return 0;
+}
+
+/*
+ * Take the lock a call on ops needs: *locknum is the semaphore's, or LOCK_GLOBAL. 0, or what the
+ * lock's wait ended with (semlock_lock); then nothing is held.
+ */
+int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, uint64_t deadline, int *locknum)
 {
 	struct semset_header *h = s->hdr;
 	struct sem *sem;
+	int err;
 
-	if (nops != 1) {
-		semlock_lock(&h->lock, s->shared);
-		complexmode_enter(s);
-		return LOCK_GLOBAL;
-	}
+	if (nops != 1)
+		return set_lock(s, deadline, locknum);
 	sem = &s->sems[ops[0].sem_num];
+	*locknum = ops[0].sem_num;
 	if (!LK__LD(h->use_global_lock)) {
-		semlock_lock(&sem->lock, s->shared);
-		if (!__atomic_load_n(&h->use_global_lock, __ATOMIC_ACQUIRE))
-			return ops[0].sem_num;
-		semlock_unlock(&sem->lock, s->shared);
+		err = semlock_lock(s, &sem->lock, deadline);
+		if (err || !__atomic_load_n(&h->use_global_lock, __ATOMIC_ACQUIRE))
+			return err;
+		semlock_unlock(s, &sem->lock);
 	}
-	semlock_lock(&h->lock, s->shared);
+	err = semlock_lock(s, &h->lock, deadline);
+	if (err)
+		return err;
 	if (LK__LD(h->use_global_lock) == 0) {
 		/* global mode ended while we waited; it cannot start again while we hold the set lock */
-		semlock_lock(&sem->lock, s->shared);
-		semlock_unlock(&h->lock, s->shared);
-		return ops[0].sem_num;
+		err = semlock_lock(s, &sem->lock, deadline);
+		semlock_unlock(s, &h->lock);
+		return err;
 	}
-	return LOCK_GLOBAL;
+	*locknum = LOCK_GLOBAL;
+	return 0;
 }
 
 /*
@@ -101,10 +132,11 @@ int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops)
  *
  * Returns LK__SEM_USE_SET_LOCK if the caller must go the set-lock way, else the call's result.
  */
-int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, bool alter, struct wakelist *wl)
+int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, bool alter, uint64_t deadline,
+		      struct wakelist *wl)
 {
 	unsigned short nums[LK_SEMOPM];
-	size_t n = 0, blocking;
+	size_t n = 0, locked, blocking;
 	int r;
 
 	if (LK__LD(s->hdr->use_global_lock))
@@ -122,8 +154,11 @@ int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t n
 		nums[j] = v;
 		n++;
 	}
-	for (size_t i = 0; i < n; i++)
-		semlock_lock(&s->sems[nums[i]].lock, s->shared);
+	for (locked = 0; locked < n; locked++) {
+		r = semlock_lock(s, &s->sems[nums[locked]].lock, deadline);
+		if (r)
+			goto unlock;
+	}
 	r = LK__SEM_USE_SET_LOCK;
 	if (!__atomic_load_n(&s->hdr->use_global_lock, __ATOMIC_ACQUIRE) &&
 	    !__atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE)) {
@@ -135,8 +170,9 @@ int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t n
 		else
 			LK__ST(s->sems[nums[0]].multi_ops, LK__LD(s->sems[nums[0]].multi_ops) + 1);
 	}
-	for (size_t i = n; i-- > 0;)
-		semlock_unlock(&s->sems[nums[i]].lock, s->shared);
+unlock:
+	while (locked-- > 0)
+		semlock_unlock(s, &s->sems[nums[locked]].lock);
 	return r;
 }
 
@@ -196,9 +232,9 @@ void lk__sem_unlock(struct lk_semset *s, int locknum)
 	if (locknum == LOCK_GLOBAL) {
 		unmerge_queues(s);
 		complexmode_tryleave(s);
-		semlock_unlock(&s->hdr->lock, s->shared);
+		semlock_unlock(s, &s->hdr->lock);
 	} else {
-		semlock_unlock(&s->sems[locknum].lock, s->shared);
+		semlock_unlock(s, &s->sems[locknum].lock);
 	}
 }
 
@@ -265,6 +301,17 @@ static bool read_request(struct lk_semset *s, struct waiter *q, struct request *
 
 /* ---- doing operations ---- */
 
+/* Take back ops[0..n), done by lk__try_ops. */
+static void undo_ops(struct lk_semset *s, const struct lk_sembuf *ops, size_t n)
+{
+	while (n-- > 0) {
+		int32_t *value = &s->sems[ops[n].sem_num].value;
+
+		/* unsigned: a peer may have changed the value meanwhile; no overflow, whatever it holds */
+		LK__ST(*value, (int32_t)((uint32_t)LK__LD(*value) - (uint32_t)(int32_t)ops[n].sem_op));
+	}
+}
+
 /*
  * Try ops: 0 done (values changed), 1 must wait (*blocking: the operation it waits on), or
  * -EAGAIN (that operation has LK_IPC_NOWAIT), -ERANGE (a value would pass LK_SEMVMX), -EINVAL
@@ -309,12 +356,7 @@ would_block:
 	*blocking = i;
 	result = (ops[i].sem_flg & LK_IPC_NOWAIT) ? -EAGAIN : 1;
 undo:
-	while (i-- > 0) {
-		int32_t *value = &s->sems[ops[i].sem_num].value;
-
-		/* unsigned: a peer may have changed the value meanwhile; no overflow, whatever it holds */
-		LK__ST(*value, (int32_t)((uint32_t)LK__LD(*value) - (uint32_t)(int32_t)ops[i].sem_op));
-	}
+	undo_ops(s, ops, i);
 	return result;
 }
 
@@ -331,33 +373,55 @@ int lk__sem_value(struct lk_semset *s, unsigned int semnum)
 
 /* ---- wake-ups ---- */
 
-static void wakelist_add(struct lk_semset *s, struct wakelist *wl, struct waiter *q, int result, unsigned int semnum)
+/* Free the slot of unqueued shared waiter q, whose sleeper is gone. */
+static void drop(struct lk_semset *s, struct waiter *q)
 {
+	__atomic_store_n(&q->alive.word, 0, __ATOMIC_RELEASE);
+	lk__slot_free(s, (unsigned int)(q - s->slots));
+}
+
+/*
+ * Give unqueued sleeper q its result, to be woken after the lock is released. False if q is no
+ * longer waiting for it: its sleeper gave up without the lock (CANCELLED, semop.c) and q is
+ * dropped -- the caller takes back what it did for q.
+ */
+static bool hand_over(struct lk_semset *s, struct wakelist *wl, struct waiter *q, int result, unsigned int semnum)
+{
+	uint32_t status = PENDING;
+
+	/*
+	 * Once the result is in, the sleeper may return and reuse q at any time, so parked may
+	 * then be another call's (a wake-up too many: harmless). Sequentially consistent against
+	 * the sleeper's store to parked and load of status (semop.c).
+	 */
+	if (!__atomic_compare_exchange_n(&q->status, &status, (uint32_t)result, false, __ATOMIC_SEQ_CST,
+					 __ATOMIC_RELAXED)) {
+		if (status == CANCELLED)
+			drop(s, q);
+		else
+			set_corrupt(s);
+		return false;
+	}
 	if (result == 0) {
 		struct sem *sem = &s->sems[semnum];
 
 		LK__ST(sem->wakeups, LK__LD(sem->wakeups) + 1);
 	}
-	/*
-	 * The result is in: from here the sleeper may return and reuse q at any time, so parked
-	 * may then be another call's (a wake-up too many: harmless). Sequentially consistent
-	 * against the sleeper's store to parked and load of status (semop.c).
-	 */
-	__atomic_store_n(&q->status, (uint32_t)result, __ATOMIC_SEQ_CST);
 	if (!__atomic_load_n(&q->parked, __ATOMIC_SEQ_CST))
-		return;	/* still looking: it will see the result without a system call */
+		return true;	/* still looking: it will see the result without a system call */
 	if (wl->n < WAKE_BATCH)
 		wl->status[wl->n++] = &q->status;
 	else
 		lk__futex_wake(&q->status, 1, s->shared);	/* a burst past the batch: wake it now */
+	return true;
 }
 
 enum { ALIVE, REAPED, BROKEN };
 
 /*
- * Shared sets: whether sleeper q died (the kernel marked its word, robust.c); if so, q is taken
- * off its list and its slot freed, and its operations are never done. A queued sleeper always
- * has a word: none is corruption.
+ * Shared sets: whether sleeper q is gone -- dead (the kernel marked its word, robust.c) or left
+ * without the lock (CANCELLED); if so, q is taken off its list and its slot freed, and its
+ * operations are never done. A queued sleeper always has a word: none is corruption.
  */
 static int reap_dead(struct lk_semset *s, struct waiter *q, size_t nops)
 {
@@ -370,11 +434,10 @@ static int reap_dead(struct lk_semset *s, struct waiter *q, size_t nops)
 		set_corrupt(s);
 		return BROKEN;
 	}
-	if (!(word & FUTEX_OWNER_DIED))
+	if (!(word & FUTEX_OWNER_DIED) && __atomic_load_n(&q->status, __ATOMIC_ACQUIRE) != CANCELLED)
 		return ALIVE;
 	lk__unqueue_waiter(s, q, nops);
-	if (__atomic_compare_exchange_n(&q->alive.word, &word, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-		lk__slot_free(s, (unsigned int)(q - s->slots));
+	drop(s, q);
 	return REAPED;
 }
 
@@ -413,8 +476,12 @@ static bool wake_const_ops(struct lk_semset *s, int semnum, struct wakelist *wl)
 			continue;
 		}
 		lk__unqueue_waiter(s, q, req.nops);
+		if (!hand_over(s, wl, q, r, req.ops[0].sem_num)) {
+			if (r == 0)
+				undo_ops(s, req.ops, req.nops);
+			continue;
+		}
 		completed |= r == 0;
-		wakelist_add(s, wl, q, r, req.ops[0].sem_num);
 	}
 	return completed;
 }
@@ -491,12 +558,16 @@ again:
 			continue;
 		}
 		lk__unqueue_waiter(s, q, req.nops);
+		if (!hand_over(s, wl, q, r, req.ops[0].sem_num)) {
+			if (r == 0)
+				undo_ops(s, req.ops, req.nops);
+			continue;
+		}
 		if (r == 0) {
 			completed = true;
 			wake_zero_waiters(s, req.ops, req.nops, wl);
 			restart = needs_restart(s, req.nops);
 		}
-		wakelist_add(s, wl, q, r, req.ops[0].sem_num);
 		if (restart)
 			goto again;
 	}
@@ -569,6 +640,44 @@ int lk__sem_count(struct lk_semset *s, unsigned int semnum, bool zero)
 	return count;
 }
 
+static void reap_list(struct lk_semset *s, struct node *head)
+{
+	lk__ref end = ref_of(s, head), ref = head->next;
+	unsigned long budget = walk_budget(s);
+
+	while (ref != end) {
+		struct waiter *q = waiter_of(s, ref);
+		struct request req;
+
+		if (!q || !budget-- || !read_request(s, q, &req)) {
+			set_corrupt(s);
+			return;
+		}
+		ref = q->node.next;
+		if (reap_dead(s, q, req.nops) == BROKEN)
+			return;
+	}
+}
+
+/*
+ * A shared set ran out of waiter slots: take the dead and the departed off the lists the caller
+ * holds (every list under the set lock, a semaphore's own two under its lock).
+ */
+void lk__reap_all(struct lk_semset *s, int locknum)
+{
+	if (locknum != LOCK_GLOBAL) {
+		reap_list(s, &s->sems[locknum].pending_alter);
+		reap_list(s, &s->sems[locknum].pending_const);
+		return;
+	}
+	reap_list(s, &s->hdr->pending_alter);
+	reap_list(s, &s->hdr->pending_const);
+	for (unsigned int i = 0; i < s->nsems; i++) {
+		reap_list(s, &s->sems[i].pending_alter);
+		reap_list(s, &s->sems[i].pending_const);
+	}
+}
+
 static void fail_all(struct lk_semset *s, struct node *head, int result, struct wakelist *wl)
 {
 	unsigned long budget = walk_budget(s);
@@ -580,7 +689,7 @@ static void fail_all(struct lk_semset *s, struct node *head, int result, struct 
 		if (!q || !read_request(s, q, &req))
 			return;
 		lk__unqueue_waiter(s, q, req.nops);
-		wakelist_add(s, wl, q, result, req.ops[0].sem_num);
+		hand_over(s, wl, q, result, req.ops[0].sem_num);
 	}
 }
 

@@ -97,22 +97,26 @@ bool lk__alive_begin(struct waiter *w, struct alive_token *t)
 	return claimed;
 }
 
-/* Give the slot's word back (0), taking the entry off this thread's list first. */
-void lk__alive_end(struct waiter *w, const struct alive_token *t)
+/* Take the slot's entry off this thread's list; the word stays as it is. */
+void lk__alive_unlink(struct alive_token *t)
 {
 	struct robust_list_head *head = t->head;
 
-	if (head) {
-		head->list_op_pending = t->entry;
-		order();
-		/* something a signal handler left on the list in front of ours: leave the list be */
-		if (head->list.next == t->entry)
-			head->list.next = t->first;
-		order();
-	}
+	if (!head)
+		return;
+	head->list_op_pending = t->entry;
+	order();
+	/* something a signal handler left on the list in front of ours: leave the list be */
+	if (head->list.next == t->entry)
+		head->list.next = t->first;
+	order();
+	head->list_op_pending = NULL;
+	t->head = NULL;
+}
+
+/* Give the slot's word back (0), taking the entry off this thread's list first. */
+void lk__alive_end(struct waiter *w, struct alive_token *t)
+{
+	lk__alive_unlink(t);
 	__atomic_store_n(&w->alive.word, 0, __ATOMIC_RELEASE);
-	if (head) {
-		order();
-		head->list_op_pending = NULL;
-	}
 }

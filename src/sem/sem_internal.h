@@ -35,7 +35,11 @@
 #define SEM_HYSTERESIS 10			/* set-lock sections without a complex op before leaving */
 #define WAKE_BATCH 128				/* wake-ups collected under a lock before being done */
 #define PENDING 1u				/* a waiter's status until its result is in */
+#define CANCELLED 2u				/* its sleeper left without the lock (semop.c) */
 #define SHARED_WAIT_SLICE_NS 1000000000ull	/* shared sleepers re-check this often (see semop.c) */
+#define LOCK_FIRST_SLICE_NS 1000000ull	/* a shared lock's waiters look at its holder after this, */
+#define LOCK_SLICE_NS 10000000ull		/* then this often */
+#define NO_DEADLINE UINT64_MAX
 #define MAX_WAITERS (1u << 16)
 
 typedef uint64_t lk__ref;
@@ -44,9 +48,18 @@ struct node {
 	lk__ref next, prev;
 };
 
-/* A lock with its figures: the free/contended/wait of seed 004. Figures change under the lock. */
+/*
+ * A lock with its figures: the free/contended/wait of seed 004. Figures change under the lock.
+ * The word is 0 when free; held, it names its holder -- the thread id, in a shared set whose
+ * users share a PID namespace, so that a waiter can tell a dead holder (semlock.c) -- and has
+ * LOCK_WAITERS set once someone may sleep on it.
+ */
+#define LOCK_WAITERS 0x80000000u
+#define LOCK_NOCHECK 0x40000000u	/* holder not named: a private set, or another PID namespace */
+#define LOCK_TID 0x3fffffffu
+
 struct semlock {
-	uint32_t word;			/* 0 free, 1 held, 2 held and someone may sleep */
+	uint32_t word;
 	uint32_t spare;
 	uint64_t free;
 	uint64_t contended;
@@ -85,6 +98,9 @@ struct semset_header {
 	uint64_t created_ticks;
 	uint32_t removed;		/* set once, by IPC_RMID */
 	uint32_t shared;
+	uint32_t broken;		/* set once: a lock's holder died (semlock.c) */
+	uint32_t spare;
+	uint64_t pid_ns;		/* the creator's PID namespace (inode), 0 unknown */
 	/* the set lock and what it guards */
 	struct semlock lock __attribute__((aligned(64)));
 	int32_t complex_count;		/* sleeping operations on several semaphores */
@@ -103,7 +119,7 @@ struct semset_header {
  */
 struct waiter {
 	struct node node;		/* first: a ref to the node is a ref to the waiter */
-	uint32_t status;		/* futex word: PENDING, then 0 or -errno */
+	uint32_t status;		/* futex word: PENDING, then 0 or -errno; or CANCELLED */
 	uint16_t nops;
 	uint8_t alter;			/* some operation changes a value */
 	uint8_t queued;
@@ -129,6 +145,7 @@ struct lk_semset {
 	unsigned int nsems;
 	unsigned int nwaiters;
 	bool shared;
+	bool owners;			/* lock words name their holders (a shared set, our PID namespace) */
 	bool corrupt;			/* a bad ref was met: calls fail with -EINVAL */
 	char name[256];
 };
@@ -253,23 +270,31 @@ static inline void count_add(int32_t *count, int32_t delta)
 
 /* ---- locks ---- */
 
-void lk__semlock_slow(struct semlock *l, bool shared);
+uint32_t lk__sem_tid(void);
+int lk__semlock_slow(struct lk_semset *s, struct semlock *l, uint32_t owner, uint64_t deadline);
 
-static inline void semlock_lock(struct semlock *l, bool shared)
+static inline uint32_t semlock_owner(const struct lk_semset *s)
 {
-	uint32_t free_word = 0;
-
-	if (LK__LIKELY(__atomic_compare_exchange_n(&l->word, &free_word, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
-		LK__ST(l->free, LK__LD(l->free) + 1);
-		return;
-	}
-	lk__semlock_slow(l, shared);
+	return s->owners ? lk__sem_tid() : LOCK_NOCHECK;
 }
 
-static inline void semlock_unlock(struct semlock *l, bool shared)
+/* 0, or (waits that reached the deadline or met a dead holder) -ETIMEDOUT, -ENOTRECOVERABLE, -EIDRM */
+static inline int semlock_lock(struct lk_semset *s, struct semlock *l, uint64_t deadline)
 {
-	if (LK__UNLIKELY(__atomic_exchange_n(&l->word, 0, __ATOMIC_RELEASE) == 2))
-		lk__futex_wake(&l->word, 1, shared);
+	uint32_t free_word = 0, owner = semlock_owner(s);
+
+	if (LK__LIKELY(__atomic_compare_exchange_n(&l->word, &free_word, owner, false, __ATOMIC_ACQUIRE,
+						   __ATOMIC_RELAXED))) {
+		LK__ST(l->free, LK__LD(l->free) + 1);
+		return 0;
+	}
+	return lk__semlock_slow(s, l, owner, deadline);
+}
+
+static inline void semlock_unlock(struct lk_semset *s, struct semlock *l)
+{
+	if (LK__UNLIKELY(__atomic_exchange_n(&l->word, 0, __ATOMIC_RELEASE) & LOCK_WAITERS))
+		lk__futex_wake(&l->word, 1, s->shared);
 }
 
 /* ---- shared between the files ---- */
@@ -281,9 +306,10 @@ void lk__queue_waiter(struct lk_semset *s, struct waiter *w, const struct lk_sem
 void lk__unqueue_waiter(struct lk_semset *s, struct waiter *w, size_t nops);
 int lk__slot_alloc(struct lk_semset *s);
 void lk__slot_free(struct lk_semset *s, unsigned int index);
-int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops);
+int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, uint64_t deadline, int *locknum);
 #define LK__SEM_USE_SET_LOCK 1
-int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, bool alter, struct wakelist *wl);
+int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, bool alter, uint64_t deadline,
+		      struct wakelist *wl);
 void lk__sem_unlock(struct lk_semset *s, int locknum);
 void lk__wake_all(struct lk_semset *s, struct wakelist *w);
 int lk__sem_value(struct lk_semset *s, unsigned int semnum);
@@ -292,12 +318,16 @@ int lk__sem_count(struct lk_semset *s, unsigned int semnum, bool zero);
 void lk__sem_remove(struct lk_semset *s, struct wakelist *w);
 int lk__semset_check(struct lk_semset *s);
 int lk__semset_check_removable(struct lk_semset *s);
+uint64_t lk__pid_ns(void);
+uint64_t lk__monotonic_ns(void);
+void lk__reap_all(struct lk_semset *s, int locknum);
 
 /* robust.c: the sleeper's liveness word in its waiter slot */
 struct alive_token {
 	void *head, *entry, *first;
 };
 bool lk__alive_begin(struct waiter *w, struct alive_token *t);
-void lk__alive_end(struct waiter *w, const struct alive_token *t);
+void lk__alive_unlink(struct alive_token *t);
+void lk__alive_end(struct waiter *w, struct alive_token *t);
 
 #endif

@@ -4,7 +4,8 @@
  *
  * Commands on one semaphore take the lock a single-semaphore lk_semop on it would take; GETALL,
  * SETALL and IPC_RMID the set lock. After SETVAL and SETALL the sleepers the new values satisfy
- * are served, as after an lk_semop.
+ * are served, as after an lk_semop. They wait for locks without a deadline, but not for a dead
+ * holder (semlock.c); removal not even for a stuck one.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -15,16 +16,18 @@
 #include "core/error.h"
 #include "sem/sem_internal.h"
 
-static int lock_one(struct lk_semset *s, unsigned int semnum)
+#define REMOVE_PATIENCE_NS 1000000000ull	/* removal waits this long for a shared set's lock */
+
+static int lock_one(struct lk_semset *s, unsigned int semnum, int *locknum)
 {
 	struct lk_sembuf op = { (unsigned short)semnum, 0, 0 };
 
-	return lk__sem_lock(s, &op, 1);
+	return lk__sem_lock(s, &op, 1, NO_DEADLINE, locknum);
 }
 
-static int lock_all(struct lk_semset *s)
+static int lock_all(struct lk_semset *s, uint64_t deadline, int *locknum)
 {
-	return lk__sem_lock(s, NULL, 0);
+	return lk__sem_lock(s, NULL, 0, deadline, locknum);
 }
 
 static int finish(struct lk_semset *s, int locknum, struct wakelist *wl, int result)
@@ -42,7 +45,9 @@ static int one_semaphore(struct lk_semset *s, unsigned int semnum, int cmd, int 
 	struct lk_sembuf op = { (unsigned short)semnum, 1, 0 };
 	int locknum, result = 0;
 
-	locknum = lock_one(s, semnum);
+	result = lock_one(s, semnum, &locknum);
+	if (result)
+		return result;
 	if (__atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE))
 		return finish(s, locknum, &wl, lk__fail(-EIDRM, "lk_semctl: the semaphore set was removed"));
 	switch (cmd) {
@@ -75,7 +80,7 @@ static int one_semaphore(struct lk_semset *s, unsigned int semnum, int cmd, int 
 static int all_semaphores(struct lk_semset *s, int cmd, unsigned short *values)
 {
 	struct wakelist wl = { 0 };
-	int locknum;
+	int locknum, err;
 
 	if (!values)
 		return lk__fail(-EINVAL, "lk_semctl %s: NULL array", cmd == LK_GETALL ? "GETALL" : "SETALL");
@@ -84,7 +89,9 @@ static int all_semaphores(struct lk_semset *s, int cmd, unsigned short *values)
 			if (values[i] > LK_SEMVMX)
 				return lk__fail(-ERANGE, "lk_semctl SETALL: value %u of semaphore %u is past LK_SEMVMX (%d)",
 						values[i], i, LK_SEMVMX);
-	locknum = lock_all(s);
+	err = lock_all(s, NO_DEADLINE, &locknum);
+	if (err)
+		return err;
 	if (__atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE))
 		return finish(s, locknum, &wl, lk__fail(-EIDRM, "lk_semctl: the semaphore set was removed"));
 	for (unsigned int i = 0; i < s->nsems; i++) {
@@ -98,17 +105,27 @@ static int all_semaphores(struct lk_semset *s, int cmd, unsigned short *values)
 	return finish(s, locknum, &wl, 0);
 }
 
-/* Removal goes through corrupted queues as far as they can be followed: the set is gone either way. */
+/*
+ * Removal goes through corrupted queues as far as they can be followed: the set is gone either
+ * way. A shared set whose lock is held by a dead or stuck holder is removed without it: removed
+ * is set for every call to see, and its sleepers see it within SHARED_WAIT_SLICE_NS.
+ */
 static int remove_set(struct lk_semset *s)
 {
+	uint64_t patience = s->shared ? lk__monotonic_ns() + REMOVE_PATIENCE_NS : NO_DEADLINE;
 	struct wakelist wl = { 0 };
-	int locknum = lock_all(s);
-	bool removed = __atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE);
+	int locknum, err = lock_all(s, patience, &locknum);
+	bool removed;
 
-	if (!removed)
-		lk__sem_remove(s, &wl);
-	lk__sem_unlock(s, locknum);
-	lk__wake_all(s, &wl);
+	if (err) {
+		removed = __atomic_exchange_n(&s->hdr->removed, 1, __ATOMIC_ACQ_REL);
+	} else {
+		removed = __atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE);
+		if (!removed)
+			lk__sem_remove(s, &wl);
+		lk__sem_unlock(s, locknum);
+		lk__wake_all(s, &wl);
+	}
 	if (removed)
 		return lk__fail(-EIDRM, "lk_semctl: the semaphore set was removed already");
 	if (s->shared && shm_unlink(s->name) != 0 && errno != ENOENT)

@@ -9,8 +9,15 @@
  * semop() does, instead of restarting the wait for SA_RESTART ones.
  *
  * A waker stores a sleeper's result under the lock and wakes it after releasing the lock. In a
- * shared set a waker process could die in between; so sleepers of shared sets also wake once a
- * second to look at their status.
+ * shared set a waker process could die in between, or the set be removed without its lock (a
+ * holder that died or is stuck: semctl.c); so sleepers of shared sets also wake once a second to
+ * look at their status and at the set.
+ *
+ * A sleeper that gives up (timeout, signal, removal) leaves the queue under the lock. In a shared
+ * set the lock may be held by a process that is stopped, dead or hostile: after a moment's wait
+ * the sleeper leaves without it, marking its waiter CANCELLED with a compare-and-swap that races
+ * the wakers' own (queue.c, hand_over): either the waker's result got in first and the call
+ * succeeded, or the waiter is cancelled and the next call that meets it reaps it.
  */
 #include <errno.h>
 #include <string.h>
@@ -19,13 +26,7 @@
 #include "core/error.h"
 #include "sem/sem_internal.h"
 
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#define CANCEL_PATIENCE_NS 1000000ull	/* how long a sleeper that gave up waits for the lock */
 
 static struct timespec to_timespec(uint64_t ns)
 {
@@ -106,12 +107,32 @@ struct sleep {
 	struct alive_token alive;
 };
 
-/* The wait ended early (timeout, signal): leave the queue, unless the result came in meanwhile. */
-static int cancel_wait(struct lk_semset *s, const struct sleep *z, int why)
+/*
+ * Leave the queue without the lock: the waiter is marked CANCELLED for the next call that meets
+ * it to reap, and then belongs to the set (z->w cleared) -- unless a waker's result got in first.
+ */
+static int abandon(struct lk_semset *s, struct sleep *z, int why)
 {
-	int locknum = lk__sem_lock(s, z->ops, z->nops), result;
-	uint32_t status = __atomic_load_n(&z->w->status, __ATOMIC_ACQUIRE);
+	uint32_t status = PENDING;
 
+	lk__alive_unlink(&z->alive);
+	if (__atomic_compare_exchange_n(&z->w->status, &status, CANCELLED, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
+		z->w = NULL;
+		return why;
+	}
+	return result_of(s, status);
+}
+
+/* The wait ended early (timeout, signal, removal): leave the queue, unless the result came in meanwhile. */
+static int cancel_wait(struct lk_semset *s, struct sleep *z, int why)
+{
+	uint64_t patience = s->shared ? lk__monotonic_ns() + CANCEL_PATIENCE_NS : NO_DEADLINE;
+	int locknum, result;
+	uint32_t status;
+
+	if (lk__sem_lock(s, z->ops, z->nops, patience, &locknum))
+		return abandon(s, z, why);
+	status = __atomic_load_n(&z->w->status, __ATOMIC_ACQUIRE);
 	if (status != PENDING) {
 		result = result_of(s, status);	/* done by a waker: the operations happened */
 	} else {
@@ -135,7 +156,7 @@ static bool parked_already_done(struct waiter *w)
 	return __atomic_load_n(&w->status, __ATOMIC_SEQ_CST) != PENDING;
 }
 
-static int wait_for_result(struct lk_semset *s, const struct sleep *z, const uint64_t *deadline_ns)
+static int wait_for_result(struct lk_semset *s, struct sleep *z, uint64_t deadline)
 {
 	struct waiter *w = z->w;
 
@@ -145,15 +166,20 @@ static int wait_for_result(struct lk_semset *s, const struct sleep *z, const uin
 		uint32_t status = __atomic_load_n(&w->status, __ATOMIC_ACQUIRE);
 		uint64_t now, until;
 		struct timespec ts;
+		int gone;
 
 		if (status != PENDING)
 			return result_of(s, status);
-		now = monotonic_ns();
-		if (deadline_ns && now >= *deadline_ns)
+		/* a shared set removed or broken without its lock: no one wakes us for that */
+		gone = s->shared ? lk__semset_check(s) : 0;
+		if (gone)
+			return cancel_wait(s, z, gone);
+		now = lk__monotonic_ns();
+		if (now >= deadline)
 			return cancel_wait(s, z, -ETIMEDOUT);
 		until = now + (s->shared ? SHARED_WAIT_SLICE_NS : 3600 * 1000000000ull);
-		if (deadline_ns && *deadline_ns < until)
-			until = *deadline_ns;
+		if (deadline < until)
+			until = deadline;
 		ts = to_timespec(until);
 		if (lk__futex_wait_until(&w->status, PENDING, &ts, s->shared) != 0 && errno == EINTR)
 			return cancel_wait(s, z, -EINTR);
@@ -172,15 +198,20 @@ static void fill_waiter(struct waiter *w, const struct lk_sembuf *ops, size_t no
 }
 
 /*
- * A shared set's sleeper needs a slot, marked with its tid (robust.c) for as long as it is queued.
- * A free slot's word is 0; one that is not was handed out by a rewritten free-slot stack, and is
- * left alone.
+ * A shared set's sleeper needs a slot, marked with its tid (robust.c) for as long as it is queued;
+ * when none is free, the dead and departed are reaped from the lists the caller holds. A free
+ * slot's word is 0; one that is not was handed out by a rewritten free-slot stack, and is left
+ * alone.
  */
-static struct waiter *take_slot(struct lk_semset *s, struct alive_token *alive)
+static struct waiter *take_slot(struct lk_semset *s, int locknum, struct alive_token *alive)
 {
 	int index = lk__slot_alloc(s);
 	struct waiter *w;
 
+	if (index < 0 && !__atomic_load_n(&s->corrupt, __ATOMIC_RELAXED)) {
+		lk__reap_all(s, locknum);
+		index = lk__slot_alloc(s);
+	}
 	if (index < 0)
 		return NULL;
 	w = &s->slots[index];
@@ -191,7 +222,7 @@ static struct waiter *take_slot(struct lk_semset *s, struct alive_token *alive)
 	return w;
 }
 
-static void give_slot(struct lk_semset *s, struct waiter *w, const struct alive_token *alive)
+static void give_slot(struct lk_semset *s, struct waiter *w, struct alive_token *alive)
 {
 	lk__alive_end(w, alive);
 	lk__slot_free(s, (unsigned int)(w - s->slots));
@@ -202,7 +233,7 @@ LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, con
 	struct waiter stack_waiter;
 	struct sleep z = { ops, nops, NULL, { NULL, NULL, NULL } };
 	struct wakelist wl;
-	uint64_t deadline = 0;
+	uint64_t deadline = NO_DEADLINE;
 	size_t blocking = 0;
 	bool alter = false;
 	int locknum, r;
@@ -212,16 +243,18 @@ LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, con
 	if (r)
 		return r;
 	if (timeout)
-		deadline = monotonic_ns() + (uint64_t)timeout->tv_sec * 1000000000u + (uint64_t)timeout->tv_nsec;
+		deadline = lk__monotonic_ns() + (uint64_t)timeout->tv_sec * 1000000000u + (uint64_t)timeout->tv_nsec;
 
 	if (nops > 1) {
-		r = lk__sem_try_multi(s, ops, nops, alter, &wl);
+		r = lk__sem_try_multi(s, ops, nops, alter, deadline, &wl);
 		if (r != LK__SEM_USE_SET_LOCK) {
 			lk__wake_all(s, &wl);
 			goto report;
 		}
 	}
-	locknum = lk__sem_lock(s, ops, nops);
+	r = lk__sem_lock(s, ops, nops, deadline, &locknum);
+	if (r)
+		goto report;
 	count_op(s, locknum);
 	if (__atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE)) {
 		r = -EIDRM;
@@ -234,7 +267,7 @@ LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, con
 		goto unlock;
 
 	/* must wait */
-	z.w = s->shared ? take_slot(s, &z.alive) : &stack_waiter;
+	z.w = s->shared ? take_slot(s, locknum, &z.alive) : &stack_waiter;
 	if (!z.w) {
 		r = -ENOSPC;
 		goto unlock;
@@ -246,8 +279,8 @@ LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, con
 	if (__atomic_load_n(&s->corrupt, __ATOMIC_RELAXED))
 		r = cancel_wait(s, &z, -EINVAL);	/* the slot must leave the queue before it is freed */
 	else
-		r = wait_for_result(s, &z, timeout ? &deadline : NULL);
-	if (s->shared)
+		r = wait_for_result(s, &z, deadline);
+	if (s->shared && z.w)
 		give_slot(s, z.w, &z.alive);
 	goto report;
 

@@ -61,6 +61,8 @@ static void attach(struct lk_semset *s, void *region, size_t size, bool shared)
 	s->nwaiters = h->nwaiters;
 	s->sems = (struct sem *)((char *)region + h->sems_offset);
 	s->slots = shared ? (struct waiter *)((char *)region + h->waiters_offset) : NULL;
+	/* thread ids name lock holders only among processes that see the same ones */
+	s->owners = shared && h->pid_ns == lk__pid_ns();
 }
 
 /* Fill in a zeroed region (a free waiter slot is all zeroes); the magic number goes last. */
@@ -79,6 +81,7 @@ static void init_region(struct lk_semset *s, void *region, unsigned int nsems, u
 	h->sems_offset = g.sems_offset;
 	h->waiters_offset = g.waiters_offset;
 	h->shared = shared;
+	h->pid_ns = shared ? lk__pid_ns() : 0;
 	h->created_ticks = lk__lock_ticks();
 	attach(s, region, g.size, shared);
 	list_init(s, &h->pending_alter);
@@ -401,16 +404,23 @@ static int check(struct lk_semset *s, bool removing)
 				s->shared ? s->name : "(private)");
 	if (__atomic_load_n(&h->removed, __ATOMIC_ACQUIRE))
 		return lk__fail(-EIDRM, "semaphore set %s was removed", s->shared ? s->name : "(private)");
+	if (!removing && __atomic_load_n(&h->broken, __ATOMIC_ACQUIRE))
+		return lk__fail(-ENOTRECOVERABLE, "semaphore set %s: a process died holding one of its locks, so it "
+				"may be half-updated and cannot be used any more; remove it (lk_semset_unlink) and "
+				"create it again", s->name);
 	return 0;
 }
 
-/* Whether s can be used: 0, -EINVAL (corrupted), -EIDRM. */
+/* Whether s can be used: 0, -EINVAL (corrupted), -EIDRM, -ENOTRECOVERABLE. */
 int lk__semset_check(struct lk_semset *s)
 {
 	return check(s, false);
 }
 
-/* Whether s can be removed: a set with corrupted queues can, as long as its header is still ours. */
+/*
+ * Whether s can be removed: a set with corrupted queues, or broken by a dead lock holder, can, as
+ * long as its header is still ours.
+ */
 int lk__semset_check_removable(struct lk_semset *s)
 {
 	return check(s, true);

@@ -5,13 +5,15 @@
  * An input is a little program run against a fresh shared set: operations (lk_semop, lk_semctl,
  * lk_semset_stats) mixed with what a hostile peer with write access could do to the region --
  * write any bytes anywhere, point any list link at a plausible place (a head, a waiter, just
- * beside one), plant a well-formed waiter that is alive, dead or ownerless on any list. Besides what AddressSanitizer and UBSan check (nothing read or
+ * beside one), plant a well-formed waiter that is alive, dead, cancelled or ownerless on any list,
+ * leave a lock held by a thread that died. Besides what AddressSanitizer and UBSan check (nothing read or
  * written outside the region, no undefined behaviour), every call must return a value it is
  * documented to return; and as long as the region has not been touched, every call must give
  * what the same call gives on a private set -- the checks must not refuse a healthy set.
  *
- * Waits are never left to run: every lk_semop has a zero timeout, and lock words are put back
- * to free after each mutation (a held one would make lk_semctl wait for ever).
+ * Waits are never left to run: every lk_semop has a zero timeout, and a lock word left held after
+ * a mutation names a thread known to be dead (a live holder -- this thread -- would make
+ * lk_semctl, which has no timeout, wait as long as it holds on, which is for ever).
  *
  *	cmake --build build --target fuzz_semset && build/tests/sem/fuzz-semset tests/sem/corpus
  */
@@ -23,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <lowkey/sem.h>
@@ -62,6 +65,7 @@ struct fuzz {
 	struct lk_semset *model;	/* a private set given the same calls */
 	char *base;
 	bool touched;		/* the region was written by the "peer": the model no longer applies */
+	uint32_t dead_tid;	/* a thread that has ended */
 };
 
 /* ---- what a peer does ---- */
@@ -127,7 +131,7 @@ static void plant_waiter(struct fuzz *f, struct input *in)
 	for (unsigned int i = 0; i < w->nops; i++)
 		w->ops[i] = (struct lk_sembuf){ (unsigned short)(byte(in) % NSEMS), (short)((int)(byte(in) % 5) - 2), 0 };
 	w->alter = 1;
-	w->status = PENDING;
+	w->status = how & 32 ? CANCELLED : PENDING;
 	w->alive.word = how & 8 ? FUTEX_OWNER_DIED : how & 16 ? 0 : (uint32_t)gettid();
 	if (head->prev >= f->s->size || head->prev % 8)
 		return;
@@ -138,11 +142,25 @@ static void plant_waiter(struct fuzz *f, struct input *in)
 	head->prev = ref(f, w);
 }
 
-static void no_holders(struct fuzz *f)
+static struct semlock *lock_at(struct fuzz *f, unsigned int i)
 {
-	for (int i = 0; i < NSEMS; i++)
-		f->s->sems[i].lock.word = 0;
-	f->s->hdr->lock.word = 0;
+	i %= NSEMS + 1;
+	return i == NSEMS ? &f->s->hdr->lock : &f->s->sems[i].lock;
+}
+
+static void hold_lock(struct fuzz *f, struct input *in)
+{
+	lock_at(f, byte(in))->word = f->dead_tid | (byte(in) & 1 ? LOCK_WAITERS : 0);
+}
+
+static void no_live_holders(struct fuzz *f)
+{
+	for (unsigned int i = 0; i <= NSEMS; i++) {
+		struct semlock *l = lock_at(f, i);
+
+		if (l->word && (l->word & ~LOCK_WAITERS) != f->dead_tid)
+			l->word = 0;
+	}
 }
 
 /* ---- the calls ---- */
@@ -150,7 +168,7 @@ static void no_holders(struct fuzz *f)
 static bool semop_result_ok(int r)
 {
 	return r == 0 || r == -EINVAL || r == -EFBIG || r == -ERANGE || r == -EAGAIN || r == -ETIMEDOUT ||
-	       r == -EIDRM || r == -ENOSPC;
+	       r == -EIDRM || r == -ENOSPC || r == -ENOTRECOVERABLE;
 }
 
 static void do_semop(struct fuzz *f, struct input *in)
@@ -176,7 +194,7 @@ static bool semctl_result_ok(int cmd, int r)
 {
 	if (r >= 0)
 		return cmd != LK_GETVAL || r <= LK_SEMVMX;
-	return r == -EINVAL || r == -ERANGE || r == -EIDRM;
+	return r == -EINVAL || r == -ERANGE || r == -EIDRM || r == -ENOTRECOVERABLE;
 }
 
 static void do_semctl(struct fuzz *f, struct input *in)
@@ -220,6 +238,21 @@ static void do_stats(struct fuzz *f)
 
 /* ---- one input ---- */
 
+static uint32_t dead_thread(void)
+{
+	static uint32_t tid;
+	pid_t pid;
+
+	if (!tid) {
+		pid = fork();
+		if (pid == 0)
+			_exit(0);
+		must(pid > 0 && waitpid(pid, NULL, 0) == pid);
+		tid = (uint32_t)pid;
+	}
+	return tid;
+}
+
 static void open_sets(struct fuzz *f)
 {
 	char name[64];
@@ -240,20 +273,21 @@ static void open_sets(struct fuzz *f)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct input in = { data, data + size };
-	struct fuzz f = { 0 };
+	struct fuzz f = { .dead_tid = dead_thread() };
 
 	open_sets(&f);
 	for (int n = 0; n < MAX_COMMANDS && in.p < in.end; n++) {
-		unsigned int cmd = byte(&in) % 8;
+		unsigned int cmd = byte(&in) % 9;
 
 		if (cmd >= 4) {
 			f.touched = true;
 			switch (cmd) {
 			case 4: write_bytes(&f, &in); break;
 			case 5: write_link(&f, &in); break;
+			case 6: hold_lock(&f, &in); break;
 			default: plant_waiter(&f, &in); break;
 			}
-			no_holders(&f);
+			no_live_holders(&f);
 			continue;
 		}
 		switch (cmd) {
