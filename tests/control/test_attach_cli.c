@@ -480,11 +480,14 @@ static void pose_as_control_socket(const char *how)
 	}
 }
 
-/* A limit on lowkey's memory, as a guard: AddressSanitizer's shadow memory cannot live under one. */
-#if defined(__SANITIZE_ADDRESS__)
+/*
+ * A limit on lowkey's memory, as a guard: the sanitizers' shadow memory cannot live under one
+ * (ThreadSanitizer's allocator fails its own check and the program dies with SIGSEGV).
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define MEMORY_GUARD ""
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define MEMORY_GUARD ""
 #endif
 #endif
