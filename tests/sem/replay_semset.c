@@ -4,63 +4,21 @@
  * sanitizers, over its corpus (tests/sem/corpus) and over a fixed series of random programs, so
  * every CI run attacks a shared set the ways the fuzzer found, whether or not libFuzzer is here.
  */
-#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <cmocka.h>
 
 #define RANDOM_PROGRAMS 4000
 #define MAX_LEN 400
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static uint8_t *read_file(const char *path, size_t *size)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *buf;
-	long len;
-
-	*size = 0;
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	len = ftell(f);
-	rewind(f);
-	buf = malloc(len > 0 ? (size_t)len : 1);
-	*size = buf && len > 0 ? fread(buf, 1, (size_t)len, f) : 0;
-	fclose(f);
-	return buf;
-}
+#include "fuzz/corpus.h"
 
 static void corpus_replays_cleanly(void **state)
 {
-	char path[4096];
-	struct dirent *e;
-	size_t files = 0;
-	DIR *d = opendir(CORPUS);
-
 	(void)state;
-	assert_non_null(d);
-	while ((e = readdir(d))) {
-		uint8_t *data;
-		size_t size = 0;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", CORPUS, e->d_name);
-		data = read_file(path, &size);
-		assert_non_null(data);
-		LLVMFuzzerTestOneInput(data, size);	/* traps on a broken property */
-		free(data);
-		files++;
-	}
-	closedir(d);
-	print_message("%zu inputs replayed\n", files);
-	assert_true(files >= 20);
+	assert_true(lkt_replay_corpus(CORPUS, NULL, NULL) >= 20);
 }
 
 /* xorshift64: the same programs on every run */
