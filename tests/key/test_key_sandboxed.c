@@ -21,6 +21,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "child.h"
+
 #include <lowkey/lowkey.h>
 
 #include "sites.h"
@@ -98,7 +100,6 @@ static int child(bool block_sigtrap)
 
 static void run_child(bool block_sigtrap)
 {
-	int status;
 	pid_t pid;
 
 	if (!LKT_PATCHING)
@@ -107,11 +108,7 @@ static void run_child(bool block_sigtrap)
 	assert_true(pid >= 0);
 	if (pid == 0)
 		_exit(child(block_sigtrap));
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (WIFSIGNALED(status))
-		fail_msg("the process was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	lkt_child_exited_0(pid);
 }
 
 static void refused_with_traps(void **state)
@@ -182,7 +179,6 @@ static int midway_child(void)
 
 static void refused_midway(void **state)
 {
-	int status;
 	pid_t pid;
 
 	(void)state;
@@ -192,11 +188,7 @@ static void refused_midway(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0)
 		_exit(midway_child());
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (WIFSIGNALED(status))
-		fail_msg("the process was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	lkt_child_exited_0(pid);
 }
 
 int main(void)

@@ -17,6 +17,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "child.h"
+
 #include <lowkey/lowkey.h>
 
 #include "sites.h"
@@ -111,7 +113,6 @@ static int child(void)
 
 static void handler_reinstalled_during_flips(void **state)
 {
-	int status;
 	pid_t pid;
 
 	(void)state;
@@ -119,11 +120,7 @@ static void handler_reinstalled_during_flips(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0)
 		_exit(child());
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (WIFSIGNALED(status))
-		fail_msg("the process was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	lkt_child_exited_0(pid);
 }
 
 #ifndef __has_feature
@@ -200,7 +197,6 @@ static int first_handler_child(void)
 
 static void first_handler_installed_midway(void **state)
 {
-	int status;
 	pid_t pid;
 
 	(void)state;
@@ -210,9 +206,7 @@ static void first_handler_installed_midway(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0)
 		_exit(first_handler_child());
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	lkt_child_exited_0(pid);
 }
 
 int main(void)

@@ -18,6 +18,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "child.h"
+
 #include <lowkey/lowkey.h>
 
 #include "sites.h"
@@ -144,7 +146,6 @@ static int child(void)
 
 static void flips_spare_threads_that_block_sigtrap(void **state)
 {
-	int status;
 	pid_t pid;
 
 	(void)state;
@@ -152,11 +153,7 @@ static void flips_spare_threads_that_block_sigtrap(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0)
 		_exit(child());
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (WIFSIGNALED(status))
-		fail_msg("the process was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	lkt_child_exited_0(pid);
 }
 
 int main(void)
