@@ -230,6 +230,13 @@ struct lk__key_site {
 #define LK__SITE_INIT_JMP 0x2		/* the compiled instruction is the jmp */
 #define LK__SITE_FLAGS 0x7
 
+/* GCC lays a cold label's code out of line; Clang knows the attribute on functions only. */
+#if defined(__clang__)
+#define LK__COLD_LABEL
+#else
+#define LK__COLD_LABEL __attribute__((cold));
+#endif
+
 #if defined(LK_KEYS_PORTABLE) || !defined(__x86_64__)
 #define lk__branch(k, jump_when_on)                                                           \
 	(__atomic_load_n(&LK_KEY(k)->lk__count, __ATOMIC_RELAXED) > 0)
@@ -245,7 +252,7 @@ struct lk__key_site {
 		__label__ lk__jumped, lk__out;                                                \
 		bool lk__taken;                                                               \
 		static struct lk_key *const lk__key_ref = LK_KEY(k);                          \
-		asm goto("1:\n\t"                                                             \
+		__asm__ goto("1:\n\t"                                                         \
 			 ".if %c2\n\t"                                                        \
 			 ".byte 0xe9\n\t"                                                     \
 			 ".long %l[lk__jumped] - 2f\n\t"                                      \
@@ -269,7 +276,7 @@ struct lk__key_site {
 		lk__taken = false;                                                            \
 		goto lk__out;                                                                 \
 	lk__jumped:                                                                           \
-		__attribute__((cold));                                                        \
+		LK__COLD_LABEL                                                                \
 		lk__taken = true;                                                             \
 	lk__out:                                                                              \
 		(jump_when_on) ? lk__taken : !lk__taken;                                      \

@@ -244,12 +244,12 @@ static inline __attribute__((always_inline)) uint64_t lk__probe_tsc(void)
 #if defined(__x86_64__)
 	uint32_t lo, hi;
 
-	asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
 	return ((uint64_t)hi << 32) | lo;
 #elif defined(__aarch64__)
 	uint64_t v;
 
-	asm volatile("mrs %0, cntvct_el0" : "=r"(v));
+	__asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
 	return v;
 #else
 #error "lowkey probes need a cycle counter for this architecture"

@@ -72,6 +72,8 @@
 #include <time.h>
 #include <lowkey/bits/compiler.h>
 
+struct timespec;	/* <time.h> declares it from C11 (or with POSIX): C99 sees this one */
+
 LK_BEGIN_DECLS
 
 #define LK_SEMVMX 32767		/* largest value of a semaphore (SEMVMX) */
