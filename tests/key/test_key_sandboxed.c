@@ -100,15 +100,9 @@ static int child(bool block_sigtrap)
 
 static void run_child(bool block_sigtrap)
 {
-	pid_t pid;
-
 	if (!LKT_PATCHING)
 		skip();
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(child(block_sigtrap));
-	lkt_child_exited_0(pid);
+	lkt_in_child(child(block_sigtrap));
 }
 
 static void refused_with_traps(void **state)
@@ -179,16 +173,10 @@ static int midway_child(void)
 
 static void refused_midway(void **state)
 {
-	pid_t pid;
-
 	(void)state;
 	if (!LKT_PATCHING || UNDER_TSAN)
 		skip();
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(midway_child());
-	lkt_child_exited_0(pid);
+	lkt_in_child(midway_child());
 }
 
 int main(void)

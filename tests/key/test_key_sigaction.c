@@ -113,14 +113,8 @@ static int child(void)
 
 static void handler_reinstalled_during_flips(void **state)
 {
-	pid_t pid;
-
 	(void)state;
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(child());
-	lkt_child_exited_0(pid);
+	lkt_in_child(child());
 }
 
 #ifndef __has_feature
@@ -197,16 +191,10 @@ static int first_handler_child(void)
 
 static void first_handler_installed_midway(void **state)
 {
-	pid_t pid;
-
 	(void)state;
 	if (!LKT_PATCHING || UNDER_TSAN)
 		skip();
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(first_handler_child());
-	lkt_child_exited_0(pid);
+	lkt_in_child(first_handler_child());
 }
 
 int main(void)

@@ -146,14 +146,8 @@ static int child(void)
 
 static void flips_spare_threads_that_block_sigtrap(void **state)
 {
-	pid_t pid;
-
 	(void)state;
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(child());
-	lkt_child_exited_0(pid);
+	lkt_in_child(child());
 }
 
 int main(void)
