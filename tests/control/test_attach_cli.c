@@ -58,10 +58,12 @@ static void expect(int status, const char *text)
 	lkt_expect(&r, status, text);
 }
 
-/* Start `program serve [ms]`, with its control socket open or not; returns once it is ready. */
-static pid_t spawn_target(const char *program, bool control, const char *ms)
+/*
+ * Fork a child that runs run(arg) with its standard output on a pipe; return once the child has
+ * written its first line there (into line): "ready..." when it is.
+ */
+static pid_t spawn_ready(void (*run)(const void *), const void *arg, char *line, size_t len)
 {
-	char line[64] = "";
 	int p[2];
 	pid_t pid;
 	FILE *f;
@@ -72,19 +74,43 @@ static pid_t spawn_target(const char *program, bool control, const char *ms)
 		dup2(p[1], 1);
 		close(p[0]);
 		close(p[1]);
-		if (control)
-			setenv("LOWKEY_CONTROL", "1", 1);
-		else
-			unsetenv("LOWKEY_CONTROL");
-		execl(program, program, "serve", ms, (char *)NULL);
-		_exit(127);
+		run(arg);
+		_exit(0);
 	}
 	close(p[1]);
 	if (nspawned < 64)
 		spawned[nspawned++] = pid;
 	f = fdopen(p[0], "r");
-	assert_non_null(fgets(line, sizeof(line), f));
+	line[0] = 0;
+	assert_non_null(fgets(line, (int)len, f));
 	fclose(f);
+	return pid;
+}
+
+struct serve {
+	const char *program, *ms;
+	bool control;
+};
+
+static void exec_serve(const void *arg)
+{
+	const struct serve *s = arg;
+
+	if (s->control)
+		setenv("LOWKEY_CONTROL", "1", 1);
+	else
+		unsetenv("LOWKEY_CONTROL");
+	execl(s->program, s->program, "serve", s->ms, (char *)NULL);
+	_exit(127);
+}
+
+/* Start `program serve [ms]`, with its control socket open or not; returns once it is ready. */
+static pid_t spawn_target(const char *program, bool control, const char *ms)
+{
+	struct serve s = { program, ms, control };
+	char line[64];
+	pid_t pid = spawn_ready(exec_serve, &s, line, sizeof(line));
+
 	assert_int_equal(strncmp(line, "ready ", 6), 0);
 	return pid;
 }
@@ -368,29 +394,25 @@ static void list_a_running_process(void **state)
 
 /* ---- hostile processes ---- */
 
-/* Fork a child that runs fn(arg), which says "ready" on fd 1 (a pipe) when it is; wait for that. */
+/* A child that runs fn(arg), which says "ready" on fd 1 (a pipe) when it is; wait for that. */
+struct helper {
+	void (*fn)(const char *);
+	const char *arg;
+};
+
+static void run_helper(const void *arg)
+{
+	const struct helper *h = arg;
+
+	h->fn(h->arg);
+}
+
 static pid_t spawn_helper(void (*fn)(const char *), const char *arg)
 {
-	char line[64] = "";
-	int p[2];
-	pid_t pid;
-	FILE *f;
+	struct helper h = { fn, arg };
+	char line[64];
+	pid_t pid = spawn_ready(run_helper, &h, line, sizeof(line));
 
-	assert_int_equal(pipe(p), 0);
-	pid = fork();
-	if (pid == 0) {
-		dup2(p[1], 1);
-		close(p[0]);
-		close(p[1]);
-		fn(arg);
-		_exit(0);
-	}
-	close(p[1]);
-	if (nspawned < 64)
-		spawned[nspawned++] = pid;
-	f = fdopen(p[0], "r");
-	assert_non_null(fgets(line, sizeof(line), f));
-	fclose(f);
 	assert_string_equal(line, "ready\n");
 	return pid;
 }
