@@ -31,6 +31,18 @@
 #define LK__SAME_NAME_END
 #endif
 
+/*
+ * Casts in inline code: C++ users build with -Wold-style-cast. LK__CAST converts values
+ * (static_cast), LK__REINTERPRET converts between pointers and integers or pointer types.
+ */
+#ifdef __cplusplus
+#define LK__CAST(T, v) (static_cast<T>(v))
+#define LK__REINTERPRET(T, v) (reinterpret_cast<T>(v))
+#else
+#define LK__CAST(T, v) ((T)(v))
+#define LK__REINTERPRET(T, v) ((T)(v))
+#endif
+
 #define LK__LIKELY(x) __builtin_expect(!!(x), 1)
 #define LK__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
