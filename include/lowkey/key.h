@@ -44,7 +44,10 @@
  * Where the system forbids code patching (PR_SET_MDWE, SELinux execmod, systemd's
  * MemoryDenyWriteExecute=), flipping returns -EPERM. Building with -DLK_KEYS_PORTABLE (CMake option
  * LK_KEYS_PORTABLE=ON) turns every site into a load + branch instead, which works everywhere; the
- * API does not change. Objects built either way can share keys.
+ * API does not change. Objects built either way can share keys. Sites are also load + branch in C
+ * compiled without optimization (-O0: the site's constants reach the assembler only once inlined)
+ * and in C++ before C++17 (see below); -O1 and above in C, and C++17 and later at any level, get
+ * patched sites. GCC >= 12 and Clang >= 14 are tested, C99 to C17 and C++11 to C++20.
  *
  * None of the functions below is async-signal-safe: they take a process-wide mutex and may allocate.
  * lk_branch_likely()/lk_branch_unlikely() themselves are safe anywhere, signal handlers included.
@@ -97,14 +100,14 @@ struct lk_key_true {
 #ifndef __cplusplus
 /* LK_KEY(&k): the struct lk_key inside any kind of key (or a struct lk_key * as it is). */
 #define LK_KEY(k)                                                                             \
-	_Generic((k),                                                                         \
+	(__extension__ _Generic((k),                                                          \
 		struct lk_key_true *: (struct lk_key *)(k),                                   \
 		struct lk_key_false *: (struct lk_key *)(k),                                  \
 		const struct lk_key_true *: (const struct lk_key *)(k),                       \
 		const struct lk_key_false *: (const struct lk_key *)(k),                      \
-		default: (k))
+		default: (k)))
 #define LK__KEY_INIT_DIRECTION(k)                                                             \
-	_Generic((k), struct lk_key_true *: 1, struct lk_key_false *: 0)
+	(__extension__ _Generic((k), struct lk_key_true *: 1, struct lk_key_false *: 0))
 #else
 } /* extern "C" */
 static inline constexpr struct lk_key *LK_KEY(struct lk_key_true *k) { return &k->key; }
@@ -170,8 +173,9 @@ LK_API int (lk_key_dec)(struct lk_key *key);
 LK_API bool (lk_key_enabled)(const struct lk_key *key);
 
 /*
- * lk_key_sites - how many sites of key are registered in the objects loaded now (0 in a portable
- * build). -EINVAL for NULL. Takes the process-wide mutex.
+ * lk_key_sites - how many patched sites of key are registered in the objects loaded now: one per
+ * copy of the code (a site in a function inlined in three places counts three times); load +
+ * branch sites are not counted. -EINVAL for NULL. Takes the process-wide mutex.
  */
 LK_API int (lk_key_sites)(const struct lk_key *key);
 
@@ -230,57 +234,113 @@ struct lk__key_site {
 #define LK__SITE_INIT_JMP 0x2		/* the compiled instruction is the jmp */
 #define LK__SITE_FLAGS 0x7
 
-/* GCC lays a cold label's code out of line; Clang knows the attribute on functions only. */
-#if defined(__clang__)
-#define LK__COLD_LABEL
-#else
-#define LK__COLD_LABEL __attribute__((cold));
+/*
+ * Where a site is patched code. The asm goto that makes a site lives in a function of its own, as
+ * in the kernel's arch_static_branch(): its labels are then that function's, so no compiler sees
+ * a jump from one site to another's label past the caller's declarations (Clang before 17 checks
+ * every asm goto against every asm goto label of a function, and rejects the caller in C++ as
+ * soon as an initialized variable sits between two sites). The key is passed as the address of a
+ * slot holding it, which must reach the assembler as a constant:
+ *  - C: the slot is a static of the caller and the function is inlined; the address is a
+ *    constant only once it is, so an unoptimized C build (no __OPTIMIZE__) gets load + branch
+ *    sites, which share keys with patched ones;
+ *  - C++17 and later: the slot is a variable template of an unnamed namespace, and the function a
+ *    template of it, at every optimization level. Internal linkage is what makes the slot's
+ *    address a link-time constant in position-independent code: a static of an inline function
+ *    or template would be a preemptible symbol there. C++ before 17 gets load + branch sites.
+ */
+#if !defined(LK_KEYS_PORTABLE) && defined(__x86_64__) &&                                     \
+	((!defined(__cplusplus) && defined(__OPTIMIZE__)) || (defined(__cplusplus) && __cplusplus >= 201703L))
+#define LK__PATCHED_SITES 1
 #endif
 
-#if defined(LK_KEYS_PORTABLE) || !defined(__x86_64__)
-#define lk__branch(k, jump_when_on)                                                           \
-	(__atomic_load_n(&LK_KEY(k)->lk__count, __ATOMIC_RELAXED) > 0)
-#else
+#ifdef LK__PATCHED_SITES
 /*
- * lk__branch(k, jump_when_on) is true while k is on. The site is one asm goto: a NOP or a
- * `jmp rel32` (chosen by the assembler from the key's type) and its table entry. The jump leaves
- * the fall-through path: towards the key-on code for unlikely sites (jump_when_on = 1), towards
- * the key-off code for likely ones (jump_when_on = 0).
+ * The site: a NOP or a `jmp rel32` (the key's initial direction decides which is compiled) and
+ * its table entry. Operands: %c0 the slot, %c1 the entry's flags, %c2 whether the compiled
+ * instruction is the jmp; label lk__jumped. "?" puts the entry in the section group of the code
+ * around it, so a copy of an inline function or template that the linker discards (a duplicate
+ * COMDAT group) takes its entries along.
  */
+#define LK__SITE_ASM                                                                          \
+	"1:\n\t"                                                                              \
+	".if %c2\n\t"                                                                         \
+	".byte 0xe9\n\t"                                                                      \
+	".long %l[lk__jumped] - 2f\n\t"                                                       \
+	".else\n\t"                                                                           \
+	".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\t"                                              \
+	".endif\n"                                                                            \
+	"2:\n\t"                                                                              \
+	".pushsection __lk_key_sites, \"aR?\", @progbits\n\t"                                 \
+	".balign 8\n\t"                                                                       \
+	".long 1b - .\n\t"                                                                    \
+	".long %l[lk__jumped] - .\n\t"                                                        \
+	".quad %c0 + %c1 - .\n\t"                                                             \
+	".popsection"
+
+#define LK__SITE_ENTRY_FLAGS(init_direction, jump_when_on)                                    \
+	((jump_when_on) | ((init_direction) == (jump_when_on) ? LK__SITE_INIT_JMP : 0))
+#endif
+
+#if defined(__cplusplus) && __cplusplus >= 201703L
+} /* extern "C" */
+namespace {
+/* The slot of key K in this translation unit; K is &name of a key (or of a probe site). */
+template <auto K> struct lk_key *const lk__key_slot = LK_KEY(K);
+} /* namespace */
+extern "C" {
+#endif
+
+#if !defined(LK__PATCHED_SITES)
+#define lk__branch(k, jump_when_on) (__atomic_load_n(&LK_KEY(k)->lk__count, __ATOMIC_RELAXED) > 0)
+#define lk__branch_slot(slot, init_direction, jump_when_on)                                   \
+	(__atomic_load_n(&(*(slot))->lk__count, __ATOMIC_RELAXED) > 0)
+#elif !defined(__cplusplus)
+/* Whether the site jumped. Inlined, so that the slot's address is a constant for the asm. */
+static inline __attribute__((always_inline)) bool lk__site_jumped(struct lk_key *const *slot,
+								  const unsigned int flags,
+								  const int init_jmp)
+{
+	__asm__ goto(LK__SITE_ASM : : "i"(slot), "i"(flags), "i"(init_jmp) : : lk__jumped);
+	return false;
+lk__jumped:
+	return true;
+}
+
+/*
+ * lk__branch_slot(slot, init_direction, jump_when_on) is true while the key in *slot is on. The
+ * jump leaves the fall-through path: towards the key-on code for unlikely sites
+ * (jump_when_on = 1), towards the key-off code for likely ones (jump_when_on = 0).
+ */
+#define lk__branch_slot(slot, init_direction, jump_when_on)                                   \
+	(lk__site_jumped((slot), LK__SITE_ENTRY_FLAGS(init_direction, jump_when_on),          \
+			 (init_direction) == (jump_when_on)) == (jump_when_on))
 #define lk__branch(k, jump_when_on)                                                           \
-	({                                                                                    \
-		__label__ lk__jumped, lk__out;                                                \
-		bool lk__taken;                                                               \
-		static struct lk_key *const lk__key_ref = LK_KEY(k);                          \
-		__asm__ goto("1:\n\t"                                                         \
-			 ".if %c2\n\t"                                                        \
-			 ".byte 0xe9\n\t"                                                     \
-			 ".long %l[lk__jumped] - 2f\n\t"                                      \
-			 ".else\n\t"                                                          \
-			 ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\t"                             \
-			 ".endif\n"                                                           \
-			 "2:\n\t"                                                             \
-			 ".pushsection __lk_key_sites, \"aR\", @progbits\n\t"                   \
-			 ".balign 8\n\t"                                                      \
-			 ".long 1b - .\n\t"                                                   \
-			 ".long %l[lk__jumped] - .\n\t"                                       \
-			 ".quad %c0 + %c1 - .\n\t"                                            \
-			 ".popsection"                                                        \
-			 : /* no outputs */                                                   \
-			 : "i"(&lk__key_ref),                                                 \
-			   "i"((jump_when_on) |                                               \
-			       (LK__KEY_INIT_DIRECTION(k) == (jump_when_on) ? LK__SITE_INIT_JMP : 0)), \
-			   "i"(LK__KEY_INIT_DIRECTION(k) == (jump_when_on))                   \
-			 : /* no clobbers */                                                  \
-			 : lk__jumped);                                                       \
-		lk__taken = false;                                                            \
-		goto lk__out;                                                                 \
-	lk__jumped:                                                                           \
-		LK__COLD_LABEL                                                                \
-		lk__taken = true;                                                             \
-	lk__out:                                                                              \
-		(jump_when_on) ? lk__taken : !lk__taken;                                      \
+	__extension__({                                                                       \
+		static struct lk_key *const lk__slot = LK_KEY(k);                             \
+		lk__branch_slot(&lk__slot, LK__KEY_INIT_DIRECTION(k), jump_when_on);          \
 	})
+#else
+} /* extern "C" */
+namespace {
+/* True while key K is on; see the C form above. */
+template <auto K, int JumpWhenOn>
+__attribute__((always_inline)) inline bool lk__branch_site() noexcept
+{
+	__asm__ goto(LK__SITE_ASM
+		     : /* no outputs */
+		     : "i"(&lk__key_slot<K>),
+		       "i"(LK__SITE_ENTRY_FLAGS(LK__KEY_INIT_DIRECTION(K), JumpWhenOn)),
+		       "i"(LK__KEY_INIT_DIRECTION(K) == JumpWhenOn)
+		     : /* no clobbers */
+		     : lk__jumped);
+	return !JumpWhenOn;
+lk__jumped:
+	return JumpWhenOn;
+}
+} /* namespace */
+extern "C" {
+#define lk__branch(k, jump_when_on) (lk__branch_site<(k), (jump_when_on)>())
 #endif
 
 LK_END_DECLS

@@ -41,6 +41,12 @@
 #include <string.h>
 #include <lowkey/bits/compiler.h>
 #include <lowkey/key.h>
+#ifdef __cplusplus
+#include <type_traits>
+#if __cplusplus >= 201703L
+#include <string_view>
+#endif
+#endif
 
 LK_BEGIN_DECLS
 
@@ -78,11 +84,22 @@ struct lk_probe_site {
 	const char *provider;
 	const char *event;
 	const char *file;
-	const char *arg_names;		/* the arguments as written: "id, rows" */
+	const char *arg_names;		/* the macro's arguments as written: "db, query, id, rows"
+					 * (the registry drops the provider and event) */
 };
 
 #define LK__PROBE_MAGIC 0x6c6b7072u	/* "lkpr" */
-#define LK__PROBE_ABI 2	/* 2: 8-byte record header */
+#define LK__PROBE_ABI 3	/* 2: 8-byte record header; 3: string views */
+
+/*
+ * An argument type of arg_types only, never of a trace or of lk_probe_info: a C++ string view,
+ * passed as the address of this pair and recorded as LK_PROBE_STR (up to its first NUL byte).
+ */
+#define LK__PROBE_VIEW 6
+struct lk__probe_view {
+	const char *ptr;
+	size_t len;
+};
 
 /* ---- enabling, listing ---- */
 
@@ -245,7 +262,7 @@ static inline __attribute__((always_inline)) uint64_t lk__probe_tsc(void)
 	uint32_t lo, hi;
 
 	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-	return ((uint64_t)hi << 32) | lo;
+	return LK__CAST(uint64_t, hi) << 32 | lo;
 #elif defined(__aarch64__)
 	uint64_t v;
 
@@ -293,9 +310,9 @@ lk__probe_emit(struct lk_probe_site *site, unsigned int n, uint64_t a0, uint64_t
 		const uint64_t args[8] = { a0, a1, a2, a3, a4, a5, a6, a7 };
 		uint64_t head = lk__probe_header(lk__probe_tsc(), site->id);
 
-		memcpy((void *)p, &head, 8);
+		memcpy(LK__REINTERPRET(void *, p), &head, 8);
 		for (unsigned int i = 0; i < n; i++)	/* n is a constant: unrolled, from registers */
-			memcpy((void *)(p + LK__PROBE_HEADER + 8 * i), &args[i], 8);
+			memcpy(LK__REINTERPRET(void *, p + LK__PROBE_HEADER + 8 * i), &args[i], 8);
 		__atomic_store_n(&t->committed, p + size, __ATOMIC_RELEASE);
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		__atomic_store_n(&t->nesting, 0, __ATOMIC_RELAXED);
@@ -312,26 +329,18 @@ lk__probe_emit(struct lk_probe_site *site, unsigned int n, uint64_t a0, uint64_t
 
 #define lk__probe_emit0(site) lk__probe_emit((site), 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
-/* Argument counting and mapping, 0 to 8 arguments (GNU ", ##" swallows the comma for none). */
+/*
+ * Argument counting, in standard C99 and C++11 (no GNU ", ##__VA_ARGS__"): LK__NARGS counts the
+ * provider and the event too, 2 to 11 tokens, and picks LK__PROBE_<count>.
+ */
 #define LK__CAT_(a, b) a##b
 #define LK__CAT(a, b) LK__CAT_(a, b)
-#define LK__NARGS(...) LK__NARGS_(_, ##__VA_ARGS__, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define LK__NARGS_(_, a1, a2, a3, a4, a5, a6, a7, a8, a9, n, ...) n
-#define LK__MAP(M, ...) LK__CAT(LK__MAP_, LK__NARGS(__VA_ARGS__))(M, ##__VA_ARGS__)
-#define LK__MAP_0(M)
-#define LK__MAP_1(M, a) M(0, a)
-#define LK__MAP_2(M, a, b) M(0, a) M(1, b)
-#define LK__MAP_3(M, a, b, c) LK__MAP_2(M, a, b) M(2, c)
-#define LK__MAP_4(M, a, b, c, d) LK__MAP_3(M, a, b, c) M(3, d)
-#define LK__MAP_5(M, a, b, c, d, e) LK__MAP_4(M, a, b, c, d) M(4, e)
-#define LK__MAP_6(M, a, b, c, d, e, f) LK__MAP_5(M, a, b, c, d, e) M(5, f)
-#define LK__MAP_7(M, a, b, c, d, e, f, g) LK__MAP_6(M, a, b, c, d, e, f) M(6, g)
-#define LK__MAP_8(M, a, b, c, d, e, f, g, h) LK__MAP_7(M, a, b, c, d, e, f, g) M(7, h)
-#define LK__MAP_9(M, ...) _Static_assert(0, "a probe takes at most 8 arguments")
+#define LK__NARGS(...) LK__NARGS_(__VA_ARGS__, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define LK__NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, n, ...) n
 
-static inline uint64_t lk__u64_i(int64_t v) { return (uint64_t)v; }
+static inline uint64_t lk__u64_i(int64_t v) { return LK__CAST(uint64_t, v); }
 static inline uint64_t lk__u64_u(uint64_t v) { return v; }
-static inline uint64_t lk__u64_p(const volatile void *p) { return (uint64_t)(uintptr_t)p; }
+static inline uint64_t lk__u64_p(const volatile void *p) { return LK__REINTERPRET(uintptr_t, p); }
 static inline uint64_t lk__u64_f(double v)
 {
 	uint64_t u;
@@ -342,7 +351,7 @@ static inline uint64_t lk__u64_f(double v)
 
 #ifndef __cplusplus
 #define LK__ARG_TYPE(x)                                                                       \
-	_Generic((x),                                                                         \
+	(__extension__ _Generic((x),                                                          \
 		_Bool: LK_PROBE_U64, unsigned char: LK_PROBE_U64, unsigned short: LK_PROBE_U64, \
 		unsigned int: LK_PROBE_U64, unsigned long: LK_PROBE_U64,                      \
 		unsigned long long: LK_PROBE_U64,                                             \
@@ -350,83 +359,136 @@ static inline uint64_t lk__u64_f(double v)
 		int: LK_PROBE_I64, long: LK_PROBE_I64, long long: LK_PROBE_I64,               \
 		float: LK_PROBE_F64, double: LK_PROBE_F64,                                    \
 		char *: LK_PROBE_STR, const char *: LK_PROBE_STR,                             \
-		default: LK_PROBE_PTR)
-#define LK__ARG_U64(x)                                                                        \
-	_Generic((x),                                                                         \
+		default: LK_PROBE_PTR))
+#define LK__ARG_DECL(i, x)                                                                    \
+	const uint64_t lk__a##i = (__extension__ _Generic((x),                                \
 		_Bool: lk__u64_u, unsigned char: lk__u64_u, unsigned short: lk__u64_u,        \
 		unsigned int: lk__u64_u, unsigned long: lk__u64_u, unsigned long long: lk__u64_u, \
 		char: lk__u64_i, signed char: lk__u64_i, short: lk__u64_i, int: lk__u64_i,    \
 		long: lk__u64_i, long long: lk__u64_i,                                        \
 		float: lk__u64_f, double: lk__u64_f,                                          \
-		default: lk__u64_p)(x)
+		default: lk__u64_p)(x));
+#define LK__PROBE_TOO_MANY _Static_assert(0, "a probe takes at most 8 arguments")
 #else
 } /* extern "C" */
-template <typename T> struct lk__arg {
-	static constexpr int type = LK_PROBE_PTR;
-	static uint64_t value(T v) { return lk__u64_p((const volatile void *)v); }
+/*
+ * What a C++ argument records as: integers, bool and enumerations (as their underlying type) as
+ * integers, floating point as f64, char pointers and arrays as strings, whatever converts to
+ * std::string_view (std::string too) as a string, any other pointer as its address.
+ */
+template <typename T, bool = std::is_enum<T>::value> struct lk__int_of { typedef T type; };
+template <typename T> struct lk__int_of<T, true> { typedef typename std::underlying_type<T>::type type; };
+
+template <typename T> struct lk__arg_kind {
+	typedef typename std::decay<T>::type D;
+	typedef typename lk__int_of<D>::type I;
+	static constexpr bool is_cstr = std::is_same<D, char *>::value || std::is_same<D, const char *>::value;
+#if __cplusplus >= 201703L
+	static constexpr bool is_view = !std::is_pointer<D>::value && std::is_convertible<const D &, std::string_view>::value;
+#else
+	static constexpr bool is_view = false;
+#endif
+	static constexpr int type =
+		std::is_same<I, char>::value ? LK_PROBE_I64 :
+		std::is_integral<I>::value ? (std::is_signed<I>::value ? LK_PROBE_I64 : LK_PROBE_U64) :
+		std::is_floating_point<D>::value ? LK_PROBE_F64 :
+		is_cstr ? LK_PROBE_STR :
+		is_view ? LK__PROBE_VIEW :
+		std::is_pointer<D>::value || std::is_null_pointer<D>::value ? LK_PROBE_PTR : 0;
+	static_assert(type != 0, "a lowkey probe argument is an integer, bool, enum, float, double, string "
+				 "(char pointer or array, std::string_view, std::string) or pointer");
 };
-#define LK__ARG_INT(T, code, conv)                                                            \
-	template <> struct lk__arg<T> {                                                       \
-		static constexpr int type = code;                                             \
-		static uint64_t value(T v) { return conv(v); }                                \
-	};
-LK__ARG_INT(bool, LK_PROBE_U64, lk__u64_u)
-LK__ARG_INT(unsigned char, LK_PROBE_U64, lk__u64_u)
-LK__ARG_INT(unsigned short, LK_PROBE_U64, lk__u64_u)
-LK__ARG_INT(unsigned int, LK_PROBE_U64, lk__u64_u)
-LK__ARG_INT(unsigned long, LK_PROBE_U64, lk__u64_u)
-LK__ARG_INT(unsigned long long, LK_PROBE_U64, lk__u64_u)
-LK__ARG_INT(char, LK_PROBE_I64, lk__u64_i)
-LK__ARG_INT(signed char, LK_PROBE_I64, lk__u64_i)
-LK__ARG_INT(short, LK_PROBE_I64, lk__u64_i)
-LK__ARG_INT(int, LK_PROBE_I64, lk__u64_i)
-LK__ARG_INT(long, LK_PROBE_I64, lk__u64_i)
-LK__ARG_INT(long long, LK_PROBE_I64, lk__u64_i)
-LK__ARG_INT(float, LK_PROBE_F64, lk__u64_f)
-LK__ARG_INT(double, LK_PROBE_F64, lk__u64_f)
-LK__ARG_INT(char *, LK_PROBE_STR, lk__u64_p)
-LK__ARG_INT(const char *, LK_PROBE_STR, lk__u64_p)
-#undef LK__ARG_INT
-template <typename T> struct lk__decay { typedef T type; };
-template <typename T, size_t N> struct lk__decay<T[N]> { typedef T *type; };
-template <typename T> struct lk__decay<const T> { typedef typename lk__decay<T>::type type; };
-#define LK__ARG_T(x) lk__arg<typename lk__decay<__typeof__(x)>::type>
-#define LK__ARG_TYPE(x) (LK__ARG_T(x)::type)
-#define LK__ARG_U64(x) (LK__ARG_T(x)::value(x))
+
+template <int Type> struct lk__arg_tag {};
+
+template <typename T> inline uint64_t lk__arg_value(T &&v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_I64>)
+{
+	return static_cast<uint64_t>(static_cast<int64_t>(v));
+}
+template <typename T> inline uint64_t lk__arg_value(T &&v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_U64>)
+{
+	return static_cast<uint64_t>(v);
+}
+template <typename T> inline uint64_t lk__arg_value(T &&v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_F64>)
+{
+	return lk__u64_f(static_cast<double>(v));
+}
+template <typename T> inline uint64_t lk__arg_value(T &&v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_STR>)
+{
+	return reinterpret_cast<uintptr_t>(static_cast<const char *>(v));
+}
+template <typename T> inline uint64_t lk__arg_value(T &&v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_PTR>)
+{
+	return reinterpret_cast<uintptr_t>(static_cast<typename lk__arg_kind<T>::D>(v));
+}
+inline uint64_t lk__arg_value(std::nullptr_t, struct lk__probe_view &, lk__arg_tag<LK_PROBE_PTR>)
+{
+	return 0;
+}
+#if __cplusplus >= 201703L
+/* The view lives in the caller's block until the event is recorded. */
+template <typename T> inline uint64_t lk__arg_value(T &&v, struct lk__probe_view &view, lk__arg_tag<LK__PROBE_VIEW>)
+{
+	std::string_view sv(v);
+
+	view.ptr = sv.data();
+	view.len = sv.size();
+	return reinterpret_cast<uintptr_t>(&view);
+}
+#endif
+
+#define LK__ARG_TYPE(x) (lk__arg_kind<decltype((x))>::type)
+#define LK__ARG_DECL(i, x)                                                                    \
+	struct lk__probe_view lk__view##i;                                                    \
+	const uint64_t lk__a##i = lk__arg_value((x), lk__view##i, lk__arg_tag<LK__ARG_TYPE(x)>());
+#define LK__PROBE_TOO_MANY static_assert(false, "a probe takes at most 8 arguments")
+
+/* A probe site, seen as a key: its key is its first member. */
+static inline constexpr struct lk_key *LK_KEY(struct lk_probe_site *s) { return &s->key.key; }
+static inline constexpr int lk__key_init_direction(const struct lk_probe_site *) { return 0; }
 extern "C" {
 #endif
 
-#define LK__TYPE_BITS(i, x) | ((uint32_t)LK__ARG_TYPE(x) << (4 * (i)))
-#define LK__ARG_TYPES(...) (0u LK__MAP(LK__TYPE_BITS, ##__VA_ARGS__))
-#define LK__VALUE(i, x) LK__ARG_U64(x),
+#define LK__TYPE(i, x) (LK__CAST(uint32_t, LK__ARG_TYPE(x)) << (4 * (i)))
+#define LK__IS_STRING(types, i) (((types) >> (4 * (i)) & 0xf) == LK_PROBE_STR || ((types) >> (4 * (i)) & 0xf) == LK__PROBE_VIEW)
 #define LK__HAS_STRINGS(types)                                                                \
-	(((types) & 0xf) == 4 || ((types) >> 4 & 0xf) == 4 || ((types) >> 8 & 0xf) == 4 ||  \
-	 ((types) >> 12 & 0xf) == 4 || ((types) >> 16 & 0xf) == 4 || ((types) >> 20 & 0xf) == 4 || \
-	 ((types) >> 24 & 0xf) == 4 || ((types) >> 28 & 0xf) == 4)
-
-#if defined(__GNUC__) && !defined(__clang__)
-#define LK__RETAIN __attribute__((retain))
-#else
-#define LK__RETAIN
-#endif
+	(LK__IS_STRING(types, 0) || LK__IS_STRING(types, 1) || LK__IS_STRING(types, 2) ||      \
+	 LK__IS_STRING(types, 3) || LK__IS_STRING(types, 4) || LK__IS_STRING(types, 5) ||      \
+	 LK__IS_STRING(types, 6) || LK__IS_STRING(types, 7))
 
 /*
- * The site's descriptor, and a pointer to it in section __lk_probe_sites (pointers have no
- * alignment surprises; the descriptors live in .data, next to their key).
+ * A site is its descriptor (in .data, next to its key), a slot holding the descriptor's address,
+ * and an entry in section __lk_probe_sites: the slot's offset from the entry. The entry comes
+ * from an asm statement in the function, not a variable's section attribute, which g++ drops in
+ * templates; like a key site's entry, it belongs to the function's section group, and is repeated
+ * in every copy of the code (the registry counts each descriptor once). The slot must have
+ * internal linkage, for its address to be a constant in position-independent code: a static of
+ * the function in C, key.h's lk__key_slot in C++ (which is why probes need C++17).
  */
-#define LK__PROBE_SITE(var, provider, event, kind, nargs, types, names)                       \
+#define LK__PROBE_ENTRY_ASM                                                                   \
+	".pushsection __lk_probe_sites, \"aR?\", @progbits\n\t"                               \
+	".balign 8\n\t"                                                                       \
+	".quad %c0 - .\n\t"                                                                   \
+	".popsection"
+
+#define LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names)                 \
 	static struct lk_probe_site var = {                                                   \
 		LK_KEY_INIT_FALSE, LK__PROBE_MAGIC, LK__PROBE_ABI, (kind), (nargs), (types),  \
 		__LINE__, 0, 0, #provider, #event, __FILE__, names                            \
-	};                                                                                    \
-	static struct lk_probe_site *const LK__CAT(var, _ref)                                 \
-		__attribute__((used, section("__lk_probe_sites"))) LK__RETAIN = &var
+	}
 
-/*
- * Each argument is converted once into a 64-bit local; the fast path stores them from registers.
- * types is the compile-time LK__ARG_TYPES(...), so the string test folds away.
- */
-#define LK__ARG_DECL(i, x) const uint64_t LK__CAT(lk__a, i) = LK__ARG_U64(x);
+#ifndef __cplusplus
+#define LK__PROBE_SITE(var, provider, event, kind, nargs, types, names)                       \
+	LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names);                \
+	static struct lk_key *const var##_slot = &var.key.key
+#define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : "i"(&var##_slot))
+#define LK__PROBE_ON(var) LK__UNLIKELY(lk__branch_slot(&var##_slot, 0, 1))
+#else
+#define LK__PROBE_SITE LK__PROBE_DESCRIPTOR
+#define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : "i"(&lk__key_slot<&var>))
+#define LK__PROBE_ON(var) lk_branch_unlikely(&var)
+#endif
+
 #define LK__ZEROS_0 LK__ZEROS_1 const uint64_t lk__a0 = 0;
 #define LK__ZEROS_1 LK__ZEROS_2 const uint64_t lk__a1 = 0;
 #define LK__ZEROS_2 LK__ZEROS_3 const uint64_t lk__a2 = 0;
@@ -436,29 +498,66 @@ extern "C" {
 #define LK__ZEROS_6 LK__ZEROS_7 const uint64_t lk__a6 = 0;
 #define LK__ZEROS_7 LK__ZEROS_8 const uint64_t lk__a7 = 0;
 #define LK__ZEROS_8
-#define LK__ZEROS_9
 #define LK__ARGS8 lk__a0, lk__a1, lk__a2, lk__a3, lk__a4, lk__a5, lk__a6, lk__a7
 
-#define LK__PROBE_RECORD(site, types, ...)                                                    \
+/*
+ * One site with nargs arguments: while on, each argument is converted once into a 64-bit local
+ * and the fast path stores them from registers. types is a constant, so the string test folds.
+ */
+#define LK__PROBE_DO(var, kind, provider, event, nargs, types, names, decls)                  \
 	do {                                                                                  \
-		LK__MAP(LK__ARG_DECL, ##__VA_ARGS__)                                          \
-		LK__CAT(LK__ZEROS_, LK__NARGS(__VA_ARGS__))                                   \
-		if (LK__HAS_STRINGS(types)) {                                                 \
-			const uint64_t lk__vals[8] = { LK__ARGS8 };                           \
-			lk__probe_emit_slow((site), LK__NARGS(__VA_ARGS__), lk__vals);        \
-		} else {                                                                      \
-			lk__probe_emit((site), LK__NARGS(__VA_ARGS__), LK__ARGS8);            \
+		LK__PROBE_SITE(var, provider, event, kind, nargs, types, names);              \
+		LK__PROBE_ENTRY(var);                                                         \
+		if (LK__PROBE_ON(var)) {                                                      \
+			decls                                                                 \
+			LK__ZEROS_##nargs                                                     \
+			if (LK__HAS_STRINGS(types)) {                                         \
+				const uint64_t lk__vals[8] = { LK__ARGS8 };                   \
+				lk__probe_emit_slow(&var, nargs, lk__vals);                   \
+			} else {                                                              \
+				lk__probe_emit(&var, nargs, LK__ARGS8);                       \
+			}                                                                     \
 		}                                                                             \
 	} while (0)
 
-#define LK__PROBE_AT(n, kind, provider, event, ...)                                           \
-	do {                                                                                  \
-		LK__PROBE_SITE(LK__CAT(lk__probe_site_, n), provider, event, kind,            \
-			       LK__NARGS(__VA_ARGS__), LK__ARG_TYPES(__VA_ARGS__), #__VA_ARGS__); \
-		if (lk_branch_unlikely(&LK__CAT(lk__probe_site_, n).key))                     \
-			LK__PROBE_RECORD(&LK__CAT(lk__probe_site_, n), LK__ARG_TYPES(__VA_ARGS__), \
-					 ##__VA_ARGS__);                                      \
-	} while (0)
+#define LK__PROBE_AT(n, kind, names, ...)                                                     \
+	LK__CAT(LK__PROBE_, LK__NARGS(__VA_ARGS__))(LK__CAT(lk__probe_site_, n), kind, names, __VA_ARGS__)
+#define LK__PROBE_1(v, k, names, p) LK__PROBE_TOO_MANY /* a provider without an event */
+#define LK__PROBE_2(v, k, names, p, e) LK__PROBE_DO(v, k, p, e, 0, 0u, names, )
+#define LK__PROBE_3(v, k, names, p, e, a0) LK__PROBE_DO(v, k, p, e, 1, LK__TYPE(0, a0), names, LK__ARG_DECL(0, a0))
+#define LK__PROBE_4(v, k, names, p, e, a0, a1)                                                \
+	LK__PROBE_DO(v, k, p, e, 2, LK__TYPE(0, a0) | LK__TYPE(1, a1), names,                 \
+		     LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1))
+#define LK__PROBE_5(v, k, names, p, e, a0, a1, a2)                                            \
+	LK__PROBE_DO(v, k, p, e, 3, LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2), names, \
+		     LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2))
+#define LK__PROBE_6(v, k, names, p, e, a0, a1, a2, a3)                                        \
+	LK__PROBE_DO(v, k, p, e, 4, LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3), \
+		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3))
+#define LK__PROBE_7(v, k, names, p, e, a0, a1, a2, a3, a4)                                    \
+	LK__PROBE_DO(v, k, p, e, 5,                                                           \
+		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | LK__TYPE(4, a4), \
+		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3) \
+		     LK__ARG_DECL(4, a4))
+#define LK__PROBE_8(v, k, names, p, e, a0, a1, a2, a3, a4, a5)                                \
+	LK__PROBE_DO(v, k, p, e, 6,                                                           \
+		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | LK__TYPE(4, a4) | \
+		     LK__TYPE(5, a5),                                                         \
+		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3) \
+		     LK__ARG_DECL(4, a4) LK__ARG_DECL(5, a5))
+#define LK__PROBE_9(v, k, names, p, e, a0, a1, a2, a3, a4, a5, a6)                            \
+	LK__PROBE_DO(v, k, p, e, 7,                                                           \
+		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | LK__TYPE(4, a4) | \
+		     LK__TYPE(5, a5) | LK__TYPE(6, a6),                                       \
+		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3) \
+		     LK__ARG_DECL(4, a4) LK__ARG_DECL(5, a5) LK__ARG_DECL(6, a6))
+#define LK__PROBE_10(v, k, names, p, e, a0, a1, a2, a3, a4, a5, a6, a7)                       \
+	LK__PROBE_DO(v, k, p, e, 8,                                                           \
+		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | LK__TYPE(4, a4) | \
+		     LK__TYPE(5, a5) | LK__TYPE(6, a6) | LK__TYPE(7, a7),                     \
+		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3) \
+		     LK__ARG_DECL(4, a4) LK__ARG_DECL(5, a5) LK__ARG_DECL(6, a6) LK__ARG_DECL(7, a7))
+#define LK__PROBE_11(...) LK__PROBE_TOO_MANY
 
 /*
  * LK_PROBE(provider, event, args...) - record an event with 0 to 8 arguments.
@@ -468,23 +567,25 @@ extern "C" {
  * recorded by a signal handler that interrupts another event on the same thread is dropped and
  * counted as lost, never written over it.
  */
-#define LK_PROBE(provider, event, ...) LK__PROBE_AT(__COUNTER__, LK_PROBE_EVENT, provider, event, ##__VA_ARGS__)
+#define LK_PROBE(...) LK__PROBE_AT(__COUNTER__, LK_PROBE_EVENT, #__VA_ARGS__, __VA_ARGS__)
 
 /* LK_COUNTER(provider, name, value) - record a value of a counter track (an integer or double). */
-#define LK_COUNTER(provider, name, value) LK__PROBE_AT(__COUNTER__, LK_PROBE_COUNTER, provider, name, value)
+#define LK_COUNTER(provider, name, value)                                                     \
+	LK__PROBE_AT(__COUNTER__, LK_PROBE_COUNTER, #provider ", " #name ", " #value, provider, name, value)
 
 /*
  * LK_SPAN_BEGIN(provider, name) / LK_SPAN_END(provider, name) - a span that crosses scopes, on one
  * thread; spans nest. Each end is its own site, enabled by the same rules as its begin.
  */
-#define LK_SPAN_BEGIN(provider, name) LK__PROBE_AT(__COUNTER__, LK_PROBE_SPAN_BEGIN, provider, name)
-#define LK_SPAN_END(provider, name) LK__PROBE_AT(__COUNTER__, LK_PROBE_SPAN_END, provider, name)
+#define LK_SPAN_BEGIN(provider, name) LK__PROBE_AT(__COUNTER__, LK_PROBE_SPAN_BEGIN, "", provider, name)
+#define LK_SPAN_END(provider, name) LK__PROBE_AT(__COUNTER__, LK_PROBE_SPAN_END, "", provider, name)
 
 /*
  * LK_SPAN(provider, name) - a span from here to the end of the enclosing scope, however the scope
- * is left. A declaration: use it where a declaration may go. Off: one NOP here, and at scope exit a
- * test of a register the NOP left at zero. The end is recorded only when the begin was (a begin
- * whose end is dropped because the buffer is full, or cut by lk_trace_stop, stays open).
+ * is left: return, break, goto, and in C++ an exception unwinding through it. A declaration: use
+ * it where a declaration may go. Off: one NOP here, and at scope exit a test of a register the
+ * NOP left at zero. The end is recorded only when the begin was (a begin whose end is dropped
+ * because the buffer is full, or cut by lk_trace_stop, stays open).
  */
 #define LK_SPAN(provider, name) LK__SPAN_AT(__COUNTER__, provider, name)
 
@@ -494,14 +595,17 @@ static inline __attribute__((always_inline)) void lk__span_close(struct lk_probe
 		lk__probe_emit0(*end);
 }
 
-#define LK__SPAN_AT(n, provider, name)                                                        \
-	LK__PROBE_SITE(LK__CAT(lk__span_begin_, n), provider, name, LK_PROBE_SPAN_BEGIN, 0, 0, ""); \
-	LK__PROBE_SITE(LK__CAT(lk__span_end_, n), provider, name, LK_PROBE_SPAN_END, 0, 0, ""); \
-	struct lk_probe_site *LK__CAT(lk__span_guard_, n) __attribute__((cleanup(lk__span_close), unused)) = \
-		lk_branch_unlikely(&LK__CAT(lk__span_begin_, n).key) &&                       \
-				lk__probe_emit0(&LK__CAT(lk__span_begin_, n))                 \
-			? &LK__CAT(lk__span_end_, n)                                          \
-			: NULL
+#define LK__SPAN_AT(n, provider, name) LK__SPAN_DO(LK__CAT(lk__span_begin_, n), LK__CAT(lk__span_end_, n), \
+						   LK__CAT(lk__span_guard_, n), provider, name)
+#define LK__SPAN_DO(begin, end, guard, provider, name)                                        \
+	LK__PROBE_SITE(begin, provider, name, LK_PROBE_SPAN_BEGIN, 0, 0u, "");                \
+	LK__PROBE_SITE(end, provider, name, LK_PROBE_SPAN_END, 0, 0u, "");                    \
+	struct lk_probe_site *guard __attribute__((cleanup(lk__span_close), unused)) =        \
+		__extension__({                                                               \
+			LK__PROBE_ENTRY(begin);                                               \
+			LK__PROBE_ENTRY(end);                                                 \
+			LK__PROBE_ON(begin) && lk__probe_emit0(&begin) ? &end : NULL;         \
+		})
 
 LK_END_DECLS
 

@@ -228,29 +228,48 @@ static uint8_t *reserve(struct lk__probe_buffer *b, struct lk__probe_tls *t, uin
 	return b->data;
 }
 
+/* A string argument's bytes, up to LK_PROBE_STRING_MAX - 1, and up to its first NUL. */
+static size_t arg_string(uint32_t types, unsigned int i, uint64_t v, const char **s)
+{
+	const struct lk__probe_view *view = (const struct lk__probe_view *)(uintptr_t)v;
+	const char *p = (const char *)(uintptr_t)v;
+
+	if (lk__arg_type(types, i) == LK__PROBE_VIEW) {
+		*s = view->ptr ? view->ptr : "";
+		return view->ptr ? strnlen(view->ptr, view->len < LK_PROBE_STRING_MAX - 1 ? view->len
+										  : LK_PROBE_STRING_MAX - 1)
+				 : 0;
+	}
+	*s = p ? p : "(null)";
+	return strnlen(*s, LK_PROBE_STRING_MAX - 1);
+}
+
+static bool arg_is_string(uint32_t types, unsigned int i)
+{
+	return lk__arg_type(types, i) == LK_PROBE_STR || lk__arg_type(types, i) == LK__PROBE_VIEW;
+}
+
 static size_t arg_size(uint32_t types, unsigned int i, uint64_t v)
 {
-	const char *s = (const char *)(uintptr_t)v;
+	const char *s;
 
-	if (lk__arg_type(types, i) != LK_PROBE_STR)
-		return 8;
-	return (s ? strnlen(s, LK_PROBE_STRING_MAX - 1) : strlen("(null)")) + 1;
+	return arg_is_string(types, i) ? arg_string(types, i, v, &s) + 1 : 8;
 }
 
 static uint8_t *put_args(uint8_t *p, uint32_t types, unsigned int n, const uint64_t *vals)
 {
 	for (unsigned int i = 0; i < n; i++) {
-		size_t len = arg_size(types, i, vals[i]);
+		if (arg_is_string(types, i)) {
+			const char *s;
+			size_t len = arg_string(types, i, vals[i], &s);
 
-		if (lk__arg_type(types, i) == LK_PROBE_STR) {
-			const char *s = (const char *)(uintptr_t)vals[i];
-
-			memcpy(p, s ? s : "(null)", len - 1);
-			p[len - 1] = 0;
+			memcpy(p, s, len);
+			p[len] = 0;
+			p += len + 1;
 		} else {
 			memcpy(p, &vals[i], 8);
+			p += 8;
 		}
-		p += len;
 	}
 	return p;
 }

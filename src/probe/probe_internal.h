@@ -129,7 +129,7 @@ static inline unsigned int lk__arg_type(uint32_t types, unsigned int i)
 static inline bool lk__has_strings(uint32_t types, unsigned int nargs)
 {
 	for (unsigned int i = 0; i < nargs; i++)
-		if (lk__arg_type(types, i) == LK_PROBE_STR)
+		if (lk__arg_type(types, i) == LK_PROBE_STR || lk__arg_type(types, i) == LK__PROBE_VIEW)
 			return true;
 	return false;
 }

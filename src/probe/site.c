@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "key/key_internal.h"
 #include "probe/probe_internal.h"
+#include "probe/site_names.h"
 
 struct rule {
 	char *glob;
@@ -128,7 +129,7 @@ static int site_add(struct lk_probe_site *s, struct lk__dso_rt *dso)
 	rt->provider = dup_or_empty(s->provider);
 	rt->event = dup_or_empty(s->event);
 	rt->file = dup_or_empty(s->file);
-	rt->arg_names = dup_or_empty(s->arg_names);
+	rt->arg_names = lk__site_arg_names(s->arg_names);
 	rt->object = dup_or_empty(dso->path);
 	if (!rt->provider || !rt->event || !rt->file || !rt->arg_names || !rt->object) {
 		free(rt->provider), free(rt->event), free(rt->file), free(rt->arg_names), free(rt->object);
@@ -136,10 +137,10 @@ static int site_add(struct lk_probe_site *s, struct lk__dso_rt *dso)
 	}
 	rt->id = (uint32_t)(LK__FIRST_SITE_ID + nsites);
 	rt->line = s->line;
-	rt->arg_types = s->arg_types;
+	rt->arg_types = lk__site_public_types(s->arg_types, s->nargs);
 	rt->kind = s->kind;
 	rt->nargs = s->nargs;
-	publish_layout(rt->id, s->arg_types, s->nargs);
+	publish_layout(rt->id, rt->arg_types, s->nargs);
 	s->id = rt->id;
 	if (lk__has_strings(s->arg_types, s->nargs))
 		s->flags |= LK__SITE_STRINGS;
@@ -147,13 +148,32 @@ static int site_add(struct lk_probe_site *s, struct lk__dso_rt *dso)
 	return 0;
 }
 
-static void site_range(const struct lk__dso_rt *dso, struct lk_probe_site *const **b,
-		       struct lk_probe_site *const **e)
+/* An entry of __lk_probe_sites: the offset, from the entry, of a slot holding a site's address. */
+static struct lk_probe_site *entry_site(const int64_t *entry)
+{
+	struct lk_probe_site *const *slot = (struct lk_probe_site *const *)((const char *)entry + *entry);
+
+	return *slot;
+}
+
+static void site_range(const struct lk__dso_rt *dso, const int64_t **b, const int64_t **e)
 {
 	*b = dso->desc->probe_sites.start;
 	*e = dso->desc->probe_sites.stop;
 	if (!*b || !*e || *e < *b)
 		*b = *e = NULL;
+}
+
+/*
+ * Every copy of a site's code brings an entry (a function inlined in three places, an inline
+ * function kept from several translation units), and a C++ inline function's site may be shared
+ * by several objects: a site registers once, with the first object that names it.
+ */
+static bool site_registered(const struct lk_probe_site *s)
+{
+	size_t i = s->id - LK__FIRST_SITE_ID;
+
+	return s->id >= LK__FIRST_SITE_ID && i < nsites && sites[i].site == s;
 }
 
 static bool site_valid(const struct lk_probe_site *s)
@@ -164,14 +184,17 @@ static bool site_valid(const struct lk_probe_site *s)
 
 static void probe_dso_load(struct lk__dso_rt *dso)
 {
-	struct lk_probe_site *const *b, *const *e;
+	const int64_t *b, *e;
 	size_t before = nsites;
 	int err;
 
 	site_range(dso, &b, &e);
-	for (; b < e; b++)
-		if (site_valid(*b) && site_add(*b, dso) != 0)
+	for (; b < e; b++) {
+		struct lk_probe_site *s = entry_site(b);
+
+		if (site_valid(s) && !site_registered(s) && site_add(s, dso) != 0)
 			break;
+	}
 	if (nsites == before || !lk__trace.running)
 		return;
 	/* Describe the new sites before any of them can record. */

@@ -153,8 +153,6 @@ static void a_pie_executable_whose_file_holds_no_addends(void **state)
 	close(fd);
 	assert_int_equal(lkt_sh(&r, "cp '%s' '%s'", TARGET, copy), 0);
 	assert_true(zero_relocated_words(copy) >= 6 * 5);	/* each site: its slot and four strings */
-	assert_int_equal(lkt_sh(&r, "objdump -s -j __lk_probe_sites '%s' | tail -1", copy), 0);
-	assert_non_null(strstr(r.out, "00000000 00000000 00000000 00000000"));
 	assert_int_equal(compare(TARGET, "-", copy), 6);
 	unlink(copy);
 }

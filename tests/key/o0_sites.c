@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* Sites compiled without optimization (a debug build), testing keys defined in test_key_basic.c. */
+/*
+ * Sites compiled without optimization (a debug build), testing keys defined in test_key_basic.c.
+ * In C these are load + branch sites (see key.h): not registered, following the key all the same.
+ */
 #include <lowkey/key.h>
 
 #include "sites.h"

@@ -2,8 +2,9 @@
 /*
  * Probe sites from ELF files, with libelf.
  *
- * __lk_probe_sites holds one pointer per site, to its struct lk_probe_site in .data; the
- * descriptor holds pointers to its strings in .rodata. In a non-PIE executable those pointers are
+ * __lk_probe_sites holds one entry per copy of a site's code: the offset, from the entry, of a
+ * slot holding the address of the site's struct lk_probe_site in .data (several entries may lead
+ * to one descriptor); the descriptor holds pointers to its strings in .rodata. In a non-PIE executable those pointers are
  * stored as the linker resolved them. In a PIE executable or a shared object each has a dynamic
  * relocation: R_X86_64_RELATIVE (R_AARCH64_RELATIVE) whose addend is the address at load base 0,
  * which the file itself may store as 0; or, with -z pack-relative-relocs, a DT_RELR entry, which
@@ -30,6 +31,7 @@
 #include <lowkey/probe.h>
 
 #include "core/failf.h"
+#include "probe/site_names.h"
 #include "probe_elf.h"
 
 #define MAX_FILE ((off_t)4 << 30)	/* larger than any program or library lowkey reads */
@@ -323,8 +325,12 @@ static int read_site(const struct image *im, uint64_t addr, struct lk_elf_site *
 	    !read_pointer(im, addr + offsetof(struct lk_probe_site, file), &file) ||
 	    !read_pointer(im, addr + offsetof(struct lk_probe_site, arg_names), &names))
 		return -EINVAL;
+	char *written = read_string(im, names);
+
 	*out = (struct lk_elf_site){ read_string(im, provider), read_string(im, event), read_string(im, file),
-				     read_string(im, names), raw.line, raw.kind, raw.nargs, raw.arg_types };
+				     written ? lk__site_arg_names(written) : NULL, raw.line, raw.kind, raw.nargs,
+				     lk__site_public_types(raw.arg_types, raw.nargs) };
+	free(written);
 	if (!out->provider || !out->event || !out->file || !out->arg_names || !*out->provider || !*out->event) {
 		free(out->provider), free(out->event), free(out->file), free(out->arg_names);
 		return -EINVAL;
@@ -332,11 +338,19 @@ static int read_site(const struct image *im, uint64_t addr, struct lk_elf_site *
 	return 0;
 }
 
+static int addr_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
 int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, size_t errlen)
 {
 	struct image im;
 	GElf_Shdr sh;
-	size_t slots;
+	uint64_t *seen = NULL;
+	size_t slots, nseen = 0;
 	int fd, rc;
 
 	memset(out, 0, sizeof(*out));
@@ -353,19 +367,34 @@ int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, siz
 	out->has_section = sh.sh_type != SHT_NULL;
 	slots = out->has_section ? sh.sh_size / 8 : 0;
 	out->sites = calloc(slots ? slots : 1, sizeof(*out->sites));
-	if (!out->path || !out->sites) {
+	seen = calloc(slots ? slots : 1, sizeof(*seen));
+	if (!out->path || !out->sites || !seen) {
+		free(seen);
 		close_image(fd, &im);
 		lk_elf_free_sites(out);
 		return lk__failf(err, errlen, -ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < slots; i++) {
-		uint64_t site;
+		uint64_t entry = sh.sh_addr + 8 * i;
+		int64_t offset;
 
-		if (read_pointer(&im, sh.sh_addr + 8 * i, &site) && read_site(&im, site, &out->sites[out->n]) == 0)
+		if (read_bytes(&im, entry, &offset, sizeof(offset)) &&
+		    read_pointer(&im, entry + (uint64_t)offset, &seen[nseen]))
+			nseen++;
+		else
+			out->skipped++;
+	}
+	/* Several copies of a site's code lead to one descriptor: list it once. */
+	qsort(seen, nseen, sizeof(*seen), addr_cmp);
+	for (size_t i = 0; i < nseen; i++) {
+		if (i > 0 && seen[i] == seen[i - 1])
+			continue;
+		if (read_site(&im, seen[i], &out->sites[out->n]) == 0)
 			out->n++;
 		else
 			out->skipped++;
 	}
+	free(seen);
 	close_image(fd, &im);
 	return 0;
 }

@@ -23,7 +23,7 @@
 LK_BEGIN_DECLS
 
 #define LK__DSO_MAGIC 0x6c6b6473u /* "lkds" */
-#define LK__DSO_ABI 1u
+#define LK__DSO_ABI 2u	/* 2: __lk_probe_sites holds offsets to slots */
 
 struct lk__section {
 	const void *start;
