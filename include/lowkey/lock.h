@@ -12,6 +12,11 @@
  *
  *	lk_lockstat_report(stderr, 0);	// every named lock, most waited-for first
  *
+ * C++: lowkey/lock.hpp wraps the three as lowkey::mutex, lowkey::spinlock and lowkey::shared_mutex
+ * for std::lock_guard, std::unique_lock, std::scoped_lock, std::shared_lock and
+ * std::condition_variable_any. The header itself compiles without a warning as C99 to C17 and as
+ * C++11 to C++20 (-Wall -Wextra -pedantic -Wold-style-cast -Wzero-as-null-pointer-constant).
+ *
  * Each lock counts, always: acquisitions, how many of them had to wait (contended), the time they
  * waited (total, max, mean), the time the lock was held (total, max, mean), how often it passed
  * from one thread to another, and the share of the machine's CPU time spent waiting for it -- the
@@ -63,6 +68,20 @@
 
 LK_BEGIN_DECLS
 
+/*
+ * The initializers below are positional and name every field, in the structs' order: that is the
+ * one form C (C99 on) and C++ (C++11 on) both take without a warning (C++ before C++20 has no
+ * designated initializers, and -Wmissing-field-initializers counts every field left out). In C++
+ * the null pointer is nullptr (-Wzero-as-null-pointer-constant).
+ */
+#ifndef LK__NULL
+#ifdef __cplusplus
+#define LK__NULL nullptr
+#else
+#define LK__NULL ((void *)0)
+#endif
+#endif
+
 struct lk__pcpu_slot;
 
 typedef struct lk_pcpu_rwlock {
@@ -74,7 +93,7 @@ typedef struct lk_pcpu_rwlock {
 	long fallback_count;		/* readers' slot when allocation failed: still correct, shared */
 } lk_pcpu_rwlock_t;
 
-#define LK_PCPU_RWLOCK_INIT { 0, 0, 0, 0, 0, 0 }
+#define LK_PCPU_RWLOCK_INIT { LK__NULL, 0, 0, 0, 0, 0 }
 
 /*
  * lk_pcpu_rwlock_init - initialize l (same as LK_PCPU_RWLOCK_INIT). Allocates the per-CPU slots,
@@ -166,13 +185,17 @@ struct lk__hold {			/* sampled hold times, in ticks */
 	uint64_t max;
 };
 
+/* Every field of a statically initialized lock: zero, but for the name and the kind. */
+#define LK__HOLD_INIT { 0, 0, 0, 0 }
+#define LK__LOCKMETA_INIT(name_, kind_) { (name_), LK__NULL, LK__NULL, 0, 0, 0, 0, (kind_), 0, 0 }
+
 #if defined(__x86_64__) || defined(__i386__)
 static inline uint64_t lk__lock_ticks(void)
 {
 	uint32_t lo, hi;
 
 	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-	return ((uint64_t)hi << 32) | lo;
+	return (LK__CAST(uint64_t, hi) << 32) | lo;
 }
 #elif defined(__aarch64__)
 static inline uint64_t lk__lock_ticks(void)
@@ -189,7 +212,7 @@ static inline uint64_t lk__lock_ticks(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return LK__CAST(uint64_t, ts.tv_sec) * 1000000000u + LK__CAST(uint64_t, ts.tv_nsec);
 }
 #endif
 
@@ -214,7 +237,7 @@ static inline uintptr_t lk__lock_self(void)
 #include <pthread.h>
 static inline uintptr_t lk__lock_self(void)
 {
-	return (uintptr_t)pthread_self();
+	return LK__CAST(uintptr_t, pthread_self());	/* glibc: pthread_t is an unsigned long */
 }
 #endif
 
@@ -279,7 +302,7 @@ typedef struct lk_mutex {
 	struct lk__lockmeta lk__meta;
 } __attribute__((aligned(64))) lk_mutex_t;
 
-#define LK_MUTEX_INIT(name_) { .lk__meta = { .name = (name_), .kind = LK_LOCK_MUTEX } }
+#define LK_MUTEX_INIT(name_) { 0, 0, 0, 0, 0, LK__HOLD_INIT, LK__LOCKMETA_INIT(name_, LK_LOCK_MUTEX) }
 
 /*
  * lk_mutex_init - initialize m and register it under name (may be NULL) for the reports.
@@ -351,7 +374,7 @@ typedef struct lk_spinlock {
 	struct lk__lockmeta lk__meta;
 } __attribute__((aligned(64))) lk_spinlock_t;
 
-#define LK_SPINLOCK_INIT(name_) { .lk__meta = { .name = (name_), .kind = LK_LOCK_SPINLOCK } }
+#define LK_SPINLOCK_INIT(name_) { 0, 0, 0, 0, 0, LK__HOLD_INIT, LK__LOCKMETA_INIT(name_, LK_LOCK_SPINLOCK) }
 
 /* lk_spinlock_init / lk_spinlock_destroy: as lk_mutex_init / lk_mutex_destroy. */
 LK_API int lk_spinlock_init(lk_spinlock_t *s, const char *name);
@@ -415,7 +438,8 @@ typedef struct lk_rwlock {
 	struct lk__lockmeta lk__meta;
 } __attribute__((aligned(64))) lk_rwlock_t;
 
-#define LK_RWLOCK_INIT(name_) { .lk__meta = { .name = (name_), .kind = LK_LOCK_RWLOCK } }
+#define LK_RWLOCK_INIT(name_) \
+	{ 0, 0, 0, 0, 0, 0, 0, { 0, 0 }, LK__HOLD_INIT, LK__HOLD_INIT, LK__LOCKMETA_INIT(name_, LK_LOCK_RWLOCK) }
 
 /* lk_rwlock_init / lk_rwlock_destroy: as lk_mutex_init / lk_mutex_destroy (-EBUSY if held). */
 LK_API int lk_rwlock_init(lk_rwlock_t *l, const char *name);

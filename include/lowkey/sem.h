@@ -97,7 +97,7 @@ struct lk_semset;
 #define LK_SEMSET_EXCL 0x10000u		/* fail with -EEXIST if the name exists */
 /* waiter slots of a shared set: at least n (rounded up to a power of two, up to 65536); the
  * default is max(256, 2 x nsems) */
-#define LK_SEMSET_WAITERS(n) ((unsigned int)(32 - __builtin_clz(((unsigned int)(n) - 1u) | 1u)) << 20)
+#define LK_SEMSET_WAITERS(n) (LK__CAST(unsigned int, 32 - __builtin_clz((LK__CAST(unsigned int, n) - 1u) | 1u)) << 20)
 
 /*
  * lk_semset_create - make a set of nsems semaphores, all 0.
