@@ -37,7 +37,7 @@ static int uninstall(void **state)
 static void files_in_place(void **state)
 {
 	(void)state;
-	assert_int_equal(lkt_sh(&r, "cd '%s' && ls include/lowkey/lowkey.h include/lowkey/key.h "
+	assert_int_equal(lkt_sh(&r, "cd '%s' && ls include/lowkey/lowkey.h include/lowkey/key.h include/lowkey/lock.hpp "
 			 "include/lowkey/bits/dso.h include/lowkey/version.h lib*/liblowkey.so lib*/liblowkey.a "
 			 "lib*/pkgconfig/lowkey.pc lib*/cmake/lowkey/lowkeyConfig.cmake bin/lowkey", prefix), 0);
 	assert_int_equal(lkt_sh(&r, "LD_LIBRARY_PATH='%s'/lib:'%s'/lib64 '%s'/bin/lowkey --version",
