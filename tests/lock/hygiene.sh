@@ -1,0 +1,57 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# test_header_hygiene_lock: lock.h, lock.hpp, sem.h, clock.h, counter.h, watch.h, error.h and
+# version.h compile without one warning in a user's translation unit (hygiene.c, hygiene.cpp),
+# with -I as pkg-config gives it (not -isystem, which would hide the headers' warnings), for
+# every compiler at hand, every supported standard, -O0 and -O2.
+#
+# usage: hygiene.sh TEST_SOURCE_DIR INCLUDE_DIR BUILD_INCLUDE_DIR C_COMPILER [CXX_COMPILER]
+set -u
+src=$1 cc=$4 cxx=${5:-}
+includes="-I$2 -I$3"
+cflags="-Wall -Wextra -pedantic -Werror -Wshadow -Wconversion -Wsign-conversion -Wundef -Wcast-qual
+	-Wstrict-prototypes -Wmissing-prototypes"
+cxxflags="-Wall -Wextra -pedantic -Werror -Wold-style-cast -Wzero-as-null-pointer-constant
+	-Wmissing-field-initializers -Wshadow -Wconversion -Wsign-conversion -Wundef -Wcast-qual
+	-Wmissing-declarations"
+failed=0 runs=0
+
+# The project's compiler first, then the ones on PATH; each binary once.
+compilers() {
+	seen=
+	for c in "$@"; do
+		p=$(command -v "$c" 2>/dev/null) || continue
+		r=$(readlink -f "$p")
+		case " $seen " in *" $r "*) continue ;; esac
+		seen="$seen $r"
+		echo "$p"
+	done
+}
+
+check() {	# compiler standard file flags
+	for o in -O0 -O2; do
+		runs=$((runs + 1))
+		# shellcheck disable=SC2086
+		if ! out=$("$1" -std="$2" $o $4 $includes -fsyntax-only "$3" 2>&1) || [ -n "$out" ]; then
+			echo "FAIL: $1 -std=$2 $o $3"
+			echo "$out"
+			failed=$((failed + 1))
+		fi
+	done
+}
+
+for c in $(compilers "$cc" gcc clang clang-16); do
+	for std in c99 c11 c17 gnu11; do
+		check "$c" $std "$src/hygiene.c" "$cflags"
+	done
+	echo "checked: $c, C99 C11 C17 GNU11"
+done
+for c in $(compilers $cxx g++ clang++ clang++-16); do
+	for std in c++11 c++14 c++17 c++20 gnu++17; do
+		check "$c" $std "$src/hygiene.cpp" "$cxxflags"
+	done
+	echo "checked: $c, C++11 C++14 C++17 C++20 GNU++17"
+done
+echo "$runs compilations, $failed failed"
+[ "$failed" -eq 0 ]
