@@ -6,13 +6,6 @@
  * wrapped locks by name. Behaviour only, never timing: where a thread must be waiting, the test
  * watches the lock word for the waiter's mark instead of sleeping.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-extern "C" {
-#include <cmocka.h>	/* has no C++ guard of its own */
-}
-
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -26,6 +19,15 @@ extern "C" {
 #include <vector>
 
 #include <lowkey/lock.hpp>
+
+/* cmocka last: its fail() macro would rewrite std::basic_ios::fail() in <ios>, which C++20's
+ * <condition_variable> includes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+extern "C" {
+#include <cmocka.h>	/* has no C++ guard of its own */
+}
 
 static_assert(sizeof(lowkey::mutex) == sizeof(lk_mutex_t), "a wrapper is its C lock");
 static_assert(sizeof(lowkey::shared_mutex) == sizeof(lk_rwlock_t), "a wrapper is its C lock");
