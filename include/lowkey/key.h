@@ -45,9 +45,9 @@
  * MemoryDenyWriteExecute=), flipping returns -EPERM. Building with -DLK_KEYS_PORTABLE (CMake option
  * LK_KEYS_PORTABLE=ON) turns every site into a load + branch instead, which works everywhere; the
  * API does not change. Objects built either way can share keys. Sites are also load + branch in C
- * compiled without optimization (-O0: the site's constants reach the assembler only once inlined)
- * and in C++ before C++17 (see below); -O1 and above in C, and C++17 and later at any level, get
- * patched sites. GCC >= 12 and Clang >= 14 are tested, C99 to C17 and C++11 to C++20.
+ * compiled without optimization (-O0: the site's constants reach the assembler only once inlined,
+ * see below); -O1 and above in C, and C++ at any level, get patched sites. GCC >= 12 and
+ * Clang >= 14 are tested, C99 to C17 and C++11 to C++20.
  *
  * None of the functions below is async-signal-safe: they take a process-wide mutex and may allocate.
  * lk_branch_likely()/lk_branch_unlikely() themselves are safe anywhere, signal handlers included.
@@ -244,13 +244,13 @@ struct lk__key_site {
  *  - C: the slot is a static of the caller and the function is inlined; the address is a
  *    constant only once it is, so an unoptimized C build (no __OPTIMIZE__) gets load + branch
  *    sites, which share keys with patched ones;
- *  - C++17 and later: the slot is a variable template of an unnamed namespace, and the function a
- *    template of it, at every optimization level. Internal linkage is what makes the slot's
- *    address a link-time constant in position-independent code: a static of an inline function
- *    or template would be a preemptible symbol there. C++ before 17 gets load + branch sites.
+ *  - C++: the slot is a static member of a class template of an unnamed namespace, instantiated
+ *    with a class local to the site, and the function a template of that class, at every
+ *    optimization level. Internal linkage is what makes the slot's address a link-time constant
+ *    in position-independent code: a static of an inline function or template would be a
+ *    preemptible symbol there.
  */
-#if !defined(LK_KEYS_PORTABLE) && defined(__x86_64__) &&                                     \
-	((!defined(__cplusplus) && defined(__OPTIMIZE__)) || (defined(__cplusplus) && __cplusplus >= 201703L))
+#if !defined(LK_KEYS_PORTABLE) && defined(__x86_64__) && (defined(__cplusplus) || defined(__OPTIMIZE__))
 #define LK__PATCHED_SITES 1
 #endif
 
@@ -282,11 +282,17 @@ struct lk__key_site {
 	((jump_when_on) | ((init_direction) == (jump_when_on) ? LK__SITE_INIT_JMP : 0))
 #endif
 
-#if defined(__cplusplus) && __cplusplus >= 201703L
+#ifdef __cplusplus
 } /* extern "C" */
 namespace {
-/* The slot of key K in this translation unit; K is &name of a key (or of a probe site). */
-template <auto K> struct lk_key *const lk__key_slot = LK_KEY(K);
+/*
+ * The slot of a site in this translation unit, named by a local class Tag whose static key()
+ * returns the key (see lk__branch): one per site, of internal linkage.
+ */
+template <typename Tag> struct lk__slot {
+	static struct lk_key *const value;
+};
+template <typename Tag> struct lk_key *const lk__slot<Tag>::value = Tag::key();
 } /* namespace */
 extern "C" {
 #endif
@@ -295,6 +301,8 @@ extern "C" {
 #define lk__branch(k, jump_when_on) (__atomic_load_n(&LK_KEY(k)->lk__count, __ATOMIC_RELAXED) > 0)
 #define lk__branch_slot(slot, init_direction, jump_when_on)                                   \
 	(__atomic_load_n(&(*(slot))->lk__count, __ATOMIC_RELAXED) > 0)
+#define lk__branch_tag(tag, init_direction, jump_when_on)                                     \
+	(__atomic_load_n(&tag::key()->lk__count, __ATOMIC_RELAXED) > 0)
 #elif !defined(__cplusplus)
 /* Whether the site jumped. Inlined, so that the slot's address is a constant for the asm. */
 static inline __attribute__((always_inline)) bool lk__site_jumped(struct lk_key *const *slot,
@@ -323,15 +331,14 @@ lk__jumped:
 #else
 } /* extern "C" */
 namespace {
-/* True while key K is on; see the C form above. */
-template <auto K, int JumpWhenOn>
+/* True while the key of Tag's slot is on; see the C form above. */
+template <typename Tag, int InitDirection, int JumpWhenOn>
 __attribute__((always_inline)) inline bool lk__branch_site() noexcept
 {
 	__asm__ goto(LK__SITE_ASM
 		     : /* no outputs */
-		     : "i"(&lk__key_slot<K>),
-		       "i"(LK__SITE_ENTRY_FLAGS(LK__KEY_INIT_DIRECTION(K), JumpWhenOn)),
-		       "i"(LK__KEY_INIT_DIRECTION(K) == JumpWhenOn)
+		     : "i"(&lk__slot<Tag>::value), "i"(LK__SITE_ENTRY_FLAGS(InitDirection, JumpWhenOn)),
+		       "i"(InitDirection == JumpWhenOn)
 		     : /* no clobbers */
 		     : lk__jumped);
 	return !JumpWhenOn;
@@ -340,7 +347,19 @@ lk__jumped:
 }
 } /* namespace */
 extern "C" {
-#define lk__branch(k, jump_when_on) (lk__branch_site<(k), (jump_when_on)>())
+#define lk__branch_tag(tag, init_direction, jump_when_on)                                     \
+	(lk__branch_site<tag, (init_direction), (jump_when_on)>())
+#endif
+
+#if defined(__cplusplus) && defined(LK__PATCHED_SITES)
+/* The site's own class names its slot: a template argument of every C++ standard, at -O0 too. */
+#define lk__branch(k, jump_when_on)                                                           \
+	__extension__({                                                                       \
+		struct lk__key_tag {                                                          \
+			static constexpr struct lk_key *key() { return LK_KEY(k); }           \
+		};                                                                            \
+		lk__branch_tag(lk__key_tag, LK__KEY_INIT_DIRECTION(k), jump_when_on);         \
+	})
 #endif
 
 LK_END_DECLS

@@ -30,7 +30,7 @@
  * Trace Event JSON (Perfetto UI, chrome://tracing). `lowkey trace -- cmd` traces a program from the
  * outside; `lowkey report TRACE` summarizes a trace.
  *
- * Providers and events are identifiers. One LK_PROBE per line, or use distinct lines.
+ * Providers and events are identifiers. Any number of LK_PROBEs may share a line; LK_SPAN, one per line.
  */
 #ifndef LOWKEY_PROBE_H
 #define LOWKEY_PROBE_H
@@ -384,7 +384,8 @@ template <typename T> struct lk__arg_kind {
 	typedef typename lk__int_of<D>::type I;
 	static constexpr bool is_cstr = std::is_same<D, char *>::value || std::is_same<D, const char *>::value;
 #if __cplusplus >= 201703L
-	static constexpr bool is_view = !std::is_pointer<D>::value && std::is_convertible<const D &, std::string_view>::value;
+	static constexpr bool is_view = !std::is_pointer<D>::value && !std::is_same<D, std::nullptr_t>::value &&
+					std::is_convertible<const D &, std::string_view>::value;
 #else
 	static constexpr bool is_view = false;
 #endif
@@ -394,40 +395,41 @@ template <typename T> struct lk__arg_kind {
 		std::is_floating_point<D>::value ? LK_PROBE_F64 :
 		is_cstr ? LK_PROBE_STR :
 		is_view ? LK__PROBE_VIEW :
-		std::is_pointer<D>::value || std::is_null_pointer<D>::value ? LK_PROBE_PTR : 0;
+		std::is_pointer<D>::value || std::is_same<D, std::nullptr_t>::value ? LK_PROBE_PTR : 0;
 	static_assert(type != 0, "a lowkey probe argument is an integer, bool, enum, float, double, string "
 				 "(char pointer or array, std::string_view, std::string) or pointer");
 };
 
 template <int Type> struct lk__arg_tag {};
 
-template <typename T> inline uint64_t lk__arg_value(T &&v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_I64>)
+template <typename T> inline uint64_t lk__arg_value(T v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_I64>)
 {
 	return static_cast<uint64_t>(static_cast<int64_t>(v));
 }
-template <typename T> inline uint64_t lk__arg_value(T &&v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_U64>)
+template <typename T> inline uint64_t lk__arg_value(T v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_U64>)
 {
 	return static_cast<uint64_t>(v);
 }
-template <typename T> inline uint64_t lk__arg_value(T &&v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_F64>)
+template <typename T> inline uint64_t lk__arg_value(T v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_F64>)
 {
 	return lk__u64_f(static_cast<double>(v));
 }
-template <typename T> inline uint64_t lk__arg_value(T &&v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_STR>)
+template <typename T> inline uint64_t lk__arg_value(T v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_STR>)
 {
 	return reinterpret_cast<uintptr_t>(static_cast<const char *>(v));
 }
-template <typename T> inline uint64_t lk__arg_value(T &&v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_PTR>)
+template <typename T> inline uint64_t lk__arg_value(T v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_PTR>)
 {
-	return reinterpret_cast<uintptr_t>(static_cast<typename lk__arg_kind<T>::D>(v));
+	return reinterpret_cast<uintptr_t>(v);
 }
 inline uint64_t lk__arg_value(std::nullptr_t, struct lk__probe_view &, lk__arg_tag<LK_PROBE_PTR>)
 {
 	return 0;
 }
 #if __cplusplus >= 201703L
-/* The view lives in the caller's block until the event is recorded. */
-template <typename T> inline uint64_t lk__arg_value(T &&v, struct lk__probe_view &view, lk__arg_tag<LK__PROBE_VIEW>)
+/* Scalars go by value (a reference would keep the caller's variable in memory, on the hot path too).
+ * The view lives in the caller's block until the event is recorded. */
+template <typename T> inline uint64_t lk__arg_value(const T &v, struct lk__probe_view &view, lk__arg_tag<LK__PROBE_VIEW>)
 {
 	std::string_view sv(v);
 
@@ -443,9 +445,6 @@ template <typename T> inline uint64_t lk__arg_value(T &&v, struct lk__probe_view
 	const uint64_t lk__a##i = lk__arg_value((x), lk__view##i, lk__arg_tag<LK__ARG_TYPE(x)>());
 #define LK__PROBE_TOO_MANY static_assert(false, "a probe takes at most 8 arguments")
 
-/* A probe site, seen as a key: its key is its first member. */
-static inline constexpr struct lk_key *LK_KEY(struct lk_probe_site *s) { return &s->key.key; }
-static inline constexpr int lk__key_init_direction(const struct lk_probe_site *) { return 0; }
 extern "C" {
 #endif
 
@@ -463,7 +462,7 @@ extern "C" {
  * templates; like a key site's entry, it belongs to the function's section group, and is repeated
  * in every copy of the code (the registry counts each descriptor once). The slot must have
  * internal linkage, for its address to be a constant in position-independent code: a static of
- * the function in C, key.h's lk__key_slot in C++ (which is why probes need C++17).
+ * the function in C, key.h's lk__slot of a class local to the site in C++.
  */
 #define LK__PROBE_ENTRY_ASM                                                                   \
 	".pushsection __lk_probe_sites, \"aR?\", @progbits\n\t"                               \
@@ -484,9 +483,13 @@ extern "C" {
 #define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : "i"(&var##_slot))
 #define LK__PROBE_ON(var) LK__UNLIKELY(lk__branch_slot(&var##_slot, 0, 1))
 #else
-#define LK__PROBE_SITE LK__PROBE_DESCRIPTOR
-#define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : "i"(&lk__key_slot<&var>))
-#define LK__PROBE_ON(var) lk_branch_unlikely(&var)
+#define LK__PROBE_SITE(var, provider, event, kind, nargs, types, names)                       \
+	LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names);                \
+	struct var##_tag {                                                                    \
+		static constexpr struct lk_key *key() { return &var.key.key; }                \
+	}
+#define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : "i"(&lk__slot<var##_tag>::value))
+#define LK__PROBE_ON(var) LK__UNLIKELY(lk__branch_tag(var##_tag, 0, 1))
 #endif
 
 #define LK__ZEROS_0 LK__ZEROS_1 const uint64_t lk__a0 = 0;
@@ -520,8 +523,13 @@ extern "C" {
 		}                                                                             \
 	} while (0)
 
-#define LK__PROBE_AT(n, kind, names, ...)                                                     \
-	LK__CAT(LK__PROBE_, LK__NARGS(__VA_ARGS__))(LK__CAT(lk__probe_site_, n), kind, names, __VA_ARGS__)
+/*
+ * The site's names must not depend on where the translation unit is (no __COUNTER__): an inline
+ * function's static has one name in every unit that defines it, so that all its copies share one
+ * descriptor. A probe's block is its own scope, where a fixed name does.
+ */
+#define LK__PROBE_AT(kind, names, ...)                                                        \
+	LK__CAT(LK__PROBE_, LK__NARGS(__VA_ARGS__))(lk__probe_site, kind, names, __VA_ARGS__)
 #define LK__PROBE_1(v, k, names, p) LK__PROBE_TOO_MANY /* a provider without an event */
 #define LK__PROBE_2(v, k, names, p, e) LK__PROBE_DO(v, k, p, e, 0, 0u, names, )
 #define LK__PROBE_3(v, k, names, p, e, a0) LK__PROBE_DO(v, k, p, e, 1, LK__TYPE(0, a0), names, LK__ARG_DECL(0, a0))
@@ -567,27 +575,27 @@ extern "C" {
  * recorded by a signal handler that interrupts another event on the same thread is dropped and
  * counted as lost, never written over it.
  */
-#define LK_PROBE(...) LK__PROBE_AT(__COUNTER__, LK_PROBE_EVENT, #__VA_ARGS__, __VA_ARGS__)
+#define LK_PROBE(...) LK__PROBE_AT(LK_PROBE_EVENT, #__VA_ARGS__, __VA_ARGS__)
 
 /* LK_COUNTER(provider, name, value) - record a value of a counter track (an integer or double). */
 #define LK_COUNTER(provider, name, value)                                                     \
-	LK__PROBE_AT(__COUNTER__, LK_PROBE_COUNTER, #provider ", " #name ", " #value, provider, name, value)
+	LK__PROBE_AT(LK_PROBE_COUNTER, #provider ", " #name ", " #value, provider, name, value)
 
 /*
  * LK_SPAN_BEGIN(provider, name) / LK_SPAN_END(provider, name) - a span that crosses scopes, on one
  * thread; spans nest. Each end is its own site, enabled by the same rules as its begin.
  */
-#define LK_SPAN_BEGIN(provider, name) LK__PROBE_AT(__COUNTER__, LK_PROBE_SPAN_BEGIN, "", provider, name)
-#define LK_SPAN_END(provider, name) LK__PROBE_AT(__COUNTER__, LK_PROBE_SPAN_END, "", provider, name)
+#define LK_SPAN_BEGIN(provider, name) LK__PROBE_AT(LK_PROBE_SPAN_BEGIN, "", provider, name)
+#define LK_SPAN_END(provider, name) LK__PROBE_AT(LK_PROBE_SPAN_END, "", provider, name)
 
 /*
  * LK_SPAN(provider, name) - a span from here to the end of the enclosing scope, however the scope
  * is left: return, break, goto, and in C++ an exception unwinding through it. A declaration: use
- * it where a declaration may go. Off: one NOP here, and at scope exit a test of a register the
+ * it where a declaration may go, one per line. Off: one NOP here, and at scope exit a test of a register the
  * NOP left at zero. The end is recorded only when the begin was (a begin whose end is dropped
  * because the buffer is full, or cut by lk_trace_stop, stays open).
  */
-#define LK_SPAN(provider, name) LK__SPAN_AT(__COUNTER__, provider, name)
+#define LK_SPAN(provider, name) LK__SPAN_AT(__LINE__, provider, name)
 
 static inline __attribute__((always_inline)) void lk__span_close(struct lk_probe_site **end)
 {
