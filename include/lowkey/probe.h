@@ -379,25 +379,37 @@ static inline uint64_t lk__u64_f(double v)
 template <typename T, bool = std::is_enum<T>::value> struct lk__int_of { typedef T type; };
 template <typename T> struct lk__int_of<T, true> { typedef typename std::underlying_type<T>::type type; };
 
+/* Whether T has a c_str() returning a char pointer (std::string and its kind). */
+template <typename T> struct lk__has_c_str {
+	template <typename U> static char test(decltype(static_cast<const char *>(static_cast<const U *>(nullptr)->c_str())));
+	template <typename U> static long test(...);
+	static constexpr bool value = sizeof(test<T>(nullptr)) == 1;
+};
+
+/* How an argument is converted: its lk_probe_type, or one of these (recorded as strings). */
+#define LK__ARG_C_STR 7	/* an object with c_str() */
+
 template <typename T> struct lk__arg_kind {
 	typedef typename std::decay<T>::type D;
 	typedef typename lk__int_of<D>::type I;
 	static constexpr bool is_cstr = std::is_same<D, char *>::value || std::is_same<D, const char *>::value;
+	static constexpr bool is_object = !std::is_pointer<D>::value && !std::is_same<D, std::nullptr_t>::value;
 #if __cplusplus >= 201703L
-	static constexpr bool is_view = !std::is_pointer<D>::value && !std::is_same<D, std::nullptr_t>::value &&
-					std::is_convertible<const D &, std::string_view>::value;
+	static constexpr bool is_view = is_object && std::is_convertible<const D &, std::string_view>::value;
 #else
 	static constexpr bool is_view = false;
 #endif
-	static constexpr int type =
+	static constexpr int how =
 		std::is_same<I, char>::value ? LK_PROBE_I64 :
 		std::is_integral<I>::value ? (std::is_signed<I>::value ? LK_PROBE_I64 : LK_PROBE_U64) :
 		std::is_floating_point<D>::value ? LK_PROBE_F64 :
 		is_cstr ? LK_PROBE_STR :
 		is_view ? LK__PROBE_VIEW :
+		is_object && lk__has_c_str<D>::value ? LK__ARG_C_STR :
 		std::is_pointer<D>::value || std::is_same<D, std::nullptr_t>::value ? LK_PROBE_PTR : 0;
-	static_assert(type != 0, "a lowkey probe argument is an integer, bool, enum, float, double, string "
-				 "(char pointer or array, std::string_view, std::string) or pointer");
+	static constexpr int type = how == LK__ARG_C_STR ? LK_PROBE_STR : how;
+	static_assert(how != 0, "a lowkey probe argument is an integer, bool, enum, float, double, string "
+				"(char pointer or array, std::string_view, std::string) or pointer");
 };
 
 template <int Type> struct lk__arg_tag {};
@@ -426,6 +438,10 @@ inline uint64_t lk__arg_value(std::nullptr_t, struct lk__probe_view &, lk__arg_t
 {
 	return 0;
 }
+template <typename T> inline uint64_t lk__arg_value(const T &v, struct lk__probe_view &, lk__arg_tag<LK__ARG_C_STR>)
+{
+	return reinterpret_cast<uintptr_t>(static_cast<const char *>(v.c_str()));
+}
 #if __cplusplus >= 201703L
 /* Scalars go by value (a reference would keep the caller's variable in memory, on the hot path too).
  * The view lives in the caller's block until the event is recorded. */
@@ -442,7 +458,7 @@ template <typename T> inline uint64_t lk__arg_value(const T &v, struct lk__probe
 #define LK__ARG_TYPE(x) (lk__arg_kind<decltype((x))>::type)
 #define LK__ARG_DECL(i, x)                                                                    \
 	struct lk__probe_view lk__view##i;                                                    \
-	const uint64_t lk__a##i = lk__arg_value((x), lk__view##i, lk__arg_tag<LK__ARG_TYPE(x)>());
+	const uint64_t lk__a##i = lk__arg_value((x), lk__view##i, lk__arg_tag<lk__arg_kind<decltype((x))>::how>());
 #define LK__PROBE_TOO_MANY static_assert(false, "a probe takes at most 8 arguments")
 
 extern "C" {

@@ -1,15 +1,15 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# test_header_hygiene_lock: lock.h, lock.hpp, sem.h, clock.h, counter.h, watch.h, error.h and
-# version.h compile without one warning in a user's translation unit (hygiene.c, hygiene.cpp),
-# with -I as pkg-config gives it (not -isystem, which would hide the headers' warnings), for
-# every compiler at hand, every supported standard, -O0 and -O2.
+# The public headers compile without one warning in a user's translation unit (C_SOURCE,
+# CXX_SOURCE), with -I as pkg-config gives it (not -isystem, which would hide the headers'
+# warnings), for every compiler at hand (GCC, Clang 14, Clang 16), every supported standard, -O0
+# and -O2. Used by test_header_hygiene_lock (tests/lock) and test_header_hygiene (tests/cli).
 #
-# usage: hygiene.sh TEST_SOURCE_DIR INCLUDE_DIR BUILD_INCLUDE_DIR C_COMPILER [CXX_COMPILER]
+# usage: hygiene.sh C_SOURCE CXX_SOURCE INCLUDE_DIR BUILD_INCLUDE_DIR C_COMPILER [CXX_COMPILER]
 set -u
-src=$1 cc=$4 cxx=${5:-}
-includes="-I$2 -I$3"
+csrc=$1 cxxsrc=$2 cc=$5 cxx=${6:-}
+includes="-I$3 -I$4"
 cflags="-Wall -Wextra -pedantic -Werror -Wshadow -Wconversion -Wsign-conversion -Wundef -Wcast-qual
 	-Wstrict-prototypes -Wmissing-prototypes"
 cxxflags="-Wall -Wextra -pedantic -Werror -Wold-style-cast -Wzero-as-null-pointer-constant
@@ -43,13 +43,13 @@ check() {	# compiler standard file flags
 
 for c in $(compilers "$cc" gcc clang clang-16); do
 	for std in c99 c11 c17 gnu11; do
-		check "$c" $std "$src/hygiene.c" "$cflags"
+		check "$c" $std "$csrc" "$cflags"
 	done
 	echo "checked: $c, C99 C11 C17 GNU11"
 done
 for c in $(compilers $cxx g++ clang++ clang++-16); do
 	for std in c++11 c++14 c++17 c++20 gnu++17; do
-		check "$c" $std "$src/hygiene.cpp" "$cxxflags"
+		check "$c" $std "$cxxsrc" "$cxxflags"
 	done
 	echo "checked: $c, C++11 C++14 C++17 C++20 GNU++17"
 done
