@@ -22,6 +22,7 @@ static void query(long id, const char *table)
 	LK_PROBE(demo, query_start, id, table);
 	for (int i = 0; i < 20000; i++)	/* some CPU work */
 		x *= 1.000001;
+	(void)x;	/* read once, so the work is used (clang: -Wunused-but-set-variable) */
 	if (id % 4 == 0)
 		nanosleep(&io, NULL);
 }

@@ -158,6 +158,7 @@ static void task_clock_is_thread_cpu_time(void **state)
 	while (thread_cpu_ns() - t0 < 50 * 1000 * 1000)
 		for (int i = 0; i < 1000; i++)
 			sink += (uint64_t)i;
+	(void)sink;
 	clock_ns = read_one(c, 0);
 	t1 = thread_cpu_ns();
 	w1 = wall_ns();
@@ -595,6 +596,7 @@ static void hardware_events_count(void **state)
 	c = open_or_fail("{cycles,instructions}", 0, 0);
 	for (int i = 0; i < 10 * 1000 * 1000; i++)
 		sink += (uint64_t)i;
+	(void)sink;
 	assert_int_equal(lk_counters_read(c, v, 2), 2);
 	assert_true(v[1].value >= 10 * 1000 * 1000);	/* at least one instruction per iteration */
 	assert_true(v[0].value > 0);
@@ -644,6 +646,7 @@ static void hardware_multiplexing(void **state)
 	c = open_or_fail(many, 0, LK_COUNTERS_SKIP_UNSUPPORTED);
 	for (int i = 0; i < 200 * 1000 * 1000; i++)
 		sink += (uint64_t)i;
+	(void)sink;
 	n = lk_counters_read(c, v, 14);
 	for (int i = 0; i < n; i++) {
 		if (v[i].time_running < v[i].time_enabled && v[i].time_running > 0) {

@@ -65,6 +65,7 @@ static void spin(long ms)
 	while (cpu_ms() < end)
 		for (int i = 0; i < 10000; i++)
 			sink += (unsigned long)i;
+	(void)sink;	/* read once, so the work is used (clang: -Wunused-but-set-variable) */
 }
 
 /* The kernel's count of this process's context switches so far, its waited-for children's included. */
