@@ -57,7 +57,8 @@ static double now_ms(void)
 static void count_once(char **argv, double *faults, double *switches)
 {
 	static struct run_result r;
-	double t0 = now_ms(), wall, clock, tally;
+	double t0 = now_ms(), wall, clock;
+	double tally = -1;	/* cmocka 1.1.5 does not declare fail_msg() noreturn (clang: -Wsometimes-uninitialized) */
 	const char *tool = argv[0][0] == 'p' ? "perf" : "lowkey";
 
 	assert_int_equal(run_program(argv, NULL, &r), 0);
