@@ -31,6 +31,12 @@ static struct {
 	__typeof__(dwfl_build_id_find_elf) *find_elf;
 	__typeof__(dwfl_standard_find_debuginfo) *find_debuginfo;
 	__typeof__(dwfl_offline_section_address) *section_address;
+	/* for line_from_units (optional) */
+	__typeof__(dwfl_module_nextcu) *nextcu;
+	__typeof__(dwarf_haspc) *haspc;
+	__typeof__(dwarf_getsrc_die) *getsrc_die;
+	__typeof__(dwarf_lineno) *lineno;
+	__typeof__(dwarf_linesrc) *linesrc;
 } dw;
 
 static bool load_libdw(void)
@@ -56,6 +62,11 @@ static bool load_libdw(void)
 	SYM(find_elf, "dwfl_build_id_find_elf");
 	SYM(find_debuginfo, "dwfl_standard_find_debuginfo");
 	SYM(section_address, "dwfl_offline_section_address");
+	SYM(nextcu, "dwfl_module_nextcu");
+	SYM(haspc, "dwarf_haspc");
+	SYM(getsrc_die, "dwarf_getsrc_die");
+	SYM(lineno, "dwarf_lineno");
+	SYM(linesrc, "dwarf_linesrc");
 #undef SYM
 	dw.ok = dw.begin && dw.end && dw.report_begin && dw.report_elf && dw.report_end && dw.addrmodule &&
 		dw.addrname && dw.getsrc && dw.lineinfo && dw.find_elf && dw.find_debuginfo && dw.section_address;
@@ -119,6 +130,31 @@ void lks_symbolizer_free(struct lks_symbolizer *s)
 	free(s);
 }
 
+/*
+ * The source line of addr, for objects without .debug_aranges: libdwfl (elfutils 0.188, Debian
+ * 12's) finds an address's compile unit through that table only, and Clang does not emit it (GCC
+ * does), so dwfl_module_getsrc() finds no line in code Clang built. The units' own address ranges
+ * say it too.
+ */
+static const char *line_from_units(Dwfl_Module *mod, uint64_t addr, int *lineno)
+{
+	Dwarf_Addr bias;
+
+	if (!dw.nextcu || !dw.haspc || !dw.getsrc_die || !dw.lineno || !dw.linesrc)
+		return NULL;
+	for (Dwarf_Die *cu = NULL; (cu = dw.nextcu(mod, cu, &bias));) {
+		Dwarf_Line *line;
+
+		if (dw.haspc(cu, addr - bias) != 1)
+			continue;
+		line = dw.getsrc_die(cu, addr - bias);
+		if (!line || dw.lineno(line, lineno) != 0)
+			return NULL;
+		return dw.linesrc(line, NULL, NULL);
+	}
+	return NULL;
+}
+
 void lks_symbolize(struct lks_symbolizer *s, uint64_t ra, struct lks_site *out)
 {
 	/* a return address points after the call: look up the call itself */
@@ -142,6 +178,9 @@ void lks_symbolize(struct lks_symbolizer *s, uint64_t ra, struct lks_site *out)
 		Dwfl_Line *line = mod ? dw.getsrc(mod, addr) : NULL;
 		int lineno = 0;
 		const char *file = line ? dw.lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+
+		if (mod && !file)
+			file = line_from_units(mod, addr, &lineno);
 
 		if (fn)
 			snprintf(out->function, sizeof(out->function), "%s", fn);

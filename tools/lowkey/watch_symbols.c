@@ -93,6 +93,29 @@ static Dwfl_Module *module_of(struct watch_symbols *s, uint64_t ip)
 	return mod;
 }
 
+/*
+ * The source line of at, for objects without .debug_aranges: libdwfl (elfutils 0.188, Debian 12's)
+ * finds an address's compile unit through that table only, and Clang does not emit it (GCC does),
+ * so dwfl_module_getsrc() answers "address out of range" for code Clang built. The units' own
+ * address ranges say it too.
+ */
+static const char *line_from_units(Dwfl_Module *mod, uint64_t at, int *lineno)
+{
+	Dwarf_Addr bias;
+
+	for (Dwarf_Die *cu = NULL; (cu = dwfl_module_nextcu(mod, cu, &bias));) {
+		Dwarf_Line *line;
+
+		if (dwarf_haspc(cu, at - bias) != 1)
+			continue;
+		line = dwarf_getsrc_die(cu, at - bias);
+		if (!line || dwarf_lineno(line, lineno) != 0)
+			return NULL;
+		return dwarf_linesrc(line, NULL, NULL);
+	}
+	return NULL;
+}
+
 void watch_symbols_place(struct watch_symbols *s, uint64_t ip, int line_of_previous,
 			 struct watch_place *out)
 {
@@ -114,6 +137,8 @@ void watch_symbols_place(struct watch_symbols *s, uint64_t ip, int line_of_previ
 
 		out->file = dwfl_lineinfo(line, &addr, &out->line, NULL, NULL, NULL);
 	}
+	if (!out->file)
+		out->file = line_from_units(mod, at, &out->line);
 }
 
 struct lookup {
