@@ -86,6 +86,7 @@ struct lk_probe_site {
 	const char *file;
 	const char *arg_names;		/* the macro's arguments as written: "db, query, id, rows"
 					 * (the registry drops the provider and event) */
+	const char *function;		/* __func__ in C; __PRETTY_FUNCTION__ in C++ */
 };
 
 #define LK__PROBE_MAGIC 0x6c6b7072u	/* "lkpr" */
@@ -132,6 +133,9 @@ struct lk_probe_info {
 	const char *object;	/* the shared object holding the site; "" for the main program */
 	unsigned int id;
 	bool enabled;		/* recording now */
+	const char *function;	/* the function holding the site: its name in C, its signature with
+				 * template arguments in C++ ("T twice(T) [with T = int]"), which tells
+				 * a template's instantiations apart */
 };
 
 /*
@@ -486,10 +490,15 @@ extern "C" {
 	".quad %c0 - .\n\t"                                                                   \
 	".popsection"
 
+#ifdef __cplusplus
+#define LK__FUNCTION __PRETTY_FUNCTION__
+#else
+#define LK__FUNCTION __func__
+#endif
 #define LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names)                 \
 	static struct lk_probe_site var = {                                                   \
 		LK_KEY_INIT_FALSE, LK__PROBE_MAGIC, LK__PROBE_ABI, (kind), (nargs), (types),  \
-		__LINE__, 0, 0, #provider, #event, __FILE__, names                            \
+		__LINE__, 0, 0, #provider, #event, __FILE__, names, LK__FUNCTION              \
 	}
 
 #ifndef __cplusplus

@@ -503,14 +503,16 @@ static int encode_site(const struct lk_probe_info *info, void *arg)
 {
 	struct site_list *l = arg;
 	struct lk__ctl_msg m = { .type = LK_CTL_SITE, .seq = l->seq };
+	char function[LK_CTL_MAX_FUNCTION];	/* a template's signature may be longer */
 	uint32_t types = 0;
 	int n;
 
 	for (unsigned int a = 0; a < info->nargs; a++)
 		types |= (uint32_t)info->arg_types[a] << (4 * a);
+	snprintf(function, sizeof(function), "%s", info->function ? info->function : "");
 	m.site = (struct lk__ctl_site){ info->id, (uint8_t)info->kind, (uint8_t)info->nargs, info->enabled, types,
 					info->line, info->provider, info->event, info->file, info->arg_names,
-					info->object };
+					info->object, function };
 	if (l->cap - l->len < LK_CTL_MAX_MSG + 4) {
 		size_t cap = l->cap ? l->cap * 2 : 64 * 1024;
 		uint8_t *grown = realloc(l->data, cap);

@@ -113,7 +113,7 @@ struct lk__probe_site_rt {
 	struct lk_probe_site *site;	/* NULL once its object is unloaded */
 	struct lk__dso_rt *dso;
 	/* copies, so a trace can still describe a site whose object was unloaded */
-	char *provider, *event, *file, *arg_names, *object;
+	char *provider, *event, *file, *arg_names, *object, *function;
 	uint32_t id, line, arg_types;
 	uint8_t kind, nargs;
 	bool enabled;

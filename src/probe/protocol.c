@@ -111,6 +111,7 @@ static const struct field site_fields[] = {
 	FIELD("file", F_STR, C_TEXT, site.file, LK_CTL_MAX_TEXT),
 	FIELD("arg_names", F_STR, C_TEXT, site.arg_names, LK_CTL_MAX_TEXT),
 	FIELD("object", F_STR, C_TEXT, site.object, LK_CTL_MAX_PATH),
+	FIELD("function", F_STR, C_TEXT, site.function, LK_CTL_MAX_FUNCTION),
 };
 
 static const struct field env_start_fields[] = {

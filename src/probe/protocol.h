@@ -38,6 +38,7 @@
 #define LK_CTL_MAX_GLOB 256
 #define LK_CTL_MAX_PATH 4095
 #define LK_CTL_MAX_TEXT 1024		/* messages, names, file paths */
+#define LK_CTL_MAX_FUNCTION 512	/* a site's function, cut to fit a message with every other field at its longest */
 
 /* Mirrors of lowkey/probe.h's limits (control.c checks they agree): this file stands alone. */
 #define LK_CTL_FORMAT_MAX 1		/* LK_TRACE_JSON */
@@ -126,6 +127,7 @@ struct lk__ctl_site {
 	uint32_t line;
 	const char *provider, *event, *file, *arg_names;
 	const char *object;	/* the shared object, "" for the main program */
+	const char *function;	/* as in struct lk_probe_info, cut to LK_CTL_MAX_FUNCTION - 1 bytes */
 };
 
 struct lk__ctl_env_start {

@@ -131,8 +131,10 @@ static int site_add(struct lk_probe_site *s, struct lk__dso_rt *dso)
 	rt->file = dup_or_empty(s->file);
 	rt->arg_names = lk__site_arg_names(s->arg_names);
 	rt->object = dup_or_empty(dso->path);
-	if (!rt->provider || !rt->event || !rt->file || !rt->arg_names || !rt->object) {
+	rt->function = dup_or_empty(s->function);
+	if (!rt->provider || !rt->event || !rt->file || !rt->arg_names || !rt->object || !rt->function) {
 		free(rt->provider), free(rt->event), free(rt->file), free(rt->arg_names), free(rt->object);
+		free(rt->function);
 		return -ENOMEM;
 	}
 	rt->id = (uint32_t)(LK__FIRST_SITE_ID + nsites);
@@ -304,6 +306,7 @@ static void fill_info(const struct lk__probe_site_rt *rt, struct lk_probe_info *
 		info->arg_types[a] = (enum lk_probe_type)lk__arg_type(rt->arg_types, a);
 	info->arg_names = rt->arg_names;
 	info->object = rt->object;
+	info->function = rt->function;
 	info->id = rt->id;
 	info->enabled = rt->enabled;
 }

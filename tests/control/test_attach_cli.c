@@ -494,7 +494,7 @@ static void pose_as_control_socket(const char *how)
 		}
 		m.type = LK_CTL_SITE;
 		m.seq += strcmp(how, "strays") == 0 ? 1000 : 0;
-		m.site = (struct lk__ctl_site){ 1, 1, 0, 0, 0, 1, "fake", "site", "fake.c", "", "" };
+		m.site = (struct lk__ctl_site){ 1, 1, 0, 0, 0, 1, "fake", "site", "fake.c", "", "", "fake" };
 		len = lk__ctl_encode(&m, buf, sizeof(buf));
 		while (send(conn, buf, (size_t)len, 0) == len)
 			;

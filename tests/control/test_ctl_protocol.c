@@ -46,7 +46,7 @@ static void every_type_round_trips(void **state)
 		{ .type = LK_CTL_RESULT, .seq = 6, .result = { -13, -5, "no" } },
 		{ .type = LK_CTL_STATUS_REPLY, .seq = 7,
 		  .status = { 99, 2, 3, 4, 5, 6, 1, 7, 8, 9, 10, -28, "/p", "0.1.0" } },
-		{ .type = LK_CTL_SITE, .seq = 8, .site = { 16, 2, 2, 1, 0x45, 12, "a", "b", "f.c", "x, y", "/lib.so" } },
+		{ .type = LK_CTL_SITE, .seq = 8, .site = { 16, 2, 2, 1, 0x45, 12, "a", "b", "f.c", "x, y", "/lib.so", "f" } },
 		{ .type = LK_CTL_STATS, .seq = 9, .stats = { 0, 1, 2, 3, 4, "/p", "" } },
 		{ .type = LK_CTL_EXIT, .seq = 10, .stats = { -5, 1, 2, 3, 4, "/p", "m" } },
 		{ .type = LK_CTL_ENV_START, .seq = 11, .env_start = { -17, "exists", "/o", "/o.ctf-1" } },
@@ -73,7 +73,7 @@ static void every_type_round_trips(void **state)
 static void fields_decode_to_their_values(void **state)
 {
 	struct lk__ctl_msg in = { .type = LK_CTL_SITE, .seq = 0xabcdef01,
-				  .site = { 4000000000u, 4, 8, 0, 0x55555555, 77, "prov", "ev", "file.c", "a,b", "" } };
+				  .site = { 4000000000u, 4, 8, 0, 0x55555555, 77, "prov", "ev", "file.c", "a,b", "", "fn" } };
 	struct lk__ctl_msg out;
 	int n;
 
@@ -89,6 +89,7 @@ static void fields_decode_to_their_values(void **state)
 	assert_string_equal(out.site.provider, "prov");
 	assert_string_equal(out.site.event, "ev");
 	assert_string_equal(out.site.object, "");
+	assert_string_equal(out.site.function, "fn");
 	/* strings point into the buffer */
 	assert_true((const uint8_t *)out.site.file > buf && (const uint8_t *)out.site.file < buf + n);
 
@@ -164,13 +165,13 @@ static void values_out_of_range_are_refused(void **state)
 		{ .type = LK_CTL_START, .start = { 0, 0, 0, 0, 0, "relative" } },
 		{ .type = LK_CTL_RESULT, .result = { 1, 0, "" } },			/* err > 0 */
 		{ .type = LK_CTL_RESULT, .result = { -4096, 0, "" } },
-		{ .type = LK_CTL_SITE, .site = { 1, 0, 0, 0, 0, 1, "a", "b", "", "", "" } },	/* kind 0 */
-		{ .type = LK_CTL_SITE, .site = { 1, 5, 0, 0, 0, 1, "a", "b", "", "", "" } },	/* kind 5 */
-		{ .type = LK_CTL_SITE, .site = { 1, 1, 9, 0, 0, 1, "a", "b", "", "", "" } },	/* nargs 9 */
-		{ .type = LK_CTL_SITE, .site = { 1, 1, 1, 0, 0x6, 1, "a", "b", "", "", "" } },	/* type 6 */
-		{ .type = LK_CTL_SITE, .site = { 1, 1, 1, 0, 0x10 | 1, 1, "a", "b", "", "", "" } },	/* beyond nargs */
-		{ .type = LK_CTL_SITE, .site = { 1, 1, 0, 0, 0, 1, "", "b", "", "", "" } },	/* no provider */
-		{ .type = LK_CTL_SITE, .site = { 1, 1, 0, 2, 0, 1, "a", "b", "", "", "" } },	/* enabled 2 */
+		{ .type = LK_CTL_SITE, .site = { 1, 0, 0, 0, 0, 1, "a", "b", "", "", "", "" } },	/* kind 0 */
+		{ .type = LK_CTL_SITE, .site = { 1, 5, 0, 0, 0, 1, "a", "b", "", "", "", "" } },	/* kind 5 */
+		{ .type = LK_CTL_SITE, .site = { 1, 1, 9, 0, 0, 1, "a", "b", "", "", "", "" } },	/* nargs 9 */
+		{ .type = LK_CTL_SITE, .site = { 1, 1, 1, 0, 0x6, 1, "a", "b", "", "", "", "" } },	/* type 6 */
+		{ .type = LK_CTL_SITE, .site = { 1, 1, 1, 0, 0x10 | 1, 1, "a", "b", "", "", "", "" } },	/* beyond nargs */
+		{ .type = LK_CTL_SITE, .site = { 1, 1, 0, 0, 0, 1, "", "b", "", "", "", "" } },	/* no provider */
+		{ .type = LK_CTL_SITE, .site = { 1, 1, 0, 2, 0, 1, "a", "b", "", "", "", "" } },	/* enabled 2 */
 	};
 	struct lk__ctl_msg out;
 
@@ -207,7 +208,7 @@ static void encoder_refuses_what_cannot_be_sent(void **state)
 /* Every prefix of a valid message is refused, and never read past. */
 static void every_truncation_is_refused(void **state)
 {
-	struct lk__ctl_msg m = { .type = LK_CTL_SITE, .site = { 1, 1, 2, 1, 0x21, 9, "p", "e", "f", "a, b", "/o" } };
+	struct lk__ctl_msg m = { .type = LK_CTL_SITE, .site = { 1, 1, 2, 1, 0x21, 9, "p", "e", "f", "a, b", "/o", "g" } };
 	int n = encode(&m);
 
 	(void)state;

@@ -197,7 +197,8 @@ static void json_output(void **state)
 	assert_int_equal(lkt_sh(&r, "%s list --json '%s'", LOWKEY, TARGET_LIB), 0);
 	snprintf(want, sizeof(want),
 		 "{\"sites\": [\n  {\"object\": \"%s\", \"object_type\": \"shared object\", \"provider\": \"lib\", "
-		 "\"event\": \"work\", \"kind\": \"event\", \"file\": \"%s/target_lib.c\", \"line\": 9, \"args\": "
+		 "\"event\": \"work\", \"kind\": \"event\", \"file\": \"%s/target_lib.c\", \"line\": 9, "
+		 "\"function\": \"lkt_lib_work\", \"args\": "
 		 "[{\"name\": \"i\", \"type\": \"i64\"}, {\"name\": \"\\\"from the library\\\"\", \"type\": \"string\"}]}\n]}\n",
 		 TARGET_LIB, SOURCE_DIR);
 	assert_string_equal(r.out, want);

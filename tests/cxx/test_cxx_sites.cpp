@@ -267,6 +267,42 @@ static void span_ends_when_an_exception_leaves_it(void **)
 	remove_dir(dir);
 }
 
+/* `lowkey list FILE` lines: how many start with "  NAME " and, of those, how many contain what. */
+static size_t listed(const std::string &file, const std::string &name, const char *what = "")
+{
+	std::string cmd = std::string(LOWKEY) + " list '" + file + "'";
+	FILE *p = popen(cmd.c_str(), "r");
+	char line[4096];
+	size_t n = 0;
+
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p))
+		n += strncmp(line, ("  " + name + " ").c_str(), name.size() + 3) == 0 && strstr(line, what);
+	assert_int_equal(pclose(p), 0);
+	return n;
+}
+
+/*
+ * `lowkey list` reads the sites from the files: each once, however many units and copies hold its
+ * code; a template's instantiations told apart by their function.
+ */
+static void lowkey_list_shows_each_site_once(void **)
+{
+	std::string self = "/proc/" + std::to_string(getpid()) + "/exe";
+
+	for (const char *once : { "cxx:out_of_line", "cxx:out_of_line_after", "cxx:inlined", "cxx:lambda",
+				  "cxx:member", "cxx:static_member", "cxx:before_the_header" })
+		assert_int_equal(listed(self, once), 1);
+	assert_int_equal(listed(self, "cxx:risky"), 2);
+	assert_int_equal(listed(self, "cxx:twice"), 3);
+	assert_int_equal(listed(self, "cxx:twice", "= int]"), 1);
+	assert_int_equal(listed(self, "cxx:twice", "double]"), 1);
+	assert_int_equal(listed(self, "cxx:twice", "long"), 1);
+	assert_int_equal(listed(SHARED_PATH, "cxx:inlined"), 1);
+	assert_int_equal(listed(SHARED_PATH, "cxx_shared:own"), 1);
+	assert_int_equal(listed(PLUGIN_PATH, "cxx_plugin:scaled"), 2);
+}
+
 /* A plugin's template instantiations register when it loads, once each, and go when it unloads. */
 static void plugin_sites_come_and_go(void **)
 {
@@ -297,6 +333,7 @@ int main()
 		cmocka_unit_test(events_from_every_unit_and_object),
 		cmocka_unit_test(span_ends_when_an_exception_leaves_it),
 		cmocka_unit_test(plugin_sites_come_and_go),
+		cmocka_unit_test(lowkey_list_shows_each_site_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

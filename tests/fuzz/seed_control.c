@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 	m.status = (struct lk__ctl_status){ 1234, 1, 2, 3, 10, 4, 1, 1000, 5, 65536, 2, 0, "/tmp/t.ctf", "0.1.0" };
 	valid("status-reply", &m);
 	m.type = LK_CTL_SITE;
-	m.site = (struct lk__ctl_site){ 17, 1, 3, 1, 0x541, 42, "db", "query", "db.c", "id, name, ptr", "" };
+	m.site = (struct lk__ctl_site){ 17, 1, 3, 1, 0x541, 42, "db", "query", "db.c", "id, name, ptr", "", "query" };
 	valid("site", &m);
 	m.type = LK_CTL_STATS;
 	m.stats = (struct lk__ctl_stats){ 0, 100, 2, 4096, 3, "/tmp/t.ctf", "" };

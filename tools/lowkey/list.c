@@ -54,6 +54,7 @@ static const char list_usage[] =
 
 struct row {
 	char *object, *provider, *event, *file, *arg_names;
+	char *function;			/* "" when not known */
 	const char *object_type;	/* NULL for a live process's sites */
 	unsigned int line, kind, nargs;
 	uint32_t arg_types;
@@ -83,6 +84,13 @@ static int add_row(struct rows *r, const struct row *row)
 	r->v[r->n].event = strdup(row->event);
 	r->v[r->n].file = strdup(row->file);
 	r->v[r->n].arg_names = strdup(row->arg_names);
+	r->v[r->n].function = strdup(row->function ? row->function : "");
+	if (!r->v[r->n].object || !r->v[r->n].provider || !r->v[r->n].event || !r->v[r->n].file ||
+	    !r->v[r->n].arg_names || !r->v[r->n].function) {
+		free(r->v[r->n].object), free(r->v[r->n].provider), free(r->v[r->n].event);
+		free(r->v[r->n].file), free(r->v[r->n].arg_names), free(r->v[r->n].function);
+		return -ENOMEM;
+	}
 	r->n++;
 	return 0;
 }
@@ -91,7 +99,7 @@ static void free_rows(struct rows *r)
 {
 	for (size_t i = 0; i < r->n; i++) {
 		free(r->v[i].object), free(r->v[i].provider), free(r->v[i].event);
-		free(r->v[i].file), free(r->v[i].arg_names);
+		free(r->v[i].file), free(r->v[i].arg_names), free(r->v[i].function);
 	}
 	free(r->v);
 }
@@ -169,7 +177,9 @@ static void print_json(const struct rows *r, pid_t pid, const char *source)
 		lk__json_string(stdout, s->event);
 		printf(", \"kind\": \"%s\", \"file\": ", kind_name(s->kind));
 		lk__json_string(stdout, s->file);
-		printf(", \"line\": %u, \"args\": [", s->line);
+		printf(", \"line\": %u, \"function\": ", s->line);
+		lk__json_string(stdout, s->function);
+		printf(", \"args\": [");
 		for (unsigned int a = 0; a < s->nargs; a++) {
 			lk_arg_name(s->arg_names, a, name, sizeof(name));
 			printf("%s{\"name\": ", a ? ", " : "");
@@ -192,6 +202,28 @@ static void print_args(const struct row *s)
 		lk_arg_name(s->arg_names, a, name, sizeof(name));
 		printf("%s%s: %s", a ? ", " : "", name, arg_type(s, a));
 	}
+}
+
+static bool same_place(const struct row *a, const struct row *b)
+{
+	return a->line == b->line && a->kind == b->kind && strcmp(a->object, b->object) == 0 &&
+	       strcmp(a->provider, b->provider) == 0 && strcmp(a->event, b->event) == 0 &&
+	       strcmp(a->file, b->file) == 0;
+}
+
+/*
+ * Whether another site is written at the same place: a C++ template's instantiations, which only
+ * their function tells apart. Rows are sorted by object, name and line.
+ */
+static bool shares_its_place(const struct rows *r, size_t i)
+{
+	for (size_t j = i; j-- > 0 && strcmp(r->v[j].object, r->v[i].object) == 0;)
+		if (same_place(&r->v[j], &r->v[i]))
+			return true;
+	for (size_t j = i + 1; j < r->n && strcmp(r->v[j].object, r->v[i].object) == 0; j++)
+		if (same_place(&r->v[j], &r->v[i]))
+			return true;
+	return false;
 }
 
 static void print_text(const struct rows *r)
@@ -225,6 +257,8 @@ static void print_text(const struct rows *r)
 		snprintf(buf, sizeof(buf), "%s:%u", s->file, s->line);
 		printf("  %-*s  ", wwhere, buf);
 		print_args(s);
+		if (*s->function && shares_its_place(r, i))
+			printf("%sin %s", s->nargs ? "  " : "", s->function);
 		printf("\n");
 	}
 }
@@ -250,8 +284,8 @@ static int rows_from_file(struct rows *r, const char *path, const char *shown, b
 			sites.skipped);
 	for (size_t i = 0; i < sites.n && !rc; i++) {
 		const struct lk_elf_site *s = &sites.sites[i];
-		struct row row = { (char *)shown, s->provider, s->event, s->file, s->arg_names, sites.type,
-				   s->line, s->kind, s->nargs, s->arg_types, -1 };
+		struct row row = { (char *)shown, s->provider, s->event, s->file, s->arg_names, s->function,
+				   sites.type, s->line, s->kind, s->nargs, s->arg_types, -1 };
 
 		rc = add_row(r, &row);
 	}
@@ -272,11 +306,12 @@ static int take_list_message(struct rows *r, const struct lk__ctl_msg *m, uint32
 	}
 	if (m->type == LK_CTL_SITE && m->seq == seq) {
 		struct row row = { (char *)(*m->site.object ? m->site.object : exe), (char *)m->site.provider,
-				   (char *)m->site.event, (char *)m->site.file, (char *)m->site.arg_names, NULL,
-				   m->site.line, m->site.kind, m->site.nargs, m->site.arg_types, m->site.enabled };
+				   (char *)m->site.event, (char *)m->site.file, (char *)m->site.arg_names,
+				   (char *)m->site.function, NULL, m->site.line, m->site.kind, m->site.nargs,
+				   m->site.arg_types, m->site.enabled };
 
 		*bytes += strlen(row.object) + strlen(row.provider) + strlen(row.event) + strlen(row.file) +
-			  strlen(row.arg_names) + sizeof(row);
+			  strlen(row.arg_names) + strlen(row.function) + sizeof(row);
 		if (r->n == MAX_SITES || *bytes > MAX_LIST_BYTES)
 			return -E2BIG;
 		return add_row(r, &row);

@@ -313,7 +313,8 @@ static int index_image(struct image *im, GElf_Shdr *sites)
 static int read_site(const struct image *im, uint64_t addr, struct lk_elf_site *out)
 {
 	struct lk_probe_site raw;
-	uint64_t provider, event, file, names;
+	uint64_t provider, event, file, names, function;
+	char *written, *fn;
 
 	if (!read_bytes(im, addr, &raw, sizeof(raw)))
 		return -EINVAL;
@@ -325,14 +326,16 @@ static int read_site(const struct image *im, uint64_t addr, struct lk_elf_site *
 	    !read_pointer(im, addr + offsetof(struct lk_probe_site, file), &file) ||
 	    !read_pointer(im, addr + offsetof(struct lk_probe_site, arg_names), &names))
 		return -EINVAL;
-	char *written = read_string(im, names);
-
+	written = read_string(im, names);
+	fn = read_pointer(im, addr + offsetof(struct lk_probe_site, function), &function) ? read_string(im, function)
+											    : NULL;
 	*out = (struct lk_elf_site){ read_string(im, provider), read_string(im, event), read_string(im, file),
-				     written ? lk__site_arg_names(written) : NULL, raw.line, raw.kind, raw.nargs,
-				     lk__site_public_types(raw.arg_types, raw.nargs) };
+				     written ? lk__site_arg_names(written) : NULL, fn ? fn : strdup(""),
+				     raw.line, raw.kind, raw.nargs, lk__site_public_types(raw.arg_types, raw.nargs) };
 	free(written);
-	if (!out->provider || !out->event || !out->file || !out->arg_names || !*out->provider || !*out->event) {
-		free(out->provider), free(out->event), free(out->file), free(out->arg_names);
+	if (!out->provider || !out->event || !out->file || !out->arg_names || !out->function || !*out->provider ||
+	    !*out->event) {
+		free(out->provider), free(out->event), free(out->file), free(out->arg_names), free(out->function);
 		return -EINVAL;
 	}
 	return 0;
@@ -403,7 +406,7 @@ void lk_elf_free_sites(struct lk_elf_sites *s)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		free(s->sites[i].provider), free(s->sites[i].event);
-		free(s->sites[i].file), free(s->sites[i].arg_names);
+		free(s->sites[i].file), free(s->sites[i].arg_names), free(s->sites[i].function);
 	}
 	free(s->sites);
 	free(s->path);

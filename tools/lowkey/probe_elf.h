@@ -13,6 +13,7 @@
 
 struct lk_elf_site {
 	char *provider, *event, *file, *arg_names;
+	char *function;		/* "" when the file does not say */
 	unsigned int line, kind, nargs;
 	uint32_t arg_types;	/* 4 bits per argument, as in struct lk_probe_site */
 };
