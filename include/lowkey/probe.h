@@ -460,9 +460,14 @@ template <typename T> inline uint64_t lk__arg_value(const T &v, struct lk__probe
 #endif
 
 #define LK__ARG_TYPE(x) (lk__arg_kind<decltype((x))>::type)
+/*
+ * The argument is bound to a reference first: a temporary (std::string(s), a returned view) then
+ * lives to the end of the probe's block, past the copy of its bytes into the record.
+ */
 #define LK__ARG_DECL(i, x)                                                                    \
+	auto &&lk__ref##i = (x);                                                              \
 	struct lk__probe_view lk__view##i;                                                    \
-	const uint64_t lk__a##i = lk__arg_value((x), lk__view##i, lk__arg_tag<lk__arg_kind<decltype((x))>::how>());
+	const uint64_t lk__a##i = lk__arg_value(lk__ref##i, lk__view##i, lk__arg_tag<lk__arg_kind<decltype((x))>::how>());
 #define LK__PROBE_TOO_MANY static_assert(false, "a probe takes at most 8 arguments")
 
 extern "C" {

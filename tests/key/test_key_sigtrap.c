@@ -85,7 +85,7 @@ static void handler_installed_before(void **state)
 
 	raise(SIGTRAP);
 	assert_int_equal(app_traps, 1);
-	asm volatile("int3");			/* the application's breakpoint */
+	__asm__ __volatile__("int3");			/* the application's breakpoint */
 	assert_int_equal(app_traps, 2);
 }
 
@@ -103,7 +103,7 @@ static void handler_installed_after(void **state)
 	assert_int_equal(app2_traps, 0);
 	raise(SIGTRAP);
 	assert_int_equal(app2_traps, 1);
-	asm volatile("int3");
+	__asm__ __volatile__("int3");
 	assert_int_equal(app2_traps, 2);
 	assert_int_equal(app_traps, 2);
 }
