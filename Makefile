@@ -6,6 +6,8 @@
 #   make test-asan      the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-tsan      the tests under ThreadSanitizer
 #   make test-portable  the tests with static keys built as load + branch (LK_KEYS_PORTABLE)
+#   make test-compilers the tests of what users compile (keys, probes, C++) in each cell of the
+#                       compiler matrix (MATRIX below)
 #   make install        install under PREFIX (default /usr/local)
 
 BUILD ?= build
@@ -22,7 +24,7 @@ DEPS = $(sort $(call read_deps,deps/*.deps) $(EXTRA_DEPS))
 
 configure = $(CMAKE) -S . -B $(1) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(2) $(CMAKE_FLAGS)
 
-.PHONY: all build demo deps build-deps test test-asan test-tsan test-portable install clean
+.PHONY: all build demo deps build-deps test test-asan test-tsan test-portable test-compilers install clean
 
 all: build
 
@@ -73,10 +75,30 @@ test-tsan: deps
 test-portable: deps
 	$(call run_tests,$(BUILD)-portable,-DLK_KEYS_PORTABLE=ON,)
 
+# The compiler matrix: CC,CXX,C standard,C++ standard per cell (c11: strict ISO; gnu11: with GNU
+# extensions). The library is built as always; the tests -- the users' side of the headers -- in
+# the cell's standards. With `make test` (gcc, gnu11, gnu++17) each compiler meets both C
+# dialects and both C++ standards; test_header_hygiene compiles the headers in every standard.
+MATRIX ?= gcc,g++,c11,c++20 clang,clang++,c11,c++17 clang,clang++,gnu11,gnu++20
+
+test-compilers: deps
+	@set -e; for cell in $(MATRIX); do \
+		set -- $$(echo $$cell | tr , ' '); \
+		cstd=$${3#c}; cstd=$${cstd#gnu}; cext=OFF; case $$3 in gnu*) cext=ON;; esac; \
+		xstd=$${4#c++}; xstd=$${xstd#gnu++}; xext=OFF; case $$4 in gnu*) xext=ON;; esac; \
+		dir=$(BUILD)-$$1-$$3-$$4; \
+		echo "--- $$1 -std=$$3, $$2 -std=$$4 ($$dir; $$($$1 --version | head -1))"; \
+		CC=$$1 CXX=$$2 $(call configure,$$dir,-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON \
+			-DLK_TEST_C_STANDARD=$$cstd -DLK_TEST_C_EXTENSIONS=$$cext \
+			-DLK_TEST_CXX_STANDARD=$$xstd -DLK_TEST_CXX_EXTENSIONS=$$xext) >/dev/null; \
+		$(CMAKE) --build $$dir -j $(JOBS) --target compiler-tests; \
+		(cd $$dir && ctest $(CTEST_FLAGS) -j $(JOBS) -L compilers); \
+	done
+
 install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-portable
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-portable $(BUILD)-*-c*
 
 , := ,
