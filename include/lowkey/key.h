@@ -130,8 +130,8 @@ extern "C" {
  * with _unlikely, TRUE key with _likely); one jmp otherwise. In a portable build: a load and a
  * branch. Async-signal-safe. The argument must be &name of a defined or declared key.
  */
-#define lk_branch_unlikely(k) LK__UNLIKELY(lk__branch((k), 1))
-#define lk_branch_likely(k) LK__LIKELY(lk__branch((k), 0))
+#define lk_branch_unlikely(k) LK__SITE_EXPECT(lk__branch((k), 1), 0)
+#define lk_branch_likely(k) LK__SITE_EXPECT(lk__branch((k), 0), 1)
 
 /*
  * Key state. Each returns 0 or a negative errno:
@@ -297,6 +297,16 @@ template <typename Tag> struct lk_key *const lk__slot<Tag>::value = Tag::key();
 extern "C" {
 #endif
 
+/*
+ * A patched site says itself which path is expected (lk__site_jumped): a __builtin_expect around
+ * it as well would make Clang lay the site out worse.
+ */
+#if !defined(LK__PATCHED_SITES)
+#define LK__SITE_EXPECT(x, expected) __builtin_expect(!!(x), (expected))
+#else
+#define LK__SITE_EXPECT(x, expected) (x)
+#endif
+
 #if !defined(LK__PATCHED_SITES)
 #define lk__branch(k, jump_when_on) (__atomic_load_n(&LK_KEY(k)->lk__count, __ATOMIC_RELAXED) > 0)
 #define lk__branch_slot(slot, init_direction, jump_when_on)                                   \
@@ -304,15 +314,20 @@ extern "C" {
 #define lk__branch_tag(tag, init_direction, jump_when_on)                                     \
 	(__atomic_load_n(&tag::key()->lk__count, __ATOMIC_RELAXED) > 0)
 #elif !defined(__cplusplus)
-/* Whether the site jumped. Inlined, so that the slot's address is a constant for the asm. */
+/*
+ * Whether the site jumped. Inlined, so that the slot's address is a constant for the asm. The
+ * jump always leaves the expected path, and each return says so: Clang keeps a caller's
+ * __builtin_expect off the asm goto's edges once this is inlined, and would lay the site out
+ * with an extra jmp in a loop.
+ */
 static inline __attribute__((always_inline)) bool lk__site_jumped(struct lk_key *const *slot,
 								  const unsigned int flags,
 								  const int init_jmp)
 {
 	__asm__ goto(LK__SITE_ASM : : "i"(slot), "i"(flags), "i"(init_jmp) : : lk__jumped);
-	return false;
+	return __builtin_expect(0, 0);
 lk__jumped:
-	return true;
+	return __builtin_expect(1, 0);
 }
 
 /*
@@ -331,7 +346,7 @@ lk__jumped:
 #else
 } /* extern "C" */
 namespace {
-/* True while the key of Tag's slot is on; see the C form above. */
+/* True while the key of Tag's slot is on; see the C form above (the jump is the unexpected path). */
 template <typename Tag, int InitDirection, int JumpWhenOn>
 __attribute__((always_inline)) inline bool lk__branch_site() noexcept
 {
@@ -341,9 +356,9 @@ __attribute__((always_inline)) inline bool lk__branch_site() noexcept
 		       "i"(InitDirection == JumpWhenOn)
 		     : /* no clobbers */
 		     : lk__jumped);
-	return !JumpWhenOn;
+	return __builtin_expect(!JumpWhenOn, !JumpWhenOn);
 lk__jumped:
-	return JumpWhenOn;
+	return __builtin_expect(JumpWhenOn, !JumpWhenOn);
 }
 } /* namespace */
 extern "C" {

@@ -511,7 +511,7 @@ extern "C" {
 	LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names);                \
 	static struct lk_key *const var##_slot = &var.key.key
 #define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : "i"(&var##_slot))
-#define LK__PROBE_ON(var) LK__UNLIKELY(lk__branch_slot(&var##_slot, 0, 1))
+#define LK__PROBE_ON(var) LK__SITE_EXPECT(lk__branch_slot(&var##_slot, 0, 1), 0)
 #else
 #define LK__PROBE_SITE(var, provider, event, kind, nargs, types, names)                       \
 	LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names);                \
@@ -519,7 +519,7 @@ extern "C" {
 		static constexpr struct lk_key *key() { return &var.key.key; }                \
 	}
 #define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : "i"(&lk__slot<var##_tag>::value))
-#define LK__PROBE_ON(var) LK__UNLIKELY(lk__branch_tag(var##_tag, 0, 1))
+#define LK__PROBE_ON(var) LK__SITE_EXPECT(lk__branch_tag(var##_tag, 0, 1), 0)
 #endif
 
 #define LK__ZEROS_0 LK__ZEROS_1 const uint64_t lk__a0 = 0;
