@@ -193,7 +193,7 @@ struct key_vs_nop {
 	/* the code */
 	bool identical;		/* the same loop body bytes, the key's site a NOP5 inside */
 	long head;		/* the loop head from the entry; -1: not found */
-	size_t bytes;		/* the loop body's, compared: head to ret */
+	size_t bytes;		/* the loop body's, compared: head to the backward branch's end */
 	int prologue_diff;	/* bytes that differ between entry and head (run once per call) */
 	unsigned int head_line[2];	/* the heads' offsets in their 64-byte lines: nop, key off */
 	long site_offset;	/* the key's site from loop_key_off's entry; -1: not found */
@@ -223,68 +223,71 @@ static const uint8_t *key_site_code(const struct lk_key *key)
 	return NULL;
 }
 
-/* The offset of the first ret (0xc3) in a loop function, or -1: these loops have no other 0xc3
- * byte before it. */
-static long find_ret(const uint8_t *fn)
+/*
+ * The loop of a loop function: its first backward jne (rel8 or rel32) in the first 256 bytes,
+ * which goes to the loop head; the body is from the head to just past that branch. False when the
+ * code has another shape. (GCC puts the ret right after the loop; Clang may put the key's
+ * out-of-line block between them.)
+ */
+static bool find_loop(const uint8_t *fn, long *head, long *end)
 {
-	for (long i = 0; i < 256; i++)
-		if (fn[i] == 0xc3)
-			return i;
-	return -1;
-}
+	for (long i = 0; i + 6 <= 256; i++) {
+		if (fn[i] == 0x75 && (int8_t)fn[i + 1] < 0 && i + 2 + (int8_t)fn[i + 1] >= 0) {
+			*head = i + 2 + (int8_t)fn[i + 1];
+			*end = i + 2;
+			return true;
+		}
+		if (fn[i] == 0x0f && fn[i + 1] == 0x85) {
+			int32_t d;
 
-/* The loop head the backward branch just before the ret at `ret` goes to (jne rel8 or rel32), or
- * -1 when the code has another shape. */
-static long find_loop_head(const uint8_t *fn, long ret)
-{
-	if (ret >= 2 && fn[ret - 2] == 0x75 && (int8_t)fn[ret - 1] < 0)
-		return ret + (int8_t)fn[ret - 1];
-	if (ret >= 6 && fn[ret - 6] == 0x0f && fn[ret - 5] == 0x85) {
-		int32_t d;
-
-		memcpy(&d, fn + ret - 4, sizeof(d));
-		if (d < 0)
-			return ret + d;
+			memcpy(&d, fn + i + 2, sizeof(d));
+			if (d < 0 && i + 6 + d >= 0) {
+				*head = i + 6 + d;
+				*end = i + 6;
+				return true;
+			}
+		}
 	}
-	return -1;
+	return false;
 }
 
 /*
  * Compare the machine code of loop_nop and loop_key_off where it runs every iteration: the loop
- * body, from the head the backward branch goes to through that branch (just before the ret). The
- * key's site, found in the site table as the library finds it, must be in that body and be the
- * same 5-byte NOP. (The bytes before the head run once per call; they differ where a jump
- * displacement steps over the key's out-of-line block.)
+ * body, from the head the backward branch goes to through that branch. The key's site, found in
+ * the site table as the library finds it, must be in that body and be the same 5-byte NOP. (The
+ * bytes before the head run once per call; they differ where a jump displacement steps over the
+ * key's out-of-line block.)
  */
 static void compare_code(struct key_vs_nop *k)
 {
 	const uint8_t *nop = (const uint8_t *)(uintptr_t)loop_nop;
 	const uint8_t *key = (const uint8_t *)(uintptr_t)loop_key_off;
 	const uint8_t *site = key_site_code(&key_off.key);
-	long ret = find_ret(nop), head = ret >= 0 ? find_loop_head(nop, ret) : -1;
+	long head, end, key_head, key_end;
 
 	k->site_offset = -1;
-	k->head = head;
-	k->bytes = head >= 0 ? (size_t)(ret - head) : 0;
-	if (head < 0) {
-		k->why = "loop_nop does not end in a backward branch and a ret (this compiler laid it out "
-			 "otherwise)";
+	k->head = -1;
+	if (!find_loop(nop, &head, &end)) {
+		k->why = "loop_nop does not end in a backward branch (this compiler laid it out otherwise)";
 		return;
 	}
+	k->head = head;
+	k->bytes = (size_t)(end - head);
 	k->prologue_diff = 0;
 	for (long i = 0; i < head; i++)
 		k->prologue_diff += nop[i] != key[i];
 	k->head_line[0] = (unsigned int)((uintptr_t)(nop + head) & 63);
-	k->head_line[1] = (unsigned int)((uintptr_t)(key + head) & 63);
 	if (!site) {
 		k->why = "the key's site is not in the site table (a portable build: load + branch)";
 		return;
 	}
 	k->site_offset = (long)(site - key);
 	memcpy(k->site, site, sizeof(k->site));
-	if (find_ret(key) != ret)
-		k->why = "the two loops' rets are at different offsets";
-	else if (k->site_offset < head || k->site_offset + 5 > ret)
+	if (!find_loop(key, &key_head, &key_end))
+		k->why = "loop_key_off does not end in a backward branch";
+	else if (key_head != head || key_end != end)
+		k->why = "the two loops are at different offsets from their entries";
+	else if (k->site_offset < head || k->site_offset + 5 > end)
 		k->why = "the key's site is not in loop_key_off's loop body";
 	else if (memcmp(site, NOP5, 5) != 0)
 		k->why = "the key's site is not the 5-byte NOP 0f 1f 44 00 00";
@@ -292,6 +295,7 @@ static void compare_code(struct key_vs_nop *k)
 		k->why = "the two loop bodies' bytes differ";
 	else
 		k->identical = true;
+	k->head_line[1] = (unsigned int)((uintptr_t)(key + head) & 63);
 }
 
 /* One process's part (--key-vs-nop-child): the pair alone, interleaved, alternating which goes
