@@ -69,12 +69,54 @@ static void consumer_with_find_package(void **state)
 	assert_non_null(strstr(r.out, "work(3)"));
 }
 
+/*
+ * A C++ program (examples/cxx.cpp: templates, spans, lock.hpp) built against the installed
+ * headers by g++ and clang++ with the warnings C++ users turn on, through pkg-config, then traced.
+ */
+static void cxx_consumer_with_pkg_config(void **state)
+{
+	const char *compilers[] = { "g++", "clang++" };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(compilers) / sizeof(compilers[0]); i++) {
+		if (lkt_sh(&r, "command -v %s", compilers[i]) != 0) {
+			print_message("%s not installed: skipped\n", compilers[i]);
+			continue;
+		}
+		assert_int_equal(lkt_sh(&r, "cd '%s' && export PKG_CONFIG_PATH=$(ls -d '%s'/lib*/pkgconfig) && "
+				 "%s -std=c++17 -O2 -Wall -Wextra -pedantic -Wold-style-cast "
+				 "-Wzero-as-null-pointer-constant -Werror %s/examples/cxx.cpp "
+				 "$(pkg-config --cflags --libs lowkey) -Wl,-rpath,$(pkg-config --variable=libdir lowkey) "
+				 "-o cxx-%zu && ./cxx-%zu trace-%zu.ctf && LD_LIBRARY_PATH=$(pkg-config --variable=libdir lowkey) "
+				 "bin/lowkey report trace-%zu.ctf",
+				 prefix, prefix, compilers[i], SOURCE_DIR, i, i, i, i), 0);
+		assert_non_null(strstr(r.out, "caught: empty book"));
+		assert_non_null(strstr(r.out, "orders:order                                   2001"));
+		assert_non_null(strstr(r.out, "orders:best                                       3"));
+	}
+}
+
+static void cxx_consumer_with_find_package(void **state)
+{
+	(void)state;
+	assert_int_equal(lkt_sh(&r, "mkdir -p '%s/cxx-consumer' && cd '%s/cxx-consumer' && "
+			 "printf 'cmake_minimum_required(VERSION 3.20)\\nproject(c CXX)\\n"
+			 "set(CMAKE_CXX_STANDARD 17)\\nfind_package(lowkey REQUIRED)\\n"
+			 "add_executable(cxx %s/examples/cxx.cpp)\\n"
+			 "target_link_libraries(cxx PRIVATE lowkey::lowkey)\\n' > CMakeLists.txt && "
+			 "cmake -S . -B b -DCMAKE_PREFIX_PATH='%s' >/dev/null && cmake --build b >/dev/null && b/cxx",
+			 prefix, prefix, SOURCE_DIR, prefix), 0);
+	assert_non_null(strstr(r.out, "best: 42 and 99.5"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(files_in_place),
 		cmocka_unit_test(consumer_with_pkg_config),
 		cmocka_unit_test(consumer_with_find_package),
+		cmocka_unit_test(cxx_consumer_with_pkg_config),
+		cmocka_unit_test(cxx_consumer_with_find_package),
 	};
 	return cmocka_run_group_tests(tests, install, uninstall);
 }
