@@ -75,22 +75,25 @@ test-tsan: deps
 test-portable: deps
 	$(call run_tests,$(BUILD)-portable,-DLK_KEYS_PORTABLE=ON,)
 
-# The compiler matrix: CC,CXX,C standard,C++ standard per cell (c11: strict ISO; gnu11: with GNU
-# extensions). The library is built as always; the tests -- the users' side of the headers -- in
-# the cell's standards. With `make test` (gcc, gnu11, gnu++17) each compiler meets both C
-# dialects and both C++ standards; test_header_hygiene compiles the headers in every standard.
-MATRIX ?= gcc,g++,c11,c++20 clang,clang++,c11,c++17 clang,clang++,gnu11,gnu++20
+# The compiler matrix: CC,CXX,C standard,C++ standard,linker per cell (c11: strict ISO; gnu11:
+# with GNU extensions; bfd, lld or mold). The library is built as always; the tests -- the users'
+# side of the headers -- in the cell's standards. With `make test` (gcc, gnu11, gnu++17, bfd) each
+# compiler meets both C dialects and both C++ standards; test_header_hygiene compiles the headers
+# in every standard.
+MATRIX ?= gcc,g++,c11,c++20,mold clang,clang++,c11,c++17,bfd clang,clang++,gnu11,gnu++20,lld
 
 test-compilers: deps
 	@set -e; for cell in $(MATRIX); do \
 		set -- $$(echo $$cell | tr , ' '); \
 		cstd=$${3#c}; cstd=$${cstd#gnu}; cext=OFF; case $$3 in gnu*) cext=ON;; esac; \
 		xstd=$${4#c++}; xstd=$${xstd#gnu++}; xext=OFF; case $$4 in gnu*) xext=ON;; esac; \
-		dir=$(BUILD)-$$1-$$3-$$4; \
-		echo "--- $$1 -std=$$3, $$2 -std=$$4 ($$dir; $$($$1 --version | head -1))"; \
+		ld=-fuse-ld=$$5; dir=$(BUILD)-$$1-$$3-$$4; \
+		echo "--- $$1 -std=$$3, $$2 -std=$$4, $$ld ($$dir; $$($$1 --version | head -1))"; \
 		CC=$$1 CXX=$$2 $(call configure,$$dir,-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON \
 			-DLK_TEST_C_STANDARD=$$cstd -DLK_TEST_C_EXTENSIONS=$$cext \
-			-DLK_TEST_CXX_STANDARD=$$xstd -DLK_TEST_CXX_EXTENSIONS=$$xext) >/dev/null; \
+			-DLK_TEST_CXX_STANDARD=$$xstd -DLK_TEST_CXX_EXTENSIONS=$$xext \
+			-DCMAKE_EXE_LINKER_FLAGS=$$ld -DCMAKE_SHARED_LINKER_FLAGS=$$ld \
+			-DCMAKE_MODULE_LINKER_FLAGS=$$ld) >/dev/null; \
 		$(CMAKE) --build $$dir -j $(JOBS) --target compiler-tests; \
 		(cd $$dir && ctest $(CTEST_FLAGS) -j $(JOBS) -L compilers); \
 	done
