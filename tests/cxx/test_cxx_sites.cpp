@@ -181,6 +181,43 @@ static void every_site_is_a_nop_or_a_jmp(void **)
 	assert_int_equal(system(("rm -rf '" + trace_dir("nop") + "'").c_str()), 0);
 }
 
+/*
+ * The same from the file, as objdump disassembles it: every site of the program (keys and probes,
+ * all off at start, or on and likely) was compiled as the 5-byte NOP, nothing else.
+ */
+static void objdump_sees_a_nop_at_every_site(void **)
+{
+	uint64_t at[256];
+	size_t n = lkt_site_file_addresses(at, 256);
+	char exe[4096], line[4096];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	std::set<uint64_t> want(at, at + (n < 256 ? n : 256)), nops;
+
+#ifndef LK__PATCHED_SITES
+	assert_int_equal(n, 0);
+	return;
+#endif
+	assert_true(n >= 14 && n <= 256);
+	assert_true(len > 0);
+	exe[len] = 0;
+	FILE *p = popen(("objdump -d --section=.text '" + std::string(exe) + "'").c_str(), "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		unsigned long long addr;
+		char bytes[64];
+
+		/* "    1a2b:\t0f 1f 44 00 00 \tnopl   0x0(%rax,%rax,1)" */
+		if (sscanf(line, " %llx:\t%63[0-9a-f ]", &addr, bytes) == 2 && want.count(addr) &&
+		    strncmp(bytes, "0f 1f 44 00 00 ", 15) == 0 && strstr(line, "nopl   0x0(%rax,%rax,1)"))
+			nops.insert(addr);
+	}
+	assert_int_equal(pclose(p), 0);
+	for (uint64_t a : want)
+		if (!nops.count(a))
+			fail_msg("site at 0x%llx is not the 5-byte NOP in objdump's listing",
+				 static_cast<unsigned long long>(a));
+}
+
 static void keys_in_templates_follow_the_key(void **)
 {
 	assert_int_equal(keyed(1), 2);
@@ -329,6 +366,7 @@ int main()
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(each_site_registered_once),
 		cmocka_unit_test(every_site_is_a_nop_or_a_jmp),
+		cmocka_unit_test(objdump_sees_a_nop_at_every_site),
 		cmocka_unit_test(keys_in_templates_follow_the_key),
 		cmocka_unit_test(events_from_every_unit_and_object),
 		cmocka_unit_test(span_ends_when_an_exception_leaves_it),

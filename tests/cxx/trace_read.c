@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+#include <dlfcn.h>
+
 #include <lowkey/key.h>
 
 #include "key/sites.h"
@@ -68,4 +70,20 @@ int lkt_check_all_sites(void)
 int lkt_check_key_sites(const void *key)
 {
 	return lkt_check_sites(key);
+}
+
+size_t lkt_site_file_addresses(uint64_t *out, size_t max)
+{
+	const struct lk__key_site *b = (const struct lk__key_site *)(const void *)__start___lk_key_sites;
+	const struct lk__key_site *e = (const struct lk__key_site *)(const void *)__stop___lk_key_sites;
+	size_t n = 0;
+
+	for (; b && b < e; b++, n++) {
+		const uint8_t *code = (const uint8_t *)&b->code + b->code;
+		Dl_info info;
+
+		if (n < max && dladdr(code, &info) && info.dli_fbase)
+			out[n] = (uint64_t)(uintptr_t)(code - (const uint8_t *)info.dli_fbase);
+	}
+	return n;
 }

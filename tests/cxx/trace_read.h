@@ -28,6 +28,9 @@ size_t lkt_trace_count(const char *name);
 int lkt_check_all_sites(void);
 /* Sites of key in the main program's table (checked as above), or -1. */
 int lkt_check_key_sites(const void *key);
+/* The addresses of the main program's static-key sites as in its file (for objdump), up to max;
+ * how many there are. */
+size_t lkt_site_file_addresses(uint64_t *out, size_t max);
 
 #ifdef __cplusplus
 }
