@@ -217,10 +217,10 @@ static void control_dir(pid_t pid, uid_t uid, char *dir, size_t len)
 	char xdg[PATH_MAX], why[64];
 
 	if (process_xdg(pid, xdg, sizeof(xdg)) && !dir_problem(xdg, uid, why, sizeof(why)) &&
-	    strlen(xdg) + sizeof("/lowkey/4194304.sock") <= sizeof(((struct sockaddr_un *)0)->sun_path))
-		snprintf(dir, len, "%s/lowkey", xdg);
-	else
-		snprintf(dir, len, "/tmp/lowkey-%u", (unsigned int)uid);
+	    strlen(xdg) + sizeof("/lowkey/4194304.sock") <= sizeof(((struct sockaddr_un *)0)->sun_path) &&
+	    snprintf(dir, len, "%s/lowkey", xdg) < (int)len)
+		return;
+	snprintf(dir, len, "/tmp/lowkey-%u", (unsigned int)uid);
 }
 
 /* pid has no socket open: -ENOENT, or -ENOTCONN when its environment asked for one, with why not. */
