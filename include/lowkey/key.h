@@ -250,18 +250,48 @@ struct lk__key_site {
  *    in position-independent code: a static of an inline function or template would be a
  *    preemptible symbol there.
  */
-#if !defined(LK_KEYS_PORTABLE) && defined(__x86_64__) && (defined(__cplusplus) || defined(__OPTIMIZE__))
+#if !defined(LK_KEYS_PORTABLE) && (defined(__x86_64__) || defined(__aarch64__) || defined(__riscv)) &&        \
+	(defined(__cplusplus) || defined(__OPTIMIZE__))
 #define LK__PATCHED_SITES 1
+#endif
+
+/*
+ * An address the assembler is to write into a table: operand n's symbol, bare ("%c" on x86-64 and
+ * aarch64; GCC's riscv has no "c" modifier and prints a bare symbol for "%"), passed with
+ * LK__SYMBOL's constraint: "i" where the compiler takes a symbol's address as an immediate, "S" (a
+ * symbolic address) on aarch64, whose "i" refuses one in position-independent code.
+ */
+#if defined(__riscv)
+#define LK__SYM(n) "%" #n
+#else
+#define LK__SYM(n) "%c" #n
+#endif
+#if defined(__aarch64__)
+#define LK__SYMBOL "S"
+#else
+#define LK__SYMBOL "i"
 #endif
 
 #ifdef LK__PATCHED_SITES
 /*
- * The site: a NOP or a `jmp rel32` (the key's initial direction decides which is compiled) and
- * its table entry. Operands: %c0 the slot, %c1 the entry's flags, %c2 whether the compiled
- * instruction is the jmp; label lk__jumped. "?" puts the entry in the section group of the code
- * around it, so a copy of an inline function or template that the linker discards (a duplicate
- * COMDAT group) takes its entries along.
+ * The site: a NOP or a jump (the key's initial direction decides which is compiled) and its table
+ * entry. Operands: 0 the slot, 1 the entry's flags, 2 whether the compiled instruction is the
+ * jump; label lk__jumped. "?" puts the entry in the section group of the code around it, so a
+ * copy of an inline function or template that the linker discards (a duplicate COMDAT group)
+ * takes its entries along.
+ *  - x86-64: the 5-byte NOP 0f 1f 44 00 00, or `jmp rel32`;
+ *  - aarch64: `nop` or `b`, 4 bytes;
+ *  - riscv64: `nop` or `j` (jal zero), 4 bytes, 4-byte aligned (one aligned word to rewrite),
+ *    never compressed (norvc) nor relaxed by the linker (norelax).
  */
+#define LK__SITE_ENTRY                                                                        \
+	".pushsection __lk_key_sites, \"aR?\", @progbits\n\t"                                 \
+	".balign 8\n\t"                                                                       \
+	".long 1b - .\n\t"                                                                    \
+	".long %l[lk__jumped] - .\n\t"                                                        \
+	".quad " LK__SYM(0) " + " LK__SYM(1) " - .\n\t"                                         \
+	".popsection"
+#if defined(__x86_64__)
 #define LK__SITE_ASM                                                                          \
 	"1:\n\t"                                                                              \
 	".if %c2\n\t"                                                                         \
@@ -269,14 +299,30 @@ struct lk__key_site {
 	".long %l[lk__jumped] - 2f\n\t"                                                       \
 	".else\n\t"                                                                           \
 	".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\t"                                              \
-	".endif\n"                                                                            \
-	"2:\n\t"                                                                              \
-	".pushsection __lk_key_sites, \"aR?\", @progbits\n\t"                                 \
-	".balign 8\n\t"                                                                       \
-	".long 1b - .\n\t"                                                                    \
-	".long %l[lk__jumped] - .\n\t"                                                        \
-	".quad %c0 + %c1 - .\n\t"                                                             \
-	".popsection"
+	".endif\n"                                                                             \
+	"2:\n\t" LK__SITE_ENTRY
+#elif defined(__aarch64__)
+#define LK__SITE_ASM                                                                          \
+	"1:\n\t"                                                                              \
+	".if %c2\n\t"                                                                         \
+	"b %l[lk__jumped]\n\t"                                                                \
+	".else\n\t"                                                                           \
+	"nop\n\t"                                                                             \
+	".endif\n\t" LK__SITE_ENTRY
+#else
+#define LK__SITE_ASM                                                                          \
+	".option push\n\t"                                                                    \
+	".option norelax\n\t"                                                                 \
+	".option norvc\n\t"                                                                   \
+	".balign 4\n"                                                                          \
+	"1:\n\t"                                                                              \
+	".if %2\n\t"                                                                          \
+	"j %l[lk__jumped]\n\t"                                                                \
+	".else\n\t"                                                                           \
+	"nop\n\t"                                                                             \
+	".endif\n\t"                                                                          \
+	".option pop\n\t" LK__SITE_ENTRY
+#endif
 
 #define LK__SITE_ENTRY_FLAGS(init_direction, jump_when_on)                                    \
 	((jump_when_on) | ((init_direction) == (jump_when_on) ? LK__SITE_INIT_JMP : 0))
@@ -324,7 +370,7 @@ static inline __attribute__((always_inline)) bool lk__site_jumped(struct lk_key 
 								  const unsigned int flags,
 								  const int init_jmp)
 {
-	__asm__ goto(LK__SITE_ASM : : "i"(slot), "i"(flags), "i"(init_jmp) : : lk__jumped);
+	__asm__ goto(LK__SITE_ASM : : LK__SYMBOL(slot), "i"(flags), "i"(init_jmp) : : lk__jumped);
 	return __builtin_expect(0, 0);
 lk__jumped:
 	return __builtin_expect(1, 0);
@@ -352,7 +398,7 @@ __attribute__((always_inline)) inline bool lk__branch_site() noexcept
 {
 	__asm__ goto(LK__SITE_ASM
 		     : /* no outputs */
-		     : "i"(&lk__slot<Tag>::value), "i"(LK__SITE_ENTRY_FLAGS(InitDirection, JumpWhenOn)),
+		     : LK__SYMBOL(&lk__slot<Tag>::value), "i"(LK__SITE_ENTRY_FLAGS(InitDirection, JumpWhenOn)),
 		       "i"(InitDirection == JumpWhenOn)
 		     : /* no clobbers */
 		     : lk__jumped);

@@ -492,7 +492,7 @@ extern "C" {
 #define LK__PROBE_ENTRY_ASM                                                                   \
 	".pushsection __lk_probe_sites, \"aR?\", @progbits\n\t"                               \
 	".balign 8\n\t"                                                                       \
-	".quad %c0 - .\n\t"                                                                   \
+	".quad " LK__SYM(0) " - .\n\t"                                                          \
 	".popsection"
 
 #ifdef __cplusplus
@@ -510,7 +510,7 @@ extern "C" {
 #define LK__PROBE_SITE(var, provider, event, kind, nargs, types, names)                       \
 	LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names);                \
 	static struct lk_key *const var##_slot = &var.key.key
-#define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : "i"(&var##_slot))
+#define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : LK__SYMBOL(&var##_slot))
 #define LK__PROBE_ON(var) LK__SITE_EXPECT(lk__branch_slot(&var##_slot, 0, 1), 0)
 #else
 #define LK__PROBE_SITE(var, provider, event, kind, nargs, types, names)                       \
@@ -518,7 +518,7 @@ extern "C" {
 	struct var##_tag {                                                                    \
 		static constexpr struct lk_key *key() { return &var.key.key; }                \
 	}
-#define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : "i"(&lk__slot<var##_tag>::value))
+#define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : LK__SYMBOL(&lk__slot<var##_tag>::value))
 #define LK__PROBE_ON(var) LK__SITE_EXPECT(lk__branch_tag(var##_tag, 0, 1), 0)
 #endif
 

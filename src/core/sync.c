@@ -41,6 +41,30 @@ static int register_sync_core(void)
 	return registration_error;
 }
 
+#if defined(__riscv)
+/*
+ * riscv: where the kernel has no membarrier SYNC_CORE for riscv (before 6.9), riscv_flush_icache
+ * with no flags makes every hart of the process run FENCE.I before it runs this code again.
+ */
+static int flush_all_harts(void)
+{
+	return syscall(__NR_riscv_flush_icache, 0UL, 0UL, 0UL) == 0 ? 0 : -errno;
+}
+
+static int unavailable(int err)
+{
+	return lk__fail(-ENOSYS,
+			"neither membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) (%s; riscv has it from "
+			"Linux 6.9) nor riscv_flush_icache (%s) is available: code cannot be rewritten safely "
+			"while other threads run. Allow them in the seccomp filter, or build with "
+			"-DLK_KEYS_PORTABLE=ON.", strerror(-err), strerror(-flush_all_harts()));
+}
+#else
+static int flush_all_harts(void)
+{
+	return -ENOSYS;
+}
+
 static int unavailable(int err)
 {
 	return lk__fail(-ENOSYS,
@@ -49,14 +73,15 @@ static int unavailable(int err)
 			"no seccomp filter denying membarrier; otherwise build with -DLK_KEYS_PORTABLE=ON.",
 			strerror(-err));
 }
+#endif
 
 int lk__sync_cores_prepare(void)
 {
 	int err = register_sync_core();
 
 	/* With one thread there is no other core to fetch stale code: x86 orders a thread's own
-	 * stores with its instruction fetches. */
-	if (err && !__libc_single_threaded)
+	 * stores with its instruction fetches; aarch64 and riscv64 sites maintain their caches. */
+	if (err && !__libc_single_threaded && flush_all_harts() != 0)
 		return unavailable(err);
 	return 0;
 }
@@ -83,7 +108,7 @@ int lk__sync_cores(void)
 			return 0;
 		return refused_since(-errno);
 	}
-	if (__libc_single_threaded)
+	if (__libc_single_threaded || flush_all_harts() == 0)
 		return 0;
 	return unavailable(err);
 }

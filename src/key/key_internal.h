@@ -13,7 +13,18 @@
 
 #include "core/dso.h"
 
+/*
+ * A site's length, and whether rewriting it may make a thread trap (x86-64's int3 protocol, with
+ * the handler, the SigBlk scan and the remap protocol that come with it). On aarch64 and riscv64
+ * a site is one aligned 32-bit word that is rewritten with one store: no thread ever traps.
+ */
+#if defined(__x86_64__)
 #define LK__SITE_LEN 5
+#define LK__ARCH_TRAPS 1
+#else
+#define LK__SITE_LEN 4
+#define LK__ARCH_TRAPS 0
+#endif
 
 /* One site, as the registry knows it. */
 struct lk__site_rt {

@@ -327,12 +327,12 @@ static int run_batch(struct batch_table *table, struct lk__patch *patches, size_
 	sigset_t saved;
 	int err = lk__sync_cores_prepare();	/* fails here, before any write, where it cannot be done */
 
-	if (!err)
+	if (!err && LK__ARCH_TRAPS)
 		err = ensure_trap_handler();	/* for traps late from earlier batches, too */
 	if (err)
 		return err;
 	lk__sigtrap_hold_async(&saved);
-	if (traps_are_safe())
+	if (!LK__ARCH_TRAPS || traps_are_safe())
 		err = rewrite_with_traps(&table, patches, n, runs, nruns);
 	else
 		err = rewrite_by_remapping(patches, n, runs, nruns);
