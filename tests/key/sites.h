@@ -4,7 +4,7 @@
  *
  * lkt_check_sites(key) walks the lk_key_sites table of the object that includes this header and
  * checks that every site of key (of every key, for NULL) holds exactly the instruction for the
- * key's present direction:
+ * key's present direction (x86-64 below; aarch64: nop or b; riscv64: nop or jal zero):
  * the 5-byte NOP 0f 1f 44 00 00, or a jmp rel32 to the site's target. It returns the number of
  * sites checked, or -1 at the first site holding anything else. In a portable build there are no
  * sites and it returns 0.
@@ -17,32 +17,66 @@
 
 #include <lowkey/key.h>
 
+/* A site's two instructions on this architecture: the NOP, and the jump from code to target. */
+static inline bool lkt_site_is_nop(const uint8_t *code)
+{
+#if defined(__x86_64__)
+	static const uint8_t nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+
+	return memcmp(code, nop5, sizeof(nop5)) == 0;
+#else
+	uint32_t word;
+
+	memcpy(&word, code, sizeof(word));
+#if defined(__aarch64__)
+	return word == 0xd503201fu;
+#else
+	return word == 0x00000013u;
+#endif
+#endif
+}
+
+static inline bool lkt_site_jumps_to(const uint8_t *code, const uint8_t *target)
+{
+#if defined(__x86_64__)
+	int32_t rel;
+
+	memcpy(&rel, code + 1, sizeof(rel));
+	return code[0] == 0xe9 && code + 5 + rel == target;
+#else
+	uint32_t word, imm = (uint32_t)(target - code);
+
+	memcpy(&word, code, sizeof(word));
+#if defined(__aarch64__)
+	return word == (0x14000000u | ((imm >> 2) & 0x03ffffffu));	/* b */
+#else
+	return word == (0x6fu | (imm & 0x100000u) << 11 | (imm & 0x7feu) << 20 | (imm & 0x800u) << 9 |
+			(imm & 0xff000u));	/* jal zero */
+#endif
+#endif
+}
+
 static inline int lkt_check_sites(const void *key_ptr)
 {
-#if defined(LK_KEYS_PORTABLE) || !defined(__x86_64__)
+#if !defined(LK__PATCHED_SITES)
 	(void)key_ptr;
 	return 0;
 #else
-	static const uint8_t nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
 	const struct lk__key_site *b = (const struct lk__key_site *)(const void *)__start___lk_key_sites;
 	const struct lk__key_site *e = (const struct lk__key_site *)(const void *)__stop___lk_key_sites;
-	const struct lk_key *key = key_ptr;
+	const struct lk_key *key = (const struct lk_key *)key_ptr;
 	int n = 0;
 
 	for (; b && b < e; b++) {
 		const char *slot = (const char *)&b->ref + (b->ref & ~(int64_t)LK__SITE_FLAGS);
-		const struct lk_key *site_key = *(struct lk_key *const *)slot;
+		const struct lk_key *site_key = *(struct lk_key *const *)(const void *)slot;
 		const uint8_t *code = (const uint8_t *)&b->code + b->code;
 		const uint8_t *target = (const uint8_t *)&b->target + b->target;
 		bool want_jmp = (lk_key_enabled)(site_key) == (bool)(b->ref & LK__SITE_JUMP_WHEN_ON);
-		int32_t rel;
 
 		if (key && site_key != key)
 			continue;
-		memcpy(&rel, code + 1, sizeof(rel));
-		if (want_jmp && !(code[0] == 0xe9 && code + 5 + rel == target))
-			return -1;
-		if (!want_jmp && memcmp(code, nop5, sizeof(nop5)) != 0)
+		if (want_jmp ? !lkt_site_jumps_to(code, target) : !lkt_site_is_nop(code))
 			return -1;
 		n++;
 	}
@@ -53,7 +87,7 @@ static inline int lkt_check_sites(const void *key_ptr)
 /* The code of the first site of key in this object, or NULL. */
 static inline const volatile uint8_t *lkt_first_site(const void *key_ptr)
 {
-#if defined(LK_KEYS_PORTABLE) || !defined(__x86_64__)
+#if !defined(LK__PATCHED_SITES)
 	(void)key_ptr;
 	return NULL;
 #else
