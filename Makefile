@@ -8,6 +8,9 @@
 #   make test-portable  the tests with static keys built as load + branch (LK_KEYS_PORTABLE)
 #   make test-compilers the tests of what users compile (keys, probes, C++) in each cell of the
 #                       compiler matrix (MATRIX below)
+#   make test-cross-aarch64, make test-cross-riscv64
+#                       cross-build with Debian's cross compilers (cmake/aarch64.cmake,
+#                       cmake/riscv64.cmake) and run the tests under qemu-user (CROSS_TESTS below)
 #   make install        install under PREFIX (default /usr/local)
 
 BUILD ?= build
@@ -17,14 +20,16 @@ CMAKE ?= cmake
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure --timeout 600
 
-# Debian packages: deps/build.deps to build, deps/*.deps (one list per module) for the tests too.
+# Debian packages: deps/build.deps to build, deps/*.deps (one list per module) for the tests too;
+# deps/cross-*.deps for the cross builds only.
 read_deps = $(sort $(shell cat $(1) 2>/dev/null | sed 's/\#.*//'))
 BUILD_DEPS = $(call read_deps,deps/build.deps)
-DEPS = $(sort $(call read_deps,deps/*.deps) $(EXTRA_DEPS))
+DEPS = $(sort $(call read_deps,$(filter-out deps/cross-%,$(wildcard deps/*.deps))) $(EXTRA_DEPS))
 
 configure = $(CMAKE) -S . -B $(1) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(2) $(CMAKE_FLAGS)
 
-.PHONY: all build demo deps build-deps test test-asan test-tsan test-portable test-compilers install clean
+.PHONY: all build demo deps build-deps test test-asan test-tsan test-portable test-compilers install clean \
+	test-cross-aarch64 test-cross-riscv64 cross-deps-aarch64 cross-deps-riscv64
 
 all: build
 
@@ -66,14 +71,18 @@ endef
 test: deps
 	$(call run_tests,$(BUILD),)
 
+# The header hygiene tests compile the headers on their own, the same in every build: `make test`
+# runs them, the other builds leave them out.
+NOT_HEADERS = -E '^test_header_hygiene'
+
 test-asan: deps
-	$(call run_tests,$(BUILD)-asan,-DLK_SANITIZE=address$(,)undefined -DCMAKE_BUILD_TYPE=Debug,-LE no-asan)
+	$(call run_tests,$(BUILD)-asan,-DLK_SANITIZE=address$(,)undefined -DCMAKE_BUILD_TYPE=Debug,-LE no-asan $(NOT_HEADERS))
 
 test-tsan: deps
-	$(call run_tests,$(BUILD)-tsan,-DLK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug,-LE no-tsan)
+	$(call run_tests,$(BUILD)-tsan,-DLK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug,-LE no-tsan $(NOT_HEADERS))
 
 test-portable: deps
-	$(call run_tests,$(BUILD)-portable,-DLK_KEYS_PORTABLE=ON,)
+	$(call run_tests,$(BUILD)-portable,-DLK_KEYS_PORTABLE=ON,$(NOT_HEADERS))
 
 # The compiler matrix: CC,CXX,C standard,C++ standard,linker per cell (c11: strict ISO; gnu11:
 # with GNU extensions; bfd, lld or mold). The library is built as always; the tests -- the users'
@@ -98,10 +107,62 @@ test-compilers: deps
 		(cd $$dir && ctest $(CTEST_FLAGS) -j $(JOBS) -L compilers); \
 	done
 
+# Cross builds (issue 14): aarch64 and riscv64, configured with cmake/<arch>.cmake into
+# $(BUILD)-<arch>, built with -Werror, tested under qemu-user (CTest puts the toolchain file's
+# CMAKE_CROSSCOMPILING_EMULATOR before each test). CROSS_TESTS: the CTest label regex of the suites
+# run there (every test carries its folder's name as a label; empty: all of them); CROSS_CTEST_FLAGS
+# for more (-R, -E ...). A test that needs what qemu-user lacks (perf_event_open, seccomp, rseq,
+# exec of another program of the target without binfmt_misc) skips, saying why.
+CROSS_TESTS ?= ^(core|key|clock|probe)$$
+CROSS_CTEST_FLAGS ?=
+CROSS_DEPS_RISCV64 = $(BUILD)-riscv64-deps
+SUDO_IF = $$(if [ "$$(id -u)" = 0 ]; then echo; else echo sudo; fi)
+
+define run_cross_tests
+	$(CMAKE) -S . -B $(BUILD)-$(1) -G Ninja --toolchain cmake/$(1).cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON $(2) $(CMAKE_FLAGS)
+	$(CMAKE) --build $(BUILD)-$(1) -j $(JOBS)
+	cd $(BUILD)-$(1) && ctest $(CTEST_FLAGS) -j $(JOBS) $(if $(CROSS_TESTS),-L '$(CROSS_TESTS)') $(CROSS_CTEST_FLAGS)
+endef
+
+cross-deps-aarch64:
+	@dpkg --print-foreign-architectures | grep -qx arm64 || $(SUDO_IF) dpkg --add-architecture arm64
+	$(call install_missing,$(call read_deps,deps/cross-aarch64.deps))
+
+test-cross-aarch64: cross-deps-aarch64
+	$(call run_cross_tests,aarch64,)
+
+# cmocka for riscv64, from Debian's source package (deb-src enabled for it if need be), built with
+# the cross compiler into $(CROSS_DEPS_RISCV64)/install: a build directory, never the source tree.
+cross-deps-riscv64:
+	$(call install_missing,$(call read_deps,deps/cross-riscv64.deps))
+	@set -e; d=$(CROSS_DEPS_RISCV64); \
+	if [ ! -f $$d/install/lib/pkgconfig/cmocka.pc ]; then \
+		if ! apt-cache showsrc cmocka 2>/dev/null | grep -q '^Package: cmocka'; then \
+			echo "enabling Debian's source packages (/etc/apt/sources.list.d/lowkey-deb-src.sources)"; \
+			printf '%s\n' "# Added by lowkey's make test-cross-riscv64: source packages, to cross-build cmocka." \
+				'Types: deb-src' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm' 'Components: main' \
+				'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' | \
+				$(SUDO_IF) tee /etc/apt/sources.list.d/lowkey-deb-src.sources >/dev/null; \
+			$(SUDO_IF) apt-get update -q; \
+		fi; \
+		rm -rf $$d; mkdir -p $$d; \
+		(cd $$d && apt-get source -q cmocka); \
+		$(CMAKE) -S $$(ls -d $$d/cmocka-*/ | head -1) -B $$d/build -G Ninja -DCMAKE_SYSTEM_NAME=Linux \
+			-DCMAKE_SYSTEM_PROCESSOR=riscv64 -DCMAKE_C_COMPILER=riscv64-linux-gnu-gcc \
+			-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$$(pwd)/$$d/install \
+			-DCMAKE_INSTALL_LIBDIR=lib -DWITH_EXAMPLES=OFF -DUNIT_TESTING=OFF >/dev/null; \
+		$(CMAKE) --build $$d/build --target install >/dev/null; \
+	fi
+
+test-cross-riscv64: cross-deps-riscv64
+	$(call run_cross_tests,riscv64,-DLK_CROSS_DEPS=$(abspath $(CROSS_DEPS_RISCV64))/install)
+
 install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-portable $(BUILD)-*-c*
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-portable $(BUILD)-*-c* \
+		$(BUILD)-aarch64 $(BUILD)-riscv64 $(BUILD)-riscv64-deps
 
 , := ,
