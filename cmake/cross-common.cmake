@@ -1,0 +1,49 @@
+# What cmake/aarch64.cmake and cmake/riscv64.cmake share: Debian's cross compilers for
+# LK_CROSS_TRIPLET, the target's libraries where Debian puts them (multiarch: /usr/lib/TRIPLET and
+# /usr/include; the cross libc: /usr/TRIPLET), pkg-config reading only the target's .pc files, and
+# tests run under qemu-user (CMAKE_CROSSCOMPILING_EMULATOR, which CTest puts before each test).
+#
+# LK_CROSS_DEPS (optional): a prefix with libraries built for the target (the riscv64 cmocka of
+# `make test-cross-riscv64`); it is searched first, by pkg-config and find_*().
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_C_COMPILER ${LK_CROSS_TRIPLET}-gcc)
+set(CMAKE_CXX_COMPILER ${LK_CROSS_TRIPLET}-g++)
+set(CMAKE_LIBRARY_ARCHITECTURE ${LK_CROSS_TRIPLET})
+
+# try_compile() reads the toolchain file again in its own project: pass LK_CROSS_DEPS along.
+list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES LK_CROSS_DEPS)
+if(NOT LK_CROSS_DEPS AND DEFINED ENV{LK_CROSS_DEPS})
+  set(LK_CROSS_DEPS $ENV{LK_CROSS_DEPS})
+endif()
+
+# find_*(): the cross libc's tree, the deps prefix, and multiarch's /usr (libraries only under
+# /usr/lib/TRIPLET, since CMAKE_LIBRARY_ARCHITECTURE is set and the host's own directories are
+# searched in their architecture's subdirectory only); programs from the host.
+set(CMAKE_FIND_ROOT_PATH /usr/${LK_CROSS_TRIPLET} ${LK_CROSS_DEPS})
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
+# Headers: /usr/include holds multiarch packages' headers for every architecture installed, so a
+# header found there proves nothing about the target; modules check for the target's library too.
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
+
+# pkg-config: only the target's .pc files (multiarch's and the deps prefix's), never the host's.
+set(lk_pc_libdir /usr/lib/${LK_CROSS_TRIPLET}/pkgconfig /usr/share/pkgconfig)
+if(LK_CROSS_DEPS)
+  list(PREPEND lk_pc_libdir ${LK_CROSS_DEPS}/lib/pkgconfig ${LK_CROSS_DEPS}/lib/${LK_CROSS_TRIPLET}/pkgconfig)
+endif()
+string(REPLACE ";" ":" lk_pc_libdir "${lk_pc_libdir}")
+set(ENV{PKG_CONFIG_LIBDIR} "${lk_pc_libdir}")
+set(ENV{PKG_CONFIG_PATH} "")
+set(ENV{PKG_CONFIG_SYSROOT_DIR} "")
+
+# CTest runs each test as `qemu-<arch>-static -L /usr/TRIPLET -E LD_LIBRARY_PATH=/usr/TRIPLET/lib
+# TEST`: the cross libc's dynamic loader comes from /usr/TRIPLET; what is not there (multiarch's
+# /usr/lib/TRIPLET, the deps prefix: the build's RPATH names it) qemu finds at its own path on the
+# host. LD_LIBRARY_PATH keeps the loader's libc its own: the loader reads the host's
+# /etc/ld.so.cache, which lists multiarch's libc6:arm64 (a libcmocka-dev:arm64 dependency) -- a
+# libc of another Debian revision than libc6-arm64-cross's loader, with which the first
+# pthread_create() hangs.
+find_program(LK_CROSS_QEMU_PATH ${LK_CROSS_QEMU} REQUIRED)
+set(CMAKE_CROSSCOMPILING_EMULATOR ${LK_CROSS_QEMU_PATH} -L /usr/${LK_CROSS_TRIPLET}
+    -E LD_LIBRARY_PATH=/usr/${LK_CROSS_TRIPLET}/lib)
