@@ -19,8 +19,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#ifdef LK_HAVE_LIBELF
 #include <gelf.h>
 #include <libelf.h>
+#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,8 @@
 #include "probe_elf.h"
 
 #define MAX_FILE ((off_t)4 << 30)	/* larger than any program or library lowkey reads */
+
+#ifdef LK_HAVE_LIBELF
 #define MAX_RELOCS (1u << 24)
 
 struct reloc {
@@ -122,13 +126,15 @@ static char *read_string(const struct image *im, uint64_t addr)
 static bool relative_type(const GElf_Ehdr *eh, unsigned int type)
 {
 	return (eh->e_machine == EM_X86_64 && type == R_X86_64_RELATIVE) ||
-	       (eh->e_machine == EM_AARCH64 && type == R_AARCH64_RELATIVE);
+	       (eh->e_machine == EM_AARCH64 && type == R_AARCH64_RELATIVE) ||
+	       (eh->e_machine == EM_RISCV && type == R_RISCV_RELATIVE);
 }
 
 static bool absolute_type(const GElf_Ehdr *eh, unsigned int type)
 {
 	return (eh->e_machine == EM_X86_64 && type == R_X86_64_64) ||
-	       (eh->e_machine == EM_AARCH64 && type == R_AARCH64_ABS64);
+	       (eh->e_machine == EM_AARCH64 && type == R_AARCH64_ABS64) ||
+	       (eh->e_machine == EM_RISCV && type == R_RISCV_64);
 }
 
 static int add_reloc(struct image *im, size_t *cap, uint64_t at, uint64_t value)
@@ -221,6 +227,8 @@ static const char *object_type(Elf *elf, const GElf_Ehdr *eh)
 	return "shared object";
 }
 
+#endif /* LK_HAVE_LIBELF */
+
 /*
  * Open path for reading if it is a regular file of at most MAX_FILE bytes: looked at through an
  * O_PATH descriptor first, so a FIFO or a device is never opened (nothing blocks, no driver runs),
@@ -249,6 +257,7 @@ int lk_open_regular(const char *path, char *err, size_t errlen)
 	return rc;
 }
 
+#ifdef LK_HAVE_LIBELF
 static int open_image(const char *path, int *fd, struct image *im, char *err, size_t errlen)
 {
 	memset(im, 0, sizeof(*im));
@@ -259,8 +268,9 @@ static int open_image(const char *path, int *fd, struct image *im, char *err, si
 	im->elf = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
 	if (!im->elf || elf_kind(im->elf) != ELF_K_ELF || !gelf_getehdr(im->elf, &im->eh))
 		return lk__failf(err, errlen, -ENOEXEC, "%s is not an ELF program or library", path);
-	if (im->eh.e_ident[EI_CLASS] != ELFCLASS64 || (im->eh.e_machine != EM_X86_64 && im->eh.e_machine != EM_AARCH64))
-		return lk__failf(err, errlen, -ENOEXEC, "%s is not a 64-bit x86-64 or arm64 object", path);
+	if (im->eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    (im->eh.e_machine != EM_X86_64 && im->eh.e_machine != EM_AARCH64 && im->eh.e_machine != EM_RISCV))
+		return lk__failf(err, errlen, -ENOEXEC, "%s is not a 64-bit x86-64, arm64 or riscv64 object", path);
 	if (im->eh.e_type == ET_REL)
 		return lk__failf(err, errlen, -ENOEXEC, "%s is an object file: list the program or library it is linked into",
 			     path);
@@ -478,6 +488,24 @@ bool lk_elf_uses_lowkey(const char *path)
 	close_image(fd, &im);
 	return uses;
 }
+#else /* !LK_HAVE_LIBELF: built where the target has no libelf (tools/lowkey/CMakeLists.txt) */
+int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	return lk__failf(err, errlen, -ENOTSUP, "cannot read %s: this lowkey was built without libelf", path);
+}
+
+void lk_elf_free_sites(struct lk_elf_sites *s)
+{
+	memset(s, 0, sizeof(*s));
+}
+
+bool lk_elf_uses_lowkey(const char *path)
+{
+	(void)path;
+	return false;
+}
+#endif
 
 /* ---- processes ---- */
 
