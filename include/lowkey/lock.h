@@ -205,6 +205,14 @@ static inline uint64_t lk__lock_ticks(void)
 	__asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
 	return v;
 }
+#elif defined(__riscv) && __riscv_xlen == 64
+static inline uint64_t lk__lock_ticks(void)
+{
+	uint64_t v;
+
+	__asm__ __volatile__("rdtime %0" : "=r"(v));
+	return v;
+}
 #else
 #include <time.h>
 static inline uint64_t lk__lock_ticks(void)
@@ -231,6 +239,14 @@ static inline uintptr_t lk__lock_self(void)
 	uintptr_t tp;
 
 	__asm__("mrs %0, tpidr_el0" : "=r"(tp));
+	return tp;
+}
+#elif defined(__riscv)
+static inline uintptr_t lk__lock_self(void)
+{
+	uintptr_t tp;
+
+	__asm__("mv %0, tp" : "=r"(tp));
 	return tp;
 }
 #else

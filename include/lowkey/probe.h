@@ -272,6 +272,11 @@ static inline __attribute__((always_inline)) uint64_t lk__probe_tsc(void)
 
 	__asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
 	return v;
+#elif defined(__riscv) && __riscv_xlen == 64
+	uint64_t v;
+
+	__asm__ __volatile__("rdtime %0" : "=r"(v));	/* the time CSR, as src/clock/arch/counter.h */
+	return v;
 #else
 #error "lowkey probes need a cycle counter for this architecture"
 #endif

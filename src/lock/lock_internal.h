@@ -17,6 +17,9 @@
 #define lk__cpu_relax() __builtin_ia32_pause()
 #elif defined(__aarch64__)
 #define lk__cpu_relax() __asm__ __volatile__("yield" ::: "memory")
+#elif defined(__riscv)
+/* Zihintpause's pause, encoded as the FENCE hint it is (a no-op on harts without it). */
+#define lk__cpu_relax() __asm__ __volatile__(".4byte 0x0100000f" ::: "memory")
 #else
 #define lk__cpu_relax() __asm__ __volatile__("" ::: "memory")
 #endif

@@ -28,6 +28,17 @@ static inline __attribute__((always_inline)) uint64_t lk__counter(void)
 	asm volatile("isb; mrs %0, cntvct_el0" : "=r"(v));
 	return v;
 }
+#elif defined(__riscv) && __riscv_xlen == 64
+#define LK__HAVE_COUNTER 1
+/* The time CSR: the platform's constant-rate timebase, readable from U-mode on Linux (the kernel
+ * sets scounteren.TM). Not the cycle CSR, which Linux 6.6 and later no longer let U-mode read. */
+static inline __attribute__((always_inline)) uint64_t lk__counter(void)
+{
+	uint64_t v;
+
+	asm volatile("rdtime %0" : "=r"(v));
+	return v;
+}
 #else
 #define LK__HAVE_COUNTER 0
 static inline uint64_t lk__counter(void)
@@ -38,10 +49,10 @@ static inline uint64_t lk__counter(void)
 
 /* What the architecture says about its counter (src/clock/arch/<arch>.c). */
 struct lk__counter_info {
-	const char *name;		/* "TSC", "CNTVCT", "none" */
+	const char *name;		/* "TSC", "CNTVCT", "time", "none" */
 	bool usable;			/* present and counting at a constant rate */
 	const char *why_not;		/* when !usable: a sentence */
-	uint64_t hz;			/* from the hardware (CPUID, CNTFRQ), 0 if it does not say */
+	uint64_t hz;			/* from the hardware (CPUID, CNTFRQ, the device tree), 0 if it does not say */
 	const char *hz_source;		/* where hz came from */
 	const char *clocksource;	/* the kernel's clocksource name when it reads this counter */
 };
