@@ -85,7 +85,17 @@ enum lk__thread_state {
 /*
  * The calling thread's state, in initial-exec TLS: the fast path reaches every field with one
  * %fs-relative load, and reads only the first cache line.
+ *
+ * Aligned to a cache line on x86-64 only: glibc lets a dlopen()ed library have initial-exec TLS
+ * only if its alignment is at most the static TLS block's, which is the TCB's -- 64 on x86-64,
+ * 16 on aarch64 and riscv64, where a 64-byte aligned block makes dlopen() of liblowkey fail
+ * ("cannot allocate memory in static TLS block"). There the hot fields may straddle two lines.
  */
+#if defined(__x86_64__)
+#define LK__CPUTIME_TLS_ALIGN 64
+#else
+#define LK__CPUTIME_TLS_ALIGN 16
+#endif
 struct lk__cputime_thread {
 	uint64_t ready;		/* process cookie ^ LK__READY_<method> while set up, else 0 */
 	const volatile struct perf_event_mmap_page *page;
@@ -107,7 +117,7 @@ struct lk__cputime_thread {
 	uint64_t retry_at;		/* CLOCK_MONOTONIC ns before which set-up is not tried again */
 	uint64_t cookie;		/* the process cookie this state belongs to */
 	size_t page_len;
-} __attribute__((aligned(64)));
+} __attribute__((aligned(LK__CPUTIME_TLS_ALIGN)));
 
 extern __thread struct lk__cputime_thread lk__cputime_tls __attribute__((tls_model("initial-exec")));
 
