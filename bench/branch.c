@@ -67,14 +67,44 @@ static int writer_stop;
 
 #define READ_FLAG(x) (*(volatile int *)&(x))
 
-/* What every taken branch does. An asm the compiler cannot turn into a cmov or sbb, so each
- * "branch" row really has a branch. */
+/*
+ * Each architecture's instructions for the rows: a NOP the size of a key's site, an unconditional
+ * branch to the next instruction, a never-taken compare and branch, and what every taken branch
+ * does -- an asm the compiler cannot turn into a cmov, sbb or csel, so each "branch" row really
+ * has a branch. TAKEN_ADD(i) is TAKEN with a distinct immediate per site.
+ * riscv64: the 4-byte forms (.option norvc), as a key's site is; with the C extension the
+ * assembler would emit the 2-byte c.nop and c.j.
+ */
+#if defined(__x86_64__)
+#define NOP_ROW "nop (5-byte)"
+#define ASM_NOP ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00"
+#define ASM_UBRANCH ".byte 0xe9\n\t.long 0"		/* jmp rel32 to the next insn */
+#define CBRANCH(i) asm volatile("cmp $-1, %0\n\tje 1f\n1:" : : "r"(i) : "cc")
 #define TAKEN asm volatile("inc %0" : "+r"(hits))
+#define TAKEN_ADD(i) asm volatile("add %1, %0" : "+r"(hits) : "i"(i))
+#elif defined(__aarch64__)
+#define NOP_ROW "nop (4-byte)"
+#define ASM_NOP "nop"
+#define ASM_UBRANCH "b 1f\n1:"
+#define CBRANCH(i) asm volatile("cmn %0, #1\n\tb.eq 1f\n1:" : : "r"(i) : "cc")
+#define TAKEN asm volatile("add %0, %0, #1" : "+r"(hits))
+#define TAKEN_ADD(i) asm volatile("add %0, %0, %1" : "+r"(hits) : "I"(i))
+#elif defined(__riscv) && __riscv_xlen == 64
+#define NOP_ROW "nop (4-byte)"
+#define ASM_NOP ".option push\n\t.option norvc\n\tnop\n\t.option pop"
+#define ASM_UBRANCH ".option push\n\t.option norvc\n\tj 1f\n1:\n\t.option pop"
+#define CBRANCH(i) asm volatile(".option push\n\t.option norvc\n\tbeq %0, %1, 1f\n1:\n\t.option pop" \
+				: : "r"(i), "r"(~(uint64_t)0))
+#define TAKEN asm volatile("addi %0, %0, 1" : "+r"(hits))
+#define TAKEN_ADD(i) asm volatile("addi %0, %0, %1" : "+r"(hits) : "I"(i))
+#else
+#error "bench/branch.c: no row instructions for this architecture"
+#endif
 
 LOOP(loop_empty, (void)0)
-LOOP(loop_nop, asm volatile(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00"))
-LOOP(loop_ubranch, asm volatile(".byte 0xe9\n\t.long 0"))	/* jmp rel32 to the next insn */
-LOOP(loop_cbranch, asm volatile("cmp $-1, %0\n\tje 1f\n1:" : : "r"(i)))	/* never taken */
+LOOP(loop_nop, asm volatile(ASM_NOP))
+LOOP(loop_ubranch, asm volatile(ASM_UBRANCH))
+LOOP(loop_cbranch, CBRANCH(i))	/* never taken */
 LOOP(loop_load_branch, if (LK__UNLIKELY(READ_FLAG(flag_off))) TAKEN)
 LOOP(loop_load_branch_miss, if (LK__UNLIKELY(READ_FLAG(bounce.flag))) TAKEN)
 LOOP(loop_key_off, if (lk_branch_unlikely(&key_off)) TAKEN)
@@ -99,7 +129,7 @@ struct loop_row {
 
 static struct loop_row loop_rows[] = {
 	{ "empty loop", loop_empty, false, NO_SEED },
-	{ "nop (5-byte)", loop_nop, false, { 4.35, 5.30, 5.03 } },
+	{ NOP_ROW, loop_nop, false, { 4.35, 5.30, 5.03 } },
 	{ "unconditional branch", loop_ubranch, false, { 8.71, 7.6, 5.05 } },
 	{ "conditional branch", loop_cbranch, false, { 8.71, 7.6, 7.54 } },
 	{ "load + branch", loop_load_branch, false, { 8.7, 7.6, 5.87 } },
@@ -229,6 +259,7 @@ static const uint8_t *key_site_code(const struct lk_key *key)
  * code has another shape. (GCC puts the ret right after the loop; Clang may put the key's
  * out-of-line block between them.)
  */
+#if defined(__x86_64__)
 static bool find_loop(const uint8_t *fn, long *head, long *end)
 {
 	for (long i = 0; i + 6 <= 256; i++) {
@@ -250,6 +281,7 @@ static bool find_loop(const uint8_t *fn, long *head, long *end)
 	}
 	return false;
 }
+#endif
 
 /*
  * Compare the machine code of loop_nop and loop_key_off where it runs every iteration: the loop
@@ -267,6 +299,11 @@ static void compare_code(struct key_vs_nop *k)
 
 	k->site_offset = -1;
 	k->head = -1;
+#if !defined(__x86_64__)
+	(void)nop, (void)key, (void)site, (void)head, (void)end, (void)key_head, (void)key_end;
+	k->why = "the code comparison reads x86-64 code only";
+	return;
+#else
 	if (!find_loop(nop, &head, &end)) {
 		k->why = "loop_nop does not end in a backward branch (this compiler laid it out otherwise)";
 		return;
@@ -296,6 +333,7 @@ static void compare_code(struct key_vs_nop *k)
 	else
 		k->identical = true;
 	k->head_line[1] = (unsigned int)((uintptr_t)(key + head) & 63);
+#endif
 }
 
 /* One process's part (--key-vs-nop-child): the pair alone, interleaved, alternating which goes
@@ -422,7 +460,6 @@ static struct lk_key_false site_keys[NSITES];
 #define D1000(M) D100(M, 0) D100(M, 100) D100(M, 200) D100(M, 300) D100(M, 400) \
 		 D100(M, 500) D100(M, 600) D100(M, 700) D100(M, 800) D100(M, 900)
 
-#define TAKEN_ADD(i) asm volatile("add %1, %0" : "+r"(hits) : "i"(i))
 #define FLAG_SITE(i) if (LK__UNLIKELY(site_flags[i].v)) TAKEN_ADD(i);
 #define KEY_SITE(i) if (lk_branch_unlikely(&site_keys[i])) TAKEN_ADD(i);
 
@@ -482,17 +519,59 @@ PASS_FN static uint64_t run_flip_1000(void)
 extern const char __start_lkb_site_passes[];
 extern const char __stop_lkb_site_passes[];
 
-static void flush_range(const volatile void *start, size_t len)
+/*
+ * Cold passes: the flags and the passes' code out of every cache level. x86: clflush. aarch64:
+ * dc civac (clean and invalidate to the point of coherency; Linux lets EL0 use it) and, for code,
+ * ic ivau, with the 64-byte stride a superset of any line size. Elsewhere (riscv64 has no
+ * baseline cache-maintenance instruction) a 64 MiB buffer is read through, which evicts the
+ * shared levels and the data cache, though not necessarily the instruction cache.
+ */
+#if defined(__x86_64__)
+static void flush_range(const volatile void *start, size_t len, bool code)
 {
+	(void)code;
 	for (uintptr_t p = (uintptr_t)start & ~(uintptr_t)63; p < (uintptr_t)start + len; p += 64)
 		asm volatile("clflush (%0)" : : "r"(p) : "memory");
 }
+#define FLUSH_DONE() asm volatile("mfence" : : : "memory")
+#elif defined(__aarch64__)
+static void flush_range(const volatile void *start, size_t len, bool code)
+{
+	for (uintptr_t p = (uintptr_t)start & ~(uintptr_t)63; p < (uintptr_t)start + len; p += 64) {
+		asm volatile("dc civac, %0" : : "r"(p) : "memory");
+		if (code)
+			asm volatile("ic ivau, %0" : : "r"(p) : "memory");
+	}
+}
+#define FLUSH_DONE() asm volatile("dsb ish\n\tisb" : : : "memory")
+#else
+static void flush_range(const volatile void *start, size_t len, bool code)
+{
+	static volatile uint8_t *evict;
+	static size_t evict_len = (size_t)64 << 20;
+	uint64_t sum = 0;
+
+	(void)start, (void)len;
+	if (code)
+		return;		/* one sweep (with the flags) does for both */
+	if (!evict) {
+		evict = malloc(evict_len);
+		if (!evict)
+			return;
+		memset((void *)evict, 1, evict_len);
+	}
+	for (size_t i = 0; i < evict_len; i += 64)
+		sum += evict[i];
+	asm volatile("" : : "r"(sum));
+}
+#define FLUSH_DONE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif
 
 static void flush_passes(void)
 {
-	flush_range(site_flags, sizeof(site_flags));
-	flush_range(__start_lkb_site_passes, (size_t)(__stop_lkb_site_passes - __start_lkb_site_passes));
-	asm volatile("mfence" : : : "memory");
+	flush_range(site_flags, sizeof(site_flags), false);
+	flush_range(__start_lkb_site_passes, (size_t)(__stop_lkb_site_passes - __start_lkb_site_passes), true);
+	FLUSH_DONE();
 }
 
 struct pass_result {
