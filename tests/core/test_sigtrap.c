@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "breakpoint.h"
 #include "core/sigtrap.h"
 
 #define CLAIM_MAGIC 0x6c6b
@@ -33,9 +34,10 @@ static bool claiming_handler(siginfo_t *si, ucontext_t *uc)
 static void app_handler(int sig, siginfo_t *si, void *ctx)
 {
 	(void)sig;
-	(void)ctx;
 	app_seen++;
 	app_last_code = si->si_code;
+	if (si->si_code == LKT_BREAKPOINT_CODE)
+		lkt_breakpoint_resume(ctx);
 }
 
 static void app2_handler(int sig)
@@ -76,9 +78,9 @@ static void chains_to_handler_installed_before(void **state)
 	assert_int_equal(lowkey_claimed, 1);
 	assert_int_equal(app_seen, 1);
 
-	asm volatile("int3");	/* a breakpoint in the application's own code */
+	LKT_BREAKPOINT();	/* a breakpoint in the application's own code */
 	assert_int_equal(app_seen, 2);
-	assert_int_equal(app_last_code, SI_KERNEL);
+	assert_int_equal(app_last_code, LKT_BREAKPOINT_CODE);
 }
 
 static void reclaims_from_handler_installed_after(void **state)

@@ -15,23 +15,27 @@
 
 #include <lowkey/lowkey.h>
 
+#include "breakpoint.h"
+
 static LK_DEFINE_KEY_FALSE(trap_key);
 
 static volatile int app_traps, app2_traps;
 static int stop;
 
-static void app_handler(int sig)
+static void app_handler(int sig, siginfo_t *si, void *ctx)
 {
 	(void)sig;
 	app_traps++;
+	if (si->si_code == LKT_BREAKPOINT_CODE)
+		lkt_breakpoint_resume(ctx);
 }
 
 static void app2_handler(int sig, siginfo_t *si, void *ctx)
 {
 	(void)sig;
-	(void)si;
-	(void)ctx;
 	app2_traps++;
+	if (si->si_code == LKT_BREAKPOINT_CODE)
+		lkt_breakpoint_resume(ctx);
 }
 
 static __attribute__((noinline)) int trap_site(void)
@@ -77,7 +81,8 @@ static void handler_installed_before(void **state)
 
 	(void)state;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = app_handler;
+	sa.sa_sigaction = app_handler;
+	sa.sa_flags = SA_SIGINFO;
 	sigaction(SIGTRAP, &sa, NULL);
 
 	flip_under_fire(2000);
@@ -85,7 +90,7 @@ static void handler_installed_before(void **state)
 
 	raise(SIGTRAP);
 	assert_int_equal(app_traps, 1);
-	__asm__ __volatile__("int3");			/* the application's breakpoint */
+	LKT_BREAKPOINT();			/* the application's breakpoint */
 	assert_int_equal(app_traps, 2);
 }
 
@@ -103,7 +108,7 @@ static void handler_installed_after(void **state)
 	assert_int_equal(app2_traps, 0);
 	raise(SIGTRAP);
 	assert_int_equal(app2_traps, 1);
-	__asm__ __volatile__("int3");
+	LKT_BREAKPOINT();
 	assert_int_equal(app2_traps, 2);
 	assert_int_equal(app_traps, 2);
 }

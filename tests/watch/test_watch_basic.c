@@ -30,9 +30,17 @@ static int reset(void **state)
 static void write_fires_with_address_thread_ip_value(void **state)
 {
 	struct lk_watch *w;
-	extern char after_store[];
 
 	(void)state;
+#if !defined(__x86_64__)
+	/* The IP a data watchpoint reports is architecture-defined (x86: the instruction after the
+	 * store); lowkey has watchpoints on x86-64 only. */
+	(void)w;
+	print_message("skipped: where a data watchpoint reports the store is x86's\n");
+	skip();
+#else
+	extern char after_store[];
+
 	assert_int_equal(lk_watch_add(&w, &watched, sizeof(watched), LK_WATCH_WRITE, record_hit, &rec), 0);
 	/* Label the instruction after the store: the IP a data watchpoint reports. */
 	asm volatile("movq $1234, %0\n\t"
@@ -53,6 +61,7 @@ static void write_fires_with_address_thread_ip_value(void **state)
 
 	WRITE_ONCE(watched, 5);	/* removed: no callback */
 	assert_int_equal(hits_of(&rec), 1);
+#endif
 }
 
 static void small_lengths_fire_on_their_bytes_only(void **state)
@@ -382,5 +391,6 @@ int main(void)
 		cmocka_unit_test_setup(counting_without_callback, reset),
 		cmocka_unit_test_setup(counted_includes_inherited_copies, reset),
 	};
+	lkt_watch_require();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
