@@ -2,7 +2,7 @@
 /*
  * Slot accounting, as the kernel does it since seed 000 (kernel/events/hw_breakpoint.c).
  *
- * Each thread has lk__watch_arch_slots() debug registers. A thread-scope watchpoint takes one in
+ * Each thread has lk__watch_slots() debug registers. A thread-scope watchpoint takes one in
  * its thread; a process-scope one takes one in every thread. So a thread-scope add fits when
  *	its thread's count + the process-scope count < slots
  * and a process-scope add fits when
@@ -20,11 +20,15 @@
  * add racing a thread-scope add is refused by lowkey, with a precise message, not by the kernel.
  */
 #include <errno.h>
+#include <linux/hw_breakpoint.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/sysinfo.h>
+#include <unistd.h>
 
 #include <lowkey/lock.h>
 
@@ -93,9 +97,54 @@ static unsigned int max_thread_locked(void)
 	return 0;
 }
 
+static unsigned int system_slots;
+static pthread_once_t system_slots_once = PTHREAD_ONCE_INIT;
+
+static void count_system_slots(void)
+{
+	static uint64_t targets[LK__WATCH_MAX_SLOTS + 1];
+	unsigned int arch = lk__watch_arch_slots(), n = 0;
+	int fds[LK__WATCH_MAX_SLOTS + 1], err = 0;
+
+	system_slots = arch;
+	if (arch == 0)
+		return;
+	while (n <= LK__WATCH_MAX_SLOTS) {
+		struct perf_event_attr attr;
+
+		memset(&attr, 0, sizeof(attr));
+		attr.size = sizeof(attr);
+		attr.type = PERF_TYPE_BREAKPOINT;
+		attr.bp_type = HW_BREAKPOINT_W;
+		attr.bp_addr = (uint64_t)(uintptr_t)&targets[n];
+		attr.bp_len = HW_BREAKPOINT_LEN_8;
+		attr.disabled = 1;
+		attr.exclude_kernel = 1;
+		attr.exclude_hv = 1;
+		fds[n] = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fds[n] < 0) {
+			err = errno;
+			break;
+		}
+		n++;
+	}
+	for (unsigned int i = 0; i < n; i++)
+		close(fds[i]);
+	/* Only ENOSPC is the kernel's count; anything else (EACCES, ENOSYS, ENODEV) says nothing
+	 * about the registers, and lk_watch_add() will explain it when it tries. */
+	if (err == ENOSPC && n > 0)
+		system_slots = n;
+}
+
+unsigned int lk__watch_slots(void)
+{
+	pthread_once(&system_slots_once, count_system_slots);
+	return system_slots;
+}
+
 int lk__slots_reserve_thread(struct lk__wthread *t)
 {
-	unsigned int slots = lk__watch_arch_slots(), process;
+	unsigned int slots = lk__watch_slots(), process;
 
 	pthread_once(&hist_once, hist_alloc);
 	lk_pcpu_read_lock(&slots_lock);
@@ -134,7 +183,7 @@ void lk__slots_release_thread_all(struct lk__wthread *t)
 
 int lk__slots_reserve_process(void)
 {
-	unsigned int slots = lk__watch_arch_slots(), fullest;
+	unsigned int slots = lk__watch_slots(), fullest;
 
 	pthread_once(&hist_once, hist_alloc);
 	lk_pcpu_write_lock(&slots_lock);

@@ -122,7 +122,7 @@ static int open_event(struct lk_watch *w, pid_t pid, bool inherit)
 				"perf_event_open(%s): the kernel has no free debug register in thread %d "
 				"although lowkey's count left one of its %u free: a debugger (gdb), a ptrace "
 				"user or perf holds some",
-				what, pid ? (int)pid : (int)lk__watch_gettid(), lk__watch_arch_slots());
+				what, pid ? (int)pid : (int)lk__watch_gettid(), lk__watch_slots());
 	case ENOENT:
 	case ENODEV:
 		lk__fail_append(" (no hardware breakpoints offered to this kernel)");
@@ -536,7 +536,7 @@ LK_API int lk_watch_slots(struct lk_watch_slots *out)
 
 	if (!out)
 		return lk__fail(-EINVAL, "lk_watch_slots(NULL)");
-	out->total = lk__watch_arch_slots();
+	out->total = lk__watch_slots();
 	out->thread = 0;
 	if (t) {
 		pthread_mutex_lock(&t->lock);

@@ -42,8 +42,19 @@ struct lk__watch_bp {
 	uint64_t len;
 };
 
-/* Debug address registers per thread, shared by data and execute watchpoints. */
+/* Debug address registers per thread, shared by data and execute watchpoints, as the
+ * architecture defines them (x86-64: 4); 0 where lowkey has no watchpoints for it. */
 unsigned int lk__watch_arch_slots(void);
+
+/* ---- slots.c ---- */
+
+/*
+ * The debug registers a thread has, as this system counts them: the kernel's own count, learned
+ * once by opening disabled write breakpoints on the calling thread until it answers ENOSPC (arm64
+ * has 2 to 16, the CPU says how many); lk__watch_arch_slots() where perf cannot tell (denied,
+ * missing) and 0 where the architecture has no support. At most LK__WATCH_MAX_SLOTS.
+ */
+unsigned int lk__watch_slots(void);
 
 /*
  * Check addr/len for access on this CPU and fill bp. Returns 0 or -EINVAL with a message that
