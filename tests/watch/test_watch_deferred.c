@@ -288,5 +288,6 @@ int main(void)
 		cmocka_unit_test(callback_removes_its_own),
 		cmocka_unit_test(delivery_thread_writes_are_ignored),
 	};
+	lkt_watch_require();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -255,5 +255,6 @@ int main(void)
 		cmocka_unit_test_setup(remove_from_another_thread, reset),
 		cmocka_unit_test_setup(concurrent_adds_keep_exact_counts, reset),
 	};
+	lkt_watch_require();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,14 +3,18 @@
 #ifndef LK_TEST_WATCH_H
 #define LK_TEST_WATCH_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <lowkey/error.h>
 #include <lowkey/watch.h>
 
 #define MAX_HITS 64
@@ -83,6 +87,32 @@ static inline int run_in_child(int (*fn)(void))
 	if (pid < 0 || waitpid(pid, &status, 0) != pid)
 		return -1;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/*
+ * Exit 77 (CTest: skipped) with lowkey's reason when no watchpoint can be added here: no support
+ * for this architecture, or no perf_event_open() (qemu-user has none). Tried in a child, so the
+ * test's own process starts with nothing of the watch module set up.
+ */
+static inline void lkt_watch_require(void)
+{
+	static long probe_var;
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct lk_watch *w;
+		int err = lk_watch_add(&w, &probe_var, sizeof(probe_var), LK_WATCH_WRITE, NULL, NULL);
+
+		if (err == -EOPNOTSUPP || err == -ENOSYS) {
+			printf("SKIPPED: watchpoints are not available here: %s\n", lk_last_error());
+			fflush(stdout);
+			_exit(77);
+		}
+		_exit(0);
+	}
+	if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 77)
+		exit(77);
 }
 
 #endif
