@@ -130,6 +130,11 @@ static int explain(int err, const struct perf_event_attr *attr, pid_t pid, int c
 		if (lk__perf_paranoid() == INT_MIN)
 			return lk__fail(err, "perf_event_open(%s): this kernel has no perf events "
 					"(CONFIG_PERF_EVENTS is off).", what);
+		if (!lk__seccomp_filtered())
+			return lk__fail(err, "perf_event_open(%s) answered ENOSYS although the kernel has "
+					"perf events and this process has no seccomp filter: an emulator runs "
+					"this program without the system call (qemu-user has none), or a "
+					"sandbox outside the process refuses it.", what);
 		return lk__fail(err, "perf_event_open(%s) is blocked by a seccomp filter that answers ENOSYS "
 				"(containers often do): allow the perf_event_open system call.", what);
 	case ENOENT:

@@ -79,6 +79,8 @@ static int child(bool block_sigtrap)
 {
 	pthread_t t;
 
+	if (lkt_seccomp_or_skip() != 0)
+		return 77;
 	if (pthread_create(&t, NULL, idle, block_sigtrap ? &t : NULL) != 0)
 		return 1;
 	/* First flips, with membarrier: registered and used. */
@@ -151,6 +153,8 @@ static int midway_child(void)
 	bool on = false;
 	pthread_t t;
 
+	if (lkt_seccomp_or_skip() != 0)
+		return 77;
 	if (!site || lk_key_enable(&sb_mid) != 0 || lk_key_disable(&sb_mid) != 0)
 		return 1;
 	if (pthread_create(&t, NULL, sandbox_midway, (void *)site) != 0)
