@@ -100,7 +100,8 @@ static void hold_figures(const struct lk__hold *h, uint64_t acquisitions, uint64
 	double mean_ticks = n ? (double)total / (double)n : 0;
 
 	*samples = n;
-	*mean_ns = lk__ticks_to_ns((uint64_t)(mean_ticks + 0.5));
+	/* converted before rounding: a tick is 0.3 ns on x86 but 16 to 42 ns on arm64's timer */
+	*mean_ns = (uint64_t)(mean_ticks / lk__ticks_per_ns() + 0.5);
 	*max_ns = lk__ticks_to_ns(LK__LD(h->max));
 	/* every hold timed: the exact sum; sampled: the mean over the acquisitions */
 	*total_ns = n >= acquisitions ? lk__ticks_to_ns(total) : lk__ticks_to_ns((uint64_t)(mean_ticks * (double)acquisitions));
