@@ -870,5 +870,6 @@ int main(void)
 		cmocka_unit_test(denied_kernel_counting_names_the_sysctl),
 		cmocka_unit_test(another_users_process_names_ptrace),
 	};
+	lkt_perf_require();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

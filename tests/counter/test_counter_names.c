@@ -11,6 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "helpers.h"
+
 #include <lowkey/counter.h>
 #include <lowkey/error.h>
 
@@ -69,5 +71,6 @@ int main(void)
 		cmocka_unit_test(software_names_match_libpfm4),
 	};
 
+	lkt_perf_require();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
