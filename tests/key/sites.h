@@ -104,6 +104,14 @@ static inline const volatile uint8_t *lkt_first_site(const void *key_ptr)
 #endif
 }
 
+/* Whether a flip may trap a thread that runs a site (x86-64's int3 protocol; aarch64 and riscv64
+ * rewrite a site with one store). */
+#if defined(__x86_64__)
+#define LKT_TRAP_PROTOCOL 1
+#else
+#define LKT_TRAP_PROTOCOL 0
+#endif
+
 /* Whether this file's sites are patched code (key.h: not in portable builds, nor in C at -O0). */
 #if !defined(LK__PATCHED_SITES)
 #define LKT_PATCHING 0

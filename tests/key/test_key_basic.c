@@ -164,7 +164,7 @@ static void overflow_refused(void **state)
 	assert_int_equal(static_site(), 0);
 }
 
-/* 64 sites of one key in one function. */
+/* 64 sites of one key in one function (the compiler may duplicate some: each copy is a site). */
 #define MANY1(x) if (lk_branch_unlikely(&many)) hits += (x);
 #define MANY8(x) MANY1(x) MANY1((x) + 1) MANY1((x) + 2) MANY1((x) + 3) \
 		 MANY1((x) + 4) MANY1((x) + 5) MANY1((x) + 6) MANY1((x) + 7)
@@ -180,14 +180,19 @@ static __attribute__((noinline)) int many_sites(void)
 static void many_sites_of_one_key(void **state)
 {
 	(void)state;
-	assert_int_equal(lk_key_sites(&many), LKT_PATCHING ? 64 : 0);
+	int sites = lk_key_sites(&many);
+
+	if (LKT_PATCHING)
+		assert_true(sites >= 64);
+	else
+		assert_int_equal(sites, 0);
 	assert_int_equal(many_sites(), 0);
 	assert_int_equal(lk_key_enable(&many), 0);
 	assert_int_equal(many_sites(), 63 * 64 / 2);	/* every one of them taken */
-	assert_int_equal(lkt_check_sites(&many), LKT_PATCHING ? 64 : 0);
+	assert_int_equal(lkt_check_sites(&many), sites);
 	assert_int_equal(lk_key_disable(&many), 0);
 	assert_int_equal(many_sites(), 0);
-	assert_int_equal(lkt_check_sites(&many), LKT_PATCHING ? 64 : 0);
+	assert_int_equal(lkt_check_sites(&many), sites);
 }
 
 static void batch_applies_in_order(void **state)
@@ -239,7 +244,7 @@ static void batch_is_all_or_nothing(void **state)
 	assert_int_equal(many_sites(), 63 * 64 / 2);
 	assert_int_equal(batch_a_site(), 1);
 	assert_int_equal(batch_a.key.lk__count, 1);
-	assert_int_equal(lkt_check_sites(&many), LKT_PATCHING ? 64 : 0);
+	assert_int_equal(lkt_check_sites(&many), lk_key_sites(&many));
 
 	assert_int_equal(lk_key_disable(&many), 0);
 	assert_int_equal(lk_key_disable(&batch_a), 0);
