@@ -107,19 +107,21 @@ test-compilers: deps
 		(cd $$dir && ctest $(CTEST_FLAGS) -j $(JOBS) -L compilers); \
 	done
 
-# Cross builds (issue 14): aarch64 and riscv64, configured with cmake/<arch>.cmake into
+# Cross builds (issue 14): aarch64 and riscv64, configured with cmake/<arch>.cmake (on the first
+# configure of the directory: the cache keeps it) into
 # $(BUILD)-<arch>, built with -Werror, tested under qemu-user (CTest puts the toolchain file's
 # CMAKE_CROSSCOMPILING_EMULATOR before each test). CROSS_TESTS: the CTest label regex of the suites
 # run there (every test carries its folder's name as a label; empty: all of them); CROSS_CTEST_FLAGS
-# for more (-R, -E ...). A test that needs what qemu-user lacks (perf_event_open, seccomp, rseq,
-# exec of another program of the target without binfmt_misc) skips, saying why.
+# for more (-R, -E ...). A test that needs what qemu-user lacks (perf_event_open, seccomp, robust
+# futex lists, executing other programs of the target without binfmt_misc) skips, saying why.
 CROSS_TESTS ?= ^(core|key|clock|probe)$$
 CROSS_CTEST_FLAGS ?=
 CROSS_DEPS_RISCV64 = $(BUILD)-riscv64-deps
 SUDO_IF = $$(if [ "$$(id -u)" = 0 ]; then echo; else echo sudo; fi)
 
 define run_cross_tests
-	$(CMAKE) -S . -B $(BUILD)-$(1) -G Ninja --toolchain cmake/$(1).cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	$(CMAKE) -S . -B $(BUILD)-$(1) -G Ninja $(if $(wildcard $(BUILD)-$(1)/CMakeCache.txt),,--toolchain cmake/$(1).cmake) \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON $(2) $(CMAKE_FLAGS)
 	$(CMAKE) --build $(BUILD)-$(1) -j $(JOBS)
 	cd $(BUILD)-$(1) && ctest $(CTEST_FLAGS) -j $(JOBS) $(if $(CROSS_TESTS),-L '$(CROSS_TESTS)') $(CROSS_CTEST_FLAGS)
