@@ -8,13 +8,18 @@
  * generation, runs the site, reads it again: if both reads saw the same even value, the flip
  * that produced it had completed before the site ran (its final core sync came first), so the
  * site must have gone the key's way. Otherwise the site raced a flip and either way is valid:
- * the site's two paths return 0 and 1, and anything else -- or a crash -- is a failure.
+ * the site's two paths return 0 and 1, and anything else -- or a crash -- is a failure (see
+ * `emulated` for the one allowance under qemu-user). Sites are
+ * run from functions of their own and inlined into the runner's loop.
  */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <lowkey/lowkey.h>
@@ -30,8 +35,25 @@ static unsigned long generation, batch_generation;
 static int stop;
 
 struct tally {
-	unsigned long observed, checked, wrong;
+	unsigned long observed, checked, wrong, stale;
 };
+
+/*
+ * Under qemu-user a thread may run a translated block of the old code once more after a flip has
+ * returned: QEMU drops the translations of a page when it is written, but a thread that was
+ * already inside one, or had just looked one up, finishes it, and membarrier, passed to the host
+ * kernel, does not reach QEMU's translations. Measured: 4-27 stale observations in 100,000 flips
+ * under qemu-aarch64 and qemu-x86_64 (the x86-64 build, strict and clean natively, shows them
+ * too). There, an observation of the key's previous direction is counted as stale, not wrong;
+ * anything else stays wrong. qemu-user is told by its missing rseq (ENOSYS; kernels have it since
+ * 4.18, and membarrier SYNC_CORE, which flips need, since 4.16).
+ */
+static bool emulated;
+
+static bool under_emulator(void)
+{
+	return syscall(SYS_rseq, NULL, 0, 0, 0) < 0 && errno == ENOSYS;
+}
 
 static __attribute__((noinline)) int site_unlikely(void)
 {
@@ -63,12 +85,8 @@ static __attribute__((noinline)) int site_batch(void)
 	return x * 2 + y;
 }
 
-static void observe(struct tally *t, unsigned long *gen, int (*site)(void), int values)
+static void check(struct tally *t, unsigned long g1, int r, unsigned long g2, int values)
 {
-	unsigned long g1 = __atomic_load_n(gen, __ATOMIC_ACQUIRE);
-	int r = site();
-	unsigned long g2 = __atomic_load_n(gen, __ATOMIC_ACQUIRE);
-
 	t->observed++;
 	if (r < 0 || r >= values) {
 		t->wrong++;
@@ -77,11 +95,40 @@ static void observe(struct tally *t, unsigned long *gen, int (*site)(void), int 
 	if (g1 != g2 || (g1 & 1))
 		return;
 	t->checked++;
-	if (values == 2 && r != (int)((g1 / 2) & 1))
-		t->wrong++;
-	if (values == 4 && r != ((g1 / 2) & 1 ? 3 : 0))
+	bool on = (g1 / 2) & 1;
+	int want = values == 2 ? on : (on ? 3 : 0), before = values == 2 ? !on : (on ? 0 : 3);
+
+	if (r == want)
+		return;
+	if (emulated && r == before)
+		t->stale++;
+	else
 		t->wrong++;
 }
+
+/* A site in a function of its own. */
+static void observe(struct tally *t, unsigned long *gen, int (*site)(void), int values)
+{
+	unsigned long g1 = __atomic_load_n(gen, __ATOMIC_ACQUIRE);
+	int r = site();
+	unsigned long g2 = __atomic_load_n(gen, __ATOMIC_ACQUIRE);
+
+	check(t, g1, r, g2, values);
+}
+
+/*
+ * A site inlined between the two reads (the compiler barriers keep it there): in straight-line
+ * code with them, which an emulator translates as one block.
+ */
+#define OBSERVE_INLINED(t, gen, on)                                                           \
+	do {                                                                                  \
+		unsigned long g1_ = __atomic_load_n(gen, __ATOMIC_ACQUIRE);                   \
+		int r_;                                                                       \
+		__asm__ __volatile__("" : : : "memory");                                      \
+		r_ = (on) ? 1 : 0;                                                            \
+		__asm__ __volatile__("" : : : "memory");                                      \
+		check(t, g1_, r_, __atomic_load_n(gen, __ATOMIC_ACQUIRE), 2);                 \
+	} while (0)
 
 static void *runner(void *arg)
 {
@@ -92,6 +139,8 @@ static void *runner(void *arg)
 		observe(t, &generation, site_likely, 2);
 		observe(t, &generation, site_true_key, 2);
 		observe(t, &batch_generation, site_batch, 4);
+		OBSERVE_INLINED(t, &generation, lk_branch_unlikely(&stress_key));
+		OBSERVE_INLINED(t, &generation, lk_branch_likely(&stress_key));
 	}
 	return NULL;
 }
@@ -145,9 +194,10 @@ static void flips_while_sites_run(void **state)
 	unsigned long n = flips_wanted();
 	struct tally tallies[RUNNERS] = { 0 };
 	pthread_t runners[RUNNERS], flip, batch;
-	unsigned long observed = 0, checked = 0, wrong = 0;
+	unsigned long observed = 0, checked = 0, wrong = 0, stale = 0;
 
 	(void)state;
+	emulated = under_emulator();
 	for (int i = 0; i < RUNNERS; i++)
 		assert_int_equal(pthread_create(&runners[i], NULL, runner, &tallies[i]), 0);
 	assert_int_equal(pthread_create(&flip, NULL, flipper, &n), 0);
@@ -160,9 +210,13 @@ static void flips_while_sites_run(void **state)
 		observed += tallies[i].observed;
 		checked += tallies[i].checked;
 		wrong += tallies[i].wrong;
+		stale += tallies[i].stale;
 	}
 	print_message("%lu flips, %lu observations, %lu checked against a settled key, %lu wrong\n",
 		      n, observed, checked, wrong);
+	if (emulated)
+		print_message("under an emulator: %lu stale (the previous direction, from an old translation)\n",
+			      stale);
 	assert_int_equal(wrong, 0);
 	assert_true(checked > 0);
 	/* the flipper ended on a disable; the batch flipper on a DEC */
