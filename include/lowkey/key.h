@@ -282,7 +282,9 @@ struct lk__key_site {
  *  - x86-64: the 5-byte NOP 0f 1f 44 00 00, or `jmp rel32`;
  *  - aarch64: `nop` or `b`, 4 bytes;
  *  - riscv64: `nop` or `j` (jal zero), 4 bytes, 4-byte aligned (one aligned word to rewrite),
- *    never compressed (norvc) nor relaxed by the linker (norelax).
+ *    never compressed (norvc) nor relaxed by the linker (norelax). The alignment comes first,
+ *    where relaxation is still on: the assembler then marks it for the linker (R_RISCV_ALIGN),
+ *    which keeps it when relaxing the code before shrinks it; inside norelax it would not.
  */
 #define LK__SITE_ENTRY                                                                        \
 	".pushsection __lk_key_sites, \"aR?\", @progbits\n\t"                                 \
@@ -311,10 +313,10 @@ struct lk__key_site {
 	".endif\n\t" LK__SITE_ENTRY
 #else
 #define LK__SITE_ASM                                                                          \
+	".balign 4\n\t"                                                                       \
 	".option push\n\t"                                                                    \
 	".option norelax\n\t"                                                                 \
-	".option norvc\n\t"                                                                   \
-	".balign 4\n"                                                                          \
+	".option norvc\n"                                                                      \
 	"1:\n\t"                                                                              \
 	".if %2\n\t"                                                                          \
 	"j %l[lk__jumped]\n\t"                                                                \
