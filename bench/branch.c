@@ -804,8 +804,14 @@ static void print_text(int runs, const struct pass_result *pf, const struct pass
 		       f->enable_busy, f->disable_busy);
 	}
 	printf("%-27s %9.1f\n", "one membarrier(SYNC_CORE)", membarrier_us);
+#if defined(__x86_64__)
 	printf("(a flip is 3 membarrier calls and 2 mprotect calls per run of pages, for any number of\n"
 	       " sites; the kernel's figure for a batch of 56 sites is 1.4 ms)\n");
+#else
+	printf("(a flip is one store per site, its cache maintenance, 2 mprotect calls per run of pages\n"
+	       " and one membarrier call, for any number of sites; the kernel's figure for a batch of\n"
+	       " 56 sites on x86-64 is 1.4 ms)\n");
+#endif
 }
 
 static void json_seed(struct lkb_json *j, const struct seed_row *s)
