@@ -182,6 +182,32 @@ static void every_site_is_a_nop_or_a_jmp(void **)
 }
 
 /*
+ * An objdump line's instruction bytes, in memory order, then whether its mnemonic is a nop:
+ * "0f1f440000" for "0f 1f 44 00 00 <tab>nopl ...", "1f2003d5" for GNU's word "d503201f <tab>nop".
+ * Empty when the mnemonic is not a nop.
+ */
+static std::string instruction_bytes(const char *p)
+{
+	std::string bytes;
+	char token[64];
+	int len;
+
+	while (sscanf(p, " %63s%n", token, &len) == 1) {
+		size_t n = strlen(token);
+
+		if (n % 2 || strspn(token, "0123456789abcdef") != n)
+			return strncmp(token, "nop", 3) == 0 ? bytes : std::string();
+		if (n == 2)
+			bytes += token;
+		else	/* a word, as GNU objdump prints aarch64's and riscv's: most significant first */
+			for (size_t i = n; i >= 2; i -= 2)
+				bytes += std::string(token + i - 2, 2);
+		p += len;
+	}
+	return std::string();
+}
+
+/*
  * The same from the file, as the toolchain's objdump disassembles it: every site of the program
  * (keys and probes, all off at start, or on and likely) was compiled as the NOP (x86-64: the 5-byte
  * one; aarch64, riscv64: the 4-byte one), nothing else.
@@ -203,21 +229,21 @@ static void objdump_sees_a_nop_at_every_site(void **)
 	exe[len] = 0;
 	FILE *p = popen((std::string(OBJDUMP) + " -d --section=.text '" + exe + "'").c_str(), "r");
 #if defined(__x86_64__)
-	const char *nop_bytes = "0f 1f 44 00 00 ", *nop_text = "nopl   0x0(%rax,%rax,1)";
+	const std::string nop = "0f1f440000";
 #elif defined(__aarch64__)
-	const char *nop_bytes = "d503201f ", *nop_text = "\tnop";
+	const std::string nop = "1f2003d5";
 #else
-	const char *nop_bytes = "00000013 ", *nop_text = "\tnop";
+	const std::string nop = "13000000";
 #endif
 
 	assert_non_null(p);
 	while (fgets(line, sizeof(line), p)) {
 		unsigned long long addr;
-		char bytes[64];
+		int end;
 
-		/* "    1a2b:\t0f 1f 44 00 00 \tnopl   0x0(%rax,%rax,1)", "  9f0:\td503201f \tnop" */
-		if (sscanf(line, " %llx:\t%63[0-9a-f ]", &addr, bytes) == 2 && want.count(addr) &&
-		    strncmp(bytes, nop_bytes, strlen(nop_bytes)) == 0 && strstr(line, nop_text))
+		/* GNU: "    1a2b:\t0f 1f 44 00 00 \tnopl ...", "  9f0:\td503201f \tnop"; LLVM:
+		 * "    1a2b: 0f 1f 44 00 00   \tnopl\t(%rax,%rax)", "  9f0: 1f 20 03 d5   \tnop" */
+		if (sscanf(line, " %llx:%n", &addr, &end) == 1 && want.count(addr) && instruction_bytes(line + end) == nop)
 			nops.insert(addr);
 	}
 	assert_int_equal(pclose(p), 0);
