@@ -16,8 +16,9 @@
  * kernel's own jump labels on arm64 rely on the same rule (aarch64_insn_patch_text_nosync: a
  * write and a cache flush, no stop_machine, for B <-> NOP).
  *
- * The rest is word.c's. Validated under emulation only (qemu-user, which neither needs nor checks the cache maintenance
- * or the barrier): the sequence above is argued from the manual, not observed on hardware.
+ * The rest is word.c's. Validated under emulation only (qemu-user, which neither needs nor
+ * checks the cache maintenance or the barrier): the sequence above is argued from the manual,
+ * not observed on hardware.
  */
 #include "key/arch/word.h"
 

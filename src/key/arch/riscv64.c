@@ -14,8 +14,9 @@
  * marks the others to run it before they next return to this process). core/sync.c chooses.
  * The kernel's own jump labels (arch/riscv/kernel/jump_label.c) patch the same NOP <-> JAL word.
  *
- * The rest is word.c's. Validated under emulation only (qemu-user, which neither needs nor checks FENCE.I): the sequence
- * above is argued from the specifications, not observed on hardware.
+ * The rest is word.c's. Validated under emulation only (qemu-user, which neither needs nor
+ * checks the cache maintenance or the barrier): the sequence above is argued from the specifications,
+ * not observed on hardware.
  */
 #include "key/arch/word.h"
 
