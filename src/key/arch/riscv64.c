@@ -15,8 +15,8 @@
  * The kernel's own jump labels (arch/riscv/kernel/jump_label.c) patch the same NOP <-> JAL word.
  *
  * The rest is word.c's. Validated under emulation only (qemu-user, which neither needs nor
- * checks the cache maintenance or the barrier): the sequence above is argued from the specifications,
- * not observed on hardware.
+ * checks FENCE.I or the barrier): the sequence above is argued from the specifications, not
+ * observed on hardware.
  */
 #include "key/arch/word.h"
 
