@@ -104,6 +104,16 @@ static inline const volatile uint8_t *lkt_first_site(const void *key_ptr)
 #endif
 }
 
+/* Under ThreadSanitizer, whose runtime's thread blocks SIGTRAP: no flip there ever traps. */
+#ifndef __has_feature
+#define __has_feature(x) 0
+#endif
+#if defined(__SANITIZE_THREAD__) || __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#else
+#define UNDER_TSAN 0
+#endif
+
 /* Whether a flip may trap a thread that runs a site (x86-64's int3 protocol; aarch64 and riscv64
  * rewrite a site with one store). */
 #if defined(__x86_64__)

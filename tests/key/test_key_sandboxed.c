@@ -119,15 +119,6 @@ static void refused_with_remapping(void **state)
 	run_child(true);
 }
 
-#ifndef __has_feature
-#define __has_feature(x) 0
-#endif
-#if defined(__SANITIZE_THREAD__) || __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1	/* its runtime's thread blocks SIGTRAP: no flip here ever traps */
-#else
-#define UNDER_TSAN 0
-#endif
-
 static LK_DEFINE_KEY_FALSE(sb_mid);
 
 static __attribute__((noinline)) int sb_mid_site(void)

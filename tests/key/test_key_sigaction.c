@@ -117,15 +117,6 @@ static void handler_reinstalled_during_flips(void **state)
 	lkt_in_child(child());
 }
 
-#ifndef __has_feature
-#define __has_feature(x) 0
-#endif
-#if defined(__SANITIZE_THREAD__) || __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1	/* its runtime's thread blocks SIGTRAP: no flip here ever traps */
-#else
-#define UNDER_TSAN 0
-#endif
-
 static LK_DEFINE_KEY_FALSE(first_key);
 static int installed_midway, traps_after;
 
