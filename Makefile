@@ -114,7 +114,7 @@ test-compilers: deps
 # run there (every test carries its folder's name as a label; empty: all of them); CROSS_CTEST_FLAGS
 # for more (-R, -E ...). A test that needs what qemu-user lacks (perf_event_open, seccomp, robust
 # futex lists, executing other programs of the target without binfmt_misc) skips, saying why.
-CROSS_TESTS ?= ^(core|key|clock|probe|cxx)$$
+CROSS_TESTS ?= ^(core|key|clock|probe|cxx|arch)$$
 CROSS_CTEST_FLAGS ?=
 CROSS_DEPS_RISCV64 = $(BUILD)-riscv64-deps
 SUDO_IF = $$(if [ "$$(id -u)" = 0 ]; then echo; else echo sudo; fi)

@@ -22,7 +22,7 @@
  * stops, nothing is single-stepped, and code runs at full speed until it touches the watched bytes.
  *
  * Slots. A thread has a fixed number of debug address registers (4 on x86-64), shared by data and
- * execute watchpoints. A LK_WATCH_THREAD watchpoint takes one in its thread; a LK_WATCH_PROCESS
+ * execute watchpoints (arm64 has 2 to 16 watchpoint registers, as the CPU says). A LK_WATCH_THREAD watchpoint takes one in its thread; a LK_WATCH_PROCESS
  * watchpoint takes one in every thread, present and future. lowkey keeps the same count the kernel
  * keeps, so lk_watch_add() says exactly what is full (-ENOSPC) and what is malformed (-EINVAL)
  * before it asks the kernel. Thread-scope adds and removes take only their thread's lock and the
@@ -31,7 +31,10 @@
  *
  * Lengths (x86-64): 1, 2, 4 or 8 bytes at an address that is a multiple of the length; AMD CPUs
  * with the breakpoint address-mask extension (BPEXT) also take larger powers of two. An execute
- * watchpoint takes len 1 at the instruction's first byte. Data watchpoints fire on accesses by
+ * watchpoint takes len 1 at the instruction's first byte. arm64: 1 to 8 bytes inside one aligned
+ * 8-byte doubleword, execute at a 4-byte-aligned address; only samplers (below) there, as the
+ * kernel's step over the access goes wrong when the watchpoint signals (lk_watch_add() returns
+ * -EOPNOTSUPP, saying so). Other architectures: -EOPNOTSUPP. Data watchpoints fire on accesses by
  * user code only: the kernel writing into watched memory (read(2) into a buffer) does not fire.
  *
  * Threads: a thread's watchpoints end with it (its fds are closed when it exits; the handle stays
@@ -121,7 +124,8 @@ typedef void (*lk_watch_fn)(const struct lk_watch_hit *hit, void *arg);
  *                LK_WATCH_PROCESS, the fullest thread) uses for thread-scope and for process-scope
  *                watchpoints; or the kernel refused although lowkey's count had room (a debugger or
  *                another perf user holds registers; the message says so).
- *   -EOPNOTSUPP  the kernel has no perf `sigtrap` (Linux < 5.13), or no hardware breakpoints.
+ *   -EOPNOTSUPP  the kernel has no perf `sigtrap` (Linux < 5.13), or no hardware breakpoints, or
+ *                the architecture cannot signal a watchpoint (arm64: the message says why).
  *   -EACCES, -EPERM  perf_event_open() denied: the message names the sysctl
  *                (kernel.perf_event_paranoid), the capability (CAP_PERFMON) or the seccomp filter.
  *   -EMFILE      out of file descriptors; -ENOMEM out of memory; -EAGAIN the delivery thread
@@ -231,7 +235,9 @@ struct lk_watch_sampler;
 struct lk_watch_sample {
 	uint64_t time_ns;	/* CLOCK_MONOTONIC of the access */
 	pid_t pid, tid;
-	uint64_t ip;		/* instruction pointer after the access (as for lk_watch_hit) */
+	uint64_t ip;		/* instruction pointer after the access (as for lk_watch_hit); on
+				 * arm64 the accessing instruction itself (its watchpoints fire
+				 * before the access) */
 	uint64_t addr;		/* the watched address */
 	bool has_value;		/* value read from the process when lowkey read the sample: the
 				 * bytes after the access unless the process wrote them again since */

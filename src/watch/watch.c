@@ -348,6 +348,8 @@ LK_API int lk_watch_add(struct lk_watch **out, const void *addr, size_t len, uns
 	*out = NULL;
 	err = check_flags(flags);
 	if (!err)
+		err = lk__watch_arch_signals();
+	if (!err)
 		err = lk__watch_arch_check((uintptr_t)addr, len, flags & LK__WATCH_ACCESS_MASK, &bp);
 	if (!err)
 		err = prepare(flags, fn);

@@ -46,6 +46,13 @@ struct lk__watch_bp {
  * architecture defines them (x86-64: 4); 0 where lowkey has no watchpoints for it. */
 unsigned int lk__watch_arch_slots(void);
 
+/*
+ * 0 where a watchpoint may signal the thread that hit it (lk_watch_add()), else -EOPNOTSUPP with
+ * the reason (arm64: the kernel's step over the access goes wrong with a signal). Makes no system
+ * call.
+ */
+int lk__watch_arch_signals(void);
+
 /* ---- slots.c ---- */
 
 /*

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Architectures whose debug registers lowkey does not describe yet (their slot counts and
- * accepted lengths differ: arm64 has 2-16 watchpoints of up to 8 bytes, or masked ranges).
+ * Architectures whose debug registers lowkey does not describe yet (riscv64).
  * Every watchpoint is refused with -EOPNOTSUPP before any system call.
  */
 #include <errno.h>
@@ -14,11 +13,21 @@ unsigned int lk__watch_arch_slots(void)
 	return 0;
 }
 
+static int unsupported(void)
+{
+	return lk__fail(-EOPNOTSUPP, "lowkey has no watchpoint support for this architecture yet "
+			"(x86-64; arm64 without signals)");
+}
+
+int lk__watch_arch_signals(void)
+{
+	return unsupported();
+}
+
 int lk__watch_arch_check(uintptr_t addr, size_t len, unsigned int access, struct lk__watch_bp *bp)
 {
 	(void)addr, (void)len, (void)access, (void)bp;
-	return lk__fail(-EOPNOTSUPP, "lowkey has no watchpoint support for this architecture yet "
-			"(x86-64 only)");
+	return unsupported();
 }
 
 uintptr_t lk__watch_arch_ip(const ucontext_t *uc)

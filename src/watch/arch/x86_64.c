@@ -32,6 +32,11 @@ unsigned int lk__watch_arch_slots(void)
 	return X86_DEBUG_REGISTERS;
 }
 
+int lk__watch_arch_signals(void)
+{
+	return 0;
+}
+
 /*
  * CPUID is read once: in a virtual machine every CPUID instruction exits to the hypervisor, which
  * costs tens of microseconds on some hosts, more than the perf_event_open() it would guard.
