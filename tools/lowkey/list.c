@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * lowkey list BINARY... | --pid PID: the probe sites of programs and libraries, read from their
- * ELF files without running them, or of a running process.
+ * ELF files without running them, or of a running process. Without an argument, the counter
+ * events this machine offers (list_events.c).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -16,6 +17,7 @@
 #include "cli.h"
 #include "core/failf.h"
 #include "core/json.h"
+#include "list_events.h"
 #include "probe/control_internal.h"
 #include "probe_elf.h"
 
@@ -28,8 +30,15 @@
 #define LIST_TIMEOUT_MS 30000
 
 static const char list_usage[] =
-	"usage: lowkey list [--json] BINARY...\n"
-	"       lowkey list [--json] --pid PID\n"
+	"usage: lowkey list [-j|--json]\n"
+	"       lowkey list [-j|--json] BINARY...\n"
+	"       lowkey list [-j|--json] --pid PID\n"
+	"\n"
+	"Without an argument, lists the counter events lowkey can open here for `lowkey stat -e` and\n"
+	"lk_counters_open(): the kernel's software events, perf's hardware and cache events and the\n"
+	"CPU's own (libpfm4), the kernel PMUs' events (/sys/bus/event_source/devices), and the\n"
+	"tracepoints by subsystem. Each is tried on this machine: one it cannot count is marked\n"
+	"<not supported> with the reason (a virtual machine without a PMU, perf_event_paranoid, ...).\n"
 	"\n"
 	"Lists the probe sites (LK_PROBE, LK_SPAN, LK_COUNTER) of programs and shared libraries, read\n"
 	"from their ELF section __lk_probe_sites without running them; or of a running process: when\n"
@@ -43,11 +52,15 @@ static const char list_usage[] =
 	"\n"
 	"Options:\n"
 	"  -p, --pid PID   list the sites of a running process\n"
-	"      --json      print {\"sites\": [{\"object\", \"provider\", \"event\", \"kind\", \"file\",\n"
-	"                  \"line\", \"args\": [{\"name\", \"type\"}], \"enabled\"}]} (\"enabled\" only when known)\n"
+	"  -j, --json      print {\"sites\": [{\"object\", \"provider\", \"event\", \"kind\", \"file\",\n"
+	"                  \"line\", \"args\": [{\"name\", \"type\"}], \"enabled\"}]} (\"enabled\" only when known);\n"
+	"                  without an argument {\"events\": [{\"name\", \"section\", \"pmu\", \"supported\",\n"
+	"                  \"user_only\", \"why\"}], \"libpfm4\", \"tracepoints\": {\"supported\", \"count\",\n"
+	"                  \"root\", \"why\", \"subsystems\"}}\n"
 	"  -h, --help      this text\n"
 	"\n"
 	"Examples:\n"
+	"  lowkey list\n"
 	"  lowkey list ./server\n"
 	"  lowkey list --json build/libdb.so\n"
 	"  lowkey list --pid $(pidof server)\n";
@@ -477,7 +490,7 @@ static int list_run(int argc, char **argv)
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+p:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:jh", options, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (parse_pid(optarg, &pid) != 0) {
@@ -498,12 +511,10 @@ static int list_run(int argc, char **argv)
 	}
 	if (pid)
 		return list_pid(pid, json);
-	if (optind == argc) {
-		lk_cli_error("list", "lowkey list ./program, or lowkey list --pid PID", "nothing to list");
-		return LK_EXIT_USAGE;
-	}
+	if (optind == argc)
+		return lk_cli_list_events(json);
 	return list_files(argv + optind, argc - optind, json);
 }
 
-LK_CLI_COMMAND(list_command, "list", "list the probe sites of a program, a library or a running process",
+LK_CLI_COMMAND(list_command, "list", "list the counter events here, or the probe sites of a program or process",
 	       list_usage, list_run);
