@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * `cmake --install` gives a user what the README promises: headers, both libraries, the CLI,
- * lowkey.pc for pkg-config and a CMake package for find_package(lowkey). A consumer program built
- * each way runs, and its static key flips.
+ * its manual pages and bash completion, lowkey.pc for pkg-config and a CMake package for
+ * find_package(lowkey). A consumer program built each way runs, and its static key flips.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,7 +39,9 @@ static void files_in_place(void **state)
 	(void)state;
 	assert_int_equal(lkt_sh(&r, "cd '%s' && ls include/lowkey/lowkey.h include/lowkey/key.h include/lowkey/lock.hpp "
 			 "include/lowkey/bits/dso.h include/lowkey/version.h lib*/liblowkey.so lib*/liblowkey.a "
-			 "lib*/pkgconfig/lowkey.pc lib*/cmake/lowkey/lowkeyConfig.cmake bin/lowkey", prefix), 0);
+			 "lib*/pkgconfig/lowkey.pc lib*/cmake/lowkey/lowkeyConfig.cmake bin/lowkey "
+			 "share/man/man1/lowkey.1 share/man/man1/lowkey-trace.1 "
+			 "share/bash-completion/completions/lowkey", prefix), 0);
 	assert_int_equal(lkt_sh(&r, "LD_LIBRARY_PATH='%s'/lib:'%s'/lib64 '%s'/bin/lowkey --version",
 				prefix, prefix, prefix), 0);
 }

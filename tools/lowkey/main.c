@@ -111,7 +111,7 @@ static void usage(FILE *out)
 		for (const struct lk_cli_command *c = __start_lk_cli_commands; c < __stop_lk_cli_commands; c++)
 			fprintf(out, "   %-10s %s\n", c->name, c->summary);
 	}
-	fprintf(out, "\nSee 'lowkey help COMMAND' for a command's options.\n");
+	fprintf(out, "\nSee 'lowkey help COMMAND' for a command's manual, 'lowkey COMMAND --help' for its options.\n");
 }
 
 int main(int argc, char **argv)
