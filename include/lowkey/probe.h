@@ -153,10 +153,15 @@ LK_API const char *lk_probe_type_name(enum lk_probe_type type);
 enum lk_trace_format {
 	LK_TRACE_CTF = 0,	/* a CTF 1.8 trace directory */
 	LK_TRACE_JSON = 1,	/* a Chrome Trace Event JSON file (written at lk_trace_stop) */
+	LK_TRACE_PERFETTO = 2,	/* a Perfetto protobuf trace, .pftrace (written at lk_trace_stop) */
 };
 
 #define LK_TRACE_CPUTIME 0x1	/* record each event's thread CPU time (lk_thread_cputime_ns) */
 #define LK_TRACE_FIXED_BUFFER 0x2 /* a thread's ring never grows past buffer_size (see below) */
+#define LK_TRACE_OVERWRITE 0x4	/* flight recorder: keep each thread's newest events, write them
+				 * only at lk_trace_snapshot() (see below) */
+#define LK_TRACE_SCHED 0x8	/* record the threads' context switches: off-CPU time, preempted or
+				 * blocked, on the timeline (see below); needs perf_event_open */
 
 /*
  * Each thread records into a ring of buffer_size bytes, resident from its first event. While the
@@ -167,10 +172,11 @@ enum lk_trace_format {
  * dropped and counted as lost.
  */
 struct lk_trace_config {
-	const char *path;		/* the directory (CTF) or file (JSON) to write; required */
+	const char *path;		/* the directory (CTF) or file (JSON, Perfetto) to write; required */
 	enum lk_trace_format format;
 	size_t buffer_size;		/* bytes per thread, rounded up to a power of two; 0: 2 MiB */
-	unsigned int flags;		/* LK_TRACE_CPUTIME, LK_TRACE_FIXED_BUFFER */
+	unsigned int flags;		/* LK_TRACE_CPUTIME, LK_TRACE_FIXED_BUFFER, LK_TRACE_OVERWRITE,
+					 * LK_TRACE_SCHED */
 	unsigned int flush_ms;		/* longest a written event waits in its buffer; 0: 100 ms */
 };
 
@@ -209,6 +215,54 @@ struct lk_trace_stats {
 LK__SAME_NAME_BEGIN
 LK_API int lk_trace_stats(struct lk_trace_stats *stats);
 LK__SAME_NAME_END
+
+/*
+ * Flight recorder. A trace started with LK_TRACE_OVERWRITE writes nothing while it runs: each
+ * thread's ring (buffer_size bytes, plus an eighth kept spare; it never grows) keeps the thread's
+ * newest events, the oldest overwritten whole, 8 sub-buffers at a time. Recording costs what it
+ * costs in a streaming trace. A snapshot writes what the rings hold as a complete trace (CTF, or
+ * JSON if the trace's format says so), consistent per thread: every event whole, each thread's
+ * events in order, and each stream's events_discarded counting exactly the events that thread
+ * recorded before (and, when it raced the snapshot, between) the ones written -- overwritten,
+ * or dropped as in a streaming trace. Threads that exited keep their ring until a snapshot has
+ * written it (at most 64 of them). lk_trace_stop() writes nothing more.
+ */
+
+/*
+ * lk_trace_snapshot - write what the running overwrite-mode trace holds to path: a new or empty
+ * directory (CTF) or a file (JSON). NULL: the trace's own path the first time, then PATH.1,
+ * PATH.2, ... (names in use are skipped). Snapshots may be taken as often as wanted; the recording
+ * goes on meanwhile (a thread that fills a sub-buffer being written uses the spare one, so it never
+ * waits).
+ *
+ * Costs: the rings' bytes written to the file system (64 MiB of rings in tens of milliseconds, see
+ * docs/BENCHMARKS.md), on the calling thread; it takes the trace's lock, so a concurrent
+ * lk_trace_start/stop waits for it. Not async-signal-safe (it allocates and takes locks): from a
+ * signal handler, call lk_trace_snapshot_request().
+ *
+ * Returns 0, or -ENOENT (no trace is running), -EINVAL (the running trace streams: it was not
+ * started with LK_TRACE_OVERWRITE), -EEXIST (path exists and is not an empty directory), -errno
+ * from creating or writing the output (lk_last_error() names the path).
+ */
+LK_API int lk_trace_snapshot(const char *path);
+
+/*
+ * lk_trace_snapshot_request - ask the trace's own thread to take a snapshot to the next default
+ * name (as lk_trace_snapshot(NULL)) as soon as it can. Async-signal-safe: an atomic increment
+ * and at most one futex wake-up. Requests that arrive while one is being taken are served by the
+ * next one. The first error a requested snapshot meets is returned by lk_trace_stop(). Returns 0,
+ * or -ENOENT when no overwrite-mode trace runs.
+ */
+LK_API int lk_trace_snapshot_request(void);
+
+/*
+ * lk_trace_snapshot_signal - from now on, signal sig requests a snapshot (as
+ * lk_trace_snapshot_request); 0 removes the handler and restores the one there was. A handler that
+ * was installed before is called after the request (the default action, such as SIGUSR2's
+ * termination, is not taken). Returns 0, or -EINVAL (sig is not a signal that may be caught).
+ * Not async-signal-safe.
+ */
+LK_API int lk_trace_snapshot_signal(int sig);
 
 /* ---- the control socket: enabling from outside (`lowkey trace --pid`) ---- */
 
@@ -472,8 +526,19 @@ template <typename T> inline uint64_t lk__arg_value(const T &v, struct lk__probe
 #define LK__ARG_DECL(i, x)                                                                    \
 	auto &&lk__ref##i = (x);                                                              \
 	struct lk__probe_view lk__view##i;                                                    \
-	const uint64_t lk__a##i = lk__arg_value(lk__ref##i, lk__view##i, lk__arg_tag<lk__arg_kind<decltype((x))>::how>());
+	const uint64_t lk__a##i = lk__arg_value(lk__ref##i, lk__view##i, lk__arg_tag<lk__arg_kind<decltype((x))>::how>()); \
+	LK__SDT_DECL(i, lk__arg_kind<decltype((x))>::how)
 #define LK__PROBE_TOO_MANY static_assert(false, "a probe takes at most 8 arguments")
+
+/* What an SDT note shows of an argument: its record value, but a string view's data pointer. */
+template <int How> inline uint64_t lk__sdt_value(uint64_t a)
+{
+	return a;
+}
+template <> inline uint64_t lk__sdt_value<LK__PROBE_VIEW>(uint64_t a)
+{
+	return reinterpret_cast<uintptr_t>(reinterpret_cast<const struct lk__probe_view *>(a)->ptr);
+}
 
 extern "C" {
 #endif
@@ -515,6 +580,7 @@ extern "C" {
 #define LK__PROBE_SITE(var, provider, event, kind, nargs, types, names)                       \
 	LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names);                \
 	static struct lk_key *const var##_slot = &var.key.key
+#define LK__PROBE_SLOT(var) (&var##_slot)
 #define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : LK__SYMBOL(&var##_slot))
 #define LK__PROBE_ON(var) LK__SITE_EXPECT(lk__branch_slot(&var##_slot, 0, 1), 0)
 #else
@@ -523,8 +589,117 @@ extern "C" {
 	struct var##_tag {                                                                    \
 		static constexpr struct lk_key *key() { return &var.key.key; }                \
 	}
+#define LK__PROBE_SLOT(var) (&lk__slot<var##_tag>::value)
 #define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : LK__SYMBOL(&lk__slot<var##_tag>::value))
 #define LK__PROBE_ON(var) LK__SITE_EXPECT(lk__branch_tag(var##_tag, 0, 1), 0)
+#endif
+
+/*
+ * USDT: each site also describes itself to perf, bpftrace, SystemTap and other readers of SDT
+ * notes. On the path that runs while the site is on, where its arguments are in registers, a
+ * `nop` is the probe point; an ELF note (.note.stapsdt, type 3, owner "stapsdt") names it
+ * provider:event (spans: event_begin and event_end), gives its address, a semaphore and the
+ * arguments' places ("-8@%rax": 8 bytes, signed, in %rax); .stapsdt.base lets a reader find where
+ * the object was loaded. The semaphore is a 2-byte counter in .probes that the kernel increments
+ * while a uprobe with its ref_ctr_offset is attached; an entry in __lk_probe_sdt (the slot's
+ * offset, then the semaphore's) lets the library find the site of each semaphore (see
+ * lk_probe_usdt_poll). Every copy of the code has its own note and semaphore, in the function's
+ * section group like the other entries. Arguments are their 64-bit record values: integers
+ * widened (signed ones -8, others 8), a double's bits, a string's or a pointer's address.
+ * -DLK_NO_SDT leaves all this out. The site itself is unchanged: while off, one NOP.
+ */
+#if !defined(LK_NO_SDT) && (defined(__x86_64__) || defined(__aarch64__) || (defined(__riscv) && __riscv_xlen == 64))
+#define LK__SDT 1
+#endif
+
+#ifdef LK__SDT
+#define LK__SDT_SUFFIX_LK_PROBE_EVENT ""
+#define LK__SDT_SUFFIX_LK_PROBE_COUNTER ""
+#define LK__SDT_SUFFIX_LK_PROBE_SPAN_BEGIN "_begin"
+#define LK__SDT_SUFFIX_LK_PROBE_SPAN_END "_end"
+
+/* Argument i: operand 3 + i; operand 1 is the packed types, operand 2 the count. */
+#define LK__SDT_ARG(i, op, sep)                                                               \
+	".if " LK__SYM(2) " > " #i "\n\t"                                                     \
+	".ascii \"" sep "\"\n\t"                                                              \
+	".if ((" LK__SYM(1) " >> (" #i " * 4)) & 15) == 1\n\t"                                \
+	".ascii \"-\"\n\t"                                                                    \
+	".endif\n\t"                                                                          \
+	".ascii \"8@%" #op "\"\n\t"                                                           \
+	".endif\n\t"
+
+#define LK__SDT_ASM(provider, name)                                                           \
+	"990: nop\n\t"                                                                        \
+	".pushsection .probes, \"aw?\", @progbits\n\t"                                        \
+	".balign 2\n"                                                                          \
+	"991: .2byte 0\n\t"                                                                   \
+	".popsection\n\t"                                                                     \
+	".pushsection .note.stapsdt, \"?\", @note\n\t"                                        \
+	".balign 4\n\t"                                                                       \
+	".4byte 993f - 992f, 995f - 994f, 3\n"                                                 \
+	"992: .asciz \"stapsdt\"\n"                                                            \
+	"993: .balign 4\n"                                                                     \
+	"994: .8byte 990b, _.stapsdt.base, 991b\n\t"                                          \
+	".asciz \"" provider "\"\n\t"                                                         \
+	".asciz \"" name "\"\n\t"                                                             \
+	LK__SDT_ARG(0, 3, "") LK__SDT_ARG(1, 4, " ") LK__SDT_ARG(2, 5, " ")                  \
+	LK__SDT_ARG(3, 6, " ") LK__SDT_ARG(4, 7, " ") LK__SDT_ARG(5, 8, " ")                 \
+	LK__SDT_ARG(6, 9, " ") LK__SDT_ARG(7, 10, " ")                                        \
+	".byte 0\n"                                                                            \
+	"995: .balign 4\n\t"                                                                  \
+	".popsection\n\t"                                                                     \
+	".ifndef _.stapsdt.base\n\t"                                                          \
+	".pushsection .stapsdt.base, \"aG\", @progbits, .stapsdt.base, comdat\n\t"           \
+	".weak _.stapsdt.base\n\t"                                                            \
+	".hidden _.stapsdt.base\n"                                                             \
+	"_.stapsdt.base: .space 1\n\t"                                                        \
+	".size _.stapsdt.base, 1\n\t"                                                         \
+	".popsection\n\t"                                                                     \
+	".endif\n\t"                                                                          \
+	".pushsection __lk_probe_sdt, \"aR?\", @progbits\n\t"                                 \
+	".balign 8\n\t"                                                                       \
+	".quad " LK__SYM(0) " - .\n\t"                                                          \
+	".quad 991b - .\n\t"                                                                  \
+	".popsection"
+
+/*
+ * Operands: used arguments in registers (x86-64 also takes constants, "$5", which its readers
+ * parse), unused ones as constants the note never names.
+ */
+#if defined(__x86_64__)
+#define LK__SDT_R(i) "nr"(LK__SDT_VAL(i))
+#else
+#define LK__SDT_R(i) "r"(LK__SDT_VAL(i))
+#endif
+#define LK__SDT_Z "n"(0)
+#define LK__SDT_OPS_0 LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z
+#define LK__SDT_OPS_1 LK__SDT_R(0), LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z
+#define LK__SDT_OPS_2 LK__SDT_R(0), LK__SDT_R(1), LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z
+#define LK__SDT_OPS_3 LK__SDT_R(0), LK__SDT_R(1), LK__SDT_R(2), LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z
+#define LK__SDT_OPS_4 LK__SDT_R(0), LK__SDT_R(1), LK__SDT_R(2), LK__SDT_R(3), LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z
+#define LK__SDT_OPS_5                                                                         \
+	LK__SDT_R(0), LK__SDT_R(1), LK__SDT_R(2), LK__SDT_R(3), LK__SDT_R(4), LK__SDT_Z, LK__SDT_Z, LK__SDT_Z
+#define LK__SDT_OPS_6                                                                         \
+	LK__SDT_R(0), LK__SDT_R(1), LK__SDT_R(2), LK__SDT_R(3), LK__SDT_R(4), LK__SDT_R(5), LK__SDT_Z, LK__SDT_Z
+#define LK__SDT_OPS_7                                                                         \
+	LK__SDT_R(0), LK__SDT_R(1), LK__SDT_R(2), LK__SDT_R(3), LK__SDT_R(4), LK__SDT_R(5), LK__SDT_R(6), LK__SDT_Z
+#define LK__SDT_OPS_8                                                                         \
+	LK__SDT_R(0), LK__SDT_R(1), LK__SDT_R(2), LK__SDT_R(3), LK__SDT_R(4), LK__SDT_R(5), LK__SDT_R(6), \
+		LK__SDT_R(7)
+
+#ifdef __cplusplus
+#define LK__SDT_VAL(i) lk__s##i
+#define LK__SDT_DECL(i, how) const uint64_t lk__s##i = lk__sdt_value<how>(lk__a##i);
+#else
+#define LK__SDT_VAL(i) lk__a##i
+#endif
+#define LK__PROBE_SDT(var, provider, event, kind, nargs, types)                               \
+	__asm__ __volatile__(LK__SDT_ASM(#provider, #event LK__SDT_SUFFIX_##kind)             \
+			     : /* no outputs */                                               \
+			     : LK__SYMBOL(LK__PROBE_SLOT(var)), "i"(types), "i"(nargs), LK__SDT_OPS_##nargs)
+#else
+#define LK__SDT_DECL(i, how)
+#define LK__PROBE_SDT(var, provider, event, kind, nargs, types) do { } while (0)
 #endif
 
 #define LK__ZEROS_0 LK__ZEROS_1 const uint64_t lk__a0 = 0;
@@ -549,6 +724,7 @@ extern "C" {
 		if (LK__PROBE_ON(var)) {                                                      \
 			decls                                                                 \
 			LK__ZEROS_##nargs                                                     \
+			LK__PROBE_SDT(var, provider, event, kind, nargs, types);              \
 			if (LK__HAS_STRINGS(types)) {                                         \
 				const uint64_t lk__vals[8] = { LK__ARGS8 };                   \
 				lk__probe_emit_slow(&var, nargs, lk__vals);                   \
@@ -647,7 +823,10 @@ static inline __attribute__((always_inline)) void lk__span_close(struct lk_probe
 		__extension__({                                                               \
 			LK__PROBE_ENTRY(begin);                                               \
 			LK__PROBE_ENTRY(end);                                                 \
-			LK__PROBE_ON(begin) && lk__probe_emit0(&begin) ? &end : NULL;         \
+			LK__PROBE_ON(begin) && __extension__({                                \
+				LK__PROBE_SDT(begin, provider, name, LK_PROBE_SPAN_BEGIN, 0, 0u); \
+				lk__probe_emit0(&begin);                                      \
+			}) ? &end : NULL;                                                     \
 		})
 
 LK_END_DECLS
