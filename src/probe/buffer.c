@@ -15,6 +15,9 @@
  * free space, or earlier, at the watermark where a quarter of the ring is used and the consumer
  * should be woken; or zero, when every event must come here (CPU time recorded, no trace running, the
  * buffer belonging to an older trace).
+ *
+ * In overwrite mode (the flight recorder) the ring is sub-buffers that the producer fills in turn
+ * and starts anew, oldest first, with no consumer to wait for; see "overwrite mode" below.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -151,6 +154,143 @@ static uint8_t *run_limit(const struct lk__probe_buffer *b, const uint8_t *rp, c
 	return (uint8_t *)wp;			/* caught up past size: the next record wraps */
 }
 
+/* ---- overwrite mode ---- */
+
+/*
+ * The flight recorder's ring: LK__SLOTS sub-buffers in sequence (0, 1, 2, ...; sub-buffer s is in
+ * slot s % LK__SLOTS) held in LK__SLOTS + 1 areas of area_size bytes, one of them spare. The
+ * producer fills its current area with the inline fast path as in streaming mode (fast_end is the
+ * area's end), and when a record does not fit, it closes the area and starts the next sub-buffer
+ * in the area of the oldest one, which leaves the ring. One producer (the thread) and one reader
+ * at a time (the snapshot lock: a snapshot, or the consumer counting ahead) share it:
+ *
+ *  - A reader holds an area by setting READING in its state (fetch_or, acq_rel), and lets it go
+ *    by clearing it (release). While it holds one, the producer never starts that area anew:
+ *    starting takes WRITING by a CAS from 0 (acq_rel), which fails on READING, and the producer
+ *    then takes the spare instead (the held area becomes the spare). The reader holds one area at
+ *    a time, so the spare is free whenever the slot's area is not. The reader's reads of the area
+ *    happen before its release of READING, which happens before the producer's CAS that later
+ *    starts the area anew: nothing is overwritten under a reader.
+ *  - A held area the producer is still in (WRITING) is read up to the producer's committed
+ *    position, loaded with acquire after the fetch_or: the records below it are complete (the
+ *    commit is a release after the record's stores), and the producer only appends after it; it
+ *    cannot leave and start the area anew while it is held.
+ *  - A closed area's used bytes (and seq) were stored before the producer cleared WRITING with a
+ *    release; the reader's fetch_or reads that clear or a later value, so it sees them.
+ *
+ * Counting what is overwritten exactly, without counting on the fast path: when sub-buffer s
+ * leaves the ring, the producer adds its events to `left` and stores that in the next oldest
+ * sub-buffer's `first` (events recorded before it) -- before the CAS that starts the new
+ * sub-buffer, so a reader that sees the new one (through that CAS, or a later release on the same
+ * state word) sees `first` too. An area's events are counted by the consumer in the background
+ * (lk__snapshot_count_ahead, woken every half ring), and by the producer itself only when the
+ * consumer has not got to it before it leaves the ring.
+ */
+static uint8_t *area_start(const struct lk__probe_buffer *b, unsigned int a)
+{
+	return b->data + (size_t)a * b->area_size;
+}
+
+static void rearm_overwrite(struct lk__probe_buffer *b, struct lk__probe_tls *t)
+{
+	if (lk__trace.cputime || __atomic_load_n(&lk__trace.stopping, __ATOMIC_ACQUIRE))
+		set_fast_end(t, 0);
+	else
+		set_fast_end(t, b->slow_end);
+}
+
+/* The events of area a's sub-buffer, counting them if no one has (its records are the producer's own). */
+static uint64_t area_events(struct lk__probe_buffer *b, unsigned int a)
+{
+	struct lk__area *ar = &b->areas[a];
+	uint64_t n = __atomic_load_n(&ar->count, __ATOMIC_ACQUIRE), none = LK__NONE;
+	const uint8_t *start = area_start(b, a);
+
+	if (n != LK__NONE)
+		return n;
+	n = lk__count_records(start, start + __atomic_load_n(&ar->used, __ATOMIC_RELAXED), lk__trace.cputime);
+	__atomic_compare_exchange_n(&ar->count, &none, n, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	return n;
+}
+
+/* Sub-buffer s - LK__SLOTS leaves the ring: what came before the next oldest is known now. */
+static void retire_oldest(struct lk__probe_buffer *b, uint64_t s)
+{
+	unsigned int k = (unsigned int)(s % LK__SLOTS);
+
+	b->left += area_events(b, b->slot_area[k]);
+	__atomic_store_n(&b->areas[b->slot_area[(k + 1) % LK__SLOTS]].first, b->left, __ATOMIC_RELEASE);
+}
+
+/* The area for slot k: its own, or the spare while a reader holds its own. LK__SLOTS + 1: none. */
+static unsigned int claim_area(struct lk__probe_buffer *b, unsigned int k)
+{
+	unsigned int a = b->slot_area[k], spare = b->spare, free_state = 0;
+
+	if (__atomic_compare_exchange_n(&b->areas[a].state, &free_state, LK__AREA_WRITING, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		return a;
+	free_state = 0;
+	if (!__atomic_compare_exchange_n(&b->areas[spare].state, &free_state, LK__AREA_WRITING, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return LK__SLOTS + 1;	/* cannot happen: one reader holds one area */
+	__atomic_store_n(&b->slot_area[k], spare, __ATOMIC_RELEASE);
+	b->spare = a;
+	return spare;
+}
+
+/*
+ * Close the current sub-buffer and start the next one; returns where the record goes (NULL: it
+ * cannot, counted as lost). The caller writes and commits it.
+ */
+static uint8_t *switch_area(struct lk__probe_buffer *b, struct lk__probe_tls *t)
+{
+	uint64_t s = b->seq == LK__NONE ? 0 : b->seq + 1;
+	unsigned int k = (unsigned int)(s % LK__SLOTS), a;
+	struct lk__area *ar;
+
+	if (b->seq != LK__NONE) {
+		ar = &b->areas[b->cur];
+		__atomic_store_n(&ar->used, (uint32_t)(t->committed - (uintptr_t)area_start(b, b->cur)), __ATOMIC_RELAXED);
+		__atomic_fetch_and(&ar->state, ~LK__AREA_WRITING, __ATOMIC_RELEASE);
+	}
+	if (s >= LK__SLOTS)
+		retire_oldest(b, s);
+	a = claim_area(b, k);
+	if (a > LK__SLOTS) {
+		b->slow_end = 0;
+		return NULL;
+	}
+	ar = &b->areas[a];
+	__atomic_store_n(&ar->count, LK__NONE, __ATOMIC_RELAXED);
+	__atomic_store_n(&ar->first, s ? LK__NONE : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ar->used, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ar->seq, s, __ATOMIC_RELAXED);	/* published by the commit's release */
+	b->cur = a;
+	__atomic_store_n(&b->seq, s, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->committed, (uintptr_t)area_start(b, a), __ATOMIC_RELEASE);
+	b->slow_end = (uintptr_t)(area_start(b, a) + b->area_size);
+	if (s % (LK__SLOTS / 2) == 0)
+		lk__consumer_wake();	/* count the closed sub-buffers before they come round */
+	return area_start(b, a);
+}
+
+/* A ring of sub-buffers for the running overwrite-mode trace (the mapping is set up). */
+static void attach_overwrite(struct lk__probe_buffer *b)
+{
+	b->area_size = b->size / LK__SLOTS;
+	for (unsigned int a = 0; a <= LK__SLOTS; a++)
+		b->areas[a] = (struct lk__area){ 0, 0, LK__NONE, LK__NONE, LK__NONE };
+	for (unsigned int k = 0; k < LK__SLOTS; k++)
+		b->slot_area[k] = k;
+	b->spare = LK__SLOTS;
+	b->cur = 0;
+	b->left = 0;
+	b->snapshotted = false;
+	__atomic_store_n(&b->seq, LK__NONE, __ATOMIC_RELAXED);
+	prctl(PR_GET_NAME, b->name, 0, 0, 0);	/* snapshots write it; the ring would lose it */
+}
+
 /*
  * Recompute slow_end and fast_end from the consumer's latest rp, and wake the consumer once a
  * quarter of the ring is used: the rest is the time it has to wake up, which in a virtual machine
@@ -161,10 +301,14 @@ static uint8_t *run_limit(const struct lk__probe_buffer *b, const uint8_t *rp, c
  */
 static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 {
-	uint8_t *rp = __atomic_load_n(&b->rp, __ATOMIC_ACQUIRE);
-	uint8_t *wp = (uint8_t *)t->committed, *limit, *stop;
+	uint8_t *rp, *wp = (uint8_t *)t->committed, *limit, *stop;
 	size_t used, mark = b->size / WAKE_FRACTION;
 
+	if (b->overwrite) {
+		rearm_overwrite(b, t);
+		return;
+	}
+	rp = __atomic_load_n(&b->rp, __ATOMIC_ACQUIRE);
 	settle(b, rp);
 	used = ring_used(b, rp, wp);
 	release_growth(b, rp, wp);
@@ -201,9 +345,11 @@ static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
  */
 static uint8_t *reserve(struct lk__probe_buffer *b, struct lk__probe_tls *t, uint32_t size)
 {
-	uint8_t *rp = __atomic_load_n(&b->rp, __ATOMIC_ACQUIRE);
-	uint8_t *wp = (uint8_t *)t->committed, *next;
+	uint8_t *rp, *wp = (uint8_t *)t->committed, *next;
 
+	if (b->overwrite)
+		return switch_area(b, t);
+	rp = __atomic_load_n(&b->rp, __ATOMIC_ACQUIRE);
 	settle(b, rp);
 	if (wp + size <= run_limit(b, rp, wp, ring_used(b, rp, wp))) {
 		if (wp + size > b->data + b->size)
@@ -306,7 +452,7 @@ static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, ui
 	uint8_t *p, *args;
 
 	*quick = t->committed + size <= b->slow_end;
-	if (size > b->size / 4 || !(p = *quick ? (uint8_t *)t->committed : reserve(b, t, (uint32_t)size))) {
+	if (size > (b->overwrite ? b->area_size : b->size / 4) || !(p = *quick ? (uint8_t *)t->committed : reserve(b, t, (uint32_t)size))) {
 		count_lost(b);
 		return false;
 	}
@@ -373,12 +519,14 @@ static uint8_t *map_ring(size_t size, size_t cap)
 static int attach(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 {
 	size_t size = trace_buffer_size();
-	size_t cap = lk__trace.config.flags & LK_TRACE_FIXED_BUFFER ? size : GROWTH * size;
+	bool overwrite = lk__trace.overwrite;
+	size_t cap = overwrite ? size + size / LK__SLOTS
+			       : lk__trace.config.flags & LK_TRACE_FIXED_BUFFER ? size : GROWTH * size;
 
 	/* Counted from here: a handler's event dropped while this runs belongs to the new trace. */
 	__atomic_store_n(&b->lost, 0, __ATOMIC_RELAXED);
 	if (b->cap != cap || b->size != size) {
-		uint8_t *data = map_ring(size, cap);
+		uint8_t *data = map_ring(overwrite ? cap : size, cap);	/* a flight recorder's is all in use */
 
 		if (!data)
 			return -1;
@@ -398,6 +546,9 @@ static int attach(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 	b->woke_at_rp = NULL;
 	b->lost_written = b->events = b->packets = 0;
 	b->fd = -1;
+	b->overwrite = overwrite;
+	if (overwrite)
+		attach_overwrite(b);
 	__atomic_store_n(&t->committed, (uintptr_t)b->data, __ATOMIC_RELEASE);
 	__atomic_store_n(&b->trace_gen, lk__trace.gen, __ATOMIC_RELEASE);
 	return 0;
@@ -408,6 +559,8 @@ static void record_thread_name(struct lk__probe_buffer *b, struct lk__probe_tls 
 	uint64_t name = (uintptr_t)b->name;
 	bool quick;
 
+	if (b->overwrite)
+		return;	/* snapshots write the name (attach_overwrite read it) */
 	prctl(PR_GET_NAME, b->name, 0, 0, 0);
 	write_record(b, t, LK__EVENT_THREAD_NAME, LK_PROBE_STR, true, 1, &name, &quick);
 }

@@ -10,6 +10,10 @@
  *
  * A write error (a full disk) stops the trace: the sites are turned off, what was written stays
  * (a packet is written whole or truncated away), and later data is dropped.
+ *
+ * In overwrite mode (the flight recorder) nothing is drained: the consumer takes the snapshots
+ * requested (lk_trace_snapshot_request: from signal handlers), counts the closed sub-buffers
+ * ahead of the producers, and frees the rings of exited threads once a snapshot has written them.
  */
 #include <errno.h>
 #include <limits.h>
@@ -20,6 +24,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <lowkey/error.h>
 
 #include "core/error.h"
 #include "probe/probe_internal.h"
@@ -231,6 +237,52 @@ static void drain_all(struct lk__trace *t, bool final)
 	}
 }
 
+/* ---- overwrite mode ---- */
+
+#define MAX_DEAD_RINGS 64	/* exited threads' rings kept for the next snapshot */
+
+/* The requested snapshots, as one: requests that arrive while it is taken are served by the next. */
+static void take_requested(struct lk__trace *t, unsigned int *served)
+{
+	unsigned int asked = __atomic_load_n(&t->snapshot_requests, __ATOMIC_ACQUIRE);
+	struct lk__snapshot_result r;
+	int err;
+
+	if (asked == *served)
+		return;
+	*served = asked;
+	err = lk__snapshot(NULL, &r, NULL, 0);
+	if (err && !t->snapshot_error) {
+		snprintf(t->snapshot_error_msg, sizeof(t->snapshot_error_msg), "a requested snapshot failed: %s",
+			 lk_last_error());
+		__atomic_store_n(&t->snapshot_error, err, __ATOMIC_RELEASE);
+	}
+}
+
+/*
+ * Free the rings of exited threads that a snapshot has written, and the oldest beyond
+ * MAX_DEAD_RINGS (the list holds the newest first). final: the trace ends; count what every ring
+ * dropped.
+ */
+static void keep_recent(struct lk__trace *t, bool final)
+{
+	struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE), *next;
+	unsigned int dead_kept = 0;
+
+	for (; b; b = next) {
+		bool ours = __atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) == t->gen;
+		bool gone = __atomic_load_n(&b->dead, __ATOMIC_ACQUIRE) && __atomic_load_n(&b->gone, __ATOMIC_ACQUIRE);
+		bool free_it = gone && (!ours || __atomic_load_n(&b->snapshotted, __ATOMIC_ACQUIRE) ||
+					++dead_kept > MAX_DEAD_RINGS);
+
+		next = b->next;
+		if (ours && (free_it || final))	/* once: final comes last, and a freed ring is gone */
+			__atomic_fetch_add(&t->lost, __atomic_load_n(&b->lost, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+		if (free_it)
+			unlink_and_free(b);
+	}
+}
+
 static void wait_while_held(void)
 {
 	struct timespec pause = { 0, 100000 };
@@ -258,15 +310,28 @@ static void *consumer_main(void *arg)
 {
 	struct lk__trace *t = arg;
 
+	unsigned int served = 0;
+
 	pthread_setname_np(pthread_self(), "lowkey-trace");
 	while (!__atomic_load_n(&stop_requested, __ATOMIC_SEQ_CST)) {
 		unsigned int seen = __atomic_load_n(&t->wake, __ATOMIC_SEQ_CST);
 
 		wait_while_held();
-		drain_all(t, false);
+		if (t->overwrite) {
+			take_requested(t, &served);
+			lk__snapshot_count_ahead();
+			keep_recent(t, false);
+		} else {
+			drain_all(t, false);
+		}
 		sleep_until_woken(t, seen);
 	}
-	drain_all(t, true);
+	if (t->overwrite) {
+		take_requested(t, &served);
+		keep_recent(t, true);
+	} else {
+		drain_all(t, true);
+	}
 	return NULL;
 }
 

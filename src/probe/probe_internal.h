@@ -36,6 +36,24 @@ static inline uint64_t lk__pad(size_t offset)
 #define LK__EVENT_THREAD_NAME 1	/* one string: the thread's name */
 #define LK__FIRST_SITE_ID 16
 
+/*
+ * Overwrite mode: a thread's ring is LK__SLOTS sub-buffers ("slots", in sequence) held in
+ * LK__SLOTS + 1 equal areas of memory, one of them spare. An area's fields are atomics: the
+ * producer writes them, a snapshot reads them (buffer.c gives the protocol).
+ */
+#define LK__SLOTS 8
+#define LK__NONE UINT64_MAX		/* no such sequence number, count not known yet */
+#define LK__AREA_WRITING 0x1u		/* the producer writes here (its current sub-buffer) */
+#define LK__AREA_READING 0x2u		/* a reader holds it: the producer does not start it anew */
+
+struct lk__area {
+	unsigned int state;		/* LK__AREA_WRITING | LK__AREA_READING */
+	uint32_t used;			/* bytes of records, once closed */
+	uint64_t seq;			/* the sub-buffer it holds: 0, 1, 2, ... */
+	uint64_t count;			/* its events, once counted; LK__NONE before */
+	uint64_t first;			/* events the thread recorded before it; LK__NONE until known */
+};
+
 /* One thread's ring buffer. Created by the thread, drained and freed by the consumer. */
 struct lk__probe_buffer {
 	/* the producer's hot fields (its TLS); read by the consumer only under the hazard below */
@@ -73,6 +91,17 @@ struct lk__probe_buffer {
 	int gone;
 	bool retired;			/* consumer: dead, drained, its stream closed */
 
+	/* overwrite mode (LK_TRACE_OVERWRITE): sub-buffers, see buffer.c and snapshot.c */
+	bool overwrite;
+	bool snapshotted;		/* dead, and written by a snapshot since: may be freed */
+	size_t area_size;		/* bytes of one sub-buffer: size / LK__SLOTS */
+	unsigned int cur;		/* producer: the area it writes */
+	unsigned int spare;		/* producer: the area no slot holds */
+	uint64_t left;			/* producer: events in sub-buffers that left the ring */
+	uint64_t seq;			/* the newest sub-buffer's number; LK__NONE before the first */
+	unsigned int slot_area[LK__SLOTS];	/* slot seq % LK__SLOTS: the area holding it */
+	struct lk__area areas[LK__SLOTS + 1];
+
 	struct lk__probe_buffer *next;
 };
 
@@ -100,6 +129,11 @@ struct lk__trace {
 	unsigned int threads;
 	int error;			/* the first output error; stops the trace */
 	char error_msg[256];
+	bool overwrite;			/* LK_TRACE_OVERWRITE: keep the newest events, write on snapshots */
+	unsigned int snapshot_requests;	/* lk_trace_snapshot_request(): the consumer takes them */
+	unsigned int snapshots;		/* taken, for the next default name (snapshot lock) */
+	int snapshot_error;		/* the first failure of a requested snapshot */
+	char snapshot_error_msg[512];
 	int sites_error;		/* the first failure to turn sites on while tracing */
 	char sites_error_msg[512];
 };
@@ -221,6 +255,38 @@ void lk__buffer_free(struct lk__probe_buffer *b);
 
 /* In a forked child: this thread has no buffer (the list it was on is gone). */
 void lk__probe_forget_thread(void);
+
+/* ---- snapshot.c: the flight recorder's reader ---- */
+
+/* What one snapshot wrote. */
+struct lk__snapshot_result {
+	uint64_t events;		/* events written */
+	uint64_t discarded;		/* events the threads recorded before and between them: overwritten or dropped */
+	uint64_t bytes;
+	unsigned int threads;
+};
+
+/* The size of the record at p, at most avail bytes; 0 if it makes no sense. Any context. */
+size_t lk__record_size(const uint8_t *p, size_t avail, bool cputime);
+
+/* Records in [p, end), walked by their sizes (the producer's, for a sub-buffer no one counted). */
+uint64_t lk__count_records(const uint8_t *p, const uint8_t *end, bool cputime);
+
+/* Count the closed sub-buffers no one has counted yet, unless a snapshot is being taken. Consumer. */
+void lk__snapshot_count_ahead(void);
+
+/*
+ * Write what the rings of the running overwrite-mode trace hold to path (NULL: the next default
+ * name, see lk_trace_snapshot), under the snapshot lock: one reader at a time. The caller keeps
+ * the trace running (holds the trace mutex, or is the consumer). The path written goes to
+ * written. 0 or -errno with lk__fail's message.
+ */
+int lk__snapshot(const char *path, struct lk__snapshot_result *r, char *written, size_t len);
+
+/* ---- trace.c ---- */
+
+/* lk_trace_snapshot with what it wrote: takes the trace mutex and checks the trace's mode. */
+int lk__trace_snapshot(const char *path, struct lk__snapshot_result *r, char *written, size_t len);
 
 /* ---- consumer.c ---- */
 

@@ -199,8 +199,8 @@ static void probe_dso_load(struct lk__dso_rt *dso)
 	}
 	if (nsites == before || !lk__trace.running)
 		return;
-	/* Describe the new sites before any of them can record. */
-	err = lk__ctf_write_metadata(&lk__trace);
+	/* Describe the new sites before any of them can record (a flight recorder's snapshots do it). */
+	err = lk__trace.overwrite ? 0 : lk__ctf_write_metadata(&lk__trace);
 	if (!err)
 		err = lk__probe_apply_rules_locked(true);
 	if (err)

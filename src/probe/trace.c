@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +68,13 @@ static int check_config(const struct lk_trace_config *c)
 				c->buffer_size, MAX_BUFFER);
 	if (c->buffer_size && c->buffer_size < 4096)
 		return lk__fail(-EINVAL, "lk_trace_start: buffer_size %zu is under 4096 bytes", c->buffer_size);
-	if (c->flags & ~(unsigned int)(LK_TRACE_CPUTIME | LK_TRACE_FIXED_BUFFER))
+	if (c->flags & ~(unsigned int)(LK_TRACE_CPUTIME | LK_TRACE_FIXED_BUFFER | LK_TRACE_OVERWRITE))
 		return lk__fail(-EINVAL, "lk_trace_start: unknown flags %#x", c->flags);
+	if ((c->flags & LK_TRACE_OVERWRITE) && c->format != LK_TRACE_CTF && c->format != LK_TRACE_JSON)
+		return lk__fail(-EINVAL, "lk_trace_start: snapshots of an overwrite-mode trace are written as CTF or "
+				"JSON: choose one of them as the format");
 	return 0;
+
 }
 
 /* An absolute path (the process may chdir), without requiring the file to exist. */
@@ -176,6 +181,11 @@ static int start_locked(const struct lk_trace_config *config)
 	if (!t->config.flush_ms)
 		t->config.flush_ms = DEFAULT_FLUSH_MS;
 	t->cputime = config->flags & LK_TRACE_CPUTIME;
+	t->overwrite = config->flags & LK_TRACE_OVERWRITE;
+	t->snapshots = 0;
+	__atomic_store_n(&t->snapshot_requests, 0, __ATOMIC_RELAXED);
+	t->snapshot_error = 0;
+	t->snapshot_error_msg[0] = 0;
 	/* lk_trace_stats may read these from another thread meanwhile */
 	__atomic_store_n(&t->events, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t->lost, 0, __ATOMIC_RELAXED);
@@ -186,8 +196,12 @@ static int start_locked(const struct lk_trace_config *config)
 	t->sites_error = 0;
 	t->sites_error_msg[0] = 0;
 
-	err = prepare_output(t, config->path);
-	if (!err)
+	/* A flight recorder writes nothing until a snapshot (snapshot.c), which makes its own output. */
+	if (t->overwrite)
+		err = (t->path = absolute(config->path)) ? 0 : lk__fail(-ENOMEM, "lk_trace_start: out of memory");
+	else
+		err = prepare_output(t, config->path);
+	if (!err && !t->overwrite)
 		err = lk__ctf_open(t);
 	if (err)
 		goto fail;
@@ -195,7 +209,7 @@ static int start_locked(const struct lk_trace_config *config)
 	__atomic_add_fetch(&t->gen, 1, __ATOMIC_RELEASE);
 
 	lk__registry_lock();
-	err = lk__ctf_write_metadata(t);
+	err = t->overwrite ? 0 : lk__ctf_write_metadata(t);
 	lk__registry_unlock();
 	if (!err)
 		err = lk__consumer_start();
@@ -267,7 +281,7 @@ static int stop_locked(void)
 
 	measure_tsc_rate(t);
 	lk__registry_lock();
-	err = t->error ? 0 : lk__ctf_write_metadata(t);
+	err = t->error || t->overwrite ? 0 : lk__ctf_write_metadata(t);
 	lk__registry_unlock();
 	lk__ctf_close(t);
 	__atomic_store_n(&t->running, false, __ATOMIC_RELEASE);
@@ -277,7 +291,7 @@ static int stop_locked(void)
 		lk__fail(t->error, "%s", t->error_msg);
 		err = t->error;
 	}
-	if (!err && t->config.format == LK_TRACE_JSON) {
+	if (!err && t->config.format == LK_TRACE_JSON && !t->overwrite) {
 		err = lk__json_convert(t->ctf_dir, t->path, msg, sizeof(msg));
 		if (err)
 			lk__fail(err, "%s", msg);
@@ -286,6 +300,8 @@ static int stop_locked(void)
 	}
 	if (!err && t->sites_error)
 		err = lk__fail(t->sites_error, "%s", t->sites_error_msg);
+	if (!err && t->snapshot_error)
+		err = lk__fail(t->snapshot_error, "%s", t->snapshot_error_msg);
 	free_paths(t);
 	return err;
 }
@@ -299,6 +315,76 @@ LK_API int lk_trace_stop(void)
 		err = lk__fail(-ENOENT, "lk_trace_stop: no trace is running");
 	else
 		err = stop_locked();
+	pthread_mutex_unlock(&lk__trace_mutex);
+	return err;
+}
+
+/* ---- the flight recorder's snapshots (snapshot.c writes them) ---- */
+
+int lk__trace_snapshot(const char *path, struct lk__snapshot_result *r, char *written, size_t len)
+{
+	int err;
+
+	pthread_mutex_lock(&lk__trace_mutex);
+	if (!lk__trace.running || lk__trace.stopping)
+		err = lk__fail(-ENOENT, "lk_trace_snapshot: no trace is running");
+	else if (!lk__trace.overwrite)
+		err = lk__fail(-EINVAL, "lk_trace_snapshot: the running trace streams everything to %s; snapshots are "
+			       "for a flight recorder, a trace started with LK_TRACE_OVERWRITE (lowkey trace --overwrite, "
+			       "LOWKEY_TRACE_MODE=overwrite)", lk__trace.path);
+	else
+		err = lk__snapshot(path, r, written, len);
+	pthread_mutex_unlock(&lk__trace_mutex);
+	return err;
+}
+
+LK_API int lk_trace_snapshot(const char *path)
+{
+	struct lk__snapshot_result r;
+
+	return lk__trace_snapshot(path, &r, NULL, 0);
+}
+
+LK_API int lk_trace_snapshot_request(void)
+{
+	if (!__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) || !__atomic_load_n(&lk__trace.overwrite, __ATOMIC_RELAXED))
+		return -ENOENT;	/* no message: lk__fail is not async-signal-safe */
+	__atomic_fetch_add(&lk__trace.snapshot_requests, 1, __ATOMIC_RELEASE);
+	lk__consumer_wake();
+	return 0;
+}
+
+static struct sigaction snapshot_old_action;
+static int snapshot_sig;
+
+static void snapshot_on_signal(int sig, siginfo_t *info, void *ctx)
+{
+	int saved = errno;
+
+	lk_trace_snapshot_request();
+	errno = saved;
+	if (snapshot_old_action.sa_flags & SA_SIGINFO)
+		snapshot_old_action.sa_sigaction(sig, info, ctx);
+	else if (snapshot_old_action.sa_handler != SIG_DFL && snapshot_old_action.sa_handler != SIG_IGN)
+		snapshot_old_action.sa_handler(sig);
+}
+
+LK_API int lk_trace_snapshot_signal(int sig)
+{
+	struct sigaction sa = { .sa_sigaction = snapshot_on_signal, .sa_flags = SA_SIGINFO | SA_RESTART };
+	int err = 0;
+
+	if (sig < 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP)
+		return lk__fail(-EINVAL, "lk_trace_snapshot_signal: %d is not a signal that can be caught", sig);
+	pthread_mutex_lock(&lk__trace_mutex);
+	if (snapshot_sig)
+		sigaction(snapshot_sig, &snapshot_old_action, NULL);
+	snapshot_sig = 0;
+	sigemptyset(&sa.sa_mask);
+	if (sig && sigaction(sig, &sa, &snapshot_old_action) != 0)
+		err = lk__fail(-errno, "lk_trace_snapshot_signal: cannot handle signal %d: %s", sig, strerror(errno));
+	else if (sig)
+		snapshot_sig = sig;
 	pthread_mutex_unlock(&lk__trace_mutex);
 	return err;
 }
