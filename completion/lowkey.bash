@@ -15,10 +15,10 @@ _lowkey_bin()
 	printf '%s\n' "$bin"
 }
 
-# Lowkey's commands, from `lowkey help`: "   name   summary" lines.
+# Lowkey's commands, from `lowkey help`: the "   name   summary" lines under "Commands:".
 _lowkey_commands()
 {
-	"$(_lowkey_bin)" help 2>/dev/null | awk '/^   [a-z]/ { print $1 }'
+	"$(_lowkey_bin)" help 2>/dev/null | awk '/^Commands:/ { c = 1; next } /^$/ { c = 0 } c && /^   [a-z]/ { print $1 }'
 }
 
 # A command's options from its help text: the option lines ("  -e, --event GLOB  ...") and the

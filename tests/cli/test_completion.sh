@@ -89,7 +89,7 @@ reject()
 expect "lowkey " stat trace list report help version --help --version
 expect "lowkey st" stat
 reject "lowkey st" trace list
-for cmd in $("$lowkey" help | awk '/^   [a-z]/ { print $1 }'); do
+for cmd in $("$lowkey" help | awk '/^Commands:/ { c = 1; next } /^$/ { c = 0 } c && /^   [a-z]/ { print $1 }'); do
 	expect "lowkey ${cmd:0:2}" "$cmd"
 done
 expect "lowkey help tr" trace

@@ -79,7 +79,7 @@ check_page()
 	done
 }
 
-commands=$("$lowkey" help | awk '/^   [a-z]/ { print $1 }')
+commands=$("$lowkey" help | awk '/^Commands:/ { c = 1; next } /^$/ { c = 0 } c && /^   [a-z]/ { print $1 }')
 [ -n "$commands" ] || fail "'$lowkey help' lists no commands"
 [ -f "$mandir/lowkey.1" ] || fail "no $mandir/lowkey.1"
 check_page "$mandir/lowkey.1"
