@@ -20,6 +20,7 @@
 #include "core/json.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
+#include "report_html.h"
 
 struct samples {
 	double *v;
@@ -470,36 +471,44 @@ static void free_report(struct report *rep)
 }
 
 static const char report_usage[] =
-	"usage: lowkey report [--json] TRACE\n"
+	"usage: lowkey report [--json | --html OUT] TRACE\n"
 	"\n"
 	"Summarize a lowkey CTF trace: events by name (count, rate), spans (durations p50/p99/max by\n"
 	"wall time and, when the trace recorded it with --cputime, by thread CPU time), counter tracks,\n"
 	"threads, and events lost to full buffers.\n"
 	"\n"
-	"  --json      print the summary as JSON\n";
+	"  --json      print the summary as JSON\n"
+	"  --html OUT  write one self-contained HTML page to OUT ('-': standard output): latency\n"
+	"              histograms, a per-thread timeline of spans, counters as line charts, the tables\n";
 
 static int report_run(int argc, char **argv)
 {
-	static const struct option opts[] = { { "json", no_argument, NULL, 'j' }, { NULL, 0, NULL, 0 } };
+	static const struct option opts[] = { { "json", no_argument, NULL, 'j' },
+					      { "html", required_argument, NULL, 'H' },
+					      { NULL, 0, NULL, 0 } };
 	const struct lk__reader_ops ops = { stream_begin, on_event, stream_end };
 	struct lk__trace_reader r;
 	struct report rep = { 0 };
 	bool json = false;
+	const char *html = NULL;
 	char err[512];
 	int c, rc;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
-		if (c != 'j') {
+		if (c != 'j' && c != 'H') {
 			fputs(report_usage, stderr);
 			return LK_EXIT_USAGE;
 		}
-		json = true;
+		json |= c == 'j';
+		html = c == 'H' ? optarg : html;
 	}
-	if (optind != argc - 1) {
+	if (optind != argc - 1 || (json && html)) {
 		fputs(report_usage, stderr);
 		return LK_EXIT_USAGE;
 	}
+	if (html)
+		return lk_report_html(argv[optind], html);
 	rc = lk__reader_open(&r, argv[optind], err, sizeof(err));
 	if (rc) {
 		lk_cli_error("report", "record a trace with `lowkey trace` (CTF, the default format)", "%s", err);

@@ -1,0 +1,51 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# browser_test.sh KIND LOWKEY HTML_TARGET [LOCKS_VICTIM]: make one of lowkey's HTML pages and load
+# it in headless Chromium (check_page.py says what is checked). Exit 77 (skipped) where Chromium
+# or python3 is missing, saying so.
+set -eu
+export LC_ALL=C
+kind=$1 lowkey=$2 target=$3
+here=$(cd "$(dirname "$0")" && pwd)
+chromium=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$chromium" ]; then
+	echo "SKIP: no chromium (Debian package chromium, in deps/html.deps)"
+	exit 77
+fi
+if ! command -v python3 >/dev/null; then
+	echo "SKIP: no python3"
+	exit 77
+fi
+dir=$(mktemp -d "${TMPDIR:-/tmp}/lkt-html.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+page=$dir/$kind.html
+check() {
+	python3 "$here/check_page.py" "$chromium" "$page" "$dir/$kind.png" "$@"
+}
+case $kind in
+report)
+	"$lowkey" trace -c -o "$dir/t.ctf" -- "$target"
+	"$lowkey" report --html "$page" "$dir/t.ctf"
+	# 3 span events x (wall, CPU), the timeline with the 4 threads' spans, 2 counters, 2 tables;
+	# the palette's first three colours are the span events' (app:execute, app:parse, app:request)
+	check --expect svg.histogram=6 --expect "rect.bar>=18" --expect svg.timeline=1 --expect rect.lane=4 \
+	      --expect "rect.span>=50" --expect svg.line=2 --expect polyline=2 --expect table=2 --expect script=0 \
+	      --text "app:request: wall time (360 spans)" --text "worker-2" \
+	      --colour 4e79a7 --colour f28e2b --colour 59a14f
+	;;
+hostile)
+	# a thread name that is markup, and an event name with markup and a byte that is not UTF-8
+	"$lowkey" trace -o "$dir/t.ctf" -- "$target" '</svg><script>'
+	hostile=$(printf '</svg><script>alert(1)</script>\377')
+	for f in "$dir/t.ctf/.lowkey-index" "$dir/t.ctf/metadata"; do
+		[ -f "$f" ] && grep -q latency_us "$f" && sed -i "s#latency_us#$hostile#g" "$f" && break
+	done
+	"$lowkey" report --html "$page" "$dir/t.ctf"
+	check --expect script=0 --expect svg.histogram=3 --expect svg.line=2 \
+	      --text '</svg><script> (' --text 'app:</svg><script>alert(1)</script>'
+	;;
+*)
+	echo "unknown page kind $kind" >&2
+	exit 2
+	;;
+esac

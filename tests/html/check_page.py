@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Load one of lowkey's HTML pages in headless Chromium and check that it rendered.
+
+  check_page.py CHROMIUM PAGE.html PNG [--expect SELECTOR=N | SELECTOR>=N]... [--colour RRGGBB]...
+                [--text STRING]...
+
+1. The page is self-contained: its source names no http(s) or protocol-relative resource, and
+   Chromium runs with every host name unresolvable, so a fetch would fail and show in its log.
+2. Chromium's log (--enable-logging=stderr) has no console message and no network error: the
+   pages have no script of their own, so any console line is an error.
+3. The DOM after parsing (--dump-dom) holds the expected elements: SELECTOR is tag or tag.class
+   (e.g. svg.histogram, rect.bar); the count is exact (=) or a minimum (>=). --text STRING must
+   appear in the DOM's text, escaped markup included.
+4. A screenshot of the whole page is not blank: it has more than a few colours, and each --colour
+   (a chart's fill) covers at least 40 pixels. The PNG is decoded here (zlib, struct).
+
+Exits 0 if all holds, 1 with the reasons otherwise.
+"""
+import html.parser
+import re
+import struct
+import subprocess
+import sys
+import zlib
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+         "--disable-extensions", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND"]
+
+
+class Counter(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.counts = {}
+        self.text = []
+
+    def handle_starttag(self, tag, attrs):
+        self.counts[tag] = self.counts.get(tag, 0) + 1
+        for name, value in attrs:
+            if name == "class" and value:
+                for cls in value.split():
+                    key = tag + "." + cls
+                    self.counts[key] = self.counts.get(key, 0) + 1
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def paeth(a, b, c):
+    p = a + b - c
+    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+    if pa <= pb and pa <= pc:
+        return a
+    return b if pb <= pc else c
+
+
+def png_colours(path):
+    """{(r, g, b): pixels} of an 8-bit RGB or RGBA PNG."""
+    data = open(path, "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG")
+    pos, idat, width = 8, [], 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            if depth != 8 or ctype not in (2, 6) or interlace:
+                raise ValueError("unexpected PNG format: depth %d, colour type %d" % (depth, ctype))
+            bpp = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat.append(body)
+        pos += 12 + length
+    raw = zlib.decompress(b"".join(idat))
+    stride = width * bpp
+    prev = bytearray(stride)
+    colours = {}
+    for y in range(height):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        if f == 1:
+            for i in range(bpp, stride):
+                line[i] = (line[i] + line[i - bpp]) & 255
+        elif f == 2:
+            line = bytearray((a + b) & 255 for a, b in zip(line, prev))
+        elif f == 3:
+            for i in range(stride):
+                left = line[i - bpp] if i >= bpp else 0
+                line[i] = (line[i] + ((left + prev[i]) >> 1)) & 255
+        elif f == 4:
+            for i in range(stride):
+                left = line[i - bpp] if i >= bpp else 0
+                up_left = prev[i - bpp] if i >= bpp else 0
+                line[i] = (line[i] + paeth(left, prev[i], up_left)) & 255
+        for x in range(0, stride, bpp):
+            key = bytes(line[x:x + 3])
+            colours[key] = colours.get(key, 0) + 1
+        prev = line
+    return colours, width, height
+
+
+def chromium(binary, args, page):
+    return subprocess.run([binary] + FLAGS + args + ["file://" + page], capture_output=True, text=True,
+                          errors="replace", timeout=120)
+
+
+def main(argv):
+    binary, page, png = argv[1:4]
+    expects, colours, texts = [], [], []
+    it = iter(argv[4:])
+    for opt in it:
+        value = next(it)
+        {"--expect": expects, "--colour": colours, "--text": texts}[opt].append(value)
+    errors = []
+
+    source = open(page, encoding="utf-8").read()    # raises if the page is not valid UTF-8
+    for m in re.finditer(r'''(?:src|href)\s*=\s*["']?\s*((?:https?:)?//[^"' >]*)''', source, re.I):
+        errors.append("the page loads %s: it must be self-contained" % m.group(1))
+
+    dom = chromium(binary, ["--enable-logging=stderr", "--v=0", "--dump-dom"], page)
+    if dom.returncode != 0:
+        errors.append("chromium --dump-dom exited %d: %s" % (dom.returncode, dom.stderr[-2000:]))
+    for line in dom.stderr.splitlines():
+        if ":CONSOLE" in line or "net::ERR" in line or "Uncaught" in line:
+            errors.append("browser log: " + line.strip())
+
+    parsed = Counter()
+    parsed.feed(dom.stdout)
+    for e in expects:
+        m = re.fullmatch(r"([\w.-]+)(>=|=)(\d+)", e)
+        key, op, want = m.group(1), m.group(2), int(m.group(3))
+        got = parsed.counts.get(key, 0)
+        if (op == "=" and got != want) or (op == ">=" and got < want):
+            errors.append("%s: %d in the DOM, wanted %s %d" % (key, got, op, want))
+    text = "".join(parsed.text)
+    for t in texts:
+        if t not in text:
+            errors.append("text %r is not in the page" % t)
+
+    shot = chromium(binary, ["--screenshot=" + png, "--window-size=1040,3000"], page)
+    if shot.returncode != 0:
+        errors.append("chromium --screenshot exited %d: %s" % (shot.returncode, shot.stderr[-2000:]))
+    else:
+        found, width, height = png_colours(png)
+        if len(found) < 8:
+            errors.append("the screenshot has %d colours: blank" % len(found))
+        for c in colours:
+            n = found.get(bytes.fromhex(c), 0)
+            if n < 40:
+                errors.append("colour #%s covers %d pixels of the screenshot: a chart did not render" % (c, n))
+        print("%s: %dx%d screenshot, %d colours; DOM: %s" % (page, width, height, len(found),
+              ", ".join("%s %d" % (k, parsed.counts.get(re.split("[>=]", k)[0], 0)) for k in expects)))
+    for e in errors:
+        print("FAIL: " + e)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,737 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Self-contained HTML reports: escaping, the page, tables and static SVG charts (html.h).
+ *
+ * Coordinates are written with one decimal: enough for a screen, and the pages stay small. Text
+ * widths are estimated (about 6.6 px a character at 11 px), which is what the layout needs to
+ * keep labels apart; long labels are cut, whole in their tooltip.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "html.h"
+
+/* ---- text ---- */
+
+#define REPLACEMENT "\xef\xbf\xbd"	/* U+FFFD */
+
+/* The length of the valid UTF-8 sequence at s (at most n bytes), or 0 (RFC 3629: no overlong
+ * forms, no surrogates, nothing past U+10FFFF). */
+static size_t utf8_sequence(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+	size_t len;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+	else
+		return 0;
+	if (n < len || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return len;
+}
+
+/* C0 and C1 controls but tab and newline: HTML calls them parse errors, XML forbids most. */
+static bool is_control(const unsigned char *s, size_t len)
+{
+	if (len == 1)
+		return (s[0] < 0x20 && s[0] != '\t' && s[0] != '\n') || s[0] == 0x7f;
+	return len == 2 && s[0] == 0xc2 && s[1] < 0xa0;
+}
+
+static const char *entity(unsigned char c)
+{
+	switch (c) {
+	case '&': return "&amp;";
+	case '<': return "&lt;";
+	case '>': return "&gt;";
+	case '"': return "&quot;";
+	case '\'': return "&#39;";
+	default: return NULL;
+	}
+}
+
+void lkh_text_n(FILE *f, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	for (size_t i = 0; i < n;) {
+		size_t k = utf8_sequence(p + i, n - i);
+		const char *e = k == 1 ? entity(p[i]) : NULL;
+
+		if (e)
+			fputs(e, f);
+		else if (!k || is_control(p + i, k))
+			fputs(REPLACEMENT, f);
+		else
+			fwrite(p + i, 1, k, f);
+		i += k ? k : 1;
+	}
+}
+
+void lkh_text(FILE *f, const char *s)
+{
+	if (s)
+		lkh_text_n(f, s, strlen(s));
+}
+
+void lkh_textf(FILE *f, const char *fmt, ...)
+{
+	char buf[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	lkh_text(f, buf);
+}
+
+/* The first max characters of s (an invalid byte counts as one), and an ellipsis if it was cut. */
+static void text_cut(FILE *f, const char *s, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s), i = 0, chars = 0;
+
+	while (i < n && chars < max) {
+		size_t k = utf8_sequence(p + i, n - i);
+
+		i += k ? k : 1;
+		chars++;
+	}
+	lkh_text_n(f, s, i);
+	if (i < n)
+		fputs("\xe2\x80\xa6", f);	/* U+2026 */
+}
+
+void lkh_fmt_ns(char *buf, size_t len, double ns)
+{
+	if (isnan(ns))
+		snprintf(buf, len, "-");
+	else if (fabs(ns) < 1e3)
+		snprintf(buf, len, "%.0f ns", ns);
+	else if (fabs(ns) < 1e6)
+		snprintf(buf, len, "%.3g us", ns / 1e3);
+	else if (fabs(ns) < 1e9)
+		snprintf(buf, len, "%.3g ms", ns / 1e6);
+	else
+		snprintf(buf, len, "%.3g s", ns / 1e9);
+}
+
+static void fmt_plain(char *buf, size_t len, double v)
+{
+	snprintf(buf, len, "%.3g", v);
+}
+
+/* ---- the page ---- */
+
+static const char page_style[] =
+	"body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1000px;"
+	"padding:0 16px;color:#222;background:#fff}\n"
+	"h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 6px;border-bottom:1px solid #ddd}\n"
+	"p{margin:4px 0 10px}.charts{display:flex;flex-wrap:wrap;gap:8px}\n"
+	"svg.chart{display:block;max-width:100%;height:auto;background:#fff}\n"
+	"svg text{font:11px system-ui,sans-serif;fill:#333}svg text.t{font-size:13px;font-weight:600}\n"
+	"svg .axis{stroke:#888;stroke-width:1}svg .grid{stroke:#eee;stroke-width:1}\n"
+	"table{border-collapse:collapse;margin:6px 0 12px;font-size:13px}\n"
+	"th,td{padding:3px 8px;border-bottom:1px solid #e4e4e4;text-align:left;vertical-align:top}\n"
+	"th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n"
+	"code{font-size:12px}\n";
+
+void lkh_page_begin(FILE *f, const char *title)
+{
+	fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+	      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>", f);
+	lkh_text(f, title);
+	fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<h1>", page_style);
+	lkh_text(f, title);
+	fputs("</h1>\n", f);
+}
+
+int lkh_page_end(FILE *f)
+{
+	fputs("</body>\n</html>\n", f);
+	if (fflush(f) != 0 || ferror(f))
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+void lkh_section(FILE *f, const char *heading, const char *note)
+{
+	fputs("<h2>", f);
+	lkh_text(f, heading);
+	fputs("</h2>\n", f);
+	if (note)
+		lkh_para(f, note);
+}
+
+void lkh_para(FILE *f, const char *text)
+{
+	fputs("<p>", f);
+	lkh_text(f, text);
+	fputs("</p>\n", f);
+}
+
+void lkh_paraf(FILE *f, const char *fmt, ...)
+{
+	char buf[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	lkh_para(f, buf);
+}
+
+/* ---- tables ---- */
+
+void lkh_table_begin(FILE *f, const char *const *headers, size_t n)
+{
+	fputs("<table>\n<tr>", f);
+	for (size_t i = 0; i < n; i++) {
+		fputs("<th>", f);
+		lkh_text(f, headers[i]);
+		fputs("</th>", f);
+	}
+	fputs("</tr>\n", f);
+}
+
+void lkh_row_begin(FILE *f)
+{
+	fputs("<tr>", f);
+}
+
+void lkh_cell(FILE *f, const char *text)
+{
+	fputs("<td>", f);
+	lkh_text(f, text);
+	fputs("</td>", f);
+}
+
+void lkh_cell_num(FILE *f, const char *text)
+{
+	fputs("<td class=\"n\">", f);
+	lkh_text(f, text);
+	fputs("</td>", f);
+}
+
+void lkh_cellf(FILE *f, const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	lkh_cell_num(f, buf);
+}
+
+void lkh_row_end(FILE *f)
+{
+	fputs("</tr>\n", f);
+}
+
+void lkh_table_end(FILE *f)
+{
+	fputs("</table>\n", f);
+}
+
+/* ---- charts: shared parts ---- */
+
+const char *lkh_color(size_t i)
+{
+	/* Tableau 10: told apart by most people, colour-blind ones included */
+	static const char *const palette[] = { "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
+					       "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac" };
+
+	return palette[i % (sizeof(palette) / sizeof(palette[0]))];
+}
+
+static void svg_begin(FILE *f, const char *kind, int width, int height, const char *title)
+{
+	fprintf(f, "<svg class=\"chart %s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		   "viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"", kind, width, height, width, height);
+	lkh_text(f, title);
+	fputs("\">\n<text class=\"t\" x=\"8\" y=\"16\">", f);
+	text_cut(f, title, (size_t)(width - 16) / 8);
+	fputs("</text>\n", f);
+}
+
+static void svg_end(FILE *f)
+{
+	fputs("</svg>\n", f);
+}
+
+static void svg_label(FILE *f, double x, double y, const char *anchor, const char *text)
+{
+	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">", x, y, anchor);
+	lkh_text(f, text);
+	fputs("</text>\n", f);
+}
+
+static void svg_line(FILE *f, const char *cls, double x1, double y1, double x2, double y2)
+{
+	fprintf(f, "<line class=\"%s\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", cls, x1, y1, x2, y2);
+}
+
+static void svg_no_data(FILE *f, int width, int height)
+{
+	svg_label(f, width / 2.0, height / 2.0, "middle", "no data");
+}
+
+/* A step of 1, 2 or 5 times a power of ten giving about `ticks` ticks over range. */
+static double nice_step(double range, int ticks)
+{
+	double raw = range / ticks, mag, r;
+
+	if (!(raw > 0) || !isfinite(raw))
+		return 1;
+	mag = pow(10, floor(log10(raw)));
+	r = raw / mag;
+	return (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10) * mag;
+}
+
+/* A linear axis's range: [lo, hi] widened to whole steps. */
+struct scale {
+	double lo, hi, step;
+	double p0, p1;		/* pixels of lo and hi */
+	bool log;
+};
+
+static void scale_linear(struct scale *s, double lo, double hi, double p0, double p1, int ticks)
+{
+	if (!(hi > lo)) {
+		double pad = fabs(lo) > 0 ? fabs(lo) * 0.1 : 1;
+
+		lo -= pad;
+		hi += pad;
+	}
+	s->step = nice_step(hi - lo, ticks);
+	s->lo = floor(lo / s->step) * s->step;
+	s->hi = ceil(hi / s->step) * s->step;
+	s->p0 = p0;
+	s->p1 = p1;
+	s->log = false;
+}
+
+/* A log axis: whole decades around [lo, hi] (both > 0). */
+static void scale_log(struct scale *s, double lo, double hi, double p0, double p1)
+{
+	s->lo = pow(10, floor(log10(lo)));
+	s->hi = pow(10, ceil(log10(hi)));
+	if (s->hi <= s->lo)
+		s->hi = s->lo * 10;
+	s->step = 10;
+	s->p0 = p0;
+	s->p1 = p1;
+	s->log = true;
+}
+
+static double scale_px(const struct scale *s, double v)
+{
+	double t = s->log ? (log10(v) - log10(s->lo)) / (log10(s->hi) - log10(s->lo)) : (v - s->lo) / (s->hi - s->lo);
+
+	return s->p0 + t * (s->p1 - s->p0);
+}
+
+/* The ticks of s: at each step (linear) or decade (log), at most 40. */
+static size_t scale_ticks(const struct scale *s, double *out, size_t max)
+{
+	size_t n = 0;
+
+	for (double v = s->lo; v <= s->hi * (1 + 1e-9) && n < max; v = s->log ? v * 10 : s->lo + s->step * (double)n)
+		out[n++] = fabs(v) < s->step * 1e-9 ? 0 : v;
+	return n;
+}
+
+/* ---- histogram ---- */
+
+#define HIST_W 470
+#define HIST_H 230
+#define HIST_LEFT 48
+#define HIST_RIGHT 26
+#define HIST_TOP 28
+#define HIST_BOTTOM 34
+#define PER_DECADE 5
+
+static void histogram_axes(FILE *f, int lo_decade, int decades, const struct scale *y)
+{
+	double ticks[40], plot_w = HIST_W - HIST_LEFT - HIST_RIGHT;
+	size_t n = scale_ticks(y, ticks, 40);
+	char buf[32];
+
+	for (size_t i = 0; i < n; i++) {
+		double py = scale_px(y, ticks[i]);
+
+		svg_line(f, "grid", HIST_LEFT, py, HIST_W - HIST_RIGHT, py);
+		snprintf(buf, sizeof(buf), "%.6g", ticks[i]);
+		svg_label(f, HIST_LEFT - 4, py + 4, "end", buf);
+	}
+	svg_line(f, "axis", HIST_LEFT, HIST_H - HIST_BOTTOM, HIST_W - HIST_RIGHT, HIST_H - HIST_BOTTOM);
+	for (int d = 0; d <= decades; d++) {
+		double px = HIST_LEFT + plot_w * d / decades;
+
+		svg_line(f, "axis", px, HIST_H - HIST_BOTTOM, px, HIST_H - HIST_BOTTOM + 4);
+		lkh_fmt_ns(buf, sizeof(buf), pow(10, lo_decade + d));
+		svg_label(f, px, HIST_H - HIST_BOTTOM + 16, "middle", buf);
+	}
+	svg_label(f, HIST_LEFT + plot_w / 2, HIST_H - 4, "middle", "duration (log scale); bars: how many");
+}
+
+static int bucket_of(double v, int lo_decade)
+{
+	return (int)floor((log10(v > 1 ? v : 1) - lo_decade) * PER_DECADE + 1e-9);
+}
+
+void lkh_histogram(FILE *f, const char *title, const double *v, size_t n, const char *color)
+{
+	double lo = INFINITY, hi = 1, plot_w = HIST_W - HIST_LEFT - HIST_RIGHT, bar_w;
+	uint64_t *counts, top = 0;
+	int lo_decade, decades, nb;
+	struct scale y;
+
+	svg_begin(f, "histogram", HIST_W, HIST_H, title);
+	for (size_t i = 0; i < n; i++) {
+		double d = v[i] > 1 ? v[i] : 1;	/* under a nanosecond (or none: CPU time) goes in 1 ns */
+
+		lo = d < lo ? d : lo;
+		hi = d > hi ? d : hi;
+	}
+	lo_decade = n ? (int)floor(log10(lo)) : 0;
+	decades = n ? (int)floor(log10(hi)) + 1 - lo_decade : 1;
+	nb = decades * PER_DECADE;
+	counts = n ? calloc((size_t)nb, sizeof(*counts)) : NULL;
+	if (!counts) {
+		svg_no_data(f, HIST_W, HIST_H);
+		svg_end(f);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int b = bucket_of(v[i], lo_decade);
+
+		counts[b < 0 ? 0 : b >= nb ? nb - 1 : b]++;
+	}
+	for (int b = 0; b < nb; b++)
+		top = counts[b] > top ? counts[b] : top;
+	scale_linear(&y, 0, (double)top, HIST_H - HIST_BOTTOM, HIST_TOP, 4);
+	histogram_axes(f, lo_decade, decades, &y);
+	bar_w = plot_w / nb;
+	for (int b = 0; b < nb; b++) {
+		double py = scale_px(&y, (double)counts[b]);
+		char from[32], to[32];
+
+		if (!counts[b])
+			continue;
+		lkh_fmt_ns(from, sizeof(from), pow(10, lo_decade + (double)b / PER_DECADE));
+		lkh_fmt_ns(to, sizeof(to), pow(10, lo_decade + (double)(b + 1) / PER_DECADE));
+		fprintf(f, "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
+			   "<title>%s to %s: %llu</title></rect>\n", HIST_LEFT + b * bar_w + 0.5, py, bar_w - 1,
+			HIST_H - HIST_BOTTOM - py, color, from, to, (unsigned long long)counts[b]);
+	}
+	free(counts);
+	svg_end(f);
+}
+
+/* ---- line chart ---- */
+
+#define LINE_W 940
+#define LINE_H 220
+#define LINE_LEFT 70
+#define LINE_RIGHT 30
+#define LINE_TOP 30
+#define LINE_BOTTOM 34
+
+static void line_axes(FILE *f, const struct scale *x, const struct scale *y, const char *y_label)
+{
+	double ticks[40];
+	size_t n = scale_ticks(y, ticks, 40);
+	char buf[32];
+
+	for (size_t i = 0; i < n; i++) {
+		double py = scale_px(y, ticks[i]);
+
+		svg_line(f, "grid", LINE_LEFT, py, LINE_W - LINE_RIGHT, py);
+		snprintf(buf, sizeof(buf), "%.6g", ticks[i]);
+		svg_label(f, LINE_LEFT - 4, py + 4, "end", buf);
+	}
+	n = scale_ticks(x, ticks, 40);
+	for (size_t i = 0; i < n; i++) {
+		double px = scale_px(x, ticks[i]);
+
+		svg_line(f, "axis", px, LINE_H - LINE_BOTTOM, px, LINE_H - LINE_BOTTOM + 4);
+		snprintf(buf, sizeof(buf), "%.6g s", ticks[i]);
+		svg_label(f, px, LINE_H - LINE_BOTTOM + 16, "middle", buf);
+	}
+	svg_line(f, "axis", LINE_LEFT, LINE_H - LINE_BOTTOM, LINE_W - LINE_RIGHT, LINE_H - LINE_BOTTOM);
+	svg_line(f, "axis", LINE_LEFT, LINE_TOP, LINE_LEFT, LINE_H - LINE_BOTTOM);
+	svg_label(f, LINE_LEFT + (LINE_W - LINE_LEFT - LINE_RIGHT) / 2.0, LINE_H - 4, "middle",
+		  "time since the trace's first event");
+	if (y_label) {
+		fprintf(f, "<text x=\"12\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 12 %d)\">",
+			(LINE_TOP + LINE_H - LINE_BOTTOM) / 2, (LINE_TOP + LINE_H - LINE_BOTTOM) / 2);
+		lkh_text(f, y_label);
+		fputs("</text>\n", f);
+	}
+}
+
+static void line_legend(FILE *f, const struct lkh_series *s, size_t n)
+{
+	double x = LINE_W - LINE_RIGHT;
+
+	for (size_t i = n; i-- > 0;) {
+		size_t len = strlen(s[i].name) < 30 ? strlen(s[i].name) : 30;
+
+		x -= 22 + 6.6 * (double)len;
+		fprintf(f, "<rect x=\"%.1f\" y=\"8\" width=\"12\" height=\"10\" fill=\"%s\"/>\n", x, lkh_color(i));
+		fprintf(f, "<text x=\"%.1f\" y=\"17\">", x + 16);
+		text_cut(f, s[i].name, 30);
+		fputs("</text>\n", f);
+	}
+}
+
+void lkh_line_chart(FILE *f, const char *title, const char *y_label, const struct lkh_series *s, size_t n)
+{
+	double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+	struct scale x, y;
+
+	svg_begin(f, "line", LINE_W, LINE_H, title);
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < s[i].n; k++) {
+			if (!isfinite(s[i].x[k]) || !isfinite(s[i].y[k]))
+				continue;
+			xlo = fmin(xlo, s[i].x[k]), xhi = fmax(xhi, s[i].x[k]);
+			ylo = fmin(ylo, s[i].y[k]), yhi = fmax(yhi, s[i].y[k]);
+		}
+	if (!isfinite(xlo)) {
+		svg_no_data(f, LINE_W, LINE_H);
+		svg_end(f);
+		return;
+	}
+	scale_linear(&x, xlo, xhi, LINE_LEFT, LINE_W - LINE_RIGHT, 10);
+	if (xlo >= 0 && xhi > xlo) {	/* time from 0 to the end, as the timeline */
+		x.lo = 0;
+		x.hi = xhi;
+	}
+	scale_linear(&y, ylo, yhi, LINE_H - LINE_BOTTOM, LINE_TOP, 4);
+	line_axes(f, &x, &y, y_label);
+	if (n > 1)
+		line_legend(f, s, n);
+	for (size_t i = 0; i < n; i++) {
+		fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", lkh_color(i));
+		for (size_t k = 0; k < s[i].n; k++)
+			if (isfinite(s[i].x[k]) && isfinite(s[i].y[k]))
+				fprintf(f, "%.1f,%.1f ", scale_px(&x, s[i].x[k]), scale_px(&y, s[i].y[k]));
+		fputs("\"><title>", f);
+		lkh_text(f, s[i].name);
+		fputs("</title></polyline>\n", f);
+	}
+	svg_end(f);
+}
+
+/* ---- grouped bar chart ---- */
+
+#define BARS_W 940
+#define BARS_LABEL 330		/* the groups' labels, right-aligned before the bars */
+#define BARS_RIGHT 80		/* room for the value at a bar's end */
+#define BARS_TOP 46
+#define BARS_BOTTOM 30
+#define BAR_H 12
+#define LABEL_CHARS 48
+
+static bool bars_range(const struct lkh_bars *b, double *lo, double *hi)
+{
+	*lo = INFINITY;
+	*hi = -INFINITY;
+	for (size_t i = 0; i < b->ngroups * b->nseries; i++)
+		if (isfinite(b->values[i])) {
+			*lo = fmin(*lo, b->values[i]);
+			*hi = fmax(*hi, b->values[i]);
+		}
+	return isfinite(*lo);
+}
+
+static void bars_legend(FILE *f, const struct lkh_bars *b)
+{
+	double x = BARS_LABEL;
+
+	for (size_t s = 0; s < b->nseries; s++) {
+		fprintf(f, "<rect x=\"%.1f\" y=\"24\" width=\"12\" height=\"10\" fill=\"%s\"/>\n", x, lkh_color(s));
+		fprintf(f, "<text x=\"%.1f\" y=\"33\">", x + 16);
+		text_cut(f, b->series[s], 40);
+		fputs("</text>\n", f);
+		x += 30 + 6.6 * (double)(strlen(b->series[s]) < 40 ? strlen(b->series[s]) : 40);
+	}
+}
+
+static void bars_axis(FILE *f, const struct scale *x, double bottom, void (*fmt)(char *, size_t, double))
+{
+	double ticks[40];
+	size_t n = scale_ticks(x, ticks, 40);
+	char buf[32];
+
+	for (size_t i = 0; i < n; i++) {
+		double px = scale_px(x, ticks[i]);
+
+		svg_line(f, "grid", px, BARS_TOP, px, bottom);
+		fmt(buf, sizeof(buf), ticks[i]);
+		svg_label(f, px, bottom + 14, "middle", buf);
+	}
+	svg_line(f, "axis", BARS_LABEL, BARS_TOP, BARS_LABEL, bottom);
+}
+
+static void bar(FILE *f, const struct lkh_bars *b, const struct scale *x, size_t g, size_t s, double y)
+{
+	double v = b->values[g * b->nseries + s], x0 = BARS_LABEL, x1;
+	char buf[48];
+
+	if (!isfinite(v)) {
+		fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"none\">", BARS_LABEL + 4, y + BAR_H - 2);
+		lkh_text(f, b->series[s]);
+		fputs(": none</text>\n", f);
+		return;
+	}
+	b->fmt(buf, sizeof(buf), v);
+	x1 = scale_px(x, x->log ? fmax(v, x->lo) : v);
+	if (x->log)
+		x0 = scale_px(x, x->lo);
+	fprintf(f, "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
+		x0, y, fmax(x1 - x0, 1), BAR_H, lkh_color(s));
+	lkh_text(f, b->groups[g]);
+	fputs(", ", f);
+	lkh_text(f, b->series[s]);
+	fprintf(f, ": %s</title></rect>\n", buf);
+	svg_label(f, fmax(x1, x0 + 1) + 4, y + BAR_H - 2, "start", buf);
+}
+
+void lkh_bar_chart(FILE *f, const struct lkh_bars *bars)
+{
+	struct lkh_bars b = *bars;
+	double lo, hi, group_h = (double)b.nseries * (BAR_H + 2) + 10, bottom = BARS_TOP + group_h * (double)b.ngroups;
+	int height = (int)bottom + BARS_BOTTOM;
+	struct scale x;
+
+	if (!b.fmt)
+		b.fmt = fmt_plain;
+	svg_begin(f, "bars", BARS_W, height, b.title);
+	if (!b.ngroups || !b.nseries || !bars_range(&b, &lo, &hi)) {
+		svg_no_data(f, BARS_W, height);
+		svg_end(f);
+		return;
+	}
+	if (b.log && lo > 0)
+		scale_log(&x, lo, hi, BARS_LABEL, BARS_W - BARS_RIGHT);
+	else
+		scale_linear(&x, fmin(lo, 0), fmax(hi, 0), BARS_LABEL, BARS_W - BARS_RIGHT, 6);
+	bars_legend(f, &b);
+	bars_axis(f, &x, bottom, b.fmt);
+	for (size_t g = 0; g < b.ngroups; g++) {
+		double y = BARS_TOP + group_h * (double)g + 5;
+
+		fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\"><title>", BARS_LABEL - 6,
+			y + (group_h - 10) / 2 + 4);
+		lkh_text(f, b.groups[g]);
+		fputs("</title>", f);
+		text_cut(f, b.groups[g], LABEL_CHARS);
+		fputs("</text>\n", f);
+		for (size_t s = 0; s < b.nseries; s++)
+			bar(f, &b, &x, g, s, y + (double)s * (BAR_H + 2));
+	}
+	svg_end(f);
+}
+
+/* ---- timeline ---- */
+
+#define TL_W 960
+#define TL_LABEL 170	/* the lanes' labels, left of the time */
+#define TL_TOP 50
+#define TL_ROW 14
+#define TL_STRIP 10
+#define TL_GAP 10
+
+int lkh_timeline_height(unsigned int total_rows, unsigned int lanes, unsigned int strips)
+{
+	return TL_TOP + (int)(total_rows * TL_ROW + strips * (TL_STRIP + 2) + lanes * TL_GAP) + 10;
+}
+
+void lkh_timeline_begin(struct lkh_timeline *t, FILE *f, const char *title, double seconds, int height)
+{
+	struct scale x;
+	double ticks[40];
+	size_t n;
+	char buf[32];
+
+	*t = (struct lkh_timeline){ .f = f, .seconds = seconds > 0 ? seconds : 1e-9, .next_y = TL_TOP };
+	svg_begin(f, "timeline", TL_W, height, title);
+	scale_linear(&x, 0, t->seconds, TL_LABEL, TL_LABEL + LKH_TIMELINE_WIDTH, 8);
+	x.hi = t->seconds;	/* the axis ends where the trace does, not at the next whole step */
+	n = scale_ticks(&x, ticks, 40);
+	for (size_t i = 0; i < n; i++) {
+		double px = scale_px(&x, ticks[i]);
+
+		svg_line(f, "grid", px, TL_TOP - 8, px, height - 6);
+		snprintf(buf, sizeof(buf), "%.6g s", ticks[i]);
+		svg_label(f, px, TL_TOP - 12, "middle", buf);
+	}
+}
+
+void lkh_timeline_lane(struct lkh_timeline *t, struct lkh_lane *lane, const char *label, unsigned int rows,
+		       bool offcpu_strip)
+{
+	int h = (int)(rows * TL_ROW) + (offcpu_strip ? TL_STRIP + 2 : 0);
+
+	*lane = (struct lkh_lane){ t->next_y, rows, offcpu_strip };
+	t->next_y += h + TL_GAP;
+	fprintf(t->f, "<rect class=\"lane\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>\n",
+		TL_LABEL, lane->y - 1, LKH_TIMELINE_WIDTH, h + 2);
+	fprintf(t->f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\"><title>", TL_LABEL - 6, lane->y + 11);
+	lkh_text(t->f, label);
+	fputs("</title>", t->f);
+	text_cut(t->f, label, 24);
+	fputs("</text>\n", t->f);
+}
+
+double lkh_timeline_px(const struct lkh_timeline *t, double s)
+{
+	double px = s / t->seconds * LKH_TIMELINE_WIDTH;
+
+	return px < 0 ? 0 : px > LKH_TIMELINE_WIDTH ? LKH_TIMELINE_WIDTH : px;
+}
+
+void lkh_timeline_span(struct lkh_timeline *t, const struct lkh_lane *lane, unsigned int row, double px0, double px1,
+		       const char *color, const char *tooltip)
+{
+	if (row >= lane->rows)
+		return;
+	fprintf(t->f, "<rect class=\"span\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
+		TL_LABEL + px0, lane->y + (int)row * TL_ROW, fmax(px1 - px0, 0.5), TL_ROW - 2, color);
+	lkh_text(t->f, tooltip);
+	fputs("</title></rect>\n", t->f);
+}
+
+void lkh_timeline_offcpu(struct lkh_timeline *t, const struct lkh_lane *lane, double px0, double px1,
+			 enum lkh_offcpu state, const char *tooltip)
+{
+	if (!lane->strip)
+		return;
+	fprintf(t->f, "<rect class=\"offcpu\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
+		TL_LABEL + px0, lane->y + (int)lane->rows * TL_ROW + 1, fmax(px1 - px0, 0.5), TL_STRIP,
+		state == LKH_RUNNABLE ? "#e8a33d" : "#8d96a0");
+	lkh_text(t->f, tooltip);
+	fputs("</title></rect>\n", t->f);
+}
+
+void lkh_timeline_end(struct lkh_timeline *t)
+{
+	svg_end(t->f);
+}

@@ -1,0 +1,733 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey report --html OUT TRACE: the trace as one page -- latency histograms per span event (wall
+ * time, and thread CPU time where recorded), a per-thread timeline of spans, counters as line
+ * charts, and the table of events and threads.
+ *
+ * The trace is walked twice. The first walk gathers the figures and the shape (threads, nesting
+ * depth, time range); the second draws the timeline straight into the page and samples the
+ * counters, now that the time axis is known. Spans are paired as `lowkey report` pairs them (an
+ * end closes the latest open begin of its provider:event). A span narrower than a pixel that
+ * touches the previous one on its row is merged with it (the tooltip counts them), so the page's
+ * size is bounded by the timeline's pixels, not by the trace's length.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lowkey/probe.h>
+
+#include "cli.h"
+#include "html.h"
+#include "probe/probe_internal.h"
+#include "probe/reader.h"
+#include "report_html.h"
+
+#define MAX_ROWS 12		/* span nesting drawn per thread; deeper spans are counted, not drawn */
+#define MAX_LANES 64		/* threads drawn on the timeline */
+#define MAX_HISTOGRAMS 64	/* span events given histograms */
+#define EXACT_POINTS 2000	/* a counter with more samples is drawn as each pixel column's min and max */
+#define COLUMNS 800
+
+struct samples {
+	double *v;
+	size_t n, cap;
+};
+
+struct point {
+	double x, y;
+};
+
+/* A counter's samples: all of them in time order, or each pixel column's lowest and highest. */
+struct counter_series {
+	struct point *p;
+	size_t n, cap;
+	double *lo, *hi;	/* COLUMNS each when there are more than EXACT_POINTS samples */
+};
+
+struct hclass {
+	uint64_t count;
+	struct samples wall, cpu;
+	struct counter_series series;
+	size_t color;
+};
+
+/* A rectangle waiting to be written: the spans merged into it so far. */
+struct pending {
+	double px0, px1;
+	uint64_t count;
+	uint32_t cls;		/* the longest span's */
+	bool mixed;		/* spans of several events */
+	double wall_ns, cpu_ns, start_s, longest_ns;
+};
+
+struct open_span {
+	uint32_t id;
+	uint64_t tsc, cpu;
+};
+
+struct lane {
+	int tid;
+	char name[64];
+	uint64_t events, lost, first_tsc;
+	unsigned int rows;		/* nesting depth reached, at most MAX_ROWS */
+	uint64_t too_deep;
+	bool drawn;
+	struct lkh_lane lane;
+	struct open_span *stack;
+	size_t depth, cap;
+	struct pending pend[MAX_ROWS];
+	struct lane *next;
+};
+
+struct hreport {
+	struct lk__trace_reader *r;
+	struct hclass *classes;		/* by id: a name's figures are in its first id's */
+	uint32_t *first;
+	struct lane *lanes, *current;
+	unsigned int nlanes;
+	uint64_t events, lost, first_tsc, last_tsc, unmatched;
+	bool drawing;			/* the second walk */
+	struct lkh_timeline tl;
+	FILE *f;
+};
+
+static int grow(void **v, size_t *cap, size_t n, size_t size)
+{
+	size_t c = *cap ? *cap * 2 : 64;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	p = realloc(*v, c * size);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = c;
+	return 0;
+}
+
+static int push_sample(struct samples *s, double v)
+{
+	if (grow((void **)&s->v, &s->cap, s->n, sizeof(double)))
+		return -ENOMEM;
+	s->v[s->n++] = v;
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void sort_samples(struct samples *s)
+{
+	if (s->n)
+		qsort(s->v, s->n, sizeof(double), cmp_double);
+}
+
+/* The p-th percentile of sorted samples, interpolated as lowkey report does. */
+static double pct(const struct samples *s, double p)
+{
+	double rank;
+	size_t lo;
+
+	if (!s->n)
+		return NAN;
+	rank = p / 100.0 * (double)(s->n - 1);
+	lo = (size_t)rank;
+	if (lo + 1 >= s->n)
+		return s->v[s->n - 1];
+	return s->v[lo] + (rank - (double)lo) * (s->v[lo + 1] - s->v[lo]);
+}
+
+static double seconds(const struct hreport *h, uint64_t tsc)
+{
+	return tsc > h->first_tsc ? (double)(tsc - h->first_tsc) / (double)h->r->tsc_hz : 0;
+}
+
+static double tsc_ns(const struct hreport *h, uint64_t a, uint64_t b)
+{
+	return ((double)b - (double)a) * 1e9 / (double)h->r->tsc_hz;
+}
+
+static const char *class_name(const struct lk__event_class *c, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s:%s", c->provider, c->event);
+	return buf;
+}
+
+/* ---- grouping classes by provider:event and kind, as lowkey report does ---- */
+
+static int by_name(const void *a, const void *b, void *arg)
+{
+	struct lk__event_class *const *classes = arg;
+	const struct lk__event_class *x = classes[*(const uint32_t *)a], *y = classes[*(const uint32_t *)b];
+	int c;
+
+	if ((c = strcmp(x->provider, y->provider)) || (c = strcmp(x->event, y->event)))
+		return c;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int group_classes(struct hreport *h)
+{
+	const struct lk__trace_reader *r = h->r;
+	uint32_t *ids = malloc((r->nclasses + 1) * sizeof(*ids));
+	size_t n = 0, colors = 0;
+
+	h->first = calloc(r->nclasses + 1, sizeof(*h->first));
+	h->classes = calloc(r->nclasses + 1, sizeof(*h->classes));
+	if (!ids || !h->first || !h->classes) {
+		free(ids);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < r->nclasses; i++)
+		if (r->classes[i])
+			ids[n++] = (uint32_t)i;
+	qsort_r(ids, n, sizeof(*ids), by_name, r->classes);
+	for (size_t i = 0; i < n; i++) {
+		const struct lk__event_class *x = r->classes[ids[i]], *prev = i ? r->classes[ids[i - 1]] : NULL;
+		bool same = prev && x->kind == prev->kind && !strcmp(x->provider, prev->provider) &&
+			    !strcmp(x->event, prev->event);
+
+		h->first[ids[i]] = same ? h->first[ids[i - 1]] : ids[i];
+		if (!same && x->kind == LK_PROBE_SPAN_BEGIN)
+			h->classes[ids[i]].color = colors++;
+	}
+	free(ids);
+	return 0;
+}
+
+/* ---- the walks ---- */
+
+static struct lane *lane_of(struct hreport *h, int tid)
+{
+	struct lane **p = &h->lanes;
+
+	for (; *p; p = &(*p)->next)
+		if ((*p)->tid == tid)
+			return *p;
+	*p = calloc(1, sizeof(**p));
+	if (*p) {
+		(*p)->tid = tid;
+		snprintf((*p)->name, sizeof((*p)->name), "?");
+		h->nlanes++;
+	}
+	return *p;
+}
+
+static int stream_begin(const struct lk__stream_info *s, void *arg)
+{
+	struct hreport *h = arg;
+
+	h->current = lane_of(h, s->tid);
+	if (!h->current)
+		return -ENOMEM;
+	h->current->depth = 0;
+	return 0;
+}
+
+static void flush_row(struct hreport *h, struct lane *l, unsigned int row)
+{
+	struct pending *p = &l->pend[row];
+	char name[200], wall[32], cpu[32], tip[320];
+
+	if (!p->count)
+		return;
+	if (p->count == 1) {
+		lkh_fmt_ns(wall, sizeof(wall), p->wall_ns);
+		lkh_fmt_ns(cpu, sizeof(cpu), p->cpu_ns);
+		snprintf(tip, sizeof(tip), "%s: %s wall%s%s, at %.6f s",
+			 class_name(h->r->classes[p->cls], name, sizeof(name)), wall, h->r->cputime ? ", CPU " : "",
+			 h->r->cputime ? cpu : "", p->start_s);
+	} else {
+		lkh_fmt_ns(wall, sizeof(wall), p->wall_ns);
+		snprintf(tip, sizeof(tip), "%" PRIu64 " spans %s %s from %.6f s, %s wall in all", p->count,
+			 p->mixed ? "drawn as one, the longest of" : "of", class_name(h->r->classes[p->cls], name, sizeof(name)),
+			 p->start_s, wall);
+	}
+	lkh_timeline_span(&h->tl, &l->lane, row, p->px0, p->px1, lkh_color(h->classes[h->first[p->cls]].color), tip);
+	p->count = 0;
+}
+
+/* A closed span on the timeline: merged with the row's last rectangle when both are thin and touch. */
+static void draw_span(struct hreport *h, struct lane *l, unsigned int row, uint32_t cls, uint64_t t0, uint64_t t1,
+		      double wall, double cpu)
+{
+	struct pending *p = &l->pend[row];
+	double px0 = lkh_timeline_px(&h->tl, seconds(h, t0)), px1 = lkh_timeline_px(&h->tl, seconds(h, t1));
+
+	/* at most about two rectangles a pixel: a thin span joins a thin rectangle it touches */
+	if (p->count && px0 - p->px1 < 1.0 && px1 - px0 < 1.0 && p->px1 - p->px0 < 2.0) {
+		p->px1 = fmax(p->px1, px1);
+		p->count++;
+		p->wall_ns += wall;
+		p->cpu_ns += cpu;
+		p->mixed |= h->first[p->cls] != h->first[cls];
+		if (wall > p->longest_ns) {
+			p->longest_ns = wall;
+			p->cls = cls;
+		}
+		return;
+	}
+	flush_row(h, l, row);
+	*p = (struct pending){ px0, px1, 1, cls, false, wall, cpu, seconds(h, t0), wall };
+}
+
+static bool span_matches(const struct hreport *h, uint32_t open_id, const struct lk__event_class *end)
+{
+	const struct lk__event_class *begin = h->r->classes[open_id];
+
+	return strcmp(begin->event, end->event) == 0 && strcmp(begin->provider, end->provider) == 0;
+}
+
+static int close_span(struct hreport *h, struct lane *l, const struct lk__event *e)
+{
+	size_t k = l->depth;
+	struct open_span *o;
+	struct hclass *c;
+	double wall, cpu;
+
+	while (k > 0 && !span_matches(h, l->stack[k - 1].id, e->cls))
+		k--;
+	if (k == 0) {
+		h->unmatched += !h->drawing;
+		return 0;
+	}
+	o = &l->stack[--k];
+	l->depth = k;
+	wall = tsc_ns(h, o->tsc, e->tsc);
+	cpu = (double)e->cputime_ns - (double)o->cpu;
+	if (h->drawing) {
+		if (k < l->rows && l->drawn)
+			draw_span(h, l, (unsigned int)k, o->id, o->tsc, e->tsc, wall, cpu);
+		return 0;
+	}
+	c = &h->classes[h->first[o->id]];
+	if (push_sample(&c->wall, wall) || (h->r->cputime && push_sample(&c->cpu, cpu)))
+		return -ENOMEM;
+	if (k >= MAX_ROWS)
+		l->too_deep++;
+	else if (k + 1 > l->rows)
+		l->rows = (unsigned int)k + 1;
+	return 0;
+}
+
+static int open_span(struct lane *l, const struct lk__event *e)
+{
+	if (grow((void **)&l->stack, &l->cap, l->depth, sizeof(*l->stack)))
+		return -ENOMEM;
+	l->stack[l->depth++] = (struct open_span){ e->cls->id, e->tsc, e->cputime_ns };
+	return 0;
+}
+
+static double counter_value(const struct lk__event *e)
+{
+	uint64_t v = 0;
+	const char *s;
+	double d;
+
+	lk__event_arg(e, 0, 0, &v, &s);
+	if ((e->cls->arg_types & 0xf) == LK_PROBE_F64)
+		memcpy(&d, &v, 8);
+	else if ((e->cls->arg_types & 0xf) == LK_PROBE_I64)
+		d = (double)(int64_t)v;
+	else
+		d = (double)v;
+	return d;
+}
+
+static int add_point(struct counter_series *s, double x, double y)
+{
+	if (grow((void **)&s->p, &s->cap, s->n, sizeof(*s->p)))
+		return -ENOMEM;
+	s->p[s->n++] = (struct point){ x, y };
+	return 0;
+}
+
+/* A counter's sample: kept, or folded into its pixel column's lowest and highest value. */
+static int sample_counter(struct hreport *h, struct hclass *c, const struct lk__event *e)
+{
+	struct counter_series *s = &c->series;
+	double x = seconds(h, e->tsc), y = counter_value(e), span = seconds(h, h->last_tsc);
+	int col;
+
+	if (c->count <= EXACT_POINTS)
+		return add_point(s, x, y);
+	if (!s->lo) {
+		s->lo = malloc(COLUMNS * sizeof(double));
+		s->hi = malloc(COLUMNS * sizeof(double));
+		if (!s->lo || !s->hi)
+			return -ENOMEM;
+		for (int k = 0; k < COLUMNS; k++)
+			s->lo[k] = s->hi[k] = NAN;
+	}
+	col = span > 0 ? (int)(x / span * (COLUMNS - 1)) : 0;
+	col = col < 0 ? 0 : col >= COLUMNS ? COLUMNS - 1 : col;
+	s->lo[col] = isnan(s->lo[col]) ? y : fmin(s->lo[col], y);
+	s->hi[col] = isnan(s->hi[col]) ? y : fmax(s->hi[col], y);
+	return 0;
+}
+
+static int by_x(const void *a, const void *b)
+{
+	const struct point *p = a, *q = b;
+
+	return (p->x > q->x) - (p->x < q->x);
+}
+
+/* The series in time order (threads' samples interleaved), columns as a low-high zigzag. */
+static int series_points(struct hreport *h, struct counter_series *s, double **x, double **y, size_t *n)
+{
+	double span = seconds(h, h->last_tsc);
+
+	if (s->lo)
+		for (int k = 0; k < COLUMNS; k++)
+			if (!isnan(s->lo[k]) && (add_point(s, span * k / (COLUMNS - 1), s->lo[k]) ||
+						 add_point(s, span * k / (COLUMNS - 1), s->hi[k])))
+				return -ENOMEM;
+	if (s->n)
+		qsort(s->p, s->n, sizeof(*s->p), by_x);
+	*x = malloc((s->n + 1) * sizeof(double));
+	*y = malloc((s->n + 1) * sizeof(double));
+	if (!*x || !*y)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n; i++) {
+		(*x)[i] = s->p[i].x;
+		(*y)[i] = s->p[i].y;
+	}
+	*n = s->n;
+	return 0;
+}
+
+static int on_event(const struct lk__event *e, void *arg)
+{
+	struct hreport *h = arg;
+	struct lane *l = h->current;
+	struct hclass *c = &h->classes[h->first[e->cls->id]];
+	uint64_t v = 0;
+	const char *s = NULL;
+
+	if (e->cls->id == LK__EVENT_THREAD_NAME) {
+		lk__event_arg(e, 0, 0, &v, &s);
+		snprintf(l->name, sizeof(l->name), "%s", s ? s : "");
+		return 0;
+	}
+	if (e->cls->id < LK__FIRST_SITE_ID)	/* lowkey's own records */
+		return 0;
+	if (!h->drawing) {
+		h->events++;
+		l->events++;
+		c->count++;
+		if (!l->first_tsc || e->tsc < l->first_tsc)
+			l->first_tsc = e->tsc;
+		if (!h->first_tsc || e->tsc < h->first_tsc)
+			h->first_tsc = e->tsc;
+		if (e->tsc > h->last_tsc)
+			h->last_tsc = e->tsc;
+	}
+	switch (e->cls->kind) {
+	case LK_PROBE_SPAN_BEGIN:
+		return open_span(l, e);
+	case LK_PROBE_SPAN_END:
+		return close_span(h, l, e);
+	case LK_PROBE_COUNTER:
+		return h->drawing ? sample_counter(h, c, e) : 0;
+	default:
+		return 0;
+	}
+}
+
+static int stream_end(const struct lk__stream_info *s, void *arg)
+{
+	struct hreport *h = arg;
+
+	if (!h->drawing) {
+		h->current->lost += s->lost;
+		h->lost += s->lost;
+	} else if (h->current->drawn) {
+		for (unsigned int row = 0; row < h->current->rows; row++)
+			flush_row(h, h->current, row);
+	}
+	return 0;
+}
+
+/* ---- the page ---- */
+
+static void summary(struct hreport *h, const char *path)
+{
+	char text[1024];
+	double secs = seconds(h, h->last_tsc);
+
+	snprintf(text, sizeof(text), "Trace %s: %" PRIu64 " events over %.6f s from %u thread%s, %" PRIu64
+		 " lost to full buffers. %s", path, h->events, secs, h->nlanes, h->nlanes == 1 ? "" : "s", h->lost,
+		 h->r->cputime ? "Thread CPU time was recorded (--cputime): spans have CPU-time histograms too."
+			       : "Thread CPU time was not recorded: record with --cputime for CPU-time histograms.");
+	lkh_para(h->f, text);
+	if (h->unmatched)
+		lkh_paraf(h->f, "%" PRIu64 " span ends had no begin (their begin was before the trace started).",
+			  h->unmatched);
+}
+
+static void histograms(struct hreport *h)
+{
+	const struct lk__trace_reader *r = h->r;
+	unsigned int shown = 0, skipped = 0;
+	char name[200], title[260];
+
+	lkh_section(h->f, "Span latency",
+		    "How long each span event took, in log-scale buckets (five per power of ten): wall time on the "
+		    "left, the thread's CPU time on the right when the trace recorded it. Hover a bar for its "
+		    "bounds and count.");
+	for (size_t i = 0; i < r->nclasses; i++) {
+		struct hclass *c = &h->classes[i];
+
+		if (!r->classes[i] || !c->wall.n)
+			continue;
+		if (shown++ >= MAX_HISTOGRAMS) {
+			skipped++;
+			continue;
+		}
+		class_name(r->classes[i], name, sizeof(name));
+		fputs("<div class=\"charts\">\n", h->f);
+		snprintf(title, sizeof(title), "%s: wall time (%zu spans)", name, c->wall.n);
+		lkh_histogram(h->f, title, c->wall.v, c->wall.n, lkh_color(c->color));
+		if (r->cputime) {
+			snprintf(title, sizeof(title), "%s: thread CPU time", name);
+			lkh_histogram(h->f, title, c->cpu.v, c->cpu.n, lkh_color(c->color));
+		}
+		fputs("</div>\n", h->f);
+	}
+	if (!shown)
+		lkh_para(h->f, "The trace holds no complete span (LK_SPAN, LK_SPAN_BEGIN/END).");
+	if (skipped)
+		lkh_paraf(h->f, "... and %u more span events (the table below has their figures).", skipped);
+}
+
+static unsigned int timeline_shape(struct hreport *h, unsigned int *lanes)
+{
+	unsigned int rows = 0;
+
+	*lanes = 0;
+	for (struct lane *l = h->lanes; l; l = l->next) {
+		l->drawn = *lanes < MAX_LANES;
+		if (!l->drawn)
+			continue;
+		l->rows = l->rows ? l->rows : 1;
+		rows += l->rows;
+		(*lanes)++;
+	}
+	return rows;
+}
+
+static int timeline(struct hreport *h, const struct lk__reader_ops *ops, char *err, size_t errlen)
+{
+	unsigned int lanes, rows = timeline_shape(h, &lanes);
+	uint64_t too_deep = 0;
+	char label[96];
+	int rc;
+
+	lkh_section(h->f, "Timeline",
+		    "Each thread's spans over time, nested spans on the rows below their parent. Spans thinner than a "
+		    "pixel that touch are drawn as one, in the colour of the longest; hover for what each is.");
+	lkh_timeline_begin(&h->tl, h->f, "spans by thread", seconds(h, h->last_tsc),
+			   lkh_timeline_height(rows, lanes, 0));
+	for (struct lane *l = h->lanes; l; l = l->next) {
+		too_deep += l->too_deep;
+		if (!l->drawn)
+			continue;
+		snprintf(label, sizeof(label), "%s (%d)", l->name, l->tid);
+		lkh_timeline_lane(&h->tl, &l->lane, label, l->rows, false);
+	}
+	h->drawing = true;
+	rc = lk__reader_walk(h->r, ops, h, err, errlen);
+	lkh_timeline_end(&h->tl);
+	if (h->nlanes > MAX_LANES)
+		lkh_paraf(h->f, "The first %d of %u threads are drawn.", MAX_LANES, h->nlanes);
+	if (too_deep)
+		lkh_paraf(h->f, "%" PRIu64 " spans nested deeper than %d levels are not drawn.", too_deep, MAX_ROWS);
+	return rc;
+}
+
+static int counters(struct hreport *h)
+{
+	const struct lk__trace_reader *r = h->r;
+	char name[200];
+	bool any = false;
+
+	lkh_section(h->f, "Counters", "Each counter's values over time, all threads' samples together.");
+	for (size_t i = 0; i < r->nclasses; i++) {
+		struct hclass *c = &h->classes[i];
+		struct lkh_series s = { name };
+		double *x = NULL, *y = NULL;
+		int rc;
+
+		if (!r->classes[i] || r->classes[i]->kind != LK_PROBE_COUNTER || !c->count || h->first[i] != i)
+			continue;
+		class_name(r->classes[i], name, sizeof(name));
+		rc = series_points(h, &c->series, &x, &y, &s.n);
+		s.x = x;
+		s.y = y;
+		if (!rc)
+			lkh_line_chart(h->f, name, "value", &s, 1);
+		free(x);
+		free(y);
+		if (rc)
+			return rc;
+		if (c->series.lo)
+			lkh_paraf(h->f, "%" PRIu64 " samples, drawn as the lowest and highest value of each of %d "
+					"slices of time.", c->count, COLUMNS);
+		any = true;
+	}
+	if (!any)
+		lkh_para(h->f, "The trace holds no counter (LK_COUNTER).");
+	return 0;
+}
+
+static void percentiles(FILE *f, struct samples *s)
+{
+	char buf[32];
+	double p[3] = { 50, 99, 100 };
+
+	sort_samples(s);
+	for (int k = 0; k < 3; k++) {
+		lkh_fmt_ns(buf, sizeof(buf), pct(s, p[k]));
+		lkh_cell_num(f, buf);
+	}
+}
+
+static void event_table(struct hreport *h)
+{
+	static const char *const cols[] = { "event", "kind", "count", "per second", "spans", "p50", "p99", "max",
+					    "p50 CPU", "p99 CPU", "max CPU" };
+	const struct lk__trace_reader *r = h->r;
+	double secs = seconds(h, h->last_tsc);
+	char name[200];
+
+	lkh_section(h->f, "Events", "Every event of the trace by provider:event and kind; span durations by wall "
+				    "time and, where recorded, thread CPU time.");
+	lkh_table_begin(h->f, cols, r->cputime ? 11 : 8);
+	for (size_t i = 0; i < r->nclasses; i++) {
+		struct hclass *c = &h->classes[i];
+
+		if (!r->classes[i] || !c->count || h->first[i] != i || r->classes[i]->kind == LK_PROBE_SPAN_END)
+			continue;
+		lkh_row_begin(h->f);
+		lkh_cell(h->f, class_name(r->classes[i], name, sizeof(name)));
+		lkh_cell(h->f, lk__probe_kind_name(r->classes[i]->kind));
+		lkh_cellf(h->f, "%" PRIu64, c->count);
+		lkh_cellf(h->f, "%.1f", secs > 0 ? (double)c->count / secs : 0.0);
+		lkh_cellf(h->f, "%zu", c->wall.n);
+		percentiles(h->f, &c->wall);
+		if (r->cputime)
+			percentiles(h->f, &c->cpu);
+		lkh_row_end(h->f);
+	}
+	lkh_table_end(h->f);
+}
+
+static void thread_table(struct hreport *h)
+{
+	static const char *const cols[] = { "tid", "name", "events", "lost" };
+
+	lkh_section(h->f, "Threads", NULL);
+	lkh_table_begin(h->f, cols, 4);
+	for (struct lane *l = h->lanes; l; l = l->next) {
+		lkh_row_begin(h->f);
+		lkh_cellf(h->f, "%d", l->tid);
+		lkh_cell(h->f, l->name);
+		lkh_cellf(h->f, "%" PRIu64, l->events);
+		lkh_cellf(h->f, "%" PRIu64, l->lost);
+		lkh_row_end(h->f);
+	}
+	lkh_table_end(h->f);
+}
+
+static void free_hreport(struct hreport *h)
+{
+	for (struct lane *l = h->lanes, *next; l; l = next) {
+		next = l->next;
+		free(l->stack);
+		free(l);
+	}
+	for (size_t i = 0; h->classes && i <= h->r->nclasses; i++) {
+		free(h->classes[i].wall.v);
+		free(h->classes[i].cpu.v);
+		free(h->classes[i].series.p);
+		free(h->classes[i].series.lo);
+		free(h->classes[i].series.hi);
+	}
+	free(h->classes);
+	free(h->first);
+}
+
+static int write_page(struct hreport *h, const char *trace_path, const struct lk__reader_ops *ops, char *err,
+		      size_t errlen)
+{
+	char title[200];
+	int rc;
+
+	snprintf(title, sizeof(title), "lowkey report: %s (pid %d)", h->r->procname, h->r->pid);
+	lkh_page_begin(h->f, title);
+	summary(h, trace_path);
+	histograms(h);
+	rc = timeline(h, ops, err, errlen);
+	if (rc)
+		return rc;
+	rc = counters(h);
+	if (rc)
+		return rc;
+	event_table(h);
+	thread_table(h);
+	return lkh_page_end(h->f);
+}
+
+static FILE *open_out(const char *path)
+{
+	return strcmp(path, "-") == 0 ? stdout : fopen(path, "we");
+}
+
+int lk_report_html(const char *trace_path, const char *out_path)
+{
+	const struct lk__reader_ops ops = { stream_begin, on_event, stream_end };
+	struct lk__trace_reader r;
+	struct hreport h = { 0 };
+	char err[512];
+	int rc;
+
+	rc = lk__reader_open(&r, trace_path, err, sizeof(err));
+	if (rc) {
+		lk_cli_error("report", "record a trace with `lowkey trace` (CTF, the default format)", "%s", err);
+		return LK_EXIT_FAIL;
+	}
+	h.r = &r;
+	rc = group_classes(&h);
+	if (!rc)
+		rc = lk__reader_walk(&r, &ops, &h, err, sizeof(err));
+	if (!rc && !(h.f = open_out(out_path))) {
+		lk_cli_error("report", "choose a writable place for the page", "cannot write %s: %s", out_path,
+			     strerror(errno));
+		rc = 1;
+	} else if (!rc) {
+		rc = write_page(&h, trace_path, &ops, err, sizeof(err));
+		if (h.f != stdout && fclose(h.f) != 0 && !rc)
+			rc = -errno;
+		if (rc == -ENOMEM || rc == -EIO || rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG)
+			snprintf(err, sizeof(err), "writing %s failed: %s", out_path, strerror(-rc));
+		if (rc)
+			lk_cli_error("report", NULL, "%s", err);
+	} else {
+		lk_cli_error("report", NULL, "%s", rc == -ENOMEM ? "out of memory" : err);
+	}
+	free_hreport(&h);
+	lk__reader_close(&r);
+	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
+}
