@@ -1,22 +1,43 @@
 // SPDX-License-Identifier: MIT
+#include <string.h>
+
 #include "core/json.h"
+#include "core/utf8.h"
 
 void lk__json_string(FILE *f, const char *s)
 {
+	const unsigned char *p = (const unsigned char *)s, *run;
+	size_t n;
+
 	if (!s) {
 		fputs("null", f);
 		return;
 	}
+	n = strlen(s);
 	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	run = p;
+	while (*p) {
+		unsigned char c = *p;
+		size_t k;
 
+		if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+			p++;
+			continue;
+		}
+		k = c >= 0x80 ? lk__utf8_sequence(p, n - (size_t)(p - (const unsigned char *)s)) : 0;
+		if (k) {
+			p += k;
+			continue;
+		}
+		fwrite(run, 1, (size_t)(p - run), f);
 		if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
 		else if (c < 0x20)
 			fprintf(f, "\\u%04x", c);
 		else
-			fputc(c, f);
+			fputs("\\ufffd", f);	/* not UTF-8: JSON text must be */
+		run = ++p;
 	}
+	fwrite(run, 1, (size_t)(p - run), f);
 	fputc('"', f);
 }

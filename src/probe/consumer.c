@@ -235,6 +235,12 @@ static void drain_all(struct lk__trace *t, bool final)
 			retire_stream(t, b);	/* alive, kept for the thread's next trace */
 		}
 	}
+	if (t->sched_state) {
+		int err = lk__sched_drain(t, final);	/* context switches, LK_TRACE_SCHED (sched.c) */
+
+		if (err)
+			fail_output(t, err);
+	}
 }
 
 /* ---- overwrite mode ---- */

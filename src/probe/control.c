@@ -49,7 +49,7 @@
 #include "probe/control_internal.h"
 #include "probe/probe_internal.h"
 
-_Static_assert(LK_CTL_FORMAT_MAX == LK_TRACE_JSON, "protocol.h mirrors lowkey/probe.h");
+_Static_assert(LK_CTL_FORMAT_MAX == LK_TRACE_PERFETTO, "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_TRACE_FLAGS == LK_TRACE_CPUTIME, "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_KIND_MAX == LK_PROBE_COUNTER, "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_TYPE_MAX == LK_PROBE_PTR, "protocol.h mirrors lowkey/probe.h");

@@ -2,18 +2,26 @@
 /*
  * The CTF 1.8 writer.
  *
- * A trace is a directory: `metadata` (TSDL text describing the layout below), one stream file per
- * thread (`stream-TID`), and `.lowkey-index` (hidden from CTF readers; the same event descriptions in a line format that lowkey's
- * own reader parses). The metadata is rewritten (to a temporary file, then renamed) whenever an
+ * A trace is a directory: `metadata` (TSDL text describing the layout below) and one stream file
+ * per thread (`stream-TID`; with LK_TRACE_SCHED also `stream-TID-sched`, see sched.c). The
+ * metadata is all a reader needs, lowkey's own included (reader.c): there is no other file to
+ * lose when a trace is copied. It is rewritten (to a temporary file, then renamed) whenever an
  * object with new sites loads during the trace and at the end, when the TSC frequency measured
  * over the whole trace replaces the start-up estimate.
  *
  * Packet: header { u32 magic, u8 uuid[16], u32 stream_id, u64 stream_instance_id (tid) },
  *         context { u64 timestamp_begin, timestamp_end, content_size, packet_size,
- *                   packet_seq_num, events_discarded; u32 tid, u32 spare },
- *         then the thread's records exactly as they were in its ring.
+ *                   packet_seq_num, events_discarded },
+ *         then the thread's records as they were in its ring, each with the thread's id
+ *         inserted after its header (and CPU time): the `vtid` context Trace Compass's UST
+ *         analyses read per event. The ring does not carry it, so that recording stays as cheap.
+ *
+ * A stream's events_discarded is cumulative; readers report the difference between packets. A
+ * stream whose first packet would already count losses starts with an empty packet counting none,
+ * so that a reader's count (babeltrace2 has none to compare a first packet with) is the whole one.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -42,9 +50,9 @@ struct packet_prefix {
 	uint64_t packet_size;
 	uint64_t packet_seq_num;
 	uint64_t events_discarded;
-	uint32_t tid;
-	uint32_t spare;
 } __attribute__((packed));
+
+_Static_assert(sizeof(struct packet_prefix) == LK__CTF_PACKET_PREFIX, "reader.c reads this layout");
 
 static void uuid_string(const unsigned char u[16], char out[37])
 {
@@ -67,6 +75,17 @@ int lk__ctf_open(struct lk__trace *t)
 	t->uuid[6] = (t->uuid[6] & 0x0f) | 0x40;	/* a version 4 UUID */
 	t->uuid[8] = (t->uuid[8] & 0x3f) | 0x80;
 	return 0;
+}
+
+/* s as a TSDL string's contents: quotes, backslashes and control characters become '_'. */
+static const char *tsdl_text(const char *s, char *out, size_t len)
+{
+	size_t i = 0;
+
+	for (; s[i] && i + 1 < len; i++)
+		out[i] = s[i] == '"' || s[i] == '\\' || (unsigned char)s[i] < 0x20 ? '_' : s[i];
+	out[i] = 0;
+	return out;
 }
 
 /* A field name for argument i: the argument as written when it is an identifier, else argI. */
@@ -96,12 +115,13 @@ static void arg_name(const char *names, unsigned int i, char *out, size_t len)
 		snprintf(out, len, "arg%u", i);
 }
 
-static const char *tsdl_type(unsigned int type)
+/* A counter's value has a type of its own name: the reader tells counters from events by it. */
+static const char *tsdl_type(unsigned int type, bool counter)
 {
 	switch (type) {
-	case LK_PROBE_I64: return "int64_t";
-	case LK_PROBE_U64: return "uint64_t";
-	case LK_PROBE_F64: return "double_t";
+	case LK_PROBE_I64: return counter ? "lk_counter_int64_t" : "int64_t";
+	case LK_PROBE_U64: return counter ? "lk_counter_uint64_t" : "uint64_t";
+	case LK_PROBE_F64: return counter ? "lk_counter_double_t" : "double_t";
 	case LK_PROBE_STR: return "string";
 	default: return "lk_pointer_t";
 	}
@@ -125,20 +145,69 @@ static void field_names(const struct lk__probe_site_rt *rt, char names[][64])
 static void write_event_class(FILE *f, const struct lk__probe_site_rt *rt)
 {
 	const char *suffix = rt->kind == LK_PROBE_SPAN_BEGIN ? ":begin" : rt->kind == LK_PROBE_SPAN_END ? ":end" : "";
-	char names[LK_PROBE_MAX_ARGS][64];
+	char names[LK_PROBE_MAX_ARGS][64], file[4096];
 
 	field_names(rt, names);
 	fprintf(f, "event {\n\tname = \"%s:%s%s\";\n\tid = %u;\n\tstream_id = 0;\n", rt->provider, rt->event,
 		suffix, rt->id);
-	fprintf(f, "\tmodel.emf.uri = \"%s:%u\";\n\tfields := struct {\n", rt->file, rt->line);
+	fprintf(f, "\tmodel.emf.uri = \"%s:%u\";\n\tfields := struct {\n", tsdl_text(rt->file, file, sizeof(file)),
+		rt->line);
 	for (unsigned int a = 0; a < rt->nargs; a++)
-		fprintf(f, "\t\t%s _%s;\n", tsdl_type(lk__arg_type(rt->arg_types, a)), names[a]);
+		fprintf(f, "\t\t%s _%s;\n", tsdl_type(lk__arg_type(rt->arg_types, a), rt->kind == LK_PROBE_COUNTER),
+			names[a]);
 	fprintf(f, "\t};\n};\n\n");
+}
+
+static void write_types(FILE *f)
+{
+	fprintf(f, "typealias integer { size = 8; align = 8; signed = false; } := uint8_t;\n");
+	fprintf(f, "typealias integer { size = 16; align = 8; signed = false; } := uint16_t;\n");
+	fprintf(f, "typealias integer { size = 32; align = 8; signed = false; } := uint32_t;\n");
+	fprintf(f, "typealias integer { size = 32; align = 8; signed = true; } := int32_t;\n");
+	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; } := uint64_t;\n");
+	fprintf(f, "typealias integer { size = 64; align = 8; signed = true; } := int64_t;\n");
+	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; base = 16; } := lk_pointer_t;\n");
+	fprintf(f, "typealias floating_point { exp_dig = 11; mant_dig = 53; align = 8; } := double_t;\n");
+	fprintf(f, "typealias integer { size = 64; align = 8; signed = true; } := lk_counter_int64_t;\n");
+	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; } := lk_counter_uint64_t;\n");
+	fprintf(f, "typealias floating_point { exp_dig = 11; mant_dig = 53; align = 8; } := lk_counter_double_t;\n\n");
+}
+
+static void write_env(FILE *f, const struct lk__trace *t)
+{
+	char host[256] = "", name[256];
+
+	gethostname(host, sizeof(host) - 1);
+	tsdl_text(host, host, sizeof(host));
+	fprintf(f, "env {\n\ttracer_name = \"lowkey\";\n\ttracer_major = %d;\n\ttracer_minor = %d;\n"
+		   "\tdomain = \"ust\";\n\thostname = \"%s\";\n\tvpid = %d;\n\tprocname = \"%s\";\n"
+		   "\tlowkey_format = %d;\n\tlowkey_cputime = %d;\n\tlowkey_sched = %d;\n\tlowkey_sched_lost = %llu;\n"
+		   "\tlowkey_tsc_hz = %llu;\n\tlowkey_tsc0 = %llu;\n\tlowkey_monotonic0_ns = %llu;\n"
+		   "\tlowkey_realtime0_ns = %llu;\n};\n\n",
+		LK_VERSION_MAJOR, LK_VERSION_MINOR, host, (int)getpid(),
+		tsdl_text(program_invocation_short_name, name, sizeof(name)), LK__CTF_FORMAT, t->cputime ? 1 : 0, t->sched ? 1 : 0,
+		(unsigned long long)__atomic_load_n(&t->sched_lost, __ATOMIC_RELAXED), (unsigned long long)t->tsc_hz,
+		(unsigned long long)t->tsc0, (unsigned long long)t->monotonic0_ns,
+		(unsigned long long)t->realtime0_ns);
+}
+
+/* Stream 0: the threads' probes; stream 1: their context switches (sched.c). */
+static void write_stream(FILE *f, unsigned int id, bool cputime)
+{
+	/* A record's 48 low bits of the TSC: readers extend them from the previous timestamp. */
+	fprintf(f, "stream {\n\tid = %u;\n\tevent.header := struct {\n\t\tuint16_t id;\n\t\tinteger { size = %d; "
+		   "align = 8; signed = false; map = clock.tsc.value; } timestamp;\n\t};\n",
+		id, LK__PROBE_TSC_BITS);
+	fprintf(f, "\tpacket.context := struct {\n\t\ttsc_t timestamp_begin;\n\t\ttsc_t timestamp_end;\n"
+		   "\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t packet_seq_num;\n"
+		   "\t\tuint64_t events_discarded;\n\t};\n");
+	fprintf(f, "\tevent.context := struct {\n%s\t\tint32_t _vtid;\n\t};\n};\n\n",
+		cputime ? "\t\tuint64_t cputime_ns;\n" : "");
 }
 
 static void write_prologue(FILE *f, const struct lk__trace *t)
 {
-	char uuid[37], host[256] = "";
+	char uuid[37];
 	/*
 	 * CTF clock offsets are unsigned: give the real time at which the TSC read zero, so that
 	 * value v means origin + v / freq (and tsc0 comes out at realtime0).
@@ -149,57 +218,28 @@ static void write_prologue(FILE *f, const struct lk__trace *t)
 	uint64_t offset = (uint64_t)((unsigned __int128)(origin_ns % 1000000000u) * t->tsc_hz / 1000000000u);
 
 	uuid_string(t->uuid, uuid);
-	gethostname(host, sizeof(host) - 1);
 	fprintf(f, "/* CTF 1.8 */\n\n");
-	fprintf(f, "typealias integer { size = 8; align = 8; signed = false; } := uint8_t;\n");
-	fprintf(f, "typealias integer { size = 16; align = 8; signed = false; } := uint16_t;\n");
-	fprintf(f, "typealias integer { size = 32; align = 8; signed = false; } := uint32_t;\n");
-	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; } := uint64_t;\n");
-	fprintf(f, "typealias integer { size = 64; align = 8; signed = true; } := int64_t;\n");
-	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; base = 16; } := lk_pointer_t;\n");
-	fprintf(f, "typealias floating_point { exp_dig = 11; mant_dig = 53; align = 8; } := double_t;\n\n");
+	write_types(f);
 	fprintf(f, "trace {\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"%s\";\n\tbyte_order = le;\n", uuid);
 	fprintf(f, "\tpacket.header := struct {\n\t\tuint32_t magic;\n\t\tuint8_t uuid[16];\n"
 		   "\t\tuint32_t stream_id;\n\t\tuint64_t stream_instance_id;\n\t};\n};\n\n");
-	fprintf(f, "env {\n\ttracer_name = \"lowkey\";\n\ttracer_major = %d;\n\ttracer_minor = %d;\n"
-		   "\tdomain = \"ust\";\n\thostname = \"%s\";\n\tvpid = %d;\n\tprocname = \"%s\";\n"
-		   "\tlowkey_cputime = %d;\n\tlowkey_tsc_hz = %llu;\n\tlowkey_monotonic0_ns = %llu;\n};\n\n",
-		LK_VERSION_MAJOR, LK_VERSION_MINOR, host, (int)getpid(), program_invocation_short_name,
-		t->cputime ? 1 : 0, (unsigned long long)t->tsc_hz, (unsigned long long)t->monotonic0_ns);
+	write_env(f, t);
 	fprintf(f, "clock {\n\tname = \"tsc\";\n\tuuid = \"%s\";\n\tdescription = \"TSC, calibrated against "
 		   "CLOCK_REALTIME\";\n\tfreq = %llu;\n\tprecision = 1;\n\toffset_s = %llu;\n\toffset = %llu;\n"
 		   "\tabsolute = TRUE;\n};\n\n",
 		uuid, (unsigned long long)t->tsc_hz, (unsigned long long)offset_s, (unsigned long long)offset);
 	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; map = clock.tsc.value; } := tsc_t;\n\n");
-	/* A record's 48 low bits of the TSC: readers extend them from the previous timestamp. */
-	fprintf(f, "stream {\n\tid = 0;\n\tevent.header := struct {\n\t\tuint16_t id;\n\t\tinteger { size = %d; "
-		   "align = 8; signed = false; map = clock.tsc.value; } timestamp;\n\t};\n",
-		LK__PROBE_TSC_BITS);
-	fprintf(f, "\tpacket.context := struct {\n\t\ttsc_t timestamp_begin;\n\t\ttsc_t timestamp_end;\n"
-		   "\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t packet_seq_num;\n"
-		   "\t\tuint64_t events_discarded;\n\t\tuint32_t tid;\n\t\tuint32_t spare;\n\t};\n");
-	if (t->cputime)
-		fprintf(f, "\tevent.context := struct {\n\t\tuint64_t cputime_ns;\n\t};\n");
-	fprintf(f, "};\n\n");
+	write_stream(f, 0, t->cputime);
+	if (t->sched)
+		write_stream(f, 1, false);
 	fprintf(f, "event {\n\tname = \"lowkey:thread_name\";\n\tid = %d;\n\tstream_id = 0;\n"
 		   "\tfields := struct {\n\t\tstring _name;\n\t};\n};\n\n", LK__EVENT_THREAD_NAME);
-}
-
-/* index: one line per event class; the reader's view of the metadata. */
-static void write_index(FILE *f, const struct lk__trace *t)
-{
-	size_t n;
-	const struct lk__probe_site_rt *sites = lk__probe_sites(&n);
-
-	fprintf(f, "lowkey-trace 2\ntsc_hz %llu\ntsc0 %llu\nmonotonic0_ns %llu\nrealtime0_ns %llu\n"
-		   "cputime %d\npid %d\nprocname %s\n",
-		(unsigned long long)t->tsc_hz, (unsigned long long)t->tsc0,
-		(unsigned long long)t->monotonic0_ns, (unsigned long long)t->realtime0_ns, t->cputime ? 1 : 0,
-		(int)getpid(), program_invocation_short_name);
-	for (size_t i = 0; i < n; i++)
-		fprintf(f, "event\t%u\t%u\t%u\t%x\t%s\t%s\t%s:%u\t%s\n", sites[i].id, sites[i].kind, sites[i].nargs,
-			sites[i].arg_types, sites[i].provider, sites[i].event, sites[i].file, sites[i].line,
-			sites[i].arg_names);
+	if (t->sched)
+		fprintf(f, "event {\n\tname = \"lowkey:sched_out\";\n\tid = %d;\n\tstream_id = 1;\n"
+			   "\tfields := struct {\n\t\tuint64_t _cpu;\n\t\tuint64_t _preempted;\n\t};\n};\n\n"
+			   "event {\n\tname = \"lowkey:sched_in\";\n\tid = %d;\n\tstream_id = 1;\n"
+			   "\tfields := struct {\n\t\tuint64_t _cpu;\n\t};\n};\n\n",
+			LK__EVENT_SCHED_OUT, LK__EVENT_SCHED_IN);
 }
 
 /* Write name atomically: to name.tmp, then rename. */
@@ -248,8 +288,6 @@ int lk__ctf_write_metadata(struct lk__trace *t)
 {
 	int err = write_file(t, "metadata", write_prologue, write_event_classes);
 
-	if (!err)
-		err = write_file(t, ".lowkey-index", write_index, NULL);
 	if (err)
 		return lk__fail(err, "cannot write the trace's metadata in %s: %s", t->ctf_dir, strerror(-err));
 	return 0;
@@ -274,41 +312,195 @@ static void truncate_to(int fd, off_t size)
 		lseek(fd, size, SEEK_SET);
 }
 
-int lk__ctf_write_packet(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *start,
-			 const uint8_t *end, uint64_t ts_begin, uint64_t ts_end)
+/*
+ * The staging buffer where a packet's records get their vtid: one per writing thread (the
+ * consumer, and whoever else writes a trace), freed when it exits.
+ */
+static pthread_key_t staging_key;
+static pthread_once_t staging_once = PTHREAD_ONCE_INIT;
+static __thread struct staging {
+	uint8_t *data;
+	size_t cap;
+} staging;
+
+static void staging_free(void *arg)
 {
-	struct packet_prefix h;
-	struct iovec iov[2];
-	size_t len = (size_t)(end - start), total = sizeof(h) + len;
+	struct staging *st = arg;
+
+	free(st->data);
+	st->data = NULL;
+	st->cap = 0;
+}
+
+static void staging_key_init(void)
+{
+	if (pthread_key_create(&staging_key, staging_free) != 0)
+		staging_key = (pthread_key_t)-1;
+}
+
+static uint8_t *staging_get(size_t size)
+{
+	if (size > staging.cap) {
+		uint8_t *grown = realloc(staging.data, size);
+
+		if (!grown)
+			return NULL;
+		pthread_once(&staging_once, staging_key_init);
+		if (!staging.data && staging_key != (pthread_key_t)-1)
+			pthread_setspecific(staging_key, &staging);
+		staging.data = grown;
+		staging.cap = size;
+	}
+	return staging.data;
+}
+
+/* The size of the record at p (at most avail bytes) from its id's layout; 0 if it makes no sense. */
+static size_t record_size(const struct lk__trace *t, const uint8_t *p, size_t avail)
+{
+	uint64_t head;
+	const struct lk__record_layout *l;
+	size_t fixed = LK__PROBE_HEADER + (t->cputime ? 8 : 0);
+	bool ok = true;
+	size_t args;
+
+	if (avail < fixed)
+		return 0;
+	memcpy(&head, p, sizeof(head));
+	l = &lk__record_layouts[lk__header_id(head)];
+	if (!__atomic_load_n(&l->valid, __ATOMIC_ACQUIRE))
+		return 0;
+	args = l->strings ? lk__payload_size(l->arg_types, l->nargs, p + fixed, avail - fixed, &ok) : 8u * l->nargs;
+	return ok && fixed + args <= avail ? fixed + args : 0;
+}
+
+/*
+ * Copy records [start, end) to out with vtid after each one's header and CPU time. Returns the
+ * bytes written, 0 if a record makes no sense (the consumer checked them all already).
+ */
+static size_t insert_vtid(const struct lk__trace *t, const uint8_t *start, const uint8_t *end, int32_t vtid,
+			  uint8_t *out)
+{
+	size_t fixed = LK__PROBE_HEADER + (t->cputime ? 8 : 0), done = 0;
+
+	for (const uint8_t *p = start; p < end;) {
+		size_t size = record_size(t, p, (size_t)(end - p));
+
+		if (!size)
+			return 0;
+		memcpy(out + done, p, fixed);
+		memcpy(out + done + fixed, &vtid, sizeof(vtid));
+		memcpy(out + done + fixed + sizeof(vtid), p + fixed, size - fixed);
+		done += size + sizeof(vtid);
+		p += size;
+	}
+	return done;
+}
+
+static void fill_prefix(struct packet_prefix *h, const struct lk__trace *t, unsigned int stream_id, pid_t tid,
+			uint64_t ts_begin, uint64_t ts_end, size_t total, uint64_t seq, uint64_t discarded)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = CTF_MAGIC;
+	memcpy(h->uuid, t->uuid, sizeof(h->uuid));
+	h->stream_id = stream_id;
+	h->stream_instance_id = (uint64_t)tid;
+	h->timestamp_begin = ts_begin;
+	h->timestamp_end = ts_end;
+	h->content_size = h->packet_size = total * 8;
+	h->packet_seq_num = seq;
+	h->events_discarded = discarded;
+}
+
+/*
+ * Write [lead,] h and body whole at the end of fd, or nothing: what a failed write left is cut
+ * away, so the file always ends at a packet boundary.
+ */
+static int write_whole(int fd, const struct packet_prefix *lead, const struct packet_prefix *h, const void *body,
+		       size_t len)
+{
+	struct iovec iov[3];
+	size_t total = 0;
+	int n = 0;
 	off_t before;
 	ssize_t done;
 
-	if (b->fd < 0 && lk__ctf_open_stream(t, b) != 0)
-		return -errno;
-	memset(&h, 0, sizeof(h));
-	h.magic = CTF_MAGIC;
-	memcpy(h.uuid, t->uuid, sizeof(h.uuid));
-	h.stream_instance_id = (uint64_t)b->tid;
-	h.timestamp_begin = ts_begin;
-	h.timestamp_end = ts_end;
-	h.content_size = h.packet_size = total * 8;
-	h.packet_seq_num = b->packets;
-	h.events_discarded = __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
-	h.tid = (uint32_t)b->tid;
-	iov[0] = (struct iovec){ &h, sizeof(h) };
-	iov[1] = (struct iovec){ (void *)start, len };
-
-	before = lseek(b->fd, 0, SEEK_CUR);
-	done = writev(b->fd, iov, len ? 2 : 1);
+	if (lead)
+		iov[n++] = (struct iovec){ (void *)lead, sizeof(*lead) };
+	iov[n++] = (struct iovec){ (void *)h, sizeof(*h) };
+	if (len)
+		iov[n++] = (struct iovec){ (void *)body, len };
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	before = lseek(fd, 0, SEEK_CUR);
+	done = writev(fd, iov, n);
 	if (done != (ssize_t)total) {
 		int err = done < 0 ? -errno : -ENOSPC;
 
-		truncate_to(b->fd, before);
+		truncate_to(fd, before);
 		return err;
 	}
-	b->packets++;
-	b->lost_written = h.events_discarded;
-	__atomic_fetch_add(&t->bytes, total, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int lk__ctf_write_packet(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *start,
+			 const uint8_t *end, uint64_t ts_begin, uint64_t ts_end)
+{
+	struct packet_prefix h, lead;
+	size_t len = (size_t)(end - start), events = 0, out_len = 0;
+	uint64_t lost = __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
+	uint8_t *out = NULL;
+	bool lead_needed;
+	uint64_t seq;
+	int err;
+
+	if (b->fd < 0 && lk__ctf_open_stream(t, b) != 0)
+		return -errno;
+	for (const uint8_t *p = start; p < end; events++) {
+		size_t size = record_size(t, p, (size_t)(end - p));
+
+		if (!size)
+			return -EIO;	/* cannot happen: the consumer walked them */
+		p += size;
+	}
+	if (events) {
+		out = staging_get(len + events * sizeof(int32_t));
+		if (!out)
+			return -ENOMEM;
+		out_len = insert_vtid(t, start, end, (int32_t)b->tid, out);
+	}
+	lead_needed = b->packets == 0 && lost;	/* see the top of this file */
+	seq = b->packets;
+	if (lead_needed)
+		fill_prefix(&lead, t, 0, b->tid, ts_begin, ts_begin, sizeof(lead), seq++, 0);
+	fill_prefix(&h, t, 0, b->tid, ts_begin, ts_end, sizeof(h) + out_len, seq, lost);
+	err = write_whole(b->fd, lead_needed ? &lead : NULL, &h, out, out_len);
+	if (err)
+		return err;
+	b->packets = seq + 1;
+	b->lost_written = lost;
+	__atomic_fetch_add(&t->bytes, sizeof(h) + out_len + (lead_needed ? sizeof(lead) : 0), __ATOMIC_RELAXED);
+	return 0;
+}
+
+int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t *packets, const uint8_t *out,
+			       size_t len, uint64_t ts_begin, uint64_t ts_end)
+{
+	struct packet_prefix h;
+	char name[48];
+	int err;
+
+	if (*fd < 0) {
+		snprintf(name, sizeof(name), "stream-%d-sched", (int)tid);
+		*fd = openat(t->dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (*fd < 0)
+			return -errno;
+	}
+	fill_prefix(&h, t, 1, tid, ts_begin, ts_end, sizeof(h) + len, *packets, 0);
+	err = write_whole(*fd, NULL, &h, out, len);
+	if (err)
+		return err;
+	++*packets;
+	__atomic_fetch_add(&t->bytes, sizeof(h) + len, __ATOMIC_RELAXED);
 	return 0;
 }
 

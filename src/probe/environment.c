@@ -5,8 +5,8 @@
  *
  *	LOWKEY_TRACE		comma-separated globs ("db:*,net:send"); a leading '-' disables
  *				("-db:debug"). A list that starts with a disable enables "*" first.
- *	LOWKEY_TRACE_OUTPUT	the trace's path (default lowkey-PID.ctf, or .json)
- *	LOWKEY_TRACE_FORMAT	ctf (default) or json
+ *	LOWKEY_TRACE_OUTPUT	the trace's path (default lowkey-PID.ctf, .json or .pftrace)
+ *	LOWKEY_TRACE_FORMAT	ctf (default), json or perfetto
  *	LOWKEY_TRACE_CPUTIME	1 to record each event's thread CPU time
  *	LOWKEY_TRACE_BUFFER	bytes per thread: 4096, 64K, 2M, 1G
  *	LOWKEY_TRACE_PID	the process the variables are for; other processes that inherit them
@@ -39,6 +39,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "probe/control_internal.h"
+#include "probe/convert.h"
 #include "probe/probe_internal.h"
 
 #define MAX_RULES 64
@@ -224,13 +225,14 @@ static int read_config(struct lk_trace_config *c, char *path, size_t pathlen)
 	const char *v;
 	uint64_t size;
 	bool on;
+	int format;
 
 	memset(c, 0, sizeof(*c));
 	v = lk__env("LOWKEY_TRACE_FORMAT");
-	if (v && strcasecmp(v, "json") == 0)
-		c->format = LK_TRACE_JSON;
-	else if (v && strcasecmp(v, "ctf") != 0)
-		return lk__fail(-EINVAL, "LOWKEY_TRACE_FORMAT=%s: use ctf or json", v);
+	format = v ? lk__trace_format_parse(v) : LK_TRACE_CTF;
+	if (format < 0)
+		return lk__fail(-EINVAL, "LOWKEY_TRACE_FORMAT=%s: use ctf, json or perfetto", v);
+	c->format = (enum lk_trace_format)format;
 	v = lk__env("LOWKEY_TRACE_CPUTIME");
 	if (v && lk__parse_bool(v, &on) != 0)
 		return lk__fail(-EINVAL, "LOWKEY_TRACE_CPUTIME=%s: use 1 or 0", v);
@@ -245,7 +247,7 @@ static int read_config(struct lk_trace_config *c, char *path, size_t pathlen)
 	if (v)
 		snprintf(path, pathlen, "%s", v);
 	else
-		snprintf(path, pathlen, "lowkey-%d.%s", (int)getpid(), c->format == LK_TRACE_JSON ? "json" : "ctf");
+		snprintf(path, pathlen, "lowkey-%d.%s", (int)getpid(), lk__trace_format_extension(c->format));
 	c->path = path;
 	return 0;
 }

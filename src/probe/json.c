@@ -3,9 +3,16 @@
  * Chrome Trace Event JSON (Perfetto UI, chrome://tracing) from a lowkey CTF trace.
  *
  * Events become instants ("i"), spans begin/end pairs ("B"/"E"), counters "C" events, thread
- * names "M" metadata; timestamps are microseconds on CLOCK_MONOTONIC, and the thread's CPU time,
- * when recorded, goes in "tts". Lost events are reported per thread (a "lowkey:lost" instant at
- * the end of the thread) and in total (otherData).
+ * names "M" metadata; the thread's CPU time, when recorded, goes in "tts". Lost events are
+ * reported per thread (a "lowkey:lost" instant at the end of the thread) and in total (otherData).
+ * An event of a class this file does not know (one added to lowkey later) is an instant with its
+ * fields as arguments.
+ *
+ * Timestamps are microseconds of real time (CLOCK_REALTIME since the epoch), the clock of the CTF
+ * trace, written exactly to the nanosecond. The text is always JSON: strings are repaired to UTF-8
+ * (core/json.c); a NaN or infinite argument is written as the string "NaN", "Infinity" or
+ * "-Infinity", and a NaN or infinite counter value is left out (counter tracks take numbers only)
+ * and counted in otherData.nonfinite_counter_values.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +22,7 @@
 #include <lowkey/probe.h>
 
 #include "core/json.h"
+#include "probe/convert.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
 
@@ -22,15 +30,21 @@ struct json_state {
 	FILE *out;
 	struct lk__trace_reader *r;
 	bool first;
-	uint64_t lost, last_tsc;
+	uint64_t lost, last_tsc, nonfinite_counters;
 };
 
+static bool json_finite(double v)
+{
+	return v == v && v <= 1.7976931348623157e308 && v >= -1.7976931348623157e308;
+}
+
+/* JSON has no NaN or infinity: those become strings. */
 static void json_double(FILE *f, double v)
 {
-	if (v != v || v > 1.7e308 || v < -1.7e308)
-		fputs("null", f);	/* JSON has no NaN or infinity */
-	else
+	if (json_finite(v))
 		fprintf(f, "%.17g", v);
+	else
+		fputs(v != v ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\"", f);
 }
 
 static void begin_object(struct json_state *j)
@@ -39,9 +53,26 @@ static void begin_object(struct json_state *j)
 	j->first = false;
 }
 
+/* Microseconds since the epoch, to the nanosecond: the CTF trace's real-time clock. */
 static void put_time(struct json_state *j, uint64_t tsc)
 {
-	fprintf(j->out, "\"ts\":%.3f", (double)lk__reader_ns(j->r, tsc) / 1000.0);
+	int64_t since_start = (int64_t)(lk__reader_ns(j->r, tsc) - j->r->monotonic0_ns);
+	uint64_t ns = j->r->realtime0_ns + (uint64_t)since_start;
+
+	fprintf(j->out, "\"ts\":%" PRIu64 ".%03u", ns / 1000, (unsigned int)(ns % 1000));
+}
+
+/* A counter's value, if JSON can hold it as a number. */
+static bool counter_value(const struct lk__event *e)
+{
+	uint64_t v;
+	const char *s;
+	double d;
+
+	if (lk__arg_type(e->cls->arg_types, 0) != LK_PROBE_F64 || !lk__event_arg(e, 0, 0, &v, &s))
+		return true;
+	memcpy(&d, &v, sizeof(d));
+	return json_finite(d);
 }
 
 static void put_args(FILE *f, const struct lk__event *e)
@@ -58,7 +89,9 @@ static void put_args(FILE *f, const struct lk__event *e)
 		off = lk__event_arg(e, off, i, &v, &s);
 		if (!off)
 			break;
-		fprintf(f, "%s\"%s\":", i ? "," : "", e->cls->arg_name[i]);
+		fputs(i ? "," : "", f);
+		lk__json_string(f, e->cls->arg_name[i]);
+		fputc(':', f);
 		switch (type) {
 		case LK_PROBE_I64: fprintf(f, "%" PRId64, (int64_t)v); break;
 		case LK_PROBE_U64: fprintf(f, "%" PRIu64, v); break;
@@ -88,6 +121,10 @@ static int on_event(const struct lk__event *e, void *arg)
 	const char *s;
 
 	j->last_tsc = e->tsc;
+	if (e->cls->kind == LK_PROBE_COUNTER && !counter_value(e)) {
+		j->nonfinite_counters++;
+		return 0;
+	}
 	begin_object(j);
 	if (e->cls->id == LK__EVENT_THREAD_NAME) {
 		lk__event_arg(e, 0, 0, &v, &s);
@@ -106,7 +143,7 @@ static int on_event(const struct lk__event *e, void *arg)
 	if (j->r->cputime)
 		fprintf(f, ",\"tts\":%.3f", (double)e->cputime_ns / 1000.0);
 	fprintf(f, ",\"pid\":%d,\"tid\":%d", j->r->pid, e->tid);
-	if (e->cls->kind == LK_PROBE_EVENT)
+	if (phase(e->cls->kind)[0] == 'i')
 		fputs(",\"s\":\"t\"", f);
 	if (e->cls->nargs)
 		put_args(f, e);
@@ -151,8 +188,9 @@ int lk__json_convert(const char *ctf_dir, const char *json_path, char *err, size
 	lk__json_string(j.out, r.procname);
 	fputs("}}", j.out);
 	rc = lk__reader_walk(&r, &ops, &j, err, errlen);
-	fprintf(j.out, "\n],\"otherData\":{\"tracer\":\"lowkey\",\"lost_events\":%" PRIu64 ",\"tsc_hz\":%" PRIu64 "}}\n",
-		j.lost, r.tsc_hz);
+	fprintf(j.out, "\n],\"otherData\":{\"tracer\":\"lowkey\",\"clock\":\"realtime\",\"lost_events\":%" PRIu64
+		",\"nonfinite_counter_values\":%" PRIu64 ",\"tsc_hz\":%" PRIu64 "}}\n",
+		j.lost, j.nonfinite_counters, r.tsc_hz);
 	if (fclose(j.out) != 0 && !rc) {
 		rc = -errno;
 		snprintf(err, errlen, "writing %s failed: %s", json_path, strerror(errno));

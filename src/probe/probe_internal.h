@@ -34,6 +34,8 @@ static inline uint64_t lk__pad(size_t offset)
 
 /* Reserved event ids (sites get ids from LK__FIRST_SITE_ID). */
 #define LK__EVENT_THREAD_NAME 1	/* one string: the thread's name */
+#define LK__EVENT_SCHED_OUT 2	/* sched.c: the thread left its CPU (u64 cpu, u64 preempted) */
+#define LK__EVENT_SCHED_IN 3	/* sched.c: the thread got a CPU (u64 cpu) */
 #define LK__FIRST_SITE_ID 16
 
 /*
@@ -119,6 +121,9 @@ struct lk__trace {
 	uint64_t realtime0_ns;		/* ... and CLOCK_REALTIME at the same moment */
 	uint64_t monotonic0_ns;		/* ... and CLOCK_MONOTONIC */
 	bool cputime;
+	bool sched;			/* LK_TRACE_SCHED: context switches recorded (sched.c) */
+	uint64_t sched_lost;		/* context switch records the kernel dropped */
+	struct lk__sched *sched_state;
 
 	pthread_t consumer;
 	unsigned int wake;		/* futex word: producers bump it to wake the consumer */
@@ -306,6 +311,9 @@ extern int lk__consumer_hold, lk__consumer_held;
 
 /* ---- ctf.c: the CTF writer ---- */
 
+#define LK__CTF_FORMAT 3		/* env.lowkey_format: the layout below, read by reader.c */
+#define LK__CTF_PACKET_PREFIX 80	/* packet header and context, in bytes */
+
 int lk__ctf_open(struct lk__trace *t);
 int lk__ctf_write_metadata(struct lk__trace *t);
 int lk__ctf_open_stream(struct lk__trace *t, struct lk__probe_buffer *b);
@@ -315,6 +323,23 @@ int lk__ctf_write_packet(struct lk__trace *t, struct lk__probe_buffer *b, const 
 void lk__ctf_close(struct lk__trace *t);
 /* Remove the stream-* files of a CTF directory (a temporary one, once converted). */
 void lk__remove_streams(const char *dir);
+
+/*
+ * Write one packet of stream class 1 (context switches) for thread tid: records [out, out+len),
+ * already in CTF form. *fd: the stream-TID-sched file, opened at its first packet; *packets: its
+ * count. 0 or -errno (the file then ends at its last whole packet).
+ */
+int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t *packets, const uint8_t *out,
+			       size_t len, uint64_t ts_begin, uint64_t ts_end);
+
+/* ---- sched.c: context switches, LK_TRACE_SCHED ---- */
+
+/* Open the context-switch events of every thread of the process (perf_event_open): 0 or -errno. */
+int lk__sched_start(struct lk__trace *t);
+/* The consumer, once a pass (final: the last): write what the kernel recorded; 0 or -errno. */
+int lk__sched_drain(struct lk__trace *t, bool final);
+/* After the consumer's last pass, or in a forked child: close everything. */
+void lk__sched_stop(struct lk__trace *t);
 
 /* ---- json.c ---- */
 

@@ -41,7 +41,7 @@
 #define LK_CTL_MAX_FUNCTION 512	/* a site's function, cut to fit a message with every other field at its longest */
 
 /* Mirrors of lowkey/probe.h's limits (control.c checks they agree): this file stands alone. */
-#define LK_CTL_FORMAT_MAX 1		/* LK_TRACE_JSON */
+#define LK_CTL_FORMAT_MAX 2		/* LK_TRACE_PERFETTO */
 #define LK_CTL_TRACE_FLAGS 0x1u		/* LK_TRACE_CPUTIME */
 #define LK_CTL_KIND_MAX 4		/* LK_PROBE_COUNTER */
 #define LK_CTL_TYPE_MAX 5		/* LK_PROBE_PTR */

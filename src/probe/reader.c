@@ -21,7 +21,7 @@
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
 
-#define PACKET_PREFIX 88
+#define FORMAT2_PACKET_PREFIX 88	/* format 2's packet context ended with u32 tid, u32 spare */
 #define CTF_MAGIC 0xc1fc1fc1u
 #define INDEX_NAME ".lowkey-index"
 #define MAX_INDEX (64u << 20)	/* a line per event class: 65535 classes need far less */
@@ -109,25 +109,16 @@ static bool valid_types(uint32_t types, unsigned int nargs)
 	return true;
 }
 
-/* event TAB id TAB kind TAB nargs TAB types TAB provider TAB event TAB where TAB argnames */
-static int parse_event_line(struct lk__trace_reader *r, char *line, const char **why)
+/* A class from the trace's description, checked as the writer would have made it. */
+static int add_parsed_class(struct lk__trace_reader *r, unsigned long id, unsigned long kind, unsigned long nargs,
+			    unsigned long types, const char *provider, const char *event, const char *where,
+			    const char *arg_names, const char **why)
 {
-	unsigned long id, kind, nargs, types;
 	struct lk__event_class *c;
-	char *f[9], *p = line;
-	int n = 0;
 
-	while (n < 8 && p)
-		f[n++] = strsep(&p, "\t");
-	f[8] = p ? p : "";	/* the arguments as written: the rest of the line */
-	*why = "fewer than 8 fields";
-	if (n < 8)
-		return -EINVAL;
 	*why = "a number out of range";
-	if (!parse_uint(f[1], 10, LK__MAX_EVENT_ID, &id) || id < LK__FIRST_SITE_ID ||
-	    !parse_uint(f[2], 10, LK_PROBE_COUNTER, &kind) || kind < LK_PROBE_EVENT ||
-	    !parse_uint(f[3], 10, LK_PROBE_MAX_ARGS, &nargs) || !parse_uint(f[4], 16, UINT32_MAX, &types) ||
-	    !valid_types((uint32_t)types, (unsigned int)nargs))
+	if (id < LK__FIRST_SITE_ID || id > LK__MAX_EVENT_ID || kind < LK_PROBE_EVENT || kind > LK_PROBE_COUNTER ||
+	    nargs > LK_PROBE_MAX_ARGS || types > UINT32_MAX || !valid_types((uint32_t)types, (unsigned int)nargs))
 		return -EINVAL;
 	*why = "a second event class with the same id";
 	if (id < r->nclasses && r->classes[id])
@@ -136,7 +127,7 @@ static int parse_event_line(struct lk__trace_reader *r, char *line, const char *
 	if (!c)
 		return -ENOMEM;
 	*c = (struct lk__event_class){ (uint32_t)id, (uint8_t)kind, (uint8_t)nargs, (uint32_t)types,
-				       strdup(f[5]), strdup(f[6]), strdup(f[7]), strdup(f[8]) };
+				       strdup(provider), strdup(event), strdup(where), strdup(arg_names) };
 	if (!c->provider || !c->event || !c->where || !c->arg_names) {
 		free_class(c);
 		return -ENOMEM;
@@ -156,25 +147,61 @@ static int parse_event_line(struct lk__trace_reader *r, char *line, const char *
 	return 0;
 }
 
-static int add_builtin_classes(struct lk__trace_reader *r)
+/* event TAB id TAB kind TAB nargs TAB types TAB provider TAB event TAB where TAB argnames */
+static int parse_event_line(struct lk__trace_reader *r, char *line, const char **why)
+{
+	unsigned long id, kind, nargs, types;
+	char *f[9], *p = line;
+	int n = 0;
+
+	while (n < 8 && p)
+		f[n++] = strsep(&p, "\t");
+	f[8] = p ? p : "";	/* the arguments as written: the rest of the line */
+	*why = "fewer than 8 fields";
+	if (n < 8)
+		return -EINVAL;
+	*why = "a number out of range";
+	if (!parse_uint(f[1], 10, LK__MAX_EVENT_ID, &id) || !parse_uint(f[2], 10, LK_PROBE_COUNTER, &kind) ||
+	    !parse_uint(f[3], 10, LK_PROBE_MAX_ARGS, &nargs) || !parse_uint(f[4], 16, UINT32_MAX, &types))
+		return -EINVAL;
+	return add_parsed_class(r, id, kind, nargs, types, f[5], f[6], f[7], f[8], why);
+}
+
+static int add_builtin(struct lk__trace_reader *r, uint32_t id, const char *event, const char *names)
 {
 	struct lk__event_class *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return -ENOMEM;
-	c->id = LK__EVENT_THREAD_NAME;
-	c->nargs = 1;
-	c->arg_types = LK_PROBE_STR;
+	c->id = id;
 	c->provider = strdup("lowkey");
-	c->event = strdup("thread_name");
+	c->event = strdup(event);
 	c->where = strdup("");
-	c->arg_names = strdup("name");
-	strcpy(c->arg_name[0], "name");
+	c->arg_names = strdup(names);
 	if (!c->provider || !c->event || !c->where || !c->arg_names || add_class(r, c) != 0) {
 		free_class(c);
 		return -ENOMEM;
 	}
+	if (id == LK__EVENT_THREAD_NAME) {
+		c->nargs = 1;
+		c->arg_types = LK_PROBE_STR;
+	} else {
+		c->nargs = id == LK__EVENT_SCHED_OUT ? 2 : 1;
+		c->arg_types = id == LK__EVENT_SCHED_OUT ? LK_PROBE_U64 | LK_PROBE_U64 << 4 : LK_PROBE_U64;
+	}
+	field_names(c);
 	return 0;
+}
+
+static int add_builtin_classes(struct lk__trace_reader *r)
+{
+	int rc = add_builtin(r, LK__EVENT_THREAD_NAME, "thread_name", "name");
+
+	if (!rc)
+		rc = add_builtin(r, LK__EVENT_SCHED_OUT, "sched_out", "cpu,preempted");
+	if (!rc)
+		rc = add_builtin(r, LK__EVENT_SCHED_IN, "sched_in", "cpu");
+	return rc;
 }
 
 static int parse_line(struct lk__trace_reader *r, char *line, const char **why)
@@ -239,7 +266,309 @@ static int parse_index(struct lk__trace_reader *r, char *text, size_t len, char 
 			     INDEX_NAME, why);
 	if (!r->tsc_hz)
 		return lk__failf(err, errlen, -EINVAL, "%s: the trace index %s is damaged: no tsc_hz", name, INDEX_NAME);
+	r->format = 2;
 	return 0;
+}
+
+/* ---- the metadata: the TSDL lowkey writes (ctf.c), one statement a line ---- */
+
+#define METADATA_NAME "metadata"
+#define METADATA_FIRST_LINE "/* CTF 1.8 */"
+
+struct md_event {
+	unsigned long id, stream_id;
+	bool has_id, counter;
+	const char *name, *where;
+	const char *field[LK_PROBE_MAX_ARGS];
+	unsigned int nfields;
+	uint32_t types;
+};
+
+struct md_parse {
+	enum { MD_TOP, MD_ENV, MD_EVENT, MD_OTHER } block;
+	int depth;
+	struct md_event ev;
+	char tracer[64];
+	bool has_format;
+};
+
+/* The change in brace depth over a line, braces inside quotes left out. */
+static int brace_delta(const char *line)
+{
+	bool quoted = false;
+	int d = 0;
+
+	for (; *line; line++) {
+		if (*line == '"')
+			quoted = !quoted;
+		else if (!quoted && *line == '{')
+			d++;
+		else if (!quoted && *line == '}')
+			d--;
+	}
+	return d;
+}
+
+/* "key = value;" -> key, value (a quoted value without its quotes); false if the line is not one. */
+static bool md_assignment(char *line, char **key, char **value)
+{
+	char *eq = strstr(line, " = "), *v, *end;
+
+	if (!eq)
+		return false;
+	*eq = 0;
+	v = eq + 3;
+	end = v + strlen(v);
+	if (end == v || end[-1] != ';')
+		return false;
+	*--end = 0;
+	if (*v == '"') {
+		if (end - v < 2 || end[-1] != '"')
+			return false;
+		*--end = 0;
+		v++;
+	}
+	*key = line;
+	*value = v;
+	return true;
+}
+
+static bool md_number(const char *s, unsigned long long *out)
+{
+	char *end;
+
+	if (!isdigit((unsigned char)*s))
+		return false;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	return !errno && !*end;
+}
+
+static int md_env(struct lk__trace_reader *r, struct md_parse *m, char *line, const char **why)
+{
+	unsigned long long v = 0;
+	char *key, *value;
+
+	*why = "an env entry that is not `key = value;`";
+	if (!md_assignment(line, &key, &value))
+		return -EINVAL;
+	if (strcmp(key, "tracer_name") == 0) {
+		snprintf(m->tracer, sizeof(m->tracer), "%s", value);
+		return 0;
+	}
+	if (strcmp(key, "procname") == 0) {
+		snprintf(r->procname, sizeof(r->procname), "%s", value);
+		return 0;
+	}
+	if (strncmp(key, "lowkey_", 7) != 0 && strcmp(key, "vpid") != 0)
+		return 0;	/* hostname, domain, the tracer's version */
+	*why = "an env number out of range";
+	if (!md_number(value, &v))
+		return -EINVAL;
+	if (strcmp(key, "vpid") == 0)
+		r->pid = v <= INT32_MAX ? (int)v : 0;
+	else if (strcmp(key, "lowkey_format") == 0)
+		r->format = v <= 1000 ? (unsigned int)v : 0, m->has_format = true;
+	else if (strcmp(key, "lowkey_cputime") == 0)
+		r->cputime = v != 0;
+	else if (strcmp(key, "lowkey_sched") == 0)
+		r->sched = v != 0;
+	else if (strcmp(key, "lowkey_sched_lost") == 0)
+		r->sched_lost = v;
+	else if (strcmp(key, "lowkey_tsc_hz") == 0)
+		r->tsc_hz = v;
+	else if (strcmp(key, "lowkey_tsc0") == 0)
+		r->tsc0 = v;
+	else if (strcmp(key, "lowkey_monotonic0_ns") == 0)
+		r->monotonic0_ns = v;
+	else if (strcmp(key, "lowkey_realtime0_ns") == 0)
+		r->realtime0_ns = v;
+	return 0;
+}
+
+/* A field's type as ctf.c writes it: its lowkey type, and whether it is a counter's value. */
+static unsigned int md_field_type(const char *type, bool *counter)
+{
+	static const struct { const char *name; unsigned int type; bool counter; } types[] = {
+		{ "int64_t", LK_PROBE_I64, false }, { "uint64_t", LK_PROBE_U64, false },
+		{ "double_t", LK_PROBE_F64, false }, { "string", LK_PROBE_STR, false },
+		{ "lk_pointer_t", LK_PROBE_PTR, false }, { "lk_counter_int64_t", LK_PROBE_I64, true },
+		{ "lk_counter_uint64_t", LK_PROBE_U64, true }, { "lk_counter_double_t", LK_PROBE_F64, true },
+	};
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (strcmp(type, types[i].name) == 0) {
+			*counter = types[i].counter;
+			return types[i].type;
+		}
+	return 0;
+}
+
+/* "TYPE _NAME;" inside an event's fields. */
+static int md_field(struct md_event *ev, char *line, const char **why)
+{
+	char *sp = strchr(line, ' '), *name;
+	size_t n;
+	unsigned int type;
+	bool counter = false;
+
+	*why = "a field that is not `TYPE _NAME;`";
+	if (!sp || sp[1] != '_')
+		return -EINVAL;
+	*sp = 0;
+	name = sp + 2;
+	n = strlen(name);
+	if (n < 2 || name[n - 1] != ';')
+		return -EINVAL;
+	name[n - 1] = 0;
+	*why = "a field of a type lowkey does not write";
+	type = md_field_type(line, &counter);
+	if (!type)
+		return -EINVAL;
+	*why = "more than 8 fields";
+	if (ev->nfields == LK_PROBE_MAX_ARGS)
+		return -EINVAL;
+	ev->types |= (uint32_t)type << (4 * ev->nfields);
+	ev->field[ev->nfields++] = name;
+	ev->counter |= counter;
+	return 0;
+}
+
+static int md_event_line(struct md_event *ev, char *line, int depth, const char **why)
+{
+	unsigned long long v;
+	char *key, *value;
+
+	if (depth >= 2)
+		return md_field(ev, line, why);
+	if (strncmp(line, "fields := struct", 16) == 0)
+		return 0;
+	*why = "an event attribute that is not `key = value;`";
+	if (!md_assignment(line, &key, &value))
+		return -EINVAL;
+	*why = "an event number out of range";
+	if (strcmp(key, "name") == 0) {
+		ev->name = value;
+	} else if (strcmp(key, "id") == 0) {
+		if (!md_number(value, &v) || v > LK__MAX_EVENT_ID)
+			return -EINVAL;
+		ev->id = (unsigned long)v;
+		ev->has_id = true;
+	} else if (strcmp(key, "stream_id") == 0) {
+		if (!md_number(value, &v) || v > 1)
+			return -EINVAL;
+		ev->stream_id = (unsigned long)v;
+	} else if (strcmp(key, "model.emf.uri") == 0) {
+		ev->where = value;
+	}
+	return 0;
+}
+
+/* An event block is over: its class, unless it is one of lowkey's own (added already). */
+static int md_event_end(struct lk__trace_reader *r, struct md_event *ev, const char **why)
+{
+	char provider[256], event[256], suffix[16] = "", names[LK_PROBE_MAX_ARGS * 64] = "";
+	unsigned long kind = LK_PROBE_EVENT;
+	int n;
+
+	*why = "an event without a name or an id";
+	if (!ev->name || !ev->has_id)
+		return -EINVAL;
+	if (ev->id < LK__FIRST_SITE_ID)
+		return 0;
+	*why = "an event name that is not provider:event";
+	n = sscanf(ev->name, "%255[^:]:%255[^:]:%15s", provider, event, suffix);
+	if (n < 2 || ev->stream_id != 0)
+		return -EINVAL;
+	if (n == 3)
+		kind = strcmp(suffix, "begin") == 0 ? LK_PROBE_SPAN_BEGIN : strcmp(suffix, "end") == 0 ? LK_PROBE_SPAN_END : 0;
+	else if (ev->counter)
+		kind = LK_PROBE_COUNTER;
+	*why = "an event of a kind lowkey does not write";
+	if (!kind || (ev->counter && (kind != LK_PROBE_COUNTER || ev->nfields != 1)))
+		return -EINVAL;
+	for (unsigned int i = 0; i < ev->nfields; i++) {
+		size_t len = strlen(names);
+
+		snprintf(names + len, sizeof(names) - len, "%s%.63s", i ? "," : "", ev->field[i]);
+	}
+	return add_parsed_class(r, ev->id, kind, ev->nfields, ev->types, provider, event, ev->where ? ev->where : "",
+				names, why);
+}
+
+static int md_line(struct lk__trace_reader *r, struct md_parse *m, char *line, const char **why)
+{
+	int delta, rc = 0;
+
+	while (*line == ' ' || *line == '\t')
+		line++;
+	delta = brace_delta(line);
+	if (m->depth == 0 && delta > 0)
+		m->block = strncmp(line, "env {", 5) == 0 ? MD_ENV : strncmp(line, "event {", 7) == 0 ? MD_EVENT : MD_OTHER;
+	else if (m->depth > 0 && delta >= 0 && *line && strncmp(line, "/*", 2) != 0) {
+		if (m->block == MD_ENV)
+			rc = md_env(r, m, line, why);
+		else if (m->block == MD_EVENT)
+			rc = md_event_line(&m->ev, line, m->depth, why);
+	}
+	m->depth += delta;
+	if (!rc && (m->depth < 0 || m->depth > 8)) {
+		*why = "unbalanced braces";
+		rc = -EINVAL;
+	}
+	if (!rc && m->depth == 0 && m->block == MD_EVENT)
+		rc = md_event_end(r, &m->ev, why);
+	if (m->depth == 0) {
+		memset(&m->ev, 0, sizeof(m->ev));
+		m->block = MD_TOP;
+	}
+	return rc;
+}
+
+static int parse_metadata(struct lk__trace_reader *r, char *text, size_t len, char *err, size_t errlen)
+{
+	const char *name = r->dir ? r->dir : "the trace", *why = "";
+	char *p = text, *end = text + len, *line;
+	struct md_parse m = { 0 };
+	unsigned int lineno = 1;
+	int rc;
+
+	text[len] = 0;
+	line = next_line(&p, end);
+	if (!line || strcmp(line, METADATA_FIRST_LINE) != 0)
+		return lk__failf(err, errlen, -EINVAL, "%s: its metadata is not CTF 1.8 text: not a lowkey trace", name);
+	rc = add_builtin_classes(r);
+	while (!rc && (line = next_line(&p, end))) {
+		lineno++;
+		rc = md_line(r, &m, line, &why);
+	}
+	if (rc)
+		return lk__failf(err, errlen, rc, "%s: line %u of its metadata is damaged: %s", name, lineno, why);
+	if (strcmp(m.tracer, "lowkey") != 0)
+		return lk__failf(err, errlen, -EINVAL, "%s is a CTF trace of %s, not a lowkey trace: babeltrace2 reads it",
+			     name, m.tracer[0] ? m.tracer : "another tracer");
+	if (!m.has_format)
+		r->format = 2;	/* lowkey before its traces stood alone; no lowkey_tsc0 either (see below) */
+	if (r->format != 2 && r->format != LK__CTF_FORMAT)
+		return lk__failf(err, errlen, -EINVAL, "%s: written by another version of lowkey (format %u); babeltrace2 "
+			     "reads it", name, r->format);
+	if (!r->tsc_hz)
+		return lk__failf(err, errlen, -EINVAL, "%s: its metadata is damaged: no lowkey_tsc_hz", name);
+	/*
+	 * Format 2 metadata lacks the TSC at the start: time counts from the TSC's zero, which is
+	 * the machine's boot, as CLOCK_MONOTONIC does (within the firmware's time before the kernel).
+	 */
+	if (!m.has_format)
+		r->tsc0 = r->monotonic0_ns = 0;
+	return 0;
+}
+
+/* An index (lowkey-trace N) or a metadata, told by the first line. */
+static int parse_description(struct lk__trace_reader *r, char *text, size_t len, char *err, size_t errlen)
+{
+	if (len >= sizeof(METADATA_FIRST_LINE) - 1 && memcmp(text, METADATA_FIRST_LINE, sizeof(METADATA_FIRST_LINE) - 1) == 0)
+		return parse_metadata(r, text, len, err, errlen);
+	return parse_index(r, text, len, err, errlen);
 }
 
 int lk__reader_parse_index(struct lk__trace_reader *r, char *text, size_t len, char *err, size_t errlen)
@@ -248,7 +577,7 @@ int lk__reader_parse_index(struct lk__trace_reader *r, char *text, size_t len, c
 
 	memset(r, 0, sizeof(*r));
 	r->dir_fd = -1;
-	rc = parse_index(r, text, len, err, errlen);
+	rc = parse_description(r, text, len, err, errlen);
 	if (rc)
 		lk__reader_close(r);
 	return rc;
@@ -296,30 +625,47 @@ static ssize_t read_at(int fd, void *buf, size_t len, uint64_t off)
 	return (ssize_t)done;
 }
 
-static int read_index(struct lk__trace_reader *r, char *err, size_t errlen)
+/* Read and parse file (the index or the metadata); -ENOENT with nothing said if it is not there. */
+static int read_description(struct lk__trace_reader *r, const char *file, char *err, size_t errlen)
 {
 	struct stat st;
 	char *text;
 	ssize_t n;
-	int rc, fd = open_regular(r, INDEX_NAME, &st, err, errlen);
+	int rc, fd = open_regular(r, file, &st, err, errlen);
 
-	if (fd == -ENOENT)
-		return lk__failf(err, errlen, fd, "%s is not a lowkey trace (no %s/%s)", r->dir, r->dir, INDEX_NAME);
 	if (fd < 0)
 		return fd;
 	if (st.st_size > MAX_INDEX) {
 		close(fd);
-		return lk__failf(err, errlen, -EFBIG, "%s: its %s is %lld bytes, more than any lowkey trace's index "
-			     "(%u MiB)", r->dir, INDEX_NAME, (long long)st.st_size, MAX_INDEX >> 20);
+		return lk__failf(err, errlen, -EFBIG, "%s: its %s is %lld bytes, more than any lowkey trace's "
+			     "(%u MiB)", r->dir, file, (long long)st.st_size, MAX_INDEX >> 20);
 	}
 	text = malloc((size_t)st.st_size + 1);
 	n = text ? read_at(fd, text, (size_t)st.st_size, 0) : -ENOMEM;
 	close(fd);
 	if (n < 0)
-		rc = lk__failf(err, errlen, (int)n, "cannot read %s/%s: %s", r->dir, INDEX_NAME, strerror((int)-n));
-	else
+		rc = lk__failf(err, errlen, (int)n, "cannot read %s/%s: %s", r->dir, file, strerror((int)-n));
+	else if (strcmp(file, INDEX_NAME) == 0)
 		rc = parse_index(r, text, (size_t)n, err, errlen);
+	else
+		rc = parse_metadata(r, text, (size_t)n, err, errlen);
 	free(text);
+	return rc;
+}
+
+/*
+ * A trace of lowkey before format 3 has its classes in the index, which says more than its
+ * metadata did (the TSC at the start); a newer one has no index, and a copy of an older one may
+ * have lost it: the metadata then.
+ */
+static int read_index(struct lk__trace_reader *r, char *err, size_t errlen)
+{
+	int rc = read_description(r, INDEX_NAME, err, errlen);
+
+	if (rc == -ENOENT)
+		rc = read_description(r, METADATA_NAME, err, errlen);
+	if (rc == -ENOENT)
+		return lk__failf(err, errlen, rc, "%s is not a lowkey trace (no %s/%s)", r->dir, r->dir, METADATA_NAME);
 	return rc;
 }
 
@@ -417,25 +763,28 @@ static uint32_t get32(const uint8_t *p)
  * header's 48 TSC bits are extended from *tsc, the previous timestamp; the size follows from the
  * event's arguments.
  */
-static size_t decode_record(const struct lk__trace_reader *r, const uint8_t *p, size_t avail, uint64_t *tsc,
-			    struct lk__event *e)
+static size_t decode_record(const struct lk__trace_reader *r, unsigned int stream_id, const uint8_t *p,
+			    size_t avail, uint64_t *tsc, struct lk__event *e)
 {
-	size_t ctx = r->cputime ? 8 : 0, head = LK__PROBE_HEADER, size;
+	/* the event context: [cputime_ns (stream 0)], vtid (format 3) */
+	size_t cpu = stream_id == 0 && r->cputime ? 8 : 0, ctx = cpu + (r->format == 2 ? 0 : 4);
+	size_t head = LK__PROBE_HEADER, size;
+	bool ok = true, sched;
 	uint64_t id;
-	bool ok = true;
 
 	if (avail < head + ctx)
 		return 0;
 	id = lk__header_id(get64(p));
 	e->tsc = lk__tsc_advance(*tsc, lk__header_tsc48(get64(p)));
 	e->cls = id < r->nclasses ? r->classes[id] : NULL;
-	if (!e->cls)
+	sched = id == LK__EVENT_SCHED_OUT || id == LK__EVENT_SCHED_IN;
+	if (!e->cls || sched != (stream_id == 1))
 		return 0;
 	size = head + ctx + lk__payload_size(e->cls->arg_types, e->cls->nargs, p + head + ctx, avail - head - ctx, &ok);
 	if (!ok)
 		return 0;
 	*tsc = e->tsc;
-	e->cputime_ns = ctx ? get64(p + head) : 0;
+	e->cputime_ns = cpu ? get64(p + head) : 0;
 	e->payload = p + head + ctx;
 	e->payload_len = size - head - ctx;
 	return size;
@@ -447,7 +796,7 @@ static int walk_records(struct lk__trace_reader *r, struct lk__stream_info *s, c
 {
 	while (p < end) {
 		struct lk__event e;
-		size_t size = decode_record(r, p, (size_t)(end - p), &tsc, &e);
+		size_t size = decode_record(r, s->stream_id, p, (size_t)(end - p), &tsc, &e);
 
 		if (!size)
 			return -EINVAL;
@@ -517,22 +866,23 @@ static ssize_t read_packet(const struct source *src, struct walk *w, size_t byte
 static int walk_packets(struct lk__trace_reader *r, const struct source *src, struct lk__stream_info *s,
 			struct walk *w, const struct lk__reader_ops *ops, void *arg)
 {
+	size_t prefix = r->format == 2 ? FORMAT2_PACKET_PREFIX : LK__CTF_PACKET_PREFIX;
 	int rc = 0;
 
 	for (w->at = 0; !rc && w->at < src->size;) {
 		uint64_t avail = src->size - w->at, bytes;
-		ssize_t n = read_packet(src, w, avail < PACKET_PREFIX ? (size_t)avail : PACKET_PREFIX);
+		ssize_t n = read_packet(src, w, avail < prefix ? (size_t)avail : prefix);
 
 		if (n < 0)
 			return (int)n;
 		if (n >= 4 && get32(w->buf) != CTF_MAGIC)
 			return -EINVAL;
-		if (n < PACKET_PREFIX) {
+		if ((size_t)n < prefix) {
 			s->truncated = (uint64_t)n;
 			break;
 		}
 		bytes = get64(w->buf + 56) / 8;	/* packet_size */
-		if (bytes < PACKET_PREFIX || bytes > MAX_PACKET)
+		if (bytes < prefix || bytes > MAX_PACKET || get32(w->buf + 20) != s->stream_id)
 			return -EINVAL;
 		if (bytes > avail) {
 			s->truncated = avail;
@@ -547,7 +897,7 @@ static int walk_packets(struct lk__trace_reader *r, const struct source *src, st
 		}
 		s->packets++;
 		s->lost = get64(w->buf + 72);	/* events_discarded, cumulative */
-		rc = walk_records(r, s, w->buf + PACKET_PREFIX, w->buf + bytes, get64(w->buf + 32), ops, arg);
+		rc = walk_records(r, s, w->buf + prefix, w->buf + bytes, get64(w->buf + 32), ops, arg);
 		if (!rc)
 			w->at += bytes;
 	}
@@ -585,7 +935,10 @@ int lk__reader_walk_bytes(struct lk__trace_reader *r, const uint8_t *data, size_
 static int walk_stream(struct lk__trace_reader *r, const char *name, const struct lk__reader_ops *ops,
 		       void *arg, char *err, size_t errlen)
 {
-	struct lk__stream_info s = { .tid = atoi(name + 7), .file = name };
+	size_t len = strlen(name);
+	/* stream-TID, or stream-TID-sched: the thread's context switches (stream class 1) */
+	struct lk__stream_info s = { .tid = atoi(name + 7), .file = name,
+				     .stream_id = len > 6 && strcmp(name + len - 6, "-sched") == 0 };
 	struct walk w = { 0 };
 	struct stat st;
 	int rc, fd = open_regular(r, name, &st, err, errlen);

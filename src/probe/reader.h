@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internal: reading lowkey's own CTF traces back (for the JSON conversion and `lowkey report`).
- * It reads the `index` file for the event classes and walks each stream file's packets.
+ * It reads the event classes from the trace's `metadata` (the TSDL lowkey writes; a trace of
+ * lowkey 0.x before format 3 had them in a hidden `.lowkey-index`, read when it is there) and
+ * walks each stream file's packets.
  *
  * A trace may have been written by someone else, or by a program killed mid-write: nothing in it
  * is trusted. Files are opened only through the trace directory's descriptor, never through a
@@ -31,6 +33,9 @@ struct lk__trace_reader {
 	int dir_fd;		/* -1 when the index came from memory */
 	uint64_t tsc_hz, tsc0, monotonic0_ns, realtime0_ns;
 	bool cputime;
+	bool sched;		/* context switches recorded: stream-TID-sched files */
+	uint64_t sched_lost;	/* context switch records the kernel dropped */
+	unsigned int format;	/* 2: 88-byte packet prefix, no vtid; 3: LK__CTF_PACKET_PREFIX, vtid */
 	int pid;
 	char procname[64];
 	struct lk__event_class **classes;	/* by id; NULL where none */
@@ -49,6 +54,7 @@ struct lk__event {
 
 struct lk__stream_info {
 	int tid;
+	unsigned int stream_id;	/* 0: probes; 1: context switches (lowkey:sched_out, lowkey:sched_in) */
 	const char *file;
 	uint64_t packets, events, lost;
 	uint64_t truncated;	/* bytes at the end that are not a whole packet (0: none); the events
@@ -63,7 +69,10 @@ struct lk__reader_ops {
 	int (*stream_end)(const struct lk__stream_info *s, void *arg);
 };
 
-/* Open a trace directory (followed if dir is a symbolic link); 0 or -errno with a message in err. */
+/*
+ * Open a trace directory (followed if dir is a symbolic link): its metadata, or its index when
+ * there is one; 0 or -errno with a message in err.
+ */
 int lk__reader_open(struct lk__trace_reader *r, const char *dir, char *err, size_t errlen);
 
 /* The same for a directory already open (dir_fd is duplicated); name is for messages. */
@@ -86,8 +95,9 @@ size_t lk__event_arg(const struct lk__event *e, size_t offset, unsigned int i, u
 uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc);
 
 /*
- * The two parsers on their own, for the fuzzer. lk__reader_parse_index reads an index held in
- * text (len bytes, modified; text[len] must be writable) into r, which it initializes;
+ * The two parsers on their own, for the fuzzer. lk__reader_parse_index reads an index or a
+ * lowkey metadata (TSDL text, told by its first line) held in text (len bytes, modified;
+ * text[len] must be writable) into r, which it initializes;
  * lk__reader_walk_bytes walks one stream's bytes (s: its tid and file name; the counters are set).
  * Same results as the functions above.
  */

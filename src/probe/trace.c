@@ -29,6 +29,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "probe/convert.h"
 #include "probe/probe_internal.h"
 
 struct lk__trace lk__trace = { .dir_fd = -1 };
@@ -61,7 +62,7 @@ static int check_config(const struct lk_trace_config *c)
 {
 	if (!c || !c->path || !*c->path)
 		return lk__fail(-EINVAL, "lk_trace_start: no output path");
-	if (c->format != LK_TRACE_CTF && c->format != LK_TRACE_JSON)
+	if (c->format != LK_TRACE_CTF && c->format != LK_TRACE_JSON && c->format != LK_TRACE_PERFETTO)
 		return lk__fail(-EINVAL, "lk_trace_start: unknown format %d", (int)c->format);
 	if (c->buffer_size > MAX_BUFFER)
 		return lk__fail(-EINVAL, "lk_trace_start: buffer_size %zu is over the limit of %u bytes",
@@ -114,7 +115,7 @@ static int check_trace_dir(const char *path)
 	return 0;
 }
 
-/* Where the CTF goes: the path itself, or beside the JSON file until it is converted. */
+/* Where the CTF goes: the path itself, or beside the JSON or Perfetto file until it is converted. */
 static int prepare_output(struct lk__trace *t, const char *path)
 {
 	int err;
@@ -122,7 +123,7 @@ static int prepare_output(struct lk__trace *t, const char *path)
 	t->path = absolute(path);
 	if (!t->path)
 		return lk__fail(-ENOMEM, "lk_trace_start: out of memory");
-	if (t->config.format == LK_TRACE_JSON) {
+	if (t->config.format != LK_TRACE_CTF) {
 		int fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 
 		if (fd < 0)
@@ -229,7 +230,7 @@ static int start_locked(const struct lk_trace_config *config)
 	return 0;
 fail:
 	lk__ctf_close(t);
-	if (t->ctf_dir && t->config.format == LK_TRACE_JSON)
+	if (t->ctf_dir && t->config.format != LK_TRACE_CTF)
 		rmdir(t->ctf_dir);
 	free_paths(t);
 	return err;
@@ -291,8 +292,8 @@ static int stop_locked(void)
 		lk__fail(t->error, "%s", t->error_msg);
 		err = t->error;
 	}
-	if (!err && t->config.format == LK_TRACE_JSON && !t->overwrite) {
-		err = lk__json_convert(t->ctf_dir, t->path, msg, sizeof(msg));
+	if (!err && t->config.format != LK_TRACE_CTF && !t->overwrite) {
+		err = lk__trace_convert(t->ctf_dir, t->path, t->config.format, msg, sizeof(msg));
 		if (err)
 			lk__fail(err, "%s", msg);
 		else

@@ -31,6 +31,12 @@ static void escapes_what_json_requires(void **state)
 	expect("a\"b\\c", "\"a\\\"b\\\\c\"");
 	expect("tab\there\nnl\x01", "\"tab\\u0009here\\u000anl\\u0001\"");
 	expect("caf\xc3\xa9", "\"caf\xc3\xa9\"");	/* UTF-8 passes through */
+	expect("\xf0\x9f\x98\x80!", "\"\xf0\x9f\x98\x80!\"");	/* four bytes too */
+	/* bytes that are not UTF-8 become U+FFFD, one each: the output is always JSON text */
+	expect("\xff\xfe ok", "\"\\ufffd\\ufffd ok\"");
+	expect("cut \xe2\x82", "\"cut \\ufffd\\ufffd\"");
+	expect("\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"");	/* a surrogate */
+	expect("\xc0\xaf\"", "\"\\ufffd\\ufffd\\\"\"");	/* overlong, then a quote */
 	expect(NULL, "null");
 }
 

@@ -4,8 +4,8 @@
  * walker that `lowkey report`, the JSON conversion and the summary of a killed program run on
  * traces someone else may have written.
  *
- * An input is an index and a stream: a 2-byte little-endian length n, n bytes of index text, then
- * the stream's bytes. Properties checked, besides what AddressSanitizer and UBSan check:
+ * An input is a trace's description and a stream: a 2-byte little-endian length n, n bytes of
+ * text (the metadata, or the index of a trace of lowkey before format 3), then the stream's bytes. Properties checked, besides what AddressSanitizer and UBSan check:
  *   - the parser returns 0 or one of its errors, with a message; an accepted index has the
  *     built-in class and classes only at ids 16 .. 65534, whose kinds, argument counts and types
  *     are in range, and a non-zero TSC frequency;
@@ -84,11 +84,12 @@ static int on_stream_end(const struct lk__stream_info *s, void *arg)
 static void check_classes(const struct lk__trace_reader *r)
 {
 	must(r->tsc_hz != 0 && r->nclasses <= LK__MAX_EVENT_ID + 1u);
-	must(r->classes[LK__EVENT_THREAD_NAME] != NULL);
+	must(r->classes[LK__EVENT_THREAD_NAME] && r->classes[LK__EVENT_SCHED_OUT] && r->classes[LK__EVENT_SCHED_IN]);
+	must(r->format == 2 || r->format == LK__CTF_FORMAT);
 	for (size_t i = 0; i < r->nclasses; i++) {
 		const struct lk__event_class *c = r->classes[i];
 
-		if (!c || i == LK__EVENT_THREAD_NAME)
+		if (!c || i == LK__EVENT_THREAD_NAME || i == LK__EVENT_SCHED_OUT || i == LK__EVENT_SCHED_IN)
 			continue;
 		must(c->id == i && i >= LK__FIRST_SITE_ID && i <= LK__MAX_EVENT_ID);
 		must(c->kind >= LK_PROBE_EVENT && c->kind <= LK_PROBE_COUNTER && c->nargs <= LK_PROBE_MAX_ARGS);

@@ -161,8 +161,13 @@ static void report_refuses_what_is_not_a_trace(void **state)
 	unlink(path);
 
 	/* an event id past the 16 bits records have: refused, nothing allocated for it */
-	assert_int_equal(lkt_sh(&out, "printf 'event\\t99999999\\t1\\t0\\t0\\tp\\te\\tf.c:1\\t\\n' >> '%s/.lowkey-index'",
+	assert_int_equal(lkt_sh(&out, "printf 'event {\\n\\tname = \"p:e\";\\n\\tid = 99999999;\\n};\\n' >> '%s/metadata'",
 				dir), 0);
+	lkt_sh(&out, "%s report '%s'", LOWKEY, dir);
+	lkt_expect(&out, 1, "of its metadata is damaged: an event number out of range");
+	/* and in the index of a trace of lowkey before format 3, which is read first */
+	assert_int_equal(lkt_sh(&out, "printf 'lowkey-trace 2\\ntsc_hz 1000\\nevent\\t99999999\\t1\\t0\\t0\\tp\\te\\tf.c:1\\t\\n' "
+				"> '%s/.lowkey-index'", dir), 0);
 	lkt_sh(&out, "%s report '%s'", LOWKEY, dir);
 	lkt_expect(&out, 1, "of the trace index .lowkey-index is damaged: a number out of range");
 	lkt_rmrf(dir);

@@ -31,6 +31,7 @@
 
 #include "cli.h"
 #include "probe/control_internal.h"
+#include "probe/convert.h"
 #include "probe_elf.h"
 #include "trace.h"
 
@@ -103,7 +104,7 @@ static void __attribute__((noreturn)) exec_command(const struct trace_opts *o, i
 	/* Every variable is set or cleared here: none comes from the user's environment by accident. */
 	set_env("LOWKEY_TRACE", list);
 	set_env("LOWKEY_TRACE_OUTPUT", o->output);
-	set_env("LOWKEY_TRACE_FORMAT", o->format == LK_TRACE_JSON ? "json" : "ctf");
+	set_env("LOWKEY_TRACE_FORMAT", lk__trace_format_name(o->format));
 	set_env("LOWKEY_TRACE_CPUTIME", o->cputime ? "1" : NULL);
 	snprintf(num, sizeof(num), "%llu", (unsigned long long)o->buffer);
 	set_env("LOWKEY_TRACE_BUFFER", o->buffer ? num : NULL);
@@ -266,7 +267,7 @@ static int check_matches(const struct trace_opts *o, struct run *r, const char *
 			if (r->rules[k].enable && strcmp(r->rules[k].glob, g) == 0)
 				matched = (int)r->rules[k].matched;
 		if (matched < 0)
-			matched = trace_count_matches(o->format == LK_TRACE_JSON ? r->ctf_dir : o->output, g);
+			matched = trace_count_matches(o->format != LK_TRACE_CTF ? r->ctf_dir : o->output, g);
 		if (matched == 0) {
 			lk_cli_error("trace", NULL, "no probe site in %s matches '%s'", cmd, g);
 			(*unmatched)++;

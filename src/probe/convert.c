@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Trace formats by name, and a CTF trace into any of them (see convert.h). A CTF copy is read
+ * through the reader first, so that what is copied is a lowkey trace, whole packets only.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/failf.h"
+#include "probe/convert.h"
+#include "probe/reader.h"
+
+static const struct {
+	const char *name, *extension;
+} formats[] = {
+	[LK_TRACE_CTF] = { "ctf", "ctf" },
+	[LK_TRACE_JSON] = { "json", "json" },
+	[LK_TRACE_PERFETTO] = { "perfetto", "pftrace" },
+};
+
+const char *lk__trace_format_name(enum lk_trace_format format)
+{
+	return (unsigned int)format < sizeof(formats) / sizeof(formats[0]) ? formats[format].name : NULL;
+}
+
+const char *lk__trace_format_extension(enum lk_trace_format format)
+{
+	return (unsigned int)format < sizeof(formats) / sizeof(formats[0]) ? formats[format].extension : NULL;
+}
+
+int lk__trace_format_parse(const char *name)
+{
+	for (unsigned int i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
+		if (strcasecmp(name, formats[i].name) == 0)
+			return (int)i;
+	if (strcasecmp(name, "pftrace") == 0 || strcasecmp(name, "proto") == 0)
+		return LK_TRACE_PERFETTO;
+	return -1;
+}
+
+/* ---- CTF to CTF: a copy of what the reader accepts ---- */
+
+struct copy_list {
+	char **names;
+	uint64_t *lengths;	/* bytes to copy: the whole packets */
+	size_t n, cap;
+};
+
+static int note_stream(const struct lk__stream_info *s, void *arg)
+{
+	struct copy_list *l = arg;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		char **names = realloc(l->names, cap * sizeof(*names));
+		uint64_t *lengths = names ? realloc(l->lengths, cap * sizeof(*lengths)) : NULL;
+
+		if (names)
+			l->names = names;
+		if (!lengths)
+			return -ENOMEM;
+		l->lengths = lengths;
+		l->cap = cap;
+	}
+	l->names[l->n] = strdup(s->file);
+	if (!l->names[l->n])
+		return -ENOMEM;
+	l->lengths[l->n++] = s->truncated;	/* made a length in copy_file() */
+	return 0;
+}
+
+/* Copy name from one trace directory to the other: all of it, or less the last `cut` bytes. */
+static int copy_file(int from_dir, int to_dir, const char *name, uint64_t cut)
+{
+	int in = openat(from_dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), out = -1, rc = 0;
+	static char buf[1 << 16];
+	uint64_t left;
+	struct stat st;
+
+	if (in < 0 || fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
+		rc = in < 0 || errno ? -errno : -EINVAL;
+		goto out;
+	}
+	out = openat(to_dir, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (out < 0) {
+		rc = -errno;
+		goto out;
+	}
+	left = (uint64_t)st.st_size > cut ? (uint64_t)st.st_size - cut : 0;
+	while (left && !rc) {
+		ssize_t n = read(in, buf, left < sizeof(buf) ? (size_t)left : sizeof(buf)), w = 0;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : 0;
+			break;
+		}
+		while (w < n && !rc) {
+			ssize_t k = write(out, buf + w, (size_t)(n - w));
+
+			if (k < 0 && errno != EINTR)
+				rc = -errno;
+			w += k > 0 ? k : 0;
+		}
+		left -= (uint64_t)n;
+	}
+	if (close(out) != 0 && !rc)
+		rc = -errno;
+	out = -1;
+out:
+	if (in >= 0)
+		close(in);
+	return rc;
+}
+
+static int copy_ctf(struct lk__trace_reader *r, const char *out, char *err, size_t errlen)
+{
+	const struct lk__reader_ops ops = { .stream_end = note_stream };
+	static const char *const described_by[] = { "metadata", ".lowkey-index" };
+	struct copy_list l = { 0 };
+	int rc, to;
+
+	rc = lk__reader_walk(r, &ops, &l, err, errlen);
+	if (rc == -ENOMEM)
+		lk__failf(err, errlen, rc, "out of memory copying %s", r->dir);
+	if (rc)
+		goto out;
+	if (mkdir(out, 0755) != 0 && errno != EEXIST) {
+		rc = lk__failf(err, errlen, -errno, "cannot create the trace directory %s: %s", out, strerror(errno));
+		goto out;
+	}
+	to = open(out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (to < 0) {
+		rc = lk__failf(err, errlen, -errno, "cannot open the trace directory %s: %s", out, strerror(errno));
+		goto out;
+	}
+	for (size_t i = 0; i < 2 && !rc; i++)
+		if ((rc = copy_file(r->dir_fd, to, described_by[i], 0)) != 0)
+			lk__failf(err, errlen, rc, "cannot copy %s/%s to %s: %s", r->dir, described_by[i], out,
+				  strerror(-rc));
+	for (size_t i = 0; i < l.n && !rc; i++)
+		if ((rc = copy_file(r->dir_fd, to, l.names[i], l.lengths[i])) != 0)
+			lk__failf(err, errlen, rc, "cannot copy %s/%s to %s: %s", r->dir, l.names[i], out,
+				  strerror(-rc));
+	close(to);
+out:
+	for (size_t i = 0; i < l.n; i++)
+		free(l.names[i]);
+	free(l.names);
+	free(l.lengths);
+	return rc;
+}
+
+int lk__trace_convert(const char *ctf_dir, const char *out, enum lk_trace_format format, char *err,
+		      size_t errlen)
+{
+	struct lk__trace_reader r;
+	int rc;
+
+	switch (format) {
+	case LK_TRACE_JSON:
+		return lk__json_convert(ctf_dir, out, err, errlen);
+	case LK_TRACE_PERFETTO:
+		return lk__perfetto_convert(ctf_dir, out, err, errlen);
+	case LK_TRACE_CTF:
+		rc = lk__reader_open(&r, ctf_dir, err, errlen);
+		if (rc)
+			return rc;
+		rc = copy_ctf(&r, out, err, errlen);
+		lk__reader_close(&r);
+		return rc;
+	}
+	return lk__failf(err, errlen, -EINVAL, "unknown trace format %d", (int)format);
+}

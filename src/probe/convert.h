@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal: a lowkey CTF trace into the other formats, after recording (at lk_trace_stop for a
+ * JSON or Perfetto trace, in `lowkey convert`, and when `lowkey trace` finishes the trace of a
+ * process that died). Each reads the CTF through the reader (reader.h), which trusts nothing in
+ * it, and returns 0 or -errno with a message in err: -EINVAL for a damaged trace (what came
+ * before the damage is written), -errno from writing out.
+ */
+#ifndef LK_PROBE_CONVERT_H
+#define LK_PROBE_CONVERT_H
+
+#include <stddef.h>
+
+#include <lowkey/probe.h>
+
+/* "ctf", "json", "perfetto"; NULL for another value. */
+const char *lk__trace_format_name(enum lk_trace_format format);
+
+/* The file name extension for a format: "ctf", "json", "pftrace". */
+const char *lk__trace_format_extension(enum lk_trace_format format);
+
+/* A format by its name (any case); -1 for none. */
+int lk__trace_format_parse(const char *name);
+
+/* Chrome Trace Event JSON (json.c) and Perfetto protobuf (perfetto.c), written to the file path. */
+int lk__json_convert(const char *ctf_dir, const char *path, char *err, size_t errlen);
+int lk__perfetto_convert(const char *ctf_dir, const char *path, char *err, size_t errlen);
+
+/*
+ * ctf_dir into out in format: a file for JSON and Perfetto, a new directory for CTF (the trace's
+ * files copied, as read: a damaged stream is refused, one cut short is copied up to its last whole
+ * packet).
+ */
+int lk__trace_convert(const char *ctf_dir, const char *out, enum lk_trace_format format, char *err,
+		      size_t errlen);
+
+#endif

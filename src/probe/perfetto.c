@@ -1,0 +1,661 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Perfetto's native trace format (a protobuf `Trace`: a stream of `TracePacket`s) from a lowkey
+ * CTF trace, read back through the reader. Field numbers are those of Perfetto's
+ * protos/perfetto/trace/ (trace_packet.proto, track_event/ (every .proto there), clock_snapshot.proto).
+ *
+ * Layout:
+ * - one packet sequence per thread (trusted_packet_sequence_id SEQ_BASE + n, after the process's
+ *   own, SEQ_BASE), as Perfetto's SDK writes one per thread: its first packet clears the
+ *   sequence's incremental state and sets its defaults (the thread's track, the incremental
+ *   clock, the CPU-time track), every later one needs that state;
+ * - event names, categories (providers) and argument names are interned per sequence: the
+ *   first packet that uses one carries it in InternedData, the others its iid;
+ * - timestamps are deltas on a sequence-scoped incremental clock (LK_CLOCK, ns) that the first
+ *   packet ties, in a ClockSnapshot, to CLOCK_MONOTONIC, CLOCK_BOOTTIME and CLOCK_REALTIME at the
+ *   trace's start (see docs/trace.md for why a clock of its own);
+ * - a process track, a track per thread (TrackDescriptor), a counter track per LK_COUNTER and,
+ *   with CPU time, a thread-time counter track per thread, whose values ride on each slice's
+ *   begin and end (extra_counter_values);
+ * - spans are TYPE_SLICE_BEGIN/END on their thread's track, events instants with their arguments
+ *   as debug annotations, counters TYPE_COUNTER events. An event class this file does not know
+ *   (one added to lowkey later) becomes an instant with its fields as annotations.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lowkey/probe.h>
+
+#include "core/failf.h"
+#include "probe/convert.h"
+#include "probe/probe_internal.h"
+#include "probe/protobuf.h"
+#include "probe/reader.h"
+
+/* Trace and TracePacket */
+#define TRACE_PACKET 1
+#define PKT_TIMESTAMP 8
+#define PKT_SEQUENCE_ID 10
+#define PKT_TRACK_EVENT 11
+#define PKT_INTERNED_DATA 12
+#define PKT_SEQUENCE_FLAGS 13
+#define PKT_CLOCK_SNAPSHOT 6
+#define PKT_TIMESTAMP_CLOCK_ID 58
+#define PKT_DEFAULTS 59
+#define PKT_TRACK_DESCRIPTOR 60
+#define PKT_FIRST_ON_SEQUENCE 87
+#define SEQ_INCREMENTAL_STATE_CLEARED 1
+#define SEQ_NEEDS_INCREMENTAL_STATE 2
+
+/* TracePacketDefaults, TrackEventDefaults */
+#define DEF_TIMESTAMP_CLOCK_ID 58
+#define DEF_TRACK_EVENT 11
+#define TED_TRACK_UUID 11
+#define TED_EXTRA_COUNTER_TRACKS 31
+
+/* ClockSnapshot, ClockSnapshot.Clock; builtin clock ids */
+#define SNAP_CLOCKS 1
+#define CLOCK_ID 1
+#define CLOCK_TIMESTAMP 2
+#define CLOCK_INCREMENTAL 3
+#define BUILTIN_REALTIME 1
+#define BUILTIN_MONOTONIC 3
+#define BUILTIN_BOOTTIME 6
+#define LK_CLOCK 64		/* sequence-scoped: 64 to 127 */
+
+/* TrackDescriptor, ProcessDescriptor, ThreadDescriptor, CounterDescriptor */
+#define TD_UUID 1
+#define TD_NAME 2
+#define TD_PROCESS 3
+#define TD_THREAD 4
+#define TD_PARENT_UUID 5
+#define TD_COUNTER 8
+#define PD_PID 1
+#define PD_NAME 6
+#define THD_PID 1
+#define THD_TID 2
+#define THD_NAME 5
+#define CD_TYPE 1
+#define CD_UNIT 3
+#define COUNTER_THREAD_TIME_NS 1
+#define UNIT_TIME_NS 1
+
+/* TrackEvent */
+#define TE_CATEGORY_IIDS 3
+#define TE_DEBUG_ANNOTATIONS 4
+#define TE_TYPE 9
+#define TE_NAME_IID 10
+#define TE_TRACK_UUID 11
+#define TE_EXTRA_COUNTER_VALUES 12
+#define TE_COUNTER_VALUE 30
+#define TE_DOUBLE_COUNTER_VALUE 44
+#define TYPE_SLICE_BEGIN 1
+#define TYPE_SLICE_END 2
+#define TYPE_INSTANT 3
+#define TYPE_COUNTER 4
+
+/* DebugAnnotation */
+#define DA_NAME_IID 1
+#define DA_UINT 3
+#define DA_INT 4
+#define DA_DOUBLE 5
+#define DA_STRING 6
+#define DA_POINTER 7
+
+/* InternedData and its entries (EventCategory, EventName, DebugAnnotationName: iid 1, name 2) */
+enum intern_kind { CATEGORIES = 1, NAMES = 2, ARG_NAMES = 3 };
+
+/*
+ * Sequence ids: Perfetto's tracing service numbers its writers from 1, so lowkey's start at
+ * 8192 (a file concatenated with a system trace keeps its sequences apart) and stay within
+ * 16383 (two bytes each).
+ */
+#define SEQ_BASE 8192
+#define SEQ_SPAN 8192
+
+#define FLUSH_AT (1u << 20)
+#define MAX_PENDING (2 + LK_PROBE_MAX_ARGS + 1)
+
+/* Strings interned in the current sequence: open addressing, emptied by bumping seq. */
+struct intern_slot {
+	const char *s;
+	uint64_t iid;
+	uint32_t gen;
+};
+
+struct intern_table {
+	struct intern_slot *slots;
+	size_t mask, used;
+	uint64_t next_iid;
+};
+
+/* A class's iids in the current sequence (valid when gen is the current one). */
+struct class_iids {
+	uint32_t gen;
+	uint64_t name, category, arg[LK_PROBE_MAX_ARGS];
+	bool counter_described;	/* its counter track (global, not per sequence) */
+};
+
+struct pending {
+	enum intern_kind kind;
+	uint64_t iid;
+	const char *s;
+};
+
+struct pft {
+	int fd;
+	const char *path;
+	struct lk__pb pb;
+	struct lk__trace_reader *r;
+	uint64_t uuid_seed, boot_offset_ns, realtime_offset_ns;
+	uint32_t seq, nseq;		/* the sequence's id; how many were started */
+	uint32_t gen;			/* nseq: tells the interned strings of this sequence */
+	uint64_t last_ns;		/* the incremental clock's value on this sequence */
+	int tid;
+	bool thread_described;
+	struct intern_table tables[4];	/* by enum intern_kind */
+	struct class_iids *classes;	/* by class id */
+	struct pending pending[MAX_PENDING];
+	unsigned int npending;
+	int write_error;
+};
+
+/* ---- identifiers ---- */
+
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15u;	/* splitmix64's finalizer */
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+	return x ^ (x >> 31);
+}
+
+/* A track's uuid: unique to this trace (its start time and pid) and what the track is. */
+static uint64_t track_uuid(const struct pft *p, unsigned int what, uint64_t which)
+{
+	return mix64(p->uuid_seed ^ mix64((uint64_t)what << 56 ^ which));
+}
+
+enum { TRACK_PROCESS = 1, TRACK_THREAD, TRACK_CPUTIME, TRACK_COUNTER };
+
+/* ---- interning ---- */
+
+static uint64_t hash_string(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325u;	/* FNV-1a */
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 0x100000001b3u;
+	return h;
+}
+
+static int table_grow(struct intern_table *t, uint32_t gen)
+{
+	size_t n = t->slots ? (t->mask + 1) * 2 : 64;
+	struct intern_slot *slots = calloc(n, sizeof(*slots)), *old = t->slots;
+	size_t oldn = t->slots ? t->mask + 1 : 0;
+
+	if (!slots)
+		return -ENOMEM;
+	t->slots = slots;
+	t->mask = n - 1;
+	for (size_t i = 0; i < oldn; i++) {
+		if (old[i].gen != gen || !old[i].s)
+			continue;
+		for (size_t k = hash_string(old[i].s) & t->mask;; k = (k + 1) & t->mask) {
+			if (!slots[k].s) {
+				slots[k] = old[i];
+				break;
+			}
+		}
+	}
+	free(old);
+	return 0;
+}
+
+/* s's iid in this sequence; a new one is queued for the packet's InternedData. 0: no memory. */
+static uint64_t intern(struct pft *p, enum intern_kind kind, const char *s)
+{
+	struct intern_table *t = &p->tables[kind];
+	size_t k;
+
+	if ((t->used + 1) * 2 > (t->slots ? t->mask + 1 : 0) && table_grow(t, p->gen) != 0) {
+		p->pb.failed = true;
+		return 0;
+	}
+	for (k = hash_string(s) & t->mask; t->slots[k].s && t->slots[k].gen == p->gen; k = (k + 1) & t->mask)
+		if (strcmp(t->slots[k].s, s) == 0)
+			return t->slots[k].iid;
+	t->slots[k] = (struct intern_slot){ s, ++t->next_iid, p->gen };
+	t->used++;
+	p->pending[p->npending++] = (struct pending){ kind, t->next_iid, s };
+	return t->next_iid;
+}
+
+static void reset_interning(struct pft *p)
+{
+	for (int i = 0; i < 4; i++)
+		p->tables[i].used = 0, p->tables[i].next_iid = 0;
+}
+
+/* The iids of e's class in this sequence: name, category, argument names. */
+static const struct class_iids *class_iids(struct pft *p, const struct lk__event_class *c)
+{
+	struct class_iids *ci = &p->classes[c->id];
+
+	if (ci->gen == p->gen)
+		return ci;
+	ci->name = intern(p, NAMES, c->event);
+	ci->category = intern(p, CATEGORIES, c->provider);
+	for (unsigned int i = 0; i < c->nargs; i++)
+		ci->arg[i] = intern(p, ARG_NAMES, c->arg_name[i]);
+	ci->gen = p->gen;
+	return ci;
+}
+
+static void put_interned(struct pft *p)
+{
+	struct lk__pb *pb = &p->pb;
+
+	if (!p->npending)
+		return;
+	lk__pb_begin(pb, PKT_INTERNED_DATA);
+	for (unsigned int i = 0; i < p->npending; i++) {
+		lk__pb_begin(pb, p->pending[i].kind);
+		lk__pb_uint(pb, 1, p->pending[i].iid);
+		lk__pb_utf8(pb, 2, p->pending[i].s);
+		lk__pb_end(pb);
+	}
+	lk__pb_end(pb);
+	p->npending = 0;
+}
+
+/* ---- output ---- */
+
+static int flush(struct pft *p)
+{
+	size_t done = 0;
+
+	if (p->pb.failed)
+		return -ENOMEM;
+	while (done < p->pb.len) {
+		ssize_t n = write(p->fd, p->pb.buf + done, p->pb.len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			p->write_error = n < 0 ? errno : ENOSPC;
+			return -p->write_error;
+		}
+		done += (size_t)n;
+	}
+	p->pb.len = 0;
+	return 0;
+}
+
+static int packet_done(struct pft *p)
+{
+	lk__pb_end(&p->pb);
+	if (p->pb.failed)
+		return -ENOMEM;
+	return p->pb.len >= FLUSH_AT ? flush(p) : 0;
+}
+
+/* A packet of this sequence; timestamped ones take the incremental clock's delta. */
+static void begin_packet(struct pft *p, unsigned int flags)
+{
+	lk__pb_begin(&p->pb, TRACE_PACKET);
+	lk__pb_uint(&p->pb, PKT_SEQUENCE_ID, p->seq);
+	if (flags)
+		lk__pb_uint(&p->pb, PKT_SEQUENCE_FLAGS, flags);
+}
+
+static void put_time(struct pft *p, uint64_t tsc)
+{
+	uint64_t ns = lk__reader_ns(p->r, tsc);
+
+	/* Another CPU's TSC may be a hair behind: keep the thread's events in order. */
+	lk__pb_uint(&p->pb, PKT_TIMESTAMP, ns > p->last_ns ? ns - p->last_ns : 0);
+	if (ns > p->last_ns)
+		p->last_ns = ns;
+}
+
+static void put_clock(struct lk__pb *pb, uint32_t id, uint64_t ns, bool incremental)
+{
+	lk__pb_begin(pb, SNAP_CLOCKS);
+	lk__pb_uint(pb, CLOCK_ID, id);
+	lk__pb_uint(pb, CLOCK_TIMESTAMP, ns);
+	if (incremental)
+		lk__pb_uint(pb, CLOCK_INCREMENTAL, 1);
+	lk__pb_end(pb);
+}
+
+/* A sequence's first packet: its state cleared, its defaults, its clock tied to the system's. */
+static int start_sequence(struct pft *p, int tid)
+{
+	struct lk__pb *pb = &p->pb;
+	uint64_t base = p->r->monotonic0_ns;
+
+	p->seq = SEQ_BASE + p->nseq % SEQ_SPAN;
+	p->gen = ++p->nseq;
+	p->last_ns = base;
+	p->tid = tid;
+	p->thread_described = false;
+	reset_interning(p);
+	begin_packet(p, SEQ_INCREMENTAL_STATE_CLEARED);
+	lk__pb_uint(pb, PKT_FIRST_ON_SEQUENCE, 1);
+	lk__pb_uint(pb, PKT_TIMESTAMP, base);
+	lk__pb_uint(pb, PKT_TIMESTAMP_CLOCK_ID, BUILTIN_MONOTONIC);
+	lk__pb_begin(pb, PKT_DEFAULTS);
+	lk__pb_uint(pb, DEF_TIMESTAMP_CLOCK_ID, LK_CLOCK);
+	if (tid) {
+		lk__pb_begin(pb, DEF_TRACK_EVENT);
+		lk__pb_uint(pb, TED_TRACK_UUID, track_uuid(p, TRACK_THREAD, (uint64_t)tid));
+		if (p->r->cputime)
+			lk__pb_uint(pb, TED_EXTRA_COUNTER_TRACKS, track_uuid(p, TRACK_CPUTIME, (uint64_t)tid));
+		lk__pb_end(pb);
+	}
+	lk__pb_end(pb);
+	lk__pb_begin(pb, PKT_CLOCK_SNAPSHOT);
+	put_clock(pb, LK_CLOCK, base, true);
+	put_clock(pb, BUILTIN_MONOTONIC, base, false);
+	put_clock(pb, BUILTIN_BOOTTIME, base + p->boot_offset_ns, false);
+	put_clock(pb, BUILTIN_REALTIME, p->r->realtime0_ns, false);
+	lk__pb_end(pb);
+	return packet_done(p);
+}
+
+static int describe_process(struct pft *p)
+{
+	struct lk__pb *pb = &p->pb;
+
+	begin_packet(p, 0);
+	lk__pb_begin(pb, PKT_TRACK_DESCRIPTOR);
+	lk__pb_uint(pb, TD_UUID, track_uuid(p, TRACK_PROCESS, 0));
+	lk__pb_begin(pb, TD_PROCESS);
+	lk__pb_uint(pb, PD_PID, (uint64_t)p->r->pid);
+	lk__pb_utf8(pb, PD_NAME, p->r->procname);
+	lk__pb_end(pb);
+	lk__pb_end(pb);
+	return packet_done(p);
+}
+
+/* The thread's track (again with its name, when the trace names it) and its CPU-time track. */
+static int describe_thread(struct pft *p, const char *name)
+{
+	struct lk__pb *pb = &p->pb;
+	uint64_t uuid = track_uuid(p, TRACK_THREAD, (uint64_t)p->tid);
+
+	begin_packet(p, 0);
+	lk__pb_begin(pb, PKT_TRACK_DESCRIPTOR);
+	lk__pb_uint(pb, TD_UUID, uuid);
+	lk__pb_uint(pb, TD_PARENT_UUID, track_uuid(p, TRACK_PROCESS, 0));
+	lk__pb_begin(pb, TD_THREAD);
+	lk__pb_uint(pb, THD_PID, (uint64_t)p->r->pid);
+	lk__pb_uint(pb, THD_TID, (uint64_t)p->tid);
+	if (name)
+		lk__pb_utf8(pb, THD_NAME, name);
+	lk__pb_end(pb);
+	lk__pb_end(pb);
+	packet_done(p);
+	if (p->thread_described || !p->r->cputime) {
+		p->thread_described = true;
+		return p->pb.failed ? -ENOMEM : 0;
+	}
+	p->thread_described = true;
+	begin_packet(p, 0);
+	lk__pb_begin(pb, PKT_TRACK_DESCRIPTOR);
+	lk__pb_uint(pb, TD_UUID, track_uuid(p, TRACK_CPUTIME, (uint64_t)p->tid));
+	lk__pb_uint(pb, TD_PARENT_UUID, uuid);
+	lk__pb_utf8(pb, TD_NAME, "thread CPU time");
+	lk__pb_begin(pb, TD_COUNTER);
+	lk__pb_uint(pb, CD_TYPE, COUNTER_THREAD_TIME_NS);
+	lk__pb_uint(pb, CD_UNIT, UNIT_TIME_NS);
+	lk__pb_end(pb);
+	lk__pb_end(pb);
+	return packet_done(p);
+}
+
+/*
+ * A counter's track: one per provider:event, whichever sites record it. Described the first time
+ * each site's values come (a counter with several sites is described as many times, the same).
+ */
+static uint64_t counter_uuid(const struct pft *p, const struct lk__event_class *c)
+{
+	return track_uuid(p, TRACK_COUNTER, hash_string(c->provider) ^ mix64(hash_string(c->event)));
+}
+
+static int describe_counter(struct pft *p, const struct lk__event_class *c)
+{
+	struct lk__pb *pb = &p->pb;
+	char name[256];
+
+	p->classes[c->id].counter_described = true;
+	snprintf(name, sizeof(name), "%s:%s", c->provider, c->event);
+	begin_packet(p, 0);
+	lk__pb_begin(pb, PKT_TRACK_DESCRIPTOR);
+	lk__pb_uint(pb, TD_UUID, counter_uuid(p, c));
+	lk__pb_uint(pb, TD_PARENT_UUID, track_uuid(p, TRACK_PROCESS, 0));
+	lk__pb_utf8(pb, TD_NAME, name);
+	lk__pb_begin(pb, TD_COUNTER);
+	lk__pb_end(pb);
+	lk__pb_end(pb);
+	return packet_done(p);
+}
+
+/* ---- events ---- */
+
+static void put_arg(struct lk__pb *pb, uint64_t name_iid, unsigned int type, uint64_t v, const char *s)
+{
+	lk__pb_begin(pb, TE_DEBUG_ANNOTATIONS);
+	lk__pb_uint(pb, DA_NAME_IID, name_iid);
+	switch (type) {
+	case LK_PROBE_I64: lk__pb_uint(pb, DA_INT, v); break;
+	case LK_PROBE_U64: lk__pb_uint(pb, DA_UINT, v); break;
+	case LK_PROBE_F64: lk__pb_fixed64(pb, DA_DOUBLE, v); break;
+	case LK_PROBE_STR: lk__pb_utf8(pb, DA_STRING, s ? s : ""); break;
+	case LK_PROBE_PTR: lk__pb_uint(pb, DA_POINTER, v); break;
+	default: lk__pb_uint(pb, DA_UINT, v); break;
+	}
+	lk__pb_end(pb);
+}
+
+static void put_args(struct pft *p, const struct lk__event *e, const struct class_iids *ci)
+{
+	size_t off = 0;
+
+	for (unsigned int i = 0; i < e->cls->nargs; i++) {
+		uint64_t v = 0;
+		const char *s;
+
+		off = lk__event_arg(e, off, i, &v, &s);
+		if (!off)
+			break;
+		put_arg(&p->pb, ci->arg[i], lk__arg_type(e->cls->arg_types, i), v, s);
+	}
+}
+
+/* A slice's begin or end, an instant, or an event of a class this file does not know. */
+static int put_track_event(struct pft *p, const struct lk__event *e, unsigned int type)
+{
+	struct lk__pb *pb = &p->pb;
+	const struct class_iids *ci = type == TYPE_SLICE_END ? NULL : class_iids(p, e->cls);
+
+	begin_packet(p, SEQ_NEEDS_INCREMENTAL_STATE);
+	put_time(p, e->tsc);
+	put_interned(p);
+	lk__pb_begin(pb, PKT_TRACK_EVENT);
+	lk__pb_uint(pb, TE_TYPE, type);
+	if (ci) {
+		lk__pb_uint(pb, TE_NAME_IID, ci->name);
+		lk__pb_uint(pb, TE_CATEGORY_IIDS, ci->category);
+		put_args(p, e, ci);
+	}
+	if (p->r->cputime && type != TYPE_INSTANT)
+		lk__pb_uint(pb, TE_EXTRA_COUNTER_VALUES, e->cputime_ns);
+	lk__pb_end(pb);
+	return packet_done(p);
+}
+
+static int put_counter(struct pft *p, const struct lk__event *e)
+{
+	struct lk__pb *pb = &p->pb;
+	unsigned int type = lk__arg_type(e->cls->arg_types, 0);
+	uint64_t v = 0;
+	const char *s;
+	double d;
+	int rc;
+
+	if (e->cls->nargs != 1 || !lk__event_arg(e, 0, 0, &v, &s) || type == LK_PROBE_STR)
+		return put_track_event(p, e, TYPE_INSTANT);
+	if (!p->classes[e->cls->id].counter_described && (rc = describe_counter(p, e->cls)) != 0)
+		return rc;
+	begin_packet(p, SEQ_NEEDS_INCREMENTAL_STATE);
+	put_time(p, e->tsc);
+	lk__pb_begin(pb, PKT_TRACK_EVENT);
+	lk__pb_uint(pb, TE_TYPE, TYPE_COUNTER);
+	lk__pb_uint(pb, TE_TRACK_UUID, counter_uuid(p, e->cls));
+	if (type == LK_PROBE_F64) {
+		memcpy(&d, &v, sizeof(d));
+		lk__pb_double(pb, TE_DOUBLE_COUNTER_VALUE, d);	/* NaN and infinities pass as they are */
+	} else if (type == LK_PROBE_U64 && v > INT64_MAX) {
+		lk__pb_double(pb, TE_DOUBLE_COUNTER_VALUE, (double)v);
+	} else {
+		lk__pb_uint(pb, TE_COUNTER_VALUE, v);
+	}
+	lk__pb_end(pb);
+	return packet_done(p);
+}
+
+static int on_event(const struct lk__event *e, void *arg)
+{
+	struct pft *p = arg;
+	uint64_t v;
+	const char *name = NULL;
+	int rc;
+
+	if (e->cls->id == LK__EVENT_THREAD_NAME) {
+		lk__event_arg(e, 0, 0, &v, &name);
+		return describe_thread(p, name ? name : "");
+	}
+	if (!p->thread_described && (rc = describe_thread(p, NULL)) != 0)
+		return rc;
+	switch (e->cls->kind) {
+	case LK_PROBE_SPAN_BEGIN: return put_track_event(p, e, TYPE_SLICE_BEGIN);
+	case LK_PROBE_SPAN_END: return put_track_event(p, e, TYPE_SLICE_END);
+	case LK_PROBE_COUNTER: return put_counter(p, e);
+	default: return put_track_event(p, e, TYPE_INSTANT);
+	}
+}
+
+static int on_stream_begin(const struct lk__stream_info *s, void *arg)
+{
+	return start_sequence(arg, s->tid);
+}
+
+/* Lost events: an instant lowkey:lost with their count, after the thread's last event. */
+static int on_stream_end(const struct lk__stream_info *s, void *arg)
+{
+	struct pft *p = arg;
+	struct lk__pb *pb = &p->pb;
+	uint64_t name, category, events;
+	int rc;
+
+	if (!p->thread_described && (rc = describe_thread(p, NULL)) != 0)
+		return rc;
+	if (!s->lost)
+		return 0;
+	name = intern(p, NAMES, "lost");
+	category = intern(p, CATEGORIES, "lowkey");
+	events = intern(p, ARG_NAMES, "events");
+	begin_packet(p, SEQ_NEEDS_INCREMENTAL_STATE);
+	lk__pb_uint(pb, PKT_TIMESTAMP, 0);
+	put_interned(p);
+	lk__pb_begin(pb, PKT_TRACK_EVENT);
+	lk__pb_uint(pb, TE_TYPE, TYPE_INSTANT);
+	lk__pb_uint(pb, TE_NAME_IID, name);
+	lk__pb_uint(pb, TE_CATEGORY_IIDS, category);
+	put_arg(pb, events, LK_PROBE_U64, s->lost, NULL);
+	lk__pb_end(pb);
+	return packet_done(p);
+}
+
+/* ---- the conversion ---- */
+
+static uint64_t clock_now(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * How far CLOCK_BOOTTIME is ahead of CLOCK_MONOTONIC (the time the machine spent suspended) as
+ * it is now, which is as it was during the trace unless the machine suspended since (see
+ * docs/trace.md). Read between two MONOTONIC reads: never negative.
+ */
+static uint64_t boot_offset_ns(void)
+{
+	uint64_t before = clock_now(CLOCK_MONOTONIC), boot = clock_now(CLOCK_BOOTTIME);
+	uint64_t mid = before + (clock_now(CLOCK_MONOTONIC) - before) / 2;
+
+	return boot > mid ? boot - mid : 0;
+}
+
+static int convert(struct pft *p, char *err, size_t errlen)
+{
+	static const struct lk__reader_ops ops = { on_stream_begin, on_event, on_stream_end };
+	int rc;
+
+	p->boot_offset_ns = boot_offset_ns();
+	p->uuid_seed = mix64(p->r->realtime0_ns ^ (uint64_t)p->r->pid << 32);
+	p->classes = calloc(p->r->nclasses ? p->r->nclasses : 1, sizeof(*p->classes));
+	if (!p->classes)
+		return lk__failf(err, errlen, -ENOMEM, "out of memory converting %s", p->r->dir);
+	rc = start_sequence(p, 0);
+	if (!rc)
+		rc = describe_process(p);
+	if (!rc)
+		rc = lk__reader_walk(p->r, &ops, p, err, errlen);
+	if (!rc || rc == -EINVAL) {
+		int flushed = flush(p);	/* after damage too: the events before it are good */
+
+		rc = rc ? rc : flushed;
+	}
+	if (p->write_error)
+		return lk__failf(err, errlen, -p->write_error, "writing %s failed: %s", p->path,
+				 strerror(p->write_error));
+	if (rc == -ENOMEM || p->pb.failed)
+		return lk__failf(err, errlen, -ENOMEM, "out of memory converting %s", p->r->dir);
+	return rc;
+}
+
+int lk__perfetto_convert(const char *ctf_dir, const char *path, char *err, size_t errlen)
+{
+	struct lk__trace_reader r;
+	struct pft p = { .path = path, .r = &r };
+	int rc = lk__reader_open(&r, ctf_dir, err, errlen);
+
+	if (rc)
+		return rc;
+	p.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (p.fd < 0) {
+		rc = lk__failf(err, errlen, -errno, "cannot write %s: %s", path, strerror(errno));
+	} else {
+		rc = convert(&p, err, errlen);
+		if (close(p.fd) != 0 && !rc)
+			rc = lk__failf(err, errlen, -errno, "writing %s failed: %s", path, strerror(errno));
+	}
+	for (int i = 0; i < 4; i++)
+		free(p.tables[i].slots);
+	free(p.classes);
+	lk__pb_free(&p.pb);
+	lk__reader_close(&r);
+	return rc;
+}

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal: a small protocol-buffers encoder for the Perfetto writer (perfetto.c). Messages are
+ * built in one growable buffer: a nested message reserves one byte for its length and moves its
+ * body when it ends longer than 127 bytes, which few do. It runs after recording, in the
+ * conversion from CTF; no recording path uses it.
+ *
+ * Wire format (protobuf encoding spec): a field is its key, (number << 3 | wire type), as a
+ * varint, then a varint (type 0), 8 little-endian bytes (type 1), or a varint length and that
+ * many bytes (type 2: strings, bytes, nested messages).
+ */
+#ifndef LK_PROBE_PROTOBUF_H
+#define LK_PROBE_PROTOBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define LK__PB_MAX_DEPTH 8
+#define LK__PB_VARINT_MAX 10
+
+enum { LK__PB_VARINT = 0, LK__PB_FIXED64 = 1, LK__PB_LEN = 2 };
+
+struct lk__pb {
+	uint8_t *buf;
+	size_t len, cap;
+	size_t open[LK__PB_MAX_DEPTH];	/* where each open message's body starts */
+	unsigned int depth;
+	bool failed;			/* out of memory, or nested too deep: the buffer is incomplete */
+};
+
+/* Make room for need more bytes: false (and failed set) if it cannot be had. */
+bool lk__pb_grow(struct lk__pb *pb, size_t need);
+
+void lk__pb_free(struct lk__pb *pb);
+
+/* Encode v as a varint at out (LK__PB_VARINT_MAX bytes of room); its length. */
+static inline size_t lk__pb_put_varint(uint8_t *out, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		out[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	out[n++] = (uint8_t)v;
+	return n;
+}
+
+static inline size_t lk__pb_varint_size(uint64_t v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80)
+		v >>= 7, n++;
+	return n;
+}
+
+static inline bool lk__pb_room(struct lk__pb *pb, size_t need)
+{
+	return pb->cap - pb->len >= need || lk__pb_grow(pb, need);
+}
+
+static inline void lk__pb_key(struct lk__pb *pb, uint32_t field, unsigned int type)
+{
+	pb->len += lk__pb_put_varint(pb->buf + pb->len, (uint64_t)field << 3 | type);
+}
+
+/* uint32/uint64/int32/int64/bool/enum fields (negative int64: cast, 10 bytes, as protobuf does). */
+static inline void lk__pb_uint(struct lk__pb *pb, uint32_t field, uint64_t v)
+{
+	if (!lk__pb_room(pb, 2 * LK__PB_VARINT_MAX))
+		return;
+	lk__pb_key(pb, field, LK__PB_VARINT);
+	pb->len += lk__pb_put_varint(pb->buf + pb->len, v);
+}
+
+/* double (and fixed64) fields: 8 bytes, little-endian. */
+static inline void lk__pb_fixed64(struct lk__pb *pb, uint32_t field, uint64_t bits)
+{
+	if (!lk__pb_room(pb, LK__PB_VARINT_MAX + 8))
+		return;
+	lk__pb_key(pb, field, LK__PB_FIXED64);
+	for (int i = 0; i < 8; i++)
+		pb->buf[pb->len++] = (uint8_t)(bits >> (8 * i));
+}
+
+static inline void lk__pb_double(struct lk__pb *pb, uint32_t field, double v)
+{
+	uint64_t bits;
+
+	memcpy(&bits, &v, sizeof(bits));
+	lk__pb_fixed64(pb, field, bits);
+}
+
+/* string and bytes fields (strings must be UTF-8: see lk__pb_utf8). */
+static inline void lk__pb_bytes(struct lk__pb *pb, uint32_t field, const void *data, size_t n)
+{
+	if (!lk__pb_room(pb, 2 * LK__PB_VARINT_MAX + n))
+		return;
+	lk__pb_key(pb, field, LK__PB_LEN);
+	pb->len += lk__pb_put_varint(pb->buf + pb->len, n);
+	memcpy(pb->buf + pb->len, data, n);
+	pb->len += n;
+}
+
+/* A string field holding s with each byte that starts no valid UTF-8 sequence replaced by U+FFFD. */
+void lk__pb_utf8(struct lk__pb *pb, uint32_t field, const char *s);
+
+/* Open a nested message as field; every begin needs its end. */
+static inline void lk__pb_begin(struct lk__pb *pb, uint32_t field)
+{
+	if (pb->depth == LK__PB_MAX_DEPTH) {
+		pb->failed = true;
+		pb->depth++;	/* so that its end still balances */
+		return;
+	}
+	if (!lk__pb_room(pb, LK__PB_VARINT_MAX + 1)) {
+		pb->open[pb->depth++] = pb->len;
+		return;
+	}
+	lk__pb_key(pb, field, LK__PB_LEN);
+	pb->len++;	/* the length, if it fits in one byte */
+	pb->open[pb->depth++] = pb->len;
+}
+
+/* Close the innermost open message: write its length before its body. */
+void lk__pb_end_long(struct lk__pb *pb, size_t start, size_t body);
+
+static inline void lk__pb_end(struct lk__pb *pb)
+{
+	size_t start, body;
+
+	if (pb->depth-- > LK__PB_MAX_DEPTH || pb->failed)
+		return;
+	start = pb->open[pb->depth];
+	body = pb->len - start;
+	if (body < 0x80)
+		pb->buf[start - 1] = (uint8_t)body;
+	else
+		lk__pb_end_long(pb, start, body);
+}
+
+#endif

@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""
+lowkey's Perfetto output, decoded with the Perfetto project's own protos, checked for structure.
+
+Usage: check_pftrace.py FIXTURE LOWKEY CACHE_DIR
+
+FIXTURE (tests/probe/formats_fixture.c) records a trace whose every event is known; LOWKEY
+converts it (`lowkey convert`) to .pftrace and .json; the fixture also writes a .pftrace itself
+(--format perfetto at lk_trace_stop). Both .pftrace files are decoded as perfetto.protos.Trace and
+checked: sequences and their flags, interning (each string once per sequence, events by iid),
+process, thread and counter tracks, slices per thread with their names, nesting and begin/end
+pairing, arguments and counter values, the CPU-time extra counter, the clock snapshot, and that
+the JSON of the same trace is on the same clock and three times the size or more.
+
+The protos: perfetto_trace_pb2.py of PyPI's `perfetto` package. It is not imported (its
+generated code insists on a newer protobuf runtime than Debian's python3-protobuf): the file
+descriptor it holds is read out of its source and loaded into whatever protobuf runtime this
+Python has. The package comes from an installed `perfetto`, else from CACHE_DIR, else is fetched
+there with `pip download` (a 360 KB wheel, no dependencies). Exit status 77 (skipped, with the
+reason) when the protobuf runtime or the package cannot be had, as on a machine offline.
+"""
+import ast
+import glob
+import importlib.util
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+
+SKIP = 77
+PERFETTO = "perfetto==0.59.1"
+PB2 = "perfetto/protos/perfetto/trace/perfetto_trace_pb2.py"
+ROUNDS = 50
+
+
+def skip(why):
+    print("SKIPPED: " + why)
+    sys.exit(SKIP)
+
+
+def protobuf_runtime():
+    try:
+        import google.protobuf  # noqa: F401
+        return
+    except ImportError:
+        pass
+    # Debian's python3-protobuf is for Debian's python3, which may not be first in PATH.
+    debian = "/usr/bin/python3"
+    if os.path.exists(debian) and os.path.realpath(sys.executable) != os.path.realpath(debian) \
+            and not os.environ.get("LKT_PFTRACE_REEXEC"):
+        os.environ["LKT_PFTRACE_REEXEC"] = "1"
+        os.execv(debian, [debian] + sys.argv)
+    skip("no protobuf runtime for Python: install python3-protobuf (deps/probe.deps)")
+
+
+def pb2_source(cache):
+    spec = importlib.util.find_spec("perfetto")
+    if spec and spec.submodule_search_locations:
+        for root in spec.submodule_search_locations:
+            path = os.path.join(os.path.dirname(root), PB2)
+            if os.path.exists(path):
+                return open(path, encoding="utf-8").read()
+    os.makedirs(cache, exist_ok=True)
+    wheels = glob.glob(os.path.join(cache, "perfetto-*.whl"))
+    if not wheels:
+        pips = [[sys.executable, "-m", "pip"]] + [[p] for p in ("pip3", "pip") if shutil.which(p)]
+        errors = []
+        for pip in pips:
+            try:
+                r = subprocess.run(pip + ["download", "--no-deps", "--only-binary=:all:", "--dest", cache,
+                                          "--disable-pip-version-check", "-q", PERFETTO],
+                                   capture_output=True, text=True, timeout=180)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                errors.append(str(e))
+                continue
+            if r.returncode == 0:
+                break
+            errors.append((r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1])
+        wheels = glob.glob(os.path.join(cache, "perfetto-*.whl"))
+        if not wheels:
+            skip("PyPI's %s (Perfetto's protos) could not be fetched: %s" % (PERFETTO, "; ".join(errors)))
+    return zipfile.ZipFile(sorted(wheels)[-1]).read(PB2).decode("utf-8")
+
+
+def trace_class(source):
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    blob = None
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "AddSerializedFile":
+            blob = ast.literal_eval(node.args[0])
+    assert blob, "no file descriptor in perfetto_trace_pb2.py"
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(descriptor_pb2.FileDescriptorProto.FromString(blob))
+    desc = pool.FindMessageTypeByName("perfetto.protos.Trace")
+    if hasattr(message_factory, "GetMessageClass"):
+        return message_factory.GetMessageClass(desc)
+    return message_factory.MessageFactory(pool).GetPrototype(desc)
+
+
+# ---- the trace, as Perfetto's trace processor would read it ----
+
+SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
+SEQ_CLEARED, SEQ_NEEDS = 1, 2
+LK_CLOCK, REALTIME, MONOTONIC, BOOTTIME = 64, 1, 3, 6
+THREAD_TIME_NS = 1
+
+
+class Decoded:
+    def __init__(self, trace):
+        self.tracks = {}          # uuid -> TrackDescriptor (the last one)
+        self.events = []          # dicts, in file order
+        self.snapshots = []
+        self.sequences = set()
+        seq_state = {}
+        for p in trace.packet:
+            assert p.HasField("trusted_packet_sequence_id"), "a packet without a sequence"
+            seq = p.trusted_packet_sequence_id
+            self.sequences.add(seq)
+            if p.sequence_flags & SEQ_CLEARED:
+                seq_state[seq] = {"names": {}, "categories": {}, "args": {}, "clock": None,
+                                  "defaults": None, "first": True}
+            st = seq_state.get(seq)
+            assert st is not None, "sequence %d used before its state was cleared" % seq
+            if p.HasField("trace_packet_defaults"):
+                st["defaults"] = p.trace_packet_defaults
+            if p.HasField("clock_snapshot"):
+                self.snapshots.append(p.clock_snapshot)
+                for c in p.clock_snapshot.clocks:
+                    if c.clock_id == LK_CLOCK:
+                        assert c.is_incremental, "lowkey's clock is an incremental one"
+                        st["clock"] = c.timestamp
+            self.intern(st, p)
+            ts = self.timestamp(st, p)
+            if p.HasField("track_descriptor"):
+                self.tracks[p.track_descriptor.uuid] = p.track_descriptor
+            if p.HasField("track_event"):
+                assert p.sequence_flags & SEQ_NEEDS, "a track event without SEQ_NEEDS_INCREMENTAL_STATE"
+                self.events.append(self.event(st, seq, ts, p.track_event))
+
+    @staticmethod
+    def intern(st, p):
+        if not p.HasField("interned_data"):
+            return
+        d = p.interned_data
+        for kind, entries in (("names", d.event_names), ("categories", d.event_categories),
+                              ("args", d.debug_annotation_names)):
+            for e in entries:
+                assert e.iid not in st[kind], "iid %d of %s interned twice" % (e.iid, kind)
+                assert e.name not in st[kind].values(), "%r interned twice in one sequence" % e.name
+                st[kind][e.iid] = e.name
+
+    @staticmethod
+    def timestamp(st, p):
+        if not p.HasField("timestamp"):
+            return None
+        clock = p.timestamp_clock_id if p.HasField("timestamp_clock_id") else \
+            st["defaults"].timestamp_clock_id if st["defaults"] else BOOTTIME
+        if clock != LK_CLOCK:
+            assert clock == MONOTONIC, "unexpected clock %d" % clock
+            return p.timestamp
+        st["clock"] += p.timestamp
+        return st["clock"]
+
+    def event(self, st, seq, ts, te):
+        defaults = st["defaults"].track_event_defaults if st["defaults"] else None
+        assert not te.HasField("name"), "an event name not interned: %r" % te.name
+        track = te.track_uuid if te.HasField("track_uuid") else defaults.track_uuid
+        args = {}
+        for a in te.debug_annotations:
+            assert a.HasField("name_iid"), "an argument name not interned"
+            value = a.WhichOneof("value")
+            args[st["args"][a.name_iid]] = (value, getattr(a, value))
+        counter = None
+        if te.HasField("counter_value"):
+            counter = te.counter_value
+        elif te.HasField("double_counter_value"):
+            counter = te.double_counter_value
+        extra = list(zip(te.extra_counter_track_uuids or (defaults.extra_counter_track_uuids if defaults else []),
+                         te.extra_counter_values))
+        return {"seq": seq, "ts": ts, "type": te.type, "track": track, "args": args, "counter": counter,
+                "name": st["names"].get(te.name_iid) if te.HasField("name_iid") else None,
+                "categories": [st["categories"][i] for i in te.category_iids], "extra": extra}
+
+
+def check_trace(path, pid, procname):
+    with open(path, "rb") as f:
+        trace = TRACE.FromString(f.read())
+    d = Decoded(trace)
+
+    # clocks: lowkey's incremental clock tied to MONOTONIC, BOOTTIME and REALTIME as they are here
+    assert d.snapshots, "no clock snapshot"
+    for snap in d.snapshots:
+        clocks = {c.clock_id: c.timestamp for c in snap.clocks}
+        assert set(clocks) == {LK_CLOCK, MONOTONIC, BOOTTIME, REALTIME}, clocks
+        assert clocks[LK_CLOCK] == clocks[MONOTONIC] and clocks[BOOTTIME] >= clocks[MONOTONIC]
+        here = time.time_ns() - time.monotonic_ns()
+        assert abs(clocks[REALTIME] - clocks[MONOTONIC] - here) < 2e9, "REALTIME - MONOTONIC is not this machine's"
+
+    # tracks: the process, its threads by name, the counters
+    processes = [t for t in d.tracks.values() if t.HasField("process")]
+    assert len(processes) == 1 and processes[0].process.pid == pid, processes
+    assert processes[0].process.process_name == procname, processes[0].process.process_name
+    threads = {t.uuid: t.thread.thread_name for t in d.tracks.values() if t.HasField("thread")}
+    assert sorted(threads.values()) == ["fx-main", "worker-1", "worker-2"], threads
+    for t in d.tracks.values():
+        if t.HasField("thread"):
+            assert t.thread.pid == pid and t.parent_uuid == processes[0].uuid
+    counters = {t.name: t.uuid for t in d.tracks.values() if t.HasField("counter") and t.name.startswith("fx:")}
+    assert sorted(counters) == ["fx:depth", "fx:ratio"], counters
+
+    by_track = {}
+    for e in d.events:
+        by_track.setdefault(e["track"], []).append(e)
+    for events in by_track.values():
+        stamps = [e["ts"] for e in events]
+        assert stamps == sorted(stamps), "a track's events out of order"
+
+    # counters: depth 0..ROUNDS-1 from each worker; ratio NaN, then 1.5
+    depth = [e["counter"] for e in by_track[counters["fx:depth"]]]
+    assert all(e["type"] == COUNTER for e in by_track[counters["fx:depth"]])
+    assert sorted(depth) == sorted(list(range(ROUNDS)) * 2), depth
+    ratio = [e["counter"] for e in by_track[counters["fx:ratio"]]]
+    assert len(ratio) == 2 and math.isnan(ratio[0]) and ratio[1] == 1.5, ratio
+
+    for uuid, name in threads.items():
+        events = by_track.get(uuid, [])
+        assert all(e["categories"] == ["fx"] for e in events if e["type"] != SLICE_END)
+        if name == "fx-main":
+            assert [(e["type"], e["name"], e["args"]) for e in events] == \
+                [(INSTANT, "bad_utf8", {"bad": ("string_value", "\ufffd\ufffd ok")})], events
+            continue
+        check_worker(d, name, events)
+    return d
+
+
+def check_worker(d, name, events):
+    begins = [e["name"] for e in events if e["type"] == SLICE_BEGIN]
+    assert begins == ["request", "query"] * ROUNDS, (name, begins)
+    assert sum(e["type"] == SLICE_END for e in events) == 2 * ROUNDS
+    stack, rows, cputime = [], [], []
+    for e in events:
+        if e["type"] == SLICE_BEGIN:
+            stack.append((e["name"], e["ts"]))
+        elif e["type"] == SLICE_END:
+            assert stack, "%s: an end without its begin" % name
+            assert stack.pop()[1] <= e["ts"]
+        else:
+            assert e["type"] == INSTANT and e["name"] == "row", e
+            assert [s[0] for s in stack] == ["request", "query"], (name, stack)
+            rows.append(e["args"])
+        if e["type"] in (SLICE_BEGIN, SLICE_END):
+            assert len(e["extra"]) == 1, "%s: a slice without its CPU time" % name
+            track, value = e["extra"][0]
+            t = d.tracks[track]
+            assert t.counter.type == THREAD_TIME_NS and d.tracks[t.parent_uuid].thread.thread_name == name
+            cputime.append(value)
+        else:
+            assert not e["extra"]
+    assert not stack, "%s: spans left open" % name
+    assert cputime == sorted(cputime) and cputime[-1] > 0, "%s: thread CPU time not monotonic" % name
+    want = [{"i": ("int_value", k), "twice": ("uint_value", 2 * k), "half": ("double_value", k / 2.0),
+             "label": ("string_value", "row")} for k in range(ROUNDS)]
+    assert rows == want, (name, rows[:3])
+
+
+def check_json_agrees(json_path, d):
+    """Same trace as JSON: the same events on the same clock (real time), and 3 times the size or more."""
+    def no_constants(x):
+        raise ValueError("a bare %s in the JSON" % x)
+    with open(json_path, encoding="utf-8", errors="strict") as f:
+        j = json.load(f, parse_constant=no_constants)
+    snap = {c.clock_id: c.timestamp for c in d.snapshots[0].clocks}
+    offset = snap[REALTIME] - snap[MONOTONIC]
+    threads = {t.uuid: t.thread.thread_name for t in d.tracks.values() if t.HasField("thread")}
+    names = {e["tid"]: e["args"]["name"] for e in j["traceEvents"] if e["name"] == "thread_name"}
+    for uuid, name in threads.items():
+        ours = [e["ts"] + offset for e in d.events if e["track"] == uuid]
+        theirs = [e["ts"] * 1000 for e in j["traceEvents"]
+                  if e["ph"] != "M" and names.get(e.get("tid")) == name and e["ph"] != "C"]
+        assert len(ours) == len(theirs), (name, len(ours), len(theirs))
+        worst = max(abs(a - b) for a, b in zip(ours, theirs))
+        assert worst < 1000, "%s: JSON and Perfetto disagree by %d ns" % (name, worst)
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    fixture, lowkey, cache = sys.argv[1:]
+    protobuf_runtime()
+    global TRACE
+    TRACE = trace_class(pb2_source(cache))
+    work = tempfile.mkdtemp(prefix="lowkey-pftrace-")
+    try:
+        ctf, pft, js, direct = (os.path.join(work, n) for n in ("t.ctf", "t.pftrace", "t.json", "direct.pftrace"))
+        pid = int(subprocess.run([fixture, ctf, "ctf"], check=True, capture_output=True, text=True).stdout)
+        subprocess.run([lowkey, "convert", ctf, "-o", pft], check=True)
+        subprocess.run([lowkey, "convert", ctf, "-o", js, "--format", "json"], check=True)
+        procname = os.path.basename(fixture)[:63]
+        d = check_trace(pft, pid, procname)
+        check_json_agrees(js, d)
+        size_pft, size_json = os.path.getsize(pft), os.path.getsize(js)
+        assert size_pft * 3 <= size_json, "Perfetto %d bytes, JSON %d: not a third" % (size_pft, size_json)
+        print("converted: %d events, %d sequences; %d bytes against %d of JSON (%.2f)"
+              % (len(d.events), len(d.sequences), size_pft, size_json, size_pft / size_json))
+        pid = int(subprocess.run([fixture, direct, "perfetto"], check=True, capture_output=True, text=True).stdout)
+        d = check_trace(direct, pid, procname)
+        print("written at lk_trace_stop: %d events, %d sequences" % (len(d.events), len(d.sequences)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A trace whose every event is known, for check_pftrace.py: `lkt_formats_fixture OUT FORMAT`
+ * records it (with CPU time) into OUT in FORMAT (ctf, json or perfetto) and prints its pid.
+ *
+ * Two threads, "worker-1" and "worker-2", each run ROUNDS rounds of: a span fx:request around a
+ * counter value fx:depth = round and a span fx:query around an event fx:row (i = round, twice =
+ * 2 * round, half = round / 2.0, label = "row"). The main thread, "fx-main", records fx:bad_utf8
+ * with the bytes "\xff\xfe ok" and the counter fx:ratio = NaN, then 1.5.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lowkey/lowkey.h>
+
+#define ROUNDS 50
+
+static void *worker(void *arg)
+{
+	pthread_setname_np(pthread_self(), arg);
+	for (long round = 0; round < ROUNDS; round++) {
+		LK_SPAN(fx, request);
+		LK_COUNTER(fx, depth, round);
+		{
+			LK_SPAN(fx, query);
+			long i = round;
+			unsigned long twice = 2 * (unsigned long)round;
+			double half = (double)round / 2.0;
+			const char *label = "row";
+
+			LK_PROBE(fx, row, i, twice, half, label);
+		}
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	struct lk_trace_config c = { .flags = LK_TRACE_CPUTIME, .flush_ms = 5 };
+	const char *bad = "\xff\xfe ok";
+	pthread_t t[2];
+	double ratio = NAN;
+
+	if (argc != 3 || (strcmp(argv[2], "ctf") && strcmp(argv[2], "json") && strcmp(argv[2], "perfetto"))) {
+		fprintf(stderr, "usage: %s OUT ctf|json|perfetto\n", argv[0]);
+		return 2;
+	}
+	c.path = argv[1];
+	c.format = !strcmp(argv[2], "ctf") ? LK_TRACE_CTF : !strcmp(argv[2], "json") ? LK_TRACE_JSON
+											: LK_TRACE_PERFETTO;
+	pthread_setname_np(pthread_self(), "fx-main");
+	if (lk_probe_enable("fx") <= 0 || lk_trace_start(&c) != 0) {
+		fprintf(stderr, "cannot trace: %s\n", lk_last_error());
+		return 1;
+	}
+	LK_PROBE(fx, bad_utf8, bad);
+	LK_COUNTER(fx, ratio, ratio);
+	ratio = 1.5;
+	LK_COUNTER(fx, ratio, ratio);
+	pthread_create(&t[0], NULL, worker, "worker-1");
+	pthread_join(t[0], NULL);	/* one after the other: each thread's events in a known order */
+	pthread_create(&t[1], NULL, worker, "worker-2");
+	pthread_join(t[1], NULL);
+	if (lk_trace_stop() != 0) {
+		fprintf(stderr, "trace failed: %s\n", lk_last_error());
+		return 1;
+	}
+	printf("%d\n", (int)getpid());
+	return 0;
+}

@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Off-CPU time on the timeline (LK_TRACE_SCHED, lowkey trace --sched): the threads' context
+ * switches are in the trace, and `lowkey report` splits each span's wall time by them.
+ *   - a span that sleeps is blocked for at least its sleep; a span that spins is on a CPU for at
+ *     least the CPU time it spun (lower bounds the kernel guarantees, not timings);
+ *   - two threads spinning on one CPU (pinned there) are preempted for each other: runnable time;
+ *   - threads started after the trace began are covered (all three above run in such threads);
+ *   - babeltrace2 reads the switches;
+ *   - where perf_event_open is denied (a seccomp filter), LK_TRACE_SCHED and `lowkey trace
+ *     --sched` fail saying why and what to change, and a trace without it still works.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include <lowkey/lowkey.h>
+
+#include "cli/run.h"
+#include "counter/helpers.h"
+#include "trace_check.h"
+
+static struct lkt_run out;
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_cpu(uint64_t ns)
+{
+	uint64_t end = thread_cpu_ns() + ns;
+
+	while (thread_cpu_ns() < end)
+		;
+}
+
+static void sleepy(void)
+{
+	struct timespec ms20 = { 0, 20 * 1000 * 1000 };
+
+	LK_SPAN(sch, sleepy);
+	nanosleep(&ms20, NULL);
+}
+
+static void busy(void)
+{
+	LK_SPAN(sch, busy);
+	spin_cpu(20 * 1000 * 1000);
+}
+
+static void *sleeper_and_spinner(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 3; i++) {
+		sleepy();
+		busy();
+	}
+	return NULL;
+}
+
+static int shared_cpu;
+
+/* Pinned to shared_cpu with the other one, each spins 60 ms of CPU time in a span. */
+static void *contender(void *arg)
+{
+	cpu_set_t set;
+
+	(void)arg;
+	CPU_ZERO(&set);
+	CPU_SET(shared_cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set) != 0)
+		return (void *)1;
+	{
+		LK_SPAN(sch, contend);
+		spin_cpu(60 * 1000 * 1000);
+	}
+	return NULL;
+}
+
+static bool sched_allowed(void)
+{
+	char dir[256];
+	struct lk_trace_config c = { .flags = LK_TRACE_SCHED };
+	int err;
+
+	lkt_path(dir, sizeof(dir), "sched-probe");
+	c.path = dir;
+	err = lk_trace_start(&c);
+	if (err == 0) {
+		lk_trace_stop();
+		lkt_rmrf(dir);
+		return true;
+	}
+	print_message("[  SKIP    ] context switches cannot be recorded here: %s\n", lk_last_error());
+	lkt_rmrf(dir);
+	return false;
+}
+
+static void spans_are_split_by_the_switches(void **state)
+{
+	struct lk_trace_config c = { .flags = LK_TRACE_SCHED, .flush_ms = 10 };
+	pthread_t a, b, s;
+	void *ra, *rb;
+	cpu_set_t mine;
+	char dir[256];
+
+	(void)state;
+	if (!sched_allowed() || lkt_sh(&out, "command -v python3") != 0)
+		skip();
+	assert_int_equal(sched_getaffinity(0, sizeof(mine), &mine), 0);
+	for (shared_cpu = 0; !CPU_ISSET(shared_cpu, &mine); shared_cpu++)
+		;
+	assert_true(lk_probe_enable("sch") >= 0);
+	lkt_path(dir, sizeof(dir), "sched");
+	c.path = dir;
+	assert_int_equal(lk_trace_start(&c), 0);
+	/* every thread here starts after the trace did */
+	pthread_create(&s, NULL, sleeper_and_spinner, NULL);
+	pthread_join(s, NULL);
+	pthread_create(&a, NULL, contender, NULL);
+	pthread_create(&b, NULL, contender, NULL);
+	pthread_join(a, &ra);
+	pthread_join(b, &rb);
+	assert_null(ra);
+	assert_null(rb);
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_probe_reset_rules(), 0);
+
+	lkt_sh(&out, "%s report --json '%s' | python3 -c '"
+			 "import json,sys; d=json.load(sys.stdin)\n"
+			 "assert d[\"sched\"] and d[\"switches\"] > 0, d\n"
+			 "c={x[\"event\"]: x[\"split\"] for x in d[\"classes\"] if \"split\" in x}\n"
+			 "s=c[\"sleepy\"]; b=c[\"busy\"]; k=c[\"contend\"]\n"
+			 /* three 20 ms sleeps: blocked for 60 ms at least, whatever else happened */
+			 "assert s[\"blocked_ns\"] >= 59e6 and s[\"blocked_ns\"] <= s[\"wall_ns\"], s\n"
+			 /* three spans spinning 20 ms of CPU time: on a CPU that long at least */
+			 "assert b[\"on_cpu_ns\"] >= 59e6 and b[\"blocked_ns\"] < b[\"on_cpu_ns\"], b\n"
+			 /* two spinners on one CPU wait for each other */
+			 "assert k[\"runnable_ns\"] > 0 and k[\"on_cpu_ns\"] >= 119e6, k\n"
+			 "for x in (s, b, k):\n"
+			 "  assert abs(x[\"on_cpu_ns\"] + x[\"runnable_ns\"] + x[\"blocked_ns\"] - x[\"wall_ns\"]) < 1e3, x\n"
+			 "t=[x for x in d[\"threads\"] if x[\"events\"] > 0]\n"
+			 "assert len(t) == 3 and all(x[\"switches\"] > 0 for x in t), t\n'",
+	       LOWKEY, dir);
+	if (out.status)
+		print_error("%s\n", out.out);
+	assert_int_equal(out.status, 0);
+	lkt_sh(&out, "%s report '%s'", LOWKEY, dir);
+	lkt_expect(&out, 0, "runnable");
+
+	if (lkt_sh(&out, "command -v babeltrace2") == 0) {
+		lkt_sh(&out, "babeltrace2 '%s' | grep -c 'lowkey:sched_out: { vtid = [0-9]* }, { cpu = [0-9]*, "
+			     "preempted = 1 }'", dir);
+		assert_true(atoi(out.out) > 0);
+		lkt_sh(&out, "babeltrace2 '%s' | grep -c 'lowkey:sched_in: { vtid = [0-9]* }, { cpu = %d }'", dir,
+		       shared_cpu);
+		assert_true(atoi(out.out) > 0);
+	}
+	lkt_rmrf(dir);
+}
+
+static int deny_eperm(void)
+{
+	return deny_perf_event_open(EPERM);
+}
+
+/* In a child under a seccomp filter that denies perf_event_open: LK_TRACE_SCHED says so. */
+static void denied_sched_says_why(void **state)
+{
+	int status;
+	pid_t child;
+
+	(void)state;
+	child = fork();
+	if (child == 0) {
+		struct lk_trace_config c = { .flags = LK_TRACE_SCHED };
+		char dir[256];
+		int err;
+
+		if (deny_eperm() != 0)
+			_exit(77);
+		lkt_path(dir, sizeof(dir), "sched-denied");
+		c.path = dir;
+		err = lk_trace_start(&c);
+		if (err != -EPERM || !strstr(lk_last_error(), "seccomp") || !strstr(lk_last_error(), "LK_TRACE_SCHED") ||
+		    !strstr(lk_last_error(), "perf_event_open")) {
+			fprintf(stderr, "lk_trace_start: %d: %s\n", err, lk_last_error());
+			_exit(1);
+		}
+		/* without it, the trace works */
+		c.flags = 0;
+		lk_probe_enable("sch");
+		if (lk_trace_start(&c) != 0)
+			_exit(2);
+		sleepy();
+		if (lk_trace_stop() != 0)
+			_exit(3);
+		lkt_rmrf(dir);
+		_exit(0);
+	}
+	assert_true(child > 0);
+	assert_int_equal(waitpid(child, &status, 0), child);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+		skip();	/* no seccomp filter can be installed here */
+	assert_int_equal(status, 0);
+}
+
+static void denied_sched_cli_says_why(void **state)
+{
+	int status;
+	pid_t child;
+
+	(void)state;
+	child = fork();
+	if (child == 0) {
+		char dir[256];
+
+		if (deny_eperm() != 0)
+			_exit(77);
+		lkt_path(dir, sizeof(dir), "sched-denied-cli");
+		lkt_sh(&out, "%s trace --sched -o '%s' -- %s emit 3", LOWKEY, dir, TARGET);
+		if (out.status != 1 || !strstr(out.out, "--sched") || !strstr(out.out, "seccomp")) {
+			fprintf(stderr, "exit %d: %s\n", out.status, out.out);
+			_exit(1);
+		}
+		lkt_sh(&out, "%s trace -o '%s' -- %s emit 3", LOWKEY, dir, TARGET);
+		if (out.status != 0 || !strstr(out.out, "events (0 lost)")) {
+			fprintf(stderr, "exit %d: %s\n", out.status, out.out);
+			_exit(2);
+		}
+		lkt_rmrf(dir);
+		_exit(0);
+	}
+	assert_true(child > 0);
+	assert_int_equal(waitpid(child, &status, 0), child);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+		skip();
+	assert_int_equal(status, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(spans_are_split_by_the_switches),
+		cmocka_unit_test(denied_sched_says_why),
+		cmocka_unit_test(denied_sched_cli_says_why),
+	};
+
+	lkt_perf_require();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

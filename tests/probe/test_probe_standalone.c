@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A trace stands on its own and says the same to every reader:
+ *   - `lowkey report` reads a copy made with `cp trace/* copy/` (no hidden file), and says what
+ *     it says of the original;
+ *   - the events babeltrace2 reports discarded are exactly lowkey's count, losses before a
+ *     stream's first packet included;
+ *   - every event carries its thread's id as the `vtid` context (what Trace Compass's UST
+ *     analyses read), and the metadata has no padding field for readers to show.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <cmocka.h>
+
+#include <lowkey/lowkey.h>
+
+#include "cli/run.h"
+#include "probe/probe_internal.h"
+#include "trace_check.h"
+
+static struct lkt_run out;
+
+static bool have(const char *tool)
+{
+	return lkt_sh(&out, "command -v %s", tool) == 0;
+}
+
+static void *worker(void *arg)
+{
+	int n = *(int *)arg;
+
+	for (int i = 0; i < n; i++) {
+		LK_SPAN(alone, work);
+		LK_PROBE(alone, tid, (long)syscall(SYS_gettid), i);
+	}
+	return NULL;
+}
+
+/* Two threads' spans and events; the trace's path in dir. */
+static void small_trace(char *dir, size_t len, const char *name)
+{
+	struct lk_trace_config c = { .flush_ms = 5 };
+	pthread_t t;
+	int n = 200;
+
+	assert_true(lk_probe_enable("alone") >= 0);
+	lkt_path(dir, len, name);
+	c.path = dir;
+	assert_int_equal(lk_trace_start(&c), 0);
+	pthread_create(&t, NULL, worker, &n);
+	worker(&n);
+	pthread_join(t, NULL);
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_probe_reset_rules(), 0);
+}
+
+static void report_reads_a_plain_copy(void **state)
+{
+	char dir[256], copy[256], original[65536];
+
+	(void)state;
+	small_trace(dir, sizeof(dir), "alone");
+	lkt_path(copy, sizeof(copy), "alone-copy");
+	/* `*` leaves hidden files out: whatever the trace needs must be in plain sight */
+	assert_int_equal(lkt_sh(&out, "mkdir '%s' && cp '%s'/* '%s'/ && ls -A '%s' | grep -c '^[.]'", copy, dir, copy,
+				copy), 1);
+	assert_int_equal(atoi(out.out), 0);
+	lkt_sh(&out, "%s report --json '%s' | sed 's/\"trace\":\"[^\"]*\"//'", LOWKEY, dir);
+	lkt_expect(&out, 0, "\"alone\"");
+	snprintf(original, sizeof(original), "%s", out.out);
+	lkt_sh(&out, "%s report --json '%s' | sed 's/\"trace\":\"[^\"]*\"//'", LOWKEY, copy);
+	lkt_expect(&out, 0, "\"alone\"");
+	assert_string_equal(out.out, original);
+	lkt_sh(&out, "%s report '%s'", LOWKEY, copy);
+	lkt_expect(&out, 0, "alone:work");
+	lkt_rmrf(copy);
+	lkt_rmrf(dir);
+}
+
+static bool consumer_held(void *arg)
+{
+	(void)arg;
+	return __atomic_load_n(&lk__consumer_held, __ATOMIC_SEQ_CST);
+}
+
+static uint64_t events_written(void)
+{
+	struct lk_trace_stats st;
+
+	lk_trace_stats(&st);
+	return st.events;
+}
+
+static bool written(void *arg)
+{
+	return events_written() >= *(uint64_t *)arg;
+}
+
+static void wait_for(bool (*cond)(void *), void *arg)
+{
+	for (int i = 0; i < 6000 && !cond(arg); i++)
+		usleep(10000);
+	assert_true(cond(arg));
+}
+
+/* Emit n events with the consumer held still, so that a 4 KiB ring overflows. */
+static void burst_held(int n)
+{
+	__atomic_store_n(&lk__consumer_hold, 1, __ATOMIC_SEQ_CST);
+	wait_for(consumer_held, NULL);
+	for (int i = 0; i < n; i++)
+		LK_PROBE(lossy, tick, i);
+	__atomic_store_n(&lk__consumer_hold, 0, __ATOMIC_SEQ_CST);
+}
+
+static void babeltrace2_counts_every_loss(void **state)
+{
+	struct lk_trace_config c = { .buffer_size = 4096, .flags = LK_TRACE_FIXED_BUFFER, .flush_ms = 5 };
+	struct lk_trace_stats st;
+	uint64_t some = 1;
+	char dir[256];
+
+	(void)state;
+	if (!have("babeltrace2")) {
+		print_message("babeltrace2 is not installed (Debian: babeltrace2): nothing to compare with\n");
+		skip();
+	}
+	assert_true(lk_probe_enable("lossy") >= 0);
+	lkt_path(dir, sizeof(dir), "lossy");
+	c.path = dir;
+	/* losses before the stream's first packet: nothing was written yet */
+	__atomic_store_n(&lk__consumer_hold, 1, __ATOMIC_SEQ_CST);
+	assert_int_equal(lk_trace_start(&c), 0);
+	burst_held(2000);
+	wait_for(written, &some);
+	some = events_written() + 1;
+	burst_held(2000);	/* and between later packets */
+	wait_for(written, &some);
+	burst_held(2000);
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_trace_stats(&st), 0);
+	assert_true(st.lost > 2000);	/* each burst overflowed */
+
+	/* babeltrace2 says "Tracer discarded N events" once per packet that counts more */
+	lkt_sh(&out, "babeltrace2 '%s' 2>&1 >/dev/null | tr -s ' \\n' '  ' | grep -o 'discarded [0-9]* events' | "
+		     "awk '{ n += $2 } END { print n + 0 }'", dir);
+	assert_int_equal(out.status, 0);
+	assert_int_equal(strtoull(out.out, NULL, 10), st.lost);
+	lkt_sh(&out, "babeltrace2 '%s' 2>&1 >/dev/null", dir);
+	assert_null(strstr(out.out, "may have discarded"));
+	lkt_sh(&out, "%s report --json '%s'", LOWKEY, dir);
+	assert_non_null(strstr(out.out, "\"lost\":"));
+	assert_int_equal(strtoull(strstr(out.out, "\"lost\":") + 7, NULL, 10), st.lost);
+	assert_int_equal(lk_probe_reset_rules(), 0);
+	lkt_rmrf(dir);
+}
+
+static void every_event_carries_its_vtid(void **state)
+{
+	char dir[256];
+
+	(void)state;
+	if (!have("babeltrace2")) {
+		print_message("babeltrace2 is not installed (Debian: babeltrace2)\n");
+		skip();
+	}
+	small_trace(dir, sizeof(dir), "vtid");
+	/* each alone:tid event's first field is gettid() of the thread that recorded it */
+	lkt_sh(&out, "babeltrace2 '%s' | grep -c 'alone:tid: { vtid = \\([0-9]*\\) }, { arg0 = \\1,'", dir);
+	assert_int_equal(atoi(out.out), 400);
+	lkt_sh(&out, "babeltrace2 '%s' | grep -vc 'vtid = [0-9]'", dir);
+	assert_int_equal(atoi(out.out), 0);
+	lkt_sh(&out, "babeltrace2 '%s' | grep -o 'vtid = [0-9]*' | sort -u | wc -l", dir);
+	assert_int_equal(atoi(out.out), 2);
+	lkt_sh(&out, "grep -c spare '%s/metadata'", dir);
+	assert_int_equal(atoi(out.out), 0);
+	lkt_rmrf(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(report_reads_a_plain_copy),
+		cmocka_unit_test(babeltrace2_counts_every_loss),
+		cmocka_unit_test(every_event_carries_its_vtid),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

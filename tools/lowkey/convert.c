@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey convert: a lowkey CTF trace into CTF (a copy), Chrome JSON or Perfetto protobuf, with the
+ * converters the library runs at lk_trace_stop (src/probe/convert.h).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "probe/convert.h"
+
+static const char convert_usage[] =
+	"usage: lowkey convert IN -o OUT [--format ctf|json|perfetto]\n"
+	"\n"
+	"Writes the lowkey CTF trace IN (a directory that `lowkey trace` or lk_trace_start wrote) in\n"
+	"another format. The trace is read with lowkey's own reader: a stream cut short (a program\n"
+	"killed while it wrote) is converted up to its last whole packet; a damaged one is an error\n"
+	"after what came before the damage was written.\n"
+	"\n"
+	"Options:\n"
+	"  -o, --output OUT     where to write: a file for json and perfetto (replaced if it is one),\n"
+	"                       a new or empty directory for ctf\n"
+	"  -f, --format FMT     perfetto (Perfetto's protobuf, .pftrace), json (Chrome Trace Event\n"
+	"                       JSON) or ctf (a copy); default: from OUT's extension (.pftrace,\n"
+	"                       .perfetto-trace, .json, .ctf), else perfetto\n"
+	"  -h, --help           this text\n"
+	"\n"
+	"Examples:\n"
+	"  lowkey convert lowkey.ctf -o run.pftrace\n"
+	"  lowkey convert lowkey.ctf -o run.json --format json\n"
+	"\n"
+	"Then open the file in https://ui.perfetto.dev (see docs/trace.md, \"Formats\").\n";
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+static int format_of(const char *out)
+{
+	if (ends_with(out, ".json"))
+		return LK_TRACE_JSON;
+	if (ends_with(out, ".ctf") || ends_with(out, ".ctf/"))
+		return LK_TRACE_CTF;
+	return LK_TRACE_PERFETTO;
+}
+
+/* What is at out may be replaced: nothing, a regular file for a file format, an empty directory for CTF. */
+static int check_output(const char *out, int format)
+{
+	struct stat st;
+
+	if (lstat(out, &st) != 0)
+		return 0;	/* nothing there, or the conversion says why it cannot write there */
+	if (format != LK_TRACE_CTF) {
+		if (S_ISREG(st.st_mode))
+			return 0;
+		lk_cli_error("convert", "choose a file name with -o", "%s exists and is not a regular file", out);
+		return -EEXIST;
+	}
+	if (S_ISDIR(st.st_mode) && rmdir(out) == 0)
+		return 0;	/* empty: made again by the copy */
+	lk_cli_error("convert", "choose a new directory with -o", "%s exists and is not an empty directory", out);
+	return -EEXIST;
+}
+
+static int convert_main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *in, *out = NULL;
+	char err[1024];
+	int c, rc, format = -1;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:f:h", options, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			out = optarg;
+			break;
+		case 'f':
+			format = lk__trace_format_parse(optarg);
+			if (format < 0) {
+				lk_cli_error("convert", "ctf, json or perfetto", "unknown format '%s'", optarg);
+				return LK_EXIT_USAGE;
+			}
+			break;
+		case 'h':
+			fputs(convert_usage, stdout);
+			return LK_EXIT_OK;
+		default:
+			fputs(convert_usage, stderr);
+			return LK_EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1 || !out) {
+		lk_cli_error("convert", "lowkey convert IN -o OUT [--format ctf|json|perfetto]",
+			     optind >= argc ? "no trace to convert" : !out ? "no output (-o OUT)" : "one trace at a time");
+		return LK_EXIT_USAGE;
+	}
+	in = argv[optind];
+	if (format < 0)
+		format = format_of(out);
+	if (check_output(out, format) != 0)
+		return LK_EXIT_FAIL;
+	rc = lk__trace_convert(in, out, (enum lk_trace_format)format, err, sizeof(err));
+	if (rc) {
+		lk_cli_error("convert", NULL, "%s", err);
+		return LK_EXIT_FAIL;
+	}
+	return LK_EXIT_OK;
+}
+
+LK_CLI_COMMAND(convert_command, "convert", "write a lowkey CTF trace as Perfetto protobuf, Chrome JSON or CTF",
+	       convert_usage, convert_main);
