@@ -8,6 +8,7 @@
  *	LOWKEY_TRACE_OUTPUT	the trace's path (default lowkey-PID.ctf, .json or .pftrace)
  *	LOWKEY_TRACE_FORMAT	ctf (default), json or perfetto
  *	LOWKEY_TRACE_CPUTIME	1 to record each event's thread CPU time
+ *	LOWKEY_TRACE_SCHED	1 to record the threads' context switches (LK_TRACE_SCHED)
  *	LOWKEY_TRACE_BUFFER	bytes per thread: 4096, 64K, 2M, 1G
  *	LOWKEY_TRACE_PID	the process the variables are for; other processes that inherit them
  *				(children, grandchildren) ignore them. When it is not set, the process
@@ -238,6 +239,11 @@ static int read_config(struct lk_trace_config *c, char *path, size_t pathlen)
 		return lk__fail(-EINVAL, "LOWKEY_TRACE_CPUTIME=%s: use 1 or 0", v);
 	if (v && on)
 		c->flags |= LK_TRACE_CPUTIME;
+	v = lk__env("LOWKEY_TRACE_SCHED");
+	if (v && lk__parse_bool(v, &on) != 0)
+		return lk__fail(-EINVAL, "LOWKEY_TRACE_SCHED=%s: use 1 or 0", v);
+	if (v && on)
+		c->flags |= LK_TRACE_SCHED;
 	v = lk__env("LOWKEY_TRACE_BUFFER");
 	if (v && (lk__parse_size(v, &size) != 0 || size > SIZE_MAX))
 		return lk__fail(-EINVAL, "LOWKEY_TRACE_BUFFER=%s: give bytes per thread, such as 256K or 4M", v);

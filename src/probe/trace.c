@@ -69,8 +69,11 @@ static int check_config(const struct lk_trace_config *c)
 				c->buffer_size, MAX_BUFFER);
 	if (c->buffer_size && c->buffer_size < 4096)
 		return lk__fail(-EINVAL, "lk_trace_start: buffer_size %zu is under 4096 bytes", c->buffer_size);
-	if (c->flags & ~(unsigned int)(LK_TRACE_CPUTIME | LK_TRACE_FIXED_BUFFER | LK_TRACE_OVERWRITE))
+	if (c->flags & ~(unsigned int)(LK_TRACE_CPUTIME | LK_TRACE_FIXED_BUFFER | LK_TRACE_OVERWRITE | LK_TRACE_SCHED))
 		return lk__fail(-EINVAL, "lk_trace_start: unknown flags %#x", c->flags);
+	if ((c->flags & LK_TRACE_SCHED) && (c->flags & LK_TRACE_OVERWRITE))
+		return lk__fail(-EINVAL, "lk_trace_start: LK_TRACE_SCHED records context switches into a streaming "
+				"trace only, not with LK_TRACE_OVERWRITE");
 	if ((c->flags & LK_TRACE_OVERWRITE) && c->format != LK_TRACE_CTF && c->format != LK_TRACE_JSON)
 		return lk__fail(-EINVAL, "lk_trace_start: snapshots of an overwrite-mode trace are written as CTF or "
 				"JSON: choose one of them as the format");
@@ -183,6 +186,8 @@ static int start_locked(const struct lk_trace_config *config)
 		t->config.flush_ms = DEFAULT_FLUSH_MS;
 	t->cputime = config->flags & LK_TRACE_CPUTIME;
 	t->overwrite = config->flags & LK_TRACE_OVERWRITE;
+	t->sched = config->flags & LK_TRACE_SCHED;
+	__atomic_store_n(&t->sched_lost, 0, __ATOMIC_RELAXED);
 	t->snapshots = 0;
 	__atomic_store_n(&t->snapshot_requests, 0, __ATOMIC_RELAXED);
 	t->snapshot_error = 0;
@@ -207,6 +212,8 @@ static int start_locked(const struct lk_trace_config *config)
 	if (err)
 		goto fail;
 	snapshot_clocks(t);
+	if (t->sched && (err = lk__sched_start(t)) != 0)
+		goto fail;
 	__atomic_add_fetch(&t->gen, 1, __ATOMIC_RELEASE);
 
 	lk__registry_lock();
@@ -229,6 +236,7 @@ static int start_locked(const struct lk_trace_config *config)
 	}
 	return 0;
 fail:
+	lk__sched_stop(t);
 	lk__ctf_close(t);
 	if (t->ctf_dir && t->config.format != LK_TRACE_CTF)
 		rmdir(t->ctf_dir);
@@ -279,6 +287,7 @@ static int stop_locked(void)
 	lk__probe_buffers_quiesce();
 	lk__probe_buffers_retarget();
 	lk__consumer_stop();
+	lk__sched_stop(t);
 
 	measure_tsc_rate(t);
 	lk__registry_lock();
@@ -450,6 +459,7 @@ static void trace_fork_child(void)
 	}
 	lk__probe_buffers = NULL;
 	lk__probe_forget_thread();
+	lk__sched_stop(t);	/* our copies of the parent's events and files */
 	if (t->dir_fd >= 0)
 		close(t->dir_fd);
 	t->dir_fd = -1;

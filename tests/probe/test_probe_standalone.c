@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * A trace stands on its own and says the same to every reader:
- *   - `lowkey report` reads a copy made with `cp trace/* copy/` (no hidden file), and says what
- *     it says of the original;
+ *   - `lowkey report` reads a copy of the trace's visible files (cp DIR/STAR COPY/, which leaves
+ *     hidden files out), and says what it says of the original;
  *   - the events babeltrace2 reports discarded are exactly lowkey's count, losses before a
  *     stream's first packet included;
  *   - every event carries its thread's id as the `vtid` context (what Trace Compass's UST

@@ -4,7 +4,9 @@
  *
  * Events by name with counts and rates; spans paired per thread (nested spans with a stack; an
  * end closes the latest open begin of its name) with their durations by wall time and, where the
- * trace recorded it, by thread CPU time; counter tracks; threads; lost events.
+ * trace recorded it, by thread CPU time; counter tracks; threads; lost events. With the threads'
+ * context switches in the trace (lowkey trace --sched), each span's wall time split into on-CPU,
+ * runnable (preempted, waiting for a CPU) and blocked (sleeping, waiting for I/O or a lock).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,9 +29,15 @@ struct samples {
 	size_t n, cap;
 };
 
+/* Time split by the context switches: on a CPU, runnable (preempted), blocked; ns. */
+struct split {
+	double wall, on_cpu, runnable, blocked;
+};
+
 struct per_class {
 	uint64_t count;
 	struct samples wall, cpu;	/* span classes: durations in ns */
+	struct split split;		/* span classes, from the context switches */
 	double min, max, last;		/* counter classes */
 	uint64_t first_tsc, last_tsc;
 };
@@ -37,6 +45,19 @@ struct per_class {
 struct open_span {
 	uint32_t id;
 	uint64_t tsc, cpu;
+};
+
+/* A closed span, kept to be split by the context switches once they are all read. */
+struct span_interval {
+	uint32_t first;			/* its class's row */
+	bool outermost;
+	uint64_t begin, end;		/* TSC */
+};
+
+/* The thread off its CPU: from a switch out to the next switch in. */
+struct off_interval {
+	uint64_t out, in;		/* TSC; in = UINT64_MAX: never back before the trace ended */
+	bool preempted;
 };
 
 struct per_thread {
@@ -47,6 +68,12 @@ struct per_thread {
 	double span_wall_ns, span_cpu_ns;	/* time in outermost spans */
 	struct open_span *stack;
 	size_t depth, cap;
+	struct span_interval *spans;		/* with context switches only */
+	size_t nspans, capspans;
+	struct off_interval *off;
+	size_t noff, capoff;
+	uint64_t switches;			/* switches out */
+	struct split split;			/* of the outermost spans */
 	struct per_thread *next;
 };
 
@@ -56,7 +83,25 @@ struct report {
 	uint32_t *first;		/* by id: the first id of the same provider:event and kind */
 	struct per_thread *threads, *current;
 	uint64_t events, lost, first_tsc, last_tsc, unmatched_ends, open_at_end;
+	uint64_t switches;
 };
+
+/* Append *item to the array *v of *n items (capacity *cap); -ENOMEM. */
+static int push_item(void **v, size_t *n, size_t *cap, const void *item, size_t size)
+{
+	if (*n == *cap) {
+		size_t grown_cap = *cap ? *cap * 2 : 64;
+		void *grown = realloc(*v, grown_cap * size);
+
+		if (!grown)
+			return -ENOMEM;
+		*v = grown;
+		*cap = grown_cap;
+	}
+	memcpy((char *)*v + *n * size, item, size);
+	(*n)++;
+	return 0;
+}
 
 static int push_sample(struct samples *s, double v)
 {
@@ -105,11 +150,18 @@ static double tsc_ns(const struct report *rep, uint64_t a, uint64_t b)
 	return ((double)b - (double)a) * 1e9 / (double)rep->r->tsc_hz;
 }
 
+/* A thread's streams: its probes (stream-TID), its context switches (stream-TID-sched). */
 static int stream_begin(const struct lk__stream_info *s, void *arg)
 {
 	struct report *rep = arg;
-	struct per_thread *t = calloc(1, sizeof(*t));
+	struct per_thread *t;
 
+	for (t = rep->threads; t; t = t->next)
+		if (t->tid == s->tid) {
+			rep->current = t;
+			return 0;
+		}
+	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	t->tid = s->tid;
@@ -149,7 +201,35 @@ static int close_span(struct report *rep, struct per_thread *t, const struct lk_
 		t->span_wall_ns += wall;
 		t->span_cpu_ns += cpu;
 	}
+	if (rep->r->sched) {
+		struct span_interval s = { rep->first[t->stack[k].id], k == 0, t->stack[k].tsc, e->tsc };
+
+		if (push_item((void **)&t->spans, &t->nspans, &t->capspans, &s, sizeof(s)))
+			return -ENOMEM;
+	}
 	t->depth = k;
+	return 0;
+}
+
+/* lowkey:sched_out opens an interval off the CPU, lowkey:sched_in closes it. */
+static int on_switch(struct report *rep, struct per_thread *t, const struct lk__event *e)
+{
+	uint64_t cpu = 0, preempted = 0;
+	const char *s;
+	size_t off = lk__event_arg(e, 0, 0, &cpu, &s);
+
+	if (e->cls->id == LK__EVENT_SCHED_OUT) {
+		struct off_interval o = { e->tsc, UINT64_MAX, false };
+
+		if (off)
+			lk__event_arg(e, off, 1, &preempted, &s);
+		o.preempted = preempted != 0;
+		t->switches++;
+		rep->switches++;
+		return push_item((void **)&t->off, &t->noff, &t->capoff, &o, sizeof(o));
+	}
+	if (t->noff && t->off[t->noff - 1].in == UINT64_MAX)
+		t->off[t->noff - 1].in = e->tsc;
 	return 0;
 }
 
@@ -182,6 +262,8 @@ static int on_event(const struct lk__event *e, void *arg)
 		snprintf(t->name, sizeof(t->name), "%s", s ? s : "");
 		return 0;
 	}
+	if (e->cls->id == LK__EVENT_SCHED_OUT || e->cls->id == LK__EVENT_SCHED_IN)
+		return on_switch(rep, t, e);
 	rep->events++;
 	t->events++;
 	if (!t->first_tsc || e->tsc < t->first_tsc)
@@ -263,6 +345,8 @@ static int stream_end(const struct lk__stream_info *s, void *arg)
 {
 	struct report *rep = arg;
 
+	if (s->stream_id != 0)
+		return 0;	/* a thread's context switches: counted in on_switch */
 	rep->current->lost = s->lost;
 	rep->current->truncated = s->truncated;
 	rep->lost += s->lost;
@@ -272,6 +356,62 @@ static int stream_end(const struct lk__stream_info *s, void *arg)
 	if (rep->current->last_tsc > rep->last_tsc)
 		rep->last_tsc = rep->current->last_tsc;
 	return 0;
+}
+
+/* ---- the split of spans by the context switches ---- */
+
+static void add_split(struct split *to, const struct split *x)
+{
+	to->wall += x->wall;
+	to->on_cpu += x->on_cpu;
+	to->runnable += x->runnable;
+	to->blocked += x->blocked;
+}
+
+/* The first of t's intervals off the CPU that ends after tsc (they are in time order). */
+static size_t first_off_after(const struct per_thread *t, uint64_t tsc)
+{
+	size_t lo = 0, hi = t->noff;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (t->off[mid].in <= tsc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static struct split split_span(const struct report *rep, const struct per_thread *t, const struct span_interval *s)
+{
+	struct split x = { tsc_ns(rep, s->begin, s->end), 0, 0, 0 };
+
+	for (size_t i = first_off_after(t, s->begin); i < t->noff && t->off[i].out < s->end; i++) {
+		uint64_t from = t->off[i].out > s->begin ? t->off[i].out : s->begin;
+		uint64_t to = t->off[i].in < s->end ? t->off[i].in : s->end;
+		double ns = tsc_ns(rep, from, to);
+
+		if (t->off[i].preempted)
+			x.runnable += ns;
+		else
+			x.blocked += ns;
+	}
+	x.on_cpu = x.wall - x.runnable - x.blocked;
+	return x;
+}
+
+static void split_spans(struct report *rep)
+{
+	for (struct per_thread *t = rep->threads; t; t = t->next)
+		for (size_t i = 0; i < t->nspans; i++) {
+			struct split x = split_span(rep, t, &t->spans[i]);
+
+			add_split(&rep->classes[t->spans[i].first].split, &x);
+			if (t->spans[i].outermost)
+				add_split(&t->split, &x);
+		}
 }
 
 /* ---- printing ---- */
@@ -294,6 +434,54 @@ static const char *class_name(const struct lk__event_class *c, char *buf, size_t
 {
 	snprintf(buf, len, "%s:%s", c->provider, c->event);
 	return buf;
+}
+
+static void json_num(double v)
+{
+	if (isnan(v) || isinf(v))
+		fputs("null", stdout);
+	else
+		printf("%.6g", v);
+}
+
+/* Where the spans' wall time went, by the context switches (lowkey trace --sched). */
+static void print_split(const struct report *rep)
+{
+	const struct lk__trace_reader *r = rep->r;
+	char name[200], a[32], b[32], c[32], d[32];
+
+	printf("\n%-32s %8s %12s %12s %12s %12s\n", "spans (time, --sched)", "count", "wall", "on-CPU", "runnable",
+	       "blocked");
+	for (size_t i = 0; i < r->nclasses; i++) {
+		const struct per_class *pc = &rep->classes[i];
+
+		if (!r->classes[i] || !pc->wall.n)
+			continue;
+		fmt_ns(a, sizeof(a), pc->split.wall);
+		fmt_ns(b, sizeof(b), pc->split.on_cpu);
+		fmt_ns(c, sizeof(c), pc->split.runnable);
+		fmt_ns(d, sizeof(d), pc->split.blocked);
+		printf("  %-30s %8zu %12s %12s %12s %12s\n", class_name(r->classes[i], name, sizeof(name)), pc->wall.n, a,
+		       b, c, d);
+	}
+	printf("  (%" PRIu64 " context switches; runnable: preempted, waiting for a CPU; blocked: sleeping or "
+	       "waiting)\n", rep->switches);
+	if (r->sched_lost)
+		printf("  %" PRIu64 " context switches were lost (the kernel's ring was full): the split is "
+		       "approximate\n", r->sched_lost);
+}
+
+static void json_split(const struct split *x)
+{
+	printf("{\"wall_ns\":");
+	json_num(x->wall);
+	printf(",\"on_cpu_ns\":");
+	json_num(x->on_cpu);
+	printf(",\"runnable_ns\":");
+	json_num(x->runnable);
+	printf(",\"blocked_ns\":");
+	json_num(x->blocked);
+	putchar('}');
 }
 
 static void print_text(struct report *rep, const char *path)
@@ -350,6 +538,8 @@ static void print_text(struct report *rep, const char *path)
 	if (rep->open_at_end || rep->unmatched_ends)
 		printf("  (%" PRIu64 " spans still open at the end of the trace, %" PRIu64 " ends without a begin)\n",
 		       rep->open_at_end, rep->unmatched_ends);
+	if (r->sched)
+		print_split(rep);
 
 	printf("\n%-32s %8s %14s %14s %14s\n", "counters", "count", "min", "max", "last");
 	for (size_t i = 0; i < r->nclasses; i++) {
@@ -376,14 +566,6 @@ static void print_text(struct report *rep, const char *path)
 	}
 }
 
-static void json_num(double v)
-{
-	if (isnan(v) || isinf(v))
-		fputs("null", stdout);
-	else
-		printf("%.6g", v);
-}
-
 static void print_json(struct report *rep, const char *path)
 {
 	struct lk__trace_reader *r = rep->r;
@@ -394,8 +576,11 @@ static void print_json(struct report *rep, const char *path)
 	printf(",\"procname\":");
 	lk__json_string(stdout, r->procname);
 	printf(",\"pid\":%d,\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"truncated_streams\":%" PRIu64
-	       ",\"cputime\":%s,\"classes\":[", r->pid, rep->events, rep->lost, r->truncated_streams,
-	       r->cputime ? "true" : "false");
+	       ",\"cputime\":%s,\"sched\":%s,", r->pid, rep->events, rep->lost, r->truncated_streams,
+	       r->cputime ? "true" : "false", r->sched ? "true" : "false");
+	if (r->sched)
+		printf("\"switches\":%" PRIu64 ",\"switches_lost\":%" PRIu64 ",", rep->switches, r->sched_lost);
+	printf("\"classes\":[");
 	for (size_t i = 0; i < r->nclasses; i++) {
 		struct per_class *pc = &rep->classes[i];
 
@@ -426,6 +611,10 @@ static void print_json(struct report *rep, const char *path)
 				json_num(pct(&pc->cpu, 100));
 				printf("}");
 			}
+			if (r->sched) {
+				printf(",\"split\":");
+				json_split(&pc->split);
+			}
 		}
 		if (r->classes[i]->kind == LK_PROBE_COUNTER) {
 			printf(",\"min\":");
@@ -449,6 +638,10 @@ static void print_json(struct report *rep, const char *path)
 			printf(",\"span_cpu_ns\":");
 			json_num(t->span_cpu_ns);
 		}
+		if (r->sched) {
+			printf(",\"switches\":%" PRIu64 ",\"span_split\":", t->switches);
+			json_split(&t->split);
+		}
 		putchar('}');
 		first = false;
 	}
@@ -460,6 +653,8 @@ static void free_report(struct report *rep)
 	for (struct per_thread *t = rep->threads, *next; t; t = next) {
 		next = t->next;
 		free(t->stack);
+		free(t->spans);
+		free(t->off);
 		free(t);
 	}
 	for (size_t i = 0; rep->classes && i < rep->r->nclasses; i++) {
@@ -471,13 +666,14 @@ static void free_report(struct report *rep)
 }
 
 static const char report_usage[] =
-	"usage: lowkey report [--json | --html OUT] TRACE\n"
+	"usage: lowkey report [-j|--json | --html OUT] TRACE\n"
 	"\n"
 	"Summarize a lowkey CTF trace: events by name (count, rate), spans (durations p50/p99/max by\n"
 	"wall time and, when the trace recorded it with --cputime, by thread CPU time), counter tracks,\n"
-	"threads, and events lost to full buffers.\n"
+	"threads, and events lost to full buffers. When it recorded context switches (--sched), each\n"
+	"span name's wall time split into on-CPU, runnable (preempted) and blocked.\n"
 	"\n"
-	"  --json      print the summary as JSON\n"
+	"  -j, --json  print the summary as JSON\n"
 	"  --html OUT  write one self-contained HTML page to OUT ('-': standard output): latency\n"
 	"              histograms, a per-thread timeline of spans, counters as line charts, the tables\n";
 
@@ -519,6 +715,8 @@ static int report_run(int argc, char **argv)
 	rc = rep.classes ? group_classes(&rep) : -ENOMEM;
 	if (!rc)
 		rc = lk__reader_walk(&r, &ops, &rep, err, sizeof(err));
+	if (rc == 0)
+		split_spans(&rep);
 	if (rc == 0) {
 		if (json)
 			print_json(&rep, argv[optind]);

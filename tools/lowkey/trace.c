@@ -55,6 +55,10 @@ static const char trace_usage[] =
 	"                       trace_processor; about 1/5 of the JSON's size). `lowkey convert` turns\n"
 	"                       a CTF trace into the others later.\n"
 	"  -c, --cputime        record each event's thread CPU time too\n"
+	"      --sched          record the threads' context switches too (off-CPU time: preempted or\n"
+	"                       blocked, and on which CPU); needs perf_event_open (perf_event_paranoid\n"
+	"                       2 or lower, or CAP_PERFMON); `lowkey report` then splits each span's\n"
+	"                       time into on-CPU, runnable (preempted) and blocked. Not with --pid yet\n"
 	"  -b, --buffer SIZE    per-thread ring buffer: 64K, 2M, ... (default 2M); events that find it\n"
 	"                       full are dropped and counted\n"
 	"  -p, --pid PID        trace a running process\n"
@@ -471,6 +475,9 @@ static int parse_option(struct trace_opts *o, int c, const char *arg)
 	case 'c':
 		o->cputime = true;
 		return 0;
+	case 'S':
+		o->sched = true;
+		return 0;
 	case 'j':
 		o->json = true;
 		return 0;
@@ -524,6 +531,7 @@ static int trace_main(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "cputime", no_argument, NULL, 'c' },
+		{ "sched", no_argument, NULL, 'S' },
 		{ "buffer", required_argument, NULL, 'b' },
 		{ "pid", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
@@ -551,6 +559,11 @@ static int trace_main(int argc, char **argv)
 	}
 	if (!o.pid && optind == argc) {
 		lk_cli_error("trace", "lowkey trace -- ./program args, or lowkey trace --pid PID", "nothing to trace");
+		goto out;
+	}
+	if (o.sched && o.pid) {
+		lk_cli_error("trace", "trace the program from its start (lowkey trace --sched -- CMD), or call "
+			     "lk_trace_start() with LK_TRACE_SCHED in it", "--sched cannot be asked of a running process yet");
 		goto out;
 	}
 	if (o.duration && !o.pid) {

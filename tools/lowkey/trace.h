@@ -15,6 +15,7 @@ struct trace_opts {
 	char *output;				/* absolute */
 	int format;				/* enum lk_trace_format */
 	bool cputime;
+	bool sched;				/* --sched: context switches */
 	uint64_t buffer;			/* 0: the library's default */
 	pid_t pid;				/* --pid */
 	double duration;			/* --pid: seconds; 0: until Ctrl-C */

@@ -106,6 +106,7 @@ static void __attribute__((noreturn)) exec_command(const struct trace_opts *o, i
 	set_env("LOWKEY_TRACE_OUTPUT", o->output);
 	set_env("LOWKEY_TRACE_FORMAT", lk__trace_format_name(o->format));
 	set_env("LOWKEY_TRACE_CPUTIME", o->cputime ? "1" : NULL);
+	set_env("LOWKEY_TRACE_SCHED", o->sched ? "1" : NULL);
 	snprintf(num, sizeof(num), "%llu", (unsigned long long)o->buffer);
 	set_env("LOWKEY_TRACE_BUFFER", o->buffer ? num : NULL);
 	snprintf(num, sizeof(num), "%d", (int)getpid());
