@@ -44,6 +44,14 @@ hostile)
 	check --expect script=0 --expect svg.histogram=3 --expect svg.line=2 \
 	      --text '</svg><script> (' --text 'app:</svg><script>alert(1)</script>'
 	;;
+locks)
+	victim=$4
+	"$lowkey" locks --html "$page" -- "$victim" 2>"$dir/locks.txt" || { cat "$dir/locks.txt"; exit 1; }
+	# locks_victim's 10 most waited-for locks: a bar for the wait and one for the hold of each
+	check --expect svg.bars=1 --expect rect.bar=20 --expect table=1 --expect tr=11 --expect script=0 \
+	      --text "spin_contended (locks_victim.c:" --text "#1 spinlock, spin_contended" \
+	      --colour 4e79a7 --colour f28e2b
+	;;
 *)
 	echo "unknown page kind $kind" >&2
 	exit 2

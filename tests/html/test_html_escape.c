@@ -8,6 +8,7 @@
  * gives a page with no <script> element, its SVG elements balanced, the names there as escaped
  * text, and valid UTF-8 throughout.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 
 #include "cli/run.h"
 #include "html.h"
+#include "json_read.h"
 
 #define HOSTILE "</svg><script>alert(1)</script>\xff"
 
@@ -101,6 +103,40 @@ static void text_n_replaces_nul(void **state)
 	assert_int_equal(fclose(f), 0);
 	assert_string_equal(buf, "a\xef\xbf\xbd&lt;");
 	free(buf);
+}
+
+/* The JSON the locks and bench pages are drawn from: escapes decoded, malformed text refused. */
+static void json_is_read(void **state)
+{
+	static const char text[] = "{\"a\": [1, -2.5e3, true, null], \"s\": \"\\u003cscript\\u003e \\ud83d\\ude00 "
+				   "\\udc00 \\\"q\\\" \\n\", \"o\": {\"x\": \"y\"}}";
+	static const char *const bad[] = { "", "{", "[1,]", "{\"a\" 1}", "\"\\u12\"", "\"\\x\"", "1 2", "[tru]",
+					   "\"a\nb\"", "{\"a\":1,}" };
+	char err[128], deep[200];
+	struct jr_value *v;
+
+	(void)state;
+	v = jr_parse(text, strlen(text), err, sizeof(err));
+	assert_non_null(v);
+	assert_int_equal(jr_get(v, "a")->n, 4);
+	assert_true(jr_get(v, "a")->items[1].number == -2500);
+	assert_true(jr_get(v, "a")->items[2].boolean);
+	assert_int_equal(jr_get(v, "a")->items[3].type, JR_NULL);
+	assert_string_equal(jr_string(v, "s"), "<script> \xf0\x9f\x98\x80 \xef\xbf\xbd \"q\" \n");
+	assert_string_equal(jr_string(jr_get(v, "o"), "x"), "y");
+	assert_null(jr_get(v, "missing"));
+	assert_true(isnan(jr_number(v, "s")));
+	jr_free(v);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		v = jr_parse(bad[i], strlen(bad[i]), err, sizeof(err));
+		if (v)
+			print_error("'%s' was read\n", bad[i]);
+		assert_null(v);
+		assert_non_null(strstr(err, "JSON: "));
+	}
+	memset(deep, '[', sizeof(deep));	/* nested past the limit */
+	assert_null(jr_parse(deep, sizeof(deep), err, sizeof(err)));
+	assert_non_null(strstr(err, "deep"));
 }
 
 static struct lkt_run out;
@@ -207,6 +243,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(text_is_escaped),
 		cmocka_unit_test(text_n_replaces_nul),
+		cmocka_unit_test(json_is_read),
 		cmocka_unit_test(hostile_trace_gives_text),
 	};
 

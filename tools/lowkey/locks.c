@@ -29,6 +29,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "locks.h"
+#include "locks_html.h"
 #include "lowkey-locks-paths.h"
 
 static const char locks_usage[] =
@@ -45,6 +46,8 @@ static const char locks_usage[] =
 	"  --top N            locks to show per process, most waited-for first (default 10; 0: all)\n"
 	"  --json             print the report as JSON\n"
 	"  -o, --output FILE  write the report to FILE (default: standard error)\n"
+	"  --html OUT         also write it as one self-contained HTML page to OUT: a bar chart of the\n"
+	"                     locks' wait and hold times, and the table with their call sites\n"
 	"  --hold-sampling N  time one hold in N (default 16; 1 times every hold: exact, slower)\n"
 	"  --max-locks N      locks tracked per process (default 65536); more are counted, not named\n"
 	"\n"
@@ -61,6 +64,7 @@ struct options {
 	long top;
 	bool json;
 	const char *output;
+	const char *html;
 	long hold_sampling;
 	long max_locks;
 };
@@ -640,6 +644,42 @@ static void exit_note(int status, const char *cmd)
 			strsignal(WTERMSIG(status)));
 }
 
+static void write_json(FILE *out, const struct proc *procs, size_t n, const struct options *o, int status,
+		       const char *cmd)
+{
+	struct lkb_json j;
+
+	lkb_json_begin(&j, out);
+	lkb_json_str(&j, "command", cmd);
+	if (WIFEXITED(status))
+		lkb_json_int(&j, "exit_status", WEXITSTATUS(status));
+	else
+		lkb_json_int(&j, "signal", WTERMSIG(status));
+	lkb_json_array(&j, "processes");
+	for (size_t i = 0; i < n; i++)
+		print_json_proc(&j, &procs[i], o);
+	lkb_json_close(&j);
+	lkb_json_end(&j);
+}
+
+/* The page is drawn from the JSON: the same figures, by the same code. */
+static int write_html(const struct proc *procs, size_t n, const struct options *o, int status, const char *cmd)
+{
+	char *json = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&json, &len);
+	int ret;
+
+	if (!f) {
+		lk_cli_error("locks", NULL, "cannot write %s: %s", o->html, strerror(errno));
+		return LK_EXIT_FAIL;
+	}
+	write_json(f, procs, n, o, status, cmd);
+	ret = fclose(f) == 0 ? lk_locks_html(json, len, o->html) : LK_EXIT_FAIL;
+	free(json);
+	return ret;
+}
+
 static int report(FILE *out, const char *dir, const struct options *o, double tpn, uint64_t end_ns, int status,
 		  const char *cmd)
 {
@@ -656,24 +696,13 @@ static int report(FILE *out, const char *dir, const struct options *o, double tp
 	for (size_t i = 0; i < n; i++)
 		if (build_rows(&procs[i], (procs[i].h->flags & LKL_F_TICKS_NS) ? 1.0 : tpn, end_ns) != 0)
 			procs[i].nrows = 0;
-	if (o->json) {
-		struct lkb_json j;
-
-		lkb_json_begin(&j, out);
-		lkb_json_str(&j, "command", cmd);
-		if (WIFEXITED(status))
-			lkb_json_int(&j, "exit_status", WEXITSTATUS(status));
-		else
-			lkb_json_int(&j, "signal", WTERMSIG(status));
-		lkb_json_array(&j, "processes");
-		for (size_t i = 0; i < n; i++)
-			print_json_proc(&j, &procs[i], o);
-		lkb_json_close(&j);
-		lkb_json_end(&j);
-	} else {
+	if (o->json)
+		write_json(out, procs, n, o, status, cmd);
+	else
 		for (size_t i = 0; i < n; i++)
 			print_text(out, &procs[i], o);
-	}
+	if (o->html)
+		ret = write_html(procs, n, o, status, cmd);
 	if (fflush(out) != 0 || ferror(out)) {
 		lk_cli_error("locks", NULL, "writing %s failed: %s", o->output ? o->output : "the report", strerror(errno));
 		ret = LK_EXIT_FAIL;
@@ -702,6 +731,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "top", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "html", required_argument, NULL, 'H' },
 		{ "hold-sampling", required_argument, NULL, 's' },
 		{ "max-locks", required_argument, NULL, 'm' },
 		{ NULL, 0, NULL, 0 },
@@ -721,6 +751,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'o':
 			o->output = optarg;
+			break;
+		case 'H':
+			o->html = optarg;
 			break;
 		case 's':
 			if (!parse_count(optarg, 1, 1 << 30, &o->hold_sampling))
@@ -774,6 +807,16 @@ static int locks_run(int argc, char **argv)
 		return LK_EXIT_FAIL;
 	}
 	/* before the command runs: an output that cannot be written is said now, not after it */
+	if (o.html && strcmp(o.html, "-") != 0) {
+		int fd = open(o.html, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+
+		if (fd < 0) {
+			lk_cli_error("locks", "choose a writable place with --html", "cannot write %s: %s", o.html,
+				     strerror(errno));
+			return LK_EXIT_FAIL;
+		}
+		close(fd);
+	}
 	if (o.output && !(out = fopen(o.output, "we"))) {
 		lk_cli_error("locks", "choose a writable place with -o", "cannot write %s: %s", o.output, strerror(errno));
 		return LK_EXIT_FAIL;

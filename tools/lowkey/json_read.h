@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A small JSON reader for the HTML pages of `lowkey locks` and `lowkey bench`, which draw what
+ * those commands print with --json: the page is made from the same figures as the JSON, by one
+ * path, without reaching into each bench's own structures.
+ *
+ * RFC 8259 text into a tree. Strings are decoded (\uXXXX and surrogate pairs into UTF-8; a lone
+ * surrogate becomes U+FFFD) and may hold any bytes the text held; the HTML writer escapes them.
+ * Nesting is limited to 64 levels. Costs one allocation per value; not async-signal-safe.
+ */
+#ifndef LOWKEY_CLI_JSON_READ_H
+#define LOWKEY_CLI_JSON_READ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum jr_type { JR_NULL, JR_BOOL, JR_NUMBER, JR_STRING, JR_ARRAY, JR_OBJECT };
+
+struct jr_value {
+	enum jr_type type;
+	bool boolean;
+	double number;
+	char *string;			/* JR_STRING: NUL-terminated (a \u0000 inside ends it early) */
+	char *key;			/* the member's name inside an object; NULL elsewhere */
+	struct jr_value *items;		/* JR_ARRAY, JR_OBJECT: n members in order */
+	size_t n;
+};
+
+/*
+ * Parse len bytes of text. Returns the tree (free it with jr_free), or NULL with a message in err:
+ * malformed text (with its offset), too deep, trailing garbage, or out of memory.
+ */
+struct jr_value *jr_parse(const char *text, size_t len, char *err, size_t errlen);
+void jr_free(struct jr_value *v);
+
+/* An object's member by name (the first), or NULL if v is not an object or has none. */
+const struct jr_value *jr_get(const struct jr_value *v, const char *key);
+/* The member's number, or NaN (absent, null, not a number). */
+double jr_number(const struct jr_value *v, const char *key);
+/* The member's string, or NULL. */
+const char *jr_string(const struct jr_value *v, const char *key);
+
+#endif
