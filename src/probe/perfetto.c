@@ -138,7 +138,8 @@ struct intern_table {
 struct class_iids {
 	uint32_t gen;
 	uint64_t name, category, arg[LK_PROBE_MAX_ARGS];
-	bool counter_described;	/* its counter track (global, not per sequence) */
+	bool counter_described;	/* its counter track (global, not per sequence) ... */
+	uint64_t counter_track;	/* ... and that track's uuid */
 };
 
 struct pending {
@@ -156,6 +157,8 @@ struct pft {
 	uint32_t seq, nseq;		/* the sequence's id; how many were started */
 	uint32_t gen;			/* nseq: tells the interned strings of this sequence */
 	uint64_t last_ns;		/* the incremental clock's value on this sequence */
+	uint64_t ns0;			/* CLOCK_MONOTONIC at the trace's tsc0 ... */
+	double ns_per_tick;		/* ... and the TSC's period (lk__reader_ns's arithmetic) */
 	int tid;
 	bool thread_described;
 	struct intern_table tables[4];	/* by enum intern_kind */
@@ -258,21 +261,32 @@ static const struct class_iids *class_iids(struct pft *p, const struct lk__event
 	return ci;
 }
 
-static void put_interned(struct pft *p)
+/* Bytes the queued interned strings may take (each repaired to UTF-8 at worst). */
+static size_t interned_room(const struct pft *p)
 {
-	struct lk__pb *pb = &p->pb;
+	size_t n = 0;
+
+	for (unsigned int i = 0; i < p->npending; i++)
+		n += 3 * strlen(p->pending[i].s) + 4 * LK__PB_VARINT_MAX;
+	return n;
+}
+
+static uint8_t *put_interned(struct pft *p, uint8_t *w)
+{
+	uint8_t *data, *entry;
 
 	if (!p->npending)
-		return;
-	lk__pb_begin(pb, PKT_INTERNED_DATA);
+		return w;
+	data = lk__pbw_begin(w, PKT_INTERNED_DATA);
+	w = data;
 	for (unsigned int i = 0; i < p->npending; i++) {
-		lk__pb_begin(pb, p->pending[i].kind);
-		lk__pb_uint(pb, 1, p->pending[i].iid);
-		lk__pb_utf8(pb, 2, p->pending[i].s);
-		lk__pb_end(pb);
+		entry = lk__pbw_begin(w, p->pending[i].kind);
+		w = lk__pbw_uint(entry, 1, p->pending[i].iid);
+		w = lk__pbw_utf8(w, 2, p->pending[i].s, strlen(p->pending[i].s));
+		w = lk__pbw_end(w, entry);
 	}
-	lk__pb_end(pb);
 	p->npending = 0;
+	return lk__pbw_end(w, data);
 }
 
 /* ---- output ---- */
@@ -313,16 +327,6 @@ static void begin_packet(struct pft *p, unsigned int flags)
 	lk__pb_uint(&p->pb, PKT_SEQUENCE_ID, p->seq);
 	if (flags)
 		lk__pb_uint(&p->pb, PKT_SEQUENCE_FLAGS, flags);
-}
-
-static void put_time(struct pft *p, uint64_t tsc)
-{
-	uint64_t ns = lk__reader_ns(p->r, tsc);
-
-	/* Another CPU's TSC may be a hair behind: keep the thread's events in order. */
-	lk__pb_uint(&p->pb, PKT_TIMESTAMP, ns > p->last_ns ? ns - p->last_ns : 0);
-	if (ns > p->last_ns)
-		p->last_ns = ns;
 }
 
 static void put_clock(struct lk__pb *pb, uint32_t id, uint64_t ns, bool incremental)
@@ -436,6 +440,7 @@ static int describe_counter(struct pft *p, const struct lk__event_class *c)
 	char name[256];
 
 	p->classes[c->id].counter_described = true;
+	p->classes[c->id].counter_track = counter_uuid(p, c);
 	snprintf(name, sizeof(name), "%s:%s", c->provider, c->event);
 	begin_packet(p, 0);
 	lk__pb_begin(pb, PKT_TRACK_DESCRIPTOR);
@@ -450,22 +455,55 @@ static int describe_counter(struct pft *p, const struct lk__event_class *c)
 
 /* ---- events ---- */
 
-static void put_arg(struct lk__pb *pb, uint64_t name_iid, unsigned int type, uint64_t v, const char *s)
+/*
+ * An event's packet, on a cursor: room for its fixed fields, its arguments (strings repaired to
+ * UTF-8 at worst) and the strings it interns. Returns where its track event's body starts.
+ */
+#define EVENT_ROOM 160
+
+static uint8_t *event_packet(struct pft *p, const struct lk__event *e, size_t room, uint8_t **packet)
 {
-	lk__pb_begin(pb, TE_DEBUG_ANNOTATIONS);
-	lk__pb_uint(pb, DA_NAME_IID, name_iid);
-	switch (type) {
-	case LK_PROBE_I64: lk__pb_uint(pb, DA_INT, v); break;
-	case LK_PROBE_U64: lk__pb_uint(pb, DA_UINT, v); break;
-	case LK_PROBE_F64: lk__pb_fixed64(pb, DA_DOUBLE, v); break;
-	case LK_PROBE_STR: lk__pb_utf8(pb, DA_STRING, s ? s : ""); break;
-	case LK_PROBE_PTR: lk__pb_uint(pb, DA_POINTER, v); break;
-	default: lk__pb_uint(pb, DA_UINT, v); break;
-	}
-	lk__pb_end(pb);
+	uint64_t ns = p->ns0 + (uint64_t)((double)(e->tsc - p->r->tsc0) * p->ns_per_tick);
+	uint8_t *w = lk__pb_reserve(&p->pb, room);
+
+	if (e->tsc < p->r->tsc0)
+		ns = lk__reader_ns(p->r, e->tsc);	/* before the trace's start: a damaged trace */
+	if (!w)
+		return NULL;
+	*packet = lk__pbw_begin(w, TRACE_PACKET);
+	w = lk__pbw_uint(*packet, PKT_SEQUENCE_ID, p->seq);
+	w = lk__pbw_uint(w, PKT_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+	/* Another CPU's TSC may be a hair behind: keep the thread's events in order. */
+	w = lk__pbw_uint(w, PKT_TIMESTAMP, ns > p->last_ns ? ns - p->last_ns : 0);
+	if (ns > p->last_ns)
+		p->last_ns = ns;
+	w = put_interned(p, w);
+	return lk__pbw_begin(w, PKT_TRACK_EVENT);
 }
 
-static void put_args(struct pft *p, const struct lk__event *e, const struct class_iids *ci)
+static int event_done(struct pft *p, uint8_t *w, uint8_t *event, uint8_t *packet)
+{
+	lk__pb_commit(&p->pb, lk__pbw_end(lk__pbw_end(w, event), packet));
+	return p->pb.len >= FLUSH_AT ? flush(p) : 0;
+}
+
+static uint8_t *put_arg(uint8_t *w, uint64_t name_iid, unsigned int type, uint64_t v, const char *s)
+{
+	uint8_t *a = lk__pbw_begin(w, TE_DEBUG_ANNOTATIONS);
+
+	w = lk__pbw_uint(a, DA_NAME_IID, name_iid);
+	switch (type) {
+	case LK_PROBE_I64: w = lk__pbw_uint(w, DA_INT, v); break;
+	case LK_PROBE_U64: w = lk__pbw_uint(w, DA_UINT, v); break;
+	case LK_PROBE_F64: w = lk__pbw_fixed64(w, DA_DOUBLE, v); break;
+	case LK_PROBE_STR: w = lk__pbw_utf8(w, DA_STRING, s ? s : "", s ? strlen(s) : 0); break;
+	case LK_PROBE_PTR: w = lk__pbw_uint(w, DA_POINTER, v); break;
+	default: w = lk__pbw_uint(w, DA_UINT, v); break;
+	}
+	return lk__pbw_end(w, a);
+}
+
+static uint8_t *put_args(uint8_t *w, const struct lk__event *e, const struct class_iids *ci)
 {
 	size_t off = 0;
 
@@ -476,36 +514,37 @@ static void put_args(struct pft *p, const struct lk__event *e, const struct clas
 		off = lk__event_arg(e, off, i, &v, &s);
 		if (!off)
 			break;
-		put_arg(&p->pb, ci->arg[i], lk__arg_type(e->cls->arg_types, i), v, s);
+		w = put_arg(w, ci->arg[i], lk__arg_type(e->cls->arg_types, i), v, s);
 	}
+	return w;
 }
 
 /* A slice's begin or end, an instant, or an event of a class this file does not know. */
 static int put_track_event(struct pft *p, const struct lk__event *e, unsigned int type)
 {
-	struct lk__pb *pb = &p->pb;
 	const struct class_iids *ci = type == TYPE_SLICE_END ? NULL : class_iids(p, e->cls);
+	size_t room = EVENT_ROOM + e->cls->nargs * 32 + 3 * e->payload_len + interned_room(p);
+	uint8_t *packet, *event, *w;
 
-	begin_packet(p, SEQ_NEEDS_INCREMENTAL_STATE);
-	put_time(p, e->tsc);
-	put_interned(p);
-	lk__pb_begin(pb, PKT_TRACK_EVENT);
-	lk__pb_uint(pb, TE_TYPE, type);
+	event = event_packet(p, e, room, &packet);
+	if (!event)
+		return -ENOMEM;
+	w = lk__pbw_uint(event, TE_TYPE, type);
 	if (ci) {
-		lk__pb_uint(pb, TE_NAME_IID, ci->name);
-		lk__pb_uint(pb, TE_CATEGORY_IIDS, ci->category);
-		put_args(p, e, ci);
+		w = lk__pbw_uint(w, TE_NAME_IID, ci->name);
+		w = lk__pbw_uint(w, TE_CATEGORY_IIDS, ci->category);
+		w = put_args(w, e, ci);
 	}
 	if (p->r->cputime && type != TYPE_INSTANT)
-		lk__pb_uint(pb, TE_EXTRA_COUNTER_VALUES, e->cputime_ns);
-	lk__pb_end(pb);
-	return packet_done(p);
+		w = lk__pbw_uint(w, TE_EXTRA_COUNTER_VALUES, e->cputime_ns);
+	return event_done(p, w, event, packet);
 }
 
 static int put_counter(struct pft *p, const struct lk__event *e)
 {
-	struct lk__pb *pb = &p->pb;
+	struct class_iids *ci = &p->classes[e->cls->id];
 	unsigned int type = lk__arg_type(e->cls->arg_types, 0);
+	uint8_t *packet, *event, *w;
 	uint64_t v = 0;
 	const char *s;
 	double d;
@@ -513,23 +552,23 @@ static int put_counter(struct pft *p, const struct lk__event *e)
 
 	if (e->cls->nargs != 1 || !lk__event_arg(e, 0, 0, &v, &s) || type == LK_PROBE_STR)
 		return put_track_event(p, e, TYPE_INSTANT);
-	if (!p->classes[e->cls->id].counter_described && (rc = describe_counter(p, e->cls)) != 0)
+	if (!ci->counter_described && (rc = describe_counter(p, e->cls)) != 0)
 		return rc;
-	begin_packet(p, SEQ_NEEDS_INCREMENTAL_STATE);
-	put_time(p, e->tsc);
-	lk__pb_begin(pb, PKT_TRACK_EVENT);
-	lk__pb_uint(pb, TE_TYPE, TYPE_COUNTER);
-	lk__pb_uint(pb, TE_TRACK_UUID, counter_uuid(p, e->cls));
+	event = event_packet(p, e, EVENT_ROOM, &packet);
+	if (!event)
+		return -ENOMEM;
+	w = lk__pbw_uint(event, TE_TYPE, TYPE_COUNTER);
+	w = lk__pbw_uint(w, TE_TRACK_UUID, ci->counter_track);
 	if (type == LK_PROBE_F64) {
-		memcpy(&d, &v, sizeof(d));
-		lk__pb_double(pb, TE_DOUBLE_COUNTER_VALUE, d);	/* NaN and infinities pass as they are */
+		w = lk__pbw_fixed64(w, TE_DOUBLE_COUNTER_VALUE, v);	/* NaN and infinities as they are */
 	} else if (type == LK_PROBE_U64 && v > INT64_MAX) {
-		lk__pb_double(pb, TE_DOUBLE_COUNTER_VALUE, (double)v);
+		d = (double)v;
+		memcpy(&v, &d, sizeof(v));
+		w = lk__pbw_fixed64(w, TE_DOUBLE_COUNTER_VALUE, v);
 	} else {
-		lk__pb_uint(pb, TE_COUNTER_VALUE, v);
+		w = lk__pbw_uint(w, TE_COUNTER_VALUE, v);
 	}
-	lk__pb_end(pb);
-	return packet_done(p);
+	return event_done(p, w, event, packet);
 }
 
 static int on_event(const struct lk__event *e, void *arg)
@@ -562,8 +601,8 @@ static int on_stream_begin(const struct lk__stream_info *s, void *arg)
 static int on_stream_end(const struct lk__stream_info *s, void *arg)
 {
 	struct pft *p = arg;
-	struct lk__pb *pb = &p->pb;
 	uint64_t name, category, events;
+	uint8_t *packet, *event, *w;
 	int rc;
 
 	if (!p->thread_described && (rc = describe_thread(p, NULL)) != 0)
@@ -573,16 +612,19 @@ static int on_stream_end(const struct lk__stream_info *s, void *arg)
 	name = intern(p, NAMES, "lost");
 	category = intern(p, CATEGORIES, "lowkey");
 	events = intern(p, ARG_NAMES, "events");
-	begin_packet(p, SEQ_NEEDS_INCREMENTAL_STATE);
-	lk__pb_uint(pb, PKT_TIMESTAMP, 0);
-	put_interned(p);
-	lk__pb_begin(pb, PKT_TRACK_EVENT);
-	lk__pb_uint(pb, TE_TYPE, TYPE_INSTANT);
-	lk__pb_uint(pb, TE_NAME_IID, name);
-	lk__pb_uint(pb, TE_CATEGORY_IIDS, category);
-	put_arg(pb, events, LK_PROBE_U64, s->lost, NULL);
-	lk__pb_end(pb);
-	return packet_done(p);
+	if (!(w = lk__pb_reserve(&p->pb, EVENT_ROOM + interned_room(p))))
+		return -ENOMEM;
+	packet = lk__pbw_begin(w, TRACE_PACKET);
+	w = lk__pbw_uint(packet, PKT_SEQUENCE_ID, p->seq);
+	w = lk__pbw_uint(w, PKT_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+	w = lk__pbw_uint(w, PKT_TIMESTAMP, 0);
+	w = put_interned(p, w);
+	event = lk__pbw_begin(w, PKT_TRACK_EVENT);
+	w = lk__pbw_uint(event, TE_TYPE, TYPE_INSTANT);
+	w = lk__pbw_uint(w, TE_NAME_IID, name);
+	w = lk__pbw_uint(w, TE_CATEGORY_IIDS, category);
+	w = put_arg(w, events, LK_PROBE_U64, s->lost, NULL);
+	return event_done(p, w, event, packet);
 }
 
 /* ---- the conversion ---- */
@@ -614,6 +656,8 @@ static int convert(struct pft *p, char *err, size_t errlen)
 	int rc;
 
 	p->boot_offset_ns = boot_offset_ns();
+	p->ns0 = p->r->monotonic0_ns;
+	p->ns_per_tick = 1e9 / (double)p->r->tsc_hz;
 	p->uuid_seed = mix64(p->r->realtime0_ns ^ (uint64_t)p->r->pid << 32);
 	p->classes = calloc(p->r->nclasses ? p->r->nclasses : 1, sizeof(*p->classes));
 	if (!p->classes)

@@ -46,27 +46,36 @@ void lk__pb_end_long(struct lk__pb *pb, size_t start, size_t body)
 	pb->len += extra;
 }
 
-void lk__pb_utf8(struct lk__pb *pb, uint32_t field, const char *s)
+uint8_t *lk__pbw_utf8(uint8_t *w, uint32_t field, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	size_t n = strlen(s), i = 0, k;
+	uint8_t *start;
+	size_t i = 0, k;
 
-	if (lk__utf8_valid(p, n)) {
-		lk__pb_bytes(pb, field, s, n);
-		return;
-	}
-	lk__pb_begin(pb, field);	/* a string's bytes are laid out as a message's are */
-	while (i < n && lk__pb_room(pb, 4)) {
+	if (lk__utf8_valid(p, n))
+		return lk__pbw_bytes(w, field, s, n);
+	start = lk__pbw_begin(w, field);	/* a string's bytes are laid out as a message's are */
+	w = start;
+	while (i < n) {
 		k = lk__utf8_sequence(p + i, n - i);
 		if (k) {
-			memcpy(pb->buf + pb->len, p + i, k);
-			pb->len += k;
+			memcpy(w, p + i, k);
+			w += k;
 			i += k;
 		} else {
-			memcpy(pb->buf + pb->len, LK__UTF8_REPLACEMENT, 3);
-			pb->len += 3;
+			memcpy(w, LK__UTF8_REPLACEMENT, 3);
+			w += 3;
 			i++;
 		}
 	}
-	lk__pb_end(pb);
+	return lk__pbw_end(w, start);
+}
+
+void lk__pb_utf8(struct lk__pb *pb, uint32_t field, const char *s)
+{
+	size_t n = strlen(s);
+	uint8_t *w = lk__pb_reserve(pb, 3 * n + 2 * LK__PB_VARINT_MAX);
+
+	if (w)
+		lk__pb_commit(pb, lk__pbw_utf8(w, field, s, n));
 }

@@ -108,6 +108,74 @@ static inline void lk__pb_bytes(struct lk__pb *pb, uint32_t field, const void *d
 /* A string field holding s with each byte that starts no valid UTF-8 sequence replaced by U+FFFD. */
 void lk__pb_utf8(struct lk__pb *pb, uint32_t field, const char *s);
 
+/*
+ * The same on a cursor, unchecked, for the hot path: the caller makes room for everything it will
+ * write (lk__pb_reserve), writes at w, and hands the cursor back (lk__pb_commit). Working on a
+ * local cursor keeps the compiler from reloading pb->len after every byte stored.
+ */
+static inline uint8_t *lk__pb_reserve(struct lk__pb *pb, size_t need)
+{
+	return lk__pb_room(pb, need) ? pb->buf + pb->len : NULL;
+}
+
+static inline void lk__pb_commit(struct lk__pb *pb, uint8_t *w)
+{
+	pb->len = (size_t)(w - pb->buf);
+}
+
+static inline uint8_t *lk__pbw_varint(uint8_t *w, uint64_t v)
+{
+	while (v >= 0x80) {
+		*w++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*w++ = (uint8_t)v;
+	return w;
+}
+
+static inline uint8_t *lk__pbw_uint(uint8_t *w, uint32_t field, uint64_t v)
+{
+	return lk__pbw_varint(lk__pbw_varint(w, (uint64_t)field << 3 | LK__PB_VARINT), v);
+}
+
+static inline uint8_t *lk__pbw_fixed64(uint8_t *w, uint32_t field, uint64_t bits)
+{
+	w = lk__pbw_varint(w, (uint64_t)field << 3 | LK__PB_FIXED64);
+	memcpy(w, &bits, 8);	/* little-endian, as protobuf: lowkey runs on little-endian machines */
+	return w + 8;
+}
+
+static inline uint8_t *lk__pbw_bytes(uint8_t *w, uint32_t field, const void *data, size_t n)
+{
+	w = lk__pbw_varint(lk__pbw_varint(w, (uint64_t)field << 3 | LK__PB_LEN), n);
+	memcpy(w, data, n);
+	return w + n;
+}
+
+/* Open a nested message: returns where its body starts (give it to lk__pbw_end). */
+static inline uint8_t *lk__pbw_begin(uint8_t *w, uint32_t field)
+{
+	return lk__pbw_varint(w, (uint64_t)field << 3 | LK__PB_LEN) + 1;
+}
+
+/* Close it: its length before its body; a body of 128 bytes or more moves up (room: 2 bytes more). */
+static inline uint8_t *lk__pbw_end(uint8_t *w, uint8_t *start)
+{
+	size_t body = (size_t)(w - start), extra;
+
+	if (body < 0x80) {
+		start[-1] = (uint8_t)body;
+		return w;
+	}
+	extra = lk__pb_varint_size(body) - 1;
+	memmove(start + extra, start, body);
+	lk__pbw_varint(start - 1, body);
+	return w + extra;
+}
+
+/* A string field of s (n bytes), each byte that starts no valid UTF-8 sequence as U+FFFD (room: 3n + 12). */
+uint8_t *lk__pbw_utf8(uint8_t *w, uint32_t field, const char *s, size_t n);
+
 /* Open a nested message as field; every begin needs its end. */
 static inline void lk__pb_begin(struct lk__pb *pb, uint32_t field)
 {
