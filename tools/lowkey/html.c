@@ -144,7 +144,7 @@ static const char page_style[] =
 	"svg.chart{display:block;max-width:100%;height:auto;background:#fff}\n"
 	"svg text{font:11px system-ui,sans-serif;fill:#333}svg text.t{font-size:13px;font-weight:600}\n"
 	"svg .axis{stroke:#888;stroke-width:1}svg .grid{stroke:#eee;stroke-width:1}\n"
-	"table{border-collapse:collapse;margin:6px 0 12px;font-size:13px}\n"
+	"table{border-collapse:collapse;margin:6px 0 12px;font-size:13px}.wide{overflow-x:auto}\n"
 	"th,td{padding:3px 8px;border-bottom:1px solid #e4e4e4;text-align:left;vertical-align:top}\n"
 	"th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n"
 	"code{font-size:12px}\n";
@@ -198,7 +198,7 @@ void lkh_paraf(FILE *f, const char *fmt, ...)
 
 void lkh_table_begin(FILE *f, const char *const *headers, size_t n)
 {
-	fputs("<table>\n<tr>", f);
+	fputs("<div class=\"wide\"><table>\n<tr>", f);
 	for (size_t i = 0; i < n; i++) {
 		fputs("<th>", f);
 		lkh_text(f, headers[i]);
@@ -244,7 +244,7 @@ void lkh_row_end(FILE *f)
 
 void lkh_table_end(FILE *f)
 {
-	fputs("</table>\n", f);
+	fputs("</table></div>\n", f);
 }
 
 /* ---- charts: shared parts ---- */
@@ -561,6 +561,23 @@ static bool bars_range(const struct lkh_bars *b, double *lo, double *hi)
 	return isfinite(*lo);
 }
 
+/* The ratio of the largest positive value to the smallest, which it leaves in lo and hi. */
+static double positive_span(const struct lkh_bars *b, double *lo, double *hi)
+{
+	double l = INFINITY, h = 0;
+
+	for (size_t i = 0; i < b->ngroups * b->nseries; i++)
+		if (isfinite(b->values[i]) && b->values[i] > 0) {
+			l = fmin(l, b->values[i]);
+			h = fmax(h, b->values[i]);
+		}
+	if (!(h > 0))
+		return 0;
+	*lo = l;
+	*hi = h;
+	return h / l;
+}
+
 static void bars_legend(FILE *f, const struct lkh_bars *b)
 {
 	double x = BARS_LABEL;
@@ -588,6 +605,8 @@ static void bars_axis(FILE *f, const struct scale *x, double bottom, void (*fmt)
 		svg_label(f, px, bottom + 14, "middle", buf);
 	}
 	svg_line(f, "axis", BARS_LABEL, BARS_TOP, BARS_LABEL, bottom);
+	if (x->log)
+		svg_label(f, BARS_W - BARS_RIGHT, bottom + 28, "end", "log scale");
 }
 
 static void bar(FILE *f, const struct lkh_bars *b, const struct scale *x, size_t g, size_t s, double y)
@@ -602,9 +621,7 @@ static void bar(FILE *f, const struct lkh_bars *b, const struct scale *x, size_t
 		return;
 	}
 	b->fmt(buf, sizeof(buf), v);
-	x1 = scale_px(x, x->log ? fmax(v, x->lo) : v);
-	if (x->log)
-		x0 = scale_px(x, x->lo);
+	x1 = scale_px(x, x->log ? fmax(v, x->lo) : v);	/* on a log scale, 0 is drawn as the axis' start */
 	fprintf(f, "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
 		x0, y, fmax(x1 - x0, 1), BAR_H, lkh_color(s));
 	lkh_text(f, b->groups[g]);
@@ -618,7 +635,7 @@ void lkh_bar_chart(FILE *f, const struct lkh_bars *bars)
 {
 	struct lkh_bars b = *bars;
 	double lo, hi, group_h = (double)b.nseries * (BAR_H + 2) + 10, bottom = BARS_TOP + group_h * (double)b.ngroups;
-	int height = (int)bottom + BARS_BOTTOM;
+	int height = (int)bottom + BARS_BOTTOM + 12;
 	struct scale x;
 
 	if (!b.fmt)
@@ -629,7 +646,7 @@ void lkh_bar_chart(FILE *f, const struct lkh_bars *bars)
 		svg_end(f);
 		return;
 	}
-	if (b.log && lo > 0)
+	if (b.log && positive_span(&b, &lo, &hi) > 100)
 		scale_log(&x, lo, hi, BARS_LABEL, BARS_W - BARS_RIGHT);
 	else
 		scale_linear(&x, fmin(lo, 0), fmax(hi, 0), BARS_LABEL, BARS_W - BARS_RIGHT, 6);
