@@ -26,6 +26,22 @@ struct lk_bench {
 const struct lk_bench *lkb_find(const char *name);
 void lkb_list(FILE *out);
 
+/* ---- progress and rows (progress.c) ---- */
+
+/*
+ * A status line on standard error while a bench works, redrawn every 250 ms with the time spent:
+ * only when standard error is a terminal, not with quiet (--quiet), and not in a `lowkey bench` a
+ * bench runs. `lowkey bench` starts and stops it around every bench. Never written to standard
+ * output: rows and JSON there stay clean.
+ */
+void lkb_progress_start(const char *bench, bool quiet);
+void lkb_progress_stop(void);
+/* What the bench is measuring now ("lowkey span, 21 runs"); shown on the status line. */
+void lkb_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* printf() a finished row (or heading) to standard output now: the status line is erased first,
+ * and standard output flushed, so each row appears as soon as it is measured, pipes included. */
+void lkb_row(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* ---- timing and statistics ---- */
 
 /* CLOCK_MONOTONIC in ns. */

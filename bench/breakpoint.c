@@ -720,8 +720,8 @@ static int enable_experiment(int runs, bool json, const char *cpus)
 }
 
 static const char breakpoint_usage[] =
-	"usage: lowkey bench breakpoint thread [-b B] [-p P] [-t T] [-r R] [--runs N] [--cpus LIST] [--json]\n"
-	"       lowkey bench breakpoint enable [-p P] [-a A] [-r R] [--runs N] [--cpus LIST] [--json]\n"
+	"usage: lowkey bench breakpoint thread [-b B] [-p P] [-t T] [-r R] [--runs N] [--cpus LIST] [-j|--json]\n"
+	"       lowkey bench breakpoint enable [-p P] [-a A] [-r R] [--runs N] [--cpus LIST] [-j|--json]\n"
 	"\n"
 	"Seed 000's experiments, the same as `perf bench breakpoint`, run beside perf bench itself\n"
 	"(when linux-perf is installed), the same experiment with raw perf_event_open, and with\n"
@@ -739,7 +739,7 @@ static const char breakpoint_usage[] =
 	"                affinity (\"0\", \"0-1\", \"0,2\"; \"all\": none set). Default for enable: the\n"
 	"                first CPU this process may use (where 64 sleeping threads land would\n"
 	"                otherwise decide the figure); for thread: all\n"
-	"  --json        print the figures as JSON\n";
+	"  -j, --json    print the figures as JSON\n";
 
 static int breakpoint_run(int argc, char **argv)
 {
@@ -1114,7 +1114,7 @@ static void watch_print_text(int runs, int ops, const double m[NWROWS])
 }
 
 static const char watch_usage[] =
-	"usage: lowkey bench watch [--runs N] [--ops N] [--json]\n"
+	"usage: lowkey bench watch [--runs N] [--ops N] [-j|--json]\n"
 	"\n"
 	"lk_watch_add + lk_watch_remove round trips per second from 1 and 2 threads (each in its own\n"
 	"thread, thread scope) against raw perf_event_open + close with the same attributes;\n"
@@ -1123,7 +1123,7 @@ static const char watch_usage[] =
 	"\n"
 	"  --runs N   repetitions; figures are medians (default 11)\n"
 	"  --ops N    round trips (and writes) per timed loop (default 20000)\n"
-	"  --json     print the figures as JSON\n";
+	"  -j, --json print the figures as JSON\n";
 
 static int watch_run(int argc, char **argv)
 {

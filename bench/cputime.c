@@ -464,7 +464,7 @@ static void print_json(int runs, const struct lk_clock_info *info, const struct 
 }
 
 static const char cputime_usage[] =
-	"usage: lowkey bench cputime [--runs N] [--samples N] [--json]\n"
+	"usage: lowkey bench cputime [--runs N] [--samples N] [-j|--json]\n"
 	"\n"
 	"Re-runs seed 001's experiment on this machine: seed 001's loop over every way of reading a\n"
 	"thread's CPU time (clock_gettime, getrusage, read() of a perf fd, lk_thread_cputime_ns) and\n"
@@ -476,7 +476,7 @@ static const char cputime_usage[] =
 	"\n"
 	"  --runs N      repetitions of each cost row (default 15)\n"
 	"  --samples N   accuracy samples (default 50000)\n"
-	"  --json        print the figures as JSON\n";
+	"  -j, --json    print the figures as JSON\n";
 
 static int cputime_run(int argc, char **argv)
 {

@@ -587,7 +587,7 @@ static void print_json(const struct setup *s, const struct ring_figures *f,
 }
 
 static const char ctx_usage[] =
-	"usage: lowkey bench ctx [--runs N] [--hops N] [--cpu N] [--json]\n"
+	"usage: lowkey bench ctx [--runs N] [--hops N] [--cpu N] [-j|--json]\n"
 	"\n"
 	"Re-runs seed 002's table on this machine: lmbench lat_ctx (a token passed around a ring of\n"
 	"2, 8 and 32 processes through pipes, all on one CPU) with no counters, with counters\n"
@@ -599,7 +599,7 @@ static const char ctx_usage[] =
 	"  --runs N   ring runs per cell, and runs of each stat row (default 20, as the seed)\n"
 	"  --hops N   token passes per ring run (default 20000)\n"
 	"  --cpu N    the CPU the ring runs on (default: the last one this process may use)\n"
-	"  --json     print the figures as JSON\n";
+	"  -j, --json print the figures as JSON\n";
 
 static int last_allowed_cpu(void)
 {

@@ -517,69 +517,62 @@ static struct rate_summary summarize_rate(int threads, double seconds, unsigned 
 
 static void print_lttng_side(const char *name, const struct lttng_side *s)
 {
-	printf("%-34s %8ld %9.3f %10.3f %8.2fx   %.2fx (%.2fx..%.2fx)\n", name, s->burst, s->lowkey_ns, s->lttng_ns,
+	lkb_row("%-34s %8ld %9.3f %10.3f %8.2fx   %.2fx (%.2fx..%.2fx)\n", name, s->burst, s->lowkey_ns, s->lttng_ns,
 	       s->ratio_of_medians, s->ratio_median, s->ratio_min, s->ratio_max);
 }
 
 static void print_lttng_text(const struct lttng_result *l)
 {
-	printf("\nbeside LTTng-UST 2.13, like for like: both tracers in one process (lowkey-bench-lttng) and one\n"
+	lkb_row("\nbeside LTTng-UST 2.13, like for like: both tracers in one process (lowkey-bench-lttng) and one\n"
 	       "thread, the same loop around each one's two-integer event, bursts of the same length;\n"
 	       "lowkey and LTTng-UST alternate burst by burst (lowkey, LTTng-UST, lowkey, ...), %d rounds,\n"
 	       "a %d ms pause after every enabled burst (lowkey's also waits until its consumer has written\n"
 	       "it). ns/event: medians of the rounds; ratio: LTTng-UST / lowkey, of those medians, and the\n"
 	       "median (min..max) of the per-round ratios\n", runs, PEER_PAUSE_MS);
 	if (!l->have_off && !l->have_on) {
-		printf("%-34s %10s   (%s)\n", "LTTng-UST tracepoint", "n/a", l->missing ? l->missing : "not run");
+		lkb_row("%-34s %10s   (%s)\n", "LTTng-UST tracepoint", "n/a", l->missing ? l->missing : "not run");
 		return;
 	}
-	printf("%-34s %8s %9s %10s %9s   %s\n", "ns/event", "burst", "lowkey", "LTTng-UST", "ratio",
+	lkb_row("%-34s %8s %9s %10s %9s   %s\n", "ns/event", "burst", "lowkey", "LTTng-UST", "ratio",
 	       "per round");
 	if (l->have_off)
 		print_lttng_side("disabled (no trace, no session)", &l->off);
 	if (l->have_on)
 		print_lttng_side("enabled (trace, session)", &l->on);
 	if (l->missing)
-		printf("(%s)\n", l->missing);
+		lkb_row("(%s)\n", l->missing);
 	if (l->have_on) {
-		printf("\nLTTng-UST enabled / lowkey enabled: %.1fx (ratio of the medians; per round %.1fx, "
+		lkb_row("\nLTTng-UST enabled / lowkey enabled: %.1fx (ratio of the medians; per round %.1fx, "
 		       "%.1fx..%.1fx)\n", l->on.ratio_of_medians, l->on.ratio_median, l->on.ratio_min,
 		       l->on.ratio_max);
 		if (l->on.lowkey_lost)
-			printf("(lowkey lost %llu events in the timed bursts)\n", l->on.lowkey_lost);
+			lkb_row("(lowkey lost %llu events in the timed bursts)\n", l->on.lowkey_lost);
 		if (l->discarded[0])
-			printf("(LTTng-UST: %s)\n", l->discarded);
+			lkb_row("(LTTng-UST: %s)\n", l->discarded);
 	}
 }
 
-static void print_text(const struct results *r, double seconds)
+/* The text table, a row as soon as it is measured (lkb_row); JSON is printed at the end. */
+static void text_heading(void)
 {
-	printf("lowkey bench probe: what a probe costs, beside LTTng-UST\n");
-	printf("machine: %s\n", lkb_machine());
-	printf("method:  median of %d runs; enabled rows in bursts of %ld events that fit the buffer,\n"
-	       "         traces written to %s\n\n", runs, burst, trace_dir);
-	printf("%-46s %10s\n", "", "ns/event");
-	printf("%-46s %10.3f\n", "empty loop (baseline)", r->empty_ns);
-	printf("%-46s %10.3f   (%+.3f over the empty loop)\n", "lowkey disabled site", r->disabled_ns,
-	       r->disabled_ns - r->empty_ns);
-	printf("%-46s %10.3f\n", "lowkey enabled event, 2 integers, TSC stamp", r->two.ns);
-	printf("%-46s %10.3f\n", "lowkey enabled event + thread CPU time", r->cpu.ns);
-	printf("%-46s %10.3f   (begin and end)\n", "lowkey span", r->span.ns);
-	if (r->two.lost || r->cpu.lost || r->span.lost)
-		printf("(events lost during the timed bursts: %llu, %llu, %llu)\n", (unsigned long long)r->two.lost,
-		       (unsigned long long)r->cpu.lost, (unsigned long long)r->span.lost);
-	print_lttng_text(&r->lttng);
-	printf("\nsustained rate without loss, default buffer (2 MiB per thread, growing to 16 MiB while the\n"
-	       "consumer lags): the highest rate a %.1f s trial recorded with no event lost; median of %d\n"
-	       "searches (min, max)\n", seconds, SEARCHES);
-	printf("%-46s %10.1f M events/s (min %.1f, max %.1f)\n", "1 producer thread", r->rate1.median / 1e6,
-	       r->rate1.min / 1e6, r->rate1.max / 1e6);
-	printf("%-46s %10.1f M events/s (min %.1f, max %.1f)\n", "2 producer threads, together", r->rate2.median / 1e6,
-	       r->rate2.min / 1e6, r->rate2.max / 1e6);
-	printf("%-46s %10.1f M events/s (min %.1f, max %.1f)\n", "1 thread, ring fixed at 2 MiB (no growth)",
-	       r->rate1_fixed.median / 1e6, r->rate1_fixed.min / 1e6, r->rate1_fixed.max / 1e6);
-	printf("\nmemory per recording thread: %ld KiB resident (the ring, allocated at its first event)\n",
-	       r->mem / 1024);
+	lkb_row("lowkey bench probe: what a probe costs, beside LTTng-UST\n");
+	lkb_row("machine: %s\n", lkb_machine());
+	lkb_row("method:  median of %d runs; enabled rows in bursts of %ld events that fit the buffer,\n"
+		"         traces written to %s\n\n", runs, burst, trace_dir);
+	lkb_row("%-46s %10s\n", "", "ns/event");
+}
+
+static void text_rate_heading(double seconds)
+{
+	lkb_row("\nsustained rate without loss, default buffer (2 MiB per thread, growing to 16 MiB while the\n"
+		"consumer lags): the highest rate a %.1f s trial recorded with no event lost; median of %d\n"
+		"searches (min, max)\n", seconds, SEARCHES);
+}
+
+static void text_rate(const char *name, const struct rate_summary *s)
+{
+	lkb_row("%-46s %10.1f M events/s (min %.1f, max %.1f)\n", name, s->median / 1e6, s->min / 1e6,
+		s->max / 1e6);
 }
 
 static void json_lttng_side(struct lkb_json *j, const char *key, const struct lttng_side *s, bool have)
@@ -658,7 +651,7 @@ static void print_json(const struct results *r)
 }
 
 static const char probe_usage[] =
-	"usage: lowkey bench probe [--runs N] [--burst N] [--seconds S] [--dir DIR] [--no-lttng] [--json]\n"
+	"usage: lowkey bench probe [--runs N] [--burst N] [--seconds S] [--dir DIR] [--no-lttng] [-j|--json]\n"
 	"\n"
 	"What a probe costs: a disabled site, an enabled event (two integers), with the thread's CPU\n"
 	"time, a span; beside LTTng-UST's tracepoint disabled and enabled into a session (the bench\n"
@@ -672,7 +665,7 @@ static const char probe_usage[] =
 	"  --seconds S   length of each sustained-rate trial (default 1)\n"
 	"  --dir DIR     where the traces go (default /dev/shm, else /tmp)\n"
 	"  --no-lttng    skip the LTTng-UST rows\n"
-	"  --json        print the figures as JSON\n";
+	"  -j, --json    print the figures as JSON\n";
 
 static int probe_run(int argc, char **argv)
 {
@@ -714,24 +707,63 @@ static int probe_run(int argc, char **argv)
 		fprintf(stderr, "lowkey bench probe: %s\n", lk_last_error());
 		return 1;
 	}
+	if (!json)
+		text_heading();
+	lkb_progress("empty loop, %d runs", runs);
 	r.empty_ns = time_unrecorded(loop_empty);
+	if (!json)
+		lkb_row("%-46s %10.3f\n", "empty loop (baseline)", r.empty_ns);
+	lkb_progress("disabled site, %d runs", runs);
 	r.disabled_ns = time_unrecorded(loop_disabled);
+	if (!json)
+		lkb_row("%-46s %10.3f   (%+.3f over the empty loop)\n", "lowkey disabled site", r.disabled_ns,
+			r.disabled_ns - r.empty_ns);
+	lkb_progress("enabled event, %d runs", runs);
 	r.two = time_bursts("two", lkb_loop_two_ints, 0, 1);
+	if (!json && !r.two.err)
+		lkb_row("%-46s %10.3f\n", "lowkey enabled event, 2 integers, TSC stamp", r.two.ns);
+	lkb_progress("enabled event with CPU time, %d runs", runs);
 	r.cpu = time_bursts("cpu", lkb_loop_two_ints, LK_TRACE_CPUTIME, 1);
+	if (!json && !r.cpu.err)
+		lkb_row("%-46s %10.3f\n", "lowkey enabled event + thread CPU time", r.cpu.ns);
+	lkb_progress("span, %d runs", runs);
 	r.span = time_bursts("span", loop_span, 0, 2);
 	if (r.two.err || r.cpu.err || r.span.err) {
 		fprintf(stderr, "lowkey bench probe: cannot trace: %s\n", lk_last_error());
 		return 1;
 	}
+	if (!json) {
+		lkb_row("%-46s %10.3f   (begin and end)\n", "lowkey span", r.span.ns);
+		if (r.two.lost || r.cpu.lost || r.span.lost)
+			lkb_row("(events lost during the timed bursts: %llu, %llu, %llu)\n",
+				(unsigned long long)r.two.lost, (unsigned long long)r.cpu.lost,
+				(unsigned long long)r.span.lost);
+	}
+	lkb_progress("beside LTTng-UST, %d rounds", runs);
 	r.lttng = lttng ? bench_lttng() : (struct lttng_result){ .missing = "skipped (--no-lttng)" };
+	if (!json) {
+		print_lttng_text(&r.lttng);
+		text_rate_heading(seconds);
+	}
+	lkb_progress("sustained rate, 1 thread, %d searches", SEARCHES);
 	r.rate1 = summarize_rate(1, seconds, 0);
+	if (!json)
+		text_rate("1 producer thread", &r.rate1);
+	lkb_progress("sustained rate, 2 threads, %d searches", SEARCHES);
 	r.rate2 = lkb_ncpus() >= 2 ? summarize_rate(2, seconds, 0) : (struct rate_summary){ 0 };
+	if (!json)
+		text_rate("2 producer threads, together", &r.rate2);
+	lkb_progress("sustained rate, fixed ring, %d searches", SEARCHES);
 	r.rate1_fixed = summarize_rate(1, seconds, LK_TRACE_FIXED_BUFFER);
+	if (!json)
+		text_rate("1 thread, ring fixed at 2 MiB (no growth)", &r.rate1_fixed);
+	lkb_progress("memory per thread");
 	r.mem = memory_per_thread();
 	if (json)
 		print_json(&r);
 	else
-		print_text(&r, seconds);
+		lkb_row("\nmemory per recording thread: %ld KiB resident (the ring, allocated at its first event)\n",
+			r.mem / 1024);
 	return 0;
 }
 

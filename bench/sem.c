@@ -1021,7 +1021,7 @@ static void print_json(int nthreads, int wake, double seconds, int runs, bool bi
 
 static const char sem_usage[] =
 	"usage: lowkey bench sem [-t THREADS] [-w WAKE] [-r SECONDS] [-o ipc|lowkey|futex|nanosleep|all]\n"
-	"                        [--bind] [--runs N] [--no-locks] [--json]\n"
+	"                        [--bind] [--runs N] [--no-locks] [-j|--json]\n"
 	"\n"
 	"Seed 004's experiment. sembench: THREADS workers (default 250) each sleep on their own semaphore;\n"
 	"a main thread wakes WAKE (default 64, at most 128) of them at a time, for SECONDS (default 10) per\n"
@@ -1064,7 +1064,7 @@ static int sem_run(int argc, char **argv)
 	struct run_result *runs_of[NMODES] = { 0 };
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "t:w:r:o:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:w:r:o:j", opts, NULL)) != -1) {
 		switch (c) {
 		case 'C':
 			if (strcmp(optarg, "locks") == 0)

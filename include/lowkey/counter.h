@@ -126,6 +126,27 @@ struct lk_counter_info {
 LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t pid, unsigned flags);
 
 /*
+ * lk_counters_open_cpus - count everything that runs on some CPUs, every process and the kernel
+ * (perf stat -a and -C).
+ * @cpus, @ncpus: CPU numbers as /sys/devices/system/cpu/online lists them; NULL and 0: every
+ *          online CPU.
+ * @flags:  LK_COUNTERS_DISABLED, LK_COUNTERS_GROUP, LK_COUNTERS_SKIP_UNSUPPORTED; no other applies.
+ *
+ * Each event is opened once per CPU (pid -1). lk_counters_read() gives the sums over the CPUs:
+ * time_enabled and time_running add up too, so their ratio is still the share of time counted;
+ * lk_counters_nthreads() is 1. Events written without u/k/h count the kernel as well.
+ *
+ * Returns 0, or a negative errno with lk_last_error() saying what to change, as lk_counters_open()
+ * and:
+ *   -EACCES, -EPERM  counting a CPU needs kernel.perf_event_paranoid <= 0 or CAP_PERFMON (CAP_SYS_ADMIN
+ *                before Linux 5.8): the message gives the level now and the command to change it.
+ *   -EINVAL  a CPU that is not online, a flag that does not apply, cpus NULL with ncpus > 0.
+ * Cost: one perf_event_open() per event and CPU. Thread-safe; not async-signal-safe.
+ */
+LK_API int lk_counters_open_cpus(struct lk_counters **out, const char *events, const int *cpus, size_t ncpus,
+				 unsigned flags);
+
+/*
  * lk_counters_read - read every event of the set.
  * @values: receives min(n, number of events) readings, in the order the events were written.
  *

@@ -389,24 +389,13 @@ static int count_open_members(struct lk_counters *c)
 	return 0;
 }
 
-LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t pid, unsigned flags)
+/* A set with its events resolved and nothing opened yet. */
+static int new_set(struct lk_counters **out, const char *events, pid_t pid, unsigned flags)
 {
 	struct lk__event_list list;
 	struct lk_counters *c;
 	int err;
 
-	if (!out)
-		return lk__fail(-EINVAL, "lk_counters_open: out is NULL");
-	*out = NULL;
-	if (flags & ~ALL_FLAGS)
-		return lk__fail(-EINVAL, "lk_counters_open: unknown flags %#x", flags & ~ALL_FLAGS);
-	if (pid < 0)
-		return lk__fail(-EINVAL, "lk_counters_open: pid %d: give 0 (this thread) or a thread or "
-				"process id", (int)pid);
-	if ((flags & LK_COUNTERS_PER_THREAD) &&
-	    ((flags & LK_COUNTERS_PROCESS) || !(flags & LK_COUNTERS_INHERIT)))
-		return lk__fail(-EINVAL, "lk_counters_open: LK_COUNTERS_PER_THREAD goes with "
-				"LK_COUNTERS_INHERIT (LK_COUNTERS_PROCESS is per thread already)");
 	err = lk__events_parse(events && *events ? events : "task-clock",
 			       flags & LK_COUNTERS_GROUP, &list);
 	if (err)
@@ -423,8 +412,34 @@ LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t 
 	c->fork_generation = __atomic_load_n(&lk__counter_fork_generation, __ATOMIC_RELAXED);
 	err = build_events(c, &list);
 	lk__events_free(&list);
+	if (err) {
+		lk_counters_close(c);
+		return err;
+	}
+	*out = c;
+	return 0;
+}
+
+LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t pid, unsigned flags)
+{
+	struct lk_counters *c;
+	int err;
+
+	if (!out)
+		return lk__fail(-EINVAL, "lk_counters_open: out is NULL");
+	*out = NULL;
+	if (flags & ~ALL_FLAGS)
+		return lk__fail(-EINVAL, "lk_counters_open: unknown flags %#x", flags & ~ALL_FLAGS);
+	if (pid < 0)
+		return lk__fail(-EINVAL, "lk_counters_open: pid %d: give 0 (this thread) or a thread or "
+				"process id", (int)pid);
+	if ((flags & LK_COUNTERS_PER_THREAD) &&
+	    ((flags & LK_COUNTERS_PROCESS) || !(flags & LK_COUNTERS_INHERIT)))
+		return lk__fail(-EINVAL, "lk_counters_open: LK_COUNTERS_PER_THREAD goes with "
+				"LK_COUNTERS_INHERIT (LK_COUNTERS_PROCESS is per thread already)");
+	err = new_set(&c, events, pid, flags);
 	if (err)
-		goto fail;
+		return err;
 
 	if (flags & LK_COUNTERS_PROCESS) {
 		err = open_process(c, pid ? pid : getpid());
@@ -445,6 +460,64 @@ LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t 
 fail:
 	lk_counters_close(c);
 	return err;
+}
+
+/* Whether every CPU of cpus[0..n) is in the online list; says which is not. */
+static int check_online(const int *cpus, size_t n, const int *online, int nonline)
+{
+	for (size_t i = 0; i < n; i++) {
+		bool found = false;
+
+		for (int k = 0; k < nonline && !found; k++)
+			found = online[k] == cpus[i];
+		if (!found)
+			return lk__fail(-EINVAL, "lk_counters_open_cpus: CPU %d is not online "
+					"(/sys/devices/system/cpu/online lists the CPUs to give)", cpus[i]);
+	}
+	return 0;
+}
+
+#define CPU_FLAGS (LK_COUNTERS_DISABLED | LK_COUNTERS_GROUP | LK_COUNTERS_SKIP_UNSUPPORTED)
+
+LK_API int lk_counters_open_cpus(struct lk_counters **out, const char *events, const int *cpus, size_t ncpus,
+				 unsigned flags)
+{
+	struct lk_counters *c;
+	int *online, nonline, err;
+
+	if (!out)
+		return lk__fail(-EINVAL, "lk_counters_open_cpus: out is NULL");
+	*out = NULL;
+	if (flags & ~CPU_FLAGS)
+		return lk__fail(-EINVAL, "lk_counters_open_cpus: flags %#x do not apply to CPUs (only "
+				"DISABLED, GROUP and SKIP_UNSUPPORTED do)", flags & ~CPU_FLAGS);
+	if (ncpus && !cpus)
+		return lk__fail(-EINVAL, "lk_counters_open_cpus: cpus is NULL but ncpus is %zu", ncpus);
+	nonline = lk__online_cpus(&online);
+	if (nonline < 0)
+		return nonline;
+	err = check_online(cpus, ncpus, online, nonline);
+	if (!err)
+		err = new_set(&c, events, -1, flags);
+	if (err) {
+		free(online);
+		return err;
+	}
+	if (!ncpus) {
+		cpus = online;
+		ncpus = (size_t)nonline;
+	}
+	for (size_t i = 0; i < ncpus && !err; i++)
+		err = add_task(c, -1, cpus[i]);
+	free(online);
+	if (err) {
+		lk_counters_close(c);
+		return err;
+	}
+	count_open_members(c);
+	finish_canonical_names(c);
+	*out = c;
+	return 0;
 }
 
 /* ---- control ---- */

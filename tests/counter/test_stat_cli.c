@@ -354,6 +354,177 @@ static void seccomp_denied(void **state)
 	contains(r.err, "seccomp");
 }
 
+/* ---- issue 16: -I, -a/-C, -v ---- */
+
+/* The CSV lines of -I: "     TIME,value,unit,event,..." for event; their count, and the sum of values. */
+static int interval_lines(const char *csv, const char *event, double *sum, double *last_time)
+{
+	int n = 0;
+
+	*sum = 0;
+	*last_time = 0;
+	for (const char *line = csv; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		char *end;
+		double t = strtod(line, &end);
+		const char *f3 = end && *end == ',' ? strchr(strchr(end + 1, ',') + 1, ',') : NULL;
+
+		if (!f3 || end == line || strncmp(f3 + 1, event, strlen(event)) != 0 || f3[1 + strlen(event)] != ',')
+			continue;
+		assert_true(t > *last_time);	/* the times go up */
+		*last_time = t;
+		*sum += strtod(end + 1, NULL);
+		n++;
+	}
+	return n;
+}
+
+/* -I 100 on a command that burns 500 ms of CPU: several intervals, not cumulative: they add up to
+ * the whole CPU time (counter_workload spin burns exactly that much, measured in CPU time). */
+static void interval_counts_add_up(void **state)
+{
+	double sum, last;
+	int n;
+
+	(void)state;
+	assert_int_equal(STAT("-I", "100", "-x", ",", "-e", "task-clock,page-faults", "--", WORKLOAD_BIN, "spin",
+			      "500", "exit", "3"), 3);
+	n = interval_lines(r.err, "task-clock", &sum, &last);
+	if (n < 3)
+		fail_msg("%d intervals in:\n%s", n, r.err);
+	assert_true(sum >= 500 && sum < 700);	/* ms; cumulative counts would sum to far more */
+	assert_null(strstr(r.err, "Performance counter stats"));	/* intervals only, as perf -I */
+	assert_int_equal(interval_lines(r.err, "page-faults", &sum, &last), n);
+
+	/* text: perf's header, then the time in the first column */
+	assert_int_equal(STAT("-I", "100", "-e", "task-clock", "--", WORKLOAD_BIN, "spin", "250"), 0);
+	contains(r.err, "#           time             counts unit events\n");
+	contains(r.err, " msec  task-clock");
+	assert_true(strtod(strchr(r.err, '\n') + 1, NULL) > 0.05);
+}
+
+/* --json with -I: one JSON object per line and event. */
+static void interval_json_lines(void **state)
+{
+	int lines = 0;
+
+	(void)state;
+	assert_int_equal(STAT("-I", "100", "-j", "-e", "task-clock", "--", WORKLOAD_BIN, "spin", "250"), 0);
+	for (const char *line = r.err; *line; line = strchr(line, '\n') + 1) {
+		const char *nl = strchr(line, '\n');
+
+		assert_non_null(nl);
+		assert_true(line[0] == '{' && nl[-1] == '}');
+		assert_true(strncmp(line, "{\"interval\": ", 13) == 0);
+		assert_non_null(strstr(line, "\"event\": \"task-clock\""));
+		lines++;
+	}
+	assert_true(lines >= 2);
+	if (system("command -v python3 >/dev/null 2>&1") != 0)
+		skip_because("no python3 to parse the JSON lines with");
+	{
+		char cmd[512];
+
+		snprintf(cmd, sizeof(cmd), "%s stat -I 100 --json -e task-clock,page-faults -- %s spin 250 2>&1 >/dev/null"
+			 " | python3 -c 'import json,sys; v=[json.loads(l) for l in sys.stdin]; "
+			 "assert len(v) >= 4 and all(\"value\" in x and \"interval\" in x for x in v)'",
+			 LOWKEY_BIN, WORKLOAD_BIN);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
+/* -I with -p: a running process, until --duration. */
+static void interval_of_a_process(void **state)
+{
+	char pid[16];
+	double sum, last;
+	int status;
+	pid_t child = fork();
+
+	(void)state;
+	if (child == 0) {
+		execl(WORKLOAD_BIN, WORKLOAD_BIN, "spin", "5000", (char *)NULL);
+		_exit(127);
+	}
+	snprintf(pid, sizeof(pid), "%d", (int)child);
+	assert_int_equal(STAT("-p", pid, "-I", "100", "--duration", "0.35", "-x", ",", "-e", "task-clock"), 0);
+	kill(child, SIGKILL);
+	waitpid(child, &status, 0);
+	assert_true(interval_lines(r.err, "task-clock", &sum, &last) >= 3);
+	assert_true(sum > 0);
+}
+
+static void interval_usage(void **state)
+{
+	(void)state;
+	assert_int_equal(STAT("-I", "5", "--", "true"), 2);
+	contains(r.err, "-I wants milliseconds");
+	assert_int_equal(STAT("-I", "100", "-r", "2", "--", "true"), 2);
+	assert_int_equal(STAT("-I", "100", "--per-thread", "--", "true"), 2);
+	assert_int_equal(STAT("-a", "-p", "1"), 2);
+	assert_int_equal(STAT("-C", "0-", "--", "true"), 2);
+	contains(r.err, "bad CPU list");
+	assert_int_equal(STAT("-C", "1,1", "--", "true"), 2);
+	assert_int_equal(STAT("-C", "100000", "--", "true"), 2);
+	contains(r.err, "not online");
+}
+
+/* -a and -C: every process on the CPUs. Root may; an unprivileged user under perf_event_paranoid
+ * > 0 may not, and is told the sysctl's value and the capability. */
+static void all_cpus(void **state)
+{
+	char dir[] = "/tmp/lowkey-stat-nobody-XXXXXX", lowkey[256], workload[256], cmd[300];
+
+	(void)state;
+	stage_for_nobody(dir, lowkey, workload, sizeof(lowkey));
+	assert_int_equal(run_stat(drop_to_nobody, (char *[]){ lowkey, "stat", "-a", "-e", "cpu-clock", "--", "true",
+				  NULL }), perf_paranoid() > 0 ? 1 : 0);
+	if (perf_paranoid() > 0) {
+		char level[64];
+
+		snprintf(level, sizeof(level), "kernel.perf_event_paranoid is %d", perf_paranoid());
+		contains(r.err, level);
+		contains(r.err, "needs 0 or lower");
+		contains(r.err, "CAP_PERFMON");
+		contains(r.err, "sysctl -w kernel.perf_event_paranoid=0");
+		assert_int_equal(run_stat(drop_to_nobody, (char *[]){ lowkey, "stat", "-C", "0", "-e", "cpu-clock",
+					  "--duration", "0.1", NULL }), 1);
+		contains(r.err, level);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+	if (geteuid() != 0)
+		skip_because("not root: -a allowed only where the lines above were");
+	assert_int_equal(STAT("-a", "-x", ",", "-e", "cpu-clock", "--", WORKLOAD_BIN, "spin", "100", "exit", "4"), 4);
+	assert_true(csv_value(r.err, "cpu-clock") >= 100);
+	assert_int_equal(STAT("-C", "0", "-e", "cpu-clock", "--duration", "0.1"), 0);
+	contains(r.err, "Performance counter stats for 'CPU(s) 0'");
+	assert_int_equal(STAT("-a", "-j", "-e", "cpu-clock", "--duration", "0.1"), 0);
+	contains(r.err, "\"cpus\": \"system wide\"");
+}
+
+/* -v: the target, each event's perf_event_attr and encoding, and the fallbacks. */
+static void verbose_says_what_was_opened(void **state)
+{
+	char dir[] = "/tmp/lowkey-stat-nobody-XXXXXX", lowkey[256], workload[256], cmd[300];
+
+	(void)state;
+	assert_int_equal(STAT("-v", "-e", "task-clock,cycles", "--", "true"), 0);
+	contains(r.err, "lowkey stat: 2 events on pid ");
+	contains(r.err, "task-clock: perf_event_attr type 1 (software) config 0x1, group 0");
+	contains(r.err, "encoding perf::PERF_COUNT_SW_TASK_CLOCK");
+	if (strstr(r.err, "<not supported>"))
+		contains(r.err, "cycles: not counted, left out");
+	stage_for_nobody(dir, lowkey, workload, sizeof(lowkey));
+	assert_int_equal(run_stat(drop_to_nobody, (char *[]){ lowkey, "stat", "-v", "-e", "page-faults", "--", workload,
+				  "faults", "10", NULL }), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+	if (perf_paranoid() < 2)
+		skip_because("kernel.perf_event_paranoid < 2: no fallback to user space to report");
+	contains(r.err, "page-faults: fell back to user space only");
+	contains(r.err, "exclude_kernel=1");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -372,6 +543,12 @@ int main(void)
 		cmocka_unit_test(process_exit_ends_the_count),
 		cmocka_unit_test(unprivileged_run),
 		cmocka_unit_test(seccomp_denied),
+		cmocka_unit_test(interval_counts_add_up),
+		cmocka_unit_test(interval_json_lines),
+		cmocka_unit_test(interval_of_a_process),
+		cmocka_unit_test(interval_usage),
+		cmocka_unit_test(all_cpus),
+		cmocka_unit_test(verbose_says_what_was_opened),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

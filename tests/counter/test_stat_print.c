@@ -148,12 +148,35 @@ static void repeated_runs_show_the_error_of_the_mean(void **state)
 	contains(out, "( +-  5.77% )");
 }
 
+/* perf stat -r N -x, prints the mean run time per run, not the sum over the runs (issue 16). */
+static void repeated_runs_print_the_mean_run_time(void **state)
+{
+	static double clock_runs[4] = { 0.9e9, 1.1e9, 0.9e9, 1.1e9 };
+	struct stat_result r;
+	char *out;
+
+	(void)state;
+	hardware_result(&r);
+	r.runs = 4;
+	r.nevents = 1;
+	events[0].runs = clock_runs;
+	events[0].enabled = 4000000000u;	/* summed over the 4 runs: 1 s each */
+	events[0].running = 4000000000u;
+	stat_mean_stddev(clock_runs, 4, &events[0].mean, &events[0].stddev);
+	out = print_to_string(print_csv_to, &r);
+	contains(out, "1000.00,msec,task-clock,5.77%,1000000000,100.00,");
+	out = print_to_string(print_json_to, &r);
+	contains(out, "\"time_running_ns\": 1000000000,");
+	contains(out, "\"time_enabled_ns\": 1000000000,");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(text_has_metrics_and_multiplexing),
 		cmocka_unit_test(csv_and_json_carry_running_time),
 		cmocka_unit_test(repeated_runs_show_the_error_of_the_mean),
+		cmocka_unit_test(repeated_runs_print_the_mean_run_time),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,12 +9,17 @@
 #include "cli.h"
 
 static const char bench_usage[] =
-	"usage: lowkey bench NAME [OPTIONS] [--json]\n"
+	"usage: lowkey bench NAME [OPTIONS] [-j|--json] [-q|--quiet]\n"
 	"       lowkey bench list\n"
 	"\n"
 	"Re-runs the experiment of one of the kernel documents lowkey comes from, on this machine,\n"
 	"beside the figures the document published and beside the tool you would otherwise use.\n"
-	"Figures are medians of repeated runs; `lowkey bench NAME --help` lists a bench's options.\n";
+	"Figures are medians of repeated runs; `lowkey bench NAME --help` lists a bench's options.\n"
+	"Rows are printed as soon as they are measured. On a terminal, a status line on standard\n"
+	"error says what is being measured and for how long (never in the output itself).\n"
+	"\n"
+	"  -j, --json    print the figures as JSON\n"
+	"  -q, --quiet   no status line\n";
 
 static void list(FILE *out)
 {
@@ -22,9 +27,33 @@ static void list(FILE *out)
 	lkb_list(out);
 }
 
+/* --quiet (-q) is every bench's: take it out before the bench's own options; none after "--". */
+static bool take_quiet(int *argc, char **argv)
+{
+	bool quiet = false;
+	int out = 1;
+
+	for (int i = 1; i < *argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			while (i < *argc)
+				argv[out++] = argv[i++];
+			break;
+		}
+		if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0)
+			quiet = true;
+		else
+			argv[out++] = argv[i];
+	}
+	argv[out] = NULL;
+	*argc = out;
+	return quiet;
+}
+
 static int bench_run(int argc, char **argv)
 {
 	const struct lk_bench *b;
+	bool quiet;
+	int rc;
 
 	if (argc < 2) {
 		fputs(bench_usage, stderr);
@@ -49,7 +78,11 @@ static int bench_run(int argc, char **argv)
 		fputs(b->usage, stdout);
 		return LK_EXIT_OK;
 	}
-	return b->run(argc - 1, argv + 1);
+	quiet = take_quiet(&argc, argv);
+	lkb_progress_start(b->name, quiet);
+	rc = b->run(argc - 1, argv + 1);
+	lkb_progress_stop();
+	return rc;
 }
 
 LK_CLI_COMMAND(bench_command, "bench", "re-run a seed document's experiment on this machine",

@@ -3,12 +3,15 @@
  * The lowkey command line. Each subcommand lives in its own file and registers itself with
  * LK_CLI_COMMAND; main.c finds them all through the linker section.
  *
- * Exit status, as perf and git: 0 success, 1 the command failed, 2 bad usage.
+ * Exit status, as perf and git: 0 success, 1 the command failed, 2 bad usage. A command that runs
+ * a program (stat, trace, locks) exits with the program's status, as a shell: 128+N for signal N,
+ * 127 not found, 126 not executable. lk_cli_conventions says it to users.
  */
 #ifndef LOWKEY_CLI_H
 #define LOWKEY_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #define LK_EXIT_OK 0
 #define LK_EXIT_FAIL 1
@@ -30,6 +33,9 @@ struct lk_cli_command {
 		__attribute__((used, section("lk_cli_commands"), aligned(sizeof(void *)))) =  \
 			{ __VA_ARGS__ }
 
+/* The rules every command follows (event lists, exit status, -j, progress), for `lowkey help`. */
+extern const char lk_cli_conventions[];
+
 const struct lk_cli_command *lk_cli_find(const char *name);
 void lk_cli_list(void);
 void lk_cli_suggest(const char *name);
@@ -44,6 +50,10 @@ void lk_cli_error(const char *cmd, const char *hint, const char *fmt, ...)
  */
 bool lk_cli_parse_long(const char *s, long long min, long long max, long long *out);
 bool lk_cli_parse_unsigned(const char *s, unsigned long long max, unsigned long long *out);
+
+/* A list of CPUs as perf -C takes it, "0,2-3": malloc()ed into *cpus, *n of them. false for
+ * anything else (an empty item, a range backwards, a CPU twice, a number over 2^20). */
+bool lk_cli_parse_cpu_list(const char *s, int **cpus, size_t *n);
 
 /* Whether argv[1..] asks for help before any "--". */
 bool lk_cli_wants_help(int argc, char **argv);

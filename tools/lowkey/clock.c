@@ -12,7 +12,7 @@
 #include "cli.h"
 
 static const char clock_usage[] =
-	"usage: lowkey clock [--json]\n"
+	"usage: lowkey clock [-j|--json]\n"
 	"\n"
 	"Shows how lk_thread_cputime_ns() and lk_now_ns() work on this machine: the method, why\n"
 	"(which step failed, and what to change), the cycle counter's frequency and where it came\n"
@@ -23,7 +23,7 @@ static const char clock_usage[] =
 	"  LOWKEY_CLOCK_NOW=auto|tsc|vdso       lk_now_ns() method (default auto)\n"
 	"  LOWKEY_CLOCK_REBASE_US=N             longest a CPU-time base is used (default 1000)\n"
 	"\n"
-	"  --json   print the same as JSON\n";
+	"  -j, --json print the same as JSON\n";
 
 static void print_text(const struct lk_clock_info *i)
 {

@@ -121,6 +121,7 @@ static void list_commands(void)
 {
 	printf("usage: lowkey [--version] [--help] COMMAND [ARGS]\n\nCommands:\n");
 	lk_cli_list();
+	fputs(lk_cli_conventions, stdout);
 	printf("\nSee 'lowkey help COMMAND' for a command's manual, 'lowkey COMMAND --help' for its options.\n");
 }
 

@@ -33,7 +33,7 @@
 #include "lowkey-locks-paths.h"
 
 static const char locks_usage[] =
-	"usage: lowkey locks [--top N] [--json] [-o FILE] [--hold-sampling N] [--max-locks N] [--] COMMAND [ARGS...]\n"
+	"usage: lowkey locks [--top N] [-j|--json] [-o FILE] [--hold-sampling N] [--max-locks N] [--] COMMAND [ARGS...]\n"
 	"\n"
 	"Runs COMMAND with liblowkey-locks.so preloaded and, when it ends, reports the contention on every\n"
 	"pthread mutex, rwlock and spinlock, condition-variable re-acquisition and POSIX semaphore it used:\n"
@@ -44,7 +44,7 @@ static const char locks_usage[] =
 	"\n"
 	"Options:\n"
 	"  --top N            locks to show per process, most waited-for first (default 10; 0: all)\n"
-	"  --json             print the report as JSON\n"
+	"  -j, --json         print the report as JSON\n"
 	"  -o, --output FILE  write the report to FILE (default: standard error)\n"
 	"  --html OUT         also write it as one self-contained HTML page to OUT: a bar chart of the\n"
 	"                     locks' wait and hold times, and the table with their call sites\n"
@@ -57,8 +57,10 @@ static const char locks_usage[] =
 	"program has symbols; build with -g for file:line.\n"
 	"\n"
 	"Environment: LOWKEY_LOCKS_LIB overrides where liblowkey-locks.so is looked for.\n"
-	"Exit status: COMMAND's own (128 + the signal if one killed it), 127 if it was not found, 1 if\n"
-	"lowkey could not profile it or write the report, 2 on bad usage.\n";
+	"Exit status: COMMAND's own (128 + the signal if one killed it), 127 if it was not found, 126 if it\n"
+	"could not be executed, 1 if lowkey could not profile it or write the report, 2 on bad usage.\n"
+	"A process is shown as ended by exit(), by _exit() (its exit handlers did not run), by exec() of\n"
+	"another program, or by a signal, as far as lowkey can tell.\n";
 
 struct options {
 	long top;
@@ -200,7 +202,7 @@ static void child_environment(const char *lib, const char *dir, const struct opt
 }
 
 /* Run argv; its wait status, or -errno if it could not be started (exec's errno through a pipe). */
-static int run(char **argv, const char *lib, const char *dir, const struct options *o)
+static int run(char **argv, const char *lib, const char *dir, const struct options *o, pid_t *child)
 {
 	struct sigaction ignore = { .sa_handler = SIG_IGN }, old_int, old_quit;
 	int pipefd[2], status = 0, exec_errno = 0;
@@ -223,6 +225,7 @@ static int run(char **argv, const char *lib, const char *dir, const struct optio
 			_exit(127);
 		_exit(127);
 	}
+	*child = pid;
 	close(pipefd[1]);
 	/* like time(1): ^C goes to the command, and we live on to report */
 	sigaction(SIGINT, &ignore, &old_int);
@@ -251,6 +254,15 @@ struct row {
 	struct lks_site site, first_site;
 };
 
+/* How a process image ended, as far as its file and the command's wait status tell. */
+enum ending {
+	ENDED_EXIT,		/* exit() or a return from main: the library's destructor ran */
+	ENDED_EXEC,		/* it exec()ed: a later file has its pid */
+	ENDED_UNDER_EXIT,	/* _exit(): the command's own process, which exited without destructors */
+	ENDED_SIGNAL,		/* the command's own process, killed */
+	ENDED_UNKNOWN,		/* another process without the mark: _exit() or a signal */
+};
+
 struct proc {
 	char path[PATH_MAX];
 	void *map;
@@ -264,7 +276,39 @@ struct proc {
 	uint64_t nlocks;		/* rows, and destroyed locks folded into the header */
 	uint64_t duration_ns;
 	uint64_t acquisitions, contended, wait_ns;
+	enum ending ended;
 };
+
+/* _exit(), exec() and signals leave no mark in the file (LKL_F_EXITED is set by the destructor). */
+static enum ending ending_of(const struct proc *p, const struct proc *all, size_t n, pid_t command, int status)
+{
+	if (p->h->flags & LKL_F_EXITED)
+		return ENDED_EXIT;
+	for (size_t i = 0; i < n; i++)
+		if (all[i].h->pid == p->h->pid && all[i].h->start_ns > p->h->start_ns)
+			return ENDED_EXEC;
+	if (p->h->pid == (uint32_t)command)
+		return WIFSIGNALED(status) ? ENDED_SIGNAL : ENDED_UNDER_EXIT;
+	return ENDED_UNKNOWN;
+}
+
+static const char *ending_name(enum ending e)
+{
+	static const char *const names[] = { "exit", "exec", "_exit", "signal", "_exit or signal" };
+
+	return names[e];
+}
+
+/* What the summary line says about the end: nothing for a plain exit. */
+static const char *ending_note(enum ending e)
+{
+	static const char *const notes[] = {
+		"", " [exec'd another program]", " [ended by _exit(): no exit handlers ran]",
+		" [killed by a signal]", " [ended without exit handlers: _exit() or a signal]",
+	};
+
+	return notes[e];
+}
 
 static const char *validate(const struct lkl_header *h, size_t size)
 {
@@ -439,7 +483,7 @@ static void print_text(FILE *out, const struct proc *p, const struct options *o)
 
 	fprintf(out, "\nlowkey locks: %s (pid %u)%s, %s on %u CPUs: %lu lock%s, %lu acquisitions, %lu contended (%.2f%%), "
 		     "%s waiting = %.1f/1000 of CPU time\n",
-		h->comm[0] ? h->comm : h->exe, h->pid, (h->flags & LKL_F_EXITED) ? "" : " [did not exit: killed or exec'd]",
+		h->comm[0] ? h->comm : h->exe, h->pid, ending_note(p->ended),
 		duration(a, sizeof(a), p->duration_ns), h->cpus, (unsigned long)p->nlocks, p->nlocks == 1 ? "" : "s",
 		(unsigned long)p->acquisitions,
 		(unsigned long)p->contended, p->acquisitions ? 100.0 * (double)p->contended / (double)p->acquisitions : 0,
@@ -527,6 +571,7 @@ static void print_json_proc(struct lkb_json *j, const struct proc *p, const stru
 	lkb_json_str(j, "command", h->comm);
 	lkb_json_str(j, "executable", h->exe);
 	lkb_json_bool(j, "exited", h->flags & LKL_F_EXITED);
+	lkb_json_str(j, "ended", ending_name(p->ended));
 	lkb_json_int(j, "duration_ns", (long long)p->duration_ns);
 	lkb_json_int(j, "cpus", h->cpus);
 	lkb_json_int(j, "hold_sampling", h->hold_period);
@@ -680,8 +725,8 @@ static int write_html(const struct proc *procs, size_t n, const struct options *
 	return ret;
 }
 
-static int report(FILE *out, const char *dir, const struct options *o, double tpn, uint64_t end_ns, int status,
-		  const char *cmd)
+static int report(FILE *out, const char *dir, const struct options *o, double tpn, uint64_t end_ns, pid_t child,
+		  int status, const char *cmd)
 {
 	struct proc *procs = NULL;
 	size_t n = 0;
@@ -693,6 +738,8 @@ static int report(FILE *out, const char *dir, const struct options *o, double tp
 		free(procs);
 		return LK_EXIT_FAIL;
 	}
+	for (size_t i = 0; i < n; i++)
+		procs[i].ended = ending_of(&procs[i], procs, n, child, status);
 	for (size_t i = 0; i < n; i++)
 		if (build_rows(&procs[i], (procs[i].h->flags & LKL_F_TICKS_NS) ? 1.0 : tpn, end_ns) != 0)
 			procs[i].nrows = 0;
@@ -740,7 +787,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 
 	*o = (struct options){ .top = 10 };
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+o:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+jo:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			if (!parse_count(optarg, 0, 1000000, &o->top))
@@ -784,6 +831,7 @@ static int locks_run(int argc, char **argv)
 	const char *lib;
 	struct options o;
 	uint64_t t0, ns0, end_ns;
+	pid_t child = 0;
 	int first, status, ret;
 	FILE *out = stderr;
 
@@ -798,8 +846,12 @@ static int locks_run(int argc, char **argv)
 		return LK_EXIT_FAIL;
 	}
 	if (!which(argv[0], exe, sizeof(exe))) {
+		if (strchr(argv[0], '/') && access(argv[0], F_OK) == 0) {
+			lk_cli_error("locks", NULL, "%s: cannot execute: %s", argv[0], strerror(EACCES));
+			return 126;	/* as a shell, and lowkey stat and trace */
+		}
 		lk_cli_error("locks", "check the command's name and $PATH", "%s: command not found", argv[0]);
-		return 127;	/* as a shell, and lowkey stat and trace */
+		return 127;
 	}
 	if (statically_linked(exe)) {
 		lk_cli_error("locks", "rebuild it without -static; LD_PRELOAD needs the dynamic loader",
@@ -831,7 +883,7 @@ static int locks_run(int argc, char **argv)
 	}
 	ns0 = monotonic_ns();
 	t0 = lk__lock_ticks();
-	status = run(argv, lib, dir, &o);
+	status = run(argv, lib, dir, &o, &child);
 	end_ns = monotonic_ns();
 	if (status < 0) {
 		lk_cli_error("locks", NULL, "cannot run '%s': %s", argv[0], strerror(-status));
@@ -840,7 +892,7 @@ static int locks_run(int argc, char **argv)
 			fclose(out);
 		return -status == ENOENT ? 127 : 126;
 	}
-	ret = report(out, dir, &o, ticks_per_ns(t0, ns0), end_ns, status, argv[0]);
+	ret = report(out, dir, &o, ticks_per_ns(t0, ns0), end_ns, child, status, argv[0]);
 	if (out != stderr && fclose(out) != 0 && !ret) {
 		lk_cli_error("locks", NULL, "writing %s failed: %s", o.output, strerror(errno));
 		ret = LK_EXIT_FAIL;

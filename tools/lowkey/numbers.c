@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -37,4 +38,54 @@ bool lk_cli_parse_unsigned(const char *s, unsigned long long max, unsigned long 
 		return false;
 	*out = v;
 	return true;
+}
+
+/* "0,2-3" -> {0, 2, 3}: ascending ranges or single CPUs, no repeats. */
+bool lk_cli_parse_cpu_list(const char *s, int **cpus, size_t *n)
+{
+	const char *p = s;
+	int *v = NULL;
+	size_t count = 0;
+
+	*cpus = NULL;
+	*n = 0;
+	while (p && *p) {
+		unsigned long long lo, hi;
+		char item[32], *dash;
+		size_t len = strcspn(p, ",");
+		int *grown;
+
+		if (!len || len >= sizeof(item))
+			goto bad;
+		memcpy(item, p, len);
+		item[len] = '\0';
+		dash = strchr(item, '-');
+		if (dash)
+			*dash = '\0';
+		if (!lk_cli_parse_unsigned(item, 1 << 20, &lo) ||
+		    !lk_cli_parse_unsigned(dash ? dash + 1 : item, 1 << 20, &hi) || hi < lo ||
+		    hi - lo >= (1 << 16))
+			goto bad;
+		grown = realloc(v, (count + (size_t)(hi - lo) + 1) * sizeof(*v));
+		if (!grown)
+			goto bad;
+		v = grown;
+		for (unsigned long long cpu = lo; cpu <= hi; cpu++) {
+			for (size_t k = 0; k < count; k++)
+				if (v[k] == (int)cpu)
+					goto bad;
+			v[count++] = (int)cpu;
+		}
+		p += len;
+		if (*p == ',' && !*++p)
+			goto bad;	/* a trailing comma */
+	}
+	if (!count)
+		goto bad;
+	*cpus = v;
+	*n = count;
+	return true;
+bad:
+	free(v);
+	return false;
 }

@@ -30,12 +30,18 @@
 #include "stat.h"
 
 #define MAX_REPEAT 1000000	/* runs kept in memory for the mean and spread */
+#define MIN_INTERVAL_MS 10	/* as perf stat -I */
+#define MAX_INTERVAL_MS 86400000
 #define DEFAULT_EVENTS "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions," \
 		       "branches,branch-misses"
+/* -a and -C: CPU time is cpu-clock there, as in perf (task-clock counts tasks). */
+#define DEFAULT_CPU_EVENTS "cpu-clock,context-switches,cpu-migrations,page-faults,cycles,instructions," \
+			   "branches,branch-misses"
 
 static const char stat_usage[] =
-	"usage: lowkey stat [-e EVENTS] [-r N | --per-thread] [--json | -x SEP] [-o FILE]\n"
-	"                   (-- COMMAND [ARGS...] | -p PID [--duration SECONDS])\n"
+	"usage: lowkey stat [-e EVENTS] [-r N | --per-thread | -I MSEC] [-j | -x SEP] [-o FILE] [-v]\n"
+	"                   [-a | -C CPUS] (-- COMMAND [ARGS...] | -p PID [--duration SECONDS])\n"
+	"       lowkey stat (-a | -C CPUS) [-I MSEC] [--duration SECONDS] ...\n"
 	"\n"
 	"Counts events while COMMAND runs (with its children and threads), or in process PID, and\n"
 	"prints them as perf stat does: the values, derived metrics (CPUs utilized, rates, IPC, miss\n"
@@ -49,12 +55,21 @@ static const char stat_usage[] =
 	"                        cycles,instructions,branches,branch-misses)\n"
 	"  -r, --repeat N        run COMMAND N times; print means and the error of the mean\n"
 	"  -p, --pid PID         count process PID (all its threads, and threads it creates)\n"
-	"      --duration S      with -p: stop after S seconds (default: at Ctrl-C or when PID exits)\n"
+	"  -a, --all-cpus        count every process and the kernel on every CPU, while COMMAND runs or\n"
+	"                        until --duration or Ctrl-C (needs kernel.perf_event_paranoid <= 0 or\n"
+	"                        CAP_PERFMON)\n"
+	"  -C, --cpu CPUS        as -a, on these CPUs only: 0,2-3\n"
+	"      --duration S      with -p, -a or -C: stop after S seconds (default: at Ctrl-C or when PID\n"
+	"                        exits)\n"
+	"  -I, --interval-print MSEC  print the counts of each MSEC milliseconds as they pass (10 or\n"
+	"                        more), first column the time since the start, as perf stat -I\n"
 	"      --per-thread      also print each thread's (and child process's) own counts\n"
 	"  -x, --field-separator SEP  print CSV as perf stat -x: value,unit,event,run time,% running,\n"
 	"                        metric,metric unit\n"
-	"  -j, --json            print one JSON document\n"
+	"  -j, --json            print one JSON document (with -I: one JSON object per line and event)\n"
 	"  -o, --output FILE     write the figures to FILE (default: standard error, as perf)\n"
+	"  -v, --verbose         say what was opened: each event's perf_event_attr and encoding, and\n"
+	"                        every fallback taken\n"
 	"\n"
 	"Without permission to count the kernel (kernel.perf_event_paranoid >= 2), events count user\n"
 	"space only and are marked :u. Hardware events on a machine without a PMU (most virtual\n"
@@ -69,23 +84,21 @@ struct options {
 	bool json;
 	const char *sep;
 	const char *output;
+	long interval_ms;	/* -I; 0: one report at the end */
+	bool all_cpus;		/* -a or -C */
+	int *cpus;		/* -C; NULL: every online CPU */
+	size_t ncpus;
+	const char *cpu_list;	/* -C as given */
+	bool verbose;
 	char **argv;		/* the command */
+	enum stat_format format;
+	FILE *out;		/* standard error, or -o FILE */
 };
-
-static volatile sig_atomic_t interrupted;
 
 static void on_interrupt(int sig)
 {
 	(void)sig;
-	interrupted = 1;
-}
-
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+	stat_interrupted = 1;
 }
 
 static int append_events(struct options *o, const char *more)
@@ -102,6 +115,8 @@ static int append_events(struct options *o, const char *more)
 	return 0;
 }
 
+static int check_options(const struct options *o);
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -114,6 +129,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "field-separator", required_argument, NULL, 'x' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "interval-print", required_argument, NULL, 'I' },
+		{ "all-cpus", no_argument, NULL, 'a' },
+		{ "cpu", required_argument, NULL, 'C' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
 	};
 	long long n;
@@ -125,7 +144,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	optind = 1;
 	opterr = 0;
 	/* '+': stop at the command's name, so its own options are left alone. */
-	while ((c = getopt_long(argc, argv, "+e:r:p:x:jo:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+e:r:p:x:jo:I:aC:v", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'e':
 			if (!*optarg) {
@@ -167,6 +186,26 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'j': o->json = true; break;
 		case 'o': o->output = optarg; break;
+		case 'I':
+			if (!lk_cli_parse_long(optarg, MIN_INTERVAL_MS, MAX_INTERVAL_MS, &n)) {
+				lk_cli_error("stat", "perf's smallest is 10 ms too", "-I wants milliseconds "
+					     "from %d to %d, not '%s'", MIN_INTERVAL_MS, MAX_INTERVAL_MS, optarg);
+				return LK_EXIT_USAGE;
+			}
+			o->interval_ms = (long)n;
+			break;
+		case 'a': o->all_cpus = true; break;
+		case 'C':
+			free(o->cpus);
+			if (!lk_cli_parse_cpu_list(optarg, &o->cpus, &o->ncpus)) {
+				lk_cli_error("stat", "CPU numbers and ranges, as /sys/devices/system/cpu/online "
+					     "lists them: -C 0,2-3", "bad CPU list '%s'", optarg);
+				return LK_EXIT_USAGE;
+			}
+			o->all_cpus = true;
+			o->cpu_list = optarg;
+			break;
+		case 'v': o->verbose = true; break;
 		default:
 			lk_cli_error("stat", "see 'lowkey help stat'", "unknown option '%s'",
 				     argv[optind - 1]);
@@ -174,29 +213,38 @@ static int parse_options(int argc, char **argv, struct options *o)
 		}
 	}
 	o->argv = argv + optind;
-	if (!o->pid == !o->argv[0]) {
-		lk_cli_error("stat", "lowkey stat [-e EVENTS] -- COMMAND [ARGS], or -p PID",
-			     o->pid ? "give either a command or -p PID, not both" :
-				      "nothing to count: give a command or -p PID");
-		return LK_EXIT_USAGE;
-	}
-	if (o->json && o->sep) {
-		lk_cli_error("stat", NULL, "--json and -x are different formats: pick one");
-		return LK_EXIT_USAGE;
-	}
-	if (!o->pid && o->duration > 0) {
-		lk_cli_error("stat", "a command is counted until it exits", "--duration goes with -p PID");
-		return LK_EXIT_USAGE;
-	}
-	if (o->per_thread && o->repeat > 1) {
-		lk_cli_error("stat", NULL, "--per-thread shows one run: drop -r");
-		return LK_EXIT_USAGE;
-	}
-	if (o->pid && o->repeat > 1) {
-		lk_cli_error("stat", NULL, "-r repeats a command; it has no meaning with -p");
-		return LK_EXIT_USAGE;
-	}
-	return -1;
+	return check_options(o);
+}
+
+/* Combinations that mean nothing. */
+static int check_options(const struct options *o)
+{
+	const char *bad = NULL, *hint = NULL;
+	bool command = o->argv[0] != NULL;
+
+	if (o->json && o->sep)
+		bad = "--json and -x are different formats: pick one";
+	else if (o->all_cpus && o->pid)
+		bad = "-p and -a/-C: pick one", hint = "-p counts one process wherever it runs; -a and -C count CPUs";
+	else if (o->all_cpus && o->per_thread)
+		bad = "--per-thread counts a command's or a process's threads, not CPUs";
+	else if (o->interval_ms && o->repeat > 1)
+		bad = "-I prints one run as it goes: drop -r";
+	else if (o->interval_ms && o->per_thread)
+		bad = "-I prints one run as it goes: drop --per-thread";
+	else if (!o->all_cpus && !o->pid == !command)
+		bad = o->pid ? "give either a command or -p PID, not both" : "nothing to count: give a command or -p PID",
+		hint = "lowkey stat [-e EVENTS] -- COMMAND [ARGS], -p PID, or -a";
+	else if (command && o->duration > 0)
+		bad = "--duration goes with -p PID, -a or -C", hint = "a command is counted until it exits";
+	else if (o->per_thread && o->repeat > 1)
+		bad = "--per-thread shows one run: drop -r";
+	else if (!command && o->repeat > 1)
+		bad = o->pid ? "-r repeats a command; it has no meaning with -p" : "-r repeats a command; give one after --";
+	if (!bad)
+		return -1;
+	lk_cli_error("stat", hint, "%s", bad);
+	return LK_EXIT_USAGE;
 }
 
 /* ---- results ---- */
@@ -294,13 +342,22 @@ static void free_result(struct stat_result *r)
 	free(r->target);
 }
 
-/* An open failure: unknown event and bad syntax are usage errors (2), the rest failures (1). */
-static int open_failed(int err)
+/*
+ * An open failure: unknown event and bad syntax are usage errors (2), the rest failures (1). -a
+ * and -C denied: the library's message names the sysctl's value now and the capability.
+ */
+static int open_failed(const struct options *o, int err)
 {
-	bool usage = err == -ENOENT || err == -EINVAL;
+	bool usage = err == -ENOENT || (err == -EINVAL && !o->all_cpus);
+	bool denied = err == -EACCES || err == -EPERM;
+	const char *hint = usage ? "`lowkey list` shows this machine's events" : NULL;
 
-	lk_cli_error("stat", usage ? "`perf list` shows this machine's events" : NULL, "%s",
-		     lk_last_error());
+	if (o->all_cpus && denied)
+		hint = "-a and -C count every process on the CPUs, which the kernel allows only with "
+		       "kernel.perf_event_paranoid <= 0 or CAP_PERFMON; without them, count a command or -p PID";
+	else if (o->all_cpus && err == -EINVAL)
+		usage = true;	/* a CPU that is not online */
+	lk_cli_error("stat", hint, "%s", lk_last_error());
 	return usage ? LK_EXIT_USAGE : LK_EXIT_FAIL;
 }
 
@@ -460,6 +517,71 @@ static int exit_code(int status)
 	return LK_EXIT_FAIL;
 }
 
+/* The counters of a run: the command's (inherited, from its exec) or, with -a/-C, the CPUs' (opened
+ * disabled, enabled just before the command is let go). */
+static int open_counters(const struct options *o, pid_t pid, unsigned flags, struct lk_counters **c)
+{
+	if (o->all_cpus)
+		return lk_counters_open_cpus(c, o->events, o->cpus, o->ncpus,
+					     LK_COUNTERS_SKIP_UNSUPPORTED | LK_COUNTERS_DISABLED);
+	return lk_counters_open(c, o->events, pid, flags);
+}
+
+static const char *type_name(uint32_t type)
+{
+	static const char *const names[] = { "hardware", "software", "tracepoint", "hardware cache", "raw",
+					     "breakpoint" };
+
+	return type < sizeof(names) / sizeof(names[0]) ? names[type] : "PMU";
+}
+
+/* -v: what was opened, on what, as what; and each fallback. */
+static void say_what_was_opened(struct lk_counters *c, const struct options *o, pid_t pid)
+{
+	size_t n = lk_counters_count(c);
+
+	if (o->all_cpus)
+		fprintf(stderr, "lowkey stat: %zu events on %s (pid -1, one counter per event and CPU)\n", n,
+			o->cpu_list ? "the CPUs given with -C" : "every online CPU");
+	else if (o->pid)
+		fprintf(stderr, "lowkey stat: %zu events on each of the %zu threads of process %d, inherited "
+			"by the threads it creates\n", n, lk_counters_nthreads(c), (int)pid);
+	else
+		fprintf(stderr, "lowkey stat: %zu events on pid %d, inherited by its children and threads, "
+			"enabled at its exec%s\n", n, (int)pid,
+			o->per_thread ? ", one counter per event and CPU (--per-thread)" : "");
+	for (size_t i = 0; i < n; i++) {
+		struct lk_counter_info info;
+
+		lk_counters_describe(c, i, &info);
+		if (info.error) {
+			fprintf(stderr, "lowkey stat:   %s: not counted, left out (%s): %s\n", info.name,
+				strerror(-info.error), info.why);
+			continue;
+		}
+		fprintf(stderr, "lowkey stat:   %s: perf_event_attr type %u (%s) config %#llx, group %u, "
+			"%s; encoding %s\n", info.name, info.type, type_name(info.type),
+			(unsigned long long)info.config, info.group,
+			info.user_only ? "exclude_kernel=1 exclude_hv=1" : "user and kernel", info.event);
+		if (info.user_only_fallback)
+			fprintf(stderr, "lowkey stat:   %s: fell back to user space only: this user may not count "
+				"the kernel (kernel.perf_event_paranoid >= 2, no CAP_PERFMON)\n", info.name);
+	}
+}
+
+/* -I for a command: print intervals until it exits (it stays unreaped for wait_child()). */
+static int intervals_of_child(const struct options *o, struct stat_result *r, struct lk_counters *c, pid_t pid)
+{
+	struct stat_watch w = { .pid = pid, .child = true, .pidfd = (int)syscall(SYS_pidfd_open, pid, 0) };
+	struct stat_interval_options io = { o->interval_ms, o->out, o->format, o->sep };
+	double elapsed;
+	int err = stat_intervals(c, r, &w, &io, &elapsed);
+
+	if (w.pidfd >= 0)
+		close(w.pidfd);
+	return err;
+}
+
 /* One run of the command. Returns an exit status for lowkey when the run could not happen
  * (>= 0), or -1 after a run whose figures are in r. */
 static int run_once(const struct options *o, struct stat_result *r, int run)
@@ -477,13 +599,13 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 		lk_cli_error("stat", NULL, "cannot start '%s': %s", o->argv[0], strerror(-err));
 		return LK_EXIT_FAIL;
 	}
-	err = lk_counters_open(&c, o->events, ch.pid, LK_COUNTERS_INHERIT | LK_COUNTERS_ENABLE_ON_EXEC |
-			       LK_COUNTERS_SKIP_UNSUPPORTED | (o->per_thread ? LK_COUNTERS_PER_THREAD : 0));
+	err = open_counters(o, ch.pid, LK_COUNTERS_INHERIT | LK_COUNTERS_ENABLE_ON_EXEC |
+			    LK_COUNTERS_SKIP_UNSUPPORTED | (o->per_thread ? LK_COUNTERS_PER_THREAD : 0), &c);
 	if (err) {
 		close(ch.go);	/* the child reads EOF and exits without running the command */
 		close(ch.failed);
 		wait_child(ch.pid, &status, &ru);
-		return open_failed(err);
+		return open_failed(o, err);
 	}
 	if (run == 0 && describe_events(r, c, o->repeat)) {
 		lk_counters_close(c);
@@ -493,16 +615,29 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 		lk_cli_error("stat", NULL, "out of memory");
 		return LK_EXIT_FAIL;
 	}
-	t0 = now_ns();
+	if (o->verbose && run == 0)
+		say_what_was_opened(c, o, ch.pid);
+	if (o->all_cpus)
+		lk_counters_enable(c);	/* the CPUs from now: the command is about to exec */
+	t0 = stat_now_ns();
 	if (write(ch.go, "g", 1) != 1)
 		kill(ch.pid, SIGKILL);
 	close(ch.go);
 	got = read(ch.failed, &exec_errno, sizeof(exec_errno));
 	close(ch.failed);
-	if (o->per_thread && got != (ssize_t)sizeof(exec_errno))
-		collect_reports_until_exit(c, ch.pid);
+	if (got != (ssize_t)sizeof(exec_errno)) {
+		if (o->per_thread)
+			collect_reports_until_exit(c, ch.pid);
+		else if (o->interval_ms)
+			err = intervals_of_child(o, r, c, ch.pid);
+	}
 	wait_child(ch.pid, &status, &ru);
-	r->elapsed_ns[run] = now_ns() - t0;
+	r->elapsed_ns[run] = stat_now_ns() - t0;
+	if (err) {
+		lk_counters_close(c);
+		lk_cli_error("stat", NULL, "reading the counters failed: %s", lk_last_error());
+		return LK_EXIT_FAIL;
+	}
 	if (got == (ssize_t)sizeof(exec_errno)) {
 		lk_counters_close(c);
 		if (exec_errno == ENOENT)
@@ -562,68 +697,81 @@ static int stat_command(const struct options *o, struct stat_result *r)
 	return rc;
 }
 
-/* ---- counting a running process ---- */
+/* ---- counting a running process, or CPUs ---- */
 
-/* Wait for the duration, Ctrl-C, or the process's end, whichever comes first. */
-static void wait_process(pid_t pid, double duration)
+static char *attached_target(const struct options *o)
 {
-	struct sigaction on = { .sa_handler = on_interrupt }, old_int, old_term;
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	double deadline = duration > 0 ? now_ns() + duration * 1e9 : 0;
+	char *t = NULL;
 
-	sigaction(SIGINT, &on, &old_int);
-	sigaction(SIGTERM, &on, &old_term);
-	while (!interrupted) {
-		struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
-		int timeout = 100;
-
-		if (deadline) {
-			double left = (deadline - now_ns()) / 1e6;
-
-			if (left <= 0)
-				break;
-			timeout = left < timeout ? (int)ceil(left) : timeout;
-		}
-		if (pidfd >= 0 ? poll(&pfd, 1, timeout) > 0 : (usleep((unsigned)timeout * 1000), 0))
-			break;	/* it exited */
-		if (pidfd < 0 && kill(pid, 0) != 0 && errno == ESRCH)
-			break;
-	}
-	if (pidfd >= 0)
-		close(pidfd);
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
+	if (o->pid)
+		return asprintf(&t, "process %d", (int)o->pid) < 0 ? NULL : t;
+	if (o->cpu_list)
+		return asprintf(&t, "CPU(s) %s", o->cpu_list) < 0 ? NULL : t;
+	return strdup("system wide");
 }
 
-static int stat_process(const struct options *o, struct stat_result *r)
+/* Count until the duration, Ctrl-C, or the process's end, whichever comes first; with -I print
+ * the intervals meanwhile. */
+static int count_attached(const struct options *o, struct stat_result *r, struct lk_counters *c)
+{
+	struct sigaction on = { .sa_handler = on_interrupt }, old_int, old_term;
+	struct stat_watch w = { .pid = o->pid, .pidfd = -1 };
+	double t0 = stat_now_ns();
+	int err = 0;
+
+	if (o->pid)
+		w.pidfd = (int)syscall(SYS_pidfd_open, o->pid, 0);
+	w.deadline_ns = o->duration > 0 ? t0 + o->duration * 1e9 : 0;
+	sigaction(SIGINT, &on, &old_int);
+	sigaction(SIGTERM, &on, &old_term);
+	if (o->interval_ms) {
+		struct stat_interval_options io = { o->interval_ms, o->out, o->format, o->sep };
+
+		err = stat_intervals(c, r, &w, &io, &r->elapsed_ns[0]);
+	} else {
+		stat_sleep_until(&w, INFINITY);
+		r->elapsed_ns[0] = stat_now_ns() - t0;
+	}
+	if (w.pidfd >= 0)
+		close(w.pidfd);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	return err;
+}
+
+static int stat_attached(const struct options *o, struct stat_result *r)
 {
 	struct lk_counter_value *values;
 	struct lk_counters *c;
-	double t0;
 	int err;
 
 	r->process_mode = true;
 	r->exit_status = -1;
 	r->user_ns = r->sys_ns = -1;
 	r->elapsed_ns = calloc(1, sizeof(double));
-	r->target = malloc(32);
+	r->target = attached_target(o);
 	if (!r->elapsed_ns || !r->target)
 		return LK_EXIT_FAIL;
-	snprintf(r->target, 32, "process %d", (int)o->pid);
 	r->pid = o->pid;
-	err = lk_counters_open(&c, o->events, o->pid, LK_COUNTERS_PROCESS | LK_COUNTERS_INHERIT |
-			       LK_COUNTERS_SKIP_UNSUPPORTED);
+	if (o->pid)
+		err = lk_counters_open(&c, o->events, o->pid, LK_COUNTERS_PROCESS | LK_COUNTERS_INHERIT |
+				       LK_COUNTERS_SKIP_UNSUPPORTED);
+	else
+		err = open_counters(o, 0, 0, &c);
 	if (err)
-		return open_failed(err);
+		return open_failed(o, err);
 	if (describe_events(r, c, 1)) {
 		lk_counters_close(c);
 		return LK_EXIT_FAIL;
 	}
-	t0 = now_ns();
-	wait_process(o->pid, o->duration);
-	r->elapsed_ns[0] = now_ns() - t0;
+	if (o->verbose)
+		say_what_was_opened(c, o, o->pid);
+	if (o->all_cpus)
+		lk_counters_enable(c);
+	err = count_attached(o, r, c);
 	values = calloc(r->nevents, sizeof(*values));
-	err = values ? lk_counters_read(c, values, r->nevents) : -ENOMEM;
+	if (!err)
+		err = values ? lk_counters_read(c, values, r->nevents) : -ENOMEM;
 	if (err >= 0) {
 		record_values(r, 0, values);
 		r->runs = 1;
@@ -639,44 +787,55 @@ static int stat_process(const struct options *o, struct stat_result *r)
 	return -1;
 }
 
+static void print_result(const struct options *o, struct stat_result *r)
+{
+	finish_stats(r);
+	if (o->interval_ms)
+		return;	/* printed as it went, as perf stat -I */
+	if (o->json)
+		stat_print_json(o->out, r);
+	else if (o->sep)
+		stat_print_csv(o->out, o->sep, r);
+	else
+		stat_print_text(o->out, r);
+}
+
 static int stat_run(int argc, char **argv)
 {
 	struct stat_result r = { 0 };
 	struct options o;
-	FILE *out = stderr;
 	int rc;
 
 	rc = parse_options(argc, argv, &o);
 	if (rc >= 0)
 		goto done;
-	if (!o.events && append_events(&o, DEFAULT_EVENTS)) {
+	if (!o.events && append_events(&o, o.all_cpus ? DEFAULT_CPU_EVENTS : DEFAULT_EVENTS)) {
 		rc = LK_EXIT_FAIL;
 		goto done;
 	}
-	rc = o.pid ? stat_process(&o, &r) : stat_command(&o, &r);
-	if (r.runs == 0)
-		goto done;	/* nothing counted: the error is printed */
-	finish_stats(&r);
-	if (o.output && !(out = fopen(o.output, "we"))) {
+	o.format = o.json ? STAT_JSON : o.sep ? STAT_CSV : STAT_TEXT;
+	o.out = stderr;
+	/* Before counting: -I prints as it goes, and an unwritable file is better said at once. */
+	if (o.output && !(o.out = fopen(o.output, "we"))) {
 		lk_cli_error("stat", NULL, "cannot write %s: %s", o.output, strerror(errno));
 		rc = LK_EXIT_FAIL;
 		goto done;
 	}
-	if (o.json)
-		stat_print_json(out, &r);
-	else if (o.sep)
-		stat_print_csv(out, o.sep, &r);
-	else
-		stat_print_text(out, &r);
-	if (out != stderr)
-		fclose(out);
+	rc = o.argv[0] ? stat_command(&o, &r) : stat_attached(&o, &r);
+	if (r.runs > 0)		/* else nothing was counted, and the error is printed */
+		print_result(&o, &r);
+	if (o.out != stderr && fclose(o.out) != 0 && rc < 0) {
+		lk_cli_error("stat", NULL, "writing %s failed: %s", o.output, strerror(errno));
+		rc = LK_EXIT_FAIL;
+	}
 	if (rc < 0)
-		rc = o.pid ? LK_EXIT_OK : r.exit_status;
+		rc = o.argv[0] ? r.exit_status : LK_EXIT_OK;
 done:
 	free_result(&r);
 	free(o.events);
+	free(o.cpus);
 	return rc;
 }
 
-LK_CLI_COMMAND(stat_command_entry, "stat", "count events for a command or a process, as perf stat",
+LK_CLI_COMMAND(stat_command_entry, "stat", "count events for a command, a process or CPUs, as perf stat",
 	       stat_usage, stat_run);

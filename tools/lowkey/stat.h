@@ -3,10 +3,13 @@
 #ifndef LOWKEY_STAT_H
 #define LOWKEY_STAT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+
+struct lk_counters;
 
 struct stat_event {
 	char *name;		/* as written, "cycles:u" when perf_event_paranoid forced :u */
@@ -31,9 +34,9 @@ struct stat_thread {
 };
 
 struct stat_result {
-	char *target;		/* "ls -l" or "process 1234" */
-	bool process_mode;	/* -p */
-	pid_t pid;		/* with -p */
+	char *target;		/* "ls -l", "process 1234", "system wide" or "CPU(s) 0,2" */
+	bool process_mode;	/* -p, or -a/-C without a command: no exit status */
+	pid_t pid;		/* with -p; 0 for -a/-C without a command */
 	int runs;		/* runs done */
 	size_t nevents;
 	struct stat_event *events;
@@ -45,6 +48,44 @@ struct stat_result {
 	struct stat_thread *threads;
 	long lost;		/* per-thread reports the kernel could not deliver */
 };
+
+enum stat_format { STAT_TEXT, STAT_CSV, STAT_JSON };
+
+/* What ends a count: the command or process exiting, a deadline, or Ctrl-C (stat_interrupted). */
+struct stat_watch {
+	pid_t pid;		/* 0: nothing to watch (the CPUs, until the deadline or Ctrl-C) */
+	bool child;		/* pid is our child: its end is seen without reaping it */
+	int pidfd;		/* -1 without pidfd_open() (Linux < 5.3): polled every 100 ms */
+	double deadline_ns;	/* stat_now_ns() time; 0: none */
+};
+
+extern volatile sig_atomic_t stat_interrupted;	/* set by the SIGINT/SIGTERM handler */
+
+/* CLOCK_MONOTONIC in ns. */
+double stat_now_ns(void);
+
+/* Sleep until until_ns; true as soon as the target ends, the deadline passes or Ctrl-C comes. */
+bool stat_sleep_until(const struct stat_watch *w, double until_ns);
+
+struct stat_interval_options {
+	long interval_ms;
+	FILE *out;
+	enum stat_format format;
+	const char *sep;	/* STAT_CSV */
+};
+
+/*
+ * -I: read c every interval until the watch ends, and print each interval's counts (perf stat -I:
+ * not cumulative) as it ends, the last one partial. r describes the events. *elapsed_ns: the time
+ * from the start to the last reading. Returns 0, or a negative errno of a failed read.
+ */
+int stat_intervals(struct lk_counters *c, const struct stat_result *r, const struct stat_watch *w,
+		   const struct stat_interval_options *io, double *elapsed_ns);
+
+/* One interval: text and CSV lines lead with the time in seconds, JSON lines carry "interval".
+ * first: the text header goes before the first interval. */
+void stat_print_interval(FILE *out, enum stat_format format, const char *sep, double seconds,
+			 const struct stat_result *d, bool first);
 
 /* Mean and sample standard deviation of v[0..n). */
 void stat_mean_stddev(const double *v, int n, double *mean, double *stddev);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "core/json.h"
 #include "stat.h"
 
 void stat_mean_stddev(const double *v, int n, double *mean, double *stddev)
@@ -171,6 +172,12 @@ static double running_percent(const struct stat_event *e)
 	return e->enabled ? 100.0 * (double)e->running / (double)e->enabled : 100.0;
 }
 
+/* The time an event was enabled or running, per run: perf prints the mean over -r runs. */
+static unsigned long long per_run(uint64_t sum, int runs)
+{
+	return runs > 1 ? (unsigned long long)llround((double)sum / runs) : (unsigned long long)sum;
+}
+
 /* Relative standard error of the mean over the runs, in percent (perf's "+-"). */
 static double error_percent(const struct stat_event *e, int runs)
 {
@@ -311,7 +318,7 @@ static void text_threads(FILE *out, const struct stat_result *r)
 
 void stat_print_text(FILE *out, const struct stat_result *r)
 {
-	if (r->process_mode)
+	if (r->process_mode && r->pid)
 		fprintf(out, "\n Performance counter stats for %s", r->target);
 	else
 		fprintf(out, "\n Performance counter stats for '%s'", r->target);
@@ -337,12 +344,12 @@ void stat_print_text(FILE *out, const struct stat_result *r)
 
 /* ---- CSV, as perf stat -x ---- */
 
-void stat_print_csv(FILE *out, const char *sep, const struct stat_result *r)
+static void csv_event(FILE *out, const char *sep, const struct stat_result *r, const struct stat_event *e)
 {
-	for (size_t i = 0; i < r->nevents; i++) {
-		const struct stat_event *e = &r->events[i];
-		struct metric m;
-		bool has_metric = metric_for(r, e, &m);
+	struct metric m;
+	bool has_metric = metric_for(r, e, &m);
+
+	{
 
 		if (!e->supported)
 			fprintf(out, "<not supported>%s%s%s%s", sep, is_clock(e) ? "msec" : e->unit, sep, e->name);
@@ -356,13 +363,19 @@ void stat_print_csv(FILE *out, const char *sep, const struct stat_result *r)
 			fprintf(out, "%.0f%s%s%s", e->mean, sep, sep, e->name);
 		if (r->runs > 1)
 			fprintf(out, "%s%.2f%%", sep, error_percent(e, r->runs));
-		fprintf(out, "%s%llu%s%.2f", sep, (unsigned long long)e->running, sep, running_percent(e));
+		fprintf(out, "%s%llu%s%.2f", sep, per_run(e->running, r->runs), sep, running_percent(e));
 		if (has_metric)
 			fprintf(out, "%s%.3f%s%s%s", sep, m.value, sep, m.percent ? "% " : "", m.unit);
 		else
 			fprintf(out, "%s%s", sep, sep);
 		fputc('\n', out);
 	}
+}
+
+void stat_print_csv(FILE *out, const char *sep, const struct stat_result *r)
+{
+	for (size_t i = 0; i < r->nevents; i++)
+		csv_event(out, sep, r, &r->events[i]);
 	for (size_t t = 0; t < r->nthreads; t++)
 		for (size_t i = 0; i < r->nevents; i++)
 			if (r->events[i].supported)
@@ -378,8 +391,10 @@ void stat_print_json(FILE *out, const struct stat_result *r)
 	struct lkb_json j;
 
 	lkb_json_begin(&j, out);
-	if (r->process_mode)
+	if (r->process_mode && r->pid)
 		lkb_json_int(&j, "pid", r->pid);
+	else if (r->process_mode)
+		lkb_json_str(&j, "cpus", r->target);
 	else
 		lkb_json_str(&j, "command", r->target);
 	lkb_json_int(&j, "runs", r->runs);
@@ -415,8 +430,8 @@ void stat_print_json(FILE *out, const struct stat_result *r)
 			lkb_json_num(&j, "stddev", e->stddev);
 			lkb_json_num(&j, "variance", e->stddev * e->stddev);
 		}
-		lkb_json_int(&j, "time_enabled_ns", (long long)e->enabled);
-		lkb_json_int(&j, "time_running_ns", (long long)e->running);
+		lkb_json_int(&j, "time_enabled_ns", (long long)per_run(e->enabled, r->runs));
+		lkb_json_int(&j, "time_running_ns", (long long)per_run(e->running, r->runs));
 		lkb_json_num(&j, "pcnt_running", running_percent(e));
 		lkb_json_bool(&j, "user_only", e->user_only);
 		lkb_json_bool(&j, "user_only_fallback", e->user_only_fallback);
@@ -447,4 +462,51 @@ void stat_print_json(FILE *out, const struct stat_result *r)
 		lkb_json_close(&j);
 	}
 	lkb_json_end(&j);
+}
+
+/* ---- -I: one interval ---- */
+
+/* One event of an interval as a JSON line; the keys of --json's events, and "interval". */
+static void json_line(FILE *out, double seconds, const struct stat_result *d, const struct stat_event *e)
+{
+	struct metric m;
+
+	fprintf(out, "{\"interval\": %.9f, \"event\": ", seconds);
+	lk__json_string(out, e->name);
+	fprintf(out, ", \"unit\": ");
+	lk__json_string(out, e->unit);
+	fprintf(out, ", \"supported\": %s", e->supported ? "true" : "false");
+	if (!e->supported) {
+		fprintf(out, "}\n");
+		return;
+	}
+	fprintf(out, ", \"counted\": %s, \"value\": %lld, \"time_enabled_ns\": %llu, "
+		"\"time_running_ns\": %llu, \"pcnt_running\": %.2f", not_counted(e) ? "false" : "true",
+		llround(e->mean), (unsigned long long)e->enabled, (unsigned long long)e->running,
+		running_percent(e));
+	if (metric_for(d, e, &m)) {
+		fprintf(out, ", \"metric_value\": %.6g, \"metric_unit\": \"%s%s\"", m.value,
+			m.percent ? "% " : "", m.unit);
+	}
+	fprintf(out, "}\n");
+}
+
+void stat_print_interval(FILE *out, enum stat_format format, const char *sep, double seconds,
+			 const struct stat_result *d, bool first)
+{
+	if (format == STAT_TEXT && first)
+		fprintf(out, "#           time             counts unit events\n");
+	for (size_t i = 0; i < d->nevents; i++) {
+		const struct stat_event *e = &d->events[i];
+
+		if (format == STAT_JSON) {
+			json_line(out, seconds, d, e);
+			continue;
+		}
+		fprintf(out, "%16.9f%s", seconds, format == STAT_CSV ? sep : "");
+		if (format == STAT_CSV)
+			csv_event(out, sep, d, e);
+		else
+			text_event(out, d, e);
+	}
 }

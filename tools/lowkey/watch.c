@@ -40,7 +40,7 @@ static const char watch_usage[] =
 	"      --rw             report reads as well as writes\n"
 	"      --exec           report each execution of the instruction at ADDR / function NAME\n"
 	"  -d, --duration S     stop after S seconds (default: when the process exits or on Ctrl-C)\n"
-	"      --json           one JSON object per hit, then a summary object\n"
+	"  -j, --json           one JSON object per hit, then a summary object\n"
 	"\n"
 	"Needs kernel.perf_event_paranoid <= 2 for your own processes (CAP_PERFMON or\n"
 	"CAP_SYS_PTRACE otherwise); values are read with process_vm_readv (the right to ptrace the\n"
@@ -129,7 +129,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->access = LK_WATCH_WRITE;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+p:a:s:l:d:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:a:s:l:d:j", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (parse_number(optarg, &n) || n == 0 || n > INT32_MAX)
@@ -150,6 +150,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 			if (end == optarg || *end || o->duration <= 0)
 				return usage_error(NULL, "bad duration '%s' (seconds, > 0)", optarg);
 			break;
+		case 'j':
 		case OPT_JSON: o->json = true; break;
 		default:
 			return usage_error(NULL, "unknown or incomplete option '%s'", argv[optind - 1]);

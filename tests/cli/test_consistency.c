@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The rules every lowkey command shares (issue 16): a run command's exit status as a shell gives
+ * it, in stat and locks alike; the end of a process that called _exit() is not taken for a kill;
+ * -j wherever --json is; the rules written once in `lowkey help`; benchmarks that show progress on
+ * a terminal, print each row as it is measured, and print no progress into a pipe.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pty.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "run.h"
+
+static struct lkt_run r;
+
+static bool have_locks(void)
+{
+	return lkt_sh(&r, "%s locks --help", LOWKEY) == 0;
+}
+
+/* The same statuses from stat and locks: the command's own, 128+N, 127, 126. */
+static void exit_status_as_a_shell(void **state)
+{
+	static const char *const runners[] = { "stat -e task-clock", "locks" };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(runners) / sizeof(runners[0]); i++) {
+		if (i == 1 && !have_locks()) {
+			print_message("lowkey locks is not built here (no libdw): stat only\n");
+			break;
+		}
+		assert_int_equal(lkt_sh(&r, "%s %s -- sh -c 'exit 3'", LOWKEY, runners[i]), 3);
+		assert_int_equal(lkt_sh(&r, "%s %s -- sh -c 'kill -TERM $$'", LOWKEY, runners[i]), 128 + 15);
+		lkt_expect(&r, 128 + 15, NULL);
+		assert_int_equal(lkt_sh(&r, "%s %s -- lowkey-no-such-command", LOWKEY, runners[i]), 127);
+		assert_non_null(strstr(r.out, "lowkey-no-such-command: command not found"));
+		assert_int_equal(lkt_sh(&r, "%s %s -- /etc/passwd", LOWKEY, runners[i]), 126);
+		assert_non_null(strstr(r.out, "cannot execute"));
+	}
+}
+
+/* sh's `exit 3` ends the process with _exit(): no exit handlers, yet no kill either. */
+static void locks_tells_exit_from_kill(void **state)
+{
+	(void)state;
+	if (!have_locks())
+		skip();
+	lkt_sh(&r, "%s locks -- sh -c 'exit 3'", LOWKEY);
+	lkt_expect(&r, 3, "[ended by _exit(): no exit handlers ran]");
+	assert_null(strstr(r.out, "killed"));
+	lkt_sh(&r, "%s locks -- sh -c 'kill -KILL $$'", LOWKEY);
+	lkt_expect(&r, 128 + 9, "[killed by a signal]");
+	lkt_sh(&r, "%s locks -j -- sh -c 'exit 0'", LOWKEY);
+	lkt_expect(&r, 0, "\"ended\": \"_exit\"");
+	/* sh execs ls: the first image exec'd, the second exited */
+	lkt_sh(&r, "%s locks -- sh -c 'exec ls / >/dev/null'", LOWKEY);
+	lkt_expect(&r, 0, "[exec'd another program]");
+}
+
+/* Every command and bench whose help offers --json offers -j, and the short form works. */
+static void short_json_everywhere(void **state)
+{
+	static const char *const commands[] = { "stat", "trace", "locks", "watch", "report", "clock", "list",
+						"bench branch", "bench probe", "bench ctx", "bench cputime",
+						"bench sem", "bench breakpoint", "bench watch" };
+	int checked = 0;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (lkt_sh(&r, "%s %s --help", LOWKEY, commands[i]) != 0 || !strstr(r.out, "--json"))
+			continue;	/* not built here, or no JSON */
+		if (!strstr(r.out, "-j, --json") && !strstr(r.out, "-j|--json"))
+			fail_msg("lowkey %s --help offers --json without -j:\n%s", commands[i], r.out);
+		checked++;
+	}
+	assert_true(checked >= 8);
+	lkt_sh(&r, "%s clock -j", LOWKEY);
+	lkt_expect(&r, 0, "{");
+	lkt_sh(&r, "%s stat -j -e task-clock -- true", LOWKEY);
+	lkt_expect(&r, 0, "\"event\": \"task-clock\"");
+	if (have_locks()) {
+		lkt_sh(&r, "%s locks -j -- true", LOWKEY);
+		lkt_expect(&r, 0, "\"processes\": [");
+	}
+}
+
+static void help_states_the_rules_once(void **state)
+{
+	(void)state;
+	lkt_sh(&r, "%s help", LOWKEY);
+	lkt_expect(&r, 0, "Event lists (-e");
+	assert_non_null(strstr(r.out, "Exit status:"));
+	assert_non_null(strstr(r.out, "128+N"));
+	assert_non_null(strstr(r.out, "-j is --json"));
+}
+
+/* A short `lowkey bench probe`: about 4 s here, a row every few hundred ms. */
+#define SHORT_PROBE "bench probe --runs 1 --seconds 0.05 --burst 1000 --no-lttng"
+#define STATUS_LINE "\r\033[Klowkey bench probe: "
+#define FIRST_ROW "empty loop (baseline)"
+#define LAST_ROW "memory per recording thread"
+
+struct pty_run {
+	char out[1 << 16];
+	size_t len;
+	int status;
+	/* the read() each was first seen in: the order of events, not their timing */
+	int status_line, first_row, status_after_first_row, last_row;
+};
+
+static int seen_at(const struct pty_run *p, size_t from, const char *what)
+{
+	const char *at = strstr(p->out + from, what);
+
+	return at ? (int)(at - p->out) : -1;
+}
+
+/* Run lowkey with args on a pseudo-terminal (stdout and stderr), reading as it writes. */
+static void run_on_pty(struct pty_run *p, char *const argv[])
+{
+	int master, reads = 0;
+	pid_t pid;
+
+	memset(p, 0, sizeof(*p));
+	p->status_line = p->first_row = p->status_after_first_row = p->last_row = -1;
+	pid = forkpty(&master, NULL, NULL, NULL);
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	for (;;) {
+		ssize_t n = read(master, p->out + p->len, sizeof(p->out) - 1 - p->len);
+		int first;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;	/* EIO: the child closed the terminal */
+		p->len += (size_t)n;
+		p->out[p->len] = '\0';
+		reads++;
+		if (p->status_line < 0 && seen_at(p, 0, STATUS_LINE) >= 0)
+			p->status_line = reads;
+		first = seen_at(p, 0, FIRST_ROW);
+		if (p->first_row < 0 && first >= 0)
+			p->first_row = reads;
+		if (first >= 0 && p->status_after_first_row < 0 && seen_at(p, (size_t)first, STATUS_LINE) >= 0)
+			p->status_after_first_row = reads;
+		if (p->last_row < 0 && seen_at(p, 0, LAST_ROW) >= 0)
+			p->last_row = reads;
+	}
+	close(master);
+	assert_int_equal(waitpid(pid, &p->status, 0), pid);
+}
+
+static void bench_progress_on_a_terminal_only(void **state)
+{
+	static struct pty_run p;
+
+	(void)state;
+	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "probe", "--runs", "1", "--seconds", "0.05", "--burst", "1000",
+				   "--no-lttng", NULL });
+	assert_true(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
+	if (p.status_line < 0 || p.first_row < 0 || p.last_row < 0)
+		fail_msg("no status line, first row or last row in:\n%s", p.out);
+	/* The status line comes first: not silent until the first row. */
+	assert_true(p.status_line <= p.first_row);
+	assert_true(seen_at(&p, 0, STATUS_LINE) < seen_at(&p, 0, FIRST_ROW));
+	/* The first row came out while the bench still worked: the status line was drawn again
+	 * after it, and the last row came in a later read. */
+	assert_true(p.status_after_first_row >= p.first_row);
+	assert_true(p.first_row < p.last_row);
+	/* Erased before each row: no row shares a line with a status. */
+	assert_null(strstr(p.out, "(0 s)" FIRST_ROW));
+
+	/* --quiet: rows only */
+	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "probe", "--quiet", "--runs", "1", "--seconds", "0.05",
+				   "--burst", "1000", "--no-lttng", NULL });
+	assert_true(p.last_row > 0);
+	assert_null(strstr(p.out, "\033[K"));
+
+	/* a pipe: rows only, on stdout and stderr alike */
+	lkt_sh(&r, "%s " SHORT_PROBE, LOWKEY);
+	lkt_expect(&r, 0, LAST_ROW);
+	assert_null(strstr(r.out, "\033[K"));
+	assert_null(strchr(r.out, '\r'));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(exit_status_as_a_shell),
+		cmocka_unit_test(locks_tells_exit_from_kill),
+		cmocka_unit_test(short_json_everywhere),
+		cmocka_unit_test(help_states_the_rules_once),
+		cmocka_unit_test(bench_progress_on_a_terminal_only),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

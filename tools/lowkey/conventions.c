@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The rules every lowkey command follows, printed once by `lowkey help` rather than in each
+ * command's text.
+ */
+#include "cli.h"
+
+const char lk_cli_conventions[] =
+	"\n"
+	"Event lists (-e, and the LOWKEY_TRACE variable):\n"
+	"   comma-separated, blanks around an item ignored; -e repeats (-e a -e b is -e a,b).\n"
+	"   stat: perf's event syntax; {a,b} is a group, counted together.\n"
+	"   trace, LOWKEY_TRACE: provider:event globs (* ? [...]); a leading '-' excludes; no braces.\n"
+	"\n"
+	"Exit status:\n"
+	"   Commands that run a COMMAND (stat, trace, locks) exit with its status: 128+N when signal N\n"
+	"   ended it, 127 when it was not found, 126 when it could not be executed. lowkey's own:\n"
+	"   0 done, 1 failed (nothing measured, or the output not written; the message says why),\n"
+	"   2 bad usage.\n"
+	"\n"
+	"Output:\n"
+	"   -j is --json wherever JSON is offered. Long work (the benchmarks) shows progress on\n"
+	"   standard error when it is a terminal, never in the output; --quiet hides it.\n";
