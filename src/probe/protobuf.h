@@ -179,13 +179,9 @@ uint8_t *lk__pbw_utf8(uint8_t *w, uint32_t field, const char *s, size_t n);
 /* Open a nested message as field; every begin needs its end. */
 static inline void lk__pb_begin(struct lk__pb *pb, uint32_t field)
 {
-	if (pb->depth == LK__PB_MAX_DEPTH) {
+	if (pb->depth >= LK__PB_MAX_DEPTH || !lk__pb_room(pb, LK__PB_VARINT_MAX + 1)) {
 		pb->failed = true;
 		pb->depth++;	/* so that its end still balances */
-		return;
-	}
-	if (!lk__pb_room(pb, LK__PB_VARINT_MAX + 1)) {
-		pb->open[pb->depth++] = pb->len;
 		return;
 	}
 	lk__pb_key(pb, field, LK__PB_LEN);
@@ -200,7 +196,8 @@ static inline void lk__pb_end(struct lk__pb *pb)
 {
 	size_t start, body;
 
-	if (pb->depth-- > LK__PB_MAX_DEPTH || pb->failed)
+	pb->depth--;
+	if (pb->failed)
 		return;
 	start = pb->open[pb->depth];
 	body = pb->len - start;
