@@ -50,7 +50,7 @@
 #include "probe/probe_internal.h"
 
 _Static_assert(LK_CTL_FORMAT_MAX == LK_TRACE_PERFETTO, "protocol.h mirrors lowkey/probe.h");
-_Static_assert(LK_CTL_TRACE_FLAGS == LK_TRACE_CPUTIME, "protocol.h mirrors lowkey/probe.h");
+_Static_assert(LK_CTL_TRACE_FLAGS == (LK_TRACE_CPUTIME | LK_TRACE_OVERWRITE), "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_KIND_MAX == LK_PROBE_COUNTER, "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_TYPE_MAX == LK_PROBE_PTR, "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_MAX_ARGS == LK_PROBE_MAX_ARGS, "protocol.h mirrors lowkey/probe.h");
@@ -453,6 +453,22 @@ static void do_stop(struct client *c, const struct lk__ctl_msg *req)
 	reply(c, &m);
 }
 
+/* A flight recorder's snapshot, written by this process (as its user) where the client says. */
+static void do_snapshot(struct client *c, const struct lk__ctl_msg *req)
+{
+	struct lk__ctl_msg m = { .type = LK_CTL_STATS, .seq = req->seq };
+	char path[LK_CTL_MAX_PATH + 1] = "";
+	struct lk__snapshot_result r;
+	int err = lk__trace_snapshot(req->snapshot.path[0] ? req->snapshot.path : NULL, &r, path, sizeof(path));
+
+	if (err) {
+		reply_result(c, req->seq, err, 0, lk_last_error());
+		return;
+	}
+	m.stats = (struct lk__ctl_stats){ 0, r.events, r.discarded, r.bytes, r.threads, path, "" };
+	reply(c, &m);
+}
+
 static int count_site(const struct lk_probe_info *info, void *arg)
 {
 	uint32_t *counts = arg;
@@ -591,6 +607,7 @@ static bool serve(unsigned int i)
 	case LK_CTL_STOP: do_stop(c, &req); break;
 	case LK_CTL_STATUS: do_status(c, &req); break;
 	case LK_CTL_LIST: do_list(c, &req); break;
+	case LK_CTL_SNAPSHOT: do_snapshot(c, &req); break;
 	}
 	return !ctl.clients[i].broken;
 }

@@ -22,6 +22,9 @@ int lk__parse_size(const char *s, uint64_t *out);
 /* "1", "yes", "true", "on" / "0", "no", "false", "off", any case. 0 or -EINVAL. */
 int lk__parse_bool(const char *s, bool *out);
 
+/* A signal that may be caught: "USR2", "SIGUSR2", "RTMIN+1", "12". Its number, or -EINVAL. */
+int lk__parse_signal(const char *s);
+
 /* ---- control.c ---- */
 
 /* The control socket's path while it is open in this process, else NULL. */

@@ -10,6 +10,9 @@
  *	LOWKEY_TRACE_CPUTIME	1 to record each event's thread CPU time
  *	LOWKEY_TRACE_SCHED	1 to record the threads' context switches (LK_TRACE_SCHED)
  *	LOWKEY_TRACE_BUFFER	bytes per thread: 4096, 64K, 2M, 1G
+ *	LOWKEY_TRACE_MODE	stream (default) or overwrite: a flight recorder (LK_TRACE_OVERWRITE),
+ *				which writes a snapshot at exit and on LOWKEY_TRACE_SNAPSHOT_SIGNAL
+ *	LOWKEY_TRACE_SNAPSHOT_SIGNAL	a signal (USR2, SIGUSR2, RTMIN+1, 12) that takes a snapshot
  *	LOWKEY_TRACE_PID	the process the variables are for; other processes that inherit them
  *				(children, grandchildren) ignore them. When it is not set, the process
  *				that finds LOWKEY_TRACE sets it to its own pid for its children.
@@ -26,6 +29,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +65,7 @@ static struct {
 	char *path;
 	struct env_rule rules[MAX_RULES];
 	unsigned int nrules;
+	int snapshot_signal;	/* LOWKEY_TRACE_SNAPSHOT_SIGNAL; 0: none */
 } env = { .status_fd = -1 };
 
 /* ---- parsing ---- */
@@ -106,6 +111,36 @@ int lk__parse_size(const char *s, uint64_t *out)
 		return -EINVAL;
 	*out = (uint64_t)v << shift;
 	return 0;
+}
+
+static int parse_int(const char *s, long *out);
+
+int lk__parse_signal(const char *s)
+{
+	static const struct { const char *name; int sig; } names[] = {
+		{ "HUP", SIGHUP }, { "INT", SIGINT }, { "QUIT", SIGQUIT }, { "USR1", SIGUSR1 },
+		{ "USR2", SIGUSR2 }, { "PIPE", SIGPIPE }, { "ALRM", SIGALRM }, { "TERM", SIGTERM },
+		{ "CHLD", SIGCHLD }, { "CONT", SIGCONT }, { "TSTP", SIGTSTP }, { "TTIN", SIGTTIN },
+		{ "TTOU", SIGTTOU }, { "URG", SIGURG }, { "XCPU", SIGXCPU }, { "XFSZ", SIGXFSZ },
+		{ "VTALRM", SIGVTALRM }, { "PROF", SIGPROF }, { "WINCH", SIGWINCH }, { "IO", SIGIO },
+		{ "PWR", SIGPWR }, { "SYS", SIGSYS },
+	};
+	long n;
+
+	if (!s)
+		return -EINVAL;
+	if (strncasecmp(s, "SIG", 3) == 0)
+		s += 3;
+	if (strncasecmp(s, "RTMIN+", 6) == 0 && parse_int(s + 6, &n) == 0 && n >= 0 && n <= SIGRTMAX - SIGRTMIN)
+		return SIGRTMIN + (int)n;
+	if (strcasecmp(s, "RTMIN") == 0)
+		return SIGRTMIN;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcasecmp(s, names[i].name) == 0)
+			return names[i].sig;
+	if (parse_int(s, &n) == 0 && n > 0 && n < NSIG && n != SIGKILL && n != SIGSTOP)
+		return (int)n;
+	return -EINVAL;
 }
 
 static int parse_int(const char *s, long *out)
@@ -244,6 +279,18 @@ static int read_config(struct lk_trace_config *c, char *path, size_t pathlen)
 		return lk__fail(-EINVAL, "LOWKEY_TRACE_SCHED=%s: use 1 or 0", v);
 	if (v && on)
 		c->flags |= LK_TRACE_SCHED;
+	v = lk__env("LOWKEY_TRACE_MODE");
+	if (v && strcasecmp(v, "overwrite") == 0)
+		c->flags |= LK_TRACE_OVERWRITE;
+	else if (v && strcasecmp(v, "stream") != 0)
+		return lk__fail(-EINVAL, "LOWKEY_TRACE_MODE=%s: use stream or overwrite", v);
+	v = lk__env("LOWKEY_TRACE_SNAPSHOT_SIGNAL");
+	env.snapshot_signal = v ? lk__parse_signal(v) : 0;
+	if (env.snapshot_signal < 0)
+		return lk__fail(-EINVAL, "LOWKEY_TRACE_SNAPSHOT_SIGNAL=%s: give a signal such as USR2 or 12", v);
+	if (v && !(c->flags & LK_TRACE_OVERWRITE))
+		return lk__fail(-EINVAL, "LOWKEY_TRACE_SNAPSHOT_SIGNAL needs LOWKEY_TRACE_MODE=overwrite: a streaming "
+				"trace has no snapshots");
 	v = lk__env("LOWKEY_TRACE_BUFFER");
 	if (v && (lk__parse_size(v, &size) != 0 || size > SIZE_MAX))
 		return lk__fail(-EINVAL, "LOWKEY_TRACE_BUFFER=%s: give bytes per thread, such as 256K or 4M", v);
@@ -299,6 +346,7 @@ static void environment_at_exit(void)
 	if (env.pid != getpid())
 		return;	/* a forked child: the trace is its parent's */
 	if (__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) && __atomic_load_n(&lk__trace.gen, __ATOMIC_ACQUIRE) == env.gen) {
+		lk__trace_exit_snapshot();	/* a flight recorder's last words (its error: lk_trace_stop's) */
 		err = lk_trace_stop();
 		if (err)
 			snprintf(text, sizeof(text), "%s", lk_last_error());
@@ -312,6 +360,9 @@ static void environment_at_exit(void)
 		} else if (lk__trace.sites_error) {
 			err = lk__trace.sites_error;
 			snprintf(text, sizeof(text), "%s", lk__trace.sites_error_msg);
+		} else if (lk__trace.snapshot_error) {
+			err = lk__trace.snapshot_error;
+			snprintf(text, sizeof(text), "%s", lk__trace.snapshot_error_msg);
 		}
 	}
 	for (unsigned int i = 0; i < env.nrules; i++) {
@@ -364,11 +415,18 @@ static void trace_from_environment(const char *rules)
 		err = parse_rules(rules);
 	if (!err)
 		err = lk_trace_start(&config);
+	if (!err && env.snapshot_signal) {
+		err = lk_trace_snapshot_signal(env.snapshot_signal);
+		if (err)
+			lk_trace_stop();
+	}
 	if (err) {
 		report_failure(err, lk_last_error());
 		return;
 	}
 	env.pid = getpid();
+	/* the trace's own exit handler may run before ours: it takes the last snapshot then */
+	__atomic_store_n(&lk__trace.snapshot_at_exit, (config.flags & LK_TRACE_OVERWRITE) != 0, __ATOMIC_RELEASE);
 	report_started();
 	atexit(environment_at_exit);
 }

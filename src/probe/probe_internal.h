@@ -138,6 +138,7 @@ struct lk__trace {
 	unsigned int snapshot_requests;	/* lk_trace_snapshot_request(): the consumer takes them */
 	unsigned int snapshots;		/* taken, for the next default name (snapshot lock) */
 	int snapshot_error;		/* the first failure of a requested snapshot */
+	bool snapshot_at_exit;		/* a last snapshot at exit (tracing from the environment) */
 	char snapshot_error_msg[512];
 	int sites_error;		/* the first failure to turn sites on while tracing */
 	char sites_error_msg[512];
@@ -292,6 +293,10 @@ int lk__snapshot(const char *path, struct lk__snapshot_result *r, char *written,
 
 /* lk_trace_snapshot with what it wrote: takes the trace mutex and checks the trace's mode. */
 int lk__trace_snapshot(const char *path, struct lk__snapshot_result *r, char *written, size_t len);
+
+/* At exit: the last snapshot snapshot_at_exit asks for, once; its error goes where a requested
+ * snapshot's goes (lk_trace_stop returns it). 0 or -errno. */
+int lk__trace_exit_snapshot(void);
 
 /* ---- consumer.c ---- */
 

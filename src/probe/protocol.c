@@ -28,6 +28,7 @@ enum field_check {
 	C_NONEMPTY,	/* a string of 1 .. max bytes */
 	C_TEXT,		/* a string of 0 .. max bytes */
 	C_ABSPATH,	/* a string of 1 .. max bytes starting with '/' */
+	C_OPTPATH,	/* "", or as C_ABSPATH */
 	C_ARGTYPES,	/* 4-bit types 1 .. LK_CTL_TYPE_MAX for the first nargs, zero after */
 };
 
@@ -63,6 +64,10 @@ static const struct field start_fields[] = {
 	FIELD("flush_ms", F_U32, C_MAX, start.flush_ms, 60000),
 	FIELD("buffer_size", F_U64, C_MAX, start.buffer_size, 1u << 30),
 	FIELD("path", F_STR, C_ABSPATH, start.path, LK_CTL_MAX_PATH),
+};
+
+static const struct field snapshot_fields[] = {
+	FIELD("path", F_STR, C_OPTPATH, snapshot.path, LK_CTL_MAX_PATH),
 };
 
 static const struct field result_fields[] = {
@@ -136,6 +141,7 @@ static const struct schema schemas[] = {
 	EMPTY_SCHEMA(LK_CTL_STOP, "stop"),
 	EMPTY_SCHEMA(LK_CTL_STATUS, "status"),
 	EMPTY_SCHEMA(LK_CTL_LIST, "list"),
+	SCHEMA(LK_CTL_SNAPSHOT, "snapshot", true, snapshot_fields),
 	SCHEMA(LK_CTL_RESULT, "result", false, result_fields),
 	SCHEMA(LK_CTL_STATUS_REPLY, "status-reply", false, status_fields),
 	SCHEMA(LK_CTL_SITE, "site", false, site_fields),
@@ -262,7 +268,7 @@ static int decode_string(const struct field *f, struct cursor *c, struct lk__ctl
 		return lk__failf(err, errlen, -EBADMSG, "field %s: not a NUL-terminated string of %u bytes", f->name, len);
 	if ((f->check == C_NONEMPTY || f->check == C_ABSPATH) && len == 0)
 		return lk__failf(err, errlen, -EINVAL, "field %s: empty", f->name);
-	if (f->check == C_ABSPATH && bytes[0] != '/')
+	if ((f->check == C_ABSPATH || (f->check == C_OPTPATH && len)) && bytes[0] != '/')
 		return lk__failf(err, errlen, -EINVAL, "field %s: not an absolute path", f->name);
 	memcpy((char *)m + f->offset, &(const char *){ (const char *)bytes }, sizeof(const char *));
 	return 0;

@@ -42,7 +42,7 @@
 
 /* Mirrors of lowkey/probe.h's limits (control.c checks they agree): this file stands alone. */
 #define LK_CTL_FORMAT_MAX 2		/* LK_TRACE_PERFETTO */
-#define LK_CTL_TRACE_FLAGS 0x1u		/* LK_TRACE_CPUTIME */
+#define LK_CTL_TRACE_FLAGS 0x5u		/* LK_TRACE_CPUTIME | LK_TRACE_OVERWRITE */
 #define LK_CTL_KIND_MAX 4		/* LK_PROBE_COUNTER */
 #define LK_CTL_TYPE_MAX 5		/* LK_PROBE_PTR */
 #define LK_CTL_MAX_ARGS 8		/* LK_PROBE_MAX_ARGS */
@@ -54,6 +54,7 @@ enum lk__ctl_type {
 	LK_CTL_STOP = 3,	/* stop the trace; reply STATS, or RESULT with an error */
 	LK_CTL_STATUS = 4,	/* reply STATUS */
 	LK_CTL_LIST = 5,	/* reply: one SITE per site, then RESULT (value: how many) */
+	LK_CTL_SNAPSHOT = 8,	/* write a flight recorder's snapshot; reply STATS, or RESULT with an error */
 
 	/* replies and notifications: process -> client */
 	LK_CTL_RESULT = 64,	/* err (0 or -errno), value, message */
@@ -88,6 +89,10 @@ struct lk__ctl_start {
 	uint32_t flush_ms;
 	uint64_t buffer_size;
 	const char *path;	/* absolute */
+};
+
+struct lk__ctl_snapshot {
+	const char *path;	/* absolute, or "": the process's next default name */
 };
 
 struct lk__ctl_result {
@@ -149,6 +154,7 @@ struct lk__ctl_msg {
 	union {
 		struct lk__ctl_rule rule;
 		struct lk__ctl_start start;
+		struct lk__ctl_snapshot snapshot;
 		struct lk__ctl_result result;
 		struct lk__ctl_stats stats;	/* STATS, EXIT, ENV_FINISH */
 		struct lk__ctl_status status;	/* STATUS_REPLY */

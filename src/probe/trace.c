@@ -192,6 +192,7 @@ static int start_locked(const struct lk_trace_config *config)
 	__atomic_store_n(&t->snapshot_requests, 0, __ATOMIC_RELAXED);
 	t->snapshot_error = 0;
 	t->snapshot_error_msg[0] = 0;
+	t->snapshot_at_exit = false;
 	/* lk_trace_stats may read these from another thread meanwhile */
 	__atomic_store_n(&t->events, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t->lost, 0, __ATOMIC_RELAXED);
@@ -348,6 +349,24 @@ int lk__trace_snapshot(const char *path, struct lk__snapshot_result *r, char *wr
 	return err;
 }
 
+int lk__trace_exit_snapshot(void)
+{
+	struct lk__snapshot_result r;
+	struct lk__trace *t = &lk__trace;
+	int err;
+
+	if (!__atomic_exchange_n(&t->snapshot_at_exit, false, __ATOMIC_ACQ_REL))
+		return 0;
+	lk_trace_snapshot_signal(0);	/* none may come in after this one */
+	err = lk__trace_snapshot(NULL, &r, NULL, 0);
+	if (err && !t->snapshot_error) {
+		snprintf(t->snapshot_error_msg, sizeof(t->snapshot_error_msg), "the snapshot at exit failed: %s",
+			 lk_last_error());
+		__atomic_store_n(&t->snapshot_error, err, __ATOMIC_RELEASE);
+	}
+	return err;
+}
+
 LK_API int lk_trace_snapshot(const char *path)
 {
 	struct lk__snapshot_result r;
@@ -496,6 +515,8 @@ __attribute__((constructor)) static void trace_init(void)
  */
 __attribute__((destructor)) static void trace_at_exit(void)
 {
-	if (__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE)) {
+		lk__trace_exit_snapshot();	/* a flight recorder traced from the environment */
 		lk_trace_stop();
+	}
 }

@@ -61,6 +61,11 @@ static const char trace_usage[] =
 	"                       time into on-CPU, runnable (preempted) and blocked. Not with --pid yet\n"
 	"  -b, --buffer SIZE    per-thread ring buffer: 64K, 2M, ... (default 2M); events that find it\n"
 	"                       full are dropped and counted\n"
+	"  -W, --overwrite      a flight recorder: each thread's ring keeps its newest events and\n"
+	"                       nothing is written until a snapshot: `lowkey snapshot --pid`, the\n"
+	"                       --snapshot-signal, lk_trace_snapshot() in the program, and at its exit\n"
+	"                       (OUT, then OUT.1, OUT.2, ...). With --pid: started, left running\n"
+	"      --snapshot-signal SIG  with --overwrite: signal SIG (USR2, RTMIN+1, 12) takes a snapshot\n"
 	"  -p, --pid PID        trace a running process\n"
 	"  -d, --duration S     with --pid: stop after S seconds (default: at Ctrl-C)\n"
 	"      --json           print the summary as JSON: {\"output\", \"format\", \"events\", \"lost\",\n"
@@ -475,6 +480,14 @@ static int parse_option(struct trace_opts *o, int c, const char *arg)
 	case 'c':
 		o->cputime = true;
 		return 0;
+	case 'W':
+		o->overwrite = true;
+		return 0;
+	case 'G':
+		if (lk__parse_signal(arg) <= 0)
+			return usage_error("a signal the program may catch, such as USR2 or 12", "bad signal '%s'", arg);
+		o->snapshot_signal = arg;
+		return 0;
 	case 'S':
 		o->sched = true;
 		return 0;
@@ -531,6 +544,8 @@ static int trace_main(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "cputime", no_argument, NULL, 'c' },
+		{ "overwrite", no_argument, NULL, 'W' },
+		{ "snapshot-signal", required_argument, NULL, 'G' },
 		{ "sched", no_argument, NULL, 'S' },
 		{ "buffer", required_argument, NULL, 'b' },
 		{ "pid", required_argument, NULL, 'p' },
@@ -543,7 +558,7 @@ static int trace_main(int argc, char **argv)
 	int c, rc;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+e:o:f:cb:p:d:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+e:o:f:cWb:p:d:h", options, NULL)) != -1) {
 		if (c == 'h') {
 			fputs(trace_usage, stdout);
 			return LK_EXIT_OK;
@@ -564,6 +579,11 @@ static int trace_main(int argc, char **argv)
 	if (o.sched && o.pid) {
 		lk_cli_error("trace", "trace the program from its start (lowkey trace --sched -- CMD), or call "
 			     "lk_trace_start() with LK_TRACE_SCHED in it", "--sched cannot be asked of a running process yet");
+		goto out;
+	}
+	if (o.snapshot_signal && (!o.overwrite || o.pid)) {
+		lk_cli_error("trace", o.pid ? "take snapshots with `lowkey snapshot --pid`" : "add --overwrite",
+			     "--snapshot-signal is for a flight recorder started with a command (--overwrite -- CMD)");
 		goto out;
 	}
 	if (o.duration && !o.pid) {

@@ -15,6 +15,8 @@ struct trace_opts {
 	char *output;				/* absolute */
 	int format;				/* enum lk_trace_format */
 	bool cputime;
+	bool overwrite;				/* --overwrite: a flight recorder */
+	const char *snapshot_signal;		/* --snapshot-signal, as given; NULL: none */
 	bool sched;				/* --sched: context switches */
 	uint64_t buffer;			/* 0: the library's default */
 	pid_t pid;				/* --pid */

@@ -86,7 +86,8 @@ static int send_rules(struct lk__ctl_client *c, const struct trace_opts *o, cons
 		struct lk__ctl_msg req = { .type = LK_CTL_RULE }, reply;
 		int rc;
 
-		req.rule = (struct lk__ctl_rule){ enable, LK_CTL_RULE_SESSION, glob };
+		/* a flight recorder outlives this command: its rules stay */
+		req.rule = (struct lk__ctl_rule){ enable, o->overwrite ? LK_CTL_RULE_KEEP : LK_CTL_RULE_SESSION, glob };
 		rc = lk__ctl_call(c, &req, LK_CTL_RESULT, &reply, REPLY_TIMEOUT_MS, err, sizeof(err));
 		if (rc) {
 			lk_cli_error("trace", NULL, "process %d (%s) refused '%s': %s", (int)o->pid, name, glob, err);
@@ -110,8 +111,8 @@ static int start(struct lk__ctl_client *c, const struct trace_opts *o, const cha
 
 	req.start = (struct lk__ctl_start){
 		.format = (uint8_t)o->format,
-		.ctl_flags = LK_CTL_START_STOP_ON_CLOSE,
-		.flags = o->cputime ? LK_TRACE_CPUTIME : 0,
+		.ctl_flags = o->overwrite ? 0 : LK_CTL_START_STOP_ON_CLOSE,
+		.flags = (o->cputime ? LK_TRACE_CPUTIME : 0) | (o->overwrite ? LK_TRACE_OVERWRITE : 0),
 		.buffer_size = o->buffer,
 		.path = o->output,
 	};
@@ -252,6 +253,12 @@ int trace_attach(struct trace_opts *o)
 		trace_discard_output(o);
 		lk__ctl_disconnect(&c);
 		return LK_EXIT_FAIL;
+	}
+	if (o->overwrite) {
+		lk__ctl_disconnect(&c);
+		fprintf(stderr, "lowkey trace: flight recorder started in process %d (%s); `lowkey snapshot --pid %d` "
+			"writes its newest events (first to %s)\n", (int)o->pid, name, (int)o->pid, o->output);
+		return LK_EXIT_OK;
 	}
 	if (o->duration)
 		fprintf(stderr, "lowkey trace: tracing process %d (%s) for %g s into %s\n", (int)o->pid, name,

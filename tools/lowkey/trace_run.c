@@ -106,6 +106,8 @@ static void __attribute__((noreturn)) exec_command(const struct trace_opts *o, i
 	set_env("LOWKEY_TRACE_OUTPUT", o->output);
 	set_env("LOWKEY_TRACE_FORMAT", lk__trace_format_name(o->format));
 	set_env("LOWKEY_TRACE_CPUTIME", o->cputime ? "1" : NULL);
+	set_env("LOWKEY_TRACE_MODE", o->overwrite ? "overwrite" : NULL);
+	set_env("LOWKEY_TRACE_SNAPSHOT_SIGNAL", o->snapshot_signal);
 	set_env("LOWKEY_TRACE_SCHED", o->sched ? "1" : NULL);
 	snprintf(num, sizeof(num), "%llu", (unsigned long long)o->buffer);
 	set_env("LOWKEY_TRACE_BUFFER", o->buffer ? num : NULL);
@@ -296,6 +298,12 @@ static int finish(const struct trace_opts *o, struct run *r, int code)
 		return LK_EXIT_FAIL;
 	}
 	matched = check_matches(o, r, cmd, &unmatched);
+	if (!r->finished && o->overwrite) {
+		fprintf(stderr, "lowkey trace: %s ended (%s %d) before its flight recorder's last snapshot: the "
+			"snapshots it took before are kept\n", cmd, code > 128 ? "signal" : "status",
+			code > 128 ? code - 128 : code);
+		return code;
+	}
 	if (!r->finished) {
 		fprintf(stderr, "lowkey trace: %s ended (%s %d) without finishing its trace: what it had written is "
 			"kept (its last %s may be missing)\n", cmd, code > 128 ? "signal" : "status",

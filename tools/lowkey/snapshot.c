@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey snapshot --pid PID: write what a running process's flight recorder holds.
+ *
+ * The process runs an overwrite-mode trace (lowkey trace --overwrite, LOWKEY_TRACE_MODE=overwrite,
+ * LK_TRACE_OVERWRITE) and has its control socket open. It writes the snapshot itself, with its own
+ * rights, where it is told (a path made absolute here) or at its own next name; this side sends
+ * one SNAPSHOT request and prints what the reply says. The process may be hostile: the wait for
+ * its reply is bounded, like every wait of the control client.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "core/json.h"
+#include "probe/control_internal.h"
+#include "probe_elf.h"
+
+#define SNAPSHOT_TIMEOUT_MS (10 * 60 * 1000)	/* a JSON snapshot is converted by the process */
+
+static const char snapshot_usage[] =
+	"usage: lowkey snapshot --pid PID [-o OUT] [--json]\n"
+	"\n"
+	"Writes what the flight recorder of a running process holds -- each thread's newest events --\n"
+	"as a trace, while the process goes on recording. The process must run an overwrite-mode\n"
+	"trace (`lowkey trace --overwrite -- CMD`, LOWKEY_TRACE_MODE=overwrite, or LK_TRACE_OVERWRITE\n"
+	"in lk_trace_start) and have its control socket open (LOWKEY_CONTROL=1, lk_control_open()).\n"
+	"Snapshots may be taken as often as wanted; each is a complete trace, whose packets count\n"
+	"the events that were overwritten before (events_discarded, which babeltrace2 reports).\n"
+	"\n"
+	"Options:\n"
+	"  -p, --pid PID        the process\n"
+	"  -o, --output OUT     where the process writes it: a new or empty directory (CTF), or a\n"
+	"                       file for a JSON trace; a path as the process sees it. Default: the\n"
+	"                       trace's own path the first time, then PATH.1, PATH.2, ...\n"
+	"      --json           print {\"output\", \"events\", \"discarded\", \"threads\", \"bytes\"}\n"
+	"  -h, --help           this text\n"
+	"\n"
+	"Example:\n"
+	"  LOWKEY_CONTROL=1 lowkey trace --overwrite -o /tmp/fr.ctf -- ./server &\n"
+	"  lowkey snapshot --pid $(pidof server) -o /tmp/slow-request.ctf\n";
+
+struct snapshot_opts {
+	pid_t pid;
+	char *output;	/* absolute, or NULL */
+	bool json;
+};
+
+static int usage_error(const char *hint, const char *fmt, const char *arg)
+{
+	lk_cli_error("snapshot", hint, fmt, arg);
+	return LK_EXIT_USAGE;
+}
+
+static int parse_args(struct snapshot_opts *o, int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char cwd[PATH_MAX];
+	long long pid;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "p:o:h", options, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (!lk_cli_parse_long(optarg, 1, 1 << 22, &pid))
+				return usage_error("give a process id, such as $(pidof server)", "bad pid '%s'", optarg);
+			o->pid = (pid_t)pid;
+			break;
+		case 'o':
+			free(o->output);
+			if (optarg[0] == '/')
+				o->output = strdup(optarg);
+			else if (!getcwd(cwd, sizeof(cwd)) || asprintf(&o->output, "%s/%s", cwd, optarg) < 0)
+				o->output = NULL;
+			if (!o->output || !optarg[0] || strlen(o->output) > LK_CTL_MAX_PATH - 16)
+				return usage_error(NULL, "bad output path '%s'", optarg);
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'h':
+			fputs(snapshot_usage, stdout);
+			return -1;
+		default:
+			fputs(snapshot_usage, stderr);
+			return LK_EXIT_USAGE;
+		}
+	}
+	if (optind < argc)
+		return usage_error("lowkey snapshot --pid PID [-o OUT]", "unexpected argument '%s'", argv[optind]);
+	if (!o->pid)
+		return usage_error("lowkey snapshot --pid PID", "which process? %s", "--pid is required");
+	return 0;
+}
+
+/* Why the process cannot be asked, in one line. */
+static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
+{
+	switch (rc) {
+	case -ESRCH:
+		lk_cli_error("snapshot", NULL, "no process %d: check the pid (ps, pidof)", (int)pid);
+		break;
+	case -EACCES:
+		lk_cli_error("snapshot", NULL, "%s: run lowkey as that user or as root", err);
+		break;
+	case -ENOENT:
+	case -ECONNREFUSED:
+	case -ESTALE:
+		if (lk_proc_uses_lowkey(pid) == 0)
+			lk_cli_error("snapshot", NULL, "process %d (%s) is not linked with liblowkey: it has no flight "
+				     "recorder", (int)pid, name);
+		else
+			lk_cli_error("snapshot", NULL, "process %d (%s) has no lowkey control socket open: start it with "
+				     "LOWKEY_CONTROL=1 in its environment, or call lk_control_open() in it", (int)pid, name);
+		break;
+	default:
+		lk_cli_error("snapshot", NULL, "%s", err);
+	}
+	return LK_EXIT_FAIL;
+}
+
+static void human_size(uint64_t bytes, char *out, size_t len)
+{
+	if (bytes < 1024)
+		snprintf(out, len, "%llu bytes", (unsigned long long)bytes);
+	else if (bytes < 1024 * 1024)
+		snprintf(out, len, "%.1f KiB", (double)bytes / 1024);
+	else
+		snprintf(out, len, "%.1f MiB", (double)bytes / (1024 * 1024));
+}
+
+static void print_result(const struct snapshot_opts *o, const struct lk__ctl_stats *s)
+{
+	char size[32];
+
+	if (o->json) {
+		printf("{\"output\": ");
+		lk__json_string(stdout, s->path);
+		printf(", \"events\": %llu, \"discarded\": %llu, \"threads\": %u, \"bytes\": %llu}\n",
+		       (unsigned long long)s->events, (unsigned long long)s->lost, s->threads,
+		       (unsigned long long)s->bytes);
+		return;
+	}
+	human_size(s->bytes, size, sizeof(size));
+	printf("lowkey snapshot: %llu events (%llu before them overwritten or dropped) from %u thread%s, %s "
+	       "written to %s\n", (unsigned long long)s->events, (unsigned long long)s->lost, s->threads,
+	       s->threads == 1 ? "" : "s", size, s->path);
+}
+
+static int snapshot_main(int argc, char **argv)
+{
+	struct snapshot_opts o = { 0 };
+	struct lk__ctl_msg req = { .type = LK_CTL_SNAPSHOT }, reply;
+	struct lk__ctl_client c;
+	char err[1024], name[64];
+	int rc = parse_args(&o, argc, argv);
+
+	if (rc) {
+		free(o.output);
+		return rc < 0 ? LK_EXIT_OK : rc;
+	}
+	lk_proc_name(o.pid, name, sizeof(name));
+	rc = lk__ctl_connect(&c, o.pid, err, sizeof(err));
+	if (rc) {
+		free(o.output);
+		return explain_connect(o.pid, name, rc, err);
+	}
+	req.snapshot.path = o.output ? o.output : "";
+	rc = lk__ctl_call(&c, &req, LK_CTL_STATS, &reply, SNAPSHOT_TIMEOUT_MS, err, sizeof(err));
+	if (rc == -EINVAL && strstr(err, "LK_TRACE_OVERWRITE"))
+		lk_cli_error("snapshot", "start it with `lowkey trace --overwrite`, or LOWKEY_TRACE_MODE=overwrite",
+			     "process %d (%s) runs no flight recorder: its trace streams to disk, there is nothing to "
+			     "snapshot", (int)o.pid, name);
+	else if (rc == -ENOENT && strstr(err, "no trace"))
+		lk_cli_error("snapshot", "start it with `lowkey trace --overwrite`, or LOWKEY_TRACE_MODE=overwrite",
+			     "process %d (%s) runs no trace", (int)o.pid, name);
+	else if (rc)
+		lk_cli_error("snapshot", NULL, "process %d (%s) could not take the snapshot: %s", (int)o.pid, name, err);
+	else
+		print_result(&o, &reply.stats);
+	lk__ctl_disconnect(&c);
+	free(o.output);
+	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
+}
+
+LK_CLI_COMMAND(snapshot_command, "snapshot", "write what a running process's flight recorder holds",
+	       snapshot_usage, snapshot_main);
