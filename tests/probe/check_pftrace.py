@@ -7,7 +7,8 @@ Usage: check_pftrace.py FIXTURE LOWKEY CACHE_DIR
 
 FIXTURE (tests/probe/formats_fixture.c) records a trace whose every event is known; LOWKEY
 converts it (`lowkey convert`) to .pftrace and .json; the fixture also writes a .pftrace itself
-(--format perfetto at lk_trace_stop). Both .pftrace files are decoded as perfetto.protos.Trace and
+(LK_TRACE_PERFETTO at lk_trace_stop), is traced by `lowkey trace --format perfetto -- FIXTURE`, and
+serves while `lowkey trace --pid --format perfetto` attaches to it. Both .pftrace files are decoded as perfetto.protos.Trace and
 checked: sequences and their flags, interning (each string once per sequence, events by iid),
 process, thread and counter tracks, slices per thread with their names, nesting and begin/end
 pairing, arguments and counter values, the CPU-time extra counter, the clock snapshot, and that
@@ -205,7 +206,8 @@ def check_trace(path, pid, procname):
 
     # tracks: the process, its threads by name, the counters
     processes = [t for t in d.tracks.values() if t.HasField("process")]
-    assert len(processes) == 1 and processes[0].process.pid == pid, processes
+    assert len(processes) == 1 and processes[0].process.pid == (pid or processes[0].process.pid), processes
+    pid = processes[0].process.pid
     assert processes[0].process.process_name == procname, processes[0].process.process_name
     threads = {t.uuid: t.thread.thread_name for t in d.tracks.values() if t.HasField("thread")}
     assert sorted(threads.values()) == ["fx-main", "worker-1", "worker-2"], threads
@@ -270,6 +272,31 @@ def check_worker(d, name, events):
     assert rows == want, (name, rows[:3])
 
 
+def check_serve(path, pid):
+    """A trace of `lkt_formats_fixture - serve` taken with lowkey trace --pid, without CPU time."""
+    with open(path, "rb") as f:
+        d = Decoded(TRACE.FromString(f.read()))
+    processes = [t for t in d.tracks.values() if t.HasField("process")]
+    assert len(processes) == 1 and processes[0].process.pid == pid, processes
+    threads = {t.uuid: t.thread.thread_name for t in d.tracks.values() if t.HasField("thread")}
+    assert list(threads.values()) == ["fx-serve"], threads
+    events = [e for e in d.events if e["track"] in threads]
+    rounds = [e["args"]["i"][1] for e in events if e["type"] == INSTANT]
+    assert len(rounds) >= 10, "fewer than 10 rounds in a second"
+    assert rounds == list(range(rounds[0], rounds[0] + len(rounds))), rounds
+    stack = []
+    for e in events:
+        assert not e["extra"], "CPU time where none was recorded"
+        if e["type"] == SLICE_BEGIN:
+            stack.append(e["name"])
+        elif e["type"] == SLICE_END:
+            assert stack, "an end without its begin"
+            stack.pop()
+        else:
+            assert stack[-2:] == ["request", "query"], stack
+    return len(events)
+
+
 def check_json_agrees(json_path, d):
     """Same trace as JSON: the same events on the same clock (real time), and 3 times the size or more."""
     def no_constants(x):
@@ -313,6 +340,32 @@ def main():
         pid = int(subprocess.run([fixture, direct, "perfetto"], check=True, capture_output=True, text=True).stdout)
         d = check_trace(direct, pid, procname)
         print("written at lk_trace_stop: %d events, %d sequences" % (len(d.events), len(d.sequences)))
+
+        # lowkey trace --format perfetto -- CMD: the environment starts the trace
+        run = os.path.join(work, "run.pftrace")
+        r = subprocess.run([lowkey, "trace", "-e", "fx", "--format", "perfetto", "--cputime", "--json", "-o", run,
+                            "--", fixture, "-", "none"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        summary = json.loads(r.stderr.strip().splitlines()[-1])
+        assert summary["format"] == "perfetto" and summary["output"] == run, summary
+        assert summary["bytes"] == os.path.getsize(run), summary
+        d = check_trace(run, None, procname)
+        print("lowkey trace --format perfetto: %d events" % len(d.events))
+
+        # lowkey trace --pid --format perfetto: the process converts at the stop
+        attached = os.path.join(work, "attached.pftrace")
+        env = dict(os.environ, LOWKEY_CONTROL="1", XDG_RUNTIME_DIR="")
+        server = subprocess.Popen([fixture, "-", "serve"], stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            ready = server.stdout.readline().split()
+            assert ready[:1] == ["ready"], ready
+            r = subprocess.run([lowkey, "trace", "--pid", ready[1], "-e", "fx", "--format", "perfetto",
+                                "--duration", "1", "-o", attached], capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+        print("lowkey trace --pid --format perfetto: %d events" % check_serve(attached, int(ready[1])))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * A trace whose every event is known, for check_pftrace.py: `lkt_formats_fixture OUT FORMAT`
- * records it (with CPU time) into OUT in FORMAT (ctf, json or perfetto) and prints its pid.
+ * records it (with CPU time) into OUT in FORMAT (ctf, json or perfetto) and prints its pid;
+ * `lkt_formats_fixture - none` records the same without starting a trace (for `lowkey trace --
+ * CMD`, whose environment starts it); `lkt_formats_fixture - serve` prints "ready PID" and records
+ * a round of fx:request, fx:query and fx:row (i counting from 0) every millisecond in its thread
+ * "fx-serve" until SIGTERM (for `lowkey trace --pid`, with LOWKEY_CONTROL=1).
  *
  * Two threads, "worker-1" and "worker-2", each run ROUNDS rounds of: a span fx:request around a
  * counter value fx:depth = round and a span fx:query around an event fx:row (i = round, twice =
@@ -10,6 +14,8 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,44 +24,59 @@
 
 #define ROUNDS 50
 
+static volatile sig_atomic_t stop;
+
+static void one_round(long round)
+{
+	LK_SPAN(fx, request);
+	LK_COUNTER(fx, depth, round);
+	{
+		LK_SPAN(fx, query);
+		long i = round;
+		unsigned long twice = 2 * (unsigned long)round;
+		double half = (double)round / 2.0;
+		const char *label = "row";
+
+		LK_PROBE(fx, row, i, twice, half, label);
+	}
+}
+
 static void *worker(void *arg)
 {
 	pthread_setname_np(pthread_self(), arg);
-	for (long round = 0; round < ROUNDS; round++) {
-		LK_SPAN(fx, request);
-		LK_COUNTER(fx, depth, round);
-		{
-			LK_SPAN(fx, query);
-			long i = round;
-			unsigned long twice = 2 * (unsigned long)round;
-			double half = (double)round / 2.0;
-			const char *label = "row";
-
-			LK_PROBE(fx, row, i, twice, half, label);
-		}
-	}
+	for (long round = 0; round < ROUNDS; round++)
+		one_round(round);
 	return NULL;
 }
 
-int main(int argc, char **argv)
+static void on_term(int sig)
 {
-	struct lk_trace_config c = { .flags = LK_TRACE_CPUTIME, .flush_ms = 5 };
+	(void)sig;
+	stop = 1;
+}
+
+static int serve(void)
+{
+	struct timespec ms = { 0, 1000000 };
+
+	pthread_setname_np(pthread_self(), "fx-serve");
+	signal(SIGTERM, on_term);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	for (long round = 0; !stop; round++) {
+		one_round(round);
+		nanosleep(&ms, NULL);
+	}
+	return 0;
+}
+
+/* The known trace's events; the trace is started by the caller or from the environment. */
+static void record(void)
+{
 	const char *bad = "\xff\xfe ok";
 	pthread_t t[2];
 	double ratio = NAN;
 
-	if (argc != 3 || (strcmp(argv[2], "ctf") && strcmp(argv[2], "json") && strcmp(argv[2], "perfetto"))) {
-		fprintf(stderr, "usage: %s OUT ctf|json|perfetto\n", argv[0]);
-		return 2;
-	}
-	c.path = argv[1];
-	c.format = !strcmp(argv[2], "ctf") ? LK_TRACE_CTF : !strcmp(argv[2], "json") ? LK_TRACE_JSON
-											: LK_TRACE_PERFETTO;
-	pthread_setname_np(pthread_self(), "fx-main");
-	if (lk_probe_enable("fx") <= 0 || lk_trace_start(&c) != 0) {
-		fprintf(stderr, "cannot trace: %s\n", lk_last_error());
-		return 1;
-	}
 	LK_PROBE(fx, bad_utf8, bad);
 	LK_COUNTER(fx, ratio, ratio);
 	ratio = 1.5;
@@ -64,6 +85,35 @@ int main(int argc, char **argv)
 	pthread_join(t[0], NULL);	/* one after the other: each thread's events in a known order */
 	pthread_create(&t[1], NULL, worker, "worker-2");
 	pthread_join(t[1], NULL);
+}
+
+int main(int argc, char **argv)
+{
+	struct lk_trace_config c = { .flags = LK_TRACE_CPUTIME, .flush_ms = 5 };
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s OUT ctf|json|perfetto, or - none, or - serve\n", argv[0]);
+		return 2;
+	}
+	if (strcmp(argv[2], "serve") == 0)
+		return serve();
+	pthread_setname_np(pthread_self(), "fx-main");
+	if (strcmp(argv[2], "none") == 0) {
+		record();
+		return 0;
+	}
+	if (strcmp(argv[2], "ctf") && strcmp(argv[2], "json") && strcmp(argv[2], "perfetto")) {
+		fprintf(stderr, "%s: unknown format %s\n", argv[0], argv[2]);
+		return 2;
+	}
+	c.path = argv[1];
+	c.format = !strcmp(argv[2], "ctf") ? LK_TRACE_CTF : !strcmp(argv[2], "json") ? LK_TRACE_JSON
+											: LK_TRACE_PERFETTO;
+	if (lk_probe_enable("fx") <= 0 || lk_trace_start(&c) != 0) {
+		fprintf(stderr, "cannot trace: %s\n", lk_last_error());
+		return 1;
+	}
+	record();
 	if (lk_trace_stop() != 0) {
 		fprintf(stderr, "trace failed: %s\n", lk_last_error());
 		return 1;
