@@ -32,7 +32,8 @@ void lkb_list(FILE *out);
  * A status line on standard error while a bench works, redrawn every 250 ms with the time spent:
  * only when standard error is a terminal, not with quiet (--quiet), and not in a `lowkey bench` a
  * bench runs. `lowkey bench` starts and stops it around every bench. Never written to standard
- * output: rows and JSON there stay clean.
+ * output: rows and JSON there stay clean. Where standard output is the same terminal, writing to
+ * it (printf, lkb_row) erases the status line first: no row shares a line with it.
  */
 void lkb_progress_start(const char *bench, bool quiet);
 void lkb_progress_stop(void);
@@ -41,6 +42,10 @@ void lkb_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* printf() a finished row (or heading) to standard output now: the status line is erased first,
  * and standard output flushed, so each row appears as soon as it is measured, pipes included. */
 void lkb_row(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Rows made a piece at a time: print into the FILE lkb_section_begin() returns (a memory
+ * stream; standard output if it cannot be had), then lkb_section_end() prints them as lkb_row(). */
+FILE *lkb_section_begin(void);
+void lkb_section_end(FILE *section);
 
 /* ---- timing and statistics ---- */
 

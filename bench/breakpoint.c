@@ -543,6 +543,7 @@ static int thread_experiment(int runs, bool json, const char *cpus)
 		for (int k = 0; k < NVARIANTS && !err; k++) {
 			enum variant v = (enum variant)((run + k) % NVARIANTS);
 
+			lkb_progress("thread, run %d of %d: %s", run + 1, runs, variant_names[v]);
 			err = thread_run_variant(v, perf_ok, perf_args, &r.samples[v][run]);
 		}
 	}
@@ -701,6 +702,7 @@ static int enable_experiment(int runs, bool json, const char *cpus)
 		for (int k = 0; k <= V_LOWKEY && !err; k++) {
 			enum variant v = (enum variant)((run + k) % (V_LOWKEY + 1));
 
+			lkb_progress("enable, run %d of %d: %s", run + 1, runs, variant_names[v]);
 			if (v == V_PERF_BENCH) {
 				if (perf_ok)
 					r.samples[v][run] = run_perf_bench(ep.repeat, perf_args);
@@ -1012,10 +1014,12 @@ static int watch_measure(int runs, int ops, double med[NWROWS])
 	}
 	/* Hits first: the raw handler must run before lowkey's dispatcher exists. */
 	for (int run = 0; run < runs && !err; run++) {
+		lkb_progress("hits, raw perf, run %d of %d", run + 1, runs);
 		v[W_HIT_NONE][run] = unwatched_write_ns(writes);
 		err = time_raw_hits(writes, &v[W_HIT_RAW][run]);
 	}
 	for (int run = 0; run < runs && !err; run++) {
+		lkb_progress("hits, lowkey, run %d of %d", run + 1, runs);
 		err = time_lowkey_hits(writes, 0, &v[W_HIT_LK][run]);
 		if (!err)
 			err = time_lowkey_hits(writes, LK_WATCH_DEFERRED, &v[W_HIT_LK_DEFERRED][run]);
@@ -1034,6 +1038,7 @@ static int watch_measure(int runs, int ops, double med[NWROWS])
 		};
 		const int n = sizeof(loops) / sizeof(loops[0]);
 
+		lkb_progress("add, remove and move, run %d of %d", run + 1, runs);
 		for (int k = 0; k < n; k++) {
 			int i = (run + k) % n;
 

@@ -336,71 +336,79 @@ static double ratio(int a, int b)
 	return rows[a].ns / rows[b].ns;
 }
 
-static void print_text(int runs, const struct lk_clock_info *info, const struct error_stats *cpu,
-		       const struct error_stats *now, const struct lk_clock_info *before,
-		       const struct lk_clock_info *after, double setup_us)
+/* The text, a section as soon as it is measured: the costs, the accuracy, the setup. */
+static void print_costs(int runs, const struct lk_clock_info *info)
 {
-	printf("lowkey bench cputime: seed 001 (thread CPU time without a system call) on this machine\n");
-	printf("machine: %s\n", lkb_machine());
-	printf("thread CPU time: method %s: %s\n", info->cputime_name, info->cputime_reason);
-	printf("lk_now_ns:       method %s: %s\n", info->now_name, info->now_reason);
-	printf("counter:         %s at %.6f GHz, %s\n", info->counter_name, (double)info->tsc_hz / 1e9,
-	       info->tsc_hz_source);
-	printf("method:  seed 001's loop (call, add to a sum), ~20 ms per run, median of %d runs, rows "
-	       "interleaved\n\n", runs);
+	lkb_row("lowkey bench cputime: seed 001 (thread CPU time without a system call) on this machine\n");
+	lkb_row("machine: %s\n", lkb_machine());
+	lkb_row("thread CPU time: method %s: %s\n", info->cputime_name, info->cputime_reason);
+	lkb_row("lk_now_ns:       method %s: %s\n", info->now_name, info->now_reason);
+	lkb_row("counter:         %s at %.6f GHz, %s\n", info->counter_name, (double)info->tsc_hz / 1e9,
+	        info->tsc_hz_source);
+	lkb_row("method:  seed 001's loop (call, add to a sum), ~20 ms per run, median of %d runs, rows "
+	        "interleaved\n\n", runs);
 
-	printf("%-40s %10s %12s %14s\n", "", "ns/call", "x rdtsc", "100M calls, s");
+	lkb_row("%-40s %10s %12s %14s\n", "", "ns/call", "x rdtsc", "100M calls, s");
 	for (size_t i = 0; i < NROWS; i++) {
 		if (__builtin_isnan(rows[i].ns)) {
-			printf("%-40s %10s\n", rows[i].name, "n/a");
+			lkb_row("%-40s %10s\n", rows[i].name, "n/a");
 			continue;
 		}
-		printf("%-40s %10.2f %12.2f %14.2f\n", rows[i].name, rows[i].ns, ratio((int)i, ROW_RDTSC),
-		       rows[i].ns * SEED_CALLS / 1e9);
+		lkb_row("%-40s %10.2f %12.2f %14.2f\n", rows[i].name, rows[i].ns, ratio((int)i, ROW_RDTSC),
+		        rows[i].ns * SEED_CALLS / 1e9);
 	}
-	printf("\nseed 001 (100M calls of clock_gettime(CLOCK_THREAD_CPUTIME_ID), real time):\n");
-	printf("  %-30s %8.1f s   here: %6.1f s (clock_gettime)\n", "before its patch (system call)",
-	       SEED_SYSCALL_S, rows[ROW_SYSCALL].ns * SEED_CALLS / 1e9);
-	printf("  %-30s %8.1f s   here: %6.1f s (lk_thread_cputime_ns)\n", "with its vDSO patch",
-	       SEED_VDSO_S, rows[ROW_LK].ns * SEED_CALLS / 1e9);
-	printf("  %-30s %8.1fx   here: %6.1fx\n", "speed-up", SEED_SYSCALL_S / SEED_VDSO_S,
-	       ratio(ROW_SYSCALL, ROW_LK));
+	lkb_row("\nseed 001 (100M calls of clock_gettime(CLOCK_THREAD_CPUTIME_ID), real time):\n");
+	lkb_row("  %-30s %8.1f s   here: %6.1f s (clock_gettime)\n", "before its patch (system call)",
+	        SEED_SYSCALL_S, rows[ROW_SYSCALL].ns * SEED_CALLS / 1e9);
+	lkb_row("  %-30s %8.1f s   here: %6.1f s (lk_thread_cputime_ns)\n", "with its vDSO patch",
+	        SEED_VDSO_S, rows[ROW_LK].ns * SEED_CALLS / 1e9);
+	lkb_row("  %-30s %8.1fx   here: %6.1fx\n", "speed-up", SEED_SYSCALL_S / SEED_VDSO_S,
+	        ratio(ROW_SYSCALL, ROW_LK));
 
-	printf("\ntargets: lk_thread_cputime_ns >= 40x faster than clock_gettime: %.1fx (%s); "
-	       "within 1.5x of bare rdtsc: %.2fx (%s)\n", ratio(ROW_SYSCALL, ROW_LK),
-	       ratio(ROW_SYSCALL, ROW_LK) >= 40 ? "met" : "missed", ratio(ROW_LK, ROW_RDTSC),
-	       ratio(ROW_LK, ROW_RDTSC) <= 1.5 ? "met" : "missed");
-	printf("         (a bare rdtsc is %.1fx faster than clock_gettime here: no TSC-based clock can "
-	       "do better)\n", ratio(ROW_SYSCALL, ROW_RDTSC));
+	lkb_row("\ntargets: lk_thread_cputime_ns >= 40x faster than clock_gettime: %.1fx (%s); "
+	        "within 1.5x of bare rdtsc: %.2fx (%s)\n", ratio(ROW_SYSCALL, ROW_LK),
+	        ratio(ROW_SYSCALL, ROW_LK) >= 40 ? "met" : "missed", ratio(ROW_LK, ROW_RDTSC),
+	        ratio(ROW_LK, ROW_RDTSC) <= 1.5 ? "met" : "missed");
+	lkb_row("         (a bare rdtsc is %.1fx faster than clock_gettime here: no TSC-based clock can "
+	        "do better)\n", ratio(ROW_SYSCALL, ROW_RDTSC));
+}
 
-	printf("\naccuracy (ns; |value - midpoint of two reference reads|; bursts, sleeps, yields, "
-	       "migrations, a competing thread)\n");
-	printf("%-38s %7s %7s %7s %7s %7s %7s %7s %7s %7s\n", "", "median", "p99", "p99.9", "max", "bias",
-	       "bracket", "below", "n below", "above");
-	printf("%-38s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7zu %7.0f\n",
-	       "lk_thread_cputime_ns vs clock_gettime", cpu->p50, cpu->p99, cpu->p999, cpu->max,
-	       cpu->bias_p50, cpu->bracket_p50, cpu->below_max, cpu->below_n, cpu->above_max);
-	printf("%-38s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7zu %7.0f\n", "lk_now_ns vs CLOCK_MONOTONIC",
-	       now->p50, now->p99, now->p999, now->max, now->bias_p50, now->bracket_p50, now->below_max,
-	       now->below_n, now->above_max);
-	printf("(bias: median of value - midpoint, signed; bracket: median width of the two reference "
-	       "reads;\n below/above: farthest a value fell outside them; n below: values below the "
-	       "reference read before them.\n above includes hypervisor steal: %.0f ms of it on this VM "
-	       "during the CPU-time samples)\n", accuracy_steal_ms);
-	printf("targets: median <= 1000 ns: %s; p99 <= 20000 ns: %s   (%zu samples; the max includes "
-	       "reference reads the host interrupted)\n", cpu->p50 <= 1000 ? "met" : "missed",
-	       cpu->p99 <= 20000 ? "met" : "missed", cpu->samples);
-	printf("during the run: %llu rebases after a switch, %llu at the %llu µs age limit, %llu retried, "
-	       "%llu answered by the system call\n",
-	       (unsigned long long)(after->rebases_switch - before->rebases_switch),
-	       (unsigned long long)(after->rebases_age - before->rebases_age),
-	       (unsigned long long)(info->rebase_ns / 1000),
-	       (unsigned long long)(after->rebase_retries - before->rebase_retries),
-	       (unsigned long long)(after->syscall_reads - before->syscall_reads));
-	printf("lk_now_ns: %llu resyncs so far, largest error seen at a resync %llu ns\n",
-	       (unsigned long long)after->now_resyncs, (unsigned long long)after->now_max_error_ns);
-	printf("\nfirst call in a new thread (perf_event_open + mmap + first base): %.1f µs median\n",
-	       setup_us);
+static void print_accuracy(const struct lk_clock_info *info, const struct error_stats *cpu,
+			   const struct error_stats *now, const struct lk_clock_info *before,
+			   const struct lk_clock_info *after)
+{
+	lkb_row("\naccuracy (ns; |value - midpoint of two reference reads|; bursts, sleeps, yields, "
+	        "migrations, a competing thread)\n");
+	lkb_row("%-38s %7s %7s %7s %7s %7s %7s %7s %7s %7s\n", "", "median", "p99", "p99.9", "max", "bias",
+	        "bracket", "below", "n below", "above");
+	lkb_row("%-38s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7zu %7.0f\n",
+	        "lk_thread_cputime_ns vs clock_gettime", cpu->p50, cpu->p99, cpu->p999, cpu->max,
+	        cpu->bias_p50, cpu->bracket_p50, cpu->below_max, cpu->below_n, cpu->above_max);
+	lkb_row("%-38s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7zu %7.0f\n", "lk_now_ns vs CLOCK_MONOTONIC",
+	        now->p50, now->p99, now->p999, now->max, now->bias_p50, now->bracket_p50, now->below_max,
+	        now->below_n, now->above_max);
+	lkb_row("(bias: median of value - midpoint, signed; bracket: median width of the two reference "
+	        "reads;\n below/above: farthest a value fell outside them; n below: values below the "
+	        "reference read before them.\n above includes hypervisor steal: %.0f ms of it on this VM "
+	        "during the CPU-time samples)\n", accuracy_steal_ms);
+	lkb_row("targets: median <= 1000 ns: %s; p99 <= 20000 ns: %s   (%zu samples; the max includes "
+	        "reference reads the host interrupted)\n", cpu->p50 <= 1000 ? "met" : "missed",
+	        cpu->p99 <= 20000 ? "met" : "missed", cpu->samples);
+	lkb_row("during the run: %llu rebases after a switch, %llu at the %llu µs age limit, %llu retried, "
+	        "%llu answered by the system call\n",
+	        (unsigned long long)(after->rebases_switch - before->rebases_switch),
+	        (unsigned long long)(after->rebases_age - before->rebases_age),
+	        (unsigned long long)(info->rebase_ns / 1000),
+	        (unsigned long long)(after->rebase_retries - before->rebase_retries),
+	        (unsigned long long)(after->syscall_reads - before->syscall_reads));
+	lkb_row("lk_now_ns: %llu resyncs so far, largest error seen at a resync %llu ns\n",
+	        (unsigned long long)after->now_resyncs, (unsigned long long)after->now_max_error_ns);
+}
+
+static void print_setup(double setup_us)
+{
+	lkb_row("\nfirst call in a new thread (perf_event_open + mmap + first base): %.1f µs median\n",
+	        setup_us);
 }
 
 static void json_stats(struct lkb_json *j, const char *key, const struct error_stats *s)
@@ -508,18 +516,25 @@ static int cputime_run(int argc, char **argv)
 	}
 	lkb_pin(0);
 	lk_clock_info(&info);
+	lkb_progress("cost of each clock, %d runs", runs);
 	err = measure_costs(runs);
+	if (!err && !json)
+		print_costs(runs, &info);
+	lkb_progress("accuracy, %ld samples", samples);
 	if (!err)
 		err = measure_accuracy((size_t)samples, lkb_ncpus(), &cpu, &now, &before, &after);
 	if (err) {
 		fprintf(stderr, "lowkey bench cputime: %s\n", lk_strerror(err));
 		return 1;
 	}
+	if (!json)
+		print_accuracy(&info, &cpu, &now, &before, &after);
+	lkb_progress("first call in a new thread");
 	setup_us = measure_setup_us(200);
 	if (json)
 		print_json(runs, &info, &cpu, &now, &before, &after, setup_us);
 	else
-		print_text(runs, &info, &cpu, &now, &before, &after, setup_us);
+		print_setup(setup_us);
 	return 0;
 }
 

@@ -448,82 +448,96 @@ static const char *column_name(const struct setup *s, enum column col, char *buf
 	return buf;
 }
 
-static void print_text(const struct setup *s, const struct ring_figures *f,
-		       const struct read_row *reads, const struct tool_row *tools)
+/* The text, a section as soon as it is measured: the rings, the reads, the tools. */
+static void print_rings(const struct setup *s, const struct ring_figures *f)
 {
+	FILE *out = lkb_section_begin();
 	char name[32];
 
-	printf("lowkey bench ctx: seed 002 (inherited counters, swapped contexts) on this machine\n");
-	printf("machine: %s\n", lkb_machine());
+	fprintf(out, "lowkey bench ctx: seed 002 (inherited counters, swapped contexts) on this machine\n");
+	fprintf(out, "machine: %s\n", lkb_machine());
 	if (s->pmu)
-		printf("PMU:     yes; 2 = cycles,instructions; 4H+4S = cycles,instructions,"
-		       "cache-references,cache-misses + 4 software\n");
+		fprintf(out, "PMU:     yes; 2 = cycles,instructions; 4H+4S = cycles,instructions,"
+		        "cache-references,cache-misses + 4 software\n");
 	else
-		printf("PMU:     NONE. Hardware events are not supported on this machine, so the counter\n"
-		       "         columns count software events only: 2 = %s; 4S = %s\n"
-		       "         (seed 002 had 2 hardware and 4 hardware + 4 software)\n", s->two, s->eight);
-	printf("method:  lmbench lat_ctx: a token around a ring of N processes through pipes, all on "
-	       "CPU %d;\n         µs per switch = ring time / passes - one pipe write+read (%.2f µs), "
-	       "mean and stddev of %d runs;\n         inh = counters inherited from the ring's first "
-	       "process, sep = each process opens its own\n\n", s->cpu, f->overhead_us, s->runs);
+		fprintf(out, "PMU:     NONE. Hardware events are not supported on this machine, so the counter\n"
+		        "         columns count software events only: 2 = %s; 4S = %s\n"
+		        "         (seed 002 had 2 hardware and 4 hardware + 4 software)\n", s->two, s->eight);
+	fprintf(out, "method:  lmbench lat_ctx: a token around a ring of N processes through pipes, all on "
+	        "CPU %d;\n         µs per switch = ring time / passes - one pipe write+read (%.2f µs), "
+	        "mean and stddev of %d runs;\n         inh = counters inherited from the ring's first "
+	        "process, sep = each process opens its own\n\n", s->cpu, f->overhead_us, s->runs);
 
-	printf("%-14s %-7s", "", "");
+	fprintf(out, "%-14s %-7s", "", "");
 	for (int col = 0; col < NCOLUMNS; col++)
-		printf(" %10s", column_name(s, (enum column)col, name, sizeof(name)));
-	printf("   %s\n", "inh vs sep");
+		fprintf(out, " %10s", column_name(s, (enum column)col, name, sizeof(name)));
+	fprintf(out, "   %s\n", "inh vs sep");
 	for (size_t z = 0; z < NSIZES; z++) {
-		printf("%2d processes   %-7s", ring_sizes[z], "mean");
+		fprintf(out, "%2d processes   %-7s", ring_sizes[z], "mean");
 		for (int col = 0; col < NCOLUMNS; col++)
-			printf(" %10.2f", f->mean[z][col]);
-		printf("   %+.0f%% / %+.0f%%\n",
-		       100.0 * (f->mean[z][TWO_INHERITED] / f->mean[z][TWO_SEPARATE] - 1),
-		       100.0 * (f->mean[z][EIGHT_INHERITED] / f->mean[z][EIGHT_SEPARATE] - 1));
-		printf("%-14s %-7s", "", "stddev");
+			fprintf(out, " %10.2f", f->mean[z][col]);
+		fprintf(out, "   %+.0f%% / %+.0f%%\n",
+		        100.0 * (f->mean[z][TWO_INHERITED] / f->mean[z][TWO_SEPARATE] - 1),
+		        100.0 * (f->mean[z][EIGHT_INHERITED] / f->mean[z][EIGHT_SEPARATE] - 1));
+		fprintf(out, "%-14s %-7s", "", "stddev");
 		for (int col = 0; col < NCOLUMNS; col++)
-			printf(" %10.2f", f->sd[z][col]);
-		putchar('\n');
+			fprintf(out, " %10.2f", f->sd[z][col]);
+		fputc('\n', out);
 	}
 
-	printf("\nseed 002, lat_ctx µs (20 runs, 2009): before the patch | with it (inherited contexts swapped)\n");
-	printf("%-14s %-7s %6s %6s %6s | %6s %6s %6s\n", "", "", "none", "2 HW", "4H+4S", "none", "2 HW",
-	       "4H+4S");
+	fprintf(out, "\nseed 002, lat_ctx µs (20 runs, 2009): before the patch | with it (inherited contexts swapped)\n");
+	fprintf(out, "%-14s %-7s %6s %6s %6s | %6s %6s %6s\n", "", "", "none", "2 HW", "4H+4S", "none", "2 HW",
+	        "4H+4S");
 	for (size_t z = 0; z < NSIZES; z++) {
-		printf("%2d processes   %-7s", ring_sizes[z], "mean");
+		fprintf(out, "%2d processes   %-7s", ring_sizes[z], "mean");
 		for (int p = 0; p < 2; p++)
 			for (int c = 0; c < 3; c++)
-				printf(" %6.2f%s", seed[z].mean[p][c], p == 0 && c == 2 ? " |" : "");
-		printf("\n%-14s %-7s", "", "stddev");
+				fprintf(out, " %6.2f%s", seed[z].mean[p][c], p == 0 && c == 2 ? " |" : "");
+		fprintf(out, "\n%-14s %-7s", "", "stddev");
 		for (int p = 0; p < 2; p++)
 			for (int c = 0; c < 3; c++)
-				printf(" %6.2f%s", seed[z].sd[p][c], p == 0 && c == 2 ? " |" : "");
-		putchar('\n');
+				fprintf(out, " %6.2f%s", seed[z].sd[p][c], p == 0 && c == 2 ? " |" : "");
+		fputc('\n', out);
 	}
+	lkb_section_end(out);
+}
 
-	printf("\nself-read of a 2-counter group (median ns per call, %d x %d calls)\n", READ_BATCHES,
-	       READ_BATCH);
+static void print_reads(const struct read_row *reads)
+{
+	FILE *out = lkb_section_begin();
+
+	fprintf(out, "\nself-read of a 2-counter group (median ns per call, %d x %d calls)\n", READ_BATCHES,
+	        READ_BATCH);
 	for (int i = 0; i < NREADS; i++) {
 		if (isnan(reads[i].ns))
-			printf("  %-58s %9s  (%s)\n", reads[i].name, "n/a", reads[i].why ? reads[i].why : "failed");
+			fprintf(out, "  %-58s %9s  (%s)\n", reads[i].name, "n/a", reads[i].why ? reads[i].why : "failed");
 		else if (reads[i].why)
-			printf("  %-58s %9.1f  (%s)\n", reads[i].name, reads[i].ns, reads[i].why);
+			fprintf(out, "  %-58s %9.1f  (%s)\n", reads[i].name, reads[i].ns, reads[i].why);
 		else
-			printf("  %-58s %9.1f\n", reads[i].name, reads[i].ns);
+			fprintf(out, "  %-58s %9.1f\n", reads[i].name, reads[i].ns);
 	}
+	lkb_section_end(out);
+}
 
-	printf("\ncounting `%s` (median of %d runs, ms; EVENTS = %s)\n", STAT_COMMAND, s->runs, STAT_EVENTS);
-	printf("  %-40s %9s %9s %12s\n", "", "wall", "added", "cmd counted");
+static void print_tools(const struct setup *s, const struct tool_row *tools)
+{
+	FILE *out = lkb_section_begin();
+
+	fprintf(out, "\ncounting `%s` (median of %d runs, ms; EVENTS = %s)\n", STAT_COMMAND, s->runs, STAT_EVENTS);
+	fprintf(out, "  %-40s %9s %9s %12s\n", "", "wall", "added", "cmd counted");
 	for (int t = 0; t < NTOOLS; t++) {
 		if (!tools[t].ok) {
-			printf("  %-40s %9s\n", tools[t].name, "n/a");
+			fprintf(out, "  %-40s %9s\n", tools[t].name, "n/a");
 			continue;
 		}
-		printf("  %-40s %9.2f", tools[t].name, tools[t].wall_ms);
+		fprintf(out, "  %-40s %9.2f", tools[t].name, tools[t].wall_ms);
 		if (t == TOOL_BARE)
-			printf("\n");
+			fprintf(out, "\n");
 		else
-			printf(" %+9.2f %12.2f\n", tools[t].wall_ms - tools[TOOL_BARE].wall_ms,
-			       tools[t].reported_ms);
+			fprintf(out, " %+9.2f %12.2f\n", tools[t].wall_ms - tools[TOOL_BARE].wall_ms,
+			        tools[t].reported_ms);
 	}
+	lkb_section_end(out);
 }
 
 static void print_json(const struct setup *s, const struct ring_figures *f,
@@ -661,17 +675,24 @@ static int ctx_run(int argc, char **argv)
 	}
 	lk_counters_close(probe);
 
+	lkb_progress("rings of processes, %d runs", s.runs);
 	err = measure_rings(&s, &f);
 	if (err) {
 		fprintf(stderr, "lowkey bench ctx: a ring run failed (%s)\n", lk_strerror(err));
 		return 1;
 	}
+	if (!json)
+		print_rings(&s, &f);
+	lkb_progress("self-reads");
 	measure_reads(&s, reads);
+	if (!json)
+		print_reads(reads);
+	lkb_progress("lowkey stat and perf stat, %d runs", s.runs);
 	measure_stat(&s, tools);
 	if (json)
 		print_json(&s, &f, reads, tools);
 	else
-		print_text(&s, &f, reads, tools);
+		print_tools(&s, tools);
 	return 0;
 }
 

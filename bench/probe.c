@@ -518,23 +518,23 @@ static struct rate_summary summarize_rate(int threads, double seconds, unsigned 
 static void print_lttng_side(const char *name, const struct lttng_side *s)
 {
 	lkb_row("%-34s %8ld %9.3f %10.3f %8.2fx   %.2fx (%.2fx..%.2fx)\n", name, s->burst, s->lowkey_ns, s->lttng_ns,
-	       s->ratio_of_medians, s->ratio_median, s->ratio_min, s->ratio_max);
+	        s->ratio_of_medians, s->ratio_median, s->ratio_min, s->ratio_max);
 }
 
 static void print_lttng_text(const struct lttng_result *l)
 {
 	lkb_row("\nbeside LTTng-UST 2.13, like for like: both tracers in one process (lowkey-bench-lttng) and one\n"
-	       "thread, the same loop around each one's two-integer event, bursts of the same length;\n"
-	       "lowkey and LTTng-UST alternate burst by burst (lowkey, LTTng-UST, lowkey, ...), %d rounds,\n"
-	       "a %d ms pause after every enabled burst (lowkey's also waits until its consumer has written\n"
-	       "it). ns/event: medians of the rounds; ratio: LTTng-UST / lowkey, of those medians, and the\n"
-	       "median (min..max) of the per-round ratios\n", runs, PEER_PAUSE_MS);
+	        "thread, the same loop around each one's two-integer event, bursts of the same length;\n"
+	        "lowkey and LTTng-UST alternate burst by burst (lowkey, LTTng-UST, lowkey, ...), %d rounds,\n"
+	        "a %d ms pause after every enabled burst (lowkey's also waits until its consumer has written\n"
+	        "it). ns/event: medians of the rounds; ratio: LTTng-UST / lowkey, of those medians, and the\n"
+	        "median (min..max) of the per-round ratios\n", runs, PEER_PAUSE_MS);
 	if (!l->have_off && !l->have_on) {
 		lkb_row("%-34s %10s   (%s)\n", "LTTng-UST tracepoint", "n/a", l->missing ? l->missing : "not run");
 		return;
 	}
 	lkb_row("%-34s %8s %9s %10s %9s   %s\n", "ns/event", "burst", "lowkey", "LTTng-UST", "ratio",
-	       "per round");
+	        "per round");
 	if (l->have_off)
 		print_lttng_side("disabled (no trace, no session)", &l->off);
 	if (l->have_on)
@@ -543,8 +543,8 @@ static void print_lttng_text(const struct lttng_result *l)
 		lkb_row("(%s)\n", l->missing);
 	if (l->have_on) {
 		lkb_row("\nLTTng-UST enabled / lowkey enabled: %.1fx (ratio of the medians; per round %.1fx, "
-		       "%.1fx..%.1fx)\n", l->on.ratio_of_medians, l->on.ratio_median, l->on.ratio_min,
-		       l->on.ratio_max);
+		        "%.1fx..%.1fx)\n", l->on.ratio_of_medians, l->on.ratio_median, l->on.ratio_min,
+		        l->on.ratio_max);
 		if (l->on.lowkey_lost)
 			lkb_row("(lowkey lost %llu events in the timed bursts)\n", l->on.lowkey_lost);
 		if (l->discarded[0])

@@ -7,8 +7,11 @@
  * the timed loops. The helper redraws every 250 ms with the time spent, so a bench is never silent
  * for a second even inside a long measurement or while it waits for another program. It shares a
  * page with the bench: the step the bench is at, and a robust process-shared mutex that keeps a
- * redraw from landing in the middle of a row (stdout and stderr are often the same terminal). It
- * exits when the bench closes its pipe, or dies.
+ * redraw from landing in the middle of a row. It exits when the bench closes its pipe, or dies.
+ *
+ * Where standard output is the same terminal, every write to it goes through a stdio cookie stream
+ * that erases the status line first, and the helper draws only at the start of a line: benches
+ * print with printf() as they always did and no row ever shares a line with the status.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,9 +19,11 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,11 +40,14 @@ struct progress_page {
 	char step[160];
 	uint64_t start_ns;
 	bool drawn;		/* a status line is on the terminal */
+	bool same_terminal;	/* standard output is the terminal standard error is */
+	bool mid_line;		/* ...and the last byte written to it was not a newline */
 };
 
 static struct progress_page *page;
 static pid_t helper = -1;
 static int hangup = -1;		/* write end: closed to stop the helper */
+static FILE *plain_stdout;	/* stdout before the cookie stream replaced it */
 
 static void lock_page(void)
 {
@@ -71,7 +79,8 @@ static void __attribute__((noreturn)) helper_main(int hup)
 
 	for (;;) {
 		lock_page();
-		draw_locked();
+		if (!page->mid_line)
+			draw_locked();
 		pthread_mutex_unlock(&page->lock);
 		if (poll(&pfd, 1, REDRAW_MS) > 0)
 			break;	/* the bench closed the pipe, or died */
@@ -80,6 +89,63 @@ static void __attribute__((noreturn)) helper_main(int hup)
 	erase_locked();
 	pthread_mutex_unlock(&page->lock);
 	_exit(0);
+}
+
+static bool same_terminal(void)
+{
+	struct stat out, err;
+
+	return fstat(STDOUT_FILENO, &out) == 0 && fstat(STDERR_FILENO, &err) == 0 && S_ISCHR(out.st_mode) &&
+	       out.st_rdev == err.st_rdev;
+}
+
+/* Standard output on the status line's terminal: erase the status, write, note where the line is. */
+static ssize_t write_stdout(void *cookie, const char *buf, size_t size)
+{
+	size_t done = 0;
+
+	(void)cookie;
+	lock_page();
+	erase_locked();
+	while (done < size) {
+		ssize_t n = write(STDOUT_FILENO, buf + done, size - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	if (done)
+		page->mid_line = buf[done - 1] != '\n';
+	pthread_mutex_unlock(&page->lock);
+	return done || !size ? (ssize_t)done : -1;
+}
+
+static void take_stdout(void)
+{
+	cookie_io_functions_t io = { .write = write_stdout };
+	FILE *f;
+
+	fflush(stdout);
+	f = fopencookie(NULL, "w", io);
+	if (!f)
+		return;
+	setvbuf(f, NULL, _IOLBF, BUFSIZ);
+	plain_stdout = stdout;
+	stdout = f;
+}
+
+static void give_back_stdout(void)
+{
+	FILE *f = stdout;
+
+	if (!plain_stdout)
+		return;
+	fflush(f);
+	stdout = plain_stdout;
+	plain_stdout = NULL;
+	fclose(f);
 }
 
 static bool init_page(const char *bench)
@@ -98,6 +164,7 @@ static bool init_page(const char *bench)
 	pthread_mutexattr_destroy(&attr);
 	snprintf(page->bench, sizeof(page->bench), "%s", bench);
 	page->start_ns = lkb_now_ns();
+	page->same_terminal = same_terminal();
 	return true;
 }
 
@@ -122,6 +189,8 @@ void lkb_progress_start(const char *bench, bool quiet)
 		goto off;
 	}
 	hangup = fds[1];
+	if (page->same_terminal)
+		take_stdout();
 	return;
 off:
 	if (page)
@@ -133,6 +202,7 @@ void lkb_progress_stop(void)
 {
 	if (!page)
 		return;
+	give_back_stdout();
 	close(hangup);
 	while (waitpid(helper, NULL, 0) < 0 && errno == EINTR)
 		;
@@ -160,14 +230,34 @@ void lkb_row(const char *fmt, ...)
 {
 	va_list ap;
 
-	if (page) {
-		lock_page();
-		erase_locked();
-	}
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	vprintf(fmt, ap);	/* through write_stdout() on the status line's terminal */
 	va_end(ap);
 	fflush(stdout);
-	if (page)
-		pthread_mutex_unlock(&page->lock);
+}
+
+struct section {
+	char *text;
+	size_t len;
+};
+
+static struct section open_section;
+
+FILE *lkb_section_begin(void)
+{
+	FILE *f = open_memstream(&open_section.text, &open_section.len);
+
+	return f ? f : stdout;
+}
+
+void lkb_section_end(FILE *section)
+{
+	if (section == stdout) {
+		fflush(stdout);
+		return;
+	}
+	fclose(section);
+	lkb_row("%s", open_section.text);
+	free(open_section.text);
+	open_section.text = NULL;
 }

@@ -1126,6 +1126,7 @@ static int sem_run(int argc, char **argv)
 		for (int i = 0; i < NMODES; i++) {
 			if (!want[i])
 				continue;
+			lkb_progress("run %d of %d: %s", r + 1, runs, mode_names[i]);
 			if (one_run((enum mode)i, nthreads, wake, bind, seconds_i, &runs_of[i][r]) != 0) {
 				fprintf(stderr, "lowkey bench sem: the %s run failed\n", mode_names[i]);
 				return 1;
@@ -1137,6 +1138,7 @@ static int sem_run(int argc, char **argv)
 			pick_median(runs_of[i], runs, &results[i]);
 		free(runs_of[i]);
 	}
+	lkb_progress("lock costs, %d runs", runs);
 	if (locks && measure_lock_costs(runs, &costs) != 0) {
 		fprintf(stderr, "lowkey bench sem: the lock-cost children failed\n");
 		return 1;
