@@ -148,6 +148,43 @@ LK_API int lk_probe_list(int (*fn)(const struct lk_probe_info *info, void *arg),
 /* lk_probe_type_name - "i64", "u64", "f64", "string", "pointer". */
 LK_API const char *lk_probe_type_name(enum lk_probe_type type);
 
+/* ---- USDT: sites for perf, bpftrace and SystemTap ---- */
+
+/*
+ * Every site carries an SDT note (provider:event; spans event_begin and event_end; arguments
+ * as 64-bit values, signed integers "-8@REG", others "8@REG": a double as its bits, a string as
+ * its address), so `bpftrace -l 'usdt:PROG:*'`, `perf probe -x PROG sdt_PROVIDER:EVENT` and
+ * SystemTap see it. Its probe point is on the path that runs only while the site is on, so a
+ * tracer sees events once the site is on for it, even while no lowkey trace runs:
+ *  - lk_probe_usdt_enable / lk_probe_usdt_disable add a USDT rule (the same globs as
+ *    lk_probe_enable; in order, the last matching one wins; objects loaded later too), as
+ *    `lowkey enable --pid PID GLOB` / `lowkey disable --pid PID GLOB` do from outside;
+ *  - a tracer that attaches with the site's semaphore (bpftrace, `perf record -e sdt_*`: the
+ *    kernel increments it) turns it on when the library next reads the semaphores: at
+ *    lk_probe_usdt_poll(), whenever rules are applied (lk_probe_enable, a trace starting or
+ *    stopping, an object loading), at each `lowkey enable`, and every interval_ms after
+ *    lk_probe_usdt_watch(interval_ms) (or LOWKEY_USDT_WATCH=MS in the environment). Off again
+ *    at the first read after the last tracer detaches.
+ * A site on for a tracer records into a lowkey trace running at the same time, as if a rule
+ * had selected it. The sites themselves never read a semaphore: off, a site is one NOP; on for a
+ * tracer with no trace running, its arguments are evaluated and the event goes as far as the
+ * check that no trace runs (see docs/BENCHMARKS.md). -DLK_NO_SDT builds sites without notes.
+ *
+ * lk_probe_usdt_enable/disable return the number of loaded sites glob matches, or -EINVAL (NULL
+ * or empty glob), -ENOMEM, or a key-flipping error (-EPERM where code cannot be rewritten).
+ * lk_probe_usdt_reset_rules forgets every USDT rule: 0 or a key-flipping error.
+ * lk_probe_usdt_poll returns how many sites have a tracer attached, or a key-flipping error;
+ * it costs a 2-byte load per copy of each site's code, and a key batch when a site changes.
+ * lk_probe_usdt_watch(ms) starts (or, with 0, stops and joins) a thread, with every signal
+ * blocked, that polls every ms milliseconds: 0, -EINVAL (over an hour), or pthread_create's
+ * error. Not inherited by a fork()ed child. All: thread-safe, not async-signal-safe.
+ */
+LK_API int lk_probe_usdt_enable(const char *glob);
+LK_API int lk_probe_usdt_disable(const char *glob);
+LK_API int lk_probe_usdt_reset_rules(void);
+LK_API int lk_probe_usdt_poll(void);
+LK_API int lk_probe_usdt_watch(unsigned int interval_ms);
+
 /* ---- tracing ---- */
 
 enum lk_trace_format {

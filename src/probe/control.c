@@ -421,6 +421,21 @@ static void do_rule(struct client *c, const struct lk__ctl_msg *req)
 	reply_result(c, req->seq, 0, matched, "");
 }
 
+/* A USDT rule outlives the connection: `lowkey enable --pid` exits right after. */
+static void do_usdt(struct client *c, const struct lk__ctl_msg *req)
+{
+	const struct lk__ctl_rule *r = &req->rule;
+	int matched;
+
+	if (r->scope != LK_CTL_RULE_KEEP) {
+		reply_result(c, req->seq, -EINVAL, 0, "a USDT rule lasts until disabled: its scope must be KEEP");
+		return;
+	}
+	matched = r->enable ? lk_probe_usdt_enable(r->glob) : lk_probe_usdt_disable(r->glob);
+	reply_result(c, req->seq, matched < 0 ? matched : 0, matched < 0 ? 0 : matched,
+		     matched < 0 ? lk_last_error() : "");
+}
+
 static void do_start(unsigned int i, const struct lk__ctl_msg *req)
 {
 	const struct lk__ctl_start *s = &req->start;
@@ -607,6 +622,7 @@ static bool serve(unsigned int i)
 	case LK_CTL_STOP: do_stop(c, &req); break;
 	case LK_CTL_STATUS: do_status(c, &req); break;
 	case LK_CTL_LIST: do_list(c, &req); break;
+	case LK_CTL_USDT: do_usdt(c, &req); break;
 	case LK_CTL_SNAPSHOT: do_snapshot(c, &req); break;
 	}
 	return !ctl.clients[i].broken;

@@ -141,6 +141,7 @@ static const struct schema schemas[] = {
 	EMPTY_SCHEMA(LK_CTL_STOP, "stop"),
 	EMPTY_SCHEMA(LK_CTL_STATUS, "status"),
 	EMPTY_SCHEMA(LK_CTL_LIST, "list"),
+	SCHEMA(LK_CTL_USDT, "usdt", true, rule_fields),
 	SCHEMA(LK_CTL_SNAPSHOT, "snapshot", true, snapshot_fields),
 	SCHEMA(LK_CTL_RESULT, "result", false, result_fields),
 	SCHEMA(LK_CTL_STATUS_REPLY, "status-reply", false, status_fields),

@@ -54,6 +54,8 @@ enum lk__ctl_type {
 	LK_CTL_STOP = 3,	/* stop the trace; reply STATS, or RESULT with an error */
 	LK_CTL_STATUS = 4,	/* reply STATUS */
 	LK_CTL_LIST = 5,	/* reply: one SITE per site, then RESULT (value: how many) */
+	LK_CTL_USDT = 9,	/* a USDT rule (fields of RULE, scope KEEP): sites on for external
+				 * tracers; reply RESULT (value: sites matching now) */
 	LK_CTL_SNAPSHOT = 8,	/* write a flight recorder's snapshot; reply STATS, or RESULT with an error */
 
 	/* replies and notifications: process -> client */
@@ -152,7 +154,7 @@ struct lk__ctl_msg {
 	uint16_t type;		/* enum lk__ctl_type */
 	uint32_t seq;		/* a request's number, echoed by its replies */
 	union {
-		struct lk__ctl_rule rule;
+		struct lk__ctl_rule rule;	/* RULE, USDT */
 		struct lk__ctl_start start;
 		struct lk__ctl_snapshot snapshot;
 		struct lk__ctl_result result;

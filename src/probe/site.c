@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "key/key_internal.h"
 #include "probe/probe_internal.h"
+#include "probe/sdt_internal.h"
 #include "probe/site_names.h"
 
 struct rule {
@@ -56,6 +57,12 @@ static bool rules_select(const struct lk__probe_site_rt *rt)
 	return on;
 }
 
+/* On while a trace runs and the rules select it, or while an external tracer wants it (sdt.c). */
+static bool site_wanted(const struct lk__probe_site_rt *rt, bool tracing)
+{
+	return (tracing && rules_select(rt)) || lk__sdt_wanted_locked(rt);
+}
+
 int lk__probe_apply_rules_locked(bool tracing)
 {
 	struct lk_key_change *changes = malloc((nsites ? nsites : 1) * sizeof(*changes));
@@ -64,9 +71,10 @@ int lk__probe_apply_rules_locked(bool tracing)
 
 	if (!changes)
 		return lk__fail(-ENOMEM, "out of memory flipping probe sites");
+	lk__sdt_scan_locked();
 	for (size_t i = 0; i < nsites; i++) {
 		struct lk__probe_site_rt *rt = &sites[i];
-		bool want = tracing && rt->site && rules_select(rt);
+		bool want = rt->site && site_wanted(rt, tracing);
 
 		if (rt->site && want != rt->enabled)
 			changes[n++] = (struct lk_key_change){ LK_KEY(&rt->site->key),
@@ -76,7 +84,7 @@ int lk__probe_apply_rules_locked(bool tracing)
 	if (!err) {
 		for (size_t i = 0; i < nsites; i++)
 			if (sites[i].site)
-				sites[i].enabled = tracing && rules_select(&sites[i]);
+				sites[i].enabled = site_wanted(&sites[i], tracing);
 	}
 	free(changes);
 	return err;
@@ -197,8 +205,15 @@ static void probe_dso_load(struct lk__dso_rt *dso)
 		if (site_valid(s) && !site_registered(s) && site_add(s, dso) != 0)
 			break;
 	}
-	if (nsites == before || !lk__trace.running)
+	if (nsites == before)
 		return;
+	if (!lk__trace.running) {
+		/* USDT rules, or a tracer attached before the object loaded, may want its sites */
+		err = lk__probe_apply_rules_locked(false);
+		if (err)
+			lk__dso_load_failed(dso, err);
+		return;
+	}
 	/* Describe the new sites before any of them can record (a flight recorder's snapshots do it). */
 	err = lk__trace.overwrite ? 0 : lk__ctf_write_metadata(&lk__trace);
 	if (!err)

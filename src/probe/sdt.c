@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: MIT
+/*
+ * USDT: sites on for tracers outside lowkey (perf, bpftrace, SystemTap).
+ *
+ * Every site carries an SDT note (lowkey/probe.h) whose probe point is on the path that runs only
+ * while the site's key is on. A site is on for an external tracer, with or without a lowkey trace,
+ * when
+ *  - a USDT rule selects it (lk_probe_usdt_enable, `lowkey enable --pid`), or
+ *  - one of its semaphores is above zero: the kernel increments a semaphore while a uprobe that
+ *    names it (ref_ctr_offset) is attached, as bpftrace and perf do.
+ * The kernel says nothing when it increments a semaphore, so the library reads them: whenever it
+ * applies rules anyway (a rule added, a trace started or stopped, an object loaded while tracing),
+ * at each USDT request on the control socket, on lk_probe_usdt_poll(), and, opted into with
+ * lk_probe_usdt_watch() or LOWKEY_USDT_WATCH=MS, every MS milliseconds on a thread of its own.
+ * The sites themselves never look at a semaphore.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "probe/sdt_internal.h"
+
+struct usdt_rule {
+	char *glob;
+	bool enable;
+};
+
+static struct usdt_rule *usdt_rules;
+static size_t nusdt_rules;
+
+/* By site index (id - LK__FIRST_SITE_ID): a semaphore of the site was above zero at the last scan. */
+static bool *attached;
+static size_t nattached;
+
+/* An entry of __lk_probe_sdt: offsets, each from its own field, of the site's slot and of a semaphore. */
+struct sdt_entry {
+	int64_t slot;
+	int64_t semaphore;
+};
+
+static struct lk_probe_site *entry_site(const struct sdt_entry *e)
+{
+	struct lk_probe_site *const *slot = (struct lk_probe_site *const *)((const char *)&e->slot + e->slot);
+
+	return *slot;
+}
+
+static unsigned short entry_semaphore(const struct sdt_entry *e)
+{
+	const unsigned short *sem = (const unsigned short *)((const char *)&e->semaphore + e->semaphore);
+
+	return __atomic_load_n(sem, __ATOMIC_RELAXED);	/* the kernel writes it from another context */
+}
+
+/* The index of a registered site, or -1 (an object's site registered with another object's). */
+static long site_index(const struct lk_probe_site *s, const struct lk__probe_site_rt *sites, size_t n)
+{
+	size_t i = s->id - LK__FIRST_SITE_ID;
+
+	if (s->magic != LK__PROBE_MAGIC || s->id < LK__FIRST_SITE_ID || i >= n || sites[i].site != s)
+		return -1;
+	return (long)i;
+}
+
+static void scan_object(const struct lk__dso_rt *dso, bool *now, const struct lk__probe_site_rt *sites, size_t n)
+{
+	const struct sdt_entry *e = dso->desc->sdt_sites.start;
+	const struct sdt_entry *end = dso->desc->sdt_sites.stop;
+
+	if (!e || !end)
+		return;
+	for (; e < end; e++) {
+		long i;
+
+		if (!entry_semaphore(e))
+			continue;
+		i = site_index(entry_site(e), sites, n);
+		if (i >= 0)
+			now[i] = true;
+	}
+}
+
+void lk__sdt_scan_locked(void)
+{
+	size_t n;
+	const struct lk__probe_site_rt *sites = lk__probe_sites(&n);
+	bool *now;
+
+	if (n == 0)
+		return;
+	now = calloc(n, sizeof(*now));
+	if (!now)
+		return;	/* keep what the last scan saw */
+	for (const struct lk__dso_rt *d = lk__dso_list(); d; d = d->next)
+		scan_object(d, now, sites, n);
+	free(attached);
+	attached = now;
+	nattached = n;
+}
+
+static bool usdt_rules_select(const struct lk__probe_site_rt *rt)
+{
+	bool on = false;
+
+	for (size_t i = 0; i < nusdt_rules; i++)
+		if (lk__probe_glob_matches(usdt_rules[i].glob, rt->provider, rt->event))
+			on = usdt_rules[i].enable;
+	return on;
+}
+
+bool lk__sdt_wanted_locked(const struct lk__probe_site_rt *rt)
+{
+	size_t n, i;
+	const struct lk__probe_site_rt *sites = lk__probe_sites(&n);
+
+	i = (size_t)(rt - sites);
+	return (i < nattached && attached[i]) || usdt_rules_select(rt);
+}
+
+static int count_matches(const char *glob)
+{
+	size_t n;
+	const struct lk__probe_site_rt *sites = lk__probe_sites(&n);
+	int matched = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (sites[i].site && lk__probe_glob_matches(glob, sites[i].provider, sites[i].event))
+			matched++;
+	return matched;
+}
+
+static int add_usdt_rule(const char *glob, bool enable, const char *fn)
+{
+	struct usdt_rule *grown;
+	char *copy;
+	int err, matched;
+
+	if (!glob || !*glob)
+		return lk__fail(-EINVAL, "%s: the glob is NULL or empty", fn);
+	copy = strdup(glob);
+	if (!copy)
+		return lk__fail(-ENOMEM, "%s: out of memory", fn);
+	lk__registry_lock();
+	grown = realloc(usdt_rules, (nusdt_rules + 1) * sizeof(*usdt_rules));
+	if (!grown) {
+		lk__registry_unlock();
+		free(copy);
+		return lk__fail(-ENOMEM, "%s: out of memory", fn);
+	}
+	usdt_rules = grown;
+	usdt_rules[nusdt_rules++] = (struct usdt_rule){ copy, enable };
+	matched = count_matches(glob);
+	err = lk__probe_apply_rules_locked(lk__trace.running);
+	if (err)
+		free(usdt_rules[--nusdt_rules].glob);	/* it could not take effect: forget it */
+	lk__registry_unlock();
+	return err ? err : matched;
+}
+
+LK_API int lk_probe_usdt_enable(const char *glob)
+{
+	return add_usdt_rule(glob, true, "lk_probe_usdt_enable");
+}
+
+LK_API int lk_probe_usdt_disable(const char *glob)
+{
+	return add_usdt_rule(glob, false, "lk_probe_usdt_disable");
+}
+
+LK_API int lk_probe_usdt_reset_rules(void)
+{
+	int err;
+
+	lk__registry_lock();
+	for (size_t i = 0; i < nusdt_rules; i++)
+		free(usdt_rules[i].glob);
+	free(usdt_rules);
+	usdt_rules = NULL;
+	nusdt_rules = 0;
+	err = lk__probe_apply_rules_locked(lk__trace.running);
+	lk__registry_unlock();
+	return err;
+}
+
+static int count_attached(void)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < nattached; i++)
+		n += attached[i];
+	return n;
+}
+
+LK_API int lk_probe_usdt_poll(void)
+{
+	int err;
+
+	lk__registry_lock();
+	err = lk__probe_apply_rules_locked(lk__trace.running);	/* scans the semaphores first */
+	if (!err)
+		err = count_attached();
+	lk__registry_unlock();
+	return err;
+}
+
+/* ---- the opt-in watcher ---- */
+
+static pthread_mutex_t watch_control = PTHREAD_MUTEX_INITIALIZER;	/* one caller at a time */
+static pthread_mutex_t watch_mutex = PTHREAD_MUTEX_INITIALIZER;		/* the thread's wait */
+static pthread_cond_t watch_cond;
+static pthread_once_t watch_once = PTHREAD_ONCE_INIT;
+static pthread_t watcher;
+static bool watching, watch_stop;
+static unsigned int watch_ms;
+
+static void watch_fork_child(void)
+{
+	/* the thread is not in the child; the mutexes may have been held at the fork */
+	pthread_mutex_init(&watch_control, NULL);
+	pthread_mutex_init(&watch_mutex, NULL);
+	watching = false;
+}
+
+static void watch_init(void)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&watch_cond, &attr);
+	pthread_condattr_destroy(&attr);
+	pthread_atfork(NULL, NULL, watch_fork_child);
+}
+
+static void deadline_after(struct timespec *ts, unsigned int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
+static void *watch_main(void *arg)
+{
+	struct timespec deadline;
+
+	(void)arg;
+	pthread_mutex_lock(&watch_mutex);
+	while (!watch_stop) {
+		deadline_after(&deadline, watch_ms);
+		while (!watch_stop && pthread_cond_timedwait(&watch_cond, &watch_mutex, &deadline) != ETIMEDOUT)
+			;
+		if (watch_stop)
+			break;
+		pthread_mutex_unlock(&watch_mutex);
+		lk_probe_usdt_poll();	/* an error (sites that cannot be flipped) is retried next time */
+		pthread_mutex_lock(&watch_mutex);
+	}
+	pthread_mutex_unlock(&watch_mutex);
+	return NULL;
+}
+
+static int watch_start(unsigned int interval_ms)
+{
+	sigset_t all, old;
+	int err;
+
+	watch_ms = interval_ms;
+	if (watching)
+		return 0;	/* the running thread takes the new interval at its next wait */
+	watch_stop = false;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);	/* the thread takes none of the program's signals */
+	err = pthread_create(&watcher, NULL, watch_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err)
+		return lk__fail(-err, "lk_probe_usdt_watch: cannot create the watching thread");
+	watching = true;
+	return 0;
+}
+
+static void watch_end(void)
+{
+	pthread_t t = watcher;
+
+	if (!watching)
+		return;
+	watch_stop = true;
+	watching = false;
+	pthread_cond_broadcast(&watch_cond);
+	pthread_mutex_unlock(&watch_mutex);
+	pthread_join(t, NULL);
+	pthread_mutex_lock(&watch_mutex);
+}
+
+LK_API int lk_probe_usdt_watch(unsigned int interval_ms)
+{
+	int err = 0;
+
+	if (interval_ms > 3600 * 1000)
+		return lk__fail(-EINVAL, "lk_probe_usdt_watch: %u ms is more than an hour", interval_ms);
+	pthread_once(&watch_once, watch_init);
+	pthread_mutex_lock(&watch_control);
+	pthread_mutex_lock(&watch_mutex);
+	if (interval_ms)
+		err = watch_start(interval_ms);
+	else
+		watch_end();
+	pthread_mutex_unlock(&watch_mutex);
+	pthread_mutex_unlock(&watch_control);
+	return err;
+}
+
+/* LOWKEY_USDT_WATCH=MS: watch from start-up. */
+__attribute__((constructor)) static void usdt_watch_from_environment(void)
+{
+	const char *v = lk__env("LOWKEY_USDT_WATCH");
+	char *end;
+	unsigned long ms;
+
+	if (!v || !*v)
+		return;
+	ms = strtoul(v, &end, 10);
+	if (*end == '\0' && ms > 0 && ms <= 3600 * 1000)
+		lk_probe_usdt_watch((unsigned int)ms);
+}

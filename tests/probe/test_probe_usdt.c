@@ -1,0 +1,491 @@
+// SPDX-License-Identifier: MIT
+/*
+ * USDT: every site carries an SDT note that external tracers attach to.
+ *  - The notes in this very executable: one per copy of each site, named provider:event (spans
+ *    event_begin/event_end), arguments "-8@REG" for signed integers and "8@REG" for the rest, a
+ *    semaphore of its own in .probes, a .stapsdt.base; the probe point is a nop.
+ *  - A real uprobe at a site's note (perf_event_open with the uprobe PMU, the note's semaphore as
+ *    ref_ctr_offset): the kernel raises the semaphore; lk_probe_usdt_poll() then turns the site
+ *    on and the uprobe counts every call, and sees the arguments in the registers the note
+ *    names; off again once the uprobe is gone. The watching thread does it by itself.
+ *  - `lowkey enable --pid` turns a site on for a uprobe without a semaphore; `lowkey disable`
+ *    off.
+ * The uprobe parts skip, saying why, where the uprobe PMU cannot be opened (not root, no
+ * CAP_PERFMON, a container, an emulator).
+ */
+#include <errno.h>
+#include <link.h>
+#include <linux/perf_event.h>
+#include <regex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include <lowkey/lowkey.h>
+
+#include "cli/run.h"
+#include "usdt_notes.h"
+
+#if defined(__x86_64__) || defined(__aarch64__)
+#include <asm/perf_regs.h>
+#endif
+
+__attribute__((noinline)) void usdt_query(long id, unsigned long rows, const char *table, double ratio);
+__attribute__((noinline)) void usdt_query(long id, unsigned long rows, const char *table, double ratio)
+{
+	LK_PROBE(usdt_test, query, id, rows, table, ratio);
+}
+
+__attribute__((noinline)) void usdt_spans(int depth);
+__attribute__((noinline)) void usdt_spans(int depth)
+{
+	LK_SPAN_BEGIN(usdt_test, work);
+	LK_COUNTER(usdt_test, depth, depth);
+	LK_SPAN_END(usdt_test, work);
+}
+
+static const char table_name[] = "users";
+static struct usdt_file self;
+static char exe[4096];
+
+static int setup(void **state)
+{
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	(void)state;
+	if (len <= 0)
+		return -1;
+	exe[len] = '\0';
+	return usdt_read(exe, &self);
+}
+
+static const struct usdt_note *one_note(const char *provider, const char *name)
+{
+	const struct usdt_note *n[4];
+
+	if (usdt_find(&self, provider, name, n, 4) != 1) {
+		print_error("wanted one note %s:%s in %s\n", provider, name, exe);
+		return NULL;
+	}
+	return n[0];
+}
+
+#if defined(__x86_64__)
+#define REG "%[a-z0-9]+"
+#define NOP 0x90
+#elif defined(__aarch64__)
+#define REG "[xw][0-9]+"
+#define NOP 0x1f	/* d503201f, little-endian */
+#else
+#define REG "[a-z][a-z0-9]*"
+#define NOP 0x13	/* addi x0, x0, 0: 00000013 (0x01 for c.nop) */
+#endif
+
+static void assert_args(const struct usdt_note *n, const char *pattern)
+{
+	regex_t re;
+	int rc;
+
+	assert_int_equal(regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB), 0);
+	rc = regexec(&re, n->args, 0, NULL, 0);
+	regfree(&re);
+	if (rc != 0)
+		print_error("%s:%s has arguments '%s', wanted /%s/\n", n->provider, n->name, n->args, pattern);
+	assert_int_equal(rc, 0);
+}
+
+static void notes_describe_every_site(void **state)
+{
+	const struct usdt_note *q = one_note("usdt_test", "query");
+	const struct usdt_note *b = one_note("usdt_test", "work_begin");
+	const struct usdt_note *e = one_note("usdt_test", "work_end");
+	const struct usdt_note *d = one_note("usdt_test", "depth");
+	const struct usdt_note *all[] = { q, b, e, d };
+
+	(void)state;
+	assert_true(self.has_base);
+	assert_non_null(q);
+	assert_non_null(b);
+	assert_non_null(e);
+	assert_non_null(d);
+	assert_args(q, "^-8@" REG " 8@" REG " 8@" REG " 8@" REG "$");	/* long, unsigned long, string, double */
+	assert_args(d, "^-8@" REG "$");
+	assert_string_equal(b->args, "");
+	assert_string_equal(e->args, "");
+	for (unsigned int i = 0; i < 4; i++) {
+		assert_int_equal(all[i]->base, self.base_addr);
+		assert_true(all[i]->semaphore_in_probes);
+		assert_int_not_equal(all[i]->pc_offset, 0);
+#if !defined(__riscv)
+		assert_int_equal(all[i]->first_byte, NOP);
+#else
+		assert_true(all[i]->first_byte == NOP || all[i]->first_byte == 0x01);
+#endif
+		for (unsigned int j = 0; j < i; j++) {
+			assert_int_not_equal(all[i]->semaphore, all[j]->semaphore);
+			assert_int_not_equal(all[i]->pc, all[j]->pc);
+		}
+	}
+}
+
+/* ---- uprobes ---- */
+
+static long read_sysfs_long(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+/* The bit where config holds ref_ctr_offset ("config:32-63"), or -1. */
+static int ref_ctr_shift(void)
+{
+	FILE *f = fopen("/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset", "r");
+	int lo = -1, hi;
+
+	if (f) {
+		if (fscanf(f, "config:%d-%d", &lo, &hi) != 2)
+			lo = -1;
+		fclose(f);
+	}
+	return lo;
+}
+
+static bool uprobe_skip_reason(char *why, size_t len)
+{
+	if (read_sysfs_long("/sys/bus/event_source/devices/uprobe/type") < 0) {
+		snprintf(why, len, "no uprobe PMU (/sys/bus/event_source/devices/uprobe/type)");
+		return true;
+	}
+	if (ref_ctr_shift() < 0) {
+		snprintf(why, len, "the uprobe PMU has no ref_ctr_offset (kernel before 4.20)");
+		return true;
+	}
+	return false;
+}
+
+/* A uprobe at n in this executable, for this process; with_semaphore names its ref_ctr. */
+static int open_uprobe(const struct usdt_note *n, bool with_semaphore, uint64_t regs_mask)
+{
+	struct perf_event_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = (uint32_t)read_sysfs_long("/sys/bus/event_source/devices/uprobe/type");
+	a.config1 = (uint64_t)(uintptr_t)exe;
+	a.config2 = n->pc_offset;
+	if (with_semaphore)
+		a.config = n->semaphore_offset << ref_ctr_shift();
+	if (regs_mask) {
+		a.sample_period = 1;
+		a.sample_type = PERF_SAMPLE_REGS_USER;
+		a.sample_regs_user = regs_mask;
+	}
+	return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static int open_or_skip(const struct usdt_note *n, bool with_semaphore, uint64_t regs_mask)
+{
+	char why[256];
+	int fd;
+
+	if (uprobe_skip_reason(why, sizeof(why))) {
+		print_message("SKIP: %s\n", why);
+		skip();
+	}
+	fd = open_uprobe(n, with_semaphore, regs_mask);
+	if (fd < 0 && (errno == EACCES || errno == EPERM || errno == ENOENT || errno == ENOSYS)) {
+		print_message("SKIP: perf_event_open of a uprobe: %s (needs root or CAP_PERFMON, and "
+			      "perf_event_open not denied by seccomp)\n", strerror(errno));
+		skip();
+	}
+	if (fd < 0)
+		print_error("perf_event_open of a uprobe at %s+%#llx: %s\n", exe, (unsigned long long)n->pc_offset,
+			    strerror(errno));
+	assert_true(fd >= 0);
+	return fd;
+}
+
+static uint64_t count_of(int fd)
+{
+	uint64_t v = 0;
+
+	assert_int_equal(read(fd, &v, sizeof(v)), sizeof(v));
+	return v;
+}
+
+static uintptr_t load_bias;
+
+static int main_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	load_bias = info->dlpi_addr;
+	return 1;	/* the first is the program */
+}
+
+static unsigned short semaphore_now(const struct usdt_note *n)
+{
+	dl_iterate_phdr(main_object, NULL);
+	return __atomic_load_n((unsigned short *)(load_bias + n->semaphore), __ATOMIC_RELAXED);
+}
+
+static int site_enabled(const struct lk_probe_info *info, void *arg)
+{
+	if (strcmp(info->provider, "usdt_test") == 0 && strcmp(info->event, "query") == 0)
+		*(int *)arg = info->enabled;
+	return 0;
+}
+
+static bool query_enabled(void)
+{
+	int on = -1;
+
+	lk_probe_list(site_enabled, &on);
+	assert_int_not_equal(on, -1);
+	return on == 1;
+}
+
+static void semaphore_turns_the_site_on(void **state)
+{
+	const struct usdt_note *q = one_note("usdt_test", "query");
+	int fd;
+
+	(void)state;
+	assert_non_null(q);
+	assert_int_equal(semaphore_now(q), 0);
+	fd = open_or_skip(q, true, 0);
+	assert_int_equal(semaphore_now(q), 1);	/* the kernel holds it while attached */
+
+	for (int i = 0; i < 5; i++)
+		usdt_query(i, 1, table_name, 0.5);
+	assert_int_equal(count_of(fd), 0);	/* off until the library reads the semaphore */
+	assert_false(query_enabled());
+
+	assert_int_equal(lk_probe_usdt_poll(), 1);
+	assert_true(query_enabled());
+	for (int i = 0; i < 7; i++)
+		usdt_query(i, 1, table_name, 0.5);
+	assert_int_equal(count_of(fd), 7);
+
+	close(fd);
+	assert_int_equal(semaphore_now(q), 0);
+	assert_int_equal(lk_probe_usdt_poll(), 0);
+	assert_false(query_enabled());
+}
+
+/* ---- the arguments, from the registers the note names ---- */
+
+struct arg_reg {
+	int index;		/* perf's register number, or -1: a constant */
+	int64_t constant;
+};
+
+static int perf_reg(const char *name)
+{
+#if defined(__x86_64__)
+	static const char *const names[] = { "ax", "bx", "cx", "dx", "si", "di", "bp", "sp" };
+
+	if (name[0] != '%' || name[1] != 'r')
+		return -1;
+	for (int i = 0; i < 8; i++)
+		if (strcmp(name + 2, names[i]) == 0)
+			return i;	/* PERF_REG_X86_AX .. SP */
+	if (name[2] >= '0' && name[2] <= '9')
+		return PERF_REG_X86_R8 + atoi(name + 2) - 8;
+	return -1;
+#elif defined(__aarch64__)
+	if (name[0] == 'x')
+		return PERF_REG_ARM64_X0 + atoi(name + 1);
+	return -1;
+#else
+	(void)name;
+	return -1;
+#endif
+}
+
+/* The note's arguments: 0 when each is a register perf samples, or a constant. */
+static int parse_args(const char *args, struct arg_reg *out, unsigned int n)
+{
+	char copy[256], *save = NULL, *tok;
+	unsigned int i = 0;
+
+	snprintf(copy, sizeof(copy), "%s", args);
+	for (tok = strtok_r(copy, " ", &save); tok && i < n; tok = strtok_r(NULL, " ", &save), i++) {
+		const char *op = strchr(tok, '@');
+
+		if (!op)
+			return -1;
+		op++;
+		if (*op == '$') {
+			out[i] = (struct arg_reg){ -1, strtoll(op + 1, NULL, 0) };
+			continue;
+		}
+		out[i].index = perf_reg(op);
+		if (out[i].index < 0)
+			return -1;
+	}
+	return i == n ? 0 : -1;
+}
+
+/* The samples' registers, in the order perf writes them (by register number). */
+static unsigned int take_samples(void *ring, uint64_t mask, uint64_t (*regs)[64], unsigned int max)
+{
+	struct perf_event_mmap_page *page = ring;
+	const char *data = (const char *)ring + page->data_offset;
+	uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE), tail = page->data_tail;
+	unsigned int got = 0, nregs = (unsigned int)__builtin_popcountll(mask);
+
+	while (tail < head && got < max) {
+		const struct perf_event_header *h = (const void *)(data + tail % page->data_size);
+
+		if (h->type == PERF_RECORD_SAMPLE) {
+			const uint64_t *p = (const uint64_t *)(h + 1);
+
+			if (p[0] != PERF_SAMPLE_REGS_ABI_NONE) {
+				unsigned int k = 0;
+
+				for (int r = 0; r < 64; r++)
+					if (mask >> r & 1)
+						regs[got][r] = p[1 + k++];
+				got++;
+			}
+			(void)nregs;
+		}
+		tail += h->size;
+	}
+	__atomic_store_n(&page->data_tail, tail, __ATOMIC_RELEASE);
+	return got;
+}
+
+static uint64_t arg_value(const struct arg_reg *a, const uint64_t *regs)
+{
+	return a->index < 0 ? (uint64_t)a->constant : regs[a->index];
+}
+
+static void uprobe_sees_the_arguments(void **state)
+{
+	const struct usdt_note *q = one_note("usdt_test", "query");
+	struct arg_reg args[4];
+	static uint64_t regs[8][64];
+	uint64_t mask = 0, ratio_bits;
+	double ratio = 0.25;
+	size_t ring_size = (size_t)(1 + 8) * (size_t)sysconf(_SC_PAGESIZE);
+	void *ring;
+	int fd;
+
+	(void)state;
+	assert_non_null(q);
+#if !defined(__x86_64__) && !defined(__aarch64__)
+	print_message("SKIP: no register map for this architecture in the test\n");
+	skip();
+#endif
+	assert_int_equal(parse_args(q->args, args, 4), 0);
+	for (int i = 0; i < 4; i++)
+		if (args[i].index >= 0)
+			mask |= UINT64_C(1) << args[i].index;
+	fd = open_or_skip(q, true, mask);
+	ring = mmap(NULL, ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(ring != MAP_FAILED);
+	assert_true(lk_probe_usdt_poll() >= 1);
+
+	for (int i = 0; i < 5; i++)
+		usdt_query(-1000 - i, 40u + (unsigned)i, table_name, ratio * i);
+	assert_int_equal(take_samples(ring, mask, regs, 8), 5);
+	for (int i = 0; i < 5; i++) {
+		double want = ratio * i;
+
+		memcpy(&ratio_bits, &want, sizeof(want));
+		assert_int_equal((int64_t)arg_value(&args[0], regs[i]), -1000 - i);
+		assert_int_equal(arg_value(&args[1], regs[i]), 40u + (unsigned)i);
+		assert_int_equal(arg_value(&args[2], regs[i]), (uintptr_t)table_name);
+		assert_int_equal(arg_value(&args[3], regs[i]), ratio_bits);
+	}
+	munmap(ring, ring_size);
+	close(fd);
+	assert_int_equal(lk_probe_usdt_poll(), 0);
+}
+
+/* ---- the watching thread ---- */
+
+static void watcher_notices_a_tracer(void **state)
+{
+	const struct usdt_note *d = one_note("usdt_test", "depth");
+	struct timespec ms = { 0, 1000 * 1000 };
+	uint64_t seen = 0;
+	int fd;
+
+	(void)state;
+	assert_non_null(d);
+	fd = open_or_skip(d, true, 0);
+	assert_int_equal(lk_probe_usdt_watch(1), 0);
+	/* no timing asserted: it turns on within the test's time limit, or the test fails there */
+	while ((seen = count_of(fd)) == 0) {
+		usdt_spans(3);
+		nanosleep(&ms, NULL);
+	}
+	assert_true(seen >= 1);
+	close(fd);
+	while (lk_probe_usdt_poll() != 0)
+		nanosleep(&ms, NULL);
+	assert_int_equal(lk_probe_usdt_watch(0), 0);
+}
+
+/* ---- lowkey enable --pid ---- */
+
+static struct lkt_run out;
+
+static void lowkey_enable_turns_the_site_on(void **state)
+{
+	const struct usdt_note *q = one_note("usdt_test", "query");
+	int fd;
+
+	(void)state;
+	assert_non_null(q);
+	fd = open_or_skip(q, false, 0);	/* no semaphore: only the rule turns the site on */
+	assert_int_equal(semaphore_now(q), 0);
+	assert_int_equal(lk_control_open(), 0);
+
+	lkt_sh(&out, "%s enable --pid %d 'usdt_test:query'", LOWKEY, (int)getpid());
+	lkt_expect(&out, 0, "usdt_test:query: 1 site on for USDT tracers");
+	assert_true(query_enabled());
+	for (int i = 0; i < 4; i++)
+		usdt_query(i, 2, table_name, 1.0);
+	assert_int_equal(count_of(fd), 4);
+
+	lkt_sh(&out, "%s disable --pid %d 'usdt_test:*'", LOWKEY, (int)getpid());
+	lkt_expect(&out, 0, "usdt_test:*: 4 sites off");
+	assert_false(query_enabled());
+	usdt_query(0, 2, table_name, 1.0);
+	assert_int_equal(count_of(fd), 4);
+
+	lkt_sh(&out, "%s enable --pid %d 'usdt_test:nothing'", LOWKEY, (int)getpid());
+	lkt_expect(&out, 1, "no probe site in process");
+	lk_control_close();
+	close(fd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(notes_describe_every_site),
+		cmocka_unit_test(semaphore_turns_the_site_on),
+		cmocka_unit_test(uprobe_sees_the_arguments),
+		cmocka_unit_test(watcher_notices_a_tracer),
+		cmocka_unit_test(lowkey_enable_turns_the_site_on),
+	};
+
+	return cmocka_run_group_tests(tests, setup, NULL);
+}
