@@ -10,6 +10,10 @@
  * end closes the latest open begin of its provider:event). A span narrower than a pixel that
  * touches the previous one on its row is merged with it (the tooltip counts them), so the page's
  * size is bounded by the timeline's pixels, not by the trace's length.
+ *
+ * A trace with context switches (lowkey trace --sched) has a second stream per thread
+ * (stream-TID-sched: lowkey:sched_out, lowkey:sched_in). Its intervals off the CPU are drawn on a
+ * strip below the thread's spans, runnable (preempted) apart from blocked, merged the same way.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -64,6 +68,13 @@ struct pending {
 	double wall_ns, cpu_ns, start_s, longest_ns;
 };
 
+/* An off-CPU interval waiting to be drawn, or the one open since a sched_out. */
+struct pending_off {
+	double px0, px1, longest_ns, total_ns;
+	uint64_t count;
+	bool preempted;		/* the longest's state */
+};
+
 struct open_span {
 	uint32_t id;
 	uint64_t tsc, cpu;
@@ -80,6 +91,10 @@ struct lane {
 	struct open_span *stack;
 	size_t depth, cap;
 	struct pending pend[MAX_ROWS];
+	uint64_t switches;
+	uint64_t out_tsc;		/* the open sched_out's time; 0: on a CPU */
+	bool out_preempted;
+	struct pending_off off;
 	struct lane *next;
 };
 
@@ -231,7 +246,10 @@ static int stream_begin(const struct lk__stream_info *s, void *arg)
 	h->current = lane_of(h, s->tid);
 	if (!h->current)
 		return -ENOMEM;
-	h->current->depth = 0;
+	if (s->stream_id != 0)	/* a thread's context switches: its probes' state stays */
+		h->current->out_tsc = 0;
+	else
+		h->current->depth = 0;
 	return 0;
 }
 
@@ -408,6 +426,67 @@ static int series_points(struct hreport *h, struct counter_series *s, double **x
 	return 0;
 }
 
+static void flush_off(struct hreport *h, struct lane *l)
+{
+	struct pending_off *p = &l->off;
+	char total[32], tip[160];
+
+	if (!p->count)
+		return;
+	lkh_fmt_ns(total, sizeof(total), p->total_ns);
+	if (p->count == 1)
+		snprintf(tip, sizeof(tip), "off the CPU for %s: %s", total,
+			 p->preempted ? "runnable (preempted)" : "blocked (asleep, waiting)");
+	else
+		snprintf(tip, sizeof(tip), "%" PRIu64 " times off the CPU drawn as one, %s in all, the longest %s",
+			 p->count, total, p->preempted ? "runnable (preempted)" : "blocked");
+	lkh_timeline_offcpu(&h->tl, &l->lane, p->px0, p->px1, p->preempted ? LKH_RUNNABLE : LKH_BLOCKED, tip);
+	p->count = 0;
+}
+
+static void draw_off(struct hreport *h, struct lane *l, uint64_t out, uint64_t in, bool preempted)
+{
+	struct pending_off *p = &l->off;
+	double px0 = lkh_timeline_px(&h->tl, seconds(h, out)), px1 = lkh_timeline_px(&h->tl, seconds(h, in));
+	double ns = tsc_ns(h, out, in);
+
+	if (p->count && px0 - p->px1 < 1.0 && px1 - px0 < 1.0 && p->px1 - p->px0 < 2.0) {
+		p->px1 = fmax(p->px1, px1);
+		p->count++;
+		p->total_ns += ns;
+		if (ns > p->longest_ns) {
+			p->longest_ns = ns;
+			p->preempted = preempted;
+		}
+		return;
+	}
+	flush_off(h, l);
+	*p = (struct pending_off){ px0, px1, ns, ns, 1, preempted };
+}
+
+/* lowkey:sched_out (u64 cpu, u64 preempted) leaves the CPU, lowkey:sched_in comes back. */
+static void on_switch(struct hreport *h, struct lane *l, const struct lk__event *e)
+{
+	uint64_t cpu = 0, preempted = 0;
+	const char *s;
+	size_t off = lk__event_arg(e, 0, 0, &cpu, &s);
+
+	if (!h->drawing) {
+		l->switches += e->cls->id == LK__EVENT_SCHED_OUT;
+		return;
+	}
+	if (e->cls->id == LK__EVENT_SCHED_OUT) {
+		if (off)
+			lk__event_arg(e, off, 1, &preempted, &s);
+		l->out_tsc = e->tsc;
+		l->out_preempted = preempted != 0;
+	} else if (l->out_tsc) {
+		if (l->drawn)
+			draw_off(h, l, l->out_tsc, e->tsc, l->out_preempted);
+		l->out_tsc = 0;
+	}
+}
+
 static int on_event(const struct lk__event *e, void *arg)
 {
 	struct hreport *h = arg;
@@ -419,6 +498,10 @@ static int on_event(const struct lk__event *e, void *arg)
 	if (e->cls->id == LK__EVENT_THREAD_NAME) {
 		lk__event_arg(e, 0, 0, &v, &s);
 		snprintf(l->name, sizeof(l->name), "%s", s ? s : "");
+		return 0;
+	}
+	if (e->cls->id == LK__EVENT_SCHED_OUT || e->cls->id == LK__EVENT_SCHED_IN) {
+		on_switch(h, l, e);
 		return 0;
 	}
 	if (e->cls->id < LK__FIRST_SITE_ID)	/* lowkey's own records */
@@ -450,7 +533,13 @@ static int stream_end(const struct lk__stream_info *s, void *arg)
 {
 	struct hreport *h = arg;
 
-	if (!h->drawing) {
+	if (s->stream_id != 0) {
+		/* still off the CPU when the trace ended */
+		if (h->drawing && h->current->drawn && h->current->out_tsc)
+			draw_off(h, h->current, h->current->out_tsc, h->last_tsc, h->current->out_preempted);
+		if (h->drawing && h->current->drawn)
+			flush_off(h, h->current);
+	} else if (!h->drawing) {
 		h->current->lost += s->lost;
 		h->lost += s->lost;
 	} else if (h->current->drawn) {
@@ -512,11 +601,11 @@ static void histograms(struct hreport *h)
 		lkh_paraf(h->f, "... and %u more span events (the table below has their figures).", skipped);
 }
 
-static unsigned int timeline_shape(struct hreport *h, unsigned int *lanes)
+static unsigned int timeline_shape(struct hreport *h, unsigned int *lanes, unsigned int *strips)
 {
 	unsigned int rows = 0;
 
-	*lanes = 0;
+	*lanes = *strips = 0;
 	for (struct lane *l = h->lanes; l; l = l->next) {
 		l->drawn = *lanes < MAX_LANES;
 		if (!l->drawn)
@@ -524,13 +613,14 @@ static unsigned int timeline_shape(struct hreport *h, unsigned int *lanes)
 		l->rows = l->rows ? l->rows : 1;
 		rows += l->rows;
 		(*lanes)++;
+		*strips += l->switches > 0;
 	}
 	return rows;
 }
 
 static int timeline(struct hreport *h, const struct lk__reader_ops *ops, char *err, size_t errlen)
 {
-	unsigned int lanes, rows = timeline_shape(h, &lanes);
+	unsigned int lanes, strips, rows = timeline_shape(h, &lanes, &strips);
 	uint64_t too_deep = 0;
 	char label[96];
 	int rc;
@@ -538,14 +628,20 @@ static int timeline(struct hreport *h, const struct lk__reader_ops *ops, char *e
 	lkh_section(h->f, "Timeline",
 		    "Each thread's spans over time, nested spans on the rows below their parent. Spans thinner than a "
 		    "pixel that touch are drawn as one, in the colour of the longest; hover for what each is.");
+	if (h->r->sched)
+		lkh_para(h->f, "Below each thread's spans, its time off the CPU (the trace has its context switches): "
+			       "orange while it was runnable but preempted, grey while it was blocked (asleep, "
+			       "waiting for I/O, a lock, a timer).");
+	else
+		lkh_para(h->f, "Record with lowkey trace --sched to see each thread's time off the CPU here.");
 	lkh_timeline_begin(&h->tl, h->f, "spans by thread", seconds(h, h->last_tsc),
-			   lkh_timeline_height(rows, lanes, 0));
+			   lkh_timeline_height(rows, lanes, strips));
 	for (struct lane *l = h->lanes; l; l = l->next) {
 		too_deep += l->too_deep;
 		if (!l->drawn)
 			continue;
 		snprintf(label, sizeof(label), "%s (%d)", l->name, l->tid);
-		lkh_timeline_lane(&h->tl, &l->lane, label, l->rows, false);
+		lkh_timeline_lane(&h->tl, &l->lane, label, l->rows, l->switches > 0);
 	}
 	h->drawing = true;
 	rc = lk__reader_walk(h->r, ops, h, err, errlen);
