@@ -59,12 +59,37 @@ size_t lk__record_size(const uint8_t *p, size_t avail, bool cputime)
 	return ok && fixed + args <= avail ? fixed + args : 0;
 }
 
+/*
+ * Record sizes along a run: a record of the same event as the one before, without strings, has
+ * its size, so the walk (a chain of dependent loads) skips the layout table for most records.
+ */
+struct walker {
+	uint32_t id;		/* the last event's, UINT32_MAX when it has strings */
+	size_t size;
+	bool cputime;
+};
+
+static inline size_t walk(struct walker *w, const uint8_t *p, size_t avail)
+{
+	uint64_t head;
+	uint32_t id;
+
+	memcpy(&head, p, sizeof(head));
+	id = lk__header_id(head);
+	if (id == w->id && w->size <= avail)
+		return w->size;
+	w->size = lk__record_size(p, avail, w->cputime);
+	w->id = w->size && !lk__record_layouts[id].strings ? id : UINT32_MAX;	/* valid: read above */
+	return w->size;
+}
+
 uint64_t lk__count_records(const uint8_t *p, const uint8_t *end, bool cputime)
 {
+	struct walker w = { UINT32_MAX, 0, cputime };
 	uint64_t n = 0;
 
 	while (p < end) {
-		size_t size = lk__record_size(p, (size_t)(end - p), cputime);
+		size_t size = walk(&w, p, (size_t)(end - p));
 
 		if (!size)
 			break;	/* cannot happen: the producer wrote them */
@@ -181,10 +206,11 @@ static int put_area(struct snapshot *sn, struct stream *st, const struct held *h
 {
 	const uint8_t *p = h->start, *end = h->start + h->len, *run = p, *last = p;
 	uint64_t n = 0, discarded = st->dropped + (st->before - st->written);
+	struct walker w = { UINT32_MAX, 0, sn->out.cputime };
 	int err = 0;
 
 	while (p < end && !err) {
-		size_t size = lk__record_size(p, (size_t)(end - p), sn->out.cputime);
+		size_t size = walk(&w, p, (size_t)(end - p));
 
 		if (!size)
 			return -EIO;	/* cannot happen: the producer wrote them whole */

@@ -229,6 +229,39 @@ static void short_run_and_variable_records(void **state)
 	lk_probe_reset_rules();
 }
 
+/* A JSON trace's snapshots are JSON files, converted from the CTF written beside them. */
+static void json_snapshots(void **state)
+{
+	struct lk_trace_config c = { .format = LK_TRACE_JSON, .buffer_size = RING, .flags = LK_TRACE_OVERWRITE };
+	char path[256], text[4096];
+	size_t n;
+	FILE *f;
+
+	(void)state;
+	assert_true(lk_probe_enable("fr") >= 0);
+	lkt_path(path, sizeof(path), "fr-json");
+	c.path = path;
+	assert_int_equal(lk_trace_start(&c), 0);
+	record_sequence(0, 100000);
+	assert_int_equal(lk_trace_snapshot(NULL), 0);
+	assert_int_equal(lk_trace_stop(), 0);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = 0;
+	assert_non_null(strstr(text, "\"name\":\"seq\",\"cat\":\"fr\""));
+	assert_null(strstr(text, "\"i\":0,"));	/* not the oldest event */
+	f = fopen(path, "r");
+	n = fread(text, 1, sizeof(text) - 1, (fseek(f, -(long)sizeof(text) + 1, SEEK_END), f));
+	fclose(f);
+	text[n] = 0;
+	assert_non_null(strstr(text, "\"i\":99999,"));	/* the newest, near the end */
+	assert_int_equal(system("ls -d /tmp/lowkey-test-fr-json-*.ctf-* 2>/dev/null | grep -q ."), 256);
+	lkt_rmrf(path);
+	lk_probe_reset_rules();
+}
+
 /* ---- several threads at full speed, snapshots meanwhile ---- */
 
 #define WRITERS 4
@@ -373,6 +406,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(keeps_exactly_the_newest),
 		cmocka_unit_test(short_run_and_variable_records),
+		cmocka_unit_test(json_snapshots),
 		cmocka_unit_test(snapshots_while_threads_record),
 		cmocka_unit_test(snapshot_on_signal),
 		cmocka_unit_test(snapshot_errors),
