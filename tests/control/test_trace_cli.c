@@ -307,8 +307,16 @@ static void cputime_and_buffer_options(void **state)
 	expect(2, "bad buffer size");
 	TRACE("--format xml -- " TARGET);
 	expect(2, "unknown format");
-	TRACE("-e 'a,b' -- " TARGET);
-	expect(2, "bad glob");
+	/* -e takes comma lists, as lowkey stat and LOWKEY_TRACE do (issue 16), trimmed; -j is --json */
+	TRACE("-j -e ' app:tick ,' -o comma.ctf -- " TARGET " emit 10");
+	snprintf(want, sizeof(want), "{\"output\": \"%s/comma.ctf\", \"format\": \"ctf\", \"events\": 11, ", scratch);
+	expect(0, want);
+	TRACE("-e 'app:tick,nosuch:*' -o comma2.ctf -- " TARGET " emit 10");
+	expect(1, "matches 'nosuch:*'");
+	TRACE("-e '{app:tick,app:tock}' -- " TARGET);
+	expect(2, "globs have no braces");
+	TRACE("-e ',' -- " TARGET);
+	expect(2, "names no glob");
 	TRACE("--duration 3 -- " TARGET);
 	expect(2, "--duration needs --pid");
 	TRACE("");

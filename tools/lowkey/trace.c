@@ -4,6 +4,7 @@
  * This file: the options, the output (rotation to OUT.old, created before anything runs), the
  * summary, and reading back a trace whose process died before finishing it.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -45,8 +46,9 @@ static const char trace_usage[] =
 	"until Ctrl-C, then stops. The process's own rules and state are left as they were.\n"
 	"\n"
 	"Options:\n"
-	"  -e, --event GLOB     sites to record: \"provider:event\" globs (fnmatch), or a provider;\n"
-	"                       repeatable, applied in order; a leading '-' excludes (-e '*' -e -db:debug).\n"
+	"  -e, --event GLOBS    sites to record: comma-separated \"provider:event\" globs (fnmatch), or\n"
+	"                       providers; repeatable, applied in order; a leading '-' excludes\n"
+	"                       (-e '*,-db:debug', or -e '*' -e -db:debug). See `lowkey help` for -e.\n"
 	"                       Default: every site. A glob that matches no site is an error.\n"
 	"  -o, --output OUT     the trace: a CTF directory (default lowkey.ctf), or a file (default\n"
 	"                       lowkey.json, lowkey.pftrace); an existing OUT is moved to OUT.old\n"
@@ -68,7 +70,7 @@ static const char trace_usage[] =
 	"      --snapshot-signal SIG  with --overwrite: signal SIG (USR2, RTMIN+1, 12) takes a snapshot\n"
 	"  -p, --pid PID        trace a running process\n"
 	"  -d, --duration S     with --pid: stop after S seconds (default: at Ctrl-C)\n"
-	"      --json           print the summary as JSON: {\"output\", \"format\", \"events\", \"lost\",\n"
+	"  -j, --json           print the summary as JSON: {\"output\", \"format\", \"events\", \"lost\",\n"
 	"                       \"threads\", \"bytes\"} (on stderr, like the text one)\n"
 	"  -h, --help           this text\n"
 	"\n"
@@ -454,6 +456,54 @@ static int parse_duration(const char *s, double *out)
 	return (errno || end == s || *end || !(*out > 0) || *out > 1e9) ? -EINVAL : 0;
 }
 
+/* One glob of an -e list, trimmed as LOWKEY_TRACE trims it; empty items are skipped there too. */
+static int add_glob(struct trace_opts *o, const char *item, size_t len)
+{
+	char *glob;
+
+	while (len && isspace((unsigned char)*item))
+		item++, len--;
+	while (len && isspace((unsigned char)item[len - 1]))
+		len--;
+	if (!len)
+		return 0;
+	if (o->nglobs == TRACE_MAX_GLOBS)
+		return usage_error(NULL, "more than 64 -e globs%s", "");
+	glob = strndup(item, len);
+	if (!glob)
+		return LK_EXIT_FAIL;
+	if (strcmp(glob, "-") == 0 || strlen(glob) > LK_CTL_MAX_GLOB) {
+		usage_error("globs such as -e 'db:*' or -e 'db:*,-db:debug'", "bad glob '%s'", glob);
+		free(glob);
+		return LK_EXIT_USAGE;
+	}
+	o->globs[o->nglobs++] = glob;
+	return 0;
+}
+
+/*
+ * -e LIST: comma-separated globs, as lowkey stat's -e and LOWKEY_TRACE take them. A glob has no
+ * braces (fnmatch has none; in lowkey stat they make a group), so {a,b} is refused, not split.
+ */
+static int add_globs(struct trace_opts *o, const char *list)
+{
+	int before = o->nglobs, rc = 0;
+
+	if (strpbrk(list, "{}"))
+		return usage_error("globs have no braces: list them, -e 'db:query,db:commit'", "bad glob '%s'", list);
+	for (const char *p = list; !rc;) {
+		size_t len = strcspn(p, ",");
+
+		rc = add_glob(o, p, len);
+		if (!p[len])
+			break;
+		p += len + 1;
+	}
+	if (!rc && o->nglobs == before)
+		return usage_error("give globs such as -e 'db:*'", "-e '%s' names no glob", list);
+	return rc;
+}
+
 static int parse_option(struct trace_opts *o, int c, const char *arg)
 {
 	char *end;
@@ -461,13 +511,7 @@ static int parse_option(struct trace_opts *o, int c, const char *arg)
 
 	switch (c) {
 	case 'e':
-		if (o->nglobs == TRACE_MAX_GLOBS)
-			return usage_error(NULL, "more than 64 -e globs%s", "");
-		if (!*arg || strcmp(arg, "-") == 0 || strchr(arg, ',') || strlen(arg) > LK_CTL_MAX_GLOB)
-			return usage_error("one glob per -e, such as -e 'db:*'; repeat -e for more",
-					   "bad glob '%s'", arg);
-		o->globs[o->nglobs++] = arg;
-		return 0;
+		return add_globs(o, arg);
 	case 'o':
 		free(o->output);
 		o->output = strdup(arg);
@@ -539,6 +583,7 @@ static int absolute_output(struct trace_opts *o)
 
 static int trace_main(int argc, char **argv)
 {
+	static const char every_site[] = "*";
 	static const struct option options[] = {
 		{ "event", required_argument, NULL, 'e' },
 		{ "output", required_argument, NULL, 'o' },
@@ -558,7 +603,7 @@ static int trace_main(int argc, char **argv)
 	int c, rc;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+e:o:f:cWb:p:d:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+e:o:f:cWb:p:d:jh", options, NULL)) != -1) {
 		if (c == 'h') {
 			fputs(trace_usage, stdout);
 			return LK_EXIT_OK;
@@ -591,7 +636,7 @@ static int trace_main(int argc, char **argv)
 		goto out;
 	}
 	if (!o.nglobs)
-		o.globs[o.nglobs++] = "*";
+		o.globs[o.nglobs++] = every_site;
 	rc = absolute_output(&o);
 	if (rc) {
 		lk_cli_error("trace", NULL, "bad output path: %s", strerror(-rc));
@@ -601,6 +646,9 @@ static int trace_main(int argc, char **argv)
 	o.argv = argv + optind;
 	rc = o.pid ? trace_attach(&o) : trace_run_command(&o);
 out:
+	for (int i = 0; i < o.nglobs; i++)
+		if (o.globs[i] != every_site)
+			free((char *)o.globs[i]);
 	free(o.output);
 	return rc;
 }
