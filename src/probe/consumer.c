@@ -59,10 +59,11 @@ static void fail_output(struct lk__trace *t, int err)
 {
 	if (t->error)
 		return;
-	if (t->config.format == LK_TRACE_JSON)
+	if (t->config.format != LK_TRACE_CTF)
 		snprintf(t->error_msg, sizeof(t->error_msg),
 			 "writing the trace to %s failed (%s): tracing stopped there and %s was not written; "
-			 "the events recorded before are kept there as CTF (lowkey report reads it)",
+			 "the events recorded before are kept there as CTF (lowkey report reads it, lowkey "
+			 "convert writes it in another format)",
 			 t->ctf_dir, strerror(-err), t->path);
 	else
 		snprintf(t->error_msg, sizeof(t->error_msg),

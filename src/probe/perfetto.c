@@ -158,7 +158,7 @@ struct pft {
 	uint32_t gen;			/* nseq: tells the interned strings of this sequence */
 	uint64_t last_ns;		/* the incremental clock's value on this sequence */
 	uint64_t ns0;			/* CLOCK_MONOTONIC at the trace's tsc0 ... */
-	double ns_per_tick;		/* ... and the TSC's period (lk__reader_ns's arithmetic) */
+	uint64_t ns_whole, ns_frac;	/* ... and the TSC's period in ns: whole, and 2^-64ths */
 	int tid;
 	bool thread_described;
 	struct intern_table tables[4];	/* by enum intern_kind */
@@ -463,11 +463,12 @@ static int describe_counter(struct pft *p, const struct lk__event_class *c)
 
 static uint8_t *event_packet(struct pft *p, const struct lk__event *e, size_t room, uint8_t **packet)
 {
-	uint64_t ns = p->ns0 + (uint64_t)((double)(e->tsc - p->r->tsc0) * p->ns_per_tick);
+	uint64_t ticks = e->tsc - p->r->tsc0;
+	uint64_t ns = p->ns0 + ticks * p->ns_whole + (uint64_t)((unsigned __int128)ticks * p->ns_frac >> 64);
 	uint8_t *w = lk__pb_reserve(&p->pb, room);
 
-	if (e->tsc < p->r->tsc0)
-		ns = lk__reader_ns(p->r, e->tsc);	/* before the trace's start: a damaged trace */
+	if (e->tsc < p->r->tsc0 || ticks > UINT64_MAX / 1000000000u)
+		ns = lk__reader_ns(p->r, e->tsc);	/* a damaged trace: outside the trace's time */
 	if (!w)
 		return NULL;
 	*packet = lk__pbw_begin(w, TRACE_PACKET);
@@ -656,8 +657,10 @@ static int convert(struct pft *p, char *err, size_t errlen)
 	int rc;
 
 	p->boot_offset_ns = boot_offset_ns();
+	/* lk__reader_ns's arithmetic in integers: a double's conversion per event cost a tenth */
 	p->ns0 = p->r->monotonic0_ns;
-	p->ns_per_tick = 1e9 / (double)p->r->tsc_hz;
+	p->ns_whole = 1000000000u / p->r->tsc_hz;
+	p->ns_frac = (uint64_t)(((unsigned __int128)(1000000000u % p->r->tsc_hz) << 64) / p->r->tsc_hz);
 	p->uuid_seed = mix64(p->r->realtime0_ns ^ (uint64_t)p->r->pid << 32);
 	p->classes = calloc(p->r->nclasses ? p->r->nclasses : 1, sizeof(*p->classes));
 	if (!p->classes)
