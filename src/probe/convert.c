@@ -83,8 +83,12 @@ static int copy_file(int from_dir, int to_dir, const char *name, uint64_t cut)
 	uint64_t left;
 	struct stat st;
 
-	if (in < 0 || fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
-		rc = in < 0 || errno ? -errno : -EINVAL;
+	if (in < 0 || fstat(in, &st) != 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = -EINVAL;	/* a FIFO or a device named like a trace's file */
 		goto out;
 	}
 	out = openat(to_dir, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -123,7 +127,7 @@ out:
 static int copy_ctf(struct lk__trace_reader *r, const char *out, char *err, size_t errlen)
 {
 	const struct lk__reader_ops ops = { .stream_end = note_stream };
-	static const char *const described_by[] = { "metadata", ".lowkey-index" };
+	static const char *const described_by[] = { "metadata", ".lowkey-index" };	/* the latter optional */
 	struct copy_list l = { 0 };
 	int rc, to;
 
@@ -141,10 +145,14 @@ static int copy_ctf(struct lk__trace_reader *r, const char *out, char *err, size
 		rc = lk__failf(err, errlen, -errno, "cannot open the trace directory %s: %s", out, strerror(errno));
 		goto out;
 	}
-	for (size_t i = 0; i < 2 && !rc; i++)
-		if ((rc = copy_file(r->dir_fd, to, described_by[i], 0)) != 0)
+	for (size_t i = 0; i < 2 && !rc; i++) {
+		rc = copy_file(r->dir_fd, to, described_by[i], 0);
+		if (rc == -ENOENT && i > 0)
+			rc = 0;	/* the index of older traces: newer ones have the metadata alone */
+		else if (rc)
 			lk__failf(err, errlen, rc, "cannot copy %s/%s to %s: %s", r->dir, described_by[i], out,
 				  strerror(-rc));
+	}
 	for (size_t i = 0; i < l.n && !rc; i++)
 		if ((rc = copy_file(r->dir_fd, to, l.names[i], l.lengths[i])) != 0)
 			lk__failf(err, errlen, rc, "cannot copy %s/%s to %s: %s", r->dir, l.names[i], out,

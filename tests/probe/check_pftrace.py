@@ -337,6 +337,17 @@ def main():
         assert size_pft * 3 <= size_json, "Perfetto %d bytes, JSON %d: not a third" % (size_pft, size_json)
         print("converted: %d events, %d sequences; %d bytes against %d of JSON (%.2f)"
               % (len(d.events), len(d.sequences), size_pft, size_json, size_pft / size_json))
+        # lowkey convert --format ctf: a copy that converts the same; its errors and usage
+        copy, again = os.path.join(work, "copy.ctf"), os.path.join(work, "again.pftrace")
+        subprocess.run([lowkey, "convert", ctf, "-o", copy, "--format", "ctf"], check=True)
+        subprocess.run([lowkey, "convert", copy, "-o", again], check=True)
+        check_trace(again, pid, procname)
+        for args, status in (([], 2), ([ctf], 2), ([ctf, "-o", again, "--format", "xml"], 2),
+                             ([os.path.join(work, "none.ctf"), "-o", again], 1),
+                             ([ctf, "-o", copy, "--format", "ctf"], 1), ([ctf, "-o", work + "/", "--format", "json"], 1)):
+            r = subprocess.run([lowkey, "convert"] + args, capture_output=True, text=True)
+            assert r.returncode == status and r.stderr.startswith("lowkey convert:"), (args, r.returncode, r.stderr)
+
         pid = int(subprocess.run([fixture, direct, "perfetto"], check=True, capture_output=True, text=True).stdout)
         d = check_trace(direct, pid, procname)
         print("written at lk_trace_stop: %d events, %d sequences" % (len(d.events), len(d.sequences)))
