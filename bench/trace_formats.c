@@ -20,7 +20,7 @@
 #include "probe/convert.h"
 
 static const char formats_usage[] =
-	"usage: lowkey bench formats [--events N] [--runs R] [--dir DIR] [--json]\n"
+	"usage: lowkey bench formats [--events N] [--runs R] [--dir DIR] [-j|--json]\n"
 	"\n"
 	"Records N events (default 3000000) in one thread -- rounds of a span around a counter value,\n"
 	"an event with two integer arguments and a nested span -- as CTF, converts that trace to\n"
