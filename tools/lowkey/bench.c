@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "bench_html.h"
 #include "cli.h"
 
 static const char bench_usage[] =
@@ -19,7 +20,9 @@ static const char bench_usage[] =
 	"error says what is being measured and for how long (never in the output itself).\n"
 	"\n"
 	"  -j, --json    print the figures as JSON\n"
-	"  -q, --quiet   no status line\n";
+	"  -q, --quiet   no status line\n"
+	"  --html OUT    also write the figures as one self-contained HTML page to OUT, the seed's\n"
+	"                published figures drawn beside this machine's\n";
 
 static void list(FILE *out)
 {
@@ -52,6 +55,7 @@ static bool take_quiet(int *argc, char **argv)
 static int bench_run(int argc, char **argv)
 {
 	const struct lk_bench *b;
+	const char *html;
 	bool quiet;
 	int rc;
 
@@ -79,6 +83,10 @@ static int bench_run(int argc, char **argv)
 		return LK_EXIT_OK;
 	}
 	quiet = take_quiet(&argc, argv);
+	if (!lk_bench_html_option(&argc, argv, &html))
+		return LK_EXIT_USAGE;
+	if (html)
+		return lk_bench_html(b, argc - 1, argv + 1, html, quiet);
 	lkb_progress_start(b->name, quiet);
 	rc = b->run(argc - 1, argv + 1);
 	lkb_progress_stop();

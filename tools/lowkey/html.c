@@ -614,10 +614,8 @@ static void bar(FILE *f, const struct lkh_bars *b, const struct scale *x, size_t
 	double v = b->values[g * b->nseries + s], x0 = BARS_LABEL, x1;
 	char buf[48];
 
-	if (!isfinite(v)) {
-		fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"none\">", BARS_LABEL + 4, y + BAR_H - 2);
-		lkh_text(f, b->series[s]);
-		fputs(": none</text>\n", f);
+	if (!isfinite(v)) {	/* a dash where the series has no figure */
+		svg_label(f, BARS_LABEL + 6, y + BAR_H - 2, "start", "\xe2\x80\x93");
 		return;
 	}
 	b->fmt(buf, sizeof(buf), v);

@@ -85,8 +85,9 @@ void lkh_line_chart(FILE *f, const char *title, const char *y_label, const struc
 
 /*
  * A grouped horizontal bar chart: ngroups groups (rows) of nseries bars each, values[g * nseries
- * + s] (NaN: no bar, said so in the tooltip). The axis is logarithmic when log is true and every
- * value is positive. fmt writes one value with its unit (NULL: "%.3g").
+ * + s] (NaN: no figure, drawn as a dash). The axis is logarithmic when log is true and the
+ * positive values span more than a factor of 100 (a value <= 0 is then drawn at the axis' start),
+ * linear from 0 otherwise. fmt writes one value with its unit (NULL: "%.3g").
  */
 struct lkh_bars {
 	const char *title;
