@@ -61,6 +61,16 @@ static __attribute__((noinline)) uint64_t loop_disabled(uint64_t n)
 	return n;
 }
 
+/* A site on for a USDT tracer (lk_probe_usdt_enable) while no lowkey trace runs. */
+static __attribute__((noinline)) uint64_t loop_usdt(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		LK_PROBE(lkbench_usdt, two_ints, (long)i, (long)n);
+		asm volatile("" : : "r"(i));
+	}
+	return n;
+}
+
 static __attribute__((noinline)) uint64_t loop_span(uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++) {
@@ -489,7 +499,7 @@ struct rate_summary {
 };
 
 struct results {
-	double empty_ns, disabled_ns;
+	double empty_ns, disabled_ns, usdt_ns;
 	struct burst_result two, cpu, span;
 	struct lttng_result lttng;
 	struct rate_summary rate1, rate2, rate1_fixed;
@@ -626,6 +636,7 @@ static void print_json(const struct results *r)
 	lkb_json_object(&j, "ns_per_event");
 	lkb_json_num(&j, "empty_loop", r->empty_ns);
 	lkb_json_num(&j, "disabled", r->disabled_ns);
+	lkb_json_num(&j, "usdt_no_trace", r->usdt_ns);
 	lkb_json_num(&j, "enabled_two_ints", r->two.ns);
 	lkb_json_num(&j, "enabled_with_cputime", r->cpu.ns);
 	lkb_json_num(&j, "span", r->span.ns);
@@ -718,6 +729,16 @@ static int probe_run(int argc, char **argv)
 	if (!json)
 		lkb_row("%-46s %10.3f   (%+.3f over the empty loop)\n", "lowkey disabled site", r.disabled_ns,
 			r.disabled_ns - r.empty_ns);
+	lkb_progress("site on for a USDT tracer, no trace, %d runs", runs);
+	if (lk_probe_usdt_enable("lkbench_usdt") < 0) {
+		fprintf(stderr, "lowkey bench probe: %s\n", lk_last_error());
+		return 1;
+	}
+	r.usdt_ns = time_unrecorded(loop_usdt);
+	lk_probe_usdt_reset_rules();
+	if (!json)
+		lkb_row("%-46s %10.3f   (%+.3f over the empty loop)\n", "lowkey site on for USDT, no trace", r.usdt_ns,
+			r.usdt_ns - r.empty_ns);
 	lkb_progress("enabled event, %d runs", runs);
 	r.two = time_bursts("two", lkb_loop_two_ints, 0, 1);
 	if (!json && !r.two.err)
