@@ -21,7 +21,7 @@ static const char bench_usage[] =
 	"\n"
 	"  -j, --json    print the figures as JSON\n"
 	"  -q, --quiet   no status line\n"
-	"  --html OUT    also write the figures as one self-contained HTML page to OUT, the seed's\n"
+	"  --html OUT    write the figures as one self-contained HTML page to OUT instead, the seed's\n"
 	"                published figures drawn beside this machine's\n";
 
 static void list(FILE *out)
