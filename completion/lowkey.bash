@@ -158,7 +158,8 @@ _lowkey_option_value()
 		fi
 		return 0 ;;
 	-p | --pid)
-		if [[ $cmd == stat || $cmd == trace || $cmd == list || $cmd == watch ]]; then
+		# A process id for every command but the benchmarks (-p is a thread count there).
+		if [[ $cmd != bench* ]]; then
 			_lowkey_reply "$(cd /proc && printf '%s\n' [0-9]*)"
 			return 0
 		fi ;;
