@@ -130,6 +130,11 @@ else
 	reject "lowkey trace --pid $$ -e ${provider:0:2}" "$provider:*"
 fi
 
+# Process ids after --pid, but not after a benchmark's -p (a thread count there).
+expect "lowkey stat -p $$" "$$"
+expect "lowkey trace --pid $$" "$$"
+reject "lowkey bench breakpoint thread -p $$" "$$"
+
 # After --: commands to run, then files.
 expect "lowkey stat -- tru" true
 
