@@ -119,6 +119,8 @@ void lkh_fmt_ns(char *buf, size_t len, double ns)
 {
 	if (isnan(ns))
 		snprintf(buf, len, "-");
+	else if (fabs(ns) < 10)
+		snprintf(buf, len, "%.2g ns", ns);	/* a disabled site: fractions of a nanosecond */
 	else if (fabs(ns) < 1e3)
 		snprintf(buf, len, "%.0f ns", ns);
 	else if (fabs(ns) < 1e6)
@@ -544,7 +546,8 @@ void lkh_line_chart(FILE *f, const char *title, const char *y_label, const struc
 #define BARS_W 940
 #define BARS_LABEL 330		/* the groups' labels, right-aligned before the bars */
 #define BARS_RIGHT 80		/* room for the value at a bar's end */
-#define BARS_TOP 46
+#define LEGEND_TOP 24	/* the legend's first line; the bars start below its last */
+#define LEGEND_LINE 16
 #define BARS_BOTTOM 30
 #define BAR_H 12
 #define LABEL_CHARS 48
@@ -578,20 +581,35 @@ static double positive_span(const struct lkh_bars *b, double *lo, double *hi)
 	return h / l;
 }
 
-static void bars_legend(FILE *f, const struct lkh_bars *b)
+static double legend_width(const char *name)
 {
-	double x = BARS_LABEL;
-
-	for (size_t s = 0; s < b->nseries; s++) {
-		fprintf(f, "<rect x=\"%.1f\" y=\"24\" width=\"12\" height=\"10\" fill=\"%s\"/>\n", x, lkh_color(s));
-		fprintf(f, "<text x=\"%.1f\" y=\"33\">", x + 16);
-		text_cut(f, b->series[s], 40);
-		fputs("</text>\n", f);
-		x += 30 + 6.6 * (double)(strlen(b->series[s]) < 40 ? strlen(b->series[s]) : 40);
-	}
+	return 30 + 6.6 * (double)(strlen(name) < 40 ? strlen(name) : 40);
 }
 
-static void bars_axis(FILE *f, const struct scale *x, double bottom, void (*fmt)(char *, size_t, double))
+/* The legend, wrapped to the chart's width from its label column; returns where the bars start. */
+static double bars_legend(FILE *f, const struct lkh_bars *b, bool draw)
+{
+	double x = BARS_LABEL, y = LEGEND_TOP;
+
+	for (size_t s = 0; s < b->nseries; s++) {
+		if (x > BARS_LABEL && x + legend_width(b->series[s]) > BARS_W) {
+			x = BARS_LABEL;
+			y += LEGEND_LINE;
+		}
+		if (draw) {
+			fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"10\" fill=\"%s\"/>\n", x, y,
+				lkh_color(s));
+			fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", x + 16, y + 9);
+			text_cut(f, b->series[s], 40);
+			fputs("</text>\n", f);
+		}
+		x += legend_width(b->series[s]);
+	}
+	return y + LEGEND_LINE + 6;
+}
+
+static void bars_axis(FILE *f, const struct scale *x, double top, double bottom,
+		      void (*fmt)(char *, size_t, double))
 {
 	double ticks[40];
 	size_t n = scale_ticks(x, ticks, 40);
@@ -600,11 +618,11 @@ static void bars_axis(FILE *f, const struct scale *x, double bottom, void (*fmt)
 	for (size_t i = 0; i < n; i++) {
 		double px = scale_px(x, ticks[i]);
 
-		svg_line(f, "grid", px, BARS_TOP, px, bottom);
+		svg_line(f, "grid", px, top, px, bottom);
 		fmt(buf, sizeof(buf), ticks[i]);
 		svg_label(f, px, bottom + 14, "middle", buf);
 	}
-	svg_line(f, "axis", BARS_LABEL, BARS_TOP, BARS_LABEL, bottom);
+	svg_line(f, "axis", BARS_LABEL, top, BARS_LABEL, bottom);
 	if (x->log)
 		svg_label(f, BARS_W - BARS_RIGHT, bottom + 28, "end", "log scale");
 }
@@ -632,7 +650,8 @@ static void bar(FILE *f, const struct lkh_bars *b, const struct scale *x, size_t
 void lkh_bar_chart(FILE *f, const struct lkh_bars *bars)
 {
 	struct lkh_bars b = *bars;
-	double lo, hi, group_h = (double)b.nseries * (BAR_H + 2) + 10, bottom = BARS_TOP + group_h * (double)b.ngroups;
+	double lo, hi, group_h = (double)b.nseries * (BAR_H + 2) + 10, top = bars_legend(f, &b, false);
+	double bottom = top + group_h * (double)b.ngroups;
 	int height = (int)bottom + BARS_BOTTOM + 12;
 	struct scale x;
 
@@ -648,10 +667,10 @@ void lkh_bar_chart(FILE *f, const struct lkh_bars *bars)
 		scale_log(&x, lo, hi, BARS_LABEL, BARS_W - BARS_RIGHT);
 	else
 		scale_linear(&x, fmin(lo, 0), fmax(hi, 0), BARS_LABEL, BARS_W - BARS_RIGHT, 6);
-	bars_legend(f, &b);
-	bars_axis(f, &x, bottom, b.fmt);
+	bars_legend(f, &b, true);
+	bars_axis(f, &x, top, bottom, b.fmt);
 	for (size_t g = 0; g < b.ngroups; g++) {
-		double y = BARS_TOP + group_h * (double)g + 5;
+		double y = top + group_h * (double)g + 5;
 
 		fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\"><title>", BARS_LABEL - 6,
 			y + (group_h - 10) / 2 + 4);
