@@ -281,6 +281,9 @@ uint64_t lk__count_records(const uint8_t *p, const uint8_t *end, bool cputime);
 /* Count the closed sub-buffers no one has counted yet, unless a snapshot is being taken. Consumer. */
 void lk__snapshot_count_ahead(void);
 
+/* In a forked child: the snapshot lock is free (the parent's consumer may have held it). */
+void lk__snapshot_forget(void);
+
 /*
  * Write what the rings of the running overwrite-mode trace hold to path (NULL: the next default
  * name, see lk_trace_snapshot), under the snapshot lock: one reader at a time. The caller keeps

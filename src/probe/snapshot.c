@@ -441,6 +441,12 @@ int lk__snapshot(const char *path, struct lk__snapshot_result *r, char *written,
 	return err;
 }
 
+/* In a forked child: the consumer that held the lock at the fork is not there. */
+void lk__snapshot_forget(void)
+{
+	pthread_mutex_init(&snapshot_lock, NULL);
+}
+
 /* ---- counting ahead ---- */
 
 /* Count area a's records if it is closed and no one has: the producer then need not. */

@@ -465,8 +465,9 @@ static void trace_fork_child(void)
 {
 	struct lk__trace *t = &lk__trace;
 
-	/* another thread of the parent may have held it at the fork */
+	/* another thread of the parent may have held them at the fork */
 	pthread_mutex_init(&lk__probe_buffers_lock, NULL);
+	lk__snapshot_forget();
 	pthread_mutex_unlock(&lk__trace_mutex);
 	if (!t->running)
 		return;

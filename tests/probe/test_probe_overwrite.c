@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -366,6 +367,47 @@ static void snapshot_on_signal(void **state)
 	lk_probe_reset_rules();
 }
 
+/* ---- fork ---- */
+
+/* A child has no flight recorder of its parent's; it may start its own, and snapshot it. */
+static void a_forked_child(void **state)
+{
+	char dir[256], child_dir[300];
+	struct fr_trace t;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	assert_true(lk_probe_enable("fr") >= 0);
+	start_overwrite(dir, sizeof(dir), "fr-fork", 0);
+	record_sequence(0, 1000);
+	snprintf(child_dir, sizeof(child_dir), "%s-child", dir);
+	pid = fork();
+	if (pid == 0) {
+		struct lk_trace_config c = { .path = child_dir, .buffer_size = RING, .flags = LK_TRACE_OVERWRITE };
+		int ok = lk_trace_snapshot(NULL) == -ENOENT;	/* the parent's is not ours */
+
+		ok = ok && lk_trace_start(&c) == 0;
+		record_sequence(0, 10);
+		ok = ok && lk_trace_snapshot(NULL) == 0 && lk_trace_stop() == 0;
+		_exit(ok ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(status, 0);
+	fr_read(&t, child_dir, "fr:seq");
+	assert_int_equal(t.n, 1);
+	assert_int_equal(t.s[0].events, 10);
+	record_sequence(1000, 1010);
+	assert_int_equal(lk_trace_snapshot(NULL), 0);
+	fr_read(&t, dir, "fr:seq");
+	assert_int_equal(t.s[0].last, 1009);
+	assert_int_equal(t.s[0].first, 0);
+	assert_int_equal(lk_trace_stop(), 0);
+	lkt_rmrf(dir);
+	lkt_rmrf(child_dir);
+	lk_probe_reset_rules();
+}
+
 /* ---- errors ---- */
 
 static void snapshot_errors(void **state)
@@ -409,6 +451,7 @@ int main(void)
 		cmocka_unit_test(json_snapshots),
 		cmocka_unit_test(snapshots_while_threads_record),
 		cmocka_unit_test(snapshot_on_signal),
+		cmocka_unit_test(a_forked_child),
 		cmocka_unit_test(snapshot_errors),
 	};
 

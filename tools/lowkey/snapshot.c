@@ -24,12 +24,13 @@
 #define SNAPSHOT_TIMEOUT_MS (10 * 60 * 1000)	/* a JSON snapshot is converted by the process */
 
 static const char snapshot_usage[] =
-	"usage: lowkey snapshot --pid PID [-o OUT] [--json]\n"
+	"usage: lowkey snapshot --pid PID [-o OUT] [-j|--json]\n"
 	"\n"
 	"Writes what the flight recorder of a running process holds -- each thread's newest events --\n"
 	"as a trace, while the process goes on recording. The process must run an overwrite-mode\n"
 	"trace (`lowkey trace --overwrite -- CMD`, LOWKEY_TRACE_MODE=overwrite, or LK_TRACE_OVERWRITE\n"
-	"in lk_trace_start) and have its control socket open (LOWKEY_CONTROL=1, lk_control_open()).\n"
+	"in lk_trace_start) and have its control socket open (lowkey trace --overwrite opens it;\n"
+	"otherwise LOWKEY_CONTROL=1 or lk_control_open()).\n"
 	"Snapshots may be taken as often as wanted; each is a complete trace, whose packets count\n"
 	"the events that were overwritten before (events_discarded, which babeltrace2 reports).\n"
 	"\n"
@@ -38,11 +39,11 @@ static const char snapshot_usage[] =
 	"  -o, --output OUT     where the process writes it: a new or empty directory (CTF), or a\n"
 	"                       file for a JSON trace; a path as the process sees it. Default: the\n"
 	"                       trace's own path the first time, then PATH.1, PATH.2, ...\n"
-	"      --json           print {\"output\", \"events\", \"discarded\", \"threads\", \"bytes\"}\n"
+	"  -j, --json           print {\"output\", \"events\", \"discarded\", \"threads\", \"bytes\"}\n"
 	"  -h, --help           this text\n"
 	"\n"
 	"Example:\n"
-	"  LOWKEY_CONTROL=1 lowkey trace --overwrite -o /tmp/fr.ctf -- ./server &\n"
+	"  lowkey trace --overwrite -o /tmp/fr.ctf -- ./server &\n"
 	"  lowkey snapshot --pid $(pidof server) -o /tmp/slow-request.ctf\n";
 
 struct snapshot_opts {
@@ -71,7 +72,7 @@ static int parse_args(struct snapshot_opts *o, int argc, char **argv)
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "p:o:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:o:jh", options, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (!lk_cli_parse_long(optarg, 1, 1 << 22, &pid))

@@ -108,6 +108,8 @@ static void __attribute__((noreturn)) exec_command(const struct trace_opts *o, i
 	set_env("LOWKEY_TRACE_CPUTIME", o->cputime ? "1" : NULL);
 	set_env("LOWKEY_TRACE_MODE", o->overwrite ? "overwrite" : NULL);
 	set_env("LOWKEY_TRACE_SNAPSHOT_SIGNAL", o->snapshot_signal);
+	if (o->overwrite)
+		set_env("LOWKEY_CONTROL", "1");	/* so that `lowkey snapshot --pid` can ask it */
 	set_env("LOWKEY_TRACE_SCHED", o->sched ? "1" : NULL);
 	snprintf(num, sizeof(num), "%llu", (unsigned long long)o->buffer);
 	set_env("LOWKEY_TRACE_BUFFER", o->buffer ? num : NULL);
