@@ -389,7 +389,7 @@ static void interval_counts_add_up(void **state)
 	assert_int_equal(STAT("-I", "100", "-x", ",", "-e", "task-clock,page-faults", "--", WORKLOAD_BIN, "spin",
 			      "500", "exit", "3"), 3);
 	n = interval_lines(r.err, "task-clock", &sum, &last);
-	if (n < 3)
+	if (n < 2)	/* 500 ms of CPU is 5 intervals and more; a late wake-up merges some */
 		fail_msg("%d intervals in:\n%s", n, r.err);
 	assert_true(sum >= 500 && sum < 700);	/* ms; cumulative counts would sum to far more */
 	assert_null(strstr(r.err, "Performance counter stats"));	/* intervals only, as perf -I */
@@ -446,10 +446,11 @@ static void interval_of_a_process(void **state)
 		_exit(127);
 	}
 	snprintf(pid, sizeof(pid), "%d", (int)child);
-	assert_int_equal(STAT("-p", pid, "-I", "100", "--duration", "0.35", "-x", ",", "-e", "task-clock"), 0);
+	assert_int_equal(STAT("-p", pid, "-I", "100", "--duration", "1", "-x", ",", "-e", "task-clock"), 0);
 	kill(child, SIGKILL);
 	waitpid(child, &status, 0);
-	assert_true(interval_lines(r.err, "task-clock", &sum, &last) >= 3);
+	/* 10 intervals on a quiet machine; a late wake-up merges some (never empty ones) */
+	assert_true(interval_lines(r.err, "task-clock", &sum, &last) >= 2);
 	assert_true(sum > 0);
 }
 
