@@ -230,33 +230,25 @@ static int put_area(struct snapshot *sn, struct stream *st, const struct held *h
 	return err;
 }
 
-/* A thread's sub-buffers, oldest first. */
-static int put_thread(struct snapshot *sn, struct lk__probe_buffer *b)
+/* Sub-buffers newest - LK__SLOTS + 1 .. newest of a thread, oldest first, those still there. */
+static int put_sub_buffers(struct snapshot *sn, struct lk__probe_buffer *b, struct stream *st, uint64_t newest)
 {
-	uint64_t newest = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE), s;
-	bool dead = __atomic_load_n(&b->dead, __ATOMIC_ACQUIRE);
-	struct stream st = { .b = b, .before = LK__NONE };
 	int err = 0;
 
-	if (newest == LK__NONE)
-		return 0;	/* nothing recorded yet */
-	st.file.tid = b->tid;
-	st.file.fd = -1;
-	st.dropped = __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
-	for (s = newest >= LK__SLOTS - 1 ? newest - (LK__SLOTS - 1) : 0; s <= newest && !err; s++) {
+	for (uint64_t s = newest >= LK__SLOTS - 1 ? newest - (LK__SLOTS - 1) : 0; s <= newest && !err; s++) {
 		struct held h;
 		uint64_t n = 0;
 
 		if (!hold(b, s, &h)) {
-			st.before = LK__NONE;	/* a gap: the next one says what came before it */
+			st->before = LK__NONE;	/* a gap: the next one says what came before it */
 			continue;
 		}
-		if (st.before == LK__NONE) {
-			st.before = __atomic_load_n(&b->areas[h.area].first, __ATOMIC_ACQUIRE);
-			if (st.before == LK__NONE)
-				st.before = st.written;	/* cannot happen (see buffer.c): claim no loss */
+		if (st->before == LK__NONE) {
+			st->before = __atomic_load_n(&b->areas[h.area].first, __ATOMIC_ACQUIRE);
+			if (st->before == LK__NONE)
+				st->before = st->written;	/* cannot happen (see buffer.c): claim no loss */
 		}
-		err = put_area(sn, &st, &h, &n);
+		err = put_area(sn, st, &h, &n);
 		if (h.closed) {
 			uint64_t none = LK__NONE;
 
@@ -264,8 +256,33 @@ static int put_thread(struct snapshot *sn, struct lk__probe_buffer *b)
 						    __ATOMIC_RELAXED);
 		}
 		let_go(b, h.area);
-		st.written += n;
-		st.before += n;
+		st->written += n;
+		st->before += n;
+	}
+	return err;
+}
+
+/*
+ * A thread's sub-buffers, oldest first. A thread that went round its whole ring while the
+ * snapshot was getting to it (a small ring, a snapshot preempted) left none of those it had:
+ * then the snapshot takes its newest ones again, a few times.
+ */
+#define CHASES 4
+
+static int put_thread(struct snapshot *sn, struct lk__probe_buffer *b)
+{
+	bool dead = __atomic_load_n(&b->dead, __ATOMIC_ACQUIRE);
+	struct stream st = { .b = b, .before = LK__NONE };
+	int err = 0;
+
+	if (__atomic_load_n(&b->seq, __ATOMIC_ACQUIRE) == LK__NONE)
+		return 0;	/* nothing recorded yet */
+	st.file.tid = b->tid;
+	st.file.fd = -1;
+	st.dropped = __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
+	for (int chase = 0; chase < CHASES && !err && !st.written; chase++) {
+		st.before = LK__NONE;
+		err = put_sub_buffers(sn, b, &st, __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE));
 	}
 	if (st.file.fd >= 0) {
 		close(st.file.fd);
