@@ -207,8 +207,9 @@ static int open_or_skip(const struct usdt_note *n, bool with_semaphore, uint64_t
 	}
 	fd = open_uprobe(n, with_semaphore, regs_mask);
 	if (fd < 0 && (errno == EACCES || errno == EPERM || errno == ENOENT || errno == ENOSYS)) {
-		print_message("SKIP: perf_event_open of a uprobe: %s (needs root or CAP_PERFMON, and "
-			      "perf_event_open not denied by seccomp)\n", strerror(errno));
+		print_message("SKIP: perf_event_open of a uprobe: %s (it needs root or CAP_PERFMON, and a "
+			      "kernel, not an emulator or a seccomp filter, answering perf_event_open)\n",
+			      strerror(errno));
 		skip();
 	}
 	if (fd < 0)
