@@ -71,6 +71,8 @@ static int names_under(const char *listing, const char *prefix, char names[][48]
 	for (const char *line = listing; line && *line && n < max; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
 		char name[32];
 
+		if (*line == '\n' && n)
+			break;	/* the end of the list: the rules follow in lowkey help */
 		if (strncmp(line, "   ", 3) != 0 || line[3] == ' ' || sscanf(line, "%31s", name) != 1)
 			continue;
 		snprintf(names[n++], 48, "%s%s", prefix, name);
