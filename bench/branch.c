@@ -903,7 +903,7 @@ static void print_json(int runs, const struct pass_result *pf, const struct pass
 }
 
 static const char branch_usage[] =
-	"usage: lowkey bench branch [--runs N] [--flips N] [--processes N] [--json]\n"
+	"usage: lowkey bench branch [--runs N] [--flips N] [--processes N] [-j|--json]\n"
 	"\n"
 	"Re-runs seed 003's table (the cost of a disabled branch) on this machine: the same loop\n"
 	"with a NOP, a branch, a load + branch (also with the flag's cache line bouncing to another\n"
@@ -918,7 +918,7 @@ static const char branch_usage[] =
 	"  --runs N        repetitions of each loop row (default 15)\n"
 	"  --flips N       flips timed per key (default 51)\n"
 	"  --processes N   processes measuring static key off vs nop (default 5; 0: none)\n"
-	"  --json          print the figures as JSON\n";
+	"  -j, --json      print the figures as JSON\n";
 
 static int branch_run(int argc, char **argv)
 {
