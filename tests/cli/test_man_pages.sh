@@ -67,8 +67,11 @@ documented()
 check_page()
 {
 	page=$1
-	warnings=$(groff -man -ww -z -Tutf8 "$page" 2>&1)
+	# For a terminal and for print: only the latter warns about some characters (a form feed).
+	warnings=$(groff -man -ww -z -Tutf8 "$page" 2>&1; groff -man -ww -z -Tps "$page" 2>&1)
 	[ -z "$warnings" ] || fail "$page: groff warns: $warnings"
+	! tr -d '\t\n' <"$page" | LC_ALL=C grep -q '[[:cntrl:]]' ||
+		fail "$page: control characters in the source (a backslash-f taken for a form feed?)"
 	if command -v man >/dev/null; then
 		warnings=$(MANWIDTH=80 man --warnings -l "$page" 2>&1 >/dev/null)
 		[ -z "$warnings" ] || fail "$page: man --warnings: $warnings"
