@@ -52,6 +52,13 @@ out=$(MANPATH="$prefix/share/man" PAGER=cat MANPAGER=cat "$lowkey" help trace 2>
 is_page "$out" || fail "help trace with MANPATH=$prefix/share/man: not the page: $(printf '%s' "$out" | head -n3)"
 printf '%s\n' "$out" | grep -q -- '--duration' || fail "help trace: the page lacks --duration"
 
+# Every command's page is installed and opens.
+for cmd in $("$lowkey" help | awk '/^Commands:/ { c = 1; next } /^$/ { c = 0 } c && /^   [a-z]/ { print $1 }'); do
+	upper=$(printf '%s' "$cmd" | tr a-z A-Z)
+	out=$(MANPATH="$prefix/share/man" "$lowkey" help "$cmd" 2>&1)
+	printf '%s\n' "$out" | grep -q "LOWKEY-$upper(1)" || fail "help $cmd: not its page: $(printf '%s' "$out" | head -n2)"
+done
+
 # An installed lowkey finds the pages of its own prefix, whatever MANPATH says.
 mkdir -p "$prefix/bin" && cp "$lowkey" "$prefix/bin/lowkey"
 out=$(MANPATH=/nonexistent "$prefix/bin/lowkey" help trace 2>&1)
