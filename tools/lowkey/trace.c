@@ -272,6 +272,19 @@ void trace_print_summary(const struct trace_opts *o, const struct trace_totals *
 		return;
 	}
 	human_size(bytes, size, sizeof(size));
+	if (o->overwrite) {
+		char next[PATH_MAX + 8];
+
+		snprintf(next, sizeof(next), "%s.1", o->output);
+		fprintf(stderr, "lowkey trace: the flight recorder's snapshots wrote %llu events from %u thread%s "
+			"(%s) to %s%s%s\n", (unsigned long long)t->events, t->threads, t->threads == 1 ? "" : "s", size,
+			o->output, stat(next, &st) == 0 ? " and " : "", stat(next, &st) == 0 ? next : "");
+		if (t->lost)
+			fprintf(stderr, "lowkey trace: %llu events were dropped besides those overwritten (a signal "
+				"handler's over an event in progress, an event larger than --buffer / 8)\n",
+				(unsigned long long)t->lost);
+		return;
+	}
 	fprintf(stderr, "lowkey trace: %llu events (%llu lost) from %u thread%s, %s written to %s\n",
 		(unsigned long long)t->events, (unsigned long long)t->lost, t->threads, t->threads == 1 ? "" : "s",
 		size, o->output);
