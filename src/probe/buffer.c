@@ -279,6 +279,7 @@ static uint8_t *switch_area(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 static void attach_overwrite(struct lk__probe_buffer *b)
 {
 	b->area_size = b->size / LK__SLOTS;
+	b->max_record = b->area_size;
 	for (unsigned int a = 0; a <= LK__SLOTS; a++)
 		b->areas[a] = (struct lk__area){ 0, 0, LK__NONE, LK__NONE, LK__NONE };
 	for (unsigned int k = 0; k < LK__SLOTS; k++)
@@ -452,7 +453,7 @@ static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, ui
 	uint8_t *p, *args;
 
 	*quick = t->committed + size <= b->slow_end;
-	if (size > (b->overwrite ? b->area_size : b->size / 4) || !(p = *quick ? (uint8_t *)t->committed : reserve(b, t, (uint32_t)size))) {
+	if (size > b->max_record || !(p = *quick ? (uint8_t *)t->committed : reserve(b, t, (uint32_t)size))) {
 		count_lost(b);
 		return false;
 	}
@@ -547,6 +548,7 @@ static int attach(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 	b->lost_written = b->events = b->packets = 0;
 	b->fd = -1;
 	b->overwrite = overwrite;
+	b->max_record = b->size / 4;
 	if (overwrite)
 		attach_overwrite(b);
 	__atomic_store_n(&t->committed, (uintptr_t)b->data, __ATOMIC_RELEASE);

@@ -63,6 +63,7 @@ struct lk__probe_buffer {
 	uint8_t *data;
 	size_t cap;			/* the mapping: the ring's room at its largest */
 	size_t size;			/* where laps end while the consumer keeps up (resident) */
+	size_t max_record;		/* larger records are dropped: size / 4, or a sub-buffer */
 	pid_t tid;
 	char name[16];
 
