@@ -446,7 +446,7 @@ int lk__ctf_write_packet(struct lk__trace *t, struct lk__probe_buffer *b, const 
 			 const uint8_t *end, uint64_t ts_begin, uint64_t ts_end)
 {
 	struct packet_prefix h, lead;
-	size_t len = (size_t)(end - start), events = 0, out_len = 0;
+	size_t len = (size_t)(end - start), out_len = 0;
 	uint64_t lost = __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
 	uint8_t *out = NULL;
 	bool lead_needed;
@@ -455,18 +455,14 @@ int lk__ctf_write_packet(struct lk__trace *t, struct lk__probe_buffer *b, const 
 
 	if (b->fd < 0 && lk__ctf_open_stream(t, b) != 0)
 		return -errno;
-	for (const uint8_t *p = start; p < end; events++) {
-		size_t size = record_size(t, p, (size_t)(end - p));
-
-		if (!size)
-			return -EIO;	/* cannot happen: the consumer walked them */
-		p += size;
-	}
-	if (events) {
-		out = staging_get(len + events * sizeof(int32_t));
+	if (len) {
+		/* records are 8 bytes at least: at most len / 8 of them, each 4 bytes longer */
+		out = staging_get(len + len / 2);
 		if (!out)
 			return -ENOMEM;
 		out_len = insert_vtid(t, start, end, (int32_t)b->tid, out);
+		if (!out_len)
+			return -EIO;	/* cannot happen: the consumer walked them */
 	}
 	lead_needed = b->packets == 0 && lost;	/* see the top of this file */
 	seq = b->packets;
@@ -490,8 +486,9 @@ int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t
 	int err;
 
 	if (*fd < 0) {
+		/* a stream goes on where it stopped if its thread id comes back (a new thread) */
 		snprintf(name, sizeof(name), "stream-%d-sched", (int)tid);
-		*fd = openat(t->dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		*fd = openat(t->dir_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC | (*packets ? O_APPEND : O_TRUNC), 0644);
 		if (*fd < 0)
 			return -errno;
 	}

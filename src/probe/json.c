@@ -6,7 +6,9 @@
  * names "M" metadata; the thread's CPU time, when recorded, goes in "tts". Lost events are
  * reported per thread (a "lowkey:lost" instant at the end of the thread) and in total (otherData).
  * An event of a class this file does not know (one added to lowkey later) is an instant with its
- * fields as arguments.
+ * fields as arguments. A thread's context switches (LK_TRACE_SCHED) become its off-CPU slices:
+ * "X" events named "preempted" or "blocked", category "off-cpu", from a switch out to the next
+ * switch in (nested in the spans open then: no probe fires while the thread is off its CPU).
  *
  * Timestamps are microseconds of real time (CLOCK_REALTIME since the epoch), the clock of the CTF
  * trace, written exactly to the nanosecond. The text is always JSON: strings are repaired to UTF-8
@@ -31,6 +33,8 @@ struct json_state {
 	struct lk__trace_reader *r;
 	bool first;
 	uint64_t lost, last_tsc, nonfinite_counters;
+	uint64_t off_tsc, off_cpu;	/* the thread's last switch out, while it is off its CPU */
+	bool off, preempted;
 };
 
 static bool json_finite(double v)
@@ -113,6 +117,34 @@ static const char *phase(unsigned int kind)
 	}
 }
 
+/* lowkey:sched_out starts an off-CPU slice, lowkey:sched_in ends it. */
+static int off_cpu(struct json_state *j, const struct lk__event *e)
+{
+	uint64_t cpu = 0, preempted = 0;
+	const char *s;
+	size_t at = lk__event_arg(e, 0, 0, &cpu, &s);
+
+	if (e->cls->id == LK__EVENT_SCHED_OUT) {
+		if (at)
+			lk__event_arg(e, at, 1, &preempted, &s);
+		j->off_tsc = e->tsc;
+		j->off_cpu = cpu;
+		j->preempted = preempted != 0;
+		j->off = true;
+		return 0;
+	}
+	if (!j->off)
+		return 0;	/* the thread was off its CPU when the trace began */
+	j->off = false;
+	begin_object(j);
+	fprintf(j->out, "{\"name\":\"%s\",\"cat\":\"off-cpu\",\"ph\":\"X\",", j->preempted ? "preempted" : "blocked");
+	put_time(j, j->off_tsc);
+	fprintf(j->out, ",\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{\"cpu\":%" PRIu64 ",\"next_cpu\":%" PRIu64 "}}",
+		(double)(lk__reader_ns(j->r, e->tsc) - lk__reader_ns(j->r, j->off_tsc)) / 1000.0, j->r->pid, e->tid,
+		j->off_cpu, cpu);
+	return ferror(j->out) ? -EIO : 0;
+}
+
 static int on_event(const struct lk__event *e, void *arg)
 {
 	struct json_state *j = arg;
@@ -120,6 +152,8 @@ static int on_event(const struct lk__event *e, void *arg)
 	uint64_t v;
 	const char *s;
 
+	if (e->cls->id == LK__EVENT_SCHED_OUT || e->cls->id == LK__EVENT_SCHED_IN)
+		return off_cpu(j, e);
 	j->last_tsc = e->tsc;
 	if (e->cls->kind == LK_PROBE_COUNTER && !counter_value(e)) {
 		j->nonfinite_counters++;
@@ -155,6 +189,7 @@ static int on_stream_end(const struct lk__stream_info *s, void *arg)
 {
 	struct json_state *j = arg;
 
+	j->off = false;
 	j->lost += s->lost;
 	if (!s->lost)
 		return 0;

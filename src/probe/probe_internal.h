@@ -335,13 +335,16 @@ void lk__remove_streams(const char *dir);
 
 /*
  * Write one packet of stream class 1 (context switches) for thread tid: records [out, out+len),
- * already in CTF form. *fd: the stream-TID-sched file, opened at its first packet; *packets: its
- * count. 0 or -errno (the file then ends at its last whole packet).
+ * already in CTF form. *fd: the stream-TID-sched file, opened at its first packet (again after it
+ * was closed: appending); *packets: its count. 0 or -errno (the file then ends at its last whole
+ * packet).
  */
 int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t *packets, const uint8_t *out,
 			       size_t len, uint64_t ts_begin, uint64_t ts_end);
 
 /* ---- sched.c: context switches, LK_TRACE_SCHED ---- */
+
+#define LK__SCHED_FLUSH_MS 20	/* the longest the consumer sleeps while switches are recorded */
 
 /* Open the context-switch events of every thread of the process (perf_event_open): 0 or -errno. */
 int lk__sched_start(struct lk__trace *t);

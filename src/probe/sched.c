@@ -20,6 +20,9 @@
  * takes only records older than a cut a little before the pass began (the kernel writes a
  * record microseconds after taking its time), sorts them, and leaves the rest for the next pass.
  *
+ * A thread's stream is closed when the kernel says it exited (attr.task: PERF_RECORD_EXIT), so
+ * that a process that starts many short-lived threads does not run out of file descriptors.
+ *
  * Time: the records carry CLOCK_MONOTONIC_RAW (attr.use_clockid), the trace's events the TSC.
  * The perf mmap page's TSC conversion (cap_user_time_zero) is missing in most virtual machines,
  * so each pass takes a sync point -- a TSC read between two CLOCK_MONOTONIC_RAW reads, the
@@ -47,7 +50,12 @@
 #include "core/perf.h"
 #include "probe/probe_internal.h"
 
-#define RING_PAGES 64			/* 256 KiB a CPU: ~8,000 switches between two passes */
+/*
+ * 512 KiB a CPU: what perf_event_mlock_kb (516 KiB a CPU by default) lets every user map without
+ * touching RLIMIT_MEMLOCK, as `perf record` does; 16,000 switches between two passes of the
+ * consumer, which come every 20 ms at most while switches are recorded (trace.c).
+ */
+#define RING_PAGES 128
 #define CUT_NS 2000000			/* records younger than this at a pass wait for the next */
 #define MAX_CPUS 4096
 
@@ -70,11 +78,23 @@ struct sync_point {
 	uint64_t tsc, raw_ns;
 };
 
+/* PERF_RECORD_EXIT (attr.task) with sample_id_all and TID | TIME | CPU */
+struct exit_record {
+	struct perf_event_header header;
+	uint32_t pid, ppid, tid, ptid;
+	uint64_t time;
+	uint32_t sample_pid, sample_tid;
+	uint64_t sample_time;
+	uint32_t cpu, reserved;
+};
+
+#define EXITED 0xffff	/* pending.misc of a thread's exit */
+
 struct pending {
 	pid_t tid;
 	uint32_t cpu;
 	uint64_t raw_ns;
-	uint16_t misc;
+	uint16_t misc;		/* PERF_RECORD_MISC_SWITCH_OUT[_PREEMPT], 0 (in), EXITED */
 };
 
 struct sched_thread {
@@ -177,6 +197,7 @@ static int open_switch_event(struct lk__sched *s, pid_t tid, int cpu)
 	a.type = PERF_TYPE_SOFTWARE;
 	a.config = PERF_COUNT_SW_DUMMY;
 	a.context_switch = 1;
+	a.task = 1;		/* the threads' exits: their streams are closed then */
 	a.sample_id_all = 1;
 	a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
 	a.exclude_kernel = 1;
@@ -366,7 +387,7 @@ int lk__sched_start(struct lk__trace *t)
 
 /* ---- draining ---- */
 
-static int push_pending(struct lk__sched *s, const struct switch_record *r)
+static int push_pending(struct lk__sched *s, struct pending p)
 {
 	if (s->nbatch == s->capbatch) {
 		size_t cap = s->capbatch ? s->capbatch * 2 : 1024;
@@ -377,7 +398,7 @@ static int push_pending(struct lk__sched *s, const struct switch_record *r)
 		s->batch = grown;
 		s->capbatch = cap;
 	}
-	s->batch[s->nbatch++] = (struct pending){ (pid_t)r->tid, r->cpu, r->time, r->header.misc };
+	s->batch[s->nbatch++] = p;
 	return 0;
 }
 
@@ -400,6 +421,7 @@ static void drain_ring(struct lk__trace *t, struct lk__sched *s, struct cpu_ring
 		union {
 			struct perf_event_header h;
 			struct switch_record sw;
+			struct exit_record exit;
 			struct { struct perf_event_header h; uint64_t id, lost; } lost;
 		} rec;
 		struct perf_event_header h;
@@ -410,10 +432,19 @@ static void drain_ring(struct lk__trace *t, struct lk__sched *s, struct cpu_ring
 		memset(&rec, 0, sizeof(rec));
 		ring_copy(r, tail, &rec, h.size < sizeof(rec) ? h.size : sizeof(rec));
 		if (h.type == PERF_RECORD_SWITCH && h.size >= sizeof(rec.sw)) {
+			struct pending p = { (pid_t)rec.sw.tid, rec.sw.cpu, rec.sw.time, h.misc };
+
 			if (rec.sw.time >= cut)
 				break;
-			if ((!s->filter_pid || (pid_t)rec.sw.pid == pid) && (pid_t)rec.sw.tid != s->consumer_tid &&
-			    push_pending(s, &rec.sw) != 0)
+			if ((!s->filter_pid || (pid_t)rec.sw.pid == pid) && p.tid != s->consumer_tid &&
+			    push_pending(s, p) != 0)
+				__atomic_fetch_add(&t->sched_lost, 1, __ATOMIC_RELAXED);
+		} else if (h.type == PERF_RECORD_EXIT && h.size >= sizeof(rec.exit)) {
+			struct pending p = { (pid_t)rec.exit.tid, rec.exit.cpu, rec.exit.time, EXITED };
+
+			if (rec.exit.time >= cut)
+				break;
+			if ((pid_t)rec.exit.pid == pid && push_pending(s, p) != 0)
 				__atomic_fetch_add(&t->sched_lost, 1, __ATOMIC_RELAXED);
 		} else if (h.type == PERF_RECORD_LOST && h.size >= sizeof(rec.lost)) {
 			__atomic_fetch_add(&t->sched_lost, rec.lost.lost, __ATOMIC_RELAXED);
@@ -489,7 +520,9 @@ static int write_thread(struct lk__trace *t, struct lk__sched *s, size_t from, s
 	struct sched_thread *th = thread_of(s, s->batch[from].tid);
 	uint64_t first = 0, last = 0, events = 0;
 	uint8_t *out = out_room(s, (to - from) * 28);
+	bool exited = false;
 	size_t len = 0;
+	int err = 0;
 
 	if (!th || !out)
 		return -ENOMEM;
@@ -498,6 +531,10 @@ static int write_thread(struct lk__trace *t, struct lk__sched *s, size_t from, s
 
 		if (i > from && by_thread_and_time(&s->batch[i - 1], &s->batch[i]) == 0)
 			continue;	/* the same switch from a thread's two sets of events */
+		if (s->batch[i].misc == EXITED) {
+			exited = true;
+			continue;
+		}
 		if (tsc < th->last_tsc) {	/* later than the cut allowed for: out of order */
 			__atomic_fetch_add(&t->sched_lost, 1, __ATOMIC_RELAXED);
 			continue;
@@ -507,9 +544,13 @@ static int write_thread(struct lk__trace *t, struct lk__sched *s, size_t from, s
 		last = th->last_tsc = tsc;
 		len += put_record(out + len, &s->batch[i], tsc);
 	}
-	if (!events)
-		return 0;
-	return lk__ctf_write_sched_packet(t, th->tid, &th->fd, &th->packets, out, len, first, last);
+	if (events)
+		err = lk__ctf_write_sched_packet(t, th->tid, &th->fd, &th->packets, out, len, first, last);
+	if (exited && th->fd >= 0) {	/* a thread's stream is closed when it exits, as its probes' is */
+		close(th->fd);
+		th->fd = -1;
+	}
+	return err;
 }
 
 int lk__sched_drain(struct lk__trace *t, bool final)

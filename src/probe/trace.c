@@ -78,7 +78,6 @@ static int check_config(const struct lk_trace_config *c)
 		return lk__fail(-EINVAL, "lk_trace_start: snapshots of an overwrite-mode trace are written as CTF or "
 				"JSON: choose one of them as the format");
 	return 0;
-
 }
 
 /* An absolute path (the process may chdir), without requiring the file to exist. */
@@ -213,6 +212,8 @@ static int start_locked(const struct lk_trace_config *config)
 	if (err)
 		goto fail;
 	snapshot_clocks(t);
+	if (t->sched && t->config.flush_ms > LK__SCHED_FLUSH_MS)
+		t->config.flush_ms = LK__SCHED_FLUSH_MS;	/* the kernel's rings fill faster than ours */
 	if (t->sched && (err = lk__sched_start(t)) != 0)
 		goto fail;
 	__atomic_add_fetch(&t->gen, 1, __ATOMIC_RELEASE);

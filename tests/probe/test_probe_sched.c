@@ -5,11 +5,13 @@
  *   - a span that sleeps is blocked for at least its sleep; a span that spins is on a CPU for at
  *     least the CPU time it spun (lower bounds the kernel guarantees, not timings);
  *   - two threads spinning on one CPU (pinned there) are preempted for each other: runnable time;
- *   - threads started after the trace began are covered (all three above run in such threads);
- *   - babeltrace2 reads the switches;
+ *   - threads started after the trace began are covered (all three above run in such threads),
+ *     and the streams of threads that exited are closed (64 threads come and go);
+ *   - babeltrace2 reads the switches; the JSON conversion makes them off-CPU slices;
  *   - where perf_event_open is denied (a seccomp filter), LK_TRACE_SCHED and `lowkey trace
  *     --sched` fail saying why and what to change, and a trace without it still works.
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -157,6 +159,20 @@ static void spans_are_split_by_the_switches(void **state)
 	lkt_sh(&out, "%s report '%s'", LOWKEY, dir);
 	lkt_expect(&out, 0, "runnable");
 
+	/* JSON: the switches as off-CPU slices of their thread */
+	lkt_sh(&out, "%s convert '%s' -o '%s.json' --format json && python3 -c '"
+			 "import json,sys; d=json.load(open(sys.argv[1]))[\"traceEvents\"]\n"
+			 "x=[e for e in d if e.get(\"cat\") == \"off-cpu\"]\n"
+			 "assert all(e[\"ph\"] == \"X\" and e[\"dur\"] >= 0 for e in x), x[:3]\n"
+			 "b=sum(e[\"dur\"] for e in x if e[\"name\"] == \"blocked\")\n"
+			 "p=sum(e[\"dur\"] for e in x if e[\"name\"] == \"preempted\")\n"
+			 "assert b >= 59e3 and p > 0, (b, p)\n' '%s.json'",
+	       LOWKEY, dir, dir, dir);
+	if (out.status)
+		print_error("%s\n", out.out);
+	assert_int_equal(out.status, 0);
+	lkt_sh(&out, "rm -f '%s.json'", dir);
+
 	if (lkt_sh(&out, "command -v babeltrace2") == 0) {
 		lkt_sh(&out, "babeltrace2 '%s' | grep -c 'lowkey:sched_out: { vtid = [0-9]* }, { cpu = [0-9]*, "
 			     "preempted = 1 }'", dir);
@@ -165,6 +181,61 @@ static void spans_are_split_by_the_switches(void **state)
 		       shared_cpu);
 		assert_true(atoi(out.out) > 0);
 	}
+	lkt_rmrf(dir);
+}
+
+static void *short_lived(void *arg)
+{
+	struct timespec ms1 = { 0, 1000 * 1000 };
+
+	(void)arg;
+	LK_SPAN(sch, short);
+	nanosleep(&ms1, NULL);
+	return NULL;
+}
+
+static int open_fds(void)
+{
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Threads that come and go leave no stream open behind them: the trace's fds stay bounded. */
+static void exited_threads_close_their_streams(void **state)
+{
+	struct lk_trace_config c = { .flags = LK_TRACE_SCHED, .flush_ms = 10 };
+	char dir[256];
+	int before, after = 0;
+
+	(void)state;
+	if (!sched_allowed())
+		skip();
+	assert_true(lk_probe_enable("sch") >= 0);
+	lkt_path(dir, sizeof(dir), "sched-exits");
+	c.path = dir;
+	assert_int_equal(lk_trace_start(&c), 0);
+	before = open_fds();
+	for (int i = 0; i < 64; i++) {
+		pthread_t t;
+
+		pthread_create(&t, NULL, short_lived, NULL);
+		pthread_join(t, NULL);
+	}
+	/* the consumer closes a stream once it has written the thread's exit (a hang guard, not a timing) */
+	for (int i = 0; i < 6000 && (after = open_fds()) > before + 4; i++)
+		usleep(10000);
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_probe_reset_rules(), 0);
+	assert_true(after <= before + 4);
+	lkt_sh(&out, "ls '%s' | grep -c -- '-sched$'", dir);
+	assert_true(atoi(out.out) >= 64);	/* and every one of them was written */
 	lkt_rmrf(dir);
 }
 
@@ -251,6 +322,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(spans_are_split_by_the_switches),
+		cmocka_unit_test(exited_threads_close_their_streams),
 		cmocka_unit_test(denied_sched_says_why),
 		cmocka_unit_test(denied_sched_cli_says_why),
 	};

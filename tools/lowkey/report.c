@@ -471,17 +471,11 @@ static void print_split(const struct report *rep)
 		       "approximate\n", r->sched_lost);
 }
 
+/* Whole nanoseconds, not json_num's 6 digits: the parts add up to the wall time. */
 static void json_split(const struct split *x)
 {
-	printf("{\"wall_ns\":");
-	json_num(x->wall);
-	printf(",\"on_cpu_ns\":");
-	json_num(x->on_cpu);
-	printf(",\"runnable_ns\":");
-	json_num(x->runnable);
-	printf(",\"blocked_ns\":");
-	json_num(x->blocked);
-	putchar('}');
+	printf("{\"wall_ns\":%.0f,\"on_cpu_ns\":%.0f,\"runnable_ns\":%.0f,\"blocked_ns\":%.0f}", x->wall, x->on_cpu,
+	       x->runnable, x->blocked);
 }
 
 static void print_text(struct report *rep, const char *path)
