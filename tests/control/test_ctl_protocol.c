@@ -157,7 +157,7 @@ static void malformed_messages_are_refused(void **state)
 static void values_out_of_range_are_refused(void **state)
 {
 	struct lk__ctl_msg bad[] = {
-		{ .type = LK_CTL_START, .start = { 2, 0, 0, 0, 0, "/x" } },		/* format */
+		{ .type = LK_CTL_START, .start = { LK_CTL_FORMAT_MAX + 1, 0, 0, 0, 0, "/x" } },	/* format */
 		{ .type = LK_CTL_START, .start = { 0, 2, 0, 0, 0, "/x" } },		/* ctl_flags */
 		{ .type = LK_CTL_START, .start = { 0, 0, 2, 0, 0, "/x" } },		/* flags */
 		{ .type = LK_CTL_START, .start = { 0, 0, 0, 60001, 0, "/x" } },	/* flush_ms */
