@@ -29,8 +29,8 @@
 #include "trace.h"
 
 static const char trace_usage[] =
-	"usage: lowkey trace [-e GLOB]... [-o OUT] [--format ctf|json|perfetto] [--cputime] [--buffer SIZE]\n"
-	"                    [--json] -- CMD [ARGS]\n"
+	"usage: lowkey trace [-e GLOB]... [-o OUT] [--format ctf|json|perfetto] [--cputime] [--sched]\n"
+	"                    [--buffer SIZE] [--json] -- CMD [ARGS]\n"
 	"       lowkey trace --pid PID [-e GLOB]... [-o OUT] [--format ctf|json|perfetto] [--cputime]\n"
 	"                    [--buffer SIZE] [--duration S] [--json]\n"
 	"\n"
