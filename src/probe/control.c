@@ -50,7 +50,8 @@
 #include "probe/probe_internal.h"
 
 _Static_assert(LK_CTL_FORMAT_MAX == LK_TRACE_PERFETTO, "protocol.h mirrors lowkey/probe.h");
-_Static_assert(LK_CTL_TRACE_FLAGS == (LK_TRACE_CPUTIME | LK_TRACE_OVERWRITE), "protocol.h mirrors lowkey/probe.h");
+_Static_assert(LK_CTL_TRACE_FLAGS == (LK_TRACE_CPUTIME | LK_TRACE_OVERWRITE | LK_TRACE_SCHED),
+	       "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_KIND_MAX == LK_PROBE_COUNTER, "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_TYPE_MAX == LK_PROBE_PTR, "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_MAX_ARGS == LK_PROBE_MAX_ARGS, "protocol.h mirrors lowkey/probe.h");

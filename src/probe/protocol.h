@@ -42,7 +42,7 @@
 
 /* Mirrors of lowkey/probe.h's limits (control.c checks they agree): this file stands alone. */
 #define LK_CTL_FORMAT_MAX 2		/* LK_TRACE_PERFETTO */
-#define LK_CTL_TRACE_FLAGS 0x5u		/* LK_TRACE_CPUTIME | LK_TRACE_OVERWRITE */
+#define LK_CTL_TRACE_FLAGS 0xdu		/* LK_TRACE_CPUTIME | LK_TRACE_OVERWRITE | LK_TRACE_SCHED */
 #define LK_CTL_KIND_MAX 4		/* LK_PROBE_COUNTER */
 #define LK_CTL_TYPE_MAX 5		/* LK_PROBE_PTR */
 #define LK_CTL_MAX_ARGS 8		/* LK_PROBE_MAX_ARGS */

@@ -7,6 +7,7 @@
  *   - two threads spinning on one CPU (pinned there) are preempted for each other: runnable time;
  *   - threads started after the trace began are covered (all three above run in such threads),
  *     and the streams of threads that exited are closed (64 threads come and go);
+ *   - `lowkey trace --pid --sched` asks it of a running process;
  *   - babeltrace2 reads the switches; the JSON conversion makes them off-CPU slices;
  *   - where perf_event_open is denied (a seccomp filter), LK_TRACE_SCHED and `lowkey trace
  *     --sched` fail saying why and what to change, and a trace without it still works.
@@ -239,6 +240,27 @@ static void exited_threads_close_their_streams(void **state)
 	lkt_rmrf(dir);
 }
 
+/* lowkey trace --pid --sched: a running process records its threads' switches too. */
+static void sched_asked_of_a_running_process(void **state)
+{
+	char dir[256];
+
+	(void)state;
+	if (!sched_allowed())
+		skip();
+	lkt_path(dir, sizeof(dir), "sched-pid");
+	lkt_sh(&out, "(LOWKEY_CONTROL=1 %s serve >/dev/null 2>&1 & p=$!; "
+		     "for i in $(seq 100); do %s list --pid $p >/dev/null 2>&1 && break; sleep 0.1; done; "
+		     "%s trace --pid $p --sched --duration 0.5 -o '%s' 2>&1; s=$?; kill $p; exit $s)",
+	       TARGET, LOWKEY, LOWKEY, dir);
+	lkt_expect(&out, 0, "events (0 lost)");
+	lkt_sh(&out, "ls '%s' | grep -c -- '-sched$'", dir);
+	assert_true(atoi(out.out) >= 1);
+	lkt_sh(&out, "%s report --json '%s'", LOWKEY, dir);
+	lkt_expect(&out, 0, "\"sched\":true");
+	lkt_rmrf(dir);
+}
+
 static int deny_eperm(void)
 {
 	return deny_perf_event_open(EPERM);
@@ -323,6 +345,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(spans_are_split_by_the_switches),
 		cmocka_unit_test(exited_threads_close_their_streams),
+		cmocka_unit_test(sched_asked_of_a_running_process),
 		cmocka_unit_test(denied_sched_says_why),
 		cmocka_unit_test(denied_sched_cli_says_why),
 	};

@@ -60,7 +60,7 @@ static const char trace_usage[] =
 	"      --sched          record the threads' context switches too (off-CPU time: preempted or\n"
 	"                       blocked, and on which CPU); needs perf_event_open (perf_event_paranoid\n"
 	"                       2 or lower, or CAP_PERFMON); `lowkey report` then splits each span's\n"
-	"                       time into on-CPU, runnable (preempted) and blocked. Not with --pid yet\n"
+	"                       time into on-CPU, runnable (preempted) and blocked\n"
 	"  -b, --buffer SIZE    per-thread ring buffer: 64K, 2M, ... (default 2M); events that find it\n"
 	"                       full are dropped and counted\n"
 	"  -W, --overwrite      a flight recorder: each thread's ring keeps its newest events and\n"
@@ -632,11 +632,6 @@ static int trace_main(int argc, char **argv)
 	}
 	if (!o.pid && optind == argc) {
 		lk_cli_error("trace", "lowkey trace -- ./program args, or lowkey trace --pid PID", "nothing to trace");
-		goto out;
-	}
-	if (o.sched && o.pid) {
-		lk_cli_error("trace", "trace the program from its start (lowkey trace --sched -- CMD), or call "
-			     "lk_trace_start() with LK_TRACE_SCHED in it", "--sched cannot be asked of a running process yet");
 		goto out;
 	}
 	if (o.snapshot_signal && (!o.overwrite || o.pid)) {

@@ -112,7 +112,8 @@ static int start(struct lk__ctl_client *c, const struct trace_opts *o, const cha
 	req.start = (struct lk__ctl_start){
 		.format = (uint8_t)o->format,
 		.ctl_flags = o->overwrite ? 0 : LK_CTL_START_STOP_ON_CLOSE,
-		.flags = (o->cputime ? LK_TRACE_CPUTIME : 0) | (o->overwrite ? LK_TRACE_OVERWRITE : 0),
+		.flags = (o->cputime ? LK_TRACE_CPUTIME : 0) | (o->overwrite ? LK_TRACE_OVERWRITE : 0) |
+			 (o->sched ? LK_TRACE_SCHED : 0),
 		.buffer_size = o->buffer,
 		.path = o->output,
 	};
