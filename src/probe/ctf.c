@@ -185,7 +185,8 @@ static void write_env(FILE *f, const struct lk__trace *t)
 		   "\tlowkey_tsc_hz = %llu;\n\tlowkey_tsc0 = %llu;\n\tlowkey_monotonic0_ns = %llu;\n"
 		   "\tlowkey_realtime0_ns = %llu;\n};\n\n",
 		LK_VERSION_MAJOR, LK_VERSION_MINOR, host, (int)getpid(),
-		tsdl_text(program_invocation_short_name, name, sizeof(name)), LK__CTF_FORMAT, t->cputime ? 1 : 0, t->sched ? 1 : 0,
+		tsdl_text(program_invocation_short_name, name, sizeof(name)), LK__CTF_FORMAT, t->cputime ? 1 : 0,
+		t->sched ? 1 : 0,
 		(unsigned long long)__atomic_load_n(&t->sched_lost, __ATOMIC_RELAXED), (unsigned long long)t->tsc_hz,
 		(unsigned long long)t->tsc0, (unsigned long long)t->monotonic0_ns,
 		(unsigned long long)t->realtime0_ns);
@@ -377,23 +378,52 @@ static size_t record_size(const struct lk__trace *t, const uint8_t *p, size_t av
  * Copy records [start, end) to out with vtid after each one's header and CPU time. Returns the
  * bytes written, 0 if a record makes no sense (the consumer checked them all already).
  */
+static inline void copy8(uint8_t *to, const uint8_t *from)
+{
+	memcpy(to, from, 8);	/* one load and one store, inlined */
+}
+
+/*
+ * Copy records [start, end) to out with vtid after each one's header and CPU time. Returns the
+ * bytes written, 0 if a record makes no sense (the consumer checked them all already). This runs
+ * for every event the trace writes: records of numbers (the common case) are copied 8 bytes at a
+ * time without a call; only those with strings are measured byte by byte.
+ */
 static size_t insert_vtid(const struct lk__trace *t, const uint8_t *start, const uint8_t *end, int32_t vtid,
 			  uint8_t *out)
 {
-	size_t fixed = LK__PROBE_HEADER + (t->cputime ? 8 : 0), done = 0;
+	const bool cputime = t->cputime;
+	const size_t fixed = LK__PROBE_HEADER + (cputime ? 8 : 0);
+	uint8_t *o = out;
 
 	for (const uint8_t *p = start; p < end;) {
-		size_t size = record_size(t, p, (size_t)(end - p));
+		uint64_t head;
+		const struct lk__record_layout *l;
+		size_t size;
 
-		if (!size)
-			return 0;
-		memcpy(out + done, p, fixed);
-		memcpy(out + done + fixed, &vtid, sizeof(vtid));
-		memcpy(out + done + fixed + sizeof(vtid), p + fixed, size - fixed);
-		done += size + sizeof(vtid);
+		memcpy(&head, p, sizeof(head));
+		l = &lk__record_layouts[lk__header_id(head)];
+		if (!l->strings && (size_t)(end - p) >= fixed + 8u * l->nargs &&
+		    __atomic_load_n(&l->valid, __ATOMIC_RELAXED)) {
+			copy8(o, p);
+			if (cputime)
+				copy8(o + 8, p + 8);
+			memcpy(o + fixed, &vtid, sizeof(vtid));
+			for (unsigned int i = 0; i < l->nargs; i++)
+				copy8(o + fixed + sizeof(vtid) + 8 * i, p + fixed + 8 * i);
+			size = fixed + 8u * l->nargs;
+		} else {
+			size = record_size(t, p, (size_t)(end - p));
+			if (!size)
+				return 0;
+			memcpy(o, p, fixed);
+			memcpy(o + fixed, &vtid, sizeof(vtid));
+			memcpy(o + fixed + sizeof(vtid), p + fixed, size - fixed);
+		}
+		o += size + sizeof(vtid);
 		p += size;
 	}
-	return done;
+	return (size_t)(o - out);
 }
 
 static void fill_prefix(struct packet_prefix *h, const struct lk__trace *t, unsigned int stream_id, pid_t tid,
