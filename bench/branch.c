@@ -216,18 +216,30 @@ static int measure_loop(int runs, bool have_second_cpu)
 
 #define ROW_NOP 1
 #define ROW_KEY_OFF 6
-#define NOP5 "\x0f\x1f\x44\x00\x00"
+/* A key's site when off, as the site table finds it: the NOP key.h emits, in memory order. */
+#if defined(__x86_64__)
+#define SITE_NOP "\x0f\x1f\x44\x00\x00"	/* nopl 0x0(%rax,%rax,1) */
+#define SITE_NOP_NAME "the 5-byte NOP 0f 1f 44 00 00"
+#elif defined(__aarch64__)
+#define SITE_NOP "\x1f\x20\x03\xd5"		/* nop: 0xd503201f */
+#define SITE_NOP_NAME "the NOP d503201f"
+#elif defined(__riscv)
+#define SITE_NOP "\x13\x00\x00\x00"		/* addi zero, zero, 0: 0x00000013 */
+#define SITE_NOP_NAME "the 4-byte NOP 00000013"
+#endif
+#define SITE_LEN (sizeof(SITE_NOP) - 1)
 #define RESOLVE_PCT 5.0		/* a verdict needs the per-process spread within this */
 
 struct key_vs_nop {
 	/* the code */
-	bool identical;		/* the same loop body bytes, the key's site a NOP5 inside */
+	bool identical;		/* the same loop body bytes, the key's site SITE_NOP inside */
+	bool aligned;		/* the same but for ALIGN_PAD before the site (riscv64) */
 	long head;		/* the loop head from the entry; -1: not found */
 	size_t bytes;		/* the loop body's, compared: head to the backward branch's end */
 	int prologue_diff;	/* bytes that differ between entry and head (run once per call) */
 	unsigned int head_line[2];	/* the heads' offsets in their 64-byte lines: nop, key off */
 	long site_offset;	/* the key's site from loop_key_off's entry; -1: not found */
-	uint8_t site[5];
+	uint8_t site[SITE_LEN];
 	const char *why;	/* why not identical, or NULL */
 	/* several processes: key off / nop */
 	int requested;		/* --processes */
@@ -254,31 +266,142 @@ static const uint8_t *key_site_code(const struct lk_key *key)
 }
 
 /*
- * The loop of a loop function: its first backward jne (rel8 or rel32) in the first 256 bytes,
+ * The loop of a loop function: its first backward conditional branch in the first 256 bytes,
  * which goes to the loop head; the body is from the head to just past that branch. False when the
  * code has another shape. (GCC puts the ret right after the loop; Clang may put the key's
  * out-of-line block between them.)
  */
-#if defined(__x86_64__)
-static bool find_loop(const uint8_t *fn, long *head, long *end)
+#define LOOP_SEARCH_BYTES 256
+
+/* A backward branch at fn + at, len bytes long, to fn + target: the loop, if target is in fn. */
+struct loop {
+	long head;	/* where the backward branch goes */
+	long branch;	/* the backward branch */
+	long end;	/* just past it */
+};
+
+static bool loop_found(long at, long len, long displacement, struct loop *l)
 {
-	for (long i = 0; i + 6 <= 256; i++) {
-		if (fn[i] == 0x75 && (int8_t)fn[i + 1] < 0 && i + 2 + (int8_t)fn[i + 1] >= 0) {
-			*head = i + 2 + (int8_t)fn[i + 1];
-			*end = i + 2;
+	if (displacement >= 0 || at + displacement < 0)
+		return false;
+	l->head = at + displacement;
+	l->branch = at;
+	l->end = at + len;
+	return true;
+}
+
+/* Whether the loop bodies differ only by what the architecture puts before a site to align it. */
+static bool same_but_alignment(const uint8_t *nop, const uint8_t *key, const struct loop *n,
+			       const struct loop *k, long site_offset);
+
+#if defined(__x86_64__)
+/* jne rel8 or jne rel32, the displacement from the next instruction. */
+static bool find_loop(const uint8_t *fn, struct loop *l)
+{
+	for (long i = 0; i + 6 <= LOOP_SEARCH_BYTES; i++) {
+		if (fn[i] == 0x75 && loop_found(i, 2, 2 + (int8_t)fn[i + 1], l))
 			return true;
-		}
 		if (fn[i] == 0x0f && fn[i + 1] == 0x85) {
 			int32_t d;
 
 			memcpy(&d, fn + i + 2, sizeof(d));
-			if (d < 0 && i + 6 + d >= 0) {
-				*head = i + 6 + d;
-				*end = i + 6;
+			if (loop_found(i, 6, 6 + (long)d, l))
 				return true;
-			}
 		}
 	}
+	return false;
+}
+#elif defined(__aarch64__)
+static long sign_extend(uint32_t v, unsigned int bits)
+{
+	return (long)((int64_t)((uint64_t)v << (64 - bits)) >> (64 - bits));
+}
+
+/* b.cond, cbz/cbnz (imm19) or tbz/tbnz (imm14), in words from the branch itself. */
+static bool find_loop(const uint8_t *fn, struct loop *l)
+{
+	for (long i = 0; i + 4 <= LOOP_SEARCH_BYTES; i += 4) {
+		uint32_t w;
+		long words;
+
+		memcpy(&w, fn + i, sizeof(w));
+		if ((w & 0xff000010u) == 0x54000000u || (w & 0x7e000000u) == 0x34000000u)
+			words = sign_extend((w >> 5) & 0x7ffffu, 19);
+		else if ((w & 0x7e000000u) == 0x36000000u)
+			words = sign_extend((w >> 5) & 0x3fffu, 14);
+		else
+			continue;
+		if (loop_found(i, 4, words * 4, l))
+			return true;
+	}
+	return false;
+}
+#elif defined(__riscv)
+static long sign_extend(uint32_t v, unsigned int bits)
+{
+	return (long)((int64_t)((uint64_t)v << (64 - bits)) >> (64 - bits));
+}
+
+/* B-type branches (4 bytes) and c.beqz/c.bnez (2 bytes), walking instruction by instruction. */
+static bool find_loop(const uint8_t *fn, struct loop *l)
+{
+	for (long i = 0; i + 4 <= LOOP_SEARCH_BYTES;) {
+		uint16_t h;
+		uint32_t w;
+
+		memcpy(&h, fn + i, sizeof(h));
+		if ((h & 3) != 3) {
+			if ((h & 0xc003u) == 0xc001u) {		/* c.beqz, c.bnez */
+				uint32_t imm = ((h >> 12) & 1u) << 8 | ((h >> 10) & 3u) << 3 |
+					       ((h >> 5) & 3u) << 6 | ((h >> 3) & 3u) << 1 |
+					       ((h >> 2) & 1u) << 5;
+
+				if (loop_found(i, 2, sign_extend(imm, 9), l))
+					return true;
+			}
+			i += 2;
+			continue;
+		}
+		memcpy(&w, fn + i, sizeof(w));
+		if ((w & 0x7fu) == 0x63u) {
+			uint32_t imm = (w >> 31) << 12 | ((w >> 7) & 1u) << 11 |
+				       ((w >> 25) & 0x3fu) << 5 | ((w >> 8) & 0xfu) << 1;
+
+			if (loop_found(i, 4, sign_extend(imm, 13), l))
+				return true;
+		}
+		i += 4;
+	}
+	return false;
+}
+#endif
+
+#if defined(__riscv)
+/*
+ * A riscv64 site is aligned to 4 bytes (.balign 4, as the kernel's riscv jump labels are); with the
+ * C extension the code before it may end 2 bytes off, and the assembler pads with a c.nop that
+ * runs every pass. The bodies then match around it, all but the backward branch, whose
+ * displacement is 2 bytes longer.
+ */
+#define ALIGN_PAD "\x01\x00"	/* c.nop */
+#define ALIGN_PAD_LEN 2
+
+static bool same_but_alignment(const uint8_t *nop, const uint8_t *key, const struct loop *n,
+			       const struct loop *k, long site_offset)
+{
+	long pad = site_offset - ALIGN_PAD_LEN;
+
+	return k->head == n->head && k->branch == n->branch + ALIGN_PAD_LEN &&
+	       k->end - k->branch == n->end - n->branch && pad >= n->head && site_offset < k->branch &&
+	       memcmp(key + pad, ALIGN_PAD, ALIGN_PAD_LEN) == 0 &&
+	       memcmp(nop + n->head, key + n->head, (size_t)(pad - n->head)) == 0 &&
+	       memcmp(nop + pad, key + site_offset, (size_t)(n->branch - pad)) == 0;
+}
+#else
+static bool same_but_alignment(const uint8_t *nop, const uint8_t *key, const struct loop *n,
+			       const struct loop *k, long site_offset)
+{
+	(void)nop, (void)key, (void)n, (void)k, (void)site_offset;
 	return false;
 }
 #endif
@@ -295,45 +418,41 @@ static void compare_code(struct key_vs_nop *k)
 	const uint8_t *nop = (const uint8_t *)(uintptr_t)loop_nop;
 	const uint8_t *key = (const uint8_t *)(uintptr_t)loop_key_off;
 	const uint8_t *site = key_site_code(&key_off.key);
-	long head, end, key_head, key_end;
+	struct loop n, kl;
 
 	k->site_offset = -1;
 	k->head = -1;
-#if !defined(__x86_64__)
-	(void)nop, (void)key, (void)site, (void)head, (void)end, (void)key_head, (void)key_end;
-	k->why = "the code comparison reads x86-64 code only";
-	return;
-#else
-	if (!find_loop(nop, &head, &end)) {
+	if (!find_loop(nop, &n)) {
 		k->why = "loop_nop does not end in a backward branch (this compiler laid it out otherwise)";
 		return;
 	}
-	k->head = head;
-	k->bytes = (size_t)(end - head);
+	k->head = n.head;
+	k->bytes = (size_t)(n.end - n.head);
 	k->prologue_diff = 0;
-	for (long i = 0; i < head; i++)
+	for (long i = 0; i < n.head; i++)
 		k->prologue_diff += nop[i] != key[i];
-	k->head_line[0] = (unsigned int)((uintptr_t)(nop + head) & 63);
+	k->head_line[0] = (unsigned int)((uintptr_t)(nop + n.head) & 63);
 	if (!site) {
 		k->why = "the key's site is not in the site table (a portable build: load + branch)";
 		return;
 	}
 	k->site_offset = (long)(site - key);
 	memcpy(k->site, site, sizeof(k->site));
-	if (!find_loop(key, &key_head, &key_end))
+	if (!find_loop(key, &kl))
 		k->why = "loop_key_off does not end in a backward branch";
-	else if (key_head != head || key_end != end)
+	else if (memcmp(site, SITE_NOP, SITE_LEN) != 0)
+		k->why = "the key's site is not " SITE_NOP_NAME;
+	else if (same_but_alignment(nop, key, &n, &kl, k->site_offset))
+		k->aligned = true;
+	else if (kl.head != n.head || kl.end != n.end)
 		k->why = "the two loops are at different offsets from their entries";
-	else if (k->site_offset < head || k->site_offset + 5 > end)
+	else if (k->site_offset < n.head || k->site_offset + (long)SITE_LEN > n.end)
 		k->why = "the key's site is not in loop_key_off's loop body";
-	else if (memcmp(site, NOP5, 5) != 0)
-		k->why = "the key's site is not the 5-byte NOP 0f 1f 44 00 00";
-	else if (memcmp(nop + head, key + head, k->bytes) != 0)
+	else if (memcmp(nop + n.head, key + n.head, k->bytes) != 0)
 		k->why = "the two loop bodies' bytes differ";
 	else
 		k->identical = true;
-	k->head_line[1] = (unsigned int)((uintptr_t)(key + head) & 63);
-#endif
+	k->head_line[1] = (unsigned int)((uintptr_t)(key + kl.head) & 63);
 }
 
 /* One process's part (--key-vs-nop-child): the pair alone, interleaved, alternating which goes
@@ -734,10 +853,15 @@ static void print_key_vs_nop(const struct key_vs_nop *k, double in_process)
 	if (k->identical)
 		printf("identical by construction: the loop bodies (the %zu bytes from the loop head,\n"
 		       "  entry + %ld, to the backward branch) are the same bytes in both functions, and the\n"
-		       "  key's site (entry + %ld) is the 5-byte NOP 0f 1f 44 00 00; before the head (run once\n"
-		       "  per call) %d byte(s) differ; loop heads at +%u (nop) and +%u (key off) in their\n"
-		       "  64-byte lines\n", k->bytes, k->head, k->site_offset, k->prologue_diff, k->head_line[0],
+		       "  key's site (entry + %ld) is " SITE_NOP_NAME "; before the head (run once per call)\n"
+		       "  %d byte(s) differ; loop heads at +%u (nop) and +%u (key off) in their 64-byte\n"
+		       "  lines\n", k->bytes, k->head, k->site_offset, k->prologue_diff, k->head_line[0],
 		       k->head_line[1]);
+	else if (k->aligned)
+		printf("the same code but for one 2-byte c.nop before the key's site,\n"
+		       "  which aligns the site to 4 bytes (the kernel's riscv jump labels align the same way):\n"
+		       "  it runs every pass; the key's site (entry + %ld) is " SITE_NOP_NAME "\n",
+		       k->site_offset);
 	else
 		printf("not the same code: %s\n", k->why);
 	if (k->processes == 0) {
@@ -825,12 +949,13 @@ static void json_seed(struct lkb_json *j, const struct seed_row *s)
 
 static void json_key_vs_nop(struct lkb_json *j, const struct key_vs_nop *k)
 {
-	char site[16];
+	char site[3 * SITE_LEN + 1] = "";
 
-	snprintf(site, sizeof(site), "%02x %02x %02x %02x %02x", k->site[0], k->site[1], k->site[2], k->site[3],
-		 k->site[4]);
+	for (size_t i = 0; i < SITE_LEN; i++)
+		snprintf(site + 3 * i, sizeof(site) - 3 * i, i ? " %02x" : "%02x", k->site[i]);
 	lkb_json_object(j, "key_off_vs_nop");
 	lkb_json_bool(j, "identical_code", k->identical);
+	lkb_json_bool(j, "identical_but_alignment_padding", k->aligned);
 	lkb_json_int(j, "loop_head_offset", k->head);
 	lkb_json_int(j, "loop_body_bytes_compared", (long long)k->bytes);
 	lkb_json_int(j, "prologue_bytes_differing", k->prologue_diff);
