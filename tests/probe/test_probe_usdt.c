@@ -301,7 +301,11 @@ static void semaphore_turns_the_site_on(void **state)
 	assert_non_null(q);
 	assert_int_equal(semaphore_now(q), 0);
 	fd = open_or_skip(q, true, 0);
-	assert_int_equal(semaphore_now(q), 1);	/* the kernel holds it while attached */
+	/*
+	 * The kernel raises it once per mapping of the probe's file page: lld maps the page where
+	 * the text starts in both the read-only and the executable segment, so there it is 2.
+	 */
+	assert_true(semaphore_now(q) >= 1);
 
 	for (int i = 0; i < 5; i++)
 		usdt_query(i, 1, table_name, 0.5);
