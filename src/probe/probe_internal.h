@@ -139,7 +139,8 @@ struct lk__trace {
 	unsigned int snapshot_requests;	/* lk_trace_snapshot_request(): the consumer takes them */
 	unsigned int snapshots;		/* taken, for the next default name (snapshot lock) */
 	int snapshot_error;		/* the first failure of a requested snapshot */
-	bool snapshot_at_exit;		/* a last snapshot at exit (tracing from the environment) */
+	int snapshot_at_exit;		/* a last snapshot at exit (tracing from the environment);
+					 * an int: riscv64's GCC calls libatomic to exchange a byte */
 	char snapshot_error_msg[512];
 	int sites_error;		/* the first failure to turn sites on while tracing */
 	char sites_error_msg[512];

@@ -130,7 +130,7 @@ static char *string(struct parser *ps)
 	}
 	while (ps->p < q) {	/* an escape never reaches past q: q was found skipping them */
 		char c = *ps->p++;
-		uint32_t cp;
+		uint32_t cp = 0;	/* set by unicode_escape(); GCC -O1 cannot tell */
 
 		if ((unsigned char)c < 0x20) {
 			free(out);
