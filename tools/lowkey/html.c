@@ -12,36 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "html.h"
 
 /* ---- text ---- */
-
-#define REPLACEMENT "\xef\xbf\xbd"	/* U+FFFD */
-
-/* The length of the valid UTF-8 sequence at s (at most n bytes), or 0 (RFC 3629: no overlong
- * forms, no surrogates, nothing past U+10FFFF). */
-static size_t utf8_sequence(const unsigned char *s, size_t n)
-{
-	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
-	size_t len;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-	else
-		return 0;
-	if (n < len || s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < len; i++)
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	return len;
-}
 
 /* C0 and C1 controls but tab and newline: HTML calls them parse errors, XML forbids most. */
 static bool is_control(const unsigned char *s, size_t len)
@@ -68,13 +42,13 @@ void lkh_text_n(FILE *f, const char *s, size_t n)
 	const unsigned char *p = (const unsigned char *)s;
 
 	for (size_t i = 0; i < n;) {
-		size_t k = utf8_sequence(p + i, n - i);
+		size_t k = lk__utf8_sequence(p + i, n - i);
 		const char *e = k == 1 ? entity(p[i]) : NULL;
 
 		if (e)
 			fputs(e, f);
 		else if (!k || is_control(p + i, k))
-			fputs(REPLACEMENT, f);
+			fputs(LK__UTF8_REPLACEMENT, f);
 		else
 			fwrite(p + i, 1, k, f);
 		i += k ? k : 1;
@@ -105,7 +79,7 @@ static void text_cut(FILE *f, const char *s, size_t max)
 	size_t n = strlen(s), i = 0, chars = 0;
 
 	while (i < n && chars < max) {
-		size_t k = utf8_sequence(p + i, n - i);
+		size_t k = lk__utf8_sequence(p + i, n - i);
 
 		i += k ? k : 1;
 		chars++;
