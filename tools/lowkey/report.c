@@ -23,11 +23,7 @@
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
 #include "report_html.h"
-
-struct samples {
-	double *v;
-	size_t n, cap;
-};
+#include "samples.h"
 
 /* Time split by the context switches: on a CPU, runnable (preempted), blocked; ns. */
 struct split {
@@ -103,48 +99,6 @@ static int push_item(void **v, size_t *n, size_t *cap, const void *item, size_t 
 	return 0;
 }
 
-static int push_sample(struct samples *s, double v)
-{
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		double *grown = realloc(s->v, cap * sizeof(*grown));
-
-		if (!grown)
-			return -ENOMEM;
-		s->v = grown;
-		s->cap = cap;
-	}
-	s->v[s->n++] = v;
-	return 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static void sort_samples(struct samples *s)
-{
-	if (s->n)	/* qsort's base may not be NULL, even for none */
-		qsort(s->v, s->n, sizeof(double), cmp_double);
-}
-
-static double pct(const struct samples *s, double p)
-{
-	double rank;
-	size_t lo;
-
-	if (!s->n)
-		return NAN;
-	rank = p / 100.0 * (double)(s->n - 1);
-	lo = (size_t)rank;
-	if (lo + 1 >= s->n)
-		return s->v[s->n - 1];
-	return s->v[lo] + (rank - (double)lo) * (s->v[lo + 1] - s->v[lo]);
-}
-
 static double tsc_ns(const struct report *rep, uint64_t a, uint64_t b)
 {
 	return ((double)b - (double)a) * 1e9 / (double)rep->r->tsc_hz;
@@ -195,7 +149,7 @@ static int close_span(struct report *rep, struct per_thread *t, const struct lk_
 	c = &rep->classes[rep->first[t->stack[k].id]];
 	wall = tsc_ns(rep, t->stack[k].tsc, e->tsc);
 	cpu = (double)e->cputime_ns - (double)t->stack[k].cpu;
-	if (push_sample(&c->wall, wall) || (rep->r->cputime && push_sample(&c->cpu, cpu)))
+	if (samples_push(&c->wall, wall) || (rep->r->cputime && samples_push(&c->cpu, cpu)))
 		return -ENOMEM;
 	if (k == 0) {
 		t->span_wall_ns += wall;
@@ -515,16 +469,16 @@ static void print_text(struct report *rep, const char *path)
 
 		if (!r->classes[i] || !pc->wall.n)
 			continue;
-		sort_samples(&pc->wall);
-		sort_samples(&pc->cpu);
-		fmt_ns(a, sizeof(a), pct(&pc->wall, 50));
-		fmt_ns(b, sizeof(b), pct(&pc->wall, 99));
-		fmt_ns(c, sizeof(c), pct(&pc->wall, 100));
+		samples_sort(&pc->wall);
+		samples_sort(&pc->cpu);
+		fmt_ns(a, sizeof(a), samples_pct(&pc->wall, 50));
+		fmt_ns(b, sizeof(b), samples_pct(&pc->wall, 99));
+		fmt_ns(c, sizeof(c), samples_pct(&pc->wall, 100));
 		printf("  %-30s %8zu %10s %10s %10s", class_name(r->classes[i], name, sizeof(name)), pc->wall.n, a, b, c);
 		if (r->cputime) {
-			fmt_ns(d, sizeof(d), pct(&pc->cpu, 50));
-			fmt_ns(e, sizeof(e), pct(&pc->cpu, 99));
-			fmt_ns(f, sizeof(f), pct(&pc->cpu, 100));
+			fmt_ns(d, sizeof(d), samples_pct(&pc->cpu, 50));
+			fmt_ns(e, sizeof(e), samples_pct(&pc->cpu, 99));
+			fmt_ns(f, sizeof(f), samples_pct(&pc->cpu, 100));
 			printf("   %10s %10s %10s", d, e, f);
 		}
 		putchar('\n');
@@ -580,8 +534,8 @@ static void print_json(struct report *rep, const char *path)
 
 		if (!r->classes[i] || !pc->count)
 			continue;
-		sort_samples(&pc->wall);
-		sort_samples(&pc->cpu);
+		samples_sort(&pc->wall);
+		samples_sort(&pc->cpu);
 		printf("%s{\"provider\":", first ? "" : ",");
 		first = false;
 		lk__json_string(stdout, r->classes[i]->provider);
@@ -590,19 +544,19 @@ static void print_json(struct report *rep, const char *path)
 		printf(",\"kind\":\"%s\",\"count\":%" PRIu64, lk__probe_kind_name(r->classes[i]->kind), pc->count);
 		if (pc->wall.n) {
 			printf(",\"spans\":%zu,\"wall_ns\":{\"p50\":", pc->wall.n);
-			json_num(pct(&pc->wall, 50));
+			json_num(samples_pct(&pc->wall, 50));
 			printf(",\"p99\":");
-			json_num(pct(&pc->wall, 99));
+			json_num(samples_pct(&pc->wall, 99));
 			printf(",\"max\":");
-			json_num(pct(&pc->wall, 100));
+			json_num(samples_pct(&pc->wall, 100));
 			printf("}");
 			if (r->cputime) {
 				printf(",\"cpu_ns\":{\"p50\":");
-				json_num(pct(&pc->cpu, 50));
+				json_num(samples_pct(&pc->cpu, 50));
 				printf(",\"p99\":");
-				json_num(pct(&pc->cpu, 99));
+				json_num(samples_pct(&pc->cpu, 99));
 				printf(",\"max\":");
-				json_num(pct(&pc->cpu, 100));
+				json_num(samples_pct(&pc->cpu, 100));
 				printf("}");
 			}
 			if (r->sched) {

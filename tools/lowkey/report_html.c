@@ -29,17 +29,13 @@
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
 #include "report_html.h"
+#include "samples.h"
 
 #define MAX_ROWS 12		/* span nesting drawn per thread; deeper spans are counted, not drawn */
 #define MAX_LANES 64		/* threads drawn on the timeline */
 #define MAX_HISTOGRAMS 64	/* span events given histograms */
 #define EXACT_POINTS 2000	/* a counter with more samples is drawn as each pixel column's min and max */
 #define COLUMNS 800
-
-struct samples {
-	double *v;
-	size_t n, cap;
-};
 
 struct point {
 	double x, y;
@@ -123,42 +119,6 @@ static int grow(void **v, size_t *cap, size_t n, size_t size)
 	*v = p;
 	*cap = c;
 	return 0;
-}
-
-static int push_sample(struct samples *s, double v)
-{
-	if (grow((void **)&s->v, &s->cap, s->n, sizeof(double)))
-		return -ENOMEM;
-	s->v[s->n++] = v;
-	return 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static void sort_samples(struct samples *s)
-{
-	if (s->n)
-		qsort(s->v, s->n, sizeof(double), cmp_double);
-}
-
-/* The p-th percentile of sorted samples, interpolated as lowkey report does. */
-static double pct(const struct samples *s, double p)
-{
-	double rank;
-	size_t lo;
-
-	if (!s->n)
-		return NAN;
-	rank = p / 100.0 * (double)(s->n - 1);
-	lo = (size_t)rank;
-	if (lo + 1 >= s->n)
-		return s->v[s->n - 1];
-	return s->v[lo] + (rank - (double)lo) * (s->v[lo + 1] - s->v[lo]);
 }
 
 static double seconds(const struct hreport *h, uint64_t tsc)
@@ -330,7 +290,7 @@ static int close_span(struct hreport *h, struct lane *l, const struct lk__event 
 		return 0;
 	}
 	c = &h->classes[h->first[o->id]];
-	if (push_sample(&c->wall, wall) || (h->r->cputime && push_sample(&c->cpu, cpu)))
+	if (samples_push(&c->wall, wall) || (h->r->cputime && samples_push(&c->cpu, cpu)))
 		return -ENOMEM;
 	if (k >= MAX_ROWS)
 		l->too_deep++;
@@ -693,9 +653,9 @@ static void percentiles(FILE *f, struct samples *s)
 	char buf[32];
 	double p[3] = { 50, 99, 100 };
 
-	sort_samples(s);
+	samples_sort(s);
 	for (int k = 0; k < 3; k++) {
-		lkh_fmt_ns(buf, sizeof(buf), pct(s, p[k]));
+		lkh_fmt_ns(buf, sizeof(buf), samples_pct(s, p[k]));
 		lkh_cell_num(f, buf);
 	}
 }
