@@ -236,6 +236,30 @@ bool lk__probe_glob_matches(const char *glob, const char *provider, const char *
 /* Forget the newest rule (glob, enable), as if never added: 0, -ENOENT, or a flipping error. */
 int lk__probe_remove_rule(const char *glob, bool enable);
 
+/* A list of rules: globs that turn sites on or off, the last matching one deciding. */
+struct lk__rule {
+	char *glob;
+	bool enable;
+};
+
+struct lk__rule_list {
+	struct lk__rule *v;
+	size_t n;
+};
+
+/* Whether the rules select rt (none matching: no). Registry lock held. */
+bool lk__rules_select(const struct lk__rule_list *l, const struct lk__probe_site_rt *rt);
+
+/*
+ * Append (glob, enable) to l and apply every rule; fn names the API call in errors. Returns the
+ * number of registered sites glob matches, or -EINVAL (NULL or empty glob), -ENOMEM, or a flipping
+ * error (the rule is then forgotten). Takes the registry lock.
+ */
+int lk__rules_add(struct lk__rule_list *l, const char *glob, bool enable, const char *fn);
+
+/* Empty l and apply every rule: 0 or a flipping error. Takes the registry lock. */
+int lk__rules_reset(struct lk__rule_list *l);
+
 /* ---- buffer.c: per-thread buffers ---- */
 
 /*

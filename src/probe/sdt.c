@@ -26,13 +26,7 @@
 #include "core/error.h"
 #include "probe/sdt_internal.h"
 
-struct usdt_rule {
-	char *glob;
-	bool enable;
-};
-
-static struct usdt_rule *usdt_rules;
-static size_t nusdt_rules;
+static struct lk__rule_list usdt_rules;
 
 /* By site index (id - LK__FIRST_SITE_ID): a semaphore of the site was above zero at the last scan. */
 static bool *attached;
@@ -104,15 +98,6 @@ void lk__sdt_scan_locked(void)
 	nattached = n;
 }
 
-static bool usdt_rules_select(const struct lk__probe_site_rt *rt)
-{
-	bool on = false;
-
-	for (size_t i = 0; i < nusdt_rules; i++)
-		if (lk__probe_glob_matches(usdt_rules[i].glob, rt->provider, rt->event))
-			on = usdt_rules[i].enable;
-	return on;
-}
 
 bool lk__sdt_wanted_locked(const struct lk__probe_site_rt *rt)
 {
@@ -120,72 +105,22 @@ bool lk__sdt_wanted_locked(const struct lk__probe_site_rt *rt)
 	const struct lk__probe_site_rt *sites = lk__probe_sites(&n);
 
 	i = (size_t)(rt - sites);
-	return (i < nattached && attached[i]) || usdt_rules_select(rt);
-}
-
-static int count_matches(const char *glob)
-{
-	size_t n;
-	const struct lk__probe_site_rt *sites = lk__probe_sites(&n);
-	int matched = 0;
-
-	for (size_t i = 0; i < n; i++)
-		if (sites[i].site && lk__probe_glob_matches(glob, sites[i].provider, sites[i].event))
-			matched++;
-	return matched;
-}
-
-static int add_usdt_rule(const char *glob, bool enable, const char *fn)
-{
-	struct usdt_rule *grown;
-	char *copy;
-	int err, matched;
-
-	if (!glob || !*glob)
-		return lk__fail(-EINVAL, "%s: the glob is NULL or empty", fn);
-	copy = strdup(glob);
-	if (!copy)
-		return lk__fail(-ENOMEM, "%s: out of memory", fn);
-	lk__registry_lock();
-	grown = realloc(usdt_rules, (nusdt_rules + 1) * sizeof(*usdt_rules));
-	if (!grown) {
-		lk__registry_unlock();
-		free(copy);
-		return lk__fail(-ENOMEM, "%s: out of memory", fn);
-	}
-	usdt_rules = grown;
-	usdt_rules[nusdt_rules++] = (struct usdt_rule){ copy, enable };
-	matched = count_matches(glob);
-	err = lk__probe_apply_rules_locked(lk__trace.running);
-	if (err)
-		free(usdt_rules[--nusdt_rules].glob);	/* it could not take effect: forget it */
-	lk__registry_unlock();
-	return err ? err : matched;
+	return (i < nattached && attached[i]) || lk__rules_select(&usdt_rules, rt);
 }
 
 LK_API int lk_probe_usdt_enable(const char *glob)
 {
-	return add_usdt_rule(glob, true, "lk_probe_usdt_enable");
+	return lk__rules_add(&usdt_rules, glob, true, "lk_probe_usdt_enable");
 }
 
 LK_API int lk_probe_usdt_disable(const char *glob)
 {
-	return add_usdt_rule(glob, false, "lk_probe_usdt_disable");
+	return lk__rules_add(&usdt_rules, glob, false, "lk_probe_usdt_disable");
 }
 
 LK_API int lk_probe_usdt_reset_rules(void)
 {
-	int err;
-
-	lk__registry_lock();
-	for (size_t i = 0; i < nusdt_rules; i++)
-		free(usdt_rules[i].glob);
-	free(usdt_rules);
-	usdt_rules = NULL;
-	nusdt_rules = 0;
-	err = lk__probe_apply_rules_locked(lk__trace.running);
-	lk__registry_unlock();
-	return err;
+	return lk__rules_reset(&usdt_rules);
 }
 
 static int count_attached(void)

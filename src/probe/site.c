@@ -20,13 +20,7 @@
 #include "probe/sdt_internal.h"
 #include "probe/site_names.h"
 
-struct rule {
-	char *glob;
-	bool enable;
-};
-
-static struct rule *rules;
-static size_t nrules;
+static struct lk__rule_list rules;	/* what a trace records */
 
 static struct lk__probe_site_rt *sites;
 static size_t nsites, sites_cap;
@@ -47,20 +41,20 @@ static bool glob_matches(const char *glob, const struct lk__probe_site_rt *rt)
 	return fnmatch(glob, full, 0) == 0;
 }
 
-static bool rules_select(const struct lk__probe_site_rt *rt)
+bool lk__rules_select(const struct lk__rule_list *l, const struct lk__probe_site_rt *rt)
 {
 	bool on = false;
 
-	for (size_t i = 0; i < nrules; i++)
-		if (glob_matches(rules[i].glob, rt))
-			on = rules[i].enable;
+	for (size_t i = 0; i < l->n; i++)
+		if (glob_matches(l->v[i].glob, rt))
+			on = l->v[i].enable;
 	return on;
 }
 
 /* On while a trace runs and the rules select it, or while an external tracer wants it (sdt.c). */
 static bool site_wanted(const struct lk__probe_site_rt *rt, bool tracing)
 {
-	return (tracing && rules_select(rt)) || lk__sdt_wanted_locked(rt);
+	return (tracing && lk__rules_select(&rules, rt)) || lk__sdt_wanted_locked(rt);
 }
 
 int lk__probe_apply_rules_locked(bool tracing)
@@ -253,9 +247,9 @@ static int count_matches(const char *glob)
 	return n;
 }
 
-static int add_rule(const char *glob, bool enable, const char *fn)
+int lk__rules_add(struct lk__rule_list *l, const char *glob, bool enable, const char *fn)
 {
-	struct rule *grown;
+	struct lk__rule *grown;
 	char *copy;
 	int err, matched;
 
@@ -266,46 +260,50 @@ static int add_rule(const char *glob, bool enable, const char *fn)
 		return lk__fail(-ENOMEM, "%s: out of memory", fn);
 
 	lk__registry_lock();
-	grown = realloc(rules, (nrules + 1) * sizeof(*rules));
+	grown = realloc(l->v, (l->n + 1) * sizeof(*l->v));
 	if (!grown) {
 		lk__registry_unlock();
 		free(copy);
 		return lk__fail(-ENOMEM, "%s: out of memory", fn);
 	}
-	rules = grown;
-	rules[nrules++] = (struct rule){ copy, enable };
+	l->v = grown;
+	l->v[l->n++] = (struct lk__rule){ copy, enable };
 	matched = count_matches(glob);
 	err = lk__probe_apply_rules_locked(lk__trace.running);
-	if (err) {
-		free(rules[--nrules].glob);	/* the rule could not take effect: forget it */
-	}
+	if (err)
+		free(l->v[--l->n].glob);	/* the rule could not take effect: forget it */
 	lk__registry_unlock();
 	return err ? err : matched;
 }
 
-LK_API int lk_probe_enable(const char *glob)
-{
-	return add_rule(glob, true, "lk_probe_enable");
-}
-
-LK_API int lk_probe_disable(const char *glob)
-{
-	return add_rule(glob, false, "lk_probe_disable");
-}
-
-LK_API int lk_probe_reset_rules(void)
+int lk__rules_reset(struct lk__rule_list *l)
 {
 	int err;
 
 	lk__registry_lock();
-	for (size_t i = 0; i < nrules; i++)
-		free(rules[i].glob);
-	free(rules);
-	rules = NULL;
-	nrules = 0;
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].glob);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
 	err = lk__probe_apply_rules_locked(lk__trace.running);
 	lk__registry_unlock();
 	return err;
+}
+
+LK_API int lk_probe_enable(const char *glob)
+{
+	return lk__rules_add(&rules, glob, true, "lk_probe_enable");
+}
+
+LK_API int lk_probe_disable(const char *glob)
+{
+	return lk__rules_add(&rules, glob, false, "lk_probe_disable");
+}
+
+LK_API int lk_probe_reset_rules(void)
+{
+	return lk__rules_reset(&rules);
 }
 
 static void fill_info(const struct lk__probe_site_rt *rt, struct lk_probe_info *info)
@@ -382,12 +380,12 @@ int lk__probe_remove_rule(const char *glob, bool enable)
 	int err = -ENOENT;
 
 	lk__registry_lock();
-	for (size_t i = nrules; i-- > 0;) {
-		if (rules[i].enable != enable || strcmp(rules[i].glob, glob) != 0)
+	for (size_t i = rules.n; i-- > 0;) {
+		if (rules.v[i].enable != enable || strcmp(rules.v[i].glob, glob) != 0)
 			continue;
-		free(rules[i].glob);
-		memmove(&rules[i], &rules[i + 1], (nrules - i - 1) * sizeof(*rules));
-		nrules--;
+		free(rules.v[i].glob);
+		memmove(&rules.v[i], &rules.v[i + 1], (rules.n - i - 1) * sizeof(*rules.v));
+		rules.n--;
 		err = lk__probe_apply_rules_locked(lk__trace.running);
 		break;
 	}
