@@ -22,6 +22,7 @@
 #include "core/json.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
+#include "report_classes.h"
 #include "report_html.h"
 #include "samples.h"
 
@@ -252,47 +253,16 @@ static int on_event(const struct lk__event *e, void *arg)
 	}
 }
 
-static int by_name(const void *a, const void *b, void *arg)
-{
-	struct lk__event_class *const *classes = arg;
-	const struct lk__event_class *x = classes[*(const uint32_t *)a], *y = classes[*(const uint32_t *)b];
-	int c;
-
-	if ((c = strcmp(x->provider, y->provider)) || (c = strcmp(x->event, y->event)))
-		return c;
-	if (x->kind != y->kind)
-		return x->kind < y->kind ? -1 : 1;
-	return x->id < y->id ? -1 : x->id > y->id;
-}
-
-static bool same_row(const struct lk__event_class *x, const struct lk__event_class *y)
-{
-	return x->kind == y->kind && strcmp(x->provider, y->provider) == 0 && strcmp(x->event, y->event) == 0;
-}
-
 /* rep->first: each class's first id of the same name and kind. */
 static int group_classes(struct report *rep)
 {
-	const struct lk__trace_reader *r = rep->r;
-	uint32_t *ids = malloc(r->nclasses * sizeof(*ids));
-	size_t n = 0;
+	size_t n;
+	uint32_t *ids;
 
-	rep->first = calloc(r->nclasses, sizeof(*rep->first));
-	if (!ids || !rep->first) {
-		free(ids);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < r->nclasses; i++)
-		if (r->classes[i])
-			ids[n++] = (uint32_t)i;
-	qsort_r(ids, n, sizeof(*ids), by_name, r->classes);
-	for (size_t i = 0; i < n; i++) {
-		bool same = i && same_row(r->classes[ids[i - 1]], r->classes[ids[i]]);
-
-		rep->first[ids[i]] = same ? rep->first[ids[i - 1]] : ids[i];
-	}
+	rep->first = calloc(rep->r->nclasses + 1, sizeof(*rep->first));
+	ids = rep->first ? report_group_classes(rep->r, rep->first, &n) : NULL;
 	free(ids);
-	return 0;
+	return ids ? 0 : -ENOMEM;
 }
 
 static int stream_end(const struct lk__stream_info *s, void *arg)

@@ -28,6 +28,7 @@
 #include "html.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
+#include "report_classes.h"
 #include "report_html.h"
 #include "samples.h"
 
@@ -139,44 +140,20 @@ static const char *class_name(const struct lk__event_class *c, char *buf, size_t
 
 /* ---- grouping classes by provider:event and kind, as lowkey report does ---- */
 
-static int by_name(const void *a, const void *b, void *arg)
-{
-	struct lk__event_class *const *classes = arg;
-	const struct lk__event_class *x = classes[*(const uint32_t *)a], *y = classes[*(const uint32_t *)b];
-	int c;
-
-	if ((c = strcmp(x->provider, y->provider)) || (c = strcmp(x->event, y->event)))
-		return c;
-	if (x->kind != y->kind)
-		return x->kind < y->kind ? -1 : 1;
-	return x->id < y->id ? -1 : x->id > y->id;
-}
-
 static int group_classes(struct hreport *h)
 {
 	const struct lk__trace_reader *r = h->r;
-	uint32_t *ids = malloc((r->nclasses + 1) * sizeof(*ids));
 	size_t n = 0, colors = 0;
+	uint32_t *ids;
 
 	h->first = calloc(r->nclasses + 1, sizeof(*h->first));
 	h->classes = calloc(r->nclasses + 1, sizeof(*h->classes));
-	if (!ids || !h->first || !h->classes) {
-		free(ids);
+	ids = h->first && h->classes ? report_group_classes(r, h->first, &n) : NULL;
+	if (!ids)
 		return -ENOMEM;
-	}
-	for (size_t i = 0; i < r->nclasses; i++)
-		if (r->classes[i])
-			ids[n++] = (uint32_t)i;
-	qsort_r(ids, n, sizeof(*ids), by_name, r->classes);
-	for (size_t i = 0; i < n; i++) {
-		const struct lk__event_class *x = r->classes[ids[i]], *prev = i ? r->classes[ids[i - 1]] : NULL;
-		bool same = prev && x->kind == prev->kind && !strcmp(x->provider, prev->provider) &&
-			    !strcmp(x->event, prev->event);
-
-		h->first[ids[i]] = same ? h->first[ids[i - 1]] : ids[i];
-		if (!same && x->kind == LK_PROBE_SPAN_BEGIN)
+	for (size_t i = 0; i < n; i++)
+		if (h->first[ids[i]] == ids[i] && r->classes[ids[i]]->kind == LK_PROBE_SPAN_BEGIN)
 			h->classes[ids[i]].color = colors++;
-	}
 	free(ids);
 	return 0;
 }
