@@ -19,7 +19,10 @@
  *   begin and end (extra_counter_values);
  * - spans are TYPE_SLICE_BEGIN/END on their thread's track, events instants with their arguments
  *   as debug annotations, counters TYPE_COUNTER events. An event class this file does not know
- *   (one added to lowkey later) becomes an instant with its fields as annotations.
+ *   (one added to lowkey later) becomes an instant with its fields as annotations;
+ * - a thread's context switches (its stream-TID-sched, a sequence of its own) become off-CPU
+ *   slices "preempted" or "blocked" on a child track of the thread's, "off-CPU", from a switch out
+ *   to the next switch in (docs/trace.md says why a track of their own).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -148,6 +151,13 @@ struct pending {
 	const char *s;
 };
 
+/* A switch out not yet matched by its switch in: the off-CPU slice it begins. */
+struct switched_out {
+	bool pending;
+	bool preempted;
+	uint64_t tsc, cpu;
+};
+
 struct pft {
 	int fd;
 	const char *path;
@@ -160,7 +170,9 @@ struct pft {
 	uint64_t ns0;			/* CLOCK_MONOTONIC at the trace's tsc0 ... */
 	uint64_t ns_whole, ns_frac;	/* ... and the TSC's period in ns: whole, and 2^-64ths */
 	int tid;
+	bool sched;			/* the sequence is the thread's context switches */
 	bool thread_described;
+	struct switched_out out;
 	struct intern_table tables[4];	/* by enum intern_kind */
 	struct class_iids *classes;	/* by class id */
 	struct pending pending[MAX_PENDING];
@@ -184,7 +196,7 @@ static uint64_t track_uuid(const struct pft *p, unsigned int what, uint64_t whic
 	return mix64(p->uuid_seed ^ mix64((uint64_t)what << 56 ^ which));
 }
 
-enum { TRACK_PROCESS = 1, TRACK_THREAD, TRACK_CPUTIME, TRACK_COUNTER };
+enum { TRACK_PROCESS = 1, TRACK_THREAD, TRACK_CPUTIME, TRACK_COUNTER, TRACK_OFF_CPU };
 
 /* ---- interning ---- */
 
@@ -340,7 +352,7 @@ static void put_clock(struct lk__pb *pb, uint32_t id, uint64_t ns, bool incremen
 }
 
 /* A sequence's first packet: its state cleared, its defaults, its clock tied to the system's. */
-static int start_sequence(struct pft *p, int tid)
+static int start_sequence(struct pft *p, int tid, bool sched)
 {
 	struct lk__pb *pb = &p->pb;
 	uint64_t base = p->r->monotonic0_ns;
@@ -349,7 +361,9 @@ static int start_sequence(struct pft *p, int tid)
 	p->gen = ++p->nseq;
 	p->last_ns = base;
 	p->tid = tid;
+	p->sched = sched;
 	p->thread_described = false;
+	p->out.pending = false;
 	reset_interning(p);
 	begin_packet(p, SEQ_INCREMENTAL_STATE_CLEARED);
 	lk__pb_uint(pb, PKT_FIRST_ON_SEQUENCE, 1);
@@ -359,8 +373,8 @@ static int start_sequence(struct pft *p, int tid)
 	lk__pb_uint(pb, DEF_TIMESTAMP_CLOCK_ID, LK_CLOCK);
 	if (tid) {
 		lk__pb_begin(pb, DEF_TRACK_EVENT);
-		lk__pb_uint(pb, TED_TRACK_UUID, track_uuid(p, TRACK_THREAD, (uint64_t)tid));
-		if (p->r->cputime)
+		lk__pb_uint(pb, TED_TRACK_UUID, track_uuid(p, sched ? TRACK_OFF_CPU : TRACK_THREAD, (uint64_t)tid));
+		if (p->r->cputime && !sched)
 			lk__pb_uint(pb, TED_EXTRA_COUNTER_TRACKS, track_uuid(p, TRACK_CPUTIME, (uint64_t)tid));
 		lk__pb_end(pb);
 	}
@@ -407,20 +421,24 @@ static int describe_thread(struct pft *p, const char *name)
 	lk__pb_end(pb);
 	lk__pb_end(pb);
 	packet_done(p);
-	if (p->thread_described || !p->r->cputime) {
+	if (p->thread_described || (!p->r->cputime && !p->sched)) {
 		p->thread_described = true;
 		return p->pb.failed ? -ENOMEM : 0;
 	}
 	p->thread_described = true;
 	begin_packet(p, 0);
 	lk__pb_begin(pb, PKT_TRACK_DESCRIPTOR);
-	lk__pb_uint(pb, TD_UUID, track_uuid(p, TRACK_CPUTIME, (uint64_t)p->tid));
+	lk__pb_uint(pb, TD_UUID, track_uuid(p, p->sched ? TRACK_OFF_CPU : TRACK_CPUTIME, (uint64_t)p->tid));
 	lk__pb_uint(pb, TD_PARENT_UUID, uuid);
-	lk__pb_utf8(pb, TD_NAME, "thread CPU time");
-	lk__pb_begin(pb, TD_COUNTER);
-	lk__pb_uint(pb, CD_TYPE, COUNTER_THREAD_TIME_NS);
-	lk__pb_uint(pb, CD_UNIT, UNIT_TIME_NS);
-	lk__pb_end(pb);
+	if (p->sched) {
+		lk__pb_utf8(pb, TD_NAME, "off-CPU");
+	} else {
+		lk__pb_utf8(pb, TD_NAME, "thread CPU time");
+		lk__pb_begin(pb, TD_COUNTER);
+		lk__pb_uint(pb, CD_TYPE, COUNTER_THREAD_TIME_NS);
+		lk__pb_uint(pb, CD_UNIT, UNIT_TIME_NS);
+		lk__pb_end(pb);
+	}
 	lk__pb_end(pb);
 	return packet_done(p);
 }
@@ -461,14 +479,14 @@ static int describe_counter(struct pft *p, const struct lk__event_class *c)
  */
 #define EVENT_ROOM 160
 
-static uint8_t *event_packet(struct pft *p, const struct lk__event *e, size_t room, uint8_t **packet)
+static uint8_t *event_packet(struct pft *p, uint64_t tsc, size_t room, uint8_t **packet)
 {
-	uint64_t ticks = e->tsc - p->r->tsc0;
+	uint64_t ticks = tsc - p->r->tsc0;
 	uint64_t ns = p->ns0 + ticks * p->ns_whole + (uint64_t)((unsigned __int128)ticks * p->ns_frac >> 64);
 	uint8_t *w = lk__pb_reserve(&p->pb, room);
 
-	if (e->tsc < p->r->tsc0 || ticks > UINT64_MAX / 1000000000u)
-		ns = lk__reader_ns(p->r, e->tsc);	/* a damaged trace: outside the trace's time */
+	if (tsc < p->r->tsc0 || ticks > UINT64_MAX / 1000000000u)
+		ns = lk__reader_ns(p->r, tsc);	/* a damaged trace: outside the trace's time */
 	if (!w)
 		return NULL;
 	*packet = lk__pbw_begin(w, TRACE_PACKET);
@@ -527,7 +545,7 @@ static int put_track_event(struct pft *p, const struct lk__event *e, unsigned in
 	size_t room = EVENT_ROOM + e->cls->nargs * 32 + 3 * e->payload_len + interned_room(p);
 	uint8_t *packet, *event, *w;
 
-	event = event_packet(p, e, room, &packet);
+	event = event_packet(p, e->tsc, room, &packet);
 	if (!event)
 		return -ENOMEM;
 	w = lk__pbw_uint(event, TE_TYPE, type);
@@ -555,7 +573,7 @@ static int put_counter(struct pft *p, const struct lk__event *e)
 		return put_track_event(p, e, TYPE_INSTANT);
 	if (!ci->counter_described && (rc = describe_counter(p, e->cls)) != 0)
 		return rc;
-	event = event_packet(p, e, EVENT_ROOM, &packet);
+	event = event_packet(p, e->tsc, EVENT_ROOM, &packet);
 	if (!event)
 		return -ENOMEM;
 	w = lk__pbw_uint(event, TE_TYPE, TYPE_COUNTER);
@@ -572,6 +590,59 @@ static int put_counter(struct pft *p, const struct lk__event *e)
 	return event_done(p, w, event, packet);
 }
 
+/*
+ * An off-CPU slice on the thread's off-CPU track (the sequence's default): its begin at the switch
+ * out, with the CPU left and, when the thread came back (in_tsc non-zero), the CPU it came back
+ * on, and its end at the switch in. Without a switch in (the trace stopped, or the thread exited,
+ * while it was off its CPU) the slice is left open, as Perfetto marks a slice that did not end.
+ */
+static int put_off_cpu(struct pft *p, uint64_t in_tsc, uint64_t next_cpu)
+{
+	uint64_t name = intern(p, NAMES, p->out.preempted ? "preempted" : "blocked");
+	uint64_t category = intern(p, CATEGORIES, "off-cpu"), cpu = intern(p, ARG_NAMES, "cpu");
+	uint64_t next = in_tsc ? intern(p, ARG_NAMES, "next_cpu") : 0;
+	uint8_t *packet, *event, *w;
+	int rc;
+
+	event = event_packet(p, p->out.tsc, EVENT_ROOM + interned_room(p), &packet);
+	if (!event)
+		return -ENOMEM;
+	p->out.pending = false;
+	w = lk__pbw_uint(event, TE_TYPE, TYPE_SLICE_BEGIN);
+	w = lk__pbw_uint(w, TE_NAME_IID, name);
+	w = lk__pbw_uint(w, TE_CATEGORY_IIDS, category);
+	w = put_arg(w, cpu, LK_PROBE_U64, p->out.cpu, NULL);
+	if (in_tsc)
+		w = put_arg(w, next, LK_PROBE_U64, next_cpu, NULL);
+	if ((rc = event_done(p, w, event, packet)) != 0 || !in_tsc)
+		return rc;
+	event = event_packet(p, in_tsc, EVENT_ROOM, &packet);
+	if (!event)
+		return -ENOMEM;
+	return event_done(p, lk__pbw_uint(event, TE_TYPE, TYPE_SLICE_END), event, packet);
+}
+
+/*
+ * lowkey:sched_out is held until its lowkey:sched_in, which writes the slice. A switch in with no
+ * switch out before it (the thread's first run, or a thread that was off its CPU when the trace
+ * began) makes none: when and why it left is unknown. Two switches out in a row (the kernel lost
+ * the switch in between, counted in sched_lost) keep the later one.
+ */
+static int on_switch(struct pft *p, const struct lk__event *e)
+{
+	uint64_t cpu = 0, preempted = 0;
+	const char *s;
+	size_t at = lk__event_arg(e, 0, 0, &cpu, &s);
+
+	if (e->cls->id == LK__EVENT_SCHED_OUT) {
+		if (at)
+			lk__event_arg(e, at, 1, &preempted, &s);
+		p->out = (struct switched_out){ true, preempted != 0, e->tsc, cpu };
+		return 0;
+	}
+	return p->out.pending ? put_off_cpu(p, e->tsc, cpu) : 0;
+}
+
 static int on_event(const struct lk__event *e, void *arg)
 {
 	struct pft *p = arg;
@@ -585,6 +656,8 @@ static int on_event(const struct lk__event *e, void *arg)
 	}
 	if (!p->thread_described && (rc = describe_thread(p, NULL)) != 0)
 		return rc;
+	if (p->sched && (e->cls->id == LK__EVENT_SCHED_OUT || e->cls->id == LK__EVENT_SCHED_IN))
+		return on_switch(p, e);
 	switch (e->cls->kind) {
 	case LK_PROBE_SPAN_BEGIN: return put_track_event(p, e, TYPE_SLICE_BEGIN);
 	case LK_PROBE_SPAN_END: return put_track_event(p, e, TYPE_SLICE_END);
@@ -595,7 +668,7 @@ static int on_event(const struct lk__event *e, void *arg)
 
 static int on_stream_begin(const struct lk__stream_info *s, void *arg)
 {
-	return start_sequence(arg, s->tid);
+	return start_sequence(arg, s->tid, s->stream_id == 1);
 }
 
 /* Lost events: an instant lowkey:lost with their count, after the thread's last event. */
@@ -607,6 +680,8 @@ static int on_stream_end(const struct lk__stream_info *s, void *arg)
 	int rc;
 
 	if (!p->thread_described && (rc = describe_thread(p, NULL)) != 0)
+		return rc;
+	if (p->out.pending && (rc = put_off_cpu(p, 0, 0)) != 0)
 		return rc;
 	if (!s->lost)
 		return 0;
@@ -665,7 +740,7 @@ static int convert(struct pft *p, char *err, size_t errlen)
 	p->classes = calloc(p->r->nclasses ? p->r->nclasses : 1, sizeof(*p->classes));
 	if (!p->classes)
 		return lk__failf(err, errlen, -ENOMEM, "out of memory converting %s", p->r->dir);
-	rc = start_sequence(p, 0);
+	rc = start_sequence(p, 0, false);
 	if (!rc)
 		rc = describe_process(p);
 	if (!rc)

@@ -316,6 +316,91 @@ def check_json_agrees(json_path, d):
         assert worst < 1000, "%s: JSON and Perfetto disagree by %d ns" % (name, worst)
 
 
+def check_off_cpu(fixture, lowkey, work):
+    """Context switches as off-CPU slices on a child track of each thread (docs/trace.md)."""
+    ctf, pft, js = (os.path.join(work, n) for n in ("s.ctf", "s.pftrace", "s.json"))
+    r = subprocess.run([fixture, ctf, "sched"], capture_output=True, text=True)
+    if r.returncode == SKIP:
+        print("off-CPU slices not checked: " + r.stderr.strip())
+        return
+    assert r.returncode == 0, r.stderr
+    pid, sleeper = (int(x) for x in r.stdout.split())
+    subprocess.run([lowkey, "convert", ctf, "-o", pft], check=True)
+    subprocess.run([lowkey, "convert", ctf, "-o", js, "--format", "json"], check=True)
+    with open(pft, "rb") as f:
+        d = Decoded(TRACE.FromString(f.read()))
+    threads = {t.uuid: t.thread.tid for t in d.tracks.values() if t.HasField("thread")}
+    off_tracks = {t.uuid: threads[t.parent_uuid] for t in d.tracks.values()
+                  if t.name == "off-CPU" and t.parent_uuid in threads}
+    assert sleeper in off_tracks.values(), ("no off-CPU track for fx-sleeper", off_tracks)
+    for t in d.tracks.values():
+        if t.name == "off-CPU":
+            assert not t.HasField("thread") and not t.HasField("counter"), t
+
+    slices = {}           # tid -> [(name, begin, end or None, args)]
+    for uuid, tid in off_tracks.items():
+        events = [e for e in d.events if e["track"] == uuid]
+        rows, open_ = [], None
+        for e in events:
+            if e["type"] == SLICE_BEGIN:
+                assert open_ is None, "tid %d: off-CPU slices nested" % tid
+                assert e["name"] in ("preempted", "blocked") and e["categories"] == ["off-cpu"], e
+                assert e["args"]["cpu"][0] == "uint_value" and not e["extra"], e
+                open_ = e
+            else:
+                assert e["type"] == SLICE_END and open_ is not None, ("tid %d: not a slice's end" % tid, e)
+                assert set(open_["args"]) == {"cpu", "next_cpu"} and open_["ts"] <= e["ts"], (open_, e)
+                rows.append((open_["name"], open_["ts"], e["ts"], open_["args"]))
+                open_ = None
+        if open_ is not None:    # switched out, never back in before the trace ended: left open
+            assert set(open_["args"]) == {"cpu"}, open_
+            rows.append((open_["name"], open_["ts"], None, open_["args"]))
+        slices[tid] = rows
+
+    # fx-sleeper: its first switch was a switch in (no slice for it), a blocked slice inside each
+    # fx:nap span, and its last switch out left open, after its last span
+    thread_track = [u for u, tid in threads.items() if tid == sleeper][0]
+    naps, stack = [], []
+    for e in d.events:
+        if e["track"] == thread_track and e["type"] == SLICE_BEGIN:
+            stack.append(e["ts"])
+        elif e["track"] == thread_track and e["type"] == SLICE_END:
+            naps.append((stack.pop(), e["ts"]))
+    assert len(naps) == ROUNDS, naps
+    rows = slices[sleeper]
+    start = {c.clock_id: c.timestamp for c in d.snapshots[0].clocks}[LK_CLOCK]
+    assert rows[0][1] > start, ("a slice for the time before fx-sleeper's first switch in", rows[0], start)
+    last = rows[-1]
+    assert last[0] == "blocked" and last[2] is None and last[1] >= naps[-1][1], last
+    assert all(end is not None for _, _, end, _ in rows[:-1])
+    for begin, end in naps:
+        inside = [row for row in rows if row[0] == "blocked" and begin <= row[1] and row[2] and row[2] <= end]
+        assert inside, "no blocked slice inside the fx:nap span %d-%d" % (begin, end)
+
+    # the same slices as the JSON's (which leaves out those that did not end), at the same times
+    with open(js, encoding="utf-8") as f:
+        j = json.load(f)["traceEvents"]
+    snap = {c.clock_id: c.timestamp for c in d.snapshots[0].clocks}
+    offset = snap[REALTIME] - snap[MONOTONIC]
+    for tid, rows in slices.items():
+        theirs = [e for e in j if e.get("cat") == "off-cpu" and e["tid"] == tid]
+        ours = [row for row in rows if row[2] is not None]
+        assert len(ours) == len(theirs), (tid, len(ours), len(theirs))
+        for (name, begin, end, args), e in zip(ours, theirs):
+            assert name == e["name"] and args["cpu"][1] == e["args"]["cpu"] and \
+                args["next_cpu"][1] == e["args"]["next_cpu"], (name, args, e)
+            assert abs(begin + offset - e["ts"] * 1000) < 1000 and abs(end - begin - e["dur"] * 1000) < 1000, (begin, end, e)
+
+    # one slice per switch out that lowkey report counts (when the kernel lost none)
+    rep = json.loads(subprocess.run([lowkey, "report", "--json", ctf], check=True, capture_output=True,
+                                    text=True).stdout)
+    if not rep.get("switches_lost"):
+        assert sum(len(rows) for rows in slices.values()) == rep["switches"], (rep["switches"], slices)
+    print("off-CPU: %d slices on %d threads' off-CPU tracks, %d left open"
+          % (sum(len(r) for r in slices.values()), len(slices),
+             sum(r[2] is None for rows in slices.values() for r in rows)))
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__)
@@ -377,6 +462,8 @@ def main():
             server.terminate()
             server.wait(timeout=60)
         print("lowkey trace --pid --format perfetto: %d events" % check_serve(attached, int(ready[1])))
+
+        check_off_cpu(fixture, lowkey, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

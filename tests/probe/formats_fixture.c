@@ -5,16 +5,21 @@
  * `lkt_formats_fixture - none` records the same without starting a trace (for `lowkey trace --
  * CMD`, whose environment starts it); `lkt_formats_fixture - serve` prints "ready PID" and records
  * a round of fx:request, fx:query and fx:row (i counting from 0) every millisecond in its thread
- * "fx-serve" until SIGTERM (for `lowkey trace --pid`, with LOWKEY_CONTROL=1).
+ * "fx-serve" until SIGTERM (for `lowkey trace --pid`, with LOWKEY_CONTROL=1);
+ * `lkt_formats_fixture OUT sched` records a CTF trace with context switches (LK_TRACE_SCHED, see
+ * sleeper() for what it holds) and prints its pid and the thread fx-sleeper's tid, or exits 77
+ * where context switches cannot be recorded here.
  *
  * Two threads, "worker-1" and "worker-2", each run ROUNDS rounds of: a span fx:request around a
  * counter value fx:depth = round and a span fx:query around an event fx:row (i = round, twice =
  * 2 * round, half = round / 2.0, label = "row"). The main thread, "fx-main", records fx:bad_utf8
  * with the bytes "\xff\xfe ok" and the counter fx:ratio = NaN, then 1.5.
  */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <stdio.h>
 #include <string.h>
@@ -70,6 +75,70 @@ static int serve(void)
 	return 0;
 }
 
+/*
+ * fx-sleeper, for the off-CPU slices' edge cases: it is blocked on a pipe when the trace starts
+ * (so its first switch is a switch in), then takes ROUNDS spans fx:nap, each around a 1 ms sleep
+ * (a "blocked" slice inside each), says so, and blocks again on its pipe until after the trace
+ * stopped (its last switch is a switch out with no switch in).
+ */
+static int wake[2], done[2];
+static volatile int sleeper_tid;
+
+static void *sleeper(void *arg)
+{
+	struct timespec ms = { 0, 1000000 };
+	char c;
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "fx-sleeper");
+	sleeper_tid = (int)syscall(SYS_gettid);
+	while (read(wake[0], &c, 1) < 0 && errno == EINTR)
+		;
+	for (int round = 0; round < ROUNDS; round++) {
+		LK_SPAN(fx, nap);
+		nanosleep(&ms, NULL);
+	}
+	if (write(done[1], "d", 1) != 1)
+		return NULL;
+	while (read(wake[0], &c, 1) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static int record_sched(const char *out)
+{
+	struct lk_trace_config c = { .path = out, .flags = LK_TRACE_SCHED | LK_TRACE_CPUTIME, .flush_ms = 5 };
+	struct timespec settle = { 0, 50000000 };
+	pthread_t t;
+	char d;
+	int rc;
+
+	if (pipe(wake) || pipe(done) || pthread_create(&t, NULL, sleeper, NULL))
+		return 1;
+	nanosleep(&settle, NULL);	/* fx-sleeper is in its read() by then */
+	lk_probe_enable("fx");
+	rc = lk_trace_start(&c);
+	if (rc == -EPERM || rc == -EACCES || rc == -ENOENT || rc == -ENOSYS || rc == -ENODEV || rc == -EOPNOTSUPP) {
+		fprintf(stderr, "context switches cannot be recorded here: %s\n", lk_last_error());
+		return 77;
+	}
+	if (rc != 0) {
+		fprintf(stderr, "cannot trace: %s\n", lk_last_error());
+		return 1;
+	}
+	if (write(wake[1], "w", 1) != 1 || read(done[0], &d, 1) != 1)
+		return 1;
+	nanosleep(&settle, NULL);	/* fx-sleeper is in its read() again */
+	if (lk_trace_stop() != 0) {
+		fprintf(stderr, "trace failed: %s\n", lk_last_error());
+		return 1;
+	}
+	if (write(wake[1], "w", 1) != 1 || pthread_join(t, NULL))
+		return 1;
+	printf("%d %d\n", (int)getpid(), sleeper_tid);
+	return 0;
+}
+
 /* The known trace's events; the trace is started by the caller or from the environment. */
 static void record(void)
 {
@@ -92,11 +161,13 @@ int main(int argc, char **argv)
 	struct lk_trace_config c = { .flags = LK_TRACE_CPUTIME, .flush_ms = 5 };
 
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s OUT ctf|json|perfetto, or - none, or - serve\n", argv[0]);
+		fprintf(stderr, "usage: %s OUT ctf|json|perfetto|sched, or - none, or - serve\n", argv[0]);
 		return 2;
 	}
 	if (strcmp(argv[2], "serve") == 0)
 		return serve();
+	if (strcmp(argv[2], "sched") == 0)
+		return record_sched(argv[1]);
 	pthread_setname_np(pthread_self(), "fx-main");
 	if (strcmp(argv[2], "none") == 0) {
 		record();
