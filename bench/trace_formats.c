@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * lowkey bench formats: one trace in the three formats -- its size per event and how fast each is
- * written. CTF is written while recording (the consumer thread, start to stop); JSON and Perfetto
- * are converted from that CTF afterwards, as lk_trace_stop and `lowkey convert` do.
+ * lowkey bench formats: the same trace recorded in each of the three formats -- its size per event
+ * and what a user waits for: from lk_trace_start until lk_trace_stop has returned with the output
+ * complete (for JSON and Perfetto, whatever lk_trace_stop does to produce them), by wall time and
+ * by the process's CPU time. Each run records every format once, in an order that turns from run
+ * to run; a last row times `lowkey convert` of the run's CTF to Perfetto.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -23,10 +25,11 @@ static const char formats_usage[] =
 	"usage: lowkey bench formats [--events N] [--runs R] [--dir DIR] [-j|--json]\n"
 	"\n"
 	"Records N events (default 3000000) in one thread -- rounds of a span around a counter value,\n"
-	"an event with two integer arguments and a nested span -- as CTF, converts that trace to\n"
-	"Chrome JSON and to Perfetto protobuf, and prints each format's bytes per event and write\n"
-	"rate (medians of R runs, default 5). CTF's rate is the recording's: start to stop, the\n"
-	"consumer writing while the thread records; the others are the conversions' from CTF.\n"
+	"an event with two integer arguments and a nested span -- once as CTF, once as Chrome JSON and\n"
+	"once as Perfetto protobuf, and prints each format's bytes per event and rate: events over the\n"
+	"time from lk_trace_start until lk_trace_stop returned with the file complete, by wall time\n"
+	"and by the process's CPU time (medians of R runs, default 5; each run records every format,\n"
+	"in turn). The last row is `lowkey convert` of the CTF to Perfetto, on its own.\n"
 	"The traces go to DIR (default $TMPDIR or /tmp) and are removed.\n";
 
 #define ROUND 6	/* events a round records */
@@ -70,7 +73,7 @@ static uint64_t dir_size(const char *dir)
 
 static void remove_trace(const char *dir)
 {
-	char cmd[4200];
+	char cmd[4400];
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
@@ -86,28 +89,50 @@ static uint64_t cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+#define NFORMATS 3
+#define CONVERT NFORMATS	/* the row of `lowkey convert` from CTF to Perfetto */
+#define NROWS (NFORMATS + 1)
+
 struct figures {
-	double seconds[3][64], cpu[3][64];	/* wall; CPU time of the whole process */
-	uint64_t bytes[3], events, lost;
+	double seconds[NROWS][64], cpu[NROWS][64];	/* wall; CPU time of the whole process */
+	uint64_t bytes[NROWS], events[NFORMATS], lost[NFORMATS];
 };
 
-/* One run: record, then convert; the times of each format in f->seconds[format][run]. */
-static int one_run(const char *base, long events, int run, struct figures *f)
+static const char *row_name(int row)
 {
-	struct lk_trace_config c = { .buffer_size = 64u << 20, .flush_ms = 20 };
-	char ctf[4096], out[4200], err[1024];
+	return row == CONVERT ? "convert" : lk__trace_format_name(row);
+}
+
+/* The trace's file (JSON, Perfetto) or directory (CTF) for a format. */
+static void trace_path(char *path, size_t len, const char *base, int fmt)
+{
+	snprintf(path, len, "%s/lowkey-bench-formats-%d.%s", base, (int)getpid(), lk__trace_format_extension(fmt));
+}
+
+/*
+ * Record the events in format fmt: the time from lk_trace_start until lk_trace_stop returned,
+ * when the output is complete. The CTF trace is kept for the conversion row; the others removed.
+ */
+static int record(const char *base, long events, int fmt, int run, struct figures *f)
+{
+	struct lk_trace_config c = { .buffer_size = 64u << 20, .flush_ms = 20, .format = (enum lk_trace_format)fmt };
 	struct lk_trace_stats st;
 	uint64_t t0, t1, c0, c1;
+	char path[4096];
 
-	snprintf(ctf, sizeof(ctf), "%s/lowkey-bench-formats-%d.ctf", base, (int)getpid());
-	c.path = ctf;
-	remove_trace(ctf);
-	if (lk_probe_enable("bench") <= 0 || lk_trace_start(&c) != 0) {
-		fprintf(stderr, "lowkey bench formats: cannot trace to %s: %s\n", ctf, lk_last_error());
+	trace_path(path, sizeof(path), base, fmt);
+	c.path = path;
+	remove_trace(path);
+	if (lk_probe_enable("bench") <= 0) {
+		fprintf(stderr, "lowkey bench formats: no bench probe sites: %s\n", lk_last_error());
 		return -1;
 	}
 	c0 = cpu_ns();
 	t0 = lkb_now_ns();
+	if (lk_trace_start(&c) != 0) {
+		fprintf(stderr, "lowkey bench formats: cannot trace to %s: %s\n", path, lk_last_error());
+		return -1;
+	}
 	for (long i = 0; i < events / ROUND; i++)
 		record_round(i);
 	if (lk_trace_stop() != 0) {
@@ -117,49 +142,75 @@ static int one_run(const char *base, long events, int run, struct figures *f)
 	t1 = lkb_now_ns();
 	c1 = cpu_ns();
 	lk_trace_stats(&st);
-	f->events = st.events;
-	f->lost = st.lost;
-	f->bytes[LK_TRACE_CTF] = dir_size(ctf);
-	f->seconds[LK_TRACE_CTF][run] = (double)(t1 - t0) / 1e9;
-	f->cpu[LK_TRACE_CTF][run] = (double)(c1 - c0) / 1e9;
-	for (int fmt = LK_TRACE_JSON; fmt <= LK_TRACE_PERFETTO; fmt++) {
-		snprintf(out, sizeof(out), "%s.%s", ctf, lk__trace_format_extension(fmt));
-		c0 = cpu_ns();
-		t0 = lkb_now_ns();
-		if (lk__trace_convert(ctf, out, fmt, err, sizeof(err)) != 0) {
-			fprintf(stderr, "lowkey bench formats: %s\n", err);
-			return -1;
-		}
-		t1 = lkb_now_ns();
-		c1 = cpu_ns();
-		f->seconds[fmt][run] = (double)(t1 - t0) / 1e9;
-		f->cpu[fmt][run] = (double)(c1 - c0) / 1e9;
-		f->bytes[fmt] = file_size(out);
-		unlink(out);
+	f->events[fmt] = st.events;
+	f->lost[fmt] = st.lost;
+	f->bytes[fmt] = fmt == LK_TRACE_CTF ? dir_size(path) : file_size(path);
+	f->seconds[fmt][run] = (double)(t1 - t0) / 1e9;
+	f->cpu[fmt][run] = (double)(c1 - c0) / 1e9;
+	if (fmt != LK_TRACE_CTF)
+		remove_trace(path);
+	return 0;
+}
+
+/* `lowkey convert` of the run's CTF trace to Perfetto, on its own. */
+static int convert(const char *base, int run, struct figures *f)
+{
+	char ctf[4096], out[4200], err[1024];
+	uint64_t t0, t1, c0, c1;
+	int rc;
+
+	trace_path(ctf, sizeof(ctf), base, LK_TRACE_CTF);
+	snprintf(out, sizeof(out), "%s.pftrace", ctf);
+	c0 = cpu_ns();
+	t0 = lkb_now_ns();
+	rc = lk__trace_convert(ctf, out, LK_TRACE_PERFETTO, err, sizeof(err));
+	t1 = lkb_now_ns();
+	c1 = cpu_ns();
+	if (rc != 0) {
+		fprintf(stderr, "lowkey bench formats: %s\n", err);
+		return -1;
 	}
+	f->seconds[CONVERT][run] = (double)(t1 - t0) / 1e9;
+	f->cpu[CONVERT][run] = (double)(c1 - c0) / 1e9;
+	f->bytes[CONVERT] = file_size(out);
+	unlink(out);
 	remove_trace(ctf);
 	return 0;
 }
 
+/* One run: every format recorded once, the first one turning from run to run; then the conversion. */
+static int one_run(const char *base, long events, int run, struct figures *f)
+{
+	for (int k = 0; k < NFORMATS; k++)
+		if (record(base, events, (run + k) % NFORMATS, run, f) != 0)
+			return -1;
+	return convert(base, run, f);
+}
+
 static void print_text(const struct figures *f, int runs, const double *median, const double *cpu)
 {
-	double ctf_rate = (double)f->events / median[LK_TRACE_CTF];
-	double ctf_cpu_rate = (double)f->events / cpu[LK_TRACE_CTF];
+	double events = (double)f->events[LK_TRACE_CTF];
+	double ctf_rate = events / median[LK_TRACE_CTF], ctf_cpu_rate = events / cpu[LK_TRACE_CTF];
 
-	printf("trace formats: %llu events (%llu lost), median of %d runs; %s\n", (unsigned long long)f->events,
-	       (unsigned long long)f->lost, runs, lkb_machine());
+	printf("trace formats: %llu events (%llu lost), median of %d runs; %s\n",
+	       (unsigned long long)f->events[LK_TRACE_CTF], (unsigned long long)f->lost[LK_TRACE_CTF], runs,
+	       lkb_machine());
 	printf("%-9s %11s %8s %8s %9s %10s %8s %9s %10s %8s\n", "format", "bytes", "B/event", "vs JSON",
 	       "wall s", "M ev/s", "vs CTF", "CPU s", "M ev/CPUs", "vs CTF");
-	for (int fmt = 0; fmt <= LK_TRACE_PERFETTO; fmt++) {
-		double rate = (double)f->events / median[fmt], cpu_rate = (double)f->events / cpu[fmt];
+	for (int row = 0; row < NROWS; row++) {
+		double rate = events / median[row], cpu_rate = events / cpu[row];
 
-		printf("%-9s %11llu %8.1f %8.3f %9.3f %10.2f %8.2f %9.3f %10.2f %8.2f\n", lk__trace_format_name(fmt),
-		       (unsigned long long)f->bytes[fmt], (double)f->bytes[fmt] / (double)f->events,
-		       (double)f->bytes[fmt] / (double)f->bytes[LK_TRACE_JSON], median[fmt], rate / 1e6,
-		       rate / ctf_rate, cpu[fmt], cpu_rate / 1e6, cpu_rate / ctf_cpu_rate);
+		printf("%-9s %11llu %8.1f %8.3f %9.3f %10.2f %8.2f %9.3f %10.2f %8.2f\n", row_name(row),
+		       (unsigned long long)f->bytes[row], (double)f->bytes[row] / events,
+		       (double)f->bytes[row] / (double)f->bytes[LK_TRACE_JSON], median[row], rate / 1e6,
+		       rate / ctf_rate, cpu[row], cpu_rate / 1e6, cpu_rate / ctf_cpu_rate);
 	}
-	printf("(ctf: recorded, start to stop, CPU of the recording thread and the consumer; json, perfetto:\n"
-	       " converted from that CTF, one thread)\n");
+	for (int fmt = 1; fmt < NFORMATS; fmt++)
+		if (f->events[fmt] != f->events[LK_TRACE_CTF] || f->lost[fmt] != f->lost[LK_TRACE_CTF])
+			printf("(%s: %llu events, %llu lost: not the same trace as the CTF's)\n", row_name(fmt),
+			       (unsigned long long)f->events[fmt], (unsigned long long)f->lost[fmt]);
+	printf("(ctf, json, perfetto: lk_trace_start until lk_trace_stop returned with the file complete;\n"
+	       " CPU of the whole process. convert: `lowkey convert` of the CTF trace to Perfetto)\n");
 }
 
 static void print_json(const struct figures *f, int runs, const double *median, const double *cpu)
@@ -169,19 +220,22 @@ static void print_json(const struct figures *f, int runs, const double *median, 
 	lkb_json_begin(&j, stdout);
 	lkb_json_str(&j, "bench", "formats");
 	lkb_json_str(&j, "machine", lkb_machine());
-	lkb_json_int(&j, "events", (long long)f->events);
-	lkb_json_int(&j, "lost", (long long)f->lost);
+	lkb_json_int(&j, "events", (long long)f->events[LK_TRACE_CTF]);
+	lkb_json_int(&j, "lost", (long long)f->lost[LK_TRACE_CTF]);
 	lkb_json_int(&j, "runs", runs);
 	lkb_json_array(&j, "rows");
-	for (int fmt = 0; fmt <= LK_TRACE_PERFETTO; fmt++) {
+	for (int row = 0; row < NROWS; row++) {
+		double events = (double)f->events[row == CONVERT ? LK_TRACE_CTF : row];
+
 		lkb_json_object(&j, NULL);
-		lkb_json_str(&j, "format", lk__trace_format_name(fmt));
-		lkb_json_int(&j, "bytes", (long long)f->bytes[fmt]);
-		lkb_json_num(&j, "bytes_per_event", (double)f->bytes[fmt] / (double)f->events);
-		lkb_json_num(&j, "seconds", median[fmt]);
-		lkb_json_num(&j, "events_per_second", (double)f->events / median[fmt]);
-		lkb_json_num(&j, "cpu_seconds", cpu[fmt]);
-		lkb_json_num(&j, "events_per_cpu_second", (double)f->events / cpu[fmt]);
+		lkb_json_str(&j, "format", row_name(row));
+		lkb_json_int(&j, "events", (long long)events);
+		lkb_json_int(&j, "bytes", (long long)f->bytes[row]);
+		lkb_json_num(&j, "bytes_per_event", (double)f->bytes[row] / events);
+		lkb_json_num(&j, "seconds", median[row]);
+		lkb_json_num(&j, "events_per_second", events / median[row]);
+		lkb_json_num(&j, "cpu_seconds", cpu[row]);
+		lkb_json_num(&j, "events_per_cpu_second", events / cpu[row]);
 		lkb_json_close(&j);
 	}
 	lkb_json_close(&j);
@@ -197,7 +251,7 @@ static int formats_main(int argc, char **argv)
 	};
 	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	struct figures f = { 0 };
-	double median[3], cpu[3];
+	double median[NROWS], cpu[NROWS];
 	long events = 3000000;
 	int c, runs = 5;
 	bool json = false;
@@ -220,8 +274,8 @@ static int formats_main(int argc, char **argv)
 	for (int run = 0; run < runs; run++)
 		if (one_run(dir, events, run, &f) != 0)
 			return 1;
-	for (int fmt = 0; fmt <= LK_TRACE_PERFETTO; fmt++)
-		median[fmt] = lkb_median(f.seconds[fmt], (size_t)runs), cpu[fmt] = lkb_median(f.cpu[fmt], (size_t)runs);
+	for (int row = 0; row < NROWS; row++)
+		median[row] = lkb_median(f.seconds[row], (size_t)runs), cpu[row] = lkb_median(f.cpu[row], (size_t)runs);
 	if (json)
 		print_json(&f, runs, median, cpu);
 	else
@@ -229,5 +283,5 @@ static int formats_main(int argc, char **argv)
 	return 0;
 }
 
-LK_BENCH(formats_bench, "formats", "one trace as CTF, JSON and Perfetto: bytes per event and write rate",
+LK_BENCH(formats_bench, "formats", "one trace recorded as CTF, JSON and Perfetto: bytes per event, start-to-file rate",
 	 formats_usage, formats_main);
