@@ -167,7 +167,7 @@ static char *string(struct parser *ps)
 	return out;
 }
 
-static bool number(struct parser *ps, double *v)
+static bool number(struct parser *ps, struct jr_value *v)
 {
 	char buf[64], *endp;
 	size_t n = 0;
@@ -176,9 +176,11 @@ static bool number(struct parser *ps, double *v)
 		n++;
 	memcpy(buf, ps->p, n);
 	buf[n] = 0;
-	*v = strtod(buf, &endp);
+	v->number = strtod(buf, &endp);
 	if (n == 0 || endp != buf + n)
 		return fail(ps, "bad number");
+	v->raw = ps->p;
+	v->raw_len = n;
 	ps->p += n;
 	return true;
 }
@@ -274,7 +276,7 @@ static bool value(struct parser *ps, struct jr_value *v)
 		return literal(ps, "null");
 	default:
 		v->type = JR_NUMBER;
-		return number(ps, &v->number);
+		return number(ps, v);
 	}
 }
 
@@ -310,6 +312,25 @@ struct jr_value *jr_parse(const char *text, size_t len, char *err, size_t errlen
 			return v;
 		fail(&ps, "text after the value");
 	}
+	jr_free(v);
+	return NULL;
+}
+
+struct jr_value *jr_parse_next(const char *text, size_t len, size_t *pos, char *err, size_t errlen)
+{
+	struct parser ps = { text + *pos, text, text + len, 0, err, errlen, false };
+	struct jr_value *v = calloc(1, sizeof(*v));
+
+	if (!v) {
+		snprintf(err, errlen, "JSON: out of memory");
+		return NULL;
+	}
+	if (*pos <= len && value(&ps, v)) {
+		*pos = (size_t)(ps.p - text);
+		return v;
+	}
+	if (*pos > len)
+		fail(&ps, "unexpected end");
 	jr_free(v);
 	return NULL;
 }

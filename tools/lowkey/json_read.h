@@ -2,7 +2,8 @@
 /*
  * A small JSON reader for the HTML pages of `lowkey locks` and `lowkey bench`, which draw what
  * those commands print with --json: the page is made from the same figures as the JSON, by one
- * path, without reaching into each bench's own structures.
+ * path, without reaching into each bench's own structures; and, a value at a time, for `lowkey
+ * report` on a JSON trace (report_json.c), whose events are read one by one.
  *
  * RFC 8259 text into a tree. Strings are decoded (\uXXXX and surrogate pairs into UTF-8; a lone
  * surrogate becomes U+FFFD) and may hold any bytes the text held; the HTML writer escapes them.
@@ -20,6 +21,8 @@ struct jr_value {
 	enum jr_type type;
 	bool boolean;
 	double number;
+	const char *raw;		/* JR_NUMBER: its text (raw_len bytes, in the parsed text) */
+	size_t raw_len;
 	char *string;			/* JR_STRING: NUL-terminated (a \u0000 inside ends it early) */
 	char *key;			/* the member's name inside an object; NULL elsewhere */
 	struct jr_value *items;		/* JR_ARRAY, JR_OBJECT: n members in order */
@@ -32,6 +35,12 @@ struct jr_value {
  */
 struct jr_value *jr_parse(const char *text, size_t len, char *err, size_t errlen);
 void jr_free(struct jr_value *v);
+
+/*
+ * Parse the one value at text + *pos (after blanks) and move *pos past it, for reading a large
+ * document a piece at a time. The same results as jr_parse; offsets in messages count from text.
+ */
+struct jr_value *jr_parse_next(const char *text, size_t len, size_t *pos, char *err, size_t errlen);
 
 /* An object's member by name (the first), or NULL if v is not an object or has none. */
 const struct jr_value *jr_get(const struct jr_value *v, const char *key);

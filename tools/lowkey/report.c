@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * lowkey report TRACE: what a lowkey trace holds, summarized.
+ * lowkey report TRACE: what a lowkey trace holds, summarized, from any of its formats: a CTF
+ * directory, lowkey's Chrome JSON or its Perfetto protobuf (report_trace.h reads them alike).
  *
  * Events by name with counts and rates; spans paired per thread (nested spans with a stack; an
  * end closes the latest open begin of its name) with their durations by wall time and, where the
@@ -24,6 +25,7 @@
 #include "probe/reader.h"
 #include "report_classes.h"
 #include "report_html.h"
+#include "report_trace.h"
 #include "samples.h"
 
 /* Time split by the context switches: on a CPU, runnable (preempted), blocked; ns. */
@@ -76,8 +78,11 @@ struct per_thread {
 
 struct report {
 	struct lk__trace_reader *r;
+	const struct report_trace *t;
 	struct per_class *classes;	/* by id: a name's figures are in its first id's */
 	uint32_t *first;		/* by id: the first id of the same provider:event and kind */
+	uint32_t *rows;			/* class ids by provider, event and kind: the order rows print in */
+	size_t nrows;
 	struct per_thread *threads, *current;
 	uint64_t events, lost, first_tsc, last_tsc, unmatched_ends, open_at_end;
 	uint64_t switches;
@@ -100,9 +105,12 @@ static int push_item(void **v, size_t *n, size_t *cap, const void *item, size_t 
 	return 0;
 }
 
+/* b - a in ns; the difference taken in integers, where no digit of either is lost. */
 static double tsc_ns(const struct report *rep, uint64_t a, uint64_t b)
 {
-	return ((double)b - (double)a) * 1e9 / (double)rep->r->tsc_hz;
+	double ticks = b >= a ? (double)(b - a) : -(double)(a - b);
+
+	return ticks * 1e9 / (double)rep->r->tsc_hz;
 }
 
 /* A thread's streams: its probes (stream-TID), its context switches (stream-TID-sched). */
@@ -253,16 +261,12 @@ static int on_event(const struct lk__event *e, void *arg)
 	}
 }
 
-/* rep->first: each class's first id of the same name and kind. */
+/* rep->first: each class's first id of the same name and kind; rep->rows: the rows in order. */
 static int group_classes(struct report *rep)
 {
-	size_t n;
-	uint32_t *ids;
-
 	rep->first = calloc(rep->r->nclasses + 1, sizeof(*rep->first));
-	ids = rep->first ? report_group_classes(rep->r, rep->first, &n) : NULL;
-	free(ids);
-	return ids ? 0 : -ENOMEM;
+	rep->rows = rep->first ? report_group_classes(rep->r, rep->first, &rep->nrows) : NULL;
+	return rep->rows ? 0 : -ENOMEM;
 }
 
 static int stream_end(const struct lk__stream_info *s, void *arg)
@@ -376,7 +380,8 @@ static void print_split(const struct report *rep)
 
 	printf("\n%-32s %8s %12s %12s %12s %12s\n", "spans (time, --sched)", "count", "wall", "on-CPU", "runnable",
 	       "blocked");
-	for (size_t i = 0; i < r->nclasses; i++) {
+	for (size_t k = 0; k < rep->nrows; k++) {	/* by name: the same order in every format */
+		size_t i = rep->rows[k];
 		const struct per_class *pc = &rep->classes[i];
 
 		if (!r->classes[i] || !pc->wall.n)
@@ -402,6 +407,21 @@ static void json_split(const struct split *x)
 	       x->runnable, x->blocked);
 }
 
+/* What a JSON or Perfetto trace cannot say that its CTF could. */
+static void print_format_notes(const struct report *rep)
+{
+	const struct report_trace *t = rep->t;
+
+	printf("  read from lowkey's %s output, which carries no count of bytes left out of streams cut short%s\n",
+	       t->format_name, rep->r->sched ? " nor of context switches the kernel lost" : "");
+	if (t->format == REPORT_JSON && rep->r->sched)
+		printf("  JSON has the intervals off the CPU, not the switches: a switch out with no switch in after "
+		       "it (the trace or the thread ended) is not in it\n");
+	if (t->nonfinite_counters)
+		printf("  %" PRIu64 " counter values were NaN or infinite and are not in the JSON "
+		       "(otherData.nonfinite_counter_values)\n", t->nonfinite_counters);
+}
+
 static void print_text(struct report *rep, const char *path)
 {
 	struct lk__trace_reader *r = rep->r;
@@ -413,6 +433,8 @@ static void print_text(struct report *rep, const char *path)
 		nthreads++;
 	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %d threads, %" PRIu64 " lost\n",
 	       path, r->procname, r->pid, rep->events, seconds, nthreads, rep->lost);
+	if (rep->t->format != REPORT_CTF)
+		print_format_notes(rep);
 	if (rep->lost)
 		printf("  %" PRIu64 " events were dropped because a thread's buffer was full: see --buffer\n", rep->lost);
 	for (struct per_thread *t = rep->threads; t; t = t->next)
@@ -421,7 +443,8 @@ static void print_text(struct report *rep, const char *path)
 			       "stopped mid-write; the events before are all here\n", t->tid, t->truncated);
 
 	printf("\n%-40s %12s %12s\n", "events", "count", "per second");
-	for (size_t i = 0; i < r->nclasses; i++) {
+	for (size_t k = 0; k < rep->nrows; k++) {	/* by name: the same order in every format */
+		size_t i = rep->rows[k];
 		struct per_class *pc = &rep->classes[i];
 
 		if (!r->classes[i] || !pc->count || r->classes[i]->kind == LK_PROBE_SPAN_END)
@@ -434,7 +457,8 @@ static void print_text(struct report *rep, const char *path)
 	if (r->cputime)
 		printf("   %10s %10s %10s", "p50 cpu", "p99 cpu", "max cpu");
 	putchar('\n');
-	for (size_t i = 0; i < r->nclasses; i++) {
+	for (size_t k = 0; k < rep->nrows; k++) {	/* by name: the same order in every format */
+		size_t i = rep->rows[k];
 		struct per_class *pc = &rep->classes[i];
 
 		if (!r->classes[i] || !pc->wall.n)
@@ -460,7 +484,8 @@ static void print_text(struct report *rep, const char *path)
 		print_split(rep);
 
 	printf("\n%-32s %8s %14s %14s %14s\n", "counters", "count", "min", "max", "last");
-	for (size_t i = 0; i < r->nclasses; i++) {
+	for (size_t k = 0; k < rep->nrows; k++) {	/* by name: the same order in every format */
+		size_t i = rep->rows[k];
 		struct per_class *pc = &rep->classes[i];
 
 		if (!r->classes[i] || !pc->count || r->classes[i]->kind != LK_PROBE_COUNTER)
@@ -484,22 +509,35 @@ static void print_text(struct report *rep, const char *path)
 	}
 }
 
+static void json_count(bool known, uint64_t n)
+{
+	if (known)
+		printf("%" PRIu64, n);
+	else
+		fputs("null", stdout);
+}
+
 static void print_json(struct report *rep, const char *path)
 {
 	struct lk__trace_reader *r = rep->r;
-	bool first = true;
+	bool first = true, ctf = rep->t->format == REPORT_CTF;
 
 	printf("{\"trace\":");
 	lk__json_string(stdout, path);
 	printf(",\"procname\":");
 	lk__json_string(stdout, r->procname);
-	printf(",\"pid\":%d,\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"truncated_streams\":%" PRIu64
-	       ",\"cputime\":%s,\"sched\":%s,", r->pid, rep->events, rep->lost, r->truncated_streams,
-	       r->cputime ? "true" : "false", r->sched ? "true" : "false");
-	if (r->sched)
-		printf("\"switches\":%" PRIu64 ",\"switches_lost\":%" PRIu64 ",", rep->switches, r->sched_lost);
+	printf(",\"format\":\"%s\",\"pid\":%d,\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"truncated_streams\":",
+	       ctf ? "ctf" : rep->t->format == REPORT_JSON ? "json" : "perfetto", r->pid, rep->events, rep->lost);
+	json_count(ctf, r->truncated_streams);	/* null: the format does not carry it */
+	printf(",\"cputime\":%s,\"sched\":%s,", r->cputime ? "true" : "false", r->sched ? "true" : "false");
+	if (r->sched) {
+		printf("\"switches\":%" PRIu64 ",\"switches_lost\":", rep->switches);
+		json_count(ctf, r->sched_lost);
+		putchar(',');
+	}
 	printf("\"classes\":[");
-	for (size_t i = 0; i < r->nclasses; i++) {
+	for (size_t k = 0; k < rep->nrows; k++) {	/* by name: the same order in every format */
+		size_t i = rep->rows[k];
 		struct per_class *pc = &rep->classes[i];
 
 		if (!r->classes[i] || !pc->count)
@@ -549,8 +587,9 @@ static void print_json(struct report *rep, const char *path)
 	for (struct per_thread *t = rep->threads; t; t = t->next) {
 		printf("%s{\"tid\":%d,\"name\":", first ? "" : ",", t->tid);
 		lk__json_string(stdout, t->name);
-		printf(",\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"truncated_bytes\":%" PRIu64 ",\"span_wall_ns\":",
-		       t->events, t->lost, t->truncated);
+		printf(",\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"truncated_bytes\":", t->events, t->lost);
+		json_count(ctf, t->truncated);
+		printf(",\"span_wall_ns\":");
 		json_num(t->span_wall_ns);
 		if (r->cputime) {
 			printf(",\"span_cpu_ns\":");
@@ -581,15 +620,17 @@ static void free_report(struct report *rep)
 	}
 	free(rep->classes);
 	free(rep->first);
+	free(rep->rows);
 }
 
 static const char report_usage[] =
 	"usage: lowkey report [-j|--json | --html OUT] TRACE\n"
 	"\n"
-	"Summarize a lowkey CTF trace: events by name (count, rate), spans (durations p50/p99/max by\n"
-	"wall time and, when the trace recorded it with --cputime, by thread CPU time), counter tracks,\n"
+	"Summarize a lowkey trace: events by name (count, rate), spans (durations p50/p99/max by wall\n"
+	"time and, when the trace recorded it with --cputime, by thread CPU time), counter tracks,\n"
 	"threads, and events lost to full buffers. When it recorded context switches (--sched), each\n"
-	"span name's wall time split into on-CPU, runnable (preempted) and blocked.\n"
+	"span name's wall time split into on-CPU, runnable (preempted) and blocked. TRACE is a CTF\n"
+	"directory, or a JSON or Perfetto file lowkey wrote (--format json|perfetto), told by content.\n"
 	"\n"
 	"  -j, --json  print the summary as JSON\n"
 	"  --html OUT  write one self-contained HTML page to OUT ('-': standard output): latency\n"
@@ -601,7 +642,7 @@ static int report_run(int argc, char **argv)
 					      { "html", required_argument, NULL, 'H' },
 					      { NULL, 0, NULL, 0 } };
 	const struct lk__reader_ops ops = { stream_begin, on_event, stream_end };
-	struct lk__trace_reader r;
+	struct report_trace t;
 	struct report rep = { 0 };
 	bool json = false;
 	const char *html = NULL;
@@ -623,16 +664,17 @@ static int report_run(int argc, char **argv)
 	}
 	if (html)
 		return lk_report_html(argv[optind], html);
-	rc = lk__reader_open(&r, argv[optind], err, sizeof(err));
+	rc = report_trace_open(&t, argv[optind], err, sizeof(err));
 	if (rc) {
-		lk_cli_error("report", "record a trace with `lowkey trace` (CTF, the default format)", "%s", err);
+		lk_cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s", err);
 		return LK_EXIT_FAIL;
 	}
-	rep.r = &r;
-	rep.classes = calloc(r.nclasses, sizeof(*rep.classes));
+	rep.r = &t.r;
+	rep.t = &t;
+	rep.classes = calloc(t.r.nclasses + 1, sizeof(*rep.classes));
 	rc = rep.classes ? group_classes(&rep) : -ENOMEM;
 	if (!rc)
-		rc = lk__reader_walk(&r, &ops, &rep, err, sizeof(err));
+		rc = report_trace_walk(&t, &ops, &rep, err, sizeof(err));
 	if (rc == 0)
 		split_spans(&rep);
 	if (rc == 0) {
@@ -644,7 +686,7 @@ static int report_run(int argc, char **argv)
 		lk_cli_error("report", NULL, "%s", rc == -ENOMEM ? "out of memory" : err);
 	}
 	free_report(&rep);
-	lk__reader_close(&r);
+	report_trace_close(&t);
 	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
 }
 

@@ -28,6 +28,7 @@
 #include "html.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
+#include "report_trace.h"
 #include "report_classes.h"
 #include "report_html.h"
 #include "samples.h"
@@ -97,6 +98,7 @@ struct lane {
 
 struct hreport {
 	struct lk__trace_reader *r;
+	struct report_trace *t;		/* CTF, JSON or Perfetto (report_trace.h) */
 	struct hclass *classes;		/* by id: a name's figures are in its first id's */
 	uint32_t *first;
 	struct lane *lanes, *current;
@@ -127,9 +129,12 @@ static double seconds(const struct hreport *h, uint64_t tsc)
 	return tsc > h->first_tsc ? (double)(tsc - h->first_tsc) / (double)h->r->tsc_hz : 0;
 }
 
+/* b - a in ns; the difference taken in integers, where no digit of either is lost. */
 static double tsc_ns(const struct hreport *h, uint64_t a, uint64_t b)
 {
-	return ((double)b - (double)a) * 1e9 / (double)h->r->tsc_hz;
+	double ticks = b >= a ? (double)(b - a) : -(double)(a - b);
+
+	return ticks * 1e9 / (double)h->r->tsc_hz;
 }
 
 static const char *class_name(const struct lk__event_class *c, char *buf, size_t len)
@@ -581,7 +586,7 @@ static int timeline(struct hreport *h, const struct lk__reader_ops *ops, char *e
 		lkh_timeline_lane(&h->tl, &l->lane, label, l->rows, l->switches > 0);
 	}
 	h->drawing = true;
-	rc = lk__reader_walk(h->r, ops, h, err, errlen);
+	rc = report_trace_walk(h->t, ops, h, err, errlen);
 	lkh_timeline_end(&h->tl);
 	if (h->nlanes > MAX_LANES)
 		lkh_paraf(h->f, "The first %d of %u threads are drawn.", MAX_LANES, h->nlanes);
@@ -731,20 +736,21 @@ static FILE *open_out(const char *path)
 int lk_report_html(const char *trace_path, const char *out_path)
 {
 	const struct lk__reader_ops ops = { stream_begin, on_event, stream_end };
-	struct lk__trace_reader r;
+	struct report_trace t;
 	struct hreport h = { 0 };
 	char err[512];
 	int rc;
 
-	rc = lk__reader_open(&r, trace_path, err, sizeof(err));
+	rc = report_trace_open(&t, trace_path, err, sizeof(err));
 	if (rc) {
-		lk_cli_error("report", "record a trace with `lowkey trace` (CTF, the default format)", "%s", err);
+		lk_cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s", err);
 		return LK_EXIT_FAIL;
 	}
-	h.r = &r;
+	h.r = &t.r;
+	h.t = &t;
 	rc = group_classes(&h);
 	if (!rc)
-		rc = lk__reader_walk(&r, &ops, &h, err, sizeof(err));
+		rc = report_trace_walk(&t, &ops, &h, err, sizeof(err));
 	if (!rc && !(h.f = open_out(out_path))) {
 		lk_cli_error("report", "choose a writable place for the page", "cannot write %s: %s", out_path,
 			     strerror(errno));
@@ -761,6 +767,6 @@ int lk_report_html(const char *trace_path, const char *out_path)
 		lk_cli_error("report", NULL, "%s", rc == -ENOMEM ? "out of memory" : err);
 	}
 	free_hreport(&h);
-	lk__reader_close(&r);
+	report_trace_close(&t);
 	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
 }

@@ -1,0 +1,511 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A trace in any of lowkey's formats for `lowkey report` (report_trace.h): telling the format by
+ * content, and the in-memory form the JSON and Perfetto readers fill, walked as a CTF trace is.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lowkey/probe.h>
+
+#include "core/failf.h"
+#include "probe/probe_internal.h"
+#include "report_trace.h"
+
+/* ---- a map of numbers ---- */
+
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15u;	/* splitmix64's finalizer */
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+	return x ^ (x >> 31);
+}
+
+static int map_grow(struct rt_map *m)
+{
+	size_t n = m->keys ? (m->mask + 1) * 2 : 64, old = m->keys ? m->mask + 1 : 0;
+	uint64_t *keys = malloc(n * sizeof(*keys)), *old_keys = m->keys;
+	uint32_t *vals = malloc(n * sizeof(*vals)), *old_vals = m->vals;
+
+	if (!keys || !vals) {
+		free(keys);
+		free(vals);
+		return -ENOMEM;
+	}
+	memset(vals, 0xff, n * sizeof(*vals));
+	m->keys = keys;
+	m->vals = vals;
+	m->mask = n - 1;
+	for (size_t i = 0; i < old; i++) {
+		size_t k = mix64(old_keys[i]) & m->mask;
+
+		if (old_vals[i] == UINT32_MAX)
+			continue;
+		while (vals[k] != UINT32_MAX)
+			k = (k + 1) & m->mask;
+		keys[k] = old_keys[i];
+		vals[k] = old_vals[i];
+	}
+	free(old_keys);
+	free(old_vals);
+	return 0;
+}
+
+int rt_map_put(struct rt_map *m, uint64_t key, uint32_t val)
+{
+	size_t k;
+
+	if ((m->used + 1) * 2 > (m->keys ? m->mask + 1 : 0) && map_grow(m))
+		return -ENOMEM;
+	for (k = mix64(key) & m->mask; m->vals[k] != UINT32_MAX; k = (k + 1) & m->mask)
+		if (m->keys[k] == key) {
+			m->vals[k] = val;
+			return 0;
+		}
+	m->keys[k] = key;
+	m->vals[k] = val;
+	m->used++;
+	return 0;
+}
+
+bool rt_map_get(const struct rt_map *m, uint64_t key, uint32_t *val)
+{
+	if (!m->keys)
+		return false;
+	for (size_t k = mix64(key) & m->mask; m->vals[k] != UINT32_MAX; k = (k + 1) & m->mask)
+		if (m->keys[k] == key) {
+			*val = m->vals[k];
+			return true;
+		}
+	return false;
+}
+
+void rt_map_free(struct rt_map *m)
+{
+	free(m->keys);
+	free(m->vals);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---- event classes ---- */
+
+static struct lk__event_class *new_class(uint32_t id, const char *provider, size_t plen, const char *event,
+					 size_t elen, unsigned int kind)
+{
+	struct lk__event_class *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->id = id;
+	c->kind = (uint8_t)kind;
+	c->provider = strndup(provider, plen);
+	c->event = strndup(event, elen);
+	c->where = strdup("");
+	c->arg_names = strdup("");
+	if (!c->provider || !c->event || !c->where || !c->arg_names) {
+		free(c->provider), free(c->event), free(c->where), free(c->arg_names), free(c);
+		return NULL;
+	}
+	return c;
+}
+
+static int put_class(struct report_trace *t, struct lk__event_class *c)
+{
+	if (c->id >= t->r.nclasses) {
+		size_t n = t->r.nclasses ? t->r.nclasses * 2 : 64;
+		struct lk__event_class **grown = realloc(t->r.classes, n * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		memset(grown + t->r.nclasses, 0, (n - t->r.nclasses) * sizeof(*grown));
+		t->r.classes = grown;
+		t->r.nclasses = n;
+	}
+	t->r.classes[c->id] = c;
+	return 0;
+}
+
+/* lowkey's own events, at the ids the CTF reader gives them (the report knows them by id). */
+static int builtin(struct report_trace *t, uint32_t id, const char *event, unsigned int nargs, uint32_t types,
+		   const char *const *names)
+{
+	struct lk__event_class *c = new_class(id, "lowkey", 6, event, strlen(event), 0);
+
+	if (!c)
+		return -ENOMEM;
+	c->nargs = (uint8_t)nargs;
+	c->arg_types = types;
+	for (unsigned int i = 0; i < nargs; i++)
+		snprintf(c->arg_name[i], sizeof(c->arg_name[i]), "%s", names[i]);
+	if (put_class(t, c)) {
+		free(c->provider), free(c->event), free(c->where), free(c->arg_names), free(c);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int rt_init(struct report_trace *t, enum report_format format)
+{
+	static const char *const name[] = { "name" }, *const out[] = { "cpu", "preempted" };
+
+	t->format = format;
+	t->format_name = format == REPORT_JSON ? "Chrome JSON" : "Perfetto";
+	t->r.dir_fd = -1;
+	t->r.tsc_hz = 1000000000u;
+	t->next_class = LK__FIRST_SITE_ID;
+	if (builtin(t, LK__EVENT_THREAD_NAME, "thread_name", 1, LK_PROBE_STR, name) ||
+	    builtin(t, LK__EVENT_SCHED_OUT, "sched_out", 2, LK_PROBE_U64 | LK_PROBE_U64 << 4, out) ||
+	    builtin(t, LK__EVENT_SCHED_IN, "sched_in", 1, LK_PROBE_U64, out))
+		return -ENOMEM;
+	return 0;
+}
+
+static uint64_t hash_bytes(uint64_t h, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3u;	/* FNV-1a */
+	return (h ^ 0xff) * 0x100000001b3u;
+}
+
+static bool same_class(const struct lk__event_class *c, const char *provider, size_t plen, const char *event,
+		       size_t elen, unsigned int kind)
+{
+	return c->kind == kind && strlen(c->provider) == plen && memcmp(c->provider, provider, plen) == 0 &&
+	       strlen(c->event) == elen && memcmp(c->event, event, elen) == 0;
+}
+
+static int grow_class_slots(struct report_trace *t)
+{
+	size_t n = t->class_slots ? (t->class_mask + 1) * 2 : 256;
+	uint32_t *slots = calloc(n, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	free(t->class_slots);
+	t->class_slots = slots;
+	t->class_mask = n - 1;
+	for (size_t id = LK__FIRST_SITE_ID; id < t->next_class; id++) {
+		const struct lk__event_class *c = t->r.classes[id];
+		uint64_t h = hash_bytes(hash_bytes(c->kind, c->provider, strlen(c->provider)), c->event, strlen(c->event));
+		size_t k = h & t->class_mask;
+
+		while (slots[k])
+			k = (k + 1) & t->class_mask;
+		slots[k] = (uint32_t)id;
+	}
+	return 0;
+}
+
+int rt_class(struct report_trace *t, const char *provider, size_t plen, const char *event, size_t elen,
+	     unsigned int kind, uint32_t *id)
+{
+	uint64_t h = hash_bytes(hash_bytes(kind, provider, plen), event, elen);
+	uint32_t next = t->next_class;
+	struct lk__event_class *c;
+	size_t k;
+
+	if ((size_t)(next - LK__FIRST_SITE_ID + 1) * 2 > (t->class_slots ? t->class_mask + 1 : 0) &&
+	    grow_class_slots(t))
+		return -ENOMEM;
+	for (k = h & t->class_mask; t->class_slots[k]; k = (k + 1) & t->class_mask)
+		if (same_class(t->r.classes[t->class_slots[k]], provider, plen, event, elen, kind)) {
+			*id = t->class_slots[k];
+			return 0;
+		}
+	if (next > LK__MAX_EVENT_ID)
+		return -E2BIG;
+	c = new_class(next, provider, plen, event, elen, kind);
+	if (!c)
+		return -ENOMEM;
+	if (kind == LK_PROBE_COUNTER) {
+		c->nargs = 1;
+		c->arg_types = LK_PROBE_F64;
+		snprintf(c->arg_name[0], sizeof(c->arg_name[0]), "value");
+	}
+	if (put_class(t, c)) {
+		free(c->provider), free(c->event), free(c->where), free(c->arg_names), free(c);
+		return -ENOMEM;
+	}
+	t->class_slots[k] = next;
+	t->next_class = next + 1;
+	*id = next;
+	return 0;
+}
+
+/* ---- threads and their events ---- */
+
+struct rt_thread *rt_thread(struct report_trace *t, int tid)
+{
+	uint32_t i;
+
+	if (rt_map_get(&t->thread_of, (uint64_t)tid, &i))
+		return &t->threads[i];
+	if (t->nthreads == t->capthreads) {
+		size_t cap = t->capthreads ? t->capthreads * 2 : 16;
+		struct rt_thread *grown = realloc(t->threads, cap * sizeof(*grown));
+
+		if (!grown)
+			return NULL;
+		t->threads = grown;
+		t->capthreads = cap;
+	}
+	if (t->nthreads >= UINT32_MAX - 1 || rt_map_put(&t->thread_of, (uint64_t)tid, (uint32_t)t->nthreads))
+		return NULL;
+	memset(&t->threads[t->nthreads], 0, sizeof(t->threads[0]));
+	t->threads[t->nthreads].tid = tid;
+	return &t->threads[t->nthreads++];
+}
+
+static int push_event(struct report_trace *t, struct rt_stream *s, uint32_t cls, uint64_t ns, uint64_t cpu_ns,
+		      const void *payload, size_t len)
+{
+	if (len > UINT32_MAX)
+		return -E2BIG;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct rt_event *grown = realloc(s->v, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		s->v = grown;
+		s->cap = cap;
+	}
+	if (t->capbytes - t->nbytes < len) {
+		size_t cap = t->capbytes ? t->capbytes : 4096;
+		uint8_t *grown;
+
+		while (cap - t->nbytes < len)
+			cap *= 2;
+		grown = realloc(t->bytes, cap);
+		if (!grown)
+			return -ENOMEM;
+		t->bytes = grown;
+		t->capbytes = cap;
+	}
+	if (len)
+		memcpy(t->bytes + t->nbytes, payload, len);
+	s->v[s->n++] = (struct rt_event){ ns, cpu_ns, t->nbytes, cls, (uint32_t)len };
+	t->nbytes += len;
+	if (cls == LK__EVENT_THREAD_NAME)
+		return 0;	/* a name has no time of its own in JSON and Perfetto */
+	if (!t->have_base || ns < t->base_ns)
+		t->base_ns = ns;
+	t->have_base = true;
+	return 0;
+}
+
+int rt_event(struct report_trace *t, struct rt_thread *th, uint32_t cls, uint64_t ns, uint64_t cpu_ns,
+	     const void *payload, size_t len)
+{
+	return push_event(t, &th->probes, cls, ns, cpu_ns, payload, len);
+}
+
+int rt_thread_name(struct report_trace *t, struct rt_thread *th, uint64_t ns, const char *name, size_t len)
+{
+	char buf[LK_PROBE_STRING_MAX + 1];
+	const char *nul = memchr(name, 0, len);
+
+	if (nul)
+		len = (size_t)(nul - name);
+	if (len > LK_PROBE_STRING_MAX)
+		len = LK_PROBE_STRING_MAX;
+	memcpy(buf, name, len);
+	buf[len] = 0;
+	return push_event(t, &th->probes, LK__EVENT_THREAD_NAME, ns, 0, buf, len + 1);
+}
+
+int rt_counter(struct report_trace *t, struct rt_thread *th, uint32_t cls, uint64_t ns, double value)
+{
+	return push_event(t, &th->probes, cls, ns, 0, &value, sizeof(value));
+}
+
+int rt_off_cpu(struct report_trace *t, struct rt_thread *th, uint64_t out_ns, uint64_t in_ns, bool preempted,
+	       uint64_t cpu, uint64_t next_cpu)
+{
+	uint64_t out[2] = { cpu, preempted };
+	int rc = push_event(t, &th->sched, LK__EVENT_SCHED_OUT, out_ns, 0, out, sizeof(out));
+
+	t->r.sched = true;
+	if (rc || in_ns == UINT64_MAX)
+		return rc;
+	return push_event(t, &th->sched, LK__EVENT_SCHED_IN, in_ns, 0, &next_cpu, sizeof(next_cpu));
+}
+
+/* ---- walking it as the CTF reader walks a trace ---- */
+
+static int walk_stream(struct report_trace *t, const struct rt_thread *th, unsigned int stream_id,
+		       const struct lk__reader_ops *ops, void *arg)
+{
+	const struct rt_stream *s = stream_id ? &th->sched : &th->probes;
+	struct lk__stream_info info = { th->tid, stream_id, t->r.dir, 0, s->n, stream_id ? 0 : th->lost, 0 };
+	int rc = ops->stream_begin ? ops->stream_begin(&info, arg) : 0;
+
+	for (size_t i = 0; i < s->n && !rc; i++) {
+		const struct rt_event *v = &s->v[i];
+		/* from 1, not 0: the report takes a time of 0 for none */
+		struct lk__event e = { th->tid, v->ns - t->base_ns + 1, v->cpu_ns, t->r.classes[v->cls],
+				       t->bytes + v->at, v->len };
+
+		rc = ops->event(&e, arg);
+	}
+	if (!rc && ops->stream_end)
+		rc = ops->stream_end(&info, arg);
+	return rc;
+}
+
+/* Threads in the order of CTF's stream files: by the tid's decimal digits, as text. */
+static int by_stream_name(const void *a, const void *b, void *arg)
+{
+	const struct rt_thread *threads = arg;
+	char x[16], y[16];
+
+	snprintf(x, sizeof(x), "%d", threads[*(const size_t *)a].tid);
+	snprintf(y, sizeof(y), "%d", threads[*(const size_t *)b].tid);
+	return strcmp(x, y);
+}
+
+int report_trace_walk(struct report_trace *t, const struct lk__reader_ops *ops, void *arg, char *err,
+		      size_t errlen)
+{
+	size_t *order;
+	int rc = 0;
+
+	if (t->format == REPORT_CTF)
+		return lk__reader_walk(&t->r, ops, arg, err, errlen);
+	order = malloc((t->nthreads + 1) * sizeof(*order));
+	if (!order)
+		return lk__failf(err, errlen, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < t->nthreads; i++)
+		order[i] = i;
+	qsort_r(order, t->nthreads, sizeof(*order), by_stream_name, t->threads);
+	for (size_t i = 0; i < t->nthreads && !rc; i++) {
+		rc = walk_stream(t, &t->threads[order[i]], 0, ops, arg);
+		if (!rc && t->threads[order[i]].sched.n)
+			rc = walk_stream(t, &t->threads[order[i]], 1, ops, arg);
+	}
+	free(order);
+	if (rc == -ENOMEM)
+		lk__failf(err, errlen, rc, "out of memory");
+	return rc;
+}
+
+/* ---- opening ---- */
+
+int report_trace_parse(struct report_trace *t, const uint8_t *data, size_t len, const char *name, char *err,
+		       size_t errlen)
+{
+	size_t i = 0;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	t->r.dir_fd = -1;
+	if (len == 0)
+		return lk__failf(err, errlen, -EINVAL, "%s is not a lowkey trace: it is empty", name);
+	/* Perfetto: Trace.packet's key (field 1, length-delimited), the byte JSON takes for a newline */
+	while (data[0] != 0x0a && i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
+		i++;
+	if (i == len || (data[0] != 0x0a && data[i] != '{'))
+		return lk__failf(err, errlen, -EINVAL,
+				 "%s is not a lowkey trace: not a CTF trace's directory, nor Chrome JSON, nor Perfetto "
+				 "protobuf (it begins with the byte 0x%02x)", name, data[i < len ? i : 0]);
+	rc = rt_init(t, data[0] == 0x0a ? REPORT_PERFETTO : REPORT_JSON);
+	if (!rc)
+		t->r.dir = strdup(name);
+	if (rc || !t->r.dir)
+		rc = lk__failf(err, errlen, -ENOMEM, "out of memory reading %s", name);
+	else if (t->format == REPORT_JSON)
+		rc = report_json_read(t, (const char *)data, len, name, err, errlen);
+	else
+		rc = report_pftrace_read(t, data, len, name, err, errlen);
+	if (rc)
+		report_trace_close(t);
+	return rc;
+}
+
+/* A regular file, read whole: its size bounds what is allocated. Read, not mapped (see reader.h). */
+static int read_file(int fd, const char *path, uint8_t **data, size_t *len, char *err, size_t errlen)
+{
+	struct stat st;
+	size_t done = 0;
+
+	if (fstat(fd, &st) != 0)
+		return lk__failf(err, errlen, -errno, "cannot read %s: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return lk__failf(err, errlen, -EINVAL, "%s is not a lowkey trace: neither a directory nor a regular file",
+				 path);
+	if ((uint64_t)st.st_size >= SIZE_MAX / 2)
+		return lk__failf(err, errlen, -EFBIG, "%s is too large to read", path);
+	*data = malloc((size_t)st.st_size + 1);
+	if (!*data)
+		return lk__failf(err, errlen, -ENOMEM, "out of memory reading %s (%lld bytes)", path,
+				 (long long)st.st_size);
+	while (done < (size_t)st.st_size) {
+		ssize_t n = read(fd, *data + done, (size_t)st.st_size - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+
+			free(*data);
+			return lk__failf(err, errlen, -e, "cannot read %s: %s", path, strerror(e));
+		}
+		if (n == 0)
+			break;	/* it shrank meanwhile: what is there */
+		done += (size_t)n;
+	}
+	*len = done;
+	return 0;
+}
+
+int report_trace_open(struct report_trace *t, const char *path, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc;
+	uint8_t *data = NULL;
+	size_t len = 0;
+	struct stat st;
+
+	if (fd < 0 || (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))) {
+		if (fd >= 0)
+			close(fd);
+		memset(t, 0, sizeof(*t));
+		t->format = REPORT_CTF;
+		t->format_name = "CTF";
+		return lk__reader_open(&t->r, path, err, errlen);	/* it says why it cannot be opened */
+	}
+	rc = read_file(fd, path, &data, &len, err, errlen);
+	close(fd);
+	if (rc) {
+		memset(t, 0, sizeof(*t));
+		t->r.dir_fd = -1;
+		return rc;
+	}
+	rc = report_trace_parse(t, data, len, path, err, errlen);
+	free(data);
+	return rc;
+}
+
+void report_trace_close(struct report_trace *t)
+{
+	for (size_t i = 0; i < t->nthreads; i++) {
+		free(t->threads[i].probes.v);
+		free(t->threads[i].sched.v);
+		free(t->threads[i].open);
+	}
+	free(t->threads);
+	free(t->class_slots);
+	free(t->bytes);
+	rt_map_free(&t->thread_of);
+	lk__reader_close(&t->r);
+	t->threads = NULL;
+	t->nthreads = t->capthreads = 0;
+	t->class_slots = NULL;
+	t->bytes = NULL;
+}

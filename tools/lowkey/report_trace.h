@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A trace for `lowkey report` in any of the formats lowkey writes, told apart by content: a CTF
+ * directory is read by the library's reader (probe/reader.h) as it goes; a Chrome JSON file
+ * (report_json.c) or a Perfetto protobuf file (report_pftrace.c) is read whole into memory first
+ * and then walked exactly as the CTF reader walks its streams -- the same lk__trace_reader (event
+ * classes, process), the same callbacks in the same order (a thread's probes, then its context
+ * switches; threads in the order of their stream files' names) -- so the report, its JSON and its
+ * HTML page are made by one path whatever the format.
+ *
+ * For JSON and Perfetto, the trace's "TSC" is nanoseconds (tsc_hz 10^9) counted from just before
+ * its first event, on the file's own clock (real time for JSON, lowkey's monotonic one for
+ * Perfetto): durations are the file's, to its resolution (1 ns in both).
+ *
+ * Nothing in a file is trusted: a file that is not a whole trace lowkey wrote -- cut short,
+ * damaged at any byte, another program's -- is an error with a message, never a crash; what is
+ * allocated is bounded by the file's size (its events, their names) and by the class limit of
+ * CTF (65,535 event classes).
+ */
+#ifndef LOWKEY_CLI_REPORT_TRACE_H
+#define LOWKEY_CLI_REPORT_TRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "probe/reader.h"
+
+enum report_format { REPORT_CTF, REPORT_JSON, REPORT_PERFETTO };
+
+/* An event read into memory: its payload (the CTF layout: 8 bytes a number, strings NUL-ended) in rt_bytes. */
+struct rt_event {
+	uint64_t ns, cpu_ns;
+	uint64_t at;		/* its payload's offset in report_trace.bytes */
+	uint32_t cls;
+	uint32_t len;
+};
+
+struct rt_stream {
+	struct rt_event *v;
+	size_t n, cap;
+};
+
+struct rt_thread {
+	int tid;
+	uint64_t lost;
+	struct rt_stream probes, sched;	/* as CTF's stream-TID and stream-TID-sched */
+	uint32_t *open;			/* Perfetto: the classes of the slices open on the thread ... */
+	size_t depth, cap;		/* ... which its slice ends, nameless, close */
+};
+
+/* uint64 keys to uint32 values (open addressing); bounded by what is put in it. */
+struct rt_map {
+	uint64_t *keys;
+	uint32_t *vals;		/* UINT32_MAX: an empty slot */
+	size_t mask, used;
+};
+
+struct report_trace {
+	struct lk__trace_reader r;
+	enum report_format format;
+	const char *format_name;	/* "CTF", "Chrome JSON", "Perfetto" */
+	/* JSON and Perfetto: what was read */
+	struct rt_thread *threads;
+	size_t nthreads, capthreads;
+	struct rt_map thread_of;	/* tid to index in threads */
+	uint32_t *class_slots;		/* provider:event and kind to class id (open addressing, 0: empty) */
+	size_t class_mask;
+	uint32_t next_class;		/* classes are numbered from 16 without gaps */
+	uint8_t *bytes;			/* the events' payloads */
+	size_t nbytes, capbytes;
+	uint64_t base_ns;		/* the earliest time in the file */
+	bool have_base;
+	/* what the file says about itself that a CTF trace says otherwise */
+	uint64_t nonfinite_counters;	/* JSON: counter values left out, NaN or infinite */
+	uint64_t file_lost;		/* JSON: otherData.lost_events */
+};
+
+/*
+ * Open path: a CTF trace directory, or a JSON or Perfetto file lowkey wrote (read whole). 0, or
+ * -errno with a message in err: -ENOENT and the like for a path that cannot be opened, -EINVAL for
+ * what is not a lowkey trace or is damaged (the message names the format and the byte), -ENOMEM.
+ */
+int report_trace_open(struct report_trace *t, const char *path, char *err, size_t errlen);
+
+/* The same for a file's bytes (for the fuzzer); name is for messages. Nothing is kept of data. */
+int report_trace_parse(struct report_trace *t, const uint8_t *data, size_t len, const char *name, char *err,
+		       size_t errlen);
+
+/* Visit the trace's streams and events, as lk__reader_walk does; may be called again. */
+int report_trace_walk(struct report_trace *t, const struct lk__reader_ops *ops, void *arg, char *err,
+		      size_t errlen);
+
+void report_trace_close(struct report_trace *t);
+
+/* ---- for the readers of the formats (report_json.c, report_pftrace.c) ---- */
+
+int report_json_read(struct report_trace *t, const char *text, size_t len, const char *name, char *err,
+		     size_t errlen);
+int report_pftrace_read(struct report_trace *t, const uint8_t *data, size_t len, const char *name, char *err,
+			size_t errlen);
+
+/* Set up t->r for a trace read into memory: the built-in classes, the clock in nanoseconds. */
+int rt_init(struct report_trace *t, enum report_format format);
+
+/* The class of provider:event of this kind (LK_PROBE_*), added the first time; -ENOMEM, -E2BIG. */
+int rt_class(struct report_trace *t, const char *provider, size_t plen, const char *event, size_t elen,
+	     unsigned int kind, uint32_t *id);
+
+/* The thread tid, added the first time; NULL when out of memory. */
+struct rt_thread *rt_thread(struct report_trace *t, int tid);
+
+/* An event of class cls on th at ns; its payload len bytes (a copy is kept). 0 or -ENOMEM. */
+int rt_event(struct report_trace *t, struct rt_thread *th, uint32_t cls, uint64_t ns, uint64_t cpu_ns,
+	     const void *payload, size_t len);
+
+int rt_thread_name(struct report_trace *t, struct rt_thread *th, uint64_t ns, const char *name, size_t len);
+int rt_counter(struct report_trace *t, struct rt_thread *th, uint32_t cls, uint64_t ns, double value);
+
+/*
+ * The thread off its CPU from out_ns to in_ns: a switch out (on cpu) and back in (on next_cpu);
+ * in_ns UINT64_MAX: never back before the trace ended (a switch out alone).
+ */
+int rt_off_cpu(struct report_trace *t, struct rt_thread *th, uint64_t out_ns, uint64_t in_ns, bool preempted,
+	       uint64_t cpu, uint64_t next_cpu);
+
+int rt_map_put(struct rt_map *m, uint64_t key, uint32_t val);
+bool rt_map_get(const struct rt_map *m, uint64_t key, uint32_t *val);
+void rt_map_free(struct rt_map *m);
+
+#endif
