@@ -48,6 +48,7 @@
 #include "core/error.h"
 #include "probe/control_internal.h"
 #include "probe/probe_internal.h"
+#include "probe/progress.h"
 
 _Static_assert(LK_CTL_FORMAT_MAX == LK_TRACE_PERFETTO, "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_TRACE_FLAGS == (LK_TRACE_CPUTIME | LK_TRACE_OVERWRITE | LK_TRACE_SCHED),
@@ -456,16 +457,35 @@ static void do_start(unsigned int i, const struct lk__ctl_msg *req)
 	reply_result(&ctl.clients[i], req->seq, err, 0, err ? lk_last_error() : "");
 }
 
+struct stop_progress {
+	struct client *c;
+	uint32_t seq;
+};
+
+/* How far the conversion at the stop is, to the client waiting for it: now or never, never queued. */
+static void progress_to_client(uint64_t done, uint64_t total, void *arg)
+{
+	struct stop_progress *p = arg;
+	struct lk__ctl_msg m = { .type = LK_CTL_PROGRESS, .seq = p->seq, .progress = { done, total } };
+
+	if (!pending(p->c))	/* behind queued replies it would come late */
+		send_msg(p->c->fd, &m);
+}
+
 static void do_stop(struct client *c, const struct lk__ctl_msg *req)
 {
 	struct lk__ctl_msg m = { .type = LK_CTL_STATS, .seq = req->seq };
 	char path[LK_CTL_MAX_PATH + 1], msg[LK_CTL_MAX_TEXT + 1];
+	struct stop_progress to = { c, req->seq };
+	const struct lk__progress_sink sink = { progress_to_client, &to };
 
 	if (!__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE)) {
 		reply_result(c, req->seq, -ENOENT, 0, "no trace is running");
 		return;
 	}
+	lk__progress_stop_sink_for_thread(&sink);
 	stop_trace(&m, path, sizeof(path), msg, sizeof(msg));
+	lk__progress_stop_sink_for_thread(NULL);
 	reply(c, &m);
 }
 

@@ -412,6 +412,12 @@ int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t rep
 		/* seq 0: the process refused the connection before any request */
 		if (reply->seq != req->seq && reply->seq != 0)
 			continue;	/* a late reply to an earlier request */
+		if (reply->type == LK_CTL_PROGRESS && reply->seq == req->seq) {
+			if (c->on_progress)
+				c->on_progress(&reply->progress, c->progress_arg);
+			stray--;	/* the deadline bounds how many come */
+			continue;
+		}
 		if (reply->type == LK_CTL_RESULT && reply->result.err)
 			return lk__failf(err, errlen, reply->result.err, "%s", reply->result.message);
 		if (reply->type == reply_type)

@@ -52,6 +52,9 @@ struct lk__ctl_client {
 	uint32_t seq;
 	char path[108];		/* the socket */
 	uint8_t buf[LK_CTL_MAX_MSG];	/* the last message received; decoded strings point here */
+	/* lk__ctl_call: told of the PROGRESS of the request it waits for (NULL: not told) */
+	void (*on_progress)(const struct lk__ctl_progress *p, void *arg);
+	void *progress_arg;
 };
 
 /*
@@ -95,7 +98,8 @@ int lk__ctl_left_ms(int64_t deadline);
 /*
  * Send a request and wait for its reply of the given type, or a RESULT carrying an error
  * (returned as that error, with its message in err); timeout_ms bounds the whole wait (-1:
- * none), and more than LK_CTL_MAX_STRAY messages that answer nothing end it (-EBADMSG). EXIT
+ * none), and more than LK_CTL_MAX_STRAY messages that answer nothing end it (-EBADMSG); PROGRESS
+ * notifications about the request go to c->on_progress and are not counted among them. EXIT
  * notifications met on the way are answered with -ECONNRESET.
  */
 int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t reply_type, struct lk__ctl_msg *reply,

@@ -14,6 +14,7 @@
 
 #include "core/failf.h"
 #include "probe/convert.h"
+#include "probe/progress.h"
 #include "probe/reader.h"
 
 static const struct {
@@ -186,4 +187,15 @@ int lk__trace_convert(const char *ctf_dir, const char *out, enum lk_trace_format
 		return rc;
 	}
 	return lk__failf(err, errlen, -EINVAL, "unknown trace format %d", (int)format);
+}
+
+int lk__trace_convert_progress(const char *ctf_dir, const char *out, enum lk_trace_format format,
+			       const struct lk__progress_sink *sink, char *err, size_t errlen)
+{
+	int rc;
+
+	lk__progress_begin(sink, sink ? lk__progress_ctf_bytes(ctf_dir) : 0);
+	rc = lk__trace_convert(ctf_dir, out, format, err, errlen);
+	lk__progress_end();
+	return rc;
 }

@@ -13,6 +13,8 @@
 
 #include <lowkey/probe.h>
 
+struct lk__progress_sink;
+
 /* "ctf", "json", "perfetto"; NULL for another value. */
 const char *lk__trace_format_name(enum lk_trace_format format);
 
@@ -33,5 +35,9 @@ int lk__perfetto_convert(const char *ctf_dir, const char *path, char *err, size_
  */
 int lk__trace_convert(const char *ctf_dir, const char *out, enum lk_trace_format format, char *err,
 		      size_t errlen);
+
+/* lk__trace_convert, telling sink (NULL: nobody) how much of the CTF it has read (progress.h). */
+int lk__trace_convert_progress(const char *ctf_dir, const char *out, enum lk_trace_format format,
+			       const struct lk__progress_sink *sink, char *err, size_t errlen);
 
 #endif

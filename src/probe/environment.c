@@ -20,7 +20,13 @@
  *				ENV_START (started, or the exact error), and at exit ENV_RULE per rule
  *				and ENV_FINISH. After a failed start the library waits for the CLI's
  *				verdict (it ends the process), so a program that cannot be traced does
- *				not run untraced. The fd is made close-on-exec once read.
+ *				not run untraced. The fd is made close-on-exec once read. While the
+ *				trace is converted at exit (JSON, Perfetto), PROGRESS messages say how
+ *				far the conversion is, at most every 100 ms, never blocking.
+ *	LOWKEY_TRACE_STATUS_ID	DEV:INO, the status socket's st_dev and st_ino: a descriptor at that
+ *				number that is not this socket is not used (the program may close
+ *				it and open another file there, or dup2 over it, before exit).
+ *				Without it, the socket found at start-up is the one expected.
  *	LOWKEY_CONTROL		1 to open the control socket (lk_control_open) at start-up.
  *
  * The library prints nothing: without a status socket, errors go nowhere but lk_last_error() of
@@ -35,6 +41,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -46,6 +53,7 @@
 #include "probe/control_internal.h"
 #include "probe/convert.h"
 #include "probe/probe_internal.h"
+#include "probe/progress.h"
 
 #define MAX_RULES 64
 #define VERDICT_TIMEOUT_S 30	/* how long a failed start waits for the CLI to end the process */
@@ -61,6 +69,9 @@ struct env_rule {
 static struct {
 	pid_t pid;		/* the process tracing from the environment; 0: none */
 	int status_fd;
+	pid_t status_owner;	/* the process the status socket is for: not its forked children */
+	dev_t status_dev;	/* the socket itself, told from another file at the same number */
+	ino_t status_ino;
 	unsigned int gen;	/* the trace it started */
 	char *path;
 	struct env_rule rules[MAX_RULES];
@@ -154,32 +165,90 @@ static int parse_int(const char *s, long *out)
 
 /* ---- the status socket ---- */
 
-/* The status socket named by the environment: an open SOCK_SEQPACKET socket, else -1. */
-static int status_socket(const char *var)
+/* "DEV:INO" into the two numbers; false if it is not that. */
+static bool parse_file_id(const char *v, dev_t *dev, ino_t *ino)
+{
+	unsigned long long d, i;
+	char *end;
+
+	errno = 0;
+	d = strtoull(v, &end, 10);
+	if (errno || end == v || *end != ':')
+		return false;
+	v = end + 1;
+	i = strtoull(v, &end, 10);
+	if (errno || end == v || *end)
+		return false;
+	*dev = (dev_t)d;
+	*ino = (ino_t)i;
+	return true;
+}
+
+/*
+ * The status socket named by the environment: an open SOCK_SEQPACKET socket, the one
+ * LOWKEY_TRACE_STATUS_ID names when it is set; else -1.
+ */
+static int status_socket(const char *var, const char *id)
 {
 	int type = 0;
 	socklen_t len = sizeof(type);
+	struct stat st;
+	dev_t dev;
+	ino_t ino;
 	long fd;
 
 	if (!var || parse_int(var, &fd) != 0 || fd < 0 || fd > 1 << 20)
 		return -1;
-	if (getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET)
+	if (getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET ||
+	    fstat((int)fd, &st) != 0)
+		return -1;
+	if (id && (!parse_file_id(id, &dev, &ino) || dev != st.st_dev || ino != st.st_ino))
 		return -1;
 	fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+	env.status_owner = getpid();
+	env.status_dev = st.st_dev;
+	env.status_ino = st.st_ino;
 	return (int)fd;
 }
 
-static void report(struct lk__ctl_msg *m)
+/* Whether the status socket is still there, and this process the one it is for. */
+static bool status_socket_ours(void)
+{
+	struct stat st;
+
+	return env.status_fd >= 0 && getpid() == env.status_owner && fstat(env.status_fd, &st) == 0 &&
+	       st.st_dev == env.status_dev && st.st_ino == env.status_ino;
+}
+
+static void send_status(struct lk__ctl_msg *m, int flags)
 {
 	uint8_t buf[LK_CTL_MAX_MSG];
 	int n;
 
-	if (env.status_fd < 0)
+	if (!status_socket_ours())
 		return;
 	n = lk__ctl_encode(m, buf, sizeof(buf));
 	if (n > 0)
-		send(env.status_fd, buf, (size_t)n, MSG_NOSIGNAL);
+		send(env.status_fd, buf, (size_t)n, flags | MSG_NOSIGNAL);
 }
+
+/* What the CLI must hear waits for room on the socket; progress is dropped rather than wait. */
+static void report(struct lk__ctl_msg *m)
+{
+	send_status(m, 0);
+}
+
+/* The conversion at the stop of the trace started here (the sink of progress.h). */
+static void report_progress(uint64_t done, uint64_t total, void *arg)
+{
+	struct lk__ctl_msg m = { .type = LK_CTL_PROGRESS, .progress = { done, total } };
+
+	(void)arg;
+	if (env.pid == getpid() && __atomic_load_n(&lk__trace.gen, __ATOMIC_ACQUIRE) == env.gen)
+		send_status(&m, MSG_DONTWAIT);
+}
+
+static const struct lk__progress_sink progress_sink = { report_progress, NULL };
 
 /*
  * Tracing could not start: say why, then wait for the CLI's verdict (it kills the process before
@@ -375,8 +444,9 @@ static void environment_at_exit(void)
 	m.stats = (struct lk__ctl_stats){ err < -4095 ? -EIO : err, st.events, st.lost, st.bytes, st.threads,
 					  env.path, text };
 	report(&m);
-	if (env.status_fd >= 0)
-		close(env.status_fd);
+	lk__progress_stop_sink_for_process(NULL);
+	if (status_socket_ours())
+		close(env.status_fd);	/* not another file the program opened at its number */
 	env.status_fd = -1;
 	env.pid = 0;
 }
@@ -404,7 +474,7 @@ static void trace_from_environment(const char *rules)
 
 	if (!meant_for_us())
 		return;
-	env.status_fd = status_socket(fd_var);
+	env.status_fd = status_socket(fd_var, lk__env("LOWKEY_TRACE_STATUS_ID"));
 	if (fd_var && env.status_fd < 0)
 		return;	/* the `lowkey trace` this was for is over (its socket closed at an exec) */
 	env.path = malloc(LK_CTL_MAX_PATH + 1);
@@ -428,6 +498,7 @@ static void trace_from_environment(const char *rules)
 	/* the trace's own exit handler may run before ours: it takes the last snapshot then */
 	__atomic_store_n(&lk__trace.snapshot_at_exit, (config.flags & LK_TRACE_OVERWRITE) != 0, __ATOMIC_RELEASE);
 	report_started();
+	lk__progress_stop_sink_for_process(&progress_sink);
 	atexit(environment_at_exit);
 }
 

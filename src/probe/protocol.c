@@ -132,6 +132,11 @@ static const struct field env_rule_fields[] = {
 	FIELD("glob", F_STR, C_NONEMPTY, env_rule.glob, LK_CTL_MAX_GLOB),
 };
 
+static const struct field progress_fields[] = {
+	FIELD("done", F_U64, C_ANY, progress.done, 0),
+	FIELD("total", F_U64, C_ANY, progress.total, 0),
+};
+
 #define SCHEMA(type, name, request, fields) { type, name, request, sizeof(fields) / sizeof(fields[0]), fields }
 #define EMPTY_SCHEMA(type, name) { type, name, true, 0, NULL }
 
@@ -148,6 +153,7 @@ static const struct schema schemas[] = {
 	SCHEMA(LK_CTL_SITE, "site", false, site_fields),
 	SCHEMA(LK_CTL_STATS, "stats", false, stats_fields),
 	SCHEMA(LK_CTL_EXIT, "exit", false, stats_fields),
+	SCHEMA(LK_CTL_PROGRESS, "progress", false, progress_fields),
 	SCHEMA(LK_CTL_ENV_START, "env-start", false, env_start_fields),
 	SCHEMA(LK_CTL_ENV_RULE, "env-rule", false, env_rule_fields),
 	SCHEMA(LK_CTL_ENV_FINISH, "env-finish", false, stats_fields),

@@ -64,6 +64,8 @@ enum lk__ctl_type {
 	LK_CTL_SITE = 66,
 	LK_CTL_STATS = 67,	/* a trace's counters, at its end */
 	LK_CTL_EXIT = 68,	/* notification: the process is exiting; the trace it finished */
+	LK_CTL_PROGRESS = 69,	/* notification: how far the conversion of a trace at its stop is, on
+				 * the status socket (at exit) or to the client whose STOP it serves */
 
 	/* the status socket of `lowkey trace -- cmd`: library -> CLI */
 	LK_CTL_ENV_START = 96,	/* tracing from the environment started, or why it did not */
@@ -150,6 +152,11 @@ struct lk__ctl_env_rule {
 	const char *glob;
 };
 
+struct lk__ctl_progress {
+	uint64_t done;		/* bytes of the CTF streams converted so far */
+	uint64_t total;		/* bytes to convert (done may pass it: a stream that grew) */
+};
+
 struct lk__ctl_msg {
 	uint16_t type;		/* enum lk__ctl_type */
 	uint32_t seq;		/* a request's number, echoed by its replies */
@@ -163,6 +170,7 @@ struct lk__ctl_msg {
 		struct lk__ctl_site site;
 		struct lk__ctl_env_start env_start;
 		struct lk__ctl_env_rule env_rule;
+		struct lk__ctl_progress progress;
 	};
 };
 

@@ -832,6 +832,8 @@ static ssize_t source_read(const struct source *src, void *buf, size_t len, uint
 	return (ssize_t)len;
 }
 
+__thread void (*lk__reader_packet_hook)(uint64_t bytes);
+
 struct walk {
 	uint8_t *buf;		/* one packet, grown to the largest met (at most MAX_PACKET) */
 	size_t cap;
@@ -900,6 +902,8 @@ static int walk_packets(struct lk__trace_reader *r, const struct source *src, st
 		rc = walk_records(r, s, w->buf + prefix, w->buf + bytes, get64(w->buf + 32), ops, arg);
 		if (!rc)
 			w->at += bytes;
+		if (lk__reader_packet_hook)
+			lk__reader_packet_hook(bytes);
 	}
 	return rc;
 }

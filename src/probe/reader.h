@@ -88,6 +88,12 @@ void lk__reader_close(struct lk__trace_reader *r);
 int lk__reader_walk(struct lk__trace_reader *r, const struct lk__reader_ops *ops, void *arg, char *err,
 		    size_t errlen);
 
+/*
+ * Called on this thread with each packet's size after its events were visited (NULL: nothing):
+ * how a conversion tells how far it is (progress.c sets it for the conversion's time).
+ */
+extern __thread void (*lk__reader_packet_hook)(uint64_t bytes);
+
 /* Argument i of e as raw 8 bytes or a string; returns the next offset, or 0 past the end. */
 size_t lk__event_arg(const struct lk__event *e, size_t offset, unsigned int i, uint64_t *value, const char **str);
 

@@ -31,6 +31,7 @@
 #include "core/error.h"
 #include "probe/convert.h"
 #include "probe/probe_internal.h"
+#include "probe/progress.h"
 
 struct lk__trace lk__trace = { .dir_fd = -1 };
 
@@ -304,7 +305,8 @@ static int stop_locked(void)
 		err = t->error;
 	}
 	if (!err && t->config.format != LK_TRACE_CTF && !t->overwrite) {
-		err = lk__trace_convert(t->ctf_dir, t->path, t->config.format, msg, sizeof(msg));
+		err = lk__trace_convert_progress(t->ctf_dir, t->path, t->config.format, lk__progress_stop_sink(), msg,
+						 sizeof(msg));
 		if (err)
 			lk__fail(err, "%s", msg);
 		else

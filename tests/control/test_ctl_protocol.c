@@ -52,6 +52,7 @@ static void every_type_round_trips(void **state)
 		{ .type = LK_CTL_ENV_START, .seq = 11, .env_start = { -17, "exists", "/o", "/o.ctf-1" } },
 		{ .type = LK_CTL_ENV_RULE, .seq = 12, .env_rule = { 1, 3, "x*" } },
 		{ .type = LK_CTL_ENV_FINISH, .seq = 13, .stats = { 0, 11, 0, 12, 1, "/o", "" } },
+		{ .type = LK_CTL_PROGRESS, .seq = 14, .progress = { 1 << 20, 3 << 20 } },
 	};
 
 	(void)state;

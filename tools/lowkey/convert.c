@@ -14,9 +14,11 @@
 
 #include "cli.h"
 #include "probe/convert.h"
+#include "probe/progress.h"
+#include "status.h"
 
 static const char convert_usage[] =
-	"usage: lowkey convert IN -o OUT [--format ctf|json|perfetto]\n"
+	"usage: lowkey convert IN -o OUT [--format ctf|json|perfetto] [--quiet]\n"
 	"\n"
 	"Writes the lowkey CTF trace IN (a directory that `lowkey trace` or lk_trace_start wrote) in\n"
 	"another format. The trace is read with lowkey's own reader: a stream cut short (a program\n"
@@ -29,6 +31,7 @@ static const char convert_usage[] =
 	"  -f, --format FMT     perfetto (Perfetto's protobuf, .pftrace), json (Chrome Trace Event\n"
 	"                       JSON) or ctf (a copy); default: from OUT's extension (.pftrace,\n"
 	"                       .perfetto-trace, .json, .ctf), else perfetto\n"
+	"  -q, --quiet          no status line while converting (shown on a terminal only)\n"
 	"  -h, --help           this text\n"
 	"\n"
 	"Examples:\n"
@@ -77,15 +80,17 @@ static int convert_main(int argc, char **argv)
 	static const struct option options[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, 'f' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *in, *out = NULL;
 	char err[1024];
 	int c, rc, format = -1;
+	bool quiet = false;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:f:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:f:qh", options, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			out = optarg;
@@ -96,6 +101,9 @@ static int convert_main(int argc, char **argv)
 				lk_cli_error("convert", "ctf, json or perfetto", "unknown format '%s'", optarg);
 				return LK_EXIT_USAGE;
 			}
+			break;
+		case 'q':
+			quiet = true;
 			break;
 		case 'h':
 			fputs(convert_usage, stdout);
@@ -115,7 +123,12 @@ static int convert_main(int argc, char **argv)
 		format = format_of(out);
 	if (check_output(out, format) != 0)
 		return LK_EXIT_FAIL;
-	rc = lk__trace_convert(in, out, (enum lk_trace_format)format, err, sizeof(err));
+	lk_status_begin("convert", !quiet);
+	rc = lk__trace_convert_progress(in, out, (enum lk_trace_format)format,
+					&(struct lk__progress_sink){ lk_status_conversion_sink,
+								     (void *)lk__trace_format_name((enum lk_trace_format)format) },
+					err, sizeof(err));
+	lk_status_clear();
 	if (rc) {
 		lk_cli_error("convert", NULL, "%s", err);
 		return LK_EXIT_FAIL;

@@ -25,14 +25,16 @@
 #include "probe/control_internal.h"
 #include "probe/convert.h"
 #include "probe/probe_internal.h"
+#include "probe/progress.h"
 #include "probe/reader.h"
+#include "status.h"
 #include "trace.h"
 
 static const char trace_usage[] =
 	"usage: lowkey trace [-e GLOB]... [-o OUT] [--format ctf|json|perfetto] [--cputime] [--sched]\n"
-	"                    [--buffer SIZE] [--json] -- CMD [ARGS]\n"
+	"                    [--buffer SIZE] [--json] [--quiet] -- CMD [ARGS]\n"
 	"       lowkey trace --pid PID [-e GLOB]... [-o OUT] [--format ctf|json|perfetto] [--cputime]\n"
-	"                    [--buffer SIZE] [--duration S] [--json]\n"
+	"                    [--buffer SIZE] [--duration S] [--json] [--quiet]\n"
 	"\n"
 	"Records the probes (LK_PROBE, LK_SPAN, LK_COUNTER) of a program linked with liblowkey.\n"
 	"\n"
@@ -72,6 +74,8 @@ static const char trace_usage[] =
 	"  -d, --duration S     with --pid: stop after S seconds (default: at Ctrl-C)\n"
 	"  -j, --json           print the summary as JSON: {\"output\", \"format\", \"events\", \"lost\",\n"
 	"                       \"threads\", \"bytes\"} (on stderr, like the text one)\n"
+	"  -q, --quiet          no status line while the trace is converted (shown on a terminal\n"
+	"                       only, and never with --json)\n"
 	"  -h, --help           this text\n"
 	"\n"
 	"Examples:\n"
@@ -349,7 +353,10 @@ static int recover_here(const struct trace_opts *o, const char *ctf_dir, struct 
 	t->bytes = stream_bytes(dir);
 	if (rc || o->format == LK_TRACE_CTF)
 		return rc;
-	rc = lk__trace_convert(ctf_dir, o->output, (enum lk_trace_format)o->format, err, errlen);
+	rc = lk__trace_convert_progress(ctf_dir, o->output, (enum lk_trace_format)o->format,
+					&(struct lk__progress_sink){ lk_status_conversion_sink,
+								     (void *)lk__trace_format_name(o->format) },
+					err, errlen);
 	if (!rc)
 		remove_trace_dir(ctf_dir);
 	return rc;
@@ -551,6 +558,9 @@ static int parse_option(struct trace_opts *o, int c, const char *arg)
 	case 'j':
 		o->json = true;
 		return 0;
+	case 'q':
+		o->quiet = true;
+		return 0;
 	case 'b':
 		if (lk__parse_size(arg, &o->buffer) != 0 || o->buffer < 4096 || o->buffer > (1u << 30))
 			return usage_error("a size from 4K to 1G, such as 256K or 4M", "bad buffer size '%s'", arg);
@@ -609,6 +619,7 @@ static int trace_main(int argc, char **argv)
 		{ "pid", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -616,7 +627,7 @@ static int trace_main(int argc, char **argv)
 	int c, rc;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+e:o:f:cWb:p:d:jh", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+e:o:f:cWb:p:d:jqh", options, NULL)) != -1) {
 		if (c == 'h') {
 			fputs(trace_usage, stdout);
 			return LK_EXIT_OK;

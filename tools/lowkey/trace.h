@@ -24,6 +24,7 @@ struct trace_opts {
 	char **argv;				/* the command */
 	bool created_output;			/* we made the (empty) output: remove it if unused */
 	bool json;				/* the summary as JSON */
+	bool quiet;				/* --quiet: no status line */
 	uid_t peer_uid;				/* root tracing another user's process: that user, */
 	gid_t peer_gid;				/* whose rights recovery uses (-1: our own) */
 };

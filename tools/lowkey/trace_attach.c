@@ -29,7 +29,9 @@
 
 #include "cli.h"
 #include "probe/control_internal.h"
+#include "probe/convert.h"
 #include "probe_elf.h"
+#include "status.h"
 #include "trace.h"
 
 #define REPLY_TIMEOUT_MS 30000
@@ -203,6 +205,12 @@ static bool find_ctf_beside(const char *output, char *out, size_t len)
 	return newest != 0;
 }
 
+/* The process converting its trace (JSON, Perfetto) as it stops. */
+static void show_progress(const struct lk__ctl_progress *p, void *format)
+{
+	lk_status_conversion(format, p->done, p->total);
+}
+
 static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char *name, struct trace_totals *t)
 {
 	struct lk__ctl_msg req = { .type = LK_CTL_STOP }, reply;
@@ -210,7 +218,11 @@ static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char
 	int rc;
 
 	on_stop_signals(SIG_DFL);	/* a second Ctrl-C leaves without waiting */
+	c->on_progress = show_progress;
+	c->progress_arg = (void *)lk__trace_format_name((enum lk_trace_format)o->format);
+	lk_status_show("process %d (%s) is finishing the trace", (int)o->pid, name);
 	rc = lk__ctl_call(c, &req, LK_CTL_STATS, &reply, STOP_TIMEOUT_MS, err, sizeof(err));
+	lk_status_clear();
 
 	if (rc) {
 		lk_cli_error("trace", NULL, "process %d (%s) could not stop the trace: %s", (int)o->pid, name, err);
@@ -237,6 +249,7 @@ int trace_attach(struct trace_opts *o)
 	int rc;
 
 	lk_proc_name(o->pid, name, sizeof(name));
+	lk_status_begin("trace", !o->quiet && !o->json);
 	rc = lk__ctl_connect(&c, o->pid, err, sizeof(err));
 	if (rc)
 		return explain_connect(o->pid, name, rc, err);

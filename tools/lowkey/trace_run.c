@@ -33,6 +33,7 @@
 #include "probe/control_internal.h"
 #include "probe/convert.h"
 #include "probe_elf.h"
+#include "status.h"
 #include "trace.h"
 
 struct rule_report {
@@ -91,6 +92,7 @@ static void set_env(const char *name, const char *value)
 static void __attribute__((noreturn)) exec_command(const struct trace_opts *o, int status_fd, int exec_fd)
 {
 	char list[TRACE_MAX_GLOBS * (LK_CTL_MAX_GLOB + 1) + 1] = "", num[32];
+	struct stat st;
 	int err;
 
 	set_signals(SIG_DFL, SIG_DFL);
@@ -117,6 +119,12 @@ static void __attribute__((noreturn)) exec_command(const struct trace_opts *o, i
 	set_env("LOWKEY_TRACE_PID", num);
 	snprintf(num, sizeof(num), "%d", status_fd);
 	set_env("LOWKEY_TRACE_STATUS_FD", num);
+	/* which file the number is: the program may have another there by its exit */
+	if (fstat(status_fd, &st) == 0)
+		snprintf(num, sizeof(num), "%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	else
+		num[0] = '\0';
+	set_env("LOWKEY_TRACE_STATUS_ID", num[0] ? num : NULL);
 	execvp(o->argv[0], o->argv);
 	err = errno;
 	if (write(exec_fd, &err, sizeof(err)) != sizeof(err)) {
@@ -127,7 +135,7 @@ static void __attribute__((noreturn)) exec_command(const struct trace_opts *o, i
 
 /* ---- messages from the library ---- */
 
-static void on_message(struct run *r, const struct lk__ctl_msg *m, const char *cmd)
+static void on_message(struct run *r, const struct lk__ctl_msg *m, const char *cmd, const struct trace_opts *o)
 {
 	switch (m->type) {
 	case LK_CTL_ENV_START:
@@ -155,11 +163,15 @@ static void on_message(struct run *r, const struct lk__ctl_msg *m, const char *c
 		r->finish_err = m->stats.err;
 		snprintf(r->finish_msg, sizeof(r->finish_msg), "%s", m->stats.message);
 		break;
+	case LK_CTL_PROGRESS:	/* converting the trace at its exit */
+		lk_status_conversion(lk__trace_format_name((enum lk_trace_format)o->format), m->progress.done,
+				     m->progress.total);
+		break;
 	}
 }
 
 /* Read what is waiting on the status socket. Returns false at its end. */
-static bool read_status(struct run *r, const char *cmd)
+static bool read_status(struct run *r, const char *cmd, const struct trace_opts *o)
 {
 	uint8_t buf[LK_CTL_MAX_MSG];
 	struct lk__ctl_msg m;
@@ -172,14 +184,15 @@ static bool read_status(struct run *r, const char *cmd)
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR;
 		if (lk__ctl_decode(buf, (size_t)n, &m, NULL, 0) == 0)
-			on_message(r, &m, cmd);
+			on_message(r, &m, cmd, o);
 	}
 }
 
 /* ---- waiting ---- */
 
-static int wait_for_child(struct run *r, const char *cmd)
+static int wait_for_child(struct run *r, const struct trace_opts *o)
 {
+	const char *cmd = o->argv[0];
 	int pidfd = (int)syscall(SYS_pidfd_open, r->child, 0), status = 0;
 	bool status_open = true;
 
@@ -200,7 +213,7 @@ static int wait_for_child(struct run *r, const char *cmd)
 				kill(r->child, sig);
 		}
 		if (p[1].revents)
-			status_open = read_status(r, cmd);
+			status_open = read_status(r, cmd, o);
 		if (pidfd >= 0 && !p[2].revents)
 			continue;
 		do
@@ -212,7 +225,8 @@ static int wait_for_child(struct run *r, const char *cmd)
 	if (pidfd >= 0)
 		close(pidfd);
 	if (status_open)
-		read_status(r, cmd);	/* what it said on its way out */
+		read_status(r, cmd, o);	/* what it said on its way out */
+	lk_status_clear();	/* a conversion cut short by the program's end */
 	return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }
 
@@ -366,7 +380,8 @@ int trace_run_command(struct trace_opts *o)
 		close(r.status_fd);
 		return exec_err == ENOENT ? 127 : 126;
 	}
-	code = wait_for_child(&r, o->argv[0]);
+	lk_status_begin("trace", !o->quiet && !o->json);
+	code = wait_for_child(&r, o);
 	close(r.status_fd);
 	set_signals(SIG_DFL, SIG_DFL);
 	return finish(o, &r, code);

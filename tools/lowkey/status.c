@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT
+/* A command's status line on its terminal (status.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "status.h"
+
+#define ERASE "\r\033[K"
+
+static struct {
+	const char *cmd;	/* NULL: status lines are off */
+	bool drawn;
+} status;
+
+void lk_status_begin(const char *cmd, bool wanted)
+{
+	status.cmd = wanted && isatty(STDERR_FILENO) ? cmd : NULL;
+	status.drawn = false;
+}
+
+static void put(const char *s, size_t len)
+{
+	while (len) {
+		ssize_t n = write(STDERR_FILENO, s, len);
+
+		if (n <= 0)
+			return;	/* the terminal went away: nothing to do about a status line */
+		s += n;
+		len -= (size_t)n;
+	}
+}
+
+void lk_status_show(const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	int n, m;
+
+	if (!status.cmd)
+		return;
+	fflush(stderr);	/* what the command printed comes first */
+	n = snprintf(line, sizeof(line), ERASE "lowkey %s: ", status.cmd);
+	va_start(ap, fmt);
+	m = vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		return;
+	put(line, strnlen(line, sizeof(line) - 1));
+	status.drawn = true;
+}
+
+void lk_status_clear(void)
+{
+	if (!status.drawn)
+		return;
+	put(ERASE, sizeof(ERASE) - 1);
+	status.drawn = false;
+}
+
+static const char *format_label(const char *format)
+{
+	return strcmp(format, "json") == 0 ? "JSON" : strcmp(format, "perfetto") == 0 ? "Perfetto"
+		: strcmp(format, "ctf") == 0 ? "CTF" : format;
+}
+
+void lk_status_conversion(const char *format, uint64_t done, uint64_t total)
+{
+	double mib = 1024.0 * 1024.0;
+
+	if (done >= total) {
+		lk_status_clear();	/* the end: whatever is printed next has the line to itself */
+		return;
+	}
+	lk_status_show("converting the trace to %s: %.0f%% (%.1f of %.1f MiB)", format_label(format),
+		       total ? 100.0 * (double)done / (double)total : 100.0, (double)done / mib, (double)total / mib);
+}
+
+void lk_status_conversion_sink(uint64_t done, uint64_t total, void *arg)
+{
+	lk_status_conversion(arg, done, total);
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A status line for long work in a command: "lowkey CMD: what (how far)" on standard error,
+ * redrawn in place, only when standard error is a terminal, and never when the command was asked
+ * for --quiet or prints JSON there. Erased before the command prints anything else.
+ */
+#ifndef LOWKEY_CLI_STATUS_H
+#define LOWKEY_CLI_STATUS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Show status lines for cmd from now on, if wanted is true and standard error is a terminal. */
+void lk_status_begin(const char *cmd, bool wanted);
+
+/* Draw the line (replacing the one shown); nothing when status lines are off. */
+void lk_status_show(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Erase the line, if one is shown. */
+void lk_status_clear(void);
+
+/*
+ * "converting the trace to JSON: 45% (120.0 of 266.7 MiB)": a conversion's progress, done of total
+ * bytes; format as lk__trace_format_name() names it. done == total is the end: the line is erased.
+ */
+void lk_status_conversion(const char *format, uint64_t done, uint64_t total);
+
+/* The same as a progress sink's report (probe/progress.h); arg: the format's name. */
+void lk_status_conversion_sink(uint64_t done, uint64_t total, void *arg);
+
+#endif
