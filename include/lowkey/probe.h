@@ -90,6 +90,7 @@ struct lk_probe_site {
 };
 
 #define LK__PROBE_MAGIC 0x6c6b7072u	/* "lkpr" */
+#define LK__SITE_TRACER 0x100u	/* flags: on for a USDT tracer (set and read atomically) */
 #define LK__PROBE_ABI 3	/* 2: 8-byte record header; 3: string views */
 
 /*
@@ -151,7 +152,8 @@ LK_API const char *lk_probe_type_name(enum lk_probe_type type);
 /* ---- USDT: sites for perf, bpftrace and SystemTap ---- */
 
 /*
- * Every site carries an SDT note (provider:event; spans event_begin and event_end; arguments
+ * Every site carries an SDT note (provider:event; spans event_begin and event_end, LK_SPAN's end
+ * too, which fires while the span is on for a tracer, see docs/probe.md; arguments
  * as 64-bit values, signed integers "-8@REG", others "8@REG": a double as its bits, a string as
  * its address), so `bpftrace -l 'usdt:PROG:*'`, `perf probe -x PROG sdt_PROVIDER:EVENT` and
  * SystemTap see it. Its probe point is on the path that runs only while the site is on, so a
@@ -665,8 +667,11 @@ extern "C" {
 	".ascii \"8@%" #op "\"\n\t"                                                           \
 	".endif\n\t"
 
-#define LK__SDT_ASM(provider, name)                                                           \
-	"990: nop\n\t"                                                                        \
+/*
+ * The note of the probe point at label 990, its semaphore and its __lk_probe_sdt entry, whose
+ * site is operand slot (an LK__SYM). args: the arguments' places, "" for none.
+ */
+#define LK__SDT_NOTE(provider, name, args, slot)                                              \
 	".pushsection .probes, \"aw?\", @progbits\n\t"                                        \
 	".balign 2\n"                                                                          \
 	"991: .2byte 0\n\t"                                                                   \
@@ -679,9 +684,7 @@ extern "C" {
 	"994: .8byte 990b, _.stapsdt.base, 991b\n\t"                                          \
 	".asciz \"" provider "\"\n\t"                                                         \
 	".asciz \"" name "\"\n\t"                                                             \
-	LK__SDT_ARG(0, 3, "") LK__SDT_ARG(1, 4, " ") LK__SDT_ARG(2, 5, " ")                  \
-	LK__SDT_ARG(3, 6, " ") LK__SDT_ARG(4, 7, " ") LK__SDT_ARG(5, 8, " ")                 \
-	LK__SDT_ARG(6, 9, " ") LK__SDT_ARG(7, 10, " ")                                        \
+	args                                                                                  \
 	".byte 0\n"                                                                            \
 	"995: .balign 4\n\t"                                                                  \
 	".popsection\n\t"                                                                     \
@@ -695,9 +698,66 @@ extern "C" {
 	".endif\n\t"                                                                          \
 	".pushsection __lk_probe_sdt, \"aR?\", @progbits\n\t"                                 \
 	".balign 8\n\t"                                                                       \
-	".quad " LK__SYM(0) " - .\n\t"                                                          \
+	".quad " slot " - .\n\t"                                                              \
 	".quad 991b - .\n\t"                                                                  \
 	".popsection"
+
+#define LK__SDT_ARGS                                                                          \
+	LK__SDT_ARG(0, 3, "") LK__SDT_ARG(1, 4, " ") LK__SDT_ARG(2, 5, " ")                  \
+	LK__SDT_ARG(3, 6, " ") LK__SDT_ARG(4, 7, " ") LK__SDT_ARG(5, 8, " ")                 \
+	LK__SDT_ARG(6, 9, " ") LK__SDT_ARG(7, 10, " ")
+
+#define LK__SDT_ASM(provider, name) "990: nop\n\t" LK__SDT_NOTE(provider, name, LK__SDT_ARGS, LK__SYM(0))
+
+/*
+ * The end of LK_SPAN's scope runs lk__span_close, one function for every span, where no asm can
+ * name a site. Its probe point is therefore a stub of the site's own, in the function's section
+ * group, called from lk__span_close: `nop` (the probe point), then it returns the end's
+ * descriptor, read from the end's slot (operand 2). Operand 0 receives the stub's address,
+ * 4-aligned; operand 1 is the begin's slot, which the end's semaphore turns on (a scoped span is
+ * one site for a tracer). An indirect branch lands on the stub: it starts with the landing pad
+ * the build asks for (x86-64 CET, aarch64 BTI).
+ */
+#if defined(__x86_64__)
+#if defined(__CET__) && (__CET__ & 1)
+#define LK__SDT_LANDING "endbr64\n"
+#else
+#define LK__SDT_LANDING ""
+#endif
+#define LK__SDT_STUB_CODE                                                                     \
+	"990: nop\n\t"                                                                        \
+	"movq " LK__SYM(2) "(%%rip), %%rax\n\t"                                               \
+	"ret\n\t"
+#define LK__SDT_STUB_ADDRESS "leaq 990b(%%rip), %0"
+#elif defined(__aarch64__)
+#if defined(__ARM_FEATURE_BTI_DEFAULT) && __ARM_FEATURE_BTI_DEFAULT
+#define LK__SDT_LANDING "hint 34\n"	/* bti c */
+#else
+#define LK__SDT_LANDING ""
+#endif
+#define LK__SDT_STUB_CODE                                                                     \
+	"990: nop\n\t"                                                                        \
+	"adrp x0, " LK__SYM(2) "\n\t"                                                         \
+	"ldr x0, [x0, :lo12:" LK__SYM(2) "]\n\t"                                              \
+	"ret\n\t"
+#define LK__SDT_STUB_ADDRESS "adrp %0, 990b\n\tadd %0, %0, :lo12:990b"
+#else
+#define LK__SDT_LANDING ""
+#define LK__SDT_STUB_CODE                                                                     \
+	"990: nop\n"                                                                           \
+	"989: auipc a0, %%pcrel_hi(" LK__SYM(2) ")\n\t"                                       \
+	"ld a0, %%pcrel_lo(989b)(a0)\n\t"                                                     \
+	"ret\n\t"
+#define LK__SDT_STUB_ADDRESS "lla %0, 990b"
+#endif
+#define LK__SDT_STUB_ASM(provider, name)                                                      \
+	".pushsection .text.lk__sdt_stub, \"ax?\", @progbits\n\t"                             \
+	".balign 4\n"                                                                          \
+	LK__SDT_LANDING                                                                       \
+	LK__SDT_STUB_CODE                                                                     \
+	".popsection\n\t"                                                                     \
+	LK__SDT_NOTE(provider, name, "", LK__SYM(1)) "\n\t"                                    \
+	LK__SDT_STUB_ADDRESS
 
 /*
  * Operands: used arguments in registers (x86-64 also takes constants, "$5", which its readers
@@ -841,30 +901,72 @@ extern "C" {
  * is left: return, break, goto, and in C++ an exception unwinding through it. A declaration: use
  * it where a declaration may go, one per line. Off: one NOP here, and at scope exit a test of a register the
  * NOP left at zero. The end is recorded only when the begin was (a begin whose end is dropped
- * because the buffer is full, or cut by lk_trace_stop, stays open).
+ * because the buffer is full, or cut by lk_trace_stop, stays open). For a USDT tracer the end
+ * fires (NAME_end) whenever the begin did (NAME_begin), through a stub of the site's own.
  */
 #define LK_SPAN(provider, name) LK__SPAN_AT(__LINE__, provider, name)
 
-static inline __attribute__((always_inline)) void lk__span_close(struct lk_probe_site **end)
+/*
+ * The guard LK_SPAN leaves for its scope's end: 0 (nothing to do), the end's descriptor (record
+ * the end), or, while the span is on for a USDT tracer (LK__SITE_TRACER), the address of the
+ * end's SDT stub | LK__SPAN_STUB, and LK__SPAN_RECORDED when the begin was recorded.
+ */
+#define LK__SPAN_RECORDED 1u
+#define LK__SPAN_STUB 2u
+
+static inline void lk__span_close_stub(uintptr_t guard)
 {
-	if (LK__UNLIKELY(*end != NULL))
-		lk__probe_emit0(*end);
+	typedef struct lk_probe_site *(*lk__sdt_stub)(void);
+	struct lk_probe_site *end = LK__REINTERPRET(lk__sdt_stub, guard & ~LK__CAST(uintptr_t, 3))();
+
+	if (guard & LK__SPAN_RECORDED)
+		lk__probe_emit0(end);
 }
+
+static inline __attribute__((always_inline)) void lk__span_close(uintptr_t *guard)
+{
+	if (LK__UNLIKELY(*guard != 0)) {
+		if (LK__UNLIKELY(*guard & LK__SPAN_STUB))
+			lk__span_close_stub(*guard);
+		else
+			lk__probe_emit0(LK__REINTERPRET(struct lk_probe_site *, *guard));
+	}
+}
+
+#ifdef LK__SDT
+/* The guard of a span on for a tracer: the end's stub, with the begin's outcome. */
+#define LK__SPAN_FOR_TRACER(g, begin, end, provider, name)                                    \
+	do {                                                                                  \
+		if (LK__UNLIKELY(__atomic_load_n(&begin.flags, __ATOMIC_RELAXED) & LK__SITE_TRACER)) { \
+			uintptr_t lk__stub;                                                   \
+			__asm__ __volatile__(LK__SDT_STUB_ASM(#provider, #name "_end")        \
+					     : "=r"(lk__stub)                                 \
+					     : LK__SYMBOL(LK__PROBE_SLOT(begin)),             \
+					       LK__SYMBOL(LK__PROBE_SLOT(end)));              \
+			g = lk__stub | LK__SPAN_STUB | (g ? LK__SPAN_RECORDED : 0u);          \
+		}                                                                             \
+	} while (0)
+#else
+#define LK__SPAN_FOR_TRACER(g, begin, end, provider, name) do { } while (0)
+#endif
 
 #define LK__SPAN_AT(n, provider, name) LK__SPAN_DO(LK__CAT(lk__span_begin_, n), LK__CAT(lk__span_end_, n), \
 						   LK__CAT(lk__span_guard_, n), provider, name)
 #define LK__SPAN_DO(begin, end, guard, provider, name)                                        \
 	LK__PROBE_SITE(begin, provider, name, LK_PROBE_SPAN_BEGIN, 0, 0u, "");                \
 	LK__PROBE_SITE(end, provider, name, LK_PROBE_SPAN_END, 0, 0u, "");                    \
-	struct lk_probe_site *guard __attribute__((cleanup(lk__span_close), unused)) =        \
-		__extension__({                                                               \
-			LK__PROBE_ENTRY(begin);                                               \
-			LK__PROBE_ENTRY(end);                                                 \
-			LK__PROBE_ON(begin) && __extension__({                                \
-				LK__PROBE_SDT(begin, provider, name, LK_PROBE_SPAN_BEGIN, 0, 0u); \
-				lk__probe_emit0(&begin);                                      \
-			}) ? &end : NULL;                                                     \
-		})
+	uintptr_t guard __attribute__((cleanup(lk__span_close), unused)) = __extension__({     \
+		uintptr_t lk__g = 0;                                                          \
+		LK__PROBE_ENTRY(begin);                                                       \
+		LK__PROBE_ENTRY(end);                                                         \
+		if (LK__PROBE_ON(begin)) {                                                    \
+			LK__PROBE_SDT(begin, provider, name, LK_PROBE_SPAN_BEGIN, 0, 0u);     \
+			if (lk__probe_emit0(&begin))                                          \
+				lk__g = LK__REINTERPRET(uintptr_t, &end);                     \
+			LK__SPAN_FOR_TRACER(lk__g, begin, end, provider, name);               \
+		}                                                                             \
+		lk__g;                                                                        \
+	})
 
 LK_END_DECLS
 

@@ -629,8 +629,10 @@ LK_API bool lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, cons
 	} else if ((b = current_buffer(t))) {
 		bool quick;
 
-		recorded = write_record(b, t, site->id, site->arg_types, site->flags & LK__SITE_STRINGS, n, vals,
-					&quick);
+		/* flags: site.c sets LK__SITE_TRACER in it while sites record */
+		bool strings = __atomic_load_n(&site->flags, __ATOMIC_RELAXED) & LK__SITE_STRINGS;
+
+		recorded = write_record(b, t, site->id, site->arg_types, strings, n, vals, &quick);
 		if (!quick || t->committed >= b->slow_end)
 			rearm(b, t);	/* past the watermark or out of room: look at rp */
 	} else {

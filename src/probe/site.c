@@ -57,6 +57,18 @@ static bool site_wanted(const struct lk__probe_site_rt *rt, bool tracing)
 	return (tracing && lk__rules_select(&rules, rt)) || lk__sdt_wanted_locked(rt);
 }
 
+/*
+ * LK__SITE_TRACER: the end of a scoped span fires its SDT note (see LK_SPAN in lowkey/probe.h).
+ * Set before the key turns on, so the first begin that runs sees it.
+ */
+static void mark_for_tracer(struct lk_probe_site *s, bool on)
+{
+	uint32_t flags = __atomic_load_n(&s->flags, __ATOMIC_RELAXED);
+
+	if (!(flags & LK__SITE_TRACER) != !on)	/* the registry lock makes this the only writer */
+		__atomic_store_n(&s->flags, flags ^ LK__SITE_TRACER, __ATOMIC_RELAXED);
+}
+
 int lk__probe_apply_rules_locked(bool tracing)
 {
 	struct lk_key_change *changes = malloc((nsites ? nsites : 1) * sizeof(*changes));
@@ -69,6 +81,9 @@ int lk__probe_apply_rules_locked(bool tracing)
 	for (size_t i = 0; i < nsites; i++) {
 		struct lk__probe_site_rt *rt = &sites[i];
 		bool want = rt->site && site_wanted(rt, tracing);
+
+		if (rt->site)
+			mark_for_tracer(rt->site, lk__sdt_wanted_locked(rt));
 
 		if (rt->site && want != rt->enabled)
 			changes[n++] = (struct lk_key_change){ LK_KEY(&rt->site->key),
@@ -147,7 +162,7 @@ static int site_add(struct lk_probe_site *s, struct lk__dso_rt *dso)
 	publish_layout(rt->id, rt->arg_types, s->nargs);
 	s->id = rt->id;
 	if (lk__has_strings(s->arg_types, s->nargs))
-		s->flags |= LK__SITE_STRINGS;
+		__atomic_fetch_or(&s->flags, LK__SITE_STRINGS, __ATOMIC_RELAXED);
 	nsites++;
 	return 0;
 }

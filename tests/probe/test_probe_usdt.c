@@ -52,7 +52,18 @@ __attribute__((noinline)) void usdt_spans(int depth)
 	LK_SPAN_END(usdt_test, work);
 }
 
+/* A scoped span: its end is the SDT stub called from the scope's exit. */
+__attribute__((noinline)) int usdt_scoped(int depth);
+__attribute__((noinline)) int usdt_scoped(int depth)
+{
+	LK_SPAN(usdt_test, scoped);
+	if (depth > 1)
+		return usdt_scoped(depth - 1) + 1;	/* nested: each level ends its own span */
+	return 1;
+}
+
 static const char table_name[] = "users";
+static struct lkt_run run_out;
 static struct usdt_file self;
 static char exe[4096];
 
@@ -108,19 +119,21 @@ static void notes_describe_every_site(void **state)
 	const struct usdt_note *b = one_note("usdt_test", "work_begin");
 	const struct usdt_note *e = one_note("usdt_test", "work_end");
 	const struct usdt_note *d = one_note("usdt_test", "depth");
-	const struct usdt_note *all[] = { q, b, e, d };
+	const struct usdt_note *sb = one_note("usdt_test", "scoped_begin");
+	const struct usdt_note *se = one_note("usdt_test", "scoped_end");
+	const struct usdt_note *all[] = { q, b, e, d, sb, se };
 
 	(void)state;
 	assert_true(self.has_base);
-	assert_non_null(q);
-	assert_non_null(b);
-	assert_non_null(e);
-	assert_non_null(d);
+	for (unsigned int i = 0; i < 6; i++)
+		assert_non_null(all[i]);
 	assert_args(q, "^-8@" REG " 8@" REG " 8@" REG " 8@" REG "$");	/* long, unsigned long, string, double */
 	assert_args(d, "^-8@" REG "$");
 	assert_string_equal(b->args, "");
 	assert_string_equal(e->args, "");
-	for (unsigned int i = 0; i < 4; i++) {
+	assert_string_equal(sb->args, "");
+	assert_string_equal(se->args, "");
+	for (unsigned int i = 0; i < 6; i++) {
 		assert_int_equal(all[i]->base, self.base_addr);
 		assert_true(all[i]->semaphore_in_probes);
 		assert_int_not_equal(all[i]->pc_offset, 0);
@@ -376,7 +389,7 @@ static void watcher_notices_a_raised_semaphore(void **state)
 static void usdt_rules_apply_in_order(void **state)
 {
 	(void)state;
-	assert_int_equal(lk_probe_usdt_enable("usdt_test"), 4);
+	assert_int_equal(lk_probe_usdt_enable("usdt_test"), 6);
 	assert_true(query_enabled());
 	assert_int_equal(lk_probe_usdt_disable("usdt_test:q*"), 1);
 	assert_false(query_enabled());
@@ -522,6 +535,77 @@ static void uprobe_sees_the_arguments(void **state)
 	assert_int_equal(lk_probe_usdt_poll(), 0);
 }
 
+/* ---- LK_SPAN: the scope's end ---- */
+
+/* A uprobe on the end's stub, holding the semaphore: the span turns on and both ends fire. */
+static void scoped_span_end_fires_for_a_tracer(void **state)
+{
+	const struct usdt_note *sb = one_note("usdt_test", "scoped_begin");
+	const struct usdt_note *se = one_note("usdt_test", "scoped_end");
+	int begin_fd, end_fd;
+
+	(void)state;
+	assert_non_null(sb);
+	assert_non_null(se);
+	end_fd = open_or_skip(se, true, 0);
+	begin_fd = open_or_skip(sb, false, 0);
+	assert_int_equal(lk_probe_usdt_poll(), 1);	/* the end's semaphore turns the span on */
+	assert_int_equal(usdt_scoped(3), 3);
+	assert_int_equal(usdt_scoped(1), 1);
+	assert_int_equal(count_of(begin_fd), 4);
+	assert_int_equal(count_of(end_fd), 4);
+	close(end_fd);
+	assert_int_equal(lk_probe_usdt_poll(), 0);
+	usdt_scoped(2);
+	assert_int_equal(count_of(begin_fd), 4);
+	close(begin_fd);
+}
+
+static uint64_t events_of_scoped_spans(const char *dir, const char *name)
+{
+	char path[4200];
+	struct lk_trace_stats st;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_int_equal(lk_trace_start(&(struct lk_trace_config){ .path = path }), 0);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(usdt_scoped(3), 3);
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_trace_stats(&st), 0);
+	assert_int_equal(st.lost, 0);
+	return st.events;
+}
+
+/*
+ * A span on for a tracer while a lowkey trace records it: the end, reached through the stub,
+ * is recorded as well as without a tracer (no uprobe needed: the semaphore raised by hand).
+ */
+static void scoped_span_for_a_tracer_records_its_end(void **state)
+{
+	const struct usdt_note *se = one_note("usdt_test", "scoped_end");
+	char dir[] = "/tmp/lkt-usdt-XXXXXX";
+	uint64_t plain, for_tracer;
+	unsigned short *sem;
+
+	(void)state;
+	assert_non_null(se);
+	assert_non_null(mkdtemp(dir));
+	dl_iterate_phdr(main_object, NULL);
+	sem = (unsigned short *)(load_bias + se->semaphore);
+	assert_true(lk_probe_enable("usdt_test:scoped") >= 2);
+	plain = events_of_scoped_spans(dir, "plain");
+	__atomic_add_fetch(sem, 1, __ATOMIC_RELAXED);
+	assert_int_equal(lk_probe_usdt_poll(), 1);
+	for_tracer = events_of_scoped_spans(dir, "for-tracer");
+	assert_int_equal(usdt_scoped(2), 2);	/* no trace: the stub runs, nothing is recorded */
+	__atomic_sub_fetch(sem, 1, __ATOMIC_RELAXED);
+	assert_int_equal(lk_probe_usdt_poll(), 0);
+	assert_int_equal(lk_probe_reset_rules(), 0);
+	assert_true(plain >= 30);	/* 5 x 3 begins and ends (and the thread's name) */
+	assert_int_equal(for_tracer, plain);
+	lkt_sh(&run_out, "rm -rf %s", dir);
+}
+
 /* ---- the watching thread ---- */
 
 static void watcher_notices_a_tracer(void **state)
@@ -548,8 +632,6 @@ static void watcher_notices_a_tracer(void **state)
 
 /* ---- lowkey enable --pid ---- */
 
-static struct lkt_run out;
-
 static void lowkey_enable_turns_the_site_on(void **state)
 {
 	const struct usdt_note *q = one_note("usdt_test", "query");
@@ -564,25 +646,25 @@ static void lowkey_enable_turns_the_site_on(void **state)
 		skip();
 	}
 
-	lkt_sh(&out, "%s enable --pid %d 'usdt_test:query'", LOWKEY, (int)getpid());
-	lkt_expect(&out, 0, "usdt_test:query: 1 site on for USDT tracers");
+	lkt_sh(&run_out, "%s enable --pid %d 'usdt_test:query'", LOWKEY, (int)getpid());
+	lkt_expect(&run_out, 0, "usdt_test:query: 1 site on for USDT tracers");
 	assert_true(query_enabled());
 	for (int i = 0; i < 4; i++)
 		usdt_query(i, 2, table_name, 1.0);
 	if (fd >= 0)
 		assert_int_equal(count_of(fd), 4);
 
-	lkt_sh(&out, "%s disable --pid %d 'usdt_test:*'", LOWKEY, (int)getpid());
-	lkt_expect(&out, 0, "usdt_test:*: 4 sites off");
+	lkt_sh(&run_out, "%s disable --pid %d 'usdt_test:*'", LOWKEY, (int)getpid());
+	lkt_expect(&run_out, 0, "usdt_test:*: 6 sites off");
 	assert_false(query_enabled());
 	usdt_query(0, 2, table_name, 1.0);
 	if (fd >= 0)
 		assert_int_equal(count_of(fd), 4);
 
-	lkt_sh(&out, "%s enable --pid %d 'usdt_test:nothing'", LOWKEY, (int)getpid());
-	lkt_expect(&out, 1, "no probe site in process");
-	lkt_sh(&out, "%s enable --pid %d", LOWKEY, (int)getpid());
-	lkt_expect(&out, 2, "give --pid and at least one GLOB");
+	lkt_sh(&run_out, "%s enable --pid %d 'usdt_test:nothing'", LOWKEY, (int)getpid());
+	lkt_expect(&run_out, 1, "no probe site in process");
+	lkt_sh(&run_out, "%s enable --pid %d", LOWKEY, (int)getpid());
+	lkt_expect(&run_out, 2, "give --pid and at least one GLOB");
 	lk_control_close();
 	assert_int_equal(lk_probe_usdt_reset_rules(), 0);
 	if (fd >= 0)
@@ -598,6 +680,8 @@ int main(void)
 		cmocka_unit_test(watcher_notices_a_raised_semaphore),
 		cmocka_unit_test(usdt_rules_apply_in_order),
 		cmocka_unit_test(uprobe_sees_the_arguments),
+		cmocka_unit_test(scoped_span_end_fires_for_a_tracer),
+		cmocka_unit_test(scoped_span_for_a_tracer_records_its_end),
 		cmocka_unit_test(watcher_notices_a_tracer),
 		cmocka_unit_test(lowkey_enable_turns_the_site_on),
 	};
