@@ -185,6 +185,7 @@ static int measure_loop(int runs, bool have_second_cpu)
 		loop_rows[i].iters = calibrate(&loop_rows[i], 20 * 1000 * 1000);
 	}
 	for (int run = 0; run < runs; run++) {
+		lkb_progress("the loop rows, run %d of %d", run + 1, runs);
 		for (size_t i = 0; i < NROWS; i++) {
 			struct loop_row *r = &loop_rows[i];
 
@@ -541,7 +542,10 @@ static void measure_key_vs_nop(struct key_vs_nop *k, int processes, int runs)
 	k->aslr = read_aslr();
 	k->median = k->min = k->max = __builtin_nan("");
 	for (int i = 0; i < processes && i < 64; i++) {
-		double r = key_vs_nop_process(runs);
+		double r;
+
+		lkb_progress("static key off vs nop, process %d of %d", i + 1, processes);
+		r = key_vs_nop_process(runs);
 
 		if (!__builtin_isnan(r))
 			k->ratio[k->processes++] = r;
@@ -719,6 +723,7 @@ static int measure_passes(int runs, struct pass_result *flags, struct pass_resul
 		free(fw), free(fc), free(kw), free(kc);
 		return -ENOMEM;
 	}
+	lkb_progress("1,000 distinct sites, %d passes", n);
 	for (int i = 0; i < n; i++) {
 		kc[i] = time_pass(pass_keys, true);
 		fc[i] = time_pass(pass_flags, true);
@@ -795,7 +800,10 @@ static int time_flips(struct lk_key *key, int flips, double *enable_us, double *
 	return err;
 }
 
-static int measure_flips(int flips, bool have_second_cpu)
+static void print_flip_row(const struct flip_row *f);
+
+/* Each row printed (text) as soon as it is measured. */
+static int measure_flips(int flips, bool have_second_cpu, bool text)
 {
 	for (size_t i = 0; i < NFLIPS; i++) {
 		struct flip_row *f = &flip_rows[i];
@@ -803,18 +811,21 @@ static int measure_flips(int flips, bool have_second_cpu)
 		pthread_t t;
 		int err;
 
+		lkb_progress("flipping a key with %s, %d flips", f->name, flips);
 		err = time_flips(f->key, flips, &f->enable_alone, &f->disable_alone);
 		if (err)
 			return err;
 		f->enable_busy = f->disable_busy = __builtin_nan("");
-		if (!have_second_cpu || pthread_create(&t, NULL, site_runner, &runner) != 0)
-			continue;
-		usleep(2000);
-		err = time_flips(f->key, flips, &f->enable_busy, &f->disable_busy);
-		__atomic_store_n(&runner.stop, 1, __ATOMIC_RELAXED);
-		pthread_join(t, NULL);
-		if (err)
-			return err;
+		if (have_second_cpu && pthread_create(&t, NULL, site_runner, &runner) == 0) {
+			usleep(2000);
+			err = time_flips(f->key, flips, &f->enable_busy, &f->disable_busy);
+			__atomic_store_n(&runner.stop, 1, __ATOMIC_RELAXED);
+			pthread_join(t, NULL);
+			if (err)
+				return err;
+		}
+		if (text)
+			print_flip_row(f);
 	}
 	return 0;
 }
@@ -839,102 +850,118 @@ static double time_membarrier_us(int reps)
 
 /* ---- output ---- */
 
-static void print_seed_cell(double v)
+static void print_seed_cell(FILE *out, double v)
 {
 	if (__builtin_isnan(v))
-		printf("  %7s", "-");
+		fprintf(out, "  %7s", "-");
 	else
-		printf("  %6.2fs", v);
+		fprintf(out, "  %6.2fs", v);
 }
 
 static void print_key_vs_nop(const struct key_vs_nop *k, double in_process)
 {
-	printf("\nstatic key off vs nop: ");
+	FILE *out = lkb_section_begin();
+
+	fprintf(out, "\nstatic key off vs nop: ");
 	if (k->identical)
-		printf("identical by construction: the loop bodies (the %zu bytes from the loop head,\n"
+		fprintf(out, "identical by construction: the loop bodies (the %zu bytes from the loop head,\n"
 		       "  entry + %ld, to the backward branch) are the same bytes in both functions, and the\n"
 		       "  key's site (entry + %ld) is " SITE_NOP_NAME "; before the head (run once per call)\n"
 		       "  %d byte(s) differ; loop heads at +%u (nop) and +%u (key off) in their 64-byte\n"
 		       "  lines\n", k->bytes, k->head, k->site_offset, k->prologue_diff, k->head_line[0],
 		       k->head_line[1]);
 	else if (k->aligned)
-		printf("the same code but for one 2-byte c.nop before the key's site,\n"
+		fprintf(out, "the same code but for one 2-byte c.nop before the key's site,\n"
 		       "  which aligns the site to 4 bytes (the kernel's riscv jump labels align the same way):\n"
 		       "  it runs every pass; the key's site (entry + %ld) is " SITE_NOP_NAME "\n",
 		       k->site_offset);
 	else
-		printf("not the same code: %s\n", k->why);
+		fprintf(out, "not the same code: %s\n", k->why);
 	if (k->processes == 0) {
-		printf("  (not measured in processes of their own: %s; this table's single process: %+.1f%%,\n"
+		fprintf(out, "  (not measured in processes of their own: %s; this table's single process: %+.1f%%,\n"
 		       "  no verdict)\n", k->requested ? "they failed" : "--processes 0", 100.0 * (in_process - 1.0));
+		lkb_section_end(out);
 		return;
 	}
-	printf("  key off / nop in %d processes of their own (%s): median %+.1f%%,\n"
+	fprintf(out, "  key off / nop in %d processes of their own (%s): median %+.1f%%,\n"
 	       "  spread %+.1f%%..%+.1f%% (this table's single process: %+.1f%%): ", k->processes,
 	       k->aslr == 0 ? "ASLR is off: all placed alike" : "ASLR: each placed anew",
 	       100.0 * (k->median - 1.0), 100.0 * (k->min - 1.0), 100.0 * (k->max - 1.0),
 	       100.0 * (in_process - 1.0));
 	if (k->verdict)
-		printf("%s (the spread resolves %.0f%%)\n", k->verdict, RESOLVE_PCT);
+		fprintf(out, "%s (the spread resolves %.0f%%)\n", k->verdict, RESOLVE_PCT);
 	else if (k->processes < 3)
-		printf("no verdict (fewer than 3 processes)\n");
+		fprintf(out, "no verdict (fewer than 3 processes)\n");
 	else
-		printf("no verdict: the spread does not\n  resolve %.0f%%%s\n", RESOLVE_PCT,
+		fprintf(out, "no verdict: the spread does not\n  resolve %.0f%%%s\n", RESOLVE_PCT,
 		       k->identical ? " (between identical loops it is where the code landed)" : "");
+	lkb_section_end(out);
 }
 
-static void print_text(int runs, const struct pass_result *pf, const struct pass_result *pk,
-		       double membarrier_us, bool have_second_cpu, const struct key_vs_nop *k)
+/* The text is printed a part at a time, each as soon as its figures are measured (lkb_row). */
+static void print_header(int runs)
 {
-	double nop = loop_rows[1].ns;
-	size_t i;
+	lkb_row("lowkey bench branch: seed 003 (jump labels) on this machine\n");
+	lkb_row("machine: %s\n", lkb_machine());
+	lkb_row("method:  same loop for every row, median of %d runs, rows interleaved\n\n", runs);
+}
 
-	printf("lowkey bench branch: seed 003 (jump labels) on this machine\n");
-	printf("machine: %s\n", lkb_machine());
-	printf("method:  same loop for every row, median of %d runs, rows interleaved\n\n", runs);
+/* The rows are measured interleaved, run after run: they are all done at once. */
+static void print_loop_rows(bool have_second_cpu)
+{
+	double nop = loop_rows[ROW_NOP].ns;
+	FILE *out = lkb_section_begin();
 
-	printf("%-27s %9s %8s   %-34s\n", "", "", "", "seed 003 (s, its own loop count)");
-	printf("%-27s %9s %8s  %8s %8s %8s\n", "row", "ns/iter", "x nop", "MIPS64", "AArch64", "RISC-V");
-	for (i = 0; i < NROWS; i++) {
+	fprintf(out, "%-27s %9s %8s   %-34s\n", "", "", "", "seed 003 (s, its own loop count)");
+	fprintf(out, "%-27s %9s %8s  %8s %8s %8s\n", "row", "ns/iter", "x nop", "MIPS64", "AArch64", "RISC-V");
+	for (size_t i = 0; i < NROWS; i++) {
 		const struct loop_row *r = &loop_rows[i];
 
 		if (__builtin_isnan(r->ns))
-			printf("%-27s %9s %8s", r->name, "n/a", "");
+			fprintf(out, "%-27s %9s %8s", r->name, "n/a", "");
 		else
-			printf("%-27s %9.3f %8.3f", r->name, r->ns, r->ns / nop);
-		print_seed_cell(r->seed.mips64);
-		print_seed_cell(r->seed.aarch64);
-		print_seed_cell(r->seed.riscv);
-		putchar('\n');
+			fprintf(out, "%-27s %9.3f %8.3f", r->name, r->ns, r->ns / nop);
+		print_seed_cell(out, r->seed.mips64);
+		print_seed_cell(out, r->seed.aarch64);
+		print_seed_cell(out, r->seed.riscv);
+		fputc('\n', out);
 	}
 	if (!have_second_cpu)
-		printf("(the cache-miss row needs a second CPU)\n");
-	print_key_vs_nop(k, loop_rows[ROW_KEY_OFF].ns / nop);
-	printf("\nload + branch, cache miss vs static key off: %.1fx\n", loop_rows[5].ns / loop_rows[ROW_KEY_OFF].ns);
+		fprintf(out, "(the cache-miss row needs a second CPU)\n");
+	fprintf(out, "\nload + branch, cache miss vs static key off: %.1fx\n", loop_rows[5].ns / loop_rows[ROW_KEY_OFF].ns);
+	lkb_section_end(out);
+}
 
-	printf("\n1,000 distinct sites in one pass (ns per site; cold = flags and code flushed first)\n");
-	printf("%-27s %9s %9s\n", "", "warm", "cold");
-	printf("%-27s %9.3f %9.3f\n", "load + branch, own flag", pf->warm_ns / NSITES, pf->cold_ns / NSITES);
-	printf("%-27s %9.3f %9.3f\n", "static key off, own key", pk->warm_ns / NSITES, pk->cold_ns / NSITES);
-	printf("%-27s %8.2fx %8.2fx\n", "load + branch / key", pf->warm_ns / pk->warm_ns, pf->cold_ns / pk->cold_ns);
+static void print_sites(const struct pass_result *pf, const struct pass_result *pk)
+{
+	lkb_row("\n1,000 distinct sites in one pass (ns per site; cold = flags and code flushed first)\n");
+	lkb_row("%-27s %9s %9s\n", "", "warm", "cold");
+	lkb_row("%-27s %9.3f %9.3f\n", "load + branch, own flag", pf->warm_ns / NSITES, pf->cold_ns / NSITES);
+	lkb_row("%-27s %9.3f %9.3f\n", "static key off, own key", pk->warm_ns / NSITES, pk->cold_ns / NSITES);
+	lkb_row("%-27s %8.2fx %8.2fx\n", "load + branch / key", pf->warm_ns / pk->warm_ns, pf->cold_ns / pk->cold_ns);
+}
 
-	printf("\nflipping a key (µs, median; busy = another thread running the key's sites)\n");
-	printf("%-27s %9s %9s %9s %9s\n", "", "enable", "disable", "enable", "disable");
-	printf("%-27s %9s %9s %9s %9s\n", "", "alone", "alone", "busy", "busy");
-	for (i = 0; i < NFLIPS; i++) {
-		const struct flip_row *f = &flip_rows[i];
-
-		printf("%-27s %9.1f %9.1f %9.1f %9.1f\n", f->name, f->enable_alone, f->disable_alone,
-		       f->enable_busy, f->disable_busy);
+static void print_flip_row(const struct flip_row *f)
+{
+	if (f == &flip_rows[0]) {
+		lkb_row("\nflipping a key (µs, median; busy = another thread running the key's sites)\n");
+		lkb_row("%-27s %9s %9s %9s %9s\n", "", "enable", "disable", "enable", "disable");
+		lkb_row("%-27s %9s %9s %9s %9s\n", "", "alone", "alone", "busy", "busy");
 	}
-	printf("%-27s %9.1f\n", "one membarrier(SYNC_CORE)", membarrier_us);
+	lkb_row("%-27s %9.1f %9.1f %9.1f %9.1f\n", f->name, f->enable_alone, f->disable_alone, f->enable_busy,
+		f->disable_busy);
+}
+
+static void print_membarrier(double membarrier_us)
+{
+	lkb_row("%-27s %9.1f\n", "one membarrier(SYNC_CORE)", membarrier_us);
 #if defined(__x86_64__)
-	printf("(a flip is 3 membarrier calls and 2 mprotect calls per run of pages, for any number of\n"
-	       " sites; the kernel's figure for a batch of 56 sites is 1.4 ms)\n");
+	lkb_row("(a flip is 3 membarrier calls and 2 mprotect calls per run of pages, for any number of\n"
+		" sites; the kernel's figure for a batch of 56 sites is 1.4 ms)\n");
 #else
-	printf("(a flip is one store per site, its cache maintenance, 2 mprotect calls per run of pages\n"
-	       " and one membarrier call, for any number of sites; the kernel's figure for a batch of\n"
-	       " 56 sites on x86-64 is 1.4 ms)\n");
+	lkb_row("(a flip is one store per site, its cache maintenance, 2 mprotect calls per run of pages\n"
+		" and one membarrier call, for any number of sites; the kernel's figure for a batch of\n"
+		" 56 sites on x86-64 is 1.4 ms)\n");
 #endif
 }
 
@@ -1087,22 +1114,30 @@ static int branch_run(int argc, char **argv)
 			lk_strerror(err), lk_last_error());
 		return 1;
 	}
+	if (!json)
+		print_header(runs);
 	err = measure_loop(runs, second_cpu);
+	if (!err && !json)
+		print_loop_rows(second_cpu);
 	if (!err)
 		err = measure_passes(runs, &pf, &pk);
+	if (!err && !json)
+		print_sites(&pf, &pk);
 	if (!err)
-		err = measure_flips(flips, second_cpu);
+		err = measure_flips(flips, second_cpu, !json);
 	if (err) {
 		fprintf(stderr, "lowkey bench branch: %s\n%s\n", lk_strerror(err), lk_last_error());
 		return 1;
 	}
 	membarrier_us = time_membarrier_us(flips);
+	if (!json)
+		print_membarrier(membarrier_us);
 	memset(&kvn, 0, sizeof(kvn));
 	measure_key_vs_nop(&kvn, processes, runs);
 	if (json)
 		print_json(runs, &pf, &pk, membarrier_us, &kvn);
 	else
-		print_text(runs, &pf, &pk, membarrier_us, second_cpu, &kvn);
+		print_key_vs_nop(&kvn, loop_rows[ROW_KEY_OFF].ns / loop_rows[ROW_NOP].ns);
 	return 0;
 }
 

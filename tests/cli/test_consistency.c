@@ -214,6 +214,33 @@ static void bench_progress_on_a_terminal_only(void **state)
 	assert_null(strchr(r.out, '\r'));
 }
 
+/*
+ * bench branch prints each part as soon as it is measured: the loop rows come before the status
+ * line of the next measurement, and each flip row before the status of the next flip. The order
+ * of the bytes, not of the reads: it holds however the reads fell.
+ */
+static void bench_branch_streams_its_rows(void **state)
+{
+	static struct pty_run p;
+	const char *order[] = { "empty loop", "\r\033[Klowkey bench branch: 1,000 distinct sites",
+				"load + branch / key", "\r\033[Klowkey bench branch: flipping a key with 1 site",
+				"\n1 site ", "\r\033[Klowkey bench branch: flipping a key with 10 sites", "\033[K10 sites ",
+				"static key off vs nop:" };
+	int at = -1;
+
+	(void)state;
+	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "branch", "--runs", "1", "--flips", "3", "--processes", "0",
+				   NULL });
+	assert_true(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		int next = seen_at(&p, at < 0 ? 0 : (size_t)at, order[i]);
+
+		if (next < 0)
+			fail_msg("'%s' is not after '%s' in:\n%s", order[i], i ? order[i - 1] : "", p.out);
+		at = next;
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -222,6 +249,7 @@ int main(void)
 		cmocka_unit_test(short_json_everywhere),
 		cmocka_unit_test(help_states_the_rules_once),
 		cmocka_unit_test(bench_progress_on_a_terminal_only),
+		cmocka_unit_test(bench_branch_streams_its_rows),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
