@@ -264,6 +264,8 @@ static int trace_events(struct json_reader *j, const char *text, size_t len, siz
 		jr_free(ev);
 		if (rc == -ENOMEM)
 			return lk__failf(j->err, j->errlen, rc, "out of memory reading %s", j->name);
+		if (rc == -ERANGE)
+			return bad(j, "is off-CPU time that begins before the thread's previous ended");
 		if (rc == -E2BIG)
 			return lk__failf(j->err, j->errlen, -EINVAL, "%s has more event names than a lowkey trace can",
 					 j->name);

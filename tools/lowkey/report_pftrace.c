@@ -220,11 +220,12 @@ static int clock_snapshot(struct pft_reader *p, struct sequence *sq, const struc
 	int got, got2;
 
 	while ((got = pb_next(&c, &f)) > 0) {
-		struct pb_cursor k = pb_cursor(f.data, f.len);
+		struct pb_cursor k;
 		uint64_t id = 0, ts = 0;
 
 		if (f.number != SNAP_CLOCKS || f.type != PB_LEN)
 			continue;
+		k = pb_cursor(f.data, f.len);
 		while ((got2 = pb_next(&k, &g)) > 0) {
 			if (g.number == CLOCK_ID && g.type == PB_VARINT)
 				id = g.value;
@@ -602,6 +603,7 @@ static int off_cpu_event(struct pft_reader *p, const struct sequence *sq, struct
 {
 	struct pending_out *out = pending_out(p, th);
 	struct str name, cat;
+	int rc;
 
 	if (!out)
 		return -ENOMEM;
@@ -609,7 +611,8 @@ static int off_cpu_event(struct pft_reader *p, const struct sequence *sq, struct
 		if (!out->pending)
 			return refuse(p, "%s", "ends an off-CPU slice that did not begin");
 		out->pending = false;
-		return rt_off_cpu(p->t, th, out->ns, ns, out->preempted, out->cpu, out->next_cpu);
+		rc = rt_off_cpu(p->t, th, out->ns, ns, out->preempted, out->cpu, out->next_cpu);
+		return rc == -ERANGE ? refuse(p, "%s", "has off-CPU time before the thread's previous ended") : rc;
 	}
 	if (te->type != TYPE_SLICE_BEGIN || !lookup(sq, 2, te->name_iid, &name) ||
 	    !lookup(sq, 1, te->category_iid, &cat) || !is(cat, "off-cpu") ||
@@ -747,6 +750,9 @@ static int open_slices(struct pft_reader *p)
 			continue;
 		rc = rt_off_cpu(p->t, &p->t->threads[i], p->outs[i].ns, UINT64_MAX, p->outs[i].preempted,
 				p->outs[i].cpu, 0);
+		if (rc == -ERANGE)
+			return lk__failf(p->err, p->errlen, -EINVAL, "%s is damaged: thread %d's last off-CPU slice "
+					 "begins before its previous one ended", p->name, p->t->threads[i].tid);
 		if (rc)
 			return rc;
 	}

@@ -329,8 +329,13 @@ int rt_counter(struct report_trace *t, struct rt_thread *th, uint32_t cls, uint6
 int rt_off_cpu(struct report_trace *t, struct rt_thread *th, uint64_t out_ns, uint64_t in_ns, bool preempted,
 	       uint64_t cpu, uint64_t next_cpu)
 {
+	const struct rt_event *last = th->sched.n ? &th->sched.v[th->sched.n - 1] : NULL;
 	uint64_t out[2] = { cpu, preempted };
-	int rc = push_event(t, &th->sched, LK__EVENT_SCHED_OUT, out_ns, 0, out, sizeof(out));
+	int rc;
+
+	if ((last && (last->cls == LK__EVENT_SCHED_OUT || out_ns < last->ns)) || in_ns < out_ns)
+		return -ERANGE;	/* the report looks intervals up by time: they must come in order */
+	rc = push_event(t, &th->sched, LK__EVENT_SCHED_OUT, out_ns, 0, out, sizeof(out));
 
 	t->r.sched = true;
 	if (rc || in_ns == UINT64_MAX)
@@ -350,8 +355,8 @@ static int walk_stream(struct report_trace *t, const struct rt_thread *th, unsig
 	for (size_t i = 0; i < s->n && !rc; i++) {
 		const struct rt_event *v = &s->v[i];
 		/* from 1, not 0: the report takes a time of 0 for none */
-		struct lk__event e = { th->tid, v->ns - t->base_ns + 1, v->cpu_ns, t->r.classes[v->cls],
-				       t->bytes + v->at, v->len };
+		struct lk__event e = { th->tid, v->cls == LK__EVENT_THREAD_NAME ? 1 : v->ns - t->base_ns + 1, v->cpu_ns,
+				       t->r.classes[v->cls], v->len ? t->bytes + v->at : NULL, v->len };
 
 		rc = ops->event(&e, arg);
 	}

@@ -119,7 +119,8 @@ int rt_counter(struct report_trace *t, struct rt_thread *th, uint32_t cls, uint6
 
 /*
  * The thread off its CPU from out_ns to in_ns: a switch out (on cpu) and back in (on next_cpu);
- * in_ns UINT64_MAX: never back before the trace ended (a switch out alone).
+ * in_ns UINT64_MAX: never back before the trace ended (a switch out alone). 0, -ENOMEM, or
+ * -ERANGE for an interval before the thread's previous one ends, or after one that never ended.
  */
 int rt_off_cpu(struct report_trace *t, struct rt_thread *th, uint64_t out_ns, uint64_t in_ns, bool preempted,
 	       uint64_t cpu, uint64_t next_cpu);
