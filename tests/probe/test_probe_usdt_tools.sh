@@ -4,7 +4,10 @@
 # lowkey's sites, attach to them and see every event with its arguments:
 #   - bpftrace, the program turning its sites on itself (lk_probe_usdt_enable): every call seen;
 #   - bpftrace, the site turned on by the semaphore bpftrace raises (LOWKEY_USDT_WATCH=1);
-#   - perf probe + perf record -e sdt_lkt_usdt:query, turned on by perf's semaphore the same way.
+#   - perf probe + perf record -e sdt_lkt_usdt:query, turned on by perf's semaphore the same way;
+#   - SystemTap: stap -L lists the marks and their arguments, stap -p3 translates a script on them
+#     (a uprobe at each note, with its semaphore, the arguments from the note's registers); it
+#     runs the script only where a build tree for the running kernel lets it build its module.
 # Each query runs in a scoped span (LK_SPAN) whose end, reached at the scope's exit, fires
 # lkt_usdt:request_end once for every lkt_usdt:request_begin.
 # A tool that is missing, or cannot attach here (not root, no tracefs, BPF denied), is skipped
@@ -124,8 +127,108 @@ run_perf()
 	perf_under_lock
 }
 
+# SystemTap needs a kernel build tree (/lib/modules/R/build) even to list probes; it runs a script
+# only as a kernel module built for the running kernel (its BPF runtime, stapbpf, cannot read
+# $argN in 4.8, and needs CAP_SYS_RESOURCE to raise RLIMIT_MEMLOCK). Listing (-L) and translating
+# a script (-p3) need no module: any kernel's build tree serves, picked by -r.
+stap_release()
+{
+	if [ -e "/lib/modules/$(uname -r)/build/.config" ]; then
+		uname -r
+		return
+	fi
+	for b in /lib/modules/*/build/.config; do
+		[ -e "$b" ] && { basename "$(dirname "$(dirname "$b")")"; return; }
+	done
+}
+
+# The file offset of link-time address $1 in $target (from its LOAD program headers).
+file_offset()
+{
+	readelf -lW "$target" | awk '$1 == "LOAD" { print $2, $3, $5 }' | while read -r off vaddr size; do
+		if [ $(($1)) -ge $((vaddr)) ] && [ $(($1)) -lt $((vaddr + size)) ]; then
+			printf '0x%x\n' $(($1 - vaddr + off))
+		fi
+	done
+}
+
+stap_script()
+{
+	printf 'probe process("%s").mark("query") { printf("Q %%d %%d %%s\\n", $arg1, $arg2, user_string($arg3)) }\n' "$target"
+	printf 'probe process("%s").mark("done") { printf("D %%d\\n", $arg1) }\n' "$target"
+	printf 'probe process("%s").mark("request_begin") { printf("B\\n") }\n' "$target"
+	printf 'probe process("%s").mark("request_end") { printf("E\\n") }\n' "$target"
+}
+
+# stap -p3: the module's source puts a uprobe at each note with the note's semaphore, and reads
+# query's arguments from the note's registers, signed as the note says (x86-64 register numbers).
+check_stap_translation()
+{
+	readelf -n "$target" | awk '/Name:/ { name = $2 } /Location:/ { gsub(",", ""); print name, $2, $6 }' \
+		>"$tmp/notes"
+	while read -r name loc sem; do
+		case $name in query|done|request_begin|request_end) ;; *) continue ;; esac
+		loc=$(printf '0x%x' $((loc)))
+		sem=$(printf '0x%x' $((sem)))
+		off=$(file_offset "$loc")
+		grep -qiE "\.offset=\(loff_t\)($loc|$off)ULL, \.sdt_sem_offset=\(loff_t\)${sem}ULL" "$tmp/stap.c" ||
+			fail "stap -p3 puts no uprobe at lkt_usdt:$name ($loc, semaphore $sem)"
+	done <"$tmp/notes"
+	[ "$(uname -m)" = x86_64 ] || return 0
+	want=$(readelf -n "$target" | awk '/Name: query$/ { q = 1 } q && /Arguments:/ { print; exit }' |
+		sed 's/.*Arguments: //' | tr ' ' '\n' | awk -F@ '
+			BEGIN { split("rax rdx rcx rbx rsi rdi rbp rsp", r, " "); for (i = 1; i <= 8; i++) n["%" r[i]] = i - 1
+				for (i = 8; i <= 15; i++) n["%r" i] = i }
+			{ print ($1 ~ /^-/ ? "int64_t" : "uint64_t"), n[$2] }')
+	got=$(grep -o '(int64_t)([u]*int64_t)((u_fetch_register([0-9]*)' "$tmp/stap.c" | head -3 |
+		sed 's/(int64_t)(\([a-z0-9_]*\))((u_fetch_register(\([0-9]*\))/\1 \2/')
+	[ "$got" = "$want" ] || fail "stap reads query's arguments as '$(echo $got)', the note says '$(echo $want)'"
+}
+
+run_stap()
+{
+	if ! command -v stap >/dev/null; then
+		echo "SKIP stap: not installed (Debian: systemtap)"
+		return
+	fi
+	release=$(stap_release)
+	if [ -z "$release" ]; then
+		echo "SKIP stap: no kernel build tree in /lib/modules/*/build, which stap needs even to list probes (Debian: linux-headers-amd64)"
+		return
+	fi
+	ran=1
+	stap -r "$release" -L "process(\"$target\").mark(\"*\")" >"$tmp/stap.list" 2>"$tmp/stap.err"
+	sed "s|^process(\"$target\").mark(||" "$tmp/stap.list" | sort >"$tmp/stap.marks"
+	printf '%s\n' '"done") $arg1:long' '"query") $arg1:long $arg2:long $arg3:long' \
+		'"request_begin")' '"request_end")' >"$tmp/stap.want"
+	cmp -s "$tmp/stap.marks" "$tmp/stap.want" ||
+		fail "stap -L lists: $(cat "$tmp/stap.marks" "$tmp/stap.err"), wanted $(cat "$tmp/stap.want")"
+	stap_script >"$tmp/script.stp"
+	if stap -r "$release" -p3 "$tmp/script.stp" >"$tmp/stap.c" 2>"$tmp/stap.err"; then
+		check_stap_translation
+	else
+		fail "stap -p3 cannot translate a script on lowkey's marks: $(cat "$tmp/stap.err")"
+	fi
+	[ $failed -eq 0 ] && echo "stap: lists the 4 marks with their arguments, translates a script on them (kernel $release's build tree)"
+	if [ "$release" != "$(uname -r)" ]; then
+		echo "SKIP stap run: no build tree for the running kernel $(uname -r): stap runs scripts only as a kernel module"
+		return
+	fi
+	timeout 300 stap "$tmp/script.stp" -c "$target 50 api" >"$tmp/stap.run" 2>&1
+	if ! grep -q '^D ' "$tmp/stap.run"; then
+		echo "SKIP stap run: it cannot build or load its module here:"
+		tail -5 "$tmp/stap.run"
+		return
+	fi
+	n=$(checked_queries "$tmp/stap.run") || fail "stap saw wrong arguments"
+	[ "$n" = 50 ] || fail "stap saw $n of the 50 queries"
+	checked_spans "$tmp/stap.run" 50 >/dev/null || fail "stap did not see every scoped span's end"
+	[ $failed -eq 0 ] && echo "stap: every query with its arguments, every scoped span's end"
+}
+
 run_bpftrace
 run_perf
+run_stap
 [ $failed -eq 0 ] || exit 1
 [ $ran -eq 1 ] || exit 77
-echo "bpftrace and perf attach to lowkey's sites and see their arguments"
+echo "the tools that ran here attach to lowkey's sites and see their arguments"
