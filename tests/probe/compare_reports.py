@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""compare_reports.py CTF.json JSON.json PERFETTO.json: `lowkey report --json` of one run's CTF
+trace and of its JSON and Perfetto conversions must agree: the same rows in the same order, the
+same counts, spans, counters, threads and lost events, the same percentiles of wall and thread CPU
+time to the formats' resolution (JSON and Perfetto time each event to the nanosecond, truncated:
+a duration within 1 ns; 2 are allowed), and with --sched the same split of the spans' time and the
+same switches (JSON has no switch out without its switch in: up to one fewer a thread).
+Exits 1 with what differs."""
+import json
+import sys
+
+NS = 2.0  # the formats' resolution: each end of an interval within 1 ns
+
+
+def close(a, b, tol):
+    """Within tol, and within what --json's 6 significant digits round away."""
+    if a is None or b is None:
+        return a == b
+    return abs(a - b) <= tol + 1e-5 * abs(a)
+
+
+def compare(ctf, other, name):
+    bad = []
+
+    def check(cond, what):
+        if not cond:
+            bad.append(f"{name}: {what}")
+
+    for k in ("procname", "pid", "events", "lost", "cputime", "sched"):
+        check(ctf[k] == other[k], f"{k} {other[k]!r} != CTF's {ctf[k]!r}")
+    check(other["format"] == name, f"format {other['format']}")
+    check(other["truncated_streams"] is None, "truncated_streams is not null")
+    rows = [(c["provider"], c["event"], c["kind"]) for c in ctf["classes"]]
+    check(rows == [(c["provider"], c["event"], c["kind"]) for c in other["classes"]],
+          f"rows {[(c['provider'], c['event'], c['kind']) for c in other['classes']]} != CTF's {rows}")
+    for a, b in zip(ctf["classes"], other["classes"]):
+        row = f"{a['provider']}:{a['event']} ({a['kind']})"
+        for k in ("count", "spans", "min", "max", "last"):
+            check(a.get(k) == b.get(k), f"{row} {k} {b.get(k)} != CTF's {a.get(k)}")
+        for clock, tol in (("wall_ns", NS), ("cpu_ns", 0.5)):
+            for p in ("p50", "p99", "max"):
+                x, y = a.get(clock, {}).get(p), b.get(clock, {}).get(p)
+                check(close(x, y, tol), f"{row} {clock} {p} {y} != CTF's {x}")
+        if "split" in a:
+            tol = NS * (a["spans"] + ctf["switches"])
+            for k in a["split"]:
+                check(close(a["split"][k], b["split"][k], tol), f"{row} split {k} {b['split'][k]} != CTF's {a['split'][k]}")
+    threads = {t["tid"]: t for t in other["threads"]}
+    check(sorted(threads) == sorted(t["tid"] for t in ctf["threads"]), "not the same threads")
+    for a in ctf["threads"]:
+        b = threads.get(a["tid"], {})
+        for k in ("name", "events", "lost"):
+            check(a[k] == b.get(k), f"thread {a['tid']} {k} {b.get(k)!r} != CTF's {a[k]!r}")
+        if ctf["sched"]:
+            fewer = a["switches"] - b.get("switches", -1)
+            check(fewer == 0 or (name == "json" and fewer == 1),
+                  f"thread {a['tid']} switches {b.get('switches')} != CTF's {a['switches']}")
+    if ctf["sched"]:
+        check(other["switches_lost"] is None, "switches_lost is not null")
+    return bad
+
+
+def main():
+    ctf, js, pf = (json.load(open(p)) for p in sys.argv[1:4])
+    bad = compare(ctf, js, "json") + compare(ctf, pf, "perfetto")
+    if ctf["events"] == 0:
+        bad.append("the CTF trace has no events")
+    if bad:
+        print("\n".join(bad))
+        sys.exit(1)
+    print(f"agree: {len(ctf['classes'])} rows, {ctf['events']} events, {len(ctf['threads'])} threads, "
+          f"{ctf['lost']} lost" + (f", {ctf['switches']} switches" if ctf["sched"] else ""))
+
+
+main()

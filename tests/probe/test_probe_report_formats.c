@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `lowkey report` on one run in each of lowkey's formats: a CTF trace recorded here (spans that
+ * sleep and spans that spin, nested, with thread CPU time; a counter; two named threads; events
+ * lost to a full buffer), converted to JSON and Perfetto with `lowkey convert`, reported with
+ * --json in each format and compared by compare_reports.py (the same rows, counts, percentiles to
+ * the formats' nanosecond, threads, lost events); the text report names the same rows with the
+ * same counts; --html reads them too. With --sched (where perf_event_open allows it), the same
+ * split of the spans' time into on-CPU, runnable and blocked. And files that are not lowkey's
+ * traces, or are cut short, are refused with a message and exit status 1.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include <lowkey/lowkey.h>
+
+#include "cli/run.h"
+#include "trace_check.h"
+
+static struct lkt_run out;
+
+static void sleepy(void)
+{
+	struct timespec us300 = { 0, 300 * 1000 };
+
+	LK_SPAN(fmt, sleepy);
+	nanosleep(&us300, NULL);
+}
+
+static void busy(void)
+{
+	volatile double x = 1;
+
+	LK_SPAN(fmt, busy);
+	for (int i = 0; i < 200000; i++)
+		x = x * 1.0000001;
+	sleepy();	/* nested */
+}
+
+static void *second_thread(void *arg)
+{
+	char big[600];
+
+	pthread_setname_np(pthread_self(), "fmt-second");
+	for (int i = 0; i < 4; i++)
+		busy();
+	if (arg) {	/* more than the ring holds at once: some are lost */
+		memset(big, 'x', sizeof(big) - 1);
+		big[sizeof(big) - 1] = 0;
+		for (int i = 0; i < 2000; i++)	/* 1.2 MB in a tight loop through a 4 KiB ring */
+			LK_PROBE(fmt, burst, big);
+	}
+	return NULL;
+}
+
+/* Record a trace into dir; -1 (and a skip) where context switches cannot be recorded. */
+static int record(const char *dir, unsigned int flags)
+{
+	struct lk_trace_config c = { .path = dir, .buffer_size = 4096,
+				     .flags = LK_TRACE_CPUTIME | LK_TRACE_FIXED_BUFFER | flags, .flush_ms = 20 };
+	pthread_t t;
+	int rc;
+
+	assert_true(lk_probe_enable("fmt") >= 0);
+	rc = lk_trace_start(&c);
+	if ((flags & LK_TRACE_SCHED) && rc != 0) {
+		print_message("context switches cannot be recorded here: %s\n", lk_last_error());
+		return -1;
+	}
+	assert_int_equal(rc, 0);
+	pthread_setname_np(pthread_self(), "fmt-main");
+	pthread_create(&t, NULL, second_thread, flags & LK_TRACE_SCHED ? NULL : "burst");
+	for (int i = 0; i < 6; i++) {
+		sleepy();
+		busy();
+		LK_COUNTER(fmt, level, i * 10 - 20);
+	}
+	pthread_join(t, NULL);
+	assert_int_equal(lk_trace_stop(), 0);
+	return 0;
+}
+
+/* dir's trace as dir.json and dir.pftrace; `lowkey report --json` of all three agree. */
+static void convert_and_compare(const char *dir)
+{
+	assert_int_equal(lkt_sh(&out, "%s convert '%s' -o '%s.json' && %s convert '%s' -o '%s.pftrace'", LOWKEY, dir,
+				dir, LOWKEY, dir, dir), 0);
+	lkt_sh(&out, "%s report --json '%s' > '%s.r1' && %s report --json '%s.json' > '%s.r2' && "
+		     "%s report --json '%s.pftrace' > '%s.r3' && python3 '%s' '%s.r1' '%s.r2' '%s.r3'",
+	       LOWKEY, dir, dir, LOWKEY, dir, dir, LOWKEY, dir, dir, COMPARE, dir, dir, dir);
+	lkt_expect(&out, 0, "agree: ");
+}
+
+/* The text report's event rows (name and count) are the same in the three formats. */
+static void same_text_rows(const char *dir)
+{
+	lkt_sh(&out, "for f in '%s' '%s.json' '%s.pftrace'; do %s report \"$f\" | "
+		     "sed -n '/^events/,/^$/p' | awk '{print $1, $2}' > \"$f.rows\" || exit 1; done; "
+		     "cmp '%s.rows' '%s.json.rows' && cmp '%s.rows' '%s.pftrace.rows' && grep -c fmt: '%s.rows'",
+	       dir, dir, dir, LOWKEY, dir, dir, dir, dir, dir);
+	lkt_expect(&out, 0, NULL);
+	assert_true(atoi(out.out) >= 3);
+}
+
+static void cleanup(const char *dir)
+{
+	lkt_sh(&out, "rm -f '%s'.json* '%s'.pftrace* '%s'.r1 '%s'.r2 '%s'.r3 '%s'.rows '%s'.html", dir, dir, dir, dir,
+	       dir, dir, dir);
+	lkt_rmrf(dir);
+}
+
+static void one_run_in_three_formats(void **state)
+{
+	char dir[256];
+
+	(void)state;
+	if (lkt_sh(&out, "command -v python3") != 0)
+		skip();	/* the reports are compared with python3 */
+	lkt_path(dir, sizeof(dir), "report-formats");
+	record(dir, 0);
+	convert_and_compare(dir);
+	same_text_rows(dir);
+	lkt_sh(&out, "%s report --json '%s' | grep -o '\"lost\":[0-9]*' | head -1", LOWKEY, dir);
+	assert_true(atoi(out.out + 7) > 0);	/* the burst lost some: the comparison covered lost counts */
+	lkt_sh(&out, "%s report --html '%s.html' '%s.pftrace' && grep -c 'fmt:sleepy' '%s.html'", LOWKEY, dir, dir,
+	       dir);
+	lkt_expect(&out, 0, NULL);
+	lkt_sh(&out, "%s report '%s.json'", LOWKEY, dir);
+	lkt_expect(&out, 0, "read from lowkey's Chrome JSON output");
+	cleanup(dir);
+}
+
+static void one_run_with_context_switches(void **state)
+{
+	char dir[256];
+
+	(void)state;
+	if (lkt_sh(&out, "command -v python3") != 0)
+		skip();
+	lkt_path(dir, sizeof(dir), "report-formats-sched");
+	if (record(dir, LK_TRACE_SCHED) != 0) {
+		lkt_rmrf(dir);
+		skip();
+	}
+	convert_and_compare(dir);
+	lkt_sh(&out, "%s report '%s.pftrace'", LOWKEY, dir);
+	lkt_expect(&out, 0, "spans (time, --sched)");
+	lkt_sh(&out, "%s report '%s.json'", LOWKEY, dir);
+	lkt_expect(&out, 0, "JSON has the intervals off the CPU, not the switches");
+	cleanup(dir);
+}
+
+static void files_that_are_not_lowkey_traces(void **state)
+{
+	char dir[256], base[300];
+
+	(void)state;
+	lkt_path(dir, sizeof(dir), "report-not-traces");
+	assert_int_equal(lkt_sh(&out, "mkdir -p '%s'", dir), 0);
+	snprintf(base, sizeof(base), "%s/f", dir);
+	lkt_sh(&out, "printf 'hello' > '%s' && %s report '%s'", base, LOWKEY, base);
+	lkt_expect(&out, 1, "not a lowkey trace: not a CTF trace's directory, nor Chrome JSON, nor Perfetto");
+	lkt_sh(&out, "printf '{\"traceEvents\":[]}' > '%s' && %s report '%s'", base, LOWKEY, base);
+	lkt_expect(&out, 1, "is JSON, but not a trace lowkey wrote");
+	/* a packet of sequence 1: the service's first writer, as in a system trace */
+	lkt_sh(&out, "printf '\\n\\002P\\001' > '%s' && %s report '%s'", base, LOWKEY, base);
+	lkt_expect(&out, 1, "on a sequence lowkey does not use");
+	lkt_sh(&out, "printf '' > '%s' && %s report '%s'", base, LOWKEY, base);
+	lkt_expect(&out, 1, "it is empty");
+	lkt_sh(&out, "mkfifo '%s.fifo' && timeout 60 %s report '%s.fifo'", base, LOWKEY, base);
+	lkt_expect(&out, 1, "not a lowkey trace");
+
+	lkt_rmrf(dir);
+
+	/* lowkey's own, cut short */
+	lkt_path(dir, sizeof(dir), "report-cut");
+	record(dir, 0);
+	assert_int_equal(lkt_sh(&out, "%s convert '%s' -o '%s.json' && %s convert '%s' -o '%s.pftrace'", LOWKEY, dir,
+				dir, LOWKEY, dir, dir), 0);
+	lkt_sh(&out, "truncate -s -40 '%s.json' && %s report '%s.json'", dir, LOWKEY, dir);
+	lkt_expect(&out, 1, "cut short");
+	lkt_sh(&out, "truncate -s -3 '%s.pftrace' && %s report --json '%s.pftrace'", dir, LOWKEY, dir);
+	lkt_expect(&out, 1, "cut short or damaged at byte");
+	cleanup(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(one_run_in_three_formats),
+		cmocka_unit_test(one_run_with_context_switches),
+		cmocka_unit_test(files_that_are_not_lowkey_traces),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
