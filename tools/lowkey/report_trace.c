@@ -416,6 +416,9 @@ int report_trace_parse(struct report_trace *t, const uint8_t *data, size_t len, 
 	/* Perfetto: Trace.packet's key (field 1, length-delimited), the byte JSON takes for a newline */
 	while (data[0] != 0x0a && i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
 		i++;
+	if (len >= 6 && memcmp(data, "/* CTF", 6) == 0)
+		return lk__failf(err, errlen, -EINVAL, "%s is a CTF trace's metadata: give lowkey report the trace's "
+				 "directory", name);
 	if (i == len || (data[0] != 0x0a && data[i] != '{'))
 		return lk__failf(err, errlen, -EINVAL,
 				 "%s is not a lowkey trace: not a CTF trace's directory, nor Chrome JSON, nor Perfetto "
