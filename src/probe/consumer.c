@@ -3,10 +3,10 @@
  * The consumer thread: drains every thread's ring into the trace.
  *
  * It wakes every flush_ms, or when a producer's ring is a quarter full, walks each ring from rp
- * to what the producer has committed, and writes the records as CTF packets: a run of contiguous
- * records is one packet, so a wrap splits it in two. Records are not copied or decoded, only their
- * sizes read. Then it hands the space back (rp). Buffers of threads that have exited are freed
- * once drained.
+ * to what the producer has committed, and writes the records as CTF packets of at most 256 KiB:
+ * a run of contiguous records is one packet or more, so a wrap splits it. The CTF writer walks
+ * the records once, copying each with its thread's id (ctf.c); nothing else decodes them. Then
+ * it hands the space back (rp). Buffers of threads that have exited are freed once drained.
  *
  * A write error (a full disk) stops the trace: the sites are turned off, what was written stays
  * (a packet is written whole or truncated away), and later data is dropped.
@@ -29,8 +29,6 @@
 
 #include "core/error.h"
 #include "probe/probe_internal.h"
-
-#define MAX_PACKET (256u << 10)
 
 static int stop_requested;
 int lk__consumer_hold, lk__consumer_held;
@@ -75,82 +73,49 @@ static void fail_output(struct lk__trace *t, int err)
 	lk__registry_unlock();
 }
 
-/* Write records [start, end) as one packet, unless the trace has failed. */
-static void emit_packet(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *start,
-			const uint8_t *end, uint64_t ts_begin, uint64_t ts_end, uint64_t events)
-{
-	int err;
-
-	err = t->error ? t->error : lk__ctf_write_packet(t, b, start, end, ts_begin, ts_end);
-	if (err) {
-		fail_output(t, err);
-		__atomic_fetch_add(&b->lost, events, __ATOMIC_RELAXED);	/* recorded, never written */
-		return;
-	}
-	b->events += events;
-	__atomic_fetch_add(&t->events, events, __ATOMIC_RELAXED);
-}
-
-/* The size of the committed record at rp, at most avail bytes; 0 if it makes no sense. */
-static size_t record_size(const struct lk__trace *t, const uint8_t *rp, size_t avail)
-{
-	const struct lk__record_layout *l = &lk__record_layouts[lk__header_id(read_u64(rp))];
-	size_t fixed = LK__PROBE_HEADER + (t->cputime ? 8 : 0);
-	bool ok = true;
-	size_t args;
-
-	if (!__atomic_load_n(&l->valid, __ATOMIC_ACQUIRE) || avail < fixed)
-		return 0;
-	if (!l->strings)
-		args = 8u * l->nargs;
-	else
-		args = lk__payload_size(l->arg_types, l->nargs, rp + fixed, avail - fixed, &ok);
-	return ok && fixed + args <= avail ? fixed + args : 0;
-}
-
 /*
- * One run of records starting at rp, up to committed or a pad, at most one packet. Returns where
- * the next run starts: after a pad, where it says (buffer.c). now: a TSC read after committed
- * was, to extend the records' 48-bit timestamps from.
+ * Records from rp as one packet (at most 256 KiB of them), unless the trace has failed: then they
+ * are counted lost. Returns where the next run starts: after a pad, where it says (buffer.c). now:
+ * a TSC read after committed was, to extend the records' 48-bit timestamps from.
  */
 static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8_t *rp, uint8_t *committed,
 			  uint64_t now)
 {
 	uint8_t *end = b->data + b->cap, *limit = committed >= rp ? committed : end;
-	uint8_t *start = rp, *last = NULL, *last_end = NULL, *next = NULL;
-	uint64_t events = 0;
+	const uint8_t *next;
+	uint64_t head, events;
+	int err;
 
-	while (rp < limit && (size_t)(rp - start) < MAX_PACKET) {
-		uint64_t head;
-		size_t size;
-
-		if (end - rp < LK__PROBE_HEADER) {
-			fail_output(t, -EIO);	/* the producer always leaves room for a pad */
-			return committed;
-		}
-		head = read_u64(rp);
-		if (lk__header_id(head) == LK__PAD_ID) {
-			next = b->data + (head >> 16);
-			if (next >= end) {
-				fail_output(t, -EIO);	/* cannot happen unless memory was corrupted */
-				return committed;
-			}
-			break;
-		}
-		size = record_size(t, rp, (size_t)(limit - rp));
-		if (!size) {
+	if (end - rp < LK__PROBE_HEADER) {
+		fail_output(t, -EIO);	/* the producer always leaves room for a pad */
+		return committed;
+	}
+	head = read_u64(rp);
+	if (lk__header_id(head) == LK__PAD_ID) {
+		if (b->data + (head >> 16) >= end) {
 			fail_output(t, -EIO);	/* cannot happen unless memory was corrupted */
 			return committed;
 		}
-		last = rp;
-		rp += size;
-		last_end = rp;
-		events++;
+		return b->data + (head >> 16);
 	}
-	if (last)
-		emit_packet(t, b, start, last_end, lk__tsc_extend(now, lk__header_tsc48(read_u64(start))),
-			    lk__tsc_extend(now, lk__header_tsc48(read_u64(last))), events);
-	return next ? next : rp;
+	if (t->error) {
+		next = lk__walk_records(rp, limit, t->cputime, &events);
+		err = t->error;
+	} else {
+		err = lk__ctf_write_records(t, b, rp, limit, now, &next, &events);
+	}
+	if (next == rp) {
+		fail_output(t, -EIO);	/* not a record: cannot happen unless memory was corrupted */
+		return committed;
+	}
+	if (err) {
+		fail_output(t, err);
+		__atomic_fetch_add(&b->lost, events, __ATOMIC_RELAXED);	/* recorded, never written */
+	} else {
+		b->events += events;
+		__atomic_fetch_add(&t->events, events, __ATOMIC_RELAXED);
+	}
+	return (uint8_t *)next;
 }
 
 static void drain_buffer(struct lk__trace *t, struct lk__probe_buffer *b)
@@ -171,9 +136,12 @@ static void report_lost(struct lk__trace *t, struct lk__probe_buffer *b)
 	uint64_t lost = __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
 
 	if (lost != b->lost_written && b->fd >= 0 && !t->error) {
-		uint64_t now = lk__probe_tsc();
+		const uint8_t *next;
+		uint64_t events;
+		int err = lk__ctf_write_records(t, b, NULL, NULL, lk__probe_tsc(), &next, &events);
 
-		emit_packet(t, b, NULL, NULL, now, now, 0);
+		if (err)
+			fail_output(t, err);
 	}
 }
 

@@ -38,6 +38,7 @@
 #include "probe/probe_internal.h"
 
 #define CTF_MAGIC 0xc1fc1fc1u
+#define MAX_PACKET (256u << 10)	/* bytes of records a packet holds, unless one record is larger */
 
 struct packet_prefix {
 	uint32_t magic;
@@ -355,75 +356,84 @@ static uint8_t *staging_get(size_t size)
 	return staging.data;
 }
 
-/* The size of the record at p (at most avail bytes) from its id's layout; 0 if it makes no sense. */
-static size_t record_size(const struct lk__trace *t, const uint8_t *p, size_t avail)
-{
-	uint64_t head;
-	const struct lk__record_layout *l;
-	size_t fixed = LK__PROBE_HEADER + (t->cputime ? 8 : 0);
-	bool ok = true;
-	size_t args;
-
-	if (avail < fixed)
-		return 0;
-	memcpy(&head, p, sizeof(head));
-	l = &lk__record_layouts[lk__header_id(head)];
-	if (!__atomic_load_n(&l->valid, __ATOMIC_ACQUIRE))
-		return 0;
-	args = l->strings ? lk__payload_size(l->arg_types, l->nargs, p + fixed, avail - fixed, &ok) : 8u * l->nargs;
-	return ok && fixed + args <= avail ? fixed + args : 0;
-}
-
 /*
- * Copy records [start, end) to out with vtid after each one's header and CPU time. Returns the
- * bytes written, 0 if a record makes no sense (the consumer checked them all already).
+ * Copying records with their vtid. A run of records of one event (the common case) has one size:
+ * the last event's layout is remembered, so that the walk does not look up the table for each
+ * record, and records of numbers are copied 8 bytes at a time without a call.
  */
+struct copier {
+	const uint8_t *end;		/* of the records to copy */
+	uint8_t *out, *limit;		/* where the next record goes; how far the packet may reach */
+	int32_t vtid;
+	size_t fixed;			/* header and CPU time */
+	uint32_t id;			/* the last record's event; UINT32_MAX: none, or with strings */
+	unsigned int nargs;		/* its arguments, all numbers */
+};
+
 static inline void copy8(uint8_t *to, const uint8_t *from)
 {
 	memcpy(to, from, 8);	/* one load and one store, inlined */
 }
 
-/*
- * Copy records [start, end) to out with vtid after each one's header and CPU time. Returns the
- * bytes written, 0 if a record makes no sense (the consumer checked them all already). This runs
- * for every event the trace writes: records of numbers (the common case) are copied 8 bytes at a
- * time without a call; only those with strings are measured byte by byte.
- */
-static size_t insert_vtid(const struct lk__trace *t, const uint8_t *start, const uint8_t *end, int32_t vtid,
-			  uint8_t *out)
+/* The record at p when it is of the last record's event: its size, the copy made; else 0. */
+static inline size_t copy_same(struct copier *c, const uint8_t *p, uint32_t id)
 {
-	const bool cputime = t->cputime;
-	const size_t fixed = LK__PROBE_HEADER + (cputime ? 8 : 0);
-	uint8_t *o = out;
+	size_t size = c->fixed + 8u * c->nargs;
 
-	for (const uint8_t *p = start; p < end;) {
+	if (id != c->id || (size_t)(c->end - p) < size || c->out + size + sizeof(c->vtid) > c->limit)
+		return 0;
+	copy8(c->out, p);
+	if (c->fixed > LK__PROBE_HEADER)
+		copy8(c->out + 8, p + 8);
+	memcpy(c->out + c->fixed, &c->vtid, sizeof(c->vtid));
+	for (unsigned int i = 0; i < c->nargs; i++)
+		copy8(c->out + c->fixed + sizeof(c->vtid) + 8 * i, p + c->fixed + 8 * i);
+	c->out += size + sizeof(c->vtid);
+	return size;
+}
+
+/* Any record at p: its size, the copy made; 0 if it is not a record (a pad) or does not fit. */
+static size_t copy_any(struct copier *c, const uint8_t *p, uint32_t id, bool cputime)
+{
+	size_t size = lk__record_size(p, (size_t)(c->end - p), cputime);
+
+	if (!size || c->out + size + sizeof(c->vtid) > c->limit)
+		return 0;
+	memcpy(c->out, p, c->fixed);
+	memcpy(c->out + c->fixed, &c->vtid, sizeof(c->vtid));
+	memcpy(c->out + c->fixed + sizeof(c->vtid), p + c->fixed, size - c->fixed);
+	c->out += size + sizeof(c->vtid);
+	c->id = lk__record_layouts[id].strings ? UINT32_MAX : id;	/* valid: lk__record_size read it */
+	c->nargs = lk__record_layouts[id].nargs;
+	return size;
+}
+
+/*
+ * Copy the records at p, up to c->end, while they fit: stops at the end, at what is not a record
+ * (a pad, or the end of what was committed) or at a record that does not fit. Returns where it
+ * stopped; *last: the last record copied, *events: how many.
+ */
+static const uint8_t *copy_records(struct copier *c, const uint8_t *p, bool cputime, const uint8_t **last,
+				   uint64_t *events)
+{
+	uint64_t n = 0;
+
+	while ((size_t)(c->end - p) >= LK__PROBE_HEADER) {
 		uint64_t head;
-		const struct lk__record_layout *l;
+		uint32_t id;
 		size_t size;
 
 		memcpy(&head, p, sizeof(head));
-		l = &lk__record_layouts[lk__header_id(head)];
-		if (!l->strings && (size_t)(end - p) >= fixed + 8u * l->nargs &&
-		    __atomic_load_n(&l->valid, __ATOMIC_RELAXED)) {
-			copy8(o, p);
-			if (cputime)
-				copy8(o + 8, p + 8);
-			memcpy(o + fixed, &vtid, sizeof(vtid));
-			for (unsigned int i = 0; i < l->nargs; i++)
-				copy8(o + fixed + sizeof(vtid) + 8 * i, p + fixed + 8 * i);
-			size = fixed + 8u * l->nargs;
-		} else {
-			size = record_size(t, p, (size_t)(end - p));
-			if (!size)
-				return 0;
-			memcpy(o, p, fixed);
-			memcpy(o + fixed, &vtid, sizeof(vtid));
-			memcpy(o + fixed + sizeof(vtid), p + fixed, size - fixed);
-		}
-		o += size + sizeof(vtid);
+		id = lk__header_id(head);
+		size = copy_same(c, p, id);
+		if (!size && !(size = copy_any(c, p, id, cputime)))
+			break;
+		*last = p;
 		p += size;
+		n++;
 	}
-	return (size_t)(o - out);
+	*events = n;
+	return p;
 }
 
 static void fill_prefix(struct packet_prefix *h, const struct lk__trace *t, unsigned int stream_id, pid_t tid,
@@ -472,30 +482,18 @@ static int write_whole(int fd, const struct packet_prefix *lead, const struct pa
 	return 0;
 }
 
-int lk__ctf_write_packet(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *start,
-			 const uint8_t *end, uint64_t ts_begin, uint64_t ts_end)
+/* Write [lead,] a packet of out_len bytes of records at out, and account for it. */
+static int put_packet(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *out, size_t out_len,
+		      uint64_t ts_begin, uint64_t ts_end)
 {
-	struct packet_prefix h, lead;
-	size_t len = (size_t)(end - start), out_len = 0;
 	uint64_t lost = __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
-	uint8_t *out = NULL;
-	bool lead_needed;
-	uint64_t seq;
+	bool lead_needed = b->packets == 0 && lost;	/* see the top of this file */
+	struct packet_prefix h, lead;
+	uint64_t seq = b->packets;
 	int err;
 
 	if (b->fd < 0 && lk__ctf_open_stream(t, b) != 0)
 		return -errno;
-	if (len) {
-		/* records are 8 bytes at least: at most len / 8 of them, each 4 bytes longer */
-		out = staging_get(len + len / 2);
-		if (!out)
-			return -ENOMEM;
-		out_len = insert_vtid(t, start, end, (int32_t)b->tid, out);
-		if (!out_len)
-			return -EIO;	/* cannot happen: the consumer walked them */
-	}
-	lead_needed = b->packets == 0 && lost;	/* see the top of this file */
-	seq = b->packets;
 	if (lead_needed)
 		fill_prefix(&lead, t, 0, b->tid, ts_begin, ts_begin, sizeof(lead), seq++, 0);
 	fill_prefix(&h, t, 0, b->tid, ts_begin, ts_end, sizeof(h) + out_len, seq, lost);
@@ -506,6 +504,32 @@ int lk__ctf_write_packet(struct lk__trace *t, struct lk__probe_buffer *b, const 
 	b->lost_written = lost;
 	__atomic_fetch_add(&t->bytes, sizeof(h) + out_len + (lead_needed ? sizeof(lead) : 0), __ATOMIC_RELAXED);
 	return 0;
+}
+
+int lk__ctf_write_records(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *start,
+			  const uint8_t *end, uint64_t now, const uint8_t **next, uint64_t *events)
+{
+	size_t first = start < end ? lk__record_size(start, (size_t)(end - start), t->cputime) : 0;
+	size_t room = first + sizeof(int32_t) > MAX_PACKET ? first + sizeof(int32_t) : MAX_PACKET;
+	struct copier c = { .end = end, .vtid = (int32_t)b->tid, .id = UINT32_MAX,
+			    .fixed = LK__PROBE_HEADER + (t->cputime ? 8 : 0) };
+	const uint8_t *last = start;
+	uint64_t head, ts_begin, ts_end;
+
+	*next = start;
+	*events = 0;
+	if (!first)
+		return start < end ? 0 : put_packet(t, b, NULL, 0, now, now);
+	c.out = staging_get(room);
+	if (!c.out)
+		return -ENOMEM;
+	c.limit = c.out + room;
+	*next = copy_records(&c, start, t->cputime, &last, events);
+	memcpy(&head, start, sizeof(head));
+	ts_begin = lk__tsc_extend(now, lk__header_tsc48(head));
+	memcpy(&head, last, sizeof(head));
+	ts_end = lk__tsc_extend(now, lk__header_tsc48(head));
+	return put_packet(t, b, staging.data, (size_t)(c.out - staging.data), ts_begin, ts_end);
 }
 
 int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t *packets, const uint8_t *out,

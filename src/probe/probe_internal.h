@@ -304,6 +304,9 @@ size_t lk__record_size(const uint8_t *p, size_t avail, bool cputime);
 /* Records in [p, end), walked by their sizes (the producer's, for a sub-buffer no one counted). */
 uint64_t lk__count_records(const uint8_t *p, const uint8_t *end, bool cputime);
 
+/* The same walk: *n records from p, up to end or the first that is not one (a pad); returns where it stopped. */
+const uint8_t *lk__walk_records(const uint8_t *p, const uint8_t *end, bool cputime, uint64_t *n);
+
 /* Count the closed sub-buffers no one has counted yet, unless a snapshot is being taken. Consumer. */
 void lk__snapshot_count_ahead(void);
 
@@ -351,9 +354,17 @@ extern int lk__consumer_hold, lk__consumer_held;
 int lk__ctf_open(struct lk__trace *t);
 int lk__ctf_write_metadata(struct lk__trace *t);
 int lk__ctf_open_stream(struct lk__trace *t, struct lk__probe_buffer *b);
-/* Write one packet of records [start, end) (end-start bytes, count events). */
-int lk__ctf_write_packet(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *start,
-			 const uint8_t *end, uint64_t ts_begin, uint64_t ts_end);
+/*
+ * Write the records of b's thread at start, up to end, as one packet of b's stream: as many as
+ * fit in 256 KiB (one larger record alone), up to the first that is not a record (a pad). *next:
+ * where it stopped (start: the first is not a record, and nothing was written); *events: the
+ * records in it. Their 48-bit timestamps are extended from now (a TSC read after they were
+ * committed). start == end writes a packet of no events at now, which carries b->lost. 0, or
+ * -errno with *next and *events saying what was not written (the file then ends at its last
+ * whole packet).
+ */
+int lk__ctf_write_records(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *start,
+			  const uint8_t *end, uint64_t now, const uint8_t **next, uint64_t *events);
 void lk__ctf_close(struct lk__trace *t);
 /* Remove the stream-* files of a CTF directory (a temporary one, once converted). */
 void lk__remove_streams(const char *dir);

@@ -35,7 +35,6 @@
 #include "core/error.h"
 #include "probe/probe_internal.h"
 
-#define MAX_PACKET (256u << 10)
 #define MAX_NAME_TRIES 10000
 
 static pthread_mutex_t snapshot_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -83,19 +82,27 @@ static inline size_t walk(struct walker *w, const uint8_t *p, size_t avail)
 	return w->size;
 }
 
-uint64_t lk__count_records(const uint8_t *p, const uint8_t *end, bool cputime)
+const uint8_t *lk__walk_records(const uint8_t *p, const uint8_t *end, bool cputime, uint64_t *n)
 {
 	struct walker w = { UINT32_MAX, 0, cputime };
-	uint64_t n = 0;
 
+	*n = 0;
 	while (p < end) {
 		size_t size = walk(&w, p, (size_t)(end - p));
 
 		if (!size)
-			break;	/* cannot happen: the producer wrote them */
+			break;
 		p += size;
-		n++;
+		++*n;
 	}
+	return p;
+}
+
+uint64_t lk__count_records(const uint8_t *p, const uint8_t *end, bool cputime)
+{
+	uint64_t n;
+
+	lk__walk_records(p, end, cputime, &n);
 	return n;
 }
 
@@ -178,55 +185,41 @@ struct stream {
 	bool named;
 };
 
-/* Records [start, end) as one packet; last: the last one's start. */
-static int put_packet(struct snapshot *sn, struct stream *st, const uint8_t *start, const uint8_t *end,
-		      const uint8_t *last, uint64_t discarded)
-{
-	st->file.lost = discarded;
-	return lk__ctf_write_packet(&sn->out, &st->file, start, end, lk__tsc_extend(sn->now, tsc48_at(start)),
-				    lk__tsc_extend(sn->now, tsc48_at(last)));
-}
-
 /* The thread's name, as the event the streaming trace starts with, at tsc48's time. */
 static int put_name(struct snapshot *sn, struct stream *st, uint64_t tsc48)
 {
 	uint8_t rec[LK__PROBE_HEADER + 8 + sizeof(st->b->name) + 1] = { 0 };
-	uint64_t head = lk__probe_header(tsc48, LK__EVENT_THREAD_NAME);
+	uint64_t head = lk__probe_header(tsc48, LK__EVENT_THREAD_NAME), n;
 	size_t at = LK__PROBE_HEADER + (sn->out.cputime ? 8 : 0);
 	size_t len = strnlen(st->b->name, sizeof(st->b->name) - 1);
+	const uint8_t *next;
 
 	memcpy(rec, &head, sizeof(head));
 	memcpy(rec + at, st->b->name, len);
 	st->named = true;
-	return put_packet(sn, st, rec, rec + at + len + 1, rec, 0);
+	st->file.lost = 0;
+	return lk__ctf_write_records(&sn->out, &st->file, rec, rec + at + len + 1, sn->now, &next, &n);
 }
 
-/* The records of one held sub-buffer, in packets of at most MAX_PACKET bytes. */
+/* The records of one held sub-buffer, in packets of at most 256 KiB. */
 static int put_area(struct snapshot *sn, struct stream *st, const struct held *h, uint64_t *events)
 {
-	const uint8_t *p = h->start, *end = h->start + h->len, *run = p, *last = p;
-	uint64_t n = 0, discarded = st->dropped + (st->before - st->written);
-	struct walker w = { UINT32_MAX, 0, sn->out.cputime };
+	const uint8_t *p = h->start, *end = h->start + h->len, *next;
 	int err = 0;
 
+	*events = 0;
+	if (p < end && !st->named)
+		err = put_name(sn, st, tsc48_at(p));
+	st->file.lost = st->dropped + (st->before - st->written);	/* the packets' events_discarded */
 	while (p < end && !err) {
-		size_t size = walk(&w, p, (size_t)(end - p));
+		uint64_t n;
 
-		if (!size)
-			return -EIO;	/* cannot happen: the producer wrote them whole */
-		if (!st->named)
-			err = put_name(sn, st, tsc48_at(p));
-		if (!err && (size_t)(p + size - run) > MAX_PACKET) {
-			err = put_packet(sn, st, run, p, last, discarded);
-			run = p;
-		}
-		last = p;
-		p += size;
-		n++;
+		err = lk__ctf_write_records(&sn->out, &st->file, p, end, sn->now, &next, &n);
+		if (next == p)
+			return err ? err : -EIO;	/* cannot happen: the producer wrote them whole */
+		*events += n;
+		p = next;
 	}
-	if (!err && p > run)
-		err = put_packet(sn, st, run, p, last, discarded);
-	*events = n;
 	return err;
 }
 

@@ -233,6 +233,75 @@ static void short_run_and_variable_records(void **state)
 	lk_probe_reset_rules();
 }
 
+/* The packets of a stream file: how many, and the largest (bytes, prefix included). */
+static void packet_sizes(const char *dir, int tid, unsigned int *n, uint64_t *largest)
+{
+	char path[512];
+	uint8_t prefix[LK__CTF_PACKET_PREFIX];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/stream-%d", dir, tid);
+	f = fopen(path, "rb");
+	assert_non_null(f);
+	*n = 0;
+	*largest = 0;
+	while (fread(prefix, 1, sizeof(prefix), f) == sizeof(prefix)) {
+		uint64_t bits;
+
+		memcpy(&bits, prefix + 56, sizeof(bits));	/* packet_size, after the header's 32 bytes */
+		assert_true(bits % 8 == 0 && bits >= 8 * sizeof(prefix));
+		if (bits / 8 > *largest)
+			*largest = bits / 8;
+		++*n;
+		assert_int_equal(fseek(f, (long)(bits / 8 - sizeof(prefix)), SEEK_CUR), 0);
+	}
+	fclose(f);
+}
+
+/*
+ * Sub-buffers larger than a packet: each is written as several, split wherever the records of
+ * many sizes (strings) reach 256 KiB, with every event whole, in order, and counted once.
+ */
+static void packets_split_inside_large_sub_buffers(void **state)
+{
+	struct lk_trace_config c = { .buffer_size = 4 << 20, .flags = LK_TRACE_OVERWRITE | LK_TRACE_CPUTIME };
+	const uint64_t events = 300000;	/* about 11 MiB of records: the 4 MiB ring laps */
+	char dir[256], cmd[600];
+	struct fr_trace t;
+	uint64_t largest;
+	unsigned int packets;
+
+	(void)state;
+	assert_true(lk_probe_enable("fr") >= 0);
+	lkt_path(dir, sizeof(dir), "fr-split");
+	c.path = dir;
+	assert_int_equal(lk_trace_start(&c), 0);
+	for (uint64_t i = 0; i < events; i++) {
+		char s[64];
+
+		snprintf(s, sizeof(s), "%.*s", (int)(i % 41), "01234567890123456789012345678901234567890");
+		LK_PROBE(fr, seq, i, i * 3 + 1, s);
+	}
+	assert_int_equal(lk_trace_snapshot(NULL), 0);
+	fr_read(&t, dir, "fr:seq");
+	assert_int_equal(t.n, 1);
+	assert_true(t.s[0].whole && t.s[0].in_order);
+	assert_int_equal(t.s[0].last, events - 1);			/* the ring's last event */
+	assert_int_equal(t.s[0].last - t.s[0].first + 1, t.s[0].events);
+	assert_int_equal(t.s[0].lost, t.s[0].first);
+	packet_sizes(dir, t.s[0].tid, &packets, &largest);
+	assert_true(packets > 2 * 7);	/* the name's, then 2 or more for each 512 KiB sub-buffer */
+	assert_true(largest <= (256 << 10) + LK__CTF_PACKET_PREFIX);
+	if (system("command -v babeltrace2 >/dev/null") == 0) {
+		snprintf(cmd, sizeof(cmd), "test $(babeltrace2 '%s' 2>/dev/null | grep -c 'fr:seq:') = %llu", dir,
+			 (unsigned long long)t.s[0].events);
+		assert_int_equal(system(cmd), 0);
+	}
+	assert_int_equal(lk_trace_stop(), 0);
+	lkt_rmrf(dir);
+	lk_probe_reset_rules();
+}
+
 /* A JSON trace's snapshots are JSON files, converted from the CTF written beside them. */
 static void json_snapshots(void **state)
 {
@@ -467,6 +536,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(keeps_exactly_the_newest),
 		cmocka_unit_test(short_run_and_variable_records),
+		cmocka_unit_test(packets_split_inside_large_sub_buffers),
 		cmocka_unit_test(json_snapshots),
 		cmocka_unit_test(snapshots_while_threads_record),
 		cmocka_unit_test(snapshot_on_signal),
