@@ -184,13 +184,20 @@ static void write_env(FILE *f, const struct lk__trace *t)
 		   "\tdomain = \"ust\";\n\thostname = \"%s\";\n\tvpid = %d;\n\tprocname = \"%s\";\n"
 		   "\tlowkey_format = %d;\n\tlowkey_cputime = %d;\n\tlowkey_sched = %d;\n\tlowkey_sched_lost = %llu;\n"
 		   "\tlowkey_tsc_hz = %llu;\n\tlowkey_tsc0 = %llu;\n\tlowkey_monotonic0_ns = %llu;\n"
-		   "\tlowkey_realtime0_ns = %llu;\n};\n\n",
+		   "\tlowkey_realtime0_ns = %llu;\n",
 		LK_VERSION_MAJOR, LK_VERSION_MINOR, host, (int)getpid(),
 		tsdl_text(program_invocation_short_name, name, sizeof(name)), LK__CTF_FORMAT, t->cputime ? 1 : 0,
 		t->sched ? 1 : 0,
 		(unsigned long long)__atomic_load_n(&t->sched_lost, __ATOMIC_RELAXED), (unsigned long long)t->tsc_hz,
 		(unsigned long long)t->tsc0, (unsigned long long)t->monotonic0_ns,
 		(unsigned long long)t->realtime0_ns);
+	/*
+	 * A flight recorder's snapshot: its streams' discarded events are mostly older ones that the
+	 * rings overwrote by design; lowkey_dropped of them the threads dropped (see snapshot.c).
+	 */
+	if (t->overwrite)
+		fprintf(f, "\tlowkey_overwrite = 1;\n\tlowkey_dropped = %llu;\n", (unsigned long long)t->lost);
+	fprintf(f, "};\n\n");
 }
 
 /* Stream 0: the threads' probes; stream 1: their context switches (sched.c). */

@@ -375,6 +375,10 @@ static int md_env(struct lk__trace_reader *r, struct md_parse *m, char *line, co
 		r->sched = v != 0;
 	else if (strcmp(key, "lowkey_sched_lost") == 0)
 		r->sched_lost = v;
+	else if (strcmp(key, "lowkey_overwrite") == 0)
+		r->overwrite = v != 0;
+	else if (strcmp(key, "lowkey_dropped") == 0)
+		r->dropped = v;
 	else if (strcmp(key, "lowkey_tsc_hz") == 0)
 		r->tsc_hz = v;
 	else if (strcmp(key, "lowkey_tsc0") == 0)

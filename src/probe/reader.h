@@ -35,6 +35,9 @@ struct lk__trace_reader {
 	bool cputime;
 	bool sched;		/* context switches recorded: stream-TID-sched files */
 	uint64_t sched_lost;	/* context switch records the kernel dropped */
+	bool overwrite;		/* a flight recorder's snapshot: the streams' lost events are older ones
+				   the rings overwrote, but for `dropped` of them */
+	uint64_t dropped;	/* of those, what the threads dropped (overwrite only) */
 	unsigned int format;	/* 2: 88-byte packet prefix, no vtid; 3: LK__CTF_PACKET_PREFIX, vtid */
 	int pid;
 	char procname[64];

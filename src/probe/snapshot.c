@@ -282,6 +282,7 @@ static int put_thread(struct snapshot *sn, struct lk__probe_buffer *b)
 		sn->r->threads++;
 		sn->r->events += st.written;
 		sn->r->discarded += st.dropped + (st.before == LK__NONE ? 0 : st.before - st.written);
+		sn->out.lost += st.dropped;	/* the metadata's lowkey_dropped */
 	}
 	if (dead)
 		__atomic_store_n(&b->snapshotted, true, __ATOMIC_RELEASE);	/* the consumer may free it */
@@ -368,22 +369,28 @@ static void remove_ctf(const char *dir)
 	rmdir(dir);
 }
 
-/* Every thread of the running trace, into the CTF directory out.ctf_dir. */
+/*
+ * Every thread of the running trace, into the CTF directory out.ctf_dir; then the metadata, which
+ * describes every site registered by then (all those whose records were written) and counts what
+ * the threads dropped.
+ */
 static int put_threads(struct snapshot *sn)
 {
 	struct lk__trace *t = &lk__trace;
 	unsigned int gen = __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE);
-	int err;
+	int err = 0;
 
-	lk__registry_lock();
-	err = lk__ctf_write_metadata(&sn->out);
-	lk__registry_unlock();
 	/* Only the consumer frees buffers, and it does so holding this lock. */
 	pthread_mutex_lock(&lk__probe_buffers_lock);
 	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b && !err; b = b->next)
 		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) == gen && b->overwrite)
 			err = put_thread(sn, b);
 	pthread_mutex_unlock(&lk__probe_buffers_lock);
+	if (!err) {
+		lk__registry_lock();
+		err = lk__ctf_write_metadata(&sn->out);
+		lk__registry_unlock();
+	}
 	if (err)
 		return lk__fail(err, "writing the snapshot to %s failed: %s", sn->out.ctf_dir, strerror(-err));
 	return 0;
@@ -405,6 +412,7 @@ static int take(const char *path, bool json, struct lk__snapshot_result *r)
 	sn.out.ctf_dir = ctf;
 	sn.out.path = ctf;
 	sn.out.cputime = t->cputime;
+	sn.out.overwrite = true;
 	sn.out.tsc0 = t->tsc0;
 	sn.out.realtime0_ns = t->realtime0_ns;
 	sn.out.monotonic0_ns = t->monotonic0_ns;

@@ -179,6 +179,27 @@ static void a_snapshot_on_the_signal_and_at_exit(void **state)
 	expect(2, "bad signal 'NOPE'");
 }
 
+/* A flight recorder's losses are older events it overwrote, and lowkey report says so. */
+static void a_report_says_overwritten(void **state)
+{
+	char out[1024];
+
+	(void)state;
+	snprintf(out, sizeof(out), "%s", in_scratch("lapped.ctf"));
+	lkt_sh(&r, "%s trace --overwrite -b 64K -e 'app:*' -o '%s' -- '%s' emit 20000", LOWKEY, out, TARGET);
+	expect(0, "");
+	lkt_sh(&r, "%s report '%s'", LOWKEY, out);	/* the snapshot at exit */
+	expect(0, " older events overwritten: the flight recorder keeps the newest");
+	assert_null(strstr(r.out, "buffer was full"));
+	assert_null(strstr(r.out, "dropped"));
+
+	/* a streaming trace that loses events says they were dropped */
+	lkt_sh(&r, "%s trace -b 4K -e 'app:*' -o '%s' -- '%s' emit 20000", LOWKEY, in_scratch("dropped.ctf"), TARGET);
+	lkt_sh(&r, "%s report '%s'", LOWKEY, in_scratch("dropped.ctf"));
+	expect(0, "events were dropped because a thread's buffer was full");
+	assert_null(strstr(r.out, "overwritten"));
+}
+
 static void a_recorder_started_from_outside(void **state)
 {
 	char cmd[2048];
@@ -256,6 +277,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(snapshots_of_a_running_process),
 		cmocka_unit_test(a_snapshot_on_the_signal_and_at_exit),
+		cmocka_unit_test(a_report_says_overwritten),
 		cmocka_unit_test(a_recorder_started_from_outside),
 		cmocka_unit_test(what_cannot_be_snapshotted),
 		cmocka_unit_test(another_users_recorder),

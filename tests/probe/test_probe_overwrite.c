@@ -46,6 +46,8 @@ struct fr_trace {
 	struct fr_stream s[64];
 	int n;
 	const char *event;	/* provider:event of the sequence */
+	bool overwrite;		/* the metadata says: a flight recorder's snapshot */
+	uint64_t dropped;
 };
 
 static int fr_begin(const struct lk__stream_info *si, void *arg)
@@ -116,6 +118,8 @@ static void fr_read(struct fr_trace *t, const char *dir, const char *event)
 	rc = lk__reader_open(&r, dir, err, sizeof(err));
 	if (rc == 0)
 		rc = lk__reader_walk(&r, &ops, t, err, sizeof(err));
+	t->overwrite = r.overwrite;
+	t->dropped = r.dropped;
 	if (rc)
 		fail_msg("reading %s: %s", dir, err);
 	lk__reader_close(&r);
@@ -166,6 +170,8 @@ static void keeps_exactly_the_newest(void **state)
 	fr_read(&t, dir, "fr:seq");
 	assert_int_equal(t.n, 1);
 	check_newest(&t.s[0], 100000);
+	assert_true(t.overwrite);		/* its losses: overwritten, */
+	assert_int_equal(t.dropped, 0);		/* none dropped */
 	/* the thread's name, kept (under qemu-user without binfmt_misc it is the emulator's) */
 	assert_int_equal(prctl(PR_GET_NAME, own_name), 0);
 	assert_string_equal(t.s[0].name, own_name);

@@ -435,8 +435,18 @@ static void print_text(struct report *rep, const char *path)
 	       path, r->procname, r->pid, rep->events, seconds, nthreads, rep->lost);
 	if (rep->t->format != REPORT_CTF)
 		print_format_notes(rep);
-	if (rep->lost)
+	if (rep->lost && r->overwrite) {
+		uint64_t dropped = r->dropped < rep->lost ? r->dropped : rep->lost;
+
+		if (rep->lost > dropped)
+			printf("  %" PRIu64 " older events overwritten: the flight recorder keeps the newest\n",
+			       rep->lost - dropped);
+		if (dropped)
+			printf("  %" PRIu64 " events were dropped besides those (a signal handler's over an event in "
+			       "progress, an event larger than --buffer / 8)\n", dropped);
+	} else if (rep->lost) {
 		printf("  %" PRIu64 " events were dropped because a thread's buffer was full: see --buffer\n", rep->lost);
+	}
 	for (struct per_thread *t = rep->threads; t; t = t->next)
 		if (t->truncated)
 			printf("  thread %d's stream ends inside a packet (%" PRIu64 " bytes, left out): its program "
