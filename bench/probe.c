@@ -71,6 +71,16 @@ static __attribute__((noinline)) uint64_t loop_usdt(uint64_t n)
 	return n;
 }
 
+/* A scoped span on for a USDT tracer while no lowkey trace runs: its end goes through the stub. */
+static __attribute__((noinline)) uint64_t loop_usdt_span(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		LK_SPAN(lkbench_usdt, span);
+		asm volatile("" : : "r"(i));
+	}
+	return n;
+}
+
 static __attribute__((noinline)) uint64_t loop_span(uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++) {
@@ -499,7 +509,7 @@ struct rate_summary {
 };
 
 struct results {
-	double empty_ns, disabled_ns, usdt_ns;
+	double empty_ns, disabled_ns, usdt_ns, usdt_span_ns;
 	struct burst_result two, cpu, span;
 	struct lttng_result lttng;
 	struct rate_summary rate1, rate2, rate1_fixed;
@@ -637,6 +647,7 @@ static void print_json(const struct results *r)
 	lkb_json_num(&j, "empty_loop", r->empty_ns);
 	lkb_json_num(&j, "disabled", r->disabled_ns);
 	lkb_json_num(&j, "usdt_no_trace", r->usdt_ns);
+	lkb_json_num(&j, "usdt_span_no_trace", r->usdt_span_ns);
 	lkb_json_num(&j, "enabled_two_ints", r->two.ns);
 	lkb_json_num(&j, "enabled_with_cputime", r->cpu.ns);
 	lkb_json_num(&j, "span", r->span.ns);
@@ -735,10 +746,14 @@ static int probe_run(int argc, char **argv)
 		return 1;
 	}
 	r.usdt_ns = time_unrecorded(loop_usdt);
+	lkb_progress("span on for a USDT tracer, no trace, %d runs", runs);
+	r.usdt_span_ns = time_unrecorded(loop_usdt_span);
 	lk_probe_usdt_reset_rules();
-	if (!json)
+	if (!json) {
 		lkb_row("%-46s %10.3f   (%+.3f over the empty loop)\n", "lowkey site on for USDT, no trace", r.usdt_ns,
 			r.usdt_ns - r.empty_ns);
+		lkb_row("%-46s %10.3f   (begin and end)\n", "lowkey span on for USDT, no trace", r.usdt_span_ns);
+	}
 	lkb_progress("enabled event, %d runs", runs);
 	r.two = time_bursts("two", lkb_loop_two_ints, 0, 1);
 	if (!json && !r.two.err)

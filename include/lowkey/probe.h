@@ -259,17 +259,19 @@ LK__SAME_NAME_END
  * Flight recorder. A trace started with LK_TRACE_OVERWRITE writes nothing while it runs: each
  * thread's ring (buffer_size bytes, plus an eighth kept spare; it never grows) keeps the thread's
  * newest events, the oldest overwritten whole, 8 sub-buffers at a time. Recording costs what it
- * costs in a streaming trace. A snapshot writes what the rings hold as a complete trace (CTF, or
- * JSON if the trace's format says so), consistent per thread: every event whole, each thread's
- * events in order, and each stream's events_discarded counting exactly the events that thread
- * recorded before (and, when it raced the snapshot, between) the ones written -- overwritten,
- * or dropped as in a streaming trace. Threads that exited keep their ring until a snapshot has
- * written it (at most 64 of them). lk_trace_stop() writes nothing more.
+ * costs in a streaming trace. A snapshot writes what the rings hold as a complete trace in the
+ * trace's format (CTF; JSON and Perfetto converted from it), consistent per thread: every event
+ * whole, each thread's events in order, and each stream's events_discarded counting exactly the
+ * events that thread recorded before (and, when it raced the snapshot, between) the ones written
+ * -- overwritten, or dropped as in a streaming trace. With LK_TRACE_SCHED each thread also keeps
+ * its newest context switches (buffer_size / 8 bytes of them, 16 bytes each, at least 1024), and
+ * each snapshot writes them. Threads that exited keep their ring until a snapshot has written it
+ * (at most 64 of them). lk_trace_stop() writes nothing more.
  */
 
 /*
  * lk_trace_snapshot - write what the running overwrite-mode trace holds to path: a new or empty
- * directory (CTF) or a file (JSON). NULL: the trace's own path the first time, then PATH.1,
+ * directory (CTF) or file (JSON, Perfetto). NULL: the trace's own path the first time, then PATH.1,
  * PATH.2, ... (names in use are skipped). Snapshots may be taken as often as wanted; the recording
  * goes on meanwhile (a thread that fills a sub-buffer being written uses the spare one, so it never
  * waits).
@@ -280,7 +282,7 @@ LK__SAME_NAME_END
  * signal handler, call lk_trace_snapshot_request().
  *
  * Returns 0, or -ENOENT (no trace is running), -EINVAL (the running trace streams: it was not
- * started with LK_TRACE_OVERWRITE), -EEXIST (path exists and is not an empty directory), -errno
+ * started with LK_TRACE_OVERWRITE), -EEXIST (path exists and is not an empty directory or file), -errno
  * from creating or writing the output (lk_last_error() names the path).
  */
 LK_API int lk_trace_snapshot(const char *path);
@@ -353,6 +355,18 @@ extern __thread struct lk__probe_tls lk__probe_tls __attribute__((tls_model("ini
 /* Both return whether the event was recorded (false: no trace, or dropped and counted). */
 LK_API bool lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, const uint64_t *vals);
 
+/*
+ * Whether a lowkey trace records: while it is false an event that the fast path cannot take (a
+ * site on only for a USDT tracer) ends there, without calling the slow path. Written by the
+ * registry as it applies rules (true before a trace's sites turn on); read on enabled paths only.
+ */
+LK_API extern bool lk__probe_recording;
+
+static inline __attribute__((always_inline)) bool lk__probe_no_trace(void)
+{
+	return LK__UNLIKELY(!__atomic_load_n(&lk__probe_recording, __ATOMIC_RELAXED));
+}
+
 static inline __attribute__((always_inline)) uint64_t lk__probe_tsc(void)
 {
 #if defined(__x86_64__)
@@ -422,6 +436,8 @@ lk__probe_emit(struct lk_probe_site *site, unsigned int n, uint64_t a0, uint64_t
 	}
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	__atomic_store_n(&t->nesting, nested, __ATOMIC_RELAXED);
+	if (lk__probe_no_trace())
+		return false;
 	{
 		const uint64_t args[8] = { a0, a1, a2, a3, a4, a5, a6, a7 };
 
@@ -824,7 +840,8 @@ extern "C" {
 			LK__PROBE_SDT(var, provider, event, kind, nargs, types);              \
 			if (LK__HAS_STRINGS(types)) {                                         \
 				const uint64_t lk__vals[8] = { LK__ARGS8 };                   \
-				lk__probe_emit_slow(&var, nargs, lk__vals);                   \
+				if (!lk__probe_no_trace())                                    \
+					lk__probe_emit_slow(&var, nargs, lk__vals);           \
 			} else {                                                              \
 				lk__probe_emit(&var, nargs, LK__ARGS8);                       \
 			}                                                                     \

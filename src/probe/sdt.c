@@ -137,7 +137,7 @@ LK_API int lk_probe_usdt_poll(void)
 	int err;
 
 	lk__registry_lock();
-	err = lk__probe_apply_rules_locked(lk__trace.running);	/* scans the semaphores first */
+	err = lk__probe_apply_rules_locked(lk__probe_tracing());	/* scans the semaphores first */
 	if (!err)
 		err = count_attached();
 	lk__registry_unlock();

@@ -16,4 +16,10 @@ void lk__sdt_scan_locked(void);
 /* Whether rt stays on for an external tracer: a USDT rule selects it, or a tracer is attached. */
 bool lk__sdt_wanted_locked(const struct lk__probe_site_rt *rt);
 
+/*
+ * Whether rules apply for a trace now: one runs and is not stopping (site.c). A rule change or a
+ * poll while lk_trace_stop turns the sites off must not turn them back on.
+ */
+bool lk__probe_tracing(void);
+
 #endif

@@ -69,12 +69,22 @@ static void mark_for_tracer(struct lk_probe_site *s, bool on)
 		__atomic_store_n(&s->flags, flags ^ LK__SITE_TRACER, __ATOMIC_RELAXED);
 }
 
+LK_API bool lk__probe_recording;
+
+bool lk__probe_tracing(void)
+{
+	return __atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) &&
+	       !__atomic_load_n(&lk__trace.stopping, __ATOMIC_ACQUIRE);
+}
+
 int lk__probe_apply_rules_locked(bool tracing)
 {
 	struct lk_key_change *changes = malloc((nsites ? nsites : 1) * sizeof(*changes));
 	size_t n = 0;
 	int err;
 
+	/* before any site turns on for the trace: the slow path is where a thread's buffer is made */
+	__atomic_store_n(&lk__probe_recording, tracing, __ATOMIC_RELAXED);
 	if (!changes)
 		return lk__fail(-ENOMEM, "out of memory flipping probe sites");
 	lk__sdt_scan_locked();
@@ -284,7 +294,7 @@ int lk__rules_add(struct lk__rule_list *l, const char *glob, bool enable, const 
 	l->v = grown;
 	l->v[l->n++] = (struct lk__rule){ copy, enable };
 	matched = count_matches(glob);
-	err = lk__probe_apply_rules_locked(lk__trace.running);
+	err = lk__probe_apply_rules_locked(lk__probe_tracing());
 	if (err)
 		free(l->v[--l->n].glob);	/* the rule could not take effect: forget it */
 	lk__registry_unlock();
@@ -301,7 +311,7 @@ int lk__rules_reset(struct lk__rule_list *l)
 	free(l->v);
 	l->v = NULL;
 	l->n = 0;
-	err = lk__probe_apply_rules_locked(lk__trace.running);
+	err = lk__probe_apply_rules_locked(lk__probe_tracing());
 	lk__registry_unlock();
 	return err;
 }
@@ -401,7 +411,7 @@ int lk__probe_remove_rule(const char *glob, bool enable)
 		free(rules.v[i].glob);
 		memmove(&rules.v[i], &rules.v[i + 1], (rules.n - i - 1) * sizeof(*rules.v));
 		rules.n--;
-		err = lk__probe_apply_rules_locked(lk__trace.running);
+		err = lk__probe_apply_rules_locked(lk__probe_tracing());
 		break;
 	}
 	lk__registry_unlock();
