@@ -269,7 +269,7 @@ static int push_event(struct report_trace *t, struct rt_stream *s, uint32_t cls,
 	if (len > UINT32_MAX)
 		return -E2BIG;
 	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
+		size_t cap = s->cap ? s->cap * 2 : 8;	/* small: a file may name many threads */
 		struct rt_event *grown = realloc(s->v, cap * sizeof(*grown));
 
 		if (!grown)
