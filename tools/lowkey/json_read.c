@@ -167,12 +167,17 @@ static char *string(struct parser *ps)
 	return out;
 }
 
+static bool number_char(char c)
+{
+	return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.' || c == 'e' || c == 'E';
+}
+
 static bool number(struct parser *ps, struct jr_value *v)
 {
 	char buf[64], *endp;
 	size_t n = 0;
 
-	while (ps->p + n < ps->end && n < sizeof(buf) - 1 && strchr("+-0123456789.eE", ps->p[n]))
+	while (ps->p + n < ps->end && n < sizeof(buf) - 1 && number_char(ps->p[n]))
 		n++;
 	memcpy(buf, ps->p, n);
 	buf[n] = 0;
