@@ -3,8 +3,10 @@
  * lowkey bench formats: the same trace recorded in each of the three formats -- its size per event
  * and what a user waits for: from lk_trace_start until lk_trace_stop has returned with the output
  * complete (for JSON and Perfetto, whatever lk_trace_stop does to produce them), by wall time and
- * by the process's CPU time. Each run records every format once, in an order that turns from run
- * to run; a last row times `lowkey convert` of the run's CTF to Perfetto.
+ * by the process's CPU time, and how long lk_trace_stop itself took (what is left to write when
+ * the program is done). Each run records every format once, in an order that turns from run to
+ * run; a last row times `lowkey convert` of the run's CTF to Perfetto. The events are recorded as
+ * fast as the thread can, or spread over --seconds as a program that does other work would.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,14 +24,17 @@
 #include "probe/convert.h"
 
 static const char formats_usage[] =
-	"usage: lowkey bench formats [--events N] [--runs R] [--dir DIR] [-j|--json]\n"
+	"usage: lowkey bench formats [--events N] [--seconds S] [--runs R] [--dir DIR] [-j|--json]\n"
 	"\n"
 	"Records N events (default 3000000) in one thread -- rounds of a span around a counter value,\n"
 	"an event with two integer arguments and a nested span -- once as CTF, once as Chrome JSON and\n"
 	"once as Perfetto protobuf, and prints each format's bytes per event and rate: events over the\n"
 	"time from lk_trace_start until lk_trace_stop returned with the file complete, by wall time\n"
 	"and by the process's CPU time (medians of R runs, default 5; each run records every format,\n"
-	"in turn). The last row is `lowkey convert` of the CTF to Perfetto, on its own.\n"
+	"in turn), and the time lk_trace_stop took. The last row is `lowkey convert` of the CTF to\n"
+	"Perfetto, on its own. With --seconds S the events are spread over S seconds (a burst every\n"
+	"millisecond), as a program that does other work would record them; without, as fast as the\n"
+	"thread can.\n"
 	"The traces go to DIR (default $TMPDIR or /tmp) and are removed.\n";
 
 #define ROUND 6	/* events a round records */
@@ -95,6 +100,7 @@ static uint64_t cpu_ns(void)
 
 struct figures {
 	double seconds[NROWS][64], cpu[NROWS][64];	/* wall; CPU time of the whole process */
+	double stop[NROWS][64];				/* lk_trace_stop alone (convert: 0) */
 	uint64_t bytes[NROWS], events[NFORMATS], lost[NFORMATS];
 };
 
@@ -113,11 +119,33 @@ static void trace_path(char *path, size_t len, const char *base, int fmt)
  * Record the events in format fmt: the time from lk_trace_start until lk_trace_stop returned,
  * when the output is complete. The CTF trace is kept for the conversion row; the others removed.
  */
-static int record(const char *base, long events, int fmt, int run, struct figures *f)
+/* The events, as fast as the thread can (spread_ns 0) or spread over spread_ns, a burst a millisecond. */
+static void record_events(long events, uint64_t spread_ns)
+{
+	long rounds = events / ROUND, per_burst = rounds;
+	uint64_t next = lkb_now_ns();
+
+	if (spread_ns)
+		per_burst = rounds / (long)(spread_ns / 1000000u) + 1;	/* a burst a millisecond */
+	for (long i = 0; i < rounds; i++) {
+		record_round(i);
+		if (spread_ns && (i + 1) % per_burst == 0) {
+			struct timespec until;
+
+			next += 1000000u;
+			until.tv_sec = (time_t)(next / 1000000000u);
+			until.tv_nsec = (long)(next % 1000000000u);
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+				;
+		}
+	}
+}
+
+static int record(const char *base, long events, uint64_t spread_ns, int fmt, int run, struct figures *f)
 {
 	struct lk_trace_config c = { .buffer_size = 64u << 20, .flush_ms = 20, .format = (enum lk_trace_format)fmt };
 	struct lk_trace_stats st;
-	uint64_t t0, t1, c0, c1;
+	uint64_t t0, t1, c0, c1, s0;
 	char path[4096];
 
 	trace_path(path, sizeof(path), base, fmt);
@@ -133,8 +161,8 @@ static int record(const char *base, long events, int fmt, int run, struct figure
 		fprintf(stderr, "lowkey bench formats: cannot trace to %s: %s\n", path, lk_last_error());
 		return -1;
 	}
-	for (long i = 0; i < events / ROUND; i++)
-		record_round(i);
+	record_events(events, spread_ns);
+	s0 = lkb_now_ns();
 	if (lk_trace_stop() != 0) {
 		fprintf(stderr, "lowkey bench formats: the trace failed: %s\n", lk_last_error());
 		return -1;
@@ -146,6 +174,7 @@ static int record(const char *base, long events, int fmt, int run, struct figure
 	f->lost[fmt] = st.lost;
 	f->bytes[fmt] = fmt == LK_TRACE_CTF ? dir_size(path) : file_size(path);
 	f->seconds[fmt][run] = (double)(t1 - t0) / 1e9;
+	f->stop[fmt][run] = (double)(t1 - s0) / 1e9;
 	f->cpu[fmt][run] = (double)(c1 - c0) / 1e9;
 	if (fmt != LK_TRACE_CTF)
 		remove_trace(path);
@@ -179,15 +208,16 @@ static int convert(const char *base, int run, struct figures *f)
 }
 
 /* One run: every format recorded once, the first one turning from run to run; then the conversion. */
-static int one_run(const char *base, long events, int run, struct figures *f)
+static int one_run(const char *base, long events, uint64_t spread_ns, int run, struct figures *f)
 {
 	for (int k = 0; k < NFORMATS; k++)
-		if (record(base, events, (run + k) % NFORMATS, run, f) != 0)
+		if (record(base, events, spread_ns, (run + k) % NFORMATS, run, f) != 0)
 			return -1;
 	return convert(base, run, f);
 }
 
-static void print_text(const struct figures *f, int runs, const double *median, const double *cpu)
+static void print_text(const struct figures *f, int runs, const double *median, const double *cpu,
+		       const double *stop)
 {
 	double events = (double)f->events[LK_TRACE_CTF];
 	double ctf_rate = events / median[LK_TRACE_CTF], ctf_cpu_rate = events / cpu[LK_TRACE_CTF];
@@ -195,25 +225,27 @@ static void print_text(const struct figures *f, int runs, const double *median, 
 	printf("trace formats: %llu events (%llu lost), median of %d runs; %s\n",
 	       (unsigned long long)f->events[LK_TRACE_CTF], (unsigned long long)f->lost[LK_TRACE_CTF], runs,
 	       lkb_machine());
-	printf("%-9s %11s %8s %8s %9s %10s %8s %9s %10s %8s\n", "format", "bytes", "B/event", "vs JSON",
-	       "wall s", "M ev/s", "vs CTF", "CPU s", "M ev/CPUs", "vs CTF");
+	printf("%-9s %11s %8s %8s %9s %10s %8s %9s %10s %8s %8s\n", "format", "bytes", "B/event", "vs JSON",
+	       "wall s", "M ev/s", "vs CTF", "CPU s", "M ev/CPUs", "vs CTF", "stop s");
 	for (int row = 0; row < NROWS; row++) {
 		double rate = events / median[row], cpu_rate = events / cpu[row];
 
-		printf("%-9s %11llu %8.1f %8.3f %9.3f %10.2f %8.2f %9.3f %10.2f %8.2f\n", row_name(row),
+		printf("%-9s %11llu %8.1f %8.3f %9.3f %10.2f %8.2f %9.3f %10.2f %8.2f %8.3f\n", row_name(row),
 		       (unsigned long long)f->bytes[row], (double)f->bytes[row] / events,
 		       (double)f->bytes[row] / (double)f->bytes[LK_TRACE_JSON], median[row], rate / 1e6,
-		       rate / ctf_rate, cpu[row], cpu_rate / 1e6, cpu_rate / ctf_cpu_rate);
+		       rate / ctf_rate, cpu[row], cpu_rate / 1e6, cpu_rate / ctf_cpu_rate, stop[row]);
 	}
 	for (int fmt = 1; fmt < NFORMATS; fmt++)
 		if (f->events[fmt] != f->events[LK_TRACE_CTF] || f->lost[fmt] != f->lost[LK_TRACE_CTF])
 			printf("(%s: %llu events, %llu lost: not the same trace as the CTF's)\n", row_name(fmt),
 			       (unsigned long long)f->events[fmt], (unsigned long long)f->lost[fmt]);
 	printf("(ctf, json, perfetto: lk_trace_start until lk_trace_stop returned with the file complete;\n"
-	       " CPU of the whole process. convert: `lowkey convert` of the CTF trace to Perfetto)\n");
+	       " CPU of the whole process; stop: lk_trace_stop alone. convert: `lowkey convert` of the CTF\n"
+	       " trace to Perfetto)\n");
 }
 
-static void print_json(const struct figures *f, int runs, const double *median, const double *cpu)
+static void print_json(const struct figures *f, int runs, const double *median, const double *cpu,
+		       const double *stop)
 {
 	struct lkb_json j;
 
@@ -236,6 +268,7 @@ static void print_json(const struct figures *f, int runs, const double *median, 
 		lkb_json_num(&j, "events_per_second", events / median[row]);
 		lkb_json_num(&j, "cpu_seconds", cpu[row]);
 		lkb_json_num(&j, "events_per_cpu_second", events / cpu[row]);
+		lkb_json_num(&j, "stop_seconds", stop[row]);
 		lkb_json_close(&j);
 	}
 	lkb_json_close(&j);
@@ -246,20 +279,22 @@ static int formats_main(int argc, char **argv)
 {
 	static const struct option options[] = {
 		{ "events", required_argument, NULL, 'n' }, { "runs", required_argument, NULL, 'r' },
+		{ "seconds", required_argument, NULL, 's' },
 		{ "dir", required_argument, NULL, 'd' },    { "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
 	};
 	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	struct figures f = { 0 };
-	double median[NROWS], cpu[NROWS];
+	double median[NROWS], cpu[NROWS], stop[NROWS], seconds = 0;
 	long events = 3000000;
 	int c, runs = 5;
 	bool json = false;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "n:r:d:jh", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:s:r:d:jh", options, NULL)) != -1) {
 		switch (c) {
 		case 'n': events = atol(optarg); break;
+		case 's': seconds = atof(optarg); break;
 		case 'r': runs = atoi(optarg); break;
 		case 'd': dir = optarg; break;
 		case 'j': json = true; break;
@@ -267,19 +302,20 @@ static int formats_main(int argc, char **argv)
 		default: fputs(formats_usage, stderr); return 2;
 		}
 	}
-	if (events < ROUND || events > 1000000000 || runs < 1 || runs > 64) {
+	if (events < ROUND || events > 1000000000 || runs < 1 || runs > 64 || !(seconds >= 0 && seconds <= 3600)) {
 		fputs(formats_usage, stderr);
 		return 2;
 	}
 	for (int run = 0; run < runs; run++)
-		if (one_run(dir, events, run, &f) != 0)
+		if (one_run(dir, events, (uint64_t)(seconds * 1e9), run, &f) != 0)
 			return 1;
 	for (int row = 0; row < NROWS; row++)
-		median[row] = lkb_median(f.seconds[row], (size_t)runs), cpu[row] = lkb_median(f.cpu[row], (size_t)runs);
+		median[row] = lkb_median(f.seconds[row], (size_t)runs), cpu[row] = lkb_median(f.cpu[row], (size_t)runs),
+		stop[row] = lkb_median(f.stop[row], (size_t)runs);
 	if (json)
-		print_json(&f, runs, median, cpu);
+		print_json(&f, runs, median, cpu, stop);
 	else
-		print_text(&f, runs, median, cpu);
+		print_text(&f, runs, median, cpu, stop);
 	return 0;
 }
 

@@ -36,6 +36,7 @@
 
 #include "core/failf.h"
 #include "probe/convert.h"
+#include "probe/perfetto.h"
 #include "probe/probe_internal.h"
 #include "probe/protobuf.h"
 #include "probe/reader.h"
@@ -151,28 +152,20 @@ struct pending {
 	const char *s;
 };
 
-/* A switch out not yet matched by its switch in: the off-CPU slice it begins. */
-struct switched_out {
-	bool pending;
-	bool preempted;
-	uint64_t tsc, cpu;
-};
-
-struct pft {
+struct lk__pft {
 	int fd;
-	const char *path;
+	char *path;
 	struct lk__pb pb;
 	struct lk__trace_reader *r;
-	uint64_t uuid_seed, boot_offset_ns, realtime_offset_ns;
-	uint32_t seq, nseq;		/* the sequence's id; how many were started */
-	uint32_t gen;			/* nseq: tells the interned strings of this sequence */
-	uint64_t last_ns;		/* the incremental clock's value on this sequence */
+	uint64_t uuid_seed, boot_offset_ns;
+	uint32_t nseq;			/* sequences started */
+	uint32_t gen;			/* batches begun: tells the interned strings of this batch */
 	uint64_t ns0;			/* CLOCK_MONOTONIC at the trace's tsc0 ... */
 	uint64_t ns_whole, ns_frac;	/* ... and the TSC's period in ns: whole, and 2^-64ths */
-	int tid;
-	bool sched;			/* the sequence is the thread's context switches */
-	bool thread_described;
-	struct switched_out out;
+	uint64_t written;		/* bytes written to the file */
+	bool whole;			/* lk__perfetto_convert: each stream in one batch */
+	struct lk__pft_stream *st;	/* the stream of the batch being written */
+	struct lk__pft_stream process, one;	/* the process's sequence; whole: the stream read */
 	struct intern_table tables[4];	/* by enum intern_kind */
 	struct class_iids *classes;	/* by class id */
 	struct pending pending[MAX_PENDING];
@@ -191,7 +184,7 @@ static uint64_t mix64(uint64_t x)
 }
 
 /* A track's uuid: unique to this trace (its start time and pid) and what the track is. */
-static uint64_t track_uuid(const struct pft *p, unsigned int what, uint64_t which)
+static uint64_t track_uuid(const struct lk__pft *p, unsigned int what, uint64_t which)
 {
 	return mix64(p->uuid_seed ^ mix64((uint64_t)what << 56 ^ which));
 }
@@ -234,7 +227,7 @@ static int table_grow(struct intern_table *t, uint32_t gen)
 }
 
 /* s's iid in this sequence; a new one is queued for the packet's InternedData. 0: no memory. */
-static uint64_t intern(struct pft *p, enum intern_kind kind, const char *s)
+static uint64_t intern(struct lk__pft *p, enum intern_kind kind, const char *s)
 {
 	struct intern_table *t = &p->tables[kind];
 	size_t k;
@@ -252,14 +245,14 @@ static uint64_t intern(struct pft *p, enum intern_kind kind, const char *s)
 	return t->next_iid;
 }
 
-static void reset_interning(struct pft *p)
+static void reset_interning(struct lk__pft *p)
 {
 	for (int i = 0; i < 4; i++)
 		p->tables[i].used = 0, p->tables[i].next_iid = 0;
 }
 
 /* The iids of e's class in this sequence: name, category, argument names. */
-static const struct class_iids *class_iids(struct pft *p, const struct lk__event_class *c)
+static const struct class_iids *class_iids(struct lk__pft *p, const struct lk__event_class *c)
 {
 	struct class_iids *ci = &p->classes[c->id];
 
@@ -274,7 +267,7 @@ static const struct class_iids *class_iids(struct pft *p, const struct lk__event
 }
 
 /* Bytes the queued interned strings may take (each repaired to UTF-8 at worst). */
-static size_t interned_room(const struct pft *p)
+static size_t interned_room(const struct lk__pft *p)
 {
 	size_t n = 0;
 
@@ -283,7 +276,7 @@ static size_t interned_room(const struct pft *p)
 	return n;
 }
 
-static uint8_t *put_interned(struct pft *p, uint8_t *w)
+static uint8_t *put_interned(struct lk__pft *p, uint8_t *w)
 {
 	uint8_t *data, *entry;
 
@@ -303,7 +296,7 @@ static uint8_t *put_interned(struct pft *p, uint8_t *w)
 
 /* ---- output ---- */
 
-static int flush(struct pft *p)
+static int flush(struct lk__pft *p)
 {
 	size_t done = 0;
 
@@ -320,11 +313,12 @@ static int flush(struct pft *p)
 		}
 		done += (size_t)n;
 	}
+	p->written += done;
 	p->pb.len = 0;
 	return 0;
 }
 
-static int packet_done(struct pft *p)
+static int packet_done(struct lk__pft *p)
 {
 	lk__pb_end(&p->pb);
 	if (p->pb.failed)
@@ -333,10 +327,10 @@ static int packet_done(struct pft *p)
 }
 
 /* A packet of this sequence; timestamped ones take the incremental clock's delta. */
-static void begin_packet(struct pft *p, unsigned int flags)
+static void begin_packet(struct lk__pft *p, unsigned int flags)
 {
 	lk__pb_begin(&p->pb, TRACE_PACKET);
-	lk__pb_uint(&p->pb, PKT_SEQUENCE_ID, p->seq);
+	lk__pb_uint(&p->pb, PKT_SEQUENCE_ID, p->st->seq);
 	if (flags)
 		lk__pb_uint(&p->pb, PKT_SEQUENCE_FLAGS, flags);
 }
@@ -351,30 +345,38 @@ static void put_clock(struct lk__pb *pb, uint32_t id, uint64_t ns, bool incremen
 	lk__pb_end(pb);
 }
 
-/* A sequence's first packet: its state cleared, its defaults, its clock tied to the system's. */
-static int start_sequence(struct pft *p, int tid, bool sched)
+/*
+ * A batch's first packet: the sequence's incremental state cleared, its defaults, its clock tied
+ * to the system's at the clock's current value (the trace's start for a new sequence). The
+ * stream's first batch starts its sequence.
+ */
+static int begin_batch(struct lk__pft *p, struct lk__pft_stream *st)
 {
 	struct lk__pb *pb = &p->pb;
-	uint64_t base = p->r->monotonic0_ns;
+	uint64_t base;
+	bool first = !st->started;
+	int tid = st->tid;
 
-	p->seq = SEQ_BASE + p->nseq % SEQ_SPAN;
-	p->gen = ++p->nseq;
-	p->last_ns = base;
-	p->tid = tid;
-	p->sched = sched;
-	p->thread_described = false;
-	p->out.pending = false;
+	if (first) {
+		st->seq = SEQ_BASE + p->nseq++ % SEQ_SPAN;
+		st->last_ns = p->r->monotonic0_ns;
+		st->started = true;
+	}
+	base = st->last_ns;
+	p->st = st;
+	p->gen++;
 	reset_interning(p);
 	begin_packet(p, SEQ_INCREMENTAL_STATE_CLEARED);
-	lk__pb_uint(pb, PKT_FIRST_ON_SEQUENCE, 1);
+	if (first)
+		lk__pb_uint(pb, PKT_FIRST_ON_SEQUENCE, 1);
 	lk__pb_uint(pb, PKT_TIMESTAMP, base);
 	lk__pb_uint(pb, PKT_TIMESTAMP_CLOCK_ID, BUILTIN_MONOTONIC);
 	lk__pb_begin(pb, PKT_DEFAULTS);
 	lk__pb_uint(pb, DEF_TIMESTAMP_CLOCK_ID, LK_CLOCK);
 	if (tid) {
 		lk__pb_begin(pb, DEF_TRACK_EVENT);
-		lk__pb_uint(pb, TED_TRACK_UUID, track_uuid(p, sched ? TRACK_OFF_CPU : TRACK_THREAD, (uint64_t)tid));
-		if (p->r->cputime && !sched)
+		lk__pb_uint(pb, TED_TRACK_UUID, track_uuid(p, st->sched ? TRACK_OFF_CPU : TRACK_THREAD, (uint64_t)tid));
+		if (p->r->cputime && !st->sched)
 			lk__pb_uint(pb, TED_EXTRA_COUNTER_TRACKS, track_uuid(p, TRACK_CPUTIME, (uint64_t)tid));
 		lk__pb_end(pb);
 	}
@@ -383,12 +385,12 @@ static int start_sequence(struct pft *p, int tid, bool sched)
 	put_clock(pb, LK_CLOCK, base, true);
 	put_clock(pb, BUILTIN_MONOTONIC, base, false);
 	put_clock(pb, BUILTIN_BOOTTIME, base + p->boot_offset_ns, false);
-	put_clock(pb, BUILTIN_REALTIME, p->r->realtime0_ns, false);
+	put_clock(pb, BUILTIN_REALTIME, p->r->realtime0_ns + (base - p->r->monotonic0_ns), false);
 	lk__pb_end(pb);
 	return packet_done(p);
 }
 
-static int describe_process(struct pft *p)
+static int describe_process(struct lk__pft *p)
 {
 	struct lk__pb *pb = &p->pb;
 
@@ -404,10 +406,10 @@ static int describe_process(struct pft *p)
 }
 
 /* The thread's track (again with its name, when the trace names it) and its CPU-time track. */
-static int describe_thread(struct pft *p, const char *name)
+static int describe_thread(struct lk__pft *p, const char *name)
 {
 	struct lk__pb *pb = &p->pb;
-	uint64_t uuid = track_uuid(p, TRACK_THREAD, (uint64_t)p->tid);
+	uint64_t uuid = track_uuid(p, TRACK_THREAD, (uint64_t)p->st->tid);
 
 	begin_packet(p, 0);
 	lk__pb_begin(pb, PKT_TRACK_DESCRIPTOR);
@@ -415,22 +417,22 @@ static int describe_thread(struct pft *p, const char *name)
 	lk__pb_uint(pb, TD_PARENT_UUID, track_uuid(p, TRACK_PROCESS, 0));
 	lk__pb_begin(pb, TD_THREAD);
 	lk__pb_uint(pb, THD_PID, (uint64_t)p->r->pid);
-	lk__pb_uint(pb, THD_TID, (uint64_t)p->tid);
+	lk__pb_uint(pb, THD_TID, (uint64_t)p->st->tid);
 	if (name)
 		lk__pb_utf8(pb, THD_NAME, name);
 	lk__pb_end(pb);
 	lk__pb_end(pb);
 	packet_done(p);
-	if (p->thread_described || (!p->r->cputime && !p->sched)) {
-		p->thread_described = true;
+	if (p->st->thread_described || (!p->r->cputime && !p->st->sched)) {
+		p->st->thread_described = true;
 		return p->pb.failed ? -ENOMEM : 0;
 	}
-	p->thread_described = true;
+	p->st->thread_described = true;
 	begin_packet(p, 0);
 	lk__pb_begin(pb, PKT_TRACK_DESCRIPTOR);
-	lk__pb_uint(pb, TD_UUID, track_uuid(p, p->sched ? TRACK_OFF_CPU : TRACK_CPUTIME, (uint64_t)p->tid));
+	lk__pb_uint(pb, TD_UUID, track_uuid(p, p->st->sched ? TRACK_OFF_CPU : TRACK_CPUTIME, (uint64_t)p->st->tid));
 	lk__pb_uint(pb, TD_PARENT_UUID, uuid);
-	if (p->sched) {
+	if (p->st->sched) {
 		lk__pb_utf8(pb, TD_NAME, "off-CPU");
 	} else {
 		lk__pb_utf8(pb, TD_NAME, "thread CPU time");
@@ -447,12 +449,12 @@ static int describe_thread(struct pft *p, const char *name)
  * A counter's track: one per provider:event, whichever sites record it. Described the first time
  * each site's values come (a counter with several sites is described as many times, the same).
  */
-static uint64_t counter_uuid(const struct pft *p, const struct lk__event_class *c)
+static uint64_t counter_uuid(const struct lk__pft *p, const struct lk__event_class *c)
 {
 	return track_uuid(p, TRACK_COUNTER, hash_string(c->provider) ^ mix64(hash_string(c->event)));
 }
 
-static int describe_counter(struct pft *p, const struct lk__event_class *c)
+static int describe_counter(struct lk__pft *p, const struct lk__event_class *c)
 {
 	struct lk__pb *pb = &p->pb;
 	char name[256];
@@ -479,7 +481,7 @@ static int describe_counter(struct pft *p, const struct lk__event_class *c)
  */
 #define EVENT_ROOM 160
 
-static uint8_t *event_packet(struct pft *p, uint64_t tsc, size_t room, uint8_t **packet)
+static uint8_t *event_packet(struct lk__pft *p, uint64_t tsc, size_t room, uint8_t **packet)
 {
 	uint64_t ticks = tsc - p->r->tsc0;
 	uint64_t ns = p->ns0 + ticks * p->ns_whole + (uint64_t)((unsigned __int128)ticks * p->ns_frac >> 64);
@@ -490,17 +492,17 @@ static uint8_t *event_packet(struct pft *p, uint64_t tsc, size_t room, uint8_t *
 	if (!w)
 		return NULL;
 	*packet = lk__pbw_begin(w, TRACE_PACKET);
-	w = lk__pbw_uint(*packet, PKT_SEQUENCE_ID, p->seq);
+	w = lk__pbw_uint(*packet, PKT_SEQUENCE_ID, p->st->seq);
 	w = lk__pbw_uint(w, PKT_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
 	/* Another CPU's TSC may be a hair behind: keep the thread's events in order. */
-	w = lk__pbw_uint(w, PKT_TIMESTAMP, ns > p->last_ns ? ns - p->last_ns : 0);
-	if (ns > p->last_ns)
-		p->last_ns = ns;
+	w = lk__pbw_uint(w, PKT_TIMESTAMP, ns > p->st->last_ns ? ns - p->st->last_ns : 0);
+	if (ns > p->st->last_ns)
+		p->st->last_ns = ns;
 	w = put_interned(p, w);
 	return lk__pbw_begin(w, PKT_TRACK_EVENT);
 }
 
-static int event_done(struct pft *p, uint8_t *w, uint8_t *event, uint8_t *packet)
+static int event_done(struct lk__pft *p, uint8_t *w, uint8_t *event, uint8_t *packet)
 {
 	lk__pb_commit(&p->pb, lk__pbw_end(lk__pbw_end(w, event), packet));
 	return p->pb.len >= FLUSH_AT ? flush(p) : 0;
@@ -539,7 +541,7 @@ static uint8_t *put_args(uint8_t *w, const struct lk__event *e, const struct cla
 }
 
 /* A slice's begin or end, an instant, or an event of a class this file does not know. */
-static int put_track_event(struct pft *p, const struct lk__event *e, unsigned int type)
+static int put_track_event(struct lk__pft *p, const struct lk__event *e, unsigned int type)
 {
 	const struct class_iids *ci = type == TYPE_SLICE_END ? NULL : class_iids(p, e->cls);
 	size_t room = EVENT_ROOM + e->cls->nargs * 32 + 3 * e->payload_len + interned_room(p);
@@ -559,7 +561,7 @@ static int put_track_event(struct pft *p, const struct lk__event *e, unsigned in
 	return event_done(p, w, event, packet);
 }
 
-static int put_counter(struct pft *p, const struct lk__event *e)
+static int put_counter(struct lk__pft *p, const struct lk__event *e)
 {
 	struct class_iids *ci = &p->classes[e->cls->id];
 	unsigned int type = lk__arg_type(e->cls->arg_types, 0);
@@ -596,22 +598,22 @@ static int put_counter(struct pft *p, const struct lk__event *e)
  * on, and its end at the switch in. Without a switch in (the trace stopped, or the thread exited,
  * while it was off its CPU) the slice is left open, as Perfetto marks a slice that did not end.
  */
-static int put_off_cpu(struct pft *p, uint64_t in_tsc, uint64_t next_cpu)
+static int put_off_cpu(struct lk__pft *p, uint64_t in_tsc, uint64_t next_cpu)
 {
-	uint64_t name = intern(p, NAMES, p->out.preempted ? "preempted" : "blocked");
+	uint64_t name = intern(p, NAMES, p->st->out.preempted ? "preempted" : "blocked");
 	uint64_t category = intern(p, CATEGORIES, "off-cpu"), cpu = intern(p, ARG_NAMES, "cpu");
 	uint64_t next = in_tsc ? intern(p, ARG_NAMES, "next_cpu") : 0;
 	uint8_t *packet, *event, *w;
 	int rc;
 
-	event = event_packet(p, p->out.tsc, EVENT_ROOM + interned_room(p), &packet);
+	event = event_packet(p, p->st->out.tsc, EVENT_ROOM + interned_room(p), &packet);
 	if (!event)
 		return -ENOMEM;
-	p->out.pending = false;
+	p->st->out.pending = false;
 	w = lk__pbw_uint(event, TE_TYPE, TYPE_SLICE_BEGIN);
 	w = lk__pbw_uint(w, TE_NAME_IID, name);
 	w = lk__pbw_uint(w, TE_CATEGORY_IIDS, category);
-	w = put_arg(w, cpu, LK_PROBE_U64, p->out.cpu, NULL);
+	w = put_arg(w, cpu, LK_PROBE_U64, p->st->out.cpu, NULL);
 	if (in_tsc)
 		w = put_arg(w, next, LK_PROBE_U64, next_cpu, NULL);
 	if ((rc = event_done(p, w, event, packet)) != 0 || !in_tsc)
@@ -628,7 +630,7 @@ static int put_off_cpu(struct pft *p, uint64_t in_tsc, uint64_t next_cpu)
  * began) makes none: when and why it left is unknown. Two switches out in a row (the kernel lost
  * the switch in between, counted in sched_lost) keep the later one.
  */
-static int on_switch(struct pft *p, const struct lk__event *e)
+static int on_switch(struct lk__pft *p, const struct lk__event *e)
 {
 	uint64_t cpu = 0, preempted = 0;
 	const char *s;
@@ -637,15 +639,15 @@ static int on_switch(struct pft *p, const struct lk__event *e)
 	if (e->cls->id == LK__EVENT_SCHED_OUT) {
 		if (at)
 			lk__event_arg(e, at, 1, &preempted, &s);
-		p->out = (struct switched_out){ true, preempted != 0, e->tsc, cpu };
+		p->st->out = (struct lk__pft_switched_out){ true, preempted != 0, e->tsc, cpu };
 		return 0;
 	}
-	return p->out.pending ? put_off_cpu(p, e->tsc, cpu) : 0;
+	return p->st->out.pending ? put_off_cpu(p, e->tsc, cpu) : 0;
 }
 
 static int on_event(const struct lk__event *e, void *arg)
 {
-	struct pft *p = arg;
+	struct lk__pft *p = arg;
 	uint64_t v;
 	const char *name = NULL;
 	int rc;
@@ -654,9 +656,9 @@ static int on_event(const struct lk__event *e, void *arg)
 		lk__event_arg(e, 0, 0, &v, &name);
 		return describe_thread(p, name ? name : "");
 	}
-	if (!p->thread_described && (rc = describe_thread(p, NULL)) != 0)
+	if (!p->st->thread_described && (rc = describe_thread(p, NULL)) != 0)
 		return rc;
-	if (p->sched && (e->cls->id == LK__EVENT_SCHED_OUT || e->cls->id == LK__EVENT_SCHED_IN))
+	if (p->st->sched && (e->cls->id == LK__EVENT_SCHED_OUT || e->cls->id == LK__EVENT_SCHED_IN))
 		return on_switch(p, e);
 	switch (e->cls->kind) {
 	case LK_PROBE_SPAN_BEGIN: return put_track_event(p, e, TYPE_SLICE_BEGIN);
@@ -666,32 +668,27 @@ static int on_event(const struct lk__event *e, void *arg)
 	}
 }
 
+/* A whole stream's batch (lk__perfetto_convert), or the batch lk__pft_batch set. */
 static int on_stream_begin(const struct lk__stream_info *s, void *arg)
 {
-	return start_sequence(arg, s->tid, s->stream_id == 1);
+	struct lk__pft *p = arg;
+
+	if (p->whole)
+		p->one = (struct lk__pft_stream){ .tid = s->tid, .sched = s->stream_id == 1 };
+	return begin_batch(p, p->whole ? &p->one : p->st);
 }
 
 /* Lost events: an instant lowkey:lost with their count, after the thread's last event. */
-static int on_stream_end(const struct lk__stream_info *s, void *arg)
+static int put_lost(struct lk__pft *p, uint64_t lost)
 {
-	struct pft *p = arg;
-	uint64_t name, category, events;
+	uint64_t name = intern(p, NAMES, "lost"), category = intern(p, CATEGORIES, "lowkey");
+	uint64_t events = intern(p, ARG_NAMES, "events");
 	uint8_t *packet, *event, *w;
-	int rc;
 
-	if (!p->thread_described && (rc = describe_thread(p, NULL)) != 0)
-		return rc;
-	if (p->out.pending && (rc = put_off_cpu(p, 0, 0)) != 0)
-		return rc;
-	if (!s->lost)
-		return 0;
-	name = intern(p, NAMES, "lost");
-	category = intern(p, CATEGORIES, "lowkey");
-	events = intern(p, ARG_NAMES, "events");
 	if (!(w = lk__pb_reserve(&p->pb, EVENT_ROOM + interned_room(p))))
 		return -ENOMEM;
 	packet = lk__pbw_begin(w, TRACE_PACKET);
-	w = lk__pbw_uint(packet, PKT_SEQUENCE_ID, p->seq);
+	w = lk__pbw_uint(packet, PKT_SEQUENCE_ID, p->st->seq);
 	w = lk__pbw_uint(w, PKT_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
 	w = lk__pbw_uint(w, PKT_TIMESTAMP, 0);
 	w = put_interned(p, w);
@@ -699,8 +696,32 @@ static int on_stream_end(const struct lk__stream_info *s, void *arg)
 	w = lk__pbw_uint(event, TE_TYPE, TYPE_INSTANT);
 	w = lk__pbw_uint(w, TE_NAME_IID, name);
 	w = lk__pbw_uint(w, TE_CATEGORY_IIDS, category);
-	w = put_arg(w, events, LK_PROBE_U64, s->lost, NULL);
+	w = put_arg(w, events, LK_PROBE_U64, lost, NULL);
 	return event_done(p, w, event, packet);
+}
+
+/* The end of the stream's last batch: the switch out left open and the lost events, if any. */
+static int finish_stream(struct lk__pft *p)
+{
+	int rc = 0;
+
+	if (p->st->out.pending)
+		rc = put_off_cpu(p, 0, 0);
+	if (!rc && p->st->lost)
+		rc = put_lost(p, p->st->lost);
+	return rc;
+}
+
+static int on_stream_end(const struct lk__stream_info *s, void *arg)
+{
+	struct lk__pft *p = arg;
+	int rc;
+
+	if (!p->st->thread_described && (rc = describe_thread(p, NULL)) != 0)
+		return rc;
+	if (s->lost > p->st->lost)
+		p->st->lost = s->lost;	/* cumulative: the last packet's count */
+	return p->whole ? finish_stream(p) : 0;
 }
 
 /* ---- the conversion ---- */
@@ -726,58 +747,144 @@ static uint64_t boot_offset_ns(void)
 	return boot > mid ? boot - mid : 0;
 }
 
-static int convert(struct pft *p, char *err, size_t errlen)
+void lk__pft_set_rate(struct lk__pft *p, uint64_t tsc_hz)
 {
-	static const struct lk__reader_ops ops = { on_stream_begin, on_event, on_stream_end };
+	/* lk__reader_ns's arithmetic in integers: a double's conversion per event cost a tenth */
+	p->ns_whole = 1000000000u / tsc_hz;
+	p->ns_frac = (uint64_t)(((unsigned __int128)(1000000000u % tsc_hz) << 64) / tsc_hz);
+}
+
+int lk__pft_set_reader(struct lk__pft *p, struct lk__trace_reader *r)
+{
+	size_t had = p->r ? p->r->nclasses : 0, n = r->nclasses ? r->nclasses : 1;
+
+	if (r->nclasses > had || !p->classes) {
+		struct class_iids *grown = realloc(p->classes, n * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		memset(grown + had, 0, (n - had) * sizeof(*grown));
+		p->classes = grown;
+	}
+	p->r = r;
+	return 0;
+}
+
+static void pft_free(struct lk__pft *p)
+{
+	for (int i = 0; i < 4; i++)
+		free(p->tables[i].slots);
+	free(p->classes);
+	free(p->path);
+	lk__pb_free(&p->pb);
+	free(p);
+}
+
+int lk__pft_open(struct lk__pft **out, const char *path, struct lk__trace_reader *r, char *err, size_t errlen)
+{
+	struct lk__pft *p = calloc(1, sizeof(*p));
 	int rc;
 
+	*out = NULL;
+	if (!p || !(p->path = strdup(path)) || lk__pft_set_reader(p, r) != 0) {
+		if (p)
+			pft_free(p);
+		return lk__failf(err, errlen, -ENOMEM, "out of memory converting %s", r->dir);
+	}
+	p->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (p->fd < 0) {
+		rc = lk__failf(err, errlen, -errno, "cannot write %s: %s", path, strerror(errno));
+		pft_free(p);
+		return rc;
+	}
 	p->boot_offset_ns = boot_offset_ns();
-	/* lk__reader_ns's arithmetic in integers: a double's conversion per event cost a tenth */
-	p->ns0 = p->r->monotonic0_ns;
-	p->ns_whole = 1000000000u / p->r->tsc_hz;
-	p->ns_frac = (uint64_t)(((unsigned __int128)(1000000000u % p->r->tsc_hz) << 64) / p->r->tsc_hz);
-	p->uuid_seed = mix64(p->r->realtime0_ns ^ (uint64_t)p->r->pid << 32);
-	p->classes = calloc(p->r->nclasses ? p->r->nclasses : 1, sizeof(*p->classes));
-	if (!p->classes)
-		return lk__failf(err, errlen, -ENOMEM, "out of memory converting %s", p->r->dir);
-	rc = start_sequence(p, 0, false);
+	p->ns0 = r->monotonic0_ns;
+	lk__pft_set_rate(p, r->tsc_hz);
+	p->uuid_seed = mix64(r->realtime0_ns ^ (uint64_t)r->pid << 32);
+	rc = begin_batch(p, &p->process);
 	if (!rc)
 		rc = describe_process(p);
-	if (!rc)
-		rc = lk__reader_walk(p->r, &ops, p, err, errlen);
-	if (!rc || rc == -EINVAL) {
-		int flushed = flush(p);	/* after damage too: the events before it are good */
+	*out = p;
+	return rc ? lk__failf(err, errlen, rc, "out of memory converting %s", r->dir) : 0;
+}
 
-		rc = rc ? rc : flushed;
-	}
+int lk__pft_batch(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *data, size_t len, size_t *consumed)
+{
+	static const struct lk__reader_ops ops = { on_stream_begin, on_event, on_stream_end };
+	struct lk__stream_info s = { .tid = st->tid, .stream_id = st->sched, .file = "" };
+	int rc;
+
+	p->st = st;
+	rc = lk__reader_walk_bytes(p->r, data, len, &s, &ops, p);
+	*consumed = rc ? 0 : len - (size_t)s.truncated;
+	return rc ? rc : p->pb.failed ? -ENOMEM : 0;
+}
+
+int lk__pft_stream_done(struct lk__pft *p, struct lk__pft_stream *st)
+{
+	int rc;
+
+	if (!st->out.pending && !st->lost)
+		return 0;
+	rc = begin_batch(p, st);
+	return rc ? rc : finish_stream(p);
+}
+
+uint64_t lk__pft_bytes(const struct lk__pft *p)
+{
+	return p->written + p->pb.len;
+}
+
+int lk__pft_close(struct lk__pft *p, char *err, size_t errlen)
+{
+	int rc = flush(p);
+
 	if (p->write_error)
-		return lk__failf(err, errlen, -p->write_error, "writing %s failed: %s", p->path,
-				 strerror(p->write_error));
-	if (rc == -ENOMEM || p->pb.failed)
-		return lk__failf(err, errlen, -ENOMEM, "out of memory converting %s", p->r->dir);
+		rc = lk__failf(err, errlen, -p->write_error, "writing %s failed: %s", p->path, strerror(p->write_error));
+	else if (rc)
+		rc = lk__failf(err, errlen, rc, "out of memory writing %s", p->path);
+	if (close(p->fd) != 0 && !rc)
+		rc = lk__failf(err, errlen, -errno, "writing %s failed: %s", p->path, strerror(errno));
+	pft_free(p);
 	return rc;
+}
+
+void lk__pft_discard(struct lk__pft *p)
+{
+	if (!p)
+		return;
+	close(p->fd);
+	pft_free(p);
 }
 
 int lk__perfetto_convert(const char *ctf_dir, const char *path, char *err, size_t errlen)
 {
+	static const struct lk__reader_ops ops = { on_stream_begin, on_event, on_stream_end };
 	struct lk__trace_reader r;
-	struct pft p = { .path = path, .r = &r };
-	int rc = lk__reader_open(&r, ctf_dir, err, errlen);
+	struct lk__pft *p = NULL;
+	int rc;
 
+	rc = lk__perfetto_live_finish(ctf_dir, path, err, errlen);
+	if (rc <= 0)
+		return rc;	/* written while the trace recorded */
+	rc = lk__reader_open(&r, ctf_dir, err, errlen);
 	if (rc)
 		return rc;
-	p.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (p.fd < 0) {
-		rc = lk__failf(err, errlen, -errno, "cannot write %s: %s", path, strerror(errno));
-	} else {
-		rc = convert(&p, err, errlen);
-		if (close(p.fd) != 0 && !rc)
-			rc = lk__failf(err, errlen, -errno, "writing %s failed: %s", path, strerror(errno));
+	rc = lk__pft_open(&p, path, &r, err, errlen);
+	if (p) {
+		p->whole = true;
+		if (!rc)
+			rc = lk__reader_walk(&r, &ops, p, err, errlen);
+		if (rc == -ENOMEM || p->pb.failed)
+			rc = lk__failf(err, errlen, -ENOMEM, "out of memory converting %s", ctf_dir);
+		if (rc && rc != -EINVAL) {
+			lk__pft_close(p, NULL, 0);	/* err says what went wrong */
+		} else {
+			int closed = lk__pft_close(p, err, errlen);	/* after damage too: what came before is good */
+
+			rc = rc ? rc : closed;
+		}
 	}
-	for (int i = 0; i < 4; i++)
-		free(p.tables[i].slots);
-	free(p.classes);
-	lk__pb_free(&p.pb);
 	lk__reader_close(&r);
 	return rc;
 }

@@ -30,6 +30,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "probe/convert.h"
+#include "probe/perfetto.h"
 #include "probe/probe_internal.h"
 #include "probe/progress.h"
 
@@ -237,6 +238,8 @@ static int start_locked(const struct lk_trace_config *config)
 		lk__consumer_stop();
 		goto fail;
 	}
+	if (t->config.format == LK_TRACE_PERFETTO && !t->overwrite)	/* a flight recorder converts snapshots */
+		lk__perfetto_live_start(t);	/* written while it records; if not, converted at stop */
 	return 0;
 fail:
 	lk__sched_stop(t);
@@ -312,6 +315,7 @@ static int stop_locked(void)
 		else
 			remove_tree(t->ctf_dir);
 	}
+	lk__perfetto_live_cancel();	/* not converted: the trace failed */
 	if (!err && t->sites_error)
 		err = lk__fail(t->sites_error, "%s", t->sites_error_msg);
 	if (!err && t->snapshot_error)
@@ -483,6 +487,7 @@ static void trace_fork_child(void)
 	lk__probe_buffers = NULL;
 	lk__probe_forget_thread();
 	lk__sched_stop(t);	/* our copies of the parent's events and files */
+	lk__perfetto_live_forget_in_child();
 	if (t->dir_fd >= 0)
 		close(t->dir_fd);
 	t->dir_fd = -1;

@@ -119,12 +119,14 @@ class Decoded:
         self.events = []          # dicts, in file order
         self.snapshots = []
         self.sequences = set()
+        self.batches = {}         # sequence -> times its incremental state was cleared
         seq_state = {}
         for p in trace.packet:
             assert p.HasField("trusted_packet_sequence_id"), "a packet without a sequence"
             seq = p.trusted_packet_sequence_id
             self.sequences.add(seq)
             if p.sequence_flags & SEQ_CLEARED:
+                self.batches[seq] = self.batches.get(seq, 0) + 1
                 seq_state[seq] = {"names": {}, "categories": {}, "args": {}, "clock": None,
                                   "defaults": None, "first": True}
             st = seq_state.get(seq)
@@ -217,12 +219,16 @@ def check_trace(path, pid, procname):
     counters = {t.name: t.uuid for t in d.tracks.values() if t.HasField("counter") and t.name.startswith("fx:")}
     assert sorted(counters) == ["fx:depth", "fx:ratio"], counters
 
-    by_track = {}
+    # a track's events in order on each sequence (several threads' sequences may share a counter
+    # track, their packets interleaved in the file: trace_processor sorts them by time)
+    by_track, by_sequence = {}, {}
     for e in d.events:
         by_track.setdefault(e["track"], []).append(e)
+        by_sequence.setdefault((e["track"], e["seq"]), []).append(e["ts"])
+    for (track, seq), stamps in by_sequence.items():
+        assert stamps == sorted(stamps), "track %x: events out of order on sequence %d" % (track, seq)
     for events in by_track.values():
-        stamps = [e["ts"] for e in events]
-        assert stamps == sorted(stamps), "a track's events out of order"
+        events.sort(key=lambda e: e["ts"])
 
     # counters: depth 0..ROUNDS-1 from each worker; ratio NaN, then 1.5
     depth = [e["counter"] for e in by_track[counters["fx:depth"]]]
@@ -283,6 +289,8 @@ def check_serve(path, pid):
     events = [e for e in d.events if e["track"] in threads]
     rounds = [e["args"]["i"][1] for e in events if e["type"] == INSTANT]
     assert len(rounds) >= 10, "fewer than 10 rounds in a second"
+    # written while it recorded: the thread's sequence in several batches, each clearing its state
+    assert max(d.batches.values()) > 1, "the trace was not written while it recorded: %s" % d.batches
     assert rounds == list(range(rounds[0], rounds[0] + len(rounds))), rounds
     stack = []
     for e in events:
@@ -318,16 +326,31 @@ def check_json_agrees(json_path, d):
 
 def check_off_cpu(fixture, lowkey, work):
     """Context switches as off-CPU slices on a child track of each thread (docs/trace.md)."""
-    ctf, pft, js = (os.path.join(work, n) for n in ("s.ctf", "s.pftrace", "s.json"))
+    ctf, pft, js, live = (os.path.join(work, n) for n in ("s.ctf", "s.pftrace", "s.json", "live.pftrace"))
     r = subprocess.run([fixture, ctf, "sched"], capture_output=True, text=True)
     if r.returncode == SKIP:
         print("off-CPU slices not checked: " + r.stderr.strip())
         return
     assert r.returncode == 0, r.stderr
-    pid, sleeper = (int(x) for x in r.stdout.split())
+    sleeper = int(r.stdout.split()[1])
     subprocess.run([lowkey, "convert", ctf, "-o", pft], check=True)
     subprocess.run([lowkey, "convert", ctf, "-o", js, "--format", "json"], check=True)
-    with open(pft, "rb") as f:
+    rep = json.loads(subprocess.run([lowkey, "report", "--json", ctf], check=True, capture_output=True,
+                                    text=True).stdout)
+    slices = check_off_cpu_slices(pft, sleeper)
+    check_off_cpu_agrees(slices, js, rep, pft)
+    # the same written while recording (LK_TRACE_PERFETTO)
+    r = subprocess.run([fixture, live, "sched-perfetto"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    check_off_cpu_slices(live, int(r.stdout.split()[1]))
+    print("off-CPU: %d slices on %d threads' off-CPU tracks, %d left open; written while recording too"
+          % (sum(len(r) for r in slices.values()), len(slices),
+             sum(r[2] is None for rows in slices.values() for r in rows)))
+
+
+def check_off_cpu_slices(path, sleeper):
+    """The off-CPU tracks' structure, and fx-sleeper's slices; {tid: [(name, begin, end, args)]}."""
+    with open(path, "rb") as f:
         d = Decoded(TRACE.FromString(f.read()))
     threads = {t.uuid: t.thread.tid for t in d.tracks.values() if t.HasField("thread")}
     off_tracks = {t.uuid: threads[t.parent_uuid] for t in d.tracks.values()
@@ -376,8 +399,13 @@ def check_off_cpu(fixture, lowkey, work):
     for begin, end in naps:
         inside = [row for row in rows if row[0] == "blocked" and begin <= row[1] and row[2] and row[2] <= end]
         assert inside, "no blocked slice inside the fx:nap span %d-%d" % (begin, end)
+    return slices
 
-    # the same slices as the JSON's (which leaves out those that did not end), at the same times
+
+def check_off_cpu_agrees(slices, js, rep, path):
+    """The same slices as the JSON's (which leaves out those that did not end), at the same times."""
+    with open(path, "rb") as f:
+        d = Decoded(TRACE.FromString(f.read()))
     with open(js, encoding="utf-8") as f:
         j = json.load(f)["traceEvents"]
     snap = {c.clock_id: c.timestamp for c in d.snapshots[0].clocks}
@@ -392,13 +420,8 @@ def check_off_cpu(fixture, lowkey, work):
             assert abs(begin + offset - e["ts"] * 1000) < 1000 and abs(end - begin - e["dur"] * 1000) < 1000, (begin, end, e)
 
     # one slice per switch out that lowkey report counts (when the kernel lost none)
-    rep = json.loads(subprocess.run([lowkey, "report", "--json", ctf], check=True, capture_output=True,
-                                    text=True).stdout)
     if not rep.get("switches_lost"):
         assert sum(len(rows) for rows in slices.values()) == rep["switches"], (rep["switches"], slices)
-    print("off-CPU: %d slices on %d threads' off-CPU tracks, %d left open"
-          % (sum(len(r) for r in slices.values()), len(slices),
-             sum(r[2] is None for rows in slices.values() for r in rows)))
 
 
 def main():

@@ -8,7 +8,7 @@
  * "fx-serve" until SIGTERM (for `lowkey trace --pid`, with LOWKEY_CONTROL=1);
  * `lkt_formats_fixture OUT sched` records a CTF trace with context switches (LK_TRACE_SCHED, see
  * sleeper() for what it holds) and prints its pid and the thread fx-sleeper's tid, or exits 77
- * where context switches cannot be recorded here.
+ * where context switches cannot be recorded here; `OUT sched-perfetto` the same as Perfetto.
  *
  * Two threads, "worker-1" and "worker-2", each run ROUNDS rounds of: a span fx:request around a
  * counter value fx:depth = round and a span fx:query around an event fx:row (i = round, twice =
@@ -77,7 +77,7 @@ static int serve(void)
 
 /*
  * fx-sleeper, for the off-CPU slices' edge cases: it is blocked on a pipe when the trace starts
- * (so its first switch is a switch in), then takes ROUNDS spans fx:nap, each around a 1 ms sleep
+ * (so its first switch is a switch in), then takes ROUNDS spans fx:nap, each around a 2 ms sleep
  * (a "blocked" slice inside each), says so, and blocks again on its pipe until after the trace
  * stopped (its last switch is a switch out with no switch in).
  */
@@ -86,7 +86,7 @@ static volatile int sleeper_tid;
 
 static void *sleeper(void *arg)
 {
-	struct timespec ms = { 0, 1000000 };
+	struct timespec ms = { 0, 2000000 };
 	char c;
 
 	(void)arg;
@@ -105,9 +105,10 @@ static void *sleeper(void *arg)
 	return NULL;
 }
 
-static int record_sched(const char *out)
+static int record_sched(const char *out, enum lk_trace_format format)
 {
-	struct lk_trace_config c = { .path = out, .flags = LK_TRACE_SCHED | LK_TRACE_CPUTIME, .flush_ms = 5 };
+	struct lk_trace_config c = { .path = out, .format = format, .flags = LK_TRACE_SCHED | LK_TRACE_CPUTIME,
+				     .flush_ms = 5 };
 	struct timespec settle = { 0, 50000000 };
 	pthread_t t;
 	char d;
@@ -161,13 +162,13 @@ int main(int argc, char **argv)
 	struct lk_trace_config c = { .flags = LK_TRACE_CPUTIME, .flush_ms = 5 };
 
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s OUT ctf|json|perfetto|sched, or - none, or - serve\n", argv[0]);
+		fprintf(stderr, "usage: %s OUT ctf|json|perfetto|sched|sched-perfetto, or - none, or - serve\n", argv[0]);
 		return 2;
 	}
 	if (strcmp(argv[2], "serve") == 0)
 		return serve();
-	if (strcmp(argv[2], "sched") == 0)
-		return record_sched(argv[1]);
+	if (strcmp(argv[2], "sched") == 0 || strcmp(argv[2], "sched-perfetto") == 0)
+		return record_sched(argv[1], argv[2][5] ? LK_TRACE_PERFETTO : LK_TRACE_CTF);
 	pthread_setname_np(pthread_self(), "fx-main");
 	if (strcmp(argv[2], "none") == 0) {
 		record();

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal: the Perfetto writer (perfetto.c) for a trace read in pieces. lk__perfetto_convert
+ * (convert.h) reads a whole CTF trace at once; perfetto_live.c feeds the writer the packets of a
+ * CTF trace as they are written, while it records, so that the .pftrace is nearly complete when
+ * the trace stops.
+ *
+ * Each piece of a stream is a batch: it begins by clearing its sequence's incremental state
+ * (SEQ_INCREMENTAL_STATE_CLEARED, its defaults and a clock snapshot again), so the writer keeps
+ * no interning state between batches, only what a stream needs to go on: its sequence id, the
+ * incremental clock's value, whether its tracks were described, a switch out not yet matched,
+ * and the events it lost. Not thread-safe: one thread writes a given lk__pft.
+ */
+#ifndef LK_PROBE_PERFETTO_H
+#define LK_PROBE_PERFETTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "probe/reader.h"
+
+struct lk__pft;
+
+/* A switch out not yet matched by its switch in: the off-CPU slice it begins. */
+struct lk__pft_switched_out {
+	bool pending;
+	bool preempted;
+	uint64_t tsc, cpu;
+};
+
+/* What a stream keeps from one batch to the next. Zero it before its first batch. */
+struct lk__pft_stream {
+	int tid;
+	bool sched;			/* the thread's context switches (stream-TID-sched) */
+	bool started;			/* its sequence has an id and a first packet */
+	bool thread_described;
+	uint32_t seq;			/* trusted_packet_sequence_id */
+	uint64_t last_ns;		/* the incremental clock's value */
+	uint64_t lost;			/* events lost, as its packets count them (cumulative) */
+	struct lk__pft_switched_out out;
+};
+
+/*
+ * A writer of path (created or emptied) for the trace r describes; the process's track is
+ * written at once. r must stay open until lk__pft_set_reader replaces it or lk__pft_close.
+ * 0 or -errno with a message in err.
+ */
+int lk__pft_open(struct lk__pft **out, const char *path, struct lk__trace_reader *r, char *err, size_t errlen);
+
+/* A reader of the same trace that knows more event classes (its metadata rewritten since). */
+int lk__pft_set_reader(struct lk__pft *p, struct lk__trace_reader *r);
+
+/* The TSC's rate to convert timestamps with from now on (the rate measured so far). */
+void lk__pft_set_rate(struct lk__pft *p, uint64_t tsc_hz);
+
+/*
+ * A batch of st: the whole packets at the start of data[0..len) (a stream file's bytes from a
+ * packet's start). *consumed: the bytes of the packets written (a packet cut short is left for
+ * the next batch). Returns 0, -EINVAL for bytes that are not a stream of this trace (or have an
+ * event class the reader does not know), -ENOMEM, or -errno from writing.
+ */
+int lk__pft_batch(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *data, size_t len, size_t *consumed);
+
+/* After st's last batch: its switch out left open and its lost events, if any. */
+int lk__pft_stream_done(struct lk__pft *p, struct lk__pft_stream *st);
+
+/* Write out what is buffered, close the file and free p; 0 or -errno with a message in err. */
+int lk__pft_close(struct lk__pft *p, char *err, size_t errlen);
+
+/* Close the file and free p without writing what is buffered (a forked child's copy). */
+void lk__pft_discard(struct lk__pft *p);
+
+/* The bytes written so far (for lk_trace_stats and messages). */
+uint64_t lk__pft_bytes(const struct lk__pft *p);
+
+/*
+ * perfetto_live.c: a trace recorded as Perfetto is written while it records. lk_trace_start
+ * calls lk__perfetto_live_start once the CTF trace (t->ctf_dir) is set up: a thread follows the
+ * CTF streams as the consumer writes them and writes their whole packets to t->path. A failure
+ * there costs nothing but time: the trace is then converted at the stop, as before. 0 or -errno.
+ */
+struct lk__trace;
+int lk__perfetto_live_start(struct lk__trace *t);
+
+/*
+ * Called by lk__perfetto_convert: when the live writer writes path from ctf_dir, it writes what
+ * is left (the trace has stopped: the CTF is complete) and closes the file: 0 or -errno with a
+ * message in err. 1 when it does not (none runs, another trace, or it failed): convert it whole.
+ */
+int lk__perfetto_live_finish(const char *ctf_dir, const char *path, char *err, size_t errlen);
+
+/* Stop the live writer without finishing its file (the trace failed); nothing when none runs. */
+void lk__perfetto_live_cancel(void);
+
+/* In a forked child (trace.c's atfork handler): forget the parent's writer, touching nothing of it. */
+void lk__perfetto_live_forget_in_child(void);
+
+/* The live writer's thread id while it runs, else 0 (sched.c leaves its switches out). */
+pid_t lk__perfetto_live_tid(void);
+
+#endif
