@@ -9,8 +9,8 @@
  * child, and without dying of SIGPIPE when `lowkey trace` is gone.
  *
  * The command line's side, on a pseudo-terminal: `lowkey trace --format json` (of a command, and
- * of a process it attaches to) and `lowkey convert` show a status line while converting, and none
- * with --quiet, --json or into a pipe.
+ * of a process it attaches to) and `lowkey convert` show a status line while converting, and
+ * `lowkey report` while it reads a trace; none with --quiet, --json or into a pipe.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -359,6 +359,26 @@ static void convert_shows_its_progress_on_a_terminal_only(void **state)
 	assert_null(strstr(r.out, "\033[K"));
 }
 
+/* lowkey report reads a CTF trace with a status line, erased before the report. */
+static void report_shows_its_reading_on_a_terminal_only(void **state)
+{
+	char ctf[1024];
+	const char *line;
+
+	(void)state;
+	snprintf(ctf, sizeof(ctf), "%s/conv.ctf", scratch);	/* from the test before */
+	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "report", ctf, NULL }), 0);
+	line = strstr(pty_out, "\r\033[Klowkey report: reading the trace: ");
+	if (!line)
+		fail_msg("no status line in:\n%s", pty_out);
+	assert_non_null(strstr(line, "\r\033[Ktrace "));	/* the report starts on a line of its own */
+	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "report", "--json", ctf, NULL }), 0);
+	assert_null(strstr(pty_out, "\033[K"));
+	lkt_sh(&r, LOWKEY " report '%s'", ctf);
+	lkt_expect(&r, 0, NULL);
+	assert_null(strstr(r.out, "\033[K"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -370,6 +390,7 @@ int main(void)
 		cmocka_unit_test(trace_shows_the_conversion_on_a_terminal_only),
 		cmocka_unit_test(attach_shows_the_process_converting),
 		cmocka_unit_test(convert_shows_its_progress_on_a_terminal_only),
+		cmocka_unit_test(report_shows_its_reading_on_a_terminal_only),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -19,5 +19,6 @@ const char lk_cli_conventions[] =
 	"   2 bad usage.\n"
 	"\n"
 	"Output:\n"
-	"   -j is --json wherever JSON is offered. Long work (the benchmarks, converting a trace) shows\n"
-	"   progress on standard error when it is a terminal, never in the output; --quiet hides it.\n";
+	"   -j is --json wherever JSON is offered. Long work (the benchmarks, reading or converting a\n"
+	"   trace) shows progress on standard error when it is a terminal, never in the output or with\n"
+	"   --json; --quiet (trace, convert, bench) hides it.\n";

@@ -9,6 +9,7 @@
 #include <lowkey/lowkey.h>
 
 #include "cli.h"
+#include "status.h"
 
 extern const struct lk_cli_command __start_lk_cli_commands[];
 extern const struct lk_cli_command __stop_lk_cli_commands[];
@@ -76,6 +77,7 @@ void lk_cli_error(const char *cmd, const char *hint, const char *fmt, ...)
 {
 	va_list ap;
 
+	lk_status_clear();	/* the message has the line to itself */
 	fprintf(stderr, "lowkey%s%s: ", cmd ? " " : "", cmd ? cmd : "");
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);

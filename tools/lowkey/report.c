@@ -27,6 +27,7 @@
 #include "report_html.h"
 #include "report_trace.h"
 #include "samples.h"
+#include "status.h"
 
 /* Time split by the context switches: on a CPU, runnable (preempted), blocked; ns. */
 struct split {
@@ -672,10 +673,17 @@ static int report_run(int argc, char **argv)
 		fputs(report_usage, stderr);
 		return LK_EXIT_USAGE;
 	}
-	if (html)
-		return lk_report_html(argv[optind], html);
+	lk_status_begin("report", !json);
+	if (html) {
+		lk_status_reading_begin(argv[optind], 2);	/* the page walks the trace twice */
+		rc = lk_report_html(argv[optind], html);
+		lk_status_reading_end();
+		return rc;
+	}
+	lk_status_reading_begin(argv[optind], 1);
 	rc = report_trace_open(&t, argv[optind], err, sizeof(err));
 	if (rc) {
+		lk_status_reading_end();
 		lk_cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s", err);
 		return LK_EXIT_FAIL;
 	}
@@ -687,6 +695,7 @@ static int report_run(int argc, char **argv)
 		rc = report_trace_walk(&t, &ops, &rep, err, sizeof(err));
 	if (rc == 0)
 		split_spans(&rep);
+	lk_status_reading_end();
 	if (rc == 0) {
 		if (json)
 			print_json(&rep, argv[optind]);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "probe/progress.h"
 #include "status.h"
 
 #define ERASE "\r\033[K"
@@ -65,7 +66,7 @@ static const char *format_label(const char *format)
 		: strcmp(format, "ctf") == 0 ? "CTF" : format;
 }
 
-void lk_status_conversion(const char *format, uint64_t done, uint64_t total)
+void lk_status_progress(const char *what, uint64_t done, uint64_t total)
 {
 	double mib = 1024.0 * 1024.0;
 
@@ -73,11 +74,46 @@ void lk_status_conversion(const char *format, uint64_t done, uint64_t total)
 		lk_status_clear();	/* the end: whatever is printed next has the line to itself */
 		return;
 	}
-	lk_status_show("converting the trace to %s: %.0f%% (%.1f of %.1f MiB)", format_label(format),
-		       total ? 100.0 * (double)done / (double)total : 100.0, (double)done / mib, (double)total / mib);
+	lk_status_show("%s: %.0f%% (%.1f of %.1f MiB)", what, 100.0 * (double)done / (double)total,
+		       (double)done / mib, (double)total / mib);
+}
+
+void lk_status_progress_sink(uint64_t done, uint64_t total, void *what)
+{
+	lk_status_progress(what, done, total);
+}
+
+void lk_status_conversion(const char *format, uint64_t done, uint64_t total)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "converting the trace to %s", format_label(format));
+	lk_status_progress(what, done, total);
 }
 
 void lk_status_conversion_sink(uint64_t done, uint64_t total, void *arg)
 {
 	lk_status_conversion(arg, done, total);
+}
+
+void lk_status_reading_begin(const char *path, unsigned int walks)
+{
+	static char what[64];
+	static struct lk__progress_sink reading = { lk_status_progress_sink, what };
+	uint64_t bytes = lk__progress_ctf_bytes(path);	/* 0 for a file: read whole at its opening */
+
+	lk_status_show("reading %s", path);
+	if (!bytes || !status.cmd)
+		return;
+	if (walks > 1)
+		snprintf(what, sizeof(what), "reading the trace (%u passes)", walks);
+	else
+		snprintf(what, sizeof(what), "reading the trace");
+	lk__progress_begin(&reading, bytes * walks);
+}
+
+void lk_status_reading_end(void)
+{
+	lk__progress_end();
+	lk_status_clear();
 }

@@ -19,6 +19,12 @@ void lk_status_show(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Erase the line, if one is shown. */
 void lk_status_clear(void);
 
+/* "WHAT: 45% (120.0 of 266.7 MiB)": done of total bytes; done >= total is the end: the line is erased. */
+void lk_status_progress(const char *what, uint64_t done, uint64_t total);
+
+/* The same as a progress sink's report (probe/progress.h); arg: what. */
+void lk_status_progress_sink(uint64_t done, uint64_t total, void *what);
+
 /*
  * "converting the trace to JSON: 45% (120.0 of 266.7 MiB)": a conversion's progress, done of total
  * bytes; format as lk__trace_format_name() names it. done == total is the end: the line is erased.
@@ -27,5 +33,12 @@ void lk_status_conversion(const char *format, uint64_t done, uint64_t total);
 
 /* The same as a progress sink's report (probe/progress.h); arg: the format's name. */
 void lk_status_conversion_sink(uint64_t done, uint64_t total, void *arg);
+
+/*
+ * A trace at path is read (walks times, from here to lk_status_reading_end): "reading PATH", then
+ * for a CTF directory how much of its streams the reader has walked.
+ */
+void lk_status_reading_begin(const char *path, unsigned int walks);
+void lk_status_reading_end(void);
 
 #endif
