@@ -13,7 +13,8 @@
  *
  * In overwrite mode (the flight recorder) nothing is drained: the consumer takes the snapshots
  * requested (lk_trace_snapshot_request: from signal handlers), counts the closed sub-buffers
- * ahead of the producers, and frees the rings of exited threads once a snapshot has written them.
+ * ahead of the producers, frees the rings of exited threads once a snapshot has written them, and
+ * takes the context switches the kernel recorded (LK_TRACE_SCHED) into the rings that keep them.
  */
 #include <errno.h>
 #include <limits.h>
@@ -296,6 +297,8 @@ static void *consumer_main(void *arg)
 			take_requested(t, &served);
 			lk__snapshot_count_ahead();
 			keep_recent(t, false);
+			if (t->sched_state)
+				(void)lk__sched_drain(t, false);	/* kept for the snapshots: writes nothing */
 		} else {
 			drain_all(t, false);
 		}

@@ -384,8 +384,17 @@ int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t
 
 /* Open the context-switch events of every thread of the process (perf_event_open): 0 or -errno. */
 int lk__sched_start(struct lk__trace *t);
-/* The consumer, once a pass (final: the last): write what the kernel recorded; 0 or -errno. */
+/*
+ * The consumer, once a pass (final: the last): write what the kernel recorded (overwrite mode:
+ * keep the newest for the snapshots); 0 or -errno.
+ */
 int lk__sched_drain(struct lk__trace *t, bool final);
+/*
+ * Overwrite mode, from a snapshot: take what the kernel recorded since the consumer's last pass,
+ * then write every thread's kept switches (the newest) as stream-TID-sched files in out's
+ * directory, and out->sched_lost. *switches: how many. 0 or -errno.
+ */
+int lk__sched_snapshot(struct lk__trace *t, struct lk__trace *out, uint64_t *switches);
 /* After the consumer's last pass, or in a forked child: close everything. */
 void lk__sched_stop(struct lk__trace *t);
 

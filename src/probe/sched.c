@@ -23,6 +23,13 @@
  * A thread's stream is closed when the kernel says it exited (attr.task: PERF_RECORD_EXIT), so
  * that a process that starts many short-lived threads does not run out of file descriptors.
  *
+ * In overwrite mode (the flight recorder) nothing is written as it comes: each thread keeps its
+ * newest switches in a ring of its own (buffer_size / 8 bytes, 16 a switch), the oldest
+ * overwritten, and a snapshot writes them (lk__sched_snapshot) after taking what the kernel has
+ * recorded since the consumer's last pass. An exited thread's switches are kept until a snapshot
+ * has written them, those of 64 exited threads at most. The consumer and the snapshots take
+ * turns under the lock.
+ *
  * Time: the records carry CLOCK_MONOTONIC_RAW (attr.use_clockid), the trace's events the TSC.
  * The perf mmap page's TSC conversion (cap_user_time_zero) is missing in most virtual machines,
  * so each pass takes a sync point -- a TSC read between two CLOCK_MONOTONIC_RAW reads, the
@@ -35,6 +42,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +67,8 @@
 #define RING_PAGES 128
 #define CUT_NS 2000000			/* records younger than this at a pass wait for the next */
 #define MAX_CPUS 4096
+#define MAX_PACKET_SWITCHES 8192	/* 224 KiB of CTF at most */
+#define MAX_EXITED_KEPT 64		/* overwrite mode: exited threads whose switches wait for a snapshot */
 
 /* PERF_RECORD_SWITCH with sample_id_all and TID | TIME | CPU */
 struct switch_record {
@@ -98,11 +108,22 @@ struct pending {
 	uint16_t misc;		/* PERF_RECORD_MISC_SWITCH_OUT[_PREEMPT], 0 (in), EXITED */
 };
 
+/* Overwrite mode: a switch kept for the snapshots. */
+struct kept_switch {
+	uint64_t tsc;
+	uint32_t cpu;
+	uint16_t misc;			/* as pending.misc */
+};
+
 struct sched_thread {
 	pid_t tid;
 	int fd;				/* stream-TID-sched, opened at its first packet */
 	uint64_t packets;
 	uint64_t last_tsc;
+	/* overwrite mode: the newest n switches, in a ring of cap ending before next */
+	struct kept_switch *kept;
+	size_t cap, next, n;
+	uint64_t exited;		/* the thread's exit, counted from 1; 0: alive */
 };
 
 struct lk__sched {
@@ -122,6 +143,9 @@ struct lk__sched {
 	size_t capout;
 	pid_t consumer_tid;
 	bool filter_pid;		/* no inherit_thread: forked children's records come too */
+	pthread_mutex_t lock;		/* the consumer's pass, or a snapshot */
+	size_t kept_cap;		/* overwrite mode: switches kept per thread; 0: streaming */
+	uint64_t exits;			/* overwrite mode: threads seen exiting */
 };
 
 static uint64_t raw_ns(void)
@@ -337,6 +361,9 @@ static void sched_free(struct lk__sched *s, bool close_streams)
 	for (size_t i = 0; close_streams && i < s->nthreads; i++)
 		if (s->threads[i].fd >= 0)
 			close(s->threads[i].fd);
+	for (size_t i = 0; i < s->nthreads; i++)
+		free(s->threads[i].kept);
+	pthread_mutex_destroy(&s->lock);
 	free(s->rings);
 	free(s->fds);
 	free(s->covered);
@@ -374,6 +401,10 @@ int lk__sched_start(struct lk__trace *t)
 	if (!s)
 		return lk__fail(-ENOMEM, "out of memory");
 	s->ncpus = ncpus > 0 && ncpus <= MAX_CPUS ? (int)ncpus : 1;
+	pthread_mutex_init(&s->lock, NULL);
+	if (t->overwrite)
+		s->kept_cap = t->config.buffer_size / 8 / sizeof(struct kept_switch) > 1024
+				      ? t->config.buffer_size / 8 / sizeof(struct kept_switch) : 1024;
 	err = start(s);
 	if (err) {
 		snprintf(why, sizeof(why), "%s", lk_last_error());
@@ -480,7 +511,7 @@ static struct sched_thread *thread_of(struct lk__sched *s, pid_t tid)
 		s->threads = grown;
 		s->capthreads = cap;
 	}
-	s->threads[s->nthreads] = (struct sched_thread){ tid, -1, 0, 0 };
+	s->threads[s->nthreads] = (struct sched_thread){ .tid = tid, .fd = -1 };
 	return &s->threads[s->nthreads++];
 }
 
@@ -515,17 +546,53 @@ static size_t put_record(uint8_t *p, const struct pending *e, uint64_t tsc)
 	return 28;
 }
 
-/* The batch's records of one thread, [from, to), as one packet of its stream. */
-static int write_thread(struct lk__trace *t, struct lk__sched *s, size_t from, size_t to)
+/* Overwrite mode: keep a switch, over the thread's oldest when its ring is full. */
+static void keep(struct lk__trace *t, struct lk__sched *s, struct sched_thread *th, const struct pending *e,
+		 uint64_t tsc)
+{
+	if (!th->kept) {
+		th->kept = malloc(s->kept_cap * sizeof(*th->kept));
+		if (!th->kept) {
+			__atomic_fetch_add(&t->sched_lost, 1, __ATOMIC_RELAXED);
+			return;
+		}
+		th->cap = s->kept_cap;
+	}
+	th->kept[th->next] = (struct kept_switch){ tsc, e->cpu, e->misc };
+	th->next = (th->next + 1) % th->cap;
+	if (th->n < th->cap)
+		th->n++;
+}
+
+/* Overwrite mode: an exited thread's switches wait for a snapshot; the oldest exits' beyond 64 go. */
+static void kept_exited(struct lk__sched *s, struct sched_thread *th)
+{
+	th->exited = ++s->exits;
+	for (size_t i = 0; i < s->nthreads; i++) {
+		struct sched_thread *o = &s->threads[i];
+
+		if (o->exited && o->exited + MAX_EXITED_KEPT <= s->exits && o->kept) {
+			free(o->kept);
+			o->kept = NULL;
+			o->n = o->next = 0;
+		}
+	}
+}
+
+/*
+ * The batch's records of one thread, [from, to): as one packet of its stream, or kept for the
+ * snapshots in overwrite mode.
+ */
+static int take_thread(struct lk__trace *t, struct lk__sched *s, size_t from, size_t to)
 {
 	struct sched_thread *th = thread_of(s, s->batch[from].tid);
 	uint64_t first = 0, last = 0, events = 0;
-	uint8_t *out = out_room(s, (to - from) * 28);
+	uint8_t *out = s->kept_cap ? NULL : out_room(s, (to - from) * 28);
 	bool exited = false;
 	size_t len = 0;
 	int err = 0;
 
-	if (!th || !out)
+	if (!th || (!s->kept_cap && !out))
 		return -ENOMEM;
 	for (size_t i = from; i < to; i++) {
 		uint64_t tsc = raw_to_tsc(s, t, s->batch[i].raw_ns);
@@ -543,10 +610,15 @@ static int write_thread(struct lk__trace *t, struct lk__sched *s, size_t from, s
 		if (!events++)
 			first = tsc;
 		last = th->last_tsc = tsc;
-		len += put_record(out + len, &s->batch[i], tsc);
+		if (s->kept_cap)
+			keep(t, s, th, &s->batch[i], tsc);
+		else
+			len += put_record(out + len, &s->batch[i], tsc);
 	}
-	if (events)
+	if (events && !s->kept_cap)
 		err = lk__ctf_write_sched_packet(t, th->tid, &th->fd, &th->packets, out, len, first, last);
+	if (exited && s->kept_cap && !th->exited)
+		kept_exited(s, th);
 	if (exited && th->fd >= 0) {	/* a thread's stream is closed when it exits, as its probes' is */
 		close(th->fd);
 		th->fd = -1;
@@ -554,19 +626,11 @@ static int write_thread(struct lk__trace *t, struct lk__sched *s, size_t from, s
 	return err;
 }
 
-int lk__sched_drain(struct lk__trace *t, bool final)
+/* Take what the kernel recorded up to cut. Lock held. */
+static int take_records(struct lk__trace *t, struct lk__sched *s, uint64_t cut)
 {
-	struct lk__sched *s = t->sched_state;
-	struct sync_point now;
-	uint64_t cut;
 	int err = 0;
 
-	if (!s || t->error)
-		return 0;
-	s->consumer_tid = (pid_t)syscall(SYS_gettid);
-	now = take_sync_point();
-	add_sync_point(s, now);
-	cut = final ? UINT64_MAX : now.raw_ns - CUT_NS;
 	s->nbatch = 0;
 	for (int cpu = 0; cpu < s->ncpus; cpu++)
 		if (s->rings[cpu].fd >= 0)
@@ -576,8 +640,85 @@ int lk__sched_drain(struct lk__trace *t, bool final)
 	for (size_t from = 0, to; !err && from < s->nbatch; from = to) {
 		for (to = from + 1; to < s->nbatch && s->batch[to].tid == s->batch[from].tid; to++)
 			;
-		err = write_thread(t, s, from, to);
+		err = take_thread(t, s, from, to);
 	}
+	return err;
+}
+
+int lk__sched_drain(struct lk__trace *t, bool final)
+{
+	struct lk__sched *s = t->sched_state;
+	struct sync_point now;
+	int err;
+
+	if (!s || t->error)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	s->consumer_tid = (pid_t)syscall(SYS_gettid);
+	now = take_sync_point();
+	add_sync_point(s, now);
+	err = take_records(t, s, final ? UINT64_MAX : now.raw_ns - CUT_NS);
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+/* One thread's kept switches, oldest first, as packets of stream-TID-sched in out's directory. */
+static int put_kept(struct lk__trace *out, struct lk__sched *s, struct sched_thread *th, uint64_t *switches)
+{
+	size_t oldest = (th->next + th->cap - th->n) % th->cap;
+	uint64_t packets = 0;
+	int fd = -1, err = 0;
+	uint8_t *buf = out_room(s, MAX_PACKET_SWITCHES * 28);
+
+	if (!buf)
+		return -ENOMEM;
+	for (size_t done = 0; done < th->n && !err;) {
+		size_t len = 0, count = th->n - done < MAX_PACKET_SWITCHES ? th->n - done : MAX_PACKET_SWITCHES;
+		uint64_t first = th->kept[(oldest + done) % th->cap].tsc, last = first;
+
+		for (size_t i = 0; i < count; i++) {
+			const struct kept_switch *k = &th->kept[(oldest + done + i) % th->cap];
+			struct pending e = { th->tid, k->cpu, 0, k->misc };
+
+			len += put_record(buf + len, &e, k->tsc);
+			last = k->tsc;
+		}
+		err = lk__ctf_write_sched_packet(out, th->tid, &fd, &packets, buf, len, first, last);
+		done += count;
+	}
+	if (fd >= 0)
+		close(fd);
+	*switches += th->n;
+	return err;
+}
+
+int lk__sched_snapshot(struct lk__trace *t, struct lk__trace *out, uint64_t *switches)
+{
+	struct lk__sched *s = t->sched_state;
+	struct sync_point now;
+	int err;
+
+	*switches = 0;
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	now = take_sync_point();
+	add_sync_point(s, now);
+	err = take_records(t, s, now.raw_ns - CUT_NS);
+	for (size_t i = 0; i < s->nthreads && !err; i++) {
+		struct sched_thread *th = &s->threads[i];
+
+		if (!th->n)
+			continue;
+		err = put_kept(out, s, th, switches);
+		if (!err && th->exited) {	/* written: its switches need not wait any longer */
+			free(th->kept);
+			th->kept = NULL;
+			th->n = th->next = 0;
+		}
+	}
+	out->sched_lost = __atomic_load_n(&t->sched_lost, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&s->lock);
 	return err;
 }
 

@@ -33,6 +33,7 @@
 #include <lowkey/error.h>
 
 #include "core/error.h"
+#include "probe/convert.h"
 #include "probe/probe_internal.h"
 
 #define MAX_NAME_TRIES 10000
@@ -305,8 +306,11 @@ static uint64_t tsc_rate(const struct lk__trace *t)
 	return t->tsc_hz;
 }
 
-/* A snapshot may go to a new path or an empty directory, for CTF; to a new or regular file, for JSON. */
-static int usable(const char *path, bool json)
+/*
+ * A snapshot may go to a new path or an empty directory, for CTF; to a new path or an empty
+ * regular file, for JSON and Perfetto (file: true).
+ */
+static int usable(const char *path, bool file)
 {
 	struct stat st;
 	int n = 0;
@@ -314,7 +318,7 @@ static int usable(const char *path, bool json)
 
 	if (lstat(path, &st) != 0)
 		return errno == ENOENT ? 0 : -errno;
-	if (json)
+	if (file)
 		return S_ISREG(st.st_mode) && st.st_size == 0 ? 0 : -EEXIST;
 	if (!S_ISDIR(st.st_mode) || !(d = opendir(path)))
 		return -EEXIST;
@@ -325,7 +329,7 @@ static int usable(const char *path, bool json)
 }
 
 /* The trace's path, then PATH.1, PATH.2, ...: the first one free. Snapshot lock held. */
-static int next_path(char *out, size_t len, bool json)
+static int next_path(char *out, size_t len, bool file)
 {
 	struct lk__trace *t = &lk__trace;
 
@@ -334,7 +338,7 @@ static int next_path(char *out, size_t len, bool json)
 
 		if (n < 0 || (size_t)n >= len)
 			return lk__fail(-ENAMETOOLONG, "lk_trace_snapshot: the snapshot's name is too long");
-		if (usable(out, json) == 0) {
+		if (usable(out, file) == 0) {
 			t->snapshots++;
 			return 0;
 		}
@@ -370,9 +374,9 @@ static void remove_ctf(const char *dir)
 }
 
 /*
- * Every thread of the running trace, into the CTF directory out.ctf_dir; then the metadata, which
- * describes every site registered by then (all those whose records were written) and counts what
- * the threads dropped.
+ * Every thread of the running trace, into the CTF directory out.ctf_dir, and their context
+ * switches; then the metadata, which describes every site registered by then (all those whose
+ * records were written) and counts what the threads dropped.
  */
 static int put_threads(struct snapshot *sn)
 {
@@ -386,6 +390,11 @@ static int put_threads(struct snapshot *sn)
 		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) == gen && b->overwrite)
 			err = put_thread(sn, b);
 	pthread_mutex_unlock(&lk__probe_buffers_lock);
+	if (!err && t->sched) {
+		uint64_t switches;
+
+		err = lk__sched_snapshot(t, &sn->out, &switches);	/* the switches kept, LK_TRACE_SCHED */
+	}
 	if (!err) {
 		lk__registry_lock();
 		err = lk__ctf_write_metadata(&sn->out);
@@ -396,22 +405,25 @@ static int put_threads(struct snapshot *sn)
 	return 0;
 }
 
-static int take(const char *path, bool json, struct lk__snapshot_result *r)
+/* The snapshot as CTF in a directory beside path, converted to path in the trace's format. */
+static int take(const char *path, enum lk_trace_format format, struct lk__snapshot_result *r)
 {
 	struct lk__trace *t = &lk__trace;
 	struct snapshot sn = { .r = r };
+	bool convert = format != LK_TRACE_CTF;
 	char ctf[PATH_MAX], msg[512];
 	int err;
 
 	memset(r, 0, sizeof(*r));
-	if (json && (snprintf(ctf, sizeof(ctf), "%s.ctf-XXXXXX", path) >= (int)sizeof(ctf) || !mkdtemp(ctf)))
+	if (convert && (snprintf(ctf, sizeof(ctf), "%s.ctf-XXXXXX", path) >= (int)sizeof(ctf) || !mkdtemp(ctf)))
 		return lk__fail(-errno, "cannot create a directory beside %s: %s", path, strerror(errno));
-	if (!json)
+	if (!convert)
 		snprintf(ctf, sizeof(ctf), "%s", path);
 	sn.out.dir_fd = -1;
 	sn.out.ctf_dir = ctf;
 	sn.out.path = ctf;
 	sn.out.cputime = t->cputime;
+	sn.out.sched = t->sched;
 	sn.out.overwrite = true;
 	sn.out.tsc0 = t->tsc0;
 	sn.out.realtime0_ns = t->realtime0_ns;
@@ -423,12 +435,12 @@ static int take(const char *path, bool json, struct lk__snapshot_result *r)
 		err = put_threads(&sn);
 	lk__ctf_close(&sn.out);
 	r->bytes = sn.out.bytes;
-	if (!err && json) {
-		err = lk__json_convert(ctf, path, msg, sizeof(msg));
+	if (!err && convert) {
+		err = lk__trace_convert(ctf, path, format, msg, sizeof(msg));
 		if (err)
 			lk__fail(err, "%s", msg);
 	}
-	if (json)
+	if (convert)
 		remove_ctf(ctf);
 	return err;
 }
@@ -436,17 +448,18 @@ static int take(const char *path, bool json, struct lk__snapshot_result *r)
 int lk__snapshot(const char *path, struct lk__snapshot_result *r, char *written, size_t len)
 {
 	struct lk__trace *t = &lk__trace;
-	bool json = t->config.format == LK_TRACE_JSON;
-	char out[PATH_MAX - 32];	/* room for the JSON trace's CTF beside it */
+	enum lk_trace_format format = t->config.format;
+	bool file = format != LK_TRACE_CTF;
+	char out[PATH_MAX - 32];	/* room for the CTF beside a JSON or Perfetto snapshot */
 	int err;
 
 	pthread_mutex_lock(&snapshot_lock);
-	err = path ? absolute_path(path, out, sizeof(out)) : next_path(out, sizeof(out), json);
-	if (!err && path && usable(out, json) != 0)
+	err = path ? absolute_path(path, out, sizeof(out)) : next_path(out, sizeof(out), file);
+	if (!err && path && usable(out, file) != 0)
 		err = lk__fail(-EEXIST, "lk_trace_snapshot: %s exists and is not %s: remove it or choose another path",
-			       out, json ? "an empty file" : "an empty directory");
+			       out, file ? "an empty file" : "an empty directory");
 	if (!err)
-		err = take(out, json, r);
+		err = take(out, format, r);
 	pthread_mutex_unlock(&snapshot_lock);
 	if (written)
 		snprintf(written, len, "%s", out);

@@ -73,12 +73,6 @@ static int check_config(const struct lk_trace_config *c)
 		return lk__fail(-EINVAL, "lk_trace_start: buffer_size %zu is under 4096 bytes", c->buffer_size);
 	if (c->flags & ~(unsigned int)(LK_TRACE_CPUTIME | LK_TRACE_FIXED_BUFFER | LK_TRACE_OVERWRITE | LK_TRACE_SCHED))
 		return lk__fail(-EINVAL, "lk_trace_start: unknown flags %#x", c->flags);
-	if ((c->flags & LK_TRACE_SCHED) && (c->flags & LK_TRACE_OVERWRITE))
-		return lk__fail(-EINVAL, "lk_trace_start: LK_TRACE_SCHED records context switches into a streaming "
-				"trace only, not with LK_TRACE_OVERWRITE");
-	if ((c->flags & LK_TRACE_OVERWRITE) && c->format != LK_TRACE_CTF && c->format != LK_TRACE_JSON)
-		return lk__fail(-EINVAL, "lk_trace_start: snapshots of an overwrite-mode trace are written as CTF or "
-				"JSON: choose one of them as the format");
 	return 0;
 }
 

@@ -8,6 +8,8 @@
  *   - threads started after the trace began are covered (all three above run in such threads),
  *     and the streams of threads that exited are closed (64 threads come and go);
  *   - `lowkey trace --pid --sched` asks it of a running process;
+ *   - a flight recorder (LK_TRACE_OVERWRITE) keeps each thread's newest switches for its
+ *     snapshots, in every format;
  *   - babeltrace2 reads the switches; the JSON conversion makes them off-CPU slices;
  *   - where perf_event_open is denied (a seccomp filter), LK_TRACE_SCHED and `lowkey trace
  *     --sched` fail saying why and what to change, and a trace without it still works.
@@ -261,6 +263,159 @@ static void sched_asked_of_a_running_process(void **state)
 	lkt_rmrf(dir);
 }
 
+/* ---- the flight recorder (LK_TRACE_OVERWRITE) ---- */
+
+/* Two threads hand a token to each other through pipes: every hand-off switches both. */
+struct ping {
+	int to[2], back[2];
+	int rounds;
+};
+
+static void *pong_main(void *arg)
+{
+	struct ping *p = arg;
+	char c;
+
+	for (int i = 0; i < p->rounds; i++)
+		if (read(p->to[0], &c, 1) != 1 || write(p->back[1], &c, 1) != 1)
+			return (void *)1;
+	return NULL;
+}
+
+static void ping_pong(int rounds)
+{
+	struct ping p = { .rounds = rounds };
+	pthread_t t;
+	void *rt;
+	char c = 'x';
+
+	assert_int_equal(pipe(p.to), 0);
+	assert_int_equal(pipe(p.back), 0);
+	pthread_create(&t, NULL, pong_main, &p);
+	for (int i = 0; i < rounds; i++) {
+		LK_PROBE(sch, ping, i);
+		assert_int_equal(write(p.to[1], &c, 1), 1);
+		assert_int_equal(read(p.back[0], &c, 1), 1);
+	}
+	pthread_join(t, &rt);
+	assert_null(rt);
+	close(p.to[0]);
+	close(p.to[1]);
+	close(p.back[0]);
+	close(p.back[1]);
+}
+
+/* Per thread of a snapshot: its switches, in order, the newest's time. */
+struct switches {
+	size_t n;
+	uint64_t first, last;
+	bool in_order;
+};
+
+static struct switches switches_of(const struct lkt_trace *t, int tid)
+{
+	struct switches w = { 0, 0, 0, true };
+
+	for (size_t i = 0; i < t->n; i++) {
+		const struct lkt_event *e = &t->ev[i];
+
+		if (e->tid != tid || strncmp(e->name, "lowkey:sched_", 13) != 0)
+			continue;
+		if (w.n++ && e->tsc < w.last)
+			w.in_order = false;
+		if (w.n == 1)
+			w.first = e->tsc;
+		w.last = e->tsc;
+	}
+	return w;
+}
+
+/*
+ * Each snapshot has the threads' switches, the newest ones: a thread keeps 1024 of them with a
+ * 64 KiB ring (buffer_size / 8 bytes, 16 each, 1024 at least), the older ones overwritten; and
+ * snapshot after snapshot they are in order and move on.
+ */
+static void a_flight_recorder_keeps_the_newest_switches(void **state)
+{
+	struct lk_trace_config c = { .flags = LK_TRACE_SCHED | LK_TRACE_OVERWRITE, .buffer_size = 64 << 10,
+				     .flush_ms = 10 };
+	struct timespec settle = { 0, 30 * 1000 * 1000 };	/* older than the drain's 2 ms cut */
+	struct switches before = { 0 };
+	char dir[256], snap[300];
+	struct lkt_trace t;
+	int me = gettid();
+
+	(void)state;
+	if (!sched_allowed())
+		skip();
+	assert_true(lk_probe_enable("sch") >= 0);
+	lkt_path(dir, sizeof(dir), "sched-fr");
+	c.path = dir;
+	assert_int_equal(lk_trace_start(&c), 0);
+	for (int round = 0; round < 3; round++) {
+		struct switches w;
+
+		ping_pong(100);
+		nanosleep(&settle, NULL);
+		snprintf(snap, sizeof(snap), "%s-%d", dir, round);
+		assert_int_equal(lk_trace_snapshot(snap), 0);
+		if (lkt_read(&t, snap) != 0)
+			fail_msg("reading %s: %s", snap, t.err);
+		assert_true(t.r.sched && t.r.overwrite);
+		assert_int_equal(lkt_count(&t, "sch:ping"), 100 * (round + 1));
+		w = switches_of(&t, me);
+		assert_true(w.in_order);
+		assert_true(w.n >= 200 && w.n <= 1024);	/* out and in for each of 100 hand-offs, and more */
+		assert_true(w.last > before.last);		/* this round's */
+		assert_true(w.first == before.first || !before.n);	/* the ring keeps the same first */
+		before = w;
+		lkt_free(&t);
+		lkt_rmrf(snap);
+	}
+	/* 2000 hand-offs more: the oldest switches are overwritten, the ring holds its 1024 newest */
+	ping_pong(2000);
+	nanosleep(&settle, NULL);
+	assert_int_equal(lk_trace_snapshot(dir), 0);
+	if (lkt_read(&t, dir) != 0)
+		fail_msg("reading %s: %s", dir, t.err);
+	assert_int_equal(switches_of(&t, me).n, 1024);
+	assert_true(switches_of(&t, me).first > before.last);
+	assert_true(switches_of(&t, me).in_order);
+	lkt_free(&t);
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_probe_reset_rules(), 0);
+	lkt_rmrf(dir);
+}
+
+/* lowkey trace --overwrite --sched in each format: every snapshot has the switches. */
+static void snapshots_in_every_format_with_switches(void **state)
+{
+	static const char *const formats[][2] = { { "ctf", "ctf" }, { "json", "json" }, { "perfetto", "pftrace" } };
+	char dir[256];
+
+	(void)state;
+	if (!sched_allowed() || lkt_sh(&out, "command -v python3") != 0)
+		skip();
+	for (size_t f = 0; f < sizeof(formats) / sizeof(formats[0]); f++) {
+		lkt_path(dir, sizeof(dir), "sched-fr-cli");
+		strcat(dir, ".");
+		strcat(dir, formats[f][1]);
+		/* the snapshot at exit; 20000 ticks lap the 64 KiB ring */
+		lkt_sh(&out, "%s trace --overwrite --sched --format %s -b 64K -e 'app:*' -o '%s' -- %s emit 20000",
+		       LOWKEY, formats[f][0], dir, TARGET);
+		lkt_expect(&out, 0, "flight recorder");
+		lkt_sh(&out, "%s report --json '%s' | python3 -c '"
+				 "import json,sys; d=json.load(sys.stdin)\n"
+				 "assert d[\"sched\"] and d[\"switches\"] > 0, d\n"
+				 "assert d[\"events\"] > 0 and d[\"lost\"] > 0, d\n'",
+		       LOWKEY, dir);
+		if (out.status)
+			print_error("%s: %s\n", formats[f][0], out.out);
+		assert_int_equal(out.status, 0);
+		lkt_rmrf(dir);
+	}
+}
+
 static int deny_eperm(void)
 {
 	return deny_perf_event_open(EPERM);
@@ -346,6 +501,8 @@ int main(void)
 		cmocka_unit_test(spans_are_split_by_the_switches),
 		cmocka_unit_test(exited_threads_close_their_streams),
 		cmocka_unit_test(sched_asked_of_a_running_process),
+		cmocka_unit_test(a_flight_recorder_keeps_the_newest_switches),
+		cmocka_unit_test(snapshots_in_every_format_with_switches),
 		cmocka_unit_test(denied_sched_says_why),
 		cmocka_unit_test(denied_sched_cli_says_why),
 	};

@@ -21,7 +21,7 @@
 #include "probe/control_internal.h"
 #include "probe_elf.h"
 
-#define SNAPSHOT_TIMEOUT_MS (10 * 60 * 1000)	/* a JSON snapshot is converted by the process */
+#define SNAPSHOT_TIMEOUT_MS (10 * 60 * 1000)	/* a JSON or Perfetto snapshot is converted by the process */
 
 static const char snapshot_usage[] =
 	"usage: lowkey snapshot --pid PID [-o OUT] [-j|--json]\n"
@@ -36,9 +36,9 @@ static const char snapshot_usage[] =
 	"\n"
 	"Options:\n"
 	"  -p, --pid PID        the process\n"
-	"  -o, --output OUT     where the process writes it: a new or empty directory (CTF), or a\n"
-	"                       file for a JSON trace; a path as the process sees it. Default: the\n"
-	"                       trace's own path the first time, then PATH.1, PATH.2, ...\n"
+	"  -o, --output OUT     where the process writes it, in its trace's format: a new or empty\n"
+	"                       directory (CTF), or file (JSON, Perfetto); a path as the process sees\n"
+	"                       it. Default: the trace's own path the first time, then PATH.1, ...\n"
 	"  -j, --json           print {\"output\", \"events\", \"discarded\", \"threads\", \"bytes\"}\n"
 	"  -h, --help           this text\n"
 	"\n"
