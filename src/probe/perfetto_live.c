@@ -63,6 +63,7 @@ static struct live {
 	bool failed;			/* the following stopped: convert at stop */
 	pid_t tid;			/* lowkey-pftrace's, for sched.c to leave out */
 	struct lk__trace *t;
+	uint64_t tsc0, monotonic0_ns, tsc_hz;	/* the trace's, at start (lk_trace_stop rewrites tsc_hz) */
 	char *ctf_dir, *path;
 	int dir_fd;
 	struct lk__trace_reader readers[2];	/* the current one and the next, swapped */
@@ -91,11 +92,10 @@ static uint64_t now_ns(void)
 /* The TSC's rate to write timestamps with: lk_trace_stop's rule, applied now. */
 static void update_rate(void)
 {
-	const struct lk__trace *t = live.t;
-	uint64_t mono = now_ns(), tsc = lk__probe_tsc(), hz = t->tsc_hz;
+	uint64_t mono = now_ns(), tsc = lk__probe_tsc(), hz = live.tsc_hz;
 
-	if (mono - t->monotonic0_ns > RATE_AFTER_NS && tsc > t->tsc0)
-		hz = (uint64_t)((double)(tsc - t->tsc0) * 1e9 / (double)(mono - t->monotonic0_ns));
+	if (mono - live.monotonic0_ns > RATE_AFTER_NS && tsc > live.tsc0)
+		hz = (uint64_t)((double)(tsc - live.tsc0) * 1e9 / (double)(mono - live.monotonic0_ns));
 	if (hz)
 		lk__pft_set_rate(live.pft, hz);
 }
@@ -315,6 +315,9 @@ int lk__perfetto_live_start(struct lk__trace *t)
 	int rc;
 
 	live.t = t;
+	live.tsc0 = t->tsc0;
+	live.monotonic0_ns = t->monotonic0_ns;
+	live.tsc_hz = t->tsc_hz;
 	live.ctf_dir = strdup(t->ctf_dir);
 	live.path = strdup(t->path);
 	live.buf_cap = READ_CHUNK;
