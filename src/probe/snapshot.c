@@ -52,6 +52,8 @@ size_t lk__record_size(const uint8_t *p, size_t avail, bool cputime)
 	if (avail < fixed)
 		return 0;
 	memcpy(&head, p, sizeof(head));
+	if (lk__header_id(head) > LK__MAX_EVENT_ID)
+		return 0;	/* a pad (LK__PAD_ID), which the table has no room for */
 	l = &lk__record_layouts[lk__header_id(head)];
 	if (!__atomic_load_n(&l->valid, __ATOMIC_ACQUIRE))
 		return 0;
