@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -783,6 +784,7 @@ static void pft_free(struct lk__pft *p)
 int lk__pft_open(struct lk__pft **out, const char *path, struct lk__trace_reader *r, char *err, size_t errlen)
 {
 	struct lk__pft *p = calloc(1, sizeof(*p));
+	struct stat st;
 	int rc;
 
 	*out = NULL;
@@ -791,9 +793,16 @@ int lk__pft_open(struct lk__pft **out, const char *path, struct lk__trace_reader
 			pft_free(p);
 		return lk__failf(err, errlen, -ENOMEM, "out of memory converting %s", r->dir);
 	}
-	p->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (p->fd < 0) {
+	/*
+	 * Emptied only if it is not empty: ext4 flushes a file truncated to nothing when it is closed
+	 * (its safeguard for files replaced in place), which made lk_trace_stop wait for the disk
+	 * on the file lk_trace_start had just created.
+	 */
+	p->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (p->fd < 0 || fstat(p->fd, &st) != 0 || (st.st_size && ftruncate(p->fd, 0) != 0)) {
 		rc = lk__failf(err, errlen, -errno, "cannot write %s: %s", path, strerror(errno));
+		if (p->fd >= 0)
+			close(p->fd);
 		pft_free(p);
 		return rc;
 	}

@@ -2,9 +2,9 @@
 /*
  * A Perfetto trace written while it records (perfetto.h). Every trace records CTF: the consumer
  * copies the threads' rings into stream files. For a Perfetto trace a thread of this file,
- * "lowkey-pftrace", follows those files as they grow: every LIVE_PERIOD_MS it reads what each
- * stream gained and writes its whole packets to the .pftrace (a batch per stream per pass, see
- * perfetto.h). When the trace stops, lk__perfetto_convert finds it running and has it write the
+ * "lowkey-pftrace", follows those files as they grow: as often as the consumer writes (its flush
+ * period, within 10 and 100 ms) it reads what each stream gained and writes its whole packets to
+ * the .pftrace (a batch per stream per pass, see perfetto.h). When the trace stops, lk__perfetto_convert finds it running and has it write the
  * rest: the user waits for the last pass, not for a conversion of the whole trace.
  *
  * Neither the recording threads nor the consumer do anything more: the hot path and the CTF are
@@ -42,7 +42,8 @@
 #include "probe/perfetto.h"
 #include "probe/probe_internal.h"
 
-#define LIVE_PERIOD_MS 50
+#define PERIOD_MIN_MS 10		/* a pass every flush period of the consumer's, within these */
+#define PERIOD_MAX_MS 100
 #define READ_CHUNK (4u << 20)		/* bytes of a stream read at once, to start with ... */
 #define READ_MAX (128u << 20)		/* ... and at most: over the reader's largest packet */
 #define RATE_AFTER_NS 200000000u	/* trace.c's measure_tsc_rate: before, the start's rate */
@@ -64,6 +65,7 @@ static struct live {
 	pid_t tid;			/* lowkey-pftrace's, for sched.c to leave out */
 	struct lk__trace *t;
 	uint64_t tsc0, monotonic0_ns, tsc_hz;	/* the trace's, at start (lk_trace_stop rewrites tsc_hz) */
+	unsigned int period_ms;
 	char *ctf_dir, *path;
 	int dir_fd;
 	struct lk__trace_reader readers[2];	/* the current one and the next, swapped */
@@ -252,7 +254,7 @@ static void *live_main(void *arg)
 			return NULL;
 		}
 		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_nsec += LIVE_PERIOD_MS * 1000000L;
+		until.tv_nsec += (long)live.period_ms * 1000000L;
 		until.tv_sec += until.tv_nsec / 1000000000L;
 		until.tv_nsec %= 1000000000L;
 		pthread_mutex_lock(&live.lock);
@@ -318,6 +320,9 @@ int lk__perfetto_live_start(struct lk__trace *t)
 	live.tsc0 = t->tsc0;
 	live.monotonic0_ns = t->monotonic0_ns;
 	live.tsc_hz = t->tsc_hz;
+	live.period_ms = t->config.flush_ms < PERIOD_MIN_MS   ? PERIOD_MIN_MS
+			 : t->config.flush_ms > PERIOD_MAX_MS ? PERIOD_MAX_MS
+							      : t->config.flush_ms;
 	live.ctf_dir = strdup(t->ctf_dir);
 	live.path = strdup(t->path);
 	live.buf_cap = READ_CHUNK;
