@@ -1002,7 +1002,12 @@ enum watch_row {
 	W_HIT_NONE, W_HIT_RAW, W_HIT_LK, W_HIT_LK_DEFERRED, NWROWS
 };
 
-static int watch_measure(int runs, int ops, double med[NWROWS])
+static void watch_print_header(int runs, int ops);
+static void watch_print_hits(const double m[NWROWS]);
+static void watch_print_add_remove(const double m[NWROWS]);
+
+/* text: print each part as soon as it is measured (the hits, then adding, removing, moving). */
+static int watch_measure(int runs, int ops, double med[NWROWS], bool text)
 {
 	double *v[NWROWS];
 	int err = 0, writes = ops;
@@ -1023,6 +1028,11 @@ static int watch_measure(int runs, int ops, double med[NWROWS])
 		err = time_lowkey_hits(writes, 0, &v[W_HIT_LK][run]);
 		if (!err)
 			err = time_lowkey_hits(writes, LK_WATCH_DEFERRED, &v[W_HIT_LK_DEFERRED][run]);
+	}
+	if (!err && text) {
+		for (int i = W_HIT_NONE; i <= W_HIT_LK_DEFERRED; i++)
+			med[i] = lkb_median(v[i], (size_t)runs);
+		watch_print_hits(med);
 	}
 	for (int run = 0; run < runs && !err; run++) {
 		/* Round trips/s; the rows interleaved, each run starting with the next one. */
@@ -1052,6 +1062,8 @@ static int watch_measure(int runs, int ops, double med[NWROWS])
 		med[i] = err ? NAN_ : lkb_median(v[i], (size_t)runs);
 		free(v[i]);
 	}
+	if (!err && text)
+		watch_print_add_remove(med);
 	return err;
 }
 
@@ -1089,13 +1101,30 @@ static void watch_print_json(int runs, int ops, const double m[NWROWS])
 	lkb_json_end(&j);
 }
 
-static void watch_print_text(int runs, int ops, const double m[NWROWS])
+static void watch_print_header(int runs, int ops)
 {
 	printf("lowkey bench watch: adding and removing watchpoints, and what a hit costs\n");
 	printf("machine: %s\n", lkb_machine());
 	printf("method:  %d round trips per run, median of %d runs, rows interleaved (rotating order); "
-	       "threads\n         pinned to CPUs 0 and 1\n\n", ops, runs);
-	printf("add + remove (thread scope, 8-byte write)  round trips/s    ns each   vs raw\n");
+	       "threads\n         pinned to CPUs 0 and 1\n", ops, runs);
+	fflush(stdout);
+}
+
+/* Measured first: the raw handler must run before lowkey's dispatcher exists. */
+static void watch_print_hits(const double m[NWROWS])
+{
+	printf("\na write to a watched variable, through to the callback           ns each\n");
+	printf("  unwatched write                                           %10.1f\n", m[W_HIT_NONE]);
+	printf("  raw sigtrap event, bare SIGTRAP handler                   %10.0f\n", m[W_HIT_RAW]);
+	printf("  lowkey, callback in the handler                           %10.0f\n", m[W_HIT_LK]);
+	printf("  lowkey, deferred (handler queues, delivery thread calls)  %10.0f\n",
+	       m[W_HIT_LK_DEFERRED]);
+	fflush(stdout);
+}
+
+static void watch_print_add_remove(const double m[NWROWS])
+{
+	printf("\nadd + remove (thread scope, 8-byte write)  round trips/s    ns each   vs raw\n");
 	printf("  raw perf_event_open + close, 1 thread    %13.0f %10.0f\n", m[W_RAW_1], 1e9 / m[W_RAW_1]);
 	printf("  lk_watch_add + lk_watch_remove, 1 thread %13.0f %10.0f %+7.1f%%\n", m[W_LK_1],
 	       1e9 / m[W_LK_1], 100.0 * (m[W_RAW_1] / m[W_LK_1] - 1.0));
@@ -1109,12 +1138,6 @@ static void watch_print_text(int runs, int ops, const double m[NWROWS])
 	printf("  raw ioctl(PERF_EVENT_IOC_MODIFY_ATTRIBUTES) %24.0f\n", m[W_MOVE_RAW]);
 	printf("  lk_watch_move                               %24.0f %+7.1f%%\n", m[W_MOVE_LK],
 	       100.0 * (m[W_MOVE_LK] / m[W_MOVE_RAW] - 1.0));
-	printf("\na write to a watched variable, through to the callback           ns each\n");
-	printf("  unwatched write                                           %10.1f\n", m[W_HIT_NONE]);
-	printf("  raw sigtrap event, bare SIGTRAP handler                   %10.0f\n", m[W_HIT_RAW]);
-	printf("  lowkey, callback in the handler                           %10.0f\n", m[W_HIT_LK]);
-	printf("  lowkey, deferred (handler queues, delivery thread calls)  %10.0f\n",
-	       m[W_HIT_LK_DEFERRED]);
 	printf("\nseed 000 published no figure for these; its own are in `lowkey bench breakpoint thread`.\n");
 }
 
@@ -1155,13 +1178,13 @@ static int watch_run(int argc, char **argv)
 		fputs(watch_usage, stderr);
 		return 2;
 	}
-	err = watch_measure(runs, ops, med);
+	if (!json)
+		watch_print_header(runs, ops);
+	err = watch_measure(runs, ops, med, !json);
 	if (err)
 		return fail("watch", err);
 	if (json)
 		watch_print_json(runs, ops, med);
-	else
-		watch_print_text(runs, ops, med);
 	return 0;
 }
 

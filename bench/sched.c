@@ -208,8 +208,8 @@ static void clock_error(int points, double *width, double *residual)
 	*residual = lkb_median(res, (size_t)n);
 }
 
-static void print_text(const struct figures *f, int runs, long rounds, const double *median, double width,
-		       double residual)
+/* The text a part at a time, as soon as each is measured: the switches, then the clock. */
+static void print_switches(const struct figures *f, int runs, long rounds, const double *median)
 {
 	printf("context switches: 2 threads on one CPU, %ld hand-offs a run, medians of %d runs (%s)\n",
 	       2 * rounds, runs, lkb_machine());
@@ -219,6 +219,11 @@ static void print_text(const struct figures *f, int runs, long rounds, const dou
 	printf("  %-22s %16.0f   (trace --sched minus trace)\n", "recording a switch", median[TRACE_SCHED] - median[TRACE]);
 	printf("\nthe last --sched trace holds %llu switches out for %ld hand-offs (%llu records lost)\n",
 	       (unsigned long long)f->recorded, 2 * rounds, (unsigned long long)f->lost);
+	fflush(stdout);
+}
+
+static void print_clock(double width, double residual)
+{
 	printf("clock: sync reads %.0f ns wide (median); a sync point lands %.0f ns from the line through the\n"
 	       "two before it, 100 ms apart (median of 10): the error of a switch's time on the TSC clock\n",
 	       width, residual);
@@ -288,12 +293,14 @@ static int sched_main(int argc, char **argv)
 			return 1;
 	for (int m = 0; m < MODES; m++)
 		median[m] = lkb_median(f.ns[m], (size_t)runs);
+	if (!json)
+		print_switches(&f, runs, switches / 2, median);
 	lkb_progress("the clock mapping");
 	clock_error(12, &width, &residual);
 	if (json)
 		print_json(&f, runs, switches / 2, median, width, residual);
 	else
-		print_text(&f, runs, switches / 2, median, width, residual);
+		print_clock(width, residual);
 	return 0;
 }
 
