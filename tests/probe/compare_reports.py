@@ -6,6 +6,8 @@ same counts, spans, counters, threads and lost events, the same percentiles of w
 time to the formats' resolution (JSON and Perfetto time each event to the nanosecond, truncated:
 a duration within 1 ns; 2 are allowed), and with --sched the same split of the spans' time and the
 same switches (JSON has no switch out without its switch in: up to one fewer a thread).
+With --runs, three runs of one program, each recorded in its format (lk_trace_start's): the same
+rows with the same counts, and threads with the same names and event counts.
 Exits 1 with what differs."""
 import json
 import sys
@@ -61,7 +63,35 @@ def compare(ctf, other, name):
     return bad
 
 
+def compare_runs(ctf, other, name):
+    """Another run of the same program, recorded in another format: what the program did alike."""
+    def rows(r):
+        return [(c["provider"], c["event"], c["kind"], c["count"], c.get("spans")) for c in r["classes"]]
+
+    def threads(r):
+        return sorted((t["name"], t["events"]) for t in r["threads"])
+
+    bad = []
+    if other["format"] != name:
+        bad.append(f"{name}: format {other['format']}")
+    if rows(ctf) != rows(other):
+        bad.append(f"{name}: rows {rows(other)} != CTF's {rows(ctf)}")
+    if threads(ctf) != threads(other):
+        bad.append(f"{name}: threads {threads(other)} != CTF's {threads(ctf)}")
+    if other["cputime"] != ctf["cputime"]:
+        bad.append(f"{name}: cputime {other['cputime']}")
+    return bad
+
+
 def main():
+    if sys.argv[1] == "--runs":
+        ctf, js, pf = (json.load(open(p)) for p in sys.argv[2:5])
+        bad = compare_runs(ctf, js, "json") + compare_runs(ctf, pf, "perfetto")
+        if bad:
+            print("\n".join(bad))
+            sys.exit(1)
+        print(f"runs agree: {len(ctf['classes'])} rows, {ctf['events']} events")
+        return
     ctf, js, pf = (json.load(open(p)) for p in sys.argv[1:4])
     bad = compare(ctf, js, "json") + compare(ctf, pf, "perfetto")
     if ctf["events"] == 0:

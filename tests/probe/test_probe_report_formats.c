@@ -59,14 +59,16 @@ static void *second_thread(void *arg)
 	return NULL;
 }
 
-/* Record a trace into dir; -1 (and a skip) where context switches cannot be recorded. */
-static int record(const char *dir, unsigned int flags)
+/* Record a trace into path in format; -1 (and a skip) where context switches cannot be recorded. */
+static int record_as(const char *path, enum lk_trace_format format, unsigned int flags)
 {
-	struct lk_trace_config c = { .path = dir, .buffer_size = 4096,
-				     .flags = LK_TRACE_CPUTIME | LK_TRACE_FIXED_BUFFER | flags, .flush_ms = 20 };
+	struct lk_trace_config c = { .path = path, .format = format, .flags = LK_TRACE_CPUTIME | flags,
+				     .flush_ms = 20 };
 	pthread_t t;
 	int rc;
 
+	if (flags & LK_TRACE_FIXED_BUFFER)
+		c.buffer_size = 4096;	/* the burst loses events */
 	assert_true(lk_probe_enable("fmt") >= 0);
 	rc = lk_trace_start(&c);
 	if ((flags & LK_TRACE_SCHED) && rc != 0) {
@@ -75,7 +77,7 @@ static int record(const char *dir, unsigned int flags)
 	}
 	assert_int_equal(rc, 0);
 	pthread_setname_np(pthread_self(), "fmt-main");
-	pthread_create(&t, NULL, second_thread, flags & LK_TRACE_SCHED ? NULL : "burst");
+	pthread_create(&t, NULL, second_thread, flags & LK_TRACE_FIXED_BUFFER ? "burst" : NULL);
 	for (int i = 0; i < 6; i++) {
 		sleepy();
 		busy();
@@ -84,6 +86,12 @@ static int record(const char *dir, unsigned int flags)
 	pthread_join(t, NULL);
 	assert_int_equal(lk_trace_stop(), 0);
 	return 0;
+}
+
+/* A CTF trace, with events lost to a 4 KiB ring unless it records context switches. */
+static int record(const char *dir, unsigned int flags)
+{
+	return record_as(dir, LK_TRACE_CTF, flags | (flags & LK_TRACE_SCHED ? 0 : LK_TRACE_FIXED_BUFFER));
 }
 
 /* dir's trace as dir.json and dir.pftrace; `lowkey report --json` of all three agree. */
@@ -156,6 +164,32 @@ static void one_run_with_context_switches(void **state)
 	cleanup(dir);
 }
 
+/*
+ * The same program recorded three times, in each format as lk_trace_start writes it (JSON
+ * converted at the stop, Perfetto written while it records): the same rows and counts.
+ */
+static void the_program_recorded_in_each_format(void **state)
+{
+	char dir[256];
+
+	(void)state;
+	if (lkt_sh(&out, "command -v python3") != 0)
+		skip();
+	lkt_path(dir, sizeof(dir), "report-runs");
+	record_as(dir, LK_TRACE_CTF, 0);
+	lkt_sh(&out, "mv '%s' '%s.ctf'", dir, dir);
+	record_as(dir, LK_TRACE_JSON, 0);
+	lkt_sh(&out, "mv '%s' '%s.json'", dir, dir);
+	record_as(dir, LK_TRACE_PERFETTO, 0);
+	lkt_sh(&out, "mv '%s' '%s.pftrace'", dir, dir);
+	lkt_sh(&out, "%s report --json '%s.ctf' > '%s.r1' && %s report --json '%s.json' > '%s.r2' && "
+		     "%s report --json '%s.pftrace' > '%s.r3' && python3 '%s' --runs '%s.r1' '%s.r2' '%s.r3'",
+	       LOWKEY, dir, dir, LOWKEY, dir, dir, LOWKEY, dir, dir, COMPARE, dir, dir, dir);
+	lkt_expect(&out, 0, "runs agree: ");
+	lkt_sh(&out, "rm -rf '%s.ctf'", dir);
+	cleanup(dir);
+}
+
 static void files_that_are_not_lowkey_traces(void **state)
 {
 	char dir[256], base[300];
@@ -195,6 +229,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(one_run_in_three_formats),
 		cmocka_unit_test(one_run_with_context_switches),
+		cmocka_unit_test(the_program_recorded_in_each_format),
 		cmocka_unit_test(files_that_are_not_lowkey_traces),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
