@@ -869,12 +869,17 @@ static void print_kernel(const struct run_result *r)
 	       k->lost || k->overflow ? "  (events lost: figures are lower bounds)" : "");
 }
 
-static void print_text(int nthreads, int wake, double seconds, int runs, bool bind, const struct mode_result *m,
-		       const struct lock_costs *c)
+/* The text a part at a time, each as soon as it is measured: the modes' runs, then the lock costs. */
+static void print_header(int nthreads, int wake, double seconds, int runs, bool bind)
 {
 	printf("lowkey bench sem: sembench, %d threads waking %d at a time, %.0f s x %d runs, %s\n", nthreads, wake, seconds,
 	       runs, bind ? "bound to CPUs" : "not bound");
 	printf("machine: %s\n\n", lkb_machine());
+	fflush(stdout);
+}
+
+static void print_modes(int nthreads, const struct mode_result *m)
+{
 	for (int i = 0; i < NMODES; i++) {
 		const struct run_result *r = &m[i].median;
 
@@ -902,8 +907,11 @@ static void print_text(int nthreads, int wake, double seconds, int runs, bool bi
 		       "1/1000 cpu time %.0f\n",
 		       seed[i].when, seed[i].burns_per_s, seed[i].main_burns, seed[i].free, seed[i].contended,
 		       seed[i].wait_cycles, seed[i].avg_cycles, seed[i].per_mille);
-	if (!c)
-		return;
+	fflush(stdout);
+}
+
+static void print_lock_costs(int runs, const struct lock_costs *c)
+{
 	printf("\n  lock + unlock, uncontended, ns (median of %d processes):\n", runs);
 	printf("    pthread_mutex                     %6.2f\n", c->pthread_ns);
 	printf("    lk_mutex                          %6.2f   (%+.2f ns; target: within 5 ns)\n", c->lk_ns,
@@ -1121,6 +1129,8 @@ static int sem_run(int argc, char **argv)
 		if (!runs_of[i])
 			return 1;
 	}
+	if (!json)
+		print_header(nthreads, wake, seconds_i, runs, bind);
 	/* interleaved, so that drift on a shared machine hits every implementation alike */
 	for (int r = 0; r < runs; r++) {
 		for (int i = 0; i < NMODES; i++) {
@@ -1138,6 +1148,8 @@ static int sem_run(int argc, char **argv)
 			pick_median(runs_of[i], runs, &results[i]);
 		free(runs_of[i]);
 	}
+	if (!json)
+		print_modes(nthreads, results);
 	lkb_progress("lock costs, %d runs", runs);
 	if (locks && measure_lock_costs(runs, &costs) != 0) {
 		fprintf(stderr, "lowkey bench sem: the lock-cost children failed\n");
@@ -1145,8 +1157,8 @@ static int sem_run(int argc, char **argv)
 	}
 	if (json)
 		print_json(nthreads, wake, seconds_i, runs, bind, results, locks ? &costs : NULL);
-	else
-		print_text(nthreads, wake, seconds_i, runs, bind, results, locks ? &costs : NULL);
+	else if (locks)
+		print_lock_costs(runs, &costs);
 	return 0;
 usage:
 	fputs(sem_usage, stderr);
