@@ -274,10 +274,26 @@ static int flight_run(int argc, char **argv)
 		fprintf(stderr, "lowkey bench flight: %s\n", lk_last_error());
 		return 1;
 	}
-	if (measure(time_fitting_bursts, "bursts that fit the ring", &fit) != 0 ||
-	    measure(time_long_burst, "bursts that lap the ring", &lap) != 0) {
+	/* the text a part at a time, each as soon as it is measured */
+	if (!json) {
+		lkb_row("lowkey bench flight: the flight recorder's cost (medians of %d runs, both modes in each)\n",
+			runs);
+		lkb_row("machine: %s\n\n", lkb_machine());
+		lkb_row("%-52s %10s\n", "event, 2 integers, 2 MiB ring", "ns/event");
+	}
+	if (measure(time_fitting_bursts, "bursts that fit the ring", &fit) != 0) {
 		fprintf(stderr, "lowkey bench flight: cannot trace: %s\n", lk_last_error());
 		return 1;
+	}
+	if (!json)
+		text_rows("bursts of 16384 events (384 KiB), 20 ms apart:", &fit);
+	if (measure(time_long_burst, "bursts that lap the ring", &lap) != 0) {
+		fprintf(stderr, "lowkey bench flight: cannot trace: %s\n", lk_last_error());
+		return 1;
+	}
+	if (!json) {
+		snprintf(label_buf, sizeof(label_buf), "one burst of %ld events (laps the ring), thread CPU time:", events);
+		text_rows(label_buf, &lap);
 	}
 	lkb_progress("snapshots of 64 MiB, %d runs", runs);
 	snap_ms = time_snapshots(snap, &snap_cpu_ms, &bytes);
@@ -302,12 +318,6 @@ static int flight_run(int argc, char **argv)
 		lkb_json_end(&j);
 		return 0;
 	}
-	lkb_row("lowkey bench flight: the flight recorder's cost (medians of %d runs, both modes in each)\n", runs);
-	lkb_row("machine: %s\n\n", lkb_machine());
-	lkb_row("%-52s %10s\n", "event, 2 integers, 2 MiB ring", "ns/event");
-	text_rows("bursts of 16384 events (384 KiB), 20 ms apart:", &fit);
-	snprintf(label_buf, sizeof(label_buf), "one burst of %ld events (laps the ring), thread CPU time:", events);
-	text_rows(label_buf, &lap);
 	lkb_row("\n%-52s %10.2f ms   (%.2f ms of the thread's CPU time; %.1f MiB written; target < 50 ms)\n",
 		"snapshot of 8 threads x 8 MiB rings", snap_ms, snap_cpu_ms, (double)bytes / (1 << 20));
 	return 0;
