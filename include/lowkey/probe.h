@@ -729,10 +729,10 @@ extern "C" {
  * The end of LK_SPAN's scope runs lk__span_close, one function for every span, where no asm can
  * name a site. Its probe point is therefore a stub of the site's own, in the function's section
  * group, called from lk__span_close: `nop` (the probe point), then it returns the end's
- * descriptor, read from the end's slot (operand 2). Operand 0 receives the stub's address,
- * 4-aligned; operand 1 is the begin's slot, which the end's semaphore turns on (a scoped span is
- * one site for a tracer). An indirect branch lands on the stub: it starts with the landing pad
- * the build asks for (x86-64 CET, aarch64 BTI).
+ * descriptor, read from the end's slot (operand 2). Operand 0 receives the stub's address (label
+ * 988), 4-aligned; operand 1 is the begin's slot, which the end's semaphore turns on (a scoped
+ * span is one site for a tracer). An indirect call lands on the stub: it starts with the landing
+ * pad the build asks for (x86-64 CET, aarch64 BTI), before the probe point.
  */
 #if defined(__x86_64__)
 #if defined(__CET__) && (__CET__ & 1)
@@ -744,7 +744,7 @@ extern "C" {
 	"990: nop\n\t"                                                                        \
 	"movq " LK__SYM(2) "(%%rip), %%rax\n\t"                                               \
 	"ret\n\t"
-#define LK__SDT_STUB_ADDRESS "leaq 990b(%%rip), %0"
+#define LK__SDT_STUB_ADDRESS "leaq 988b(%%rip), %0"
 #elif defined(__aarch64__)
 #if defined(__ARM_FEATURE_BTI_DEFAULT) && __ARM_FEATURE_BTI_DEFAULT
 #define LK__SDT_LANDING "hint 34\n"	/* bti c */
@@ -756,7 +756,7 @@ extern "C" {
 	"adrp x0, " LK__SYM(2) "\n\t"                                                         \
 	"ldr x0, [x0, :lo12:" LK__SYM(2) "]\n\t"                                              \
 	"ret\n\t"
-#define LK__SDT_STUB_ADDRESS "adrp %0, 990b\n\tadd %0, %0, :lo12:990b"
+#define LK__SDT_STUB_ADDRESS "adrp %0, 988b\n\tadd %0, %0, :lo12:988b"
 #else
 #define LK__SDT_LANDING ""
 #define LK__SDT_STUB_CODE                                                                     \
@@ -764,11 +764,12 @@ extern "C" {
 	"989: auipc a0, %%pcrel_hi(" LK__SYM(2) ")\n\t"                                       \
 	"ld a0, %%pcrel_lo(989b)(a0)\n\t"                                                     \
 	"ret\n\t"
-#define LK__SDT_STUB_ADDRESS "lla %0, 990b"
+#define LK__SDT_STUB_ADDRESS "lla %0, 988b"
 #endif
 #define LK__SDT_STUB_ASM(provider, name)                                                      \
 	".pushsection .text.lk__sdt_stub, \"ax?\", @progbits\n\t"                             \
 	".balign 4\n"                                                                          \
+	"988:\n"                                                                               \
 	LK__SDT_LANDING                                                                       \
 	LK__SDT_STUB_CODE                                                                     \
 	".popsection\n\t"                                                                     \
