@@ -126,7 +126,7 @@ struct pft_reader {
 /* What one packet holds, gathered before any of it is acted on (fields may come in any order). */
 struct packet {
 	uint64_t seq, flags, timestamp, clock_id;
-	bool has_seq, has_timestamp, has_clock_id, first;
+	bool has_seq, has_timestamp, has_clock_id;
 	struct pb_field defaults, snapshot, descriptor, interned, event;
 };
 
@@ -675,7 +675,7 @@ static int gather(struct pft_reader *p, const struct pb_field *packet, struct pa
 		case PKT_SEQUENCE_FLAGS: pk->flags = f.value; break;
 		case PKT_TIMESTAMP: pk->timestamp = f.value, pk->has_timestamp = varint; break;
 		case PKT_TIMESTAMP_CLOCK_ID: pk->clock_id = f.value, pk->has_clock_id = varint; break;
-		case PKT_FIRST_ON_SEQUENCE: pk->first = f.value != 0; break;
+		case PKT_FIRST_ON_SEQUENCE: break;	/* the cleared state says as much */
 		case PKT_DEFAULTS: pk->defaults = f, message = true; break;
 		case PKT_CLOCK_SNAPSHOT: pk->snapshot = f, message = true; break;
 		case PKT_TRACK_DESCRIPTOR: pk->descriptor = f, message = true; break;

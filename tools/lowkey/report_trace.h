@@ -73,7 +73,6 @@ struct report_trace {
 	bool have_base;
 	/* what the file says about itself that a CTF trace says otherwise */
 	uint64_t nonfinite_counters;	/* JSON: counter values left out, NaN or infinite */
-	uint64_t file_lost;		/* JSON: otherData.lost_events */
 };
 
 /*
