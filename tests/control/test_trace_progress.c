@@ -323,7 +323,10 @@ static void trace_shows_the_conversion_on_a_terminal_only(void **state)
 	assert_null(strchr(r.out, '\r'));
 }
 
-/* --pid: the process converts its trace as it stops, and tells the client how far it is. */
+/*
+ * --pid: the time so far while tracing; the process converts its trace as it stops, and tells the
+ * client how far it is.
+ */
 static void attach_shows_the_process_converting(void **state)
 {
 	char out[1024], pid_arg[16];
@@ -340,8 +343,8 @@ static void attach_shows_the_process_converting(void **state)
 						"--duration", "0.5", NULL }), 0);
 	kill(pid, SIGTERM);
 	pclose(serving);
-	if (!status_line_in(pty_out, "trace"))
-		fail_msg("no status line in:\n%s", pty_out);
+	if (!status_line_in(pty_out, "trace") || !strstr(pty_out, "\r\033[Klowkey trace: tracing process "))
+		fail_msg("no status line while tracing or converting in:\n%s", pty_out);
 }
 
 static void convert_shows_its_progress_on_a_terminal_only(void **state)

@@ -36,6 +36,7 @@
 
 #define REPLY_TIMEOUT_MS 30000
 #define STOP_TIMEOUT_MS (10 * 60 * 1000)	/* a JSON trace is converted by the process at its stop */
+#define STATUS_EVERY_MS 1000			/* the status line's clock while tracing */
 
 static volatile sig_atomic_t stop_signal;
 
@@ -145,23 +146,31 @@ static void on_stop_signals(void (*handler)(int))
 	sigaction(SIGHUP, &sa, NULL);
 }
 
-/* Wait for the duration, a signal, or the process's end. */
-static enum ending wait_for_end(struct lk__ctl_client *c, const struct trace_opts *o, struct trace_totals *t)
+/* Wait for the duration, a signal, or the process's end; on a terminal, the time so far. */
+static enum ending wait_for_end(struct lk__ctl_client *c, const struct trace_opts *o, const char *name,
+				struct trace_totals *t)
 {
-	double deadline = o->duration ? now_s() + o->duration : 0;
+	double start = now_s(), deadline = o->duration ? start + o->duration : 0;
 	struct lk__ctl_msg m;
 
 	on_stop_signals(on_stop);
 	while (!stop_signal) {
 		struct pollfd p = { .fd = c->fd, .events = POLLIN };
-		int timeout = -1, rc;
+		int timeout = STATUS_EVERY_MS, rc;
 
+		if (o->duration)
+			lk_status_show("tracing process %d (%s): %d s of %g", (int)o->pid, name, (int)(now_s() - start),
+				       o->duration);
+		else
+			lk_status_show("tracing process %d (%s): %d s; Ctrl-C stops", (int)o->pid, name,
+				       (int)(now_s() - start));
 		if (deadline) {
 			double left = deadline - now_s();
 
 			if (left <= 0)
 				break;
-			timeout = (int)(left * 1000) + 1;
+			if (left * 1000 < STATUS_EVERY_MS)
+				timeout = (int)(left * 1000) + 1;
 		}
 		rc = poll(&p, 1, timeout);
 		if (rc <= 0)
@@ -280,7 +289,8 @@ int trace_attach(struct trace_opts *o)
 	else
 		fprintf(stderr, "lowkey trace: tracing process %d (%s) into %s; Ctrl-C stops\n", (int)o->pid, name,
 			o->output);
-	end = wait_for_end(&c, o, &t);
+	end = wait_for_end(&c, o, name, &t);
+	lk_status_clear();
 	if (end == STOP_ASKED) {
 		rc = stop(&c, o, name, &t);
 		lk__ctl_disconnect(&c);
