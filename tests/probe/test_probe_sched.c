@@ -365,8 +365,9 @@ static void a_flight_recorder_keeps_the_newest_switches(void **state)
 		assert_int_equal(lkt_count(&t, "sch:ping"), 100 * (round + 1));
 		w = switches_of(&t, me);
 		assert_true(w.in_order);
-		assert_true(w.n >= 200 && w.n <= 1024);	/* out and in for each of 100 hand-offs, and more */
-		assert_true(w.last > before.last);		/* this round's */
+		/* more than before (the 30 ms sleep switched out at least), not yet a full ring */
+		assert_true(w.n > before.n && w.n <= 1024);
+		assert_true(w.last > before.last);
 		assert_true(w.first == before.first || !before.n);	/* the ring keeps the same first */
 		before = w;
 		lkt_free(&t);
