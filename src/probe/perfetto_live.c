@@ -41,6 +41,7 @@
 #include "core/dso.h"
 #include "probe/perfetto.h"
 #include "probe/probe_internal.h"
+#include "probe/progress.h"
 
 #define PERIOD_MIN_MS 10		/* a pass every flush period of the consumer's, within these */
 #define PERIOD_MAX_MS 100
@@ -360,7 +361,12 @@ static void stop_thread(void)
 /* The trace has stopped: its metadata is final and no stream grows any more. */
 static int write_the_rest(char *err, size_t errlen)
 {
+	uint64_t written = 0;
 	int rc = read_metadata(live.nsites);
+
+	for (size_t i = 0; i < live.n; i++)
+		written += live.streams[i].offset;
+	lk__progress_advance(written);	/* a progress shown at stop starts from what is written */
 
 	if (!rc)
 		rc = one_pass();

@@ -3,12 +3,13 @@
 """
 lowkey's Perfetto output, decoded with the Perfetto project's own protos, checked for structure.
 
-Usage: check_pftrace.py FIXTURE LOWKEY CACHE_DIR
+Usage: check_pftrace.py FIXTURE LOWKEY CACHE_DIR [PLUGIN]
 
 FIXTURE (tests/probe/formats_fixture.c) records a trace whose every event is known; LOWKEY
 converts it (`lowkey convert`) to .pftrace and .json; the fixture also writes a .pftrace itself
 (LK_TRACE_PERFETTO at lk_trace_stop), is traced by `lowkey trace --format perfetto -- FIXTURE`, and
-serves while `lowkey trace --pid --format perfetto` attaches to it. Both .pftrace files are decoded as perfetto.protos.Trace and
+serves while `lowkey trace --pid --format perfetto` attaches to it, and records Perfetto while it
+loads PLUGIN (tests/probe/plugin.c), whose site registers during the trace. Both .pftrace files are decoded as perfetto.protos.Trace and
 checked: sequences and their flags, interning (each string once per sequence, events by iid),
 process, thread and counter tracks, slices per thread with their names, nesting and begin/end
 pairing, arguments and counter values, the CPU-time extra counter, the clock snapshot, and that
@@ -424,11 +425,28 @@ def check_off_cpu_agrees(slices, js, rep, path):
         assert sum(len(rows) for rows in slices.values()) == rep["switches"], (rep["switches"], slices)
 
 
+def check_dlopen(fixture, work, plugin):
+    """A site registered while the trace is written as it records: its events, written live."""
+    out = os.path.join(work, "dlopen.pftrace")
+    r = subprocess.run([fixture, out, "dlopen"], capture_output=True, text=True,
+                       env=dict(os.environ, LKT_PLUGIN=plugin))
+    assert r.returncode == 0, r.stderr
+    with open(out, "rb") as f:
+        d = Decoded(TRACE.FromString(f.read()))
+    fired = [e["args"]["i"][1] for e in d.events if e["name"] == "fired" and e["categories"] == ["plug"]]
+    assert fired == list(range(100)) * 10, fired[:5]
+    ticks = [e for e in d.events if e["name"] == "tick"]
+    assert len(ticks) == 200, len(ticks)
+    # written in batches while it recorded, the plugin's events too (not converted whole at stop)
+    assert max(d.batches.values()) > 1, d.batches
+    return len(d.events)
+
+
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         print(__doc__)
         return 2
-    fixture, lowkey, cache = sys.argv[1:]
+    fixture, lowkey, cache = sys.argv[1:4]
     protobuf_runtime()
     global TRACE
     TRACE = trace_class(pb2_source(cache))
@@ -487,6 +505,8 @@ def main():
         print("lowkey trace --pid --format perfetto: %d events" % check_serve(attached, int(ready[1])))
 
         check_off_cpu(fixture, lowkey, work)
+        if len(sys.argv) == 5:
+            print("a site registered while recording: %d events" % check_dlopen(fixture, work, sys.argv[4]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -8,15 +8,19 @@
  * "fx-serve" until SIGTERM (for `lowkey trace --pid`, with LOWKEY_CONTROL=1);
  * `lkt_formats_fixture OUT sched` records a CTF trace with context switches (LK_TRACE_SCHED, see
  * sleeper() for what it holds) and prints its pid and the thread fx-sleeper's tid, or exits 77
- * where context switches cannot be recorded here; `OUT sched-perfetto` the same as Perfetto.
+ * where context switches cannot be recorded here; `OUT sched-perfetto` the same as Perfetto;
+ * `OUT dlopen` records Perfetto while it loads the plugin $LKT_PLUGIN (tests/probe/plugin.c) and
+ * has it fire plug:fired 10 times 100 (see with_plugin()).
  *
  * Two threads, "worker-1" and "worker-2", each run ROUNDS rounds of: a span fx:request around a
  * counter value fx:depth = round and a span fx:query around an event fx:row (i = round, twice =
  * 2 * round, half = round / 2.0, label = "row"). The main thread, "fx-main", records fx:bad_utf8
  * with the bytes "\xff\xfe ok" and the counter fx:ratio = NaN, then 1.5.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -140,6 +144,50 @@ static int record_sched(const char *out, enum lk_trace_format format)
 	return 0;
 }
 
+static void ticks(long ms)
+{
+	struct timespec one = { 0, 1000000 };
+
+	for (long i = 0; i < ms; i++) {
+		LK_PROBE(fx, tick, i);
+		nanosleep(&one, NULL);
+	}
+}
+
+/*
+ * A site registered while a Perfetto trace is written as it records: 100 ms of fx:tick, then the
+ * plugin loaded and its plug:fired recorded 10 times 100 with 10 ms of fx:tick after each.
+ */
+static int with_plugin(const char *out)
+{
+	struct lk_trace_config c = { .path = out, .format = LK_TRACE_PERFETTO, .flush_ms = 10 };
+	const char *path = getenv("LKT_PLUGIN");
+	void (*fire)(long);
+	void *plugin;
+
+	if (!path || lk_probe_enable("fx") < 0 || lk_probe_enable("plug") < 0 || lk_trace_start(&c) != 0) {
+		fprintf(stderr, "cannot trace with the plugin %s: %s\n", path ? path : "(no LKT_PLUGIN)", lk_last_error());
+		return 1;
+	}
+	ticks(100);
+	plugin = dlopen(path, RTLD_NOW);
+	fire = plugin ? (void (*)(long))dlsym(plugin, "plugin_fire") : NULL;
+	if (!fire) {
+		fprintf(stderr, "cannot load %s: %s\n", path, dlerror());
+		return 1;
+	}
+	for (int k = 0; k < 10; k++) {
+		fire(100);
+		ticks(10);
+	}
+	if (lk_trace_stop() != 0) {
+		fprintf(stderr, "trace failed: %s\n", lk_last_error());
+		return 1;
+	}
+	printf("%d\n", (int)getpid());
+	return 0;
+}
+
 /* The known trace's events; the trace is started by the caller or from the environment. */
 static void record(void)
 {
@@ -162,11 +210,13 @@ int main(int argc, char **argv)
 	struct lk_trace_config c = { .flags = LK_TRACE_CPUTIME, .flush_ms = 5 };
 
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s OUT ctf|json|perfetto|sched|sched-perfetto, or - none, or - serve\n", argv[0]);
+		fprintf(stderr, "usage: %s OUT ctf|json|perfetto|sched|sched-perfetto|dlopen, or - none, or - serve\n", argv[0]);
 		return 2;
 	}
 	if (strcmp(argv[2], "serve") == 0)
 		return serve();
+	if (strcmp(argv[2], "dlopen") == 0)
+		return with_plugin(argv[1]);
 	if (strcmp(argv[2], "sched") == 0 || strcmp(argv[2], "sched-perfetto") == 0)
 		return record_sched(argv[1], argv[2][5] ? LK_TRACE_PERFETTO : LK_TRACE_CTF);
 	pthread_setname_np(pthread_self(), "fx-main");
