@@ -172,6 +172,23 @@ static bool number_char(char c)
 	return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.' || c == 'e' || c == 'E';
 }
 
+/* A whole number of up to 15 digits, exact in a double: most of a trace's, without strtod. */
+static bool small_integer(const char *p, size_t n, double *v)
+{
+	size_t i = n && p[0] == '-';
+	uint64_t x = 0;
+
+	if (n == i || n - i > 15)
+		return false;
+	for (size_t k = i; k < n; k++) {
+		if (p[k] < '0' || p[k] > '9')
+			return false;
+		x = x * 10 + (uint64_t)(p[k] - '0');
+	}
+	*v = i ? -(double)x : (double)x;
+	return true;
+}
+
 static bool number(struct parser *ps, struct jr_value *v)
 {
 	char buf[64], *endp;
@@ -179,11 +196,13 @@ static bool number(struct parser *ps, struct jr_value *v)
 
 	while (ps->p + n < ps->end && n < sizeof(buf) - 1 && number_char(ps->p[n]))
 		n++;
-	memcpy(buf, ps->p, n);
-	buf[n] = 0;
-	v->number = strtod(buf, &endp);
-	if (n == 0 || endp != buf + n)
-		return fail(ps, "bad number");
+	if (!small_integer(ps->p, n, &v->number)) {
+		memcpy(buf, ps->p, n);
+		buf[n] = 0;
+		v->number = strtod(buf, &endp);
+		if (n == 0 || endp != buf + n)
+			return fail(ps, "bad number");
+	}
 	v->raw = ps->p;
 	v->raw_len = n;
 	ps->p += n;

@@ -98,13 +98,14 @@ static bool whole_number(const struct jr_value *obj, const char *key, double min
 	return true;
 }
 
-static struct rt_thread *thread_of(struct json_reader *j, const struct jr_value *ev)
+static int thread_of(struct json_reader *j, const struct jr_value *ev, struct rt_thread **th)
 {
 	int64_t tid;
 
 	if (!whole_number(ev, "tid", 1, INT_MAX, &tid))
-		return NULL;
-	return rt_thread(j->t, (int)tid);
+		return bad(j, "has no thread id lowkey records");
+	*th = rt_thread(j->t, (int)tid);
+	return *th ? 0 : -ENOMEM;
 }
 
 /* "M": the process's name (and pid), a thread's name. */
@@ -113,6 +114,7 @@ static int metadata(struct json_reader *j, const struct jr_value *ev, const char
 	const char *value = jr_string(jr_get(ev, "args"), "name");
 	struct rt_thread *th;
 	int64_t pid;
+	int rc;
 
 	if (!value)
 		return bad(j, "names nothing (no args.name)");
@@ -125,8 +127,8 @@ static int metadata(struct json_reader *j, const struct jr_value *ev, const char
 	}
 	if (strcmp(name, "thread_name") != 0)
 		return bad(j, "is metadata lowkey does not write");
-	if (!(th = thread_of(j, ev)))
-		return jr_get(ev, "tid") ? -ENOMEM : bad(j, "has no thread id");
+	if ((rc = thread_of(j, ev, &th)) != 0)
+		return rc;
 	return rt_thread_name(j->t, th, 0, value, strlen(value));
 }
 
@@ -186,8 +188,8 @@ static int event(struct json_reader *j, const struct jr_value *ev)
 		return bad(j, "has no category");
 	if (!decimal_us(jr_get(ev, "ts"), &ns))
 		return bad(j, "has no timestamp lowkey writes");
-	if (!(th = thread_of(j, ev)))
-		return jr_get(ev, "tid") ? -ENOMEM : bad(j, "has no thread id");
+	if ((rc = thread_of(j, ev, &th)) != 0)
+		return rc;
 	if (jr_get(ev, "tts")) {
 		if (!decimal_us(jr_get(ev, "tts"), &cpu_ns))
 			return bad(j, "has a thread time lowkey does not write");
