@@ -346,11 +346,15 @@ static int recover_here(const struct trace_opts *o, const char *ctf_dir, struct 
 	struct lk__trace_reader r;
 	int rc;
 
+	lk_status_reading_begin(dir, 1);	/* counting what reached the disk */
 	rc = lk__reader_open(&r, dir, err, errlen);
+	if (!rc) {
+		rc = lk__reader_walk(&r, &ops, t, err, errlen);
+		lk__reader_close(&r);
+	}
+	lk_status_reading_end();
 	if (rc)
 		return rc;
-	rc = lk__reader_walk(&r, &ops, t, err, errlen);
-	lk__reader_close(&r);
 	t->bytes = stream_bytes(dir);
 	if (rc || o->format == LK_TRACE_CTF)
 		return rc;
