@@ -101,6 +101,8 @@ struct hreport {
 	struct report_trace *t;		/* CTF, JSON or Perfetto (report_trace.h) */
 	struct hclass *classes;		/* by id: a name's figures are in its first id's */
 	uint32_t *first;
+	uint32_t *rows;			/* class ids by name: the order of charts and tables in every format */
+	size_t nrows;
 	struct lane *lanes, *current;
 	unsigned int nlanes;
 	uint64_t events, lost, first_tsc, last_tsc, unmatched;
@@ -148,18 +150,18 @@ static const char *class_name(const struct lk__event_class *c, char *buf, size_t
 static int group_classes(struct hreport *h)
 {
 	const struct lk__trace_reader *r = h->r;
-	size_t n = 0, colors = 0;
+	size_t colors = 0;
 	uint32_t *ids;
 
 	h->first = calloc(r->nclasses + 1, sizeof(*h->first));
 	h->classes = calloc(r->nclasses + 1, sizeof(*h->classes));
-	ids = h->first && h->classes ? report_group_classes(r, h->first, &n) : NULL;
+	ids = h->first && h->classes ? report_group_classes(r, h->first, &h->nrows) : NULL;
 	if (!ids)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < h->nrows; i++)
 		if (h->first[ids[i]] == ids[i] && r->classes[ids[i]]->kind == LK_PROBE_SPAN_BEGIN)
 			h->classes[ids[i]].color = colors++;
-	free(ids);
+	h->rows = ids;
 	return 0;
 }
 
@@ -518,7 +520,8 @@ static void histograms(struct hreport *h)
 		    "How long each span event took, in log-scale buckets (five per power of ten): wall time on the "
 		    "left, the thread's CPU time on the right when the trace recorded it. Hover a bar for its "
 		    "bounds and count.");
-	for (size_t i = 0; i < r->nclasses; i++) {
+	for (size_t k = 0; k < h->nrows; k++) {	/* by name: the same order in every format */
+		size_t i = h->rows[k];
 		struct hclass *c = &h->classes[i];
 
 		if (!r->classes[i] || !c->wall.n)
@@ -602,7 +605,8 @@ static int counters(struct hreport *h)
 	bool any = false;
 
 	lkh_section(h->f, "Counters", "Each counter's values over time, all threads' samples together.");
-	for (size_t i = 0; i < r->nclasses; i++) {
+	for (size_t k = 0; k < h->nrows; k++) {	/* by name: the same order in every format */
+		size_t i = h->rows[k];
 		struct hclass *c = &h->classes[i];
 		struct lkh_series s = { name };
 		double *x = NULL, *y = NULL;
@@ -653,7 +657,8 @@ static void event_table(struct hreport *h)
 	lkh_section(h->f, "Events", "Every event of the trace by provider:event and kind; span durations by wall "
 				    "time and, where recorded, thread CPU time.");
 	lkh_table_begin(h->f, cols, r->cputime ? 11 : 8);
-	for (size_t i = 0; i < r->nclasses; i++) {
+	for (size_t k = 0; k < h->nrows; k++) {	/* by name: the same order in every format */
+		size_t i = h->rows[k];
 		struct hclass *c = &h->classes[i];
 
 		if (!r->classes[i] || !c->count || h->first[i] != i || r->classes[i]->kind == LK_PROBE_SPAN_END)
@@ -705,6 +710,7 @@ static void free_hreport(struct hreport *h)
 	}
 	free(h->classes);
 	free(h->first);
+	free(h->rows);
 }
 
 static int write_page(struct hreport *h, const char *trace_path, const struct lk__reader_ops *ops, char *err,
