@@ -5,9 +5,10 @@
  * lost to a full buffer), converted to JSON and Perfetto with `lowkey convert`, reported with
  * --json in each format and compared by compare_reports.py (the same rows, counts, percentiles to
  * the formats' nanosecond, threads, lost events); the text report names the same rows with the
- * same counts; --html reads them too. With --sched (where perf_event_open allows it), the same
- * split of the spans' time into on-CPU, runnable and blocked. And files that are not lowkey's
- * traces, or are cut short, are refused with a message and exit status 1.
+ * same counts; --html names them in the same order. With --sched (where perf_event_open allows
+ * it), the same split of the spans' time into on-CPU, runnable and blocked. The same program
+ * recorded in each format by lk_trace_start reports the same rows and counts. And files that are
+ * not lowkey's traces, or are cut short, are refused with a message and exit status 1.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -118,8 +119,8 @@ static void same_text_rows(const char *dir)
 
 static void cleanup(const char *dir)
 {
-	lkt_sh(&out, "rm -f '%s'.json* '%s'.pftrace* '%s'.r1 '%s'.r2 '%s'.r3 '%s'.rows '%s'.html", dir, dir, dir, dir,
-	       dir, dir, dir);
+	lkt_sh(&out, "rm -f '%s'.json* '%s'.pftrace* '%s'.r1 '%s'.r2 '%s'.r3 '%s'.rows '%s'.html '%s'.names", dir, dir,
+	       dir, dir, dir, dir, dir, dir);
 	lkt_rmrf(dir);
 }
 
@@ -136,9 +137,13 @@ static void one_run_in_three_formats(void **state)
 	same_text_rows(dir);
 	lkt_sh(&out, "%s report --json '%s' | grep -o '\"lost\":[0-9]*' | head -1", LOWKEY, dir);
 	assert_true(atoi(out.out + 7) > 0);	/* the burst lost some: the comparison covered lost counts */
-	lkt_sh(&out, "%s report --html '%s.html' '%s.pftrace' && grep -c 'fmt:sleepy' '%s.html'", LOWKEY, dir, dir,
-	       dir);
+	/* the page names the rows in the same order from each format */
+	lkt_sh(&out, "for f in '%s' '%s.json' '%s.pftrace'; do %s report --html \"$f.html\" \"$f\" && "
+		     "grep -o 'fmt:[a-z]*' \"$f.html\" | uniq > \"$f.names\" || exit 1; done; "
+		     "cmp '%s.names' '%s.json.names' && cmp '%s.names' '%s.pftrace.names' && grep -c fmt:sleepy '%s.names'",
+	       dir, dir, dir, LOWKEY, dir, dir, dir, dir, dir);
 	lkt_expect(&out, 0, NULL);
+	assert_true(atoi(out.out) >= 1);
 	lkt_sh(&out, "%s report '%s.json'", LOWKEY, dir);
 	lkt_expect(&out, 0, "read from lowkey's Chrome JSON output");
 	cleanup(dir);
