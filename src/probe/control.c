@@ -462,7 +462,7 @@ struct stop_progress {
 	uint32_t seq;
 };
 
-/* How far the conversion at the stop is, to the client waiting for it: now or never, never queued. */
+/* How far the conversion at a stop or snapshot is, to the client waiting: now or never, never queued. */
 static void progress_to_client(uint64_t done, uint64_t total, void *arg)
 {
 	struct stop_progress *p = arg;
@@ -495,8 +495,13 @@ static void do_snapshot(struct client *c, const struct lk__ctl_msg *req)
 	struct lk__ctl_msg m = { .type = LK_CTL_STATS, .seq = req->seq };
 	char path[LK_CTL_MAX_PATH + 1] = "";
 	struct lk__snapshot_result r;
-	int err = lk__trace_snapshot(req->snapshot.path[0] ? req->snapshot.path : NULL, &r, path, sizeof(path));
+	struct stop_progress to = { c, req->seq };
+	const struct lk__progress_sink sink = { progress_to_client, &to };
+	int err;
 
+	lk__progress_stop_sink_for_thread(&sink);	/* a JSON snapshot is converted */
+	err = lk__trace_snapshot(req->snapshot.path[0] ? req->snapshot.path : NULL, &r, path, sizeof(path));
+	lk__progress_stop_sink_for_thread(NULL);
 	if (err) {
 		reply_result(c, req->seq, err, 0, lk_last_error());
 		return;

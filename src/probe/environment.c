@@ -415,7 +415,9 @@ static void environment_at_exit(void)
 	if (env.pid != getpid())
 		return;	/* a forked child: the trace is its parent's */
 	if (__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) && __atomic_load_n(&lk__trace.gen, __ATOMIC_ACQUIRE) == env.gen) {
+		lk__progress_stop_sink_for_thread(&progress_sink);	/* a JSON snapshot is converted */
 		lk__trace_exit_snapshot();	/* a flight recorder's last words (its error: lk_trace_stop's) */
+		lk__progress_stop_sink_for_thread(NULL);
 		err = lk_trace_stop();
 		if (err)
 			snprintf(text, sizeof(text), "%s", lk_last_error());

@@ -88,6 +88,11 @@ const struct lk__progress_sink *lk__progress_stop_sink(void)
 	return thread_stop_sink ? thread_stop_sink : __atomic_load_n(&process_stop_sink, __ATOMIC_ACQUIRE);
 }
 
+const struct lk__progress_sink *lk__progress_thread_sink(void)
+{
+	return thread_stop_sink;
+}
+
 void lk__progress_stop_sink_for_process(const struct lk__progress_sink *sink)
 {
 	__atomic_store_n(&process_stop_sink, sink, __ATOMIC_RELEASE);

@@ -39,6 +39,9 @@ void lk__progress_end(void);
  * else the one set for the process (tracing from the environment: its status socket), else NULL.
  */
 const struct lk__progress_sink *lk__progress_stop_sink(void);
+
+/* The sink this thread's caller set (NULL: none): a flight recorder's snapshot reports there only. */
+const struct lk__progress_sink *lk__progress_thread_sink(void);
 void lk__progress_stop_sink_for_process(const struct lk__progress_sink *sink);
 void lk__progress_stop_sink_for_thread(const struct lk__progress_sink *sink);
 

@@ -35,6 +35,7 @@
 #include "core/error.h"
 #include "probe/convert.h"
 #include "probe/probe_internal.h"
+#include "probe/progress.h"
 
 #define MAX_NAME_TRIES 10000
 
@@ -438,7 +439,7 @@ static int take(const char *path, enum lk_trace_format format, struct lk__snapsh
 	lk__ctf_close(&sn.out);
 	r->bytes = sn.out.bytes;
 	if (!err && convert) {
-		err = lk__trace_convert(ctf, path, format, msg, sizeof(msg));
+		err = lk__trace_convert_progress(ctf, path, format, lk__progress_thread_sink(), msg, sizeof(msg));
 		if (err)
 			lk__fail(err, "%s", msg);
 	}

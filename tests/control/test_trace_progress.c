@@ -9,7 +9,8 @@
  * child, and without dying of SIGPIPE when `lowkey trace` is gone.
  *
  * The command line's side, on a pseudo-terminal: `lowkey trace --format json` (of a command, and
- * of a process it attaches to) and `lowkey convert` show a status line while converting, and
+ * of a process it attaches to), `lowkey snapshot` of a JSON flight recorder and `lowkey convert`
+ * show a status line while converting, and
  * `lowkey report` while it reads a trace; none with --quiet, --json or into a pipe.
  */
 #include <ctype.h>
@@ -23,6 +24,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -347,6 +349,30 @@ static void attach_shows_the_process_converting(void **state)
 		fail_msg("no status line while tracing or converting in:\n%s", pty_out);
 }
 
+/* A flight recorder's JSON snapshot is converted by the process, which tells `lowkey snapshot`. */
+static void snapshot_shows_the_process_converting(void **state)
+{
+	char out[1024], pid_arg[16];
+	struct timespec pause = { 0, 200 * 1000 * 1000 };
+	FILE *serving;
+	int pid = 0;
+
+	(void)state;
+	snprintf(out, sizeof(out), "%s/flight.json", scratch);
+	serving = popen("LOWKEY_CONTROL=1 exec " TARGET " serve 60000", "r");
+	assert_non_null(serving);
+	assert_int_equal(fscanf(serving, "ready %d", &pid), 1);
+	snprintf(pid_arg, sizeof(pid_arg), "%d", pid);
+	lkt_sh(&r, LOWKEY " trace --pid %d --overwrite --format json -o '%s'", pid, out);
+	lkt_expect(&r, 0, NULL);
+	nanosleep(&pause, NULL);	/* some events in the rings: none would be a snapshot of nothing */
+	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "snapshot", "--pid", pid_arg, NULL }), 0);
+	kill(pid, SIGTERM);
+	pclose(serving);
+	if (!status_line_in(pty_out, "snapshot"))
+		fail_msg("no status line in:\n%s", pty_out);
+}
+
 static void convert_shows_its_progress_on_a_terminal_only(void **state)
 {
 	char ctf[1024], out[1024];
@@ -397,6 +423,7 @@ int main(void)
 		cmocka_unit_test(gone_lowkey_raises_no_sigpipe),
 		cmocka_unit_test(trace_shows_the_conversion_on_a_terminal_only),
 		cmocka_unit_test(attach_shows_the_process_converting),
+		cmocka_unit_test(snapshot_shows_the_process_converting),
 		cmocka_unit_test(convert_shows_its_progress_on_a_terminal_only),
 		cmocka_unit_test(report_shows_its_reading_on_a_terminal_only),
 	};

@@ -20,6 +20,7 @@
 #include "core/json.h"
 #include "probe/control_internal.h"
 #include "probe_elf.h"
+#include "status.h"
 
 #define SNAPSHOT_TIMEOUT_MS (10 * 60 * 1000)	/* a JSON or Perfetto snapshot is converted by the process */
 
@@ -160,6 +161,13 @@ static void print_result(const struct snapshot_opts *o, const struct lk__ctl_sta
 	       s->threads == 1 ? "" : "s", size, s->path);
 }
 
+/* The process converting its snapshot (JSON). */
+static void show_progress(const struct lk__ctl_progress *p, void *arg)
+{
+	(void)arg;
+	lk_status_conversion("json", p->done, p->total);
+}
+
 static int snapshot_main(int argc, char **argv)
 {
 	struct snapshot_opts o = { 0 };
@@ -179,7 +187,11 @@ static int snapshot_main(int argc, char **argv)
 		return explain_connect(o.pid, name, rc, err);
 	}
 	req.snapshot.path = o.output ? o.output : "";
+	c.on_progress = show_progress;
+	lk_status_begin("snapshot", !o.json);
+	lk_status_show("process %d (%s) is writing its snapshot", (int)o.pid, name);
 	rc = lk__ctl_call(&c, &req, LK_CTL_STATS, &reply, SNAPSHOT_TIMEOUT_MS, err, sizeof(err));
+	lk_status_clear();
 	if (rc == -EINVAL && strstr(err, "LK_TRACE_OVERWRITE"))
 		lk_cli_error("snapshot", "start it with `lowkey trace --overwrite`, or LOWKEY_TRACE_MODE=overwrite",
 			     "process %d (%s) runs no flight recorder: its trace streams to disk, there is nothing to "
