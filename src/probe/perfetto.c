@@ -1,19 +1,23 @@
 // SPDX-License-Identifier: MIT
 /*
  * Perfetto's native trace format (a protobuf `Trace`: a stream of `TracePacket`s) from a lowkey
- * CTF trace, read back through the reader. Field numbers are those of Perfetto's
- * protos/perfetto/trace/ (trace_packet.proto, track_event/ (every .proto there), clock_snapshot.proto).
+ * CTF trace, read back through the reader: the whole trace at once (lk__perfetto_convert), or
+ * its streams' packets in batches as they are written (perfetto.h, perfetto_live.c). Field
+ * numbers are those of Perfetto's protos/perfetto/trace/ (trace_packet.proto, track_event/ (every
+ * .proto there), clock_snapshot.proto).
  *
  * Layout:
- * - one packet sequence per thread (trusted_packet_sequence_id SEQ_BASE + n, after the process's
- *   own, SEQ_BASE), as Perfetto's SDK writes one per thread: its first packet clears the
- *   sequence's incremental state and sets its defaults (the thread's track, the incremental
- *   clock, the CPU-time track), every later one needs that state;
- * - event names, categories (providers) and argument names are interned per sequence: the
- *   first packet that uses one carries it in InternedData, the others its iid;
- * - timestamps are deltas on a sequence-scoped incremental clock (LK_CLOCK, ns) that the first
- *   packet ties, in a ClockSnapshot, to CLOCK_MONOTONIC, CLOCK_BOOTTIME and CLOCK_REALTIME at the
- *   trace's start (see docs/trace.md for why a clock of its own);
+ * - one packet sequence per stream, that is per thread and per thread's context switches
+ *   (trusted_packet_sequence_id SEQ_BASE + n, after the process's own, SEQ_BASE), as Perfetto's
+ *   SDK writes one per thread; each batch of a stream (the whole stream, when converting a
+ *   trace) begins with a packet that clears the sequence's incremental state and sets its
+ *   defaults (the thread's track, the incremental clock, the CPU-time track), every later one
+ *   needs that state;
+ * - event names, categories (providers) and argument names are interned per batch: the first
+ *   packet that uses one carries it in InternedData, the others its iid;
+ * - timestamps are deltas on a sequence-scoped incremental clock (LK_CLOCK, ns) that each batch's
+ *   first packet ties, in a ClockSnapshot, to CLOCK_MONOTONIC, CLOCK_BOOTTIME and CLOCK_REALTIME
+ *   at the clock's value then (see docs/trace.md for why a clock of its own);
  * - a process track, a track per thread (TrackDescriptor), a counter track per LK_COUNTER and,
  *   with CPU time, a thread-time counter track per thread, whose values ride on each slice's
  *   begin and end (extra_counter_values);
