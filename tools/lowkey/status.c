@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "probe/progress.h"
@@ -33,6 +34,23 @@ static void put(const char *s, size_t len)
 	}
 }
 
+/*
+ * The bytes of line (ERASE, then text) that fit on one line of the terminal: a line that wrapped
+ * would leave its first part behind when erased. Cut between UTF-8 characters.
+ */
+static size_t visible_length(const char *line, size_t len)
+{
+	struct winsize ws;
+	size_t cols = 0, at = sizeof(ERASE) - 1;
+
+	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_col < 2)
+		return len;
+	for (; at < len; at++)
+		if (((unsigned char)line[at] & 0xc0) != 0x80 && ++cols == ws.ws_col)
+			break;	/* the last column stays free: some terminals wrap on writing it */
+	return at;
+}
+
 void lk_status_show(const char *fmt, ...)
 {
 	char line[256];
@@ -48,7 +66,7 @@ void lk_status_show(const char *fmt, ...)
 	va_end(ap);
 	if (m < 0)
 		return;
-	put(line, strnlen(line, sizeof(line) - 1));
+	put(line, visible_length(line, strnlen(line, sizeof(line) - 1)));
 	status.drawn = true;
 }
 
