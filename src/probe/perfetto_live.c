@@ -20,6 +20,10 @@
  * - Time: the TSC's rate is the one lk_trace_start measured until 200 ms have passed, then the
  *   rate over the trace so far (the rule lk_trace_stop uses for the whole trace), so timestamps
  *   agree with the CTF's to the rate's drift between a pass and the stop.
+ * - Many threads: streams are found by name through a hash index, a stream's file is open only
+ *   while it is read, and a stream that stopped growing (its thread exited) is looked at less
+ *   and less often, down to once a second: a program that ran thousands of threads does not cost
+ *   thousands of stat calls a pass. The last pass, at stop, looks at every stream.
  * - Whatever goes wrong here (no memory, a stream it cannot read, an event it cannot decode)
  *   only stops the following: lk__perfetto_live_finish then says so and the trace is converted
  *   whole at stop, as without this file. A write error is the trace's error, as it would be then.
@@ -48,11 +52,14 @@
 #define READ_CHUNK (4u << 20)		/* bytes of a stream read at once, to start with ... */
 #define READ_MAX (128u << 20)		/* ... and at most: over the reader's largest packet */
 #define RATE_AFTER_NS 200000000u	/* trace.c's measure_tsc_rate: before, the start's rate */
+#define IDLE_CHECK_MS 1000		/* a stream that stopped growing is looked at this often */
 
 struct followed {
 	char *name;
-	int fd;
+	uint64_t hash;			/* of name */
 	uint64_t offset;		/* where its next packet starts */
+	unsigned int idle;		/* passes it did not grow, as a back-off ... */
+	unsigned int skip;		/* ... and the passes left before it is looked at again */
 	struct lk__pft_stream st;
 };
 
@@ -75,6 +82,8 @@ static struct live {
 	struct lk__pft *pft;
 	struct followed *streams;
 	size_t n, cap;
+	size_t *index;			/* streams by name: open addressing, index + 1, 0 free */
+	size_t index_mask;
 	uint8_t *buf;
 	size_t buf_cap;
 } live = { .lock = PTHREAD_MUTEX_INITIALIZER, .reader = -1, .dir_fd = -1 };
@@ -139,14 +148,52 @@ static int know_every_site(void)
 	return rc || n == live.nsites ? rc : read_metadata(n);
 }
 
+static uint64_t hash_name(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325u;	/* FNV-1a */
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 0x100000001b3u;
+	return h;
+}
+
+/* Index stream i by its name's hash; the index is kept at most half full. */
+static int index_stream(size_t i)
+{
+	size_t k;
+
+	if ((live.n + 1) * 2 > (live.index ? live.index_mask + 1 : 0)) {
+		size_t n = live.index ? (live.index_mask + 1) * 2 : 64;
+		size_t *grown = calloc(n, sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		free(live.index);
+		live.index = grown;
+		live.index_mask = n - 1;
+		for (size_t j = 0; j < live.n; j++)
+			if (j != i)
+				index_stream(j);
+	}
+	for (k = live.streams[i].hash & live.index_mask; live.index[k]; k = (k + 1) & live.index_mask)
+		;
+	live.index[k] = i + 1;
+	return 0;
+}
+
+/* The stream of that file, followed from its start the first time it is seen. */
 static struct followed *follow(const char *name)
 {
+	uint64_t hash = hash_name(name);
 	size_t len = strlen(name);
 	struct followed *f;
 
-	for (size_t i = 0; i < live.n; i++)
-		if (strcmp(live.streams[i].name, name) == 0)
-			return &live.streams[i];
+	for (size_t k = live.index ? hash & live.index_mask : 0; live.index && live.index[k];
+	     k = (k + 1) & live.index_mask) {
+		f = &live.streams[live.index[k] - 1];
+		if (f->hash == hash && strcmp(f->name, name) == 0)
+			return f;
+	}
 	if (live.n == live.cap) {
 		size_t cap = live.cap ? live.cap * 2 : 16;
 		struct followed *grown = realloc(live.streams, cap * sizeof(*grown));
@@ -157,17 +204,14 @@ static struct followed *follow(const char *name)
 		live.cap = cap;
 	}
 	f = &live.streams[live.n];
-	*f = (struct followed){ .name = strdup(name), .fd = -1 };
-	if (!f->name)
-		return NULL;
-	/* stream-TID, or stream-TID-sched: the thread's context switches */
-	f->st.tid = atoi(name + 7);
-	f->st.sched = len > 6 && strcmp(name + len - 6, "-sched") == 0;
-	f->fd = openat(live.dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (f->fd < 0) {
+	*f = (struct followed){ .name = strdup(name), .hash = hash };
+	if (!f->name || index_stream(live.n) != 0) {
 		free(f->name);
 		return NULL;
 	}
+	/* stream-TID, or stream-TID-sched: the thread's context switches */
+	f->st.tid = atoi(name + 7);
+	f->st.sched = len > 6 && strcmp(name + len - 6, "-sched") == 0;
 	live.n++;
 	return f;
 }
@@ -192,17 +236,14 @@ static int find_streams(void)
 	return rc;
 }
 
-/* What a stream gained since the last pass, its whole packets written. */
-static int catch_up(struct followed *f)
+/* Write the whole packets of f's bytes from its offset up to size. */
+static int read_packets(struct followed *f, int fd, uint64_t size)
 {
-	struct stat st;
-
-	if (fstat(f->fd, &st) != 0)
-		return -errno;
-	while (f->offset < (uint64_t)st.st_size) {
-		uint64_t left = (uint64_t)st.st_size - f->offset;
+	while (f->offset < size) {
+		uint64_t left = size - f->offset;
 		size_t want = left < live.buf_cap ? (size_t)left : live.buf_cap, used;
-		ssize_t got = pread(f->fd, live.buf, want, (off_t)f->offset);
+		ssize_t got = pread(fd, live.buf, want, (off_t)f->offset);
+		uint8_t *grown;
 		int rc;
 
 		if (got < 0 && errno == EINTR)
@@ -220,8 +261,7 @@ static int catch_up(struct followed *f)
 			break;	/* a packet being written: the next pass */
 		if (live.buf_cap >= READ_MAX)
 			return -EINVAL;	/* a packet larger than any the writer makes */
-		uint8_t *grown = realloc(live.buf, live.buf_cap * 2);
-
+		grown = realloc(live.buf, live.buf_cap * 2);
 		if (!grown)
 			return -ENOMEM;
 		live.buf = grown;
@@ -230,13 +270,47 @@ static int catch_up(struct followed *f)
 	return 0;
 }
 
-static int one_pass(void)
+/*
+ * What a stream gained since it was last looked at, its whole packets written. A stream that does
+ * not grow is looked at less and less often, down to every IDLE_CHECK_MS (every time when all):
+ * the threads that exited stop costing a stat each pass. Its file is open only meanwhile.
+ */
+static int catch_up(struct followed *f, bool all)
+{
+	unsigned int most = IDLE_CHECK_MS / live.period_ms;
+	struct stat st;
+	int fd, rc;
+
+	if (!all && f->skip) {
+		f->skip--;
+		return 0;
+	}
+	if (fstatat(live.dir_fd, f->name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return -errno;
+	if ((uint64_t)st.st_size < f->offset)
+		f->offset = 0;	/* the file started again (a thread id used again: ctf.c) */
+	if ((uint64_t)st.st_size == f->offset) {
+		f->idle = f->idle * 2 + 1 < most ? f->idle * 2 + 1 : most;
+		f->skip = f->idle;
+		return 0;
+	}
+	f->idle = f->skip = 0;
+	fd = openat(live.dir_fd, f->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	rc = read_packets(f, fd, (uint64_t)st.st_size);
+	close(fd);
+	return rc;
+}
+
+/* A pass over the streams: those that are growing, or all of them. */
+static int one_pass(bool all)
 {
 	int rc = find_streams();
 
 	update_rate();
 	for (size_t i = 0; !rc && i < live.n; i++)
-		rc = catch_up(&live.streams[i]);
+		rc = catch_up(&live.streams[i], all);
 	return rc;
 }
 
@@ -250,7 +324,7 @@ static void *live_main(void *arg)
 	pthread_mutex_lock(&live.lock);
 	while (!live.quit) {
 		pthread_mutex_unlock(&live.lock);
-		if (one_pass() != 0) {
+		if (one_pass(false) != 0) {
 			live.failed = true;	/* read by the stop after joining this thread */
 			return NULL;
 		}
@@ -269,12 +343,10 @@ static void *live_main(void *arg)
 /* Everything closed and freed, the file as the thread left it. */
 static void forget(void)
 {
-	for (size_t i = 0; i < live.n; i++) {
-		if (live.streams[i].fd >= 0)
-			close(live.streams[i].fd);
+	for (size_t i = 0; i < live.n; i++)
 		free(live.streams[i].name);
-	}
 	free(live.streams);
+	free(live.index);
 	free(live.buf);
 	free(live.ctf_dir);
 	free(live.path);
@@ -369,7 +441,7 @@ static int write_the_rest(char *err, size_t errlen)
 	lk__progress_advance(written);	/* a progress shown at stop starts from what is written */
 
 	if (!rc)
-		rc = one_pass();
+		rc = one_pass(true);
 	for (size_t i = 0; !rc && i < live.n; i++)
 		rc = lk__pft_stream_done(live.pft, &live.streams[i].st);
 	if (rc)
