@@ -6,7 +6,7 @@
  * into JSON reports PROGRESS on its status socket while the trace is converted at exit (a first
  * report at 0, a last one at the total), from itself only; and says nothing into a descriptor
  * that is no longer the socket (closed, or another socket put at its number), never from a forked
- * child, and without dying of SIGPIPE when `lowkey trace` is gone.
+ * child, nothing at all when set-group-ID, and without dying of SIGPIPE when `lowkey trace` is gone.
  *
  * The command line's side, on a pseudo-terminal: `lowkey trace --format json` (of a command, and
  * of a process it attaches to), `lowkey snapshot` of a JSON flight recorder and `lowkey convert`
@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -34,6 +35,7 @@
 #define EVENTS "20000"
 
 static char scratch[] = "/tmp/lkt-progress-XXXXXX";
+static const char *target_program = PROGRESS_TARGET;	/* what run_target runs */
 static struct lkt_run r;
 
 struct heard {
@@ -163,7 +165,7 @@ static void run_target(struct heard *h, const char *mode, const char *arg, bool 
 		snprintf(fd_arg, sizeof(fd_arg), "%d", decoy[1]);
 		arg = fd_arg;
 	}
-	pid = spawn(sv[1], decoy[1], (char *[]){ PROGRESS_TARGET, (char *)mode, EVENTS, (char *)arg, NULL });
+	pid = spawn(sv[1], decoy[1], (char *[]){ (char *)target_program, (char *)mode, EVENTS, (char *)arg, NULL });
 	close(sv[1]);
 	if (decoy[1] >= 0)
 		close(decoy[1]);
@@ -242,6 +244,34 @@ static void forked_child_does_not_report(void **state)
 	assert_true(h.finished);
 	assert_int_equal(h.from_others, 0);
 	assert_int_equal(h.begins, 1);		/* the program's conversion, not the child's too */
+}
+
+/*
+ * A set-group-ID program (AT_SECURE) ignores every LOWKEY_* variable: it neither traces nor says
+ * anything on the status socket. Needs root (to give the copy another group) and a file system
+ * that honours set-group-ID.
+ */
+static void secure_program_ignores_the_variables(void **state)
+{
+	char copy[1024];
+	struct statvfs fs;
+	struct heard h;
+
+	(void)state;
+	snprintf(copy, sizeof(copy), "%s/setgid-target", scratch);
+	if (geteuid() != 0 || statvfs(scratch, &fs) != 0 || (fs.f_flag & ST_NOSUID)) {
+		print_message("skipped: needs root and a file system without nosuid, to make a set-group-ID copy\n");
+		skip();
+	}
+	lkt_sh(&r, "cp '%s' '%s' && chgrp 65534 '%s' && chmod 2755 '%s'", PROGRESS_TARGET, copy, copy, copy);
+	lkt_expect(&r, 0, NULL);
+	target_program = copy;
+	run_target(&h, "emit", NULL, false, false);
+	target_program = PROGRESS_TARGET;
+	assert_int_equal(h.status, 0);
+	assert_false(h.started);
+	assert_false(h.finished);
+	assert_int_equal(h.progress, 0);
 }
 
 static void gone_lowkey_raises_no_sigpipe(void **state)
@@ -421,6 +451,7 @@ int main(void)
 		cmocka_unit_test(another_socket_at_its_number_hears_nothing),
 		cmocka_unit_test(forked_child_does_not_report),
 		cmocka_unit_test(gone_lowkey_raises_no_sigpipe),
+		cmocka_unit_test(secure_program_ignores_the_variables),
 		cmocka_unit_test(trace_shows_the_conversion_on_a_terminal_only),
 		cmocka_unit_test(attach_shows_the_process_converting),
 		cmocka_unit_test(snapshot_shows_the_process_converting),
