@@ -161,11 +161,11 @@ static void print_result(const struct snapshot_opts *o, const struct lk__ctl_sta
 	       s->threads == 1 ? "" : "s", size, s->path);
 }
 
-/* The process converting its snapshot (JSON). */
+/* The process converting its snapshot (to JSON or Perfetto: the format of its trace). */
 static void show_progress(const struct lk__ctl_progress *p, void *arg)
 {
 	(void)arg;
-	lk_status_conversion("json", p->done, p->total);
+	lk_status_progress("converting the snapshot", p->done, p->total);
 }
 
 static int snapshot_main(int argc, char **argv)
