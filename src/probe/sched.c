@@ -26,9 +26,9 @@
  * In overwrite mode (the flight recorder) nothing is written as it comes: each thread keeps its
  * newest switches in a ring of its own (buffer_size / 8 bytes, 16 a switch, 1024 switches at
  * least), the oldest overwritten, and a snapshot writes them (lk__sched_snapshot) after taking
- * what the kernel has recorded since the consumer's last pass. An exited thread's switches are kept until a snapshot
- * has written them, those of 64 exited threads at most. The consumer and the snapshots take
- * turns under the lock.
+ * what the kernel has recorded since the consumer's last pass. An exited thread's switches are
+ * kept until a snapshot has written them, those of 64 exited threads at most. The consumer and
+ * the snapshots take turns under the lock.
  *
  * Time: the records carry CLOCK_MONOTONIC_RAW (attr.use_clockid), the trace's events the TSC.
  * The perf mmap page's TSC conversion (cap_user_time_zero) is missing in most virtual machines,
