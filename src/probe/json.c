@@ -224,8 +224,10 @@ int lk__json_convert(const char *ctf_dir, const char *json_path, char *err, size
 	fputs("}}", j.out);
 	rc = lk__reader_walk(&r, &ops, &j, err, errlen);
 	fprintf(j.out, "\n],\"otherData\":{\"tracer\":\"lowkey\",\"clock\":\"realtime\",\"lost_events\":%" PRIu64
-		",\"nonfinite_counter_values\":%" PRIu64 ",\"tsc_hz\":%" PRIu64 "}}\n",
-		j.lost, j.nonfinite_counters, r.tsc_hz);
+		",\"nonfinite_counter_values\":%" PRIu64 ",\"tsc_hz\":%" PRIu64, j.lost, j.nonfinite_counters, r.tsc_hz);
+	if (r.overwrite)	/* a flight recorder's snapshot: its lost events are older ones overwritten */
+		fprintf(j.out, ",\"overwrite\":true,\"dropped_events\":%" PRIu64, r.dropped);
+	fputs("}}\n", j.out);
 	if (fclose(j.out) != 0 && !rc) {
 		rc = -errno;
 		snprintf(err, errlen, "writing %s failed: %s", json_path, strerror(errno));

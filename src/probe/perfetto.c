@@ -30,6 +30,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,7 @@
 #define TD_COUNTER 8
 #define PD_PID 1
 #define PD_NAME 6
+#define PD_LABELS 8
 #define THD_PID 1
 #define THD_TID 2
 #define THD_NAME 5
@@ -405,6 +407,13 @@ static int describe_process(struct lk__pft *p)
 	lk__pb_begin(pb, TD_PROCESS);
 	lk__pb_uint(pb, PD_PID, (uint64_t)p->r->pid);
 	lk__pb_utf8(pb, PD_NAME, p->r->procname);
+	if (p->r->overwrite) {	/* a flight recorder's snapshot: its lost events are older ones overwritten */
+		char dropped[48];
+
+		snprintf(dropped, sizeof(dropped), "lowkey:dropped=%" PRIu64, p->r->dropped);
+		lk__pb_utf8(pb, PD_LABELS, "lowkey:overwrite");
+		lk__pb_utf8(pb, PD_LABELS, dropped);
+	}
 	lk__pb_end(pb);
 	lk__pb_end(pb);
 	return packet_done(p);

@@ -182,16 +182,22 @@ static void a_snapshot_on_the_signal_and_at_exit(void **state)
 /* A flight recorder's losses are older events it overwrote, and lowkey report says so. */
 static void a_report_says_overwritten(void **state)
 {
-	char out[1024];
+	char out[1100];
 
 	(void)state;
-	snprintf(out, sizeof(out), "%s", in_scratch("lapped.ctf"));
-	lkt_sh(&r, "%s trace --overwrite -b 64K -e 'app:*' -o '%s' -- '%s' emit 20000", LOWKEY, out, TARGET);
-	expect(0, "");
-	lkt_sh(&r, "%s report '%s'", LOWKEY, out);	/* the snapshot at exit */
-	expect(0, " older events overwritten: the flight recorder keeps the newest");
-	assert_null(strstr(r.out, "buffer was full"));
-	assert_null(strstr(r.out, "dropped"));
+	/* in every format: JSON and Perfetto carry the mark too */
+	static const char *const formats[] = { "ctf", "json", "perfetto" };
+
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		snprintf(out, sizeof(out), "%s.%s", in_scratch("lapped"), formats[i]);
+		lkt_sh(&r, "%s trace --overwrite --format %s -b 64K -e 'app:*' -o '%s' -- '%s' emit 20000", LOWKEY,
+		       formats[i], out, TARGET);
+		expect(0, "");
+		lkt_sh(&r, "%s report '%s'", LOWKEY, out);	/* the snapshot at exit */
+		expect(0, " older events overwritten: the flight recorder keeps the newest");
+		assert_null(strstr(r.out, "buffer was full"));
+		assert_null(strstr(r.out, "dropped"));
+	}
 
 	/* a streaming trace that loses events says they were dropped */
 	lkt_sh(&r, "%s trace -b 4K -e 'app:*' -o '%s' -- '%s' emit 20000", LOWKEY, in_scratch("dropped.ctf"), TARGET);

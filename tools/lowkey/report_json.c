@@ -281,10 +281,17 @@ static int other_data(struct json_reader *j, const struct jr_value *v)
 {
 	const char *tracer = jr_string(v, "tracer");
 	double nonfinite = jr_number(v, "nonfinite_counter_values");
+	const struct jr_value *overwrite = jr_get(v, "overwrite");
 
 	j->lowkey = tracer && strcmp(tracer, "lowkey") == 0;
 	if (nonfinite >= 0 && nonfinite < 1e19)
 		j->t->nonfinite_counters = (uint64_t)nonfinite;
+	/* a flight recorder's snapshot: its lost events are older ones overwritten, but for dropped_events */
+	if (overwrite && overwrite->type == JR_BOOL && overwrite->boolean) {
+		j->t->r.overwrite = true;
+		if (!decimal_uint(jr_get(v, "dropped_events"), &j->t->r.dropped))
+			j->t->r.dropped = 0;
+	}
 	return 0;
 }
 

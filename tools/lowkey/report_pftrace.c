@@ -53,6 +53,7 @@
 #define TD_COUNTER 8
 #define PD_PID 1
 #define PD_NAME 6
+#define PD_LABELS 8
 #define THD_TID 2
 #define THD_NAME 5
 #define CD_TYPE 1
@@ -298,6 +299,27 @@ static const struct track *track(const struct pft_reader *p, uint64_t uuid)
 	return rt_map_get(&p->track_of, uuid, &i) ? &p->tracks[i] : NULL;
 }
 
+/* lowkey's labels of a flight recorder's snapshot: its lost events are older ones overwritten. */
+static void process_label(struct pft_reader *p, const struct pb_field *f)
+{
+	static const char overwrite[] = "lowkey:overwrite", dropped[] = "lowkey:dropped=";
+	const size_t prefix = sizeof(dropped) - 1;
+	uint64_t n = 0;
+
+	if (f->len == sizeof(overwrite) - 1 && !memcmp(f->data, overwrite, f->len)) {
+		p->t->r.overwrite = true;
+		return;
+	}
+	if (f->len <= prefix || f->len > prefix + 19 || memcmp(f->data, dropped, prefix))
+		return;
+	for (size_t i = prefix; i < f->len; i++) {
+		if (f->data[i] < '0' || f->data[i] > '9')
+			return;
+		n = n * 10 + (uint64_t)(f->data[i] - '0');	/* 19 digits cannot overflow */
+	}
+	p->t->r.dropped = n;
+}
+
 static int process_descriptor(struct pft_reader *p, uint64_t uuid, const struct pb_field *pd)
 {
 	struct pb_cursor c = pb_cursor(pd->data, pd->len);
@@ -310,6 +332,8 @@ static int process_descriptor(struct pft_reader *p, uint64_t uuid, const struct 
 		else if (f.number == PD_NAME && f.type == PB_LEN)
 			snprintf(p->t->r.procname, sizeof(p->t->r.procname), "%.*s", (int)(f.len < 63 ? f.len : 63),
 				 (const char *)f.data);
+		else if (f.number == PD_LABELS && f.type == PB_LEN)
+			process_label(p, &f);
 	}
 	if (got < 0)
 		return malformed(p);
