@@ -11,7 +11,8 @@
  * The command line's side, on a pseudo-terminal: `lowkey trace --format json` (of a command, and
  * of a process it attaches to), `lowkey snapshot` of a JSON flight recorder and `lowkey convert`
  * show a status line while converting, and
- * `lowkey report` while it reads a trace; none with --quiet, --json or into a pipe.
+ * `lowkey report` while it reads a trace (a CTF directory's streams; a JSON or Perfetto file read,
+ * then parsed); none with --quiet, --json or into a pipe.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -397,10 +398,15 @@ static void snapshot_shows_the_process_converting(void **state)
 	lkt_expect(&r, 0, NULL);
 	nanosleep(&pause, NULL);	/* some events in the rings: none would be a snapshot of nothing */
 	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "snapshot", "--pid", pid_arg, NULL }), 0);
-	kill(pid, SIGTERM);
-	pclose(serving);
 	if (!strstr(pty_out, "\r\033[Klowkey snapshot: converting the snapshot: "))
 		fail_msg("no status line in:\n%s", pty_out);
+	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "snapshot", "--quiet", "--pid", pid_arg, NULL }), 0);
+	assert_non_null(strstr(pty_out, "lowkey snapshot: "));
+	assert_null(strstr(pty_out, "\033[K"));
+	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "snapshot", "-q", "--pid", pid_arg, NULL }), 0);
+	assert_null(strstr(pty_out, "\033[K"));
+	kill(pid, SIGTERM);
+	pclose(serving);
 }
 
 static void convert_shows_its_progress_on_a_terminal_only(void **state)
@@ -438,9 +444,43 @@ static void report_shows_its_reading_on_a_terminal_only(void **state)
 	assert_non_null(strstr(line, "\r\033[Ktrace "));	/* the report starts on a line of its own */
 	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "report", "--json", ctf, NULL }), 0);
 	assert_null(strstr(pty_out, "\033[K"));
+	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "report", "--quiet", ctf, NULL }), 0);
+	assert_non_null(strstr(pty_out, "trace "));
+	assert_null(strstr(pty_out, "\033[K"));
 	lkt_sh(&r, LOWKEY " report '%s'", ctf);
 	lkt_expect(&r, 0, NULL);
 	assert_null(strstr(r.out, "\033[K"));
+}
+
+/*
+ * A JSON or Perfetto file is read into memory, then parsed: a status line with how much of the
+ * file (the first, at 0 %, is always drawn), erased before the report; none with -q.
+ */
+static void report_shows_how_much_of_a_file_is_read(void **state)
+{
+	static const char *const formats[] = { "json", "perfetto" };
+	char path[1024], html[1024];
+	const char *line;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		snprintf(path, sizeof(path), "%s/read.%s", scratch, formats[i]);
+		snprintf(html, sizeof(html), "%s/read.html", scratch);
+		lkt_sh(&r, LOWKEY " trace --format %s -o '%s' -- " TARGET " emit " EVENTS, formats[i], path);
+		lkt_expect(&r, 0, NULL);
+		assert_int_equal(run_on_pty((char *[]){ LOWKEY, "report", path, NULL }), 0);
+		line = strstr(pty_out, "\r\033[Klowkey report: reading the trace: 0% (0.0 of ");
+		if (!line)
+			fail_msg("%s: no status line with the file's size in:\n%s", formats[i], pty_out);
+		assert_non_null(strstr(line, " MiB)"));
+		assert_non_null(strstr(line, "\r\033[Ktrace "));	/* erased before the report */
+		assert_int_equal(run_on_pty((char *[]){ LOWKEY, "report", "--html", html, path, NULL }), 0);
+		if (!strstr(pty_out, "\r\033[Klowkey report: reading the trace: 0% (0.0 of "))
+			fail_msg("%s --html: no status line in:\n%s", formats[i], pty_out);
+		assert_int_equal(run_on_pty((char *[]){ LOWKEY, "report", "-q", path, NULL }), 0);
+		assert_non_null(strstr(pty_out, "trace "));
+		assert_null(strstr(pty_out, "\033[K"));
+	}
 }
 
 int main(void)
@@ -457,6 +497,7 @@ int main(void)
 		cmocka_unit_test(snapshot_shows_the_process_converting),
 		cmocka_unit_test(convert_shows_its_progress_on_a_terminal_only),
 		cmocka_unit_test(report_shows_its_reading_on_a_terminal_only),
+		cmocka_unit_test(report_shows_how_much_of_a_file_is_read),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -20,5 +20,6 @@ const char lk_cli_conventions[] =
 	"\n"
 	"Output:\n"
 	"   -j is --json wherever JSON is offered. Long work (the benchmarks, reading or converting a\n"
-	"   trace) shows progress on standard error when it is a terminal, never in the output or with\n"
-	"   --json; --quiet (trace, convert, bench) hides it.\n";
+	"   trace, a snapshot) shows a status line on standard error when it is a terminal, never in\n"
+	"   the output or with --json; -q, --quiet hides it in every command that shows one (trace,\n"
+	"   convert, report, snapshot, bench).\n";

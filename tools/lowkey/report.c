@@ -635,7 +635,7 @@ static void free_report(struct report *rep)
 }
 
 static const char report_usage[] =
-	"usage: lowkey report [-j|--json | --html OUT] TRACE\n"
+	"usage: lowkey report [-j|--json | --html OUT] [-q|--quiet] TRACE\n"
 	"\n"
 	"Summarize a lowkey trace: events by name (count, rate), spans (durations p50/p99/max by wall\n"
 	"time and, when the trace recorded it with --cputime, by thread CPU time), counter tracks,\n"
@@ -645,35 +645,38 @@ static const char report_usage[] =
 	"\n"
 	"  -j, --json  print the summary as JSON\n"
 	"  --html OUT  write one self-contained HTML page to OUT ('-': standard output): latency\n"
-	"              histograms, a per-thread timeline of spans, counters as line charts, the tables\n";
+	"              histograms, a per-thread timeline of spans, counters as line charts, the tables\n"
+	"  -q, --quiet no status line while the trace is read (shown on a terminal only)\n";
 
 static int report_run(int argc, char **argv)
 {
 	static const struct option opts[] = { { "json", no_argument, NULL, 'j' },
 					      { "html", required_argument, NULL, 'H' },
+					      { "quiet", no_argument, NULL, 'q' },
 					      { NULL, 0, NULL, 0 } };
 	const struct lk__reader_ops ops = { stream_begin, on_event, stream_end };
 	struct report_trace t;
 	struct report rep = { 0 };
-	bool json = false;
+	bool json = false, quiet = false;
 	const char *html = NULL;
 	char err[512];
 	int c, rc;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
-		if (c != 'j' && c != 'H') {
+	while ((c = getopt_long(argc, argv, "jq", opts, NULL)) != -1) {
+		if (c != 'j' && c != 'H' && c != 'q') {
 			fputs(report_usage, stderr);
 			return LK_EXIT_USAGE;
 		}
 		json |= c == 'j';
+		quiet |= c == 'q';
 		html = c == 'H' ? optarg : html;
 	}
 	if (optind != argc - 1 || (json && html)) {
 		fputs(report_usage, stderr);
 		return LK_EXIT_USAGE;
 	}
-	lk_status_begin("report", !json);
+	lk_status_begin("report", !json && !quiet);
 	if (html) {
 		lk_status_reading_begin(argv[optind], 2);	/* the page walks the trace twice */
 		rc = lk_report_html(argv[optind], html);

@@ -260,6 +260,7 @@ static int trace_events(struct json_reader *j, const char *text, size_t len, siz
 
 		skip_space(text, len, pos);
 		j->at = *pos;
+		rt_parsed(j->t, *pos);
 		if (!(ev = jr_parse_next(text, len, pos, j->err, j->errlen)))
 			return parse_error(j, j->err);
 		rc = event(j, ev);

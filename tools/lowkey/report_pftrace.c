@@ -806,6 +806,7 @@ static int read_packets(struct pft_reader *p, const uint8_t *data, size_t len)
 
 	for (;;) {
 		p->at = (size_t)(c.p - data);
+		rt_parsed(p->t, p->at);
 		if ((got = pb_next(&c, &f)) <= 0)
 			break;
 		if (f.number != TRACE_PACKET || f.type != PB_LEN)

@@ -432,12 +432,28 @@ int report_trace_parse(struct report_trace *t, const uint8_t *data, size_t len, 
 		rc = report_json_read(t, (const char *)data, len, name, err, errlen);
 	else
 		rc = report_pftrace_read(t, data, len, name, err, errlen);
+	if (!rc && lk__reader_packet_hook && len > t->parsed)
+		lk__reader_packet_hook(len - t->parsed);	/* the rest since the last step */
 	if (rc)
 		report_trace_close(t);
 	return rc;
 }
 
-/* A regular file, read whole: its size bounds what is allocated. Read, not mapped (see reader.h). */
+/* Bytes read or parsed between two reports to the progress hook: a clock read each (progress.c). */
+#define RT_PROGRESS_STEP (256u << 10)
+
+void rt_parsed(struct report_trace *t, size_t at)
+{
+	if (lk__reader_packet_hook && at >= t->parsed + RT_PROGRESS_STEP) {
+		lk__reader_packet_hook(at - t->parsed);
+		t->parsed = at;
+	}
+}
+
+/*
+ * A regular file, read whole: its size bounds what is allocated. Read, not mapped (see reader.h).
+ * Read in steps, each told to the progress hook: a large file out of the page cache takes a while.
+ */
 static int read_file(int fd, const char *path, uint8_t **data, size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
@@ -455,7 +471,8 @@ static int read_file(int fd, const char *path, uint8_t **data, size_t *len, char
 		return lk__failf(err, errlen, -ENOMEM, "out of memory reading %s (%lld bytes)", path,
 				 (long long)st.st_size);
 	while (done < (size_t)st.st_size) {
-		ssize_t n = read(fd, *data + done, (size_t)st.st_size - done);
+		size_t left = (size_t)st.st_size - done;
+		ssize_t n = read(fd, *data + done, left < RT_PROGRESS_STEP * 16 ? left : RT_PROGRESS_STEP * 16);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -468,6 +485,8 @@ static int read_file(int fd, const char *path, uint8_t **data, size_t *len, char
 		if (n == 0)
 			break;	/* it shrank meanwhile: what is there */
 		done += (size_t)n;
+		if (lk__reader_packet_hook)
+			lk__reader_packet_hook((uint64_t)n);
 	}
 	*len = done;
 	return 0;

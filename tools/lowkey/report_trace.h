@@ -12,6 +12,9 @@
  * its first event, on the file's own clock (real time for JSON, lowkey's monotonic one for
  * Perfetto): durations are the file's, to its resolution (1 ns in both).
  *
+ * A file's reading and its parse each tell the bytes they have done to the reader's progress hook
+ * (lk__reader_packet_hook), as the CTF reader tells its packets: `lowkey report` shows them.
+ *
  * Nothing in a file is trusted: a file that is not a whole trace lowkey wrote -- cut short,
  * damaged at any byte, another program's -- is an error with a message, never a crash; what is
  * allocated is bounded by the file's size (its events, their names) and by the class limit of
@@ -69,6 +72,7 @@ struct report_trace {
 	uint32_t next_class;		/* classes are numbered from 16 without gaps */
 	uint8_t *bytes;			/* the events' payloads */
 	size_t nbytes, capbytes;
+	size_t parsed;			/* bytes of the file parsed, as last told to the progress hook */
 	uint64_t base_ns;		/* the earliest time in the file */
 	bool have_base;
 	/* what the file says about itself that a CTF trace says otherwise */
@@ -98,6 +102,12 @@ int report_json_read(struct report_trace *t, const char *text, size_t len, const
 		     size_t errlen);
 int report_pftrace_read(struct report_trace *t, const uint8_t *data, size_t len, const char *name, char *err,
 			size_t errlen);
+
+/*
+ * The parse has reached byte at of the file: what is new since the last step (256 KiB) is told
+ * to lk__reader_packet_hook (reader.h), where a progress is shown (progress.h); a load when none.
+ */
+void rt_parsed(struct report_trace *t, size_t at);
 
 /* Set up t->r for a trace read into memory: the built-in classes, the clock in nanoseconds. */
 int rt_init(struct report_trace *t, enum report_format format);

@@ -25,7 +25,7 @@
 #define SNAPSHOT_TIMEOUT_MS (10 * 60 * 1000)	/* a JSON or Perfetto snapshot is converted by the process */
 
 static const char snapshot_usage[] =
-	"usage: lowkey snapshot --pid PID [-o OUT] [-j|--json]\n"
+	"usage: lowkey snapshot --pid PID [-o OUT] [-j|--json] [-q|--quiet]\n"
 	"\n"
 	"Writes what the flight recorder of a running process holds -- each thread's newest events --\n"
 	"as a trace, while the process goes on recording. The process must run an overwrite-mode\n"
@@ -41,6 +41,8 @@ static const char snapshot_usage[] =
 	"                       directory (CTF), or file (JSON, Perfetto); a path as the process sees\n"
 	"                       it. Default: the trace's own path the first time, then PATH.1, ...\n"
 	"  -j, --json           print {\"output\", \"events\", \"discarded\", \"threads\", \"bytes\"}\n"
+	"  -q, --quiet          no status line while the process writes and converts the snapshot\n"
+	"                       (shown on a terminal only)\n"
 	"  -h, --help           this text\n"
 	"\n"
 	"Example:\n"
@@ -51,6 +53,7 @@ struct snapshot_opts {
 	pid_t pid;
 	char *output;	/* absolute, or NULL */
 	bool json;
+	bool quiet;	/* no status line */
 };
 
 static int usage_error(const char *hint, const char *fmt, const char *arg)
@@ -65,6 +68,7 @@ static int parse_args(struct snapshot_opts *o, int argc, char **argv)
 		{ "pid", required_argument, NULL, 'p' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -73,7 +77,7 @@ static int parse_args(struct snapshot_opts *o, int argc, char **argv)
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "p:o:jh", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:o:jqh", options, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (!lk_cli_parse_long(optarg, 1, 1 << 22, &pid))
@@ -91,6 +95,9 @@ static int parse_args(struct snapshot_opts *o, int argc, char **argv)
 			break;
 		case 'j':
 			o->json = true;
+			break;
+		case 'q':
+			o->quiet = true;
 			break;
 		case 'h':
 			fputs(snapshot_usage, stdout);
@@ -188,7 +195,7 @@ static int snapshot_main(int argc, char **argv)
 	}
 	req.snapshot.path = o.output ? o.output : "";
 	c.on_progress = show_progress;
-	lk_status_begin("snapshot", !o.json);
+	lk_status_begin("snapshot", !o.json && !o.quiet);
 	lk_status_show("process %d (%s) is writing its snapshot", (int)o.pid, name);
 	rc = lk__ctl_call(&c, &req, LK_CTL_STATS, &reply, SNAPSHOT_TIMEOUT_MS, err, sizeof(err));
 	lk_status_clear();

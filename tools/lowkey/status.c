@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "probe/progress.h"
@@ -114,15 +115,40 @@ void lk_status_conversion_sink(uint64_t done, uint64_t total, void *arg)
 	lk_status_conversion(arg, done, total);
 }
 
+/*
+ * A JSON or Perfetto file, of size bytes, counted twice (report_trace.c): read into memory, then
+ * parsed. Reading it is quick from the page cache; parsing is most of the work.
+ */
+static void file_progress(uint64_t done, uint64_t total, void *arg)
+{
+	uint64_t size = total / 2;
+
+	(void)arg;
+	if (done >= total)
+		lk_status_clear();
+	else if (done < size)
+		lk_status_progress("reading the trace", done, size);
+	else
+		lk_status_progress("parsing the trace", done - size, size);
+}
+
 void lk_status_reading_begin(const char *path, unsigned int walks)
 {
 	static char what[64];
 	static struct lk__progress_sink reading = { lk_status_progress_sink, what };
-	uint64_t bytes = lk__progress_ctf_bytes(path);	/* 0 for a file: read whole at its opening */
+	static const struct lk__progress_sink file = { file_progress, NULL };
+	uint64_t bytes = lk__progress_ctf_bytes(path);	/* 0 for a file */
+	struct stat st;
 
 	lk_status_show("reading %s", path);
-	if (!bytes || !status.cmd)
+	if (!status.cmd)
 		return;
+	if (!bytes) {
+		/* a file is read and parsed once, however often the report walks what it holds */
+		if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+			lk__progress_begin(&file, 2 * (uint64_t)st.st_size);
+		return;
+	}
 	if (walks > 1)
 		snprintf(what, sizeof(what), "reading the trace (%u passes)", walks);
 	else

@@ -36,7 +36,8 @@ void lk_status_conversion_sink(uint64_t done, uint64_t total, void *arg);
 
 /*
  * A trace at path is read (walks times, from here to lk_status_reading_end): "reading PATH", then
- * for a CTF directory how much of its streams the reader has walked.
+ * for a CTF directory how much of its streams the reader has walked; for a JSON or Perfetto file,
+ * how much of it is read into memory, then how much is parsed (once, whatever walks is).
  */
 void lk_status_reading_begin(const char *path, unsigned int walks);
 void lk_status_reading_end(void);
