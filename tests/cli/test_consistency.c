@@ -2,8 +2,9 @@
 /*
  * The rules every lowkey command shares (issue 16): a run command's exit status as a shell gives
  * it, in stat and locks alike; the end of a process that called _exit() is not taken for a kill;
- * -j wherever --json is; the rules written once in `lowkey help`; benchmarks that show progress on
- * a terminal, print each row as it is measured, and print no progress into a pipe.
+ * -j wherever --json is; -q, --quiet wherever a status line is; the rules written once in
+ * `lowkey help`; benchmarks that show progress on a terminal, print each row as it is measured,
+ * and print no progress into a pipe.
  */
 #include <errno.h>
 #include <poll.h>
@@ -109,6 +110,53 @@ static void short_json_everywhere(void **state)
 		lkt_sh(&r, "%s locks -j -- true", LOWKEY);
 		lkt_expect(&r, 0, "\"processes\": [");
 	}
+}
+
+/* Whether text has word as a word of its own: "(trace, convert, ...)". */
+static bool names_word(const char *text, const char *word)
+{
+	size_t len = strlen(word);
+
+	for (const char *at = strstr(text, word); at; at = strstr(at + 1, word))
+		if (at > text && strchr(" (", at[-1]) && at[len] && strchr(",) ", at[len]))
+			return true;
+	return false;
+}
+
+/*
+ * Every command whose help says it shows a status line takes -q, --quiet, and `lowkey help`'s
+ * rules name it; at least trace, convert, report, snapshot and bench do (their status lines are
+ * checked on a terminal in test_trace_progress and below).
+ */
+static void quiet_wherever_a_status_line(void **state)
+{
+	static char names[32][48], rules[1024];
+	const char *at;
+	int n, with_status = 0;
+
+	(void)state;
+	lkt_sh(&r, "%s help", LOWKEY);
+	at = strstr(r.out, "--quiet hides it");
+	assert_non_null(at);
+	snprintf(rules, sizeof(rules), "%s", at);
+	n = names_under(r.out, "", names, 32);
+	assert_true(n >= 10);
+	for (int i = 0; i < n; i++) {
+		char quoted[64];
+
+		if (lkt_sh(&r, "%s %s --help", LOWKEY, names[i]) != 0 || !strstr(r.out, "status line"))
+			continue;
+		with_status++;
+		if (!strstr(r.out, "-q, --quiet") && !strstr(r.out, "[-q|--quiet]"))
+			fail_msg("lowkey %s --help speaks of a status line, without -q, --quiet:\n%s", names[i], r.out);
+		snprintf(quoted, sizeof(quoted), "%.47s", names[i]);
+		if (!names_word(rules, quoted))
+			fail_msg("lowkey help does not name %s among the commands with --quiet:\n%s", names[i], rules);
+		/* accepted, not an unknown option: the usage error would say so */
+		lkt_sh(&r, "%s %s --quiet --lowkey-no-such-option", LOWKEY, names[i]);
+		assert_null(strstr(r.out, "unrecognized option '--quiet'"));
+	}
+	assert_true(with_status >= 5);
 }
 
 static void help_states_the_rules_once(void **state)
@@ -248,6 +296,7 @@ int main(void)
 		cmocka_unit_test(locks_tells_exit_from_kill),
 		cmocka_unit_test(short_json_everywhere),
 		cmocka_unit_test(help_states_the_rules_once),
+		cmocka_unit_test(quiet_wherever_a_status_line),
 		cmocka_unit_test(bench_progress_on_a_terminal_only),
 		cmocka_unit_test(bench_branch_streams_its_rows),
 	};
