@@ -35,6 +35,7 @@ static const char formats_usage[] =
 	"Perfetto, on its own. With --seconds S the events are spread over S seconds (a burst every\n"
 	"millisecond), as a program that does other work would record them; without, as fast as the\n"
 	"thread can.\n"
+	"Each recording's figures are printed once it is done, the medians' table at the end.\n"
 	"The traces go to DIR (default $TMPDIR or /tmp) and are removed.\n";
 
 #define ROUND 6	/* events a round records */
@@ -207,13 +208,33 @@ static int convert(const char *base, int run, struct figures *f)
 	return 0;
 }
 
+static struct {
+	int runs;
+	bool text;	/* each recording's figures printed once it is done (not with --json) */
+} shown;
+
+/* A recording's own figures, printed once it is done: the medians come at the end, of all runs. */
+static void print_recording(const struct figures *f, int row, int run)
+{
+	if (shown.text)
+		lkb_row("run %-3d %-9s %12llu bytes %9.3f s wall %9.3f s CPU %9.3f s stop\n", run + 1, row_name(row),
+			(unsigned long long)f->bytes[row], f->seconds[row][run], f->cpu[row][run], f->stop[row][run]);
+}
+
 /* One run: every format recorded once, the first one turning from run to run; then the conversion. */
 static int one_run(const char *base, long events, uint64_t spread_ns, int run, struct figures *f)
 {
-	for (int k = 0; k < NFORMATS; k++)
+	for (int k = 0; k < NFORMATS; k++) {
+		lkb_progress("run %d of %d: %s", run + 1, shown.runs, row_name((run + k) % NFORMATS));
 		if (record(base, events, spread_ns, (run + k) % NFORMATS, run, f) != 0)
 			return -1;
-	return convert(base, run, f);
+		print_recording(f, (run + k) % NFORMATS, run);
+	}
+	lkb_progress("run %d of %d: lowkey convert to Perfetto", run + 1, shown.runs);
+	if (convert(base, run, f) != 0)
+		return -1;
+	print_recording(f, CONVERT, run);
+	return 0;
 }
 
 static void print_text(const struct figures *f, int runs, const double *median, const double *cpu,
@@ -222,9 +243,8 @@ static void print_text(const struct figures *f, int runs, const double *median, 
 	double events = (double)f->events[LK_TRACE_CTF];
 	double ctf_rate = events / median[LK_TRACE_CTF], ctf_cpu_rate = events / cpu[LK_TRACE_CTF];
 
-	printf("trace formats: %llu events (%llu lost), median of %d runs; %s\n",
-	       (unsigned long long)f->events[LK_TRACE_CTF], (unsigned long long)f->lost[LK_TRACE_CTF], runs,
-	       lkb_machine());
+	printf("\nmedians of %d runs: %llu events recorded (%llu lost)\n", runs,
+	       (unsigned long long)f->events[LK_TRACE_CTF], (unsigned long long)f->lost[LK_TRACE_CTF]);
 	printf("%-9s %11s %8s %8s %9s %10s %8s %9s %10s %8s %8s\n", "format", "bytes", "B/event", "vs JSON",
 	       "wall s", "M ev/s", "vs CTF", "CPU s", "M ev/CPUs", "vs CTF", "stop s");
 	for (int row = 0; row < NROWS; row++) {
@@ -306,6 +326,11 @@ static int formats_main(int argc, char **argv)
 		fputs(formats_usage, stderr);
 		return 2;
 	}
+	shown.runs = runs;
+	shown.text = !json;
+	if (!json)
+		lkb_row("trace formats: %ld events a run, %d runs, each recording every format in turn; %s\n", events,
+			runs, lkb_machine());
 	for (int run = 0; run < runs; run++)
 		if (one_run(dir, events, (uint64_t)(seconds * 1e9), run, &f) != 0)
 			return 1;

@@ -289,6 +289,40 @@ static void bench_branch_streams_its_rows(void **state)
 	}
 }
 
+/*
+ * bench formats prints each recording's figures once it is done, before the status line of the
+ * next one, and the table of medians (which needs every run) last. The order of the bytes.
+ */
+static void bench_formats_streams_its_rows(void **state)
+{
+	static struct pty_run p;
+	/* each run records every format, the first turning from run to run, then converts */
+	const char *order[] = { "trace formats: 6000 events a run, 2 runs",
+				"\r\033[Klowkey bench formats: run 1 of 2: ctf", "\033[Krun 1   ctf ",
+				"\r\033[Klowkey bench formats: run 1 of 2: json", "\033[Krun 1   json ",
+				"\r\033[Klowkey bench formats: run 1 of 2: perfetto", "\033[Krun 1   perfetto ",
+				"\r\033[Klowkey bench formats: run 1 of 2: lowkey convert", "\033[Krun 1   convert ",
+				"\r\033[Klowkey bench formats: run 2 of 2: json", "\033[Krun 2   json ",
+				"\nmedians of 2 runs: ", "\nperfetto " };
+	int at = -1;
+
+	(void)state;
+	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "formats", "--events", "6000", "--runs", "2", NULL });
+	assert_true(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		int next = seen_at(&p, at < 0 ? 0 : (size_t)at, order[i]);
+
+		if (next < 0)
+			fail_msg("'%s' is not after '%s' in:\n%s", order[i], i ? order[i - 1] : "", p.out);
+		at = next;
+	}
+	/* JSON: one document, no rows before it */
+	lkt_sh(&r, "%s bench formats --events 6000 --runs 1 -j", LOWKEY);
+	lkt_expect(&r, 0, NULL);
+	assert_true(r.out[0] == '{');
+	assert_null(strstr(r.out, "run 1"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -299,6 +333,7 @@ int main(void)
 		cmocka_unit_test(quiet_wherever_a_status_line),
 		cmocka_unit_test(bench_progress_on_a_terminal_only),
 		cmocka_unit_test(bench_branch_streams_its_rows),
+		cmocka_unit_test(bench_formats_streams_its_rows),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
