@@ -7,6 +7,8 @@
  * a run of contiguous records is one packet or more, so a wrap splits it. The CTF writer walks
  * the records once, copying each with its thread's id (ctf.c); nothing else decodes them. Then
  * it hands the space back (rp). Buffers of threads that have exited are freed once drained.
+ * A trace recorded as Perfetto is written the same way, but as Perfetto packets: the records are
+ * encoded from the ring into the .pftrace (perfetto_live.c), and no CTF stream is written.
  *
  * A write error (a full disk) stops the trace: the sites are turned off, what was written stays
  * (a packet is written whole or truncated away), and later data is dropped.
@@ -29,6 +31,7 @@
 #include <lowkey/error.h>
 
 #include "core/error.h"
+#include "probe/perfetto.h"
 #include "probe/probe_internal.h"
 
 static int stop_requested;
@@ -58,7 +61,11 @@ static void fail_output(struct lk__trace *t, int err)
 {
 	if (t->error)
 		return;
-	if (t->config.format != LK_TRACE_CTF)
+	if (lk__perfetto_direct())
+		snprintf(t->error_msg, sizeof(t->error_msg),
+			 "writing the trace to %s failed (%s): tracing stopped there; what was written before "
+			 "is complete and readable", t->path, strerror(-err));
+	else if (t->config.format != LK_TRACE_CTF)
 		snprintf(t->error_msg, sizeof(t->error_msg),
 			 "writing the trace to %s failed (%s): tracing stopped there and %s was not written; "
 			 "the events recorded before are kept there as CTF (lowkey report reads it, lowkey "
@@ -72,6 +79,32 @@ static void fail_output(struct lk__trace *t, int err)
 	lk__registry_lock();
 	lk__probe_apply_rules_locked(false);
 	lk__registry_unlock();
+}
+
+/*
+ * Records from rp to limit as a batch of Perfetto packets (perfetto_live.c). On an error those not
+ * written are counted lost, and the trace fails.
+ */
+static uint8_t *drain_perfetto(struct lk__trace *t, struct lk__probe_buffer *b, uint8_t *rp, uint8_t *limit,
+			       uint64_t now)
+{
+	const uint8_t *next, *after;
+	uint64_t events, rest = 0;
+	int err = lk__perfetto_direct_records(b, rp, limit, now, &next, &events);
+
+	b->events += events;
+	__atomic_fetch_add(&t->events, events, __ATOMIC_RELAXED);
+	if (err) {
+		fail_output(t, err);
+		after = lk__walk_records(next, limit, t->cputime, &rest);
+		__atomic_fetch_add(&b->lost, rest, __ATOMIC_RELAXED);	/* recorded, never written */
+		next = after;
+	}
+	if (next == rp) {
+		fail_output(t, -EIO);	/* not a record: cannot happen unless memory was corrupted */
+		return limit;
+	}
+	return (uint8_t *)next;
 }
 
 /*
@@ -102,6 +135,8 @@ static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8
 	if (t->error) {
 		next = lk__walk_records(rp, limit, t->cputime, &events);
 		err = t->error;
+	} else if (lk__perfetto_direct()) {
+		return drain_perfetto(t, b, rp, limit, now);
 	} else {
 		err = lk__ctf_write_records(t, b, rp, limit, now, &next, &events);
 	}
@@ -171,7 +206,14 @@ static void unlink_and_free(struct lk__probe_buffer *b)
 /* The end of a buffer's part in this trace: its lost count goes to the total, its stream closes. */
 static void retire_stream(struct lk__trace *t, struct lk__probe_buffer *b)
 {
-	report_lost(t, b);
+	if (!lk__perfetto_direct()) {
+		report_lost(t, b);
+	} else if (!t->error) {
+		int err = lk__perfetto_direct_retire(b, __atomic_load_n(&b->lost, __ATOMIC_RELAXED));
+
+		if (err)
+			fail_output(t, err);
+	}
 	__atomic_fetch_add(&t->lost, __atomic_load_n(&b->lost, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 	if (b->fd >= 0)
 		close(b->fd);
@@ -207,6 +249,12 @@ static void drain_all(struct lk__trace *t, bool final)
 	}
 	if (t->sched_state) {
 		int err = lk__sched_drain(t, final);	/* context switches, LK_TRACE_SCHED (sched.c) */
+
+		if (err)
+			fail_output(t, err);
+	}
+	if (lk__perfetto_direct() && !t->error) {
+		int err = lk__perfetto_direct_drained();	/* whole packets in the file after every drain */
 
 		if (err)
 			fail_output(t, err);

@@ -145,12 +145,36 @@ struct intern_table {
 	uint64_t next_iid;
 };
 
+/*
+ * The consumer's fast path (lk__pft_records): a class's events are packets that differ only in
+ * their timestamp's delta and their arguments' values, so what does not change is laid out once
+ * a batch, after the class's first event (which interns its strings), and copied for the others.
+ * Classes of numbers only (no strings, whose records have no fixed size) and of the four kinds.
+ */
+#define TEMPLATE_TE 32		/* room for the track event's fixed start */
+#define TEMPLATE_ARG 16		/* room for an annotation's: name iid, the value's key */
+
+struct event_template {
+	uint32_t gen;			/* the batch it was laid out in: valid in that one only */
+	uint8_t record_size;		/* the ring's record: header, CPU time, 8 bytes an argument */
+	uint8_t nargs;
+	uint8_t te_len;
+	bool instant;			/* no CPU-time value (as put_track_event) */
+	bool counter;			/* a counter's value: te ends with its key */
+	bool counter_u64;		/* ... an unsigned one: over INT64_MAX it is a double (slow path) */
+	uint8_t te[TEMPLATE_TE];	/* type, name iid, category iid; counter: type, track, the value's key */
+	uint8_t arg_len[LK_PROBE_MAX_ARGS];
+	bool arg_double[LK_PROBE_MAX_ARGS];	/* 8 bytes as they are, else a varint */
+	uint8_t arg[LK_PROBE_MAX_ARGS][TEMPLATE_ARG];
+};
+
 /* A class's iids in the current sequence (valid when gen is the current one). */
 struct class_iids {
 	uint32_t gen;
 	uint64_t name, category, arg[LK_PROBE_MAX_ARGS];
 	bool counter_described;	/* its counter track (global, not per sequence) ... */
 	uint64_t counter_track;	/* ... and that track's uuid */
+	struct event_template fast;	/* its events' packets, but for what changes */
 };
 
 struct pending {
@@ -172,6 +196,8 @@ struct lk__pft {
 	uint64_t written;		/* bytes written to the file */
 	bool whole;			/* lk__perfetto_convert: each stream in one batch */
 	struct lk__pft_stream *st;	/* the stream of the batch being written */
+	uint8_t prefix[16];		/* its event packets' sequence id and flags, encoded */
+	uint8_t prefix_len;
 	struct lk__pft_stream process, one;	/* the process's sequence; whole: the stream read */
 	struct intern_table tables[4];	/* by enum intern_kind */
 	struct class_iids *classes;	/* by class id */
@@ -372,6 +398,8 @@ static int begin_batch(struct lk__pft *p, struct lk__pft_stream *st)
 	base = st->last_ns;
 	p->st = st;
 	p->gen++;
+	p->prefix_len = (uint8_t)(lk__pbw_uint(lk__pbw_uint(p->prefix, PKT_SEQUENCE_ID, st->seq), PKT_SEQUENCE_FLAGS,
+					       SEQ_NEEDS_INCREMENTAL_STATE) - p->prefix);
 	reset_interning(p);
 	begin_packet(p, SEQ_INCREMENTAL_STATE_CLEARED);
 	if (first)
@@ -495,23 +523,30 @@ static int describe_counter(struct lk__pft *p, const struct lk__event_class *c)
  */
 #define EVENT_ROOM 160
 
+/* The incremental clock's delta to a TSC value, and the clock moved there. */
+static inline uint64_t clock_delta(struct lk__pft *p, uint64_t tsc)
+{
+	uint64_t ticks = tsc - p->r->tsc0, last = p->st->last_ns;
+	uint64_t ns = p->ns0 + ticks * p->ns_whole + (uint64_t)((unsigned __int128)ticks * p->ns_frac >> 64);
+
+	if (__builtin_expect(tsc < p->r->tsc0 || ticks > UINT64_MAX / 1000000000u, 0))
+		ns = lk__reader_ns(p->r, tsc);	/* a damaged trace: outside the trace's time */
+	/* Another CPU's TSC may be a hair behind: keep the thread's events in order. */
+	if (ns <= last)
+		return 0;
+	p->st->last_ns = ns;
+	return ns - last;
+}
+
 static uint8_t *event_packet(struct lk__pft *p, uint64_t tsc, size_t room, uint8_t **packet)
 {
-	uint64_t ticks = tsc - p->r->tsc0;
-	uint64_t ns = p->ns0 + ticks * p->ns_whole + (uint64_t)((unsigned __int128)ticks * p->ns_frac >> 64);
 	uint8_t *w = lk__pb_reserve(&p->pb, room);
 
-	if (tsc < p->r->tsc0 || ticks > UINT64_MAX / 1000000000u)
-		ns = lk__reader_ns(p->r, tsc);	/* a damaged trace: outside the trace's time */
 	if (!w)
 		return NULL;
 	*packet = lk__pbw_begin(w, TRACE_PACKET);
-	w = lk__pbw_uint(*packet, PKT_SEQUENCE_ID, p->st->seq);
-	w = lk__pbw_uint(w, PKT_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-	/* Another CPU's TSC may be a hair behind: keep the thread's events in order. */
-	w = lk__pbw_uint(w, PKT_TIMESTAMP, ns > p->st->last_ns ? ns - p->st->last_ns : 0);
-	if (ns > p->st->last_ns)
-		p->st->last_ns = ns;
+	memcpy(*packet, p->prefix, sizeof(p->prefix));
+	w = lk__pbw_uint(*packet + p->prefix_len, PKT_TIMESTAMP, clock_delta(p, tsc));
 	w = put_interned(p, w);
 	return lk__pbw_begin(w, PKT_TRACK_EVENT);
 }
@@ -849,7 +884,217 @@ int lk__pft_stream_done(struct lk__pft *p, struct lk__pft_stream *st)
 	if (!st->out.pending && !st->lost)
 		return 0;
 	rc = begin_batch(p, st);
+	if (!rc && !st->thread_described)
+		rc = describe_thread(p, NULL);	/* a thread that lost every event it recorded */
 	return rc ? rc : finish_stream(p);
+}
+
+/* ---- the consumer's fast path ---- */
+
+/* The fixed start of argument i's annotation: its name's iid and its value's key. */
+static void template_arg(struct event_template *t, unsigned int i, uint64_t name_iid, unsigned int type)
+{
+	uint8_t *w = lk__pbw_uint(t->arg[i], DA_NAME_IID, name_iid);
+
+	t->arg_double[i] = type == LK_PROBE_F64;
+	switch (type) {
+	case LK_PROBE_I64: w = lk__pbw_varint(w, DA_INT << 3 | LK__PB_VARINT); break;
+	case LK_PROBE_F64: w = lk__pbw_varint(w, DA_DOUBLE << 3 | LK__PB_FIXED64); break;
+	case LK_PROBE_PTR: w = lk__pbw_varint(w, DA_POINTER << 3 | LK__PB_VARINT); break;
+	default: w = lk__pbw_varint(w, DA_UINT << 3 | LK__PB_VARINT); break;
+	}
+	t->arg_len[i] = (uint8_t)(w - t->arg[i]);
+}
+
+/* The track event's fixed start for a counter's value (as put_counter writes it), false if none. */
+static bool template_counter(struct event_template *t, const struct class_iids *ci, const struct lk__event_class *c)
+{
+	unsigned int type = lk__arg_type(c->arg_types, 0);
+	uint8_t *w;
+
+	if (c->nargs != 1 || !ci->counter_described || type == LK_PROBE_STR)
+		return false;
+	w = lk__pbw_uint(t->te, TE_TYPE, TYPE_COUNTER);
+	w = lk__pbw_uint(w, TE_TRACK_UUID, ci->counter_track);
+	if (type == LK_PROBE_F64)
+		w = lk__pbw_varint(w, TE_DOUBLE_COUNTER_VALUE << 3 | LK__PB_FIXED64);
+	else
+		w = lk__pbw_varint(w, TE_COUNTER_VALUE << 3 | LK__PB_VARINT);
+	t->counter = true;
+	t->counter_u64 = type == LK_PROBE_U64;
+	t->arg_double[0] = type == LK_PROBE_F64;
+	t->te_len = (uint8_t)(w - t->te);
+	return true;
+}
+
+/*
+ * After a class's event went the slow way in this batch (its strings interned, its counter track
+ * described): lay out its template, when its records have a fixed size and its packets a fixed
+ * shape. Anything else keeps the slow path.
+ */
+static void make_template(struct lk__pft *p, uint32_t id, const struct lk__event_class *c)
+{
+	const struct lk__record_layout *l = &lk__record_layouts[id];
+	struct class_iids *ci = &p->classes[id];
+	struct event_template *t = &ci->fast;
+	unsigned int type = c->kind == LK_PROBE_SPAN_BEGIN ? TYPE_SLICE_BEGIN
+			    : c->kind == LK_PROBE_SPAN_END ? TYPE_SLICE_END
+							   : TYPE_INSTANT;
+	uint8_t *w;
+
+	if (id < LK__FIRST_SITE_ID || !l->valid || l->strings || l->nargs != c->nargs || c->nargs > LK_PROBE_MAX_ARGS ||
+	    lk__has_strings(c->arg_types, c->nargs) || p->st->sched || !p->st->thread_described)
+		return;
+	*t = (struct event_template){ .nargs = c->nargs, .instant = type == TYPE_INSTANT };
+	t->record_size = (uint8_t)(LK__PROBE_HEADER + (p->r->cputime ? 8 : 0) + 8u * c->nargs);
+	if (c->kind == LK_PROBE_COUNTER) {
+		if (!template_counter(t, ci, c))
+			return;
+	} else if (type == TYPE_SLICE_END) {
+		t->te_len = (uint8_t)(lk__pbw_uint(t->te, TE_TYPE, type) - t->te);
+		t->nargs = 0;	/* an end carries none (put_track_event) */
+	} else {
+		if (ci->gen != p->gen)
+			return;	/* its strings are not interned in this batch */
+		w = lk__pbw_uint(t->te, TE_TYPE, type);
+		w = lk__pbw_uint(w, TE_NAME_IID, ci->name);
+		w = lk__pbw_uint(w, TE_CATEGORY_IIDS, ci->category);
+		t->te_len = (uint8_t)(w - t->te);
+		for (unsigned int i = 0; i < c->nargs; i++)
+			template_arg(t, i, ci->arg[i], lk__arg_type(c->arg_types, i));
+	}
+	t->gen = p->gen;
+}
+
+#define FAST_ROOM (2 + sizeof(((struct lk__pft *)0)->prefix) + 2 * LK__PB_VARINT_MAX + 2 + TEMPLATE_TE + \
+		   LK_PROBE_MAX_ARGS * (2 + TEMPLATE_ARG + LK__PB_VARINT_MAX) + 2 * LK__PB_VARINT_MAX + 8)
+
+/* A record of a class with a template: its packet, as the slow path would write it. 0, or -ENOMEM. */
+static inline int put_fast(struct lk__pft *p, const struct event_template *t, const uint8_t *rec, uint64_t tsc)
+{
+	const uint8_t *arg = rec + LK__PROBE_HEADER + (p->r->cputime ? 8 : 0);
+	uint8_t *w = lk__pb_reserve(&p->pb, FAST_ROOM), *packet, *event;
+	uint64_t v;
+
+	if (!w)
+		return -ENOMEM;
+	packet = lk__pbw_begin(w, TRACE_PACKET);
+	memcpy(packet, p->prefix, sizeof(p->prefix));
+	w = lk__pbw_uint(packet + p->prefix_len, PKT_TIMESTAMP, clock_delta(p, tsc));
+	event = lk__pbw_begin(w, PKT_TRACK_EVENT);
+	memcpy(event, t->te, TEMPLATE_TE);
+	w = event + t->te_len;
+	if (t->counter) {
+		memcpy(&v, arg, sizeof(v));
+		if (t->arg_double[0])
+			memcpy(w, &v, 8), w += 8;
+		else
+			w = lk__pbw_varint(w, v);
+	} else {
+		for (unsigned int i = 0; i < t->nargs; i++, arg += 8) {
+			uint8_t *a = lk__pbw_begin(w, TE_DEBUG_ANNOTATIONS);
+
+			memcpy(a, t->arg[i], TEMPLATE_ARG);
+			w = a + t->arg_len[i];
+			memcpy(&v, arg, sizeof(v));
+			if (t->arg_double[i])
+				memcpy(w, &v, 8), w += 8;
+			else
+				w = lk__pbw_varint(w, v);
+			w = lk__pbw_end(w, a);
+		}
+		if (p->r->cputime && !t->instant) {
+			memcpy(&v, rec + LK__PROBE_HEADER, sizeof(v));
+			w = lk__pbw_uint(w, TE_EXTRA_COUNTER_VALUES, v);
+		}
+	}
+	lk__pb_commit(&p->pb, lk__pbw_end(lk__pbw_end(w, event), packet));
+	return p->pb.len >= FLUSH_AT ? flush(p) : 0;
+}
+
+/* Whether the record at rec (avail bytes) goes the fast way: its class's template is this batch's. */
+static inline const struct event_template *fast_template(const struct lk__pft *p, uint32_t id, const uint8_t *rec,
+							 size_t avail)
+{
+	const struct event_template *t;
+	uint64_t v;
+
+	if (id >= p->r->nclasses)
+		return NULL;
+	t = &p->classes[id].fast;
+	if (t->gen != p->gen || avail < t->record_size)
+		return NULL;
+	if (t->counter_u64) {
+		memcpy(&v, rec + t->record_size - 8, sizeof(v));
+		if (v > INT64_MAX)
+			return NULL;	/* a double (put_counter) */
+	}
+	return t;
+}
+
+/* A record the slow way: decoded as the reader decodes it from the CTF, written by the same code. */
+static int put_record(struct lk__pft *p, const uint8_t *rec, size_t size, uint32_t id, uint64_t tsc)
+{
+	size_t fixed = LK__PROBE_HEADER + (p->r->cputime ? 8 : 0);
+	struct lk__event e = { .tid = p->st->tid, .tsc = tsc, .cls = p->r->classes[id] };
+	int rc;
+
+	if (p->r->cputime)
+		memcpy(&e.cputime_ns, rec + LK__PROBE_HEADER, sizeof(e.cputime_ns));
+	e.payload = rec + fixed;
+	e.payload_len = size - fixed;
+	rc = on_event(&e, p);
+	if (!rc)
+		make_template(p, id, e.cls);
+	return rc;
+}
+
+/*
+ * A batch of st from its thread's ring: the records in [start, end), each with its full TSC
+ * extended from now (read after they were committed).
+ */
+int lk__pft_records(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *start, const uint8_t *end,
+		    uint64_t now, const uint8_t **next, uint64_t *events)
+{
+	const uint8_t *at = start;
+	uint64_t n = 0;
+	int rc = begin_batch(p, st);
+
+	while (!rc && (size_t)(end - at) >= LK__PROBE_HEADER) {
+		const struct event_template *t;
+		uint64_t head, tsc;
+		uint32_t id;
+		size_t size;
+
+		memcpy(&head, at, sizeof(head));
+		id = lk__header_id(head);
+		tsc = lk__tsc_extend(now, lk__header_tsc48(head));
+		if ((t = fast_template(p, id, at, (size_t)(end - at)))) {
+			size = t->record_size;
+			rc = put_fast(p, t, at, tsc);
+		} else {
+			size = lk__record_size(at, (size_t)(end - at), p->r->cputime);
+			if (!size)
+				break;	/* a pad, or the end of what was committed */
+			if (id >= p->r->nclasses || !p->r->classes[id]) {
+				rc = -ENOENT;	/* a site registered since the metadata was read */
+				break;
+			}
+			rc = put_record(p, at, size, id, tsc);
+		}
+		if (rc)
+			break;
+		at += size;
+		n++;
+	}
+	*next = at;
+	*events = n;
+	return rc ? rc : p->pb.failed ? -ENOMEM : 0;
+}
+
+int lk__pft_flush(struct lk__pft *p)
+{
+	return flush(p);
 }
 
 uint64_t lk__pft_bytes(const struct lk__pft *p)

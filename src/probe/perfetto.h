@@ -66,6 +66,19 @@ int lk__pft_batch(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *d
 /* After st's last batch: its switch out left open and its lost events, if any. */
 int lk__pft_stream_done(struct lk__pft *p, struct lk__pft_stream *st);
 
+/*
+ * A batch of st from its thread's ring (the consumer writing Perfetto directly): the records in
+ * [start, end), their timestamps extended from now, a TSC read after they were committed. Stops at
+ * a pad or at the end of what was committed. *next: where it stopped; *events: records written.
+ * Returns 0, -ENOENT for a record of a class the reader does not know (*next is at it: read the
+ * metadata again and go on from there), -ENOMEM, or -errno from writing.
+ */
+int lk__pft_records(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *start, const uint8_t *end,
+		    uint64_t now, const uint8_t **next, uint64_t *events);
+
+/* Write out what is buffered: whole packets. 0, -ENOMEM (something could not be encoded) or -errno. */
+int lk__pft_flush(struct lk__pft *p);
+
 /* Write out what is buffered, close the file and free p; 0 or -errno with a message in err. */
 int lk__pft_close(struct lk__pft *p, char *err, size_t errlen);
 
@@ -76,28 +89,44 @@ void lk__pft_discard(struct lk__pft *p);
 uint64_t lk__pft_bytes(const struct lk__pft *p);
 
 /*
- * perfetto_live.c: a trace recorded as Perfetto is written while it records. lk_trace_start
- * calls lk__perfetto_live_start once the CTF trace (t->ctf_dir) is set up: a thread follows the
- * CTF streams as the consumer writes them and writes their whole packets to t->path. A failure
- * there costs nothing but time: the trace is then converted at the stop, as before. 0 or -errno.
+ * perfetto_live.c: a trace recorded as Perfetto is written while it records, by the consumer,
+ * from the threads' rings. lk_trace_start calls lk__perfetto_live_start once the CTF directory
+ * (t->ctf_dir: its metadata, and with --sched the context switches' streams) is set up and before
+ * the consumer starts. If it fails (no memory), the consumer writes CTF and the trace is converted
+ * at the stop. 0 or -errno.
  */
 struct lk__trace;
+struct lk__probe_buffer;
 int lk__perfetto_live_start(struct lk__trace *t);
 
+/* Whether the consumer writes this trace's records as Perfetto (set before it starts). */
+bool lk__perfetto_direct(void);
+
 /*
- * Called by lk__perfetto_convert: when the live writer writes path from ctf_dir, it writes what
- * is left (the trace has stopped: the CTF is complete) and closes the file: 0 or -errno with a
- * message in err. 1 when it does not (none runs, another trace, or it failed): convert it whole.
+ * The consumer's side. Records of b in [start, end): as lk__pft_records, each on b's thread's
+ * packet sequence; a class not known yet is looked up in the metadata again (-EINVAL if it is not
+ * there either). 0 or -errno: the trace's error.
+ */
+int lk__perfetto_direct_records(struct lk__probe_buffer *b, const uint8_t *start, const uint8_t *end, uint64_t now,
+				const uint8_t **next, uint64_t *events);
+
+/* b's thread's part ends (it exited, or the trace stops): its lost events and open off-CPU slice. */
+int lk__perfetto_direct_retire(struct lk__probe_buffer *b, uint64_t lost);
+
+/* After each drain: the context switches' new packets, then the buffer written out (whole packets). */
+int lk__perfetto_direct_drained(void);
+
+/*
+ * Called by lk__perfetto_convert: when the consumer writes path (from ctf_dir's trace), what is
+ * left (the context switches' last packets, each thread's end) is written and the file closed:
+ * 0 or -errno with a message in err. 1 when it does not (none, another trace): convert it whole.
  */
 int lk__perfetto_live_finish(const char *ctf_dir, const char *path, char *err, size_t errlen);
 
-/* Stop the live writer without finishing its file (the trace failed); nothing when none runs. */
+/* The trace failed: close the file as it is (whole packets), nothing more written; nothing when none. */
 void lk__perfetto_live_cancel(void);
 
 /* In a forked child (trace.c's atfork handler): forget the parent's writer, touching nothing of it. */
 void lk__perfetto_live_forget_in_child(void);
-
-/* The live writer's thread id while it runs, else 0 (sched.c leaves its switches out). */
-pid_t lk__perfetto_live_tid(void);
 
 #endif

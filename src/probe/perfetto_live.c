@@ -1,48 +1,42 @@
 // SPDX-License-Identifier: MIT
 /*
- * A Perfetto trace written while it records (perfetto.h). Every trace records CTF: the consumer
- * copies the threads' rings into stream files. For a Perfetto trace a thread of this file,
- * "lowkey-pftrace", follows those files as they grow: as often as the consumer writes (its flush
- * period, within 10 and 100 ms) it reads what each stream gained and writes its whole packets to
- * the .pftrace (a batch per stream per pass, see perfetto.h). When the trace stops, lk__perfetto_convert finds it running and has it write the
- * rest: the user waits for the last pass, not for a conversion of the whole trace.
+ * A Perfetto trace written while it records (perfetto.h): the consumer encodes each thread's
+ * records straight from its ring into the .pftrace, as a batch per thread per drain (a packet
+ * sequence per thread, see perfetto.c), instead of copying them into CTF stream files. No CTF
+ * stream of the threads is written, nothing is read back: encoding costs the consumer about what
+ * copying the records into CTF did (docs/BENCHMARKS.md, issue 15).
  *
- * Neither the recording threads nor the consumer do anything more: the hot path and the CTF are
- * what they were, the cost is this thread's CPU time, the same work as converting at stop done
- * earlier (reading the streams back from the page cache, decoding, encoding).
- *
- * - Event classes: the reader knows those of the metadata, which the trace writes at start and
- *   at stop. A site that registers meanwhile (a dlopen) adds a class: before walking bytes read
- *   from a stream this thread checks whether the registry has more sites than the metadata it
- *   read, and if so rewrites the metadata (as lk_trace_start does, under the registry lock) and
- *   reads it again. Checked after the bytes were read, so every event in them has its class: a
- *   site registers before it can record.
+ * - Event classes: the writer knows those of the CTF metadata, which the trace still writes (in
+ *   its directory beside the .pftrace, removed at stop) at start, whenever an object with sites
+ *   loads (site.c, before the sites can record) and at stop. A record of a class the writer does
+ *   not know makes it read the metadata again.
+ * - Context switches (--sched): sched.c writes them as CTF streams (stream-TID-sched) in that
+ *   directory, as for any trace; after each drain the consumer encodes what those gained, reading
+ *   them as the reader reads any CTF (followed by name, looked at less often once they stop
+ *   growing, down to once a second).
  * - Time: the TSC's rate is the one lk_trace_start measured until 200 ms have passed, then the
- *   rate over the trace so far (the rule lk_trace_stop uses for the whole trace), so timestamps
- *   agree with the CTF's to the rate's drift between a pass and the stop.
- * - Many threads: streams are found by name through a hash index, a stream's file is open only
- *   while it is read, and a stream that stopped growing (its thread exited) is looked at less
- *   and less often, down to once a second: a program that ran thousands of threads does not cost
- *   thousands of stat calls a pass. The last pass, at stop, looks at every stream.
- * - Whatever goes wrong here (no memory, a stream it cannot read, an event it cannot decode)
- *   only stops the following: lk__perfetto_live_finish then says so and the trace is converted
- *   whole at stop, as without this file. A write error is the trace's error, as it would be then.
+ *   rate over the trace so far (the rule lk_trace_stop uses for a CTF trace), so timestamps
+ *   agree with a CTF's to the rate's drift between a drain and the stop.
+ * - The file holds whole packets after every drain (the consumer writes its buffer out then): a
+ *   program that dies leaves a valid trace of what was drained before.
+ * - Whatever goes wrong while writing (no memory, a disk full, a record it cannot decode) is the
+ *   trace's error: tracing stops there, what was written stays.
+ * - If the writer cannot be set up at start (no memory), the trace records CTF and is converted
+ *   at stop (lk__perfetto_convert), as a JSON trace is.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <lowkey/probe.h>
 
 #include "core/dso.h"
+#include "core/failf.h"
 #include "probe/perfetto.h"
 #include "probe/probe_internal.h"
 #include "probe/progress.h"
@@ -63,14 +57,15 @@ struct followed {
 	struct lk__pft_stream st;
 };
 
+/* A thread's ring being written: its stream, by its buffer. */
+struct direct {
+	const struct lk__probe_buffer *b;
+	bool retired;			/* done: a buffer at the same address later is another thread's */
+	struct lk__pft_stream st;
+};
+
 static struct live {
-	pthread_mutex_t lock;		/* quit, and the wait on cond */
-	pthread_cond_t cond;
-	pthread_t thread;
-	bool quit;
 	bool active;			/* a trace is being written: the fields below are set */
-	bool failed;			/* the following stopped: convert at stop */
-	pid_t tid;			/* lowkey-pftrace's, for sched.c to leave out */
 	struct lk__trace *t;
 	uint64_t tsc0, monotonic0_ns, tsc_hz;	/* the trace's, at start (lk_trace_stop rewrites tsc_hz) */
 	unsigned int period_ms;
@@ -80,18 +75,17 @@ static struct live {
 	int reader;			/* the current one's index; -1: none */
 	size_t nsites;			/* sites the current reader's metadata has */
 	struct lk__pft *pft;
-	struct followed *streams;
+	struct followed *streams;	/* the context switches' CTF streams */
 	size_t n, cap;
 	size_t *index;			/* streams by name: open addressing, index + 1, 0 free */
 	size_t index_mask;
 	uint8_t *buf;
 	size_t buf_cap;
-} live = { .lock = PTHREAD_MUTEX_INITIALIZER, .reader = -1, .dir_fd = -1 };
-
-pid_t lk__perfetto_live_tid(void)
-{
-	return __atomic_load_n(&live.tid, __ATOMIC_RELAXED);
-}
+	struct direct *rings;		/* the threads' rings */
+	size_t nrings, rings_cap;
+	size_t *rings_index;		/* rings by buffer address, as index is */
+	size_t rings_mask;
+} live = { .reader = -1, .dir_fd = -1 };
 
 static uint64_t now_ns(void)
 {
@@ -132,21 +126,18 @@ static int read_metadata(size_t nsites)
 	return 0;
 }
 
-/* Sites registered since the metadata was read: write it again (under the lock, as trace.c does). */
-static int know_every_site(void)
+/* FNV-1a of n bytes */
+static uint64_t hash_bytes(const void *p, size_t n)
 {
-	size_t n;
-	int rc = 0;
+	const unsigned char *c = p;
+	uint64_t h = 0xcbf29ce484222325u;
 
-	lk__registry_lock();
-	lk__probe_sites(&n);
-	if (n != live.nsites) {
-		/* once the trace stops, lk_trace_stop writes it and closes the directory */
-		rc = __atomic_load_n(&live.t->stopping, __ATOMIC_ACQUIRE) ? -EAGAIN : lk__ctf_write_metadata(live.t);
-	}
-	lk__registry_unlock();
-	return rc || n == live.nsites ? rc : read_metadata(n);
+	while (n--)
+		h = (h ^ *c++) * 0x100000001b3u;
+	return h;
 }
+
+#define hash_name_bytes(pointer) hash_bytes((pointer), sizeof(void *))
 
 static uint64_t hash_name(const char *s)
 {
@@ -250,8 +241,6 @@ static int read_packets(struct followed *f, int fd, uint64_t size)
 			continue;
 		if (got <= 0)
 			return got < 0 ? -errno : 0;
-		if ((rc = know_every_site()) != 0)
-			return rc;
 		if ((rc = lk__pft_batch(live.pft, &f->st, live.buf, (size_t)got, &used)) != 0)
 			return rc;
 		f->offset += used;
@@ -314,39 +303,15 @@ static int one_pass(bool all)
 	return rc;
 }
 
-static void *live_main(void *arg)
-{
-	struct timespec until;
-
-	(void)arg;
-	pthread_setname_np(pthread_self(), "lowkey-pftrace");
-	__atomic_store_n(&live.tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
-	pthread_mutex_lock(&live.lock);
-	while (!live.quit) {
-		pthread_mutex_unlock(&live.lock);
-		if (one_pass(false) != 0) {
-			live.failed = true;	/* read by the stop after joining this thread */
-			return NULL;
-		}
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_nsec += (long)live.period_ms * 1000000L;
-		until.tv_sec += until.tv_nsec / 1000000000L;
-		until.tv_nsec %= 1000000000L;
-		pthread_mutex_lock(&live.lock);
-		while (!live.quit && pthread_cond_timedwait(&live.cond, &live.lock, &until) == 0)
-			;
-	}
-	pthread_mutex_unlock(&live.lock);
-	return NULL;
-}
-
-/* Everything closed and freed, the file as the thread left it. */
+/* Everything closed and freed, the file as the writer left it (whole packets). */
 static void forget(void)
 {
 	for (size_t i = 0; i < live.n; i++)
 		free(live.streams[i].name);
 	free(live.streams);
 	free(live.index);
+	free(live.rings);
+	free(live.rings_index);
 	free(live.buf);
 	free(live.ctf_dir);
 	free(live.path);
@@ -356,31 +321,7 @@ static void forget(void)
 		lk__reader_close(&live.readers[live.reader]);
 	if (live.dir_fd >= 0)
 		close(live.dir_fd);
-	if (live.active)
-		pthread_cond_destroy(&live.cond);
-	live = (struct live){ .lock = PTHREAD_MUTEX_INITIALIZER, .reader = -1, .dir_fd = -1 };
-}
-
-static int start_thread(void)
-{
-	pthread_condattr_t attr;
-	sigset_t all, old;
-	int err;
-
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	err = pthread_cond_init(&live.cond, &attr);
-	pthread_condattr_destroy(&attr);
-	if (err)
-		return -err;
-	/* The application's signals are not for this thread (see lk__consumer_start). */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&live.thread, NULL, live_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (err)
-		pthread_cond_destroy(&live.cond);
-	return -err;
+	live = (struct live){ .reader = -1, .dir_fd = -1 };
 }
 
 int lk__perfetto_live_start(struct lk__trace *t)
@@ -411,26 +352,127 @@ int lk__perfetto_live_start(struct lk__trace *t)
 	if ((rc = read_metadata(nsites)) != 0)
 		goto fail;
 	rc = lk__pft_open(&live.pft, t->path, &live.readers[live.reader], err, sizeof(err));
-	if (rc || (rc = start_thread()) != 0)
+	if (rc)
 		goto fail;
-	live.active = true;	/* the thread runs and its condition variable is set up */
+	live.active = true;	/* before the consumer starts: it reads this */
 	return 0;
 fail:
 	forget();
 	return rc;
 }
 
-static void stop_thread(void)
+bool lk__perfetto_direct(void)
 {
-	pthread_mutex_lock(&live.lock);
-	live.quit = true;
-	pthread_cond_signal(&live.cond);
-	pthread_mutex_unlock(&live.lock);
-	pthread_join(live.thread, NULL);
-	__atomic_store_n(&live.tid, 0, __ATOMIC_RELAXED);
+	return live.active;
 }
 
-/* The trace has stopped: its metadata is final and no stream grows any more. */
+/* Index ring i by its buffer's address; the index is kept at most half full. */
+static int index_ring(size_t i)
+{
+	size_t k;
+
+	if ((live.nrings + 1) * 2 > (live.rings_index ? live.rings_mask + 1 : 0)) {
+		size_t n = live.rings_index ? (live.rings_mask + 1) * 2 : 64;
+		size_t *grown = calloc(n, sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		free(live.rings_index);
+		live.rings_index = grown;
+		live.rings_mask = n - 1;
+		for (size_t j = 0; j < live.nrings; j++)
+			if (j != i)
+				index_ring(j);
+	}
+	for (k = hash_name_bytes(&live.rings[i].b) & live.rings_mask; live.rings_index[k];
+	     k = (k + 1) & live.rings_mask)
+		;
+	live.rings_index[k] = i + 1;
+	return 0;
+}
+
+/* b's stream (a new one for a buffer not seen, or retired: another thread's); NULL: no memory. */
+static struct direct *ring_stream(const struct lk__probe_buffer *b)
+{
+	struct direct *d;
+
+	for (size_t k = live.rings_index ? hash_name_bytes(&b) & live.rings_mask : 0;
+	     live.rings_index && live.rings_index[k]; k = (k + 1) & live.rings_mask) {
+		d = &live.rings[live.rings_index[k] - 1];
+		if (d->b != b)
+			continue;
+		if (d->retired)
+			*d = (struct direct){ .b = b, .st.tid = b->tid };
+		return d;
+	}
+	if (live.nrings == live.rings_cap) {
+		size_t cap = live.rings_cap ? live.rings_cap * 2 : 16;
+		struct direct *grown = realloc(live.rings, cap * sizeof(*grown));
+
+		if (!grown)
+			return NULL;
+		live.rings = grown;
+		live.rings_cap = cap;
+	}
+	d = &live.rings[live.nrings];
+	*d = (struct direct){ .b = b, .st.tid = b->tid };
+	if (index_ring(live.nrings) != 0)
+		return NULL;
+	live.nrings++;
+	__atomic_fetch_add(&live.t->threads, 1, __ATOMIC_RELAXED);
+	return d;
+}
+
+int lk__perfetto_direct_records(struct lk__probe_buffer *b, const uint8_t *start, const uint8_t *end, uint64_t now,
+				const uint8_t **next, uint64_t *events)
+{
+	struct direct *d = ring_stream(b);
+	uint64_t more;
+	int rc;
+
+	*next = start;
+	*events = 0;
+	if (!d)
+		return -ENOMEM;
+	rc = lk__pft_records(live.pft, &d->st, start, end, now, next, events);
+	if (rc != -ENOENT)
+		return rc;
+	/* a site that registered since: site.c wrote the metadata before it could record */
+	start = *next;
+	if ((rc = read_metadata(live.nsites)) != 0)
+		return rc;
+	rc = lk__pft_records(live.pft, &d->st, start, end, now, next, &more);
+	*events += more;
+	return rc == -ENOENT ? -EINVAL : rc;
+}
+
+int lk__perfetto_direct_retire(struct lk__probe_buffer *b, uint64_t lost)
+{
+	struct direct *d;
+	int rc;
+
+	if (!b->events && !lost)
+		return 0;	/* it wrote nothing: no stream */
+	if (!(d = ring_stream(b)))
+		return -ENOMEM;
+	d->st.lost = lost;
+	rc = lk__pft_stream_done(live.pft, &d->st);
+	d->retired = true;
+	return rc;
+}
+
+int lk__perfetto_direct_drained(void)
+{
+	int rc = live.t->sched ? one_pass(false) : 0;
+
+	update_rate();
+	if (!rc)
+		rc = lk__pft_flush(live.pft);
+	__atomic_store_n(&live.t->bytes, lk__pft_bytes(live.pft), __ATOMIC_RELAXED);
+	return rc;
+}
+
+/* The trace has stopped: its metadata is final, no ring and no stream grows any more. */
 static int write_the_rest(char *err, size_t errlen)
 {
 	uint64_t written = 0;
@@ -444,8 +486,11 @@ static int write_the_rest(char *err, size_t errlen)
 		rc = one_pass(true);
 	for (size_t i = 0; !rc && i < live.n; i++)
 		rc = lk__pft_stream_done(live.pft, &live.streams[i].st);
+	for (size_t i = 0; !rc && i < live.nrings; i++)
+		if (!live.rings[i].retired)
+			rc = lk__pft_stream_done(live.pft, &live.rings[i].st);
 	if (rc)
-		return 1;	/* converted whole instead, which says what is wrong if anything is */
+		return lk__failf(err, errlen, rc, "writing %s failed: %s", live.path, strerror(-rc));
 	rc = lk__pft_close(live.pft, err, errlen);
 	live.pft = NULL;
 	return rc;
@@ -457,8 +502,7 @@ int lk__perfetto_live_finish(const char *ctf_dir, const char *path, char *err, s
 
 	if (!live.active || strcmp(ctf_dir, live.ctf_dir) != 0 || strcmp(path, live.path) != 0)
 		return 1;
-	stop_thread();
-	rc = live.failed ? 1 : write_the_rest(err, errlen);
+	rc = write_the_rest(err, errlen);
 	forget();
 	return rc;
 }
@@ -469,14 +513,11 @@ void lk__perfetto_live_forget_in_child(void)
 		return;
 	lk__pft_discard(live.pft);	/* the parent's file and its buffered packets are the parent's */
 	live.pft = NULL;
-	live.active = false;		/* no thread here to join, and its condition variable is the parent's */
 	forget();
 }
 
 void lk__perfetto_live_cancel(void)
 {
-	if (!live.active)
-		return;
-	stop_thread();
-	forget();
+	if (live.active)
+		forget();	/* what was written stays: whole packets */
 }

@@ -56,7 +56,6 @@
 
 #include "core/error.h"
 #include "core/perf.h"
-#include "probe/perfetto.h"
 #include "probe/probe_internal.h"
 
 /*
@@ -469,7 +468,7 @@ static void drain_ring(struct lk__trace *t, struct lk__sched *s, struct cpu_ring
 			if (rec.sw.time >= cut)
 				break;
 			if ((!s->filter_pid || (pid_t)rec.sw.pid == pid) && p.tid != s->consumer_tid &&
-			    p.tid != lk__perfetto_live_tid() && push_pending(s, p) != 0)
+			    push_pending(s, p) != 0)
 				__atomic_fetch_add(&t->sched_lost, 1, __ATOMIC_RELAXED);
 		} else if (h.type == PERF_RECORD_EXIT && h.size >= sizeof(rec.exit)) {
 			struct pending p = { (pid_t)rec.exit.tid, rec.exit.cpu, rec.exit.time, EXITED };

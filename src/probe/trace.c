@@ -217,6 +217,8 @@ static int start_locked(const struct lk_trace_config *config)
 	lk__registry_lock();
 	err = t->overwrite ? 0 : lk__ctf_write_metadata(t);
 	lk__registry_unlock();
+	if (!err && t->config.format == LK_TRACE_PERFETTO && !t->overwrite)	/* a flight recorder converts snapshots */
+		lk__perfetto_live_start(t);	/* the consumer writes it; if it cannot, converted at stop */
 	if (!err)
 		err = lk__consumer_start();
 	if (err)
@@ -232,10 +234,9 @@ static int start_locked(const struct lk_trace_config *config)
 		lk__consumer_stop();
 		goto fail;
 	}
-	if (t->config.format == LK_TRACE_PERFETTO && !t->overwrite)	/* a flight recorder converts snapshots */
-		lk__perfetto_live_start(t);	/* written while it records; if not, converted at stop */
 	return 0;
 fail:
+	lk__perfetto_live_cancel();
 	lk__sched_stop(t);
 	lk__ctf_close(t);
 	if (t->ctf_dir && t->config.format != LK_TRACE_CTF)

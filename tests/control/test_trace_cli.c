@@ -275,6 +275,21 @@ static void json_output(void **state)
 	assert_int_equal(atoi(r.out), 10);
 }
 
+/*
+ * A Perfetto trace is written by the traced program as it records: killed, it leaves the packets
+ * written before (whole ones), which the CLI keeps, counts and does not convert over.
+ */
+static void perfetto_output_of_a_killed_program(void **state)
+{
+	(void)state;
+	TRACE("--format perfetto -o k.pftrace -- " TARGET " die 10");
+	expect(128 + 9, "without finishing");
+	assert_non_null(strstr(r.out, "events (0 lost) from 1 thread"));
+	assert_true(no_trace_named("k.pftrace.ctf-"));
+	/* every tick there, read by the report as a Perfetto file */
+	assert_int_equal(lkt_sh(&r, LOWKEY " report '%s' | grep -E '^ +app:tick +10 '", in_scratch("k.pftrace")), 0);
+}
+
 static void cputime_and_buffer_options(void **state)
 {
 	struct lk__trace_reader rd;
@@ -394,6 +409,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(children_are_not_traced),
 		cmocka_unit_test(a_failed_start_stops_the_program_before_main),
 		cmocka_unit_test(json_output),
+		cmocka_unit_test(perfetto_output_of_a_killed_program),
 		cmocka_unit_test(cputime_and_buffer_options),
 		cmocka_unit_test(babeltrace2_reads_the_trace),
 		cmocka_unit_test(tracing_from_the_environment_alone),

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <grp.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@
 #include "probe/probe_internal.h"
 #include "probe/progress.h"
 #include "probe/reader.h"
+#include "report_trace.h"
 #include "status.h"
 #include "trace.h"
 
@@ -338,6 +340,103 @@ static bool ctf_beside_output(const char *output, const char *ctf_dir)
 	       strlen(ctf_dir + n + 5) == 6 && !strchr(ctf_dir + n + 5, '/');
 }
 
+/*
+ * Whether a Perfetto trace's process wrote its file itself, as it records (the consumer encodes the
+ * rings: perfetto_live.c): its CTF directory then holds no thread's stream, only the metadata and
+ * the context switches' streams, and the file has packets.
+ */
+static bool written_directly(const char *output, const char *ctf_dir)
+{
+	struct stat st;
+	struct dirent *e;
+	bool threads = false;
+	DIR *d;
+
+	if (stat(output, &st) != 0 || st.st_size == 0 || !(d = opendir(ctf_dir)))
+		return false;
+	while ((e = readdir(d)))
+		if (strncmp(e->d_name, "stream-", 7) == 0 && !strstr(e->d_name, "-sched"))
+			threads = true;
+	closedir(d);
+	return !threads;
+}
+
+/* Cut a Perfetto file after its last whole packet (a write cut short by the process's death). */
+static int keep_whole_packets(const char *path, uint64_t *bytes)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC), rc = 0;
+	uint64_t at = 0, size;
+	struct stat st;
+	uint8_t *p;
+
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		rc = -errno;
+		goto out;
+	}
+	size = (uint64_t)st.st_size;
+	p = size ? mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0) : NULL;
+	if (size && p == MAP_FAILED) {
+		rc = -errno;
+		goto out;
+	}
+	while (at < size && p[at] == 0x0a) {	/* Trace.packet: field 1, length-delimited */
+		uint64_t len = 0, next = at + 1;
+		unsigned int shift = 0;
+
+		while (next < size && shift < 64 && (p[next] & 0x80))
+			len |= (uint64_t)(p[next++] & 0x7f) << shift, shift += 7;
+		if (next >= size || shift >= 64)
+			break;
+		len |= (uint64_t)p[next++] << shift;
+		if (len > size - next)
+			break;
+		at = next + len;
+	}
+	if (size)
+		munmap(p, size);
+	if (at < size && ftruncate(fd, (off_t)at) != 0)
+		rc = -errno;
+	*bytes = at;
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static int no_stream_begin(const struct lk__stream_info *s, void *arg)
+{
+	(void)s, (void)arg;
+	return 0;
+}
+
+static int no_event(const struct lk__event *e, void *arg)
+{
+	(void)e, (void)arg;
+	return 0;
+}
+
+/* A Perfetto trace its process wrote itself: kept as it is, up to its last whole packet, and counted. */
+static int recover_pftrace(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t, char *err,
+			   size_t errlen)
+{
+	const struct lk__reader_ops ops = { no_stream_begin, no_event, count_stream };	/* the report's walk calls each */
+	struct report_trace rt;
+	int rc = keep_whole_packets(o->output, &t->bytes);
+
+	if (rc)
+		return snprintf(err, errlen, "cannot recover %s: %s", o->output, strerror(-rc)), rc;
+	lk_status_reading_begin(o->output, 1);	/* counting what reached the disk */
+	rc = report_trace_open(&rt, o->output, err, errlen);
+	if (!rc) {
+		rc = report_trace_walk(&rt, &ops, t, err, errlen);
+		report_trace_close(&rt);
+	}
+	lk_status_reading_end();
+	if (!rc)
+		remove_trace_dir(ctf_dir);	/* its metadata, and the context switches not written yet */
+	return rc;
+}
+
 static int recover_here(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t, char *err,
 			size_t errlen)
 {
@@ -346,6 +445,8 @@ static int recover_here(const struct trace_opts *o, const char *ctf_dir, struct 
 	struct lk__trace_reader r;
 	int rc;
 
+	if (o->format == LK_TRACE_PERFETTO && written_directly(o->output, ctf_dir))
+		return recover_pftrace(o, ctf_dir, t, err, errlen);
 	lk_status_reading_begin(dir, 1);	/* counting what reached the disk */
 	rc = lk__reader_open(&r, dir, err, errlen);
 	if (!rc) {
