@@ -23,7 +23,7 @@ check() {
 	python3 "$here/check_page.py" "$chromium" "$page" "$dir/$kind.png" "$@"
 }
 case $kind in
-report)
+report|report_json|report_perfetto)
 	# with the context switches where this machine lets lowkey record them (perf_event_open)
 	if "$lowkey" trace --sched -c -o "$dir/t.ctf" -- "$target"; then
 		offcpu="rect.offcpu>=4"
@@ -32,11 +32,19 @@ report)
 		"$lowkey" trace -c -o "$dir/t.ctf" -- "$target"
 		offcpu="rect.offcpu=0"
 	fi
-	"$lowkey" report --html "$page" "$dir/t.ctf"
-	# 3 span events x (wall, CPU), the timeline with the 4 threads' spans, 2 counters, 2 tables;
-	# the palette's first three colours are the span events' (app:execute, app:parse, app:request)
+	# the same page from the trace converted to JSON or Perfetto (lowkey report reads all three)
+	trace=$dir/t.ctf
+	case $kind in
+	report_json) trace=$dir/t.json ;;
+	report_perfetto) trace=$dir/t.pftrace ;;
+	esac
+	[ "$trace" = "$dir/t.ctf" ] || "$lowkey" convert -q "$dir/t.ctf" -o "$trace"
+	"$lowkey" report --html "$page" "$trace"
+	# 3 span events x (wall, CPU), the timeline with the 4 threads' spans (and their hatched
+	# off-CPU strips), 2 counters, 2 tables; the palette's first three colours are the span
+	# events' (app:execute, app:parse, app:request)
 	check --expect svg.histogram=6 --expect "rect.bar>=18" --expect svg.timeline=1 --expect rect.lane=4 \
-	      --expect "rect.span>=50" --expect "$offcpu" --expect svg.line=2 --expect polyline=2 --expect table=2 --expect script=0 \
+	      --expect "rect.span>=50" --expect "$offcpu" --expect "pattern=2" --expect svg.line=2 --expect polyline=2 --expect table=2 --expect script=0 \
 	      --text "app:request: wall time (360 spans)" --text "worker-2" \
 	      --colour 4e79a7 --colour f28e2b --colour 59a14f
 	;;

@@ -681,6 +681,13 @@ void lkh_timeline_begin(struct lkh_timeline *t, FILE *f, const char *title, doub
 
 	*t = (struct lkh_timeline){ .f = f, .seconds = seconds > 0 ? seconds : 1e-9, .next_y = TL_TOP };
 	svg_begin(f, "timeline", TL_W, height, title);
+	/* off-CPU strips hatched: the spans' palette has an orange and a grey too */
+	fputs("<defs><pattern id=\"lkh-runnable\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+	      "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f6d5a2\"/>"
+	      "<rect width=\"3\" height=\"6\" fill=\"#d9861c\"/></pattern>"
+	      "<pattern id=\"lkh-blocked\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+	      "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#d6dbe0\"/>"
+	      "<rect width=\"3\" height=\"6\" fill=\"#6e7882\"/></pattern></defs>\n", f);
 	scale_linear(&x, 0, t->seconds, TL_LABEL, TL_LABEL + LKH_TIMELINE_WIDTH, 8);
 	x.hi = t->seconds;	/* the axis ends where the trace does, not at the next whole step */
 	n = scale_ticks(&x, ticks, 40);
@@ -734,7 +741,7 @@ void lkh_timeline_offcpu(struct lkh_timeline *t, const struct lkh_lane *lane, do
 		return;
 	fprintf(t->f, "<rect class=\"offcpu\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
 		TL_LABEL + px0, lane->y + (int)lane->rows * TL_ROW + 1, fmax(px1 - px0, 0.5), TL_STRIP,
-		state == LKH_RUNNABLE ? "#e8a33d" : "#8d96a0");
+		state == LKH_RUNNABLE ? "url(#lkh-runnable)" : "url(#lkh-blocked)");
 	lkh_text(t->f, tooltip);
 	fputs("</title></rect>\n", t->f);
 }

@@ -575,7 +575,7 @@ static int timeline(struct hreport *h, const struct lk__reader_ops *ops, char *e
 		    "pixel that touch are drawn as one, in the colour of the longest; hover for what each is.");
 	if (h->r->sched)
 		lkh_para(h->f, "Below each thread's spans, its time off the CPU (the trace has its context switches): "
-			       "orange while it was runnable but preempted, grey while it was blocked (asleep, "
+			       "hatched orange while it was runnable but preempted, hatched grey while it was blocked (asleep, "
 			       "waiting for I/O, a lock, a timer).");
 	else
 		lkh_para(h->f, "Record with lowkey trace --sched to see each thread's time off the CPU here.");
