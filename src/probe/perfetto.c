@@ -969,18 +969,52 @@ static void make_template(struct lk__pft *p, uint32_t id, const struct lk__event
 #define FAST_ROOM (2 + sizeof(((struct lk__pft *)0)->prefix) + 2 * LK__PB_VARINT_MAX + 2 + TEMPLATE_TE + \
 		   LK_PROBE_MAX_ARGS * (2 + TEMPLATE_ARG + LK__PB_VARINT_MAX) + 2 * LK__PB_VARINT_MAX + 8)
 
-/* A record of a class with a template: its packet, as the slow path would write it. 0, or -ENOMEM. */
-static inline int put_fast(struct lk__pft *p, const struct event_template *t, const uint8_t *rec, uint64_t tsc)
+/*
+ * What the fast path reads for every record, in locals: the encoder writes bytes through a
+ * uint8_t pointer, which may alias anything, so fields read through p would be read again after
+ * every store.
+ */
+struct fast_run {
+	const struct lk__pft *p;
+	uint64_t now, tsc0, ns0, ns_whole, ns_frac, last_ns;
+	size_t fixed;			/* a record's header and CPU time */
+	bool cputime;
+	bool slow;			/* fast_records stopped at a record for the slow path */
+	uint8_t prefix_len;
+	uint8_t prefix[sizeof(((struct lk__pft *)0)->prefix)];
+};
+
+/* The template for the record at rec (avail bytes), if it goes the fast way; else NULL. */
+static inline const struct event_template *fast_template(const struct fast_run *f, uint32_t id, const uint8_t *rec,
+							 size_t avail)
 {
-	const uint8_t *arg = rec + LK__PROBE_HEADER + (p->r->cputime ? 8 : 0);
-	uint8_t *w = lk__pb_reserve(&p->pb, FAST_ROOM), *packet, *event;
+	const struct event_template *t;
 	uint64_t v;
 
-	if (!w)
-		return -ENOMEM;
+	if (id >= f->p->r->nclasses)
+		return NULL;	/* a pad, or a class not known yet */
+	t = &f->p->classes[id].fast;
+	if (t->gen != f->p->gen || avail < t->record_size)
+		return NULL;
+	if (t->counter_u64) {
+		memcpy(&v, rec + t->record_size - 8, sizeof(v));
+		if (v > INT64_MAX)
+			return NULL;	/* a double (put_counter) */
+	}
+	return t;
+}
+
+/* A record's packet from its template, as the slow path would write it, at w (FAST_ROOM bytes). */
+static inline uint8_t *put_fast(struct fast_run *f, const struct event_template *t, const uint8_t *rec, uint8_t *w,
+				uint64_t delta)
+{
+	const uint8_t *arg = rec + f->fixed;
+	uint8_t *packet, *event;
+	uint64_t v;
+
 	packet = lk__pbw_begin(w, TRACE_PACKET);
-	memcpy(packet, p->prefix, sizeof(p->prefix));
-	w = lk__pbw_uint(packet + p->prefix_len, PKT_TIMESTAMP, clock_delta(p, tsc));
+	memcpy(packet, f->prefix, sizeof(f->prefix));
+	w = lk__pbw_uint(packet + f->prefix_len, PKT_TIMESTAMP, delta);
 	event = lk__pbw_begin(w, PKT_TRACK_EVENT);
 	memcpy(event, t->te, TEMPLATE_TE);
 	w = event + t->te_len;
@@ -1003,33 +1037,52 @@ static inline int put_fast(struct lk__pft *p, const struct event_template *t, co
 				w = lk__pbw_varint(w, v);
 			w = lk__pbw_end(w, a);
 		}
-		if (p->r->cputime && !t->instant) {
+		if (f->cputime && !t->instant) {
 			memcpy(&v, rec + LK__PROBE_HEADER, sizeof(v));
 			w = lk__pbw_uint(w, TE_EXTRA_COUNTER_VALUES, v);
 		}
 	}
-	lk__pb_commit(&p->pb, lk__pbw_end(lk__pbw_end(w, event), packet));
-	return p->pb.len >= FLUSH_AT ? flush(p) : 0;
+	return lk__pbw_end(lk__pbw_end(w, event), packet);
 }
 
-/* Whether the record at rec (avail bytes) goes the fast way: its class's template is this batch's. */
-static inline const struct event_template *fast_template(const struct lk__pft *p, uint32_t id, const uint8_t *rec,
-							 size_t avail)
+/*
+ * The records from at that go the fast way, while the buffer has room below FLUSH_AT: returns
+ * where it stopped (at a record for the slow path, at end, or where the buffer needs a flush).
+ */
+static const uint8_t *fast_records(struct lk__pft *p, struct fast_run *f, const uint8_t *at, const uint8_t *end,
+				   uint64_t *events)
 {
-	const struct event_template *t;
-	uint64_t v;
+	uint8_t *w = p->pb.buf + p->pb.len, *stop = p->pb.buf + (p->pb.cap - FAST_ROOM);
+	uint64_t n = 0;
 
-	if (id >= p->r->nclasses)
-		return NULL;
-	t = &p->classes[id].fast;
-	if (t->gen != p->gen || avail < t->record_size)
-		return NULL;
-	if (t->counter_u64) {
-		memcpy(&v, rec + t->record_size - 8, sizeof(v));
-		if (v > INT64_MAX)
-			return NULL;	/* a double (put_counter) */
+	if (FLUSH_AT < p->pb.cap - FAST_ROOM)
+		stop = p->pb.buf + FLUSH_AT;
+	f->slow = true;
+	while ((size_t)(end - at) >= LK__PROBE_HEADER) {
+		const struct event_template *t;
+		uint64_t head, tsc, ticks, ns;
+
+		if (w > stop) {
+			f->slow = false;	/* room first */
+			break;
+		}
+		memcpy(&head, at, sizeof(head));
+		if (!(t = fast_template(f, lk__header_id(head), at, (size_t)(end - at))))
+			break;
+		tsc = lk__tsc_extend(f->now, lk__header_tsc48(head));
+		ticks = tsc - f->tsc0;
+		if (tsc < f->tsc0 || ticks > UINT64_MAX / 1000000000u)
+			break;	/* outside the trace's time: the slow path's clock_delta */
+		ns = f->ns0 + ticks * f->ns_whole + (uint64_t)((unsigned __int128)ticks * f->ns_frac >> 64);
+		/* Another CPU's TSC may be a hair behind: keep the thread's events in order. */
+		w = put_fast(f, t, at, w, ns > f->last_ns ? ns - f->last_ns : 0);
+		f->last_ns = ns > f->last_ns ? ns : f->last_ns;
+		at += t->record_size;
+		n++;
 	}
-	return t;
+	p->pb.len = (size_t)(w - p->pb.buf);
+	*events += n;
+	return at;
 }
 
 /* A record the slow way: decoded as the reader decodes it from the CTF, written by the same code. */
@@ -1051,44 +1104,55 @@ static int put_record(struct lk__pft *p, const uint8_t *rec, size_t size, uint32
 
 /*
  * A batch of st from its thread's ring: the records in [start, end), each with its full TSC
- * extended from now (read after they were committed).
+ * extended from now (read after they were committed). Runs of records with templates go the fast
+ * way; the others, and each class's first in the batch, the slow way.
  */
 int lk__pft_records(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *start, const uint8_t *end,
 		    uint64_t now, const uint8_t **next, uint64_t *events)
 {
+	struct fast_run f = { .p = p, .now = now, .tsc0 = p->r->tsc0, .ns0 = p->ns0,
+			      .fixed = LK__PROBE_HEADER + (p->r->cputime ? 8 : 0), .cputime = p->r->cputime };
 	const uint8_t *at = start;
-	uint64_t n = 0;
 	int rc = begin_batch(p, st);
 
+	*events = 0;
+	f.prefix_len = p->prefix_len;
+	memcpy(f.prefix, p->prefix, sizeof(f.prefix));
 	while (!rc && (size_t)(end - at) >= LK__PROBE_HEADER) {
-		const struct event_template *t;
-		uint64_t head, tsc;
+		uint64_t head;
 		uint32_t id;
 		size_t size;
 
+		if (!lk__pb_room(&p->pb, FAST_ROOM)) {
+			rc = -ENOMEM;
+			break;
+		}
+		f.ns_whole = p->ns_whole;
+		f.ns_frac = p->ns_frac;
+		f.last_ns = st->last_ns;
+		at = fast_records(p, &f, at, end, events);
+		st->last_ns = f.last_ns;
+		if (p->pb.len >= FLUSH_AT && (rc = flush(p)) != 0)
+			break;
+		if ((size_t)(end - at) < LK__PROBE_HEADER)
+			break;
+		if (!f.slow)
+			continue;	/* it stopped for room */
 		memcpy(&head, at, sizeof(head));
 		id = lk__header_id(head);
-		tsc = lk__tsc_extend(now, lk__header_tsc48(head));
-		if ((t = fast_template(p, id, at, (size_t)(end - at)))) {
-			size = t->record_size;
-			rc = put_fast(p, t, at, tsc);
-		} else {
-			size = lk__record_size(at, (size_t)(end - at), p->r->cputime);
-			if (!size)
-				break;	/* a pad, or the end of what was committed */
-			if (id >= p->r->nclasses || !p->r->classes[id]) {
-				rc = -ENOENT;	/* a site registered since the metadata was read */
-				break;
-			}
-			rc = put_record(p, at, size, id, tsc);
+		size = lk__record_size(at, (size_t)(end - at), p->r->cputime);
+		if (!size)
+			break;	/* a pad, or the end of what was committed */
+		if (id >= p->r->nclasses || !p->r->classes[id]) {
+			rc = -ENOENT;	/* a site registered since the metadata was read */
+			break;
 		}
-		if (rc)
+		if ((rc = put_record(p, at, size, id, lk__tsc_extend(now, lk__header_tsc48(head)))) != 0)
 			break;
 		at += size;
-		n++;
+		++*events;
 	}
 	*next = at;
-	*events = n;
 	return rc ? rc : p->pb.failed ? -ENOMEM : 0;
 }
 
