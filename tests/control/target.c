@@ -4,6 +4,8 @@
  * liblowkey.a). Modes:
  *   emit N [CODE]    app:tick(i, 2i) N times in a span app:loop, with app:depth counters, and
  *                    lib:work (in lkt_ctl_lib) every 10th; exits with CODE
+ *   emit-nap N       emit N, then sleep 1 ms: the main thread is switched out (blocked) and back
+ *                    in at least once, however busy or idle the machine (emit alone may never be)
  *   fork N           app:tick N times here, child:tick N times in a forked child
  *   exec-child N     app:tick N times here, child:tick N times in a child that execs this program
  *   child-emit N     child:tick N times
@@ -98,6 +100,11 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "emit") == 0) {
 		emit(n);
 		return argc > 3 ? atoi(argv[3]) : 0;
+	}
+	if (strcmp(mode, "emit-nap") == 0) {
+		emit(n);
+		sleep_ms(1);
+		return 0;
 	}
 	if (strcmp(mode, "fork") == 0 || strcmp(mode, "exec-child") == 0) {
 		child = fork();

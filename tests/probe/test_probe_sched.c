@@ -401,8 +401,12 @@ static void snapshots_in_every_format_with_switches(void **state)
 		lkt_path(dir, sizeof(dir), "sched-fr-cli");
 		strcat(dir, ".");
 		strcat(dir, formats[f][1]);
-		/* the snapshot at exit; 20000 ticks lap the 64 KiB ring */
-		lkt_sh(&out, "%s trace --overwrite --sched --format %s -b 64K -e 'app:*' -o '%s' -- %s emit 20000",
+		/*
+		 * the snapshot at exit; 20000 ticks lap the 64 KiB ring. The nap after them switches
+		 * the thread out and in: JSON and Perfetto have an off-CPU slice then, whatever the timing
+		 * (a busy loop alone may run its whole life without one).
+		 */
+		lkt_sh(&out, "%s trace --overwrite --sched --format %s -b 64K -e 'app:*' -o '%s' -- %s emit-nap 20000",
 		       LOWKEY, formats[f][0], dir, TARGET);
 		lkt_expect(&out, 0, "flight recorder");
 		lkt_sh(&out, "%s report --json '%s' | python3 -c '"
