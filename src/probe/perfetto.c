@@ -975,7 +975,9 @@ static void make_template(struct lk__pft *p, uint32_t id, const struct lk__event
  * every store.
  */
 struct fast_run {
-	const struct lk__pft *p;
+	const struct class_iids *classes;
+	size_t nclasses;
+	uint32_t gen;
 	uint64_t now, tsc0, ns0, ns_whole, ns_frac, last_ns;
 	size_t fixed;			/* a record's header and CPU time */
 	bool cputime;
@@ -991,10 +993,10 @@ static inline const struct event_template *fast_template(const struct fast_run *
 	const struct event_template *t;
 	uint64_t v;
 
-	if (id >= f->p->r->nclasses)
+	if (id >= f->nclasses)
 		return NULL;	/* a pad, or a class not known yet */
-	t = &f->p->classes[id].fast;
-	if (t->gen != f->p->gen || avail < t->record_size)
+	t = &f->classes[id].fast;
+	if (t->gen != f->gen || avail < t->record_size)
 		return NULL;
 	if (t->counter_u64) {
 		memcpy(&v, rec + t->record_size - 8, sizeof(v));
@@ -1110,12 +1112,13 @@ static int put_record(struct lk__pft *p, const uint8_t *rec, size_t size, uint32
 int lk__pft_records(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *start, const uint8_t *end,
 		    uint64_t now, const uint8_t **next, uint64_t *events)
 {
-	struct fast_run f = { .p = p, .now = now, .tsc0 = p->r->tsc0, .ns0 = p->ns0,
+	struct fast_run f = { .classes = p->classes, .nclasses = p->r->nclasses, .now = now, .tsc0 = p->r->tsc0, .ns0 = p->ns0,
 			      .fixed = LK__PROBE_HEADER + (p->r->cputime ? 8 : 0), .cputime = p->r->cputime };
 	const uint8_t *at = start;
 	int rc = begin_batch(p, st);
 
 	*events = 0;
+	f.gen = p->gen;
 	f.prefix_len = p->prefix_len;
 	memcpy(f.prefix, p->prefix, sizeof(f.prefix));
 	while (!rc && (size_t)(end - at) >= LK__PROBE_HEADER) {
