@@ -6,9 +6,10 @@
  * convert`, reported with --json in each format and compared by compare_reports.py (the same
  * rows, counts, percentiles to the formats' nanosecond, threads, lost events); the text report
  * names the same rows with the same counts; --html names them in the same order. With --sched
- * (where perf_event_open allows it), the same split of the spans' time into on-CPU, runnable and blocked. The same program
- * recorded in each format by lk_trace_start reports the same rows and counts. And files that are
- * not lowkey's traces, or are cut short, are refused with a message and exit status 1.
+ * (where perf_event_open allows it), the same split of the spans' time into on-CPU, runnable and
+ * blocked. The same program recorded in each format by lk_trace_start reports the same rows and
+ * counts. And files that are not lowkey's traces, or are cut short, are refused with a message
+ * and exit status 1.
  */
 #include <errno.h>
 #include <pthread.h>
