@@ -142,6 +142,7 @@ struct lk__trace {
 	int snapshot_at_exit;		/* a last snapshot at exit (tracing from the environment);
 					 * an int: riscv64's GCC calls libatomic to exchange a byte */
 	char snapshot_error_msg[512];
+	bool last_snapshot;		/* the snapshot at exit: none comes after it (snapshot lock) */
 	int sites_error;		/* the first failure to turn sites on while tracing */
 	char sites_error_msg[512];
 };
@@ -392,7 +393,8 @@ int lk__sched_drain(struct lk__trace *t, bool final);
 /*
  * Overwrite mode, from a snapshot: take what the kernel recorded since the consumer's last pass,
  * then write every thread's kept switches (the newest) as stream-TID-sched files in out's
- * directory, and out->sched_lost. *switches: how many. 0 or -errno.
+ * directory, and out->sched_lost. *switches: how many. 0 or -errno. The last snapshot
+ * (t->last_snapshot) takes every record; others leave the last CUT_NS to the next pass.
  */
 int lk__sched_snapshot(struct lk__trace *t, struct lk__trace *out, uint64_t *switches);
 /* After the consumer's last pass, or in a forked child: close everything. */

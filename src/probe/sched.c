@@ -703,7 +703,12 @@ int lk__sched_snapshot(struct lk__trace *t, struct lk__trace *out, uint64_t *swi
 	pthread_mutex_lock(&s->lock);
 	now = take_sync_point();
 	add_sync_point(s, now);
-	err = take_records(t, s, now.raw_ns - CUT_NS);
+	/*
+	 * Records younger than the cut may still be written out of order, so a snapshot in the run
+	 * leaves them to the next; the one at exit has no next, and a short program's every switch
+	 * may be younger than the cut.
+	 */
+	err = take_records(t, s, t->last_snapshot ? UINT64_MAX : now.raw_ns - CUT_NS);
 	for (size_t i = 0; i < s->nthreads && !err; i++) {
 		struct sched_thread *th = &s->threads[i];
 

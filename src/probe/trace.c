@@ -188,6 +188,7 @@ static int start_locked(const struct lk_trace_config *config)
 	t->snapshot_error = 0;
 	t->snapshot_error_msg[0] = 0;
 	t->snapshot_at_exit = false;
+	t->last_snapshot = false;
 	/* lk_trace_stats may read these from another thread meanwhile */
 	__atomic_store_n(&t->events, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t->lost, 0, __ATOMIC_RELAXED);
@@ -360,6 +361,7 @@ int lk__trace_exit_snapshot(void)
 	if (!__atomic_exchange_n(&t->snapshot_at_exit, false, __ATOMIC_ACQ_REL))
 		return 0;
 	lk_trace_snapshot_signal(0);	/* none may come in after this one */
+	t->last_snapshot = true;	/* read under the snapshot lock, which lk__snapshot takes */
 	err = lk__trace_snapshot(NULL, &r, NULL, 0);
 	if (err && !t->snapshot_error) {
 		snprintf(t->snapshot_error_msg, sizeof(t->snapshot_error_msg), "the snapshot at exit failed: %s",
