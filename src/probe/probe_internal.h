@@ -142,7 +142,7 @@ struct lk__trace {
 	int snapshot_at_exit;		/* a last snapshot at exit (tracing from the environment);
 					 * an int: riscv64's GCC calls libatomic to exchange a byte */
 	char snapshot_error_msg[512];
-	bool last_snapshot;		/* the snapshot at exit: none comes after it (snapshot lock) */
+	bool last_snapshot;		/* the snapshot at exit: none comes after it */
 	int sites_error;		/* the first failure to turn sites on while tracing */
 	char sites_error_msg[512];
 };

@@ -695,6 +695,7 @@ int lk__sched_snapshot(struct lk__trace *t, struct lk__trace *out, uint64_t *swi
 {
 	struct lk__sched *s = t->sched_state;
 	struct sync_point now;
+	bool last;
 	int err;
 
 	*switches = 0;
@@ -708,7 +709,8 @@ int lk__sched_snapshot(struct lk__trace *t, struct lk__trace *out, uint64_t *swi
 	 * leaves them to the next; the one at exit has no next, and a short program's every switch
 	 * may be younger than the cut.
 	 */
-	err = take_records(t, s, t->last_snapshot ? UINT64_MAX : now.raw_ns - CUT_NS);
+	last = __atomic_load_n(&t->last_snapshot, __ATOMIC_ACQUIRE);
+	err = take_records(t, s, last ? UINT64_MAX : now.raw_ns - CUT_NS);
 	for (size_t i = 0; i < s->nthreads && !err; i++) {
 		struct sched_thread *th = &s->threads[i];
 

@@ -361,7 +361,7 @@ int lk__trace_exit_snapshot(void)
 	if (!__atomic_exchange_n(&t->snapshot_at_exit, false, __ATOMIC_ACQ_REL))
 		return 0;
 	lk_trace_snapshot_signal(0);	/* none may come in after this one */
-	t->last_snapshot = true;	/* read under the snapshot lock, which lk__snapshot takes */
+	__atomic_store_n(&t->last_snapshot, true, __ATOMIC_RELEASE);	/* the consumer may be taking one */
 	err = lk__trace_snapshot(NULL, &r, NULL, 0);
 	if (err && !t->snapshot_error) {
 		snprintf(t->snapshot_error_msg, sizeof(t->snapshot_error_msg), "the snapshot at exit failed: %s",
