@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Perfetto's native trace format (a protobuf `Trace`: a stream of `TracePacket`s) from a lowkey
- * CTF trace, read back through the reader: the whole trace at once (lk__perfetto_convert), or
- * its streams' packets in batches as they are written (perfetto.h, perfetto_live.c). Field
+ * Perfetto's native trace format (a protobuf `Trace`: a stream of `TracePacket`s): from a lowkey
+ * CTF trace read back through the reader, the whole trace at once (lk__perfetto_convert) or a
+ * stream's packets as a batch (the context switches' streams while recording), or from a thread's
+ * ring, the records the consumer drains (lk__pft_records, perfetto.h, perfetto_live.c). Field
  * numbers are those of Perfetto's protos/perfetto/trace/ (trace_packet.proto, track_event/ (every
  * .proto there), clock_snapshot.proto).
  *

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal: the Perfetto writer (perfetto.c) for a trace read in pieces. lk__perfetto_convert
- * (convert.h) reads a whole CTF trace at once; perfetto_live.c feeds the writer the packets of a
- * CTF trace as they are written, while it records, so that the .pftrace is nearly complete when
- * the trace stops.
+ * Internal: the Perfetto writer (perfetto.c) for a trace written in pieces. lk__perfetto_convert
+ * (convert.h) reads a whole CTF trace at once; while a trace records, perfetto_live.c feeds the
+ * writer the records the consumer drains from each thread's ring and the packets of the context
+ * switches' CTF streams, so that the .pftrace is nearly complete when the trace stops.
  *
  * Each piece of a stream is a batch: it begins by clearing its sequence's incremental state
  * (SEQ_INCREMENTAL_STATE_CLEARED, its defaults and a clock snapshot again), so the writer keeps

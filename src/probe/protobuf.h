@@ -2,8 +2,8 @@
 /*
  * Internal: a small protocol-buffers encoder for the Perfetto writer (perfetto.c). Messages are
  * built in one growable buffer: a nested message reserves one byte for its length and moves its
- * body when it ends longer than 127 bytes, which few do. It runs after recording, in the
- * conversion from CTF; no recording path uses it.
+ * body when it ends longer than 127 bytes, which few do. It runs in the conversion from CTF and
+ * in the consumer thread writing a Perfetto trace; no recording thread uses it.
  *
  * Wire format (protobuf encoding spec): a field is its key, (number << 3 | wire type), as a
  * varint, then a varint (type 0), 8 little-endian bytes (type 1), or a varint length and that
