@@ -476,14 +476,14 @@ int lk__perfetto_direct_drained(void)
 static int write_the_rest(char *err, size_t errlen)
 {
 	uint64_t written = 0;
-	int rc = read_metadata(live.nsites);
+	int rc;
 
 	for (size_t i = 0; i < live.n; i++)
 		written += live.streams[i].offset;
 	lk__progress_advance(written);	/* a progress shown at stop starts from what is written */
 
-	if (!rc)
-		rc = one_pass(true);
+	/* the rings are written; the switches' streams need no class the reader lacks */
+	rc = live.t->sched ? one_pass(true) : 0;
 	for (size_t i = 0; !rc && i < live.n; i++)
 		rc = lk__pft_stream_done(live.pft, &live.streams[i].st);
 	for (size_t i = 0; !rc && i < live.nrings; i++)
