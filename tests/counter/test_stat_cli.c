@@ -3,8 +3,12 @@
  * lowkey stat from the outside: exit statuses as a shell's, the formats, repetitions, -p, and the
  * messages for what cannot be counted, unprivileged and under seccomp.
  */
+#include <dirent.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <cmocka.h>
 
@@ -242,6 +246,101 @@ static void repeats_give_mean_and_spread(void **state)
 	contains(r.err, "\"stddev\"");
 }
 
+/* The name in /proc/PID/comm ("" once it is gone). */
+static void comm_of(pid_t pid, char *comm, size_t size)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	comm[0] = '\0';
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fgets(comm, (int)size, f))
+		comm[strcspn(comm, "\n")] = '\0';
+	fclose(f);
+}
+
+/* Until the forked child pid has exec'd the workload (a hang guard, not a timing). */
+static void wait_for_the_workload(pid_t pid)
+{
+	static const char name[] = "counter_workl";	/* counter_workload, as the kernel cuts it */
+	char comm[32] = "";
+
+	for (int i = 0; i < 60000 && strncmp(comm, name, strlen(name)); i++) {
+		comm_of(pid, comm, sizeof(comm));
+		if (strncmp(comm, name, strlen(name)))
+			usleep(1000);
+	}
+	if (strncmp(comm, name, strlen(name)))
+		fail_msg("process %d is not running %s after a minute: '%s'", (int)pid, WORKLOAD_BIN, comm);
+}
+
+/* Whether process pid has a perf event open (lowkey stat: its counters). */
+static bool has_perf_event(pid_t pid)
+{
+	char path[64], link[64];
+	struct dirent *e;
+	bool found = false;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	while (d && !found && (e = readdir(d))) {
+		char fd[64 + 256];
+		ssize_t n;
+
+		snprintf(fd, sizeof(fd), "%s/%s", path, e->d_name);
+		n = readlink(fd, link, sizeof(link) - 1);
+		found = n > 0 && (link[n] = '\0', strcmp(link, "anon_inode:[perf_event]") == 0);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* A child of this process that runs lowkey and has opened its counters; 0 while there is none. */
+static pid_t counting_lowkey(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t found = 0;
+
+	while (d && !found && (e = readdir(d))) {
+		char path[64 + 256], line[512], *close_paren;
+		pid_t pid = (pid_t)strtol(e->d_name, NULL, 10);
+		int ppid;
+		FILE *f;
+
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		close_paren = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+		fclose(f);
+		if (close_paren && sscanf(close_paren + 1, " %*c %d", &ppid) == 1 && ppid == getpid() &&
+		    strstr(line, "(lowkey)") && has_perf_event(pid))
+			found = pid;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* Kills the process *arg once lowkey stat counts it: it ends during the count, whatever the timing. */
+static void *end_it_once_counted(void *arg)
+{
+	pid_t target = *(pid_t *)arg;
+
+	for (int i = 0; i < 60000 && !counting_lowkey(); i++)	/* a hang guard, not a timing */
+		usleep(1000);
+	kill(target, SIGKILL);
+	return NULL;
+}
+
 /* -p: a running process, with its threads; stops at --duration. */
 static void counts_a_running_process(void **state)
 {
@@ -255,7 +354,7 @@ static void counts_a_running_process(void **state)
 		_exit(127);
 	}
 	snprintf(pid, sizeof(pid), "%d", (int)child);
-	usleep(100 * 1000);
+	wait_for_the_workload(child);
 	assert_int_equal(STAT("-p", pid, "--duration", "0.3", "--per-thread", "-x", ",", "-e",
 			      "task-clock"), 0);
 	kill(child, SIGKILL);
@@ -275,17 +374,23 @@ static void process_exit_ends_the_count(void **state)
 {
 	char pid[16];
 	int status;
+	pthread_t ender;
 	pid_t child = fork();
 
 	(void)state;
 	if (child == 0) {
-		execl(WORKLOAD_BIN, WORKLOAD_BIN, "sleep", "200", (char *)NULL);
+		execl(WORKLOAD_BIN, WORKLOAD_BIN, "sleep", "60000", (char *)NULL);
 		_exit(127);
 	}
 	snprintf(pid, sizeof(pid), "%d", (int)child);
-	usleep(50 * 1000);
-	/* It ends (a zombie until we reap it, which pidfd_open's poll reports as its end). */
+	wait_for_the_workload(child);
+	/*
+	 * It ends once counted, not after a sleep that a loaded machine could outlast before lowkey
+	 * stat attaches (a zombie until we reap it, which pidfd_open's poll reports as its end).
+	 */
+	assert_int_equal(pthread_create(&ender, NULL, end_it_once_counted, &child), 0);
 	assert_int_equal(STAT("-p", pid, "--duration", "30", "--json", "-e", "task-clock"), 0);
+	pthread_join(ender, NULL);
 	waitpid(child, &status, 0);
 	contains(r.err, "\"pid\"");
 	{
