@@ -196,6 +196,8 @@ struct lk__pft {
 	uint64_t ns_whole, ns_frac;	/* ... and the TSC's period in ns: whole, and 2^-64ths */
 	uint64_t written;		/* bytes written to the file */
 	bool whole;			/* lk__perfetto_convert: each stream in one batch */
+	bool slow_only;			/* lk__pft_records without its fast path (tests compare the two) */
+	uint64_t fast;			/* records written the fast way */
 	struct lk__pft_stream *st;	/* the stream of the batch being written */
 	uint8_t prefix[16];		/* its event packets' sequence id and flags, encoded */
 	uint8_t prefix_len;
@@ -943,7 +945,7 @@ static void make_template(struct lk__pft *p, uint32_t id, const struct lk__event
 							   : TYPE_INSTANT;
 	uint8_t *w;
 
-	if (id < LK__FIRST_SITE_ID || !l->valid || l->strings || l->nargs != c->nargs || c->nargs > LK_PROBE_MAX_ARGS ||
+	if (p->slow_only || id < LK__FIRST_SITE_ID || !l->valid || l->strings || l->nargs != c->nargs || c->nargs > LK_PROBE_MAX_ARGS ||
 	    lk__has_strings(c->arg_types, c->nargs) || p->st->sched || !p->st->thread_described)
 		return;
 	*t = (struct event_template){ .nargs = c->nargs, .instant = type == TYPE_INSTANT };
@@ -998,7 +1000,7 @@ static inline const struct event_template *fast_template(const struct fast_run *
 		return NULL;	/* a pad, or a class not known yet */
 	t = &f->classes[id].fast;
 	if (t->gen != f->gen || avail < t->record_size)
-		return NULL;
+		return NULL;	/* never laid out in this batch (always so with slow_only) */
 	if (t->counter_u64) {
 		memcpy(&v, rec + t->record_size - 8, sizeof(v));
 		if (v > INT64_MAX)
@@ -1084,6 +1086,7 @@ static const uint8_t *fast_records(struct lk__pft *p, struct fast_run *f, const 
 		n++;
 	}
 	p->pb.len = (size_t)(w - p->pb.buf);
+	p->fast += n;
 	*events += n;
 	return at;
 }
@@ -1158,6 +1161,16 @@ int lk__pft_records(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t 
 	}
 	*next = at;
 	return rc ? rc : p->pb.failed ? -ENOMEM : 0;
+}
+
+void lk__pft_slow_only(struct lk__pft *p, bool slow)
+{
+	p->slow_only = slow;
+}
+
+uint64_t lk__pft_fast_records(const struct lk__pft *p)
+{
+	return p->fast;
 }
 
 int lk__pft_flush(struct lk__pft *p)

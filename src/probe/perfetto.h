@@ -76,6 +76,12 @@ int lk__pft_stream_done(struct lk__pft *p, struct lk__pft_stream *st);
 int lk__pft_records(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *start, const uint8_t *end,
 		    uint64_t now, const uint8_t **next, uint64_t *events);
 
+/* lk__pft_records writes every record the general way, without templates (for tests: same bytes). */
+void lk__pft_slow_only(struct lk__pft *p, bool slow);
+
+/* Records lk__pft_records wrote from templates so far. */
+uint64_t lk__pft_fast_records(const struct lk__pft *p);
+
 /* Write out what is buffered: whole packets. 0, -ENOMEM (something could not be encoded) or -errno. */
 int lk__pft_flush(struct lk__pft *p);
 
