@@ -345,6 +345,9 @@ static int flush(struct lk__pft *p)
 			continue;
 		if (n <= 0) {
 			p->write_error = n < 0 ? errno : ENOSPC;
+			/* what a write cut short left of a packet goes: the file ends with a whole one */
+			if (ftruncate(p->fd, (off_t)p->written) == 0)
+				lseek(p->fd, (off_t)p->written, SEEK_SET);
 			return -p->write_error;
 		}
 		done += (size_t)n;

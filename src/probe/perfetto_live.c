@@ -518,6 +518,11 @@ void lk__perfetto_live_forget_in_child(void)
 
 void lk__perfetto_live_cancel(void)
 {
-	if (live.active)
-		forget();	/* what was written stays: whole packets */
+	if (!live.active)
+		return;
+	/* The directory holds no thread's events (the .pftrace does): its metadata and switches go. */
+	lk__remove_streams(live.ctf_dir);
+	unlinkat(live.dir_fd, "metadata", 0);
+	rmdir(live.ctf_dir);
+	forget();	/* what was written stays: whole packets */
 }

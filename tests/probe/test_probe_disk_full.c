@@ -8,6 +8,8 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/mount.h>
 #include <cmocka.h>
 
@@ -123,11 +125,80 @@ static void full_disk_json_says_what_is_where(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* Whether path is Perfetto packets end to end (Trace.packet: field 1, length-delimited), none cut. */
+static bool whole_packets(const char *path, size_t *packets)
+{
+	FILE *f = fopen(path, "rb");
+	long at = 0, size;
+	int c;
+
+	*packets = 0;
+	if (!f || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0)
+		return false;
+	rewind(f);
+	while (at < size) {
+		unsigned long long len = 0;
+		int shift = 0;
+
+		if (fgetc(f) != 0x0a)
+			break;
+		do {
+			c = fgetc(f);
+			len |= (unsigned long long)(c & 0x7f) << shift;
+			shift += 7;
+		} while (c != EOF && (c & 0x80) && shift < 64);
+		if (c == EOF || fseek(f, (long)len, SEEK_CUR) != 0)
+			break;
+		at = ftell(f);
+		++*packets;
+	}
+	fclose(f);
+	return at == size;
+}
+
+/*
+ * The same with a Perfetto output, which the consumer writes as it records: the message calls the
+ * file readable, and it is, whole packets to its end; no directory is left beside it.
+ */
+static void full_disk_perfetto_keeps_whole_packets(void **state)
+{
+	struct lk_trace_config c = { .flush_ms = 5, .format = LK_TRACE_PERFETTO };
+	struct lk_trace_stats st;
+	char out[300], cmd[700];
+	size_t packets;
+	long i;
+
+	(void)state;
+	if (!mounted)
+		skip();
+	snprintf(out, sizeof(out), "%s/trace.pftrace", mnt);
+	c.path = out;
+	assert_true(lk_probe_enable("full") >= 0);
+	assert_int_equal(lk_trace_start(&c), 0);
+	for (i = 0; i < 4000000; i++) {
+		LK_PROBE(full, ev, i, i);
+		if (i % 1000 == 0) {
+			lk_trace_stats(&st);
+			if (st.error)
+				break;
+		}
+	}
+	assert_int_equal(lk_trace_stop(), -ENOSPC);
+	assert_non_null(strstr(lk_last_error(), "trace.pftrace"));
+	assert_non_null(strstr(lk_last_error(), "readable"));
+	assert_true(whole_packets(out, &packets));
+	assert_true(packets > 1000);
+	snprintf(cmd, sizeof(cmd), "ls -d '%s'.ctf-* 2>/dev/null", out);
+	assert_int_not_equal(system(cmd), 0);	/* nothing beside it */
+	unlink(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(full_disk_stops_cleanly),
 		cmocka_unit_test(full_disk_json_says_what_is_where),
+		cmocka_unit_test(full_disk_perfetto_keeps_whole_packets),
 	};
 	return cmocka_run_group_tests(tests, mount_small, unmount_small);
 }
