@@ -35,13 +35,13 @@
 
 #include <lowkey/probe.h>
 
-#include "core/dso.h"
 #include "core/failf.h"
 #include "probe/perfetto.h"
 #include "probe/probe_internal.h"
 #include "probe/progress.h"
 
-#define PERIOD_MIN_MS 10		/* a pass every flush period of the consumer's, within these */
+#define PERIOD_MIN_MS 10		/* the consumer's flush period, within these: a drain's period, */
+					/* which the switch streams' back-off counts in */
 #define PERIOD_MAX_MS 100
 #define READ_CHUNK (4u << 20)		/* bytes of a stream read at once, to start with ... */
 #define READ_MAX (128u << 20)		/* ... and at most: over the reader's largest packet */
@@ -391,8 +391,11 @@ static int index_ring(size_t i)
 	return 0;
 }
 
-/* b's stream (a new one for a buffer not seen, or retired: another thread's); NULL: no memory. */
-static struct direct *ring_stream(const struct lk__probe_buffer *b)
+/*
+ * b's stream: a new one for a buffer not seen, or retired (another thread's at the same address),
+ * unless !create. NULL: none, or no memory.
+ */
+static struct direct *ring_stream(const struct lk__probe_buffer *b, bool create)
 {
 	struct direct *d;
 
@@ -401,10 +404,16 @@ static struct direct *ring_stream(const struct lk__probe_buffer *b)
 		d = &live.rings[live.rings_index[k] - 1];
 		if (d->b != b)
 			continue;
-		if (d->retired)
+		if (d->retired && !create)
+			return NULL;
+		if (d->retired) {
 			*d = (struct direct){ .b = b, .st.tid = b->tid };
+			__atomic_fetch_add(&live.t->threads, 1, __ATOMIC_RELAXED);
+		}
 		return d;
 	}
+	if (!create)
+		return NULL;
 	if (live.nrings == live.rings_cap) {
 		size_t cap = live.rings_cap ? live.rings_cap * 2 : 16;
 		struct direct *grown = realloc(live.rings, cap * sizeof(*grown));
@@ -426,7 +435,7 @@ static struct direct *ring_stream(const struct lk__probe_buffer *b)
 int lk__perfetto_direct_records(struct lk__probe_buffer *b, const uint8_t *start, const uint8_t *end, uint64_t now,
 				const uint8_t **next, uint64_t *events)
 {
-	struct direct *d = ring_stream(b);
+	struct direct *d = ring_stream(b, true);
 	uint64_t more;
 	int rc;
 
@@ -451,10 +460,8 @@ int lk__perfetto_direct_retire(struct lk__probe_buffer *b, uint64_t lost)
 	struct direct *d;
 	int rc;
 
-	if (!b->events && !lost)
-		return 0;	/* it wrote nothing: no stream */
-	if (!(d = ring_stream(b)))
-		return -ENOMEM;
+	if (!(d = ring_stream(b, lost != 0)))
+		return lost ? -ENOMEM : 0;	/* none: it wrote nothing and lost nothing */
 	d->st.lost = lost;
 	rc = lk__pft_stream_done(live.pft, &d->st);
 	d->retired = true;
