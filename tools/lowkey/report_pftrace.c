@@ -23,58 +23,9 @@
 #include <lowkey/probe.h>
 
 #include "core/failf.h"
+#include "probe/perfetto_proto.h"
 #include "pb_read.h"
 #include "report_trace.h"
-
-/* Field numbers: Perfetto's protos/perfetto/trace/, as src/probe/perfetto.c writes them. */
-#define TRACE_PACKET 1
-#define PKT_CLOCK_SNAPSHOT 6
-#define PKT_TIMESTAMP 8
-#define PKT_SEQUENCE_ID 10
-#define PKT_TRACK_EVENT 11
-#define PKT_INTERNED_DATA 12
-#define PKT_SEQUENCE_FLAGS 13
-#define PKT_TIMESTAMP_CLOCK_ID 58
-#define PKT_DEFAULTS 59
-#define PKT_TRACK_DESCRIPTOR 60
-#define PKT_FIRST_ON_SEQUENCE 87
-#define SEQ_INCREMENTAL_STATE_CLEARED 1
-#define DEF_TIMESTAMP_CLOCK_ID 58
-#define DEF_TRACK_EVENT 11
-#define TED_TRACK_UUID 11
-#define SNAP_CLOCKS 1
-#define CLOCK_ID 1
-#define CLOCK_TIMESTAMP 2
-#define TD_UUID 1
-#define TD_NAME 2
-#define TD_PROCESS 3
-#define TD_THREAD 4
-#define TD_PARENT_UUID 5
-#define TD_COUNTER 8
-#define PD_PID 1
-#define PD_NAME 6
-#define PD_LABELS 8
-#define THD_TID 2
-#define THD_NAME 5
-#define CD_TYPE 1
-#define TE_CATEGORY_IIDS 3
-#define TE_DEBUG_ANNOTATIONS 4
-#define TE_TYPE 9
-#define TE_NAME_IID 10
-#define TE_TRACK_UUID 11
-#define TE_EXTRA_COUNTER_VALUES 12
-#define TE_COUNTER_VALUE 30
-#define TE_DOUBLE_COUNTER_VALUE 44
-#define DA_NAME_IID 1
-#define DA_UINT 3
-#define TYPE_SLICE_BEGIN 1
-#define TYPE_SLICE_END 2
-#define TYPE_INSTANT 3
-#define TYPE_COUNTER 4
-#define COUNTER_THREAD_TIME_NS 1
-#define LK_CLOCK 64
-#define SEQ_BASE 8192
-#define SEQ_SPAN 8192
 
 struct str {
 	const char *s;
