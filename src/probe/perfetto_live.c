@@ -64,6 +64,12 @@ struct direct {
 	struct lk__pft_stream st;
 };
 
+/* Items by a hash: open addressing of an item's index + 1 (0: a free slot), at most half full. */
+struct hash_index {
+	size_t *slot;
+	size_t mask;
+};
+
 static struct live {
 	bool active;			/* a trace is being written: the fields below are set */
 	struct lk__trace *t;
@@ -77,14 +83,12 @@ static struct live {
 	struct lk__pft *pft;
 	struct followed *streams;	/* the context switches' CTF streams */
 	size_t n, cap;
-	size_t *index;			/* streams by name: open addressing, index + 1, 0 free */
-	size_t index_mask;
+	struct hash_index index;	/* streams by name */
 	uint8_t *buf;
 	size_t buf_cap;
 	struct direct *rings;		/* the threads' rings */
 	size_t nrings, rings_cap;
-	size_t *rings_index;		/* rings by buffer address, as index is */
-	size_t rings_mask;
+	struct hash_index rings_index;	/* rings by buffer address */
 } live = { .reader = -1, .dir_fd = -1 };
 
 static uint64_t now_ns(void)
@@ -148,28 +152,51 @@ static uint64_t hash_name(const char *s)
 	return h;
 }
 
-/* Index stream i by its name's hash; the index is kept at most half full. */
-static int index_stream(size_t i)
+/*
+ * Put item i, the last of count + 1 items, in ix at hash_of(i), growing ix first if that would
+ * make it more than half full (and putting the others back).
+ */
+static int hash_index_add(struct hash_index *ix, size_t count, size_t i, uint64_t (*hash_of)(size_t))
 {
 	size_t k;
 
-	if ((live.n + 1) * 2 > (live.index ? live.index_mask + 1 : 0)) {
-		size_t n = live.index ? (live.index_mask + 1) * 2 : 64;
+	if ((count + 1) * 2 > (ix->slot ? ix->mask + 1 : 0)) {
+		size_t n = ix->slot ? (ix->mask + 1) * 2 : 64;
 		size_t *grown = calloc(n, sizeof(*grown));
 
 		if (!grown)
 			return -ENOMEM;
-		free(live.index);
-		live.index = grown;
-		live.index_mask = n - 1;
-		for (size_t j = 0; j < live.n; j++)
+		free(ix->slot);
+		ix->slot = grown;
+		ix->mask = n - 1;
+		for (size_t j = 0; j < count; j++)
 			if (j != i)
-				index_stream(j);
+				hash_index_add(ix, count, j, hash_of);
 	}
-	for (k = live.streams[i].hash & live.index_mask; live.index[k]; k = (k + 1) & live.index_mask)
+	for (k = hash_of(i) & ix->mask; ix->slot[k]; k = (k + 1) & ix->mask)
 		;
-	live.index[k] = i + 1;
+	ix->slot[k] = i + 1;
 	return 0;
+}
+
+/* The items whose hash may be hash: call with k = hash_index_first(ix, hash) until it says none. */
+static bool hash_index_next(const struct hash_index *ix, size_t *k, size_t *item)
+{
+	if (!ix->slot || !ix->slot[*k])
+		return false;
+	*item = ix->slot[*k] - 1;
+	*k = (*k + 1) & ix->mask;
+	return true;
+}
+
+static size_t hash_index_first(const struct hash_index *ix, uint64_t hash)
+{
+	return ix->slot ? hash & ix->mask : 0;
+}
+
+static uint64_t stream_hash(size_t i)
+{
+	return live.streams[i].hash;
 }
 
 /* The stream of that file, followed from its start the first time it is seen. */
@@ -179,9 +206,8 @@ static struct followed *follow(const char *name)
 	size_t len = strlen(name);
 	struct followed *f;
 
-	for (size_t k = live.index ? hash & live.index_mask : 0; live.index && live.index[k];
-	     k = (k + 1) & live.index_mask) {
-		f = &live.streams[live.index[k] - 1];
+	for (size_t k = hash_index_first(&live.index, hash), i; hash_index_next(&live.index, &k, &i);) {
+		f = &live.streams[i];
 		if (f->hash == hash && strcmp(f->name, name) == 0)
 			return f;
 	}
@@ -196,7 +222,7 @@ static struct followed *follow(const char *name)
 	}
 	f = &live.streams[live.n];
 	*f = (struct followed){ .name = strdup(name), .hash = hash };
-	if (!f->name || index_stream(live.n) != 0) {
+	if (!f->name || hash_index_add(&live.index, live.n, live.n, stream_hash) != 0) {
 		free(f->name);
 		return NULL;
 	}
@@ -309,9 +335,9 @@ static void forget(void)
 	for (size_t i = 0; i < live.n; i++)
 		free(live.streams[i].name);
 	free(live.streams);
-	free(live.index);
+	free(live.index.slot);
 	free(live.rings);
-	free(live.rings_index);
+	free(live.rings_index.slot);
 	free(live.buf);
 	free(live.ctf_dir);
 	free(live.path);
@@ -366,29 +392,9 @@ bool lk__perfetto_direct(void)
 	return live.active;
 }
 
-/* Index ring i by its buffer's address; the index is kept at most half full. */
-static int index_ring(size_t i)
+static uint64_t ring_hash(size_t i)
 {
-	size_t k;
-
-	if ((live.nrings + 1) * 2 > (live.rings_index ? live.rings_mask + 1 : 0)) {
-		size_t n = live.rings_index ? (live.rings_mask + 1) * 2 : 64;
-		size_t *grown = calloc(n, sizeof(*grown));
-
-		if (!grown)
-			return -ENOMEM;
-		free(live.rings_index);
-		live.rings_index = grown;
-		live.rings_mask = n - 1;
-		for (size_t j = 0; j < live.nrings; j++)
-			if (j != i)
-				index_ring(j);
-	}
-	for (k = hash_name_bytes(&live.rings[i].b) & live.rings_mask; live.rings_index[k];
-	     k = (k + 1) & live.rings_mask)
-		;
-	live.rings_index[k] = i + 1;
-	return 0;
+	return hash_name_bytes(&live.rings[i].b);
 }
 
 /*
@@ -399,9 +405,9 @@ static struct direct *ring_stream(const struct lk__probe_buffer *b, bool create)
 {
 	struct direct *d;
 
-	for (size_t k = live.rings_index ? hash_name_bytes(&b) & live.rings_mask : 0;
-	     live.rings_index && live.rings_index[k]; k = (k + 1) & live.rings_mask) {
-		d = &live.rings[live.rings_index[k] - 1];
+	for (size_t k = hash_index_first(&live.rings_index, hash_name_bytes(&b)), i;
+	     hash_index_next(&live.rings_index, &k, &i);) {
+		d = &live.rings[i];
 		if (d->b != b)
 			continue;
 		if (d->retired && !create)
@@ -425,7 +431,7 @@ static struct direct *ring_stream(const struct lk__probe_buffer *b, bool create)
 	}
 	d = &live.rings[live.nrings];
 	*d = (struct direct){ .b = b, .st.tid = b->tid };
-	if (index_ring(live.nrings) != 0)
+	if (hash_index_add(&live.rings_index, live.nrings, live.nrings, ring_hash) != 0)
 		return NULL;
 	live.nrings++;
 	__atomic_fetch_add(&live.t->threads, 1, __ATOMIC_RELAXED);
