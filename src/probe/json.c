@@ -120,16 +120,12 @@ static const char *phase(unsigned int kind)
 /* lowkey:sched_out starts an off-CPU slice, lowkey:sched_in ends it. */
 static int off_cpu(struct json_state *j, const struct lk__event *e)
 {
-	uint64_t cpu = 0, preempted = 0;
-	const char *s;
-	size_t at = lk__event_arg(e, 0, 0, &cpu, &s);
+	struct lk__switch sw = lk__event_switch(e);
 
-	if (e->cls->id == LK__EVENT_SCHED_OUT) {
-		if (at)
-			lk__event_arg(e, at, 1, &preempted, &s);
+	if (sw.out) {
 		j->off_tsc = e->tsc;
-		j->off_cpu = cpu;
-		j->preempted = preempted != 0;
+		j->off_cpu = sw.cpu;
+		j->preempted = sw.preempted;
 		j->off = true;
 		return 0;
 	}
@@ -141,7 +137,7 @@ static int off_cpu(struct json_state *j, const struct lk__event *e)
 	put_time(j, j->off_tsc);
 	fprintf(j->out, ",\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{\"cpu\":%" PRIu64 ",\"next_cpu\":%" PRIu64 "}}",
 		(double)(lk__reader_ns(j->r, e->tsc) - lk__reader_ns(j->r, j->off_tsc)) / 1000.0, j->r->pid, e->tid,
-		j->off_cpu, cpu);
+		j->off_cpu, sw.cpu);
 	return ferror(j->out) ? -EIO : 0;
 }
 

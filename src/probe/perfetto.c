@@ -609,17 +609,13 @@ static int put_off_cpu(struct lk__pft *p, uint64_t in_tsc, uint64_t next_cpu)
  */
 static int on_switch(struct lk__pft *p, const struct lk__event *e)
 {
-	uint64_t cpu = 0, preempted = 0;
-	const char *s;
-	size_t at = lk__event_arg(e, 0, 0, &cpu, &s);
+	struct lk__switch sw = lk__event_switch(e);
 
-	if (e->cls->id == LK__EVENT_SCHED_OUT) {
-		if (at)
-			lk__event_arg(e, at, 1, &preempted, &s);
-		p->st->out = (struct lk__pft_switched_out){ true, preempted != 0, e->tsc, cpu };
+	if (sw.out) {
+		p->st->out = (struct lk__pft_switched_out){ true, sw.preempted, e->tsc, sw.cpu };
 		return 0;
 	}
-	return p->st->out.pending ? put_off_cpu(p, e->tsc, cpu) : 0;
+	return p->st->out.pending ? put_off_cpu(p, e->tsc, sw.cpu) : 0;
 }
 
 static int on_event(const struct lk__event *e, void *arg)

@@ -727,6 +727,19 @@ uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc)
 	return ns < 0x1p64 ? (uint64_t)ns : UINT64_MAX;
 }
 
+struct lk__switch lk__event_switch(const struct lk__event *e)
+{
+	struct lk__switch sw = { e->cls->id == LK__EVENT_SCHED_OUT, false, 0 };
+	uint64_t preempted = 0;
+	const char *s;
+	size_t at = lk__event_arg(e, 0, 0, &sw.cpu, &s);
+
+	if (sw.out && at)
+		lk__event_arg(e, at, 1, &preempted, &s);
+	sw.preempted = preempted != 0;
+	return sw;
+}
+
 size_t lk__event_arg(const struct lk__event *e, size_t offset, unsigned int i, uint64_t *value, const char **str)
 {
 	unsigned int type = lk__arg_type(e->cls->arg_types, i);

@@ -100,6 +100,16 @@ extern __thread void (*lk__reader_packet_hook)(uint64_t bytes);
 /* Argument i of e as raw 8 bytes or a string; returns the next offset, or 0 past the end. */
 size_t lk__event_arg(const struct lk__event *e, size_t offset, unsigned int i, uint64_t *value, const char **str);
 
+/*
+ * A context switch's record (e is lowkey:sched_out or lowkey:sched_in): the CPU, and for a switch
+ * out whether the thread was preempted (still runnable) rather than blocked.
+ */
+struct lk__switch {
+	bool out, preempted;
+	uint64_t cpu;
+};
+struct lk__switch lk__event_switch(const struct lk__event *e);
+
 /* Nanoseconds on CLOCK_MONOTONIC for a TSC value of this trace. */
 uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc);
 

@@ -178,16 +178,11 @@ static int close_span(struct report *rep, struct per_thread *t, const struct lk_
 /* lowkey:sched_out opens an interval off the CPU, lowkey:sched_in closes it. */
 static int on_switch(struct report *rep, struct per_thread *t, const struct lk__event *e)
 {
-	uint64_t cpu = 0, preempted = 0;
-	const char *s;
-	size_t off = lk__event_arg(e, 0, 0, &cpu, &s);
+	struct lk__switch sw = lk__event_switch(e);
 
-	if (e->cls->id == LK__EVENT_SCHED_OUT) {
-		struct off_interval o = { e->tsc, UINT64_MAX, false };
+	if (sw.out) {
+		struct off_interval o = { e->tsc, UINT64_MAX, sw.preempted };
 
-		if (off)
-			lk__event_arg(e, off, 1, &preempted, &s);
-		o.preempted = preempted != 0;
 		t->switches++;
 		rep->switches++;
 		return push_item((void **)&t->off, &t->noff, &t->capoff, &o, sizeof(o));
