@@ -38,13 +38,27 @@ static int unmount_small(void **state)
 	return 0;
 }
 
+/* Record up to n events, stopping at the first one after the trace says it failed. */
+static void record_until_an_error(long n)
+{
+	struct lk_trace_stats st;
+
+	for (long i = 0; i < n; i++) {
+		LK_PROBE(full, ev, i, i);
+		if (i % 1000 == 0) {
+			lk_trace_stats(&st);
+			if (st.error)
+				break;
+		}
+	}
+}
+
 static void full_disk_stops_cleanly(void **state)
 {
 	struct lk_trace_config c = { .flush_ms = 5 };
 	struct lk_trace_stats st;
 	struct lkt_trace t;
 	char dir[300], cmd[512];
-	long i;
 
 	(void)state;
 	if (!mounted)
@@ -53,14 +67,7 @@ static void full_disk_stops_cleanly(void **state)
 	c.path = dir;
 	assert_true(lk_probe_enable("full") >= 0);
 	assert_int_equal(lk_trace_start(&c), 0);
-	for (i = 0; i < 2000000; i++) {
-		LK_PROBE(full, ev, i, i);
-		if (i % 1000 == 0) {
-			lk_trace_stats(&st);
-			if (st.error)
-				break;
-		}
-	}
+	record_until_an_error(2000000);
 	lk_trace_stats(&st);
 	assert_int_equal(st.error, -ENOSPC);
 	assert_false(st.running);	/* recording stopped at the error */
@@ -97,7 +104,6 @@ static void full_disk_json_says_what_is_where(void **state)
 	struct lk_trace_config c = { .flush_ms = 5, .format = LK_TRACE_JSON };
 	struct lk_trace_stats st;
 	char out[300], cmd[700];
-	long i;
 
 	(void)state;
 	if (!mounted)
@@ -106,14 +112,7 @@ static void full_disk_json_says_what_is_where(void **state)
 	c.path = out;
 	assert_true(lk_probe_enable("full") >= 0);
 	assert_int_equal(lk_trace_start(&c), 0);
-	for (i = 0; i < 4000000; i++) {
-		LK_PROBE(full, ev, i, i);
-		if (i % 1000 == 0) {
-			lk_trace_stats(&st);
-			if (st.error)
-				break;
-		}
-	}
+	record_until_an_error(4000000);
 	assert_int_equal(lk_trace_stop(), -ENOSPC);
 	assert_null(strstr(lk_last_error(), "complete and readable"));
 	assert_non_null(strstr(lk_last_error(), "was not written"));
@@ -163,10 +162,8 @@ static bool whole_packets(const char *path, size_t *packets)
 static void full_disk_perfetto_keeps_whole_packets(void **state)
 {
 	struct lk_trace_config c = { .flush_ms = 5, .format = LK_TRACE_PERFETTO };
-	struct lk_trace_stats st;
 	char out[300], cmd[700];
 	size_t packets;
-	long i;
 
 	(void)state;
 	if (!mounted)
@@ -175,14 +172,7 @@ static void full_disk_perfetto_keeps_whole_packets(void **state)
 	c.path = out;
 	assert_true(lk_probe_enable("full") >= 0);
 	assert_int_equal(lk_trace_start(&c), 0);
-	for (i = 0; i < 4000000; i++) {
-		LK_PROBE(full, ev, i, i);
-		if (i % 1000 == 0) {
-			lk_trace_stats(&st);
-			if (st.error)
-				break;
-		}
-	}
+	record_until_an_error(4000000);
 	assert_int_equal(lk_trace_stop(), -ENOSPC);
 	assert_non_null(strstr(lk_last_error(), "trace.pftrace"));
 	assert_non_null(strstr(lk_last_error(), "readable"));
