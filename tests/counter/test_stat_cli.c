@@ -483,16 +483,19 @@ static int interval_lines(const char *csv, const char *event, double *sum, doubl
 	return n;
 }
 
-/* -I 100 on a command that burns 500 ms of CPU: several intervals, not cumulative: they add up to
- * the whole CPU time (counter_workload spin burns exactly that much, measured in CPU time). */
+/*
+ * -I 100 on a command that burns 500 ms of CPU: several intervals, not cumulative: they add up to
+ * the whole CPU time (counter_workload task-spin burns exactly that much, measured in task-clock:
+ * CPU time by the scheduler's clock read 500 ms where task-clock had 499.7, on a shared CPU).
+ */
 static void interval_counts_add_up(void **state)
 {
 	double sum, last;
 	int n;
 
 	(void)state;
-	assert_int_equal(STAT("-I", "100", "-x", ",", "-e", "task-clock,page-faults", "--", WORKLOAD_BIN, "spin",
-			      "500", "exit", "3"), 3);
+	assert_int_equal(STAT("-I", "100", "-x", ",", "-e", "task-clock,page-faults", "--", WORKLOAD_BIN,
+			      "task-spin", "500", "exit", "3"), 3);
 	n = interval_lines(r.err, "task-clock", &sum, &last);
 	if (n < 2)	/* 500 ms of CPU is 5 intervals and more; a late wake-up merges some */
 		fail_msg("%d intervals in:\n%s", n, r.err);

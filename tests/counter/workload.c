@@ -8,6 +8,8 @@
  *     thread-faults N  a new thread touches N pages
  *     pingpong N       N round trips over pipes with a forked child, both on CPU 0
  *     spin MS          burn MS milliseconds of CPU time
+ *     task-spin MS     burn MS milliseconds of task-clock, as the process's own perf counter reads
+ *                      it (the clock lowkey stat's task-clock counts in; CPU time may differ from it)
  *     sleep MS         sleep MS milliseconds
  *     tally 0          print "switches N": the kernel's count of its context switches so far
  *     exit CODE        exit with CODE
@@ -68,6 +70,41 @@ static void spin(long ms)
 	(void)sink;	/* read once, so the work is used (clang: -Wunused-but-set-variable) */
 }
 
+/*
+ * Until a task-clock counter of this thread, opened now, reads ms: lowkey stat's task-clock of the
+ * process, opened before, reads that much at least. CLOCK_PROCESS_CPUTIME_ID is the scheduler's
+ * clock, and may read a little ahead of task-clock's on a CPU shared with other processes.
+ */
+static int task_spin(long ms)
+{
+	struct perf_event_attr attr;
+	volatile unsigned long sink = 0;
+	uint64_t ns = 0;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_TASK_CLOCK;
+	fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+	if (fd < 0) {
+		perror("counter_workload: task-spin: perf_event_open");
+		return 1;
+	}
+	while (ns < (uint64_t)ms * 1000000u) {
+		for (int i = 0; i < 10000; i++)
+			sink += (unsigned long)i;
+		if (read(fd, &ns, sizeof(ns)) != (ssize_t)sizeof(ns)) {
+			perror("counter_workload: task-spin: read");
+			close(fd);
+			return 1;
+		}
+	}
+	(void)sink;
+	close(fd);
+	return 0;
+}
+
 /* The kernel's count of this process's context switches so far, its waited-for children's included. */
 static void print_switches(void)
 {
@@ -104,6 +141,9 @@ int main(int argc, char **argv)
 				return 1;
 		} else if (strcmp(step, "spin") == 0) {
 			spin(n);
+		} else if (strcmp(step, "task-spin") == 0) {
+			if (task_spin(n))
+				return 1;
 		} else if (strcmp(step, "sleep") == 0) {
 			usleep((useconds_t)n * 1000);
 		} else if (strcmp(step, "tally") == 0) {
