@@ -121,6 +121,11 @@ static void csv_and_json_carry_running_time(void **state)
 	out = print_to_string(print_csv_to, &r);
 	contains(out, "6000000000,,instructions,500000000,50.00,2.000,insn per cycle\n");
 	contains(out, "<not counted>,,cache-misses,0,0.00,,\n");
+	/* not even enabled (an interval of -I before the command began): as perf, not a count of 0 */
+	events[0].enabled = events[0].running = 0;
+	events[0].mean = 0;
+	out = print_to_string(print_csv_to, &r);
+	contains(out, "<not counted>,msec,task-clock,0,100.00,,\n");	/* perf: 100 % when run == enabled */
 	contains(out, "20000000,,branch-misses,1000000000,100.00,2.000,% of all branches\n");
 	out = print_to_string(print_json_to, &r);
 	contains(out, "\"metric_unit\": \"% of all branches\"");

@@ -52,9 +52,10 @@ static bool is_clock(const struct stat_event *e)
  * Enabled but never on a counter (multiplexed out the whole time). An event that was never
  * enabled, a thread that slept throughout, counted a true 0.
  */
+/* As perf: never on a counter, or not even enabled (an interval before the command began). */
 static bool not_counted(const struct stat_event *e)
 {
-	return e->running == 0 && e->enabled > 0;
+	return e->running == 0;
 }
 
 struct metric {
@@ -349,27 +350,24 @@ static void csv_event(FILE *out, const char *sep, const struct stat_result *r, c
 	struct metric m;
 	bool has_metric = metric_for(r, e, &m);
 
-	{
-
-		if (!e->supported)
-			fprintf(out, "<not supported>%s%s%s%s", sep, is_clock(e) ? "msec" : e->unit, sep, e->name);
-		else if (not_counted(e))
-			fprintf(out, "<not counted>%s%s%s%s", sep, is_clock(e) ? "msec" : e->unit, sep, e->name);
-		else if (is_clock(e))
-			fprintf(out, "%.2f%smsec%s%s", e->mean / 1e6, sep, sep, e->name);
-		else if (e->unit[0])
-			fprintf(out, "%.6g%s%s%s%s", e->mean * e->scale, sep, e->unit, sep, e->name);
-		else
-			fprintf(out, "%.0f%s%s%s", e->mean, sep, sep, e->name);
-		if (r->runs > 1)
-			fprintf(out, "%s%.2f%%", sep, error_percent(e, r->runs));
-		fprintf(out, "%s%llu%s%.2f", sep, per_run(e->running, r->runs), sep, running_percent(e));
-		if (has_metric)
-			fprintf(out, "%s%.3f%s%s%s", sep, m.value, sep, m.percent ? "% " : "", m.unit);
-		else
-			fprintf(out, "%s%s", sep, sep);
-		fputc('\n', out);
-	}
+	if (!e->supported)
+		fprintf(out, "<not supported>%s%s%s%s", sep, is_clock(e) ? "msec" : e->unit, sep, e->name);
+	else if (not_counted(e))
+		fprintf(out, "<not counted>%s%s%s%s", sep, is_clock(e) ? "msec" : e->unit, sep, e->name);
+	else if (is_clock(e))
+		fprintf(out, "%.2f%smsec%s%s", e->mean / 1e6, sep, sep, e->name);
+	else if (e->unit[0])
+		fprintf(out, "%.6g%s%s%s%s", e->mean * e->scale, sep, e->unit, sep, e->name);
+	else
+		fprintf(out, "%.0f%s%s%s", e->mean, sep, sep, e->name);
+	if (r->runs > 1)
+		fprintf(out, "%s%.2f%%", sep, error_percent(e, r->runs));
+	fprintf(out, "%s%llu%s%.2f", sep, per_run(e->running, r->runs), sep, running_percent(e));
+	if (has_metric)
+		fprintf(out, "%s%.3f%s%s%s", sep, m.value, sep, m.percent ? "% " : "", m.unit);
+	else
+		fprintf(out, "%s%s", sep, sep);
+	fputc('\n', out);
 }
 
 void stat_print_csv(FILE *out, const char *sep, const struct stat_result *r)
