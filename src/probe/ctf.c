@@ -218,13 +218,16 @@ static void write_prologue(FILE *f, const struct lk__trace *t)
 {
 	char uuid[37];
 	/*
-	 * CTF clock offsets are unsigned: give the real time at which the TSC read zero, so that
-	 * value v means origin + v / freq (and tsc0 comes out at realtime0).
+	 * The real time at which the TSC read zero, so that value v means origin + v / freq (and tsc0
+	 * comes out at realtime0). It can be before 1970: a counter that does not start at boot
+	 * (qemu-user's arm64 counter runs on the host's real time) reads more than the seconds since
+	 * the epoch. offset_s is signed in CTF (babeltrace2 reads it so), offset is not: the
+	 * seconds are rounded down and the cycles count forward from them.
 	 */
-	unsigned __int128 since_zero_ns = (unsigned __int128)t->tsc0 * 1000000000u / t->tsc_hz;
-	uint64_t origin_ns = t->realtime0_ns - (uint64_t)since_zero_ns;
-	uint64_t offset_s = origin_ns / 1000000000u;
-	uint64_t offset = (uint64_t)((unsigned __int128)(origin_ns % 1000000000u) * t->tsc_hz / 1000000000u);
+	__int128 since_zero_ns = (__int128)((unsigned __int128)t->tsc0 * 1000000000u / t->tsc_hz);
+	__int128 origin_ns = (__int128)t->realtime0_ns - since_zero_ns;
+	__int128 offset_s = origin_ns >= 0 ? origin_ns / 1000000000 : -((-origin_ns + 999999999) / 1000000000);
+	uint64_t offset = (uint64_t)((origin_ns - offset_s * 1000000000) * t->tsc_hz / 1000000000u);
 
 	uuid_string(t->uuid, uuid);
 	fprintf(f, "/* CTF 1.8 */\n\n");
@@ -234,9 +237,9 @@ static void write_prologue(FILE *f, const struct lk__trace *t)
 		   "\t\tuint32_t stream_id;\n\t\tuint64_t stream_instance_id;\n\t};\n};\n\n");
 	write_env(f, t);
 	fprintf(f, "clock {\n\tname = \"tsc\";\n\tuuid = \"%s\";\n\tdescription = \"TSC, calibrated against "
-		   "CLOCK_REALTIME\";\n\tfreq = %llu;\n\tprecision = 1;\n\toffset_s = %llu;\n\toffset = %llu;\n"
+		   "CLOCK_REALTIME\";\n\tfreq = %llu;\n\tprecision = 1;\n\toffset_s = %lld;\n\toffset = %llu;\n"
 		   "\tabsolute = TRUE;\n};\n\n",
-		uuid, (unsigned long long)t->tsc_hz, (unsigned long long)offset_s, (unsigned long long)offset);
+		uuid, (unsigned long long)t->tsc_hz, (long long)offset_s, (unsigned long long)offset);
 	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; map = clock.tsc.value; } := tsc_t;\n\n");
 	write_stream(f, 0, t->cputime);
 	if (t->sched)
