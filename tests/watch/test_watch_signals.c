@@ -270,7 +270,7 @@ static void empty_debug_trap_is_swallowed_int1_is_not(void **state)
  * and the callbacks (in the handler) run the key's site too.
  */
 static LK_DEFINE_KEY_FALSE(flag_key);
-static volatile int stop_runner;
+static volatile int stop_runner, runner_running;
 static long runner_passes, runner_taken;
 
 static __attribute__((noinline)) int site(void)
@@ -296,6 +296,7 @@ static void *runner(void *arg)
 		runner_taken += site();
 		WRITE_ONCE(watched, runner_passes);
 		runner_passes++;
+		__atomic_store_n(&runner_running, 1, __ATOMIC_RELEASE);
 	}
 	return NULL;
 }
@@ -314,9 +315,13 @@ static void keys_flip_while_watchpoints_fire(void **state)
 	assert_int_equal(lk_watch_stats(NULL, &before), 0);
 	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, counting_callback,
 				      &callbacks), 0);
-	stop_runner = 0;
+	stop_runner = runner_running = 0;
 	runner_passes = runner_taken = 0;
 	assert_int_equal(pthread_create(&t, NULL, runner, NULL), 0);
+	/* With portable keys 200 flips take microseconds: all of them could be over before the
+	 * runner is first scheduled, and nothing would have run concurrently: wait for its first pass. */
+	while (!__atomic_load_n(&runner_running, __ATOMIC_ACQUIRE))
+		sched_yield();
 	for (int i = 0; i < 200; i++) {
 		int err = (i & 1) ? lk_key_disable(&flag_key) : lk_key_enable(&flag_key);
 
