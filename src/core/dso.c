@@ -17,6 +17,8 @@ extern const struct lk__dso_handler __stop_lk__dso_handlers[] __attribute__((wea
 static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static struct lk__dso_rt *registry_head;
+static bool main_program_registered;
+static void (*after_main_program)(void);
 
 void lk__registry_lock(void)
 {
@@ -144,9 +146,24 @@ static bool registered(const struct lk__dso *desc)
 	return found;
 }
 
+bool lk__dso_after_main_program(void (*fn)(void))
+{
+	bool later;
+
+	if (!lk__main_program_refers_to_register())
+		return false;
+	lk__registry_lock();
+	later = !main_program_registered;
+	if (later)
+		after_main_program = fn;
+	lk__registry_unlock();
+	return later;
+}
+
 LK_API void lk__dso_register(const struct lk__dso *desc)
 {
 	struct lk__dso_rt *fresh, *existing;
+	void (*then)(void) = NULL;
 
 	if (!desc || desc->magic != LK__DSO_MAGIC || desc->abi != LK__DSO_ABI)
 		return;
@@ -170,10 +187,17 @@ LK_API void lk__dso_register(const struct lk__dso *desc)
 				h->load(fresh);
 		if (fresh->load_error && lk__dso_on_load_error)
 			lk__dso_on_load_error(fresh, fresh->load_error);
+		if (fresh->path && !fresh->path[0]) {
+			main_program_registered = true;
+			then = after_main_program;
+			after_main_program = NULL;
+		}
 		fresh = NULL;
 	}
 	lk__registry_unlock();
 	release(fresh);
+	if (then)
+		then();
 }
 
 LK_API void lk__dso_unregister(const struct lk__dso *desc)

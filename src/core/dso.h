@@ -10,6 +10,7 @@
 #ifndef LK_CORE_DSO_H
 #define LK_CORE_DSO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <lowkey/bits/dso.h>
 
@@ -74,6 +75,17 @@ void lk__registry_fork_init(void);
 
 /* The registered objects, newest first. Call with the registry lock held. */
 struct lk__dso_rt *lk__dso_list(void);
+
+/*
+ * Run fn once the main program has registered its sections, if it will register them later than
+ * now (a library's constructor calling this runs before the program's): returns true then, false
+ * if the caller should run fn itself because the program is registered already or never will be.
+ * fn runs without the registry lock, on the thread that runs the program's constructors.
+ */
+bool lk__dso_after_main_program(void (*fn)(void));
+
+/* Whether the main program's dynamic relocations name lk__dso_register (main_program.c). */
+bool lk__main_program_refers_to_register(void);
 
 /* The protection of the segment holding addr in dso, or -1 if none does. */
 int lk__dso_prot(const struct lk__dso_rt *dso, uintptr_t addr);

@@ -27,7 +27,9 @@
  *				number that is not this socket is not used (the program may close
  *				it and open another file there, or dup2 over it, before exit).
  *				Without it, the socket found at start-up is the one expected.
- *	LOWKEY_CONTROL		1 to open the control socket (lk_control_open) at start-up.
+ *	LOWKEY_CONTROL		1 to open the control socket (lk_control_open) at start-up, once the
+ *				program has registered its own sites (its constructors run after
+ *				liblowkey's: a tracer connecting sooner would not find them).
  *
  * The library prints nothing: without a status socket, errors go nowhere but lk_last_error() of
  * the thread that ran the constructors.
@@ -48,6 +50,7 @@
 #include <lowkey/error.h>
 #include <lowkey/probe.h>
 
+#include "core/dso.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "probe/control_internal.h"
@@ -504,6 +507,11 @@ static void trace_from_environment(const char *rules)
 	atexit(environment_at_exit);
 }
 
+static void open_control_socket(void)
+{
+	lk_control_open();
+}
+
 __attribute__((constructor)) static void environment_init(void)
 {
 	const char *rules = lk__env("LOWKEY_TRACE");
@@ -512,6 +520,8 @@ __attribute__((constructor)) static void environment_init(void)
 
 	if (rules)
 		trace_from_environment(rules);
-	if (control && lk__parse_bool(control, &open_control) == 0 && open_control)
-		lk_control_open();
+	/* a tracer that connects must find the program's own sites, registered after this constructor */
+	if (control && lk__parse_bool(control, &open_control) == 0 && open_control &&
+	    !lk__dso_after_main_program(open_control_socket))
+		open_control_socket();
 }

@@ -356,6 +356,26 @@ static void a_glob_matching_nothing_in_the_process(void **state)
 	end_target(pid);
 }
 
+/*
+ * A library's constructors run before the program's: liblowkey's opens the control socket, and a
+ * tracer that connected before the program registered its sites would find none of them. The
+ * library below it sleeps in its constructor; every listing through the socket has the program's.
+ */
+static void a_tracer_connecting_at_start_up_sees_the_programs_sites(void **state)
+{
+	(void)state;
+	lkt_sh(&r, "m='%s'; rm -f \"$m\"; LKT_LIB_CTOR_MARKER=\"$m\" LKT_LIB_CTOR_SLEEP_MS=500 LOWKEY_CONTROL=1 "
+		   "%s serve 5000 >/dev/null 2>&1 & p=$!; "
+		   "while [ ! -e \"$m\" ]; do sleep 0.01; done; "
+		   "for i in $(seq 500); do o=$(%s list --json --pid $p 2>/dev/null); "
+		   "case $o in *'\"source\": \"control\"'*) echo \"$o\"; break;; esac; sleep 0.01; done; "
+		   "kill $p; wait $p; rm -f \"$m\"",
+	       in_scratch("lib-ctor"), TARGET, LOWKEY);
+	assert_non_null(strstr(r.out, "\"source\": \"control\""));
+	assert_non_null(strstr(r.out, "\"provider\": \"lib\", \"event\": \"work\""));
+	assert_non_null(strstr(r.out, "\"provider\": \"app\", \"event\": \"tick\""));
+}
+
 static void list_a_running_process(void **state)
 {
 	struct lk__ctl_msg req = { .type = LK_CTL_RULE, .rule = { 1, LK_CTL_RULE_SESSION, "app:tick" } }, reply;
@@ -591,6 +611,7 @@ int main(void)
 		cmocka_unit_test(bad_pids_are_explained),
 		cmocka_unit_test(a_glob_matching_nothing_in_the_process),
 		cmocka_unit_test(list_a_running_process),
+		cmocka_unit_test(a_tracer_connecting_at_start_up_sees_the_programs_sites),
 		cmocka_unit_test(a_fifo_planted_at_a_mapped_path_stalls_nothing),
 		cmocka_unit_test(a_process_posing_as_a_control_socket_is_not_read_on),
 		cmocka_unit_test(a_taken_control_directory_is_named),
