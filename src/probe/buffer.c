@@ -172,9 +172,11 @@ static uint8_t *run_limit(const struct lk__probe_buffer *b, const uint8_t *rp, c
  *    happen before its release of READING, which happens before the producer's CAS that later
  *    starts the area anew: nothing is overwritten under a reader.
  *  - A held area the producer is still in (WRITING) is read up to the producer's committed
- *    position, loaded with acquire after the fetch_or: the records below it are complete (the
- *    commit is a release after the record's stores), and the producer only appends after it; it
- *    cannot leave and start the area anew while it is held.
+ *    position, loaded with acquire after the fetch_or, if the area is still WRITING after that
+ *    load (the producer leaves an area before it commits in the next, whose start is this one's
+ *    end): the records below it are complete (the commit is a release after the record's
+ *    stores), and the producer only appends after it; it cannot leave and start the area anew
+ *    while it is held.
  *  - A closed area's used bytes (and seq) were stored before the producer cleared WRITING with a
  *    release; the reader's fetch_or reads that clear or a later value, so it sees them.
  *

@@ -41,6 +41,13 @@
 
 static pthread_mutex_t snapshot_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Nothing: test_probe_overwrite_window widens the race in hold() with a sleep (tests/probe). */
+#ifdef LK__SNAPSHOT_HOLD_WINDOW_US
+#define hold_window() usleep(LK__SNAPSHOT_HOLD_WINDOW_US)
+#else
+#define hold_window() ((void)0)
+#endif
+
 /* ---- records ---- */
 
 size_t lk__record_size(const uint8_t *p, size_t avail, bool cputime)
@@ -152,14 +159,21 @@ static bool hold(struct lk__probe_buffer *b, uint64_t s, struct held *h)
 	h->start = (const uint8_t *)base;
 	h->closed = !(state & LK__AREA_WRITING);
 	if (!h->closed) {
+		hold_window();
 		committed = lk__buffer_committed(b);	/* acquire: the records below it, and ar->seq */
-		if (committed > base && committed <= base + b->area_size) {
+		/*
+		 * The producer clears WRITING before it commits in another area: if the area is
+		 * still WRITING now, committed is in it or has not got to it. Its range alone does
+		 * not say, as the end of this area is the start of the next (the producer's new
+		 * area, empty): read as this one's, that took in the stale bytes past its used.
+		 */
+		if (!(__atomic_load_n(&ar->state, __ATOMIC_ACQUIRE) & LK__AREA_WRITING)) {
+			h->closed = true;	/* closed meanwhile: used is all of it */
+		} else if (committed > base && committed <= base + b->area_size) {
 			h->len = committed - base;
-		} else if (__atomic_load_n(&ar->state, __ATOMIC_ACQUIRE) & LK__AREA_WRITING) {
+		} else {
 			let_go(b, a);	/* started, nothing committed in it yet */
 			return false;
-		} else {
-			h->closed = true;	/* closed meanwhile: used is all of it */
 		}
 	}
 	if (h->closed)
