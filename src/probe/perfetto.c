@@ -13,7 +13,9 @@
  *   SDK writes one per thread; each batch of a stream (the whole stream, when converting a
  *   trace) begins with a packet that clears the sequence's incremental state and sets its
  *   defaults (the thread's track, the incremental clock, the CPU-time track), every later one
- *   needs that state;
+ *   uses that state. Event packets do not say so (SEQ_NEEDS_INCREMENTAL_STATE, 2 bytes of about
+ *   18): trace_processor reads the flag only to skip packets of a sequence whose state was lost
+ *   (a ring that wrapped, a dropped chunk), and no sequence here is cut before its end;
  * - event names, categories (providers) and argument names are interned per batch: the first
  *   packet that uses one carries it in InternedData, the others its iid;
  * - timestamps are deltas on a sequence-scoped incremental clock (LK_CLOCK, ns) that each batch's
@@ -326,8 +328,7 @@ static int begin_batch(struct lk__pft *p, struct lk__pft_stream *st)
 	base = st->last_ns;
 	p->st = st;
 	p->gen++;
-	p->prefix_len = (uint8_t)(lk__pbw_uint(lk__pbw_uint(p->prefix, PKT_SEQUENCE_ID, st->seq), PKT_SEQUENCE_FLAGS,
-					       SEQ_NEEDS_INCREMENTAL_STATE) - p->prefix);
+	p->prefix_len = (uint8_t)(lk__pbw_uint(p->prefix, PKT_SEQUENCE_ID, st->seq) - p->prefix);
 	reset_interning(p);
 	begin_packet(p, SEQ_INCREMENTAL_STATE_CLEARED);
 	if (first)
@@ -421,7 +422,11 @@ static int describe_thread(struct lk__pft *p, const char *name)
  */
 static uint64_t counter_uuid(const struct lk__pft *p, const struct lk__event_class *c)
 {
-	return track_uuid(p, TRACK_COUNTER, hash_string(c->provider) ^ mix64(hash_string(c->event)));
+	/*
+	 * Every value names its track: 35 bits are 5 bytes of varint instead of 10, and still leave
+	 * a collision with another track of this trace or a merged one a chance in billions.
+	 */
+	return track_uuid(p, TRACK_COUNTER, hash_string(c->provider) ^ mix64(hash_string(c->event))) >> 29 | 1;
 }
 
 static int describe_counter(struct lk__pft *p, const struct lk__event_class *c)
@@ -662,7 +667,6 @@ static int put_lost(struct lk__pft *p, uint64_t lost)
 		return -ENOMEM;
 	packet = lk__pbw_begin(w, TRACE_PACKET);
 	w = lk__pbw_uint(packet, PKT_SEQUENCE_ID, p->st->seq);
-	w = lk__pbw_uint(w, PKT_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
 	w = lk__pbw_uint(w, PKT_TIMESTAMP, 0);
 	w = put_interned(p, w);
 	event = lk__pbw_begin(w, PKT_TRACK_EVENT);

@@ -109,7 +109,7 @@ def trace_class(source):
 # ---- the trace, as Perfetto's trace processor would read it ----
 
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
-SEQ_CLEARED, SEQ_NEEDS = 1, 2
+SEQ_CLEARED = 1
 LK_CLOCK, REALTIME, MONOTONIC, BOOTTIME = 64, 1, 3, 6
 THREAD_TIME_NS = 1
 
@@ -145,7 +145,8 @@ class Decoded:
             if p.HasField("track_descriptor"):
                 self.tracks[p.track_descriptor.uuid] = p.track_descriptor
             if p.HasField("track_event"):
-                assert p.sequence_flags & SEQ_NEEDS, "a track event without SEQ_NEEDS_INCREMENTAL_STATE"
+                # Its sequence's state was cleared before (above). SEQ_NEEDS_INCREMENTAL_STATE is
+                # not needed: trace_processor reads it only to skip packets after a loss.
                 self.events.append(self.event(st, seq, ts, p.track_event))
 
     @staticmethod
