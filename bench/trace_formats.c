@@ -86,13 +86,18 @@ static void remove_trace(const char *dir)
 		fprintf(stderr, "lowkey bench formats: could not remove %s\n", dir);
 }
 
-/* CPU time of the process: the recording thread and the consumer, or the conversion. */
-static uint64_t cpu_ns(void)
+/* CPU time of the process (the recording thread and the consumer, or the conversion), or of this thread. */
+static uint64_t cpu_ns_of(clockid_t clock)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	clock_gettime(clock, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t cpu_ns(void)
+{
+	return cpu_ns_of(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 #define NFORMATS 3
@@ -102,6 +107,12 @@ static uint64_t cpu_ns(void)
 struct figures {
 	double seconds[NROWS][64], cpu[NROWS][64];	/* wall; CPU time of the whole process */
 	double stop[NROWS][64];				/* lk_trace_stop alone (convert: 0) */
+	/*
+	 * The CPU time the format took: the process's less the recording thread's while it recorded
+	 * (the same in every format: the ring's), that is the consumer's, lk_trace_start's and
+	 * lk_trace_stop's (convert: all of it).
+	 */
+	double write_cpu[NROWS][64];
 	uint64_t bytes[NROWS], events[NFORMATS], lost[NFORMATS];
 };
 
@@ -146,7 +157,7 @@ static int record(const char *base, long events, uint64_t spread_ns, int fmt, in
 {
 	struct lk_trace_config c = { .buffer_size = 64u << 20, .flush_ms = 20, .format = (enum lk_trace_format)fmt };
 	struct lk_trace_stats st;
-	uint64_t t0, t1, c0, c1, s0;
+	uint64_t t0, t1, c0, c1, s0, r0, r1;
 	char path[4096];
 
 	trace_path(path, sizeof(path), base, fmt);
@@ -162,7 +173,9 @@ static int record(const char *base, long events, uint64_t spread_ns, int fmt, in
 		fprintf(stderr, "lowkey bench formats: cannot trace to %s: %s\n", path, lk_last_error());
 		return -1;
 	}
+	r0 = cpu_ns_of(CLOCK_THREAD_CPUTIME_ID);
 	record_events(events, spread_ns);
+	r1 = cpu_ns_of(CLOCK_THREAD_CPUTIME_ID);
 	s0 = lkb_now_ns();
 	if (lk_trace_stop() != 0) {
 		fprintf(stderr, "lowkey bench formats: the trace failed: %s\n", lk_last_error());
@@ -177,6 +190,7 @@ static int record(const char *base, long events, uint64_t spread_ns, int fmt, in
 	f->seconds[fmt][run] = (double)(t1 - t0) / 1e9;
 	f->stop[fmt][run] = (double)(t1 - s0) / 1e9;
 	f->cpu[fmt][run] = (double)(c1 - c0) / 1e9;
+	f->write_cpu[fmt][run] = (double)(c1 - c0 - (r1 - r0)) / 1e9;
 	if (fmt != LK_TRACE_CTF)
 		remove_trace(path);
 	return 0;
@@ -202,6 +216,7 @@ static int convert(const char *base, int run, struct figures *f)
 	}
 	f->seconds[CONVERT][run] = (double)(t1 - t0) / 1e9;
 	f->cpu[CONVERT][run] = (double)(c1 - c0) / 1e9;
+	f->write_cpu[CONVERT][run] = f->cpu[CONVERT][run];
 	f->bytes[CONVERT] = file_size(out);
 	unlink(out);
 	remove_trace(ctf);
@@ -217,8 +232,9 @@ static struct {
 static void print_recording(const struct figures *f, int row, int run)
 {
 	if (shown.text)
-		lkb_row("run %-3d %-9s %12llu bytes %9.3f s wall %9.3f s CPU %9.3f s stop\n", run + 1, row_name(row),
-			(unsigned long long)f->bytes[row], f->seconds[row][run], f->cpu[row][run], f->stop[row][run]);
+		lkb_row("run %-3d %-9s %12llu bytes %9.3f s wall %9.3f s CPU %9.3f s stop %9.3f s writing\n", run + 1,
+			row_name(row), (unsigned long long)f->bytes[row], f->seconds[row][run], f->cpu[row][run],
+			f->stop[row][run], f->write_cpu[row][run]);
 }
 
 /* One run: every format recorded once, the first one turning from run to run; then the conversion. */
@@ -238,34 +254,36 @@ static int one_run(const char *base, long events, uint64_t spread_ns, int run, s
 }
 
 static void print_text(const struct figures *f, int runs, const double *median, const double *cpu,
-		       const double *stop)
+		       const double *stop, const double *write)
 {
 	double events = (double)f->events[LK_TRACE_CTF];
 	double ctf_rate = events / median[LK_TRACE_CTF], ctf_cpu_rate = events / cpu[LK_TRACE_CTF];
 
 	printf("\nmedians of %d runs: %llu events recorded (%llu lost)\n", runs,
 	       (unsigned long long)f->events[LK_TRACE_CTF], (unsigned long long)f->lost[LK_TRACE_CTF]);
-	printf("%-9s %11s %8s %8s %9s %10s %8s %9s %10s %8s %8s\n", "format", "bytes", "B/event", "vs JSON",
-	       "wall s", "M ev/s", "vs CTF", "CPU s", "M ev/CPUs", "vs CTF", "stop s");
+	printf("%-9s %11s %8s %8s %9s %10s %8s %9s %10s %8s %8s %9s %8s\n", "format", "bytes", "B/event", "vs JSON",
+	       "wall s", "M ev/s", "vs CTF", "CPU s", "M ev/CPUs", "vs CTF", "stop s", "write ns", "vs CTF");
 	for (int row = 0; row < NROWS; row++) {
 		double rate = events / median[row], cpu_rate = events / cpu[row];
 
-		printf("%-9s %11llu %8.1f %8.3f %9.3f %10.2f %8.2f %9.3f %10.2f %8.2f %8.3f\n", row_name(row),
+		printf("%-9s %11llu %8.1f %8.3f %9.3f %10.2f %8.2f %9.3f %10.2f %8.2f %8.3f %9.1f %8.2f\n", row_name(row),
 		       (unsigned long long)f->bytes[row], (double)f->bytes[row] / events,
 		       (double)f->bytes[row] / (double)f->bytes[LK_TRACE_JSON], median[row], rate / 1e6,
-		       rate / ctf_rate, cpu[row], cpu_rate / 1e6, cpu_rate / ctf_cpu_rate, stop[row]);
+		       rate / ctf_rate, cpu[row], cpu_rate / 1e6, cpu_rate / ctf_cpu_rate, stop[row],
+		       write[row] * 1e9 / events, write[LK_TRACE_CTF] / write[row]);
 	}
 	for (int fmt = 1; fmt < NFORMATS; fmt++)
 		if (f->events[fmt] != f->events[LK_TRACE_CTF] || f->lost[fmt] != f->lost[LK_TRACE_CTF])
 			printf("(%s: %llu events, %llu lost: not the same trace as the CTF's)\n", row_name(fmt),
 			       (unsigned long long)f->events[fmt], (unsigned long long)f->lost[fmt]);
 	printf("(ctf, json, perfetto: lk_trace_start until lk_trace_stop returned with the file complete;\n"
-	       " CPU of the whole process; stop: lk_trace_stop alone. convert: `lowkey convert` of the CTF\n"
-	       " trace to Perfetto)\n");
+	       " CPU of the whole process; stop: lk_trace_stop alone; write ns: the CPU an event took to write,\n"
+	       " the process's less the recording thread's while it recorded, and its rate against CTF's.\n"
+	       " convert: `lowkey convert` of the CTF trace to Perfetto)\n");
 }
 
 static void print_json(const struct figures *f, int runs, const double *median, const double *cpu,
-		       const double *stop)
+		       const double *stop, const double *write)
 {
 	struct lkb_json j;
 
@@ -289,6 +307,7 @@ static void print_json(const struct figures *f, int runs, const double *median, 
 		lkb_json_num(&j, "cpu_seconds", cpu[row]);
 		lkb_json_num(&j, "events_per_cpu_second", events / cpu[row]);
 		lkb_json_num(&j, "stop_seconds", stop[row]);
+		lkb_json_num(&j, "write_cpu_seconds", write[row]);
 		lkb_json_close(&j);
 	}
 	lkb_json_close(&j);
@@ -305,7 +324,7 @@ static int formats_main(int argc, char **argv)
 	};
 	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	struct figures f = { 0 };
-	double median[NROWS], cpu[NROWS], stop[NROWS], seconds = 0;
+	double median[NROWS], cpu[NROWS], stop[NROWS], write[NROWS], seconds = 0;
 	long events = 3000000;
 	int c, runs = 5;
 	bool json = false;
@@ -336,11 +355,11 @@ static int formats_main(int argc, char **argv)
 			return 1;
 	for (int row = 0; row < NROWS; row++)
 		median[row] = lkb_median(f.seconds[row], (size_t)runs), cpu[row] = lkb_median(f.cpu[row], (size_t)runs),
-		stop[row] = lkb_median(f.stop[row], (size_t)runs);
+		stop[row] = lkb_median(f.stop[row], (size_t)runs), write[row] = lkb_median(f.write_cpu[row], (size_t)runs);
 	if (json)
-		print_json(&f, runs, median, cpu, stop);
+		print_json(&f, runs, median, cpu, stop, write);
 	else
-		print_text(&f, runs, median, cpu, stop);
+		print_text(&f, runs, median, cpu, stop, write);
 	return 0;
 }
 
