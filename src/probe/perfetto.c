@@ -54,7 +54,7 @@
 /* InternedData and its entries (EventCategory, EventName, DebugAnnotationName: iid 1, name 2) */
 enum intern_kind { CATEGORIES = 1, NAMES = 2, ARG_NAMES = 3 };
 
-#define FLUSH_AT (1u << 20)
+#define FLUSH_AT (256u << 10)
 #define MAX_PENDING (2 + LK_PROBE_MAX_ARGS + 1)
 
 /* Strings interned in the current sequence: open addressing, emptied by bumping seq. */
@@ -87,6 +87,7 @@ struct event_template {
 	bool instant;			/* no CPU-time value (as put_track_event) */
 	bool counter;			/* a counter's value: te ends with its key */
 	bool counter_u64;		/* ... an unsigned one: over INT64_MAX it is a double (slow path) */
+	bool short_packet;		/* its packet, at its longest, under 128 bytes: every length one byte */
 	uint8_t te[TEMPLATE_TE];	/* type, name iid, category iid; counter: type, track, the value's key */
 	uint8_t arg_len[LK_PROBE_MAX_ARGS];
 	bool arg_double[LK_PROBE_MAX_ARGS];	/* 8 bytes as they are, else a varint */
@@ -855,6 +856,20 @@ static bool template_counter(struct event_template *t, const struct class_iids *
 	return true;
 }
 
+/* The most bytes a packet from template t takes, its key and length aside (put_fast). */
+static size_t longest_packet(const struct lk__pft *p, const struct event_template *t)
+{
+	size_t n = p->prefix_len + 1 + LK__PB_VARINT_MAX + 2 + t->te_len;
+
+	if (t->counter)
+		return n + LK__PB_VARINT_MAX;
+	for (unsigned int i = 0; i < t->nargs; i++)
+		n += 2 + t->arg_len[i] + LK__PB_VARINT_MAX;
+	if (p->r->cputime && !t->instant)
+		n += 1 + LK__PB_VARINT_MAX;
+	return n;
+}
+
 /*
  * After a class's event went the slow way in this batch (its strings interned, its counter track
  * described): lay out its template, when its records have a fixed size and its packets a fixed
@@ -891,6 +906,7 @@ static void make_template(struct lk__pft *p, uint32_t id, const struct lk__event
 		for (unsigned int i = 0; i < c->nargs; i++)
 			template_arg(t, i, ci->arg[i], lk__arg_type(c->arg_types, i));
 	}
+	t->short_packet = longest_packet(p, t) < 0x80;
 	t->gen = p->gen;
 }
 
@@ -934,6 +950,13 @@ static inline const struct event_template *fast_template(const struct fast_run *
 	return t;
 }
 
+/* Close a nested message whose length is known to fit in its one byte. */
+static inline uint8_t *end_short(uint8_t *w, uint8_t *start)
+{
+	start[-1] = (uint8_t)(w - start);
+	return w;
+}
+
 /* A record's packet from its template, as the slow path would write it, at w (FAST_ROOM bytes). */
 static inline uint8_t *put_fast(struct fast_run *f, const struct event_template *t, const uint8_t *rec, uint8_t *w,
 				uint64_t delta)
@@ -965,13 +988,15 @@ static inline uint8_t *put_fast(struct fast_run *f, const struct event_template 
 				memcpy(w, &v, 8), w += 8;
 			else
 				w = lk__pbw_varint(w, v);
-			w = lk__pbw_end(w, a);
+			w = t->short_packet ? end_short(w, a) : lk__pbw_end(w, a);
 		}
 		if (f->cputime && !t->instant) {
 			memcpy(&v, rec + LK__PROBE_HEADER, sizeof(v));
 			w = lk__pbw_uint(w, TE_EXTRA_COUNTER_VALUES, v);
 		}
 	}
+	if (t->short_packet)
+		return end_short(end_short(w, event), packet);
 	return lk__pbw_end(lk__pbw_end(w, event), packet);
 }
 
@@ -1001,8 +1026,8 @@ static const uint8_t *fast_records(struct lk__pft *p, struct fast_run *f, const 
 			break;
 		tsc = lk__tsc_extend(f->now, lk__header_tsc48(head));
 		ticks = tsc - f->tsc0;
-		if (tsc < f->tsc0 || ticks > UINT64_MAX / 1000000000u)
-			break;	/* outside the trace's time: the slow path's clock_delta */
+		if (ticks > UINT64_MAX / 1000000000u)
+			break;	/* outside the trace's time (before it: wrapped): the slow path's clock_delta */
 		ns = f->ns0 + ticks * f->ns_whole + (uint64_t)((unsigned __int128)ticks * f->ns_frac >> 64);
 		/* Another CPU's TSC may be a hair behind: keep the thread's events in order. */
 		w = put_fast(f, t, at, w, ns > f->last_ns ? ns - f->last_ns : 0);

@@ -210,11 +210,9 @@ static inline uint64_t lk__header_tsc48(uint64_t header)
 /* A full TSC from a record's 48 bits and a full TSC within 2^47 cycles of it, before or after. */
 static inline uint64_t lk__tsc_extend(uint64_t near, uint64_t low48)
 {
-	uint64_t delta = (low48 - near) & LK__PROBE_TSC_MASK;	/* low48 - near, modulo 2^48 */
+	uint64_t delta = (low48 - near) << (64 - LK__PROBE_TSC_BITS);	/* low48 - near, modulo 2^48, on top */
 
-	if (delta & (UINT64_C(1) << (LK__PROBE_TSC_BITS - 1)))
-		return near - ((UINT64_C(1) << LK__PROBE_TSC_BITS) - delta);
-	return near + delta;
+	return near + (uint64_t)((int64_t)delta >> (64 - LK__PROBE_TSC_BITS));	/* sign-extended */
 }
 
 /* CTF's rule for a narrow timestamp, as readers apply it: forward from prev, wrapping at most once. */

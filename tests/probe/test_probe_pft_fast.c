@@ -4,7 +4,7 @@
  * timestamp delta and the values patched in) writes the very bytes of the general path, the one
  * that converts CTF: the same records of every kind of class -- a span, counters of each type (an
  * unsigned one over INT64_MAX, which becomes a double), an event with an argument of each numeric
- * type, one with a string that is not UTF-8 -- encoded as one thread's batch with templates and as
+ * type, one with a string that is not UTF-8, one whose packet is over 127 bytes -- encoded as one thread's batch with templates and as
  * another's without, with and without CPU time, after a batch of a third (which describes the
  * counters' tracks, once a trace). The two batches differ in their sequence id only.
  */
@@ -36,6 +36,9 @@ static __attribute__((noinline)) void sites(long i)
 	LK_COUNTER(pft, double_count, (double)i / 3);
 	LK_PROBE(pft, numbers, (int64_t)-i, (uint64_t)i, (double)i * 1.5, (void *)&i);
 	LK_PROBE(pft, text, "t");
+	/* negative integers are 10-byte varints: its packet is over 127 bytes, its lengths move */
+	LK_PROBE(pft, wide, (int64_t)-i, (int64_t)-i, (int64_t)-i, (int64_t)-i, (int64_t)-i, (int64_t)-i, (int64_t)-i,
+		 (int64_t)-i);
 }
 
 static const struct lk__event_class *find(const struct lk__trace_reader *r, const char *event, int kind)
@@ -102,7 +105,7 @@ static void same_bytes(bool cputime)
 		find(&r, "outer", LK_PROBE_SPAN_BEGIN),	  find(&r, "signed_count", LK_PROBE_COUNTER),
 		find(&r, "unsigned_count", LK_PROBE_COUNTER), find(&r, "double_count", LK_PROBE_COUNTER),
 		find(&r, "numbers", LK_PROBE_EVENT),	  find(&r, "text", LK_PROBE_EVENT),
-		find(&r, "outer", LK_PROBE_SPAN_END),
+		find(&r, "wide", LK_PROBE_EVENT),	  find(&r, "outer", LK_PROBE_SPAN_END),
 	};
 	tsc = r.tsc0 + 1000;
 	for (int round = 0; round < ROUNDS; round++)
@@ -116,14 +119,14 @@ static void same_bytes(bool cputime)
 	at0 = lk__pft_bytes(p);
 	assert_int_equal(lk__pft_records(p, &fast, ring, w, tsc + 1, &next, &events), 0);
 	assert_ptr_equal(next, w);
-	assert_int_equal(events, ROUNDS * 7);
+	assert_int_equal(events, ROUNDS * 8);
 	at1 = lk__pft_bytes(p);
 	lk__pft_slow_only(p, true);
 	assert_int_equal(lk__pft_records(p, &slow, ring, w, tsc + 1, &next, &events), 0);
-	assert_int_equal(events, ROUNDS * 7);
+	assert_int_equal(events, ROUNDS * 8);
 	at2 = lk__pft_bytes(p);
 	/* the fast way: every record but each class's first and the strings, and the big unsigned */
-	assert_int_equal(lk__pft_fast_records(p) - base, (ROUNDS - 1) * 6 - 1);
+	assert_int_equal(lk__pft_fast_records(p) - base, (ROUNDS - 1) * 7 - 1);
 	assert_int_equal(lk__pft_close(p, err, sizeof(err)), 0);
 	lk__reader_close(&r);
 
