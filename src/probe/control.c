@@ -85,6 +85,7 @@ struct client {
 
 static struct {
 	bool open;
+	bool serving;			/* the service thread runs (open, and not deferred) */
 	pid_t owner;			/* the process that opened it (not a forked child) */
 	int listen_fd;
 	int wake_fd;			/* an eventfd: lk_control_close wakes the service thread */
@@ -746,6 +747,7 @@ static void control_fork_child(void)
 		ctl.trace_gen = 0;
 		ctl.trace_owner = -1;
 		ctl.open = false;
+		ctl.serving = false;
 	}
 	pthread_mutex_unlock(&ctl_mutex);
 }
@@ -831,26 +833,48 @@ static int start_service(void)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	err = pthread_create(&ctl.thread, NULL, service_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (err)
+	if (err) {
+		close(ctl.wake_fd);
+		ctl.wake_fd = -1;
 		return lk__fail(-err, "lk_control_open: cannot start the control thread: %s", strerror(err));
+	}
+	ctl.serving = true;
 	return 0;
 }
 
-LK_API int lk_control_open(void)
+/* A socket open but not served: its service starts now. Call with ctl_mutex held. */
+static int serve_listening_locked(void)
+{
+	int err;
+
+	if (!ctl.open || ctl.serving || ctl.owner != getpid())
+		return 0;
+	err = start_service();
+	if (err) {
+		__atomic_store_n(&ctl.open, false, __ATOMIC_RELEASE);
+		unlink(ctl.path);
+		close_fds();
+	}
+	return err;
+}
+
+static int control_open(bool serve)
 {
 	int err;
 
 	pthread_once(&ctl_once, control_once);
 	pthread_mutex_lock(&ctl_mutex);
 	if (ctl.open) {
+		err = serve ? serve_listening_locked() : 0;
 		pthread_mutex_unlock(&ctl_mutex);
-		return 0;
+		return err;
 	}
 	ctl.nclients = 0;
 	ctl.trace_gen = 0;
 	ctl.trace_owner = -1;
+	ctl.serving = false;
 	err = bind_socket();
-	if (!err) {
+	if (!err && serve) {
 		err = start_service();
 		if (err)
 			unlink(ctl.path);
@@ -861,6 +885,26 @@ LK_API int lk_control_open(void)
 		ctl.owner = getpid();
 		__atomic_store_n(&ctl.open, true, __ATOMIC_RELEASE);
 	}
+	pthread_mutex_unlock(&ctl_mutex);
+	return err;
+}
+
+LK_API int lk_control_open(void)
+{
+	return control_open(true);
+}
+
+int lk__control_listen(void)
+{
+	return control_open(false);
+}
+
+int lk__control_serve(void)
+{
+	int err;
+
+	pthread_mutex_lock(&ctl_mutex);
+	err = serve_listening_locked();
 	pthread_mutex_unlock(&ctl_mutex);
 	return err;
 }
@@ -876,9 +920,12 @@ static void shutdown_locked(bool exiting)
 	struct lk_trace_stats st;
 
 	__atomic_store_n(&ctl.open, false, __ATOMIC_RELEASE);
-	eventfd_write(ctl.wake_fd, 1);
-	if (!pthread_equal(pthread_self(), ctl.thread))
-		pthread_join(ctl.thread, NULL);
+	if (ctl.serving) {
+		eventfd_write(ctl.wake_fd, 1);
+		if (!pthread_equal(pthread_self(), ctl.thread))
+			pthread_join(ctl.thread, NULL);
+		ctl.serving = false;
+	}
 	if (exiting) {
 		if (our_trace_running()) {
 			stop_trace(&m, path, sizeof(path), msg, sizeof(msg));

@@ -31,6 +31,17 @@ int lk__parse_signal(const char *s);
 const char *lk__control_path(void);
 
 /*
+ * lk_control_open in two steps, for LOWKEY_CONTROL at start-up: lk__control_listen binds the
+ * socket, so a tracer finds it and may connect at once, and lk__control_serve starts the service
+ * thread once the program has registered its sites. A tracer that connected in between is
+ * answered then, by a process that has all of its sites, instead of being told there is no socket
+ * (or, served sooner, finding none of the program's sites). Each returns 0 or lk_control_open's
+ * errors; lk__control_serve does nothing unless the socket is open and not served.
+ */
+int lk__control_listen(void);
+int lk__control_serve(void);
+
+/*
  * How long (ms) replies may wait for a client that does not read them before the client is
  * dropped: 5000. Read by the service thread each time round; tests change it.
  */

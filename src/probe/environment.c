@@ -27,9 +27,10 @@
  *				number that is not this socket is not used (the program may close
  *				it and open another file there, or dup2 over it, before exit).
  *				Without it, the socket found at start-up is the one expected.
- *	LOWKEY_CONTROL		1 to open the control socket (lk_control_open) at start-up, once the
- *				program has registered its own sites (its constructors run after
- *				liblowkey's: a tracer connecting sooner would not find them).
+ *	LOWKEY_CONTROL		1 to open the control socket (lk_control_open) at start-up; it is
+ *				served once the program has registered its own sites (its
+ *				constructors run after liblowkey's: a tracer connecting sooner
+ *				waits for its answer instead of finding none of them).
  *
  * The library prints nothing: without a status socket, errors go nowhere but lk_last_error() of
  * the thread that ran the constructors.
@@ -507,9 +508,9 @@ static void trace_from_environment(const char *rules)
 	atexit(environment_at_exit);
 }
 
-static void open_control_socket(void)
+static void serve_control_socket(void)
 {
-	lk_control_open();
+	lk__control_serve();
 }
 
 __attribute__((constructor)) static void environment_init(void)
@@ -520,8 +521,11 @@ __attribute__((constructor)) static void environment_init(void)
 
 	if (rules)
 		trace_from_environment(rules);
-	/* a tracer that connects must find the program's own sites, registered after this constructor */
-	if (control && lk__parse_bool(control, &open_control) == 0 && open_control &&
-	    !lk__dso_after_main_program(open_control_socket))
-		open_control_socket();
+	/*
+	 * A tracer that connects must find the program's own sites, registered after this
+	 * constructor: the socket is there from now on, and served once they are.
+	 */
+	if (control && lk__parse_bool(control, &open_control) == 0 && open_control && lk__control_listen() == 0 &&
+	    !lk__dso_after_main_program(serve_control_socket))
+		serve_control_socket();
 }

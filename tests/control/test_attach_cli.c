@@ -376,6 +376,28 @@ static void a_tracer_connecting_at_start_up_sees_the_programs_sites(void **state
 	assert_non_null(strstr(r.out, "\"provider\": \"app\", \"event\": \"tick\""));
 }
 
+/*
+ * The same moment for `lowkey trace --pid`: the socket is there as soon as liblowkey's constructor
+ * has run, and served once the program has registered its sites. A tracer that connects in
+ * between waits for its answer, then records the program's events (told there was no socket
+ * before: the socket was opened only once the program had registered).
+ */
+static void a_trace_started_during_start_up_waits_for_the_program(void **state)
+{
+	char marker[sizeof(path)];
+
+	(void)state;
+	memcpy(marker, in_scratch("lib-ctor-trace"), sizeof(marker));
+	lkt_sh(&r, "m='%s'; rm -f \"$m\"; LKT_LIB_CTOR_MARKER=\"$m\" LKT_LIB_CTOR_SLEEP_MS=500 LOWKEY_CONTROL=1 "
+		   "%s serve 5000 >/dev/null 2>&1 & p=$!; "
+		   "while [ ! -e \"$m\" ]; do sleep 0.01; done; "
+		   "%s trace --pid $p -e app:tick --duration 0.3 -o '%s' 2>&1; s=$?; "
+		   "kill $p; wait $p; rm -f \"$m\"; exit $s",
+	       marker, TARGET, LOWKEY, in_scratch("start-up.ctf"));
+	expect(0, "events (0 lost) from 1 thread");
+	assert_true(lkt_count(in_scratch("start-up.ctf"), "app:tick").events > 0);
+}
+
 static void list_a_running_process(void **state)
 {
 	struct lk__ctl_msg req = { .type = LK_CTL_RULE, .rule = { 1, LK_CTL_RULE_SESSION, "app:tick" } }, reply;
@@ -612,6 +634,7 @@ int main(void)
 		cmocka_unit_test(a_glob_matching_nothing_in_the_process),
 		cmocka_unit_test(list_a_running_process),
 		cmocka_unit_test(a_tracer_connecting_at_start_up_sees_the_programs_sites),
+		cmocka_unit_test(a_trace_started_during_start_up_waits_for_the_program),
 		cmocka_unit_test(a_fifo_planted_at_a_mapped_path_stalls_nothing),
 		cmocka_unit_test(a_process_posing_as_a_control_socket_is_not_read_on),
 		cmocka_unit_test(a_taken_control_directory_is_named),
