@@ -192,7 +192,7 @@ LK_API int lk_probe_usdt_watch(unsigned int interval_ms);
 enum lk_trace_format {
 	LK_TRACE_CTF = 0,	/* a CTF 1.8 trace directory */
 	LK_TRACE_JSON = 1,	/* a Chrome Trace Event JSON file (written at lk_trace_stop) */
-	LK_TRACE_PERFETTO = 2,	/* a Perfetto protobuf trace, .pftrace (written at lk_trace_stop) */
+	LK_TRACE_PERFETTO = 2,	/* a Perfetto protobuf trace, .pftrace (written while recording) */
 };
 
 #define LK_TRACE_CPUTIME 0x1	/* record each event's thread CPU time (lk_thread_cputime_ns) */
