@@ -4,12 +4,13 @@
  * and what a user waits for: from lk_trace_start until lk_trace_stop has returned with the output
  * complete (for JSON and Perfetto, whatever lk_trace_stop does to produce them), by wall time and
  * by the process's CPU time, and how long lk_trace_stop itself took (what is left to write when
- * the program is done). Each run records every format once, in an order that turns from run to
- * run; a last row times `lowkey convert` of the run's CTF to Perfetto. The events are recorded as
+ * the program is done). Each run records every format once, in an order that changes from run
+ * to run (every permutation in six runs); a last row times `lowkey convert` of the run's CTF to Perfetto. The events are recorded as
  * fast as the thread can, or spread over --seconds as a program that does other work would.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +31,10 @@ static const char formats_usage[] =
 	"an event with two integer arguments and a nested span -- once as CTF, once as Chrome JSON and\n"
 	"once as Perfetto protobuf, and prints each format's bytes per event and rate: events over the\n"
 	"time from lk_trace_start until lk_trace_stop returned with the file complete, by wall time\n"
-	"and by the process's CPU time (medians of R runs, default 5; each run records every format,\n"
-	"in turn), and the time lk_trace_stop took. The last row is `lowkey convert` of the CTF to\n"
+	"and by the process's CPU time (medians of R runs, default 6; each run records every format,\n"
+	"in an order that changes from run to run, every one of the six in six runs; each recording\n"
+	"starts after the file system has written back the ones before), the CPU an event took to\n"
+	"write, and the time lk_trace_stop took. The last row is `lowkey convert` of the CTF to\n"
 	"Perfetto, on its own. With --seconds S the events are spread over S seconds (a burst every\n"
 	"millisecond), as a program that does other work would record them; without, as fast as the\n"
 	"thread can.\n"
@@ -84,6 +87,21 @@ static void remove_trace(const char *dir)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "lowkey bench formats: could not remove %s\n", dir);
+}
+
+/*
+ * Write back what the recordings before left dirty in the file system of dir, so that each one
+ * starts without the write-back of another's output: JSON's 300 MB would otherwise throttle the
+ * writes of whichever format comes after it (balance_dirty_pages).
+ */
+static void settle(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		syncfs(fd);
+		close(fd);
+	}
 }
 
 /* CPU time of the process (the recording thread and the consumer, or the conversion), or of this thread. */
@@ -167,6 +185,7 @@ static int record(const char *base, long events, uint64_t spread_ns, int fmt, in
 		fprintf(stderr, "lowkey bench formats: no bench probe sites: %s\n", lk_last_error());
 		return -1;
 	}
+	settle(base);
 	c0 = cpu_ns();
 	t0 = lkb_now_ns();
 	if (lk_trace_start(&c) != 0) {
@@ -205,6 +224,7 @@ static int convert(const char *base, int run, struct figures *f)
 
 	trace_path(ctf, sizeof(ctf), base, LK_TRACE_CTF);
 	snprintf(out, sizeof(out), "%s.pftrace", ctf);
+	settle(base);
 	c0 = cpu_ns();
 	t0 = lkb_now_ns();
 	rc = lk__trace_convert(ctf, out, LK_TRACE_PERFETTO, err, sizeof(err));
@@ -237,14 +257,24 @@ static void print_recording(const struct figures *f, int row, int run)
 			f->stop[row][run], f->write_cpu[row][run]);
 }
 
-/* One run: every format recorded once, the first one turning from run to run; then the conversion. */
+/*
+ * The order of the formats in a run: run after run, every permutation. Over six runs each format
+ * comes first twice and right after each other one twice: what one leaves behind (JSON's 300 MB
+ * freed, caches) falls on each alike, which turning the first one alone did not do (Perfetto came
+ * right after JSON in four runs of five, CTF in none).
+ */
+static const int orders[6][NFORMATS] = { { 0, 1, 2 }, { 2, 1, 0 }, { 1, 2, 0 }, { 0, 2, 1 }, { 2, 0, 1 }, { 1, 0, 2 } };
+
+/* One run: every format recorded once, in the run's order; then the conversion. */
 static int one_run(const char *base, long events, uint64_t spread_ns, int run, struct figures *f)
 {
 	for (int k = 0; k < NFORMATS; k++) {
-		lkb_progress("run %d of %d: %s", run + 1, shown.runs, row_name((run + k) % NFORMATS));
-		if (record(base, events, spread_ns, (run + k) % NFORMATS, run, f) != 0)
+		int fmt = orders[run % 6][k];
+
+		lkb_progress("run %d of %d: %s", run + 1, shown.runs, row_name(fmt));
+		if (record(base, events, spread_ns, fmt, run, f) != 0)
 			return -1;
-		print_recording(f, (run + k) % NFORMATS, run);
+		print_recording(f, fmt, run);
 	}
 	lkb_progress("run %d of %d: lowkey convert to Perfetto", run + 1, shown.runs);
 	if (convert(base, run, f) != 0)
@@ -326,7 +356,7 @@ static int formats_main(int argc, char **argv)
 	struct figures f = { 0 };
 	double median[NROWS], cpu[NROWS], stop[NROWS], write[NROWS], seconds = 0;
 	long events = 3000000;
-	int c, runs = 5;
+	int c, runs = 6;
 	bool json = false;
 
 	optind = 1;
