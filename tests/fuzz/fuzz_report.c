@@ -28,17 +28,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* The reader is linked without the library: the site registration its headers call is not here. */
-void lk__dso_register(const struct lk__dso *dso)
-{
-	(void)dso;
-}
-
-void lk__dso_unregister(const struct lk__dso *dso)
-{
-	(void)dso;
-}
-
 static void must(int condition)
 {
 	if (!condition)
