@@ -239,14 +239,65 @@ static int no_socket(pid_t pid, uid_t uid, char *err, size_t errlen)
 		     "socket open: %s, and restart the process", (int)pid, why);
 }
 
+/* How long ago pid was started (ms), or -1: /proc/PID/stat's starttime, on the boot clock. */
+static int64_t process_age_ms(pid_t pid)
+{
+	char file[64], buf[1024], *p;
+	unsigned long long start = 0;
+	long ticks = sysconf(_SC_CLK_TCK);
+	struct timespec now;
+	size_t n;
+	FILE *f;
+
+	snprintf(file, sizeof(file), "/proc/%d/stat", (int)pid);
+	f = fopen(file, "re");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');	/* the command name may hold spaces and parentheses */
+	/* after the name: state (field 3) ... starttime (field 22) */
+	if (!p || ticks <= 0 || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+				       &start) != 1 || clock_gettime(CLOCK_BOOTTIME, &now) != 0)
+		return -1;
+	return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - (int64_t)(start * 1000 / (unsigned long long)ticks);
+}
+
+/*
+ * A process that asked for a socket (LOWKEY_CONTROL) may not have reached liblowkey's constructor
+ * yet: `LOWKEY_CONTROL=1 prog & lowkey trace --pid $!` comes in while the loader still maps its
+ * libraries, or the shell has not exec'd it. Such a process is given until it is
+ * LK_CTL_STARTUP_MS old to bind its socket.
+ */
+#define LK_CTL_STARTUP_MS 2000
+
+static bool may_still_open_its_socket(pid_t pid, uid_t uid)
+{
+	char value[64], dir[PATH_MAX], why[PATH_MAX + 128];
+	bool asked = false;
+	int64_t age = process_age_ms(pid);
+	struct stat st;
+
+	if (age < 0 || age >= LK_CTL_STARTUP_MS || !process_env(pid, "LOWKEY_CONTROL=", value, sizeof(value)) ||
+	    lk__parse_bool(value, &asked) != 0 || !asked)
+		return false;
+	control_dir(pid, uid, dir, sizeof(dir));
+	if (lstat(dir, &st) != 0)
+		return errno == ENOENT;	/* a directory it will make */
+	return !dir_problem(dir, uid, why, sizeof(why));	/* else it never will */
+}
+
 int lk__ctl_find_socket(pid_t pid, char *path, size_t len, char *err, size_t errlen)
 {
+	struct timespec pause = { 0, 10 * 1000000L };
 	uid_t uid;
 	int rc;
 
 	if (pid <= 0 || !process_uid(pid, &uid))
 		return lk__failf(err, errlen, -ESRCH, "no process %d", (int)pid);
-	rc = socket_from_proc(pid, path, len);
+	while ((rc = socket_from_proc(pid, path, len)) == -ENOENT && may_still_open_its_socket(pid, uid))
+		nanosleep(&pause, NULL);
 	if (rc == 0)
 		return 0;
 	if (rc == -ENOENT)

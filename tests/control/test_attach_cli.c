@@ -398,6 +398,22 @@ static void a_trace_started_during_start_up_waits_for_the_program(void **state)
 	assert_true(lkt_count(in_scratch("start-up.ctf"), "app:tick").events > 0);
 }
 
+/*
+ * Earlier still: `LOWKEY_CONTROL=1 prog & lowkey trace --pid $!` may come in before liblowkey's
+ * constructor has run (the shell has not exec'd it, the loader still maps its libraries). A young
+ * process that asked for a socket is waited for; here the shell sleeps 300 ms before exec'ing the
+ * program (told "no control socket open" at once before).
+ */
+static void a_trace_started_before_the_program_was_execd_waits_for_it(void **state)
+{
+	(void)state;
+	lkt_sh(&r, "LOWKEY_CONTROL=1 sh -c 'sleep 0.3; exec \"$0\" serve 5000' '%s' >/dev/null 2>&1 & p=$!; "
+		   "%s trace --pid $p -e app:tick --duration 0.3 -o '%s' 2>&1; s=$?; kill $p; wait $p; exit $s",
+	       TARGET, LOWKEY, in_scratch("before-exec.ctf"));
+	expect(0, "events (0 lost) from 1 thread");
+	assert_true(lkt_count(in_scratch("before-exec.ctf"), "app:tick").events > 0);
+}
+
 static void list_a_running_process(void **state)
 {
 	struct lk__ctl_msg req = { .type = LK_CTL_RULE, .rule = { 1, LK_CTL_RULE_SESSION, "app:tick" } }, reply;
@@ -635,6 +651,7 @@ int main(void)
 		cmocka_unit_test(list_a_running_process),
 		cmocka_unit_test(a_tracer_connecting_at_start_up_sees_the_programs_sites),
 		cmocka_unit_test(a_trace_started_during_start_up_waits_for_the_program),
+		cmocka_unit_test(a_trace_started_before_the_program_was_execd_waits_for_it),
 		cmocka_unit_test(a_fifo_planted_at_a_mapped_path_stalls_nothing),
 		cmocka_unit_test(a_process_posing_as_a_control_socket_is_not_read_on),
 		cmocka_unit_test(a_taken_control_directory_is_named),
