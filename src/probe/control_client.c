@@ -265,12 +265,15 @@ static int64_t process_age_ms(pid_t pid)
 }
 
 /*
- * A process that asked for a socket (LOWKEY_CONTROL) may not have reached liblowkey's constructor
- * yet: `LOWKEY_CONTROL=1 prog & lowkey trace --pid $!` comes in while the loader still maps its
- * libraries, or the shell has not exec'd it. Such a process is given until it is
- * LK_CTL_STARTUP_MS old to bind its socket.
+ * `LOWKEY_CONTROL=1 prog & lowkey trace --pid $!` comes in while the process is starting: the
+ * shell's forked child may not have exec'd the program yet (its environment is still the shell's,
+ * without LOWKEY_CONTROL), or the loader still maps the program's libraries before liblowkey's
+ * constructor opens the socket. A process is waited for until it is LK_CTL_YOUNG_MS old whatever
+ * it says, and until it is LK_CTL_STARTUP_MS old if it asked for a socket whose directory can
+ * serve.
  */
-#define LK_CTL_STARTUP_MS 2000
+#define LK_CTL_YOUNG_MS 1000
+#define LK_CTL_STARTUP_MS 5000
 
 static bool may_still_open_its_socket(pid_t pid, uid_t uid)
 {
@@ -279,6 +282,8 @@ static bool may_still_open_its_socket(pid_t pid, uid_t uid)
 	int64_t age = process_age_ms(pid);
 	struct stat st;
 
+	if (age >= 0 && age < LK_CTL_YOUNG_MS)
+		return true;
 	if (age < 0 || age >= LK_CTL_STARTUP_MS || !process_env(pid, "LOWKEY_CONTROL=", value, sizeof(value)) ||
 	    lk__parse_bool(value, &asked) != 0 || !asked)
 		return false;

@@ -75,8 +75,8 @@ struct lk__ctl_client {
  * open though its environment has LOWKEY_CONTROL=1: err says why, e.g. its directory belongs to
  * someone else), -EACCES (the process belongs to another user and this one is not root), -EPERM
  * (its open files cannot be read here, so whether it has one cannot be told). err says which.
- * A process with LOWKEY_CONTROL=1 that is under 2 s old and has no socket yet is waited for
- * (polled every 10 ms) until it has one or is 2 s old: it may still be starting up.
+ * A process without a socket is waited for (polled every 10 ms) while it may still be starting
+ * up: until it is 1 s old, or 5 s old if its environment has LOWKEY_CONTROL=1.
  */
 int lk__ctl_find_socket(pid_t pid, char *path, size_t len, char *err, size_t errlen);
 
