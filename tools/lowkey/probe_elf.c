@@ -16,6 +16,11 @@
  * file mapped, whatever is at its name now) where this user may, and every file is opened only if
  * it is a regular file -- looked at through an O_PATH descriptor first, so no FIFO or device is
  * ever opened -- of bounded size.
+ *
+ * Their owner may also cut or rewrite them while lowkey reads: a mapped file kills its reader with
+ * SIGBUS at a page past its new end. So nothing is mapped: libelf reads with pread (ELF_C_READ),
+ * only the sections asked for, and a file whose size or change time differs after the reading
+ * from before it is reported as changed, whatever was read.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,32 +51,54 @@ struct reloc {
 	uint64_t value;
 };
 
+/* An allocated section, read when first looked into. */
 struct region {
 	uint64_t addr, size;
-	const uint8_t *data;	/* NULL for SHT_NOBITS (reads as zeros) */
+	Elf_Scn *scn;		/* NULL for SHT_NOBITS (reads as zeros) */
+	const uint8_t *data;	/* once read */
+	bool unreadable;
 };
 
 struct image {
 	Elf *elf;
 	GElf_Ehdr eh;
+	struct stat before;	/* the file when opened */
+	uint64_t budget;	/* bytes of sections still to be read: the file's size at most */
 	struct region *regions;
 	size_t nregions;
 	struct reloc *relocs;
 	size_t nrelocs;
 };
 
-static const struct region *region_at(const struct image *im, uint64_t addr, uint64_t len)
+/* The region's bytes, read now if not yet; NULL if it cannot be read (or is NOBITS). */
+static const uint8_t *region_data(struct image *im, struct region *r)
+{
+	Elf_Data *d;
+
+	if (r->data || r->unreadable || !r->scn)
+		return r->data;
+	d = r->size <= im->budget ? elf_rawdata(r->scn, NULL) : NULL;
+	if (!d || !d->d_buf || d->d_size < r->size) {
+		r->unreadable = true;
+		return NULL;
+	}
+	im->budget -= r->size;
+	return r->data = d->d_buf;
+}
+
+static struct region *region_at(struct image *im, uint64_t addr, uint64_t len)
 {
 	for (size_t i = 0; i < im->nregions; i++) {
-		const struct region *r = &im->regions[i];
+		struct region *r = &im->regions[i];
 
-		if (addr >= r->addr && addr - r->addr <= r->size && len <= r->size - (addr - r->addr))
+		if (addr >= r->addr && addr - r->addr <= r->size && len <= r->size - (addr - r->addr) &&
+		    (!r->scn || region_data(im, r)))
 			return r;
 	}
 	return NULL;
 }
 
-static bool read_bytes(const struct image *im, uint64_t addr, void *out, size_t len)
+static bool read_bytes(struct image *im, uint64_t addr, void *out, size_t len)
 {
 	const struct region *r = region_at(im, addr, len);
 
@@ -91,7 +118,7 @@ static int reloc_cmp(const void *a, const void *b)
 	return x->at < y->at ? -1 : x->at > y->at;
 }
 
-static bool read_pointer(const struct image *im, uint64_t addr, uint64_t *out)
+static bool read_pointer(struct image *im, uint64_t addr, uint64_t *out)
 {
 	struct reloc key = { .at = addr }, *r;
 
@@ -104,7 +131,7 @@ static bool read_pointer(const struct image *im, uint64_t addr, uint64_t *out)
 }
 
 /* A copy of the NUL-terminated string at addr, or NULL if it runs out of its section. */
-static char *read_string(const struct image *im, uint64_t addr)
+static char *read_string(struct image *im, uint64_t addr)
 {
 	const struct region *r = region_at(im, addr, 1);
 	size_t room;
@@ -194,10 +221,6 @@ static int load_relocs(struct image *im, Elf_Scn *scn, const GElf_Shdr *sh)
 
 static int add_region(struct image *im, size_t *cap, Elf_Scn *scn, const GElf_Shdr *sh)
 {
-	Elf_Data *d = sh->sh_type == SHT_NOBITS ? NULL : elf_rawdata(scn, NULL);
-
-	if (sh->sh_type != SHT_NOBITS && (!d || d->d_size < sh->sh_size))
-		return 0;	/* unreadable: pointers into it will not resolve */
 	if (im->nregions == *cap) {
 		size_t n = *cap ? *cap * 2 : 32;
 		struct region *grown = realloc(im->regions, n * sizeof(*grown));
@@ -207,7 +230,8 @@ static int add_region(struct image *im, size_t *cap, Elf_Scn *scn, const GElf_Sh
 		im->regions = grown;
 		*cap = n;
 	}
-	im->regions[im->nregions++] = (struct region){ sh->sh_addr, sh->sh_size, d ? d->d_buf : NULL };
+	im->regions[im->nregions++] = (struct region){ sh->sh_addr, sh->sh_size,
+						       sh->sh_type == SHT_NOBITS ? NULL : scn, NULL, false };
 	return 0;
 }
 
@@ -258,14 +282,29 @@ int lk_open_regular(const char *path, char *err, size_t errlen)
 }
 
 #ifdef LK_HAVE_LIBELF
-static int open_image(const char *path, int *fd, struct image *im, char *err, size_t errlen)
+/* Whether the file is not as it was when opened (cut, grown, written to, replaced in place). */
+static bool image_changed(int fd, const struct image *im)
 {
-	memset(im, 0, sizeof(*im));
-	elf_version(EV_CURRENT);
-	*fd = lk_open_regular(path, err, errlen);
-	if (*fd < 0)
-		return *fd;
-	im->elf = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
+	const struct stat *a = &im->before;
+	struct stat b;
+
+	return fstat(fd, &b) != 0 || b.st_size != a->st_size || b.st_ino != a->st_ino ||
+	       b.st_mtim.tv_sec != a->st_mtim.tv_sec || b.st_mtim.tv_nsec != a->st_mtim.tv_nsec ||
+	       b.st_ctim.tv_sec != a->st_ctim.tv_sec || b.st_ctim.tv_nsec != a->st_ctim.tv_nsec;
+}
+
+/* rc, or -EAGAIN with a message that says so where the file changed while being read. */
+static int unless_changed(int rc, int fd, const struct image *im, const char *path, char *err,
+			  size_t errlen)
+{
+	if (fd >= 0 && image_changed(fd, im))
+		return lk__failf(err, errlen, -EAGAIN, "%s changed while being read (something is "
+				 "writing it): try again", path);
+	return rc;
+}
+
+static int check_image(const char *path, struct image *im, char *err, size_t errlen)
+{
 	if (!im->elf || elf_kind(im->elf) != ELF_K_ELF || !gelf_getehdr(im->elf, &im->eh))
 		return lk__failf(err, errlen, -ENOEXEC, "%s is not an ELF program or library", path);
 	if (im->eh.e_ident[EI_CLASS] != ELFCLASS64 ||
@@ -277,6 +316,20 @@ static int open_image(const char *path, int *fd, struct image *im, char *err, si
 	if (im->eh.e_type != ET_EXEC && im->eh.e_type != ET_DYN)
 		return lk__failf(err, errlen, -ENOEXEC, "%s is not an executable or a shared object", path);
 	return 0;
+}
+
+static int open_image(const char *path, int *fd, struct image *im, char *err, size_t errlen)
+{
+	memset(im, 0, sizeof(*im));
+	elf_version(EV_CURRENT);
+	*fd = lk_open_regular(path, err, errlen);
+	if (*fd < 0)
+		return *fd;
+	if (fstat(*fd, &im->before) != 0)
+		return lk__failf(err, errlen, -errno, "cannot inspect %s: %s", path, strerror(errno));
+	im->budget = (uint64_t)im->before.st_size;
+	im->elf = elf_begin(*fd, ELF_C_READ, NULL);
+	return unless_changed(check_image(path, im, err, errlen), *fd, im, path, err, errlen);
 }
 
 static void close_image(int fd, struct image *im)
@@ -320,7 +373,7 @@ static int index_image(struct image *im, GElf_Shdr *sites)
 
 /* ---- sites ---- */
 
-static int read_site(const struct image *im, uint64_t addr, struct lk_elf_site *out)
+static int read_site(struct image *im, uint64_t addr, struct lk_elf_site *out)
 {
 	struct lk_probe_site raw;
 	uint64_t provider, event, file, names, function;
@@ -369,8 +422,9 @@ int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, siz
 	memset(out, 0, sizeof(*out));
 	rc = open_image(path, &fd, &im, err, errlen);
 	if (!rc && (rc = index_image(&im, &sh)) != 0)
-		lk__failf(err, errlen, rc, rc == -EFBIG ? "%s has more relocations than lowkey reads" :
-			  "cannot read the sections of %s", path);
+		rc = unless_changed(lk__failf(err, errlen, rc, rc == -EFBIG ?
+					      "%s has more relocations than lowkey reads" :
+					      "cannot read the sections of %s", path), fd, &im, path, err, errlen);
 	if (rc) {
 		close_image(fd, &im);
 		return rc;
@@ -408,8 +462,11 @@ int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, siz
 			out->skipped++;
 	}
 	free(seen);
+	rc = unless_changed(0, fd, &im, path, err, errlen);
 	close_image(fd, &im);
-	return 0;
+	if (rc)
+		lk_elf_free_sites(out);
+	return rc;
 }
 
 void lk_elf_free_sites(struct lk_elf_sites *s)
@@ -485,6 +542,7 @@ bool lk_elf_uses_lowkey(const char *path)
 		       (sh.sh_type == SHT_DYNAMIC && needs_lowkey(im.elf, scn, &sh)) ||
 		       ((sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) && has_lowkey_symbol(im.elf, scn, &sh));
 	}
+	uses = uses && !image_changed(fd, &im);	/* then it cannot be told */
 	close_image(fd, &im);
 	return uses;
 }

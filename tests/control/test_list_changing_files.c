@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `lowkey list --pid` reads the files a process maps, and whoever owns those files may cut and
+ * rewrite them while lowkey reads. Were a file mapped by the reader, a page past the file's new
+ * end would kill it with SIGBUS: lowkey must read them instead, and report a file that changed
+ * under it as an error. The peer is another user (nobody) where the test runs as root, a child of
+ * the same user otherwise; it cuts one ELF file it maps to half its size and writes the rest back,
+ * over and over, while lowkey lists the process and the file many times.
+ */
+#include <elf.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "cli/run.h"
+
+#define RUNS 300	/* a reader that mapped the file died in one run in 15 to 50 */
+#define NOBODY 65534
+
+static char scratch[] = "/tmp/lkt-changing-XXXXXX";
+static char victim[256];
+static struct lkt_run r;
+static pid_t peer = -1;
+
+/*
+ * The peer's loop: map the file's first page (so that it is among the process's objects), then cut
+ * the file before its section headers, which every reader looks at, and write the rest back, for
+ * ever. Never returns.
+ */
+static void churn(int ready)
+{
+	struct stat st;
+	char *copy;
+	size_t cut;
+	int fd;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (geteuid() == 0 && (setresgid(NOBODY, NOBODY, NOBODY) != 0 || setresuid(NOBODY, NOBODY, NOBODY) != 0))
+		_exit(2);
+	fd = open(victim, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < 3 * 4096)
+		_exit(3);
+	copy = malloc((size_t)st.st_size);
+	if (!copy || pread(fd, copy, (size_t)st.st_size, 0) != st.st_size ||
+	    mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED)
+		_exit(4);
+	cut = ((const Elf64_Ehdr *)copy)->e_shoff & ~(size_t)4095;
+	if (cut < 4096 || cut >= (size_t)st.st_size || write(ready, "r", 1) != 1)
+		_exit(5);
+	for (;;) {
+		if (ftruncate(fd, (off_t)cut) != 0 ||
+		    pwrite(fd, copy + cut, (size_t)st.st_size - cut, (off_t)cut) != st.st_size - (off_t)cut)
+			_exit(6);
+	}
+}
+
+static int setup(void **state)
+{
+	char c;
+	int p[2];
+
+	(void)state;
+	if (!mkdtemp(scratch) || chmod(scratch, 0755) != 0)
+		return -1;
+	snprintf(victim, sizeof(victim), "%s/victim.so", scratch);
+	if (lkt_sh(&r, "cp '%s' '%s'", LIBLOWKEY, victim) != 0)
+		return -1;
+	if (geteuid() == 0 && chown(victim, NOBODY, NOBODY) != 0)
+		return -1;
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return -1;
+	peer = fork();
+	if (peer == 0)
+		churn(p[1]);
+	close(p[1]);
+	if (peer < 0 || read(p[0], &c, 1) != 1) {
+		close(p[0]);
+		return -1;
+	}
+	close(p[0]);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (peer > 0 && kill(peer, SIGKILL) == 0)
+		waitpid(peer, NULL, 0);
+	return lkt_sh(&r, "rm -rf '%s'", scratch);
+}
+
+/* Run lowkey with args (NULL-terminated), its output discarded; its wait status. */
+static int run_lowkey(const char *first, ...)
+{
+	const char *argv[8] = { LOWKEY, first };
+	int n = 2, status = 0;
+	va_list ap;
+	pid_t pid;
+
+	va_start(ap, first);
+	while (n < 7 && (argv[n] = va_arg(ap, const char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		dup2(null, 2);
+		execv(LOWKEY, (char **)argv);
+		_exit(127);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return status;
+}
+
+static void expect_clean_exit(int status, const char *what)
+{
+	if (WIFSIGNALED(status))
+		print_error("`lowkey %s` died of signal %d (%s)\n", what, WTERMSIG(status), strsignal(WTERMSIG(status)));
+	assert_false(WIFSIGNALED(status));
+	assert_true(WIFEXITED(status));
+	assert_in_range(WEXITSTATUS(status), 0, 1);
+}
+
+static void a_file_cut_while_its_process_is_listed(void **state)
+{
+	char pid[16];
+
+	(void)state;
+	assert_int_equal(kill(peer, 0), 0);
+	snprintf(pid, sizeof(pid), "%d", (int)peer);
+	for (int i = 0; i < RUNS; i++)
+		expect_clean_exit(run_lowkey("list", "--pid", pid, NULL), "list --pid");
+	assert_int_equal(kill(peer, 0), 0);	/* still churning: the runs above raced it */
+}
+
+/* Read by name, the file's errors are shown: each run lists it or says why not, in words. */
+static void a_file_cut_while_it_is_listed(void **state)
+{
+	(void)state;
+	for (int i = 0; i < RUNS; i++) {
+		lkt_sh(&r, "'%s' list '%s'", LOWKEY, victim);
+		if (r.status >= 128)
+			print_error("`lowkey list %s` died of signal %d:\n%s\n", victim, r.status - 128, r.out);
+		assert_in_range(r.status, 0, 1);
+		if (r.status == 1 && !strstr(r.out, "lowkey list:"))
+			print_error("a failure without a message:\n%s\n", r.out);
+		assert_true(r.status == 0 || strstr(r.out, "lowkey list:"));
+	}
+	assert_int_equal(kill(peer, 0), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(a_file_cut_while_its_process_is_listed),
+		cmocka_unit_test(a_file_cut_while_it_is_listed),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
