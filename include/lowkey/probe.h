@@ -300,8 +300,10 @@ LK_API int lk_trace_snapshot_request(void);
  * lk_trace_snapshot_signal - from now on, signal sig requests a snapshot (as
  * lk_trace_snapshot_request); 0 removes the handler and restores the one there was. A handler that
  * was installed before is called after the request (the default action, such as SIGUSR2's
- * termination, is not taken). Returns 0, or -EINVAL (sig is not a signal that may be caught).
- * Not async-signal-safe.
+ * termination, is not taken). Returns 0, or -EINVAL: sig is not a signal, cannot be caught
+ * (SIGKILL, SIGSTOP), or is synchronous (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS: the
+ * kernel sends it to a thread that faults, and again each time the handler returns, so each
+ * fault would take a snapshot). Not async-signal-safe.
  */
 LK_API int lk_trace_snapshot_signal(int sig);
 

@@ -22,8 +22,17 @@ int lk__parse_size(const char *s, uint64_t *out);
 /* "1", "yes", "true", "on" / "0", "no", "false", "off", any case. 0 or -EINVAL. */
 int lk__parse_bool(const char *s, bool *out);
 
-/* A signal that may be caught: "USR2", "SIGUSR2", "RTMIN+1", "12". Its number, or -EINVAL. */
+/* A signal by name or number: "USR2", "SIGUSR2", "RTMIN+1", "12". Its number, or -EINVAL. */
 int lk__parse_signal(const char *s);
+
+/*
+ * Why sig cannot be the snapshot signal (a synchronous signal: SEGV, BUS, ILL, FPE, TRAP, SYS; or
+ * one that cannot be caught: KILL, STOP), as a phrase; NULL when it can.
+ */
+const char *lk__snapshot_signal_unfit(int sig);
+
+/* "SIGUSR2 (12)", "SIGRTMIN+1 (35)", "signal 99": sig for a message, in buf. */
+const char *lk__signal_name(int sig, char *buf, size_t len);
 
 /* ---- control.c ---- */
 

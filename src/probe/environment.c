@@ -130,16 +130,21 @@ int lk__parse_size(const char *s, uint64_t *out)
 
 static int parse_int(const char *s, long *out);
 
+static const struct {
+	const char *name;
+	int sig;
+} signal_names[] = {
+	{ "HUP", SIGHUP }, { "INT", SIGINT }, { "QUIT", SIGQUIT }, { "ILL", SIGILL }, { "TRAP", SIGTRAP },
+	{ "ABRT", SIGABRT }, { "BUS", SIGBUS }, { "FPE", SIGFPE }, { "KILL", SIGKILL }, { "USR1", SIGUSR1 },
+	{ "SEGV", SIGSEGV }, { "USR2", SIGUSR2 }, { "PIPE", SIGPIPE }, { "ALRM", SIGALRM }, { "TERM", SIGTERM },
+	{ "CHLD", SIGCHLD }, { "CONT", SIGCONT }, { "STOP", SIGSTOP }, { "TSTP", SIGTSTP }, { "TTIN", SIGTTIN },
+	{ "TTOU", SIGTTOU }, { "URG", SIGURG }, { "XCPU", SIGXCPU }, { "XFSZ", SIGXFSZ },
+	{ "VTALRM", SIGVTALRM }, { "PROF", SIGPROF }, { "WINCH", SIGWINCH }, { "IO", SIGIO },
+	{ "PWR", SIGPWR }, { "SYS", SIGSYS },
+};
+
 int lk__parse_signal(const char *s)
 {
-	static const struct { const char *name; int sig; } names[] = {
-		{ "HUP", SIGHUP }, { "INT", SIGINT }, { "QUIT", SIGQUIT }, { "USR1", SIGUSR1 },
-		{ "USR2", SIGUSR2 }, { "PIPE", SIGPIPE }, { "ALRM", SIGALRM }, { "TERM", SIGTERM },
-		{ "CHLD", SIGCHLD }, { "CONT", SIGCONT }, { "TSTP", SIGTSTP }, { "TTIN", SIGTTIN },
-		{ "TTOU", SIGTTOU }, { "URG", SIGURG }, { "XCPU", SIGXCPU }, { "XFSZ", SIGXFSZ },
-		{ "VTALRM", SIGVTALRM }, { "PROF", SIGPROF }, { "WINCH", SIGWINCH }, { "IO", SIGIO },
-		{ "PWR", SIGPWR }, { "SYS", SIGSYS },
-	};
 	long n;
 
 	if (!s)
@@ -150,12 +155,49 @@ int lk__parse_signal(const char *s)
 		return SIGRTMIN + (int)n;
 	if (strcasecmp(s, "RTMIN") == 0)
 		return SIGRTMIN;
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcasecmp(s, names[i].name) == 0)
-			return names[i].sig;
-	if (parse_int(s, &n) == 0 && n > 0 && n < NSIG && n != SIGKILL && n != SIGSTOP)
+	for (size_t i = 0; i < sizeof(signal_names) / sizeof(signal_names[0]); i++)
+		if (strcasecmp(s, signal_names[i].name) == 0)
+			return signal_names[i].sig;
+	if (parse_int(s, &n) == 0 && n > 0 && n < NSIG)
 		return (int)n;
 	return -EINVAL;
+}
+
+/*
+ * A signal the kernel sends to the thread that faults (or traps, or makes a system call seccomp
+ * forbids) comes back as soon as a handler returns, since the instruction runs again: as the
+ * snapshot signal, each fault would take a snapshot, forever. SIGKILL and SIGSTOP cannot be caught.
+ */
+const char *lk__snapshot_signal_unfit(int sig)
+{
+	switch (sig) {
+	case SIGKILL:
+	case SIGSTOP:
+		return "it cannot be caught";
+	case SIGSEGV:
+	case SIGBUS:
+	case SIGILL:
+	case SIGFPE:
+	case SIGTRAP:
+	case SIGSYS:
+		return "the kernel sends it to a thread that faults, and sends it again each time its handler "
+		       "returns: a snapshot per fault, without end";
+	}
+	return NULL;
+}
+
+const char *lk__signal_name(int sig, char *buf, size_t len)
+{
+	for (size_t i = 0; i < sizeof(signal_names) / sizeof(signal_names[0]); i++)
+		if (signal_names[i].sig == sig) {
+			snprintf(buf, len, "SIG%s (%d)", signal_names[i].name, sig);
+			return buf;
+		}
+	if (sig >= SIGRTMIN && sig <= SIGRTMAX)
+		snprintf(buf, len, "SIGRTMIN+%d (%d)", sig - SIGRTMIN, sig);
+	else
+		snprintf(buf, len, "signal %d", sig);
+	return buf;
 }
 
 static int parse_int(const char *s, long *out)
@@ -329,12 +371,30 @@ static int parse_rules(const char *list)
 	return err;
 }
 
+static int read_snapshot_signal(const struct lk_trace_config *c)
+{
+	const char *v = lk__env("LOWKEY_TRACE_SNAPSHOT_SIGNAL"), *why;
+	char name[32];
+
+	env.snapshot_signal = v ? lk__parse_signal(v) : 0;
+	if (env.snapshot_signal < 0)
+		return lk__fail(-EINVAL, "LOWKEY_TRACE_SNAPSHOT_SIGNAL=%s: give a signal such as USR2 or 12", v);
+	if (env.snapshot_signal && (why = lk__snapshot_signal_unfit(env.snapshot_signal)) != NULL)
+		return lk__fail(-EINVAL, "LOWKEY_TRACE_SNAPSHOT_SIGNAL=%s: %s cannot take snapshots: %s; use USR2 "
+				"or a real-time signal", v,
+				lk__signal_name(env.snapshot_signal, name, sizeof(name)), why);
+	if (v && !(c->flags & LK_TRACE_OVERWRITE))
+		return lk__fail(-EINVAL, "LOWKEY_TRACE_SNAPSHOT_SIGNAL needs LOWKEY_TRACE_MODE=overwrite: a streaming "
+				"trace has no snapshots");
+	return 0;
+}
+
 static int read_config(struct lk_trace_config *c, char *path, size_t pathlen)
 {
 	const char *v;
 	uint64_t size;
 	bool on;
-	int format;
+	int format, err;
 
 	memset(c, 0, sizeof(*c));
 	v = lk__env("LOWKEY_TRACE_FORMAT");
@@ -357,13 +417,9 @@ static int read_config(struct lk_trace_config *c, char *path, size_t pathlen)
 		c->flags |= LK_TRACE_OVERWRITE;
 	else if (v && strcasecmp(v, "stream") != 0)
 		return lk__fail(-EINVAL, "LOWKEY_TRACE_MODE=%s: use stream or overwrite", v);
-	v = lk__env("LOWKEY_TRACE_SNAPSHOT_SIGNAL");
-	env.snapshot_signal = v ? lk__parse_signal(v) : 0;
-	if (env.snapshot_signal < 0)
-		return lk__fail(-EINVAL, "LOWKEY_TRACE_SNAPSHOT_SIGNAL=%s: give a signal such as USR2 or 12", v);
-	if (v && !(c->flags & LK_TRACE_OVERWRITE))
-		return lk__fail(-EINVAL, "LOWKEY_TRACE_SNAPSHOT_SIGNAL needs LOWKEY_TRACE_MODE=overwrite: a streaming "
-				"trace has no snapshots");
+	err = read_snapshot_signal(c);
+	if (err)
+		return err;
 	v = lk__env("LOWKEY_TRACE_BUFFER");
 	if (v && (lk__parse_size(v, &size) != 0 || size > SIZE_MAX))
 		return lk__fail(-EINVAL, "LOWKEY_TRACE_BUFFER=%s: give bytes per thread, such as 256K or 4M", v);

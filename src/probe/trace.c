@@ -29,6 +29,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "probe/control_internal.h"
 #include "probe/convert.h"
 #include "probe/perfetto.h"
 #include "probe/probe_internal.h"
@@ -405,10 +406,16 @@ static void snapshot_on_signal(int sig, siginfo_t *info, void *ctx)
 LK_API int lk_trace_snapshot_signal(int sig)
 {
 	struct sigaction sa = { .sa_sigaction = snapshot_on_signal, .sa_flags = SA_SIGINFO | SA_RESTART };
+	const char *why = sig ? lk__snapshot_signal_unfit(sig) : NULL;
+	char name[32];
 	int err = 0;
 
-	if (sig < 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP)
-		return lk__fail(-EINVAL, "lk_trace_snapshot_signal: %d is not a signal that can be caught", sig);
+	if (sig < 0 || sig >= NSIG)
+		return lk__fail(-EINVAL, "lk_trace_snapshot_signal: %d is not a signal", sig);
+	if (why)
+		return lk__fail(-EINVAL, "lk_trace_snapshot_signal: %s cannot take snapshots: %s; use SIGUSR2 or a "
+				"real-time signal",
+				lk__signal_name(sig, name, sizeof(name)), why);
 	pthread_mutex_lock(&lk__trace_mutex);
 	if (snapshot_sig)
 		sigaction(snapshot_sig, &snapshot_old_action, NULL);

@@ -179,6 +179,35 @@ static void a_snapshot_on_the_signal_and_at_exit(void **state)
 	expect(2, "bad signal 'NOPE'");
 }
 
+/*
+ * A signal the kernel sends for a fault (or one that cannot be caught) is never the snapshot
+ * signal, by name or by number, from the command line or the environment: a handler for SIGSEGV
+ * returns to the fault, which sends it again, a snapshot each time.
+ */
+static void a_synchronous_signal_is_refused(void **state)
+{
+	static const char *const refused[] = { "SEGV", "11", "SIGBUS", "7", "ILL", "4", "FPE", "8", "TRAP",
+					       "5", "SYS", "31", "KILL", "9", "STOP", "19" };
+	char out[1100];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		snprintf(out, sizeof(out), "%s", in_scratch("sync.ctf"));
+		lkt_sh(&r, "%s trace --overwrite --snapshot-signal %s -o '%s' -- '%s' emit 10", LOWKEY, refused[i], out,
+		       TARGET);
+		expect(2, "cannot take snapshots");
+		assert_false(lkt_file_exists(out));
+
+		/* from the environment: no trace starts, the program runs untraced */
+		lkt_sh(&r, "LOWKEY_TRACE='app:*' LOWKEY_TRACE_MODE=overwrite LOWKEY_TRACE_SNAPSHOT_SIGNAL=%s "
+		       "LOWKEY_TRACE_OUTPUT='%s' '%s' emit 10", refused[i], out, TARGET);
+		expect(0, "");
+		assert_false(lkt_file_exists(out));
+	}
+	lkt_sh(&r, "%s trace --overwrite --snapshot-signal 11 -- '%s' emit 10", LOWKEY, TARGET);
+	expect(2, "SIGSEGV (11) cannot take snapshots: the kernel sends it to a thread that faults");
+}
+
 /* A flight recorder's losses are older events it overwrote, and lowkey report says so. */
 static void a_report_says_overwritten(void **state)
 {
@@ -283,6 +312,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(snapshots_of_a_running_process),
 		cmocka_unit_test(a_snapshot_on_the_signal_and_at_exit),
+		cmocka_unit_test(a_synchronous_signal_is_refused),
 		cmocka_unit_test(a_report_says_overwritten),
 		cmocka_unit_test(a_recorder_started_from_outside),
 		cmocka_unit_test(what_cannot_be_snapshotted),

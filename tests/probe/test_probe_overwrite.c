@@ -504,6 +504,36 @@ static void a_forked_child(void **state)
 
 /* ---- errors ---- */
 
+/*
+ * A signal the kernel sends to the thread that faults comes back each time its handler returns:
+ * as the snapshot signal, a snapshot per fault. Refused, like those that cannot be caught, and
+ * the handler there was is left alone.
+ */
+static void synchronous_snapshot_signals(void **state)
+{
+	static const int refused[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGKILL, SIGSTOP };
+	char dir[256];
+
+	(void)state;
+	start_overwrite(dir, sizeof(dir), "fr-sync-signal", 0);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		struct sigaction before, after;
+
+		sigaction(refused[i], NULL, &before);
+		assert_int_equal(lk_trace_snapshot_signal(refused[i]), -EINVAL);
+		assert_non_null(strstr(lk_last_error(), "cannot take snapshots"));
+		sigaction(refused[i], NULL, &after);
+		assert_true(before.sa_handler == after.sa_handler);
+	}
+	assert_non_null(strstr(lk_last_error(), "SIGSTOP (19)"));
+	assert_int_equal(lk_trace_snapshot_signal(SIGSEGV), -EINVAL);
+	assert_non_null(strstr(lk_last_error(), "SIGSEGV (11) cannot take snapshots: the kernel sends it"));
+	assert_int_equal(lk_trace_snapshot_signal(SIGUSR2), 0);	/* one that can */
+	assert_int_equal(lk_trace_snapshot_signal(0), 0);
+	assert_int_equal(lk_trace_stop(), 0);
+	lkt_rmrf(dir);
+}
+
 static void snapshot_errors(void **state)
 {
 	struct lk_trace_config c = { .buffer_size = RING };
@@ -512,6 +542,7 @@ static void snapshot_errors(void **state)
 	(void)state;
 	assert_int_equal(lk_trace_snapshot(NULL), -ENOENT);
 	assert_int_equal(lk_trace_snapshot_signal(SIGKILL), -EINVAL);
+	assert_int_equal(lk_trace_snapshot_signal(NSIG), -EINVAL);
 
 	/* a streaming trace has nothing to snapshot */
 	lkt_path(dir, sizeof(dir), "fr-stream");
@@ -548,6 +579,7 @@ int main(void)
 		cmocka_unit_test(snapshot_on_signal),
 		cmocka_unit_test(a_forked_child),
 		cmocka_unit_test(snapshot_errors),
+		cmocka_unit_test(synchronous_snapshot_signals),
 	};
 
 #ifdef LK__SNAPSHOT_HOLD_WINDOW_US

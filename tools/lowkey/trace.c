@@ -72,7 +72,8 @@ static const char trace_usage[] =
 	"                       --snapshot-signal, lk_trace_snapshot() in the program, and at its exit\n"
 	"                       (OUT, then OUT.1, OUT.2, ...), in --format, with --sched's switches.\n"
 	"                       With --pid: started, left running\n"
-	"      --snapshot-signal SIG  with --overwrite: signal SIG (USR2, RTMIN+1, 12) takes a snapshot\n"
+	"      --snapshot-signal SIG  with --overwrite: signal SIG (USR2, RTMIN+1, 12) takes a snapshot;\n"
+	"                       not SEGV, BUS, ILL, FPE, TRAP, SYS (sent again for each fault), KILL, STOP\n"
 	"  -p, --pid PID        trace a running process\n"
 	"  -d, --duration S     with --pid: stop after S seconds (default: at Ctrl-C)\n"
 	"  -j, --json           print the summary as JSON: {\"output\", \"format\", \"events\", \"lost\",\n"
@@ -582,6 +583,25 @@ static int parse_duration(const char *s, double *out)
 	return (errno || end == s || *end || !(*out > 0) || *out > 1e9) ? -EINVAL : 0;
 }
 
+/* --snapshot-signal SIG: a signal the program may catch, and not one the kernel sends for a fault. */
+static int snapshot_signal_option(struct trace_opts *o, const char *arg)
+{
+	int sig = lk__parse_signal(arg);
+	const char *why = sig > 0 ? lk__snapshot_signal_unfit(sig) : NULL;
+	char name[32];
+
+	if (sig <= 0)
+		return usage_error("a signal the program may catch, such as USR2 or 12", "bad signal '%s'", arg);
+	if (why) {
+		lk_cli_error("trace", "use USR2 or a real-time signal such as RTMIN+1",
+			     "--snapshot-signal %s: %s cannot take snapshots: %s", arg,
+			     lk__signal_name(sig, name, sizeof(name)), why);
+		return LK_EXIT_USAGE;
+	}
+	o->snapshot_signal = arg;
+	return 0;
+}
+
 /* One glob of an -e list, trimmed as LOWKEY_TRACE trims it; empty items are skipped there too. */
 static int add_glob(struct trace_opts *o, const char *item, size_t len)
 {
@@ -654,10 +674,7 @@ static int parse_option(struct trace_opts *o, int c, const char *arg)
 		o->overwrite = true;
 		return 0;
 	case 'G':
-		if (lk__parse_signal(arg) <= 0)
-			return usage_error("a signal the program may catch, such as USR2 or 12", "bad signal '%s'", arg);
-		o->snapshot_signal = arg;
-		return 0;
+		return snapshot_signal_option(o, arg);
 	case 'S':
 		o->sched = true;
 		return 0;
