@@ -35,6 +35,7 @@
 #include <lowkey/version.h>
 
 #include "core/error.h"
+#include "core/outfile.h"
 #include "probe/probe_internal.h"
 
 #define CTF_MAGIC 0xc1fc1fc1u
@@ -266,7 +267,7 @@ static int write_file(struct lk__trace *t, const char *name, void (*fill)(FILE *
 	fd = openat(t->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	f = fdopen(fd, "w");
+	f = lk__out_stream(fd);	/* a child forked meanwhile never flushes its copy into it */
 	if (!f) {
 		close(fd);
 		return -ENOMEM;

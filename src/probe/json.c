@@ -15,15 +15,21 @@
  * (core/json.c); a NaN or infinite argument is written as the string "NaN", "Infinity" or
  * "-Infinity", and a NaN or infinite counter value is left out (counter tracks take numbers only)
  * and counted in otherData.nonfinite_counter_values.
+ *
+ * The text goes through a stdio stream that a forked child never flushes (core/outfile.h): a
+ * flight recorder's snapshot is converted while the program's other threads run, and fork.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lowkey/probe.h>
 
 #include "core/json.h"
+#include "core/outfile.h"
 #include "probe/convert.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
@@ -201,15 +207,18 @@ int lk__json_convert(const char *ctf_dir, const char *json_path, char *err, size
 	const struct lk__reader_ops ops = { NULL, on_event, on_stream_end };
 	struct lk__trace_reader r;
 	struct json_state j = { .first = true };
-	int rc = lk__reader_open(&r, ctf_dir, err, errlen);
+	int rc = lk__reader_open(&r, ctf_dir, err, errlen), fd;
 
 	if (rc)
 		return rc;
-	j.out = fopen(json_path, "we");
+	fd = open(json_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	j.out = fd >= 0 ? lk__out_stream(fd) : NULL;
 	j.r = &r;
 	if (!j.out) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot write %s: %s", json_path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		lk__reader_close(&r);
 		return rc;
 	}

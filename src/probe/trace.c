@@ -454,9 +454,10 @@ LK_API int lk_trace_stats(struct lk_trace_stats *stats)
 
 /*
  * fork() waits while another thread starts or stops a trace (the trace mutex is taken in the
- * prepare handler): a child never inherits a trace half-started or half-stopped, its mutex
- * locked, or the JSON file being written through stdio (whose buffer its exit() would flush
- * into the parent's file).
+ * prepare handler): a child never inherits a trace half-started or half-stopped, or its mutex
+ * locked. It may be forked during a snapshot, which does not hold that mutex: the snapshot's
+ * files are written through streams a child never flushes (core/outfile.h), and the snapshot's
+ * lock is made anew in the child.
  */
 static void trace_fork_prepare(void)
 {
