@@ -10,6 +10,11 @@
  * credentials must name the process asked for: a socket file left by an earlier process with the
  * same pid is never mistaken for it.
  *
+ * The process is pinned from the first look at it (a pidfd and its start time): a process under
+ * 1 s old is waited for, and if it exits meanwhile, another user's process may take its pid. What
+ * is read from /proc/PID counts only once the pinned process is seen alive after the read; when it
+ * has exited, the answer is that it exited, never what the pid's new owner has.
+ *
  * The process at the other end may be hostile (another user's, with root as the client): every
  * wait for it is bounded, and so is what it can make this side read.
  */
@@ -23,6 +28,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -146,23 +152,29 @@ static bool process_xdg(pid_t pid, char *out, size_t len)
 	return process_env(pid, "XDG_RUNTIME_DIR=", out, len) && out[0] == '/';
 }
 
-/* The effective uid of pid (its status, which anyone may read); false when there is no such process. */
-static bool process_uid(pid_t pid, uid_t *uid)
+/* The effective uid and gid of pid (its status, which anyone may read); false when there is no such process. */
+static bool process_owner(pid_t pid, uid_t *uid, gid_t *gid)
 {
 	char file[64], line[256];
-	unsigned int real, effective;
-	bool found = false;
+	unsigned int real, euid, egid;
+	int found = 0;
 	FILE *f;
 
 	snprintf(file, sizeof(file), "/proc/%d/status", (int)pid);
 	f = fopen(file, "re");
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = sscanf(line, "Uid: %u %u", &real, &effective) == 2;
+	while (f && found != 3 && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Uid: %u %u", &real, &euid) == 2)
+			found |= 1;
+		else if (sscanf(line, "Gid: %u %u", &real, &egid) == 2)
+			found |= 2;
+	}
 	if (f)
 		fclose(f);
-	if (found)
-		*uid = (uid_t)effective;
-	return found;
+	if (found != 3)
+		return false;
+	*uid = (uid_t)euid;
+	*gid = (gid_t)egid;
+	return true;
 }
 
 /* Where the library would have put the socket; the first that exists. */
@@ -239,29 +251,113 @@ static int no_socket(pid_t pid, uid_t uid, char *err, size_t errlen)
 		     "socket open: %s, and restart the process", (int)pid, why);
 }
 
-/* How long ago pid was started (ms), or -1: /proc/PID/stat's starttime, on the boot clock. */
-static int64_t process_age_ms(pid_t pid)
+/* When pid was started: /proc/PID/stat's starttime (field 22), clock ticks after boot. */
+static bool process_start(pid_t pid, unsigned long long *start)
 {
 	char file[64], buf[1024], *p;
-	unsigned long long start = 0;
-	long ticks = sysconf(_SC_CLK_TCK);
-	struct timespec now;
 	size_t n;
 	FILE *f;
 
 	snprintf(file, sizeof(file), "/proc/%d/stat", (int)pid);
 	f = fopen(file, "re");
 	if (!f)
-		return -1;
+		return false;
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = '\0';
 	p = strrchr(buf, ')');	/* the command name may hold spaces and parentheses */
 	/* after the name: state (field 3) ... starttime (field 22) */
-	if (!p || ticks <= 0 || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-				       &start) != 1 || clock_gettime(CLOCK_BOOTTIME, &now) != 0)
+	return p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			   start) == 1;
+}
+
+/* How long ago the pinned process was started (ms), on the boot clock; -1 if the clock cannot tell. */
+static int64_t process_age_ms(const struct lk__ctl_pin *pin)
+{
+	long ticks = sysconf(_SC_CLK_TCK);
+	struct timespec now;
+
+	if (ticks <= 0 || clock_gettime(CLOCK_BOOTTIME, &now) != 0)
 		return -1;
-	return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - (int64_t)(start * 1000 / (unsigned long long)ticks);
+	return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 -
+	       (int64_t)(pin->start * 1000 / (unsigned long long)ticks);
+}
+
+/* ---- pinning the process ---- */
+
+static int open_pidfd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, pid, 0);	/* close-on-exec */
+#else
+	(void)pid;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+int lk__ctl_pin(struct lk__ctl_pin *p, pid_t pid, char *err, size_t errlen)
+{
+	*p = (struct lk__ctl_pin){ .pid = pid, .pidfd = pid > 0 ? open_pidfd(pid) : -1 };
+	/*
+	 * Without a pidfd (a kernel before 5.3, a seccomp filter, a thread's id, which pidfd_open
+	 * refuses before 6.9) the start time alone tells the process from one that takes its pid
+	 * later: two started within the same clock tick are not told apart.
+	 */
+	if (pid <= 0 || (p->pidfd < 0 && errno == ESRCH) || !process_start(pid, &p->start)) {
+		lk__ctl_unpin(p);
+		return lk__failf(err, errlen, -ESRCH, "no process %d: check the pid (ps, pidof)", (int)pid);
+	}
+	if (lk__ctl_pin_check(p) != 0) {
+		lk__ctl_unpin(p);
+		return lk__failf(err, errlen, -ESRCH, "process %d exited as lowkey looked at it", (int)pid);
+	}
+	return 0;
+}
+
+int lk__ctl_pin_check(const struct lk__ctl_pin *p)
+{
+	struct pollfd q = { .fd = p->pidfd, .events = POLLIN };
+	unsigned long long start;
+	int rc = 0;
+
+	if (p->pidfd >= 0) {
+		do
+			rc = poll(&q, 1, 0);	/* readable once it has exited */
+		while (rc < 0 && errno == EINTR);
+	}
+	if (rc != 0 || !process_start(p->pid, &start) || start != p->start)
+		return -ESRCH;
+	return 0;
+}
+
+void lk__ctl_unpin(struct lk__ctl_pin *p)
+{
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	p->pidfd = -1;
+	p->pid = 0;
+}
+
+/* rc, a finding about the pinned process from /proc, if that process has not exited since. */
+static int pinned(const struct lk__ctl_pin *pin, int rc, char *err, size_t errlen)
+{
+	if (lk__ctl_pin_check(pin) == 0)
+		return rc;
+	return lk__failf(err, errlen, -ESRCH, "process %d exited while lowkey attached to it; a process that "
+		     "has its pid now is left alone", (int)pin->pid);
+}
+
+/* Wait 10 ms, or less if the pinned process exits. */
+static void pause_on(const struct lk__ctl_pin *pin)
+{
+	struct timespec ts = { 0, 10 * 1000000L };
+	struct pollfd q = { .fd = pin->pidfd, .events = POLLIN };
+
+	if (pin->pidfd >= 0)
+		poll(&q, 1, 10);
+	else
+		nanosleep(&ts, NULL);
 }
 
 /*
@@ -275,11 +371,12 @@ static int64_t process_age_ms(pid_t pid)
 #define LK_CTL_YOUNG_MS 1000
 #define LK_CTL_STARTUP_MS 5000
 
-static bool may_still_open_its_socket(pid_t pid, uid_t uid)
+static bool may_still_open_its_socket(const struct lk__ctl_pin *pin, uid_t uid)
 {
 	char value[64], dir[PATH_MAX], why[PATH_MAX + 128];
 	bool asked = false;
-	int64_t age = process_age_ms(pid);
+	int64_t age = process_age_ms(pin);
+	pid_t pid = pin->pid;
 	struct stat st;
 
 	if (age >= 0 && age < LK_CTL_YOUNG_MS)
@@ -293,16 +390,20 @@ static bool may_still_open_its_socket(pid_t pid, uid_t uid)
 	return !dir_problem(dir, uid, why, sizeof(why));	/* else it never will */
 }
 
-int lk__ctl_find_socket(pid_t pid, char *path, size_t len, char *err, size_t errlen)
+/* Where the pinned process's socket is, waiting for it while it may still open it; see find_socket. */
+static int find_socket(const struct lk__ctl_pin *pin, uid_t uid, char *path, size_t len, char *err, size_t errlen)
 {
-	struct timespec pause = { 0, 10 * 1000000L };
-	uid_t uid;
+	pid_t pid = pin->pid;
+	bool wait;
 	int rc;
 
-	if (pid <= 0 || !process_uid(pid, &uid))
-		return lk__failf(err, errlen, -ESRCH, "no process %d", (int)pid);
-	while ((rc = socket_from_proc(pid, path, len)) == -ENOENT && may_still_open_its_socket(pid, uid))
-		nanosleep(&pause, NULL);
+	for (;;) {
+		rc = socket_from_proc(pid, path, len);
+		wait = rc == -ENOENT && may_still_open_its_socket(pin, uid);
+		if (lk__ctl_pin_check(pin) != 0 || !wait)
+			break;
+		pause_on(pin);
+	}
 	if (rc == 0)
 		return 0;
 	if (rc == -ENOENT)
@@ -316,7 +417,26 @@ int lk__ctl_find_socket(pid_t pid, char *path, size_t len, char *err, size_t err
 		     "namespace, no CAP_SYS_PTRACE over it) or not dumpable", (int)pid, (int)pid, strerror(-rc));
 }
 
+int lk__ctl_find_socket(const struct lk__ctl_pin *pin, char *path, size_t len, char *err, size_t errlen)
+{
+	uid_t uid;
+	gid_t gid;
+
+	if (!process_owner(pin->pid, &uid, &gid))
+		return pinned(pin, lk__failf(err, errlen, -ESRCH, "no process %d", (int)pin->pid), err, errlen);
+	return pinned(pin, find_socket(pin, uid, path, len, err, errlen), err, errlen);
+}
+
 /* ---- connecting ---- */
+
+static void reset(struct lk__ctl_client *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+	c->pin.pidfd = -1;
+	c->uid = (uid_t)-1;
+	c->gid = (gid_t)-1;
+}
 
 int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expect_pid, char *err, size_t errlen)
 {
@@ -325,8 +445,7 @@ int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expec
 	socklen_t credlen = sizeof(cred);
 	int rc;
 
-	memset(c, 0, sizeof(*c));
-	c->fd = -1;
+	reset(c);
 	if (strlen(path) >= sizeof(addr.sun_path))
 		return lk__failf(err, errlen, -ENAMETOOLONG, "socket path too long: %s", path);
 	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
@@ -349,6 +468,7 @@ int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expec
 		lk__ctl_disconnect(c);
 		return lk__failf(err, errlen, rc, "cannot read the credentials of %s: %s", path, strerror(-rc));
 	}
+	/* cred.pid: the thread group of the thread that called listen() */
 	if (expect_pid && cred.pid != expect_pid) {
 		lk__ctl_disconnect(c);
 		return lk__failf(err, errlen, -ESTALE, "%s is served by process %d, not %d", path, (int)cred.pid,
@@ -361,14 +481,42 @@ int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expec
 int lk__ctl_connect(struct lk__ctl_client *c, pid_t pid, char *err, size_t errlen)
 {
 	char path[sizeof(c->path)];
-	int rc = lk__ctl_find_socket(pid, path, sizeof(path), err, errlen);
+	struct lk__ctl_pin pin;
+	uid_t uid = (uid_t)-1;
+	gid_t gid = (gid_t)-1;
+	int rc;
 
+	reset(c);
+	rc = lk__ctl_pin(&pin, pid, err, errlen);
+	if (rc)
+		return rc;
+	rc = lk__ctl_find_socket(&pin, path, sizeof(path), err, errlen);
+	if (!rc)
+		rc = lk__ctl_connect_path(c, path, pid, err, errlen);
+	if (!rc && !process_owner(pid, &uid, &gid))
+		rc = lk__failf(err, errlen, -ESRCH, "no process %d", (int)pid);
+	/*
+	 * The peer's pid is pid and the pinned process still has it: the pinned process is what
+	 * listens, and its owner now is the owner of what answers. Whatever went wrong, if it has
+	 * exited, that is the news.
+	 */
+	rc = pinned(&pin, rc, err, errlen);
 	if (rc) {
-		memset(c, 0, sizeof(*c));
-		c->fd = -1;
+		lk__ctl_disconnect(c);
+		lk__ctl_unpin(&pin);
 		return rc;
 	}
-	return lk__ctl_connect_path(c, path, pid, err, errlen);
+	c->pin = pin;
+	c->uid = uid;
+	c->gid = gid;
+	return 0;
+}
+
+int lk__ctl_check(const struct lk__ctl_client *c, char *err, size_t errlen)
+{
+	if (!c->pin.pid || lk__ctl_pin_check(&c->pin) == 0)
+		return 0;
+	return lk__failf(err, errlen, -ESRCH, "process %d exited", (int)c->pin.pid);
 }
 
 void lk__ctl_disconnect(struct lk__ctl_client *c)
@@ -376,6 +524,7 @@ void lk__ctl_disconnect(struct lk__ctl_client *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
+	lk__ctl_unpin(&c->pin);
 }
 
 /* ---- messages ---- */

@@ -93,7 +93,7 @@ static int run_rules(int argc, char **argv, bool enable)
 	struct lk__ctl_client c;
 	char err[1024];
 	pid_t pid = 0;
-	int opt, failed = 0;
+	int opt, rc, failed = 0;
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "+p:h", opts, NULL)) != -1) {
@@ -116,9 +116,10 @@ static int run_rules(int argc, char **argv, bool enable)
 		lk_cli_error(cmd, "lowkey enable --pid PID 'provider:event*'", "give --pid and at least one GLOB");
 		return LK_EXIT_USAGE;
 	}
-	if (lk__ctl_connect(&c, pid, err, sizeof(err)) != 0) {
-		lk_cli_error(cmd, "start the program with LOWKEY_CONTROL=1, or have it call lk_control_open()", "%s",
-			     err);
+	rc = lk__ctl_connect(&c, pid, err, sizeof(err));
+	if (rc) {
+		lk_cli_error(cmd, rc == -ESRCH ? NULL : "start the program with LOWKEY_CONTROL=1, or have it call "
+			     "lk_control_open()", "%s", err);
 		return LK_EXIT_FAIL;
 	}
 	for (int i = optind; i < argc; i++)

@@ -348,7 +348,9 @@ static int rows_from_control(struct rows *r, pid_t pid, char *err, size_t errlen
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
 	len = readlink(link, exe, sizeof(exe) - 1);
 	exe[len > 0 ? len : 0] = 0;
-	rc = lk__ctl_send(&c, &req);
+	rc = lk__ctl_check(&c, err, errlen);	/* the exe read is the connected process's */
+	if (!rc)
+		rc = lk__ctl_send(&c, &req);
 	while (!rc) {
 		rc = lk__ctl_recv(&c, &m, lk__ctl_left_ms(deadline), err, errlen);
 		if (!rc)
@@ -410,7 +412,7 @@ static int list_pid(pid_t pid, bool json)
 	lk_proc_name(pid, name, sizeof(name));
 	rc = ctl = rows_from_control(&r, pid, err, sizeof(err));
 	if (rc == -ESRCH) {
-		lk_cli_error("list", "`ps` shows the running processes", "no process %d", (int)pid);
+		lk_cli_error("list", NULL, "%s", err);	/* no such process, or it exited as lowkey waited */
 		return LK_EXIT_FAIL;
 	}
 	if (rc == -EACCES) {

@@ -119,7 +119,7 @@ static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
 {
 	switch (rc) {
 	case -ESRCH:
-		lk_cli_error("snapshot", NULL, "no process %d: check the pid (ps, pidof)", (int)pid);
+		lk_cli_error("snapshot", NULL, "%s", err);	/* no such process, or it exited as lowkey waited */
 		break;
 	case -EACCES:
 		lk_cli_error("snapshot", NULL, "%s: run lowkey as that user or as root", err);

@@ -52,7 +52,7 @@ static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
 
 	switch (rc) {
 	case -ESRCH:
-		lk_cli_error("trace", NULL, "no process %d: check the pid (ps, pidof)", (int)pid);
+		lk_cli_error("trace", NULL, "%s", err);	/* no such process, or it exited as lowkey waited */
 		return LK_EXIT_FAIL;
 	case -EACCES:
 		lk_cli_error("trace", NULL, "%s: run lowkey as that user or as root", err);
@@ -246,14 +246,20 @@ static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char
 	return 0;
 }
 
+static int exited(struct lk__ctl_client *c, const char *err)
+{
+	lk_cli_error("trace", NULL, "%s", err);
+	lk__ctl_disconnect(c);
+	return LK_EXIT_FAIL;
+}
+
 int trace_attach(struct trace_opts *o)
 {
-	char err[1024], name[64], proc[32], ctf_dir[PATH_MAX] = "";
+	char err[1024], name[64], ctf_dir[PATH_MAX] = "";
 	struct trace_totals t = { 0 };
 	struct lk__ctl_client c;
 	uid_t uid = (uid_t)-1;
 	gid_t gid = (gid_t)-1;
-	struct stat st;
 	enum ending end;
 	int rc;
 
@@ -262,15 +268,23 @@ int trace_attach(struct trace_opts *o)
 	rc = lk__ctl_connect(&c, o->pid, err, sizeof(err));
 	if (rc)
 		return explain_connect(o->pid, name, rc, err);
+	lk_proc_name(o->pid, name, sizeof(name));	/* it may have exec'd while lowkey waited */
+	if (lk__ctl_check(&c, err, sizeof(err)) != 0)
+		return exited(&c, err);
 	if (send_rules(&c, o, name) != 0) {
 		lk__ctl_disconnect(&c);
 		return LK_EXIT_FAIL;
 	}
-	/* The process writes the trace: as root, hand it an output of its own user's. */
-	snprintf(proc, sizeof(proc), "/proc/%d", (int)o->pid);
-	if (geteuid() == 0 && stat(proc, &st) == 0 && st.st_uid != 0) {
-		uid = st.st_uid;
-		gid = st.st_gid;
+	/*
+	 * The process writes the trace: as root, hand it an output of its own user's. Its owner is
+	 * the one read when lowkey connected, while the pin held: never that of a process that took
+	 * its pid since.
+	 */
+	if (lk__ctl_check(&c, err, sizeof(err)) != 0)
+		return exited(&c, err);
+	if (geteuid() == 0 && c.uid != 0 && c.uid != (uid_t)-1) {
+		uid = c.uid;
+		gid = c.gid;
 	}
 	if (trace_prepare_output(o, uid, gid) || start(&c, o, name) != 0) {
 		trace_discard_output(o);
