@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dwfl_files.h"
 #include "watch_symbols.h"
 
 struct watch_symbols {
@@ -25,9 +26,19 @@ static int load_module(Dwfl_Module *mod, void **userdata, const char *name, Dwar
 {
 	GElf_Addr bias;
 
-	(void)userdata, (void)name, (void)start, (void)arg;
+	(void)name, (void)start;
+	*userdata = arg;	/* for find_elf: the process */
 	dwfl_module_getelf(mod, &bias);	/* open the ELF now, while /proc/PID exists */
 	return DWARF_CB_OK;
+}
+
+/* The target's files are its user's: read, never mapped (dwfl_files.h). */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base, char **file_name,
+		    Elf **elfp)
+{
+	const struct watch_symbols *s = *userdata;
+
+	return s ? lk_dwfl_proc_find_elf(s->pid, mod, userdata, name, base, file_name, elfp) : -1;
 }
 
 /* 0, an errno value (dwfl_linux_proc_report's), or -1 (libdw's own error: dwfl_errmsg). */
@@ -41,7 +52,7 @@ static int report(struct watch_symbols *s)
 		return rc;
 	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0)
 		return -1;
-	dwfl_getmodules(s->dwfl, load_module, NULL, 0);
+	dwfl_getmodules(s->dwfl, load_module, s, 0);
 	s->reports++;
 	return 0;
 }
@@ -56,8 +67,8 @@ struct watch_symbols *watch_symbols_open(pid_t pid, char *err, size_t errlen)
 		return NULL;
 	}
 	s->pid = pid;
-	s->callbacks.find_elf = dwfl_linux_proc_find_elf;
-	s->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+	s->callbacks.find_elf = find_elf;
+	s->callbacks.find_debuginfo = lk_dwfl_find_debuginfo;
 	s->callbacks.debuginfo_path = &s->debuginfo_path;
 	s->dwfl = dwfl_begin(&s->callbacks);
 	rc = s->dwfl ? report(s) : -1;

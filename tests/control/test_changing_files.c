@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * `lowkey list --pid` reads the files a process maps, and whoever owns those files may cut and
- * rewrite them while lowkey reads. Were a file mapped by the reader, a page past the file's new
- * end would kill it with SIGBUS: lowkey must read them instead, and report a file that changed
- * under it as an error. The peer is another user (nobody) where the test runs as root, a child of
- * the same user otherwise; it cuts one ELF file it maps to half its size and writes the rest back,
- * over and over, while lowkey lists the process and the file many times.
+ * `lowkey list --pid` and `lowkey watch -p` read the files a process maps, and whoever owns those
+ * files may cut and rewrite them while lowkey reads. Were a file mapped by the reader, a page past
+ * the file's new end would kill it with SIGBUS: lowkey must read them instead, and report a file
+ * that changed under it as an error. The peer is another user (nobody) where the test runs as
+ * root, a child of the same user otherwise; it cuts one ELF file it maps before its section headers
+ * and writes the rest back, over and over, while lowkey reads the process and the file many times.
  */
 #include <elf.h>
 #include <fcntl.h>
@@ -30,6 +30,7 @@ static char scratch[] = "/tmp/lkt-changing-XXXXXX";
 static char victim[256];
 static struct lkt_run r;
 static pid_t peer = -1;
+volatile unsigned long lkt_churned;	/* the peer's rounds: what `lowkey watch` looks up */
 
 /*
  * The peer's loop: map the file's first page (so that it is among the process's objects), then cut
@@ -60,6 +61,7 @@ static void churn(int ready)
 		if (ftruncate(fd, (off_t)cut) != 0 ||
 		    pwrite(fd, copy + cut, (size_t)st.st_size - cut, (off_t)cut) != st.st_size - (off_t)cut)
 			_exit(6);
+		lkt_churned++;
 	}
 }
 
@@ -98,25 +100,29 @@ static int teardown(void **state)
 	return lkt_sh(&r, "rm -rf '%s'", scratch);
 }
 
-/* Run lowkey with args (NULL-terminated), its output discarded; its wait status. */
+/* Run lowkey with args (NULL-terminated), its output discarded, its errors in scratch/errors; its
+ * wait status. */
 static int run_lowkey(const char *first, ...)
 {
-	const char *argv[8] = { LOWKEY, first };
+	const char *argv[12] = { LOWKEY, first };
 	int n = 2, status = 0;
 	va_list ap;
 	pid_t pid;
 
 	va_start(ap, first);
-	while (n < 7 && (argv[n] = va_arg(ap, const char *)))
+	while (n < 11 && (argv[n] = va_arg(ap, const char *)))
 		n++;
 	va_end(ap);
 	argv[n] = NULL;
 	pid = fork();
 	if (pid == 0) {
-		int null = open("/dev/null", O_WRONLY);
+		char errors[300];
+		int null = open("/dev/null", O_WRONLY), err;
 
+		snprintf(errors, sizeof(errors), "%s/errors", scratch);
+		err = open(errors, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		dup2(null, 1);
-		dup2(null, 2);
+		dup2(err, 2);
 		execv(LOWKEY, (char **)argv);
 		_exit(127);
 	}
@@ -129,6 +135,8 @@ static void expect_clean_exit(int status, const char *what)
 {
 	if (WIFSIGNALED(status))
 		print_error("`lowkey %s` died of signal %d (%s)\n", what, WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else if (WEXITSTATUS(status) > 1 && lkt_sh(&r, "cat '%s/errors'", scratch) == 0)
+		print_error("`lowkey %s` exited with %d:\n%s\n", what, WEXITSTATUS(status), r.out);
 	assert_false(WIFSIGNALED(status));
 	assert_true(WIFEXITED(status));
 	assert_in_range(WEXITSTATUS(status), 0, 1);
@@ -162,11 +170,29 @@ static void a_file_cut_while_it_is_listed(void **state)
 	assert_int_equal(kill(peer, 0), 0);
 }
 
+#ifdef HAVE_WATCH
+/* lowkey watch reads every object of the process (libdwfl) to find the symbol. */
+static void a_file_cut_while_its_process_is_watched(void **state)
+{
+	char pid[16];
+
+	(void)state;
+	snprintf(pid, sizeof(pid), "%d", (int)peer);
+	for (int i = 0; i < RUNS / 2; i++)
+		expect_clean_exit(run_lowkey("watch", "-p", pid, "--symbol", "lkt_churned", "-d", "0.01", NULL),
+				  "watch -p");
+	assert_int_equal(kill(peer, 0), 0);
+}
+#endif
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(a_file_cut_while_its_process_is_listed),
 		cmocka_unit_test(a_file_cut_while_it_is_listed),
+#ifdef HAVE_WATCH
+		cmocka_unit_test(a_file_cut_while_its_process_is_watched),
+#endif
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
