@@ -25,6 +25,7 @@
 #include "probe/reader.h"
 #include "report_classes.h"
 #include "report_html.h"
+#include "report_spans.h"
 #include "report_trace.h"
 #include "samples.h"
 #include "status.h"
@@ -40,11 +41,6 @@ struct per_class {
 	struct split split;		/* span classes, from the context switches */
 	double min, max, last;		/* counter classes */
 	uint64_t first_tsc, last_tsc;
-};
-
-struct open_span {
-	uint32_t id;
-	uint64_t tsc, cpu;
 };
 
 /* A closed span, kept to be split by the context switches once they are all read. */
@@ -66,8 +62,7 @@ struct per_thread {
 	uint64_t events, lost, first_tsc, last_tsc;
 	uint64_t truncated;			/* bytes after the stream's last whole packet */
 	double span_wall_ns, span_cpu_ns;	/* time in outermost spans */
-	struct open_span *stack;
-	size_t depth, cap;
+	struct rs_stack open;
 	struct span_interval *spans;		/* with context switches only */
 	size_t nspans, capspans;
 	struct off_interval *off;
@@ -84,7 +79,11 @@ struct report {
 	uint32_t *first;		/* by id: the first id of the same provider:event and kind */
 	uint32_t *rows;			/* class ids by provider, event and kind: the order rows print in */
 	size_t nrows;
-	struct per_thread *threads, *current;
+	struct per_thread *threads, *current;	/* threads: the latest first */
+	struct per_thread **by_index;		/* by_index[of_tid[tid]] */
+	struct rt_map of_tid;
+	size_t nthreads, capthreads;
+	struct rs_index spans;
 	uint64_t events, lost, first_tsc, last_tsc, unmatched_ends, open_at_end;
 	uint64_t switches;
 };
@@ -119,15 +118,23 @@ static int stream_begin(const struct lk__stream_info *s, void *arg)
 {
 	struct report *rep = arg;
 	struct per_thread *t;
+	uint32_t i;
 
-	for (t = rep->threads; t; t = t->next)
-		if (t->tid == s->tid) {
-			rep->current = t;
-			return 0;
-		}
-	t = calloc(1, sizeof(*t));
-	if (!t)
+	if (rt_map_get(&rep->of_tid, (uint64_t)(uint32_t)s->tid, &i)) {
+		rep->current = rep->by_index[i];
+		return 0;
+	}
+	if (rep->nthreads >= UINT32_MAX - 1 ||
+	    push_item((void **)&rep->by_index, &rep->nthreads, &rep->capthreads, &(struct per_thread *){ NULL },
+		      sizeof(t)))
 		return -ENOMEM;
+	t = calloc(1, sizeof(*t));
+	if (!t || rt_map_put(&rep->of_tid, (uint64_t)(uint32_t)s->tid, (uint32_t)rep->nthreads - 1)) {
+		free(t);
+		rep->nthreads--;
+		return -ENOMEM;
+	}
+	rep->by_index[rep->nthreads - 1] = t;
 	t->tid = s->tid;
 	snprintf(t->name, sizeof(t->name), "?");
 	t->next = rep->threads;
@@ -135,30 +142,22 @@ static int stream_begin(const struct lk__stream_info *s, void *arg)
 	return 0;
 }
 
-/* An end closes the latest open begin of the same provider:name. */
-static bool span_matches(const struct report *rep, const struct open_span *open, const struct lk__event_class *end)
-{
-	const struct lk__event_class *begin = rep->r->classes[open->id];
-
-	return strcmp(begin->event, end->event) == 0 && strcmp(begin->provider, end->provider) == 0;
-}
-
+/* An end closes the latest open begin of the same provider:name (report_spans.h). */
 static int close_span(struct report *rep, struct per_thread *t, const struct lk__event *e)
 {
-	size_t k = t->depth;
+	const struct rs_open *o;
 	struct per_class *c;
 	double wall, cpu;
+	size_t k;
 
-	while (k > 0 && !span_matches(rep, &t->stack[k - 1], e->cls))
-		k--;
-	if (k == 0) {
+	if (!rs_match(&rep->spans, &t->open, e->cls->id, &k)) {
 		rep->unmatched_ends++;
 		return 0;
 	}
-	k--;
-	c = &rep->classes[rep->first[t->stack[k].id]];
-	wall = tsc_ns(rep, t->stack[k].tsc, e->tsc);
-	cpu = (double)e->cputime_ns - (double)t->stack[k].cpu;
+	o = &t->open.v[k];
+	c = &rep->classes[rep->first[o->id]];
+	wall = tsc_ns(rep, o->tsc, e->tsc);
+	cpu = (double)e->cputime_ns - (double)o->cpu;
 	if (samples_push(&c->wall, wall) || (rep->r->cputime && samples_push(&c->cpu, cpu)))
 		return -ENOMEM;
 	if (k == 0) {
@@ -166,13 +165,12 @@ static int close_span(struct report *rep, struct per_thread *t, const struct lk_
 		t->span_cpu_ns += cpu;
 	}
 	if (rep->r->sched) {
-		struct span_interval s = { rep->first[t->stack[k].id], k == 0, t->stack[k].tsc, e->tsc };
+		struct span_interval s = { rep->first[o->id], k == 0, o->tsc, e->tsc };
 
 		if (push_item((void **)&t->spans, &t->nspans, &t->capspans, &s, sizeof(s)))
 			return -ENOMEM;
 	}
-	t->depth = k;
-	return 0;
+	return rs_close_from(&rep->spans, &t->open, k);
 }
 
 /* lowkey:sched_out opens an interval off the CPU, lowkey:sched_in closes it. */
@@ -189,21 +187,6 @@ static int on_switch(struct report *rep, struct per_thread *t, const struct lk__
 	}
 	if (t->noff && t->off[t->noff - 1].in == UINT64_MAX)
 		t->off[t->noff - 1].in = e->tsc;
-	return 0;
-}
-
-static int open_span(struct per_thread *t, const struct lk__event *e)
-{
-	if (t->depth == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 16;
-		struct open_span *grown = realloc(t->stack, cap * sizeof(*grown));
-
-		if (!grown)
-			return -ENOMEM;
-		t->stack = grown;
-		t->cap = cap;
-	}
-	t->stack[t->depth++] = (struct open_span){ e->cls->id, e->tsc, e->cputime_ns };
 	return 0;
 }
 
@@ -235,7 +218,7 @@ static int on_event(const struct lk__event *e, void *arg)
 	c->last_tsc = e->tsc;
 	switch (e->cls->kind) {
 	case LK_PROBE_SPAN_BEGIN:
-		return open_span(t, e);
+		return rs_open(&rep->spans, &t->open, e);
 	case LK_PROBE_SPAN_END:
 		return close_span(rep, t, e);
 	case LK_PROBE_COUNTER:
@@ -262,7 +245,7 @@ static int group_classes(struct report *rep)
 {
 	rep->first = calloc(rep->r->nclasses + 1, sizeof(*rep->first));
 	rep->rows = rep->first ? report_group_classes(rep->r, rep->first, &rep->nrows) : NULL;
-	return rep->rows ? 0 : -ENOMEM;
+	return rep->rows ? rs_init(&rep->spans, rep->r, rep->rows, rep->nrows) : -ENOMEM;
 }
 
 static int stream_end(const struct lk__stream_info *s, void *arg)
@@ -274,7 +257,7 @@ static int stream_end(const struct lk__stream_info *s, void *arg)
 	rep->current->lost = s->lost;
 	rep->current->truncated = s->truncated;
 	rep->lost += s->lost;
-	rep->open_at_end += rep->current->depth;
+	rep->open_at_end += rep->current->open.depth;
 	if (rep->current->first_tsc && (!rep->first_tsc || rep->current->first_tsc < rep->first_tsc))
 		rep->first_tsc = rep->current->first_tsc;
 	if (rep->current->last_tsc > rep->last_tsc)
@@ -423,12 +406,9 @@ static void print_text(struct report *rep, const char *path)
 	struct lk__trace_reader *r = rep->r;
 	double seconds = rep->last_tsc > rep->first_tsc ? tsc_ns(rep, rep->first_tsc, rep->last_tsc) / 1e9 : 0;
 	char name[200], a[32], b[32], c[32], d[32], e[32], f[32];
-	int nthreads = 0;
 
-	for (struct per_thread *t = rep->threads; t; t = t->next)
-		nthreads++;
-	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %d threads, %" PRIu64 " lost\n",
-	       path, r->procname, r->pid, rep->events, seconds, nthreads, rep->lost);
+	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %zu threads, %" PRIu64 " lost\n",
+	       path, r->procname, r->pid, rep->events, seconds, rep->nthreads, rep->lost);
 	if (rep->t->format != REPORT_CTF)
 		print_format_notes(rep);
 	if (rep->lost && r->overwrite) {
@@ -615,7 +595,7 @@ static void free_report(struct report *rep)
 {
 	for (struct per_thread *t = rep->threads, *next; t; t = next) {
 		next = t->next;
-		free(t->stack);
+		rs_stack_free(&t->open);
 		free(t->spans);
 		free(t->off);
 		free(t);
@@ -627,6 +607,9 @@ static void free_report(struct report *rep)
 	free(rep->classes);
 	free(rep->first);
 	free(rep->rows);
+	free(rep->by_index);
+	rt_map_free(&rep->of_tid);
+	rs_free(&rep->spans);
 }
 
 static const char report_usage[] =

@@ -31,6 +31,7 @@
 #include "report_trace.h"
 #include "report_classes.h"
 #include "report_html.h"
+#include "report_spans.h"
 #include "samples.h"
 
 #define MAX_ROWS 12		/* span nesting drawn per thread; deeper spans are counted, not drawn */
@@ -73,11 +74,6 @@ struct pending_off {
 	bool preempted;		/* the longest's state */
 };
 
-struct open_span {
-	uint32_t id;
-	uint64_t tsc, cpu;
-};
-
 struct lane {
 	int tid;
 	char name[64];
@@ -86,8 +82,7 @@ struct lane {
 	uint64_t too_deep;
 	bool drawn;
 	struct lkh_lane lane;
-	struct open_span *stack;
-	size_t depth, cap;
+	struct rs_stack open;
 	struct pending pend[MAX_ROWS];
 	uint64_t switches;
 	uint64_t out_tsc;		/* the open sched_out's time; 0: on a CPU */
@@ -103,8 +98,12 @@ struct hreport {
 	uint32_t *first;
 	uint32_t *rows;			/* class ids by name: the order of charts and tables in every format */
 	size_t nrows;
-	struct lane *lanes, *current;
+	struct lane *lanes, *current, *last;	/* lanes: in the order the walk met them */
+	struct rt_map lane_of;			/* tid to the lane's index in by_index */
+	struct lane **by_index;
+	size_t caplanes;
 	unsigned int nlanes;
+	struct rs_index spans;
 	uint64_t events, lost, first_tsc, last_tsc, unmatched;
 	bool drawing;			/* the second walk */
 	struct lkh_timeline tl;
@@ -162,25 +161,31 @@ static int group_classes(struct hreport *h)
 		if (h->first[ids[i]] == ids[i] && r->classes[ids[i]]->kind == LK_PROBE_SPAN_BEGIN)
 			h->classes[ids[i]].color = colors++;
 	h->rows = ids;
-	return 0;
+	return rs_init(&h->spans, r, ids, h->nrows);
 }
 
 /* ---- the walks ---- */
 
 static struct lane *lane_of(struct hreport *h, int tid)
 {
-	struct lane **p = &h->lanes;
+	struct lane *l;
+	uint32_t i;
 
-	for (; *p; p = &(*p)->next)
-		if ((*p)->tid == tid)
-			return *p;
-	*p = calloc(1, sizeof(**p));
-	if (*p) {
-		(*p)->tid = tid;
-		snprintf((*p)->name, sizeof((*p)->name), "?");
-		h->nlanes++;
+	if (rt_map_get(&h->lane_of, (uint64_t)(uint32_t)tid, &i))
+		return h->by_index[i];
+	if (grow((void **)&h->by_index, &h->caplanes, h->nlanes, sizeof(*h->by_index)) || h->nlanes >= UINT32_MAX - 1)
+		return NULL;
+	l = calloc(1, sizeof(*l));
+	if (!l || rt_map_put(&h->lane_of, (uint64_t)(uint32_t)tid, h->nlanes)) {
+		free(l);
+		return NULL;
 	}
-	return *p;
+	l->tid = tid;
+	snprintf(l->name, sizeof(l->name), "?");
+	*(h->last ? &h->last->next : &h->lanes) = l;
+	h->last = l;
+	h->by_index[h->nlanes++] = l;
+	return l;
 }
 
 static int stream_begin(const struct lk__stream_info *s, void *arg)
@@ -190,11 +195,11 @@ static int stream_begin(const struct lk__stream_info *s, void *arg)
 	h->current = lane_of(h, s->tid);
 	if (!h->current)
 		return -ENOMEM;
-	if (s->stream_id != 0)	/* a thread's context switches: its probes' state stays */
+	if (s->stream_id != 0) {	/* a thread's context switches: its probes' state stays */
 		h->current->out_tsc = 0;
-	else
-		h->current->depth = 0;
-	return 0;
+		return 0;
+	}
+	return rs_close_from(&h->spans, &h->current->open, 0);
 }
 
 static void flush_row(struct hreport *h, struct lane *l, unsigned int row)
@@ -244,50 +249,35 @@ static void draw_span(struct hreport *h, struct lane *l, unsigned int row, uint3
 	*p = (struct pending){ px0, px1, 1, cls, false, wall, cpu, seconds(h, t0), wall };
 }
 
-static bool span_matches(const struct hreport *h, uint32_t open_id, const struct lk__event_class *end)
-{
-	const struct lk__event_class *begin = h->r->classes[open_id];
-
-	return strcmp(begin->event, end->event) == 0 && strcmp(begin->provider, end->provider) == 0;
-}
-
+/* An end closes the latest open begin of the same provider:name (report_spans.h). */
 static int close_span(struct hreport *h, struct lane *l, const struct lk__event *e)
 {
-	size_t k = l->depth;
-	struct open_span *o;
+	struct rs_open o;
 	struct hclass *c;
 	double wall, cpu;
+	size_t k;
 
-	while (k > 0 && !span_matches(h, l->stack[k - 1].id, e->cls))
-		k--;
-	if (k == 0) {
+	if (!rs_match(&h->spans, &l->open, e->cls->id, &k)) {
 		h->unmatched += !h->drawing;
 		return 0;
 	}
-	o = &l->stack[--k];
-	l->depth = k;
-	wall = tsc_ns(h, o->tsc, e->tsc);
-	cpu = (double)e->cputime_ns - (double)o->cpu;
+	o = l->open.v[k];
+	if (rs_close_from(&h->spans, &l->open, k))
+		return -ENOMEM;
+	wall = tsc_ns(h, o.tsc, e->tsc);
+	cpu = (double)e->cputime_ns - (double)o.cpu;
 	if (h->drawing) {
 		if (k < l->rows && l->drawn)
-			draw_span(h, l, (unsigned int)k, o->id, o->tsc, e->tsc, wall, cpu);
+			draw_span(h, l, (unsigned int)k, o.id, o.tsc, e->tsc, wall, cpu);
 		return 0;
 	}
-	c = &h->classes[h->first[o->id]];
+	c = &h->classes[h->first[o.id]];
 	if (samples_push(&c->wall, wall) || (h->r->cputime && samples_push(&c->cpu, cpu)))
 		return -ENOMEM;
 	if (k >= MAX_ROWS)
 		l->too_deep++;
 	else if (k + 1 > l->rows)
 		l->rows = (unsigned int)k + 1;
-	return 0;
-}
-
-static int open_span(struct lane *l, const struct lk__event *e)
-{
-	if (grow((void **)&l->stack, &l->cap, l->depth, sizeof(*l->stack)))
-		return -ENOMEM;
-	l->stack[l->depth++] = (struct open_span){ e->cls->id, e->tsc, e->cputime_ns };
 	return 0;
 }
 
@@ -463,7 +453,7 @@ static int on_event(const struct lk__event *e, void *arg)
 	}
 	switch (e->cls->kind) {
 	case LK_PROBE_SPAN_BEGIN:
-		return open_span(l, e);
+		return rs_open(&h->spans, &l->open, e);
 	case LK_PROBE_SPAN_END:
 		return close_span(h, l, e);
 	case LK_PROBE_COUNTER:
@@ -698,7 +688,7 @@ static void free_hreport(struct hreport *h)
 {
 	for (struct lane *l = h->lanes, *next; l; l = next) {
 		next = l->next;
-		free(l->stack);
+		rs_stack_free(&l->open);
 		free(l);
 	}
 	for (size_t i = 0; h->classes && i <= h->r->nclasses; i++) {
@@ -711,6 +701,9 @@ static void free_hreport(struct hreport *h)
 	free(h->classes);
 	free(h->first);
 	free(h->rows);
+	free(h->by_index);
+	rt_map_free(&h->lane_of);
+	rs_free(&h->spans);
 }
 
 static int write_page(struct hreport *h, const char *trace_path, const struct lk__reader_ops *ops, char *err,

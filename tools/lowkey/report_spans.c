@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Each open span links to the open span of the same name under it, and the index keeps the
+ * latest one per thread and name: an end finds its begin in one lookup, and closing a span puts
+ * back the one under it. Spans dropped above a match are unlinked the same way, each once.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report_spans.h"
+
+static bool same_name(const struct lk__event_class *x, const struct lk__event_class *y)
+{
+	return strcmp(x->provider, y->provider) == 0 && strcmp(x->event, y->event) == 0;
+}
+
+int rs_init(struct rs_index *ix, const struct lk__trace_reader *r, const uint32_t *rows, size_t nrows)
+{
+	memset(ix, 0, sizeof(*ix));
+	ix->name = calloc(r->nclasses + 1, sizeof(*ix->name));
+	if (!ix->name)
+		return -ENOMEM;
+	ix->nclasses = r->nclasses;
+	for (size_t i = 0; i < nrows; i++) {
+		bool same = i && same_name(r->classes[rows[i - 1]], r->classes[rows[i]]);
+
+		ix->name[rows[i]] = same ? ix->name[rows[i - 1]] : rows[i];
+	}
+	return 0;
+}
+
+void rs_free(struct rs_index *ix)
+{
+	free(ix->name);
+	rt_map_free(&ix->top);
+	memset(ix, 0, sizeof(*ix));
+}
+
+static uint64_t key(const struct rs_index *ix, const struct rs_stack *s, uint32_t id)
+{
+	return (uint64_t)s->serial << 32 | (id < ix->nclasses ? ix->name[id] : id);
+}
+
+int rs_open(struct rs_index *ix, struct rs_stack *s, const struct lk__event *e)
+{
+	uint32_t below = 0;
+
+	if (!s->serial) {
+		if (ix->serials == UINT32_MAX)
+			return -ENOMEM;
+		s->serial = ++ix->serials;
+	}
+	if (s->depth == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		struct rs_open *grown = cap < UINT32_MAX - 1 ? realloc(s->v, cap * sizeof(*grown)) : NULL;
+
+		if (!grown)
+			return -ENOMEM;
+		s->v = grown;
+		s->cap = cap;
+	}
+	rt_map_get(&ix->top, key(ix, s, e->cls->id), &below);
+	if (rt_map_put(&ix->top, key(ix, s, e->cls->id), (uint32_t)s->depth + 1))
+		return -ENOMEM;
+	s->v[s->depth++] = (struct rs_open){ e->cls->id, below, e->tsc, e->cputime_ns };
+	return 0;
+}
+
+bool rs_match(const struct rs_index *ix, const struct rs_stack *s, uint32_t end_id, size_t *k)
+{
+	uint32_t at = 0;
+
+	if (!s->serial || !rt_map_get(&ix->top, key(ix, s, end_id), &at) || !at)
+		return false;
+	*k = at - 1;
+	return true;
+}
+
+int rs_close_from(struct rs_index *ix, struct rs_stack *s, size_t k)
+{
+	for (; s->depth > k; s->depth--) {
+		const struct rs_open *o = &s->v[s->depth - 1];
+
+		if (rt_map_put(&ix->top, key(ix, s, o->id), o->below))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+void rs_stack_free(struct rs_stack *s)
+{
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
