@@ -3,28 +3,25 @@
  * `lowkey list --pid` and `lowkey watch -p` read the files a process maps, and whoever owns those
  * files may cut and rewrite them while lowkey reads. Were a file mapped by the reader, a page past
  * the file's new end would kill it with SIGBUS: lowkey must read them instead, and report a file
- * that changed under it as an error. The peer is another user (nobody) where the test runs as
- * root, a child of the same user otherwise; it cuts one ELF file it maps before its section headers
- * and writes the rest back, over and over, while lowkey reads the process and the file many times.
+ * that changed under it as an error. A peer (churn.h) cuts one ELF file it maps before its section
+ * headers and writes the rest back, over and over, while lowkey reads the process and the file many
+ * times.
  */
-#include <elf.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "churn.h"
 #include "cli/run.h"
 
 #define RUNS 300	/* a reader that mapped the file died in one run in 15 to 50 */
-#define NOBODY 65534
 
 static char scratch[] = "/tmp/lkt-changing-XXXXXX";
 static char victim[256];
@@ -32,71 +29,24 @@ static struct lkt_run r;
 static pid_t peer = -1;
 volatile unsigned long lkt_churned;	/* the peer's rounds: what `lowkey watch` looks up */
 
-/*
- * The peer's loop: map the file's first page (so that it is among the process's objects), then cut
- * the file before its section headers, which every reader looks at, and write the rest back, for
- * ever. Never returns.
- */
-static void churn(int ready)
-{
-	struct stat st;
-	char *copy;
-	size_t cut;
-	int fd;
-
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (geteuid() == 0 && (setresgid(NOBODY, NOBODY, NOBODY) != 0 || setresuid(NOBODY, NOBODY, NOBODY) != 0))
-		_exit(2);
-	fd = open(victim, O_RDWR | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < 3 * 4096)
-		_exit(3);
-	copy = malloc((size_t)st.st_size);
-	if (!copy || pread(fd, copy, (size_t)st.st_size, 0) != st.st_size ||
-	    mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED)
-		_exit(4);
-	cut = ((const Elf64_Ehdr *)copy)->e_shoff & ~(size_t)4095;
-	if (cut < 4096 || cut >= (size_t)st.st_size || write(ready, "r", 1) != 1)
-		_exit(5);
-	for (;;) {
-		if (ftruncate(fd, (off_t)cut) != 0 ||
-		    pwrite(fd, copy + cut, (size_t)st.st_size - cut, (off_t)cut) != st.st_size - (off_t)cut)
-			_exit(6);
-		lkt_churned++;
-	}
-}
-
 static int setup(void **state)
 {
-	char c;
-	int p[2];
-
 	(void)state;
 	if (!mkdtemp(scratch) || chmod(scratch, 0755) != 0)
 		return -1;
 	snprintf(victim, sizeof(victim), "%s/victim.so", scratch);
 	if (lkt_sh(&r, "cp '%s' '%s'", LIBLOWKEY, victim) != 0)
 		return -1;
-	if (geteuid() == 0 && chown(victim, NOBODY, NOBODY) != 0)
+	if (lkt_churn_own(victim) != 0)
 		return -1;
-	if (pipe2(p, O_CLOEXEC) != 0)
-		return -1;
-	peer = fork();
-	if (peer == 0)
-		churn(p[1]);
-	close(p[1]);
-	if (peer < 0 || read(p[0], &c, 1) != 1) {
-		close(p[0]);
-		return -1;
-	}
-	close(p[0]);
-	return 0;
+	peer = lkt_churn_start(victim, &lkt_churned);
+	return peer > 0 ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	if (peer > 0 && kill(peer, SIGKILL) == 0)
-		waitpid(peer, NULL, 0);
+	lkt_churn_stop(peer);
 	return lkt_sh(&r, "rm -rf '%s'", scratch);
 }
 

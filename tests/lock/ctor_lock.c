@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: MIT
+/* A library that takes a lock when it is loaded: a call site in it for `lowkey locks` to name. */
+#include <pthread.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int loads;
+
+__attribute__((constructor)) static void taken_when_loaded(void)
+{
+	pthread_mutex_lock(&lock);
+	loads++;
+	pthread_mutex_unlock(&lock);
+}
