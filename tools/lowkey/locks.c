@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -31,6 +30,7 @@
 #include "locks.h"
 #include "locks_html.h"
 #include "lowkey-locks-paths.h"
+#include "probe_elf.h"
 
 static const char locks_usage[] =
 	"usage: lowkey locks [--top N] [-j|--json] [-o FILE] [--hold-sampling N] [--max-locks N] [--] COMMAND [ARGS...]\n"
@@ -265,7 +265,7 @@ enum ending {
 
 struct proc {
 	char path[PATH_MAX];
-	void *map;
+	void *data;		/* the file, read */
 	size_t size;
 	const struct lkl_header *h;
 	const struct lkl_entry *entries;
@@ -328,35 +328,60 @@ static const char *validate(const struct lkl_header *h, size_t size)
 	return NULL;
 }
 
+/*
+ * The whole file, read rather than mapped: a process that cut its file while lowkey had it mapped
+ * would kill lowkey with SIGBUS. A file cut meanwhile is read as far as it goes (validate() says
+ * it is truncated). NULL, or the reason why not.
+ */
+static const char *read_table(int fd, size_t size, struct proc *p)
+{
+	size_t got = 0;
+
+	if (size > lkl_file_size(1u << 24))
+		return "larger than any table liblowkey-locks.so writes";
+	p->data = malloc(size);
+	if (!p->data)
+		return "out of memory";
+	while (got < size) {
+		ssize_t n = pread(fd, (char *)p->data + got, size - got, (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return "cannot be read";
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	p->size = got;
+	return NULL;
+}
+
 static int load_proc(const char *path, struct proc *p)
 {
-	struct stat st;
 	const char *bad;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	int fd = lk_open_regular(path, NULL, 0);
 
 	memset(p, 0, sizeof(*p));
 	snprintf(p->path, sizeof(p->path), "%s", path);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fstat(fd, &st) != 0 || st.st_size <= 0) {
 		close(fd);
 		return -EINVAL;
 	}
-	p->size = (size_t)st.st_size;
-	p->map = mmap(NULL, p->size, PROT_READ, MAP_SHARED, fd, 0);
+	bad = read_table(fd, (size_t)st.st_size, p);
 	close(fd);
-	if (p->map == MAP_FAILED) {
-		p->map = NULL;
-		return -errno;
-	}
-	p->h = p->map;
-	bad = validate(p->h, p->size);
+	p->h = p->data;
+	if (!bad)
+		bad = validate(p->h, p->size);
 	if (bad) {
 		lk_cli_error("locks", NULL, "skipping %s: %s", path, bad);
 		return -EINVAL;
 	}
-	p->entries = (const struct lkl_entry *)((const char *)p->map + LKL_HEADER_SIZE);
-	p->modules = (const struct lkl_module *)((const char *)p->map + p->h->modules_offset);
+	p->entries = (const struct lkl_entry *)((const char *)p->data + LKL_HEADER_SIZE);
+	p->modules = (const struct lkl_module *)((const char *)p->data + p->h->modules_offset);
 	p->nmodules = p->h->nmodules < LKL_MAX_MODULES ? p->h->nmodules : LKL_MAX_MODULES;
 	return 0;
 }
@@ -653,8 +678,8 @@ static int load_dir(const char *dir, struct proc **out, size_t *count)
 		v = grown;
 		if (load_proc(path, &v[n]) == 0)
 			n++;
-		else if (v[n].map)
-			munmap(v[n].map, v[n].size);
+		else
+			free(v[n].data);
 		unlink(path);
 	}
 	closedir(d);
@@ -756,7 +781,7 @@ static int report(FILE *out, const char *dir, const struct options *o, double tp
 	}
 	for (size_t i = 0; i < n; i++) {
 		free(procs[i].rows);
-		munmap(procs[i].map, procs[i].size);
+		free(procs[i].data);
 	}
 	free(procs);
 	return ret;
