@@ -7,9 +7,10 @@
 
 /*
  * lk__json_string - write s to f as a JSON string: quoted, '"' and '\' escaped, control
- * characters as \u00XX; NULL as null. Valid UTF-8 passes through; each byte that starts no valid
- * UTF-8 sequence is written as \ufffd (the replacement character), so the output is always valid
- * JSON text (RFC 8259 requires UTF-8) whatever bytes s holds.
+ * characters (C0, DEL and C1: a terminal's, should the JSON reach one) as \u00XX; NULL as null.
+ * Valid UTF-8 passes through; each byte that starts no valid UTF-8 sequence is written as \ufffd
+ * (the replacement character), so the output is always valid JSON text (RFC 8259 requires UTF-8)
+ * whatever bytes s holds.
  */
 void lk__json_string(FILE *f, const char *s);
 

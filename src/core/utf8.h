@@ -2,11 +2,17 @@
 /*
  * UTF-8 validation for the trace writers: probe arguments are whatever bytes a program passed,
  * while JSON and protobuf strings must be UTF-8. Invalid bytes are replaced, one U+FFFD each.
+ *
+ * And the control characters of text another program supplied (a trace's names, a peer's
+ * messages, /proc): a terminal acts on them instead of showing them, so they are escaped before
+ * such text is printed, or refused where it is received.
  */
 #ifndef LK_CORE_UTF8_H
 #define LK_CORE_UTF8_H
 
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 /* The UTF-8 encoding of U+FFFD, which replaces each byte that starts no valid sequence. */
 #define LK__UTF8_REPLACEMENT "\xef\xbf\xbd"
@@ -55,6 +61,46 @@ static inline int lk__utf8_valid(const unsigned char *s, size_t n)
 		i += k;
 	}
 	return 1;
+}
+
+/*
+ * The length of the control character at s (n >= 1 bytes left), 0 if s starts none: C0
+ * (U+0000..U+001F), DEL, and C1 (U+0080..U+009F) encoded in UTF-8 or as a byte 0x80..0x9f
+ * that is no part of a UTF-8 sequence (an 8-bit terminal's C1; such a byte never starts one).
+ */
+static inline size_t lk__utf8_control(const unsigned char *s, size_t n)
+{
+	if (s[0] < 0x20 || s[0] == 0x7f || (s[0] >= 0x80 && s[0] <= 0x9f))
+		return 1;
+	return n >= 2 && s[0] == 0xc2 && s[1] >= 0x80 && s[1] <= 0x9f ? 2 : 0;
+}
+
+/*
+ * s, fit for a terminal, into out (len >= 1 bytes, NUL-ended): each byte of a control character
+ * (lk__utf8_control) as \xHH, the rest as it is; cut short to fit, never inside an escape or a
+ * UTF-8 sequence. For any text a trace, another process or /proc supplied. Returns out.
+ */
+static inline char *lk__text_escape(const char *s, char *out, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s), at = 0;
+
+	for (size_t i = 0; i < n;) {
+		size_t c = lk__utf8_control(p + i, n - i), k = c ? c : lk__utf8_sequence(p + i, n - i);
+
+		k = k ? k : 1;	/* a byte that starts no sequence and is no control: a Latin-1 letter */
+		if (at + (c ? 4 * c : k) >= len)
+			break;
+		for (size_t b = 0; b < k; b++) {
+			if (c)
+				at += (size_t)snprintf(out + at, 5, "\\x%02x", p[i + b]);
+			else
+				out[at++] = (char)p[i + b];
+		}
+		i += k;
+	}
+	out[at] = 0;
+	return out;
 }
 
 #endif

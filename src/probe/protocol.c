@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/failf.h"
+#include "core/utf8.h"
 #include "probe/protocol.h"
 
 enum field_kind { F_U8, F_U32, F_I32, F_U64, F_I64, F_STR };
@@ -258,9 +259,21 @@ static void store_number(const struct field *f, uint64_t v, struct lk__ctl_msg *
 	}
 }
 
+/* The offset of the first control character (core/utf8.h) in the len bytes at s, or len. */
+static size_t first_control(const uint8_t *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (lk__utf8_control(s + i, len - i))
+			return i;
+		else if (s[i] >= 0x80 && lk__utf8_sequence(s + i, len - i))
+			i += lk__utf8_sequence(s + i, len - i) - 1;
+	return len;
+}
+
 static int decode_string(const struct field *f, struct cursor *c, struct lk__ctl_msg *m, char *err, size_t errlen)
 {
 	const uint8_t *lenp, *bytes;
+	size_t bad;
 	uint16_t len;
 
 	if (!take(c, 2, &lenp))
@@ -273,6 +286,9 @@ static int decode_string(const struct field *f, struct cursor *c, struct lk__ctl
 		return lk__failf(err, errlen, -EBADMSG, "field %s: %u bytes announced past the message's end", f->name, len);
 	if (bytes[len] != 0 || memchr(bytes, 0, len))
 		return lk__failf(err, errlen, -EBADMSG, "field %s: not a NUL-terminated string of %u bytes", f->name, len);
+	if ((bad = first_control(bytes, len)) < len)
+		return lk__failf(err, errlen, -EBADMSG, "field %s: a control character (byte 0x%02x) at offset %zu",
+			     f->name, bytes[bad], bad);
 	if ((f->check == C_NONEMPTY || f->check == C_ABSPATH) && len == 0)
 		return lk__failf(err, errlen, -EINVAL, "field %s: empty", f->name);
 	if ((f->check == C_ABSPATH || (f->check == C_OPTPATH && len)) && bytes[0] != '/')

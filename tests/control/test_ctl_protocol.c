@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The control protocol's encoder and decoder: every message type round-trips, and every way a
- * message can be malformed or out of range is refused with its own error.
+ * message can be malformed or out of range is refused with its own error, control characters in
+ * its text too.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -206,6 +207,44 @@ static void encoder_refuses_what_cannot_be_sent(void **state)
 	assert_string_equal(lk__ctl_type_name(LK_CTL_START), "start");
 }
 
+/*
+ * A peer's text holds no control character: both sides print what they receive, and a terminal
+ * acts on C0 (ESC's sequences retitle or clear it), DEL and C1 (UTF-8, or a lone byte 0x80..0x9f)
+ * instead of showing them. Other bytes pass, UTF-8 or not.
+ */
+static void control_characters_are_refused(void **state)
+{
+	static const char *const hostile[] = { "\x1b]0;PWN\x07\x1b[2J", "a\nb", "a\tb", "del\x7f", "\x01",
+					       "csi \xc2\x9b" "2J", "raw \x9b" "2J", "nel \xc2\x85" };
+	static const char *const fine[] = { "caf\xc3\xa9", "\xe2\x80\x94 \xf0\x9f\x94\x91", "latin-1 \xe9\xa0", "" };
+	struct lk__ctl_msg out;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
+		struct lk__ctl_msg in[] = {
+			{ .type = LK_CTL_RESULT, .result = { -1, 0, hostile[i] } },
+			{ .type = LK_CTL_SITE, .site = { 1, 1, 0, 0, 0, 1, "a", hostile[i], "", "", "", "" } },
+			{ .type = LK_CTL_STATS, .stats = { 0, 1, 2, 3, 4, hostile[i], "" } },
+			{ .type = LK_CTL_RULE, .rule = { 1, 0, hostile[i] } },
+		};
+
+		for (size_t k = 0; k < sizeof(in) / sizeof(in[0]); k++) {
+			int n = encode(&in[k]);
+
+			assert_int_equal(decode((size_t)n, &out), -EBADMSG);
+			assert_non_null(strstr(err, "control character"));
+			assert_null(out.result.message);
+		}
+	}
+	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+		struct lk__ctl_msg in = { .type = LK_CTL_RESULT, .result = { -1, 0, fine[i] } };
+		int n = encode(&in);
+
+		assert_int_equal(decode((size_t)n, &out), 0);
+		assert_string_equal(out.result.message, fine[i]);
+	}
+}
+
 /* Every prefix of a valid message is refused, and never read past. */
 static void every_truncation_is_refused(void **state)
 {
@@ -228,6 +267,7 @@ int main(void)
 		cmocka_unit_test(values_out_of_range_are_refused),
 		cmocka_unit_test(encoder_refuses_what_cannot_be_sent),
 		cmocka_unit_test(every_truncation_is_refused),
+		cmocka_unit_test(control_characters_are_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

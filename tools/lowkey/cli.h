@@ -40,7 +40,10 @@ const struct lk_cli_command *lk_cli_find(const char *name);
 void lk_cli_list(void);
 void lk_cli_suggest(const char *name);
 
-/* Print "lowkey CMD: message" on stderr, and a hint line if hint is not NULL. */
+/*
+ * Print "lowkey CMD: message" on stderr, and a hint line if hint is not NULL. The message's
+ * control characters are escaped (lk__text_escape): it may quote a trace, a process or /proc.
+ */
 void lk_cli_error(const char *cmd, const char *hint, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "core/failf.h"
 #include "core/json.h"
+#include "core/utf8.h"
 #include "list_events.h"
 #include "probe/control_internal.h"
 #include "probe_elf.h"
@@ -209,11 +210,11 @@ static void print_json(const struct rows *r, pid_t pid, const char *source)
 
 static void print_args(const struct row *s)
 {
-	char name[256];
+	char name[256], shown[4 * sizeof(name)];
 
 	for (unsigned int a = 0; a < s->nargs; a++) {
 		lk_arg_name(s->arg_names, a, name, sizeof(name));
-		printf("%s%s: %s", a ? ", " : "", name, arg_type(s, a));
+		printf("%s%s: %s", a ? ", " : "", lk__text_escape(name, shown, sizeof(shown)), arg_type(s, a));
 	}
 }
 
@@ -239,10 +240,11 @@ static bool shares_its_place(const struct rows *r, size_t i)
 	return false;
 }
 
+/* Text a process or its files hold is printed escaped (lk__text_escape): it is theirs to choose. */
 static void print_text(const struct rows *r)
 {
 	int wname = 12, wwhere = 10;
-	char buf[1024];
+	char buf[1024], shown[4 * sizeof(buf)];
 
 	for (size_t i = 0; i < r->n; i++) {
 		int a = snprintf(buf, sizeof(buf), "%s:%s", r->v[i].provider, r->v[i].event);
@@ -258,20 +260,20 @@ static void print_text(const struct rows *r)
 		if (i == 0 || strcmp(s->object, r->v[i - 1].object) != 0) {
 			for (size_t j = i; j < r->n && strcmp(r->v[j].object, s->object) == 0; j++)
 				count++;
-			printf("%s%s", i ? "\n" : "", s->object);
+			printf("%s%s", i ? "\n" : "", lk__text_escape(s->object, shown, sizeof(shown)));
 			if (s->object_type)
 				printf(" (%s)", s->object_type);
 			printf(": %zu site%s\n", count, count == 1 ? "" : "s");
 		}
 		snprintf(buf, sizeof(buf), "%s:%s", s->provider, s->event);
-		printf("  %-*s  %-10s", wname, buf, kind_name(s->kind));
+		printf("  %-*s  %-10s", wname, lk__text_escape(buf, shown, sizeof(shown)), kind_name(s->kind));
 		if (s->enabled >= 0)
 			printf("  %-3s", s->enabled ? "on" : "off");
 		snprintf(buf, sizeof(buf), "%s:%u", s->file, s->line);
-		printf("  %-*s  ", wwhere, buf);
+		printf("  %-*s  ", wwhere, lk__text_escape(buf, shown, sizeof(shown)));
 		print_args(s);
 		if (*s->function && shares_its_place(r, i))
-			printf("%sin %s", s->nargs ? "  " : "", s->function);
+			printf("%sin %s", s->nargs ? "  " : "", lk__text_escape(s->function, shown, sizeof(shown)));
 		printf("\n");
 	}
 }
@@ -281,7 +283,7 @@ static void print_text(const struct rows *r)
 static int rows_from_file(struct rows *r, const char *path, const char *shown, bool quiet_if_none)
 {
 	struct lk_elf_sites sites;
-	char err[512];
+	char err[512], name[1024];
 	int rc = lk_elf_read_sites(path, &sites, err, sizeof(err));
 
 	if (rc) {
@@ -290,11 +292,11 @@ static int rows_from_file(struct rows *r, const char *path, const char *shown, b
 		return rc;
 	}
 	if (!sites.n && !quiet_if_none)
-		fprintf(stderr, "lowkey list: %s has no lowkey probe sites%s\n", shown,
-			sites.has_section ? " of this lowkey version" : "");
+		fprintf(stderr, "lowkey list: %s has no lowkey probe sites%s\n",
+			lk__text_escape(shown, name, sizeof(name)), sites.has_section ? " of this lowkey version" : "");
 	if (sites.skipped && sites.n)
-		fprintf(stderr, "lowkey list: %s: %u entries are not probe sites of this lowkey version\n", shown,
-			sites.skipped);
+		fprintf(stderr, "lowkey list: %s: %u entries are not probe sites of this lowkey version\n",
+			lk__text_escape(shown, name, sizeof(name)), sites.skipped);
 	for (size_t i = 0; i < sites.n && !rc; i++) {
 		const struct lk_elf_site *s = &sites.sites[i];
 		struct row row = { (char *)shown, s->provider, s->event, s->file, s->arg_names, s->function,

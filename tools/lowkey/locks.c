@@ -27,6 +27,7 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "core/utf8.h"
 #include "locks.h"
 #include "locks_html.h"
 #include "lowkey-locks-paths.h"
@@ -503,12 +504,12 @@ static size_t shown(const struct proc *p, const struct options *o)
 static void print_text(FILE *out, const struct proc *p, const struct options *o)
 {
 	const struct lkl_header *h = p->h;
-	char a[16], b[16], c[16], d[16], e2[16], f[16], site[400], first[400];
+	char a[16], b[16], c[16], d[16], e2[16], f[16], site[400], first[400], name[4 * sizeof(h->exe)];
 	size_t n = shown(p, o);
 
 	fprintf(out, "\nlowkey locks: %s (pid %u)%s, %s on %u CPUs: %lu lock%s, %lu acquisitions, %lu contended (%.2f%%), "
 		     "%s waiting = %.1f/1000 of CPU time\n",
-		h->comm[0] ? h->comm : h->exe, h->pid, ending_note(p->ended),
+		lk__text_escape(h->comm[0] ? h->comm : h->exe, name, sizeof(name)), h->pid, ending_note(p->ended),
 		duration(a, sizeof(a), p->duration_ns), h->cpus, (unsigned long)p->nlocks, p->nlocks == 1 ? "" : "s",
 		(unsigned long)p->acquisitions,
 		(unsigned long)p->contended, p->acquisitions ? 100.0 * (double)p->contended / (double)p->acquisitions : 0,

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "dwfl_files.h"
+#include "core/utf8.h"
 #include "locks.h"
 
 static struct {
@@ -275,17 +276,20 @@ void lks_symbolize(struct lks_symbolizer *s, uint64_t ra, struct lks_site *out)
 	}
 }
 
+/* The names come from the program's files: escaped (lk__text_escape). */
 const char *lks_site_string(const struct lks_site *site, char *buf, size_t len)
 {
+	char raw[1024];
+
 	if (!site->address)
-		snprintf(buf, len, "?");
+		snprintf(raw, sizeof(raw), "?");
 	else if (site->function[0] && site->file[0])
-		snprintf(buf, len, "%s (%s:%d)", site->function, site->file, site->line);
+		snprintf(raw, sizeof(raw), "%s (%s:%d)", site->function, site->file, site->line);
 	else if (site->function[0])
-		snprintf(buf, len, "%s (%s)", site->function, site->module);
+		snprintf(raw, sizeof(raw), "%s (%s)", site->function, site->module);
 	else if (site->module[0])
-		snprintf(buf, len, "%s+0x%lx", site->module, (unsigned long)site->offset);
+		snprintf(raw, sizeof(raw), "%s+0x%lx", site->module, (unsigned long)site->offset);
 	else
-		snprintf(buf, len, "0x%lx", (unsigned long)site->address);
-	return buf;
+		snprintf(raw, sizeof(raw), "0x%lx", (unsigned long)site->address);
+	return lk__text_escape(raw, buf, len);
 }

@@ -9,6 +9,7 @@
 #include <lowkey/lowkey.h>
 
 #include "cli.h"
+#include "core/utf8.h"
 #include "status.h"
 
 extern const struct lk_cli_command __start_lk_cli_commands[];
@@ -73,16 +74,17 @@ void lk_cli_suggest(const char *name)
 			fprintf(stderr, "hint: did you mean 'lowkey %s'?\n", c->name);
 }
 
+/* Messages quote what traces, processes and /proc say: their control characters are escaped. */
 void lk_cli_error(const char *cmd, const char *hint, const char *fmt, ...)
 {
+	char msg[4096], shown[4 * sizeof(msg)];
 	va_list ap;
 
 	lk_status_clear();	/* the message has the line to itself */
-	fprintf(stderr, "lowkey%s%s: ", cmd ? " " : "", cmd ? cmd : "");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	fprintf(stderr, "lowkey%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", lk__text_escape(msg, shown, sizeof(shown)));
 	if (hint)
 		fprintf(stderr, "hint: %s\n", hint);
 }

@@ -58,7 +58,10 @@ int lk_proc_objects(pid_t pid, char **paths, char **shown, int max);
 /* Whether process pid uses liblowkey in any object it has mapped: 1, 0, or -errno. */
 int lk_proc_uses_lowkey(pid_t pid);
 
-/* The process's name (/proc/PID/comm), or "?". */
+/*
+ * The process's name (/proc/PID/comm), or "?"; its control characters escaped (lk__text_escape):
+ * the process chose it. 64 bytes hold any.
+ */
 void lk_proc_name(pid_t pid, char *out, size_t len);
 
 /* Split a probe's argument text ("id, f(a, b)") at its top-level commas; the i-th, trimmed. */

@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "core/json.h"
+#include "core/utf8.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
 #include "report_classes.h"
@@ -337,10 +338,13 @@ static void fmt_ns(char *buf, size_t len, double ns)
 		snprintf(buf, len, "%.2f s", ns / 1e9);
 }
 
+/* provider:event, fit for a terminal: the trace's text, escaped (lk__text_escape). */
 static const char *class_name(const struct lk__event_class *c, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s:%s", c->provider, c->event);
-	return buf;
+	char raw[512];
+
+	snprintf(raw, sizeof(raw), "%s:%s", c->provider, c->event);
+	return lk__text_escape(raw, buf, len);
 }
 
 static void json_num(double v)
@@ -405,10 +409,11 @@ static void print_text(struct report *rep, const char *path)
 {
 	struct lk__trace_reader *r = rep->r;
 	double seconds = rep->last_tsc > rep->first_tsc ? tsc_ns(rep, rep->first_tsc, rep->last_tsc) / 1e9 : 0;
-	char name[200], a[32], b[32], c[32], d[32], e[32], f[32];
+	char name[200], a[32], b[32], c[32], d[32], e[32], f[32], shown[256];
 
 	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %zu threads, %" PRIu64 " lost\n",
-	       path, r->procname, r->pid, rep->events, seconds, rep->nthreads, rep->lost);
+	       path, lk__text_escape(r->procname, shown, sizeof(shown)), r->pid, rep->events, seconds, rep->nthreads,
+	       rep->lost);
 	if (rep->t->format != REPORT_CTF)
 		print_format_notes(rep);
 	if (rep->lost && r->overwrite) {
@@ -486,7 +491,8 @@ static void print_text(struct report *rep, const char *path)
 	putchar('\n');
 	for (struct per_thread *t = rep->threads; t; t = t->next) {
 		fmt_ns(a, sizeof(a), t->span_wall_ns);
-		printf("  %-8d %-16s %10" PRIu64 " %10" PRIu64 " %12s", t->tid, t->name, t->events, t->lost, a);
+		printf("  %-8d %-16s %10" PRIu64 " %10" PRIu64 " %12s", t->tid,
+		       lk__text_escape(t->name, shown, sizeof(shown)), t->events, t->lost, a);
 		if (r->cputime) {
 			fmt_ns(b, sizeof(b), t->span_cpu_ns);
 			printf(" %12s", b);

@@ -27,6 +27,7 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "core/utf8.h"
 #include "stat.h"
 
 #define MAX_REPEAT 1000000	/* runs kept in memory for the mean and spread */
@@ -397,7 +398,7 @@ static int collect_threads(struct stat_result *r, struct lk_counters *c)
 			th->values[i] = (double)v[i].scaled;
 		th->pid = who.pid;
 		th->tid = who.tid;
-		snprintf(th->comm, sizeof(th->comm), "%s", who.comm[0] ? who.comm : "?");
+		lk__text_escape(who.comm[0] ? who.comm : "?", th->comm, sizeof(th->comm));
 	}
 	free(v);
 	qsort(r->threads, r->nthreads, sizeof(*r->threads), by_thread);

@@ -29,7 +29,7 @@ struct stat_event {
 
 struct stat_thread {
 	pid_t pid, tid;		/* tid 0: the threads still running, not told apart */
-	char comm[32];
+	char comm[64];		/* its name, escaped (lk__text_escape): the thread chose it */
 	double *values;		/* one per event (scaled) */
 };
 

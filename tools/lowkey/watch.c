@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "core/json.h"
+#include "core/utf8.h"
 #include "watch_symbols.h"
 
 static const char watch_usage[] =
@@ -293,10 +294,11 @@ static void print_json(const struct watch_run *run, const struct lk_watch_sample
 		printf(",\"value\":null}\n");
 }
 
+/* The hit as a line; the names come from the target's files: escaped (lk__text_escape). */
 static void print_text(const struct watch_run *run, const struct lk_watch_sample *s,
 		       const struct watch_place *p)
 {
-	char where[512], line[300], value[64];
+	char where[512], line[300], value[64], shown_where[4 * sizeof(where)], shown_line[4 * sizeof(line)];
 
 	if (p->function)
 		snprintf(where, sizeof(where), "%s+%#" PRIx64, p->function, p->offset);
@@ -312,7 +314,8 @@ static void print_text(const struct watch_run *run, const struct lk_watch_sample
 	else
 		snprintf(value, sizeof(value), "-");
 	printf("%12.6f %7d  %-32s %-28s %s\n", (double)(s->time_ns - run->start_ns) / 1e9, (int)s->tid,
-	       where, line, value);
+	       lk__text_escape(where, shown_where, sizeof(shown_where)),
+	       lk__text_escape(line, shown_line, sizeof(shown_line)), value);
 }
 
 static void on_sample(const struct lk_watch_sample *s, void *arg)
