@@ -15,27 +15,22 @@
  * While a key is in the direction its site expects, the site is a 5-byte NOP (0f 1f 44 00 00) and
  * reads no memory. Flipping the key rewrites each site into a `jmp rel32` (or back) while other
  * threads may run the sites: each of them goes one way or the other, never anywhere else, and none
- * is stopped or killed.
+ * is stopped, trapped or killed.
  *
- * How, and what signals have to do with it. The usual protocol is the kernel's: an int3 is written
- * over each site's first byte while the rest changes, and a thread that runs into it meanwhile takes
- * a SIGTRAP that lowkey's handler (installed ahead of the application's, and chaining to it for
- * every trap that is not lowkey's) sends on. The trap is used only where it is sure to reach that
- * handler. Elsewhere the flip writes copies of the pages holding the sites and swaps them in with
- * mremap(), and no thread traps at all; those pages stay mapped from their file in /proc/PID/maps
- * (anonymous where the file cannot be opened). Elsewhere is:
- *  - a process where a thread other than the caller blocks SIGTRAP (a server that blocks every
- *    signal in every thread and takes them with sigwait(); a thread inside a handler whose mask
- *    holds SIGTRAP): the kernel would force the trap with SIG_DFL and kill the process;
- *  - a process that has ever set a SIGTRAP disposition of its own (a handler or SIG_IGN, before
- *    lowkey's handler went in or in its place since): it may set it again during a flip, and its
- *    handler would get the trap.
- * The calling thread holds its asynchronous signals while it flips, so no handler runs on it.
- * Left open, for a flip that chose the trap (it lasts tens of microseconds): a thread that starts
- * blocking SIGTRAP during it and runs into one of its sites kills the process; and an application
- * that sets its first SIGTRAP disposition during it is noticed after the flip's next step, which
- * then finishes without traps, but a thread that runs into a site in between gets the application's
- * handler. Block signals at thread start, and set SIGTRAP's disposition before flipping keys.
+ * How. No flip ever makes a thread trap, whatever the program does with its signal masks and
+ * handlers. Where another thread exists, the flip writes copies of the pages holding the sites
+ * and swaps them in with mremap(): no byte a thread may be executing is ever written, and a thread
+ * in those pages runs the old page or the new one, each whole (one that faults meanwhile waits
+ * for the swap). The pages stay mapped from their file in /proc/PID/maps, so profilers, debuggers
+ * and uprobes (perf probe, bpftrace's usdt:) keep working; where the file cannot be opened any
+ * more (deleted or replaced since it was loaded, and the caller lacks CAP_CHECKPOINT_RESTORE or
+ * CAP_SYS_ADMIN to reopen it through /proc/self/map_files) the copy is anonymous, which is refused
+ * where those pages hold changes lowkey cannot tell from a uprobe's breakpoint (see -ESTALE). Where
+ * the caller is the process's only thread (glibc and the kernel both count one), the sites are
+ * written in place instead: nothing else can be running them. On aarch64 and riscv64 a site is
+ * one aligned word, rewritten in place with one store in every case (the architectures allow it
+ * while other threads run it). The calling thread holds its asynchronous signals while it flips,
+ * so no handler runs on it.
  *
  * Sites work in the executable, in shared libraries and in dlopen()ed objects, PIE or not, and may
  * test a key defined in another object. A site must name its key by address (&name): the address
@@ -141,25 +136,36 @@ extern "C" {
  * lk_key_inc      - add a reference; on while the count is above zero (kernel static_key_slow_inc).
  * lk_key_dec      - drop a reference; off when it reaches zero.
  *
- * Errors (the key and its sites are unchanged after any of them):
- *   -EINVAL     key is NULL; lk_key_dec on a key whose count is zero.
+ * Errors (the key and its sites are unchanged after any of them; lk_last_error() says what
+ * failed and what to change):
+ *   -EINVAL     key is NULL; lk_key_dec on a key whose count is zero. Also: pages that cannot be
+ *               remapped a page at a time (code in hugetlbfs pages).
  *   -EOVERFLOW  lk_key_inc past INT_MAX references.
- *   -EPERM      the system forbids making code writable (PR_SET_MDWE, SELinux execmod,
- *               MemoryDenyWriteExecute=), or the code is sealed (mseal()); lk_last_error() says
- *               which and what to do.
+ *   -EPERM      the system forbids making code writable or executable anew (PR_SET_MDWE, SELinux
+ *               execmod or execmem, MemoryDenyWriteExecute=), or the code is sealed (mseal()), or
+ *               a seccomp filter refuses mprotect(), mmap() or mremap() (with EPERM or EACCES).
  *   -ENOSYS     membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) is unavailable (kernel before
  *               4.16, or a seccomp filter -- also one installed after earlier flips worked, even
  *               in the middle of this one) and the process has more than one thread.
- *   -ENOMEM     out of memory.
+ *   -ESTALE     another thread exists, the file the sites' pages were loaded from is deleted or
+ *               replaced and cannot be reopened, and those pages hold changes of their own
+ *               (breakpoints of a debugger or of uprobes, or sites written while the process had
+ *               one thread): an anonymous copy would keep a uprobe's breakpoint after the tracer
+ *               removed it, and the kernel would then kill a thread that reached it.
+ *   -ENOMEM     out of memory (or of mappings: vm.max_map_count).
+ * A seccomp filter that kills the process on one of these system calls kills it on a flip too;
+ * the calls are listed below.
  *
  * Cost: when the direction does not change, one atomic operation (inc, dec) or an uncontended
- * mutex. When it does, the sites are rewritten: in a multi-threaded process, one read of
- * /proc/self/task/TID/status per thread to learn which protocol is safe; then two mprotect() calls
- * per run of pages and three membarrier() calls for the whole change, tens of microseconds here
- * (with the trap), or an mmap(), mprotect() and mremap() per run of pages and one membarrier()
- * (without it). Other threads never wait except at a site being rewritten, where a trap sends them
- * on, or a page being swapped, where a page fault holds them for the swap. Thread-safe; not
- * async-signal-safe. Safe in a fork()ed child.
+ * mutex. When it does, the sites are rewritten. With another thread in the process (x86-64): per
+ * run of pages holding sites, a read of /proc/self/maps, an open() and fstat() of the mapped file,
+ * an mmap(), a copy of the pages, an mprotect() and an mremap(); then one membarrier() for the
+ * whole change -- tens of microseconds, more the more mappings the process has. With one thread,
+ * or on aarch64 and riscv64: a read of /proc/self/stat (x86-64), two mprotect() calls per run of
+ * pages and one to three membarrier() calls. Other threads never wait except at a page being
+ * swapped, where a page fault holds them for the swap. A swapped-in page is locked in memory only
+ * under mlockall(MCL_FUTURE): pages locked by mlock() or MCL_CURRENT alone come back unlocked.
+ * Thread-safe; not async-signal-safe. Safe in a fork()ed child.
  */
 LK_API int (lk_key_enable)(struct lk_key *key);
 LK_API int (lk_key_disable)(struct lk_key *key);
@@ -187,7 +193,7 @@ LK_API int (lk_key_sites)(const struct lk_key *key);
 #define lk_key_sites(k) (lk_key_sites)(LK_KEY(k))
 
 /*
- * Batches: many keys flipped in one rewriting pass, sharing its three membarrier() calls.
+ * Batches: many keys flipped in one rewriting pass, sharing its system calls.
  *
  *	struct lk_key_change changes[] = {
  *		{ LK_KEY(&trace_open), LK_KEY_ENABLE },

@@ -2,8 +2,6 @@
 /*
  * The shared SIGTRAP dispatcher.
  */
-#include <dirent.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,13 +25,6 @@ static pthread_mutex_t sigtrap_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct sigaction chain[2];
 static unsigned int chain_slot;
 static bool installed;
-
-/*
- * Whether the application has ever had a SIGTRAP disposition of its own (a handler, or SIG_IGN):
- * before the dispatcher went in, or put in place of it since. Such an application may do so again
- * at any moment, so no trap of lowkey's can be relied on to reach the dispatcher. Never cleared.
- */
-static bool app_disposition;
 
 static void dispatcher(int sig, siginfo_t *si, void *ctx);
 
@@ -106,8 +97,6 @@ static int install_locked(void)
 		return lk__fail(-errno, "sigaction(SIGTRAP) failed: %s", strerror(errno));
 	if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction == dispatcher)
 		return 0;
-	if ((prev.sa_flags & SA_SIGINFO) || prev.sa_handler != SIG_DFL || installed)
-		__atomic_store_n(&app_disposition, true, __ATOMIC_RELAXED);
 	chain[next] = prev;
 	__atomic_store_n(&chain_slot, next, __ATOMIC_RELEASE);
 	if (sigaction(SIGTRAP, &ours, NULL) != 0)
@@ -120,19 +109,6 @@ static bool dispatcher_in_place(struct sigaction *cur)
 {
 	return sigaction(SIGTRAP, NULL, cur) == 0 && (cur->sa_flags & SA_SIGINFO) &&
 	       cur->sa_sigaction == dispatcher;
-}
-
-bool lk__sigtrap_exclusive(void)
-{
-	struct sigaction cur;
-
-	if (!__atomic_load_n(&installed, __ATOMIC_ACQUIRE) ||
-	    __atomic_load_n(&app_disposition, __ATOMIC_RELAXED))
-		return false;
-	if (dispatcher_in_place(&cur))
-		return true;
-	__atomic_store_n(&app_disposition, true, __ATOMIC_RELAXED);
-	return false;
 }
 
 int lk__sigtrap_add(lk__trap_handler fn)
@@ -184,46 +160,4 @@ void lk__sigtrap_hold_async(sigset_t *saved)
 		if (!sigismember(saved, sync_signals[i]))
 			sigdelset(&set, sync_signals[i]);
 	pthread_sigmask(SIG_SETMASK, &set, NULL);
-}
-
-/* Whether thread tid blocks SIGTRAP; true where that cannot be read, false for a thread gone. */
-static bool thread_blocks_sigtrap(pid_t tid)
-{
-	char path[64], buf[4096];
-	const char *blk;
-	ssize_t len;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno != ENOENT;
-	len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (len <= 0)
-		return len < 0 && errno != ESRCH;
-	buf[len] = '\0';
-	blk = strstr(buf, "\nSigBlk:");
-	if (!blk)
-		return true;
-	return strtoull(blk + strlen("\nSigBlk:"), NULL, 16) & (1ull << (SIGTRAP - 1));
-}
-
-bool lk__sigtrap_blocked_elsewhere(void)
-{
-	DIR *dir = opendir("/proc/self/task");
-	pid_t self = gettid();
-	struct dirent *de;
-	bool blocked = false;
-
-	if (!dir)
-		return true;
-	while (!blocked && (de = readdir(dir)) != NULL) {
-		pid_t tid = (pid_t)atoi(de->d_name);
-
-		if (tid > 0 && tid != self)
-			blocked = thread_blocks_sigtrap(tid);
-	}
-	closedir(dir);
-	return blocked;
 }

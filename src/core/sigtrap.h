@@ -33,23 +33,6 @@ int lk__sigtrap_add(lk__trap_handler fn);
 int lk__sigtrap_ensure(void);
 
 /*
- * lk__sigtrap_exclusive - whether every SIGTRAP goes to the dispatcher now and the application has
- * never had a disposition of its own for it (a handler or SIG_IGN, before the dispatcher was
- * installed or in its place since). Only then can a trap raised on purpose be relied on to reach
- * lowkey: an application that sets SIGTRAP's handler may do so again at any moment, and its
- * handler would get the trap. Once false, false for good. One sigaction() call.
- */
-bool lk__sigtrap_exclusive(void);
-
-/*
- * lk__sigtrap_blocked_elsewhere - whether a thread of the process other than the caller blocks
- * SIGTRAP now (its SigBlk in /proc/self/task/TID/status; a thread running a handler whose mask
- * holds SIGTRAP counts), or whether the threads cannot be read. Such a thread would be killed by a
- * trap: the kernel forces a blocked synchronous SIGTRAP with SIG_DFL. Reads one file per thread.
- */
-bool lk__sigtrap_blocked_elsewhere(void);
-
-/*
  * lk__sigtrap_hold_async - block every signal but the synchronous ones (SIGTRAP, SIGSEGV, SIGBUS,
  * SIGILL, SIGFPE, which keep the caller's setting) in the calling thread, saving its mask in
  * *saved: no handler, and so no code of the application, runs on it until the mask is restored.

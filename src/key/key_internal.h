@@ -14,9 +14,10 @@
 #include "core/dso.h"
 
 /*
- * A site's length, and whether rewriting it may make a thread trap (x86-64's int3 protocol, with
- * the handler, the SigBlk scan and the remap protocol that come with it). On aarch64 and riscv64
- * a site is one aligned 32-bit word that is rewritten with one store: no thread ever traps.
+ * A site's length, and whether rewriting it in place may make a thread trap (x86-64's int3
+ * protocol: patch.c then rewrites in place only where no other thread can run a site, and
+ * remaps pages elsewhere). On aarch64 and riscv64 a site is one aligned 32-bit word that is
+ * rewritten in place with one store: no thread ever traps.
  */
 #if defined(__x86_64__)
 #define LK__SITE_LEN 5
@@ -78,6 +79,14 @@ int lk__patch_run(struct lk__patch *patches, size_t n);
 /* Publish the sorted addresses of every registered site (for late traps); takes ownership. */
 void lk__patch_set_known(uintptr_t *addrs, size_t n);
 
+/*
+ * For `lowkey bench branch` alone: while set, x86-64 rewrites every batch in place with the trap
+ * protocol, in any process, as flips did before remapping became the rule where other threads
+ * run -- to measure both protocols in one run. A thread that blocks SIGTRAP and meets a site being
+ * rewritten then kills the process: never set it in a program. Set it with no flip under way.
+ */
+extern bool lk__patch_traps_for_bench;
+
 /* The message for a refused mprotect() (or mremap()) of the pages at page; returns -EPERM or -err. */
 int lk__patch_explain_mprotect(int err, const void *page);
 
@@ -110,20 +119,15 @@ uintptr_t lk__arch_resume(const uint8_t *code, const uint8_t insn[LK__SITE_LEN])
 
 enum lk__rewrite {
 	LK__REWRITE_DONE,	/* every site holds its new instruction */
-	LK__REWRITE_STOPPED,	/* stopped midway: SIGTRAP's handler is no longer lowkey's alone */
 	LK__REWRITE_UNDONE,	/* a sync failed (*err); every site holds its old instruction again */
 	LK__REWRITE_TORN,	/* a sync failed (*err) midway; only remapping can restore the sites */
 };
 
-#define LK__REWRITE_CHECK 0x1	/* stop once SIGTRAP's handler is no longer lowkey's alone */
-#define LK__REWRITE_RESUME 0x2	/* run again on sites a stopped run left half-written */
-
 /*
- * Write the sites (sorted, pages already writable) with the trap protocol. With CHECK, it stops
- * after a step during which the application may have taken SIGTRAP's handler, the sites left
- * half-written (for the caller to finish without traps, or to run again with RESUME).
+ * Write the sites in place (sorted, pages already writable): x86-64's int3 protocol, or one
+ * store per site on the word architectures.
  */
-enum lk__rewrite lk__arch_rewrite(const struct lk__patch *patches, size_t n, unsigned int flags, int *err);
+enum lk__rewrite lk__arch_rewrite(const struct lk__patch *patches, size_t n, int *err);
 
 /* Copy len bytes of code, unseen by sanitizers (their shadow of code pages is read-only). */
 void lk__arch_copy_code(void *dst, const void *src, size_t len);

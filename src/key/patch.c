@@ -2,18 +2,25 @@
 /*
  * Rewriting sites while other threads may be running them.
  *
- * A batch takes one of two protocols. The trap protocol (arch/) is the kernel's: the pages of the
- * sites are made writable (staying executable: threads are running there), the architecture writes
- * the instructions so that a thread meeting a half-written site traps and is sent on by lowkey's
- * SIGTRAP handler, and the protection is restored. It is used only where every thread that may meet
- * such a site takes that trap in lowkey's handler. Elsewhere -- a thread blocks SIGTRAP, and a trap
- * would kill the process -- the remap protocol (remap.c) writes copies of the pages and swaps them
- * in, with no trap at all.
+ * A batch takes one of two protocols, neither of which ever makes a thread trap:
+ *  - in place: the pages of the sites are made writable (staying executable), the architecture
+ *    writes the instructions, and the protection is restored. On aarch64 and riscv64 that is one
+ *    store per site, safe while other threads run it. On x86-64 it is the kernel's int3 protocol,
+ *    which sends a thread meeting a half-written site through SIGTRAP; a thread that blocks SIGTRAP
+ *    -- which any thread may start doing at any moment -- would be killed by that trap, so x86-64
+ *    rewrites in place only where the caller is the only thread, and nothing can meet the int3;
+ *  - remapping (remap.c), on x86-64 wherever another thread exists: copies of the pages are written
+ *    and swapped in, and no byte a thread may execute is ever written.
+ * Where remapping cannot be done the flip fails, its sites as they were: nothing falls back to a
+ * trap.
  *
- * The trap batch's table stays published until the next one replaces it, so a thread that ran into
+ * `lowkey bench branch` may force the int3 protocol anywhere (lk__patch_traps_for_bench), to
+ * measure it beside remapping; only then can a thread trap, and lowkey's SIGTRAP handler sends it
+ * on. The batch's table stays published until the next one replaces it, so a thread that ran into
  * a transient trap instruction finds where to continue even if its signal is delivered late. A
  * table is freed only when no trap handler is reading it.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -236,14 +243,39 @@ static void sort_patches(struct lk__patch *patches, size_t n)
 }
 
 /*
- * Whether the trap protocol may be used: every thread that could meet a site mid-rewrite must take
- * the trap. The caller cannot meet one (its asynchronous signals are held during the batch, so no
- * application code runs on it), and in a single-threaded process there is no other thread.
+ * Whether the caller is the only thread that can run a site until the batch ends, so that rewriting
+ * in place cannot make another thread trap: glibc and the kernel both count one thread. The caller
+ * runs no site meanwhile (its asynchronous signals are held; the library has no sites), and no
+ * other thread can appear: only this one could create it. glibc's flag alone would miss threads
+ * made with clone() behind its back (a sanitizer's runtime makes one), which the kernel counts.
+ * Reads /proc/self/stat; false where it cannot be read.
  */
-static bool traps_are_safe(void)
+static bool only_thread(void)
 {
-	return __libc_single_threaded || (lk__sigtrap_exclusive() && !lk__sigtrap_blocked_elsewhere());
+	char buf[1024], *fields;
+	long threads = 0;
+	ssize_t len;
+	int fd;
+
+	if (!__libc_single_threaded)
+		return false;
+	fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return false;
+	buf[len] = '\0';
+	fields = strrchr(buf, ')');	/* the command name may hold spaces and parentheses */
+	/* Fields 3 to 19, then num_threads (proc(5)). */
+	if (fields && sscanf(fields + 1, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			     "%*s %*s %ld", &threads) == 1)
+		return threads == 1;
+	return false;
 }
+
+bool lk__patch_traps_for_bench;
 
 /*
  * A sync failed after the sites changed: a core may still run what it fetched before, so only
@@ -273,67 +305,44 @@ static int rewrite_by_remapping(struct lk__patch *patches, size_t n, const struc
 	return err;
 }
 
-/*
- * The application took SIGTRAP's handler while the trap protocol ran: from now on a thread that
- * meets an int3 would get the application's handler. Swap in pages holding the finished sites. If
- * that cannot be done, put the dispatcher back in front (it chains to the application's handler)
- * and finish with the trap after all.
- */
-static int finish_without_traps(struct lk__patch *patches, size_t n, const struct lk__page_run *runs,
-				size_t nruns)
-{
-	int err;
-
-	lk__sigtrap_ensure();
-	if (lk__remap(runs, nruns, patches, n, false) == 0) {
-		err = lk__sync_cores();
-		return err ? put_back(err, patches, n, runs, nruns) : 0;
-	}
-	if (lk__arch_rewrite(patches, n, LK__REWRITE_RESUME, &err) == LK__REWRITE_TORN)
-		return put_back(err, patches, n, runs, nruns);
-	return 0;
-}
-
 /* The batch's table stays published even if it fails: a trap late from it still finds its way. */
-static int rewrite_with_traps(struct batch_table **table, struct lk__patch *patches, size_t n,
-			      const struct lk__page_run *runs, size_t nruns)
+static int rewrite_in_place(struct batch_table **table, struct lk__patch *patches, size_t n,
+			    const struct lk__page_run *runs, size_t nruns)
 {
-	unsigned int flags = __libc_single_threaded ? 0 : LK__REWRITE_CHECK;
 	int err = unlock_pages(runs, nruns);
 
 	if (err)
 		return err;
-	retire(__atomic_exchange_n(&current_batch, *table, __ATOMIC_SEQ_CST));
-	*table = NULL;
-	switch (lk__arch_rewrite(patches, n, flags, &err)) {
-	case LK__REWRITE_DONE:
-	case LK__REWRITE_UNDONE:
-		break;
-	case LK__REWRITE_STOPPED:
-		err = finish_without_traps(patches, n, runs, nruns);
-		break;
-	case LK__REWRITE_TORN:
-		err = put_back(err, patches, n, runs, nruns);
-		break;
+	if (LK__ARCH_TRAPS) {
+		retire(__atomic_exchange_n(&current_batch, *table, __ATOMIC_SEQ_CST));
+		*table = NULL;
 	}
+	if (lk__arch_rewrite(patches, n, &err) == LK__REWRITE_TORN)
+		err = put_back(err, patches, n, runs, nruns);
 	lock_pages(runs, nruns);
 	return err;
 }
 
+/*
+ * In place where no thread can trap: on the word architectures always, on x86-64 where the caller
+ * is the only thread. Everywhere else the pages are remapped: a thread that blocks SIGTRAP, or
+ * starts to at any moment, or runs a handler whose mask holds it, would be killed by the trap.
+ */
 static int run_batch(struct batch_table *table, struct lk__patch *patches, size_t n,
 		     struct lk__page_run *runs)
 {
 	size_t nruns = page_runs(patches, n, runs);
+	bool traps = LK__ARCH_TRAPS && __atomic_load_n(&lk__patch_traps_for_bench, __ATOMIC_RELAXED);
 	sigset_t saved;
 	int err = lk__sync_cores_prepare();	/* fails here, before any write, where it cannot be done */
 
-	if (!err && LK__ARCH_TRAPS)
-		err = ensure_trap_handler();	/* for traps late from earlier batches, too */
+	if (!err && traps)
+		err = ensure_trap_handler();
 	if (err)
 		return err;
 	lk__sigtrap_hold_async(&saved);
-	if (!LK__ARCH_TRAPS || traps_are_safe())
-		err = rewrite_with_traps(&table, patches, n, runs, nruns);
+	if (traps || !LK__ARCH_TRAPS || only_thread())
+		err = rewrite_in_place(&table, patches, n, runs, nruns);
 	else
 		err = rewrite_by_remapping(patches, n, runs, nruns);
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);

@@ -32,6 +32,11 @@
 #include "core/error.h"
 #include "key/key_internal.h"
 
+/* pagemap(5) entry bits */
+#define LK__PM_PRESENT (1ull << 63)
+#define LK__PM_SWAP (1ull << 62)
+#define LK__PM_FILE (1ull << 61)
+
 struct copy {
 	void *addr;
 	size_t len;
@@ -64,30 +69,48 @@ static bool continues(const struct maps_line *first, const struct maps_line *pre
 	       next->minor == first->minor && next->offset == first->offset + (next->start - first->start);
 }
 
-/* Open the file of first, if it is still the one mapped (not deleted or replaced). */
-static int open_mapped(const struct maps_line *first)
+static bool same_file(int fd, const struct maps_line *m)
 {
 	struct stat st;
+
+	return fstat(fd, &st) == 0 && st.st_ino == m->inode && st.st_dev == makedev(m->major, m->minor);
+}
+
+/*
+ * Open the file of first: by its path if that is still the file mapped, else (deleted or replaced
+ * since, say by an upgrade) through /proc/self/map_files, which needs CAP_CHECKPOINT_RESTORE or
+ * CAP_SYS_ADMIN. -1 where neither works.
+ */
+static int open_mapped(const struct maps_line *first)
+{
+	char path[64];
 	int fd;
 
-	if (first->inode == 0 || first->path[0] != '/')
+	if (first->inode == 0)
 		return -1;
-	fd = open(first->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &st) != 0 || st.st_ino != first->inode ||
-	    st.st_dev != makedev(first->major, first->minor)) {
+	if (first->path[0] == '/') {
+		fd = open(first->path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && same_file(fd, first))
+			return fd;
+		if (fd >= 0)
+			close(fd);
+	}
+	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)first->start,
+		 (unsigned long)first->end);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && !same_file(fd, first)) {
 		close(fd);
-		return -1;
+		fd = -1;
 	}
 	return fd;
 }
 
 /*
  * An fd of the file mapped contiguously over all of [start, end) and the offset of start in it; -1
- * where there is none (anonymous memory, several files, a file that cannot be opened).
+ * where there is none (anonymous memory, several files, a file that cannot be opened). *in_file
+ * says whether start lies in a mapping of a file, opened or not.
  */
-static int find_file(uintptr_t start, uintptr_t end, off_t *offset)
+static int find_file(uintptr_t start, uintptr_t end, off_t *offset, bool *in_file)
 {
 	struct maps_line first = { 0 }, prev = { 0 }, m;
 	FILE *maps = fopen("/proc/self/maps", "re");
@@ -101,6 +124,7 @@ static int find_file(uintptr_t start, uintptr_t end, off_t *offset)
 		if (m.end <= start)
 			continue;
 		if (fd < 0) {
+			*in_file = m.start <= start && m.inode != 0;
 			if (m.start > start || (fd = open_mapped(&m)) < 0)
 				break;
 			first = prev = m;	/* its path dies with the next line: opened already */
@@ -123,21 +147,81 @@ static int find_file(uintptr_t start, uintptr_t end, off_t *offset)
 	return -1;
 }
 
-/* A private copy of the run, still writable: of its file where possible, else anonymous. */
-static void *map_copy(const struct lk__page_run *run, bool *file_backed)
+static int explain_mmap(int err, const struct lk__page_run *run)
+{
+	return lk__fail(err == EACCES ? -EPERM : -err,
+			"cannot map a copy of the code at %#lx to rewrite static-key sites in: mmap: %s%s",
+			(unsigned long)run->start, strerror(err),
+			err == EPERM || err == EACCES ? " (a seccomp filter or a security module refuses "
+			"it: allow mmap, mprotect and mremap, or build with -DLK_KEYS_PORTABLE=ON)" : "");
+}
+
+/*
+ * Whether a page of the run, in a mapping of a file, holds bytes of its own: a private copy made
+ * when it was written (pagemap: present and not a file page, or swapped out). Such a page may hold
+ * a uprobe's breakpoint, which the kernel removes from the file's mappings only: in an anonymous
+ * copy it would stay after the tracer removed the uprobe, and a thread reaching it would be sent a
+ * SIGTRAP it cannot survive. True where pagemap cannot be read.
+ */
+static bool holds_own_bytes(const struct lk__page_run *run)
+{
+	size_t pagesz = (size_t)sysconf(_SC_PAGESIZE);
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	bool own = fd < 0;
+
+	for (uintptr_t a = run->start; !own && a < run->end; a += pagesz) {
+		uint64_t e;
+
+		if (pread(fd, &e, sizeof(e), (off_t)(a / pagesz * sizeof(e))) != (ssize_t)sizeof(e))
+			own = true;
+		else if (e & LK__PM_SWAP || ((e & LK__PM_PRESENT) && !(e & LK__PM_FILE)))
+			own = true;
+	}
+	if (fd >= 0)
+		close(fd);
+	return own;
+}
+
+static int refuse_anonymous(const struct lk__page_run *run)
+{
+	return lk__fail(-ESTALE,
+			"cannot rewrite the static-key sites at %#lx: the file those pages were loaded from "
+			"has been deleted or replaced since (an upgrade?), so the rewritten copy would be "
+			"anonymous memory, and the pages hold changes of their own (breakpoints of a debugger "
+			"or of a uprobe, or sites written while the process had one thread) that such a copy "
+			"would keep after their owner removed them. Restart the program to load the new file, "
+			"or flip with CAP_CHECKPOINT_RESTORE (or as root), which reopens the old one through "
+			"/proc/self/map_files.", (unsigned long)run->start);
+}
+
+/*
+ * A private copy of the run, still writable: of its file where possible, else anonymous where that
+ * is safe; NULL (with the error in *err) where it is not.
+ */
+static void *map_copy(const struct lk__page_run *run, bool *file_backed, int *err)
 {
 	size_t len = run->end - run->start;
 	void *addr = MAP_FAILED;
+	bool in_file = false;
 	off_t offset;
-	int fd = find_file(run->start, run->end, &offset);
+	int fd = find_file(run->start, run->end, &offset, &in_file);
 
 	if (fd >= 0) {
 		addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, offset);
 		close(fd);
 	}
 	*file_backed = addr != MAP_FAILED;
-	if (addr == MAP_FAILED)
-		addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (addr != MAP_FAILED)
+		return addr;
+	if (in_file && holds_own_bytes(run)) {
+		*err = refuse_anonymous(run);
+		return NULL;
+	}
+	addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (addr == MAP_FAILED) {
+		*err = explain_mmap(errno, run);
+		return NULL;
+	}
 	return addr;
 }
 
@@ -160,18 +244,14 @@ static int prepare(const struct lk__page_run *run, const struct lk__patch *p, si
 {
 	size_t len = run->end - run->start;
 	bool file_backed;
-	int err;
+	int err = 0;
 
 	c->len = len;
-	c->addr = map_copy(run, &file_backed);
-	if (c->addr == MAP_FAILED) {
-		err = errno;
-		c->addr = NULL;
-		return lk__fail(-err, "cannot map a copy of the code at %#lx to rewrite static-key sites in: %s",
-				(unsigned long)run->start, strerror(err));
-	}
+	c->addr = map_copy(run, &file_backed, &err);
+	if (!c->addr)
+		return err;
 	err = fill_copy(c->addr, run, p, n, restore);
-	if (err && file_backed) {
+	if (err && file_backed && !holds_own_bytes(run)) {
 		/* A file on a noexec mount, or a policy that allows only anonymous code: retry. */
 		munmap(c->addr, len);
 		c->addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -202,9 +282,14 @@ static int move_into_place(struct copy *c, const struct lk__page_run *run)
 		return 0;
 	}
 	err = errno;
-	return lk__fail(-err, "cannot move the rewritten copy of the code at %#lx into place: mremap: %s%s",
+	return lk__fail(err == EACCES ? -EPERM : -err,
+			"cannot move the rewritten copy of the code at %#lx into place: mremap: %s%s",
 			(unsigned long)run->start, strerror(err),
-			err == EPERM ? " (the code is sealed with mseal())" : "");
+			err == EPERM || err == EACCES ? " (the code is sealed with mseal(), or a seccomp filter "
+			"refuses mremap: allow it, or build with -DLK_KEYS_PORTABLE=ON)" :
+			err == EINVAL ? " (code in hugetlbfs pages cannot be rewritten a page at a time: "
+			"load it into ordinary pages, or build with -DLK_KEYS_PORTABLE=ON)" :
+			err == ENOMEM ? " (out of memory, or of mappings: vm.max_map_count)" : "");
 }
 
 int lk__remap(const struct lk__page_run *runs, size_t nruns, const struct lk__patch *p, size_t n,

@@ -114,8 +114,8 @@ static inline const volatile uint8_t *lkt_first_site(const void *key_ptr)
 #define UNDER_TSAN 0
 #endif
 
-/* Whether a flip may trap a thread that runs a site (x86-64's int3 protocol; aarch64 and riscv64
- * rewrite a site with one store). */
+/* Whether rewriting a site in place goes through an int3 (x86-64, and only where the flipping
+ * thread is the only one; aarch64 and riscv64 rewrite a site with one store). */
 #if defined(__x86_64__)
 #define LKT_TRAP_PROTOCOL 1
 #else

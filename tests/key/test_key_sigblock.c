@@ -3,7 +3,9 @@
  * Flips in a process whose threads block SIGTRAP, as servers that take every signal with
  * sigwait() do. A thread that runs into a site's int3 with SIGTRAP blocked would be killed by the
  * kernel (a blocked synchronous trap is forced with SIG_DFL), so such flips must not trap: the
- * process survives, every flip succeeds, and each run of a site goes one way or the other.
+ * process survives, every flip succeeds, each run of a site goes one way or the other, and the
+ * rewritten code is still mapped from the executable. test_key_masks has threads that change
+ * their masks during the flips.
  */
 #include <pthread.h>
 #include <sched.h>

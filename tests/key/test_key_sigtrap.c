@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Keys and the application's own SIGTRAP handler: lowkey's traps (a thread running into a site
- * being rewritten) never reach the application, and the application's traps (raise, its own int3)
- * always do -- whether it installed its handler before lowkey or after.
+ * Keys and the application's own SIGTRAP handler: flips while threads run the sites never send the
+ * application a trap, and the application's traps (raise, its own int3) always reach it -- whether
+ * it installed its handler before its first flip or after.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -54,7 +54,7 @@ static void *run_sites(void *arg)
 	return NULL;
 }
 
-/* Flip trap_key many times while two threads run its site: plenty of int3 traps. */
+/* Flip trap_key many times while two threads run its site. */
 static void flip_under_fire(int flips)
 {
 	unsigned long runs[2] = { 0, 0 };

@@ -61,9 +61,8 @@ static void write_all(const struct lk__patch *p, size_t n, bool old)
 	lk__word_written(p, n);
 }
 
-enum lk__rewrite lk__arch_rewrite(const struct lk__patch *p, size_t n, unsigned int flags, int *err)
+enum lk__rewrite lk__arch_rewrite(const struct lk__patch *p, size_t n, int *err)
 {
-	(void)flags;
 	write_all(p, n, false);
 	*err = lk__sync_cores();
 	if (*err) {

@@ -9,12 +9,13 @@
  *
  * Between 1 and 3 a thread that reaches a site executes the int3 and traps; the SIGTRAP handler
  * sends it where the new instruction would, so every thread goes one way or the other and no core
- * ever decodes a mix of old and new bytes. Should SIGTRAP's handler stop being lowkey's alone
- * midway, the rewrite stops after the step that saw it, for patch.c to finish without traps.
+ * ever decodes a mix of old and new bytes. A thread that blocks SIGTRAP would be killed by that
+ * trap instead (the kernel forces it with SIG_DFL), and a thread may start blocking it at any
+ * moment: so patch.c runs this only where no other thread can meet a site (a process with one
+ * thread) and swaps rewritten copies of the pages in everywhere else (remap.c).
  */
 #include <string.h>
 
-#include "core/sigtrap.h"
 #include "core/sync.h"
 #include "key/key_internal.h"
 
@@ -100,44 +101,27 @@ static void write_tails(const struct lk__patch *p, size_t n)
 }
 
 /*
- * After a step's writes: serialize every core, then say whether to go on. The application may have
- * taken SIGTRAP's handler meanwhile (the sync is the slow part of a step, so it is checked after).
+ * Each step only moves the sites towards their new instructions. A sync that fails (membarrier
+ * denied since the process registered for it, by a seccomp filter installed later) leaves cores
+ * that may still run code fetched before it. After the first step only first bytes have changed,
+ * and putting the old ones back makes every old instruction whole again (a core that still sees
+ * the int3 traps and is sent on); after a later step only remapping can undo the change.
  */
-static enum lk__rewrite settle(unsigned int flags, enum lk__rewrite on_failure, int *err)
+enum lk__rewrite lk__arch_rewrite(const struct lk__patch *p, size_t n, int *err)
 {
+	write_heads(p, n, HEAD_INT3);
+	*err = lk__sync_cores();
+	if (*err) {
+		write_heads(p, n, HEAD_OLD);
+		return LK__REWRITE_UNDONE;
+	}
+	write_tails(p, n);
 	*err = lk__sync_cores();
 	if (*err)
-		return on_failure;
-	if ((flags & LK__REWRITE_CHECK) && !lk__sigtrap_exclusive())
-		return LK__REWRITE_STOPPED;
-	return LK__REWRITE_DONE;
-}
-
-/*
- * Each step only moves the sites towards their new instructions, so the protocol may be run again
- * from any point it stopped at. A sync that fails (membarrier denied since the process registered
- * for it, by a seccomp filter installed later) leaves cores that may still run code fetched before
- * it. After the first step of a fresh run only first bytes have changed, and putting the old ones
- * back makes every old instruction whole again (a core that still sees the int3 traps and is sent
- * on); after a later step, or in a resumed run, only remapping can undo the change.
- */
-enum lk__rewrite lk__arch_rewrite(const struct lk__patch *p, size_t n, unsigned int flags, int *err)
-{
-	bool fresh = !(flags & LK__REWRITE_RESUME);
-	enum lk__rewrite r;
-
-	write_heads(p, n, HEAD_INT3);
-	r = settle(flags, fresh ? LK__REWRITE_UNDONE : LK__REWRITE_TORN, err);
-	if (r == LK__REWRITE_UNDONE)
-		write_heads(p, n, HEAD_OLD);
-	if (r != LK__REWRITE_DONE)
-		return r;
-	write_tails(p, n);
-	r = settle(flags, LK__REWRITE_TORN, err);
-	if (r != LK__REWRITE_DONE)
-		return r;
+		return LK__REWRITE_TORN;
 	write_heads(p, n, HEAD_NEW);
-	return settle(0, LK__REWRITE_TORN, err);
+	*err = lk__sync_cores();
+	return *err ? LK__REWRITE_TORN : LK__REWRITE_DONE;
 }
 
 /*

@@ -32,11 +32,10 @@ uintptr_t lk__arch_resume(const uint8_t *code, const uint8_t insn[LK__SITE_LEN])
 	return (uintptr_t)code;
 }
 
-enum lk__rewrite lk__arch_rewrite(const struct lk__patch *patches, size_t n, unsigned int flags, int *err)
+enum lk__rewrite lk__arch_rewrite(const struct lk__patch *patches, size_t n, int *err)
 {
 	(void)patches;
 	(void)n;
-	(void)flags;
 	*err = EOPNOTSUPP;
 	return LK__REWRITE_UNDONE;
 }
