@@ -22,10 +22,11 @@
  * and swaps them in with mremap(): no byte a thread may be executing is ever written, and a thread
  * in those pages runs the old page or the new one, each whole (one that faults meanwhile waits
  * for the swap). The pages stay mapped from their file in /proc/PID/maps, so profilers, debuggers
- * and uprobes (perf probe, bpftrace's usdt:) keep working; where the file cannot be opened any
- * more (deleted or replaced since it was loaded, and the caller lacks CAP_CHECKPOINT_RESTORE or
- * CAP_SYS_ADMIN to reopen it through /proc/self/map_files) the copy is anonymous, which is refused
- * where those pages hold changes lowkey cannot tell from a uprobe's breakpoint (see -ESTALE). Where
+ * and uprobes (perf probe, bpftrace's usdt:) keep working. A file deleted or replaced since it was
+ * loaded (an upgrade) is reached through the fd lowkey keeps from its first such flip, or through
+ * /proc/self/map_files (CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN); where neither can, the copy is
+ * anonymous, which is refused where those pages hold changes lowkey cannot tell from a uprobe's
+ * breakpoint (see -ESTALE). lowkey keeps one fd open (O_CLOEXEC) per file it remapped, up to 16. Where
  * the caller is the process's only thread (glibc and the kernel both count one), the sites are
  * written in place instead: nothing else can be running them. On aarch64 and riscv64 a site is
  * one aligned word, rewritten in place with one store in every case (the architectures allow it

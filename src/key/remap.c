@@ -77,9 +77,56 @@ static bool same_file(int fd, const struct maps_line *m)
 }
 
 /*
+ * The files opened before, kept open (the registry lock guards them): a file deleted or replaced
+ * since, by an upgrade say, is still reached through its fd. Checked against the mapping each time:
+ * a program may close every fd it did not open itself, and the number may be reused.
+ */
+#define KEPT_MAX 16
+static struct kept {
+	dev_t dev;
+	ino_t ino;
+	int fd;
+} kept[KEPT_MAX];
+static size_t nkept;
+
+/* The entry for m's file, or NKEPT; *valid says whether its fd still is that file. */
+static size_t kept_entry(const struct maps_line *m, bool *valid)
+{
+	size_t i;
+
+	for (i = 0; i < nkept; i++)
+		if (kept[i].ino == m->inode && kept[i].dev == makedev(m->major, m->minor))
+			break;
+	*valid = i < nkept && same_file(kept[i].fd, m);
+	return i;
+}
+
+static int kept_fd(const struct maps_line *m)
+{
+	bool valid;
+	size_t i = kept_entry(m, &valid);
+
+	return valid ? fcntl(kept[i].fd, F_DUPFD_CLOEXEC, 0) : -1;
+}
+
+/* A kept fd found closed or reused is replaced, never closed: its number may be the program's. */
+static void keep(int fd, const struct maps_line *m)
+{
+	bool valid;
+	size_t i = kept_entry(m, &valid);
+	int dup;
+
+	if (valid || (i == nkept && nkept == KEPT_MAX) || (dup = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+		return;
+	kept[i] = (struct kept){ makedev(m->major, m->minor), (ino_t)m->inode, dup };
+	if (i == nkept)
+		nkept++;
+}
+
+/*
  * Open the file of first: by its path if that is still the file mapped, else (deleted or replaced
- * since, say by an upgrade) through /proc/self/map_files, which needs CAP_CHECKPOINT_RESTORE or
- * CAP_SYS_ADMIN. -1 where neither works.
+ * since) through the fd kept from an earlier flip, or through /proc/self/map_files, which needs
+ * CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN. -1 where none works.
  */
 static int open_mapped(const struct maps_line *first)
 {
@@ -90,11 +137,16 @@ static int open_mapped(const struct maps_line *first)
 		return -1;
 	if (first->path[0] == '/') {
 		fd = open(first->path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0 && same_file(fd, first))
+		if (fd >= 0 && same_file(fd, first)) {
+			keep(fd, first);
 			return fd;
+		}
 		if (fd >= 0)
 			close(fd);
 	}
+	fd = kept_fd(first);
+	if (fd >= 0)
+		return fd;
 	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)first->start,
 		 (unsigned long)first->end);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
