@@ -11,6 +11,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -81,8 +82,17 @@ static int run_lowkey(const char *first, ...)
 	return status;
 }
 
+/* Whether text shows a sanitizer's report (whose exit status, 1, is also lowkey's for a failure). */
+static bool sanitizer_report(const char *text)
+{
+	return strstr(text, "Sanitizer") || strstr(text, "runtime error:");
+}
+
 static void expect_clean_exit(int status, const char *what)
 {
+	char errors[300], text[4096] = "";
+	FILE *f;
+
 	if (WIFSIGNALED(status))
 		print_error("`lowkey %s` died of signal %d (%s)\n", what, WTERMSIG(status), strsignal(WTERMSIG(status)));
 	else if (WEXITSTATUS(status) > 1 && lkt_sh(&r, "cat '%s/errors'", scratch) == 0)
@@ -90,6 +100,15 @@ static void expect_clean_exit(int status, const char *what)
 	assert_false(WIFSIGNALED(status));
 	assert_true(WIFEXITED(status));
 	assert_in_range(WEXITSTATUS(status), 0, 1);
+	snprintf(errors, sizeof(errors), "%s/errors", scratch);
+	f = fopen(errors, "r");
+	if (f) {
+		text[fread(text, 1, sizeof(text) - 1, f)] = 0;
+		fclose(f);
+	}
+	if (sanitizer_report(text))
+		print_error("`lowkey %s`:\n%s\n", what, text);
+	assert_false(sanitizer_report(text));
 }
 
 static void a_file_cut_while_its_process_is_listed(void **state)
@@ -116,6 +135,9 @@ static void a_file_cut_while_it_is_listed(void **state)
 		if (r.status == 1 && !strstr(r.out, "lowkey list:"))
 			print_error("a failure without a message:\n%s\n", r.out);
 		assert_true(r.status == 0 || strstr(r.out, "lowkey list:"));
+		if (sanitizer_report(r.out))
+			print_error("`lowkey list %s`:\n%s\n", victim, r.out);
+		assert_false(sanitizer_report(r.out));
 	}
 	assert_int_equal(kill(peer, 0), 0);
 }

@@ -78,23 +78,27 @@ static bool mapped_file(pid_t pid, Dwarf_Addr base, char *buf, size_t len)
 	return found;
 }
 
+static bool deleted(const char *name)
+{
+	static const char mark[] = " (deleted)";
+	size_t len = strlen(name);
+
+	return len >= sizeof(mark) - 1 && strcmp(name + len - (sizeof(mark) - 1), mark) == 0;
+}
+
 int lk_dwfl_proc_find_elf(pid_t pid, Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
 			  char **file_name, Elf **elfp)
 {
-	static const char deleted[] = " (deleted)";
 	char path[PATH_MAX + 64];
-	size_t len = strlen(name);
-	int fd;
+	int fd = -1;
 
 	if (name[0] != '/')
 		return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
-	if (!mapped_file(pid, base, path, sizeof(path))) {
-		/* by name: a deleted file's would be whatever another user put there since */
-		if (len >= sizeof(deleted) - 1 && strcmp(name + len - (sizeof(deleted) - 1), deleted) == 0)
-			return -1;
-		snprintf(path, sizeof(path), "%s", name);
-	}
-	*elfp = lk_dwfl_open_elf(path, &fd);
+	/* map_files may be listed where its links cannot be followed (not root): then by name */
+	*elfp = mapped_file(pid, base, path, sizeof(path)) ? lk_dwfl_open_elf(path, &fd) : NULL;
+	/* not a deleted file's name: whatever another user may have put there since */
+	if (!*elfp && !deleted(name))
+		*elfp = lk_dwfl_open_elf(name, &fd);
 	if (!*elfp)
 		return -1;
 	*file_name = strdup(name);	/* where its debug files are looked for */
