@@ -220,10 +220,16 @@ struct lk_trace_config {
 };
 
 /*
- * lk_trace_start - start writing a trace and turn on the sites the rules select.
+ * lk_trace_start - start writing a trace and turn on the sites the rules select. The output is
+ * created now: a new or empty directory (CTF); a new file, or an existing regular file replaced
+ * (JSON, Perfetto), kept open until the trace is written at stop. Never through a symbolic link
+ * at path, nor into a file or directory another user owns in a sticky directory (/tmp), unless
+ * that user owns the directory too.
  * Errors: -EINVAL (no path, bad format or size), -EBUSY (a trace is already running in this
- * process), -errno from creating the output (the message names the path), -ENOMEM, or a
- * key-flipping error. Not async-signal-safe.
+ * process), -EEXIST (path is in use: not an empty directory, not a regular file), -ELOOP (path is
+ * a symbolic link), -EACCES (path is another user's in a sticky directory; or the system's
+ * refusal), -errno from creating the output (the message names the path and the system's
+ * reason), -ENOMEM, or a key-flipping error. Not async-signal-safe.
  */
 LK_API int lk_trace_start(const struct lk_trace_config *config);
 
@@ -271,8 +277,10 @@ LK__SAME_NAME_END
 
 /*
  * lk_trace_snapshot - write what the running overwrite-mode trace holds to path: a new or empty
- * directory (CTF) or file (JSON, Perfetto). NULL: the trace's own path the first time, then PATH.1,
- * PATH.2, ... (names in use are skipped). Snapshots may be taken as often as wanted; the recording
+ * directory (CTF) or file (JSON, Perfetto), created or opened at once and written through that
+ * descriptor; never through a symbolic link at path, nor into another user's file or directory in
+ * a sticky directory (as lk_trace_start). NULL: the trace's own path the first time, then PATH.1,
+ * PATH.2, ... (names in use, links and other users' files included, are skipped). Snapshots may be taken as often as wanted; the recording
  * goes on meanwhile (a thread that fills a sub-buffer being written uses the spare one, so it never
  * waits).
  *
@@ -282,8 +290,10 @@ LK__SAME_NAME_END
  * signal handler, call lk_trace_snapshot_request().
  *
  * Returns 0, or -ENOENT (no trace is running), -EINVAL (the running trace streams: it was not
- * started with LK_TRACE_OVERWRITE), -EEXIST (path exists and is not an empty directory or file), -errno
- * from creating or writing the output (lk_last_error() names the path).
+ * started with LK_TRACE_OVERWRITE), -EEXIST (path exists and is not an empty directory or file),
+ * -ELOOP (path is a symbolic link), -EACCES (path is another user's in a sticky directory; or the
+ * system's refusal, named as such), -errno from creating or writing the output (lk_last_error()
+ * names the path and the system's reason).
  */
 LK_API int lk_trace_snapshot(const char *path);
 

@@ -1,11 +1,223 @@
 // SPDX-License-Identifier: MIT
 /* Output files (outfile.h). */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/failf.h"
 #include "core/outfile.h"
+
+/* ---- creating ---- */
+
+/* The directory path is in, opened as named (its links followed), and path's last name in base. */
+static int open_parent(const char *path, unsigned int flags, char *base, size_t len, char *err, size_t errlen)
+{
+	const char *what = flags & LK__OUT_DIR ? "cannot create the directory" : "cannot write";
+	char dir[PATH_MAX];
+	size_t n = strlen(path);
+	const char *parent = ".";
+	char *name, *slash;
+	int fd;
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;	/* "out.ctf/" names out.ctf */
+	if (n >= sizeof(dir))
+		return lk__failf(err, errlen, -ENAMETOOLONG, "%s %s: %s", what, path, strerror(ENAMETOOLONG));
+	memcpy(dir, path, n);
+	dir[n] = 0;
+	slash = strrchr(dir, '/');
+	name = slash ? slash + 1 : dir;
+	if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || strlen(name) >= len)
+		return lk__failf(err, errlen, -EINVAL, "%s %s: give the name of a file or directory to make", what, path);
+	snprintf(base, len, "%s", name);
+	if (slash == dir)
+		parent = "/";
+	else if (slash)
+		*slash = 0, parent = dir;
+	fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return lk__failf(err, errlen, -errno, "%s %s: %s", what, path, strerror(errno));
+	return fd;
+}
+
+/* What is at the name is not to be used: rc, or -EEXIST for a caller that tries another name. */
+static int refuse(unsigned int flags, int rc, char *err, size_t errlen, const char *fmt, const char *path)
+{
+	rc = flags & LK__OUT_SKIP ? -EEXIST : rc;
+	return lk__failf(err, errlen, rc, fmt, path);
+}
+
+/* Another user's, in a sticky directory that user does not own: not ours to write. */
+static bool foreign(int dir_fd, const struct stat *st)
+{
+	struct stat d;
+
+	if (st->st_uid == geteuid())
+		return false;
+	return fstat(dir_fd, &d) != 0 || ((d.st_mode & S_ISVTX) && d.st_uid != st->st_uid);
+}
+
+static int refuse_foreign(unsigned int flags, const struct stat *st, const char *path, char *err, size_t errlen)
+{
+	char fmt[256];
+
+	snprintf(fmt, sizeof(fmt), "%%s belongs to another user (uid %u) in a shared (sticky) directory: not "
+		 "written; remove it or choose another path", (unsigned int)st->st_uid);
+	return refuse(flags, -EACCES, err, errlen, fmt, path);
+}
+
+/* Why what is at the name could not be opened (errno e). */
+static int unusable(int dir_fd, const char *base, const char *path, int e, unsigned int flags, char *err,
+		    size_t errlen)
+{
+	struct stat st;
+
+	if (e == ELOOP || ((e == ENOTDIR || e == ENXIO) && fstatat(dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			   S_ISLNK(st.st_mode)))
+		return refuse(flags, -ELOOP, err, errlen, "%s is a symbolic link: an output is never written through "
+			      "one; remove it or choose another path", path);
+	if (e == ENOTDIR)
+		return refuse(flags, -EEXIST, err, errlen, "%s exists and is not a directory: remove it or choose "
+			      "another path", path);
+	if (e == ENXIO || e == EISDIR)
+		return refuse(flags, -EEXIST, err, errlen, "%s exists and is not a regular file: remove it or choose "
+			      "another path", path);
+	return lk__failf(err, errlen, -e, "cannot open %s: %s", path, strerror(e));	/* the system's refusal */
+}
+
+/* The regular file at the name, opened without following a link, checked on the descriptor. */
+static int open_file(int dir_fd, const char *base, const char *path, unsigned int flags, char *err,
+		     size_t errlen)
+{
+	int fd = openat(dir_fd, base, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), rc;
+	struct stat st;
+
+	if (fd < 0)
+		return unusable(dir_fd, base, path, errno, flags, err, errlen);
+	if (fstat(fd, &st) != 0)
+		rc = lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+	else if (!S_ISREG(st.st_mode))
+		rc = refuse(flags, -EEXIST, err, errlen, "%s exists and is not a regular file: remove it or choose "
+			    "another path", path);
+	else if (foreign(dir_fd, &st))
+		rc = refuse_foreign(flags, &st, path, err, errlen);
+	else if (st.st_size && !(flags & LK__OUT_REPLACE))
+		rc = refuse(flags, -EEXIST, err, errlen, "%s exists and is not empty: remove it or choose another "
+			    "path", path);
+	else if (st.st_size && ftruncate(fd, 0) != 0)
+		rc = lk__failf(err, errlen, -errno, "cannot empty %s: %s", path, strerror(errno));
+	else if (fcntl(fd, F_SETFL, 0) != 0)
+		rc = lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+	else
+		return fd;
+	close(fd);
+	return rc;
+}
+
+static int make_file(int dir_fd, const char *base, const char *path, unsigned int flags, bool *created,
+		     char *err, size_t errlen)
+{
+	int fd = openat(dir_fd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+
+	if (fd >= 0) {
+		*created = true;
+		return fd;
+	}
+	if (errno != EEXIST)
+		return lk__failf(err, errlen, -errno, "cannot write %s: %s", path, strerror(errno));
+	if (!(flags & (LK__OUT_EMPTY | LK__OUT_REPLACE)))
+		return refuse(flags, -EEXIST, err, errlen, "%s exists: remove it or choose another path", path);
+	return open_file(dir_fd, base, path, flags, err, errlen);
+}
+
+static bool dir_empty(int fd)
+{
+	int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = copy >= 0 ? fdopendir(copy) : NULL;
+	struct dirent *e;
+	bool empty = true;
+
+	if (!d) {
+		if (copy >= 0)
+			close(copy);
+		return false;
+	}
+	while (empty && (e = readdir(d)))
+		empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+	rewinddir(d);	/* the offset is fd's too */
+	closedir(d);
+	return empty;
+}
+
+static int make_dir(int dir_fd, const char *base, const char *path, unsigned int flags, bool *created,
+		    char *err, size_t errlen)
+{
+	bool made = mkdirat(dir_fd, base, 0755) == 0;
+	struct stat st;
+	int fd, rc;
+
+	if (!made && errno != EEXIST)
+		return lk__failf(err, errlen, -errno, "cannot create the directory %s: %s", path, strerror(errno));
+	if (!made && !(flags & LK__OUT_EMPTY))
+		return refuse(flags, -EEXIST, err, errlen, "%s exists: remove it or choose another path", path);
+	fd = openat(dir_fd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return unusable(dir_fd, base, path, errno, flags, err, errlen);
+	if (fstat(fd, &st) != 0)
+		rc = lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+	else if (foreign(dir_fd, &st) || (made && st.st_uid != geteuid()))
+		rc = refuse_foreign(flags, &st, path, err, errlen);	/* the latter: swapped since mkdir */
+	else if (!dir_empty(fd))
+		rc = refuse(flags, -EEXIST, err, errlen, "%s exists and is not an empty directory: remove it or "
+			    "choose another path", path);
+	else {
+		*created = made;
+		return fd;
+	}
+	close(fd);
+	return rc;
+}
+
+int lk__out_open(const char *path, unsigned int flags, bool *created, char *err, size_t errlen)
+{
+	char base[NAME_MAX + 1];
+	bool made = false;
+	int dir_fd = open_parent(path, flags, base, sizeof(base), err, errlen), fd;
+
+	if (dir_fd < 0)
+		return dir_fd;
+	if (flags & LK__OUT_DIR)
+		fd = make_dir(dir_fd, base, path, flags, &made, err, errlen);
+	else
+		fd = make_file(dir_fd, base, path, flags, &made, err, errlen);
+	close(dir_fd);
+	if (created)
+		*created = made;
+	return fd;
+}
+
+FILE *lk__out_fopen(const char *path, char *err, size_t errlen)
+{
+	int fd = lk__out_open(path, LK__OUT_REPLACE, NULL, err, errlen);
+	FILE *f;
+
+	if (fd < 0)
+		return NULL;
+	f = lk__out_stream(fd);
+	if (!f) {
+		lk__failf(err, errlen, -ENOMEM, "cannot write %s: out of memory", path);
+		close(fd);
+	}
+	return f;
+}
+
+/* ---- writing ---- */
 
 struct out_stream {
 	int fd;

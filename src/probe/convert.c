@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/failf.h"
+#include "core/outfile.h"
 #include "probe/convert.h"
 #include "probe/progress.h"
 #include "probe/reader.h"
@@ -125,27 +126,19 @@ out:
 	return rc;
 }
 
-static int copy_ctf(struct lk__trace_reader *r, const char *out, char *err, size_t errlen)
+/* The trace r reads into the directory to (open, empty), named out. */
+static int copy_ctf(struct lk__trace_reader *r, int to, const char *out, char *err, size_t errlen)
 {
 	const struct lk__reader_ops ops = { .stream_end = note_stream };
 	static const char *const described_by[] = { "metadata", ".lowkey-index" };	/* the latter optional */
 	struct copy_list l = { 0 };
-	int rc, to;
+	int rc;
 
 	rc = lk__reader_walk(r, &ops, &l, err, errlen);
 	if (rc == -ENOMEM)
 		lk__failf(err, errlen, rc, "out of memory copying %s", r->dir);
 	if (rc)
 		goto out;
-	if (mkdir(out, 0755) != 0 && errno != EEXIST) {
-		rc = lk__failf(err, errlen, -errno, "cannot create the trace directory %s: %s", out, strerror(errno));
-		goto out;
-	}
-	to = open(out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (to < 0) {
-		rc = lk__failf(err, errlen, -errno, "cannot open the trace directory %s: %s", out, strerror(errno));
-		goto out;
-	}
 	for (size_t i = 0; i < 2 && !rc; i++) {
 		rc = copy_file(r->dir_fd, to, described_by[i], 0);
 		if (rc == -ENOENT && i > 0)
@@ -158,7 +151,6 @@ static int copy_ctf(struct lk__trace_reader *r, const char *out, char *err, size
 		if ((rc = copy_file(r->dir_fd, to, l.names[i], l.lengths[i])) != 0)
 			lk__failf(err, errlen, rc, "cannot copy %s/%s to %s: %s", r->dir, l.names[i], out,
 				  strerror(-rc));
-	close(to);
 out:
 	for (size_t i = 0; i < l.n; i++)
 		free(l.names[i]);
@@ -167,7 +159,7 @@ out:
 	return rc;
 }
 
-int lk__trace_convert(const char *ctf_dir, const char *out, enum lk_trace_format format, char *err,
+static int convert_fd(const char *ctf_dir, int fd, const char *out, enum lk_trace_format format, char *err,
 		      size_t errlen)
 {
 	struct lk__trace_reader r;
@@ -175,27 +167,49 @@ int lk__trace_convert(const char *ctf_dir, const char *out, enum lk_trace_format
 
 	switch (format) {
 	case LK_TRACE_JSON:
-		return lk__json_convert(ctf_dir, out, err, errlen);
+		return lk__json_convert_fd(ctf_dir, fd, out, err, errlen);
 	case LK_TRACE_PERFETTO:
-		return lk__perfetto_convert(ctf_dir, out, err, errlen);
+		return lk__perfetto_convert_fd(ctf_dir, fd, out, err, errlen);
 	case LK_TRACE_CTF:
 		rc = lk__reader_open(&r, ctf_dir, err, errlen);
 		if (rc)
 			return rc;
-		rc = copy_ctf(&r, out, err, errlen);
+		rc = copy_ctf(&r, fd, out, err, errlen);
 		lk__reader_close(&r);
 		return rc;
 	}
 	return lk__failf(err, errlen, -EINVAL, "unknown trace format %d", (int)format);
 }
 
-int lk__trace_convert_progress(const char *ctf_dir, const char *out, enum lk_trace_format format,
-			       const struct lk__progress_sink *sink, char *err, size_t errlen)
+int lk__trace_convert_fd(const char *ctf_dir, int fd, const char *out, enum lk_trace_format format,
+			 const struct lk__progress_sink *sink, char *err, size_t errlen)
 {
 	int rc;
 
 	lk__progress_begin(sink, sink ? lk__progress_ctf_bytes(ctf_dir) : 0);
-	rc = lk__trace_convert(ctf_dir, out, format, err, errlen);
+	rc = convert_fd(ctf_dir, fd, out, format, err, errlen);
 	lk__progress_end();
 	return rc;
+}
+
+int lk__trace_convert_progress(const char *ctf_dir, const char *out, enum lk_trace_format format,
+			       const struct lk__progress_sink *sink, char *err, size_t errlen)
+{
+	unsigned int flags = format == LK_TRACE_CTF ? LK__OUT_DIR | LK__OUT_EMPTY : LK__OUT_REPLACE;
+	int fd, rc;
+
+	if (!lk__trace_format_name(format))
+		return lk__failf(err, errlen, -EINVAL, "unknown trace format %d", (int)format);
+	fd = lk__out_open(out, flags, NULL, err, errlen);
+	if (fd < 0)
+		return fd;
+	rc = lk__trace_convert_fd(ctf_dir, fd, out, format, sink, err, errlen);
+	close(fd);
+	return rc;
+}
+
+int lk__trace_convert(const char *ctf_dir, const char *out, enum lk_trace_format format, char *err,
+		      size_t errlen)
+{
+	return lk__trace_convert_progress(ctf_dir, out, format, NULL, err, errlen);
 }

@@ -24,14 +24,21 @@ const char *lk__trace_format_extension(enum lk_trace_format format);
 /* A format by its name (any case); -1 for none. */
 int lk__trace_format_parse(const char *name);
 
-/* Chrome Trace Event JSON (json.c) and Perfetto protobuf (perfetto.c), written to the file path. */
+/*
+ * Chrome Trace Event JSON (json.c) and Perfetto protobuf (perfetto.c), written to the file path
+ * (created, or an existing regular file emptied: core/outfile.h), or to the open file fd (emptied
+ * first, written from its start; fd stays the caller's) named path in messages.
+ */
 int lk__json_convert(const char *ctf_dir, const char *path, char *err, size_t errlen);
 int lk__perfetto_convert(const char *ctf_dir, const char *path, char *err, size_t errlen);
+int lk__json_convert_fd(const char *ctf_dir, int fd, const char *path, char *err, size_t errlen);
+int lk__perfetto_convert_fd(const char *ctf_dir, int fd, const char *path, char *err, size_t errlen);
 
 /*
- * ctf_dir into out in format: a file for JSON and Perfetto, a new directory for CTF (the trace's
- * files copied, as read: a damaged stream is refused, one cut short is copied up to its last whole
- * packet).
+ * ctf_dir into out in format: a file for JSON and Perfetto (created, or an existing regular file
+ * replaced), a new or empty directory for CTF (the trace's files copied, as read: a damaged stream
+ * is refused, one cut short is copied up to its last whole packet). Never through a symbolic link
+ * at out, nor into another user's file in a sticky directory (core/outfile.h).
  */
 int lk__trace_convert(const char *ctf_dir, const char *out, enum lk_trace_format format, char *err,
 		      size_t errlen);
@@ -39,5 +46,12 @@ int lk__trace_convert(const char *ctf_dir, const char *out, enum lk_trace_format
 /* lk__trace_convert, telling sink (NULL: nobody) how much of the CTF it has read (progress.h). */
 int lk__trace_convert_progress(const char *ctf_dir, const char *out, enum lk_trace_format format,
 			       const struct lk__progress_sink *sink, char *err, size_t errlen);
+
+/*
+ * lk__trace_convert_progress into an output already open (lk__out_open): fd is the file (JSON,
+ * Perfetto) or the empty directory (CTF), out its name for messages. fd stays the caller's.
+ */
+int lk__trace_convert_fd(const char *ctf_dir, int fd, const char *out, enum lk_trace_format format,
+			 const struct lk__progress_sink *sink, char *err, size_t errlen);
 
 #endif

@@ -65,11 +65,12 @@ static void uuid_string(const unsigned char u[16], char out[37])
 
 int lk__ctf_open(struct lk__trace *t)
 {
-	if (mkdir(t->ctf_dir, 0755) != 0 && errno != EEXIST)
-		return lk__fail(-errno, "cannot create the trace directory %s: %s", t->ctf_dir, strerror(errno));
-	t->dir_fd = open(t->ctf_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char msg[512];
+
 	if (t->dir_fd < 0)
-		return lk__fail(-errno, "cannot open the trace directory %s: %s", t->ctf_dir, strerror(errno));
+		t->dir_fd = lk__out_open(t->ctf_dir, LK__OUT_DIR | LK__OUT_EMPTY, NULL, msg, sizeof(msg));
+	if (t->dir_fd < 0)
+		return lk__fail(t->dir_fd, "the trace directory: %s", msg);
 	if (getrandom(t->uuid, sizeof(t->uuid), 0) != sizeof(t->uuid)) {
 		for (size_t i = 0; i < sizeof(t->uuid); i++)
 			t->uuid[i] = (unsigned char)(lk__probe_tsc() >> (i % 8 * 8));
@@ -264,7 +265,7 @@ static int write_file(struct lk__trace *t, const char *name, void (*fill)(FILE *
 	int fd, err = 0;
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-	fd = openat(t->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = openat(t->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
 	f = lk__out_stream(fd);	/* a child forked meanwhile never flushes its copy into it */
@@ -311,7 +312,7 @@ int lk__ctf_open_stream(struct lk__trace *t, struct lk__probe_buffer *b)
 	char name[32];
 
 	snprintf(name, sizeof(name), "stream-%d", (int)b->tid);
-	b->fd = openat(t->dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	b->fd = openat(t->dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (b->fd < 0)
 		return -errno;
 	__atomic_fetch_add(&t->threads, 1, __ATOMIC_RELAXED);
@@ -553,7 +554,8 @@ int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t
 	if (*fd < 0) {
 		/* a stream goes on where it stopped if its thread id comes back (a new thread) */
 		snprintf(name, sizeof(name), "stream-%d-sched", (int)tid);
-		*fd = openat(t->dir_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC | (*packets ? O_APPEND : O_TRUNC), 0644);
+		*fd = openat(t->dir_fd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (*packets ? O_APPEND : O_TRUNC),
+			     0644);
 		if (*fd < 0)
 			return -errno;
 	}

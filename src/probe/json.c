@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <lowkey/probe.h>
@@ -204,21 +205,45 @@ static int on_stream_end(const struct lk__stream_info *s, void *arg)
 
 int lk__json_convert(const char *ctf_dir, const char *json_path, char *err, size_t errlen)
 {
+	int fd = lk__out_open(json_path, LK__OUT_REPLACE, NULL, err, errlen), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = lk__json_convert_fd(ctf_dir, fd, json_path, err, errlen);
+	close(fd);
+	return rc;
+}
+
+/* A stream on a duplicate of fd (the caller's stays open), emptied, written from its start. */
+static FILE *json_stream(int fd)
+{
+	int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	struct stat st;
+	FILE *f;
+
+	if (copy < 0)
+		return NULL;
+	if (fstat(copy, &st) == 0 && (!st.st_size || ftruncate(copy, 0) == 0) && lseek(copy, 0, SEEK_SET) == 0 &&
+	    (f = lk__out_stream(copy)))
+		return f;
+	close(copy);
+	return NULL;
+}
+
+int lk__json_convert_fd(const char *ctf_dir, int fd, const char *json_path, char *err, size_t errlen)
+{
 	const struct lk__reader_ops ops = { NULL, on_event, on_stream_end };
 	struct lk__trace_reader r;
 	struct json_state j = { .first = true };
-	int rc = lk__reader_open(&r, ctf_dir, err, errlen), fd;
+	int rc = lk__reader_open(&r, ctf_dir, err, errlen);
 
 	if (rc)
 		return rc;
-	fd = open(json_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	j.out = fd >= 0 ? lk__out_stream(fd) : NULL;
+	j.out = json_stream(fd);
 	j.r = &r;
 	if (!j.out) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot write %s: %s", json_path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
 		lk__reader_close(&r);
 		return rc;
 	}

@@ -44,6 +44,7 @@
 #include <lowkey/probe.h>
 
 #include "core/failf.h"
+#include "core/outfile.h"
 #include "probe/convert.h"
 #include "probe/perfetto.h"
 #include "probe/perfetto_proto.h"
@@ -758,7 +759,8 @@ static void pft_free(struct lk__pft *p)
 	free(p);
 }
 
-int lk__pft_open(struct lk__pft **out, const char *path, struct lk__trace_reader *r, char *err, size_t errlen)
+int lk__pft_open(struct lk__pft **out, int fd, const char *path, struct lk__trace_reader *r, char *err,
+		 size_t errlen)
 {
 	struct lk__pft *p = calloc(1, sizeof(*p));
 	struct stat st;
@@ -775,8 +777,9 @@ int lk__pft_open(struct lk__pft **out, const char *path, struct lk__trace_reader
 	 * (its safeguard for files replaced in place), which made lk_trace_stop wait for the disk
 	 * on the file lk_trace_start had just created.
 	 */
-	p->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	if (p->fd < 0 || fstat(p->fd, &st) != 0 || (st.st_size && ftruncate(p->fd, 0) != 0)) {
+	p->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (p->fd < 0 || fstat(p->fd, &st) != 0 || (st.st_size && ftruncate(p->fd, 0) != 0) ||
+	    lseek(p->fd, 0, SEEK_SET) != 0) {
 		rc = lk__failf(err, errlen, -errno, "cannot write %s: %s", path, strerror(errno));
 		if (p->fd >= 0)
 			close(p->fd);
@@ -1157,6 +1160,17 @@ void lk__pft_discard(struct lk__pft *p)
 
 int lk__perfetto_convert(const char *ctf_dir, const char *path, char *err, size_t errlen)
 {
+	int fd = lk__out_open(path, LK__OUT_REPLACE, NULL, err, errlen), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = lk__perfetto_convert_fd(ctf_dir, fd, path, err, errlen);
+	close(fd);
+	return rc;
+}
+
+int lk__perfetto_convert_fd(const char *ctf_dir, int fd, const char *path, char *err, size_t errlen)
+{
 	static const struct lk__reader_ops ops = { on_stream_begin, on_event, on_stream_end };
 	struct lk__trace_reader r;
 	struct lk__pft *p = NULL;
@@ -1168,7 +1182,7 @@ int lk__perfetto_convert(const char *ctf_dir, const char *path, char *err, size_
 	rc = lk__reader_open(&r, ctf_dir, err, errlen);
 	if (rc)
 		return rc;
-	rc = lk__pft_open(&p, path, &r, err, errlen);
+	rc = lk__pft_open(&p, fd, path, &r, err, errlen);
 	if (p) {
 		p->whole = true;
 		if (!rc)

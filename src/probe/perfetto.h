@@ -43,11 +43,13 @@ struct lk__pft_stream {
 };
 
 /*
- * A writer of path (created or emptied) for the trace r describes; the process's track is
- * written at once. r must stay open until lk__pft_set_reader replaces it or lk__pft_close.
- * 0 or -errno with a message in err.
+ * A writer of the open file fd (emptied if it is not empty; the writer writes through its own
+ * duplicate of fd, the caller keeps fd) named path in messages, for the trace r describes; the
+ * process's track is written at once. r must stay open until lk__pft_set_reader replaces it or
+ * lk__pft_close. 0 or -errno with a message in err.
  */
-int lk__pft_open(struct lk__pft **out, const char *path, struct lk__trace_reader *r, char *err, size_t errlen);
+int lk__pft_open(struct lk__pft **out, int fd, const char *path, struct lk__trace_reader *r, char *err,
+		 size_t errlen);
 
 /* A reader of the same trace that knows more event classes (its metadata rewritten since). */
 int lk__pft_set_reader(struct lk__pft *p, struct lk__trace_reader *r);

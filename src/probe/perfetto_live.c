@@ -367,7 +367,7 @@ int lk__perfetto_live_start(struct lk__trace *t)
 	live.path = strdup(t->path);
 	live.buf_cap = READ_CHUNK;
 	live.buf = malloc(live.buf_cap);
-	live.dir_fd = open(t->ctf_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	live.dir_fd = fcntl(t->dir_fd, F_DUPFD_CLOEXEC, 0);
 	if (!live.ctf_dir || !live.path || !live.buf || live.dir_fd < 0) {
 		rc = live.dir_fd < 0 && live.buf ? -errno : -ENOMEM;
 		goto fail;
@@ -377,7 +377,7 @@ int lk__perfetto_live_start(struct lk__trace *t)
 	lk__registry_unlock();
 	if ((rc = read_metadata(nsites)) != 0)
 		goto fail;
-	rc = lk__pft_open(&live.pft, t->path, &live.readers[live.reader], err, sizeof(err));
+	rc = lk__pft_open(&live.pft, t->out_fd, t->path, &live.readers[live.reader], err, sizeof(err));
 	if (rc)
 		goto fail;
 	live.active = true;	/* before the consumer starts: it reads this */

@@ -115,7 +115,8 @@ struct lk__trace {
 	struct lk_trace_config config;
 	char *path;			/* absolute */
 	char *ctf_dir;			/* where the CTF goes (a temporary one for JSON) */
-	int dir_fd;
+	int dir_fd;			/* ctf_dir, open (lk__ctf_open) */
+	int out_fd;			/* a JSON or Perfetto trace's file, open from the start; else -1 */
 	unsigned char uuid[16];
 	uint64_t tsc_hz;
 	uint64_t tsc0;			/* TSC at start ... */
@@ -350,6 +351,7 @@ extern int lk__consumer_hold, lk__consumer_held;
 #define LK__CTF_FORMAT 3		/* env.lowkey_format: the layout below, read by reader.c */
 #define LK__CTF_PACKET_PREFIX 80	/* packet header and context, in bytes */
 
+/* Open t->ctf_dir (a new or empty directory: core/outfile.h) unless t->dir_fd already is; a uuid. */
 int lk__ctf_open(struct lk__trace *t);
 int lk__ctf_write_metadata(struct lk__trace *t);
 int lk__ctf_open_stream(struct lk__trace *t, struct lk__probe_buffer *b);

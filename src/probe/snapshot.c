@@ -33,6 +33,7 @@
 #include <lowkey/error.h>
 
 #include "core/error.h"
+#include "core/outfile.h"
 #include "probe/convert.h"
 #include "probe/probe_internal.h"
 #include "probe/progress.h"
@@ -324,40 +325,34 @@ static uint64_t tsc_rate(const struct lk__trace *t)
 }
 
 /*
- * A snapshot may go to a new path or an empty directory, for CTF; to a new path or an empty
- * regular file, for JSON and Perfetto (file: true).
+ * A snapshot goes to a new path or an empty directory, for CTF; to a new path or an empty regular
+ * file, for JSON and Perfetto: created or opened at once, never through a symbolic link nor into
+ * another user's file in a sticky directory (core/outfile.h). Its descriptor, or -errno.
  */
-static int usable(const char *path, bool file)
+static int open_output(const char *path, bool file, bool skip)
 {
-	struct stat st;
-	int n = 0;
-	DIR *d;
+	unsigned int flags = (file ? 0 : LK__OUT_DIR) | LK__OUT_EMPTY | (skip ? LK__OUT_SKIP : 0);
+	char msg[PATH_MAX + 200];
+	int fd = lk__out_open(path, flags, NULL, msg, sizeof(msg));
 
-	if (lstat(path, &st) != 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (file)
-		return S_ISREG(st.st_mode) && st.st_size == 0 ? 0 : -EEXIST;
-	if (!S_ISDIR(st.st_mode) || !(d = opendir(path)))
-		return -EEXIST;
-	for (struct dirent *e; (e = readdir(d));)
-		n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
-	closedir(d);
-	return n ? -EEXIST : 0;
+	return fd >= 0 || (skip && fd == -EEXIST) ? fd : lk__fail(fd, "lk_trace_snapshot: %s", msg);
 }
 
-/* The trace's path, then PATH.1, PATH.2, ...: the first one free. Snapshot lock held. */
+/* The trace's path, then PATH.1, PATH.2, ...: the first one free, open. Snapshot lock held. */
 static int next_path(char *out, size_t len, bool file)
 {
 	struct lk__trace *t = &lk__trace;
 
 	for (int tries = 0; tries < MAX_NAME_TRIES; tries++, t->snapshots++) {
 		int n = t->snapshots ? snprintf(out, len, "%s.%u", t->path, t->snapshots) : snprintf(out, len, "%s", t->path);
+		int fd;
 
 		if (n < 0 || (size_t)n >= len)
 			return lk__fail(-ENAMETOOLONG, "lk_trace_snapshot: the snapshot's name is too long");
-		if (usable(out, file) == 0) {
-			t->snapshots++;
-			return 0;
+		fd = open_output(out, file, true);
+		if (fd != -EEXIST) {
+			t->snapshots += fd >= 0;
+			return fd;
 		}
 	}
 	return lk__fail(-EEXIST, "lk_trace_snapshot: %s and its next %d numbered names are in use: give a path",
@@ -422,21 +417,28 @@ static int put_threads(struct snapshot *sn)
 	return 0;
 }
 
-/* The snapshot as CTF in a directory beside path, converted to path in the trace's format. */
-static int take(const char *path, enum lk_trace_format format, struct lk__snapshot_result *r)
+/*
+ * The snapshot into fd, path's (which this closes): as CTF, the directory itself; else as CTF in
+ * a directory beside path, converted into the file in the trace's format.
+ */
+static int take(const char *path, int fd, enum lk_trace_format format, struct lk__snapshot_result *r)
 {
 	struct lk__trace *t = &lk__trace;
 	struct snapshot sn = { .r = r };
 	bool convert = format != LK_TRACE_CTF;
-	char ctf[PATH_MAX], msg[512];
+	char ctf[PATH_MAX], msg[PATH_MAX + 200];
 	int err;
 
 	memset(r, 0, sizeof(*r));
-	if (convert && (snprintf(ctf, sizeof(ctf), "%s.ctf-XXXXXX", path) >= (int)sizeof(ctf) || !mkdtemp(ctf)))
-		return lk__fail(-errno, "cannot create a directory beside %s: %s", path, strerror(errno));
+	if (convert && (snprintf(ctf, sizeof(ctf), "%s.ctf-XXXXXX", path) >= (int)sizeof(ctf) || !mkdtemp(ctf))) {
+		err = lk__fail(-errno, "cannot create a directory beside %s: %s", path, strerror(errno));
+		close(fd);
+		return err;
+	}
 	if (!convert)
 		snprintf(ctf, sizeof(ctf), "%s", path);
-	sn.out.dir_fd = -1;
+	sn.out.dir_fd = convert ? -1 : fd;	/* closed by lk__ctf_close */
+	sn.out.out_fd = -1;
 	sn.out.ctf_dir = ctf;
 	sn.out.path = ctf;
 	sn.out.cputime = t->cputime;
@@ -453,12 +455,14 @@ static int take(const char *path, enum lk_trace_format format, struct lk__snapsh
 	lk__ctf_close(&sn.out);
 	r->bytes = sn.out.bytes;
 	if (!err && convert) {
-		err = lk__trace_convert_progress(ctf, path, format, lk__progress_thread_sink(), msg, sizeof(msg));
+		err = lk__trace_convert_fd(ctf, fd, path, format, lk__progress_thread_sink(), msg, sizeof(msg));
 		if (err)
 			lk__fail(err, "%s", msg);
 	}
-	if (convert)
+	if (convert) {
 		remove_ctf(ctf);
+		close(fd);
+	}
 	return err;
 }
 
@@ -467,16 +471,15 @@ int lk__snapshot(const char *path, struct lk__snapshot_result *r, char *written,
 	struct lk__trace *t = &lk__trace;
 	enum lk_trace_format format = t->config.format;
 	bool file = format != LK_TRACE_CTF;
-	char out[PATH_MAX - 32];	/* room for the CTF beside a JSON or Perfetto snapshot */
-	int err;
+	char out[PATH_MAX - 32] = "";	/* room for the CTF beside a JSON or Perfetto snapshot */
+	int err, fd;
 
 	pthread_mutex_lock(&snapshot_lock);
-	err = path ? absolute_path(path, out, sizeof(out)) : next_path(out, sizeof(out), file);
-	if (!err && path && usable(out, file) != 0)
-		err = lk__fail(-EEXIST, "lk_trace_snapshot: %s exists and is not %s: remove it or choose another path",
-			       out, file ? "an empty file" : "an empty directory");
-	if (!err)
-		err = take(out, format, r);
+	if (path)
+		fd = (err = absolute_path(path, out, sizeof(out))) ? err : open_output(out, file, false);
+	else
+		fd = next_path(out, sizeof(out), file);
+	err = fd < 0 ? fd : take(out, fd, format, r);
 	pthread_mutex_unlock(&snapshot_lock);
 	if (written)
 		snprintf(written, len, "%s", out);

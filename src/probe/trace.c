@@ -29,13 +29,14 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/outfile.h"
 #include "probe/control_internal.h"
 #include "probe/convert.h"
 #include "probe/perfetto.h"
 #include "probe/probe_internal.h"
 #include "probe/progress.h"
 
-struct lk__trace lk__trace = { .dir_fd = -1 };
+struct lk__trace lk__trace = { .dir_fd = -1, .out_fd = -1 };
 
 /* Tracing from the environment (environment.c) comes wherever tracing does, liblowkey.a included. */
 extern const int lk__probe_environment_linked;
@@ -56,6 +57,9 @@ static uint64_t clock_ns(clockid_t id)
 
 static void free_paths(struct lk__trace *t)
 {
+	if (t->out_fd >= 0)
+		close(t->out_fd);
+	t->out_fd = -1;
 	free(t->path);
 	free(t->ctf_dir);
 	t->path = t->ctf_dir = NULL;
@@ -91,52 +95,32 @@ static char *absolute(const char *path)
 	return out;
 }
 
-/* The CTF directory may be new or empty; anything else would mix two traces. */
-static int check_trace_dir(const char *path)
-{
-	struct dirent *e;
-	struct stat st;
-	DIR *d;
-
-	if (stat(path, &st) != 0)
-		return errno == ENOENT ? 0 : lk__fail(-errno, "cannot use %s for the trace: %s", path, strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return lk__fail(-EEXIST, "%s exists and is not a directory: choose another trace path", path);
-	d = opendir(path);
-	if (!d)
-		return lk__fail(-errno, "cannot open the trace directory %s: %s", path, strerror(errno));
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-			break;
-	closedir(d);
-	if (e)
-		return lk__fail(-EEXIST, "the trace directory %s is not empty: remove it or choose another path", path);
-	return 0;
-}
-
-/* Where the CTF goes: the path itself, or beside the JSON or Perfetto file until it is converted. */
+/*
+ * Where the CTF goes: the path itself, a new or empty directory (anything else would mix two
+ * traces); or beside the JSON or Perfetto file, created or replaced now and kept open until it is
+ * converted. Neither through a symbolic link, nor into another user's in a sticky directory.
+ */
 static int prepare_output(struct lk__trace *t, const char *path)
 {
-	int err;
+	bool file = t->config.format != LK_TRACE_CTF;
+	char msg[PATH_MAX + 200];
+	int fd;
 
 	t->path = absolute(path);
 	if (!t->path)
 		return lk__fail(-ENOMEM, "lk_trace_start: out of memory");
-	if (t->config.format != LK_TRACE_CTF) {
-		int fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-		if (fd < 0)
-			return lk__fail(-errno, "cannot write the trace file %s: %s", t->path, strerror(errno));
-		close(fd);
-		if (asprintf(&t->ctf_dir, "%s.ctf-XXXXXX", t->path) < 0 || !mkdtemp(t->ctf_dir))
-			return lk__fail(-errno, "cannot create a directory beside %s: %s", t->path, strerror(errno));
-		return 0;
+	fd = lk__out_open(t->path, file ? LK__OUT_REPLACE : LK__OUT_DIR | LK__OUT_EMPTY, NULL, msg, sizeof(msg));
+	if (fd < 0)
+		return lk__fail(fd, "lk_trace_start: %s", msg);
+	if (!file) {
+		t->dir_fd = fd;
+		t->ctf_dir = strdup(t->path);
+		return t->ctf_dir ? 0 : lk__fail(-ENOMEM, "lk_trace_start: out of memory");
 	}
-	err = check_trace_dir(t->path);
-	if (err)
-		return err;
-	t->ctf_dir = strdup(t->path);
-	return t->ctf_dir ? 0 : lk__fail(-ENOMEM, "lk_trace_start: out of memory");
+	t->out_fd = fd;
+	if (asprintf(&t->ctf_dir, "%s.ctf-XXXXXX", t->path) < 0 || !mkdtemp(t->ctf_dir))
+		return lk__fail(-errno, "cannot create a directory beside %s: %s", t->path, strerror(errno));
+	return 0;
 }
 
 static void snapshot_clocks(struct lk__trace *t)
@@ -305,8 +289,8 @@ static int stop_locked(void)
 		err = t->error;
 	}
 	if (!err && t->config.format != LK_TRACE_CTF && !t->overwrite) {
-		err = lk__trace_convert_progress(t->ctf_dir, t->path, t->config.format, lk__progress_stop_sink(), msg,
-						 sizeof(msg));
+		err = lk__trace_convert_fd(t->ctf_dir, t->out_fd, t->path, t->config.format, lk__progress_stop_sink(),
+					   msg, sizeof(msg));
 		if (err)
 			lk__fail(err, "%s", msg);
 		else

@@ -8,6 +8,7 @@
  * another's without, with and without CPU time, after a batch of a third (which describes the
  * counters' tracks, once a trace). The two batches differ in their sequence id only.
  */
+#include <fcntl.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -89,6 +90,7 @@ static void same_bytes(bool cputime)
 	struct lk__trace_reader r;
 	struct lk__pft *p;
 	uint64_t events, tsc, at0, at1, at2, base;
+	int fd;
 	size_t n;
 	FILE *f;
 
@@ -112,7 +114,10 @@ static void same_bytes(bool cputime)
 		for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++)
 			w = put(w, &r, order[k], tsc += 37 + (uint64_t)round, round);
 
-	assert_int_equal(lk__pft_open(&p, out, &r, err, sizeof(err)), 0);
+	fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(lk__pft_open(&p, fd, out, &r, err, sizeof(err)), 0);
+	close(fd);	/* the writer has its own */
 	/* a batch before, so that neither describes the counters' tracks (once a trace) */
 	assert_int_equal(lk__pft_records(p, &warm, ring, w, tsc + 1, &next, &events), 0);
 	base = lk__pft_fast_records(p);

@@ -19,6 +19,7 @@
 
 #include "bench_html.h"
 #include "cli.h"
+#include "core/outfile.h"
 #include "html.h"
 #include "json_read.h"
 
@@ -514,10 +515,9 @@ int lk_bench_html(const struct lk_bench *b, int argc, char **argv, const char *o
 		lk_cli_error("bench", NULL, "cannot read back the figures of %s for the page: %s", b->name, err);
 		return LK_EXIT_FAIL;
 	}
-	f = strcmp(out_path, "-") == 0 ? stdout : fopen(out_path, "we");
+	f = strcmp(out_path, "-") == 0 ? stdout : lk__out_fopen(out_path, err, sizeof(err));
 	if (!f) {
-		lk_cli_error("bench", "choose a writable place with --html", "cannot write %s: %s", out_path,
-			     strerror(errno));
+		lk_cli_error("bench", "choose a writable place with --html", "%s", err);
 		jr_free(root);
 		return LK_EXIT_FAIL;
 	}

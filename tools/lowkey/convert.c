@@ -56,25 +56,6 @@ static int format_of(const char *out)
 	return LK_TRACE_PERFETTO;
 }
 
-/* What is at out may be replaced: nothing, a regular file for a file format, an empty directory for CTF. */
-static int check_output(const char *out, int format)
-{
-	struct stat st;
-
-	if (lstat(out, &st) != 0)
-		return 0;	/* nothing there, or the conversion says why it cannot write there */
-	if (format != LK_TRACE_CTF) {
-		if (S_ISREG(st.st_mode))
-			return 0;
-		lk_cli_error("convert", "choose a file name with -o", "%s exists and is not a regular file", out);
-		return -EEXIST;
-	}
-	if (S_ISDIR(st.st_mode) && rmdir(out) == 0)
-		return 0;	/* empty: made again by the copy */
-	lk_cli_error("convert", "choose a new directory with -o", "%s exists and is not an empty directory", out);
-	return -EEXIST;
-}
-
 static int convert_main(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -121,8 +102,7 @@ static int convert_main(int argc, char **argv)
 	in = argv[optind];
 	if (format < 0)
 		format = format_of(out);
-	if (check_output(out, format) != 0)
-		return LK_EXIT_FAIL;
+	/* out is created, or what is there replaced, by the conversion (core/outfile.h) */
 	lk_status_begin("convert", !quiet);
 	rc = lk__trace_convert_progress(in, out, (enum lk_trace_format)format,
 					&(struct lk__progress_sink){ lk_status_conversion_sink,

@@ -27,6 +27,7 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "core/outfile.h"
 #include "core/utf8.h"
 #include "locks.h"
 #include "locks_html.h"
@@ -853,7 +854,7 @@ bad_number:
 
 static int locks_run(int argc, char **argv)
 {
-	char lib_buf[PATH_MAX], exe[PATH_MAX], dir[PATH_MAX];
+	char lib_buf[PATH_MAX], exe[PATH_MAX], dir[PATH_MAX], err[PATH_MAX + 200];
 	const char *lib;
 	struct options o;
 	uint64_t t0, ns0, end_ns;
@@ -886,17 +887,16 @@ static int locks_run(int argc, char **argv)
 	}
 	/* before the command runs: an output that cannot be written is said now, not after it */
 	if (o.html && strcmp(o.html, "-") != 0) {
-		int fd = open(o.html, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+		int fd = lk__out_open(o.html, LK__OUT_REPLACE, NULL, err, sizeof(err));
 
 		if (fd < 0) {
-			lk_cli_error("locks", "choose a writable place with --html", "cannot write %s: %s", o.html,
-				     strerror(errno));
+			lk_cli_error("locks", "choose a writable place with --html", "%s", err);
 			return LK_EXIT_FAIL;
 		}
 		close(fd);
 	}
-	if (o.output && !(out = fopen(o.output, "we"))) {
-		lk_cli_error("locks", "choose a writable place with -o", "cannot write %s: %s", o.output, strerror(errno));
+	if (o.output && !(out = lk__out_fopen(o.output, err, sizeof(err)))) {
+		lk_cli_error("locks", "choose a writable place with -o", "%s", err);
 		return LK_EXIT_FAIL;
 	}
 	ret = make_dir(dir, sizeof(dir));

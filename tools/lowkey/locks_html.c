@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/outfile.h"
 #include "html.h"
 #include "json_read.h"
 #include "locks_html.h"
@@ -178,10 +179,9 @@ int lk_locks_html(const char *json, size_t len, const char *out_path)
 		lk_cli_error("locks", NULL, "cannot read back the report for the page: %s", err);
 		return LK_EXIT_FAIL;
 	}
-	f = strcmp(out_path, "-") == 0 ? stdout : fopen(out_path, "we");
+	f = strcmp(out_path, "-") == 0 ? stdout : lk__out_fopen(out_path, err, sizeof(err));
 	if (!f) {
-		lk_cli_error("locks", "choose a writable place with --html", "cannot write %s: %s", out_path,
-			     strerror(errno));
+		lk_cli_error("locks", "choose a writable place with --html", "%s", err);
 		jr_free(root);
 		return LK_EXIT_FAIL;
 	}

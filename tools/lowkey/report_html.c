@@ -25,6 +25,7 @@
 #include <lowkey/probe.h>
 
 #include "cli.h"
+#include "core/outfile.h"
 #include "html.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
@@ -727,9 +728,10 @@ static int write_page(struct hreport *h, const char *trace_path, const struct lk
 	return lkh_page_end(h->f);
 }
 
-static FILE *open_out(const char *path)
+/* Never through a symbolic link, nor into another user's file in a sticky directory. */
+static FILE *open_out(const char *path, char *err, size_t errlen)
 {
-	return strcmp(path, "-") == 0 ? stdout : fopen(path, "we");
+	return strcmp(path, "-") == 0 ? stdout : lk__out_fopen(path, err, errlen);
 }
 
 int lk_report_html(const char *trace_path, const char *out_path)
@@ -750,9 +752,8 @@ int lk_report_html(const char *trace_path, const char *out_path)
 	rc = group_classes(&h);
 	if (!rc)
 		rc = report_trace_walk(&t, &ops, &h, err, sizeof(err));
-	if (!rc && !(h.f = open_out(out_path))) {
-		lk_cli_error("report", "choose a writable place for the page", "cannot write %s: %s", out_path,
-			     strerror(errno));
+	if (!rc && !(h.f = open_out(out_path, err, sizeof(err)))) {
+		lk_cli_error("report", "choose a writable place for the page", "%s", err);
 		rc = 1;
 	} else if (!rc) {
 		rc = write_page(&h, trace_path, &ops, err, sizeof(err));

@@ -27,6 +27,7 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "core/outfile.h"
 #include "core/utf8.h"
 #include "stat.h"
 
@@ -805,6 +806,7 @@ static int stat_run(int argc, char **argv)
 {
 	struct stat_result r = { 0 };
 	struct options o;
+	char err[1024];
 	int rc;
 
 	rc = parse_options(argc, argv, &o);
@@ -817,8 +819,8 @@ static int stat_run(int argc, char **argv)
 	o.format = o.json ? STAT_JSON : o.sep ? STAT_CSV : STAT_TEXT;
 	o.out = stderr;
 	/* Before counting: -I prints as it goes, and an unwritable file is better said at once. */
-	if (o.output && !(o.out = fopen(o.output, "we"))) {
-		lk_cli_error("stat", NULL, "cannot write %s: %s", o.output, strerror(errno));
+	if (o.output && !(o.out = lk__out_fopen(o.output, err, sizeof(err)))) {
+		lk_cli_error("stat", NULL, "%s", err);
 		rc = LK_EXIT_FAIL;
 		goto done;
 	}

@@ -23,6 +23,7 @@
 
 #include "cli.h"
 #include "core/json.h"
+#include "core/outfile.h"
 #include "probe/control_internal.h"
 #include "probe/convert.h"
 #include "probe/probe_internal.h"
@@ -191,6 +192,7 @@ static int move_aside(const char *path)
 
 int trace_prepare_output(struct trace_opts *o, uid_t uid, gid_t gid)
 {
+	char err[PATH_MAX + 200];
 	int rc, fd;
 
 	o->peer_uid = uid;
@@ -206,19 +208,10 @@ int trace_prepare_output(struct trace_opts *o, uid_t uid, gid_t gid)
 			     lk__trace_format_name(o->format));
 		return 1;
 	}
-	if (o->format == LK_TRACE_CTF) {
-		if (mkdir(o->output, 0755) != 0) {
-			lk_cli_error("trace", "choose a writable place with -o", "cannot create the trace directory %s: %s",
-				     o->output, strerror(errno));
-			return 1;
-		}
-		fd = open(o->output, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	} else {
-		fd = open(o->output, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	}
+	/* a new one: whatever took the name since it was moved aside is not written */
+	fd = lk__out_open(o->output, o->format == LK_TRACE_CTF ? LK__OUT_DIR : 0, NULL, err, sizeof(err));
 	if (fd < 0) {
-		lk_cli_error("trace", "choose a writable place with -o", "cannot create the trace %s %s: %s",
-			     o->format == LK_TRACE_CTF ? "directory" : "file", o->output, strerror(errno));
+		lk_cli_error("trace", "choose a writable place with -o", "%s", err);
 		return 1;
 	}
 	o->created_output = true;
@@ -365,13 +358,17 @@ static bool written_directly(const char *output, const char *ctf_dir)
 /* Cut a Perfetto file after its last whole packet (a write cut short by the process's death). */
 static int keep_whole_packets(const char *path, uint64_t *bytes)
 {
-	int fd = open(path, O_RDWR | O_CLOEXEC), rc = 0;
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), rc = 0;
 	uint64_t at = 0, size;
 	struct stat st;
 	uint8_t *p;
 
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		rc = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = -EINVAL;	/* not the file the trace was written to */
 		goto out;
 	}
 	size = (uint64_t)st.st_size;
