@@ -34,7 +34,12 @@
 
 #define NOBODY 65534
 #define SKIPPED 77	/* the namespace cannot be made here */
-#define SLOW 3		/* lowkey gave up before it was seen waiting: the machine is too slow */
+/*
+ * A run that showed nothing, to do again: lowkey gave up before it was seen waiting (a slow
+ * machine), or another task took pid V before B could (lowkey, running on through the swap, may
+ * exit meanwhile, and a sanitizer's leak check at exit clones a task).
+ */
+#define AGAIN 3
 
 static char scratch[] = "/tmp/lkt-reuse-XXXXXX";
 static struct lkt_run r;
@@ -220,7 +225,7 @@ static int swap(char **argv, bool stop, int spin)
 	if (!lowkey_waits(lk)) {
 		kill(a, SIGKILL);
 		waitpid(a, NULL, 0);
-		return SLOW;
+		return AGAIN;
 	}
 	if (stop) {
 		kill(lk, SIGSTOP);
@@ -239,7 +244,7 @@ static int swap(char **argv, bool stop, int spin)
 		kill(b, SIGTERM);
 		waitpid(b, NULL, 0);
 	}
-	return b > 0 ? 0 : 1;
+	return b > 0 ? 0 : AGAIN;
 }
 
 /* pid 1 of the namespace: a /proc of its own, then the swap. */
@@ -257,7 +262,7 @@ static int in_namespace(char **argv, bool stop, int spin)
 	return swap(argv, stop, spin);
 }
 
-/* Run the swap in a new pid and mount namespace: 0, SKIPPED, SLOW, or 1 (it went wrong). */
+/* Run the swap in a new pid and mount namespace: 0, SKIPPED, AGAIN, or 1 (it went wrong). */
 static int in_new_namespace(char **argv, bool stop, int spin)
 {
 	pid_t outer = fork();
@@ -301,17 +306,17 @@ static void make_dir(const char *dir, uid_t owner)
 	assert_int_equal(chmod(dir, 0700), 0);
 }
 
-/* Run the command through a swap (retried where lowkey gave up before it was seen waiting); r: what it said. */
+/* Run the command through a swap (again, up to 5 times, where a run showed nothing); r: what it said. */
 static void run_swap(const char *const *cmd, bool stop, int spin)
 {
 	char *argv[16], text[64] = "";
-	int rc = SLOW;
+	int rc = AGAIN;
 	FILE *f;
 	size_t n;
 
 	make_dir(in_scratch("root-xdg"), 0);
 	make_dir(in_scratch("nobody-xdg"), NOBODY);
-	for (int tries = 0; rc == SLOW && tries < 5; tries++) {
+	for (int tries = 0; rc == AGAIN && tries < 5; tries++) {
 		memcpy(argv, cmd, sizeof(argv));
 		rc = in_new_namespace(argv, stop, spin);
 	}
