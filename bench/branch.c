@@ -9,7 +9,9 @@
  * 2. 1,000 distinct sites in one pass, each testing its own flag (load + branch) or its own key,
  *    warm and cold (flags and code flushed from the caches before each pass).
  * 3. The cost of flipping a key with 1, 10 and 1,000 sites, alone and while another thread runs
- *    those sites.
+ *    those sites; on x86-64 both as flips are made now (pages remapped, in a process that has
+ *    threads) and with the int3 protocol that multi-threaded processes used before, forced for the
+ *    bench: the two interleaved in one run.
  *
  * Static key off against the NOP: the two loops run the same instructions, so one process's
  * difference between them is where the code landed (ASLR gives each process other addresses, and
@@ -34,6 +36,7 @@
 #include <lowkey/lowkey.h>
 
 #include "bench.h"
+#include "key/key_internal.h"
 
 /* ---- 1. the loop ---- */
 
@@ -742,17 +745,33 @@ static int measure_passes(int runs, struct pass_result *flags, struct pass_resul
 
 /* ---- 3. flips ---- */
 
+/*
+ * How a flip is made: as now, and on x86-64 also with the int3 protocol forced in place
+ * (lk__patch_traps_for_bench), as flips were made in processes with threads before remapping
+ * became the rule there.
+ */
+enum { PROTOCOL_NOW, PROTOCOL_INT3, PROTOCOLS_MAX };
+#if defined(__x86_64__)
+#define NPROTOCOLS 2
+#else
+#define NPROTOCOLS 1
+#endif
+
+struct flip_figures {
+	double enable_alone, disable_alone, enable_busy, disable_busy;	/* µs, medians */
+};
+
 struct flip_row {
 	const char *name;
 	struct lk_key *key;
 	uint64_t (*run)(void);
-	double enable_alone, disable_alone, enable_busy, disable_busy;	/* µs, medians */
+	struct flip_figures by[PROTOCOLS_MAX];
 };
 
 static struct flip_row flip_rows[] = {
-	{ "1 site", &flip_key_1.key, run_flip_1 },
-	{ "10 sites", &flip_key_10.key, run_flip_10 },
-	{ "1,000 sites", &flip_key_1000.key, run_flip_1000 },
+	{ "1 site", &flip_key_1.key, run_flip_1, { { 0 } } },
+	{ "10 sites", &flip_key_10.key, run_flip_10, { { 0 } } },
+	{ "1,000 sites", &flip_key_1000.key, run_flip_1000, { { 0 } } },
 };
 
 #define NFLIPS (sizeof(flip_rows) / sizeof(flip_rows[0]))
@@ -802,25 +821,42 @@ static int time_flips(struct lk_key *key, int flips, double *enable_us, double *
 
 static void print_flip_row(const struct flip_row *f);
 
-/* Each row printed (text) as soon as it is measured. */
+static void set_protocol(int protocol)
+{
+	__atomic_store_n(&lk__patch_traps_for_bench, protocol == PROTOCOL_INT3, __ATOMIC_RELAXED);
+}
+
+/* One row with one protocol: alone, then while another thread runs the sites. */
+static int measure_flip_row(struct flip_row *f, int protocol, int flips, bool have_second_cpu)
+{
+	struct flip_figures *ff = &f->by[protocol];
+	struct runner runner = { f->run, 0, 0 };
+	pthread_t t;
+	int err;
+
+	set_protocol(protocol);
+	err = time_flips(f->key, flips, &ff->enable_alone, &ff->disable_alone);
+	ff->enable_busy = ff->disable_busy = __builtin_nan("");
+	if (!err && have_second_cpu && pthread_create(&t, NULL, site_runner, &runner) == 0) {
+		usleep(2000);
+		err = time_flips(f->key, flips, &ff->enable_busy, &ff->disable_busy);
+		__atomic_store_n(&runner.stop, 1, __ATOMIC_RELAXED);
+		pthread_join(t, NULL);
+	}
+	set_protocol(PROTOCOL_NOW);
+	return err;
+}
+
+/* Each row printed (text) as soon as it is measured, both protocols of a row one after the other. */
 static int measure_flips(int flips, bool have_second_cpu, bool text)
 {
 	for (size_t i = 0; i < NFLIPS; i++) {
 		struct flip_row *f = &flip_rows[i];
-		struct runner runner = { f->run, 0, 0 };
-		pthread_t t;
-		int err;
 
 		lkb_progress("flipping a key with %s, %d flips", f->name, flips);
-		err = time_flips(f->key, flips, &f->enable_alone, &f->disable_alone);
-		if (err)
-			return err;
-		f->enable_busy = f->disable_busy = __builtin_nan("");
-		if (have_second_cpu && pthread_create(&t, NULL, site_runner, &runner) == 0) {
-			usleep(2000);
-			err = time_flips(f->key, flips, &f->enable_busy, &f->disable_busy);
-			__atomic_store_n(&runner.stop, 1, __ATOMIC_RELAXED);
-			pthread_join(t, NULL);
+		for (int p = 0; p < NPROTOCOLS; p++) {
+			int err = measure_flip_row(f, p, flips, have_second_cpu);
+
 			if (err)
 				return err;
 		}
@@ -941,6 +977,12 @@ static void print_sites(const struct pass_result *pf, const struct pass_result *
 	lkb_row("%-27s %8.2fx %8.2fx\n", "load + branch / key", pf->warm_ns / pk->warm_ns, pf->cold_ns / pk->cold_ns);
 }
 
+static void print_flip_figures(const char *name, const struct flip_figures *ff)
+{
+	lkb_row("%-27s %9.1f %9.1f %9.1f %9.1f\n", name, ff->enable_alone, ff->disable_alone,
+		ff->enable_busy, ff->disable_busy);
+}
+
 static void print_flip_row(const struct flip_row *f)
 {
 	if (f == &flip_rows[0]) {
@@ -948,16 +990,22 @@ static void print_flip_row(const struct flip_row *f)
 		lkb_row("%-27s %9s %9s %9s %9s\n", "", "enable", "disable", "enable", "disable");
 		lkb_row("%-27s %9s %9s %9s %9s\n", "", "alone", "alone", "busy", "busy");
 	}
-	lkb_row("%-27s %9.1f %9.1f %9.1f %9.1f\n", f->name, f->enable_alone, f->disable_alone, f->enable_busy,
-		f->disable_busy);
+	print_flip_figures(f->name, &f->by[PROTOCOL_NOW]);
+	if (NPROTOCOLS > 1)
+		print_flip_figures("  int3 protocol, forced", &f->by[PROTOCOL_INT3]);
 }
 
 static void print_membarrier(double membarrier_us)
 {
 	lkb_row("%-27s %9.1f\n", "one membarrier(SYNC_CORE)", membarrier_us);
 #if defined(__x86_64__)
-	lkb_row("(a flip is 3 membarrier calls and 2 mprotect calls per run of pages, for any number of\n"
-		" sites; the kernel's figure for a batch of 56 sites is 1.4 ms)\n");
+	lkb_row("(this process has threads, so a flip swaps in rewritten copies of the pages: per run of\n"
+		" pages a read of /proc/self/maps, an open(), mmap(), mprotect() and mremap(), then one\n"
+		" membarrier call. The int3 protocol rows force what flips did in such a process before:\n"
+		" 3 membarrier calls and 2 mprotect calls per run of pages, which a thread blocking SIGTRAP\n"
+		" does not survive; flips use it now only where the caller is the only thread. Those flips\n"
+		" also read every thread's /proc/self/task/TID/status first, which these rows leave out.\n"
+		" The kernel's figure for a batch of 56 sites is 1.4 ms)\n");
 #else
 	lkb_row("(a flip is one store per site, its cache maintenance, 2 mprotect calls per run of pages\n"
 		" and one membarrier call, for any number of sites; the kernel's figure for a batch of\n"
@@ -1013,6 +1061,23 @@ static void json_key_vs_nop(struct lkb_json *j, const struct key_vs_nop *k)
 	lkb_json_close(j);
 }
 
+static void json_flips(struct lkb_json *j, const char *name, int protocol)
+{
+	lkb_json_array(j, name);
+	for (size_t i = 0; i < NFLIPS; i++) {
+		const struct flip_figures *ff = &flip_rows[i].by[protocol];
+
+		lkb_json_object(j, NULL);
+		lkb_json_str(j, "key", flip_rows[i].name);
+		lkb_json_num(j, "enable_alone", ff->enable_alone);
+		lkb_json_num(j, "disable_alone", ff->disable_alone);
+		lkb_json_num(j, "enable_busy", ff->enable_busy);
+		lkb_json_num(j, "disable_busy", ff->disable_busy);
+		lkb_json_close(j);
+	}
+	lkb_json_close(j);
+}
+
 static void print_json(int runs, const struct pass_result *pf, const struct pass_result *pk,
 		       double membarrier_us, const struct key_vs_nop *k)
 {
@@ -1039,17 +1104,9 @@ static void print_json(int runs, const struct pass_result *pf, const struct pass
 	lkb_json_num(&j, "key_off_warm_ns_per_site", pk->warm_ns / NSITES);
 	lkb_json_num(&j, "key_off_cold_ns_per_site", pk->cold_ns / NSITES);
 	lkb_json_close(&j);
-	lkb_json_array(&j, "flip_us");
-	for (size_t i = 0; i < NFLIPS; i++) {
-		lkb_json_object(&j, NULL);
-		lkb_json_str(&j, "key", flip_rows[i].name);
-		lkb_json_num(&j, "enable_alone", flip_rows[i].enable_alone);
-		lkb_json_num(&j, "disable_alone", flip_rows[i].disable_alone);
-		lkb_json_num(&j, "enable_busy", flip_rows[i].enable_busy);
-		lkb_json_num(&j, "disable_busy", flip_rows[i].disable_busy);
-		lkb_json_close(&j);
-	}
-	lkb_json_close(&j);
+	json_flips(&j, "flip_us", PROTOCOL_NOW);
+	if (NPROTOCOLS > 1)
+		json_flips(&j, "flip_int3_forced_us", PROTOCOL_INT3);
 	lkb_json_num(&j, "membarrier_sync_core_us", membarrier_us);
 	lkb_json_end(&j);
 }
@@ -1061,7 +1118,9 @@ static const char branch_usage[] =
 	"with a NOP, a branch, a load + branch (also with the flag's cache line bouncing to another\n"
 	"CPU) and a static key off and on; 1,000 distinct sites with their own flags or keys, warm\n"
 	"and cold; and the cost of flipping keys with 1, 10 and 1,000 sites, alone and while another\n"
-	"thread runs them. Prints medians beside the seed's published rows.\n"
+	"thread runs them -- on x86-64 also with the int3 protocol forced, as flips were made in a\n"
+	"process with threads before they remapped pages there (JSON: flip_int3_forced_us). Prints\n"
+	"medians beside the seed's published rows.\n"
 	"\n"
 	"Static key off and the NOP are the same code: the bench compares the two loops' bytes, and\n"
 	"measures the pair in several processes of their own (each with its own code placement),\n"
