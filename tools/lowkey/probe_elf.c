@@ -426,6 +426,9 @@ int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, siz
 		rc = unless_changed(lk__failf(err, errlen, rc, rc == -EFBIG ?
 					      "%s has more relocations than lowkey reads" :
 					      "cannot read the sections of %s", path), fd, &im, path, err, errlen);
+	else if (!rc && sh.sh_size > (uint64_t)im.before.st_size)	/* a slot per 8 bytes: bounded */
+		rc = unless_changed(lk__failf(err, errlen, -ENOEXEC, "the probe site section of %s is larger "
+					      "than the file", path), fd, &im, path, err, errlen);
 	if (rc) {
 		close_image(fd, &im);
 		return rc;
