@@ -31,13 +31,19 @@ struct lk_elf_sites {
  * lk_elf_read_sites - the probe sites of the ELF object at path (an executable, PIE or not, or a
  * shared object). Pointers are read as the dynamic loader would set them at a load address of 0:
  * through R_*_RELATIVE and absolute relocations where the object has them, as stored otherwise.
- * Returns 0 (n is 0 when the object has no sites), -ENOEXEC (not an ELF object of this machine, or
- * a relocatable .o) or -errno; err says which.
+ * The file is read with pread, never mapped (whoever writes it may cut it meanwhile), only the
+ * sections looked into. Returns 0 (n is 0 when the object has no sites), -ENOEXEC (not an ELF
+ * object of this machine, a relocatable .o, or a site section larger than the file), -EAGAIN (the
+ * file's size or change time differs after the reading: it changed while being read) or -errno;
+ * err says which.
  */
 int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, size_t errlen);
 void lk_elf_free_sites(struct lk_elf_sites *s);
 
-/* Whether the ELF object at path uses liblowkey: probe sites, liblowkey in DT_NEEDED, or its symbols. */
+/*
+ * Whether the ELF object at path uses liblowkey: probe sites, liblowkey in DT_NEEDED, or its
+ * symbols. Read as lk_elf_read_sites() reads; false for a file that changed while being read.
+ */
 bool lk_elf_uses_lowkey(const char *path);
 
 /*
