@@ -12,6 +12,9 @@
  * The test copies its own executable into a directory of its own and runs the copy, which deletes
  * itself.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -112,6 +115,8 @@ static void run_copy(const char *mode, bool as_nobody)
 
 	if (!LKT_PATCHING || !LKT_TRAP_PROTOCOL)
 		skip();	/* no sites, or rewritten in place by one store (no pages swapped) */
+	if (as_nobody && system("command -v setpriv >/dev/null") != 0)
+		skip();	/* util-linux's setpriv is missing */
 	copy_self(dir, copy, sizeof(copy));
 	pid = fork();
 	assert_true(pid >= 0);
