@@ -8,6 +8,7 @@
  * times.
  */
 #include <fcntl.h>
+#include <grp.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -29,6 +30,7 @@ static char victim[256];
 static struct lkt_run r;
 static pid_t peer = -1;
 volatile unsigned long lkt_churned;	/* the peer's rounds: what `lowkey watch` looks up */
+static bool as_peer;			/* run lowkey as the peer's user */
 
 static int setup(void **state)
 {
@@ -51,8 +53,8 @@ static int teardown(void **state)
 	return lkt_sh(&r, "rm -rf '%s'", scratch);
 }
 
-/* Run lowkey with args (NULL-terminated), its output discarded, its errors in scratch/errors; its
- * wait status. */
+/* Run lowkey with args (NULL-terminated; as the peer's user if as_peer), its output discarded, its
+ * errors in scratch/errors; its wait status. */
 static int run_lowkey(const char *first, ...)
 {
 	const char *argv[12] = { LOWKEY, first };
@@ -74,6 +76,9 @@ static int run_lowkey(const char *first, ...)
 		err = open(errors, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		dup2(null, 1);
 		dup2(err, 2);
+		if (as_peer && (setgroups(0, NULL) != 0 || setresgid(LKT_NOBODY, LKT_NOBODY, LKT_NOBODY) != 0 ||
+				setresuid(LKT_NOBODY, LKT_NOBODY, LKT_NOBODY) != 0))
+			_exit(126);
 		execv(LOWKEY, (char **)argv);
 		_exit(127);
 	}
@@ -155,6 +160,29 @@ static void a_file_cut_while_its_process_is_watched(void **state)
 				  "watch -p");
 	assert_int_equal(kill(peer, 0), 0);
 }
+
+/*
+ * The peer's own user watching it: not root, lowkey cannot open the links of /proc/PID/map_files
+ * and reads the objects by name; the symbol must still be found (exit 2 if not).
+ */
+static void a_file_cut_while_its_own_user_watches(void **state)
+{
+	char pid[16];
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();	/* the peer is this user's own child: the case above */
+	if (lkt_sh(&r, "setpriv --reuid=%d --regid=%d --clear-groups test -x '%s'", LKT_NOBODY, LKT_NOBODY,
+		   LOWKEY) != 0)
+		skip();	/* the build tree is not readable by nobody */
+	snprintf(pid, sizeof(pid), "%d", (int)peer);
+	as_peer = true;
+	for (int i = 0; i < RUNS / 10; i++)
+		expect_clean_exit(run_lowkey("watch", "-p", pid, "--symbol", "lkt_churned", "-d", "0.01", NULL),
+				  "watch -p (as the process's user)");
+	as_peer = false;
+	assert_int_equal(kill(peer, 0), 0);
+}
 #endif
 
 int main(void)
@@ -164,6 +192,7 @@ int main(void)
 		cmocka_unit_test(a_file_cut_while_it_is_listed),
 #ifdef HAVE_WATCH
 		cmocka_unit_test(a_file_cut_while_its_process_is_watched),
+		cmocka_unit_test(a_file_cut_while_its_own_user_watches),
 #endif
 	};
 
