@@ -73,6 +73,10 @@ static void a_library_cut_while_its_sites_are_named(void **state)
 	int named = 0;
 
 	(void)state;
+	unlink(link_path);
+	assert_int_equal(symlink(stable, link_path), 0);
+	if (lkt_sh(&r, "'%s' '%s' '%s'", DLOPEN_SWAP, link_path, stable) != 0)
+		skip();	/* no library loads from here (a noexec /tmp?): nothing for lowkey to name */
 	for (int i = 0; i < RUNS; i++) {
 		int status = run_locks();
 
