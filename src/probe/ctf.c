@@ -575,9 +575,20 @@ void lk__ctf_close(struct lk__trace *t)
 	t->dir_fd = -1;
 }
 
+/* dir itself, not what a link another user put at its name points to. */
+static DIR *open_own_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (!d && fd >= 0)
+		close(fd);
+	return d;
+}
+
 void lk__remove_streams(const char *dir)
 {
-	DIR *d = opendir(dir);
+	DIR *d = open_own_dir(dir);
 	struct dirent *e;
 
 	if (!d)
@@ -586,4 +597,21 @@ void lk__remove_streams(const char *dir)
 		if (strncmp(e->d_name, "stream-", 7) == 0)
 			unlinkat(dirfd(d), e->d_name, 0);
 	closedir(d);
+}
+
+void lk__remove_ctf(const char *dir)
+{
+	static const char *const names[] = { "metadata", ".lowkey-index" };
+	DIR *d = open_own_dir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		unlinkat(dirfd(d), names[i], 0);
+	while ((e = readdir(d)))
+		if (strncmp(e->d_name, "stream-", 7) == 0)
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+	rmdir(dir);	/* only when empty; a link at the name is not removed through */
 }

@@ -367,8 +367,13 @@ int lk__ctf_open_stream(struct lk__trace *t, struct lk__probe_buffer *b);
 int lk__ctf_write_records(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *start,
 			  const uint8_t *end, uint64_t now, const uint8_t **next, uint64_t *events);
 void lk__ctf_close(struct lk__trace *t);
-/* Remove the stream-* files of a CTF directory (a temporary one, once converted). */
+/*
+ * Remove the stream-* files of a CTF directory (a temporary one, once converted); with
+ * lk__remove_ctf, its metadata and index and the directory too. Only what the writer creates, and
+ * through the directory opened O_NOFOLLOW: never in a directory a link at its name points to.
+ */
 void lk__remove_streams(const char *dir);
+void lk__remove_ctf(const char *dir);
 
 /*
  * Write one packet of stream class 1 (context switches) for thread tid: records [out, out+len),

@@ -375,16 +375,6 @@ static int absolute_path(const char *path, char *out, size_t len)
 	return 0;
 }
 
-static void remove_ctf(const char *dir)
-{
-	char file[PATH_MAX + 16];
-
-	snprintf(file, sizeof(file), "%s/metadata", dir);
-	unlink(file);
-	lk__remove_streams(dir);
-	rmdir(dir);
-}
-
 /*
  * Every thread of the running trace, into the CTF directory out.ctf_dir, and their context
  * switches; then the metadata, which describes every site registered by then (all those whose
@@ -460,7 +450,7 @@ static int take(const char *path, int fd, enum lk_trace_format format, struct lk
 			lk__fail(err, "%s", msg);
 	}
 	if (convert) {
-		remove_ctf(ctf);
+		lk__remove_ctf(ctf);
 		close(fd);
 	}
 	return err;

@@ -247,20 +247,6 @@ LK_API int lk_trace_start(const struct lk_trace_config *config)
 	return err;
 }
 
-static void remove_tree(const char *dir)
-{
-	char cmd[PATH_MAX * 2];
-	const char *names[] = { "metadata", ".lowkey-index" };
-
-	/* Only what the writer creates: the two files and the stream-* files. */
-	for (size_t i = 0; i < 2; i++) {
-		snprintf(cmd, sizeof(cmd), "%s/%s", dir, names[i]);
-		unlink(cmd);
-	}
-	lk__remove_streams(dir);
-	rmdir(dir);
-}
-
 static int stop_locked(void)
 {
 	struct lk__trace *t = &lk__trace;
@@ -294,7 +280,7 @@ static int stop_locked(void)
 		if (err)
 			lk__fail(err, "%s", msg);
 		else
-			remove_tree(t->ctf_dir);
+			lk__remove_ctf(t->ctf_dir);
 	}
 	lk__perfetto_live_cancel();	/* not converted: the trace failed */
 	if (!err && t->sites_error)
