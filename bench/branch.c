@@ -9,9 +9,9 @@
  * 2. 1,000 distinct sites in one pass, each testing its own flag (load + branch) or its own key,
  *    warm and cold (flags and code flushed from the caches before each pass).
  * 3. The cost of flipping a key with 1, 10 and 1,000 sites, alone and while another thread runs
- *    those sites; on x86-64 both as flips are made now (pages remapped, in a process that has
- *    threads) and with the int3 protocol that multi-threaded processes used before, forced for the
- *    bench: the two interleaved in one run.
+ *    those sites; on x86-64 both as a process with threads flips (pages remapped) and with the
+ *    int3 protocol (what a single-threaded caller gets) forced for the bench: the two interleaved
+ *    in one run.
  *
  * Static key off against the NOP: the two loops run the same instructions, so one process's
  * difference between them is where the code landed (ASLR gives each process other addresses, and
@@ -746,9 +746,8 @@ static int measure_passes(int runs, struct pass_result *flags, struct pass_resul
 /* ---- 3. flips ---- */
 
 /*
- * How a flip is made: as now, and on x86-64 also with the int3 protocol forced in place
- * (lk__patch_traps_for_bench), as flips were made in processes with threads before remapping
- * became the rule there.
+ * How a flip is made: as the library chooses, and on x86-64 also with the int3 protocol forced in
+ * place (lk__patch_traps_for_bench), which the library uses only where the caller is alone.
  */
 enum { PROTOCOL_NOW, PROTOCOL_INT3, PROTOCOLS_MAX };
 #if defined(__x86_64__)
@@ -1001,10 +1000,9 @@ static void print_membarrier(double membarrier_us)
 #if defined(__x86_64__)
 	lkb_row("(this process has threads, so a flip swaps in rewritten copies of the pages: per run of\n"
 		" pages a read of /proc/self/maps, an open(), mmap(), mprotect() and mremap(), then one\n"
-		" membarrier call. The int3 protocol rows force what flips did in such a process before:\n"
-		" 3 membarrier calls and 2 mprotect calls per run of pages, which a thread blocking SIGTRAP\n"
-		" does not survive; flips use it now only where the caller is the only thread. Those flips\n"
-		" also read every thread's /proc/self/task/TID/status first, which these rows leave out.\n"
+		" membarrier call. The int3 protocol rows force the kernel's protocol in place: 3 membarrier\n"
+		" calls and 2 mprotect calls per run of pages, which a thread blocking SIGTRAP does not\n"
+		" survive, so flips use it only where the caller is the only thread.\n"
 		" The kernel's figure for a batch of 56 sites is 1.4 ms)\n");
 #else
 	lkb_row("(a flip is one store per site, its cache maintenance, 2 mprotect calls per run of pages\n"
@@ -1118,8 +1116,8 @@ static const char branch_usage[] =
 	"with a NOP, a branch, a load + branch (also with the flag's cache line bouncing to another\n"
 	"CPU) and a static key off and on; 1,000 distinct sites with their own flags or keys, warm\n"
 	"and cold; and the cost of flipping keys with 1, 10 and 1,000 sites, alone and while another\n"
-	"thread runs them -- on x86-64 also with the int3 protocol forced, as flips were made in a\n"
-	"process with threads before they remapped pages there (JSON: flip_int3_forced_us). Prints\n"
+	"thread runs them -- on x86-64 also with the kernel's int3 protocol forced in place, which\n"
+	"flips use only where the caller is the only thread (JSON: flip_int3_forced_us). Prints\n"
 	"medians beside the seed's published rows.\n"
 	"\n"
 	"Static key off and the NOP are the same code: the bench compares the two loops' bytes, and\n"
