@@ -14,6 +14,7 @@
 
 #include "bench.h"
 #include "core/json.h"
+#include "core/stats.h"
 
 extern const struct lk_bench __start_lk_benches[];
 extern const struct lk_bench __stop_lk_benches[];
@@ -40,26 +41,10 @@ uint64_t lkb_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 double lkb_percentile(double *v, size_t n, double p)
 {
-	double rank;
-	size_t lo;
-
-	if (n == 0)
-		return NAN;
-	qsort(v, n, sizeof(*v), cmp_double);
-	rank = p / 100.0 * (double)(n - 1);
-	lo = (size_t)rank;
-	if (lo + 1 >= n)
-		return v[n - 1];
-	return v[lo] + (rank - (double)lo) * (v[lo + 1] - v[lo]);
+	lk__sort_doubles(v, n);
+	return lk__percentile_sorted(v, n, p);
 }
 
 double lkb_median(double *v, size_t n)

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 
+#include "core/stats.h"
 #include "samples.h"
 
 int samples_push(struct samples *s, double v)
@@ -20,29 +20,12 @@ int samples_push(struct samples *s, double v)
 	return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 void samples_sort(struct samples *s)
 {
-	if (s->n)	/* qsort's base may not be NULL, even for none */
-		qsort(s->v, s->n, sizeof(double), cmp_double);
+	lk__sort_doubles(s->v, s->n);
 }
 
 double samples_pct(const struct samples *s, double p)
 {
-	double rank;
-	size_t lo;
-
-	if (!s->n)
-		return NAN;
-	rank = p / 100.0 * (double)(s->n - 1);
-	lo = (size_t)rank;
-	if (lo + 1 >= s->n)
-		return s->v[s->n - 1];
-	return s->v[lo] + (rank - (double)lo) * (s->v[lo + 1] - s->v[lo]);
+	return lk__percentile_sorted(s->v, s->n, p);
 }
