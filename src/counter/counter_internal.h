@@ -141,9 +141,6 @@ void lk__modifiers_apply(const struct lk__modifiers *mods, bool has_ukh, struct 
 /* Append " Did you mean: a, b, c?" (or a hint) to the thread's message for an unknown name. */
 void lk__suggest_events(const char *name);
 
-/* Levenshtein distance, case-insensitive; (size_t)-1 for strings over 127 bytes. */
-size_t lk__edit_distance(const char *a, const char *b);
-
 /* ---- explain.c ---- */
 
 /* Whether the kernel registered a CPU PMU (one that takes PERF_TYPE_RAW events). */

@@ -3,46 +3,18 @@
  * "Did you mean ...?" for an unknown event: the closest names among libpfm4's events for this
  * machine, the software events it does not list, and the kernel PMUs' sysfs events.
  */
-#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/edit_distance.h"
 #include "core/error.h"
 #include "counter/counter_internal.h"
 #include "counter/pfm.h"
 
 #define PMU_DIR "/sys/bus/event_source/devices"
 #define MAX_SUGGESTIONS 3
-
-size_t lk__edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), row[128];
-
-	if (la >= 128 || lb >= 128)
-		return (size_t)-1;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (tolower((unsigned char)a[i - 1]) !=
-					      tolower((unsigned char)b[j - 1]));
-
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			diag = up;
-			row[j] = best;
-		}
-	}
-	return row[lb];
-}
 
 struct pick {
 	char name[128];
@@ -64,7 +36,7 @@ static bool has_prefix_ci(const char *s, const char *prefix)
 static void consider(const char *name, void *arg)
 {
 	struct best *b = arg;
-	size_t d = lk__edit_distance(b->wanted, name), slot;
+	size_t d = lk__edit_distance(b->wanted, name, true), slot;
 
 	/* A name the user started to type counts as close. */
 	if (d > b->limit && strlen(b->wanted) >= 3 && has_prefix_ci(name, b->wanted))

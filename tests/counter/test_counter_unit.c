@@ -175,16 +175,6 @@ static void modifiers_follow_perf_rules(void **state)
 	assert_true(!a.exclude_guest && a.exclude_host && a.pinned);
 }
 
-static void edit_distance(void **state)
-{
-	(void)state;
-	assert_int_equal(lk__edit_distance("cycles", "cycles"), 0);
-	assert_int_equal(lk__edit_distance("cyles", "cycles"), 1);
-	assert_int_equal(lk__edit_distance("CYCLES", "cycles"), 0);
-	assert_int_equal(lk__edit_distance("task-clok", "task-clock"), 1);
-	assert_int_equal(lk__edit_distance("", "abc"), 3);
-}
-
 /* ---- multiplexing arithmetic ---- */
 
 static void scale_multiplexed_values(void **state)
@@ -290,7 +280,6 @@ int main(void)
 		cmocka_unit_test(syntax_errors_say_where),
 		cmocka_unit_test(modifier_errors),
 		cmocka_unit_test(modifiers_follow_perf_rules),
-		cmocka_unit_test(edit_distance),
 		cmocka_unit_test(scale_multiplexed_values),
 		cmocka_unit_test(group_reads_accumulate_in_event_order),
 		cmocka_unit_test(malformed_group_reads_are_refused),

@@ -9,6 +9,7 @@
 #include <lowkey/lowkey.h>
 
 #include "cli.h"
+#include "core/edit_distance.h"
 #include "core/utf8.h"
 #include "status.h"
 
@@ -41,36 +42,10 @@ void lk_cli_list(void)
 	}
 }
 
-static size_t edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), row[64];
-
-	if (lb >= 64)
-		return (size_t)-1;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			diag = up;
-			row[j] = best;
-		}
-	}
-	return row[lb];
-}
-
 void lk_cli_suggest(const char *name)
 {
 	for (const struct lk_cli_command *c = __start_lk_cli_commands; c < __stop_lk_cli_commands; c++)
-		if (edit_distance(name, c->name) <= 2 || strncmp(name, c->name, strlen(name)) == 0)
+		if (lk__edit_distance(name, c->name, false) <= 2 || strncmp(name, c->name, strlen(name)) == 0)
 			fprintf(stderr, "hint: did you mean 'lowkey %s'?\n", c->name);
 }
 
