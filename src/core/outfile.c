@@ -91,26 +91,58 @@ static int unusable(int dir_fd, const char *base, const char *path, int e, unsig
 	return lk__failf(err, errlen, -e, "cannot open %s: %s", path, strerror(e));	/* the system's refusal */
 }
 
-/* The regular file at the name, opened without following a link, checked on the descriptor. */
+/*
+ * A symbolic link at the name that a -o FILE the user typed may go through: the caller's own
+ * (/proc/self/fd/N) or root's in a directory of root's (/dev/stdout, /dev/fd). Another user's
+ * link, or one in a directory another user owns, could point anywhere: never followed.
+ */
+static bool trusted_link(int dir_fd, const char *base)
+{
+	struct stat link, dir;
+
+	if (fstatat(dir_fd, base, &link, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(link.st_mode) ||
+	    fstat(dir_fd, &dir) != 0)
+		return false;
+	return link.st_uid == geteuid() || (link.st_uid == 0 && dir.st_uid == 0);
+}
+
+/* What a file output may be: a regular file; for a -o FILE also a device or a pipe (/dev/null). */
+static bool usable_kind(const struct stat *st, unsigned int flags)
+{
+	return S_ISREG(st->st_mode) ||
+	       ((flags & LK__OUT_REPLACE) && (S_ISCHR(st->st_mode) || S_ISFIFO(st->st_mode)));
+}
+
+/*
+ * The file at the name, opened without following a link (or through a trusted one, for a -o FILE,
+ * which is opened as open(2) would, creating what it points to), checked on the descriptor.
+ * O_NONBLOCK: a FIFO without a reader is refused, not waited on.
+ */
 static int open_file(int dir_fd, const char *base, const char *path, unsigned int flags, char *err,
 		     size_t errlen)
 {
-	int fd = openat(dir_fd, base, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), rc;
+	int fd = openat(dir_fd, base, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY), rc;
+	bool through_link = false;
 	struct stat st;
 
+	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR) && (flags & LK__OUT_REPLACE) &&
+	    trusted_link(dir_fd, base)) {
+		fd = openat(dir_fd, base, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0644);
+		through_link = true;
+	}
 	if (fd < 0)
 		return unusable(dir_fd, base, path, errno, flags, err, errlen);
 	if (fstat(fd, &st) != 0)
 		rc = lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
-	else if (!S_ISREG(st.st_mode))
+	else if (!usable_kind(&st, flags))
 		rc = refuse(flags, -EEXIST, err, errlen, "%s exists and is not a regular file: remove it or choose "
 			    "another path", path);
-	else if (foreign(dir_fd, &st))
+	else if (!through_link && foreign(dir_fd, &st))
 		rc = refuse_foreign(flags, &st, path, err, errlen);
-	else if (st.st_size && !(flags & LK__OUT_REPLACE))
+	else if (S_ISREG(st.st_mode) && st.st_size && !(flags & LK__OUT_REPLACE))
 		rc = refuse(flags, -EEXIST, err, errlen, "%s exists and is not empty: remove it or choose another "
 			    "path", path);
-	else if (st.st_size && ftruncate(fd, 0) != 0)
+	else if (S_ISREG(st.st_mode) && st.st_size && ftruncate(fd, 0) != 0)
 		rc = lk__failf(err, errlen, -errno, "cannot empty %s: %s", path, strerror(errno));
 	else if (fcntl(fd, F_SETFL, 0) != 0)
 		rc = lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));

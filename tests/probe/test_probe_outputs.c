@@ -297,6 +297,40 @@ static void cli_outputs_do_not_follow_a_planted_link(void **state)
 	assert_true(victim_intact());
 }
 
+/*
+ * What the user names on the command line is still written where it leads: a device (/dev/null),
+ * root's /dev/stdout (a link to /proc/self/fd/1, here a pipe), and a link of the caller's own --
+ * while another user's link is not (above).
+ */
+static void cli_outputs_go_through_the_users_own_links(void **state)
+{
+	char own_dir[] = "/tmp/lkt-own-XXXXXX", link[300], file[300], text[256] = "";
+	FILE *f;
+	size_t n;
+
+	(void)state;
+	need_root();
+	lkt_sh(&r, "%s stat -e task-clock -o /dev/null -- true", LOWKEY);
+	lkt_expect(&r, 0, NULL);
+	assert_null(strstr(r.out, "task-clock"));
+	lkt_sh(&r, "%s stat -e task-clock -o /dev/stdout -- true", LOWKEY);
+	lkt_expect(&r, 0, "task-clock");
+
+	assert_non_null(mkdtemp(own_dir));
+	snprintf(file, sizeof(file), "%s/counts.txt", own_dir);
+	snprintf(link, sizeof(link), "%s/latest.txt", own_dir);
+	assert_int_equal(symlink("counts.txt", link), 0);
+	lkt_sh(&r, "%s stat -e task-clock -o '%s' -- true", LOWKEY, link);
+	lkt_expect(&r, 0, NULL);
+	f = fopen(file, "r");
+	assert_non_null(f);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = 0;
+	lkt_sh(&r, "rm -rf '%s'", own_dir);
+	assert_non_null(strstr(text, "task-clock"));
+}
+
 /* ---- the reason given ---- */
 
 /* A place nobody may not enter: EACCES, named as such (not "exists"), from a snapshot. */
@@ -352,6 +386,7 @@ int main(void)
 		cmocka_unit_test_teardown(another_users_file_is_not_written, stop_any),
 		cmocka_unit_test_teardown(a_link_planted_during_a_snapshot_changes_nothing, stop_any),
 		cmocka_unit_test_teardown(cli_outputs_do_not_follow_a_planted_link, stop_any),
+		cmocka_unit_test_teardown(cli_outputs_go_through_the_users_own_links, stop_any),
 		cmocka_unit_test_teardown(permission_denied_is_said, stop_any),
 	};
 
