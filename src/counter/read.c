@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/proc.h"
 #include "counter/counter_internal.h"
 
 LK_API uint64_t lk_counter_scale(uint64_t value, uint64_t enabled, uint64_t running)
@@ -114,20 +115,6 @@ LK_API int lk_counters_read(struct lk_counters *c, struct lk_counter_value *valu
 	return (int)c->nevents;
 }
 
-static void thread_name(pid_t pid, pid_t tid, char *comm, size_t size)
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	if (fgets(comm, (int)size, f))
-		comm[strcspn(comm, "\n")] = '\0';
-	fclose(f);
-}
-
 LK_API int lk_counters_read_thread(struct lk_counters *c, size_t t, struct lk_counter_thread *who,
 				   struct lk_counter_value *values, size_t n)
 {
@@ -144,11 +131,11 @@ LK_API int lk_counters_read_thread(struct lk_counters *c, size_t t, struct lk_co
 	task = &c->tasks[t];
 	if (who) {
 		/* The thread's process: for a tid other than a process's main thread, /proc/TID
-		 * still answers (hidden entries), which is all thread_name() needs. */
+		 * still answers (hidden entries), which is all lk__proc_comm() needs. */
 		memset(who, 0, sizeof(*who));
 		who->tid = task->tid ? task->tid : (pid_t)syscall(SYS_gettid);
 		who->pid = c->flags & LK_COUNTERS_PROCESS ? (c->pid ? c->pid : getpid()) : who->tid;
-		thread_name(who->pid, who->tid, who->comm, sizeof(who->comm));
+		lk__proc_comm(who->pid, who->tid, who->comm, sizeof(who->comm));
 		who->exited = who->comm[0] == '\0';
 	}
 	if (!(c->flags & LK_COUNTERS_PROCESS))

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/proc.h"
 #include "counter/counter_internal.h"
 
 /* Ring data pages per CPU, tried in order: 64 pages hold about 1,300 thread exits of 4 events. */
@@ -164,20 +165,6 @@ static struct lk__thread *thread_for(struct lk_counters *c, pid_t pid, pid_t tid
 	return th ? th : add_thread(c, pid, tid);
 }
 
-static void read_comm(pid_t pid, pid_t tid, char *comm, size_t size)
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	if (fgets(comm, (int)size, f))
-		comm[strcspn(comm, "\n")] = '\0';
-	fclose(f);
-}
-
 int lk__threads_seed(struct lk_counters *c, pid_t pid)
 {
 	struct lk__thread *th;
@@ -187,7 +174,7 @@ int lk__threads_seed(struct lk_counters *c, pid_t pid)
 	th = add_thread(c, pid, pid);
 	if (!th)
 		return lk__fail(-ENOMEM, "out of memory");
-	read_comm(pid, pid, th->comm, sizeof(th->comm));
+	lk__proc_comm(pid, pid, th->comm, sizeof(th->comm));
 	return 0;
 }
 
@@ -476,7 +463,7 @@ static void describe(const struct lk__thread *th, struct lk_counter_thread *who)
 	memcpy(who->comm, th->comm, sizeof(who->comm));
 	who->comm[sizeof(who->comm) - 1] = '\0';
 	if (!th->exited)
-		read_comm(th->pid, th->tid, who->comm, sizeof(who->comm));
+		lk__proc_comm(th->pid, th->tid, who->comm, sizeof(who->comm));
 }
 
 int lk__read_thread_per_cpu(struct lk_counters *c, size_t t, struct lk_counter_thread *who,

@@ -38,6 +38,7 @@
 #include <lowkey/probe.h>
 
 #include "core/failf.h"
+#include "core/proc.h"
 #include "core/utf8.h"
 #include "probe/site_names.h"
 #include "probe_elf.h"
@@ -662,19 +663,10 @@ int lk_proc_uses_lowkey(pid_t pid)
 
 void lk_proc_name(pid_t pid, char *out, size_t len)
 {
-	char file[64], comm[64];
-	size_t n = 0;
-	FILE *f;
+	char comm[64];
 
-	snprintf(file, sizeof(file), "/proc/%d/comm", (int)pid);
-	f = fopen(file, "re");
-	if (f) {
-		n = fread(comm, 1, sizeof(comm) - 1, f);
-		fclose(f);
-	}
-	n -= n && comm[n - 1] == '\n';	/* the kernel's line end; a newline in the name is escaped */
-	comm[n] = 0;
-	lk__text_escape(n ? comm : "?", out, len);
+	/* a newline in the name is escaped */
+	lk__text_escape(lk__proc_comm(pid, 0, comm, sizeof(comm)) > 0 ? comm : "?", out, len);
 }
 
 void lk_arg_name(const char *names, unsigned int i, char *out, size_t len)
