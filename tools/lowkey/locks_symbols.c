@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "dwfl_files.h"
+#include "dwfl_lines.h"
 #include "core/utf8.h"
 #include "locks.h"
 
@@ -33,15 +34,7 @@ static struct {
 	__typeof__(dwfl_report_end) *report_end;
 	__typeof__(dwfl_addrmodule) *addrmodule;
 	__typeof__(dwfl_module_addrname) *addrname;
-	__typeof__(dwfl_module_getsrc) *getsrc;
-	__typeof__(dwfl_lineinfo) *lineinfo;
 	__typeof__(dwfl_offline_section_address) *section_address;
-	/* for line_from_units (optional) */
-	__typeof__(dwfl_module_nextcu) *nextcu;
-	__typeof__(dwarf_haspc) *haspc;
-	__typeof__(dwarf_getsrc_die) *getsrc_die;
-	__typeof__(dwarf_lineno) *lineno;
-	__typeof__(dwarf_linesrc) *linesrc;
 } dw;
 
 static bool load_libdw(void)
@@ -63,17 +56,10 @@ static bool load_libdw(void)
 	SYM(report_end, "dwfl_report_end");
 	SYM(addrmodule, "dwfl_addrmodule");
 	SYM(addrname, "dwfl_module_addrname");
-	SYM(getsrc, "dwfl_module_getsrc");
-	SYM(lineinfo, "dwfl_lineinfo");
 	SYM(section_address, "dwfl_offline_section_address");
-	SYM(nextcu, "dwfl_module_nextcu");
-	SYM(haspc, "dwarf_haspc");
-	SYM(getsrc_die, "dwarf_getsrc_die");
-	SYM(lineno, "dwarf_lineno");
-	SYM(linesrc, "dwarf_linesrc");
 #undef SYM
 	dw.ok = dw.begin && dw.end && dw.report_begin && dw.report_module && dw.module_info && dw.report_end &&
-		dw.addrmodule && dw.addrname && dw.getsrc && dw.lineinfo && dw.section_address;
+		dw.addrmodule && dw.addrname && dw.section_address;
 	return dw.ok;
 }
 
@@ -215,31 +201,6 @@ void lks_symbolizer_free(struct lks_symbolizer *s)
 	free(s);
 }
 
-/*
- * The source line of addr, for objects without .debug_aranges: libdwfl (elfutils 0.188, Debian
- * 12's) finds an address's compile unit through that table only, and Clang does not emit it (GCC
- * does), so dwfl_module_getsrc() finds no line in code Clang built. The units' own address ranges
- * say it too.
- */
-static const char *line_from_units(Dwfl_Module *mod, uint64_t addr, int *lineno)
-{
-	Dwarf_Addr bias;
-
-	if (!dw.nextcu || !dw.haspc || !dw.getsrc_die || !dw.lineno || !dw.linesrc)
-		return NULL;
-	for (Dwarf_Die *cu = NULL; (cu = dw.nextcu(mod, cu, &bias));) {
-		Dwarf_Line *line;
-
-		if (dw.haspc(cu, addr - bias) != 1)
-			continue;
-		line = dw.getsrc_die(cu, addr - bias);
-		if (!line || dw.lineno(line, lineno) != 0)
-			return NULL;
-		return dw.linesrc(line, NULL, NULL);
-	}
-	return NULL;
-}
-
 void lks_symbolize(struct lks_symbolizer *s, uint64_t ra, struct lks_site *out)
 {
 	/* a return address points after the call: look up the call itself */
@@ -260,12 +221,8 @@ void lks_symbolize(struct lks_symbolizer *s, uint64_t ra, struct lks_site *out)
 	if (s->dwfl) {
 		Dwfl_Module *mod = dw.addrmodule(s->dwfl, addr);
 		const char *fn = mod ? dw.addrname(mod, addr) : NULL;
-		Dwfl_Line *line = mod ? dw.getsrc(mod, addr) : NULL;
 		int lineno = 0;
-		const char *file = line ? dw.lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
-
-		if (mod && !file)
-			file = line_from_units(mod, addr, &lineno);
+		const char *file = mod ? lk_dwfl_source_line(mod, addr, &lineno) : NULL;
 
 		if (fn)
 			snprintf(out->function, sizeof(out->function), "%s", fn);

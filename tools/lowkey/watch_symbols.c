@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dwfl_files.h"
+#include "dwfl_lines.h"
 #include "watch_symbols.h"
 
 struct watch_symbols {
@@ -104,29 +105,6 @@ static Dwfl_Module *module_of(struct watch_symbols *s, uint64_t ip)
 	return mod;
 }
 
-/*
- * The source line of at, for objects without .debug_aranges: libdwfl (elfutils 0.188, Debian 12's)
- * finds an address's compile unit through that table only, and Clang does not emit it (GCC does),
- * so dwfl_module_getsrc() answers "address out of range" for code Clang built. The units' own
- * address ranges say it too.
- */
-static const char *line_from_units(Dwfl_Module *mod, uint64_t at, int *lineno)
-{
-	Dwarf_Addr bias;
-
-	for (Dwarf_Die *cu = NULL; (cu = dwfl_module_nextcu(mod, cu, &bias));) {
-		Dwarf_Line *line;
-
-		if (dwarf_haspc(cu, at - bias) != 1)
-			continue;
-		line = dwarf_getsrc_die(cu, at - bias);
-		if (!line || dwarf_lineno(line, lineno) != 0)
-			return NULL;
-		return dwarf_linesrc(line, NULL, NULL);
-	}
-	return NULL;
-}
-
 void watch_symbols_place(struct watch_symbols *s, uint64_t ip, int line_of_previous,
 			 struct watch_place *out)
 {
@@ -134,7 +112,6 @@ void watch_symbols_place(struct watch_symbols *s, uint64_t ip, int line_of_previ
 	uint64_t at = line_of_previous ? ip - 1 : ip;
 	GElf_Off offset = 0;
 	GElf_Sym sym;
-	Dwfl_Line *line;
 
 	memset(out, 0, sizeof(*out));
 	if (!mod)
@@ -142,14 +119,7 @@ void watch_symbols_place(struct watch_symbols *s, uint64_t ip, int line_of_previ
 	out->module = dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 	out->function = dwfl_module_addrinfo(mod, ip, &offset, &sym, NULL, NULL, NULL);
 	out->offset = offset;
-	line = dwfl_module_getsrc(mod, at);
-	if (line) {
-		Dwarf_Addr addr;
-
-		out->file = dwfl_lineinfo(line, &addr, &out->line, NULL, NULL, NULL);
-	}
-	if (!out->file)
-		out->file = line_from_units(mod, at, &out->line);
+	out->file = lk_dwfl_source_line(mod, at, &out->line);
 }
 
 struct lookup {
