@@ -12,6 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "bench.h"
 #include "stat.h"
 
 #define CACHE(id, op, result) ((id) | (PERF_COUNT_HW_CACHE_OP_##op << 8) | \
@@ -145,7 +146,7 @@ static void repeated_runs_show_the_error_of_the_mean(void **state)
 	r.runs = 4;
 	r.nevents = 1;
 	events[0].runs = clock_runs;
-	stat_mean_stddev(clock_runs, 4, &events[0].mean, &events[0].stddev);
+	lkb_mean_stddev(clock_runs, 4, &events[0].mean, &events[0].stddev);
 	assert_true(events[0].mean == 1e9);
 	/* sample stddev of {0.9, 1.1, 0.9, 1.1}e9 = 0.11547e9; error of the mean = /2 = 5.77% */
 	out = print_to_string(stat_print_text, &r);
@@ -167,7 +168,7 @@ static void repeated_runs_print_the_mean_run_time(void **state)
 	events[0].runs = clock_runs;
 	events[0].enabled = 4000000000u;	/* summed over the 4 runs: 1 s each */
 	events[0].running = 4000000000u;
-	stat_mean_stddev(clock_runs, 4, &events[0].mean, &events[0].stddev);
+	lkb_mean_stddev(clock_runs, 4, &events[0].mean, &events[0].stddev);
 	out = print_to_string(print_csv_to, &r);
 	contains(out, "1000.00,msec,task-clock,5.77%,1000000000,100.00,");
 	out = print_to_string(print_json_to, &r);

@@ -323,8 +323,9 @@ static void record_values(struct stat_result *r, int run, const struct lk_counte
 static void finish_stats(struct stat_result *r)
 {
 	for (size_t i = 0; i < r->nevents; i++)
-		stat_mean_stddev(r->events[i].runs, r->runs, &r->events[i].mean, &r->events[i].stddev);
-	stat_mean_stddev(r->elapsed_ns, r->runs, &r->elapsed_mean, &r->elapsed_stddev);
+		lkb_mean_stddev(r->events[i].runs, (size_t)r->runs, &r->events[i].mean,
+				&r->events[i].stddev);
+	lkb_mean_stddev(r->elapsed_ns, (size_t)r->runs, &r->elapsed_mean, &r->elapsed_stddev);
 }
 
 static void free_result(struct stat_result *r)

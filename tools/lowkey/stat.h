@@ -87,9 +87,6 @@ int stat_intervals(struct lk_counters *c, const struct stat_result *r, const str
 void stat_print_interval(FILE *out, enum stat_format format, const char *sep, double seconds,
 			 const struct stat_result *d, bool first);
 
-/* Mean and sample standard deviation of v[0..n). */
-void stat_mean_stddev(const double *v, int n, double *mean, double *stddev);
-
 void stat_print_text(FILE *out, const struct stat_result *r);
 void stat_print_csv(FILE *out, const char *sep, const struct stat_result *r);
 void stat_print_json(FILE *out, const struct stat_result *r);

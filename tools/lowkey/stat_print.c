@@ -12,18 +12,6 @@
 #include "core/json.h"
 #include "stat.h"
 
-void stat_mean_stddev(const double *v, int n, double *mean, double *stddev)
-{
-	double sum = 0, sq = 0;
-
-	for (int i = 0; i < n; i++)
-		sum += v[i];
-	*mean = n ? sum / n : 0;
-	for (int i = 0; i < n; i++)
-		sq += (v[i] - *mean) * (v[i] - *mean);
-	*stddev = n > 1 ? sqrt(sq / (n - 1)) : 0;
-}
-
 /* ---- which event is which ---- */
 
 #define CACHE(id, op, result) ((id) | (PERF_COUNT_HW_CACHE_OP_##op << 8) | \
