@@ -41,7 +41,7 @@
  * at most the error bound below.
  *
  * Threads and processes: each thread sets itself up on its first call (one perf_event_open and
- * one mmap, about 6 µs here; the file descriptor is closed at once, the page is unmapped when the
+ * one mmap; the file descriptor is closed at once, the page is unmapped when the
  * thread exits). Unprivileged threads share their user's perf mmap budget
  * (kernel.perf_event_mlock_kb per CPU + RLIMIT_MEMLOCK, one page each: 2,306 threads at once with
  * the defaults on 2 CPUs); threads beyond it use the system call and try again every 100 ms. A child made by
@@ -74,20 +74,17 @@ LK_BEGIN_DECLS
  * error over one rebase interval (at most 1000 ppm of it by construction, a few ppm in practice: a
  * few ns). A base carries the counter value read *before* its clock_gettime(), so reads are above
  * the CPU time by the system call's time up to the kernel's reading: a bias of about half the call
- * (+0.32 µs on an AMD EPYC KVM guest, whose call takes 0.6 µs; about +0.13 µs expected on an Intel
- * Xeon guest, 0.26 µs) that differences of reads do not see; at most the whole call (a base is
- * taken only from one shorter than 10 µs), plus the time since the base during which the thread
- * was off its CPU without the kernel switching it out: hypervisor steal time and, on kernels with
+ * that differences of reads do not see; at most the whole call (a base is taken only from one
+ * shorter than 10 µs), plus the time since the base during which the thread was off its CPU
+ * without the kernel switching it out: hypervisor steal time and, on kernels with
  * CONFIG_IRQ_TIME_ACCOUNTING, interrupt time. The rebase interval (LOWKEY_CLOCK_REBASE_US, 1 ms by
- * default) caps the latter. Measured on the AMD EPYC guest (lowkey bench cputime, 2 vCPUs, loaded):
- * |lowkey - midpoint of two clock_gettime()| median 317-321 ns, p99 891-957 ns, worst 58 µs under
- * host steal; none below an earlier clock_gettime() (docs/clock.md, "Error"). Until issue 11 a
- * base carried the middle of its bracket: median 5-10 ns, but an interrupt charged to the thread
- * after the kernel's reading made reads lag by half of it, up to 3.2 µs below an earlier
- * clock_gettime() (p99 110-312 ns there was on an Intel Xeon guest).
+ * default) caps the latter. A base that carried the middle of its bracket instead would be closer
+ * on average, but an interrupt charged to the thread after the kernel's reading would make every
+ * read from it lag by half of that interrupt, below an earlier clock_gettime() (docs/clock.md,
+ * "Error"; lowkey bench cputime measures the error).
  *
- * Cost: one cycle-counter read and a few loads on the fast path (12.8 ns here, 1.27x a bare
- * rdtsc); one clock_gettime() system call (~0.3 µs) per rebase, plus one getrusage() when a base ages
+ * Cost: one cycle-counter read and a few loads on the fast path; one clock_gettime() system call
+ * per rebase, plus one getrusage() when a base ages
  * out without a switch; set-up on the first call of a thread. With method syscall, one system call
  * per call. Async-signal-safe (see above). Never fails.
  */
@@ -110,8 +107,8 @@ LK_API uint64_t lk_thread_cputime_ns(void);
  * starts on CLOCK_MONOTONIC; where it ran ahead, the new one continues from where it ended and runs
  * up to 500 ppm slow until CLOCK_MONOTONIC catches up; an error beyond 100 µs (suspend, a counter
  * jump) is stepped. The error against clock_gettime(CLOCK_MONOTONIC) is therefore at most what
- * the rate can drift in 10 ms plus what is left of an earlier lead (< 100 µs), and measures a few
- * ns here (lk_clock_info() reports the error seen at each resync). Each thread's own readings
+ * the rate can drift in 10 ms plus what is left of an earlier lead (< 100 µs), in practice a few
+ * ns (lk_clock_info() reports the error seen at each resync). Each thread's own readings
  * never go back; two threads' readings may be out of order by a few ns across a resync, and by the
  * stepped amount after a step.
  *
@@ -119,8 +116,8 @@ LK_API uint64_t lk_thread_cputime_ns(void);
  * the kernel's clocksource is not the counter (the kernel does not trust it), and with
  * LOWKEY_CLOCK_NOW=vdso.
  *
- * Cost: one counter read and a few loads (12.9 ns here; the vDSO's clock_gettime takes 22.3 ns);
- * ~0.3 µs once per 10 ms for the resync. Async-signal-safe. Never fails.
+ * Cost: one counter read and a few loads, no vDSO call; three vDSO clock_gettime() brackets once
+ * per 10 ms for the resync. Async-signal-safe. Never fails.
  */
 LK_API uint64_t lk_now_ns(void);
 

@@ -121,7 +121,8 @@ struct lk_counter_info {
  *   -EMFILE      out of file descriptors (one per event and thread).
  *   -ENOMEM      out of memory.
  * Cost: one perf_event_open() per event (per thread with LK_COUNTERS_PROCESS); the first call in a
- * process also initializes libpfm4 (about 0.3 ms). Thread-safe; not async-signal-safe.
+ * process also loads libpfm4 (dlopen(), some 43,000 relocations). Thread-safe; not
+ * async-signal-safe.
  */
 LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t pid, unsigned flags);
 

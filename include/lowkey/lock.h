@@ -20,14 +20,15 @@
  * Each lock counts, always: acquisitions, how many of them had to wait (contended), the time they
  * waited (total, max, mean), the time the lock was held (total, max, mean), how often it passed
  * from one thread to another, and the share of the machine's CPU time spent waiting for it -- the
- * "free / contended / wait / avg / 1/1000 cpu time" that seed 004's patch printed for the ipc lock.
+ * "free / contended / wait / avg / 1/1000 cpu time" that Manfred Spraul's ipc/sem.c series
+ * ("Optimization for reducing spinlock contention") printed for the ipc lock.
  *
  * Cost. An uncontended lock + unlock is one compare-and-swap and one exchange on the lock word, as
  * for pthread_mutex, plus a few plain stores to the lock's own cache line: no system call, no
  * write anywhere else, nothing allocated. Waits are timed exactly (the waiter reads the clock when
- * it starts and stops waiting, on the slow path). Hold times need a clock read at lock and at
- * unlock, which costs more than the lock itself (about 10 ns each on a VM guest), so holds are
- * timed on a sample of acquisitions: 1 in 16 by default, chosen by a Weyl sequence over the
+ * it starts and stops waiting, on the slow path). Hold times need a cycle-counter read at lock and
+ * at unlock, which together cost more than the lock itself, so holds are timed on a sample of
+ * acquisitions: 1 in 16 by default, chosen by a Weyl sequence over the
  * acquisition number so that periodic patterns do not bias it. The mean and max are those of the
  * timed holds; the total is mean x acquisitions. lk_lockstat_set_hold_sampling(1) times every hold.
  *
@@ -42,7 +43,8 @@
  *
  * 2. Per-CPU reader-writer lock (lk_pcpu_rwlock_t): for state that many threads read or update on
  * their own behalf and that changes globally only rarely -- the shape of the kernel's
- * percpu_rw_semaphore, which seed 000 used to stop thousands of tasks serializing on one mutex.
+ * percpu_rw_semaphore, which the kernel's hw_breakpoint constraint accounting took up to stop
+ * thousands of tasks serializing on one mutex.
  * Readers touch only their CPU's cache line, so they do not contend with each other; a writer
  * shuts readers out and waits for those inside to leave. Writers are expected to be rare: a
  * writer costs a pass over every CPU's slot, and readers that arrive meanwhile wait.
@@ -107,7 +109,7 @@ LK_API void lk_pcpu_rwlock_destroy(lk_pcpu_rwlock_t *l);
 
 /*
  * lk_pcpu_read_lock / lk_pcpu_read_unlock - shared access.
- * Cost without a writer: one atomic add on this CPU's cache line and one load (about 10 ns), no
+ * Cost without a writer: one atomic add on this CPU's cache line and one load, no
  * system call; the first use of a statically initialized lock allocates its slots. While a writer
  * holds or waits for the lock, read_lock sleeps (futex) until it leaves. Readers may nest, unless
  * a writer arrives between (as with any reader-writer lock that keeps writers from starving).
@@ -158,7 +160,7 @@ struct lk_lockstat {
 	uint64_t lifetime_ns;		/* since init, or since the first acquisition of a static lock */
 	/*
 	 * wait_total / (lifetime x online CPUs): the share of the machine's time that threads spent
-	 * waiting for this lock. Seed 004's "1/1000 cpu time" is this x 1000. A spinlock's waiters
+	 * waiting for this lock. The ipc lock's "1/1000 cpu time" is this x 1000. A spinlock's waiters
 	 * burn that CPU time; a mutex's and an rwlock's sleep through most of it.
 	 */
 	double wait_fraction;

@@ -183,8 +183,8 @@ private:
 };
 
 /*
- * lowkey::pcpu_shared_mutex - lk_pcpu_rwlock_t: readers touch only their CPU's cache line (about
- * 10 ns, no contention between readers); a writer shuts readers out and waits for every CPU's
+ * lowkey::pcpu_shared_mutex - lk_pcpu_rwlock_t: readers touch only their CPU's cache line (one
+ * atomic add, no contention between readers); a writer shuts readers out and waits for every CPU's
  * readers to leave. For data read everywhere and written rarely. It keeps no statistics and has
  * no name, and no try_ calls (the C lock has none): std::lock_guard, std::unique_lock and
  * std::shared_lock work, their try_lock members do not compile. The first use of a

@@ -20,17 +20,18 @@
  * SEM_UNDO is not implemented: an operation with LK_SEM_UNDO is refused with -ENOTSUP (an undo
  * that a crashed process never runs would be worse than none).
  *
- * How it avoids the one big lock (ipc/sem.c since Linux 4.x, seed 004): a call on one semaphore
+ * How it avoids the one big lock (ipc/sem.c since Linux 4.x, the line of work that Manfred Spraul's
+ * "ipc/sem.c: Optimization for reducing spinlock contention" started): a call on one semaphore
  * takes only that semaphore's lock; a call on several takes the set's lock and waits until no
- * single-semaphore call is inside, and the set stays in that mode until ten set-lock sections in
- * a row had no complex operation waiting. Beyond the kernel: a call on several semaphores that
- * can complete at once, while the set is not in that mode, takes only its semaphores' locks (in
- * order), so a bulk wake-up does not push every other call onto the set lock. Sleepers are
- * queued per semaphore; an operation that frees some wakes only the sleepers of the semaphores it
- * increased, in order, and stops at the first that cannot go on -- no rescans. The operations of the woken are done by the waker, under
- * the lock; the wake-ups themselves (futex system calls) after it is released. Each semaphore has
- * its own 128-byte, cache-line aligned slot. Every lock acquisition is counted (free or
- * contended, and the wait timed): lk_semset_stats().
+ * single-semaphore call is inside, and the set stays in that mode until ten set-lock sections in a
+ * row had no complex operation waiting. Beyond the kernel: a call on several semaphores that can
+ * complete at once, while the set is not in that mode, takes only its semaphores' locks (in order),
+ * so a bulk wake-up does not push every other call onto the set lock. Sleepers are queued per
+ * semaphore; an operation that frees some wakes only the sleepers of the semaphores it increased,
+ * in order, and stops at the first that cannot go on -- no rescans. The operations of the woken are
+ * done by the waker, under the lock; the wake-ups themselves (futex system calls) after it is
+ * released. Each semaphore has its own 128-byte, cache-line aligned slot. Every lock acquisition is
+ * counted (free or contended, and the wait timed): lk_semset_stats().
  *
  * Shared sets live in POSIX shared memory (shm_open(3)), named "/name"; other processes
  * lk_semset_open() them. Waiting in a shared set needs one of its waiter slots (see
@@ -195,7 +196,8 @@ struct lk_semset_stats {
 	uint64_t wait_ns;		/* total time waited for the locks */
 	uint64_t wait_avg_ns;		/* wait_ns / contended */
 	uint64_t lifetime_ns;		/* since the set was created */
-	double wait_per_mille;		/* wait_ns x 1000 / (lifetime x online CPUs): seed 004's "1/1000 cpu time" */
+	/* wait_ns x 1000 / (lifetime x online CPUs): the "1/1000 cpu time" of ipc/sem.c's figures */
+	double wait_per_mille;
 	uint64_t simple_ops;		/* lk_semop calls on one semaphore that took only its lock */
 	uint64_t multi_ops;		/* calls on several semaphores that took only their locks */
 	uint64_t global_ops;		/* calls that took the set lock */

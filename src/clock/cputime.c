@@ -18,17 +18,17 @@
  * writers that matter are this thread's switches.
  *
  * The base's cycles are the counter read just *before* its clock_gettime(), not the middle of the
- * bracket: the kernel reads the CPU time somewhere inside the system call, and CPU time advances
- * at most as fast as the counter, so base + cycles since is never below the thread's CPU time
- * (but for the frequency's error, LK__RATE_PPM_MAX at most, over one rebase interval): a read is
- * never below a clock_gettime(CLOCK_THREAD_CPUTIME_ID) made before it. The middle of the bracket
- * was right only when the system call took as long after the kernel's reading as before it; an
- * interrupt or a signal handler on the way back (both charged to the thread) made the base lag by
- * half of that, for its whole life, and reads fell up to 3.2 µs below an earlier clock_gettime()
- * on an AMD EPYC KVM guest (issue 11 saw 3.1-3.8 µs). The price is a bias: the system call's
- * time up to its reading point (~0.3 µs of the 0.6 µs call here), by which reads are above the
- * kernel's rather than around it. A rebase returns the new base's value at the end of its bracket,
- * so that it carries the same bias as the reads that follow it.
+ * bracket: the kernel reads the CPU time somewhere inside the system call, and CPU time advances at
+ * most as fast as the counter, so base + cycles since is never below the thread's CPU time (but for
+ * the frequency's error, LK__RATE_PPM_MAX at most, over one rebase interval): a read is never below
+ * a clock_gettime(CLOCK_THREAD_CPUTIME_ID) made before it. The middle of the bracket was right only
+ * when the system call took as long after the kernel's reading as before it; an interrupt or a
+ * signal handler on the way back (both charged to the thread) made the base lag by half of that,
+ * for its whole life, and reads fell microseconds below an earlier clock_gettime() (docs/clock.md,
+ * "Error"). The price is a bias: the system call's time up to its reading point (about half the
+ * call), by which reads are above the kernel's rather than around it. A rebase returns the new
+ * base's value at the end of its bracket, so that it carries the same bias as the reads that follow
+ * it.
  *
  * Method page (cap_user_time): the page holds the task clock at the last sched-in and how to turn
  * the counter into ns since then; a base ties it to CLOCK_THREAD_CPUTIME_ID's scale, stamped with

@@ -8,7 +8,7 @@
  *
  * It is loaded with dlopen() the first time a name needs it, not linked: its event tables carry
  * some 43,000 relocations, which would cost every program linked with liblowkey about 290 page
- * faults (1.2 MB of private memory, 0.4 ms) at start-up whether it counts anything or not.
+ * faults (1.2 MB of private memory) at start-up whether it counts anything or not.
  */
 #include <ctype.h>
 #include <dlfcn.h>

@@ -10,8 +10,9 @@
  * each CPU also tracks tasks (PERF_RECORD_FORK, _EXIT, _COMM) so that threads have names.
  *
  * One thread never reports: at a context switch between two threads with equivalent inherited
- * contexts the kernel swaps the contexts (seed 002), and with inherit_stat it swaps their counts
- * too, so the original counters end up with whichever thread holds them, and only copies report.
+ * contexts the kernel swaps the contexts ("perf_counter: optimize context switch between
+ * identical inherited contexts"), and with inherit_stat it swaps their counts too, so the
+ * original counters end up with whichever thread holds them, and only copies report.
  * Its counts are the totals minus the reports. When every other known thread has exited, it is the
  * one known thread without a report; otherwise "the rest" is the threads still running.
  *

@@ -4,7 +4,7 @@
  * records straight from its ring into the .pftrace, as a batch per thread per drain (a packet
  * sequence per thread, see perfetto.c), instead of copying them into CTF stream files. No CTF
  * stream of the threads is written, nothing is read back: encoding costs the consumer about what
- * copying the records into CTF did (docs/BENCHMARKS.md, issue 15).
+ * copying the records into CTF did (docs/BENCHMARKS.md, trace formats).
  *
  * - Event classes: the writer knows those of the CTF metadata, which the trace still writes (in
  *   its directory beside the .pftrace, removed at stop) at start, whenever an object with sites

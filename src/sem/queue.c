@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The locking modes and the queues of sleepers: the algorithm of Linux's ipc/sem.c (since 4.x),
- * which Manfred Spraul's series in seed 004 started.
+ * which Manfred Spraul's series "ipc/sem.c: Optimization for reducing spinlock contention" started.
  *
  * Locking. A call on one semaphore takes only that semaphore's lock -- unless the set is in
  * "global mode" (use_global_lock > 0), where every call takes the set lock. A call on several
@@ -18,13 +18,13 @@
  * it, so that they are served in arrival order with the complex ones; they are split again when
  * the last complex sleeper leaves.
  *
- * Serving. After a call changed values, only the lists that can have become satisfiable are
- * walked: the wait-for-zero lists of semaphores now at zero, and the alter lists of semaphores it
- * increased (or the set's list while complex sleepers exist). A walk of a semaphore's own list
- * stops at the first sleeper it cannot serve once the value is 0, and is not restarted after a
- * simple decrement succeeds (it cannot have helped anyone before it): bulk wake-ups are linear,
- * not the O(N^2) of seed 004. The woken sleeper's operations are done by the waker, under the
- * lock; its status is set there too, and the futex wake-up happens after the lock is released.
+ * Serving. After a call changed values, only the lists that can have become satisfiable are walked:
+ * the wait-for-zero lists of semaphores now at zero, and the alter lists of semaphores it increased
+ * (or the set's list while complex sleepers exist). A walk of a semaphore's own list stops at the
+ * first sleeper it cannot serve once the value is 0, and is not restarted after a simple decrement
+ * succeeds (it cannot have helped anyone before it): bulk wake-ups are linear, not the O(N^2)
+ * rescan that series removed. The woken sleeper's operations are done by the waker, under the lock;
+ * its status is set there too, and the futex wake-up happens after the lock is released.
  */
 #include <errno.h>
 #include <string.h>

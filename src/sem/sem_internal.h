@@ -49,10 +49,10 @@ struct node {
 };
 
 /*
- * A lock with its figures: the free/contended/wait of seed 004. Figures change under the lock.
- * The word is 0 when free; held, it names its holder -- the thread id, in a shared set whose
- * users share a PID namespace, so that a waiter can tell a dead holder (semlock.c) -- and has
- * LOCK_WAITERS set once someone may sleep on it.
+ * A lock with its figures: free, contended and wait, as ipc/sem.c's contention figures. Figures
+ * change under the lock. The word is 0 when free; held, it names its holder -- the thread id, in a
+ * shared set whose users share a PID namespace, so that a waiter can tell a dead holder (semlock.c)
+ * -- and has LOCK_WAITERS set once someone may sleep on it.
  */
 #define LOCK_WAITERS 0x80000000u
 #define LOCK_NOCHECK 0x40000000u	/* holder not named: a private set, or another PID namespace */

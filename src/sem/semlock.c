@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The locks inside a semaphore set: a futex lock in the set's memory, with the figures seed 004
- * printed for the ipc lock. A shared set's locks use process-shared futexes.
+ * The locks inside a semaphore set: a futex lock in the set's memory, with the figures that
+ * ipc/sem.c's spinlock-contention series printed for the ipc lock. A shared set's locks use
+ * process-shared futexes.
  *
  * A lock is held for a few instructions; in a shared set its holder may still die there (killed,
  * crashed), or stop (SIGSTOP, a debugger), or be a peer that never lets go. So a waiter never

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Slot accounting, as the kernel does it since seed 000 (kernel/events/hw_breakpoint.c).
+ * Slot accounting, as the kernel does it since "perf/hw_breakpoint: Reduce contention with large
+ * number of tasks" (kernel/events/hw_breakpoint.c).
  *
  * Each thread has lk__watch_slots() debug registers. A thread-scope watchpoint takes one in
  * its thread; a process-scope one takes one in every thread. So a thread-scope add fits when

@@ -7,8 +7,9 @@
  *   table.c        every watchpoint lives in a table that is never freed, so a SIGTRAP that
  *                  arrives late can always look its watchpoint up and find it gone
  *   thread.c       per-thread state: the thread's lock, its thread-scope watchpoints, its exit
- *   slots.c        the slot accounting (seed 000): per-thread counts, a per-CPU histogram of them,
- *                  the process-scope count, and the per-CPU reader-writer lock around them
+ *   slots.c        the slot accounting, as the kernel's hw_breakpoint.c: per-thread counts, a
+ *                  per-CPU histogram of them, the process-scope count, and the per-CPU
+ *                  reader-writer lock around them
  *   trap.c         the SIGTRAP handler: from a hit to a callback, or to the queue
  *   deliver.c      the deferred queue and the delivery thread
  *   watch.c        the public functions
