@@ -2,7 +2,7 @@
 /*
  * Benchmarks for `lowkey bench NAME`. Each registers itself with LK_BENCH. A benchmark prints
  * figures: medians of repeated runs, each row beside its baseline measured in the same run, and
- * the figures the seed document published. --json prints the same rows for machines.
+ * the figures the kernel work it re-runs published. --json prints the same rows for machines.
  */
 #ifndef LOWKEY_BENCH_H
 #define LOWKEY_BENCH_H
@@ -62,7 +62,7 @@ void lkb_mean_stddev(const double *v, size_t n, double *mean, double *stddev);
 int lkb_ncpus(void);
 /* Pin the calling thread to cpu; returns 0 or -errno. */
 int lkb_pin(int cpu);
-/* "Intel(R) Xeon(R) Processor, 2 CPUs, KVM guest, Linux 6.18.44" */
+/* "<CPU model>, 2 CPUs, virtual machine guest, Linux <release> <machine>" */
 const char *lkb_machine(void);
 
 /* ---- JSON output ---- */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * lowkey bench branch: seed 003's table of what a disabled branch costs, on this machine.
+ * lowkey bench branch: the table of what a disabled branch costs from tinylab.org's "RISC-V
+ * jump_label" article (part 1, technical background), on this machine.
  *
  * 1. One loop, one instruction sequence per row: empty, 5-byte NOP, unconditional branch,
  *    conditional branch, load + branch, load + branch while another CPU writes the flag's cache
@@ -936,7 +937,7 @@ static void print_key_vs_nop(const struct key_vs_nop *k, double in_process)
 /* The text is printed a part at a time, each as soon as its figures are measured (lkb_row). */
 static void print_header(int runs)
 {
-	lkb_row("lowkey bench branch: seed 003 (jump labels) on this machine\n");
+	lkb_row("lowkey bench branch: the \"RISC-V jump_label\" article's table on this machine\n");
 	lkb_row("machine: %s\n", lkb_machine());
 	lkb_row("method:  same loop for every row, median of %d runs, rows interleaved\n\n", runs);
 }
@@ -947,7 +948,7 @@ static void print_loop_rows(bool have_second_cpu)
 	double nop = loop_rows[ROW_NOP].ns;
 	FILE *out = lkb_section_begin();
 
-	fprintf(out, "%-27s %9s %8s   %-34s\n", "", "", "", "seed 003 (s, its own loop count)");
+	fprintf(out, "%-27s %9s %8s   %-34s\n", "", "", "", "published (s, its own loop count)");
 	fprintf(out, "%-27s %9s %8s  %8s %8s %8s\n", "row", "ns/iter", "x nop", "MIPS64", "AArch64", "RISC-V");
 	for (size_t i = 0; i < NROWS; i++) {
 		const struct loop_row *r = &loop_rows[i];
@@ -1013,7 +1014,7 @@ static void print_membarrier(double membarrier_us)
 
 static void json_seed(struct lkb_json *j, const struct seed_row *s)
 {
-	lkb_json_object(j, "seed_s");
+	lkb_json_object(j, "published_s");
 	lkb_json_num(j, "mips64", s->mips64);
 	lkb_json_num(j, "aarch64", s->aarch64);
 	lkb_json_num(j, "riscv", s->riscv);
@@ -1112,13 +1113,13 @@ static void print_json(int runs, const struct pass_result *pf, const struct pass
 static const char branch_usage[] =
 	"usage: lowkey bench branch [--runs N] [--flips N] [--processes N] [-j|--json]\n"
 	"\n"
-	"Re-runs seed 003's table (the cost of a disabled branch) on this machine: the same loop\n"
-	"with a NOP, a branch, a load + branch (also with the flag's cache line bouncing to another\n"
-	"CPU) and a static key off and on; 1,000 distinct sites with their own flags or keys, warm\n"
-	"and cold; and the cost of flipping keys with 1, 10 and 1,000 sites, alone and while another\n"
-	"thread runs them -- on x86-64 also with the kernel's int3 protocol forced in place, which\n"
-	"flips use only where the caller is the only thread (JSON: flip_int3_forced_us). Prints\n"
-	"medians beside the seed's published rows.\n"
+	"Re-runs the table of tinylab.org's \"RISC-V jump_label\" article (the cost of a disabled\n"
+	"branch) on this machine: the same loop with a NOP, a branch, a load + branch (also with the\n"
+	"flag's cache line bouncing to another CPU) and a static key off and on; 1,000 distinct sites\n"
+	"with their own flags or keys, warm and cold; and the cost of flipping keys with 1, 10 and\n"
+	"1,000 sites, alone and while another thread runs them -- on x86-64 also with the kernel's\n"
+	"int3 protocol forced in place, which flips use only where the caller is the only thread\n"
+	"(JSON: flip_int3_forced_us). Prints medians beside the article's published rows.\n"
 	"\n"
 	"Static key off and the NOP are the same code: the bench compares the two loops' bytes, and\n"
 	"measures the pair in several processes of their own (each with its own code placement),\n"
@@ -1198,5 +1199,5 @@ static int branch_run(int argc, char **argv)
 	return 0;
 }
 
-LK_BENCH(branch_bench, "branch", "seed 003: the cost of a disabled branch, and of flipping a key",
+LK_BENCH(branch_bench, "branch", "jump_label article's table: a disabled branch's cost, and a key flip's",
 	 branch_usage, branch_run);

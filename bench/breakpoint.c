@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * lowkey bench breakpoint: seed 000's experiments (perf bench breakpoint) on this machine.
+ * lowkey bench breakpoint: the experiments (perf bench breakpoint) of kernel commit 0912037fec,
+ * "perf/hw_breakpoint: Reduce contention with large number of tasks", on this machine.
  *
  *   thread  B inheritable breakpoints, then P threads that each create and join batches of T
  *           threads until R batches are done: what the kernel's breakpoint constraint accounting
@@ -405,7 +406,7 @@ static void results_finish(struct results *r)
 	}
 }
 
-/* Seed 000: perf bench -r 30 breakpoint thread -b 4 -p 64 -t 64 on 256 CPUs. */
+/* Commit 0912037fec's figures: perf bench -r 30 breakpoint thread -b 4 -p 64 -t 64 on 256 CPUs. */
 static const struct {
 	const char *what;
 	double usecs, usecs_cpu;
@@ -452,7 +453,7 @@ static void thread_print(const struct results *r, bool json, bool perf_ok, const
 			lkb_json_close(&j);
 		}
 		lkb_json_close(&j);
-		lkb_json_array(&j, "seed");
+		lkb_json_array(&j, "published");
 		for (size_t i = 0; i < sizeof(seed_thread) / sizeof(seed_thread[0]); i++) {
 			lkb_json_object(&j, NULL);
 			lkb_json_str(&j, "row", seed_thread[i].what);
@@ -464,7 +465,8 @@ static void thread_print(const struct results *r, bool json, bool perf_ok, const
 		lkb_json_end(&j);
 		return;
 	}
-	printf("lowkey bench breakpoint thread: seed 000's experiment on this machine\n");
+	printf("lowkey bench breakpoint thread: the hw_breakpoint contention commit's experiment on "
+	       "this machine\n");
 	printf("machine: %s\n", lkb_machine());
 	printf("method:  %d breakpoints, %d threads creating and joining batches of %d threads, %d "
 	       "batches;\n         median of %d runs, variants interleaved (in a rotating order)\n",
@@ -484,7 +486,8 @@ static void thread_print(const struct results *r, bool json, bool perf_ok, const
 	}
 	if (perf_ok)
 		printf("(perf ran as: perf bench -r %d breakpoint %s)\n", tp.repeat, perf_args);
-	printf("\nseed 000, the same command with -b 4 -p 64 -t 64 -r 30 on a 256-CPU machine:\n");
+	printf("\nkernel commit 0912037fec (\"perf/hw_breakpoint: Reduce contention with large number\n"
+	       "of tasks\"), the same command with -b 4 -p 64 -t 64 -r 30 on a 256-CPU machine:\n");
 	for (size_t i = 0; i < sizeof(seed_thread) / sizeof(seed_thread[0]); i++)
 		printf("  %-36s %10.2f %13.1f\n", seed_thread[i].what, seed_thread[i].usecs,
 		       seed_thread[i].usecs_cpu);
@@ -653,11 +656,12 @@ static void enable_print(const struct results *r, bool json, bool perf_ok, const
 			lkb_json_close(&j);
 		}
 		lkb_json_close(&j);
-		lkb_json_null(&j, "seed");
+		lkb_json_null(&j, "published");
 		lkb_json_end(&j);
 		return;
 	}
-	printf("lowkey bench breakpoint enable: seed 000's second experiment on this machine\n");
+	printf("lowkey bench breakpoint enable: the hw_breakpoint contention commit's second experiment "
+	       "on this machine\n");
 	printf("machine: %s\n", lkb_machine());
 	printf("method:  one inherited breakpoint, %d sleeping and %d spinning threads, %d disable+enable "
 	       "pairs;\n         median of %d runs, variants interleaved (in a rotating order)\n", ep.passive,
@@ -680,7 +684,7 @@ static void enable_print(const struct results *r, bool json, bool perf_ok, const
 	if (perf_ok)
 		printf("(perf ran as: perf bench -r %d breakpoint %s%s%s)\n", ep.repeat, perf_args,
 		       pl->pinned ? ", with the affinity of CPUs " : "", pl->pinned ? pl->cpus : "");
-	printf("\nseed 000 published no figure for this experiment.\n");
+	printf("\nkernel commit 0912037fec published no figure for this experiment.\n");
 }
 
 static int enable_experiment(int runs, bool json, const char *cpus)
@@ -725,9 +729,10 @@ static const char breakpoint_usage[] =
 	"usage: lowkey bench breakpoint thread [-b B] [-p P] [-t T] [-r R] [--runs N] [--cpus LIST] [-j|--json]\n"
 	"       lowkey bench breakpoint enable [-p P] [-a A] [-r R] [--runs N] [--cpus LIST] [-j|--json]\n"
 	"\n"
-	"Seed 000's experiments, the same as `perf bench breakpoint`, run beside perf bench itself\n"
+	"The experiments of kernel commit 0912037fec (\"perf/hw_breakpoint: Reduce contention with\n"
+	"large number of tasks\"), the same as `perf bench breakpoint`, run beside perf bench itself\n"
 	"(when linux-perf is installed), the same experiment with raw perf_event_open, and with\n"
-	"lowkey's process-scope watchpoints; the seed's published figures are printed beside them.\n"
+	"lowkey's process-scope watchpoints; the commit's published figures are printed beside them.\n"
 	"\n"
 	"thread: B inherited breakpoints (default 4), then P threads (default 64) create and join\n"
 	"        batches of T threads (default 64) until R batches are done (default 30).\n"
@@ -801,7 +806,7 @@ static int breakpoint_run(int argc, char **argv)
 	return enable_experiment(runs, json, cpus);
 }
 
-LK_BENCH(breakpoint_bench, "breakpoint", "seed 000: breakpoints inherited by many threads (perf bench)",
+LK_BENCH(breakpoint_bench, "breakpoint", "hw_breakpoint contention commit's perf bench: breakpoints inherited by many threads",
 	 breakpoint_usage, breakpoint_run);
 
 /* ==== lowkey bench watch ==== */
@@ -1097,7 +1102,7 @@ static void watch_print_json(int runs, int ops, const double m[NWROWS])
 	lkb_json_num(&j, "lowkey_callback", m[W_HIT_LK]);
 	lkb_json_num(&j, "lowkey_deferred", m[W_HIT_LK_DEFERRED]);
 	lkb_json_close(&j);
-	lkb_json_null(&j, "seed");
+	lkb_json_null(&j, "published");
 	lkb_json_end(&j);
 }
 
@@ -1138,7 +1143,8 @@ static void watch_print_add_remove(const double m[NWROWS])
 	printf("  raw ioctl(PERF_EVENT_IOC_MODIFY_ATTRIBUTES) %24.0f\n", m[W_MOVE_RAW]);
 	printf("  lk_watch_move                               %24.0f %+7.1f%%\n", m[W_MOVE_LK],
 	       100.0 * (m[W_MOVE_LK] / m[W_MOVE_RAW] - 1.0));
-	printf("\nseed 000 published no figure for these; its own are in `lowkey bench breakpoint thread`.\n");
+	printf("\nkernel commit 0912037fec published no figure for these; its own are in "
+	       "`lowkey bench breakpoint thread`.\n");
 }
 
 static const char watch_usage[] =

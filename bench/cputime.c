@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * lowkey bench cputime: seed 001's experiment (a thread CPU time clock without a system call) on
- * this machine.
+ * lowkey bench cputime: the experiment of Shaohua Li's patch "X86: Add a thread cpu time
+ * implementation to vDSO" (a thread CPU time clock without a system call) on this machine.
  *
- * 1. Cost: seed 001's loop (call the clock, add the result to a sum) for each way of reading
+ * 1. Cost: the patch's loop (call the clock, add the result to a sum) for each way of reading
  *    time, ns per call. The length adapts to ~20 ms per run; rows are interleaved; medians of
- *    repeated runs. Beside them, the seed's 100M-call figures.
+ *    repeated runs. Beside them, the patch's 100M-call figures.
  * 2. Accuracy: lk_thread_cputime_ns() read between two clock_gettime(CLOCK_THREAD_CPUTIME_ID) over a
  *    workload of CPU bursts, sleeps, yields, migrations and a competing thread on the same CPU;
  *    |lk - midpoint|: median, p99, max. The same for lk_now_ns() against CLOCK_MONOTONIC.
@@ -33,8 +33,8 @@
 
 #include "bench.h"
 
-/* Seed 001: 100,000,000 calls of clock_gettime(CLOCK_THREAD_CPUTIME_ID): 63.4 s real before the
- * patch, 4.9 s with its vDSO. */
+/* The vDSO patch's figures: 100,000,000 calls of clock_gettime(CLOCK_THREAD_CPUTIME_ID): 63.4 s
+ * real before the patch, 4.9 s with its vDSO. */
 #define SEED_CALLS 100000000.0
 #define SEED_SYSCALL_S 63.428
 #define SEED_VDSO_S 4.912
@@ -339,13 +339,13 @@ static double ratio(int a, int b)
 /* The text, a section as soon as it is measured: the costs, the accuracy, the setup. */
 static void print_costs(int runs, const struct lk_clock_info *info)
 {
-	lkb_row("lowkey bench cputime: seed 001 (thread CPU time without a system call) on this machine\n");
+	lkb_row("lowkey bench cputime: the thread CPU time vDSO patch's experiment on this machine\n");
 	lkb_row("machine: %s\n", lkb_machine());
 	lkb_row("thread CPU time: method %s: %s\n", info->cputime_name, info->cputime_reason);
 	lkb_row("lk_now_ns:       method %s: %s\n", info->now_name, info->now_reason);
 	lkb_row("counter:         %s at %.6f GHz, %s\n", info->counter_name, (double)info->tsc_hz / 1e9,
 	        info->tsc_hz_source);
-	lkb_row("method:  seed 001's loop (call, add to a sum), ~20 ms per run, median of %d runs, rows "
+	lkb_row("method:  the patch's loop (call, add to a sum), ~20 ms per run, median of %d runs, rows "
 	        "interleaved\n\n", runs);
 
 	lkb_row("%-40s %10s %12s %14s\n", "", "ns/call", "x rdtsc", "100M calls, s");
@@ -357,7 +357,8 @@ static void print_costs(int runs, const struct lk_clock_info *info)
 		lkb_row("%-40s %10.2f %12.2f %14.2f\n", rows[i].name, rows[i].ns, ratio((int)i, ROW_RDTSC),
 		        rows[i].ns * SEED_CALLS / 1e9);
 	}
-	lkb_row("\nseed 001 (100M calls of clock_gettime(CLOCK_THREAD_CPUTIME_ID), real time):\n");
+	lkb_row("\n\"X86: Add a thread cpu time implementation to vDSO\" (100M calls of\n"
+		"clock_gettime(CLOCK_THREAD_CPUTIME_ID), real time):\n");
 	lkb_row("  %-30s %8.1f s   here: %6.1f s (clock_gettime)\n", "before its patch (system call)",
 	        SEED_SYSCALL_S, rows[ROW_SYSCALL].ns * SEED_CALLS / 1e9);
 	lkb_row("  %-30s %8.1f s   here: %6.1f s (lk_thread_cputime_ns)\n", "with its vDSO patch",
@@ -453,7 +454,7 @@ static void print_json(int runs, const struct lk_clock_info *info, const struct 
 		lkb_json_close(&j);
 	}
 	lkb_json_close(&j);
-	lkb_json_object(&j, "seed_s_per_100M_calls");
+	lkb_json_object(&j, "published_s_per_100M_calls");
 	lkb_json_num(&j, "syscall", SEED_SYSCALL_S);
 	lkb_json_num(&j, "vdso_patch", SEED_VDSO_S);
 	lkb_json_close(&j);
@@ -474,12 +475,13 @@ static void print_json(int runs, const struct lk_clock_info *info, const struct 
 static const char cputime_usage[] =
 	"usage: lowkey bench cputime [--runs N] [--samples N] [-j|--json]\n"
 	"\n"
-	"Re-runs seed 001's experiment on this machine: seed 001's loop over every way of reading a\n"
-	"thread's CPU time (clock_gettime, getrusage, read() of a perf fd, lk_thread_cputime_ns) and\n"
-	"the time (clock_gettime(CLOCK_MONOTONIC), lk_now_ns, a bare rdtsc), then the error of\n"
+	"Re-runs the experiment of Shaohua Li's patch \"X86: Add a thread cpu time implementation to\n"
+	"vDSO\" on this machine: the patch's loop over every way of reading a thread's CPU time\n"
+	"(clock_gettime, getrusage, read() of a perf fd, lk_thread_cputime_ns) and the time\n"
+	"(clock_gettime(CLOCK_MONOTONIC), lk_now_ns, a bare rdtsc), then the error of\n"
 	"lk_thread_cputime_ns against clock_gettime(CLOCK_THREAD_CPUTIME_ID) over a workload of\n"
 	"bursts, sleeps, yields and migrations beside a competing thread, and the cost of a thread's\n"
-	"first call. Prints medians beside the seed's published 100M-call times. LOWKEY_CLOCK and\n"
+	"first call. Prints medians beside the patch's published 100M-call times. LOWKEY_CLOCK and\n"
 	"LOWKEY_CLOCK_NOW select the methods measured (see `lowkey clock --help`).\n"
 	"\n"
 	"  --runs N      repetitions of each cost row (default 15)\n"
@@ -538,5 +540,5 @@ static int cputime_run(int argc, char **argv)
 	return 0;
 }
 
-LK_BENCH(cputime_bench, "cputime", "seed 001: thread CPU time and a TSC clock without a system call",
+LK_BENCH(cputime_bench, "cputime", "the thread CPU time vDSO patch's loop: CPU time and a TSC clock without a system call",
 	 cputime_usage, cputime_run);

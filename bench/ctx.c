@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * lowkey bench ctx: seed 002's experiment on this machine.
+ * lowkey bench ctx: the experiment of Paul Mackerras's patch "perf_counter: optimize context
+ * switch between identical inherited contexts" on this machine.
  *
  * 1. lmbench's lat_ctx: a token passed around a ring of 2, 8 and 32 processes through pipes, all on
  *    one CPU so that every pass is a context switch. Microseconds per switch, mean and standard
@@ -46,7 +47,7 @@ struct setup {
 	long hops;		/* token passes per ring run */
 };
 
-/* Seed 002's table: lat_ctx, mean and stddev of 20 runs, µs; before and after the patch. */
+/* The patch's table: lat_ctx, mean and stddev of 20 runs, µs; before and after the patch. */
 static const struct {
 	double mean[2][3], sd[2][3];	/* [unmodified, patched][none, 2 HW, 4H+4S] */
 } seed[NSIZES] = {
@@ -454,7 +455,8 @@ static void print_rings(const struct setup *s, const struct ring_figures *f)
 	FILE *out = lkb_section_begin();
 	char name[32];
 
-	fprintf(out, "lowkey bench ctx: seed 002 (inherited counters, swapped contexts) on this machine\n");
+	fprintf(out, "lowkey bench ctx: the perf_counter context-swap patch's experiment (inherited "
+		"counters, swapped contexts) on this machine\n");
 	fprintf(out, "machine: %s\n", lkb_machine());
 	if (s->pmu)
 		fprintf(out, "PMU:     yes; 2 = cycles,instructions; 4H+4S = cycles,instructions,"
@@ -462,7 +464,7 @@ static void print_rings(const struct setup *s, const struct ring_figures *f)
 	else
 		fprintf(out, "PMU:     NONE. Hardware events are not supported on this machine, so the counter\n"
 		        "         columns count software events only: 2 = %s; 4S = %s\n"
-		        "         (seed 002 had 2 hardware and 4 hardware + 4 software)\n", s->two, s->eight);
+		        "         (the patch had 2 hardware and 4 hardware + 4 software)\n", s->two, s->eight);
 	fprintf(out, "method:  lmbench lat_ctx: a token around a ring of N processes through pipes, all on "
 	        "CPU %d;\n         µs per switch = ring time / passes - one pipe write+read (%.2f µs), "
 	        "mean and stddev of %d runs;\n         inh = counters inherited from the ring's first "
@@ -485,7 +487,9 @@ static void print_rings(const struct setup *s, const struct ring_figures *f)
 		fputc('\n', out);
 	}
 
-	fprintf(out, "\nseed 002, lat_ctx µs (20 runs, 2009): before the patch | with it (inherited contexts swapped)\n");
+	fprintf(out, "\n\"perf_counter: optimize context switch between identical inherited "
+		"contexts\",\nlat_ctx µs (20 runs): before the patch | with it (inherited contexts "
+		"swapped)\n");
 	fprintf(out, "%-14s %-7s %6s %6s %6s | %6s %6s %6s\n", "", "", "none", "2 HW", "4H+4S", "none", "2 HW",
 	        "4H+4S");
 	for (size_t z = 0; z < NSIZES; z++) {
@@ -567,7 +571,7 @@ static void print_json(const struct setup *s, const struct ring_figures *f,
 			lkb_json_num(&j, "stddev", f->sd[z][col]);
 			lkb_json_close(&j);
 		}
-		lkb_json_object(&j, "seed_002");
+		lkb_json_object(&j, "published");
 		lkb_json_num(&j, "unmodified_none", seed[z].mean[0][0]);
 		lkb_json_num(&j, "unmodified_2hw", seed[z].mean[0][1]);
 		lkb_json_num(&j, "unmodified_4h4s", seed[z].mean[0][2]);
@@ -603,14 +607,15 @@ static void print_json(const struct setup *s, const struct ring_figures *f,
 static const char ctx_usage[] =
 	"usage: lowkey bench ctx [--runs N] [--hops N] [--cpu N] [-j|--json]\n"
 	"\n"
-	"Re-runs seed 002's table on this machine: lmbench lat_ctx (a token passed around a ring of\n"
-	"2, 8 and 32 processes through pipes, all on one CPU) with no counters, with counters\n"
-	"inherited from one parent (which the kernel swaps at a switch instead of reprogramming)\n"
-	"and with separate counters in every process; then the cost of a self-read of a 2-counter\n"
-	"group (read() and rdpmc), and the wall time lowkey stat and perf stat add to a command.\n"
+	"Re-runs the table of Paul Mackerras's patch \"perf_counter: optimize context switch between\n"
+	"identical inherited contexts\" on this machine: lmbench lat_ctx (a token passed around a\n"
+	"ring of 2, 8 and 32 processes through pipes, all on one CPU) with no counters, with counters\n"
+	"inherited from one parent (which the kernel swaps at a switch instead of reprogramming) and\n"
+	"with separate counters in every process; then the cost of a self-read of a 2-counter group\n"
+	"(read() and rdpmc), and the wall time lowkey stat and perf stat add to a command.\n"
 	"Run it alone: `flock /tmp/lowkey-bench.lock lowkey bench ctx`.\n"
 	"\n"
-	"  --runs N   ring runs per cell, and runs of each stat row (default 20, as the seed)\n"
+	"  --runs N   ring runs per cell, and runs of each stat row (default 20, as the patch)\n"
 	"  --hops N   token passes per ring run (default 20000)\n"
 	"  --cpu N    the CPU the ring runs on (default: the last one this process may use)\n"
 	"  -j, --json print the figures as JSON\n";
@@ -696,5 +701,5 @@ static int ctx_run(int argc, char **argv)
 	return 0;
 }
 
-LK_BENCH(ctx_bench, "ctx", "seed 002: context-switch cost of inherited vs separate counters",
+LK_BENCH(ctx_bench, "ctx", "perf_counter context-swap patch: a switch's cost with inherited vs separate counters",
 	 ctx_usage, ctx_run);

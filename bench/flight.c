@@ -323,5 +323,5 @@ static int flight_run(int argc, char **argv)
 	return 0;
 }
 
-LK_BENCH(flight_bench, "flight", "issue 15: the flight recorder's cost per event against streaming; a 64 MiB snapshot",
+LK_BENCH(flight_bench, "flight", "the flight recorder's cost per event against streaming; a 64 MiB snapshot",
 	 flight_usage, flight_run);

@@ -803,5 +803,5 @@ static int probe_run(int argc, char **argv)
 	return 0;
 }
 
-LK_BENCH(probe_bench, "probe", "issue 4: probe cost off and on, beside LTTng-UST; sustained events/s",
+LK_BENCH(probe_bench, "probe", "probe cost off and on, beside LTTng-UST; sustained events/s",
 	 probe_usage, probe_run);

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * lowkey bench sem: seed 004's experiment, on this machine.
+ * lowkey bench sem: the experiment of Manfred Spraul's RFC series "ipc/sem.c: Optimization for
+ * reducing spinlock contention", on this machine.
  *
- * 1. sembench (Chris Mason's, which Manfred Spraul ran for seed 004 as `-t 250 -w 64 -o 0 -r 30`),
+ * 1. sembench (Chris Mason's, which Manfred Spraul ran for the series as `-t 250 -w 64 -o 0 -r 30`),
  *    re-done: THREADS workers each sleep on a semaphore of their own; a main thread finds up to
  *    WAKE of them asleep and wakes them with one call (one semop with WAKE operations). Workers
  *    count their wake-ups ("burns"); the main thread counts the rounds in which it found nobody
  *    to wake ("main thread burns"). The same run is made with the kernel's System V semaphores
  *    (ipc), with lk_semset (lowkey), and on request with bare futexes (futex) and with polling
- *    workers (nanosleep). Beside each: seed 004's contention figures -- free, contended, wait,
+ *    workers (nanosleep). Beside each: the series' contention figures -- free, contended, wait,
  *    avg, 1/1000 of CPU time -- for lk_semset from lk_semset_stats(), and for the kernel's locks
  *    from the lock:contention_begin/end tracepoints (root or CAP_PERFMON; every kernel lock the
  *    benchmark's threads waited for, which under ipc is mostly the semaphore array's).
@@ -819,7 +820,7 @@ static int measure_lock_costs(int runs, struct lock_costs *c)
 /* Reporting                                                                                 */
 /* ======================================================================================== */
 
-/* Seed 004: ./sembench -t 250 -w 64 -o 0 -r 30 on a 4-core AMD Phenom, before and after the series. */
+/* The series' figures: ./sembench -t 250 -w 64 -o 0 -r 30 on a 4-core AMD Phenom, before and after. */
 static const struct seed_figures {
 	const char *when;
 	double burns_per_s, main_burns, free, contended, wait_cycles, avg_cycles, per_mille;
@@ -901,7 +902,8 @@ static void print_modes(int nthreads, const struct mode_result *m)
 	if (m[MODE_IPC].ran && m[MODE_LOWKEY].ran)
 		printf("\n  lk_semset / SysV worker burns per second: %.2fx (target: >= 2x at -t 250 -w 64)\n",
 		       m[MODE_LOWKEY].burns_per_s / m[MODE_IPC].burns_per_s);
-	printf("\n  seed 004 (ipc, -t 250 -w 64 -r 30, 4-core AMD Phenom; wait and avg in TSC cycles):\n");
+	printf("\n  \"ipc/sem.c: Optimization for reducing spinlock contention\"\n"
+	       "  (ipc, -t 250 -w 64 -r 30, 4-core AMD Phenom; wait and avg in TSC cycles):\n");
 	for (int i = 0; i < 2; i++)
 		printf("    %-6s %8.0f worker burns/s  main burns %.0f  free %.0f contended %.0f wait %.0f avg %.0f "
 		       "1/1000 cpu time %.0f\n",
@@ -991,7 +993,7 @@ static void print_json(int nthreads, int wake, double seconds, int runs, bool bi
 	lkb_json_close(&j);
 	if (m[MODE_IPC].ran && m[MODE_LOWKEY].ran)
 		lkb_json_num(&j, "lowkey_over_ipc", m[MODE_LOWKEY].burns_per_s / m[MODE_IPC].burns_per_s);
-	lkb_json_array(&j, "seed_004");
+	lkb_json_array(&j, "published");
 	for (int i = 0; i < 2; i++) {
 		lkb_json_object(&j, NULL);
 		lkb_json_str(&j, "when", seed[i].when);
@@ -1031,14 +1033,15 @@ static const char sem_usage[] =
 	"usage: lowkey bench sem [-t THREADS] [-w WAKE] [-r SECONDS] [-o ipc|lowkey|futex|nanosleep|all]\n"
 	"                        [--bind] [--runs N] [--no-locks] [-j|--json]\n"
 	"\n"
-	"Seed 004's experiment. sembench: THREADS workers (default 250) each sleep on their own semaphore;\n"
+	"The experiment of Manfred Spraul's RFC series \"ipc/sem.c: Optimization for reducing spinlock\n"
+	"contention\". sembench: THREADS workers (default 250) each sleep on their own semaphore;\n"
 	"a main thread wakes WAKE (default 64, at most 128) of them at a time, for SECONDS (default 10) per\n"
 	"run. Prints worker burns (wake-ups) per second, main thread burns (rounds that found nobody to\n"
-	"wake), and the lock contention figures of seed 004 -- free, contended, wait, avg, 1/1000 of CPU\n"
+	"wake), and the lock contention figures of the series -- free, contended, wait, avg, 1/1000 of CPU\n"
 	"time -- for lk_semset (its own counters) and for the kernel's locks (lock:contention_begin/end\n"
 	"tracepoints; needs root or CAP_PERFMON). -o picks one implementation; the default runs the\n"
 	"kernel's SysV semaphores (ipc) and lk_semset (lowkey) interleaved; all adds futex and nanosleep.\n"
-	"--bind pins the main thread to CPU 0 and the workers to the others, as seed 004's runs did.\n"
+	"--bind pins the main thread to CPU 0 and the workers to the others, as the series' runs did.\n"
 	"\n"
 	"Then (unless --no-locks) the cost of an uncontended lock + unlock of pthread_mutex, lk_mutex,\n"
 	"and pthread_mutex under `lowkey locks`, and a lock-heavy program bare and under `lowkey locks`.\n"
@@ -1165,5 +1168,5 @@ usage:
 	return 2;
 }
 
-LK_BENCH(sem_bench, "sem", "seed 004: sembench, SysV vs lk_semset, with lock contention figures; lock costs",
+LK_BENCH(sem_bench, "sem", "ipc/sem.c contention RFC: sembench, SysV vs lk_semset, with lock figures; lock costs",
 	 sem_usage, sem_run);

@@ -269,8 +269,8 @@ static const int orders[6][NFORMATS] = { { 0, 1, 2 }, { 2, 1, 0 }, { 1, 2, 0 }, 
 /*
  * A recording of CTF and one of Perfetto before the runs, not counted: the process's first
  * recording pays for what the later ones find ready (the consumer's first start, the pages of a
- * ring touched the first time), and the first run's order puts CTF first (70-106 ms instead of
- * about 42 in a burst, on the Intel Xeon guest).
+ * ring touched the first time), and the first run's order puts CTF first, which would charge
+ * those costs to CTF alone.
  */
 static int warm_up(const char *base, long events)
 {

@@ -68,10 +68,10 @@ locks)
 	      --colour 4e79a7 --colour f28e2b
 	;;
 bench)
-	# seed 001's bench, short: its two rows beside the seed's, and its tables
+	# the cputime bench, short: its two rows beside the vDSO patch's, and its tables
 	"$lowkey" bench cputime --runs 3 --samples 2000 --quiet --html "$page"
 	check --expect svg.bars=1 --expect rect.bar=4 --expect "table>=2" --expect script=0 \
-	      --text "seed 001: 100M reads of the thread" --text "clock_gettime(CLOCK_THREAD_CPUTIME_ID)" \
+	      --text "vDSO thread CPU time patch: 100M reads of the thread" --text "clock_gettime(CLOCK_THREAD_CPUTIME_ID)" \
 	      --text "lk_thread_cputime_ns" --colour 4e79a7 --colour f28e2b
 	;;
 *)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * lowkey bench NAME: re-run a seed document's experiment on this machine.
+ * lowkey bench NAME: re-run a published kernel experiment on this machine.
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,7 +21,7 @@ static const char bench_usage[] =
 	"\n"
 	"  -j, --json    print the figures as JSON\n"
 	"  -q, --quiet   no status line\n"
-	"  --html OUT    write the figures as one self-contained HTML page to OUT instead, the seed's\n"
+	"  --html OUT    write the figures as one self-contained HTML page to OUT instead, the\n"
 	"                published figures drawn beside this machine's\n";
 
 static void list(FILE *out)
@@ -93,5 +93,5 @@ static int bench_run(int argc, char **argv)
 	return rc;
 }
 
-LK_CLI_COMMAND(bench_command, "bench", "re-run a seed document's experiment on this machine",
+LK_CLI_COMMAND(bench_command, "bench", "re-run a published kernel experiment on this machine",
 	       bench_usage, bench_run, LK_CLI_OWN_HELP);

@@ -4,11 +4,11 @@
  *
  * The bench runs as always with --json, its standard output going to a temporary file, and the
  * page is drawn from that JSON (json_read.c): the same figures by the same code, and no bench
- * needs a second way of reporting. Every table of the JSON is shown. Where the seed document
- * published figures for the same experiment, they are drawn beside this machine's as grouped
- * bars; what is compared with what is each bench's (the comparisons below), because the seeds
- * measured in their own units on their own machines: seed 003 gave seconds for its own loop count,
- * so its rows are compared as ratios to its NOP row, as ours are.
+ * needs a second way of reporting. Every table of the JSON is shown. Where the kernel work a bench
+ * re-runs published figures for the same experiment, they are drawn beside this machine's as
+ * grouped bars; what is compared with what is each bench's (the comparisons below), because each
+ * was measured in its own units on its own machine: the RISC-V jump_label article gave seconds for
+ * its own loop count, so its rows are compared as ratios to its NOP row, as ours are.
  */
 #include <errno.h>
 #include <math.h>
@@ -263,7 +263,7 @@ static void all_tables(FILE *f, const struct jr_value *root)
 	array_tables(f, root, "");
 }
 
-/* ---- the seeds' figures beside ours ---- */
+/* ---- the published figures beside ours ---- */
 
 #define MAX_GROUPS 32
 #define MAX_SERIES 6
@@ -335,40 +335,40 @@ static const struct jr_value *row_named(const struct jr_value *arr, const char *
 	return NULL;
 }
 
-/* seed 001: 100M calls of the thread CPU clock, by system call and by the seed's vDSO patch */
+/* The thread CPU time vDSO patch: 100M calls of the thread CPU clock, by system call and by its vDSO */
 static void cputime(FILE *f, const struct jr_value *root)
 {
-	struct comparison c = { .title = "seed 001: 100M reads of the thread's CPU time", .series = { "here", "seed 001" },
-				.nseries = 2, .log = true, .fmt = fmt_seconds };
-	const struct jr_value *cost = jr_get(root, "cost"), *seed = jr_get(root, "seed_s_per_100M_calls");
+	struct comparison c = { .title = "vDSO thread CPU time patch: 100M reads of the thread's CPU time",
+				.series = { "here", "the patch" }, .nseries = 2, .log = true, .fmt = fmt_seconds };
+	const struct jr_value *cost = jr_get(root, "cost"), *seed = jr_get(root, "published_s_per_100M_calls");
 
 	add_group(&c, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)",
 		  (double[]){ jr_number(row_named(cost, "row", "clock_gettime_thread"), "s_per_100M_calls"),
 			      jr_number(seed, "syscall") });
-	add_group(&c, "lk_thread_cputime_ns (seed: its vDSO patch)",
+	add_group(&c, "lk_thread_cputime_ns (the patch: its vDSO)",
 		  (double[]){ jr_number(row_named(cost, "row", "lk_thread_cputime_ns"), "s_per_100M_calls"),
 			      jr_number(seed, "vdso_patch") });
 	draw(f, &c);
 }
 
-/* seed 003: each loop relative to the NOP loop, on three architectures; ours on this machine */
+/* The jump_label article: each loop relative to the NOP loop, on three architectures; ours here */
 static void branch(FILE *f, const struct jr_value *root)
 {
 	static const char *const arch[] = { "mips64", "aarch64", "riscv" };
-	struct comparison c = { .title = "seed 003: each loop's time relative to the NOP loop",
-				.series = { "here", "seed 003, MIPS64", "seed 003, AArch64", "seed 003, RISC-V" },
+	struct comparison c = { .title = "RISC-V jump_label article: each loop's time relative to the NOP loop",
+				.series = { "here", "article, MIPS64", "article, AArch64", "article, RISC-V" },
 				.nseries = 4, .fmt = fmt_ratio,
-				.note = "The seed published seconds for its own loop count on three architectures, "
+				.note = "The article published seconds for its own loop count on three architectures, "
 					"this bench nanoseconds per iteration here: both as ratios to their own NOP loop." };
 	const struct jr_value *loop = jr_get(root, "loop"), *nop = row_named(loop, "row", "nop (5-byte)");
 
 	for (size_t i = 0; loop && loop->type == JR_ARRAY && i < loop->n; i++) {
-		const struct jr_value *r = &loop->items[i], *seed = jr_get(r, "seed_s");
+		const struct jr_value *r = &loop->items[i], *seed = jr_get(r, "published_s");
 		double v[4] = { jr_number(r, "x_nop") };
 		bool published = false;
 
 		for (int a = 0; a < 3; a++) {
-			v[a + 1] = jr_number(seed, arch[a]) / jr_number(jr_get(nop, "seed_s"), arch[a]);
+			v[a + 1] = jr_number(seed, arch[a]) / jr_number(jr_get(nop, "published_s"), arch[a]);
 			published |= isfinite(v[a + 1]);
 		}
 		if (published && jr_string(r, "row"))
@@ -377,14 +377,14 @@ static void branch(FILE *f, const struct jr_value *root)
 	draw(f, &c);
 }
 
-/* seed 000: perf bench breakpoint thread, microseconds per operation */
+/* Kernel commit 0912037fec: perf bench breakpoint thread, microseconds per operation */
 static void breakpoint(FILE *f, const struct jr_value *root)
 {
-	struct comparison c = { .title = "seed 000: breakpoint thread, time per operation",
-				.series = { "here", "seed 000" }, .nseries = 2, .fmt = fmt_us, .log = true,
-				.note = "The seed ran perf bench -r 30 breakpoint thread -b 4 -p 64 -t 64 on 256 CPUs; "
+	struct comparison c = { .title = "kernel commit 0912037fec: breakpoint thread, time per operation",
+				.series = { "here", "commit 0912037fec" }, .nseries = 2, .fmt = fmt_us, .log = true,
+				.note = "The commit ran perf bench -r 30 breakpoint thread -b 4 -p 64 -t 64 on 256 CPUs; "
 					"the figures above it were measured here with the parameters in the table." };
-	const struct jr_value *rows = jr_get(root, "rows"), *seed = jr_get(root, "seed");
+	const struct jr_value *rows = jr_get(root, "rows"), *seed = jr_get(root, "published");
 
 	for (size_t i = 0; rows && rows->type == JR_ARRAY && i < rows->n; i++)
 		if (jr_string(&rows->items[i], "row"))
@@ -397,24 +397,24 @@ static void breakpoint(FILE *f, const struct jr_value *root)
 	draw(f, &c);
 }
 
-/* seed 002: lmbench lat_ctx with and without counters, per ring size */
+/* The perf_counter context-swap patch: lmbench lat_ctx with and without counters, per ring size */
 static void ctx(FILE *f, const struct jr_value *root)
 {
 	static const char *const configs[3][5] = {
 		{ "no counters", "none", "", "unmodified_none", "patched_none" },
 		{ "2 counters", "two_inherited", "two_separate", "unmodified_2hw", "patched_2hw" },
-		{ "8 counters (seed: 4 hardware, 4 software)", "eight_inherited", "eight_separate", "unmodified_4h4s",
+		{ "8 counters (the patch: 4 hardware, 4 software)", "eight_inherited", "eight_separate", "unmodified_4h4s",
 		  "patched_4h4s" },
 	};
-	struct comparison c = { .title = "seed 002: lat_ctx, time per context switch",
+	struct comparison c = { .title = "perf_counter context-swap patch: lat_ctx, time per context switch",
 				.series = { "here, one inherited set", "here, a set per process",
-					    "seed 002, kernel as it was", "seed 002, kernel patched" },
+					    "kernel before the patch", "kernel with the patch" },
 				.nseries = 4, .fmt = fmt_us,
 				.note = "Without counters there is one figure here: it is drawn as the first." };
 	const struct jr_value *lat = jr_get(root, "lat_ctx_us");
 
 	for (size_t i = 0; lat && lat->type == JR_ARRAY && i < lat->n; i++) {
-		const struct jr_value *r = &lat->items[i], *seed = jr_get(r, "seed_002");
+		const struct jr_value *r = &lat->items[i], *seed = jr_get(r, "published");
 
 		for (int k = 0; k < 3; k++) {
 			char label[160];
@@ -428,14 +428,14 @@ static void ctx(FILE *f, const struct jr_value *root)
 	draw(f, &c);
 }
 
-/* seed 004: sembench, worker burns per second */
+/* The ipc/sem.c contention RFC: sembench, worker burns per second */
 static void sem(FILE *f, const struct jr_value *root)
 {
-	struct comparison c = { .title = "seed 004: sembench, worker burns per second",
-				.series = { "here", "seed 004" }, .nseries = 2, .fmt = fmt_rate,
-				.note = "The seed ran ./sembench -t 250 -w 64 -o 0 -r 30 on a 4-core AMD Phenom, before "
+	struct comparison c = { .title = "ipc/sem.c contention RFC: sembench, worker burns per second",
+				.series = { "here", "the RFC" }, .nseries = 2, .fmt = fmt_rate,
+				.note = "The RFC ran ./sembench -t 250 -w 64 -o 0 -r 30 on a 4-core AMD Phenom, before "
 					"and after its series; the modes above it ran here with the parameters in the table." };
-	const struct jr_value *runs = jr_get(root, "sembench"), *seed = jr_get(root, "seed_004");
+	const struct jr_value *runs = jr_get(root, "sembench"), *seed = jr_get(root, "published");
 	char label[160];
 
 	for (size_t i = 0; runs && runs->type == JR_ARRAY && i < runs->n; i++) {
@@ -443,18 +443,18 @@ static void sem(FILE *f, const struct jr_value *root)
 		add_group(&c, label, (double[]){ jr_number(&runs->items[i], "worker_burns_per_s"), NAN });
 	}
 	for (size_t i = 0; seed && seed->type == JR_ARRAY && i < seed->n; i++) {
-		snprintf(label, sizeof(label), "seed 004: %s", jr_string(&seed->items[i], "when") ? jr_string(&seed->items[i], "when") : "?");
+		snprintf(label, sizeof(label), "the RFC: %s", jr_string(&seed->items[i], "when") ? jr_string(&seed->items[i], "when") : "?");
 		add_group(&c, label, (double[]){ NAN, jr_number(&seed->items[i], "worker_burns_per_s") });
 	}
 	draw(f, &c);
 }
 
-/* no seed figure: lowkey's probe beside LTTng-UST's tracepoint, measured together here */
+/* no published figure: lowkey's probe beside LTTng-UST's tracepoint, measured together here */
 static void probe(FILE *f, const struct jr_value *root)
 {
 	struct comparison c = { .title = "cost per event: lowkey beside LTTng-UST, both here",
 				.series = { "lowkey", "LTTng-UST" }, .nseries = 2, .fmt = lkh_fmt_ns,
-				.note = "The seed published no figure for this; LTTng-UST is the tool it is compared with "
+				.note = "No kernel work published a figure for this; LTTng-UST is the tool it is compared with "
 					"(none where it is not installed)." };
 	const struct jr_value *ns = jr_get(root, "ns_per_event");
 
@@ -486,7 +486,7 @@ static void page(FILE *f, const struct lk_bench *b, int argc, char **argv, const
 		  cmd);
 	for (size_t i = 0; bench && i < sizeof(comparisons) / sizeof(comparisons[0]); i++)
 		if (strcmp(bench, comparisons[i].bench) == 0) {
-			lkh_section(f, "Beside the seed", NULL);
+			lkh_section(f, "Beside the published figures", NULL);
 			comparisons[i].draw(f, root);
 			compared = true;
 		}
