@@ -212,6 +212,27 @@ static void the_program_recorded_in_each_format(void **state)
 	cleanup(dir);
 }
 
+/* `lowkey convert` writes the format OUT's extension names, or --format's; never a guess. */
+static void convert_writes_the_format_asked_for(void **state)
+{
+	char dir[256];
+
+	(void)state;
+	lkt_path(dir, sizeof(dir), "convert-formats");
+	record(dir, 0);
+	lkt_sh(&out, "%s convert '%s' -o '%s.xyz'", LOWKEY, dir, dir);
+	lkt_expect(&out, 2, "cannot tell which format to write");
+	lkt_sh(&out, "test -e '%s.xyz'", dir);
+	assert_int_not_equal(out.status, 0);	/* nothing written */
+	lkt_sh(&out, "%s convert '%s' -o '%s.xyz' --format json && head -c 1 '%s.xyz'", LOWKEY, dir, dir, dir);
+	lkt_expect(&out, 0, "{");
+	lkt_sh(&out, "%s convert '%s' -o '%s.perfetto-trace' && %s report '%s.perfetto-trace'", LOWKEY, dir, dir,
+	       LOWKEY, dir);
+	lkt_expect(&out, 0, "fmt:");
+	lkt_sh(&out, "rm -f '%s.xyz' '%s.perfetto-trace'", dir, dir);
+	cleanup(dir);
+}
+
 static void files_that_are_not_lowkey_traces(void **state)
 {
 	char dir[256], base[300];
@@ -252,6 +273,7 @@ int main(void)
 		cmocka_unit_test(one_run_in_three_formats),
 		cmocka_unit_test(one_run_with_context_switches),
 		cmocka_unit_test(the_program_recorded_in_each_format),
+		cmocka_unit_test(convert_writes_the_format_asked_for),
 		cmocka_unit_test(files_that_are_not_lowkey_traces),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -30,7 +30,7 @@ static const char convert_usage[] =
 	"                       a new or empty directory for ctf\n"
 	"  -f, --format FMT     perfetto (Perfetto's protobuf, .pftrace), json (Chrome Trace Event\n"
 	"                       JSON) or ctf (a copy); default: from OUT's extension (.pftrace,\n"
-	"                       .perfetto-trace, .json, .ctf), else perfetto\n"
+	"                       .perfetto-trace, .json, .ctf); any other name needs --format\n"
 	"  -q, --quiet          no status line while converting (shown on a terminal only)\n"
 	"  -h, --help           this text\n"
 	"\n"
@@ -47,13 +47,16 @@ static bool ends_with(const char *s, const char *suffix)
 	return n > k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* The format OUT's name asks for, or -1 where its extension names none. */
 static int format_of(const char *out)
 {
 	if (ends_with(out, ".json"))
 		return LK_TRACE_JSON;
 	if (ends_with(out, ".ctf") || ends_with(out, ".ctf/"))
 		return LK_TRACE_CTF;
-	return LK_TRACE_PERFETTO;
+	if (ends_with(out, ".pftrace") || ends_with(out, ".perfetto-trace"))
+		return LK_TRACE_PERFETTO;
+	return -1;
 }
 
 static int convert_main(int argc, char **argv)
@@ -102,6 +105,11 @@ static int convert_main(int argc, char **argv)
 	in = argv[optind];
 	if (format < 0)
 		format = format_of(out);
+	if (format < 0) {
+		lk_cli_error("convert", "name it .pftrace, .json or .ctf, or give --format ctf|json|perfetto",
+			     "cannot tell which format to write from the name %s", out);
+		return LK_EXIT_USAGE;
+	}
 	/* out is created, or what is there replaced, by the conversion (core/outfile.h) */
 	lk_status_begin("convert", !quiet);
 	rc = lk__trace_convert_progress(in, out, (enum lk_trace_format)format,
