@@ -212,6 +212,41 @@ static void the_program_recorded_in_each_format(void **state)
 	cleanup(dir);
 }
 
+/*
+ * The text report's count of events, with the records it says it did not count as events, is
+ * babeltrace2's count of the trace's events: it leaves nothing out without saying so.
+ */
+static void report_counts_what_babeltrace2_counts(void **state)
+{
+	char dir[256];
+	unsigned long long events = 0, names = 0, switches = 0, theirs;
+
+	(void)state;
+	if (lkt_sh(&out, "command -v babeltrace2") != 0)
+		skip();	/* the count is compared with babeltrace2's */
+	lkt_path(dir, sizeof(dir), "report-count");
+	if (record(dir, LK_TRACE_SCHED) != 0) {
+		lkt_rmrf(dir);
+		skip();	/* perf_event_open denied: no context switches (test_probe_sched says why) */
+	}
+	lkt_sh(&out, "%s report '%s' | head -2", LOWKEY, dir);
+	lkt_expect(&out, 0, "not counted as events: ");
+	assert_non_null(strstr(out.out, " events over "));
+	events = strtoull(strstr(out.out, "), ") + 3, NULL, 10);
+	assert_int_equal(sscanf(strstr(out.out, "not counted as events: "),
+				"not counted as events: %llu thread-name records, %llu context-switch", &names,
+				&switches), 2);
+	assert_true(names > 0);	/* the threads were named */
+	lkt_sh(&out, "babeltrace2 '%s' | wc -l", dir);
+	lkt_expect(&out, 0, NULL);
+	theirs = strtoull(out.out, NULL, 10);
+	if (events + names + switches != theirs)
+		print_error("report: %llu events + %llu names + %llu switches; babeltrace2: %llu\n", events, names,
+			    switches, theirs);
+	assert_true(events + names + switches == theirs);
+	cleanup(dir);
+}
+
 /* `lowkey convert` writes the format OUT's extension names, or --format's; never a guess. */
 static void convert_writes_the_format_asked_for(void **state)
 {
@@ -273,6 +308,7 @@ int main(void)
 		cmocka_unit_test(one_run_in_three_formats),
 		cmocka_unit_test(one_run_with_context_switches),
 		cmocka_unit_test(the_program_recorded_in_each_format),
+		cmocka_unit_test(report_counts_what_babeltrace2_counts),
 		cmocka_unit_test(convert_writes_the_format_asked_for),
 		cmocka_unit_test(files_that_are_not_lowkey_traces),
 	};

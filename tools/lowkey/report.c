@@ -87,6 +87,7 @@ struct report {
 	struct rs_index spans;
 	uint64_t events, lost, first_tsc, last_tsc, unmatched_ends, open_at_end;
 	uint64_t switches;
+	uint64_t thread_names, switch_records;	/* records of the trace not counted as events */
 };
 
 /* Append *item to the array *v of *n items (capacity *cap); -ENOMEM. */
@@ -203,10 +204,13 @@ static int on_event(const struct lk__event *e, void *arg)
 	if (e->cls->id == LK__EVENT_THREAD_NAME) {
 		lk__event_arg(e, 0, 0, &v, &s);
 		snprintf(t->name, sizeof(t->name), "%s", s ? s : "");
+		rep->thread_names++;
 		return 0;
 	}
-	if (e->cls->id == LK__EVENT_SCHED_OUT || e->cls->id == LK__EVENT_SCHED_IN)
+	if (e->cls->id == LK__EVENT_SCHED_OUT || e->cls->id == LK__EVENT_SCHED_IN) {
+		rep->switch_records++;
 		return on_switch(rep, t, e);
+	}
 	rep->events++;
 	t->events++;
 	if (!t->first_tsc || e->tsc < t->first_tsc)
@@ -414,6 +418,10 @@ static void print_text(struct report *rep, const char *path)
 	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %zu threads, %" PRIu64 " lost\n",
 	       path, lk__text_escape(r->procname, shown, sizeof(shown)), r->pid, rep->events, seconds, rep->nthreads,
 	       rep->lost);
+	if (rep->thread_names || rep->switch_records)
+		printf("  not counted as events: %" PRIu64 " thread-name records, %" PRIu64 " context-switch "
+		       "records (a CTF reader such as babeltrace2 counts them as events)\n",
+		       rep->thread_names, rep->switch_records);
 	if (rep->t->format != REPORT_CTF)
 		print_format_notes(rep);
 	if (rep->lost && r->overwrite) {
