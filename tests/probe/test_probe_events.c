@@ -12,6 +12,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 
 #include <lowkey/lowkey.h>
@@ -244,7 +246,8 @@ static void rules_apply_in_order(void **state)
 static void trace_errors(void **state)
 {
 	struct lk_trace_config c = { 0 };
-	char dir[256];
+	char dir[256], file[300];
+	FILE *f;
 
 	(void)state;
 	assert_int_equal(lk_trace_stop(), -ENOENT);
@@ -253,8 +256,19 @@ static void trace_errors(void **state)
 	c.path = "/proc/no/such/place";
 	assert_true(lk_trace_start(&c) < 0);
 	assert_non_null(strstr(lk_last_error(), "/proc/no/such/place"));
-	c.path = "/tmp";	/* not empty */
+	/*
+	 * A directory with a file in it, not "/tmp": qemu-user looks a name in "/" up in the
+	 * target's sysroot first, where the trace would be made.
+	 */
+	lkt_path(dir, sizeof(dir), "not-empty");
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(file, sizeof(file), "%s/file", dir);
+	f = fopen(file, "w");
+	assert_non_null(f);
+	fclose(f);
+	c.path = dir;
 	assert_int_equal(lk_trace_start(&c), -EEXIST);
+	lkt_rmrf(dir);
 	c.path = "/tmp/x";
 	c.buffer_size = 100;
 	assert_int_equal(lk_trace_start(&c), -EINVAL);
