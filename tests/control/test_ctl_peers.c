@@ -22,7 +22,7 @@
 
 #include "cli/run.h"
 #include "ctl_test.h"
-#include "probe/control_internal.h"
+#include "control/control_internal.h"
 
 #define AS(uid) "setpriv --reuid=" #uid " --regid=" #uid " --clear-groups --inh-caps=-all --bounding-set=-all "
 

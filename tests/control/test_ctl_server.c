@@ -21,7 +21,7 @@
 #include <lowkey/error.h>
 #include <lowkey/probe.h>
 
-#include "probe/control_internal.h"
+#include "control/control_internal.h"
 #include "ctl_test.h"
 
 #if defined(__SANITIZE_THREAD__)

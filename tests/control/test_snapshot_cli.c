@@ -19,7 +19,7 @@
 
 #include "cli/run.h"
 #include "ctl_test.h"
-#include "probe/control_internal.h"
+#include "control/control_internal.h"
 
 static char scratch[] = "/tmp/lkt-snapshot-XXXXXX";
 static struct lkt_run r;

@@ -31,7 +31,7 @@
 #include <cmocka.h>
 
 #include "cli/run.h"
-#include "probe/protocol.h"
+#include "control/protocol.h"
 
 #define EVENTS "20000"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer harness for the wait of a --pid client (src/probe/control_client.c): while
+ * libFuzzer harness for the wait of a --pid client (src/control/control_client.c): while
  * lk__ctl_connect waits for a young process A with no control socket, an input script churns pid
  * V, A's: kills its holder, gives V to a process with a control socket (root's or nobody's), to one
  * without, to processes that exit at once, and stops and continues the client meanwhile.
@@ -44,7 +44,7 @@
 
 #include <lowkey/probe.h>
 
-#include "probe/control_internal.h"
+#include "control/control_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 bool lkt_attach_wait_possible(void);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer harness for the control protocol's decoder (src/probe/protocol.c), the code that reads
+ * libFuzzer harness for the control protocol's decoder (src/control/protocol.c), the code that reads
  * every message a control client sends a traced process.
  *
  * Properties checked on every input, besides what AddressSanitizer and UBSan check (no read past
@@ -10,7 +10,7 @@
  *     strings lie inside the input and end at their NUL.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Isrc \
- *         tests/fuzz/fuzz_control.c src/probe/protocol.c -o fuzz_control
+ *         tests/fuzz/fuzz_control.c src/control/protocol.c -o fuzz_control
  *   ./fuzz_control -max_len=8300 tests/fuzz/corpus/control     (grows the corpus in place)
  */
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "probe/protocol.h"
+#include "control/protocol.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer harness for the control socket's server (src/probe/control.c): its state machine,
+ * libFuzzer harness for the control socket's server (src/control/control.c): its state machine,
  * driven through real sockets by up to three clients of this very process.
  *
  * An input is a script. Each byte is an operation (its low 3 bits) for client (byte >> 3) % 3:
@@ -39,7 +39,7 @@
 
 #include <lowkey/probe.h>
 
-#include "probe/control_internal.h"
+#include "control/control_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "probe/protocol.h"
+#include "control/protocol.h"
 
 static const char *dir;
 static int count;

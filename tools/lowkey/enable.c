@@ -16,8 +16,8 @@
 #include <lowkey/lowkey.h>
 
 #include "cli.h"
-#include "probe/control_internal.h"
-#include "probe/protocol.h"
+#include "control/control_internal.h"
+#include "control/protocol.h"
 
 #define REPLY_TIMEOUT_MS 10000
 

@@ -19,7 +19,7 @@
 #include "core/json.h"
 #include "core/utf8.h"
 #include "list_events.h"
-#include "probe/control_internal.h"
+#include "control/control_internal.h"
 #include "probe_elf.h"
 
 /*

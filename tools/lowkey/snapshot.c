@@ -18,7 +18,7 @@
 
 #include "cli.h"
 #include "core/json.h"
-#include "probe/control_internal.h"
+#include "control/control_internal.h"
 #include "probe_elf.h"
 #include "status.h"
 

@@ -24,7 +24,7 @@
 #include "cli.h"
 #include "core/json.h"
 #include "core/outfile.h"
-#include "probe/control_internal.h"
+#include "control/control_internal.h"
 #include "probe/convert.h"
 #include "probe/probe_internal.h"
 #include "probe/progress.h"

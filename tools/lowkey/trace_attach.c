@@ -28,7 +28,7 @@
 #include <lowkey/probe.h>
 
 #include "cli.h"
-#include "probe/control_internal.h"
+#include "control/control_internal.h"
 #include "probe/convert.h"
 #include "probe_elf.h"
 #include "status.h"

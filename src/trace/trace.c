@@ -30,7 +30,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/outfile.h"
-#include "probe/control_internal.h"
+#include "control/control_internal.h"
 #include "probe/convert.h"
 #include "probe/perfetto.h"
 #include "probe/probe_internal.h"

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "probe/protocol.h"
+#include "control/protocol.h"
 
 /* ---- environment.c ---- */
 

@@ -15,7 +15,7 @@
 
 #include "core/failf.h"
 #include "core/utf8.h"
-#include "probe/protocol.h"
+#include "control/protocol.h"
 
 enum field_kind { F_U8, F_U32, F_I32, F_U64, F_I64, F_STR };
 

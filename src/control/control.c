@@ -46,7 +46,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
-#include "probe/control_internal.h"
+#include "control/control_internal.h"
 #include "probe/probe_internal.h"
 #include "probe/progress.h"
 

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "core/failf.h"
-#include "probe/control_internal.h"
+#include "control/control_internal.h"
 
 /* ---- finding the socket ---- */
 

@@ -54,7 +54,7 @@
 #include "core/dso.h"
 #include "core/env.h"
 #include "core/error.h"
-#include "probe/control_internal.h"
+#include "control/control_internal.h"
 #include "probe/convert.h"
 #include "probe/probe_internal.h"
 #include "probe/progress.h"
