@@ -37,7 +37,7 @@
 #include <lowkey/lowkey.h>
 
 #include "bench.h"
-#include "key/key_internal.h"
+#include "internal/key.h"
 
 /* ---- 1. the loop ---- */
 

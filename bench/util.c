@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "core/json.h"
-#include "core/stats.h"
+#include "internal/json.h"
+#include "internal/stats.h"
 
 extern const struct lk_bench __start_lk_benches[];
 extern const struct lk_bench __stop_lk_benches[];

@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/failf.h"
+#include "internal/failf.h"
 #include "control/control_internal.h"
 
 /* ---- finding the socket ---- */

@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/failf.h"
-#include "core/utf8.h"
-#include "control/protocol.h"
+#include "internal/failf.h"
+#include "internal/utf8.h"
+#include "internal/control_protocol.h"
 
 enum field_kind { F_U8, F_U32, F_I32, F_U64, F_I64, F_STR };
 
@@ -259,7 +259,7 @@ static void store_number(const struct field *f, uint64_t v, struct lk__ctl_msg *
 	}
 }
 
-/* The offset of the first control character (core/utf8.h) in the len bytes at s, or len. */
+/* The offset of the first control character (internal/utf8.h) in the len bytes at s, or len. */
 static size_t first_control(const uint8_t *s, size_t len)
 {
 	for (size_t i = 0; i < len; i++)

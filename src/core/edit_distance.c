@@ -2,7 +2,7 @@
 #include <ctype.h>
 #include <string.h>
 
-#include "core/edit_distance.h"
+#include "internal/edit_distance.h"
 
 #define MAX_LEN 128
 

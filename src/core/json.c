@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <string.h>
 
-#include "core/json.h"
-#include "core/utf8.h"
+#include "internal/json.h"
+#include "internal/utf8.h"
 
 void lk__json_string(FILE *f, const char *s)
 {

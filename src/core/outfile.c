@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/failf.h"
-#include "core/outfile.h"
+#include "internal/failf.h"
+#include "internal/outfile.h"
 
 /* ---- creating ---- */
 

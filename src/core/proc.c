@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/proc.h"
+#include "internal/proc.h"
 
 int lk__proc_comm(pid_t pid, pid_t tid, char *out, size_t size)
 {

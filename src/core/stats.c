@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/stats.h"
+#include "internal/stats.h"
 
 static int cmp_double(const void *a, const void *b)
 {

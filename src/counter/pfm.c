@@ -22,7 +22,7 @@
 #include <perfmon/pfmlib_perf_event.h>
 
 #include "core/error.h"
-#include "counter/pfm.h"
+#include "internal/pfm.h"
 
 #define PFM_SONAME "libpfm.so.4"
 

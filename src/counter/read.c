@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "core/proc.h"
+#include "internal/proc.h"
 #include "counter/counter_internal.h"
 
 LK_API uint64_t lk_counter_scale(uint64_t value, uint64_t enabled, uint64_t running)

@@ -17,7 +17,7 @@
 
 #include "core/error.h"
 #include "counter/counter_internal.h"
-#include "counter/pfm.h"
+#include "internal/pfm.h"
 
 #define PMU_DIR "/sys/bus/event_source/devices"
 

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/edit_distance.h"
+#include "internal/edit_distance.h"
 #include "core/error.h"
 #include "counter/counter_internal.h"
-#include "counter/pfm.h"
+#include "internal/pfm.h"
 
 #define PMU_DIR "/sys/bus/event_source/devices"
 #define MAX_SUGGESTIONS 3

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "core/proc.h"
+#include "internal/proc.h"
 #include "counter/counter_internal.h"
 
 /* Ring data pages per CPU, tried in order: 64 pages hold about 1,300 thread exits of 4 events. */

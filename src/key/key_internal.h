@@ -12,6 +12,7 @@
 #include <lowkey/key.h>
 
 #include "core/dso.h"
+#include "internal/key.h"
 
 /*
  * A site's length, and whether rewriting it in place may make a thread trap (x86-64's int3
@@ -79,13 +80,6 @@ int lk__patch_run(struct lk__patch *patches, size_t n);
 /* Publish the sorted addresses of every registered site (for late traps); takes ownership. */
 void lk__patch_set_known(uintptr_t *addrs, size_t n);
 
-/*
- * For `lowkey bench branch` alone: while set, x86-64 rewrites every batch in place with the trap
- * protocol, in any process, as flips did before remapping became the rule where other threads
- * run -- to measure both protocols in one run. A thread that blocks SIGTRAP and meets a site being
- * rewritten then kills the process: never set it in a program. Set it with no flip under way.
- */
-extern bool lk__patch_traps_for_bench;
 
 /* The message for a refused mprotect() (or mremap()) of the pages at page; returns -EPERM or -err. */
 int lk__patch_explain_mprotect(int err, const void *page);

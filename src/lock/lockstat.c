@@ -16,7 +16,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
-#include "core/json.h"
+#include "internal/json.h"
 #include "lock/lock_internal.h"
 
 #define DEFAULT_HOLD_PERIOD 16

@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/failf.h"
-#include "core/outfile.h"
+#include "internal/failf.h"
+#include "internal/outfile.h"
 #include "probe/convert.h"
 #include "probe/progress.h"
 #include "probe/reader.h"

@@ -35,7 +35,7 @@
 #include <lowkey/version.h>
 
 #include "core/error.h"
-#include "core/outfile.h"
+#include "internal/outfile.h"
 #include "probe/probe_internal.h"
 
 #define CTF_MAGIC 0xc1fc1fc1u

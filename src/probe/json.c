@@ -29,8 +29,8 @@
 
 #include <lowkey/probe.h>
 
-#include "core/json.h"
-#include "core/outfile.h"
+#include "internal/json.h"
+#include "internal/outfile.h"
 #include "probe/convert.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"

@@ -43,8 +43,8 @@
 
 #include <lowkey/probe.h>
 
-#include "core/failf.h"
-#include "core/outfile.h"
+#include "internal/failf.h"
+#include "internal/outfile.h"
 #include "probe/convert.h"
 #include "probe/perfetto.h"
 #include "probe/perfetto_proto.h"

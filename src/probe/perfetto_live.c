@@ -35,7 +35,7 @@
 
 #include <lowkey/probe.h>
 
-#include "core/failf.h"
+#include "internal/failf.h"
 #include "probe/perfetto.h"
 #include "probe/probe_internal.h"
 #include "probe/progress.h"

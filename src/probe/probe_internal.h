@@ -10,6 +10,8 @@
 
 #include <lowkey/probe.h>
 
+#include "internal/probe.h"
+
 #include "core/dso.h"
 
 /*
@@ -32,11 +34,6 @@ static inline uint64_t lk__pad(size_t offset)
 /* lk_probe_site.flags, set when the site registers */
 #define LK__SITE_STRINGS 0x1	/* has string arguments: variable-size records */
 
-/* Reserved event ids (sites get ids from LK__FIRST_SITE_ID). */
-#define LK__EVENT_THREAD_NAME 1	/* one string: the thread's name */
-#define LK__EVENT_SCHED_OUT 2	/* sched.c: the thread left its CPU (u64 cpu, u64 preempted) */
-#define LK__EVENT_SCHED_IN 3	/* sched.c: the thread got a CPU (u64 cpu) */
-#define LK__FIRST_SITE_ID 16
 
 /*
  * Overwrite mode: a thread's ring is LK__SLOTS sub-buffers ("slots", in sequence) held in
@@ -230,8 +227,6 @@ struct lk__probe_site_rt *lk__probe_sites(size_t *n);
 /* Flip sites to what the rules say (all off when !tracing). Registry lock held. */
 int lk__probe_apply_rules_locked(bool tracing);
 
-/* Whether glob selects provider:event, as a rule would. Any lock. */
-bool lk__probe_glob_matches(const char *glob, const char *provider, const char *event);
 
 /* Forget the newest rule (glob, enable), as if never added: 0, -ENOENT, or a flipping error. */
 int lk__probe_remove_rule(const char *glob, bool enable);
@@ -351,7 +346,7 @@ extern int lk__consumer_hold, lk__consumer_held;
 #define LK__CTF_FORMAT 3		/* env.lowkey_format: the layout below, read by reader.c */
 #define LK__CTF_PACKET_PREFIX 80	/* packet header and context, in bytes */
 
-/* Open t->ctf_dir (a new or empty directory: core/outfile.h) unless t->dir_fd already is; a uuid. */
+/* Open t->ctf_dir (a new or empty directory: internal/outfile.h) unless t->dir_fd already is; a uuid. */
 int lk__ctf_open(struct lk__trace *t);
 int lk__ctf_write_metadata(struct lk__trace *t);
 int lk__ctf_open_stream(struct lk__trace *t, struct lk__probe_buffer *b);
@@ -413,8 +408,5 @@ int lk__json_convert(const char *ctf_dir, const char *json_path, char *err, size
 
 uint64_t lk__probe_tsc_hz(void);
 
-/* ---- helpers ---- */
-
-const char *lk__probe_kind_name(unsigned int kind);
 
 #endif

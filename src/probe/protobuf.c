@@ -2,7 +2,7 @@
 /* The protobuf encoder's slow paths: growing the buffer, long messages, strings to repair. */
 #include <stdlib.h>
 
-#include "core/utf8.h"
+#include "internal/utf8.h"
 #include "probe/protobuf.h"
 
 bool lk__pb_grow(struct lk__pb *pb, size_t need)

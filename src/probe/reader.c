@@ -17,7 +17,7 @@
 
 #include <lowkey/probe.h>
 
-#include "core/failf.h"
+#include "internal/failf.h"
 #include "probe/probe_internal.h"
 #include "probe/reader.h"
 

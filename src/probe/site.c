@@ -18,7 +18,7 @@
 #include "key/key_internal.h"
 #include "probe/probe_internal.h"
 #include "probe/sdt_internal.h"
-#include "probe/site_names.h"
+#include "internal/site_names.h"
 
 static struct lk__rule_list rules;	/* what a trace records */
 

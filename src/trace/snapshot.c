@@ -33,7 +33,7 @@
 #include <lowkey/error.h>
 
 #include "core/error.h"
-#include "core/outfile.h"
+#include "internal/outfile.h"
 #include "probe/convert.h"
 #include "probe/probe_internal.h"
 #include "probe/progress.h"
@@ -327,7 +327,7 @@ static uint64_t tsc_rate(const struct lk__trace *t)
 /*
  * A snapshot goes to a new path or an empty directory, for CTF; to a new path or an empty regular
  * file, for JSON and Perfetto: created or opened at once, never through a symbolic link nor into
- * another user's file in a sticky directory (core/outfile.h). Its descriptor, or -errno.
+ * another user's file in a sticky directory (internal/outfile.h). Its descriptor, or -errno.
  */
 static int open_output(const char *path, bool file, bool skip)
 {

@@ -29,7 +29,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
-#include "core/outfile.h"
+#include "internal/outfile.h"
 #include "control/control_internal.h"
 #include "probe/convert.h"
 #include "probe/perfetto.h"
@@ -426,7 +426,7 @@ LK_API int lk_trace_stats(struct lk_trace_stats *stats)
  * fork() waits while another thread starts or stops a trace (the trace mutex is taken in the
  * prepare handler): a child never inherits a trace half-started or half-stopped, or its mutex
  * locked. It may be forked during a snapshot, which does not hold that mutex: the snapshot's
- * files are written through streams a child never flushes (core/outfile.h), and the snapshot's
+ * files are written through streams a child never flushes (internal/outfile.h), and the snapshot's
  * lock is made anew in the child.
  */
 static void trace_fork_prepare(void)

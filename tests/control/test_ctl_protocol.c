@@ -12,7 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "control/protocol.h"
+#include "internal/control_protocol.h"
 
 static uint8_t buf[LK_CTL_MAX_MSG + 64];
 static char err[256];

@@ -31,7 +31,7 @@
 #include <cmocka.h>
 
 #include "cli/run.h"
-#include "control/protocol.h"
+#include "internal/control_protocol.h"
 
 #define EVENTS "20000"
 

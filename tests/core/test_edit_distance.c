@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/edit_distance.h"
+#include "internal/edit_distance.h"
 
 static void counts_single_byte_edits(void **state)
 {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
-#include "core/json.h"
+#include "internal/json.h"
 
 static void expect(const char *in, const char *out)
 {

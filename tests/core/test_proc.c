@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "core/proc.h"
+#include "internal/proc.h"
 
 static void name(const char *set)
 {

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "core/stats.h"
+#include "internal/stats.h"
 
 static void none_is_nan(void **state)
 {

@@ -16,7 +16,7 @@
 #include <lowkey/counter.h>
 #include <lowkey/error.h>
 
-#include "counter/pfm.h"
+#include "internal/pfm.h"
 
 static const char *const software_names[] = {
 	"cpu-clock", "task-clock", "page-faults", "faults", "context-switches", "cs",

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "control/protocol.h"
+#include "internal/control_protocol.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

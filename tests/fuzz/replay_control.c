@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "corpus.h"
-#include "control/protocol.h"
+#include "internal/control_protocol.h"
 
 static const uint16_t types[] = { LK_CTL_RULE, LK_CTL_START, LK_CTL_STOP, LK_CTL_STATUS, LK_CTL_LIST,
 				  LK_CTL_RESULT, LK_CTL_STATUS_REPLY, LK_CTL_SITE, LK_CTL_STATS, LK_CTL_EXIT,

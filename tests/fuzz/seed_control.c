@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "control/protocol.h"
+#include "internal/control_protocol.h"
 
 static const char *dir;
 static int count;

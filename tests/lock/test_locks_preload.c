@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "lock/preload/format.h"
+#include "internal/lock_file.h"
 
 struct run {
 	int status;

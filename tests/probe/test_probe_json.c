@@ -19,7 +19,7 @@
 
 #include <lowkey/lowkey.h>
 
-#include "core/utf8.h"
+#include "internal/utf8.h"
 #include "probe/convert.h"
 #include "trace_check.h"
 

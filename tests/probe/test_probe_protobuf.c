@@ -13,7 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/utf8.h"
+#include "internal/utf8.h"
 #include "probe/protobuf.h"
 
 static void expect_bytes(const struct lk__pb *pb, const void *want, size_t n)

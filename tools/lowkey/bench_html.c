@@ -19,7 +19,7 @@
 
 #include "bench_html.h"
 #include "cli.h"
-#include "core/outfile.h"
+#include "internal/outfile.h"
 #include "html.h"
 #include "json_read.h"
 

@@ -110,7 +110,7 @@ static int convert_main(int argc, char **argv)
 			     "cannot tell which format to write from the name %s", out);
 		return LK_EXIT_USAGE;
 	}
-	/* out is created, or what is there replaced, by the conversion (core/outfile.h) */
+	/* out is created, or what is there replaced, by the conversion (internal/outfile.h) */
 	lk_status_begin("convert", !quiet);
 	rc = lk__trace_convert_progress(in, out, (enum lk_trace_format)format,
 					&(struct lk__progress_sink){ lk_status_conversion_sink,

@@ -16,8 +16,8 @@
 #include <lowkey/lowkey.h>
 
 #include "cli.h"
-#include "control/control_internal.h"
-#include "control/protocol.h"
+#include "internal/control.h"
+#include "internal/control_protocol.h"
 
 #define REPLY_TIMEOUT_MS 10000
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/utf8.h"
+#include "internal/utf8.h"
 #include "html.h"
 
 /* ---- text ---- */

@@ -15,11 +15,11 @@
 #include <lowkey/probe.h>
 
 #include "cli.h"
-#include "core/failf.h"
-#include "core/json.h"
-#include "core/utf8.h"
+#include "internal/failf.h"
+#include "internal/json.h"
+#include "internal/utf8.h"
 #include "list_events.h"
-#include "control/control_internal.h"
+#include "internal/control.h"
 #include "probe_elf.h"
 
 /*

@@ -20,8 +20,8 @@
 #include <lowkey/error.h>
 
 #include "cli.h"
-#include "core/json.h"
-#include "counter/pfm.h"
+#include "internal/json.h"
+#include "internal/pfm.h"
 #include "list_events.h"
 
 #define PMU_DIR "/sys/bus/event_source/devices"

@@ -4,7 +4,7 @@
  *
  * Runs COMMAND with liblowkey-locks.so preloaded (src/lock/preload/) and $LOWKEY_LOCKS_DIR set to
  * a private directory. Every process image of the command (fork children and exec()ed programs
- * included) writes its figures to its own file there as it goes (format.h). When COMMAND ends, the
+ * included) writes its figures to its own file there as it goes (include/internal/lock_file.h). When COMMAND ends, the
  * files are read, call sites symbolized, and a report printed per process, most waited-for lock
  * first.
  */
@@ -27,8 +27,8 @@
 
 #include "bench.h"
 #include "cli.h"
-#include "core/outfile.h"
-#include "core/utf8.h"
+#include "internal/outfile.h"
+#include "internal/utf8.h"
 #include "locks.h"
 #include "locks_html.h"
 #include "lowkey-locks-paths.h"

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../src/lock/preload/format.h"
+#include "internal/lock_file.h"
 
 struct lks_site {
 	uint64_t address;	/* the return address; 0: none */

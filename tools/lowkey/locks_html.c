@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "core/outfile.h"
+#include "internal/outfile.h"
 #include "html.h"
 #include "json_read.h"
 #include "locks_html.h"

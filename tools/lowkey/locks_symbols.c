@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * lowkey locks: naming call sites. A site is a return address in the profiled process; the
- * process wrote down where each object was loaded (format.h), so the address maps to an object
+ * process wrote down where each object was loaded (include/internal/lock_file.h), so the address maps to an object
  * and an offset, and elfutils' libdwfl turns that into a function and a file:line.
  *
  * libdw is opened at run time: without it (or without debug information) a site is still named by
@@ -21,7 +21,7 @@
 
 #include "dwfl_files.h"
 #include "dwfl_lines.h"
-#include "core/utf8.h"
+#include "internal/utf8.h"
 #include "locks.h"
 
 static struct {

@@ -9,8 +9,8 @@
 #include <lowkey/lowkey.h>
 
 #include "cli.h"
-#include "core/edit_distance.h"
-#include "core/utf8.h"
+#include "internal/edit_distance.h"
+#include "internal/utf8.h"
 #include "status.h"
 
 extern const struct lk_cli_command __start_lk_cli_commands[];

@@ -37,10 +37,10 @@
 
 #include <lowkey/probe.h>
 
-#include "core/failf.h"
-#include "core/proc.h"
-#include "core/utf8.h"
-#include "probe/site_names.h"
+#include "internal/failf.h"
+#include "internal/proc.h"
+#include "internal/utf8.h"
+#include "internal/site_names.h"
 #include "probe_elf.h"
 
 #define MAX_FILE ((off_t)4 << 30)	/* larger than any program or library lowkey reads */

@@ -20,9 +20,9 @@
 #include <lowkey/lowkey.h>
 
 #include "cli.h"
-#include "core/json.h"
-#include "core/utf8.h"
-#include "probe/probe_internal.h"
+#include "internal/json.h"
+#include "internal/utf8.h"
+#include "internal/probe.h"
 #include "probe/reader.h"
 #include "report_classes.h"
 #include "report_html.h"

@@ -25,9 +25,9 @@
 #include <lowkey/probe.h>
 
 #include "cli.h"
-#include "core/outfile.h"
+#include "internal/outfile.h"
 #include "html.h"
-#include "probe/probe_internal.h"
+#include "internal/probe.h"
 #include "probe/reader.h"
 #include "report_trace.h"
 #include "report_classes.h"

@@ -22,7 +22,7 @@
 
 #include <lowkey/probe.h>
 
-#include "core/failf.h"
+#include "internal/failf.h"
 #include "json_read.h"
 #include "report_trace.h"
 

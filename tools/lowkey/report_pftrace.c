@@ -22,7 +22,7 @@
 
 #include <lowkey/probe.h>
 
-#include "core/failf.h"
+#include "internal/failf.h"
 #include "probe/perfetto_proto.h"
 #include "pb_read.h"
 #include "report_trace.h"

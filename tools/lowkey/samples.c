@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "core/stats.h"
+#include "internal/stats.h"
 #include "samples.h"
 
 int samples_push(struct samples *s, double v)

@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "core/json.h"
-#include "control/control_internal.h"
+#include "internal/json.h"
+#include "internal/control.h"
 #include "probe_elf.h"
 #include "status.h"
 

@@ -27,8 +27,8 @@
 
 #include "bench.h"
 #include "cli.h"
-#include "core/outfile.h"
-#include "core/utf8.h"
+#include "internal/outfile.h"
+#include "internal/utf8.h"
 #include "stat.h"
 
 #define MAX_REPEAT 1000000	/* runs kept in memory for the mean and spread */

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "core/json.h"
+#include "internal/json.h"
 #include "stat.h"
 
 /* ---- which event is which ---- */

@@ -22,11 +22,11 @@
 #include <lowkey/probe.h>
 
 #include "cli.h"
-#include "core/json.h"
-#include "core/outfile.h"
-#include "control/control_internal.h"
+#include "internal/json.h"
+#include "internal/outfile.h"
+#include "internal/control.h"
 #include "probe/convert.h"
-#include "probe/probe_internal.h"
+#include "internal/probe.h"
 #include "probe/progress.h"
 #include "probe/reader.h"
 #include "report_trace.h"

@@ -28,7 +28,7 @@
 #include <lowkey/probe.h>
 
 #include "cli.h"
-#include "control/control_internal.h"
+#include "internal/control.h"
 #include "probe/convert.h"
 #include "probe_elf.h"
 #include "status.h"

@@ -20,8 +20,8 @@
 #include <lowkey/lowkey.h>
 
 #include "cli.h"
-#include "core/json.h"
-#include "core/utf8.h"
+#include "internal/json.h"
+#include "internal/utf8.h"
 #include "watch_symbols.h"
 
 static const char watch_usage[] =

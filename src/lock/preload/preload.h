@@ -25,7 +25,7 @@
 
 #include <lowkey/lock.h>	/* lk__lock_ticks(), lk__lock_self(): inline only, no link dependency */
 
-#include "format.h"
+#include "internal/lock_file.h"
 
 #define LKL_EXPORT __attribute__((visibility("default")))
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The per-process table: a file in $LOWKEY_LOCKS_DIR mapped shared, an open-addressing hash of
- * lock address -> figures (format.h).
+ * lock address -> figures (include/internal/lock_file.h).
  *
  * Start-up is a state machine moved by compare-and-swap: the first thread to need the table
  * creates it while every other thread passes straight through, so no thread ever waits here.

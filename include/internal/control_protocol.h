@@ -14,7 +14,7 @@
  * then the fields of its type, in the order its schema (protocol.c) lists them, packed, all
  * little-endian: u8, u32, i32, u64, i64, and strings as u16 length, the bytes, a NUL (the length
  * counts neither itself nor the NUL; a string holds no other NUL, and no control character: no C0,
- * DEL or C1, see core/utf8.h, since both sides print what they receive). Nothing may follow the last
+ * DEL or C1, see internal/utf8.h, since both sides print what they receive). Nothing may follow the last
  * field. Each message has exactly one encoding, so decoding then encoding gives back the input
  * byte for byte (the fuzzer checks it).
  *

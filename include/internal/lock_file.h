@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The file liblowkey-locks.so writes for each profiled process, and `lowkey locks` reads.
+ * Internal API: the file liblowkey-locks.so writes for each profiled process, and `lowkey locks` reads.
  *
  * One file per process image, "<pid>-<n>.lkl" in $LOWKEY_LOCKS_DIR, mapped MAP_SHARED: the
  * figures are in the file as they are counted, so they survive the process dying by a signal,
