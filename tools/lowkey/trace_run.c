@@ -31,7 +31,7 @@
 
 #include "cli.h"
 #include "probe/control_internal.h"
-#include "probe/convert.h"
+#include "format/convert.h"
 #include "probe_elf.h"
 #include "status.h"
 #include "trace.h"

@@ -31,9 +31,9 @@
 
 #include "core/json.h"
 #include "core/outfile.h"
-#include "probe/convert.h"
+#include "format/convert.h"
 #include "probe/probe_internal.h"
-#include "probe/reader.h"
+#include "format/ctf/reader.h"
 
 struct json_state {
 	FILE *out;

@@ -6,8 +6,8 @@
  * it, and returns 0 or -errno with a message in err: -EINVAL for a damaged trace (what came
  * before the damage is written), -errno from writing out.
  */
-#ifndef LK_PROBE_CONVERT_H
-#define LK_PROBE_CONVERT_H
+#ifndef LK_FORMAT_CONVERT_H
+#define LK_FORMAT_CONVERT_H
 
 #include <stddef.h>
 
