@@ -25,7 +25,7 @@
 
 #include "bench.h"
 #include "probe/probe_internal.h"
-#include "probe/reader.h"
+#include "format/ctf/reader.h"
 
 static const char sched_usage[] =
 	"usage: lowkey bench sched [--switches N] [--runs R] [--dir DIR] [-j|--json]\n"

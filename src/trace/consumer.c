@@ -31,7 +31,7 @@
 #include <lowkey/error.h>
 
 #include "core/error.h"
-#include "probe/perfetto.h"
+#include "format/perfetto/perfetto.h"
 #include "probe/probe_internal.h"
 
 static int stop_requested;

@@ -34,9 +34,9 @@
 
 #include "core/error.h"
 #include "internal/outfile.h"
-#include "probe/convert.h"
+#include "format/convert.h"
 #include "probe/probe_internal.h"
-#include "probe/progress.h"
+#include "format/progress.h"
 
 #define MAX_NAME_TRIES 10000
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * `lowkey report` of a JSON or Perfetto file tells its progress as the CTF reader does, through
- * lk__reader_packet_hook (report_trace.h): the file's bytes once as they are read into memory,
+ * lk__reader_packet_hook (format/trace_file.h): the file's bytes once as they are read into memory,
  * once more as they are parsed, in steps while the parse goes (not only at its end), so a status
  * line can say how far it is. Counted here, not timed: the steps depend on the bytes only.
  */
@@ -14,9 +14,9 @@
 #include <cmocka.h>
 
 #include "cli/run.h"
-#include "report_trace.h"
+#include "format/trace_file.h"
 
-#define STEP (256u << 10)	/* report_trace.c's RT_PROGRESS_STEP */
+#define STEP (256u << 10)	/* src/format/trace_file.c's RT_PROGRESS_STEP */
 
 static char scratch[] = "/tmp/lkt-report-progress-XXXXXX";
 static struct lkt_run r;
@@ -42,7 +42,7 @@ static int teardown(void **state)
 
 static void file_told_twice_in_steps(const char *format)
 {
-	struct report_trace t;
+	struct lk__trace_file t;
 	char path[1024], err[512];
 	struct stat st;
 
@@ -54,19 +54,19 @@ static void file_told_twice_in_steps(const char *format)
 
 	told = calls = 0;
 	lk__reader_packet_hook = count;
-	if (report_trace_open(&t, path, err, sizeof(err)) != 0)
+	if (lk__trace_file_open(&t, path, err, sizeof(err)) != 0)
 		fail_msg("%s: %s", path, err);
 	lk__reader_packet_hook = NULL;
 	assert_int_equal(told, 2 * (uint64_t)st.st_size);
 	/* the read (4 MiB a step) and the parse (one a step, the rest at the end) */
 	assert_true(calls >= (uint64_t)st.st_size / STEP);
-	report_trace_close(&t);
+	lk__trace_file_close(&t);
 
 	/* no hook: nothing told, the same trace */
 	told = calls = 0;
-	assert_int_equal(report_trace_open(&t, path, err, sizeof(err)), 0);
+	assert_int_equal(lk__trace_file_open(&t, path, err, sizeof(err)), 0);
 	assert_int_equal(calls, 0);
-	report_trace_close(&t);
+	lk__trace_file_close(&t);
 }
 
 static void json_file(void **state)

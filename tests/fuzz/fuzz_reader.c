@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer harness for the trace reader (src/probe/reader.c): the index parser and the stream
+ * libFuzzer harness for the trace reader (src/format/ctf/reader.c): the index parser and the stream
  * walker that `lowkey report`, the JSON conversion and the summary of a killed program run on
  * traces someone else may have written.
  *
@@ -14,7 +14,7 @@
  *   - every event the walk gives has every argument its class declares, inside its payload.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Isrc -Iinclude -Ibuild/include \
- *         tests/fuzz/fuzz_reader.c src/probe/reader.c src/probe/record.c -o fuzz_reader
+ *         tests/fuzz/fuzz_reader.c src/format/ctf/reader.c src/probe/record.c -o fuzz_reader
  *   ./fuzz_reader -max_len=16384 tests/fuzz/corpus/reader     (grows the corpus in place)
  */
 #include <errno.h>
@@ -26,7 +26,7 @@
 #include <lowkey/probe.h>
 
 #include "probe/probe_internal.h"
-#include "probe/reader.h"
+#include "format/ctf/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer harness for `lowkey report`'s readers of lowkey's JSON and Perfetto traces
- * (tools/lowkey/report_trace.c, report_json.c, report_pftrace.c, pb_read.h): an input is a file's
+ * (src/format/trace_file.c, chrome_json/read.c, perfetto/read.c, protobuf/pb_read.h): an input is a file's
  * bytes, read as `lowkey report FILE` reads them. Properties checked, besides what AddressSanitizer
  * and UBSan check:
  *   - reading returns 0, or -EINVAL or -ENOMEM with a message;
@@ -10,8 +10,8 @@
  *     payload, counters their value; a thread's switches alternate out and in, in time order.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Isrc -Iinclude -Ibuild/include \
- *         -Itools/lowkey tests/fuzz/fuzz_report.c tools/lowkey/report_trace.c tools/lowkey/report_json.c \
- *         tools/lowkey/report_pftrace.c tools/lowkey/json_read.c src/probe/reader.c src/probe/record.c \
+ *         tests/fuzz/fuzz_report.c src/format/trace_file.c src/format/chrome_json/read.c \
+ *         src/format/perfetto/read.c src/format/chrome_json/json_read.c src/format/ctf/reader.c src/probe/record.c \
  *         -lm -o fuzz_report
  *   ./fuzz_report -max_len=65536 tests/fuzz/corpus/report     (grows the corpus in place)
  */
@@ -24,7 +24,7 @@
 #include <lowkey/probe.h>
 
 #include "probe/probe_internal.h"
-#include "report_trace.h"
+#include "format/trace_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -93,19 +93,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const struct lk__reader_ops ops = { on_stream_begin, on_event, NULL };
 	struct walk_state first = { 0 }, again = { 0 };
-	struct report_trace t;
+	struct lk__trace_file t;
 	char err[512] = "";
-	int rc = report_trace_parse(&t, data, size, "input", err, sizeof(err));
+	int rc = lk__trace_file_parse(&t, data, size, "input", err, sizeof(err));
 
 	if (rc) {
 		must((rc == -EINVAL || rc == -ENOMEM) && err[0] != 0);
 		return 0;
 	}
-	must(t.format == REPORT_JSON || t.format == REPORT_PERFETTO);
-	must(report_trace_walk(&t, &ops, &first, err, sizeof(err)) == 0);
-	must(report_trace_walk(&t, &ops, &again, err, sizeof(err)) == 0);
+	must(t.format == LK__TF_JSON || t.format == LK__TF_PERFETTO);
+	must(lk__trace_file_walk(&t, &ops, &first, err, sizeof(err)) == 0);
+	must(lk__trace_file_walk(&t, &ops, &again, err, sizeof(err)) == 0);
 	must(first.events == again.events && first.events <= size);
 	must(t.r.nclasses <= LK__MAX_EVENT_ID + 1u && t.r.tsc_hz == 1000000000u);
-	report_trace_close(&t);
+	lk__trace_file_close(&t);
 	return 0;
 }

@@ -34,8 +34,8 @@
 
 #include <lowkey/lowkey.h>
 
-#include "json_read.h"
-#include "probe/reader.h"
+#include "format/chrome_json/json_read.h"
+#include "format/ctf/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -180,12 +180,12 @@ static bool json_whole(const char *path)
 	char err[256];
 	size_t len;
 	char *text = slurp(path, &len);
-	struct jr_value *doc = text ? jr_parse(text, len, err, sizeof(err)) : NULL;
-	bool ok = doc && jr_get(doc, "traceEvents") && jr_get(doc, "otherData");
+	struct lk__jr_value *doc = text ? lk__jr_parse(text, len, err, sizeof(err)) : NULL;
+	bool ok = doc && lk__jr_get(doc, "traceEvents") && lk__jr_get(doc, "otherData");
 
 	if (!ok)
 		fprintf(stderr, "%s: %s\n", path, text ? err : "empty");
-	jr_free(doc);
+	lk__jr_free(doc);
 	free(text);
 	return ok;
 }

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "corpus.h"
-#include "report_trace.h"
+#include "format/trace_file.h"
 
 static int count_event(const struct lk__event *e, void *arg)
 {
@@ -32,13 +32,13 @@ static int count_event(const struct lk__event *e, void *arg)
 static int64_t events_of(const uint8_t *data, size_t size, char *err, size_t errlen)
 {
 	const struct lk__reader_ops ops = { NULL, count_event, NULL };
-	struct report_trace t;
+	struct lk__trace_file t;
 	uint64_t n = 0;
 
-	if (report_trace_parse(&t, data, size, "input", err, errlen) != 0)
+	if (lk__trace_file_parse(&t, data, size, "input", err, errlen) != 0)
 		return -1;
-	assert_int_equal(report_trace_walk(&t, &ops, &n, err, errlen), 0);
-	report_trace_close(&t);
+	assert_int_equal(lk__trace_file_walk(&t, &ops, &n, err, errlen), 0);
+	lk__trace_file_close(&t);
 	return (int64_t)n;
 }
 

@@ -16,7 +16,7 @@
 
 #include <lowkey/lowkey.h>
 
-#include "probe/convert.h"
+#include "format/convert.h"
 
 static void nap(void)
 {

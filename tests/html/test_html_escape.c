@@ -21,7 +21,7 @@
 
 #include "cli/run.h"
 #include "html.h"
-#include "json_read.h"
+#include "format/chrome_json/json_read.h"
 
 #define HOSTILE "</svg><script>alert(1)</script>\xff"
 
@@ -113,29 +113,29 @@ static void json_is_read(void **state)
 	static const char *const bad[] = { "", "{", "[1,]", "{\"a\" 1}", "\"\\u12\"", "\"\\x\"", "1 2", "[tru]",
 					   "\"a\nb\"", "{\"a\":1,}" };
 	char err[128], deep[200];
-	struct jr_value *v;
+	struct lk__jr_value *v;
 
 	(void)state;
-	v = jr_parse(text, strlen(text), err, sizeof(err));
+	v = lk__jr_parse(text, strlen(text), err, sizeof(err));
 	assert_non_null(v);
-	assert_int_equal(jr_get(v, "a")->n, 4);
-	assert_true(jr_get(v, "a")->items[1].number == -2500);
-	assert_true(jr_get(v, "a")->items[2].boolean);
-	assert_int_equal(jr_get(v, "a")->items[3].type, JR_NULL);
-	assert_string_equal(jr_string(v, "s"), "<script> \xf0\x9f\x98\x80 \xef\xbf\xbd \"q\" \n");
-	assert_string_equal(jr_string(jr_get(v, "o"), "x"), "y");
-	assert_null(jr_get(v, "missing"));
-	assert_true(isnan(jr_number(v, "s")));
-	jr_free(v);
+	assert_int_equal(lk__jr_get(v, "a")->n, 4);
+	assert_true(lk__jr_get(v, "a")->items[1].number == -2500);
+	assert_true(lk__jr_get(v, "a")->items[2].boolean);
+	assert_int_equal(lk__jr_get(v, "a")->items[3].type, LK__JR_NULL);
+	assert_string_equal(lk__jr_string(v, "s"), "<script> \xf0\x9f\x98\x80 \xef\xbf\xbd \"q\" \n");
+	assert_string_equal(lk__jr_string(lk__jr_get(v, "o"), "x"), "y");
+	assert_null(lk__jr_get(v, "missing"));
+	assert_true(isnan(lk__jr_number(v, "s")));
+	lk__jr_free(v);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		v = jr_parse(bad[i], strlen(bad[i]), err, sizeof(err));
+		v = lk__jr_parse(bad[i], strlen(bad[i]), err, sizeof(err));
 		if (v)
 			print_error("'%s' was read\n", bad[i]);
 		assert_null(v);
 		assert_non_null(strstr(err, "JSON: "));
 	}
 	memset(deep, '[', sizeof(deep));	/* nested past the limit */
-	assert_null(jr_parse(deep, sizeof(deep), err, sizeof(err)));
+	assert_null(lk__jr_parse(deep, sizeof(deep), err, sizeof(err)));
 	assert_non_null(strstr(err, "deep"));
 }
 

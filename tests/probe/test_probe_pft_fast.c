@@ -22,10 +22,10 @@
 
 #include <lowkey/lowkey.h>
 
-#include "probe/perfetto.h"
+#include "format/perfetto/perfetto.h"
 #include "probe/probe_internal.h"
-#include "probe/protobuf.h"
-#include "probe/reader.h"
+#include "format/protobuf/protobuf.h"
+#include "format/ctf/reader.h"
 
 #define ROUNDS 4
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The Perfetto writer's protobuf encoder (src/probe/protobuf.h): varints at every length,
+ * The Perfetto writer's protobuf encoder (src/format/protobuf/protobuf.h): varints at every length,
  * fixed64, strings and bytes, nested messages whose length outgrows the byte reserved for it,
  * deep nesting, and strings repaired to UTF-8. Each is checked against the bytes the protobuf
  * encoding spec gives, decoded back by a small decoder written here.
@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "internal/utf8.h"
-#include "probe/protobuf.h"
+#include "format/protobuf/protobuf.h"
 
 static void expect_bytes(const struct lk__pb *pb, const void *want, size_t n)
 {

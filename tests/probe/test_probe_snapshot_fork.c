@@ -20,7 +20,7 @@
 
 #include <lowkey/lowkey.h>
 
-#include "json_read.h"
+#include "format/chrome_json/json_read.h"
 #include "trace_check.h"
 
 #define EVENTS 20000
@@ -95,23 +95,23 @@ static char *slurp(const char *path, size_t *len)
 /* The snapshot is JSON, and holds every event recorded (the ring is large enough for them all). */
 static void check_json(const char *path)
 {
-	const struct jr_value *events;
-	struct jr_value *doc;
+	const struct lk__jr_value *events;
+	struct lk__jr_value *doc;
 	size_t len, ticks = 0;
 	char err[256] = "", *text = slurp(path, &len);
 
-	doc = jr_parse(text, len, err, sizeof(err));
+	doc = lk__jr_parse(text, len, err, sizeof(err));
 	if (!doc)
 		fail_msg("%s is not JSON: %s", path, err);
-	events = jr_get(doc, "traceEvents");
+	events = lk__jr_get(doc, "traceEvents");
 	assert_non_null(events);
 	for (size_t i = 0; i < events->n; i++) {
-		const char *name = jr_string(&events->items[i], "name");
+		const char *name = lk__jr_string(&events->items[i], "name");
 
 		ticks += name && strcmp(name, "tick") == 0;
 	}
 	assert_int_equal(ticks, EVENTS);
-	jr_free(doc);
+	lk__jr_free(doc);
 	free(text);
 }
 

@@ -13,7 +13,7 @@
 
 #include <lowkey/probe.h>
 
-#include "probe/reader.h"
+#include "format/ctf/reader.h"
 
 struct lkt_event {
 	int tid;

@@ -3,7 +3,7 @@
  * lowkey bench NAME --html OUT: a bench's figures as one page.
  *
  * The bench runs as always with --json, its standard output going to a temporary file, and the
- * page is drawn from that JSON (json_read.c): the same figures by the same code, and no bench
+ * page is drawn from that JSON (src/format/chrome_json/json_read.c): the same figures by the same code, and no bench
  * needs a second way of reporting. Every table of the JSON is shown. Where the kernel work a bench
  * re-runs published figures for the same experiment, they are drawn beside this machine's as
  * grouped bars; what is compared with what is each bench's (the comparisons below), because each
@@ -21,7 +21,7 @@
 #include "cli.h"
 #include "internal/outfile.h"
 #include "html.h"
-#include "json_read.h"
+#include "format/chrome_json/json_read.h"
 
 bool lk_bench_html_option(int *argc, char **argv, const char **out)
 {
@@ -114,16 +114,16 @@ static int run_json(const struct lk_bench *b, int argc, char **argv, bool quiet,
 
 /* ---- every table of the JSON ---- */
 
-static void value_text(const struct jr_value *v, char *buf, size_t len)
+static void value_text(const struct lk__jr_value *v, char *buf, size_t len)
 {
 	size_t n = 0;
 
 	switch (v->type) {
-	case JR_NULL: snprintf(buf, len, "-"); break;
-	case JR_BOOL: snprintf(buf, len, "%s", v->boolean ? "yes" : "no"); break;
-	case JR_NUMBER: snprintf(buf, len, "%.6g", v->number); break;
-	case JR_STRING: snprintf(buf, len, "%s", v->string); break;
-	case JR_ARRAY:	/* of scalars: joined */
+	case LK__JR_NULL: snprintf(buf, len, "-"); break;
+	case LK__JR_BOOL: snprintf(buf, len, "%s", v->boolean ? "yes" : "no"); break;
+	case LK__JR_NUMBER: snprintf(buf, len, "%.6g", v->number); break;
+	case LK__JR_STRING: snprintf(buf, len, "%s", v->string); break;
+	case LK__JR_ARRAY:	/* of scalars: joined */
 		buf[0] = 0;
 		for (size_t i = 0; i < v->n && n + 1 < len; i++) {
 			char item[64];
@@ -132,33 +132,33 @@ static void value_text(const struct jr_value *v, char *buf, size_t len)
 			n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", item);
 		}
 		break;
-	case JR_OBJECT: snprintf(buf, len, "{...}"); break;
+	case LK__JR_OBJECT: snprintf(buf, len, "{...}"); break;
 	}
 }
 
-static bool is_object_array(const struct jr_value *v)
+static bool is_object_array(const struct lk__jr_value *v)
 {
-	return v->type == JR_ARRAY && v->n && v->items[0].type == JR_OBJECT;
+	return v->type == LK__JR_ARRAY && v->n && v->items[0].type == LK__JR_OBJECT;
 }
 
-typedef void (*leaf_fn)(const char *key, const struct jr_value *v, void *arg);
+typedef void (*leaf_fn)(const char *key, const struct lk__jr_value *v, void *arg);
 
 /* The scalars (and arrays of scalars) of obj, nested objects' as "outer.inner"; not arrays of objects. */
-static void leaves(const struct jr_value *obj, const char *prefix, leaf_fn fn, void *arg)
+static void leaves(const struct lk__jr_value *obj, const char *prefix, leaf_fn fn, void *arg)
 {
 	for (size_t i = 0; i < obj->n; i++) {
-		const struct jr_value *m = &obj->items[i];
+		const struct lk__jr_value *m = &obj->items[i];
 		char key[200];
 
 		snprintf(key, sizeof(key), "%s%s%s", prefix, *prefix ? "." : "", m->key);
-		if (m->type == JR_OBJECT)
+		if (m->type == LK__JR_OBJECT)
 			leaves(m, key, fn, arg);
 		else if (!is_object_array(m))
 			fn(key, m, arg);
 	}
 }
 
-static void leaf_row(const char *key, const struct jr_value *v, void *arg)
+static void leaf_row(const char *key, const struct lk__jr_value *v, void *arg)
 {
 	FILE *f = arg;
 	char text[2048];
@@ -175,11 +175,11 @@ static void leaf_row(const char *key, const struct jr_value *v, void *arg)
 struct columns {
 	char name[MAX_COLUMNS][200];
 	size_t n;
-	const struct jr_value *row;	/* while a row is written: its values, looked up by name */
+	const struct lk__jr_value *row;	/* while a row is written: its values, looked up by name */
 	FILE *f;
 };
 
-static void add_column(const char *key, const struct jr_value *v, void *arg)
+static void add_column(const char *key, const struct lk__jr_value *v, void *arg)
 {
 	struct columns *c = arg;
 
@@ -192,26 +192,26 @@ static void add_column(const char *key, const struct jr_value *v, void *arg)
 }
 
 /* The value at a dotted path of obj, or NULL. */
-static const struct jr_value *at_path(const struct jr_value *obj, const char *path)
+static const struct lk__jr_value *at_path(const struct lk__jr_value *obj, const char *path)
 {
 	char part[200];
 	const char *dot;
 
 	while ((dot = strchr(path, '.')) && obj) {
 		snprintf(part, sizeof(part), "%.*s", (int)(dot - path), path);
-		obj = jr_get(obj, part);
+		obj = lk__jr_get(obj, part);
 		path = dot + 1;
 	}
-	return jr_get(obj, path);
+	return lk__jr_get(obj, path);
 }
 
-static void array_table(FILE *f, const char *title, const struct jr_value *arr)
+static void array_table(FILE *f, const char *title, const struct lk__jr_value *arr)
 {
 	struct columns c = { .f = f };
 	const char *heads[MAX_COLUMNS];
 
 	for (size_t i = 0; i < arr->n; i++)
-		if (arr->items[i].type == JR_OBJECT)
+		if (arr->items[i].type == LK__JR_OBJECT)
 			leaves(&arr->items[i], "", add_column, &c);
 	for (size_t i = 0; i < c.n; i++)
 		heads[i] = c.name[i];
@@ -222,12 +222,12 @@ static void array_table(FILE *f, const char *title, const struct jr_value *arr)
 	for (size_t i = 0; i < arr->n; i++) {
 		lkh_row_begin(f);
 		for (size_t k = 0; k < c.n; k++) {
-			const struct jr_value *v = at_path(&arr->items[i], c.name[k]);
+			const struct lk__jr_value *v = at_path(&arr->items[i], c.name[k]);
 			char text[512];
 
 			if (v)
 				value_text(v, text, sizeof(text));
-			if (v && v->type == JR_NUMBER)
+			if (v && v->type == LK__JR_NUMBER)
 				lkh_cell_num(f, text);
 			else
 				lkh_cell(f, v ? text : "");
@@ -238,21 +238,21 @@ static void array_table(FILE *f, const char *title, const struct jr_value *arr)
 }
 
 /* Every array of objects in obj (through nested objects), each as a table. */
-static void array_tables(FILE *f, const struct jr_value *obj, const char *prefix)
+static void array_tables(FILE *f, const struct lk__jr_value *obj, const char *prefix)
 {
 	for (size_t i = 0; i < obj->n; i++) {
-		const struct jr_value *m = &obj->items[i];
+		const struct lk__jr_value *m = &obj->items[i];
 		char key[200];
 
 		snprintf(key, sizeof(key), "%s%s%s", prefix, *prefix ? "." : "", m->key);
 		if (is_object_array(m))
 			array_table(f, key, m);
-		else if (m->type == JR_OBJECT)
+		else if (m->type == LK__JR_OBJECT)
 			array_tables(f, m, key);
 	}
 }
 
-static void all_tables(FILE *f, const struct jr_value *root)
+static void all_tables(FILE *f, const struct lk__jr_value *root)
 {
 	static const char *const heads[] = { "figure", "value" };
 
@@ -324,10 +324,10 @@ static void fmt_rate(char *buf, size_t len, double v)
 		 v >= 1e6 ? v / 1e6 : v >= 1e3 ? v / 1e3 : v);
 }
 
-static const struct jr_value *row_named(const struct jr_value *arr, const char *key, const char *name)
+static const struct lk__jr_value *row_named(const struct lk__jr_value *arr, const char *key, const char *name)
 {
-	for (size_t i = 0; arr && arr->type == JR_ARRAY && i < arr->n; i++) {
-		const char *s = jr_string(&arr->items[i], key);
+	for (size_t i = 0; arr && arr->type == LK__JR_ARRAY && i < arr->n; i++) {
+		const char *s = lk__jr_string(&arr->items[i], key);
 
 		if (s && strcmp(s, name) == 0)
 			return &arr->items[i];
@@ -336,23 +336,23 @@ static const struct jr_value *row_named(const struct jr_value *arr, const char *
 }
 
 /* The thread CPU time vDSO patch: 100M calls of the thread CPU clock, by system call and by its vDSO */
-static void cputime(FILE *f, const struct jr_value *root)
+static void cputime(FILE *f, const struct lk__jr_value *root)
 {
 	struct comparison c = { .title = "vDSO thread CPU time patch: 100M reads of the thread's CPU time",
 				.series = { "here", "the patch" }, .nseries = 2, .log = true, .fmt = fmt_seconds };
-	const struct jr_value *cost = jr_get(root, "cost"), *seed = jr_get(root, "published_s_per_100M_calls");
+	const struct lk__jr_value *cost = lk__jr_get(root, "cost"), *seed = lk__jr_get(root, "published_s_per_100M_calls");
 
 	add_group(&c, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)",
-		  (double[]){ jr_number(row_named(cost, "row", "clock_gettime_thread"), "s_per_100M_calls"),
-			      jr_number(seed, "syscall") });
+		  (double[]){ lk__jr_number(row_named(cost, "row", "clock_gettime_thread"), "s_per_100M_calls"),
+			      lk__jr_number(seed, "syscall") });
 	add_group(&c, "lk_thread_cputime_ns (the patch: its vDSO)",
-		  (double[]){ jr_number(row_named(cost, "row", "lk_thread_cputime_ns"), "s_per_100M_calls"),
-			      jr_number(seed, "vdso_patch") });
+		  (double[]){ lk__jr_number(row_named(cost, "row", "lk_thread_cputime_ns"), "s_per_100M_calls"),
+			      lk__jr_number(seed, "vdso_patch") });
 	draw(f, &c);
 }
 
 /* The jump_label article: each loop relative to the NOP loop, on three architectures; ours here */
-static void branch(FILE *f, const struct jr_value *root)
+static void branch(FILE *f, const struct lk__jr_value *root)
 {
 	static const char *const arch[] = { "mips64", "aarch64", "riscv" };
 	struct comparison c = { .title = "RISC-V jump_label article: each loop's time relative to the NOP loop",
@@ -360,45 +360,45 @@ static void branch(FILE *f, const struct jr_value *root)
 				.nseries = 4, .fmt = fmt_ratio,
 				.note = "The article published seconds for its own loop count on three architectures, "
 					"this bench nanoseconds per iteration here: both as ratios to their own NOP loop." };
-	const struct jr_value *loop = jr_get(root, "loop"), *nop = row_named(loop, "row", "nop (5-byte)");
+	const struct lk__jr_value *loop = lk__jr_get(root, "loop"), *nop = row_named(loop, "row", "nop (5-byte)");
 
-	for (size_t i = 0; loop && loop->type == JR_ARRAY && i < loop->n; i++) {
-		const struct jr_value *r = &loop->items[i], *seed = jr_get(r, "published_s");
-		double v[4] = { jr_number(r, "x_nop") };
+	for (size_t i = 0; loop && loop->type == LK__JR_ARRAY && i < loop->n; i++) {
+		const struct lk__jr_value *r = &loop->items[i], *seed = lk__jr_get(r, "published_s");
+		double v[4] = { lk__jr_number(r, "x_nop") };
 		bool published = false;
 
 		for (int a = 0; a < 3; a++) {
-			v[a + 1] = jr_number(seed, arch[a]) / jr_number(jr_get(nop, "published_s"), arch[a]);
+			v[a + 1] = lk__jr_number(seed, arch[a]) / lk__jr_number(lk__jr_get(nop, "published_s"), arch[a]);
 			published |= isfinite(v[a + 1]);
 		}
-		if (published && jr_string(r, "row"))
-			add_group(&c, jr_string(r, "row"), v);
+		if (published && lk__jr_string(r, "row"))
+			add_group(&c, lk__jr_string(r, "row"), v);
 	}
 	draw(f, &c);
 }
 
 /* Kernel commit 0912037fec: perf bench breakpoint thread, microseconds per operation */
-static void breakpoint(FILE *f, const struct jr_value *root)
+static void breakpoint(FILE *f, const struct lk__jr_value *root)
 {
 	struct comparison c = { .title = "kernel commit 0912037fec: breakpoint thread, time per operation",
 				.series = { "here", "commit 0912037fec" }, .nseries = 2, .fmt = fmt_us, .log = true,
 				.note = "The commit ran perf bench -r 30 breakpoint thread -b 4 -p 64 -t 64 on 256 CPUs; "
 					"the figures above it were measured here with the parameters in the table." };
-	const struct jr_value *rows = jr_get(root, "rows"), *seed = jr_get(root, "published");
+	const struct lk__jr_value *rows = lk__jr_get(root, "rows"), *seed = lk__jr_get(root, "published");
 
-	for (size_t i = 0; rows && rows->type == JR_ARRAY && i < rows->n; i++)
-		if (jr_string(&rows->items[i], "row"))
-			add_group(&c, jr_string(&rows->items[i], "row"),
-				  (double[]){ jr_number(&rows->items[i], "usecs_per_op"), NAN });
-	for (size_t i = 0; seed && seed->type == JR_ARRAY && i < seed->n; i++)
-		if (jr_string(&seed->items[i], "row"))
-			add_group(&c, jr_string(&seed->items[i], "row"),
-				  (double[]){ NAN, jr_number(&seed->items[i], "usecs_per_op") });
+	for (size_t i = 0; rows && rows->type == LK__JR_ARRAY && i < rows->n; i++)
+		if (lk__jr_string(&rows->items[i], "row"))
+			add_group(&c, lk__jr_string(&rows->items[i], "row"),
+				  (double[]){ lk__jr_number(&rows->items[i], "usecs_per_op"), NAN });
+	for (size_t i = 0; seed && seed->type == LK__JR_ARRAY && i < seed->n; i++)
+		if (lk__jr_string(&seed->items[i], "row"))
+			add_group(&c, lk__jr_string(&seed->items[i], "row"),
+				  (double[]){ NAN, lk__jr_number(&seed->items[i], "usecs_per_op") });
 	draw(f, &c);
 }
 
 /* The perf_counter context-swap patch: lmbench lat_ctx with and without counters, per ring size */
-static void ctx(FILE *f, const struct jr_value *root)
+static void ctx(FILE *f, const struct lk__jr_value *root)
 {
 	static const char *const configs[3][5] = {
 		{ "no counters", "none", "", "unmodified_none", "patched_none" },
@@ -411,69 +411,69 @@ static void ctx(FILE *f, const struct jr_value *root)
 					    "kernel before the patch", "kernel with the patch" },
 				.nseries = 4, .fmt = fmt_us,
 				.note = "Without counters there is one figure here: it is drawn as the first." };
-	const struct jr_value *lat = jr_get(root, "lat_ctx_us");
+	const struct lk__jr_value *lat = lk__jr_get(root, "lat_ctx_us");
 
-	for (size_t i = 0; lat && lat->type == JR_ARRAY && i < lat->n; i++) {
-		const struct jr_value *r = &lat->items[i], *seed = jr_get(r, "published");
+	for (size_t i = 0; lat && lat->type == LK__JR_ARRAY && i < lat->n; i++) {
+		const struct lk__jr_value *r = &lat->items[i], *seed = lk__jr_get(r, "published");
 
 		for (int k = 0; k < 3; k++) {
 			char label[160];
 
-			snprintf(label, sizeof(label), "%.0f processes, %s", jr_number(r, "processes"), configs[k][0]);
-			add_group(&c, label, (double[]){ jr_number(jr_get(r, configs[k][1]), "mean"),
-							 jr_number(jr_get(r, configs[k][2]), "mean"),
-							 jr_number(seed, configs[k][3]), jr_number(seed, configs[k][4]) });
+			snprintf(label, sizeof(label), "%.0f processes, %s", lk__jr_number(r, "processes"), configs[k][0]);
+			add_group(&c, label, (double[]){ lk__jr_number(lk__jr_get(r, configs[k][1]), "mean"),
+							 lk__jr_number(lk__jr_get(r, configs[k][2]), "mean"),
+							 lk__jr_number(seed, configs[k][3]), lk__jr_number(seed, configs[k][4]) });
 		}
 	}
 	draw(f, &c);
 }
 
 /* The ipc/sem.c contention RFC: sembench, worker burns per second */
-static void sem(FILE *f, const struct jr_value *root)
+static void sem(FILE *f, const struct lk__jr_value *root)
 {
 	struct comparison c = { .title = "ipc/sem.c contention RFC: sembench, worker burns per second",
 				.series = { "here", "the RFC" }, .nseries = 2, .fmt = fmt_rate,
 				.note = "The RFC ran ./sembench -t 250 -w 64 -o 0 -r 30 on a 4-core AMD Phenom, before "
 					"and after its series; the modes above it ran here with the parameters in the table." };
-	const struct jr_value *runs = jr_get(root, "sembench"), *seed = jr_get(root, "published");
+	const struct lk__jr_value *runs = lk__jr_get(root, "sembench"), *seed = lk__jr_get(root, "published");
 	char label[160];
 
-	for (size_t i = 0; runs && runs->type == JR_ARRAY && i < runs->n; i++) {
-		snprintf(label, sizeof(label), "here: %s", jr_string(&runs->items[i], "mode") ? jr_string(&runs->items[i], "mode") : "?");
-		add_group(&c, label, (double[]){ jr_number(&runs->items[i], "worker_burns_per_s"), NAN });
+	for (size_t i = 0; runs && runs->type == LK__JR_ARRAY && i < runs->n; i++) {
+		snprintf(label, sizeof(label), "here: %s", lk__jr_string(&runs->items[i], "mode") ? lk__jr_string(&runs->items[i], "mode") : "?");
+		add_group(&c, label, (double[]){ lk__jr_number(&runs->items[i], "worker_burns_per_s"), NAN });
 	}
-	for (size_t i = 0; seed && seed->type == JR_ARRAY && i < seed->n; i++) {
-		snprintf(label, sizeof(label), "the RFC: %s", jr_string(&seed->items[i], "when") ? jr_string(&seed->items[i], "when") : "?");
-		add_group(&c, label, (double[]){ NAN, jr_number(&seed->items[i], "worker_burns_per_s") });
+	for (size_t i = 0; seed && seed->type == LK__JR_ARRAY && i < seed->n; i++) {
+		snprintf(label, sizeof(label), "the RFC: %s", lk__jr_string(&seed->items[i], "when") ? lk__jr_string(&seed->items[i], "when") : "?");
+		add_group(&c, label, (double[]){ NAN, lk__jr_number(&seed->items[i], "worker_burns_per_s") });
 	}
 	draw(f, &c);
 }
 
 /* no published figure: lowkey's probe beside LTTng-UST's tracepoint, measured together here */
-static void probe(FILE *f, const struct jr_value *root)
+static void probe(FILE *f, const struct lk__jr_value *root)
 {
 	struct comparison c = { .title = "cost per event: lowkey beside LTTng-UST, both here",
 				.series = { "lowkey", "LTTng-UST" }, .nseries = 2, .fmt = lkh_fmt_ns,
 				.note = "No kernel work published a figure for this; LTTng-UST is the tool it is compared with "
 					"(none where it is not installed)." };
-	const struct jr_value *ns = jr_get(root, "ns_per_event");
+	const struct lk__jr_value *ns = lk__jr_get(root, "ns_per_event");
 
-	add_group(&c, "disabled", (double[]){ jr_number(ns, "disabled"), jr_number(ns, "lttng_disabled") });
-	add_group(&c, "enabled", (double[]){ jr_number(ns, "enabled_two_ints"), jr_number(ns, "lttng_enabled") });
+	add_group(&c, "disabled", (double[]){ lk__jr_number(ns, "disabled"), lk__jr_number(ns, "lttng_disabled") });
+	add_group(&c, "enabled", (double[]){ lk__jr_number(ns, "enabled_two_ints"), lk__jr_number(ns, "lttng_enabled") });
 	draw(f, &c);
 }
 
 static const struct {
 	const char *bench;	/* the JSON's "bench" */
-	void (*draw)(FILE *f, const struct jr_value *root);
+	void (*draw)(FILE *f, const struct lk__jr_value *root);
 } comparisons[] = {
 	{ "cputime", cputime }, { "branch", branch }, { "breakpoint thread", breakpoint },
 	{ "ctx", ctx },		{ "sem", sem },	      { "probe", probe },
 };
 
-static void page(FILE *f, const struct lk_bench *b, int argc, char **argv, const struct jr_value *root)
+static void page(FILE *f, const struct lk_bench *b, int argc, char **argv, const struct lk__jr_value *root)
 {
-	const char *bench = jr_string(root, "bench");
+	const char *bench = lk__jr_string(root, "bench");
 	char title[200], cmd[1024] = "lowkey bench";
 	size_t n = strlen(cmd);
 	bool compared = false;
@@ -482,7 +482,7 @@ static void page(FILE *f, const struct lk_bench *b, int argc, char **argv, const
 		n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, " %s", argv[i]);
 	snprintf(title, sizeof(title), "lowkey bench %s", bench ? bench : b->name);
 	lkh_page_begin(f, title);
-	lkh_paraf(f, "%s. Measured on %s by `%s`.", b->summary, jr_string(root, "machine") ? jr_string(root, "machine") : "?",
+	lkh_paraf(f, "%s. Measured on %s by `%s`.", b->summary, lk__jr_string(root, "machine") ? lk__jr_string(root, "machine") : "?",
 		  cmd);
 	for (size_t i = 0; bench && i < sizeof(comparisons) / sizeof(comparisons[0]); i++)
 		if (strcmp(bench, comparisons[i].bench) == 0) {
@@ -497,7 +497,7 @@ static void page(FILE *f, const struct lk_bench *b, int argc, char **argv, const
 
 int lk_bench_html(const struct lk_bench *b, int argc, char **argv, const char *out_path, bool quiet)
 {
-	struct jr_value *root;
+	struct lk__jr_value *root;
 	char *json = NULL, err[256];
 	size_t len = 0;
 	FILE *f;
@@ -509,7 +509,7 @@ int lk_bench_html(const struct lk_bench *b, int argc, char **argv, const char *o
 		free(json);
 		return rc;
 	}
-	root = jr_parse(json, len, err, sizeof(err));
+	root = lk__jr_parse(json, len, err, sizeof(err));
 	free(json);
 	if (!root) {
 		lk_cli_error("bench", NULL, "cannot read back the figures of %s for the page: %s", b->name, err);
@@ -518,7 +518,7 @@ int lk_bench_html(const struct lk_bench *b, int argc, char **argv, const char *o
 	f = strcmp(out_path, "-") == 0 ? stdout : lk__out_fopen(out_path, err, sizeof(err));
 	if (!f) {
 		lk_cli_error("bench", "choose a writable place with --html", "%s", err);
-		jr_free(root);
+		lk__jr_free(root);
 		return LK_EXIT_FAIL;
 	}
 	page(f, b, argc, argv, root);
@@ -527,6 +527,6 @@ int lk_bench_html(const struct lk_bench *b, int argc, char **argv, const char *o
 		rc = -errno;
 	if (rc)
 		lk_cli_error("bench", NULL, "writing %s failed: %s", out_path, strerror(-rc));
-	jr_free(root);
+	lk__jr_free(root);
 	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * lowkey convert: a lowkey CTF trace into CTF (a copy), Chrome JSON or Perfetto protobuf, with the
- * converters the library runs at lk_trace_stop (src/probe/convert.h).
+ * converters the library runs at lk_trace_stop (src/format/convert.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "probe/convert.h"
-#include "probe/progress.h"
+#include "format/convert.h"
+#include "format/progress.h"
 #include "status.h"
 
 static const char convert_usage[] =

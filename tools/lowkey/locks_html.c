@@ -4,7 +4,7 @@
  * bar chart of their wait and hold times, and the table `lowkey locks` prints, call sites included.
  *
  * The page is drawn from the report's JSON (the same figures as --json, by the same code), read
- * back with json_read.c: call sites hold whatever names a program's symbols have, and are escaped.
+ * back with src/format/chrome_json/json_read.c: call sites hold whatever names a program's symbols have, and are escaped.
  */
 #include <errno.h>
 #include <math.h>
@@ -15,46 +15,46 @@
 #include "cli.h"
 #include "internal/outfile.h"
 #include "html.h"
-#include "json_read.h"
+#include "format/chrome_json/json_read.h"
 #include "locks_html.h"
 
 /* "function (file:line)", "function (module)", "module+0x1a2b" or "?": as lowkey locks prints it */
-static void site_string(const struct jr_value *site, char *buf, size_t len)
+static void site_string(const struct lk__jr_value *site, char *buf, size_t len)
 {
-	const char *function = jr_string(site, "function"), *file = jr_string(site, "file");
-	const char *module = jr_string(site, "module");
+	const char *function = lk__jr_string(site, "function"), *file = lk__jr_string(site, "file");
+	const char *module = lk__jr_string(site, "module");
 
-	if (!site || site->type != JR_OBJECT)
+	if (!site || site->type != LK__JR_OBJECT)
 		snprintf(buf, len, "?");
 	else if (function && file)
-		snprintf(buf, len, "%s (%s:%.0f)", function, file, jr_number(site, "line"));
+		snprintf(buf, len, "%s (%s:%.0f)", function, file, lk__jr_number(site, "line"));
 	else if (function)
 		snprintf(buf, len, "%s (%s)", function, module ? module : "?");
 	else if (module)
-		snprintf(buf, len, "%s+0x%llx", module, (unsigned long long)jr_number(site, "offset"));
+		snprintf(buf, len, "%s+0x%llx", module, (unsigned long long)lk__jr_number(site, "offset"));
 	else
-		snprintf(buf, len, "%s", jr_string(site, "address") ? jr_string(site, "address") : "?");
+		snprintf(buf, len, "%s", lk__jr_string(site, "address") ? lk__jr_string(site, "address") : "?");
 }
 
 /* The call site a lock is named by: its first contended acquisition's, else its first one's. */
-static void lock_site(const struct jr_value *lock, char *buf, size_t len, bool *contended)
+static void lock_site(const struct lk__jr_value *lock, char *buf, size_t len, bool *contended)
 {
-	const struct jr_value *site = jr_get(lock, "site");
+	const struct lk__jr_value *site = lk__jr_get(lock, "site");
 
-	*contended = site && site->type == JR_OBJECT;
-	site_string(*contended ? site : jr_get(lock, "first_site"), buf, len);
+	*contended = site && site->type == LK__JR_OBJECT;
+	site_string(*contended ? site : lk__jr_get(lock, "first_site"), buf, len);
 }
 
-static void lock_label(const struct jr_value *lock, size_t i, char *buf, size_t len)
+static void lock_label(const struct lk__jr_value *lock, size_t i, char *buf, size_t len)
 {
 	char site[600];
 	bool contended;
 
 	lock_site(lock, site, sizeof(site), &contended);
-	snprintf(buf, len, "#%zu %s, %s", i + 1, jr_string(lock, "kind") ? jr_string(lock, "kind") : "lock", site);
+	snprintf(buf, len, "#%zu %s, %s", i + 1, lk__jr_string(lock, "kind") ? lk__jr_string(lock, "kind") : "lock", site);
 }
 
-static void wait_chart(FILE *f, const struct jr_value *top, const char *title)
+static void wait_chart(FILE *f, const struct lk__jr_value *top, const char *title)
 {
 	static const char *const series[] = { "waiting (total)", "held (total)" };
 	size_t n = top->n;
@@ -68,8 +68,8 @@ static void wait_chart(FILE *f, const struct jr_value *top, const char *title)
 		for (size_t i = 0; i < n; i++) {
 			lock_label(&top->items[i], i, labels[i], sizeof(labels[i]));
 			groups[i] = labels[i];
-			values[2 * i] = jr_number(&top->items[i], "wait_total_ns");
-			values[2 * i + 1] = jr_number(&top->items[i], "hold_total_ns");
+			values[2 * i] = lk__jr_number(&top->items[i], "wait_total_ns");
+			values[2 * i + 1] = lk__jr_number(&top->items[i], "hold_total_ns");
 		}
 		lkh_bar_chart(f, &(struct lkh_bars){ title, series, 2, groups, n, values, true, lkh_fmt_ns });
 	}
@@ -78,15 +78,15 @@ static void wait_chart(FILE *f, const struct jr_value *top, const char *title)
 	free(values);
 }
 
-static void ns_cell(FILE *f, const struct jr_value *lock, const char *key)
+static void ns_cell(FILE *f, const struct lk__jr_value *lock, const char *key)
 {
 	char buf[32];
 
-	lkh_fmt_ns(buf, sizeof(buf), jr_number(lock, key));
+	lkh_fmt_ns(buf, sizeof(buf), lk__jr_number(lock, key));
 	lkh_cell_num(f, buf);
 }
 
-static void lock_table(FILE *f, const struct jr_value *top)
+static void lock_table(FILE *f, const struct lk__jr_value *top)
 {
 	static const char *const cols[] = { "#", "lock and call site", "acquired", "contended", "wait total",
 					    "max", "mean", "held total", "max", "mean", "owner changes",
@@ -94,7 +94,7 @@ static void lock_table(FILE *f, const struct jr_value *top)
 
 	lkh_table_begin(f, cols, sizeof(cols) / sizeof(cols[0]));
 	for (size_t i = 0; i < top->n; i++) {
-		const struct jr_value *lock = &top->items[i];
+		const struct lk__jr_value *lock = &top->items[i];
 		char site[600];
 		bool contended;
 
@@ -102,47 +102,47 @@ static void lock_table(FILE *f, const struct jr_value *top)
 		lkh_row_begin(f);
 		lkh_cellf(f, "%zu", i + 1);
 		fputs("<td>", f);
-		lkh_textf(f, "%s %s%s", jr_string(lock, "kind") ? jr_string(lock, "kind") : "?",
-			  jr_string(lock, "address") ? jr_string(lock, "address") : "?",
-			  jr_get(lock, "destroyed") && jr_get(lock, "destroyed")->boolean ? " (gone)" : "");
+		lkh_textf(f, "%s %s%s", lk__jr_string(lock, "kind") ? lk__jr_string(lock, "kind") : "?",
+			  lk__jr_string(lock, "address") ? lk__jr_string(lock, "address") : "?",
+			  lk__jr_get(lock, "destroyed") && lk__jr_get(lock, "destroyed")->boolean ? " (gone)" : "");
 		fputs("<br><code>", f);
 		lkh_text(f, site);
 		fputs("</code>", f);
 		if (!contended)
 			lkh_text(f, " (never contended: its first acquisition)");
 		fputs("</td>", f);
-		lkh_cellf(f, "%.0f", jr_number(lock, "acquisitions"));
-		lkh_cellf(f, "%.0f (%.1f%%)", jr_number(lock, "contended"), jr_number(lock, "contended_pct"));
+		lkh_cellf(f, "%.0f", lk__jr_number(lock, "acquisitions"));
+		lkh_cellf(f, "%.0f (%.1f%%)", lk__jr_number(lock, "contended"), lk__jr_number(lock, "contended_pct"));
 		ns_cell(f, lock, "wait_total_ns");
 		ns_cell(f, lock, "wait_max_ns");
 		ns_cell(f, lock, "wait_mean_ns");
 		ns_cell(f, lock, "hold_total_ns");
 		ns_cell(f, lock, "hold_max_ns");
 		ns_cell(f, lock, "hold_mean_ns");
-		lkh_cellf(f, "%.0f", jr_number(lock, "owner_changes"));
-		lkh_cellf(f, "%.2f", jr_number(lock, "wait_per_mille_cpu"));
+		lkh_cellf(f, "%.0f", lk__jr_number(lock, "owner_changes"));
+		lkh_cellf(f, "%.2f", lk__jr_number(lock, "wait_per_mille_cpu"));
 		lkh_row_end(f);
 	}
 	lkh_table_end(f);
 }
 
-static void process(FILE *f, const struct jr_value *p)
+static void process(FILE *f, const struct lk__jr_value *p)
 {
-	const struct jr_value *top = jr_get(p, "top"), *exited = jr_get(p, "exited");
-	const char *command = jr_string(p, "command");
+	const struct lk__jr_value *top = lk__jr_get(p, "top"), *exited = lk__jr_get(p, "exited");
+	const char *command = lk__jr_string(p, "command");
 	char heading[400], wait[32], duration[32], title[500];
-	double acq = jr_number(p, "acquisitions"), contended = jr_number(p, "contended");
+	double acq = lk__jr_number(p, "acquisitions"), contended = lk__jr_number(p, "contended");
 
-	snprintf(heading, sizeof(heading), "%s (pid %.0f)", command && *command ? command : "?", jr_number(p, "pid"));
-	lkh_fmt_ns(wait, sizeof(wait), jr_number(p, "wait_total_ns"));
-	lkh_fmt_ns(duration, sizeof(duration), jr_number(p, "duration_ns"));
+	snprintf(heading, sizeof(heading), "%s (pid %.0f)", command && *command ? command : "?", lk__jr_number(p, "pid"));
+	lkh_fmt_ns(wait, sizeof(wait), lk__jr_number(p, "wait_total_ns"));
+	lkh_fmt_ns(duration, sizeof(duration), lk__jr_number(p, "duration_ns"));
 	lkh_section(f, heading, NULL);
 	lkh_paraf(f, "%s%s on %.0f CPUs: %.0f locks, %.0f acquisitions, %.0f contended (%.2f%%), %s waiting = "
 		     "%.1f/1000 of CPU time. Hold times: one hold in %.0f timed.", duration,
-		  exited && exited->boolean ? "" : " (did not exit: killed or exec'd)", jr_number(p, "cpus"),
-		  jr_number(p, "locks"), acq, contended, acq > 0 ? 100.0 * contended / acq : 0.0, wait,
-		  jr_number(p, "wait_per_mille_cpu"), jr_number(p, "hold_sampling"));
-	if (!top || top->type != JR_ARRAY || !top->n) {
+		  exited && exited->boolean ? "" : " (did not exit: killed or exec'd)", lk__jr_number(p, "cpus"),
+		  lk__jr_number(p, "locks"), acq, contended, acq > 0 ? 100.0 * contended / acq : 0.0, wait,
+		  lk__jr_number(p, "wait_per_mille_cpu"), lk__jr_number(p, "hold_sampling"));
+	if (!top || top->type != LK__JR_ARRAY || !top->n) {
 		lkh_para(f, "No lock was taken.");
 		return;
 	}
@@ -151,27 +151,27 @@ static void process(FILE *f, const struct jr_value *p)
 	lock_table(f, top);
 }
 
-static void page(FILE *f, const struct jr_value *root)
+static void page(FILE *f, const struct lk__jr_value *root)
 {
-	const struct jr_value *procs = jr_get(root, "processes");
+	const struct lk__jr_value *procs = lk__jr_get(root, "processes");
 	char title[300];
 
-	snprintf(title, sizeof(title), "lowkey locks: %s", jr_string(root, "command") ? jr_string(root, "command") : "?");
+	snprintf(title, sizeof(title), "lowkey locks: %s", lk__jr_string(root, "command") ? lk__jr_string(root, "command") : "?");
 	lkh_page_begin(f, title);
-	if (jr_get(root, "exit_status"))
-		lkh_paraf(f, "The command exited with status %.0f.", jr_number(root, "exit_status"));
+	if (lk__jr_get(root, "exit_status"))
+		lkh_paraf(f, "The command exited with status %.0f.", lk__jr_number(root, "exit_status"));
 	else
-		lkh_paraf(f, "The command was killed by signal %.0f.", jr_number(root, "signal"));
+		lkh_paraf(f, "The command was killed by signal %.0f.", lk__jr_number(root, "signal"));
 	lkh_para(f, "Per process, the locks most waited for: each is named by its address and the call site of "
 		    "its first contended acquisition. Hover a bar for its figure.");
-	for (size_t i = 0; procs && procs->type == JR_ARRAY && i < procs->n; i++)
+	for (size_t i = 0; procs && procs->type == LK__JR_ARRAY && i < procs->n; i++)
 		process(f, &procs->items[i]);
 }
 
 int lk_locks_html(const char *json, size_t len, const char *out_path)
 {
 	char err[256];
-	struct jr_value *root = jr_parse(json, len, err, sizeof(err));
+	struct lk__jr_value *root = lk__jr_parse(json, len, err, sizeof(err));
 	FILE *f;
 	int rc;
 
@@ -182,7 +182,7 @@ int lk_locks_html(const char *json, size_t len, const char *out_path)
 	f = strcmp(out_path, "-") == 0 ? stdout : lk__out_fopen(out_path, err, sizeof(err));
 	if (!f) {
 		lk_cli_error("locks", "choose a writable place with --html", "%s", err);
-		jr_free(root);
+		lk__jr_free(root);
 		return LK_EXIT_FAIL;
 	}
 	page(f, root);
@@ -191,6 +191,6 @@ int lk_locks_html(const char *json, size_t len, const char *out_path)
 		rc = -errno;
 	if (rc)
 		lk_cli_error("locks", NULL, "writing %s failed: %s", out_path, strerror(-rc));
-	jr_free(root);
+	lk__jr_free(root);
 	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * lowkey report TRACE: what a lowkey trace holds, summarized, from any of its formats: a CTF
- * directory, lowkey's Chrome JSON or its Perfetto protobuf (report_trace.h reads them alike).
+ * directory, lowkey's Chrome JSON or its Perfetto protobuf (format/trace_file.h reads them alike).
  *
  * Events by name with counts and rates; spans paired per thread (nested spans with a stack; an
  * end closes the latest open begin of its name) with their durations by wall time and, where the
@@ -23,11 +23,11 @@
 #include "internal/json.h"
 #include "internal/utf8.h"
 #include "internal/probe.h"
-#include "probe/reader.h"
+#include "format/ctf/reader.h"
 #include "report_classes.h"
 #include "report_html.h"
 #include "report_spans.h"
-#include "report_trace.h"
+#include "format/trace_file.h"
 #include "samples.h"
 #include "status.h"
 
@@ -75,14 +75,14 @@ struct per_thread {
 
 struct report {
 	struct lk__trace_reader *r;
-	const struct report_trace *t;
+	const struct lk__trace_file *t;
 	struct per_class *classes;	/* by id: a name's figures are in its first id's */
 	uint32_t *first;		/* by id: the first id of the same provider:event and kind */
 	uint32_t *rows;			/* class ids by provider, event and kind: the order rows print in */
 	size_t nrows;
 	struct per_thread *threads, *current;	/* threads: the latest first */
 	struct per_thread **by_index;		/* by_index[of_tid[tid]] */
-	struct rt_map of_tid;
+	struct lk__tf_map of_tid;
 	size_t nthreads, capthreads;
 	struct rs_index spans;
 	uint64_t events, lost, first_tsc, last_tsc, unmatched_ends, open_at_end;
@@ -122,7 +122,7 @@ static int stream_begin(const struct lk__stream_info *s, void *arg)
 	struct per_thread *t;
 	uint32_t i;
 
-	if (rt_map_get(&rep->of_tid, (uint64_t)(uint32_t)s->tid, &i)) {
+	if (lk__tf_map_get(&rep->of_tid, (uint64_t)(uint32_t)s->tid, &i)) {
 		rep->current = rep->by_index[i];
 		return 0;
 	}
@@ -131,7 +131,7 @@ static int stream_begin(const struct lk__stream_info *s, void *arg)
 		      sizeof(t)))
 		return -ENOMEM;
 	t = calloc(1, sizeof(*t));
-	if (!t || rt_map_put(&rep->of_tid, (uint64_t)(uint32_t)s->tid, (uint32_t)rep->nthreads - 1)) {
+	if (!t || lk__tf_map_put(&rep->of_tid, (uint64_t)(uint32_t)s->tid, (uint32_t)rep->nthreads - 1)) {
 		free(t);
 		rep->nthreads--;
 		return -ENOMEM;
@@ -397,11 +397,11 @@ static void json_split(const struct split *x)
 /* What a JSON or Perfetto trace cannot say that its CTF could. */
 static void print_format_notes(const struct report *rep)
 {
-	const struct report_trace *t = rep->t;
+	const struct lk__trace_file *t = rep->t;
 
 	printf("  read from lowkey's %s output, which carries no count of bytes left out of streams cut short%s\n",
 	       t->format_name, rep->r->sched ? " nor of context switches the kernel lost" : "");
-	if (t->format == REPORT_JSON && rep->r->sched)
+	if (t->format == LK__TF_JSON && rep->r->sched)
 		printf("  JSON has the intervals off the CPU, not the switches: a switch out with no switch in after "
 		       "it (the trace or the thread ended) is not in it\n");
 	if (t->nonfinite_counters)
@@ -422,7 +422,7 @@ static void print_text(struct report *rep, const char *path)
 		printf("  not counted as events: %" PRIu64 " thread-name records, %" PRIu64 " context-switch "
 		       "records (a CTF reader such as babeltrace2 counts them as events)\n",
 		       rep->thread_names, rep->switch_records);
-	if (rep->t->format != REPORT_CTF)
+	if (rep->t->format != LK__TF_CTF)
 		print_format_notes(rep);
 	if (rep->lost && r->overwrite) {
 		uint64_t dropped = r->dropped < rep->lost ? r->dropped : rep->lost;
@@ -520,14 +520,14 @@ static void json_count(bool known, uint64_t n)
 static void print_json(struct report *rep, const char *path)
 {
 	struct lk__trace_reader *r = rep->r;
-	bool first = true, ctf = rep->t->format == REPORT_CTF;
+	bool first = true, ctf = rep->t->format == LK__TF_CTF;
 
 	printf("{\"trace\":");
 	lk__json_string(stdout, path);
 	printf(",\"procname\":");
 	lk__json_string(stdout, r->procname);
 	printf(",\"format\":\"%s\",\"pid\":%d,\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"truncated_streams\":",
-	       ctf ? "ctf" : rep->t->format == REPORT_JSON ? "json" : "perfetto", r->pid, rep->events, rep->lost);
+	       ctf ? "ctf" : rep->t->format == LK__TF_JSON ? "json" : "perfetto", r->pid, rep->events, rep->lost);
 	json_count(ctf, r->truncated_streams);	/* null: the format does not carry it */
 	printf(",\"cputime\":%s,\"sched\":%s,", r->cputime ? "true" : "false", r->sched ? "true" : "false");
 	if (r->sched) {
@@ -622,7 +622,7 @@ static void free_report(struct report *rep)
 	free(rep->first);
 	free(rep->rows);
 	free(rep->by_index);
-	rt_map_free(&rep->of_tid);
+	lk__tf_map_free(&rep->of_tid);
 	rs_free(&rep->spans);
 }
 
@@ -647,7 +647,7 @@ static int report_run(int argc, char **argv)
 					      { "quiet", no_argument, NULL, 'q' },
 					      { NULL, 0, NULL, 0 } };
 	const struct lk__reader_ops ops = { stream_begin, on_event, stream_end };
-	struct report_trace t;
+	struct lk__trace_file t;
 	struct report rep = { 0 };
 	bool json = false, quiet = false;
 	const char *html = NULL;
@@ -676,7 +676,7 @@ static int report_run(int argc, char **argv)
 		return rc;
 	}
 	lk_status_reading_begin(argv[optind], 1);
-	rc = report_trace_open(&t, argv[optind], err, sizeof(err));
+	rc = lk__trace_file_open(&t, argv[optind], err, sizeof(err));
 	if (rc) {
 		lk_status_reading_end();
 		lk_cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s", err);
@@ -687,7 +687,7 @@ static int report_run(int argc, char **argv)
 	rep.classes = calloc(t.r.nclasses + 1, sizeof(*rep.classes));
 	rc = rep.classes ? group_classes(&rep) : -ENOMEM;
 	if (!rc)
-		rc = report_trace_walk(&t, &ops, &rep, err, sizeof(err));
+		rc = lk__trace_file_walk(&t, &ops, &rep, err, sizeof(err));
 	if (rc == 0)
 		split_spans(&rep);
 	lk_status_reading_end();
@@ -700,7 +700,7 @@ static int report_run(int argc, char **argv)
 		lk_cli_error("report", NULL, "%s", rc == -ENOMEM ? "out of memory" : err);
 	}
 	free_report(&rep);
-	report_trace_close(&t);
+	lk__trace_file_close(&t);
 	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
 }
 

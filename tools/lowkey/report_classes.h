@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "probe/reader.h"
+#include "format/ctf/reader.h"
 
 /*
  * Fill first[id] (r->nclasses entries) with the first class id of id's row, for every class the

@@ -28,8 +28,8 @@
 #include "internal/outfile.h"
 #include "html.h"
 #include "internal/probe.h"
-#include "probe/reader.h"
-#include "report_trace.h"
+#include "format/ctf/reader.h"
+#include "format/trace_file.h"
 #include "report_classes.h"
 #include "report_html.h"
 #include "report_spans.h"
@@ -94,13 +94,13 @@ struct lane {
 
 struct hreport {
 	struct lk__trace_reader *r;
-	struct report_trace *t;		/* CTF, JSON or Perfetto (report_trace.h) */
+	struct lk__trace_file *t;		/* CTF, JSON or Perfetto (format/trace_file.h) */
 	struct hclass *classes;		/* by id: a name's figures are in its first id's */
 	uint32_t *first;
 	uint32_t *rows;			/* class ids by name: the order of charts and tables in every format */
 	size_t nrows;
 	struct lane *lanes, *current, *last;	/* lanes: in the order the walk met them */
-	struct rt_map lane_of;			/* tid to the lane's index in by_index */
+	struct lk__tf_map lane_of;			/* tid to the lane's index in by_index */
 	struct lane **by_index;
 	size_t caplanes;
 	unsigned int nlanes;
@@ -172,12 +172,12 @@ static struct lane *lane_of(struct hreport *h, int tid)
 	struct lane *l;
 	uint32_t i;
 
-	if (rt_map_get(&h->lane_of, (uint64_t)(uint32_t)tid, &i))
+	if (lk__tf_map_get(&h->lane_of, (uint64_t)(uint32_t)tid, &i))
 		return h->by_index[i];
 	if (grow((void **)&h->by_index, &h->caplanes, h->nlanes, sizeof(*h->by_index)) || h->nlanes >= UINT32_MAX - 1)
 		return NULL;
 	l = calloc(1, sizeof(*l));
-	if (!l || rt_map_put(&h->lane_of, (uint64_t)(uint32_t)tid, h->nlanes)) {
+	if (!l || lk__tf_map_put(&h->lane_of, (uint64_t)(uint32_t)tid, h->nlanes)) {
 		free(l);
 		return NULL;
 	}
@@ -580,7 +580,7 @@ static int timeline(struct hreport *h, const struct lk__reader_ops *ops, char *e
 		lkh_timeline_lane(&h->tl, &l->lane, label, l->rows, l->switches > 0);
 	}
 	h->drawing = true;
-	rc = report_trace_walk(h->t, ops, h, err, errlen);
+	rc = lk__trace_file_walk(h->t, ops, h, err, errlen);
 	lkh_timeline_end(&h->tl);
 	if (h->nlanes > MAX_LANES)
 		lkh_paraf(h->f, "The first %d of %u threads are drawn.", MAX_LANES, h->nlanes);
@@ -703,7 +703,7 @@ static void free_hreport(struct hreport *h)
 	free(h->first);
 	free(h->rows);
 	free(h->by_index);
-	rt_map_free(&h->lane_of);
+	lk__tf_map_free(&h->lane_of);
 	rs_free(&h->spans);
 }
 
@@ -737,12 +737,12 @@ static FILE *open_out(const char *path, char *err, size_t errlen)
 int lk_report_html(const char *trace_path, const char *out_path)
 {
 	const struct lk__reader_ops ops = { stream_begin, on_event, stream_end };
-	struct report_trace t;
+	struct lk__trace_file t;
 	struct hreport h = { 0 };
 	char err[512];
 	int rc;
 
-	rc = report_trace_open(&t, trace_path, err, sizeof(err));
+	rc = lk__trace_file_open(&t, trace_path, err, sizeof(err));
 	if (rc) {
 		lk_cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s", err);
 		return LK_EXIT_FAIL;
@@ -751,7 +751,7 @@ int lk_report_html(const char *trace_path, const char *out_path)
 	h.t = &t;
 	rc = group_classes(&h);
 	if (!rc)
-		rc = report_trace_walk(&t, &ops, &h, err, sizeof(err));
+		rc = lk__trace_file_walk(&t, &ops, &h, err, sizeof(err));
 	if (!rc && !(h.f = open_out(out_path, err, sizeof(err)))) {
 		lk_cli_error("report", "choose a writable place for the page", "%s", err);
 		rc = 1;
@@ -767,6 +767,6 @@ int lk_report_html(const char *trace_path, const char *out_path)
 		lk_cli_error("report", NULL, "%s", rc == -ENOMEM ? "out of memory" : err);
 	}
 	free_hreport(&h);
-	report_trace_close(&t);
+	lk__trace_file_close(&t);
 	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
 }

@@ -33,7 +33,7 @@ int rs_init(struct rs_index *ix, const struct lk__trace_reader *r, const uint32_
 void rs_free(struct rs_index *ix)
 {
 	free(ix->name);
-	rt_map_free(&ix->top);
+	lk__tf_map_free(&ix->top);
 	memset(ix, 0, sizeof(*ix));
 }
 
@@ -60,8 +60,8 @@ int rs_open(struct rs_index *ix, struct rs_stack *s, const struct lk__event *e)
 		s->v = grown;
 		s->cap = cap;
 	}
-	rt_map_get(&ix->top, key(ix, s, e->cls->id), &below);
-	if (rt_map_put(&ix->top, key(ix, s, e->cls->id), (uint32_t)s->depth + 1))
+	lk__tf_map_get(&ix->top, key(ix, s, e->cls->id), &below);
+	if (lk__tf_map_put(&ix->top, key(ix, s, e->cls->id), (uint32_t)s->depth + 1))
 		return -ENOMEM;
 	s->v[s->depth++] = (struct rs_open){ e->cls->id, below, e->tsc, e->cputime_ns };
 	return 0;
@@ -71,7 +71,7 @@ bool rs_match(const struct rs_index *ix, const struct rs_stack *s, uint32_t end_
 {
 	uint32_t at = 0;
 
-	if (!s->serial || !rt_map_get(&ix->top, key(ix, s, end_id), &at) || !at)
+	if (!s->serial || !lk__tf_map_get(&ix->top, key(ix, s, end_id), &at) || !at)
 		return false;
 	*k = at - 1;
 	return true;
@@ -82,7 +82,7 @@ int rs_close_from(struct rs_index *ix, struct rs_stack *s, size_t k)
 	for (; s->depth > k; s->depth--) {
 		const struct rs_open *o = &s->v[s->depth - 1];
 
-		if (rt_map_put(&ix->top, key(ix, s, o->id), o->below))
+		if (lk__tf_map_put(&ix->top, key(ix, s, o->id), o->below))
 			return -ENOMEM;
 	}
 	return 0;

@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "probe/reader.h"
-#include "report_trace.h"
+#include "format/ctf/reader.h"
+#include "format/trace_file.h"
 
 struct rs_open {
 	uint32_t id;		/* the begin's class */
@@ -31,7 +31,7 @@ struct rs_stack {
 struct rs_index {
 	uint32_t *name;		/* by class id: the first id of the same provider:event, of any kind */
 	size_t nclasses;
-	struct rt_map top;	/* (serial, name) to the position + 1 of its latest open span; 0: none */
+	struct lk__tf_map top;	/* (serial, name) to the position + 1 of its latest open span; 0: none */
 	uint32_t serials;
 };
 

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "probe/progress.h"
+#include "format/progress.h"
 #include "status.h"
 
 #define ERASE "\r\033[K"
@@ -116,7 +116,7 @@ void lk_status_conversion_sink(uint64_t done, uint64_t total, void *arg)
 }
 
 /*
- * A JSON or Perfetto file, of size bytes, counted twice (report_trace.c): read into memory, then
+ * A JSON or Perfetto file, of size bytes, counted twice (src/format/trace_file.c): read into memory, then
  * parsed. Reading it is quick from the page cache; parsing is most of the work.
  */
 static void file_progress(uint64_t done, uint64_t total, void *arg)

@@ -22,7 +22,7 @@ void lk_status_clear(void);
 /* "WHAT: 45% (120.0 of 266.7 MiB)": done of total bytes; done >= total is the end: the line is erased. */
 void lk_status_progress(const char *what, uint64_t done, uint64_t total);
 
-/* The same as a progress sink's report (probe/progress.h); arg: what. */
+/* The same as a progress sink's report (format/progress.h); arg: what. */
 void lk_status_progress_sink(uint64_t done, uint64_t total, void *what);
 
 /*
@@ -31,7 +31,7 @@ void lk_status_progress_sink(uint64_t done, uint64_t total, void *what);
  */
 void lk_status_conversion(const char *format, uint64_t done, uint64_t total);
 
-/* The same as a progress sink's report (probe/progress.h); arg: the format's name. */
+/* The same as a progress sink's report (format/progress.h); arg: the format's name. */
 void lk_status_conversion_sink(uint64_t done, uint64_t total, void *arg);
 
 /*

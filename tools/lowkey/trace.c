@@ -25,11 +25,11 @@
 #include "internal/json.h"
 #include "internal/outfile.h"
 #include "internal/control.h"
-#include "probe/convert.h"
+#include "format/convert.h"
 #include "internal/probe.h"
-#include "probe/progress.h"
-#include "probe/reader.h"
-#include "report_trace.h"
+#include "format/progress.h"
+#include "format/ctf/reader.h"
+#include "format/trace_file.h"
 #include "status.h"
 #include "trace.h"
 
@@ -418,16 +418,16 @@ static int recover_pftrace(const struct trace_opts *o, const char *ctf_dir, stru
 			   size_t errlen)
 {
 	const struct lk__reader_ops ops = { no_stream_begin, no_event, count_stream };	/* the report's walk calls each */
-	struct report_trace rt;
+	struct lk__trace_file rt;
 	int rc = keep_whole_packets(o->output, &t->bytes);
 
 	if (rc)
 		return snprintf(err, errlen, "cannot recover %s: %s", o->output, strerror(-rc)), rc;
 	lk_status_reading_begin(o->output, 1);	/* counting what reached the disk */
-	rc = report_trace_open(&rt, o->output, err, errlen);
+	rc = lk__trace_file_open(&rt, o->output, err, errlen);
 	if (!rc) {
-		rc = report_trace_walk(&rt, &ops, t, err, errlen);
-		report_trace_close(&rt);
+		rc = lk__trace_file_walk(&rt, &ops, t, err, errlen);
+		lk__trace_file_close(&rt);
 	}
 	lk_status_reading_end();
 	if (!rc)

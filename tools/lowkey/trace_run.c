@@ -31,7 +31,7 @@
 
 #include "cli.h"
 #include "internal/control.h"
-#include "probe/convert.h"
+#include "format/convert.h"
 #include "probe_elf.h"
 #include "status.h"
 #include "trace.h"

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internal: the numbers of the Perfetto trace format's fields that lowkey writes (perfetto.c)
- * and reads back (the CLI's report_pftrace.c), from Perfetto's protos/perfetto/trace/ (trace
+ * and reads back (read.c), from Perfetto's protos/perfetto/trace/ (trace
  * packet, track event and descriptors, debug annotations, clock snapshot, interned data), and
  * the ids lowkey chooses within them. One list, so that the writer and the reader cannot
  * disagree.
  */
-#ifndef LK_PROBE_PERFETTO_PROTO_H
-#define LK_PROBE_PERFETTO_PROTO_H
+#ifndef LK_FORMAT_PERFETTO_PROTO_H
+#define LK_FORMAT_PERFETTO_PROTO_H
 
 /* Trace and TracePacket */
 #define TRACE_PACKET 1

@@ -6,8 +6,8 @@
  * it, and returns 0 or -errno with a message in err: -EINVAL for a damaged trace (what came
  * before the damage is written), -errno from writing out.
  */
-#ifndef LK_PROBE_CONVERT_H
-#define LK_PROBE_CONVERT_H
+#ifndef LK_FORMAT_CONVERT_H
+#define LK_FORMAT_CONVERT_H
 
 #include <stddef.h>
 
@@ -26,7 +26,7 @@ int lk__trace_format_parse(const char *name);
 
 /*
  * Chrome Trace Event JSON (json.c) and Perfetto protobuf (perfetto.c), written to the file path
- * (created, or an existing regular file emptied: core/outfile.h), or to the open file fd (emptied
+ * (created, or an existing regular file emptied: internal/outfile.h), or to the open file fd (emptied
  * first, written from its start; fd stays the caller's) named path in messages.
  */
 int lk__json_convert(const char *ctf_dir, const char *path, char *err, size_t errlen);
@@ -38,7 +38,7 @@ int lk__perfetto_convert_fd(const char *ctf_dir, int fd, const char *path, char 
  * ctf_dir into out in format: a file for JSON and Perfetto (created, or an existing regular file
  * replaced), a new or empty directory for CTF (the trace's files copied, as read: a damaged stream
  * is refused, one cut short is copied up to its last whole packet). Never through a symbolic link
- * at out, nor into another user's file in a sticky directory (core/outfile.h).
+ * at out, nor into another user's file in a sticky directory (internal/outfile.h).
  */
 int lk__trace_convert(const char *ctf_dir, const char *out, enum lk_trace_format format, char *err,
 		      size_t errlen);

@@ -12,8 +12,8 @@
  * stream whose last packet was cut short yields its whole packets and says how many bytes it
  * left out.
  */
-#ifndef LK_PROBE_READER_H
-#define LK_PROBE_READER_H
+#ifndef LK_FORMAT_CTF_READER_H
+#define LK_FORMAT_CTF_READER_H
 
 #include <stdbool.h>
 #include <stddef.h>

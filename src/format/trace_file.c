@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * A trace in any of lowkey's formats for `lowkey report` (report_trace.h): telling the format by
- * content, and the in-memory form the JSON and Perfetto readers fill, walked as a CTF trace is.
+ * A trace in any of lowkey's formats (trace_file.h): telling the format by content, and the
+ * in-memory form the JSON and Perfetto readers fill, walked as a CTF trace is.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 
 #include "internal/failf.h"
 #include "probe/probe_internal.h"
-#include "report_trace.h"
+#include "format/trace_file.h"
 
 /* ---- a map of numbers ---- */
 
@@ -28,7 +28,7 @@ static uint64_t mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-static int map_grow(struct rt_map *m)
+static int map_grow(struct lk__tf_map *m)
 {
 	size_t n = m->keys ? (m->mask + 1) * 2 : 64, old = m->keys ? m->mask + 1 : 0;
 	uint64_t *keys = malloc(n * sizeof(*keys)), *old_keys = m->keys;
@@ -58,7 +58,7 @@ static int map_grow(struct rt_map *m)
 	return 0;
 }
 
-int rt_map_put(struct rt_map *m, uint64_t key, uint32_t val)
+int lk__tf_map_put(struct lk__tf_map *m, uint64_t key, uint32_t val)
 {
 	size_t k;
 
@@ -75,7 +75,7 @@ int rt_map_put(struct rt_map *m, uint64_t key, uint32_t val)
 	return 0;
 }
 
-bool rt_map_get(const struct rt_map *m, uint64_t key, uint32_t *val)
+bool lk__tf_map_get(const struct lk__tf_map *m, uint64_t key, uint32_t *val)
 {
 	if (!m->keys)
 		return false;
@@ -87,7 +87,7 @@ bool rt_map_get(const struct rt_map *m, uint64_t key, uint32_t *val)
 	return false;
 }
 
-void rt_map_free(struct rt_map *m)
+void lk__tf_map_free(struct lk__tf_map *m)
 {
 	free(m->keys);
 	free(m->vals);
@@ -116,7 +116,7 @@ static struct lk__event_class *new_class(uint32_t id, const char *provider, size
 	return c;
 }
 
-static int put_class(struct report_trace *t, struct lk__event_class *c)
+static int put_class(struct lk__trace_file *t, struct lk__event_class *c)
 {
 	if (c->id >= t->r.nclasses) {
 		size_t n = t->r.nclasses ? t->r.nclasses * 2 : 64;
@@ -133,7 +133,7 @@ static int put_class(struct report_trace *t, struct lk__event_class *c)
 }
 
 /* lowkey's own events, at the ids the CTF reader gives them (the report knows them by id). */
-static int builtin(struct report_trace *t, uint32_t id, const char *event, unsigned int nargs, uint32_t types,
+static int builtin(struct lk__trace_file *t, uint32_t id, const char *event, unsigned int nargs, uint32_t types,
 		   const char *const *names)
 {
 	struct lk__event_class *c = new_class(id, "lowkey", 6, event, strlen(event), 0);
@@ -151,12 +151,12 @@ static int builtin(struct report_trace *t, uint32_t id, const char *event, unsig
 	return 0;
 }
 
-int rt_init(struct report_trace *t, enum report_format format)
+int lk__tf_init(struct lk__trace_file *t, enum lk__trace_format format)
 {
 	static const char *const name[] = { "name" }, *const out[] = { "cpu", "preempted" };
 
 	t->format = format;
-	t->format_name = format == REPORT_JSON ? "Chrome JSON" : "Perfetto";
+	t->format_name = format == LK__TF_JSON ? "Chrome JSON" : "Perfetto";
 	t->r.dir_fd = -1;
 	t->r.tsc_hz = 1000000000u;
 	t->next_class = LK__FIRST_SITE_ID;
@@ -181,7 +181,7 @@ static bool same_class(const struct lk__event_class *c, const char *provider, si
 	       strlen(c->event) == elen && memcmp(c->event, event, elen) == 0;
 }
 
-static int grow_class_slots(struct report_trace *t)
+static int grow_class_slots(struct lk__trace_file *t)
 {
 	size_t n = t->class_slots ? (t->class_mask + 1) * 2 : 256;
 	uint32_t *slots = calloc(n, sizeof(*slots));
@@ -203,7 +203,7 @@ static int grow_class_slots(struct report_trace *t)
 	return 0;
 }
 
-int rt_class(struct report_trace *t, const char *provider, size_t plen, const char *event, size_t elen,
+int lk__tf_class(struct lk__trace_file *t, const char *provider, size_t plen, const char *event, size_t elen,
 	     unsigned int kind, uint32_t *id)
 {
 	uint64_t h = hash_bytes(hash_bytes(kind, provider, plen), event, elen);
@@ -241,36 +241,36 @@ int rt_class(struct report_trace *t, const char *provider, size_t plen, const ch
 
 /* ---- threads and their events ---- */
 
-struct rt_thread *rt_thread(struct report_trace *t, int tid)
+struct lk__tf_thread *lk__tf_thread(struct lk__trace_file *t, int tid)
 {
 	uint32_t i;
 
-	if (rt_map_get(&t->thread_of, (uint64_t)tid, &i))
+	if (lk__tf_map_get(&t->thread_of, (uint64_t)tid, &i))
 		return &t->threads[i];
 	if (t->nthreads == t->capthreads) {
 		size_t cap = t->capthreads ? t->capthreads * 2 : 16;
-		struct rt_thread *grown = realloc(t->threads, cap * sizeof(*grown));
+		struct lk__tf_thread *grown = realloc(t->threads, cap * sizeof(*grown));
 
 		if (!grown)
 			return NULL;
 		t->threads = grown;
 		t->capthreads = cap;
 	}
-	if (t->nthreads >= UINT32_MAX - 1 || rt_map_put(&t->thread_of, (uint64_t)tid, (uint32_t)t->nthreads))
+	if (t->nthreads >= UINT32_MAX - 1 || lk__tf_map_put(&t->thread_of, (uint64_t)tid, (uint32_t)t->nthreads))
 		return NULL;
 	memset(&t->threads[t->nthreads], 0, sizeof(t->threads[0]));
 	t->threads[t->nthreads].tid = tid;
 	return &t->threads[t->nthreads++];
 }
 
-static int push_event(struct report_trace *t, struct rt_stream *s, uint32_t cls, uint64_t ns, uint64_t cpu_ns,
+static int push_event(struct lk__trace_file *t, struct lk__tf_stream *s, uint32_t cls, uint64_t ns, uint64_t cpu_ns,
 		      const void *payload, size_t len)
 {
 	if (len > UINT32_MAX)
 		return -E2BIG;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 8;	/* small: a file may name many threads */
-		struct rt_event *grown = realloc(s->v, cap * sizeof(*grown));
+		struct lk__tf_event *grown = realloc(s->v, cap * sizeof(*grown));
 
 		if (!grown)
 			return -ENOMEM;
@@ -291,7 +291,7 @@ static int push_event(struct report_trace *t, struct rt_stream *s, uint32_t cls,
 	}
 	if (len)
 		memcpy(t->bytes + t->nbytes, payload, len);
-	s->v[s->n++] = (struct rt_event){ ns, cpu_ns, t->nbytes, cls, (uint32_t)len };
+	s->v[s->n++] = (struct lk__tf_event){ ns, cpu_ns, t->nbytes, cls, (uint32_t)len };
 	t->nbytes += len;
 	if (cls == LK__EVENT_THREAD_NAME)
 		return 0;	/* a name has no time of its own in JSON and Perfetto */
@@ -301,13 +301,13 @@ static int push_event(struct report_trace *t, struct rt_stream *s, uint32_t cls,
 	return 0;
 }
 
-int rt_event(struct report_trace *t, struct rt_thread *th, uint32_t cls, uint64_t ns, uint64_t cpu_ns,
+int lk__tf_event(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns, uint64_t cpu_ns,
 	     const void *payload, size_t len)
 {
 	return push_event(t, &th->probes, cls, ns, cpu_ns, payload, len);
 }
 
-int rt_thread_name(struct report_trace *t, struct rt_thread *th, uint64_t ns, const char *name, size_t len)
+int lk__tf_thread_name(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t ns, const char *name, size_t len)
 {
 	char buf[LK_PROBE_STRING_MAX + 1];
 	const char *nul = memchr(name, 0, len);
@@ -321,15 +321,15 @@ int rt_thread_name(struct report_trace *t, struct rt_thread *th, uint64_t ns, co
 	return push_event(t, &th->probes, LK__EVENT_THREAD_NAME, ns, 0, buf, len + 1);
 }
 
-int rt_counter(struct report_trace *t, struct rt_thread *th, uint32_t cls, uint64_t ns, double value)
+int lk__tf_counter(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns, double value)
 {
 	return push_event(t, &th->probes, cls, ns, 0, &value, sizeof(value));
 }
 
-int rt_off_cpu(struct report_trace *t, struct rt_thread *th, uint64_t out_ns, uint64_t in_ns, bool preempted,
+int lk__tf_off_cpu(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t out_ns, uint64_t in_ns, bool preempted,
 	       uint64_t cpu, uint64_t next_cpu)
 {
-	const struct rt_event *last = th->sched.n ? &th->sched.v[th->sched.n - 1] : NULL;
+	const struct lk__tf_event *last = th->sched.n ? &th->sched.v[th->sched.n - 1] : NULL;
 	uint64_t out[2] = { cpu, preempted };
 	int rc;
 
@@ -345,15 +345,15 @@ int rt_off_cpu(struct report_trace *t, struct rt_thread *th, uint64_t out_ns, ui
 
 /* ---- walking it as the CTF reader walks a trace ---- */
 
-static int walk_stream(struct report_trace *t, const struct rt_thread *th, unsigned int stream_id,
+static int walk_stream(struct lk__trace_file *t, const struct lk__tf_thread *th, unsigned int stream_id,
 		       const struct lk__reader_ops *ops, void *arg)
 {
-	const struct rt_stream *s = stream_id ? &th->sched : &th->probes;
+	const struct lk__tf_stream *s = stream_id ? &th->sched : &th->probes;
 	struct lk__stream_info info = { th->tid, stream_id, t->r.dir, 0, s->n, stream_id ? 0 : th->lost, 0 };
 	int rc = ops->stream_begin ? ops->stream_begin(&info, arg) : 0;
 
 	for (size_t i = 0; i < s->n && !rc; i++) {
-		const struct rt_event *v = &s->v[i];
+		const struct lk__tf_event *v = &s->v[i];
 		/* from 1, not 0: the report takes a time of 0 for none */
 		struct lk__event e = { th->tid, v->cls == LK__EVENT_THREAD_NAME ? 1 : v->ns - t->base_ns + 1, v->cpu_ns,
 				       t->r.classes[v->cls], v->len ? t->bytes + v->at : NULL, v->len };
@@ -368,7 +368,7 @@ static int walk_stream(struct report_trace *t, const struct rt_thread *th, unsig
 /* Threads in the order of CTF's stream files: by the tid's decimal digits, as text. */
 static int by_stream_name(const void *a, const void *b, void *arg)
 {
-	const struct rt_thread *threads = arg;
+	const struct lk__tf_thread *threads = arg;
 	char x[16], y[16];
 
 	snprintf(x, sizeof(x), "%d", threads[*(const size_t *)a].tid);
@@ -376,13 +376,13 @@ static int by_stream_name(const void *a, const void *b, void *arg)
 	return strcmp(x, y);
 }
 
-int report_trace_walk(struct report_trace *t, const struct lk__reader_ops *ops, void *arg, char *err,
+int lk__trace_file_walk(struct lk__trace_file *t, const struct lk__reader_ops *ops, void *arg, char *err,
 		      size_t errlen)
 {
 	size_t *order;
 	int rc = 0;
 
-	if (t->format == REPORT_CTF)
+	if (t->format == LK__TF_CTF)
 		return lk__reader_walk(&t->r, ops, arg, err, errlen);
 	order = malloc((t->nthreads + 1) * sizeof(*order));
 	if (!order)
@@ -403,7 +403,7 @@ int report_trace_walk(struct report_trace *t, const struct lk__reader_ops *ops, 
 
 /* ---- opening ---- */
 
-int report_trace_parse(struct report_trace *t, const uint8_t *data, size_t len, const char *name, char *err,
+int lk__trace_file_parse(struct lk__trace_file *t, const uint8_t *data, size_t len, const char *name, char *err,
 		       size_t errlen)
 {
 	size_t i = 0;
@@ -423,26 +423,26 @@ int report_trace_parse(struct report_trace *t, const uint8_t *data, size_t len, 
 		return lk__failf(err, errlen, -EINVAL,
 				 "%s is not a lowkey trace: not a CTF trace's directory, nor Chrome JSON, nor Perfetto "
 				 "protobuf (it begins with the byte 0x%02x)", name, data[i < len ? i : 0]);
-	rc = rt_init(t, data[0] == 0x0a ? REPORT_PERFETTO : REPORT_JSON);
+	rc = lk__tf_init(t, data[0] == 0x0a ? LK__TF_PERFETTO : LK__TF_JSON);
 	if (!rc)
 		t->r.dir = strdup(name);
 	if (rc || !t->r.dir)
 		rc = lk__failf(err, errlen, -ENOMEM, "out of memory reading %s", name);
-	else if (t->format == REPORT_JSON)
-		rc = report_json_read(t, (const char *)data, len, name, err, errlen);
+	else if (t->format == LK__TF_JSON)
+		rc = lk__chrome_json_read(t, (const char *)data, len, name, err, errlen);
 	else
-		rc = report_pftrace_read(t, data, len, name, err, errlen);
+		rc = lk__perfetto_read(t, data, len, name, err, errlen);
 	if (!rc && lk__reader_packet_hook && len > t->parsed)
 		lk__reader_packet_hook(len - t->parsed);	/* the rest since the last step */
 	if (rc)
-		report_trace_close(t);
+		lk__trace_file_close(t);
 	return rc;
 }
 
 /* Bytes read or parsed between two reports to the progress hook: a clock read each (progress.c). */
 #define RT_PROGRESS_STEP (256u << 10)
 
-void rt_parsed(struct report_trace *t, size_t at)
+void lk__tf_parsed(struct lk__trace_file *t, size_t at)
 {
 	if (lk__reader_packet_hook && at >= t->parsed + RT_PROGRESS_STEP) {
 		lk__reader_packet_hook(at - t->parsed);
@@ -492,7 +492,7 @@ static int read_file(int fd, const char *path, uint8_t **data, size_t *len, char
 	return 0;
 }
 
-int report_trace_open(struct report_trace *t, const char *path, char *err, size_t errlen)
+int lk__trace_file_open(struct lk__trace_file *t, const char *path, char *err, size_t errlen)
 {
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc;
 	uint8_t *data = NULL;
@@ -503,7 +503,7 @@ int report_trace_open(struct report_trace *t, const char *path, char *err, size_
 		if (fd >= 0)
 			close(fd);
 		memset(t, 0, sizeof(*t));
-		t->format = REPORT_CTF;
+		t->format = LK__TF_CTF;
 		t->format_name = "CTF";
 		return lk__reader_open(&t->r, path, err, errlen);	/* it says why it cannot be opened */
 	}
@@ -514,12 +514,12 @@ int report_trace_open(struct report_trace *t, const char *path, char *err, size_
 		t->r.dir_fd = -1;
 		return rc;
 	}
-	rc = report_trace_parse(t, data, len, path, err, errlen);
+	rc = lk__trace_file_parse(t, data, len, path, err, errlen);
 	free(data);
 	return rc;
 }
 
-void report_trace_close(struct report_trace *t)
+void lk__trace_file_close(struct lk__trace_file *t)
 {
 	for (size_t i = 0; i < t->nthreads; i++) {
 		free(t->threads[i].probes.v);
@@ -529,7 +529,7 @@ void report_trace_close(struct report_trace *t)
 	free(t->threads);
 	free(t->class_slots);
 	free(t->bytes);
-	rt_map_free(&t->thread_of);
+	lk__tf_map_free(&t->thread_of);
 	lk__reader_close(&t->r);
 	t->threads = NULL;
 	t->nthreads = t->capthreads = 0;

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "internal/utf8.h"
-#include "probe/protobuf.h"
+#include "format/protobuf/protobuf.h"
 
 bool lk__pb_grow(struct lk__pb *pb, size_t need)
 {

@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "probe/progress.h"
-#include "probe/reader.h"
+#include "format/progress.h"
+#include "format/ctf/reader.h"
 
 struct progress {
 	const struct lk__progress_sink *sink;

@@ -8,8 +8,8 @@
  * sink hears the beginning (done 0), the end (done == total), and in between at most one report
  * per LK__PROGRESS_MS, so a sink may send a message each time without flooding anyone.
  */
-#ifndef LK_PROBE_PROGRESS_H
-#define LK_PROBE_PROGRESS_H
+#ifndef LK_FORMAT_PROGRESS_H
+#define LK_FORMAT_PROGRESS_H
 
 #include <stdint.h>
 

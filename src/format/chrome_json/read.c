@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * lowkey's Chrome JSON traces (src/probe/json.c) read back for `lowkey report` (report_trace.h).
+ * lowkey's Chrome JSON traces (json.c) read back into a trace file of any format (trace_file.h).
  *
  * The document is read a value at a time (json_read.h): the top-level object's members, and each
  * of traceEvents' events, parsed, turned into the trace's in-memory events and freed, so memory
@@ -23,11 +23,11 @@
 #include <lowkey/probe.h>
 
 #include "internal/failf.h"
-#include "json_read.h"
-#include "report_trace.h"
+#include "format/chrome_json/json_read.h"
+#include "format/trace_file.h"
 
 struct json_reader {
-	struct report_trace *t;
+	struct lk__trace_file *t;
 	const char *name;
 	char *err;
 	size_t errlen;
@@ -42,11 +42,11 @@ static int bad(struct json_reader *j, const char *what)
 }
 
 /* A whole number as lowkey writes it: digits only. */
-static bool decimal_uint(const struct jr_value *v, uint64_t *out)
+static bool decimal_uint(const struct lk__jr_value *v, uint64_t *out)
 {
 	uint64_t n = 0;
 
-	if (!v || v->type != JR_NUMBER || v->raw_len == 0)
+	if (!v || v->type != LK__JR_NUMBER || v->raw_len == 0)
 		return false;
 	for (size_t i = 0; i < v->raw_len; i++) {
 		if (v->raw[i] < '0' || v->raw[i] > '9' || n > (UINT64_MAX - 9) / 10)
@@ -58,12 +58,12 @@ static bool decimal_uint(const struct jr_value *v, uint64_t *out)
 }
 
 /* A decimal number of microseconds as lowkey writes it ("1764056684123456.789") in ns. */
-static bool decimal_us(const struct jr_value *v, uint64_t *ns)
+static bool decimal_us(const struct lk__jr_value *v, uint64_t *ns)
 {
 	uint64_t whole = 0, frac = 0;
 	size_t i = 0, digits = 0;
 
-	if (!v || v->type != JR_NUMBER)
+	if (!v || v->type != LK__JR_NUMBER)
 		return false;
 	for (; i < v->raw_len && v->raw[i] >= '0' && v->raw[i] <= '9'; i++) {
 		if (whole > (UINT64_MAX / 1000 - 9) / 10)
@@ -88,31 +88,32 @@ static bool decimal_us(const struct jr_value *v, uint64_t *ns)
 }
 
 /* A whole number member in [min, max]. */
-static bool whole_number(const struct jr_value *obj, const char *key, double min, double max, int64_t *out)
+static bool whole_number(const struct lk__jr_value *obj, const char *key, double min, double max, int64_t *out)
 {
-	double d = jr_number(obj, key);
+	double d = lk__jr_number(obj, key);
 
-	if (!(d >= min && d <= max) || d != floor(d))
+	/* in range first: the cast is then defined, and a fraction does not survive it */
+	if (!(d >= min && d <= max) || d != (double)(int64_t)d)
 		return false;
 	*out = (int64_t)d;
 	return true;
 }
 
-static int thread_of(struct json_reader *j, const struct jr_value *ev, struct rt_thread **th)
+static int thread_of(struct json_reader *j, const struct lk__jr_value *ev, struct lk__tf_thread **th)
 {
 	int64_t tid;
 
 	if (!whole_number(ev, "tid", 1, INT_MAX, &tid))
 		return bad(j, "has no thread id lowkey records");
-	*th = rt_thread(j->t, (int)tid);
+	*th = lk__tf_thread(j->t, (int)tid);
 	return *th ? 0 : -ENOMEM;
 }
 
 /* "M": the process's name (and pid), a thread's name. */
-static int metadata(struct json_reader *j, const struct jr_value *ev, const char *name)
+static int metadata(struct json_reader *j, const struct lk__jr_value *ev, const char *name)
 {
-	const char *value = jr_string(jr_get(ev, "args"), "name");
-	struct rt_thread *th;
+	const char *value = lk__jr_string(lk__jr_get(ev, "args"), "name");
+	struct lk__tf_thread *th;
 	int64_t pid;
 	int rc;
 
@@ -129,37 +130,37 @@ static int metadata(struct json_reader *j, const struct jr_value *ev, const char
 		return bad(j, "is metadata lowkey does not write");
 	if ((rc = thread_of(j, ev, &th)) != 0)
 		return rc;
-	return rt_thread_name(j->t, th, 0, value, strlen(value));
+	return lk__tf_thread_name(j->t, th, 0, value, strlen(value));
 }
 
 /* "X" of category off-cpu: the thread off its CPU, preempted or blocked. */
-static int off_cpu(struct json_reader *j, const struct jr_value *ev, const char *name, struct rt_thread *th,
+static int off_cpu(struct json_reader *j, const struct lk__jr_value *ev, const char *name, struct lk__tf_thread *th,
 		   uint64_t ns)
 {
-	const struct jr_value *args = jr_get(ev, "args");
+	const struct lk__jr_value *args = lk__jr_get(ev, "args");
 	int64_t cpu = 0, next_cpu = 0;
 	uint64_t dur;
 
-	if (!decimal_us(jr_get(ev, "dur"), &dur) || ns > UINT64_MAX - dur)
+	if (!decimal_us(lk__jr_get(ev, "dur"), &dur) || ns > UINT64_MAX - dur)
 		return bad(j, "has no duration lowkey writes");
 	if ((strcmp(name, "preempted") != 0 && strcmp(name, "blocked") != 0) ||
 	    !whole_number(args, "cpu", 0, 1 << 30, &cpu) || !whole_number(args, "next_cpu", 0, 1 << 30, &next_cpu))
 		return bad(j, "is off-CPU time unlike lowkey's");
-	return rt_off_cpu(j->t, th, ns, ns + dur, name[0] == 'p', (uint64_t)cpu, (uint64_t)next_cpu);
+	return lk__tf_off_cpu(j->t, th, ns, ns + dur, name[0] == 'p', (uint64_t)cpu, (uint64_t)next_cpu);
 }
 
 /* "C": the value of a counter, its one argument. */
-static int counter(struct json_reader *j, const struct jr_value *ev, const char *cat, const char *name,
-		   struct rt_thread *th, uint64_t ns)
+static int counter(struct json_reader *j, const struct lk__jr_value *ev, const char *cat, const char *name,
+		   struct lk__tf_thread *th, uint64_t ns)
 {
-	const struct jr_value *args = jr_get(ev, "args");
+	const struct lk__jr_value *args = lk__jr_get(ev, "args");
 	uint32_t cls;
 	int rc;
 
-	if (!args || args->type != JR_OBJECT || args->n != 1 || args->items[0].type != JR_NUMBER)
+	if (!args || args->type != LK__JR_OBJECT || args->n != 1 || args->items[0].type != LK__JR_NUMBER)
 		return bad(j, "is a counter without its one value");
-	rc = rt_class(j->t, cat, strlen(cat), name, strlen(name), LK_PROBE_COUNTER, &cls);
-	return rc ? rc : rt_counter(j->t, th, cls, ns, args->items[0].number);
+	rc = lk__tf_class(j->t, cat, strlen(cat), name, strlen(name), LK_PROBE_COUNTER, &cls);
+	return rc ? rc : lk__tf_counter(j->t, th, cls, ns, args->items[0].number);
 }
 
 static unsigned int kind_of(char phase)
@@ -172,26 +173,26 @@ static unsigned int kind_of(char phase)
 	}
 }
 
-static int event(struct json_reader *j, const struct jr_value *ev)
+static int event(struct json_reader *j, const struct lk__jr_value *ev)
 {
-	const char *ph = jr_string(ev, "ph"), *name = jr_string(ev, "name"), *cat = jr_string(ev, "cat");
+	const char *ph = lk__jr_string(ev, "ph"), *name = lk__jr_string(ev, "name"), *cat = lk__jr_string(ev, "cat");
 	uint64_t ns, cpu_ns = 0, lost;
-	struct rt_thread *th;
+	struct lk__tf_thread *th;
 	uint32_t cls;
 	int rc;
 
-	if (ev->type != JR_OBJECT || !ph || !ph[0] || ph[1] || !name)
+	if (ev->type != LK__JR_OBJECT || !ph || !ph[0] || ph[1] || !name)
 		return bad(j, "is not an event (an object with a name and a one-letter ph)");
 	if (ph[0] == 'M')
 		return metadata(j, ev, name);
 	if (!cat)
 		return bad(j, "has no category");
-	if (!decimal_us(jr_get(ev, "ts"), &ns))
+	if (!decimal_us(lk__jr_get(ev, "ts"), &ns))
 		return bad(j, "has no timestamp lowkey writes");
 	if ((rc = thread_of(j, ev, &th)) != 0)
 		return rc;
-	if (jr_get(ev, "tts")) {
-		if (!decimal_us(jr_get(ev, "tts"), &cpu_ns))
+	if (lk__jr_get(ev, "tts")) {
+		if (!decimal_us(lk__jr_get(ev, "tts"), &cpu_ns))
 			return bad(j, "has a thread time lowkey does not write");
 		j->t->r.cputime = true;
 	}
@@ -200,15 +201,15 @@ static int event(struct json_reader *j, const struct jr_value *ev)
 	if (ph[0] == 'C')
 		return counter(j, ev, cat, name, th, ns);
 	if (ph[0] == 'i' && strcmp(name, "lowkey:lost") == 0 && strcmp(cat, "lowkey") == 0) {
-		if (!decimal_uint(jr_get(jr_get(ev, "args"), "events"), &lost) || th->lost > UINT64_MAX - lost)
+		if (!decimal_uint(lk__jr_get(lk__jr_get(ev, "args"), "events"), &lost) || th->lost > UINT64_MAX - lost)
 			return bad(j, "counts lost events unlike lowkey");
 		th->lost += lost;
 		return 0;
 	}
 	if (!kind_of(ph[0]))
 		return bad(j, "has a phase lowkey does not write");
-	rc = rt_class(j->t, cat, strlen(cat), name, strlen(name), kind_of(ph[0]), &cls);
-	return rc ? rc : rt_event(j->t, th, cls, ns, cpu_ns, NULL, 0);
+	rc = lk__tf_class(j->t, cat, strlen(cat), name, strlen(name), kind_of(ph[0]), &cls);
+	return rc ? rc : lk__tf_event(j->t, th, cls, ns, cpu_ns, NULL, 0);
 }
 
 static void skip_space(const char *text, size_t len, size_t *pos)
@@ -256,15 +257,15 @@ static int trace_events(struct json_reader *j, const char *text, size_t len, siz
 	if (expect(text, len, pos, "]"))
 		return 0;
 	do {
-		struct jr_value *ev;
+		struct lk__jr_value *ev;
 
 		skip_space(text, len, pos);
 		j->at = *pos;
-		rt_parsed(j->t, *pos);
-		if (!(ev = jr_parse_next(text, len, pos, j->err, j->errlen)))
+		lk__tf_parsed(j->t, *pos);
+		if (!(ev = lk__jr_parse_next(text, len, pos, j->err, j->errlen)))
 			return parse_error(j, j->err);
 		rc = event(j, ev);
-		jr_free(ev);
+		lk__jr_free(ev);
 		if (rc == -ENOMEM)
 			return lk__failf(j->err, j->errlen, rc, "out of memory reading %s", j->name);
 		if (rc == -ERANGE)
@@ -278,25 +279,25 @@ static int trace_events(struct json_reader *j, const char *text, size_t len, siz
 	return c ? 0 : syntax(j, *pos, len, "expected ',' or ']' after an event");
 }
 
-static int other_data(struct json_reader *j, const struct jr_value *v)
+static int other_data(struct json_reader *j, const struct lk__jr_value *v)
 {
-	const char *tracer = jr_string(v, "tracer");
-	double nonfinite = jr_number(v, "nonfinite_counter_values");
-	const struct jr_value *overwrite = jr_get(v, "overwrite");
+	const char *tracer = lk__jr_string(v, "tracer");
+	double nonfinite = lk__jr_number(v, "nonfinite_counter_values");
+	const struct lk__jr_value *overwrite = lk__jr_get(v, "overwrite");
 
 	j->lowkey = tracer && strcmp(tracer, "lowkey") == 0;
 	if (nonfinite >= 0 && nonfinite < 1e19)
 		j->t->nonfinite_counters = (uint64_t)nonfinite;
 	/* a flight recorder's snapshot: its lost events are older ones overwritten, but for dropped_events */
-	if (overwrite && overwrite->type == JR_BOOL && overwrite->boolean) {
+	if (overwrite && overwrite->type == LK__JR_BOOL && overwrite->boolean) {
 		j->t->r.overwrite = true;
-		if (!decimal_uint(jr_get(v, "dropped_events"), &j->t->r.dropped))
+		if (!decimal_uint(lk__jr_get(v, "dropped_events"), &j->t->r.dropped))
 			j->t->r.dropped = 0;
 	}
 	return 0;
 }
 
-int report_json_read(struct report_trace *t, const char *text, size_t len, const char *name, char *err,
+int lk__chrome_json_read(struct lk__trace_file *t, const char *text, size_t len, const char *name, char *err,
 		     size_t errlen)
 {
 	struct json_reader j = { t, name, err, errlen, 0, false };
@@ -310,30 +311,30 @@ int report_json_read(struct report_trace *t, const char *text, size_t len, const
 		c = '}';
 	else
 		do {
-			struct jr_value *key, *v;
+			struct lk__jr_value *key, *v;
 
 			skip_space(text, len, &pos);
 			if (pos < len && text[pos] != '"')
 				return syntax(&j, pos, len, "expected a member name");
-			if (!(key = jr_parse_next(text, len, &pos, err, errlen)))
+			if (!(key = lk__jr_parse_next(text, len, &pos, err, errlen)))
 				return parse_error(&j, err);
 			if (!expect(text, len, &pos, ":")) {
-				jr_free(key);
+				lk__jr_free(key);
 				return syntax(&j, pos, len, "expected ':'");
 			}
 			if (strcmp(key->string, "traceEvents") == 0) {
-				jr_free(key);
+				lk__jr_free(key);
 				if ((rc = trace_events(&j, text, len, &pos)) != 0)
 					return rc;
 				continue;
 			}
-			v = jr_parse_next(text, len, &pos, err, errlen);
+			v = lk__jr_parse_next(text, len, &pos, err, errlen);
 			if (v && strcmp(key->string, "otherData") == 0)
 				other_data(&j, v);
-			jr_free(key);
+			lk__jr_free(key);
 			if (!v)
 				return parse_error(&j, err);
-			jr_free(v);
+			lk__jr_free(v);
 		} while ((c = expect(text, len, &pos, ",}")) == ',');
 	if (!c)
 		return syntax(&j, pos, len, "expected ',' or '}'");

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A trace for `lowkey report` in any of the formats lowkey writes, told apart by content: a CTF
- * directory is read by the library's reader (probe/reader.h) as it goes; a Chrome JSON file
- * (report_json.c) or a Perfetto protobuf file (report_pftrace.c) is read whole into memory first
+ * Internal: a trace in any of the formats lowkey writes, told apart by content: a CTF
+ * directory is read by the library's reader (ctf/reader.h) as it goes; a Chrome JSON file
+ * (chrome_json/read.c) or a Perfetto protobuf file (perfetto/read.c) is read whole into memory first
  * and then walked exactly as the CTF reader walks its streams -- the same lk__trace_reader (event
  * classes, process), the same callbacks in the same order (a thread's probes, then its context
  * switches; threads in the order of their stream files' names) -- so the report, its JSON and its
@@ -20,53 +20,53 @@
  * allocated is bounded by the file's size (its events, their names) and by the class limit of
  * CTF (65,535 event classes).
  */
-#ifndef LOWKEY_CLI_REPORT_TRACE_H
-#define LOWKEY_CLI_REPORT_TRACE_H
+#ifndef LK_FORMAT_TRACE_FILE_H
+#define LK_FORMAT_TRACE_FILE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "probe/reader.h"
+#include "format/ctf/reader.h"
 
-enum report_format { REPORT_CTF, REPORT_JSON, REPORT_PERFETTO };
+enum lk__trace_format { LK__TF_CTF, LK__TF_JSON, LK__TF_PERFETTO };
 
-/* An event read into memory: its payload (the CTF layout: 8 bytes a number, strings NUL-ended) in rt_bytes. */
-struct rt_event {
+/* An event read into memory: its payload (the CTF layout: 8 bytes a number, strings NUL-ended) in lk__trace_file.bytes. */
+struct lk__tf_event {
 	uint64_t ns, cpu_ns;
-	uint64_t at;		/* its payload's offset in report_trace.bytes */
+	uint64_t at;		/* its payload's offset in lk__trace_file.bytes */
 	uint32_t cls;
 	uint32_t len;
 };
 
-struct rt_stream {
-	struct rt_event *v;
+struct lk__tf_stream {
+	struct lk__tf_event *v;
 	size_t n, cap;
 };
 
-struct rt_thread {
+struct lk__tf_thread {
 	int tid;
 	uint64_t lost;
-	struct rt_stream probes, sched;	/* as CTF's stream-TID and stream-TID-sched */
+	struct lk__tf_stream probes, sched;	/* as CTF's stream-TID and stream-TID-sched */
 	uint32_t *open;			/* Perfetto: the classes of the slices open on the thread ... */
 	size_t depth, cap;		/* ... which its slice ends, nameless, close */
 };
 
 /* uint64 keys to uint32 values (open addressing); bounded by what is put in it. */
-struct rt_map {
+struct lk__tf_map {
 	uint64_t *keys;
 	uint32_t *vals;		/* UINT32_MAX: an empty slot */
 	size_t mask, used;
 };
 
-struct report_trace {
+struct lk__trace_file {
 	struct lk__trace_reader r;
-	enum report_format format;
+	enum lk__trace_format format;
 	const char *format_name;	/* "CTF", "Chrome JSON", "Perfetto" */
 	/* JSON and Perfetto: what was read */
-	struct rt_thread *threads;
+	struct lk__tf_thread *threads;
 	size_t nthreads, capthreads;
-	struct rt_map thread_of;	/* tid to index in threads */
+	struct lk__tf_map thread_of;	/* tid to index in threads */
 	uint32_t *class_slots;		/* provider:event and kind to class id (open addressing, 0: empty) */
 	size_t class_mask;
 	uint32_t next_class;		/* classes are numbered from 16 without gaps */
@@ -84,58 +84,58 @@ struct report_trace {
  * -errno with a message in err: -ENOENT and the like for a path that cannot be opened, -EINVAL for
  * what is not a lowkey trace or is damaged (the message names the format and the byte), -ENOMEM.
  */
-int report_trace_open(struct report_trace *t, const char *path, char *err, size_t errlen);
+int lk__trace_file_open(struct lk__trace_file *t, const char *path, char *err, size_t errlen);
 
 /* The same for a file's bytes (for the fuzzer); name is for messages. Nothing is kept of data. */
-int report_trace_parse(struct report_trace *t, const uint8_t *data, size_t len, const char *name, char *err,
+int lk__trace_file_parse(struct lk__trace_file *t, const uint8_t *data, size_t len, const char *name, char *err,
 		       size_t errlen);
 
 /* Visit the trace's streams and events, as lk__reader_walk does; may be called again. */
-int report_trace_walk(struct report_trace *t, const struct lk__reader_ops *ops, void *arg, char *err,
+int lk__trace_file_walk(struct lk__trace_file *t, const struct lk__reader_ops *ops, void *arg, char *err,
 		      size_t errlen);
 
-void report_trace_close(struct report_trace *t);
+void lk__trace_file_close(struct lk__trace_file *t);
 
-/* ---- for the readers of the formats (report_json.c, report_pftrace.c) ---- */
+/* ---- for the readers of the formats (chrome_json/read.c, perfetto/read.c) ---- */
 
-int report_json_read(struct report_trace *t, const char *text, size_t len, const char *name, char *err,
+int lk__chrome_json_read(struct lk__trace_file *t, const char *text, size_t len, const char *name, char *err,
 		     size_t errlen);
-int report_pftrace_read(struct report_trace *t, const uint8_t *data, size_t len, const char *name, char *err,
+int lk__perfetto_read(struct lk__trace_file *t, const uint8_t *data, size_t len, const char *name, char *err,
 			size_t errlen);
 
 /*
  * The parse has reached byte at of the file: what is new since the last step (256 KiB) is told
  * to lk__reader_packet_hook (reader.h), where a progress is shown (progress.h); a load when none.
  */
-void rt_parsed(struct report_trace *t, size_t at);
+void lk__tf_parsed(struct lk__trace_file *t, size_t at);
 
 /* Set up t->r for a trace read into memory: the built-in classes, the clock in nanoseconds. */
-int rt_init(struct report_trace *t, enum report_format format);
+int lk__tf_init(struct lk__trace_file *t, enum lk__trace_format format);
 
 /* The class of provider:event of this kind (LK_PROBE_*), added the first time; -ENOMEM, -E2BIG. */
-int rt_class(struct report_trace *t, const char *provider, size_t plen, const char *event, size_t elen,
+int lk__tf_class(struct lk__trace_file *t, const char *provider, size_t plen, const char *event, size_t elen,
 	     unsigned int kind, uint32_t *id);
 
 /* The thread tid, added the first time; NULL when out of memory. */
-struct rt_thread *rt_thread(struct report_trace *t, int tid);
+struct lk__tf_thread *lk__tf_thread(struct lk__trace_file *t, int tid);
 
 /* An event of class cls on th at ns; its payload len bytes (a copy is kept). 0 or -ENOMEM. */
-int rt_event(struct report_trace *t, struct rt_thread *th, uint32_t cls, uint64_t ns, uint64_t cpu_ns,
+int lk__tf_event(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns, uint64_t cpu_ns,
 	     const void *payload, size_t len);
 
-int rt_thread_name(struct report_trace *t, struct rt_thread *th, uint64_t ns, const char *name, size_t len);
-int rt_counter(struct report_trace *t, struct rt_thread *th, uint32_t cls, uint64_t ns, double value);
+int lk__tf_thread_name(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t ns, const char *name, size_t len);
+int lk__tf_counter(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns, double value);
 
 /*
  * The thread off its CPU from out_ns to in_ns: a switch out (on cpu) and back in (on next_cpu);
  * in_ns UINT64_MAX: never back before the trace ended (a switch out alone). 0, -ENOMEM, or
  * -ERANGE for an interval before the thread's previous one ends, or after one that never ended.
  */
-int rt_off_cpu(struct report_trace *t, struct rt_thread *th, uint64_t out_ns, uint64_t in_ns, bool preempted,
+int lk__tf_off_cpu(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t out_ns, uint64_t in_ns, bool preempted,
 	       uint64_t cpu, uint64_t next_cpu);
 
-int rt_map_put(struct rt_map *m, uint64_t key, uint32_t val);
-bool rt_map_get(const struct rt_map *m, uint64_t key, uint32_t *val);
-void rt_map_free(struct rt_map *m);
+int lk__tf_map_put(struct lk__tf_map *m, uint64_t key, uint32_t val);
+bool lk__tf_map_get(const struct lk__tf_map *m, uint64_t key, uint32_t *val);
+void lk__tf_map_free(struct lk__tf_map *m);
 
 #endif

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_read.h"
+#include "format/chrome_json/json_read.h"
 
 #define MAX_DEPTH 64
 
@@ -189,7 +189,7 @@ static bool small_integer(const char *p, size_t n, double *v)
 	return true;
 }
 
-static bool number(struct parser *ps, struct jr_value *v)
+static bool number(struct parser *ps, struct lk__jr_value *v)
 {
 	char buf[64], *endp;
 	size_t n = 0;
@@ -209,13 +209,13 @@ static bool number(struct parser *ps, struct jr_value *v)
 	return true;
 }
 
-static bool value(struct parser *ps, struct jr_value *v);
+static bool value(struct parser *ps, struct lk__jr_value *v);
 
-static bool add_item(struct parser *ps, struct jr_value *v, size_t *cap)
+static bool add_item(struct parser *ps, struct lk__jr_value *v, size_t *cap)
 {
 	if (v->n == *cap) {
 		size_t c = *cap ? *cap * 2 : 8;
-		struct jr_value *grown = realloc(v->items, c * sizeof(*grown));
+		struct lk__jr_value *grown = realloc(v->items, c * sizeof(*grown));
 
 		if (!grown)
 			return fail(ps, "out of memory");
@@ -227,7 +227,7 @@ static bool add_item(struct parser *ps, struct jr_value *v, size_t *cap)
 }
 
 /* An array's or object's members, after its opening bracket. */
-static bool members(struct parser *ps, struct jr_value *v, char close)
+static bool members(struct parser *ps, struct lk__jr_value *v, char close)
 {
 	size_t cap = 0;
 
@@ -240,7 +240,7 @@ static bool members(struct parser *ps, struct jr_value *v, char close)
 		return true;
 	}
 	for (;;) {
-		struct jr_value *item;
+		struct lk__jr_value *item;
 
 		if (!add_item(ps, v, &cap))
 			return false;
@@ -271,7 +271,7 @@ static bool members(struct parser *ps, struct jr_value *v, char close)
 	}
 }
 
-static bool value(struct parser *ps, struct jr_value *v)
+static bool value(struct parser *ps, struct lk__jr_value *v)
 {
 	skip_space(ps);
 	if (ps->p >= ps->end)
@@ -279,32 +279,32 @@ static bool value(struct parser *ps, struct jr_value *v)
 	switch (*ps->p) {
 	case '{':
 		ps->p++;
-		v->type = JR_OBJECT;
+		v->type = LK__JR_OBJECT;
 		return members(ps, v, '}');
 	case '[':
 		ps->p++;
-		v->type = JR_ARRAY;
+		v->type = LK__JR_ARRAY;
 		return members(ps, v, ']');
 	case '"':
-		v->type = JR_STRING;
+		v->type = LK__JR_STRING;
 		return (v->string = string(ps)) != NULL;
 	case 't':
-		v->type = JR_BOOL;
+		v->type = LK__JR_BOOL;
 		v->boolean = true;
 		return literal(ps, "true");
 	case 'f':
-		v->type = JR_BOOL;
+		v->type = LK__JR_BOOL;
 		return literal(ps, "false");
 	case 'n':
-		v->type = JR_NULL;
+		v->type = LK__JR_NULL;
 		return literal(ps, "null");
 	default:
-		v->type = JR_NUMBER;
+		v->type = LK__JR_NUMBER;
 		return number(ps, v);
 	}
 }
 
-static void free_members(struct jr_value *v)
+static void free_members(struct lk__jr_value *v)
 {
 	for (size_t i = 0; i < v->n; i++)
 		free_members(&v->items[i]);
@@ -313,7 +313,7 @@ static void free_members(struct jr_value *v)
 	free(v->key);
 }
 
-void jr_free(struct jr_value *v)
+void lk__jr_free(struct lk__jr_value *v)
 {
 	if (v) {
 		free_members(v);
@@ -321,10 +321,10 @@ void jr_free(struct jr_value *v)
 	}
 }
 
-struct jr_value *jr_parse(const char *text, size_t len, char *err, size_t errlen)
+struct lk__jr_value *lk__jr_parse(const char *text, size_t len, char *err, size_t errlen)
 {
 	struct parser ps = { text, text, text + len, 0, err, errlen, false };
-	struct jr_value *v = calloc(1, sizeof(*v));
+	struct lk__jr_value *v = calloc(1, sizeof(*v));
 
 	if (!v) {
 		snprintf(err, errlen, "JSON: out of memory");
@@ -336,14 +336,14 @@ struct jr_value *jr_parse(const char *text, size_t len, char *err, size_t errlen
 			return v;
 		fail(&ps, "text after the value");
 	}
-	jr_free(v);
+	lk__jr_free(v);
 	return NULL;
 }
 
-struct jr_value *jr_parse_next(const char *text, size_t len, size_t *pos, char *err, size_t errlen)
+struct lk__jr_value *lk__jr_parse_next(const char *text, size_t len, size_t *pos, char *err, size_t errlen)
 {
 	struct parser ps = { text + *pos, text, text + len, 0, err, errlen, false };
-	struct jr_value *v = calloc(1, sizeof(*v));
+	struct lk__jr_value *v = calloc(1, sizeof(*v));
 
 	if (!v) {
 		snprintf(err, errlen, "JSON: out of memory");
@@ -355,13 +355,13 @@ struct jr_value *jr_parse_next(const char *text, size_t len, size_t *pos, char *
 	}
 	if (*pos > len)
 		fail(&ps, "unexpected end");
-	jr_free(v);
+	lk__jr_free(v);
 	return NULL;
 }
 
-const struct jr_value *jr_get(const struct jr_value *v, const char *key)
+const struct lk__jr_value *lk__jr_get(const struct lk__jr_value *v, const char *key)
 {
-	if (!v || v->type != JR_OBJECT)
+	if (!v || v->type != LK__JR_OBJECT)
 		return NULL;
 	for (size_t i = 0; i < v->n; i++)
 		if (strcmp(v->items[i].key, key) == 0)
@@ -369,16 +369,16 @@ const struct jr_value *jr_get(const struct jr_value *v, const char *key)
 	return NULL;
 }
 
-double jr_number(const struct jr_value *v, const char *key)
+double lk__jr_number(const struct lk__jr_value *v, const char *key)
 {
-	const struct jr_value *m = jr_get(v, key);
+	const struct lk__jr_value *m = lk__jr_get(v, key);
 
-	return m && m->type == JR_NUMBER ? m->number : NAN;
+	return m && m->type == LK__JR_NUMBER ? m->number : NAN;
 }
 
-const char *jr_string(const struct jr_value *v, const char *key)
+const char *lk__jr_string(const struct lk__jr_value *v, const char *key)
 {
-	const struct jr_value *m = jr_get(v, key);
+	const struct lk__jr_value *m = lk__jr_get(v, key);
 
-	return m && m->type == JR_STRING ? m->string : NULL;
+	return m && m->type == LK__JR_STRING ? m->string : NULL;
 }

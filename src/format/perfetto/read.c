@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * lowkey's Perfetto traces (src/probe/perfetto.c, docs/trace.md "Perfetto") read back for
- * `lowkey report` (report_trace.h), with the wire-format decoder of pb_read.h.
+ * lowkey's Perfetto traces (perfetto.c, docs/trace.md "Perfetto") read back into a trace file of
+ * any format (trace_file.h), with the wire-format decoder of protobuf/pb_read.h.
  *
  * Only what lowkey writes is read, and anything else is refused: packets on lowkey's sequences
  * (8192 to 16383), each sequence opened by a packet that clears its state and ties its clock (id
@@ -23,9 +23,9 @@
 #include <lowkey/probe.h>
 
 #include "internal/failf.h"
-#include "probe/perfetto_proto.h"
-#include "pb_read.h"
-#include "report_trace.h"
+#include "format/perfetto/perfetto_proto.h"
+#include "format/protobuf/pb_read.h"
+#include "format/trace_file.h"
 
 struct str {
 	const char *s;
@@ -60,7 +60,7 @@ struct pending_out {
 };
 
 struct pft_reader {
-	struct report_trace *t;
+	struct lk__trace_file *t;
 	const char *name;
 	char *err;
 	size_t errlen;
@@ -68,8 +68,8 @@ struct pft_reader {
 	struct sequence *seqs[SEQ_SPAN];
 	struct track *tracks;
 	size_t ntracks, captracks;
-	struct rt_map track_of;		/* uuid to index in tracks */
-	struct rt_map end_of;		/* a span begin's class to its end's */
+	struct lk__tf_map track_of;		/* uuid to index in tracks */
+	struct lk__tf_map end_of;		/* a span begin's class to its end's */
 	struct pending_out *outs;	/* by thread index */
 	size_t capouts;
 	bool process_seen;
@@ -223,7 +223,7 @@ static int add_track(struct pft_reader *p, uint64_t uuid, struct track tr)
 {
 	uint32_t i;
 
-	if (rt_map_get(&p->track_of, uuid, &i)) {
+	if (lk__tf_map_get(&p->track_of, uuid, &i)) {
 		if (p->tracks[i].kind != tr.kind || p->tracks[i].tid != tr.tid || p->tracks[i].cls != tr.cls)
 			return refuse(p, "%s", "describes a track again as something else");
 		return 0;
@@ -237,7 +237,7 @@ static int add_track(struct pft_reader *p, uint64_t uuid, struct track tr)
 		p->tracks = grown;
 		p->captracks = cap;
 	}
-	if (p->ntracks >= UINT32_MAX - 1 || rt_map_put(&p->track_of, uuid, (uint32_t)p->ntracks))
+	if (p->ntracks >= UINT32_MAX - 1 || lk__tf_map_put(&p->track_of, uuid, (uint32_t)p->ntracks))
 		return -ENOMEM;
 	p->tracks[p->ntracks++] = tr;
 	return 0;
@@ -247,7 +247,7 @@ static const struct track *track(const struct pft_reader *p, uint64_t uuid)
 {
 	uint32_t i;
 
-	return rt_map_get(&p->track_of, uuid, &i) ? &p->tracks[i] : NULL;
+	return lk__tf_map_get(&p->track_of, uuid, &i) ? &p->tracks[i] : NULL;
 }
 
 /* lowkey's labels of a flight recorder's snapshot: its lost events are older ones overwritten. */
@@ -296,7 +296,7 @@ static int thread_descriptor(struct pft_reader *p, uint64_t uuid, const struct p
 {
 	struct pb_cursor c = pb_cursor(td->data, td->len);
 	struct str name = { NULL, 0 };
-	struct rt_thread *th;
+	struct lk__tf_thread *th;
 	struct pb_field f;
 	uint64_t tid = 0;
 	int got, rc;
@@ -313,9 +313,9 @@ static int thread_descriptor(struct pft_reader *p, uint64_t uuid, const struct p
 		return refuse(p, "%s", "describes a thread without a thread id lowkey records");
 	if ((rc = add_track(p, uuid, (struct track){ TRACK_THREAD, (int)tid, 0 })) != 0)
 		return rc;
-	if (!(th = rt_thread(p->t, (int)tid)))
+	if (!(th = lk__tf_thread(p->t, (int)tid)))
 		return -ENOMEM;
-	return name.s ? rt_thread_name(p->t, th, 0, name.s, name.n) : 0;
+	return name.s ? lk__tf_thread_name(p->t, th, 0, name.s, name.n) : 0;
 }
 
 /* A child track of a thread's (CPU time, off-CPU) or of the process's (a counter's: "provider:event"). */
@@ -337,7 +337,7 @@ static int child_track(struct pft_reader *p, uint64_t uuid, uint64_t parent, str
 		return add_track(p, uuid, (struct track){ TRACK_OFF_CPU, of->tid, 0 });
 	if (of->kind != TRACK_PROCESS || !counter || counter_type || !colon)
 		return refuse(p, "%s", "describes a track lowkey does not write");
-	rc = rt_class(p->t, name.s, (size_t)(colon - name.s), colon + 1, name.n - (size_t)(colon - name.s) - 1,
+	rc = lk__tf_class(p->t, name.s, (size_t)(colon - name.s), colon + 1, name.n - (size_t)(colon - name.s) - 1,
 		      LK_PROBE_COUNTER, &cls);
 	if (rc == -E2BIG)
 		return refuse(p, "%s", "names more counters than a lowkey trace can have");
@@ -478,11 +478,11 @@ static int named_class(struct pft_reader *p, const struct sequence *sq, const st
 
 	if (!lookup(sq, 2, te->name_iid, &name) || !lookup(sq, 1, te->category_iid, &cat))
 		return refuse(p, "%s", "names an event or category its sequence did not intern");
-	rc = rt_class(p->t, cat.s, cat.n, name.s, name.n, kind, cls);
+	rc = lk__tf_class(p->t, cat.s, cat.n, name.s, name.n, kind, cls);
 	return rc == -E2BIG ? refuse(p, "%s", "names more events than a lowkey trace can have") : rc;
 }
 
-static int push_open(struct rt_thread *th, uint32_t cls)
+static int push_open(struct lk__tf_thread *th, uint32_t cls)
 {
 	if (th->depth == th->cap) {
 		size_t cap = th->cap ? th->cap * 2 : 16;
@@ -498,21 +498,21 @@ static int push_open(struct rt_thread *th, uint32_t cls)
 }
 
 /* A slice's end closes the thread's latest open slice: the end of that span's class. */
-static int end_class(struct pft_reader *p, struct rt_thread *th, uint32_t *cls)
+static int end_class(struct pft_reader *p, struct lk__tf_thread *th, uint32_t *cls)
 {
 	const struct lk__event_class *begin;
 	uint32_t id;
 	int rc;
 
 	if (!th->depth)	/* its begin is not in the trace: a name Perfetto's ends do not carry */
-		return rt_class(p->t, "?", 1, "?", 1, LK_PROBE_SPAN_END, cls);
+		return lk__tf_class(p->t, "?", 1, "?", 1, LK_PROBE_SPAN_END, cls);
 	id = th->open[--th->depth];
-	if (rt_map_get(&p->end_of, id, cls))
+	if (lk__tf_map_get(&p->end_of, id, cls))
 		return 0;
 	begin = p->t->r.classes[id];
-	rc = rt_class(p->t, begin->provider, strlen(begin->provider), begin->event, strlen(begin->event),
+	rc = lk__tf_class(p->t, begin->provider, strlen(begin->provider), begin->event, strlen(begin->event),
 		      LK_PROBE_SPAN_END, cls);
-	return rc ? rc : rt_map_put(&p->end_of, id, *cls);
+	return rc ? rc : lk__tf_map_put(&p->end_of, id, *cls);
 }
 
 static bool is(struct str s, const char *text)
@@ -520,7 +520,7 @@ static bool is(struct str s, const char *text)
 	return s.n == strlen(text) && memcmp(s.s, text, s.n) == 0;
 }
 
-static int thread_event(struct pft_reader *p, const struct sequence *sq, struct rt_thread *th,
+static int thread_event(struct pft_reader *p, const struct sequence *sq, struct lk__tf_thread *th,
 			const struct track_event *te, uint64_t ns)
 {
 	uint32_t cls;
@@ -531,11 +531,11 @@ static int thread_event(struct pft_reader *p, const struct sequence *sq, struct 
 	case TYPE_SLICE_BEGIN:
 		if ((rc = named_class(p, sq, te, LK_PROBE_SPAN_BEGIN, &cls)) || (rc = push_open(th, cls)))
 			return rc;
-		return rt_event(p->t, th, cls, ns, te->cpu_ns, NULL, 0);
+		return lk__tf_event(p->t, th, cls, ns, te->cpu_ns, NULL, 0);
 	case TYPE_SLICE_END:
 		if ((rc = end_class(p, th, &cls)) != 0)
 			return rc == -E2BIG ? refuse(p, "%s", "names more events than a lowkey trace can have") : rc;
-		return rt_event(p->t, th, cls, ns, te->cpu_ns, NULL, 0);
+		return lk__tf_event(p->t, th, cls, ns, te->cpu_ns, NULL, 0);
 	case TYPE_INSTANT:
 		if (lookup(sq, 2, te->name_iid, &name) && lookup(sq, 1, te->category_iid, &cat) && is(name, "lost") &&
 		    is(cat, "lowkey") && te->has_events) {
@@ -546,13 +546,13 @@ static int thread_event(struct pft_reader *p, const struct sequence *sq, struct 
 		}
 		if ((rc = named_class(p, sq, te, LK_PROBE_EVENT, &cls)) != 0)
 			return rc;
-		return rt_event(p->t, th, cls, ns, te->cpu_ns, NULL, 0);
+		return lk__tf_event(p->t, th, cls, ns, te->cpu_ns, NULL, 0);
 	default:
 		return refuse(p, "%s", "puts an event lowkey does not write on a thread's track");
 	}
 }
 
-static struct pending_out *pending_out(struct pft_reader *p, struct rt_thread *th)
+static struct pending_out *pending_out(struct pft_reader *p, struct lk__tf_thread *th)
 {
 	size_t i = (size_t)(th - p->t->threads);
 
@@ -573,7 +573,7 @@ static struct pending_out *pending_out(struct pft_reader *p, struct rt_thread *t
 }
 
 /* The off-CPU track: a slice from the switch out to the switch in, never nested. */
-static int off_cpu_event(struct pft_reader *p, const struct sequence *sq, struct rt_thread *th,
+static int off_cpu_event(struct pft_reader *p, const struct sequence *sq, struct lk__tf_thread *th,
 			 const struct track_event *te, uint64_t ns)
 {
 	struct pending_out *out = pending_out(p, th);
@@ -586,7 +586,7 @@ static int off_cpu_event(struct pft_reader *p, const struct sequence *sq, struct
 		if (!out->pending)
 			return refuse(p, "%s", "ends an off-CPU slice that did not begin");
 		out->pending = false;
-		rc = rt_off_cpu(p->t, th, out->ns, ns, out->preempted, out->cpu, out->next_cpu);
+		rc = lk__tf_off_cpu(p->t, th, out->ns, ns, out->preempted, out->cpu, out->next_cpu);
 		return rc == -ERANGE ? refuse(p, "%s", "has off-CPU time before the thread's previous ended") : rc;
 	}
 	if (te->type != TYPE_SLICE_BEGIN || !lookup(sq, 2, te->name_iid, &name) ||
@@ -603,7 +603,7 @@ static int track_event(struct pft_reader *p, struct sequence *sq, const struct p
 {
 	struct track_event te = { 0 };
 	const struct track *tr, *own;
-	struct rt_thread *th;
+	struct lk__tf_thread *th;
 	int rc;
 
 	if ((rc = decode_event(p, sq, ev, &te)) != 0)
@@ -612,7 +612,7 @@ static int track_event(struct pft_reader *p, struct sequence *sq, const struct p
 	own = track(p, sq->track);	/* the sequence's: its thread's, or its off-CPU track */
 	if (!tr || !own || own->kind == TRACK_PROCESS || own->kind == TRACK_COUNTER)
 		return refuse(p, "%s", "has an event on a track not described before it");
-	if (!(th = rt_thread(p->t, tr->kind == TRACK_THREAD ? tr->tid : own->tid)))
+	if (!(th = lk__tf_thread(p->t, tr->kind == TRACK_THREAD ? tr->tid : own->tid)))
 		return -ENOMEM;
 	switch (tr->kind) {
 	case TRACK_THREAD:
@@ -624,9 +624,9 @@ static int track_event(struct pft_reader *p, struct sequence *sq, const struct p
 			double d;
 
 			memcpy(&d, &te.value, sizeof(d));
-			return rt_counter(p->t, th, tr->cls, ns, d);
+			return lk__tf_counter(p->t, th, tr->cls, ns, d);
 		}
-		return rt_counter(p->t, th, tr->cls, ns, (double)(int64_t)te.value);
+		return lk__tf_counter(p->t, th, tr->cls, ns, (double)(int64_t)te.value);
 	case TRACK_OFF_CPU:
 		return off_cpu_event(p, sq, th, &te, ns);
 	default:
@@ -723,7 +723,7 @@ static int open_slices(struct pft_reader *p)
 
 		if (!p->outs[i].pending)
 			continue;
-		rc = rt_off_cpu(p->t, &p->t->threads[i], p->outs[i].ns, UINT64_MAX, p->outs[i].preempted,
+		rc = lk__tf_off_cpu(p->t, &p->t->threads[i], p->outs[i].ns, UINT64_MAX, p->outs[i].preempted,
 				p->outs[i].cpu, 0);
 		if (rc == -ERANGE)
 			return lk__failf(p->err, p->errlen, -EINVAL, "%s is damaged: thread %d's last off-CPU slice "
@@ -745,8 +745,8 @@ static void free_reader(struct pft_reader *p)
 	}
 	free(p->tracks);
 	free(p->outs);
-	rt_map_free(&p->track_of);
-	rt_map_free(&p->end_of);
+	lk__tf_map_free(&p->track_of);
+	lk__tf_map_free(&p->end_of);
 }
 
 static int read_packets(struct pft_reader *p, const uint8_t *data, size_t len)
@@ -757,7 +757,7 @@ static int read_packets(struct pft_reader *p, const uint8_t *data, size_t len)
 
 	for (;;) {
 		p->at = (size_t)(c.p - data);
-		rt_parsed(p->t, p->at);
+		lk__tf_parsed(p->t, p->at);
 		if ((got = pb_next(&c, &f)) <= 0)
 			break;
 		if (f.number != TRACE_PACKET || f.type != PB_LEN)
@@ -774,7 +774,7 @@ static int read_packets(struct pft_reader *p, const uint8_t *data, size_t len)
 	return open_slices(p);
 }
 
-int report_pftrace_read(struct report_trace *t, const uint8_t *data, size_t len, const char *name, char *err,
+int lk__perfetto_read(struct lk__trace_file *t, const uint8_t *data, size_t len, const char *name, char *err,
 			size_t errlen)
 {
 	struct pft_reader *p = calloc(1, sizeof(*p));

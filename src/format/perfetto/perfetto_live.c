@@ -36,9 +36,9 @@
 #include <lowkey/probe.h>
 
 #include "internal/failf.h"
-#include "probe/perfetto.h"
+#include "format/perfetto/perfetto.h"
 #include "probe/probe_internal.h"
-#include "probe/progress.h"
+#include "format/progress.h"
 
 #define PERIOD_MIN_MS 10		/* the consumer's flush period, within these: a drain's period, */
 					/* which the switch streams' back-off counts in */

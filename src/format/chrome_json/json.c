@@ -16,7 +16,7 @@
  * "-Infinity", and a NaN or infinite counter value is left out (counter tracks take numbers only)
  * and counted in otherData.nonfinite_counter_values.
  *
- * The text goes through a stdio stream that a forked child never flushes (core/outfile.h): a
+ * The text goes through a stdio stream that a forked child never flushes (internal/outfile.h): a
  * flight recorder's snapshot is converted while the program's other threads run, and fork.
  */
 #include <errno.h>
@@ -31,9 +31,9 @@
 
 #include "internal/json.h"
 #include "internal/outfile.h"
-#include "probe/convert.h"
+#include "format/convert.h"
 #include "probe/probe_internal.h"
-#include "probe/reader.h"
+#include "format/ctf/reader.h"
 
 struct json_state {
 	FILE *out;

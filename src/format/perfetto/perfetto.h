@@ -11,15 +11,15 @@
  * incremental clock's value, whether its tracks were described, a switch out not yet matched,
  * and the events it lost. Not thread-safe: one thread writes a given lk__pft.
  */
-#ifndef LK_PROBE_PERFETTO_H
-#define LK_PROBE_PERFETTO_H
+#ifndef LK_FORMAT_PERFETTO_H
+#define LK_FORMAT_PERFETTO_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "probe/reader.h"
+#include "format/ctf/reader.h"
 
 struct lk__pft;
 

@@ -9,8 +9,8 @@
  * varint, then a varint (type 0), 8 little-endian bytes (type 1), or a varint length and that
  * many bytes (type 2: strings, bytes, nested messages).
  */
-#ifndef LK_PROBE_PROTOBUF_H
-#define LK_PROBE_PROTOBUF_H
+#ifndef LK_FORMAT_PROTOBUF_H
+#define LK_FORMAT_PROTOBUF_H
 
 #include <stdbool.h>
 #include <stddef.h>

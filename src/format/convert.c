@@ -14,9 +14,9 @@
 
 #include "internal/failf.h"
 #include "internal/outfile.h"
-#include "probe/convert.h"
-#include "probe/progress.h"
-#include "probe/reader.h"
+#include "format/convert.h"
+#include "format/progress.h"
+#include "format/ctf/reader.h"
 
 static const struct {
 	const char *name, *extension;

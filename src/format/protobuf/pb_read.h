@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A protocol-buffers wire-format decoder for `lowkey report` on Perfetto traces
- * (report_pftrace.c): a message's fields one at a time, on a cursor over bytes it never reads
+ * (perfetto/read.c): a message's fields one at a time, on a cursor over bytes it never reads
  * past. A field is its key (number << 3 | wire type) as a varint, then a varint (type 0), 8 bytes
  * (type 1, little-endian), a varint length and that many bytes (type 2: strings, bytes, nested
  * messages) or 4 bytes (type 5). Groups (types 3 and 4, deprecated, which lowkey never writes)
  * and every malformed field are errors. Nothing is allocated; no length is trusted before it is
  * checked against the bytes that are left.
  */
-#ifndef LOWKEY_CLI_PB_READ_H
-#define LOWKEY_CLI_PB_READ_H
+#ifndef LK_FORMAT_PB_READ_H
+#define LK_FORMAT_PB_READ_H
 
 #include <stdbool.h>
 #include <stddef.h>
