@@ -58,7 +58,7 @@ static const char branch_usage[] =
 struct branch_options {
 	int runs, flips, processes;
 	bool json;
-	bool child;		/* --key-vs-nop-child: one of the processes measuring key off vs nop */
+	bool child;		/* --key-vs-nop-child: a process measuring key off vs nop */
 };
 
 /* The options into *o; false when they are not the bench's (the usage is printed). */
@@ -86,7 +86,8 @@ static bool parse_options(int argc, char **argv, struct branch_options *o)
 		default: fputs(branch_usage, stderr); return false;
 		}
 	}
-	if (o->runs < 1 || o->flips < 1 || o->processes < 0 || o->processes > 64 || optind != argc) {
+	if (o->runs < 1 || o->flips < 1 || o->processes < 0 || o->processes > 64 ||
+	    optind != argc) {
 		fputs(branch_usage, stderr);
 		return false;
 	}
@@ -147,7 +148,8 @@ static int branch_run(int argc, char **argv)
 	if (o.json)
 		branch_print_json(o.runs, &pf, &pk, membarrier_us, &kvn);
 	else
-		branch_print_key_vs_nop(&kvn, branch_loop_rows[ROW_KEY_OFF].ns / branch_loop_rows[ROW_NOP].ns);
+		branch_print_key_vs_nop(&kvn, branch_loop_rows[ROW_KEY_OFF].ns /
+					      branch_loop_rows[ROW_NOP].ns);
 	return 0;
 }
 

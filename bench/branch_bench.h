@@ -78,7 +78,7 @@ int branch_enable_key_on(void);
 /* Every row, runs times, interleaved; the cache-miss row only with a second CPU. 0 or -ENOMEM. */
 int branch_measure_loop(int runs, bool have_second_cpu);
 
-/* ---- 1b. static key off vs nop: the code (branch_code.c), several processes (branch_loop.c) ---- */
+/* ---- 1b. static key off vs nop: the code (branch_code.c), the processes (branch_loop.c) ---- */
 
 /* A key's site when off, as the site table finds it: the NOP key.h emits, in memory order. */
 #if defined(__x86_64__)

@@ -77,7 +77,8 @@ struct loop_row branch_loop_rows[NROWS] = {
 				   { 25.2, __builtin_nan(""), 28.3 } },
 	[ROW_KEY_OFF] = { "static key off", loop_key_off, false, UNPUBLISHED },
 	[ROW_KEY_ON] = { "static key on", loop_key_on, false, UNPUBLISHED },
-	[ROW_LOAD_BRANCH_ON] = { "load + branch, flag on", loop_load_branch_on, false, UNPUBLISHED },
+	[ROW_LOAD_BRANCH_ON] = { "load + branch, flag on", loop_load_branch_on, false,
+				 UNPUBLISHED },
 };
 
 int branch_enable_key_on(void)
@@ -163,7 +164,8 @@ int branch_measure_loop(int runs, bool have_second_cpu)
  * first; prints "NOP_NS KEY_OFF_NS", medians of runs. */
 int branch_key_vs_nop_child(int runs)
 {
-	const struct loop_row *nop = &branch_loop_rows[ROW_NOP], *key = &branch_loop_rows[ROW_KEY_OFF];
+	const struct loop_row *nop = &branch_loop_rows[ROW_NOP];
+	const struct loop_row *key = &branch_loop_rows[ROW_KEY_OFF];
 	double *vn = calloc((size_t)runs, sizeof(double)), *vk = calloc((size_t)runs, sizeof(double));
 	uint64_t in, ik;
 
@@ -240,8 +242,8 @@ void branch_measure_key_vs_nop(struct key_vs_nop *k, int processes, int runs)
 {
 	double sorted[64];
 
-	branch_compare_code(k, (const uint8_t *)(uintptr_t)loop_nop, (const uint8_t *)(uintptr_t)loop_key_off,
-			    &key_off.key);
+	branch_compare_code(k, (const uint8_t *)(uintptr_t)loop_nop,
+			    (const uint8_t *)(uintptr_t)loop_key_off, &key_off.key);
 	k->requested = processes;
 	k->aslr = read_aslr();
 	k->median = k->min = k->max = __builtin_nan("");

@@ -86,7 +86,8 @@ void branch_print_loop_rows(bool have_second_cpu)
 	}
 	if (!have_second_cpu)
 		fprintf(out, "(the cache-miss row needs a second CPU)\n");
-	fprintf(out, "\nload + branch, cache miss vs static key off: %.1fx\n", branch_loop_rows[ROW_LOAD_BRANCH_MISS].ns / branch_loop_rows[ROW_KEY_OFF].ns);
+	fprintf(out, "\nload + branch, cache miss vs static key off: %.1fx\n",
+		branch_loop_rows[ROW_LOAD_BRANCH_MISS].ns / branch_loop_rows[ROW_KEY_OFF].ns);
 	lkb_section_end(out);
 }
 
@@ -164,7 +165,8 @@ static void json_key_vs_nop(struct lkb_json *j, const struct key_vs_nop *k)
 		lkb_json_null(j, "site_bytes");
 	if (k->why)
 		lkb_json_str(j, "why_not_identical", k->why);
-	lkb_json_num(j, "in_process_ratio", branch_loop_rows[ROW_KEY_OFF].ns / branch_loop_rows[ROW_NOP].ns);
+	lkb_json_num(j, "in_process_ratio",
+		     branch_loop_rows[ROW_KEY_OFF].ns / branch_loop_rows[ROW_NOP].ns);
 	lkb_json_int(j, "processes", k->processes);
 	lkb_json_int(j, "aslr", k->aslr);
 	lkb_json_array(j, "ratio_per_process");

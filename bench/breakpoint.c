@@ -396,7 +396,8 @@ static void print_ratio(double v, double base)
 		printf(" %+11.1f%%", 100.0 * (v / base - 1.0));
 }
 
-static void thread_print_json(const struct results *r, const char *perf_args, const struct placement *pl)
+static void thread_print_json(const struct results *r, const char *perf_args,
+			      const struct placement *pl)
 {
 	double base = r->median[V_PERF_BENCH];
 	struct lkb_json j;
@@ -462,8 +463,8 @@ static void thread_print_text(const struct results *r, bool perf_ok, const char 
 	printf("\nkernel commit 0912037fec (\"perf/hw_breakpoint: Reduce contention with large number\n"
 	       "of tasks\"), the same command with -b 4 -p 64 -t 64 -r 30 on a 256-CPU machine:\n");
 	for (size_t i = 0; i < sizeof(published_thread) / sizeof(published_thread[0]); i++)
-		printf("  %-36s %10.2f %13.1f\n", published_thread[i].what, published_thread[i].usecs,
-		       published_thread[i].usecs_cpu);
+		printf("  %-36s %10.2f %13.1f\n", published_thread[i].what,
+		       published_thread[i].usecs, published_thread[i].usecs_cpu);
 }
 
 static int thread_run_variant(enum variant v, bool perf_ok, const char *perf_args, double *usecs)
@@ -608,7 +609,8 @@ static const char *const enable_variant_names[] = {
 	"lk_watch_disable + lk_watch_enable",
 };
 
-static void enable_print_json(const struct results *r, const char *perf_args, const struct placement *pl)
+static void enable_print_json(const struct results *r, const char *perf_args,
+			      const struct placement *pl)
 {
 	double base = r->median[V_PERF_BENCH];
 	struct lkb_json j;

@@ -276,7 +276,8 @@ struct snapshot_figures {
 	uint64_t bytes;		/* what one snapshot wrote */
 };
 
-static void print_json(const struct mode_rows *fit, const struct mode_rows *lap, const struct snapshot_figures *s)
+static void print_json(const struct mode_rows *fit, const struct mode_rows *lap,
+		       const struct snapshot_figures *s)
 {
 	struct lkb_json j;
 
@@ -347,7 +348,8 @@ static int flight_run(int argc, char **argv)
 		return 0;
 	}
 	lkb_row("\n%-52s %10.2f ms   (%.2f ms of the thread's CPU time; %.1f MiB written; target < 50 ms)\n",
-		"snapshot of 8 threads x 8 MiB rings", snap.ms, snap.cpu_ms, (double)snap.bytes / (1 << 20));
+		"snapshot of 8 threads x 8 MiB rings", snap.ms, snap.cpu_ms,
+		(double)snap.bytes / (1 << 20));
 	return 0;
 }
 

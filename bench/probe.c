@@ -62,8 +62,8 @@ static bool parse_options(int argc, char **argv, struct probe_options *o)
 	struct stat st;
 	int c;
 
-	*o = (struct probe_options){ .trace_dir = "/dev/shm", .runs = 21, .burst = LKB_DEFAULT_BURST, .seconds = 1.0,
-				     .lttng = true };
+	*o = (struct probe_options){ .trace_dir = "/dev/shm", .runs = 21,
+				     .burst = LKB_DEFAULT_BURST, .seconds = 1.0, .lttng = true };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:b:s:d:nj", opts, NULL)) != -1) {
 		switch (c) {
@@ -76,7 +76,8 @@ static bool parse_options(int argc, char **argv, struct probe_options *o)
 		default: fputs(probe_usage, stderr); return false;
 		}
 	}
-	if (o->runs < 1 || o->runs > 64 || o->burst < 2 || o->burst > MAX_BURST || o->seconds <= 0 || optind != argc) {
+	if (o->runs < 1 || o->runs > 64 || o->burst < 2 || o->burst > MAX_BURST ||
+	    o->seconds <= 0 || optind != argc) {
 		fputs(probe_usage, stderr);
 		return false;
 	}
@@ -97,8 +98,8 @@ static int measure_unrecorded(const struct probe_options *o, struct results *r)
 	lkb_progress("disabled site, %d runs", runs);
 	r->disabled_ns = probe_time_unrecorded(o, probe_loop_disabled);
 	if (!o->json)
-		lkb_row("%-46s %10.3f   (%+.3f over the empty loop)\n", "lowkey disabled site", r->disabled_ns,
-			r->disabled_ns - r->empty_ns);
+		lkb_row("%-46s %10.3f   (%+.3f over the empty loop)\n", "lowkey disabled site",
+			r->disabled_ns, r->disabled_ns - r->empty_ns);
 	lkb_progress("site on for a USDT tracer, no trace, %d runs", runs);
 	if (lk_probe_usdt_enable("lkbench_usdt") < 0) {
 		fprintf(stderr, "lowkey bench probe: %s\n", lk_last_error());
@@ -109,9 +110,10 @@ static int measure_unrecorded(const struct probe_options *o, struct results *r)
 	r->usdt_span_ns = probe_time_unrecorded(o, probe_loop_usdt_span);
 	lk_probe_usdt_reset_rules();
 	if (!o->json) {
-		lkb_row("%-46s %10.3f   (%+.3f over the empty loop)\n", "lowkey site on for USDT, no trace", r->usdt_ns,
-			r->usdt_ns - r->empty_ns);
-		lkb_row("%-46s %10.3f   (begin and end)\n", "lowkey span on for USDT, no trace", r->usdt_span_ns);
+		lkb_row("%-46s %10.3f   (%+.3f over the empty loop)\n",
+			"lowkey site on for USDT, no trace", r->usdt_ns, r->usdt_ns - r->empty_ns);
+		lkb_row("%-46s %10.3f   (begin and end)\n", "lowkey span on for USDT, no trace",
+			r->usdt_span_ns);
 	}
 	return 0;
 }
@@ -148,7 +150,10 @@ static int measure_enabled(const struct probe_options *o, struct results *r)
 static void measure_lttng(const struct probe_options *o, struct results *r)
 {
 	lkb_progress("beside LTTng-UST, %d rounds", o->runs);
-	r->lttng = o->lttng ? probe_bench_lttng(o) : (struct lttng_result){ .missing = "skipped (--no-lttng)" };
+	if (o->lttng)
+		r->lttng = probe_bench_lttng(o);
+	else
+		r->lttng = (struct lttng_result){ .missing = "skipped (--no-lttng)" };
 	if (!o->json)
 		probe_print_lttng_text(o, &r->lttng);
 }

@@ -16,7 +16,8 @@
 #define MAX_BURST 32768
 /* The pause after every enabled burst of the LTTng-UST comparison, both tracers alike. */
 #define PEER_PAUSE_MS 20
-/* The no-loss rate is searched this many times: trials are short and a machine's stalls are not. */
+/* The no-loss rate is searched this many times: trials are short and a busy machine's stalls
+ * are not. */
 #define SEARCHES 3
 
 struct probe_options {
@@ -46,11 +47,13 @@ uint64_t probe_loop_span(uint64_t n);
 /* ns per iteration of a loop that records nothing, median of o->runs. */
 double probe_time_unrecorded(const struct probe_options *o, uint64_t (*loop)(uint64_t));
 /* o->runs bursts of loop inside a trace started with flags; records_per_iter per iteration. */
-struct burst_result probe_time_bursts(const struct probe_options *o, const char *name, uint64_t (*loop)(uint64_t),
-				      unsigned int flags, unsigned int records_per_iter);
-/* Start a trace into <o->trace_dir>/lowkey-bench-NAME-PID (its path into dir); lk_trace_start's result. */
-int probe_start_trace(const struct probe_options *o, const char *name, unsigned int flags, size_t buffer, char *dir,
-		      size_t dirlen);
+struct burst_result probe_time_bursts(const struct probe_options *o, const char *name,
+				      uint64_t (*loop)(uint64_t), unsigned int flags,
+				      unsigned int records_per_iter);
+/* Start a trace into <o->trace_dir>/lowkey-bench-NAME-PID (its path into dir); lk_trace_start's
+ * result. */
+int probe_start_trace(const struct probe_options *o, const char *name, unsigned int flags,
+		      size_t buffer, char *dir, size_t dirlen);
 void probe_remove_trace(const char *dir);
 
 /* ---- beside LTTng-UST (probe_lttng.c) ---- */
@@ -92,7 +95,8 @@ struct rate_summary {
 };
 
 /* The highest rate `threads` producers sustain with no event lost, searched SEARCHES times. */
-struct rate_summary probe_summarize_rate(const struct probe_options *o, int threads, unsigned int flags);
+struct rate_summary probe_summarize_rate(const struct probe_options *o, int threads,
+					 unsigned int flags);
 /* Bytes resident for a thread's first event in a trace; -1 if it cannot trace. */
 long probe_memory_per_thread(const struct probe_options *o);
 

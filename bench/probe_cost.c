@@ -92,8 +92,8 @@ static void wait_drained(uint64_t expected)
 	}
 }
 
-int probe_start_trace(const struct probe_options *o, const char *name, unsigned int flags, size_t buffer, char *dir,
-		      size_t dirlen)
+int probe_start_trace(const struct probe_options *o, const char *name, unsigned int flags,
+		      size_t buffer, char *dir, size_t dirlen)
 {
 	struct lk_trace_config c = { .path = dir, .flags = flags, .buffer_size = buffer, .flush_ms = 5 };
 
@@ -111,8 +111,9 @@ void probe_remove_trace(const char *dir)
 }
 
 /* Time o->runs bursts of loop(burst) inside a trace; records_per_iter records per iteration. */
-struct burst_result probe_time_bursts(const struct probe_options *o, const char *name, uint64_t (*loop)(uint64_t),
-				      unsigned int flags, unsigned int records_per_iter)
+struct burst_result probe_time_bursts(const struct probe_options *o, const char *name,
+				      uint64_t (*loop)(uint64_t), unsigned int flags,
+				      unsigned int records_per_iter)
 {
 	long burst = o->burst;
 	int runs = o->runs;

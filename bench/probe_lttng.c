@@ -153,12 +153,14 @@ struct lttng_result probe_bench_lttng(const struct probe_options *o)
 
 	snprintf(session, sizeof(session), "lowkey-bench-%d", (int)getpid());
 	snprintf(dir, sizeof(dir), "%s/%s", o->trace_dir, session);
-	snprintf(lowkey_dir, sizeof(lowkey_dir), "%s/lowkey-bench-peer-%d", o->trace_dir, (int)getpid());
+	snprintf(lowkey_dir, sizeof(lowkey_dir), "%s/lowkey-bench-peer-%d", o->trace_dir,
+		 (int)getpid());
 	if (quiet("lttng create %s --output='%s'", session, dir) == 0 &&
 	    quiet("lttng enable-channel -u --subbuf-size=8M --num-subbuf=4 -s %s lkch%s", session, "") == 0 &&
 	    quiet("lttng enable-event -u -c lkch -s %s lkbench:two_ints%s", session, "") == 0 &&
 	    quiet("lttng start %s%s", session, "") == 0) {
-		r.have_on = run_peer(peer, o->runs, o->burst, lowkey_dir, PEER_PAUSE_MS, &r.on) == 0;
+		r.have_on = run_peer(peer, o->runs, o->burst, lowkey_dir, PEER_PAUSE_MS,
+				     &r.on) == 0;
 		if (!r.have_on)
 			r.missing = "lowkey-bench-lttng failed (run it by hand to see why)";
 		lttng_stop(session, r.discarded, sizeof(r.discarded));

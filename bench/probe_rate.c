@@ -48,7 +48,8 @@ static void *produce(void *arg)
 	return NULL;
 }
 
-static struct rate_trial run_rate(const struct probe_options *o, int threads, double rate, unsigned int flags)
+static struct rate_trial run_rate(const struct probe_options *o, int threads, double rate,
+				  unsigned int flags)
 {
 	struct rate_trial t = { rate, 0, 0, 0, 0 };
 	struct producer p[2];
@@ -59,7 +60,8 @@ static struct rate_trial run_rate(const struct probe_options *o, int threads, do
 	if (t.err)
 		return t;
 	for (int i = 0; i < threads; i++) {
-		p[i] = (struct producer){ .rate = rate, .seconds = o->seconds, .cpu = threads == 1 ? -1 : i };
+		p[i] = (struct producer){ .rate = rate, .seconds = o->seconds,
+					  .cpu = threads == 1 ? -1 : i };
 		pthread_create(&p[i].thread, NULL, produce, &p[i]);
 	}
 	for (int i = 0; i < threads; i++) {
@@ -151,8 +153,10 @@ long probe_memory_per_thread(const struct probe_options *o)
 	return delta * sysconf(_SC_PAGESIZE);
 }
 
-/* The no-loss rate, searched SEARCHES times: trials are short and a busy machine's stalls are not. */
-struct rate_summary probe_summarize_rate(const struct probe_options *o, int threads, unsigned int flags)
+/* The no-loss rate, searched SEARCHES times: trials are short and a busy machine's stalls are
+ * not. */
+struct rate_summary probe_summarize_rate(const struct probe_options *o, int threads,
+					 unsigned int flags)
 {
 	struct rate_summary s = { 0 };
 	double v[SEARCHES];

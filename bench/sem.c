@@ -102,8 +102,8 @@ static bool parse_options(int argc, char **argv, struct sem_options *o, int *sta
 	bool ok = true;
 	int c;
 
-	*o = (struct sem_options){ .nthreads = 250, .wake = 64, .seconds = 10, .runs = 3, .locks = true,
-				   .want = { true, true, false, false } };
+	*o = (struct sem_options){ .nthreads = 250, .wake = 64, .seconds = 10, .runs = 3,
+				   .locks = true, .want = { true, true, false, false } };
 	optind = 1;
 	while (ok && (c = getopt_long(argc, argv, "t:w:r:o:j", opts, NULL)) != -1) {
 		switch (c) {
@@ -161,7 +161,8 @@ static int run_modes(const struct sem_options *o, struct mode_result *m)
 				continue;
 			lkb_progress("run %d of %d: %s", r + 1, o->runs, sem_mode_names[i]);
 			if (sembench_run((enum mode)i, o, &runs_of[i][r]) != 0) {
-				fprintf(stderr, "lowkey bench sem: the %s run failed\n", sem_mode_names[i]);
+				fprintf(stderr, "lowkey bench sem: the %s run failed\n",
+					sem_mode_names[i]);
 				err = 1;
 			}
 		}

@@ -107,6 +107,7 @@ void sem_print_header(const struct sem_options *o);
 void sem_print_modes(const struct sem_options *o, const struct mode_result *m);
 void sem_print_lock_costs(const struct sem_options *o, const struct lock_costs *c);
 /* All of it as JSON, at the end; c NULL with --no-locks. */
-void sem_print_json(const struct sem_options *o, const struct mode_result *m, const struct lock_costs *c);
+void sem_print_json(const struct sem_options *o, const struct mode_result *m,
+		    const struct lock_costs *c);
 
 #endif

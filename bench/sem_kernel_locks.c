@@ -64,16 +64,18 @@ static long tracepoint_id_or_why(const char *event, struct kernel_locks *k)
 	long id = tracepoint_id(event);
 
 	if (id == -ENOENT)
-		snprintf(k->why, sizeof(k->why), "no lock:%s tracepoint (tracefs not mounted, or kernel < 5.19)",
-			 event);
+		snprintf(k->why, sizeof(k->why),
+			 "no lock:%s tracepoint (tracefs not mounted, or kernel < 5.19)", event);
 	else if (id < 0)
-		snprintf(k->why, sizeof(k->why), "cannot read tracefs: %s (run as root or with CAP_PERFMON and "
-			 "a readable tracefs)", strerror((int)-id));
+		snprintf(k->why, sizeof(k->why),
+			 "cannot read tracefs: %s (run as root or with CAP_PERFMON and a readable "
+			 "tracefs)", strerror((int)-id));
 	return id;
 }
 
 /* Tracepoint id as event e on one CPU, with its ring; an offline CPU is left out. 0 or -errno. */
-static int open_on_cpu(struct ktrace *t, int e, int cpu, long id, const char *event, struct kernel_locks *k)
+static int open_on_cpu(struct ktrace *t, int e, int cpu, long id, const char *event,
+		       struct kernel_locks *k)
 {
 	struct perf_event_attr a = {
 		.type = PERF_TYPE_TRACEPOINT,
@@ -94,11 +96,12 @@ static int open_on_cpu(struct ktrace *t, int e, int cpu, long id, const char *ev
 		if (err == ENODEV || err == EINVAL)
 			return 0;	/* an offline CPU */
 		snprintf(k->why, sizeof(k->why),
-			 "tracepoint lock:%s: %s (needs root or CAP_PERFMON, and perf_event_paranoid <= 1 "
-			 "for kernel events)", event, strerror(err));
+			 "tracepoint lock:%s: %s (needs root or CAP_PERFMON, and "
+			 "perf_event_paranoid <= 1 for kernel events)", event, strerror(err));
 		return -err;
 	}
-	t->ring[e][cpu] = mmap(NULL, t->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd[e][cpu], 0);
+	t->ring[e][cpu] = mmap(NULL, t->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			       t->fd[e][cpu], 0);
 	if (t->ring[e][cpu] == MAP_FAILED) {
 		snprintf(k->why, sizeof(k->why), "cannot map a perf ring buffer: %s (ulimit -l, "
 			 "perf_event_mlock_kb)", strerror(errno));

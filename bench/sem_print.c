@@ -44,8 +44,9 @@ static void print_kernel(const struct run_result *r)
 /* The text a part at a time, each as soon as it is measured: the modes' runs, then the lock costs. */
 void sem_print_header(const struct sem_options *o)
 {
-	printf("lowkey bench sem: sembench, %d threads waking %d at a time, %.0f s x %d runs, %s\n", o->nthreads,
-	       o->wake, (double)o->seconds, o->runs, o->bind ? "bound to CPUs" : "not bound");
+	printf("lowkey bench sem: sembench, %d threads waking %d at a time, %.0f s x %d runs, %s\n",
+	       o->nthreads, o->wake, (double)o->seconds, o->runs,
+	       o->bind ? "bound to CPUs" : "not bound");
 	printf("machine: %s\n\n", lkb_machine());
 	fflush(stdout);
 }
@@ -78,8 +79,9 @@ void sem_print_modes(const struct sem_options *o, const struct mode_result *m)
 	for (int i = 0; i < 2; i++)
 		printf("    %-6s %8.0f worker burns/s  main burns %.0f  free %.0f contended %.0f wait %.0f avg %.0f "
 		       "1/1000 cpu time %.0f\n",
-		       published[i].when, published[i].burns_per_s, published[i].main_burns, published[i].free, published[i].contended,
-		       published[i].wait_cycles, published[i].avg_cycles, published[i].per_mille);
+		       published[i].when, published[i].burns_per_s, published[i].main_burns,
+		       published[i].free, published[i].contended, published[i].wait_cycles,
+		       published[i].avg_cycles, published[i].per_mille);
 	fflush(stdout);
 }
 
@@ -196,7 +198,8 @@ static void json_lock_costs(struct lkb_json *j, const struct lock_costs *c)
 	lkb_json_close(j);
 }
 
-void sem_print_json(const struct sem_options *o, const struct mode_result *m, const struct lock_costs *c)
+void sem_print_json(const struct sem_options *o, const struct mode_result *m,
+		    const struct lock_costs *c)
 {
 	struct lkb_json j;
 

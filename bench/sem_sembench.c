@@ -277,8 +277,8 @@ static void count_burns(const struct sembench *b, struct run_result *r)
 
 int sembench_run(enum mode mode, const struct sem_options *o, struct run_result *r)
 {
-	struct sembench b = { .mode = mode, .nthreads = o->nthreads, .wake = o->wake, .bind = o->bind,
-			      .ncpus = lkb_ncpus() };
+	struct sembench b = { .mode = mode, .nthreads = o->nthreads, .wake = o->wake,
+			      .bind = o->bind, .ncpus = lkb_ncpus() };
 	struct ktrace trace;
 	int err;
 
