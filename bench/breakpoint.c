@@ -37,7 +37,7 @@
 
 #define NAN_ __builtin_nan("")
 
-/* ---- raw perf_event_open, as perf bench and lowkey call it ---- */
+/* ---- raw perf_event_open, as perf bench calls it ---- */
 
 /* perf bench breakpoint's breakpoint: read/write, 1 byte, inherited. */
 static int perf_bench_breakpoint(void *addr)
