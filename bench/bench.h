@@ -57,6 +57,12 @@ double lkb_median(double *v, size_t n);
 double lkb_percentile(double *v, size_t n, double p);
 void lkb_mean_stddev(const double *v, size_t n, double *mean, double *stddev);
 
+/* ---- errors ---- */
+
+/* "lowkey bench: WHAT: <err>" on standard error, then lowkey's hint (lk_last_error()) if it has
+ * one. Returns 1, a bench's exit status when it cannot measure. */
+int lkb_fail(const char *what, int err);
+
 /* ---- the machine ---- */
 
 int lkb_ncpus(void);

@@ -238,7 +238,9 @@ static void text_rows(const char *what, const struct mode_rows *m)
 		m->ratio, (unsigned long long)m->lost[1]);
 }
 
-static int flight_run(int argc, char **argv)
+/* The options into runs, events and trace_dir; false when they are not the bench's (the usage
+ * is printed). */
+static bool parse_options(int argc, char **argv, bool *json)
 {
 	static const struct option opts[] = {
 		{ "runs", required_argument, NULL, 'r' },
@@ -247,10 +249,6 @@ static int flight_run(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct mode_rows fit = { 0 }, lap = { 0 };
-	double snap[MAX_RUNS], snap_ms, snap_cpu_ms = 0;
-	uint64_t bytes = 0;
-	bool json = false;
 	struct stat st;
 	int c;
 
@@ -260,16 +258,72 @@ static int flight_run(int argc, char **argv)
 		case 'r': runs = atoi(optarg); break;
 		case 'e': events = atol(optarg); break;
 		case 'd': trace_dir = optarg; break;
-		case 'j': json = true; break;
-		default: fputs(flight_usage, stderr); return 2;
+		case 'j': *json = true; break;
+		default: fputs(flight_usage, stderr); return false;
 		}
 	}
 	if (runs < 1 || runs > MAX_RUNS || events < 1000 || optind != argc) {
 		fputs(flight_usage, stderr);
-		return 2;
+		return false;
 	}
 	if (stat(trace_dir, &st) != 0 || !S_ISDIR(st.st_mode))
 		trace_dir = "/tmp";
+	return true;
+}
+
+struct snapshot_figures {
+	double ms, cpu_ms;	/* medians of the runs */
+	uint64_t bytes;		/* what one snapshot wrote */
+};
+
+static void print_json(const struct mode_rows *fit, const struct mode_rows *lap,
+		       const struct snapshot_figures *s)
+{
+	struct lkb_json j;
+
+	lkb_json_begin(&j, stdout);
+	lkb_json_str(&j, "bench", "flight");
+	lkb_json_str(&j, "machine", lkb_machine());
+	lkb_json_int(&j, "runs", runs);
+	json_rows(&j, "fitting_bursts", fit);
+	lkb_json_int(&j, "long_burst_events", events);
+	json_rows(&j, "long_burst", lap);
+	lkb_json_num(&j, "snapshot_ms", s->ms);
+	lkb_json_num(&j, "snapshot_cpu_ms", s->cpu_ms);
+	lkb_json_int(&j, "snapshot_rings_bytes", (long long)SNAP_THREADS * SNAP_RING);
+	lkb_json_int(&j, "snapshot_bytes", (long long)s->bytes);
+	lkb_json_end(&j);
+}
+
+/* Both kinds of burst, in both modes, each printed (text) as soon as it is measured. 0 or 1. */
+static int measure_bursts(bool json, struct mode_rows *fit, struct mode_rows *lap)
+{
+	if (measure(time_fitting_bursts, "bursts that fit the ring", fit) != 0) {
+		fprintf(stderr, "lowkey bench flight: cannot trace: %s\n", lk_last_error());
+		return 1;
+	}
+	if (!json)
+		text_rows("bursts of 16384 events (384 KiB), 20 ms apart:", fit);
+	if (measure(time_long_burst, "bursts that lap the ring", lap) != 0) {
+		fprintf(stderr, "lowkey bench flight: cannot trace: %s\n", lk_last_error());
+		return 1;
+	}
+	if (!json) {
+		snprintf(label_buf, sizeof(label_buf), "one burst of %ld events (laps the ring), thread CPU time:", events);
+		text_rows(label_buf, lap);
+	}
+	return 0;
+}
+
+static int flight_run(int argc, char **argv)
+{
+	struct mode_rows fit = { 0 }, lap = { 0 };
+	struct snapshot_figures snap = { 0 };
+	double snap_ms[MAX_RUNS];
+	bool json = false;
+
+	if (!parse_options(argc, argv, &json))
+		return 2;
 	if (lk_probe_enable("lkbench") < 0) {
 		fprintf(stderr, "lowkey bench flight: %s\n", lk_last_error());
 		return 1;
@@ -281,45 +335,21 @@ static int flight_run(int argc, char **argv)
 		lkb_row("machine: %s\n\n", lkb_machine());
 		lkb_row("%-52s %10s\n", "event, 2 integers, 2 MiB ring", "ns/event");
 	}
-	if (measure(time_fitting_bursts, "bursts that fit the ring", &fit) != 0) {
-		fprintf(stderr, "lowkey bench flight: cannot trace: %s\n", lk_last_error());
+	if (measure_bursts(json, &fit, &lap))
 		return 1;
-	}
-	if (!json)
-		text_rows("bursts of 16384 events (384 KiB), 20 ms apart:", &fit);
-	if (measure(time_long_burst, "bursts that lap the ring", &lap) != 0) {
-		fprintf(stderr, "lowkey bench flight: cannot trace: %s\n", lk_last_error());
-		return 1;
-	}
-	if (!json) {
-		snprintf(label_buf, sizeof(label_buf), "one burst of %ld events (laps the ring), thread CPU time:", events);
-		text_rows(label_buf, &lap);
-	}
 	lkb_progress("snapshots of 64 MiB, %d runs", runs);
-	snap_ms = time_snapshots(snap, &snap_cpu_ms, &bytes);
-	if (snap_ms < 0) {
+	snap.ms = time_snapshots(snap_ms, &snap.cpu_ms, &snap.bytes);
+	if (snap.ms < 0) {
 		fprintf(stderr, "lowkey bench flight: cannot snapshot: %s\n", lk_last_error());
 		return 1;
 	}
 	if (json) {
-		struct lkb_json j;
-
-		lkb_json_begin(&j, stdout);
-		lkb_json_str(&j, "bench", "flight");
-		lkb_json_str(&j, "machine", lkb_machine());
-		lkb_json_int(&j, "runs", runs);
-		json_rows(&j, "fitting_bursts", &fit);
-		lkb_json_int(&j, "long_burst_events", events);
-		json_rows(&j, "long_burst", &lap);
-		lkb_json_num(&j, "snapshot_ms", snap_ms);
-		lkb_json_num(&j, "snapshot_cpu_ms", snap_cpu_ms);
-		lkb_json_int(&j, "snapshot_rings_bytes", (long long)SNAP_THREADS * SNAP_RING);
-		lkb_json_int(&j, "snapshot_bytes", (long long)bytes);
-		lkb_json_end(&j);
+		print_json(&fit, &lap, &snap);
 		return 0;
 	}
 	lkb_row("\n%-52s %10.2f ms   (%.2f ms of the thread's CPU time; %.1f MiB written; target < 50 ms)\n",
-		"snapshot of 8 threads x 8 MiB rings", snap_ms, snap_cpu_ms, (double)bytes / (1 << 20));
+		"snapshot of 8 threads x 8 MiB rings", snap.ms, snap.cpu_ms,
+		(double)snap.bytes / (1 << 20));
 	return 0;
 }
 

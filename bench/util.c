@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Shared by the benchmarks: timing, statistics, the machine's description, JSON.
+ * Shared by the benchmarks: timing, statistics, errors, the machine's description, JSON.
  */
 #include <errno.h>
 #include <math.h>
@@ -11,6 +11,8 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <lowkey/lowkey.h>
 
 #include "bench.h"
 #include "internal/json.h"
@@ -80,6 +82,14 @@ int lkb_pin(int cpu)
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
 	return -pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+int lkb_fail(const char *what, int err)
+{
+	fprintf(stderr, "lowkey bench: %s: %s\n", what, lk_strerror(err));
+	if (*lk_last_error())
+		fprintf(stderr, "hint: %s\n", lk_last_error());
+	return 1;
 }
 
 static void cpu_model(char *buf, size_t len)
