@@ -3,7 +3,7 @@
 # The manual pages (docs/man) against the command line they document:
 #   - every command `lowkey help` lists has its page, lowkey(1) names it, each page has the
 #     sections a man page needs, and renders without a groff or man warning;
-#   - every option of a command -- in its --help text, in its getopt tables (tools/lowkey/CMD*.c)
+#   - every option of a command -- in its --help text, in its getopt tables (tools/lowkey/builtin-CMD.c, util/CMD_*.c)
 #     and, for benchmarks, in `lowkey bench NAME --help` -- is in its page: a new option without
 #     documentation fails here.
 # usage: test_man_pages.sh LOWKEY MANDIR CLI_SOURCE_DIR
@@ -100,7 +100,7 @@ for cmd in $commands; do
 	printf '%s\n' "$main_text" | grep -q "lowkey-$cmd(1)" || fail "lowkey.1 does not name lowkey-$cmd(1)"
 	check_page "$page"
 	text=$(render "$page")
-	sources=$(ls "$srcdir/$cmd".c "$srcdir/$cmd"_*.c 2>/dev/null)
+	sources=$(ls "$srcdir/builtin-$cmd".c "$srcdir/util/$cmd"_*.c 2>/dev/null)
 	# --help and -h are the dispatcher's for every command; the page says so too.
 	for opt in $( ("$lowkey" "$cmd" --help | help_options; [ -z "$sources" ] || source_options $sources) | sort -u); do
 		documented "$opt" "$text" || fail "lowkey-$cmd.1 does not document '$opt' (from lowkey $cmd --help or $cmd*.c)"
@@ -124,8 +124,8 @@ fi
 for page in "$mandir"/lowkey-*.1; do
 	cmd=$(basename "$page" .1)
 	cmd=${cmd#lowkey-}
-	printf '%s\n' "$commands" | grep -qx "$cmd" || grep -qs "LK_CLI_COMMAND([^,]*, *\"$cmd\"" "$srcdir"/*.c ||
-		fail "$page documents '$cmd', which no tools/lowkey/*.c defines"
+	printf '%s\n' "$commands" | grep -qx "$cmd" || grep -qs "\.name = \"$cmd\"" "$srcdir"/builtin-*.c ||
+		fail "$page documents '$cmd', which no tools/lowkey/builtin-*.c defines"
 done
 
 [ $failed -eq 0 ] && echo "every command has its page, every option is documented, no warnings"

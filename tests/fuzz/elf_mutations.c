@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The ELF reader of `lowkey list` and `lowkey trace --pid` (tools/lowkey/probe_elf.c) on cuts of
+ * The ELF reader of `lowkey list` and `lowkey trace --pid` (tools/lowkey/util/probe_elf.c) on cuts of
  * real programs and on every damaged byte of their headers: a program and a shared object with
  * probe sites, each cut at every length within its first and last 8 KiB (the ELF and program
  * headers; the section headers and their names) and at every 97th between, and with each byte of
@@ -55,12 +55,12 @@ static uint8_t *slurp(const char *path, size_t *size)
 /* Read the copy: sites (at most max) or an error that says why. Returns the sites, or -1. */
 static long read_copy(size_t max, const char *what, size_t at)
 {
-	struct lk_elf_sites s;
+	struct probe_elf_sites s;
 	char err[512] = "";
 	long n;
-	int rc = lk_elf_read_sites(copy, &s, err, sizeof(err));
+	int rc = probe_elf_read_sites(copy, &s, err, sizeof(err));
 
-	(void)lk_elf_uses_lowkey(copy);
+	(void)probe_elf_uses_lowkey(copy);
 	if (rc) {
 		if (rc > 0 || !err[0])
 			print_error("%s at %zu: %d without a message\n", what, at, rc);
@@ -71,7 +71,7 @@ static long read_copy(size_t max, const char *what, size_t at)
 		print_error("%s at %zu: %zu sites, more than the whole file's %zu\n", what, at, s.n, max);
 	assert_true(s.n <= max);
 	n = (long)s.n;
-	lk_elf_free_sites(&s);
+	probe_elf_free_sites(&s);
 	return n;
 }
 

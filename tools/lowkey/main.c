@@ -8,54 +8,73 @@
 
 #include <lowkey/lowkey.h>
 
-#include "cli.h"
+#include "builtin.h"
 #include "internal/edit_distance.h"
 #include "internal/utf8.h"
-#include "status.h"
+#include "util/status.h"
 
-extern const struct lk_cli_command __start_lk_cli_commands[];
-extern const struct lk_cli_command __stop_lk_cli_commands[];
+/* Every command, sorted by name: `lowkey help` lists them in this order. */
+static const struct cli_command *const commands[] = {
+	&cmd_bench,
+	&cmd_clock,
+	&cmd_convert,
+	&cmd_disable,
+	&cmd_enable,
+	&cmd_help,
+#ifdef LK_HAVE_LIBELF
+	&cmd_list,
+#endif
+#ifdef LK_HAVE_LIBDW
+	&cmd_locks,
+#endif
+	&cmd_report,
+	&cmd_snapshot,
+	&cmd_stat,
+	&cmd_trace,
+	&cmd_version,
+#ifdef LK_HAVE_LIBDW
+	&cmd_watch,
+#endif
+};
 
-const struct lk_cli_command *lk_cli_find(const char *name)
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+const struct cli_command *cli_find(const char *name)
 {
-	for (const struct lk_cli_command *c = __start_lk_cli_commands; c < __stop_lk_cli_commands; c++)
-		if (strcmp(c->name, name) == 0)
-			return c;
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (strcmp(commands[i]->name, name) == 0)
+			return commands[i];
 	return NULL;
 }
 
-void lk_cli_list(void)
+static void list_to(FILE *out)
 {
-	/* Sorted by name, without allocating: pick the next name up each round. */
-	const char *last = "";
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(out, "   %-10s %s\n", commands[i]->name, commands[i]->summary);
+}
 
-	for (;;) {
-		const struct lk_cli_command *next = NULL;
+void cli_list(void)
+{
+	list_to(stdout);
+}
 
-		for (const struct lk_cli_command *c = __start_lk_cli_commands; c < __stop_lk_cli_commands; c++)
-			if (strcmp(c->name, last) > 0 && (!next || strcmp(c->name, next->name) < 0))
-				next = c;
-		if (!next)
-			return;
-		printf("   %-10s %s\n", next->name, next->summary);
-		last = next->name;
+void cli_suggest(const char *name)
+{
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		const char *known = commands[i]->name;
+
+		if (lk__edit_distance(name, known, false) <= 2 || strncmp(name, known, strlen(name)) == 0)
+			fprintf(stderr, "hint: did you mean 'lowkey %s'?\n", known);
 	}
 }
 
-void lk_cli_suggest(const char *name)
-{
-	for (const struct lk_cli_command *c = __start_lk_cli_commands; c < __stop_lk_cli_commands; c++)
-		if (lk__edit_distance(name, c->name, false) <= 2 || strncmp(name, c->name, strlen(name)) == 0)
-			fprintf(stderr, "hint: did you mean 'lowkey %s'?\n", c->name);
-}
-
 /* Messages quote what traces, processes and /proc say: their control characters are escaped. */
-void lk_cli_error(const char *cmd, const char *hint, const char *fmt, ...)
+void cli_error(const char *cmd, const char *hint, const char *fmt, ...)
 {
 	char msg[4096], shown[4 * sizeof(msg)];
 	va_list ap;
 
-	lk_status_clear();	/* the message has the line to itself */
+	status_clear();	/* the message has the line to itself */
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
@@ -64,7 +83,7 @@ void lk_cli_error(const char *cmd, const char *hint, const char *fmt, ...)
 		fprintf(stderr, "hint: %s\n", hint);
 }
 
-bool lk_cli_wants_help(int argc, char **argv)
+bool cli_wants_help(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--") == 0)
@@ -83,41 +102,37 @@ static void usage(FILE *out)
 		"The Linux kernel's low-overhead instrumentation, for your programs.\n"
 		"\n"
 		"Commands:\n");
-	if (out == stdout) {
-		lk_cli_list();
-	} else {
+	if (out != stdout)
 		fflush(stdout);
-		for (const struct lk_cli_command *c = __start_lk_cli_commands; c < __stop_lk_cli_commands; c++)
-			fprintf(out, "   %-10s %s\n", c->name, c->summary);
-	}
+	list_to(out);
 	fprintf(out, "\nSee 'lowkey help COMMAND' for a command's manual, 'lowkey COMMAND --help' for its options.\n");
 }
 
 int main(int argc, char **argv)
 {
-	const struct lk_cli_command *cmd;
+	const struct cli_command *cmd;
 
 	if (argc < 2) {
 		usage(stderr);
-		return LK_EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	}
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
 		printf("lowkey %s (library %s)\n", LK_VERSION_STRING, lk_version());
-		return LK_EXIT_OK;
+		return CLI_EXIT_OK;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		usage(stdout);
-		return LK_EXIT_OK;
+		return CLI_EXIT_OK;
 	}
-	cmd = lk_cli_find(argv[1]);
+	cmd = cli_find(argv[1]);
 	if (!cmd) {
-		lk_cli_error(NULL, NULL, "'%s' is not a lowkey command. See 'lowkey help'.", argv[1]);
-		lk_cli_suggest(argv[1]);
-		return LK_EXIT_USAGE;
+		cli_error(NULL, NULL, "'%s' is not a lowkey command. See 'lowkey help'.", argv[1]);
+		cli_suggest(argv[1]);
+		return CLI_EXIT_USAGE;
 	}
-	if (!(cmd->flags & LK_CLI_OWN_HELP) && lk_cli_wants_help(argc - 1, argv + 1)) {
+	if (!(cmd->flags & CLI_OWN_HELP) && cli_wants_help(argc - 1, argv + 1)) {
 		fputs(cmd->usage, stdout);
-		return LK_EXIT_OK;
+		return CLI_EXIT_OK;
 	}
 	return cmd->run(argc - 1, argv + 1);
 }

@@ -18,7 +18,7 @@
 
 #include <lowkey/lowkey.h>
 
-#include "cli.h"
+#include "builtin.h"
 
 /* Where `cmake --install` puts the binary and the pages, relative to the prefix (CMakeLists.txt). */
 #ifndef LK_INSTALL_BINDIR
@@ -120,8 +120,8 @@ static int open_manual(const char *name)
 static void list_commands(void)
 {
 	printf("usage: lowkey [--version] [--help] COMMAND [ARGS]\n\nCommands:\n");
-	lk_cli_list();
-	fputs(lk_cli_conventions, stdout);
+	cli_list();
+	fputs(cli_conventions, stdout);
 	printf("\nSee 'lowkey help COMMAND' for a command's manual, 'lowkey COMMAND --help' for its options.\n");
 }
 
@@ -140,7 +140,7 @@ static int help_run(int argc, char **argv)
 		{ "text", no_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const struct lk_cli_command *cmd;
+	const struct cli_command *cmd;
 	bool text = false;
 	int c;
 
@@ -148,36 +148,44 @@ static int help_run(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+t", options, NULL)) != -1) {
 		if (c != 't') {
 			fputs(help_usage, stderr);
-			return LK_EXIT_USAGE;
+			return CLI_EXIT_USAGE;
 		}
 		text = true;
 	}
 	if (optind == argc) {
 		list_commands();
-		return LK_EXIT_OK;
+		return CLI_EXIT_OK;
 	}
-	cmd = lk_cli_find(argv[optind]);
+	cmd = cli_find(argv[optind]);
 	if (!cmd) {
-		lk_cli_error("help", NULL, "no such command '%s'", argv[optind]);
-		lk_cli_suggest(argv[optind]);
-		return LK_EXIT_USAGE;
+		cli_error("help", NULL, "no such command '%s'", argv[optind]);
+		cli_suggest(argv[optind]);
+		return CLI_EXIT_USAGE;
 	}
 	if (text || open_manual(cmd->name) != 0)
 		fputs(cmd->usage, stdout);
-	return LK_EXIT_OK;
+	return CLI_EXIT_OK;
 }
 
-LK_CLI_COMMAND(help_command, "help", "show the commands, or one command's manual", help_usage, help_run);
+const struct cli_command cmd_help = {
+	.name = "help",
+	.summary = "show the commands, or one command's manual",
+	.usage = help_usage,
+	.run = help_run,
+};
 
 static int version_run(int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
 	printf("lowkey %s (library %s)\n", LK_VERSION_STRING, lk_version());
-	return LK_EXIT_OK;
+	return CLI_EXIT_OK;
 }
 
-LK_CLI_COMMAND(version_command, "version", "print lowkey's version",
-	       "usage: lowkey version\n"
-	       "       lowkey --version\n",
-	       version_run);
+const struct cli_command cmd_version = {
+	.name = "version",
+	.summary = "print lowkey's version",
+	.usage = "usage: lowkey version\n"
+		"       lowkey --version\n",
+	.run = version_run,
+};

@@ -14,13 +14,13 @@
 
 #include <lowkey/probe.h>
 
-#include "cli.h"
+#include "builtin.h"
 #include "internal/failf.h"
 #include "internal/json.h"
 #include "internal/utf8.h"
-#include "list_events.h"
+#include "util/list_events.h"
 #include "internal/control.h"
-#include "probe_elf.h"
+#include "util/probe_elf.h"
 
 /*
  * What a process may send for LIST: a site per event id (16 bits), so many bytes, so long.
@@ -195,7 +195,7 @@ static void print_json(const struct rows *r, pid_t pid, const char *source)
 		lk__json_string(stdout, s->function);
 		printf(", \"args\": [");
 		for (unsigned int a = 0; a < s->nargs; a++) {
-			lk_arg_name(s->arg_names, a, name, sizeof(name));
+			site_arg_name(s->arg_names, a, name, sizeof(name));
 			printf("%s{\"name\": ", a ? ", " : "");
 			lk__json_string(stdout, name);
 			printf(", \"type\": \"%s\"}", arg_type(s, a));
@@ -213,7 +213,7 @@ static void print_args(const struct row *s)
 	char name[256], shown[4 * sizeof(name)];
 
 	for (unsigned int a = 0; a < s->nargs; a++) {
-		lk_arg_name(s->arg_names, a, name, sizeof(name));
+		site_arg_name(s->arg_names, a, name, sizeof(name));
 		printf("%s%s: %s", a ? ", " : "", lk__text_escape(name, shown, sizeof(shown)), arg_type(s, a));
 	}
 }
@@ -282,13 +282,13 @@ static void print_text(const struct rows *r)
 
 static int rows_from_file(struct rows *r, const char *path, const char *shown, bool quiet_if_none)
 {
-	struct lk_elf_sites sites;
+	struct probe_elf_sites sites;
 	char err[512], name[1024];
-	int rc = lk_elf_read_sites(path, &sites, err, sizeof(err));
+	int rc = probe_elf_read_sites(path, &sites, err, sizeof(err));
 
 	if (rc) {
 		if (!quiet_if_none)
-			lk_cli_error("list", NULL, "%s", err);
+			cli_error("list", NULL, "%s", err);
 		return rc;
 	}
 	if (!sites.n && !quiet_if_none)
@@ -298,13 +298,13 @@ static int rows_from_file(struct rows *r, const char *path, const char *shown, b
 		fprintf(stderr, "lowkey list: %s: %u entries are not probe sites of this lowkey version\n",
 			lk__text_escape(shown, name, sizeof(name)), sites.skipped);
 	for (size_t i = 0; i < sites.n && !rc; i++) {
-		const struct lk_elf_site *s = &sites.sites[i];
+		const struct probe_elf_site *s = &sites.sites[i];
 		struct row row = { (char *)shown, s->provider, s->event, s->file, s->arg_names, s->function,
 				   sites.type, s->line, s->kind, s->nargs, s->arg_types, -1 };
 
 		rc = add_row(r, &row);
 	}
-	lk_elf_free_sites(&sites);
+	probe_elf_free_sites(&sites);
 	return rc;
 }
 
@@ -372,7 +372,7 @@ static int rows_from_control(struct rows *r, pid_t pid, char *err, size_t errlen
 static int rows_from_maps(struct rows *r, pid_t pid)
 {
 	char *paths[512], *shown[512];
-	int n = lk_proc_objects(pid, paths, shown, 512);
+	int n = proc_objects(pid, paths, shown, 512);
 
 	if (n < 0)
 		return n;
@@ -396,7 +396,7 @@ static void say_why_files(pid_t pid, const char *name, const struct rows *r, int
 {
 	if (!r->n)
 		fprintf(stderr, "lowkey list: process %d (%s) has no lowkey probe sites%s\n", (int)pid, name,
-			lk_proc_uses_lowkey(pid) == 1 ? "" : ": it is not linked with liblowkey");
+			proc_uses_lowkey(pid) == 1 ? "" : ": it is not linked with liblowkey");
 	else if (rc == -ENOTCONN || rc == -EBUSY || rc == -EPERM)
 		fprintf(stderr, "lowkey list: %s (sites read from its files; whether each is on is unknown)\n", err);
 	else
@@ -411,20 +411,20 @@ static int list_pid(pid_t pid, bool json)
 	const char *source = "control";
 	int rc, ctl;
 
-	lk_proc_name(pid, name, sizeof(name));
+	proc_name_of(pid, name, sizeof(name));
 	rc = ctl = rows_from_control(&r, pid, err, sizeof(err));
 	if (rc == -ESRCH) {
-		lk_cli_error("list", NULL, "%s", err);	/* no such process, or it exited as lowkey waited */
-		return LK_EXIT_FAIL;
+		cli_error("list", NULL, "%s", err);	/* no such process, or it exited as lowkey waited */
+		return CLI_EXIT_FAIL;
 	}
 	if (rc == -EACCES) {
-		lk_cli_error("list", "run lowkey as the process's user, or as root", "%s", err);
-		return LK_EXIT_FAIL;
+		cli_error("list", "run lowkey as the process's user, or as root", "%s", err);
+		return CLI_EXIT_FAIL;
 	}
 	if (rc && !read_files_instead(rc)) {
-		lk_cli_error("list", NULL, "process %d (%s): %s", (int)pid, name, err);
+		cli_error("list", NULL, "process %d (%s): %s", (int)pid, name, err);
 		free_rows(&r);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	if (rc) {
 		free_rows(&r);
@@ -432,13 +432,13 @@ static int list_pid(pid_t pid, bool json)
 		source = "elf";
 		rc = rows_from_maps(&r, pid);
 		if (rc && ctl == -EPERM)
-			lk_cli_error("list", NULL, "%s; nor can its mapped files be read", err);
+			cli_error("list", NULL, "%s; nor can its mapped files be read", err);
 		else if (rc)
-			lk_cli_error("list", rc == -EACCES ? "run lowkey as the process's user, or as root" : NULL,
+			cli_error("list", rc == -EACCES ? "run lowkey as the process's user, or as root" : NULL,
 				     "cannot read the mapped files of process %d (%s): %s", (int)pid, name, strerror(-rc));
 		if (rc) {
 			free_rows(&r);
-			return LK_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 		}
 		say_why_files(pid, name, &r, ctl, err);
 	}
@@ -448,7 +448,7 @@ static int list_pid(pid_t pid, bool json)
 	else
 		print_text(&r);
 	free_rows(&r);
-	return LK_EXIT_OK;
+	return CLI_EXIT_OK;
 }
 
 static int list_files(char **files, int n, bool json)
@@ -465,7 +465,7 @@ static int list_files(char **files, int n, bool json)
 	else
 		print_text(&r);
 	free_rows(&r);
-	return failed ? LK_EXIT_FAIL : LK_EXIT_OK;
+	return failed ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
 static int parse_pid(const char *s, pid_t *out)
@@ -498,27 +498,31 @@ static int list_run(int argc, char **argv)
 		switch (c) {
 		case 'p':
 			if (parse_pid(optarg, &pid) != 0) {
-				lk_cli_error("list", "give a process id, such as $(pidof server)", "bad pid '%s'", optarg);
-				return LK_EXIT_USAGE;
+				cli_error("list", "give a process id, such as $(pidof server)", "bad pid '%s'", optarg);
+				return CLI_EXIT_USAGE;
 			}
 			break;
 		case 'j': json = true; break;
-		case 'h': fputs(list_usage, stdout); return LK_EXIT_OK;
+		case 'h': fputs(list_usage, stdout); return CLI_EXIT_OK;
 		default:
 			fputs(list_usage, stderr);
-			return LK_EXIT_USAGE;
+			return CLI_EXIT_USAGE;
 		}
 	}
 	if (pid && optind < argc) {
-		lk_cli_error("list", NULL, "give either --pid or files, not both");
-		return LK_EXIT_USAGE;
+		cli_error("list", NULL, "give either --pid or files, not both");
+		return CLI_EXIT_USAGE;
 	}
 	if (pid)
 		return list_pid(pid, json);
 	if (optind == argc)
-		return lk_cli_list_events(json);
+		return cli_list_events(json);
 	return list_files(argv + optind, argc - optind, json);
 }
 
-LK_CLI_COMMAND(list_command, "list", "list the counter events here, or the probe sites of a program or process",
-	       list_usage, list_run);
+const struct cli_command cmd_list = {
+	.name = "list",
+	.summary = "list the counter events here, or the probe sites of a program or process",
+	.usage = list_usage,
+	.run = list_run,
+};

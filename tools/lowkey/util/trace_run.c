@@ -29,7 +29,7 @@
 
 #include <lowkey/probe.h>
 
-#include "cli.h"
+#include "builtin.h"
 #include "internal/control.h"
 #include "format/convert.h"
 #include "probe_elf.h"
@@ -140,7 +140,7 @@ static void on_message(struct run *r, const struct lk__ctl_msg *m, const char *c
 	switch (m->type) {
 	case LK_CTL_ENV_START:
 		if (m->env_start.err) {
-			lk_cli_error("trace", NULL, "cannot trace %s: %s", cmd, m->env_start.message);
+			cli_error("trace", NULL, "cannot trace %s: %s", cmd, m->env_start.message);
 			r->start_failed = true;
 			kill(r->child, SIGKILL);	/* it waits for this verdict before its main() */
 		} else {
@@ -164,7 +164,7 @@ static void on_message(struct run *r, const struct lk__ctl_msg *m, const char *c
 		snprintf(r->finish_msg, sizeof(r->finish_msg), "%s", m->stats.message);
 		break;
 	case LK_CTL_PROGRESS:	/* converting the trace at its exit */
-		lk_status_conversion(lk__trace_format_name((enum lk_trace_format)o->format), m->progress.done,
+		status_conversion(lk__trace_format_name((enum lk_trace_format)o->format), m->progress.done,
 				     m->progress.total);
 		break;
 	}
@@ -226,7 +226,7 @@ static int wait_for_child(struct run *r, const struct trace_opts *o)
 		close(pidfd);
 	if (status_open)
 		read_status(r, cmd, o);	/* what it said on its way out */
-	lk_status_clear();	/* a conversion cut short by the program's end */
+	status_clear();	/* a conversion cut short by the program's end */
 	return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }
 
@@ -258,13 +258,13 @@ static void explain_no_status(const char *cmd, int code)
 	struct stat st;
 
 	if (resolve(cmd, path, sizeof(path)) && stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)))
-		lk_cli_error("trace", "run it without set-user-ID, or call lk_trace_start() in it",
+		cli_error("trace", "run it without set-user-ID, or call lk_trace_start() in it",
 			     "%s is set-user-ID or set-group-ID: liblowkey ignores the environment there", cmd);
-	else if (resolve(cmd, path, sizeof(path)) && lk_elf_uses_lowkey(path))
-		lk_cli_error("trace", "see the command's own messages above",
+	else if (resolve(cmd, path, sizeof(path)) && probe_elf_uses_lowkey(path))
+		cli_error("trace", "see the command's own messages above",
 			     "%s ended (status %d) before liblowkey could start tracing", cmd, code);
 	else
-		lk_cli_error("trace", "link it with -llowkey (`pkg-config --libs lowkey`) and mark its code with "
+		cli_error("trace", "link it with -llowkey (`pkg-config --libs lowkey`) and mark its code with "
 			     "LK_PROBE() (see docs/probe.md)",
 			     "program is not linked with liblowkey: %s ran no program that uses it, nothing was traced",
 			     cmd);
@@ -288,7 +288,7 @@ static int check_matches(const struct trace_opts *o, struct run *r, const char *
 		if (matched < 0)
 			matched = trace_count_matches(o->format != LK_TRACE_CTF ? r->ctf_dir : o->output, g);
 		if (matched == 0) {
-			lk_cli_error("trace", NULL, "no probe site in %s matches '%s'", cmd, g);
+			cli_error("trace", NULL, "no probe site in %s matches '%s'", cmd, g);
 			(*unmatched)++;
 		}
 		total += matched > 0 ? matched : 0;
@@ -306,12 +306,12 @@ static int finish(const struct trace_opts *o, struct run *r, int code)
 
 	if (r->start_failed) {
 		trace_discard_output(o);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	if (!r->started) {
 		trace_discard_output(o);
 		explain_no_status(cmd, code);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	matched = check_matches(o, r, cmd, &unmatched);
 	if (!r->finished && o->overwrite) {
@@ -325,17 +325,17 @@ static int finish(const struct trace_opts *o, struct run *r, int code)
 			"kept (its last %s may be missing)\n", cmd, code > 128 ? "signal" : "status",
 			code > 128 ? code - 128 : code, "100 ms");
 		if (trace_recover(o, r->ctf_dir, &r->totals, err, sizeof(err)) != 0) {
-			lk_cli_error("trace", NULL, "cannot read the trace back: %s", err);
-			return LK_EXIT_FAIL;
+			cli_error("trace", NULL, "cannot read the trace back: %s", err);
+			return CLI_EXIT_FAIL;
 		}
 	}
 	if (matched || !unmatched)
 		trace_print_summary(o, &r->totals);
 	if (r->finish_err) {
-		lk_cli_error("trace", NULL, "%s", r->finish_msg);
-		return LK_EXIT_FAIL;
+		cli_error("trace", NULL, "%s", r->finish_msg);
+		return CLI_EXIT_FAIL;
 	}
-	return unmatched ? LK_EXIT_FAIL : code;
+	return unmatched ? CLI_EXIT_FAIL : code;
 }
 
 int trace_run_command(struct trace_opts *o)
@@ -345,20 +345,20 @@ int trace_run_command(struct trace_opts *o)
 	ssize_t n;
 
 	if (trace_prepare_output(o, (uid_t)-1, (gid_t)-1))
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0 ||
 	    pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-		lk_cli_error("trace", NULL, "cannot set up: %s", strerror(errno));
+		cli_error("trace", NULL, "cannot set up: %s", strerror(errno));
 		trace_discard_output(o);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	set_signals(forward_signal, SIG_IGN);
 	fflush(NULL);
 	r.child = fork();
 	if (r.child < 0) {
-		lk_cli_error("trace", NULL, "fork: %s", strerror(errno));
+		cli_error("trace", NULL, "fork: %s", strerror(errno));
 		trace_discard_output(o);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	if (r.child == 0) {
 		close(sv[0]);
@@ -375,12 +375,12 @@ int trace_run_command(struct trace_opts *o)
 	if (n == sizeof(exec_err)) {
 		waitpid(r.child, NULL, 0);
 		trace_discard_output(o);
-		lk_cli_error("trace", exec_err == ENOENT ? "check the command's name and $PATH" : NULL,
+		cli_error("trace", exec_err == ENOENT ? "check the command's name and $PATH" : NULL,
 			     "cannot run '%s': %s", o->argv[0], strerror(exec_err));
 		close(r.status_fd);
 		return exec_err == ENOENT ? 127 : 126;
 	}
-	lk_status_begin("trace", !o->quiet && !o->json);
+	status_begin("trace", !o->quiet && !o->json);
 	code = wait_for_child(&r, o);
 	close(r.status_fd);
 	set_signals(SIG_DFL, SIG_DFL);

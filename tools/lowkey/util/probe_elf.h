@@ -11,24 +11,24 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct lk_elf_site {
+struct probe_elf_site {
 	char *provider, *event, *file, *arg_names;
 	char *function;		/* "" when the file does not say */
 	unsigned int line, kind, nargs;
 	uint32_t arg_types;	/* 4 bits per argument, as in struct lk_probe_site */
 };
 
-struct lk_elf_sites {
+struct probe_elf_sites {
 	char *path;
 	const char *type;	/* "executable", "PIE executable", "shared object" */
 	bool has_section;	/* the object has a __lk_probe_sites section */
-	struct lk_elf_site *sites;
+	struct probe_elf_site *sites;
 	size_t n;
 	unsigned int skipped;	/* descriptors that are not lowkey probe sites of this ABI */
 };
 
 /*
- * lk_elf_read_sites - the probe sites of the ELF object at path (an executable, PIE or not, or a
+ * probe_elf_read_sites - the probe sites of the ELF object at path (an executable, PIE or not, or a
  * shared object). Pointers are read as the dynamic loader would set them at a load address of 0:
  * through R_*_RELATIVE and absolute relocations where the object has them, as stored otherwise.
  * The file is read with pread, never mapped (whoever writes it may cut it meanwhile), only the
@@ -37,20 +37,20 @@ struct lk_elf_sites {
  * file's size or change time differs after the reading: it changed while being read) or -errno;
  * err says which.
  */
-int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, size_t errlen);
-void lk_elf_free_sites(struct lk_elf_sites *s);
+int probe_elf_read_sites(const char *path, struct probe_elf_sites *out, char *err, size_t errlen);
+void probe_elf_free_sites(struct probe_elf_sites *s);
 
 /*
  * Whether the ELF object at path uses liblowkey: probe sites, liblowkey in DT_NEEDED, or its
- * symbols. Read as lk_elf_read_sites() reads; false for a file that changed while being read.
+ * symbols. Read as probe_elf_read_sites() reads; false for a file that changed while being read.
  */
-bool lk_elf_uses_lowkey(const char *path);
+bool probe_elf_uses_lowkey(const char *path);
 
 /*
- * lk_open_regular - open path for reading if it is a regular file of at most 4 GiB; a FIFO or a
+ * open_regular_file - open path for reading if it is a regular file of at most 4 GiB; a FIFO or a
  * device is never opened. Returns the fd, or -errno with err saying why.
  */
-int lk_open_regular(const char *path, char *err, size_t errlen);
+int open_regular_file(const char *path, char *err, size_t errlen);
 
 /*
  * The files process pid has mapped, the main program first, each once: shown, as the process
@@ -59,18 +59,18 @@ int lk_open_regular(const char *path, char *err, size_t errlen);
  * /proc/PID/root where that is readable. Returns how many (up to max), or -errno (-ESRCH: no such
  * process, -EACCES: not ours to read). Free each path.
  */
-int lk_proc_objects(pid_t pid, char **paths, char **shown, int max);
+int proc_objects(pid_t pid, char **paths, char **shown, int max);
 
 /* Whether process pid uses liblowkey in any object it has mapped: 1, 0, or -errno. */
-int lk_proc_uses_lowkey(pid_t pid);
+int proc_uses_lowkey(pid_t pid);
 
 /*
  * The process's name (/proc/PID/comm), or "?"; its control characters escaped (lk__text_escape):
  * the process chose it. 64 bytes hold any.
  */
-void lk_proc_name(pid_t pid, char *out, size_t len);
+void proc_name_of(pid_t pid, char *out, size_t len);
 
 /* Split a probe's argument text ("id, f(a, b)") at its top-level commas; the i-th, trimmed. */
-void lk_arg_name(const char *names, unsigned int i, char *out, size_t len);
+void site_arg_name(const char *names, unsigned int i, char *out, size_t len);
 
 #endif

@@ -18,12 +18,12 @@
 #include <unistd.h>
 
 #include "bench_html.h"
-#include "cli.h"
+#include "builtin.h"
 #include "internal/outfile.h"
 #include "html.h"
 #include "format/chrome_json/json_read.h"
 
-bool lk_bench_html_option(int *argc, char **argv, const char **out)
+bool bench_html_option(int *argc, char **argv, const char **out)
 {
 	int w = 1;
 
@@ -38,7 +38,7 @@ bool lk_bench_html_option(int *argc, char **argv, const char **out)
 			*out = argv[i] + 7;
 		} else if (strcmp(argv[i], "--html") == 0) {
 			if (i + 1 >= *argc) {
-				lk_cli_error("bench", "lowkey bench NAME --html report.html", "--html needs a file");
+				cli_error("bench", "lowkey bench NAME --html report.html", "--html needs a file");
 				return false;
 			}
 			*out = argv[++i];
@@ -85,7 +85,7 @@ static int run_json(const struct lk_bench *b, int argc, char **argv, bool quiet,
 
 	if (!args || !tmp || fflush(stdout) != 0 || (saved = dup(STDOUT_FILENO)) < 0 ||
 	    dup2(fileno(tmp), STDOUT_FILENO) < 0) {
-		lk_cli_error("bench", "set TMPDIR to a writable directory", "cannot keep the bench's figures: %s",
+		cli_error("bench", "set TMPDIR to a writable directory", "cannot keep the bench's figures: %s",
 			     strerror(errno));
 		if (saved >= 0)
 			close(saved);
@@ -106,7 +106,7 @@ static int run_json(const struct lk_bench *b, int argc, char **argv, bool quiet,
 	*json = read_all(tmp, len);
 	fclose(tmp);
 	if (!*json) {
-		lk_cli_error("bench", NULL, "out of memory");
+		cli_error("bench", NULL, "out of memory");
 		return -1;
 	}
 	return rc;
@@ -495,7 +495,7 @@ static void page(FILE *f, const struct lk_bench *b, int argc, char **argv, const
 	all_tables(f, root);
 }
 
-int lk_bench_html(const struct lk_bench *b, int argc, char **argv, const char *out_path, bool quiet)
+int bench_html(const struct lk_bench *b, int argc, char **argv, const char *out_path, bool quiet)
 {
 	struct lk__jr_value *root;
 	char *json = NULL, err[256];
@@ -504,7 +504,7 @@ int lk_bench_html(const struct lk_bench *b, int argc, char **argv, const char *o
 	int rc = run_json(b, argc, argv, quiet, &json, &len);
 
 	if (rc < 0)
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	if (rc != 0) {	/* the bench said why */
 		free(json);
 		return rc;
@@ -512,21 +512,21 @@ int lk_bench_html(const struct lk_bench *b, int argc, char **argv, const char *o
 	root = lk__jr_parse(json, len, err, sizeof(err));
 	free(json);
 	if (!root) {
-		lk_cli_error("bench", NULL, "cannot read back the figures of %s for the page: %s", b->name, err);
-		return LK_EXIT_FAIL;
+		cli_error("bench", NULL, "cannot read back the figures of %s for the page: %s", b->name, err);
+		return CLI_EXIT_FAIL;
 	}
 	f = strcmp(out_path, "-") == 0 ? stdout : lk__out_fopen(out_path, err, sizeof(err));
 	if (!f) {
-		lk_cli_error("bench", "choose a writable place with --html", "%s", err);
+		cli_error("bench", "choose a writable place with --html", "%s", err);
 		lk__jr_free(root);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	page(f, b, argc, argv, root);
 	rc = lkh_page_end(f);
 	if (f != stdout && fclose(f) != 0 && !rc)
 		rc = -errno;
 	if (rc)
-		lk_cli_error("bench", NULL, "writing %s failed: %s", out_path, strerror(-rc));
+		cli_error("bench", NULL, "writing %s failed: %s", out_path, strerror(-rc));
 	lk__jr_free(root);
-	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
+	return rc ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "builtin.h"
 #include "internal/outfile.h"
 #include "html.h"
 #include "format/chrome_json/json_read.h"
@@ -168,7 +168,7 @@ static void page(FILE *f, const struct lk__jr_value *root)
 		process(f, &procs->items[i]);
 }
 
-int lk_locks_html(const char *json, size_t len, const char *out_path)
+int locks_html(const char *json, size_t len, const char *out_path)
 {
 	char err[256];
 	struct lk__jr_value *root = lk__jr_parse(json, len, err, sizeof(err));
@@ -176,21 +176,21 @@ int lk_locks_html(const char *json, size_t len, const char *out_path)
 	int rc;
 
 	if (!root) {
-		lk_cli_error("locks", NULL, "cannot read back the report for the page: %s", err);
-		return LK_EXIT_FAIL;
+		cli_error("locks", NULL, "cannot read back the report for the page: %s", err);
+		return CLI_EXIT_FAIL;
 	}
 	f = strcmp(out_path, "-") == 0 ? stdout : lk__out_fopen(out_path, err, sizeof(err));
 	if (!f) {
-		lk_cli_error("locks", "choose a writable place with --html", "%s", err);
+		cli_error("locks", "choose a writable place with --html", "%s", err);
 		lk__jr_free(root);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	page(f, root);
 	rc = lkh_page_end(f);
 	if (f != stdout && fclose(f) != 0 && !rc)
 		rc = -errno;
 	if (rc)
-		lk_cli_error("locks", NULL, "writing %s failed: %s", out_path, strerror(-rc));
+		cli_error("locks", NULL, "writing %s failed: %s", out_path, strerror(-rc));
 	lk__jr_free(root);
-	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
+	return rc ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }

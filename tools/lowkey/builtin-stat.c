@@ -26,10 +26,10 @@
 #include <lowkey/lowkey.h>
 
 #include "bench.h"
-#include "cli.h"
+#include "builtin.h"
 #include "internal/outfile.h"
 #include "internal/utf8.h"
-#include "stat.h"
+#include "util/stat.h"
 
 #define MAX_REPEAT 1000000	/* runs kept in memory for the mean and spread */
 #define MIN_INTERVAL_MS 10	/* as perf stat -I */
@@ -150,68 +150,68 @@ static int parse_options(int argc, char **argv, struct options *o)
 		switch (c) {
 		case 'e':
 			if (!*optarg) {
-				lk_cli_error("stat", "see 'lowkey list'", "-e wants event names, not an empty string");
-				return LK_EXIT_USAGE;
+				cli_error("stat", "see 'lowkey list'", "-e wants event names, not an empty string");
+				return CLI_EXIT_USAGE;
 			}
 			if (append_events(o, optarg))
-				return LK_EXIT_FAIL;
+				return CLI_EXIT_FAIL;
 			break;
 		case 'r':
-			if (!lk_cli_parse_long(optarg, 1, MAX_REPEAT, &n)) {
-				lk_cli_error("stat", NULL, "-r wants a number of runs from 1 to %d, not '%s'",
+			if (!cli_parse_long(optarg, 1, MAX_REPEAT, &n)) {
+				cli_error("stat", NULL, "-r wants a number of runs from 1 to %d, not '%s'",
 					     MAX_REPEAT, optarg);
-				return LK_EXIT_USAGE;
+				return CLI_EXIT_USAGE;
 			}
 			o->repeat = (int)n;
 			break;
 		case 'p':
-			if (!lk_cli_parse_long(optarg, 1, INT32_MAX, &n)) {
-				lk_cli_error("stat", NULL, "-p wants a process id, not '%s'", optarg);
-				return LK_EXIT_USAGE;
+			if (!cli_parse_long(optarg, 1, INT32_MAX, &n)) {
+				cli_error("stat", NULL, "-p wants a process id, not '%s'", optarg);
+				return CLI_EXIT_USAGE;
 			}
 			o->pid = (pid_t)n;
 			break;
 		case 'd':
 			o->duration = strtod(optarg, &end);
 			if (*end || !(o->duration > 0)) {
-				lk_cli_error("stat", NULL, "--duration wants seconds > 0, not '%s'", optarg);
-				return LK_EXIT_USAGE;
+				cli_error("stat", NULL, "--duration wants seconds > 0, not '%s'", optarg);
+				return CLI_EXIT_USAGE;
 			}
 			break;
 		case 't': o->per_thread = true; break;
 		case 'x':
 			if (!*optarg) {
-				lk_cli_error("stat", "-x, for commas, as perf", "-x wants a field separator, not an empty string");
-				return LK_EXIT_USAGE;
+				cli_error("stat", "-x, for commas, as perf", "-x wants a field separator, not an empty string");
+				return CLI_EXIT_USAGE;
 			}
 			o->sep = optarg;
 			break;
 		case 'j': o->json = true; break;
 		case 'o': o->output = optarg; break;
 		case 'I':
-			if (!lk_cli_parse_long(optarg, MIN_INTERVAL_MS, MAX_INTERVAL_MS, &n)) {
-				lk_cli_error("stat", "perf's smallest is 10 ms too", "-I wants milliseconds "
+			if (!cli_parse_long(optarg, MIN_INTERVAL_MS, MAX_INTERVAL_MS, &n)) {
+				cli_error("stat", "perf's smallest is 10 ms too", "-I wants milliseconds "
 					     "from %d to %d, not '%s'", MIN_INTERVAL_MS, MAX_INTERVAL_MS, optarg);
-				return LK_EXIT_USAGE;
+				return CLI_EXIT_USAGE;
 			}
 			o->interval_ms = (long)n;
 			break;
 		case 'a': o->all_cpus = true; break;
 		case 'C':
 			free(o->cpus);
-			if (!lk_cli_parse_cpu_list(optarg, &o->cpus, &o->ncpus)) {
-				lk_cli_error("stat", "CPU numbers and ranges, as /sys/devices/system/cpu/online "
+			if (!cli_parse_cpu_list(optarg, &o->cpus, &o->ncpus)) {
+				cli_error("stat", "CPU numbers and ranges, as /sys/devices/system/cpu/online "
 					     "lists them: -C 0,2-3", "bad CPU list '%s'", optarg);
-				return LK_EXIT_USAGE;
+				return CLI_EXIT_USAGE;
 			}
 			o->all_cpus = true;
 			o->cpu_list = optarg;
 			break;
 		case 'v': o->verbose = true; break;
 		default:
-			lk_cli_error("stat", "see 'lowkey help stat'", "unknown option '%s'",
+			cli_error("stat", "see 'lowkey help stat'", "unknown option '%s'",
 				     argv[optind - 1]);
-			return LK_EXIT_USAGE;
+			return CLI_EXIT_USAGE;
 		}
 	}
 	o->argv = argv + optind;
@@ -245,8 +245,8 @@ static int check_options(const struct options *o)
 		bad = o->pid ? "-r repeats a command; it has no meaning with -p" : "-r repeats a command; give one after --";
 	if (!bad)
 		return -1;
-	lk_cli_error("stat", hint, "%s", bad);
-	return LK_EXIT_USAGE;
+	cli_error("stat", hint, "%s", bad);
+	return CLI_EXIT_USAGE;
 }
 
 /* ---- results ---- */
@@ -360,8 +360,8 @@ static int open_failed(const struct options *o, int err)
 		       "kernel.perf_event_paranoid <= 0 or CAP_PERFMON; without them, count a command or -p PID";
 	else if (o->all_cpus && err == -EINVAL)
 		usage = true;	/* a CPU that is not online */
-	lk_cli_error("stat", hint, "%s", lk_last_error());
-	return usage ? LK_EXIT_USAGE : LK_EXIT_FAIL;
+	cli_error("stat", hint, "%s", lk_last_error());
+	return usage ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
 }
 
 /* By process, then thread; the threads still running (tid 0) last. */
@@ -423,7 +423,7 @@ static void child_exec(char **argv, int go, int failed)
 	signal(SIGINT, SIG_DFL);
 	signal(SIGQUIT, SIG_DFL);
 	if (read(go, &byte, 1) != 1)
-		_exit(LK_EXIT_FAIL);	/* lowkey gave up before starting it */
+		_exit(CLI_EXIT_FAIL);	/* lowkey gave up before starting it */
 	execvp(argv[0], argv);
 	err = errno;
 	if (write(failed, &err, sizeof(err)) < 0)
@@ -517,7 +517,7 @@ static int exit_code(int status)
 		return WEXITSTATUS(status);
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
-	return LK_EXIT_FAIL;
+	return CLI_EXIT_FAIL;
 }
 
 /* The counters of a run: the command's (inherited, from its exec) or, with -a/-C, the CPUs' (opened
@@ -599,8 +599,8 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 
 	err = start_child(o->argv, &ch);
 	if (err) {
-		lk_cli_error("stat", NULL, "cannot start '%s': %s", o->argv[0], strerror(-err));
-		return LK_EXIT_FAIL;
+		cli_error("stat", NULL, "cannot start '%s': %s", o->argv[0], strerror(-err));
+		return CLI_EXIT_FAIL;
 	}
 	err = open_counters(o, ch.pid, LK_COUNTERS_INHERIT | LK_COUNTERS_ENABLE_ON_EXEC |
 			    LK_COUNTERS_SKIP_UNSUPPORTED | (o->per_thread ? LK_COUNTERS_PER_THREAD : 0), &c);
@@ -615,8 +615,8 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 		close(ch.go);
 		close(ch.failed);
 		wait_child(ch.pid, &status, &ru);
-		lk_cli_error("stat", NULL, "out of memory");
-		return LK_EXIT_FAIL;
+		cli_error("stat", NULL, "out of memory");
+		return CLI_EXIT_FAIL;
 	}
 	if (o->verbose && run == 0)
 		say_what_was_opened(c, o, ch.pid);
@@ -638,26 +638,26 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 	r->elapsed_ns[run] = stat_now_ns() - t0;
 	if (err) {
 		lk_counters_close(c);
-		lk_cli_error("stat", NULL, "reading the counters failed: %s", lk_last_error());
-		return LK_EXIT_FAIL;
+		cli_error("stat", NULL, "reading the counters failed: %s", lk_last_error());
+		return CLI_EXIT_FAIL;
 	}
 	if (got == (ssize_t)sizeof(exec_errno)) {
 		lk_counters_close(c);
 		if (exec_errno == ENOENT)
-			lk_cli_error("stat", "is it installed, and on PATH?", "%s: command not found",
+			cli_error("stat", "is it installed, and on PATH?", "%s: command not found",
 				     o->argv[0]);
 		else
-			lk_cli_error("stat", NULL, "%s: cannot execute: %s", o->argv[0],
+			cli_error("stat", NULL, "%s: cannot execute: %s", o->argv[0],
 				     strerror(exec_errno));
 		return exec_errno == ENOENT ? 127 : 126;
 	}
 	values = calloc(r->nevents, sizeof(*values));
 	if (!values || lk_counters_read(c, values, r->nevents) < 0) {
-		lk_cli_error("stat", NULL, "reading the counters failed: %s",
+		cli_error("stat", NULL, "reading the counters failed: %s",
 			     values ? lk_last_error() : "out of memory");
 		free(values);
 		lk_counters_close(c);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	record_values(r, run, values);
 	free(values);
@@ -665,8 +665,8 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 		r->lost = lk_counters_poll(c);
 		if (collect_threads(r, c)) {
 			lk_counters_close(c);
-			lk_cli_error("stat", NULL, "reading per-thread counts failed: %s", lk_last_error());
-			return LK_EXIT_FAIL;
+			cli_error("stat", NULL, "reading per-thread counts failed: %s", lk_last_error());
+			return CLI_EXIT_FAIL;
 		}
 	}
 	lk_counters_close(c);
@@ -685,7 +685,7 @@ static int stat_command(const struct options *o, struct stat_result *r)
 	r->target = join_words(o->argv);
 	r->elapsed_ns = calloc((size_t)o->repeat, sizeof(double));
 	if (!r->target || !r->elapsed_ns)
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	/* As a shell does: Ctrl-C is for the command; we print what it did. */
 	sigaction(SIGINT, &ignore, &old_int);
 	sigaction(SIGQUIT, &ignore, &old_quit);
@@ -754,7 +754,7 @@ static int stat_attached(const struct options *o, struct stat_result *r)
 	r->elapsed_ns = calloc(1, sizeof(double));
 	r->target = attached_target(o);
 	if (!r->elapsed_ns || !r->target)
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	r->pid = o->pid;
 	if (o->pid)
 		err = lk_counters_open(&c, o->events, o->pid, LK_COUNTERS_PROCESS | LK_COUNTERS_INHERIT |
@@ -765,7 +765,7 @@ static int stat_attached(const struct options *o, struct stat_result *r)
 		return open_failed(o, err);
 	if (describe_events(r, c, 1)) {
 		lk_counters_close(c);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	if (o->verbose)
 		say_what_was_opened(c, o, o->pid);
@@ -784,8 +784,8 @@ static int stat_attached(const struct options *o, struct stat_result *r)
 	free(values);
 	lk_counters_close(c);
 	if (err < 0) {
-		lk_cli_error("stat", NULL, "reading the counters failed: %s", lk_last_error());
-		return LK_EXIT_FAIL;
+		cli_error("stat", NULL, "reading the counters failed: %s", lk_last_error());
+		return CLI_EXIT_FAIL;
 	}
 	return -1;
 }
@@ -814,26 +814,26 @@ static int stat_run(int argc, char **argv)
 	if (rc >= 0)
 		goto done;
 	if (!o.events && append_events(&o, o.all_cpus ? DEFAULT_CPU_EVENTS : DEFAULT_EVENTS)) {
-		rc = LK_EXIT_FAIL;
+		rc = CLI_EXIT_FAIL;
 		goto done;
 	}
 	o.format = o.json ? STAT_JSON : o.sep ? STAT_CSV : STAT_TEXT;
 	o.out = stderr;
 	/* Before counting: -I prints as it goes, and an unwritable file is better said at once. */
 	if (o.output && !(o.out = lk__out_fopen(o.output, err, sizeof(err)))) {
-		lk_cli_error("stat", NULL, "%s", err);
-		rc = LK_EXIT_FAIL;
+		cli_error("stat", NULL, "%s", err);
+		rc = CLI_EXIT_FAIL;
 		goto done;
 	}
 	rc = o.argv[0] ? stat_command(&o, &r) : stat_attached(&o, &r);
 	if (r.runs > 0)		/* else nothing was counted, and the error is printed */
 		print_result(&o, &r);
 	if (o.out != stderr && fclose(o.out) != 0 && rc < 0) {
-		lk_cli_error("stat", NULL, "writing %s failed: %s", o.output, strerror(errno));
-		rc = LK_EXIT_FAIL;
+		cli_error("stat", NULL, "writing %s failed: %s", o.output, strerror(errno));
+		rc = CLI_EXIT_FAIL;
 	}
 	if (rc < 0)
-		rc = o.argv[0] ? r.exit_status : LK_EXIT_OK;
+		rc = o.argv[0] ? r.exit_status : CLI_EXIT_OK;
 done:
 	free_result(&r);
 	free(o.events);
@@ -841,5 +841,9 @@ done:
 	return rc;
 }
 
-LK_CLI_COMMAND(stat_command_entry, "stat", "count events for a command, a process or CPUs, as perf stat",
-	       stat_usage, stat_run);
+const struct cli_command cmd_stat = {
+	.name = "stat",
+	.summary = "count events for a command, a process or CPUs, as perf stat",
+	.usage = stat_usage,
+	.run = stat_run,
+};

@@ -21,7 +21,7 @@
 
 #include <lowkey/probe.h>
 
-#include "cli.h"
+#include "builtin.h"
 #include "internal/json.h"
 #include "internal/outfile.h"
 #include "internal/control.h"
@@ -30,8 +30,8 @@
 #include "format/progress.h"
 #include "format/ctf/reader.h"
 #include "format/trace_file.h"
-#include "status.h"
-#include "trace.h"
+#include "util/status.h"
+#include "util/trace.h"
 
 static const char trace_usage[] =
 	"usage: lowkey trace [-e GLOB]... [-o OUT] [--format ctf|json|perfetto] [--cputime] [--sched]\n"
@@ -165,25 +165,25 @@ static int move_aside(const char *path)
 		if (kind == 0)
 			return 2;
 		if (kind < 0) {
-			lk_cli_error("trace", "choose another output with -o", "%s exists and is not a lowkey trace", path);
+			cli_error("trace", "choose another output with -o", "%s exists and is not a lowkey trace", path);
 			return 1;
 		}
 	} else if (!S_ISREG(st.st_mode)) {
-		lk_cli_error("trace", "choose another output with -o", "%s exists and is not a regular file", path);
+		cli_error("trace", "choose another output with -o", "%s exists and is not a regular file", path);
 		return 1;
 	}
 	if ((size_t)snprintf(old, sizeof(old), "%s.old", path) >= sizeof(old)) {
-		lk_cli_error("trace", NULL, "the output path is too long");
+		cli_error("trace", NULL, "the output path is too long");
 		return 1;
 	}
 	rc = clear_old(old);
 	if (rc) {
-		lk_cli_error("trace", "remove it, or choose another output with -o", "cannot replace %s: %s", old,
+		cli_error("trace", "remove it, or choose another output with -o", "cannot replace %s: %s", old,
 			     rc == -EEXIST ? "it is not a lowkey trace" : strerror(-rc));
 		return 1;
 	}
 	if (rename(path, old) != 0) {
-		lk_cli_error("trace", "choose another output with -o", "cannot move %s to %s: %s", path, old,
+		cli_error("trace", "choose another output with -o", "cannot move %s to %s: %s", path, old,
 			     strerror(errno));
 		return 1;
 	}
@@ -204,20 +204,20 @@ int trace_prepare_output(struct trace_opts *o, uid_t uid, gid_t gid)
 	if (rc == 2 && o->format == LK_TRACE_CTF)
 		return 0;	/* an empty directory: the trace goes in it */
 	if (rc == 2) {
-		lk_cli_error("trace", "choose a file name with -o", "%s is a directory; a %s trace is a file", o->output,
+		cli_error("trace", "choose a file name with -o", "%s is a directory; a %s trace is a file", o->output,
 			     lk__trace_format_name(o->format));
 		return 1;
 	}
 	/* a new one: whatever took the name since it was moved aside is not written */
 	fd = lk__out_open(o->output, o->format == LK_TRACE_CTF ? LK__OUT_DIR : 0, NULL, err, sizeof(err));
 	if (fd < 0) {
-		lk_cli_error("trace", "choose a writable place with -o", "%s", err);
+		cli_error("trace", "choose a writable place with -o", "%s", err);
 		return 1;
 	}
 	o->created_output = true;
 	/* on the descriptor: the name may be someone else's by now */
 	if (uid != (uid_t)-1 && fchown(fd, uid, gid) != 0) {
-		lk_cli_error("trace", NULL, "cannot give %s to uid %u: %s", o->output, (unsigned int)uid, strerror(errno));
+		cli_error("trace", NULL, "cannot give %s to uid %u: %s", o->output, (unsigned int)uid, strerror(errno));
 		close(fd);
 		trace_discard_output(o);
 		return 1;
@@ -423,13 +423,13 @@ static int recover_pftrace(const struct trace_opts *o, const char *ctf_dir, stru
 
 	if (rc)
 		return snprintf(err, errlen, "cannot recover %s: %s", o->output, strerror(-rc)), rc;
-	lk_status_reading_begin(o->output, 1);	/* counting what reached the disk */
+	status_reading_begin(o->output, 1);	/* counting what reached the disk */
 	rc = lk__trace_file_open(&rt, o->output, err, errlen);
 	if (!rc) {
 		rc = lk__trace_file_walk(&rt, &ops, t, err, errlen);
 		lk__trace_file_close(&rt);
 	}
-	lk_status_reading_end();
+	status_reading_end();
 	if (!rc)
 		remove_trace_dir(ctf_dir);	/* its metadata, and the context switches not written yet */
 	return rc;
@@ -445,20 +445,20 @@ static int recover_here(const struct trace_opts *o, const char *ctf_dir, struct 
 
 	if (o->format == LK_TRACE_PERFETTO && written_directly(o->output, ctf_dir))
 		return recover_pftrace(o, ctf_dir, t, err, errlen);
-	lk_status_reading_begin(dir, 1);	/* counting what reached the disk */
+	status_reading_begin(dir, 1);	/* counting what reached the disk */
 	rc = lk__reader_open(&r, dir, err, errlen);
 	if (!rc) {
 		rc = lk__reader_walk(&r, &ops, t, err, errlen);
 		lk__reader_close(&r);
 	}
-	lk_status_reading_end();
+	status_reading_end();
 	if (rc)
 		return rc;
 	t->bytes = stream_bytes(dir);
 	if (rc || o->format == LK_TRACE_CTF)
 		return rc;
 	rc = lk__trace_convert_progress(ctf_dir, o->output, (enum lk_trace_format)o->format,
-					&(struct lk__progress_sink){ lk_status_conversion_sink,
+					&(struct lk__progress_sink){ status_conversion_sink,
 								     (void *)lk__trace_format_name(o->format) },
 					err, errlen);
 	if (!rc)
@@ -567,8 +567,8 @@ int trace_count_matches(const char *dir, const char *glob)
 
 static int usage_error(const char *hint, const char *fmt, const char *arg)
 {
-	lk_cli_error("trace", hint, fmt, arg);
-	return LK_EXIT_USAGE;
+	cli_error("trace", hint, fmt, arg);
+	return CLI_EXIT_USAGE;
 }
 
 static int parse_duration(const char *s, double *out)
@@ -590,10 +590,10 @@ static int snapshot_signal_option(struct trace_opts *o, const char *arg)
 	if (sig <= 0)
 		return usage_error("a signal the program may catch, such as USR2 or 12", "bad signal '%s'", arg);
 	if (why) {
-		lk_cli_error("trace", "use USR2 or a real-time signal such as RTMIN+1",
+		cli_error("trace", "use USR2 or a real-time signal such as RTMIN+1",
 			     "--snapshot-signal %s: %s cannot take snapshots: %s", arg,
 			     lk__signal_name(sig, name, sizeof(name)), why);
-		return LK_EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	}
 	o->snapshot_signal = arg;
 	return 0;
@@ -614,11 +614,11 @@ static int add_glob(struct trace_opts *o, const char *item, size_t len)
 		return usage_error(NULL, "more than 64 -e globs%s", "");
 	glob = strndup(item, len);
 	if (!glob)
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	if (strcmp(glob, "-") == 0 || strlen(glob) > LK_CTL_MAX_GLOB) {
 		usage_error("globs such as -e 'db:*' or -e 'db:*,-db:debug'", "bad glob '%s'", glob);
 		free(glob);
-		return LK_EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	}
 	o->globs[o->nglobs++] = glob;
 	return 0;
@@ -698,7 +698,7 @@ static int parse_option(struct trace_opts *o, int c, const char *arg)
 		return 0;
 	}
 	fputs(trace_usage, stderr);
-	return LK_EXIT_USAGE;
+	return CLI_EXIT_USAGE;
 }
 
 /* The output as an absolute path: the traced process may run elsewhere. */
@@ -750,36 +750,36 @@ static int trace_main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+e:o:f:cWb:p:d:jqh", options, NULL)) != -1) {
 		if (c == 'h') {
 			fputs(trace_usage, stdout);
-			return LK_EXIT_OK;
+			return CLI_EXIT_OK;
 		}
 		rc = parse_option(&o, c, optarg);
 		if (rc)
 			goto out;
 	}
-	rc = LK_EXIT_USAGE;
+	rc = CLI_EXIT_USAGE;
 	if (o.pid && optind < argc) {
-		lk_cli_error("trace", NULL, "give either --pid or a command, not both");
+		cli_error("trace", NULL, "give either --pid or a command, not both");
 		goto out;
 	}
 	if (!o.pid && optind == argc) {
-		lk_cli_error("trace", "lowkey trace -- ./program args, or lowkey trace --pid PID", "nothing to trace");
+		cli_error("trace", "lowkey trace -- ./program args, or lowkey trace --pid PID", "nothing to trace");
 		goto out;
 	}
 	if (o.snapshot_signal && (!o.overwrite || o.pid)) {
-		lk_cli_error("trace", o.pid ? "take snapshots with `lowkey snapshot --pid`" : "add --overwrite",
+		cli_error("trace", o.pid ? "take snapshots with `lowkey snapshot --pid`" : "add --overwrite",
 			     "--snapshot-signal is for a flight recorder started with a command (--overwrite -- CMD)");
 		goto out;
 	}
 	if (o.duration && !o.pid) {
-		lk_cli_error("trace", "a traced command runs until it exits", "--duration needs --pid");
+		cli_error("trace", "a traced command runs until it exits", "--duration needs --pid");
 		goto out;
 	}
 	if (!o.nglobs)
 		o.globs[o.nglobs++] = every_site;
 	rc = absolute_output(&o);
 	if (rc) {
-		lk_cli_error("trace", NULL, "bad output path: %s", strerror(-rc));
-		rc = LK_EXIT_USAGE;
+		cli_error("trace", NULL, "bad output path: %s", strerror(-rc));
+		rc = CLI_EXIT_USAGE;
 		goto out;
 	}
 	o.argv = argv + optind;
@@ -792,5 +792,9 @@ out:
 	return rc;
 }
 
-LK_CLI_COMMAND(trace_command, "trace", "record a program's probes, from its start or by attaching to it",
-	       trace_usage, trace_main);
+const struct cli_command cmd_trace = {
+	.name = "trace",
+	.summary = "record a program's probes, from its start or by attaching to it",
+	.usage = trace_usage,
+	.run = trace_main,
+};

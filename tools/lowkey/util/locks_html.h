@@ -7,8 +7,8 @@
 
 /*
  * Write the page for a report given as `lowkey locks --json` prints it (len bytes of json) to
- * out_path ("-": standard output). Returns an LK_EXIT_* status, having said what failed.
+ * out_path ("-": standard output). Returns an CLI_EXIT_* status, having said what failed.
  */
-int lk_locks_html(const char *json, size_t len, const char *out_path);
+int locks_html(const char *json, size_t len, const char *out_path);
 
 #endif

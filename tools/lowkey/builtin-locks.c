@@ -26,13 +26,13 @@
 #include <lowkey/lock.h>
 
 #include "bench.h"
-#include "cli.h"
+#include "builtin.h"
 #include "internal/outfile.h"
 #include "internal/utf8.h"
-#include "locks.h"
-#include "locks_html.h"
+#include "util/locks.h"
+#include "util/locks_html.h"
 #include "lowkey-locks-paths.h"
-#include "probe_elf.h"
+#include "util/probe_elf.h"
 
 static const char locks_usage[] =
 	"usage: lowkey locks [--top N] [-j|--json] [-o FILE] [--hold-sampling N] [--max-locks N] [--] COMMAND [ARGS...]\n"
@@ -363,7 +363,7 @@ static int load_proc(const char *path, struct proc *p)
 {
 	const char *bad;
 	struct stat st;
-	int fd = lk_open_regular(path, NULL, 0);
+	int fd = open_regular_file(path, NULL, 0);
 
 	memset(p, 0, sizeof(*p));
 	snprintf(p->path, sizeof(p->path), "%s", path);
@@ -379,7 +379,7 @@ static int load_proc(const char *path, struct proc *p)
 	if (!bad)
 		bad = validate(p->h, p->size);
 	if (bad) {
-		lk_cli_error("locks", NULL, "skipping %s: %s", path, bad);
+		cli_error("locks", NULL, "skipping %s: %s", path, bad);
 		return -EINVAL;
 	}
 	p->entries = (const struct lkl_entry *)((const char *)p->data + LKL_HEADER_SIZE);
@@ -743,11 +743,11 @@ static int write_html(const struct proc *procs, size_t n, const struct options *
 	int ret;
 
 	if (!f) {
-		lk_cli_error("locks", NULL, "cannot write %s: %s", o->html, strerror(errno));
-		return LK_EXIT_FAIL;
+		cli_error("locks", NULL, "cannot write %s: %s", o->html, strerror(errno));
+		return CLI_EXIT_FAIL;
 	}
 	write_json(f, procs, n, o, status, cmd);
-	ret = fclose(f) == 0 ? lk_locks_html(json, len, o->html) : LK_EXIT_FAIL;
+	ret = fclose(f) == 0 ? locks_html(json, len, o->html) : CLI_EXIT_FAIL;
 	free(json);
 	return ret;
 }
@@ -760,10 +760,10 @@ static int report(FILE *out, const char *dir, const struct options *o, double tp
 	int ret = 0;
 
 	if (load_dir(dir, &procs, &n) != 0 || n == 0) {
-		lk_cli_error("locks", "is it statically linked or set-user-ID, or does it clear LD_PRELOAD?",
+		cli_error("locks", "is it statically linked or set-user-ID, or does it clear LD_PRELOAD?",
 			     "liblowkey-locks.so recorded nothing in '%s'", cmd);
 		free(procs);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	for (size_t i = 0; i < n; i++)
 		procs[i].ended = ending_of(&procs[i], procs, n, child, status);
@@ -778,8 +778,8 @@ static int report(FILE *out, const char *dir, const struct options *o, double tp
 	if (o->html)
 		ret = write_html(procs, n, o, status, cmd);
 	if (fflush(out) != 0 || ferror(out)) {
-		lk_cli_error("locks", NULL, "writing %s failed: %s", o->output ? o->output : "the report", strerror(errno));
-		ret = LK_EXIT_FAIL;
+		cli_error("locks", NULL, "writing %s failed: %s", o->output ? o->output : "the report", strerror(errno));
+		ret = CLI_EXIT_FAIL;
 	}
 	for (size_t i = 0; i < n; i++) {
 		free(procs[i].rows);
@@ -793,7 +793,7 @@ static bool parse_count(const char *arg, long min, long max, long *out)
 {
 	long long v;
 
-	if (!lk_cli_parse_long(arg, min, max, &v))
+	if (!cli_parse_long(arg, min, max, &v))
 		return false;
 	*out = (long)v;
 	return true;
@@ -843,12 +843,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 		}
 	}
 	if (optind >= argc) {
-		lk_cli_error("locks", "lowkey locks -- ./my-program args", "no command to run");
+		cli_error("locks", "lowkey locks -- ./my-program args", "no command to run");
 		return -1;
 	}
 	return optind;
 bad_number:
-	lk_cli_error("locks", "see 'lowkey locks --help' for the ranges", "bad number '%s'", optarg);
+	cli_error("locks", "see 'lowkey locks --help' for the ranges", "bad number '%s'", optarg);
 	return -1;
 }
 
@@ -864,55 +864,55 @@ static int locks_run(int argc, char **argv)
 
 	first = parse_options(argc, argv, &o);
 	if (first < 0)
-		return LK_EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	argv += first;
 	lib = find_preload(lib_buf, sizeof(lib_buf));
 	if (!lib) {
-		lk_cli_error("locks", "reinstall lowkey, or point LOWKEY_LOCKS_LIB at the library",
+		cli_error("locks", "reinstall lowkey, or point LOWKEY_LOCKS_LIB at the library",
 			     "cannot find liblowkey-locks.so%s", getenv("LOWKEY_LOCKS_LIB") ? " at $LOWKEY_LOCKS_LIB" : "");
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	if (!which(argv[0], exe, sizeof(exe))) {
 		if (strchr(argv[0], '/') && access(argv[0], F_OK) == 0) {
-			lk_cli_error("locks", NULL, "%s: cannot execute: %s", argv[0], strerror(EACCES));
+			cli_error("locks", NULL, "%s: cannot execute: %s", argv[0], strerror(EACCES));
 			return 126;	/* as a shell, and lowkey stat and trace */
 		}
-		lk_cli_error("locks", "check the command's name and $PATH", "%s: command not found", argv[0]);
+		cli_error("locks", "check the command's name and $PATH", "%s: command not found", argv[0]);
 		return 127;
 	}
 	if (statically_linked(exe)) {
-		lk_cli_error("locks", "rebuild it without -static; LD_PRELOAD needs the dynamic loader",
+		cli_error("locks", "rebuild it without -static; LD_PRELOAD needs the dynamic loader",
 			     "'%s' is statically linked: its locks cannot be intercepted", exe);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	/* before the command runs: an output that cannot be written is said now, not after it */
 	if (o.html && strcmp(o.html, "-") != 0) {
 		int fd = lk__out_open(o.html, LK__OUT_REPLACE, NULL, err, sizeof(err));
 
 		if (fd < 0) {
-			lk_cli_error("locks", "choose a writable place with --html", "%s", err);
-			return LK_EXIT_FAIL;
+			cli_error("locks", "choose a writable place with --html", "%s", err);
+			return CLI_EXIT_FAIL;
 		}
 		close(fd);
 	}
 	if (o.output && !(out = lk__out_fopen(o.output, err, sizeof(err)))) {
-		lk_cli_error("locks", "choose a writable place with -o", "%s", err);
-		return LK_EXIT_FAIL;
+		cli_error("locks", "choose a writable place with -o", "%s", err);
+		return CLI_EXIT_FAIL;
 	}
 	ret = make_dir(dir, sizeof(dir));
 	if (ret) {
 		if (out != stderr)
 			fclose(out);
-		lk_cli_error("locks", "set TMPDIR to a writable directory", "cannot make a directory for the figures: %s",
+		cli_error("locks", "set TMPDIR to a writable directory", "cannot make a directory for the figures: %s",
 			     strerror(-ret));
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	ns0 = monotonic_ns();
 	t0 = lk__lock_ticks();
 	status = run(argv, lib, dir, &o, &child);
 	end_ns = monotonic_ns();
 	if (status < 0) {
-		lk_cli_error("locks", NULL, "cannot run '%s': %s", argv[0], strerror(-status));
+		cli_error("locks", NULL, "cannot run '%s': %s", argv[0], strerror(-status));
 		rmdir(dir);
 		if (out != stderr)
 			fclose(out);
@@ -920,8 +920,8 @@ static int locks_run(int argc, char **argv)
 	}
 	ret = report(out, dir, &o, ticks_per_ns(t0, ns0), end_ns, child, status, argv[0]);
 	if (out != stderr && fclose(out) != 0 && !ret) {
-		lk_cli_error("locks", NULL, "writing %s failed: %s", o.output, strerror(errno));
-		ret = LK_EXIT_FAIL;
+		cli_error("locks", NULL, "writing %s failed: %s", o.output, strerror(errno));
+		ret = CLI_EXIT_FAIL;
 	}
 	rmdir(dir);
 	exit_note(status, argv[0]);
@@ -931,5 +931,9 @@ static int locks_run(int argc, char **argv)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-LK_CLI_COMMAND(locks_command, "locks", "lock contention in any program: pthread mutexes, rwlocks, spinlocks, semaphores",
-	       locks_usage, locks_run);
+const struct cli_command cmd_locks = {
+	.name = "locks",
+	.summary = "lock contention in any program: pthread mutexes, rwlocks, spinlocks, semaphores",
+	.usage = locks_usage,
+	.run = locks_run,
+};

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "builtin.h"
 
-bool lk_cli_parse_long(const char *s, long long min, long long max, long long *out)
+bool cli_parse_long(const char *s, long long min, long long max, long long *out)
 {
 	char *end;
 	long long v;
@@ -25,7 +25,7 @@ bool lk_cli_parse_long(const char *s, long long min, long long max, long long *o
 	return true;
 }
 
-bool lk_cli_parse_unsigned(const char *s, unsigned long long max, unsigned long long *out)
+bool cli_parse_unsigned(const char *s, unsigned long long max, unsigned long long *out)
 {
 	char *end;
 	unsigned long long v;
@@ -41,7 +41,7 @@ bool lk_cli_parse_unsigned(const char *s, unsigned long long max, unsigned long 
 }
 
 /* "0,2-3" -> {0, 2, 3}: ascending ranges or single CPUs, no repeats. */
-bool lk_cli_parse_cpu_list(const char *s, int **cpus, size_t *n)
+bool cli_parse_cpu_list(const char *s, int **cpus, size_t *n)
 {
 	const char *p = s;
 	int *v = NULL;
@@ -62,8 +62,8 @@ bool lk_cli_parse_cpu_list(const char *s, int **cpus, size_t *n)
 		dash = strchr(item, '-');
 		if (dash)
 			*dash = '\0';
-		if (!lk_cli_parse_unsigned(item, 1 << 20, &lo) ||
-		    !lk_cli_parse_unsigned(dash ? dash + 1 : item, 1 << 20, &hi) || hi < lo ||
+		if (!cli_parse_unsigned(item, 1 << 20, &lo) ||
+		    !cli_parse_unsigned(dash ? dash + 1 : item, 1 << 20, &hi) || hi < lo ||
 		    hi - lo >= (1 << 16))
 			goto bad;
 		grown = realloc(v, (count + (size_t)(hi - lo) + 1) * sizeof(*v));

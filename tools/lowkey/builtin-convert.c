@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "builtin.h"
 #include "format/convert.h"
 #include "format/progress.h"
-#include "status.h"
+#include "util/status.h"
 
 static const char convert_usage[] =
 	"usage: lowkey convert IN -o OUT [--format ctf|json|perfetto] [--quiet]\n"
@@ -82,8 +82,8 @@ static int convert_main(int argc, char **argv)
 		case 'f':
 			format = lk__trace_format_parse(optarg);
 			if (format < 0) {
-				lk_cli_error("convert", "ctf, json or perfetto", "unknown format '%s'", optarg);
-				return LK_EXIT_USAGE;
+				cli_error("convert", "ctf, json or perfetto", "unknown format '%s'", optarg);
+				return CLI_EXIT_USAGE;
 			}
 			break;
 		case 'q':
@@ -91,38 +91,42 @@ static int convert_main(int argc, char **argv)
 			break;
 		case 'h':
 			fputs(convert_usage, stdout);
-			return LK_EXIT_OK;
+			return CLI_EXIT_OK;
 		default:
 			fputs(convert_usage, stderr);
-			return LK_EXIT_USAGE;
+			return CLI_EXIT_USAGE;
 		}
 	}
 	if (optind != argc - 1 || !out) {
-		lk_cli_error("convert", "lowkey convert IN -o OUT [--format ctf|json|perfetto]",
+		cli_error("convert", "lowkey convert IN -o OUT [--format ctf|json|perfetto]",
 			     optind >= argc ? "no trace to convert" : !out ? "no output (-o OUT)" : "one trace at a time");
-		return LK_EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	}
 	in = argv[optind];
 	if (format < 0)
 		format = format_of(out);
 	if (format < 0) {
-		lk_cli_error("convert", "name it .pftrace, .json or .ctf, or give --format ctf|json|perfetto",
+		cli_error("convert", "name it .pftrace, .json or .ctf, or give --format ctf|json|perfetto",
 			     "cannot tell which format to write from the name %s", out);
-		return LK_EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	}
 	/* out is created, or what is there replaced, by the conversion (internal/outfile.h) */
-	lk_status_begin("convert", !quiet);
+	status_begin("convert", !quiet);
 	rc = lk__trace_convert_progress(in, out, (enum lk_trace_format)format,
-					&(struct lk__progress_sink){ lk_status_conversion_sink,
+					&(struct lk__progress_sink){ status_conversion_sink,
 								     (void *)lk__trace_format_name((enum lk_trace_format)format) },
 					err, sizeof(err));
-	lk_status_clear();
+	status_clear();
 	if (rc) {
-		lk_cli_error("convert", NULL, "%s", err);
-		return LK_EXIT_FAIL;
+		cli_error("convert", NULL, "%s", err);
+		return CLI_EXIT_FAIL;
 	}
-	return LK_EXIT_OK;
+	return CLI_EXIT_OK;
 }
 
-LK_CLI_COMMAND(convert_command, "convert", "write a lowkey CTF trace as Perfetto protobuf, Chrome JSON or CTF",
-	       convert_usage, convert_main);
+const struct cli_command cmd_convert = {
+	.name = "convert",
+	.summary = "write a lowkey CTF trace as Perfetto protobuf, Chrome JSON or CTF",
+	.usage = convert_usage,
+	.run = convert_main,
+};

@@ -24,7 +24,7 @@
 
 #include <lowkey/probe.h>
 
-#include "cli.h"
+#include "builtin.h"
 #include "internal/outfile.h"
 #include "html.h"
 #include "internal/probe.h"
@@ -734,7 +734,7 @@ static FILE *open_out(const char *path, char *err, size_t errlen)
 	return strcmp(path, "-") == 0 ? stdout : lk__out_fopen(path, err, errlen);
 }
 
-int lk_report_html(const char *trace_path, const char *out_path)
+int report_html(const char *trace_path, const char *out_path)
 {
 	const struct lk__reader_ops ops = { stream_begin, on_event, stream_end };
 	struct lk__trace_file t;
@@ -744,8 +744,8 @@ int lk_report_html(const char *trace_path, const char *out_path)
 
 	rc = lk__trace_file_open(&t, trace_path, err, sizeof(err));
 	if (rc) {
-		lk_cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s", err);
-		return LK_EXIT_FAIL;
+		cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s", err);
+		return CLI_EXIT_FAIL;
 	}
 	h.r = &t.r;
 	h.t = &t;
@@ -753,7 +753,7 @@ int lk_report_html(const char *trace_path, const char *out_path)
 	if (!rc)
 		rc = lk__trace_file_walk(&t, &ops, &h, err, sizeof(err));
 	if (!rc && !(h.f = open_out(out_path, err, sizeof(err)))) {
-		lk_cli_error("report", "choose a writable place for the page", "%s", err);
+		cli_error("report", "choose a writable place for the page", "%s", err);
 		rc = 1;
 	} else if (!rc) {
 		rc = write_page(&h, trace_path, &ops, err, sizeof(err));
@@ -762,11 +762,11 @@ int lk_report_html(const char *trace_path, const char *out_path)
 		if (rc == -ENOMEM || rc == -EIO || rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG)
 			snprintf(err, sizeof(err), "writing %s failed: %s", out_path, strerror(-rc));
 		if (rc)
-			lk_cli_error("report", NULL, "%s", err);
+			cli_error("report", NULL, "%s", err);
 	} else {
-		lk_cli_error("report", NULL, "%s", rc == -ENOMEM ? "out of memory" : err);
+		cli_error("report", NULL, "%s", rc == -ENOMEM ? "out of memory" : err);
 	}
 	free_hreport(&h);
 	lk__trace_file_close(&t);
-	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
+	return rc ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }

@@ -19,17 +19,17 @@
 
 #include <lowkey/lowkey.h>
 
-#include "cli.h"
+#include "builtin.h"
 #include "internal/json.h"
 #include "internal/utf8.h"
 #include "internal/probe.h"
 #include "format/ctf/reader.h"
-#include "report_classes.h"
-#include "report_html.h"
-#include "report_spans.h"
+#include "util/report_classes.h"
+#include "util/report_html.h"
+#include "util/report_spans.h"
 #include "format/trace_file.h"
-#include "samples.h"
-#include "status.h"
+#include "util/samples.h"
+#include "util/status.h"
 
 /* Time split by the context switches: on a CPU, runnable (preempted), blocked; ns. */
 struct split {
@@ -658,7 +658,7 @@ static int report_run(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "jq", opts, NULL)) != -1) {
 		if (c != 'j' && c != 'H' && c != 'q') {
 			fputs(report_usage, stderr);
-			return LK_EXIT_USAGE;
+			return CLI_EXIT_USAGE;
 		}
 		json |= c == 'j';
 		quiet |= c == 'q';
@@ -666,21 +666,21 @@ static int report_run(int argc, char **argv)
 	}
 	if (optind != argc - 1 || (json && html)) {
 		fputs(report_usage, stderr);
-		return LK_EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	}
-	lk_status_begin("report", !json && !quiet);
+	status_begin("report", !json && !quiet);
 	if (html) {
-		lk_status_reading_begin(argv[optind], 2);	/* the page walks the trace twice */
-		rc = lk_report_html(argv[optind], html);
-		lk_status_reading_end();
+		status_reading_begin(argv[optind], 2);	/* the page walks the trace twice */
+		rc = report_html(argv[optind], html);
+		status_reading_end();
 		return rc;
 	}
-	lk_status_reading_begin(argv[optind], 1);
+	status_reading_begin(argv[optind], 1);
 	rc = lk__trace_file_open(&t, argv[optind], err, sizeof(err));
 	if (rc) {
-		lk_status_reading_end();
-		lk_cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s", err);
-		return LK_EXIT_FAIL;
+		status_reading_end();
+		cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s", err);
+		return CLI_EXIT_FAIL;
 	}
 	rep.r = &t.r;
 	rep.t = &t;
@@ -690,19 +690,23 @@ static int report_run(int argc, char **argv)
 		rc = lk__trace_file_walk(&t, &ops, &rep, err, sizeof(err));
 	if (rc == 0)
 		split_spans(&rep);
-	lk_status_reading_end();
+	status_reading_end();
 	if (rc == 0) {
 		if (json)
 			print_json(&rep, argv[optind]);
 		else
 			print_text(&rep, argv[optind]);
 	} else {
-		lk_cli_error("report", NULL, "%s", rc == -ENOMEM ? "out of memory" : err);
+		cli_error("report", NULL, "%s", rc == -ENOMEM ? "out of memory" : err);
 	}
 	free_report(&rep);
 	lk__trace_file_close(&t);
-	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
+	return rc ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
-LK_CLI_COMMAND(report_command, "report", "summarize a trace: events, spans, counters, threads, losses",
-	       report_usage, report_run);
+const struct cli_command cmd_report = {
+	.name = "report",
+	.summary = "summarize a trace: events, spans, counters, threads, losses",
+	.usage = report_usage,
+	.run = report_run,
+};

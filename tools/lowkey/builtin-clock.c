@@ -9,7 +9,7 @@
 #include <lowkey/lowkey.h>
 
 #include "bench.h"
-#include "cli.h"
+#include "builtin.h"
 
 static const char clock_usage[] =
 	"usage: lowkey clock [-j|--json]\n"
@@ -85,24 +85,28 @@ static int clock_run(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
 		if (c != 'j') {
 			fputs(clock_usage, stderr);
-			return LK_EXIT_USAGE;
+			return CLI_EXIT_USAGE;
 		}
 		json = true;
 	}
 	if (optind != argc) {
-		lk_cli_error("clock", "see `lowkey clock --help`", "unexpected argument '%s'", argv[optind]);
-		return LK_EXIT_USAGE;
+		cli_error("clock", "see `lowkey clock --help`", "unexpected argument '%s'", argv[optind]);
+		return CLI_EXIT_USAGE;
 	}
 	if (lk_clock_info(&info) != 0) {
-		lk_cli_error("clock", NULL, "%s", lk_last_error());
-		return LK_EXIT_FAIL;
+		cli_error("clock", NULL, "%s", lk_last_error());
+		return CLI_EXIT_FAIL;
 	}
 	if (json)
 		print_json(&info);
 	else
 		print_text(&info);
-	return LK_EXIT_OK;
+	return CLI_EXIT_OK;
 }
 
-LK_CLI_COMMAND(clock_command, "clock", "show how lowkey's clocks work on this machine, and why",
-	       clock_usage, clock_run);
+const struct cli_command cmd_clock = {
+	.name = "clock",
+	.summary = "show how lowkey's clocks work on this machine, and why",
+	.usage = clock_usage,
+	.run = clock_run,
+};

@@ -260,7 +260,7 @@ static const char *object_type(Elf *elf, const GElf_Ehdr *eh)
  * O_PATH descriptor first, so a FIFO or a device is never opened (nothing blocks, no driver runs),
  * then reopened through that descriptor -- the same file, whatever is at path by then.
  */
-int lk_open_regular(const char *path, char *err, size_t errlen)
+int open_regular_file(const char *path, char *err, size_t errlen)
 {
 	char self[64];
 	struct stat st;
@@ -324,7 +324,7 @@ static int open_image(const char *path, int *fd, struct image *im, char *err, si
 {
 	memset(im, 0, sizeof(*im));
 	elf_version(EV_CURRENT);
-	*fd = lk_open_regular(path, err, errlen);
+	*fd = open_regular_file(path, err, errlen);
 	if (*fd < 0)
 		return *fd;
 	if (fstat(*fd, &im->before) != 0)
@@ -375,7 +375,7 @@ static int index_image(struct image *im, GElf_Shdr *sites)
 
 /* ---- sites ---- */
 
-static int read_site(struct image *im, uint64_t addr, struct lk_elf_site *out)
+static int read_site(struct image *im, uint64_t addr, struct probe_elf_site *out)
 {
 	struct lk_probe_site raw;
 	uint64_t provider, event, file, names, function;
@@ -394,7 +394,7 @@ static int read_site(struct image *im, uint64_t addr, struct lk_elf_site *out)
 	written = read_string(im, names);
 	fn = read_pointer(im, addr + offsetof(struct lk_probe_site, function), &function) ? read_string(im, function)
 											    : NULL;
-	*out = (struct lk_elf_site){ read_string(im, provider), read_string(im, event), read_string(im, file),
+	*out = (struct probe_elf_site){ read_string(im, provider), read_string(im, event), read_string(im, file),
 				     written ? lk__site_arg_names(written) : NULL, fn ? fn : strdup(""),
 				     raw.line, raw.kind, raw.nargs, lk__site_public_types(raw.arg_types, raw.nargs) };
 	free(written);
@@ -413,7 +413,7 @@ static int addr_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, size_t errlen)
+int probe_elf_read_sites(const char *path, struct probe_elf_sites *out, char *err, size_t errlen)
 {
 	struct image im;
 	GElf_Shdr sh;
@@ -443,7 +443,7 @@ int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, siz
 	if (!out->path || !out->sites || !seen) {
 		free(seen);
 		close_image(fd, &im);
-		lk_elf_free_sites(out);
+		probe_elf_free_sites(out);
 		return lk__failf(err, errlen, -ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < slots; i++) {
@@ -470,11 +470,11 @@ int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, siz
 	rc = unless_changed(0, fd, &im, path, err, errlen);
 	close_image(fd, &im);
 	if (rc)
-		lk_elf_free_sites(out);
+		probe_elf_free_sites(out);
 	return rc;
 }
 
-void lk_elf_free_sites(struct lk_elf_sites *s)
+void probe_elf_free_sites(struct probe_elf_sites *s)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		free(s->sites[i].provider), free(s->sites[i].event);
@@ -523,7 +523,7 @@ static bool has_lowkey_symbol(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh)
 	return false;
 }
 
-bool lk_elf_uses_lowkey(const char *path)
+bool probe_elf_uses_lowkey(const char *path)
 {
 	char err[256];
 	struct image im;
@@ -552,18 +552,18 @@ bool lk_elf_uses_lowkey(const char *path)
 	return uses;
 }
 #else /* !LK_HAVE_LIBELF: built where the target has no libelf (tools/lowkey/CMakeLists.txt) */
-int lk_elf_read_sites(const char *path, struct lk_elf_sites *out, char *err, size_t errlen)
+int probe_elf_read_sites(const char *path, struct probe_elf_sites *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
 	return lk__failf(err, errlen, -ENOTSUP, "cannot read %s: this lowkey was built without libelf", path);
 }
 
-void lk_elf_free_sites(struct lk_elf_sites *s)
+void probe_elf_free_sites(struct probe_elf_sites *s)
 {
 	memset(s, 0, sizeof(*s));
 }
 
-bool lk_elf_uses_lowkey(const char *path)
+bool probe_elf_uses_lowkey(const char *path)
 {
 	(void)path;
 	return false;
@@ -605,7 +605,7 @@ static char *object_path(pid_t pid, const char *range, const char *path)
 	return strdup(access(buf, R_OK) == 0 ? buf : path);
 }
 
-int lk_proc_objects(pid_t pid, char **paths, char **shown, int max)
+int proc_objects(pid_t pid, char **paths, char **shown, int max)
 {
 	char file[64], line[8192], exe[4096], range[64];
 	int n = 0;
@@ -645,15 +645,15 @@ int lk_proc_objects(pid_t pid, char **paths, char **shown, int max)
 	return n;
 }
 
-int lk_proc_uses_lowkey(pid_t pid)
+int proc_uses_lowkey(pid_t pid)
 {
 	char *paths[512], *shown[512];
-	int n = lk_proc_objects(pid, paths, shown, 512), uses = 0;
+	int n = proc_objects(pid, paths, shown, 512), uses = 0;
 
 	if (n < 0)
 		return n;
 	for (int i = 0; i < n; i++) {
-		if (!uses && (strstr(shown[i], "/liblowkey.so") || lk_elf_uses_lowkey(paths[i])))
+		if (!uses && (strstr(shown[i], "/liblowkey.so") || probe_elf_uses_lowkey(paths[i])))
 			uses = 1;
 		free(paths[i]);
 		free(shown[i]);
@@ -661,7 +661,7 @@ int lk_proc_uses_lowkey(pid_t pid)
 	return uses;
 }
 
-void lk_proc_name(pid_t pid, char *out, size_t len)
+void proc_name_of(pid_t pid, char *out, size_t len)
 {
 	char comm[64];
 
@@ -669,7 +669,7 @@ void lk_proc_name(pid_t pid, char *out, size_t len)
 	lk__text_escape(lk__proc_comm(pid, 0, comm, sizeof(comm)) > 0 ? comm : "?", out, len);
 }
 
-void lk_arg_name(const char *names, unsigned int i, char *out, size_t len)
+void site_arg_name(const char *names, unsigned int i, char *out, size_t len)
 {
 	const char *p = names ? names : "", *start = p;
 	unsigned int arg = 0;

@@ -15,7 +15,7 @@
 
 #include <lowkey/lowkey.h>
 
-#include "cli.h"
+#include "builtin.h"
 #include "internal/control.h"
 #include "internal/control_protocol.h"
 
@@ -53,7 +53,7 @@ static int parse_pid(const char *s, pid_t *out)
 {
 	long long v;
 
-	if (!lk_cli_parse_long(s, 1, 0x7fffffff, &v))
+	if (!cli_parse_long(s, 1, 0x7fffffff, &v))
 		return -1;
 	*out = (pid_t)v;
 	return 0;
@@ -69,11 +69,11 @@ static int send_rule(const char *cmd, struct lk__ctl_client *c, pid_t pid, const
 	req.rule = (struct lk__ctl_rule){ enable, LK_CTL_RULE_KEEP, glob };
 	rc = lk__ctl_call(c, &req, LK_CTL_RESULT, &reply, REPLY_TIMEOUT_MS, err, sizeof(err));
 	if (rc) {
-		lk_cli_error(cmd, NULL, "process %d refused '%s': %s", (int)pid, glob, err);
+		cli_error(cmd, NULL, "process %d refused '%s': %s", (int)pid, glob, err);
 		return 1;
 	}
 	if (enable && reply.result.value == 0) {
-		lk_cli_error(cmd, "check the names with `lowkey list --pid PID`; a library loaded later will match",
+		cli_error(cmd, "check the names with `lowkey list --pid PID`; a library loaded later will match",
 			     "no probe site in process %d matches '%s'", (int)pid, glob);
 		return 1;
 	}
@@ -100,32 +100,32 @@ static int run_rules(int argc, char **argv, bool enable)
 		switch (opt) {
 		case 'p':
 			if (parse_pid(optarg, &pid) != 0) {
-				lk_cli_error(cmd, NULL, "'%s' is not a process id", optarg);
-				return LK_EXIT_USAGE;
+				cli_error(cmd, NULL, "'%s' is not a process id", optarg);
+				return CLI_EXIT_USAGE;
 			}
 			break;
 		case 'h':
 			fputs(enable_usage, stdout);
-			return LK_EXIT_OK;
+			return CLI_EXIT_OK;
 		default:
 			fputs(enable_usage, stderr);
-			return LK_EXIT_USAGE;
+			return CLI_EXIT_USAGE;
 		}
 	}
 	if (!pid || optind == argc) {
-		lk_cli_error(cmd, "lowkey enable --pid PID 'provider:event*'", "give --pid and at least one GLOB");
-		return LK_EXIT_USAGE;
+		cli_error(cmd, "lowkey enable --pid PID 'provider:event*'", "give --pid and at least one GLOB");
+		return CLI_EXIT_USAGE;
 	}
 	rc = lk__ctl_connect(&c, pid, err, sizeof(err));
 	if (rc) {
-		lk_cli_error(cmd, rc == -ESRCH ? NULL : "start the program with LOWKEY_CONTROL=1, or have it call "
+		cli_error(cmd, rc == -ESRCH ? NULL : "start the program with LOWKEY_CONTROL=1, or have it call "
 			     "lk_control_open()", "%s", err);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	for (int i = optind; i < argc; i++)
 		failed |= send_rule(cmd, &c, pid, argv[i], enable);
 	lk__ctl_disconnect(&c);
-	return failed ? LK_EXIT_FAIL : LK_EXIT_OK;
+	return failed ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
 static int enable_main(int argc, char **argv)
@@ -138,7 +138,15 @@ static int disable_main(int argc, char **argv)
 	return run_rules(argc, argv, false);
 }
 
-LK_CLI_COMMAND(enable_command, "enable", "turn a process's probe sites on for perf, bpftrace and SystemTap (USDT)",
-	       enable_usage, enable_main, 0);
-LK_CLI_COMMAND(disable_command, "disable", "turn a process's probe sites off for USDT tracers", enable_usage,
-	       disable_main, 0);
+const struct cli_command cmd_enable = {
+	.name = "enable",
+	.summary = "turn a process's probe sites on for perf, bpftrace and SystemTap (USDT)",
+	.usage = enable_usage,
+	.run = enable_main,
+};
+const struct cli_command cmd_disable = {
+	.name = "disable",
+	.summary = "turn a process's probe sites off for USDT tracers",
+	.usage = enable_usage,
+	.run = disable_main,
+};

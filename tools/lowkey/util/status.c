@@ -17,7 +17,7 @@ static struct {
 	bool drawn;
 } status;
 
-void lk_status_begin(const char *cmd, bool wanted)
+void status_begin(const char *cmd, bool wanted)
 {
 	status.cmd = wanted && isatty(STDERR_FILENO) ? cmd : NULL;
 	status.drawn = false;
@@ -52,7 +52,7 @@ static size_t visible_length(const char *line, size_t len)
 	return at;
 }
 
-void lk_status_show(const char *fmt, ...)
+void status_show(const char *fmt, ...)
 {
 	char line[256];
 	va_list ap;
@@ -71,7 +71,7 @@ void lk_status_show(const char *fmt, ...)
 	status.drawn = true;
 }
 
-void lk_status_clear(void)
+void status_clear(void)
 {
 	if (!status.drawn)
 		return;
@@ -85,34 +85,34 @@ static const char *format_label(const char *format)
 		: strcmp(format, "ctf") == 0 ? "CTF" : format;
 }
 
-void lk_status_progress(const char *what, uint64_t done, uint64_t total)
+void status_progress(const char *what, uint64_t done, uint64_t total)
 {
 	double mib = 1024.0 * 1024.0;
 
 	if (done >= total) {
-		lk_status_clear();	/* the end: whatever is printed next has the line to itself */
+		status_clear();	/* the end: whatever is printed next has the line to itself */
 		return;
 	}
-	lk_status_show("%s: %.0f%% (%.1f of %.1f MiB)", what, 100.0 * (double)done / (double)total,
+	status_show("%s: %.0f%% (%.1f of %.1f MiB)", what, 100.0 * (double)done / (double)total,
 		       (double)done / mib, (double)total / mib);
 }
 
-void lk_status_progress_sink(uint64_t done, uint64_t total, void *what)
+void status_progress_sink(uint64_t done, uint64_t total, void *what)
 {
-	lk_status_progress(what, done, total);
+	status_progress(what, done, total);
 }
 
-void lk_status_conversion(const char *format, uint64_t done, uint64_t total)
+void status_conversion(const char *format, uint64_t done, uint64_t total)
 {
 	char what[64];
 
 	snprintf(what, sizeof(what), "converting the trace to %s", format_label(format));
-	lk_status_progress(what, done, total);
+	status_progress(what, done, total);
 }
 
-void lk_status_conversion_sink(uint64_t done, uint64_t total, void *arg)
+void status_conversion_sink(uint64_t done, uint64_t total, void *arg)
 {
-	lk_status_conversion(arg, done, total);
+	status_conversion(arg, done, total);
 }
 
 /*
@@ -125,22 +125,22 @@ static void file_progress(uint64_t done, uint64_t total, void *arg)
 
 	(void)arg;
 	if (done >= total)
-		lk_status_clear();
+		status_clear();
 	else if (done < size)
-		lk_status_progress("reading the trace", done, size);
+		status_progress("reading the trace", done, size);
 	else
-		lk_status_progress("parsing the trace", done - size, size);
+		status_progress("parsing the trace", done - size, size);
 }
 
-void lk_status_reading_begin(const char *path, unsigned int walks)
+void status_reading_begin(const char *path, unsigned int walks)
 {
 	static char what[64];
-	static struct lk__progress_sink reading = { lk_status_progress_sink, what };
+	static struct lk__progress_sink reading = { status_progress_sink, what };
 	static const struct lk__progress_sink file = { file_progress, NULL };
 	uint64_t bytes = lk__progress_ctf_bytes(path);	/* 0 for a file */
 	struct stat st;
 
-	lk_status_show("reading %s", path);
+	status_show("reading %s", path);
 	if (!status.cmd)
 		return;
 	if (!bytes) {
@@ -156,8 +156,8 @@ void lk_status_reading_begin(const char *path, unsigned int walks)
 	lk__progress_begin(&reading, bytes * walks);
 }
 
-void lk_status_reading_end(void)
+void status_reading_end(void)
 {
 	lk__progress_end();
-	lk_status_clear();
+	status_clear();
 }

@@ -7,8 +7,8 @@
 
 /*
  * Print every counter event lowkey can name here, each tried on this thread, marking those it
- * cannot count with the reason; JSON when json. Returns an exit status (LK_EXIT_*).
+ * cannot count with the reason; JSON when json. Returns an exit status (CLI_EXIT_*).
  */
-int lk_cli_list_events(bool json);
+int cli_list_events(bool json);
 
 #endif

@@ -3,9 +3,9 @@
  * The rules every lowkey command follows, printed once by `lowkey help` rather than in each
  * command's text.
  */
-#include "cli.h"
+#include "builtin.h"
 
-const char lk_cli_conventions[] =
+const char cli_conventions[] =
 	"\n"
 	"Event lists (-e, and the LOWKEY_TRACE variable):\n"
 	"   comma-separated, blanks around an item ignored; -e repeats (-e a -e b is -e a,b).\n"

@@ -16,11 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "builtin.h"
 #include "internal/json.h"
 #include "internal/control.h"
-#include "probe_elf.h"
-#include "status.h"
+#include "util/probe_elf.h"
+#include "util/status.h"
 
 #define SNAPSHOT_TIMEOUT_MS (10 * 60 * 1000)	/* a JSON or Perfetto snapshot is converted by the process */
 
@@ -58,8 +58,8 @@ struct snapshot_opts {
 
 static int usage_error(const char *hint, const char *fmt, const char *arg)
 {
-	lk_cli_error("snapshot", hint, fmt, arg);
-	return LK_EXIT_USAGE;
+	cli_error("snapshot", hint, fmt, arg);
+	return CLI_EXIT_USAGE;
 }
 
 static int parse_args(struct snapshot_opts *o, int argc, char **argv)
@@ -80,7 +80,7 @@ static int parse_args(struct snapshot_opts *o, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "p:o:jqh", options, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			if (!lk_cli_parse_long(optarg, 1, 1 << 22, &pid))
+			if (!cli_parse_long(optarg, 1, 1 << 22, &pid))
 				return usage_error("give a process id, such as $(pidof server)", "bad pid '%s'", optarg);
 			o->pid = (pid_t)pid;
 			break;
@@ -104,7 +104,7 @@ static int parse_args(struct snapshot_opts *o, int argc, char **argv)
 			return -1;
 		default:
 			fputs(snapshot_usage, stderr);
-			return LK_EXIT_USAGE;
+			return CLI_EXIT_USAGE;
 		}
 	}
 	if (optind < argc)
@@ -119,25 +119,25 @@ static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
 {
 	switch (rc) {
 	case -ESRCH:
-		lk_cli_error("snapshot", NULL, "%s", err);	/* no such process, or it exited as lowkey waited */
+		cli_error("snapshot", NULL, "%s", err);	/* no such process, or it exited as lowkey waited */
 		break;
 	case -EACCES:
-		lk_cli_error("snapshot", NULL, "%s: run lowkey as that user or as root", err);
+		cli_error("snapshot", NULL, "%s: run lowkey as that user or as root", err);
 		break;
 	case -ENOENT:
 	case -ECONNREFUSED:
 	case -ESTALE:
-		if (lk_proc_uses_lowkey(pid) == 0)
-			lk_cli_error("snapshot", NULL, "process %d (%s) is not linked with liblowkey: it has no flight "
+		if (proc_uses_lowkey(pid) == 0)
+			cli_error("snapshot", NULL, "process %d (%s) is not linked with liblowkey: it has no flight "
 				     "recorder", (int)pid, name);
 		else
-			lk_cli_error("snapshot", NULL, "process %d (%s) has no lowkey control socket open: start it with "
+			cli_error("snapshot", NULL, "process %d (%s) has no lowkey control socket open: start it with "
 				     "LOWKEY_CONTROL=1 in its environment, or call lk_control_open() in it", (int)pid, name);
 		break;
 	default:
-		lk_cli_error("snapshot", NULL, "%s", err);
+		cli_error("snapshot", NULL, "%s", err);
 	}
-	return LK_EXIT_FAIL;
+	return CLI_EXIT_FAIL;
 }
 
 static void human_size(uint64_t bytes, char *out, size_t len)
@@ -172,7 +172,7 @@ static void print_result(const struct snapshot_opts *o, const struct lk__ctl_sta
 static void show_progress(const struct lk__ctl_progress *p, void *arg)
 {
 	(void)arg;
-	lk_status_progress("converting the snapshot", p->done, p->total);
+	status_progress("converting the snapshot", p->done, p->total);
 }
 
 static int snapshot_main(int argc, char **argv)
@@ -185,9 +185,9 @@ static int snapshot_main(int argc, char **argv)
 
 	if (rc) {
 		free(o.output);
-		return rc < 0 ? LK_EXIT_OK : rc;
+		return rc < 0 ? CLI_EXIT_OK : rc;
 	}
-	lk_proc_name(o.pid, name, sizeof(name));
+	proc_name_of(o.pid, name, sizeof(name));
 	rc = lk__ctl_connect(&c, o.pid, err, sizeof(err));
 	if (rc) {
 		free(o.output);
@@ -195,25 +195,29 @@ static int snapshot_main(int argc, char **argv)
 	}
 	req.snapshot.path = o.output ? o.output : "";
 	c.on_progress = show_progress;
-	lk_status_begin("snapshot", !o.json && !o.quiet);
-	lk_status_show("process %d (%s) is writing its snapshot", (int)o.pid, name);
+	status_begin("snapshot", !o.json && !o.quiet);
+	status_show("process %d (%s) is writing its snapshot", (int)o.pid, name);
 	rc = lk__ctl_call(&c, &req, LK_CTL_STATS, &reply, SNAPSHOT_TIMEOUT_MS, err, sizeof(err));
-	lk_status_clear();
+	status_clear();
 	if (rc == -EINVAL && strstr(err, "LK_TRACE_OVERWRITE"))
-		lk_cli_error("snapshot", "start it with `lowkey trace --overwrite`, or LOWKEY_TRACE_MODE=overwrite",
+		cli_error("snapshot", "start it with `lowkey trace --overwrite`, or LOWKEY_TRACE_MODE=overwrite",
 			     "process %d (%s) runs no flight recorder: its trace streams to disk, there is nothing to "
 			     "snapshot", (int)o.pid, name);
 	else if (rc == -ENOENT && strstr(err, "no trace"))
-		lk_cli_error("snapshot", "start it with `lowkey trace --overwrite`, or LOWKEY_TRACE_MODE=overwrite",
+		cli_error("snapshot", "start it with `lowkey trace --overwrite`, or LOWKEY_TRACE_MODE=overwrite",
 			     "process %d (%s) runs no trace", (int)o.pid, name);
 	else if (rc)
-		lk_cli_error("snapshot", NULL, "process %d (%s) could not take the snapshot: %s", (int)o.pid, name, err);
+		cli_error("snapshot", NULL, "process %d (%s) could not take the snapshot: %s", (int)o.pid, name, err);
 	else
 		print_result(&o, &reply.stats);
 	lk__ctl_disconnect(&c);
 	free(o.output);
-	return rc ? LK_EXIT_FAIL : LK_EXIT_OK;
+	return rc ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
-LK_CLI_COMMAND(snapshot_command, "snapshot", "write what a running process's flight recorder holds",
-	       snapshot_usage, snapshot_main);
+const struct cli_command cmd_snapshot = {
+	.name = "snapshot",
+	.summary = "write what a running process's flight recorder holds",
+	.usage = snapshot_usage,
+	.run = snapshot_main,
+};

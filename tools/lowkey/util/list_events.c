@@ -19,7 +19,7 @@
 #include <lowkey/counter.h>
 #include <lowkey/error.h>
 
-#include "cli.h"
+#include "builtin.h"
 #include "internal/json.h"
 #include "internal/pfm.h"
 #include "list_events.h"
@@ -474,7 +474,7 @@ static void print_json(const struct events *e, const struct tracepoints *tp)
 	printf("]}}\n");
 }
 
-int lk_cli_list_events(bool json)
+int cli_list_events(bool json)
 {
 	struct events e = { 0 };
 	struct tracepoints tp = { 0 };
@@ -487,9 +487,9 @@ int lk_cli_list_events(bool json)
 	if (!err)
 		err = add_sysfs_events(&e);
 	if (err) {
-		lk_cli_error("list", NULL, "cannot list the events: %s", strerror(-err));
+		cli_error("list", NULL, "cannot list the events: %s", strerror(-err));
 		free_events(&e);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	find_tracepoints(&tp);
 	if (json)
@@ -498,5 +498,5 @@ int lk_cli_list_events(bool json)
 		print_text(&e, &tp);
 	free_tracepoints(&tp);
 	free_events(&e);
-	return LK_EXIT_OK;
+	return CLI_EXIT_OK;
 }

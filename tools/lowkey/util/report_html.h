@@ -5,8 +5,8 @@
 
 /*
  * Read the trace at trace_path (any format, format/trace_file.h; twice: figures, then the timeline) and write the page to
- * out_path ("-": standard output). Returns an LK_EXIT_* status, having said what failed.
+ * out_path ("-": standard output). Returns an CLI_EXIT_* status, having said what failed.
  */
-int lk_report_html(const char *trace_path, const char *out_path);
+int report_html(const char *trace_path, const char *out_path);
 
 #endif

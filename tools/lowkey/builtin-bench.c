@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "bench_html.h"
-#include "cli.h"
+#include "util/bench_html.h"
+#include "builtin.h"
 
 static const char bench_usage[] =
 	"usage: lowkey bench NAME [OPTIONS] [-j|--json] [-q|--quiet]\n"
@@ -62,36 +62,41 @@ static int bench_run(int argc, char **argv)
 	if (argc < 2) {
 		fputs(bench_usage, stderr);
 		list(stderr);
-		return LK_EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		fputs(bench_usage, stdout);
 		list(stdout);
-		return LK_EXIT_OK;
+		return CLI_EXIT_OK;
 	}
 	if (strcmp(argv[1], "list") == 0) {
 		list(stdout);
-		return LK_EXIT_OK;
+		return CLI_EXIT_OK;
 	}
 	b = lkb_find(argv[1]);
 	if (!b) {
-		lk_cli_error("bench", "`lowkey bench list` shows them", "no benchmark named '%s'", argv[1]);
-		return LK_EXIT_USAGE;
+		cli_error("bench", "`lowkey bench list` shows them", "no benchmark named '%s'", argv[1]);
+		return CLI_EXIT_USAGE;
 	}
-	if (lk_cli_wants_help(argc - 1, argv + 1)) {
+	if (cli_wants_help(argc - 1, argv + 1)) {
 		fputs(b->usage, stdout);
-		return LK_EXIT_OK;
+		return CLI_EXIT_OK;
 	}
 	quiet = take_quiet(&argc, argv);
-	if (!lk_bench_html_option(&argc, argv, &html))
-		return LK_EXIT_USAGE;
+	if (!bench_html_option(&argc, argv, &html))
+		return CLI_EXIT_USAGE;
 	if (html)
-		return lk_bench_html(b, argc - 1, argv + 1, html, quiet);
+		return bench_html(b, argc - 1, argv + 1, html, quiet);
 	lkb_progress_start(b->name, quiet);
 	rc = b->run(argc - 1, argv + 1);
 	lkb_progress_stop();
 	return rc;
 }
 
-LK_CLI_COMMAND(bench_command, "bench", "re-run a published kernel experiment on this machine",
-	       bench_usage, bench_run, LK_CLI_OWN_HELP);
+const struct cli_command cmd_bench = {
+	.name = "bench",
+	.summary = "re-run a published kernel experiment on this machine",
+	.usage = bench_usage,
+	.run = bench_run,
+	.flags = CLI_OWN_HELP,
+};

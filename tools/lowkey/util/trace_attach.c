@@ -27,7 +27,7 @@
 
 #include <lowkey/probe.h>
 
-#include "cli.h"
+#include "builtin.h"
 #include "internal/control.h"
 #include "format/convert.h"
 #include "probe_elf.h"
@@ -52,30 +52,30 @@ static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
 
 	switch (rc) {
 	case -ESRCH:
-		lk_cli_error("trace", NULL, "%s", err);	/* no such process, or it exited as lowkey waited */
-		return LK_EXIT_FAIL;
+		cli_error("trace", NULL, "%s", err);	/* no such process, or it exited as lowkey waited */
+		return CLI_EXIT_FAIL;
 	case -EACCES:
-		lk_cli_error("trace", NULL, "%s: run lowkey as that user or as root", err);
-		return LK_EXIT_FAIL;
+		cli_error("trace", NULL, "%s: run lowkey as that user or as root", err);
+		return CLI_EXIT_FAIL;
 	case -EPERM:
 	case -ENOTCONN:
-		lk_cli_error("trace", NULL, "%s", err);	/* why it cannot tell; why the process has none */
-		return LK_EXIT_FAIL;
+		cli_error("trace", NULL, "%s", err);	/* why it cannot tell; why the process has none */
+		return CLI_EXIT_FAIL;
 	case -ENOENT:
 	case -ECONNREFUSED:
 	case -ESTALE:
-		uses = lk_proc_uses_lowkey(pid);
+		uses = proc_uses_lowkey(pid);
 		if (uses == 0) {
-			lk_cli_error("trace", NULL, "process %d (%s) is not linked with liblowkey: only programs built "
+			cli_error("trace", NULL, "process %d (%s) is not linked with liblowkey: only programs built "
 				     "with lowkey's probes (LK_PROBE, -llowkey) can be traced", (int)pid, name);
-			return LK_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 		}
-		lk_cli_error("trace", NULL, "process %d (%s) has no lowkey control socket open: start it with "
+		cli_error("trace", NULL, "process %d (%s) has no lowkey control socket open: start it with "
 			     "LOWKEY_CONTROL=1 in its environment, or call lk_control_open() in it", (int)pid, name);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
-	lk_cli_error("trace", NULL, "cannot attach to process %d (%s): %s", (int)pid, name, err);
-	return LK_EXIT_FAIL;
+	cli_error("trace", NULL, "cannot attach to process %d (%s): %s", (int)pid, name, err);
+	return CLI_EXIT_FAIL;
 }
 
 static int send_rules(struct lk__ctl_client *c, const struct trace_opts *o, const char *name)
@@ -93,11 +93,11 @@ static int send_rules(struct lk__ctl_client *c, const struct trace_opts *o, cons
 		req.rule = (struct lk__ctl_rule){ enable, o->overwrite ? LK_CTL_RULE_KEEP : LK_CTL_RULE_SESSION, glob };
 		rc = lk__ctl_call(c, &req, LK_CTL_RESULT, &reply, REPLY_TIMEOUT_MS, err, sizeof(err));
 		if (rc) {
-			lk_cli_error("trace", NULL, "process %d (%s) refused '%s': %s", (int)o->pid, name, glob, err);
+			cli_error("trace", NULL, "process %d (%s) refused '%s': %s", (int)o->pid, name, glob, err);
 			return -1;
 		}
 		if (enable && reply.result.value == 0) {
-			lk_cli_error("trace", NULL, "no probe site in process %d (%s) matches '%s'", (int)o->pid, name, glob);
+			cli_error("trace", NULL, "no probe site in process %d (%s) matches '%s'", (int)o->pid, name, glob);
 			unmatched++;
 		}
 	}
@@ -122,7 +122,7 @@ static int start(struct lk__ctl_client *c, const struct trace_opts *o, const cha
 	};
 	rc = lk__ctl_call(c, &req, LK_CTL_RESULT, &reply, REPLY_TIMEOUT_MS, err, sizeof(err));
 	if (rc)
-		lk_cli_error("trace", NULL, "process %d (%s) could not start tracing: %s", (int)o->pid, name, err);
+		cli_error("trace", NULL, "process %d (%s) could not start tracing: %s", (int)o->pid, name, err);
 	return rc;
 }
 
@@ -159,10 +159,10 @@ static enum ending wait_for_end(struct lk__ctl_client *c, const struct trace_opt
 		int timeout = STATUS_EVERY_MS, rc;
 
 		if (o->duration)
-			lk_status_show("tracing process %d (%s): %d s of %g", (int)o->pid, name, (int)(now_s() - start),
+			status_show("tracing process %d (%s): %d s of %g", (int)o->pid, name, (int)(now_s() - start),
 				       o->duration);
 		else
-			lk_status_show("tracing process %d (%s): %d s; Ctrl-C stops", (int)o->pid, name,
+			status_show("tracing process %d (%s): %d s; Ctrl-C stops", (int)o->pid, name,
 				       (int)(now_s() - start));
 		if (deadline) {
 			double left = deadline - now_s();
@@ -217,7 +217,7 @@ static bool find_ctf_beside(const char *output, char *out, size_t len)
 /* The process converting its trace (JSON, Perfetto) as it stops. */
 static void show_progress(const struct lk__ctl_progress *p, void *format)
 {
-	lk_status_conversion(format, p->done, p->total);
+	status_conversion(format, p->done, p->total);
 }
 
 static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char *name, struct trace_totals *t)
@@ -229,18 +229,18 @@ static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char
 	on_stop_signals(SIG_DFL);	/* a second Ctrl-C leaves without waiting */
 	c->on_progress = show_progress;
 	c->progress_arg = (void *)lk__trace_format_name((enum lk_trace_format)o->format);
-	lk_status_show("process %d (%s) is finishing the trace", (int)o->pid, name);
+	status_show("process %d (%s) is finishing the trace", (int)o->pid, name);
 	rc = lk__ctl_call(c, &req, LK_CTL_STATS, &reply, STOP_TIMEOUT_MS, err, sizeof(err));
-	lk_status_clear();
+	status_clear();
 
 	if (rc) {
-		lk_cli_error("trace", NULL, "process %d (%s) could not stop the trace: %s", (int)o->pid, name, err);
+		cli_error("trace", NULL, "process %d (%s) could not stop the trace: %s", (int)o->pid, name, err);
 		return rc;
 	}
 	*t = (struct trace_totals){ reply.stats.events, reply.stats.lost, reply.stats.bytes, reply.stats.threads };
 	if (reply.stats.err) {
 		trace_print_summary(o, t);
-		lk_cli_error("trace", NULL, "%s", reply.stats.message);
+		cli_error("trace", NULL, "%s", reply.stats.message);
 		return reply.stats.err;
 	}
 	return 0;
@@ -248,9 +248,9 @@ static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char
 
 static int exited(struct lk__ctl_client *c, const char *err)
 {
-	lk_cli_error("trace", NULL, "%s", err);
+	cli_error("trace", NULL, "%s", err);
 	lk__ctl_disconnect(c);
-	return LK_EXIT_FAIL;
+	return CLI_EXIT_FAIL;
 }
 
 int trace_attach(struct trace_opts *o)
@@ -263,17 +263,17 @@ int trace_attach(struct trace_opts *o)
 	enum ending end;
 	int rc;
 
-	lk_proc_name(o->pid, name, sizeof(name));
-	lk_status_begin("trace", !o->quiet && !o->json);
+	proc_name_of(o->pid, name, sizeof(name));
+	status_begin("trace", !o->quiet && !o->json);
 	rc = lk__ctl_connect(&c, o->pid, err, sizeof(err));
 	if (rc)
 		return explain_connect(o->pid, name, rc, err);
-	lk_proc_name(o->pid, name, sizeof(name));	/* it may have exec'd while lowkey waited */
+	proc_name_of(o->pid, name, sizeof(name));	/* it may have exec'd while lowkey waited */
 	if (lk__ctl_check(&c, err, sizeof(err)) != 0)
 		return exited(&c, err);
 	if (send_rules(&c, o, name) != 0) {
 		lk__ctl_disconnect(&c);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	/*
 	 * The process writes the trace: as root, hand it an output of its own user's. Its owner is
@@ -289,13 +289,13 @@ int trace_attach(struct trace_opts *o)
 	if (trace_prepare_output(o, uid, gid) || start(&c, o, name) != 0) {
 		trace_discard_output(o);
 		lk__ctl_disconnect(&c);
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	if (o->overwrite) {
 		lk__ctl_disconnect(&c);
 		fprintf(stderr, "lowkey trace: flight recorder started in process %d (%s); `lowkey snapshot --pid %d` "
 			"writes its newest events (first to %s)\n", (int)o->pid, name, (int)o->pid, o->output);
-		return LK_EXIT_OK;
+		return CLI_EXIT_OK;
 	}
 	if (o->duration)
 		fprintf(stderr, "lowkey trace: tracing process %d (%s) for %g s into %s\n", (int)o->pid, name,
@@ -304,12 +304,12 @@ int trace_attach(struct trace_opts *o)
 		fprintf(stderr, "lowkey trace: tracing process %d (%s) into %s; Ctrl-C stops\n", (int)o->pid, name,
 			o->output);
 	end = wait_for_end(&c, o, name, &t);
-	lk_status_clear();
+	status_clear();
 	if (end == STOP_ASKED) {
 		rc = stop(&c, o, name, &t);
 		lk__ctl_disconnect(&c);
 		if (rc)
-			return LK_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 	} else {
 		lk__ctl_disconnect(&c);
 		fprintf(stderr, "lowkey trace: process %d (%s) %s\n", (int)o->pid, name,
@@ -318,10 +318,10 @@ int trace_attach(struct trace_opts *o)
 		if (end == PROCESS_VANISHED &&
 		    (o->format == LK_TRACE_CTF || find_ctf_beside(o->output, ctf_dir, sizeof(ctf_dir))) &&
 		    trace_recover(o, ctf_dir, &t, err, sizeof(err)) != 0) {
-			lk_cli_error("trace", NULL, "cannot read the trace back: %s", err);
-			return LK_EXIT_FAIL;
+			cli_error("trace", NULL, "cannot read the trace back: %s", err);
+			return CLI_EXIT_FAIL;
 		}
 	}
 	trace_print_summary(o, &t);
-	return LK_EXIT_OK;
+	return CLI_EXIT_OK;
 }

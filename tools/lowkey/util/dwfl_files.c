@@ -21,7 +21,7 @@ Elf *lk_dwfl_open_elf(const char *path, int *fd)
 	Elf *elf;
 
 	elf_version(EV_CURRENT);
-	*fd = lk_open_regular(path, NULL, 0);
+	*fd = open_regular_file(path, NULL, 0);
 	if (*fd < 0)
 		return NULL;
 	elf = elf_begin(*fd, ELF_C_READ, NULL);

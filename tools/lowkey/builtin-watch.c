@@ -19,10 +19,10 @@
 
 #include <lowkey/lowkey.h>
 
-#include "cli.h"
+#include "builtin.h"
 #include "internal/json.h"
 #include "internal/utf8.h"
-#include "watch_symbols.h"
+#include "util/watch_symbols.h"
 
 static const char watch_usage[] =
 	"usage: lowkey watch -p PID (--addr ADDR | --symbol NAME) [options]\n"
@@ -93,7 +93,7 @@ static int parse_number(const char *s, uint64_t *out)
 {
 	unsigned long long v;
 
-	if (!lk_cli_parse_unsigned(s, UINT64_MAX, &v))
+	if (!cli_parse_unsigned(s, UINT64_MAX, &v))
 		return -1;	/* "-8" and "-1" too: not wrapped to huge values */
 	*out = v;
 	return 0;
@@ -104,8 +104,8 @@ static int usage_error(const char *hint, const char *fmt, const char *arg)
 	char msg[256];
 
 	snprintf(msg, sizeof(msg), fmt, arg);
-	lk_cli_error("watch", hint ? hint : "see `lowkey watch --help`", "%s", msg);
-	return LK_EXIT_USAGE;
+	cli_error("watch", hint ? hint : "see `lowkey watch --help`", "%s", msg);
+	return CLI_EXIT_USAGE;
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -355,9 +355,9 @@ static int finish(struct watch_run *run, struct lk_watch_sampler *sampler)
 	if (!err)
 		err = lk_watch_sampler_counted(sampler, &run->counted);
 	if (err)
-		lk_cli_error("watch", lk_last_error(), "stopping the watchpoints failed: %s", lk_strerror(err));
+		cli_error("watch", lk_last_error(), "stopping the watchpoints failed: %s", lk_strerror(err));
 	lk_watch_sampler_read(sampler, 0, on_sample, run);
-	return err ? LK_EXIT_FAIL : LK_EXIT_OK;
+	return err ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
 static int read_until_done(struct watch_run *run, struct lk_watch_sampler *sampler)
@@ -382,8 +382,8 @@ static int read_until_done(struct watch_run *run, struct lk_watch_sampler *sampl
 		if (n == -EINTR)
 			continue;
 		if (n < 0) {
-			lk_cli_error("watch", lk_last_error(), "reading the samples failed: %s", lk_strerror(n));
-			return LK_EXIT_FAIL;
+			cli_error("watch", lk_last_error(), "reading the samples failed: %s", lk_strerror(n));
+			return CLI_EXIT_FAIL;
 		}
 	}
 	return finish(run, sampler);
@@ -419,13 +419,13 @@ static int open_sampler(struct watch_run *run, struct lk_watch_sampler **sampler
 	int err = lk_watch_sampler_open(sampler, run->opt.pid, run->addr, run->len, run->opt.access);
 
 	if (err == -EINVAL) {
-		lk_cli_error("watch", NULL, "%s", lk_last_error());
-		return LK_EXIT_USAGE;
+		cli_error("watch", NULL, "%s", lk_last_error());
+		return CLI_EXIT_USAGE;
 	}
 	if (err) {
-		lk_cli_error("watch", lk_last_error(), "cannot watch %s in process %d: %s", run->target_name,
+		cli_error("watch", lk_last_error(), "cannot watch %s in process %d: %s", run->target_name,
 			     (int)run->opt.pid, lk_strerror(err));
-		return LK_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	}
 	return 0;
 }
@@ -445,13 +445,13 @@ static int watch_run(int argc, char **argv)
 	if (run.opt.command) {
 		child = start_command(run.opt.command);
 		if (child < 0)
-			return LK_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 		run.opt.pid = child;
 	}
 	run.symbols = watch_symbols_open(run.opt.pid, err, sizeof(err));
 	if (!run.symbols) {
-		lk_cli_error("watch", "is the process id right, and is it yours?", "%s", err);
-		rc = LK_EXIT_FAIL;
+		cli_error("watch", "is the process id right, and is it yours?", "%s", err);
+		rc = CLI_EXIT_FAIL;
 		goto out;
 	}
 	rc = resolve_target(&run);
@@ -480,5 +480,9 @@ out:
 	return rc;
 }
 
-LK_CLI_COMMAND(watch_command, "watch", "report each write to an address in a running process",
-	       watch_usage, watch_run);
+const struct cli_command cmd_watch = {
+	.name = "watch",
+	.summary = "report each write to an address in a running process",
+	.usage = watch_usage,
+	.run = watch_run,
+};
