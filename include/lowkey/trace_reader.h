@@ -26,10 +26,17 @@
  * The trace's own records of thread names are not events here (JSON and Perfetto give them no
  * time); lk_trace_file_get_info() counts them.
  *
+ * Arguments keep their names in every format, and their types in CTF and Perfetto. JSON keeps a
+ * number's text only: an integer reads as LK_PROBE_U64, or LK_PROBE_I64 if negative; one with a
+ * fraction or an exponent as LK_PROBE_F64; a pointer ("0x...") and a double that is not finite
+ * ("NaN") as strings.
+ *
  * Times are nanoseconds on the trace's clock: CLOCK_MONOTONIC for CTF (the recording process's
  * clock); for JSON and Perfetto, counted from just before the file's first event (the file's own
  * clock: real time for JSON). Durations are the same in every format, to the format's resolution
- * (1 ns in all three).
+ * (1 ns in all three), but for Perfetto's rounding: its writer converts the cycle counter to ns in
+ * integers, the CTF reader through a double, so its times may differ from CTF's by 1 ns (and two
+ * threads' events that close may come in the other order).
  *
  * Cost: the trace is read whole at open -- every event into memory, 32 bytes each (64-bit) plus
  * its arguments' bytes, in arrays grown by doubling; a JSON or Perfetto file also holds its bytes
@@ -133,6 +140,16 @@ struct lk_trace_file_info {
 	bool overwrite;			/* a flight recorder's snapshot */
 };
 
+/* A thread of the trace. */
+struct lk_trace_thread {
+	int tid;
+	const char *name;		/* "" if the trace has none; lives as long as the file is open */
+	uint64_t events;		/* its events lk_trace_file_next() gives, switches included */
+	uint64_t lost;			/* events it lost (a full ring) */
+	uint64_t truncated;		/* CTF: bytes at the end of its stream that were not a whole
+					 * packet (a program killed while writing); 0 elsewhere */
+};
+
 /*
  * lk_trace_file_open - open the trace at path (a CTF directory, a .pftrace or a JSON file, told by
  * content) and read it into memory (see Cost above). *tf is set on success only.
@@ -155,6 +172,12 @@ LK_API void lk_trace_file_rewind(struct lk_trace_file *tf);
 
 /* lk_trace_file_get_info - what the trace says about itself; valid while tf is open. O(1). */
 LK_API const struct lk_trace_file_info *lk_trace_file_get_info(const struct lk_trace_file *tf);
+
+/*
+ * lk_trace_file_thread - thread i (0 to lk_trace_file_get_info()->threads - 1) into *th, in the
+ * order of the trace's streams. 0, or -ERANGE past the last. O(1).
+ */
+LK_API int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i, struct lk_trace_thread *th);
 
 /* The event's argument of that name, or NULL if it has none. O(arguments). */
 LK_API const struct lk_trace_arg *lk_trace_event_arg(const struct lk_trace_event *ev, const char *name);

@@ -32,6 +32,7 @@ struct tr_stream {
 struct tr_thread {
 	int tid;
 	char *name;
+	uint64_t events, lost, truncated;
 	struct lk__pair_stack open;	/* its open spans ... */
 	uint64_t *seq;			/* ... and their begins' seq, by position */
 	size_t seq_cap;
@@ -134,15 +135,20 @@ static int on_event(const struct lk__event *e, void *arg)
 					   (uint32_t)e->payload_len };
 	tf->nbytes += e->payload_len;
 	tf->info.events++;
+	tf->threads[s->thread].events++;
 	return 0;
 }
 
 static int on_stream_end(const struct lk__stream_info *s, void *arg)
 {
 	struct lk_trace_file *tf = arg;
+	struct tr_thread *th = &tf->threads[tf->streams[tf->nstreams - 1].thread];
 
-	if (s->stream_id == 0)
+	if (s->stream_id == 0) {
 		tf->info.lost += s->lost;
+		th->lost += s->lost;
+	}
+	th->truncated += s->truncated;
 	return 0;
 }
 
@@ -298,20 +304,6 @@ static void decode_args(struct lk_trace_event *ev, const struct lk__event *e)
 	}
 }
 
-static double counter_value(const struct lk_trace_event *ev)
-{
-	if (!ev->nargs)
-		return 0;
-	switch (ev->args[0].type) {
-	case LK_PROBE_F64:
-		return ev->args[0].v.f64;
-	case LK_PROBE_I64:
-		return (double)ev->args[0].v.i64;
-	default:
-		return (double)ev->args[0].v.u64;
-	}
-}
-
 static int begin_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_trace_event *ev,
 		      const struct lk__event *e)
 {
@@ -377,7 +369,7 @@ static int make_event(struct lk_trace_file *tf, const struct tr_stream *s, const
 	case LK_PROBE_SPAN_END:
 		return end_span(tf, th, ev, &e);
 	case LK_PROBE_COUNTER:
-		ev->value = counter_value(ev);
+		ev->value = lk__event_counter(&e);
 		return 0;
 	default:
 		return 0;
@@ -437,6 +429,17 @@ int lk_trace_file_open(const char *path, struct lk_trace_file **out)
 const struct lk_trace_file_info *lk_trace_file_get_info(const struct lk_trace_file *tf)
 {
 	return &tf->info;
+}
+
+int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i, struct lk_trace_thread *th)
+{
+	const struct tr_thread *t;
+
+	if (i >= tf->nthreads)
+		return -ERANGE;
+	t = &tf->threads[i];
+	*th = (struct lk_trace_thread){ t->tid, t->name ? t->name : "", t->events, t->lost, t->truncated };
+	return 0;
 }
 
 const struct lk_trace_arg *lk_trace_event_arg(const struct lk_trace_event *ev, const char *name)

@@ -227,13 +227,7 @@ static int on_event(const struct lk__event *e, void *arg)
 	case LK_PROBE_SPAN_END:
 		return close_span(rep, t, e);
 	case LK_PROBE_COUNTER:
-		lk__event_arg(e, 0, 0, &v, &s);
-		if ((e->cls->arg_types & 0xf) == LK_PROBE_F64)
-			memcpy(&d, &v, 8);
-		else if ((e->cls->arg_types & 0xf) == LK_PROBE_I64)
-			d = (double)(int64_t)v;
-		else
-			d = (double)v;
+		d = lk__event_counter(e);
 		if (c->count == 1 || d < c->min)
 			c->min = d;
 		if (c->count == 1 || d > c->max)

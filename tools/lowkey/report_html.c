@@ -282,22 +282,6 @@ static int close_span(struct hreport *h, struct lane *l, const struct lk__event 
 	return 0;
 }
 
-static double counter_value(const struct lk__event *e)
-{
-	uint64_t v = 0;
-	const char *s;
-	double d;
-
-	lk__event_arg(e, 0, 0, &v, &s);
-	if ((e->cls->arg_types & 0xf) == LK_PROBE_F64)
-		memcpy(&d, &v, 8);
-	else if ((e->cls->arg_types & 0xf) == LK_PROBE_I64)
-		d = (double)(int64_t)v;
-	else
-		d = (double)v;
-	return d;
-}
-
 static int add_point(struct counter_series *s, double x, double y)
 {
 	if (grow((void **)&s->p, &s->cap, s->n, sizeof(*s->p)))
@@ -310,7 +294,7 @@ static int add_point(struct counter_series *s, double x, double y)
 static int sample_counter(struct hreport *h, struct hclass *c, const struct lk__event *e)
 {
 	struct counter_series *s = &c->series;
-	double x = seconds(h, e->tsc), y = counter_value(e), span = seconds(h, h->last_tsc);
+	double x = seconds(h, e->tsc), y = lk__event_counter(e), span = seconds(h, h->last_tsc);
 	int col;
 
 	if (c->count <= EXACT_POINTS)
