@@ -36,8 +36,8 @@ static void print_event(const struct lk_trace_event *ev)
 {
 	static const char *const kinds[] = { "?", "event", "begin", "end", "counter" };
 
-	printf("%" PRIu64 ".%09" PRIu64 " %d %-12s ", ev->ns / 1000000000u, ev->ns % 1000000000u, ev->tid,
-	       ev->thread_name);
+	printf("%" PRIu64 ".%09" PRIu64 " %d %-12s ", ev->ns / 1000000000u, ev->ns % 1000000000u,
+	       ev->tid, ev->thread_name);
 	if (ev->type == LK_TRACE_EV_SWITCH_OUT) {
 		printf("off cpu %u (%s)\n", ev->cpu, ev->preempted ? "preempted" : "blocked");
 		return;
@@ -46,7 +46,8 @@ static void print_event(const struct lk_trace_event *ev)
 		printf("on cpu %u\n", ev->cpu);
 		return;
 	}
-	printf("%-7s %*s%s:%s", kinds[ev->kind <= 4 ? ev->kind : 0], 2 * (int)ev->depth, "", ev->provider, ev->name);
+	printf("%-7s %*s%s:%s", kinds[ev->kind <= 4 ? ev->kind : 0], 2 * (int)ev->depth, "", ev->provider,
+	       ev->name);
 	if (ev->kind == LK_PROBE_COUNTER)
 		printf(" = %g", ev->value);
 	else
@@ -67,7 +68,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s TRACE   (a CTF directory, a .pftrace or a JSON file)\n", argv[0]);
+		fprintf(stderr, "usage: %s TRACE   (a CTF directory, .pftrace or JSON file)\n", argv[0]);
 		return 2;
 	}
 	if (lk_trace_file_open(argv[1], &tf) != 0) {
@@ -75,8 +76,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	info = lk_trace_file_get_info(tf);
-	printf("%s trace of %s (pid %d): %" PRIu64 " events, %u threads, %" PRIu64 " lost\n", info->format_name,
-	       info->process_name, info->pid, info->events, info->threads, info->lost);
+	printf("%s trace of %s (pid %d): %" PRIu64 " events, %u threads, %" PRIu64 " lost\n",
+	       info->format_name, info->process_name, info->pid, info->events, info->threads, info->lost);
 	while ((rc = lk_trace_file_next(tf, &ev)) == 1)
 		print_event(&ev);
 	if (rc < 0)

@@ -102,7 +102,7 @@ struct lk_trace_event {
 	uint64_t ns;			/* when (see the top of this header) */
 	uint64_t cpu_ns;		/* the thread's CPU time then; 0 unless the trace records it
 					 * (lk_trace_file_get_info().cputime) */
-	const char *provider, *name;	/* LK_TRACE_EV_PROBE; "lowkey" and "sched_out"/"sched_in" else */
+	const char *provider, *name;	/* "lowkey" and "sched_out"/"sched_in" for switches */
 	unsigned int nargs;
 	struct lk_trace_arg args[LK_PROBE_MAX_ARGS];
 
@@ -118,7 +118,7 @@ struct lk_trace_event {
 	double value;			/* LK_PROBE_COUNTER: the value, as a double */
 
 	unsigned int cpu;		/* LK_TRACE_EV_SWITCH_OUT, _IN: the CPU left or taken */
-	bool preempted;			/* LK_TRACE_EV_SWITCH_OUT: still runnable (else it blocked) */
+	bool preempted;			/* LK_TRACE_EV_SWITCH_OUT: still runnable, or blocked */
 };
 
 /* What a trace says about itself. */
@@ -130,9 +130,9 @@ struct lk_trace_file_info {
 	unsigned int threads;		/* threads with a stream of events, switches or a name */
 	uint64_t events;		/* events lk_trace_file_next() gives, switches included */
 	uint64_t thread_names;		/* the trace's records of thread names (not events here) */
-	uint64_t lost;			/* events the recording threads lost (full rings), all threads */
+	uint64_t lost;			/* events the threads lost (full rings), all together */
 	uint64_t sched_lost;		/* context switch records the kernel dropped */
-	uint64_t dropped;		/* flight recorder (overwrite) snapshots: of the events older
+	uint64_t dropped;		/* flight recorder snapshots: of the events older
 					 * ones overwrote, those the threads dropped */
 	uint64_t truncated_streams;	/* CTF: streams cut inside their last packet */
 	bool cputime;			/* events carry CPU time */
@@ -143,8 +143,8 @@ struct lk_trace_file_info {
 /* A thread of the trace. */
 struct lk_trace_thread {
 	int tid;
-	const char *name;		/* "" if the trace has none; lives as long as the file is open */
-	uint64_t events;		/* its events lk_trace_file_next() gives, switches included */
+	const char *name;		/* "" if none; lives as long as the file is open */
+	uint64_t events;		/* its events lk_trace_file_next() gives, switches too */
 	uint64_t lost;			/* events it lost (a full ring) */
 	uint64_t truncated;		/* CTF: bytes at the end of its stream that were not a whole
 					 * packet (a program killed while writing); 0 elsewhere */
@@ -177,10 +177,12 @@ LK_API const struct lk_trace_file_info *lk_trace_file_get_info(const struct lk_t
  * lk_trace_file_thread - thread i (0 to lk_trace_file_get_info()->threads - 1) into *th, in the
  * order of the trace's streams. 0, or -ERANGE past the last. O(1).
  */
-LK_API int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i, struct lk_trace_thread *th);
+LK_API int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i,
+				struct lk_trace_thread *th);
 
 /* The event's argument of that name, or NULL if it has none. O(arguments). */
-LK_API const struct lk_trace_arg *lk_trace_event_arg(const struct lk_trace_event *ev, const char *name);
+LK_API const struct lk_trace_arg *lk_trace_event_arg(const struct lk_trace_event *ev,
+						     const char *name);
 
 /* lk_trace_file_close - free everything; tf may be NULL. Strings of its events are gone after. */
 LK_API void lk_trace_file_close(struct lk_trace_file *tf);

@@ -131,8 +131,8 @@ static int on_event(const struct lk__event *e, void *arg)
 		return tf->walk_rc = -ENOMEM;
 	if (e->payload_len)
 		memcpy(tf->bytes + tf->nbytes, e->payload, e->payload_len);
-	s->v[s->n++] = (struct tr_record){ lk__reader_ns(&tf->file.r, e->tsc), e->cputime_ns, tf->nbytes, e->cls->id,
-					   (uint32_t)e->payload_len };
+	s->v[s->n++] = (struct tr_record){ lk__reader_ns(&tf->file.r, e->tsc), e->cputime_ns, tf->nbytes,
+					   e->cls->id, (uint32_t)e->payload_len };
 	tf->nbytes += e->payload_len;
 	tf->info.events++;
 	tf->threads[s->thread].events++;
@@ -182,7 +182,8 @@ static int read_all(struct lk_trace_file *tf)
 	else if (rc > 0)
 		rc = -EINVAL;
 	if (rc == -ENOMEM)
-		return lk__fail(-ENOMEM, "out of memory reading %s", tf->file.r.dir ? tf->file.r.dir : "a trace");
+		return lk__fail(-ENOMEM, "out of memory reading %s",
+				tf->file.r.dir ? tf->file.r.dir : "a trace");
 	if (rc)
 		return lk__fail(rc, "%s", err);
 	for (size_t i = 0; i < tf->nstreams; i++)
@@ -262,7 +263,7 @@ static void sift_down(struct lk_trace_file *tf, size_t i)
 static void close_all_spans(struct lk_trace_file *tf)
 {
 	for (size_t i = 0; i < tf->nthreads; i++)
-		lk__pair_close_from(&tf->pairs, &tf->threads[i].open, 0);	/* only shrinks: no allocation */
+		lk__pair_close_from(&tf->pairs, &tf->threads[i].open, 0);	/* shrinks: no allocation */
 }
 
 void lk_trace_file_rewind(struct lk_trace_file *tf)
@@ -336,8 +337,8 @@ static int end_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_tr
 	return 0;
 }
 
-static int make_event(struct lk_trace_file *tf, const struct tr_stream *s, const struct tr_record *rec,
-		      struct lk_trace_event *ev)
+static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
+		      const struct tr_record *rec, struct lk_trace_event *ev)
 {
 	struct tr_thread *th = &tf->threads[s->thread];
 	const struct lk__event_class *cls = tf->file.r.classes[rec->cls];
@@ -438,7 +439,8 @@ int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i, struct 
 	if (i >= tf->nthreads)
 		return -ERANGE;
 	t = &tf->threads[i];
-	*th = (struct lk_trace_thread){ t->tid, t->name ? t->name : "", t->events, t->lost, t->truncated };
+	*th = (struct lk_trace_thread){ t->tid, t->name ? t->name : "", t->events, t->lost,
+					t->truncated };
 	return 0;
 }
 

@@ -184,7 +184,7 @@ static void same_event(const struct reading *a, size_t i, const struct reading *
 	assert_int_equal(x->paired, y->paired);
 	if (x->paired)
 		assert_int_equal(on_thread(a, x->begin_seq), on_thread(b, y->begin_seq));
-	/* Perfetto's writer converts the counter to ns in integers, the CTF reader through a double */
+	/* Perfetto's writer converts the counter in integers, the CTF reader through a double */
 	if (b->info.format == LK_TRACE_PERFETTO)
 		assert_true(x->duration_ns - y->duration_ns + 1 <= 2);
 	else
@@ -200,7 +200,8 @@ static void same_events(const struct reading *a, const struct reading *b)
 {
 	assert_int_equal(a->n, b->n);
 	for (size_t i = 0; i < a->n; i++) {
-		size_t k = b->info.format == LK_TRACE_PERFETTO ? nth_on_thread(b, a->v[i].tid, on_thread(a, i)) : i;
+		bool by_thread = b->info.format == LK_TRACE_PERFETTO;
+		size_t k = by_thread ? nth_on_thread(b, a->v[i].tid, on_thread(a, i)) : i;
 
 		assert_true(k < b->n);
 		same_event(a, i, b, k);
@@ -215,17 +216,19 @@ static size_t count(const struct reading *r, const char *name, enum lk_probe_kin
 	size_t n = 0;
 
 	for (size_t i = 0; i < r->n; i++)
-		n += strcmp(r->v[i].name, name) == 0 && r->v[i].kind == kind && r->v[i].paired == paired;
+		n += strcmp(r->v[i].name, name) == 0 && r->v[i].kind == kind &&
+		     r->v[i].paired == paired;
 	return n;
 }
 
 /* What the recording holds, whatever the format. */
 static void check_recording(const struct reading *r)
 {
+	const char *orphan = r->info.format == LK_TRACE_PERFETTO ? "?:?" : "rd:orphan";
+
 	assert_int_equal(count(r, "rd:outer", LK_PROBE_SPAN_END, true), 10);
 	assert_int_equal(count(r, "rd:inner", LK_PROBE_SPAN_END, true), 10);
-	assert_int_equal(count(r, r->info.format == LK_TRACE_PERFETTO ? "?:?" : "rd:orphan", LK_PROBE_SPAN_END, false),
-			 1);
+	assert_int_equal(count(r, orphan, LK_PROBE_SPAN_END, false), 1);
 	assert_int_equal(count(r, "rd:left_open", LK_PROBE_SPAN_BEGIN, false), 1);
 	assert_int_equal(count(r, "rd:step", LK_PROBE_EVENT, false), 10);
 	for (size_t i = 0; i < r->n; i++) {
@@ -242,7 +245,8 @@ static void check_recording(const struct reading *r)
 		if (strcmp(s->name, "rd:ratio") == 0)	/* i / 4.0, a double */
 			assert_true(s->value * 4 == (double)(int64_t)(s->value * 4));
 		if (strcmp(s->name, "rd:step") == 0 || strcmp(s->name, "rd:outer") == 0)
-			assert_true(strcmp(s->thread, "rd-main") == 0 || strcmp(s->thread, "rd-second") == 0);
+			assert_true(strcmp(s->thread, "rd-main") == 0 ||
+				    strcmp(s->thread, "rd-second") == 0);
 	}
 }
 
@@ -314,7 +318,9 @@ static void one_recording_in_three_formats(void **state)
 
 static void each_format_as_recorded(void **state)
 {
-	static const enum lk_trace_format formats[] = { LK_TRACE_CTF, LK_TRACE_JSON, LK_TRACE_PERFETTO };
+	static const enum lk_trace_format formats[] = {
+		LK_TRACE_CTF, LK_TRACE_JSON, LK_TRACE_PERFETTO,
+	};
 	char path[256];
 
 	(void)state;
