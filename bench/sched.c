@@ -25,7 +25,6 @@
 
 #include "bench.h"
 #include "probe/probe_internal.h"
-#include "format/ctf/reader.h"
 
 static const char sched_usage[] =
 	"usage: lowkey bench sched [--switches N] [--runs R] [--dir DIR] [-j|--json]\n"
@@ -97,24 +96,18 @@ static double time_pingpong(long rounds, int cpu)
 	return (double)(t1 - t0) / (double)(2 * rounds);
 }
 
-static int count_switch(const struct lk__event *e, void *arg)
-{
-	*(uint64_t *)arg += e->cls->id == LK__EVENT_SCHED_OUT;
-	return 0;
-}
-
 /* Switches out the trace at dir holds. */
 static uint64_t switches_in(const char *dir)
 {
-	const struct lk__reader_ops ops = { .event = count_switch };
-	struct lk__trace_reader r;
+	struct lk_trace_file *tf;
+	struct lk_trace_event ev;
 	uint64_t n = 0;
-	char err[256];
 
-	if (lk__reader_open(&r, dir, err, sizeof(err)) != 0)
+	if (lk_trace_file_open(dir, &tf) != 0)
 		return 0;
-	lk__reader_walk(&r, &ops, &n, err, sizeof(err));
-	lk__reader_close(&r);
+	while (lk_trace_file_next(tf, &ev) == 1)
+		n += ev.type == LK_TRACE_EV_SWITCH_OUT;
+	lk_trace_file_close(tf);
 	return n;
 }
 

@@ -15,5 +15,6 @@
 #include <lowkey/counter.h>
 #include <lowkey/watch.h>
 #include <lowkey/sem.h>
+#include <lowkey/trace_reader.h>
 
 #endif

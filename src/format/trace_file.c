@@ -174,11 +174,40 @@ static uint64_t hash_bytes(uint64_t h, const char *s, size_t n)
 	return (h ^ 0xff) * 0x100000001b3u;
 }
 
+/* The arguments a class without any given has: a counter's value, or none. */
+static const struct lk__tf_args *default_args(unsigned int kind)
+{
+	static const struct lk__tf_args none, value = { .n = 1, .types = LK_PROBE_F64, .names = { "value" } };
+
+	return kind == LK_PROBE_COUNTER ? &value : &none;
+}
+
+static uint64_t hash_class(unsigned int kind, const char *provider, size_t plen, const char *event, size_t elen,
+			   unsigned int nargs, uint32_t types, const char (*names)[64])
+{
+	uint64_t h = hash_bytes(hash_bytes(kind, provider, plen), event, elen);
+
+	h = (h ^ nargs ^ (uint64_t)types << 8) * 0x100000001b3u;
+	for (unsigned int i = 0; i < nargs; i++)
+		h = hash_bytes(h, names[i], strlen(names[i]));
+	return h;
+}
+
+static bool same_args(const struct lk__event_class *c, const struct lk__tf_args *a)
+{
+	if (c->nargs != a->n || c->arg_types != a->types)
+		return false;
+	for (unsigned int i = 0; i < a->n; i++)
+		if (strcmp(c->arg_name[i], a->names[i]) != 0)
+			return false;
+	return true;
+}
+
 static bool same_class(const struct lk__event_class *c, const char *provider, size_t plen, const char *event,
-		       size_t elen, unsigned int kind)
+		       size_t elen, unsigned int kind, const struct lk__tf_args *a)
 {
 	return c->kind == kind && strlen(c->provider) == plen && memcmp(c->provider, provider, plen) == 0 &&
-	       strlen(c->event) == elen && memcmp(c->event, event, elen) == 0;
+	       strlen(c->event) == elen && memcmp(c->event, event, elen) == 0 && same_args(c, a);
 }
 
 static int grow_class_slots(struct lk__trace_file *t)
@@ -193,7 +222,8 @@ static int grow_class_slots(struct lk__trace_file *t)
 	t->class_mask = n - 1;
 	for (size_t id = LK__FIRST_SITE_ID; id < t->next_class; id++) {
 		const struct lk__event_class *c = t->r.classes[id];
-		uint64_t h = hash_bytes(hash_bytes(c->kind, c->provider, strlen(c->provider)), c->event, strlen(c->event));
+		uint64_t h = hash_class(c->kind, c->provider, strlen(c->provider), c->event, strlen(c->event), c->nargs,
+					c->arg_types, c->arg_name);
 		size_t k = h & t->class_mask;
 
 		while (slots[k])
@@ -206,7 +236,13 @@ static int grow_class_slots(struct lk__trace_file *t)
 int lk__tf_class(struct lk__trace_file *t, const char *provider, size_t plen, const char *event, size_t elen,
 	     unsigned int kind, uint32_t *id)
 {
-	uint64_t h = hash_bytes(hash_bytes(kind, provider, plen), event, elen);
+	return lk__tf_class_args(t, provider, plen, event, elen, kind, NULL, id);
+}
+
+int lk__tf_class_args(struct lk__trace_file *t, const char *provider, size_t plen, const char *event, size_t elen,
+		      unsigned int kind, const struct lk__tf_args *a, uint32_t *id)
+{
+	uint64_t h;
 	uint32_t next = t->next_class;
 	struct lk__event_class *c;
 	size_t k;
@@ -214,8 +250,11 @@ int lk__tf_class(struct lk__trace_file *t, const char *provider, size_t plen, co
 	if ((size_t)(next - LK__FIRST_SITE_ID + 1) * 2 > (t->class_slots ? t->class_mask + 1 : 0) &&
 	    grow_class_slots(t))
 		return -ENOMEM;
+	if (!a)
+		a = default_args(kind);
+	h = hash_class(kind, provider, plen, event, elen, a->n, a->types, a->names);
 	for (k = h & t->class_mask; t->class_slots[k]; k = (k + 1) & t->class_mask)
-		if (same_class(t->r.classes[t->class_slots[k]], provider, plen, event, elen, kind)) {
+		if (same_class(t->r.classes[t->class_slots[k]], provider, plen, event, elen, kind, a)) {
 			*id = t->class_slots[k];
 			return 0;
 		}
@@ -224,11 +263,9 @@ int lk__tf_class(struct lk__trace_file *t, const char *provider, size_t plen, co
 	c = new_class(next, provider, plen, event, elen, kind);
 	if (!c)
 		return -ENOMEM;
-	if (kind == LK_PROBE_COUNTER) {
-		c->nargs = 1;
-		c->arg_types = LK_PROBE_F64;
-		snprintf(c->arg_name[0], sizeof(c->arg_name[0]), "value");
-	}
+	c->nargs = (uint8_t)a->n;
+	c->arg_types = a->types;
+	memcpy(c->arg_name, a->names, sizeof(c->arg_name));
 	if (put_class(t, c)) {
 		free(c->provider), free(c->event), free(c->where), free(c->arg_names), free(c);
 		return -ENOMEM;
@@ -319,6 +356,56 @@ int lk__tf_thread_name(struct lk__trace_file *t, struct lk__tf_thread *th, uint6
 	memcpy(buf, name, len);
 	buf[len] = 0;
 	return push_event(t, &th->probes, LK__EVENT_THREAD_NAME, ns, 0, buf, len + 1);
+}
+
+int lk__tf_arg(struct lk__tf_args *a, const char *name, size_t nlen, unsigned int type, uint64_t raw,
+	       const char *str, size_t slen)
+{
+	size_t need = type == LK_PROBE_STR ? slen + 1 : 8;
+
+	if (a->n == LK_PROBE_MAX_ARGS)
+		return -E2BIG;
+	if (type == LK_PROBE_STR && memchr(str, 0, slen))
+		slen = strlen(str), need = slen + 1;	/* what a C string holds */
+	if (a->cap - a->len < need) {
+		size_t cap = a->cap ? a->cap : 256;
+		uint8_t *grown;
+
+		while (cap - a->len < need)
+			cap *= 2;
+		grown = realloc(a->payload, cap);
+		if (!grown)
+			return -ENOMEM;
+		a->payload = grown;
+		a->cap = cap;
+	}
+	if (type == LK_PROBE_STR) {
+		memcpy(a->payload + a->len, str, slen);
+		a->payload[a->len + slen] = 0;
+	} else {
+		memcpy(a->payload + a->len, &raw, 8);
+	}
+	a->len += need;
+	if (nlen >= sizeof(a->names[0]))
+		nlen = sizeof(a->names[0]) - 1;
+	memcpy(a->names[a->n], name, nlen);
+	a->names[a->n][nlen] = 0;
+	a->types |= (uint32_t)type << (4 * a->n);
+	a->n++;
+	return 0;
+}
+
+void lk__tf_args_reset(struct lk__tf_args *a)
+{
+	a->n = 0;
+	a->types = 0;
+	a->len = 0;
+}
+
+void lk__tf_args_free(struct lk__tf_args *a)
+{
+	free(a->payload);
+	memset(a, 0, sizeof(*a));
 }
 
 int lk__tf_counter(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns, double value)
@@ -530,6 +617,7 @@ void lk__trace_file_close(struct lk__trace_file *t)
 	free(t->class_slots);
 	free(t->bytes);
 	lk__tf_map_free(&t->thread_of);
+	lk__tf_args_free(&t->args);
 	lk__reader_close(&t->r);
 	t->threads = NULL;
 	t->nthreads = t->capthreads = 0;

@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <lowkey/probe.h>
+
 #include "format/ctf/reader.h"
 
 enum lk__trace_format { LK__TF_CTF, LK__TF_JSON, LK__TF_PERFETTO };
@@ -59,6 +61,19 @@ struct lk__tf_map {
 	size_t mask, used;
 };
 
+/*
+ * An event's arguments as a JSON or Perfetto file gives them: names, types (LK_PROBE_*, 4 bits
+ * each) and the payload in the CTF layout, gathered before its class is known. Zero it first;
+ * reset it for each event.
+ */
+struct lk__tf_args {
+	unsigned int n;
+	uint32_t types;
+	char names[LK_PROBE_MAX_ARGS][64];
+	uint8_t *payload;
+	size_t len, cap;
+};
+
 struct lk__trace_file {
 	struct lk__trace_reader r;
 	enum lk__trace_format format;
@@ -75,6 +90,7 @@ struct lk__trace_file {
 	size_t parsed;			/* bytes of the file parsed, as last told to the progress hook */
 	uint64_t base_ns;		/* the earliest time in the file */
 	bool have_base;
+	struct lk__tf_args args;	/* the event being read's arguments */
 	/* what the file says about itself that a CTF trace says otherwise */
 	uint64_t nonfinite_counters;	/* JSON: counter values left out, NaN or infinite */
 };
@@ -112,9 +128,22 @@ void lk__tf_parsed(struct lk__trace_file *t, size_t at);
 /* Set up t->r for a trace read into memory: the built-in classes, the clock in nanoseconds. */
 int lk__tf_init(struct lk__trace_file *t, enum lk__trace_format format);
 
-/* The class of provider:event of this kind (LK_PROBE_*), added the first time; -ENOMEM, -E2BIG. */
+
+/* Add an argument: raw for a number, str (slen bytes) for LK_PROBE_STR. 0, -ENOMEM, or -E2BIG past 8. */
+int lk__tf_arg(struct lk__tf_args *a, const char *name, size_t nlen, unsigned int type, uint64_t raw,
+	       const char *str, size_t slen);
+void lk__tf_args_reset(struct lk__tf_args *a);
+void lk__tf_args_free(struct lk__tf_args *a);
+
+/*
+ * The class of provider:event of this kind (LK_PROBE_*) with these arguments (NULL: none; a
+ * counter's value), added the first time: one class per signature, as a CTF trace has one per
+ * site. 0, -ENOMEM, or -E2BIG past the classes a trace can hold.
+ */
 int lk__tf_class(struct lk__trace_file *t, const char *provider, size_t plen, const char *event, size_t elen,
 	     unsigned int kind, uint32_t *id);
+int lk__tf_class_args(struct lk__trace_file *t, const char *provider, size_t plen, const char *event, size_t elen,
+		      unsigned int kind, const struct lk__tf_args *a, uint32_t *id);
 
 /* The thread tid, added the first time; NULL when out of memory. */
 struct lk__tf_thread *lk__tf_thread(struct lk__trace_file *t, int tid);

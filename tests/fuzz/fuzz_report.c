@@ -6,8 +6,9 @@
  * and UBSan check:
  *   - reading returns 0, or -EINVAL or -ENOMEM with a message;
  *   - an accepted file walks twice alike, into no more events than it has bytes; every event has a
- *     class and a time, lowkey's own events (thread names, switches) their arguments inside their
- *     payload, counters their value; a thread's switches alternate out and in, in time order.
+ *     class and a time, lowkey's own events (thread names, switches) and probes their arguments
+ *     exactly filling their payload, counters their value; a thread's switches alternate out and
+ *     in, in time order.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Isrc -Iinclude -Ibuild/include \
  *         tests/fuzz/fuzz_report.c src/format/trace_file.c src/format/chrome_json/read.c \
@@ -66,6 +67,21 @@ static void check_switch(struct walk_state *w, const struct lk__event *e)
 	w->last_switch = e->tsc;
 }
 
+/* A probe's payload holds its class's arguments, each whole, and nothing after them. */
+static void check_args(const struct lk__event *e)
+{
+	size_t at = 0;
+	uint64_t v;
+	const char *s;
+
+	must(e->cls->nargs <= LK_PROBE_MAX_ARGS);
+	for (unsigned int i = 0; i < e->cls->nargs; i++) {
+		at = lk__event_arg(e, at, i, &v, &s);
+		must(at != 0);
+	}
+	must(at == e->payload_len);
+}
+
 static int on_event(const struct lk__event *e, void *arg)
 {
 	struct walk_state *w = arg;
@@ -84,7 +100,7 @@ static int on_event(const struct lk__event *e, void *arg)
 		if (e->cls->kind == LK_PROBE_COUNTER)
 			must(lk__event_arg(e, 0, 0, &v, &s) == 8 && e->payload_len == 8);
 		else
-			must(e->payload_len == 0);
+			check_args(e);
 	}
 	return 0;
 }

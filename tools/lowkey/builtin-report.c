@@ -24,9 +24,9 @@
 #include "internal/utf8.h"
 #include "internal/probe.h"
 #include "format/ctf/reader.h"
-#include "util/report_classes.h"
+#include "format/classes.h"
 #include "util/report_html.h"
-#include "util/report_spans.h"
+#include "format/spans.h"
 #include "format/trace_file.h"
 #include "util/samples.h"
 #include "util/status.h"
@@ -63,7 +63,7 @@ struct per_thread {
 	uint64_t events, lost, first_tsc, last_tsc;
 	uint64_t truncated;			/* bytes after the stream's last whole packet */
 	double span_wall_ns, span_cpu_ns;	/* time in outermost spans */
-	struct rs_stack open;
+	struct lk__pair_stack open;
 	struct span_interval *spans;		/* with context switches only */
 	size_t nspans, capspans;
 	struct off_interval *off;
@@ -84,7 +84,7 @@ struct report {
 	struct per_thread **by_index;		/* by_index[of_tid[tid]] */
 	struct lk__tf_map of_tid;
 	size_t nthreads, capthreads;
-	struct rs_index spans;
+	struct lk__pair_index spans;
 	uint64_t events, lost, first_tsc, last_tsc, unmatched_ends, open_at_end;
 	uint64_t switches;
 	uint64_t thread_names, switch_records;	/* records of the trace not counted as events */
@@ -144,15 +144,15 @@ static int stream_begin(const struct lk__stream_info *s, void *arg)
 	return 0;
 }
 
-/* An end closes the latest open begin of the same provider:name (report_spans.h). */
+/* An end closes the latest open begin of the same provider:name (format/spans.h). */
 static int close_span(struct report *rep, struct per_thread *t, const struct lk__event *e)
 {
-	const struct rs_open *o;
+	const struct lk__pair_open *o;
 	struct per_class *c;
 	double wall, cpu;
 	size_t k;
 
-	if (!rs_match(&rep->spans, &t->open, e->cls->id, &k)) {
+	if (!lk__pair_match(&rep->spans, &t->open, e->cls->id, &k)) {
 		rep->unmatched_ends++;
 		return 0;
 	}
@@ -172,7 +172,7 @@ static int close_span(struct report *rep, struct per_thread *t, const struct lk_
 		if (push_item((void **)&t->spans, &t->nspans, &t->capspans, &s, sizeof(s)))
 			return -ENOMEM;
 	}
-	return rs_close_from(&rep->spans, &t->open, k);
+	return lk__pair_close_from(&rep->spans, &t->open, k);
 }
 
 /* lowkey:sched_out opens an interval off the CPU, lowkey:sched_in closes it. */
@@ -223,17 +223,11 @@ static int on_event(const struct lk__event *e, void *arg)
 	c->last_tsc = e->tsc;
 	switch (e->cls->kind) {
 	case LK_PROBE_SPAN_BEGIN:
-		return rs_open(&rep->spans, &t->open, e);
+		return lk__pair_open(&rep->spans, &t->open, e);
 	case LK_PROBE_SPAN_END:
 		return close_span(rep, t, e);
 	case LK_PROBE_COUNTER:
-		lk__event_arg(e, 0, 0, &v, &s);
-		if ((e->cls->arg_types & 0xf) == LK_PROBE_F64)
-			memcpy(&d, &v, 8);
-		else if ((e->cls->arg_types & 0xf) == LK_PROBE_I64)
-			d = (double)(int64_t)v;
-		else
-			d = (double)v;
+		d = lk__event_counter(e);
 		if (c->count == 1 || d < c->min)
 			c->min = d;
 		if (c->count == 1 || d > c->max)
@@ -249,8 +243,8 @@ static int on_event(const struct lk__event *e, void *arg)
 static int group_classes(struct report *rep)
 {
 	rep->first = calloc(rep->r->nclasses + 1, sizeof(*rep->first));
-	rep->rows = rep->first ? report_group_classes(rep->r, rep->first, &rep->nrows) : NULL;
-	return rep->rows ? rs_init(&rep->spans, rep->r, rep->rows, rep->nrows) : -ENOMEM;
+	rep->rows = rep->first ? lk__group_classes(rep->r, rep->first, &rep->nrows) : NULL;
+	return rep->rows ? lk__pair_init(&rep->spans, rep->r, rep->rows, rep->nrows) : -ENOMEM;
 }
 
 static int stream_end(const struct lk__stream_info *s, void *arg)
@@ -609,7 +603,7 @@ static void free_report(struct report *rep)
 {
 	for (struct per_thread *t = rep->threads, *next; t; t = next) {
 		next = t->next;
-		rs_stack_free(&t->open);
+		lk__pair_stack_free(&t->open);
 		free(t->spans);
 		free(t->off);
 		free(t);
@@ -623,7 +617,7 @@ static void free_report(struct report *rep)
 	free(rep->rows);
 	free(rep->by_index);
 	lk__tf_map_free(&rep->of_tid);
-	rs_free(&rep->spans);
+	lk__pair_free(&rep->spans);
 }
 
 static const char report_usage[] =

@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lowkey/probe.h>
@@ -173,6 +174,57 @@ static unsigned int kind_of(char phase)
 	}
 }
 
+/* A number argument as its text says: a fraction or an exponent a double, a sign an int64. */
+static int number_arg(struct lk__tf_args *a, const struct lk__jr_value *v)
+{
+	char text[40];
+	uint64_t raw;
+	char *end;
+
+	if (v->raw_len >= sizeof(text) || memchr(v->raw, '.', v->raw_len) || memchr(v->raw, 'e', v->raw_len) ||
+	    memchr(v->raw, 'E', v->raw_len)) {
+		memcpy(&raw, &v->number, 8);
+		return lk__tf_arg(a, v->key, strlen(v->key), LK_PROBE_F64, raw, NULL, 0);
+	}
+	memcpy(text, v->raw, v->raw_len);
+	text[v->raw_len] = 0;
+	errno = 0;
+	if (text[0] == '-')
+		raw = (uint64_t)strtoll(text, &end, 10);
+	else
+		raw = strtoull(text, &end, 10);
+	if (errno || *end) {	/* past 64 bits: as a double */
+		memcpy(&raw, &v->number, 8);
+		return lk__tf_arg(a, v->key, strlen(v->key), LK_PROBE_F64, raw, NULL, 0);
+	}
+	return lk__tf_arg(a, v->key, strlen(v->key), text[0] == '-' ? LK_PROBE_I64 : LK_PROBE_U64, raw, NULL, 0);
+}
+
+/* An event's "args" into the trace's collector: numbers and strings, as lowkey writes them. */
+static int event_args(struct json_reader *j, const struct lk__jr_value *ev)
+{
+	const struct lk__jr_value *args = lk__jr_get(ev, "args");
+	struct lk__tf_args *a = &j->t->args;
+	int rc = 0;
+
+	lk__tf_args_reset(a);
+	if (!args)
+		return 0;
+	if (args->type != LK__JR_OBJECT)
+		return bad(j, "has arguments that are not an object");
+	for (size_t i = 0; i < args->n && !rc; i++) {
+		const struct lk__jr_value *v = &args->items[i];
+
+		if (v->type == LK__JR_STRING)
+			rc = lk__tf_arg(a, v->key, strlen(v->key), LK_PROBE_STR, 0, v->string, strlen(v->string));
+		else if (v->type == LK__JR_NUMBER)
+			rc = number_arg(a, v);
+		else
+			return bad(j, "has an argument that is neither a number nor a string");
+	}
+	return rc == -E2BIG ? bad(j, "has more arguments than a probe can have") : rc;
+}
+
 static int event(struct json_reader *j, const struct lk__jr_value *ev)
 {
 	const char *ph = lk__jr_string(ev, "ph"), *name = lk__jr_string(ev, "name"), *cat = lk__jr_string(ev, "cat");
@@ -208,8 +260,10 @@ static int event(struct json_reader *j, const struct lk__jr_value *ev)
 	}
 	if (!kind_of(ph[0]))
 		return bad(j, "has a phase lowkey does not write");
-	rc = lk__tf_class(j->t, cat, strlen(cat), name, strlen(name), kind_of(ph[0]), &cls);
-	return rc ? rc : lk__tf_event(j->t, th, cls, ns, cpu_ns, NULL, 0);
+	if ((rc = event_args(j, ev)) != 0)
+		return rc;
+	rc = lk__tf_class_args(j->t, cat, strlen(cat), name, strlen(name), kind_of(ph[0]), &j->t->args, &cls);
+	return rc ? rc : lk__tf_event(j->t, th, cls, ns, cpu_ns, j->t->args.payload, j->t->args.len);
 }
 
 static void skip_space(const char *text, size_t len, size_t *pos)

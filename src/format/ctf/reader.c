@@ -727,6 +727,25 @@ uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc)
 	return ns < 0x1p64 ? (uint64_t)ns : UINT64_MAX;
 }
 
+double lk__event_counter(const struct lk__event *e)
+{
+	uint64_t v = 0;
+	const char *s;
+	double d;
+
+	if (!e->cls->nargs || !lk__event_arg(e, 0, 0, &v, &s))
+		return 0;
+	switch (lk__arg_type(e->cls->arg_types, 0)) {
+	case LK_PROBE_F64:
+		memcpy(&d, &v, 8);
+		return d;
+	case LK_PROBE_I64:
+		return (double)(int64_t)v;
+	default:
+		return (double)v;
+	}
+}
+
 struct lk__switch lk__event_switch(const struct lk__event *e)
 {
 	struct lk__switch sw = { e->cls->id == LK__EVENT_SCHED_OUT, false, 0 };

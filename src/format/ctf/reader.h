@@ -110,6 +110,9 @@ struct lk__switch {
 };
 struct lk__switch lk__event_switch(const struct lk__event *e);
 
+/* A counter's value (its first argument: a double, or an integer converted); 0 if it has none. */
+double lk__event_counter(const struct lk__event *e);
+
 /* Nanoseconds on CLOCK_MONOTONIC for a TSC value of this trace. */
 uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc);
 

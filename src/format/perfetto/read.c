@@ -395,28 +395,53 @@ struct track_event {
 	bool has_events, has_cpu_arg, has_next_cpu;
 };
 
-/* A debug annotation: lowkey:lost's events, an off-CPU slice's cpu and next_cpu; others are skipped. */
+/* The probe argument type of a debug annotation's value field as lowkey writes it; 0: none. */
+static unsigned int annotation_type(const struct pb_field *f)
+{
+	switch (f->number) {
+	case DA_UINT: return f->type == PB_VARINT ? LK_PROBE_U64 : 0;
+	case DA_INT: return f->type == PB_VARINT ? LK_PROBE_I64 : 0;
+	case DA_DOUBLE: return f->type == PB_FIXED64 ? LK_PROBE_F64 : 0;
+	case DA_STRING: return f->type == PB_LEN ? LK_PROBE_STR : 0;
+	case DA_POINTER: return f->type == PB_VARINT ? LK_PROBE_PTR : 0;
+	default: return 0;
+	}
+}
+
+/*
+ * A debug annotation: a probe's argument, into the trace's collector (lk__trace_file.args); and
+ * lowkey:lost's events, an off-CPU slice's cpu and next_cpu.
+ */
 static int annotation(struct pft_reader *p, const struct sequence *sq, const struct pb_field *a,
 		      struct track_event *te)
 {
 	struct pb_cursor c = pb_cursor(a->data, a->len);
 	uint64_t name_iid = 0, v = 0;
-	bool is_uint = false;
+	unsigned int type = 0;
+	const uint8_t *str = NULL;
+	size_t slen = 0;
 	struct pb_field f;
 	struct str name;
-	int got;
+	int got, rc;
 
 	while ((got = pb_next(&c, &f)) > 0) {
 		if (f.number == DA_NAME_IID && f.type == PB_VARINT)
 			name_iid = f.value;
-		else if (f.number == DA_UINT && f.type == PB_VARINT)
-			v = f.value, is_uint = true;
+		else if (annotation_type(&f))
+			type = annotation_type(&f), v = f.value, str = f.data, slen = f.len;
 	}
 	if (got < 0)
 		return malformed(p);
 	if (!lookup(sq, 3, name_iid, &name))
 		return refuse(p, "%s", "names an argument its sequence did not intern");
-	if (!is_uint)
+	if (!type)
+		return 0;
+	rc = lk__tf_arg(&p->t->args, name.s, name.n, type, v, (const char *)str, slen);
+	if (rc == -E2BIG)
+		return refuse(p, "%s", "has more arguments than a probe can have");
+	if (rc)
+		return rc;
+	if (type != LK_PROBE_U64)
 		return 0;
 	if (name.n == 6 && memcmp(name.s, "events", 6) == 0)
 		te->events = v, te->has_events = true;
@@ -446,6 +471,7 @@ static int decode_event(struct pft_reader *p, const struct sequence *sq, const s
 	struct pb_field f;
 	int got, rc;
 
+	lk__tf_args_reset(&p->t->args);
 	while ((got = pb_next(&c, &f)) > 0) {
 		if (!event_field_ok(&f))
 			return refuse(p, "%s", "has a track event field of the wrong wire type");
@@ -478,7 +504,7 @@ static int named_class(struct pft_reader *p, const struct sequence *sq, const st
 
 	if (!lookup(sq, 2, te->name_iid, &name) || !lookup(sq, 1, te->category_iid, &cat))
 		return refuse(p, "%s", "names an event or category its sequence did not intern");
-	rc = lk__tf_class(p->t, cat.s, cat.n, name.s, name.n, kind, cls);
+	rc = lk__tf_class_args(p->t, cat.s, cat.n, name.s, name.n, kind, &p->t->args, cls);
 	return rc == -E2BIG ? refuse(p, "%s", "names more events than a lowkey trace can have") : rc;
 }
 
@@ -531,7 +557,7 @@ static int thread_event(struct pft_reader *p, const struct sequence *sq, struct 
 	case TYPE_SLICE_BEGIN:
 		if ((rc = named_class(p, sq, te, LK_PROBE_SPAN_BEGIN, &cls)) || (rc = push_open(th, cls)))
 			return rc;
-		return lk__tf_event(p->t, th, cls, ns, te->cpu_ns, NULL, 0);
+		return lk__tf_event(p->t, th, cls, ns, te->cpu_ns, p->t->args.payload, p->t->args.len);
 	case TYPE_SLICE_END:
 		if ((rc = end_class(p, th, &cls)) != 0)
 			return rc == -E2BIG ? refuse(p, "%s", "names more events than a lowkey trace can have") : rc;
@@ -546,7 +572,7 @@ static int thread_event(struct pft_reader *p, const struct sequence *sq, struct 
 		}
 		if ((rc = named_class(p, sq, te, LK_PROBE_EVENT, &cls)) != 0)
 			return rc;
-		return lk__tf_event(p->t, th, cls, ns, te->cpu_ns, NULL, 0);
+		return lk__tf_event(p->t, th, cls, ns, te->cpu_ns, p->t->args.payload, p->t->args.len);
 	default:
 		return refuse(p, "%s", "puts an event lowkey does not write on a thread's track");
 	}

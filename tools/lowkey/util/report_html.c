@@ -30,9 +30,9 @@
 #include "internal/probe.h"
 #include "format/ctf/reader.h"
 #include "format/trace_file.h"
-#include "report_classes.h"
+#include "format/classes.h"
 #include "report_html.h"
-#include "report_spans.h"
+#include "format/spans.h"
 #include "samples.h"
 
 #define MAX_ROWS 12		/* span nesting drawn per thread; deeper spans are counted, not drawn */
@@ -83,7 +83,7 @@ struct lane {
 	uint64_t too_deep;
 	bool drawn;
 	struct lkh_lane lane;
-	struct rs_stack open;
+	struct lk__pair_stack open;
 	struct pending pend[MAX_ROWS];
 	uint64_t switches;
 	uint64_t out_tsc;		/* the open sched_out's time; 0: on a CPU */
@@ -104,7 +104,7 @@ struct hreport {
 	struct lane **by_index;
 	size_t caplanes;
 	unsigned int nlanes;
-	struct rs_index spans;
+	struct lk__pair_index spans;
 	uint64_t events, lost, first_tsc, last_tsc, unmatched;
 	bool drawing;			/* the second walk */
 	struct lkh_timeline tl;
@@ -155,14 +155,14 @@ static int group_classes(struct hreport *h)
 
 	h->first = calloc(r->nclasses + 1, sizeof(*h->first));
 	h->classes = calloc(r->nclasses + 1, sizeof(*h->classes));
-	ids = h->first && h->classes ? report_group_classes(r, h->first, &h->nrows) : NULL;
+	ids = h->first && h->classes ? lk__group_classes(r, h->first, &h->nrows) : NULL;
 	if (!ids)
 		return -ENOMEM;
 	for (size_t i = 0; i < h->nrows; i++)
 		if (h->first[ids[i]] == ids[i] && r->classes[ids[i]]->kind == LK_PROBE_SPAN_BEGIN)
 			h->classes[ids[i]].color = colors++;
 	h->rows = ids;
-	return rs_init(&h->spans, r, ids, h->nrows);
+	return lk__pair_init(&h->spans, r, ids, h->nrows);
 }
 
 /* ---- the walks ---- */
@@ -200,7 +200,7 @@ static int stream_begin(const struct lk__stream_info *s, void *arg)
 		h->current->out_tsc = 0;
 		return 0;
 	}
-	return rs_close_from(&h->spans, &h->current->open, 0);
+	return lk__pair_close_from(&h->spans, &h->current->open, 0);
 }
 
 static void flush_row(struct hreport *h, struct lane *l, unsigned int row)
@@ -250,20 +250,20 @@ static void draw_span(struct hreport *h, struct lane *l, unsigned int row, uint3
 	*p = (struct pending){ px0, px1, 1, cls, false, wall, cpu, seconds(h, t0), wall };
 }
 
-/* An end closes the latest open begin of the same provider:name (report_spans.h). */
+/* An end closes the latest open begin of the same provider:name (format/spans.h). */
 static int close_span(struct hreport *h, struct lane *l, const struct lk__event *e)
 {
-	struct rs_open o;
+	struct lk__pair_open o;
 	struct hclass *c;
 	double wall, cpu;
 	size_t k;
 
-	if (!rs_match(&h->spans, &l->open, e->cls->id, &k)) {
+	if (!lk__pair_match(&h->spans, &l->open, e->cls->id, &k)) {
 		h->unmatched += !h->drawing;
 		return 0;
 	}
 	o = l->open.v[k];
-	if (rs_close_from(&h->spans, &l->open, k))
+	if (lk__pair_close_from(&h->spans, &l->open, k))
 		return -ENOMEM;
 	wall = tsc_ns(h, o.tsc, e->tsc);
 	cpu = (double)e->cputime_ns - (double)o.cpu;
@@ -282,22 +282,6 @@ static int close_span(struct hreport *h, struct lane *l, const struct lk__event 
 	return 0;
 }
 
-static double counter_value(const struct lk__event *e)
-{
-	uint64_t v = 0;
-	const char *s;
-	double d;
-
-	lk__event_arg(e, 0, 0, &v, &s);
-	if ((e->cls->arg_types & 0xf) == LK_PROBE_F64)
-		memcpy(&d, &v, 8);
-	else if ((e->cls->arg_types & 0xf) == LK_PROBE_I64)
-		d = (double)(int64_t)v;
-	else
-		d = (double)v;
-	return d;
-}
-
 static int add_point(struct counter_series *s, double x, double y)
 {
 	if (grow((void **)&s->p, &s->cap, s->n, sizeof(*s->p)))
@@ -310,7 +294,7 @@ static int add_point(struct counter_series *s, double x, double y)
 static int sample_counter(struct hreport *h, struct hclass *c, const struct lk__event *e)
 {
 	struct counter_series *s = &c->series;
-	double x = seconds(h, e->tsc), y = counter_value(e), span = seconds(h, h->last_tsc);
+	double x = seconds(h, e->tsc), y = lk__event_counter(e), span = seconds(h, h->last_tsc);
 	int col;
 
 	if (c->count <= EXACT_POINTS)
@@ -454,7 +438,7 @@ static int on_event(const struct lk__event *e, void *arg)
 	}
 	switch (e->cls->kind) {
 	case LK_PROBE_SPAN_BEGIN:
-		return rs_open(&h->spans, &l->open, e);
+		return lk__pair_open(&h->spans, &l->open, e);
 	case LK_PROBE_SPAN_END:
 		return close_span(h, l, e);
 	case LK_PROBE_COUNTER:
@@ -689,7 +673,7 @@ static void free_hreport(struct hreport *h)
 {
 	for (struct lane *l = h->lanes, *next; l; l = next) {
 		next = l->next;
-		rs_stack_free(&l->open);
+		lk__pair_stack_free(&l->open);
 		free(l);
 	}
 	for (size_t i = 0; h->classes && i <= h->r->nclasses; i++) {
@@ -704,7 +688,7 @@ static void free_hreport(struct hreport *h)
 	free(h->rows);
 	free(h->by_index);
 	lk__tf_map_free(&h->lane_of);
-	rs_free(&h->spans);
+	lk__pair_free(&h->spans);
 }
 
 static int write_page(struct hreport *h, const char *trace_path, const struct lk__reader_ops *ops, char *err,

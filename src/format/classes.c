@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report_classes.h"
+#include "format/classes.h"
 
 static int by_name(const void *a, const void *b, void *arg)
 {
@@ -23,7 +23,7 @@ static bool same_row(const struct lk__event_class *x, const struct lk__event_cla
 	return x->kind == y->kind && strcmp(x->provider, y->provider) == 0 && strcmp(x->event, y->event) == 0;
 }
 
-uint32_t *report_group_classes(const struct lk__trace_reader *r, uint32_t *first, size_t *n)
+uint32_t *lk__group_classes(const struct lk__trace_reader *r, uint32_t *first, size_t *n)
 {
 	uint32_t *ids = malloc((r->nclasses + 1) * sizeof(*ids));
 

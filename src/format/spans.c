@@ -8,14 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report_spans.h"
+#include "format/spans.h"
 
 static bool same_name(const struct lk__event_class *x, const struct lk__event_class *y)
 {
 	return strcmp(x->provider, y->provider) == 0 && strcmp(x->event, y->event) == 0;
 }
 
-int rs_init(struct rs_index *ix, const struct lk__trace_reader *r, const uint32_t *rows, size_t nrows)
+int lk__pair_init(struct lk__pair_index *ix, const struct lk__trace_reader *r, const uint32_t *rows, size_t nrows)
 {
 	memset(ix, 0, sizeof(*ix));
 	ix->name = calloc(r->nclasses + 1, sizeof(*ix->name));
@@ -30,19 +30,19 @@ int rs_init(struct rs_index *ix, const struct lk__trace_reader *r, const uint32_
 	return 0;
 }
 
-void rs_free(struct rs_index *ix)
+void lk__pair_free(struct lk__pair_index *ix)
 {
 	free(ix->name);
 	lk__tf_map_free(&ix->top);
 	memset(ix, 0, sizeof(*ix));
 }
 
-static uint64_t key(const struct rs_index *ix, const struct rs_stack *s, uint32_t id)
+static uint64_t key(const struct lk__pair_index *ix, const struct lk__pair_stack *s, uint32_t id)
 {
 	return (uint64_t)s->serial << 32 | (id < ix->nclasses ? ix->name[id] : id);
 }
 
-int rs_open(struct rs_index *ix, struct rs_stack *s, const struct lk__event *e)
+int lk__pair_open(struct lk__pair_index *ix, struct lk__pair_stack *s, const struct lk__event *e)
 {
 	uint32_t below = 0;
 
@@ -53,7 +53,7 @@ int rs_open(struct rs_index *ix, struct rs_stack *s, const struct lk__event *e)
 	}
 	if (s->depth == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 16;
-		struct rs_open *grown = cap < UINT32_MAX - 1 ? realloc(s->v, cap * sizeof(*grown)) : NULL;
+		struct lk__pair_open *grown = cap < UINT32_MAX - 1 ? realloc(s->v, cap * sizeof(*grown)) : NULL;
 
 		if (!grown)
 			return -ENOMEM;
@@ -63,11 +63,11 @@ int rs_open(struct rs_index *ix, struct rs_stack *s, const struct lk__event *e)
 	lk__tf_map_get(&ix->top, key(ix, s, e->cls->id), &below);
 	if (lk__tf_map_put(&ix->top, key(ix, s, e->cls->id), (uint32_t)s->depth + 1))
 		return -ENOMEM;
-	s->v[s->depth++] = (struct rs_open){ e->cls->id, below, e->tsc, e->cputime_ns };
+	s->v[s->depth++] = (struct lk__pair_open){ e->cls->id, below, e->tsc, e->cputime_ns };
 	return 0;
 }
 
-bool rs_match(const struct rs_index *ix, const struct rs_stack *s, uint32_t end_id, size_t *k)
+bool lk__pair_match(const struct lk__pair_index *ix, const struct lk__pair_stack *s, uint32_t end_id, size_t *k)
 {
 	uint32_t at = 0;
 
@@ -77,10 +77,10 @@ bool rs_match(const struct rs_index *ix, const struct rs_stack *s, uint32_t end_
 	return true;
 }
 
-int rs_close_from(struct rs_index *ix, struct rs_stack *s, size_t k)
+int lk__pair_close_from(struct lk__pair_index *ix, struct lk__pair_stack *s, size_t k)
 {
 	for (; s->depth > k; s->depth--) {
-		const struct rs_open *o = &s->v[s->depth - 1];
+		const struct lk__pair_open *o = &s->v[s->depth - 1];
 
 		if (lk__tf_map_put(&ix->top, key(ix, s, o->id), o->below))
 			return -ENOMEM;
@@ -88,7 +88,7 @@ int rs_close_from(struct rs_index *ix, struct rs_stack *s, size_t k)
 	return 0;
 }
 
-void rs_stack_free(struct rs_stack *s)
+void lk__pair_stack_free(struct lk__pair_stack *s)
 {
 	free(s->v);
 	memset(s, 0, sizeof(*s));

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading traces: a trace lowkey wrote, in any of its formats, as one stream of events in time
+ * order.
+ *
+ *	struct lk_trace_file *tf;
+ *	struct lk_trace_event ev;
+ *	int rc = lk_trace_file_open("trace.ctf", &tf);
+ *
+ *	while (rc == 0 && (rc = lk_trace_file_next(tf, &ev)) == 1)
+ *		if (ev.type == LK_TRACE_EV_PROBE && ev.kind == LK_PROBE_SPAN_END && ev.paired)
+ *			printf("%s:%s %" PRIu64 " ns\n", ev.provider, ev.name, ev.duration_ns);
+ *	lk_trace_file_close(tf);
+ *
+ * The format is told by content, not by the name: a CTF trace directory, a Perfetto protobuf
+ * file (.pftrace) or a Chrome JSON file, as lk_trace_start() writes them (enum lk_trace_format).
+ * The events of every thread come merged in time order (ties: by thread id, then in the order the
+ * thread recorded them), with what the library makes of them once for every reader:
+ *  - spans paired: an end closes the latest open begin of the same provider:name on its thread,
+ *    and the spans opened after that begin and still open are dropped with it (`lowkey report`
+ *    counts them the same way); an end carries its begin's time and the duration (Perfetto's
+ *    slice ends carry no name: there, an end no begin was open for is named "?:?");
+ *  - counters decoded into a double, whatever the type recorded;
+ *  - context switches (traces recorded with LK_TRACE_SCHED) as events of their own;
+ *  - each event's thread name, whenever in the trace the thread was named.
+ * The trace's own records of thread names are not events here (JSON and Perfetto give them no
+ * time); lk_trace_file_get_info() counts them.
+ *
+ * Arguments keep their names in every format, and their types in CTF and Perfetto. JSON keeps a
+ * number's text only: an integer reads as LK_PROBE_U64, or LK_PROBE_I64 if negative; one with a
+ * fraction or an exponent as LK_PROBE_F64; a pointer ("0x...") and a double that is not finite
+ * ("NaN") as strings.
+ *
+ * Times are nanoseconds on the trace's clock: CLOCK_MONOTONIC for CTF (the recording process's
+ * clock); for JSON and Perfetto, counted from just before the file's first event (the file's own
+ * clock: real time for JSON). Durations are the same in every format, to the format's resolution
+ * (1 ns in all three), but for Perfetto's rounding: its writer converts the cycle counter to ns in
+ * integers, the CTF reader through a double, so its times may differ from CTF's by 1 ns (and two
+ * threads' events that close may come in the other order).
+ *
+ * Cost: the trace is read whole at open -- every event into memory, 32 bytes each (64-bit) plus
+ * its arguments' bytes, in arrays grown by doubling; a JSON or Perfetto file also holds its bytes
+ * and its parsed events while it is read -- and each thread's stream is put in time order;
+ * lk_trace_file_next() then costs O(log streams) (a merge of the threads' streams) and allocates
+ * only while spans nest deeper than before. A CTF trace is walked stream by stream, so merging
+ * its threads in time order needs them all in memory too.
+ *
+ * Nothing in a trace is trusted: a file or directory that is not a whole trace lowkey wrote --
+ * cut short, damaged at any byte, another program's -- is -EINVAL with a message
+ * (lk_last_error()), never a crash; a CTF stream cut inside its last packet gives its whole
+ * packets (lk_trace_file_get_info().truncated_streams). What is allocated is bounded by the trace's
+ * size.
+ *
+ * Threads: an lk_trace_file is used by one thread at a time; separate ones are independent. None
+ * of these functions is async-signal-safe (they allocate).
+ */
+#ifndef LOWKEY_TRACE_READER_H
+#define LOWKEY_TRACE_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lowkey/error.h>
+#include <lowkey/probe.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct lk_trace_file;	/* opaque */
+
+enum lk_trace_event_type {
+	LK_TRACE_EV_PROBE = 1,		/* a probe's event: see kind */
+	LK_TRACE_EV_SWITCH_OUT = 2,	/* the thread left its CPU (cpu; preempted or blocked) */
+	LK_TRACE_EV_SWITCH_IN = 3,	/* the thread got a CPU again (cpu) */
+};
+
+/* An argument of a probe's event, as recorded. */
+struct lk_trace_arg {
+	const char *name;		/* as the site named it ("rows"), or "arg0", "arg1"... */
+	enum lk_probe_type type;
+	union {
+		int64_t i64;		/* LK_PROBE_I64 */
+		uint64_t u64;		/* LK_PROBE_U64, LK_PROBE_PTR (the address) */
+		double f64;		/* LK_PROBE_F64 */
+		const char *str;	/* LK_PROBE_STR: NUL-terminated */
+	} v;
+};
+
+/*
+ * One event. Its strings live until the next lk_trace_file_next() or lk_trace_file_close() on
+ * the same file, unless said otherwise.
+ */
+struct lk_trace_event {
+	enum lk_trace_event_type type;
+	enum lk_probe_kind kind;	/* LK_TRACE_EV_PROBE: instant, span begin or end, counter */
+	uint64_t seq;			/* its position in the file's order: 0, 1, 2... */
+	int tid;
+	const char *thread_name;	/* the thread's name, "" if the trace has none; lives as
+					 * long as the file is open */
+	uint64_t ns;			/* when (see the top of this header) */
+	uint64_t cpu_ns;		/* the thread's CPU time then; 0 unless the trace records it
+					 * (lk_trace_file_get_info().cputime) */
+	const char *provider, *name;	/* "lowkey" and "sched_out"/"sched_in" for switches */
+	unsigned int nargs;
+	struct lk_trace_arg args[LK_PROBE_MAX_ARGS];
+
+	/* LK_PROBE_SPAN_BEGIN: how many spans were open on the thread under it (0: outermost).
+	 * LK_PROBE_SPAN_END, paired: the same for its begin. */
+	unsigned int depth;
+	/* LK_PROBE_SPAN_END: whether a begin was open for it; if so, that begin's seq and times. */
+	bool paired;
+	uint64_t begin_seq, begin_ns, begin_cpu_ns;
+	uint64_t duration_ns;		/* ns - begin_ns */
+	uint64_t cpu_duration_ns;	/* cpu_ns - begin_cpu_ns; 0 without CPU time */
+
+	double value;			/* LK_PROBE_COUNTER: the value, as a double */
+
+	unsigned int cpu;		/* LK_TRACE_EV_SWITCH_OUT, _IN: the CPU left or taken */
+	bool preempted;			/* LK_TRACE_EV_SWITCH_OUT: still runnable, or blocked */
+};
+
+/* What a trace says about itself. */
+struct lk_trace_file_info {
+	enum lk_trace_format format;
+	const char *format_name;	/* "CTF", "Chrome JSON", "Perfetto" */
+	int pid;			/* the process recorded */
+	const char *process_name;
+	unsigned int threads;		/* threads with a stream of events, switches or a name */
+	uint64_t events;		/* events lk_trace_file_next() gives, switches included */
+	uint64_t thread_names;		/* the trace's records of thread names (not events here) */
+	uint64_t lost;			/* events the threads lost (full rings), all together */
+	uint64_t sched_lost;		/* context switch records the kernel dropped */
+	uint64_t dropped;		/* flight recorder snapshots: of the events older
+					 * ones overwrote, those the threads dropped */
+	uint64_t truncated_streams;	/* CTF: streams cut inside their last packet */
+	bool cputime;			/* events carry CPU time */
+	bool sched;			/* context switches were recorded */
+	bool overwrite;			/* a flight recorder's snapshot */
+};
+
+/* A thread of the trace. */
+struct lk_trace_thread {
+	int tid;
+	const char *name;		/* "" if none; lives as long as the file is open */
+	uint64_t events;		/* its events lk_trace_file_next() gives, switches too */
+	uint64_t lost;			/* events it lost (a full ring) */
+	uint64_t truncated;		/* CTF: bytes at the end of its stream that were not a whole
+					 * packet (a program killed while writing); 0 elsewhere */
+};
+
+/*
+ * lk_trace_file_open - open the trace at path (a CTF directory, a .pftrace or a JSON file, told by
+ * content) and read it into memory (see Cost above). *tf is set on success only.
+ * Errors: -ENOENT, -EACCES, -ENOTDIR and the like: path cannot be opened (the message names it);
+ * -EINVAL: not a trace lowkey wrote, or damaged (the message names the format and where);
+ * -EFBIG: a file too large to read into memory; -E2BIG: more event classes than a trace can hold
+ * (65,535); -ENOMEM. Not async-signal-safe.
+ */
+LK_API int lk_trace_file_open(const char *path, struct lk_trace_file **tf);
+
+/*
+ * lk_trace_file_next - the next event in time order into *ev. Returns 1 with *ev set, 0 at the
+ * end (and on every call after it), or -ENOMEM (pairing a span nested deeper than any before;
+ * the file stays usable, the event is lost). Not async-signal-safe.
+ */
+LK_API int lk_trace_file_next(struct lk_trace_file *tf, struct lk_trace_event *ev);
+
+/* lk_trace_file_rewind - start again from the first event (spans unpaired again). O(threads). */
+LK_API void lk_trace_file_rewind(struct lk_trace_file *tf);
+
+/* lk_trace_file_get_info - what the trace says about itself; valid while tf is open. O(1). */
+LK_API const struct lk_trace_file_info *lk_trace_file_get_info(const struct lk_trace_file *tf);
+
+/*
+ * lk_trace_file_thread - thread i (0 to lk_trace_file_get_info()->threads - 1) into *th, in the
+ * order of the trace's streams. 0, or -ERANGE past the last. O(1).
+ */
+LK_API int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i,
+				struct lk_trace_thread *th);
+
+/* The event's argument of that name, or NULL if it has none. O(arguments). */
+LK_API const struct lk_trace_arg *lk_trace_event_arg(const struct lk_trace_event *ev,
+						     const char *name);
+
+/* lk_trace_file_close - free everything; tf may be NULL. Strings of its events are gone after. */
+LK_API void lk_trace_file_close(struct lk_trace_file *tf);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

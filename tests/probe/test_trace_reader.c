@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The public trace reader (lowkey/trace_reader.h): one recording, made here with lk_trace_start
+ * (two named threads; nested spans, a span left open, an end without a begin; counters of an
+ * integer and a double; events with numbers and a string), read from its CTF directory and from
+ * its JSON and Perfetto conversions: the same events in the same order, spans paired alike with
+ * the same durations, counters alike, the same threads and names (but for the end without a
+ * begin, nameless in Perfetto, whose slice ends carry no name). The trace recorded in each
+ * format by lk_trace_start itself reads as the same kinds of events. And what is not a trace, or
+ * is cut short, is -EINVAL (or the system's error for a path that is not there), never a crash.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <lowkey/lowkey.h>
+
+#include "format/convert.h"
+#include "probe/trace_check.h"
+
+static void inner(int i)
+{
+	LK_SPAN(rd, inner);
+	LK_PROBE(rd, step, i, -i, "inner");
+}
+
+static void outer(int i)
+{
+	LK_SPAN(rd, outer);
+	inner(i);
+	LK_COUNTER(rd, level, i * 10 - 20);
+	LK_COUNTER(rd, ratio, i / 4.0);
+}
+
+static void *second_thread(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "rd-second");
+	for (int i = 0; i < 5; i++)
+		outer(100 + i);
+	LK_SPAN_END(rd, orphan);	/* an end without a begin */
+	return NULL;
+}
+
+static void record(const char *path, enum lk_trace_format format)
+{
+	struct lk_trace_config c = { .path = path, .format = format };
+	pthread_t t;
+
+	assert_true(lk_probe_enable("rd") >= 0);
+	assert_int_equal(lk_trace_start(&c), 0);
+	pthread_setname_np(pthread_self(), "rd-main");
+	pthread_create(&t, NULL, second_thread, NULL);
+	for (int i = 0; i < 5; i++)
+		outer(i);
+	LK_SPAN_BEGIN(rd, left_open);	/* never ended */
+	pthread_join(t, NULL);
+	assert_int_equal(lk_trace_stop(), 0);
+}
+
+/* What an event is, without its time on the file's own clock. */
+struct seen {
+	enum lk_trace_event_type type;
+	enum lk_probe_kind kind;
+	int tid;
+	char thread[32], name[64];
+	unsigned int depth;
+	bool paired;
+	uint64_t begin_seq, duration_ns;
+	double value;
+};
+
+struct reading {
+	struct seen *v;
+	size_t n;
+	struct lk_trace_file_info info;
+};
+
+/* The threads add up to the trace, and each has the events read from it. */
+static void check_threads(const struct lk_trace_file *tf, const struct reading *r)
+{
+	struct lk_trace_thread th;
+	uint64_t events = 0, lost = 0;
+	bool main_seen = false;
+
+	for (unsigned int i = 0; i < r->info.threads; i++) {
+		size_t n = 0;
+
+		assert_int_equal(lk_trace_file_thread(tf, i, &th), 0);
+		for (size_t k = 0; k < r->n; k++)
+			n += r->v[k].tid == th.tid;
+		assert_int_equal(th.events, n);
+		events += th.events;
+		lost += th.lost;
+		main_seen |= strcmp(th.name, "rd-main") == 0;
+	}
+	assert_int_equal(lk_trace_file_thread(tf, r->info.threads, &th), -ERANGE);
+	assert_int_equal(events, r->info.events);
+	assert_int_equal(lost, r->info.lost);
+	assert_true(main_seen);
+}
+
+static void read_all(const char *path, struct reading *out)
+{
+	struct lk_trace_file *tf;
+	struct lk_trace_event ev;
+	size_t cap = 0;
+	uint64_t last_ns = 0;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = lk_trace_file_open(path, &tf);
+	if (rc)
+		fail_msg("%s: %s", path, lk_last_error());
+	out->info = *lk_trace_file_get_info(tf);
+	while ((rc = lk_trace_file_next(tf, &ev)) == 1) {
+		struct seen *s;
+
+		assert_true(ev.ns >= last_ns);	/* in time order */
+		last_ns = ev.ns;
+		assert_int_equal(ev.seq, out->n);
+		if (out->n == cap) {
+			cap = cap ? cap * 2 : 256;
+			out->v = realloc(out->v, cap * sizeof(*out->v));
+			assert_non_null(out->v);
+		}
+		s = &out->v[out->n++];
+		*s = (struct seen){ ev.type, ev.kind, ev.tid, "", "", ev.depth, ev.paired, ev.begin_seq,
+				    ev.duration_ns, ev.value };
+		snprintf(s->thread, sizeof(s->thread), "%s", ev.thread_name);
+		snprintf(s->name, sizeof(s->name), "%s:%s", ev.provider, ev.name);
+		if (ev.paired)
+			assert_int_equal(ev.ns - ev.begin_ns, ev.duration_ns);
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(lk_trace_file_next(tf, &ev), 0);	/* and stays at the end */
+	assert_int_equal((uint64_t)out->n, out->info.events);
+	check_threads(tf, out);
+	lk_trace_file_close(tf);
+}
+
+/* Event i's position among its thread's events. */
+static size_t on_thread(const struct reading *r, size_t i)
+{
+	size_t n = 0;
+
+	for (size_t k = 0; k < i; k++)
+		n += r->v[k].tid == r->v[i].tid;
+	return n;
+}
+
+/* The index of thread tid's event number nth; r->n if none. */
+static size_t nth_on_thread(const struct reading *r, int tid, size_t nth)
+{
+	for (size_t k = 0; k < r->n; k++)
+		if (r->v[k].tid == tid && nth-- == 0)
+			return k;
+	return r->n;
+}
+
+static void same_event(const struct reading *a, size_t i, const struct reading *b, size_t k)
+{
+	const struct seen *x = &a->v[i], *y = &b->v[k];
+
+	if (b->info.format == LK_TRACE_PERFETTO && y->kind == LK_PROBE_SPAN_END && !y->paired)
+		assert_string_equal(y->name, "?:?");	/* a slice end has no name there */
+	else
+		assert_string_equal(x->name, y->name);
+	assert_int_equal(x->type, y->type);
+	assert_int_equal(x->kind, y->kind);
+	assert_int_equal(x->tid, y->tid);
+	assert_string_equal(x->thread, y->thread);
+	assert_int_equal(x->depth, y->depth);
+	assert_int_equal(x->paired, y->paired);
+	if (x->paired)
+		assert_int_equal(on_thread(a, x->begin_seq), on_thread(b, y->begin_seq));
+	/* Perfetto's writer converts the counter in integers, the CTF reader through a double */
+	if (b->info.format == LK_TRACE_PERFETTO)
+		assert_true(x->duration_ns - y->duration_ns + 1 <= 2);
+	else
+		assert_int_equal(x->duration_ns, y->duration_ns);
+	assert_true(x->value == y->value);
+}
+
+/*
+ * The same events: in the same order for JSON, whose times are the CTF reader's; for Perfetto
+ * in the same order on each thread (two threads' events a nanosecond apart may swap there).
+ */
+static void same_events(const struct reading *a, const struct reading *b)
+{
+	assert_int_equal(a->n, b->n);
+	for (size_t i = 0; i < a->n; i++) {
+		bool by_thread = b->info.format == LK_TRACE_PERFETTO;
+		size_t k = by_thread ? nth_on_thread(b, a->v[i].tid, on_thread(a, i)) : i;
+
+		assert_true(k < b->n);
+		same_event(a, i, b, k);
+	}
+	assert_int_equal(a->info.threads, b->info.threads);
+	assert_int_equal(a->info.lost, b->info.lost);
+	assert_int_equal(a->info.pid, b->info.pid);
+}
+
+static size_t count(const struct reading *r, const char *name, enum lk_probe_kind kind, bool paired)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < r->n; i++)
+		n += strcmp(r->v[i].name, name) == 0 && r->v[i].kind == kind &&
+		     r->v[i].paired == paired;
+	return n;
+}
+
+/* What the recording holds, whatever the format. */
+static void check_recording(const struct reading *r)
+{
+	const char *orphan = r->info.format == LK_TRACE_PERFETTO ? "?:?" : "rd:orphan";
+
+	assert_int_equal(count(r, "rd:outer", LK_PROBE_SPAN_END, true), 10);
+	assert_int_equal(count(r, "rd:inner", LK_PROBE_SPAN_END, true), 10);
+	assert_int_equal(count(r, orphan, LK_PROBE_SPAN_END, false), 1);
+	assert_int_equal(count(r, "rd:left_open", LK_PROBE_SPAN_BEGIN, false), 1);
+	assert_int_equal(count(r, "rd:step", LK_PROBE_EVENT, false), 10);
+	for (size_t i = 0; i < r->n; i++) {
+		const struct seen *s = &r->v[i];
+
+		if (strcmp(s->name, "rd:inner") == 0 && s->kind == LK_PROBE_SPAN_END) {
+			assert_int_equal(s->depth, 1);	/* inside outer */
+			assert_string_equal(r->v[s->begin_seq].name, "rd:inner");
+			assert_int_equal(r->v[s->begin_seq].kind, LK_PROBE_SPAN_BEGIN);
+			assert_int_equal(r->v[s->begin_seq].tid, s->tid);
+		}
+		if (strcmp(s->name, "rd:level") == 0)	/* i * 10 - 20, an integer */
+			assert_int_equal(((int64_t)s->value + 20) % 10, 0);
+		if (strcmp(s->name, "rd:ratio") == 0)	/* i / 4.0, a double */
+			assert_true(s->value * 4 == (double)(int64_t)(s->value * 4));
+		if (strcmp(s->name, "rd:step") == 0 || strcmp(s->name, "rd:outer") == 0)
+			assert_true(strcmp(s->thread, "rd-main") == 0 ||
+				    strcmp(s->thread, "rd-second") == 0);
+	}
+}
+
+static void free_reading(struct reading *r)
+{
+	free(r->v);
+	memset(r, 0, sizeof(*r));
+}
+
+/* The arguments by index and by name, with their types (JSON keeps a number's sign only). */
+static void check_arguments(const char *path, enum lk_probe_type positive)
+{
+	struct lk_trace_file *tf;
+	struct lk_trace_event ev;
+	size_t steps = 0;
+
+	assert_int_equal(lk_trace_file_open(path, &tf), 0);
+	while (lk_trace_file_next(tf, &ev) == 1) {
+		const struct lk_trace_arg *a;
+
+		if (strcmp(ev.name, "step") != 0)
+			continue;
+		steps++;
+		assert_int_equal(ev.nargs, 3);
+		assert_int_equal(ev.args[0].type, positive);
+		assert_int_equal(ev.args[1].type, ev.args[0].v.i64 == 0 ? positive : LK_PROBE_I64);
+		assert_int_equal(ev.args[0].v.i64, -ev.args[1].v.i64);
+		assert_int_equal(ev.args[2].type, LK_PROBE_STR);
+		assert_string_equal(ev.args[2].v.str, "inner");
+		a = lk_trace_event_arg(&ev, ev.args[1].name);
+		assert_ptr_equal(a, &ev.args[1]);
+		assert_null(lk_trace_event_arg(&ev, "no such argument"));
+	}
+	assert_int_equal(steps, 10);
+	lk_trace_file_close(tf);
+}
+
+static void one_recording_in_three_formats(void **state)
+{
+	char base[256], ctf[300], json[300], pft[300], err[512];
+	struct reading r[3];
+
+	(void)state;
+	lkt_path(base, sizeof(base), "trace-reader");
+	snprintf(ctf, sizeof(ctf), "%s.ctf", base);
+	snprintf(json, sizeof(json), "%s.json", base);
+	snprintf(pft, sizeof(pft), "%s.pftrace", base);
+	record(ctf, LK_TRACE_CTF);
+	assert_int_equal(lk__trace_convert(ctf, json, LK_TRACE_JSON, err, sizeof(err)), 0);
+	assert_int_equal(lk__trace_convert(ctf, pft, LK_TRACE_PERFETTO, err, sizeof(err)), 0);
+	read_all(ctf, &r[0]);
+	read_all(json, &r[1]);
+	read_all(pft, &r[2]);
+	assert_int_equal(r[0].info.format, LK_TRACE_CTF);
+	assert_int_equal(r[1].info.format, LK_TRACE_JSON);
+	assert_int_equal(r[2].info.format, LK_TRACE_PERFETTO);
+	check_recording(&r[0]);
+	same_events(&r[0], &r[1]);
+	same_events(&r[0], &r[2]);
+	check_arguments(ctf, LK_PROBE_I64);
+	check_arguments(pft, LK_PROBE_I64);
+	check_arguments(json, LK_PROBE_U64);	/* JSON keeps no type: i is not negative */
+	for (int i = 0; i < 3; i++)
+		free_reading(&r[i]);
+	lkt_rmrf(ctf);
+	unlink(json);
+	unlink(pft);
+}
+
+static void each_format_as_recorded(void **state)
+{
+	static const enum lk_trace_format formats[] = {
+		LK_TRACE_CTF, LK_TRACE_JSON, LK_TRACE_PERFETTO,
+	};
+	char path[256];
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		struct reading r;
+
+		lkt_path(path, sizeof(path), "trace-reader-own");
+		record(path, formats[i]);
+		read_all(path, &r);
+		assert_int_equal(r.info.format, formats[i]);
+		check_recording(&r);
+		free_reading(&r);
+		lkt_rmrf(path);
+	}
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, len), (ssize_t)len);
+	close(fd);
+}
+
+static uint8_t *file_bytes(const char *path, size_t *len)
+{
+	struct stat st;
+	uint8_t *data;
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0 && fstat(fd, &st) == 0);
+	data = malloc((size_t)st.st_size + 1);
+	assert_non_null(data);
+	assert_int_equal(read(fd, data, (size_t)st.st_size), st.st_size);
+	close(fd);
+	*len = (size_t)st.st_size;
+	return data;
+}
+
+static void refused(const char *path, int expected)
+{
+	struct lk_trace_file *tf = NULL;
+
+	assert_int_equal(lk_trace_file_open(path, &tf), expected);
+	assert_null(tf);
+	assert_true(strlen(lk_last_error()) > 0);
+}
+
+static void damaged_input_is_refused(void **state)
+{
+	char base[256], ctf[300], json[300], pft[300], bad[300], err[512];
+	static const char garbage[] = "\x7f" "ELF not a trace at all";
+	size_t len;
+	uint8_t *data;
+
+	(void)state;
+	lkt_path(base, sizeof(base), "trace-reader-bad");
+	snprintf(ctf, sizeof(ctf), "%s.ctf", base);
+	snprintf(json, sizeof(json), "%s.json", base);
+	snprintf(pft, sizeof(pft), "%s.pftrace", base);
+	snprintf(bad, sizeof(bad), "%s.bad", base);
+	record(ctf, LK_TRACE_CTF);
+	assert_int_equal(lk__trace_convert(ctf, json, LK_TRACE_JSON, err, sizeof(err)), 0);
+	assert_int_equal(lk__trace_convert(ctf, pft, LK_TRACE_PERFETTO, err, sizeof(err)), 0);
+
+	refused(base, -ENOENT);
+	write_file(bad, garbage, sizeof(garbage) - 1);
+	refused(bad, -EINVAL);
+	write_file(bad, "", 0);
+	refused(bad, -EINVAL);
+	data = file_bytes(json, &len);
+	write_file(bad, data, len / 2);	/* cut short */
+	refused(bad, -EINVAL);
+	free(data);
+	data = file_bytes(pft, &len);
+	data[len / 2] ^= 0xff;		/* one byte damaged: refused, or read as what it now says */
+	write_file(bad, data, len);
+	{
+		struct lk_trace_file *tf;
+		struct lk_trace_event ev;
+		int rc = lk_trace_file_open(bad, &tf);
+
+		assert_true(rc == 0 || rc == -EINVAL);
+		while (rc == 0 && lk_trace_file_next(tf, &ev) == 1)
+			;
+		if (rc == 0)
+			lk_trace_file_close(tf);
+	}
+	write_file(bad, data, len - 3);	/* the last packet cut short */
+	refused(bad, -EINVAL);
+	free(data);
+	unlink(bad);
+	lkt_rmrf(ctf);
+	unlink(json);
+	unlink(pft);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(one_recording_in_three_formats),
+		cmocka_unit_test(each_format_as_recorded),
+		cmocka_unit_test(damaged_input_is_refused),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
