@@ -24,7 +24,7 @@
 #include <lowkey/lowkey.h>
 
 #include "bench.h"
-#include "probe/probe_internal.h"
+#include "internal/probe.h"
 
 static const char sched_usage[] =
 	"usage: lowkey bench sched [--switches N] [--runs R] [--dir DIR] [-j|--json]\n"
@@ -96,17 +96,19 @@ static double time_pingpong(long rounds, int cpu)
 	return (double)(t1 - t0) / (double)(2 * rounds);
 }
 
-/* Switches out the trace at dir holds. */
-static uint64_t switches_in(const char *dir)
+/* Switches out the trace at dir holds, and the switch records the kernel dropped. */
+static uint64_t switches_in(const char *dir, uint64_t *sched_lost)
 {
 	struct lk_trace_file *tf;
 	struct lk_trace_event ev;
 	uint64_t n = 0;
 
+	*sched_lost = 0;
 	if (lk_trace_file_open(dir, &tf) != 0)
 		return 0;
 	while (lk_trace_file_next(tf, &ev) == 1)
 		n += ev.type == LK_TRACE_EV_SWITCH_OUT;
+	*sched_lost = lk_trace_file_get_info(tf)->sched_lost;
 	lk_trace_file_close(tf);
 	return n;
 }
@@ -136,8 +138,10 @@ static int one_run(const char *dir, long rounds, int cpu, int run, struct figure
 		lk_trace_stop();
 		lk_trace_stats(&st);
 		if (m == TRACE_SCHED) {
-			f->recorded = switches_in(path);
-			f->lost = st.lost + __atomic_load_n(&lk__trace.sched_lost, __ATOMIC_RELAXED);
+			uint64_t sched_lost;
+
+			f->recorded = switches_in(path, &sched_lost);
+			f->lost = st.lost + sched_lost;
 		}
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
 		if (system(cmd) != 0)

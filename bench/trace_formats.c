@@ -22,7 +22,7 @@
 #include <lowkey/lowkey.h>
 
 #include "bench.h"
-#include "format/convert.h"
+#include "internal/trace_convert.h"
 
 static const char formats_usage[] =
 	"usage: lowkey bench formats [--events N] [--seconds S] [--runs R] [--dir DIR] [-j|--json]\n"

@@ -4,6 +4,7 @@
 #define LK_INTERNAL_PROBE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Reserved event ids (sites get ids from LK__FIRST_SITE_ID). */
 #define LK__EVENT_THREAD_NAME 1	/* one string: the thread's name */
@@ -16,5 +17,8 @@ const char *lk__probe_kind_name(unsigned int kind);
 
 /* Whether glob selects provider:event, as a rule would. Any lock. */
 bool lk__probe_glob_matches(const char *glob, const char *provider, const char *event);
+
+/* The TSC rate (Hz) a trace starts with: the clock module's calibration. */
+uint64_t lk__probe_tsc_hz(void);
 
 #endif

@@ -48,7 +48,7 @@
 #include "core/error.h"
 #include "control/control_internal.h"
 #include "probe/probe_internal.h"
-#include "format/progress.h"
+#include "internal/trace_progress.h"
 
 _Static_assert(LK_CTL_FORMAT_MAX == LK_TRACE_PERFETTO, "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_TRACE_FLAGS == (LK_TRACE_CPUTIME | LK_TRACE_OVERWRITE | LK_TRACE_SCHED),

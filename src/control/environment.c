@@ -55,9 +55,9 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "control/control_internal.h"
-#include "format/convert.h"
+#include "internal/trace_convert.h"
 #include "probe/probe_internal.h"
-#include "format/progress.h"
+#include "internal/trace_progress.h"
 
 #define MAX_RULES 64
 #define VERDICT_TIMEOUT_S 30	/* how long a failed start waits for the CLI to end the process */

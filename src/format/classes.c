@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format/classes.h"
+#include "internal/trace_classes.h"
 
 static int by_name(const void *a, const void *b, void *arg)
 {

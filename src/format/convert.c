@@ -14,9 +14,9 @@
 
 #include "internal/failf.h"
 #include "internal/outfile.h"
-#include "format/convert.h"
-#include "format/progress.h"
-#include "format/ctf/reader.h"
+#include "internal/trace_convert.h"
+#include "internal/trace_progress.h"
+#include "internal/ctf_reader.h"
 
 static const struct {
 	const char *name, *extension;

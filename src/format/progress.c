@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "format/progress.h"
-#include "format/ctf/reader.h"
+#include "internal/trace_progress.h"
+#include "internal/ctf_reader.h"
 
 struct progress {
 	const struct lk__progress_sink *sink;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format/spans.h"
+#include "internal/trace_spans.h"
 
 static bool same_name(const struct lk__event_class *x, const struct lk__event_class *y)
 {

@@ -16,7 +16,7 @@
 
 #include "internal/failf.h"
 #include "probe/probe_internal.h"
-#include "format/trace_file.h"
+#include "internal/trace_file.h"
 
 /* ---- a map of numbers ---- */
 

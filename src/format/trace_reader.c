@@ -11,9 +11,9 @@
 #include <lowkey/trace_reader.h>
 
 #include "core/error.h"
-#include "format/classes.h"
-#include "format/spans.h"
-#include "format/trace_file.h"
+#include "internal/trace_classes.h"
+#include "internal/trace_spans.h"
+#include "internal/trace_file.h"
 #include "probe/probe_internal.h"
 
 /* An event kept in memory; its payload at `at` in lk_trace_file.bytes. */

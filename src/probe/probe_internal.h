@@ -404,9 +404,6 @@ void lk__sched_stop(struct lk__trace *t);
 
 int lk__json_convert(const char *ctf_dir, const char *json_path, char *err, size_t errlen);
 
-/* ---- tsc.c ---- */
-
-uint64_t lk__probe_tsc_hz(void);
 
 
 #endif

@@ -34,9 +34,9 @@
 
 #include "core/error.h"
 #include "internal/outfile.h"
-#include "format/convert.h"
+#include "internal/trace_convert.h"
 #include "probe/probe_internal.h"
-#include "format/progress.h"
+#include "internal/trace_progress.h"
 
 #define MAX_NAME_TRIES 10000
 

@@ -31,10 +31,10 @@
 #include "core/error.h"
 #include "internal/outfile.h"
 #include "control/control_internal.h"
-#include "format/convert.h"
+#include "internal/trace_convert.h"
 #include "format/perfetto/perfetto.h"
 #include "probe/probe_internal.h"
-#include "format/progress.h"
+#include "internal/trace_progress.h"
 
 struct lk__trace lk__trace = { .dir_fd = -1, .out_fd = -1 };
 

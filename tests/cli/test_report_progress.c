@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * `lowkey report` of a JSON or Perfetto file tells its progress as the CTF reader does, through
- * lk__reader_packet_hook (format/trace_file.h): the file's bytes once as they are read into memory,
+ * lk__reader_packet_hook (internal/trace_file.h): the file's bytes once as they are read into memory,
  * once more as they are parsed, in steps while the parse goes (not only at its end), so a status
  * line can say how far it is. Counted here, not timed: the steps depend on the bytes only.
  */
@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "cli/run.h"
-#include "format/trace_file.h"
+#include "internal/trace_file.h"
 
 #define STEP (256u << 10)	/* src/format/trace_file.c's RT_PROGRESS_STEP */
 

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "format/ctf/reader.h"
+#include "internal/ctf_reader.h"
 
 /* Events of a trace: how many of provider:event, and the sum of their first integer argument. */
 struct lkt_count {

@@ -26,7 +26,7 @@
 #include <lowkey/probe.h>
 
 #include "probe/probe_internal.h"
-#include "format/ctf/reader.h"
+#include "internal/ctf_reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -25,7 +25,7 @@
 #include <lowkey/probe.h>
 
 #include "probe/probe_internal.h"
-#include "format/trace_file.h"
+#include "internal/trace_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -34,8 +34,8 @@
 
 #include <lowkey/lowkey.h>
 
-#include "format/chrome_json/json_read.h"
-#include "format/ctf/reader.h"
+#include "internal/json_read.h"
+#include "internal/ctf_reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

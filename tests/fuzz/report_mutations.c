@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "corpus.h"
-#include "format/trace_file.h"
+#include "internal/trace_file.h"
 
 static int count_event(const struct lk__event *e, void *arg)
 {

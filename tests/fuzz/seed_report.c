@@ -16,7 +16,7 @@
 
 #include <lowkey/lowkey.h>
 
-#include "format/convert.h"
+#include "internal/trace_convert.h"
 
 static void nap(void)
 {

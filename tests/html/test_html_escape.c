@@ -21,7 +21,7 @@
 
 #include "cli/run.h"
 #include "html.h"
-#include "format/chrome_json/json_read.h"
+#include "internal/json_read.h"
 
 #define HOSTILE "</svg><script>alert(1)</script>\xff"
 

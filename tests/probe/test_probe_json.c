@@ -20,7 +20,7 @@
 #include <lowkey/lowkey.h>
 
 #include "internal/utf8.h"
-#include "format/convert.h"
+#include "internal/trace_convert.h"
 #include "trace_check.h"
 
 static __attribute__((noinline)) void record(void)

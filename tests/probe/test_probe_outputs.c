@@ -25,7 +25,7 @@
 #include <lowkey/lowkey.h>
 
 #include "cli/run.h"
-#include "format/progress.h"
+#include "internal/trace_progress.h"
 #include "trace_check.h"
 
 #define NOBODY 65534

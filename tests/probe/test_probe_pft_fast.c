@@ -25,7 +25,7 @@
 #include "format/perfetto/perfetto.h"
 #include "probe/probe_internal.h"
 #include "format/protobuf/protobuf.h"
-#include "format/ctf/reader.h"
+#include "internal/ctf_reader.h"
 
 #define ROUNDS 4
 

@@ -20,7 +20,7 @@
 
 #include <lowkey/lowkey.h>
 
-#include "format/chrome_json/json_read.h"
+#include "internal/json_read.h"
 #include "trace_check.h"
 
 #define EVENTS 20000

@@ -25,7 +25,7 @@
 
 #include <lowkey/lowkey.h>
 
-#include "format/convert.h"
+#include "internal/trace_convert.h"
 #include "probe/trace_check.h"
 
 static void inner(int i)

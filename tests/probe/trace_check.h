@@ -13,7 +13,7 @@
 
 #include <lowkey/probe.h>
 
-#include "format/ctf/reader.h"
+#include "internal/ctf_reader.h"
 
 struct lkt_event {
 	int tid;

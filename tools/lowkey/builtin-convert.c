@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * lowkey convert: a lowkey CTF trace into CTF (a copy), Chrome JSON or Perfetto protobuf, with the
- * converters the library runs at lk_trace_stop (src/format/convert.h).
+ * converters the library runs at lk_trace_stop (include/internal/trace_convert.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "builtin.h"
-#include "format/convert.h"
-#include "format/progress.h"
+#include "internal/trace_convert.h"
+#include "internal/trace_progress.h"
 #include "util/status.h"
 
 static const char convert_usage[] =

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * lowkey report TRACE: what a lowkey trace holds, summarized, from any of its formats: a CTF
- * directory, lowkey's Chrome JSON or its Perfetto protobuf (format/trace_file.h reads them alike).
+ * directory, lowkey's Chrome JSON or its Perfetto protobuf (internal/trace_file.h reads them alike).
  *
  * Events by name with counts and rates; spans paired per thread (nested spans with a stack; an
  * end closes the latest open begin of its name) with their durations by wall time and, where the
@@ -23,11 +23,11 @@
 #include "internal/json.h"
 #include "internal/utf8.h"
 #include "internal/probe.h"
-#include "format/ctf/reader.h"
-#include "format/classes.h"
+#include "internal/ctf_reader.h"
+#include "internal/trace_classes.h"
 #include "util/report_html.h"
-#include "format/spans.h"
-#include "format/trace_file.h"
+#include "internal/trace_spans.h"
+#include "internal/trace_file.h"
 #include "util/samples.h"
 #include "util/status.h"
 
@@ -144,7 +144,7 @@ static int stream_begin(const struct lk__stream_info *s, void *arg)
 	return 0;
 }
 
-/* An end closes the latest open begin of the same provider:name (format/spans.h). */
+/* An end closes the latest open begin of the same provider:name (internal/trace_spans.h). */
 static int close_span(struct report *rep, struct per_thread *t, const struct lk__event *e)
 {
 	const struct lk__pair_open *o;

@@ -31,9 +31,9 @@
 
 #include "internal/json.h"
 #include "internal/outfile.h"
-#include "format/convert.h"
+#include "internal/trace_convert.h"
 #include "probe/probe_internal.h"
-#include "format/ctf/reader.h"
+#include "internal/ctf_reader.h"
 
 struct json_state {
 	FILE *out;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format/chrome_json/json_read.h"
+#include "internal/json_read.h"
 
 #define MAX_DEPTH 64
 

@@ -24,8 +24,8 @@
 #include <lowkey/probe.h>
 
 #include "internal/failf.h"
-#include "format/chrome_json/json_read.h"
-#include "format/trace_file.h"
+#include "internal/json_read.h"
+#include "internal/trace_file.h"
 
 struct json_reader {
 	struct lk__trace_file *t;

@@ -19,7 +19,7 @@
 
 #include "internal/failf.h"
 #include "probe/probe_internal.h"
-#include "format/ctf/reader.h"
+#include "internal/ctf_reader.h"
 
 #define FORMAT2_PACKET_PREFIX 88	/* format 2's packet context ended with u32 tid, u32 spare */
 #define CTF_MAGIC 0xc1fc1fc1u

@@ -45,12 +45,12 @@
 
 #include "internal/failf.h"
 #include "internal/outfile.h"
-#include "format/convert.h"
+#include "internal/trace_convert.h"
 #include "format/perfetto/perfetto.h"
 #include "format/perfetto/perfetto_proto.h"
 #include "probe/probe_internal.h"
 #include "format/protobuf/protobuf.h"
-#include "format/ctf/reader.h"
+#include "internal/ctf_reader.h"
 
 /* InternedData and its entries (EventCategory, EventName, DebugAnnotationName: iid 1, name 2) */
 enum intern_kind { CATEGORIES = 1, NAMES = 2, ARG_NAMES = 3 };

@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "format/ctf/reader.h"
+#include "internal/ctf_reader.h"
 
 struct lk__pft;
 

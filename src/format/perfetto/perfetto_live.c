@@ -38,7 +38,7 @@
 #include "internal/failf.h"
 #include "format/perfetto/perfetto.h"
 #include "probe/probe_internal.h"
-#include "format/progress.h"
+#include "internal/trace_progress.h"
 
 #define PERIOD_MIN_MS 10		/* the consumer's flush period, within these: a drain's period, */
 					/* which the switch streams' back-off counts in */

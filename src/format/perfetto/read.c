@@ -25,7 +25,7 @@
 #include "internal/failf.h"
 #include "format/perfetto/perfetto_proto.h"
 #include "format/protobuf/pb_read.h"
-#include "format/trace_file.h"
+#include "internal/trace_file.h"
 
 struct str {
 	const char *s;

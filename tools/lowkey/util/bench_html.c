@@ -21,7 +21,7 @@
 #include "builtin.h"
 #include "internal/outfile.h"
 #include "html.h"
-#include "format/chrome_json/json_read.h"
+#include "internal/json_read.h"
 
 bool bench_html_option(int *argc, char **argv, const char **out)
 {

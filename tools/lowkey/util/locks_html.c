@@ -15,7 +15,7 @@
 #include "builtin.h"
 #include "internal/outfile.h"
 #include "html.h"
-#include "format/chrome_json/json_read.h"
+#include "internal/json_read.h"
 #include "locks_html.h"
 
 /* "function (file:line)", "function (module)", "module+0x1a2b" or "?": as lowkey locks prints it */

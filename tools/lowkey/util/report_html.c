@@ -28,11 +28,11 @@
 #include "internal/outfile.h"
 #include "html.h"
 #include "internal/probe.h"
-#include "format/ctf/reader.h"
-#include "format/trace_file.h"
-#include "format/classes.h"
+#include "internal/ctf_reader.h"
+#include "internal/trace_file.h"
+#include "internal/trace_classes.h"
 #include "report_html.h"
-#include "format/spans.h"
+#include "internal/trace_spans.h"
 #include "samples.h"
 
 #define MAX_ROWS 12		/* span nesting drawn per thread; deeper spans are counted, not drawn */
@@ -94,7 +94,7 @@ struct lane {
 
 struct hreport {
 	struct lk__trace_reader *r;
-	struct lk__trace_file *t;		/* CTF, JSON or Perfetto (format/trace_file.h) */
+	struct lk__trace_file *t;		/* CTF, JSON or Perfetto (internal/trace_file.h) */
 	struct hclass *classes;		/* by id: a name's figures are in its first id's */
 	uint32_t *first;
 	uint32_t *rows;			/* class ids by name: the order of charts and tables in every format */
@@ -250,7 +250,7 @@ static void draw_span(struct hreport *h, struct lane *l, unsigned int row, uint3
 	*p = (struct pending){ px0, px1, 1, cls, false, wall, cpu, seconds(h, t0), wall };
 }
 
-/* An end closes the latest open begin of the same provider:name (format/spans.h). */
+/* An end closes the latest open begin of the same provider:name (internal/trace_spans.h). */
 static int close_span(struct hreport *h, struct lane *l, const struct lk__event *e)
 {
 	struct lk__pair_open o;

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "format/progress.h"
+#include "internal/trace_progress.h"
 #include "status.h"
 
 #define ERASE "\r\033[K"

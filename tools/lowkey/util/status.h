@@ -22,7 +22,7 @@ void status_clear(void);
 /* "WHAT: 45% (120.0 of 266.7 MiB)": done of total bytes; done >= total is the end: the line is erased. */
 void status_progress(const char *what, uint64_t done, uint64_t total);
 
-/* The same as a progress sink's report (format/progress.h); arg: what. */
+/* The same as a progress sink's report (internal/trace_progress.h); arg: what. */
 void status_progress_sink(uint64_t done, uint64_t total, void *what);
 
 /*
@@ -31,7 +31,7 @@ void status_progress_sink(uint64_t done, uint64_t total, void *what);
  */
 void status_conversion(const char *format, uint64_t done, uint64_t total);
 
-/* The same as a progress sink's report (format/progress.h); arg: the format's name. */
+/* The same as a progress sink's report (internal/trace_progress.h); arg: the format's name. */
 void status_conversion_sink(uint64_t done, uint64_t total, void *arg);
 
 /*

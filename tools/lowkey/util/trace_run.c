@@ -31,7 +31,7 @@
 
 #include "builtin.h"
 #include "internal/control.h"
-#include "format/convert.h"
+#include "internal/trace_convert.h"
 #include "probe_elf.h"
 #include "status.h"
 #include "trace.h"

@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "format/ctf/reader.h"
-#include "format/trace_file.h"
+#include "internal/ctf_reader.h"
+#include "internal/trace_file.h"
 
 struct lk__pair_open {
 	uint32_t id;		/* the begin's class */

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "format/ctf/reader.h"
+#include "internal/ctf_reader.h"
 
 /*
  * Fill first[id] (r->nclasses entries) with the first class id of id's row, for every class the

@@ -29,7 +29,7 @@
 
 #include <lowkey/probe.h>
 
-#include "format/ctf/reader.h"
+#include "internal/ctf_reader.h"
 
 enum lk__trace_format { LK__TF_CTF, LK__TF_JSON, LK__TF_PERFETTO };
 
