@@ -208,11 +208,11 @@ static int place(const char *cpus, struct placement *pl)
 	return 0;
 }
 
-static void json_placement(struct lkb_json *j, const struct placement *pl)
+static void json_placement(struct lk__json *j, const struct placement *pl)
 {
-	lkb_json_str(j, "cpus", pl->cpus);
-	lkb_json_bool(j, "pinned", pl->pinned);
-	lkb_json_str(j, "pinning", pl->pinned ? "both tools: every thread of lowkey's measurement and perf bench "
+	lk__json_str(j, "cpus", pl->cpus);
+	lk__json_bool(j, "pinned", pl->pinned);
+	lk__json_str(j, "pinning", pl->pinned ? "both tools: every thread of lowkey's measurement and perf bench "
 						"with its threads, the same CPU set"
 					      : "none (--cpus all)");
 }
@@ -431,38 +431,38 @@ static void thread_print(const struct results *r, bool json, bool perf_ok, const
 	double base = r->median[V_PERF_BENCH];
 
 	if (json) {
-		struct lkb_json j;
+		struct lk__json j;
 
-		lkb_json_begin(&j, stdout);
-		lkb_json_str(&j, "bench", "breakpoint thread");
-		lkb_json_str(&j, "machine", lkb_machine());
-		lkb_json_int(&j, "breakpoints", tp.breakpoints);
-		lkb_json_int(&j, "parallel", tp.parallel);
-		lkb_json_int(&j, "threads", tp.threads);
-		lkb_json_int(&j, "repeat", tp.repeat);
-		lkb_json_int(&j, "runs", r->runs);
-		lkb_json_str(&j, "perf_bench_args", perf_args);
+		lk__json_begin(&j, stdout, false);
+		lk__json_str(&j, "bench", "breakpoint thread");
+		lk__json_str(&j, "machine", lkb_machine());
+		lk__json_int(&j, "breakpoints", tp.breakpoints);
+		lk__json_int(&j, "parallel", tp.parallel);
+		lk__json_int(&j, "threads", tp.threads);
+		lk__json_int(&j, "repeat", tp.repeat);
+		lk__json_int(&j, "runs", r->runs);
+		lk__json_str(&j, "perf_bench_args", perf_args);
 		json_placement(&j, pl);
-		lkb_json_array(&j, "rows");
+		lk__json_array(&j, "rows");
 		for (int v = 0; v < NVARIANTS; v++) {
-			lkb_json_object(&j, NULL);
-			lkb_json_str(&j, "row", variant_names[v]);
-			lkb_json_num(&j, "usecs_per_op", r->median[v]);
-			lkb_json_num(&j, "usecs_per_op_per_cpu", r->median[v] * tp.parallel);
-			lkb_json_num(&j, "vs_perf_bench", r->median[v] / base - 1.0);
-			lkb_json_close(&j);
+			lk__json_object(&j, NULL);
+			lk__json_str(&j, "row", variant_names[v]);
+			lk__json_num(&j, "usecs_per_op", r->median[v]);
+			lk__json_num(&j, "usecs_per_op_per_cpu", r->median[v] * tp.parallel);
+			lk__json_num(&j, "vs_perf_bench", r->median[v] / base - 1.0);
+			lk__json_close(&j);
 		}
-		lkb_json_close(&j);
-		lkb_json_array(&j, "published");
+		lk__json_close(&j);
+		lk__json_array(&j, "published");
 		for (size_t i = 0; i < sizeof(seed_thread) / sizeof(seed_thread[0]); i++) {
-			lkb_json_object(&j, NULL);
-			lkb_json_str(&j, "row", seed_thread[i].what);
-			lkb_json_num(&j, "usecs_per_op", seed_thread[i].usecs);
-			lkb_json_num(&j, "usecs_per_op_per_cpu", seed_thread[i].usecs_cpu);
-			lkb_json_close(&j);
+			lk__json_object(&j, NULL);
+			lk__json_str(&j, "row", seed_thread[i].what);
+			lk__json_num(&j, "usecs_per_op", seed_thread[i].usecs);
+			lk__json_num(&j, "usecs_per_op_per_cpu", seed_thread[i].usecs_cpu);
+			lk__json_close(&j);
 		}
-		lkb_json_close(&j);
-		lkb_json_end(&j);
+		lk__json_close(&j);
+		lk__json_end(&j);
 		return;
 	}
 	printf("lowkey bench breakpoint thread: the hw_breakpoint contention commit's experiment on "
@@ -636,28 +636,28 @@ static void enable_print(const struct results *r, bool json, bool perf_ok, const
 	double base = r->median[V_PERF_BENCH];
 
 	if (json) {
-		struct lkb_json j;
+		struct lk__json j;
 
-		lkb_json_begin(&j, stdout);
-		lkb_json_str(&j, "bench", "breakpoint enable");
-		lkb_json_str(&j, "machine", lkb_machine());
-		lkb_json_int(&j, "passive", ep.passive);
-		lkb_json_int(&j, "active", ep.active);
-		lkb_json_int(&j, "repeat", ep.repeat);
-		lkb_json_int(&j, "runs", r->runs);
-		lkb_json_str(&j, "perf_bench_args", perf_args);
+		lk__json_begin(&j, stdout, false);
+		lk__json_str(&j, "bench", "breakpoint enable");
+		lk__json_str(&j, "machine", lkb_machine());
+		lk__json_int(&j, "passive", ep.passive);
+		lk__json_int(&j, "active", ep.active);
+		lk__json_int(&j, "repeat", ep.repeat);
+		lk__json_int(&j, "runs", r->runs);
+		lk__json_str(&j, "perf_bench_args", perf_args);
 		json_placement(&j, pl);
-		lkb_json_array(&j, "rows");
+		lk__json_array(&j, "rows");
 		for (int v = 0; v <= V_LOWKEY; v++) {
-			lkb_json_object(&j, NULL);
-			lkb_json_str(&j, "row", names[v]);
-			lkb_json_num(&j, "usecs_per_op", r->median[v]);
-			lkb_json_num(&j, "vs_perf_bench", r->median[v] / base - 1.0);
-			lkb_json_close(&j);
+			lk__json_object(&j, NULL);
+			lk__json_str(&j, "row", names[v]);
+			lk__json_num(&j, "usecs_per_op", r->median[v]);
+			lk__json_num(&j, "vs_perf_bench", r->median[v] / base - 1.0);
+			lk__json_close(&j);
 		}
-		lkb_json_close(&j);
-		lkb_json_null(&j, "published");
-		lkb_json_end(&j);
+		lk__json_close(&j);
+		lk__json_null(&j, "published");
+		lk__json_end(&j);
 		return;
 	}
 	printf("lowkey bench breakpoint enable: the hw_breakpoint contention commit's second experiment "
@@ -1074,36 +1074,36 @@ static int watch_measure(int runs, int ops, double med[NWROWS], bool text)
 
 static void watch_print_json(int runs, int ops, const double m[NWROWS])
 {
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, stdout);
-	lkb_json_str(&j, "bench", "watch");
-	lkb_json_str(&j, "machine", lkb_machine());
-	lkb_json_int(&j, "runs", runs);
-	lkb_json_int(&j, "ops_per_run", ops);
-	lkb_json_object(&j, "add_remove_per_s");
-	lkb_json_num(&j, "raw_1_thread", m[W_RAW_1]);
-	lkb_json_num(&j, "lowkey_1_thread", m[W_LK_1]);
-	lkb_json_num(&j, "raw_2_threads", m[W_RAW_2]);
-	lkb_json_num(&j, "lowkey_2_threads", m[W_LK_2]);
-	lkb_json_num(&j, "lowkey_overhead_1_thread", m[W_RAW_1] / m[W_LK_1] - 1.0);
-	lkb_json_num(&j, "lowkey_overhead_2_threads", m[W_RAW_2] / m[W_LK_2] - 1.0);
-	lkb_json_num(&j, "raw_scaling_2_vs_1", m[W_RAW_2] / m[W_RAW_1]);
-	lkb_json_num(&j, "lowkey_scaling_2_vs_1", m[W_LK_2] / m[W_LK_1]);
-	lkb_json_close(&j);
-	lkb_json_num(&j, "sigaction_ns", 1e9 / m[W_SIGACTION]);
-	lkb_json_object(&j, "move_ns");
-	lkb_json_num(&j, "raw_ioctl", m[W_MOVE_RAW]);
-	lkb_json_num(&j, "lowkey", m[W_MOVE_LK]);
-	lkb_json_close(&j);
-	lkb_json_object(&j, "write_ns");
-	lkb_json_num(&j, "unwatched", m[W_HIT_NONE]);
-	lkb_json_num(&j, "raw_sigtrap_handler", m[W_HIT_RAW]);
-	lkb_json_num(&j, "lowkey_callback", m[W_HIT_LK]);
-	lkb_json_num(&j, "lowkey_deferred", m[W_HIT_LK_DEFERRED]);
-	lkb_json_close(&j);
-	lkb_json_null(&j, "published");
-	lkb_json_end(&j);
+	lk__json_begin(&j, stdout, false);
+	lk__json_str(&j, "bench", "watch");
+	lk__json_str(&j, "machine", lkb_machine());
+	lk__json_int(&j, "runs", runs);
+	lk__json_int(&j, "ops_per_run", ops);
+	lk__json_object(&j, "add_remove_per_s");
+	lk__json_num(&j, "raw_1_thread", m[W_RAW_1]);
+	lk__json_num(&j, "lowkey_1_thread", m[W_LK_1]);
+	lk__json_num(&j, "raw_2_threads", m[W_RAW_2]);
+	lk__json_num(&j, "lowkey_2_threads", m[W_LK_2]);
+	lk__json_num(&j, "lowkey_overhead_1_thread", m[W_RAW_1] / m[W_LK_1] - 1.0);
+	lk__json_num(&j, "lowkey_overhead_2_threads", m[W_RAW_2] / m[W_LK_2] - 1.0);
+	lk__json_num(&j, "raw_scaling_2_vs_1", m[W_RAW_2] / m[W_RAW_1]);
+	lk__json_num(&j, "lowkey_scaling_2_vs_1", m[W_LK_2] / m[W_LK_1]);
+	lk__json_close(&j);
+	lk__json_num(&j, "sigaction_ns", 1e9 / m[W_SIGACTION]);
+	lk__json_object(&j, "move_ns");
+	lk__json_num(&j, "raw_ioctl", m[W_MOVE_RAW]);
+	lk__json_num(&j, "lowkey", m[W_MOVE_LK]);
+	lk__json_close(&j);
+	lk__json_object(&j, "write_ns");
+	lk__json_num(&j, "unwatched", m[W_HIT_NONE]);
+	lk__json_num(&j, "raw_sigtrap_handler", m[W_HIT_RAW]);
+	lk__json_num(&j, "lowkey_callback", m[W_HIT_LK]);
+	lk__json_num(&j, "lowkey_deferred", m[W_HIT_LK_DEFERRED]);
+	lk__json_close(&j);
+	lk__json_null(&j, "published");
+	lk__json_end(&j);
 }
 
 static void watch_print_header(int runs, int ops)
