@@ -272,26 +272,29 @@ static int64_t sign_extend(uint64_t v, size_t len)
 	return (int64_t)(v << (64 - bits)) >> (64 - bits);
 }
 
-static void json_string(const char *key, const char *s)
-{
-	printf(",\"%s\":", key);
-	lk__json_string(stdout, s);
-}
-
+/* One line per hit: a stream of JSON documents. */
 static void print_json(const struct watch_run *run, const struct lk_watch_sample *s,
 		       const struct watch_place *p)
 {
-	printf("{\"time_ns\":%" PRIu64 ",\"elapsed_s\":%.6f,\"pid\":%d,\"tid\":%d,\"ip\":\"%#" PRIx64 "\"",
-	       s->time_ns, (double)(s->time_ns - run->start_ns) / 1e9, (int)s->pid, (int)s->tid, s->ip);
-	json_string("function", p->function);
-	printf(",\"offset\":%" PRIu64, p->offset);
-	json_string("module", p->module);
-	json_string("file", p->file);
-	printf(",\"line\":%d,\"addr\":\"%#" PRIx64 "\"", p->line, s->addr);
+	struct lk__json j;
+
+	lk__json_begin(&j, stdout, true);
+	lk__json_uint(&j, "time_ns", s->time_ns);
+	lk__json_fixed(&j, "elapsed_s", (double)(s->time_ns - run->start_ns) / 1e9, 6);
+	lk__json_int(&j, "pid", s->pid);
+	lk__json_int(&j, "tid", s->tid);
+	lk__json_strf(&j, "ip", "%#" PRIx64, s->ip);
+	lk__json_str_or_null(&j, "function", p->function);
+	lk__json_uint(&j, "offset", p->offset);
+	lk__json_str_or_null(&j, "module", p->module);
+	lk__json_str_or_null(&j, "file", p->file);
+	lk__json_int(&j, "line", p->line);
+	lk__json_strf(&j, "addr", "%#" PRIx64, s->addr);
 	if (s->has_value)
-		printf(",\"value\":%" PRId64 "}\n", sign_extend(s->value, run->len));
+		lk__json_int(&j, "value", sign_extend(s->value, run->len));
 	else
-		printf(",\"value\":null}\n");
+		lk__json_null(&j, "value");
+	lk__json_end(&j);
 }
 
 /* The hit as a line; the names come from the target's files: escaped (lk__text_escape). */
@@ -395,9 +398,18 @@ static void print_summary(const struct watch_run *run, const struct lk_watch_sam
 	uint64_t missing = run->counted > run->hits + lost ? run->counted - run->hits - lost : 0;
 
 	if (run->opt.json) {
-		printf("{\"summary\":{\"pid\":%d,\"addr\":\"%#" PRIx64 "\",\"len\":%zu,\"hits\":%" PRIu64
-		       ",\"lost\":%" PRIu64 ",\"counted\":%" PRIu64 "}}\n", (int)run->opt.pid, run->addr,
-		       run->len, run->hits, lost, run->counted);
+		struct lk__json j;
+
+		lk__json_begin(&j, stdout, true);
+		lk__json_object(&j, "summary");
+		lk__json_int(&j, "pid", run->opt.pid);
+		lk__json_strf(&j, "addr", "%#" PRIx64, run->addr);
+		lk__json_uint(&j, "len", run->len);
+		lk__json_uint(&j, "hits", run->hits);
+		lk__json_uint(&j, "lost", lost);
+		lk__json_uint(&j, "counted", run->counted);
+		lk__json_close(&j);
+		lk__json_end(&j);
 	}
 	fprintf(stderr, "lowkey watch: %" PRIu64 " hit%s", run->hits, run->hits == 1 ? "" : "s");
 	if (lost)
