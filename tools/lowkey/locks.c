@@ -33,6 +33,7 @@
 #include "locks_html.h"
 #include "lowkey-locks-paths.h"
 #include "probe_elf.h"
+#include "symbolize.h"
 
 static const char locks_usage[] =
 	"usage: lowkey locks [--top N] [-j|--json] [-o FILE] [--hold-sampling N] [--max-locks N] [--] COMMAND [ARGS...]\n"
@@ -420,10 +421,91 @@ static int by_wait(const void *a, const void *b)
 	return x->address < y->address ? -1 : x->address > y->address;
 }
 
+/* ---- naming call sites ---- */
+
+static const char *module_path(const struct lkl_header *h, const struct lkl_module *m)
+{
+	return m->path[0] ? m->path : h->exe;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* The objects the process wrote down, for libdw; NULL: no memory (then no symbols). */
+static struct symbolizer *open_symbolizer(const struct proc *p)
+{
+	struct symbol_object *objects = calloc(p->nmodules ? p->nmodules : 1, sizeof(*objects));
+	struct symbolizer *s;
+
+	if (!objects)
+		return NULL;
+	for (uint32_t i = 0; i < p->nmodules; i++)
+		objects[i] = (struct symbol_object){ module_path(p->h, &p->modules[i]), p->modules[i].bias };
+	s = symbolizer_open_objects(objects, p->nmodules);
+	free(objects);
+	return s;
+}
+
+/*
+ * A call site by its return address: the object and offset from the process's own table (so
+ * without libdw or debug information a site is still "libfoo.so.1+0x1a2b", for addr2line later),
+ * the function and file:line from libdw where it knows them.
+ */
+static void name_site(const struct proc *p, struct symbolizer *sym, uint64_t ra, struct lks_site *out)
+{
+	/* a return address points after the call: look up the call itself */
+	uint64_t addr = ra ? ra - 1 : 0;
+	const struct lkl_module *m = NULL;
+	struct symbol_place place;
+
+	memset(out, 0, sizeof(*out));
+	out->address = ra;
+	if (!ra)
+		return;
+	for (uint32_t i = 0; i < p->nmodules; i++)
+		if (addr >= p->modules[i].start && addr < p->modules[i].end)
+			m = &p->modules[i];
+	if (m) {
+		snprintf(out->module, sizeof(out->module), "%.63s", base_name(module_path(p->h, m)));
+		out->offset = ra - m->bias;
+	}
+	if (!sym)
+		return;
+	symbolizer_place(sym, addr, false, &place);
+	if (place.function)
+		snprintf(out->function, sizeof(out->function), "%s", place.function);
+	if (place.file) {
+		snprintf(out->file, sizeof(out->file), "%s", base_name(place.file));
+		out->line = place.line;
+	}
+}
+
+/* The names come from the program's files: escaped (lk__text_escape). */
+static const char *site_string(const struct lks_site *site, char *buf, size_t len)
+{
+	char raw[1024];
+
+	if (!site->address)
+		snprintf(raw, sizeof(raw), "?");
+	else if (site->function[0] && site->file[0])
+		snprintf(raw, sizeof(raw), "%s (%s:%d)", site->function, site->file, site->line);
+	else if (site->function[0])
+		snprintf(raw, sizeof(raw), "%s (%s)", site->function, site->module);
+	else if (site->module[0])
+		snprintf(raw, sizeof(raw), "%s+0x%lx", site->module, (unsigned long)site->offset);
+	else
+		snprintf(raw, sizeof(raw), "0x%lx", (unsigned long)site->address);
+	return lk__text_escape(raw, buf, len);
+}
+
 static int build_rows(struct proc *p, double tpn, uint64_t end_ns)
 {
 	const struct lkl_header *h = p->h;
-	struct lks_symbolizer *sym;
+	struct symbolizer *sym;
 	size_t n = 0;
 
 	p->duration_ns = (h->flags & LKL_F_EXITED) && h->end_ns > h->start_ns ? h->end_ns - h->start_ns
@@ -459,12 +541,12 @@ static int build_rows(struct proc *p, double tpn, uint64_t end_ns)
 	p->acquisitions += h->folded_acquisitions;
 	if (n)
 		qsort(p->rows, n, sizeof(*p->rows), by_wait);
-	sym = lks_symbolizer_new(h, p->modules, p->nmodules);
-	for (size_t i = 0; i < n && sym; i++) {
-		lks_symbolize(sym, p->rows[i].e->site, &p->rows[i].site);
-		lks_symbolize(sym, p->rows[i].e->first_site, &p->rows[i].first_site);
+	sym = n ? open_symbolizer(p) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		name_site(p, sym, p->rows[i].e->site, &p->rows[i].site);
+		name_site(p, sym, p->rows[i].e->first_site, &p->rows[i].first_site);
 	}
-	lks_symbolizer_free(sym);
+	symbolizer_close(sym);
 	return 0;
 }
 
@@ -534,10 +616,10 @@ static void print_text(FILE *out, const struct proc *p, const struct options *o)
 			duration(e2, sizeof(e2), r->hold_max_ns), duration(f, sizeof(f), r->hold_mean_ns),
 			(unsigned long)e->owner_changes, per_mille_cpu(r->wait_ns, p));
 		if (e->site)
-			fprintf(out, "    contended first at %s", lks_site_string(&r->site, site, sizeof(site)));
+			fprintf(out, "    contended first at %s", site_string(&r->site, site, sizeof(site)));
 		else
 			fprintf(out, "    never contended; first taken at %s",
-				lks_site_string(&r->first_site, first, sizeof(first)));
+				site_string(&r->first_site, first, sizeof(first)));
 		if (r->kind == LKL_RWLOCK)
 			fprintf(out, "; %lu reads (held %s, max %s), %lu writes", (unsigned long)e->read_acquisitions,
 				duration(a, sizeof(a), r->read_hold_ns), duration(b, sizeof(b), r->read_hold_max_ns),

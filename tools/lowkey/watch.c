@@ -22,7 +22,7 @@
 #include "cli.h"
 #include "internal/json.h"
 #include "internal/utf8.h"
-#include "watch_symbols.h"
+#include "symbolize.h"
 
 static const char watch_usage[] =
 	"usage: lowkey watch -p PID (--addr ADDR | --symbol NAME) [options]\n"
@@ -62,7 +62,7 @@ struct options {
 
 struct watch_run {
 	struct options opt;
-	struct watch_symbols *symbols;
+	struct symbolizer *symbols;
 	uint64_t addr;
 	size_t len;
 	const char *target_name;	/* what is watched, for messages */
@@ -230,7 +230,7 @@ static int resolve_target(struct watch_run *run)
 			return usage_error(NULL, "bad address '%s'", o->addr_arg);
 		run->target_name = o->addr_arg;
 	} else {
-		err = watch_symbols_lookup(run->symbols, o->symbol, &run->addr, &size, &module);
+		err = symbolizer_lookup(run->symbols, o->symbol, &run->addr, &size, &module);
 		if (err == -EINVAL)
 			return usage_error("each thread has its own copy: watch one thread's address "
 					   "with --addr", "'%s' is a thread-local variable", o->symbol);
@@ -274,7 +274,7 @@ static int64_t sign_extend(uint64_t v, size_t len)
 
 /* One line per hit: a stream of JSON documents. */
 static void print_json(const struct watch_run *run, const struct lk_watch_sample *s,
-		       const struct watch_place *p)
+		       const struct symbol_place *p)
 {
 	struct lk__json j;
 
@@ -299,7 +299,7 @@ static void print_json(const struct watch_run *run, const struct lk_watch_sample
 
 /* The hit as a line; the names come from the target's files: escaped (lk__text_escape). */
 static void print_text(const struct watch_run *run, const struct lk_watch_sample *s,
-		       const struct watch_place *p)
+		       const struct symbol_place *p)
 {
 	char where[512], line[300], value[64], shown_where[4 * sizeof(where)], shown_line[4 * sizeof(line)];
 
@@ -324,10 +324,10 @@ static void print_text(const struct watch_run *run, const struct lk_watch_sample
 static void on_sample(const struct lk_watch_sample *s, void *arg)
 {
 	struct watch_run *run = arg;
-	struct watch_place place;
+	struct symbol_place place;
 
 	/* A data watchpoint reports the instruction after the access: its line is that of ip - 1. */
-	watch_symbols_place(run->symbols, s->ip, run->opt.access != LK_WATCH_EXEC, &place);
+	symbolizer_place(run->symbols, s->ip, run->opt.access != LK_WATCH_EXEC, &place);
 	if (run->opt.json)
 		print_json(run, s, &place);
 	else
@@ -460,7 +460,7 @@ static int watch_run(int argc, char **argv)
 			return LK_EXIT_FAIL;
 		run.opt.pid = child;
 	}
-	run.symbols = watch_symbols_open(run.opt.pid, err, sizeof(err));
+	run.symbols = symbolizer_open_process(run.opt.pid, err, sizeof(err));
 	if (!run.symbols) {
 		lk_cli_error("watch", "is the process id right, and is it yours?", "%s", err);
 		rc = LK_EXIT_FAIL;
@@ -482,7 +482,7 @@ static int watch_run(int argc, char **argv)
 	print_summary(&run, sampler);
 out:
 	lk_watch_sampler_close(sampler);
-	watch_symbols_close(run.symbols);
+	symbolizer_close(run.symbols);
 	if (child) {
 		if (rc)
 			kill(child, SIGKILL);	/* it never ran past its first instruction */
