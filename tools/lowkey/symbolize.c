@@ -253,7 +253,7 @@ struct symbolizer *symbolizer_open_process(pid_t pid, char *err, size_t errlen)
 	int rc;
 
 	if (!s) {
-		snprintf(err, errlen, "cannot start libdw: %s", dwfl_errno() ? dwfl_errmsg(-1) : "out of memory");
+		snprintf(err, errlen, "cannot start libdw: out of memory");	/* its only failure */
 		return NULL;
 	}
 	s->pid = pid;
