@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "internal/json.h"	/* --json: the one writer, lk__json_* */
+
 struct lk_bench {
 	const char *name;
 	const char *summary;
@@ -70,25 +72,5 @@ int lkb_ncpus(void);
 int lkb_pin(int cpu);
 /* "<CPU model>, 2 CPUs, virtual machine guest, Linux <release> <machine>" */
 const char *lkb_machine(void);
-
-/* ---- JSON output ---- */
-
-struct lkb_json {
-	FILE *out;
-	int depth;
-	bool need_comma[32];
-	char closer[32];
-};
-
-void lkb_json_begin(struct lkb_json *j, FILE *out);
-void lkb_json_end(struct lkb_json *j);
-void lkb_json_object(struct lkb_json *j, const char *key);	/* key NULL inside an array */
-void lkb_json_array(struct lkb_json *j, const char *key);
-void lkb_json_close(struct lkb_json *j);			/* closes an object or array */
-void lkb_json_str(struct lkb_json *j, const char *key, const char *value);
-void lkb_json_num(struct lkb_json *j, const char *key, double value);
-void lkb_json_int(struct lkb_json *j, const char *key, long long value);
-void lkb_json_bool(struct lkb_json *j, const char *key, bool value);
-void lkb_json_null(struct lkb_json *j, const char *key);
 
 #endif

@@ -135,101 +135,101 @@ void branch_print_membarrier(double membarrier_us)
 #endif
 }
 
-static void json_published(struct lkb_json *j, const struct published_row *s)
+static void json_published(struct lk__json *j, const struct published_row *s)
 {
-	lkb_json_object(j, "published_s");
-	lkb_json_num(j, "mips64", s->mips64);
-	lkb_json_num(j, "aarch64", s->aarch64);
-	lkb_json_num(j, "riscv", s->riscv);
-	lkb_json_close(j);
+	lk__json_object(j, "published_s");
+	lk__json_num(j, "mips64", s->mips64);
+	lk__json_num(j, "aarch64", s->aarch64);
+	lk__json_num(j, "riscv", s->riscv);
+	lk__json_close(j);
 }
 
-static void json_key_vs_nop(struct lkb_json *j, const struct key_vs_nop *k)
+static void json_key_vs_nop(struct lk__json *j, const struct key_vs_nop *k)
 {
 	char site[3 * SITE_LEN + 1] = "";
 
 	for (size_t i = 0; i < SITE_LEN; i++)
 		snprintf(site + 3 * i, sizeof(site) - 3 * i, i ? " %02x" : "%02x", k->site[i]);
-	lkb_json_object(j, "key_off_vs_nop");
-	lkb_json_bool(j, "identical_code", k->identical);
-	lkb_json_bool(j, "identical_but_alignment_padding", k->aligned);
-	lkb_json_int(j, "loop_head_offset", k->head);
-	lkb_json_int(j, "loop_body_bytes_compared", (long long)k->bytes);
-	lkb_json_int(j, "prologue_bytes_differing", k->prologue_diff);
-	lkb_json_int(j, "nop_loop_head_in_cache_line", k->head_line[0]);
-	lkb_json_int(j, "key_off_loop_head_in_cache_line", k->head_line[1]);
-	lkb_json_int(j, "site_offset", k->site_offset);
+	lk__json_object(j, "key_off_vs_nop");
+	lk__json_bool(j, "identical_code", k->identical);
+	lk__json_bool(j, "identical_but_alignment_padding", k->aligned);
+	lk__json_int(j, "loop_head_offset", k->head);
+	lk__json_int(j, "loop_body_bytes_compared", (long long)k->bytes);
+	lk__json_int(j, "prologue_bytes_differing", k->prologue_diff);
+	lk__json_int(j, "nop_loop_head_in_cache_line", k->head_line[0]);
+	lk__json_int(j, "key_off_loop_head_in_cache_line", k->head_line[1]);
+	lk__json_int(j, "site_offset", k->site_offset);
 	if (k->site_offset >= 0)
-		lkb_json_str(j, "site_bytes", site);
+		lk__json_str(j, "site_bytes", site);
 	else
-		lkb_json_null(j, "site_bytes");
+		lk__json_null(j, "site_bytes");
 	if (k->why)
-		lkb_json_str(j, "why_not_identical", k->why);
-	lkb_json_num(j, "in_process_ratio",
+		lk__json_str(j, "why_not_identical", k->why);
+	lk__json_num(j, "in_process_ratio",
 		     branch_loop_rows[ROW_KEY_OFF].ns / branch_loop_rows[ROW_NOP].ns);
-	lkb_json_int(j, "processes", k->processes);
-	lkb_json_int(j, "aslr", k->aslr);
-	lkb_json_array(j, "ratio_per_process");
+	lk__json_int(j, "processes", k->processes);
+	lk__json_int(j, "aslr", k->aslr);
+	lk__json_array(j, "ratio_per_process");
 	for (int i = 0; i < k->processes; i++)
-		lkb_json_num(j, NULL, k->ratio[i]);
-	lkb_json_close(j);
-	lkb_json_num(j, "ratio_median", k->median);
-	lkb_json_num(j, "ratio_min", k->min);
-	lkb_json_num(j, "ratio_max", k->max);
-	lkb_json_num(j, "resolves_pct", RESOLVE_PCT);
+		lk__json_num(j, NULL, k->ratio[i]);
+	lk__json_close(j);
+	lk__json_num(j, "ratio_median", k->median);
+	lk__json_num(j, "ratio_min", k->min);
+	lk__json_num(j, "ratio_max", k->max);
+	lk__json_num(j, "resolves_pct", RESOLVE_PCT);
 	if (k->verdict)
-		lkb_json_str(j, "verdict", k->verdict);
+		lk__json_str(j, "verdict", k->verdict);
 	else
-		lkb_json_null(j, "verdict");
-	lkb_json_close(j);
+		lk__json_null(j, "verdict");
+	lk__json_close(j);
 }
 
-static void json_flips(struct lkb_json *j, const char *name, int protocol)
+static void json_flips(struct lk__json *j, const char *name, int protocol)
 {
-	lkb_json_array(j, name);
+	lk__json_array(j, name);
 	for (size_t i = 0; i < NFLIPS; i++) {
 		const struct flip_figures *ff = &branch_flip_rows[i].by[protocol];
 
-		lkb_json_object(j, NULL);
-		lkb_json_str(j, "key", branch_flip_rows[i].name);
-		lkb_json_num(j, "enable_alone", ff->enable_alone);
-		lkb_json_num(j, "disable_alone", ff->disable_alone);
-		lkb_json_num(j, "enable_busy", ff->enable_busy);
-		lkb_json_num(j, "disable_busy", ff->disable_busy);
-		lkb_json_close(j);
+		lk__json_object(j, NULL);
+		lk__json_str(j, "key", branch_flip_rows[i].name);
+		lk__json_num(j, "enable_alone", ff->enable_alone);
+		lk__json_num(j, "disable_alone", ff->disable_alone);
+		lk__json_num(j, "enable_busy", ff->enable_busy);
+		lk__json_num(j, "disable_busy", ff->disable_busy);
+		lk__json_close(j);
 	}
-	lkb_json_close(j);
+	lk__json_close(j);
 }
 
 void branch_print_json(int runs, const struct pass_result *pf, const struct pass_result *pk,
 		       double membarrier_us, const struct key_vs_nop *k)
 {
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, stdout);
-	lkb_json_str(&j, "bench", "branch");
-	lkb_json_str(&j, "machine", lkb_machine());
-	lkb_json_int(&j, "runs", runs);
-	lkb_json_array(&j, "loop");
+	lk__json_begin(&j, stdout, false);
+	lk__json_str(&j, "bench", "branch");
+	lk__json_str(&j, "machine", lkb_machine());
+	lk__json_int(&j, "runs", runs);
+	lk__json_array(&j, "loop");
 	for (size_t i = 0; i < NROWS; i++) {
-		lkb_json_object(&j, NULL);
-		lkb_json_str(&j, "row", branch_loop_rows[i].name);
-		lkb_json_num(&j, "ns_per_iter", branch_loop_rows[i].ns);
-		lkb_json_num(&j, "x_nop", branch_loop_rows[i].ns / branch_loop_rows[ROW_NOP].ns);
+		lk__json_object(&j, NULL);
+		lk__json_str(&j, "row", branch_loop_rows[i].name);
+		lk__json_num(&j, "ns_per_iter", branch_loop_rows[i].ns);
+		lk__json_num(&j, "x_nop", branch_loop_rows[i].ns / branch_loop_rows[ROW_NOP].ns);
 		json_published(&j, &branch_loop_rows[i].published);
-		lkb_json_close(&j);
+		lk__json_close(&j);
 	}
-	lkb_json_close(&j);
+	lk__json_close(&j);
 	json_key_vs_nop(&j, k);
-	lkb_json_object(&j, "sites_1000");
-	lkb_json_num(&j, "load_branch_warm_ns_per_site", pf->warm_ns / NSITES);
-	lkb_json_num(&j, "load_branch_cold_ns_per_site", pf->cold_ns / NSITES);
-	lkb_json_num(&j, "key_off_warm_ns_per_site", pk->warm_ns / NSITES);
-	lkb_json_num(&j, "key_off_cold_ns_per_site", pk->cold_ns / NSITES);
-	lkb_json_close(&j);
+	lk__json_object(&j, "sites_1000");
+	lk__json_num(&j, "load_branch_warm_ns_per_site", pf->warm_ns / NSITES);
+	lk__json_num(&j, "load_branch_cold_ns_per_site", pf->cold_ns / NSITES);
+	lk__json_num(&j, "key_off_warm_ns_per_site", pk->warm_ns / NSITES);
+	lk__json_num(&j, "key_off_cold_ns_per_site", pk->cold_ns / NSITES);
+	lk__json_close(&j);
 	json_flips(&j, "flip_us", PROTOCOL_NOW);
 	if (NPROTOCOLS > 1)
 		json_flips(&j, "flip_int3_forced_us", PROTOCOL_INT3);
-	lkb_json_num(&j, "membarrier_sync_core_us", membarrier_us);
-	lkb_json_end(&j);
+	lk__json_num(&j, "membarrier_sync_core_us", membarrier_us);
+	lk__json_end(&j);
 }

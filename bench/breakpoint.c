@@ -179,11 +179,11 @@ static int place(const char *cpus, struct placement *pl)
 	return 0;
 }
 
-static void json_placement(struct lkb_json *j, const struct placement *pl)
+static void json_placement(struct lk__json *j, const struct placement *pl)
 {
-	lkb_json_str(j, "cpus", pl->cpus);
-	lkb_json_bool(j, "pinned", pl->pinned);
-	lkb_json_str(j, "pinning", pl->pinned ? "both tools: every thread of lowkey's measurement and perf bench "
+	lk__json_str(j, "cpus", pl->cpus);
+	lk__json_bool(j, "pinned", pl->pinned);
+	lk__json_str(j, "pinning", pl->pinned ? "both tools: every thread of lowkey's measurement and perf bench "
 						"with its threads, the same CPU set"
 					      : "none (--cpus all)");
 }
@@ -400,38 +400,38 @@ static void thread_print_json(const struct results *r, const char *perf_args,
 			      const struct placement *pl)
 {
 	double base = r->median[V_PERF_BENCH];
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, stdout);
-	lkb_json_str(&j, "bench", "breakpoint thread");
-	lkb_json_str(&j, "machine", lkb_machine());
-	lkb_json_int(&j, "breakpoints", tp.breakpoints);
-	lkb_json_int(&j, "parallel", tp.parallel);
-	lkb_json_int(&j, "threads", tp.threads);
-	lkb_json_int(&j, "repeat", tp.repeat);
-	lkb_json_int(&j, "runs", r->runs);
-	lkb_json_str(&j, "perf_bench_args", perf_args);
+	lk__json_begin(&j, stdout, false);
+	lk__json_str(&j, "bench", "breakpoint thread");
+	lk__json_str(&j, "machine", lkb_machine());
+	lk__json_int(&j, "breakpoints", tp.breakpoints);
+	lk__json_int(&j, "parallel", tp.parallel);
+	lk__json_int(&j, "threads", tp.threads);
+	lk__json_int(&j, "repeat", tp.repeat);
+	lk__json_int(&j, "runs", r->runs);
+	lk__json_str(&j, "perf_bench_args", perf_args);
 	json_placement(&j, pl);
-	lkb_json_array(&j, "rows");
+	lk__json_array(&j, "rows");
 	for (int v = 0; v < NVARIANTS; v++) {
-		lkb_json_object(&j, NULL);
-		lkb_json_str(&j, "row", variant_names[v]);
-		lkb_json_num(&j, "usecs_per_op", r->median[v]);
-		lkb_json_num(&j, "usecs_per_op_per_cpu", r->median[v] * tp.parallel);
-		lkb_json_num(&j, "vs_perf_bench", r->median[v] / base - 1.0);
-		lkb_json_close(&j);
+		lk__json_object(&j, NULL);
+		lk__json_str(&j, "row", variant_names[v]);
+		lk__json_num(&j, "usecs_per_op", r->median[v]);
+		lk__json_num(&j, "usecs_per_op_per_cpu", r->median[v] * tp.parallel);
+		lk__json_num(&j, "vs_perf_bench", r->median[v] / base - 1.0);
+		lk__json_close(&j);
 	}
-	lkb_json_close(&j);
-	lkb_json_array(&j, "published");
+	lk__json_close(&j);
+	lk__json_array(&j, "published");
 	for (size_t i = 0; i < sizeof(published_thread) / sizeof(published_thread[0]); i++) {
-		lkb_json_object(&j, NULL);
-		lkb_json_str(&j, "row", published_thread[i].what);
-		lkb_json_num(&j, "usecs_per_op", published_thread[i].usecs);
-		lkb_json_num(&j, "usecs_per_op_per_cpu", published_thread[i].usecs_cpu);
-		lkb_json_close(&j);
+		lk__json_object(&j, NULL);
+		lk__json_str(&j, "row", published_thread[i].what);
+		lk__json_num(&j, "usecs_per_op", published_thread[i].usecs);
+		lk__json_num(&j, "usecs_per_op_per_cpu", published_thread[i].usecs_cpu);
+		lk__json_close(&j);
 	}
-	lkb_json_close(&j);
-	lkb_json_end(&j);
+	lk__json_close(&j);
+	lk__json_end(&j);
 }
 
 static void thread_print_text(const struct results *r, bool perf_ok, const char *perf_args,
@@ -613,28 +613,28 @@ static void enable_print_json(const struct results *r, const char *perf_args,
 			      const struct placement *pl)
 {
 	double base = r->median[V_PERF_BENCH];
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, stdout);
-	lkb_json_str(&j, "bench", "breakpoint enable");
-	lkb_json_str(&j, "machine", lkb_machine());
-	lkb_json_int(&j, "passive", ep.passive);
-	lkb_json_int(&j, "active", ep.active);
-	lkb_json_int(&j, "repeat", ep.repeat);
-	lkb_json_int(&j, "runs", r->runs);
-	lkb_json_str(&j, "perf_bench_args", perf_args);
+	lk__json_begin(&j, stdout, false);
+	lk__json_str(&j, "bench", "breakpoint enable");
+	lk__json_str(&j, "machine", lkb_machine());
+	lk__json_int(&j, "passive", ep.passive);
+	lk__json_int(&j, "active", ep.active);
+	lk__json_int(&j, "repeat", ep.repeat);
+	lk__json_int(&j, "runs", r->runs);
+	lk__json_str(&j, "perf_bench_args", perf_args);
 	json_placement(&j, pl);
-	lkb_json_array(&j, "rows");
+	lk__json_array(&j, "rows");
 	for (int v = 0; v <= V_LOWKEY; v++) {
-		lkb_json_object(&j, NULL);
-		lkb_json_str(&j, "row", enable_variant_names[v]);
-		lkb_json_num(&j, "usecs_per_op", r->median[v]);
-		lkb_json_num(&j, "vs_perf_bench", r->median[v] / base - 1.0);
-		lkb_json_close(&j);
+		lk__json_object(&j, NULL);
+		lk__json_str(&j, "row", enable_variant_names[v]);
+		lk__json_num(&j, "usecs_per_op", r->median[v]);
+		lk__json_num(&j, "vs_perf_bench", r->median[v] / base - 1.0);
+		lk__json_close(&j);
 	}
-	lkb_json_close(&j);
-	lkb_json_null(&j, "published");
-	lkb_json_end(&j);
+	lk__json_close(&j);
+	lk__json_null(&j, "published");
+	lk__json_end(&j);
 }
 
 static void enable_print_text(const struct results *r, bool perf_ok, const char *perf_args,

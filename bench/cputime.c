@@ -412,64 +412,64 @@ static void print_setup(double setup_us)
 	        setup_us);
 }
 
-static void json_stats(struct lkb_json *j, const char *key, const struct error_stats *s)
+static void json_stats(struct lk__json *j, const char *key, const struct error_stats *s)
 {
-	lkb_json_object(j, key);
-	lkb_json_num(j, "median_ns", s->p50);
-	lkb_json_num(j, "p99_ns", s->p99);
-	lkb_json_num(j, "p99_9_ns", s->p999);
-	lkb_json_num(j, "max_ns", s->max);
-	lkb_json_num(j, "bias_median_ns", s->bias_p50);
-	lkb_json_num(j, "reference_bracket_median_ns", s->bracket_p50);
-	lkb_json_num(j, "below_bracket_max_ns", s->below_max);
-	lkb_json_int(j, "below_bracket_samples", (long long)s->below_n);
-	lkb_json_num(j, "above_bracket_max_ns", s->above_max);
-	lkb_json_int(j, "samples", (long long)s->samples);
-	lkb_json_close(j);
+	lk__json_object(j, key);
+	lk__json_num(j, "median_ns", s->p50);
+	lk__json_num(j, "p99_ns", s->p99);
+	lk__json_num(j, "p99_9_ns", s->p999);
+	lk__json_num(j, "max_ns", s->max);
+	lk__json_num(j, "bias_median_ns", s->bias_p50);
+	lk__json_num(j, "reference_bracket_median_ns", s->bracket_p50);
+	lk__json_num(j, "below_bracket_max_ns", s->below_max);
+	lk__json_int(j, "below_bracket_samples", (long long)s->below_n);
+	lk__json_num(j, "above_bracket_max_ns", s->above_max);
+	lk__json_int(j, "samples", (long long)s->samples);
+	lk__json_close(j);
 }
 
 static void print_json(int runs, const struct lk_clock_info *info, const struct error_stats *cpu,
 		       const struct error_stats *now, const struct lk_clock_info *before,
 		       const struct lk_clock_info *after, double setup_us)
 {
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, stdout);
-	lkb_json_str(&j, "bench", "cputime");
-	lkb_json_str(&j, "machine", lkb_machine());
-	lkb_json_int(&j, "runs", runs);
-	lkb_json_str(&j, "cputime_method", info->cputime_name);
-	lkb_json_str(&j, "cputime_reason", info->cputime_reason);
-	lkb_json_str(&j, "now_method", info->now_name);
-	lkb_json_str(&j, "counter", info->counter_name);
-	lkb_json_int(&j, "counter_hz", (long long)info->tsc_hz);
-	lkb_json_str(&j, "counter_hz_source", info->tsc_hz_source);
-	lkb_json_array(&j, "cost");
+	lk__json_begin(&j, stdout, false);
+	lk__json_str(&j, "bench", "cputime");
+	lk__json_str(&j, "machine", lkb_machine());
+	lk__json_int(&j, "runs", runs);
+	lk__json_str(&j, "cputime_method", info->cputime_name);
+	lk__json_str(&j, "cputime_reason", info->cputime_reason);
+	lk__json_str(&j, "now_method", info->now_name);
+	lk__json_str(&j, "counter", info->counter_name);
+	lk__json_int(&j, "counter_hz", (long long)info->tsc_hz);
+	lk__json_str(&j, "counter_hz_source", info->tsc_hz_source);
+	lk__json_array(&j, "cost");
 	for (size_t i = 0; i < NROWS; i++) {
-		lkb_json_object(&j, NULL);
-		lkb_json_str(&j, "row", rows[i].key);
-		lkb_json_num(&j, "ns_per_call", rows[i].ns);
-		lkb_json_num(&j, "x_rdtsc", ratio((int)i, ROW_RDTSC));
-		lkb_json_num(&j, "s_per_100M_calls", rows[i].ns * PUBLISHED_CALLS / 1e9);
-		lkb_json_close(&j);
+		lk__json_object(&j, NULL);
+		lk__json_str(&j, "row", rows[i].key);
+		lk__json_num(&j, "ns_per_call", rows[i].ns);
+		lk__json_num(&j, "x_rdtsc", ratio((int)i, ROW_RDTSC));
+		lk__json_num(&j, "s_per_100M_calls", rows[i].ns * PUBLISHED_CALLS / 1e9);
+		lk__json_close(&j);
 	}
-	lkb_json_close(&j);
-	lkb_json_object(&j, "published_s_per_100M_calls");
-	lkb_json_num(&j, "syscall", PUBLISHED_SYSCALL_S);
-	lkb_json_num(&j, "vdso_patch", PUBLISHED_VDSO_S);
-	lkb_json_close(&j);
-	lkb_json_num(&j, "speedup_vs_clock_gettime", ratio(ROW_SYSCALL, ROW_LK));
-	lkb_json_num(&j, "x_bare_rdtsc", ratio(ROW_LK, ROW_RDTSC));
+	lk__json_close(&j);
+	lk__json_object(&j, "published_s_per_100M_calls");
+	lk__json_num(&j, "syscall", PUBLISHED_SYSCALL_S);
+	lk__json_num(&j, "vdso_patch", PUBLISHED_VDSO_S);
+	lk__json_close(&j);
+	lk__json_num(&j, "speedup_vs_clock_gettime", ratio(ROW_SYSCALL, ROW_LK));
+	lk__json_num(&j, "x_bare_rdtsc", ratio(ROW_LK, ROW_RDTSC));
 	json_stats(&j, "cputime_error", cpu);
 	json_stats(&j, "now_error", now);
-	lkb_json_int(&j, "rebases_switch", (long long)(after->rebases_switch - before->rebases_switch));
-	lkb_json_int(&j, "rebases_age", (long long)(after->rebases_age - before->rebases_age));
-	lkb_json_int(&j, "rebase_retries", (long long)(after->rebase_retries - before->rebase_retries));
-	lkb_json_int(&j, "syscall_reads", (long long)(after->syscall_reads - before->syscall_reads));
-	lkb_json_int(&j, "now_max_error_ns", (long long)after->now_max_error_ns);
-	lkb_json_num(&j, "steal_ms_during_accuracy", accuracy_steal_ms);
-	lkb_json_num(&j, "thread_setup_us", setup_us);
-	lkb_json_end(&j);
+	lk__json_int(&j, "rebases_switch", (long long)(after->rebases_switch - before->rebases_switch));
+	lk__json_int(&j, "rebases_age", (long long)(after->rebases_age - before->rebases_age));
+	lk__json_int(&j, "rebase_retries", (long long)(after->rebase_retries - before->rebase_retries));
+	lk__json_int(&j, "syscall_reads", (long long)(after->syscall_reads - before->syscall_reads));
+	lk__json_int(&j, "now_max_error_ns", (long long)after->now_max_error_ns);
+	lk__json_num(&j, "steal_ms_during_accuracy", accuracy_steal_ms);
+	lk__json_num(&j, "thread_setup_us", setup_us);
+	lk__json_end(&j);
 }
 
 static const char cputime_usage[] =

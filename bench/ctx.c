@@ -551,59 +551,59 @@ static void print_json(const struct setup *s, const struct ring_figures *f,
 {
 	static const char *const keys[NCOLUMNS] = { "none", "two_inherited", "two_separate",
 						    "eight_inherited", "eight_separate" };
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, stdout);
-	lkb_json_str(&j, "bench", "ctx");
-	lkb_json_str(&j, "machine", lkb_machine());
-	lkb_json_bool(&j, "pmu", s->pmu);
-	lkb_json_str(&j, "two_events", s->two);
-	lkb_json_str(&j, "eight_events", s->eight);
-	lkb_json_int(&j, "cpu", s->cpu);
-	lkb_json_int(&j, "runs", s->runs);
-	lkb_json_int(&j, "hops", s->hops);
-	lkb_json_num(&j, "pipe_overhead_us", f->overhead_us);
-	lkb_json_array(&j, "lat_ctx_us");
+	lk__json_begin(&j, stdout, false);
+	lk__json_str(&j, "bench", "ctx");
+	lk__json_str(&j, "machine", lkb_machine());
+	lk__json_bool(&j, "pmu", s->pmu);
+	lk__json_str(&j, "two_events", s->two);
+	lk__json_str(&j, "eight_events", s->eight);
+	lk__json_int(&j, "cpu", s->cpu);
+	lk__json_int(&j, "runs", s->runs);
+	lk__json_int(&j, "hops", s->hops);
+	lk__json_num(&j, "pipe_overhead_us", f->overhead_us);
+	lk__json_array(&j, "lat_ctx_us");
 	for (size_t z = 0; z < NSIZES; z++) {
-		lkb_json_object(&j, NULL);
-		lkb_json_int(&j, "processes", ring_sizes[z]);
+		lk__json_object(&j, NULL);
+		lk__json_int(&j, "processes", ring_sizes[z]);
 		for (int col = 0; col < NCOLUMNS; col++) {
-			lkb_json_object(&j, keys[col]);
-			lkb_json_num(&j, "mean", f->mean[z][col]);
-			lkb_json_num(&j, "stddev", f->sd[z][col]);
-			lkb_json_close(&j);
+			lk__json_object(&j, keys[col]);
+			lk__json_num(&j, "mean", f->mean[z][col]);
+			lk__json_num(&j, "stddev", f->sd[z][col]);
+			lk__json_close(&j);
 		}
-		lkb_json_object(&j, "published");
-		lkb_json_num(&j, "unmodified_none", published[z].mean[0][0]);
-		lkb_json_num(&j, "unmodified_2hw", published[z].mean[0][1]);
-		lkb_json_num(&j, "unmodified_4h4s", published[z].mean[0][2]);
-		lkb_json_num(&j, "patched_none", published[z].mean[1][0]);
-		lkb_json_num(&j, "patched_2hw", published[z].mean[1][1]);
-		lkb_json_num(&j, "patched_4h4s", published[z].mean[1][2]);
-		lkb_json_close(&j);
-		lkb_json_close(&j);
+		lk__json_object(&j, "published");
+		lk__json_num(&j, "unmodified_none", published[z].mean[0][0]);
+		lk__json_num(&j, "unmodified_2hw", published[z].mean[0][1]);
+		lk__json_num(&j, "unmodified_4h4s", published[z].mean[0][2]);
+		lk__json_num(&j, "patched_none", published[z].mean[1][0]);
+		lk__json_num(&j, "patched_2hw", published[z].mean[1][1]);
+		lk__json_num(&j, "patched_4h4s", published[z].mean[1][2]);
+		lk__json_close(&j);
+		lk__json_close(&j);
 	}
-	lkb_json_close(&j);
-	lkb_json_array(&j, "self_read_ns");
+	lk__json_close(&j);
+	lk__json_array(&j, "self_read_ns");
 	for (int i = 0; i < NREADS; i++) {
-		lkb_json_object(&j, NULL);
-		lkb_json_str(&j, "row", reads[i].name);
-		lkb_json_num(&j, "ns", reads[i].ns);
+		lk__json_object(&j, NULL);
+		lk__json_str(&j, "row", reads[i].name);
+		lk__json_num(&j, "ns", reads[i].ns);
 		if (reads[i].why)
-			lkb_json_str(&j, "note", reads[i].why);
-		lkb_json_close(&j);
+			lk__json_str(&j, "note", reads[i].why);
+		lk__json_close(&j);
 	}
-	lkb_json_close(&j);
-	lkb_json_array(&j, "stat_wall_ms");
+	lk__json_close(&j);
+	lk__json_array(&j, "stat_wall_ms");
 	for (int t = 0; t < NTOOLS; t++) {
-		lkb_json_object(&j, NULL);
-		lkb_json_str(&j, "tool", tools[t].name);
-		lkb_json_num(&j, "wall_ms", tools[t].wall_ms);
-		lkb_json_num(&j, "command_counted_ms", tools[t].reported_ms);
-		lkb_json_close(&j);
+		lk__json_object(&j, NULL);
+		lk__json_str(&j, "tool", tools[t].name);
+		lk__json_num(&j, "wall_ms", tools[t].wall_ms);
+		lk__json_num(&j, "command_counted_ms", tools[t].reported_ms);
+		lk__json_close(&j);
 	}
-	lkb_json_close(&j);
-	lkb_json_end(&j);
+	lk__json_close(&j);
+	lk__json_end(&j);
 }
 
 static const char ctx_usage[] =

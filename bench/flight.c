@@ -216,15 +216,15 @@ static int measure(double (*timer)(unsigned int, int, uint64_t *), const char *w
 	return 0;
 }
 
-static void json_rows(struct lkb_json *j, const char *key, const struct mode_rows *m)
+static void json_rows(struct lk__json *j, const char *key, const struct mode_rows *m)
 {
-	lkb_json_object(j, key);
-	lkb_json_num(j, "stream_ns", m->stream);
-	lkb_json_num(j, "overwrite_ns", m->over);
-	lkb_json_num(j, "overwrite_over_stream", m->ratio);
-	lkb_json_int(j, "stream_lost", (long long)m->lost[0]);
-	lkb_json_int(j, "overwrite_lost", (long long)m->lost[1]);
-	lkb_json_close(j);
+	lk__json_object(j, key);
+	lk__json_num(j, "stream_ns", m->stream);
+	lk__json_num(j, "overwrite_ns", m->over);
+	lk__json_num(j, "overwrite_over_stream", m->ratio);
+	lk__json_int(j, "stream_lost", (long long)m->lost[0]);
+	lk__json_int(j, "overwrite_lost", (long long)m->lost[1]);
+	lk__json_close(j);
 }
 
 static void text_rows(const char *what, const struct mode_rows *m)
@@ -279,20 +279,20 @@ struct snapshot_figures {
 static void print_json(const struct mode_rows *fit, const struct mode_rows *lap,
 		       const struct snapshot_figures *s)
 {
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, stdout);
-	lkb_json_str(&j, "bench", "flight");
-	lkb_json_str(&j, "machine", lkb_machine());
-	lkb_json_int(&j, "runs", runs);
+	lk__json_begin(&j, stdout, false);
+	lk__json_str(&j, "bench", "flight");
+	lk__json_str(&j, "machine", lkb_machine());
+	lk__json_int(&j, "runs", runs);
 	json_rows(&j, "fitting_bursts", fit);
-	lkb_json_int(&j, "long_burst_events", events);
+	lk__json_int(&j, "long_burst_events", events);
 	json_rows(&j, "long_burst", lap);
-	lkb_json_num(&j, "snapshot_ms", s->ms);
-	lkb_json_num(&j, "snapshot_cpu_ms", s->cpu_ms);
-	lkb_json_int(&j, "snapshot_rings_bytes", (long long)SNAP_THREADS * SNAP_RING);
-	lkb_json_int(&j, "snapshot_bytes", (long long)s->bytes);
-	lkb_json_end(&j);
+	lk__json_num(&j, "snapshot_ms", s->ms);
+	lk__json_num(&j, "snapshot_cpu_ms", s->cpu_ms);
+	lk__json_int(&j, "snapshot_rings_bytes", (long long)SNAP_THREADS * SNAP_RING);
+	lk__json_int(&j, "snapshot_bytes", (long long)s->bytes);
+	lk__json_end(&j);
 }
 
 /* Both kinds of burst, in both modes, each printed (text) as soon as it is measured. 0 or 1. */

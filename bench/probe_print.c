@@ -67,79 +67,79 @@ void probe_text_rate(const char *name, const struct rate_summary *s)
 		s->max / 1e6);
 }
 
-static void json_lttng_side(struct lkb_json *j, const char *key, const struct lttng_side *s, bool have)
+static void json_lttng_side(struct lk__json *j, const char *key, const struct lttng_side *s, bool have)
 {
 	if (!have) {
-		lkb_json_null(j, key);
+		lk__json_null(j, key);
 		return;
 	}
-	lkb_json_object(j, key);
-	lkb_json_int(j, "burst", s->burst);
-	lkb_json_int(j, "rounds", s->rounds);
-	lkb_json_num(j, "lowkey_ns", s->lowkey_ns);
-	lkb_json_num(j, "lttng_ns", s->lttng_ns);
-	lkb_json_num(j, "ratio_of_medians", s->ratio_of_medians);
-	lkb_json_num(j, "ratio_per_round_median", s->ratio_median);
-	lkb_json_num(j, "ratio_per_round_min", s->ratio_min);
-	lkb_json_num(j, "ratio_per_round_max", s->ratio_max);
-	lkb_json_int(j, "lowkey_lost", (long long)s->lowkey_lost);
-	lkb_json_close(j);
+	lk__json_object(j, key);
+	lk__json_int(j, "burst", s->burst);
+	lk__json_int(j, "rounds", s->rounds);
+	lk__json_num(j, "lowkey_ns", s->lowkey_ns);
+	lk__json_num(j, "lttng_ns", s->lttng_ns);
+	lk__json_num(j, "ratio_of_medians", s->ratio_of_medians);
+	lk__json_num(j, "ratio_per_round_median", s->ratio_median);
+	lk__json_num(j, "ratio_per_round_min", s->ratio_min);
+	lk__json_num(j, "ratio_per_round_max", s->ratio_max);
+	lk__json_int(j, "lowkey_lost", (long long)s->lowkey_lost);
+	lk__json_close(j);
 }
 
 /* The like-for-like comparison; ns_per_event.lttng_* hold its LTTng-UST medians. */
-static void print_lttng_json(struct lkb_json *j, const struct lttng_result *l)
+static void print_lttng_json(struct lk__json *j, const struct lttng_result *l)
 {
-	lkb_json_object(j, "lttng_comparison");
-	lkb_json_str(j, "method", "one process (lowkey-bench-lttng), one thread, same burst length, "
+	lk__json_object(j, "lttng_comparison");
+	lk__json_str(j, "method", "one process (lowkey-bench-lttng), one thread, same burst length, "
 				 "lowkey and LTTng-UST bursts alternating; ns: medians of the rounds; "
 				 "ratio: LTTng-UST / lowkey");
-	lkb_json_str(j, "ratio", "ratio_of_medians");
-	lkb_json_int(j, "pause_ms", PEER_PAUSE_MS);
+	lk__json_str(j, "ratio", "ratio_of_medians");
+	lk__json_int(j, "pause_ms", PEER_PAUSE_MS);
 	json_lttng_side(j, "disabled", &l->off, l->have_off);
 	json_lttng_side(j, "enabled", &l->on, l->have_on);
-	lkb_json_num(j, "lttng_enabled_over_lowkey_enabled", l->have_on ? l->on.ratio_of_medians : -1);
+	lk__json_num(j, "lttng_enabled_over_lowkey_enabled", l->have_on ? l->on.ratio_of_medians : -1);
 	if (l->discarded[0])
-		lkb_json_str(j, "lttng_discarded", l->discarded);
+		lk__json_str(j, "lttng_discarded", l->discarded);
 	else
-		lkb_json_null(j, "lttng_discarded");
-	lkb_json_close(j);
+		lk__json_null(j, "lttng_discarded");
+	lk__json_close(j);
 }
 
 void probe_print_json(const struct probe_options *o, const struct results *r)
 {
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, stdout);
-	lkb_json_str(&j, "bench", "probe");
-	lkb_json_str(&j, "machine", lkb_machine());
-	lkb_json_int(&j, "runs", o->runs);
-	lkb_json_int(&j, "burst", o->burst);
-	lkb_json_str(&j, "trace_dir", o->trace_dir);
-	lkb_json_object(&j, "ns_per_event");
-	lkb_json_num(&j, "empty_loop", r->empty_ns);
-	lkb_json_num(&j, "disabled", r->disabled_ns);
-	lkb_json_num(&j, "usdt_no_trace", r->usdt_ns);
-	lkb_json_num(&j, "usdt_span_no_trace", r->usdt_span_ns);
-	lkb_json_num(&j, "enabled_two_ints", r->two.ns);
-	lkb_json_num(&j, "enabled_with_cputime", r->cpu.ns);
-	lkb_json_num(&j, "span", r->span.ns);
-	lkb_json_num(&j, "lttng_disabled", r->lttng.have_off ? r->lttng.off.lttng_ns : -1);
-	lkb_json_num(&j, "lttng_enabled", r->lttng.have_on ? r->lttng.on.lttng_ns : -1);
-	lkb_json_close(&j);
+	lk__json_begin(&j, stdout, false);
+	lk__json_str(&j, "bench", "probe");
+	lk__json_str(&j, "machine", lkb_machine());
+	lk__json_int(&j, "runs", o->runs);
+	lk__json_int(&j, "burst", o->burst);
+	lk__json_str(&j, "trace_dir", o->trace_dir);
+	lk__json_object(&j, "ns_per_event");
+	lk__json_num(&j, "empty_loop", r->empty_ns);
+	lk__json_num(&j, "disabled", r->disabled_ns);
+	lk__json_num(&j, "usdt_no_trace", r->usdt_ns);
+	lk__json_num(&j, "usdt_span_no_trace", r->usdt_span_ns);
+	lk__json_num(&j, "enabled_two_ints", r->two.ns);
+	lk__json_num(&j, "enabled_with_cputime", r->cpu.ns);
+	lk__json_num(&j, "span", r->span.ns);
+	lk__json_num(&j, "lttng_disabled", r->lttng.have_off ? r->lttng.off.lttng_ns : -1);
+	lk__json_num(&j, "lttng_enabled", r->lttng.have_on ? r->lttng.on.lttng_ns : -1);
+	lk__json_close(&j);
 	if (r->lttng.missing)
-		lkb_json_str(&j, "lttng_missing", r->lttng.missing);
+		lk__json_str(&j, "lttng_missing", r->lttng.missing);
 	print_lttng_json(&j, &r->lttng);
-	lkb_json_object(&j, "sustained_events_per_s");
-	lkb_json_num(&j, "one_thread", r->rate1.median);
-	lkb_json_num(&j, "one_thread_min", r->rate1.min);
-	lkb_json_num(&j, "one_thread_max", r->rate1.max);
-	lkb_json_num(&j, "two_threads", r->rate2.median);
-	lkb_json_num(&j, "two_threads_min", r->rate2.min);
-	lkb_json_num(&j, "two_threads_max", r->rate2.max);
-	lkb_json_num(&j, "one_thread_fixed_buffer", r->rate1_fixed.median);
-	lkb_json_num(&j, "one_thread_fixed_buffer_min", r->rate1_fixed.min);
-	lkb_json_num(&j, "one_thread_fixed_buffer_max", r->rate1_fixed.max);
-	lkb_json_close(&j);
-	lkb_json_int(&j, "memory_per_thread_bytes", r->mem);
-	lkb_json_end(&j);
+	lk__json_object(&j, "sustained_events_per_s");
+	lk__json_num(&j, "one_thread", r->rate1.median);
+	lk__json_num(&j, "one_thread_min", r->rate1.min);
+	lk__json_num(&j, "one_thread_max", r->rate1.max);
+	lk__json_num(&j, "two_threads", r->rate2.median);
+	lk__json_num(&j, "two_threads_min", r->rate2.min);
+	lk__json_num(&j, "two_threads_max", r->rate2.max);
+	lk__json_num(&j, "one_thread_fixed_buffer", r->rate1_fixed.median);
+	lk__json_num(&j, "one_thread_fixed_buffer_min", r->rate1_fixed.min);
+	lk__json_num(&j, "one_thread_fixed_buffer_max", r->rate1_fixed.max);
+	lk__json_close(&j);
+	lk__json_int(&j, "memory_per_thread_bytes", r->mem);
+	lk__json_end(&j);
 }

@@ -229,27 +229,27 @@ static void print_clock(double width, double residual)
 static void print_json(const struct figures *f, int runs, long rounds, const double *median, double width,
 		       double residual)
 {
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, stdout);
-	lkb_json_str(&j, "bench", "sched");
-	lkb_json_str(&j, "machine", lkb_machine());
-	lkb_json_int(&j, "switches", 2 * rounds);
-	lkb_json_int(&j, "runs", runs);
-	lkb_json_array(&j, "rows");
+	lk__json_begin(&j, stdout, false);
+	lk__json_str(&j, "bench", "sched");
+	lk__json_str(&j, "machine", lkb_machine());
+	lk__json_int(&j, "switches", 2 * rounds);
+	lk__json_int(&j, "runs", runs);
+	lk__json_array(&j, "rows");
 	for (int m = 0; m < MODES; m++) {
-		lkb_json_object(&j, NULL);
-		lkb_json_str(&j, "mode", mode_names[m]);
-		lkb_json_num(&j, "ns_per_switch", median[m]);
-		lkb_json_close(&j);
+		lk__json_object(&j, NULL);
+		lk__json_str(&j, "mode", mode_names[m]);
+		lk__json_num(&j, "ns_per_switch", median[m]);
+		lk__json_close(&j);
 	}
-	lkb_json_close(&j);
-	lkb_json_num(&j, "sched_ns_per_switch", median[TRACE_SCHED] - median[TRACE]);
-	lkb_json_int(&j, "recorded_switches_out", (long long)f->recorded);
-	lkb_json_int(&j, "lost", (long long)f->lost);
-	lkb_json_num(&j, "sync_width_ns", width);
-	lkb_json_num(&j, "sync_residual_ns", residual);
-	lkb_json_end(&j);
+	lk__json_close(&j);
+	lk__json_num(&j, "sched_ns_per_switch", median[TRACE_SCHED] - median[TRACE]);
+	lk__json_int(&j, "recorded_switches_out", (long long)f->recorded);
+	lk__json_int(&j, "lost", (long long)f->lost);
+	lk__json_num(&j, "sync_width_ns", width);
+	lk__json_num(&j, "sync_residual_ns", residual);
+	lk__json_end(&j);
 }
 
 static int sched_main(int argc, char **argv)

@@ -107,115 +107,115 @@ void sem_print_lock_costs(const struct sem_options *o, const struct lock_costs *
 	}
 }
 
-static void json_kernel(struct lkb_json *j, const struct run_result *r)
+static void json_kernel(struct lk__json *j, const struct run_result *r)
 {
-	lkb_json_object(j, "kernel_locks");
+	lk__json_object(j, "kernel_locks");
 	if (r->kernel.ok) {
-		lkb_json_null(j, "free");
-		lkb_json_int(j, "contended", (long long)r->kernel.contended);
-		lkb_json_int(j, "wait_ns", (long long)r->kernel.wait_ns);
-		lkb_json_int(j, "avg_ns", (long long)(r->kernel.contended ? r->kernel.wait_ns / r->kernel.contended : 0));
-		lkb_json_num(j, "per_mille_cpu", kernel_per_mille(r));
-		lkb_json_int(j, "lost_events", (long long)r->kernel.lost);
-		lkb_json_bool(j, "lower_bounds", r->kernel.lost || r->kernel.overflow);
+		lk__json_null(j, "free");
+		lk__json_int(j, "contended", (long long)r->kernel.contended);
+		lk__json_int(j, "wait_ns", (long long)r->kernel.wait_ns);
+		lk__json_int(j, "avg_ns", (long long)(r->kernel.contended ? r->kernel.wait_ns / r->kernel.contended : 0));
+		lk__json_num(j, "per_mille_cpu", kernel_per_mille(r));
+		lk__json_int(j, "lost_events", (long long)r->kernel.lost);
+		lk__json_bool(j, "lower_bounds", r->kernel.lost || r->kernel.overflow);
 	} else {
-		lkb_json_str(j, "unavailable", r->kernel.why);
+		lk__json_str(j, "unavailable", r->kernel.why);
 	}
-	lkb_json_close(j);
+	lk__json_close(j);
 }
 
-static void json_lk_semset(struct lkb_json *j, const struct run_result *r)
+static void json_lk_semset(struct lk__json *j, const struct run_result *r)
 {
-	lkb_json_object(j, "lk_semset_locks");
-	lkb_json_int(j, "free", (long long)r->lk.free);
-	lkb_json_int(j, "contended", (long long)r->lk.contended);
-	lkb_json_int(j, "wait_ns", (long long)r->lk.wait_ns);
-	lkb_json_int(j, "avg_ns", (long long)r->lk.wait_avg_ns);
-	lkb_json_num(j, "per_mille_cpu", r->lk.wait_per_mille);
-	lkb_json_int(j, "set_lock_calls", (long long)r->lk.global_ops);
-	lkb_json_int(j, "set_lock_mode_switches", (long long)r->lk.global_mode_entries);
-	lkb_json_close(j);
+	lk__json_object(j, "lk_semset_locks");
+	lk__json_int(j, "free", (long long)r->lk.free);
+	lk__json_int(j, "contended", (long long)r->lk.contended);
+	lk__json_int(j, "wait_ns", (long long)r->lk.wait_ns);
+	lk__json_int(j, "avg_ns", (long long)r->lk.wait_avg_ns);
+	lk__json_num(j, "per_mille_cpu", r->lk.wait_per_mille);
+	lk__json_int(j, "set_lock_calls", (long long)r->lk.global_ops);
+	lk__json_int(j, "set_lock_mode_switches", (long long)r->lk.global_mode_entries);
+	lk__json_close(j);
 }
 
-static void json_modes(struct lkb_json *j, const struct mode_result *m)
+static void json_modes(struct lk__json *j, const struct mode_result *m)
 {
-	lkb_json_array(j, "sembench");
+	lk__json_array(j, "sembench");
 	for (int i = 0; i < NMODES; i++) {
 		const struct run_result *r = &m[i].median;
 
 		if (!m[i].ran)
 			continue;
-		lkb_json_object(j, NULL);
-		lkb_json_str(j, "mode", sem_mode_names[i]);
-		lkb_json_num(j, "worker_burns_per_s", m[i].burns_per_s);
-		lkb_json_int(j, "worker_burns", (long long)r->burns);
-		lkb_json_int(j, "worker_burns_min", (long long)r->min_burns);
-		lkb_json_int(j, "worker_burns_max", (long long)r->max_burns);
-		lkb_json_int(j, "main_burns", (long long)r->main_burns);
-		lkb_json_num(j, "run_s", r->seconds);
+		lk__json_object(j, NULL);
+		lk__json_str(j, "mode", sem_mode_names[i]);
+		lk__json_num(j, "worker_burns_per_s", m[i].burns_per_s);
+		lk__json_int(j, "worker_burns", (long long)r->burns);
+		lk__json_int(j, "worker_burns_min", (long long)r->min_burns);
+		lk__json_int(j, "worker_burns_max", (long long)r->max_burns);
+		lk__json_int(j, "main_burns", (long long)r->main_burns);
+		lk__json_num(j, "run_s", r->seconds);
 		if (i == MODE_LOWKEY)
 			json_lk_semset(j, r);
 		json_kernel(j, r);
-		lkb_json_close(j);
+		lk__json_close(j);
 	}
-	lkb_json_close(j);
+	lk__json_close(j);
 }
 
-static void json_published(struct lkb_json *j)
+static void json_published(struct lk__json *j)
 {
-	lkb_json_array(j, "published");
+	lk__json_array(j, "published");
 	for (int i = 0; i < 2; i++) {
-		lkb_json_object(j, NULL);
-		lkb_json_str(j, "when", published[i].when);
-		lkb_json_num(j, "worker_burns_per_s", published[i].burns_per_s);
-		lkb_json_num(j, "main_burns", published[i].main_burns);
-		lkb_json_num(j, "free", published[i].free);
-		lkb_json_num(j, "contended", published[i].contended);
-		lkb_json_num(j, "wait_cycles", published[i].wait_cycles);
-		lkb_json_num(j, "avg_cycles", published[i].avg_cycles);
-		lkb_json_num(j, "per_mille_cpu", published[i].per_mille);
-		lkb_json_close(j);
+		lk__json_object(j, NULL);
+		lk__json_str(j, "when", published[i].when);
+		lk__json_num(j, "worker_burns_per_s", published[i].burns_per_s);
+		lk__json_num(j, "main_burns", published[i].main_burns);
+		lk__json_num(j, "free", published[i].free);
+		lk__json_num(j, "contended", published[i].contended);
+		lk__json_num(j, "wait_cycles", published[i].wait_cycles);
+		lk__json_num(j, "avg_cycles", published[i].avg_cycles);
+		lk__json_num(j, "per_mille_cpu", published[i].per_mille);
+		lk__json_close(j);
 	}
-	lkb_json_close(j);
+	lk__json_close(j);
 }
 
-static void json_lock_costs(struct lkb_json *j, const struct lock_costs *c)
+static void json_lock_costs(struct lk__json *j, const struct lock_costs *c)
 {
-	lkb_json_object(j, "lock_unlock_ns");
-	lkb_json_num(j, "pthread_mutex", c->pthread_ns);
-	lkb_json_num(j, "lk_mutex", c->lk_ns);
+	lk__json_object(j, "lock_unlock_ns");
+	lk__json_num(j, "pthread_mutex", c->pthread_ns);
+	lk__json_num(j, "lk_mutex", c->lk_ns);
 	if (c->have_preload)
-		lkb_json_num(j, "pthread_mutex_lowkey_locks", c->preload_ns);
+		lk__json_num(j, "pthread_mutex_lowkey_locks", c->preload_ns);
 	else
-		lkb_json_null(j, "pthread_mutex_lowkey_locks");
-	lkb_json_close(j);
-	lkb_json_object(j, "lock_heavy_s");
-	lkb_json_int(j, "threads", c->heavy_threads);
-	lkb_json_num(j, "bare", c->heavy_bare_s);
-	lkb_json_num(j, "lowkey_locks", c->have_preload ? c->heavy_preload_s : NAN);
-	lkb_json_num(j, "empty_bare", c->empty_bare_s);
-	lkb_json_num(j, "empty_lowkey_locks", c->have_preload ? c->empty_preload_s : NAN);
-	lkb_json_close(j);
+		lk__json_null(j, "pthread_mutex_lowkey_locks");
+	lk__json_close(j);
+	lk__json_object(j, "lock_heavy_s");
+	lk__json_int(j, "threads", c->heavy_threads);
+	lk__json_num(j, "bare", c->heavy_bare_s);
+	lk__json_num(j, "lowkey_locks", c->have_preload ? c->heavy_preload_s : NAN);
+	lk__json_num(j, "empty_bare", c->empty_bare_s);
+	lk__json_num(j, "empty_lowkey_locks", c->have_preload ? c->empty_preload_s : NAN);
+	lk__json_close(j);
 }
 
 void sem_print_json(const struct sem_options *o, const struct mode_result *m,
 		    const struct lock_costs *c)
 {
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, stdout);
-	lkb_json_str(&j, "bench", "sem");
-	lkb_json_str(&j, "machine", lkb_machine());
-	lkb_json_int(&j, "threads", o->nthreads);
-	lkb_json_int(&j, "wake", o->wake);
-	lkb_json_num(&j, "seconds", o->seconds);
-	lkb_json_int(&j, "runs", o->runs);
-	lkb_json_bool(&j, "bind", o->bind);
+	lk__json_begin(&j, stdout, false);
+	lk__json_str(&j, "bench", "sem");
+	lk__json_str(&j, "machine", lkb_machine());
+	lk__json_int(&j, "threads", o->nthreads);
+	lk__json_int(&j, "wake", o->wake);
+	lk__json_num(&j, "seconds", o->seconds);
+	lk__json_int(&j, "runs", o->runs);
+	lk__json_bool(&j, "bind", o->bind);
 	json_modes(&j, m);
 	if (m[MODE_IPC].ran && m[MODE_LOWKEY].ran)
-		lkb_json_num(&j, "lowkey_over_ipc", m[MODE_LOWKEY].burns_per_s / m[MODE_IPC].burns_per_s);
+		lk__json_num(&j, "lowkey_over_ipc", m[MODE_LOWKEY].burns_per_s / m[MODE_IPC].burns_per_s);
 	json_published(&j);
 	if (c)
 		json_lock_costs(&j, c);
-	lkb_json_end(&j);
+	lk__json_end(&j);
 }

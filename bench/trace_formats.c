@@ -338,33 +338,33 @@ static void print_text(const struct figures *f, int runs, const double *median, 
 static void print_json(const struct figures *f, int runs, const double *median, const double *cpu,
 		       const double *stop, const double *write)
 {
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, stdout);
-	lkb_json_str(&j, "bench", "formats");
-	lkb_json_str(&j, "machine", lkb_machine());
-	lkb_json_int(&j, "events", (long long)f->events[LK_TRACE_CTF]);
-	lkb_json_int(&j, "lost", (long long)f->lost[LK_TRACE_CTF]);
-	lkb_json_int(&j, "runs", runs);
-	lkb_json_array(&j, "rows");
+	lk__json_begin(&j, stdout, false);
+	lk__json_str(&j, "bench", "formats");
+	lk__json_str(&j, "machine", lkb_machine());
+	lk__json_int(&j, "events", (long long)f->events[LK_TRACE_CTF]);
+	lk__json_int(&j, "lost", (long long)f->lost[LK_TRACE_CTF]);
+	lk__json_int(&j, "runs", runs);
+	lk__json_array(&j, "rows");
 	for (int row = 0; row < NROWS; row++) {
 		double events = (double)f->events[row == CONVERT ? LK_TRACE_CTF : row];
 
-		lkb_json_object(&j, NULL);
-		lkb_json_str(&j, "format", row_name(row));
-		lkb_json_int(&j, "events", (long long)events);
-		lkb_json_int(&j, "bytes", (long long)f->bytes[row]);
-		lkb_json_num(&j, "bytes_per_event", (double)f->bytes[row] / events);
-		lkb_json_num(&j, "seconds", median[row]);
-		lkb_json_num(&j, "events_per_second", events / median[row]);
-		lkb_json_num(&j, "cpu_seconds", cpu[row]);
-		lkb_json_num(&j, "events_per_cpu_second", events / cpu[row]);
-		lkb_json_num(&j, "stop_seconds", stop[row]);
-		lkb_json_num(&j, "write_cpu_seconds", write[row]);
-		lkb_json_close(&j);
+		lk__json_object(&j, NULL);
+		lk__json_str(&j, "format", row_name(row));
+		lk__json_int(&j, "events", (long long)events);
+		lk__json_int(&j, "bytes", (long long)f->bytes[row]);
+		lk__json_num(&j, "bytes_per_event", (double)f->bytes[row] / events);
+		lk__json_num(&j, "seconds", median[row]);
+		lk__json_num(&j, "events_per_second", events / median[row]);
+		lk__json_num(&j, "cpu_seconds", cpu[row]);
+		lk__json_num(&j, "events_per_cpu_second", events / cpu[row]);
+		lk__json_num(&j, "stop_seconds", stop[row]);
+		lk__json_num(&j, "write_cpu_seconds", write[row]);
+		lk__json_close(&j);
 	}
-	lkb_json_close(&j);
-	lkb_json_end(&j);
+	lk__json_close(&j);
+	lk__json_end(&j);
 }
 
 static int formats_main(int argc, char **argv)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Shared by the benchmarks: timing, statistics, errors, the machine's description, JSON.
+ * Shared by the benchmarks: timing, statistics, errors, the machine's description.
  */
 #include <errno.h>
 #include <math.h>
@@ -142,96 +142,3 @@ const char *lkb_machine(void)
 	return desc;
 }
 
-/* ---- JSON ---- */
-
-static void json_indent(struct lkb_json *j)
-{
-	for (int i = 0; i < j->depth; i++)
-		fputs("  ", j->out);
-}
-
-static void json_key(struct lkb_json *j, const char *key)
-{
-	if (j->need_comma[j->depth])
-		fputc(',', j->out);
-	fputc('\n', j->out);
-	j->need_comma[j->depth] = true;
-	json_indent(j);
-	if (key)
-		fprintf(j->out, "\"%s\": ", key);
-}
-
-void lkb_json_begin(struct lkb_json *j, FILE *out)
-{
-	memset(j, 0, sizeof(*j));
-	j->out = out;
-	fputc('{', out);
-	j->depth = 1;
-}
-
-void lkb_json_end(struct lkb_json *j)
-{
-	fputs("\n}\n", j->out);
-}
-
-static void json_open(struct lkb_json *j, const char *key, char bracket)
-{
-	json_key(j, key);
-	fputc(bracket, j->out);
-	j->depth++;
-	j->need_comma[j->depth] = false;
-	j->closer[j->depth] = bracket == '{' ? '}' : ']';
-}
-
-void lkb_json_object(struct lkb_json *j, const char *key)
-{
-	json_open(j, key, '{');
-}
-
-void lkb_json_array(struct lkb_json *j, const char *key)
-{
-	json_open(j, key, '[');
-}
-
-void lkb_json_close(struct lkb_json *j)
-{
-	char closer = j->closer[j->depth];
-
-	j->depth--;
-	fputc('\n', j->out);
-	json_indent(j);
-	fputc(closer, j->out);
-}
-
-void lkb_json_str(struct lkb_json *j, const char *key, const char *value)
-{
-	json_key(j, key);
-	lk__json_string(j->out, value ? value : "");
-}
-
-void lkb_json_num(struct lkb_json *j, const char *key, double value)
-{
-	json_key(j, key);
-	if (isfinite(value))
-		fprintf(j->out, "%.6g", value);
-	else
-		fputs("null", j->out);
-}
-
-void lkb_json_int(struct lkb_json *j, const char *key, long long value)
-{
-	json_key(j, key);
-	fprintf(j->out, "%lld", value);
-}
-
-void lkb_json_bool(struct lkb_json *j, const char *key, bool value)
-{
-	json_key(j, key);
-	fputs(value ? "true" : "false", j->out);
-}
-
-void lkb_json_null(struct lkb_json *j, const char *key)
-{
-	json_key(j, key);
-	fputs("null", j->out);
-}

@@ -305,36 +305,36 @@ static int watch_measure(int runs, int ops, double med[NWROWS], bool text)
 
 static void watch_print_json(int runs, int ops, const double m[NWROWS])
 {
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, stdout);
-	lkb_json_str(&j, "bench", "watch");
-	lkb_json_str(&j, "machine", lkb_machine());
-	lkb_json_int(&j, "runs", runs);
-	lkb_json_int(&j, "ops_per_run", ops);
-	lkb_json_object(&j, "add_remove_per_s");
-	lkb_json_num(&j, "raw_1_thread", m[W_RAW_1]);
-	lkb_json_num(&j, "lowkey_1_thread", m[W_LK_1]);
-	lkb_json_num(&j, "raw_2_threads", m[W_RAW_2]);
-	lkb_json_num(&j, "lowkey_2_threads", m[W_LK_2]);
-	lkb_json_num(&j, "lowkey_overhead_1_thread", m[W_RAW_1] / m[W_LK_1] - 1.0);
-	lkb_json_num(&j, "lowkey_overhead_2_threads", m[W_RAW_2] / m[W_LK_2] - 1.0);
-	lkb_json_num(&j, "raw_scaling_2_vs_1", m[W_RAW_2] / m[W_RAW_1]);
-	lkb_json_num(&j, "lowkey_scaling_2_vs_1", m[W_LK_2] / m[W_LK_1]);
-	lkb_json_close(&j);
-	lkb_json_num(&j, "sigaction_ns", 1e9 / m[W_SIGACTION]);
-	lkb_json_object(&j, "move_ns");
-	lkb_json_num(&j, "raw_ioctl", m[W_MOVE_RAW]);
-	lkb_json_num(&j, "lowkey", m[W_MOVE_LK]);
-	lkb_json_close(&j);
-	lkb_json_object(&j, "write_ns");
-	lkb_json_num(&j, "unwatched", m[W_HIT_NONE]);
-	lkb_json_num(&j, "raw_sigtrap_handler", m[W_HIT_RAW]);
-	lkb_json_num(&j, "lowkey_callback", m[W_HIT_LK]);
-	lkb_json_num(&j, "lowkey_deferred", m[W_HIT_LK_DEFERRED]);
-	lkb_json_close(&j);
-	lkb_json_null(&j, "published");
-	lkb_json_end(&j);
+	lk__json_begin(&j, stdout, false);
+	lk__json_str(&j, "bench", "watch");
+	lk__json_str(&j, "machine", lkb_machine());
+	lk__json_int(&j, "runs", runs);
+	lk__json_int(&j, "ops_per_run", ops);
+	lk__json_object(&j, "add_remove_per_s");
+	lk__json_num(&j, "raw_1_thread", m[W_RAW_1]);
+	lk__json_num(&j, "lowkey_1_thread", m[W_LK_1]);
+	lk__json_num(&j, "raw_2_threads", m[W_RAW_2]);
+	lk__json_num(&j, "lowkey_2_threads", m[W_LK_2]);
+	lk__json_num(&j, "lowkey_overhead_1_thread", m[W_RAW_1] / m[W_LK_1] - 1.0);
+	lk__json_num(&j, "lowkey_overhead_2_threads", m[W_RAW_2] / m[W_LK_2] - 1.0);
+	lk__json_num(&j, "raw_scaling_2_vs_1", m[W_RAW_2] / m[W_RAW_1]);
+	lk__json_num(&j, "lowkey_scaling_2_vs_1", m[W_LK_2] / m[W_LK_1]);
+	lk__json_close(&j);
+	lk__json_num(&j, "sigaction_ns", 1e9 / m[W_SIGACTION]);
+	lk__json_object(&j, "move_ns");
+	lk__json_num(&j, "raw_ioctl", m[W_MOVE_RAW]);
+	lk__json_num(&j, "lowkey", m[W_MOVE_LK]);
+	lk__json_close(&j);
+	lk__json_object(&j, "write_ns");
+	lk__json_num(&j, "unwatched", m[W_HIT_NONE]);
+	lk__json_num(&j, "raw_sigtrap_handler", m[W_HIT_RAW]);
+	lk__json_num(&j, "lowkey_callback", m[W_HIT_LK]);
+	lk__json_num(&j, "lowkey_deferred", m[W_HIT_LK_DEFERRED]);
+	lk__json_close(&j);
+	lk__json_null(&j, "published");
+	lk__json_end(&j);
 }
 
 static void watch_print_header(int runs, int ops)

@@ -264,29 +264,43 @@ static const char *duration(char *buf, size_t len, uint64_t ns)
 	return buf;
 }
 
+static void lock_json(struct lk__json *j, const struct lk_lockstat *s)
+{
+	lk__json_object_line(j, NULL);
+	lk__json_str_or_null(j, "name", s->name);
+	lk__json_strf(j, "address", "%p", s->lock);
+	lk__json_str(j, "kind", kind_name(s->kind));
+	lk__json_uint(j, "acquisitions", s->acquisitions);
+	lk__json_uint(j, "read_acquisitions", s->read_acquisitions);
+	lk__json_uint(j, "contended", s->contended);
+	lk__json_uint(j, "wait_total_ns", s->wait_total_ns);
+	lk__json_uint(j, "wait_max_ns", s->wait_max_ns);
+	lk__json_uint(j, "wait_mean_ns", s->wait_mean_ns);
+	lk__json_uint(j, "hold_samples", s->hold_samples);
+	lk__json_uint(j, "hold_total_ns", s->hold_total_ns);
+	lk__json_uint(j, "hold_max_ns", s->hold_max_ns);
+	lk__json_uint(j, "hold_mean_ns", s->hold_mean_ns);
+	lk__json_uint(j, "read_hold_samples", s->read_hold_samples);
+	lk__json_uint(j, "read_hold_total_ns", s->read_hold_total_ns);
+	lk__json_uint(j, "read_hold_max_ns", s->read_hold_max_ns);
+	lk__json_uint(j, "read_hold_mean_ns", s->read_hold_mean_ns);
+	lk__json_uint(j, "owner_changes", s->owner_changes);
+	lk__json_uint(j, "lifetime_ns", s->lifetime_ns);
+	lk__json_num(j, "wait_fraction", s->wait_fraction);
+	lk__json_close(j);
+}
+
 static void report_json(FILE *out, const struct lk_lockstat *v, size_t n)
 {
-	fprintf(out, "{\"hold_sampling\": %u, \"locks\": [", __atomic_load_n(&hold_period, __ATOMIC_RELAXED));
-	for (size_t i = 0; i < n; i++) {
-		const struct lk_lockstat *s = &v[i];
+	struct lk__json j;
 
-		fprintf(out, "%s\n  {\"name\": ", i ? "," : "");
-		lk__json_string(out, s->name);
-		fprintf(out,
-			", \"address\": \"%p\", \"kind\": \"%s\", \"acquisitions\": %lu, \"read_acquisitions\": %lu, "
-			"\"contended\": %lu, \"wait_total_ns\": %lu, \"wait_max_ns\": %lu, \"wait_mean_ns\": %lu, "
-			"\"hold_samples\": %lu, \"hold_total_ns\": %lu, \"hold_max_ns\": %lu, \"hold_mean_ns\": %lu, "
-			"\"read_hold_samples\": %lu, \"read_hold_total_ns\": %lu, \"read_hold_max_ns\": %lu, "
-			"\"read_hold_mean_ns\": %lu, \"owner_changes\": %lu, \"lifetime_ns\": %lu, \"wait_fraction\": %.6g}",
-			s->lock, kind_name(s->kind), (unsigned long)s->acquisitions, (unsigned long)s->read_acquisitions,
-			(unsigned long)s->contended, (unsigned long)s->wait_total_ns, (unsigned long)s->wait_max_ns,
-			(unsigned long)s->wait_mean_ns, (unsigned long)s->hold_samples, (unsigned long)s->hold_total_ns,
-			(unsigned long)s->hold_max_ns, (unsigned long)s->hold_mean_ns, (unsigned long)s->read_hold_samples,
-			(unsigned long)s->read_hold_total_ns, (unsigned long)s->read_hold_max_ns,
-			(unsigned long)s->read_hold_mean_ns, (unsigned long)s->owner_changes, (unsigned long)s->lifetime_ns,
-			s->wait_fraction);
-	}
-	fprintf(out, "%s]}\n", n ? "\n" : "");
+	lk__json_begin(&j, out, false);
+	lk__json_uint(&j, "hold_sampling", __atomic_load_n(&hold_period, __ATOMIC_RELAXED));
+	lk__json_array(&j, "locks");
+	for (size_t i = 0; i < n; i++)
+		lock_json(&j, &v[i]);
+	lk__json_close(&j);
+	lk__json_end(&j);
 }
 
 static void report_table(FILE *out, const struct lk_lockstat *v, size_t n)

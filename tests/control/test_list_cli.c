@@ -201,10 +201,10 @@ static void json_output(void **state)
 	assert_true(line > 0);
 	assert_int_equal(lkt_sh(&r, "%s list --json '%s'", LOWKEY, TARGET_LIB), 0);
 	snprintf(want, sizeof(want),
-		 "{\"sites\": [\n  {\"object\": \"%s\", \"object_type\": \"shared object\", \"provider\": \"lib\", "
+		 "{\n  \"sites\": [\n    {\"object\": \"%s\", \"object_type\": \"shared object\", \"provider\": \"lib\", "
 		 "\"event\": \"work\", \"kind\": \"event\", \"file\": \"%s/target_lib.c\", \"line\": %d, "
 		 "\"function\": \"lkt_lib_work\", \"args\": "
-		 "[{\"name\": \"i\", \"type\": \"i64\"}, {\"name\": \"\\\"from the library\\\"\", \"type\": \"string\"}]}\n]}\n",
+		 "[{\"name\": \"i\", \"type\": \"i64\"}, {\"name\": \"\\\"from the library\\\"\", \"type\": \"string\"}]}\n  ]\n}\n",
 		 TARGET_LIB, SOURCE_DIR, line);
 	assert_string_equal(r.out, want);
 	assert_int_equal(lkt_sh(&r, "%s list --json %s %s | grep -c '\"provider\"'", LOWKEY, TARGET, TARGET_LIB), 0);

@@ -143,7 +143,7 @@ static void report_of_a_trace_cut_short(void **state)
 	lkt_expect(&out, 0, "stream ends inside a packet");
 	assert_non_null(strstr(out.out, "cut:tick"));
 	lkt_sh(&out, "%s report --json '%s'", LOWKEY, dir);
-	lkt_expect(&out, 0, "\"truncated_streams\":1");
+	lkt_expect(&out, 0, "\"truncated_streams\": 1");
 	lkt_rmrf(dir);
 }
 

@@ -151,7 +151,7 @@ static void one_run_in_three_formats(void **state)
 	record(dir, 0);
 	convert_and_compare(dir);
 	same_text_rows(dir);
-	lkt_sh(&out, "%s report --json '%s' | grep -o '\"lost\":[0-9]*' | head -1", LOWKEY, dir);
+	lkt_sh(&out, "%s report --json '%s' | grep -o '\"lost\": [0-9]*' | head -1", LOWKEY, dir);
 	/* the oversized events at least were lost: the comparison covered lost counts */
 	assert_true(atoi(out.out + 7) >= OVERSIZED);
 	/* the page names the rows in the same order from each format */

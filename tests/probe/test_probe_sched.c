@@ -259,7 +259,7 @@ static void sched_asked_of_a_running_process(void **state)
 	lkt_sh(&out, "ls '%s' | grep -c -- '-sched$'", dir);
 	assert_true(atoi(out.out) >= 1);
 	lkt_sh(&out, "%s report --json '%s'", LOWKEY, dir);
-	lkt_expect(&out, 0, "\"sched\":true");
+	lkt_expect(&out, 0, "\"sched\": true");
 	lkt_rmrf(dir);
 }
 

@@ -69,10 +69,10 @@ static void report_reads_a_plain_copy(void **state)
 	assert_int_equal(lkt_sh(&out, "mkdir '%s' && cp '%s'/* '%s'/ && ls -A '%s' | grep -c '^[.]'", copy, dir, copy,
 				copy), 1);
 	assert_int_equal(atoi(out.out), 0);
-	lkt_sh(&out, "%s report --json '%s' | sed 's/\"trace\":\"[^\"]*\"//'", LOWKEY, dir);
+	lkt_sh(&out, "%s report --json '%s' | sed 's/\"trace\": \"[^\"]*\"//'", LOWKEY, dir);
 	lkt_expect(&out, 0, "\"alone\"");
 	snprintf(original, sizeof(original), "%s", out.out);
-	lkt_sh(&out, "%s report --json '%s' | sed 's/\"trace\":\"[^\"]*\"//'", LOWKEY, copy);
+	lkt_sh(&out, "%s report --json '%s' | sed 's/\"trace\": \"[^\"]*\"//'", LOWKEY, copy);
 	lkt_expect(&out, 0, "\"alone\"");
 	assert_string_equal(out.out, original);
 	lkt_sh(&out, "%s report '%s'", LOWKEY, copy);

@@ -161,7 +161,8 @@ static int json_counted(const char *out, const char *err, const char *fixture_ou
 
 	if (summary)
 		summary = strstr(summary, "\"hits\":");
-	if (!summary || sscanf(summary, "\"hits\":%d,\"lost\":%d,\"counted\":%d}", &hits, &lost, &counted) != 3 ||
+	if (!summary ||
+	    sscanf(summary, "\"hits\": %d, \"lost\": %d, \"counted\": %d}", &hits, &lost, &counted) != 3 ||
 	    hits != counted || lost != 0)
 		show(out, err, fixture_out);
 	assert_int_equal(lost, 0);
@@ -189,7 +190,7 @@ static enum attempt watch_running_process_json(void)
 	 * The second thread's hits, read while the fixture is still there (so the values can be
 	 * read too). It has made every write by now: 5 s without output means a hit is missing.
 	 */
-	snprintf(needle, sizeof(needle), "\"tid\":%ld,", f.tids[1]);
+	snprintf(needle, sizeof(needle), "\"tid\": %ld, ", f.tids[1]);
 	for (size_t have = 0; count_of(out, needle) < visible(&f, 1) && have + 1 < sizeof(out);) {
 		struct pollfd pfd = { w.out, POLLIN, 0 };
 		ssize_t n;
@@ -215,18 +216,18 @@ static enum attempt watch_running_process_json(void)
 		return MACHINE_MISSED;
 	assert_int_equal(counted, visible(&f, 2));
 	for (int i = 0; i < 2; i++) {
-		snprintf(needle, sizeof(needle), "\"tid\":%ld,", f.tids[i]);
+		snprintf(needle, sizeof(needle), "\"tid\": %ld, ", f.tids[i]);
 		assert_int_equal(count_of(out, needle), visible(&f, i));
 	}
-	assert_int_equal(count_of(out, "\"function\":\"bump\""), visible(&f, 2));
-	snprintf(needle, sizeof(needle), "watch_fixture.c\",\"line\":%d,", f.line);
+	assert_int_equal(count_of(out, "\"function\": \"bump\""), visible(&f, 2));
+	snprintf(needle, sizeof(needle), "watch_fixture.c\", \"line\": %d, ", f.line);
 	assert_int_equal(count_of(out, needle), visible(&f, 2));
-	snprintf(needle, sizeof(needle), "\"addr\":\"%#lx\",\"value\"", f.addr);
+	snprintf(needle, sizeof(needle), "\"addr\": \"%#lx\", \"value\"", f.addr);
 	assert_int_equal(count_of(out, needle), visible(&f, 2));
 	/* The last write's value, read after it, is what the fixture left there. */
 	if (!f.lost[1])
-		assert_non_null(strstr(out, "\"value\":105}"));
-	assert_int_equal(count_of(out, "\"value\":null"), 0);
+		assert_non_null(strstr(out, "\"value\": 105}"));
+	assert_int_equal(count_of(out, "\"value\": null"), 0);
 	return ALL_COUNTED;
 }
 
@@ -309,7 +310,7 @@ static enum attempt watch_a_command(void)
 	if (counted < visible(&f, 2) + 1)
 		return MACHINE_MISSED;
 	assert_int_equal(counted, visible(&f, 2) + 1);
-	assert_int_equal(count_of(out, "\"function\":\"bump\""), visible(&f, 2) + 1);
+	assert_int_equal(count_of(out, "\"function\": \"bump\""), visible(&f, 2) + 1);
 	return ALL_COUNTED;
 }
 

@@ -8,8 +8,8 @@
 
 #include <lowkey/lowkey.h>
 
-#include "bench.h"
 #include "builtin.h"
+#include "internal/json.h"
 
 static const char clock_usage[] =
 	"usage: lowkey clock [-j|--json]\n"
@@ -48,27 +48,27 @@ static void print_text(const struct lk_clock_info *i)
 
 static void print_json(const struct lk_clock_info *i)
 {
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, stdout);
-	lkb_json_str(&j, "cputime", i->cputime_name);
-	lkb_json_str(&j, "cputime_reason", i->cputime_reason);
-	lkb_json_str(&j, "thread_cputime", i->thread_cputime_name);
-	lkb_json_str(&j, "thread_reason", i->thread_reason);
-	lkb_json_int(&j, "perf_errno", i->perf_errno);
-	lkb_json_bool(&j, "cap_user_time", i->cap_user_time);
-	lkb_json_str(&j, "now", i->now_name);
-	lkb_json_str(&j, "now_reason", i->now_reason);
-	lkb_json_str(&j, "counter", i->counter_name);
-	lkb_json_bool(&j, "counter_usable", i->counter_usable);
-	lkb_json_int(&j, "counter_hz", (long long)i->tsc_hz);
-	lkb_json_str(&j, "counter_hz_source", i->tsc_hz_source);
-	lkb_json_int(&j, "rebase_ns", (long long)i->rebase_ns);
-	lkb_json_int(&j, "resync_ns", (long long)i->resync_ns);
-	lkb_json_str(&j, "environment", i->env_note);
-	lkb_json_int(&j, "now_last_error_ns", (long long)i->now_last_error_ns);
-	lkb_json_int(&j, "now_max_error_ns", (long long)i->now_max_error_ns);
-	lkb_json_end(&j);
+	lk__json_begin(&j, stdout, false);
+	lk__json_str(&j, "cputime", i->cputime_name);
+	lk__json_str(&j, "cputime_reason", i->cputime_reason);
+	lk__json_str(&j, "thread_cputime", i->thread_cputime_name);
+	lk__json_str(&j, "thread_reason", i->thread_reason);
+	lk__json_int(&j, "perf_errno", i->perf_errno);
+	lk__json_bool(&j, "cap_user_time", i->cap_user_time);
+	lk__json_str(&j, "now", i->now_name);
+	lk__json_str(&j, "now_reason", i->now_reason);
+	lk__json_str(&j, "counter", i->counter_name);
+	lk__json_bool(&j, "counter_usable", i->counter_usable);
+	lk__json_int(&j, "counter_hz", (long long)i->tsc_hz);
+	lk__json_str(&j, "counter_hz_source", i->tsc_hz_source);
+	lk__json_int(&j, "rebase_ns", (long long)i->rebase_ns);
+	lk__json_int(&j, "resync_ns", (long long)i->resync_ns);
+	lk__json_str(&j, "environment", i->env_note);
+	lk__json_int(&j, "now_last_error_ns", (long long)i->now_last_error_ns);
+	lk__json_int(&j, "now_max_error_ns", (long long)i->now_max_error_ns);
+	lk__json_end(&j);
 }
 
 static int clock_run(int argc, char **argv)

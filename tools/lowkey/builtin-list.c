@@ -170,42 +170,48 @@ static void sort_rows(struct rows *r)
 
 /* ---- output ---- */
 
-static void print_json(const struct rows *r, pid_t pid, const char *source)
+static void print_site_json(struct lk__json *j, const struct row *s)
 {
 	char name[256];
 
-	printf("{");
-	if (pid)
-		printf("\"pid\": %d, \"source\": \"%s\", ", (int)pid, source);
-	printf("\"sites\": [");
-	for (size_t i = 0; i < r->n; i++) {
-		const struct row *s = &r->v[i];
-
-		printf("%s\n  {\"object\": ", i ? "," : "");
-		lk__json_string(stdout, s->object);
-		if (s->object_type)
-			printf(", \"object_type\": \"%s\"", s->object_type);
-		printf(", \"provider\": ");
-		lk__json_string(stdout, s->provider);
-		printf(", \"event\": ");
-		lk__json_string(stdout, s->event);
-		printf(", \"kind\": \"%s\", \"file\": ", kind_name(s->kind));
-		lk__json_string(stdout, s->file);
-		printf(", \"line\": %u, \"function\": ", s->line);
-		lk__json_string(stdout, s->function);
-		printf(", \"args\": [");
-		for (unsigned int a = 0; a < s->nargs; a++) {
-			site_arg_name(s->arg_names, a, name, sizeof(name));
-			printf("%s{\"name\": ", a ? ", " : "");
-			lk__json_string(stdout, name);
-			printf(", \"type\": \"%s\"}", arg_type(s, a));
-		}
-		printf("]");
-		if (s->enabled >= 0)
-			printf(", \"enabled\": %s", s->enabled ? "true" : "false");
-		printf("}");
+	lk__json_object_line(j, NULL);
+	lk__json_str_or_null(j, "object", s->object);
+	if (s->object_type)
+		lk__json_str(j, "object_type", s->object_type);
+	lk__json_str_or_null(j, "provider", s->provider);
+	lk__json_str_or_null(j, "event", s->event);
+	lk__json_str(j, "kind", kind_name(s->kind));
+	lk__json_str_or_null(j, "file", s->file);
+	lk__json_uint(j, "line", s->line);
+	lk__json_str_or_null(j, "function", s->function);
+	lk__json_array(j, "args");
+	for (unsigned int a = 0; a < s->nargs; a++) {
+		site_arg_name(s->arg_names, a, name, sizeof(name));
+		lk__json_object(j, NULL);
+		lk__json_str(j, "name", name);
+		lk__json_str(j, "type", arg_type(s, a));
+		lk__json_close(j);
 	}
-	printf("%s]}\n", r->n ? "\n" : "");
+	lk__json_close(j);
+	if (s->enabled >= 0)
+		lk__json_bool(j, "enabled", s->enabled);
+	lk__json_close(j);
+}
+
+static void print_json(const struct rows *r, pid_t pid, const char *source)
+{
+	struct lk__json j;
+
+	lk__json_begin(&j, stdout, false);
+	if (pid) {
+		lk__json_int(&j, "pid", pid);
+		lk__json_str(&j, "source", source);
+	}
+	lk__json_array(&j, "sites");
+	for (size_t i = 0; i < r->n; i++)
+		print_site_json(&j, &r->v[i]);
+	lk__json_close(&j);
+	lk__json_end(&j);
 }
 
 static void print_args(const struct row *s)

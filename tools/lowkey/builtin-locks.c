@@ -25,14 +25,15 @@
 
 #include <lowkey/lock.h>
 
-#include "bench.h"
 #include "builtin.h"
+#include "internal/json.h"
 #include "internal/outfile.h"
 #include "internal/utf8.h"
 #include "util/locks.h"
 #include "util/locks_html.h"
 #include "lowkey-locks-paths.h"
 #include "util/probe_elf.h"
+#include "util/symbolize.h"
 
 static const char locks_usage[] =
 	"usage: lowkey locks [--top N] [-j|--json] [-o FILE] [--hold-sampling N] [--max-locks N] [--] COMMAND [ARGS...]\n"
@@ -420,10 +421,91 @@ static int by_wait(const void *a, const void *b)
 	return x->address < y->address ? -1 : x->address > y->address;
 }
 
+/* ---- naming call sites ---- */
+
+static const char *module_path(const struct lkl_header *h, const struct lkl_module *m)
+{
+	return m->path[0] ? m->path : h->exe;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* The objects the process wrote down, for libdw; NULL: no memory (then no symbols). */
+static struct symbolizer *open_symbolizer(const struct proc *p)
+{
+	struct symbol_object *objects = calloc(p->nmodules ? p->nmodules : 1, sizeof(*objects));
+	struct symbolizer *s;
+
+	if (!objects)
+		return NULL;
+	for (uint32_t i = 0; i < p->nmodules; i++)
+		objects[i] = (struct symbol_object){ module_path(p->h, &p->modules[i]), p->modules[i].bias };
+	s = symbolizer_open_objects(objects, p->nmodules);
+	free(objects);
+	return s;
+}
+
+/*
+ * A call site by its return address: the object and offset from the process's own table (so
+ * without libdw or debug information a site is still "libfoo.so.1+0x1a2b", for addr2line later),
+ * the function and file:line from libdw where it knows them.
+ */
+static void name_site(const struct proc *p, struct symbolizer *sym, uint64_t ra, struct lks_site *out)
+{
+	/* a return address points after the call: look up the call itself */
+	uint64_t addr = ra ? ra - 1 : 0;
+	const struct lkl_module *m = NULL;
+	struct symbol_place place;
+
+	memset(out, 0, sizeof(*out));
+	out->address = ra;
+	if (!ra)
+		return;
+	for (uint32_t i = 0; i < p->nmodules; i++)
+		if (addr >= p->modules[i].start && addr < p->modules[i].end)
+			m = &p->modules[i];
+	if (m) {
+		snprintf(out->module, sizeof(out->module), "%.63s", base_name(module_path(p->h, m)));
+		out->offset = ra - m->bias;
+	}
+	if (!sym)
+		return;
+	symbolizer_place(sym, addr, false, &place);
+	if (place.function)
+		snprintf(out->function, sizeof(out->function), "%s", place.function);
+	if (place.file) {
+		snprintf(out->file, sizeof(out->file), "%s", base_name(place.file));
+		out->line = place.line;
+	}
+}
+
+/* The names come from the program's files: escaped (lk__text_escape). */
+static const char *site_string(const struct lks_site *site, char *buf, size_t len)
+{
+	char raw[1024];
+
+	if (!site->address)
+		snprintf(raw, sizeof(raw), "?");
+	else if (site->function[0] && site->file[0])
+		snprintf(raw, sizeof(raw), "%s (%s:%d)", site->function, site->file, site->line);
+	else if (site->function[0])
+		snprintf(raw, sizeof(raw), "%s (%s)", site->function, site->module);
+	else if (site->module[0])
+		snprintf(raw, sizeof(raw), "%s+0x%lx", site->module, (unsigned long)site->offset);
+	else
+		snprintf(raw, sizeof(raw), "0x%lx", (unsigned long)site->address);
+	return lk__text_escape(raw, buf, len);
+}
+
 static int build_rows(struct proc *p, double tpn, uint64_t end_ns)
 {
 	const struct lkl_header *h = p->h;
-	struct lks_symbolizer *sym;
+	struct symbolizer *sym;
 	size_t n = 0;
 
 	p->duration_ns = (h->flags & LKL_F_EXITED) && h->end_ns > h->start_ns ? h->end_ns - h->start_ns
@@ -459,12 +541,12 @@ static int build_rows(struct proc *p, double tpn, uint64_t end_ns)
 	p->acquisitions += h->folded_acquisitions;
 	if (n)
 		qsort(p->rows, n, sizeof(*p->rows), by_wait);
-	sym = lks_symbolizer_new(h, p->modules, p->nmodules);
-	for (size_t i = 0; i < n && sym; i++) {
-		lks_symbolize(sym, p->rows[i].e->site, &p->rows[i].site);
-		lks_symbolize(sym, p->rows[i].e->first_site, &p->rows[i].first_site);
+	sym = n ? open_symbolizer(p) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		name_site(p, sym, p->rows[i].e->site, &p->rows[i].site);
+		name_site(p, sym, p->rows[i].e->first_site, &p->rows[i].first_site);
 	}
-	lks_symbolizer_free(sym);
+	symbolizer_close(sym);
 	return 0;
 }
 
@@ -534,10 +616,10 @@ static void print_text(FILE *out, const struct proc *p, const struct options *o)
 			duration(e2, sizeof(e2), r->hold_max_ns), duration(f, sizeof(f), r->hold_mean_ns),
 			(unsigned long)e->owner_changes, per_mille_cpu(r->wait_ns, p));
 		if (e->site)
-			fprintf(out, "    contended first at %s", lks_site_string(&r->site, site, sizeof(site)));
+			fprintf(out, "    contended first at %s", site_string(&r->site, site, sizeof(site)));
 		else
 			fprintf(out, "    never contended; first taken at %s",
-				lks_site_string(&r->first_site, first, sizeof(first)));
+				site_string(&r->first_site, first, sizeof(first)));
 		if (r->kind == LKL_RWLOCK)
 			fprintf(out, "; %lu reads (held %s, max %s), %lu writes", (unsigned long)e->read_acquisitions,
 				duration(a, sizeof(a), r->read_hold_ns), duration(b, sizeof(b), r->read_hold_max_ns),
@@ -563,87 +645,87 @@ static void print_text(FILE *out, const struct proc *p, const struct options *o)
 			h->hold_period);
 }
 
-static void json_site(struct lkb_json *j, const char *key, const struct lks_site *s)
+static void json_site(struct lk__json *j, const char *key, const struct lks_site *s)
 {
 	char addr[32];
 
 	if (!s->address) {
-		lkb_json_null(j, key);
+		lk__json_null(j, key);
 		return;
 	}
-	lkb_json_object(j, key);
+	lk__json_object(j, key);
 	snprintf(addr, sizeof(addr), "%#lx", (unsigned long)s->address);
-	lkb_json_str(j, "address", addr);
-	lkb_json_str(j, "module", s->module);
-	lkb_json_int(j, "offset", (long long)s->offset);
+	lk__json_str(j, "address", addr);
+	lk__json_str(j, "module", s->module);
+	lk__json_int(j, "offset", (long long)s->offset);
 	if (s->function[0])
-		lkb_json_str(j, "function", s->function);
+		lk__json_str(j, "function", s->function);
 	else
-		lkb_json_null(j, "function");
+		lk__json_null(j, "function");
 	if (s->file[0]) {
-		lkb_json_str(j, "file", s->file);
-		lkb_json_int(j, "line", s->line);
+		lk__json_str(j, "file", s->file);
+		lk__json_int(j, "line", s->line);
 	}
-	lkb_json_close(j);
+	lk__json_close(j);
 }
 
-static void print_json_proc(struct lkb_json *j, const struct proc *p, const struct options *o)
+static void print_json_proc(struct lk__json *j, const struct proc *p, const struct options *o)
 {
 	const struct lkl_header *h = p->h;
 	size_t n = shown(p, o);
 
-	lkb_json_object(j, NULL);
-	lkb_json_int(j, "pid", h->pid);
-	lkb_json_int(j, "ppid", h->ppid);
-	lkb_json_str(j, "command", h->comm);
-	lkb_json_str(j, "executable", h->exe);
-	lkb_json_bool(j, "exited", h->flags & LKL_F_EXITED);
-	lkb_json_str(j, "ended", ending_name(p->ended));
-	lkb_json_int(j, "duration_ns", (long long)p->duration_ns);
-	lkb_json_int(j, "cpus", h->cpus);
-	lkb_json_int(j, "hold_sampling", h->hold_period);
-	lkb_json_int(j, "locks", (long long)p->nlocks);
-	lkb_json_int(j, "acquisitions", (long long)p->acquisitions);
-	lkb_json_int(j, "contended", (long long)p->contended);
-	lkb_json_int(j, "wait_total_ns", (long long)p->wait_ns);
-	lkb_json_num(j, "wait_per_mille_cpu", per_mille_cpu(p->wait_ns, p));
-	lkb_json_int(j, "untracked_acquisitions", (long long)h->untracked);
-	lkb_json_int(j, "destroyed_uncontended_locks", (long long)h->folded_locks);
-	lkb_json_array(j, "top");
+	lk__json_object(j, NULL);
+	lk__json_int(j, "pid", h->pid);
+	lk__json_int(j, "ppid", h->ppid);
+	lk__json_str(j, "command", h->comm);
+	lk__json_str(j, "executable", h->exe);
+	lk__json_bool(j, "exited", h->flags & LKL_F_EXITED);
+	lk__json_str(j, "ended", ending_name(p->ended));
+	lk__json_int(j, "duration_ns", (long long)p->duration_ns);
+	lk__json_int(j, "cpus", h->cpus);
+	lk__json_int(j, "hold_sampling", h->hold_period);
+	lk__json_int(j, "locks", (long long)p->nlocks);
+	lk__json_int(j, "acquisitions", (long long)p->acquisitions);
+	lk__json_int(j, "contended", (long long)p->contended);
+	lk__json_int(j, "wait_total_ns", (long long)p->wait_ns);
+	lk__json_num(j, "wait_per_mille_cpu", per_mille_cpu(p->wait_ns, p));
+	lk__json_int(j, "untracked_acquisitions", (long long)h->untracked);
+	lk__json_int(j, "destroyed_uncontended_locks", (long long)h->folded_locks);
+	lk__json_array(j, "top");
 	for (size_t i = 0; i < n; i++) {
 		const struct row *r = &p->rows[i];
 		const struct lkl_entry *e = r->e;
 		char addr[32];
 
-		lkb_json_object(j, NULL);
-		lkb_json_str(j, "kind", kind_name(r->kind));
+		lk__json_object(j, NULL);
+		lk__json_str(j, "kind", kind_name(r->kind));
 		snprintf(addr, sizeof(addr), "%#lx", (unsigned long)r->address);
-		lkb_json_str(j, "address", addr);
-		lkb_json_bool(j, "destroyed", r->destroyed);
+		lk__json_str(j, "address", addr);
+		lk__json_bool(j, "destroyed", r->destroyed);
 		json_site(j, "site", &r->site);
 		json_site(j, "first_site", &r->first_site);
-		lkb_json_int(j, "acquisitions", (long long)r->acquisitions);
-		lkb_json_int(j, "read_acquisitions", (long long)e->read_acquisitions);
-		lkb_json_int(j, "contended", (long long)e->contended);
-		lkb_json_num(j, "contended_pct", r->acquisitions ? 100.0 * (double)e->contended / (double)r->acquisitions : 0);
-		lkb_json_int(j, "wait_total_ns", (long long)r->wait_ns);
-		lkb_json_int(j, "wait_max_ns", (long long)r->wait_max_ns);
-		lkb_json_int(j, "wait_mean_ns", (long long)r->wait_mean_ns);
-		lkb_json_int(j, "hold_samples", (long long)e->hold_samples);
-		lkb_json_int(j, "hold_total_ns", (long long)r->hold_ns);
-		lkb_json_int(j, "hold_max_ns", (long long)r->hold_max_ns);
-		lkb_json_int(j, "hold_mean_ns", (long long)r->hold_mean_ns);
-		lkb_json_int(j, "read_hold_total_ns", (long long)r->read_hold_ns);
-		lkb_json_int(j, "read_hold_max_ns", (long long)r->read_hold_max_ns);
-		lkb_json_int(j, "owner_changes", (long long)e->owner_changes);
-		lkb_json_int(j, "cond_reacquires", (long long)e->cond_reacquires);
-		lkb_json_int(j, "failed_trylocks", (long long)e->try_fails);
-		lkb_json_int(j, "posts", (long long)e->posts);
-		lkb_json_num(j, "wait_per_mille_cpu", per_mille_cpu(r->wait_ns, p));
-		lkb_json_close(j);
+		lk__json_int(j, "acquisitions", (long long)r->acquisitions);
+		lk__json_int(j, "read_acquisitions", (long long)e->read_acquisitions);
+		lk__json_int(j, "contended", (long long)e->contended);
+		lk__json_num(j, "contended_pct", r->acquisitions ? 100.0 * (double)e->contended / (double)r->acquisitions : 0);
+		lk__json_int(j, "wait_total_ns", (long long)r->wait_ns);
+		lk__json_int(j, "wait_max_ns", (long long)r->wait_max_ns);
+		lk__json_int(j, "wait_mean_ns", (long long)r->wait_mean_ns);
+		lk__json_int(j, "hold_samples", (long long)e->hold_samples);
+		lk__json_int(j, "hold_total_ns", (long long)r->hold_ns);
+		lk__json_int(j, "hold_max_ns", (long long)r->hold_max_ns);
+		lk__json_int(j, "hold_mean_ns", (long long)r->hold_mean_ns);
+		lk__json_int(j, "read_hold_total_ns", (long long)r->read_hold_ns);
+		lk__json_int(j, "read_hold_max_ns", (long long)r->read_hold_max_ns);
+		lk__json_int(j, "owner_changes", (long long)e->owner_changes);
+		lk__json_int(j, "cond_reacquires", (long long)e->cond_reacquires);
+		lk__json_int(j, "failed_trylocks", (long long)e->try_fails);
+		lk__json_int(j, "posts", (long long)e->posts);
+		lk__json_num(j, "wait_per_mille_cpu", per_mille_cpu(r->wait_ns, p));
+		lk__json_close(j);
 	}
-	lkb_json_close(j);
-	lkb_json_close(j);
+	lk__json_close(j);
+	lk__json_close(j);
 }
 
 /* ---- putting it together ---- */
@@ -719,19 +801,19 @@ static void exit_note(int status, const char *cmd)
 static void write_json(FILE *out, const struct proc *procs, size_t n, const struct options *o, int status,
 		       const char *cmd)
 {
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, out);
-	lkb_json_str(&j, "command", cmd);
+	lk__json_begin(&j, out, false);
+	lk__json_str(&j, "command", cmd);
 	if (WIFEXITED(status))
-		lkb_json_int(&j, "exit_status", WEXITSTATUS(status));
+		lk__json_int(&j, "exit_status", WEXITSTATUS(status));
 	else
-		lkb_json_int(&j, "signal", WTERMSIG(status));
-	lkb_json_array(&j, "processes");
+		lk__json_int(&j, "signal", WTERMSIG(status));
+	lk__json_array(&j, "processes");
 	for (size_t i = 0; i < n; i++)
 		print_json_proc(&j, &procs[i], o);
-	lkb_json_close(&j);
-	lkb_json_end(&j);
+	lk__json_close(&j);
+	lk__json_end(&j);
 }
 
 /* The page is drawn from the JSON: the same figures, by the same code. */

@@ -345,14 +345,6 @@ static const char *class_name(const struct lk__event_class *c, char *buf, size_t
 	return lk__text_escape(raw, buf, len);
 }
 
-static void json_num(double v)
-{
-	if (isnan(v) || isinf(v))
-		fputs("null", stdout);
-	else
-		printf("%.6g", v);
-}
-
 /* Where the spans' wall time went, by the context switches (lowkey trace --sched). */
 static void print_split(const struct report *rep)
 {
@@ -381,11 +373,15 @@ static void print_split(const struct report *rep)
 		       "approximate\n", r->sched_lost);
 }
 
-/* Whole nanoseconds, not json_num's 6 digits: the parts add up to the wall time. */
-static void json_split(const struct split *x)
+/* Whole nanoseconds, not lk__json_num's 6 digits: the parts add up to the wall time. */
+static void json_split(struct lk__json *j, const char *key, const struct split *x)
 {
-	printf("{\"wall_ns\":%.0f,\"on_cpu_ns\":%.0f,\"runnable_ns\":%.0f,\"blocked_ns\":%.0f}", x->wall, x->on_cpu,
-	       x->runnable, x->blocked);
+	lk__json_object(j, key);
+	lk__json_fixed(j, "wall_ns", x->wall, 0);
+	lk__json_fixed(j, "on_cpu_ns", x->on_cpu, 0);
+	lk__json_fixed(j, "runnable_ns", x->runnable, 0);
+	lk__json_fixed(j, "blocked_ns", x->blocked, 0);
+	lk__json_close(j);
 }
 
 /* What a JSON or Perfetto trace cannot say that its CTF could. */
@@ -503,100 +499,103 @@ static void print_text(struct report *rep, const char *path)
 	}
 }
 
-static void json_count(bool known, uint64_t n)
+/* null: the format does not carry it */
+static void json_count(struct lk__json *j, const char *key, bool known, uint64_t n)
 {
 	if (known)
-		printf("%" PRIu64, n);
+		lk__json_uint(j, key, n);
 	else
-		fputs("null", stdout);
+		lk__json_null(j, key);
+}
+
+static void json_percentiles(struct lk__json *j, const char *key, const struct samples *s)
+{
+	lk__json_object(j, key);
+	lk__json_num(j, "p50", samples_pct(s, 50));
+	lk__json_num(j, "p99", samples_pct(s, 99));
+	lk__json_num(j, "max", samples_pct(s, 100));
+	lk__json_close(j);
+}
+
+static void class_json(struct lk__json *j, const struct report *rep, size_t i)
+{
+	const struct lk__event_class *c = rep->r->classes[i];
+	struct per_class *pc = &rep->classes[i];
+
+	samples_sort(&pc->wall);
+	samples_sort(&pc->cpu);
+	lk__json_object_line(j, NULL);
+	lk__json_str_or_null(j, "provider", c->provider);
+	lk__json_str_or_null(j, "event", c->event);
+	lk__json_str(j, "kind", lk__probe_kind_name(c->kind));
+	lk__json_uint(j, "count", pc->count);
+	if (pc->wall.n) {
+		lk__json_uint(j, "spans", pc->wall.n);
+		json_percentiles(j, "wall_ns", &pc->wall);
+		if (rep->r->cputime)
+			json_percentiles(j, "cpu_ns", &pc->cpu);
+		if (rep->r->sched)
+			json_split(j, "split", &pc->split);
+	}
+	if (c->kind == LK_PROBE_COUNTER) {
+		lk__json_num(j, "min", pc->min);
+		lk__json_num(j, "max", pc->max);
+		lk__json_num(j, "last", pc->last);
+	}
+	lk__json_close(j);
+}
+
+static void thread_json(struct lk__json *j, const struct report *rep, const struct per_thread *t)
+{
+	lk__json_object_line(j, NULL);
+	lk__json_int(j, "tid", t->tid);
+	lk__json_str_or_null(j, "name", t->name);
+	lk__json_uint(j, "events", t->events);
+	lk__json_uint(j, "lost", t->lost);
+	json_count(j, "truncated_bytes", rep->t->format == LK__TF_CTF, t->truncated);
+	lk__json_num(j, "span_wall_ns", t->span_wall_ns);
+	if (rep->r->cputime)
+		lk__json_num(j, "span_cpu_ns", t->span_cpu_ns);
+	if (rep->r->sched) {
+		lk__json_uint(j, "switches", t->switches);
+		json_split(j, "span_split", &t->split);
+	}
+	lk__json_close(j);
 }
 
 static void print_json(struct report *rep, const char *path)
 {
 	struct lk__trace_reader *r = rep->r;
-	bool first = true, ctf = rep->t->format == LK__TF_CTF;
+	bool ctf = rep->t->format == LK__TF_CTF;
+	struct lk__json j;
 
-	printf("{\"trace\":");
-	lk__json_string(stdout, path);
-	printf(",\"procname\":");
-	lk__json_string(stdout, r->procname);
-	printf(",\"format\":\"%s\",\"pid\":%d,\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"truncated_streams\":",
-	       ctf ? "ctf" : rep->t->format == LK__TF_JSON ? "json" : "perfetto", r->pid, rep->events, rep->lost);
-	json_count(ctf, r->truncated_streams);	/* null: the format does not carry it */
-	printf(",\"cputime\":%s,\"sched\":%s,", r->cputime ? "true" : "false", r->sched ? "true" : "false");
+	lk__json_begin(&j, stdout, false);
+	lk__json_str_or_null(&j, "trace", path);
+	lk__json_str_or_null(&j, "procname", r->procname);
+	lk__json_str(&j, "format", ctf ? "ctf" : rep->t->format == LK__TF_JSON ? "json" : "perfetto");
+	lk__json_int(&j, "pid", r->pid);
+	lk__json_uint(&j, "events", rep->events);
+	lk__json_uint(&j, "lost", rep->lost);
+	json_count(&j, "truncated_streams", ctf, r->truncated_streams);
+	lk__json_bool(&j, "cputime", r->cputime);
+	lk__json_bool(&j, "sched", r->sched);
 	if (r->sched) {
-		printf("\"switches\":%" PRIu64 ",\"switches_lost\":", rep->switches);
-		json_count(ctf, r->sched_lost);
-		putchar(',');
+		lk__json_uint(&j, "switches", rep->switches);
+		json_count(&j, "switches_lost", ctf, r->sched_lost);
 	}
-	printf("\"classes\":[");
+	lk__json_array(&j, "classes");
 	for (size_t k = 0; k < rep->nrows; k++) {	/* by name: the same order in every format */
 		size_t i = rep->rows[k];
-		struct per_class *pc = &rep->classes[i];
 
-		if (!r->classes[i] || !pc->count)
-			continue;
-		samples_sort(&pc->wall);
-		samples_sort(&pc->cpu);
-		printf("%s{\"provider\":", first ? "" : ",");
-		first = false;
-		lk__json_string(stdout, r->classes[i]->provider);
-		printf(",\"event\":");
-		lk__json_string(stdout, r->classes[i]->event);
-		printf(",\"kind\":\"%s\",\"count\":%" PRIu64, lk__probe_kind_name(r->classes[i]->kind), pc->count);
-		if (pc->wall.n) {
-			printf(",\"spans\":%zu,\"wall_ns\":{\"p50\":", pc->wall.n);
-			json_num(samples_pct(&pc->wall, 50));
-			printf(",\"p99\":");
-			json_num(samples_pct(&pc->wall, 99));
-			printf(",\"max\":");
-			json_num(samples_pct(&pc->wall, 100));
-			printf("}");
-			if (r->cputime) {
-				printf(",\"cpu_ns\":{\"p50\":");
-				json_num(samples_pct(&pc->cpu, 50));
-				printf(",\"p99\":");
-				json_num(samples_pct(&pc->cpu, 99));
-				printf(",\"max\":");
-				json_num(samples_pct(&pc->cpu, 100));
-				printf("}");
-			}
-			if (r->sched) {
-				printf(",\"split\":");
-				json_split(&pc->split);
-			}
-		}
-		if (r->classes[i]->kind == LK_PROBE_COUNTER) {
-			printf(",\"min\":");
-			json_num(pc->min);
-			printf(",\"max\":");
-			json_num(pc->max);
-			printf(",\"last\":");
-			json_num(pc->last);
-		}
-		putchar('}');
+		if (r->classes[i] && rep->classes[i].count)
+			class_json(&j, rep, i);
 	}
-	printf("],\"threads\":[");
-	first = true;
-	for (struct per_thread *t = rep->threads; t; t = t->next) {
-		printf("%s{\"tid\":%d,\"name\":", first ? "" : ",", t->tid);
-		lk__json_string(stdout, t->name);
-		printf(",\"events\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"truncated_bytes\":", t->events, t->lost);
-		json_count(ctf, t->truncated);
-		printf(",\"span_wall_ns\":");
-		json_num(t->span_wall_ns);
-		if (r->cputime) {
-			printf(",\"span_cpu_ns\":");
-			json_num(t->span_cpu_ns);
-		}
-		if (r->sched) {
-			printf(",\"switches\":%" PRIu64 ",\"span_split\":", t->switches);
-			json_split(&t->split);
-		}
-		putchar('}');
-		first = false;
-	}
-	printf("]}\n");
+	lk__json_close(&j);
+	lk__json_array(&j, "threads");
+	for (struct per_thread *t = rep->threads; t; t = t->next)
+		thread_json(&j, rep, t);
+	lk__json_close(&j);
+	lk__json_end(&j);
 }
 
 static void free_report(struct report *rep)

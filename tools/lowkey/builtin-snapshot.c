@@ -155,11 +155,15 @@ static void print_result(const struct snapshot_opts *o, const struct lk__ctl_sta
 	char size[32];
 
 	if (o->json) {
-		printf("{\"output\": ");
-		lk__json_string(stdout, s->path);
-		printf(", \"events\": %llu, \"discarded\": %llu, \"threads\": %u, \"bytes\": %llu}\n",
-		       (unsigned long long)s->events, (unsigned long long)s->lost, s->threads,
-		       (unsigned long long)s->bytes);
+		struct lk__json j;
+
+		lk__json_begin(&j, stdout, true);
+		lk__json_str_or_null(&j, "output", s->path);
+		lk__json_uint(&j, "events", s->events);
+		lk__json_uint(&j, "discarded", s->lost);
+		lk__json_uint(&j, "threads", s->threads);
+		lk__json_uint(&j, "bytes", s->bytes);
+		lk__json_end(&j);
 		return;
 	}
 	human_size(s->bytes, size, sizeof(size));

@@ -265,11 +265,16 @@ void trace_print_summary(const struct trace_opts *o, const struct trace_totals *
 	if (o->format != LK_TRACE_CTF && stat(o->output, &st) == 0)
 		bytes = (uint64_t)st.st_size;
 	if (o->json) {
-		fprintf(stderr, "{\"output\": ");
-		lk__json_string(stderr, o->output);
-		fprintf(stderr, ", \"format\": \"%s\", \"events\": %llu, \"lost\": %llu, \"threads\": %u, "
-			"\"bytes\": %llu}\n", lk__trace_format_name(o->format), (unsigned long long)t->events,
-			(unsigned long long)t->lost, t->threads, (unsigned long long)bytes);
+		struct lk__json j;
+
+		lk__json_begin(&j, stderr, true);
+		lk__json_str_or_null(&j, "output", o->output);
+		lk__json_str(&j, "format", lk__trace_format_name(o->format));
+		lk__json_uint(&j, "events", t->events);
+		lk__json_uint(&j, "lost", t->lost);
+		lk__json_uint(&j, "threads", t->threads);
+		lk__json_uint(&j, "bytes", bytes);
+		lk__json_end(&j);
 		return;
 	}
 	human_size(bytes, size, sizeof(size));

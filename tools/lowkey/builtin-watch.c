@@ -22,7 +22,7 @@
 #include "builtin.h"
 #include "internal/json.h"
 #include "internal/utf8.h"
-#include "util/watch_symbols.h"
+#include "util/symbolize.h"
 
 static const char watch_usage[] =
 	"usage: lowkey watch -p PID (--addr ADDR | --symbol NAME) [options]\n"
@@ -62,7 +62,7 @@ struct options {
 
 struct watch_run {
 	struct options opt;
-	struct watch_symbols *symbols;
+	struct symbolizer *symbols;
 	uint64_t addr;
 	size_t len;
 	const char *target_name;	/* what is watched, for messages */
@@ -230,7 +230,7 @@ static int resolve_target(struct watch_run *run)
 			return usage_error(NULL, "bad address '%s'", o->addr_arg);
 		run->target_name = o->addr_arg;
 	} else {
-		err = watch_symbols_lookup(run->symbols, o->symbol, &run->addr, &size, &module);
+		err = symbolizer_lookup(run->symbols, o->symbol, &run->addr, &size, &module);
 		if (err == -EINVAL)
 			return usage_error("each thread has its own copy: watch one thread's address "
 					   "with --addr", "'%s' is a thread-local variable", o->symbol);
@@ -272,31 +272,34 @@ static int64_t sign_extend(uint64_t v, size_t len)
 	return (int64_t)(v << (64 - bits)) >> (64 - bits);
 }
 
-static void json_string(const char *key, const char *s)
-{
-	printf(",\"%s\":", key);
-	lk__json_string(stdout, s);
-}
-
+/* One line per hit: a stream of JSON documents. */
 static void print_json(const struct watch_run *run, const struct lk_watch_sample *s,
-		       const struct watch_place *p)
+		       const struct symbol_place *p)
 {
-	printf("{\"time_ns\":%" PRIu64 ",\"elapsed_s\":%.6f,\"pid\":%d,\"tid\":%d,\"ip\":\"%#" PRIx64 "\"",
-	       s->time_ns, (double)(s->time_ns - run->start_ns) / 1e9, (int)s->pid, (int)s->tid, s->ip);
-	json_string("function", p->function);
-	printf(",\"offset\":%" PRIu64, p->offset);
-	json_string("module", p->module);
-	json_string("file", p->file);
-	printf(",\"line\":%d,\"addr\":\"%#" PRIx64 "\"", p->line, s->addr);
+	struct lk__json j;
+
+	lk__json_begin(&j, stdout, true);
+	lk__json_uint(&j, "time_ns", s->time_ns);
+	lk__json_fixed(&j, "elapsed_s", (double)(s->time_ns - run->start_ns) / 1e9, 6);
+	lk__json_int(&j, "pid", s->pid);
+	lk__json_int(&j, "tid", s->tid);
+	lk__json_strf(&j, "ip", "%#" PRIx64, s->ip);
+	lk__json_str_or_null(&j, "function", p->function);
+	lk__json_uint(&j, "offset", p->offset);
+	lk__json_str_or_null(&j, "module", p->module);
+	lk__json_str_or_null(&j, "file", p->file);
+	lk__json_int(&j, "line", p->line);
+	lk__json_strf(&j, "addr", "%#" PRIx64, s->addr);
 	if (s->has_value)
-		printf(",\"value\":%" PRId64 "}\n", sign_extend(s->value, run->len));
+		lk__json_int(&j, "value", sign_extend(s->value, run->len));
 	else
-		printf(",\"value\":null}\n");
+		lk__json_null(&j, "value");
+	lk__json_end(&j);
 }
 
 /* The hit as a line; the names come from the target's files: escaped (lk__text_escape). */
 static void print_text(const struct watch_run *run, const struct lk_watch_sample *s,
-		       const struct watch_place *p)
+		       const struct symbol_place *p)
 {
 	char where[512], line[300], value[64], shown_where[4 * sizeof(where)], shown_line[4 * sizeof(line)];
 
@@ -321,10 +324,10 @@ static void print_text(const struct watch_run *run, const struct lk_watch_sample
 static void on_sample(const struct lk_watch_sample *s, void *arg)
 {
 	struct watch_run *run = arg;
-	struct watch_place place;
+	struct symbol_place place;
 
 	/* A data watchpoint reports the instruction after the access: its line is that of ip - 1. */
-	watch_symbols_place(run->symbols, s->ip, run->opt.access != LK_WATCH_EXEC, &place);
+	symbolizer_place(run->symbols, s->ip, run->opt.access != LK_WATCH_EXEC, &place);
 	if (run->opt.json)
 		print_json(run, s, &place);
 	else
@@ -395,9 +398,18 @@ static void print_summary(const struct watch_run *run, const struct lk_watch_sam
 	uint64_t missing = run->counted > run->hits + lost ? run->counted - run->hits - lost : 0;
 
 	if (run->opt.json) {
-		printf("{\"summary\":{\"pid\":%d,\"addr\":\"%#" PRIx64 "\",\"len\":%zu,\"hits\":%" PRIu64
-		       ",\"lost\":%" PRIu64 ",\"counted\":%" PRIu64 "}}\n", (int)run->opt.pid, run->addr,
-		       run->len, run->hits, lost, run->counted);
+		struct lk__json j;
+
+		lk__json_begin(&j, stdout, true);
+		lk__json_object(&j, "summary");
+		lk__json_int(&j, "pid", run->opt.pid);
+		lk__json_strf(&j, "addr", "%#" PRIx64, run->addr);
+		lk__json_uint(&j, "len", run->len);
+		lk__json_uint(&j, "hits", run->hits);
+		lk__json_uint(&j, "lost", lost);
+		lk__json_uint(&j, "counted", run->counted);
+		lk__json_close(&j);
+		lk__json_end(&j);
 	}
 	fprintf(stderr, "lowkey watch: %" PRIu64 " hit%s", run->hits, run->hits == 1 ? "" : "s");
 	if (lost)
@@ -448,7 +460,7 @@ static int watch_run(int argc, char **argv)
 			return CLI_EXIT_FAIL;
 		run.opt.pid = child;
 	}
-	run.symbols = watch_symbols_open(run.opt.pid, err, sizeof(err));
+	run.symbols = symbolizer_open_process(run.opt.pid, err, sizeof(err));
 	if (!run.symbols) {
 		cli_error("watch", "is the process id right, and is it yours?", "%s", err);
 		rc = CLI_EXIT_FAIL;
@@ -470,7 +482,7 @@ static int watch_run(int argc, char **argv)
 	print_summary(&run, sampler);
 out:
 	lk_watch_sampler_close(sampler);
-	watch_symbols_close(run.symbols);
+	symbolizer_close(run.symbols);
 	if (child) {
 		if (rc)
 			kill(child, SIGKILL);	/* it never ran past its first instruction */

@@ -446,32 +446,35 @@ static void print_text(const struct events *e, const struct tracepoints *tp)
 
 static void print_json(const struct events *e, const struct tracepoints *tp)
 {
-	printf("{\"events\": [");
+	struct lk__json j;
+
+	lk__json_begin(&j, stdout, false);
+	lk__json_array(&j, "events");
 	for (size_t i = 0; i < e->n; i++) {
 		const struct event *ev = &e->v[i];
 
-		printf("%s\n  {\"name\": ", i ? "," : "");
-		lk__json_string(stdout, ev->name);
-		printf(", \"section\": \"%s\", \"pmu\": ", section_key[ev->section]);
-		lk__json_string(stdout, ev->pmu);
-		printf(", \"supported\": %s, \"user_only\": %s, \"why\": ", *ev->why ? "false" : "true",
-		       ev->user_only ? "true" : "false");
-		lk__json_string(stdout, ev->why);
-		printf("}");
+		lk__json_object_line(&j, NULL);
+		lk__json_str_or_null(&j, "name", ev->name);
+		lk__json_str(&j, "section", section_key[ev->section]);
+		lk__json_str_or_null(&j, "pmu", ev->pmu);
+		lk__json_bool(&j, "supported", !*ev->why);
+		lk__json_bool(&j, "user_only", ev->user_only);
+		lk__json_str_or_null(&j, "why", ev->why);
+		lk__json_close(&j);
 	}
-	printf("%s],\n \"libpfm4\": ", e->n ? "\n" : "");
-	lk__json_string(stdout, e->pfm_err ? e->pfm_why : "");
-	printf(",\n \"tracepoints\": {\"supported\": %s, \"count\": %zu, \"root\": ", *tp->why ? "false" : "true",
-	       tp->count);
-	lk__json_string(stdout, tp->root);
-	printf(", \"why\": ");
-	lk__json_string(stdout, tp->why);
-	printf(", \"subsystems\": [");
-	for (size_t i = 0; i < tp->nsub; i++) {
-		printf("%s", i ? ", " : "");
-		lk__json_string(stdout, tp->subsystems[i]);
-	}
-	printf("]}}\n");
+	lk__json_close(&j);
+	lk__json_str_or_null(&j, "libpfm4", e->pfm_err ? e->pfm_why : "");
+	lk__json_object_line(&j, "tracepoints");
+	lk__json_bool(&j, "supported", !*tp->why);
+	lk__json_uint(&j, "count", tp->count);
+	lk__json_str_or_null(&j, "root", tp->root);
+	lk__json_str_or_null(&j, "why", tp->why);
+	lk__json_array(&j, "subsystems");
+	for (size_t i = 0; i < tp->nsub; i++)
+		lk__json_str_or_null(&j, NULL, tp->subsystems[i]);
+	lk__json_close(&j);
+	lk__json_close(&j);
+	lk__json_end(&j);
 }
 
 int cli_list_events(bool json)

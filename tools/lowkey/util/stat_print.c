@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bench.h"
 #include "internal/json.h"
 #include "stat.h"
 
@@ -374,80 +373,80 @@ void stat_print_csv(FILE *out, const char *sep, const struct stat_result *r)
 
 void stat_print_json(FILE *out, const struct stat_result *r)
 {
-	struct lkb_json j;
+	struct lk__json j;
 
-	lkb_json_begin(&j, out);
+	lk__json_begin(&j, out, false);
 	if (r->process_mode && r->pid)
-		lkb_json_int(&j, "pid", r->pid);
+		lk__json_int(&j, "pid", r->pid);
 	else if (r->process_mode)
-		lkb_json_str(&j, "cpus", r->target);
+		lk__json_str(&j, "cpus", r->target);
 	else
-		lkb_json_str(&j, "command", r->target);
-	lkb_json_int(&j, "runs", r->runs);
+		lk__json_str(&j, "command", r->target);
+	lk__json_int(&j, "runs", r->runs);
 	if (!r->process_mode)
-		lkb_json_int(&j, "exit_status", r->exit_status);
-	lkb_json_int(&j, "elapsed_ns", llround(r->elapsed_mean));
+		lk__json_int(&j, "exit_status", r->exit_status);
+	lk__json_int(&j, "elapsed_ns", llround(r->elapsed_mean));
 	if (r->runs > 1)
-		lkb_json_int(&j, "elapsed_stddev_ns", llround(r->elapsed_stddev));
+		lk__json_int(&j, "elapsed_stddev_ns", llround(r->elapsed_stddev));
 	if (r->user_ns >= 0) {
-		lkb_json_int(&j, "user_ns", llround(r->user_ns));
-		lkb_json_int(&j, "sys_ns", llround(r->sys_ns));
+		lk__json_int(&j, "user_ns", llround(r->user_ns));
+		lk__json_int(&j, "sys_ns", llround(r->sys_ns));
 	}
-	lkb_json_array(&j, "events");
+	lk__json_array(&j, "events");
 	for (size_t i = 0; i < r->nevents; i++) {
 		const struct stat_event *e = &r->events[i];
 		struct metric m;
 
-		lkb_json_object(&j, NULL);
-		lkb_json_str(&j, "event", e->name);
-		lkb_json_str(&j, "resolved", e->resolved);
-		lkb_json_str(&j, "unit", e->unit);
-		lkb_json_bool(&j, "supported", e->supported);
+		lk__json_object(&j, NULL);
+		lk__json_str(&j, "event", e->name);
+		lk__json_str(&j, "resolved", e->resolved);
+		lk__json_str(&j, "unit", e->unit);
+		lk__json_bool(&j, "supported", e->supported);
 		if (!e->supported) {
-			lkb_json_str(&j, "why", e->why ? e->why : "");
-			lkb_json_close(&j);
+			lk__json_str(&j, "why", e->why ? e->why : "");
+			lk__json_close(&j);
 			continue;
 		}
-		lkb_json_bool(&j, "counted", !not_counted(e));
-		lkb_json_int(&j, "value", llround(e->mean));
+		lk__json_bool(&j, "counted", !not_counted(e));
+		lk__json_int(&j, "value", llround(e->mean));
 		if (e->scale != 1.0)
-			lkb_json_num(&j, "scaled_to_unit", e->mean * e->scale);
+			lk__json_num(&j, "scaled_to_unit", e->mean * e->scale);
 		if (r->runs > 1) {
-			lkb_json_num(&j, "stddev", e->stddev);
-			lkb_json_num(&j, "variance", e->stddev * e->stddev);
+			lk__json_num(&j, "stddev", e->stddev);
+			lk__json_num(&j, "variance", e->stddev * e->stddev);
 		}
-		lkb_json_int(&j, "time_enabled_ns", (long long)per_run(e->enabled, r->runs));
-		lkb_json_int(&j, "time_running_ns", (long long)per_run(e->running, r->runs));
-		lkb_json_num(&j, "pcnt_running", running_percent(e));
-		lkb_json_bool(&j, "user_only", e->user_only);
-		lkb_json_bool(&j, "user_only_fallback", e->user_only_fallback);
+		lk__json_int(&j, "time_enabled_ns", (long long)per_run(e->enabled, r->runs));
+		lk__json_int(&j, "time_running_ns", (long long)per_run(e->running, r->runs));
+		lk__json_num(&j, "pcnt_running", running_percent(e));
+		lk__json_bool(&j, "user_only", e->user_only);
+		lk__json_bool(&j, "user_only_fallback", e->user_only_fallback);
 		if (metric_for(r, e, &m)) {
 			char unit[48];
 
 			snprintf(unit, sizeof(unit), "%s%s", m.percent ? "% " : "", m.unit);
-			lkb_json_num(&j, "metric_value", m.value);
-			lkb_json_str(&j, "metric_unit", unit);
+			lk__json_num(&j, "metric_value", m.value);
+			lk__json_str(&j, "metric_unit", unit);
 		}
-		lkb_json_close(&j);
+		lk__json_close(&j);
 	}
-	lkb_json_close(&j);
+	lk__json_close(&j);
 	if (r->nthreads) {
-		lkb_json_array(&j, "threads");
+		lk__json_array(&j, "threads");
 		for (size_t t = 0; t < r->nthreads; t++) {
-			lkb_json_object(&j, NULL);
-			lkb_json_int(&j, "pid", r->threads[t].pid);
-			lkb_json_int(&j, "tid", r->threads[t].tid);
-			lkb_json_str(&j, "comm", r->threads[t].comm);
-			lkb_json_object(&j, "values");
+			lk__json_object(&j, NULL);
+			lk__json_int(&j, "pid", r->threads[t].pid);
+			lk__json_int(&j, "tid", r->threads[t].tid);
+			lk__json_str(&j, "comm", r->threads[t].comm);
+			lk__json_object(&j, "values");
 			for (size_t i = 0; i < r->nevents; i++)
 				if (r->events[i].supported)
-					lkb_json_int(&j, r->events[i].name, llround(r->threads[t].values[i]));
-			lkb_json_close(&j);
-			lkb_json_close(&j);
+					lk__json_int(&j, r->events[i].name, llround(r->threads[t].values[i]));
+			lk__json_close(&j);
+			lk__json_close(&j);
 		}
-		lkb_json_close(&j);
+		lk__json_close(&j);
 	}
-	lkb_json_end(&j);
+	lk__json_end(&j);
 }
 
 /* ---- -I: one interval ---- */
@@ -455,26 +454,26 @@ void stat_print_json(FILE *out, const struct stat_result *r)
 /* One event of an interval as a JSON line; the keys of --json's events, and "interval". */
 static void json_line(FILE *out, double seconds, const struct stat_result *d, const struct stat_event *e)
 {
+	struct lk__json j;
 	struct metric m;
 
-	fprintf(out, "{\"interval\": %.9f, \"event\": ", seconds);
-	lk__json_string(out, e->name);
-	fprintf(out, ", \"unit\": ");
-	lk__json_string(out, e->unit);
-	fprintf(out, ", \"supported\": %s", e->supported ? "true" : "false");
-	if (!e->supported) {
-		fprintf(out, "}\n");
-		return;
+	lk__json_begin(&j, out, true);
+	lk__json_fixed(&j, "interval", seconds, 9);
+	lk__json_str_or_null(&j, "event", e->name);
+	lk__json_str_or_null(&j, "unit", e->unit);
+	lk__json_bool(&j, "supported", e->supported);
+	if (e->supported) {
+		lk__json_bool(&j, "counted", !not_counted(e));
+		lk__json_int(&j, "value", llround(e->mean));
+		lk__json_uint(&j, "time_enabled_ns", e->enabled);
+		lk__json_uint(&j, "time_running_ns", e->running);
+		lk__json_fixed(&j, "pcnt_running", running_percent(e), 2);
 	}
-	fprintf(out, ", \"counted\": %s, \"value\": %lld, \"time_enabled_ns\": %llu, "
-		"\"time_running_ns\": %llu, \"pcnt_running\": %.2f", not_counted(e) ? "false" : "true",
-		llround(e->mean), (unsigned long long)e->enabled, (unsigned long long)e->running,
-		running_percent(e));
-	if (metric_for(d, e, &m)) {
-		fprintf(out, ", \"metric_value\": %.6g, \"metric_unit\": \"%s%s\"", m.value,
-			m.percent ? "% " : "", m.unit);
+	if (e->supported && metric_for(d, e, &m)) {
+		lk__json_num(&j, "metric_value", m.value);
+		lk__json_strf(&j, "metric_unit", "%s%s", m.percent ? "% " : "", m.unit);
 	}
-	fprintf(out, "}\n");
+	lk__json_end(&j);
 }
 
 void stat_print_interval(FILE *out, enum stat_format format, const char *sep, double seconds,

@@ -1,0 +1,459 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The libdw symbolizer of `lowkey watch` and `lowkey locks` (symbolize.h): one Dwfl session,
+ * over a live process's mappings or over objects at known bases, every file read so that no
+ * other user can kill lowkey by cutting it.
+ */
+#include <dirent.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <gelf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "probe_elf.h"
+#include "symbolize.h"
+
+/* An object's ELF, opened when it is reported, until libdwfl asks for it (find_opened). */
+struct opened {
+	Elf *elf;
+	int fd;
+	char *path;
+};
+
+struct symbolizer {
+	Dwfl *dwfl;
+	Dwfl_Callbacks callbacks;
+	char *debuginfo_path;
+	pid_t pid;		/* the process whose mappings are reported; 0: objects at known bases */
+	unsigned int reports;	/* of the process's mappings */
+	struct opened *opened;	/* objects at known bases: one each */
+	size_t nopened;
+};
+
+/* ---- the files: read, never mapped ---- */
+
+/*
+ * The ELF file at path (a regular file: no FIFO or device is opened), read with pread as libdw
+ * asks, never mapped. Its descriptor in *fd: the Elf reads through it, close it after elf_end().
+ * NULL if it cannot be opened or is not ELF.
+ */
+static Elf *open_elf(const char *path, int *fd)
+{
+	Elf *elf;
+
+	elf_version(EV_CURRENT);
+	*fd = open_regular_file(path, NULL, 0);
+	if (*fd < 0)
+		return NULL;
+	elf = elf_begin(*fd, ELF_C_READ, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF)
+		return elf;
+	elf_end(elf);
+	close(*fd);
+	*fd = -1;
+	return NULL;
+}
+
+static bool trusted_inode(const char *path, uid_t me)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && (st.st_uid == 0 || st.st_uid == me) &&
+	       !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/*
+ * Whether no user but root and this one can change the file at path or put another in its place:
+ * path is canonical (no symbolic link, no . or ..), and it and every directory above it belong to
+ * root or to this user and are writable by no group and no other user.
+ */
+static bool trusted(const char *path)
+{
+	char *real = realpath(path, NULL);
+	bool ok = real && strcmp(real, path) == 0 && trusted_inode("/", geteuid());
+
+	for (size_t i = 1; ok && real[i - 1]; i++) {
+		char c = real[i];
+
+		if (c != '/' && c)
+			continue;
+		real[i] = 0;
+		ok = trusted_inode(real, geteuid());
+		real[i] = c;
+	}
+	free(real);
+	return ok;
+}
+
+/* /proc/PID/map_files/START-END for the mapping that starts at base, into buf; false if none. */
+static bool mapped_file(pid_t pid, Dwarf_Addr base, char *buf, size_t len)
+{
+	char dir[64], prefix[32];
+	struct dirent *e;
+	bool found = false;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/map_files", (int)pid);
+	snprintf(prefix, sizeof(prefix), "%lx-", (unsigned long)base);
+	d = opendir(dir);
+	while (d && !found && (e = readdir(d)))
+		found = strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
+			snprintf(buf, len, "%s/%s", dir, e->d_name) < (int)len;
+	if (d)
+		closedir(d);
+	return found;
+}
+
+static bool deleted(const char *name)
+{
+	static const char mark[] = " (deleted)";
+	size_t len = strlen(name);
+
+	return len >= sizeof(mark) - 1 && strcmp(name + len - (sizeof(mark) - 1), mark) == 0;
+}
+
+/*
+ * For find_elf over process pid's mappings: the file mapped at base, through /proc/PID/map_files
+ * where this user may (the very file mapped), else by its name; read as open_elf() reads. Names
+ * that are no path ([vdso]) are read from the process's memory by libdwfl.
+ */
+static int proc_find_elf(pid_t pid, Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
+			 char **file_name, Elf **elfp)
+{
+	char path[PATH_MAX + 64];
+	int fd = -1;
+
+	if (name[0] != '/')
+		return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
+	/* map_files may be listed where its links cannot be followed (not root): then by name */
+	*elfp = mapped_file(pid, base, path, sizeof(path)) ? open_elf(path, &fd) : NULL;
+	/* not a deleted file's name: whatever another user may have put there since */
+	if (!*elfp && !deleted(name))
+		*elfp = open_elf(name, &fd);
+	if (!*elfp)
+		return -1;
+	*file_name = strdup(name);	/* where its debug files are looked for */
+	return fd;
+}
+
+/*
+ * Dwfl_Callbacks.find_debuginfo: by build ID in the system's debug directories for any object;
+ * libdwfl's whole search (beside the object, its .debug, /usr/lib/debug, debuginfod) only for an
+ * object trusted() trusts, as the files found there could otherwise be another user's.
+ */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			  const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+			  char **debuginfo_file_name)
+{
+	int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+					      debuglink_crc, debuginfo_file_name);
+
+	if (fd >= 0 || !file_name || !trusted(file_name))
+		return fd;
+	return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+					    debuglink_crc, debuginfo_file_name);
+}
+
+/* ---- source lines ---- */
+
+/*
+ * The source line of addr, for objects without .debug_aranges: libdwfl (elfutils 0.188, Debian
+ * 12's) finds an address's compile unit through that table only, and Clang does not emit it (GCC
+ * does), so dwfl_module_getsrc() finds no line in code Clang built. The units' own address ranges
+ * say it too.
+ */
+static const char *line_from_units(Dwfl_Module *mod, uint64_t addr, int *lineno)
+{
+	Dwarf_Addr bias;
+
+	for (Dwarf_Die *cu = NULL; (cu = dwfl_module_nextcu(mod, cu, &bias));) {
+		Dwarf_Line *line;
+
+		if (dwarf_haspc(cu, addr - bias) != 1)
+			continue;
+		line = dwarf_getsrc_die(cu, addr - bias);
+		if (!line || dwarf_lineno(line, lineno) != 0)
+			return NULL;
+		return dwarf_linesrc(line, NULL, NULL);
+	}
+	return NULL;
+}
+
+/* The source file of the run-time address addr in mod, its line in *line; NULL when none is known. */
+static const char *source_line(Dwfl_Module *mod, uint64_t addr, int *line)
+{
+	Dwfl_Line *l = dwfl_module_getsrc(mod, addr);
+	const char *file = l ? dwfl_lineinfo(l, NULL, line, NULL, NULL, NULL) : NULL;
+
+	return file ? file : line_from_units(mod, addr, line);
+}
+
+/* ---- a live process ---- */
+
+static int load_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start, void *arg)
+{
+	GElf_Addr bias;
+
+	(void)name, (void)start;
+	*userdata = arg;	/* for find_elf: the process */
+	dwfl_module_getelf(mod, &bias);	/* open the ELF now, while /proc/PID exists */
+	return DWARF_CB_OK;
+}
+
+static int find_process_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
+			    char **file_name, Elf **elfp)
+{
+	const struct symbolizer *s = *userdata;
+
+	return s ? proc_find_elf(s->pid, mod, userdata, name, base, file_name, elfp) : -1;
+}
+
+/* 0, an errno value (dwfl_linux_proc_report's), or -1 (libdw's own error: dwfl_errmsg). */
+static int report_process(struct symbolizer *s)
+{
+	int rc;
+
+	dwfl_report_begin_add(s->dwfl);
+	rc = dwfl_linux_proc_report(s->dwfl, s->pid);
+	if (rc != 0)
+		return rc;
+	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0)
+		return -1;
+	dwfl_getmodules(s->dwfl, load_module, s, 0);
+	s->reports++;
+	return 0;
+}
+
+static struct symbolizer *symbolizer_new(Dwfl_Callbacks *callbacks)
+{
+	struct symbolizer *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->callbacks = *callbacks;
+	s->callbacks.find_debuginfo = find_debuginfo;
+	s->callbacks.debuginfo_path = &s->debuginfo_path;
+	s->dwfl = dwfl_begin(&s->callbacks);
+	if (!s->dwfl) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+struct symbolizer *symbolizer_open_process(pid_t pid, char *err, size_t errlen)
+{
+	Dwfl_Callbacks callbacks = { .find_elf = find_process_elf };
+	struct symbolizer *s = symbolizer_new(&callbacks);
+	int rc;
+
+	if (!s) {
+		snprintf(err, errlen, "cannot start libdw: out of memory");	/* its only failure */
+		return NULL;
+	}
+	s->pid = pid;
+	rc = report_process(s);
+	if (rc == ENOENT || rc == ESRCH)
+		snprintf(err, errlen, "process %d does not exist (it may have exited)", (int)pid);
+	else if (rc > 0)
+		snprintf(err, errlen, "cannot read the mappings of process %d: %s", (int)pid, strerror(rc));
+	else if (rc < 0)
+		snprintf(err, errlen, "cannot read the mappings of process %d: %s", (int)pid, dwfl_errmsg(-1));
+	if (rc) {
+		symbolizer_close(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* ---- objects at known bases ---- */
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+static void close_opened(struct opened *o)
+{
+	if (o->elf)
+		elf_end(o->elf);
+	if (o->fd >= 0)
+		close(o->fd);
+	free(o->path);
+	*o = (struct opened){ NULL, -1, NULL };
+}
+
+/* Dwfl_Callbacks.find_elf: the object's ELF opened when it was reported, now libdwfl's to close. */
+static int find_opened(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base, char **file_name,
+		       Elf **elfp)
+{
+	struct opened *o = *userdata;
+	int fd;
+
+	(void)mod, (void)name, (void)base;
+	if (!o || !o->elf)
+		return -1;
+	*elfp = o->elf;
+	*file_name = o->path;
+	fd = o->fd;
+	*o = (struct opened){ NULL, -1, NULL };
+	return fd;
+}
+
+/*
+ * The addresses dwfl_report_elf(dwfl, name, path, -1, base, false) would give the object: from
+ * base, or from its first segment's if its addresses are fixed (ET_EXEC), to its last segment's end.
+ */
+static bool elf_range(Elf *elf, uint64_t base, uint64_t *start, uint64_t *end)
+{
+	uint64_t vaddr = 0;
+	bool found = false;
+	GElf_Ehdr eh;
+	GElf_Phdr ph;
+	size_t n;
+
+	if (!gelf_getehdr(elf, &eh) || (eh.e_type != ET_DYN && eh.e_type != ET_EXEC) || elf_getphdrnum(elf, &n))
+		return false;
+	for (size_t i = 0; i < n && !found; i++)
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD)
+			vaddr = ph.p_vaddr & -ph.p_align, found = true;
+	*start = eh.e_type == ET_EXEC ? vaddr : base;
+	*end = 0;
+	for (size_t i = n; i-- > 0 && !*end;)
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr + ph.p_memsz > 0)
+			*end = *start - vaddr + ph.p_vaddr + ph.p_memsz;
+	return found && *end > *start;
+}
+
+static void report_object(struct symbolizer *s, struct opened *o, const char *path, uint64_t bias)
+{
+	Dwfl_Module *mod = NULL;
+	uint64_t start, end;
+	void **slot;
+
+	o->elf = open_elf(path, &o->fd);
+	o->path = o->elf ? strdup(path) : NULL;
+	if (o->path && elf_range(o->elf, bias, &start, &end))
+		mod = dwfl_report_module(s->dwfl, base_name(path), start, end);
+	if (mod && dwfl_module_info(mod, &slot, NULL, NULL, NULL, NULL, NULL, NULL))
+		*slot = o;
+	else
+		close_opened(o);
+}
+
+struct symbolizer *symbolizer_open_objects(const struct symbol_object *objects, size_t n)
+{
+	Dwfl_Callbacks callbacks = { .find_elf = find_opened, .section_address = dwfl_offline_section_address };
+	struct symbolizer *s = symbolizer_new(&callbacks);
+
+	if (!s)
+		return NULL;
+	s->opened = calloc(n ? n : 1, sizeof(*s->opened));
+	if (!s->opened) {
+		symbolizer_close(s);
+		return NULL;
+	}
+	s->nopened = n;
+	for (size_t i = 0; i < n; i++)
+		s->opened[i].fd = -1;
+	dwfl_report_begin(s->dwfl);
+	for (size_t i = 0; i < n; i++)
+		if (objects[i].path && objects[i].path[0] == '/')
+			report_object(s, &s->opened[i], objects[i].path, objects[i].bias);
+	dwfl_report_end(s->dwfl, NULL, NULL);
+	return s;
+}
+
+/* ---- either ---- */
+
+void symbolizer_close(struct symbolizer *s)
+{
+	if (!s)
+		return;
+	dwfl_end(s->dwfl);
+	for (size_t i = 0; s->opened && i < s->nopened; i++)
+		close_opened(&s->opened[i]);
+	free(s->opened);
+	free(s);
+}
+
+static Dwfl_Module *module_of(struct symbolizer *s, uint64_t addr)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+
+	/* An object mapped since the last look (bounded: a stray address must not loop on /proc). */
+	if (!mod && s->pid && s->reports < 64 && report_process(s) == 0)
+		mod = dwfl_addrmodule(s->dwfl, addr);
+	return mod;
+}
+
+void symbolizer_place(struct symbolizer *s, uint64_t addr, bool line_before, struct symbol_place *out)
+{
+	Dwfl_Module *mod = module_of(s, addr);
+	GElf_Off offset = 0;
+	GElf_Sym sym;
+
+	memset(out, 0, sizeof(*out));
+	if (!mod)
+		return;
+	out->module = dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+	out->function = dwfl_module_addrinfo(mod, addr, &offset, &sym, NULL, NULL, NULL);
+	out->offset = offset;
+	out->file = source_line(mod, line_before ? addr - 1 : addr, &out->line);
+}
+
+struct lookup {
+	const char *name;
+	uint64_t addr, size;
+	const char *module;
+	int found;	/* 1 found, -1 thread-local */
+};
+
+static int lookup_in_module(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr start,
+			    void *arg)
+{
+	struct lookup *l = arg;
+	int n = dwfl_module_getsymtab(mod);
+
+	(void)userdata, (void)start;
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, NULL, NULL, NULL);
+
+		if (!name || strcmp(name, l->name) != 0 || sym.st_shndx == SHN_UNDEF)
+			continue;
+		if (GELF_ST_TYPE(sym.st_info) == STT_TLS) {
+			l->found = -1;
+			continue;
+		}
+		l->addr = addr;
+		l->size = sym.st_size;
+		l->module = modname;
+		l->found = 1;
+		return DWARF_CB_ABORT;
+	}
+	return DWARF_CB_OK;
+}
+
+int symbolizer_lookup(struct symbolizer *s, const char *name, uint64_t *addr, uint64_t *size,
+		      const char **module)
+{
+	struct lookup l = { name, 0, 0, NULL, 0 };
+
+	dwfl_getmodules(s->dwfl, lookup_in_module, &l, 0);
+	if (l.found == 1) {
+		*addr = l.addr;
+		*size = l.size;
+		*module = l.module;
+		return 0;
+	}
+	return l.found < 0 ? -EINVAL : -ENOENT;
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Naming code with libdw (elfutils), for `lowkey watch` and `lowkey locks`: an address in a live
+ * process, or in objects loaded at known bases (a process that has exited), to its object,
+ * function and offset, and source file:line.
+ *
+ * The objects may be another user's, who may cut them while lowkey reads: libdwfl maps what it
+ * opens itself, and a file cut under a mapping kills the reader with SIGBUS. So every object is
+ * opened here and read with pread (libelf's ELF_C_READ), never mapped, and separate debug files,
+ * which libdwfl opens and maps itself, are looked for only where no other user can change them.
+ *
+ * A symbolizer is one thread's. None of these functions is async-signal-safe (they allocate).
+ */
+#ifndef LOWKEY_CLI_SYMBOLIZE_H
+#define LOWKEY_CLI_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct symbolizer;
+
+/* Where an address is; a field libdw does not know is NULL or 0. */
+struct symbol_place {
+	const char *function;	/* NULL when no symbol covers the address */
+	uint64_t offset;	/* from the function's start */
+	const char *module;	/* the object's name (a path for a process), or NULL */
+	const char *file;	/* source file, NULL without debug info */
+	int line;		/* 0 without debug info */
+};
+
+/*
+ * symbolizer_open_process - the code mapped in process pid (/proc/PID/maps), every object's ELF
+ * and DWARF opened now, so that addresses still resolve after the process exits. Objects mapped
+ * later (dlopen) are read when an address falls in none known. Cost: reads every mapped object's
+ * headers and symbol tables. Returns NULL with the reason in err: the process does not exist, its
+ * mappings cannot be read (another user's without the right to trace it), or no memory.
+ */
+struct symbolizer *symbolizer_open_process(pid_t pid, char *err, size_t errlen);
+
+/* An object file and its load bias (ELF address + bias = run-time address). */
+struct symbol_object {
+	const char *path;	/* absolute; others are left out */
+	uint64_t bias;
+};
+
+/*
+ * symbolizer_open_objects - the code of objects loaded at known bases, for a process that may be
+ * gone. An object that cannot be read (missing, not ELF) is left out: its addresses resolve to
+ * nothing. Returns NULL only when libdw cannot start or there is no memory.
+ */
+struct symbolizer *symbolizer_open_objects(const struct symbol_object *objects, size_t n);
+
+/* Frees s and everything its places point into. NULL is ignored. */
+void symbolizer_close(struct symbolizer *s);
+
+/*
+ * symbolizer_place - where addr is. With line_before, the source line is that of addr - 1: a data
+ * watchpoint reports the instruction after the access, and the byte before lies inside the one
+ * that made it. The strings stay valid until symbolizer_close(). All fields zero when no object
+ * covers addr.
+ */
+void symbolizer_place(struct symbolizer *s, uint64_t addr, bool line_before, struct symbol_place *out);
+
+/*
+ * symbolizer_lookup - a data (or function) symbol's run-time address and size, and its object's
+ * name (valid until symbolizer_close()). Returns 0, -ENOENT when no object defines it, -EINVAL
+ * for a thread-local variable (each thread has its own address).
+ */
+int symbolizer_lookup(struct symbolizer *s, const char *name, uint64_t *addr, uint64_t *size,
+		      const char **module);
+
+#endif
