@@ -75,14 +75,19 @@ test: deps
 # runs them, the other builds leave them out.
 NOT_HEADERS = -E '^test_header_hygiene'
 
+# The libFuzzer builds of the fuzz harnesses (label fuzz) are the host clang's with their own flags
+# in every build, run from fixed seeds: `make test` builds and runs them, the other builds leave
+# them out (LK_LIBFUZZER=OFF) and replay the corpora through their own code (test_*_replay).
+NOT_LIBFUZZER = -DLK_LIBFUZZER=OFF
+
 test-asan: deps
-	$(call run_tests,$(BUILD)-asan,-DLK_SANITIZE=address$(,)undefined -DCMAKE_BUILD_TYPE=Debug,-LE no-asan $(NOT_HEADERS))
+	$(call run_tests,$(BUILD)-asan,-DLK_SANITIZE=address$(,)undefined -DCMAKE_BUILD_TYPE=Debug $(NOT_LIBFUZZER),-LE no-asan $(NOT_HEADERS))
 
 test-tsan: deps
-	$(call run_tests,$(BUILD)-tsan,-DLK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug,-LE no-tsan $(NOT_HEADERS))
+	$(call run_tests,$(BUILD)-tsan,-DLK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug $(NOT_LIBFUZZER),-LE no-tsan $(NOT_HEADERS))
 
 test-portable: deps
-	$(call run_tests,$(BUILD)-portable,-DLK_KEYS_PORTABLE=ON,$(NOT_HEADERS))
+	$(call run_tests,$(BUILD)-portable,-DLK_KEYS_PORTABLE=ON $(NOT_LIBFUZZER),$(NOT_HEADERS))
 
 # The compiler matrix: CC,CXX,C standard,C++ standard,linker per cell (c11: strict ISO; gnu11:
 # with GNU extensions; bfd, lld or mold). The library is built as always; the tests -- the users'
@@ -107,15 +112,20 @@ test-compilers: deps
 		(cd $$dir && ctest $(CTEST_FLAGS) -j $(JOBS) -L compilers); \
 	done
 
-# Cross builds (issue 14): aarch64 and riscv64, configured with cmake/<arch>.cmake (on the first
-# configure of the directory: the cache keeps it) into
-# $(BUILD)-<arch>, built with -Werror, tested under qemu-user (CTest puts the toolchain file's
-# CMAKE_CROSSCOMPILING_EMULATOR before each test). CROSS_TESTS: the CTest label regex of the suites
-# run there (every test carries its folder's name as a label; empty: all of them); CROSS_CTEST_FLAGS
-# for more (-R, -E ...). A test that needs what qemu-user lacks (perf_event_open, seccomp, robust
-# futex lists, executing other programs of the target without binfmt_misc) skips, saying why.
-CROSS_TESTS ?= ^(core|key|clock|probe|cxx|arch)$$
+# Cross builds: aarch64 and riscv64, configured with cmake/<arch>.cmake (on the first configure of
+# the directory: the cache keeps it) into $(BUILD)-<arch>, built with -Werror, tested under
+# qemu-user (CTest puts the toolchain file's CMAKE_CROSSCOMPILING_EMULATOR before each test).
+# CROSS_SUITES: the test folders (tests/NAME, each test labelled with its folder's name) built and
+# run there, beside everything outside tests/ (target all-but-tests); empty: every test.
+# CROSS_CTEST_FLAGS for more (-R, -E ...). A test that needs what qemu-user lacks (perf_event_open,
+# seccomp, robust futex lists, executing other programs of the target without binfmt_misc) skips,
+# saying why.
+CROSS_SUITES ?= core key clock probe cxx
 CROSS_CTEST_FLAGS ?=
+empty :=
+space := $(empty) $(empty)
+CROSS_TESTS = $(if $(CROSS_SUITES),^($(subst $(space),|,$(strip $(CROSS_SUITES))))$$)
+CROSS_TARGETS = $(if $(CROSS_SUITES),--target all-but-tests $(addprefix tests-,$(CROSS_SUITES)))
 CROSS_DEPS_RISCV64 = $(BUILD)-riscv64-deps
 SUDO_IF = $$(if [ "$$(id -u)" = 0 ]; then echo; else echo sudo; fi)
 
@@ -123,7 +133,7 @@ define run_cross_tests
 	$(CMAKE) -S . -B $(BUILD)-$(1) -G Ninja $(if $(wildcard $(BUILD)-$(1)/CMakeCache.txt),,--toolchain cmake/$(1).cmake) \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON $(2) $(CMAKE_FLAGS)
-	$(CMAKE) --build $(BUILD)-$(1) -j $(JOBS)
+	$(CMAKE) --build $(BUILD)-$(1) -j $(JOBS) $(CROSS_TARGETS)
 	cd $(BUILD)-$(1) && ctest $(CTEST_FLAGS) -j $(JOBS) $(if $(CROSS_TESTS),-L '$(CROSS_TESTS)') $(CROSS_CTEST_FLAGS)
 endef
 
