@@ -11,6 +11,8 @@
 #   make test-cross-aarch64, make test-cross-riscv64
 #                       cross-build with Debian's cross compilers (cmake/aarch64.cmake,
 #                       cmake/riscv64.cmake) and run the tests under qemu-user (CROSS_SUITES below)
+#   make check-format   list the C and C++ files that are not as clang-format-16 writes them
+#                       (.clang-format; tools/check-format --fix FILE... formats them)
 #   make install        install under PREFIX (default /usr/local)
 
 BUILD ?= build
@@ -28,7 +30,7 @@ DEPS = $(sort $(call read_deps,$(filter-out deps/cross-%,$(wildcard deps/*.deps)
 
 configure = $(CMAKE) -S . -B $(1) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(2) $(CMAKE_FLAGS)
 
-.PHONY: all build demo deps build-deps test test-asan test-tsan test-portable test-compilers install clean \
+.PHONY: all build demo deps build-deps test test-asan test-tsan test-portable test-compilers install clean check-format \
 	test-cross-aarch64 test-cross-riscv64 cross-deps-aarch64 cross-deps-riscv64
 
 all: build
@@ -181,6 +183,10 @@ cross-deps-riscv64:
 
 test-cross-riscv64: cross-deps-riscv64
 	$(call run_cross_tests,riscv64,-DLK_CROSS_DEPS=$(abspath $(CROSS_DEPS_RISCV64))/install)
+
+check-format:
+	$(call install_missing,$(call read_deps,deps/format.deps))
+	tools/check-format
 
 install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
