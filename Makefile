@@ -95,8 +95,13 @@ NOT_LIBFUZZER = -DLK_LIBFUZZER=OFF
 test-asan: deps
 	$(call run_tests,$(BUILD)-asan,-DLK_SANITIZE=address$(,)undefined -DCMAKE_BUILD_TYPE=Debug $(NOT_LIBFUZZER),-LE no-asan $(NOT_HEADERS))
 
+# ThreadSanitizer finds races between threads: the replays and mutations of the decoders' fuzz
+# harnesses (control protocol, trace reader, report readers) run one thread, in one process, and
+# are left to the other builds (ASan and UBSan among them).
+TSAN_NOT = -E '^test_header_hygiene|^test_fuzz_(control|reader|report)_replay$$|^test_fuzz_report_mutations$$'
+
 test-tsan: deps
-	$(call run_tests,$(BUILD)-tsan,-DLK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug $(NOT_LIBFUZZER),-LE no-tsan $(NOT_HEADERS))
+	$(call run_tests,$(BUILD)-tsan,-DLK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug $(NOT_LIBFUZZER),-LE no-tsan $(TSAN_NOT))
 
 # The portable build changes the static keys (key.h's sites, src/key, core's sync) and nothing
 # else: it builds and runs the suites whose code has keys or sites (PORTABLE_SUITES), not those of
