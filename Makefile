@@ -72,9 +72,10 @@ define run_tests
 	cd $(1) && ctest $(CTEST_FLAGS) -j $(JOBS) $(3)
 endef
 
-# Builds that run some suites only (folders of tests/, each test labelled with its folder's name):
-# the CTest label option and the build targets (everything outside tests/, and those suites' test
-# programs) for a list of folders; for an empty list, nothing (every test, the whole build).
+# Builds that run some suites only (CTest labels: each test carries its folder's name, some more):
+# the CTest label option and the build targets (everything outside tests/, and those labels' test
+# programs: tests-LABEL) for a list of labels; for an empty list, nothing (every test, the whole
+# build).
 empty :=
 space := $(empty) $(empty)
 suite_labels = $(if $(strip $(1)),-L '^($(subst $(space),|,$(strip $(1))))$$')
@@ -138,12 +139,13 @@ test-compilers: deps
 # Cross builds: aarch64 and riscv64, configured with cmake/<arch>.cmake (on the first configure of
 # the directory: the cache keeps it) into $(BUILD)-<arch>, built with -Werror, tested under
 # qemu-user (CTest puts the toolchain file's CMAKE_CROSSCOMPILING_EMULATOR before each test).
-# CROSS_SUITES: the test folders (tests/NAME, each test labelled with its folder's name) built and
-# run there, beside everything outside tests/ (target all-but-tests); empty: every test.
+# CROSS_SUITES: the test labels built and run there (a test's folder under tests/, or a label it
+# is given: arch, the watch module's length rules), beside everything outside tests/ (target
+# all-but-tests); empty: every test.
 # CROSS_CTEST_FLAGS for more (-R, -E ...). A test that needs what qemu-user lacks (perf_event_open,
 # seccomp, robust futex lists, executing other programs of the target without binfmt_misc) skips,
 # saying why.
-CROSS_SUITES ?= core key clock probe cxx
+CROSS_SUITES ?= core key clock probe cxx arch
 CROSS_CTEST_FLAGS ?=
 CROSS_DEPS_RISCV64 = $(BUILD)-riscv64-deps
 SUDO_IF = $$(if [ "$$(id -u)" = 0 ]; then echo; else echo sudo; fi)
