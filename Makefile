@@ -8,9 +8,14 @@
 #   make test-portable  the tests with static keys built as load + branch (LK_KEYS_PORTABLE)
 #   make test-compilers the tests of what users compile (keys, probes, C++) in each cell of the
 #                       compiler matrix (MATRIX below)
+#   make build-X, make check-X
+#                       the two halves of make test-X (test, asan, tsan, portable, compilers): configure
+#                       and build; run the tests
 #   make test-cross-aarch64, make test-cross-riscv64
 #                       cross-build with Debian's cross compilers (cmake/aarch64.cmake,
-#                       cmake/riscv64.cmake) and run the tests under qemu-user (CROSS_TESTS below)
+#                       cmake/riscv64.cmake) and run the tests under qemu-user (CROSS_SUITES below)
+#   make check-format   list the C and C++ files that are not as clang-format-16 writes them
+#                       (.clang-format; tools/check-format --fix FILE... formats them)
 #   make install        install under PREFIX (default /usr/local)
 
 BUILD ?= build
@@ -28,7 +33,9 @@ DEPS = $(sort $(call read_deps,$(filter-out deps/cross-%,$(wildcard deps/*.deps)
 
 configure = $(CMAKE) -S . -B $(1) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(2) $(CMAKE_FLAGS)
 
-.PHONY: all build demo deps build-deps test test-asan test-tsan test-portable test-compilers install clean \
+.PHONY: all build demo deps build-deps test test-asan test-tsan test-portable test-compilers install clean check-format \
+	build-test build-asan build-tsan build-portable build-compilers \
+	check-test check-asan check-tsan check-portable check-compilers \
 	test-cross-aarch64 test-cross-riscv64 cross-deps-aarch64 cross-deps-riscv64
 
 all: build
@@ -62,59 +69,124 @@ build-deps:
 deps:
 	$(call install_missing,$(DEPS))
 
-define run_tests
+# build_tests(DIR, CMAKE ARGS, BUILD TARGETS): configure and build (everything where no target is
+# named); check_tests(DIR, CTEST ARGS): run the tests. Each test target below is its build-* then its
+# check-* target: .ci/run builds the next tree, at the lowest priority, while the tests of the
+# current one run (they leave CPU time idle: they wait on processes, signals and the disk).
+define build_tests
 	$(call configure,$(1),-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON $(2))
-	$(CMAKE) --build $(1) -j $(JOBS)
-	cd $(1) && ctest $(CTEST_FLAGS) -j $(JOBS) $(3)
+	$(CMAKE) --build $(1) -j $(JOBS) $(3)
+endef
+define check_tests
+	cd $(1) && ctest $(CTEST_FLAGS) -j $(JOBS) $(2)
 endef
 
-test: deps
-	$(call run_tests,$(BUILD),)
+# Builds that run some suites only (CTest labels: each test carries its folder's name, some more):
+# the CTest label option and the build targets (everything outside tests/, and those labels' test
+# programs: tests-LABEL) for a list of labels; for an empty list, nothing (every test, the whole
+# build).
+empty :=
+space := $(empty) $(empty)
+suite_labels = $(if $(strip $(1)),-L '^($(subst $(space),|,$(strip $(1))))$$')
+suite_targets = $(if $(strip $(1)),--target all-but-tests $(addprefix tests-,$(strip $(1))))
+
+test: build-test
+	$(call check_tests,$(BUILD),)
+build-test: deps
+	$(call build_tests,$(BUILD),)
+check-test:
+	$(call check_tests,$(BUILD),)
 
 # The header hygiene tests compile the headers on their own, the same in every build: `make test`
 # runs them, the other builds leave them out.
 NOT_HEADERS = -E '^test_header_hygiene'
 
-test-asan: deps
-	$(call run_tests,$(BUILD)-asan,-DLK_SANITIZE=address$(,)undefined -DCMAKE_BUILD_TYPE=Debug,-LE no-asan $(NOT_HEADERS))
+# The libFuzzer builds of the fuzz harnesses (label fuzz) are the host clang's with their own flags
+# in every build, run from fixed seeds: `make test` builds and runs them, the other builds leave
+# them out (LK_LIBFUZZER=OFF) and replay the corpora through their own code (test_*_replay).
+NOT_LIBFUZZER = -DLK_LIBFUZZER=OFF
 
-test-tsan: deps
-	$(call run_tests,$(BUILD)-tsan,-DLK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug,-LE no-tsan $(NOT_HEADERS))
+ASAN_CMAKE = -DLK_SANITIZE=address$(,)undefined -DCMAKE_BUILD_TYPE=Debug $(NOT_LIBFUZZER)
+ASAN_CTEST = -LE no-asan $(NOT_HEADERS)
 
-test-portable: deps
-	$(call run_tests,$(BUILD)-portable,-DLK_KEYS_PORTABLE=ON,$(NOT_HEADERS))
+test-asan: build-asan
+	$(call check_tests,$(BUILD)-asan,$(ASAN_CTEST))
+build-asan: deps
+	$(call build_tests,$(BUILD)-asan,$(ASAN_CMAKE))
+check-asan:
+	$(call check_tests,$(BUILD)-asan,$(ASAN_CTEST))
+
+# ThreadSanitizer finds races between threads: the replays and mutations of the decoders' fuzz
+# harnesses (control protocol, trace reader, report readers) run one thread, in one process, and
+# are left to the other builds (ASan and UBSan among them).
+TSAN_CMAKE = -DLK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug $(NOT_LIBFUZZER)
+TSAN_CTEST = -LE no-tsan -E '^test_header_hygiene|^test_fuzz_(control|reader|report)_replay$$|^test_fuzz_report_mutations$$'
+
+test-tsan: build-tsan
+	$(call check_tests,$(BUILD)-tsan,$(TSAN_CTEST))
+build-tsan: deps
+	$(call build_tests,$(BUILD)-tsan,$(TSAN_CMAKE))
+check-tsan:
+	$(call check_tests,$(BUILD)-tsan,$(TSAN_CTEST))
+
+# The portable build changes the static keys (key.h's sites, src/key, core's sync) and nothing
+# else: it builds and runs the suites whose code has keys or sites (PORTABLE_SUITES), not those of
+# counter, lock, sem and clock, which hold none and call nothing that flips one, nor html (the
+# pages' escaping and their rendering in Chromium, from traces recorded as in make test).
+PORTABLE_SUITES ?= core key probe control cli cxx watch fuzz
+PORTABLE_CTEST = $(call suite_labels,$(PORTABLE_SUITES)) $(NOT_HEADERS)
+
+test-portable: build-portable
+	$(call check_tests,$(BUILD)-portable,$(PORTABLE_CTEST))
+build-portable: deps
+	$(call build_tests,$(BUILD)-portable,-DLK_KEYS_PORTABLE=ON $(NOT_LIBFUZZER),$(call suite_targets,$(PORTABLE_SUITES)))
+check-portable:
+	$(call check_tests,$(BUILD)-portable,$(PORTABLE_CTEST))
 
 # The compiler matrix: CC,CXX,C standard,C++ standard,linker per cell (c11: strict ISO; gnu11:
 # with GNU extensions; bfd, lld or mold). The library is built as always; the tests -- the users'
 # side of the headers -- in the cell's standards. With `make test` (gcc, gnu11, gnu++17, bfd) each
 # compiler meets both C dialects and both C++ standards; test_header_hygiene compiles the headers
-# in every standard.
+# in every standard. build-compilers configures and builds every cell, check-compilers tests them,
+# test-compilers does both cell by cell.
 MATRIX ?= gcc,g++,c11,c++20,mold clang,clang++,c11,c++17,bfd clang,clang++,gnu11,gnu++20,lld
 
-test-compilers: deps
+# The shell loop over the cells: $$dir, $$cc ... set for the commands in $(1).
+define each_cell
 	@set -e; for cell in $(MATRIX); do \
 		set -- $$(echo $$cell | tr , ' '); \
 		cstd=$${3#c}; cstd=$${cstd#gnu}; cext=OFF; case $$3 in gnu*) cext=ON;; esac; \
 		xstd=$${4#c++}; xstd=$${xstd#gnu++}; xext=OFF; case $$4 in gnu*) xext=ON;; esac; \
 		ld=-fuse-ld=$$5; dir=$(BUILD)-$$1-$$3-$$4; \
 		echo "--- $$1 -std=$$3, $$2 -std=$$4, $$ld ($$dir; $$($$1 --version | head -1))"; \
-		CC=$$1 CXX=$$2 $(call configure,$$dir,-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON \
+		$(1) \
+	done
+endef
+build_cell = CC=$$1 CXX=$$2 $(call configure,$$dir,-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON \
 			-DLK_TEST_C_STANDARD=$$cstd -DLK_TEST_C_EXTENSIONS=$$cext \
 			-DLK_TEST_CXX_STANDARD=$$xstd -DLK_TEST_CXX_EXTENSIONS=$$xext \
 			-DCMAKE_EXE_LINKER_FLAGS=$$ld -DCMAKE_SHARED_LINKER_FLAGS=$$ld \
 			-DCMAKE_MODULE_LINKER_FLAGS=$$ld) >/dev/null; \
-		$(CMAKE) --build $$dir -j $(JOBS) --target compiler-tests; \
-		(cd $$dir && ctest $(CTEST_FLAGS) -j $(JOBS) -L compilers); \
-	done
+		$(CMAKE) --build $$dir -j $(JOBS) --target compiler-tests;
+check_cell = (cd $$dir && ctest $(CTEST_FLAGS) -j $(JOBS) -L compilers);
 
-# Cross builds (issue 14): aarch64 and riscv64, configured with cmake/<arch>.cmake (on the first
-# configure of the directory: the cache keeps it) into
-# $(BUILD)-<arch>, built with -Werror, tested under qemu-user (CTest puts the toolchain file's
-# CMAKE_CROSSCOMPILING_EMULATOR before each test). CROSS_TESTS: the CTest label regex of the suites
-# run there (every test carries its folder's name as a label; empty: all of them); CROSS_CTEST_FLAGS
-# for more (-R, -E ...). A test that needs what qemu-user lacks (perf_event_open, seccomp, robust
-# futex lists, executing other programs of the target without binfmt_misc) skips, saying why.
-CROSS_TESTS ?= ^(core|key|clock|probe|cxx|arch)$$
+test-compilers: deps
+	$(call each_cell,$(build_cell) $(check_cell))
+build-compilers: deps
+	$(call each_cell,$(build_cell))
+check-compilers:
+	$(call each_cell,$(check_cell))
+
+# Cross builds: aarch64 and riscv64, configured with cmake/<arch>.cmake (on the first configure of
+# the directory: the cache keeps it) into $(BUILD)-<arch>, built with -Werror, tested under
+# qemu-user (CTest puts the toolchain file's CMAKE_CROSSCOMPILING_EMULATOR before each test).
+# CROSS_SUITES: the test labels built and run there (a test's folder under tests/, or a label it
+# is given: arch, the watch module's length rules), beside everything outside tests/ (target
+# all-but-tests); empty: every test.
+# CROSS_CTEST_FLAGS for more (-R, -E ...). A test that needs what qemu-user lacks (perf_event_open,
+# seccomp, robust futex lists, executing other programs of the target without binfmt_misc) skips,
+# saying why.
+CROSS_SUITES ?= core key clock probe cxx arch
 CROSS_CTEST_FLAGS ?=
 CROSS_DEPS_RISCV64 = $(BUILD)-riscv64-deps
 SUDO_IF = $$(if [ "$$(id -u)" = 0 ]; then echo; else echo sudo; fi)
@@ -123,8 +195,8 @@ define run_cross_tests
 	$(CMAKE) -S . -B $(BUILD)-$(1) -G Ninja $(if $(wildcard $(BUILD)-$(1)/CMakeCache.txt),,--toolchain cmake/$(1).cmake) \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON $(2) $(CMAKE_FLAGS)
-	$(CMAKE) --build $(BUILD)-$(1) -j $(JOBS)
-	cd $(BUILD)-$(1) && ctest $(CTEST_FLAGS) -j $(JOBS) $(if $(CROSS_TESTS),-L '$(CROSS_TESTS)') $(CROSS_CTEST_FLAGS)
+	$(CMAKE) --build $(BUILD)-$(1) -j $(JOBS) $(call suite_targets,$(CROSS_SUITES))
+	cd $(BUILD)-$(1) && ctest $(CTEST_FLAGS) -j $(JOBS) $(call suite_labels,$(CROSS_SUITES)) $(CROSS_CTEST_FLAGS)
 endef
 
 cross-deps-aarch64:
@@ -159,6 +231,10 @@ cross-deps-riscv64:
 
 test-cross-riscv64: cross-deps-riscv64
 	$(call run_cross_tests,riscv64,-DLK_CROSS_DEPS=$(abspath $(CROSS_DEPS_RISCV64))/install)
+
+check-format:
+	$(call install_missing,$(call read_deps,deps/format.deps))
+	tools/check-format
 
 install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
