@@ -84,13 +84,13 @@ struct lk_probe_site {
 	const char *function;		/* __func__ in C; __PRETTY_FUNCTION__ in C++ */
 };
 
-/* ---- recording: the sites ---- */
+/* ---- recording ---- */
 
 /*
  * LK_PROBE(provider, event, args...) - record an event with 0 to 8 arguments.
- * Off: one NOP, arguments not evaluated. On: about the cost of a cycle-counter read and a few stores, no
- * lock, no system call (except, rarely, to wake the consumer or when the thread records its first
- * event). Async-signal-safe, once the thread has recorded an event outside a handler: an event
+ * Off: one NOP, arguments not evaluated. On: about the cost of a cycle-counter read and a few
+ * stores, no lock, no system call (except, rarely, to wake the consumer or when the thread records
+ * its first event). Async-signal-safe, once the thread has recorded an event outside a handler: an event
  * recorded by a signal handler that interrupts another event on the same thread is dropped and
  * counted as lost, never written over it.
  */
@@ -110,8 +110,8 @@ struct lk_probe_site {
 /*
  * LK_SPAN(provider, name) - a span from here to the end of the enclosing scope, however the scope
  * is left: return, break, goto, and in C++ an exception unwinding through it. A declaration: use
- * it where a declaration may go, one per line. Off: one NOP here, and at scope exit a test of a register the
- * NOP left at zero. The end is recorded only when the begin was (a begin whose end is dropped
+ * it where a declaration may go, one per line. Off: one NOP here, and at scope exit a test of a
+ * register the NOP left at zero. The end is recorded only when the begin was (a begin whose end is dropped
  * because the buffer is full, or cut by lk_trace_stop, stays open). For a USDT tracer the end
  * fires (NAME_end) whenever the begin did (NAME_begin), through a stub of the site's own.
  */
