@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Probe arguments, included by lowkey/probe.h: counting them, finding each one's type at compile
- * time (C11 _Generic in C, templates in C++) and converting it to its 64-bit record value. Nothing
+ * time (_Generic in C, templates in C++) and converting it to its 64-bit record value. Nothing
  * here is API.
  */
 #ifndef LOWKEY_BITS_PROBE_ARGS_H
