@@ -80,9 +80,9 @@ static uint64_t pair_tries(int clock, uint64_t *at, uint64_t *ns, int tries)
 
 	*at = *ns = 0;
 	for (int i = 0; i < tries; i++) {
-		uint64_t c0 = lk__arch_counter_ordered();
+		uint64_t c0 = lk__arch_counter();
 		uint64_t v = lk__vdso_ns(clock);
-		uint64_t c1 = lk__arch_counter_ordered();
+		uint64_t c1 = lk__arch_counter();
 
 		if (c1 - c0 < best) {
 			best = c1 - c0;

@@ -23,16 +23,20 @@
  *   LK_ARCH_HAVE_SDT            USDT probe points.
  *
  * Which read to use. All of them cost one instruction or two, are async-signal-safe, and never
- * fail. The ordered read is for a counter value paired with a time the kernel reads (a system
- * call or vDSO call bracketed by two reads, as the clock's calibration and rebases do): a read
- * performed early, before the call, would put the bracket's end before the kernel's reading.
- * Everything else takes the unordered read, the cheapest: probe timestamps, lock hold and wait
- * times, and the clock's own reads of the thread's CPU time and of lk_now_ns(). Those need no
- * order with other instructions: the CPU time is extrapolated from a base only while the
- * thread's seqcount has not moved, and an interrupt or a context switch stops the CPU at a
- * precise instruction boundary, so a counter read in one stretch of running is checked against a
- * seqcount read in the same stretch, whatever order the CPU executed them in (src/clock/cputime.c).
- * The probes' timestamps feed that same path (one read stamps an event and gives its CPU time).
+ * fail. The ordered read is for the ends of a bracket around a system call whose time is kept
+ * with the bracket's first read (the clock's rebase of a thread's CPU time, src/clock/cputime.c):
+ * the end must not be read before the call has returned, or the bracket's width, which decides
+ * whether the pair is kept, would leave part of the call out. Everything else takes the
+ * unordered read, the cheapest: probe timestamps, lock hold and wait times, and the clock's own
+ * reads of the thread's CPU time and of lk_now_ns(). Those need no order with other
+ * instructions: the CPU time is extrapolated from a base only while the thread's seqcount has not
+ * moved, and an interrupt or a context switch stops the CPU at a precise instruction boundary, so
+ * a counter read in one stretch of running is checked against a seqcount read in the same
+ * stretch, whatever order the CPU executed them in. The probes' timestamps feed that same path
+ * (one read stamps an event and gives its CPU time). lk_now_ns()'s calibration pairs a vDSO
+ * clock_gettime() with the middle of two unordered reads around it: fenced reads are each taken
+ * late by the fence's wait, which moves the middle past the vDSO's reading and puts lk_now_ns()
+ * below CLOCK_MONOTONIC (lowkey bench cputime shows it, "n below").
  *
  *   x86-64: rdtsc, or lfence; rdtsc (the kernel's rdtsc_ordered()).
  *   aarch64: mrs cntvct_el0, or isb; mrs cntvct_el0 (the kernel's __arch_counter_get_cntvct()):

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internal: what the arch code knows about the cycle counter. The counter itself is read with
- * lowkey/bits/arch.h: lk__arch_counter() on the hot paths, lk__arch_counter_ordered() where a
- * read brackets a time the kernel reads (that header says why).
+ * lowkey/bits/arch.h: lk__arch_counter() but at the ends of a rebase's bracket around its system
+ * call, lk__arch_counter_ordered() (that header says why).
  */
 #ifndef LK_CLOCK_ARCH_COUNTER_H
 #define LK_CLOCK_ARCH_COUNTER_H
