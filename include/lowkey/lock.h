@@ -67,6 +67,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <lowkey/bits/compiler.h>
+#include <lowkey/bits/lock_hold.h>
 
 LK_BEGIN_DECLS
 
@@ -166,148 +167,6 @@ struct lk_lockstat {
 	double wait_fraction;
 };
 
-/* ---- internals the inline fast paths need; not API ---- */
-
-struct lk__lockmeta {			/* the lock's second cache line: written on slow paths */
-	const char *name;
-	struct lk__lockmeta *next, *prev;	/* registry of named locks */
-	uint64_t created;			/* ticks */
-	uint64_t contended;
-	uint64_t wait_total;			/* ticks */
-	uint64_t wait_max;
-	uint16_t kind;
-	uint16_t registered;
-	uint32_t spare;
-};
-
-struct lk__hold {			/* sampled hold times, in ticks */
-	uint64_t start;			/* when the current hold is being timed; else 0 */
-	uint64_t samples;
-	uint64_t total;
-	uint64_t max;
-};
-
-/* Every field of a statically initialized lock: zero, but for the name and the kind. */
-#define LK__HOLD_INIT { 0, 0, 0, 0 }
-#define LK__LOCKMETA_INIT(name_, kind_) { (name_), LK__NULL, LK__NULL, 0, 0, 0, 0, (kind_), 0, 0 }
-
-#if defined(__x86_64__) || defined(__i386__)
-static inline uint64_t lk__lock_ticks(void)
-{
-	uint32_t lo, hi;
-
-	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-	return (LK__CAST(uint64_t, hi) << 32) | lo;
-}
-#elif defined(__aarch64__)
-static inline uint64_t lk__lock_ticks(void)
-{
-	uint64_t v;
-
-	__asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
-	return v;
-}
-#elif defined(__riscv) && __riscv_xlen == 64
-static inline uint64_t lk__lock_ticks(void)
-{
-	uint64_t v;
-
-	__asm__ __volatile__("rdtime %0" : "=r"(v));
-	return v;
-}
-#else
-#include <time.h>
-static inline uint64_t lk__lock_ticks(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return LK__CAST(uint64_t, ts.tv_sec) * 1000000000u + LK__CAST(uint64_t, ts.tv_nsec);
-}
-#endif
-
-/* Identifies the calling thread without a call: its thread pointer. */
-#if defined(__x86_64__)
-static inline uintptr_t lk__lock_self(void)
-{
-	uintptr_t tp;
-
-	__asm__("mov %%fs:0, %0" : "=r"(tp));
-	return tp;
-}
-#elif defined(__aarch64__)
-static inline uintptr_t lk__lock_self(void)
-{
-	uintptr_t tp;
-
-	__asm__("mrs %0, tpidr_el0" : "=r"(tp));
-	return tp;
-}
-#elif defined(__riscv)
-static inline uintptr_t lk__lock_self(void)
-{
-	uintptr_t tp;
-
-	__asm__("mv %0, tp" : "=r"(tp));
-	return tp;
-}
-#else
-#include <pthread.h>
-static inline uintptr_t lk__lock_self(void)
-{
-	return LK__CAST(uintptr_t, pthread_self());	/* glibc: pthread_t is an unsigned long */
-}
-#endif
-
-#define LK__LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define LK__ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
-
-/* Holds are timed when acquisition n * 2^64/phi falls below this (see lk_lockstat_set_hold_sampling). */
-LK_API extern uint64_t lk__hold_threshold;
-
-static inline bool lk__hold_sampled(uint64_t n)
-{
-	return n * 0x9E3779B97F4A7C15ull <= LK__LD(lk__hold_threshold);
-}
-
-/* The holder's bookkeeping: only the thread holding the lock exclusively writes these. */
-static inline void lk__hold_begin(struct lk__hold *h, uint64_t n)
-{
-	if (LK__UNLIKELY(lk__hold_sampled(n)))
-		LK__ST(h->start, lk__lock_ticks());
-}
-
-static inline void lk__hold_end(struct lk__hold *h)
-{
-	uint64_t start = LK__LD(h->start), held;
-
-	if (LK__LIKELY(!start))
-		return;
-	held = lk__lock_ticks() - start;
-	LK__ST(h->samples, LK__LD(h->samples) + 1);
-	LK__ST(h->total, LK__LD(h->total) + held);
-	if (held > LK__LD(h->max))
-		LK__ST(h->max, held);
-	LK__ST(h->start, 0);
-}
-
-LK_API void lk__lock_first_use(struct lk__lockmeta *meta);
-
-/* Count an exclusive acquisition; called holding the lock. */
-static inline void lk__exclusive_acquired(uint64_t *acq, uintptr_t *owner, uint64_t *changes,
-					  struct lk__hold *hold, struct lk__lockmeta *meta)
-{
-	uint64_t n = LK__LD(*acq);
-	uintptr_t me = lk__lock_self(), last = LK__LD(*owner);
-
-	LK__ST(*acq, n + 1);
-	if (LK__UNLIKELY(n == 0))
-		lk__lock_first_use(meta);
-	LK__ST(*changes, LK__LD(*changes) + (last != me && last != 0));
-	LK__ST(*owner, me);
-	lk__hold_begin(hold, n);
-}
-
 /* ---- lk_mutex_t: sleeps (futex) when contended, after a short spin ---- */
 
 typedef struct lk_mutex {
@@ -336,49 +195,23 @@ LK_API int lk_mutex_init(lk_mutex_t *m, const char *name);
  */
 LK_API int lk_mutex_destroy(lk_mutex_t *m);
 
-LK_API void lk__mutex_lock_slow(lk_mutex_t *m);
-LK_API void lk__mutex_wake(lk_mutex_t *m);
-
 /*
  * lk_mutex_lock - acquire m. Uncontended: one compare-and-swap and a few stores to m's first cache
  * line. Contended: spins briefly, then sleeps in futex(2); the wait is timed. Not recursive: a
  * thread that locks a mutex it holds deadlocks, as with a default pthread mutex. Not
  * async-signal-safe.
  */
-static inline void lk_mutex_lock(lk_mutex_t *m)
-{
-	uint32_t expected = 0;
-
-	if (LK__UNLIKELY(!__atomic_compare_exchange_n(&m->lk__word, &expected, 1, false, __ATOMIC_ACQUIRE,
-						      __ATOMIC_RELAXED))) {
-		lk__mutex_lock_slow(m);
-		return;
-	}
-	lk__exclusive_acquired(&m->lk__acq, &m->lk__owner, &m->lk__owner_changes, &m->lk__hold, &m->lk__meta);
-}
+static inline void lk_mutex_lock(lk_mutex_t *m);
 
 /* lk_mutex_trylock - acquire m if it is free: 0, or -EBUSY. One compare-and-swap; never waits; a
  * failure is not counted as contention. Not async-signal-safe. */
-static inline int lk_mutex_trylock(lk_mutex_t *m)
-{
-	uint32_t expected = 0;
-
-	if (!__atomic_compare_exchange_n(&m->lk__word, &expected, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-		return -EBUSY;
-	lk__exclusive_acquired(&m->lk__acq, &m->lk__owner, &m->lk__owner_changes, &m->lk__hold, &m->lk__meta);
-	return 0;
-}
+static inline int lk_mutex_trylock(lk_mutex_t *m);
 
 /*
  * lk_mutex_unlock - release m, which the calling thread holds. One exchange; a futex wake-up only
  * when a waiter may be asleep. Not async-signal-safe.
  */
-static inline void lk_mutex_unlock(lk_mutex_t *m)
-{
-	lk__hold_end(&m->lk__hold);
-	if (LK__UNLIKELY(__atomic_exchange_n(&m->lk__word, 0, __ATOMIC_RELEASE) == 2))
-		lk__mutex_wake(m);
-}
+static inline void lk_mutex_unlock(lk_mutex_t *m);
 
 /* ---- lk_spinlock_t: spins (with pause, then sched_yield) when contended ---- */
 
@@ -398,49 +231,20 @@ typedef struct lk_spinlock {
 LK_API int lk_spinlock_init(lk_spinlock_t *s, const char *name);
 LK_API int lk_spinlock_destroy(lk_spinlock_t *s);
 
-LK_API void lk__spin_lock_slow(lk_spinlock_t *s);
-
 /*
  * lk_spin_lock - acquire s. Uncontended: as lk_mutex_lock. Contended: spins on a load with the
  * CPU's pause hint, and yields the CPU between rounds so a preempted holder can run; the wait is
  * timed. Never sleeps in the kernel. Async-signal-safe only if no handler can interrupt a holder.
  */
-static inline void lk_spin_lock(lk_spinlock_t *s)
-{
-	uint32_t expected = 0;
-
-	if (LK__UNLIKELY(!__atomic_compare_exchange_n(&s->lk__word, &expected, 1, false, __ATOMIC_ACQUIRE,
-						      __ATOMIC_RELAXED))) {
-		lk__spin_lock_slow(s);
-		return;
-	}
-	lk__exclusive_acquired(&s->lk__acq, &s->lk__owner, &s->lk__owner_changes, &s->lk__hold, &s->lk__meta);
-}
+static inline void lk_spin_lock(lk_spinlock_t *s);
 
 /* lk_spin_trylock - 0, or -EBUSY if s is held. One compare-and-swap; never waits. */
-static inline int lk_spin_trylock(lk_spinlock_t *s)
-{
-	uint32_t expected = 0;
-
-	if (!__atomic_compare_exchange_n(&s->lk__word, &expected, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-		return -EBUSY;
-	lk__exclusive_acquired(&s->lk__acq, &s->lk__owner, &s->lk__owner_changes, &s->lk__hold, &s->lk__meta);
-	return 0;
-}
+static inline int lk_spin_trylock(lk_spinlock_t *s);
 
 /* lk_spin_unlock - release s: one store (and a clock read when the hold is timed). */
-static inline void lk_spin_unlock(lk_spinlock_t *s)
-{
-	lk__hold_end(&s->lk__hold);
-	__atomic_store_n(&s->lk__word, 0, __ATOMIC_RELEASE);
-}
+static inline void lk_spin_unlock(lk_spinlock_t *s);
 
 /* ---- lk_rwlock_t: readers share, a writer excludes; a waiting writer holds new readers back ---- */
-
-#define LK__RW_READERS 0x3fffffffu	/* reader count; all ones: write-locked */
-#define LK__RW_WRITE_LOCKED LK__RW_READERS
-#define LK__RW_READERS_WAITING 0x40000000u
-#define LK__RW_WRITERS_WAITING 0x80000000u
 
 typedef struct lk_rwlock {
 	uint32_t lk__state;		/* readers, or LK__RW_WRITE_LOCKED, | waiting bits */
@@ -463,111 +267,28 @@ typedef struct lk_rwlock {
 LK_API int lk_rwlock_init(lk_rwlock_t *l, const char *name);
 LK_API int lk_rwlock_destroy(lk_rwlock_t *l);
 
-LK_API void lk__rw_read_lock_slow(lk_rwlock_t *l);
-LK_API void lk__rw_write_lock_slow(lk_rwlock_t *l);
-LK_API void lk__rw_read_sample_begin(lk_rwlock_t *l);
-LK_API void lk__rw_read_sample_end(lk_rwlock_t *l);
-LK_API void lk__rw_wake(lk_rwlock_t *l, uint32_t state);
-
-static inline bool lk__rw_readable(uint32_t s)
-{
-	return !(s & (LK__RW_READERS_WAITING | LK__RW_WRITERS_WAITING)) && (s & LK__RW_READERS) < LK__RW_READERS - 1;
-}
-
-static inline void lk__rw_read_acquired(lk_rwlock_t *l)
-{
-	uint64_t n = __atomic_fetch_add(&l->lk__read_acq, 1, __ATOMIC_RELAXED);
-
-	if (LK__UNLIKELY(n == 0))
-		lk__lock_first_use(&l->lk__meta);
-	if (LK__UNLIKELY(lk__hold_sampled(n)))
-		lk__rw_read_sample_begin(l);
-}
-
 /*
  * lk_rwlock_read_lock - shared acquisition. Uncontended: one compare-and-swap and one atomic add
  * on l's first line. Waits (futex) while a writer holds l or waits for it, so writers do not
  * starve; a thread that already reads l and reads it again while a writer waits deadlocks, as with
  * any writer-preferring lock. Not async-signal-safe.
  */
-static inline void lk_rwlock_read_lock(lk_rwlock_t *l)
-{
-	uint32_t s = LK__LD(l->lk__state);
-
-	if (LK__LIKELY(lk__rw_readable(s)) &&
-	    LK__LIKELY(__atomic_compare_exchange_n(&l->lk__state, &s, s + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
-		lk__rw_read_acquired(l);
-		return;
-	}
-	lk__rw_read_lock_slow(l);
-}
+static inline void lk_rwlock_read_lock(lk_rwlock_t *l);
 
 /* lk_rwlock_read_trylock - 0, or -EBUSY if a writer holds or waits for l. Never waits. */
-static inline int lk_rwlock_read_trylock(lk_rwlock_t *l)
-{
-	uint32_t s = LK__LD(l->lk__state);
-
-	while (lk__rw_readable(s)) {
-		if (__atomic_compare_exchange_n(&l->lk__state, &s, s + 1, true, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-			lk__rw_read_acquired(l);
-			return 0;
-		}
-	}
-	return -EBUSY;
-}
+static inline int lk_rwlock_read_trylock(lk_rwlock_t *l);
 
 /* lk_rwlock_read_unlock - end a shared hold. One atomic subtract; wakes a writer if it was the last. */
-static inline void lk_rwlock_read_unlock(lk_rwlock_t *l)
-{
-	uint32_t s;
-
-	if (LK__UNLIKELY(LK__LD(l->lk__read_timing)))
-		lk__rw_read_sample_end(l);
-	s = __atomic_sub_fetch(&l->lk__state, 1, __ATOMIC_RELEASE);
-	if (LK__UNLIKELY(!(s & LK__RW_READERS) && s))	/* the last reader out, and someone waits */
-		lk__rw_wake(l, s);
-}
+static inline void lk_rwlock_read_unlock(lk_rwlock_t *l);
 
 /* lk_rwlock_write_lock - exclusive acquisition; as lk_mutex_lock. */
-static inline void lk_rwlock_write_lock(lk_rwlock_t *l)
-{
-	uint32_t expected = 0;
-
-	if (LK__UNLIKELY(!__atomic_compare_exchange_n(&l->lk__state, &expected, LK__RW_WRITE_LOCKED, false,
-						      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
-		lk__rw_write_lock_slow(l);
-		return;
-	}
-	lk__exclusive_acquired(&l->lk__acq, &l->lk__owner, &l->lk__owner_changes, &l->lk__hold, &l->lk__meta);
-}
+static inline void lk_rwlock_write_lock(lk_rwlock_t *l);
 
 /* lk_rwlock_write_trylock - 0, or -EBUSY if l is held in either mode. Never waits. */
-static inline int lk_rwlock_write_trylock(lk_rwlock_t *l)
-{
-	uint32_t s = LK__LD(l->lk__state);
-
-	while (!(s & LK__RW_READERS)) {
-		/* keep the waiting bits: sleepers still need their wake-up at unlock */
-		if (__atomic_compare_exchange_n(&l->lk__state, &s, s | LK__RW_WRITE_LOCKED, true, __ATOMIC_ACQUIRE,
-						__ATOMIC_RELAXED)) {
-			lk__exclusive_acquired(&l->lk__acq, &l->lk__owner, &l->lk__owner_changes, &l->lk__hold,
-					       &l->lk__meta);
-			return 0;
-		}
-	}
-	return -EBUSY;
-}
+static inline int lk_rwlock_write_trylock(lk_rwlock_t *l);
 
 /* lk_rwlock_write_unlock - end an exclusive hold; wakes a waiting writer, else the waiting readers. */
-static inline void lk_rwlock_write_unlock(lk_rwlock_t *l)
-{
-	uint32_t s;
-
-	lk__hold_end(&l->lk__hold);
-	s = __atomic_sub_fetch(&l->lk__state, LK__RW_WRITE_LOCKED, __ATOMIC_RELEASE);
-	if (LK__UNLIKELY(s))
-		lk__rw_wake(l, s);
-}
+static inline void lk_rwlock_write_unlock(lk_rwlock_t *l);
 
 /* ---- statistics ---- */
 
@@ -611,5 +332,8 @@ LK_API int lk_lockstat_report(FILE *out, unsigned int flags);
 LK_API int lk_lockstat_set_hold_sampling(unsigned int period);
 
 LK_END_DECLS
+
+/* The inline fast paths of the functions above; not API. */
+#include <lowkey/bits/lock_inline.h>
 
 #endif

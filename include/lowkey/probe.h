@@ -18,7 +18,7 @@
  *
  * Every site is guarded by its own static key: while off it is one 5-byte NOP and its arguments are
  * not evaluated. While on, an event is written, unformatted, into the calling thread's ring
- * buffer: a TSC timestamp, the site's id, the arguments (and the thread's CPU time when the trace
+ * buffer: a cycle-counter timestamp, the site's id, the arguments (and the thread's CPU time when the trace
  * asks for it); a consumer thread drains the buffers into the trace. A full buffer drops events and
  * counts them; the count is in the trace and in lk_trace_stats().
  *
@@ -26,9 +26,11 @@
  * const char *, or a char array: copied, up to LK_PROBE_STRING_MAX bytes), or any other pointer
  * (recorded as its address). Types are found at compile time. Strings and pointers may be NULL.
  *
- * Traces are CTF 1.8 directories (babeltrace2, Trace Compass, the LTTng tools read them) or Chrome
- * Trace Event JSON (Perfetto UI, chrome://tracing). `lowkey trace -- cmd` traces a program from the
- * outside; `lowkey report TRACE` summarizes a trace.
+ * A trace is written in one of three formats (lk_trace_config.format): a CTF 1.8 directory
+ * (babeltrace2, Trace Compass, the LTTng tools read it), a Chrome Trace Event JSON file
+ * (chrome://tracing, the Perfetto UI), or a Perfetto protobuf trace, .pftrace (the Perfetto UI,
+ * trace_processor). `lowkey trace -- cmd` traces a program from the outside; `lowkey report TRACE`
+ * summarizes a trace.
  *
  * Providers and events are identifiers. Any number of LK_PROBEs may share a line; LK_SPAN, one per line.
  */
@@ -38,15 +40,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 #include <lowkey/bits/compiler.h>
 #include <lowkey/key.h>
-#ifdef __cplusplus
-#include <type_traits>
-#if __cplusplus >= 201703L
-#include <string_view>
-#endif
-#endif
 
 LK_BEGIN_DECLS
 
@@ -89,19 +84,38 @@ struct lk_probe_site {
 	const char *function;		/* __func__ in C; __PRETTY_FUNCTION__ in C++ */
 };
 
-#define LK__PROBE_MAGIC 0x6c6b7072u	/* "lkpr" */
-#define LK__SITE_TRACER 0x100u	/* flags: on for a USDT tracer (set and read atomically) */
-#define LK__PROBE_ABI 3	/* 2: 8-byte record header; 3: string views */
+/* ---- recording ---- */
 
 /*
- * An argument type of arg_types only, never of a trace or of lk_probe_info: a C++ string view,
- * passed as the address of this pair and recorded as LK_PROBE_STR (up to its first NUL byte).
+ * LK_PROBE(provider, event, args...) - record an event with 0 to 8 arguments.
+ * Off: one NOP, arguments not evaluated. On: about the cost of a cycle-counter read and a few
+ * stores, no lock, no system call (except, rarely, to wake the consumer or when the thread records
+ * its first event). Async-signal-safe, once the thread has recorded an event outside a handler: an event
+ * recorded by a signal handler that interrupts another event on the same thread is dropped and
+ * counted as lost, never written over it.
  */
-#define LK__PROBE_VIEW 6
-struct lk__probe_view {
-	const char *ptr;
-	size_t len;
-};
+#define LK_PROBE(...) LK__PROBE_AT(LK_PROBE_EVENT, #__VA_ARGS__, __VA_ARGS__)
+
+/* LK_COUNTER(provider, name, value) - record a value of a counter track (an integer or double). */
+#define LK_COUNTER(provider, name, value)                                                     \
+	LK__PROBE_AT(LK_PROBE_COUNTER, #provider ", " #name ", " #value, provider, name, value)
+
+/*
+ * LK_SPAN_BEGIN(provider, name) / LK_SPAN_END(provider, name) - a span that crosses scopes, on one
+ * thread; spans nest. Each end is its own site, enabled by the same rules as its begin.
+ */
+#define LK_SPAN_BEGIN(provider, name) LK__PROBE_AT(LK_PROBE_SPAN_BEGIN, "", provider, name)
+#define LK_SPAN_END(provider, name) LK__PROBE_AT(LK_PROBE_SPAN_END, "", provider, name)
+
+/*
+ * LK_SPAN(provider, name) - a span from here to the end of the enclosing scope, however the scope
+ * is left: return, break, goto, and in C++ an exception unwinding through it. A declaration: use
+ * it where a declaration may go, one per line. Off: one NOP here, and at scope exit a test of a
+ * register the NOP left at zero. The end is recorded only when the begin was (a begin whose end is dropped
+ * because the buffer is full, or cut by lk_trace_stop, stays open). For a USDT tracer the end
+ * fires (NAME_end) whenever the begin did (NAME_begin), through a stub of the site's own.
+ */
+#define LK_SPAN(provider, name) LK__SPAN_AT(__LINE__, provider, name)
 
 /* ---- enabling, listing ---- */
 
@@ -343,661 +357,9 @@ LK_API int lk_control_open(void);
  * socket. Nothing if not open. Waits for a command in progress. Not async-signal-safe.
  */
 LK_API void lk_control_close(void);
-
-/* ---- internals ---- */
-
-/*
- * The calling thread's write position, in initial-exec TLS so the fast path reaches it with one
- * %fs-relative access. All zero until the thread records its first event, which sends that
- * event to the slow path; the slow path allocates the thread's buffer and fills this in.
- */
-struct lk__probe_tls {
-	/*
-	 * Where the next record goes, and where the records end for the consumer: the same place,
-	 * since a record is committed before its emit ends and a nested emit never writes.
-	 */
-	uintptr_t committed;
-	uintptr_t fast_end;	/* the fast path may write up to here */
-	unsigned int nesting;	/* emits in progress on this thread (signal handlers nest) */
-	unsigned int spare;
-};
-
-extern __thread struct lk__probe_tls lk__probe_tls __attribute__((tls_model("initial-exec")));
-
-/* Both return whether the event was recorded (false: no trace, or dropped and counted). */
-LK_API bool lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, const uint64_t *vals);
-
-/*
- * Whether a lowkey trace records: while it is false an event that the fast path cannot take (a
- * site on only for a USDT tracer) ends there, without calling the slow path. Written by the
- * registry as it applies rules (true before a trace's sites turn on); read on enabled paths only.
- */
-LK_API extern bool lk__probe_recording;
-
-static inline __attribute__((always_inline)) bool lk__probe_no_trace(void)
-{
-	return LK__UNLIKELY(!__atomic_load_n(&lk__probe_recording, __ATOMIC_RELAXED));
-}
-
-static inline __attribute__((always_inline)) uint64_t lk__probe_tsc(void)
-{
-#if defined(__x86_64__)
-	uint32_t lo, hi;
-
-	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-	return LK__CAST(uint64_t, hi) << 32 | lo;
-#elif defined(__aarch64__)
-	uint64_t v;
-
-	__asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
-	return v;
-#elif defined(__riscv) && __riscv_xlen == 64
-	uint64_t v;
-
-	__asm__ __volatile__("rdtime %0" : "=r"(v));	/* the time CSR, as src/clock/arch/counter.h */
-	return v;
-#else
-#error "lowkey probes need a cycle counter for this architecture"
-#endif
-}
-
-/* A record's header: one u64, the event id in its low 16 bits and the TSC's low 48 bits above
- * (the shift drops the TSC's top bits, no mask needed). The consumer and readers extend the
- * timestamp from the packet's; 48 bits last 34 hours at 2.3 GHz. */
-#define LK__PROBE_HEADER 8
-#define LK__PROBE_ID_BITS 16
-#define LK__PROBE_TSC_BITS 48
-#define LK__PROBE_TSC_MASK ((UINT64_C(1) << LK__PROBE_TSC_BITS) - 1)
-
-static inline uint64_t lk__probe_header(uint64_t tsc, uint32_t id)
-{
-	return tsc << LK__PROBE_ID_BITS | id;
-}
-
-/*
- * The fast path for numeric arguments: claim the thread, reserve, stamp, copy, commit, release.
- * The claim (nesting 0 -> 1) is stored before the write position is read, so a signal handler
- * that interrupts this event and records one of its own sees the claim and takes the slow path,
- * which drops and counts its event rather than writing over this one. Anything unusual (no buffer
- * yet, the watermark or the end of the ring reached, CPU time requested, tracing stopped) goes
- * to the slow path too: fast_end routes it there.
- */
-static inline __attribute__((always_inline)) bool
-lk__probe_emit(struct lk_probe_site *site, unsigned int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
-	       uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7)
-{
-	struct lk__probe_tls *t = &lk__probe_tls;
-	uint32_t size = LK__PROBE_HEADER + 8 * n;
-	unsigned int nested = __atomic_load_n(&t->nesting, __ATOMIC_RELAXED);
-	uintptr_t p;
-
-	__atomic_store_n(&t->nesting, nested + 1, __ATOMIC_RELAXED);	/* read by lk_trace_stop */
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	p = __atomic_load_n(&t->committed, __ATOMIC_RELAXED);
-	if (LK__LIKELY(nested == 0 && p + size <= __atomic_load_n(&t->fast_end, __ATOMIC_RELAXED))) {
-		const uint64_t args[8] = { a0, a1, a2, a3, a4, a5, a6, a7 };
-		uint64_t head = lk__probe_header(lk__probe_tsc(), site->id);
-
-		memcpy(LK__REINTERPRET(void *, p), &head, 8);
-		for (unsigned int i = 0; i < n; i++)	/* n is a constant: unrolled, from registers */
-			memcpy(LK__REINTERPRET(void *, p + LK__PROBE_HEADER + 8 * i), &args[i], 8);
-		__atomic_store_n(&t->committed, p + size, __ATOMIC_RELEASE);
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		__atomic_store_n(&t->nesting, 0, __ATOMIC_RELAXED);
-		return true;
-	}
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	__atomic_store_n(&t->nesting, nested, __ATOMIC_RELAXED);
-	if (lk__probe_no_trace())
-		return false;
-	{
-		const uint64_t args[8] = { a0, a1, a2, a3, a4, a5, a6, a7 };
-
-		return lk__probe_emit_slow(site, n, args);
-	}
-}
-
-#define lk__probe_emit0(site) lk__probe_emit((site), 0, 0, 0, 0, 0, 0, 0, 0, 0)
-
-/*
- * Argument counting, in standard C99 and C++11 (no GNU ", ##__VA_ARGS__"): LK__NARGS counts the
- * provider and the event too, 2 to 11 tokens, and picks LK__PROBE_<count>.
- */
-#define LK__CAT_(a, b) a##b
-#define LK__CAT(a, b) LK__CAT_(a, b)
-#define LK__NARGS(...) LK__NARGS_(__VA_ARGS__, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define LK__NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, n, ...) n
-
-static inline uint64_t lk__u64_i(int64_t v) { return LK__CAST(uint64_t, v); }
-static inline uint64_t lk__u64_u(uint64_t v) { return v; }
-static inline uint64_t lk__u64_p(const volatile void *p) { return LK__REINTERPRET(uintptr_t, p); }
-static inline uint64_t lk__u64_f(double v)
-{
-	uint64_t u;
-
-	memcpy(&u, &v, sizeof(u));
-	return u;
-}
-
-#ifndef __cplusplus
-#define LK__ARG_TYPE(x)                                                                       \
-	(__extension__ _Generic((x),                                                          \
-		_Bool: LK_PROBE_U64, unsigned char: LK_PROBE_U64, unsigned short: LK_PROBE_U64, \
-		unsigned int: LK_PROBE_U64, unsigned long: LK_PROBE_U64,                      \
-		unsigned long long: LK_PROBE_U64,                                             \
-		char: LK_PROBE_I64, signed char: LK_PROBE_I64, short: LK_PROBE_I64,           \
-		int: LK_PROBE_I64, long: LK_PROBE_I64, long long: LK_PROBE_I64,               \
-		float: LK_PROBE_F64, double: LK_PROBE_F64,                                    \
-		char *: LK_PROBE_STR, const char *: LK_PROBE_STR,                             \
-		default: LK_PROBE_PTR))
-#define LK__ARG_DECL(i, x)                                                                    \
-	const uint64_t lk__a##i = (__extension__ _Generic((x),                                \
-		_Bool: lk__u64_u, unsigned char: lk__u64_u, unsigned short: lk__u64_u,        \
-		unsigned int: lk__u64_u, unsigned long: lk__u64_u, unsigned long long: lk__u64_u, \
-		char: lk__u64_i, signed char: lk__u64_i, short: lk__u64_i, int: lk__u64_i,    \
-		long: lk__u64_i, long long: lk__u64_i,                                        \
-		float: lk__u64_f, double: lk__u64_f,                                          \
-		default: lk__u64_p)(x));
-#define LK__PROBE_TOO_MANY _Static_assert(0, "a probe takes at most 8 arguments")
-#else
-} /* extern "C" */
-/*
- * What a C++ argument records as: integers, bool and enumerations (as their underlying type) as
- * integers, floating point as f64, char pointers and arrays as strings, whatever converts to
- * std::string_view (std::string too) as a string, any other pointer as its address.
- */
-template <typename T, bool = std::is_enum<T>::value> struct lk__int_of { typedef T type; };
-template <typename T> struct lk__int_of<T, true> { typedef typename std::underlying_type<T>::type type; };
-
-/* Whether T has a c_str() returning a char pointer (std::string and its kind). */
-template <typename T> struct lk__has_c_str {
-	template <typename U> static char test(decltype(static_cast<const char *>(static_cast<const U *>(nullptr)->c_str())));
-	template <typename U> static long test(...);
-	static constexpr bool value = sizeof(test<T>(nullptr)) == 1;
-};
-
-/* How an argument is converted: its lk_probe_type, or one of these (recorded as strings). */
-#define LK__ARG_C_STR 7	/* an object with c_str() */
-
-template <typename T> struct lk__arg_kind {
-	typedef typename std::decay<T>::type D;
-	typedef typename lk__int_of<D>::type I;
-	static constexpr bool is_cstr = std::is_same<D, char *>::value || std::is_same<D, const char *>::value;
-	static constexpr bool is_object = !std::is_pointer<D>::value && !std::is_same<D, std::nullptr_t>::value;
-#if __cplusplus >= 201703L
-	static constexpr bool is_view = is_object && std::is_convertible<const D &, std::string_view>::value;
-#else
-	static constexpr bool is_view = false;
-#endif
-	static constexpr int how =
-		std::is_same<I, char>::value ? LK_PROBE_I64 :
-		std::is_integral<I>::value ? (std::is_signed<I>::value ? LK_PROBE_I64 : LK_PROBE_U64) :
-		std::is_floating_point<D>::value ? LK_PROBE_F64 :
-		is_cstr ? LK_PROBE_STR :
-		is_view ? LK__PROBE_VIEW :
-		is_object && lk__has_c_str<D>::value ? LK__ARG_C_STR :
-		std::is_pointer<D>::value || std::is_same<D, std::nullptr_t>::value ? LK_PROBE_PTR : 0;
-	static constexpr int type = how == LK__ARG_C_STR ? LK_PROBE_STR : how;
-	static_assert(how != 0, "a lowkey probe argument is an integer, bool, enum, float, double, string "
-				"(char pointer or array, std::string_view, std::string) or pointer");
-};
-
-template <int Type> struct lk__arg_tag {};
-
-template <typename T> inline uint64_t lk__arg_value(T v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_I64>)
-{
-	return static_cast<uint64_t>(static_cast<int64_t>(v));
-}
-template <typename T> inline uint64_t lk__arg_value(T v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_U64>)
-{
-	return static_cast<uint64_t>(v);
-}
-template <typename T> inline uint64_t lk__arg_value(T v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_F64>)
-{
-	return lk__u64_f(static_cast<double>(v));
-}
-template <typename T> inline uint64_t lk__arg_value(T v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_STR>)
-{
-	return reinterpret_cast<uintptr_t>(static_cast<const char *>(v));
-}
-template <typename T> inline uint64_t lk__arg_value(T v, struct lk__probe_view &, lk__arg_tag<LK_PROBE_PTR>)
-{
-	return reinterpret_cast<uintptr_t>(v);
-}
-inline uint64_t lk__arg_value(std::nullptr_t, struct lk__probe_view &, lk__arg_tag<LK_PROBE_PTR>)
-{
-	return 0;
-}
-template <typename T> inline uint64_t lk__arg_value(const T &v, struct lk__probe_view &, lk__arg_tag<LK__ARG_C_STR>)
-{
-	return reinterpret_cast<uintptr_t>(static_cast<const char *>(v.c_str()));
-}
-#if __cplusplus >= 201703L
-/* Scalars go by value (a reference would keep the caller's variable in memory, on the hot path too).
- * The view lives in the caller's block until the event is recorded. */
-template <typename T> inline uint64_t lk__arg_value(const T &v, struct lk__probe_view &view, lk__arg_tag<LK__PROBE_VIEW>)
-{
-	std::string_view sv(v);
-
-	view.ptr = sv.data();
-	view.len = sv.size();
-	return reinterpret_cast<uintptr_t>(&view);
-}
-#endif
-
-#define LK__ARG_TYPE(x) (lk__arg_kind<decltype((x))>::type)
-/*
- * The argument is bound to a reference first: a temporary (std::string(s), a returned view) then
- * lives to the end of the probe's block, past the copy of its bytes into the record.
- */
-#define LK__ARG_DECL(i, x)                                                                    \
-	auto &&lk__ref##i = (x);                                                              \
-	struct lk__probe_view lk__view##i;                                                    \
-	const uint64_t lk__a##i = lk__arg_value(lk__ref##i, lk__view##i, lk__arg_tag<lk__arg_kind<decltype((x))>::how>()); \
-	LK__SDT_DECL(i, lk__arg_kind<decltype((x))>::how)
-#define LK__PROBE_TOO_MANY static_assert(false, "a probe takes at most 8 arguments")
-
-/* What an SDT note shows of an argument: its record value, but a string view's data pointer. */
-template <int How> inline uint64_t lk__sdt_value(uint64_t a)
-{
-	return a;
-}
-template <> inline uint64_t lk__sdt_value<LK__PROBE_VIEW>(uint64_t a)
-{
-	return reinterpret_cast<uintptr_t>(reinterpret_cast<const struct lk__probe_view *>(a)->ptr);
-}
-
-extern "C" {
-#endif
-
-#define LK__TYPE(i, x) (LK__CAST(uint32_t, LK__ARG_TYPE(x)) << (4 * (i)))
-#define LK__IS_STRING(types, i) (((types) >> (4 * (i)) & 0xf) == LK_PROBE_STR || ((types) >> (4 * (i)) & 0xf) == LK__PROBE_VIEW)
-#define LK__HAS_STRINGS(types)                                                                \
-	(LK__IS_STRING(types, 0) || LK__IS_STRING(types, 1) || LK__IS_STRING(types, 2) ||      \
-	 LK__IS_STRING(types, 3) || LK__IS_STRING(types, 4) || LK__IS_STRING(types, 5) ||      \
-	 LK__IS_STRING(types, 6) || LK__IS_STRING(types, 7))
-
-/*
- * A site is its descriptor (in .data, next to its key), a slot holding the descriptor's address,
- * and an entry in section __lk_probe_sites: the slot's offset from the entry. The entry comes
- * from an asm statement in the function, not a variable's section attribute, which g++ drops in
- * templates; like a key site's entry, it belongs to the function's section group, and is repeated
- * in every copy of the code (the registry counts each descriptor once). The slot must have
- * internal linkage, for its address to be a constant in position-independent code: a static of
- * the function in C, key.h's lk__slot of a class local to the site in C++.
- */
-#define LK__PROBE_ENTRY_ASM                                                                   \
-	".pushsection __lk_probe_sites, \"aR?\", @progbits\n\t"                               \
-	".balign 8\n\t"                                                                       \
-	".quad " LK__SYM(0) " - .\n\t"                                                          \
-	".popsection"
-
-#ifdef __cplusplus
-#define LK__FUNCTION __PRETTY_FUNCTION__
-#else
-#define LK__FUNCTION __func__
-#endif
-#define LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names)                 \
-	static struct lk_probe_site var = {                                                   \
-		LK_KEY_INIT_FALSE, LK__PROBE_MAGIC, LK__PROBE_ABI, (kind), (nargs), (types),  \
-		__LINE__, 0, 0, #provider, #event, __FILE__, names, LK__FUNCTION              \
-	}
-
-#ifndef __cplusplus
-#define LK__PROBE_SITE(var, provider, event, kind, nargs, types, names)                       \
-	LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names);                \
-	static struct lk_key *const var##_slot = &var.key.key
-#define LK__PROBE_SLOT(var) (&var##_slot)
-#define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : LK__SYMBOL(&var##_slot))
-#define LK__PROBE_ON(var) LK__SITE_EXPECT(lk__branch_slot(&var##_slot, 0, 1), 0)
-#else
-#define LK__PROBE_SITE(var, provider, event, kind, nargs, types, names)                       \
-	LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names);                \
-	struct var##_tag {                                                                    \
-		static constexpr struct lk_key *key() { return &var.key.key; }                \
-	}
-#define LK__PROBE_SLOT(var) (&lk__slot<var##_tag>::value)
-#define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : LK__SYMBOL(&lk__slot<var##_tag>::value))
-#define LK__PROBE_ON(var) LK__SITE_EXPECT(lk__branch_tag(var##_tag, 0, 1), 0)
-#endif
-
-/*
- * USDT: each site also describes itself to perf, bpftrace, SystemTap and other readers of SDT
- * notes. On the path that runs while the site is on, where its arguments are in registers, a
- * `nop` is the probe point; an ELF note (.note.stapsdt, type 3, owner "stapsdt") names it
- * provider:event (spans: event_begin and event_end), gives its address, a semaphore and the
- * arguments' places ("-8@%rax": 8 bytes, signed, in %rax); .stapsdt.base lets a reader find where
- * the object was loaded. The semaphore is a 2-byte counter in .probes that the kernel increments
- * while a uprobe with its ref_ctr_offset is attached; an entry in __lk_probe_sdt (the slot's
- * offset, then the semaphore's) lets the library find the site of each semaphore (see
- * lk_probe_usdt_poll). Every copy of the code has its own note and semaphore, in the function's
- * section group like the other entries. Arguments are their 64-bit record values: integers
- * widened (signed ones -8, others 8), a double's bits, a string's or a pointer's address.
- * -DLK_NO_SDT leaves all this out. The site itself is unchanged: while off, one NOP.
- */
-#if !defined(LK_NO_SDT) && (defined(__x86_64__) || defined(__aarch64__) || (defined(__riscv) && __riscv_xlen == 64))
-#define LK__SDT 1
-#endif
-
-#ifdef LK__SDT
-#define LK__SDT_SUFFIX_LK_PROBE_EVENT ""
-#define LK__SDT_SUFFIX_LK_PROBE_COUNTER ""
-#define LK__SDT_SUFFIX_LK_PROBE_SPAN_BEGIN "_begin"
-#define LK__SDT_SUFFIX_LK_PROBE_SPAN_END "_end"
-
-/* Argument i: operand 3 + i; operand 1 is the packed types, operand 2 the count. */
-#define LK__SDT_ARG(i, op, sep)                                                               \
-	".if " LK__SYM(2) " > " #i "\n\t"                                                     \
-	".ascii \"" sep "\"\n\t"                                                              \
-	".if ((" LK__SYM(1) " >> (" #i " * 4)) & 15) == 1\n\t"                                \
-	".ascii \"-\"\n\t"                                                                    \
-	".endif\n\t"                                                                          \
-	".ascii \"8@%" #op "\"\n\t"                                                           \
-	".endif\n\t"
-
-/*
- * The note of the probe point at label 990, its semaphore and its __lk_probe_sdt entry, whose
- * site is operand slot (an LK__SYM). args: the arguments' places, "" for none.
- */
-#define LK__SDT_NOTE(provider, name, args, slot)                                              \
-	".pushsection .probes, \"aw?\", @progbits\n\t"                                        \
-	".balign 2\n"                                                                          \
-	"991: .2byte 0\n\t"                                                                   \
-	".popsection\n\t"                                                                     \
-	".pushsection .note.stapsdt, \"?\", @note\n\t"                                        \
-	".balign 4\n\t"                                                                       \
-	".4byte 993f - 992f, 995f - 994f, 3\n"                                                 \
-	"992: .asciz \"stapsdt\"\n"                                                            \
-	"993: .balign 4\n"                                                                     \
-	"994: .8byte 990b, _.stapsdt.base, 991b\n\t"                                          \
-	".asciz \"" provider "\"\n\t"                                                         \
-	".asciz \"" name "\"\n\t"                                                             \
-	args                                                                                  \
-	".byte 0\n"                                                                            \
-	"995: .balign 4\n\t"                                                                  \
-	".popsection\n\t"                                                                     \
-	".ifndef _.stapsdt.base\n\t"                                                          \
-	".pushsection .stapsdt.base, \"aG\", @progbits, .stapsdt.base, comdat\n\t"           \
-	".weak _.stapsdt.base\n\t"                                                            \
-	".hidden _.stapsdt.base\n"                                                             \
-	"_.stapsdt.base: .space 1\n\t"                                                        \
-	".size _.stapsdt.base, 1\n\t"                                                         \
-	".popsection\n\t"                                                                     \
-	".endif\n\t"                                                                          \
-	".pushsection __lk_probe_sdt, \"aR?\", @progbits\n\t"                                 \
-	".balign 8\n\t"                                                                       \
-	".quad " slot " - .\n\t"                                                              \
-	".quad 991b - .\n\t"                                                                  \
-	".popsection"
-
-#define LK__SDT_ARGS                                                                          \
-	LK__SDT_ARG(0, 3, "") LK__SDT_ARG(1, 4, " ") LK__SDT_ARG(2, 5, " ")                  \
-	LK__SDT_ARG(3, 6, " ") LK__SDT_ARG(4, 7, " ") LK__SDT_ARG(5, 8, " ")                 \
-	LK__SDT_ARG(6, 9, " ") LK__SDT_ARG(7, 10, " ")
-
-#define LK__SDT_ASM(provider, name) "990: nop\n\t" LK__SDT_NOTE(provider, name, LK__SDT_ARGS, LK__SYM(0))
-
-/*
- * The end of LK_SPAN's scope runs lk__span_close, one function for every span, where no asm can
- * name a site. Its probe point is therefore a stub of the site's own, in the function's section
- * group, called from lk__span_close: `nop` (the probe point), then it returns the end's
- * descriptor, read from the end's slot (operand 2). Operand 0 receives the stub's address (label
- * 988), 4-aligned; operand 1 is the begin's slot, which the end's semaphore turns on (a scoped
- * span is one site for a tracer). An indirect call lands on the stub: it starts with the landing
- * pad the build asks for (x86-64 CET, aarch64 BTI), before the probe point.
- */
-#if defined(__x86_64__)
-#if defined(__CET__) && (__CET__ & 1)
-#define LK__SDT_LANDING "endbr64\n"
-#else
-#define LK__SDT_LANDING ""
-#endif
-#define LK__SDT_STUB_CODE                                                                     \
-	"990: nop\n\t"                                                                        \
-	"movq " LK__SYM(2) "(%%rip), %%rax\n\t"                                               \
-	"ret\n\t"
-#define LK__SDT_STUB_ADDRESS "leaq 988b(%%rip), %0"
-#elif defined(__aarch64__)
-#if defined(__ARM_FEATURE_BTI_DEFAULT) && __ARM_FEATURE_BTI_DEFAULT
-#define LK__SDT_LANDING "hint 34\n"	/* bti c */
-#else
-#define LK__SDT_LANDING ""
-#endif
-#define LK__SDT_STUB_CODE                                                                     \
-	"990: nop\n\t"                                                                        \
-	"adrp x0, " LK__SYM(2) "\n\t"                                                         \
-	"ldr x0, [x0, :lo12:" LK__SYM(2) "]\n\t"                                              \
-	"ret\n\t"
-#define LK__SDT_STUB_ADDRESS "adrp %0, 988b\n\tadd %0, %0, :lo12:988b"
-#else
-#define LK__SDT_LANDING ""
-#define LK__SDT_STUB_CODE                                                                     \
-	"990: nop\n"                                                                           \
-	"989: auipc a0, %%pcrel_hi(" LK__SYM(2) ")\n\t"                                       \
-	"ld a0, %%pcrel_lo(989b)(a0)\n\t"                                                     \
-	"ret\n\t"
-#define LK__SDT_STUB_ADDRESS "lla %0, 988b"
-#endif
-#define LK__SDT_STUB_ASM(provider, name)                                                      \
-	".pushsection .text.lk__sdt_stub, \"ax?\", @progbits\n\t"                             \
-	".balign 4\n"                                                                          \
-	"988:\n"                                                                               \
-	LK__SDT_LANDING                                                                       \
-	LK__SDT_STUB_CODE                                                                     \
-	".popsection\n\t"                                                                     \
-	LK__SDT_NOTE(provider, name, "", LK__SYM(1)) "\n\t"                                    \
-	LK__SDT_STUB_ADDRESS
-
-/*
- * Operands: used arguments in registers (x86-64 also takes constants, "$5", which its readers
- * parse), unused ones as constants the note never names.
- */
-#if defined(__x86_64__)
-#define LK__SDT_R(i) "nr"(LK__SDT_VAL(i))
-#else
-#define LK__SDT_R(i) "r"(LK__SDT_VAL(i))
-#endif
-#define LK__SDT_Z "n"(0)
-#define LK__SDT_OPS_0 LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z
-#define LK__SDT_OPS_1 LK__SDT_R(0), LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z
-#define LK__SDT_OPS_2 LK__SDT_R(0), LK__SDT_R(1), LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z
-#define LK__SDT_OPS_3 LK__SDT_R(0), LK__SDT_R(1), LK__SDT_R(2), LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z
-#define LK__SDT_OPS_4 LK__SDT_R(0), LK__SDT_R(1), LK__SDT_R(2), LK__SDT_R(3), LK__SDT_Z, LK__SDT_Z, LK__SDT_Z, LK__SDT_Z
-#define LK__SDT_OPS_5                                                                         \
-	LK__SDT_R(0), LK__SDT_R(1), LK__SDT_R(2), LK__SDT_R(3), LK__SDT_R(4), LK__SDT_Z, LK__SDT_Z, LK__SDT_Z
-#define LK__SDT_OPS_6                                                                         \
-	LK__SDT_R(0), LK__SDT_R(1), LK__SDT_R(2), LK__SDT_R(3), LK__SDT_R(4), LK__SDT_R(5), LK__SDT_Z, LK__SDT_Z
-#define LK__SDT_OPS_7                                                                         \
-	LK__SDT_R(0), LK__SDT_R(1), LK__SDT_R(2), LK__SDT_R(3), LK__SDT_R(4), LK__SDT_R(5), LK__SDT_R(6), LK__SDT_Z
-#define LK__SDT_OPS_8                                                                         \
-	LK__SDT_R(0), LK__SDT_R(1), LK__SDT_R(2), LK__SDT_R(3), LK__SDT_R(4), LK__SDT_R(5), LK__SDT_R(6), \
-		LK__SDT_R(7)
-
-#ifdef __cplusplus
-#define LK__SDT_VAL(i) lk__s##i
-#define LK__SDT_DECL(i, how) const uint64_t lk__s##i = lk__sdt_value<how>(lk__a##i);
-#else
-#define LK__SDT_VAL(i) lk__a##i
-#endif
-#define LK__PROBE_SDT(var, provider, event, kind, nargs, types)                               \
-	__asm__ __volatile__(LK__SDT_ASM(#provider, #event LK__SDT_SUFFIX_##kind)             \
-			     : /* no outputs */                                               \
-			     : LK__SYMBOL(LK__PROBE_SLOT(var)), "i"(types), "i"(nargs), LK__SDT_OPS_##nargs)
-#else
-#define LK__SDT_DECL(i, how)
-#define LK__PROBE_SDT(var, provider, event, kind, nargs, types) do { } while (0)
-#endif
-
-#define LK__ZEROS_0 LK__ZEROS_1 const uint64_t lk__a0 = 0;
-#define LK__ZEROS_1 LK__ZEROS_2 const uint64_t lk__a1 = 0;
-#define LK__ZEROS_2 LK__ZEROS_3 const uint64_t lk__a2 = 0;
-#define LK__ZEROS_3 LK__ZEROS_4 const uint64_t lk__a3 = 0;
-#define LK__ZEROS_4 LK__ZEROS_5 const uint64_t lk__a4 = 0;
-#define LK__ZEROS_5 LK__ZEROS_6 const uint64_t lk__a5 = 0;
-#define LK__ZEROS_6 LK__ZEROS_7 const uint64_t lk__a6 = 0;
-#define LK__ZEROS_7 LK__ZEROS_8 const uint64_t lk__a7 = 0;
-#define LK__ZEROS_8
-#define LK__ARGS8 lk__a0, lk__a1, lk__a2, lk__a3, lk__a4, lk__a5, lk__a6, lk__a7
-
-/*
- * One site with nargs arguments: while on, each argument is converted once into a 64-bit local
- * and the fast path stores them from registers. types is a constant, so the string test folds.
- */
-#define LK__PROBE_DO(var, kind, provider, event, nargs, types, names, decls)                  \
-	do {                                                                                  \
-		LK__PROBE_SITE(var, provider, event, kind, nargs, types, names);              \
-		LK__PROBE_ENTRY(var);                                                         \
-		if (LK__PROBE_ON(var)) {                                                      \
-			decls                                                                 \
-			LK__ZEROS_##nargs                                                     \
-			LK__PROBE_SDT(var, provider, event, kind, nargs, types);              \
-			if (LK__HAS_STRINGS(types)) {                                         \
-				const uint64_t lk__vals[8] = { LK__ARGS8 };                   \
-				if (!lk__probe_no_trace())                                    \
-					lk__probe_emit_slow(&var, nargs, lk__vals);           \
-			} else {                                                              \
-				lk__probe_emit(&var, nargs, LK__ARGS8);                       \
-			}                                                                     \
-		}                                                                             \
-	} while (0)
-
-/*
- * The site's names must not depend on where the translation unit is (no __COUNTER__): an inline
- * function's static has one name in every unit that defines it, so that all its copies share one
- * descriptor. A probe's block is its own scope, where a fixed name does.
- */
-#define LK__PROBE_AT(kind, names, ...)                                                        \
-	LK__CAT(LK__PROBE_, LK__NARGS(__VA_ARGS__))(lk__probe_site, kind, names, __VA_ARGS__)
-#define LK__PROBE_1(v, k, names, p) LK__PROBE_TOO_MANY /* a provider without an event */
-#define LK__PROBE_2(v, k, names, p, e) LK__PROBE_DO(v, k, p, e, 0, 0u, names, )
-#define LK__PROBE_3(v, k, names, p, e, a0) LK__PROBE_DO(v, k, p, e, 1, LK__TYPE(0, a0), names, LK__ARG_DECL(0, a0))
-#define LK__PROBE_4(v, k, names, p, e, a0, a1)                                                \
-	LK__PROBE_DO(v, k, p, e, 2, LK__TYPE(0, a0) | LK__TYPE(1, a1), names,                 \
-		     LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1))
-#define LK__PROBE_5(v, k, names, p, e, a0, a1, a2)                                            \
-	LK__PROBE_DO(v, k, p, e, 3, LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2), names, \
-		     LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2))
-#define LK__PROBE_6(v, k, names, p, e, a0, a1, a2, a3)                                        \
-	LK__PROBE_DO(v, k, p, e, 4, LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3), \
-		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3))
-#define LK__PROBE_7(v, k, names, p, e, a0, a1, a2, a3, a4)                                    \
-	LK__PROBE_DO(v, k, p, e, 5,                                                           \
-		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | LK__TYPE(4, a4), \
-		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3) \
-		     LK__ARG_DECL(4, a4))
-#define LK__PROBE_8(v, k, names, p, e, a0, a1, a2, a3, a4, a5)                                \
-	LK__PROBE_DO(v, k, p, e, 6,                                                           \
-		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | LK__TYPE(4, a4) | \
-		     LK__TYPE(5, a5),                                                         \
-		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3) \
-		     LK__ARG_DECL(4, a4) LK__ARG_DECL(5, a5))
-#define LK__PROBE_9(v, k, names, p, e, a0, a1, a2, a3, a4, a5, a6)                            \
-	LK__PROBE_DO(v, k, p, e, 7,                                                           \
-		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | LK__TYPE(4, a4) | \
-		     LK__TYPE(5, a5) | LK__TYPE(6, a6),                                       \
-		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3) \
-		     LK__ARG_DECL(4, a4) LK__ARG_DECL(5, a5) LK__ARG_DECL(6, a6))
-#define LK__PROBE_10(v, k, names, p, e, a0, a1, a2, a3, a4, a5, a6, a7)                       \
-	LK__PROBE_DO(v, k, p, e, 8,                                                           \
-		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | LK__TYPE(4, a4) | \
-		     LK__TYPE(5, a5) | LK__TYPE(6, a6) | LK__TYPE(7, a7),                     \
-		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3) \
-		     LK__ARG_DECL(4, a4) LK__ARG_DECL(5, a5) LK__ARG_DECL(6, a6) LK__ARG_DECL(7, a7))
-#define LK__PROBE_11(...) LK__PROBE_TOO_MANY
-
-/*
- * LK_PROBE(provider, event, args...) - record an event with 0 to 8 arguments.
- * Off: one NOP, arguments not evaluated. On: about the cost of a TSC read and a few stores, no
- * lock, no system call (except, rarely, to wake the consumer or when the thread records its first
- * event). Async-signal-safe, once the thread has recorded an event outside a handler: an event
- * recorded by a signal handler that interrupts another event on the same thread is dropped and
- * counted as lost, never written over it.
- */
-#define LK_PROBE(...) LK__PROBE_AT(LK_PROBE_EVENT, #__VA_ARGS__, __VA_ARGS__)
-
-/* LK_COUNTER(provider, name, value) - record a value of a counter track (an integer or double). */
-#define LK_COUNTER(provider, name, value)                                                     \
-	LK__PROBE_AT(LK_PROBE_COUNTER, #provider ", " #name ", " #value, provider, name, value)
-
-/*
- * LK_SPAN_BEGIN(provider, name) / LK_SPAN_END(provider, name) - a span that crosses scopes, on one
- * thread; spans nest. Each end is its own site, enabled by the same rules as its begin.
- */
-#define LK_SPAN_BEGIN(provider, name) LK__PROBE_AT(LK_PROBE_SPAN_BEGIN, "", provider, name)
-#define LK_SPAN_END(provider, name) LK__PROBE_AT(LK_PROBE_SPAN_END, "", provider, name)
-
-/*
- * LK_SPAN(provider, name) - a span from here to the end of the enclosing scope, however the scope
- * is left: return, break, goto, and in C++ an exception unwinding through it. A declaration: use
- * it where a declaration may go, one per line. Off: one NOP here, and at scope exit a test of a register the
- * NOP left at zero. The end is recorded only when the begin was (a begin whose end is dropped
- * because the buffer is full, or cut by lk_trace_stop, stays open). For a USDT tracer the end
- * fires (NAME_end) whenever the begin did (NAME_begin), through a stub of the site's own.
- */
-#define LK_SPAN(provider, name) LK__SPAN_AT(__LINE__, provider, name)
-
-/*
- * The guard LK_SPAN leaves for its scope's end: 0 (nothing to do), the end's descriptor (record
- * the end), or, while the span is on for a USDT tracer (LK__SITE_TRACER), the address of the
- * end's SDT stub | LK__SPAN_STUB, and LK__SPAN_RECORDED when the begin was recorded.
- */
-#define LK__SPAN_RECORDED 1u
-#define LK__SPAN_STUB 2u
-
-static inline void lk__span_close_stub(uintptr_t guard)
-{
-	typedef struct lk_probe_site *(*lk__sdt_stub)(void);
-	struct lk_probe_site *end = LK__REINTERPRET(lk__sdt_stub, guard & ~LK__CAST(uintptr_t, 3))();
-
-	if (guard & LK__SPAN_RECORDED)
-		lk__probe_emit0(end);
-}
-
-static inline __attribute__((always_inline)) void lk__span_close(uintptr_t *guard)
-{
-	if (LK__UNLIKELY(*guard != 0)) {
-		if (LK__UNLIKELY(*guard & LK__SPAN_STUB))
-			lk__span_close_stub(*guard);
-		else
-			lk__probe_emit0(LK__REINTERPRET(struct lk_probe_site *, *guard));
-	}
-}
-
-#ifdef LK__SDT
-/* The guard of a span on for a tracer: the end's stub, with the begin's outcome. */
-#define LK__SPAN_FOR_TRACER(g, begin, end, provider, name)                                    \
-	do {                                                                                  \
-		if (LK__UNLIKELY(__atomic_load_n(&begin.flags, __ATOMIC_RELAXED) & LK__SITE_TRACER)) { \
-			uintptr_t lk__stub;                                                   \
-			__asm__ __volatile__(LK__SDT_STUB_ASM(#provider, #name "_end")        \
-					     : "=r"(lk__stub)                                 \
-					     : LK__SYMBOL(LK__PROBE_SLOT(begin)),             \
-					       LK__SYMBOL(LK__PROBE_SLOT(end)));              \
-			g = lk__stub | LK__SPAN_STUB | (g ? LK__SPAN_RECORDED : 0u);          \
-		}                                                                             \
-	} while (0)
-#else
-#define LK__SPAN_FOR_TRACER(g, begin, end, provider, name) do { } while (0)
-#endif
-
-#define LK__SPAN_AT(n, provider, name) LK__SPAN_DO(LK__CAT(lk__span_begin_, n), LK__CAT(lk__span_end_, n), \
-						   LK__CAT(lk__span_guard_, n), provider, name)
-#define LK__SPAN_DO(begin, end, guard, provider, name)                                        \
-	LK__PROBE_SITE(begin, provider, name, LK_PROBE_SPAN_BEGIN, 0, 0u, "");                \
-	LK__PROBE_SITE(end, provider, name, LK_PROBE_SPAN_END, 0, 0u, "");                    \
-	uintptr_t guard __attribute__((cleanup(lk__span_close), unused)) = __extension__({     \
-		uintptr_t lk__g = 0;                                                          \
-		LK__PROBE_ENTRY(begin);                                                       \
-		LK__PROBE_ENTRY(end);                                                         \
-		if (LK__PROBE_ON(begin)) {                                                    \
-			LK__PROBE_SDT(begin, provider, name, LK_PROBE_SPAN_BEGIN, 0, 0u);     \
-			if (lk__probe_emit0(&begin))                                          \
-				lk__g = LK__REINTERPRET(uintptr_t, &end);                     \
-			LK__SPAN_FOR_TRACER(lk__g, begin, end, provider, name);               \
-		}                                                                             \
-		lk__g;                                                                        \
-	})
-
 LK_END_DECLS
+
+/* The inline machinery of the sites and the emit path; not API. */
+#include <lowkey/bits/probe_site.h>
 
 #endif

@@ -266,7 +266,7 @@ static bool process_method(struct lk_clock_info *info)
 	} else if (__atomic_load_n(&lk__clock.perf_denied, __ATOMIC_ACQUIRE)) {
 		info->perf_errno = __atomic_load_n(&lk__clock.perf_errno, __ATOMIC_RELAXED);
 		explain_perf_failure(r, len, info->perf_errno);
-	} else if (!LK__HAVE_COUNTER || __atomic_load_n(&lk__clock.no_counter, __ATOMIC_RELAXED)) {
+	} else if (!LK_ARCH_HAVE_CYCLE_COUNTER || __atomic_load_n(&lk__clock.no_counter, __ATOMIC_RELAXED)) {
 		snprintf(r, len, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) on every call: the task-clock "
 			 "page has no cap_user_time and %s", lk__clock.counter.why_not);
 	} else if (seen >= 0) {

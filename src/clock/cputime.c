@@ -110,7 +110,7 @@ static inline bool page_task_clock_now(const volatile struct perf_event_mmap_pag
 		bool ok;
 
 		lk__barrier();
-		cyc = lk__counter();
+		cyc = lk__arch_counter();
 		ok = lk__page_task_clock(page, cyc, task_clock);
 		lk__barrier();
 		if (page->lock == seq && !(seq & 1))
@@ -172,7 +172,7 @@ static inline __attribute__((always_inline)) uint64_t thread_cputime(bool given,
 	/* ready is the process cookie ^ LK__READY_SEQ or ^ LK__READY_PAGE once set up: 0 (a new
 	 * thread) and a forked child's zeroed cookie page fail both tests. */
 	if (LK__LIKELY((t->ready ^ LK__READY_SEQ) == *cookie)) {
-		if (LK__LIKELY(read_seq(t, given ? cycles : lk__counter(), &v)))
+		if (LK__LIKELY(read_seq(t, given ? cycles : lk__arch_counter(), &v)))
 			return v;
 	} else if ((t->ready ^ LK__READY_PAGE) == *cookie && read_page(t, &v)) {
 		return v;
@@ -236,9 +236,9 @@ static uint64_t rebase_seq(struct lk__cputime_thread *t)
 
 		s0 = page->lock;
 		lk__barrier();
-		c0 = lk__counter();
+		c0 = lk__arch_counter_ordered();
 		ns = lk__syscall_cputime();
-		c1 = lk__counter();
+		c1 = lk__arch_counter_ordered();
 		lk__barrier();
 		s1 = page->lock;
 		if (s0 == s1 && !(s0 & 1) && c1 - c0 <= bracket_max) {

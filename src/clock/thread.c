@@ -141,7 +141,7 @@ void lk__thread_setup(struct lk__cputime_thread *t)
 	t->err = 0;
 	t->err_mmap = false;
 	t->cookie = lk__clock_cookie();
-	if (forced == LK_CPUTIME_SYSCALL || !LK__HAVE_COUNTER ||
+	if (forced == LK_CPUTIME_SYSCALL || !LK_ARCH_HAVE_CYCLE_COUNTER ||
 	    __atomic_load_n(&lk__clock.perf_denied, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&lk__clock.no_counter, __ATOMIC_RELAXED))
 		return;
@@ -150,7 +150,7 @@ void lk__thread_setup(struct lk__cputime_thread *t)
 		setup_failed(t, err, at_open);
 		return;
 	}
-	page_time = page->cap_user_time && LK__HAVE_COUNTER;
+	page_time = page->cap_user_time && LK_ARCH_HAVE_CYCLE_COUNTER;
 	__atomic_store_n(&lk__clock.cap_user_time, page_time, __ATOMIC_RELAXED);
 	if (!page_time && !lk__clock.counter.usable) {
 		/* Neither the kernel nor the CPU gives a constant-rate counter: no thread will. */

@@ -59,7 +59,7 @@ uint64_t lk__vdso_ns(int clock)
 
 LK_API uint64_t lk_cycles(void)
 {
-	return lk__counter();
+	return LK_ARCH_HAVE_CYCLE_COUNTER ? lk__arch_counter() : 0;
 }
 
 uint64_t lk__ns_to_cycles(uint64_t ns)
@@ -80,9 +80,9 @@ static uint64_t pair_tries(int clock, uint64_t *at, uint64_t *ns, int tries)
 
 	*at = *ns = 0;
 	for (int i = 0; i < tries; i++) {
-		uint64_t c0 = lk__counter();
+		uint64_t c0 = lk__arch_counter();
 		uint64_t v = lk__vdso_ns(clock);
-		uint64_t c1 = lk__counter();
+		uint64_t c1 = lk__arch_counter();
 
 		if (c1 - c0 < best) {
 			best = c1 - c0;
@@ -257,7 +257,7 @@ void lk__timebase_init(void)
 		if (hz)
 			set_hz(hz, source);
 		if (tb.hz_measured) {
-			tb.refined_at = lk__counter();
+			tb.refined_at = lk__arch_counter();
 			__atomic_store_n(&tb.refine_every, lk__ns_to_cycles(LK__RESYNC_NS),
 					 __ATOMIC_RELEASE);
 		}
@@ -336,7 +336,7 @@ static void resync_locked(void)
 	limit = at - cur->at > every && at > cur->at ? cur->at + every : at;
 	err = (int64_t)(mono - lk__scale(at - limit, rate) - slot_eval(cur, limit));
 
-	now_at = lk__counter();
+	now_at = lk__arch_counter();
 	truth_now = mono + lk__scale(now_at - at, rate);
 	/* What readers may have been given: up to the interval's end, or up to now if some read
 	 * past it while a resync could not be done. */
@@ -369,7 +369,7 @@ static bool resync_due(void)
 {
 	uint64_t every = __atomic_load_n(&tb.resync_cycles, __ATOMIC_ACQUIRE);
 
-	return every && lk__counter() - __atomic_load_n(&tb.slot.at, __ATOMIC_RELAXED) >= every;
+	return every && lk__arch_counter() - __atomic_load_n(&tb.slot.at, __ATOMIC_RELAXED) >= every;
 }
 
 static void resync(void)
@@ -385,7 +385,7 @@ static bool refine_due(void)
 {
 	uint64_t every = __atomic_load_n(&tb.refine_every, __ATOMIC_ACQUIRE);
 
-	return every && lk__counter() - __atomic_load_n(&tb.refined_at, __ATOMIC_RELAXED) >= every;
+	return every && lk__arch_counter() - __atomic_load_n(&tb.refined_at, __ATOMIC_RELAXED) >= every;
 }
 
 void lk__timebase_tick(void)
@@ -421,7 +421,7 @@ static inline __attribute__((always_inline)) bool read_tb(uint64_t *out, bool al
 
 	if (LK__UNLIKELY(!every))
 		return false;	/* not initialized, or the vDSO method: skip the counter read */
-	d = lk__counter() - at;
+	d = lk__arch_counter() - at;
 	if (LK__UNLIKELY(__atomic_load_n(&tb.seq, __ATOMIC_RELAXED) != seq || (seq & 1)))
 		return false;
 	if ((int64_t)d < 0)

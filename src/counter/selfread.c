@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <lowkey/bits/arch.h>
 
 #include "counter/counter_internal.h"
 
@@ -44,7 +45,7 @@ void lk__counter_atfork_once(void)
 	pthread_once(&atfork_once, register_atfork);
 }
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
 #define HAVE_USER_COUNTERS 1
 
 static inline uint64_t read_pmc(uint32_t counter)
@@ -52,14 +53,6 @@ static inline uint64_t read_pmc(uint32_t counter)
 	uint32_t lo, hi;
 
 	asm volatile("rdpmc" : "=a"(lo), "=d"(hi) : "c"(counter));
-	return (uint64_t)hi << 32 | lo;
-}
-
-static inline uint64_t read_tsc(void)
-{
-	uint32_t lo, hi;
-
-	asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
 	return (uint64_t)hi << 32 | lo;
 }
 #else
@@ -107,7 +100,7 @@ static bool read_page(struct perf_event_mmap_page *page, struct lk_counter_value
 		pmc = read_pmc(index - 1);
 		user_time = pc->cap_user_time;
 		if (user_time) {
-			cycles = read_tsc();
+			cycles = lk__arch_counter();
 			time_offset = pc->time_offset;
 			mult = pc->time_mult;
 			shift = pc->time_shift;

@@ -103,7 +103,7 @@ static void fake_now(void)
 	assert_true(info.tsc_hz > 0);
 	mult = (uint32_t)((1000000000ull << shift) / info.tsc_hz);
 	ns0 = sys_cputime();
-	c0 = lk__counter();
+	c0 = lk__arch_counter();
 	/* delta = time_offset + cyc2ns(cyc) must be cyc2ns(cyc) - cyc2ns(c0), as the kernel's
 	 * quotient/remainder form computes it. */
 	fill(&fake, mult, shift, ns0,
