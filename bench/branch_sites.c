@@ -30,6 +30,7 @@ static struct {
 
 static struct lk_key_false site_keys[NSITES];
 
+/* clang-format off */
 #define D10(M, x) M((x) + 0) M((x) + 1) M((x) + 2) M((x) + 3) M((x) + 4) \
 		  M((x) + 5) M((x) + 6) M((x) + 7) M((x) + 8) M((x) + 9)
 #define D100(M, x) D10(M, (x) + 0) D10(M, (x) + 10) D10(M, (x) + 20) D10(M, (x) + 30) \
@@ -37,6 +38,7 @@ static struct lk_key_false site_keys[NSITES];
 		   D10(M, (x) + 80) D10(M, (x) + 90)
 #define D1000(M) D100(M, 0) D100(M, 100) D100(M, 200) D100(M, 300) D100(M, 400) \
 		 D100(M, 500) D100(M, 600) D100(M, 700) D100(M, 800) D100(M, 900)
+/* clang-format on */
 
 #define FLAG_SITE(i) if (LK__UNLIKELY(site_flags[i].v)) TAKEN_ADD(i);
 #define KEY_SITE(i) if (lk_branch_unlikely(&site_keys[i])) TAKEN_ADD(i);

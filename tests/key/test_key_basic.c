@@ -165,9 +165,11 @@ static void overflow_refused(void **state)
 }
 
 /* 64 sites of one key in one function (the compiler may duplicate some: each copy is a site). */
+/* clang-format off */
 #define MANY1(x) if (lk_branch_unlikely(&many)) hits += (x);
 #define MANY8(x) MANY1(x) MANY1((x) + 1) MANY1((x) + 2) MANY1((x) + 3) \
 		 MANY1((x) + 4) MANY1((x) + 5) MANY1((x) + 6) MANY1((x) + 7)
+/* clang-format on */
 
 static __attribute__((noinline)) int many_sites(void)
 {

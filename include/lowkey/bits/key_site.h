@@ -63,6 +63,7 @@ struct lk__key_site {
  * entry in the section group of the code around it, so a copy of an inline function or template
  * that the linker discards (a duplicate COMDAT group) takes its entries along.
  */
+/* clang-format off */
 #define LK__SITE_ENTRY                                                                        \
 	".pushsection __lk_key_sites, \"aR?\", @progbits\n\t"                                 \
 	".balign 8\n\t"                                                                       \
@@ -74,6 +75,7 @@ struct lk__key_site {
 
 #define LK__SITE_ENTRY_FLAGS(init_direction, jump_when_on)                                    \
 	((jump_when_on) | ((init_direction) == (jump_when_on) ? LK__SITE_INIT_JMP : 0))
+/* clang-format on */
 #endif
 
 #ifdef __cplusplus

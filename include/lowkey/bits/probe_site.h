@@ -92,6 +92,7 @@ LK_BEGIN_DECLS
 #define LK__SDT_SUFFIX_LK_PROBE_SPAN_END "_end"
 
 /* Argument i: operand 3 + i; operand 1 is the packed types, operand 2 the count. */
+/* clang-format off */
 #define LK__SDT_ARG(i, op, sep)                                                               \
 	".if " LK__SYM(2) " > " #i "\n\t"                                                     \
 	".ascii \"" sep "\"\n\t"                                                              \
@@ -182,6 +183,7 @@ LK_BEGIN_DECLS
 #define LK__SDT_OPS_8                                                                         \
 	LK__SDT_R(0), LK__SDT_R(1), LK__SDT_R(2), LK__SDT_R(3), LK__SDT_R(4), LK__SDT_R(5), LK__SDT_R(6), \
 		LK__SDT_R(7)
+/* clang-format on */
 
 #ifdef __cplusplus
 #define LK__SDT_VAL(i) lk__s##i
