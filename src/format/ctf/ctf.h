@@ -66,4 +66,15 @@ void lk__ctf_uuid(unsigned char uuid[16]);
 
 #define LK__CTF_MAX_PACKET (256u << 10)	/* bytes of records a packet holds, unless one record is larger */
 
+struct lk__trace_file;
+
+/*
+ * The trace t (of any format; write.c) as a CTF trace in the open, empty directory dir_fd, named
+ * out in messages: its metadata from t's classes and clock, a stream file per thread (and per
+ * thread's context switches) from its events. Walks t once. 0, or -errno with a message in err:
+ * -EINVAL for an event name CTF cannot hold or a damaged t (what came before is written),
+ * -ENOMEM, -errno from writing out.
+ */
+int lk__ctf_write_trace(struct lk__trace_file *t, int dir_fd, const char *out, char *err, size_t errlen);
+
 #endif
