@@ -167,10 +167,11 @@ void lk__ctf_field_names(struct lk__ctf_class *c, void (*name)(unsigned int i, c
 void lk__ctf_put_class(FILE *f, const struct lk__ctf_class *c)
 {
 	const char *suffix = c->kind == LK_PROBE_SPAN_BEGIN ? ":begin" : c->kind == LK_PROBE_SPAN_END ? ":end" : "";
-	char where[4096];
+	char where[4096], provider[256], event[256];
 
-	fprintf(f, "event {\n\tname = \"%s:%s%s\";\n\tid = %u;\n\tstream_id = 0;\n", c->provider, c->event,
-		suffix, c->id);
+	fprintf(f, "event {\n\tname = \"%s:%s%s\";\n\tid = %u;\n\tstream_id = 0;\n",
+		tsdl_text(c->provider, provider, sizeof(provider)), tsdl_text(c->event, event, sizeof(event)), suffix,
+		c->id);
 	if (c->where && c->where[0])
 		fprintf(f, "\tmodel.emf.uri = \"%s\";\n", tsdl_text(c->where, where, sizeof(where)));
 	fprintf(f, "\tfields := struct {\n");
