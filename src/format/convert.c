@@ -230,6 +230,14 @@ int lk__trace_convert_fd(const char *in, int fd, const char *out, enum lk_trace_
 	return rc;
 }
 
+/* A file converted into itself would be emptied before it is read. */
+static bool same_file(const char *in, const char *out)
+{
+	struct stat a, b;
+
+	return stat(in, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 int lk__trace_convert_progress(const char *in, const char *out, enum lk_trace_format format,
 			       const struct lk__progress_sink *sink, char *err, size_t errlen)
 {
@@ -238,6 +246,9 @@ int lk__trace_convert_progress(const char *in, const char *out, enum lk_trace_fo
 
 	if (!lk__trace_format_name(format))
 		return lk__failf(err, errlen, -EINVAL, "unknown trace format %d", (int)format);
+	if (same_file(in, out))
+		return lk__failf(err, errlen, -EINVAL, "%s would be written over the trace it is converted from: "
+				 "name another output", out);
 	fd = lk__out_open(out, flags, NULL, err, errlen);
 	if (fd < 0)
 		return fd;

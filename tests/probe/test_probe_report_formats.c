@@ -321,6 +321,12 @@ static void convert_refuses_damaged_input(void **state)
 	lkt_expect(&out, 0, NULL);
 	lkt_sh(&out, "printf 'hello' > '%s.json' && %s convert '%s.json' -o '%s.out.pftrace'", dir, LOWKEY, dir, dir);
 	lkt_expect(&out, 1, "not a lowkey trace");
+	/* into itself: refused before anything is written over it */
+	lkt_sh(&out, "%s convert '%s' -o '%s.json' && %s convert '%s.json' -o '%s.json'", LOWKEY, dir, dir, LOWKEY, dir,
+	       dir);
+	lkt_expect(&out, 1, "would be written over the trace it is converted from");
+	lkt_sh(&out, "%s report '%s.json'", LOWKEY, dir);
+	lkt_expect(&out, 0, "fmt:");
 	lkt_sh(&out, "rm -rf '%s'.out.* '%s'.json '%s'.pftrace", dir, dir, dir);
 	lkt_rmrf(dir);
 }

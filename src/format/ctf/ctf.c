@@ -183,7 +183,8 @@ void lk__ctf_put_class(FILE *f, const struct lk__ctf_class *c)
 
 static void write_event_class(FILE *f, const struct lk__probe_site_rt *rt)
 {
-	struct lk__ctf_class c = { rt->id, rt->kind, rt->nargs, rt->arg_types, rt->provider, rt->event, NULL, { { 0 } } };
+	struct lk__ctf_class c = { .id = rt->id, .kind = rt->kind, .nargs = rt->nargs, .arg_types = rt->arg_types,
+				   .provider = rt->provider, .event = rt->event };
 	char where[4096];
 
 	snprintf(where, sizeof(where), "%s:%u", rt->file, rt->line);

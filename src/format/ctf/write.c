@@ -67,8 +67,8 @@ static int put_metadata(struct ctf_out *o, const char *out, char *err, size_t er
 		if (!c)
 			continue;
 		if (strchr(c->provider, ':') || strchr(c->event, ':') || !c->provider[0] || !c->event[0]) {
-			rc = lk__failf(err, errlen, -EINVAL, "cannot write the event \"%s:%s\" as CTF: a provider or an "
-				       "event name is empty or holds a ':'", c->provider, c->event);
+			rc = lk__failf(err, errlen, -EINVAL, "cannot write the event \"%s:%s\" as CTF: a provider "
+				       "or an event name is empty or holds a ':'", c->provider, c->event);
 			break;
 		}
 		cc = (struct lk__ctf_class){ c->id, c->kind, c->nargs, c->arg_types, c->provider, c->event, c->where,
@@ -195,7 +195,9 @@ int lk__ctf_write_trace(struct lk__trace_file *t, int dir_fd, const char *out, c
 	free(o.buf);
 	if (rc == -ENOMEM)
 		return lk__failf(err, errlen, rc, "out of memory writing %s", out);
+	if (rc > 0)
+		rc = -EIO;
 	if (rc && rc != -EINVAL)	/* -EINVAL: the source is damaged, err says where */
-		return lk__failf(err, errlen, rc < 0 ? rc : -EIO, "cannot write %s: %s", out, strerror(rc < 0 ? -rc : EIO));
+		return lk__failf(err, errlen, rc, "cannot write %s: %s", out, strerror(-rc));
 	return rc;
 }
