@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Trace formats by name, and a CTF trace into any of them (see convert.h). A CTF copy is read
- * through the reader first, so that what is copied is a lowkey trace, whole packets only.
+ * Trace formats by name, and a trace of any format into any of them (see convert.h). A CTF copy
+ * is read through the reader first, so that what is copied is a lowkey trace, whole packets only.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +16,10 @@
 #include "internal/outfile.h"
 #include "internal/trace_convert.h"
 #include "internal/trace_progress.h"
+#include "format/perfetto/perfetto.h"
+#include "format/ctf/ctf.h"
 #include "internal/ctf_reader.h"
+#include "internal/trace_file.h"
 
 static const struct {
 	const char *name, *extension;
@@ -159,40 +162,83 @@ out:
 	return rc;
 }
 
-static int convert_fd(const char *ctf_dir, int fd, const char *out, enum lk_trace_format format, char *err,
-		      size_t errlen)
+int lk__convert_open(struct lk__trace_file *t, const char *in, char *err, size_t errlen)
 {
-	struct lk__trace_reader r;
-	int rc;
+	int rc = lk__trace_file_open(t, in, err, errlen);
 
+	/* the walk's time is ns - base_ns + 1 with tsc0 = monotonic0_ns = 0: real time from there */
+	if (!rc && t->format == LK__TF_JSON && t->have_base)
+		t->r.realtime0_ns = t->base_ns - 1;
+	return rc;
+}
+
+static int write_trace(struct lk__trace_file *t, int fd, const char *out, enum lk_trace_format format, char *err,
+		       size_t errlen)
+{
 	switch (format) {
 	case LK_TRACE_JSON:
-		return lk__json_convert_fd(ctf_dir, fd, out, err, errlen);
+		return lk__json_write(t, fd, out, err, errlen);
 	case LK_TRACE_PERFETTO:
-		return lk__perfetto_convert_fd(ctf_dir, fd, out, err, errlen);
+		return lk__perfetto_write(t, fd, out, err, errlen);
 	case LK_TRACE_CTF:
-		rc = lk__reader_open(&r, ctf_dir, err, errlen);
-		if (rc)
-			return rc;
-		rc = copy_ctf(&r, fd, out, err, errlen);
-		lk__reader_close(&r);
-		return rc;
+		if (t->format == LK__TF_CTF)
+			return copy_ctf(&t->r, fd, out, err, errlen);
+		return lk__ctf_write_trace(t, fd, out, err, errlen);
 	}
 	return lk__failf(err, errlen, -EINVAL, "unknown trace format %d", (int)format);
 }
 
-int lk__trace_convert_fd(const char *ctf_dir, int fd, const char *out, enum lk_trace_format format,
+static int convert_fd(const char *in, int fd, const char *out, enum lk_trace_format format, char *err,
+		      size_t errlen)
+{
+	struct lk__trace_file t;
+	int rc;
+
+	if (!lk__trace_format_name(format))
+		return lk__failf(err, errlen, -EINVAL, "unknown trace format %d", (int)format);
+	if (format == LK_TRACE_PERFETTO) {
+		rc = lk__perfetto_live_finish(in, out, err, errlen);
+		if (rc <= 0)
+			return rc;	/* written while the trace recorded */
+	}
+	rc = lk__convert_open(&t, in, err, errlen);
+	if (rc)
+		return rc;
+	rc = write_trace(&t, fd, out, format, err, errlen);
+	lk__trace_file_close(&t);
+	return rc;
+}
+
+/* What the conversion tells the progress hook: a directory's streams, a file read then parsed. */
+static uint64_t input_bytes(const char *in)
+{
+	struct stat st;
+
+	if (stat(in, &st) == 0 && S_ISREG(st.st_mode))
+		return 2 * (uint64_t)st.st_size;
+	return lk__progress_ctf_bytes(in);
+}
+
+int lk__trace_convert_fd(const char *in, int fd, const char *out, enum lk_trace_format format,
 			 const struct lk__progress_sink *sink, char *err, size_t errlen)
 {
 	int rc;
 
-	lk__progress_begin(sink, sink ? lk__progress_ctf_bytes(ctf_dir) : 0);
-	rc = convert_fd(ctf_dir, fd, out, format, err, errlen);
+	lk__progress_begin(sink, sink ? input_bytes(in) : 0);
+	rc = convert_fd(in, fd, out, format, err, errlen);
 	lk__progress_end();
 	return rc;
 }
 
-int lk__trace_convert_progress(const char *ctf_dir, const char *out, enum lk_trace_format format,
+/* A file converted into itself would be emptied before it is read. */
+static bool same_file(const char *in, const char *out)
+{
+	struct stat a, b;
+
+	return stat(in, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+int lk__trace_convert_progress(const char *in, const char *out, enum lk_trace_format format,
 			       const struct lk__progress_sink *sink, char *err, size_t errlen)
 {
 	unsigned int flags = format == LK_TRACE_CTF ? LK__OUT_DIR | LK__OUT_EMPTY : LK__OUT_REPLACE;
@@ -200,16 +246,18 @@ int lk__trace_convert_progress(const char *ctf_dir, const char *out, enum lk_tra
 
 	if (!lk__trace_format_name(format))
 		return lk__failf(err, errlen, -EINVAL, "unknown trace format %d", (int)format);
+	if (same_file(in, out))
+		return lk__failf(err, errlen, -EINVAL, "%s would be written over the trace it is converted from: "
+				 "name another output", out);
 	fd = lk__out_open(out, flags, NULL, err, errlen);
 	if (fd < 0)
 		return fd;
-	rc = lk__trace_convert_fd(ctf_dir, fd, out, format, sink, err, errlen);
+	rc = lk__trace_convert_fd(in, fd, out, format, sink, err, errlen);
 	close(fd);
 	return rc;
 }
 
-int lk__trace_convert(const char *ctf_dir, const char *out, enum lk_trace_format format, char *err,
-		      size_t errlen)
+int lk__trace_convert(const char *in, const char *out, enum lk_trace_format format, char *err, size_t errlen)
 {
-	return lk__trace_convert_progress(ctf_dir, out, format, NULL, err, errlen);
+	return lk__trace_convert_progress(in, out, format, NULL, err, errlen);
 }

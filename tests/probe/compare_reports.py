@@ -9,6 +9,9 @@ same switches (JSON has no switch out without its switch in: up to one fewer a t
 thread that had nothing else).
 With --runs, three runs of one program, each recorded in its format (lk_trace_start's): the same
 rows with the same counts, and threads with the same names and event counts.
+With --converted CTF.json OTHER.json FORMAT [json]: one conversion of the CTF trace (through any
+formats) into FORMAT, compared as above; a last argument "json" when the conversions went through
+JSON (its allowance for switches).
 Exits 1 with what differs."""
 import json
 import sys
@@ -23,8 +26,10 @@ def close(a, b, tol):
     return abs(a - b) <= tol + 1e-5 * abs(a)
 
 
-def compare(ctf, other, name):
+def compare(ctf, other, name, via_json=None):
     bad = []
+    if via_json is None:
+        via_json = name == "json"
 
     def check(cond, what):
         if not cond:
@@ -33,7 +38,10 @@ def compare(ctf, other, name):
     for k in ("procname", "pid", "events", "lost", "cputime", "sched"):
         check(ctf[k] == other[k], f"{k} {other[k]!r} != CTF's {ctf[k]!r}")
     check(other["format"] == name, f"format {other['format']}")
-    check(other["truncated_streams"] is None, "truncated_streams is not null")
+    if name == "ctf":
+        check(other["truncated_streams"] == ctf["truncated_streams"], "truncated_streams differ")
+    else:
+        check(other["truncated_streams"] is None, "truncated_streams is not null")
     rows = [(c["provider"], c["event"], c["kind"]) for c in ctf["classes"]]
     check(rows == [(c["provider"], c["event"], c["kind"]) for c in other["classes"]],
           f"rows {[(c['provider'], c['event'], c['kind']) for c in other['classes']]} != CTF's {rows}")
@@ -54,7 +62,7 @@ def compare(ctf, other, name):
     def only_an_unpaired_switch(t):
         """A thread with nothing but one switch (a sanitizer's, say, woken once): JSON has no
         slice of it, so no thread; its one fewer switch is the one allowed below."""
-        return name == "json" and t["events"] == 0 and t["lost"] == 0 and t["switches"] == 1 and \
+        return via_json and t["events"] == 0 and t["lost"] == 0 and t["switches"] == 1 and \
             t["tid"] not in threads
     ctf_threads = [t for t in ctf["threads"] if not (ctf["sched"] and only_an_unpaired_switch(t))]
     check(sorted(threads) == sorted(t["tid"] for t in ctf_threads), "not the same threads")
@@ -64,9 +72,9 @@ def compare(ctf, other, name):
             check(a[k] == b.get(k), f"thread {a['tid']} {k} {b.get(k)!r} != CTF's {a[k]!r}")
         if ctf["sched"]:
             fewer = a["switches"] - b.get("switches", -1)
-            check(fewer == 0 or (name == "json" and fewer == 1),
+            check(fewer == 0 or (via_json and fewer == 1),
                   f"thread {a['tid']} switches {b.get('switches')} != CTF's {a['switches']}")
-    if ctf["sched"]:
+    if ctf["sched"] and name != "ctf":
         check(other["switches_lost"] is None, "switches_lost is not null")
     return bad
 
@@ -92,6 +100,15 @@ def compare_runs(ctf, other, name):
 
 
 def main():
+    if sys.argv[1] == "--converted":
+        ctf, other = (json.load(open(p)) for p in sys.argv[2:4])
+        bad = compare(ctf, other, sys.argv[4], len(sys.argv) > 5 and sys.argv[5] == "json")
+        if bad:
+            print("\n".join(bad))
+            sys.exit(1)
+        print(f"converted agrees: {len(other['classes'])} rows, {other['events']} events, "
+              f"{len(other['threads'])} threads")
+        return
     if sys.argv[1] == "--runs":
         ctf, js, pf = (json.load(open(p)) for p in sys.argv[2:5])
         bad = compare_runs(ctf, js, "json") + compare_runs(ctf, pf, "perfetto")

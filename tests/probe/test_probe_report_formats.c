@@ -8,8 +8,9 @@
  * names the same rows with the same counts; --html names them in the same order. With --sched
  * (where perf_event_open allows it), the same split of the spans' time into on-CPU, runnable and
  * blocked. The same program recorded in each format by lk_trace_start reports the same rows and
- * counts. And files that are not lowkey's traces, or are cut short, are refused with a message
- * and exit status 1.
+ * counts. `lowkey convert` takes each format into each other (and into itself), and the report of
+ * every result, after one conversion or two, is the CTF trace's. And files that are not lowkey's
+ * traces, or are cut short, are refused with a message and exit status 1, by report and convert.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -247,6 +248,89 @@ static void report_counts_what_babeltrace2_counts(void **state)
 	cleanup(dir);
 }
 
+/*
+ * dir's trace into each format, and each of those into each format (CTF->JSON->CTF,
+ * Perfetto->JSON, JSON->JSON, ...): every conversion succeeds and `lowkey report --json` of every
+ * result is dir's (compare_reports.py --converted; JSON's allowance for switches when one of the
+ * two was JSON). Prints the number of results compared.
+ */
+static void every_format_into_every_other(const char *dir)
+{
+	lkt_sh(&out, "set -e; d='%s'; L='%s'; C='%s'; n=0; "
+		     "fmt() { case $1 in pftrace) echo perfetto;; *) echo $1;; esac; }; "
+		     "$L report --json \"$d\" > \"$d.ref\"; "
+		     "for a in ctf json pftrace; do $L convert \"$d\" -o \"$d.1.$a\"; done; "
+		     "for a in ctf json pftrace; do for b in ctf json pftrace; do "
+		     "$L convert \"$d.1.$a\" -o \"$d.$a.$b\"; done; done; "
+		     "for f in \"$d\".1.* \"$d\".ctf.* \"$d\".json.* \"$d\".pftrace.*; do "
+		     "b=${f##*.}; a=${f%%.*}; a=${a##*.}; via=; "
+		     "case \"$a.$b\" in *json*) via=json;; esac; "
+		     "$L report --json \"$f\" > \"$f.r\"; "
+		     "python3 \"$C\" --converted \"$d.ref\" \"$f.r\" $(fmt $b) $via >/dev/null || "
+		     "{ echo \"$f:\"; python3 \"$C\" --converted \"$d.ref\" \"$f.r\" $(fmt $b) $via; exit 1; }; "
+		     "n=$((n + 1)); done; echo \"converted: $n\"",
+	       dir, LOWKEY, COMPARE);
+	lkt_expect(&out, 0, "converted: 12");
+}
+
+static void convert_cleanup(const char *dir)
+{
+	lkt_sh(&out, "rm -rf '%s'.ref '%s'.1.* '%s'.ctf.* '%s'.json.* '%s'.pftrace.*", dir, dir, dir, dir, dir);
+}
+
+static void convert_any_format_into_any(void **state)
+{
+	char dir[256];
+
+	(void)state;
+	if (lkt_sh(&out, "command -v python3") != 0)
+		skip();	/* the reports are compared with python3 */
+	lkt_path(dir, sizeof(dir), "convert-any");
+	record(dir, 0);	/* spans, a counter, string arguments, two named threads, lost events */
+	every_format_into_every_other(dir);
+	convert_cleanup(dir);
+	lkt_rmrf(dir);
+	if (record(dir, LK_TRACE_SCHED) != 0) {
+		lkt_rmrf(dir);
+		skip();	/* perf_event_open denied: no context switches (test_probe_sched says why) */
+	}
+	every_format_into_every_other(dir);
+	convert_cleanup(dir);
+	lkt_rmrf(dir);
+}
+
+/* A damaged JSON or Perfetto input is an error with a message, whatever the output; nothing crashes. */
+static void convert_refuses_damaged_input(void **state)
+{
+	char dir[256];
+
+	(void)state;
+	lkt_path(dir, sizeof(dir), "convert-damaged");
+	record(dir, 0);
+	assert_int_equal(lkt_sh(&out, "%s convert '%s' -o '%s.json' && %s convert '%s' -o '%s.pftrace'", LOWKEY, dir,
+				dir, LOWKEY, dir, dir), 0);
+	lkt_sh(&out, "truncate -s -40 '%s.json' && %s convert '%s.json' -o '%s.out.ctf'", dir, LOWKEY, dir, dir);
+	lkt_expect(&out, 1, "cut short");
+	lkt_sh(&out, "truncate -s -3 '%s.pftrace' && %s convert '%s.pftrace' -o '%s.out.json'", dir, LOWKEY, dir, dir);
+	lkt_expect(&out, 1, "cut short or damaged at byte");
+	/* a byte changed in the middle of the Perfetto file: refused, or converted, never a crash */
+	lkt_sh(&out, "%s convert '%s' -o '%s.pftrace' && printf '\\377' | dd of='%s.pftrace' bs=1 "
+		     "seek=$(($(stat -c %%s '%s.pftrace') / 2)) conv=notrunc status=none && "
+		     "%s convert '%s.pftrace' -o '%s.out.pftrace'; test $? -le 1",
+	       LOWKEY, dir, dir, dir, dir, LOWKEY, dir, dir);
+	lkt_expect(&out, 0, NULL);
+	lkt_sh(&out, "printf 'hello' > '%s.json' && %s convert '%s.json' -o '%s.out.pftrace'", dir, LOWKEY, dir, dir);
+	lkt_expect(&out, 1, "not a lowkey trace");
+	/* into itself: refused before anything is written over it */
+	lkt_sh(&out, "%s convert '%s' -o '%s.json' && %s convert '%s.json' -o '%s.json'", LOWKEY, dir, dir, LOWKEY, dir,
+	       dir);
+	lkt_expect(&out, 1, "would be written over the trace it is converted from");
+	lkt_sh(&out, "%s report '%s.json'", LOWKEY, dir);
+	lkt_expect(&out, 0, "fmt:");
+	lkt_sh(&out, "rm -rf '%s'.out.* '%s'.json '%s'.pftrace", dir, dir, dir);
+	lkt_rmrf(dir);
+}
+
 /* `lowkey convert` writes the format OUT's extension names, or --format's; never a guess. */
 static void convert_writes_the_format_asked_for(void **state)
 {
@@ -310,6 +394,8 @@ int main(void)
 		cmocka_unit_test(the_program_recorded_in_each_format),
 		cmocka_unit_test(report_counts_what_babeltrace2_counts),
 		cmocka_unit_test(convert_writes_the_format_asked_for),
+		cmocka_unit_test(convert_any_format_into_any),
+		cmocka_unit_test(convert_refuses_damaged_input),
 		cmocka_unit_test(files_that_are_not_lowkey_traces),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * lowkey convert: a lowkey CTF trace into CTF (a copy), Chrome JSON or Perfetto protobuf, with the
- * converters the library runs at lk_trace_stop (include/internal/trace_convert.h).
+ * lowkey convert: a lowkey trace of any format (CTF, Chrome JSON, Perfetto protobuf) into any of
+ * them, with the converters the library runs at lk_trace_stop (include/internal/trace_convert.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -20,16 +20,18 @@
 static const char convert_usage[] =
 	"usage: lowkey convert IN -o OUT [--format ctf|json|perfetto] [--quiet]\n"
 	"\n"
-	"Writes the lowkey CTF trace IN (a directory that `lowkey trace` or lk_trace_start wrote) in\n"
-	"another format. The trace is read with lowkey's own reader: a stream cut short (a program\n"
-	"killed while it wrote) is converted up to its last whole packet; a damaged one is an error\n"
-	"after what came before the damage was written.\n"
+	"Writes the lowkey trace IN in another format (or the same one). IN is any trace that\n"
+	"`lowkey trace` or lk_trace_start wrote, told apart by its content: a CTF directory, a\n"
+	"Perfetto .pftrace or a Chrome JSON file. A CTF stream cut short (a program killed while it\n"
+	"wrote) is converted up to its last whole packet; a damaged one is an error after what came\n"
+	"before the damage was written. A damaged JSON or Perfetto file is an error.\n"
 	"\n"
 	"Options:\n"
 	"  -o, --output OUT     where to write: a file for json and perfetto (replaced if it is one),\n"
 	"                       a new or empty directory for ctf\n"
 	"  -f, --format FMT     perfetto (Perfetto's protobuf, .pftrace), json (Chrome Trace Event\n"
-	"                       JSON) or ctf (a copy); default: from OUT's extension (.pftrace,\n"
+	"                       JSON) or ctf (a copy of a CTF trace; written from the events of\n"
+	"                       the others); default: from OUT's extension (.pftrace,\n"
 	"                       .perfetto-trace, .json, .ctf); any other name needs --format\n"
 	"  -q, --quiet          no status line while converting (shown on a terminal only)\n"
 	"  -h, --help           this text\n"
@@ -37,6 +39,7 @@ static const char convert_usage[] =
 	"Examples:\n"
 	"  lowkey convert lowkey.ctf -o run.pftrace\n"
 	"  lowkey convert lowkey.ctf -o run.json --format json\n"
+	"  lowkey convert run.pftrace -o run.ctf\n"
 	"\n"
 	"Then open the file in https://ui.perfetto.dev (see docs/trace.md, \"Formats\").\n";
 
@@ -126,7 +129,7 @@ static int convert_main(int argc, char **argv)
 
 const struct cli_command cmd_convert = {
 	.name = "convert",
-	.summary = "write a lowkey CTF trace as Perfetto protobuf, Chrome JSON or CTF",
+	.summary = "write a lowkey trace of any format as Perfetto protobuf, Chrome JSON or CTF",
 	.usage = convert_usage,
 	.run = convert_main,
 };

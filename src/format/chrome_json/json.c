@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Chrome Trace Event JSON (Perfetto UI, chrome://tracing) from a lowkey CTF trace.
+ * Chrome Trace Event JSON (Perfetto UI, chrome://tracing) from a lowkey trace of any format
+ * (internal/trace_file.h), walked event by event.
  *
  * Events become instants ("i"), spans begin/end pairs ("B"/"E"), counters "C" events, thread
  * names "M" metadata; the thread's CPU time, when recorded, goes in "tts". Lost events are
@@ -34,6 +35,7 @@
 #include "internal/trace_convert.h"
 #include "probe/probe_internal.h"
 #include "internal/ctf_reader.h"
+#include "internal/trace_file.h"
 
 struct json_state {
 	FILE *out;
@@ -203,14 +205,26 @@ static int on_stream_end(const struct lk__stream_info *s, void *arg)
 	return 0;
 }
 
-int lk__json_convert(const char *ctf_dir, const char *json_path, char *err, size_t errlen)
+int lk__json_convert(const char *in, const char *json_path, char *err, size_t errlen)
 {
 	int fd = lk__out_open(json_path, LK__OUT_REPLACE, NULL, err, errlen), rc;
 
 	if (fd < 0)
 		return fd;
-	rc = lk__json_convert_fd(ctf_dir, fd, json_path, err, errlen);
+	rc = lk__json_convert_fd(in, fd, json_path, err, errlen);
 	close(fd);
+	return rc;
+}
+
+int lk__json_convert_fd(const char *in, int fd, const char *json_path, char *err, size_t errlen)
+{
+	struct lk__trace_file t;
+	int rc = lk__convert_open(&t, in, err, errlen);
+
+	if (rc)
+		return rc;
+	rc = lk__json_write(&t, fd, json_path, err, errlen);
+	lk__trace_file_close(&t);
 	return rc;
 }
 
@@ -230,33 +244,31 @@ static FILE *json_stream(int fd)
 	return NULL;
 }
 
-int lk__json_convert_fd(const char *ctf_dir, int fd, const char *json_path, char *err, size_t errlen)
+int lk__json_write(struct lk__trace_file *t, int fd, const char *json_path, char *err, size_t errlen)
 {
 	const struct lk__reader_ops ops = { NULL, on_event, on_stream_end };
-	struct lk__trace_reader r;
+	struct lk__trace_reader *r = &t->r;
 	struct json_state j = { .first = true };
-	int rc = lk__reader_open(&r, ctf_dir, err, errlen);
+	int rc;
 
-	if (rc)
-		return rc;
 	j.out = json_stream(fd);
-	j.r = &r;
+	j.r = r;
 	if (!j.out) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot write %s: %s", json_path, strerror(errno));
-		lk__reader_close(&r);
 		return rc;
 	}
 	fprintf(j.out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
 	begin_object(&j);
-	fprintf(j.out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", r.pid);
-	lk__json_string(j.out, r.procname);
+	fprintf(j.out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", r->pid);
+	lk__json_string(j.out, r->procname);
 	fputs("}}", j.out);
-	rc = lk__reader_walk(&r, &ops, &j, err, errlen);
+	rc = lk__trace_file_walk(t, &ops, &j, err, errlen);
 	fprintf(j.out, "\n],\"otherData\":{\"tracer\":\"lowkey\",\"clock\":\"realtime\",\"lost_events\":%" PRIu64
-		",\"nonfinite_counter_values\":%" PRIu64 ",\"tsc_hz\":%" PRIu64, j.lost, j.nonfinite_counters, r.tsc_hz);
-	if (r.overwrite)	/* a flight recorder's snapshot: its lost events are older ones overwritten */
-		fprintf(j.out, ",\"overwrite\":true,\"dropped_events\":%" PRIu64, r.dropped);
+		",\"nonfinite_counter_values\":%" PRIu64 ",\"tsc_hz\":%" PRIu64, j.lost,
+		j.nonfinite_counters + t->nonfinite_counters, r->tsc_hz);
+	if (r->overwrite)	/* a flight recorder's snapshot: its lost events are older ones overwritten */
+		fprintf(j.out, ",\"overwrite\":true,\"dropped_events\":%" PRIu64, r->dropped);
 	fputs("}}\n", j.out);
 	if (fclose(j.out) != 0 && !rc) {
 		rc = -errno;
@@ -264,6 +276,5 @@ int lk__json_convert_fd(const char *ctf_dir, int fd, const char *json_path, char
 	} else if (rc == -EIO) {
 		snprintf(err, errlen, "writing %s failed", json_path);
 	}
-	lk__reader_close(&r);
 	return rc;
 }

@@ -37,9 +37,10 @@
 #include "core/error.h"
 #include "internal/outfile.h"
 #include "probe/probe_internal.h"
+#include "format/ctf/ctf.h"
 
 #define CTF_MAGIC 0xc1fc1fc1u
-#define MAX_PACKET (256u << 10)	/* bytes of records a packet holds, unless one record is larger */
+#define MAX_PACKET LK__CTF_MAX_PACKET
 
 struct packet_prefix {
 	uint32_t magic;
@@ -63,6 +64,16 @@ static void uuid_string(const unsigned char u[16], char out[37])
 		 u[14], u[15]);
 }
 
+void lk__ctf_uuid(unsigned char uuid[16])
+{
+	if (getrandom(uuid, 16, 0) != 16) {
+		for (size_t i = 0; i < 16; i++)
+			uuid[i] = (unsigned char)(lk__probe_tsc() >> (i % 8 * 8));
+	}
+	uuid[6] = (uuid[6] & 0x0f) | 0x40;	/* a version 4 UUID */
+	uuid[8] = (uuid[8] & 0x3f) | 0x80;
+}
+
 int lk__ctf_open(struct lk__trace *t)
 {
 	char msg[512];
@@ -71,12 +82,7 @@ int lk__ctf_open(struct lk__trace *t)
 		t->dir_fd = lk__out_open(t->ctf_dir, LK__OUT_DIR | LK__OUT_EMPTY, NULL, msg, sizeof(msg));
 	if (t->dir_fd < 0)
 		return lk__fail(t->dir_fd, "the trace directory: %s", msg);
-	if (getrandom(t->uuid, sizeof(t->uuid), 0) != sizeof(t->uuid)) {
-		for (size_t i = 0; i < sizeof(t->uuid); i++)
-			t->uuid[i] = (unsigned char)(lk__probe_tsc() >> (i % 8 * 8));
-	}
-	t->uuid[6] = (t->uuid[6] & 0x0f) | 0x40;	/* a version 4 UUID */
-	t->uuid[8] = (t->uuid[8] & 0x3f) | 0x80;
+	lk__ctf_uuid(t->uuid);
 	return 0;
 }
 
@@ -91,12 +97,11 @@ static const char *tsdl_text(const char *s, char *out, size_t len)
 	return out;
 }
 
-/* A field name for argument i: the argument as written when it is an identifier, else argI. */
-static void arg_name(const char *names, unsigned int i, char *out, size_t len)
+/* Argument i of a site's arguments as written ("a, b + 1, c"): its text, trimmed. */
+static void written_arg(unsigned int i, const void *arg, const char **text, size_t *len)
 {
-	const char *p = names;
+	const char *p = arg;
 	size_t n;
-	bool ident;
 
 	for (unsigned int k = 0; k < i && p; k++) {
 		p = strchr(p, ',');
@@ -108,7 +113,16 @@ static void arg_name(const char *names, unsigned int i, char *out, size_t len)
 	n = p ? strcspn(p, ",") : 0;
 	while (n && p[n - 1] == ' ')
 		n--;
-	ident = n > 0 && n < len && (p[0] == '_' || (p[0] >= 'a' && p[0] <= 'z') || (p[0] >= 'A' && p[0] <= 'Z'));
+	*text = p;
+	*len = n;
+}
+
+/* A field name for argument i: p (n bytes) when it is an identifier, else argI. */
+static void field_name(const char *p, size_t n, unsigned int i, char *out, size_t len)
+{
+	bool ident = p && n > 0 && n < len &&
+		     (p[0] == '_' || (p[0] >= 'a' && p[0] <= 'z') || (p[0] >= 'A' && p[0] <= 'Z'));
+
 	for (size_t k = 0; ident && k < n; k++)
 		ident = p[k] == '_' || (p[k] >= 'a' && p[k] <= 'z') || (p[k] >= 'A' && p[k] <= 'Z') ||
 			(p[k] >= '0' && p[k] <= '9');
@@ -130,35 +144,53 @@ static const char *tsdl_type(unsigned int type, bool counter)
 	}
 }
 
-/* Field names: as written when an identifier, "value" for a counter, argI otherwise or when a
- * name repeats (CTF readers reject duplicate members). The reader derives the same names. */
-static void field_names(const struct lk__probe_site_rt *rt, char names[][64])
+void lk__ctf_field_names(struct lk__ctf_class *c, void (*name)(unsigned int i, const void *arg, const char **p,
+							       size_t *n),
+			 const void *arg)
 {
-	for (unsigned int a = 0; a < rt->nargs; a++) {
-		if (rt->kind == LK_PROBE_COUNTER)
-			snprintf(names[a], 64, "value");
-		else
-			arg_name(rt->arg_names, a, names[a], 64);
+	for (unsigned int a = 0; a < c->nargs; a++) {
+		const char *p = NULL;
+		size_t n = 0;
+
+		if (c->kind == LK_PROBE_COUNTER) {
+			snprintf(c->names[a], sizeof(c->names[a]), "value");
+		} else {
+			name(a, arg, &p, &n);
+			field_name(p, n, a, c->names[a], sizeof(c->names[a]));
+		}
 		for (unsigned int b = 0; b < a; b++)
-			if (strcmp(names[a], names[b]) == 0)
-				snprintf(names[a], 64, "arg%u", a);
+			if (strcmp(c->names[a], c->names[b]) == 0)
+				snprintf(c->names[a], sizeof(c->names[a]), "arg%u", a);
 	}
+}
+
+void lk__ctf_put_class(FILE *f, const struct lk__ctf_class *c)
+{
+	const char *suffix = c->kind == LK_PROBE_SPAN_BEGIN ? ":begin" : c->kind == LK_PROBE_SPAN_END ? ":end" : "";
+	char where[4096], provider[256], event[256];
+
+	fprintf(f, "event {\n\tname = \"%s:%s%s\";\n\tid = %u;\n\tstream_id = 0;\n",
+		tsdl_text(c->provider, provider, sizeof(provider)), tsdl_text(c->event, event, sizeof(event)), suffix,
+		c->id);
+	if (c->where && c->where[0])
+		fprintf(f, "\tmodel.emf.uri = \"%s\";\n", tsdl_text(c->where, where, sizeof(where)));
+	fprintf(f, "\tfields := struct {\n");
+	for (unsigned int a = 0; a < c->nargs; a++)
+		fprintf(f, "\t\t%s _%s;\n", tsdl_type(lk__arg_type(c->arg_types, a), c->kind == LK_PROBE_COUNTER),
+			c->names[a]);
+	fprintf(f, "\t};\n};\n\n");
 }
 
 static void write_event_class(FILE *f, const struct lk__probe_site_rt *rt)
 {
-	const char *suffix = rt->kind == LK_PROBE_SPAN_BEGIN ? ":begin" : rt->kind == LK_PROBE_SPAN_END ? ":end" : "";
-	char names[LK_PROBE_MAX_ARGS][64], file[4096];
+	struct lk__ctf_class c = { .id = rt->id, .kind = rt->kind, .nargs = rt->nargs, .arg_types = rt->arg_types,
+				   .provider = rt->provider, .event = rt->event };
+	char where[4096];
 
-	field_names(rt, names);
-	fprintf(f, "event {\n\tname = \"%s:%s%s\";\n\tid = %u;\n\tstream_id = 0;\n", rt->provider, rt->event,
-		suffix, rt->id);
-	fprintf(f, "\tmodel.emf.uri = \"%s:%u\";\n\tfields := struct {\n", tsdl_text(rt->file, file, sizeof(file)),
-		rt->line);
-	for (unsigned int a = 0; a < rt->nargs; a++)
-		fprintf(f, "\t\t%s _%s;\n", tsdl_type(lk__arg_type(rt->arg_types, a), rt->kind == LK_PROBE_COUNTER),
-			names[a]);
-	fprintf(f, "\t};\n};\n\n");
+	snprintf(where, sizeof(where), "%s:%u", rt->file, rt->line);
+	c.where = where;
+	lk__ctf_field_names(&c, written_arg, rt->arg_names);
+	lk__ctf_put_class(f, &c);
 }
 
 static void write_types(FILE *f)
@@ -176,29 +208,25 @@ static void write_types(FILE *f)
 	fprintf(f, "typealias floating_point { exp_dig = 11; mant_dig = 53; align = 8; } := lk_counter_double_t;\n\n");
 }
 
-static void write_env(FILE *f, const struct lk__trace *t)
+static void put_env(FILE *f, const struct lk__ctf_meta *m)
 {
-	char host[256] = "", name[256];
+	char host[256], name[256];
 
-	gethostname(host, sizeof(host) - 1);
-	tsdl_text(host, host, sizeof(host));
 	fprintf(f, "env {\n\ttracer_name = \"lowkey\";\n\ttracer_major = %d;\n\ttracer_minor = %d;\n"
 		   "\tdomain = \"ust\";\n\thostname = \"%s\";\n\tvpid = %d;\n\tprocname = \"%s\";\n"
 		   "\tlowkey_format = %d;\n\tlowkey_cputime = %d;\n\tlowkey_sched = %d;\n\tlowkey_sched_lost = %llu;\n"
 		   "\tlowkey_tsc_hz = %llu;\n\tlowkey_tsc0 = %llu;\n\tlowkey_monotonic0_ns = %llu;\n"
 		   "\tlowkey_realtime0_ns = %llu;\n",
-		LK_VERSION_MAJOR, LK_VERSION_MINOR, host, (int)getpid(),
-		tsdl_text(program_invocation_short_name, name, sizeof(name)), LK__CTF_FORMAT, t->cputime ? 1 : 0,
-		t->sched ? 1 : 0,
-		(unsigned long long)__atomic_load_n(&t->sched_lost, __ATOMIC_RELAXED), (unsigned long long)t->tsc_hz,
-		(unsigned long long)t->tsc0, (unsigned long long)t->monotonic0_ns,
-		(unsigned long long)t->realtime0_ns);
+		LK_VERSION_MAJOR, LK_VERSION_MINOR, tsdl_text(m->hostname, host, sizeof(host)), m->pid,
+		tsdl_text(m->procname, name, sizeof(name)), LK__CTF_FORMAT, m->cputime ? 1 : 0, m->sched ? 1 : 0,
+		(unsigned long long)m->sched_lost, (unsigned long long)m->tsc_hz, (unsigned long long)m->tsc0,
+		(unsigned long long)m->monotonic0_ns, (unsigned long long)m->realtime0_ns);
 	/*
 	 * A flight recorder's snapshot: its streams' discarded events are mostly older ones that the
 	 * rings overwrote by design; lowkey_dropped of them the threads dropped (see snapshot.c).
 	 */
-	if (t->overwrite)
-		fprintf(f, "\tlowkey_overwrite = 1;\n\tlowkey_dropped = %llu;\n", (unsigned long long)t->lost);
+	if (m->overwrite)
+		fprintf(f, "\tlowkey_overwrite = 1;\n\tlowkey_dropped = %llu;\n", (unsigned long long)m->dropped);
 	fprintf(f, "};\n\n");
 }
 
@@ -216,7 +244,7 @@ static void write_stream(FILE *f, unsigned int id, bool cputime)
 		cputime ? "\t\tuint64_t cputime_ns;\n" : "");
 }
 
-static void write_prologue(FILE *f, const struct lk__trace *t)
+void lk__ctf_put_prologue(FILE *f, const struct lk__ctf_meta *m)
 {
 	char uuid[37];
 	/*
@@ -226,34 +254,49 @@ static void write_prologue(FILE *f, const struct lk__trace *t)
 	 * the epoch. offset_s is signed in CTF (babeltrace2 reads it so), offset is not: the
 	 * seconds are rounded down and the cycles count forward from them.
 	 */
-	__int128 since_zero_ns = (__int128)((unsigned __int128)t->tsc0 * 1000000000u / t->tsc_hz);
-	__int128 origin_ns = (__int128)t->realtime0_ns - since_zero_ns;
+	__int128 since_zero_ns = (__int128)((unsigned __int128)m->tsc0 * 1000000000u / m->tsc_hz);
+	__int128 origin_ns = (__int128)m->realtime0_ns - since_zero_ns;
 	__int128 offset_s = origin_ns >= 0 ? origin_ns / 1000000000 : -((-origin_ns + 999999999) / 1000000000);
-	uint64_t offset = (uint64_t)((origin_ns - offset_s * 1000000000) * t->tsc_hz / 1000000000u);
+	uint64_t offset = (uint64_t)((origin_ns - offset_s * 1000000000) * m->tsc_hz / 1000000000u);
 
-	uuid_string(t->uuid, uuid);
+	uuid_string(m->uuid, uuid);
 	fprintf(f, "/* CTF 1.8 */\n\n");
 	write_types(f);
 	fprintf(f, "trace {\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"%s\";\n\tbyte_order = le;\n", uuid);
 	fprintf(f, "\tpacket.header := struct {\n\t\tuint32_t magic;\n\t\tuint8_t uuid[16];\n"
 		   "\t\tuint32_t stream_id;\n\t\tuint64_t stream_instance_id;\n\t};\n};\n\n");
-	write_env(f, t);
+	put_env(f, m);
 	fprintf(f, "clock {\n\tname = \"tsc\";\n\tuuid = \"%s\";\n\tdescription = \"TSC, calibrated against "
 		   "CLOCK_REALTIME\";\n\tfreq = %llu;\n\tprecision = 1;\n\toffset_s = %lld;\n\toffset = %llu;\n"
 		   "\tabsolute = TRUE;\n};\n\n",
-		uuid, (unsigned long long)t->tsc_hz, (long long)offset_s, (unsigned long long)offset);
+		uuid, (unsigned long long)m->tsc_hz, (long long)offset_s, (unsigned long long)offset);
 	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; map = clock.tsc.value; } := tsc_t;\n\n");
-	write_stream(f, 0, t->cputime);
-	if (t->sched)
+	write_stream(f, 0, m->cputime);
+	if (m->sched)
 		write_stream(f, 1, false);
 	fprintf(f, "event {\n\tname = \"lowkey:thread_name\";\n\tid = %d;\n\tstream_id = 0;\n"
 		   "\tfields := struct {\n\t\tstring _name;\n\t};\n};\n\n", LK__EVENT_THREAD_NAME);
-	if (t->sched)
+	if (m->sched)
 		fprintf(f, "event {\n\tname = \"lowkey:sched_out\";\n\tid = %d;\n\tstream_id = 1;\n"
 			   "\tfields := struct {\n\t\tuint64_t _cpu;\n\t\tuint64_t _preempted;\n\t};\n};\n\n"
 			   "event {\n\tname = \"lowkey:sched_in\";\n\tid = %d;\n\tstream_id = 1;\n"
 			   "\tfields := struct {\n\t\tuint64_t _cpu;\n\t};\n};\n\n",
 			LK__EVENT_SCHED_OUT, LK__EVENT_SCHED_IN);
+}
+
+/* The live trace's metadata: this process, this host, the clock as calibrated so far. */
+static void write_prologue(FILE *f, const struct lk__trace *t)
+{
+	char host[256] = "";
+	struct lk__ctf_meta m = {
+		.uuid = t->uuid, .tsc_hz = t->tsc_hz, .tsc0 = t->tsc0, .monotonic0_ns = t->monotonic0_ns,
+		.realtime0_ns = t->realtime0_ns, .sched_lost = __atomic_load_n(&t->sched_lost, __ATOMIC_RELAXED),
+		.dropped = t->lost, .cputime = t->cputime, .sched = t->sched, .overwrite = t->overwrite,
+		.pid = (int)getpid(), .procname = program_invocation_short_name, .hostname = host,
+	};
+
+	gethostname(host, sizeof(host) - 1);
+	lk__ctf_put_prologue(f, &m);
 }
 
 /* Write name atomically: to name.tmp, then rename. */
@@ -448,12 +491,12 @@ static const uint8_t *copy_records(struct copier *c, const uint8_t *p, bool cput
 	return p;
 }
 
-static void fill_prefix(struct packet_prefix *h, const struct lk__trace *t, unsigned int stream_id, pid_t tid,
+static void fill_prefix(struct packet_prefix *h, const unsigned char uuid[16], unsigned int stream_id, pid_t tid,
 			uint64_t ts_begin, uint64_t ts_end, size_t total, uint64_t seq, uint64_t discarded)
 {
 	memset(h, 0, sizeof(*h));
 	h->magic = CTF_MAGIC;
-	memcpy(h->uuid, t->uuid, sizeof(h->uuid));
+	memcpy(h->uuid, uuid, sizeof(h->uuid));
 	h->stream_id = stream_id;
 	h->stream_instance_id = (uint64_t)tid;
 	h->timestamp_begin = ts_begin;
@@ -494,27 +537,34 @@ static int write_whole(int fd, const struct packet_prefix *lead, const struct pa
 	return 0;
 }
 
+int lk__ctf_put_packet(int fd, const unsigned char uuid[16], unsigned int stream_id, pid_t tid, uint64_t ts_begin,
+		       uint64_t ts_end, uint64_t seq, uint64_t discarded, bool lead, const void *records, size_t len)
+{
+	struct packet_prefix h, first;
+
+	if (lead)
+		fill_prefix(&first, uuid, stream_id, tid, ts_begin, ts_begin, sizeof(first), seq++, 0);
+	fill_prefix(&h, uuid, stream_id, tid, ts_begin, ts_end, sizeof(h) + len, seq, discarded);
+	return write_whole(fd, lead ? &first : NULL, &h, records, len);
+}
+
 /* Write [lead,] a packet of out_len bytes of records at out, and account for it. */
 static int put_packet(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *out, size_t out_len,
 		      uint64_t ts_begin, uint64_t ts_end)
 {
 	uint64_t lost = __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
 	bool lead_needed = b->packets == 0 && lost;	/* see the top of this file */
-	struct packet_prefix h, lead;
 	uint64_t seq = b->packets;
 	int err;
 
 	if (b->fd < 0 && lk__ctf_open_stream(t, b) != 0)
 		return -errno;
-	if (lead_needed)
-		fill_prefix(&lead, t, 0, b->tid, ts_begin, ts_begin, sizeof(lead), seq++, 0);
-	fill_prefix(&h, t, 0, b->tid, ts_begin, ts_end, sizeof(h) + out_len, seq, lost);
-	err = write_whole(b->fd, lead_needed ? &lead : NULL, &h, out, out_len);
+	err = lk__ctf_put_packet(b->fd, t->uuid, 0, b->tid, ts_begin, ts_end, seq, lost, lead_needed, out, out_len);
 	if (err)
 		return err;
-	b->packets = seq + 1;
+	b->packets = seq + 1 + lead_needed;
 	b->lost_written = lost;
-	__atomic_fetch_add(&t->bytes, sizeof(h) + out_len + (lead_needed ? sizeof(lead) : 0), __ATOMIC_RELAXED);
+	__atomic_fetch_add(&t->bytes, (1 + lead_needed) * sizeof(struct packet_prefix) + out_len, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -547,7 +597,6 @@ int lk__ctf_write_records(struct lk__trace *t, struct lk__probe_buffer *b, const
 int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t *packets, const uint8_t *out,
 			       size_t len, uint64_t ts_begin, uint64_t ts_end)
 {
-	struct packet_prefix h;
 	char name[48];
 	int err;
 
@@ -559,12 +608,11 @@ int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t
 		if (*fd < 0)
 			return -errno;
 	}
-	fill_prefix(&h, t, 1, tid, ts_begin, ts_end, sizeof(h) + len, *packets, 0);
-	err = write_whole(*fd, NULL, &h, out, len);
+	err = lk__ctf_put_packet(*fd, t->uuid, 1, tid, ts_begin, ts_end, *packets, 0, false, out, len);
 	if (err)
 		return err;
 	++*packets;
-	__atomic_fetch_add(&t->bytes, sizeof(h) + len, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&t->bytes, sizeof(struct packet_prefix) + len, __ATOMIC_RELAXED);
 	return 0;
 }
 

@@ -51,6 +51,7 @@
 #include "probe/probe_internal.h"
 #include "format/protobuf/protobuf.h"
 #include "internal/ctf_reader.h"
+#include "internal/trace_file.h"
 
 /* InternedData and its entries (EventCategory, EventName, DebugAnnotationName: iid 1, name 2) */
 enum intern_kind { CATEGORIES = 1, NAMES = 2, ARG_NAMES = 3 };
@@ -1158,45 +1159,52 @@ void lk__pft_discard(struct lk__pft *p)
 	pft_free(p);
 }
 
-int lk__perfetto_convert(const char *ctf_dir, const char *path, char *err, size_t errlen)
+int lk__perfetto_convert(const char *in, const char *path, char *err, size_t errlen)
 {
 	int fd = lk__out_open(path, LK__OUT_REPLACE, NULL, err, errlen), rc;
 
 	if (fd < 0)
 		return fd;
-	rc = lk__perfetto_convert_fd(ctf_dir, fd, path, err, errlen);
+	rc = lk__perfetto_convert_fd(in, fd, path, err, errlen);
 	close(fd);
 	return rc;
 }
 
-int lk__perfetto_convert_fd(const char *ctf_dir, int fd, const char *path, char *err, size_t errlen)
+int lk__perfetto_write(struct lk__trace_file *t, int fd, const char *path, char *err, size_t errlen)
 {
 	static const struct lk__reader_ops ops = { on_stream_begin, on_event, on_stream_end };
-	struct lk__trace_reader r;
 	struct lk__pft *p = NULL;
+	int rc = lk__pft_open(&p, fd, path, &t->r, err, errlen);
+
+	if (!p)
+		return rc;
+	p->whole = true;
+	if (!rc)
+		rc = lk__trace_file_walk(t, &ops, p, err, errlen);
+	if (rc == -ENOMEM || p->pb.failed)
+		rc = lk__failf(err, errlen, -ENOMEM, "out of memory converting %s", t->r.dir);
+	if (rc && rc != -EINVAL) {
+		lk__pft_close(p, NULL, 0);	/* err says what went wrong */
+	} else {
+		int closed = lk__pft_close(p, err, errlen);	/* after damage too: what came before is good */
+
+		rc = rc ? rc : closed;
+	}
+	return rc;
+}
+
+int lk__perfetto_convert_fd(const char *in, int fd, const char *path, char *err, size_t errlen)
+{
+	struct lk__trace_file t;
 	int rc;
 
-	rc = lk__perfetto_live_finish(ctf_dir, path, err, errlen);
+	rc = lk__perfetto_live_finish(in, path, err, errlen);
 	if (rc <= 0)
 		return rc;	/* written while the trace recorded */
-	rc = lk__reader_open(&r, ctf_dir, err, errlen);
+	rc = lk__convert_open(&t, in, err, errlen);
 	if (rc)
 		return rc;
-	rc = lk__pft_open(&p, fd, path, &r, err, errlen);
-	if (p) {
-		p->whole = true;
-		if (!rc)
-			rc = lk__reader_walk(&r, &ops, p, err, errlen);
-		if (rc == -ENOMEM || p->pb.failed)
-			rc = lk__failf(err, errlen, -ENOMEM, "out of memory converting %s", ctf_dir);
-		if (rc && rc != -EINVAL) {
-			lk__pft_close(p, NULL, 0);	/* err says what went wrong */
-		} else {
-			int closed = lk__pft_close(p, err, errlen);	/* after damage too: what came before is good */
-
-			rc = rc ? rc : closed;
-		}
-	}
-	lk__reader_close(&r);
+	rc = lk__perfetto_write(&t, fd, path, err, errlen);
+	lk__trace_file_close(&t);
 	return rc;
 }
