@@ -65,7 +65,9 @@ LOOP(loop_key_off, if (lk_branch_unlikely(&key_off)) TAKEN)
 LOOP(loop_key_on, if (lk_branch_unlikely(&key_on)) TAKEN)
 LOOP(loop_load_branch_on, if (LK__UNLIKELY(READ_FLAG(flag_on))) TAKEN)
 
+/* clang-format off */
 #define UNPUBLISHED { __builtin_nan(""), __builtin_nan(""), __builtin_nan("") }
+/* clang-format on */
 
 struct loop_row branch_loop_rows[NROWS] = {
 	[ROW_EMPTY] = { "empty loop", loop_empty, false, UNPUBLISHED },

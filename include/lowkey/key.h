@@ -76,8 +76,10 @@ struct lk_key_true {
 
 #define LK__KEY_INIT_TRUE 0x1u
 
+/* clang-format off */
 #define LK_KEY_INIT_FALSE { { 0, 0, NULL } }
 #define LK_KEY_INIT_TRUE { { 1, LK__KEY_INIT_TRUE, NULL } }
+/* clang-format on */
 
 /* Define a key, off (FALSE) or on (TRUE) at start. May be static. */
 #define LK_DEFINE_KEY_FALSE(name) struct lk_key_false name = LK_KEY_INIT_FALSE

@@ -96,7 +96,9 @@ typedef struct lk_pcpu_rwlock {
 	long fallback_count;		/* readers' slot when allocation failed: still correct, shared */
 } lk_pcpu_rwlock_t;
 
+/* clang-format off */
 #define LK_PCPU_RWLOCK_INIT { LK__NULL, 0, 0, 0, 0, 0 }
+/* clang-format on */
 
 /*
  * lk_pcpu_rwlock_init - initialize l (same as LK_PCPU_RWLOCK_INIT). Allocates the per-CPU slots,
@@ -179,7 +181,9 @@ typedef struct lk_mutex {
 	struct lk__lockmeta lk__meta;
 } __attribute__((aligned(64))) lk_mutex_t;
 
+/* clang-format off */
 #define LK_MUTEX_INIT(name_) { 0, 0, 0, 0, 0, LK__HOLD_INIT, LK__LOCKMETA_INIT(name_, LK_LOCK_MUTEX) }
+/* clang-format on */
 
 /*
  * lk_mutex_init - initialize m and register it under name (may be NULL) for the reports.
@@ -225,7 +229,9 @@ typedef struct lk_spinlock {
 	struct lk__lockmeta lk__meta;
 } __attribute__((aligned(64))) lk_spinlock_t;
 
+/* clang-format off */
 #define LK_SPINLOCK_INIT(name_) { 0, 0, 0, 0, 0, LK__HOLD_INIT, LK__LOCKMETA_INIT(name_, LK_LOCK_SPINLOCK) }
+/* clang-format on */
 
 /* lk_spinlock_init / lk_spinlock_destroy: as lk_mutex_init / lk_mutex_destroy. */
 LK_API int lk_spinlock_init(lk_spinlock_t *s, const char *name);

@@ -50,7 +50,9 @@ struct schema {
 };
 
 #define AT(member) (uint16_t)offsetof(struct lk__ctl_msg, member)
+/* clang-format off */
 #define FIELD(name, kind, check, member, max) { name, kind, check, AT(member), max }
+/* clang-format on */
 
 static const struct field rule_fields[] = {
 	FIELD("enable", F_U8, C_BOOL, rule.enable, 1),
@@ -138,8 +140,10 @@ static const struct field progress_fields[] = {
 	FIELD("total", F_U64, C_ANY, progress.total, 0),
 };
 
+/* clang-format off */
 #define SCHEMA(type, name, request, fields) { type, name, request, sizeof(fields) / sizeof(fields[0]), fields }
 #define EMPTY_SCHEMA(type, name) { type, name, true, 0, NULL }
+/* clang-format on */
 
 static const struct schema schemas[] = {
 	SCHEMA(LK_CTL_RULE, "rule", true, rule_fields),

@@ -206,7 +206,9 @@ static void survive_case(void **state)
 	survive(((struct damage *)*state)->fn);
 }
 
+/* clang-format off */
 #define CASE(fn) { #fn, survive_case, NULL, NULL, &(struct damage){ fn } }
+/* clang-format on */
 
 /* Undamaged, the planted waiter is served like any sleeper: the checks refuse only real damage. */
 static void planted_live_waiter_is_served(void **state)

@@ -38,8 +38,10 @@ struct lk__hold {			/* sampled hold times, in ticks */
 };
 
 /* Every field of a statically initialized lock: zero, but for the name and the kind. */
+/* clang-format off */
 #define LK__HOLD_INIT { 0, 0, 0, 0 }
 #define LK__LOCKMETA_INIT(name_, kind_) { (name_), LK__NULL, LK__NULL, 0, 0, 0, 0, (kind_), 0, 0 }
+/* clang-format on */
 
 /* Lock times are in ticks of the cheapest counter read (why that one: lowkey/bits/arch.h). */
 static inline uint64_t lk__lock_ticks(void)
