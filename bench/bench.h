@@ -12,18 +12,18 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "internal/json.h"	/* --json: the one writer, lk__json_* */
+#include "internal/json.h" /* --json: the one writer, lk__json_* */
 
 struct lk_bench {
 	const char *name;
 	const char *summary;
 	const char *usage;
-	int (*run)(int argc, char **argv);	/* argv[0] is the bench's name */
+	int (*run)(int argc, char **argv); /* argv[0] is the bench's name */
 };
 
-#define LK_BENCH(ident, ...)                                                                  \
-	static const struct lk_bench ident                                                    \
-		__attribute__((used, section("lk_benches"), aligned(sizeof(void *)))) = { __VA_ARGS__ }
+#define LK_BENCH(ident, ...)                               \
+	static const struct lk_bench ident __attribute__(( \
+		used, section("lk_benches"), aligned(sizeof(void *)))) = { __VA_ARGS__ }
 
 const struct lk_bench *lkb_find(const char *name);
 void lkb_list(FILE *out);

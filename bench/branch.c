@@ -58,7 +58,7 @@ static const char branch_usage[] =
 struct branch_options {
 	int runs, flips, processes;
 	bool json;
-	bool child;		/* --key-vs-nop-child: a process measuring key off vs nop */
+	bool child; /* --key-vs-nop-child: a process measuring key off vs nop */
 };
 
 /* The options into *o; false when they are not the bench's (the usage is printed). */
@@ -69,7 +69,7 @@ static bool parse_options(int argc, char **argv, struct branch_options *o)
 		{ "flips", required_argument, NULL, 'f' },
 		{ "processes", required_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'j' },
-		{ "key-vs-nop-child", no_argument, NULL, 'C' },	/* one of those processes */
+		{ "key-vs-nop-child", no_argument, NULL, 'C' }, /* one of those processes */
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -78,12 +78,24 @@ static bool parse_options(int argc, char **argv, struct branch_options *o)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:f:P:j", opts, NULL)) != -1) {
 		switch (c) {
-		case 'r': o->runs = atoi(optarg); break;
-		case 'f': o->flips = atoi(optarg); break;
-		case 'P': o->processes = atoi(optarg); break;
-		case 'C': o->child = true; break;
-		case 'j': o->json = true; break;
-		default: fputs(branch_usage, stderr); return false;
+		case 'r':
+			o->runs = atoi(optarg);
+			break;
+		case 'f':
+			o->flips = atoi(optarg);
+			break;
+		case 'P':
+			o->processes = atoi(optarg);
+			break;
+		case 'C':
+			o->child = true;
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		default:
+			fputs(branch_usage, stderr);
+			return false;
 		}
 	}
 	if (o->runs < 1 || o->flips < 1 || o->processes < 0 || o->processes > 64 ||
@@ -149,9 +161,10 @@ static int branch_run(int argc, char **argv)
 		branch_print_json(o.runs, &pf, &pk, membarrier_us, &kvn);
 	else
 		branch_print_key_vs_nop(&kvn, branch_loop_rows[ROW_KEY_OFF].ns /
-					      branch_loop_rows[ROW_NOP].ns);
+						      branch_loop_rows[ROW_NOP].ns);
 	return 0;
 }
 
-LK_BENCH(branch_bench, "branch", "jump_label article's table: a disabled branch's cost, and a key flip's",
-	 branch_usage, branch_run);
+LK_BENCH(branch_bench, "branch",
+	 "jump_label article's table: a disabled branch's cost, and a key flip's", branch_usage,
+	 branch_run);

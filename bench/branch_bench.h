@@ -26,7 +26,7 @@
 #if defined(__x86_64__)
 #define NOP_ROW "nop (5-byte)"
 #define ASM_NOP ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00"
-#define ASM_UBRANCH ".byte 0xe9\n\t.long 0"		/* jmp rel32 to the next insn */
+#define ASM_UBRANCH ".byte 0xe9\n\t.long 0" /* jmp rel32 to the next insn */
 #define CBRANCH(i) asm volatile("cmp $-1, %0\n\tje 1f\n1:" : : "r"(i) : "cc")
 #define TAKEN asm volatile("inc %0" : "+r"(hits))
 #define TAKEN_ADD(i) asm volatile("add %1, %0" : "+r"(hits) : "i"(i))
@@ -41,8 +41,10 @@
 #define NOP_ROW "nop (4-byte)"
 #define ASM_NOP ".option push\n\t.option norvc\n\tnop\n\t.option pop"
 #define ASM_UBRANCH ".option push\n\t.option norvc\n\tj 1f\n1:\n\t.option pop"
-#define CBRANCH(i) asm volatile(".option push\n\t.option norvc\n\tbeq %0, %1, 1f\n1:\n\t.option pop" \
-				: : "r"(i), "r"(~(uint64_t)0))
+#define CBRANCH(i)                                                                        \
+	asm volatile(".option push\n\t.option norvc\n\tbeq %0, %1, 1f\n1:\n\t.option pop" \
+		     :                                                                    \
+		     : "r"(i), "r"(~(uint64_t)0))
 #define TAKEN asm volatile("addi %0, %0, 1" : "+r"(hits))
 #define TAKEN_ADD(i) asm volatile("addi %0, %0, %1" : "+r"(hits) : "I"(i))
 #else
@@ -59,16 +61,24 @@ struct published_row {
 struct loop_row {
 	const char *name;
 	uint64_t (*fn)(uint64_t);
-	bool bounce;			/* needs the writer on another CPU */
+	bool bounce; /* needs the writer on another CPU */
 	struct published_row published;
 	uint64_t iters;
 	double *samples;
-	double ns;			/* median ns per iteration */
+	double ns; /* median ns per iteration */
 };
 
 enum loop_row_id {
-	ROW_EMPTY, ROW_NOP, ROW_UBRANCH, ROW_CBRANCH, ROW_LOAD_BRANCH, ROW_LOAD_BRANCH_MISS,
-	ROW_KEY_OFF, ROW_KEY_ON, ROW_LOAD_BRANCH_ON, NROWS
+	ROW_EMPTY,
+	ROW_NOP,
+	ROW_UBRANCH,
+	ROW_CBRANCH,
+	ROW_LOAD_BRANCH,
+	ROW_LOAD_BRANCH_MISS,
+	ROW_KEY_OFF,
+	ROW_KEY_ON,
+	ROW_LOAD_BRANCH_ON,
+	NROWS
 };
 
 extern struct loop_row branch_loop_rows[NROWS];
@@ -82,36 +92,36 @@ int branch_measure_loop(int runs, bool have_second_cpu);
 
 /* A key's site when off, as the site table finds it: the NOP key.h emits, in memory order. */
 #if defined(__x86_64__)
-#define SITE_NOP "\x0f\x1f\x44\x00\x00"	/* nopl 0x0(%rax,%rax,1) */
+#define SITE_NOP "\x0f\x1f\x44\x00\x00" /* nopl 0x0(%rax,%rax,1) */
 #define SITE_NOP_NAME "the 5-byte NOP 0f 1f 44 00 00"
 #elif defined(__aarch64__)
-#define SITE_NOP "\x1f\x20\x03\xd5"		/* nop: 0xd503201f */
+#define SITE_NOP "\x1f\x20\x03\xd5" /* nop: 0xd503201f */
 #define SITE_NOP_NAME "the NOP d503201f"
 #elif defined(__riscv)
-#define SITE_NOP "\x13\x00\x00\x00"		/* addi zero, zero, 0: 0x00000013 */
+#define SITE_NOP "\x13\x00\x00\x00" /* addi zero, zero, 0: 0x00000013 */
 #define SITE_NOP_NAME "the 4-byte NOP 00000013"
 #endif
 #define SITE_LEN (sizeof(SITE_NOP) - 1)
-#define RESOLVE_PCT 5.0		/* a verdict needs the per-process spread within this */
+#define RESOLVE_PCT 5.0 /* a verdict needs the per-process spread within this */
 
 struct key_vs_nop {
 	/* the code */
-	bool identical;		/* the same loop body bytes, the key's site SITE_NOP inside */
-	bool aligned;		/* the same but for ALIGN_PAD before the site (riscv64) */
-	long head;		/* the loop head from the entry; -1: not found */
-	size_t bytes;		/* the loop body's, compared: head to the backward branch's end */
-	int prologue_diff;	/* bytes that differ between entry and head (run once per call) */
-	unsigned int head_line[2];	/* the heads' offsets in their 64-byte lines: nop, key off */
-	long site_offset;	/* the key's site from loop_key_off's entry; -1: not found */
+	bool identical;	   /* the same loop body bytes, the key's site SITE_NOP inside */
+	bool aligned;	   /* the same but for ALIGN_PAD before the site (riscv64) */
+	long head;	   /* the loop head from the entry; -1: not found */
+	size_t bytes;	   /* the loop body's, compared: head to the backward branch's end */
+	int prologue_diff; /* bytes that differ between entry and head (run once per call) */
+	unsigned int head_line[2]; /* the heads' offsets in their 64-byte lines: nop, key off */
+	long site_offset;	   /* the key's site from loop_key_off's entry; -1: not found */
 	uint8_t site[SITE_LEN];
-	const char *why;	/* why not identical, or NULL */
+	const char *why; /* why not identical, or NULL */
 	/* several processes: key off / nop */
-	int requested;		/* --processes */
-	int processes;		/* that reported */
+	int requested; /* --processes */
+	int processes; /* that reported */
 	double ratio[64];
 	double median, min, max;
-	int aslr;		/* /proc/sys/kernel/randomize_va_space, -1 unknown */
-	const char *verdict;	/* NULL: the spread does not resolve RESOLVE_PCT */
+	int aslr;	     /* /proc/sys/kernel/randomize_va_space, -1 unknown */
+	const char *verdict; /* NULL: the spread does not resolve RESOLVE_PCT */
 };
 
 /*
@@ -130,7 +140,7 @@ int branch_key_vs_nop_child(int runs);
 #define NSITES 1000
 
 struct pass_result {
-	double warm_ns, cold_ns;	/* per pass, medians */
+	double warm_ns, cold_ns; /* per pass, medians */
 };
 
 /*
@@ -145,7 +155,7 @@ enum { PROTOCOL_NOW, PROTOCOL_INT3, PROTOCOLS_MAX };
 #endif
 
 struct flip_figures {
-	double enable_alone, disable_alone, enable_busy, disable_busy;	/* µs, medians */
+	double enable_alone, disable_alone, enable_busy, disable_busy; /* µs, medians */
 };
 
 struct flip_row {
@@ -155,7 +165,7 @@ struct flip_row {
 	struct flip_figures by[PROTOCOLS_MAX];
 };
 
-#define NFLIPS 3	/* keys with 1, 10 and 1,000 sites */
+#define NFLIPS 3 /* keys with 1, 10 and 1,000 sites */
 
 extern struct flip_row branch_flip_rows[NFLIPS];
 

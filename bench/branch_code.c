@@ -36,9 +36,9 @@ static const uint8_t *key_site_code(const struct lk_key *key)
 
 /* A backward branch at fn + at, len bytes long, to fn + target: the loop, if target is in fn. */
 struct loop {
-	long head;	/* where the backward branch goes */
-	long branch;	/* the backward branch */
-	long end;	/* just past it */
+	long head;   /* where the backward branch goes */
+	long branch; /* the backward branch */
+	long end;    /* just past it */
 };
 
 static bool loop_found(long at, long len, long displacement, struct loop *l)
@@ -112,7 +112,7 @@ static bool find_loop(const uint8_t *fn, struct loop *l)
 
 		memcpy(&h, fn + i, sizeof(h));
 		if ((h & 3) != 3) {
-			if ((h & 0xc003u) == 0xc001u) {		/* c.beqz, c.bnez */
+			if ((h & 0xc003u) == 0xc001u) { /* c.beqz, c.bnez */
 				uint32_t imm = ((h >> 12) & 1u) << 8 | ((h >> 10) & 3u) << 3 |
 					       ((h >> 5) & 3u) << 6 | ((h >> 3) & 3u) << 1 |
 					       ((h >> 2) & 1u) << 5;
@@ -144,7 +144,7 @@ static bool find_loop(const uint8_t *fn, struct loop *l)
  * runs every pass. The bodies then match around it, all but the backward branch, whose
  * displacement is 2 bytes longer.
  */
-#define ALIGN_PAD "\x01\x00"	/* c.nop */
+#define ALIGN_PAD "\x01\x00" /* c.nop */
 #define ALIGN_PAD_LEN 2
 
 static bool same_but_alignment(const uint8_t *nop, const uint8_t *key, const struct loop *n,
@@ -153,8 +153,8 @@ static bool same_but_alignment(const uint8_t *nop, const uint8_t *key, const str
 	long pad = site_offset - ALIGN_PAD_LEN;
 
 	return k->head == n->head && k->branch == n->branch + ALIGN_PAD_LEN &&
-	       k->end - k->branch == n->end - n->branch && pad >= n->head && site_offset < k->branch &&
-	       memcmp(key + pad, ALIGN_PAD, ALIGN_PAD_LEN) == 0 &&
+	       k->end - k->branch == n->end - n->branch && pad >= n->head &&
+	       site_offset < k->branch && memcmp(key + pad, ALIGN_PAD, ALIGN_PAD_LEN) == 0 &&
 	       memcmp(nop + n->head, key + n->head, (size_t)(pad - n->head)) == 0 &&
 	       memcmp(nop + pad, key + site_offset, (size_t)(n->branch - pad)) == 0;
 }
@@ -183,7 +183,8 @@ void branch_compare_code(struct key_vs_nop *k, const uint8_t *nop, const uint8_t
 	k->site_offset = -1;
 	k->head = -1;
 	if (!find_loop(nop, &n)) {
-		k->why = "loop_nop does not end in a backward branch (this compiler laid it out otherwise)";
+		k->why =
+			"loop_nop does not end in a backward branch (this compiler laid it out otherwise)";
 		return;
 	}
 	k->head = n.head;
@@ -193,7 +194,8 @@ void branch_compare_code(struct key_vs_nop *k, const uint8_t *nop, const uint8_t
 		k->prologue_diff += nop[i] != key[i];
 	k->head_line[0] = (unsigned int)((uintptr_t)(nop + n.head) & 63);
 	if (!site) {
-		k->why = "the key's site is not in the site table (a portable build: load + branch)";
+		k->why =
+			"the key's site is not in the site table (a portable build: load + branch)";
 		return;
 	}
 	k->site_offset = (long)(site - key);

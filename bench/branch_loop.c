@@ -26,7 +26,7 @@
 #include "branch_bench.h"
 
 static LK_DEFINE_KEY_FALSE(key_off);
-static LK_DEFINE_KEY_FALSE(key_on);	/* enabled before measuring */
+static LK_DEFINE_KEY_FALSE(key_on); /* enabled before measuring */
 static int flag_off;
 static int flag_on = 1;
 
@@ -42,15 +42,15 @@ static int writer_stop;
  * Every row is this loop with BODY in it. The empty asm keeps `hits` in a register and the loop
  * from being optimized away; GCC does not unroll at -O2.
  */
-#define LOOP(fn, BODY)                                                                        \
-	static __attribute__((noinline)) uint64_t fn(uint64_t n)                              \
-	{                                                                                     \
-		uint64_t hits = 0;                                                            \
-		for (uint64_t i = 0; i < n; i++) {                                            \
-			BODY;                                                                 \
-			asm volatile("" : "+r"(hits));                                        \
-		}                                                                             \
-		return hits;                                                                  \
+#define LOOP(fn, BODY)                                           \
+	static __attribute__((noinline)) uint64_t fn(uint64_t n) \
+	{                                                        \
+		uint64_t hits = 0;                               \
+		for (uint64_t i = 0; i < n; i++) {               \
+			BODY;                                    \
+			asm volatile("" : "+r"(hits));           \
+		}                                                \
+		return hits;                                     \
 	}
 
 #define READ_FLAG(x) (*(volatile int *)&(x))
@@ -58,7 +58,7 @@ static int writer_stop;
 LOOP(loop_empty, (void)0)
 LOOP(loop_nop, asm volatile(ASM_NOP))
 LOOP(loop_ubranch, asm volatile(ASM_UBRANCH))
-LOOP(loop_cbranch, CBRANCH(i))	/* never taken */
+LOOP(loop_cbranch, CBRANCH(i)) /* never taken */
 LOOP(loop_load_branch, if (LK__UNLIKELY(READ_FLAG(flag_off))) TAKEN)
 LOOP(loop_load_branch_miss, if (LK__UNLIKELY(READ_FLAG(bounce.flag))) TAKEN)
 LOOP(loop_key_off, if (lk_branch_unlikely(&key_off)) TAKEN)
@@ -75,7 +75,9 @@ struct loop_row branch_loop_rows[NROWS] = {
 	[ROW_UBRANCH] = { "unconditional branch", loop_ubranch, false, { 8.71, 7.6, 5.05 } },
 	[ROW_CBRANCH] = { "conditional branch", loop_cbranch, false, { 8.71, 7.6, 7.54 } },
 	[ROW_LOAD_BRANCH] = { "load + branch", loop_load_branch, false, { 8.7, 7.6, 5.87 } },
-	[ROW_LOAD_BRANCH_MISS] = { "load + branch, cache miss", loop_load_branch_miss, true,
+	[ROW_LOAD_BRANCH_MISS] = { "load + branch, cache miss",
+				   loop_load_branch_miss,
+				   true,
 				   { 25.2, __builtin_nan(""), 28.3 } },
 	[ROW_KEY_OFF] = { "static key off", loop_key_off, false, UNPUBLISHED },
 	[ROW_KEY_ON] = { "static key on", loop_key_on, false, UNPUBLISHED },
@@ -154,8 +156,8 @@ int branch_measure_loop(int runs, bool have_second_cpu)
 	for (size_t i = 0; i < NROWS; i++) {
 		struct loop_row *r = &branch_loop_rows[i];
 
-		r->ns = (r->bounce && !have_second_cpu) ? __builtin_nan("")
-							: lkb_median(r->samples, (size_t)runs);
+		r->ns = (r->bounce && !have_second_cpu) ? __builtin_nan("") :
+							  lkb_median(r->samples, (size_t)runs);
 	}
 	return 0;
 }
@@ -168,7 +170,8 @@ int branch_key_vs_nop_child(int runs)
 {
 	const struct loop_row *nop = &branch_loop_rows[ROW_NOP];
 	const struct loop_row *key = &branch_loop_rows[ROW_KEY_OFF];
-	double *vn = calloc((size_t)runs, sizeof(double)), *vk = calloc((size_t)runs, sizeof(double));
+	double *vn = calloc((size_t)runs, sizeof(double)),
+	       *vk = calloc((size_t)runs, sizeof(double));
 	uint64_t in, ik;
 
 	if (!vn || !vk)
@@ -194,7 +197,9 @@ int branch_key_vs_nop_child(int runs)
 static double key_vs_nop_process(int runs)
 {
 	char runs_arg[16], line[128] = "";
-	char *argv[] = { "lowkey", "bench", "branch", "--key-vs-nop-child", "--runs", runs_arg, NULL };
+	char *argv[] = {
+		"lowkey", "bench", "branch", "--key-vs-nop-child", "--runs", runs_arg, NULL
+	};
 	double n = 0, k = 0;
 	int fds[2], status;
 	ssize_t got, len = 0;

@@ -23,37 +23,46 @@ void branch_print_key_vs_nop(const struct key_vs_nop *k, double in_process)
 
 	fprintf(out, "\nstatic key off vs nop: ");
 	if (k->identical)
-		fprintf(out, "identical by construction: the loop bodies (the %zu bytes from the loop head,\n"
-		       "  entry + %ld, to the backward branch) are the same bytes in both functions, and the\n"
-		       "  key's site (entry + %ld) is " SITE_NOP_NAME "; before the head (run once per call)\n"
-		       "  %d byte(s) differ; loop heads at +%u (nop) and +%u (key off) in their 64-byte\n"
-		       "  lines\n", k->bytes, k->head, k->site_offset, k->prologue_diff, k->head_line[0],
-		       k->head_line[1]);
+		fprintf(out,
+			"identical by construction: the loop bodies (the %zu bytes from the loop head,\n"
+			"  entry + %ld, to the backward branch) are the same bytes in both functions, and the\n"
+			"  key's site (entry + %ld) is " SITE_NOP_NAME
+			"; before the head (run once per call)\n"
+			"  %d byte(s) differ; loop heads at +%u (nop) and +%u (key off) in their 64-byte\n"
+			"  lines\n",
+			k->bytes, k->head, k->site_offset, k->prologue_diff, k->head_line[0],
+			k->head_line[1]);
 	else if (k->aligned)
-		fprintf(out, "the same code but for one 2-byte c.nop before the key's site,\n"
-		       "  which aligns the site to 4 bytes (the kernel's riscv jump labels align the same way):\n"
-		       "  it runs every pass; the key's site (entry + %ld) is " SITE_NOP_NAME "\n",
-		       k->site_offset);
+		fprintf(out,
+			"the same code but for one 2-byte c.nop before the key's site,\n"
+			"  which aligns the site to 4 bytes (the kernel's riscv jump labels align the same way):\n"
+			"  it runs every pass; the key's site (entry + %ld) is " SITE_NOP_NAME "\n",
+			k->site_offset);
 	else
 		fprintf(out, "not the same code: %s\n", k->why);
 	if (k->processes == 0) {
-		fprintf(out, "  (not measured in processes of their own: %s; this table's single process: %+.1f%%,\n"
-		       "  no verdict)\n", k->requested ? "they failed" : "--processes 0", 100.0 * (in_process - 1.0));
+		fprintf(out,
+			"  (not measured in processes of their own: %s; this table's single process: %+.1f%%,\n"
+			"  no verdict)\n",
+			k->requested ? "they failed" : "--processes 0", 100.0 * (in_process - 1.0));
 		lkb_section_end(out);
 		return;
 	}
-	fprintf(out, "  key off / nop in %d processes of their own (%s): median %+.1f%%,\n"
-	       "  spread %+.1f%%..%+.1f%% (this table's single process: %+.1f%%): ", k->processes,
-	       k->aslr == 0 ? "ASLR is off: all placed alike" : "ASLR: each placed anew",
-	       100.0 * (k->median - 1.0), 100.0 * (k->min - 1.0), 100.0 * (k->max - 1.0),
-	       100.0 * (in_process - 1.0));
+	fprintf(out,
+		"  key off / nop in %d processes of their own (%s): median %+.1f%%,\n"
+		"  spread %+.1f%%..%+.1f%% (this table's single process: %+.1f%%): ",
+		k->processes,
+		k->aslr == 0 ? "ASLR is off: all placed alike" : "ASLR: each placed anew",
+		100.0 * (k->median - 1.0), 100.0 * (k->min - 1.0), 100.0 * (k->max - 1.0),
+		100.0 * (in_process - 1.0));
 	if (k->verdict)
 		fprintf(out, "%s (the spread resolves %.0f%%)\n", k->verdict, RESOLVE_PCT);
 	else if (k->processes < 3)
 		fprintf(out, "no verdict (fewer than 3 processes)\n");
 	else
 		fprintf(out, "no verdict: the spread does not\n  resolve %.0f%%%s\n", RESOLVE_PCT,
-		       k->identical ? " (between identical loops it is where the code landed)" : "");
+			k->identical ? " (between identical loops it is where the code landed)" :
+				       "");
 	lkb_section_end(out);
 }
 
@@ -71,7 +80,8 @@ void branch_print_loop_rows(bool have_second_cpu)
 	FILE *out = lkb_section_begin();
 
 	fprintf(out, "%-27s %9s %8s   %-34s\n", "", "", "", "published (s, its own loop count)");
-	fprintf(out, "%-27s %9s %8s  %8s %8s %8s\n", "row", "ns/iter", "x nop", "MIPS64", "AArch64", "RISC-V");
+	fprintf(out, "%-27s %9s %8s  %8s %8s %8s\n", "row", "ns/iter", "x nop", "MIPS64", "AArch64",
+		"RISC-V");
 	for (size_t i = 0; i < NROWS; i++) {
 		const struct loop_row *r = &branch_loop_rows[i];
 
@@ -95,9 +105,12 @@ void branch_print_sites(const struct pass_result *pf, const struct pass_result *
 {
 	lkb_row("\n1,000 distinct sites in one pass (ns per site; cold = flags and code flushed first)\n");
 	lkb_row("%-27s %9s %9s\n", "", "warm", "cold");
-	lkb_row("%-27s %9.3f %9.3f\n", "load + branch, own flag", pf->warm_ns / NSITES, pf->cold_ns / NSITES);
-	lkb_row("%-27s %9.3f %9.3f\n", "static key off, own key", pk->warm_ns / NSITES, pk->cold_ns / NSITES);
-	lkb_row("%-27s %8.2fx %8.2fx\n", "load + branch / key", pf->warm_ns / pk->warm_ns, pf->cold_ns / pk->cold_ns);
+	lkb_row("%-27s %9.3f %9.3f\n", "load + branch, own flag", pf->warm_ns / NSITES,
+		pf->cold_ns / NSITES);
+	lkb_row("%-27s %9.3f %9.3f\n", "static key off, own key", pk->warm_ns / NSITES,
+		pk->cold_ns / NSITES);
+	lkb_row("%-27s %8.2fx %8.2fx\n", "load + branch / key", pf->warm_ns / pk->warm_ns,
+		pf->cold_ns / pk->cold_ns);
 }
 
 static void print_flip_figures(const char *name, const struct flip_figures *ff)

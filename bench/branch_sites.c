@@ -40,8 +40,12 @@ static struct lk_key_false site_keys[NSITES];
 		 D100(M, 500) D100(M, 600) D100(M, 700) D100(M, 800) D100(M, 900)
 /* clang-format on */
 
-#define FLAG_SITE(i) if (LK__UNLIKELY(site_flags[i].v)) TAKEN_ADD(i);
-#define KEY_SITE(i) if (lk_branch_unlikely(&site_keys[i])) TAKEN_ADD(i);
+#define FLAG_SITE(i)                       \
+	if (LK__UNLIKELY(site_flags[i].v)) \
+		TAKEN_ADD(i);
+#define KEY_SITE(i)                            \
+	if (lk_branch_unlikely(&site_keys[i])) \
+		TAKEN_ADD(i);
 
 /* Both pass functions live in one section so a cold pass can flush exactly their code. */
 #define PASS_FN __attribute__((noinline, section("lkb_site_passes")))
@@ -68,9 +72,15 @@ static LK_DEFINE_KEY_FALSE(flip_key_1);
 static LK_DEFINE_KEY_FALSE(flip_key_10);
 static LK_DEFINE_KEY_FALSE(flip_key_1000);
 
-#define FLIP1_SITE(i) if (lk_branch_unlikely(&flip_key_1)) TAKEN_ADD(i);
-#define FLIP10_SITE(i) if (lk_branch_unlikely(&flip_key_10)) TAKEN_ADD(i);
-#define FLIP1000_SITE(i) if (lk_branch_unlikely(&flip_key_1000)) TAKEN_ADD(i);
+#define FLIP1_SITE(i)                        \
+	if (lk_branch_unlikely(&flip_key_1)) \
+		TAKEN_ADD(i);
+#define FLIP10_SITE(i)                        \
+	if (lk_branch_unlikely(&flip_key_10)) \
+		TAKEN_ADD(i);
+#define FLIP1000_SITE(i)                        \
+	if (lk_branch_unlikely(&flip_key_1000)) \
+		TAKEN_ADD(i);
 
 PASS_FN static uint64_t run_flip_1(void)
 {
@@ -133,7 +143,7 @@ static void flush_range(const volatile void *start, size_t len, bool code)
 
 	(void)start, (void)len;
 	if (code)
-		return;		/* one sweep (with the flags) does for both */
+		return; /* one sweep (with the flags) does for both */
 	if (!evict) {
 		evict = malloc(evict_len);
 		if (!evict)
@@ -150,7 +160,8 @@ static void flush_range(const volatile void *start, size_t len, bool code)
 static void flush_passes(void)
 {
 	flush_range(site_flags, sizeof(site_flags), false);
-	flush_range(__start_lkb_site_passes, (size_t)(__stop_lkb_site_passes - __start_lkb_site_passes), true);
+	flush_range(__start_lkb_site_passes,
+		    (size_t)(__stop_lkb_site_passes - __start_lkb_site_passes), true);
 	FLUSH_DONE();
 }
 
@@ -221,7 +232,8 @@ static void *site_runner(void *arg)
 
 static int time_flips(struct lk_key *key, int flips, double *enable_us, double *disable_us)
 {
-	double *en = calloc((size_t)flips, sizeof(double)), *dis = calloc((size_t)flips, sizeof(double));
+	double *en = calloc((size_t)flips, sizeof(double)),
+	       *dis = calloc((size_t)flips, sizeof(double));
 	int err = 0;
 
 	if (!en || !dis) {

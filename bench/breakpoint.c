@@ -110,7 +110,8 @@ static void format_cpulist(const cpu_set_t *set, char *buf, size_t len)
 			continue;
 		while (hi + 1 < CPU_SETSIZE && CPU_ISSET(hi + 1, set))
 			hi++;
-		used += (size_t)snprintf(buf + used, len - used, hi > c ? "%s%d-%d" : "%s%d", used ? "," : "", c, hi);
+		used += (size_t)snprintf(buf + used, len - used, hi > c ? "%s%d-%d" : "%s%d",
+					 used ? "," : "", c, hi);
 		c = hi;
 	}
 }
@@ -138,8 +139,8 @@ static int pin_process(const cpu_set_t *set)
 }
 
 struct placement {
-	bool pinned;		/* false: --cpus all, the affinity as it was */
-	char cpus[256];		/* the CPU list every thread of both tools ran on */
+	bool pinned;	/* false: --cpus all, the affinity as it was */
+	char cpus[256]; /* the CPU list every thread of both tools ran on */
 	int ncpus;
 };
 
@@ -169,7 +170,8 @@ static int place(const char *cpus, struct placement *pl)
 	}
 	err = pin_process(&set);
 	if (err) {
-		fprintf(stderr, "lowkey bench breakpoint: cannot pin to CPUs %s (this process may use %s)\n",
+		fprintf(stderr,
+			"lowkey bench breakpoint: cannot pin to CPUs %s (this process may use %s)\n",
 			cpus ? cpus : "", pl->cpus);
 		return err;
 	}
@@ -183,16 +185,18 @@ static void json_placement(struct lk__json *j, const struct placement *pl)
 {
 	lk__json_str(j, "cpus", pl->cpus);
 	lk__json_bool(j, "pinned", pl->pinned);
-	lk__json_str(j, "pinning", pl->pinned ? "both tools: every thread of lowkey's measurement and perf bench "
-						"with its threads, the same CPU set"
-					      : "none (--cpus all)");
+	lk__json_str(j, "pinning",
+		     pl->pinned ? "both tools: every thread of lowkey's measurement and perf bench "
+				  "with its threads, the same CPU set" :
+				  "none (--cpus all)");
 }
 
 static void print_placement(const struct placement *pl)
 {
 	if (pl->pinned)
 		printf("cpus:    %s: both sides pinned the same way (every thread of this measurement, the\n"
-		       "         sleeping and spinning ones included, and perf bench with its threads)\n", pl->cpus);
+		       "         sleeping and spinning ones included, and perf bench with its threads)\n",
+		       pl->cpus);
 	else
 		printf("cpus:    not pinned (--cpus all): threads go where the scheduler puts them (CPUs %s)\n",
 		       pl->cpus);
@@ -235,7 +239,7 @@ struct thread_params {
 };
 
 static struct thread_params tp;
-static char thread_watched[64];	/* one byte per breakpoint */
+static char thread_watched[64]; /* one byte per breakpoint */
 
 static void *passive_thread(void *arg)
 {
@@ -331,8 +335,8 @@ static int thread_run_lowkey(double *usecs)
 	int n = 0, err = 0;
 
 	for (; n < tp.breakpoints; n++) {
-		err = lk_watch_add(&w[n], &thread_watched[n], 1, LK_WATCH_READWRITE | LK_WATCH_PROCESS, NULL,
-				   NULL);
+		err = lk_watch_add(&w[n], &thread_watched[n], 1,
+				   LK_WATCH_READWRITE | LK_WATCH_PROCESS, NULL, NULL);
 		if (err)
 			break;
 	}
@@ -454,7 +458,8 @@ static void thread_print_text(const struct results *r, bool perf_ok, const char 
 			       variant_names[v], "-");
 			continue;
 		}
-		printf("%-38s %10.2f %13.1f", variant_names[v], r->median[v], r->median[v] * tp.parallel);
+		printf("%-38s %10.2f %13.1f", variant_names[v], r->median[v],
+		       r->median[v] * tp.parallel);
 		print_ratio(r->median[v], base);
 		putchar('\n');
 	}
@@ -505,11 +510,12 @@ static int thread_experiment(int runs, bool json, const char *cpus)
 	int err = 0;
 
 	if (tp.breakpoints > (int)sizeof(thread_watched)) {
-		fprintf(stderr, "lowkey bench breakpoint: at most %zu breakpoints\n", sizeof(thread_watched));
+		fprintf(stderr, "lowkey bench breakpoint: at most %zu breakpoints\n",
+			sizeof(thread_watched));
 		return 2;
 	}
-	snprintf(perf_args, sizeof(perf_args), "thread -b %d -p %d -t %d", tp.breakpoints, tp.parallel,
-		 tp.threads);
+	snprintf(perf_args, sizeof(perf_args), "thread -b %d -p %d -t %d", tp.breakpoints,
+		 tp.parallel, tp.threads);
 	err = place(cpus ? cpus : "all", &pl);
 	if (err)
 		return lkb_fail("--cpus", err);
@@ -549,9 +555,10 @@ static int start_enable_threads(pthread_t *threads, unsigned int *done)
 	int n = 0;
 
 	for (; n < ep.passive + ep.active; n++)
-		if (pthread_create(&threads[n], NULL, n < ep.passive ? passive_thread : active_thread, done))
+		if (pthread_create(&threads[n], NULL,
+				   n < ep.passive ? passive_thread : active_thread, done))
 			break;
-	usleep(10000);	/* let them block, as perf bench does */
+	usleep(10000); /* let them block, as perf bench does */
 	return n;
 }
 
@@ -574,7 +581,8 @@ static int enable_run(bool lowkey, double *usecs)
 	if (!threads)
 		return -ENOMEM;
 	if (lowkey)
-		err = lk_watch_add(&w, &enable_watched, 1, LK_WATCH_READWRITE | LK_WATCH_PROCESS, NULL, NULL);
+		err = lk_watch_add(&w, &enable_watched, 1, LK_WATCH_READWRITE | LK_WATCH_PROCESS,
+				   NULL, NULL);
 	else if ((fd = perf_bench_breakpoint(&enable_watched)) < 0)
 		err = -errno;
 	if (err) {
@@ -588,7 +596,8 @@ static int enable_run(bool lowkey, double *usecs)
 			err = lk_watch_disable(w);
 			if (!err)
 				err = lk_watch_enable(w);
-		} else if (ioctl(fd, PERF_EVENT_IOC_DISABLE, 0) || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)) {
+		} else if (ioctl(fd, PERF_EVENT_IOC_DISABLE, 0) ||
+			   ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)) {
 			err = -errno;
 		}
 	}
@@ -646,8 +655,8 @@ static void enable_print_text(const struct results *r, bool perf_ok, const char 
 	       "on this machine\n");
 	printf("machine: %s\n", lkb_machine());
 	printf("method:  one inherited breakpoint, %d sleeping and %d spinning threads, %d disable+enable "
-	       "pairs;\n         median of %d runs, variants interleaved (in a rotating order)\n", ep.passive,
-	       ep.active, ep.repeat, r->runs);
+	       "pairs;\n         median of %d runs, variants interleaved (in a rotating order)\n",
+	       ep.passive, ep.active, ep.repeat, r->runs);
 	print_placement(pl);
 	if (pl->pinned && ep.active >= pl->ncpus)
 		printf("         (the %d spinning threads share those %d CPU(s) with the measuring thread)\n",
@@ -666,7 +675,8 @@ static void enable_print_text(const struct results *r, bool perf_ok, const char 
 	}
 	if (perf_ok)
 		printf("(perf ran as: perf bench -r %d breakpoint %s%s%s)\n", ep.repeat, perf_args,
-		       pl->pinned ? ", with the affinity of CPUs " : "", pl->pinned ? pl->cpus : "");
+		       pl->pinned ? ", with the affinity of CPUs " : "",
+		       pl->pinned ? pl->cpus : "");
 	printf("\nkernel commit 0912037fec published no figure for this experiment.\n");
 }
 
@@ -696,8 +706,9 @@ static int enable_experiment(int runs, bool json, const char *cpus)
 			} else {
 				err = enable_run(v == V_LOWKEY, &r.samples[v][run]);
 				if (err)
-					lkb_fail(v == V_LOWKEY ? "lk_watch_disable/enable"
-							   : "perf_event_open/ioctl (raw)", err);
+					lkb_fail(v == V_LOWKEY ? "lk_watch_disable/enable" :
+								 "perf_event_open/ioctl (raw)",
+						 err);
 			}
 		}
 	}
@@ -760,22 +771,41 @@ static int breakpoint_run(int argc, char **argv)
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "b:p:t:a:r:n:c:j", opts, NULL)) != -1) {
 		switch (c) {
-		case 'b': b = atoi(optarg); break;
-		case 'p': p = atoi(optarg); break;
-		case 't': t = atoi(optarg); break;
-		case 'a': a = atoi(optarg); break;
-		case 'r': r = atoi(optarg); break;
-		case 'n': runs = atoi(optarg); break;
-		case 'c': cpus = optarg; break;
-		case 'j': json = true; break;
-		default: fputs(breakpoint_usage, stderr); return 2;
+		case 'b':
+			b = atoi(optarg);
+			break;
+		case 'p':
+			p = atoi(optarg);
+			break;
+		case 't':
+			t = atoi(optarg);
+			break;
+		case 'a':
+			a = atoi(optarg);
+			break;
+		case 'r':
+			r = atoi(optarg);
+			break;
+		case 'n':
+			runs = atoi(optarg);
+			break;
+		case 'c':
+			cpus = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		default:
+			fputs(breakpoint_usage, stderr);
+			return 2;
 		}
 	}
 	if (cpus && strcmp(cpus, "all") != 0) {
 		cpu_set_t set;
 
 		if (parse_cpulist(cpus, &set) != 0) {
-			fprintf(stderr, "lowkey bench breakpoint: --cpus %s: not a CPU list\n", cpus);
+			fprintf(stderr, "lowkey bench breakpoint: --cpus %s: not a CPU list\n",
+				cpus);
 			return 2;
 		}
 	}
@@ -792,5 +822,6 @@ static int breakpoint_run(int argc, char **argv)
 	return enable_experiment(runs, json, cpus);
 }
 
-LK_BENCH(breakpoint_bench, "breakpoint", "hw_breakpoint contention commit's perf bench: breakpoints inherited by many threads",
+LK_BENCH(breakpoint_bench, "breakpoint",
+	 "hw_breakpoint contention commit's perf bench: breakpoints inherited by many threads",
 	 breakpoint_usage, breakpoint_run);

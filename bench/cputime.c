@@ -48,22 +48,22 @@ static uint64_t ts_ns(const struct timespec *ts)
 	return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
 }
 
-#define LOOP(fn, EXPR)                                                                        \
-	static __attribute__((noinline)) uint64_t fn(uint64_t n)                              \
-	{                                                                                     \
-		uint64_t sum = 0;                                                             \
-		for (uint64_t i = 0; i < n; i++) {                                            \
-			EXPR;                                                                 \
-		}                                                                             \
-		return sum;                                                                   \
+#define LOOP(fn, EXPR)                                           \
+	static __attribute__((noinline)) uint64_t fn(uint64_t n) \
+	{                                                        \
+		uint64_t sum = 0;                                \
+		for (uint64_t i = 0; i < n; i++) {               \
+			EXPR;                                    \
+		}                                                \
+		return sum;                                      \
 	}
 
 LOOP(loop_thread_syscall, struct timespec ts; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
      sum += ts_ns(&ts))
 LOOP(loop_getrusage, struct rusage ru; getrusage(RUSAGE_THREAD, &ru);
      sum += (uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec)
-LOOP(loop_perf_read, uint64_t count = 0; if (read(task_clock_fd, &count, sizeof(count)) > 0)
-     sum += count)
+LOOP(loop_perf_read, uint64_t count = 0;
+     if (read(task_clock_fd, &count, sizeof(count)) > 0) sum += count)
 LOOP(loop_lk_cputime, sum += lk_thread_cputime_ns())
 LOOP(loop_monotonic, struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); sum += ts_ns(&ts))
 LOOP(loop_lk_now, sum += lk_now_ns())
@@ -74,11 +74,11 @@ LOOP(loop_lk_cycles, sum += lk_cycles())
 
 struct cost_row {
 	const char *name;
-	const char *key;		/* JSON */
+	const char *key; /* JSON */
 	uint64_t (*fn)(uint64_t);
 	uint64_t iters;
 	double *samples;
-	double ns;			/* median ns per call */
+	double ns; /* median ns per call */
 };
 
 static struct cost_row rows[] = {
@@ -152,7 +152,8 @@ static int measure_costs(int runs)
 			if (rows[i].iters)
 				rows[i].samples[run] = time_row(&rows[i], rows[i].iters);
 	for (size_t i = 0; i < NROWS; i++)
-		rows[i].ns = rows[i].iters ? lkb_median(rows[i].samples, (size_t)runs) : __builtin_nan("");
+		rows[i].ns = rows[i].iters ? lkb_median(rows[i].samples, (size_t)runs) :
+					     __builtin_nan("");
 	if (task_clock_fd >= 0)
 		close(task_clock_fd);
 	return 0;
@@ -161,11 +162,11 @@ static int measure_costs(int runs)
 /* ---- 2. accuracy ---- */
 
 struct error_stats {
-	double p50, p99, p999, max;	/* |value - midpoint of the reference bracket|, ns */
-	double bias_p50;		/* median of value - midpoint, signed */
-	double bracket_p50;		/* width of the reference bracket */
-	double below_max, above_max;	/* farthest a value fell below / above its bracket */
-	size_t below_n;			/* values below the reference read before them */
+	double p50, p99, p999, max;  /* |value - midpoint of the reference bracket|, ns */
+	double bias_p50;	     /* median of value - midpoint, signed */
+	double bracket_p50;	     /* width of the reference bracket */
+	double below_max, above_max; /* farthest a value fell below / above its bracket */
+	size_t below_n;		     /* values below the reference read before them */
 	size_t samples;
 };
 
@@ -183,7 +184,7 @@ static void summarize(double *err, double *bracket, double *outside, double *sgn
 	s->p999 = lkb_percentile(err, n, 99.9);
 	s->max = lkb_percentile(err, n, 100);
 	s->bracket_p50 = lkb_median(bracket, n);
-	lkb_percentile(outside, n, 0);	/* sorts */
+	lkb_percentile(outside, n, 0); /* sorts */
 	s->below_max = outside[0] < 0 ? -outside[0] : 0;
 	s->above_max = outside[n - 1] > 0 ? outside[n - 1] : 0;
 }
@@ -196,15 +197,15 @@ static double steal_ms(void)
 	int n = 0;
 
 	if (f) {
-		n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-			   &v[4], &v[5], &v[6], &v[7]);
+		n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+			   &v[3], &v[4], &v[5], &v[6], &v[7]);
 		fclose(f);
 	}
 	return n == 8 ? (double)v[7] * 1000.0 / (double)sysconf(_SC_CLK_TCK) : __builtin_nan("");
 }
 
-static void sample(uint64_t (*lk)(void), clockid_t ref, double *err, double *bracket, double *outside,
-		   double *sgn)
+static void sample(uint64_t (*lk)(void), clockid_t ref, double *err, double *bracket,
+		   double *outside, double *sgn)
 {
 	struct timespec t0, t1;
 	uint64_t a, b0, b1, mid;
@@ -268,17 +269,24 @@ static int measure_accuracy(size_t n, int ncpus, struct error_stats *cpu, struct
 	lk_clock_info(before);
 	accuracy_steal_ms = steal_ms();
 	for (size_t i = 0; i < n; i++) {
-		sample(lk_thread_cputime_ns, CLOCK_THREAD_CPUTIME_ID, &err[i], &bracket[i], &outside[i],
-		       &sgn[i]);
+		sample(lk_thread_cputime_ns, CLOCK_THREAD_CPUTIME_ID, &err[i], &bracket[i],
+		       &outside[i], &sgn[i]);
 		switch (rand_r(&seed) % 32) {
-		case 0: burn_us((unsigned)(rand_r(&seed) % 1000)); break;	/* a burst */
-		case 1: usleep((useconds_t)(rand_r(&seed) % 500)); break;	/* a sleep */
-		case 2: sched_yield(); break;
+		case 0:
+			burn_us((unsigned)(rand_r(&seed) % 1000));
+			break; /* a burst */
+		case 1:
+			usleep((useconds_t)(rand_r(&seed) % 500));
+			break; /* a sleep */
+		case 2:
+			sched_yield();
+			break;
 		case 3:
 			if (ncpus > 1 && rand_r(&seed) % 8 == 0)
-				lkb_pin(rand_r(&seed) % 2);			/* a migration */
+				lkb_pin(rand_r(&seed) % 2); /* a migration */
 			break;
-		default: break;
+		default:
+			break;
 		}
 	}
 	lk_clock_info(after);
@@ -343,10 +351,11 @@ static void print_costs(int runs, const struct lk_clock_info *info)
 	lkb_row("machine: %s\n", lkb_machine());
 	lkb_row("thread CPU time: method %s: %s\n", info->cputime_name, info->cputime_reason);
 	lkb_row("lk_now_ns:       method %s: %s\n", info->now_name, info->now_reason);
-	lkb_row("counter:         %s at %.6f GHz, %s\n", info->counter_name, (double)info->tsc_hz / 1e9,
-	        info->tsc_hz_source);
+	lkb_row("counter:         %s at %.6f GHz, %s\n", info->counter_name,
+		(double)info->tsc_hz / 1e9, info->tsc_hz_source);
 	lkb_row("method:  the patch's loop (call, add to a sum), ~20 ms per run, median of %d runs, rows "
-	        "interleaved\n\n", runs);
+		"interleaved\n\n",
+		runs);
 
 	lkb_row("%-40s %10s %12s %14s\n", "", "ns/call", "x rdtsc", "100M calls, s");
 	for (size_t i = 0; i < NROWS; i++) {
@@ -354,24 +363,26 @@ static void print_costs(int runs, const struct lk_clock_info *info)
 			lkb_row("%-40s %10s\n", rows[i].name, "n/a");
 			continue;
 		}
-		lkb_row("%-40s %10.2f %12.2f %14.2f\n", rows[i].name, rows[i].ns, ratio((int)i, ROW_RDTSC),
-		        rows[i].ns * PUBLISHED_CALLS / 1e9);
+		lkb_row("%-40s %10.2f %12.2f %14.2f\n", rows[i].name, rows[i].ns,
+			ratio((int)i, ROW_RDTSC), rows[i].ns * PUBLISHED_CALLS / 1e9);
 	}
 	lkb_row("\n\"X86: Add a thread cpu time implementation to vDSO\" (100M calls of\n"
 		"clock_gettime(CLOCK_THREAD_CPUTIME_ID), real time):\n");
-	lkb_row("  %-30s %8.1f s   here: %6.1f s (clock_gettime)\n", "before its patch (system call)",
-	        PUBLISHED_SYSCALL_S, rows[ROW_SYSCALL].ns * PUBLISHED_CALLS / 1e9);
+	lkb_row("  %-30s %8.1f s   here: %6.1f s (clock_gettime)\n",
+		"before its patch (system call)", PUBLISHED_SYSCALL_S,
+		rows[ROW_SYSCALL].ns * PUBLISHED_CALLS / 1e9);
 	lkb_row("  %-30s %8.1f s   here: %6.1f s (lk_thread_cputime_ns)\n", "with its vDSO patch",
-	        PUBLISHED_VDSO_S, rows[ROW_LK].ns * PUBLISHED_CALLS / 1e9);
+		PUBLISHED_VDSO_S, rows[ROW_LK].ns * PUBLISHED_CALLS / 1e9);
 	lkb_row("  %-30s %8.1fx   here: %6.1fx\n", "speed-up",
 		PUBLISHED_SYSCALL_S / PUBLISHED_VDSO_S, ratio(ROW_SYSCALL, ROW_LK));
 
 	lkb_row("\ntargets: lk_thread_cputime_ns >= 40x faster than clock_gettime: %.1fx (%s); "
-	        "within 1.5x of bare rdtsc: %.2fx (%s)\n", ratio(ROW_SYSCALL, ROW_LK),
-	        ratio(ROW_SYSCALL, ROW_LK) >= 40 ? "met" : "missed", ratio(ROW_LK, ROW_RDTSC),
-	        ratio(ROW_LK, ROW_RDTSC) <= 1.5 ? "met" : "missed");
+		"within 1.5x of bare rdtsc: %.2fx (%s)\n",
+		ratio(ROW_SYSCALL, ROW_LK), ratio(ROW_SYSCALL, ROW_LK) >= 40 ? "met" : "missed",
+		ratio(ROW_LK, ROW_RDTSC), ratio(ROW_LK, ROW_RDTSC) <= 1.5 ? "met" : "missed");
 	lkb_row("         (a bare rdtsc is %.1fx faster than clock_gettime here: no TSC-based clock can "
-	        "do better)\n", ratio(ROW_SYSCALL, ROW_RDTSC));
+		"do better)\n",
+		ratio(ROW_SYSCALL, ROW_RDTSC));
 }
 
 static void print_accuracy(const struct lk_clock_info *info, const struct error_stats *cpu,
@@ -379,37 +390,40 @@ static void print_accuracy(const struct lk_clock_info *info, const struct error_
 			   const struct lk_clock_info *after)
 {
 	lkb_row("\naccuracy (ns; |value - midpoint of two reference reads|; bursts, sleeps, yields, "
-	        "migrations, a competing thread)\n");
-	lkb_row("%-38s %7s %7s %7s %7s %7s %7s %7s %7s %7s\n", "", "median", "p99", "p99.9", "max", "bias",
-	        "bracket", "below", "n below", "above");
+		"migrations, a competing thread)\n");
+	lkb_row("%-38s %7s %7s %7s %7s %7s %7s %7s %7s %7s\n", "", "median", "p99", "p99.9", "max",
+		"bias", "bracket", "below", "n below", "above");
 	lkb_row("%-38s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7zu %7.0f\n",
-	        "lk_thread_cputime_ns vs clock_gettime", cpu->p50, cpu->p99, cpu->p999, cpu->max,
-	        cpu->bias_p50, cpu->bracket_p50, cpu->below_max, cpu->below_n, cpu->above_max);
-	lkb_row("%-38s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7zu %7.0f\n", "lk_now_ns vs CLOCK_MONOTONIC",
-	        now->p50, now->p99, now->p999, now->max, now->bias_p50, now->bracket_p50, now->below_max,
-	        now->below_n, now->above_max);
+		"lk_thread_cputime_ns vs clock_gettime", cpu->p50, cpu->p99, cpu->p999, cpu->max,
+		cpu->bias_p50, cpu->bracket_p50, cpu->below_max, cpu->below_n, cpu->above_max);
+	lkb_row("%-38s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7zu %7.0f\n",
+		"lk_now_ns vs CLOCK_MONOTONIC", now->p50, now->p99, now->p999, now->max,
+		now->bias_p50, now->bracket_p50, now->below_max, now->below_n, now->above_max);
 	lkb_row("(bias: median of value - midpoint, signed; bracket: median width of the two reference "
-	        "reads;\n below/above: farthest a value fell outside them; n below: values below the "
-	        "reference read before them.\n above includes hypervisor steal: %.0f ms of it on this VM "
-	        "during the CPU-time samples)\n", accuracy_steal_ms);
+		"reads;\n below/above: farthest a value fell outside them; n below: values below the "
+		"reference read before them.\n above includes hypervisor steal: %.0f ms of it on this VM "
+		"during the CPU-time samples)\n",
+		accuracy_steal_ms);
 	lkb_row("targets: median <= 1000 ns: %s; p99 <= 20000 ns: %s   (%zu samples; the max includes "
-	        "reference reads the host interrupted)\n", cpu->p50 <= 1000 ? "met" : "missed",
-	        cpu->p99 <= 20000 ? "met" : "missed", cpu->samples);
+		"reference reads the host interrupted)\n",
+		cpu->p50 <= 1000 ? "met" : "missed", cpu->p99 <= 20000 ? "met" : "missed",
+		cpu->samples);
 	lkb_row("during the run: %llu rebases after a switch, %llu at the %llu µs age limit, %llu retried, "
-	        "%llu answered by the system call\n",
-	        (unsigned long long)(after->rebases_switch - before->rebases_switch),
-	        (unsigned long long)(after->rebases_age - before->rebases_age),
-	        (unsigned long long)(info->rebase_ns / 1000),
-	        (unsigned long long)(after->rebase_retries - before->rebase_retries),
-	        (unsigned long long)(after->syscall_reads - before->syscall_reads));
+		"%llu answered by the system call\n",
+		(unsigned long long)(after->rebases_switch - before->rebases_switch),
+		(unsigned long long)(after->rebases_age - before->rebases_age),
+		(unsigned long long)(info->rebase_ns / 1000),
+		(unsigned long long)(after->rebase_retries - before->rebase_retries),
+		(unsigned long long)(after->syscall_reads - before->syscall_reads));
 	lkb_row("lk_now_ns: %llu resyncs so far, largest error seen at a resync %llu ns\n",
-	        (unsigned long long)after->now_resyncs, (unsigned long long)after->now_max_error_ns);
+		(unsigned long long)after->now_resyncs,
+		(unsigned long long)after->now_max_error_ns);
 }
 
 static void print_setup(double setup_us)
 {
 	lkb_row("\nfirst call in a new thread (perf_event_open + mmap + first base): %.1f µs median\n",
-	        setup_us);
+		setup_us);
 }
 
 static void json_stats(struct lk__json *j, const char *key, const struct error_stats *s)
@@ -462,10 +476,13 @@ static void print_json(int runs, const struct lk_clock_info *info, const struct 
 	lk__json_num(&j, "x_bare_rdtsc", ratio(ROW_LK, ROW_RDTSC));
 	json_stats(&j, "cputime_error", cpu);
 	json_stats(&j, "now_error", now);
-	lk__json_int(&j, "rebases_switch", (long long)(after->rebases_switch - before->rebases_switch));
+	lk__json_int(&j, "rebases_switch",
+		     (long long)(after->rebases_switch - before->rebases_switch));
 	lk__json_int(&j, "rebases_age", (long long)(after->rebases_age - before->rebases_age));
-	lk__json_int(&j, "rebase_retries", (long long)(after->rebase_retries - before->rebase_retries));
-	lk__json_int(&j, "syscall_reads", (long long)(after->syscall_reads - before->syscall_reads));
+	lk__json_int(&j, "rebase_retries",
+		     (long long)(after->rebase_retries - before->rebase_retries));
+	lk__json_int(&j, "syscall_reads",
+		     (long long)(after->syscall_reads - before->syscall_reads));
 	lk__json_int(&j, "now_max_error_ns", (long long)after->now_max_error_ns);
 	lk__json_num(&j, "steal_ms_during_accuracy", accuracy_steal_ms);
 	lk__json_num(&j, "thread_setup_us", setup_us);
@@ -506,10 +523,18 @@ static int cputime_run(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:s:j", opts, NULL)) != -1) {
 		switch (c) {
-		case 'r': runs = atoi(optarg); break;
-		case 's': samples = atol(optarg); break;
-		case 'j': json = true; break;
-		default: fputs(cputime_usage, stderr); return 2;
+		case 'r':
+			runs = atoi(optarg);
+			break;
+		case 's':
+			samples = atol(optarg);
+			break;
+		case 'j':
+			json = true;
+			break;
+		default:
+			fputs(cputime_usage, stderr);
+			return 2;
 		}
 	}
 	if (runs < 1 || samples < 100 || optind != argc) {
@@ -540,5 +565,6 @@ static int cputime_run(int argc, char **argv)
 	return 0;
 }
 
-LK_BENCH(cputime_bench, "cputime", "the thread CPU time vDSO patch's loop: CPU time and a TSC clock without a system call",
+LK_BENCH(cputime_bench, "cputime",
+	 "the thread CPU time vDSO patch's loop: CPU time and a TSC clock without a system call",
 	 cputime_usage, cputime_run);

@@ -39,21 +39,24 @@ static const int ring_sizes[] = { 2, 8, 32 };
 
 struct setup {
 	bool pmu;
-	const char *two;	/* the 2-counter column's events */
-	const char *eight;	/* the 4H+4S column's events */
+	const char *two;   /* the 2-counter column's events */
+	const char *eight; /* the 4H+4S column's events */
 	const char *two_label, *eight_label;
-	int cpu;		/* every ring process runs here */
+	int cpu; /* every ring process runs here */
 	int runs;
-	long hops;		/* token passes per ring run */
+	long hops; /* token passes per ring run */
 };
 
 /* The patch's table: lat_ctx, mean and stddev of 20 runs, µs; before and after the patch. */
 static const struct {
-	double mean[2][3], sd[2][3];	/* [unmodified, patched][none, 2 HW, 4H+4S] */
+	double mean[2][3], sd[2][3]; /* [unmodified, patched][none, 2 HW, 4H+4S] */
 } published[NSIZES] = {
-	{ { { 3.44, 6.45, 11.24 }, { 3.12, 3.39, 3.60 } }, { { 0.04, 0.04, 0.13 }, { 0.05, 0.17, 0.19 } } },
-	{ { { 6.45, 8.79, 14.00 }, { 5.57, 6.23, 7.57 } }, { { 1.27, 1.04, 0.88 }, { 1.42, 1.46, 1.42 } } },
-	{ { { 5.56, 8.43, 13.78 }, { 5.28, 5.55, 7.15 } }, { { 0.41, 0.47, 0.53 }, { 0.54, 0.57, 0.81 } } },
+	{ { { 3.44, 6.45, 11.24 }, { 3.12, 3.39, 3.60 } },
+	  { { 0.04, 0.04, 0.13 }, { 0.05, 0.17, 0.19 } } },
+	{ { { 6.45, 8.79, 14.00 }, { 5.57, 6.23, 7.57 } },
+	  { { 1.27, 1.04, 0.88 }, { 1.42, 1.46, 1.42 } } },
+	{ { { 5.56, 8.43, 13.78 }, { 5.28, 5.55, 7.15 } },
+	  { { 0.41, 0.47, 0.53 }, { 0.54, 0.57, 0.81 } } },
 };
 
 static const char *column_events(const struct setup *s, enum column col)
@@ -92,7 +95,8 @@ static int open_own_counters(const char *events, bool inherit)
 
 	/* Never closed: the process exits with the ring. NO_FASTPATH: no perf page to update at
 	 * each switch, so both columns measure the kernel's context work alone. */
-	return lk_counters_open(&c, events, 0, inherit ? LK_COUNTERS_INHERIT : LK_COUNTERS_NO_FASTPATH);
+	return lk_counters_open(&c, events, 0,
+				inherit ? LK_COUNTERS_INHERIT : LK_COUNTERS_NO_FASTPATH);
 }
 
 static void ring_member(int in, int out, long rounds, const char *own_events)
@@ -196,7 +200,7 @@ static double ring_run(const struct setup *s, int size, enum column col)
 }
 
 struct ring_figures {
-	double mean[NSIZES][NCOLUMNS], sd[NSIZES][NCOLUMNS];	/* µs per switch, overhead removed */
+	double mean[NSIZES][NCOLUMNS], sd[NSIZES][NCOLUMNS]; /* µs per switch, overhead removed */
 	double overhead_us;
 };
 
@@ -221,8 +225,8 @@ static int measure_rings(const struct setup *s, struct ring_figures *f)
 					free(samples);
 					return -EIO;
 				}
-				samples[(z * NCOLUMNS + (size_t)col) * (size_t)s->runs + (size_t)run] =
-					ns / 1000.0 - f->overhead_us;
+				samples[(z * NCOLUMNS + (size_t)col) * (size_t)s->runs +
+					(size_t)run] = ns / 1000.0 - f->overhead_us;
 			}
 	for (size_t z = 0; z < NSIZES; z++)
 		for (int col = 0; col < NCOLUMNS; col++)
@@ -236,8 +240,8 @@ static int measure_rings(const struct setup *s, struct ring_figures *f)
 
 struct read_row {
 	const char *name;
-	double ns;		/* median per read; NAN: not available */
-	const char *why;	/* when not */
+	double ns;	 /* median per read; NAN: not available */
+	const char *why; /* when not */
 };
 
 enum { READ_SYSCALL, READ_RAW, READ_GROUP, READ_TWO, READ_HW_FAST, READ_HW_SLOW, NREADS };
@@ -281,7 +285,8 @@ static int raw_group_fd(void)
 	a.type = PERF_TYPE_SOFTWARE;
 	a.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
 	a.exclude_kernel = 1;
-	a.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+	a.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED |
+			PERF_FORMAT_TOTAL_TIME_RUNNING;
 	leader = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (leader < 0)
 		return -1;
@@ -291,7 +296,7 @@ static int raw_group_fd(void)
 		close(leader);
 		return -1;
 	}
-	return leader;	/* the member stays open for the process's life */
+	return leader; /* the member stays open for the process's life */
 }
 
 static void measure_reads(const struct setup *s, struct read_row *rows)
@@ -339,14 +344,16 @@ static void measure_reads(const struct setup *s, struct read_row *rows)
 		rows[READ_HW_FAST].ns = median_read_ns(c, -1);
 		lk_counters_read(c, v, 2);
 		lk_counters_close(c);
-		if (lk_counters_open(&slow, "{cycles:u,instructions:u}", 0, LK_COUNTERS_NO_FASTPATH) == 0) {
+		if (lk_counters_open(&slow, "{cycles:u,instructions:u}", 0,
+				     LK_COUNTERS_NO_FASTPATH) == 0) {
 			rows[READ_HW_SLOW].ns = median_read_ns(slow, -1);
 			lk_counters_close(slow);
 		}
 		if (rows[READ_HW_FAST].ns > 0.5 * rows[READ_HW_SLOW].ns)
-			rows[READ_HW_FAST].why = "the perf page refuses rdpmc here (cap_user_rdpmc 0, or "
-						 "/sys/bus/event_source/devices/cpu/rdpmc is 0): read() "
-						 "was used";
+			rows[READ_HW_FAST].why =
+				"the perf page refuses rdpmc here (cap_user_rdpmc 0, or "
+				"/sys/bus/event_source/devices/cpu/rdpmc is 0): read() "
+				"was used";
 	}
 }
 
@@ -354,8 +361,8 @@ static void measure_reads(const struct setup *s, struct read_row *rows)
 
 struct tool_row {
 	const char *name;
-	double wall_ms;		/* median wall time of the whole invocation */
-	double reported_ms;	/* median elapsed the tool reports for the command */
+	double wall_ms;	    /* median wall time of the whole invocation */
+	double reported_ms; /* median elapsed the tool reports for the command */
 	bool ok;
 };
 
@@ -431,7 +438,8 @@ static void measure_stat(const struct setup *s, struct tool_row *rows)
 		}
 	for (int t = 0; t < NTOOLS; t++) {
 		rows[t].wall_ms = rows[t].ok ? lkb_median(wall[t], (size_t)runs) : NAN;
-		rows[t].reported_ms = rows[t].ok && t != TOOL_BARE ? lkb_median(reported[t], (size_t)runs) : NAN;
+		rows[t].reported_ms =
+			rows[t].ok && t != TOOL_BARE ? lkb_median(reported[t], (size_t)runs) : NAN;
 	}
 }
 
@@ -440,11 +448,20 @@ static void measure_stat(const struct setup *s, struct tool_row *rows)
 static const char *column_name(const struct setup *s, enum column col, char *buf, size_t size)
 {
 	switch (col) {
-	case NONE: return "none";
-	case TWO_INHERITED: snprintf(buf, size, "%s inh", s->two_label); break;
-	case TWO_SEPARATE: snprintf(buf, size, "%s sep", s->two_label); break;
-	case EIGHT_INHERITED: snprintf(buf, size, "%s inh", s->eight_label); break;
-	default: snprintf(buf, size, "%s sep", s->eight_label); break;
+	case NONE:
+		return "none";
+	case TWO_INHERITED:
+		snprintf(buf, size, "%s inh", s->two_label);
+		break;
+	case TWO_SEPARATE:
+		snprintf(buf, size, "%s sep", s->two_label);
+		break;
+	case EIGHT_INHERITED:
+		snprintf(buf, size, "%s inh", s->eight_label);
+		break;
+	default:
+		snprintf(buf, size, "%s sep", s->eight_label);
+		break;
 	}
 	return buf;
 }
@@ -455,20 +472,25 @@ static void print_rings(const struct setup *s, const struct ring_figures *f)
 	FILE *out = lkb_section_begin();
 	char name[32];
 
-	fprintf(out, "lowkey bench ctx: the perf_counter context-swap patch's experiment (inherited "
+	fprintf(out,
+		"lowkey bench ctx: the perf_counter context-swap patch's experiment (inherited "
 		"counters, swapped contexts) on this machine\n");
 	fprintf(out, "machine: %s\n", lkb_machine());
 	if (s->pmu)
 		fprintf(out, "PMU:     yes; 2 = cycles,instructions; 4H+4S = cycles,instructions,"
-		        "cache-references,cache-misses + 4 software\n");
+			     "cache-references,cache-misses + 4 software\n");
 	else
-		fprintf(out, "PMU:     NONE. Hardware events are not supported on this machine, so the counter\n"
-		        "         columns count software events only: 2 = %s; 4S = %s\n"
-		        "         (the patch had 2 hardware and 4 hardware + 4 software)\n", s->two, s->eight);
-	fprintf(out, "method:  lmbench lat_ctx: a token around a ring of N processes through pipes, all on "
-	        "CPU %d;\n         µs per switch = ring time / passes - one pipe write+read (%.2f µs), "
-	        "mean and stddev of %d runs;\n         inh = counters inherited from the ring's first "
-	        "process, sep = each process opens its own\n\n", s->cpu, f->overhead_us, s->runs);
+		fprintf(out,
+			"PMU:     NONE. Hardware events are not supported on this machine, so the counter\n"
+			"         columns count software events only: 2 = %s; 4S = %s\n"
+			"         (the patch had 2 hardware and 4 hardware + 4 software)\n",
+			s->two, s->eight);
+	fprintf(out,
+		"method:  lmbench lat_ctx: a token around a ring of N processes through pipes, all on "
+		"CPU %d;\n         µs per switch = ring time / passes - one pipe write+read (%.2f µs), "
+		"mean and stddev of %d runs;\n         inh = counters inherited from the ring's first "
+		"process, sep = each process opens its own\n\n",
+		s->cpu, f->overhead_us, s->runs);
 
 	fprintf(out, "%-14s %-7s", "", "");
 	for (int col = 0; col < NCOLUMNS; col++)
@@ -479,19 +501,20 @@ static void print_rings(const struct setup *s, const struct ring_figures *f)
 		for (int col = 0; col < NCOLUMNS; col++)
 			fprintf(out, " %10.2f", f->mean[z][col]);
 		fprintf(out, "   %+.0f%% / %+.0f%%\n",
-		        100.0 * (f->mean[z][TWO_INHERITED] / f->mean[z][TWO_SEPARATE] - 1),
-		        100.0 * (f->mean[z][EIGHT_INHERITED] / f->mean[z][EIGHT_SEPARATE] - 1));
+			100.0 * (f->mean[z][TWO_INHERITED] / f->mean[z][TWO_SEPARATE] - 1),
+			100.0 * (f->mean[z][EIGHT_INHERITED] / f->mean[z][EIGHT_SEPARATE] - 1));
 		fprintf(out, "%-14s %-7s", "", "stddev");
 		for (int col = 0; col < NCOLUMNS; col++)
 			fprintf(out, " %10.2f", f->sd[z][col]);
 		fputc('\n', out);
 	}
 
-	fprintf(out, "\n\"perf_counter: optimize context switch between identical inherited "
+	fprintf(out,
+		"\n\"perf_counter: optimize context switch between identical inherited "
 		"contexts\",\nlat_ctx µs (20 runs): before the patch | with it (inherited contexts "
 		"swapped)\n");
-	fprintf(out, "%-14s %-7s %6s %6s %6s | %6s %6s %6s\n", "", "", "none", "2 HW", "4H+4S", "none", "2 HW",
-	        "4H+4S");
+	fprintf(out, "%-14s %-7s %6s %6s %6s | %6s %6s %6s\n", "", "", "none", "2 HW", "4H+4S",
+		"none", "2 HW", "4H+4S");
 	for (size_t z = 0; z < NSIZES; z++) {
 		fprintf(out, "%2d processes   %-7s", ring_sizes[z], "mean");
 		for (int p = 0; p < 2; p++)
@@ -512,13 +535,15 @@ static void print_reads(const struct read_row *reads)
 {
 	FILE *out = lkb_section_begin();
 
-	fprintf(out, "\nself-read of a 2-counter group (median ns per call, %d x %d calls)\n", READ_BATCHES,
-	        READ_BATCH);
+	fprintf(out, "\nself-read of a 2-counter group (median ns per call, %d x %d calls)\n",
+		READ_BATCHES, READ_BATCH);
 	for (int i = 0; i < NREADS; i++) {
 		if (isnan(reads[i].ns))
-			fprintf(out, "  %-58s %9s  (%s)\n", reads[i].name, "n/a", reads[i].why ? reads[i].why : "failed");
+			fprintf(out, "  %-58s %9s  (%s)\n", reads[i].name, "n/a",
+				reads[i].why ? reads[i].why : "failed");
 		else if (reads[i].why)
-			fprintf(out, "  %-58s %9.1f  (%s)\n", reads[i].name, reads[i].ns, reads[i].why);
+			fprintf(out, "  %-58s %9.1f  (%s)\n", reads[i].name, reads[i].ns,
+				reads[i].why);
 		else
 			fprintf(out, "  %-58s %9.1f\n", reads[i].name, reads[i].ns);
 	}
@@ -529,7 +554,8 @@ static void print_tools(const struct setup *s, const struct tool_row *tools)
 {
 	FILE *out = lkb_section_begin();
 
-	fprintf(out, "\ncounting `%s` (median of %d runs, ms; EVENTS = %s)\n", STAT_COMMAND, s->runs, STAT_EVENTS);
+	fprintf(out, "\ncounting `%s` (median of %d runs, ms; EVENTS = %s)\n", STAT_COMMAND,
+		s->runs, STAT_EVENTS);
 	fprintf(out, "  %-40s %9s %9s %12s\n", "", "wall", "added", "cmd counted");
 	for (int t = 0; t < NTOOLS; t++) {
 		if (!tools[t].ok) {
@@ -540,8 +566,8 @@ static void print_tools(const struct setup *s, const struct tool_row *tools)
 		if (t == TOOL_BARE)
 			fprintf(out, "\n");
 		else
-			fprintf(out, " %+9.2f %12.2f\n", tools[t].wall_ms - tools[TOOL_BARE].wall_ms,
-			        tools[t].reported_ms);
+			fprintf(out, " %+9.2f %12.2f\n",
+				tools[t].wall_ms - tools[TOOL_BARE].wall_ms, tools[t].reported_ms);
 	}
 	lkb_section_end(out);
 }
@@ -654,11 +680,21 @@ static int ctx_run(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:h:c:j", opts, NULL)) != -1) {
 		switch (c) {
-		case 'r': s.runs = atoi(optarg); break;
-		case 'h': s.hops = atol(optarg); break;
-		case 'c': s.cpu = atoi(optarg); break;
-		case 'j': json = true; break;
-		default: fputs(ctx_usage, stderr); return 2;
+		case 'r':
+			s.runs = atoi(optarg);
+			break;
+		case 'h':
+			s.hops = atol(optarg);
+			break;
+		case 'c':
+			s.cpu = atoi(optarg);
+			break;
+		case 'j':
+			json = true;
+			break;
+		default:
+			fputs(ctx_usage, stderr);
+			return 2;
 		}
 	}
 	if (s.runs < 2 || s.hops < 64 || optind != argc) {
@@ -670,14 +706,15 @@ static int ctx_run(int argc, char **argv)
 		lk_counters_close(probe);
 	s.two = s.pmu ? "cycles,instructions" : "task-clock,context-switches";
 	s.eight = s.pmu ? "cycles,instructions,cache-references,cache-misses,task-clock,"
-			  "context-switches,cpu-migrations,page-faults"
-			: "task-clock,context-switches,cpu-migrations,page-faults";
+			  "context-switches,cpu-migrations,page-faults" :
+			  "task-clock,context-switches,cpu-migrations,page-faults";
 	s.two_label = s.pmu ? "2 HW" : "2 SW";
 	s.eight_label = s.pmu ? "4H+4S" : "4 SW";
 	/* Can the counters open at all here (paranoid, seccomp)? Say so before measuring. */
 	err = lk_counters_open(&probe, s.eight, 0, LK_COUNTERS_INHERIT);
 	if (err) {
-		fprintf(stderr, "lowkey bench ctx: cannot open the counters: %s\n", lk_last_error());
+		fprintf(stderr, "lowkey bench ctx: cannot open the counters: %s\n",
+			lk_last_error());
 		return 1;
 	}
 	lk_counters_close(probe);
@@ -703,5 +740,6 @@ static int ctx_run(int argc, char **argv)
 	return 0;
 }
 
-LK_BENCH(ctx_bench, "ctx", "perf_counter context-swap patch: a switch's cost with inherited vs separate counters",
+LK_BENCH(ctx_bench, "ctx",
+	 "perf_counter context-swap patch: a switch's cost with inherited vs separate counters",
 	 ctx_usage, ctx_run);

@@ -24,7 +24,7 @@
 #define SNAP_RING (8u << 20)
 
 static int runs = 11;
-static long events = 2000000;	/* 48 MB of records a burst: the 2 MiB ring laps 23 times */
+static long events = 2000000; /* 48 MB of records a burst: the 2 MiB ring laps 23 times */
 static const char *trace_dir = "/dev/shm";
 static char label_buf[128];
 
@@ -61,7 +61,7 @@ static double time_long_burst(unsigned int flags, int run, uint64_t *lost)
 	c.path = dir;
 	if (lk_trace_start(&c) != 0)
 		return -1;
-	lkb_loop_two_ints(1000);	/* the thread's ring, mapped and attached */
+	lkb_loop_two_ints(1000); /* the thread's ring, mapped and attached */
 	t0 = thread_cpu_ns();
 	lkb_loop_two_ints((uint64_t)events);
 	t1 = thread_cpu_ns();
@@ -106,8 +106,8 @@ static double time_fitting_bursts(unsigned int flags, int run, uint64_t *lost)
 }
 
 /* Both modes in one run, in an order that alternates from run to run. */
-static int time_modes(double (*timer)(unsigned int, int, uint64_t *), int r, double *stream, double *over,
-		      uint64_t lost[2])
+static int time_modes(double (*timer)(unsigned int, int, uint64_t *), int r, double *stream,
+		      double *over, uint64_t lost[2])
 {
 	if (r % 2) {
 		over[r] = timer(LK_TRACE_OVERWRITE, r, &lost[1]);
@@ -127,10 +127,10 @@ static pthread_barrier_t snap_filled;
 static void *fill_ring(void *arg)
 {
 	(void)arg;
-	lkb_loop_two_ints(SNAP_RING / 24 * 5 / 4);	/* past full: every sub-buffer holds events */
+	lkb_loop_two_ints(SNAP_RING / 24 * 5 / 4); /* past full: every sub-buffer holds events */
 	pthread_barrier_wait(&snap_filled);
 	while (!__atomic_load_n(&snap_done, __ATOMIC_ACQUIRE))
-		usleep(1000);	/* alive: an exited thread's ring is freed once written */
+		usleep(1000); /* alive: an exited thread's ring is freed once written */
 	return NULL;
 }
 
@@ -196,11 +196,12 @@ static const char flight_usage[] =
 	"  -j, --json    print the figures as JSON\n";
 
 struct mode_rows {
-	double stream, over, ratio;	/* medians: ns/event, and of the runs' ratios */
+	double stream, over, ratio; /* medians: ns/event, and of the runs' ratios */
 	uint64_t lost[2];
 };
 
-static int measure(double (*timer)(unsigned int, int, uint64_t *), const char *what, struct mode_rows *m)
+static int measure(double (*timer)(unsigned int, int, uint64_t *), const char *what,
+		   struct mode_rows *m)
 {
 	double stream[MAX_RUNS], over[MAX_RUNS], ratio[MAX_RUNS];
 
@@ -232,10 +233,11 @@ static void text_rows(const char *what, const struct mode_rows *m)
 	char label[64];
 
 	lkb_row("%s\n", what);
-	lkb_row("  %-50s %10.3f   (%llu lost)\n", "streaming trace", m->stream, (unsigned long long)m->lost[0]);
+	lkb_row("  %-50s %10.3f   (%llu lost)\n", "streaming trace", m->stream,
+		(unsigned long long)m->lost[0]);
 	snprintf(label, sizeof(label), "overwrite mode");
-	lkb_row("  %-50s %10.3f   (x%.3f of streaming: median of the runs' ratios; %llu lost)\n", label, m->over,
-		m->ratio, (unsigned long long)m->lost[1]);
+	lkb_row("  %-50s %10.3f   (x%.3f of streaming: median of the runs' ratios; %llu lost)\n",
+		label, m->over, m->ratio, (unsigned long long)m->lost[1]);
 }
 
 /* The options into runs, events and trace_dir; false when they are not the bench's (the usage
@@ -255,11 +257,21 @@ static bool parse_options(int argc, char **argv, bool *json)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:e:d:j", opts, NULL)) != -1) {
 		switch (c) {
-		case 'r': runs = atoi(optarg); break;
-		case 'e': events = atol(optarg); break;
-		case 'd': trace_dir = optarg; break;
-		case 'j': *json = true; break;
-		default: fputs(flight_usage, stderr); return false;
+		case 'r':
+			runs = atoi(optarg);
+			break;
+		case 'e':
+			events = atol(optarg);
+			break;
+		case 'd':
+			trace_dir = optarg;
+			break;
+		case 'j':
+			*json = true;
+			break;
+		default:
+			fputs(flight_usage, stderr);
+			return false;
 		}
 	}
 	if (runs < 1 || runs > MAX_RUNS || events < 1000 || optind != argc) {
@@ -272,8 +284,8 @@ static bool parse_options(int argc, char **argv, bool *json)
 }
 
 struct snapshot_figures {
-	double ms, cpu_ms;	/* medians of the runs */
-	uint64_t bytes;		/* what one snapshot wrote */
+	double ms, cpu_ms; /* medians of the runs */
+	uint64_t bytes;	   /* what one snapshot wrote */
 };
 
 static void print_json(const struct mode_rows *fit, const struct mode_rows *lap,
@@ -309,7 +321,8 @@ static int measure_bursts(bool json, struct mode_rows *fit, struct mode_rows *la
 		return 1;
 	}
 	if (!json) {
-		snprintf(label_buf, sizeof(label_buf), "one burst of %ld events (laps the ring), thread CPU time:", events);
+		snprintf(label_buf, sizeof(label_buf),
+			 "one burst of %ld events (laps the ring), thread CPU time:", events);
 		text_rows(label_buf, lap);
 	}
 	return 0;
@@ -353,5 +366,6 @@ static int flight_run(int argc, char **argv)
 	return 0;
 }
 
-LK_BENCH(flight_bench, "flight", "the flight recorder's cost per event against streaming; a 64 MiB snapshot",
-	 flight_usage, flight_run);
+LK_BENCH(flight_bench, "flight",
+	 "the flight recorder's cost per event against streaming; a 64 MiB snapshot", flight_usage,
+	 flight_run);

@@ -62,18 +62,35 @@ static bool parse_options(int argc, char **argv, struct probe_options *o)
 	struct stat st;
 	int c;
 
-	*o = (struct probe_options){ .trace_dir = "/dev/shm", .runs = 21,
-				     .burst = LKB_DEFAULT_BURST, .seconds = 1.0, .lttng = true };
+	*o = (struct probe_options){ .trace_dir = "/dev/shm",
+				     .runs = 21,
+				     .burst = LKB_DEFAULT_BURST,
+				     .seconds = 1.0,
+				     .lttng = true };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:b:s:d:nj", opts, NULL)) != -1) {
 		switch (c) {
-		case 'r': o->runs = atoi(optarg); break;
-		case 'b': o->burst = atol(optarg); break;
-		case 's': o->seconds = atof(optarg); break;
-		case 'd': o->trace_dir = optarg; break;
-		case 'n': o->lttng = false; break;
-		case 'j': o->json = true; break;
-		default: fputs(probe_usage, stderr); return false;
+		case 'r':
+			o->runs = atoi(optarg);
+			break;
+		case 'b':
+			o->burst = atol(optarg);
+			break;
+		case 's':
+			o->seconds = atof(optarg);
+			break;
+		case 'd':
+			o->trace_dir = optarg;
+			break;
+		case 'n':
+			o->lttng = false;
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		default:
+			fputs(probe_usage, stderr);
+			return false;
 		}
 	}
 	if (o->runs < 1 || o->runs > 64 || o->burst < 2 || o->burst > MAX_BURST ||

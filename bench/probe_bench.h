@@ -21,18 +21,18 @@
 #define SEARCHES 3
 
 struct probe_options {
-	const char *trace_dir;	/* --dir */
-	int runs;		/* --runs: per row, and rounds of the LTTng-UST comparison */
-	long burst;		/* --burst: events per timed burst, lowkey and LTTng-UST alike */
-	double seconds;		/* --seconds: per sustained-rate trial */
-	bool lttng;		/* not --no-lttng */
+	const char *trace_dir; /* --dir */
+	int runs;	       /* --runs: per row, and rounds of the LTTng-UST comparison */
+	long burst;	       /* --burst: events per timed burst, lowkey and LTTng-UST alike */
+	double seconds;	       /* --seconds: per sustained-rate trial */
+	bool lttng;	       /* not --no-lttng */
 	bool json;
 };
 
 /* ---- one event's cost (probe_cost.c) ---- */
 
 struct burst_result {
-	double ns;		/* median ns per iteration */
+	double ns; /* median ns per iteration */
 	uint64_t lost;
 	int err;
 };
@@ -40,8 +40,8 @@ struct burst_result {
 /* The loops the rows time, n iterations each; the enabled event's is lkb_loop_two_ints. */
 uint64_t probe_loop_empty(uint64_t n);
 uint64_t probe_loop_disabled(uint64_t n);
-uint64_t probe_loop_usdt(uint64_t n);		/* a site on for a USDT tracer */
-uint64_t probe_loop_usdt_span(uint64_t n);	/* a span on for a USDT tracer */
+uint64_t probe_loop_usdt(uint64_t n);	   /* a site on for a USDT tracer */
+uint64_t probe_loop_usdt_span(uint64_t n); /* a span on for a USDT tracer */
 uint64_t probe_loop_span(uint64_t n);
 
 /* ns per iteration of a loop that records nothing, median of o->runs. */
@@ -63,19 +63,19 @@ void probe_remove_trace(const char *dir);
  * one thread, bursts of the same length alternating lowkey, LTTng-UST, lowkey, ... per round.
  */
 struct lttng_side {
-	long burst;		/* events per burst, both tracers */
-	int rounds;		/* rounds the peer reported */
-	double lowkey_ns, lttng_ns;	/* ns per event, medians of the rounds */
-	double ratio_of_medians;	/* lttng_ns / lowkey_ns */
-	double ratio_median, ratio_min, ratio_max;	/* of the per-round ratios LTTng-UST / lowkey */
+	long burst;				   /* events per burst, both tracers */
+	int rounds;				   /* rounds the peer reported */
+	double lowkey_ns, lttng_ns;		   /* ns per event, medians of the rounds */
+	double ratio_of_medians;		   /* lttng_ns / lowkey_ns */
+	double ratio_median, ratio_min, ratio_max; /* of the per-round ratios LTTng-UST / lowkey */
 	unsigned long long lowkey_lost;
 };
 
 struct lttng_result {
-	struct lttng_side off, on;	/* disabled (no trace, no session), enabled */
+	struct lttng_side off, on; /* disabled (no trace, no session), enabled */
 	bool have_off, have_on;
-	char discarded[200];	/* what `lttng stop` said of discarded events, or "" */
-	const char *missing;	/* why there are no (or not all) LTTng figures, or NULL */
+	char discarded[200]; /* what `lttng stop` said of discarded events, or "" */
+	const char *missing; /* why there are no (or not all) LTTng figures, or NULL */
 };
 
 /* Both modes, with a session daemon started (and stopped) here if none runs. */
@@ -90,7 +90,7 @@ struct rate_trial {
 };
 
 struct rate_summary {
-	double median, min, max;	/* events/s over SEARCHES searches */
+	double median, min, max; /* events/s over SEARCHES searches */
 	struct rate_trial best;
 };
 

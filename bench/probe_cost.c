@@ -95,7 +95,9 @@ static void wait_drained(uint64_t expected)
 int probe_start_trace(const struct probe_options *o, const char *name, unsigned int flags,
 		      size_t buffer, char *dir, size_t dirlen)
 {
-	struct lk_trace_config c = { .path = dir, .flags = flags, .buffer_size = buffer, .flush_ms = 5 };
+	struct lk_trace_config c = {
+		.path = dir, .flags = flags, .buffer_size = buffer, .flush_ms = 5
+	};
 
 	snprintf(dir, dirlen, "%s/lowkey-bench-%s-%d", o->trace_dir, name, (int)getpid());
 	return lk_trace_start(&c);
@@ -126,7 +128,7 @@ struct burst_result probe_time_bursts(const struct probe_options *o, const char 
 	res.err = probe_start_trace(o, name, flags, 0, dir, sizeof(dir));
 	if (res.err)
 		return res;
-	loop((uint64_t)burst / records_per_iter);	/* the thread's first event sets up its buffer */
+	loop((uint64_t)burst / records_per_iter); /* the thread's first event sets up its buffer */
 	wait_drained((uint64_t)burst / records_per_iter * records_per_iter + 1);
 	for (int r = 0; r < n; r++) {
 		uint64_t t0, recorded;

@@ -57,14 +57,16 @@ static int run_peer(const char *peer, int runs, long events, const char *lowkey_
 
 	memset(s, 0, sizeof(*s));
 	s->burst = events;
-	snprintf(cmd, sizeof(cmd), "'%s' %d %ld '%s' %d 2>/dev/null", peer, runs, events, lowkey_dir, pause_ms);
+	snprintf(cmd, sizeof(cmd), "'%s' %d %ld '%s' %d 2>/dev/null", peer, runs, events,
+		 lowkey_dir, pause_ms);
 	p = popen(cmd, "r");
 	if (!p)
 		return -1;
 	while (fgets(line, sizeof(line), p)) {
 		unsigned long long lost;
 
-		if (n < 64 && sscanf(line, "%lf %lf", &lk[n], &lt[n]) == 2 && lk[n] > 0 && lt[n] > 0) {
+		if (n < 64 && sscanf(line, "%lf %lf", &lk[n], &lt[n]) == 2 && lk[n] > 0 &&
+		    lt[n] > 0) {
 			ratio[n] = lt[n] / lk[n];
 			n++;
 		} else if (sscanf(line, "lowkey_lost %llu", &lost) == 1) {
@@ -74,7 +76,7 @@ static int run_peer(const char *peer, int runs, long events, const char *lowkey_
 	if (pclose(p) != 0 || n == 0)
 		return -1;
 	s->rounds = n;
-	s->ratio_median = lkb_median(ratio, (size_t)n);	/* sorts ratio */
+	s->ratio_median = lkb_median(ratio, (size_t)n); /* sorts ratio */
 	s->ratio_min = ratio[0];
 	s->ratio_max = ratio[n - 1];
 	s->lowkey_ns = lkb_median(lk, (size_t)n);
@@ -133,7 +135,8 @@ struct lttng_result probe_bench_lttng(const struct probe_options *o)
 	pid_t started_daemon = 0;
 
 	if (!peer) {
-		r.missing = "lowkey-bench-lttng was not built (install liblttng-ust-dev and rebuild)";
+		r.missing =
+			"lowkey-bench-lttng was not built (install liblttng-ust-dev and rebuild)";
 		return r;
 	}
 	if (quiet("command -v lttng%s%s", "", "") != 0) {
@@ -156,11 +159,12 @@ struct lttng_result probe_bench_lttng(const struct probe_options *o)
 	snprintf(lowkey_dir, sizeof(lowkey_dir), "%s/lowkey-bench-peer-%d", o->trace_dir,
 		 (int)getpid());
 	if (quiet("lttng create %s --output='%s'", session, dir) == 0 &&
-	    quiet("lttng enable-channel -u --subbuf-size=8M --num-subbuf=4 -s %s lkch%s", session, "") == 0 &&
+	    quiet("lttng enable-channel -u --subbuf-size=8M --num-subbuf=4 -s %s lkch%s", session,
+		  "") == 0 &&
 	    quiet("lttng enable-event -u -c lkch -s %s lkbench:two_ints%s", session, "") == 0 &&
 	    quiet("lttng start %s%s", session, "") == 0) {
-		r.have_on = run_peer(peer, o->runs, o->burst, lowkey_dir, PEER_PAUSE_MS,
-				     &r.on) == 0;
+		r.have_on = run_peer(peer, o->runs, o->burst, lowkey_dir, PEER_PAUSE_MS, &r.on) ==
+			    0;
 		if (!r.have_on)
 			r.missing = "lowkey-bench-lttng failed (run it by hand to see why)";
 		lttng_stop(session, r.discarded, sizeof(r.discarded));
@@ -170,7 +174,7 @@ struct lttng_result probe_bench_lttng(const struct probe_options *o)
 	quiet("lttng destroy %s%s", session, "");
 	probe_remove_trace(dir);
 	probe_remove_trace(lowkey_dir);
-	if (started_daemon > 0)	/* the one this bench started, by its pid */
+	if (started_daemon > 0) /* the one this bench started, by its pid */
 		kill(started_daemon, SIGTERM);
 	return r;
 }

@@ -10,24 +10,27 @@
 
 static void print_lttng_side(const char *name, const struct lttng_side *s)
 {
-	lkb_row("%-34s %8ld %9.3f %10.3f %8.2fx   %.2fx (%.2fx..%.2fx)\n", name, s->burst, s->lowkey_ns, s->lttng_ns,
-	        s->ratio_of_medians, s->ratio_median, s->ratio_min, s->ratio_max);
+	lkb_row("%-34s %8ld %9.3f %10.3f %8.2fx   %.2fx (%.2fx..%.2fx)\n", name, s->burst,
+		s->lowkey_ns, s->lttng_ns, s->ratio_of_medians, s->ratio_median, s->ratio_min,
+		s->ratio_max);
 }
 
 void probe_print_lttng_text(const struct probe_options *o, const struct lttng_result *l)
 {
 	lkb_row("\nbeside LTTng-UST 2.13, like for like: both tracers in one process (lowkey-bench-lttng) and one\n"
-	        "thread, the same loop around each one's two-integer event, bursts of the same length;\n"
-	        "lowkey and LTTng-UST alternate burst by burst (lowkey, LTTng-UST, lowkey, ...), %d rounds,\n"
-	        "a %d ms pause after every enabled burst (lowkey's also waits until its consumer has written\n"
-	        "it). ns/event: medians of the rounds; ratio: LTTng-UST / lowkey, of those medians, and the\n"
-	        "median (min..max) of the per-round ratios\n", o->runs, PEER_PAUSE_MS);
+		"thread, the same loop around each one's two-integer event, bursts of the same length;\n"
+		"lowkey and LTTng-UST alternate burst by burst (lowkey, LTTng-UST, lowkey, ...), %d rounds,\n"
+		"a %d ms pause after every enabled burst (lowkey's also waits until its consumer has written\n"
+		"it). ns/event: medians of the rounds; ratio: LTTng-UST / lowkey, of those medians, and the\n"
+		"median (min..max) of the per-round ratios\n",
+		o->runs, PEER_PAUSE_MS);
 	if (!l->have_off && !l->have_on) {
-		lkb_row("%-34s %10s   (%s)\n", "LTTng-UST tracepoint", "n/a", l->missing ? l->missing : "not run");
+		lkb_row("%-34s %10s   (%s)\n", "LTTng-UST tracepoint", "n/a",
+			l->missing ? l->missing : "not run");
 		return;
 	}
-	lkb_row("%-34s %8s %9s %10s %9s   %s\n", "ns/event", "burst", "lowkey", "LTTng-UST", "ratio",
-	        "per round");
+	lkb_row("%-34s %8s %9s %10s %9s   %s\n", "ns/event", "burst", "lowkey", "LTTng-UST",
+		"ratio", "per round");
 	if (l->have_off)
 		print_lttng_side("disabled (no trace, no session)", &l->off);
 	if (l->have_on)
@@ -36,10 +39,12 @@ void probe_print_lttng_text(const struct probe_options *o, const struct lttng_re
 		lkb_row("(%s)\n", l->missing);
 	if (l->have_on) {
 		lkb_row("\nLTTng-UST enabled / lowkey enabled: %.1fx (ratio of the medians; per round %.1fx, "
-		        "%.1fx..%.1fx)\n", l->on.ratio_of_medians, l->on.ratio_median, l->on.ratio_min,
-		        l->on.ratio_max);
+			"%.1fx..%.1fx)\n",
+			l->on.ratio_of_medians, l->on.ratio_median, l->on.ratio_min,
+			l->on.ratio_max);
 		if (l->on.lowkey_lost)
-			lkb_row("(lowkey lost %llu events in the timed bursts)\n", l->on.lowkey_lost);
+			lkb_row("(lowkey lost %llu events in the timed bursts)\n",
+				l->on.lowkey_lost);
 		if (l->discarded[0])
 			lkb_row("(LTTng-UST: %s)\n", l->discarded);
 	}
@@ -50,7 +55,8 @@ void probe_text_heading(const struct probe_options *o)
 	lkb_row("lowkey bench probe: what a probe costs, beside LTTng-UST\n");
 	lkb_row("machine: %s\n", lkb_machine());
 	lkb_row("method:  median of %d runs; enabled rows in bursts of %ld events that fit the buffer,\n"
-		"         traces written to %s\n\n", o->runs, o->burst, o->trace_dir);
+		"         traces written to %s\n\n",
+		o->runs, o->burst, o->trace_dir);
 	lkb_row("%-46s %10s\n", "", "ns/event");
 }
 
@@ -58,16 +64,18 @@ void probe_text_rate_heading(const struct probe_options *o)
 {
 	lkb_row("\nsustained rate without loss, default buffer (2 MiB per thread, growing to 16 MiB while the\n"
 		"consumer lags): the highest rate a %.1f s trial recorded with no event lost; median of %d\n"
-		"searches (min, max)\n", o->seconds, SEARCHES);
+		"searches (min, max)\n",
+		o->seconds, SEARCHES);
 }
 
 void probe_text_rate(const char *name, const struct rate_summary *s)
 {
-	lkb_row("%-46s %10.1f M events/s (min %.1f, max %.1f)\n", name, s->median / 1e6, s->min / 1e6,
-		s->max / 1e6);
+	lkb_row("%-46s %10.1f M events/s (min %.1f, max %.1f)\n", name, s->median / 1e6,
+		s->min / 1e6, s->max / 1e6);
 }
 
-static void json_lttng_side(struct lk__json *j, const char *key, const struct lttng_side *s, bool have)
+static void json_lttng_side(struct lk__json *j, const char *key, const struct lttng_side *s,
+			    bool have)
 {
 	if (!have) {
 		lk__json_null(j, key);
@@ -90,14 +98,16 @@ static void json_lttng_side(struct lk__json *j, const char *key, const struct lt
 static void print_lttng_json(struct lk__json *j, const struct lttng_result *l)
 {
 	lk__json_object(j, "lttng_comparison");
-	lk__json_str(j, "method", "one process (lowkey-bench-lttng), one thread, same burst length, "
-				 "lowkey and LTTng-UST bursts alternating; ns: medians of the rounds; "
-				 "ratio: LTTng-UST / lowkey");
+	lk__json_str(j, "method",
+		     "one process (lowkey-bench-lttng), one thread, same burst length, "
+		     "lowkey and LTTng-UST bursts alternating; ns: medians of the rounds; "
+		     "ratio: LTTng-UST / lowkey");
 	lk__json_str(j, "ratio", "ratio_of_medians");
 	lk__json_int(j, "pause_ms", PEER_PAUSE_MS);
 	json_lttng_side(j, "disabled", &l->off, l->have_off);
 	json_lttng_side(j, "enabled", &l->on, l->have_on);
-	lk__json_num(j, "lttng_enabled_over_lowkey_enabled", l->have_on ? l->on.ratio_of_medians : -1);
+	lk__json_num(j, "lttng_enabled_over_lowkey_enabled",
+		     l->have_on ? l->on.ratio_of_medians : -1);
 	if (l->discarded[0])
 		lk__json_str(j, "lttng_discarded", l->discarded);
 	else

@@ -15,7 +15,7 @@
 #include "probe_bench.h"
 
 struct producer {
-	double rate;		/* events per second */
+	double rate; /* events per second */
 	double seconds;
 	uint64_t emitted;
 	double achieved;
@@ -60,7 +60,8 @@ static struct rate_trial run_rate(const struct probe_options *o, int threads, do
 	if (t.err)
 		return t;
 	for (int i = 0; i < threads; i++) {
-		p[i] = (struct producer){ .rate = rate, .seconds = o->seconds,
+		p[i] = (struct producer){ .rate = rate,
+					  .seconds = o->seconds,
 					  .cpu = threads == 1 ? -1 : i };
 		pthread_create(&p[i].thread, NULL, produce, &p[i]);
 	}

@@ -39,15 +39,15 @@ struct progress_page {
 	char bench[32];
 	char step[160];
 	uint64_t start_ns;
-	bool drawn;		/* a status line is on the terminal */
-	bool same_terminal;	/* standard output is the terminal standard error is */
-	bool mid_line;		/* ...and the last byte written to it was not a newline */
+	bool drawn;	    /* a status line is on the terminal */
+	bool same_terminal; /* standard output is the terminal standard error is */
+	bool mid_line;	    /* ...and the last byte written to it was not a newline */
 };
 
 static struct progress_page *page;
 static pid_t helper = -1;
-static int hangup = -1;		/* write end: closed to stop the helper */
-static FILE *plain_stdout;	/* stdout before the cookie stream replaced it */
+static int hangup = -1;	   /* write end: closed to stop the helper */
+static FILE *plain_stdout; /* stdout before the cookie stream replaced it */
 
 static void lock_page(void)
 {
@@ -69,7 +69,8 @@ static void draw_locked(void)
 	int n = snprintf(line, sizeof(line), ERASE "lowkey bench %s: %s (%.0f s)", page->bench,
 			 page->step[0] ? page->step : "working", seconds);
 
-	if (n > 0 && write(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) > 0)
+	if (n > 0 &&
+	    write(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) > 0)
 		page->drawn = true;
 }
 
@@ -83,7 +84,7 @@ static void __attribute__((noreturn)) helper_main(int hup)
 			draw_locked();
 		pthread_mutex_unlock(&page->lock);
 		if (poll(&pfd, 1, REDRAW_MS) > 0)
-			break;	/* the bench closed the pipe, or died */
+			break; /* the bench closed the pipe, or died */
 	}
 	lock_page();
 	erase_locked();
@@ -95,8 +96,8 @@ static bool same_terminal(void)
 {
 	struct stat out, err;
 
-	return fstat(STDOUT_FILENO, &out) == 0 && fstat(STDERR_FILENO, &err) == 0 && S_ISCHR(out.st_mode) &&
-	       out.st_rdev == err.st_rdev;
+	return fstat(STDOUT_FILENO, &out) == 0 && fstat(STDERR_FILENO, &err) == 0 &&
+	       S_ISCHR(out.st_mode) && out.st_rdev == err.st_rdev;
 }
 
 /* Standard output on the status line's terminal: erase the status, write, note where the line is. */
@@ -231,7 +232,7 @@ void lkb_row(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vprintf(fmt, ap);	/* through write_stdout() on the status line's terminal */
+	vprintf(fmt, ap); /* through write_stdout() on the status line's terminal */
 	va_end(ap);
 	fflush(stdout);
 }

@@ -41,7 +41,7 @@ enum mode { NO_TRACE, TRACE, TRACE_SCHED, MODES };
 static const char *const mode_names[MODES] = { "no trace", "trace, sites off", "trace --sched" };
 
 struct pingpong {
-	unsigned int word;	/* 0: the first thread's turn, 1: the second's */
+	unsigned int word; /* 0: the first thread's turn, 1: the second's */
 	long rounds;
 	int cpu;
 };
@@ -115,7 +115,7 @@ static uint64_t switches_in(const char *dir, uint64_t *sched_lost)
 
 struct figures {
 	double ns[MODES][64];
-	uint64_t recorded, lost;	/* switches out in the last --sched trace; lost records */
+	uint64_t recorded, lost; /* switches out in the last --sched trace; lost records */
 };
 
 static int one_run(const char *dir, long rounds, int cpu, int run, struct figures *f)
@@ -123,7 +123,8 @@ static int one_run(const char *dir, long rounds, int cpu, int run, struct figure
 	char path[4096], cmd[4200];
 
 	for (int m = 0; m < MODES; m++) {
-		struct lk_trace_config c = { .path = path, .flags = m == TRACE_SCHED ? LK_TRACE_SCHED : 0 };
+		struct lk_trace_config c = { .path = path,
+					     .flags = m == TRACE_SCHED ? LK_TRACE_SCHED : 0 };
 		struct lk_trace_stats st;
 
 		lkb_progress("%s, run %d", mode_names[m], run + 1);
@@ -173,7 +174,8 @@ static struct sync sync_point(void)
 		uint64_t a = raw_ns(), tsc = lk__probe_tsc(), b = raw_ns();
 
 		if ((double)(b - a) < best.width)
-			best = (struct sync){ (double)tsc, (double)a + (double)(b - a) / 2, (double)(b - a) };
+			best = (struct sync){ (double)tsc, (double)a + (double)(b - a) / 2,
+					      (double)(b - a) };
 	}
 	return best;
 }
@@ -193,7 +195,8 @@ static void clock_error(int points, double *width, double *residual)
 		s[i] = sync_point();
 		w[i] = s[i].width;
 		if (i >= 2) {
-			double slope = (s[i - 1].tsc - s[i - 2].tsc) / (s[i - 1].raw - s[i - 2].raw);
+			double slope =
+				(s[i - 1].tsc - s[i - 2].tsc) / (s[i - 1].raw - s[i - 2].raw);
 			double predicted = s[i - 1].tsc + (s[i].raw - s[i - 1].raw) * slope;
 			double off = (s[i].tsc - predicted) / hz * 1e9;
 
@@ -213,7 +216,8 @@ static void print_switches(const struct figures *f, int runs, long rounds, const
 	printf("\n%-24s %16s\n", "", "ns per switch");
 	for (int m = 0; m < MODES; m++)
 		printf("  %-22s %16.0f\n", mode_names[m], median[m]);
-	printf("  %-22s %16.0f   (trace --sched minus trace)\n", "recording a switch", median[TRACE_SCHED] - median[TRACE]);
+	printf("  %-22s %16.0f   (trace --sched minus trace)\n", "recording a switch",
+	       median[TRACE_SCHED] - median[TRACE]);
 	printf("\nthe last --sched trace holds %llu switches out for %ld hand-offs (%llu records lost)\n",
 	       (unsigned long long)f->recorded, 2 * rounds, (unsigned long long)f->lost);
 	fflush(stdout);
@@ -226,8 +230,8 @@ static void print_clock(double width, double residual)
 	       width, residual);
 }
 
-static void print_json(const struct figures *f, int runs, long rounds, const double *median, double width,
-		       double residual)
+static void print_json(const struct figures *f, int runs, long rounds, const double *median,
+		       double width, double residual)
 {
 	struct lk__json j;
 
@@ -255,9 +259,12 @@ static void print_json(const struct figures *f, int runs, long rounds, const dou
 static int sched_main(int argc, char **argv)
 {
 	static const struct option options[] = {
-		{ "switches", required_argument, NULL, 'n' }, { "runs", required_argument, NULL, 'r' },
-		{ "dir", required_argument, NULL, 'd' },      { "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 },
+		{ "switches", required_argument, NULL, 'n' },
+		{ "runs", required_argument, NULL, 'r' },
+		{ "dir", required_argument, NULL, 'd' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	static struct figures f;
@@ -270,12 +277,24 @@ static int sched_main(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "n:r:d:jh", options, NULL)) != -1) {
 		switch (c) {
-		case 'n': switches = atol(optarg); break;
-		case 'r': runs = atoi(optarg); break;
-		case 'd': dir = optarg; break;
-		case 'j': json = true; break;
-		case 'h': fputs(sched_usage, stdout); return 0;
-		default: fputs(sched_usage, stderr); return 2;
+		case 'n':
+			switches = atol(optarg);
+			break;
+		case 'r':
+			runs = atoi(optarg);
+			break;
+		case 'd':
+			dir = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			fputs(sched_usage, stdout);
+			return 0;
+		default:
+			fputs(sched_usage, stderr);
+			return 2;
 		}
 	}
 	if (switches < 2 || switches > 100000000 || runs < 1 || runs > 64) {
@@ -301,5 +320,6 @@ static int sched_main(int argc, char **argv)
 	return 0;
 }
 
-LK_BENCH(sched_bench, "sched", "context switches recorded with --sched: the cost per switch, the clock's error",
+LK_BENCH(sched_bench, "sched",
+	 "context switches recorded with --sched: the cost per switch, the clock's error",
 	 sched_usage, sched_main);

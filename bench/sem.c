@@ -92,31 +92,52 @@ static int run_child_part(const char *what)
 static bool parse_options(int argc, char **argv, struct sem_options *o, int *status)
 {
 	static const struct option opts[] = {
-		{ "bind", no_argument, NULL, 'b' },
-		{ "runs", required_argument, NULL, 'n' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "no-locks", no_argument, NULL, 'L' },
-		{ "child", required_argument, NULL, 'C' },
-		{ NULL, 0, NULL, 0 },
+		{ "bind", no_argument, NULL, 'b' },	   { "runs", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },	   { "no-locks", no_argument, NULL, 'L' },
+		{ "child", required_argument, NULL, 'C' }, { NULL, 0, NULL, 0 },
 	};
 	bool ok = true;
 	int c;
 
-	*o = (struct sem_options){ .nthreads = 250, .wake = 64, .seconds = 10, .runs = 3,
-				   .locks = true, .want = { true, true, false, false } };
+	*o = (struct sem_options){ .nthreads = 250,
+				   .wake = 64,
+				   .seconds = 10,
+				   .runs = 3,
+				   .locks = true,
+				   .want = { true, true, false, false } };
 	optind = 1;
 	while (ok && (c = getopt_long(argc, argv, "t:w:r:o:j", opts, NULL)) != -1) {
 		switch (c) {
-		case 'C': *status = run_child_part(optarg); return false;
-		case 't': ok = parse_int(optarg, 1, 32000, &o->nthreads); break;
-		case 'w': ok = parse_int(optarg, 1, LK_SEMOPM, &o->wake); break;
-		case 'r': ok = parse_int(optarg, 1, 3600, &o->seconds); break;
-		case 'o': ok = parse_modes(optarg, o->want); break;
-		case 'b': o->bind = true; break;
-		case 'n': ok = parse_int(optarg, 1, 15, &o->runs); break;
-		case 'j': o->json = true; break;
-		case 'L': o->locks = false; break;
-		default: ok = false; break;
+		case 'C':
+			*status = run_child_part(optarg);
+			return false;
+		case 't':
+			ok = parse_int(optarg, 1, 32000, &o->nthreads);
+			break;
+		case 'w':
+			ok = parse_int(optarg, 1, LK_SEMOPM, &o->wake);
+			break;
+		case 'r':
+			ok = parse_int(optarg, 1, 3600, &o->seconds);
+			break;
+		case 'o':
+			ok = parse_modes(optarg, o->want);
+			break;
+		case 'b':
+			o->bind = true;
+			break;
+		case 'n':
+			ok = parse_int(optarg, 1, 15, &o->runs);
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'L':
+			o->locks = false;
+			break;
+		default:
+			ok = false;
+			break;
 		}
 	}
 	if (!ok || optind != argc) {
@@ -202,5 +223,6 @@ static int sem_run(int argc, char **argv)
 	return 0;
 }
 
-LK_BENCH(sem_bench, "sem", "ipc/sem.c contention RFC: sembench, SysV vs lk_semset, with lock figures; lock costs",
+LK_BENCH(sem_bench, "sem",
+	 "ipc/sem.c contention RFC: sembench, SysV vs lk_semset, with lock figures; lock costs",
 	 sem_usage, sem_run);

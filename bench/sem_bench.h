@@ -21,14 +21,14 @@ enum mode { MODE_IPC, MODE_LOWKEY, MODE_FUTEX, MODE_NANOSLEEP, NMODES };
 extern const char *const sem_mode_names[NMODES];
 
 struct sem_options {
-	int nthreads;		/* -t: workers, each asleep on its own semaphore */
-	int wake;		/* -w: the most the main thread wakes with one call */
-	int seconds;		/* -r: per run */
-	int runs;		/* --runs: figures are medians of these */
-	bool bind;		/* --bind: main thread on CPU 0, workers on the others */
+	int nthreads; /* -t: workers, each asleep on its own semaphore */
+	int wake;     /* -w: the most the main thread wakes with one call */
+	int seconds;  /* -r: per run */
+	int runs;     /* --runs: figures are medians of these */
+	bool bind;    /* --bind: main thread on CPU 0, workers on the others */
 	bool json;
-	bool locks;		/* not --no-locks: measure the lock costs too */
-	bool want[NMODES];	/* -o */
+	bool locks;	   /* not --no-locks: measure the lock costs too */
+	bool want[NMODES]; /* -o */
 };
 
 /* ---- one sembench run (sem_sembench.c) ---- */
@@ -36,7 +36,7 @@ struct sem_options {
 /* The kernel's lock contention during one run: lock:contention_begin/end, paired per thread. */
 struct kernel_locks {
 	bool ok;
-	bool overflow;		/* a ring buffer filled up: the figures are lower bounds */
+	bool overflow; /* a ring buffer filled up: the figures are lower bounds */
 	char why[160];
 	uint64_t contended, wait_ns, lost;
 };
@@ -52,7 +52,7 @@ struct run_result {
 /* A mode's figures: the run with the median rate of its runs. */
 struct mode_result {
 	bool ran;
-	struct run_result median;	/* the run with the median burns per second */
+	struct run_result median; /* the run with the median burns per second */
 	double burns_per_s;
 };
 
@@ -65,7 +65,7 @@ int sembench_run(enum mode mode, const struct sem_options *o, struct run_result 
 
 /* lock:contention_begin and _end, one perf ring per CPU and event. */
 struct ktrace {
-	int ncpus;		/* 0: not open */
+	int ncpus; /* 0: not open */
 	int fd[2][MAX_TRACE_CPUS];
 	void *ring[2][MAX_TRACE_CPUS];
 	size_t ring_size;
@@ -84,8 +84,8 @@ void ktrace_close(struct ktrace *t);
 
 /* ---- lock costs, in child processes (sem_lock_costs.c) ---- */
 
-#define HEAVY_LOCKS 64		/* mutexes of the lock-heavy program */
-#define HEAVY_OPS 2000000	/* lock + unlock per thread */
+#define HEAVY_LOCKS 64	  /* mutexes of the lock-heavy program */
+#define HEAVY_OPS 2000000 /* lock + unlock per thread */
 
 struct lock_costs {
 	bool have_preload;

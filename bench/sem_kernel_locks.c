@@ -19,7 +19,7 @@
 #include "bench.h"
 #include "sem_bench.h"
 
-#define TRACE_PAGES 4096	/* 16 MiB per CPU and event */
+#define TRACE_PAGES 4096 /* 16 MiB per CPU and event */
 
 /* The tracepoint's id, or -errno of the first tracefs that has it (-ENOENT: none has it). */
 static long tracepoint_id(const char *event)
@@ -69,7 +69,8 @@ static long tracepoint_id_or_why(const char *event, struct kernel_locks *k)
 	else if (id < 0)
 		snprintf(k->why, sizeof(k->why),
 			 "cannot read tracefs: %s (run as root or with CAP_PERFMON and a readable "
-			 "tracefs)", strerror((int)-id));
+			 "tracefs)",
+			 strerror((int)-id));
 	return id;
 }
 
@@ -94,17 +95,20 @@ static int open_on_cpu(struct ktrace *t, int e, int cpu, long id, const char *ev
 		int err = errno;
 
 		if (err == ENODEV || err == EINVAL)
-			return 0;	/* an offline CPU */
+			return 0; /* an offline CPU */
 		snprintf(k->why, sizeof(k->why),
 			 "tracepoint lock:%s: %s (needs root or CAP_PERFMON, and "
-			 "perf_event_paranoid <= 1 for kernel events)", event, strerror(err));
+			 "perf_event_paranoid <= 1 for kernel events)",
+			 event, strerror(err));
 		return -err;
 	}
-	t->ring[e][cpu] = mmap(NULL, t->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-			       t->fd[e][cpu], 0);
+	t->ring[e][cpu] =
+		mmap(NULL, t->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd[e][cpu], 0);
 	if (t->ring[e][cpu] == MAP_FAILED) {
-		snprintf(k->why, sizeof(k->why), "cannot map a perf ring buffer: %s (ulimit -l, "
-			 "perf_event_mlock_kb)", strerror(errno));
+		snprintf(k->why, sizeof(k->why),
+			 "cannot map a perf ring buffer: %s (ulimit -l, "
+			 "perf_event_mlock_kb)",
+			 strerror(errno));
 		return -ENOMEM;
 	}
 	return 0;
@@ -145,13 +149,14 @@ void ktrace_enable(struct ktrace *t, bool on)
 	for (int e = 0; e < 2; e++)
 		for (int c = 0; c < t->ncpus; c++)
 			if (t->fd[e][c] >= 0)
-				ioctl(t->fd[e][c], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+				ioctl(t->fd[e][c],
+				      on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
 }
 
 struct tp_sample {
 	uint64_t time;
 	uint32_t tid;
-	uint32_t end;	/* 0 begin, 1 end */
+	uint32_t end; /* 0 begin, 1 end */
 };
 
 static int by_time(const void *a, const void *b)
@@ -162,12 +167,13 @@ static int by_time(const void *a, const void *b)
 }
 
 /* Append the samples of one ring buffer. */
-static void drain(void *ring, size_t ring_size, uint32_t end, struct tp_sample **v, size_t *n, size_t *cap,
-		  struct kernel_locks *k)
+static void drain(void *ring, size_t ring_size, uint32_t end, struct tp_sample **v, size_t *n,
+		  size_t *cap, struct kernel_locks *k)
 {
 	struct perf_event_mmap_page *meta = ring;
 	char *data = (char *)ring + meta->data_offset;
-	uint64_t size = meta->data_size ? meta->data_size : ring_size - (size_t)sysconf(_SC_PAGESIZE);
+	uint64_t size = meta->data_size ? meta->data_size :
+					  ring_size - (size_t)sysconf(_SC_PAGESIZE);
 	uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE), tail = meta->data_tail;
 
 	/* the buffer is not read during the run: a full one dropped samples without a LOST record */

@@ -62,8 +62,8 @@ int sem_child_locks(void)
 	return 0;
 }
 
-#define INSIDE 40	/* dependent multiply-adds in the critical section (~50 ns) */
-#define OUTSIDE 80	/* and between two (~100 ns) */
+#define INSIDE 40  /* dependent multiply-adds in the critical section (~50 ns) */
+#define OUTSIDE 80 /* and between two (~100 ns) */
 
 struct heavy_slot {
 	pthread_mutex_t lock;
@@ -148,7 +148,8 @@ static const char *find_preload(void)
 		slash = strrchr(exe, '/');
 		if (slash) {
 			*slash = 0;
-			if (snprintf(buf, sizeof(buf), "%s/../%s/liblowkey-locks.so", exe, LK_LOCKS_LIBDIR) < (int)sizeof(buf) &&
+			if (snprintf(buf, sizeof(buf), "%s/../%s/liblowkey-locks.so", exe,
+				     LK_LOCKS_LIBDIR) < (int)sizeof(buf) &&
 			    access(buf, R_OK) == 0)
 				return buf;
 		}
@@ -168,7 +169,8 @@ static void remove_dir(const char *dir)
 	while (d && (de = readdir(d))) {
 		char path[4096];
 
-		if (de->d_name[0] != '.' && snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < (int)sizeof(path))
+		if (de->d_name[0] != '.' &&
+		    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < (int)sizeof(path))
 			unlink(path);
 	}
 	if (d)

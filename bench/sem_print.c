@@ -10,8 +10,8 @@
 #include "bench.h"
 #include "sem_bench.h"
 
-static const char *const mode_titles[NMODES] = { "SysV semop (ipc)", "lk_semset (lowkey)", "futex", "nanosleep poll" };
-
+static const char *const mode_titles[NMODES] = { "SysV semop (ipc)", "lk_semset (lowkey)", "futex",
+						 "nanosleep poll" };
 
 /* The series' figures: ./sembench -t 250 -w 64 -o 0 -r 30 on a 4-core AMD Phenom, before and after. */
 static const struct published_figures {
@@ -24,7 +24,9 @@ static const struct published_figures {
 
 static double kernel_per_mille(const struct run_result *r)
 {
-	return r->seconds > 0 ? (double)r->kernel.wait_ns / (r->seconds * 1e9 * lkb_ncpus()) * 1000 : 0;
+	return r->seconds > 0 ?
+		       (double)r->kernel.wait_ns / (r->seconds * 1e9 * lkb_ncpus()) * 1000 :
+		       0;
 }
 
 static void print_kernel(const struct run_result *r)
@@ -58,16 +60,18 @@ void sem_print_modes(const struct sem_options *o, const struct mode_result *m)
 
 		if (!m[i].ran)
 			continue;
-		printf("  %-20s %10.0f worker burns/s   main thread burns %lu\n", mode_titles[i], m[i].burns_per_s,
-		       (unsigned long)r->main_burns);
+		printf("  %-20s %10.0f worker burns/s   main thread burns %lu\n", mode_titles[i],
+		       m[i].burns_per_s, (unsigned long)r->main_burns);
 		printf("      worker burn count total %lu min %lu max %lu avg %lu, run time %.2f s\n",
-		       (unsigned long)r->burns, (unsigned long)r->min_burns, (unsigned long)r->max_burns,
+		       (unsigned long)r->burns, (unsigned long)r->min_burns,
+		       (unsigned long)r->max_burns,
 		       (unsigned long)(r->burns / (uint64_t)o->nthreads), r->seconds);
 		if (i == MODE_LOWKEY)
 			printf("      lk_semset locks: free %lu  contended %lu  wait %lu ns  avg %lu ns  1/1000 cpu time %.1f"
 			       "  (set-lock calls %lu, switches to set-lock mode %lu)\n",
-			       (unsigned long)r->lk.free, (unsigned long)r->lk.contended, (unsigned long)r->lk.wait_ns,
-			       (unsigned long)r->lk.wait_avg_ns, r->lk.wait_per_mille, (unsigned long)r->lk.global_ops,
+			       (unsigned long)r->lk.free, (unsigned long)r->lk.contended,
+			       (unsigned long)r->lk.wait_ns, (unsigned long)r->lk.wait_avg_ns,
+			       r->lk.wait_per_mille, (unsigned long)r->lk.global_ops,
 			       (unsigned long)r->lk.global_mode_entries);
 		print_kernel(r);
 	}
@@ -91,10 +95,11 @@ void sem_print_lock_costs(const struct sem_options *o, const struct lock_costs *
 
 	printf("\n  lock + unlock, uncontended, ns (median of %d processes):\n", runs);
 	printf("    pthread_mutex                     %6.2f\n", c->pthread_ns);
-	printf("    lk_mutex                          %6.2f   (%+.2f ns; target: within 5 ns)\n", c->lk_ns,
-	       c->lk_ns - c->pthread_ns);
+	printf("    lk_mutex                          %6.2f   (%+.2f ns; target: within 5 ns)\n",
+	       c->lk_ns, c->lk_ns - c->pthread_ns);
 	if (c->have_preload)
-		printf("    pthread_mutex under lowkey locks  %6.2f   (%+.2f ns)\n", c->preload_ns, c->preload_ns - c->pthread_ns);
+		printf("    pthread_mutex under lowkey locks  %6.2f   (%+.2f ns)\n", c->preload_ns,
+		       c->preload_ns - c->pthread_ns);
 	else
 		printf("    pthread_mutex under lowkey locks  n/a (liblowkey-locks.so not found; set LOWKEY_LOCKS_LIB)\n");
 	printf("\n  lock-heavy program: %d threads, %d mutexes, %d lock/unlock each (seconds, median of %d):\n",
@@ -102,8 +107,8 @@ void sem_print_lock_costs(const struct sem_options *o, const struct lock_costs *
 	if (c->have_preload) {
 		printf("    ~50 ns critical sections          bare %.3f   under lowkey locks %.3f   %.2fx (target: <= 1.5x)\n",
 		       c->heavy_bare_s, c->heavy_preload_s, c->heavy_preload_s / c->heavy_bare_s);
-		printf("    empty critical sections (worst)   bare %.3f   under lowkey locks %.3f   %.2fx\n", c->empty_bare_s,
-		       c->empty_preload_s, c->empty_preload_s / c->empty_bare_s);
+		printf("    empty critical sections (worst)   bare %.3f   under lowkey locks %.3f   %.2fx\n",
+		       c->empty_bare_s, c->empty_preload_s, c->empty_preload_s / c->empty_bare_s);
 	}
 }
 
@@ -114,7 +119,10 @@ static void json_kernel(struct lk__json *j, const struct run_result *r)
 		lk__json_null(j, "free");
 		lk__json_int(j, "contended", (long long)r->kernel.contended);
 		lk__json_int(j, "wait_ns", (long long)r->kernel.wait_ns);
-		lk__json_int(j, "avg_ns", (long long)(r->kernel.contended ? r->kernel.wait_ns / r->kernel.contended : 0));
+		lk__json_int(j, "avg_ns",
+			     (long long)(r->kernel.contended ?
+						 r->kernel.wait_ns / r->kernel.contended :
+						 0));
 		lk__json_num(j, "per_mille_cpu", kernel_per_mille(r));
 		lk__json_int(j, "lost_events", (long long)r->kernel.lost);
 		lk__json_bool(j, "lower_bounds", r->kernel.lost || r->kernel.overflow);
@@ -213,7 +221,8 @@ void sem_print_json(const struct sem_options *o, const struct mode_result *m,
 	lk__json_bool(&j, "bind", o->bind);
 	json_modes(&j, m);
 	if (m[MODE_IPC].ran && m[MODE_LOWKEY].ran)
-		lk__json_num(&j, "lowkey_over_ipc", m[MODE_LOWKEY].burns_per_s / m[MODE_IPC].burns_per_s);
+		lk__json_num(&j, "lowkey_over_ipc",
+			     m[MODE_LOWKEY].burns_per_s / m[MODE_IPC].burns_per_s);
 	json_published(&j);
 	if (c)
 		json_lock_costs(&j, c);

@@ -26,8 +26,8 @@
 struct worker {
 	struct sembench *b;
 	int id;
-	int waiting;		/* set by the worker before it sleeps; cleared by the main thread as it wakes it */
-	uint32_t word;		/* futex and nanosleep modes */
+	int waiting; /* set by the worker before it sleeps; cleared by the main thread as it wakes it */
+	uint32_t word; /* futex and nanosleep modes */
 	uint64_t burns;
 	pthread_t thread;
 } __attribute__((aligned(64)));
@@ -150,7 +150,8 @@ static uint64_t main_loop(struct sembench *b, uint64_t duration_ns)
 			int one = 1;
 
 			if (__atomic_load_n(&w->waiting, __ATOMIC_ACQUIRE) &&
-			    __atomic_compare_exchange_n(&w->waiting, &one, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			    __atomic_compare_exchange_n(&w->waiting, &one, 0, false,
+							__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 				batch[k++] = w->id;
 		}
 		cursor = (cursor + n) % b->nthreads;
@@ -182,7 +183,8 @@ static void release_all(struct sembench *b)
 /* ---- one run ---- */
 
 /* The measured loop's share of a set's figures: after - before, over `seconds`. */
-static void stats_delta(struct lk_semset_stats *after, const struct lk_semset_stats *before, double seconds)
+static void stats_delta(struct lk_semset_stats *after, const struct lk_semset_stats *before,
+			double seconds)
 {
 	int cpus = lkb_ncpus();
 
@@ -196,7 +198,10 @@ static void stats_delta(struct lk_semset_stats *after, const struct lk_semset_st
 	after->wakeups -= before->wakeups;
 	after->wait_avg_ns = after->contended ? after->wait_ns / after->contended : 0;
 	after->lifetime_ns = (uint64_t)(seconds * 1e9);
-	after->wait_per_mille = seconds > 0 ? (double)after->wait_ns / (seconds * 1e9 * (cpus > 0 ? cpus : 1)) * 1000 : 0;
+	after->wait_per_mille =
+		seconds > 0 ?
+			(double)after->wait_ns / (seconds * 1e9 * (cpus > 0 ? cpus : 1)) * 1000 :
+			0;
 }
 
 static int setup_mode(struct sembench *b)
@@ -207,15 +212,18 @@ static int setup_mode(struct sembench *b)
 	case MODE_IPC:
 		b->semid = semget(IPC_PRIVATE, b->nthreads, IPC_CREAT | 0600);
 		if (b->semid < 0) {
-			fprintf(stderr, "lowkey bench sem: semget of %d semaphores: %s\nhint: see kernel.sem (SEMMSL) in "
-					"/proc/sys/kernel/sem\n", b->nthreads, strerror(errno));
+			fprintf(stderr,
+				"lowkey bench sem: semget of %d semaphores: %s\nhint: see kernel.sem (SEMMSL) in "
+				"/proc/sys/kernel/sem\n",
+				b->nthreads, strerror(errno));
 			return -errno;
 		}
 		return 0;
 	case MODE_LOWKEY:
 		err = lk_semset_create(&b->set, NULL, (unsigned int)b->nthreads, 0);
 		if (err)
-			fprintf(stderr, "lowkey bench sem: lk_semset_create: %s\n", lk_last_error());
+			fprintf(stderr, "lowkey bench sem: lk_semset_create: %s\n",
+				lk_last_error());
 		return err;
 	default:
 		return 0;
@@ -277,8 +285,11 @@ static void count_burns(const struct sembench *b, struct run_result *r)
 
 int sembench_run(enum mode mode, const struct sem_options *o, struct run_result *r)
 {
-	struct sembench b = { .mode = mode, .nthreads = o->nthreads, .wake = o->wake,
-			      .bind = o->bind, .ncpus = lkb_ncpus() };
+	struct sembench b = { .mode = mode,
+			      .nthreads = o->nthreads,
+			      .wake = o->wake,
+			      .bind = o->bind,
+			      .ncpus = lkb_ncpus() };
 	struct ktrace trace;
 	int err;
 

@@ -42,7 +42,7 @@ static const char formats_usage[] =
 	"Each recording's figures are printed once it is done, the medians' table at the end.\n"
 	"The traces go to DIR (default $TMPDIR or /tmp) and are removed.\n";
 
-#define ROUND 6	/* events a round records */
+#define ROUND 6 /* events a round records */
 
 static __attribute__((noinline)) void record_round(long i)
 {
@@ -120,12 +120,12 @@ static uint64_t cpu_ns(void)
 }
 
 #define NFORMATS 3
-#define CONVERT NFORMATS	/* the row of `lowkey convert` from CTF to Perfetto */
+#define CONVERT NFORMATS /* the row of `lowkey convert` from CTF to Perfetto */
 #define NROWS (NFORMATS + 1)
 
 struct figures {
-	double seconds[NROWS][64], cpu[NROWS][64];	/* wall; CPU time of the whole process */
-	double stop[NROWS][64];				/* lk_trace_stop alone (convert: 0) */
+	double seconds[NROWS][64], cpu[NROWS][64]; /* wall; CPU time of the whole process */
+	double stop[NROWS][64];			   /* lk_trace_stop alone (convert: 0) */
 	/*
 	 * The CPU time the format took: the process's less the recording thread's while it recorded
 	 * (the same in every format: the ring's), that is the consumer's, lk_trace_start's and
@@ -143,7 +143,8 @@ static const char *row_name(int row)
 /* The trace's file (JSON, Perfetto) or directory (CTF) for a format. */
 static void trace_path(char *path, size_t len, const char *base, int fmt)
 {
-	snprintf(path, len, "%s/lowkey-bench-formats-%d.%s", base, (int)getpid(), lk__trace_format_extension(fmt));
+	snprintf(path, len, "%s/lowkey-bench-formats-%d.%s", base, (int)getpid(),
+		 lk__trace_format_extension(fmt));
 }
 
 /*
@@ -157,7 +158,7 @@ static void record_events(long events, uint64_t spread_ns)
 	uint64_t next = lkb_now_ns();
 
 	if (spread_ns)
-		per_burst = rounds / (long)(spread_ns / 1000000u) + 1;	/* a burst a millisecond */
+		per_burst = rounds / (long)(spread_ns / 1000000u) + 1; /* a burst a millisecond */
 	for (long i = 0; i < rounds; i++) {
 		record_round(i);
 		if (spread_ns && (i + 1) % per_burst == 0) {
@@ -166,15 +167,19 @@ static void record_events(long events, uint64_t spread_ns)
 			next += 1000000u;
 			until.tv_sec = (time_t)(next / 1000000000u);
 			until.tv_nsec = (long)(next % 1000000000u);
-			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) ==
+			       EINTR)
 				;
 		}
 	}
 }
 
-static int record(const char *base, long events, uint64_t spread_ns, int fmt, int run, struct figures *f)
+static int record(const char *base, long events, uint64_t spread_ns, int fmt, int run,
+		  struct figures *f)
 {
-	struct lk_trace_config c = { .buffer_size = 64u << 20, .flush_ms = 20, .format = (enum lk_trace_format)fmt };
+	struct lk_trace_config c = { .buffer_size = 64u << 20,
+				     .flush_ms = 20,
+				     .format = (enum lk_trace_format)fmt };
 	struct lk_trace_stats st;
 	uint64_t t0, t1, c0, c1, s0, r0, r1;
 	char path[4096];
@@ -183,14 +188,16 @@ static int record(const char *base, long events, uint64_t spread_ns, int fmt, in
 	c.path = path;
 	remove_trace(path);
 	if (lk_probe_enable("bench") <= 0) {
-		fprintf(stderr, "lowkey bench formats: no bench probe sites: %s\n", lk_last_error());
+		fprintf(stderr, "lowkey bench formats: no bench probe sites: %s\n",
+			lk_last_error());
 		return -1;
 	}
 	settle(base);
 	c0 = cpu_ns();
 	t0 = lkb_now_ns();
 	if (lk_trace_start(&c) != 0) {
-		fprintf(stderr, "lowkey bench formats: cannot trace to %s: %s\n", path, lk_last_error());
+		fprintf(stderr, "lowkey bench formats: cannot trace to %s: %s\n", path,
+			lk_last_error());
 		return -1;
 	}
 	r0 = cpu_ns_of(CLOCK_THREAD_CPUTIME_ID);
@@ -246,16 +253,17 @@ static int convert(const char *base, int run, struct figures *f)
 
 static struct {
 	int runs;
-	bool text;	/* each recording's figures printed once it is done (not with --json) */
+	bool text; /* each recording's figures printed once it is done (not with --json) */
 } shown;
 
 /* A recording's own figures, printed once it is done: the medians come at the end, of all runs. */
 static void print_recording(const struct figures *f, int row, int run)
 {
 	if (shown.text)
-		lkb_row("run %-3d %-9s %12llu bytes %9.3f s wall %9.3f s CPU %9.3f s stop %9.3f s writing\n", run + 1,
-			row_name(row), (unsigned long long)f->bytes[row], f->seconds[row][run], f->cpu[row][run],
-			f->stop[row][run], f->write_cpu[row][run]);
+		lkb_row("run %-3d %-9s %12llu bytes %9.3f s wall %9.3f s CPU %9.3f s stop %9.3f s writing\n",
+			run + 1, row_name(row), (unsigned long long)f->bytes[row],
+			f->seconds[row][run], f->cpu[row][run], f->stop[row][run],
+			f->write_cpu[row][run]);
 }
 
 /*
@@ -264,7 +272,8 @@ static void print_recording(const struct figures *f, int row, int run)
  * freed, caches) falls on each alike, which turning the first one alone did not do (Perfetto came
  * right after JSON in four runs of five, CTF in none).
  */
-static const int orders[6][NFORMATS] = { { 0, 1, 2 }, { 2, 1, 0 }, { 1, 2, 0 }, { 0, 2, 1 }, { 2, 0, 1 }, { 1, 0, 2 } };
+static const int orders[6][NFORMATS] = { { 0, 1, 2 }, { 2, 1, 0 }, { 1, 2, 0 },
+					 { 0, 2, 1 }, { 2, 0, 1 }, { 1, 0, 2 } };
 
 /*
  * A recording of CTF and one of Perfetto before the runs, not counted: the process's first
@@ -313,22 +322,28 @@ static void print_text(const struct figures *f, int runs, const double *median, 
 	double ctf_rate = events / median[LK_TRACE_CTF], ctf_cpu_rate = events / cpu[LK_TRACE_CTF];
 
 	printf("\nmedians of %d runs: %llu events recorded (%llu lost)\n", runs,
-	       (unsigned long long)f->events[LK_TRACE_CTF], (unsigned long long)f->lost[LK_TRACE_CTF]);
-	printf("%-9s %11s %8s %8s %9s %10s %8s %9s %10s %8s %8s %9s %8s\n", "format", "bytes", "B/event", "vs JSON",
-	       "wall s", "M ev/s", "vs CTF", "CPU s", "M ev/CPUs", "vs CTF", "stop s", "write ns", "vs CTF");
+	       (unsigned long long)f->events[LK_TRACE_CTF],
+	       (unsigned long long)f->lost[LK_TRACE_CTF]);
+	printf("%-9s %11s %8s %8s %9s %10s %8s %9s %10s %8s %8s %9s %8s\n", "format", "bytes",
+	       "B/event", "vs JSON", "wall s", "M ev/s", "vs CTF", "CPU s", "M ev/CPUs", "vs CTF",
+	       "stop s", "write ns", "vs CTF");
 	for (int row = 0; row < NROWS; row++) {
 		double rate = events / median[row], cpu_rate = events / cpu[row];
 
-		printf("%-9s %11llu %8.1f %8.3f %9.3f %10.2f %8.2f %9.3f %10.2f %8.2f %8.3f %9.1f %8.2f\n", row_name(row),
-		       (unsigned long long)f->bytes[row], (double)f->bytes[row] / events,
-		       (double)f->bytes[row] / (double)f->bytes[LK_TRACE_JSON], median[row], rate / 1e6,
-		       rate / ctf_rate, cpu[row], cpu_rate / 1e6, cpu_rate / ctf_cpu_rate, stop[row],
-		       write[row] * 1e9 / events, write[LK_TRACE_CTF] / write[row]);
+		printf("%-9s %11llu %8.1f %8.3f %9.3f %10.2f %8.2f %9.3f %10.2f %8.2f %8.3f %9.1f %8.2f\n",
+		       row_name(row), (unsigned long long)f->bytes[row],
+		       (double)f->bytes[row] / events,
+		       (double)f->bytes[row] / (double)f->bytes[LK_TRACE_JSON], median[row],
+		       rate / 1e6, rate / ctf_rate, cpu[row], cpu_rate / 1e6,
+		       cpu_rate / ctf_cpu_rate, stop[row], write[row] * 1e9 / events,
+		       write[LK_TRACE_CTF] / write[row]);
 	}
 	for (int fmt = 1; fmt < NFORMATS; fmt++)
-		if (f->events[fmt] != f->events[LK_TRACE_CTF] || f->lost[fmt] != f->lost[LK_TRACE_CTF])
-			printf("(%s: %llu events, %llu lost: not the same trace as the CTF's)\n", row_name(fmt),
-			       (unsigned long long)f->events[fmt], (unsigned long long)f->lost[fmt]);
+		if (f->events[fmt] != f->events[LK_TRACE_CTF] ||
+		    f->lost[fmt] != f->lost[LK_TRACE_CTF])
+			printf("(%s: %llu events, %llu lost: not the same trace as the CTF's)\n",
+			       row_name(fmt), (unsigned long long)f->events[fmt],
+			       (unsigned long long)f->lost[fmt]);
 	printf("(ctf, json, perfetto: lk_trace_start until lk_trace_stop returned with the file complete;\n"
 	       " CPU of the whole process; stop: lk_trace_stop alone; write ns: the CPU an event took to write,\n"
 	       " the process's less the recording thread's while it recorded, and its rate against CTF's.\n"
@@ -370,10 +385,13 @@ static void print_json(const struct figures *f, int runs, const double *median, 
 static int formats_main(int argc, char **argv)
 {
 	static const struct option options[] = {
-		{ "events", required_argument, NULL, 'n' }, { "runs", required_argument, NULL, 'r' },
+		{ "events", required_argument, NULL, 'n' },
+		{ "runs", required_argument, NULL, 'r' },
 		{ "seconds", required_argument, NULL, 's' },
-		{ "dir", required_argument, NULL, 'd' },    { "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
+		{ "dir", required_argument, NULL, 'd' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	struct figures f = { 0 };
@@ -385,32 +403,49 @@ static int formats_main(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "n:s:r:d:jh", options, NULL)) != -1) {
 		switch (c) {
-		case 'n': events = atol(optarg); break;
-		case 's': seconds = atof(optarg); break;
-		case 'r': runs = atoi(optarg); break;
-		case 'd': dir = optarg; break;
-		case 'j': json = true; break;
-		case 'h': fputs(formats_usage, stdout); return 0;
-		default: fputs(formats_usage, stderr); return 2;
+		case 'n':
+			events = atol(optarg);
+			break;
+		case 's':
+			seconds = atof(optarg);
+			break;
+		case 'r':
+			runs = atoi(optarg);
+			break;
+		case 'd':
+			dir = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			fputs(formats_usage, stdout);
+			return 0;
+		default:
+			fputs(formats_usage, stderr);
+			return 2;
 		}
 	}
-	if (events < ROUND || events > 1000000000 || runs < 1 || runs > 64 || !(seconds >= 0 && seconds <= 3600)) {
+	if (events < ROUND || events > 1000000000 || runs < 1 || runs > 64 ||
+	    !(seconds >= 0 && seconds <= 3600)) {
 		fputs(formats_usage, stderr);
 		return 2;
 	}
 	shown.runs = runs;
 	shown.text = !json;
 	if (!json)
-		lkb_row("trace formats: %ld events a run, %d runs, each recording every format in turn; %s\n", events,
-			runs, lkb_machine());
+		lkb_row("trace formats: %ld events a run, %d runs, each recording every format in turn; %s\n",
+			events, runs, lkb_machine());
 	if (warm_up(dir, events) != 0)
 		return 1;
 	for (int run = 0; run < runs; run++)
 		if (one_run(dir, events, (uint64_t)(seconds * 1e9), run, &f) != 0)
 			return 1;
 	for (int row = 0; row < NROWS; row++)
-		median[row] = lkb_median(f.seconds[row], (size_t)runs), cpu[row] = lkb_median(f.cpu[row], (size_t)runs),
-		stop[row] = lkb_median(f.stop[row], (size_t)runs), write[row] = lkb_median(f.write_cpu[row], (size_t)runs);
+		median[row] = lkb_median(f.seconds[row], (size_t)runs),
+		cpu[row] = lkb_median(f.cpu[row], (size_t)runs),
+		stop[row] = lkb_median(f.stop[row], (size_t)runs),
+		write[row] = lkb_median(f.write_cpu[row], (size_t)runs);
 	if (json)
 		print_json(&f, runs, median, cpu, stop, write);
 	else
@@ -418,5 +453,6 @@ static int formats_main(int argc, char **argv)
 	return 0;
 }
 
-LK_BENCH(formats_bench, "formats", "one trace recorded as CTF, JSON and Perfetto: bytes per event, start-to-file rate",
+LK_BENCH(formats_bench, "formats",
+	 "one trace recorded as CTF, JSON and Perfetto: bytes per event, start-to-file rate",
 	 formats_usage, formats_main);

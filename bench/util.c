@@ -137,8 +137,8 @@ const char *lkb_machine(void)
 		return desc;
 	cpu_model(model, sizeof(model));
 	uname(&u);
-	snprintf(desc, sizeof(desc), "%s, %ld CPUs, %s, Linux %s %s", model, sysconf(_SC_NPROCESSORS_ONLN),
-		 is_guest() ? "virtual machine guest" : "bare metal", u.release, u.machine);
+	snprintf(desc, sizeof(desc), "%s, %ld CPUs, %s, Linux %s %s", model,
+		 sysconf(_SC_NPROCESSORS_ONLN), is_guest() ? "virtual machine guest" : "bare metal",
+		 u.release, u.machine);
 	return desc;
 }
-

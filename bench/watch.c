@@ -41,15 +41,14 @@ static void watch_attr(struct perf_event_attr *attr, void *addr, size_t len)
 	attr->remove_on_exec = 1;
 }
 
-
 #define WATCH_VARS 4
-static long watch_vars[2][WATCH_VARS];	/* one row per thread */
+static long watch_vars[2][WATCH_VARS]; /* one row per thread */
 
 struct loop {
-	int ops;		/* round trips per timed loop */
-	int thread;		/* which row of watch_vars */
+	int ops;    /* round trips per timed loop */
+	int thread; /* which row of watch_vars */
 	int err;
-	double ns;		/* per round trip */
+	double ns; /* per round trip */
 };
 
 static void *raw_open_close_loop(void *arg)
@@ -218,7 +217,8 @@ static int time_lowkey_hits(int writes, unsigned int flags, double *ns)
 {
 	static volatile long count;
 	struct lk_watch *w;
-	int err = lk_watch_add(&w, &watch_vars[1][3], 8, LK_WATCH_WRITE | flags, count_hit, (void *)&count);
+	int err = lk_watch_add(&w, &watch_vars[1][3], 8, LK_WATCH_WRITE | flags, count_hit,
+			       (void *)&count);
 
 	if (err)
 		return err;
@@ -234,8 +234,18 @@ static double unwatched_write_ns(int writes)
 }
 
 enum watch_row {
-	W_RAW_1, W_LK_1, W_RAW_2, W_LK_2, W_SIGACTION, W_MOVE_RAW, W_MOVE_LK,
-	W_HIT_NONE, W_HIT_RAW, W_HIT_LK, W_HIT_LK_DEFERRED, NWROWS
+	W_RAW_1,
+	W_LK_1,
+	W_RAW_2,
+	W_LK_2,
+	W_SIGACTION,
+	W_MOVE_RAW,
+	W_MOVE_LK,
+	W_HIT_NONE,
+	W_HIT_RAW,
+	W_HIT_LK,
+	W_HIT_LK_DEFERRED,
+	NWROWS
 };
 
 static void watch_print_header(int runs, int ops);
@@ -263,7 +273,8 @@ static int watch_measure(int runs, int ops, double med[NWROWS], bool text)
 		lkb_progress("hits, lowkey, run %d of %d", run + 1, runs);
 		err = time_lowkey_hits(writes, 0, &v[W_HIT_LK][run]);
 		if (!err)
-			err = time_lowkey_hits(writes, LK_WATCH_DEFERRED, &v[W_HIT_LK_DEFERRED][run]);
+			err = time_lowkey_hits(writes, LK_WATCH_DEFERRED,
+					       &v[W_HIT_LK_DEFERRED][run]);
 	}
 	if (!err && text) {
 		for (int i = W_HIT_NONE; i <= W_HIT_LK_DEFERRED; i++)
@@ -342,7 +353,8 @@ static void watch_print_header(int runs, int ops)
 	printf("lowkey bench watch: adding and removing watchpoints, and what a hit costs\n");
 	printf("machine: %s\n", lkb_machine());
 	printf("method:  %d round trips per run, median of %d runs, rows interleaved (rotating order); "
-	       "threads\n         pinned to CPUs 0 and 1\n", ops, runs);
+	       "threads\n         pinned to CPUs 0 and 1\n",
+	       ops, runs);
 	fflush(stdout);
 }
 
@@ -350,8 +362,10 @@ static void watch_print_header(int runs, int ops)
 static void watch_print_hits(const double m[NWROWS])
 {
 	printf("\na write to a watched variable, through to the callback           ns each\n");
-	printf("  unwatched write                                           %10.1f\n", m[W_HIT_NONE]);
-	printf("  raw sigtrap event, bare SIGTRAP handler                   %10.0f\n", m[W_HIT_RAW]);
+	printf("  unwatched write                                           %10.1f\n",
+	       m[W_HIT_NONE]);
+	printf("  raw sigtrap event, bare SIGTRAP handler                   %10.0f\n",
+	       m[W_HIT_RAW]);
 	printf("  lowkey, callback in the handler                           %10.0f\n", m[W_HIT_LK]);
 	printf("  lowkey, deferred (handler queues, delivery thread calls)  %10.0f\n",
 	       m[W_HIT_LK_DEFERRED]);
@@ -361,13 +375,15 @@ static void watch_print_hits(const double m[NWROWS])
 static void watch_print_add_remove(const double m[NWROWS])
 {
 	printf("\nadd + remove (thread scope, 8-byte write)  round trips/s    ns each   vs raw\n");
-	printf("  raw perf_event_open + close, 1 thread    %13.0f %10.0f\n", m[W_RAW_1], 1e9 / m[W_RAW_1]);
+	printf("  raw perf_event_open + close, 1 thread    %13.0f %10.0f\n", m[W_RAW_1],
+	       1e9 / m[W_RAW_1]);
 	printf("  lk_watch_add + lk_watch_remove, 1 thread %13.0f %10.0f %+7.1f%%\n", m[W_LK_1],
 	       1e9 / m[W_LK_1], 100.0 * (m[W_RAW_1] / m[W_LK_1] - 1.0));
-	printf("  raw, 2 threads                           %13.0f %10s   x%.2f of 1 thread\n", m[W_RAW_2],
-	       "", m[W_RAW_2] / m[W_RAW_1]);
+	printf("  raw, 2 threads                           %13.0f %10s   x%.2f of 1 thread\n",
+	       m[W_RAW_2], "", m[W_RAW_2] / m[W_RAW_1]);
 	printf("  lowkey, 2 threads                        %13.0f %10s   x%.2f of 1 thread, %+.1f%% vs "
-	       "raw\n", m[W_LK_2], "", m[W_LK_2] / m[W_LK_1], 100.0 * (m[W_RAW_2] / m[W_LK_2] - 1.0));
+	       "raw\n",
+	       m[W_LK_2], "", m[W_LK_2] / m[W_LK_1], 100.0 * (m[W_RAW_2] / m[W_LK_2] - 1.0));
 	printf("  (of lowkey's own cost: sigaction(SIGTRAP) to check its handler: %.0f ns)\n",
 	       1e9 / m[W_SIGACTION]);
 	printf("\nmove (one re-point)                                     ns each   vs raw\n");
@@ -405,10 +421,18 @@ static int watch_run(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:o:j", opts, NULL)) != -1) {
 		switch (c) {
-		case 'r': runs = atoi(optarg); break;
-		case 'o': ops = atoi(optarg); break;
-		case 'j': json = true; break;
-		default: fputs(watch_usage, stderr); return 2;
+		case 'r':
+			runs = atoi(optarg);
+			break;
+		case 'o':
+			ops = atoi(optarg);
+			break;
+		case 'j':
+			json = true;
+			break;
+		default:
+			fputs(watch_usage, stderr);
+			return 2;
 		}
 	}
 	if (optind != argc || runs < 1 || ops < 1) {

@@ -24,11 +24,13 @@ static void print_values(struct lk_counters *c)
 			printf("  %-22s not counted: %s\n", info.name, info.why);
 			continue;
 		}
-		printf("  %-22s %12llu %-3s", info.name, (unsigned long long)v[i].scaled, info.unit);
-		if (v[i].time_running < v[i].time_enabled)	/* the PMU was shared: an estimate */
+		printf("  %-22s %12llu %-3s", info.name, (unsigned long long)v[i].scaled,
+		       info.unit);
+		if (v[i].time_running < v[i].time_enabled) /* the PMU was shared: an estimate */
 			printf("  (counted %.0f%% of the time)",
 			       100.0 * (double)v[i].time_running / (double)v[i].time_enabled);
-		printf("%s\n", info.user_only_fallback ? "  (user space only: perf_event_paranoid)" : "");
+		printf("%s\n",
+		       info.user_only_fallback ? "  (user space only: perf_event_paranoid)" : "");
 	}
 }
 
@@ -44,7 +46,7 @@ static int count_a_function(void)
 	}
 	memory = malloc(8 << 20);
 	for (size_t i = 0; memory && i < (8u << 20); i += 4096)
-		memory[i] = 1;	/* a page fault per page */
+		memory[i] = 1; /* a page fault per page */
 	printf("touching 8 MiB:\n");
 	print_values(c);
 	free(memory);
@@ -65,7 +67,7 @@ static int count_a_command(char **argv)
 	child = fork();
 	if (child == 0) {
 		close(go[1]);
-		if (read(go[0], &byte, 1) != 1)	/* wait until the counters are open */
+		if (read(go[0], &byte, 1) != 1) /* wait until the counters are open */
 			_exit(126);
 		execvp(argv[0], argv);
 		_exit(127);
@@ -74,7 +76,7 @@ static int count_a_command(char **argv)
 	/* cycles and instructions may not exist here (a VM without a PMU): keep going without. */
 	if (lk_counters_open(&c, "task-clock,page-faults,cycles,instructions", child,
 			     LK_COUNTERS_INHERIT | LK_COUNTERS_ENABLE_ON_EXEC |
-			     LK_COUNTERS_SKIP_UNSUPPORTED) < 0) {
+				     LK_COUNTERS_SKIP_UNSUPPORTED) < 0) {
 		fprintf(stderr, "counters: %s\n", lk_last_error());
 		kill(child, SIGKILL);
 		waitpid(child, &status, 0);

@@ -39,8 +39,8 @@ int main(void)
 
 		uint64_t cpu = lk_thread_cputime_ns() - cpu0, wall = lk_now_ns() - wall0;
 
-		printf("round %d: %6.2f ms wall, %6.2f ms on the CPU (%2.0f%%)\n", round, wall / 1e6,
-		       cpu / 1e6, 100.0 * (double)cpu / (double)wall);
+		printf("round %d: %6.2f ms wall, %6.2f ms on the CPU (%2.0f%%)\n", round,
+		       wall / 1e6, cpu / 1e6, 100.0 * (double)cpu / (double)wall);
 	}
 	return sink < 0;
 }

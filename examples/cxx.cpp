@@ -18,22 +18,23 @@
 #include <lowkey/lock.hpp>
 #include <lowkey/lowkey.h>
 
-LK_DEFINE_KEY_FALSE(audit);	/* off: one NOP per test of it */
+LK_DEFINE_KEY_FALSE(audit); /* off: one NOP per test of it */
 
 enum class side : char { buy = 'B', sell = 'S' };
 
 template <typename Price> struct book {
 	std::vector<Price> levels;
-	lowkey::mutex lock{ "book" };	/* contention counted, listed by name */
+	lowkey::mutex lock{ "book" }; /* contention counted, listed by name */
 
 	void add(side s, Price price, std::string_view venue)
 	{
 		LK_SPAN(orders, add);
 		std::lock_guard<lowkey::mutex> hold(lock);
 
-		LK_PROBE(orders, order, s, price, venue);	/* a site per instantiation */
+		LK_PROBE(orders, order, s, price, venue); /* a site per instantiation */
 		if (lk_branch_unlikely(&audit))
-			std::printf("audit: %c %s\n", static_cast<char>(s), std::string(venue).c_str());
+			std::printf("audit: %c %s\n", static_cast<char>(s),
+				    std::string(venue).c_str());
 		levels.push_back(price);
 	}
 
@@ -41,7 +42,7 @@ template <typename Price> struct book {
 	{
 		LK_SPAN(orders, best);
 		if (levels.empty())
-			throw std::runtime_error("empty book");	/* the span still ends */
+			throw std::runtime_error("empty book"); /* the span still ends */
 		Price b = levels.front();
 		for (Price p : levels)
 			b = p < b ? p : b;
@@ -73,7 +74,7 @@ int main(int argc, char **argv)
 		ticks.add(i % 2 ? side::buy : side::sell, 100 + i % 7, "XNAS");
 		prices.add(side::buy, 99.5 + i % 3, std::string("XLON"));
 	}
-	lk_key_enable(&audit);	/* rewrites the key's sites in both instantiations */
+	lk_key_enable(&audit); /* rewrites the key's sites in both instantiations */
 	ticks.add(side::sell, 42, "XPAR");
 	lk_key_disable(&audit);
 	std::printf("best: %ld and %.1f\n", ticks.best(), prices.best());

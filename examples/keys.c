@@ -23,7 +23,7 @@ int main(void)
 	int err;
 
 	for (long i = 0; i < 3; i++)
-		sum += work(i);	/* silent: the site is a NOP */
+		sum += work(i); /* silent: the site is a NOP */
 
 	err = lk_key_enable(&debug_log);
 	if (err) {
@@ -31,7 +31,7 @@ int main(void)
 		return 1;
 	}
 	for (long i = 3; i < 6; i++)
-		sum += work(i);	/* logs: the site is now a jmp to the printf */
+		sum += work(i); /* logs: the site is now a jmp to the printf */
 
 	lk_key_disable(&debug_log);
 	printf("sum = %ld\n", sum);

@@ -20,7 +20,7 @@
 #define PRODUCERS 2
 #define CONSUMERS 2
 #define SLOTS 1024
-#define FREE_SLOTS 0	/* the semaphores of the set */
+#define FREE_SLOTS 0 /* the semaphores of the set */
 #define READY_JOBS 1
 
 static lk_mutex_t queue_lock = LK_MUTEX_INIT("job queue");
@@ -33,7 +33,7 @@ static void *producer(void *arg)
 	struct lk_sembuf take_slot = { FREE_SLOTS, -1, 0 }, add_job = { READY_JOBS, 1, 0 };
 
 	for (long i = (long)arg; i < JOBS; i += PRODUCERS) {
-		lk_semop(counts, &take_slot, 1, NULL);	/* sleeps while the ring is full */
+		lk_semop(counts, &take_slot, 1, NULL); /* sleeps while the ring is full */
 		lk_mutex_lock(&queue_lock);
 		queue[tail++ % SLOTS] = i;
 		lk_mutex_unlock(&queue_lock);
@@ -49,7 +49,7 @@ static void *consumer(void *arg)
 	for (long n = 0; n < JOBS / CONSUMERS; n++) {
 		long job;
 
-		lk_semop(counts, &take_job, 1, NULL);	/* sleeps until a job is there */
+		lk_semop(counts, &take_job, 1, NULL); /* sleeps until a job is there */
 		lk_mutex_lock(&queue_lock);
 		job = queue[head++ % SLOTS];
 		lk_mutex_unlock(&queue_lock);
@@ -87,7 +87,8 @@ int main(void)
 	printf("\nthe set: %lu calls on one semaphore, %lu sleeps, %lu wake-ups; its locks: free %lu, "
 	       "contended %lu, waited %lu ns (%.2f/1000 of CPU time)\n",
 	       (unsigned long)st.simple_ops, (unsigned long)st.sleeps, (unsigned long)st.wakeups,
-	       (unsigned long)st.free, (unsigned long)st.contended, (unsigned long)st.wait_ns, st.wait_per_mille);
+	       (unsigned long)st.free, (unsigned long)st.contended, (unsigned long)st.wait_ns,
+	       st.wait_per_mille);
 	lk_semset_close(counts);
 	return tally == (long)JOBS * (JOBS - 1) / 2 ? 0 : 1;
 }

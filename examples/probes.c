@@ -15,14 +15,14 @@
 
 static void query(long id, const char *table)
 {
-	struct timespec io = { 0, 50 * 1000 };	/* 50 µs "waiting for the disk" */
+	struct timespec io = { 0, 50 * 1000 }; /* 50 µs "waiting for the disk" */
 	volatile double x = 1;
 
 	LK_SPAN(demo, query);
 	LK_PROBE(demo, query_start, id, table);
-	for (int i = 0; i < 20000; i++)	/* some CPU work */
+	for (int i = 0; i < 20000; i++) /* some CPU work */
 		x *= 1.000001;
-	(void)x;	/* read once, so the work is used (clang: -Wunused-but-set-variable) */
+	(void)x; /* read once, so the work is used (clang: -Wunused-but-set-variable) */
 	if (id % 4 == 0)
 		nanosleep(&io, NULL);
 }

@@ -46,8 +46,8 @@ static void print_event(const struct lk_trace_event *ev)
 		printf("on cpu %u\n", ev->cpu);
 		return;
 	}
-	printf("%-7s %*s%s:%s", kinds[ev->kind <= 4 ? ev->kind : 0], 2 * (int)ev->depth, "", ev->provider,
-	       ev->name);
+	printf("%-7s %*s%s:%s", kinds[ev->kind <= 4 ? ev->kind : 0], 2 * (int)ev->depth, "",
+	       ev->provider, ev->name);
 	if (ev->kind == LK_PROBE_COUNTER)
 		printf(" = %g", ev->value);
 	else
@@ -68,7 +68,8 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s TRACE   (a CTF directory, .pftrace or JSON file)\n", argv[0]);
+		fprintf(stderr, "usage: %s TRACE   (a CTF directory, .pftrace or JSON file)\n",
+			argv[0]);
 		return 2;
 	}
 	if (lk_trace_file_open(argv[1], &tf) != 0) {
@@ -77,7 +78,8 @@ int main(int argc, char **argv)
 	}
 	info = lk_trace_file_get_info(tf);
 	printf("%s trace of %s (pid %d): %" PRIu64 " events, %u threads, %" PRIu64 " lost\n",
-	       info->format_name, info->process_name, info->pid, info->events, info->threads, info->lost);
+	       info->format_name, info->process_name, info->pid, info->events, info->threads,
+	       info->lost);
 	while ((rc = lk_trace_file_next(tf, &ev)) == 1)
 		print_event(&ev);
 	if (rc < 0)

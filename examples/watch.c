@@ -21,7 +21,7 @@ static void on_write(const struct lk_watch_hit *hit, void *arg)
 
 static void *worker(void *arg)
 {
-	balance += (long)arg;	/* a thread created after the watchpoint: watched too */
+	balance += (long)arg; /* a thread created after the watchpoint: watched too */
 	return NULL;
 }
 
@@ -35,7 +35,8 @@ int main(void)
 	err = lk_watch_add(&w, &balance, sizeof(balance),
 			   LK_WATCH_WRITE | LK_WATCH_PROCESS | LK_WATCH_DEFERRED, on_write, NULL);
 	if (err) {
-		fprintf(stderr, "cannot watch balance: %s\n%s\n", lk_strerror(err), lk_last_error());
+		fprintf(stderr, "cannot watch balance: %s\n%s\n", lk_strerror(err),
+			lk_last_error());
 		return 1;
 	}
 	balance = 100;
@@ -43,7 +44,7 @@ int main(void)
 	pthread_join(t, NULL);
 	balance -= 10;
 
-	lk_watch_sync();	/* let the delivery thread print everything queued so far */
+	lk_watch_sync(); /* let the delivery thread print everything queued so far */
 	lk_watch_stats(w, &stats);
 	printf("%llu writes seen, %llu dropped\n", (unsigned long long)stats.hits,
 	       (unsigned long long)stats.dropped);

@@ -23,7 +23,7 @@
 #define LKT_BREAKPOINT() __asm__ __volatile__("brk #0" ::: "memory")
 #define LKT_BREAKPOINT_CODE TRAP_BRKPT
 #elif defined(__riscv) && __riscv_xlen == 64
-#define LKT_BREAKPOINT() __asm__ __volatile__(".4byte 0x00100073" ::: "memory")	/* ebreak */
+#define LKT_BREAKPOINT() __asm__ __volatile__(".4byte 0x00100073" ::: "memory") /* ebreak */
 #define LKT_BREAKPOINT_CODE TRAP_BRKPT
 #else
 #error "tests/breakpoint.h: no breakpoint instruction for this architecture"

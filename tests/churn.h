@@ -35,8 +35,8 @@ static inline void lkt_churn_loop(const char *file, int ready, volatile unsigned
 	int fd;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (geteuid() == 0 &&
-	    (setresgid(LKT_NOBODY, LKT_NOBODY, LKT_NOBODY) != 0 || setresuid(LKT_NOBODY, LKT_NOBODY, LKT_NOBODY) != 0))
+	if (geteuid() == 0 && (setresgid(LKT_NOBODY, LKT_NOBODY, LKT_NOBODY) != 0 ||
+			       setresuid(LKT_NOBODY, LKT_NOBODY, LKT_NOBODY) != 0))
 		_exit(2);
 	fd = open(file, O_RDWR | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < 3 * 4096)
@@ -50,7 +50,8 @@ static inline void lkt_churn_loop(const char *file, int ready, volatile unsigned
 		_exit(5);
 	for (;;) {
 		if (ftruncate(fd, (off_t)cut) != 0 ||
-		    pwrite(fd, copy + cut, (size_t)st.st_size - cut, (off_t)cut) != st.st_size - (off_t)cut)
+		    pwrite(fd, copy + cut, (size_t)st.st_size - cut, (off_t)cut) !=
+			    st.st_size - (off_t)cut)
 			_exit(6);
 		(*rounds)++;
 	}

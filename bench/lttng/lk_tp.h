@@ -11,13 +11,9 @@
 
 #include <lttng/tracepoint.h>
 
-LTTNG_UST_TRACEPOINT_EVENT(lkbench, two_ints,
-	LTTNG_UST_TP_ARGS(long, a, long, b),
-	LTTNG_UST_TP_FIELDS(
-		lttng_ust_field_integer(long, a, a)
-		lttng_ust_field_integer(long, b, b)
-	)
-)
+LTTNG_UST_TRACEPOINT_EVENT(lkbench, two_ints, LTTNG_UST_TP_ARGS(long, a, long, b),
+			   LTTNG_UST_TP_FIELDS(lttng_ust_field_integer(long, a, a)
+						       lttng_ust_field_integer(long, b, b)))
 
 #endif
 

@@ -73,14 +73,16 @@ int main(int argc, char **argv)
 	unsigned long long expected = 0;
 
 	if (argc < 4 || argc > 5 || rounds < 1 || events < 1 || pause_ms < 0) {
-		fprintf(stderr, "usage: lowkey-bench-lttng ROUNDS EVENTS_PER_BURST LOWKEY_TRACE_DIR|- [PAUSE_MS]\n");
+		fprintf(stderr,
+			"usage: lowkey-bench-lttng ROUNDS EVENTS_PER_BURST LOWKEY_TRACE_DIR|- [PAUSE_MS]\n");
 		return 2;
 	}
 	if (tracing) {
 		struct lk_trace_config c = { .path = dir, .flush_ms = 5 };
 
 		if (lk_probe_enable("lkbench:two_ints") < 0 || lk_trace_start(&c) != 0) {
-			fprintf(stderr, "lowkey-bench-lttng: cannot trace to %s: %s\n", dir, lk_last_error());
+			fprintf(stderr, "lowkey-bench-lttng: cannot trace to %s: %s\n", dir,
+				lk_last_error());
 			return 1;
 		}
 	}

@@ -43,9 +43,9 @@ const char *lk__signal_name(int sig, char *buf, size_t len);
  * takes the pid after it exits is never mistaken for it.
  */
 struct lk__ctl_pin {
-	pid_t pid;			/* 0: nothing pinned */
-	int pidfd;			/* -1: none (no pidfd_open here): the start time alone */
-	unsigned long long start;	/* /proc/PID/stat's starttime, in clock ticks after boot */
+	pid_t pid;		  /* 0: nothing pinned */
+	int pidfd;		  /* -1: none (no pidfd_open here): the start time alone */
+	unsigned long long start; /* /proc/PID/stat's starttime, in clock ticks after boot */
 };
 
 /*
@@ -61,14 +61,14 @@ void lk__ctl_unpin(struct lk__ctl_pin *p);
 
 struct lk__ctl_client {
 	int fd;
-	pid_t pid;		/* the process at the other end */
+	pid_t pid; /* the process at the other end */
 	uint32_t seq;
-	char path[108];		/* the socket */
+	char path[108]; /* the socket */
 	/* lk__ctl_connect: the process asked for, and its effective owner read under the pin */
 	struct lk__ctl_pin pin;
-	uid_t uid;		/* (uid_t)-1: not known (lk__ctl_connect_path) */
+	uid_t uid; /* (uid_t)-1: not known (lk__ctl_connect_path) */
 	gid_t gid;
-	uint8_t buf[LK_CTL_MAX_MSG];	/* the last message received; decoded strings point here */
+	uint8_t buf[LK_CTL_MAX_MSG]; /* the last message received; decoded strings point here */
 	/* lk__ctl_call: told of the PROGRESS of the request it waits for (NULL: not told) */
 	void (*on_progress)(const struct lk__ctl_progress *p, void *arg);
 	void *progress_arg;
@@ -85,7 +85,8 @@ struct lk__ctl_client {
  * up: until it is 1 s old, or 5 s old if its environment has LOWKEY_CONTROL=1; it is -ESRCH as
  * soon as it exits, whatever process takes its pid.
  */
-int lk__ctl_find_socket(const struct lk__ctl_pin *pin, char *path, size_t len, char *err, size_t errlen);
+int lk__ctl_find_socket(const struct lk__ctl_pin *pin, char *path, size_t len, char *err,
+			size_t errlen);
 
 /*
  * lk__ctl_connect - pin process pid, connect to its control socket and check that it is what
@@ -96,7 +97,8 @@ int lk__ctl_find_socket(const struct lk__ctl_pin *pin, char *path, size_t len, c
 int lk__ctl_connect(struct lk__ctl_client *c, pid_t pid, char *err, size_t errlen);
 
 /* lk__ctl_connect_path - the same for a socket path, pinning nothing; expect_pid 0 accepts any process. */
-int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expect_pid, char *err, size_t errlen);
+int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expect_pid, char *err,
+			 size_t errlen);
 
 /*
  * lk__ctl_check - 0 while the process c connected to is the one pinned (or nothing was pinned),
@@ -114,7 +116,8 @@ int lk__ctl_send(struct lk__ctl_client *c, struct lk__ctl_msg *m);
  * Receive and decode one message, waiting up to timeout_ms (-1: forever). Returns 0, -ETIMEDOUT,
  * -ECONNRESET (the process closed the connection or exited), or a decoding error.
  */
-int lk__ctl_recv(struct lk__ctl_client *c, struct lk__ctl_msg *m, int timeout_ms, char *err, size_t errlen);
+int lk__ctl_recv(struct lk__ctl_client *c, struct lk__ctl_msg *m, int timeout_ms, char *err,
+		 size_t errlen);
 
 /* The most messages lk__ctl_call reads past while waiting for its reply (late replies). */
 #define LK_CTL_MAX_STRAY 1024
@@ -130,7 +133,7 @@ int lk__ctl_left_ms(int64_t deadline);
  * notifications about the request go to c->on_progress and are not counted among them. EXIT
  * notifications met on the way are answered with -ECONNRESET.
  */
-int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t reply_type, struct lk__ctl_msg *reply,
-		 int timeout_ms, char *err, size_t errlen);
+int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t reply_type,
+		 struct lk__ctl_msg *reply, int timeout_ms, char *err, size_t errlen);
 
 #endif

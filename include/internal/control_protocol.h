@@ -32,72 +32,74 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LK_CTL_MAGIC 0x54434b4cu	/* "LKCT" in memory order */
+#define LK_CTL_MAGIC 0x54434b4cu /* "LKCT" in memory order */
 #define LK_CTL_VERSION 1
 #define LK_CTL_HEADER 16
-#define LK_CTL_MAX_MSG 8192		/* the longest message either side sends or accepts */
+#define LK_CTL_MAX_MSG 8192 /* the longest message either side sends or accepts */
 #define LK_CTL_MAX_GLOB 256
 #define LK_CTL_MAX_PATH 4095
-#define LK_CTL_MAX_TEXT 1024		/* messages, names, file paths */
-#define LK_CTL_MAX_FUNCTION 512	/* a site's function, cut to fit a message with every other field at its longest */
+#define LK_CTL_MAX_TEXT 1024 /* messages, names, file paths */
+#define LK_CTL_MAX_FUNCTION \
+	512 /* a site's function, cut to fit a message with every other field at its longest */
 
 /* Mirrors of lowkey/probe.h's limits (control.c checks they agree): this file stands alone. */
-#define LK_CTL_FORMAT_MAX 2		/* LK_TRACE_PERFETTO */
-#define LK_CTL_TRACE_FLAGS 0xdu		/* LK_TRACE_CPUTIME | LK_TRACE_OVERWRITE | LK_TRACE_SCHED */
-#define LK_CTL_KIND_MAX 4		/* LK_PROBE_COUNTER */
-#define LK_CTL_TYPE_MAX 5		/* LK_PROBE_PTR */
-#define LK_CTL_MAX_ARGS 8		/* LK_PROBE_MAX_ARGS */
+#define LK_CTL_FORMAT_MAX 2	/* LK_TRACE_PERFETTO */
+#define LK_CTL_TRACE_FLAGS 0xdu /* LK_TRACE_CPUTIME | LK_TRACE_OVERWRITE | LK_TRACE_SCHED */
+#define LK_CTL_KIND_MAX 4	/* LK_PROBE_COUNTER */
+#define LK_CTL_TYPE_MAX 5	/* LK_PROBE_PTR */
+#define LK_CTL_MAX_ARGS 8	/* LK_PROBE_MAX_ARGS */
 
 enum lk__ctl_type {
 	/* requests: client -> process */
-	LK_CTL_RULE = 1,	/* enable or disable a glob; reply RESULT (value: sites matching now) */
-	LK_CTL_START = 2,	/* start a trace; reply RESULT */
-	LK_CTL_STOP = 3,	/* stop the trace; reply STATS, or RESULT with an error */
-	LK_CTL_STATUS = 4,	/* reply STATUS */
-	LK_CTL_LIST = 5,	/* reply: one SITE per site, then RESULT (value: how many) */
-	LK_CTL_USDT = 9,	/* a USDT rule (fields of RULE, scope KEEP): sites on for external
+	LK_CTL_RULE = 1,   /* enable or disable a glob; reply RESULT (value: sites matching now) */
+	LK_CTL_START = 2,  /* start a trace; reply RESULT */
+	LK_CTL_STOP = 3,   /* stop the trace; reply STATS, or RESULT with an error */
+	LK_CTL_STATUS = 4, /* reply STATUS */
+	LK_CTL_LIST = 5,   /* reply: one SITE per site, then RESULT (value: how many) */
+	LK_CTL_USDT = 9,   /* a USDT rule (fields of RULE, scope KEEP): sites on for external
 				 * tracers; reply RESULT (value: sites matching now) */
-	LK_CTL_SNAPSHOT = 8,	/* write a flight recorder's snapshot; reply STATS, or RESULT with an error */
+	LK_CTL_SNAPSHOT =
+		8, /* write a flight recorder's snapshot; reply STATS, or RESULT with an error */
 
 	/* replies and notifications: process -> client */
-	LK_CTL_RESULT = 64,	/* err (0 or -errno), value, message */
+	LK_CTL_RESULT = 64, /* err (0 or -errno), value, message */
 	LK_CTL_STATUS_REPLY = 65,
 	LK_CTL_SITE = 66,
-	LK_CTL_STATS = 67,	/* a trace's counters, at its end */
-	LK_CTL_EXIT = 68,	/* notification: the process is exiting; the trace it finished */
-	LK_CTL_PROGRESS = 69,	/* notification: how far the conversion of a trace at its stop is, on
+	LK_CTL_STATS = 67,    /* a trace's counters, at its end */
+	LK_CTL_EXIT = 68,     /* notification: the process is exiting; the trace it finished */
+	LK_CTL_PROGRESS = 69, /* notification: how far the conversion of a trace at its stop is, on
 				 * the status socket (at exit) or to the client whose STOP it serves */
 
 	/* the status socket of `lowkey trace -- cmd`: library -> CLI */
 	LK_CTL_ENV_START = 96,	/* tracing from the environment started, or why it did not */
 	LK_CTL_ENV_RULE = 97,	/* at the end: how many sites a rule matched over the run */
-	LK_CTL_ENV_FINISH = 98,	/* at the end: the trace's counters (follows the ENV_RULEs) */
+	LK_CTL_ENV_FINISH = 98, /* at the end: the trace's counters (follows the ENV_RULEs) */
 };
 
 /* LK_CTL_RULE scope */
-#define LK_CTL_RULE_KEEP 0	/* stays after the client leaves */
-#define LK_CTL_RULE_SESSION 1	/* removed when the client's connection closes */
+#define LK_CTL_RULE_KEEP 0    /* stays after the client leaves */
+#define LK_CTL_RULE_SESSION 1 /* removed when the client's connection closes */
 
 /* LK_CTL_START options (ctl_flags) */
-#define LK_CTL_START_STOP_ON_CLOSE 0x1	/* stop the trace if the client's connection closes */
+#define LK_CTL_START_STOP_ON_CLOSE 0x1 /* stop the trace if the client's connection closes */
 
 struct lk__ctl_rule {
-	uint8_t enable;		/* 1 enable, 0 disable */
-	uint8_t scope;		/* LK_CTL_RULE_KEEP or LK_CTL_RULE_SESSION */
-	const char *glob;	/* 1..LK_CTL_MAX_GLOB bytes */
+	uint8_t enable;	  /* 1 enable, 0 disable */
+	uint8_t scope;	  /* LK_CTL_RULE_KEEP or LK_CTL_RULE_SESSION */
+	const char *glob; /* 1..LK_CTL_MAX_GLOB bytes */
 };
 
 struct lk__ctl_start {
-	uint8_t format;		/* enum lk_trace_format */
-	uint8_t ctl_flags;	/* LK_CTL_START_* */
-	uint32_t flags;		/* LK_TRACE_* */
+	uint8_t format;	   /* enum lk_trace_format */
+	uint8_t ctl_flags; /* LK_CTL_START_* */
+	uint32_t flags;	   /* LK_TRACE_* */
 	uint32_t flush_ms;
 	uint64_t buffer_size;
-	const char *path;	/* absolute */
+	const char *path; /* absolute */
 };
 
 struct lk__ctl_snapshot {
-	const char *path;	/* absolute, or "": the process's next default name */
+	const char *path; /* absolute, or "": the process's next default name */
 };
 
 struct lk__ctl_result {
@@ -107,67 +109,67 @@ struct lk__ctl_result {
 };
 
 struct lk__ctl_stats {
-	int32_t err;		/* the trace's output error, or the stop's error; 0 if none */
+	int32_t err; /* the trace's output error, or the stop's error; 0 if none */
 	uint64_t events, lost, bytes;
 	uint32_t threads;
-	const char *path;	/* where the trace is */
-	const char *message;	/* what went wrong, when err */
+	const char *path;    /* where the trace is */
+	const char *message; /* what went wrong, when err */
 };
 
 struct lk__ctl_status {
 	uint32_t pid;
-	uint32_t clients;		/* connected now, this one included */
-	uint64_t refused_peers;		/* connections refused: another uid, too many clients */
-	uint64_t refused_messages;	/* malformed or invalid messages refused */
+	uint32_t clients;	   /* connected now, this one included */
+	uint64_t refused_peers;	   /* connections refused: another uid, too many clients */
+	uint64_t refused_messages; /* malformed or invalid messages refused */
 	uint32_t sites, sites_enabled;
 	uint8_t running;
 	uint64_t events, lost, bytes;
 	uint32_t threads;
-	int32_t error;			/* the running (or last) trace's output error */
-	const char *path;		/* the running trace's path, or "" */
-	const char *version;		/* the library's version */
+	int32_t error;	     /* the running (or last) trace's output error */
+	const char *path;    /* the running trace's path, or "" */
+	const char *version; /* the library's version */
 };
 
 struct lk__ctl_site {
 	uint32_t id;
-	uint8_t kind;		/* enum lk_probe_kind */
-	uint8_t nargs;		/* 0..LK_PROBE_MAX_ARGS */
+	uint8_t kind;  /* enum lk_probe_kind */
+	uint8_t nargs; /* 0..LK_PROBE_MAX_ARGS */
 	uint8_t enabled;
-	uint32_t arg_types;	/* 4 bits per argument, as in struct lk_probe_site */
+	uint32_t arg_types; /* 4 bits per argument, as in struct lk_probe_site */
 	uint32_t line;
 	const char *provider, *event, *file, *arg_names;
-	const char *object;	/* the shared object, "" for the main program */
-	const char *function;	/* as in struct lk_probe_info, cut to LK_CTL_MAX_FUNCTION - 1 bytes */
+	const char *object;   /* the shared object, "" for the main program */
+	const char *function; /* as in struct lk_probe_info, cut to LK_CTL_MAX_FUNCTION - 1 bytes */
 };
 
 struct lk__ctl_env_start {
-	int32_t err;		/* 0: tracing started */
-	const char *message;	/* why not, when err */
-	const char *path;	/* the trace's path */
-	const char *ctf_dir;	/* where the CTF goes (for JSON, a directory converted at the end) */
+	int32_t err;	     /* 0: tracing started */
+	const char *message; /* why not, when err */
+	const char *path;    /* the trace's path */
+	const char *ctf_dir; /* where the CTF goes (for JSON, a directory converted at the end) */
 };
 
 struct lk__ctl_env_rule {
 	uint8_t enable;
-	uint32_t matched;	/* sites the rule matched, loaded at any time during the trace */
+	uint32_t matched; /* sites the rule matched, loaded at any time during the trace */
 	const char *glob;
 };
 
 struct lk__ctl_progress {
-	uint64_t done;		/* bytes of the CTF streams converted so far */
-	uint64_t total;		/* bytes to convert (done may pass it: a stream that grew) */
+	uint64_t done;	/* bytes of the CTF streams converted so far */
+	uint64_t total; /* bytes to convert (done may pass it: a stream that grew) */
 };
 
 struct lk__ctl_msg {
-	uint16_t type;		/* enum lk__ctl_type */
-	uint32_t seq;		/* a request's number, echoed by its replies */
+	uint16_t type; /* enum lk__ctl_type */
+	uint32_t seq;  /* a request's number, echoed by its replies */
 	union {
-		struct lk__ctl_rule rule;	/* RULE, USDT */
+		struct lk__ctl_rule rule; /* RULE, USDT */
 		struct lk__ctl_start start;
 		struct lk__ctl_snapshot snapshot;
 		struct lk__ctl_result result;
-		struct lk__ctl_stats stats;	/* STATS, EXIT, ENV_FINISH */
-		struct lk__ctl_status status;	/* STATUS_REPLY */
+		struct lk__ctl_stats stats;   /* STATS, EXIT, ENV_FINISH */
+		struct lk__ctl_status status; /* STATUS_REPLY */
 		struct lk__ctl_site site;
 		struct lk__ctl_env_start env_start;
 		struct lk__ctl_env_rule env_rule;

@@ -21,35 +21,35 @@
 
 struct lk__event_class {
 	uint32_t id;
-	uint8_t kind;		/* enum lk_probe_kind; 0 for lowkey's own events */
+	uint8_t kind; /* enum lk_probe_kind; 0 for lowkey's own events */
 	uint8_t nargs;
 	uint32_t arg_types;
 	char *provider, *event, *where, *arg_names;
-	char arg_name[8][64];	/* field names, as in the metadata */
+	char arg_name[8][64]; /* field names, as in the metadata */
 };
 
 struct lk__trace_reader {
-	char *dir;		/* as named, for messages */
-	int dir_fd;		/* -1 when the index came from memory */
+	char *dir;  /* as named, for messages */
+	int dir_fd; /* -1 when the index came from memory */
 	uint64_t tsc_hz, tsc0, monotonic0_ns, realtime0_ns;
 	bool cputime;
-	bool sched;		/* context switches recorded: stream-TID-sched files */
-	uint64_t sched_lost;	/* context switch records the kernel dropped */
-	bool overwrite;		/* a flight recorder's snapshot: the streams' lost events are older ones
+	bool sched;	     /* context switches recorded: stream-TID-sched files */
+	uint64_t sched_lost; /* context switch records the kernel dropped */
+	bool overwrite;	  /* a flight recorder's snapshot: the streams' lost events are older ones
 				   the rings overwrote, but for `dropped` of them */
-	uint64_t dropped;	/* of those, what the threads dropped (overwrite only) */
-	unsigned int format;	/* 2: 88-byte packet prefix, no vtid; 3: LK__CTF_PACKET_PREFIX, vtid */
+	uint64_t dropped; /* of those, what the threads dropped (overwrite only) */
+	unsigned int format; /* 2: 88-byte packet prefix, no vtid; 3: LK__CTF_PACKET_PREFIX, vtid */
 	int pid;
 	char procname[64];
-	struct lk__event_class **classes;	/* by id; NULL where none */
+	struct lk__event_class **classes; /* by id; NULL where none */
 	size_t nclasses;
-	uint64_t truncated_streams;	/* in the last walk: streams whose last packet was cut short */
+	uint64_t truncated_streams; /* in the last walk: streams whose last packet was cut short */
 };
 
 struct lk__event {
 	int tid;
 	uint64_t tsc;
-	uint64_t cputime_ns;	/* 0 unless the trace records CPU time */
+	uint64_t cputime_ns; /* 0 unless the trace records CPU time */
 	const struct lk__event_class *cls;
 	const uint8_t *payload;
 	size_t payload_len;
@@ -57,10 +57,11 @@ struct lk__event {
 
 struct lk__stream_info {
 	int tid;
-	unsigned int stream_id;	/* 0: probes; 1: context switches (lowkey:sched_out, lowkey:sched_in) */
+	unsigned int
+		stream_id; /* 0: probes; 1: context switches (lowkey:sched_out, lowkey:sched_in) */
 	const char *file;
 	uint64_t packets, events, lost;
-	uint64_t truncated;	/* bytes at the end that are not a whole packet (0: none); the events
+	uint64_t truncated; /* bytes at the end that are not a whole packet (0: none); the events
 				   of the packets before them were all read */
 };
 
@@ -79,7 +80,8 @@ struct lk__reader_ops {
 int lk__reader_open(struct lk__trace_reader *r, const char *dir, char *err, size_t errlen);
 
 /* The same for a directory already open (dir_fd is duplicated); name is for messages. */
-int lk__reader_openat(struct lk__trace_reader *r, int dir_fd, const char *name, char *err, size_t errlen);
+int lk__reader_openat(struct lk__trace_reader *r, int dir_fd, const char *name, char *err,
+		      size_t errlen);
 
 void lk__reader_close(struct lk__trace_reader *r);
 
@@ -88,8 +90,8 @@ void lk__reader_close(struct lk__trace_reader *r);
  * -EINVAL for a damaged stream (after the events before the damage were visited). A stream that
  * ends inside a packet is not damaged: see lk__stream_info.truncated.
  */
-int lk__reader_walk(struct lk__trace_reader *r, const struct lk__reader_ops *ops, void *arg, char *err,
-		    size_t errlen);
+int lk__reader_walk(struct lk__trace_reader *r, const struct lk__reader_ops *ops, void *arg,
+		    char *err, size_t errlen);
 
 /*
  * Called on this thread with each packet's size after its events were visited (NULL: nothing):
@@ -98,7 +100,8 @@ int lk__reader_walk(struct lk__trace_reader *r, const struct lk__reader_ops *ops
 extern __thread void (*lk__reader_packet_hook)(uint64_t bytes);
 
 /* Argument i of e as raw 8 bytes or a string; returns the next offset, or 0 past the end. */
-size_t lk__event_arg(const struct lk__event *e, size_t offset, unsigned int i, uint64_t *value, const char **str);
+size_t lk__event_arg(const struct lk__event *e, size_t offset, unsigned int i, uint64_t *value,
+		     const char **str);
 
 /*
  * A context switch's record (e is lowkey:sched_out or lowkey:sched_in): the CPU, and for a switch
@@ -123,8 +126,9 @@ uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc);
  * lk__reader_walk_bytes walks one stream's bytes (s: its tid and file name; the counters are set).
  * Same results as the functions above.
  */
-int lk__reader_parse_index(struct lk__trace_reader *r, char *text, size_t len, char *err, size_t errlen);
-int lk__reader_walk_bytes(struct lk__trace_reader *r, const uint8_t *data, size_t len, struct lk__stream_info *s,
-			  const struct lk__reader_ops *ops, void *arg);
+int lk__reader_parse_index(struct lk__trace_reader *r, char *text, size_t len, char *err,
+			   size_t errlen);
+int lk__reader_walk_bytes(struct lk__trace_reader *r, const uint8_t *data, size_t len,
+			  struct lk__stream_info *s, const struct lk__reader_ops *ops, void *arg);
 
 #endif

@@ -9,8 +9,8 @@
 #include <stdio.h>
 
 /* Format the message into err (if err and errlen), return code. */
-static inline __attribute__((format(printf, 4, 5))) int lk__failf(char *err, size_t errlen, int code,
-								  const char *fmt, ...)
+static inline __attribute__((format(printf, 4, 5))) int lk__failf(char *err, size_t errlen,
+								  int code, const char *fmt, ...)
 {
 	va_list ap;
 

@@ -35,7 +35,7 @@ void lk__json_string(FILE *f, const char *s);
 struct lk__json {
 	FILE *out;
 	int depth;
-	int line_depth;			/* the depth of the outermost one-line container; 0: none */
+	int line_depth; /* the depth of the outermost one-line container; 0: none */
 	bool need_comma[LK__JSON_DEPTH];
 	char closer[LK__JSON_DEPTH];
 };

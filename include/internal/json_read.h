@@ -15,17 +15,24 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-enum lk__jr_type { LK__JR_NULL, LK__JR_BOOL, LK__JR_NUMBER, LK__JR_STRING, LK__JR_ARRAY, LK__JR_OBJECT };
+enum lk__jr_type {
+	LK__JR_NULL,
+	LK__JR_BOOL,
+	LK__JR_NUMBER,
+	LK__JR_STRING,
+	LK__JR_ARRAY,
+	LK__JR_OBJECT
+};
 
 struct lk__jr_value {
 	enum lk__jr_type type;
 	bool boolean;
 	double number;
-	const char *raw;		/* a number's text (raw_len bytes, in the parsed text) */
+	const char *raw; /* a number's text (raw_len bytes, in the parsed text) */
 	size_t raw_len;
-	char *string;			/* a string, NUL-terminated (a \u0000 inside ends it early) */
-	char *key;			/* the member's name inside an object; NULL elsewhere */
-	struct lk__jr_value *items;		/* LK__JR_ARRAY, LK__JR_OBJECT: n members in order */
+	char *string;		    /* a string, NUL-terminated (a \u0000 inside ends it early) */
+	char *key;		    /* the member's name inside an object; NULL elsewhere */
+	struct lk__jr_value *items; /* LK__JR_ARRAY, LK__JR_OBJECT: n members in order */
 	size_t n;
 };
 
@@ -42,7 +49,8 @@ void lk__jr_free(struct lk__jr_value *v);
  * document a piece at a time. The same results as lk__jr_parse; offsets in messages count from
  * text.
  */
-struct lk__jr_value *lk__jr_parse_next(const char *text, size_t len, size_t *pos, char *err, size_t errlen);
+struct lk__jr_value *lk__jr_parse_next(const char *text, size_t len, size_t *pos, char *err,
+				       size_t errlen);
 
 /* An object's member by name (the first), or NULL if v is not an object or has none. */
 const struct lk__jr_value *lk__jr_get(const struct lk__jr_value *v, const char *key);

@@ -19,12 +19,13 @@
 #include <stdio.h>
 
 enum {
-	LK__OUT_DIR = 1 << 0,		/* a directory (opened O_RDONLY | O_DIRECTORY), not a file */
-	LK__OUT_EMPTY = 1 << 1,		/* an existing one is used if empty (0 bytes; no entry) */
-	LK__OUT_REPLACE = 1 << 2,	/* a -o FILE: an existing regular file is emptied; a device or a
+	LK__OUT_DIR = 1 << 0,	  /* a directory (opened O_RDONLY | O_DIRECTORY), not a file */
+	LK__OUT_EMPTY = 1 << 1,	  /* an existing one is used if empty (0 bytes; no entry) */
+	LK__OUT_REPLACE = 1 << 2, /* a -o FILE: an existing regular file is emptied; a device or a
 					   pipe (/dev/null) is written; a link of the caller's or of root's
 					   in root's directory (/dev/stdout) is followed (files only) */
-	LK__OUT_SKIP = 1 << 3,		/* a name that cannot be used as it is is -EEXIST, whatever is there */
+	LK__OUT_SKIP = 1
+		       << 3, /* a name that cannot be used as it is is -EEXIST, whatever is there */
 };
 
 /*

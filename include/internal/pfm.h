@@ -13,8 +13,8 @@
 struct lk__pfm_event {
 	uint32_t type;
 	uint64_t config, config1, config2;
-	char canonical[256];	/* "perf::PERF_COUNT_HW_CPU_CYCLES", "skl::INST_RETIRED:ANY_P" */
-	char pmu[64];		/* libpfm4's PMU name: "perf", "skl", ... */
+	char canonical[256]; /* "perf::PERF_COUNT_HW_CPU_CYCLES", "skl::INST_RETIRED:ANY_P" */
+	char pmu[64];	     /* libpfm4's PMU name: "perf", "skl", ... */
 };
 
 /*

@@ -7,9 +7,10 @@
 #include <stdint.h>
 
 /* Reserved event ids (sites get ids from LK__FIRST_SITE_ID). */
-#define LK__EVENT_THREAD_NAME 1	/* one string: the thread's name */
-#define LK__EVENT_SCHED_OUT 2	/* src/trace/sched.c: the thread left its CPU (u64 cpu, u64 preempted) */
-#define LK__EVENT_SCHED_IN 3	/* src/trace/sched.c: the thread got a CPU (u64 cpu) */
+#define LK__EVENT_THREAD_NAME 1 /* one string: the thread's name */
+#define LK__EVENT_SCHED_OUT \
+	2 /* src/trace/sched.c: the thread left its CPU (u64 cpu, u64 preempted) */
+#define LK__EVENT_SCHED_IN 3 /* src/trace/sched.c: the thread got a CPU (u64 cpu) */
 #define LK__FIRST_SITE_ID 16
 
 /* "event", "span-begin", "span-end", "counter" for an enum lk_probe_kind (0 is an event); "unknown". */

@@ -42,7 +42,8 @@ int lk__convert_open(struct lk__trace_file *t, const char *in, char *err, size_t
  * damage is written and -EINVAL returned.
  */
 int lk__json_write(struct lk__trace_file *t, int fd, const char *path, char *err, size_t errlen);
-int lk__perfetto_write(struct lk__trace_file *t, int fd, const char *path, char *err, size_t errlen);
+int lk__perfetto_write(struct lk__trace_file *t, int fd, const char *path, char *err,
+		       size_t errlen);
 
 /*
  * The same from the trace in (lk__convert_open), written to the file path (created, or an
@@ -62,7 +63,8 @@ int lk__perfetto_convert_fd(const char *in, int fd, const char *path, char *err,
  * through a symbolic link at out, nor into another user's file in a sticky directory
  * (internal/outfile.h).
  */
-int lk__trace_convert(const char *in, const char *out, enum lk_trace_format format, char *err, size_t errlen);
+int lk__trace_convert(const char *in, const char *out, enum lk_trace_format format, char *err,
+		      size_t errlen);
 
 /* lk__trace_convert, telling sink (NULL: nobody) how much of the input it has read (progress.h). */
 int lk__trace_convert_progress(const char *in, const char *out, enum lk_trace_format format,

@@ -36,7 +36,7 @@ enum lk__trace_format { LK__TF_CTF, LK__TF_JSON, LK__TF_PERFETTO };
 /* An event read into memory: its payload (the CTF layout: 8 bytes a number, strings NUL-ended) in lk__trace_file.bytes. */
 struct lk__tf_event {
 	uint64_t ns, cpu_ns;
-	uint64_t at;		/* its payload's offset in lk__trace_file.bytes */
+	uint64_t at; /* its payload's offset in lk__trace_file.bytes */
 	uint32_t cls;
 	uint32_t len;
 };
@@ -49,15 +49,15 @@ struct lk__tf_stream {
 struct lk__tf_thread {
 	int tid;
 	uint64_t lost;
-	struct lk__tf_stream probes, sched;	/* as CTF's stream-TID and stream-TID-sched */
-	uint32_t *open;			/* Perfetto: the classes of the slices open on the thread ... */
-	size_t depth, cap;		/* ... which its slice ends, nameless, close */
+	struct lk__tf_stream probes, sched; /* as CTF's stream-TID and stream-TID-sched */
+	uint32_t *open;	   /* Perfetto: the classes of the slices open on the thread ... */
+	size_t depth, cap; /* ... which its slice ends, nameless, close */
 };
 
 /* uint64 keys to uint32 values (open addressing); bounded by what is put in it. */
 struct lk__tf_map {
 	uint64_t *keys;
-	uint32_t *vals;		/* UINT32_MAX: an empty slot */
+	uint32_t *vals; /* UINT32_MAX: an empty slot */
 	size_t mask, used;
 };
 
@@ -77,22 +77,22 @@ struct lk__tf_args {
 struct lk__trace_file {
 	struct lk__trace_reader r;
 	enum lk__trace_format format;
-	const char *format_name;	/* "CTF", "Chrome JSON", "Perfetto" */
+	const char *format_name; /* "CTF", "Chrome JSON", "Perfetto" */
 	/* JSON and Perfetto: what was read */
 	struct lk__tf_thread *threads;
 	size_t nthreads, capthreads;
-	struct lk__tf_map thread_of;	/* tid to index in threads */
-	uint32_t *class_slots;		/* provider:event and kind to class id (open addressing, 0: empty) */
+	struct lk__tf_map thread_of; /* tid to index in threads */
+	uint32_t *class_slots; /* provider:event and kind to class id (open addressing, 0: empty) */
 	size_t class_mask;
-	uint32_t next_class;		/* classes are numbered from 16 without gaps */
-	uint8_t *bytes;			/* the events' payloads */
+	uint32_t next_class; /* classes are numbered from 16 without gaps */
+	uint8_t *bytes;	     /* the events' payloads */
 	size_t nbytes, capbytes;
-	size_t parsed;			/* bytes of the file parsed, as last told to the progress hook */
-	uint64_t base_ns;		/* the earliest time in the file */
+	size_t parsed;	  /* bytes of the file parsed, as last told to the progress hook */
+	uint64_t base_ns; /* the earliest time in the file */
 	bool have_base;
-	struct lk__tf_args args;	/* the event being read's arguments */
+	struct lk__tf_args args; /* the event being read's arguments */
 	/* what the file says about itself that a CTF trace says otherwise */
-	uint64_t nonfinite_counters;	/* JSON: counter values left out, NaN or infinite */
+	uint64_t nonfinite_counters; /* JSON: counter values left out, NaN or infinite */
 };
 
 /*
@@ -103,21 +103,21 @@ struct lk__trace_file {
 int lk__trace_file_open(struct lk__trace_file *t, const char *path, char *err, size_t errlen);
 
 /* The same for a file's bytes (for the fuzzer); name is for messages. Nothing is kept of data. */
-int lk__trace_file_parse(struct lk__trace_file *t, const uint8_t *data, size_t len, const char *name, char *err,
-		       size_t errlen);
+int lk__trace_file_parse(struct lk__trace_file *t, const uint8_t *data, size_t len,
+			 const char *name, char *err, size_t errlen);
 
 /* Visit the trace's streams and events, as lk__reader_walk does; may be called again. */
-int lk__trace_file_walk(struct lk__trace_file *t, const struct lk__reader_ops *ops, void *arg, char *err,
-		      size_t errlen);
+int lk__trace_file_walk(struct lk__trace_file *t, const struct lk__reader_ops *ops, void *arg,
+			char *err, size_t errlen);
 
 void lk__trace_file_close(struct lk__trace_file *t);
 
 /* ---- for the readers of the formats (chrome_json/read.c, perfetto/read.c) ---- */
 
-int lk__chrome_json_read(struct lk__trace_file *t, const char *text, size_t len, const char *name, char *err,
-		     size_t errlen);
-int lk__perfetto_read(struct lk__trace_file *t, const uint8_t *data, size_t len, const char *name, char *err,
-			size_t errlen);
+int lk__chrome_json_read(struct lk__trace_file *t, const char *text, size_t len, const char *name,
+			 char *err, size_t errlen);
+int lk__perfetto_read(struct lk__trace_file *t, const uint8_t *data, size_t len, const char *name,
+		      char *err, size_t errlen);
 
 /*
  * The parse has reached byte at of the file: what is new since the last step (256 KiB) is told
@@ -128,10 +128,9 @@ void lk__tf_parsed(struct lk__trace_file *t, size_t at);
 /* Set up t->r for a trace read into memory: the built-in classes, the clock in nanoseconds. */
 int lk__tf_init(struct lk__trace_file *t, enum lk__trace_format format);
 
-
 /* Add an argument: raw for a number, str (slen bytes) for LK_PROBE_STR. 0, -ENOMEM, or -E2BIG past 8. */
-int lk__tf_arg(struct lk__tf_args *a, const char *name, size_t nlen, unsigned int type, uint64_t raw,
-	       const char *str, size_t slen);
+int lk__tf_arg(struct lk__tf_args *a, const char *name, size_t nlen, unsigned int type,
+	       uint64_t raw, const char *str, size_t slen);
 void lk__tf_args_reset(struct lk__tf_args *a);
 void lk__tf_args_free(struct lk__tf_args *a);
 
@@ -140,28 +139,31 @@ void lk__tf_args_free(struct lk__tf_args *a);
  * counter's value), added the first time: one class per signature, as a CTF trace has one per
  * site. 0, -ENOMEM, or -E2BIG past the classes a trace can hold.
  */
-int lk__tf_class(struct lk__trace_file *t, const char *provider, size_t plen, const char *event, size_t elen,
-	     unsigned int kind, uint32_t *id);
-int lk__tf_class_args(struct lk__trace_file *t, const char *provider, size_t plen, const char *event, size_t elen,
-		      unsigned int kind, const struct lk__tf_args *a, uint32_t *id);
+int lk__tf_class(struct lk__trace_file *t, const char *provider, size_t plen, const char *event,
+		 size_t elen, unsigned int kind, uint32_t *id);
+int lk__tf_class_args(struct lk__trace_file *t, const char *provider, size_t plen,
+		      const char *event, size_t elen, unsigned int kind,
+		      const struct lk__tf_args *a, uint32_t *id);
 
 /* The thread tid, added the first time; NULL when out of memory. */
 struct lk__tf_thread *lk__tf_thread(struct lk__trace_file *t, int tid);
 
 /* An event of class cls on th at ns; its payload len bytes (a copy is kept). 0 or -ENOMEM. */
-int lk__tf_event(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns, uint64_t cpu_ns,
-	     const void *payload, size_t len);
+int lk__tf_event(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns,
+		 uint64_t cpu_ns, const void *payload, size_t len);
 
-int lk__tf_thread_name(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t ns, const char *name, size_t len);
-int lk__tf_counter(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns, double value);
+int lk__tf_thread_name(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t ns,
+		       const char *name, size_t len);
+int lk__tf_counter(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns,
+		   double value);
 
 /*
  * The thread off its CPU from out_ns to in_ns: a switch out (on cpu) and back in (on next_cpu);
  * in_ns UINT64_MAX: never back before the trace ended (a switch out alone). 0, -ENOMEM, or
  * -ERANGE for an interval before the thread's previous one ends, or after one that never ended.
  */
-int lk__tf_off_cpu(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t out_ns, uint64_t in_ns, bool preempted,
-	       uint64_t cpu, uint64_t next_cpu);
+int lk__tf_off_cpu(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t out_ns,
+		   uint64_t in_ns, bool preempted, uint64_t cpu, uint64_t next_cpu);
 
 int lk__tf_map_put(struct lk__tf_map *m, uint64_t key, uint32_t val);
 bool lk__tf_map_get(const struct lk__tf_map *m, uint64_t key, uint32_t *val);

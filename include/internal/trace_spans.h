@@ -17,8 +17,8 @@
 #include "internal/trace_file.h"
 
 struct lk__pair_open {
-	uint32_t id;		/* the begin's class */
-	uint32_t below;		/* position + 1 of the open span of the same name under it; 0: none */
+	uint32_t id;	/* the begin's class */
+	uint32_t below; /* position + 1 of the open span of the same name under it; 0: none */
 	uint64_t tsc, cpu;
 };
 
@@ -26,13 +26,14 @@ struct lk__pair_open {
 struct lk__pair_stack {
 	struct lk__pair_open *v;
 	size_t depth, cap;
-	uint32_t serial;	/* the thread's number in the index's keys; 0: none given yet */
+	uint32_t serial; /* the thread's number in the index's keys; 0: none given yet */
 };
 
 struct lk__pair_index {
-	uint32_t *name;		/* by class id: the first id of the same provider:event, of any kind */
+	uint32_t *name; /* by class id: the first id of the same provider:event, of any kind */
 	size_t nclasses;
-	struct lk__tf_map top;	/* (serial, name) to the position + 1 of its latest open span; 0: none */
+	struct lk__tf_map
+		top; /* (serial, name) to the position + 1 of its latest open span; 0: none */
 	uint32_t serials;
 };
 
@@ -40,14 +41,16 @@ struct lk__pair_index {
  * Set ix up for r's classes, given their ids sorted by provider and event (lk__group_classes).
  * 0 or -ENOMEM.
  */
-int lk__pair_init(struct lk__pair_index *ix, const struct lk__trace_reader *r, const uint32_t *rows, size_t nrows);
+int lk__pair_init(struct lk__pair_index *ix, const struct lk__trace_reader *r, const uint32_t *rows,
+		  size_t nrows);
 void lk__pair_free(struct lk__pair_index *ix);
 
 /* Open a span of e's class on s. 0 or -ENOMEM. */
 int lk__pair_open(struct lk__pair_index *ix, struct lk__pair_stack *s, const struct lk__event *e);
 
 /* The position in s of the latest open span an end of class end_id closes: true; false if none. */
-bool lk__pair_match(const struct lk__pair_index *ix, const struct lk__pair_stack *s, uint32_t end_id, size_t *k);
+bool lk__pair_match(const struct lk__pair_index *ix, const struct lk__pair_stack *s,
+		    uint32_t end_id, size_t *k);
 
 /* Close the spans at positions k and above. 0 or -ENOMEM. */
 int lk__pair_close_from(struct lk__pair_index *ix, struct lk__pair_stack *s, size_t k);

@@ -86,9 +86,11 @@ static inline char *lk__text_escape(const char *s, char *out, size_t len)
 	size_t n = strlen(s), at = 0;
 
 	for (size_t i = 0; i < n;) {
-		size_t c = lk__utf8_control(p + i, n - i), k = c ? c : lk__utf8_sequence(p + i, n - i);
+		size_t c = lk__utf8_control(p + i, n - i),
+		       k = c ? c : lk__utf8_sequence(p + i, n - i);
 
-		k = k ? k : 1;	/* a byte that starts no sequence and is no control: a Latin-1 letter */
+		k = k ? k :
+			1; /* a byte that starts no sequence and is no control: a Latin-1 letter */
 		if (at + (c ? 4 * c : k) >= len)
 			break;
 		for (size_t b = 0; b < k; b++) {

@@ -128,57 +128,57 @@ LK_API uint64_t lk_now_ns(void);
 LK_API uint64_t lk_cycles(void);
 
 enum lk_cputime_method {
-	LK_CPUTIME_SYSCALL = 0,	/* clock_gettime(CLOCK_THREAD_CPUTIME_ID) on every call */
+	LK_CPUTIME_SYSCALL = 0, /* clock_gettime(CLOCK_THREAD_CPUTIME_ID) on every call */
 	LK_CPUTIME_PAGE = 1,	/* task-clock page + cycle counter (cap_user_time) */
 	LK_CPUTIME_SEQ = 2,	/* page seqcount + per-thread base */
 };
 
 enum lk_now_method {
-	LK_NOW_VDSO = 0,	/* clock_gettime(CLOCK_MONOTONIC) */
-	LK_NOW_TSC = 1,		/* cycle counter, calibrated */
+	LK_NOW_VDSO = 0, /* clock_gettime(CLOCK_MONOTONIC) */
+	LK_NOW_TSC = 1,	 /* cycle counter, calibrated */
 };
 
 struct lk_clock_info {
 	/* Thread CPU time, for the process: the method new threads use, and why. */
 	enum lk_cputime_method cputime;
-	const char *cputime_name;		/* "page", "seq" or "syscall" */
-	char cputime_reason[512];		/* which step failed, and what to change */
+	const char *cputime_name; /* "page", "seq" or "syscall" */
+	char cputime_reason[512]; /* which step failed, and what to change */
 	/* The calling thread's method: differs when this thread's own set-up failed (EMFILE). */
 	enum lk_cputime_method thread_cputime;
 	const char *thread_cputime_name;
 	char thread_reason[256];
-	int perf_errno;				/* perf_event_open's errno when it failed, else 0 */
-	bool cap_user_time;			/* the perf page converts the counter to time */
+	int perf_errno;	    /* perf_event_open's errno when it failed, else 0 */
+	bool cap_user_time; /* the perf page converts the counter to time */
 
 	/* lk_now_ns(). */
 	enum lk_now_method now;
-	const char *now_name;			/* "tsc" or "vdso" */
+	const char *now_name; /* "tsc" or "vdso" */
 	char now_reason[256];
 
 	/* The cycle counter. */
-	bool counter_usable;			/* present and constant-rate */
-	const char *counter_name;		/* "TSC", "CNTVCT", or "none" */
-	uint64_t tsc_hz;			/* its frequency, 0 if unknown */
-	const char *tsc_hz_source;		/* how tsc_hz was found (static string) */
+	bool counter_usable;	   /* present and constant-rate */
+	const char *counter_name;  /* "TSC", "CNTVCT", or "none" */
+	uint64_t tsc_hz;	   /* its frequency, 0 if unknown */
+	const char *tsc_hz_source; /* how tsc_hz was found (static string) */
 
-	uint64_t rebase_ns;			/* longest a CPU-time base is used */
-	uint64_t resync_ns;			/* lk_now_ns() steers to CLOCK_MONOTONIC this often */
-	char env_note[192];			/* environment values that were ignored, "" if none */
+	uint64_t rebase_ns; /* longest a CPU-time base is used */
+	uint64_t resync_ns; /* lk_now_ns() steers to CLOCK_MONOTONIC this often */
+	char env_note[192]; /* environment values that were ignored, "" if none */
 
 	/* Counters since the process started, all threads. */
-	uint64_t threads_set_up;		/* threads that mapped a task-clock page */
-	uint64_t thread_setup_failures;		/* threads whose set-up failed (they use syscall) */
-	uint64_t rebases_switch;		/* bases retaken because the thread was switched */
-	uint64_t rebases_age;			/* bases retaken because they reached rebase_ns */
-	uint64_t rebase_retries;		/* switched or interrupted during a rebase: tried again */
-	uint64_t syscall_reads;			/* calls of a fast-path thread that the system
+	uint64_t threads_set_up;	/* threads that mapped a task-clock page */
+	uint64_t thread_setup_failures; /* threads whose set-up failed (they use syscall) */
+	uint64_t rebases_switch;	/* bases retaken because the thread was switched */
+	uint64_t rebases_age;		/* bases retaken because they reached rebase_ns */
+	uint64_t rebase_retries;	/* switched or interrupted during a rebase: tried again */
+	uint64_t syscall_reads;		/* calls of a fast-path thread that the system
 						   call answered (rebase gave up, nested) */
-	uint64_t pages_reopened;		/* pages that stopped following their thread
+	uint64_t pages_reopened;	/* pages that stopped following their thread
 						   (prctl(PR_TASK_PERF_EVENTS_DISABLE)), replaced */
-	uint64_t now_resyncs;			/* lk_now_ns() resynchronizations */
-	uint64_t now_steps;			/* ... that stepped instead of slewing */
-	int64_t now_last_error_ns;		/* CLOCK_MONOTONIC - lk_now_ns() at the last resync */
-	uint64_t now_max_error_ns;		/* largest |error| seen at a resync */
+	uint64_t now_resyncs;		/* lk_now_ns() resynchronizations */
+	uint64_t now_steps;		/* ... that stepped instead of slewing */
+	int64_t now_last_error_ns;	/* CLOCK_MONOTONIC - lk_now_ns() at the last resync */
+	uint64_t now_max_error_ns;	/* largest |error| seen at a resync */
 };
 
 /*

@@ -72,27 +72,28 @@ enum {
 
 /* One event's reading. Times are in nanoseconds. */
 struct lk_counter_value {
-	uint64_t value;		/* the count (nanoseconds for task-clock and cpu-clock) */
-	uint64_t time_enabled;	/* how long the event was enabled */
-	uint64_t time_running;	/* how long it was really counting (< enabled: multiplexed) */
-	uint64_t scaled;	/* value * time_enabled / time_running, the estimate for the whole
+	uint64_t value;	       /* the count (nanoseconds for task-clock and cpu-clock) */
+	uint64_t time_enabled; /* how long the event was enabled */
+	uint64_t time_running; /* how long it was really counting (< enabled: multiplexed) */
+	uint64_t scaled;       /* value * time_enabled / time_running, the estimate for the whole
 				 * enabled time; = value when not multiplexed; 0 when it never ran */
 };
 
 /* What an event of a set is. The strings belong to the set and live until lk_counters_close(). */
 struct lk_counter_info {
-	const char *name;	/* as written, with its modifiers: "cycles:u", "msr/tsc/" */
-	const char *event;	/* what it resolved to: "perf::PERF_COUNT_HW_CPU_CYCLES:u", "msr/event=0x0/" */
-	const char *unit;	/* "ns" for the clocks, a sysfs unit ("Joules"), "" for a count */
-	double scale;		/* multiply value by scale to get unit (sysfs .scale; 1 otherwise) */
-	uint32_t type;		/* perf_event_attr.type and .config, for those who want them */
+	const char *name; /* as written, with its modifiers: "cycles:u", "msr/tsc/" */
+	const char *
+		event; /* what it resolved to: "perf::PERF_COUNT_HW_CPU_CYCLES:u", "msr/event=0x0/" */
+	const char *unit; /* "ns" for the clocks, a sysfs unit ("Joules"), "" for a count */
+	double scale;	  /* multiply value by scale to get unit (sysfs .scale; 1 otherwise) */
+	uint32_t type;	  /* perf_event_attr.type and .config, for those who want them */
 	uint64_t config;
-	unsigned group;		/* index of the event's group; events of one group count together */
-	bool hardware;		/* counts on a PMU counter (may be multiplexed, may be rdpmc-read) */
-	bool user_only;		/* counts user space only (excludes kernel and hypervisor) */
-	bool user_only_fallback;/* ...because perf_event_paranoid forbade more, not because asked */
-	int error;		/* 0, or why it is not counted (LK_COUNTERS_SKIP_UNSUPPORTED) */
-	const char *why;	/* the sentence for error, "" when error is 0 */
+	unsigned group; /* index of the event's group; events of one group count together */
+	bool hardware;	/* counts on a PMU counter (may be multiplexed, may be rdpmc-read) */
+	bool user_only; /* counts user space only (excludes kernel and hypervisor) */
+	bool user_only_fallback; /* ...because perf_event_paranoid forbade more, not because asked */
+	int error;		 /* 0, or why it is not counted (LK_COUNTERS_SKIP_UNSUPPORTED) */
+	const char *why;	 /* the sentence for error, "" when error is 0 */
 };
 
 /*
@@ -124,7 +125,8 @@ struct lk_counter_info {
  * process also loads libpfm4 (dlopen(), some 43,000 relocations). Thread-safe; not
  * async-signal-safe.
  */
-LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t pid, unsigned flags);
+LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t pid,
+			    unsigned flags);
 
 /*
  * lk_counters_open_cpus - count everything that runs on some CPUs, every process and the kernel
@@ -144,8 +146,8 @@ LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t 
  *   -EINVAL  a CPU that is not online, a flag that does not apply, cpus NULL with ncpus > 0.
  * Cost: one perf_event_open() per event and CPU. Thread-safe; not async-signal-safe.
  */
-LK_API int lk_counters_open_cpus(struct lk_counters **out, const char *events, const int *cpus, size_t ncpus,
-				 unsigned flags);
+LK_API int lk_counters_open_cpus(struct lk_counters **out, const char *events, const int *cpus,
+				 size_t ncpus, unsigned flags);
 
 /*
  * lk_counters_read - read every event of the set.
@@ -186,13 +188,14 @@ LK_API size_t lk_counters_count(const struct lk_counters *c);
  * lk_counters_describe - what event i of the set is (name, unit, group, ...).
  * Returns 0, or -EINVAL when c or info is NULL, -ERANGE when i is past the end. Async-signal-safe.
  */
-LK_API int lk_counters_describe(const struct lk_counters *c, size_t i, struct lk_counter_info *info);
+LK_API int lk_counters_describe(const struct lk_counters *c, size_t i,
+				struct lk_counter_info *info);
 
 /* A thread a set counts, for lk_counters_read_thread(). */
 struct lk_counter_thread {
-	pid_t pid;		/* its process (thread group); 0 when not known */
-	pid_t tid;		/* the thread; 0 for "the rest" (see lk_counters_read_thread) */
-	char comm[16];		/* its name, as /proc/PID/task/TID/comm has it; "" when not known */
+	pid_t pid;     /* its process (thread group); 0 when not known */
+	pid_t tid;     /* the thread; 0 for "the rest" (see lk_counters_read_thread) */
+	char comm[16]; /* its name, as /proc/PID/task/TID/comm has it; "" when not known */
 	bool exited;
 };
 

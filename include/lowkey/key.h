@@ -60,9 +60,9 @@ LK_BEGIN_DECLS
 
 /* A key. Its fields belong to the library: use the macros and functions below. */
 struct lk_key {
-	int lk__count;		/* > 0: enabled. Read by portable sites. */
+	int lk__count; /* > 0: enabled. Read by portable sites. */
 	unsigned int lk__flags;
-	void *lk__state;	/* the key's sites, owned by the library */
+	void *lk__state; /* the key's sites, owned by the library */
 };
 
 /* The two kinds of definition carry their initial direction in their type, so a site can be
@@ -97,25 +97,49 @@ struct lk_key_true {
 
 #ifndef __cplusplus
 /* LK_KEY(&k): the struct lk_key inside any kind of key (or a struct lk_key * as it is). */
-#define LK_KEY(k)                                                                             \
-	(__extension__ _Generic((k),                                                          \
-		struct lk_key_true *: (struct lk_key *)(k),                                   \
-		struct lk_key_false *: (struct lk_key *)(k),                                  \
-		const struct lk_key_true *: (const struct lk_key *)(k),                       \
-		const struct lk_key_false *: (const struct lk_key *)(k),                      \
+#define LK_KEY(k)                                                        \
+	(__extension__ _Generic((k),                                     \
+		struct lk_key_true *: (struct lk_key *)(k),              \
+		struct lk_key_false *: (struct lk_key *)(k),             \
+		const struct lk_key_true *: (const struct lk_key *)(k),  \
+		const struct lk_key_false *: (const struct lk_key *)(k), \
 		default: (k)))
-#define LK__KEY_INIT_DIRECTION(k)                                                             \
+#define LK__KEY_INIT_DIRECTION(k) \
 	(__extension__ _Generic((k), struct lk_key_true *: 1, struct lk_key_false *: 0))
 #else
 } /* extern "C" */
-static inline constexpr struct lk_key *LK_KEY(struct lk_key_true *k) { return &k->key; }
-static inline constexpr struct lk_key *LK_KEY(struct lk_key_false *k) { return &k->key; }
-static inline constexpr struct lk_key *LK_KEY(struct lk_key *k) { return k; }
-static inline constexpr const struct lk_key *LK_KEY(const struct lk_key_true *k) { return &k->key; }
-static inline constexpr const struct lk_key *LK_KEY(const struct lk_key_false *k) { return &k->key; }
-static inline constexpr const struct lk_key *LK_KEY(const struct lk_key *k) { return k; }
-static inline constexpr int lk__key_init_direction(const struct lk_key_true *) { return 1; }
-static inline constexpr int lk__key_init_direction(const struct lk_key_false *) { return 0; }
+static inline constexpr struct lk_key *LK_KEY(struct lk_key_true *k)
+{
+	return &k->key;
+}
+static inline constexpr struct lk_key *LK_KEY(struct lk_key_false *k)
+{
+	return &k->key;
+}
+static inline constexpr struct lk_key *LK_KEY(struct lk_key *k)
+{
+	return k;
+}
+static inline constexpr const struct lk_key *LK_KEY(const struct lk_key_true *k)
+{
+	return &k->key;
+}
+static inline constexpr const struct lk_key *LK_KEY(const struct lk_key_false *k)
+{
+	return &k->key;
+}
+static inline constexpr const struct lk_key *LK_KEY(const struct lk_key *k)
+{
+	return k;
+}
+static inline constexpr int lk__key_init_direction(const struct lk_key_true *)
+{
+	return 1;
+}
+static inline constexpr int lk__key_init_direction(const struct lk_key_false *)
+{
+	return 0;
+}
 #define LK__KEY_INIT_DIRECTION(k) lk__key_init_direction(k)
 extern "C" {
 #endif
@@ -170,23 +194,23 @@ extern "C" {
  * under mlockall(MCL_FUTURE): pages locked by mlock() or MCL_CURRENT alone come back unlocked.
  * Thread-safe; not async-signal-safe. Safe in a fork()ed child.
  */
-LK_API int (lk_key_enable)(struct lk_key *key);
-LK_API int (lk_key_disable)(struct lk_key *key);
-LK_API int (lk_key_inc)(struct lk_key *key);
-LK_API int (lk_key_dec)(struct lk_key *key);
+LK_API int(lk_key_enable)(struct lk_key *key);
+LK_API int(lk_key_disable)(struct lk_key *key);
+LK_API int(lk_key_inc)(struct lk_key *key);
+LK_API int(lk_key_dec)(struct lk_key *key);
 
 /*
  * lk_key_enabled - whether key is on now (its count is above zero). A relaxed load; false for NULL.
  * For slow paths: a site is the way to test a key on a hot path. Async-signal-safe.
  */
-LK_API bool (lk_key_enabled)(const struct lk_key *key);
+LK_API bool(lk_key_enabled)(const struct lk_key *key);
 
 /*
  * lk_key_sites - how many patched sites of key are registered in the objects loaded now: one per
  * copy of the code (a site in a function inlined in three places counts three times); load +
  * branch sites are not counted. -EINVAL for NULL. Takes the process-wide mutex.
  */
-LK_API int (lk_key_sites)(const struct lk_key *key);
+LK_API int(lk_key_sites)(const struct lk_key *key);
 
 #define lk_key_enable(k) (lk_key_enable)(LK_KEY(k))
 #define lk_key_disable(k) (lk_key_disable)(LK_KEY(k))

@@ -88,12 +88,12 @@ LK_BEGIN_DECLS
 struct lk__pcpu_slot;
 
 typedef struct lk_pcpu_rwlock {
-	struct lk__pcpu_slot *slots;	/* one cache line per CPU; allocated on first use */
+	struct lk__pcpu_slot *slots; /* one cache line per CPU; allocated on first use */
 	unsigned int nslots;
-	int writer;			/* 1 while a writer holds or waits for the lock */
-	int writer_mutex;		/* serializes writers (a futex word) */
-	unsigned int drained;		/* bumped when a reader leaves while a writer waits (futex word) */
-	long fallback_count;		/* readers' slot when allocation failed: still correct, shared */
+	int writer;	      /* 1 while a writer holds or waits for the lock */
+	int writer_mutex;     /* serializes writers (a futex word) */
+	unsigned int drained; /* bumped when a reader leaves while a writer waits (futex word) */
+	long fallback_count;  /* readers' slot when allocation failed: still correct, shared */
 } lk_pcpu_rwlock_t;
 
 /* clang-format off */
@@ -142,25 +142,25 @@ enum lk_lock_kind {
 
 /* A snapshot of one lock's statistics. Times are in nanoseconds. */
 struct lk_lockstat {
-	const char *name;		/* as given at init; "" when none was */
-	const void *lock;		/* the lock's address */
+	const char *name; /* as given at init; "" when none was */
+	const void *lock; /* the lock's address */
 	enum lk_lock_kind kind;
-	uint64_t acquisitions;		/* exclusive ones: every lock of a mutex or spinlock, writes of an rwlock */
-	uint64_t read_acquisitions;	/* shared acquisitions of an rwlock; 0 for the others */
-	uint64_t contended;		/* acquisitions (either kind) that found the lock taken and waited */
-	uint64_t wait_total_ns;		/* time spent waiting, all contended acquisitions together */
+	uint64_t acquisitions; /* exclusive ones: every lock of a mutex or spinlock, writes of an rwlock */
+	uint64_t read_acquisitions; /* shared acquisitions of an rwlock; 0 for the others */
+	uint64_t contended; /* acquisitions (either kind) that found the lock taken and waited */
+	uint64_t wait_total_ns; /* time spent waiting, all contended acquisitions together */
 	uint64_t wait_max_ns;
-	uint64_t wait_mean_ns;		/* wait_total_ns / contended */
-	uint64_t hold_samples;		/* exclusive holds that were timed */
-	uint64_t hold_total_ns;		/* hold_mean_ns x acquisitions (exact when every hold is timed) */
-	uint64_t hold_max_ns;		/* longest timed exclusive hold */
+	uint64_t wait_mean_ns;	/* wait_total_ns / contended */
+	uint64_t hold_samples;	/* exclusive holds that were timed */
+	uint64_t hold_total_ns; /* hold_mean_ns x acquisitions (exact when every hold is timed) */
+	uint64_t hold_max_ns;	/* longest timed exclusive hold */
 	uint64_t hold_mean_ns;
-	uint64_t read_hold_samples;	/* rwlock: shared holds that were timed */
-	uint64_t read_hold_total_ns;	/* read_hold_mean_ns x read_acquisitions */
+	uint64_t read_hold_samples;  /* rwlock: shared holds that were timed */
+	uint64_t read_hold_total_ns; /* read_hold_mean_ns x read_acquisitions */
 	uint64_t read_hold_max_ns;
 	uint64_t read_hold_mean_ns;
-	uint64_t owner_changes;		/* exclusive acquisitions by another thread than the previous one */
-	uint64_t lifetime_ns;		/* since init, or since the first acquisition of a static lock */
+	uint64_t owner_changes; /* exclusive acquisitions by another thread than the previous one */
+	uint64_t lifetime_ns;	/* since init, or since the first acquisition of a static lock */
 	/*
 	 * wait_total / (lifetime x online CPUs): the share of the machine's time that threads spent
 	 * waiting for this lock. The ipc lock's "1/1000 cpu time" is this x 1000. A spinlock's waiters
@@ -172,9 +172,9 @@ struct lk_lockstat {
 /* ---- lk_mutex_t: sleeps (futex) when contended, after a short spin ---- */
 
 typedef struct lk_mutex {
-	uint32_t lk__word;		/* 0 free, 1 held, 2 held and someone may be asleep */
+	uint32_t lk__word; /* 0 free, 1 held, 2 held and someone may be asleep */
 	uint32_t lk__spare;
-	uintptr_t lk__owner;		/* thread pointer of the latest holder */
+	uintptr_t lk__owner; /* thread pointer of the latest holder */
 	uint64_t lk__acq;
 	uint64_t lk__owner_changes;
 	struct lk__hold lk__hold;
@@ -220,7 +220,7 @@ static inline void lk_mutex_unlock(lk_mutex_t *m);
 /* ---- lk_spinlock_t: spins (with pause, then sched_yield) when contended ---- */
 
 typedef struct lk_spinlock {
-	uint32_t lk__word;		/* 0 free, 1 held */
+	uint32_t lk__word; /* 0 free, 1 held */
 	uint32_t lk__spare;
 	uintptr_t lk__owner;
 	uint64_t lk__acq;
@@ -253,21 +253,24 @@ static inline void lk_spin_unlock(lk_spinlock_t *s);
 /* ---- lk_rwlock_t: readers share, a writer excludes; a waiting writer holds new readers back ---- */
 
 typedef struct lk_rwlock {
-	uint32_t lk__state;		/* readers, or LK__RW_WRITE_LOCKED, | waiting bits */
-	uint32_t lk__writer_seq;	/* futex word writers sleep on */
-	uintptr_t lk__owner;		/* latest writer */
-	uint64_t lk__acq;		/* writes, counted by the writer */
-	uint64_t lk__read_acq;		/* reads, atomic */
+	uint32_t lk__state;	 /* readers, or LK__RW_WRITE_LOCKED, | waiting bits */
+	uint32_t lk__writer_seq; /* futex word writers sleep on */
+	uintptr_t lk__owner;	 /* latest writer */
+	uint64_t lk__acq;	 /* writes, counted by the writer */
+	uint64_t lk__read_acq;	 /* reads, atomic */
 	uint64_t lk__owner_changes;
-	uint64_t lk__read_timing;	/* shared holds being timed now (atomic) */
+	uint64_t lk__read_timing; /* shared holds being timed now (atomic) */
 	uint64_t lk__spare[2];
-	struct lk__hold lk__hold;	/* writers' holds */
-	struct lk__hold lk__read_hold;	/* readers' holds (start unused: kept per thread) */
+	struct lk__hold lk__hold;      /* writers' holds */
+	struct lk__hold lk__read_hold; /* readers' holds (start unused: kept per thread) */
 	struct lk__lockmeta lk__meta;
 } __attribute__((aligned(64))) lk_rwlock_t;
 
-#define LK_RWLOCK_INIT(name_) \
-	{ 0, 0, 0, 0, 0, 0, 0, { 0, 0 }, LK__HOLD_INIT, LK__HOLD_INIT, LK__LOCKMETA_INIT(name_, LK_LOCK_RWLOCK) }
+#define LK_RWLOCK_INIT(name_)                                                \
+	{                                                                    \
+		0, 0, 0, 0, 0, 0, 0, { 0, 0 }, LK__HOLD_INIT, LK__HOLD_INIT, \
+			LK__LOCKMETA_INIT(name_, LK_LOCK_RWLOCK)             \
+	}
 
 /* lk_rwlock_init / lk_rwlock_destroy: as lk_mutex_init / lk_mutex_destroy (-EBUSY if held). */
 LK_API int lk_rwlock_init(lk_rwlock_t *l, const char *name);
@@ -318,8 +321,8 @@ LK_API int lk_spinlock_stat(const lk_spinlock_t *s, struct lk_lockstat *out);
  */
 LK_API int lk_lockstat_foreach(int (*fn)(const struct lk_lockstat *stat, void *arg), void *arg);
 
-#define LK_LOCKSTAT_JSON 0x1u		/* JSON instead of a table */
-#define LK_LOCKSTAT_CONTENDED 0x2u	/* only locks that were contended at least once */
+#define LK_LOCKSTAT_JSON 0x1u	   /* JSON instead of a table */
+#define LK_LOCKSTAT_CONTENDED 0x2u /* only locks that were contended at least once */
 
 /*
  * lk_lockstat_report - print every registered lock's figures to out, sorted by total wait (then

@@ -68,43 +68,65 @@
 
 #include <lowkey/lock.h>
 
-namespace lowkey {
+namespace lowkey
+{
 
 /*
  * lowkey::mutex - lk_mutex_t: spins briefly, then sleeps in futex(2) when contended. Not recursive.
  * lock/unlock: one compare-and-swap / one exchange uncontended, no system call.
  */
 class mutex {
-public:
+    public:
 	using native_handle_type = lk_mutex_t *;
 
-	constexpr mutex() noexcept : m_ LK_MUTEX_INIT(LK__NULL) {}
+	constexpr mutex() noexcept
+		: m_ LK_MUTEX_INIT(LK__NULL)
+	{
+	}
 	/* name: listed under it by the lock statistics; not copied. */
-	constexpr explicit mutex(const char *name) noexcept : m_ LK_MUTEX_INIT(name) {}
-	~mutex() { (void)lk_mutex_destroy(&m_); }
+	constexpr explicit mutex(const char *name) noexcept
+		: m_ LK_MUTEX_INIT(name)
+	{
+	}
+	~mutex()
+	{
+		(void)lk_mutex_destroy(&m_);
+	}
 
 	mutex(const mutex &) = delete;
 	mutex &operator=(const mutex &) = delete;
 
 	/* lk_mutex_lock: waits as long as it takes; the wait is timed and counted as contention. */
-	void lock() noexcept { lk_mutex_lock(&m_); }
+	void lock() noexcept
+	{
+		lk_mutex_lock(&m_);
+	}
 	/* lk_mutex_trylock: one compare-and-swap, never waits; false (not counted) when held. */
-	bool try_lock() noexcept { return lk_mutex_trylock(&m_) == 0; }
+	bool try_lock() noexcept
+	{
+		return lk_mutex_trylock(&m_) == 0;
+	}
 	/* lk_mutex_unlock: one exchange, a futex wake-up only when someone may sleep. */
-	void unlock() noexcept { lk_mutex_unlock(&m_); }
+	void unlock() noexcept
+	{
+		lk_mutex_unlock(&m_);
+	}
 
-	native_handle_type native_handle() noexcept { return &m_; }
+	native_handle_type native_handle() noexcept
+	{
+		return &m_;
+	}
 
 	/* lk_mutex_stat: this lock's figures (a few dozen relaxed loads). */
 	struct lk_lockstat stat() const noexcept
 	{
-		struct lk_lockstat s{};
+		struct lk_lockstat s {};
 
 		(void)lk_mutex_stat(&m_, &s);
 		return s;
 	}
 
-private:
+    private:
 	lk_mutex_t m_;
 };
 
@@ -113,31 +135,52 @@ private:
  * in the kernel. For very short holds. Costs as lowkey::mutex uncontended; unlock is one store.
  */
 class spinlock {
-public:
+    public:
 	using native_handle_type = lk_spinlock_t *;
 
-	constexpr spinlock() noexcept : s_ LK_SPINLOCK_INIT(LK__NULL) {}
-	constexpr explicit spinlock(const char *name) noexcept : s_ LK_SPINLOCK_INIT(name) {}
-	~spinlock() { (void)lk_spinlock_destroy(&s_); }
+	constexpr spinlock() noexcept
+		: s_ LK_SPINLOCK_INIT(LK__NULL)
+	{
+	}
+	constexpr explicit spinlock(const char *name) noexcept
+		: s_ LK_SPINLOCK_INIT(name)
+	{
+	}
+	~spinlock()
+	{
+		(void)lk_spinlock_destroy(&s_);
+	}
 
 	spinlock(const spinlock &) = delete;
 	spinlock &operator=(const spinlock &) = delete;
 
-	void lock() noexcept { lk_spin_lock(&s_); }
-	bool try_lock() noexcept { return lk_spin_trylock(&s_) == 0; }
-	void unlock() noexcept { lk_spin_unlock(&s_); }
+	void lock() noexcept
+	{
+		lk_spin_lock(&s_);
+	}
+	bool try_lock() noexcept
+	{
+		return lk_spin_trylock(&s_) == 0;
+	}
+	void unlock() noexcept
+	{
+		lk_spin_unlock(&s_);
+	}
 
-	native_handle_type native_handle() noexcept { return &s_; }
+	native_handle_type native_handle() noexcept
+	{
+		return &s_;
+	}
 
 	struct lk_lockstat stat() const noexcept
 	{
-		struct lk_lockstat s{};
+		struct lk_lockstat s {};
 
 		(void)lk_spinlock_stat(&s_, &s);
 		return s;
 	}
 
-private:
+    private:
 	lk_spinlock_t s_;
 };
 
@@ -148,37 +191,67 @@ private:
  * unlock_shared: one atomic subtract. lock/unlock: as lowkey::mutex.
  */
 class shared_mutex {
-public:
+    public:
 	using native_handle_type = lk_rwlock_t *;
 
-	constexpr shared_mutex() noexcept : l_ LK_RWLOCK_INIT(LK__NULL) {}
-	constexpr explicit shared_mutex(const char *name) noexcept : l_ LK_RWLOCK_INIT(name) {}
-	~shared_mutex() { (void)lk_rwlock_destroy(&l_); }
+	constexpr shared_mutex() noexcept
+		: l_ LK_RWLOCK_INIT(LK__NULL)
+	{
+	}
+	constexpr explicit shared_mutex(const char *name) noexcept
+		: l_ LK_RWLOCK_INIT(name)
+	{
+	}
+	~shared_mutex()
+	{
+		(void)lk_rwlock_destroy(&l_);
+	}
 
 	shared_mutex(const shared_mutex &) = delete;
 	shared_mutex &operator=(const shared_mutex &) = delete;
 
-	void lock() noexcept { lk_rwlock_write_lock(&l_); }
+	void lock() noexcept
+	{
+		lk_rwlock_write_lock(&l_);
+	}
 	/* false when held in either mode; never waits. */
-	bool try_lock() noexcept { return lk_rwlock_write_trylock(&l_) == 0; }
-	void unlock() noexcept { lk_rwlock_write_unlock(&l_); }
+	bool try_lock() noexcept
+	{
+		return lk_rwlock_write_trylock(&l_) == 0;
+	}
+	void unlock() noexcept
+	{
+		lk_rwlock_write_unlock(&l_);
+	}
 
-	void lock_shared() noexcept { lk_rwlock_read_lock(&l_); }
+	void lock_shared() noexcept
+	{
+		lk_rwlock_read_lock(&l_);
+	}
 	/* false when a writer holds the lock or waits for it; never waits. */
-	bool try_lock_shared() noexcept { return lk_rwlock_read_trylock(&l_) == 0; }
-	void unlock_shared() noexcept { lk_rwlock_read_unlock(&l_); }
+	bool try_lock_shared() noexcept
+	{
+		return lk_rwlock_read_trylock(&l_) == 0;
+	}
+	void unlock_shared() noexcept
+	{
+		lk_rwlock_read_unlock(&l_);
+	}
 
-	native_handle_type native_handle() noexcept { return &l_; }
+	native_handle_type native_handle() noexcept
+	{
+		return &l_;
+	}
 
 	struct lk_lockstat stat() const noexcept
 	{
-		struct lk_lockstat s{};
+		struct lk_lockstat s {};
 
 		(void)lk_rwlock_stat(&l_, &s);
 		return s;
 	}
 
-private:
+    private:
 	lk_rwlock_t l_;
 };
 
@@ -192,23 +265,44 @@ private:
  * it still works, on one shared slot); the destructor frees them (lk_pcpu_rwlock_destroy).
  */
 class pcpu_shared_mutex {
-public:
+    public:
 	using native_handle_type = lk_pcpu_rwlock_t *;
 
-	constexpr pcpu_shared_mutex() noexcept : l_ LK_PCPU_RWLOCK_INIT {}
-	~pcpu_shared_mutex() { lk_pcpu_rwlock_destroy(&l_); }
+	constexpr pcpu_shared_mutex() noexcept
+		: l_ LK_PCPU_RWLOCK_INIT
+	{
+	}
+	~pcpu_shared_mutex()
+	{
+		lk_pcpu_rwlock_destroy(&l_);
+	}
 
 	pcpu_shared_mutex(const pcpu_shared_mutex &) = delete;
 	pcpu_shared_mutex &operator=(const pcpu_shared_mutex &) = delete;
 
-	void lock() noexcept { lk_pcpu_write_lock(&l_); }
-	void unlock() noexcept { lk_pcpu_write_unlock(&l_); }
-	void lock_shared() noexcept { lk_pcpu_read_lock(&l_); }
-	void unlock_shared() noexcept { lk_pcpu_read_unlock(&l_); }
+	void lock() noexcept
+	{
+		lk_pcpu_write_lock(&l_);
+	}
+	void unlock() noexcept
+	{
+		lk_pcpu_write_unlock(&l_);
+	}
+	void lock_shared() noexcept
+	{
+		lk_pcpu_read_lock(&l_);
+	}
+	void unlock_shared() noexcept
+	{
+		lk_pcpu_read_unlock(&l_);
+	}
 
-	native_handle_type native_handle() noexcept { return &l_; }
+	native_handle_type native_handle() noexcept
+	{
+		return &l_;
+	}
 
-private:
+    private:
 	lk_pcpu_rwlock_t l_;
 };
 

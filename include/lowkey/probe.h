@@ -48,40 +48,40 @@ LK_BEGIN_DECLS
 /* ---- sites ---- */
 
 enum lk_probe_kind {
-	LK_PROBE_EVENT = 1,		/* LK_PROBE: an instant */
-	LK_PROBE_SPAN_BEGIN = 2,	/* LK_SPAN, LK_SPAN_BEGIN */
-	LK_PROBE_SPAN_END = 3,		/* the end of LK_SPAN's scope, LK_SPAN_END */
-	LK_PROBE_COUNTER = 4,		/* LK_COUNTER: a value track */
+	LK_PROBE_EVENT = 1,	 /* LK_PROBE: an instant */
+	LK_PROBE_SPAN_BEGIN = 2, /* LK_SPAN, LK_SPAN_BEGIN */
+	LK_PROBE_SPAN_END = 3,	 /* the end of LK_SPAN's scope, LK_SPAN_END */
+	LK_PROBE_COUNTER = 4,	 /* LK_COUNTER: a value track */
 };
 
 enum lk_probe_type {
-	LK_PROBE_I64 = 1,	/* any signed integer, widened */
-	LK_PROBE_U64 = 2,	/* any unsigned integer or _Bool, widened */
-	LK_PROBE_F64 = 3,	/* float or double */
-	LK_PROBE_STR = 4,	/* char *, const char *, char arrays: copied */
-	LK_PROBE_PTR = 5,	/* any other pointer: its address */
+	LK_PROBE_I64 = 1, /* any signed integer, widened */
+	LK_PROBE_U64 = 2, /* any unsigned integer or _Bool, widened */
+	LK_PROBE_F64 = 3, /* float or double */
+	LK_PROBE_STR = 4, /* char *, const char *, char arrays: copied */
+	LK_PROBE_PTR = 5, /* any other pointer: its address */
 };
 
 #define LK_PROBE_MAX_ARGS 8
-#define LK_PROBE_STRING_MAX 1024	/* longer strings are truncated */
+#define LK_PROBE_STRING_MAX 1024 /* longer strings are truncated */
 
 /* What a site is; the library owns everything but the static fields. */
 struct lk_probe_site {
-	struct lk_key_false key;	/* on while the site records */
+	struct lk_key_false key; /* on while the site records */
 	uint32_t magic;
 	uint16_t abi;
-	uint8_t kind;			/* enum lk_probe_kind */
+	uint8_t kind; /* enum lk_probe_kind */
 	uint8_t nargs;
-	uint32_t arg_types;		/* enum lk_probe_type, 4 bits per argument, first in the low bits */
+	uint32_t arg_types; /* enum lk_probe_type, 4 bits per argument, first in the low bits */
 	uint32_t line;
-	uint32_t id;			/* the event id in traces, given when the site registers */
+	uint32_t id; /* the event id in traces, given when the site registers */
 	uint32_t flags;
 	const char *provider;
 	const char *event;
 	const char *file;
-	const char *arg_names;		/* the macro's arguments as written: "db, query, id, rows"
+	const char *arg_names; /* the macro's arguments as written: "db, query, id, rows"
 					 * (the registry drops the provider and event) */
-	const char *function;		/* __func__ in C; __PRETTY_FUNCTION__ in C++ */
+	const char *function;  /* __func__ in C; __PRETTY_FUNCTION__ in C++ */
 };
 
 /* ---- recording ---- */
@@ -97,7 +97,7 @@ struct lk_probe_site {
 #define LK_PROBE(...) LK__PROBE_AT(LK_PROBE_EVENT, #__VA_ARGS__, __VA_ARGS__)
 
 /* LK_COUNTER(provider, name, value) - record a value of a counter track (an integer or double). */
-#define LK_COUNTER(provider, name, value)                                                     \
+#define LK_COUNTER(provider, name, value) \
 	LK__PROBE_AT(LK_PROBE_COUNTER, #provider ", " #name ", " #value, provider, name, value)
 
 /*
@@ -145,10 +145,10 @@ struct lk_probe_info {
 	unsigned int nargs;
 	enum lk_probe_type arg_types[LK_PROBE_MAX_ARGS];
 	const char *arg_names;
-	const char *object;	/* the shared object holding the site; "" for the main program */
+	const char *object; /* the shared object holding the site; "" for the main program */
 	unsigned int id;
-	bool enabled;		/* recording now */
-	const char *function;	/* the function holding the site: its name in C, its signature with
+	bool enabled;	      /* recording now */
+	const char *function; /* the function holding the site: its name in C, its signature with
 				 * template arguments in C++ ("T twice(T) [with T = int]"), which tells
 				 * a template's instantiations apart */
 };
@@ -204,16 +204,18 @@ LK_API int lk_probe_usdt_watch(unsigned int interval_ms);
 /* ---- tracing ---- */
 
 enum lk_trace_format {
-	LK_TRACE_CTF = 0,	/* a CTF 1.8 trace directory */
-	LK_TRACE_JSON = 1,	/* a Chrome Trace Event JSON file (written at lk_trace_stop) */
-	LK_TRACE_PERFETTO = 2,	/* a Perfetto protobuf trace, .pftrace (written while recording) */
+	LK_TRACE_CTF = 0,      /* a CTF 1.8 trace directory */
+	LK_TRACE_JSON = 1,     /* a Chrome Trace Event JSON file (written at lk_trace_stop) */
+	LK_TRACE_PERFETTO = 2, /* a Perfetto protobuf trace, .pftrace (written while recording) */
 };
 
-#define LK_TRACE_CPUTIME 0x1	/* record each event's thread CPU time (lk_thread_cputime_ns) */
+#define LK_TRACE_CPUTIME 0x1	  /* record each event's thread CPU time (lk_thread_cputime_ns) */
 #define LK_TRACE_FIXED_BUFFER 0x2 /* a thread's ring never grows past buffer_size (see below) */
-#define LK_TRACE_OVERWRITE 0x4	/* flight recorder: keep each thread's newest events, write them
+#define LK_TRACE_OVERWRITE \
+	0x4 /* flight recorder: keep each thread's newest events, write them
 				 * only at lk_trace_snapshot() (see below) */
-#define LK_TRACE_SCHED 0x8	/* record the threads' context switches: off-CPU time, preempted or
+#define LK_TRACE_SCHED \
+	0x8 /* record the threads' context switches: off-CPU time, preempted or
 				 * blocked, on the timeline (see below); needs perf_event_open */
 
 /*
@@ -225,12 +227,12 @@ enum lk_trace_format {
  * dropped and counted as lost.
  */
 struct lk_trace_config {
-	const char *path;		/* the directory (CTF) or file (JSON, Perfetto) to write; required */
+	const char *path; /* the directory (CTF) or file (JSON, Perfetto) to write; required */
 	enum lk_trace_format format;
-	size_t buffer_size;		/* bytes per thread, rounded up to a power of two; 0: 2 MiB */
-	unsigned int flags;		/* LK_TRACE_CPUTIME, LK_TRACE_FIXED_BUFFER, LK_TRACE_OVERWRITE,
+	size_t buffer_size;    /* bytes per thread, rounded up to a power of two; 0: 2 MiB */
+	unsigned int flags;    /* LK_TRACE_CPUTIME, LK_TRACE_FIXED_BUFFER, LK_TRACE_OVERWRITE,
 					 * LK_TRACE_SCHED */
-	unsigned int flush_ms;		/* longest a written event waits in its buffer; 0: 100 ms */
+	unsigned int flush_ms; /* longest a written event waits in its buffer; 0: 100 ms */
 };
 
 /*
@@ -260,13 +262,13 @@ LK_API int lk_trace_start(const struct lk_trace_config *config);
 LK_API int lk_trace_stop(void);
 
 struct lk_trace_stats {
-	bool running;		/* recording: started, not stopped, no output error */
-	uint64_t events;	/* written to the trace so far */
-	uint64_t lost;		/* dropped because a thread's buffer was full, or recorded and then
+	bool running;	      /* recording: started, not stopped, no output error */
+	uint64_t events;      /* written to the trace so far */
+	uint64_t lost;	      /* dropped because a thread's buffer was full, or recorded and then
 				 * not written because the output failed */
-	uint64_t bytes;		/* written to the output */
-	unsigned int threads;	/* threads that have recorded */
-	int error;		/* 0, or the output error that stopped the trace */
+	uint64_t bytes;	      /* written to the output */
+	unsigned int threads; /* threads that have recorded */
+	int error;	      /* 0, or the output error that stopped the trace */
 };
 
 /* lk_trace_stats - counters of the running (or last) trace. Thread-safe; takes a lock the trace's

@@ -73,17 +73,17 @@
 #include <time.h>
 #include <lowkey/bits/compiler.h>
 
-struct timespec;	/* <time.h> declares it from C11 (or with POSIX): C99 sees this one */
+struct timespec; /* <time.h> declares it from C11 (or with POSIX): C99 sees this one */
 
 LK_BEGIN_DECLS
 
-#define LK_SEMVMX 32767		/* largest value of a semaphore (SEMVMX) */
-#define LK_SEMOPM 128		/* most operations in one lk_semop call */
-#define LK_SEMMSL 65535		/* most semaphores in a set */
+#define LK_SEMVMX 32767 /* largest value of a semaphore (SEMVMX) */
+#define LK_SEMOPM 128	/* most operations in one lk_semop call */
+#define LK_SEMMSL 65535 /* most semaphores in a set */
 
 /* sem_flg bits: the same values as <sys/sem.h>'s */
 #define LK_IPC_NOWAIT 04000
-#define LK_SEM_UNDO 0x1000	/* not implemented: -ENOTSUP */
+#define LK_SEM_UNDO 0x1000 /* not implemented: -ENOTSUP */
 
 /* One operation; the same layout as struct sembuf. */
 struct lk_sembuf {
@@ -95,10 +95,11 @@ struct lk_sembuf {
 struct lk_semset;
 
 /* lk_semset_create flags, or-ed with the permission bits of a shared set (0: 0600) */
-#define LK_SEMSET_EXCL 0x10000u		/* fail with -EEXIST if the name exists */
+#define LK_SEMSET_EXCL 0x10000u /* fail with -EEXIST if the name exists */
 /* waiter slots of a shared set: at least n (rounded up to a power of two, up to 65536); the
  * default is max(256, 2 x nsems) */
-#define LK_SEMSET_WAITERS(n) (LK__CAST(unsigned int, 32 - __builtin_clz((LK__CAST(unsigned int, n) - 1u) | 1u)) << 20)
+#define LK_SEMSET_WAITERS(n) \
+	(LK__CAST(unsigned int, 32 - __builtin_clz((LK__CAST(unsigned int, n) - 1u) | 1u)) << 20)
 
 /*
  * lk_semset_create - make a set of nsems semaphores, all 0.
@@ -114,7 +115,8 @@ struct lk_semset;
  * -ENOSPC (/dev/shm full), or what shm_open(3) gives. Allocates; makes system calls; not
  * async-signal-safe.
  */
-LK_API int lk_semset_create(struct lk_semset **out, const char *name, unsigned int nsems, unsigned int flags);
+LK_API int lk_semset_create(struct lk_semset **out, const char *name, unsigned int nsems,
+			    unsigned int flags);
 
 /*
  * lk_semset_open - open the shared set name, made by lk_semset_create in any process.
@@ -159,7 +161,8 @@ LK_API int lk_semset_unlink(const char *name);
  * use, after the dead and departed sleepers were reaped), -ENOTRECOVERABLE (a process died
  * holding one of the set's locks). Not async-signal-safe.
  */
-LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, const struct timespec *timeout);
+LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops,
+		    const struct timespec *timeout);
 
 /* lk_semctl commands; the values of <sys/sem.h>'s */
 #define LK_IPC_RMID 0
@@ -191,21 +194,21 @@ LK_API int lk_semctl(struct lk_semset *s, unsigned int semnum, int cmd, ...);
 
 /* Contention figures of a set: every lock acquisition any lk_semop/lk_semctl made on it. */
 struct lk_semset_stats {
-	uint64_t free;			/* acquisitions that found the lock free */
-	uint64_t contended;		/* acquisitions that had to wait */
-	uint64_t wait_ns;		/* total time waited for the locks */
-	uint64_t wait_avg_ns;		/* wait_ns / contended */
-	uint64_t lifetime_ns;		/* since the set was created */
+	uint64_t free;	      /* acquisitions that found the lock free */
+	uint64_t contended;   /* acquisitions that had to wait */
+	uint64_t wait_ns;     /* total time waited for the locks */
+	uint64_t wait_avg_ns; /* wait_ns / contended */
+	uint64_t lifetime_ns; /* since the set was created */
 	/* wait_ns x 1000 / (lifetime x online CPUs): the "1/1000 cpu time" of ipc/sem.c's figures */
 	double wait_per_mille;
-	uint64_t simple_ops;		/* lk_semop calls on one semaphore that took only its lock */
-	uint64_t multi_ops;		/* calls on several semaphores that took only their locks */
-	uint64_t global_ops;		/* calls that took the set lock */
-	uint64_t global_mode_entries;	/* switches to set-lock mode (each waits out every semaphore lock) */
-	uint64_t sleeps;		/* calls that had to sleep */
-	uint64_t wakeups;		/* sleepers whose operations another call completed */
+	uint64_t simple_ops;	      /* lk_semop calls on one semaphore that took only its lock */
+	uint64_t multi_ops;	      /* calls on several semaphores that took only their locks */
+	uint64_t global_ops;	      /* calls that took the set lock */
+	uint64_t global_mode_entries; /* switches to set-lock mode (each waits out every semaphore lock) */
+	uint64_t sleeps;	      /* calls that had to sleep */
+	uint64_t wakeups;	      /* sleepers whose operations another call completed */
 	unsigned int nsems;
-	unsigned int waiter_slots;	/* shared sets; 0 for private ones */
+	unsigned int waiter_slots; /* shared sets; 0 for private ones */
 };
 
 /*

@@ -68,23 +68,23 @@
 extern "C" {
 #endif
 
-struct lk_trace_file;	/* opaque */
+struct lk_trace_file; /* opaque */
 
 enum lk_trace_event_type {
-	LK_TRACE_EV_PROBE = 1,		/* a probe's event: see kind */
-	LK_TRACE_EV_SWITCH_OUT = 2,	/* the thread left its CPU (cpu; preempted or blocked) */
-	LK_TRACE_EV_SWITCH_IN = 3,	/* the thread got a CPU again (cpu) */
+	LK_TRACE_EV_PROBE = 1,	    /* a probe's event: see kind */
+	LK_TRACE_EV_SWITCH_OUT = 2, /* the thread left its CPU (cpu; preempted or blocked) */
+	LK_TRACE_EV_SWITCH_IN = 3,  /* the thread got a CPU again (cpu) */
 };
 
 /* An argument of a probe's event, as recorded. */
 struct lk_trace_arg {
-	const char *name;		/* as the site named it ("rows"), or "arg0", "arg1"... */
+	const char *name; /* as the site named it ("rows"), or "arg0", "arg1"... */
 	enum lk_probe_type type;
 	union {
-		int64_t i64;		/* LK_PROBE_I64 */
-		uint64_t u64;		/* LK_PROBE_U64, LK_PROBE_PTR (the address) */
-		double f64;		/* LK_PROBE_F64 */
-		const char *str;	/* LK_PROBE_STR: NUL-terminated */
+		int64_t i64;	 /* LK_PROBE_I64 */
+		uint64_t u64;	 /* LK_PROBE_U64, LK_PROBE_PTR (the address) */
+		double f64;	 /* LK_PROBE_F64 */
+		const char *str; /* LK_PROBE_STR: NUL-terminated */
 	} v;
 };
 
@@ -94,15 +94,15 @@ struct lk_trace_arg {
  */
 struct lk_trace_event {
 	enum lk_trace_event_type type;
-	enum lk_probe_kind kind;	/* LK_TRACE_EV_PROBE: instant, span begin or end, counter */
-	uint64_t seq;			/* its position in the file's order: 0, 1, 2... */
+	enum lk_probe_kind kind; /* LK_TRACE_EV_PROBE: instant, span begin or end, counter */
+	uint64_t seq;		 /* its position in the file's order: 0, 1, 2... */
 	int tid;
-	const char *thread_name;	/* the thread's name, "" if the trace has none; lives as
+	const char *thread_name;     /* the thread's name, "" if the trace has none; lives as
 					 * long as the file is open */
-	uint64_t ns;			/* when (see the top of this header) */
-	uint64_t cpu_ns;		/* the thread's CPU time then; 0 unless the trace records it
+	uint64_t ns;		     /* when (see the top of this header) */
+	uint64_t cpu_ns;	     /* the thread's CPU time then; 0 unless the trace records it
 					 * (lk_trace_file_get_info().cputime) */
-	const char *provider, *name;	/* "lowkey" and "sched_out"/"sched_in" for switches */
+	const char *provider, *name; /* "lowkey" and "sched_out"/"sched_in" for switches */
 	unsigned int nargs;
 	struct lk_trace_arg args[LK_PROBE_MAX_ARGS];
 
@@ -112,41 +112,41 @@ struct lk_trace_event {
 	/* LK_PROBE_SPAN_END: whether a begin was open for it; if so, that begin's seq and times. */
 	bool paired;
 	uint64_t begin_seq, begin_ns, begin_cpu_ns;
-	uint64_t duration_ns;		/* ns - begin_ns */
-	uint64_t cpu_duration_ns;	/* cpu_ns - begin_cpu_ns; 0 without CPU time */
+	uint64_t duration_ns;	  /* ns - begin_ns */
+	uint64_t cpu_duration_ns; /* cpu_ns - begin_cpu_ns; 0 without CPU time */
 
-	double value;			/* LK_PROBE_COUNTER: the value, as a double */
+	double value; /* LK_PROBE_COUNTER: the value, as a double */
 
-	unsigned int cpu;		/* LK_TRACE_EV_SWITCH_OUT, _IN: the CPU left or taken */
-	bool preempted;			/* LK_TRACE_EV_SWITCH_OUT: still runnable, or blocked */
+	unsigned int cpu; /* LK_TRACE_EV_SWITCH_OUT, _IN: the CPU left or taken */
+	bool preempted;	  /* LK_TRACE_EV_SWITCH_OUT: still runnable, or blocked */
 };
 
 /* What a trace says about itself. */
 struct lk_trace_file_info {
 	enum lk_trace_format format;
-	const char *format_name;	/* "CTF", "Chrome JSON", "Perfetto" */
-	int pid;			/* the process recorded */
+	const char *format_name; /* "CTF", "Chrome JSON", "Perfetto" */
+	int pid;		 /* the process recorded */
 	const char *process_name;
-	unsigned int threads;		/* threads with a stream of events, switches or a name */
-	uint64_t events;		/* events lk_trace_file_next() gives, switches included */
-	uint64_t thread_names;		/* the trace's records of thread names (not events here) */
-	uint64_t lost;			/* events the threads lost (full rings), all together */
-	uint64_t sched_lost;		/* context switch records the kernel dropped */
-	uint64_t dropped;		/* flight recorder snapshots: of the events older
+	unsigned int threads;	    /* threads with a stream of events, switches or a name */
+	uint64_t events;	    /* events lk_trace_file_next() gives, switches included */
+	uint64_t thread_names;	    /* the trace's records of thread names (not events here) */
+	uint64_t lost;		    /* events the threads lost (full rings), all together */
+	uint64_t sched_lost;	    /* context switch records the kernel dropped */
+	uint64_t dropped;	    /* flight recorder snapshots: of the events older
 					 * ones overwrote, those the threads dropped */
-	uint64_t truncated_streams;	/* CTF: streams cut inside their last packet */
-	bool cputime;			/* events carry CPU time */
-	bool sched;			/* context switches were recorded */
-	bool overwrite;			/* a flight recorder's snapshot */
+	uint64_t truncated_streams; /* CTF: streams cut inside their last packet */
+	bool cputime;		    /* events carry CPU time */
+	bool sched;		    /* context switches were recorded */
+	bool overwrite;		    /* a flight recorder's snapshot */
 };
 
 /* A thread of the trace. */
 struct lk_trace_thread {
 	int tid;
-	const char *name;		/* "" if none; lives as long as the file is open */
-	uint64_t events;		/* its events lk_trace_file_next() gives, switches too */
-	uint64_t lost;			/* events it lost (a full ring) */
-	uint64_t truncated;		/* CTF: bytes at the end of its stream that were not a whole
+	const char *name;   /* "" if none; lives as long as the file is open */
+	uint64_t events;    /* its events lk_trace_file_next() gives, switches too */
+	uint64_t lost;	    /* events it lost (a full ring) */
+	uint64_t truncated; /* CTF: bytes at the end of its stream that were not a whole
 					 * packet (a program killed while writing); 0 elsewhere */
 };
 

@@ -53,38 +53,38 @@
 LK_BEGIN_DECLS
 
 /* What to watch: exactly one of these. */
-#define LK_WATCH_WRITE		0x001u	/* stores to the bytes */
-#define LK_WATCH_READWRITE	0x002u	/* loads and stores (x86 has no load-only watchpoint) */
-#define LK_WATCH_EXEC		0x004u	/* executing the instruction at addr (len 1) */
+#define LK_WATCH_WRITE 0x001u	  /* stores to the bytes */
+#define LK_WATCH_READWRITE 0x002u /* loads and stores (x86 has no load-only watchpoint) */
+#define LK_WATCH_EXEC 0x004u	  /* executing the instruction at addr (len 1) */
 
 /* Where: LK_WATCH_THREAD (the default, 0) or LK_WATCH_PROCESS. */
-#define LK_WATCH_THREAD		0x000u	/* the calling thread only */
-#define LK_WATCH_PROCESS	0x010u	/* every thread, those that exist and those created later */
+#define LK_WATCH_THREAD 0x000u	/* the calling thread only */
+#define LK_WATCH_PROCESS 0x010u /* every thread, those that exist and those created later */
 
 /* How the callback runs (default: in the signal handler of the thread that made the access). */
-#define LK_WATCH_DEFERRED	0x100u	/* on lowkey's delivery thread, through a bounded queue */
-#define LK_WATCH_DISABLED	0x200u	/* start disabled (the slot is taken); lk_watch_enable() */
+#define LK_WATCH_DEFERRED 0x100u /* on lowkey's delivery thread, through a bounded queue */
+#define LK_WATCH_DISABLED 0x200u /* start disabled (the slot is taken); lk_watch_enable() */
 
 /* Hits the deferred queue holds; more waiting than this are dropped and counted. */
-#define LK_WATCH_QUEUE_LEN	4096
+#define LK_WATCH_QUEUE_LEN 4096
 
 struct lk_watch;
 
 struct lk_watch_hit {
 	struct lk_watch *watch;
-	const void *addr;	/* the watched address (the start of the range) */
-	size_t len;		/* the watched length */
-	const void *ip;		/* the instruction pointer after the access; for LK_WATCH_EXEC, the
+	const void *addr;    /* the watched address (the start of the range) */
+	size_t len;	     /* the watched length */
+	const void *ip;	     /* the instruction pointer after the access; for LK_WATCH_EXEC, the
 				 * instruction about to run */
-	pid_t tid;		/* the thread that made the access */
-	unsigned int access;	/* LK_WATCH_WRITE, LK_WATCH_READWRITE or LK_WATCH_EXEC */
-	bool has_value;		/* value holds the watched bytes just after the access */
-	bool late;		/* the thread had SIGTRAP blocked: the signal came when it unblocked
+	pid_t tid;	     /* the thread that made the access */
+	unsigned int access; /* LK_WATCH_WRITE, LK_WATCH_READWRITE or LK_WATCH_EXEC */
+	bool has_value;	     /* value holds the watched bytes just after the access */
+	bool late;	     /* the thread had SIGTRAP blocked: the signal came when it unblocked
 				 * it, and ip is where that happened, not the access */
-	uint64_t value;		/* LK_WATCH_WRITE of 1..8 bytes: the bytes after the write,
+	uint64_t value;	     /* LK_WATCH_WRITE of 1..8 bytes: the bytes after the write,
 				 * zero-extended (as the CPU loads them: little-endian on x86) */
-	uint64_t time_ns;	/* CLOCK_MONOTONIC when lowkey caught the hit */
-	void *context;		/* the signal's ucontext_t (registers) in the handler; NULL when
+	uint64_t time_ns;    /* CLOCK_MONOTONIC when lowkey caught the hit */
+	void *context;	     /* the signal's ucontext_t (registers) in the handler; NULL when
 				 * deferred */
 };
 
@@ -165,12 +165,12 @@ LK_API int lk_watch_enable(struct lk_watch *w);
 LK_API int lk_watch_disable(struct lk_watch *w);
 
 struct lk_watch_stats {
-	uint64_t hits;		/* accesses caught */
-	uint64_t delivered;	/* callbacks run (or hits counted when fn is NULL) */
-	uint64_t dropped;	/* deferred hits lost because the queue was full */
-	uint64_t ignored;	/* accesses made by a callback itself (same thread, nested) or by
+	uint64_t hits;	       /* accesses caught */
+	uint64_t delivered;    /* callbacks run (or hits counted when fn is NULL) */
+	uint64_t dropped;      /* deferred hits lost because the queue was full */
+	uint64_t ignored;      /* accesses made by a callback itself (same thread, nested) or by
 				 * lowkey's delivery thread, not reported */
-	uint64_t unattributed;	/* process-wide only: debug traps that came without saying which
+	uint64_t unattributed; /* process-wide only: debug traps that came without saying which
 				 * breakpoint fired (some hypervisors lose the CPU's DR6 bits under
 				 * load); each is most likely one hit of some watchpoint, lost.
 				 * lowkey swallows them so they do not kill the program. */
@@ -207,9 +207,9 @@ LK_API int lk_watch_counted(struct lk_watch *w, uint64_t *count);
 LK_API int lk_watch_sync(void);
 
 struct lk_watch_slots {
-	unsigned int total;	/* debug address registers a thread has (4 on x86-64) */
-	unsigned int thread;	/* used by the calling thread's thread-scope watchpoints */
-	unsigned int process;	/* used in every thread by process-scope watchpoints */
+	unsigned int total;	 /* debug address registers a thread has (4 on x86-64) */
+	unsigned int thread;	 /* used by the calling thread's thread-scope watchpoints */
+	unsigned int process;	 /* used in every thread by process-scope watchpoints */
 	unsigned int max_thread; /* the most any thread uses for thread-scope watchpoints */
 };
 
@@ -233,13 +233,13 @@ LK__SAME_NAME_END
 struct lk_watch_sampler;
 
 struct lk_watch_sample {
-	uint64_t time_ns;	/* CLOCK_MONOTONIC of the access */
+	uint64_t time_ns; /* CLOCK_MONOTONIC of the access */
 	pid_t pid, tid;
-	uint64_t ip;		/* instruction pointer after the access (as for lk_watch_hit); on
+	uint64_t ip;	/* instruction pointer after the access (as for lk_watch_hit); on
 				 * arm64 the accessing instruction itself (its watchpoints fire
 				 * before the access) */
-	uint64_t addr;		/* the watched address */
-	bool has_value;		/* value read from the process when lowkey read the sample: the
+	uint64_t addr;	/* the watched address */
+	bool has_value; /* value read from the process when lowkey read the sample: the
 				 * bytes after the access unless the process wrote them again since */
 	uint64_t value;
 };
@@ -255,8 +255,8 @@ typedef void (*lk_watch_sample_fn)(const struct lk_watch_sample *sample, void *a
  * needs the rights to ptrace it, CAP_SYS_PTRACE), -ENOSPC (a thread of pid has no free debug
  * register), -EOPNOTSUPP (no hardware breakpoints), -EMFILE, -ENOMEM.
  */
-LK_API int lk_watch_sampler_open(struct lk_watch_sampler **out, pid_t pid, uint64_t addr, size_t len,
-				 unsigned int flags);
+LK_API int lk_watch_sampler_open(struct lk_watch_sampler **out, pid_t pid, uint64_t addr,
+				 size_t len, unsigned int flags);
 
 /*
  * lk_watch_sampler_read - wait up to timeout_ms (-1: no limit) for samples and pass each to fn in

@@ -47,7 +47,7 @@ struct lk__clock lk__clock = {
 static const volatile uint64_t no_cookie;
 const volatile uint64_t *lk__cookie_ptr = &no_cookie;
 static uint64_t *cookie_word;
-static uint64_t cookie_static;	/* where MADV_WIPEONFORK is missing: reset by pthread_atfork */
+static uint64_t cookie_static; /* where MADV_WIPEONFORK is missing: reset by pthread_atfork */
 static uint64_t cookie_last;
 
 /* ---- an async-signal-safe string builder ---- */
@@ -131,7 +131,8 @@ static void parse_env(void)
 		if (parse_u64(v, &us) && us >= LK__REBASE_US_MIN && us <= LK__REBASE_US_MAX)
 			lk__clock.rebase_ns = us * 1000;
 		else
-			ignored(&note, "LOWKEY_CLOCK_REBASE_US", v, "a number of µs from 10 to 1000000");
+			ignored(&note, "LOWKEY_CLOCK_REBASE_US", v,
+				"a number of µs from 10 to 1000000");
 	}
 }
 
@@ -220,9 +221,11 @@ static void explain_perf_failure(char *out, size_t len, int err)
 	fd = lk__perf_open(&attr, 0, -1, -1, 0, "task-clock");
 	if (fd >= 0) {
 		close(fd);
-		snprintf(out, len, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) on every call: "
+		snprintf(out, len,
+			 "clock_gettime(CLOCK_THREAD_CPUTIME_ID) on every call: "
 			 "perf_event_open(task-clock) failed with %s (%s) at start; it works now, "
-			 "restart the program to use the fast path", strerrorname_np(err), strerror(err));
+			 "restart the program to use the fast path",
+			 strerrorname_np(err), strerror(err));
 	} else {
 		snprintf(out, len, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) on every call: %s",
 			 lk_last_error());
@@ -231,25 +234,30 @@ static void explain_perf_failure(char *out, size_t len, int err)
 
 static void fast_reason(char *out, size_t len, int method)
 {
-	const char *forced = lk__clock.forced_cputime == LK_CPUTIME_SEQ ? "LOWKEY_CLOCK=seq: "
-			     : lk__clock.forced_cputime == LK_CPUTIME_PAGE
-				     ? "LOWKEY_CLOCK=page asked for page-only, but this kernel leaves "
-				       "cap_user_time at 0. "
-				     : "";
+	const char *forced =
+		lk__clock.forced_cputime == LK_CPUTIME_SEQ ?
+			"LOWKEY_CLOCK=seq: " :
+		lk__clock.forced_cputime == LK_CPUTIME_PAGE ?
+			"LOWKEY_CLOCK=page asked for page-only, but this kernel leaves "
+			"cap_user_time at 0. " :
+			"";
 	unsigned long long us = (unsigned long long)(lk__clock.rebase_ns / 1000);
 
 	if (method == LK_CPUTIME_PAGE)
-		snprintf(out, len, "the task-clock page has cap_user_time: CPU time is the page's task "
+		snprintf(out, len,
+			 "the task-clock page has cap_user_time: CPU time is the page's task "
 			 "clock plus the %s since the thread's last sched-in, tied to "
 			 "CLOCK_THREAD_CPUTIME_ID by one clock_gettime() every %llu µs",
 			 lk__clock.counter.name, us);
 	else
-		snprintf(out, len, "%sthe task-clock page has no cap_user_time (x86 guests: the kernel's "
-			 "sched_clock is the hypervisor's, not the TSC), so it cannot turn the %s into "
-			 "task time; its seqcount says when the thread was switched, and a per-thread "
-			 "base (one clock_gettime() after each switch, or every %llu µs) plus the %s "
-			 "since gives the CPU time", forced, lk__clock.counter.name, us,
-			 lk__clock.counter.name);
+		snprintf(
+			out, len,
+			"%sthe task-clock page has no cap_user_time (x86 guests: the kernel's "
+			"sched_clock is the hypervisor's, not the TSC), so it cannot turn the %s into "
+			"task time; its seqcount says when the thread was switched, and a per-thread "
+			"base (one clock_gettime() after each switch, or every %llu µs) plus the %s "
+			"since gives the CPU time",
+			forced, lk__clock.counter.name, us, lk__clock.counter.name);
 }
 
 /* The process-wide method; false if it is not settled yet (no thread set up). */
@@ -261,14 +269,18 @@ static bool process_method(struct lk_clock_info *info)
 
 	info->cputime = LK_CPUTIME_SYSCALL;
 	if (lk__clock.forced_cputime == LK_CPUTIME_SYSCALL) {
-		snprintf(r, len, "LOWKEY_CLOCK=syscall: clock_gettime(CLOCK_THREAD_CPUTIME_ID) on every "
+		snprintf(r, len,
+			 "LOWKEY_CLOCK=syscall: clock_gettime(CLOCK_THREAD_CPUTIME_ID) on every "
 			 "call");
 	} else if (__atomic_load_n(&lk__clock.perf_denied, __ATOMIC_ACQUIRE)) {
 		info->perf_errno = __atomic_load_n(&lk__clock.perf_errno, __ATOMIC_RELAXED);
 		explain_perf_failure(r, len, info->perf_errno);
-	} else if (!LK_ARCH_HAVE_CYCLE_COUNTER || __atomic_load_n(&lk__clock.no_counter, __ATOMIC_RELAXED)) {
-		snprintf(r, len, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) on every call: the task-clock "
-			 "page has no cap_user_time and %s", lk__clock.counter.why_not);
+	} else if (!LK_ARCH_HAVE_CYCLE_COUNTER ||
+		   __atomic_load_n(&lk__clock.no_counter, __ATOMIC_RELAXED)) {
+		snprintf(r, len,
+			 "clock_gettime(CLOCK_THREAD_CPUTIME_ID) on every call: the task-clock "
+			 "page has no cap_user_time and %s",
+			 lk__clock.counter.why_not);
 	} else if (seen >= 0) {
 		info->cputime = (enum lk_cputime_method)seen;
 		fast_reason(r, len, seen);
@@ -293,12 +305,16 @@ static void thread_method(struct lk_clock_info *info, const struct lk__cputime_t
 	} else if (!t->err) {
 		snprintf(r, len, "as the process: system call");
 	} else if (t->err_mmap) {
-		snprintf(r, len, "this thread could not map its task-clock page (%s): unprivileged "
-			 "threads share the user's perf budget, kernel.perf_event_mlock_kb plus "
-			 "RLIMIT_MEMLOCK (one page each); raise them or grant CAP_IPC_LOCK. Tried again "
-			 "every 100 ms", strerrorname_np(t->err));
+		snprintf(
+			r, len,
+			"this thread could not map its task-clock page (%s): unprivileged "
+			"threads share the user's perf budget, kernel.perf_event_mlock_kb plus "
+			"RLIMIT_MEMLOCK (one page each); raise them or grant CAP_IPC_LOCK. Tried again "
+			"every 100 ms",
+			strerrorname_np(t->err));
 	} else if (t->err == EMFILE || t->err == ENFILE) {
-		snprintf(r, len, "this thread's perf_event_open failed with %s: out of file "
+		snprintf(r, len,
+			 "this thread's perf_event_open failed with %s: out of file "
 			 "descriptors (raise `ulimit -n`). Tried again every 100 ms",
 			 strerrorname_np(t->err));
 	} else {
@@ -343,14 +359,15 @@ LK_API int lk_clock_info(struct lk_clock_info *info)
 		return lk__fail(-EINVAL, "lk_clock_info: info is NULL");
 	memset(info, 0, sizeof(*info));
 	wait_for_init();
-	(void)lk_thread_cputime_ns();	/* this thread's set-up, if not done yet */
+	(void)lk_thread_cputime_ns(); /* this thread's set-up, if not done yet */
 	(void)lk_now_ns();
 
 	thread_method(info, t);
 	if (!process_method(info)) {
 		info->cputime = info->thread_cputime;
 		snprintf(info->cputime_reason, sizeof(info->cputime_reason),
-			 "no thread has set up the fast path yet; this thread: %s", info->thread_reason);
+			 "no thread has set up the fast path yet; this thread: %s",
+			 info->thread_reason);
 	}
 	info->cputime_name = lk__cputime_method_name(info->cputime);
 	info->thread_cputime_name = lk__cputime_method_name(info->thread_cputime);

@@ -15,22 +15,22 @@
 #define LK__NSEC_PER_SEC 1000000000ull
 
 /* Defaults and limits (the header and docs/clock.md quote them). */
-#define LK__REBASE_NS_DEFAULT 1000000ull	/* 1 ms */
+#define LK__REBASE_NS_DEFAULT 1000000ull /* 1 ms */
 #define LK__REBASE_US_MIN 10
 #define LK__REBASE_US_MAX 1000000
-#define LK__REBASE_TRIES 4			/* then the system call's value, no base */
-#define LK__BRACKET_NS_MAX 10000ull		/* a base's clock_gettime() must take less */
-#define LK__SETUP_RETRY_NS 100000000ull		/* after EMFILE & co., try again 100 ms later */
-#define LK__RESYNC_NS 10000000ull		/* lk_now_ns() re-reads CLOCK_MONOTONIC every 10 ms */
-#define LK__STEP_NS 100000ll			/* a larger error is stepped, not slewed */
-#define LK__SLEW_PPM 500			/* the largest rate change used to slew */
-#define LK__CALIBRATE_NS 200000ull		/* first measurement of the counter's frequency */
-#define LK__PAIR_NS_MAX 2000ull			/* a counter/clock pair must be read within this */
+#define LK__REBASE_TRIES 4		/* then the system call's value, no base */
+#define LK__BRACKET_NS_MAX 10000ull	/* a base's clock_gettime() must take less */
+#define LK__SETUP_RETRY_NS 100000000ull /* after EMFILE & co., try again 100 ms later */
+#define LK__RESYNC_NS 10000000ull	/* lk_now_ns() re-reads CLOCK_MONOTONIC every 10 ms */
+#define LK__STEP_NS 100000ll		/* a larger error is stepped, not slewed */
+#define LK__SLEW_PPM 500		/* the largest rate change used to slew */
+#define LK__CALIBRATE_NS 200000ull	/* first measurement of the counter's frequency */
+#define LK__PAIR_NS_MAX 2000ull		/* a counter/clock pair must be read within this */
 /* The counter's frequency is known to within this: a CPU-time base extrapolated over one rebase
  * interval is below the thread's CPU time by at most rebase interval * this (a measured frequency:
  * LK__CALIBRATE_NS at least, longer until its two brackets leave a quarter of this, then refined). */
 #define LK__RATE_PPM_MAX 1000
-#define LK__CALIBRATE_MAX_NS 10000000ull	/* the first measurement gives up being that sure */
+#define LK__CALIBRATE_MAX_NS 10000000ull /* the first measurement gives up being that sure */
 
 /* Fixed point: ns = (cycles * mult) >> 32. */
 #define LK__MULT_SHIFT 32
@@ -66,20 +66,20 @@ struct lk__cputime_base {
 	uint64_t tag;
 	uint64_t at;
 	uint64_t ns;
-	uint64_t mult;		/* seq: ns per cycle << 32; page: unused */
+	uint64_t mult; /* seq: ns per cycle << 32; page: unused */
 };
 
-#define LK__TAG_INVALID 0xffffffffu	/* odd: never a seqcount the owner sees */
+#define LK__TAG_INVALID 0xffffffffu /* odd: never a seqcount the owner sees */
 
 /* `ready` = cookie ^ one of these (see the fork cookie in clock.c). */
 #define LK__READY_SEQ 1u
 #define LK__READY_PAGE 3u
 
 enum lk__thread_state {
-	LK__T_NEW = 0,		/* nothing set up yet (zeroed TLS) */
-	LK__T_FAST,		/* page mapped; method page or seq */
-	LK__T_SYSCALL,		/* set-up failed or syscall forced; retry_at says when to try again */
-	LK__T_EXITED,		/* thread is exiting: system call, no set-up */
+	LK__T_NEW = 0, /* nothing set up yet (zeroed TLS) */
+	LK__T_FAST,    /* page mapped; method page or seq */
+	LK__T_SYSCALL, /* set-up failed or syscall forced; retry_at says when to try again */
+	LK__T_EXITED,  /* thread is exiting: system call, no set-up */
 };
 
 /*
@@ -97,29 +97,30 @@ enum lk__thread_state {
 #define LK__CPUTIME_TLS_ALIGN 16
 #endif
 struct lk__cputime_thread {
-	uint64_t ready;		/* process cookie ^ LK__READY_<method> while set up, else 0 */
+	uint64_t ready; /* process cookie ^ LK__READY_<method> while set up, else 0 */
 	const volatile struct perf_event_mmap_page *page;
-	uint32_t method;	/* enum lk_cputime_method */
-	uint32_t gen;		/* rebase generation */
-	uint64_t max_age;	/* cycles (seq) or ns (page) */
-	uint64_t last;		/* the largest value returned: keeps the clock monotonic */
+	uint32_t method;  /* enum lk_cputime_method */
+	uint32_t gen;	  /* rebase generation */
+	uint64_t max_age; /* cycles (seq) or ns (page) */
+	uint64_t last;	  /* the largest value returned: keeps the clock monotonic */
 	struct lk__cputime_base base;
 	/* lk_now_ns()'s floor, and the slow path's. */
 	uint64_t now_last;
-	volatile sig_atomic_t busy;	/* in the slow path: a nested call must not touch the state */
-	uint32_t state;			/* enum lk__thread_state */
-	int err;			/* the set-up's errno, 0 if none */
-	bool err_mmap;			/* ... from mmap, not perf_event_open */
-	bool based;			/* a base has been published since set-up */
-	bool switch_check;		/* lock0 and switches0 were read together */
-	uint32_t lock0;			/* the seqcount at set-up */
-	uint64_t switches0;		/* the thread's context switches at set-up */
-	uint64_t retry_at;		/* CLOCK_MONOTONIC ns before which set-up is not tried again */
-	uint64_t cookie;		/* the process cookie this state belongs to */
+	volatile sig_atomic_t busy; /* in the slow path: a nested call must not touch the state */
+	uint32_t state;		    /* enum lk__thread_state */
+	int err;		    /* the set-up's errno, 0 if none */
+	bool err_mmap;		    /* ... from mmap, not perf_event_open */
+	bool based;		    /* a base has been published since set-up */
+	bool switch_check;	    /* lock0 and switches0 were read together */
+	uint32_t lock0;		    /* the seqcount at set-up */
+	uint64_t switches0;	    /* the thread's context switches at set-up */
+	uint64_t retry_at;	    /* CLOCK_MONOTONIC ns before which set-up is not tried again */
+	uint64_t cookie;	    /* the process cookie this state belongs to */
 	size_t page_len;
 } __attribute__((aligned(LK__CPUTIME_TLS_ALIGN)));
 
-extern __thread struct lk__cputime_thread lk__cputime_tls __attribute__((tls_model("initial-exec")));
+extern __thread struct lk__cputime_thread lk__cputime_tls
+	__attribute__((tls_model("initial-exec")));
 
 /* ---- process-wide state ---- */
 
@@ -133,25 +134,25 @@ struct lk__clock_stats {
 };
 
 struct lk__clock {
-	int init;				/* enum lk__init_state */
+	int init; /* enum lk__init_state */
 	/* Set once by the init, read-only after it. */
 	struct lk__counter_info counter;
-	int forced_cputime;			/* -1: auto, else enum lk_cputime_method */
-	int forced_now;				/* -1: auto, else enum lk_now_method */
+	int forced_cputime; /* -1: auto, else enum lk_cputime_method */
+	int forced_now;	    /* -1: auto, else enum lk_now_method */
 	uint64_t rebase_ns;
 	char env_note[192];
 	enum lk_now_method now_method;
 	char now_reason[256];
-	bool perf_denied;			/* a permanent perf_event_open failure: no thread tries */
-	bool no_counter;			/* no cap_user_time and no usable counter: no thread tries */
+	bool perf_denied; /* a permanent perf_event_open failure: no thread tries */
+	bool no_counter;  /* no cap_user_time and no usable counter: no thread tries */
 	int perf_errno;
 	bool cap_user_time;
-	int cputime_seen;			/* method the last successful set-up chose, -1 none */
+	int cputime_seen; /* method the last successful set-up chose, -1 none */
 	/* Set by the timebase: the counter's frequency, refined over time. */
-	uint64_t hz;				/* atomic */
-	uint64_t cycle_mult;			/* atomic: ns per cycle << 32, from hz */
-	const char *hz_source;			/* atomic (pointer to a static string) */
-	struct lk__clock_stats stats;		/* atomic counters */
+	uint64_t hz;		      /* atomic */
+	uint64_t cycle_mult;	      /* atomic: ns per cycle << 32, from hz */
+	const char *hz_source;	      /* atomic (pointer to a static string) */
+	struct lk__clock_stats stats; /* atomic counters */
 };
 
 extern struct lk__clock lk__clock;

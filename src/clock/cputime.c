@@ -49,9 +49,12 @@ __thread struct lk__cputime_thread lk__cputime_tls __attribute__((tls_model("ini
 const char *lk__cputime_method_name(int method)
 {
 	switch (method) {
-	case LK_CPUTIME_PAGE: return "page";
-	case LK_CPUTIME_SEQ: return "seq";
-	default: return "syscall";
+	case LK_CPUTIME_PAGE:
+		return "page";
+	case LK_CPUTIME_SEQ:
+		return "seq";
+	default:
+		return "syscall";
 	}
 }
 
@@ -126,18 +129,18 @@ static inline bool page_task_clock_now(const volatile struct perf_event_mmap_pag
  * read): a base taken after it (a signal handler's rebase) puts cyc below the base, which the age
  * check refuses.
  */
-static inline __attribute__((always_inline)) bool read_seq(struct lk__cputime_thread *t, uint64_t cyc,
-							    uint64_t *out)
+static inline __attribute__((always_inline)) bool read_seq(struct lk__cputime_thread *t,
+							   uint64_t cyc, uint64_t *out)
 {
 	const volatile struct lk__cputime_base *b = &t->base;
 	uint64_t tag = b->tag, at = b->at, ns = b->ns, mult = b->mult;
 	uint64_t d, v;
 
-	lk__barrier();		/* the seqcount is read after the counter: see the top of the file */
+	lk__barrier(); /* the seqcount is read after the counter: see the top of the file */
 	if (LK__UNLIKELY((uint32_t)tag != t->page->lock || b->tag != tag))
-		return false;	/* switched since the base, or a signal handler rebased */
+		return false; /* switched since the base, or a signal handler rebased */
 	d = cyc - at;
-	if (LK__UNLIKELY(d > t->max_age))	/* also catches a counter below the base's */
+	if (LK__UNLIKELY(d > t->max_age)) /* also catches a counter below the base's */
 		return false;
 	v = ns + lk__scale(d, mult);
 	*out = floor_last(t, v);
@@ -215,7 +218,7 @@ static void publish(struct lk__cputime_thread *t, uint32_t seq, uint64_t at, uin
 static void count_rebase(struct lk__cputime_thread *t, bool moved)
 {
 	if (!t->based)
-		return;		/* the first base of a thread is not a rebase */
+		return; /* the first base of a thread is not a rebase */
 	if (moved)
 		LK__COUNT(rebases_switch);
 	else
@@ -243,7 +246,7 @@ static uint64_t rebase_seq(struct lk__cputime_thread *t)
 		s1 = page->lock;
 		if (s0 == s1 && !(s0 & 1) && c1 - c0 <= bracket_max) {
 			count_rebase(t, moved);
-			publish(t, s0, c0, ns, mult);	/* c0: never behind, see the top */
+			publish(t, s0, c0, ns, mult); /* c0: never behind, see the top */
 			/* What the base gives now, so that reads from it agree with this one. */
 			return floor_last(t, ns + lk__scale(c1 - c0, mult));
 		}
@@ -268,7 +271,7 @@ static uint64_t rebase_page(struct lk__cputime_thread *t)
 			goto no_page_time;
 		if (tc1 >= tc0 && tc1 - tc0 <= LK__BRACKET_NS_MAX) {
 			count_rebase(t, false);
-			publish(t, 0, tc0, ns, 0);	/* tc0: never behind, see the top */
+			publish(t, 0, tc0, ns, 0); /* tc0: never behind, see the top */
 			return floor_last(t, ns + (tc1 - tc0));
 		}
 		LK__COUNT(rebase_retries);
@@ -297,15 +300,14 @@ static uint64_t slow_locked(struct lk__cputime_thread *t)
 {
 	uint64_t v;
 
-	if (!lk__clock_init()) {	/* another thread, or a call this handler interrupted, runs it */
+	if (!lk__clock_init()) { /* another thread, or a call this handler interrupted, runs it */
 		LK__COUNT(syscall_reads);
 		return floor_last(t, lk__syscall_cputime());
 	}
 	if (t->cookie != lk__clock_cookie() && t->state != LK__T_NEW)
 		lk__thread_forget_parent(t);
-	if (t->state == LK__T_NEW ||
-	    (t->state == LK__T_SYSCALL && t->retry_at != UINT64_MAX &&
-	     lk__vdso_ns(CLOCK_MONOTONIC) >= t->retry_at))
+	if (t->state == LK__T_NEW || (t->state == LK__T_SYSCALL && t->retry_at != UINT64_MAX &&
+				      lk__vdso_ns(CLOCK_MONOTONIC) >= t->retry_at))
 		lk__thread_setup(t);
 	if (t->state == LK__T_FAST && t->based &&
 	    (t->method == LK_CPUTIME_PAGE || t->page->lock == (uint32_t)t->base.tag) &&
@@ -316,7 +318,8 @@ static uint64_t slow_locked(struct lk__cputime_thread *t)
 
 	v = t->method == LK_CPUTIME_SEQ ? rebase_seq(t) : rebase_page(t);
 	if (t->state == LK__T_FAST && t->based)
-		t->ready = t->cookie ^ (t->method == LK_CPUTIME_SEQ ? LK__READY_SEQ : LK__READY_PAGE);
+		t->ready = t->cookie ^
+			   (t->method == LK_CPUTIME_SEQ ? LK__READY_SEQ : LK__READY_PAGE);
 	lk__timebase_tick();
 	return v;
 }

@@ -62,7 +62,7 @@ bool lk__thread_page_follows(const struct lk__cputime_thread *t)
 	uint64_t switches;
 
 	if (!t->switch_check || !switch_snapshot(t->page, &lock, &switches))
-		return true;	/* cannot tell */
+		return true; /* cannot tell */
 	return (uint32_t)(lock - t->lock0) == (uint32_t)(2 * (switches - t->switches0));
 }
 
@@ -97,7 +97,7 @@ static const volatile struct perf_event_mmap_page *map_task_clock(size_t len, in
 	attr.size = sizeof(attr);
 	attr.type = PERF_TYPE_SOFTWARE;
 	attr.config = PERF_COUNT_SW_TASK_CLOCK;
-	attr.exclude_kernel = 1;	/* allowed at perf_event_paranoid 2; a clock counts time anyway */
+	attr.exclude_kernel = 1; /* allowed at perf_event_paranoid 2; a clock counts time anyway */
 	attr.exclude_hv = 1;
 	fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	*at_open = fd < 0;

@@ -34,18 +34,18 @@ struct tb_slot {
 };
 
 static struct {
-	uint32_t seq;			/* odd while the slot is written */
-	uint32_t writer;		/* 1 while a thread resyncs */
-	uint64_t resync_cycles;		/* 0 until the counter clock is ready: every read is slow */
+	uint32_t seq;		/* odd while the slot is written */
+	uint32_t writer;	/* 1 while a thread resyncs */
+	uint64_t resync_cycles; /* 0 until the counter clock is ready: every read is slow */
 	struct tb_slot slot;
 	/* Writer only (under `writer`). */
-	uint64_t ref_at, ref_ns;	/* the last CLOCK_MONOTONIC pair */
-	uint64_t raw_at, raw_ns;	/* the first CLOCK_MONOTONIC_RAW pair, for the frequency */
-	uint64_t raw_width;		/* its bracket, cycles */
+	uint64_t ref_at, ref_ns; /* the last CLOCK_MONOTONIC pair */
+	uint64_t raw_at, raw_ns; /* the first CLOCK_MONOTONIC_RAW pair, for the frequency */
+	uint64_t raw_width;	 /* its bracket, cycles */
 	bool hz_measured;
-	uint32_t stale;			/* a reader used the slot past its interval (writer busy) */
-	uint64_t refine_every;		/* cycles between refinements of a measured frequency */
-	uint64_t refined_at;		/* atomic */
+	uint32_t stale;	       /* a reader used the slot past its interval (writer busy) */
+	uint64_t refine_every; /* cycles between refinements of a measured frequency */
+	uint64_t refined_at;   /* atomic */
 } tb __attribute__((aligned(64)));
 
 uint64_t lk__vdso_ns(int clock)
@@ -120,7 +120,7 @@ static uint64_t slot_eval(const struct tb_slot *s, uint64_t cyc)
 {
 	uint64_t d = cyc - s->at;
 
-	if ((int64_t)d < 0)	/* a counter read that ran ahead of the slot's load */
+	if ((int64_t)d < 0) /* a counter read that ran ahead of the slot's load */
 		d = 0;
 	return s->ns + lk__scale(d, s->mult);
 }
@@ -136,7 +136,7 @@ static bool kernel_uses_counter(const char *name, char *seen, size_t len)
 
 	seen[0] = 0;
 	if (fd < 0)
-		return true;	/* no sysfs (a container may hide it): trust the CPU's word */
+		return true; /* no sysfs (a container may hide it): trust the CPU's word */
 	n = read(fd, seen, len - 1);
 	close(fd);
 	if (n <= 0)
@@ -151,7 +151,8 @@ static uint64_t hz_from_page(const volatile struct perf_event_mmap_page *page)
 {
 	if (!page->cap_user_time || !page->time_mult)
 		return 0;
-	return (uint64_t)(((unsigned __int128)LK__NSEC_PER_SEC << page->time_shift) / page->time_mult);
+	return (uint64_t)(((unsigned __int128)LK__NSEC_PER_SEC << page->time_shift) /
+			  page->time_mult);
 }
 
 static uint64_t hz_from_perf_page(void)
@@ -202,7 +203,8 @@ static uint64_t hz_measured(void)
 		    ns - tb.raw_ns >= LK__CALIBRATE_MAX_NS)
 			break;
 	}
-	return (uint64_t)((unsigned __int128)(at - tb.raw_at) * LK__NSEC_PER_SEC / (ns - tb.raw_ns));
+	return (uint64_t)((unsigned __int128)(at - tb.raw_at) * LK__NSEC_PER_SEC /
+			  (ns - tb.raw_ns));
 }
 
 static void choose_now_method(void)
@@ -212,12 +214,13 @@ static void choose_now_method(void)
 
 	if (lk__clock.forced_now == LK_NOW_VDSO) {
 		lk__clock.now_method = LK_NOW_VDSO;
-		lk__str_add(&r, "LOWKEY_CLOCK_NOW=vdso: clock_gettime(CLOCK_MONOTONIC) on every call");
+		lk__str_add(&r,
+			    "LOWKEY_CLOCK_NOW=vdso: clock_gettime(CLOCK_MONOTONIC) on every call");
 	} else if (!lk__clock.counter.usable || !LK__LOAD(&lk__clock.hz)) {
 		lk__clock.now_method = LK_NOW_VDSO;
 		lk__str_add(&r, "clock_gettime(CLOCK_MONOTONIC): ");
-		lk__str_add(&r, lk__clock.counter.usable ? "the counter's frequency is unknown"
-							 : lk__clock.counter.why_not);
+		lk__str_add(&r, lk__clock.counter.usable ? "the counter's frequency is unknown" :
+							   lk__clock.counter.why_not);
 	} else if (!kernel_uses_counter(lk__clock.counter.clocksource, seen, sizeof(seen)) &&
 		   lk__clock.forced_now != LK_NOW_TSC) {
 		lk__clock.now_method = LK_NOW_VDSO;
@@ -225,8 +228,9 @@ static void choose_now_method(void)
 		lk__str_add(&r, seen);
 		lk__str_add(&r, ", not ");
 		lk__str_add(&r, lk__clock.counter.clocksource);
-		lk__str_add(&r, ": the kernel does not trust the counter here (LOWKEY_CLOCK_NOW=tsc "
-				"overrides)");
+		lk__str_add(&r,
+			    ": the kernel does not trust the counter here (LOWKEY_CLOCK_NOW=tsc "
+			    "overrides)");
 	} else {
 		lk__clock.now_method = LK_NOW_TSC;
 		lk__str_add(&r, lk__clock.forced_now == LK_NOW_TSC ? "LOWKEY_CLOCK_NOW=tsc: " : "");
@@ -248,10 +252,12 @@ void lk__timebase_init(void)
 			hz = lk__clock.counter.hz;
 			source = lk__clock.counter.hz_source;
 		} else if ((hz = hz_from_perf_page()) != 0) {
-			source = "the perf mmap page's time_mult/time_shift (the kernel's calibration)";
+			source =
+				"the perf mmap page's time_mult/time_shift (the kernel's calibration)";
 		} else if ((hz = hz_measured()) != 0) {
-			source = "measured against CLOCK_MONOTONIC_RAW (200 µs at start, refined every "
-				 "10 ms over the time since)";
+			source =
+				"measured against CLOCK_MONOTONIC_RAW (200 µs at start, refined every "
+				"10 ms over the time since)";
 			tb.hz_measured = true;
 		}
 		if (hz)
@@ -318,7 +324,7 @@ static void record_error(int64_t err, bool stepped)
  */
 static void resync_locked(void)
 {
-	struct tb_slot old = tb.slot;	/* only the writer writes it */
+	struct tb_slot old = tb.slot; /* only the writer writes it */
 	const struct tb_slot *cur = &old;
 	uint64_t every = tb.resync_cycles, at, mono, rate, mult, limit, now_at, truth_now, old_end;
 	uint32_t seq = __atomic_load_n(&tb.seq, __ATOMIC_RELAXED);
@@ -326,7 +332,7 @@ static void resync_locked(void)
 	bool stale, step = false;
 
 	if (!pair_ok(pair(CLOCK_MONOTONIC, &at, &mono)))
-		return;		/* preempted in every try: the next call tries again */
+		return; /* preempted in every try: the next call tries again */
 	stale = __atomic_exchange_n(&tb.stale, 0, __ATOMIC_RELAXED);
 	rate = cur->mult;
 	if (at - tb.ref_at >= every / 2 && at > tb.ref_at && mono > tb.ref_ns)
@@ -343,13 +349,14 @@ static void resync_locked(void)
 	old_end = slot_eval(cur, now_at - cur->at > every && !stale ? cur->at + every : now_at);
 	if (truth_now < old_end) {
 		ahead = (int64_t)(old_end - truth_now);
-		step = ahead > LK__STEP_NS;	/* a counter jump: go back; each thread's floor holds */
+		step = ahead > LK__STEP_NS; /* a counter jump: go back; each thread's floor holds */
 	}
 	mult = rate;
 	if (ahead && !step) {
 		cap = (int64_t)(rate / 1000000 * LK__SLEW_PPM);
-		mult = rate - (uint64_t)clamp64((int64_t)(((__int128)ahead << LK__MULT_SHIFT) / every),
-						0, cap);
+		mult = rate -
+		       (uint64_t)clamp64((int64_t)(((__int128)ahead << LK__MULT_SHIFT) / every), 0,
+					 cap);
 	}
 	/* A reader that sees any new field sees the odd count (release stores), and reads the count
 	 * again only after the fields (acquire loads): no fences, which ThreadSanitizer would not
@@ -369,13 +376,14 @@ static bool resync_due(void)
 {
 	uint64_t every = __atomic_load_n(&tb.resync_cycles, __ATOMIC_ACQUIRE);
 
-	return every && lk__arch_counter() - __atomic_load_n(&tb.slot.at, __ATOMIC_RELAXED) >= every;
+	return every &&
+	       lk__arch_counter() - __atomic_load_n(&tb.slot.at, __ATOMIC_RELAXED) >= every;
 }
 
 static void resync(void)
 {
 	if (__atomic_exchange_n(&tb.writer, 1, __ATOMIC_ACQUIRE))
-		return;		/* another thread (or the call this handler interrupted) is at it */
+		return; /* another thread (or the call this handler interrupted) is at it */
 	if (resync_due())
 		resync_locked();
 	__atomic_store_n(&tb.writer, 0, __ATOMIC_RELEASE);
@@ -385,7 +393,8 @@ static bool refine_due(void)
 {
 	uint64_t every = __atomic_load_n(&tb.refine_every, __ATOMIC_ACQUIRE);
 
-	return every && lk__arch_counter() - __atomic_load_n(&tb.refined_at, __ATOMIC_RELAXED) >= every;
+	return every &&
+	       lk__arch_counter() - __atomic_load_n(&tb.refined_at, __ATOMIC_RELAXED) >= every;
 }
 
 void lk__timebase_tick(void)
@@ -420,7 +429,7 @@ static inline __attribute__((always_inline)) bool read_tb(uint64_t *out, bool al
 	uint64_t d;
 
 	if (LK__UNLIKELY(!every))
-		return false;	/* not initialized, or the vDSO method: skip the counter read */
+		return false; /* not initialized, or the vDSO method: skip the counter read */
 	d = lk__arch_counter() - at;
 	if (LK__UNLIKELY(__atomic_load_n(&tb.seq, __ATOMIC_RELAXED) != seq || (seq & 1)))
 		return false;
@@ -462,7 +471,7 @@ uint64_t lk__now_slow(struct lk__cputime_thread *t)
 	bool ok = false;
 
 	if (lk__clock_init() && lk__clock.now_method == LK_NOW_TSC) {
-		lk__clock_cookie();	/* in a forked child, frees the writer's lock a parent held */
+		lk__clock_cookie(); /* in a forked child, frees the writer's lock a parent held */
 		resync();
 		/* A stale slot is still right to within the slew: use it when another thread (or
 		 * the call this handler interrupted) holds the writer's lock. */

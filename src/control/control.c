@@ -75,30 +75,30 @@ struct outbox {
 
 struct client {
 	int fd;
-	bool broken;		/* a reply could not be sent, or the client broke the protocol: drop it */
+	bool broken; /* a reply could not be sent, or the client broke the protocol: drop it */
 	uid_t uid;
 	struct session_rule *rules;
 	size_t nrules;
 	struct outbox out;
-	int64_t moved_at;	/* ms, CLOCK_MONOTONIC: when the outbox last moved or filled */
+	int64_t moved_at; /* ms, CLOCK_MONOTONIC: when the outbox last moved or filled */
 };
 
 static struct {
 	bool open;
-	bool serving;			/* the service thread runs (open, and not deferred) */
-	pid_t owner;			/* the process that opened it (not a forked child) */
+	bool serving; /* the service thread runs (open, and not deferred) */
+	pid_t owner;  /* the process that opened it (not a forked child) */
 	int listen_fd;
-	int wake_fd;			/* an eventfd: lk_control_close wakes the service thread */
+	int wake_fd; /* an eventfd: lk_control_close wakes the service thread */
 	pthread_t thread;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 
 	/* the service thread's (and, once it has been joined, the closer's) */
 	struct client clients[MAX_CLIENTS];
 	unsigned int nclients;
-	unsigned int trace_gen;		/* the trace started over the socket; 0: none */
-	int trace_owner;		/* its client, when it stops on close; -1: none */
+	unsigned int trace_gen; /* the trace started over the socket; 0: none */
+	int trace_owner;	/* its client, when it stops on close; -1: none */
 
-	uint64_t refused_peers, refused_messages;	/* atomics */
+	uint64_t refused_peers, refused_messages; /* atomics */
 } ctl = { .listen_fd = -1, .wake_fd = -1, .trace_owner = -1 };
 
 static pthread_mutex_t ctl_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -116,7 +116,8 @@ static bool private_dir(const char *path)
 {
 	struct stat st;
 
-	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0;
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	       (st.st_mode & 077) == 0;
 }
 
 /* Create dir (0700) or check the one there: a real directory of ours, closed to others. */
@@ -127,24 +128,35 @@ static int make_private_dir(const char *dir)
 	int fd, err = 0;
 
 	if (!created && errno != EEXIST)
-		return lk__fail(-errno, "lk_control_open: cannot create %s: %s", dir, strerror(errno));
+		return lk__fail(-errno, "lk_control_open: cannot create %s: %s", dir,
+				strerror(errno));
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ELOOP || errno == ENOTDIR)
-			return lk__fail(-ENOTDIR, "lk_control_open: %s is not a directory (a symbolic link or a file "
-					"is there): remove it", dir);
-		return lk__fail(-errno, "lk_control_open: cannot open %s: %s", dir, strerror(errno));
+			return lk__fail(
+				-ENOTDIR,
+				"lk_control_open: %s is not a directory (a symbolic link or a file "
+				"is there): remove it",
+				dir);
+		return lk__fail(-errno, "lk_control_open: cannot open %s: %s", dir,
+				strerror(errno));
 	}
 	if (created)
-		fchmod(fd, 0700);	/* whatever the umask made of it */
+		fchmod(fd, 0700); /* whatever the umask made of it */
 	if (fstat(fd, &st) != 0)
-		err = lk__fail(-errno, "lk_control_open: cannot inspect %s: %s", dir, strerror(errno));
+		err = lk__fail(-errno, "lk_control_open: cannot inspect %s: %s", dir,
+			       strerror(errno));
 	else if (st.st_uid != geteuid())
-		err = lk__fail(-EPERM, "lk_control_open: %s belongs to uid %u, not to this process's uid %u: "
-			       "someone else made it; remove it", dir, (unsigned int)st.st_uid, (unsigned int)geteuid());
+		err = lk__fail(
+			-EPERM,
+			"lk_control_open: %s belongs to uid %u, not to this process's uid %u: "
+			"someone else made it; remove it",
+			dir, (unsigned int)st.st_uid, (unsigned int)geteuid());
 	else if (st.st_mode & 077)
-		err = lk__fail(-EPERM, "lk_control_open: %s is open to other users (mode %03o): "
-			       "`chmod 700 %s`", dir, (unsigned int)(st.st_mode & 0777), dir);
+		err = lk__fail(-EPERM,
+			       "lk_control_open: %s is open to other users (mode %03o): "
+			       "`chmod 700 %s`",
+			       dir, (unsigned int)(st.st_mode & 0777), dir);
 	close(fd);
 	return err;
 }
@@ -161,7 +173,8 @@ int lk__control_dir(char *out, size_t len)
 	if (n < 0 || (size_t)n >= len || (size_t)n >= room)
 		n = snprintf(out, len, "/tmp/lowkey-%u", (unsigned int)geteuid());
 	if (n < 0 || (size_t)n >= len)
-		return lk__fail(-ENAMETOOLONG, "lk_control_open: no room for the socket's directory name");
+		return lk__fail(-ENAMETOOLONG,
+				"lk_control_open: no room for the socket's directory name");
 	return make_private_dir(out);
 }
 
@@ -186,7 +199,8 @@ static int send_msg(int fd, struct lk__ctl_msg *m)
 	return send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n ? 0 : -errno;
 }
 
-static void result_msg(struct lk__ctl_msg *m, char *text, uint32_t seq, int err, int64_t value, const char *message)
+static void result_msg(struct lk__ctl_msg *m, char *text, uint32_t seq, int err, int64_t value,
+		       const char *message)
 {
 	snprintf(text, LK_CTL_MAX_TEXT + 1, "%s", message ? message : "");
 	*m = (struct lk__ctl_msg){ .type = LK_CTL_RESULT, .seq = seq };
@@ -263,7 +277,8 @@ static void reply(struct client *c, struct lk__ctl_msg *m)
 	flush(c);
 }
 
-static void reply_result(struct client *c, uint32_t seq, int err, int64_t value, const char *message)
+static void reply_result(struct client *c, uint32_t seq, int err, int64_t value,
+			 const char *message)
 {
 	struct lk__ctl_msg m;
 	char text[LK_CTL_MAX_TEXT + 1];
@@ -313,7 +328,9 @@ static void stop_trace(struct lk__ctl_msg *m, char *path, size_t pathlen, char *
 	lk_trace_stats(&st);
 	ctl.trace_gen = 0;
 	ctl.trace_owner = -1;
-	m->stats = (struct lk__ctl_stats){ err < -4095 ? -EIO : err, st.events, st.lost, st.bytes, st.threads, path, msg };
+	m->stats = (struct lk__ctl_stats){
+		err < -4095 ? -EIO : err, st.events, st.lost, st.bytes, st.threads, path, msg
+	};
 }
 
 static void drop_client(unsigned int i)
@@ -334,10 +351,11 @@ static void drop_client(unsigned int i)
 	close(c->fd);
 	ctl.clients[i] = ctl.clients[--ctl.nclients];
 	if (ctl.trace_owner == (int)ctl.nclients)
-		ctl.trace_owner = (int)i;	/* the owner moved into the freed slot */
+		ctl.trace_owner = (int)i; /* the owner moved into the freed slot */
 }
 
-static void refuse_peer(int fd, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void refuse_peer(int fd, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 static void refuse_peer(int fd, int err, const char *fmt, ...)
 {
@@ -367,12 +385,15 @@ static void accept_client(void)
 		return;
 	}
 	if (cred.uid != geteuid() && cred.uid != 0) {
-		refuse_peer(fd, -EACCES, "uid %u may not control process %d: only its own user (uid %u) or root may",
-			    (unsigned int)cred.uid, (int)getpid(), (unsigned int)geteuid());
+		refuse_peer(
+			fd, -EACCES,
+			"uid %u may not control process %d: only its own user (uid %u) or root may",
+			(unsigned int)cred.uid, (int)getpid(), (unsigned int)geteuid());
 		return;
 	}
 	if (ctl.nclients == MAX_CLIENTS) {
-		refuse_peer(fd, -EBUSY, "process %d already serves %d control clients: try again later",
+		refuse_peer(fd, -EBUSY,
+			    "process %d already serves %d control clients: try again later",
 			    (int)getpid(), MAX_CLIENTS);
 		return;
 	}
@@ -431,7 +452,8 @@ static void do_usdt(struct client *c, const struct lk__ctl_msg *req)
 	int matched;
 
 	if (r->scope != LK_CTL_RULE_KEEP) {
-		reply_result(c, req->seq, -EINVAL, 0, "a USDT rule lasts until disabled: its scope must be KEEP");
+		reply_result(c, req->seq, -EINVAL, 0,
+			     "a USDT rule lasts until disabled: its scope must be KEEP");
 		return;
 	}
 	matched = r->enable ? lk_probe_usdt_enable(r->glob) : lk_probe_usdt_disable(r->glob);
@@ -467,9 +489,11 @@ struct stop_progress {
 static void progress_to_client(uint64_t done, uint64_t total, void *arg)
 {
 	struct stop_progress *p = arg;
-	struct lk__ctl_msg m = { .type = LK_CTL_PROGRESS, .seq = p->seq, .progress = { done, total } };
+	struct lk__ctl_msg m = { .type = LK_CTL_PROGRESS,
+				 .seq = p->seq,
+				 .progress = { done, total } };
 
-	if (!pending(p->c))	/* behind queued replies it would come late */
+	if (!pending(p->c)) /* behind queued replies it would come late */
 		send_msg(p->c->fd, &m);
 }
 
@@ -500,8 +524,9 @@ static void do_snapshot(struct client *c, const struct lk__ctl_msg *req)
 	const struct lk__progress_sink sink = { progress_to_client, &to };
 	int err;
 
-	lk__progress_stop_sink_for_thread(&sink);	/* a JSON snapshot is converted */
-	err = lk__trace_snapshot(req->snapshot.path[0] ? req->snapshot.path : NULL, &r, path, sizeof(path));
+	lk__progress_stop_sink_for_thread(&sink); /* a JSON snapshot is converted */
+	err = lk__trace_snapshot(req->snapshot.path[0] ? req->snapshot.path : NULL, &r, path,
+				 sizeof(path));
 	lk__progress_stop_sink_for_thread(NULL);
 	if (err) {
 		reply_result(c, req->seq, err, 0, lk_last_error());
@@ -561,16 +586,18 @@ static int encode_site(const struct lk_probe_info *info, void *arg)
 {
 	struct site_list *l = arg;
 	struct lk__ctl_msg m = { .type = LK_CTL_SITE, .seq = l->seq };
-	char function[LK_CTL_MAX_FUNCTION];	/* a template's signature may be longer */
+	char function[LK_CTL_MAX_FUNCTION]; /* a template's signature may be longer */
 	uint32_t types = 0;
 	int n;
 
 	for (unsigned int a = 0; a < info->nargs; a++)
 		types |= (uint32_t)info->arg_types[a] << (4 * a);
 	snprintf(function, sizeof(function), "%s", info->function ? info->function : "");
-	m.site = (struct lk__ctl_site){ info->id, (uint8_t)info->kind, (uint8_t)info->nargs, info->enabled, types,
-					info->line, info->provider, info->event, info->file, info->arg_names,
-					info->object, function };
+	m.site = (struct lk__ctl_site){
+		info->id,   (uint8_t)info->kind, (uint8_t)info->nargs, info->enabled,
+		types,	    info->line,		 info->provider,       info->event,
+		info->file, info->arg_names,	 info->object,	       function
+	};
 	if (l->cap - l->len < LK_CTL_MAX_MSG + 4) {
 		size_t cap = l->cap ? l->cap * 2 : 64 * 1024;
 		uint8_t *grown = realloc(l->data, cap);
@@ -585,7 +612,7 @@ static int encode_site(const struct lk_probe_info *info, void *arg)
 	/* each message preceded by its length */
 	n = lk__ctl_encode(&m, l->data + l->len + 4, LK_CTL_MAX_MSG);
 	if (n < 0)
-		return 0;	/* names too long for a message: left out rather than cut */
+		return 0; /* names too long for a message: left out rather than cut */
 	memcpy(l->data + l->len, &(uint32_t){ (uint32_t)n }, 4);
 	l->len += 4 + (size_t)n;
 	l->count++;
@@ -636,7 +663,8 @@ static bool serve(unsigned int i)
 	err = lk__ctl_decode(buf, (size_t)n, &req, why, sizeof(why));
 	if (!err && !lk__ctl_is_request(req.type)) {
 		err = -EOPNOTSUPP;
-		snprintf(why, sizeof(why), "a %s message is not a request", lk__ctl_type_name(req.type));
+		snprintf(why, sizeof(why), "a %s message is not a request",
+			 lk__ctl_type_name(req.type));
 	}
 	if (err) {
 		/* one reply, if its socket takes it now; then the connection ends */
@@ -644,13 +672,27 @@ static bool serve(unsigned int i)
 		return false;
 	}
 	switch (req.type) {
-	case LK_CTL_RULE: do_rule(c, &req); break;
-	case LK_CTL_START: do_start(i, &req); break;
-	case LK_CTL_STOP: do_stop(c, &req); break;
-	case LK_CTL_STATUS: do_status(c, &req); break;
-	case LK_CTL_LIST: do_list(c, &req); break;
-	case LK_CTL_USDT: do_usdt(c, &req); break;
-	case LK_CTL_SNAPSHOT: do_snapshot(c, &req); break;
+	case LK_CTL_RULE:
+		do_rule(c, &req);
+		break;
+	case LK_CTL_START:
+		do_start(i, &req);
+		break;
+	case LK_CTL_STOP:
+		do_stop(c, &req);
+		break;
+	case LK_CTL_STATUS:
+		do_status(c, &req);
+		break;
+	case LK_CTL_LIST:
+		do_list(c, &req);
+		break;
+	case LK_CTL_USDT:
+		do_usdt(c, &req);
+		break;
+	case LK_CTL_SNAPSHOT:
+		do_snapshot(c, &req);
+		break;
 	}
 	return !ctl.clients[i].broken;
 }
@@ -682,7 +724,8 @@ static bool service_client(unsigned int i, short revents)
 	}
 	if (c->broken)
 		return false;
-	return !pending(c) || now_ms() - c->moved_at < __atomic_load_n(&lk__control_stall_ms, __ATOMIC_RELAXED);
+	return !pending(c) ||
+	       now_ms() - c->moved_at < __atomic_load_n(&lk__control_stall_ms, __ATOMIC_RELAXED);
 }
 
 static void *service_main(void *arg)
@@ -698,7 +741,8 @@ static void *service_main(void *arg)
 		fds[1] = (struct pollfd){ .fd = ctl.listen_fd, .events = POLLIN };
 		for (unsigned int i = 0; i < n; i++)
 			fds[2 + i] = (struct pollfd){ .fd = ctl.clients[i].fd,
-						      .events = pending(&ctl.clients[i]) ? POLLOUT : POLLIN };
+						      .events = pending(&ctl.clients[i]) ? POLLOUT :
+											   POLLIN };
 		if (poll(fds, 2 + n, poll_timeout(now_ms())) < 0)
 			continue;
 		if (fds[0].revents)
@@ -778,14 +822,15 @@ static void sweep_stale_sockets(const char *dir)
 
 		if (len < 6 || strcmp(e->d_name + len - 5, ".sock") != 0 || e->d_type != DT_SOCK)
 			continue;
-		if ((size_t)snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/%s", dir, e->d_name) >=
-		    sizeof(addr.sun_path))
+		if ((size_t)snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/%s", dir,
+				     e->d_name) >= sizeof(addr.sun_path))
 			continue;
 		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
 			break;
 		tried++;
-		if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 && errno == ECONNREFUSED)
+		if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 &&
+		    errno == ECONNREFUSED)
 			unlinkat(dirfd(d), e->d_name, 0);
 		close(fd);
 	}
@@ -802,15 +847,18 @@ static int bind_socket(void)
 	if (err)
 		return err;
 	sweep_stale_sockets(dir);
-	if ((size_t)snprintf(ctl.path, sizeof(ctl.path), "%s/%d.sock", dir, (int)getpid()) >= sizeof(ctl.path))
-		return lk__fail(-ENAMETOOLONG, "lk_control_open: the socket path in %s is too long", dir);
+	if ((size_t)snprintf(ctl.path, sizeof(ctl.path), "%s/%d.sock", dir, (int)getpid()) >=
+	    sizeof(ctl.path))
+		return lk__fail(-ENAMETOOLONG, "lk_control_open: the socket path in %s is too long",
+				dir);
 	memcpy(addr.sun_path, ctl.path, sizeof(addr.sun_path));
 	ctl.listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (ctl.listen_fd < 0)
 		return lk__fail(-errno, "lk_control_open: socket: %s", strerror(errno));
-	unlink(ctl.path);	/* left by an earlier process with this pid, or this one before exec */
+	unlink(ctl.path); /* left by an earlier process with this pid, or this one before exec */
 	if (bind(ctl.listen_fd, (struct sockaddr *)&addr, sizeof(addr)) != 0)
-		return lk__fail(-errno, "lk_control_open: cannot bind %s: %s", ctl.path, strerror(errno));
+		return lk__fail(-errno, "lk_control_open: cannot bind %s: %s", ctl.path,
+				strerror(errno));
 	chmod(ctl.path, 0600);
 	if (listen(ctl.listen_fd, MAX_CLIENTS) != 0) {
 		err = -errno;
@@ -836,7 +884,8 @@ static int start_service(void)
 	if (err) {
 		close(ctl.wake_fd);
 		ctl.wake_fd = -1;
-		return lk__fail(-err, "lk_control_open: cannot start the control thread: %s", strerror(err));
+		return lk__fail(-err, "lk_control_open: cannot start the control thread: %s",
+				strerror(err));
 	}
 	ctl.serving = true;
 	return 0;
@@ -931,10 +980,12 @@ static void shutdown_locked(bool exiting)
 			stop_trace(&m, path, sizeof(path), msg, sizeof(msg));
 		} else {
 			lk_trace_stats(&st);
-			m.stats = (struct lk__ctl_stats){ 0, st.events, st.lost, st.bytes, st.threads, path, msg };
+			m.stats = (struct lk__ctl_stats){ 0,	      st.events, st.lost, st.bytes,
+							  st.threads, path,	 msg };
 		}
 		for (unsigned int i = 0; i < ctl.nclients; i++)
-			reply(&ctl.clients[i], &m);	/* after what waits for it, if its socket takes it now */
+			reply(&ctl.clients[i],
+			      &m); /* after what waits for it, if its socket takes it now */
 	}
 	while (ctl.nclients)
 		drop_client(ctl.nclients - 1);

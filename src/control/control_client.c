@@ -103,10 +103,11 @@ static int socket_from_proc(pid_t pid, char *path, size_t len)
 		unsigned int flags, type;
 		unsigned long inode;
 
-		if (sscanf(line, "%*s %*s %*s %x %x %*s %lu %4095s", &flags, &type, &inode, name) != 4)
+		if (sscanf(line, "%*s %*s %*s %x %x %*s %lu %4095s", &flags, &type, &inode, name) !=
+		    4)
 			continue;
 		if (type != SOCK_SEQPACKET || !(flags & 0x10000) || !is_control_path(name, pid))
-			continue;	/* 0x10000: __SO_ACCEPTCON, listening */
+			continue; /* 0x10000: __SO_ACCEPTCON, listening */
 		for (size_t i = 0; i < n; i++) {
 			if (inodes[i] == inode && strlen(name) < len) {
 				snprintf(path, len, "%s", name);
@@ -213,8 +214,10 @@ static const char *dir_problem(const char *dir, uid_t uid, char *why, size_t len
 	else if (!S_ISDIR(st.st_mode))
 		snprintf(why, len, "%s is not a directory: remove it", dir);
 	else if (st.st_uid != uid)
-		snprintf(why, len, "%s belongs to uid %u, not to the process's uid %u: someone else made it; remove it",
-			 dir, (unsigned int)st.st_uid, (unsigned int)uid);
+		snprintf(
+			why, len,
+			"%s belongs to uid %u, not to the process's uid %u: someone else made it; remove it",
+			dir, (unsigned int)st.st_uid, (unsigned int)uid);
 	else if (st.st_mode & 077)
 		snprintf(why, len, "%s is open to other users (mode %03o): `chmod 700 %s`", dir,
 			 (unsigned int)(st.st_mode & 0777), dir);
@@ -229,7 +232,8 @@ static void control_dir(pid_t pid, uid_t uid, char *dir, size_t len)
 	char xdg[PATH_MAX], why[64];
 
 	if (process_xdg(pid, xdg, sizeof(xdg)) && !dir_problem(xdg, uid, why, sizeof(why)) &&
-	    strlen(xdg) + sizeof("/lowkey/4194304.sock") <= sizeof(((struct sockaddr_un *)0)->sun_path) &&
+	    strlen(xdg) + sizeof("/lowkey/4194304.sock") <=
+		    sizeof(((struct sockaddr_un *)0)->sun_path) &&
 	    snprintf(dir, len, "%s/lowkey", xdg) < (int)len)
 		return;
 	snprintf(dir, len, "/tmp/lowkey-%u", (unsigned int)uid);
@@ -241,14 +245,21 @@ static int no_socket(pid_t pid, uid_t uid, char *err, size_t errlen)
 	char value[64], dir[PATH_MAX], why[PATH_MAX + 128];
 	bool asked = false;
 
-	if (!process_env(pid, "LOWKEY_CONTROL=", value, sizeof(value)) || lk__parse_bool(value, &asked) != 0 || !asked)
-		return lk__failf(err, errlen, -ENOENT, "process %d has no lowkey control socket open", (int)pid);
+	if (!process_env(pid, "LOWKEY_CONTROL=", value, sizeof(value)) ||
+	    lk__parse_bool(value, &asked) != 0 || !asked)
+		return lk__failf(err, errlen, -ENOENT,
+				 "process %d has no lowkey control socket open", (int)pid);
 	control_dir(pid, uid, dir, sizeof(dir));
 	if (!dir_problem(dir, uid, why, sizeof(why)))
-		return lk__failf(err, errlen, -ENOTCONN, "process %d was started with LOWKEY_CONTROL=1 but has no "
-			     "control socket open: it has closed it (lk_control_close) or could not open it", (int)pid);
-	return lk__failf(err, errlen, -ENOTCONN, "process %d was started with LOWKEY_CONTROL=1 but has no control "
-		     "socket open: %s, and restart the process", (int)pid, why);
+		return lk__failf(
+			err, errlen, -ENOTCONN,
+			"process %d was started with LOWKEY_CONTROL=1 but has no "
+			"control socket open: it has closed it (lk_control_close) or could not open it",
+			(int)pid);
+	return lk__failf(err, errlen, -ENOTCONN,
+			 "process %d was started with LOWKEY_CONTROL=1 but has no control "
+			 "socket open: %s, and restart the process",
+			 (int)pid, why);
 }
 
 /* When pid was started: /proc/PID/stat's starttime (field 22), clock ticks after boot. */
@@ -265,10 +276,12 @@ static bool process_start(pid_t pid, unsigned long long *start)
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = '\0';
-	p = strrchr(buf, ')');	/* the command name may hold spaces and parentheses */
+	p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
 	/* after the name: state (field 3) ... starttime (field 22) */
-	return p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-			   start) == 1;
+	return p &&
+	       sscanf(p + 1,
+		      " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+		      start) == 1;
 }
 
 /* How long ago the pinned process was started (ms), on the boot clock; -1 if the clock cannot tell. */
@@ -288,7 +301,7 @@ static int64_t process_age_ms(const struct lk__ctl_pin *pin)
 static int open_pidfd(pid_t pid)
 {
 #ifdef SYS_pidfd_open
-	return (int)syscall(SYS_pidfd_open, pid, 0);	/* close-on-exec */
+	return (int)syscall(SYS_pidfd_open, pid, 0); /* close-on-exec */
 #else
 	(void)pid;
 	errno = ENOSYS;
@@ -306,11 +319,13 @@ int lk__ctl_pin(struct lk__ctl_pin *p, pid_t pid, char *err, size_t errlen)
 	 */
 	if (pid <= 0 || (p->pidfd < 0 && errno == ESRCH) || !process_start(pid, &p->start)) {
 		lk__ctl_unpin(p);
-		return lk__failf(err, errlen, -ESRCH, "no process %d: check the pid (ps, pidof)", (int)pid);
+		return lk__failf(err, errlen, -ESRCH, "no process %d: check the pid (ps, pidof)",
+				 (int)pid);
 	}
 	if (lk__ctl_pin_check(p) != 0) {
 		lk__ctl_unpin(p);
-		return lk__failf(err, errlen, -ESRCH, "process %d exited as lowkey looked at it", (int)pid);
+		return lk__failf(err, errlen, -ESRCH, "process %d exited as lowkey looked at it",
+				 (int)pid);
 	}
 	return 0;
 }
@@ -323,7 +338,7 @@ int lk__ctl_pin_check(const struct lk__ctl_pin *p)
 
 	if (p->pidfd >= 0) {
 		do
-			rc = poll(&q, 1, 0);	/* readable once it has exited */
+			rc = poll(&q, 1, 0); /* readable once it has exited */
 		while (rc < 0 && errno == EINTR);
 	}
 	if (rc != 0 || !process_start(p->pid, &start) || start != p->start)
@@ -344,8 +359,10 @@ static int pinned(const struct lk__ctl_pin *pin, int rc, char *err, size_t errle
 {
 	if (lk__ctl_pin_check(pin) == 0)
 		return rc;
-	return lk__failf(err, errlen, -ESRCH, "process %d exited while lowkey attached to it; a process that "
-		     "has its pid now is left alone", (int)pin->pid);
+	return lk__failf(err, errlen, -ESRCH,
+			 "process %d exited while lowkey attached to it; a process that "
+			 "has its pid now is left alone",
+			 (int)pin->pid);
 }
 
 /* Wait 10 ms, or less if the pinned process exits. */
@@ -381,17 +398,19 @@ static bool may_still_open_its_socket(const struct lk__ctl_pin *pin, uid_t uid)
 
 	if (age >= 0 && age < LK_CTL_YOUNG_MS)
 		return true;
-	if (age < 0 || age >= LK_CTL_STARTUP_MS || !process_env(pid, "LOWKEY_CONTROL=", value, sizeof(value)) ||
+	if (age < 0 || age >= LK_CTL_STARTUP_MS ||
+	    !process_env(pid, "LOWKEY_CONTROL=", value, sizeof(value)) ||
 	    lk__parse_bool(value, &asked) != 0 || !asked)
 		return false;
 	control_dir(pid, uid, dir, sizeof(dir));
 	if (lstat(dir, &st) != 0)
-		return errno == ENOENT;	/* a directory it will make */
-	return !dir_problem(dir, uid, why, sizeof(why));	/* else it never will */
+		return errno == ENOENT;			 /* a directory it will make */
+	return !dir_problem(dir, uid, why, sizeof(why)); /* else it never will */
 }
 
 /* Where the pinned process's socket is, waiting for it while it may still open it; see find_socket. */
-static int find_socket(const struct lk__ctl_pin *pin, uid_t uid, char *path, size_t len, char *err, size_t errlen)
+static int find_socket(const struct lk__ctl_pin *pin, uid_t uid, char *path, size_t len, char *err,
+		       size_t errlen)
 {
 	pid_t pid = pin->pid;
 	bool wait;
@@ -411,19 +430,25 @@ static int find_socket(const struct lk__ctl_pin *pin, uid_t uid, char *path, siz
 	if (socket_from_candidates(pid, uid, path, len) == 0)
 		return 0;
 	if (uid != geteuid() && geteuid() != 0)
-		return lk__failf(err, errlen, -EACCES, "process %d belongs to uid %u", (int)pid, (unsigned int)uid);
-	return lk__failf(err, errlen, -EPERM, "cannot tell whether process %d has a lowkey control socket open: "
-		     "its open files (/proc/%d/fd) cannot be read here (%s): it is out of this user's reach (another "
-		     "namespace, no CAP_SYS_PTRACE over it) or not dumpable", (int)pid, (int)pid, strerror(-rc));
+		return lk__failf(err, errlen, -EACCES, "process %d belongs to uid %u", (int)pid,
+				 (unsigned int)uid);
+	return lk__failf(
+		err, errlen, -EPERM,
+		"cannot tell whether process %d has a lowkey control socket open: "
+		"its open files (/proc/%d/fd) cannot be read here (%s): it is out of this user's reach (another "
+		"namespace, no CAP_SYS_PTRACE over it) or not dumpable",
+		(int)pid, (int)pid, strerror(-rc));
 }
 
-int lk__ctl_find_socket(const struct lk__ctl_pin *pin, char *path, size_t len, char *err, size_t errlen)
+int lk__ctl_find_socket(const struct lk__ctl_pin *pin, char *path, size_t len, char *err,
+			size_t errlen)
 {
 	uid_t uid;
 	gid_t gid;
 
 	if (!process_owner(pin->pid, &uid, &gid))
-		return pinned(pin, lk__failf(err, errlen, -ESRCH, "no process %d", (int)pin->pid), err, errlen);
+		return pinned(pin, lk__failf(err, errlen, -ESRCH, "no process %d", (int)pin->pid),
+			      err, errlen);
 	return pinned(pin, find_socket(pin, uid, path, len, err, errlen), err, errlen);
 }
 
@@ -438,7 +463,8 @@ static void reset(struct lk__ctl_client *c)
 	c->gid = (gid_t)-1;
 }
 
-int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expect_pid, char *err, size_t errlen)
+int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expect_pid, char *err,
+			 size_t errlen)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	struct ucred cred;
@@ -457,22 +483,27 @@ int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expec
 		rc = -errno;
 		lk__ctl_disconnect(c);
 		if (rc == -ECONNREFUSED)
-			return lk__failf(err, errlen, rc, "nothing listens on %s (its process has exited or closed it)", path);
+			return lk__failf(
+				err, errlen, rc,
+				"nothing listens on %s (its process has exited or closed it)",
+				path);
 		if (rc == -EACCES || rc == -EPERM)
-			return lk__failf(err, errlen, -EACCES, "no permission to connect to %s: it belongs to another user",
-				     path);
+			return lk__failf(
+				err, errlen, -EACCES,
+				"no permission to connect to %s: it belongs to another user", path);
 		return lk__failf(err, errlen, rc, "cannot connect to %s: %s", path, strerror(-rc));
 	}
 	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) != 0) {
 		rc = -errno;
 		lk__ctl_disconnect(c);
-		return lk__failf(err, errlen, rc, "cannot read the credentials of %s: %s", path, strerror(-rc));
+		return lk__failf(err, errlen, rc, "cannot read the credentials of %s: %s", path,
+				 strerror(-rc));
 	}
 	/* cred.pid: the thread group of the thread that called listen() */
 	if (expect_pid && cred.pid != expect_pid) {
 		lk__ctl_disconnect(c);
-		return lk__failf(err, errlen, -ESTALE, "%s is served by process %d, not %d", path, (int)cred.pid,
-			     (int)expect_pid);
+		return lk__failf(err, errlen, -ESTALE, "%s is served by process %d, not %d", path,
+				 (int)cred.pid, (int)expect_pid);
 	}
 	c->pid = cred.pid;
 	return 0;
@@ -543,7 +574,8 @@ int lk__ctl_send(struct lk__ctl_client *c, struct lk__ctl_msg *m)
 	return 0;
 }
 
-int lk__ctl_recv(struct lk__ctl_client *c, struct lk__ctl_msg *m, int timeout_ms, char *err, size_t errlen)
+int lk__ctl_recv(struct lk__ctl_client *c, struct lk__ctl_msg *m, int timeout_ms, char *err,
+		 size_t errlen)
 {
 	struct pollfd p = { .fd = c->fd, .events = POLLIN };
 	ssize_t n;
@@ -566,11 +598,14 @@ int lk__ctl_recv(struct lk__ctl_client *c, struct lk__ctl_msg *m, int timeout_ms
 			errno = ECONNRESET;
 	}
 	if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE)))
-		return lk__failf(err, errlen, -ECONNRESET, "process %d closed the connection", (int)c->pid);
+		return lk__failf(err, errlen, -ECONNRESET, "process %d closed the connection",
+				 (int)c->pid);
 	if (n < 0)
-		return lk__failf(err, errlen, -errno, "receiving from process %d: %s", (int)c->pid, strerror(errno));
+		return lk__failf(err, errlen, -errno, "receiving from process %d: %s", (int)c->pid,
+				 strerror(errno));
 	if ((size_t)n > sizeof(c->buf))
-		return lk__failf(err, errlen, -EMSGSIZE, "process %d sent a message of %zd bytes", (int)c->pid, n);
+		return lk__failf(err, errlen, -EMSGSIZE, "process %d sent a message of %zd bytes",
+				 (int)c->pid, n);
 	return lk__ctl_decode(c->buf, (size_t)n, m, err, errlen);
 }
 
@@ -593,43 +628,49 @@ int lk__ctl_left_ms(int64_t deadline)
 	return left < 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
 }
 
-int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t reply_type, struct lk__ctl_msg *reply,
-		 int timeout_ms, char *err, size_t errlen)
+int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t reply_type,
+		 struct lk__ctl_msg *reply, int timeout_ms, char *err, size_t errlen)
 {
 	int64_t deadline = lk__ctl_deadline(timeout_ms);
 	int rc = lk__ctl_send(c, req);
 
 	/* A process that refused the connection has said why before closing it. */
-	if (rc == -ECONNRESET && lk__ctl_recv(c, reply, 0, NULL, 0) == 0 && reply->type == LK_CTL_RESULT &&
-	    reply->result.err)
+	if (rc == -ECONNRESET && lk__ctl_recv(c, reply, 0, NULL, 0) == 0 &&
+	    reply->type == LK_CTL_RESULT && reply->result.err)
 		return lk__failf(err, errlen, reply->result.err, "%s", reply->result.message);
 	if (rc)
-		return lk__failf(err, errlen, rc, "sending to process %d: %s", (int)c->pid, strerror(-rc));
+		return lk__failf(err, errlen, rc, "sending to process %d: %s", (int)c->pid,
+				 strerror(-rc));
 	for (int stray = 0;; stray++) {
 		if (stray > LK_CTL_MAX_STRAY)
-			return lk__failf(err, errlen, -EBADMSG, "process %d sent over %d messages that answer nothing: "
-				     "it does not speak lowkey's protocol", (int)c->pid, LK_CTL_MAX_STRAY);
+			return lk__failf(err, errlen, -EBADMSG,
+					 "process %d sent over %d messages that answer nothing: "
+					 "it does not speak lowkey's protocol",
+					 (int)c->pid, LK_CTL_MAX_STRAY);
 		rc = lk__ctl_recv(c, reply, lk__ctl_left_ms(deadline), err, errlen);
 		if (rc)
 			return rc;
 		if (reply->type == LK_CTL_EXIT)
-			return lk__failf(err, errlen, -ECONNRESET, "process %d is exiting", (int)c->pid);
+			return lk__failf(err, errlen, -ECONNRESET, "process %d is exiting",
+					 (int)c->pid);
 		/* seq 0: the process refused the connection before any request */
 		if (reply->seq != req->seq && reply->seq != 0)
-			continue;	/* a late reply to an earlier request */
+			continue; /* a late reply to an earlier request */
 		if (reply->type == LK_CTL_PROGRESS && reply->seq == req->seq) {
 			if (c->on_progress)
 				c->on_progress(&reply->progress, c->progress_arg);
-			stray--;	/* the deadline bounds how many come */
+			stray--; /* the deadline bounds how many come */
 			continue;
 		}
 		if (reply->type == LK_CTL_RESULT && reply->result.err)
-			return lk__failf(err, errlen, reply->result.err, "%s", reply->result.message);
+			return lk__failf(err, errlen, reply->result.err, "%s",
+					 reply->result.message);
 		if (reply->type == reply_type)
 			return 0;
 		if (reply->seq == 0)
 			continue;
-		return lk__failf(err, errlen, -EBADMSG, "process %d answered a %s request with a %s message", (int)c->pid,
-			     lk__ctl_type_name(req->type), lk__ctl_type_name(reply->type));
+		return lk__failf(err, errlen, -EBADMSG,
+				 "process %d answered a %s request with a %s message", (int)c->pid,
+				 lk__ctl_type_name(req->type), lk__ctl_type_name(reply->type));
 	}
 }

@@ -38,5 +38,4 @@ extern int lk__control_stall_ms;
  */
 int lk__control_dir(char *out, size_t len);
 
-
 #endif

@@ -60,7 +60,7 @@
 #include "internal/trace_progress.h"
 
 #define MAX_RULES 64
-#define VERDICT_TIMEOUT_S 30	/* how long a failed start waits for the CLI to end the process */
+#define VERDICT_TIMEOUT_S 30 /* how long a failed start waits for the CLI to end the process */
 
 /* trace.c refers to this, so the constructor below is linked wherever tracing is (liblowkey.a too). */
 const int lk__probe_environment_linked = 1;
@@ -71,23 +71,25 @@ struct env_rule {
 };
 
 static struct {
-	pid_t pid;		/* the process tracing from the environment; 0: none */
+	pid_t pid; /* the process tracing from the environment; 0: none */
 	int status_fd;
-	pid_t status_owner;	/* the process the status socket is for: not its forked children */
-	dev_t status_dev;	/* the socket itself, told from another file at the same number */
+	pid_t status_owner; /* the process the status socket is for: not its forked children */
+	dev_t status_dev;   /* the socket itself, told from another file at the same number */
 	ino_t status_ino;
-	unsigned int gen;	/* the trace it started */
+	unsigned int gen; /* the trace it started */
 	char *path;
 	struct env_rule rules[MAX_RULES];
 	unsigned int nrules;
-	int snapshot_signal;	/* LOWKEY_TRACE_SNAPSHOT_SIGNAL; 0: none */
+	int snapshot_signal; /* LOWKEY_TRACE_SNAPSHOT_SIGNAL; 0: none */
 } env = { .status_fd = -1 };
 
 /* ---- parsing ---- */
 
 int lk__parse_bool(const char *s, bool *out)
 {
-	static const char *const yes[] = { "1", "yes", "true", "on" }, *const no[] = { "0", "no", "false", "off" };
+	static const char *const yes[] = { "1", "yes", "true", "on" }, *const no[] = { "0", "no",
+										       "false",
+										       "off" };
 
 	for (size_t i = 0; s && i < 4; i++) {
 		if (strcasecmp(s, yes[i]) == 0)
@@ -134,13 +136,14 @@ static const struct {
 	const char *name;
 	int sig;
 } signal_names[] = {
-	{ "HUP", SIGHUP }, { "INT", SIGINT }, { "QUIT", SIGQUIT }, { "ILL", SIGILL }, { "TRAP", SIGTRAP },
-	{ "ABRT", SIGABRT }, { "BUS", SIGBUS }, { "FPE", SIGFPE }, { "KILL", SIGKILL }, { "USR1", SIGUSR1 },
-	{ "SEGV", SIGSEGV }, { "USR2", SIGUSR2 }, { "PIPE", SIGPIPE }, { "ALRM", SIGALRM }, { "TERM", SIGTERM },
-	{ "CHLD", SIGCHLD }, { "CONT", SIGCONT }, { "STOP", SIGSTOP }, { "TSTP", SIGTSTP }, { "TTIN", SIGTTIN },
-	{ "TTOU", SIGTTOU }, { "URG", SIGURG }, { "XCPU", SIGXCPU }, { "XFSZ", SIGXFSZ },
+	{ "HUP", SIGHUP },	 { "INT", SIGINT },   { "QUIT", SIGQUIT },   { "ILL", SIGILL },
+	{ "TRAP", SIGTRAP },	 { "ABRT", SIGABRT }, { "BUS", SIGBUS },     { "FPE", SIGFPE },
+	{ "KILL", SIGKILL },	 { "USR1", SIGUSR1 }, { "SEGV", SIGSEGV },   { "USR2", SIGUSR2 },
+	{ "PIPE", SIGPIPE },	 { "ALRM", SIGALRM }, { "TERM", SIGTERM },   { "CHLD", SIGCHLD },
+	{ "CONT", SIGCONT },	 { "STOP", SIGSTOP }, { "TSTP", SIGTSTP },   { "TTIN", SIGTTIN },
+	{ "TTOU", SIGTTOU },	 { "URG", SIGURG },   { "XCPU", SIGXCPU },   { "XFSZ", SIGXFSZ },
 	{ "VTALRM", SIGVTALRM }, { "PROF", SIGPROF }, { "WINCH", SIGWINCH }, { "IO", SIGIO },
-	{ "PWR", SIGPWR }, { "SYS", SIGSYS },
+	{ "PWR", SIGPWR },	 { "SYS", SIGSYS },
 };
 
 int lk__parse_signal(const char *s)
@@ -151,7 +154,8 @@ int lk__parse_signal(const char *s)
 		return -EINVAL;
 	if (strncasecmp(s, "SIG", 3) == 0)
 		s += 3;
-	if (strncasecmp(s, "RTMIN+", 6) == 0 && parse_int(s + 6, &n) == 0 && n >= 0 && n <= SIGRTMAX - SIGRTMIN)
+	if (strncasecmp(s, "RTMIN+", 6) == 0 && parse_int(s + 6, &n) == 0 && n >= 0 &&
+	    n <= SIGRTMAX - SIGRTMIN)
 		return SIGRTMIN + (int)n;
 	if (strcasecmp(s, "RTMIN") == 0)
 		return SIGRTMIN;
@@ -262,8 +266,9 @@ static bool status_socket_ours(void)
 {
 	struct stat st;
 
-	return env.status_fd >= 0 && getpid() == env.status_owner && fstat(env.status_fd, &st) == 0 &&
-	       st.st_dev == env.status_dev && st.st_ino == env.status_ino;
+	return env.status_fd >= 0 && getpid() == env.status_owner &&
+	       fstat(env.status_fd, &st) == 0 && st.st_dev == env.status_dev &&
+	       st.st_ino == env.status_ino;
 }
 
 static void send_status(struct lk__ctl_msg *m, int flags)
@@ -346,7 +351,8 @@ static int parse_rules(const char *list)
 
 	if (!copy)
 		return lk__fail(-ENOMEM, "LOWKEY_TRACE: out of memory");
-	for (char *item = strtok_r(copy, ",", &save); item && !err; item = strtok_r(NULL, ",", &save)) {
+	for (char *item = strtok_r(copy, ",", &save); item && !err;
+	     item = strtok_r(NULL, ",", &save)) {
 		bool enable = true;
 		char *end;
 
@@ -367,7 +373,10 @@ static int parse_rules(const char *list)
 	}
 	free(copy);
 	if (!err && env.nrules == 0)
-		err = lk__fail(-EINVAL, "LOWKEY_TRACE=\"%s\" names no glob: give globs such as \"db:*\" or \"*\"", list);
+		err = lk__fail(
+			-EINVAL,
+			"LOWKEY_TRACE=\"%s\" names no glob: give globs such as \"db:*\" or \"*\"",
+			list);
 	return err;
 }
 
@@ -378,14 +387,20 @@ static int read_snapshot_signal(const struct lk_trace_config *c)
 
 	env.snapshot_signal = v ? lk__parse_signal(v) : 0;
 	if (env.snapshot_signal < 0)
-		return lk__fail(-EINVAL, "LOWKEY_TRACE_SNAPSHOT_SIGNAL=%s: give a signal such as USR2 or 12", v);
+		return lk__fail(-EINVAL,
+				"LOWKEY_TRACE_SNAPSHOT_SIGNAL=%s: give a signal such as USR2 or 12",
+				v);
 	if (env.snapshot_signal && (why = lk__snapshot_signal_unfit(env.snapshot_signal)) != NULL)
-		return lk__fail(-EINVAL, "LOWKEY_TRACE_SNAPSHOT_SIGNAL=%s: %s cannot take snapshots: %s; use USR2 "
-				"or a real-time signal", v,
-				lk__signal_name(env.snapshot_signal, name, sizeof(name)), why);
+		return lk__fail(
+			-EINVAL,
+			"LOWKEY_TRACE_SNAPSHOT_SIGNAL=%s: %s cannot take snapshots: %s; use USR2 "
+			"or a real-time signal",
+			v, lk__signal_name(env.snapshot_signal, name, sizeof(name)), why);
 	if (v && !(c->flags & LK_TRACE_OVERWRITE))
-		return lk__fail(-EINVAL, "LOWKEY_TRACE_SNAPSHOT_SIGNAL needs LOWKEY_TRACE_MODE=overwrite: a streaming "
-				"trace has no snapshots");
+		return lk__fail(
+			-EINVAL,
+			"LOWKEY_TRACE_SNAPSHOT_SIGNAL needs LOWKEY_TRACE_MODE=overwrite: a streaming "
+			"trace has no snapshots");
 	return 0;
 }
 
@@ -422,14 +437,17 @@ static int read_config(struct lk_trace_config *c, char *path, size_t pathlen)
 		return err;
 	v = lk__env("LOWKEY_TRACE_BUFFER");
 	if (v && (lk__parse_size(v, &size) != 0 || size > SIZE_MAX))
-		return lk__fail(-EINVAL, "LOWKEY_TRACE_BUFFER=%s: give bytes per thread, such as 256K or 4M", v);
+		return lk__fail(-EINVAL,
+				"LOWKEY_TRACE_BUFFER=%s: give bytes per thread, such as 256K or 4M",
+				v);
 	if (v)
 		c->buffer_size = (size_t)size;
 	v = lk__env("LOWKEY_TRACE_OUTPUT");
 	if (v)
 		snprintf(path, pathlen, "%s", v);
 	else
-		snprintf(path, pathlen, "lowkey-%d.%s", (int)getpid(), lk__trace_format_extension(c->format));
+		snprintf(path, pathlen, "lowkey-%d.%s", (int)getpid(),
+			 lk__trace_format_extension(c->format));
 	c->path = path;
 	return 0;
 }
@@ -473,10 +491,12 @@ static void environment_at_exit(void)
 	int err = 0;
 
 	if (env.pid != getpid())
-		return;	/* a forked child: the trace is its parent's */
-	if (__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) && __atomic_load_n(&lk__trace.gen, __ATOMIC_ACQUIRE) == env.gen) {
-		lk__progress_stop_sink_for_thread(&progress_sink);	/* a JSON snapshot is converted */
-		lk__trace_exit_snapshot();	/* a flight recorder's last words (its error: lk_trace_stop's) */
+		return; /* a forked child: the trace is its parent's */
+	if (__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) &&
+	    __atomic_load_n(&lk__trace.gen, __ATOMIC_ACQUIRE) == env.gen) {
+		lk__progress_stop_sink_for_thread(
+			&progress_sink); /* a JSON snapshot is converted */
+		lk__trace_exit_snapshot(); /* a flight recorder's last words (its error: lk_trace_stop's) */
 		lk__progress_stop_sink_for_thread(NULL);
 		err = lk_trace_stop();
 		if (err)
@@ -499,16 +519,18 @@ static void environment_at_exit(void)
 	for (unsigned int i = 0; i < env.nrules; i++) {
 		struct lk__ctl_msg r = { .type = LK_CTL_ENV_RULE };
 
-		r.env_rule = (struct lk__ctl_env_rule){ env.rules[i].enable, rule_matches(env.rules[i].glob),
+		r.env_rule = (struct lk__ctl_env_rule){ env.rules[i].enable,
+							rule_matches(env.rules[i].glob),
 							env.rules[i].glob };
 		report(&r);
 	}
-	m.stats = (struct lk__ctl_stats){ err < -4095 ? -EIO : err, st.events, st.lost, st.bytes, st.threads,
-					  env.path, text };
+	m.stats = (struct lk__ctl_stats){
+		err < -4095 ? -EIO : err, st.events, st.lost, st.bytes, st.threads, env.path, text
+	};
 	report(&m);
 	lk__progress_stop_sink_for_process(NULL);
 	if (status_socket_ours())
-		close(env.status_fd);	/* not another file the program opened at its number */
+		close(env.status_fd); /* not another file the program opened at its number */
 	env.status_fd = -1;
 	env.pid = 0;
 }
@@ -523,7 +545,7 @@ static bool meant_for_us(void)
 	if (v)
 		return parse_int(v, &want) == 0 && want == (long)getpid();
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	setenv("LOWKEY_TRACE_PID", pid, 1);	/* so that children leave the trace to us */
+	setenv("LOWKEY_TRACE_PID", pid, 1); /* so that children leave the trace to us */
 	return true;
 }
 
@@ -538,7 +560,7 @@ static void trace_from_environment(const char *rules)
 		return;
 	env.status_fd = status_socket(fd_var, lk__env("LOWKEY_TRACE_STATUS_ID"));
 	if (fd_var && env.status_fd < 0)
-		return;	/* the `lowkey trace` this was for is over (its socket closed at an exec) */
+		return; /* the `lowkey trace` this was for is over (its socket closed at an exec) */
 	env.path = malloc(LK_CTL_MAX_PATH + 1);
 	err = env.path ? 0 : lk__fail(-ENOMEM, "LOWKEY_TRACE: out of memory");
 	if (!err)
@@ -558,7 +580,8 @@ static void trace_from_environment(const char *rules)
 	}
 	env.pid = getpid();
 	/* the trace's own exit handler may run before ours: it takes the last snapshot then */
-	__atomic_store_n(&lk__trace.snapshot_at_exit, (config.flags & LK_TRACE_OVERWRITE) != 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&lk__trace.snapshot_at_exit, (config.flags & LK_TRACE_OVERWRITE) != 0,
+			 __ATOMIC_RELEASE);
 	report_started();
 	lk__progress_stop_sink_for_process(&progress_sink);
 	atexit(environment_at_exit);
@@ -581,7 +604,7 @@ __attribute__((constructor)) static void environment_init(void)
 	 * A tracer that connects must find the program's own sites, registered after this
 	 * constructor: the socket is there from now on, and served once they are.
 	 */
-	if (control && lk__parse_bool(control, &open_control) == 0 && open_control && lk__control_listen() == 0 &&
-	    !lk__dso_after_main_program(serve_control_socket))
+	if (control && lk__parse_bool(control, &open_control) == 0 && open_control &&
+	    lk__control_listen() == 0 && !lk__dso_after_main_program(serve_control_socket))
 		serve_control_socket();
 }

@@ -20,24 +20,24 @@
 enum field_kind { F_U8, F_U32, F_I32, F_U64, F_I64, F_STR };
 
 enum field_check {
-	C_ANY,		/* any value */
-	C_BOOL,		/* 0 or 1 */
-	C_MAX,		/* at most max */
-	C_RANGE1,	/* 1 .. max */
-	C_MASK,		/* no bits outside max */
-	C_ERRNO,	/* 0 or -1 .. -4095 */
-	C_NONEMPTY,	/* a string of 1 .. max bytes */
-	C_TEXT,		/* a string of 0 .. max bytes */
-	C_ABSPATH,	/* a string of 1 .. max bytes starting with '/' */
-	C_OPTPATH,	/* "", or as C_ABSPATH */
-	C_ARGTYPES,	/* 4-bit types 1 .. LK_CTL_TYPE_MAX for the first nargs, zero after */
+	C_ANY,	    /* any value */
+	C_BOOL,	    /* 0 or 1 */
+	C_MAX,	    /* at most max */
+	C_RANGE1,   /* 1 .. max */
+	C_MASK,	    /* no bits outside max */
+	C_ERRNO,    /* 0 or -1 .. -4095 */
+	C_NONEMPTY, /* a string of 1 .. max bytes */
+	C_TEXT,	    /* a string of 0 .. max bytes */
+	C_ABSPATH,  /* a string of 1 .. max bytes starting with '/' */
+	C_OPTPATH,  /* "", or as C_ABSPATH */
+	C_ARGTYPES, /* 4-bit types 1 .. LK_CTL_TYPE_MAX for the first nargs, zero after */
 };
 
 struct field {
 	const char *name;
-	uint8_t kind;		/* enum field_kind */
-	uint8_t check;		/* enum field_check */
-	uint16_t offset;	/* in struct lk__ctl_msg */
+	uint8_t kind;	 /* enum field_kind */
+	uint8_t check;	 /* enum field_check */
+	uint16_t offset; /* in struct lk__ctl_msg */
 	uint64_t max;
 };
 
@@ -49,7 +49,7 @@ struct schema {
 	const struct field *fields;
 };
 
-#define AT(member) (uint16_t)offsetof(struct lk__ctl_msg, member)
+#define AT(member) (uint16_t) offsetof(struct lk__ctl_msg, member)
 /* clang-format off */
 #define FIELD(name, kind, check, member, max) { name, kind, check, AT(member), max }
 /* clang-format on */
@@ -227,16 +227,25 @@ static uint64_t get64(const uint8_t *p)
 
 static const size_t width[] = { [F_U8] = 1, [F_U32] = 4, [F_I32] = 4, [F_U64] = 8, [F_I64] = 8 };
 
-static int check_number(const struct field *f, uint64_t v, const struct lk__ctl_msg *m, char *err, size_t errlen)
+static int check_number(const struct field *f, uint64_t v, const struct lk__ctl_msg *m, char *err,
+			size_t errlen)
 {
 	bool ok = true;
 
 	switch (f->check) {
 	case C_BOOL:
-	case C_MAX: ok = v <= f->max; break;
-	case C_RANGE1: ok = v >= 1 && v <= f->max; break;
-	case C_MASK: ok = (v & ~f->max) == 0; break;
-	case C_ERRNO: ok = (int32_t)v <= 0 && (int32_t)v >= -4095; break;
+	case C_MAX:
+		ok = v <= f->max;
+		break;
+	case C_RANGE1:
+		ok = v >= 1 && v <= f->max;
+		break;
+	case C_MASK:
+		ok = (v & ~f->max) == 0;
+		break;
+	case C_ERRNO:
+		ok = (int32_t)v <= 0 && (int32_t)v >= -4095;
+		break;
 	case C_ARGTYPES:
 		for (unsigned int i = 0; i < 8 && ok; i++) {
 			unsigned int t = (unsigned int)(v >> (4 * i)) & 0xf;
@@ -246,7 +255,8 @@ static int check_number(const struct field *f, uint64_t v, const struct lk__ctl_
 		break;
 	}
 	if (!ok)
-		return lk__failf(err, errlen, -EINVAL, "field %s: value %lld is out of range", f->name, (long long)v);
+		return lk__failf(err, errlen, -EINVAL, "field %s: value %lld is out of range",
+				 f->name, (long long)v);
 	return 0;
 }
 
@@ -255,11 +265,29 @@ static void store_number(const struct field *f, uint64_t v, struct lk__ctl_msg *
 	char *at = (char *)m + f->offset;
 
 	switch (f->kind) {
-	case F_U8: { uint8_t x = (uint8_t)v; memcpy(at, &x, 1); break; }
-	case F_U32: { uint32_t x = (uint32_t)v; memcpy(at, &x, 4); break; }
-	case F_I32: { int32_t x = (int32_t)(uint32_t)v; memcpy(at, &x, 4); break; }
-	case F_U64: memcpy(at, &v, 8); break;
-	case F_I64: { int64_t x = (int64_t)v; memcpy(at, &x, 8); break; }
+	case F_U8: {
+		uint8_t x = (uint8_t)v;
+		memcpy(at, &x, 1);
+		break;
+	}
+	case F_U32: {
+		uint32_t x = (uint32_t)v;
+		memcpy(at, &x, 4);
+		break;
+	}
+	case F_I32: {
+		int32_t x = (int32_t)(uint32_t)v;
+		memcpy(at, &x, 4);
+		break;
+	}
+	case F_U64:
+		memcpy(at, &v, 8);
+		break;
+	case F_I64: {
+		int64_t x = (int64_t)v;
+		memcpy(at, &x, 8);
+		break;
+	}
 	}
 }
 
@@ -274,25 +302,32 @@ static size_t first_control(const uint8_t *s, size_t len)
 	return len;
 }
 
-static int decode_string(const struct field *f, struct cursor *c, struct lk__ctl_msg *m, char *err, size_t errlen)
+static int decode_string(const struct field *f, struct cursor *c, struct lk__ctl_msg *m, char *err,
+			 size_t errlen)
 {
 	const uint8_t *lenp, *bytes;
 	size_t bad;
 	uint16_t len;
 
 	if (!take(c, 2, &lenp))
-		return lk__failf(err, errlen, -EBADMSG, "field %s: the message ends inside it", f->name);
+		return lk__failf(err, errlen, -EBADMSG, "field %s: the message ends inside it",
+				 f->name);
 	len = get16(lenp);
 	if (len > f->max)
-		return lk__failf(err, errlen, -EBADMSG, "field %s: %u bytes, over the limit of %llu", f->name, len,
-			     (unsigned long long)f->max);
+		return lk__failf(err, errlen, -EBADMSG,
+				 "field %s: %u bytes, over the limit of %llu", f->name, len,
+				 (unsigned long long)f->max);
 	if (!take(c, (size_t)len + 1, &bytes))
-		return lk__failf(err, errlen, -EBADMSG, "field %s: %u bytes announced past the message's end", f->name, len);
+		return lk__failf(err, errlen, -EBADMSG,
+				 "field %s: %u bytes announced past the message's end", f->name,
+				 len);
 	if (bytes[len] != 0 || memchr(bytes, 0, len))
-		return lk__failf(err, errlen, -EBADMSG, "field %s: not a NUL-terminated string of %u bytes", f->name, len);
+		return lk__failf(err, errlen, -EBADMSG,
+				 "field %s: not a NUL-terminated string of %u bytes", f->name, len);
 	if ((bad = first_control(bytes, len)) < len)
-		return lk__failf(err, errlen, -EBADMSG, "field %s: a control character (byte 0x%02x) at offset %zu",
-			     f->name, bytes[bad], bad);
+		return lk__failf(err, errlen, -EBADMSG,
+				 "field %s: a control character (byte 0x%02x) at offset %zu",
+				 f->name, bytes[bad], bad);
 	if ((f->check == C_NONEMPTY || f->check == C_ABSPATH) && len == 0)
 		return lk__failf(err, errlen, -EINVAL, "field %s: empty", f->name);
 	if ((f->check == C_ABSPATH || (f->check == C_OPTPATH && len)) && bytes[0] != '/')
@@ -301,7 +336,8 @@ static int decode_string(const struct field *f, struct cursor *c, struct lk__ctl
 	return 0;
 }
 
-static int decode_field(const struct field *f, struct cursor *c, struct lk__ctl_msg *m, char *err, size_t errlen)
+static int decode_field(const struct field *f, struct cursor *c, struct lk__ctl_msg *m, char *err,
+			size_t errlen)
 {
 	const uint8_t *p;
 	uint64_t v;
@@ -310,40 +346,54 @@ static int decode_field(const struct field *f, struct cursor *c, struct lk__ctl_
 	if (f->kind == F_STR)
 		return decode_string(f, c, m, err, errlen);
 	if (!take(c, width[f->kind], &p))
-		return lk__failf(err, errlen, -EBADMSG, "field %s: the message ends inside it", f->name);
+		return lk__failf(err, errlen, -EBADMSG, "field %s: the message ends inside it",
+				 f->name);
 	switch (f->kind) {
-	case F_U8: v = p[0]; break;
-	case F_U32: case F_I32: v = get32(p); break;
-	default: v = get64(p); break;
+	case F_U8:
+		v = p[0];
+		break;
+	case F_U32:
+	case F_I32:
+		v = get32(p);
+		break;
+	default:
+		v = get64(p);
+		break;
 	}
 	if (f->kind == F_I32)
-		v = (uint64_t)(int64_t)(int32_t)(uint32_t)v;	/* sign-extend for the range check */
+		v = (uint64_t)(int64_t)(int32_t)(uint32_t)v; /* sign-extend for the range check */
 	rc = check_number(f, v, m, err, errlen);
 	if (!rc)
 		store_number(f, v, m);
 	return rc;
 }
 
-static int decode_header(const uint8_t *b, size_t len, struct lk__ctl_msg *out, char *err, size_t errlen)
+static int decode_header(const uint8_t *b, size_t len, struct lk__ctl_msg *out, char *err,
+			 size_t errlen)
 {
 	uint32_t magic, length;
 	uint16_t version;
 
 	if (len > LK_CTL_MAX_MSG)
-		return lk__failf(err, errlen, -EMSGSIZE, "a message of %zu bytes: the limit is %d", len, LK_CTL_MAX_MSG);
+		return lk__failf(err, errlen, -EMSGSIZE, "a message of %zu bytes: the limit is %d",
+				 len, LK_CTL_MAX_MSG);
 	if (len < LK_CTL_HEADER)
-		return lk__failf(err, errlen, -EBADMSG, "a message of %zu bytes is shorter than the %d-byte header",
-			     len, LK_CTL_HEADER);
+		return lk__failf(err, errlen, -EBADMSG,
+				 "a message of %zu bytes is shorter than the %d-byte header", len,
+				 LK_CTL_HEADER);
 	magic = get32(b);
 	version = get16(b + 4);
 	length = get32(b + 8);
 	if (magic != LK_CTL_MAGIC)
-		return lk__failf(err, errlen, -EBADMSG, "bad magic %#x: not a lowkey control message", magic);
+		return lk__failf(err, errlen, -EBADMSG,
+				 "bad magic %#x: not a lowkey control message", magic);
 	if (version != LK_CTL_VERSION)
-		return lk__failf(err, errlen, -EPROTONOSUPPORT, "protocol version %u; this side speaks version %d",
-			     version, LK_CTL_VERSION);
+		return lk__failf(err, errlen, -EPROTONOSUPPORT,
+				 "protocol version %u; this side speaks version %d", version,
+				 LK_CTL_VERSION);
 	if (length != len)
-		return lk__failf(err, errlen, -EBADMSG, "the header says %u bytes, %zu arrived", length, len);
+		return lk__failf(err, errlen, -EBADMSG, "the header says %u bytes, %zu arrived",
+				 length, len);
 	out->type = get16(b + 6);
 	out->seq = get32(b + 12);
 	return 0;
@@ -372,15 +422,16 @@ int lk__ctl_decode(const void *buf, size_t len, struct lk__ctl_msg *out, char *e
 			uint16_t type = out->type;
 			uint32_t seq = out->seq;
 
-			memset(out, 0, sizeof(*out));	/* no half-decoded message */
+			memset(out, 0, sizeof(*out)); /* no half-decoded message */
 			out->type = type;
 			out->seq = seq;
 			return rc;
 		}
 	}
 	if (c.p != c.end)
-		return lk__failf(err, errlen, -EBADMSG, "%zu bytes after the last field of a %s message",
-			     (size_t)(c.end - c.p), s->name);
+		return lk__failf(err, errlen, -EBADMSG,
+				 "%zu bytes after the last field of a %s message",
+				 (size_t)(c.end - c.p), s->name);
 	return 0;
 }
 
@@ -395,7 +446,8 @@ static bool put(uint8_t **p, const uint8_t *end, const void *src, size_t n)
 	return true;
 }
 
-static int encode_field(const struct field *f, const struct lk__ctl_msg *m, uint8_t **p, const uint8_t *end)
+static int encode_field(const struct field *f, const struct lk__ctl_msg *m, uint8_t **p,
+			const uint8_t *end)
 {
 	const char *at = (const char *)m + f->offset;
 	uint64_t v64;

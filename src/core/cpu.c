@@ -20,7 +20,7 @@ static void read_tsc_hz(struct lk__cpu *c, unsigned int max_leaf)
 	unsigned int r[4];
 
 	if (max_leaf >= 0x15) {
-		cpuid(0x15, 0, r);	/* EAX/EBX = TSC/crystal ratio, ECX = crystal Hz */
+		cpuid(0x15, 0, r); /* EAX/EBX = TSC/crystal ratio, ECX = crystal Hz */
 		if (r[0] && r[1] && r[2]) {
 			c->tsc_hz = (uint64_t)r[2] * r[1] / r[0];
 			c->tsc_hz_source = "CPUID leaf 0x15";
@@ -30,7 +30,7 @@ static void read_tsc_hz(struct lk__cpu *c, unsigned int max_leaf)
 	if (c->hypervisor) {
 		cpuid(0x40000000, 0, r);
 		if (r[0] >= 0x40000010) {
-			cpuid(0x40000010, 0, r);	/* EAX = TSC kHz (VMware/KVM timing leaf) */
+			cpuid(0x40000010, 0, r); /* EAX = TSC kHz (VMware/KVM timing leaf) */
 			if (r[0]) {
 				c->tsc_hz = (uint64_t)r[0] * 1000;
 				c->tsc_hz_source = "hypervisor CPUID leaf 0x40000010";

@@ -11,8 +11,10 @@
 
 #include "core/dso.h"
 
-extern const struct lk__dso_handler __start_lk__dso_handlers[] __attribute__((weak, visibility("hidden")));
-extern const struct lk__dso_handler __stop_lk__dso_handlers[] __attribute__((weak, visibility("hidden")));
+extern const struct lk__dso_handler __start_lk__dso_handlers[]
+	__attribute__((weak, visibility("hidden")));
+extern const struct lk__dso_handler __stop_lk__dso_handlers[]
+	__attribute__((weak, visibility("hidden")));
 
 static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
@@ -173,7 +175,7 @@ LK_API void lk__dso_register(const struct lk__dso *desc)
 
 	fresh = describe(desc);
 	if (!fresh)
-		return;	/* out of memory at load: the object's sites stay as compiled */
+		return; /* out of memory at load: the object's sites stay as compiled */
 
 	lk__registry_lock();
 	existing = registry_find(desc);
@@ -182,7 +184,8 @@ LK_API void lk__dso_register(const struct lk__dso *desc)
 	} else {
 		fresh->next = registry_head;
 		registry_head = fresh;
-		for (const struct lk__dso_handler *h = __start_lk__dso_handlers; h < __stop_lk__dso_handlers; h++)
+		for (const struct lk__dso_handler *h = __start_lk__dso_handlers;
+		     h < __stop_lk__dso_handlers; h++)
 			if (h->load)
 				h->load(fresh);
 		if (fresh->load_error && lk__dso_on_load_error)
@@ -213,7 +216,8 @@ LK_API void lk__dso_unregister(const struct lk__dso *desc)
 		if (--(*link)->refs == 0) {
 			gone = *link;
 			*link = gone->next;
-			for (const struct lk__dso_handler *h = __stop_lk__dso_handlers; h > __start_lk__dso_handlers; h--)
+			for (const struct lk__dso_handler *h = __stop_lk__dso_handlers;
+			     h > __start_lk__dso_handlers; h--)
 				if (h[-1].unload)
 					h[-1].unload(gone);
 		}

@@ -25,18 +25,18 @@ enum lk__dso_slot {
 struct lk__segment {
 	uintptr_t start;
 	uintptr_t end;
-	int prot;		/* PROT_* from the segment's p_flags: what to restore after patching */
+	int prot; /* PROT_* from the segment's p_flags: what to restore after patching */
 };
 
 struct lk__dso_rt {
 	const struct lk__dso *desc;
-	unsigned int refs;	/* translation units whose constructor registered this object */
-	char *path;		/* "" for the main program */
-	uintptr_t base;		/* load bias */
+	unsigned int refs; /* translation units whose constructor registered this object */
+	char *path;	   /* "" for the main program */
+	uintptr_t base;	   /* load bias */
 	unsigned int nsegs;
 	struct lk__segment segs[LK__DSO_MAX_SEGMENTS];
-	void *state[LK__DSO_SLOTS];	/* owned by the module of each slot */
-	int load_error;			/* the first error a handler met loading it (lk__dso_load_failed) */
+	void *state[LK__DSO_SLOTS]; /* owned by the module of each slot */
+	int load_error; /* the first error a handler met loading it (lk__dso_load_failed) */
 	struct lk__dso_rt *next;
 };
 
@@ -50,10 +50,9 @@ struct lk__dso_handler {
 	void (*unload)(struct lk__dso_rt *dso);
 };
 
-#define LK__DSO_HANDLER(ident, ...)                                                           \
-	static const struct lk__dso_handler ident                                             \
-		__attribute__((used, section("lk__dso_handlers"), aligned(sizeof(void *)))) = \
-			{ __VA_ARGS__ }
+#define LK__DSO_HANDLER(ident, ...)                               \
+	static const struct lk__dso_handler ident __attribute__(( \
+		used, section("lk__dso_handlers"), aligned(sizeof(void *)))) = { __VA_ARGS__ }
 
 void lk__registry_lock(void);
 void lk__registry_unlock(void);

@@ -28,7 +28,8 @@ void lk__json_string(FILE *f, const char *s)
 			p++;
 			continue;
 		}
-		k = c >= 0x80 ? lk__utf8_sequence(p, n - (size_t)(p - (const unsigned char *)s)) : 0;
+		k = c >= 0x80 ? lk__utf8_sequence(p, n - (size_t)(p - (const unsigned char *)s)) :
+				0;
 		if (k && !(k == 2 && lk__utf8_control(p, 2))) {
 			p += k;
 			continue;
@@ -38,10 +39,10 @@ void lk__json_string(FILE *f, const char *s)
 			fprintf(f, "\\%c", c);
 		else if (c <= 0x7f)
 			fprintf(f, "\\u%04x", c);
-		else if (k)	/* C1, U+0080..U+009F: valid JSON raw, but a terminal's controls */
+		else if (k) /* C1, U+0080..U+009F: valid JSON raw, but a terminal's controls */
 			fprintf(f, "\\u%04x", p[1]);
 		else
-			fputs("\\ufffd", f);	/* not UTF-8: JSON text must be */
+			fputs("\\ufffd", f); /* not UTF-8: JSON text must be */
 		p += k ? k : 1;
 		run = p;
 	}

@@ -20,12 +20,12 @@
 #endif
 
 struct dynamic_tables {
-	const ElfW(Sym) *symtab;
+	const ElfW(Sym) * symtab;
 	const char *strtab;
 	size_t strsz;
-	const ElfW(Rela) *rela;
+	const ElfW(Rela) * rela;
 	size_t relasz;
-	const ElfW(Rel) *rel;
+	const ElfW(Rel) * rel;
 	size_t relsz;
 	const void *jmprel;
 	size_t pltrelsz;
@@ -38,20 +38,41 @@ static uintptr_t dynamic_address(const struct dl_phdr_info *info, ElfW(Addr) val
 	return value < info->dlpi_addr ? info->dlpi_addr + value : value;
 }
 
-static void read_dynamic(const struct dl_phdr_info *info, const ElfW(Dyn) *d, struct dynamic_tables *t)
+static void read_dynamic(const struct dl_phdr_info *info, const ElfW(Dyn) * d,
+			 struct dynamic_tables *t)
 {
 	for (; d->d_tag != DT_NULL; d++) {
 		switch (d->d_tag) {
-		case DT_SYMTAB: t->symtab = (const void *)dynamic_address(info, d->d_un.d_ptr); break;
-		case DT_STRTAB: t->strtab = (const void *)dynamic_address(info, d->d_un.d_ptr); break;
-		case DT_STRSZ: t->strsz = d->d_un.d_val; break;
-		case DT_RELA: t->rela = (const void *)dynamic_address(info, d->d_un.d_ptr); break;
-		case DT_RELASZ: t->relasz = d->d_un.d_val; break;
-		case DT_REL: t->rel = (const void *)dynamic_address(info, d->d_un.d_ptr); break;
-		case DT_RELSZ: t->relsz = d->d_un.d_val; break;
-		case DT_JMPREL: t->jmprel = (const void *)dynamic_address(info, d->d_un.d_ptr); break;
-		case DT_PLTRELSZ: t->pltrelsz = d->d_un.d_val; break;
-		case DT_PLTREL: t->plt_is_rela = d->d_un.d_val == DT_RELA; break;
+		case DT_SYMTAB:
+			t->symtab = (const void *)dynamic_address(info, d->d_un.d_ptr);
+			break;
+		case DT_STRTAB:
+			t->strtab = (const void *)dynamic_address(info, d->d_un.d_ptr);
+			break;
+		case DT_STRSZ:
+			t->strsz = d->d_un.d_val;
+			break;
+		case DT_RELA:
+			t->rela = (const void *)dynamic_address(info, d->d_un.d_ptr);
+			break;
+		case DT_RELASZ:
+			t->relasz = d->d_un.d_val;
+			break;
+		case DT_REL:
+			t->rel = (const void *)dynamic_address(info, d->d_un.d_ptr);
+			break;
+		case DT_RELSZ:
+			t->relsz = d->d_un.d_val;
+			break;
+		case DT_JMPREL:
+			t->jmprel = (const void *)dynamic_address(info, d->d_un.d_ptr);
+			break;
+		case DT_PLTRELSZ:
+			t->pltrelsz = d->d_un.d_val;
+			break;
+		case DT_PLTREL:
+			t->plt_is_rela = d->d_un.d_val == DT_RELA;
+			break;
 		}
 	}
 }
@@ -68,7 +89,7 @@ static bool names_register(const struct dynamic_tables *t, size_t sym)
 	       strncmp(t->strtab + name, wanted, t->strsz - name) == 0;
 }
 
-static bool rela_refers(const struct dynamic_tables *t, const ElfW(Rela) *r, size_t bytes)
+static bool rela_refers(const struct dynamic_tables *t, const ElfW(Rela) * r, size_t bytes)
 {
 	for (size_t i = 0; r && i < bytes / sizeof(*r); i++)
 		if (names_register(t, REL_SYM(r[i].r_info)))
@@ -76,7 +97,7 @@ static bool rela_refers(const struct dynamic_tables *t, const ElfW(Rela) *r, siz
 	return false;
 }
 
-static bool rel_refers(const struct dynamic_tables *t, const ElfW(Rel) *r, size_t bytes)
+static bool rel_refers(const struct dynamic_tables *t, const ElfW(Rel) * r, size_t bytes)
 {
 	for (size_t i = 0; r && i < bytes / sizeof(*r); i++)
 		if (names_register(t, REL_SYM(r[i].r_info)))
@@ -92,11 +113,14 @@ static int inspect_main_program(struct dl_phdr_info *info, size_t size, void *ar
 	(void)size;
 	for (int i = 0; i < info->dlpi_phnum; i++)
 		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-			read_dynamic(info, (const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr), &t);
+			read_dynamic(info,
+				     (const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr),
+				     &t);
 	if (t.symtab && t.strtab)
 		*refers = rela_refers(&t, t.rela, t.relasz) || rel_refers(&t, t.rel, t.relsz) ||
-			  (t.plt_is_rela ? rela_refers(&t, t.jmprel, t.pltrelsz) : rel_refers(&t, t.jmprel, t.pltrelsz));
-	return 1;	/* the main program is always the first object */
+			  (t.plt_is_rela ? rela_refers(&t, t.jmprel, t.pltrelsz) :
+					   rel_refers(&t, t.jmprel, t.pltrelsz));
+	return 1; /* the main program is always the first object */
 }
 
 bool lk__main_program_refers_to_register(void)

@@ -16,7 +16,8 @@
 /* ---- creating ---- */
 
 /* The directory path is in, opened as named (its links followed), and path's last name in base. */
-static int open_parent(const char *path, unsigned int flags, char *base, size_t len, char *err, size_t errlen)
+static int open_parent(const char *path, unsigned int flags, char *base, size_t len, char *err,
+		       size_t errlen)
 {
 	const char *what = flags & LK__OUT_DIR ? "cannot create the directory" : "cannot write";
 	char dir[PATH_MAX];
@@ -26,15 +27,17 @@ static int open_parent(const char *path, unsigned int flags, char *base, size_t 
 	int fd;
 
 	while (n > 1 && path[n - 1] == '/')
-		n--;	/* "out.ctf/" names out.ctf */
+		n--; /* "out.ctf/" names out.ctf */
 	if (n >= sizeof(dir))
-		return lk__failf(err, errlen, -ENAMETOOLONG, "%s %s: %s", what, path, strerror(ENAMETOOLONG));
+		return lk__failf(err, errlen, -ENAMETOOLONG, "%s %s: %s", what, path,
+				 strerror(ENAMETOOLONG));
 	memcpy(dir, path, n);
 	dir[n] = 0;
 	slash = strrchr(dir, '/');
 	name = slash ? slash + 1 : dir;
 	if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || strlen(name) >= len)
-		return lk__failf(err, errlen, -EINVAL, "%s %s: give the name of a file or directory to make", what, path);
+		return lk__failf(err, errlen, -EINVAL,
+				 "%s %s: give the name of a file or directory to make", what, path);
 	snprintf(base, len, "%s", name);
 	if (slash == dir)
 		parent = "/";
@@ -47,7 +50,8 @@ static int open_parent(const char *path, unsigned int flags, char *base, size_t 
 }
 
 /* What is at the name is not to be used: rc, or -EEXIST for a caller that tries another name. */
-static int refuse(unsigned int flags, int rc, char *err, size_t errlen, const char *fmt, const char *path)
+static int refuse(unsigned int flags, int rc, char *err, size_t errlen, const char *fmt,
+		  const char *path)
 {
 	rc = flags & LK__OUT_SKIP ? -EEXIST : rc;
 	return lk__failf(err, errlen, rc, fmt, path);
@@ -63,32 +67,43 @@ static bool foreign(int dir_fd, const struct stat *st)
 	return fstat(dir_fd, &d) != 0 || ((d.st_mode & S_ISVTX) && d.st_uid != st->st_uid);
 }
 
-static int refuse_foreign(unsigned int flags, const struct stat *st, const char *path, char *err, size_t errlen)
+static int refuse_foreign(unsigned int flags, const struct stat *st, const char *path, char *err,
+			  size_t errlen)
 {
 	char fmt[256];
 
-	snprintf(fmt, sizeof(fmt), "%%s belongs to another user (uid %u) in a shared (sticky) directory: not "
-		 "written; remove it or choose another path", (unsigned int)st->st_uid);
+	snprintf(fmt, sizeof(fmt),
+		 "%%s belongs to another user (uid %u) in a shared (sticky) directory: not "
+		 "written; remove it or choose another path",
+		 (unsigned int)st->st_uid);
 	return refuse(flags, -EACCES, err, errlen, fmt, path);
 }
 
 /* Why what is at the name could not be opened (errno e). */
-static int unusable(int dir_fd, const char *base, const char *path, int e, unsigned int flags, char *err,
-		    size_t errlen)
+static int unusable(int dir_fd, const char *base, const char *path, int e, unsigned int flags,
+		    char *err, size_t errlen)
 {
 	struct stat st;
 
-	if (e == ELOOP || ((e == ENOTDIR || e == ENXIO) && fstatat(dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			   S_ISLNK(st.st_mode)))
-		return refuse(flags, -ELOOP, err, errlen, "%s is a symbolic link: an output is never written through "
-			      "one; remove it or choose another path", path);
+	if (e == ELOOP ||
+	    ((e == ENOTDIR || e == ENXIO) && fstatat(dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	     S_ISLNK(st.st_mode)))
+		return refuse(flags, -ELOOP, err, errlen,
+			      "%s is a symbolic link: an output is never written through "
+			      "one; remove it or choose another path",
+			      path);
 	if (e == ENOTDIR)
-		return refuse(flags, -EEXIST, err, errlen, "%s exists and is not a directory: remove it or choose "
-			      "another path", path);
+		return refuse(flags, -EEXIST, err, errlen,
+			      "%s exists and is not a directory: remove it or choose "
+			      "another path",
+			      path);
 	if (e == ENXIO || e == EISDIR)
-		return refuse(flags, -EEXIST, err, errlen, "%s exists and is not a regular file: remove it or choose "
-			      "another path", path);
-	return lk__failf(err, errlen, -e, "cannot open %s: %s", path, strerror(e));	/* the system's refusal */
+		return refuse(flags, -EEXIST, err, errlen,
+			      "%s exists and is not a regular file: remove it or choose "
+			      "another path",
+			      path);
+	return lk__failf(err, errlen, -e, "cannot open %s: %s", path,
+			 strerror(e)); /* the system's refusal */
 }
 
 /*
@@ -121,13 +136,15 @@ static bool usable_kind(const struct stat *st, unsigned int flags)
 static int open_file(int dir_fd, const char *base, const char *path, unsigned int flags, char *err,
 		     size_t errlen)
 {
-	int fd = openat(dir_fd, base, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY), rc;
+	int fd = openat(dir_fd, base, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY),
+	    rc;
 	bool through_link = false;
 	struct stat st;
 
 	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR) && (flags & LK__OUT_REPLACE) &&
 	    trusted_link(dir_fd, base)) {
-		fd = openat(dir_fd, base, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0644);
+		fd = openat(dir_fd, base, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
+			    0644);
 		through_link = true;
 	}
 	if (fd < 0)
@@ -135,13 +152,17 @@ static int open_file(int dir_fd, const char *base, const char *path, unsigned in
 	if (fstat(fd, &st) != 0)
 		rc = lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
 	else if (!usable_kind(&st, flags))
-		rc = refuse(flags, -EEXIST, err, errlen, "%s exists and is not a regular file: remove it or choose "
-			    "another path", path);
+		rc = refuse(flags, -EEXIST, err, errlen,
+			    "%s exists and is not a regular file: remove it or choose "
+			    "another path",
+			    path);
 	else if (!through_link && foreign(dir_fd, &st))
 		rc = refuse_foreign(flags, &st, path, err, errlen);
 	else if (S_ISREG(st.st_mode) && st.st_size && !(flags & LK__OUT_REPLACE))
-		rc = refuse(flags, -EEXIST, err, errlen, "%s exists and is not empty: remove it or choose another "
-			    "path", path);
+		rc = refuse(flags, -EEXIST, err, errlen,
+			    "%s exists and is not empty: remove it or choose another "
+			    "path",
+			    path);
 	else if (S_ISREG(st.st_mode) && st.st_size && ftruncate(fd, 0) != 0)
 		rc = lk__failf(err, errlen, -errno, "cannot empty %s: %s", path, strerror(errno));
 	else if (fcntl(fd, F_SETFL, 0) != 0)
@@ -152,8 +173,8 @@ static int open_file(int dir_fd, const char *base, const char *path, unsigned in
 	return rc;
 }
 
-static int make_file(int dir_fd, const char *base, const char *path, unsigned int flags, bool *created,
-		     char *err, size_t errlen)
+static int make_file(int dir_fd, const char *base, const char *path, unsigned int flags,
+		     bool *created, char *err, size_t errlen)
 {
 	int fd = openat(dir_fd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 
@@ -164,7 +185,8 @@ static int make_file(int dir_fd, const char *base, const char *path, unsigned in
 	if (errno != EEXIST)
 		return lk__failf(err, errlen, -errno, "cannot write %s: %s", path, strerror(errno));
 	if (!(flags & (LK__OUT_EMPTY | LK__OUT_REPLACE)))
-		return refuse(flags, -EEXIST, err, errlen, "%s exists: remove it or choose another path", path);
+		return refuse(flags, -EEXIST, err, errlen,
+			      "%s exists: remove it or choose another path", path);
 	return open_file(dir_fd, base, path, flags, err, errlen);
 }
 
@@ -182,32 +204,37 @@ static bool dir_empty(int fd)
 	}
 	while (empty && (e = readdir(d)))
 		empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
-	rewinddir(d);	/* the offset is fd's too */
+	rewinddir(d); /* the offset is fd's too */
 	closedir(d);
 	return empty;
 }
 
-static int make_dir(int dir_fd, const char *base, const char *path, unsigned int flags, bool *created,
-		    char *err, size_t errlen)
+static int make_dir(int dir_fd, const char *base, const char *path, unsigned int flags,
+		    bool *created, char *err, size_t errlen)
 {
 	bool made = mkdirat(dir_fd, base, 0755) == 0;
 	struct stat st;
 	int fd, rc;
 
 	if (!made && errno != EEXIST)
-		return lk__failf(err, errlen, -errno, "cannot create the directory %s: %s", path, strerror(errno));
+		return lk__failf(err, errlen, -errno, "cannot create the directory %s: %s", path,
+				 strerror(errno));
 	if (!made && !(flags & LK__OUT_EMPTY))
-		return refuse(flags, -EEXIST, err, errlen, "%s exists: remove it or choose another path", path);
+		return refuse(flags, -EEXIST, err, errlen,
+			      "%s exists: remove it or choose another path", path);
 	fd = openat(dir_fd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return unusable(dir_fd, base, path, errno, flags, err, errlen);
 	if (fstat(fd, &st) != 0)
 		rc = lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
 	else if (foreign(dir_fd, &st) || (made && st.st_uid != geteuid()))
-		rc = refuse_foreign(flags, &st, path, err, errlen);	/* the latter: swapped since mkdir */
+		rc = refuse_foreign(flags, &st, path, err,
+				    errlen); /* the latter: swapped since mkdir */
 	else if (!dir_empty(fd))
-		rc = refuse(flags, -EEXIST, err, errlen, "%s exists and is not an empty directory: remove it or "
-			    "choose another path", path);
+		rc = refuse(flags, -EEXIST, err, errlen,
+			    "%s exists and is not an empty directory: remove it or "
+			    "choose another path",
+			    path);
 	else {
 		*created = made;
 		return fd;
@@ -253,7 +280,7 @@ FILE *lk__out_fopen(const char *path, char *err, size_t errlen)
 
 struct out_stream {
 	int fd;
-	pid_t owner;	/* the process that opened it: the only one that writes */
+	pid_t owner; /* the process that opened it: the only one that writes */
 };
 
 static ssize_t stream_write(void *cookie, const char *buf, size_t len)
@@ -262,7 +289,7 @@ static ssize_t stream_write(void *cookie, const char *buf, size_t len)
 	size_t done = 0;
 
 	if (getpid() != s->owner)
-		return (ssize_t)len;	/* a forked child's copy of the parent's buffer: dropped */
+		return (ssize_t)len; /* a forked child's copy of the parent's buffer: dropped */
 	while (done < len) {
 		ssize_t n = write(s->fd, buf + done, len - done);
 
@@ -271,7 +298,7 @@ static ssize_t stream_write(void *cookie, const char *buf, size_t len)
 		if (n <= 0) {
 			if (n == 0)
 				errno = EIO;
-			return (ssize_t)done;	/* stdio takes a short count as the error */
+			return (ssize_t)done; /* stdio takes a short count as the error */
 		}
 		done += (size_t)n;
 	}

@@ -79,13 +79,20 @@ int lk__perf_paranoid_needed(const struct perf_event_attr *attr, pid_t pid, int 
 static const char *perf_type_name(unsigned int type)
 {
 	switch (type) {
-	case PERF_TYPE_HARDWARE: return "hardware";
-	case PERF_TYPE_SOFTWARE: return "software";
-	case PERF_TYPE_TRACEPOINT: return "tracepoint";
-	case PERF_TYPE_HW_CACHE: return "hardware cache";
-	case PERF_TYPE_RAW: return "raw hardware";
-	case PERF_TYPE_BREAKPOINT: return "breakpoint";
-	default: return "PMU";
+	case PERF_TYPE_HARDWARE:
+		return "hardware";
+	case PERF_TYPE_SOFTWARE:
+		return "software";
+	case PERF_TYPE_TRACEPOINT:
+		return "tracepoint";
+	case PERF_TYPE_HW_CACHE:
+		return "hardware cache";
+	case PERF_TYPE_RAW:
+		return "raw hardware";
+	case PERF_TYPE_BREAKPOINT:
+		return "breakpoint";
+	default:
+		return "PMU";
 	}
 }
 
@@ -96,29 +103,33 @@ static int explain_denied(int err, const struct perf_event_attr *attr, pid_t pid
 	int needed = lk__perf_paranoid_needed(attr, pid, cpu);
 
 	if (level != INT_MIN && level > needed && !lk__has_perfmon()) {
-		lk__fail(err,
-			 "perf_event_open(%s) denied: kernel.perf_event_paranoid is %d and this event "
-			 "needs %d or lower. Run `sysctl -w kernel.perf_event_paranoid=%d` as root, or give "
-			 "the program CAP_PERFMON (`setcap cap_perfmon+ep PROGRAM`, Linux >= 5.8).",
-			 what, level, needed, needed);
+		lk__fail(
+			err,
+			"perf_event_open(%s) denied: kernel.perf_event_paranoid is %d and this event "
+			"needs %d or lower. Run `sysctl -w kernel.perf_event_paranoid=%d` as root, or give "
+			"the program CAP_PERFMON (`setcap cap_perfmon+ep PROGRAM`, Linux >= 5.8).",
+			what, level, needed, needed);
 		if (level >= 3)
 			lk__fail_append(" Levels 3 and 4 are distribution patches that deny every "
 					"unprivileged use.");
 		return err;
 	}
 	if (lk__seccomp_filtered())
-		return lk__fail(err,
-				"perf_event_open(%s) denied by this process's seccomp filter (kernel.perf_event_paranoid "
-				"is %d, which would allow it). In a container allow the perf_event_open system call "
-				"(Docker: --security-opt seccomp=PROFILE with it allowed, or --cap-add PERFMON).",
-				what, level);
-	return lk__fail(err,
-			"perf_event_open(%s) denied (%s) although kernel.perf_event_paranoid is %d: a Linux "
-			"security module (SELinux, AppArmor) or a lockdown policy refuses it.",
-			what, strerror(-err), level);
+		return lk__fail(
+			err,
+			"perf_event_open(%s) denied by this process's seccomp filter (kernel.perf_event_paranoid "
+			"is %d, which would allow it). In a container allow the perf_event_open system call "
+			"(Docker: --security-opt seccomp=PROFILE with it allowed, or --cap-add PERFMON).",
+			what, level);
+	return lk__fail(
+		err,
+		"perf_event_open(%s) denied (%s) although kernel.perf_event_paranoid is %d: a Linux "
+		"security module (SELinux, AppArmor) or a lockdown policy refuses it.",
+		what, strerror(-err), level);
 }
 
-static int explain(int err, const struct perf_event_attr *attr, pid_t pid, int cpu, const char *what)
+static int explain(int err, const struct perf_event_attr *attr, pid_t pid, int cpu,
+		   const char *what)
 {
 	struct rlimit rl;
 
@@ -128,33 +139,51 @@ static int explain(int err, const struct perf_event_attr *attr, pid_t pid, int c
 		return explain_denied(err, attr, pid, cpu, what);
 	case ENOSYS:
 		if (lk__perf_paranoid() == INT_MIN)
-			return lk__fail(err, "perf_event_open(%s): this kernel has no perf events "
-					"(CONFIG_PERF_EVENTS is off).", what);
+			return lk__fail(err,
+					"perf_event_open(%s): this kernel has no perf events "
+					"(CONFIG_PERF_EVENTS is off).",
+					what);
 		if (!lk__seccomp_filtered())
-			return lk__fail(err, "perf_event_open(%s) answered ENOSYS although the kernel has "
-					"perf events and this process has no seccomp filter: an emulator runs "
-					"this program without the system call (qemu-user has none), or a "
-					"sandbox outside the process refuses it.", what);
-		return lk__fail(err, "perf_event_open(%s) is blocked by a seccomp filter that answers ENOSYS "
-				"(containers often do): allow the perf_event_open system call.", what);
+			return lk__fail(
+				err,
+				"perf_event_open(%s) answered ENOSYS although the kernel has "
+				"perf events and this process has no seccomp filter: an emulator runs "
+				"this program without the system call (qemu-user has none), or a "
+				"sandbox outside the process refuses it.",
+				what);
+		return lk__fail(
+			err,
+			"perf_event_open(%s) is blocked by a seccomp filter that answers ENOSYS "
+			"(containers often do): allow the perf_event_open system call.",
+			what);
 	case ENOENT:
 	case EOPNOTSUPP:
 	case ENODEV:
-		return lk__fail(err, "perf_event_open(%s): this %s event is not supported on this machine "
-				"(%s). Virtual machines often expose no hardware PMU; software events still work.",
-				what, perf_type_name(attr->type), strerror(-err));
+		return lk__fail(
+			err,
+			"perf_event_open(%s): this %s event is not supported on this machine "
+			"(%s). Virtual machines often expose no hardware PMU; software events still work.",
+			what, perf_type_name(attr->type), strerror(-err));
 	case EMFILE:
 		getrlimit(RLIMIT_NOFILE, &rl);
-		return lk__fail(err, "perf_event_open(%s): out of file descriptors (the limit is %llu; "
-				"raise it with `ulimit -n`).", what, (unsigned long long)rl.rlim_cur);
+		return lk__fail(err,
+				"perf_event_open(%s): out of file descriptors (the limit is %llu; "
+				"raise it with `ulimit -n`).",
+				what, (unsigned long long)rl.rlim_cur);
 	case ESRCH:
-		return lk__fail(err, "perf_event_open(%s): no process or thread %d.", what, (int)pid);
+		return lk__fail(err, "perf_event_open(%s): no process or thread %d.", what,
+				(int)pid);
 	case EBUSY:
-		return lk__fail(err, "perf_event_open(%s): the hardware is in use exclusively by another "
-				"event or tool.", what);
+		return lk__fail(
+			err,
+			"perf_event_open(%s): the hardware is in use exclusively by another "
+			"event or tool.",
+			what);
 	case ENOSPC:
-		return lk__fail(err, "perf_event_open(%s): no free hardware slot (all debug or counter "
-				"registers are taken).", what);
+		return lk__fail(err,
+				"perf_event_open(%s): no free hardware slot (all debug or counter "
+				"registers are taken).",
+				what);
 	default:
 		return lk__fail(err, "perf_event_open(%s) failed: %s.", what, strerror(-err));
 	}

@@ -9,7 +9,7 @@
 
 int lk__proc_comm(pid_t pid, pid_t tid, char *out, size_t size)
 {
-	char path[64], name[128];	/* a kernel thread's name may exceed TASK_COMM_LEN (kworkers) */
+	char path[64], name[128]; /* a kernel thread's name may exceed TASK_COMM_LEN (kworkers) */
 	ssize_t n;
 	int fd, err;
 
@@ -20,7 +20,7 @@ int lk__proc_comm(pid_t pid, pid_t tid, char *out, size_t size)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	n = read(fd, name, sizeof(name));	/* the kernel writes the whole line at once */
+	n = read(fd, name, sizeof(name)); /* the kernel writes the whole line at once */
 	err = errno;
 	close(fd);
 	if (n <= 0)

@@ -39,7 +39,7 @@ static void chain_to_default(int sig)
 	sigemptyset(&set);
 	sigaddset(&set, sig);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-	raise(sig);	/* terminates with a core dump, as SIGTRAP would have */
+	raise(sig); /* terminates with a core dump, as SIGTRAP would have */
 }
 
 static void chain_to_previous(int sig, siginfo_t *si, void *ctx)

@@ -13,7 +13,7 @@ static int cmp_double(const void *a, const void *b)
 
 void lk__sort_doubles(double *v, size_t n)
 {
-	if (n)	/* qsort's base may not be NULL, even for none */
+	if (n) /* qsort's base may not be NULL, even for none */
 		qsort(v, n, sizeof(*v), cmp_double);
 }
 

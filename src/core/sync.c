@@ -53,11 +53,13 @@ static int flush_all_harts(void)
 
 static int unavailable(int err)
 {
-	return lk__fail(-ENOSYS,
-			"neither membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) (%s; riscv has it from "
-			"Linux 6.9) nor riscv_flush_icache (%s) is available: code cannot be rewritten safely "
-			"while other threads run. Allow them in the seccomp filter, or build with "
-			"-DLK_KEYS_PORTABLE=ON.", strerror(-err), strerror(-flush_all_harts()));
+	return lk__fail(
+		-ENOSYS,
+		"neither membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) (%s; riscv has it from "
+		"Linux 6.9) nor riscv_flush_icache (%s) is available: code cannot be rewritten safely "
+		"while other threads run. Allow them in the seccomp filter, or build with "
+		"-DLK_KEYS_PORTABLE=ON.",
+		strerror(-err), strerror(-flush_all_harts()));
 }
 #else
 static int flush_all_harts(void)
@@ -67,11 +69,12 @@ static int flush_all_harts(void)
 
 static int unavailable(int err)
 {
-	return lk__fail(-ENOSYS,
-			"membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) is unavailable (%s): "
-			"code cannot be rewritten safely while other threads run. It needs Linux >= 4.16 and "
-			"no seccomp filter denying membarrier; otherwise build with -DLK_KEYS_PORTABLE=ON.",
-			strerror(-err));
+	return lk__fail(
+		-ENOSYS,
+		"membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) is unavailable (%s): "
+		"code cannot be rewritten safely while other threads run. It needs Linux >= 4.16 and "
+		"no seccomp filter denying membarrier; otherwise build with -DLK_KEYS_PORTABLE=ON.",
+		strerror(-err));
 }
 #endif
 
@@ -89,12 +92,14 @@ int lk__sync_cores_prepare(void)
 /* Registered, and yet refused: the process has been sandboxed since (a seccomp filter). */
 static int refused_since(int err)
 {
-	return lk__fail(-ENOSYS,
-			"membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) failed (%s) although it worked "
-			"when this process registered for it: a seccomp filter installed since denies it, most "
-			"likely. Code cannot be rewritten safely while other threads run without it. Allow "
-			"membarrier in the filter, flip keys before sandboxing the process, or build with "
-			"-DLK_KEYS_PORTABLE=ON.", strerror(-err));
+	return lk__fail(
+		-ENOSYS,
+		"membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) failed (%s) although it worked "
+		"when this process registered for it: a seccomp filter installed since denies it, most "
+		"likely. Code cannot be rewritten safely while other threads run without it. Allow "
+		"membarrier in the filter, flip keys before sandboxing the process, or build with "
+		"-DLK_KEYS_PORTABLE=ON.",
+		strerror(-err));
 }
 
 int lk__sync_cores(void)

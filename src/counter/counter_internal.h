@@ -18,21 +18,21 @@
 
 /* perf's modifiers, as written after ':' (or after a PMU's closing '/'). */
 struct lk__modifiers {
-	bool user, kernel, hv;		/* u k h: count only the levels named */
-	bool guest, host;		/* G H */
-	bool exclude_idle;		/* I */
-	bool pinned;			/* D */
-	bool exclusive;			/* e */
-	int precise;			/* p, pp, ppp: accepted, meaningless for counting */
+	bool user, kernel, hv; /* u k h: count only the levels named */
+	bool guest, host;      /* G H */
+	bool exclude_idle;     /* I */
+	bool pinned;	       /* D */
+	bool exclusive;	       /* e */
+	int precise;	       /* p, pp, ppp: accepted, meaningless for counting */
 };
 
 /* One event as parsed: the text and where it sits. */
 struct lk__event_spec {
-	char *text;			/* as written, braces removed: "cycles:u", "msr/tsc/" */
-	char *base;			/* without modifiers: "cycles", "msr/tsc/" */
+	char *text; /* as written, braces removed: "cycles:u", "msr/tsc/" */
+	char *base; /* without modifiers: "cycles", "msr/tsc/" */
 	struct lk__modifiers mods;
-	bool has_mods;			/* some of u/k/h were written */
-	unsigned group;			/* index of its group, in order of appearance */
+	bool has_mods;	/* some of u/k/h were written */
+	unsigned group; /* index of its group, in order of appearance */
 };
 
 struct lk__event_list {
@@ -45,12 +45,12 @@ struct lk__event_list {
 struct lk__event {
 	struct lk__event_spec spec;
 	struct perf_event_attr attr;
-	char *canonical;		/* what it resolved to */
-	char *unit;			/* "ns", a sysfs unit, or "" */
+	char *canonical; /* what it resolved to */
+	char *unit;	 /* "ns", a sysfs unit, or "" */
 	double scale;
 	bool hardware;
 	bool user_only_fallback;
-	bool opened;			/* false: not supported (LK_COUNTERS_SKIP_UNSUPPORTED) */
+	bool opened; /* false: not supported (LK_COUNTERS_SKIP_UNSUPPORTED) */
 	int error;
 	char *why;
 };
@@ -59,8 +59,8 @@ struct lk__event {
  * group, and the first opened one is its leader. */
 struct lk__group {
 	size_t first, n;
-	size_t nopen;			/* events of this group the kernel counts */
-	bool fastpath;			/* every opened member is mmapped for rdpmc */
+	size_t nopen;  /* events of this group the kernel counts */
+	bool fastpath; /* every opened member is mmapped for rdpmc */
 };
 
 /* The kernel counters of one thread: fds[i] for event i (-1 when not opened), and for the
@@ -68,11 +68,11 @@ struct lk__group {
  * "task" per CPU, all for the same thread, each with the ring buffer its CPU reports into. */
 struct lk__task {
 	pid_t tid;
-	int cpu;			/* -1: any CPU */
+	int cpu; /* -1: any CPU */
 	int *fds;
 	struct perf_event_mmap_page **pages;
-	uint64_t *ids;			/* PER_THREAD: each fd's kernel id, to match reports */
-	int ring_fd;			/* PER_THREAD: the fd that owns the ring; -1 */
+	uint64_t *ids; /* PER_THREAD: each fd's kernel id, to match reports */
+	int ring_fd;   /* PER_THREAD: the fd that owns the ring; -1 */
 	struct perf_event_mmap_page *ring;
 	size_t ring_size;
 };
@@ -80,18 +80,18 @@ struct lk__task {
 /* A thread or child of a LK_COUNTERS_PER_THREAD set, as the kernel's reports describe it. */
 struct lk__thread {
 	pid_t pid, tid;
-	pid_t ptid;		/* the thread that created it (FORK record), 0 if unknown */
+	pid_t ptid; /* the thread that created it (FORK record), 0 if unknown */
 	char comm[16];
 	bool exited, reported;
-	uint64_t *value, *enabled, *running;	/* per event; over CPUs: sum, max, sum */
+	uint64_t *value, *enabled, *running; /* per event; over CPUs: sum, max, sum */
 };
 
 struct lk__thread_table {
 	struct lk__thread *v;
 	size_t n, cap;
-	size_t *order;			/* indexes of reported threads, in the order reported */
+	size_t *order; /* indexes of reported threads, in the order reported */
 	size_t nreported;
-	size_t *hash;			/* open addressing on tid: index + 1, 0 empty */
+	size_t *hash; /* open addressing on tid: index + 1, 0 empty */
 	size_t hash_size;
 	uint64_t lost;
 };
@@ -105,13 +105,13 @@ struct lk_counters {
 	struct lk__group *groups;
 	size_t ntasks, cap_tasks;
 	struct lk__task *tasks;
-	bool decided;			/* the first thread has settled which events open */
-	bool per_cpu;			/* LK_COUNTERS_PER_THREAD: tasks are per CPU */
+	bool decided; /* the first thread has settled which events open */
+	bool per_cpu; /* LK_COUNTERS_PER_THREAD: tasks are per CPU */
 	struct lk__thread_table threads;
-	bool user_fallback;		/* perf_event_paranoid forced user-only counting */
-	bool self;			/* counts the thread that opened it, alone */
-	pthread_t owner;		/* that thread: the fast path is only valid there */
-	unsigned fork_generation;	/* the fast path's pages are gone in a forked child */
+	bool user_fallback;	  /* perf_event_paranoid forced user-only counting */
+	bool self;		  /* counts the thread that opened it, alone */
+	pthread_t owner;	  /* that thread: the fast path is only valid there */
+	unsigned fork_generation; /* the fast path's pages are gone in a forked child */
 	size_t page_size;
 };
 
@@ -134,7 +134,8 @@ int lk__modifiers_parse(const char *s, struct lk__modifiers *mods, bool *has_ukh
 int lk__event_resolve(struct lk__event *ev);
 
 /* Apply the modifiers to attr's exclusion bits (perf's rules). */
-void lk__modifiers_apply(const struct lk__modifiers *mods, bool has_ukh, struct perf_event_attr *attr);
+void lk__modifiers_apply(const struct lk__modifiers *mods, bool has_ukh,
+			 struct perf_event_attr *attr);
 
 /* ---- suggest.c ---- */
 
@@ -171,8 +172,9 @@ static inline uint64_t lk__scale(uint64_t value, uint64_t enabled, uint64_t runn
 
 /* Add one group read (PERF_FORMAT_GROUP | TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING) of the opened
  * members of g into values (indexed by event). Returns 0 or -EIO if the buffer is malformed. */
-int lk__group_accumulate(const struct lk_counters *c, const struct lk__group *g, const uint64_t *buf,
-			 size_t words, struct lk_counter_value *values, size_t n);
+int lk__group_accumulate(const struct lk_counters *c, const struct lk__group *g,
+			 const uint64_t *buf, size_t words, struct lk_counter_value *values,
+			 size_t n);
 
 /* ---- threads.c (LK_COUNTERS_PER_THREAD) ---- */
 

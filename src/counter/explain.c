@@ -87,10 +87,12 @@ static bool explain_ptrace(int err, const struct lk__event *ev, pid_t pid)
 		return false;
 	if (target == (unsigned)-1 || target == (unsigned)geteuid())
 		return false;
-	lk__fail(err, "perf_event_open(%s) on process %d denied: it belongs to uid %u and this "
-		 "program runs as uid %u. Counting another user's process needs CAP_SYS_PTRACE (run as "
-		 "root, or `setcap cap_sys_ptrace,cap_perfmon+ep PROGRAM`).", ev->spec.text, (int)pid,
-		 target, (unsigned)geteuid());
+	lk__fail(
+		err,
+		"perf_event_open(%s) on process %d denied: it belongs to uid %u and this "
+		"program runs as uid %u. Counting another user's process needs CAP_SYS_PTRACE (run as "
+		"root, or `setcap cap_sys_ptrace,cap_perfmon+ep PROGRAM`).",
+		ev->spec.text, (int)pid, target, (unsigned)geteuid());
 	return true;
 }
 
@@ -99,14 +101,16 @@ static void explain_no_pmu(const struct lk__event *ev)
 	if (!ev->hardware)
 		return;
 	if (!lk__have_cpu_pmu()) {
-		lk__fail_append(" Here the kernel registered no CPU PMU at all (nothing in " PMU_DIR
-				" takes hardware events): this is a virtual machine without a virtual PMU, "
-				"or the PMU is disabled. With QEMU/KVM use `-cpu host,pmu=on`, with libvirt "
-				"<pmu state='on'/>; in a cloud, an instance type that exposes a PMU. Software "
-				"events (task-clock, page-faults, context-switches) work without one.");
+		lk__fail_append(
+			" Here the kernel registered no CPU PMU at all (nothing in " PMU_DIR
+			" takes hardware events): this is a virtual machine without a virtual PMU, "
+			"or the PMU is disabled. With QEMU/KVM use `-cpu host,pmu=on`, with libvirt "
+			"<pmu state='on'/>; in a cloud, an instance type that exposes a PMU. Software "
+			"events (task-clock, page-faults, context-switches) work without one.");
 	} else {
-		lk__fail_append(" This CPU's PMU does not offer it (or the hypervisor hides it): `perf "
-				"list` shows the events it has.");
+		lk__fail_append(
+			" This CPU's PMU does not offer it (or the hypervisor hides it): `perf "
+			"list` shows the events it has.");
 	}
 }
 
@@ -119,10 +123,11 @@ int lk__explain_open_failure(int err, const struct lk__event *ev, pid_t pid)
 		explain_no_pmu(ev);
 		return -EOPNOTSUPP;
 	case EINVAL:
-		lk__fail_append(" The kernel refused the event's settings (%s): the PMU may not take the "
-				"modifiers written (many kernel PMUs count all levels only: drop :u/:k), "
-				"the config may be invalid for it, or a group may not fit on it at once.",
-				ev->canonical ? ev->canonical : ev->spec.text);
+		lk__fail_append(
+			" The kernel refused the event's settings (%s): the PMU may not take the "
+			"modifiers written (many kernel PMUs count all levels only: drop :u/:k), "
+			"the config may be invalid for it, or a group may not fit on it at once.",
+			ev->canonical ? ev->canonical : ev->spec.text);
 		return err;
 	case EACCES:
 	case EPERM:

@@ -19,9 +19,10 @@
 #include "core/perf.h"
 #include "counter/counter_internal.h"
 
-#define ALL_FLAGS (LK_COUNTERS_INHERIT | LK_COUNTERS_PROCESS | LK_COUNTERS_DISABLED |          \
-		   LK_COUNTERS_ENABLE_ON_EXEC | LK_COUNTERS_GROUP | LK_COUNTERS_SKIP_UNSUPPORTED | \
-		   LK_COUNTERS_NO_FASTPATH | LK_COUNTERS_PER_THREAD)
+#define ALL_FLAGS                                                                        \
+	(LK_COUNTERS_INHERIT | LK_COUNTERS_PROCESS | LK_COUNTERS_DISABLED |              \
+	 LK_COUNTERS_ENABLE_ON_EXEC | LK_COUNTERS_GROUP | LK_COUNTERS_SKIP_UNSUPPORTED | \
+	 LK_COUNTERS_NO_FASTPATH | LK_COUNTERS_PER_THREAD)
 
 /* How often to re-list a process's threads while new ones keep appearing. */
 #define THREAD_SCAN_PASSES 64
@@ -38,7 +39,8 @@ static void free_event(struct lk__event *ev)
 /* Whether this is the process that opened the set (perf's mappings are not inherited by fork). */
 static bool same_process(const struct lk_counters *c)
 {
-	return c->fork_generation == __atomic_load_n(&lk__counter_fork_generation, __ATOMIC_RELAXED);
+	return c->fork_generation ==
+	       __atomic_load_n(&lk__counter_fork_generation, __ATOMIC_RELAXED);
 }
 
 static void close_task(struct lk_counters *c, struct lk__task *t)
@@ -176,9 +178,10 @@ static uint64_t pmu_of(const struct lk__event *ev)
 
 	if (a->type == PERF_TYPE_SOFTWARE)
 		return (uint64_t)1 << 32 | (a->config == PERF_COUNT_SW_TASK_CLOCK ? 1u :
-					     a->config == PERF_COUNT_SW_CPU_CLOCK ? 2u : 3u);
+					    a->config == PERF_COUNT_SW_CPU_CLOCK  ? 2u :
+										    3u);
 	if (a->type == PERF_TYPE_HARDWARE || a->type == PERF_TYPE_HW_CACHE)
-		return PERF_TYPE_RAW;	/* the CPU's PMU */
+		return PERF_TYPE_RAW; /* the CPU's PMU */
 	return a->type;
 }
 
@@ -199,11 +202,13 @@ static int check_group_pmus(const struct lk_counters *c, const struct lk__group 
 		const struct lk__event *ev = &c->events[i];
 
 		if (ev->opened && pmu_of(ev) != pmu_of(lead))
-			return lk__fail(-EINVAL, "events '%s' and '%s' cannot share a group: they are "
-					"counted by different kernel PMUs and the kernel does not reliably "
-					"count such a member under a software leader. Put them in separate "
-					"groups (or lead the group with a hardware event).",
-					lead->spec.text, ev->spec.text);
+			return lk__fail(
+				-EINVAL,
+				"events '%s' and '%s' cannot share a group: they are "
+				"counted by different kernel PMUs and the kernel does not reliably "
+				"count such a member under a software leader. Put them in separate "
+				"groups (or lead the group with a hardware event).",
+				lead->spec.text, ev->spec.text);
 	}
 	return 0;
 }
@@ -333,7 +338,7 @@ static int open_process(struct lk_counters *c, pid_t pid)
 				continue;
 			err = add_task(c, tid, -1);
 			if (err == -ESRCH)
-				err = 0;	/* it exited between the listing and the open */
+				err = 0; /* it exited between the listing and the open */
 			else if (!err)
 				added = true;
 		}
@@ -396,8 +401,8 @@ static int new_set(struct lk_counters **out, const char *events, pid_t pid, unsi
 	struct lk_counters *c;
 	int err;
 
-	err = lk__events_parse(events && *events ? events : "task-clock",
-			       flags & LK_COUNTERS_GROUP, &list);
+	err = lk__events_parse(events && *events ? events : "task-clock", flags & LK_COUNTERS_GROUP,
+			       &list);
 	if (err)
 		return err;
 	c = calloc(1, sizeof(*c));
@@ -431,11 +436,14 @@ LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t 
 	if (flags & ~ALL_FLAGS)
 		return lk__fail(-EINVAL, "lk_counters_open: unknown flags %#x", flags & ~ALL_FLAGS);
 	if (pid < 0)
-		return lk__fail(-EINVAL, "lk_counters_open: pid %d: give 0 (this thread) or a thread or "
-				"process id", (int)pid);
+		return lk__fail(-EINVAL,
+				"lk_counters_open: pid %d: give 0 (this thread) or a thread or "
+				"process id",
+				(int)pid);
 	if ((flags & LK_COUNTERS_PER_THREAD) &&
 	    ((flags & LK_COUNTERS_PROCESS) || !(flags & LK_COUNTERS_INHERIT)))
-		return lk__fail(-EINVAL, "lk_counters_open: LK_COUNTERS_PER_THREAD goes with "
+		return lk__fail(-EINVAL,
+				"lk_counters_open: LK_COUNTERS_PER_THREAD goes with "
 				"LK_COUNTERS_INHERIT (LK_COUNTERS_PROCESS is per thread already)");
 	err = new_set(&c, events, pid, flags);
 	if (err)
@@ -447,7 +455,8 @@ LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t 
 		err = open_per_cpu(c, pid);
 	} else {
 		err = add_task(c, pid, -1);
-		c->self = !(flags & LK_COUNTERS_INHERIT) && (pid == 0 || pid == (pid_t)syscall(SYS_gettid));
+		c->self = !(flags & LK_COUNTERS_INHERIT) &&
+			  (pid == 0 || pid == (pid_t)syscall(SYS_gettid));
 	}
 	if (err)
 		goto fail;
@@ -471,16 +480,18 @@ static int check_online(const int *cpus, size_t n, const int *online, int nonlin
 		for (int k = 0; k < nonline && !found; k++)
 			found = online[k] == cpus[i];
 		if (!found)
-			return lk__fail(-EINVAL, "lk_counters_open_cpus: CPU %d is not online "
-					"(/sys/devices/system/cpu/online lists the CPUs to give)", cpus[i]);
+			return lk__fail(-EINVAL,
+					"lk_counters_open_cpus: CPU %d is not online "
+					"(/sys/devices/system/cpu/online lists the CPUs to give)",
+					cpus[i]);
 	}
 	return 0;
 }
 
 #define CPU_FLAGS (LK_COUNTERS_DISABLED | LK_COUNTERS_GROUP | LK_COUNTERS_SKIP_UNSUPPORTED)
 
-LK_API int lk_counters_open_cpus(struct lk_counters **out, const char *events, const int *cpus, size_t ncpus,
-				 unsigned flags)
+LK_API int lk_counters_open_cpus(struct lk_counters **out, const char *events, const int *cpus,
+				 size_t ncpus, unsigned flags)
 {
 	struct lk_counters *c;
 	int *online, nonline, err;
@@ -489,10 +500,13 @@ LK_API int lk_counters_open_cpus(struct lk_counters **out, const char *events, c
 		return lk__fail(-EINVAL, "lk_counters_open_cpus: out is NULL");
 	*out = NULL;
 	if (flags & ~CPU_FLAGS)
-		return lk__fail(-EINVAL, "lk_counters_open_cpus: flags %#x do not apply to CPUs (only "
-				"DISABLED, GROUP and SKIP_UNSUPPORTED do)", flags & ~CPU_FLAGS);
+		return lk__fail(-EINVAL,
+				"lk_counters_open_cpus: flags %#x do not apply to CPUs (only "
+				"DISABLED, GROUP and SKIP_UNSUPPORTED do)",
+				flags & ~CPU_FLAGS);
 	if (ncpus && !cpus)
-		return lk__fail(-EINVAL, "lk_counters_open_cpus: cpus is NULL but ncpus is %zu", ncpus);
+		return lk__fail(-EINVAL, "lk_counters_open_cpus: cpus is NULL but ncpus is %zu",
+				ncpus);
 	nonline = lk__online_cpus(&online);
 	if (nonline < 0)
 		return nonline;
@@ -539,8 +553,8 @@ static int control(struct lk_counters *c, unsigned long request, const char *wha
 			int fd = leader_fd(&c->tasks[t], &c->groups[gi]);
 
 			if (fd >= 0 && ioctl(fd, request, PERF_IOC_FLAG_GROUP) != 0)
-				return lk__fail(-EIO, "lk_counters_%s: the kernel refused (%s)", what,
-						strerror(errno));
+				return lk__fail(-EIO, "lk_counters_%s: the kernel refused (%s)",
+						what, strerror(errno));
 		}
 	}
 	return 0;

@@ -21,21 +21,49 @@ int lk__modifiers_parse(const char *s, struct lk__modifiers *mods, bool *has_ukh
 {
 	for (; *s; s++) {
 		switch (*s) {
-		case 'u': mods->user = true; *has_ukh = true; break;
-		case 'k': mods->kernel = true; *has_ukh = true; break;
-		case 'h': mods->hv = true; *has_ukh = true; break;
-		case 'G': mods->guest = true; break;
-		case 'H': mods->host = true; break;
-		case 'I': mods->exclude_idle = true; break;
-		case 'D': mods->pinned = true; break;
-		case 'e': mods->exclusive = true; break;
-		case 'p': mods->precise++; break;
-		case 'P': mods->precise = 3; break;
+		case 'u':
+			mods->user = true;
+			*has_ukh = true;
+			break;
+		case 'k':
+			mods->kernel = true;
+			*has_ukh = true;
+			break;
+		case 'h':
+			mods->hv = true;
+			*has_ukh = true;
+			break;
+		case 'G':
+			mods->guest = true;
+			break;
+		case 'H':
+			mods->host = true;
+			break;
+		case 'I':
+			mods->exclude_idle = true;
+			break;
+		case 'D':
+			mods->pinned = true;
+			break;
+		case 'e':
+			mods->exclusive = true;
+			break;
+		case 'p':
+			mods->precise++;
+			break;
+		case 'P':
+			mods->precise = 3;
+			break;
 		/* Sampling and grouping hints with no effect on counting. */
-		case 'S': case 'W': case 'b': break;
+		case 'S':
+		case 'W':
+		case 'b':
+			break;
 		default:
-			return lk__fail(-EINVAL, "unknown event modifier '%c' in ':%s' (perf's modifiers "
-					"are u k h G H I D e p)", *s, s);
+			return lk__fail(-EINVAL,
+					"unknown event modifier '%c' in ':%s' (perf's modifiers "
+					"are u k h G H I D e p)",
+					*s, s);
 		}
 	}
 	if (mods->precise > 3)
@@ -88,7 +116,8 @@ static int add_spec(struct lk__event_list *list, const char *start, size_t len, 
 	while (len && isspace((unsigned char)start[len - 1]))
 		len--;
 	if (len == 0)
-		return lk__fail(-EINVAL, "event list '%s': empty event at column %zu", whole, col + 1);
+		return lk__fail(-EINVAL, "event list '%s': empty event at column %zu", whole,
+				col + 1);
 	if (list->n >= LK__COUNTERS_MAX_EVENTS)
 		return lk__fail(-EINVAL, "event list '%s': more than %d events", whole,
 				LK__COUNTERS_MAX_EVENTS);
@@ -172,8 +201,8 @@ static int parse_group(const char *whole, const char **pos, struct lk__event_lis
 	while (*close && *close != '}') {
 		close = event_end(close, &bad);
 		if (bad)
-			return lk__fail(-EINVAL, "event list '%s': unterminated '/' at column %zu", whole,
-					(size_t)(bad - whole) + 1);
+			return lk__fail(-EINVAL, "event list '%s': unterminated '/' at column %zu",
+					whole, (size_t)(bad - whole) + 1);
 		if (*close == '{')
 			return lk__fail(-EINVAL, "event list '%s': groups cannot nest (column %zu)",
 					whole, (size_t)(close - whole) + 1);
@@ -181,8 +210,8 @@ static int parse_group(const char *whole, const char **pos, struct lk__event_lis
 			close++;
 	}
 	if (*close != '}')
-		return lk__fail(-EINVAL, "event list '%s': '{' at column %zu is never closed", whole,
-				(size_t)(*pos - whole) + 1);
+		return lk__fail(-EINVAL, "event list '%s': '{' at column %zu is never closed",
+				whole, (size_t)(*pos - whole) + 1);
 	mods_end = close + 1;
 	if (*mods_end == ':') {
 		const char *m = mods_end + 1;
@@ -196,7 +225,8 @@ static int parse_group(const char *whole, const char **pos, struct lk__event_lis
 	while (s < close) {
 		const char *end = event_end(s, &bad);
 
-		err = add_spec(out, s, (size_t)(end - s), group, group_mods, whole, (size_t)(s - whole));
+		err = add_spec(out, s, (size_t)(end - s), group, group_mods, whole,
+			       (size_t)(s - whole));
 		if (err)
 			goto out;
 		if (*end == ',' && end + 1 == close) {
@@ -233,17 +263,19 @@ int lk__events_parse(const char *events, bool one_group, struct lk__event_list *
 		if (*s == '{') {
 			err = parse_group(events, &s, out);
 		} else if (*s == '}') {
-			err = lk__fail(-EINVAL, "event list '%s': '}' at column %zu closes no group",
-				       events, (size_t)(s - events) + 1);
+			err = lk__fail(-EINVAL,
+				       "event list '%s': '}' at column %zu closes no group", events,
+				       (size_t)(s - events) + 1);
 		} else {
 			const char *end = event_end(s, &bad);
 
 			if (bad) {
-				err = lk__fail(-EINVAL, "event list '%s': unterminated '/' at column %zu",
+				err = lk__fail(-EINVAL,
+					       "event list '%s': unterminated '/' at column %zu",
 					       events, (size_t)(bad - events) + 1);
 			} else {
-				err = add_spec(out, s, (size_t)(end - s), out->ngroups, NULL, events,
-					       (size_t)(s - events));
+				err = add_spec(out, s, (size_t)(end - s), out->ngroups, NULL,
+					       events, (size_t)(s - events));
 				out->ngroups += err == 0;
 				s = end;
 			}
@@ -251,8 +283,10 @@ int lk__events_parse(const char *events, bool one_group, struct lk__event_list *
 		if (err || *s == '\0')
 			break;
 		if (*s != ',') {
-			err = lk__fail(-EINVAL, "event list '%s': unexpected '%c' at column %zu (a comma "
-				       "missing?)", events, *s, (size_t)(s - events) + 1);
+			err = lk__fail(-EINVAL,
+				       "event list '%s': unexpected '%c' at column %zu (a comma "
+				       "missing?)",
+				       events, *s, (size_t)(s - events) + 1);
 			break;
 		}
 		s++;

@@ -38,7 +38,7 @@ static struct {
 
 static pthread_once_t pfm_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t pfm_lock = PTHREAD_MUTEX_INITIALIZER;
-static char pfm_problem[256];	/* why libpfm4 is not usable; "" when it is */
+static char pfm_problem[256]; /* why libpfm4 is not usable; "" when it is */
 
 static bool pfm_load(void)
 {
@@ -47,8 +47,10 @@ static bool pfm_load(void)
 
 	if (!lib) {
 		err = dlerror();
-		snprintf(pfm_problem, sizeof(pfm_problem), "cannot load " PFM_SONAME " (%s): install "
-			 "libpfm4 (Debian: apt-get install libpfm4)", err ? err : "not found");
+		snprintf(pfm_problem, sizeof(pfm_problem),
+			 "cannot load " PFM_SONAME " (%s): install "
+			 "libpfm4 (Debian: apt-get install libpfm4)",
+			 err ? err : "not found");
 		return false;
 	}
 	/* dlsym returns void *; POSIX guarantees it converts to a function pointer. */
@@ -60,11 +62,12 @@ static bool pfm_load(void)
 	*(void **)&pfm.get_event_next = dlsym(lib, "pfm_get_event_next");
 	if (!pfm.initialize || !pfm.strerror || !pfm.get_os_event_encoding || !pfm.get_event_info ||
 	    !pfm.get_pmu_info || !pfm.get_event_next) {
-		snprintf(pfm_problem, sizeof(pfm_problem), PFM_SONAME " lacks functions lowkey needs "
-			 "(libpfm4 older than 4.0?)");
+		snprintf(pfm_problem, sizeof(pfm_problem),
+			 PFM_SONAME " lacks functions lowkey needs "
+				    "(libpfm4 older than 4.0?)");
 		return false;
 	}
-	return true;	/* never unloaded: the names it returns stay valid */
+	return true; /* never unloaded: the names it returns stay valid */
 }
 
 static void pfm_start(void)
@@ -83,16 +86,18 @@ static int pfm_ready(void)
 {
 	pthread_once(&pfm_once, pfm_start);
 	if (pfm_problem[0])
-		return lk__fail(-EIO, "%s: event names are unavailable; raw events (rNNN) and "
-				"pmu/event=.../ still work", pfm_problem);
+		return lk__fail(-EIO,
+				"%s: event names are unavailable; raw events (rNNN) and "
+				"pmu/event=.../ still work",
+				pfm_problem);
 	return 0;
 }
 
 /* The perf-level attributes libpfm4 writes into its canonical string; we show our own. */
 static bool is_perf_level_attr(const char *attr, size_t len)
 {
-	static const char *const names[] = { "u", "k", "h", "mg", "mh", "precise", "excl", "period",
-					     "freq", "cpu", "pinned", "hw_smpl" };
+	static const char *const names[] = { "u",    "k",      "h",    "mg",  "mh",	"precise",
+					     "excl", "period", "freq", "cpu", "pinned", "hw_smpl" };
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		size_t n = strlen(names[i]);
@@ -196,7 +201,8 @@ int lk__pfm_for_each_name(void (*fn)(const char *name, void *arg), void *arg)
 	if (err)
 		return err;
 	pthread_mutex_lock(&pfm_lock);
-	pfm_for_all_pmus(p) {
+	pfm_for_all_pmus(p)
+	{
 		pfm_pmu_info_t pmu;
 
 		memset(&pmu, 0, sizeof(pmu));

@@ -19,8 +19,9 @@ LK_API uint64_t lk_counter_scale(uint64_t value, uint64_t enabled, uint64_t runn
 	return lk__scale(value, enabled, running);
 }
 
-int lk__group_accumulate(const struct lk_counters *c, const struct lk__group *g, const uint64_t *buf,
-			 size_t words, struct lk_counter_value *values, size_t n)
+int lk__group_accumulate(const struct lk_counters *c, const struct lk__group *g,
+			 const uint64_t *buf, size_t words, struct lk_counter_value *values,
+			 size_t n)
 {
 	uint64_t nr, enabled, running;
 	size_t k = 0;
@@ -67,8 +68,10 @@ static int read_group(const struct lk_counters *c, const struct lk__task *t,
 		return lk__fail(-EIO, "reading counters of thread %d failed: %s", (int)t->tid,
 				strerror(errno));
 	if (lk__group_accumulate(c, g, buf, (size_t)got / sizeof(uint64_t), values, n) != 0)
-		return lk__fail(-EIO, "reading counters of thread %d: the kernel returned %zd bytes for "
-				"a group of %zu", (int)t->tid, got, g->nopen);
+		return lk__fail(-EIO,
+				"reading counters of thread %d: the kernel returned %zd bytes for "
+				"a group of %zu",
+				(int)t->tid, got, g->nopen);
 	return 0;
 }
 
@@ -139,7 +142,7 @@ LK_API int lk_counters_read_thread(struct lk_counters *c, size_t t, struct lk_co
 		who->exited = who->comm[0] == '\0';
 	}
 	if (!(c->flags & LK_COUNTERS_PROCESS))
-		return lk_counters_read(c, values, n);	/* the set itself */
+		return lk_counters_read(c, values, n); /* the set itself */
 	m = n < c->nevents ? n : c->nevents;
 	if (m)
 		memset(values, 0, m * sizeof(*values));

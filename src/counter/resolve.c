@@ -21,7 +21,8 @@
 
 #define PMU_DIR "/sys/bus/event_source/devices"
 
-void lk__modifiers_apply(const struct lk__modifiers *mods, bool has_ukh, struct perf_event_attr *attr)
+void lk__modifiers_apply(const struct lk__modifiers *mods, bool has_ukh,
+			 struct perf_event_attr *attr)
 {
 	/* perf's rules: naming any of u/k/h counts only the levels named. */
 	if (has_ukh) {
@@ -79,7 +80,8 @@ static const struct {
 	{ "task-clock", PERF_COUNT_SW_TASK_CLOCK, "perf::PERF_COUNT_SW_TASK_CLOCK" },
 	{ "page-faults", PERF_COUNT_SW_PAGE_FAULTS, "perf::PERF_COUNT_SW_PAGE_FAULTS" },
 	{ "faults", PERF_COUNT_SW_PAGE_FAULTS, "perf::PERF_COUNT_SW_PAGE_FAULTS" },
-	{ "context-switches", PERF_COUNT_SW_CONTEXT_SWITCHES, "perf::PERF_COUNT_SW_CONTEXT_SWITCHES" },
+	{ "context-switches", PERF_COUNT_SW_CONTEXT_SWITCHES,
+	  "perf::PERF_COUNT_SW_CONTEXT_SWITCHES" },
 	{ "cs", PERF_COUNT_SW_CONTEXT_SWITCHES, "perf::PERF_COUNT_SW_CONTEXT_SWITCHES" },
 	{ "cpu-migrations", PERF_COUNT_SW_CPU_MIGRATIONS, "perf::PERF_COUNT_SW_CPU_MIGRATIONS" },
 	{ "migrations", PERF_COUNT_SW_CPU_MIGRATIONS, "perf::PERF_COUNT_SW_CPU_MIGRATIONS" },
@@ -127,8 +129,8 @@ static int resolve_tracepoint(struct lk__event *ev)
 	char path[512], buf[32];
 	int denied = 0;
 
-	if (!colon || colon == ev->spec.base || strchr(colon + 1, ':') || strchr(ev->spec.base, '/') ||
-	    !colon[1])
+	if (!colon || colon == ev->spec.base || strchr(colon + 1, ':') ||
+	    strchr(ev->spec.base, '/') || !colon[1])
 		return -ENOENT;
 	for (size_t i = 0; i < 2; i++) {
 		int err;
@@ -146,10 +148,12 @@ static int resolve_tracepoint(struct lk__event *ev)
 			denied = err;
 	}
 	if (denied)
-		return lk__fail(denied, "event '%s': tracepoint ids are in tracefs, which this user "
-				"cannot read (/sys/kernel/tracing is root-only by default): run as root, or "
-				"remount tracefs with `mount -o remount,mode=755 /sys/kernel/tracing`",
-				ev->spec.text);
+		return lk__fail(
+			denied,
+			"event '%s': tracepoint ids are in tracefs, which this user "
+			"cannot read (/sys/kernel/tracing is root-only by default): run as root, or "
+			"remount tracefs with `mount -o remount,mode=755 /sys/kernel/tracing`",
+			ev->spec.text);
 	return -ENOENT;
 }
 
@@ -208,9 +212,10 @@ static int apply_alias(struct lk__event *ev, const char *pmu, const char *alias,
 	if (read_small_file(path, buf, sizeof(buf)) != 0)
 		return -ENOENT;
 	if (depth > 2 || strchr(buf, '?'))
-		return lk__fail(-EINVAL, "event '%s': the alias %s/%s/ needs parameters (%s), which "
-				"lowkey does not fill in; write the terms yourself", ev->spec.text, pmu,
-				alias, buf);
+		return lk__fail(-EINVAL,
+				"event '%s': the alias %s/%s/ needs parameters (%s), which "
+				"lowkey does not fill in; write the terms yourself",
+				ev->spec.text, pmu, alias, buf);
 	err = apply_terms(ev, pmu, buf, depth + 1);
 	if (err)
 		return err;
@@ -250,13 +255,13 @@ static int apply_term(struct lk__event *ev, const char *pmu, char *term, int dep
 		return 0;
 	}
 	if (strcmp(term, "name") == 0 || strcmp(term, "period") == 0 || strcmp(term, "freq") == 0)
-		return 0;	/* perf's naming and sampling terms: nothing to count differently */
+		return 0; /* perf's naming and sampling terms: nothing to count differently */
 	snprintf(path, sizeof(path), PMU_DIR "/%s/format/%s", pmu, term);
 	if (read_small_file(path, spec, sizeof(spec)) == 0) {
 		err = pack_format(spec, value, &ev->attr);
 		if (err == -ERANGE)
-			return lk__fail(-EINVAL, "event '%s': %s=0x%llx does not fit in %s", ev->spec.text,
-					term, (unsigned long long)value, spec);
+			return lk__fail(-EINVAL, "event '%s': %s=0x%llx does not fit in %s",
+					ev->spec.text, term, (unsigned long long)value, spec);
 		if (err)
 			return lk__fail(-EINVAL, "event '%s': cannot use the format '%s' of %s/%s",
 					ev->spec.text, spec, pmu, term);
@@ -267,8 +272,8 @@ static int apply_term(struct lk__event *ev, const char *pmu, char *term, int dep
 		if (err != -ENOENT)
 			return err;
 	}
-	lk__fail(-ENOENT, "event '%s': the %s PMU has no term or event named '%s'", ev->spec.text, pmu,
-		 term);
+	lk__fail(-ENOENT, "event '%s': the %s PMU has no term or event named '%s'", ev->spec.text,
+		 pmu, term);
 	lk__suggest_events(term);
 	return -ENOENT;
 }
@@ -303,7 +308,8 @@ static void pmu_list(char *buf, size_t size)
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.' || used >= size)
 			continue;
-		used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "", e->d_name);
+		used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "",
+					 e->d_name);
 	}
 	closedir(d);
 }
@@ -325,15 +331,17 @@ static int resolve_pmu(struct lk__event *ev)
 		char list[1024];
 
 		pmu_list(list, sizeof(list));
-		return lk__fail(-ENOENT, "event '%s': this kernel has no PMU named '%s' (PMUs here: %s)",
+		return lk__fail(-ENOENT,
+				"event '%s': this kernel has no PMU named '%s' (PMUs here: %s)",
 				ev->spec.text, pmu, list[0] ? list : "none");
 	}
 	ev->attr.type = (uint32_t)strtoul(buf, NULL, 10);
-	terms = strndup(slash + 1, strlen(slash + 1) - 1);	/* drop the closing '/' */
+	terms = strndup(slash + 1, strlen(slash + 1) - 1); /* drop the closing '/' */
 	if (!terms)
 		return lk__fail(-ENOMEM, "out of memory");
-	err = terms[0] ? apply_terms(ev, pmu, terms, 0)
-		       : lk__fail(-EINVAL, "event '%s': no terms between the slashes", ev->spec.text);
+	err = terms[0] ?
+		      apply_terms(ev, pmu, terms, 0) :
+		      lk__fail(-EINVAL, "event '%s': no terms between the slashes", ev->spec.text);
 	free(terms);
 	if (err)
 		return err;
@@ -356,8 +364,8 @@ static int resolve_pmu(struct lk__event *ev)
 
 static bool is_clock(const struct perf_event_attr *attr)
 {
-	return attr->type == PERF_TYPE_SOFTWARE &&
-	       (attr->config == PERF_COUNT_SW_TASK_CLOCK || attr->config == PERF_COUNT_SW_CPU_CLOCK);
+	return attr->type == PERF_TYPE_SOFTWARE && (attr->config == PERF_COUNT_SW_TASK_CLOCK ||
+						    attr->config == PERF_COUNT_SW_CPU_CLOCK);
 }
 
 static int resolve_name(struct lk__event *ev)
@@ -370,7 +378,8 @@ static int resolve_name(struct lk__event *ev)
 	if (parse_raw(ev->spec.base, &ev->attr.config)) {
 		ev->attr.type = PERF_TYPE_RAW;
 		ev->hardware = true;
-		snprintf(canonical, sizeof(canonical), "raw %#llx", (unsigned long long)ev->attr.config);
+		snprintf(canonical, sizeof(canonical), "raw %#llx",
+			 (unsigned long long)ev->attr.config);
 		return set_string(&ev->canonical, canonical);
 	}
 	software = find_software(ev->spec.base, &ev->attr.config);

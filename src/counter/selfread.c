@@ -121,7 +121,7 @@ static bool read_page(struct perf_event_mmap_page *page, struct lk_counter_value
 		enabled += delta;
 		running += delta;
 	} else if (enabled != running) {
-		return false;	/* multiplexed, and the page's times are stale: read() scales right */
+		return false; /* multiplexed, and the page's times are stale: read() scales right */
 	}
 	v->value = count;
 	v->time_enabled = enabled;
@@ -138,7 +138,7 @@ void lk__fastpath_setup(struct lk_counters *c)
 
 	t->pages = calloc(c->nevents, sizeof(*t->pages));
 	if (!t->pages)
-		return;	/* no fast path; read() works */
+		return; /* no fast path; read() works */
 	c->owner = pthread_self();
 	for (unsigned gi = 0; gi < c->ngroups; gi++) {
 		struct lk__group *g = &c->groups[gi];
@@ -151,7 +151,7 @@ void lk__fastpath_setup(struct lk_counters *c)
 			if (!c->events[i].opened)
 				continue;
 			if (!c->events[i].hardware) {
-				ok = false;	/* a software member: its page never has an index */
+				ok = false; /* a software member: its page never has an index */
 				break;
 			}
 			p = mmap(NULL, c->page_size, PROT_READ, MAP_SHARED, t->fds[i], 0);

@@ -81,7 +81,7 @@ static void consider_sysfs_events(struct best *b)
 		while ((e = readdir(events))) {
 			if (e->d_name[0] == '.' || strchr(e->d_name, '.'))
 				continue;	/* .unit, .scale, .snapshot */
-			consider(e->d_name, b);	/* "tsc" may be what "msr/tcs/" meant */
+			consider(e->d_name, b); /* "tsc" may be what "msr/tcs/" meant */
 			snprintf(name, sizeof(name), "%s/%s/", p->d_name, e->d_name);
 			consider(name, b);
 		}
@@ -117,6 +117,10 @@ void lk__suggest_events(const char *name)
 	qsort(b.pick, b.n, sizeof(b.pick[0]), by_distance);
 	lk__fail_append(". Did you mean ");
 	for (size_t i = 0; i < b.n; i++)
-		lk__fail_append("%s'%s'", i == 0 ? "" : i + 1 == b.n ? " or " : ", ", b.pick[i].name);
+		lk__fail_append("%s'%s'",
+				i == 0	     ? "" :
+				i + 1 == b.n ? " or " :
+					       ", ",
+				b.pick[i].name);
 	lk__fail_append("?");
 }

@@ -171,7 +171,7 @@ int lk__threads_seed(struct lk_counters *c, pid_t pid)
 	struct lk__thread *th;
 
 	if (pid == 0)
-		pid = getpid();	/* the calling thread of a set opened with pid 0 */
+		pid = getpid(); /* the calling thread of a set opened with pid 0 */
 	th = add_thread(c, pid, pid);
 	if (!th)
 		return lk__fail(-ENOMEM, "out of memory");
@@ -192,7 +192,7 @@ int lk__threads_setup_task(struct lk_counters *c, struct lk__task *t)
 		if (t->fds[i] >= 0 && ioctl(t->fds[i], PERF_EVENT_IOC_ID, &t->ids[i]) != 0)
 			return lk__fail(-errno, "cannot learn a counter's id: %s", strerror(errno));
 	if (t->ring_fd < 0)
-		return 0;	/* nothing opened on this CPU */
+		return 0; /* nothing opened on this CPU */
 	for (size_t k = 0; k < sizeof(ring_pages) / sizeof(ring_pages[0]); k++) {
 		size_t size = (1 + ring_pages[k]) * c->page_size;
 		void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, t->ring_fd, 0);
@@ -205,14 +205,16 @@ int lk__threads_setup_task(struct lk_counters *c, struct lk__task *t)
 		err = -errno;
 	}
 	if (!t->ring)
-		return lk__fail(err, "cannot map the per-thread report buffer of CPU %d (%s): the "
+		return lk__fail(err,
+				"cannot map the per-thread report buffer of CPU %d (%s): the "
 				"locked-memory allowance for perf is used up; raise "
-				"kernel.perf_event_mlock_kb or `ulimit -l`", t->cpu, strerror(-err));
+				"kernel.perf_event_mlock_kb or `ulimit -l`",
+				t->cpu, strerror(-err));
 	for (size_t i = 0; i < c->nevents; i++)
 		if (t->fds[i] >= 0 && t->fds[i] != t->ring_fd &&
 		    ioctl(t->fds[i], PERF_EVENT_IOC_SET_OUTPUT, t->ring_fd) != 0)
-			return lk__fail(-errno, "cannot share the report buffer of CPU %d: %s", t->cpu,
-					strerror(errno));
+			return lk__fail(-errno, "cannot share the report buffer of CPU %d: %s",
+					t->cpu, strerror(errno));
 	return 0;
 }
 
@@ -303,7 +305,8 @@ static void on_comm(struct lk_counters *c, const char *body, size_t len)
 	memcpy(&who, body, sizeof(who));
 	th = thread_for(c, (pid_t)who.pid, (pid_t)who.tid);
 	if (th)
-		snprintf(th->comm, sizeof(th->comm), "%.*s", (int)(len - sizeof(who)), body + sizeof(who));
+		snprintf(th->comm, sizeof(th->comm), "%.*s", (int)(len - sizeof(who)),
+			 body + sizeof(who));
 }
 
 static void on_record(struct lk_counters *c, const struct lk__task *t, const char *rec, size_t size)
@@ -367,9 +370,9 @@ static void drain(struct lk_counters *c, const struct lk__task *t)
 		struct perf_event_header h;
 		size_t at = (size_t)(tail & (size - 1)), first;
 
-		memcpy(&h, data + at, sizeof(h));	/* 8-byte records never split a header */
+		memcpy(&h, data + at, sizeof(h)); /* 8-byte records never split a header */
 		if (h.size < sizeof(h) || h.size > head - tail)
-			break;	/* cannot happen unless the kernel and we disagree: stop reading */
+			break; /* cannot happen unless the kernel and we disagree: stop reading */
 		if (h.size <= sizeof(rec)) {
 			first = size - at < h.size ? size - at : h.size;
 			memcpy(rec, data + at, first);
@@ -416,7 +419,7 @@ int lk__read_per_cpu(struct lk_counters *c, struct lk_counter_value *values, siz
 {
 	for (size_t t = 0; t < c->ntasks; t++) {
 		for (size_t i = 0; i < m; i++) {
-			uint64_t buf[4];	/* value, enabled, running, id */
+			uint64_t buf[4]; /* value, enabled, running, id */
 			ssize_t got;
 
 			if (c->tasks[t].fds[i] < 0)
@@ -426,7 +429,8 @@ int lk__read_per_cpu(struct lk_counters *c, struct lk_counter_value *values, siz
 			while (got < 0 && errno == EINTR);
 			if (got != (ssize_t)sizeof(buf))
 				return lk__fail(-EIO, "reading the counters of CPU %d failed: %s",
-						c->tasks[t].cpu, got < 0 ? strerror(errno) : "short read");
+						c->tasks[t].cpu,
+						got < 0 ? strerror(errno) : "short read");
 			values[i].value += buf[0];
 			if (buf[1] > values[i].time_enabled)
 				values[i].time_enabled = buf[1];
@@ -434,7 +438,8 @@ int lk__read_per_cpu(struct lk_counters *c, struct lk_counter_value *values, siz
 		}
 	}
 	for (size_t i = 0; i < m; i++)
-		values[i].scaled = lk__scale(values[i].value, values[i].time_enabled, values[i].time_running);
+		values[i].scaled =
+			lk__scale(values[i].value, values[i].time_enabled, values[i].time_running);
 	return 0;
 }
 
@@ -497,15 +502,19 @@ int lk__read_thread_per_cpu(struct lk_counters *c, size_t t, struct lk_counter_t
 	for (size_t r = 0; r < c->threads.nreported; r++) {
 		th = &c->threads.v[c->threads.order[r]];
 		for (size_t i = 0; i < m; i++) {
-			values[i].value -= th->value[i] < values[i].value ? th->value[i] : values[i].value;
+			values[i].value -= th->value[i] < values[i].value ? th->value[i] :
+									    values[i].value;
 			values[i].time_enabled -= th->enabled[i] < values[i].time_enabled ?
-						  th->enabled[i] : values[i].time_enabled;
+							  th->enabled[i] :
+							  values[i].time_enabled;
 			values[i].time_running -= th->running[i] < values[i].time_running ?
-						  th->running[i] : values[i].time_running;
+							  th->running[i] :
+							  values[i].time_running;
 		}
 	}
 	for (size_t i = 0; i < m; i++)
-		values[i].scaled = lk__scale(values[i].value, values[i].time_enabled, values[i].time_running);
+		values[i].scaled =
+			lk__scale(values[i].value, values[i].time_enabled, values[i].time_running);
 	if (who)
 		describe(the_rest(c), who);
 	return (int)c->nevents;

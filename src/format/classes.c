@@ -8,7 +8,8 @@
 static int by_name(const void *a, const void *b, void *arg)
 {
 	struct lk__event_class *const *classes = arg;
-	const struct lk__event_class *x = classes[*(const uint32_t *)a], *y = classes[*(const uint32_t *)b];
+	const struct lk__event_class *x = classes[*(const uint32_t *)a],
+				     *y = classes[*(const uint32_t *)b];
 	int c;
 
 	if ((c = strcmp(x->provider, y->provider)) || (c = strcmp(x->event, y->event)))
@@ -20,7 +21,8 @@ static int by_name(const void *a, const void *b, void *arg)
 
 static bool same_row(const struct lk__event_class *x, const struct lk__event_class *y)
 {
-	return x->kind == y->kind && strcmp(x->provider, y->provider) == 0 && strcmp(x->event, y->event) == 0;
+	return x->kind == y->kind && strcmp(x->provider, y->provider) == 0 &&
+	       strcmp(x->event, y->event) == 0;
 }
 
 uint32_t *lk__group_classes(const struct lk__trace_reader *r, uint32_t *first, size_t *n)

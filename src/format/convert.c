@@ -31,12 +31,15 @@ static const struct {
 
 const char *lk__trace_format_name(enum lk_trace_format format)
 {
-	return (unsigned int)format < sizeof(formats) / sizeof(formats[0]) ? formats[format].name : NULL;
+	return (unsigned int)format < sizeof(formats) / sizeof(formats[0]) ? formats[format].name :
+									     NULL;
 }
 
 const char *lk__trace_format_extension(enum lk_trace_format format)
 {
-	return (unsigned int)format < sizeof(formats) / sizeof(formats[0]) ? formats[format].extension : NULL;
+	return (unsigned int)format < sizeof(formats) / sizeof(formats[0]) ?
+		       formats[format].extension :
+		       NULL;
 }
 
 int lk__trace_format_parse(const char *name)
@@ -53,7 +56,7 @@ int lk__trace_format_parse(const char *name)
 
 struct copy_list {
 	char **names;
-	uint64_t *lengths;	/* bytes to copy: the whole packets */
+	uint64_t *lengths; /* bytes to copy: the whole packets */
 	size_t n, cap;
 };
 
@@ -76,14 +79,15 @@ static int note_stream(const struct lk__stream_info *s, void *arg)
 	l->names[l->n] = strdup(s->file);
 	if (!l->names[l->n])
 		return -ENOMEM;
-	l->lengths[l->n++] = s->truncated;	/* made a length in copy_file() */
+	l->lengths[l->n++] = s->truncated; /* made a length in copy_file() */
 	return 0;
 }
 
 /* Copy name from one trace directory to the other: all of it, or less the last `cut` bytes. */
 static int copy_file(int from_dir, int to_dir, const char *name, uint64_t cut)
 {
-	int in = openat(from_dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), out = -1, rc = 0;
+	int in = openat(from_dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), out = -1,
+	    rc = 0;
 	static char buf[1 << 16];
 	uint64_t left;
 	struct stat st;
@@ -93,7 +97,7 @@ static int copy_file(int from_dir, int to_dir, const char *name, uint64_t cut)
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		rc = -EINVAL;	/* a FIFO or a device named like a trace's file */
+		rc = -EINVAL; /* a FIFO or a device named like a trace's file */
 		goto out;
 	}
 	out = openat(to_dir, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -133,7 +137,8 @@ out:
 static int copy_ctf(struct lk__trace_reader *r, int to, const char *out, char *err, size_t errlen)
 {
 	const struct lk__reader_ops ops = { .stream_end = note_stream };
-	static const char *const described_by[] = { "metadata", ".lowkey-index" };	/* the latter optional */
+	static const char *const described_by[] = { "metadata",
+						    ".lowkey-index" }; /* the latter optional */
 	struct copy_list l = { 0 };
 	int rc;
 
@@ -145,15 +150,15 @@ static int copy_ctf(struct lk__trace_reader *r, int to, const char *out, char *e
 	for (size_t i = 0; i < 2 && !rc; i++) {
 		rc = copy_file(r->dir_fd, to, described_by[i], 0);
 		if (rc == -ENOENT && i > 0)
-			rc = 0;	/* the index of older traces: newer ones have the metadata alone */
+			rc = 0; /* the index of older traces: newer ones have the metadata alone */
 		else if (rc)
-			lk__failf(err, errlen, rc, "cannot copy %s/%s to %s: %s", r->dir, described_by[i], out,
-				  strerror(-rc));
+			lk__failf(err, errlen, rc, "cannot copy %s/%s to %s: %s", r->dir,
+				  described_by[i], out, strerror(-rc));
 	}
 	for (size_t i = 0; i < l.n && !rc; i++)
 		if ((rc = copy_file(r->dir_fd, to, l.names[i], l.lengths[i])) != 0)
-			lk__failf(err, errlen, rc, "cannot copy %s/%s to %s: %s", r->dir, l.names[i], out,
-				  strerror(-rc));
+			lk__failf(err, errlen, rc, "cannot copy %s/%s to %s: %s", r->dir,
+				  l.names[i], out, strerror(-rc));
 out:
 	for (size_t i = 0; i < l.n; i++)
 		free(l.names[i]);
@@ -172,8 +177,8 @@ int lk__convert_open(struct lk__trace_file *t, const char *in, char *err, size_t
 	return rc;
 }
 
-static int write_trace(struct lk__trace_file *t, int fd, const char *out, enum lk_trace_format format, char *err,
-		       size_t errlen)
+static int write_trace(struct lk__trace_file *t, int fd, const char *out,
+		       enum lk_trace_format format, char *err, size_t errlen)
 {
 	switch (format) {
 	case LK_TRACE_JSON:
@@ -188,8 +193,8 @@ static int write_trace(struct lk__trace_file *t, int fd, const char *out, enum l
 	return lk__failf(err, errlen, -EINVAL, "unknown trace format %d", (int)format);
 }
 
-static int convert_fd(const char *in, int fd, const char *out, enum lk_trace_format format, char *err,
-		      size_t errlen)
+static int convert_fd(const char *in, int fd, const char *out, enum lk_trace_format format,
+		      char *err, size_t errlen)
 {
 	struct lk__trace_file t;
 	int rc;
@@ -199,7 +204,7 @@ static int convert_fd(const char *in, int fd, const char *out, enum lk_trace_for
 	if (format == LK_TRACE_PERFETTO) {
 		rc = lk__perfetto_live_finish(in, out, err, errlen);
 		if (rc <= 0)
-			return rc;	/* written while the trace recorded */
+			return rc; /* written while the trace recorded */
 	}
 	rc = lk__convert_open(&t, in, err, errlen);
 	if (rc)
@@ -235,7 +240,8 @@ static bool same_file(const char *in, const char *out)
 {
 	struct stat a, b;
 
-	return stat(in, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+	return stat(in, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
 }
 
 int lk__trace_convert_progress(const char *in, const char *out, enum lk_trace_format format,
@@ -247,8 +253,10 @@ int lk__trace_convert_progress(const char *in, const char *out, enum lk_trace_fo
 	if (!lk__trace_format_name(format))
 		return lk__failf(err, errlen, -EINVAL, "unknown trace format %d", (int)format);
 	if (same_file(in, out))
-		return lk__failf(err, errlen, -EINVAL, "%s would be written over the trace it is converted from: "
-				 "name another output", out);
+		return lk__failf(err, errlen, -EINVAL,
+				 "%s would be written over the trace it is converted from: "
+				 "name another output",
+				 out);
 	fd = lk__out_open(out, flags, NULL, err, errlen);
 	if (fd < 0)
 		return fd;
@@ -257,7 +265,8 @@ int lk__trace_convert_progress(const char *in, const char *out, enum lk_trace_fo
 	return rc;
 }
 
-int lk__trace_convert(const char *in, const char *out, enum lk_trace_format format, char *err, size_t errlen)
+int lk__trace_convert(const char *in, const char *out, enum lk_trace_format format, char *err,
+		      size_t errlen)
 {
 	return lk__trace_convert_progress(in, out, format, NULL, err, errlen);
 }

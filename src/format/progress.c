@@ -17,7 +17,7 @@
 struct progress {
 	const struct lk__progress_sink *sink;
 	uint64_t done, total;
-	uint64_t next_ns;	/* the earliest time of the next report */
+	uint64_t next_ns; /* the earliest time of the next report */
 };
 
 static __thread struct progress current;
@@ -41,7 +41,8 @@ uint64_t lk__progress_ctf_bytes(const char *ctf_dir)
 
 	while (d && (e = readdir(d)))
 		if (strncmp(e->d_name, "stream-", 7) == 0 &&
-		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode))
 			sum += (uint64_t)st.st_size;
 	if (d)
 		closedir(d);
@@ -75,7 +76,8 @@ void lk__progress_advance(uint64_t bytes)
 void lk__progress_end(void)
 {
 	struct progress *p = &current;
-	uint64_t end = p->done > p->total ? p->done : p->total;	/* the work is over, however far it got */
+	uint64_t end = p->done > p->total ? p->done :
+					    p->total; /* the work is over, however far it got */
 
 	if (p->sink)
 		p->sink->report(end, end, p->sink->arg);
@@ -85,7 +87,8 @@ void lk__progress_end(void)
 
 const struct lk__progress_sink *lk__progress_stop_sink(void)
 {
-	return thread_stop_sink ? thread_stop_sink : __atomic_load_n(&process_stop_sink, __ATOMIC_ACQUIRE);
+	return thread_stop_sink ? thread_stop_sink :
+				  __atomic_load_n(&process_stop_sink, __ATOMIC_ACQUIRE);
 }
 
 const struct lk__progress_sink *lk__progress_thread_sink(void)

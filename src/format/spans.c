@@ -15,7 +15,8 @@ static bool same_name(const struct lk__event_class *x, const struct lk__event_cl
 	return strcmp(x->provider, y->provider) == 0 && strcmp(x->event, y->event) == 0;
 }
 
-int lk__pair_init(struct lk__pair_index *ix, const struct lk__trace_reader *r, const uint32_t *rows, size_t nrows)
+int lk__pair_init(struct lk__pair_index *ix, const struct lk__trace_reader *r, const uint32_t *rows,
+		  size_t nrows)
 {
 	memset(ix, 0, sizeof(*ix));
 	ix->name = calloc(r->nclasses + 1, sizeof(*ix->name));
@@ -53,7 +54,8 @@ int lk__pair_open(struct lk__pair_index *ix, struct lk__pair_stack *s, const str
 	}
 	if (s->depth == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 16;
-		struct lk__pair_open *grown = cap < UINT32_MAX - 1 ? realloc(s->v, cap * sizeof(*grown)) : NULL;
+		struct lk__pair_open *grown =
+			cap < UINT32_MAX - 1 ? realloc(s->v, cap * sizeof(*grown)) : NULL;
 
 		if (!grown)
 			return -ENOMEM;
@@ -67,7 +69,8 @@ int lk__pair_open(struct lk__pair_index *ix, struct lk__pair_stack *s, const str
 	return 0;
 }
 
-bool lk__pair_match(const struct lk__pair_index *ix, const struct lk__pair_stack *s, uint32_t end_id, size_t *k)
+bool lk__pair_match(const struct lk__pair_index *ix, const struct lk__pair_stack *s,
+		    uint32_t end_id, size_t *k)
 {
 	uint32_t at = 0;
 

@@ -22,7 +22,7 @@
 
 static uint64_t mix64(uint64_t x)
 {
-	x += 0x9e3779b97f4a7c15u;	/* splitmix64's finalizer */
+	x += 0x9e3779b97f4a7c15u; /* splitmix64's finalizer */
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
 	x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
 	return x ^ (x >> 31);
@@ -96,8 +96,8 @@ void lk__tf_map_free(struct lk__tf_map *m)
 
 /* ---- event classes ---- */
 
-static struct lk__event_class *new_class(uint32_t id, const char *provider, size_t plen, const char *event,
-					 size_t elen, unsigned int kind)
+static struct lk__event_class *new_class(uint32_t id, const char *provider, size_t plen,
+					 const char *event, size_t elen, unsigned int kind)
 {
 	struct lk__event_class *c = calloc(1, sizeof(*c));
 
@@ -133,8 +133,8 @@ static int put_class(struct lk__trace_file *t, struct lk__event_class *c)
 }
 
 /* lowkey's own events, at the ids the CTF reader gives them (the report knows them by id). */
-static int builtin(struct lk__trace_file *t, uint32_t id, const char *event, unsigned int nargs, uint32_t types,
-		   const char *const *names)
+static int builtin(struct lk__trace_file *t, uint32_t id, const char *event, unsigned int nargs,
+		   uint32_t types, const char *const *names)
 {
 	struct lk__event_class *c = new_class(id, "lowkey", 6, event, strlen(event), 0);
 
@@ -161,7 +161,8 @@ int lk__tf_init(struct lk__trace_file *t, enum lk__trace_format format)
 	t->r.tsc_hz = 1000000000u;
 	t->next_class = LK__FIRST_SITE_ID;
 	if (builtin(t, LK__EVENT_THREAD_NAME, "thread_name", 1, LK_PROBE_STR, name) ||
-	    builtin(t, LK__EVENT_SCHED_OUT, "sched_out", 2, LK_PROBE_U64 | LK_PROBE_U64 << 4, out) ||
+	    builtin(t, LK__EVENT_SCHED_OUT, "sched_out", 2, LK_PROBE_U64 | LK_PROBE_U64 << 4,
+		    out) ||
 	    builtin(t, LK__EVENT_SCHED_IN, "sched_in", 1, LK_PROBE_U64, out))
 		return -ENOMEM;
 	return 0;
@@ -170,20 +171,21 @@ int lk__tf_init(struct lk__trace_file *t, enum lk__trace_format format)
 static uint64_t hash_bytes(uint64_t h, const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3u;	/* FNV-1a */
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3u; /* FNV-1a */
 	return (h ^ 0xff) * 0x100000001b3u;
 }
 
 /* The arguments a class without any given has: a counter's value, or none. */
 static const struct lk__tf_args *default_args(unsigned int kind)
 {
-	static const struct lk__tf_args none, value = { .n = 1, .types = LK_PROBE_F64, .names = { "value" } };
+	static const struct lk__tf_args none,
+		value = { .n = 1, .types = LK_PROBE_F64, .names = { "value" } };
 
 	return kind == LK_PROBE_COUNTER ? &value : &none;
 }
 
-static uint64_t hash_class(unsigned int kind, const char *provider, size_t plen, const char *event, size_t elen,
-			   unsigned int nargs, uint32_t types, const char (*names)[64])
+static uint64_t hash_class(unsigned int kind, const char *provider, size_t plen, const char *event,
+			   size_t elen, unsigned int nargs, uint32_t types, const char (*names)[64])
 {
 	uint64_t h = hash_bytes(hash_bytes(kind, provider, plen), event, elen);
 
@@ -203,11 +205,13 @@ static bool same_args(const struct lk__event_class *c, const struct lk__tf_args 
 	return true;
 }
 
-static bool same_class(const struct lk__event_class *c, const char *provider, size_t plen, const char *event,
-		       size_t elen, unsigned int kind, const struct lk__tf_args *a)
+static bool same_class(const struct lk__event_class *c, const char *provider, size_t plen,
+		       const char *event, size_t elen, unsigned int kind,
+		       const struct lk__tf_args *a)
 {
-	return c->kind == kind && strlen(c->provider) == plen && memcmp(c->provider, provider, plen) == 0 &&
-	       strlen(c->event) == elen && memcmp(c->event, event, elen) == 0 && same_args(c, a);
+	return c->kind == kind && strlen(c->provider) == plen &&
+	       memcmp(c->provider, provider, plen) == 0 && strlen(c->event) == elen &&
+	       memcmp(c->event, event, elen) == 0 && same_args(c, a);
 }
 
 static int grow_class_slots(struct lk__trace_file *t)
@@ -222,8 +226,8 @@ static int grow_class_slots(struct lk__trace_file *t)
 	t->class_mask = n - 1;
 	for (size_t id = LK__FIRST_SITE_ID; id < t->next_class; id++) {
 		const struct lk__event_class *c = t->r.classes[id];
-		uint64_t h = hash_class(c->kind, c->provider, strlen(c->provider), c->event, strlen(c->event), c->nargs,
-					c->arg_types, c->arg_name);
+		uint64_t h = hash_class(c->kind, c->provider, strlen(c->provider), c->event,
+					strlen(c->event), c->nargs, c->arg_types, c->arg_name);
 		size_t k = h & t->class_mask;
 
 		while (slots[k])
@@ -233,14 +237,15 @@ static int grow_class_slots(struct lk__trace_file *t)
 	return 0;
 }
 
-int lk__tf_class(struct lk__trace_file *t, const char *provider, size_t plen, const char *event, size_t elen,
-	     unsigned int kind, uint32_t *id)
+int lk__tf_class(struct lk__trace_file *t, const char *provider, size_t plen, const char *event,
+		 size_t elen, unsigned int kind, uint32_t *id)
 {
 	return lk__tf_class_args(t, provider, plen, event, elen, kind, NULL, id);
 }
 
-int lk__tf_class_args(struct lk__trace_file *t, const char *provider, size_t plen, const char *event, size_t elen,
-		      unsigned int kind, const struct lk__tf_args *a, uint32_t *id)
+int lk__tf_class_args(struct lk__trace_file *t, const char *provider, size_t plen,
+		      const char *event, size_t elen, unsigned int kind,
+		      const struct lk__tf_args *a, uint32_t *id)
 {
 	uint64_t h;
 	uint32_t next = t->next_class;
@@ -254,7 +259,8 @@ int lk__tf_class_args(struct lk__trace_file *t, const char *provider, size_t ple
 		a = default_args(kind);
 	h = hash_class(kind, provider, plen, event, elen, a->n, a->types, a->names);
 	for (k = h & t->class_mask; t->class_slots[k]; k = (k + 1) & t->class_mask)
-		if (same_class(t->r.classes[t->class_slots[k]], provider, plen, event, elen, kind, a)) {
+		if (same_class(t->r.classes[t->class_slots[k]], provider, plen, event, elen, kind,
+			       a)) {
 			*id = t->class_slots[k];
 			return 0;
 		}
@@ -293,20 +299,21 @@ struct lk__tf_thread *lk__tf_thread(struct lk__trace_file *t, int tid)
 		t->threads = grown;
 		t->capthreads = cap;
 	}
-	if (t->nthreads >= UINT32_MAX - 1 || lk__tf_map_put(&t->thread_of, (uint64_t)tid, (uint32_t)t->nthreads))
+	if (t->nthreads >= UINT32_MAX - 1 ||
+	    lk__tf_map_put(&t->thread_of, (uint64_t)tid, (uint32_t)t->nthreads))
 		return NULL;
 	memset(&t->threads[t->nthreads], 0, sizeof(t->threads[0]));
 	t->threads[t->nthreads].tid = tid;
 	return &t->threads[t->nthreads++];
 }
 
-static int push_event(struct lk__trace_file *t, struct lk__tf_stream *s, uint32_t cls, uint64_t ns, uint64_t cpu_ns,
-		      const void *payload, size_t len)
+static int push_event(struct lk__trace_file *t, struct lk__tf_stream *s, uint32_t cls, uint64_t ns,
+		      uint64_t cpu_ns, const void *payload, size_t len)
 {
 	if (len > UINT32_MAX)
 		return -E2BIG;
 	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 8;	/* small: a file may name many threads */
+		size_t cap = s->cap ? s->cap * 2 : 8; /* small: a file may name many threads */
 		struct lk__tf_event *grown = realloc(s->v, cap * sizeof(*grown));
 
 		if (!grown)
@@ -331,20 +338,21 @@ static int push_event(struct lk__trace_file *t, struct lk__tf_stream *s, uint32_
 	s->v[s->n++] = (struct lk__tf_event){ ns, cpu_ns, t->nbytes, cls, (uint32_t)len };
 	t->nbytes += len;
 	if (cls == LK__EVENT_THREAD_NAME)
-		return 0;	/* a name has no time of its own in JSON and Perfetto */
+		return 0; /* a name has no time of its own in JSON and Perfetto */
 	if (!t->have_base || ns < t->base_ns)
 		t->base_ns = ns;
 	t->have_base = true;
 	return 0;
 }
 
-int lk__tf_event(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns, uint64_t cpu_ns,
-	     const void *payload, size_t len)
+int lk__tf_event(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns,
+		 uint64_t cpu_ns, const void *payload, size_t len)
 {
 	return push_event(t, &th->probes, cls, ns, cpu_ns, payload, len);
 }
 
-int lk__tf_thread_name(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t ns, const char *name, size_t len)
+int lk__tf_thread_name(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t ns,
+		       const char *name, size_t len)
 {
 	char buf[LK_PROBE_STRING_MAX + 1];
 	const char *nul = memchr(name, 0, len);
@@ -358,15 +366,15 @@ int lk__tf_thread_name(struct lk__trace_file *t, struct lk__tf_thread *th, uint6
 	return push_event(t, &th->probes, LK__EVENT_THREAD_NAME, ns, 0, buf, len + 1);
 }
 
-int lk__tf_arg(struct lk__tf_args *a, const char *name, size_t nlen, unsigned int type, uint64_t raw,
-	       const char *str, size_t slen)
+int lk__tf_arg(struct lk__tf_args *a, const char *name, size_t nlen, unsigned int type,
+	       uint64_t raw, const char *str, size_t slen)
 {
 	size_t need = type == LK_PROBE_STR ? slen + 1 : 8;
 
 	if (a->n == LK_PROBE_MAX_ARGS)
 		return -E2BIG;
 	if (type == LK_PROBE_STR && memchr(str, 0, slen))
-		slen = strlen(str), need = slen + 1;	/* what a C string holds */
+		slen = strlen(str), need = slen + 1; /* what a C string holds */
 	if (a->cap - a->len < need) {
 		size_t cap = a->cap ? a->cap : 256;
 		uint8_t *grown;
@@ -408,20 +416,21 @@ void lk__tf_args_free(struct lk__tf_args *a)
 	memset(a, 0, sizeof(*a));
 }
 
-int lk__tf_counter(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns, double value)
+int lk__tf_counter(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns,
+		   double value)
 {
 	return push_event(t, &th->probes, cls, ns, 0, &value, sizeof(value));
 }
 
-int lk__tf_off_cpu(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t out_ns, uint64_t in_ns, bool preempted,
-	       uint64_t cpu, uint64_t next_cpu)
+int lk__tf_off_cpu(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t out_ns,
+		   uint64_t in_ns, bool preempted, uint64_t cpu, uint64_t next_cpu)
 {
 	const struct lk__tf_event *last = th->sched.n ? &th->sched.v[th->sched.n - 1] : NULL;
 	uint64_t out[2] = { cpu, preempted };
 	int rc;
 
 	if ((last && (last->cls == LK__EVENT_SCHED_OUT || out_ns < last->ns)) || in_ns < out_ns)
-		return -ERANGE;	/* the report looks intervals up by time: they must come in order */
+		return -ERANGE; /* the report looks intervals up by time: they must come in order */
 	rc = push_event(t, &th->sched, LK__EVENT_SCHED_OUT, out_ns, 0, out, sizeof(out));
 
 	t->r.sched = true;
@@ -432,18 +441,24 @@ int lk__tf_off_cpu(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t 
 
 /* ---- walking it as the CTF reader walks a trace ---- */
 
-static int walk_stream(struct lk__trace_file *t, const struct lk__tf_thread *th, unsigned int stream_id,
-		       const struct lk__reader_ops *ops, void *arg)
+static int walk_stream(struct lk__trace_file *t, const struct lk__tf_thread *th,
+		       unsigned int stream_id, const struct lk__reader_ops *ops, void *arg)
 {
 	const struct lk__tf_stream *s = stream_id ? &th->sched : &th->probes;
-	struct lk__stream_info info = { th->tid, stream_id, t->r.dir, 0, s->n, stream_id ? 0 : th->lost, 0 };
+	struct lk__stream_info info = { th->tid, stream_id, t->r.dir,
+					0,	 s->n,	    stream_id ? 0 : th->lost,
+					0 };
 	int rc = ops->stream_begin ? ops->stream_begin(&info, arg) : 0;
 
 	for (size_t i = 0; i < s->n && !rc; i++) {
 		const struct lk__tf_event *v = &s->v[i];
 		/* from 1, not 0: the report takes a time of 0 for none */
-		struct lk__event e = { th->tid, v->cls == LK__EVENT_THREAD_NAME ? 1 : v->ns - t->base_ns + 1, v->cpu_ns,
-				       t->r.classes[v->cls], v->len ? t->bytes + v->at : NULL, v->len };
+		struct lk__event e = { th->tid,
+				       v->cls == LK__EVENT_THREAD_NAME ? 1 : v->ns - t->base_ns + 1,
+				       v->cpu_ns,
+				       t->r.classes[v->cls],
+				       v->len ? t->bytes + v->at : NULL,
+				       v->len };
 
 		rc = ops->event(&e, arg);
 	}
@@ -463,8 +478,8 @@ static int by_stream_name(const void *a, const void *b, void *arg)
 	return strcmp(x, y);
 }
 
-int lk__trace_file_walk(struct lk__trace_file *t, const struct lk__reader_ops *ops, void *arg, char *err,
-		      size_t errlen)
+int lk__trace_file_walk(struct lk__trace_file *t, const struct lk__reader_ops *ops, void *arg,
+			char *err, size_t errlen)
 {
 	size_t *order;
 	int rc = 0;
@@ -490,8 +505,8 @@ int lk__trace_file_walk(struct lk__trace_file *t, const struct lk__reader_ops *o
 
 /* ---- opening ---- */
 
-int lk__trace_file_parse(struct lk__trace_file *t, const uint8_t *data, size_t len, const char *name, char *err,
-		       size_t errlen)
+int lk__trace_file_parse(struct lk__trace_file *t, const uint8_t *data, size_t len,
+			 const char *name, char *err, size_t errlen)
 {
 	size_t i = 0;
 	int rc;
@@ -499,17 +514,23 @@ int lk__trace_file_parse(struct lk__trace_file *t, const uint8_t *data, size_t l
 	memset(t, 0, sizeof(*t));
 	t->r.dir_fd = -1;
 	if (len == 0)
-		return lk__failf(err, errlen, -EINVAL, "%s is not a lowkey trace: it is empty", name);
+		return lk__failf(err, errlen, -EINVAL, "%s is not a lowkey trace: it is empty",
+				 name);
 	/* Perfetto: Trace.packet's key (field 1, length-delimited), the byte JSON takes for a newline */
-	while (data[0] != 0x0a && i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
+	while (data[0] != 0x0a && i < len &&
+	       (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
 		i++;
 	if (len >= 6 && memcmp(data, "/* CTF", 6) == 0)
-		return lk__failf(err, errlen, -EINVAL, "%s is a CTF trace's metadata: give lowkey report the trace's "
-				 "directory", name);
-	if (i == len || (data[0] != 0x0a && data[i] != '{'))
 		return lk__failf(err, errlen, -EINVAL,
-				 "%s is not a lowkey trace: not a CTF trace's directory, nor Chrome JSON, nor Perfetto "
-				 "protobuf (it begins with the byte 0x%02x)", name, data[i < len ? i : 0]);
+				 "%s is a CTF trace's metadata: give lowkey report the trace's "
+				 "directory",
+				 name);
+	if (i == len || (data[0] != 0x0a && data[i] != '{'))
+		return lk__failf(
+			err, errlen, -EINVAL,
+			"%s is not a lowkey trace: not a CTF trace's directory, nor Chrome JSON, nor Perfetto "
+			"protobuf (it begins with the byte 0x%02x)",
+			name, data[i < len ? i : 0]);
 	rc = lk__tf_init(t, data[0] == 0x0a ? LK__TF_PERFETTO : LK__TF_JSON);
 	if (!rc)
 		t->r.dir = strdup(name);
@@ -520,7 +541,7 @@ int lk__trace_file_parse(struct lk__trace_file *t, const uint8_t *data, size_t l
 	else
 		rc = lk__perfetto_read(t, data, len, name, err, errlen);
 	if (!rc && lk__reader_packet_hook && len > t->parsed)
-		lk__reader_packet_hook(len - t->parsed);	/* the rest since the last step */
+		lk__reader_packet_hook(len - t->parsed); /* the rest since the last step */
 	if (rc)
 		lk__trace_file_close(t);
 	return rc;
@@ -541,7 +562,8 @@ void lk__tf_parsed(struct lk__trace_file *t, size_t at)
  * A regular file, read whole: its size bounds what is allocated. Read, not mapped (see reader.h).
  * Read in steps, each told to the progress hook: a large file out of the page cache takes a while.
  */
-static int read_file(int fd, const char *path, uint8_t **data, size_t *len, char *err, size_t errlen)
+static int read_file(int fd, const char *path, uint8_t **data, size_t *len, char *err,
+		     size_t errlen)
 {
 	struct stat st;
 	size_t done = 0;
@@ -549,17 +571,19 @@ static int read_file(int fd, const char *path, uint8_t **data, size_t *len, char
 	if (fstat(fd, &st) != 0)
 		return lk__failf(err, errlen, -errno, "cannot read %s: %s", path, strerror(errno));
 	if (!S_ISREG(st.st_mode))
-		return lk__failf(err, errlen, -EINVAL, "%s is not a lowkey trace: neither a directory nor a regular file",
+		return lk__failf(err, errlen, -EINVAL,
+				 "%s is not a lowkey trace: neither a directory nor a regular file",
 				 path);
 	if ((uint64_t)st.st_size >= SIZE_MAX / 2)
 		return lk__failf(err, errlen, -EFBIG, "%s is too large to read", path);
 	*data = malloc((size_t)st.st_size + 1);
 	if (!*data)
-		return lk__failf(err, errlen, -ENOMEM, "out of memory reading %s (%lld bytes)", path,
-				 (long long)st.st_size);
+		return lk__failf(err, errlen, -ENOMEM, "out of memory reading %s (%lld bytes)",
+				 path, (long long)st.st_size);
 	while (done < (size_t)st.st_size) {
 		size_t left = (size_t)st.st_size - done;
-		ssize_t n = read(fd, *data + done, left < RT_PROGRESS_STEP * 16 ? left : RT_PROGRESS_STEP * 16);
+		ssize_t n = read(fd, *data + done,
+				 left < RT_PROGRESS_STEP * 16 ? left : RT_PROGRESS_STEP * 16);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -570,7 +594,7 @@ static int read_file(int fd, const char *path, uint8_t **data, size_t *len, char
 			return lk__failf(err, errlen, -e, "cannot read %s: %s", path, strerror(e));
 		}
 		if (n == 0)
-			break;	/* it shrank meanwhile: what is there */
+			break; /* it shrank meanwhile: what is there */
 		done += (size_t)n;
 		if (lk__reader_packet_hook)
 			lk__reader_packet_hook((uint64_t)n);
@@ -592,7 +616,8 @@ int lk__trace_file_open(struct lk__trace_file *t, const char *path, char *err, s
 		memset(t, 0, sizeof(*t));
 		t->format = LK__TF_CTF;
 		t->format_name = "CTF";
-		return lk__reader_open(&t->r, path, err, errlen);	/* it says why it cannot be opened */
+		return lk__reader_open(&t->r, path, err,
+				       errlen); /* it says why it cannot be opened */
 	}
 	rc = read_file(fd, path, &data, &len, err, errlen);
 	close(fd);

@@ -26,15 +26,15 @@ struct tr_record {
 struct tr_stream {
 	struct tr_record *v;
 	size_t n, cap, pos;
-	uint32_t thread;	/* index in lk_trace_file.threads */
+	uint32_t thread; /* index in lk_trace_file.threads */
 };
 
 struct tr_thread {
 	int tid;
 	char *name;
 	uint64_t events, lost, truncated;
-	struct lk__pair_stack open;	/* its open spans ... */
-	uint64_t *seq;			/* ... and their begins' seq, by position */
+	struct lk__pair_stack open; /* its open spans ... */
+	uint64_t *seq;		    /* ... and their begins' seq, by position */
 	size_t seq_cap;
 };
 
@@ -43,16 +43,16 @@ struct lk_trace_file {
 	struct lk_trace_file_info info;
 	struct tr_thread *threads;
 	size_t nthreads, capthreads;
-	struct lk__tf_map thread_of;	/* tid to index in threads */
+	struct lk__tf_map thread_of; /* tid to index in threads */
 	struct tr_stream *streams;
 	size_t nstreams, capstreams;
-	uint8_t *bytes;			/* the payloads */
+	uint8_t *bytes; /* the payloads */
 	size_t nbytes, capbytes;
 	struct lk__pair_index pairs;
-	size_t *heap;			/* streams with events left, the earliest first */
+	size_t *heap; /* streams with events left, the earliest first */
 	size_t nheap;
 	uint64_t seq;
-	int walk_rc;			/* -ENOMEM while walking, for the message */
+	int walk_rc; /* -ENOMEM while walking, for the message */
 };
 
 static int grow(void **v, size_t *cap, size_t need, size_t size)
@@ -131,8 +131,8 @@ static int on_event(const struct lk__event *e, void *arg)
 		return tf->walk_rc = -ENOMEM;
 	if (e->payload_len)
 		memcpy(tf->bytes + tf->nbytes, e->payload, e->payload_len);
-	s->v[s->n++] = (struct tr_record){ lk__reader_ns(&tf->file.r, e->tsc), e->cputime_ns, tf->nbytes,
-					   e->cls->id, (uint32_t)e->payload_len };
+	s->v[s->n++] = (struct tr_record){ lk__reader_ns(&tf->file.r, e->tsc), e->cputime_ns,
+					   tf->nbytes, e->cls->id, (uint32_t)e->payload_len };
 	tf->nbytes += e->payload_len;
 	tf->info.events++;
 	tf->threads[s->thread].events++;
@@ -158,7 +158,7 @@ static int by_time(const void *a, const void *b)
 
 	if (x->ns != y->ns)
 		return x->ns < y->ns ? -1 : 1;
-	return x->at < y->at ? -1 : x->at > y->at;	/* payloads are stored in recording order */
+	return x->at < y->at ? -1 : x->at > y->at; /* payloads are stored in recording order */
 }
 
 /* A thread's stream in time order; already so unless the trace was damaged. */
@@ -196,8 +196,9 @@ static void fill_info(struct lk_trace_file *tf)
 	const struct lk__trace_reader *r = &tf->file.r;
 	struct lk_trace_file_info *in = &tf->info;
 
-	in->format = tf->file.format == LK__TF_CTF ? LK_TRACE_CTF :
-		     tf->file.format == LK__TF_JSON ? LK_TRACE_JSON : LK_TRACE_PERFETTO;
+	in->format = tf->file.format == LK__TF_CTF  ? LK_TRACE_CTF :
+		     tf->file.format == LK__TF_JSON ? LK_TRACE_JSON :
+						      LK_TRACE_PERFETTO;
 	in->format_name = tf->file.format_name;
 	in->pid = r->pid;
 	in->process_name = r->procname;
@@ -239,7 +240,7 @@ static bool earlier(const struct lk_trace_file *tf, size_t a, size_t b)
 		return p->ns < q->ns;
 	if (tx != ty)
 		return tx < ty;
-	return a < b;	/* a thread's probes before its switches, as the walk gives them */
+	return a < b; /* a thread's probes before its switches, as the walk gives them */
 }
 
 static void sift_down(struct lk_trace_file *tf, size_t i)
@@ -263,7 +264,8 @@ static void sift_down(struct lk_trace_file *tf, size_t i)
 static void close_all_spans(struct lk_trace_file *tf)
 {
 	for (size_t i = 0; i < tf->nthreads; i++)
-		lk__pair_close_from(&tf->pairs, &tf->threads[i].open, 0);	/* shrinks: no allocation */
+		lk__pair_close_from(&tf->pairs, &tf->threads[i].open,
+				    0); /* shrinks: no allocation */
 }
 
 void lk_trace_file_rewind(struct lk_trace_file *tf)
@@ -294,7 +296,7 @@ static void decode_args(struct lk_trace_event *ev, const struct lk__event *e)
 
 		at = lk__event_arg(e, at, i, &raw, &str);
 		if (!at)
-			break;	/* a payload shorter than its class says: the arguments it has */
+			break; /* a payload shorter than its class says: the arguments it has */
 		a->name = e->cls->arg_name[i];
 		a->type = (enum lk_probe_type)((e->cls->arg_types >> (4 * i)) & 0xf);
 		if (a->type == LK_PROBE_STR)

@@ -14,8 +14,8 @@
 
 struct fold {
 	struct lk_key *key;
-	size_t order;	/* position in the caller's array: changes to one key apply in order */
-	int count;	/* the count after all of this key's changes */
+	size_t order; /* position in the caller's array: changes to one key apply in order */
+	int count;    /* the count after all of this key's changes */
 };
 
 static int cmp_fold(const void *a, const void *b)
@@ -23,7 +23,8 @@ static int cmp_fold(const void *a, const void *b)
 	const struct fold *x = a, *y = b;
 
 	if (x->key != y->key)
-		return ((uintptr_t)x->key > (uintptr_t)y->key) - ((uintptr_t)x->key < (uintptr_t)y->key);
+		return ((uintptr_t)x->key > (uintptr_t)y->key) -
+		       ((uintptr_t)x->key < (uintptr_t)y->key);
 	return (x->order > y->order) - (x->order < y->order);
 }
 
@@ -36,23 +37,29 @@ static int apply_op(int count, enum lk_key_op op, size_t i)
 		return 0;
 	case LK_KEY_INC:
 		if (count == INT_MAX)
-			return lk__fail(-EOVERFLOW, "lk_key_inc: change %zu would take the key past INT_MAX "
-					"references", i);
+			return lk__fail(-EOVERFLOW,
+					"lk_key_inc: change %zu would take the key past INT_MAX "
+					"references",
+					i);
 		return count + 1;
 	case LK_KEY_DEC:
 		if (count <= 0)
-			return lk__fail(-EINVAL, "lk_key_dec: change %zu would take the key's count below "
-					"zero (more lk_key_dec than lk_key_inc calls)", i);
+			return lk__fail(-EINVAL,
+					"lk_key_dec: change %zu would take the key's count below "
+					"zero (more lk_key_dec than lk_key_inc calls)",
+					i);
 		return count - 1;
 	}
-	return lk__fail(-EINVAL, "lk_key_apply: change %zu has an unknown operation %d", i, (int)op);
+	return lk__fail(-EINVAL, "lk_key_apply: change %zu has an unknown operation %d", i,
+			(int)op);
 }
 
 /*
  * Compute each distinct key's final count; folds[0..*nkeys) then hold one entry per key.
  * Call with the registry lock held.
  */
-static int fold_changes(const struct lk_key_change *changes, size_t n, struct fold *folds, size_t *nkeys)
+static int fold_changes(const struct lk_key_change *changes, size_t n, struct fold *folds,
+			size_t *nkeys)
 {
 	size_t out = 0;
 
@@ -146,32 +153,32 @@ static int change_one(struct lk_key *key, enum lk_key_op op, const char *fn)
 	return lk_key_apply(&change, 1);
 }
 
-LK_API int (lk_key_enable)(struct lk_key *key)
+LK_API int(lk_key_enable)(struct lk_key *key)
 {
 	return change_one(key, LK_KEY_ENABLE, "lk_key_enable");
 }
 
-LK_API int (lk_key_disable)(struct lk_key *key)
+LK_API int(lk_key_disable)(struct lk_key *key)
 {
 	return change_one(key, LK_KEY_DISABLE, "lk_key_disable");
 }
 
-LK_API int (lk_key_inc)(struct lk_key *key)
+LK_API int(lk_key_inc)(struct lk_key *key)
 {
 	return change_one(key, LK_KEY_INC, "lk_key_inc");
 }
 
-LK_API int (lk_key_dec)(struct lk_key *key)
+LK_API int(lk_key_dec)(struct lk_key *key)
 {
 	return change_one(key, LK_KEY_DEC, "lk_key_dec");
 }
 
-LK_API bool (lk_key_enabled)(const struct lk_key *key)
+LK_API bool(lk_key_enabled)(const struct lk_key *key)
 {
 	return key && __atomic_load_n(&key->lk__count, __ATOMIC_RELAXED) > 0;
 }
 
-LK_API int (lk_key_sites)(const struct lk_key *key)
+LK_API int(lk_key_sites)(const struct lk_key *key)
 {
 	const struct lk__key_state *st;
 	int n;

@@ -39,17 +39,17 @@ struct lk__site_rt {
 /* What key->lk__state points to: every registered site of the key. */
 struct lk__key_state {
 	size_t n, cap;
-	unsigned long filter_gen;	/* see registry.c: unload */
+	unsigned long filter_gen; /* see registry.c: unload */
 	struct lk__site_rt *sites;
 };
 
 /* One instruction to rewrite. */
 struct lk__patch {
 	uint8_t *addr;
-	uint8_t insn[LK__SITE_LEN];	/* the new instruction */
-	uint8_t old[LK__SITE_LEN];	/* the instruction it replaces, to restore on failure */
-	uintptr_t resume;		/* where a thread trapping here goes: as the new insn would */
-	int prot;			/* the page protection to restore afterwards */
+	uint8_t insn[LK__SITE_LEN]; /* the new instruction */
+	uint8_t old[LK__SITE_LEN];  /* the instruction it replaces, to restore on failure */
+	uintptr_t resume;	    /* where a thread trapping here goes: as the new insn would */
+	int prot;		    /* the page protection to restore afterwards */
 };
 
 /* Pages holding sites of a batch, neighbours with the same protection merged. */
@@ -66,7 +66,8 @@ int lk__key_apply_locked(const struct lk_key_change *changes, size_t n);
 /* ---- registry.c: sites of loaded objects (registry lock held) ---- */
 
 /* Append to *patches the rewrites that bring key's sites to the direction `on`. */
-int lk__key_collect(struct lk_key *key, bool on, struct lk__patch **patches, size_t *n, size_t *cap);
+int lk__key_collect(struct lk_key *key, bool on, struct lk__patch **patches, size_t *n,
+		    size_t *cap);
 
 /* ---- patch.c: rewriting code while threads run (registry lock held) ---- */
 
@@ -79,7 +80,6 @@ int lk__patch_run(struct lk__patch *patches, size_t n);
 
 /* Publish the sorted addresses of every registered site (for late traps); takes ownership. */
 void lk__patch_set_known(uintptr_t *addrs, size_t n);
-
 
 /* The message for a refused mprotect() (or mremap()) of the pages at page; returns -EPERM or -err. */
 int lk__patch_explain_mprotect(int err, const void *page);
@@ -103,7 +103,8 @@ int lk__remap(const struct lk__page_run *runs, size_t nruns, const struct lk__pa
 /* ---- arch/<arch>.c ---- */
 
 /* The instruction a site holds when it jumps (to target) or falls through. */
-void lk__arch_site_insn(uint8_t insn[LK__SITE_LEN], const uint8_t *code, const uint8_t *target, bool jump);
+void lk__arch_site_insn(uint8_t insn[LK__SITE_LEN], const uint8_t *code, const uint8_t *target,
+			bool jump);
 
 /* Whether code currently holds one of its two instructions; *jumping says which. */
 bool lk__arch_site_decode(const uint8_t *code, const uint8_t *target, bool *jumping);
@@ -112,9 +113,9 @@ bool lk__arch_site_decode(const uint8_t *code, const uint8_t *target, bool *jump
 uintptr_t lk__arch_resume(const uint8_t *code, const uint8_t insn[LK__SITE_LEN]);
 
 enum lk__rewrite {
-	LK__REWRITE_DONE,	/* every site holds its new instruction */
-	LK__REWRITE_UNDONE,	/* a sync failed (*err); every site holds its old instruction again */
-	LK__REWRITE_TORN,	/* a sync failed (*err) midway; only remapping can restore the sites */
+	LK__REWRITE_DONE,   /* every site holds its new instruction */
+	LK__REWRITE_UNDONE, /* a sync failed (*err); every site holds its old instruction again */
+	LK__REWRITE_TORN,   /* a sync failed (*err) midway; only remapping can restore the sites */
 };
 
 /*

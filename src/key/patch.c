@@ -166,17 +166,20 @@ int lk__patch_explain_mprotect(int err, const void *page)
 	int mdwe = prctl(PR_GET_MDWE, 0, 0, 0, 0);
 
 	if (mdwe > 0 && (mdwe & PR_MDWE_REFUSE_EXEC_GAIN))
-		return lk__fail(-EPERM,
-				"cannot rewrite static-key sites: this process forbids writable code "
-				"(memory-deny-write-execute: prctl(PR_SET_MDWE) or systemd's "
-				"MemoryDenyWriteExecute=yes). Build with -DLK_KEYS_PORTABLE=ON (sites become "
-				"load + branch), or drop MemoryDenyWriteExecute= from the service.");
+		return lk__fail(
+			-EPERM,
+			"cannot rewrite static-key sites: this process forbids writable code "
+			"(memory-deny-write-execute: prctl(PR_SET_MDWE) or systemd's "
+			"MemoryDenyWriteExecute=yes). Build with -DLK_KEYS_PORTABLE=ON (sites become "
+			"load + branch), or drop MemoryDenyWriteExecute= from the service.");
 	if (err == EACCES || err == EPERM)
-		return lk__fail(-EPERM,
-				"cannot rewrite static-key sites: mprotect(%p, PROT_WRITE|PROT_EXEC) was refused "
-				"(%s). A security module forbids writable code (SELinux: allow execmod for this "
-				"program's domain, or `setsebool -P allow_execmod 1`). Or build with "
-				"-DLK_KEYS_PORTABLE=ON.", page, strerror(err));
+		return lk__fail(
+			-EPERM,
+			"cannot rewrite static-key sites: mprotect(%p, PROT_WRITE|PROT_EXEC) was refused "
+			"(%s). A security module forbids writable code (SELinux: allow execmod for this "
+			"program's domain, or `setsebool -P allow_execmod 1`). Or build with "
+			"-DLK_KEYS_PORTABLE=ON.",
+			page, strerror(err));
 	return lk__fail(-err, "cannot rewrite static-key sites: mprotect(%p) failed: %s", page,
 			strerror(err));
 }
@@ -211,7 +214,8 @@ static int unlock_pages(const struct lk__page_run *runs, size_t r)
 			void *refused = (void *)runs[i].start;
 
 			while (i--)
-				mprotect((void *)runs[i].start, runs[i].end - runs[i].start, runs[i].prot);
+				mprotect((void *)runs[i].start, runs[i].end - runs[i].start,
+					 runs[i].prot);
 			return lk__patch_explain_mprotect(err, refused);
 		}
 	}
@@ -267,10 +271,12 @@ static bool only_thread(void)
 	if (len <= 0)
 		return false;
 	buf[len] = '\0';
-	fields = strrchr(buf, ')');	/* the command name may hold spaces and parentheses */
+	fields = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
 	/* Fields 3 to 19, then num_threads (proc(5)). */
-	if (fields && sscanf(fields + 1, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-			     "%*s %*s %ld", &threads) == 1)
+	if (fields && sscanf(fields + 1,
+			     "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			     "%*s %*s %ld",
+			     &threads) == 1)
 		return threads == 1;
 	return false;
 }
@@ -290,13 +296,16 @@ static int put_back(int err, struct lk__patch *patches, size_t n, const struct l
 	snprintf(why, sizeof(why), "%s", lk_last_error());
 	if (lk__remap(runs, nruns, patches, n, true) == 0)
 		return lk__fail(err, "%s", why);
-	return lk__fail(err, "%s Putting the sites back failed too (%s): threads that run them now go the "
-			"new way, though the key has not changed.", why, lk_last_error());
+	return lk__fail(
+		err,
+		"%s Putting the sites back failed too (%s): threads that run them now go the "
+		"new way, though the key has not changed.",
+		why, lk_last_error());
 }
 
 /* The remap protocol needs no trap; the sync makes every thread drop what it fetched before. */
-static int rewrite_by_remapping(struct lk__patch *patches, size_t n, const struct lk__page_run *runs,
-				size_t nruns)
+static int rewrite_by_remapping(struct lk__patch *patches, size_t n,
+				const struct lk__page_run *runs, size_t nruns)
 {
 	int err = lk__remap(runs, nruns, patches, n, false);
 
@@ -332,9 +341,11 @@ static int run_batch(struct batch_table *table, struct lk__patch *patches, size_
 		     struct lk__page_run *runs)
 {
 	size_t nruns = page_runs(patches, n, runs);
-	bool traps = LK__ARCH_TRAPS && __atomic_load_n(&lk__patch_traps_for_bench, __ATOMIC_RELAXED);
+	bool traps = LK__ARCH_TRAPS &&
+		     __atomic_load_n(&lk__patch_traps_for_bench, __ATOMIC_RELAXED);
 	sigset_t saved;
-	int err = lk__sync_cores_prepare();	/* fails here, before any write, where it cannot be done */
+	int err =
+		lk__sync_cores_prepare(); /* fails here, before any write, where it cannot be done */
 
 	if (!err && traps)
 		err = ensure_trap_handler();
@@ -346,7 +357,7 @@ static int run_batch(struct batch_table *table, struct lk__patch *patches, size_
 	else
 		err = rewrite_by_remapping(patches, n, runs, nruns);
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
-	free(table);	/* unless published */
+	free(table); /* unless published */
 	return err;
 }
 
@@ -365,7 +376,8 @@ int lk__patch_run(struct lk__patch *patches, size_t n)
 	if (!table || !runs) {
 		free(table);
 		free(runs);
-		return lk__fail(-ENOMEM, "out of memory preparing to rewrite %zu static-key sites", n);
+		return lk__fail(-ENOMEM, "out of memory preparing to rewrite %zu static-key sites",
+				n);
 	}
 	table->n = n;
 	memcpy(table->patches, patches, n * sizeof(*patches));

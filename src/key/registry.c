@@ -63,8 +63,8 @@ static int state_append(struct lk_key *key, const struct lk__site_rt *site)
 	return 0;
 }
 
-static int patch_append(struct lk__patch **patches, size_t *n, size_t *cap, const struct lk__site_rt *s,
-			bool jump)
+static int patch_append(struct lk__patch **patches, size_t *n, size_t *cap,
+			const struct lk__site_rt *s, bool jump)
 {
 	struct lk__patch *p;
 	int prot;
@@ -95,7 +95,7 @@ static int reconcile(const struct lk__site_rt *s, bool on, struct lk__patch **pa
 	bool jumping, want = (on == s->jump_when_on);
 
 	if (!lk__arch_site_decode(s->code, s->target, &jumping))
-		return 0;	/* not ours any more (a debugger's breakpoint?): leave it alone */
+		return 0; /* not ours any more (a debugger's breakpoint?): leave it alone */
 	if (jumping == want)
 		return 0;
 	return patch_append(patches, n, cap, s, want);
@@ -136,7 +136,7 @@ static void publish_known_sites(void)
 	}
 	addrs = malloc((n ? n : 1) * sizeof(*addrs));
 	if (!addrs)
-		return;	/* keep the previous set: late traps on new sites fall back to the batch table */
+		return; /* keep the previous set: late traps on new sites fall back to the batch table */
 	n = 0;
 	for (struct lk__dso_rt *d = lk__dso_list(); d; d = d->next) {
 		entry_range(d, &b, &e);
@@ -170,7 +170,8 @@ static void key_dso_load(struct lk__dso_rt *dso)
 			continue;
 		err = state_append(key, &site);
 		if (!err)
-			err = reconcile(&site, __atomic_load_n(&key->lk__count, __ATOMIC_RELAXED) > 0,
+			err = reconcile(&site,
+					__atomic_load_n(&key->lk__count, __ATOMIC_RELAXED) > 0,
 					&patches, &n, &cap);
 	}
 	publish_known_sites();

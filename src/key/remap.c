@@ -53,8 +53,9 @@ static bool parse_maps_line(char *line, struct maps_line *m)
 {
 	int path_at = 0;
 
-	if (sscanf(line, "%lx-%lx %*s %llx %x:%x %llu %n", &m->start, &m->end, &m->offset, &m->major,
-		   &m->minor, &m->inode, &path_at) < 6 || !path_at)
+	if (sscanf(line, "%lx-%lx %*s %llx %x:%x %llu %n", &m->start, &m->end, &m->offset,
+		   &m->major, &m->minor, &m->inode, &path_at) < 6 ||
+	    !path_at)
 		return false;
 	m->path = line + path_at;
 	m->path[strcspn(m->path, "\n")] = '\0';
@@ -65,15 +66,17 @@ static bool parse_maps_line(char *line, struct maps_line *m)
 static bool continues(const struct maps_line *first, const struct maps_line *prev,
 		      const struct maps_line *next)
 {
-	return next->start == prev->end && next->inode == first->inode && next->major == first->major &&
-	       next->minor == first->minor && next->offset == first->offset + (next->start - first->start);
+	return next->start == prev->end && next->inode == first->inode &&
+	       next->major == first->major && next->minor == first->minor &&
+	       next->offset == first->offset + (next->start - first->start);
 }
 
 static bool same_file(int fd, const struct maps_line *m)
 {
 	struct stat st;
 
-	return fstat(fd, &st) == 0 && st.st_ino == m->inode && st.st_dev == makedev(m->major, m->minor);
+	return fstat(fd, &st) == 0 && st.st_ino == m->inode &&
+	       st.st_dev == makedev(m->major, m->minor);
 }
 
 /*
@@ -179,7 +182,7 @@ static int find_file(uintptr_t start, uintptr_t end, off_t *offset, bool *in_fil
 			*in_file = m.start <= start && m.inode != 0;
 			if (m.start > start || (fd = open_mapped(&m)) < 0)
 				break;
-			first = prev = m;	/* its path dies with the next line: opened already */
+			first = prev = m; /* its path dies with the next line: opened already */
 		} else if (continues(&first, &prev, &m)) {
 			prev = m;
 		} else {
@@ -201,11 +204,14 @@ static int find_file(uintptr_t start, uintptr_t end, off_t *offset, bool *in_fil
 
 static int explain_mmap(int err, const struct lk__page_run *run)
 {
-	return lk__fail(err == EACCES ? -EPERM : -err,
-			"cannot map a copy of the code at %#lx to rewrite static-key sites in: mmap: %s%s",
-			(unsigned long)run->start, strerror(err),
-			err == EPERM || err == EACCES ? " (a seccomp filter or a security module refuses "
-			"it: allow mmap, mprotect and mremap, or build with -DLK_KEYS_PORTABLE=ON)" : "");
+	return lk__fail(
+		err == EACCES ? -EPERM : -err,
+		"cannot map a copy of the code at %#lx to rewrite static-key sites in: mmap: %s%s",
+		(unsigned long)run->start, strerror(err),
+		err == EPERM || err == EACCES ?
+			" (a seccomp filter or a security module refuses "
+			"it: allow mmap, mprotect and mremap, or build with -DLK_KEYS_PORTABLE=ON)" :
+			"");
 }
 
 /*
@@ -236,14 +242,16 @@ static bool holds_own_bytes(const struct lk__page_run *run)
 
 static int refuse_anonymous(const struct lk__page_run *run)
 {
-	return lk__fail(-ESTALE,
-			"cannot rewrite the static-key sites at %#lx: the file those pages were loaded from "
-			"has been deleted or replaced since (an upgrade?), so the rewritten copy would be "
-			"anonymous memory, and the pages hold changes of their own (breakpoints of a debugger "
-			"or of a uprobe, or sites written while the process had one thread) that such a copy "
-			"would keep after their owner removed them. Restart the program to load the new file, "
-			"or flip with CAP_CHECKPOINT_RESTORE (or as root), which reopens the old one through "
-			"/proc/self/map_files.", (unsigned long)run->start);
+	return lk__fail(
+		-ESTALE,
+		"cannot rewrite the static-key sites at %#lx: the file those pages were loaded from "
+		"has been deleted or replaced since (an upgrade?), so the rewritten copy would be "
+		"anonymous memory, and the pages hold changes of their own (breakpoints of a debugger "
+		"or of a uprobe, or sites written while the process had one thread) that such a copy "
+		"would keep after their owner removed them. Restart the program to load the new file, "
+		"or flip with CAP_CHECKPOINT_RESTORE (or as root), which reopens the old one through "
+		"/proc/self/map_files.",
+		(unsigned long)run->start);
 }
 
 /*
@@ -277,22 +285,22 @@ static void *map_copy(const struct lk__page_run *run, bool *file_backed, int *er
 	return addr;
 }
 
-static int fill_copy(void *addr, const struct lk__page_run *run, const struct lk__patch *p, size_t n,
-		     bool restore)
+static int fill_copy(void *addr, const struct lk__page_run *run, const struct lk__patch *p,
+		     size_t n, bool restore)
 {
 	lk__arch_copy_code(addr, (const void *)run->start, run->end - run->start);
 	for (size_t i = 0; i < n; i++) {
 		if ((uintptr_t)p[i].addr < run->start || (uintptr_t)p[i].addr >= run->end)
 			continue;
-		memcpy((uint8_t *)addr + ((uintptr_t)p[i].addr - run->start), restore ? p[i].old : p[i].insn,
-		       LK__SITE_LEN);
+		memcpy((uint8_t *)addr + ((uintptr_t)p[i].addr - run->start),
+		       restore ? p[i].old : p[i].insn, LK__SITE_LEN);
 	}
 	return mprotect(addr, run->end - run->start, run->prot) == 0 ? 0 : errno;
 }
 
 /* The run's new pages, ready to move into place. */
-static int prepare(const struct lk__page_run *run, const struct lk__patch *p, size_t n, bool restore,
-		   struct copy *c)
+static int prepare(const struct lk__page_run *run, const struct lk__patch *p, size_t n,
+		   bool restore, struct copy *c)
 {
 	size_t len = run->end - run->start;
 	bool file_backed;
@@ -306,7 +314,8 @@ static int prepare(const struct lk__page_run *run, const struct lk__patch *p, si
 	if (err && file_backed && !holds_own_bytes(run)) {
 		/* A file on a noexec mount, or a policy that allows only anonymous code: retry. */
 		munmap(c->addr, len);
-		c->addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		c->addr =
+			mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		err = c->addr == MAP_FAILED ? errno : fill_copy(c->addr, run, p, n, restore);
 	}
 	if (err) {
@@ -329,19 +338,24 @@ static int move_into_place(struct copy *c, const struct lk__page_run *run)
 {
 	int err;
 
-	if (mremap(c->addr, c->len, c->len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)run->start) != MAP_FAILED) {
+	if (mremap(c->addr, c->len, c->len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)run->start) !=
+	    MAP_FAILED) {
 		c->addr = NULL;
 		return 0;
 	}
 	err = errno;
-	return lk__fail(err == EACCES ? -EPERM : -err,
-			"cannot move the rewritten copy of the code at %#lx into place: mremap: %s%s",
-			(unsigned long)run->start, strerror(err),
-			err == EPERM || err == EACCES ? " (the code is sealed with mseal(), or a seccomp filter "
+	return lk__fail(
+		err == EACCES ? -EPERM : -err,
+		"cannot move the rewritten copy of the code at %#lx into place: mremap: %s%s",
+		(unsigned long)run->start, strerror(err),
+		err == EPERM || err == EACCES ?
+			" (the code is sealed with mseal(), or a seccomp filter "
 			"refuses mremap: allow it, or build with -DLK_KEYS_PORTABLE=ON)" :
-			err == EINVAL ? " (code in hugetlbfs pages cannot be rewritten a page at a time: "
+		err == EINVAL ?
+			" (code in hugetlbfs pages cannot be rewritten a page at a time: "
 			"load it into ordinary pages, or build with -DLK_KEYS_PORTABLE=ON)" :
-			err == ENOMEM ? " (out of memory, or of mappings: vm.max_map_count)" : "");
+		err == ENOMEM ? " (out of memory, or of mappings: vm.max_map_count)" :
+				"");
 }
 
 int lk__remap(const struct lk__page_run *runs, size_t nruns, const struct lk__patch *p, size_t n,
@@ -352,7 +366,8 @@ int lk__remap(const struct lk__page_run *runs, size_t nruns, const struct lk__pa
 	int err = 0;
 
 	if (!copies)
-		return lk__fail(-ENOMEM, "out of memory preparing to rewrite %zu static-key sites", n);
+		return lk__fail(-ENOMEM, "out of memory preparing to rewrite %zu static-key sites",
+				n);
 	for (size_t i = 0; i < nruns && !err; i++)
 		err = prepare(&runs[i], p, n, restore, &copies[i]);
 	while (moved < nruns && !err) {
@@ -363,6 +378,6 @@ int lk__remap(const struct lk__page_run *runs, size_t nruns, const struct lk__pa
 	discard(copies, nruns);
 	free(copies);
 	if (err && moved > 0 && !restore)
-		lk__remap(runs, moved, p, n, true);	/* put back what moved; its own error is lost */
+		lk__remap(runs, moved, p, n, true); /* put back what moved; its own error is lost */
 	return err;
 }

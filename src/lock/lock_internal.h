@@ -27,7 +27,8 @@
 /* futex(2) on a word; `shared` selects the key kind (a word other processes map, or not). */
 static inline long lk__futex_wait(uint32_t *word, uint32_t expected, bool shared)
 {
-	return syscall(SYS_futex, word, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+	return syscall(SYS_futex, word, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, expected, NULL,
+		       NULL, 0);
 }
 
 static inline long lk__futex_wake(uint32_t *word, int n, bool shared)
@@ -41,8 +42,8 @@ static inline long lk__futex_wake(uint32_t *word, int n, bool shared)
  * or not (the kernel restarts it only through restart_syscall, which it does not do for a
  * handler): the EINTR that System V semop() gives.
  */
-static inline long lk__futex_wait_until(uint32_t *word, uint32_t expected, const struct timespec *deadline,
-					bool shared)
+static inline long lk__futex_wait_until(uint32_t *word, uint32_t expected,
+					const struct timespec *deadline, bool shared)
 {
 	int op = (shared ? FUTEX_WAIT_BITSET : FUTEX_WAIT_BITSET_PRIVATE);
 
@@ -70,7 +71,8 @@ static inline void lk__atomic_max(uint64_t *p, uint64_t v)
 {
 	uint64_t cur = LK__LD(*p);
 
-	while (v > cur && !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+	while (v > cur &&
+	       !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
 }
 

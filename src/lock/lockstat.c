@@ -45,9 +45,12 @@ LK_API int lk_lockstat_set_hold_sampling(unsigned int period)
 	unsigned int old;
 
 	if (period == 0)
-		return lk__fail(-EINVAL, "hold sampling period 0: pass 1 to time every hold, N to time one in N");
+		return lk__fail(
+			-EINVAL,
+			"hold sampling period 0: pass 1 to time every hold, N to time one in N");
 	old = __atomic_exchange_n(&hold_period, period, __ATOMIC_RELAXED);
-	__atomic_store_n(&lk__hold_threshold, period == 1 ? UINT64_MAX : UINT64_MAX / period, __ATOMIC_RELAXED);
+	__atomic_store_n(&lk__hold_threshold, period == 1 ? UINT64_MAX : UINT64_MAX / period,
+			 __ATOMIC_RELAXED);
 	return (int)old;
 }
 
@@ -104,7 +107,9 @@ static void hold_figures(const struct lk__hold *h, uint64_t acquisitions, uint64
 	*mean_ns = (uint64_t)(mean_ticks / lk__ticks_per_ns() + 0.5);
 	*max_ns = lk__ticks_to_ns(LK__LD(h->max));
 	/* every hold timed: the exact sum; sampled: the mean over the acquisitions */
-	*total_ns = n >= acquisitions ? lk__ticks_to_ns(total) : lk__ticks_to_ns((uint64_t)(mean_ticks * (double)acquisitions));
+	*total_ns = n >= acquisitions ?
+			    lk__ticks_to_ns(total) :
+			    lk__ticks_to_ns((uint64_t)(mean_ticks * (double)acquisitions));
 }
 
 static void meta_figures(const struct lk__lockmeta *meta, const void *lock, struct lk_lockstat *out)
@@ -121,14 +126,19 @@ static void meta_figures(const struct lk__lockmeta *meta, const void *lock, stru
 	out->wait_max_ns = lk__ticks_to_ns(LK__LD(meta->wait_max));
 	out->wait_mean_ns = mean(out->wait_total_ns, out->contended);
 	out->lifetime_ns = created && now > created ? lk__ticks_to_ns(now - created) : 0;
-	out->wait_fraction = out->lifetime_ns ? (double)out->wait_total_ns / ((double)out->lifetime_ns * (cpus > 0 ? cpus : 1)) : 0;
+	out->wait_fraction = out->lifetime_ns ?
+				     (double)out->wait_total_ns /
+					     ((double)out->lifetime_ns * (cpus > 0 ? cpus : 1)) :
+				     0;
 }
 
-static void exclusive_figures(uint64_t acq, uint64_t changes, const struct lk__hold *hold, struct lk_lockstat *out)
+static void exclusive_figures(uint64_t acq, uint64_t changes, const struct lk__hold *hold,
+			      struct lk_lockstat *out)
 {
 	out->acquisitions = acq;
 	out->owner_changes = changes;
-	hold_figures(hold, acq, &out->hold_samples, &out->hold_total_ns, &out->hold_max_ns, &out->hold_mean_ns);
+	hold_figures(hold, acq, &out->hold_samples, &out->hold_total_ns, &out->hold_max_ns,
+		     &out->hold_mean_ns);
 }
 
 LK_API int lk_mutex_stat(const lk_mutex_t *m, struct lk_lockstat *out)
@@ -162,12 +172,12 @@ LK_API int lk_rwlock_stat(const lk_rwlock_t *l, struct lk_lockstat *out)
 	out->kind = LK_LOCK_RWLOCK;
 	exclusive_figures(LK__LD(l->lk__acq), LK__LD(l->lk__owner_changes), &l->lk__hold, out);
 	out->read_acquisitions = LK__LD(l->lk__read_acq);
-	hold_figures(&l->lk__read_hold, out->read_acquisitions, &out->read_hold_samples, &out->read_hold_total_ns,
-		     &out->read_hold_max_ns, &out->read_hold_mean_ns);
+	hold_figures(&l->lk__read_hold, out->read_acquisitions, &out->read_hold_samples,
+		     &out->read_hold_total_ns, &out->read_hold_max_ns, &out->read_hold_mean_ns);
 	return 0;
 }
 
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 static void meta_stat(const struct lk__lockmeta *meta, struct lk_lockstat *out)
 {
@@ -190,7 +200,7 @@ static int snapshot(struct lk_lockstat **out, size_t *n)
 	size_t count = 0, i = 0;
 	struct lk_lockstat *v;
 
-	lk__ticks_per_ns();	/* may sleep to calibrate: not under the registry lock */
+	lk__ticks_per_ns(); /* may sleep to calibrate: not under the registry lock */
 	pthread_mutex_lock(&registry_lock);
 	for (struct lk__lockmeta *m = registry.next; m != &registry; m = m->next)
 		count++;
@@ -233,7 +243,10 @@ static int by_wait(const void *a, const void *b)
 	if (x->wait_total_ns != y->wait_total_ns)
 		return x->wait_total_ns < y->wait_total_ns ? 1 : -1;
 	if (x->acquisitions + x->read_acquisitions != y->acquisitions + y->read_acquisitions)
-		return x->acquisitions + x->read_acquisitions < y->acquisitions + y->read_acquisitions ? 1 : -1;
+		return x->acquisitions + x->read_acquisitions <
+				       y->acquisitions + y->read_acquisitions ?
+			       1 :
+			       -1;
 	return strcmp(x->name, y->name);
 }
 
@@ -307,9 +320,9 @@ static void report_table(FILE *out, const struct lk_lockstat *v, size_t n)
 {
 	char a[16], b[16], c[16], d[16], e[16], f[16];
 
-	fprintf(out, "%-24s %-8s %12s %10s %7s %9s %9s %9s %9s %9s %9s %10s %9s\n", "lock", "kind", "acquired",
-		"contended", "%", "wait tot", "wait max", "wait avg", "hold tot", "hold max", "hold avg", "owner chg",
-		"1/1000cpu");
+	fprintf(out, "%-24s %-8s %12s %10s %7s %9s %9s %9s %9s %9s %9s %10s %9s\n", "lock", "kind",
+		"acquired", "contended", "%", "wait tot", "wait max", "wait avg", "hold tot",
+		"hold max", "hold avg", "owner chg", "1/1000cpu");
 	for (size_t i = 0; i < n; i++) {
 		const struct lk_lockstat *s = &v[i];
 		uint64_t acq = s->acquisitions + s->read_acquisitions;
@@ -319,20 +332,28 @@ static void report_table(FILE *out, const struct lk_lockstat *v, size_t n)
 			snprintf(label, sizeof(label), "%s", s->name);
 		else
 			snprintf(label, sizeof(label), "%p", s->lock);
-		fprintf(out, "%-24s %-8s %12lu %10lu %6.2f%% %9s %9s %9s %9s %9s %9s %10lu %9.3f\n", label,
-			kind_name(s->kind), (unsigned long)acq, (unsigned long)s->contended,
-			acq ? 100.0 * (double)s->contended / (double)acq : 0.0, duration(a, sizeof(a), s->wait_total_ns),
-			duration(b, sizeof(b), s->wait_max_ns), duration(c, sizeof(c), s->wait_mean_ns),
-			duration(d, sizeof(d), s->hold_total_ns), duration(e, sizeof(e), s->hold_max_ns),
-			duration(f, sizeof(f), s->hold_mean_ns), (unsigned long)s->owner_changes, 1000.0 * s->wait_fraction);
+		fprintf(out, "%-24s %-8s %12lu %10lu %6.2f%% %9s %9s %9s %9s %9s %9s %10lu %9.3f\n",
+			label, kind_name(s->kind), (unsigned long)acq, (unsigned long)s->contended,
+			acq ? 100.0 * (double)s->contended / (double)acq : 0.0,
+			duration(a, sizeof(a), s->wait_total_ns),
+			duration(b, sizeof(b), s->wait_max_ns),
+			duration(c, sizeof(c), s->wait_mean_ns),
+			duration(d, sizeof(d), s->hold_total_ns),
+			duration(e, sizeof(e), s->hold_max_ns),
+			duration(f, sizeof(f), s->hold_mean_ns), (unsigned long)s->owner_changes,
+			1000.0 * s->wait_fraction);
 		if (s->kind == LK_LOCK_RWLOCK && s->read_acquisitions)
-			fprintf(out, "%-24s %-8s %12lu %10s %7s %9s %9s %9s %9s %9s %9s\n", "", "(reads)",
-				(unsigned long)s->read_acquisitions, "", "", "", "", "",
-				duration(d, sizeof(d), s->read_hold_total_ns), duration(e, sizeof(e), s->read_hold_max_ns),
+			fprintf(out, "%-24s %-8s %12lu %10s %7s %9s %9s %9s %9s %9s %9s\n", "",
+				"(reads)", (unsigned long)s->read_acquisitions, "", "", "", "", "",
+				duration(d, sizeof(d), s->read_hold_total_ns),
+				duration(e, sizeof(e), s->read_hold_max_ns),
 				duration(f, sizeof(f), s->read_hold_mean_ns));
 	}
-	fprintf(out, "hold times: one hold in %u timed%s\n", __atomic_load_n(&hold_period, __ATOMIC_RELAXED),
-		__atomic_load_n(&hold_period, __ATOMIC_RELAXED) == 1 ? " (exact)" : "; totals are mean x acquisitions");
+	fprintf(out, "hold times: one hold in %u timed%s\n",
+		__atomic_load_n(&hold_period, __ATOMIC_RELAXED),
+		__atomic_load_n(&hold_period, __ATOMIC_RELAXED) == 1 ?
+			" (exact)" :
+			"; totals are mean x acquisitions");
 }
 
 LK_API int lk_lockstat_report(FILE *out, unsigned int flags)
@@ -342,7 +363,9 @@ LK_API int lk_lockstat_report(FILE *out, unsigned int flags)
 	int ret;
 
 	if (!out || (flags & ~(LK_LOCKSTAT_JSON | LK_LOCKSTAT_CONTENDED)))
-		return lk__fail(-EINVAL, out ? "lk_lockstat_report: unknown flags 0x%x" : "lk_lockstat_report: NULL FILE",
+		return lk__fail(-EINVAL,
+				out ? "lk_lockstat_report: unknown flags 0x%x" :
+				      "lk_lockstat_report: NULL FILE",
 				flags);
 	ret = snapshot(&v, &n);
 	if (ret)
@@ -358,6 +381,7 @@ LK_API int lk_lockstat_report(FILE *out, unsigned int flags)
 		report_table(out, v, kept);
 	free(v);
 	if (fflush(out) != 0 || ferror(out))
-		return lk__fail(-EIO, "lk_lockstat_report: writing the report failed: %s", strerror(errno));
+		return lk__fail(-EIO, "lk_lockstat_report: writing the report failed: %s",
+				strerror(errno));
 	return 0;
 }

@@ -18,8 +18,8 @@
 #include "core/error.h"
 #include "lock/lock_internal.h"
 
-#define MUTEX_SPINS 64		/* rounds of pause before sleeping (a few microseconds) */
-#define SPIN_ROUND 256		/* rounds of pause between two sched_yield() of a spinlock */
+#define MUTEX_SPINS 64 /* rounds of pause before sleeping (a few microseconds) */
+#define SPIN_ROUND 256 /* rounds of pause between two sched_yield() of a spinlock */
 
 LK_API int lk_mutex_init(lk_mutex_t *m, const char *name)
 {
@@ -48,7 +48,8 @@ static bool mutex_spin(lk_mutex_t *m)
 
 		lk__cpu_relax();
 		if (__atomic_load_n(&m->lk__word, __ATOMIC_RELAXED) == 0 &&
-		    __atomic_compare_exchange_n(&m->lk__word, &free_word, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		    __atomic_compare_exchange_n(&m->lk__word, &free_word, 1, false,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			return true;
 	}
 	return false;
@@ -63,7 +64,8 @@ LK_API void lk__mutex_lock_slow(lk_mutex_t *m)
 			lk__futex_wait(&m->lk__word, 2, false);
 	}
 	lk__wait_account(&m->lk__meta, lk__lock_ticks() - start);
-	lk__exclusive_acquired(&m->lk__acq, &m->lk__owner, &m->lk__owner_changes, &m->lk__hold, &m->lk__meta);
+	lk__exclusive_acquired(&m->lk__acq, &m->lk__owner, &m->lk__owner_changes, &m->lk__hold,
+			       &m->lk__meta);
 }
 
 LK_API void lk__mutex_wake(lk_mutex_t *m)
@@ -85,7 +87,8 @@ LK_API int lk_spinlock_destroy(lk_spinlock_t *s)
 	if (!s)
 		return lk__fail(-EINVAL, "lk_spinlock_destroy: NULL spinlock");
 	if (__atomic_load_n(&s->lk__word, __ATOMIC_ACQUIRE))
-		return lk__fail(-EBUSY, "lk_spinlock_destroy: spinlock '%s' is held; unlock it first",
+		return lk__fail(-EBUSY,
+				"lk_spinlock_destroy: spinlock '%s' is held; unlock it first",
 				s->lk__meta.name ? s->lk__meta.name : "");
 	lk__lock_unregister(&s->lk__meta);
 	return 0;
@@ -100,8 +103,8 @@ LK_API void lk__spin_lock_slow(lk_spinlock_t *s)
 			uint32_t free_word = 0;
 
 			if (__atomic_load_n(&s->lk__word, __ATOMIC_RELAXED) == 0 &&
-			    __atomic_compare_exchange_n(&s->lk__word, &free_word, 1, false, __ATOMIC_ACQUIRE,
-							__ATOMIC_RELAXED))
+			    __atomic_compare_exchange_n(&s->lk__word, &free_word, 1, false,
+							__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 				goto acquired;
 			lk__cpu_relax();
 		}
@@ -110,5 +113,6 @@ LK_API void lk__spin_lock_slow(lk_spinlock_t *s)
 	}
 acquired:
 	lk__wait_account(&s->lk__meta, lk__lock_ticks() - start);
-	lk__exclusive_acquired(&s->lk__acq, &s->lk__owner, &s->lk__owner_changes, &s->lk__hold, &s->lk__meta);
+	lk__exclusive_acquired(&s->lk__acq, &s->lk__owner, &s->lk__owner_changes, &s->lk__hold,
+			       &s->lk__meta);
 }

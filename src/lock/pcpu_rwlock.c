@@ -47,7 +47,8 @@ static unsigned int possible_cpus(void)
 /* Install slots for l once; a lost race frees its own allocation. */
 static struct lk__pcpu_slot *slots_of(lk_pcpu_rwlock_t *l)
 {
-	struct lk__pcpu_slot *s = __atomic_load_n(&l->slots, __ATOMIC_ACQUIRE), *fresh, *none = NULL;
+	struct lk__pcpu_slot *s = __atomic_load_n(&l->slots, __ATOMIC_ACQUIRE), *fresh,
+			     *none = NULL;
 	unsigned int n;
 
 	if (__builtin_expect(s != NULL, 1))
@@ -60,7 +61,8 @@ static struct lk__pcpu_slot *slots_of(lk_pcpu_rwlock_t *l)
 		fresh[i].count = 0;
 	__atomic_store_n(&l->nslots, n, __ATOMIC_RELAXED);
 	/* nslots is published by the release below, before anyone can use the slots */
-	if (__atomic_compare_exchange_n(&l->slots, &none, fresh, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	if (__atomic_compare_exchange_n(&l->slots, &none, fresh, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
 		return fresh;
 	free(fresh);
 	return none;
@@ -73,7 +75,7 @@ static long *my_slot(lk_pcpu_rwlock_t *l)
 
 	if (!s)
 		return &l->fallback_count;
-	cpu = sched_getcpu();	/* glibc reads it from rseq: no system call */
+	cpu = sched_getcpu(); /* glibc reads it from rseq: no system call */
 	if (cpu < 0)
 		cpu = 0;
 	return &s[(unsigned int)cpu % __atomic_load_n(&l->nslots, __ATOMIC_RELAXED)].count;
@@ -132,7 +134,8 @@ static void writer_mutex_lock(lk_pcpu_rwlock_t *l)
 	int unlocked = 0;
 
 	/* 0 free, 1 held, 2 held with waiters */
-	if (__atomic_compare_exchange_n(&l->writer_mutex, &unlocked, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+	if (__atomic_compare_exchange_n(&l->writer_mutex, &unlocked, 1, false, __ATOMIC_ACQUIRE,
+					__ATOMIC_RELAXED))
 		return;
 	while (__atomic_exchange_n(&l->writer_mutex, 2, __ATOMIC_ACQUIRE) != 0)
 		futex_wait(&l->writer_mutex, 2);

@@ -56,7 +56,7 @@ LK_API void lk__rw_read_lock_slow(lk_rwlock_t *l)
 		if (lk__rw_readable(s)) {
 			if (__atomic_compare_exchange_n(&l->lk__state, &s, s + 1, true, SEQ, SEQ))
 				break;
-			continue;	/* another reader moved the count: not contention */
+			continue; /* another reader moved the count: not contention */
 		}
 		waited = true;
 		if (spins++ < RW_SPINS) {
@@ -65,7 +65,8 @@ LK_API void lk__rw_read_lock_slow(lk_rwlock_t *l)
 			continue;
 		}
 		if (!(s & LK__RW_READERS_WAITING)) {
-			if (!__atomic_compare_exchange_n(&l->lk__state, &s, s | LK__RW_READERS_WAITING, false, SEQ, SEQ))
+			if (!__atomic_compare_exchange_n(
+				    &l->lk__state, &s, s | LK__RW_READERS_WAITING, false, SEQ, SEQ))
 				continue;
 			s |= LK__RW_READERS_WAITING;
 		}
@@ -80,7 +81,7 @@ LK_API void lk__rw_read_lock_slow(lk_rwlock_t *l)
 LK_API void lk__rw_write_lock_slow(lk_rwlock_t *l)
 {
 	uint64_t start = lk__lock_ticks();
-	uint32_t also = 0;	/* WRITERS_WAITING once we have slept: others may sleep too */
+	uint32_t also = 0; /* WRITERS_WAITING once we have slept: others may sleep too */
 	bool waited = false;
 	int spins = 0;
 
@@ -88,7 +89,9 @@ LK_API void lk__rw_write_lock_slow(lk_rwlock_t *l)
 		uint32_t s = __atomic_load_n(&l->lk__state, SEQ), seq;
 
 		while (!(s & LK__RW_READERS)) {
-			if (__atomic_compare_exchange_n(&l->lk__state, &s, s | LK__RW_WRITE_LOCKED | also, true, SEQ, SEQ))
+			if (__atomic_compare_exchange_n(&l->lk__state, &s,
+							s | LK__RW_WRITE_LOCKED | also, true, SEQ,
+							SEQ))
 				goto acquired;
 		}
 		waited = true;
@@ -97,7 +100,8 @@ LK_API void lk__rw_write_lock_slow(lk_rwlock_t *l)
 			continue;
 		}
 		if (!(s & LK__RW_WRITERS_WAITING) &&
-		    !__atomic_compare_exchange_n(&l->lk__state, &s, s | LK__RW_WRITERS_WAITING, false, SEQ, SEQ))
+		    !__atomic_compare_exchange_n(&l->lk__state, &s, s | LK__RW_WRITERS_WAITING,
+						 false, SEQ, SEQ))
 			continue;
 		seq = __atomic_load_n(&l->lk__writer_seq, SEQ);
 		s = __atomic_load_n(&l->lk__state, SEQ);
@@ -108,7 +112,8 @@ LK_API void lk__rw_write_lock_slow(lk_rwlock_t *l)
 acquired:
 	if (waited)
 		lk__wait_account_atomic(&l->lk__meta, lk__lock_ticks() - start);
-	lk__exclusive_acquired(&l->lk__acq, &l->lk__owner, &l->lk__owner_changes, &l->lk__hold, &l->lk__meta);
+	lk__exclusive_acquired(&l->lk__acq, &l->lk__owner, &l->lk__owner_changes, &l->lk__hold,
+			       &l->lk__meta);
 }
 
 /* Wake one sleeping writer; whether one was asleep. */
@@ -123,9 +128,11 @@ LK_API void lk__rw_wake(lk_rwlock_t *l, uint32_t s)
 {
 	for (;;) {
 		if (s & LK__RW_READERS)
-			return;	/* taken again: its unlock will hand it on */
+			return; /* taken again: its unlock will hand it on */
 		if (s & LK__RW_WRITERS_WAITING) {
-			if (!__atomic_compare_exchange_n(&l->lk__state, &s, s & ~LK__RW_WRITERS_WAITING, false, SEQ, SEQ))
+			if (!__atomic_compare_exchange_n(&l->lk__state, &s,
+							 s & ~LK__RW_WRITERS_WAITING, false, SEQ,
+							 SEQ))
 				continue;
 			if (wake_writer(l))
 				return;
@@ -134,7 +141,9 @@ LK_API void lk__rw_wake(lk_rwlock_t *l, uint32_t s)
 			continue;
 		}
 		if (s & LK__RW_READERS_WAITING) {
-			if (!__atomic_compare_exchange_n(&l->lk__state, &s, s & ~LK__RW_READERS_WAITING, false, SEQ, SEQ))
+			if (!__atomic_compare_exchange_n(&l->lk__state, &s,
+							 s & ~LK__RW_READERS_WAITING, false, SEQ,
+							 SEQ))
 				continue;
 			lk__futex_wake(&l->lk__state, INT_MAX, false);
 		}

@@ -14,7 +14,7 @@
 #include "lock/lock_internal.h"
 
 static uint64_t origin_ticks, origin_ns;
-static double ticks_per_ns;	/* 0 until known */
+static double ticks_per_ns; /* 0 until known */
 
 static uint64_t monotonic_ns(void)
 {
@@ -42,7 +42,7 @@ static double published_rate(void)
 	__asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(hz));
 	return hz ? (double)hz / 1e9 : 0;
 #elif defined(__riscv) && __riscv_xlen == 64
-	return 0;	/* rdtime: its rate is the device tree's, or measured (src/clock/arch/riscv64.c) */
+	return 0; /* rdtime: its rate is the device tree's, or measured (src/clock/arch/riscv64.c) */
 #else
 	return 1.0;
 #endif

@@ -141,17 +141,18 @@ static void release_growth(struct lk__probe_buffer *b, const uint8_t *rp, const 
 }
 
 /* Where records may go without a decision: the end of the run the producer is in. */
-static uint8_t *run_limit(const struct lk__probe_buffer *b, const uint8_t *rp, const uint8_t *wp, size_t used)
+static uint8_t *run_limit(const struct lk__probe_buffer *b, const uint8_t *rp, const uint8_t *wp,
+			  size_t used)
 {
 	if (b->jumped_to)
 		return grown_limit(b);
-	if (wp < rp)	/* room stays for a pad, and a byte more: wp == rp means empty */
+	if (wp < rp) /* room stays for a pad, and a byte more: wp == rp means empty */
 		return (uint8_t *)rp - LK__PROBE_HEADER - 1;
 	if (used >= b->size / WAKE_FRACTION)
-		return grown_limit(b);		/* lagging: the lap may grow */
+		return grown_limit(b); /* lagging: the lap may grow */
 	if (wp < size_limit(b))
 		return size_limit(b);
-	return (uint8_t *)wp;			/* caught up past size: the next record wraps */
+	return (uint8_t *)wp; /* caught up past size: the next record wraps */
 }
 
 /* ---- overwrite mode ---- */
@@ -210,8 +211,10 @@ static uint64_t area_events(struct lk__probe_buffer *b, unsigned int a)
 
 	if (n != LK__NONE)
 		return n;
-	n = lk__count_records(start, start + __atomic_load_n(&ar->used, __ATOMIC_RELAXED), lk__trace.cputime);
-	__atomic_compare_exchange_n(&ar->count, &none, n, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	n = lk__count_records(start, start + __atomic_load_n(&ar->used, __ATOMIC_RELAXED),
+			      lk__trace.cputime);
+	__atomic_compare_exchange_n(&ar->count, &none, n, false, __ATOMIC_RELAXED,
+				    __ATOMIC_RELAXED);
 	return n;
 }
 
@@ -221,7 +224,8 @@ static void retire_oldest(struct lk__probe_buffer *b, uint64_t s)
 	unsigned int k = (unsigned int)(s % LK__SLOTS);
 
 	b->left += area_events(b, b->slot_area[k]);
-	__atomic_store_n(&b->areas[b->slot_area[(k + 1) % LK__SLOTS]].first, b->left, __ATOMIC_RELEASE);
+	__atomic_store_n(&b->areas[b->slot_area[(k + 1) % LK__SLOTS]].first, b->left,
+			 __ATOMIC_RELEASE);
 }
 
 /* The area for slot k: its own, or the spare while a reader holds its own. LK__SLOTS + 1: none. */
@@ -229,13 +233,13 @@ static unsigned int claim_area(struct lk__probe_buffer *b, unsigned int k)
 {
 	unsigned int a = b->slot_area[k], spare = b->spare, free_state = 0;
 
-	if (__atomic_compare_exchange_n(&b->areas[a].state, &free_state, LK__AREA_WRITING, false, __ATOMIC_ACQ_REL,
-					__ATOMIC_ACQUIRE))
+	if (__atomic_compare_exchange_n(&b->areas[a].state, &free_state, LK__AREA_WRITING, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return a;
 	free_state = 0;
-	if (!__atomic_compare_exchange_n(&b->areas[spare].state, &free_state, LK__AREA_WRITING, false,
-					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		return LK__SLOTS + 1;	/* cannot happen: one reader holds one area */
+	if (!__atomic_compare_exchange_n(&b->areas[spare].state, &free_state, LK__AREA_WRITING,
+					 false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return LK__SLOTS + 1; /* cannot happen: one reader holds one area */
 	__atomic_store_n(&b->slot_area[k], spare, __ATOMIC_RELEASE);
 	b->spare = a;
 	return spare;
@@ -253,7 +257,9 @@ static uint8_t *switch_area(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 
 	if (b->seq != LK__NONE) {
 		ar = &b->areas[b->cur];
-		__atomic_store_n(&ar->used, (uint32_t)(t->committed - (uintptr_t)area_start(b, b->cur)), __ATOMIC_RELAXED);
+		__atomic_store_n(&ar->used,
+				 (uint32_t)(t->committed - (uintptr_t)area_start(b, b->cur)),
+				 __ATOMIC_RELAXED);
 		__atomic_fetch_and(&ar->state, ~LK__AREA_WRITING, __ATOMIC_RELEASE);
 	}
 	if (s >= LK__SLOTS)
@@ -267,13 +273,13 @@ static uint8_t *switch_area(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 	__atomic_store_n(&ar->count, LK__NONE, __ATOMIC_RELAXED);
 	__atomic_store_n(&ar->first, s ? LK__NONE : 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&ar->used, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&ar->seq, s, __ATOMIC_RELAXED);	/* published by the commit's release */
+	__atomic_store_n(&ar->seq, s, __ATOMIC_RELAXED); /* published by the commit's release */
 	b->cur = a;
 	__atomic_store_n(&b->seq, s, __ATOMIC_RELEASE);
 	__atomic_store_n(&t->committed, (uintptr_t)area_start(b, a), __ATOMIC_RELEASE);
 	b->slow_end = (uintptr_t)(area_start(b, a) + b->area_size);
 	if (s % (LK__SLOTS / 2) == 0)
-		lk__consumer_wake();	/* count the closed sub-buffers before they come round */
+		lk__consumer_wake(); /* count the closed sub-buffers before they come round */
 	return area_start(b, a);
 }
 
@@ -291,7 +297,7 @@ static void attach_overwrite(struct lk__probe_buffer *b)
 	b->left = 0;
 	b->snapshotted = false;
 	__atomic_store_n(&b->seq, LK__NONE, __ATOMIC_RELAXED);
-	prctl(PR_GET_NAME, b->name, 0, 0, 0);	/* snapshots write it; the ring would lose it */
+	prctl(PR_GET_NAME, b->name, 0, 0, 0); /* snapshots write it; the ring would lose it */
 }
 
 /*
@@ -327,13 +333,13 @@ static void rearm(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 	limit = run_limit(b, rp, wp, used);
 	stop = used >= mark ? limit : wp + (mark - used);
 	if (wp < size_limit(b) && stop > size_limit(b))
-		stop = size_limit(b);	/* wrap or grow: decided at size */
+		stop = size_limit(b); /* wrap or grow: decided at size */
 	else if (wp >= size_limit(b) && stop > wp + mark)
-		stop = wp + mark;	/* past size: look at rp again a quarter ring on */
+		stop = wp + mark; /* past size: look at rp again a quarter ring on */
 	if (stop > limit)
 		stop = limit;
 	if (stop > b->data + b->size)
-		b->grown = true;	/* the inline path may write there now */
+		b->grown = true; /* the inline path may write there now */
 	b->slow_end = (uintptr_t)stop;
 	if (lk__trace.cputime || __atomic_load_n(&lk__trace.stopping, __ATOMIC_ACQUIRE))
 		set_fast_end(t, 0);
@@ -372,7 +378,7 @@ static uint8_t *reserve(struct lk__probe_buffer *b, struct lk__probe_tls *t, uin
 	/* wrap: the record goes at the start, if it stays short of rp by a pad and a byte */
 	if (b->jumped_to || b->data + size + LK__PROBE_HEADER >= rp)
 		return NULL;
-	put_pad(wp, b, b->data);	/* wp <= the mapping's end - a header: see grown_limit */
+	put_pad(wp, b, b->data); /* wp <= the mapping's end - a header: see grown_limit */
 	b->lap_end = wp;
 	return b->data;
 }
@@ -385,9 +391,10 @@ static size_t arg_string(uint32_t types, unsigned int i, uint64_t v, const char 
 
 	if (lk__arg_type(types, i) == LK__PROBE_VIEW) {
 		*s = view->ptr ? view->ptr : "";
-		return view->ptr ? strnlen(view->ptr, view->len < LK_PROBE_STRING_MAX - 1 ? view->len
-										  : LK_PROBE_STRING_MAX - 1)
-				 : 0;
+		return view->ptr ? strnlen(view->ptr, view->len < LK_PROBE_STRING_MAX - 1 ?
+							      view->len :
+							      LK_PROBE_STRING_MAX - 1) :
+				   0;
 	}
 	*s = p ? p : "(null)";
 	return strnlen(*s, LK_PROBE_STRING_MAX - 1);
@@ -425,7 +432,8 @@ static uint8_t *put_args(uint8_t *p, uint32_t types, unsigned int n, const uint6
 
 static void count_lost(struct lk__probe_buffer *b)
 {
-	if (b && b != BUFFER_GONE && __atomic_load_n(&b->trace_gen, __ATOMIC_RELAXED) == lk__trace.gen)
+	if (b && b != BUFFER_GONE &&
+	    __atomic_load_n(&b->trace_gen, __ATOMIC_RELAXED) == lk__trace.gen)
 		__atomic_fetch_add(&b->lost, 1, __ATOMIC_RELAXED);
 	else if (b != BUFFER_GONE)
 		pending_lost++;
@@ -447,15 +455,17 @@ static size_t record_size(uint32_t types, bool strings, unsigned int n, const ui
  * Write one record: id, optional CPU time, arguments. The thread is claimed. *quick: it fit below
  * slow_end, so rp was not read (records with CPU time or strings take this path every time).
  */
-static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, uint32_t id, uint32_t types,
-			 bool strings, unsigned int n, const uint64_t *vals, bool *quick)
+static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, uint32_t id,
+			 uint32_t types, bool strings, unsigned int n, const uint64_t *vals,
+			 bool *quick)
 {
 	size_t size = record_size(types, strings, n, vals);
 	uint64_t tsc, head;
 	uint8_t *p, *args;
 
 	*quick = t->committed + size <= b->slow_end;
-	if (size > b->max_record || !(p = *quick ? (uint8_t *)t->committed : reserve(b, t, (uint32_t)size))) {
+	if (size > b->max_record ||
+	    !(p = *quick ? (uint8_t *)t->committed : reserve(b, t, (uint32_t)size))) {
 		count_lost(b);
 		return false;
 	}
@@ -464,7 +474,7 @@ static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, ui
 	memcpy(p, &head, 8);
 	args = p + LK__PROBE_HEADER;
 	if (lk__trace.cputime) {
-		uint64_t cpu = lk__thread_cputime_at(tsc);	/* one counter read for both */
+		uint64_t cpu = lk__thread_cputime_at(tsc); /* one counter read for both */
 
 		memcpy(args, &cpu, 8);
 		args += 8;
@@ -472,7 +482,7 @@ static bool write_record(struct lk__probe_buffer *b, struct lk__probe_tls *t, ui
 	if (strings)
 		put_args(args, types, n, vals);
 	else if (n)
-		memcpy(args, vals, 8 * n);	/* vals is NULL when there are none */
+		memcpy(args, vals, 8 * n); /* vals is NULL when there are none */
 	__atomic_store_n(&t->committed, (uintptr_t)(p + size), __ATOMIC_RELEASE);
 	return true;
 }
@@ -504,8 +514,8 @@ static size_t trace_buffer_size(void)
  */
 static uint8_t *map_ring(size_t size, size_t cap)
 {
-	uint8_t *data = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-			     -1, 0);
+	uint8_t *data = mmap(NULL, cap, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
 	if (data == MAP_FAILED)
 		return NULL;
@@ -513,7 +523,7 @@ static uint8_t *map_ring(size_t size, size_t cap)
 	if (madvise(data, size, MADV_POPULATE_WRITE) == 0)
 		return data;
 #endif
-	for (size_t off = 0; off < size; off += 4096)	/* kernels before 5.14 */
+	for (size_t off = 0; off < size; off += 4096) /* kernels before 5.14 */
 		data[off] = 0;
 	return data;
 }
@@ -523,13 +533,15 @@ static int attach(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 {
 	size_t size = trace_buffer_size();
 	bool overwrite = lk__trace.overwrite;
-	size_t cap = overwrite ? size + size / LK__SLOTS
-			       : lk__trace.config.flags & LK_TRACE_FIXED_BUFFER ? size : GROWTH * size;
+	size_t cap = overwrite					    ? size + size / LK__SLOTS :
+		     lk__trace.config.flags & LK_TRACE_FIXED_BUFFER ? size :
+								      GROWTH * size;
 
 	/* Counted from here: a handler's event dropped while this runs belongs to the new trace. */
 	__atomic_store_n(&b->lost, 0, __ATOMIC_RELAXED);
 	if (b->cap != cap || b->size != size) {
-		uint8_t *data = map_ring(overwrite ? cap : size, cap);	/* a flight recorder's is all in use */
+		uint8_t *data = map_ring(overwrite ? cap : size,
+					 cap); /* a flight recorder's is all in use */
 
 		if (!data)
 			return -1;
@@ -545,7 +557,7 @@ static int attach(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 	b->rp = b->data;
 	b->lap_end = b->data + b->size;
 	b->jumped_to = NULL;
-	b->slow_end = 0;	/* the first record finds its place through reserve() and rearm() */
+	b->slow_end = 0; /* the first record finds its place through reserve() and rearm() */
 	b->woke_at_rp = NULL;
 	b->lost_written = b->events = b->packets = 0;
 	b->fd = -1;
@@ -564,15 +576,15 @@ static void record_thread_name(struct lk__probe_buffer *b, struct lk__probe_tls 
 	bool quick;
 
 	if (b->overwrite)
-		return;	/* snapshots write the name (attach_overwrite read it) */
+		return; /* snapshots write the name (attach_overwrite read it) */
 	prctl(PR_GET_NAME, b->name, 0, 0, 0);
 	write_record(b, t, LK__EVENT_THREAD_NAME, LK_PROBE_STR, true, 1, &name, &quick);
 }
 
 static struct lk__probe_buffer *create(struct lk__probe_tls *t)
 {
-	struct lk__probe_buffer *b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE,
-					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct lk__probe_buffer *b =
+		mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (b == MAP_FAILED)
 		return NULL;
@@ -622,12 +634,13 @@ LK_API bool lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, cons
 	struct lk__probe_buffer *b;
 	bool recorded = false;
 
-	__atomic_store_n(&t->nesting, nested + 1, __ATOMIC_RELAXED);	/* read by lk_trace_stop */
+	__atomic_store_n(&t->nesting, nested + 1, __ATOMIC_RELAXED); /* read by lk_trace_stop */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (!__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) || __atomic_load_n(&lk__trace.stopping, __ATOMIC_ACQUIRE)) {
+	if (!__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&lk__trace.stopping, __ATOMIC_ACQUIRE)) {
 		set_fast_end(t, 0);
 	} else if (nested) {
-		count_lost(my_buffer);	/* a signal handler interrupted an event on this thread */
+		count_lost(my_buffer); /* a signal handler interrupted an event on this thread */
 	} else if ((b = current_buffer(t))) {
 		bool quick;
 
@@ -636,7 +649,7 @@ LK_API bool lk__probe_emit_slow(struct lk_probe_site *site, unsigned int n, cons
 
 		recorded = write_record(b, t, site->id, site->arg_types, strings, n, vals, &quick);
 		if (!quick || t->committed >= b->slow_end)
-			rearm(b, t);	/* past the watermark or out of room: look at rp */
+			rearm(b, t); /* past the watermark or out of room: look at rp */
 	} else {
 		count_lost(NULL);
 	}
@@ -676,11 +689,12 @@ static void thread_exit(void *arg)
 
 	my_buffer = BUFFER_GONE;
 	set_fast_end(t, 0);
-	__atomic_store_n(&b->final_committed, __atomic_load_n(&t->committed, __ATOMIC_RELAXED), __ATOMIC_RELEASE);
+	__atomic_store_n(&b->final_committed, __atomic_load_n(&t->committed, __ATOMIC_RELAXED),
+			 __ATOMIC_RELEASE);
 	__atomic_store_n(&b->dead, 1, __ATOMIC_SEQ_CST);
 	while (__atomic_load_n(&b->reading, __ATOMIC_SEQ_CST))
 		sched_yield();
-	__atomic_store_n(&b->gone, 1, __ATOMIC_RELEASE);	/* the consumer may free b from here */
+	__atomic_store_n(&b->gone, 1, __ATOMIC_RELEASE); /* the consumer may free b from here */
 	lk__consumer_wake();
 }
 
@@ -698,13 +712,15 @@ void lk__buffer_free(struct lk__probe_buffer *b)
 void lk__probe_buffers_quiesce(void)
 {
 	pthread_mutex_lock(&lk__probe_buffers_lock);
-	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b; b = b->next) {
+	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b;
+	     b = b->next) {
 		for (int spins = 0; spins < 100000; spins++) {
 			unsigned int nesting;
 
 			__atomic_store_n(&b->reading, 1, __ATOMIC_SEQ_CST);
-			nesting = __atomic_load_n(&b->dead, __ATOMIC_SEQ_CST)
-					  ? 0 : __atomic_load_n(&b->tls->nesting, __ATOMIC_RELAXED);
+			nesting = __atomic_load_n(&b->dead, __ATOMIC_SEQ_CST) ?
+					  0 :
+					  __atomic_load_n(&b->tls->nesting, __ATOMIC_RELAXED);
 			__atomic_store_n(&b->reading, 0, __ATOMIC_RELEASE);
 			if (nesting == 0)
 				break;
@@ -718,7 +734,8 @@ void lk__probe_buffers_quiesce(void)
 void lk__probe_buffers_retarget(void)
 {
 	pthread_mutex_lock(&lk__probe_buffers_lock);
-	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b; b = b->next) {
+	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b;
+	     b = b->next) {
 		__atomic_store_n(&b->reading, 1, __ATOMIC_SEQ_CST);
 		if (!__atomic_load_n(&b->dead, __ATOMIC_SEQ_CST))
 			set_fast_end(b->tls, 0);

@@ -32,8 +32,7 @@ static inline uint64_t lk__pad(size_t offset)
 #define LK__MAX_EVENT_ID 0xfffeu
 
 /* lk_probe_site.flags, set when the site registers */
-#define LK__SITE_STRINGS 0x1	/* has string arguments: variable-size records */
-
+#define LK__SITE_STRINGS 0x1 /* has string arguments: variable-size records */
 
 /*
  * Overwrite mode: a thread's ring is LK__SLOTS sub-buffers ("slots", in sequence) held in
@@ -41,16 +40,16 @@ static inline uint64_t lk__pad(size_t offset)
  * producer writes them, a snapshot reads them (buffer.c gives the protocol).
  */
 #define LK__SLOTS 8
-#define LK__NONE UINT64_MAX		/* no such sequence number, count not known yet */
-#define LK__AREA_WRITING 0x1u		/* the producer writes here (its current sub-buffer) */
-#define LK__AREA_READING 0x2u		/* a reader holds it: the producer does not start it anew */
+#define LK__NONE UINT64_MAX   /* no such sequence number, count not known yet */
+#define LK__AREA_WRITING 0x1u /* the producer writes here (its current sub-buffer) */
+#define LK__AREA_READING 0x2u /* a reader holds it: the producer does not start it anew */
 
 struct lk__area {
-	unsigned int state;		/* LK__AREA_WRITING | LK__AREA_READING */
-	uint32_t used;			/* bytes of records, once closed */
-	uint64_t seq;			/* the sub-buffer it holds: 0, 1, 2, ... */
-	uint64_t count;			/* its events, once counted; LK__NONE before */
-	uint64_t first;			/* events the thread recorded before it; LK__NONE until known */
+	unsigned int state; /* LK__AREA_WRITING | LK__AREA_READING */
+	uint32_t used;	    /* bytes of records, once closed */
+	uint64_t seq;	    /* the sub-buffer it holds: 0, 1, 2, ... */
+	uint64_t count;	    /* its events, once counted; LK__NONE before */
+	uint64_t first;	    /* events the thread recorded before it; LK__NONE until known */
 };
 
 /* One thread's ring buffer. Created by the thread, drained and freed by the consumer. */
@@ -58,27 +57,27 @@ struct lk__probe_buffer {
 	/* the producer's hot fields (its TLS); read by the consumer only under the hazard below */
 	struct lk__probe_tls *tls;
 	uint8_t *data;
-	size_t cap;			/* the mapping: the ring's room at its largest */
-	size_t size;			/* where laps end while the consumer keeps up (resident) */
-	size_t max_record;		/* larger records are dropped: size / 4, or a sub-buffer */
+	size_t cap;	   /* the mapping: the ring's room at its largest */
+	size_t size;	   /* where laps end while the consumer keeps up (resident) */
+	size_t max_record; /* larger records are dropped: size / 4, or a sub-buffer */
 	pid_t tid;
 	char name[16];
 
 	/* the producer's slow path */
-	uintptr_t slow_end;		/* it may write up to here without looking at rp */
-	uint8_t *woke_at_rp;		/* rp when it last woke the consumer */
-	uint8_t *lap_end;		/* where it last wrapped to the start (its pad) */
-	uint8_t *jumped_to;		/* where it went on past lap_end with the ring full; NULL */
-	bool grown;			/* pages past size were written since they were last released */
+	uintptr_t slow_end;  /* it may write up to here without looking at rp */
+	uint8_t *woke_at_rp; /* rp when it last woke the consumer */
+	uint8_t *lap_end;    /* where it last wrapped to the start (its pad) */
+	uint8_t *jumped_to;  /* where it went on past lap_end with the ring full; NULL */
+	bool grown;	     /* pages past size were written since they were last released */
 
 	/* consumer side, on a line of its own */
-	_Alignas(64) uint8_t *rp;	/* next byte to read (release: frees space for the producer) */
-	uint64_t lost;			/* producer: events dropped since creation (relaxed) */
-	uint64_t lost_written;		/* consumer: what the trace says so far */
-	uint64_t events;		/* consumer: records written */
+	_Alignas(64) uint8_t *rp; /* next byte to read (release: frees space for the producer) */
+	uint64_t lost;		  /* producer: events dropped since creation (relaxed) */
+	uint64_t lost_written;	  /* consumer: what the trace says so far */
+	uint64_t events;	  /* consumer: records written */
 	uint64_t packets;
-	int fd;				/* the stream file, opened at the first packet */
-	unsigned int trace_gen;		/* the trace this buffer's stream belongs to */
+	int fd;			/* the stream file, opened at the first packet */
+	unsigned int trace_gen; /* the trace this buffer's stream belongs to */
 
 	/*
 	 * Thread exit: the destructor stores final_committed and sets dead; the consumer never
@@ -89,17 +88,17 @@ struct lk__probe_buffer {
 	int dead;
 	int reading;
 	int gone;
-	bool retired;			/* consumer: dead, drained, its stream closed */
+	bool retired; /* consumer: dead, drained, its stream closed */
 
 	/* overwrite mode (LK_TRACE_OVERWRITE): sub-buffers, see buffer.c and snapshot.c */
 	bool overwrite;
-	bool snapshotted;		/* dead, and written by a snapshot since: may be freed */
-	size_t area_size;		/* bytes of one sub-buffer: size / LK__SLOTS */
-	unsigned int cur;		/* producer: the area it writes */
-	unsigned int spare;		/* producer: the area no slot holds */
-	uint64_t left;			/* producer: events in sub-buffers that left the ring */
-	uint64_t seq;			/* the newest sub-buffer's number; LK__NONE before the first */
-	unsigned int slot_area[LK__SLOTS];	/* slot seq % LK__SLOTS: the area holding it */
+	bool snapshotted;   /* dead, and written by a snapshot since: may be freed */
+	size_t area_size;   /* bytes of one sub-buffer: size / LK__SLOTS */
+	unsigned int cur;   /* producer: the area it writes */
+	unsigned int spare; /* producer: the area no slot holds */
+	uint64_t left;	    /* producer: events in sub-buffers that left the ring */
+	uint64_t seq;	    /* the newest sub-buffer's number; LK__NONE before the first */
+	unsigned int slot_area[LK__SLOTS]; /* slot seq % LK__SLOTS: the area holding it */
 	struct lk__area areas[LK__SLOTS + 1];
 
 	struct lk__probe_buffer *next;
@@ -108,50 +107,50 @@ struct lk__probe_buffer {
 struct lk__trace {
 	bool running;
 	bool stopping;
-	unsigned int gen;		/* increments at every start */
+	unsigned int gen; /* increments at every start */
 	struct lk_trace_config config;
-	char *path;			/* absolute */
-	char *ctf_dir;			/* where the CTF goes (a temporary one for JSON) */
-	int dir_fd;			/* ctf_dir, open (lk__ctf_open) */
-	int out_fd;			/* a JSON or Perfetto trace's file, open from the start; else -1 */
+	char *path;    /* absolute */
+	char *ctf_dir; /* where the CTF goes (a temporary one for JSON) */
+	int dir_fd;    /* ctf_dir, open (lk__ctf_open) */
+	int out_fd;    /* a JSON or Perfetto trace's file, open from the start; else -1 */
 	unsigned char uuid[16];
 	uint64_t tsc_hz;
-	uint64_t tsc0;			/* TSC at start ... */
-	uint64_t realtime0_ns;		/* ... and CLOCK_REALTIME at the same moment */
-	uint64_t monotonic0_ns;		/* ... and CLOCK_MONOTONIC */
+	uint64_t tsc0;		/* TSC at start ... */
+	uint64_t realtime0_ns;	/* ... and CLOCK_REALTIME at the same moment */
+	uint64_t monotonic0_ns; /* ... and CLOCK_MONOTONIC */
 	bool cputime;
-	bool sched;			/* LK_TRACE_SCHED: context switches recorded (sched.c) */
-	uint64_t sched_lost;		/* context switch records the kernel dropped */
+	bool sched;	     /* LK_TRACE_SCHED: context switches recorded (sched.c) */
+	uint64_t sched_lost; /* context switch records the kernel dropped */
 	struct lk__sched *sched_state;
 
 	pthread_t consumer;
-	unsigned int wake;		/* futex word: producers bump it to wake the consumer */
+	unsigned int wake; /* futex word: producers bump it to wake the consumer */
 	int consumer_sleeping;
 
 	/* stats, updated by the consumer */
 	uint64_t events, lost, bytes;
 	unsigned int threads;
-	int error;			/* the first output error; stops the trace */
+	int error; /* the first output error; stops the trace */
 	char error_msg[256];
-	bool overwrite;			/* LK_TRACE_OVERWRITE: keep the newest events, write on snapshots */
-	unsigned int snapshot_requests;	/* lk_trace_snapshot_request(): the consumer takes them */
+	bool overwrite; /* LK_TRACE_OVERWRITE: keep the newest events, write on snapshots */
+	unsigned int snapshot_requests; /* lk_trace_snapshot_request(): the consumer takes them */
 	unsigned int snapshots;		/* taken, for the next default name (snapshot lock) */
 	int snapshot_error;		/* the first failure of a requested snapshot */
 	int snapshot_at_exit;		/* a last snapshot at exit (tracing from the environment);
 					 * an int: riscv64's GCC calls libatomic to exchange a byte */
 	char snapshot_error_msg[512];
-	bool last_snapshot;		/* the snapshot at exit: none comes after it */
-	int sites_error;		/* the first failure to turn sites on while tracing */
+	bool last_snapshot; /* the snapshot at exit: none comes after it */
+	int sites_error;    /* the first failure to turn sites on while tracing */
 	char sites_error_msg[512];
 };
 
 extern struct lk__trace lk__trace;
-extern pthread_mutex_t lk__trace_mutex;	/* start/stop/config */
+extern pthread_mutex_t lk__trace_mutex; /* start/stop/config */
 
 /* ---- site.c: the registry of probe sites (registry lock held unless said) ---- */
 
 struct lk__probe_site_rt {
-	struct lk_probe_site *site;	/* NULL once its object is unloaded */
+	struct lk_probe_site *site; /* NULL once its object is unloaded */
 	struct lk__dso_rt *dso;
 	/* copies, so a trace can still describe a site whose object was unloaded */
 	char *provider, *event, *file, *arg_names, *object, *function;
@@ -170,7 +169,8 @@ static inline unsigned int lk__arg_type(uint32_t types, unsigned int i)
 static inline bool lk__has_strings(uint32_t types, unsigned int nargs)
 {
 	for (unsigned int i = 0; i < nargs; i++)
-		if (lk__arg_type(types, i) == LK_PROBE_STR || lk__arg_type(types, i) == LK__PROBE_VIEW)
+		if (lk__arg_type(types, i) == LK_PROBE_STR ||
+		    lk__arg_type(types, i) == LK__PROBE_VIEW)
 			return true;
 	return false;
 }
@@ -192,7 +192,8 @@ extern struct lk__record_layout lk__record_layouts[LK__MAX_EVENT_ID + 1];
  * number, the string's length and NUL for each string. 0 with *ok false when a string does not
  * end within avail. Any context.
  */
-size_t lk__payload_size(uint32_t types, unsigned int nargs, const uint8_t *p, size_t avail, bool *ok);
+size_t lk__payload_size(uint32_t types, unsigned int nargs, const uint8_t *p, size_t avail,
+			bool *ok);
 
 /* A record header's parts. */
 static inline uint32_t lk__header_id(uint64_t header)
@@ -208,9 +209,10 @@ static inline uint64_t lk__header_tsc48(uint64_t header)
 /* A full TSC from a record's 48 bits and a full TSC within 2^47 cycles of it, before or after. */
 static inline uint64_t lk__tsc_extend(uint64_t near, uint64_t low48)
 {
-	uint64_t delta = (low48 - near) << (64 - LK__PROBE_TSC_BITS);	/* low48 - near, modulo 2^48, on top */
+	uint64_t delta = (low48 - near)
+			 << (64 - LK__PROBE_TSC_BITS); /* low48 - near, modulo 2^48, on top */
 
-	return near + (uint64_t)((int64_t)delta >> (64 - LK__PROBE_TSC_BITS));	/* sign-extended */
+	return near + (uint64_t)((int64_t)delta >> (64 - LK__PROBE_TSC_BITS)); /* sign-extended */
 }
 
 /* CTF's rule for a narrow timestamp, as readers apply it: forward from prev, wrapping at most once. */
@@ -226,7 +228,6 @@ struct lk__probe_site_rt *lk__probe_sites(size_t *n);
 
 /* Flip sites to what the rules say (all off when !tracing). Registry lock held. */
 int lk__probe_apply_rules_locked(bool tracing);
-
 
 /* Forget the newest rule (glob, enable), as if never added: 0, -ENOENT, or a flipping error. */
 int lk__probe_remove_rule(const char *glob, bool enable);
@@ -287,8 +288,8 @@ void lk__probe_forget_thread(void);
 
 /* What one snapshot wrote. */
 struct lk__snapshot_result {
-	uint64_t events;		/* events written */
-	uint64_t discarded;		/* events the threads recorded before and between them: overwritten or dropped */
+	uint64_t events; /* events written */
+	uint64_t discarded; /* events the threads recorded before and between them: overwritten or dropped */
 	uint64_t bytes;
 	unsigned int threads;
 };
@@ -332,8 +333,8 @@ int lk__consumer_start(void);
 /* Sites that should record could not be turned on (err, lk_last_error() says why): the trace
  * goes on, and lk_trace_stop() returns the first such error. Call with the registry lock held. */
 void lk__trace_sites_failed(int err, const char *where);
-void lk__consumer_stop(void);		/* joins, after a final drain */
-void lk__consumer_wake(void);		/* async-signal-safe */
+void lk__consumer_stop(void); /* joins, after a final drain */
+void lk__consumer_wake(void); /* async-signal-safe */
 
 /*
  * For tests: while lk__consumer_hold is set the consumer drains nothing, as a descheduled one
@@ -343,8 +344,8 @@ extern int lk__consumer_hold, lk__consumer_held;
 
 /* ---- ctf.c: the CTF writer ---- */
 
-#define LK__CTF_FORMAT 3		/* env.lowkey_format: the layout below, read by reader.c */
-#define LK__CTF_PACKET_PREFIX 80	/* packet header and context, in bytes */
+#define LK__CTF_FORMAT 3	 /* env.lowkey_format: the layout below, read by reader.c */
+#define LK__CTF_PACKET_PREFIX 80 /* packet header and context, in bytes */
 
 /* Open t->ctf_dir (a new or empty directory: internal/outfile.h) unless t->dir_fd already is; a uuid. */
 int lk__ctf_open(struct lk__trace *t);
@@ -376,12 +377,12 @@ void lk__remove_ctf(const char *dir);
  * was closed: appending); *packets: its count. 0 or -errno (the file then ends at its last whole
  * packet).
  */
-int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t *packets, const uint8_t *out,
-			       size_t len, uint64_t ts_begin, uint64_t ts_end);
+int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t *packets,
+			       const uint8_t *out, size_t len, uint64_t ts_begin, uint64_t ts_end);
 
 /* ---- sched.c: context switches, LK_TRACE_SCHED ---- */
 
-#define LK__SCHED_FLUSH_MS 20	/* the longest the consumer sleeps while switches are recorded */
+#define LK__SCHED_FLUSH_MS 20 /* the longest the consumer sleeps while switches are recorded */
 
 /* Open the context-switch events of every thread of the process (perf_event_open): 0 or -errno. */
 int lk__sched_start(struct lk__trace *t);
@@ -403,7 +404,5 @@ void lk__sched_stop(struct lk__trace *t);
 /* ---- json.c ---- */
 
 int lk__json_convert(const char *ctf_dir, const char *json_path, char *err, size_t errlen);
-
-
 
 #endif

@@ -9,13 +9,15 @@
 
 #include "probe/probe_internal.h"
 
-size_t lk__payload_size(uint32_t types, unsigned int nargs, const uint8_t *p, size_t avail, bool *ok)
+size_t lk__payload_size(uint32_t types, unsigned int nargs, const uint8_t *p, size_t avail,
+			bool *ok)
 {
 	size_t size = 0;
 
 	for (unsigned int i = 0; i < nargs; i++) {
 		if (lk__arg_type(types, i) == LK_PROBE_STR) {
-			const uint8_t *nul = size < avail ? memchr(p + size, 0, avail - size) : NULL;
+			const uint8_t *nul = size < avail ? memchr(p + size, 0, avail - size) :
+							    NULL;
 
 			if (!nul) {
 				*ok = false;

@@ -40,29 +40,35 @@ struct sdt_entry {
 
 static struct lk_probe_site *entry_site(const struct sdt_entry *e)
 {
-	struct lk_probe_site *const *slot = (struct lk_probe_site *const *)((const char *)&e->slot + e->slot);
+	struct lk_probe_site *const *slot =
+		(struct lk_probe_site *const *)((const char *)&e->slot + e->slot);
 
 	return *slot;
 }
 
 static unsigned short entry_semaphore(const struct sdt_entry *e)
 {
-	const unsigned short *sem = (const unsigned short *)((const char *)&e->semaphore + e->semaphore);
+	const unsigned short *sem =
+		(const unsigned short *)((const char *)&e->semaphore + e->semaphore);
 
-	return __atomic_load_n(sem, __ATOMIC_RELAXED);	/* the kernel writes it from another context */
+	return __atomic_load_n(sem,
+			       __ATOMIC_RELAXED); /* the kernel writes it from another context */
 }
 
 /* The index of a registered site, or -1 (an object's site registered with another object's). */
-static long site_index(const struct lk_probe_site *s, const struct lk__probe_site_rt *sites, size_t n)
+static long site_index(const struct lk_probe_site *s, const struct lk__probe_site_rt *sites,
+		       size_t n)
 {
 	size_t i = s->id - LK__FIRST_SITE_ID;
 
-	if (s->magic != LK__PROBE_MAGIC || s->id < LK__FIRST_SITE_ID || i >= n || sites[i].site != s)
+	if (s->magic != LK__PROBE_MAGIC || s->id < LK__FIRST_SITE_ID || i >= n ||
+	    sites[i].site != s)
 		return -1;
 	return (long)i;
 }
 
-static void scan_object(const struct lk__dso_rt *dso, bool *now, const struct lk__probe_site_rt *sites, size_t n)
+static void scan_object(const struct lk__dso_rt *dso, bool *now,
+			const struct lk__probe_site_rt *sites, size_t n)
 {
 	const struct sdt_entry *e = dso->desc->sdt_sites.start;
 	const struct sdt_entry *end = dso->desc->sdt_sites.stop;
@@ -90,14 +96,13 @@ void lk__sdt_scan_locked(void)
 		return;
 	now = calloc(n, sizeof(*now));
 	if (!now)
-		return;	/* keep what the last scan saw */
+		return; /* keep what the last scan saw */
 	for (const struct lk__dso_rt *d = lk__dso_list(); d; d = d->next)
 		scan_object(d, now, sites, n);
 	free(attached);
 	attached = now;
 	nattached = n;
 }
-
 
 bool lk__sdt_wanted_locked(const struct lk__probe_site_rt *rt)
 {
@@ -137,7 +142,7 @@ LK_API int lk_probe_usdt_poll(void)
 	int err;
 
 	lk__registry_lock();
-	err = lk__probe_apply_rules_locked(lk__probe_tracing());	/* scans the semaphores first */
+	err = lk__probe_apply_rules_locked(lk__probe_tracing()); /* scans the semaphores first */
 	if (!err)
 		err = count_attached();
 	lk__registry_unlock();
@@ -146,8 +151,8 @@ LK_API int lk_probe_usdt_poll(void)
 
 /* ---- the opt-in watcher ---- */
 
-static pthread_mutex_t watch_control = PTHREAD_MUTEX_INITIALIZER;	/* one caller at a time */
-static pthread_mutex_t watch_mutex = PTHREAD_MUTEX_INITIALIZER;		/* the thread's wait */
+static pthread_mutex_t watch_control = PTHREAD_MUTEX_INITIALIZER; /* one caller at a time */
+static pthread_mutex_t watch_mutex = PTHREAD_MUTEX_INITIALIZER;	  /* the thread's wait */
 static pthread_cond_t watch_cond;
 static pthread_once_t watch_once = PTHREAD_ONCE_INIT;
 static pthread_t watcher;
@@ -192,12 +197,13 @@ static void *watch_main(void *arg)
 	pthread_mutex_lock(&watch_mutex);
 	while (!watch_stop) {
 		deadline_after(&deadline, watch_ms);
-		while (!watch_stop && pthread_cond_timedwait(&watch_cond, &watch_mutex, &deadline) != ETIMEDOUT)
+		while (!watch_stop &&
+		       pthread_cond_timedwait(&watch_cond, &watch_mutex, &deadline) != ETIMEDOUT)
 			;
 		if (watch_stop)
 			break;
 		pthread_mutex_unlock(&watch_mutex);
-		lk_probe_usdt_poll();	/* an error (sites that cannot be flipped) is retried next time */
+		lk_probe_usdt_poll(); /* an error (sites that cannot be flipped) is retried next time */
 		pthread_mutex_lock(&watch_mutex);
 	}
 	pthread_mutex_unlock(&watch_mutex);
@@ -211,10 +217,11 @@ static int watch_start(unsigned int interval_ms)
 
 	watch_ms = interval_ms;
 	if (watching)
-		return 0;	/* the running thread takes the new interval at its next wait */
+		return 0; /* the running thread takes the new interval at its next wait */
 	watch_stop = false;
 	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);	/* the thread takes none of the program's signals */
+	pthread_sigmask(SIG_SETMASK, &all,
+			&old); /* the thread takes none of the program's signals */
 	err = pthread_create(&watcher, NULL, watch_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
@@ -242,7 +249,8 @@ LK_API int lk_probe_usdt_watch(unsigned int interval_ms)
 	int err = 0;
 
 	if (interval_ms > 3600 * 1000)
-		return lk__fail(-EINVAL, "lk_probe_usdt_watch: %u ms is more than an hour", interval_ms);
+		return lk__fail(-EINVAL, "lk_probe_usdt_watch: %u ms is more than an hour",
+				interval_ms);
 	pthread_once(&watch_once, watch_init);
 	pthread_mutex_lock(&watch_control);
 	pthread_mutex_lock(&watch_mutex);

@@ -20,7 +20,7 @@
 #include "probe/sdt_internal.h"
 #include "internal/site_names.h"
 
-static struct lk__rule_list rules;	/* what a trace records */
+static struct lk__rule_list rules; /* what a trace records */
 
 static struct lk__probe_site_rt *sites;
 static size_t nsites, sites_cap;
@@ -65,7 +65,7 @@ static void mark_for_tracer(struct lk_probe_site *s, bool on)
 {
 	uint32_t flags = __atomic_load_n(&s->flags, __ATOMIC_RELAXED);
 
-	if (!(flags & LK__SITE_TRACER) != !on)	/* the registry lock makes this the only writer */
+	if (!(flags & LK__SITE_TRACER) != !on) /* the registry lock makes this the only writer */
 		__atomic_store_n(&s->flags, flags ^ LK__SITE_TRACER, __ATOMIC_RELAXED);
 }
 
@@ -96,8 +96,9 @@ int lk__probe_apply_rules_locked(bool tracing)
 			mark_for_tracer(rt->site, lk__sdt_wanted_locked(rt));
 
 		if (rt->site && want != rt->enabled)
-			changes[n++] = (struct lk_key_change){ LK_KEY(&rt->site->key),
-							       want ? LK_KEY_ENABLE : LK_KEY_DISABLE };
+			changes[n++] =
+				(struct lk_key_change){ LK_KEY(&rt->site->key),
+							want ? LK_KEY_ENABLE : LK_KEY_DISABLE };
 	}
 	err = lk__key_apply_locked(changes, n);
 	if (!err) {
@@ -123,7 +124,7 @@ static void publish_layout(uint32_t id, uint32_t types, unsigned int nargs)
 	l->arg_types = types;
 	l->nargs = (uint8_t)nargs;
 	l->strings = lk__has_strings(types, nargs);
-	__atomic_store_n(&l->valid, true, __ATOMIC_RELEASE);	/* read by the consumer with acquire */
+	__atomic_store_n(&l->valid, true, __ATOMIC_RELEASE); /* read by the consumer with acquire */
 }
 
 /* lowkey's own events. */
@@ -138,8 +139,10 @@ static int site_add(struct lk_probe_site *s, struct lk__dso_rt *dso)
 
 	/* Event ids are 16 bits in a record (ids are never reused: a trace may still describe one). */
 	if (LK__FIRST_SITE_ID + nsites > LK__MAX_EVENT_ID)
-		return lk__fail(-ENOSPC, "more than %u probe sites registered in this process: the rest stay off",
-				LK__MAX_EVENT_ID - LK__FIRST_SITE_ID + 1);
+		return lk__fail(
+			-ENOSPC,
+			"more than %u probe sites registered in this process: the rest stay off",
+			LK__MAX_EVENT_ID - LK__FIRST_SITE_ID + 1);
 	if (nsites == sites_cap) {
 		size_t cap = sites_cap ? sites_cap * 2 : 64;
 		struct lk__probe_site_rt *grown = realloc(sites, cap * sizeof(*grown));
@@ -159,8 +162,10 @@ static int site_add(struct lk_probe_site *s, struct lk__dso_rt *dso)
 	rt->arg_names = lk__site_arg_names(s->arg_names);
 	rt->object = dup_or_empty(dso->path);
 	rt->function = dup_or_empty(s->function);
-	if (!rt->provider || !rt->event || !rt->file || !rt->arg_names || !rt->object || !rt->function) {
-		free(rt->provider), free(rt->event), free(rt->file), free(rt->arg_names), free(rt->object);
+	if (!rt->provider || !rt->event || !rt->file || !rt->arg_names || !rt->object ||
+	    !rt->function) {
+		free(rt->provider), free(rt->event), free(rt->file), free(rt->arg_names),
+			free(rt->object);
 		free(rt->function);
 		return -ENOMEM;
 	}
@@ -180,7 +185,8 @@ static int site_add(struct lk_probe_site *s, struct lk__dso_rt *dso)
 /* An entry of __lk_probe_sites: the offset, from the entry, of a slot holding a site's address. */
 static struct lk_probe_site *entry_site(const int64_t *entry)
 {
-	struct lk_probe_site *const *slot = (struct lk_probe_site *const *)((const char *)entry + *entry);
+	struct lk_probe_site *const *slot =
+		(struct lk_probe_site *const *)((const char *)entry + *entry);
 
 	return *slot;
 }
@@ -208,7 +214,8 @@ static bool site_registered(const struct lk_probe_site *s)
 static bool site_valid(const struct lk_probe_site *s)
 {
 	return s && s->magic == LK__PROBE_MAGIC && s->abi == LK__PROBE_ABI &&
-	       s->nargs <= LK_PROBE_MAX_ARGS && s->kind >= LK_PROBE_EVENT && s->kind <= LK_PROBE_COUNTER;
+	       s->nargs <= LK_PROBE_MAX_ARGS && s->kind >= LK_PROBE_EVENT &&
+	       s->kind <= LK_PROBE_COUNTER;
 }
 
 static void probe_dso_load(struct lk__dso_rt *dso)
@@ -250,7 +257,8 @@ static void probe_dso_unload(struct lk__dso_rt *dso)
 		if (sites[i].dso != dso || !sites[i].site)
 			continue;
 		if (sites[i].enabled && changes)
-			changes[n++] = (struct lk_key_change){ LK_KEY(&sites[i].site->key), LK_KEY_DISABLE };
+			changes[n++] = (struct lk_key_change){ LK_KEY(&sites[i].site->key),
+							       LK_KEY_DISABLE };
 		sites[i].site = NULL;
 		sites[i].dso = NULL;
 		sites[i].enabled = false;
@@ -296,7 +304,7 @@ int lk__rules_add(struct lk__rule_list *l, const char *glob, bool enable, const 
 	matched = count_matches(glob);
 	err = lk__probe_apply_rules_locked(lk__probe_tracing());
 	if (err)
-		free(l->v[--l->n].glob);	/* the rule could not take effect: forget it */
+		free(l->v[--l->n].glob); /* the rule could not take effect: forget it */
 	lk__registry_unlock();
 	return err ? err : matched;
 }
@@ -371,11 +379,16 @@ LK_API int lk_probe_list(int (*fn)(const struct lk_probe_info *info, void *arg),
 LK_API const char *lk_probe_type_name(enum lk_probe_type type)
 {
 	switch (type) {
-	case LK_PROBE_I64: return "i64";
-	case LK_PROBE_U64: return "u64";
-	case LK_PROBE_F64: return "f64";
-	case LK_PROBE_STR: return "string";
-	case LK_PROBE_PTR: return "pointer";
+	case LK_PROBE_I64:
+		return "i64";
+	case LK_PROBE_U64:
+		return "u64";
+	case LK_PROBE_F64:
+		return "f64";
+	case LK_PROBE_STR:
+		return "string";
+	case LK_PROBE_PTR:
+		return "pointer";
 	}
 	return "unknown";
 }
@@ -383,10 +396,14 @@ LK_API const char *lk_probe_type_name(enum lk_probe_type type)
 const char *lk__probe_kind_name(unsigned int kind)
 {
 	switch (kind) {
-	case LK_PROBE_EVENT: return "event";
-	case LK_PROBE_SPAN_BEGIN: return "span-begin";
-	case LK_PROBE_SPAN_END: return "span-end";
-	case LK_PROBE_COUNTER: return "counter";
+	case LK_PROBE_EVENT:
+		return "event";
+	case LK_PROBE_SPAN_BEGIN:
+		return "span-begin";
+	case LK_PROBE_SPAN_END:
+		return "span-end";
+	case LK_PROBE_COUNTER:
+		return "counter";
 	}
 	return "unknown";
 }

@@ -42,7 +42,8 @@ static int complexmode_enter(struct lk_semset *s, uint64_t deadline)
 	struct semset_header *h = s->hdr;
 
 	if (LK__LD(h->use_global_lock) > 0) {
-		LK__ST(h->use_global_lock, SEM_HYSTERESIS);	/* already there: restart the countdown */
+		LK__ST(h->use_global_lock,
+		       SEM_HYSTERESIS); /* already there: restart the countdown */
 		return 0;
 	}
 	LK__ST(h->use_global_lock, SEM_HYSTERESIS);
@@ -66,7 +67,7 @@ static void complexmode_tryleave(struct lk_semset *s)
 
 	if (LK__LD(h->complex_count))
 		return;
-	if (mode == 1)	/* pairs with the acquire in lk__sem_lock: our writes before it are seen */
+	if (mode == 1) /* pairs with the acquire in lk__sem_lock: our writes before it are seen */
 		__atomic_store_n(&h->use_global_lock, 0, __ATOMIC_RELEASE);
 	else if (mode > 1)
 		LK__ST(h->use_global_lock, mode - 1);
@@ -91,7 +92,8 @@ static int set_lock(struct lk_semset *s, uint64_t deadline, int *locknum)
  * Take the lock a call on ops needs: *locknum is the semaphore's, or LOCK_GLOBAL. 0, or what the
  * lock's wait ended with (semlock_lock); then nothing is held.
  */
-int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, uint64_t deadline, int *locknum)
+int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, uint64_t deadline,
+		 int *locknum)
 {
 	struct semset_header *h = s->hdr;
 	struct sem *sem;
@@ -132,8 +134,8 @@ int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, 
  *
  * Returns LK__SEM_USE_SET_LOCK if the caller must go the set-lock way, else the call's result.
  */
-int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, bool alter, uint64_t deadline,
-		      struct wakelist *wl)
+int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, bool alter,
+		      uint64_t deadline, struct wakelist *wl)
 {
 	unsigned short nums[LK_SEMOPM];
 	size_t n = 0, locked, blocking;
@@ -164,9 +166,9 @@ int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t n
 	    !__atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE)) {
 		r = lk__try_ops(s, ops, nops, &blocking);
 		if (r == 0 && alter)
-			lk__changed(s, ops, nops, wl);	/* in this mode the set's lists are empty */
+			lk__changed(s, ops, nops, wl); /* in this mode the set's lists are empty */
 		if (r > 0)
-			r = LK__SEM_USE_SET_LOCK;	/* it must sleep: the set lock's way */
+			r = LK__SEM_USE_SET_LOCK; /* it must sleep: the set lock's way */
 		else
 			LK__ST(s->sems[nums[0]].multi_ops, LK__LD(s->sems[nums[0]].multi_ops) + 1);
 	}
@@ -239,7 +241,8 @@ void lk__sem_unlock(struct lk_semset *s, int locknum)
 }
 
 /* Queue w, which the caller filled with ops (read from the caller's copy, not from w). */
-void lk__queue_waiter(struct lk_semset *s, struct waiter *w, const struct lk_sembuf *ops, size_t nops, bool alter)
+void lk__queue_waiter(struct lk_semset *s, struct waiter *w, const struct lk_sembuf *ops,
+		      size_t nops, bool alter)
 {
 	struct semset_header *h = s->hdr;
 
@@ -308,7 +311,8 @@ static void undo_ops(struct lk_semset *s, const struct lk_sembuf *ops, size_t n)
 		int32_t *value = &s->sems[ops[n].sem_num].value;
 
 		/* unsigned: a peer may have changed the value meanwhile; no overflow, whatever it holds */
-		LK__ST(*value, (int32_t)((uint32_t)LK__LD(*value) - (uint32_t)(int32_t)ops[n].sem_op));
+		LK__ST(*value,
+		       (int32_t)((uint32_t)LK__LD(*value) - (uint32_t)(int32_t)ops[n].sem_op));
 	}
 }
 
@@ -385,7 +389,8 @@ static void drop(struct lk_semset *s, struct waiter *q)
  * longer waiting for it: its sleeper gave up without the lock (CANCELLED, semop.c) and q is
  * dropped -- the caller takes back what it did for q.
  */
-static bool hand_over(struct lk_semset *s, struct wakelist *wl, struct waiter *q, int result, unsigned int semnum)
+static bool hand_over(struct lk_semset *s, struct wakelist *wl, struct waiter *q, int result,
+		      unsigned int semnum)
 {
 	uint32_t status = PENDING;
 
@@ -394,8 +399,8 @@ static bool hand_over(struct lk_semset *s, struct wakelist *wl, struct waiter *q
 	 * then be another call's (a wake-up too many: harmless). Sequentially consistent against
 	 * the sleeper's store to parked and load of status (semop.c).
 	 */
-	if (!__atomic_compare_exchange_n(&q->status, &status, (uint32_t)result, false, __ATOMIC_SEQ_CST,
-					 __ATOMIC_RELAXED)) {
+	if (!__atomic_compare_exchange_n(&q->status, &status, (uint32_t)result, false,
+					 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
 		if (status == CANCELLED)
 			drop(s, q);
 		else
@@ -408,11 +413,11 @@ static bool hand_over(struct lk_semset *s, struct wakelist *wl, struct waiter *q
 		LK__ST(sem->wakeups, LK__LD(sem->wakeups) + 1);
 	}
 	if (!__atomic_load_n(&q->parked, __ATOMIC_SEQ_CST))
-		return true;	/* still looking: it will see the result without a system call */
+		return true; /* still looking: it will see the result without a system call */
 	if (wl->n < WAKE_BATCH)
 		wl->status[wl->n++] = &q->status;
 	else
-		lk__futex_wake(&q->status, 1, s->shared);	/* a burst past the batch: wake it now */
+		lk__futex_wake(&q->status, 1, s->shared); /* a burst past the batch: wake it now */
 	return true;
 }
 
@@ -434,7 +439,8 @@ static int reap_dead(struct lk_semset *s, struct waiter *q, size_t nops)
 		set_corrupt(s);
 		return BROKEN;
 	}
-	if (!(word & FUTEX_OWNER_DIED) && __atomic_load_n(&q->status, __ATOMIC_ACQUIRE) != CANCELLED)
+	if (!(word & FUTEX_OWNER_DIED) &&
+	    __atomic_load_n(&q->status, __ATOMIC_ACQUIRE) != CANCELLED)
 		return ALIVE;
 	lk__unqueue_waiter(s, q, nops);
 	drop(s, q);
@@ -487,7 +493,8 @@ static bool wake_const_ops(struct lk_semset *s, int semnum, struct wakelist *wl)
 }
 
 /* Semaphores that ops left at zero may satisfy wait-for-zero sleepers (ops NULL: any semaphore). */
-static bool wake_zero_waiters(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, struct wakelist *wl)
+static bool wake_zero_waiters(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops,
+			      struct wakelist *wl)
 {
 	bool got_zero = false, completed = false;
 
@@ -627,7 +634,7 @@ int lk__sem_count(struct lk_semset *s, unsigned int semnum, bool zero)
 				return count;
 			if (r == REAPED)
 				continue;
-			if (l == 0) {	/* a semaphore's own list: all wait on it */
+			if (l == 0) { /* a semaphore's own list: all wait on it */
 				count++;
 				continue;
 			}

@@ -61,7 +61,8 @@ static struct robust_list *entry_for(struct waiter *w, long futex_offset)
 
 static void order(void)
 {
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);	/* the kernel reads these as of our last instruction */
+	__atomic_signal_fence(
+		__ATOMIC_SEQ_CST); /* the kernel reads these as of our last instruction */
 }
 
 /*

@@ -30,15 +30,15 @@
 
 #include "lock/lock_internal.h"
 
-#define SEMSET_MAGIC 0x31746573736d656bull	/* "kemssets1"-ish: "kemsset1" */
+#define SEMSET_MAGIC 0x31746573736d656bull /* "kemssets1"-ish: "kemsset1" */
 #define SEMSET_VERSION 2u
-#define SEM_HYSTERESIS 10			/* set-lock sections without a complex op before leaving */
-#define WAKE_BATCH 128				/* wake-ups collected under a lock before being done */
-#define PENDING 1u				/* a waiter's status until its result is in */
-#define CANCELLED 2u				/* its sleeper left without the lock (semop.c) */
-#define SHARED_WAIT_SLICE_NS 1000000000ull	/* shared sleepers re-check this often (see semop.c) */
-#define LOCK_FIRST_SLICE_NS 1000000ull	/* a shared lock's waiters look at its holder after this, */
-#define LOCK_SLICE_NS 10000000ull		/* then this often */
+#define SEM_HYSTERESIS 10 /* set-lock sections without a complex op before leaving */
+#define WAKE_BATCH 128	  /* wake-ups collected under a lock before being done */
+#define PENDING 1u	  /* a waiter's status until its result is in */
+#define CANCELLED 2u	  /* its sleeper left without the lock (semop.c) */
+#define SHARED_WAIT_SLICE_NS 1000000000ull /* shared sleepers re-check this often (see semop.c) */
+#define LOCK_FIRST_SLICE_NS 1000000ull /* a shared lock's waiters look at its holder after this, */
+#define LOCK_SLICE_NS 10000000ull      /* then this often */
 #define NO_DEADLINE UINT64_MAX
 #define MAX_WAITERS (1u << 16)
 
@@ -55,7 +55,7 @@ struct node {
  * -- and has LOCK_WAITERS set once someone may sleep on it.
  */
 #define LOCK_WAITERS 0x80000000u
-#define LOCK_NOCHECK 0x40000000u	/* holder not named: a private set, or another PID namespace */
+#define LOCK_NOCHECK 0x40000000u /* holder not named: a private set, or another PID namespace */
 #define LOCK_TID 0x3fffffffu
 
 struct semlock {
@@ -63,7 +63,7 @@ struct semlock {
 	uint32_t spare;
 	uint64_t free;
 	uint64_t contended;
-	uint64_t wait;			/* ticks */
+	uint64_t wait; /* ticks */
 };
 
 struct sem {
@@ -71,13 +71,13 @@ struct sem {
 	struct semlock lock;
 	int32_t value;
 	uint32_t spare;
-	struct node pending_alter;	/* sleeping single-semaphore operations that change the value */
+	struct node pending_alter; /* sleeping single-semaphore operations that change the value */
 	/* second line */
-	struct node pending_const;	/* sleeping single-semaphore waits for zero */
-	uint64_t simple_ops;		/* under lock */
+	struct node pending_const; /* sleeping single-semaphore waits for zero */
+	uint64_t simple_ops;	   /* under lock */
 	uint64_t sleeps;
 	uint64_t wakeups;
-	uint64_t multi_ops;		/* complex calls done under semaphore locks, counted on the first */
+	uint64_t multi_ops; /* complex calls done under semaphore locks, counted on the first */
 	uint64_t spare2[2];
 } __attribute__((aligned(64)));
 
@@ -96,17 +96,18 @@ struct semset_header {
 	uint64_t sems_offset;
 	uint64_t waiters_offset;
 	uint64_t created_ticks;
-	uint32_t removed;		/* set once, by IPC_RMID */
+	uint32_t removed; /* set once, by IPC_RMID */
 	uint32_t shared;
-	uint32_t broken;		/* set once: a lock's holder died (semlock.c) */
+	uint32_t broken; /* set once: a lock's holder died (semlock.c) */
 	uint32_t spare;
-	uint64_t pid_ns;		/* the creator's PID namespace (inode), 0 unknown */
+	uint64_t pid_ns; /* the creator's PID namespace (inode), 0 unknown */
 	/* the set lock and what it guards */
 	struct semlock lock __attribute__((aligned(64)));
-	int32_t complex_count;		/* sleeping operations on several semaphores */
-	int32_t use_global_lock;	/* > 0: every call takes the set lock (hysteresis countdown) */
-	struct node pending_alter;	/* complex sleepers, and every alter sleeper while complex ones exist */
-	struct node pending_const;	/* complex waits for zero */
+	int32_t complex_count;	 /* sleeping operations on several semaphores */
+	int32_t use_global_lock; /* > 0: every call takes the set lock (hysteresis countdown) */
+	struct node
+		pending_alter; /* complex sleepers, and every alter sleeper while complex ones exist */
+	struct node pending_const; /* complex waits for zero */
 	uint64_t global_ops, mode_entries, sleeps, wakeups;
 	/* free waiter slots of a shared set: a stack of index + 1, tagged against ABA */
 	uint64_t free_slots __attribute__((aligned(64)));
@@ -118,19 +119,19 @@ struct semset_header {
  * it and stores the result in status, all under the lock; the sleeper watches status.
  */
 struct waiter {
-	struct node node;		/* first: a ref to the node is a ref to the waiter */
-	uint32_t status;		/* futex word: PENDING, then 0 or -errno; or CANCELLED */
+	struct node node; /* first: a ref to the node is a ref to the waiter */
+	uint32_t status;  /* futex word: PENDING, then 0 or -errno; or CANCELLED */
 	uint16_t nops;
-	uint8_t alter;			/* some operation changes a value */
+	uint8_t alter; /* some operation changes a value */
 	uint8_t queued;
-	uint16_t blocking;		/* index of the operation it waits on (GETNCNT, GETZCNT) */
+	uint16_t blocking; /* index of the operation it waits on (GETNCNT, GETZCNT) */
 	uint16_t spare;
-	uint32_t next_free;		/* shared: free-stack link, index + 1 */
-	uint32_t parked;		/* the sleeper is (about to be) in futex_wait: wake it */
-	struct {			/* shared: see robust.c */
-		uint32_t word;		/* the sleeper's tid; FUTEX_OWNER_DIED once it died; 0 free */
+	uint32_t next_free;    /* shared: free-stack link, index + 1 */
+	uint32_t parked;       /* the sleeper is (about to be) in futex_wait: wake it */
+	struct {	       /* shared: see robust.c */
+		uint32_t word; /* the sleeper's tid; FUTEX_OWNER_DIED once it died; 0 free */
 		uint32_t spare;
-		uint64_t entry[7];	/* its robust list entry, for the kernel only */
+		uint64_t entry[7]; /* its robust list entry, for the kernel only */
 	} alive;
 	struct lk_sembuf ops[LK_SEMOPM];
 } __attribute__((aligned(64)));
@@ -139,14 +140,14 @@ struct waiter {
 struct lk_semset {
 	struct semset_header *hdr;
 	struct sem *sems;
-	struct waiter *slots;		/* shared sets */
-	uintptr_t ref_base;		/* the region (shared) or 0 (private) */
+	struct waiter *slots; /* shared sets */
+	uintptr_t ref_base;   /* the region (shared) or 0 (private) */
 	size_t size;
 	unsigned int nsems;
 	unsigned int nwaiters;
 	bool shared;
-	bool owners;			/* lock words name their holders (a shared set, our PID namespace) */
-	bool corrupt;			/* a bad ref was met: calls fail with -EINVAL */
+	bool owners;  /* lock words name their holders (a shared set, our PID namespace) */
+	bool corrupt; /* a bad ref was met: calls fail with -EINVAL */
 	char name[256];
 };
 
@@ -174,7 +175,8 @@ static inline bool is_waiter_ref(const struct lk_semset *s, lk__ref ref)
 {
 	uint64_t off = ref - ref_of(s, s->slots);
 
-	return off < (uint64_t)s->nwaiters * sizeof(struct waiter) && off % sizeof(struct waiter) == 0;
+	return off < (uint64_t)s->nwaiters * sizeof(struct waiter) &&
+	       off % sizeof(struct waiter) == 0;
 }
 
 /* Whether ref is one of the set's list heads. */
@@ -187,7 +189,8 @@ static inline bool is_head_ref(const struct lk_semset *s, lk__ref ref)
 	if (off >= (uint64_t)s->nsems * sizeof(struct sem))
 		return false;
 	off %= sizeof(struct sem);
-	return off == offsetof(struct sem, pending_alter) || off == offsetof(struct sem, pending_const);
+	return off == offsetof(struct sem, pending_alter) ||
+	       off == offsetof(struct sem, pending_const);
 }
 
 /* The node at ref: a list head or a waiter; anything else in a shared set is corruption. */
@@ -283,8 +286,8 @@ static inline int semlock_lock(struct lk_semset *s, struct semlock *l, uint64_t 
 {
 	uint32_t free_word = 0, owner = semlock_owner(s);
 
-	if (LK__LIKELY(__atomic_compare_exchange_n(&l->word, &free_word, owner, false, __ATOMIC_ACQUIRE,
-						   __ATOMIC_RELAXED))) {
+	if (LK__LIKELY(__atomic_compare_exchange_n(&l->word, &free_word, owner, false,
+						   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
 		LK__ST(l->free, LK__LD(l->free) + 1);
 		return 0;
 	}
@@ -302,14 +305,16 @@ static inline void semlock_unlock(struct lk_semset *s, struct semlock *l)
 #define LOCK_GLOBAL (-1)
 
 int lk__try_ops(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, size_t *blocking);
-void lk__queue_waiter(struct lk_semset *s, struct waiter *w, const struct lk_sembuf *ops, size_t nops, bool alter);
+void lk__queue_waiter(struct lk_semset *s, struct waiter *w, const struct lk_sembuf *ops,
+		      size_t nops, bool alter);
 void lk__unqueue_waiter(struct lk_semset *s, struct waiter *w, size_t nops);
 int lk__slot_alloc(struct lk_semset *s);
 void lk__slot_free(struct lk_semset *s, unsigned int index);
-int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, uint64_t deadline, int *locknum);
+int lk__sem_lock(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, uint64_t deadline,
+		 int *locknum);
 #define LK__SEM_USE_SET_LOCK 1
-int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, bool alter, uint64_t deadline,
-		      struct wakelist *wl);
+int lk__sem_try_multi(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, bool alter,
+		      uint64_t deadline, struct wakelist *wl);
 void lk__sem_unlock(struct lk_semset *s, int locknum);
 void lk__wake_all(struct lk_semset *s, struct wakelist *w);
 int lk__sem_value(struct lk_semset *s, unsigned int semnum);

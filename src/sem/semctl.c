@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "sem/sem_internal.h"
 
-#define REMOVE_PATIENCE_NS 1000000000ull	/* removal waits this long for a shared set's lock */
+#define REMOVE_PATIENCE_NS 1000000000ull /* removal waits this long for a shared set's lock */
 
 static int lock_one(struct lk_semset *s, unsigned int semnum, int *locknum)
 {
@@ -49,7 +49,8 @@ static int one_semaphore(struct lk_semset *s, unsigned int semnum, int cmd, int 
 	if (result)
 		return result;
 	if (__atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE))
-		return finish(s, locknum, &wl, lk__fail(-EIDRM, "lk_semctl: the semaphore set was removed"));
+		return finish(s, locknum, &wl,
+			      lk__fail(-EIDRM, "lk_semctl: the semaphore set was removed"));
 	switch (cmd) {
 	case LK_GETVAL:
 		result = lk__sem_value(s, semnum);
@@ -83,17 +84,21 @@ static int all_semaphores(struct lk_semset *s, int cmd, unsigned short *values)
 	int locknum, err;
 
 	if (!values)
-		return lk__fail(-EINVAL, "lk_semctl %s: NULL array", cmd == LK_GETALL ? "GETALL" : "SETALL");
+		return lk__fail(-EINVAL, "lk_semctl %s: NULL array",
+				cmd == LK_GETALL ? "GETALL" : "SETALL");
 	if (cmd == LK_SETALL)
 		for (unsigned int i = 0; i < s->nsems; i++)
 			if (values[i] > LK_SEMVMX)
-				return lk__fail(-ERANGE, "lk_semctl SETALL: value %u of semaphore %u is past LK_SEMVMX (%d)",
-						values[i], i, LK_SEMVMX);
+				return lk__fail(
+					-ERANGE,
+					"lk_semctl SETALL: value %u of semaphore %u is past LK_SEMVMX (%d)",
+					values[i], i, LK_SEMVMX);
 	err = lock_all(s, NO_DEADLINE, &locknum);
 	if (err)
 		return err;
 	if (__atomic_load_n(&s->hdr->removed, __ATOMIC_ACQUIRE))
-		return finish(s, locknum, &wl, lk__fail(-EIDRM, "lk_semctl: the semaphore set was removed"));
+		return finish(s, locknum, &wl,
+			      lk__fail(-EIDRM, "lk_semctl: the semaphore set was removed"));
 	for (unsigned int i = 0; i < s->nsems; i++) {
 		if (cmd == LK_GETALL)
 			values[i] = (unsigned short)lk__sem_value(s, i);
@@ -129,8 +134,9 @@ static int remove_set(struct lk_semset *s)
 	if (removed)
 		return lk__fail(-EIDRM, "lk_semctl: the semaphore set was removed already");
 	if (s->shared && shm_unlink(s->name) != 0 && errno != ENOENT)
-		return lk__fail(-errno, "removed semaphore set %s, but could not unlink its name: %s", s->name,
-				strerror(errno));
+		return lk__fail(-errno,
+				"removed semaphore set %s, but could not unlink its name: %s",
+				s->name, strerror(errno));
 	return 0;
 }
 
@@ -150,7 +156,8 @@ LK_API int lk_semctl(struct lk_semset *s, unsigned int semnum, int cmd, ...)
 	va_end(ap);
 	/* in semctl's order: the value's range, then the set, then the semaphore number */
 	if (cmd == LK_SETVAL && (value < 0 || value > LK_SEMVMX))
-		return lk__fail(-ERANGE, "lk_semctl SETVAL %d: values run from 0 to LK_SEMVMX (%d)", value, LK_SEMVMX);
+		return lk__fail(-ERANGE, "lk_semctl SETVAL %d: values run from 0 to LK_SEMVMX (%d)",
+				value, LK_SEMVMX);
 	err = cmd == LK_IPC_RMID ? lk__semset_check_removable(s) : lk__semset_check(s);
 	if (err)
 		return err;
@@ -160,7 +167,8 @@ LK_API int lk_semctl(struct lk_semset *s, unsigned int semnum, int cmd, ...)
 	case LK_GETNCNT:
 	case LK_GETZCNT:
 		if (semnum >= s->nsems)
-			return lk__fail(-EINVAL, "lk_semctl: semaphore %u is past the set's %u", semnum, s->nsems);
+			return lk__fail(-EINVAL, "lk_semctl: semaphore %u is past the set's %u",
+					semnum, s->nsems);
 		return one_semaphore(s, semnum, cmd, value);
 	case LK_GETALL:
 	case LK_SETALL:
@@ -206,9 +214,10 @@ LK_API int lk_semset_stats(struct lk_semset *s, struct lk_semset_stats *out)
 	out->wait_ns = lk__ticks_to_ns(wait_ticks);
 	out->wait_avg_ns = out->contended ? out->wait_ns / out->contended : 0;
 	out->lifetime_ns = now > h->created_ticks ? lk__ticks_to_ns(now - h->created_ticks) : 0;
-	out->wait_per_mille = out->lifetime_ns
-				      ? 1000.0 * (double)out->wait_ns / ((double)out->lifetime_ns * (cpus > 0 ? cpus : 1))
-				      : 0;
+	out->wait_per_mille = out->lifetime_ns ?
+				      1000.0 * (double)out->wait_ns /
+					      ((double)out->lifetime_ns * (cpus > 0 ? cpus : 1)) :
+				      0;
 	out->nsems = s->nsems;
 	out->waiter_slots = s->shared ? s->nwaiters : 0;
 	return 0;

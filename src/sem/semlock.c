@@ -39,7 +39,7 @@ static pthread_once_t tid_once = PTHREAD_ONCE_INIT;
 
 static void forget_tid(void)
 {
-	my_tid = 0;	/* the child of fork: a new thread id */
+	my_tid = 0; /* the child of fork: a new thread id */
 }
 
 static void tid_init(void)
@@ -84,13 +84,13 @@ static bool thread_gone(uint32_t tid)
 	snprintf(path, sizeof(path), "/proc/%u/stat", tid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return false;	/* no /proc: a zombie holder times callers out instead */
+		return false; /* no /proc: a zombie holder times callers out instead */
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
 		return false;
 	buf[n] = 0;
-	paren = strrchr(buf, ')');	/* "tid (comm) S ...": comm may hold anything */
+	paren = strrchr(buf, ')'); /* "tid (comm) S ...": comm may hold anything */
 	return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
 }
 
@@ -100,18 +100,20 @@ static int look_at_holder(struct lk_semset *s, struct semlock *l, uint32_t word)
 	struct semset_header *h = s->hdr;
 	uint32_t tid = word & LOCK_TID;
 
-	if (__atomic_load_n(&h->removed, __ATOMIC_ACQUIRE) || __atomic_load_n(&h->broken, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&h->removed, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&h->broken, __ATOMIC_ACQUIRE))
 		return lk__semset_check(s);
 	if (!s->owners || (word & LOCK_NOCHECK) || !tid || !thread_gone(tid))
 		return 0;
 	if (__atomic_load_n(&l->word, __ATOMIC_ACQUIRE) != word)
-		return 0;	/* it changed hands meanwhile */
+		return 0; /* it changed hands meanwhile */
 	__atomic_store_n(&h->broken, 1, __ATOMIC_RELEASE);
 	return lk__semset_check(s);
 }
 
 /* Sleep on word (which has LOCK_WAITERS) for a slice at most: 0 to try again, or why not. */
-static int sleep_on(struct lk_semset *s, struct semlock *l, uint32_t word, uint64_t deadline, uint64_t slice)
+static int sleep_on(struct lk_semset *s, struct semlock *l, uint32_t word, uint64_t deadline,
+		    uint64_t slice)
 {
 	uint64_t now, until;
 	struct timespec ts;
@@ -127,7 +129,8 @@ static int sleep_on(struct lk_semset *s, struct semlock *l, uint32_t word, uint6
 	if (s->shared && until - now > slice)
 		until = now + slice;
 	ts = (struct timespec){ (time_t)(until / 1000000000u), (long)(until % 1000000000u) };
-	if (lk__futex_wait_until(&l->word, word, &ts, s->shared) == 0 || errno != ETIMEDOUT || !s->shared)
+	if (lk__futex_wait_until(&l->word, word, &ts, s->shared) == 0 || errno != ETIMEDOUT ||
+	    !s->shared)
 		return 0;
 	return look_at_holder(s, l, word);
 }
@@ -142,14 +145,14 @@ static int lock_wait(struct lk_semset *s, struct semlock *l, uint32_t owner, uin
 
 		if (word == 0) {
 			/* taken after a sleep: others may sleep too, so unlock must wake */
-			if (__atomic_compare_exchange_n(&l->word, &word, owner | LOCK_WAITERS, false, __ATOMIC_ACQUIRE,
-							__ATOMIC_RELAXED))
+			if (__atomic_compare_exchange_n(&l->word, &word, owner | LOCK_WAITERS,
+							false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 				return 0;
 			continue;
 		}
 		if (!(word & LOCK_WAITERS)) {
-			if (!__atomic_compare_exchange_n(&l->word, &word, word | LOCK_WAITERS, false, __ATOMIC_RELAXED,
-							 __ATOMIC_RELAXED))
+			if (!__atomic_compare_exchange_n(&l->word, &word, word | LOCK_WAITERS,
+							 false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 				continue;
 			word |= LOCK_WAITERS;
 		}
@@ -172,7 +175,8 @@ int lk__semlock_slow(struct lk_semset *s, struct semlock *l, uint32_t owner, uin
 
 		lk__cpu_relax();
 		got = __atomic_load_n(&l->word, __ATOMIC_RELAXED) == 0 &&
-		      __atomic_compare_exchange_n(&l->word, &free_word, owner, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+		      __atomic_compare_exchange_n(&l->word, &free_word, owner, false,
+						  __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
 	}
 	if (!got) {
 		int err = lock_wait(s, l, owner, deadline);

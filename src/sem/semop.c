@@ -26,7 +26,7 @@
 #include "core/error.h"
 #include "sem/sem_internal.h"
 
-#define CANCEL_PATIENCE_NS 1000000ull	/* how long a sleeper that gave up waits for the lock */
+#define CANCEL_PATIENCE_NS 1000000ull /* how long a sleeper that gave up waits for the lock */
 
 static struct timespec to_timespec(uint64_t ns)
 {
@@ -34,8 +34,8 @@ static struct timespec to_timespec(uint64_t ns)
 }
 
 /* Checks that need no lock; 0 or the error. *alter set if some operation changes a value. */
-static int check_call(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops, const struct timespec *timeout,
-		      bool *alter)
+static int check_call(struct lk_semset *s, const struct lk_sembuf *ops, size_t nops,
+		      const struct timespec *timeout, bool *alter)
 {
 	unsigned int max = 0;
 	bool undo = false;
@@ -44,11 +44,16 @@ static int check_call(struct lk_semset *s, const struct lk_sembuf *ops, size_t n
 	if (!s)
 		return lk__fail(-EINVAL, "lk_semop: NULL set");
 	if (!ops || nops == 0)
-		return lk__fail(-EINVAL, "lk_semop: %s", ops ? "no operations (nops 0)" : "NULL ops");
+		return lk__fail(-EINVAL, "lk_semop: %s",
+				ops ? "no operations (nops 0)" : "NULL ops");
 	if (nops > LK_SEMOPM)
-		return lk__fail(-E2BIG, "lk_semop: %zu operations in one call; at most LK_SEMOPM (%d)", nops, LK_SEMOPM);
-	if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000L))
-		return lk__fail(-EINVAL, "lk_semop: bad timeout {%ld, %ld}", (long)timeout->tv_sec, timeout->tv_nsec);
+		return lk__fail(-E2BIG,
+				"lk_semop: %zu operations in one call; at most LK_SEMOPM (%d)",
+				nops, LK_SEMOPM);
+	if (timeout &&
+	    (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000L))
+		return lk__fail(-EINVAL, "lk_semop: bad timeout {%ld, %ld}", (long)timeout->tv_sec,
+				timeout->tv_nsec);
 	err = lk__semset_check(s);
 	if (err)
 		return err;
@@ -60,10 +65,13 @@ static int check_call(struct lk_semset *s, const struct lk_sembuf *ops, size_t n
 		*alter |= ops[i].sem_op != 0;
 	}
 	if (max >= s->nsems)
-		return lk__fail(-EFBIG, "lk_semop: semaphore %u is past the set's %u", max, s->nsems);
+		return lk__fail(-EFBIG, "lk_semop: semaphore %u is past the set's %u", max,
+				s->nsems);
 	if (undo)
-		return lk__fail(-ENOTSUP, "lk_semop: SEM_UNDO is not implemented (a process that crashes could not "
-					  "undo); release what you take explicitly");
+		return lk__fail(
+			-ENOTSUP,
+			"lk_semop: SEM_UNDO is not implemented (a process that crashes could not "
+			"undo); release what you take explicitly");
 	return 0;
 }
 
@@ -116,7 +124,8 @@ static int abandon(struct lk_semset *s, struct sleep *z, int why)
 	uint32_t status = PENDING;
 
 	lk__alive_unlink(&z->alive);
-	if (__atomic_compare_exchange_n(&z->w->status, &status, CANCELLED, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
+	if (__atomic_compare_exchange_n(&z->w->status, &status, CANCELLED, false, __ATOMIC_SEQ_CST,
+					__ATOMIC_ACQUIRE)) {
 		z->w = NULL;
 		return why;
 	}
@@ -134,7 +143,7 @@ static int cancel_wait(struct lk_semset *s, struct sleep *z, int why)
 		return abandon(s, z, why);
 	status = __atomic_load_n(&z->w->status, __ATOMIC_ACQUIRE);
 	if (status != PENDING) {
-		result = result_of(s, status);	/* done by a waker: the operations happened */
+		result = result_of(s, status); /* done by a waker: the operations happened */
 	} else {
 		lk__unqueue_waiter(s, z->w, z->nops);
 		result = why;
@@ -181,13 +190,15 @@ static int wait_for_result(struct lk_semset *s, struct sleep *z, uint64_t deadli
 		if (deadline < until)
 			until = deadline;
 		ts = to_timespec(until);
-		if (lk__futex_wait_until(&w->status, PENDING, &ts, s->shared) != 0 && errno == EINTR)
+		if (lk__futex_wait_until(&w->status, PENDING, &ts, s->shared) != 0 &&
+		    errno == EINTR)
 			return cancel_wait(s, z, -EINTR);
 		/* woken, value changed, deadline or slice over: look again */
 	}
 }
 
-static void fill_waiter(struct waiter *w, const struct lk_sembuf *ops, size_t nops, bool alter, size_t blocking)
+static void fill_waiter(struct waiter *w, const struct lk_sembuf *ops, size_t nops, bool alter,
+			size_t blocking)
 {
 	memcpy(w->ops, ops, nops * sizeof(*ops));
 	w->nops = (uint16_t)nops;
@@ -228,7 +239,8 @@ static void give_slot(struct lk_semset *s, struct waiter *w, struct alive_token 
 	lk__slot_free(s, (unsigned int)(w - s->slots));
 }
 
-LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, const struct timespec *timeout)
+LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops,
+		    const struct timespec *timeout)
 {
 	struct waiter stack_waiter;
 	struct sleep z = { ops, nops, NULL, { NULL, NULL, NULL } };
@@ -238,12 +250,13 @@ LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, con
 	bool alter = false;
 	int locknum, r;
 
-	wl.n = 0;	/* not the whole 1 KiB: the pointers are written before they are read */
+	wl.n = 0; /* not the whole 1 KiB: the pointers are written before they are read */
 	r = check_call(s, ops, nops, timeout, &alter);
 	if (r)
 		return r;
 	if (timeout)
-		deadline = lk__monotonic_ns() + (uint64_t)timeout->tv_sec * 1000000000u + (uint64_t)timeout->tv_nsec;
+		deadline = lk__monotonic_ns() + (uint64_t)timeout->tv_sec * 1000000000u +
+			   (uint64_t)timeout->tv_nsec;
 
 	if (nops > 1) {
 		r = lk__sem_try_multi(s, ops, nops, alter, deadline, &wl);
@@ -277,7 +290,8 @@ LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops, con
 	count_sleep(s, locknum);
 	lk__sem_unlock(s, locknum);
 	if (__atomic_load_n(&s->corrupt, __ATOMIC_RELAXED))
-		r = cancel_wait(s, &z, -EINVAL);	/* the slot must leave the queue before it is freed */
+		r = cancel_wait(s, &z,
+				-EINVAL); /* the slot must leave the queue before it is freed */
 	else
 		r = wait_for_result(s, &z, deadline);
 	if (s->shared && z.w)
@@ -304,8 +318,11 @@ report:
 	case -EIDRM:
 		return lk__fail(r, "lk_semop: the semaphore set was removed");
 	case -ENOSPC:
-		return lk__fail(r, "lk_semop: all %u waiter slots of shared set %s are in use: create it with more "
-				   "(LK_SEMSET_WAITERS)", s->nwaiters, s->name);
+		return lk__fail(
+			r,
+			"lk_semop: all %u waiter slots of shared set %s are in use: create it with more "
+			"(LK_SEMSET_WAITERS)",
+			s->nwaiters, s->name);
 	default:
 		return r;
 	}

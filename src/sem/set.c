@@ -66,7 +66,8 @@ static void attach(struct lk_semset *s, void *region, size_t size, bool shared)
 }
 
 /* Fill in a zeroed region (a free waiter slot is all zeroes); the magic number goes last. */
-static void init_region(struct lk_semset *s, void *region, unsigned int nsems, unsigned int nwaiters, bool shared)
+static void init_region(struct lk_semset *s, void *region, unsigned int nsems,
+			unsigned int nwaiters, bool shared)
 {
 	struct geometry g = geometry(nsems, nwaiters);
 	struct semset_header *h = region;
@@ -93,7 +94,7 @@ static void init_region(struct lk_semset *s, void *region, unsigned int nsems, u
 	if (shared) {
 		for (unsigned int i = 0; i < nwaiters; i++)
 			s->slots[i].next_free = i + 1 < nwaiters ? i + 2 : 0;
-		h->free_slots = 1;	/* slot 0, tag 0 */
+		h->free_slots = 1; /* slot 0, tag 0 */
 	}
 	__atomic_store_n(&h->magic, SEMSET_MAGIC, __ATOMIC_RELEASE);
 }
@@ -103,8 +104,11 @@ static int check_name(const char *name)
 	size_t len = strnlen(name, 256);
 
 	if (name[0] != '/' || len < 2 || len > 255 || strchr(name + 1, '/'))
-		return lk__fail(-EINVAL, "semaphore set name '%s': a shared set is named \"/name\" (one slash, "
-				"at most 255 bytes), as a POSIX shared memory object", name);
+		return lk__fail(
+			-EINVAL,
+			"semaphore set name '%s': a shared set is named \"/name\" (one slash, "
+			"at most 255 bytes), as a POSIX shared memory object",
+			name);
 	return 0;
 }
 
@@ -117,7 +121,8 @@ static int create_private(struct lk_semset **out, unsigned int nsems)
 	if (!s || !region) {
 		free(s);
 		free(region);
-		return lk__fail(-ENOMEM, "no memory for a set of %u semaphores (%lu bytes)", nsems, (unsigned long)g.size);
+		return lk__fail(-ENOMEM, "no memory for a set of %u semaphores (%lu bytes)", nsems,
+				(unsigned long)g.size);
 	}
 	memset(region, 0, g.size);
 	init_region(s, region, nsems, 0, false);
@@ -129,9 +134,11 @@ static int shm_error(int err, const char *what, const char *name)
 {
 	switch (err) {
 	case EACCES:
-		return lk__fail(-EACCES, "%s %s: permission denied (its mode, or /dev/shm's)", what, name);
+		return lk__fail(-EACCES, "%s %s: permission denied (its mode, or /dev/shm's)", what,
+				name);
 	case ENOENT:
-		return lk__fail(-ENOENT, "%s %s: no such semaphore set (create it first)", what, name);
+		return lk__fail(-ENOENT, "%s %s: no such semaphore set (create it first)", what,
+				name);
 	case ENOSPC:
 	case ENOMEM:
 		return lk__fail(-ENOSPC, "%s %s: /dev/shm is full (see df /dev/shm)", what, name);
@@ -151,10 +158,12 @@ static const char *bad_header(const struct semset_header *h, size_t file_size)
 	if (h->header_size != sizeof(struct semset_header) || h->sem_size != sizeof(struct sem) ||
 	    h->waiter_size != sizeof(struct waiter))
 		return "its layout is not this build's";
-	if (h->nsems == 0 || h->nsems > LK_SEMMSL || h->nwaiters == 0 || h->nwaiters > MAX_WAITERS || !h->shared)
+	if (h->nsems == 0 || h->nsems > LK_SEMMSL || h->nwaiters == 0 ||
+	    h->nwaiters > MAX_WAITERS || !h->shared)
 		return "its header is corrupted (semaphore or waiter count)";
 	g = geometry(h->nsems, h->nwaiters);
-	if (h->sems_offset != g.sems_offset || h->waiters_offset != g.waiters_offset || h->size != g.size)
+	if (h->sems_offset != g.sems_offset || h->waiters_offset != g.waiters_offset ||
+	    h->size != g.size)
 		return "its header is corrupted (offsets)";
 	if (g.size > file_size)
 		return "it is shorter than its header says";
@@ -179,10 +188,12 @@ static int map_published(int fd, const char *name, void **region, size_t *size)
 		if (fstat(fd, &st) != 0)
 			return shm_error(errno, "cannot open semaphore set", name);
 		if ((size_t)st.st_size >= sizeof(struct semset_header)) {
-			map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+				   0);
 			if (map == MAP_FAILED)
 				return shm_error(errno, "cannot map semaphore set", name);
-			magic = __atomic_load_n(&((struct semset_header *)map)->magic, __ATOMIC_ACQUIRE);
+			magic = __atomic_load_n(&((struct semset_header *)map)->magic,
+						__ATOMIC_ACQUIRE);
 			if (magic == SEMSET_MAGIC) {
 				*region = map;
 				*size = (size_t)st.st_size;
@@ -190,11 +201,16 @@ static int map_published(int fd, const char *name, void **region, size_t *size)
 			}
 			munmap(map, (size_t)st.st_size);
 			if (magic != 0)
-				return lk__fail(-EINVAL, "%s is not a lowkey semaphore set (bad magic number)", name);
+				return lk__fail(
+					-EINVAL,
+					"%s is not a lowkey semaphore set (bad magic number)",
+					name);
 		}
 		if (waited >= OPEN_PATIENCE_MS)
-			return lk__fail(-ETIMEDOUT, "semaphore set %s is still being created after %d ms (its creator died?)",
-					name, OPEN_PATIENCE_MS);
+			return lk__fail(
+				-ETIMEDOUT,
+				"semaphore set %s is still being created after %d ms (its creator died?)",
+				name, OPEN_PATIENCE_MS);
 		sleep_ms(1);
 	}
 }
@@ -243,7 +259,8 @@ static int open_object(const char *name, struct stat *st)
 	}
 	if (!S_ISREG(st->st_mode)) {
 		close(fd);
-		return lk__fail(-EINVAL, "%s is not a lowkey semaphore set (not a regular file)", name);
+		return lk__fail(-EINVAL, "%s is not a lowkey semaphore set (not a regular file)",
+				name);
 	}
 	return fd;
 }
@@ -262,15 +279,19 @@ static int reopen_own(struct lk_semset **out, const char *name, unsigned int nse
 		return fd;
 	if (st.st_uid != geteuid()) {
 		close(fd);
-		return lk__fail(-EEXIST, "semaphore set %s exists and belongs to uid %u, not to you (uid %u): refusing "
-				"to take it over; lk_semset_open joins another user's set on purpose", name,
-				(unsigned int)st.st_uid, (unsigned int)geteuid());
+		return lk__fail(
+			-EEXIST,
+			"semaphore set %s exists and belongs to uid %u, not to you (uid %u): refusing "
+			"to take it over; lk_semset_open joins another user's set on purpose",
+			name, (unsigned int)st.st_uid, (unsigned int)geteuid());
 	}
 	if (st.st_mode & 0777 & ~mode) {
 		close(fd);
-		return lk__fail(-EEXIST, "semaphore set %s exists with mode 0%03o, wider than the 0%03o asked for: "
-				"refusing to share it with more users than asked; lk_semset_open joins it on purpose",
-				name, (unsigned int)(st.st_mode & 0777), (unsigned int)mode);
+		return lk__fail(
+			-EEXIST,
+			"semaphore set %s exists with mode 0%03o, wider than the 0%03o asked for: "
+			"refusing to share it with more users than asked; lk_semset_open joins it on purpose",
+			name, (unsigned int)(st.st_mode & 0777), (unsigned int)mode);
 	}
 	err = join(out, name, fd);
 	if (err == 0 && (*out)->nsems < nsems) {
@@ -278,12 +299,15 @@ static int reopen_own(struct lk_semset **out, const char *name, unsigned int nse
 
 		lk_semset_close(*out);
 		*out = NULL;
-		return lk__fail(-EINVAL, "semaphore set %s exists with %u semaphores, fewer than %u", name, has, nsems);
+		return lk__fail(-EINVAL,
+				"semaphore set %s exists with %u semaphores, fewer than %u", name,
+				has, nsems);
 	}
 	return err;
 }
 
-static int create_shared(struct lk_semset **out, const char *name, unsigned int nsems, unsigned int flags)
+static int create_shared(struct lk_semset **out, const char *name, unsigned int nsems,
+			 unsigned int flags)
 {
 	unsigned int nwaiters = waiter_slots(flags, nsems);
 	struct geometry g = geometry(nsems, nwaiters);
@@ -320,8 +344,9 @@ static int create_shared(struct lk_semset **out, const char *name, unsigned int 
 			munmap(region, g.size);
 		free(s);
 		shm_unlink(name);
-		return region == MAP_FAILED ? shm_error(err, "cannot map semaphore set", name)
-					    : lk__fail(-ENOMEM, "no memory for a semaphore set handle");
+		return region == MAP_FAILED ?
+			       shm_error(err, "cannot map semaphore set", name) :
+			       lk__fail(-ENOMEM, "no memory for a semaphore set handle");
 	}
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	init_region(s, region, nsems, nwaiters, true);
@@ -329,7 +354,8 @@ static int create_shared(struct lk_semset **out, const char *name, unsigned int 
 	return 0;
 }
 
-LK_API int lk_semset_create(struct lk_semset **out, const char *name, unsigned int nsems, unsigned int flags)
+LK_API int lk_semset_create(struct lk_semset **out, const char *name, unsigned int nsems,
+			    unsigned int flags)
 {
 	int err;
 
@@ -337,9 +363,11 @@ LK_API int lk_semset_create(struct lk_semset **out, const char *name, unsigned i
 		return lk__fail(-EINVAL, "lk_semset_create: NULL out");
 	*out = NULL;
 	if (nsems == 0 || nsems > LK_SEMMSL)
-		return lk__fail(-EINVAL, "a semaphore set has 1 to %u semaphores, not %u", LK_SEMMSL, nsems);
+		return lk__fail(-EINVAL, "a semaphore set has 1 to %u semaphores, not %u",
+				LK_SEMMSL, nsems);
 	if (flags & ~CREATE_FLAGS)
-		return lk__fail(-EINVAL, "lk_semset_create: unknown flags 0x%x", flags & ~CREATE_FLAGS);
+		return lk__fail(-EINVAL, "lk_semset_create: unknown flags 0x%x",
+				flags & ~CREATE_FLAGS);
 	if (!name)
 		return create_private(out, nsems);
 	err = check_name(name);
@@ -398,16 +426,22 @@ static int check(struct lk_semset *s, bool removing)
 {
 	const struct semset_header *h = s->hdr;
 
-	if ((!removing && __atomic_load_n(&s->corrupt, __ATOMIC_RELAXED)) || h->magic != SEMSET_MAGIC ||
-	    h->version != SEMSET_VERSION || h->nsems != s->nsems)
-		return lk__fail(-EINVAL, "semaphore set %s is corrupted (its header or queues were overwritten)",
-				s->shared ? s->name : "(private)");
+	if ((!removing && __atomic_load_n(&s->corrupt, __ATOMIC_RELAXED)) ||
+	    h->magic != SEMSET_MAGIC || h->version != SEMSET_VERSION || h->nsems != s->nsems)
+		return lk__fail(
+			-EINVAL,
+			"semaphore set %s is corrupted (its header or queues were overwritten)",
+			s->shared ? s->name : "(private)");
 	if (__atomic_load_n(&h->removed, __ATOMIC_ACQUIRE))
-		return lk__fail(-EIDRM, "semaphore set %s was removed", s->shared ? s->name : "(private)");
+		return lk__fail(-EIDRM, "semaphore set %s was removed",
+				s->shared ? s->name : "(private)");
 	if (!removing && __atomic_load_n(&h->broken, __ATOMIC_ACQUIRE))
-		return lk__fail(-ENOTRECOVERABLE, "semaphore set %s: a process died holding one of its locks, so it "
-				"may be half-updated and cannot be used any more; remove it (lk_semset_unlink) and "
-				"create it again", s->name);
+		return lk__fail(
+			-ENOTRECOVERABLE,
+			"semaphore set %s: a process died holding one of its locks, so it "
+			"may be half-updated and cannot be used any more; remove it (lk_semset_unlink) and "
+			"create it again",
+			s->name);
 	return 0;
 }
 
@@ -444,7 +478,8 @@ int lk__slot_alloc(struct lk_semset *s)
 		}
 		next = __atomic_load_n(&s->slots[top - 1].next_free, __ATOMIC_RELAXED);
 		fresh = (((head >> 32) + 1) << 32) | next;
-		if (__atomic_compare_exchange_n(&s->hdr->free_slots, &head, fresh, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		if (__atomic_compare_exchange_n(&s->hdr->free_slots, &head, fresh, true,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 			return (int)(top - 1);
 	}
 }
@@ -456,5 +491,6 @@ void lk__slot_free(struct lk_semset *s, unsigned int index)
 	do {
 		__atomic_store_n(&s->slots[index].next_free, (uint32_t)head, __ATOMIC_RELAXED);
 		fresh = (((head >> 32) + 1) << 32) | (index + 1);
-	} while (!__atomic_compare_exchange_n(&s->hdr->free_slots, &head, fresh, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	} while (!__atomic_compare_exchange_n(&s->hdr->free_slots, &head, fresh, true,
+					      __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }

@@ -25,7 +25,7 @@
 
 #include "sem/sem_internal.h"
 
-#define OP_FUTEX_WAKE 52	/* IORING_OP_FUTEX_WAKE (Linux 6.7), not in older headers */
+#define OP_FUTEX_WAKE 52 /* IORING_OP_FUTEX_WAKE (Linux 6.7), not in older headers */
 #define FUTEX2_SIZE_U32 0x02
 #define FUTEX2_PRIVATE 128
 
@@ -41,7 +41,7 @@ struct ring {
 	struct io_uring_cqe *cqes;
 };
 
-static int usable;	/* 0 not tried yet, 1 yes, -1 no */
+static int usable; /* 0 not tried yet, 1 yes, -1 no */
 static pthread_key_t ring_key;
 static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
 static __thread struct ring *my_ring;
@@ -71,7 +71,7 @@ static void forget_ring_in_child(void)
 {
 	if (my_ring) {
 		close(my_ring->fd);
-		my_ring = NULL;	/* the mappings are left: unmapping is the parent's business */
+		my_ring = NULL; /* the mappings are left: unmapping is the parent's business */
 	}
 	pthread_setspecific(ring_key, NULL);
 }
@@ -91,7 +91,8 @@ static bool supports_futex_wake(int fd)
 	if (!probe)
 		return false;
 	ok = syscall(SYS_io_uring_register, fd, IORING_REGISTER_PROBE, probe, 256) == 0 &&
-	     probe->last_op >= OP_FUTEX_WAKE && (probe->ops[OP_FUTEX_WAKE].flags & IO_URING_OP_SUPPORTED);
+	     probe->last_op >= OP_FUTEX_WAKE &&
+	     (probe->ops[OP_FUTEX_WAKE].flags & IO_URING_OP_SUPPORTED);
 	free(probe);
 	return ok;
 }
@@ -120,18 +121,19 @@ static struct ring *ring_new(void)
 			r->sq_map_size = r->cq_map_size;
 		r->cq_map_size = r->sq_map_size;
 	}
-	r->sq_map = mmap(NULL, r->sq_map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
-			 IORING_OFF_SQ_RING);
+	r->sq_map = mmap(NULL, r->sq_map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+			 r->fd, IORING_OFF_SQ_RING);
 	if (r->sq_map == MAP_FAILED)
 		goto fail;
-	r->cq_map = (p.features & IORING_FEAT_SINGLE_MMAP)
-			    ? r->sq_map
-			    : mmap(NULL, r->cq_map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
-				   IORING_OFF_CQ_RING);
+	r->cq_map = (p.features & IORING_FEAT_SINGLE_MMAP) ?
+			    r->sq_map :
+			    mmap(NULL, r->cq_map_size, PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_CQ_RING);
 	if (r->cq_map == MAP_FAILED)
 		goto fail;
 	r->sqes_size = p.sq_entries * sizeof(struct io_uring_sqe);
-	r->sqes = mmap(NULL, r->sqes_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQES);
+	r->sqes = mmap(NULL, r->sqes_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
+		       IORING_OFF_SQES);
 	if (r->sqes == MAP_FAILED)
 		goto fail;
 	r->sq_tail = (unsigned int *)((char *)r->sq_map + p.sq_off.tail);
@@ -185,8 +187,8 @@ static unsigned int ring_wake(struct ring *r, uint32_t **words, unsigned int n, 
 		sqe->flags = IOSQE_CQE_SKIP_SUCCESS;
 		sqe->fd = FUTEX2_SIZE_U32 | (shared ? 0 : FUTEX2_PRIVATE);
 		sqe->addr = (uint64_t)(uintptr_t)words[i];
-		sqe->off = 1;				/* addr2: wake one */
-		sqe->addr3 = FUTEX_BITSET_MATCH_ANY;	/* mask */
+		sqe->off = 1;			     /* addr2: wake one */
+		sqe->addr3 = FUTEX_BITSET_MATCH_ANY; /* mask */
 		sqe->user_data = i;
 		r->sq_array[index] = index;
 	}

@@ -62,20 +62,25 @@ static void fail_output(struct lk__trace *t, int err)
 	if (t->error)
 		return;
 	if (lk__perfetto_direct())
-		snprintf(t->error_msg, sizeof(t->error_msg),
-			 "writing the trace to %s failed (%s): tracing stopped there; what was written before "
-			 "is complete and readable", t->path, strerror(-err));
+		snprintf(
+			t->error_msg, sizeof(t->error_msg),
+			"writing the trace to %s failed (%s): tracing stopped there; what was written before "
+			"is complete and readable",
+			t->path, strerror(-err));
 	else if (t->config.format != LK_TRACE_CTF)
-		snprintf(t->error_msg, sizeof(t->error_msg),
-			 "writing the trace to %s failed (%s): tracing stopped there and %s was not written; "
-			 "the events recorded before are kept there as CTF (lowkey report reads it, lowkey "
-			 "convert writes it in another format)",
-			 t->ctf_dir, strerror(-err), t->path);
+		snprintf(
+			t->error_msg, sizeof(t->error_msg),
+			"writing the trace to %s failed (%s): tracing stopped there and %s was not written; "
+			"the events recorded before are kept there as CTF (lowkey report reads it, lowkey "
+			"convert writes it in another format)",
+			t->ctf_dir, strerror(-err), t->path);
 	else
-		snprintf(t->error_msg, sizeof(t->error_msg),
-			 "writing the trace to %s failed (%s): tracing stopped there; what was written before "
-			 "is complete and readable", t->ctf_dir, strerror(-err));
-	__atomic_store_n(&t->error, err, __ATOMIC_RELEASE);	/* after the message */
+		snprintf(
+			t->error_msg, sizeof(t->error_msg),
+			"writing the trace to %s failed (%s): tracing stopped there; what was written before "
+			"is complete and readable",
+			t->ctf_dir, strerror(-err));
+	__atomic_store_n(&t->error, err, __ATOMIC_RELEASE); /* after the message */
 	lk__registry_lock();
 	lk__probe_apply_rules_locked(false);
 	lk__registry_unlock();
@@ -85,8 +90,8 @@ static void fail_output(struct lk__trace *t, int err)
  * Records from rp to limit as a batch of Perfetto packets (perfetto_live.c). On an error those not
  * written are counted lost, and the trace fails.
  */
-static uint8_t *drain_perfetto(struct lk__trace *t, struct lk__probe_buffer *b, uint8_t *rp, uint8_t *limit,
-			       uint64_t now)
+static uint8_t *drain_perfetto(struct lk__trace *t, struct lk__probe_buffer *b, uint8_t *rp,
+			       uint8_t *limit, uint64_t now)
 {
 	const uint8_t *next, *after;
 	uint64_t events, rest = 0;
@@ -97,11 +102,11 @@ static uint8_t *drain_perfetto(struct lk__trace *t, struct lk__probe_buffer *b, 
 	if (err) {
 		fail_output(t, err);
 		after = lk__walk_records(next, limit, t->cputime, &rest);
-		__atomic_fetch_add(&b->lost, rest, __ATOMIC_RELAXED);	/* recorded, never written */
+		__atomic_fetch_add(&b->lost, rest, __ATOMIC_RELAXED); /* recorded, never written */
 		next = after;
 	}
 	if (next == rp) {
-		fail_output(t, -EIO);	/* not a record: cannot happen unless memory was corrupted */
+		fail_output(t, -EIO); /* not a record: cannot happen unless memory was corrupted */
 		return limit;
 	}
 	return (uint8_t *)next;
@@ -112,8 +117,8 @@ static uint8_t *drain_perfetto(struct lk__trace *t, struct lk__probe_buffer *b, 
  * are counted lost. Returns where the next run starts: after a pad, where it says (buffer.c). now:
  * a TSC read after committed was, to extend the records' 48-bit timestamps from.
  */
-static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8_t *rp, uint8_t *committed,
-			  uint64_t now)
+static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8_t *rp,
+			  uint8_t *committed, uint64_t now)
 {
 	uint8_t *end = b->data + b->cap, *limit = committed >= rp ? committed : end;
 	const uint8_t *next;
@@ -121,13 +126,13 @@ static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8
 	int err;
 
 	if (end - rp < LK__PROBE_HEADER) {
-		fail_output(t, -EIO);	/* the producer always leaves room for a pad */
+		fail_output(t, -EIO); /* the producer always leaves room for a pad */
 		return committed;
 	}
 	head = read_u64(rp);
 	if (lk__header_id(head) == LK__PAD_ID) {
 		if (b->data + (head >> 16) >= end) {
-			fail_output(t, -EIO);	/* cannot happen unless memory was corrupted */
+			fail_output(t, -EIO); /* cannot happen unless memory was corrupted */
 			return committed;
 		}
 		return b->data + (head >> 16);
@@ -141,12 +146,13 @@ static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8
 		err = lk__ctf_write_records(t, b, rp, limit, now, &next, &events);
 	}
 	if (next == rp) {
-		fail_output(t, -EIO);	/* not a record: cannot happen unless memory was corrupted */
+		fail_output(t, -EIO); /* not a record: cannot happen unless memory was corrupted */
 		return committed;
 	}
 	if (err) {
 		fail_output(t, err);
-		__atomic_fetch_add(&b->lost, events, __ATOMIC_RELAXED);	/* recorded, never written */
+		__atomic_fetch_add(&b->lost, events,
+				   __ATOMIC_RELAXED); /* recorded, never written */
 	} else {
 		b->events += events;
 		__atomic_fetch_add(&t->events, events, __ATOMIC_RELAXED);
@@ -186,8 +192,8 @@ static void unlink_buffer(struct lk__probe_buffer *b)
 	struct lk__probe_buffer *expected = b, **link;
 
 	/* Threads only push at the head; if b is the head, a push may race us: use CAS there. */
-	if (__atomic_compare_exchange_n(&lk__probe_buffers, &expected, b->next, false, __ATOMIC_ACQ_REL,
-					__ATOMIC_ACQUIRE))
+	if (__atomic_compare_exchange_n(&lk__probe_buffers, &expected, b->next, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return;
 	for (link = &expected->next; *link && *link != b; link = &(*link)->next)
 		;
@@ -200,7 +206,7 @@ static void unlink_and_free(struct lk__probe_buffer *b)
 	pthread_mutex_lock(&lk__probe_buffers_lock);
 	unlink_buffer(b);
 	pthread_mutex_unlock(&lk__probe_buffers_lock);
-	lk__buffer_free(b);	/* no walker can hold it now: they walk under the lock */
+	lk__buffer_free(b); /* no walker can hold it now: they walk under the lock */
 }
 
 /* The end of a buffer's part in this trace: its lost count goes to the total, its stream closes. */
@@ -209,7 +215,8 @@ static void retire_stream(struct lk__trace *t, struct lk__probe_buffer *b)
 	if (!lk__perfetto_direct()) {
 		report_lost(t, b);
 	} else if (!t->error) {
-		int err = lk__perfetto_direct_retire(b, __atomic_load_n(&b->lost, __ATOMIC_RELAXED));
+		int err =
+			lk__perfetto_direct_retire(b, __atomic_load_n(&b->lost, __ATOMIC_RELAXED));
 
 		if (err)
 			fail_output(t, err);
@@ -234,27 +241,29 @@ static void drain_all(struct lk__trace *t, bool final)
 		 */
 		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) != t->gen || b->retired) {
 			if (dead && __atomic_load_n(&b->gone, __ATOMIC_ACQUIRE))
-				unlink_and_free(b);	/* an exited thread, its records written */
+				unlink_and_free(b); /* an exited thread, its records written */
 			continue;
 		}
 		drain_buffer(t, b);
 		if (dead) {
-			retire_stream(t, b);	/* dead: nothing more will be committed */
+			retire_stream(t, b); /* dead: nothing more will be committed */
 			b->retired = true;
 			if (__atomic_load_n(&b->gone, __ATOMIC_ACQUIRE))
 				unlink_and_free(b);
 		} else if (final) {
-			retire_stream(t, b);	/* alive, kept for the thread's next trace */
+			retire_stream(t, b); /* alive, kept for the thread's next trace */
 		}
 	}
 	if (t->sched_state) {
-		int err = lk__sched_drain(t, final);	/* context switches, LK_TRACE_SCHED (sched.c) */
+		int err =
+			lk__sched_drain(t, final); /* context switches, LK_TRACE_SCHED (sched.c) */
 
 		if (err)
 			fail_output(t, err);
 	}
 	if (lk__perfetto_direct() && !t->error) {
-		int err = lk__perfetto_direct_drained();	/* whole packets in the file after every drain */
+		int err =
+			lk__perfetto_direct_drained(); /* whole packets in the file after every drain */
 
 		if (err)
 			fail_output(t, err);
@@ -263,7 +272,7 @@ static void drain_all(struct lk__trace *t, bool final)
 
 /* ---- overwrite mode ---- */
 
-#define MAX_DEAD_RINGS 64	/* exited threads' rings kept for the next snapshot */
+#define MAX_DEAD_RINGS 64 /* exited threads' rings kept for the next snapshot */
 
 /* The requested snapshots, as one: requests that arrive while it is taken are served by the next. */
 static void take_requested(struct lk__trace *t, unsigned int *served)
@@ -277,8 +286,8 @@ static void take_requested(struct lk__trace *t, unsigned int *served)
 	*served = asked;
 	err = lk__snapshot(NULL, &r, NULL, 0);
 	if (err && !t->snapshot_error) {
-		snprintf(t->snapshot_error_msg, sizeof(t->snapshot_error_msg), "a requested snapshot failed: %s",
-			 lk_last_error());
+		snprintf(t->snapshot_error_msg, sizeof(t->snapshot_error_msg),
+			 "a requested snapshot failed: %s", lk_last_error());
 		__atomic_store_n(&t->snapshot_error, err, __ATOMIC_RELEASE);
 	}
 }
@@ -295,13 +304,17 @@ static void keep_recent(struct lk__trace *t, bool final)
 
 	for (; b; b = next) {
 		bool ours = __atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) == t->gen;
-		bool gone = __atomic_load_n(&b->dead, __ATOMIC_ACQUIRE) && __atomic_load_n(&b->gone, __ATOMIC_ACQUIRE);
-		bool free_it = gone && (!ours || __atomic_load_n(&b->snapshotted, __ATOMIC_ACQUIRE) ||
-					++dead_kept > MAX_DEAD_RINGS);
+		bool gone = __atomic_load_n(&b->dead, __ATOMIC_ACQUIRE) &&
+			    __atomic_load_n(&b->gone, __ATOMIC_ACQUIRE);
+		bool free_it = gone &&
+			       (!ours || __atomic_load_n(&b->snapshotted, __ATOMIC_ACQUIRE) ||
+				++dead_kept > MAX_DEAD_RINGS);
 
 		next = b->next;
-		if (ours && (free_it || final))	/* once: final comes last, and a freed ring is gone */
-			__atomic_fetch_add(&t->lost, __atomic_load_n(&b->lost, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+		if (ours &&
+		    (free_it || final)) /* once: final comes last, and a freed ring is gone */
+			__atomic_fetch_add(&t->lost, __atomic_load_n(&b->lost, __ATOMIC_RELAXED),
+					   __ATOMIC_RELAXED);
 		if (free_it)
 			unlink_and_free(b);
 	}
@@ -322,7 +335,8 @@ static void wait_while_held(void)
 /* Sleep unless woken since `seen` (read before the drain that just ended). */
 static void sleep_until_woken(struct lk__trace *t, unsigned int seen)
 {
-	struct timespec timeout = { t->config.flush_ms / 1000, (long)(t->config.flush_ms % 1000) * 1000000 };
+	struct timespec timeout = { t->config.flush_ms / 1000,
+				    (long)(t->config.flush_ms % 1000) * 1000000 };
 
 	__atomic_store_n(&t->consumer_sleeping, 1, __ATOMIC_SEQ_CST);
 	if (!__atomic_load_n(&stop_requested, __ATOMIC_SEQ_CST))
@@ -346,7 +360,8 @@ static void *consumer_main(void *arg)
 			lk__snapshot_count_ahead();
 			keep_recent(t, false);
 			if (t->sched_state)
-				(void)lk__sched_drain(t, false);	/* kept for the snapshots: writes nothing */
+				(void)lk__sched_drain(
+					t, false); /* kept for the snapshots: writes nothing */
 		} else {
 			drain_all(t, false);
 		}
@@ -377,7 +392,8 @@ int lk__consumer_start(void)
 	err = pthread_create(&lk__trace.consumer, NULL, consumer_main, &lk__trace);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
-		return lk__fail(-err, "cannot start the trace's consumer thread: %s", strerror(err));
+		return lk__fail(-err, "cannot start the trace's consumer thread: %s",
+				strerror(err));
 	return 0;
 }
 

@@ -64,10 +64,10 @@
  * consumer, which come every 20 ms at most while switches are recorded (trace.c).
  */
 #define RING_PAGES 128
-#define CUT_NS 2000000			/* records younger than this at a pass wait for the next */
+#define CUT_NS 2000000 /* records younger than this at a pass wait for the next */
 #define MAX_CPUS 4096
-#define MAX_PACKET_SWITCHES 8192	/* 224 KiB of CTF at most */
-#define MAX_EXITED_KEPT 64		/* overwrite mode: exited threads whose switches wait for a snapshot */
+#define MAX_PACKET_SWITCHES 8192 /* 224 KiB of CTF at most */
+#define MAX_EXITED_KEPT 64 /* overwrite mode: exited threads whose switches wait for a snapshot */
 
 /* PERF_RECORD_SWITCH with sample_id_all and TID | TIME | CPU */
 struct switch_record {
@@ -78,7 +78,7 @@ struct switch_record {
 };
 
 struct cpu_ring {
-	int fd;				/* the event whose ring it is; -1 for a CPU that is not there */
+	int fd; /* the event whose ring it is; -1 for a CPU that is not there */
 	struct perf_event_mmap_page *page;
 	uint8_t *data;
 	size_t size;
@@ -98,53 +98,53 @@ struct exit_record {
 	uint32_t cpu, reserved;
 };
 
-#define EXITED 0xffff	/* pending.misc of a thread's exit */
+#define EXITED 0xffff /* pending.misc of a thread's exit */
 
 struct pending {
 	pid_t tid;
 	uint32_t cpu;
 	uint64_t raw_ns;
-	uint16_t misc;		/* PERF_RECORD_MISC_SWITCH_OUT[_PREEMPT], 0 (in), EXITED */
+	uint16_t misc; /* PERF_RECORD_MISC_SWITCH_OUT[_PREEMPT], 0 (in), EXITED */
 };
 
 /* Overwrite mode: a switch kept for the snapshots. */
 struct kept_switch {
 	uint64_t tsc;
 	uint32_t cpu;
-	uint16_t misc;			/* as pending.misc */
+	uint16_t misc; /* as pending.misc */
 };
 
 struct sched_thread {
 	pid_t tid;
-	int fd;				/* stream-TID-sched, opened at its first packet */
+	int fd; /* stream-TID-sched, opened at its first packet */
 	uint64_t packets;
 	uint64_t last_tsc;
 	/* overwrite mode: the newest n switches, in a ring of cap ending before next */
 	struct kept_switch *kept;
 	size_t cap, next, n;
-	uint64_t exited;		/* the thread's exit, counted from 1; 0: alive */
+	uint64_t exited; /* the thread's exit, counted from 1; 0: alive */
 };
 
 struct lk__sched {
 	struct cpu_ring *rings;
 	int ncpus;
-	int *fds;			/* events of the threads beyond the first, writing to the rings */
+	int *fds; /* events of the threads beyond the first, writing to the rings */
 	size_t nfds, capfds;
-	pid_t *covered;			/* threads given events at the start */
+	pid_t *covered; /* threads given events at the start */
 	size_t ncovered, capcovered;
-	struct sync_point sync[2];	/* the two latest; sync[1] newest */
+	struct sync_point sync[2]; /* the two latest; sync[1] newest */
 	int nsync;
 	struct pending *batch;
 	size_t nbatch, capbatch;
 	struct sched_thread *threads;
 	size_t nthreads, capthreads;
-	uint8_t *out;			/* a packet being built */
+	uint8_t *out; /* a packet being built */
 	size_t capout;
 	pid_t consumer_tid;
-	bool filter_pid;		/* no inherit_thread: forked children's records come too */
-	pthread_mutex_t lock;		/* the consumer's pass, or a snapshot */
-	size_t kept_cap;		/* overwrite mode: switches kept per thread; 0: streaming */
-	uint64_t exits;			/* overwrite mode: threads seen exiting */
+	bool filter_pid;      /* no inherit_thread: forked children's records come too */
+	pthread_mutex_t lock; /* the consumer's pass, or a snapshot */
+	size_t kept_cap;      /* overwrite mode: switches kept per thread; 0: streaming */
+	uint64_t exits;	      /* overwrite mode: threads seen exiting */
 };
 
 static uint64_t raw_ns(void)
@@ -221,7 +221,7 @@ static int open_switch_event(struct lk__sched *s, pid_t tid, int cpu)
 	a.type = PERF_TYPE_SOFTWARE;
 	a.config = PERF_COUNT_SW_DUMMY;
 	a.context_switch = 1;
-	a.task = 1;		/* the threads' exits: their streams are closed then */
+	a.task = 1; /* the threads' exits: their streams are closed then */
 	a.sample_id_all = 1;
 	a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
 	a.exclude_kernel = 1;
@@ -231,7 +231,7 @@ static int open_switch_event(struct lk__sched *s, pid_t tid, int cpu)
 	a.use_clockid = 1;
 	a.clockid = CLOCK_MONOTONIC_RAW;
 	fd = lk__perf_open(&a, tid, cpu, -1, 0, "a context-switch event");
-	if (fd == -EINVAL && !s->filter_pid) {	/* before Linux 5.13: no inherit_thread */
+	if (fd == -EINVAL && !s->filter_pid) { /* before Linux 5.13: no inherit_thread */
 		s->filter_pid = true;
 		return open_switch_event(s, tid, cpu);
 	}
@@ -256,10 +256,12 @@ static int open_rings(struct lk__sched *s, pid_t tid)
 		if (r->fd < 0)
 			return r->fd;
 		r->size = (size_t)RING_PAGES * (size_t)page;
-		m = mmap(NULL, r->size + (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+		m = mmap(NULL, r->size + (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd,
+			 0);
 		if (m == MAP_FAILED)
-			return lk__fail(-errno, "cannot map a context-switch ring (%zu KiB for CPU %d): %s", r->size >> 10,
-					cpu, strerror(errno));
+			return lk__fail(-errno,
+					"cannot map a context-switch ring (%zu KiB for CPU %d): %s",
+					r->size >> 10, cpu, strerror(errno));
 		r->page = m;
 		r->data = (uint8_t *)m + page;
 		have++;
@@ -279,7 +281,7 @@ static int cover_thread(struct lk__sched *s, pid_t tid)
 			continue;
 		fd = open_switch_event(s, tid, cpu);
 		if (fd == -ESRCH)
-			return 0;	/* it exited meanwhile */
+			return 0; /* it exited meanwhile */
 		if (fd < 0)
 			return fd;
 		err = push_fd(s, fd);
@@ -288,8 +290,10 @@ static int cover_thread(struct lk__sched *s, pid_t tid)
 			return lk__fail(err, "out of memory");
 		}
 		if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, s->rings[cpu].fd) != 0)
-			return lk__fail(-errno, "cannot send a thread's context switches to CPU %d's ring: %s", cpu,
-					strerror(errno));
+			return lk__fail(
+				-errno,
+				"cannot send a thread's context switches to CPU %d's ring: %s", cpu,
+				strerror(errno));
 	}
 	return 0;
 }
@@ -330,7 +334,8 @@ static int cover_new_threads(struct lk__sched *s)
 	int added = 0, err = 0;
 
 	if (!d)
-		return lk__fail(-errno, "cannot list this process's threads (/proc/self/task): %s", strerror(errno));
+		return lk__fail(-errno, "cannot list this process's threads (/proc/self/task): %s",
+				strerror(errno));
 	while (!err && (e = readdir(d))) {
 		pid_t tid = (pid_t)atoi(e->d_name);
 
@@ -402,14 +407,18 @@ int lk__sched_start(struct lk__trace *t)
 	s->ncpus = ncpus > 0 && ncpus <= MAX_CPUS ? (int)ncpus : 1;
 	pthread_mutex_init(&s->lock, NULL);
 	if (t->overwrite)
-		s->kept_cap = t->config.buffer_size / 8 / sizeof(struct kept_switch) > 1024
-				      ? t->config.buffer_size / 8 / sizeof(struct kept_switch) : 1024;
+		s->kept_cap = t->config.buffer_size / 8 / sizeof(struct kept_switch) > 1024 ?
+				      t->config.buffer_size / 8 / sizeof(struct kept_switch) :
+				      1024;
 	err = start(s);
 	if (err) {
 		snprintf(why, sizeof(why), "%s", lk_last_error());
 		sched_free(s, true);
-		return lk__fail(err, "cannot record context switches (LK_TRACE_SCHED, lowkey trace --sched): %s "
-				"Without it, the rest of the trace can be recorded.", why);
+		return lk__fail(
+			err,
+			"cannot record context switches (LK_TRACE_SCHED, lowkey trace --sched): %s "
+			"Without it, the rest of the trace can be recorded.",
+			why);
 	}
 	add_sync_point(s, take_sync_point());
 	t->sched_state = s;
@@ -445,7 +454,8 @@ static void ring_copy(const struct cpu_ring *r, uint64_t at, void *buf, size_t l
 /* Take the ring's records older than cut into the batch; the rest stays for the next pass. */
 static void drain_ring(struct lk__trace *t, struct lk__sched *s, struct cpu_ring *r, uint64_t cut)
 {
-	uint64_t head = __atomic_load_n(&r->page->data_head, __ATOMIC_ACQUIRE), tail = r->page->data_tail;
+	uint64_t head = __atomic_load_n(&r->page->data_head, __ATOMIC_ACQUIRE),
+		 tail = r->page->data_tail;
 	pid_t pid = getpid();
 
 	while (tail < head) {
@@ -453,13 +463,16 @@ static void drain_ring(struct lk__trace *t, struct lk__sched *s, struct cpu_ring
 			struct perf_event_header h;
 			struct switch_record sw;
 			struct exit_record exit;
-			struct { struct perf_event_header h; uint64_t id, lost; } lost;
+			struct {
+				struct perf_event_header h;
+				uint64_t id, lost;
+			} lost;
 		} rec;
 		struct perf_event_header h;
 
 		ring_copy(r, tail, &h, sizeof(h));
 		if (h.size < sizeof(h) || h.size > head - tail)
-			break;	/* cannot happen: the kernel writes whole records */
+			break; /* cannot happen: the kernel writes whole records */
 		memset(&rec, 0, sizeof(rec));
 		ring_copy(r, tail, &rec, h.size < sizeof(rec) ? h.size : sizeof(rec));
 		if (h.type == PERF_RECORD_SWITCH && h.size >= sizeof(rec.sw)) {
@@ -467,11 +480,12 @@ static void drain_ring(struct lk__trace *t, struct lk__sched *s, struct cpu_ring
 
 			if (rec.sw.time >= cut)
 				break;
-			if ((!s->filter_pid || (pid_t)rec.sw.pid == pid) && p.tid != s->consumer_tid &&
-			    push_pending(s, p) != 0)
+			if ((!s->filter_pid || (pid_t)rec.sw.pid == pid) &&
+			    p.tid != s->consumer_tid && push_pending(s, p) != 0)
 				__atomic_fetch_add(&t->sched_lost, 1, __ATOMIC_RELAXED);
 		} else if (h.type == PERF_RECORD_EXIT && h.size >= sizeof(rec.exit)) {
-			struct pending p = { (pid_t)rec.exit.tid, rec.exit.cpu, rec.exit.time, EXITED };
+			struct pending p = { (pid_t)rec.exit.tid, rec.exit.cpu, rec.exit.time,
+					     EXITED };
 
 			if (rec.exit.time >= cut)
 				break;
@@ -546,8 +560,8 @@ static size_t put_record(uint8_t *p, const struct pending *e, uint64_t tsc)
 }
 
 /* Overwrite mode: keep a switch, over the thread's oldest when its ring is full. */
-static void keep(struct lk__trace *t, struct lk__sched *s, struct sched_thread *th, const struct pending *e,
-		 uint64_t tsc)
+static void keep(struct lk__trace *t, struct lk__sched *s, struct sched_thread *th,
+		 const struct pending *e, uint64_t tsc)
 {
 	if (!th->kept) {
 		th->kept = malloc(s->kept_cap * sizeof(*th->kept));
@@ -597,12 +611,12 @@ static int take_thread(struct lk__trace *t, struct lk__sched *s, size_t from, si
 		uint64_t tsc = raw_to_tsc(s, t, s->batch[i].raw_ns);
 
 		if (i > from && by_thread_and_time(&s->batch[i - 1], &s->batch[i]) == 0)
-			continue;	/* the same switch from a thread's two sets of events */
+			continue; /* the same switch from a thread's two sets of events */
 		if (s->batch[i].misc == EXITED) {
 			exited = true;
 			continue;
 		}
-		if (tsc < th->last_tsc) {	/* later than the cut allowed for: out of order */
+		if (tsc < th->last_tsc) { /* later than the cut allowed for: out of order */
 			__atomic_fetch_add(&t->sched_lost, 1, __ATOMIC_RELAXED);
 			continue;
 		}
@@ -615,10 +629,12 @@ static int take_thread(struct lk__trace *t, struct lk__sched *s, size_t from, si
 			len += put_record(out + len, &s->batch[i], tsc);
 	}
 	if (events && !s->kept_cap)
-		err = lk__ctf_write_sched_packet(t, th->tid, &th->fd, &th->packets, out, len, first, last);
+		err = lk__ctf_write_sched_packet(t, th->tid, &th->fd, &th->packets, out, len, first,
+						 last);
 	if (exited && s->kept_cap && !th->exited)
 		kept_exited(s, th);
-	if (exited && th->fd >= 0) {	/* a thread's stream is closed when it exits, as its probes' is */
+	if (exited &&
+	    th->fd >= 0) { /* a thread's stream is closed when it exits, as its probes' is */
 		close(th->fd);
 		th->fd = -1;
 	}
@@ -662,7 +678,8 @@ int lk__sched_drain(struct lk__trace *t, bool final)
 }
 
 /* One thread's kept switches, oldest first, as packets of stream-TID-sched in out's directory. */
-static int put_kept(struct lk__trace *out, struct lk__sched *s, struct sched_thread *th, uint64_t *switches)
+static int put_kept(struct lk__trace *out, struct lk__sched *s, struct sched_thread *th,
+		    uint64_t *switches)
 {
 	size_t oldest = (th->next + th->cap - th->n) % th->cap;
 	uint64_t packets = 0;
@@ -672,7 +689,8 @@ static int put_kept(struct lk__trace *out, struct lk__sched *s, struct sched_thr
 	if (!buf)
 		return -ENOMEM;
 	for (size_t done = 0; done < th->n && !err;) {
-		size_t len = 0, count = th->n - done < MAX_PACKET_SWITCHES ? th->n - done : MAX_PACKET_SWITCHES;
+		size_t len = 0, count = th->n - done < MAX_PACKET_SWITCHES ? th->n - done :
+									     MAX_PACKET_SWITCHES;
 		uint64_t first = th->kept[(oldest + done) % th->cap].tsc, last = first;
 
 		for (size_t i = 0; i < count; i++) {
@@ -682,7 +700,8 @@ static int put_kept(struct lk__trace *out, struct lk__sched *s, struct sched_thr
 			len += put_record(buf + len, &e, k->tsc);
 			last = k->tsc;
 		}
-		err = lk__ctf_write_sched_packet(out, th->tid, &fd, &packets, buf, len, first, last);
+		err = lk__ctf_write_sched_packet(out, th->tid, &fd, &packets, buf, len, first,
+						 last);
 		done += count;
 	}
 	if (fd >= 0)
@@ -717,7 +736,7 @@ int lk__sched_snapshot(struct lk__trace *t, struct lk__trace *out, uint64_t *swi
 		if (!th->n)
 			continue;
 		err = put_kept(out, s, th, switches);
-		if (!err && th->exited) {	/* written: its switches need not wait any longer */
+		if (!err && th->exited) { /* written: its switches need not wait any longer */
 			free(th->kept);
 			th->kept = NULL;
 			th->n = th->next = 0;

@@ -62,11 +62,13 @@ size_t lk__record_size(const uint8_t *p, size_t avail, bool cputime)
 		return 0;
 	memcpy(&head, p, sizeof(head));
 	if (lk__header_id(head) > LK__MAX_EVENT_ID)
-		return 0;	/* a pad (LK__PAD_ID), which the table has no room for */
+		return 0; /* a pad (LK__PAD_ID), which the table has no room for */
 	l = &lk__record_layouts[lk__header_id(head)];
 	if (!__atomic_load_n(&l->valid, __ATOMIC_ACQUIRE))
 		return 0;
-	args = l->strings ? lk__payload_size(l->arg_types, l->nargs, p + fixed, avail - fixed, &ok) : 8u * l->nargs;
+	args = l->strings ?
+		       lk__payload_size(l->arg_types, l->nargs, p + fixed, avail - fixed, &ok) :
+		       8u * l->nargs;
 	return ok && fixed + args <= avail ? fixed + args : 0;
 }
 
@@ -75,7 +77,7 @@ size_t lk__record_size(const uint8_t *p, size_t avail, bool cputime)
  * its size, so the walk (a chain of dependent loads) skips the layout table for most records.
  */
 struct walker {
-	uint32_t id;		/* the last event's, UINT32_MAX when it has strings */
+	uint32_t id; /* the last event's, UINT32_MAX when it has strings */
 	size_t size;
 	bool cputime;
 };
@@ -90,7 +92,8 @@ static inline size_t walk(struct walker *w, const uint8_t *p, size_t avail)
 	if (id == w->id && w->size <= avail)
 		return w->size;
 	w->size = lk__record_size(p, avail, w->cputime);
-	w->id = w->size && !lk__record_layouts[id].strings ? id : UINT32_MAX;	/* valid: read above */
+	w->id = w->size && !lk__record_layouts[id].strings ? id :
+							     UINT32_MAX; /* valid: read above */
 	return w->size;
 }
 
@@ -132,7 +135,7 @@ struct held {
 	unsigned int area;
 	const uint8_t *start;
 	size_t len;
-	bool closed;		/* the producer has left it: len is all of it */
+	bool closed; /* the producer has left it: len is all of it */
 };
 
 static uint8_t *area_base(const struct lk__probe_buffer *b, unsigned int a)
@@ -161,7 +164,8 @@ static bool hold(struct lk__probe_buffer *b, uint64_t s, struct held *h)
 	h->closed = !(state & LK__AREA_WRITING);
 	if (!h->closed) {
 		hold_window();
-		committed = lk__buffer_committed(b);	/* acquire: the records below it, and ar->seq */
+		committed =
+			lk__buffer_committed(b); /* acquire: the records below it, and ar->seq */
 		/*
 		 * The producer clears WRITING before it commits in another area: if the area is
 		 * still WRITING now, committed is in it or has not got to it. Its range alone does
@@ -169,11 +173,11 @@ static bool hold(struct lk__probe_buffer *b, uint64_t s, struct held *h)
 		 * area, empty): read as this one's, that took in the stale bytes past its used.
 		 */
 		if (!(__atomic_load_n(&ar->state, __ATOMIC_ACQUIRE) & LK__AREA_WRITING)) {
-			h->closed = true;	/* closed meanwhile: used is all of it */
+			h->closed = true; /* closed meanwhile: used is all of it */
 		} else if (committed > base && committed <= base + b->area_size) {
 			h->len = committed - base;
 		} else {
-			let_go(b, a);	/* started, nothing committed in it yet */
+			let_go(b, a); /* started, nothing committed in it yet */
 			return false;
 		}
 	}
@@ -189,17 +193,17 @@ static bool hold(struct lk__probe_buffer *b, uint64_t s, struct held *h)
 /* ---- writing ---- */
 
 struct snapshot {
-	struct lk__trace out;		/* the snapshot's CTF trace: clocks, directory, uuid, bytes */
-	uint64_t now;			/* a TSC read at the start, to extend records' timestamps from */
+	struct lk__trace out; /* the snapshot's CTF trace: clocks, directory, uuid, bytes */
+	uint64_t now;	      /* a TSC read at the start, to extend records' timestamps from */
 	struct lk__snapshot_result *r;
 };
 
 /* One thread's stream: what its packets need to say. */
 struct stream {
-	struct lk__probe_buffer file;	/* tid, fd, packets, lost: what lk__ctf_write_packet reads */
+	struct lk__probe_buffer file; /* tid, fd, packets, lost: what lk__ctf_write_packet reads */
 	const struct lk__probe_buffer *b;
-	uint64_t dropped;		/* the thread's dropped events, read once */
-	uint64_t before;		/* events the thread recorded before the next one to write */
+	uint64_t dropped; /* the thread's dropped events, read once */
+	uint64_t before;  /* events the thread recorded before the next one to write */
 	uint64_t written;
 	bool named;
 };
@@ -217,7 +221,8 @@ static int put_name(struct snapshot *sn, struct stream *st, uint64_t tsc48)
 	memcpy(rec + at, st->b->name, len);
 	st->named = true;
 	st->file.lost = 0;
-	return lk__ctf_write_records(&sn->out, &st->file, rec, rec + at + len + 1, sn->now, &next, &n);
+	return lk__ctf_write_records(&sn->out, &st->file, rec, rec + at + len + 1, sn->now, &next,
+				     &n);
 }
 
 /* The records of one held sub-buffer, in packets of at most 256 KiB. */
@@ -229,13 +234,14 @@ static int put_area(struct snapshot *sn, struct stream *st, const struct held *h
 	*events = 0;
 	if (p < end && !st->named)
 		err = put_name(sn, st, tsc48_at(p));
-	st->file.lost = st->dropped + (st->before - st->written);	/* the packets' events_discarded */
+	st->file.lost =
+		st->dropped + (st->before - st->written); /* the packets' events_discarded */
 	while (p < end && !err) {
 		uint64_t n;
 
 		err = lk__ctf_write_records(&sn->out, &st->file, p, end, sn->now, &next, &n);
 		if (next == p)
-			return err ? err : -EIO;	/* cannot happen: the producer wrote them whole */
+			return err ? err : -EIO; /* cannot happen: the producer wrote them whole */
 		*events += n;
 		p = next;
 	}
@@ -243,29 +249,32 @@ static int put_area(struct snapshot *sn, struct stream *st, const struct held *h
 }
 
 /* Sub-buffers newest - LK__SLOTS + 1 .. newest of a thread, oldest first, those still there. */
-static int put_sub_buffers(struct snapshot *sn, struct lk__probe_buffer *b, struct stream *st, uint64_t newest)
+static int put_sub_buffers(struct snapshot *sn, struct lk__probe_buffer *b, struct stream *st,
+			   uint64_t newest)
 {
 	int err = 0;
 
-	for (uint64_t s = newest >= LK__SLOTS - 1 ? newest - (LK__SLOTS - 1) : 0; s <= newest && !err; s++) {
+	for (uint64_t s = newest >= LK__SLOTS - 1 ? newest - (LK__SLOTS - 1) : 0;
+	     s <= newest && !err; s++) {
 		struct held h;
 		uint64_t n = 0;
 
 		if (!hold(b, s, &h)) {
-			st->before = LK__NONE;	/* a gap: the next one says what came before it */
+			st->before = LK__NONE; /* a gap: the next one says what came before it */
 			continue;
 		}
 		if (st->before == LK__NONE) {
 			st->before = __atomic_load_n(&b->areas[h.area].first, __ATOMIC_ACQUIRE);
 			if (st->before == LK__NONE)
-				st->before = st->written;	/* cannot happen (see buffer.c): claim no loss */
+				st->before =
+					st->written; /* cannot happen (see buffer.c): claim no loss */
 		}
 		err = put_area(sn, st, &h, &n);
 		if (h.closed) {
 			uint64_t none = LK__NONE;
 
-			__atomic_compare_exchange_n(&b->areas[h.area].count, &none, n, false, __ATOMIC_RELAXED,
-						    __ATOMIC_RELAXED);
+			__atomic_compare_exchange_n(&b->areas[h.area].count, &none, n, false,
+						    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 		}
 		let_go(b, h.area);
 		st->written += n;
@@ -288,7 +297,7 @@ static int put_thread(struct snapshot *sn, struct lk__probe_buffer *b)
 	int err = 0;
 
 	if (__atomic_load_n(&b->seq, __ATOMIC_ACQUIRE) == LK__NONE)
-		return 0;	/* nothing recorded yet */
+		return 0; /* nothing recorded yet */
 	st.file.tid = b->tid;
 	st.file.fd = -1;
 	st.dropped = __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
@@ -300,11 +309,13 @@ static int put_thread(struct snapshot *sn, struct lk__probe_buffer *b)
 		close(st.file.fd);
 		sn->r->threads++;
 		sn->r->events += st.written;
-		sn->r->discarded += st.dropped + (st.before == LK__NONE ? 0 : st.before - st.written);
-		sn->out.lost += st.dropped;	/* the metadata's lowkey_dropped */
+		sn->r->discarded +=
+			st.dropped + (st.before == LK__NONE ? 0 : st.before - st.written);
+		sn->out.lost += st.dropped; /* the metadata's lowkey_dropped */
 	}
 	if (dead)
-		__atomic_store_n(&b->snapshotted, true, __ATOMIC_RELEASE);	/* the consumer may free it */
+		__atomic_store_n(&b->snapshotted, true,
+				 __ATOMIC_RELEASE); /* the consumer may free it */
 	return err;
 }
 
@@ -320,7 +331,8 @@ static uint64_t tsc_rate(const struct lk__trace *t)
 	tsc = lk__probe_tsc();
 	mono = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	if (mono - t->monotonic0_ns > 200000000u && tsc > t->tsc0)
-		return (uint64_t)((double)(tsc - t->tsc0) * 1e9 / (double)(mono - t->monotonic0_ns));
+		return (uint64_t)((double)(tsc - t->tsc0) * 1e9 /
+				  (double)(mono - t->monotonic0_ns));
 	return t->tsc_hz;
 }
 
@@ -344,19 +356,23 @@ static int next_path(char *out, size_t len, bool file)
 	struct lk__trace *t = &lk__trace;
 
 	for (int tries = 0; tries < MAX_NAME_TRIES; tries++, t->snapshots++) {
-		int n = t->snapshots ? snprintf(out, len, "%s.%u", t->path, t->snapshots) : snprintf(out, len, "%s", t->path);
+		int n = t->snapshots ? snprintf(out, len, "%s.%u", t->path, t->snapshots) :
+				       snprintf(out, len, "%s", t->path);
 		int fd;
 
 		if (n < 0 || (size_t)n >= len)
-			return lk__fail(-ENAMETOOLONG, "lk_trace_snapshot: the snapshot's name is too long");
+			return lk__fail(-ENAMETOOLONG,
+					"lk_trace_snapshot: the snapshot's name is too long");
 		fd = open_output(out, file, true);
 		if (fd != -EEXIST) {
 			t->snapshots += fd >= 0;
 			return fd;
 		}
 	}
-	return lk__fail(-EEXIST, "lk_trace_snapshot: %s and its next %d numbered names are in use: give a path",
-			t->path, MAX_NAME_TRIES);
+	return lk__fail(
+		-EEXIST,
+		"lk_trace_snapshot: %s and its next %d numbered names are in use: give a path",
+		t->path, MAX_NAME_TRIES);
 }
 
 static int absolute_path(const char *path, char *out, size_t len)
@@ -367,7 +383,8 @@ static int absolute_path(const char *path, char *out, size_t len)
 	if (path[0] == '/')
 		n = snprintf(out, len, "%s", path);
 	else if (!getcwd(cwd, sizeof(cwd)))
-		return lk__fail(-errno, "lk_trace_snapshot: cannot resolve %s: %s", path, strerror(errno));
+		return lk__fail(-errno, "lk_trace_snapshot: cannot resolve %s: %s", path,
+				strerror(errno));
 	else
 		n = snprintf(out, len, "%s/%s", cwd, path);
 	if (n < 0 || (size_t)n >= len)
@@ -388,14 +405,16 @@ static int put_threads(struct snapshot *sn)
 
 	/* Only the consumer frees buffers, and it does so holding this lock. */
 	pthread_mutex_lock(&lk__probe_buffers_lock);
-	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b && !err; b = b->next)
+	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE);
+	     b && !err; b = b->next)
 		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) == gen && b->overwrite)
 			err = put_thread(sn, b);
 	pthread_mutex_unlock(&lk__probe_buffers_lock);
 	if (!err && t->sched) {
 		uint64_t switches;
 
-		err = lk__sched_snapshot(t, &sn->out, &switches);	/* the switches kept, LK_TRACE_SCHED */
+		err = lk__sched_snapshot(t, &sn->out,
+					 &switches); /* the switches kept, LK_TRACE_SCHED */
 	}
 	if (!err) {
 		lk__registry_lock();
@@ -403,7 +422,8 @@ static int put_threads(struct snapshot *sn)
 		lk__registry_unlock();
 	}
 	if (err)
-		return lk__fail(err, "writing the snapshot to %s failed: %s", sn->out.ctf_dir, strerror(-err));
+		return lk__fail(err, "writing the snapshot to %s failed: %s", sn->out.ctf_dir,
+				strerror(-err));
 	return 0;
 }
 
@@ -411,7 +431,8 @@ static int put_threads(struct snapshot *sn)
  * The snapshot into fd, path's (which this closes): as CTF, the directory itself; else as CTF in
  * a directory beside path, converted into the file in the trace's format.
  */
-static int take(const char *path, int fd, enum lk_trace_format format, struct lk__snapshot_result *r)
+static int take(const char *path, int fd, enum lk_trace_format format,
+		struct lk__snapshot_result *r)
 {
 	struct lk__trace *t = &lk__trace;
 	struct snapshot sn = { .r = r };
@@ -420,14 +441,16 @@ static int take(const char *path, int fd, enum lk_trace_format format, struct lk
 	int err;
 
 	memset(r, 0, sizeof(*r));
-	if (convert && (snprintf(ctf, sizeof(ctf), "%s.ctf-XXXXXX", path) >= (int)sizeof(ctf) || !mkdtemp(ctf))) {
-		err = lk__fail(-errno, "cannot create a directory beside %s: %s", path, strerror(errno));
+	if (convert && (snprintf(ctf, sizeof(ctf), "%s.ctf-XXXXXX", path) >= (int)sizeof(ctf) ||
+			!mkdtemp(ctf))) {
+		err = lk__fail(-errno, "cannot create a directory beside %s: %s", path,
+			       strerror(errno));
 		close(fd);
 		return err;
 	}
 	if (!convert)
 		snprintf(ctf, sizeof(ctf), "%s", path);
-	sn.out.dir_fd = convert ? -1 : fd;	/* closed by lk__ctf_close */
+	sn.out.dir_fd = convert ? -1 : fd; /* closed by lk__ctf_close */
 	sn.out.out_fd = -1;
 	sn.out.ctf_dir = ctf;
 	sn.out.path = ctf;
@@ -445,7 +468,8 @@ static int take(const char *path, int fd, enum lk_trace_format format, struct lk
 	lk__ctf_close(&sn.out);
 	r->bytes = sn.out.bytes;
 	if (!err && convert) {
-		err = lk__trace_convert_fd(ctf, fd, path, format, lk__progress_thread_sink(), msg, sizeof(msg));
+		err = lk__trace_convert_fd(ctf, fd, path, format, lk__progress_thread_sink(), msg,
+					   sizeof(msg));
 		if (err)
 			lk__fail(err, "%s", msg);
 	}
@@ -461,12 +485,13 @@ int lk__snapshot(const char *path, struct lk__snapshot_result *r, char *written,
 	struct lk__trace *t = &lk__trace;
 	enum lk_trace_format format = t->config.format;
 	bool file = format != LK_TRACE_CTF;
-	char out[PATH_MAX - 32] = "";	/* room for the CTF beside a JSON or Perfetto snapshot */
+	char out[PATH_MAX - 32] = ""; /* room for the CTF beside a JSON or Perfetto snapshot */
 	int err, fd;
 
 	pthread_mutex_lock(&snapshot_lock);
 	if (path)
-		fd = (err = absolute_path(path, out, sizeof(out))) ? err : open_output(out, file, false);
+		fd = (err = absolute_path(path, out, sizeof(out))) ? err :
+								     open_output(out, file, false);
 	else
 		fd = next_path(out, sizeof(out), file);
 	err = fd < 0 ? fd : take(out, fd, format, r);
@@ -501,10 +526,13 @@ static void count_area(struct lk__probe_buffer *b, unsigned int a)
 	state = __atomic_fetch_or(&ar->state, LK__AREA_READING, __ATOMIC_ACQ_REL);
 	if (!(state & LK__AREA_WRITING)) {
 		const uint8_t *start = area_base(b, a);
-		uint64_t n = lk__count_records(start, start + __atomic_load_n(&ar->used, __ATOMIC_RELAXED),
-					       lk__trace.cputime), none = LK__NONE;
+		uint64_t n = lk__count_records(start,
+					       start + __atomic_load_n(&ar->used, __ATOMIC_RELAXED),
+					       lk__trace.cputime),
+			 none = LK__NONE;
 
-		__atomic_compare_exchange_n(&ar->count, &none, n, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		__atomic_compare_exchange_n(&ar->count, &none, n, false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
 	}
 	let_go(b, a);
 }
@@ -514,8 +542,9 @@ void lk__snapshot_count_ahead(void)
 	unsigned int gen = __atomic_load_n(&lk__trace.gen, __ATOMIC_ACQUIRE);
 
 	if (pthread_mutex_trylock(&snapshot_lock) != 0)
-		return;	/* a snapshot counts what it writes */
-	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b; b = b->next)
+		return; /* a snapshot counts what it writes */
+	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b;
+	     b = b->next)
 		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) == gen && b->overwrite &&
 		    __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE) != LK__NONE)
 			for (unsigned int a = 0; a <= LK__SLOTS; a++)

@@ -69,14 +69,18 @@ static int check_config(const struct lk_trace_config *c)
 {
 	if (!c || !c->path || !*c->path)
 		return lk__fail(-EINVAL, "lk_trace_start: no output path");
-	if (c->format != LK_TRACE_CTF && c->format != LK_TRACE_JSON && c->format != LK_TRACE_PERFETTO)
+	if (c->format != LK_TRACE_CTF && c->format != LK_TRACE_JSON &&
+	    c->format != LK_TRACE_PERFETTO)
 		return lk__fail(-EINVAL, "lk_trace_start: unknown format %d", (int)c->format);
 	if (c->buffer_size > MAX_BUFFER)
-		return lk__fail(-EINVAL, "lk_trace_start: buffer_size %zu is over the limit of %u bytes",
+		return lk__fail(-EINVAL,
+				"lk_trace_start: buffer_size %zu is over the limit of %u bytes",
 				c->buffer_size, MAX_BUFFER);
 	if (c->buffer_size && c->buffer_size < 4096)
-		return lk__fail(-EINVAL, "lk_trace_start: buffer_size %zu is under 4096 bytes", c->buffer_size);
-	if (c->flags & ~(unsigned int)(LK_TRACE_CPUTIME | LK_TRACE_FIXED_BUFFER | LK_TRACE_OVERWRITE | LK_TRACE_SCHED))
+		return lk__fail(-EINVAL, "lk_trace_start: buffer_size %zu is under 4096 bytes",
+				c->buffer_size);
+	if (c->flags & ~(unsigned int)(LK_TRACE_CPUTIME | LK_TRACE_FIXED_BUFFER |
+				       LK_TRACE_OVERWRITE | LK_TRACE_SCHED))
 		return lk__fail(-EINVAL, "lk_trace_start: unknown flags %#x", c->flags);
 	return 0;
 }
@@ -109,7 +113,8 @@ static int prepare_output(struct lk__trace *t, const char *path)
 	t->path = absolute(path);
 	if (!t->path)
 		return lk__fail(-ENOMEM, "lk_trace_start: out of memory");
-	fd = lk__out_open(t->path, file ? LK__OUT_REPLACE : LK__OUT_DIR | LK__OUT_EMPTY, NULL, msg, sizeof(msg));
+	fd = lk__out_open(t->path, file ? LK__OUT_REPLACE : LK__OUT_DIR | LK__OUT_EMPTY, NULL, msg,
+			  sizeof(msg));
 	if (fd < 0)
 		return lk__fail(fd, "lk_trace_start: %s", msg);
 	if (!file) {
@@ -119,7 +124,8 @@ static int prepare_output(struct lk__trace *t, const char *path)
 	}
 	t->out_fd = fd;
 	if (asprintf(&t->ctf_dir, "%s.ctf-XXXXXX", t->path) < 0 || !mkdtemp(t->ctf_dir))
-		return lk__fail(-errno, "cannot create a directory beside %s: %s", t->path, strerror(errno));
+		return lk__fail(-errno, "cannot create a directory beside %s: %s", t->path,
+				strerror(errno));
 	return 0;
 }
 
@@ -137,7 +143,8 @@ static void measure_tsc_rate(struct lk__trace *t)
 	uint64_t mono = clock_ns(CLOCK_MONOTONIC), tsc = lk__probe_tsc();
 
 	if (mono - t->monotonic0_ns > 200000000u && tsc > t->tsc0)
-		t->tsc_hz = (uint64_t)((double)(tsc - t->tsc0) * 1e9 / (double)(mono - t->monotonic0_ns));
+		t->tsc_hz = (uint64_t)((double)(tsc - t->tsc0) * 1e9 /
+				       (double)(mono - t->monotonic0_ns));
 }
 
 void lk__trace_sites_failed(int err, const char *where)
@@ -146,9 +153,10 @@ void lk__trace_sites_failed(int err, const char *where)
 
 	if (t->sites_error)
 		return;
-	snprintf(t->sites_error_msg, sizeof(t->sites_error_msg),
-		 "probe sites in %s could not be turned on, so their events are missing from the trace: %s",
-		 where, lk_last_error());
+	snprintf(
+		t->sites_error_msg, sizeof(t->sites_error_msg),
+		"probe sites in %s could not be turned on, so their events are missing from the trace: %s",
+		where, lk_last_error());
 	t->sites_error = err;
 }
 
@@ -159,7 +167,7 @@ static int start_locked(const struct lk_trace_config *config)
 
 	memset(&t->config, 0, sizeof(t->config));
 	t->config = *config;
-	t->config.path = NULL;	/* the caller's string: t->path holds our copy */
+	t->config.path = NULL; /* the caller's string: t->path holds our copy */
 	if (!t->config.buffer_size)
 		t->config.buffer_size = DEFAULT_BUFFER;
 	if (!t->config.flush_ms)
@@ -186,7 +194,9 @@ static int start_locked(const struct lk_trace_config *config)
 
 	/* A flight recorder writes nothing until a snapshot (snapshot.c), which makes its own output. */
 	if (t->overwrite)
-		err = (t->path = absolute(config->path)) ? 0 : lk__fail(-ENOMEM, "lk_trace_start: out of memory");
+		err = (t->path = absolute(config->path)) ?
+			      0 :
+			      lk__fail(-ENOMEM, "lk_trace_start: out of memory");
 	else
 		err = prepare_output(t, config->path);
 	if (!err && !t->overwrite)
@@ -195,7 +205,8 @@ static int start_locked(const struct lk_trace_config *config)
 		goto fail;
 	snapshot_clocks(t);
 	if (t->sched && t->config.flush_ms > LK__SCHED_FLUSH_MS)
-		t->config.flush_ms = LK__SCHED_FLUSH_MS;	/* the kernel's rings fill faster than ours */
+		t->config.flush_ms =
+			LK__SCHED_FLUSH_MS; /* the kernel's rings fill faster than ours */
 	if (t->sched && (err = lk__sched_start(t)) != 0)
 		goto fail;
 	__atomic_add_fetch(&t->gen, 1, __ATOMIC_RELEASE);
@@ -203,14 +214,16 @@ static int start_locked(const struct lk_trace_config *config)
 	lk__registry_lock();
 	err = t->overwrite ? 0 : lk__ctf_write_metadata(t);
 	lk__registry_unlock();
-	if (!err && t->config.format == LK_TRACE_PERFETTO && !t->overwrite)	/* a flight recorder converts snapshots */
-		lk__perfetto_live_start(t);	/* the consumer writes it; if it cannot, converted at stop */
+	if (!err && t->config.format == LK_TRACE_PERFETTO &&
+	    !t->overwrite) /* a flight recorder converts snapshots */
+		lk__perfetto_live_start(
+			t); /* the consumer writes it; if it cannot, converted at stop */
 	if (!err)
 		err = lk__consumer_start();
 	if (err)
 		goto fail;
 	__atomic_store_n(&t->running, true, __ATOMIC_RELEASE);
-	lk__probe_buffers_retarget();	/* threads with a buffer from an earlier trace re-attach */
+	lk__probe_buffers_retarget(); /* threads with a buffer from an earlier trace re-attach */
 
 	lk__registry_lock();
 	err = lk__probe_apply_rules_locked(true);
@@ -239,7 +252,8 @@ LK_API int lk_trace_start(const struct lk_trace_config *config)
 		return err;
 	pthread_mutex_lock(&lk__trace_mutex);
 	if (lk__trace.running)
-		err = lk__fail(-EBUSY, "lk_trace_start: a trace is already running in this process (to %s)",
+		err = lk__fail(-EBUSY,
+			       "lk_trace_start: a trace is already running in this process (to %s)",
 			       lk__trace.path);
 	else
 		err = start_locked(config);
@@ -275,14 +289,14 @@ static int stop_locked(void)
 		err = t->error;
 	}
 	if (!err && t->config.format != LK_TRACE_CTF && !t->overwrite) {
-		err = lk__trace_convert_fd(t->ctf_dir, t->out_fd, t->path, t->config.format, lk__progress_stop_sink(),
-					   msg, sizeof(msg));
+		err = lk__trace_convert_fd(t->ctf_dir, t->out_fd, t->path, t->config.format,
+					   lk__progress_stop_sink(), msg, sizeof(msg));
 		if (err)
 			lk__fail(err, "%s", msg);
 		else
 			lk__remove_ctf(t->ctf_dir);
 	}
-	lk__perfetto_live_cancel();	/* not converted: the trace failed */
+	lk__perfetto_live_cancel(); /* not converted: the trace failed */
 	if (!err && t->sites_error)
 		err = lk__fail(t->sites_error, "%s", t->sites_error_msg);
 	if (!err && t->snapshot_error)
@@ -314,9 +328,12 @@ int lk__trace_snapshot(const char *path, struct lk__snapshot_result *r, char *wr
 	if (!lk__trace.running || lk__trace.stopping)
 		err = lk__fail(-ENOENT, "lk_trace_snapshot: no trace is running");
 	else if (!lk__trace.overwrite)
-		err = lk__fail(-EINVAL, "lk_trace_snapshot: the running trace streams everything to %s; snapshots are "
-			       "for a flight recorder, a trace started with LK_TRACE_OVERWRITE (lowkey trace --overwrite, "
-			       "LOWKEY_TRACE_MODE=overwrite)", lk__trace.path);
+		err = lk__fail(
+			-EINVAL,
+			"lk_trace_snapshot: the running trace streams everything to %s; snapshots are "
+			"for a flight recorder, a trace started with LK_TRACE_OVERWRITE (lowkey trace --overwrite, "
+			"LOWKEY_TRACE_MODE=overwrite)",
+			lk__trace.path);
 	else
 		err = lk__snapshot(path, r, written, len);
 	pthread_mutex_unlock(&lk__trace_mutex);
@@ -331,12 +348,13 @@ int lk__trace_exit_snapshot(void)
 
 	if (!__atomic_exchange_n(&t->snapshot_at_exit, false, __ATOMIC_ACQ_REL))
 		return 0;
-	lk_trace_snapshot_signal(0);	/* none may come in after this one */
-	__atomic_store_n(&t->last_snapshot, true, __ATOMIC_RELEASE);	/* the consumer may be taking one */
+	lk_trace_snapshot_signal(0); /* none may come in after this one */
+	__atomic_store_n(&t->last_snapshot, true,
+			 __ATOMIC_RELEASE); /* the consumer may be taking one */
 	err = lk__trace_snapshot(NULL, &r, NULL, 0);
 	if (err && !t->snapshot_error) {
-		snprintf(t->snapshot_error_msg, sizeof(t->snapshot_error_msg), "the snapshot at exit failed: %s",
-			 lk_last_error());
+		snprintf(t->snapshot_error_msg, sizeof(t->snapshot_error_msg),
+			 "the snapshot at exit failed: %s", lk_last_error());
 		__atomic_store_n(&t->snapshot_error, err, __ATOMIC_RELEASE);
 	}
 	return err;
@@ -351,8 +369,9 @@ LK_API int lk_trace_snapshot(const char *path)
 
 LK_API int lk_trace_snapshot_request(void)
 {
-	if (!__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) || !__atomic_load_n(&lk__trace.overwrite, __ATOMIC_RELAXED))
-		return -ENOENT;	/* no message: lk__fail is not async-signal-safe */
+	if (!__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE) ||
+	    !__atomic_load_n(&lk__trace.overwrite, __ATOMIC_RELAXED))
+		return -ENOENT; /* no message: lk__fail is not async-signal-safe */
 	__atomic_fetch_add(&lk__trace.snapshot_requests, 1, __ATOMIC_RELEASE);
 	lk__consumer_wake();
 	return 0;
@@ -369,13 +388,15 @@ static void snapshot_on_signal(int sig, siginfo_t *info, void *ctx)
 	errno = saved;
 	if (snapshot_old_action.sa_flags & SA_SIGINFO)
 		snapshot_old_action.sa_sigaction(sig, info, ctx);
-	else if (snapshot_old_action.sa_handler != SIG_DFL && snapshot_old_action.sa_handler != SIG_IGN)
+	else if (snapshot_old_action.sa_handler != SIG_DFL &&
+		 snapshot_old_action.sa_handler != SIG_IGN)
 		snapshot_old_action.sa_handler(sig);
 }
 
 LK_API int lk_trace_snapshot_signal(int sig)
 {
-	struct sigaction sa = { .sa_sigaction = snapshot_on_signal, .sa_flags = SA_SIGINFO | SA_RESTART };
+	struct sigaction sa = { .sa_sigaction = snapshot_on_signal,
+				.sa_flags = SA_SIGINFO | SA_RESTART };
 	const char *why = sig ? lk__snapshot_signal_unfit(sig) : NULL;
 	char name[32];
 	int err = 0;
@@ -383,16 +404,19 @@ LK_API int lk_trace_snapshot_signal(int sig)
 	if (sig < 0 || sig >= NSIG)
 		return lk__fail(-EINVAL, "lk_trace_snapshot_signal: %d is not a signal", sig);
 	if (why)
-		return lk__fail(-EINVAL, "lk_trace_snapshot_signal: %s cannot take snapshots: %s; use SIGUSR2 or a "
-				"real-time signal",
-				lk__signal_name(sig, name, sizeof(name)), why);
+		return lk__fail(
+			-EINVAL,
+			"lk_trace_snapshot_signal: %s cannot take snapshots: %s; use SIGUSR2 or a "
+			"real-time signal",
+			lk__signal_name(sig, name, sizeof(name)), why);
 	pthread_mutex_lock(&lk__trace_mutex);
 	if (snapshot_sig)
 		sigaction(snapshot_sig, &snapshot_old_action, NULL);
 	snapshot_sig = 0;
 	sigemptyset(&sa.sa_mask);
 	if (sig && sigaction(sig, &sa, &snapshot_old_action) != 0)
-		err = lk__fail(-errno, "lk_trace_snapshot_signal: cannot handle signal %d: %s", sig, strerror(errno));
+		err = lk__fail(-errno, "lk_trace_snapshot_signal: cannot handle signal %d: %s", sig,
+			       strerror(errno));
 	else if (sig)
 		snapshot_sig = sig;
 	pthread_mutex_unlock(&lk__trace_mutex);
@@ -407,13 +431,16 @@ LK_API int lk_trace_stats(struct lk_trace_stats *stats)
 	if (!stats)
 		return lk__fail(-EINVAL, "lk_trace_stats: stats is NULL");
 	pthread_mutex_lock(&lk__probe_buffers_lock);
-	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b; b = b->next)
-		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) == __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE) &&
+	for (struct lk__probe_buffer *b = __atomic_load_n(&lk__probe_buffers, __ATOMIC_ACQUIRE); b;
+	     b = b->next)
+		if (__atomic_load_n(&b->trace_gen, __ATOMIC_ACQUIRE) ==
+			    __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE) &&
 		    __atomic_load_n(&t->running, __ATOMIC_ACQUIRE))
 			live_lost += __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&lk__probe_buffers_lock);
 	/* an output error stopped the recording; lk_trace_stop() still has to be called */
-	stats->running = __atomic_load_n(&t->running, __ATOMIC_ACQUIRE) && !__atomic_load_n(&t->error, __ATOMIC_ACQUIRE);
+	stats->running = __atomic_load_n(&t->running, __ATOMIC_ACQUIRE) &&
+			 !__atomic_load_n(&t->error, __ATOMIC_ACQUIRE);
 	stats->events = __atomic_load_n(&t->events, __ATOMIC_RELAXED);
 	stats->lost = __atomic_load_n(&t->lost, __ATOMIC_RELAXED) + live_lost;
 	stats->bytes = __atomic_load_n(&t->bytes, __ATOMIC_RELAXED);
@@ -461,7 +488,7 @@ static void trace_fork_child(void)
 	}
 	lk__probe_buffers = NULL;
 	lk__probe_forget_thread();
-	lk__sched_stop(t);	/* our copies of the parent's events and files */
+	lk__sched_stop(t); /* our copies of the parent's events and files */
 	lk__perfetto_live_forget_in_child();
 	if (t->dir_fd >= 0)
 		close(t->dir_fd);
@@ -489,7 +516,8 @@ __attribute__((constructor)) static void trace_init(void)
 {
 	lk__registry_fork_init();
 	pthread_atfork(trace_fork_prepare, trace_fork_parent, trace_fork_child);
-	lk__dso_on_load_error = object_failed;	/* a loading object's key sites that could not be set */
+	lk__dso_on_load_error =
+		object_failed; /* a loading object's key sites that could not be set */
 }
 
 /*
@@ -500,7 +528,7 @@ __attribute__((constructor)) static void trace_init(void)
 __attribute__((destructor)) static void trace_at_exit(void)
 {
 	if (__atomic_load_n(&lk__trace.running, __ATOMIC_ACQUIRE)) {
-		lk__trace_exit_snapshot();	/* a flight recorder traced from the environment */
+		lk__trace_exit_snapshot(); /* a flight recorder traced from the environment */
 		lk_trace_stop();
 	}
 }

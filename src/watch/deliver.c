@@ -34,16 +34,16 @@ struct cell {
 	struct lk__watch_item item;
 };
 
-static struct cell *cells;	/* published with release once the thread runs */
+static struct cell *cells; /* published with release once the thread runs */
 
 /* Each on its own cache line: producers hammer enq_pos, the consumer deq_pos and done. */
 static struct {
 	uint64_t enq_pos __attribute__((aligned(64)));
 	uint64_t deq_pos __attribute__((aligned(64)));
-	uint64_t done;			/* items the consumer finished (delivered or discarded) */
-	uint32_t done_word;		/* futex: bumped for lk_watch_sync() waiters */
+	uint64_t done;	    /* items the consumer finished (delivered or discarded) */
+	uint32_t done_word; /* futex: bumped for lk_watch_sync() waiters */
 	int sync_waiters;
-	uint32_t wake_word __attribute__((aligned(64)));	/* futex: producers wake the consumer */
+	uint32_t wake_word __attribute__((aligned(64))); /* futex: producers wake the consumer */
 	int consumer_sleeping;
 } q;
 
@@ -86,11 +86,11 @@ bool lk__watch_enqueue(const struct lk__watch_item *item)
 		c = &ring[pos & QUEUE_MASK];
 		diff = (int64_t)(__atomic_load_n(&c->seq, __ATOMIC_ACQUIRE) - pos);
 		if (diff == 0) {
-			if (__atomic_compare_exchange_n(&q.enq_pos, &pos, pos + 1, true, __ATOMIC_RELAXED,
-							__ATOMIC_RELAXED))
+			if (__atomic_compare_exchange_n(&q.enq_pos, &pos, pos + 1, true,
+							__ATOMIC_RELAXED, __ATOMIC_RELAXED))
 				break;
 		} else if (diff < 0) {
-			return false;	/* the cell still holds a hit from the previous lap: full */
+			return false; /* the cell still holds a hit from the previous lap: full */
 		} else {
 			pos = __atomic_load_n(&q.enq_pos, __ATOMIC_RELAXED);
 		}
@@ -234,7 +234,8 @@ static int start_locked(void)
 	if (err) {
 		__atomic_store_n(&cells, NULL, __ATOMIC_RELEASE);
 		free(ring);
-		return lk__fail(-EAGAIN, "cannot start the watchpoint delivery thread: %s", strerror(err));
+		return lk__fail(-EAGAIN, "cannot start the watchpoint delivery thread: %s",
+				strerror(err));
 	}
 	pthread_setname_np(thread, "lk-watch");
 	return 0;
@@ -261,7 +262,8 @@ LK_API int lk_watch_sync(void)
 	uint64_t target;
 
 	if (is_delivery_thread)
-		return lk__fail(-EDEADLK, "lk_watch_sync() called from a deferred callback: the delivery "
+		return lk__fail(-EDEADLK,
+				"lk_watch_sync() called from a deferred callback: the delivery "
 				"thread cannot wait for itself");
 	if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE))
 		return 0;

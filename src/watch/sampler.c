@@ -30,9 +30,9 @@
 #define SAMPLE_TYPE (PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR)
 
 struct ring {
-	int fd;			/* the event whose buffer this is; -1 while the CPU has none */
+	int fd; /* the event whose buffer this is; -1 while the CPU has none */
 	struct perf_event_mmap_page *page;
-	size_t data_size;	/* bytes of data after the control page */
+	size_t data_size; /* bytes of data after the control page */
 };
 
 struct lk_watch_sampler {
@@ -42,12 +42,12 @@ struct lk_watch_sampler {
 	size_t len;
 	unsigned int ncpus;
 	size_t page_size, data_pages;
-	struct ring *rings;	/* one per CPU */
-	int *fds;		/* every event */
+	struct ring *rings; /* one per CPU */
+	int *fds;	    /* every event */
 	size_t nfds, fds_cap;
-	int pidfd;		/* readable once the process exits; -1 without pidfd_open() */
+	int pidfd; /* readable once the process exits; -1 without pidfd_open() */
 	bool exited;
-	bool value_readable;	/* process_vm_readv() worked, or has not been tried */
+	bool value_readable; /* process_vm_readv() worked, or has not been tried */
 	uint64_t lost;
 	struct lk_watch_sample *batch;
 	size_t batch_cap;
@@ -73,7 +73,8 @@ static size_t pick_data_pages(unsigned int ncpus, size_t page_size)
 static int map_ring(struct lk_watch_sampler *s, struct ring *r, int fd)
 {
 	for (size_t pages = s->data_pages; pages >= 1; pages /= 2) {
-		void *p = mmap(NULL, (pages + 1) * s->page_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		void *p = mmap(NULL, (pages + 1) * s->page_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			       fd, 0);
 
 		if (p != MAP_FAILED) {
 			r->fd = fd;
@@ -84,8 +85,10 @@ static int map_ring(struct lk_watch_sampler *s, struct ring *r, int fd)
 		if (errno != EPERM && errno != ENOMEM)
 			break;
 	}
-	return lk__fail(-errno, "cannot map a perf ring buffer (%s): raise kernel.perf_event_mlock_kb "
-			"or `ulimit -l`", strerror(errno));
+	return lk__fail(-errno,
+			"cannot map a perf ring buffer (%s): raise kernel.perf_event_mlock_kb "
+			"or `ulimit -l`",
+			strerror(errno));
 }
 
 static int add_fd(struct lk_watch_sampler *s, int fd)
@@ -123,8 +126,8 @@ static int open_one(struct lk_watch_sampler *s, pid_t tid, unsigned int cpu)
 	attr.use_clockid = 1;
 	attr.clockid = CLOCK_MONOTONIC;
 	attr.wakeup_events = 1;
-	snprintf(what, sizeof(what), "watchpoint on %#llx in thread %d", (unsigned long long)s->bp.addr,
-		 (int)tid);
+	snprintf(what, sizeof(what), "watchpoint on %#llx in thread %d",
+		 (unsigned long long)s->bp.addr, (int)tid);
 	fd = lk__perf_open(&attr, tid, (int)cpu, -1, 0, what);
 	if (fd < 0)
 		return fd;
@@ -148,7 +151,7 @@ static int open_thread(struct lk_watch_sampler *s, pid_t tid)
 	for (unsigned int cpu = 0; cpu < s->ncpus; cpu++) {
 		err = open_one(s, tid, cpu);
 		if (err == -ENODEV || err == -EINVAL) {
-			err = 0;	/* offline CPU */
+			err = 0; /* offline CPU */
 			continue;
 		}
 		if (err)
@@ -156,7 +159,8 @@ static int open_thread(struct lk_watch_sampler *s, pid_t tid)
 		opened++;
 	}
 	if (!opened)
-		return lk__fail(-EOPNOTSUPP, "no CPU would take a watchpoint on thread %d", (int)tid);
+		return lk__fail(-EOPNOTSUPP, "no CPU would take a watchpoint on thread %d",
+				(int)tid);
 	return 0;
 }
 
@@ -184,8 +188,9 @@ static int open_all_threads(struct lk_watch_sampler *s)
 
 		found = false;
 		if (!dir) {
-			err = errno == ENOENT ? lk__fail(-ESRCH, "no process %d", (int)s->pid)
-					      : lk__fail(-errno, "cannot list %s: %s", path, strerror(errno));
+			err = errno == ENOENT ?
+				      lk__fail(-ESRCH, "no process %d", (int)s->pid) :
+				      lk__fail(-errno, "cannot list %s: %s", path, strerror(errno));
 			break;
 		}
 		while (!err && (de = readdir(dir))) {
@@ -206,7 +211,7 @@ static int open_all_threads(struct lk_watch_sampler *s)
 			found = true;
 			err = open_thread(s, tid);
 			if (err == -ESRCH)
-				err = 0;	/* the thread exited meanwhile */
+				err = 0; /* the thread exited meanwhile */
 		}
 		closedir(dir);
 	} while (!err && found);
@@ -216,20 +221,23 @@ static int open_all_threads(struct lk_watch_sampler *s)
 	return err;
 }
 
-LK_API int lk_watch_sampler_open(struct lk_watch_sampler **out, pid_t pid, uint64_t addr, size_t len,
-				 unsigned int flags)
+LK_API int lk_watch_sampler_open(struct lk_watch_sampler **out, pid_t pid, uint64_t addr,
+				 size_t len, unsigned int flags)
 {
 	struct lk_watch_sampler *s;
 	unsigned int access = flags & LK__WATCH_ACCESS_MASK;
 	int err;
 
 	if (!out || pid <= 0)
-		return lk__fail(-EINVAL, "lk_watch_sampler_open(): out is NULL or pid %d invalid", (int)pid);
+		return lk__fail(-EINVAL, "lk_watch_sampler_open(): out is NULL or pid %d invalid",
+				(int)pid);
 	*out = NULL;
 	if ((flags & ~LK__WATCH_ACCESS_MASK) ||
 	    (access != LK_WATCH_WRITE && access != LK_WATCH_READWRITE && access != LK_WATCH_EXEC))
-		return lk__fail(-EINVAL, "lk_watch_sampler_open() takes exactly one of LK_WATCH_WRITE, "
-				"LK_WATCH_READWRITE and LK_WATCH_EXEC (got %#x)", flags);
+		return lk__fail(-EINVAL,
+				"lk_watch_sampler_open() takes exactly one of LK_WATCH_WRITE, "
+				"LK_WATCH_READWRITE and LK_WATCH_EXEC (got %#x)",
+				flags);
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return lk__fail(-ENOMEM, "out of memory");
@@ -296,7 +304,8 @@ LK_API int lk_watch_sampler_stop(struct lk_watch_sampler *s)
 	 */
 	for (size_t i = 0; i < s->nfds; i++)
 		if (ioctl(s->fds[i], PERF_EVENT_IOC_DISABLE, 0) != 0)
-			return lk__fail(-errno, "PERF_EVENT_IOC_DISABLE failed: %s", strerror(errno));
+			return lk__fail(-errno, "PERF_EVENT_IOC_DISABLE failed: %s",
+					strerror(errno));
 	return 0;
 }
 
@@ -368,14 +377,22 @@ static void read_value(struct lk_watch_sampler *s, struct lk_watch_sample *sampl
 		return;
 	if (process_vm_readv(s->pid, &local, 1, &remote, 1, 0) != (ssize_t)s->len) {
 		if (errno == EPERM || errno == EACCES || errno == ENOSYS)
-			s->value_readable = false;	/* ptrace rights: do not ask again */
+			s->value_readable = false; /* ptrace rights: do not ask again */
 		return;
 	}
-	switch (s->len) {	/* the integer as the CPU loads it, whatever its byte order */
-	case 1: sample->value = raw.u8; break;
-	case 2: sample->value = raw.u16; break;
-	case 4: sample->value = raw.u32; break;
-	default: sample->value = raw.u64; break;
+	switch (s->len) { /* the integer as the CPU loads it, whatever its byte order */
+	case 1:
+		sample->value = raw.u8;
+		break;
+	case 2:
+		sample->value = raw.u16;
+		break;
+	case 4:
+		sample->value = raw.u32;
+		break;
+	default:
+		sample->value = raw.u64;
+		break;
 	}
 	sample->has_value = true;
 }
@@ -393,7 +410,7 @@ static int drain(struct lk_watch_sampler *s, struct ring *r, size_t *n)
 
 		ring_copy(r, tail, &h, sizeof(h));
 		if (h.size < sizeof(h))
-			break;	/* corrupt: drop what is left */
+			break; /* corrupt: drop what is left */
 		if (h.type == PERF_RECORD_SAMPLE && h.size >= sizeof(rec)) {
 			struct lk_watch_sample sample = { 0 };
 
@@ -406,7 +423,10 @@ static int drain(struct lk_watch_sampler *s, struct ring *r, size_t *n)
 			read_value(s, &sample);
 			err = batch_push(s, n, &sample);
 		} else if (h.type == PERF_RECORD_LOST) {
-			struct { struct perf_event_header h; uint64_t id, lost; } lost;
+			struct {
+				struct perf_event_header h;
+				uint64_t id, lost;
+			} lost;
 
 			ring_copy(r, tail, &lost, sizeof(lost));
 			s->lost += lost.lost;

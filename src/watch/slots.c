@@ -37,15 +37,15 @@
 #include "watch/watch_internal.h"
 
 struct hist_line {
-	long threads_with[LK__WATCH_MAX_SLOTS + 1];	/* [k]: threads with k thread-scope slots */
+	long threads_with[LK__WATCH_MAX_SLOTS + 1]; /* [k]: threads with k thread-scope slots */
 } __attribute__((aligned(64)));
 
 static lk_pcpu_rwlock_t slots_lock = LK_PCPU_RWLOCK_INIT;
-static unsigned int nr_process;	/* process-scope slots: written by writers only */
+static unsigned int nr_process; /* process-scope slots: written by writers only */
 
 static struct hist_line *hist;
 static unsigned int hist_lines;
-static struct hist_line hist_fallback;	/* when the per-CPU lines cannot be allocated */
+static struct hist_line hist_fallback; /* when the per-CPU lines cannot be allocated */
 static pthread_once_t hist_once = PTHREAD_ONCE_INIT;
 
 static void hist_alloc(void)
@@ -68,7 +68,7 @@ static void hist_alloc(void)
 
 static struct hist_line *my_line(void)
 {
-	int cpu = sched_getcpu();	/* from rseq: no system call */
+	int cpu = sched_getcpu(); /* from rseq: no system call */
 
 	return &hist[(unsigned int)(cpu < 0 ? 0 : cpu) % hist_lines];
 }
@@ -152,11 +152,12 @@ int lk__slots_reserve_thread(struct lk__wthread *t)
 	process = nr_process;
 	if (t->nr_thread + process >= slots) {
 		lk_pcpu_read_unlock(&slots_lock);
-		return lk__fail(-ENOSPC,
-				"no free debug register in thread %d: all %u are in use, %u by its "
-				"thread-scope watchpoints and %u by process-scope watchpoints (which take one "
-				"in every thread). Remove one, or re-point one with lk_watch_move()",
-				(int)t->tid, slots, t->nr_thread, process);
+		return lk__fail(
+			-ENOSPC,
+			"no free debug register in thread %d: all %u are in use, %u by its "
+			"thread-scope watchpoints and %u by process-scope watchpoints (which take one "
+			"in every thread). Remove one, or re-point one with lk_watch_move()",
+			(int)t->tid, slots, t->nr_thread, process);
 	}
 	hist_move(t->nr_thread, t->nr_thread + 1);
 	t->nr_thread++;
@@ -193,11 +194,13 @@ int lk__slots_reserve_process(void)
 		unsigned int process = nr_process;
 
 		lk_pcpu_write_unlock(&slots_lock);
-		return lk__fail(-ENOSPC,
-				"no free debug register for a process-scope watchpoint: it needs one in every "
-				"thread, and of the %u each thread has, %u are used by process-scope "
-				"watchpoints and the fullest thread uses %u more for its thread-scope ones. "
-				"Remove one of them", slots, process, fullest);
+		return lk__fail(
+			-ENOSPC,
+			"no free debug register for a process-scope watchpoint: it needs one in every "
+			"thread, and of the %u each thread has, %u are used by process-scope "
+			"watchpoints and the fullest thread uses %u more for its thread-scope ones. "
+			"Remove one of them",
+			slots, process, fullest);
 	}
 	nr_process++;
 	lk_pcpu_write_unlock(&slots_lock);

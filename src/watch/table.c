@@ -21,14 +21,14 @@
 
 #define CHUNK_SHIFT 8
 #define CHUNK_SIZE (1u << CHUNK_SHIFT)
-#define MAX_CHUNKS 4096u		/* a million watchpoints at once */
+#define MAX_CHUNKS 4096u /* a million watchpoints at once */
 
-#define TOKEN_TAG 0x6c6bull		/* "lk" */
+#define TOKEN_TAG 0x6c6bull /* "lk" */
 #define TOKEN_TAG_SHIFT 48
 #define TOKEN_GEN_SHIFT 32
 
-static struct lk_watch *chunks[MAX_CHUNKS];	/* published with release, never freed */
-static unsigned int nr_chunks;			/* guarded by grow_mutex */
+static struct lk_watch *chunks[MAX_CHUNKS]; /* published with release, never freed */
+static unsigned int nr_chunks;		    /* guarded by grow_mutex */
 static pthread_mutex_t grow_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 /* The shared free stack: (ABA tag << 32) | (index + 1); 0 in the low half when empty. */
@@ -92,7 +92,7 @@ static struct lk_watch *grow(void)
 	struct lk_watch *chunk, *w;
 
 	pthread_mutex_lock(&grow_mutex);
-	w = pop_shared();	/* another thread may have grown the table meanwhile */
+	w = pop_shared(); /* another thread may have grown the table meanwhile */
 	if (w || nr_chunks == MAX_CHUNKS) {
 		pthread_mutex_unlock(&grow_mutex);
 		return w;

@@ -59,7 +59,7 @@ static void thread_exit(void *arg)
 	struct lk__wthread *t = arg;
 
 	if (t->fork_gen != __atomic_load_n(&lk__watch_fork_gen, __ATOMIC_RELAXED))
-		return;	/* a parent's thread, copied by fork(): nothing of it is real here */
+		return; /* a parent's thread, copied by fork(): nothing of it is real here */
 	pthread_mutex_lock(&t->lock);
 	for (struct lk_watch *w = t->watches; w; w = w->thread_next) {
 		if (w->ended)

@@ -83,7 +83,7 @@ static uint64_t now_ns(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);	/* vDSO, async-signal-safe */
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO, async-signal-safe */
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -91,10 +91,14 @@ static uint64_t now_ns(void)
 static uint64_t read_value(uintptr_t addr, size_t len)
 {
 	switch (len) {
-	case 1: return *(const volatile uint8_t *)addr;
-	case 2: return *(const volatile uint16_t *)addr;
-	case 4: return *(const volatile uint32_t *)addr;
-	default: return *(const volatile uint64_t *)addr;
+	case 1:
+		return *(const volatile uint8_t *)addr;
+	case 2:
+		return *(const volatile uint16_t *)addr;
+	case 4:
+		return *(const volatile uint32_t *)addr;
+	default:
+		return *(const volatile uint64_t *)addr;
 	}
 }
 
@@ -104,14 +108,16 @@ static void count(uint64_t *mine, uint64_t *total)
 	__atomic_fetch_add(total, 1, __ATOMIC_RELAXED);
 }
 
-static void fill_hit(struct lk_watch_hit *hit, struct lk_watch *w, const siginfo_t *si, ucontext_t *uc)
+static void fill_hit(struct lk_watch_hit *hit, struct lk_watch *w, const siginfo_t *si,
+		     ucontext_t *uc)
 {
 	unsigned int access = w->flags & LK__WATCH_ACCESS_MASK;
 
 	memset(hit, 0, sizeof(*hit));
 	hit->watch = w;
 	/* The kernel reports the address the breakpoint had when it fired (it may just have moved). */
-	hit->addr = si->si_addr ? si->si_addr : (const void *)__atomic_load_n(&w->addr, __ATOMIC_RELAXED);
+	hit->addr = si->si_addr ? si->si_addr :
+				  (const void *)__atomic_load_n(&w->addr, __ATOMIC_RELAXED);
 	hit->len = __atomic_load_n(&w->len, __ATOMIC_RELAXED);
 	hit->ip = (const void *)lk__watch_arch_ip(uc);
 	hit->tid = lk__watch_gettid();
@@ -206,7 +212,7 @@ static void on_hit(struct lk_watch *w, uint16_t gen, const siginfo_t *si, uconte
 	__atomic_fetch_add(&w->inflight, 1, __ATOMIC_SEQ_CST);
 	if (!__atomic_load_n(&w->live, __ATOMIC_SEQ_CST) ||
 	    __atomic_load_n(&w->gen, __ATOMIC_ACQUIRE) != gen)
-		goto out;	/* removed (or removed and reused) while the signal was on its way */
+		goto out; /* removed (or removed and reused) while the signal was on its way */
 	if (callback_depth || lk__watch_on_delivery_thread()) {
 		count(&w->ignored, &lk__watch_total_ignored);
 		goto out;
@@ -247,7 +253,7 @@ static bool watch_trap(siginfo_t *si, ucontext_t *uc)
 	if (lk__si_perf_type(si) != PERF_TYPE_BREAKPOINT)
 		return false;
 	if (!lk__watch_token_decode(lk__si_perf_data(si), &index, &gen))
-		return false;	/* the application's own perf event */
+		return false; /* the application's own perf event */
 	w = lk__watch_entry_lookup(index);
 	if (w)
 		on_hit(w, gen, si, uc);
@@ -259,7 +265,7 @@ int lk__watch_trap_ensure(void)
 	int err;
 
 	if (!__atomic_load_n(&handler_registered, __ATOMIC_ACQUIRE)) {
-		err = lk__sigtrap_add(watch_trap);	/* idempotent; installs the dispatcher */
+		err = lk__sigtrap_add(watch_trap); /* idempotent; installs the dispatcher */
 		if (err)
 			return err;
 		__atomic_store_n(&handler_registered, true, __ATOMIC_RELEASE);
@@ -272,7 +278,8 @@ void lk__watch_quiesce(struct lk_watch *w)
 {
 	unsigned long own = lk__watch_delivering() == w ? 1 : 0;
 
-	for (unsigned int spins = 0; __atomic_load_n(&w->inflight, __ATOMIC_SEQ_CST) > own; spins++) {
+	for (unsigned int spins = 0; __atomic_load_n(&w->inflight, __ATOMIC_SEQ_CST) > own;
+	     spins++) {
 		if (spins < 100) {
 			sched_yield();
 		} else {

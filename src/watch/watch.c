@@ -25,9 +25,12 @@
 static const char *access_name(unsigned int access)
 {
 	switch (access) {
-	case LK_WATCH_WRITE: return "write";
-	case LK_WATCH_READWRITE: return "read/write";
-	default: return "execute";
+	case LK_WATCH_WRITE:
+		return "write";
+	case LK_WATCH_READWRITE:
+		return "read/write";
+	default:
+		return "execute";
 	}
 }
 
@@ -45,11 +48,11 @@ static void fill_attr(struct perf_event_attr *attr, const struct lk_watch *w,
 	attr->exclude_hv = 1;
 	attr->disabled = disabled;
 	attr->sigtrap = 1;
-	attr->remove_on_exec = 1;	/* the kernel requires it with sigtrap */
+	attr->remove_on_exec = 1; /* the kernel requires it with sigtrap */
 	attr->sig_data = lk__watch_token(w);
 	if (inherit) {
 		attr->inherit = 1;
-		attr->inherit_thread = 1;	/* threads, not fork()ed processes */
+		attr->inherit_thread = 1; /* threads, not fork()ed processes */
 	}
 }
 
@@ -82,20 +85,23 @@ static int explain_einval(struct perf_event_attr *attr, pid_t pid, const char *w
 		close(fd);
 	if (fd >= 0 || kernel_older_than(SIGTRAP_MAJOR, SIGTRAP_MINOR)) {
 		uname(&u);
-		return lk__fail(-EOPNOTSUPP,
-				"this kernel (%s) cannot send SIGTRAP on perf events: watchpoints with a "
-				"callback need Linux %d.%d or later (perf_event_attr.sigtrap). `lowkey watch "
-				"-p PID` (sampling, no callback) works on older kernels",
-				u.release, SIGTRAP_MAJOR, SIGTRAP_MINOR);
+		return lk__fail(
+			-EOPNOTSUPP,
+			"this kernel (%s) cannot send SIGTRAP on perf events: watchpoints with a "
+			"callback need Linux %d.%d or later (perf_event_attr.sigtrap). `lowkey watch "
+			"-p PID` (sampling, no callback) works on older kernels",
+			u.release, SIGTRAP_MAJOR, SIGTRAP_MINOR);
 	}
-	return lk__fail(-EINVAL, "perf_event_open(%s) refused the breakpoint (EINVAL): the address "
-			"is probably outside this process's user space", what);
+	return lk__fail(-EINVAL,
+			"perf_event_open(%s) refused the breakpoint (EINVAL): the address "
+			"is probably outside this process's user space",
+			what);
 }
 
 static void describe(const struct lk_watch *w, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s watchpoint on %#lx, %zu bytes", access_name(w->flags & LK__WATCH_ACCESS_MASK),
-		 (unsigned long)w->addr, w->len);
+	snprintf(buf, len, "%s watchpoint on %#lx, %zu bytes",
+		 access_name(w->flags & LK__WATCH_ACCESS_MASK), (unsigned long)w->addr, w->len);
 }
 
 /* Open w's event in thread pid (0: the caller), explaining failures. */
@@ -113,16 +119,17 @@ static int open_event(struct lk_watch *w, pid_t pid, bool inherit)
 	describe(w, what, sizeof(what));
 	fd = lk__perf_open(&attr, pid, -1, -1, 0, what);
 	if (fd >= 0)
-		return fd;	/* it worked the second time (a transient EMFILE or EAGAIN) */
+		return fd; /* it worked the second time (a transient EMFILE or EAGAIN) */
 	switch (-fd) {
 	case EINVAL:
 		return explain_einval(&attr, pid, what);
 	case ENOSPC:
-		return lk__fail(-ENOSPC,
-				"perf_event_open(%s): the kernel has no free debug register in thread %d "
-				"although lowkey's count left one of its %u free: a debugger (gdb), a ptrace "
-				"user or perf holds some",
-				what, pid ? (int)pid : (int)lk__watch_gettid(), lk__watch_slots());
+		return lk__fail(
+			-ENOSPC,
+			"perf_event_open(%s): the kernel has no free debug register in thread %d "
+			"although lowkey's count left one of its %u free: a debugger (gdb), a ptrace "
+			"user or perf holds some",
+			what, pid ? (int)pid : (int)lk__watch_gettid(), lk__watch_slots());
 	case ENOENT:
 	case ENODEV:
 		lk__fail_append(" (no hardware breakpoints offered to this kernel)");
@@ -180,7 +187,7 @@ static void remove_thread(struct lk_watch *w)
 		lk__slots_release_thread(t);
 	}
 	unlink_thread_watch(t, w);
-	lk__wthread_unlock(t);	/* frees t if its thread exited and this was its last */
+	lk__wthread_unlock(t); /* frees t if its thread exited and this was its last */
 }
 
 /* ---- process scope ---- */
@@ -224,8 +231,10 @@ static int scan_new_threads(const struct tid_set *seen, struct tid_set *fresh)
 
 	fresh->n = 0;
 	if (!dir)
-		return lk__fail(-errno, "cannot list this process's threads (/proc/self/task): %s; a "
-				"process-scope watchpoint needs /proc", strerror(errno));
+		return lk__fail(-errno,
+				"cannot list this process's threads (/proc/self/task): %s; a "
+				"process-scope watchpoint needs /proc",
+				strerror(errno));
 	while (!err && (de = readdir(dir))) {
 		pid_t tid = (pid_t)atoi(de->d_name);
 
@@ -258,7 +267,7 @@ static int open_in_every_thread(struct lk_watch *w)
 			int fd = open_event(w, fresh.tids[i], true);
 
 			if (fd == -ESRCH)
-				continue;	/* it exited meanwhile */
+				continue; /* it exited meanwhile */
 			if (fd < 0) {
 				err = fd;
 				break;
@@ -314,10 +323,13 @@ static int check_flags(unsigned int flags)
 	unsigned int access = flags & LK__WATCH_ACCESS_MASK;
 
 	if (flags & ~LK__WATCH_FLAGS_MASK)
-		return lk__fail(-EINVAL, "unknown lk_watch_add() flags %#x", flags & ~LK__WATCH_FLAGS_MASK);
+		return lk__fail(-EINVAL, "unknown lk_watch_add() flags %#x",
+				flags & ~LK__WATCH_FLAGS_MASK);
 	if (access != LK_WATCH_WRITE && access != LK_WATCH_READWRITE && access != LK_WATCH_EXEC)
-		return lk__fail(-EINVAL, "lk_watch_add() needs exactly one of LK_WATCH_WRITE, "
-				"LK_WATCH_READWRITE and LK_WATCH_EXEC in flags (got %#x)", flags);
+		return lk__fail(-EINVAL,
+				"lk_watch_add() needs exactly one of LK_WATCH_WRITE, "
+				"LK_WATCH_READWRITE and LK_WATCH_EXEC in flags (got %#x)",
+				flags);
 	return 0;
 }
 
@@ -326,7 +338,8 @@ static int prepare(unsigned int flags, lk_watch_fn fn)
 	int err;
 
 	if (lk__watch_in_callback())
-		return lk__fail(-EDEADLK, "lowkey watchpoint functions cannot be called from a callback "
+		return lk__fail(-EDEADLK,
+				"lowkey watchpoint functions cannot be called from a callback "
 				"running in the signal handler (use LK_WATCH_DEFERRED)");
 	lk__watch_fork_init();
 	err = lk__watch_trap_ensure();
@@ -350,7 +363,8 @@ LK_API int lk_watch_add(struct lk_watch **out, const void *addr, size_t len, uns
 	if (!err)
 		err = lk__watch_arch_signals();
 	if (!err)
-		err = lk__watch_arch_check((uintptr_t)addr, len, flags & LK__WATCH_ACCESS_MASK, &bp);
+		err = lk__watch_arch_check((uintptr_t)addr, len, flags & LK__WATCH_ACCESS_MASK,
+					   &bp);
 	if (!err)
 		err = prepare(flags, fn);
 	if (err)
@@ -387,8 +401,10 @@ LK_API int lk_watch_remove(struct lk_watch *w)
 	if (!w)
 		return lk__fail(-EINVAL, "lk_watch_remove(NULL)");
 	if (lk__watch_in_callback())
-		return lk__fail(-EDEADLK, "lk_watch_remove() cannot be called from a callback running "
-				"in the signal handler: it waits for callbacks (use LK_WATCH_DEFERRED)");
+		return lk__fail(
+			-EDEADLK,
+			"lk_watch_remove() cannot be called from a callback running "
+			"in the signal handler: it waits for callbacks (use LK_WATCH_DEFERRED)");
 	__atomic_store_n(&w->live, 0, __ATOMIC_SEQ_CST);
 	if (forked_copy(w)) {
 		/* A fork()ed child's copy: its fds are copies, its owner a thread that is not here. */
@@ -413,8 +429,10 @@ static int for_each_fd(struct lk_watch *w, unsigned long request, void *argp, co
 	int err = 0;
 
 	if (forked_copy(w))
-		return lk__fail(-ESRCH, "%s: this watchpoint belongs to the parent process (this is a "
-				"fork()ed child, which has no watchpoints)", what);
+		return lk__fail(-ESRCH,
+				"%s: this watchpoint belongs to the parent process (this is a "
+				"fork()ed child, which has no watchpoints)",
+				what);
 	if (w->flags & LK_WATCH_PROCESS) {
 		for (unsigned int i = 0; i < w->nfds && !err; i++)
 			if (ioctl(w->fds[i], request, argp) != 0 && errno != ESRCH)
@@ -424,14 +442,17 @@ static int for_each_fd(struct lk_watch *w, unsigned long request, void *argp, co
 
 		pthread_mutex_lock(&t->lock);
 		if (w->ended)
-			err = lk__fail(-ESRCH, "%s: the watchpoint's thread %d has exited", what, (int)t->tid);
+			err = lk__fail(-ESRCH, "%s: the watchpoint's thread %d has exited", what,
+				       (int)t->tid);
 		else if (ioctl(w->fd, request, argp) != 0)
 			err = -errno;
 		pthread_mutex_unlock(&t->lock);
 	}
 	if (err == -ENOTTY)
-		return lk__fail(-EOPNOTSUPP, "%s: this kernel cannot change a breakpoint in place "
-				"(PERF_EVENT_IOC_MODIFY_ATTRIBUTES needs Linux 4.17)", what);
+		return lk__fail(-EOPNOTSUPP,
+				"%s: this kernel cannot change a breakpoint in place "
+				"(PERF_EVENT_IOC_MODIFY_ATTRIBUTES needs Linux 4.17)",
+				what);
 	if (err && err != -ESRCH)
 		return lk__fail(err, "%s failed: %s", what, strerror(-err));
 	return err;
@@ -469,7 +490,7 @@ static int set_enabled(struct lk_watch *w, bool enable)
 			  enable ? "lk_watch_enable()" : "lk_watch_disable()");
 	if (err)
 		return err;
-	w->disabled = !enable;	/* lk_watch_move()'s attr must say the event's present state */
+	w->disabled = !enable; /* lk_watch_move()'s attr must say the event's present state */
 	return 0;
 }
 
@@ -491,7 +512,9 @@ LK_API int lk_watch_counted(struct lk_watch *w, uint64_t *count)
 	if (!w || !count)
 		return lk__fail(-EINVAL, "lk_watch_counted(): NULL argument");
 	if (forked_copy(w))
-		return lk__fail(-ESRCH, "lk_watch_counted(): this watchpoint belongs to the parent process");
+		return lk__fail(
+			-ESRCH,
+			"lk_watch_counted(): this watchpoint belongs to the parent process");
 	if (w->flags & LK_WATCH_PROCESS) {
 		/* An exited thread's event keeps its final count. */
 		for (unsigned int i = 0; i < w->nfds && !err; i++)
@@ -501,7 +524,8 @@ LK_API int lk_watch_counted(struct lk_watch *w, uint64_t *count)
 
 		pthread_mutex_lock(&t->lock);
 		if (w->ended)
-			err = lk__fail(-ESRCH, "lk_watch_counted(): the watchpoint's thread %d has exited",
+			err = lk__fail(-ESRCH,
+				       "lk_watch_counted(): the watchpoint's thread %d has exited",
 				       (int)t->tid);
 		else
 			err = lk__perf_add_count(w->fd, &sum);
@@ -527,7 +551,8 @@ LK_API int lk_watch_stats(const struct lk_watch *w, struct lk_watch_stats *out)
 		out->delivered = __atomic_load_n(&lk__watch_total_delivered, __ATOMIC_RELAXED);
 		out->dropped = __atomic_load_n(&lk__watch_total_dropped, __ATOMIC_RELAXED);
 		out->ignored = __atomic_load_n(&lk__watch_total_ignored, __ATOMIC_RELAXED);
-		out->unattributed = __atomic_load_n(&lk__watch_total_unattributed, __ATOMIC_RELAXED);
+		out->unattributed =
+			__atomic_load_n(&lk__watch_total_unattributed, __ATOMIC_RELAXED);
 	}
 	return 0;
 }

@@ -28,7 +28,7 @@
 #include <lowkey/watch.h>
 
 #define LK__WATCH_ACCESS_MASK (LK_WATCH_WRITE | LK_WATCH_READWRITE | LK_WATCH_EXEC)
-#define LK__WATCH_FLAGS_MASK                                                                  \
+#define LK__WATCH_FLAGS_MASK \
 	(LK__WATCH_ACCESS_MASK | LK_WATCH_PROCESS | LK_WATCH_DEFERRED | LK_WATCH_DISABLED)
 
 /* The most debug registers any architecture gives a thread (arm64 has up to 16). */
@@ -38,7 +38,7 @@
 
 /* The perf_event_attr breakpoint fields for one watchpoint. */
 struct lk__watch_bp {
-	uint32_t type;	/* HW_BREAKPOINT_W, _RW, _X */
+	uint32_t type; /* HW_BREAKPOINT_W, _RW, _X */
 	uint64_t addr;
 	uint64_t len;
 };
@@ -88,26 +88,26 @@ struct lk_watch {
 	uint32_t index;		/* position in the table: fixed */
 	uint16_t gen;		/* bumped each time the entry is reused (atomic) */
 	int live;		/* callbacks may run (atomic) */
-	unsigned long inflight;	/* handlers and deliveries inside (atomic) */
+	unsigned long inflight; /* handlers and deliveries inside (atomic) */
 	unsigned int flags;
-	uintptr_t addr;		/* atomic: lk_watch_move() changes them */
+	uintptr_t addr; /* atomic: lk_watch_move() changes them */
 	size_t len;
 	lk_watch_fn fn;
 	void *arg;
-	uint64_t hits, delivered, dropped, ignored;	/* atomic */
+	uint64_t hits, delivered, dropped, ignored; /* atomic */
 
 	/* Owned by whoever holds the entry (lk_watch_add .. lk_watch_remove). */
 	struct lk__watch_bp bp;
-	bool disabled;		/* as the kernel event is now (LK_WATCH_DISABLED, lk_watch_disable()) */
-	unsigned int fork_gen;	/* lk__watch_fork_gen at add: another value means a fork()ed copy */
-	struct lk__wthread *owner;	/* thread scope: the thread; its lock guards the fields below */
-	struct lk_watch *thread_next;	/* in owner->watches */
-	bool ended;		/* thread scope: the owner exited and its fd is closed */
-	int fd;			/* thread scope */
-	int *fds;		/* process scope: one per thread that existed at add */
+	bool disabled; /* as the kernel event is now (LK_WATCH_DISABLED, lk_watch_disable()) */
+	unsigned int fork_gen; /* lk__watch_fork_gen at add: another value means a fork()ed copy */
+	struct lk__wthread *owner; /* thread scope: the thread; its lock guards the fields below */
+	struct lk_watch *thread_next; /* in owner->watches */
+	bool ended;		      /* thread scope: the owner exited and its fd is closed */
+	int fd;			      /* thread scope */
+	int *fds;		      /* process scope: one per thread that existed at add */
 	unsigned int nfds;
 
-	uint32_t free_next;	/* in the shared free list: the next entry's index + 1, 0 at the end */
+	uint32_t free_next; /* in the shared free list: the next entry's index + 1, 0 at the end */
 };
 
 /* An entry from the calling thread's cache or the shared free list; NULL when out of memory. */
@@ -133,11 +133,11 @@ void lk__watch_entry_cache_flush(struct lk_watch **cache, unsigned int *n);
 #define LK__WATCH_ENTRY_CACHE 8
 
 struct lk__wthread {
-	pthread_mutex_t lock;	/* guards nr_thread, watches, exited, and each watch's thread fields */
+	pthread_mutex_t lock; /* guards nr_thread, watches, exited, and each watch's thread fields */
 	pid_t tid;
-	unsigned int nr_thread;	/* slots this thread's thread-scope watchpoints use (or reserve) */
-	struct lk_watch *watches;	/* its thread-scope watchpoints */
-	bool exited;		/* freed when exited and watches is empty, by whoever sees that */
+	unsigned int nr_thread; /* slots this thread's thread-scope watchpoints use (or reserve) */
+	struct lk_watch *watches; /* its thread-scope watchpoints */
+	bool exited;		  /* freed when exited and watches is empty, by whoever sees that */
 	unsigned int fork_gen;
 	/* Only the thread itself touches these. */
 	struct lk_watch *entry_cache[LK__WATCH_ENTRY_CACHE];

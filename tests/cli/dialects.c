@@ -94,7 +94,8 @@ int dialect_every_type(const char *s, struct dialect_thing *t)
 
 	LK_PROBE(types, all8, uc, sh, l, ull, flag, f, s, t);
 	LK_PROBE(types, arrays, buf, (char *)buf, (void *)0, 2.5, 'c');
-	LK_PROBE(types, one, t->x); LK_PROBE(types, same_line, t->x + 1);
+	LK_PROBE(types, one, t->x);
+	LK_PROBE(types, same_line, t->x + 1);
 	return t->x;
 }
 
@@ -106,5 +107,6 @@ int dialect_batch(void)
 	changes[0].op = LK_KEY_ENABLE;
 	changes[1].key = LK_KEY(&dialect_key_on);
 	changes[1].op = LK_KEY_DISABLE;
-	return lk_key_apply(changes, 2) + lk_key_sites(&dialect_key) + (int)lk_key_enabled(&dialect_key_on);
+	return lk_key_apply(changes, 2) + lk_key_sites(&dialect_key) +
+	       (int)lk_key_enabled(&dialect_key_on);
 }

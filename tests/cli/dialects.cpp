@@ -21,7 +21,8 @@
 LK_DEFINE_KEY_FALSE(cxx_dialect_key);
 LK_DEFINE_KEY_TRUE(cxx_dialect_key_on);
 
-namespace dialect {
+namespace dialect
+{
 
 enum class color : std::uint8_t { red = 1 };
 enum class delta : long { down = -1 };
@@ -99,8 +100,9 @@ int instantiate()
 {
 	widget w;
 
-	return twice(1) + static_cast<int>(twice(2.0)) + static_cast<int>(twice(3L)) + inline_function(4) +
-	       w.member(true) + widget::static_member(color::red, delta::down, plain_one);
+	return twice(1) + static_cast<int>(twice(2.0)) + static_cast<int>(twice(3L)) +
+	       inline_function(4) + w.member(true) +
+	       widget::static_member(color::red, delta::down, plain_one);
 }
 
 int types(const char *s, const std::string &str)

@@ -9,11 +9,12 @@
 #include <sys/wait.h>
 
 struct lkt_run {
-	int status;	/* exit status, or 128 + signal */
-	char out[65536];	/* stdout and stderr together, truncated */
+	int status;	 /* exit status, or 128 + signal */
+	char out[65536]; /* stdout and stderr together, truncated */
 };
 
-static inline int lkt_sh(struct lkt_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline int lkt_sh(struct lkt_run *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* Run fmt... through /bin/sh with stderr merged into stdout. */
 static inline int lkt_sh(struct lkt_run *r, const char *fmt, ...)
@@ -44,8 +45,8 @@ static inline int lkt_sh(struct lkt_run *r, const char *fmt, ...)
 static inline void lkt_expect(const struct lkt_run *r, int status, const char *text)
 {
 	if (r->status != status || (text && !strstr(r->out, text)))
-		print_error("exit %d (wanted %d), output:\n%s\n(wanted: %s)\n", r->status, status, r->out,
-			    text ? text : "");
+		print_error("exit %d (wanted %d), output:\n%s\n(wanted: %s)\n", r->status, status,
+			    r->out, text ? text : "");
 	assert_int_equal(r->status, status);
 	if (text)
 		assert_non_null(strstr(r->out, text));

@@ -52,9 +52,13 @@ static void bench_branch_json(void **state)
 	assert_non_null(strstr(r.out, "\"static key off\""));
 	assert_non_null(strstr(r.out, "\"flip_us\""));
 	if (lkt_sh(&r, "command -v python3 >/dev/null") != 0)
-		skip();	/* no JSON parser to check the syntax with */
-	assert_int_equal(lkt_sh(&r, "%s bench branch --runs 1 --flips 3 --json | python3 -c "
-			 "'import json,sys; d=json.load(sys.stdin); assert len(d[\"loop\"]) == 9'", LOWKEY), 0);
+		skip(); /* no JSON parser to check the syntax with */
+	assert_int_equal(
+		lkt_sh(&r,
+		       "%s bench branch --runs 1 --flips 3 --json | python3 -c "
+		       "'import json,sys; d=json.load(sys.stdin); assert len(d[\"loop\"]) == 9'",
+		       LOWKEY),
+		0);
 }
 
 int main(void)

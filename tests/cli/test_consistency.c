@@ -37,9 +37,11 @@ static void exit_status_as_a_shell(void **state)
 			break;
 		}
 		assert_int_equal(lkt_sh(&r, "%s %s -- sh -c 'exit 3'", LOWKEY, runners[i]), 3);
-		assert_int_equal(lkt_sh(&r, "%s %s -- sh -c 'kill -TERM $$'", LOWKEY, runners[i]), 128 + 15);
+		assert_int_equal(lkt_sh(&r, "%s %s -- sh -c 'kill -TERM $$'", LOWKEY, runners[i]),
+				 128 + 15);
 		lkt_expect(&r, 128 + 15, NULL);
-		assert_int_equal(lkt_sh(&r, "%s %s -- lowkey-no-such-command", LOWKEY, runners[i]), 127);
+		assert_int_equal(lkt_sh(&r, "%s %s -- lowkey-no-such-command", LOWKEY, runners[i]),
+				 127);
 		assert_non_null(strstr(r.out, "lowkey-no-such-command: command not found"));
 		assert_int_equal(lkt_sh(&r, "%s %s -- /etc/passwd", LOWKEY, runners[i]), 126);
 		assert_non_null(strstr(r.out, "cannot execute"));
@@ -69,12 +71,14 @@ static int names_under(const char *listing, const char *prefix, char names[][48]
 {
 	int n = 0;
 
-	for (const char *line = listing; line && *line && n < max; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+	for (const char *line = listing; line && *line && n < max;
+	     line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
 		char name[32];
 
 		if (*line == '\n' && n)
-			break;	/* the end of the list: the rules follow in lowkey help */
-		if (strncmp(line, "   ", 3) != 0 || line[3] == ' ' || sscanf(line, "%31s", name) != 1)
+			break; /* the end of the list: the rules follow in lowkey help */
+		if (strncmp(line, "   ", 3) != 0 || line[3] == ' ' ||
+		    sscanf(line, "%31s", name) != 1)
 			continue;
 		snprintf(names[n++], 48, "%s%s", prefix, name);
 	}
@@ -96,7 +100,7 @@ static void short_json_everywhere(void **state)
 	for (int i = 0; i < n; i++) {
 		if (strcmp(names[i], "bench") == 0 ||
 		    lkt_sh(&r, "%s %s --help", LOWKEY, names[i]) != 0 || !strstr(r.out, "--json"))
-			continue;	/* no JSON */
+			continue; /* no JSON */
 		if (!strstr(r.out, "-j, --json") && !strstr(r.out, "-j|--json"))
 			fail_msg("lowkey %s --help offers --json without -j:\n%s", names[i], r.out);
 		checked++;
@@ -144,14 +148,19 @@ static void quiet_wherever_a_status_line(void **state)
 	for (int i = 0; i < n; i++) {
 		char quoted[64];
 
-		if (lkt_sh(&r, "%s %s --help", LOWKEY, names[i]) != 0 || !strstr(r.out, "status line"))
+		if (lkt_sh(&r, "%s %s --help", LOWKEY, names[i]) != 0 ||
+		    !strstr(r.out, "status line"))
 			continue;
 		with_status++;
 		if (!strstr(r.out, "-q, --quiet") && !strstr(r.out, "[-q|--quiet]"))
-			fail_msg("lowkey %s --help speaks of a status line, without -q, --quiet:\n%s", names[i], r.out);
+			fail_msg(
+				"lowkey %s --help speaks of a status line, without -q, --quiet:\n%s",
+				names[i], r.out);
 		snprintf(quoted, sizeof(quoted), "%.47s", names[i]);
 		if (!names_word(rules, quoted))
-			fail_msg("lowkey help does not name %s among the commands with --quiet:\n%s", names[i], rules);
+			fail_msg(
+				"lowkey help does not name %s among the commands with --quiet:\n%s",
+				names[i], rules);
 		/* accepted, not an unknown option: the usage error would say so */
 		lkt_sh(&r, "%s %s --quiet --lowkey-no-such-option", LOWKEY, names[i]);
 		assert_null(strstr(r.out, "unrecognized option '--quiet'"));
@@ -211,7 +220,7 @@ static void run_on_pty(struct pty_run *p, char *const argv[])
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			break;	/* EIO: the child closed the terminal */
+			break; /* EIO: the child closed the terminal */
 		p->len += (size_t)n;
 		p->out[p->len] = '\0';
 		reads++;
@@ -220,7 +229,8 @@ static void run_on_pty(struct pty_run *p, char *const argv[])
 		first = seen_at(p, 0, FIRST_ROW);
 		if (p->first_row < 0 && first >= 0)
 			p->first_row = reads;
-		if (first >= 0 && p->status_after_first_row < 0 && seen_at(p, (size_t)first, STATUS_LINE) >= 0)
+		if (first >= 0 && p->status_after_first_row < 0 &&
+		    seen_at(p, (size_t)first, STATUS_LINE) >= 0)
 			p->status_after_first_row = reads;
 		if (p->last_row < 0 && seen_at(p, 0, LAST_ROW) >= 0)
 			p->last_row = reads;
@@ -234,8 +244,8 @@ static void bench_progress_on_a_terminal_only(void **state)
 	static struct pty_run p;
 
 	(void)state;
-	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "probe", "--runs", "1", "--seconds", "0.05", "--burst", "1000",
-				   "--no-lttng", NULL });
+	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "probe", "--runs", "1", "--seconds", "0.05",
+				   "--burst", "1000", "--no-lttng", NULL });
 	assert_true(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
 	if (p.status_line < 0 || p.first_row < 0 || p.last_row < 0)
 		fail_msg("no status line, first row or last row in:\n%s", p.out);
@@ -250,8 +260,8 @@ static void bench_progress_on_a_terminal_only(void **state)
 	assert_null(strstr(p.out, "(0 s)" FIRST_ROW));
 
 	/* --quiet: rows only */
-	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "probe", "--quiet", "--runs", "1", "--seconds", "0.05",
-				   "--burst", "1000", "--no-lttng", NULL });
+	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "probe", "--quiet", "--runs", "1", "--seconds",
+				   "0.05", "--burst", "1000", "--no-lttng", NULL });
 	assert_true(p.last_row > 0);
 	assert_null(strstr(p.out, "\033[K"));
 
@@ -270,21 +280,24 @@ static void bench_progress_on_a_terminal_only(void **state)
 static void bench_branch_streams_its_rows(void **state)
 {
 	static struct pty_run p;
-	const char *order[] = { "empty loop", "\r\033[Klowkey bench branch: 1,000 distinct sites",
-				"load + branch / key", "\r\033[Klowkey bench branch: flipping a key with 1 site",
-				"\n1 site ", "\r\033[Klowkey bench branch: flipping a key with 10 sites", "\033[K10 sites ",
-				"static key off vs nop:" };
+	const char *order[] = {
+		"empty loop",	       "\r\033[Klowkey bench branch: 1,000 distinct sites",
+		"load + branch / key", "\r\033[Klowkey bench branch: flipping a key with 1 site",
+		"\n1 site ",	       "\r\033[Klowkey bench branch: flipping a key with 10 sites",
+		"\033[K10 sites ",     "static key off vs nop:"
+	};
 	int at = -1;
 
 	(void)state;
-	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "branch", "--runs", "1", "--flips", "3", "--processes", "0",
-				   NULL });
+	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "branch", "--runs", "1", "--flips", "3",
+				   "--processes", "0", NULL });
 	assert_true(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
 	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
 		int next = seen_at(&p, at < 0 ? 0 : (size_t)at, order[i]);
 
 		if (next < 0)
-			fail_msg("'%s' is not after '%s' in:\n%s", order[i], i ? order[i - 1] : "", p.out);
+			fail_msg("'%s' is not after '%s' in:\n%s", order[i], i ? order[i - 1] : "",
+				 p.out);
 		at = next;
 	}
 }
@@ -298,22 +311,30 @@ static void bench_formats_streams_its_rows(void **state)
 	static struct pty_run p;
 	/* each run records every format, the first turning from run to run, then converts */
 	const char *order[] = { "trace formats: 6000 events a run, 2 runs",
-				"\r\033[Klowkey bench formats: run 1 of 2: ctf", "\033[Krun 1   ctf ",
-				"\r\033[Klowkey bench formats: run 1 of 2: json", "\033[Krun 1   json ",
-				"\r\033[Klowkey bench formats: run 1 of 2: perfetto", "\033[Krun 1   perfetto ",
-				"\r\033[Klowkey bench formats: run 1 of 2: lowkey convert", "\033[Krun 1   convert ",
-				"\r\033[Klowkey bench formats: run 2 of 2: json", "\033[Krun 2   json ",
-				"\nmedians of 2 runs: ", "\nperfetto " };
+				"\r\033[Klowkey bench formats: run 1 of 2: ctf",
+				"\033[Krun 1   ctf ",
+				"\r\033[Klowkey bench formats: run 1 of 2: json",
+				"\033[Krun 1   json ",
+				"\r\033[Klowkey bench formats: run 1 of 2: perfetto",
+				"\033[Krun 1   perfetto ",
+				"\r\033[Klowkey bench formats: run 1 of 2: lowkey convert",
+				"\033[Krun 1   convert ",
+				"\r\033[Klowkey bench formats: run 2 of 2: json",
+				"\033[Krun 2   json ",
+				"\nmedians of 2 runs: ",
+				"\nperfetto " };
 	int at = -1;
 
 	(void)state;
-	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "formats", "--events", "6000", "--runs", "2", NULL });
+	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "formats", "--events", "6000", "--runs", "2",
+				   NULL });
 	assert_true(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
 	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
 		int next = seen_at(&p, at < 0 ? 0 : (size_t)at, order[i]);
 
 		if (next < 0)
-			fail_msg("'%s' is not after '%s' in:\n%s", order[i], i ? order[i - 1] : "", p.out);
+			fail_msg("'%s' is not after '%s' in:\n%s", order[i], i ? order[i - 1] : "",
+				 p.out);
 		at = next;
 	}
 	/* JSON: one document, no rows before it */

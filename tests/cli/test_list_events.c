@@ -71,8 +71,9 @@ static void cycles_marked_with_reason(void **state)
 		fail();
 	}
 	if (have_cpu_pmu()) {
-		print_message("this machine has a CPU PMU: cycles is listed (%s), its verdict is the kernel's\n",
-			      line);
+		print_message(
+			"this machine has a CPU PMU: cycles is listed (%s), its verdict is the kernel's\n",
+			line);
 		return;
 	}
 	mark = strstr(line, "<not supported> [");
@@ -116,7 +117,8 @@ static void json_valid_with_verdicts(void **state)
 	assert_int_equal(write(fd, check, sizeof(check) - 1), (ssize_t)sizeof(check) - 1);
 	close(fd);
 	for (size_t i = 0; i < 2; i++) {
-		lkt_sh(&r, "%s list %s | python3 %s %s", LOWKEY, opts[i], script, have_cpu_pmu() ? "pmu" : "none");
+		lkt_sh(&r, "%s list %s | python3 %s %s", LOWKEY, opts[i], script,
+		       have_cpu_pmu() ? "pmu" : "none");
 		lkt_expect(&r, 0, NULL);
 	}
 	unlink(script);

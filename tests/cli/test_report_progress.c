@@ -16,7 +16,7 @@
 #include "cli/run.h"
 #include "internal/trace_file.h"
 
-#define STEP (256u << 10)	/* src/format/trace_file.c's RT_PROGRESS_STEP */
+#define STEP (256u << 10) /* src/format/trace_file.c's RT_PROGRESS_STEP */
 
 static char scratch[] = "/tmp/lkt-report-progress-XXXXXX";
 static struct lkt_run r;

@@ -26,7 +26,7 @@
 
 #define THREADS 100000
 #define UNMATCHED 100000
-#define LIMIT_S 120	/* per run */
+#define LIMIT_S 120 /* per run */
 
 static char scratch[] = "/tmp/lkt-report-scale-XXXXXX";
 static struct lkt_run r;
@@ -48,16 +48,20 @@ static void report_all(const char *path, const char *threads_line)
 {
 	char want[128];
 
-	snprintf(want, sizeof(want), "(%d spans still open at the end of the trace, %d ends without a begin)",
+	snprintf(want, sizeof(want),
+		 "(%d spans still open at the end of the trace, %d ends without a begin)",
 		 UNMATCHED, UNMATCHED);
-	lkt_sh(&r, "timeout %d %s report -q '%s' > '%s/text' && grep -F '%s' '%s/text' && grep -F '%s' '%s/text'",
+	lkt_sh(&r,
+	       "timeout %d %s report -q '%s' > '%s/text' && grep -F '%s' '%s/text' && grep -F '%s' '%s/text'",
 	       LIMIT_S, LOWKEY, path, scratch, want, scratch, threads_line, scratch);
 	lkt_expect(&r, 0, want);
-	lkt_sh(&r, "timeout %d %s report -q --json '%s' > '%s/json' && grep -c '\"tid\":' '%s/json'", LIMIT_S, LOWKEY,
-	       path, scratch, scratch);
+	lkt_sh(&r,
+	       "timeout %d %s report -q --json '%s' > '%s/json' && grep -c '\"tid\":' '%s/json'",
+	       LIMIT_S, LOWKEY, path, scratch, scratch);
 	lkt_expect(&r, 0, NULL);
-	lkt_sh(&r, "timeout %d %s report -q --html '%s/page.html' '%s' && grep -c '</html>' '%s/page.html'", LIMIT_S,
-	       LOWKEY, scratch, path, scratch);
+	lkt_sh(&r,
+	       "timeout %d %s report -q --html '%s/page.html' '%s' && grep -c '</html>' '%s/page.html'",
+	       LIMIT_S, LOWKEY, scratch, path, scratch);
 	lkt_expect(&r, 0, "1");
 }
 
@@ -71,17 +75,21 @@ static void json_threads_and_unmatched_spans(void **state)
 	f = fopen(path, "w");
 	assert_non_null(f);
 	fputs("{\"traceEvents\":[\n"
-	      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"scale\"}}", f);
+	      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"scale\"}}",
+	      f);
 	for (int i = 1; i <= THREADS; i++)
-		fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"t%d\"}}"
-			   ",\n{\"name\":\"work\",\"cat\":\"scale\",\"ph\":\"B\",\"ts\":%d.000,\"pid\":1,\"tid\":%d}"
-			   ",\n{\"name\":\"work\",\"cat\":\"scale\",\"ph\":\"E\",\"ts\":%d.500,\"pid\":1,\"tid\":%d}",
+		fprintf(f,
+			",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"t%d\"}}"
+			",\n{\"name\":\"work\",\"cat\":\"scale\",\"ph\":\"B\",\"ts\":%d.000,\"pid\":1,\"tid\":%d}"
+			",\n{\"name\":\"work\",\"cat\":\"scale\",\"ph\":\"E\",\"ts\":%d.500,\"pid\":1,\"tid\":%d}",
 			i, i, i, i, i, i);
 	for (int i = 0; i < UNMATCHED; i++)
-		fprintf(f, ",\n{\"name\":\"open\",\"cat\":\"scale\",\"ph\":\"B\",\"ts\":%d.000,\"pid\":1,\"tid\":1}",
+		fprintf(f,
+			",\n{\"name\":\"open\",\"cat\":\"scale\",\"ph\":\"B\",\"ts\":%d.000,\"pid\":1,\"tid\":1}",
 			THREADS + i);
 	for (int i = 0; i < UNMATCHED; i++)
-		fprintf(f, ",\n{\"name\":\"close\",\"cat\":\"scale\",\"ph\":\"E\",\"ts\":%d.000,\"pid\":1,\"tid\":1}",
+		fprintf(f,
+			",\n{\"name\":\"close\",\"cat\":\"scale\",\"ph\":\"E\",\"ts\":%d.000,\"pid\":1,\"tid\":1}",
 			THREADS + UNMATCHED + i);
 	fputs("\n],\"otherData\":{\"tracer\":\"lowkey\"}}\n", f);
 	assert_int_equal(fclose(f), 0);
@@ -140,7 +148,8 @@ static void ctf_streams_and_unmatched_spans(void **state)
 	lk_trace_stats(&st);
 	assert_int_equal(st.lost, 0);
 
-	assert_int_equal(lkt_sh(&r, "cd '%s' && ls stream-* | grep -vx 'stream-%d'", dir, (int)me), 0);
+	assert_int_equal(lkt_sh(&r, "cd '%s' && ls stream-* | grep -vx 'stream-%d'", dir, (int)me),
+			 0);
 	r.out[strcspn(r.out, "\n")] = 0;
 	snprintf(other, sizeof(other), "%.63s", r.out);
 	snprintf(small, sizeof(small), "%s/%s", dir, other);

@@ -27,7 +27,7 @@
 
 static char scratch[] = "/tmp/lkt-escapes-XXXXXX";
 static struct lkt_run r;
-static pid_t named;	/* the process with the hostile name */
+static pid_t named; /* the process with the hostile name */
 
 static int setup(void **state)
 {
@@ -48,9 +48,9 @@ static const char *control_in(const char *out)
 
 	for (; *p; p++) {
 		if ((*p < 0x20 && *p != '\n') || *p == 0x7f || (*p >= 0x80 && *p <= 0x9f))
-			return (const char *)p;	/* a C0, DEL, or a C1 byte not inside a sequence */
+			return (const char *)p; /* a C0, DEL, or a C1 byte not inside a sequence */
 		if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
-			return (const char *)p;	/* U+0080..U+009F */
+			return (const char *)p; /* U+0080..U+009F */
 		if (*p >= 0xc2 && *p <= 0xf4)	/* a lead byte: its continuation bytes are no C1 */
 			while (p[1] >= 0x80 && p[1] <= 0xbf)
 				p++;
@@ -63,8 +63,8 @@ static void expect_no_control(const char *what)
 	const char *c = control_in(r.out);
 
 	if (c)
-		print_error("%s printed the byte 0x%02x at offset %td:\n%s\n", what, (unsigned char)*c, c - r.out,
-			    r.out);
+		print_error("%s printed the byte 0x%02x at offset %td:\n%s\n", what,
+			    (unsigned char)*c, c - r.out, r.out);
 	assert_null(c);
 }
 
@@ -86,13 +86,15 @@ static void report_of_hostile_names(void **state)
 	      "{\"name\":\"span\\u009b2J\",\"cat\":\"prov\",\"ph\":\"E\",\"ts\":3.000,\"pid\":1,\"tid\":1},\n"
 	      "{\"name\":\"level\\u001b\",\"cat\":\"prov\",\"ph\":\"C\",\"ts\":4.000,\"pid\":1,\"tid\":1,"
 	      "\"args\":{\"v\":1}}\n"
-	      "],\"otherData\":{\"tracer\":\"lowkey\"}}\n", f);
+	      "],\"otherData\":{\"tracer\":\"lowkey\"}}\n",
+	      f);
 	assert_int_equal(fclose(f), 0);
 
 	lkt_sh(&r, "%s report '%s'", LOWKEY, path);
 	lkt_expect(&r, 0, "ev\\x1b[31m");
 	expect_no_control("lowkey report");
-	assert_non_null(strstr(r.out, "t\\x1b[2J\\xc2\\x9b\\x7f"));	/* the thread's name, readable */
+	assert_non_null(
+		strstr(r.out, "t\\x1b[2J\\xc2\\x9b\\x7f")); /* the thread's name, readable */
 	assert_non_null(strstr(r.out, "p\\x1b]0;PWN\\x07"));
 
 	lkt_sh(&r, "%s report --json '%s'", LOWKEY, path);
@@ -130,13 +132,14 @@ static void hostile_process_name(void **state)
 		prctl(PR_SET_NAME, HOSTILE_COMM);
 		close(ready[0]);
 		close(ready[1]);
-		freopen("/dev/null", "w", stdout);	/* nothing held open that a caller reads to its end */
+		freopen("/dev/null", "w",
+			stdout); /* nothing held open that a caller reads to its end */
 		freopen("/dev/null", "w", stderr);
 		for (;;)
 			pause();
 	}
 	close(ready[1]);
-	assert_int_equal(read(ready[0], comm, 1), 0);	/* its name is set */
+	assert_int_equal(read(ready[0], comm, 1), 0); /* its name is set */
 	close(ready[0]);
 	snprintf(comm, sizeof(comm), "/proc/%d/comm", (int)pid);
 	lkt_sh(&r, "cat %s", comm);

@@ -24,8 +24,9 @@ static int stage(void **state)
 	(void)state;
 	if (geteuid() != 0)
 		return 0;
-	if (!mkdtemp(dir) || lkt_sh(&r, "chmod 755 '%s' && cp -L '%s' '%s'/ && cp '%s'* '%s'/ && chmod -R a+rX '%s'",
-				    dir, LIBRARY, dir, LIBRARY, dir, dir) != 0)
+	if (!mkdtemp(dir) ||
+	    lkt_sh(&r, "chmod 755 '%s' && cp -L '%s' '%s'/ && cp '%s'* '%s'/ && chmod -R a+rX '%s'",
+		   dir, LIBRARY, dir, LIBRARY, dir, dir) != 0)
 		return -1;
 	return 0;
 }
@@ -44,13 +45,17 @@ static void each_test_passes_as_nobody(void **state)
 	if (geteuid() != 0)
 		skip();
 	if (lkt_sh(&r, "command -v setpriv") != 0)
-		skip();	/* util-linux's setpriv is missing */
+		skip(); /* util-linux's setpriv is missing */
 	for (int i = 1; i < nargs; i++) {
 		const char *name = strrchr(args[i], '/') ? strrchr(args[i], '/') + 1 : args[i];
 
-		assert_int_equal(lkt_sh(&r, "cp '%s' '%s'/ && chmod a+rx '%s/%s'", args[i], dir, dir, name), 0);
-		lkt_sh(&r, "cd '%s' && LD_LIBRARY_PATH='%s' setpriv --reuid=65534 --regid=65534 --clear-groups "
-		       "--inh-caps=-all --bounding-set=-all ./%s", dir, dir, name);
+		assert_int_equal(lkt_sh(&r, "cp '%s' '%s'/ && chmod a+rx '%s/%s'", args[i], dir,
+					dir, name),
+				 0);
+		lkt_sh(&r,
+		       "cd '%s' && LD_LIBRARY_PATH='%s' setpriv --reuid=65534 --regid=65534 --clear-groups "
+		       "--inh-caps=-all --bounding-set=-all ./%s",
+		       dir, dir, name);
 		if (r.status != 0)
 			print_error("%s as nobody exited %d:\n%s\n", name, r.status, r.out);
 		assert_int_equal(r.status, 0);

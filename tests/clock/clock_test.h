@@ -63,9 +63,11 @@ static inline bool cputime_sample_ok(struct cputime_bounds b, uint64_t *prev)
 	bool ok = a + b.low >= b0 && a <= b1 + b.high && a >= *prev;
 
 	if (!ok)
-		fprintf(stderr, "sample out of bounds: b0 %llu a %llu b1 %llu prev %llu (low %llu high %llu)\n",
+		fprintf(stderr,
+			"sample out of bounds: b0 %llu a %llu b1 %llu prev %llu (low %llu high %llu)\n",
 			(unsigned long long)b0, (unsigned long long)a, (unsigned long long)b1,
-			(unsigned long long)*prev, (unsigned long long)b.low, (unsigned long long)b.high);
+			(unsigned long long)*prev, (unsigned long long)b.low,
+			(unsigned long long)b.high);
 	*prev = a;
 	return ok;
 }

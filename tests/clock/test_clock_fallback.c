@@ -93,7 +93,7 @@ static int emfile(void)
 	int status, fd;
 
 	getrlimit(RLIMIT_NOFILE, &rl);
-	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);	/* the lowest free fd */
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC); /* the lowest free fd */
 	close(fd);
 	rl.rlim_cur = (rlim_t)fd;
 	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
@@ -104,7 +104,7 @@ static int emfile(void)
 		return status;
 	rl.rlim_cur = rl.rlim_max;
 	setrlimit(RLIMIT_NOFILE, &rl);
-	usleep((useconds_t)(LK__SETUP_RETRY_NS / 1000 + 20000));	/* past the retry delay */
+	usleep((useconds_t)(LK__SETUP_RETRY_NS / 1000 + 20000)); /* past the retry delay */
 	status = values_right();
 	print_info("after_");
 	return status;
@@ -115,8 +115,9 @@ static int child(const char *scenario)
 	int status;
 
 	if (!strncmp(scenario, "seccomp-", 8)) {
-		int err = !strcmp(scenario + 8, "EACCES") ? EACCES
-			  : !strcmp(scenario + 8, "ENOSYS") ? ENOSYS : EPERM;
+		int err = !strcmp(scenario + 8, "EACCES") ? EACCES :
+			  !strcmp(scenario + 8, "ENOSYS") ? ENOSYS :
+							    EPERM;
 
 		deny_perf(err);
 	} else if (!strcmp(scenario, "emfile")) {
@@ -133,7 +134,8 @@ static char self[PATH_MAX];
 
 /* Run `self --child scenario` (under setpriv as nobody if unprivileged) with extra environment
  * entries; returns its exit status, its output in out. */
-static int run(const char *scenario, const char *const *env, bool unprivileged, char *out, size_t len)
+static int run(const char *scenario, const char *const *env, bool unprivileged, char *out,
+	       size_t len)
 {
 	int pipefd[2], status;
 	ssize_t n, got = 0;
@@ -143,8 +145,9 @@ static int run(const char *scenario, const char *const *env, bool unprivileged, 
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		const char *as_nobody[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-					    "--inh-caps=-all", self, "--child", scenario, NULL };
+		const char *as_nobody[] = { "setpriv",	      "--reuid=65534",	 "--regid=65534",
+					    "--clear-groups", "--inh-caps=-all", self,
+					    "--child",	      scenario,		 NULL };
 		const char *plain[] = { self, "--child", scenario, NULL };
 
 		dup2(pipefd[1], 1);
@@ -161,7 +164,8 @@ static int run(const char *scenario, const char *const *env, bool unprivileged, 
 		_exit(93);
 	}
 	close(pipefd[1]);
-	while (got + 1 < (ssize_t)len && (n = read(pipefd[0], out + got, len - 1 - (size_t)got)) > 0)
+	while (got + 1 < (ssize_t)len &&
+	       (n = read(pipefd[0], out + got, len - 1 - (size_t)got)) > 0)
 		got += n;
 	out[got] = 0;
 	close(pipefd[0]);
@@ -174,10 +178,10 @@ static int run(const char *scenario, const char *const *env, bool unprivileged, 
 
 static char out[8192];
 
-#define RUN(scenario, ...)                                                                      \
-	({                                                                                      \
-		const char *const env_[] = { __VA_ARGS__, NULL };                               \
-		run(scenario, env_, false, out, sizeof(out));                                  \
+#define RUN(scenario, ...)                                        \
+	({                                                        \
+		const char *const env_[] = { __VA_ARGS__, NULL }; \
+		run(scenario, env_, false, out, sizeof(out));     \
 	})
 
 static void expect(const char *text)
@@ -235,7 +239,7 @@ static void forced_page(void **state)
 	(void)state;
 	if (!fast_here())
 		skip();
-	assert_int_equal(RUN("plain", "LOWKEY_CLOCK=PAGE"), 0);	/* any case */
+	assert_int_equal(RUN("plain", "LOWKEY_CLOCK=PAGE"), 0); /* any case */
 	if (strcmp(auto_method, "page") == 0) {
 		expect("cputime=page\n");
 	} else {
@@ -258,7 +262,8 @@ static void bad_values_are_ignored_and_said(void **state)
 {
 	(void)state;
 	assert_int_equal(RUN("plain", "LOWKEY_CLOCK=fastest", "LOWKEY_CLOCK_NOW=rdtsc",
-			     "LOWKEY_CLOCK_REBASE_US=5"), 0);
+			     "LOWKEY_CLOCK_REBASE_US=5"),
+			 0);
 	expect("LOWKEY_CLOCK='fastest' ignored");
 	expect("LOWKEY_CLOCK_NOW='rdtsc' ignored");
 	expect("LOWKEY_CLOCK_REBASE_US='5' ignored");
@@ -336,7 +341,7 @@ static void unprivileged_user(void **state)
 
 	(void)state;
 	if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0)
-		skip();	/* not root (then every test here already is unprivileged), or no setpriv */
+		skip(); /* not root (then every test here already is unprivileged), or no setpriv */
 	if (access(self, R_OK | X_OK) != 0)
 		skip();
 	{

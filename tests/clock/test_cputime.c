@@ -56,7 +56,7 @@ static void info_says_why(void **state)
 	if (info.counter_usable) {
 		/* x86's TSC runs at GHz; arm64's generic timer at 24 MHz (Apple), 25 MHz (Ampere) or
 		 * 1 GHz (Armv8.6), qemu's at 62.5 MHz; RISC-V timebases at 1 to 100 MHz. */
-		assert_true(info.tsc_hz >= 1000000ull);	/* a counter of at least 1 MHz */
+		assert_true(info.tsc_hz >= 1000000ull); /* a counter of at least 1 MHz */
 		assert_string_not_equal(info.tsc_hz_source, "unknown");
 	}
 }
@@ -72,10 +72,17 @@ static void agrees_under_busy_sleep_yield(void **state)
 	for (int i = 0; i < 20000; i++) {
 		bad += !cputime_sample_ok(bounds, &prev);
 		switch (rand_r(&seed) % 16) {
-		case 0: burn((uint64_t)(rand_r(&seed) % 2000) * 1000); break;	/* up to 2 ms */
-		case 1: usleep((useconds_t)(rand_r(&seed) % 500)); break;
-		case 2: sched_yield(); break;
-		default: break;
+		case 0:
+			burn((uint64_t)(rand_r(&seed) % 2000) * 1000);
+			break; /* up to 2 ms */
+		case 1:
+			usleep((useconds_t)(rand_r(&seed) % 500));
+			break;
+		case 2:
+			sched_yield();
+			break;
+		default:
+			break;
 		}
 	}
 	assert_int_equal(bad, 0);
@@ -90,10 +97,10 @@ static void every_switch_rebases(void **state)
 	need_fast_path();
 	assert_int_equal(lk_clock_info(&before), 0);
 	if (before.thread_cputime != LK_CPUTIME_SEQ)
-		skip();	/* method page does not rebase on switches */
+		skip(); /* method page does not rebase on switches */
 	for (int i = 0; i < 50; i++) {
 		lk_thread_cputime_ns();
-		usleep(50);	/* a switch, shorter than the rebase interval */
+		usleep(50); /* a switch, shorter than the rebase interval */
 		assert_true(cputime_sample_ok(bounds, &prev));
 	}
 	assert_int_equal(lk_clock_info(&after), 0);
@@ -112,7 +119,7 @@ static void reads_after_a_switch_are_fresh(void **state)
 	for (int i = 0; i < 200; i++) {
 		uint64_t before = lk_thread_cputime_ns(), b0, a, b1;
 
-		usleep(50);	/* a switch, well inside the rebase interval */
+		usleep(50); /* a switch, well inside the rebase interval */
 		b0 = sys_cputime();
 		a = lk_thread_cputime_ns();
 		b1 = sys_cputime();
@@ -170,15 +177,22 @@ static void *sample_worker(void *arg)
 	for (int i = 0; i < 2000; i++) {
 		w->bad += !cputime_sample_ok(bounds, &prev);
 		switch (rand_r(&w->seed) % 8) {
-		case 0: burn((uint64_t)(rand_r(&w->seed) % 200) * 1000); break;
-		case 1: usleep((useconds_t)(rand_r(&w->seed) % 200)); break;
-		case 2: sched_yield(); break;
+		case 0:
+			burn((uint64_t)(rand_r(&w->seed) % 200) * 1000);
+			break;
+		case 1:
+			usleep((useconds_t)(rand_r(&w->seed) % 200));
+			break;
+		case 2:
+			sched_yield();
+			break;
 		case 3:
 			CPU_ZERO(&set);
 			CPU_SET(cpus[rand_r(&w->seed) % ncpus], &set);
 			pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 			break;
-		default: break;
+		default:
+			break;
 		}
 	}
 	{
@@ -299,7 +313,7 @@ static int child_checks(void)
 	}
 	if (lk_clock_info(&info) != 0 || info.thread_cputime == LK_CPUTIME_SYSCALL)
 		return 2;
-	return count_perf_maps() == 1 ? 0 : 3;	/* the parent's pages are not inherited */
+	return count_perf_maps() == 1 ? 0 : 3; /* the parent's pages are not inherited */
 }
 
 static void expect_child_ok(pid_t pid)
@@ -319,7 +333,7 @@ static void forked_child_gets_its_own(void **state)
 
 	(void)state;
 	need_fast_path();
-	burn(5000000);	/* the parent's clock is well above what the child's will be */
+	burn(5000000); /* the parent's clock is well above what the child's will be */
 	parent_before = lk_thread_cputime_ns();
 	pid = fork();
 	if (pid == 0) {
@@ -464,10 +478,10 @@ static void *errno_worker(void *arg)
 {
 	(void)arg;
 	errno = EILSEQ;
-	lk_thread_cputime_ns();	/* set-up */
+	lk_thread_cputime_ns(); /* set-up */
 	usleep(100);
 	errno = EILSEQ;
-	lk_thread_cputime_ns();	/* rebase */
+	lk_thread_cputime_ns(); /* rebase */
 	lk_now_ns();
 	return (void *)(intptr_t)errno;
 }
@@ -498,7 +512,7 @@ static void *disables_its_events(void *arg)
 		usleep(50);
 		*bad += !cputime_sample_ok(bounds, &prev);
 		if (i % 20 == 0)
-			burn(300000);	/* a base that ages out */
+			burn(300000); /* a base that ages out */
 	}
 	lk_clock_info(&info);
 	*bad += info.thread_cputime == LK_CPUTIME_SYSCALL;
@@ -526,7 +540,7 @@ static void survives_perf_events_disable(void **state)
 	(void)state;
 	need_fast_path();
 	assert_int_equal(lk_clock_info(&before), 0);
-	assert_int_equal(before.pages_reopened, 0);	/* nothing before this test needed it */
+	assert_int_equal(before.pages_reopened, 0); /* nothing before this test needed it */
 	assert_int_equal(pthread_create(&t, NULL, disables_its_events, &bad), 0);
 	pthread_join(t, NULL);
 	assert_int_equal(bad, 0);

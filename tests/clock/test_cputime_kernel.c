@@ -36,7 +36,7 @@ static struct cputime_bounds bounds;
  * k2 by more than bounds.high, never below the thread's previous l. */
 struct tally {
 	long samples, below, above, backwards;
-	int64_t least;		/* the smallest l - k1 */
+	int64_t least; /* the smallest l - k1 */
 };
 
 static void sample(struct tally *t, uint64_t *prev)
@@ -48,16 +48,18 @@ static void sample(struct tally *t, uint64_t *prev)
 	t->samples++;
 	if (l + bounds.low < k1) {
 		if (t->below++ < 5)
-			fprintf(stderr, "below the kernel's earlier reading: k1 %llu l %llu (l - k1 = "
-				"%lld ns, bound %llu ns)\n", (unsigned long long)k1,
-				(unsigned long long)l, (long long)(l - k1),
+			fprintf(stderr,
+				"below the kernel's earlier reading: k1 %llu l %llu (l - k1 = "
+				"%lld ns, bound %llu ns)\n",
+				(unsigned long long)k1, (unsigned long long)l, (long long)(l - k1),
 				(unsigned long long)bounds.low);
 	}
 	if ((int64_t)(l - k1) < t->least)
 		t->least = (int64_t)(l - k1);
 	if (l > k2 + bounds.high && t->above++ < 5)
 		fprintf(stderr, "above the kernel's later reading: l %llu k2 %llu (+%llu ns)\n",
-			(unsigned long long)l, (unsigned long long)k2, (unsigned long long)(l - k2));
+			(unsigned long long)l, (unsigned long long)k2,
+			(unsigned long long)(l - k2));
 	if (l < *prev && t->backwards++ < 5)
 		fprintf(stderr, "lowkey went backwards: %llu after %llu\n", (unsigned long long)l,
 			(unsigned long long)*prev);
@@ -66,9 +68,11 @@ static void sample(struct tally *t, uint64_t *prev)
 
 static void check(const char *name, const struct tally *t)
 {
-	fprintf(stderr, "%s: %ld samples, %ld below k1 (least l - k1 %lld ns, bound -%llu), %ld above, "
-		"%ld backwards\n", name, t->samples, t->below, (long long)t->least,
-		(unsigned long long)bounds.low, t->above, t->backwards);
+	fprintf(stderr,
+		"%s: %ld samples, %ld below k1 (least l - k1 %lld ns, bound -%llu), %ld above, "
+		"%ld backwards\n",
+		name, t->samples, t->below, (long long)t->least, (unsigned long long)bounds.low,
+		t->above, t->backwards);
 	assert_int_equal(t->below, 0);
 	assert_int_equal(t->above, 0);
 	assert_int_equal(t->backwards, 0);
@@ -109,14 +113,21 @@ static void never_below_under_sleeps_yields_migrations(void **state)
 	for (int i = 0; i < 30000; i++) {
 		sample(&t, &prev);
 		switch (rand_r(&seed) % 16) {
-		case 0: burn((uint64_t)(rand_r(&seed) % 200) * 1000); break;	/* up to 200 µs */
-		case 1: usleep((useconds_t)(rand_r(&seed) % 200)); break;
-		case 2: sched_yield(); break;
+		case 0:
+			burn((uint64_t)(rand_r(&seed) % 200) * 1000);
+			break; /* up to 200 µs */
+		case 1:
+			usleep((useconds_t)(rand_r(&seed) % 200));
+			break;
+		case 2:
+			sched_yield();
+			break;
 		case 3:
 			if (ncpus == 2 && rand_r(&seed) % 4 == 0)
 				pin_to(cpus[rand_r(&seed) % 2]);
 			break;
-		default: break;
+		default:
+			break;
 		}
 	}
 	pthread_setaffinity_np(pthread_self(), sizeof(all), &all);
@@ -124,7 +135,7 @@ static void never_below_under_sleeps_yields_migrations(void **state)
 }
 
 /* A competing thread on the same CPU: involuntary switches at any point, rebases included. */
-static int competitor_stop;	/* atomic */
+static int competitor_stop; /* atomic */
 
 static void *competitor(void *arg)
 {
@@ -222,7 +233,7 @@ static void never_below_under_a_signal_storm(void **state)
 static int group_setup(void **state)
 {
 	(void)state;
-	lk_thread_cputime_ns();		/* calibrates before any storm */
+	lk_thread_cputime_ns(); /* calibrates before any storm */
 	bounds = cputime_bounds();
 	return 0;
 }

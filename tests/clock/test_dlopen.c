@@ -30,7 +30,8 @@ static int ok_samples(void)
 	int bad = 0;
 
 	for (int i = 0; i < 1000; i++) {
-		uint64_t b0 = ref(CLOCK_THREAD_CPUTIME_ID), a = cputime(), b1 = ref(CLOCK_THREAD_CPUTIME_ID);
+		uint64_t b0 = ref(CLOCK_THREAD_CPUTIME_ID), a = cputime(),
+			 b1 = ref(CLOCK_THREAD_CPUTIME_ID);
 		uint64_t c0 = ref(CLOCK_MONOTONIC), n = now(), c1 = ref(CLOCK_MONOTONIC);
 
 		/* Loose bounds: this test is about loading, the others about accuracy. */
@@ -45,7 +46,7 @@ static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
 static void *user(void *arg)
 {
 	*(int *)arg = ok_samples();
-	pthread_mutex_lock(&gate);	/* held until after dlclose */
+	pthread_mutex_lock(&gate); /* held until after dlclose */
 	pthread_mutex_unlock(&gate);
 	return NULL;
 }
@@ -60,8 +61,8 @@ static void clocks_in_a_dlopened_liblowkey(void **state)
 	lib = dlopen(LIBLOWKEY_PATH, RTLD_NOW | RTLD_LOCAL);
 	if (!lib)
 		fail_msg("dlopen: %s", dlerror());
-	cputime = (uint64_t (*)(void))dlsym(lib, "lk_thread_cputime_ns");
-	now = (uint64_t (*)(void))dlsym(lib, "lk_now_ns");
+	cputime = (uint64_t(*)(void))dlsym(lib, "lk_thread_cputime_ns");
+	now = (uint64_t(*)(void))dlsym(lib, "lk_now_ns");
 	assert_non_null(cputime);
 	assert_non_null(now);
 	assert_int_equal(ok_samples(), 0);
@@ -71,7 +72,7 @@ static void clocks_in_a_dlopened_liblowkey(void **state)
 		assert_int_equal(pthread_create(&t[i], NULL, user, &bad[i]), 0);
 	usleep(100000);
 	dlclose(lib);
-	pthread_mutex_unlock(&gate);	/* the threads exit now: liblowkey's destructor runs */
+	pthread_mutex_unlock(&gate); /* the threads exit now: liblowkey's destructor runs */
 	for (int i = 0; i < 4; i++) {
 		pthread_join(t[i], NULL);
 		assert_int_equal(bad[i], 0);

@@ -48,9 +48,14 @@ static void agrees_with_monotonic(void **state)
 	while (ref_ns(CLOCK_MONOTONIC) < end) {
 		bad += !now_sample_ok(&prev);
 		switch (rand_r(&seed) % 64) {
-		case 0: usleep((useconds_t)(rand_r(&seed) % 20000)); break;
-		case 1: sched_yield(); break;
-		default: break;
+		case 0:
+			usleep((useconds_t)(rand_r(&seed) % 20000));
+			break;
+		case 1:
+			sched_yield();
+			break;
+		default:
+			break;
 		}
 	}
 	assert_int_equal(bad, 0);
@@ -58,7 +63,7 @@ static void agrees_with_monotonic(void **state)
 	if (info.now == LK_NOW_TSC) {
 		assert_true(info.now_resyncs > 0);
 		assert_true(info.now_max_error_ns <= NOW_BOUND);
-		assert_int_equal(info.now_steps, 0);	/* nothing here makes the counter jump */
+		assert_int_equal(info.now_steps, 0); /* nothing here makes the counter jump */
 	}
 }
 
@@ -132,7 +137,8 @@ static void frequency_is_right(void **state)
 	assert_true(c1 > c0);
 	/* 100 ms apart, each end known to 25 µs: the ratio is right to 0.05%. */
 	measured = (double)(c1 - c0) * 1e9 / (double)(n1 - n0);
-	assert_true(measured > (double)info.tsc_hz * 0.999 && measured < (double)info.tsc_hz * 1.001);
+	assert_true(measured > (double)info.tsc_hz * 0.999 &&
+		    measured < (double)info.tsc_hz * 1.001);
 }
 
 int main(void)

@@ -34,14 +34,16 @@ static void fill(struct perf_event_mmap_page *p, uint32_t mult, uint16_t shift, 
 static void formula(void **state)
 {
 	static struct perf_event_mmap_page p;
-	uint64_t cycles[] = { 0, 1, 12345, 1ull << 32, 3ull << 40, 0x7fffffffffffull, 1ull << 62,
-			      ~0ull };
+	uint64_t cycles[] = { 0,	  1,	12345, 1ull << 32, 3ull << 40, 0x7fffffffffffull,
+			      1ull << 62, ~0ull };
 	uint64_t tc;
 
 	(void)state;
 	/* ~2.3 GHz as x86's cyc2ns would say it, and a 1 GHz counter with shift 0. */
-	struct { uint32_t mult; uint16_t shift; } scales[] = { { 466848833u, 30 }, { 1, 0 },
-							   { 0xffffffffu, 31 } };
+	struct {
+		uint32_t mult;
+		uint16_t shift;
+	} scales[] = { { 466848833u, 30 }, { 1, 0 }, { 0xffffffffu, 31 } };
 	for (size_t s = 0; s < sizeof(scales) / sizeof(scales[0]); s++)
 		for (size_t i = 0; i < sizeof(cycles) / sizeof(cycles[0]); i++) {
 			uint64_t time_offset = (uint64_t)-1000000;
@@ -49,7 +51,8 @@ static void formula(void **state)
 			fill(&p, scales[s].mult, scales[s].shift, 5000, time_offset);
 			assert_true(lk__page_task_clock(&p, cycles[i], &tc));
 			assert_int_equal(tc, 5000 + time_offset +
-						     cyc2ns(cycles[i], scales[s].mult, scales[s].shift));
+						     cyc2ns(cycles[i], scales[s].mult,
+							    scales[s].shift));
 		}
 }
 
@@ -82,7 +85,7 @@ static void without_cap_user_time(void **state)
 	p.cap_user_time = 0;
 	assert_false(lk__page_task_clock(&p, 100, &tc));
 	fill(&p, 1, 0, 0, 0);
-	p.index = 3;	/* a hardware counter: its count is not in `offset` alone */
+	p.index = 3; /* a hardware counter: its count is not in `offset` alone */
 	assert_false(lk__page_task_clock(&p, 100, &tc));
 	assert_int_equal(tc, 7);
 }
@@ -121,22 +124,22 @@ static void page_method_end_to_end(void **state)
 	(void)state;
 	lk_thread_cputime_ns();
 	if (t->state != LK__T_FAST || !lk__clock.counter.usable)
-		skip();	/* no task-clock page here: nothing to stand in for */
+		skip(); /* no task-clock page here: nothing to stand in for */
 	b = cputime_bounds();
 	real = t->page;
 	real_method = t->method;
 	fake_now();
 
 	t->page = &fake;
-	t->switch_check = false;	/* the fake page follows no switches, by design */
+	t->switch_check = false; /* the fake page follows no switches, by design */
 	t->method = LK_CPUTIME_PAGE;
 	t->max_age = lk__clock.rebase_ns;
 	t->base.tag = LK__TAG_INVALID;
-	t->ready = 0;	/* the next call rebases, then the fast path runs */
+	t->ready = 0; /* the next call rebases, then the fast path runs */
 	for (int i = 0; i < 20000; i++) {
 		assert_true(cputime_sample_ok(b, &prev));
 		if (i % 1000 == 999)
-			burn(300000);	/* past the rebase interval */
+			burn(300000); /* past the rebase interval */
 	}
 	assert_int_equal(t->method, LK_CPUTIME_PAGE);
 	assert_int_not_equal(t->ready, 0);

@@ -108,7 +108,7 @@ static int setup_page(void **state)
 
 	sched_getaffinity(0, sizeof(all_cpus), &all_cpus);
 	if (map_task_clock(&tp) != 0)
-		return 0;	/* each test skips */
+		return 0; /* each test skips */
 	*state = &tp;
 	return 0;
 }
@@ -116,7 +116,7 @@ static int setup_page(void **state)
 static const struct task_page *page_or_skip(void **state)
 {
 	if (!*state)
-		skip();	/* perf_event_open is denied here: the fallback tests cover this case */
+		skip(); /* perf_event_open is denied here: the fallback tests cover this case */
 	return *state;
 }
 
@@ -167,7 +167,8 @@ static void moves_on_yield_and_preemption(void **state)
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		do
 			clock_gettime(CLOCK_MONOTONIC, &t1);
-		while ((t1.tv_sec - t0.tv_sec) * 1000000000l + (t1.tv_nsec - t0.tv_nsec) < 200000000l);
+		while ((t1.tv_sec - t0.tv_sec) * 1000000000l + (t1.tv_nsec - t0.tv_nsec) <
+		       200000000l);
 		expect_tracks(tp, a, true);
 	}
 	__atomic_store_n(&spin_stop, 1, __ATOMIC_RELAXED);
@@ -181,7 +182,7 @@ static void moves_on_migration(void **state)
 	int cpus[2];
 
 	if (cpus_allowed(cpus) < 2)
-		skip();	/* one CPU: nowhere to migrate */
+		skip(); /* one CPU: nowhere to migrate */
 	for (int i = 0; i < 20; i++) {
 		struct snapshot a = snap(tp);
 

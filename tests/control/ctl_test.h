@@ -14,11 +14,11 @@
 
 /* Events of a trace: how many of provider:event, and the sum of their first integer argument. */
 struct lkt_count {
-	const char *name;	/* "provider:event" */
+	const char *name; /* "provider:event" */
 	long events;
 	long long arg0_sum;
-	bool arg1_is_twice_arg0;	/* every event's second argument was twice its first */
-	long threads;		/* streams */
+	bool arg1_is_twice_arg0; /* every event's second argument was twice its first */
+	long threads;		 /* streams */
 	long lost;
 };
 

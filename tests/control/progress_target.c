@@ -43,7 +43,9 @@ static int traced_child(long n, const char *out)
 		if (lk_probe_enable("*") < 0 || lk_trace_start(&c) != 0)
 			_exit(3);
 		emit(n);
-		exit(lk_trace_stop() == 0 ? 0 : 4);	/* exit(): the library's exit handlers run here too */
+		exit(lk_trace_stop() == 0 ?
+			     0 :
+			     4); /* exit(): the library's exit handlers run here too */
 	}
 	if (pid < 0 || waitpid(pid, &st, 0) != pid)
 		return 1;

@@ -61,8 +61,8 @@ static void child_emit(long n)
 static int print_site(const struct lk_probe_info *s, void *arg)
 {
 	(void)arg;
-	printf("%s|%s|%s|%d|%s|%u|%u|", s->object[0] ? s->object : "-", s->provider, s->event, (int)s->kind,
-	       s->file, s->line, s->nargs);
+	printf("%s|%s|%s|%d|%s|%u|%u|", s->object[0] ? s->object : "-", s->provider, s->event,
+	       (int)s->kind, s->file, s->line, s->nargs);
 	for (unsigned int a = 0; a < s->nargs; a++)
 		printf("%s%s", a ? "," : "", lk_probe_type_name(s->arg_types[a]));
 	printf("|%s\n", s->arg_names);
@@ -113,7 +113,7 @@ int main(int argc, char **argv)
 
 			if (strcmp(mode, "fork") == 0) {
 				child_emit(n);
-				exit(0);	/* atexit handlers run here too: they must leave the trace alone */
+				exit(0); /* atexit handlers run here too: they must leave the trace alone */
 			}
 			snprintf(count, sizeof(count), "%ld", n);
 			execl("/proc/self/exe", argv[0], "child-emit", count, (char *)NULL);
@@ -131,7 +131,7 @@ int main(int argc, char **argv)
 		return serve(argc > 2 ? n : 0);
 	if (strcmp(mode, "die") == 0) {
 		emit(n);
-		sleep_ms(500);	/* the consumer writes every 100 ms */
+		sleep_ms(500); /* the consumer writes every 100 ms */
 		kill(getpid(), SIGKILL);
 	}
 	if (strcmp(mode, "list") == 0)

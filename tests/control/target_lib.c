@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* A shared library with probe sites, for the control tests (lkt_ctl_lib). */
-#define _POSIX_C_SOURCE 200809L	/* nanosleep, in the compiler matrix's strict C11 cells too */
+#define _POSIX_C_SOURCE 200809L /* nanosleep, in the compiler matrix's strict C11 cells too */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>

@@ -162,9 +162,10 @@ static struct lk__ctl_status target_status(pid_t pid)
 	struct lk__ctl_client c;
 
 	assert_int_equal(lk__ctl_connect(&c, pid, err, sizeof(err)), 0);
-	assert_int_equal(lk__ctl_call(&c, &req, LK_CTL_STATUS_REPLY, &reply, 30000, err, sizeof(err)), 0);
+	assert_int_equal(
+		lk__ctl_call(&c, &req, LK_CTL_STATUS_REPLY, &reply, 30000, err, sizeof(err)), 0);
 	lk__ctl_disconnect(&c);
-	return reply.status;	/* numbers only: the strings went with the client */
+	return reply.status; /* numbers only: the strings went with the client */
 }
 
 static pid_t polled;
@@ -179,7 +180,7 @@ static bool tracing(void *arg)
 static bool written(void *arg)
 {
 	(void)arg;
-	return target_status(polled).events > 1;	/* more than the thread's name */
+	return target_status(polled).events > 1; /* more than the thread's name */
 }
 
 static bool left_alone(void *arg)
@@ -196,7 +197,8 @@ static void attaching_records_the_processs_events(void **state)
 	struct lkt_count n;
 
 	(void)state;
-	lkt_sh(&r, "%s trace --pid %d -e app:tick --duration 0.5 -o '%s'", LOWKEY, (int)pid, in_scratch("att.ctf"));
+	lkt_sh(&r, "%s trace --pid %d -e app:tick --duration 0.5 -o '%s'", LOWKEY, (int)pid,
+	       in_scratch("att.ctf"));
 	expect(0, "tracing process");
 	assert_non_null(strstr(r.out, "events (0 lost) from 1 thread"));
 	n = lkt_count(in_scratch("att.ctf"), "app:tick");
@@ -208,9 +210,12 @@ static void attaching_records_the_processs_events(void **state)
 	assert_true(lkt_wait_for(left_alone, NULL));
 
 	/* JSON, every site */
-	lkt_sh(&r, "%s trace --pid %d --duration 0.3 --format json -o '%s'", LOWKEY, (int)pid, in_scratch("att.json"));
+	lkt_sh(&r, "%s trace --pid %d --duration 0.3 --format json -o '%s'", LOWKEY, (int)pid,
+	       in_scratch("att.json"));
 	expect(0, "written to");
-	assert_int_equal(lkt_sh(&r, "grep -c '\"name\":\"work\",\"cat\":\"lib\"' '%s'", in_scratch("att.json")), 0);
+	assert_int_equal(lkt_sh(&r, "grep -c '\"name\":\"work\",\"cat\":\"lib\"' '%s'",
+				in_scratch("att.json")),
+			 0);
 	assert_int_equal(WIFSIGNALED(end_target(pid)), 0);
 }
 
@@ -223,7 +228,8 @@ static void ctrl_c_stops_the_trace(void **state)
 	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
 	snprintf(out, sizeof(out), "%s", in_scratch("ctrlc.ctf"));
 	snprintf(log, sizeof(log), "%s", in_scratch("ctrlc.log"));
-	lk = spawn_lowkey(log, (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-e", "app:*", "-o", out, NULL });
+	lk = spawn_lowkey(log, (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-e", "app:*",
+						"-o", out, NULL });
 	polled = pid;
 	assert_true(lkt_wait_for(tracing, NULL));
 	assert_true(lkt_wait_for(written, NULL));
@@ -245,14 +251,15 @@ static void a_killed_lowkey_leaves_the_process_as_it_was(void **state)
 	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
 	snprintf(out, sizeof(out), "%s", in_scratch("killed-lowkey.ctf"));
 	snprintf(log, sizeof(log), "%s", in_scratch("killed-lowkey.log"));
-	lk = spawn_lowkey(log, (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-o", out, NULL });
+	lk = spawn_lowkey(log,
+			  (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-o", out, NULL });
 	polled = pid;
 	assert_true(lkt_wait_for(tracing, NULL));
 	assert_true(lkt_wait_for(written, NULL));
 	kill(lk, SIGKILL);
 	wait_lowkey(lk, log);
-	assert_true(lkt_wait_for(left_alone, NULL));	/* trace stopped, session rules removed */
-	assert_true(lkt_count(out, "app:tick").events > 0);	/* and finished properly */
+	assert_true(lkt_wait_for(left_alone, NULL)); /* trace stopped, session rules removed */
+	assert_true(lkt_count(out, "app:tick").events > 0); /* and finished properly */
 	end_target(pid);
 }
 
@@ -261,7 +268,8 @@ static void the_processs_exit_ends_the_trace(void **state)
 	pid_t pid = spawn_target(TARGET, true, "400");
 
 	(void)state;
-	lkt_sh(&r, "%s trace --pid %d -e app:tick -o '%s'", LOWKEY, (int)pid, in_scratch("exit.ctf"));
+	lkt_sh(&r, "%s trace --pid %d -e app:tick -o '%s'", LOWKEY, (int)pid,
+	       in_scratch("exit.ctf"));
 	expect(0, "exited; its trace is finished");
 	assert_non_null(strstr(r.out, "events (0 lost)"));
 	assert_true(lkt_count(in_scratch("exit.ctf"), "app:tick").events > 0);
@@ -277,7 +285,8 @@ static void a_process_killed_mid_trace_leaves_its_events(void **state)
 	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
 	snprintf(out, sizeof(out), "%s", in_scratch("vanished.ctf"));
 	snprintf(log, sizeof(log), "%s", in_scratch("vanished.log"));
-	lk = spawn_lowkey(log, (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-e", "app:tick", "-o", out, NULL });
+	lk = spawn_lowkey(log, (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-e",
+						"app:tick", "-o", out, NULL });
 	polled = pid;
 	assert_true(lkt_wait_for(tracing, NULL));
 	assert_true(lkt_wait_for(written, NULL));
@@ -346,13 +355,13 @@ static void a_glob_matching_nothing_in_the_process(void **state)
 	pid_t pid = spawn_target(TARGET, true, NULL);
 
 	(void)state;
-	lkt_sh(&r, "%s trace --pid %d -e app:tick -e 'nosuch:*' --duration 5 -o '%s'", LOWKEY, (int)pid,
-	       in_scratch("nomatch.ctf"));
+	lkt_sh(&r, "%s trace --pid %d -e app:tick -e 'nosuch:*' --duration 5 -o '%s'", LOWKEY,
+	       (int)pid, in_scratch("nomatch.ctf"));
 	expect(1, "matches 'nosuch:*'");
 	assert_non_null(strstr(r.out, "lowkey list --pid"));
 	assert_false(lkt_file_exists(in_scratch("nomatch.ctf")));
 	polled = pid;
-	assert_true(lkt_wait_for(left_alone, NULL));	/* app:tick's session rule went too */
+	assert_true(lkt_wait_for(left_alone, NULL)); /* app:tick's session rule went too */
 	end_target(pid);
 }
 
@@ -364,12 +373,13 @@ static void a_glob_matching_nothing_in_the_process(void **state)
 static void a_tracer_connecting_at_start_up_sees_the_programs_sites(void **state)
 {
 	(void)state;
-	lkt_sh(&r, "m='%s'; rm -f \"$m\"; LKT_LIB_CTOR_MARKER=\"$m\" LKT_LIB_CTOR_SLEEP_MS=500 LOWKEY_CONTROL=1 "
-		   "%s serve 5000 >/dev/null 2>&1 & p=$!; "
-		   "while [ ! -e \"$m\" ]; do sleep 0.01; done; "
-		   "for i in $(seq 500); do o=$(%s list --json --pid $p 2>/dev/null); "
-		   "case $o in *'\"source\": \"control\"'*) echo \"$o\"; break;; esac; sleep 0.01; done; "
-		   "kill $p; wait $p; rm -f \"$m\"",
+	lkt_sh(&r,
+	       "m='%s'; rm -f \"$m\"; LKT_LIB_CTOR_MARKER=\"$m\" LKT_LIB_CTOR_SLEEP_MS=500 LOWKEY_CONTROL=1 "
+	       "%s serve 5000 >/dev/null 2>&1 & p=$!; "
+	       "while [ ! -e \"$m\" ]; do sleep 0.01; done; "
+	       "for i in $(seq 500); do o=$(%s list --json --pid $p 2>/dev/null); "
+	       "case $o in *'\"source\": \"control\"'*) echo \"$o\"; break;; esac; sleep 0.01; done; "
+	       "kill $p; wait $p; rm -f \"$m\"",
 	       in_scratch("lib-ctor"), TARGET, LOWKEY);
 	assert_non_null(strstr(r.out, "\"source\": \"control\""));
 	assert_non_null(strstr(r.out, "\"provider\": \"lib\", \"event\": \"work\""));
@@ -388,11 +398,12 @@ static void a_trace_started_during_start_up_waits_for_the_program(void **state)
 
 	(void)state;
 	memcpy(marker, in_scratch("lib-ctor-trace"), sizeof(marker));
-	lkt_sh(&r, "m='%s'; rm -f \"$m\"; LKT_LIB_CTOR_MARKER=\"$m\" LKT_LIB_CTOR_SLEEP_MS=500 LOWKEY_CONTROL=1 "
-		   "%s serve 5000 >/dev/null 2>&1 & p=$!; "
-		   "while [ ! -e \"$m\" ]; do sleep 0.01; done; "
-		   "%s trace --pid $p -e app:tick --duration 0.3 -o '%s' 2>&1; s=$?; "
-		   "kill $p; wait $p; rm -f \"$m\"; exit $s",
+	lkt_sh(&r,
+	       "m='%s'; rm -f \"$m\"; LKT_LIB_CTOR_MARKER=\"$m\" LKT_LIB_CTOR_SLEEP_MS=500 LOWKEY_CONTROL=1 "
+	       "%s serve 5000 >/dev/null 2>&1 & p=$!; "
+	       "while [ ! -e \"$m\" ]; do sleep 0.01; done; "
+	       "%s trace --pid $p -e app:tick --duration 0.3 -o '%s' 2>&1; s=$?; "
+	       "kill $p; wait $p; rm -f \"$m\"; exit $s",
 	       marker, TARGET, LOWKEY, in_scratch("start-up.ctf"));
 	expect(0, "events (0 lost) from 1 thread");
 	assert_true(lkt_count(in_scratch("start-up.ctf"), "app:tick").events > 0);
@@ -407,8 +418,9 @@ static void a_trace_started_during_start_up_waits_for_the_program(void **state)
 static void a_trace_started_before_the_program_was_execd_waits_for_it(void **state)
 {
 	(void)state;
-	lkt_sh(&r, "LOWKEY_CONTROL=1 sh -c 'sleep 0.3; exec \"$0\" serve 5000' '%s' >/dev/null 2>&1 & p=$!; "
-		   "%s trace --pid $p -e app:tick --duration 0.3 -o '%s' 2>&1; s=$?; kill $p; wait $p; exit $s",
+	lkt_sh(&r,
+	       "LOWKEY_CONTROL=1 sh -c 'sleep 0.3; exec \"$0\" serve 5000' '%s' >/dev/null 2>&1 & p=$!; "
+	       "%s trace --pid $p -e app:tick --duration 0.3 -o '%s' 2>&1; s=$?; kill $p; wait $p; exit $s",
 	       TARGET, LOWKEY, in_scratch("before-exec.ctf"));
 	expect(0, "events (0 lost) from 1 thread");
 	assert_true(lkt_count(in_scratch("before-exec.ctf"), "app:tick").events > 0);
@@ -416,7 +428,9 @@ static void a_trace_started_before_the_program_was_execd_waits_for_it(void **sta
 
 static void list_a_running_process(void **state)
 {
-	struct lk__ctl_msg req = { .type = LK_CTL_RULE, .rule = { 1, LK_CTL_RULE_SESSION, "app:tick" } }, reply;
+	struct lk__ctl_msg req = { .type = LK_CTL_RULE,
+				   .rule = { 1, LK_CTL_RULE_SESSION, "app:tick" } },
+			   reply;
 	pid_t pid = spawn_target(TARGET, true, NULL), quiet;
 	struct lk__ctl_client c;
 
@@ -424,7 +438,8 @@ static void list_a_running_process(void **state)
 	/* with its control socket, mid-trace: which sites are on */
 	assert_int_equal(lk__ctl_connect(&c, pid, err, sizeof(err)), 0);
 	assert_int_equal(lk__ctl_call(&c, &req, LK_CTL_RESULT, &reply, 30000, err, sizeof(err)), 0);
-	req = (struct lk__ctl_msg){ .type = LK_CTL_START, .start = { 0, 0, 0, 0, 0, in_scratch("list.ctf") } };
+	req = (struct lk__ctl_msg){ .type = LK_CTL_START,
+				    .start = { 0, 0, 0, 0, 0, in_scratch("list.ctf") } };
 	assert_int_equal(lk__ctl_call(&c, &req, LK_CTL_RESULT, &reply, 30000, err, sizeof(err)), 0);
 	lkt_sh(&r, "%s list --pid %d", LOWKEY, (int)pid);
 	expect(0, TARGET_LIB ": 1 site");
@@ -433,9 +448,11 @@ static void list_a_running_process(void **state)
 	assert_non_null(strstr(r.out, "app:depth     counter     off"));
 	lkt_sh(&r, "%s list --json --pid %d", LOWKEY, (int)pid);
 	expect(0, "\"source\": \"control\"");
-	assert_non_null(strstr(r.out, "\"provider\": \"app\", \"event\": \"tick\", \"kind\": \"event\""));
+	assert_non_null(
+		strstr(r.out, "\"provider\": \"app\", \"event\": \"tick\", \"kind\": \"event\""));
 	assert_non_null(strstr(r.out, "\"enabled\": true"));
-	lk__ctl_disconnect(&c);	/* ends the session: rules and trace (stop on close not asked: it runs on) */
+	lk__ctl_disconnect(
+		&c); /* ends the session: rules and trace (stop on close not asked: it runs on) */
 	end_target(pid);
 
 	/* without: the sites of the files it has mapped, their state unknown */
@@ -517,9 +534,10 @@ static void a_fifo_planted_at_a_mapped_path_stalls_nothing(void **state)
 	pid = spawn_helper(plant_fifo, dir);
 	lkt_sh(&r, "timeout 120 %s list --pid %d", LOWKEY, (int)pid);
 	expect(0, "sites read from its files");
-	if (geteuid() == 0)	/* through /proc/PID/map_files: the file mapped, though removed */
+	if (geteuid() == 0) /* through /proc/PID/map_files: the file mapped, though removed */
 		assert_non_null(strstr(r.out, "lib.so (deleted) (shared object): 1 site"));
-	lkt_sh(&r, "timeout 120 %s trace --pid %d -o '%s'", LOWKEY, (int)pid, in_scratch("planted.ctf"));
+	lkt_sh(&r, "timeout 120 %s trace --pid %d -o '%s'", LOWKEY, (int)pid,
+	       in_scratch("planted.ctf"));
 	expect_one_line(1, "has no lowkey control socket open");
 	end_target(pid);
 }
@@ -552,7 +570,8 @@ static void pose_as_control_socket(const char *how)
 		}
 		m.type = LK_CTL_SITE;
 		m.seq += strcmp(how, "strays") == 0 ? 1000 : 0;
-		m.site = (struct lk__ctl_site){ 1, 1, 0, 0, 0, 1, "fake", "site", "fake.c", "", "", "fake" };
+		m.site = (struct lk__ctl_site){ 1,	1,	0,	  0,  0,  1,
+						"fake", "site", "fake.c", "", "", "fake" };
 		len = lk__ctl_encode(&m, buf, sizeof(buf));
 		while (send(conn, buf, (size_t)len, 0) == len)
 			;
@@ -591,7 +610,8 @@ static void a_process_posing_as_a_control_socket_is_not_read_on(void **state)
 	end_target(pid);
 
 	pid = spawn_helper(pose_as_control_socket, "strays");
-	lkt_sh(&r, "timeout 120 %s trace --pid %d -e 'app:*' -o '%s'", LOWKEY, (int)pid, in_scratch("posing.ctf"));
+	lkt_sh(&r, "timeout 120 %s trace --pid %d -e 'app:*' -o '%s'", LOWKEY, (int)pid,
+	       in_scratch("posing.ctf"));
 	expect(1, "messages that answer nothing");
 	end_target(pid);
 }
@@ -606,7 +626,7 @@ static void a_taken_control_directory_is_named(void **state)
 
 	(void)state;
 	if (geteuid() != 0)
-		skip();	/* giving the directory to another user needs root */
+		skip(); /* giving the directory to another user needs root */
 	snprintf(xdg, sizeof(xdg), "%s", in_scratch("taken-xdg"));
 	snprintf(taken, sizeof(taken), "%s/lowkey", xdg);
 	assert_int_equal(mkdir(xdg, 0700), 0);

@@ -33,7 +33,7 @@
 #include "ctl_test.h"
 
 #define NOBODY 65534
-#define SKIPPED 77	/* the namespace cannot be made here */
+#define SKIPPED 77 /* the namespace cannot be made here */
 /*
  * A run that showed nothing, to do again: lowkey gave up before it was seen waiting (a slow
  * machine), or another task took pid V before B could (lowkey, running on through the swap, may
@@ -56,7 +56,7 @@ static int setup(void **state)
 	(void)state;
 	if (!mkdtemp(scratch))
 		return -1;
-	return chmod(scratch, 0755);	/* nobody's process writes there if lowkey lets it */
+	return chmod(scratch, 0755); /* nobody's process writes there if lowkey lets it */
 }
 
 static int teardown(void **state)
@@ -87,7 +87,8 @@ static bool sleeping(pid_t pid)
 #ifdef SYS_poll
 		SYS_poll,
 #endif
-		SYS_clock_nanosleep, SYS_ppoll,
+		SYS_clock_nanosleep,
+		SYS_ppoll,
 	};
 	char file[64], buf[64] = "";
 	long nr;
@@ -146,8 +147,10 @@ static pid_t start_b(pid_t want)
 	pid_t pid;
 	FILE *f;
 
-	snprintf(cmd, sizeof(cmd), "exec setpriv --reuid=%d --regid=%d --clear-groups env XDG_RUNTIME_DIR='%s' "
-		 "LOWKEY_CONTROL=1 '%s' serve", NOBODY, NOBODY, in_scratch("nobody-xdg"), TARGET);
+	snprintf(cmd, sizeof(cmd),
+		 "exec setpriv --reuid=%d --regid=%d --clear-groups env XDG_RUNTIME_DIR='%s' "
+		 "LOWKEY_CONTROL=1 '%s' serve",
+		 NOBODY, NOBODY, in_scratch("nobody-xdg"), TARGET);
 	if (pipe(p) != 0)
 		return -1;
 	pid = fork_as(want);
@@ -160,7 +163,8 @@ static pid_t start_b(pid_t want)
 	}
 	close(p[1]);
 	f = fdopen(p[0], "r");
-	if (!f || !fgets(line, sizeof(line), f) || strncmp(line, "ready ", 6) != 0 || atoi(line + 6) != want) {
+	if (!f || !fgets(line, sizeof(line), f) || strncmp(line, "ready ", 6) != 0 ||
+	    atoi(line + 6) != want) {
 		say("the other user's program did not start as pid %d: %s", (int)want, line);
 		pid = -1;
 	}
@@ -174,7 +178,8 @@ static pid_t start_lowkey(char *const argv[])
 	pid_t pid = fork();
 
 	if (pid == 0) {
-		int fd = open(in_scratch("lowkey.log"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		int fd = open(in_scratch("lowkey.log"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			      0644);
 
 		dup2(fd, 1);
 		dup2(fd, 2);
@@ -200,7 +205,8 @@ static void keep_status(int status)
 	FILE *f = fopen(in_scratch("lowkey.status"), "w");
 
 	if (f) {
-		fprintf(f, "%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+		fprintf(f, "%d\n",
+			WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 		fclose(f);
 	}
 }
@@ -292,11 +298,12 @@ static int in_new_namespace(char **argv, bool stop, int spin)
 static void need_root_and_setpriv(void)
 {
 	if (geteuid() != 0)
-		skip();	/* switching users, choosing pids */
+		skip(); /* switching users, choosing pids */
 	if (lkt_sh(&r, "command -v setpriv") != 0)
-		skip();	/* util-linux's setpriv is missing */
-	if (lkt_sh(&r, "setpriv --reuid=%d --regid=%d --clear-groups test -x '%s'", NOBODY, NOBODY, TARGET) != 0)
-		skip();	/* the build tree is not readable by nobody */
+		skip(); /* util-linux's setpriv is missing */
+	if (lkt_sh(&r, "setpriv --reuid=%d --regid=%d --clear-groups test -x '%s'", NOBODY, NOBODY,
+		   TARGET) != 0)
+		skip(); /* the build tree is not readable by nobody */
 }
 
 static void make_dir(const char *dir, uid_t owner)
@@ -347,8 +354,9 @@ static void no_output(const char *out)
 	struct stat st;
 
 	if (lstat(out, &st) == 0) {
-		print_error("%s is left, owned by uid %u, with %ld app:tick events of the other process\n", out,
-			    (unsigned int)st.st_uid, lkt_count(out, "app:tick").events);
+		print_error(
+			"%s is left, owned by uid %u, with %ld app:tick events of the other process\n",
+			out, (unsigned int)st.st_uid, lkt_count(out, "app:tick").events);
 		assert_int_not_equal(st.st_uid, NOBODY);
 	}
 	assert_false(lkt_file_exists(out));
@@ -361,8 +369,9 @@ static void trace_refuses_a_reused_pid(void **state)
 	(void)state;
 	need_root_and_setpriv();
 	snprintf(out, sizeof(out), "%s", in_scratch("trace.ctf"));
-	run_swap((const char *[16]){ "lowkey", "trace", "--pid", "PID", "-e", "app:*", "--duration", "0.5", "-o",
-				     out, NULL }, true, 0);
+	run_swap((const char *[16]){ "lowkey", "trace", "--pid", "PID", "-e", "app:*", "--duration",
+				     "0.5", "-o", out, NULL },
+		 true, 0);
 	no_output(out);
 	refused();
 }
@@ -390,7 +399,8 @@ static void snapshot_refuses_a_reused_pid(void **state)
 	(void)state;
 	need_root_and_setpriv();
 	snprintf(out, sizeof(out), "%s", in_scratch("snapshot.json"));
-	run_swap((const char *[16]){ "lowkey", "snapshot", "--pid", "PID", "-o", out, NULL }, true, 0);
+	run_swap((const char *[16]){ "lowkey", "snapshot", "--pid", "PID", "-o", out, NULL }, true,
+		 0);
 	refused();
 	assert_false(lkt_file_exists(out));
 }
@@ -404,8 +414,9 @@ static void a_swap_racing_the_wait_is_never_attached(void **state)
 	need_root_and_setpriv();
 	snprintf(out, sizeof(out), "%s", in_scratch("race.ctf"));
 	for (int i = 0; i < 8; i++) {
-		run_swap((const char *[16]){ "lowkey", "trace", "--pid", "PID", "-e", "app:*", "--duration", "0.5",
-					     "-o", out, NULL }, false, i * 97);
+		run_swap((const char *[16]){ "lowkey", "trace", "--pid", "PID", "-e", "app:*",
+					     "--duration", "0.5", "-o", out, NULL },
+			 false, i * 97);
 		no_output(out);
 		refused();
 	}

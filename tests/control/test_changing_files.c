@@ -23,14 +23,14 @@
 #include "churn.h"
 #include "cli/run.h"
 
-#define RUNS 300	/* a reader that mapped the file died in one run in 15 to 50 */
+#define RUNS 300 /* a reader that mapped the file died in one run in 15 to 50 */
 
 static char scratch[] = "/tmp/lkt-changing-XXXXXX";
 static char victim[256];
 static struct lkt_run r;
 static pid_t peer = -1;
-volatile unsigned long lkt_churned;	/* the peer's rounds: what `lowkey watch` looks up */
-static bool as_peer;			/* run lowkey as the peer's user */
+volatile unsigned long lkt_churned; /* the peer's rounds: what `lowkey watch` looks up */
+static bool as_peer;		    /* run lowkey as the peer's user */
 
 static int setup(void **state)
 {
@@ -76,7 +76,8 @@ static int run_lowkey(const char *first, ...)
 		err = open(errors, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		dup2(null, 1);
 		dup2(err, 2);
-		if (as_peer && (setgroups(0, NULL) != 0 || setresgid(LKT_NOBODY, LKT_NOBODY, LKT_NOBODY) != 0 ||
+		if (as_peer && (setgroups(0, NULL) != 0 ||
+				setresgid(LKT_NOBODY, LKT_NOBODY, LKT_NOBODY) != 0 ||
 				setresuid(LKT_NOBODY, LKT_NOBODY, LKT_NOBODY) != 0))
 			_exit(126);
 		execv(LOWKEY, (char **)argv);
@@ -99,7 +100,8 @@ static void expect_clean_exit(int status, const char *what)
 	FILE *f;
 
 	if (WIFSIGNALED(status))
-		print_error("`lowkey %s` died of signal %d (%s)\n", what, WTERMSIG(status), strsignal(WTERMSIG(status)));
+		print_error("`lowkey %s` died of signal %d (%s)\n", what, WTERMSIG(status),
+			    strsignal(WTERMSIG(status)));
 	else if (WEXITSTATUS(status) > 1 && lkt_sh(&r, "cat '%s/errors'", scratch) == 0)
 		print_error("`lowkey %s` exited with %d:\n%s\n", what, WEXITSTATUS(status), r.out);
 	assert_false(WIFSIGNALED(status));
@@ -125,7 +127,7 @@ static void a_file_cut_while_its_process_is_listed(void **state)
 	snprintf(pid, sizeof(pid), "%d", (int)peer);
 	for (int i = 0; i < RUNS; i++)
 		expect_clean_exit(run_lowkey("list", "--pid", pid, NULL), "list --pid");
-	assert_int_equal(kill(peer, 0), 0);	/* still churning: the runs above raced it */
+	assert_int_equal(kill(peer, 0), 0); /* still churning: the runs above raced it */
 }
 
 /* Read by name, the file's errors are shown: each run lists it or says why not, in words. */
@@ -135,7 +137,8 @@ static void a_file_cut_while_it_is_listed(void **state)
 	for (int i = 0; i < RUNS; i++) {
 		lkt_sh(&r, "'%s' list '%s'", LOWKEY, victim);
 		if (r.status >= 128)
-			print_error("`lowkey list %s` died of signal %d:\n%s\n", victim, r.status - 128, r.out);
+			print_error("`lowkey list %s` died of signal %d:\n%s\n", victim,
+				    r.status - 128, r.out);
 		assert_in_range(r.status, 0, 1);
 		if (r.status == 1 && !strstr(r.out, "lowkey list:"))
 			print_error("a failure without a message:\n%s\n", r.out);
@@ -156,7 +159,8 @@ static void a_file_cut_while_its_process_is_watched(void **state)
 	(void)state;
 	snprintf(pid, sizeof(pid), "%d", (int)peer);
 	for (int i = 0; i < RUNS / 2; i++)
-		expect_clean_exit(run_lowkey("watch", "-p", pid, "--symbol", "lkt_churned", "-d", "0.01", NULL),
+		expect_clean_exit(run_lowkey("watch", "-p", pid, "--symbol", "lkt_churned", "-d",
+					     "0.01", NULL),
 				  "watch -p");
 	assert_int_equal(kill(peer, 0), 0);
 }
@@ -171,14 +175,15 @@ static void a_file_cut_while_its_own_user_watches(void **state)
 
 	(void)state;
 	if (geteuid() != 0)
-		skip();	/* the peer is this user's own child: the case above */
-	if (lkt_sh(&r, "setpriv --reuid=%d --regid=%d --clear-groups test -x '%s'", LKT_NOBODY, LKT_NOBODY,
-		   LOWKEY) != 0)
-		skip();	/* the build tree is not readable by nobody */
+		skip(); /* the peer is this user's own child: the case above */
+	if (lkt_sh(&r, "setpriv --reuid=%d --regid=%d --clear-groups test -x '%s'", LKT_NOBODY,
+		   LKT_NOBODY, LOWKEY) != 0)
+		skip(); /* the build tree is not readable by nobody */
 	snprintf(pid, sizeof(pid), "%d", (int)peer);
 	as_peer = true;
 	for (int i = 0; i < RUNS / 10; i++)
-		expect_clean_exit(run_lowkey("watch", "-p", pid, "--symbol", "lkt_churned", "-d", "0.01", NULL),
+		expect_clean_exit(run_lowkey("watch", "-p", pid, "--symbol", "lkt_churned", "-d",
+					     "0.01", NULL),
 				  "watch -p (as the process's user)");
 	as_peer = false;
 	assert_int_equal(kill(peer, 0), 0);

@@ -24,7 +24,9 @@
 #include "ctl_test.h"
 #include "control/control_internal.h"
 
-#define AS(uid) "setpriv --reuid=" #uid " --regid=" #uid " --clear-groups --inh-caps=-all --bounding-set=-all "
+#define AS(uid)                                  \
+	"setpriv --reuid=" #uid " --regid=" #uid \
+	" --clear-groups --inh-caps=-all --bounding-set=-all "
 
 static char scratch[] = "/tmp/lkt-peers-XXXXXX";
 static struct lkt_run r;
@@ -59,11 +61,11 @@ static int teardown(void **state)
 static void need_root_and_setpriv(void)
 {
 	if (geteuid() != 0)
-		skip();	/* switching users needs root */
+		skip(); /* switching users needs root */
 	if (lkt_sh(&r, "command -v setpriv") != 0)
-		skip();	/* util-linux's setpriv is missing */
+		skip(); /* util-linux's setpriv is missing */
 	if (lkt_sh(&r, AS(65534) "test -x '%s' -a -x '%s'", TARGET, LOWKEY) != 0)
-		skip();	/* the build tree is not readable by nobody */
+		skip(); /* the build tree is not readable by nobody */
 }
 
 static void end_server(void);
@@ -77,8 +79,9 @@ static pid_t spawn_server(const char *as_uid, const char *xdg)
 	FILE *f;
 
 	if (server > 0)
-		end_server();	/* a failed test's */
-	snprintf(cmd, sizeof(cmd), "exec %s env XDG_RUNTIME_DIR='%s' LOWKEY_CONTROL=1 '%s' serve", as_uid, xdg, TARGET);
+		end_server(); /* a failed test's */
+	snprintf(cmd, sizeof(cmd), "exec %s env XDG_RUNTIME_DIR='%s' LOWKEY_CONTROL=1 '%s' serve",
+		 as_uid, xdg, TARGET);
 	assert_int_equal(pipe(p), 0);
 	pid = fork();
 	if (pid == 0) {
@@ -93,7 +96,7 @@ static pid_t spawn_server(const char *as_uid, const char *xdg)
 	assert_non_null(fgets(line, sizeof(line), f));
 	fclose(f);
 	assert_int_equal(strncmp(line, "ready ", 6), 0);
-	assert_int_equal(atoi(line + 6), pid);	/* setpriv and env exec: the pid is the program's */
+	assert_int_equal(atoi(line + 6), pid); /* setpriv and env exec: the pid is the program's */
 	server = pid;
 	return pid;
 }
@@ -111,7 +114,8 @@ static struct lk__ctl_status status_as_root(pid_t pid)
 	struct lk__ctl_client c;
 
 	assert_int_equal(lk__ctl_connect(&c, pid, err, sizeof(err)), 0);
-	assert_int_equal(lk__ctl_call(&c, &req, LK_CTL_STATUS_REPLY, &reply, 30000, err, sizeof(err)), 0);
+	assert_int_equal(
+		lk__ctl_call(&c, &req, LK_CTL_STATUS_REPLY, &reply, 30000, err, sizeof(err)), 0);
 	lk__ctl_disconnect(&c);
 	return reply.status;
 }
@@ -137,17 +141,19 @@ static void a_root_process_refuses_nobody(void **state)
 	pid = spawn_server("", xdg);
 
 	/* The directory keeps nobody out: lowkey says whose process it is. */
-	lkt_sh(&r, AS(65534) "%s trace --pid %d --duration 0.2 -o '%s'", LOWKEY, (int)pid, in_scratch("out/a.ctf"));
+	lkt_sh(&r, AS(65534) "%s trace --pid %d --duration 0.2 -o '%s'", LOWKEY, (int)pid,
+	       in_scratch("out/a.ctf"));
 	assert_int_equal(r.status, 1);
 	assert_non_null(strstr(r.out, "belongs to uid 0: run lowkey as that user or as root"));
-	assert_int_equal(status_as_root(pid).refused_peers, 0);	/* it never got that far */
+	assert_int_equal(status_as_root(pid).refused_peers, 0); /* it never got that far */
 
 	/* Opened up by mistake: the process itself refuses nobody, and counts it. */
 	snprintf(sock, sizeof(sock), "%s/lowkey/%d.sock", xdg, (int)pid);
 	assert_int_equal(chmod(xdg, 0755), 0);
 	assert_int_equal(lkt_sh(&r, "chmod 777 '%s/lowkey' && chmod 666 '%s'", xdg, sock), 0);
-	lkt_sh(&r, AS(65534) "env XDG_RUNTIME_DIR='%s' %s trace --pid %d -e 'app:*' --duration 0.2 -o '%s'", xdg, LOWKEY,
-	       (int)pid, in_scratch("out/b.ctf"));
+	lkt_sh(&r,
+	       AS(65534) "env XDG_RUNTIME_DIR='%s' %s trace --pid %d -e 'app:*' --duration 0.2 -o '%s'",
+	       xdg, LOWKEY, (int)pid, in_scratch("out/b.ctf"));
 	assert_int_equal(r.status, 1);
 	if (!strstr(r.out, "uid 65534 may not control process"))
 		print_error("%s\n", r.out);
@@ -174,7 +180,8 @@ static void a_nobody_process_serves_root_and_refuses_others(void **state)
 	pid = spawn_server(AS(65534), xdg);
 
 	/* root may: the trace is written by the process, into an output handed to its user */
-	lkt_sh(&r, "%s trace --pid %d -e app:tick --duration 2 -o '%s'", LOWKEY, (int)pid, in_scratch("out2/root.ctf"));
+	lkt_sh(&r, "%s trace --pid %d -e app:tick --duration 2 -o '%s'", LOWKEY, (int)pid,
+	       in_scratch("out2/root.ctf"));
 	if (r.status != 0)
 		print_error("%s\n", r.out);
 	assert_int_equal(r.status, 0);
@@ -183,13 +190,17 @@ static void a_nobody_process_serves_root_and_refuses_others(void **state)
 	assert_int_equal(st.st_uid, 65534);
 
 	/* another user may not: first the directory stops it, then the process */
-	lkt_sh(&r, AS(65533) "%s trace --pid %d --duration 0.2 -o /tmp/never.ctf", LOWKEY, (int)pid);
+	lkt_sh(&r, AS(65533) "%s trace --pid %d --duration 0.2 -o /tmp/never.ctf", LOWKEY,
+	       (int)pid);
 	assert_int_equal(r.status, 1);
 	assert_non_null(strstr(r.out, "belongs to uid 65534"));
 	snprintf(sock, sizeof(sock), "%s/lowkey/%d.sock", xdg, (int)pid);
-	assert_int_equal(lkt_sh(&r, "chmod 755 '%s' && chmod 777 '%s/lowkey' && chmod 666 '%s'", xdg, xdg, sock), 0);
-	lkt_sh(&r, AS(65533) "env XDG_RUNTIME_DIR='%s' %s trace --pid %d --duration 0.2 -o /tmp/never.ctf", xdg, LOWKEY,
-	       (int)pid);
+	assert_int_equal(lkt_sh(&r, "chmod 755 '%s' && chmod 777 '%s/lowkey' && chmod 666 '%s'",
+				xdg, xdg, sock),
+			 0);
+	lkt_sh(&r,
+	       AS(65533) "env XDG_RUNTIME_DIR='%s' %s trace --pid %d --duration 0.2 -o /tmp/never.ctf",
+	       xdg, LOWKEY, (int)pid);
 	assert_int_equal(r.status, 1);
 	assert_non_null(strstr(r.out, "uid 65533 may not control process"));
 	assert_int_equal(status_as_root(pid).refused_peers, 1);
@@ -210,7 +221,8 @@ static void a_user_traces_their_own_programs(void **state)
 	make_dir(dir, 0755, 65534);
 
 	/* from the start */
-	lkt_sh(&r, "cd '%s' && " AS(65534) "%s trace -e app:tick -o run.ctf -- %s emit 100", dir, LOWKEY, TARGET);
+	lkt_sh(&r, "cd '%s' && " AS(65534) "%s trace -e app:tick -o run.ctf -- %s emit 100", dir,
+	       LOWKEY, TARGET);
 	if (r.status != 0)
 		print_error("%s\n", r.out);
 	assert_int_equal(r.status, 0);
@@ -218,7 +230,9 @@ static void a_user_traces_their_own_programs(void **state)
 
 	/* attached, same user */
 	pid = spawn_server(AS(65534), xdg);
-	lkt_sh(&r, "cd '%s' && " AS(65534) "env XDG_RUNTIME_DIR='%s' %s trace --pid %d -e app:tick --duration 2 -o att.ctf",
+	lkt_sh(&r,
+	       "cd '%s' && " AS(
+		       65534) "env XDG_RUNTIME_DIR='%s' %s trace --pid %d -e app:tick --duration 2 -o att.ctf",
 	       dir, xdg, LOWKEY, (int)pid);
 	if (r.status != 0)
 		print_error("%s\n", r.out);
@@ -263,12 +277,13 @@ static void a_process_whose_sockets_cannot_be_seen_is_said_so(void **state)
 	(void)state;
 	need_root_and_setpriv();
 	helper = pid = spawn_undumpable_nobody();
-	snprintf(want, sizeof(want), "cannot tell whether process %d has a lowkey control socket open", (int)pid);
+	snprintf(want, sizeof(want),
+		 "cannot tell whether process %d has a lowkey control socket open", (int)pid);
 	lkt_sh(&r, AS(65534) "%s trace --pid %d -o /tmp/never.ctf", LOWKEY, (int)pid);
 	if (r.status != 1 || !strstr(r.out, want))
 		print_error("%s\n", r.out);
 	assert_int_equal(r.status, 1);
-	assert_non_null(strstr(r.out, want));	/* it used to say the process was root's */
+	assert_non_null(strstr(r.out, want)); /* it used to say the process was root's */
 	lkt_sh(&r, AS(65534) "%s list --pid %d", LOWKEY, (int)pid);
 	assert_int_equal(r.status, 1);
 	assert_non_null(strstr(r.out, want));
@@ -297,7 +312,7 @@ static bool trace_written(void *arg)
 	if (lk__ctl_call(&c, &req, LK_CTL_STATUS_REPLY, &reply, 30000, err, sizeof(err)) != 0)
 		reply.status.events = 0;
 	lk__ctl_disconnect(&c);
-	return reply.status.events > 1;	/* more than the thread's name */
+	return reply.status.events > 1; /* more than the thread's name */
 }
 
 /* root's `lowkey trace --pid` in the background, its output in log */
@@ -313,8 +328,8 @@ static pid_t spawn_lowkey(pid_t target, const char *out, const char *log)
 
 		dup2(fd, 1);
 		dup2(fd, 2);
-		execl(LOWKEY, "lowkey", "trace", "--pid", pidarg, "--format", "json", "-e", "app:tick", "-o", out,
-		      (char *)NULL);
+		execl(LOWKEY, "lowkey", "trace", "--pid", pidarg, "--format", "json", "-e",
+		      "app:tick", "-o", out, (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -386,7 +401,7 @@ static void a_swapped_output_does_not_overwrite_roots_file(void **state)
 	snprintf(xdg, sizeof(xdg), "%s", in_scratch("xdg1"));
 	make_dir(xdg, 0700, 65534);
 	snprintf(pub, sizeof(pub), "%s", in_scratch("pub1"));
-	make_dir(pub, 01777, 0);	/* like /tmp */
+	make_dir(pub, 01777, 0); /* like /tmp */
 	snprintf(out, sizeof(out), "%s/out.json", pub);
 	snprintf(moved, sizeof(moved), "%s/moved.json", pub);
 	snprintf(log, sizeof(log), "%s", in_scratch("lowkey1.log"));
@@ -399,7 +414,7 @@ static void a_swapped_output_does_not_overwrite_roots_file(void **state)
 	assert_int_equal(symlink(victim, out), 0);
 	vanish(pid, lk);
 	assert_true(file_says(victim, "root's secret\n"));
-	assert_int_equal(r.status, 1);	/* the recovery, as nobody, could not write there */
+	assert_int_equal(r.status, 1); /* the recovery, as nobody, could not write there */
 }
 
 static void a_swapped_ctf_directory_does_not_lose_roots_files(void **state)
@@ -425,12 +440,14 @@ static void a_swapped_ctf_directory_does_not_lose_roots_files(void **state)
 	 * root's holds a trace of root's own (a copy), which a recovery as root would convert into
 	 * the process's output and then remove.
 	 */
-	assert_int_equal(lkt_sh(&r, "cp -r '%s' '%s' && chown -R 0:0 '%s' && chmod 700 '%s' && "
+	assert_int_equal(lkt_sh(&r,
+				"cp -r '%s' '%s' && chown -R 0:0 '%s' && chmod 700 '%s' && "
 				"mv '%s' '%s.gone' && ln -s '%s' '%s'",
-				ctf, rootdir, rootdir, rootdir, ctf, ctf, rootdir, ctf), 0);
+				ctf, rootdir, rootdir, rootdir, ctf, ctf, rootdir, ctf),
+			 0);
 	vanish(pid, lk);
 	assert_true(lkt_file_exists(file));
-	assert_true(file_says(out, ""));	/* nothing of root's was converted into the output */
+	assert_true(file_says(out, "")); /* nothing of root's was converted into the output */
 	assert_int_equal(r.status, 1);
 }
 

@@ -40,17 +40,24 @@ static void every_type_round_trips(void **state)
 {
 	struct lk__ctl_msg in[] = {
 		{ .type = LK_CTL_RULE, .seq = 1, .rule = { 1, LK_CTL_RULE_SESSION, "db:*" } },
-		{ .type = LK_CTL_START, .seq = 2, .start = { 1, LK_CTL_START_STOP_ON_CLOSE, 1, 50, 1 << 20, "/t/x.json" } },
+		{ .type = LK_CTL_START,
+		  .seq = 2,
+		  .start = { 1, LK_CTL_START_STOP_ON_CLOSE, 1, 50, 1 << 20, "/t/x.json" } },
 		{ .type = LK_CTL_STOP, .seq = 3 },
 		{ .type = LK_CTL_STATUS, .seq = 4 },
 		{ .type = LK_CTL_LIST, .seq = 5 },
 		{ .type = LK_CTL_RESULT, .seq = 6, .result = { -13, -5, "no" } },
-		{ .type = LK_CTL_STATUS_REPLY, .seq = 7,
+		{ .type = LK_CTL_STATUS_REPLY,
+		  .seq = 7,
 		  .status = { 99, 2, 3, 4, 5, 6, 1, 7, 8, 9, 10, -28, "/p", "0.1.0" } },
-		{ .type = LK_CTL_SITE, .seq = 8, .site = { 16, 2, 2, 1, 0x45, 12, "a", "b", "f.c", "x, y", "/lib.so", "f" } },
+		{ .type = LK_CTL_SITE,
+		  .seq = 8,
+		  .site = { 16, 2, 2, 1, 0x45, 12, "a", "b", "f.c", "x, y", "/lib.so", "f" } },
 		{ .type = LK_CTL_STATS, .seq = 9, .stats = { 0, 1, 2, 3, 4, "/p", "" } },
 		{ .type = LK_CTL_EXIT, .seq = 10, .stats = { -5, 1, 2, 3, 4, "/p", "m" } },
-		{ .type = LK_CTL_ENV_START, .seq = 11, .env_start = { -17, "exists", "/o", "/o.ctf-1" } },
+		{ .type = LK_CTL_ENV_START,
+		  .seq = 11,
+		  .env_start = { -17, "exists", "/o", "/o.ctf-1" } },
 		{ .type = LK_CTL_ENV_RULE, .seq = 12, .env_rule = { 1, 3, "x*" } },
 		{ .type = LK_CTL_ENV_FINISH, .seq = 13, .stats = { 0, 11, 0, 12, 1, "/o", "" } },
 		{ .type = LK_CTL_PROGRESS, .seq = 14, .progress = { 1 << 20, 3 << 20 } },
@@ -74,8 +81,10 @@ static void every_type_round_trips(void **state)
 
 static void fields_decode_to_their_values(void **state)
 {
-	struct lk__ctl_msg in = { .type = LK_CTL_SITE, .seq = 0xabcdef01,
-				  .site = { 4000000000u, 4, 8, 0, 0x55555555, 77, "prov", "ev", "file.c", "a,b", "", "fn" } };
+	struct lk__ctl_msg in = { .type = LK_CTL_SITE,
+				  .seq = 0xabcdef01,
+				  .site = { 4000000000u, 4, 8, 0, 0x55555555, 77, "prov", "ev",
+					    "file.c", "a,b", "", "fn" } };
 	struct lk__ctl_msg out;
 	int n;
 
@@ -93,7 +102,8 @@ static void fields_decode_to_their_values(void **state)
 	assert_string_equal(out.site.object, "");
 	assert_string_equal(out.site.function, "fn");
 	/* strings point into the buffer */
-	assert_true((const uint8_t *)out.site.file > buf && (const uint8_t *)out.site.file < buf + n);
+	assert_true((const uint8_t *)out.site.file > buf &&
+		    (const uint8_t *)out.site.file < buf + n);
 
 	in = (struct lk__ctl_msg){ .type = LK_CTL_RESULT, .result = { -4095, INT64_MIN, "" } };
 	n = encode(&in);
@@ -115,18 +125,64 @@ static void refuse(void (*spoil)(int *n), int want, const char *what)
 	assert_non_null(strstr(err, what));
 }
 
-static void spoil_short(int *n) { *n = LK_CTL_HEADER - 1; }
-static void spoil_magic(int *n) { (void)n; buf[3] ^= 1; }
-static void spoil_version(int *n) { (void)n; buf[4] = 2; }
-static void spoil_length(int *n) { put32(8, (uint32_t)*n + 1); }
-static void spoil_truncate(int *n) { put32(8, (uint32_t)(*n - 3)); *n -= 3; }
-static void spoil_trailing(int *n) { buf[*n] = 0; put32(8, (uint32_t)*n + 1); (*n)++; }
-static void spoil_type(int *n) { (void)n; buf[6] = 0x7f; }
-static void spoil_nul(int *n) { buf[*n - 1] = '!'; }
-static void spoil_inner_nul(int *n) { buf[*n - 3] = 0; }
-static void spoil_bool(int *n) { (void)n; buf[LK_CTL_HEADER] = 2; }
-static void spoil_scope(int *n) { (void)n; buf[LK_CTL_HEADER + 1] = 9; }
-static void spoil_strlen(int *n) { (void)n; buf[LK_CTL_HEADER + 2] = 0xff; buf[LK_CTL_HEADER + 3] = 0xff; }
+static void spoil_short(int *n)
+{
+	*n = LK_CTL_HEADER - 1;
+}
+static void spoil_magic(int *n)
+{
+	(void)n;
+	buf[3] ^= 1;
+}
+static void spoil_version(int *n)
+{
+	(void)n;
+	buf[4] = 2;
+}
+static void spoil_length(int *n)
+{
+	put32(8, (uint32_t)*n + 1);
+}
+static void spoil_truncate(int *n)
+{
+	put32(8, (uint32_t)(*n - 3));
+	*n -= 3;
+}
+static void spoil_trailing(int *n)
+{
+	buf[*n] = 0;
+	put32(8, (uint32_t)*n + 1);
+	(*n)++;
+}
+static void spoil_type(int *n)
+{
+	(void)n;
+	buf[6] = 0x7f;
+}
+static void spoil_nul(int *n)
+{
+	buf[*n - 1] = '!';
+}
+static void spoil_inner_nul(int *n)
+{
+	buf[*n - 3] = 0;
+}
+static void spoil_bool(int *n)
+{
+	(void)n;
+	buf[LK_CTL_HEADER] = 2;
+}
+static void spoil_scope(int *n)
+{
+	(void)n;
+	buf[LK_CTL_HEADER + 1] = 9;
+}
+static void spoil_strlen(int *n)
+{
+	(void)n;
+	buf[LK_CTL_HEADER + 2] = 0xff;
+	buf[LK_CTL_HEADER + 3] = 0xff;
+}
 static void spoil_empty(int *n)
 {
 	buf[LK_CTL_HEADER + 2] = 0;
@@ -134,7 +190,11 @@ static void spoil_empty(int *n)
 	*n = LK_CTL_HEADER + 5;
 	put32(8, (uint32_t)*n);
 }
-static void spoil_huge(int *n) { *n = LK_CTL_MAX_MSG + 1; put32(8, (uint32_t)*n); }
+static void spoil_huge(int *n)
+{
+	*n = LK_CTL_MAX_MSG + 1;
+	put32(8, (uint32_t)*n);
+}
 
 static void malformed_messages_are_refused(void **state)
 {
@@ -153,27 +213,37 @@ static void malformed_messages_are_refused(void **state)
 	refuse(spoil_strlen, -EBADMSG, "over the limit");
 	refuse(spoil_empty, -EINVAL, "empty");
 	refuse(spoil_huge, -EMSGSIZE, "limit");
-	assert_int_equal(lk__ctl_decode(NULL, 0, &(struct lk__ctl_msg){ 0 }, err, sizeof(err)), -EBADMSG);
+	assert_int_equal(lk__ctl_decode(NULL, 0, &(struct lk__ctl_msg){ 0 }, err, sizeof(err)),
+			 -EBADMSG);
 }
 
 static void values_out_of_range_are_refused(void **state)
 {
 	struct lk__ctl_msg bad[] = {
-		{ .type = LK_CTL_START, .start = { LK_CTL_FORMAT_MAX + 1, 0, 0, 0, 0, "/x" } },	/* format */
-		{ .type = LK_CTL_START, .start = { 0, 2, 0, 0, 0, "/x" } },		/* ctl_flags */
-		{ .type = LK_CTL_START, .start = { 0, 0, 2, 0, 0, "/x" } },		/* flags */
-		{ .type = LK_CTL_START, .start = { 0, 0, 0, 60001, 0, "/x" } },	/* flush_ms */
+		{ .type = LK_CTL_START,
+		  .start = { LK_CTL_FORMAT_MAX + 1, 0, 0, 0, 0, "/x" } },	/* format */
+		{ .type = LK_CTL_START, .start = { 0, 2, 0, 0, 0, "/x" } },	/* ctl_flags */
+		{ .type = LK_CTL_START, .start = { 0, 0, 2, 0, 0, "/x" } },	/* flags */
+		{ .type = LK_CTL_START, .start = { 0, 0, 0, 60001, 0, "/x" } }, /* flush_ms */
 		{ .type = LK_CTL_START, .start = { 0, 0, 0, 0, (1ull << 30) + 1, "/x" } },
 		{ .type = LK_CTL_START, .start = { 0, 0, 0, 0, 0, "relative" } },
-		{ .type = LK_CTL_RESULT, .result = { 1, 0, "" } },			/* err > 0 */
+		{ .type = LK_CTL_RESULT, .result = { 1, 0, "" } }, /* err > 0 */
 		{ .type = LK_CTL_RESULT, .result = { -4096, 0, "" } },
-		{ .type = LK_CTL_SITE, .site = { 1, 0, 0, 0, 0, 1, "a", "b", "", "", "", "" } },	/* kind 0 */
-		{ .type = LK_CTL_SITE, .site = { 1, 5, 0, 0, 0, 1, "a", "b", "", "", "", "" } },	/* kind 5 */
-		{ .type = LK_CTL_SITE, .site = { 1, 1, 9, 0, 0, 1, "a", "b", "", "", "", "" } },	/* nargs 9 */
-		{ .type = LK_CTL_SITE, .site = { 1, 1, 1, 0, 0x6, 1, "a", "b", "", "", "", "" } },	/* type 6 */
-		{ .type = LK_CTL_SITE, .site = { 1, 1, 1, 0, 0x10 | 1, 1, "a", "b", "", "", "", "" } },	/* beyond nargs */
-		{ .type = LK_CTL_SITE, .site = { 1, 1, 0, 0, 0, 1, "", "b", "", "", "", "" } },	/* no provider */
-		{ .type = LK_CTL_SITE, .site = { 1, 1, 0, 2, 0, 1, "a", "b", "", "", "", "" } },	/* enabled 2 */
+		{ .type = LK_CTL_SITE,
+		  .site = { 1, 0, 0, 0, 0, 1, "a", "b", "", "", "", "" } }, /* kind 0 */
+		{ .type = LK_CTL_SITE,
+		  .site = { 1, 5, 0, 0, 0, 1, "a", "b", "", "", "", "" } }, /* kind 5 */
+		{ .type = LK_CTL_SITE,
+		  .site = { 1, 1, 9, 0, 0, 1, "a", "b", "", "", "", "" } }, /* nargs 9 */
+		{ .type = LK_CTL_SITE,
+		  .site = { 1, 1, 1, 0, 0x6, 1, "a", "b", "", "", "", "" } }, /* type 6 */
+		{ .type = LK_CTL_SITE,
+		  .site = { 1, 1, 1, 0, 0x10 | 1, 1, "a", "b", "", "", "",
+			    "" } }, /* beyond nargs */
+		{ .type = LK_CTL_SITE,
+		  .site = { 1, 1, 0, 0, 0, 1, "", "b", "", "", "", "" } }, /* no provider */
+		{ .type = LK_CTL_SITE,
+		  .site = { 1, 1, 0, 2, 0, 1, "a", "b", "", "", "", "" } }, /* enabled 2 */
 	};
 	struct lk__ctl_msg out;
 
@@ -183,7 +253,7 @@ static void values_out_of_range_are_refused(void **state)
 
 		assert_int_equal(decode((size_t)n, &out), -EINVAL);
 		assert_true(err[0] != 0);
-		assert_int_equal(out.type, bad[i].type);	/* the type is kept, the fields are not */
+		assert_int_equal(out.type, bad[i].type); /* the type is kept, the fields are not */
 		assert_null(out.start.path);
 	}
 }
@@ -198,7 +268,7 @@ static void encoder_refuses_what_cannot_be_sent(void **state)
 	assert_int_equal(lk__ctl_encode(&m, buf, sizeof(buf)), -EMSGSIZE);
 	long_glob[LK_CTL_MAX_GLOB] = 0;
 	assert_true(lk__ctl_encode(&m, buf, sizeof(buf)) > 0);
-	assert_int_equal(lk__ctl_encode(&m, buf, 20), -EMSGSIZE);	/* does not fit */
+	assert_int_equal(lk__ctl_encode(&m, buf, 20), -EMSGSIZE); /* does not fit */
 	m.rule.glob = NULL;
 	assert_int_equal(lk__ctl_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.type = 999;
@@ -214,16 +284,26 @@ static void encoder_refuses_what_cannot_be_sent(void **state)
  */
 static void control_characters_are_refused(void **state)
 {
-	static const char *const hostile[] = { "\x1b]0;PWN\x07\x1b[2J", "a\nb", "a\tb", "del\x7f", "\x01",
-					       "csi \xc2\x9b" "2J", "raw \x9b" "2J", "nel \xc2\x85" };
-	static const char *const fine[] = { "caf\xc3\xa9", "\xe2\x80\x94 \xf0\x9f\x94\x91", "latin-1 \xe9\xa0", "" };
+	static const char *const hostile[] = { "\x1b]0;PWN\x07\x1b[2J",
+					       "a\nb",
+					       "a\tb",
+					       "del\x7f",
+					       "\x01",
+					       "csi \xc2\x9b"
+					       "2J",
+					       "raw \x9b"
+					       "2J",
+					       "nel \xc2\x85" };
+	static const char *const fine[] = { "caf\xc3\xa9", "\xe2\x80\x94 \xf0\x9f\x94\x91",
+					    "latin-1 \xe9\xa0", "" };
 	struct lk__ctl_msg out;
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
 		struct lk__ctl_msg in[] = {
 			{ .type = LK_CTL_RESULT, .result = { -1, 0, hostile[i] } },
-			{ .type = LK_CTL_SITE, .site = { 1, 1, 0, 0, 0, 1, "a", hostile[i], "", "", "", "" } },
+			{ .type = LK_CTL_SITE,
+			  .site = { 1, 1, 0, 0, 0, 1, "a", hostile[i], "", "", "", "" } },
 			{ .type = LK_CTL_STATS, .stats = { 0, 1, 2, 3, 4, hostile[i], "" } },
 			{ .type = LK_CTL_RULE, .rule = { 1, 0, hostile[i] } },
 		};
@@ -248,7 +328,9 @@ static void control_characters_are_refused(void **state)
 /* Every prefix of a valid message is refused, and never read past. */
 static void every_truncation_is_refused(void **state)
 {
-	struct lk__ctl_msg m = { .type = LK_CTL_SITE, .site = { 1, 1, 2, 1, 0x21, 9, "p", "e", "f", "a, b", "/o", "g" } };
+	struct lk__ctl_msg m = { .type = LK_CTL_SITE,
+				 .site = { 1, 1, 2, 1, 0x21, 9, "p", "e", "f", "a, b", "/o",
+					   "g" } };
 	int n = encode(&m);
 
 	(void)state;

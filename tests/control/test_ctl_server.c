@@ -52,7 +52,7 @@ static void other(void)
 static int setup(void **state)
 {
 	(void)state;
-	signal(SIGPIPE, SIG_DFL);	/* a reply to a vanished client must not need it ignored */
+	signal(SIGPIPE, SIG_DFL); /* a reply to a vanished client must not need it ignored */
 	return mkdtemp(scratch) ? 0 : -1;
 }
 
@@ -86,7 +86,8 @@ static void connect_self(struct lk__ctl_client *c)
 	assert_int_equal(rc, 0);
 }
 
-static int call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t type, struct lk__ctl_msg *reply)
+static int call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t type,
+		struct lk__ctl_msg *reply)
 {
 	return lk__ctl_call(c, req, type, reply, 30000, err, sizeof(err));
 }
@@ -101,7 +102,9 @@ static int rule(struct lk__ctl_client *c, bool enable, uint8_t scope, const char
 
 static int start(struct lk__ctl_client *c, const char *path, uint8_t ctl_flags)
 {
-	struct lk__ctl_msg req = { .type = LK_CTL_START, .start = { LK_TRACE_CTF, ctl_flags, 0, 10, 0, path } }, reply;
+	struct lk__ctl_msg req = { .type = LK_CTL_START,
+				   .start = { LK_TRACE_CTF, ctl_flags, 0, 10, 0, path } },
+			   reply;
 
 	return call(c, &req, LK_CTL_RESULT, &reply);
 }
@@ -151,7 +154,7 @@ static void socket_lives_in_a_private_directory(void **state)
 
 	(void)state;
 	assert_int_equal(lk_control_open(), 0);
-	assert_int_equal(lk_control_open(), 0);	/* idempotent */
+	assert_int_equal(lk_control_open(), 0); /* idempotent */
 	snprintf(want, sizeof(want), "%s/lowkey/%d.sock", dir, (int)getpid());
 	assert_string_equal(lk__control_path(), want);
 	assert_int_equal(lstat(want, &st), 0);
@@ -165,7 +168,7 @@ static void socket_lives_in_a_private_directory(void **state)
 	snprintf(want, sizeof(want), "%s", lk__control_path());
 	lk_control_close();
 	assert_null(lk__control_path());
-	assert_false(lkt_file_exists(want));	/* removed at close */
+	assert_false(lkt_file_exists(want)); /* removed at close */
 }
 
 static void a_runtime_dir_open_to_others_is_not_used(void **state)
@@ -178,7 +181,8 @@ static void a_runtime_dir_open_to_others_is_not_used(void **state)
 	chmod(dir, 0755);
 	setenv("XDG_RUNTIME_DIR", dir, 1);
 	assert_int_equal(lk_control_open(), 0);
-	snprintf(want, sizeof(want), "/tmp/lowkey-%u/%d.sock", (unsigned int)geteuid(), (int)getpid());
+	snprintf(want, sizeof(want), "/tmp/lowkey-%u/%d.sock", (unsigned int)geteuid(),
+		 (int)getpid());
 	assert_string_equal(lk__control_path(), want);
 	lk_control_close();
 }
@@ -211,7 +215,7 @@ static void unsafe_directories_are_refused(void **state)
 		assert_non_null(strstr(lk_last_error(), "belongs to uid 65534"));
 	}
 	rmdir(sub);
-	assert_int_equal(lk_control_open(), 0);	/* and once it is gone, a good one is made */
+	assert_int_equal(lk_control_open(), 0); /* and once it is gone, a good one is made */
 	lk_control_close();
 }
 
@@ -239,9 +243,10 @@ static void sockets_left_by_killed_processes_are_swept(void **state)
 	snprintf(stale, sizeof(stale), "%s/999999.sock", sub);
 	snprintf(live, sizeof(live), "%s/999998.sock", sub);
 	snprintf(other, sizeof(other), "%s/notes.sock", sub);
-	close(bound_socket(stale, true));	/* its process "was killed": the file stays, no one listens */
+	close(bound_socket(stale,
+			   true)); /* its process "was killed": the file stays, no one listens */
 	live_fd = bound_socket(live, true);
-	fclose(fopen(other, "w"));	/* not a socket: never touched */
+	fclose(fopen(other, "w")); /* not a socket: never touched */
 	assert_int_equal(lk_control_open(), 0);
 	assert_false(lkt_file_exists(stale));
 	assert_true(lkt_file_exists(live));
@@ -312,7 +317,7 @@ static void commands_work(void **state)
 	req = (struct lk__ctl_msg){ .type = LK_CTL_STOP };
 	assert_int_equal(call(&c, &req, LK_CTL_STATS, &m), 0);
 	assert_int_equal(m.stats.err, 0);
-	assert_int_equal(m.stats.events, 101);	/* 100 pings and the thread's name */
+	assert_int_equal(m.stats.events, 101); /* 100 pings and the thread's name */
 	assert_int_equal(m.stats.threads, 1);
 	assert_string_equal(m.stats.path, path);
 	struct lkt_count n = lkt_count(path, "srv:ping");
@@ -472,23 +477,25 @@ static void hostile_messages_are_refused(void **state)
 	expect_refusal("abc", 3, -EBADMSG), refusals++;
 	memset(big, 0xa5, sizeof(big));
 	expect_refusal(big, sizeof(big), -EMSGSIZE), refusals++;
-	expect_refusal(big, LK_CTL_MAX_MSG, -EBADMSG), refusals++;	/* bad magic */
+	expect_refusal(big, LK_CTL_MAX_MSG, -EBADMSG), refusals++; /* bad magic */
 
 	n = encode(&m, buf);
-	buf[4] = 7;	/* version 7 */
+	buf[4] = 7; /* version 7 */
 	expect_refusal(buf, (size_t)n, -EPROTONOSUPPORT), refusals++;
 	n = encode(&m, buf);
-	buf[8]++;	/* length */
+	buf[8]++; /* length */
 	expect_refusal(buf, (size_t)n, -EBADMSG), refusals++;
 	n = encode(&m, buf);
-	buf[6] = 0x55;	/* type */
+	buf[6] = 0x55; /* type */
 	expect_refusal(buf, (size_t)n, -EOPNOTSUPP), refusals++;
 
-	m = (struct lk__ctl_msg){ .type = LK_CTL_RESULT, .result = { 0, 0, "a reply is not a request" } };
+	m = (struct lk__ctl_msg){ .type = LK_CTL_RESULT,
+				  .result = { 0, 0, "a reply is not a request" } };
 	n = encode(&m, buf);
 	expect_refusal(buf, (size_t)n, -EOPNOTSUPP), refusals++;
 
-	m = (struct lk__ctl_msg){ .type = LK_CTL_START, .start = { 0, 0, 0, 0, 0, "relative.ctf" } };
+	m = (struct lk__ctl_msg){ .type = LK_CTL_START,
+				  .start = { 0, 0, 0, 0, 0, "relative.ctf" } };
 	n = encode(&m, buf);
 	expect_refusal(buf, (size_t)n, -EINVAL), refusals++;
 	m.start.path = "/tmp/x";
@@ -498,10 +505,10 @@ static void hostile_messages_are_refused(void **state)
 
 	m = (struct lk__ctl_msg){ .type = LK_CTL_RULE, .rule = { 1, 0, "srv:*" } };
 	n = encode(&m, buf);
-	buf[n - 1] = 'x';	/* the string's NUL */
+	buf[n - 1] = 'x'; /* the string's NUL */
 	expect_refusal(buf, (size_t)n, -EBADMSG), refusals++;
 	n = encode(&m, buf);
-	buf[LK_CTL_HEADER + 2] = 200;	/* the string's length */
+	buf[LK_CTL_HEADER + 2] = 200; /* the string's length */
 	expect_refusal(buf, (size_t)n, -EBADMSG), refusals++;
 
 	/* A client that sends and leaves without reading, and one that connects and leaves. */
@@ -512,8 +519,9 @@ static void hostile_messages_are_refused(void **state)
 	close(raw_connect());
 
 	/* None of it changed anything, and the process still serves. */
-	for (int i = 0; i < 6000 && get_status(&c).refused_messages - before < (uint64_t)refusals; i++)
-		lkt_sleep_ms(10);	/* the last connections may be served after this one */
+	for (int i = 0; i < 6000 && get_status(&c).refused_messages - before < (uint64_t)refusals;
+	     i++)
+		lkt_sleep_ms(10); /* the last connections may be served after this one */
 	st = get_status(&c);
 	assert_int_equal(st.refused_messages - before, (uint64_t)refusals);
 	assert_int_equal(st.running, 0);
@@ -543,7 +551,7 @@ static void a_client_breaking_the_protocol_is_dropped(void **state)
 	fd = raw_connect();
 	assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
 	while (sent < 100000 && send(fd, "junk", 4, MSG_NOSIGNAL) == 4)
-		sent++;	/* until the process stops reading them, or it has dropped us */
+		sent++; /* until the process stops reading them, or it has dropped us */
 	assert_true(sent > 0);
 	assert_int_equal(fcntl(fd, F_SETFL, 0), 0);
 	expect_result(fd, -EBADMSG);
@@ -557,7 +565,7 @@ static void a_client_breaking_the_protocol_is_dropped(void **state)
 
 struct flood {
 	int fd;
-	uint32_t sent;	/* STATUS requests, seq 1 .. sent */
+	uint32_t sent; /* STATUS requests, seq 1 .. sent */
 };
 
 /* Send STATUS requests without reading the replies, until the process stops reading them. */
@@ -579,7 +587,7 @@ static struct flood flood_without_reading(void)
 			continue;
 		}
 		if (errno != EAGAIN)
-			break;	/* the process has ended the connection */
+			break; /* the process has ended the connection */
 		/* full: the process's replies fill our side and it has stopped reading ours */
 		if (poll(&p, 1, 200) == 0)
 			break;
@@ -613,12 +621,14 @@ static void a_client_that_does_not_read_stalls_no_one(void **state)
 	(void)state;
 	private_runtime_dir("xdg-stall");
 	assert_int_equal(lk_control_open(), 0);
-	__atomic_store_n(&lk__control_stall_ms, 3600 * 1000, __ATOMIC_RELAXED);	/* never, in this test */
+	__atomic_store_n(&lk__control_stall_ms, 3600 * 1000,
+			 __ATOMIC_RELAXED); /* never, in this test */
 	connect_self(&c);
 	before = get_status(&c).refused_messages;
 	f = flood_without_reading();
 	assert_true(f.sent > 10);
-	assert_int_equal(get_status(&c).clients, 2);	/* served while the other waits, not after it is gone */
+	assert_int_equal(get_status(&c).clients,
+			 2); /* served while the other waits, not after it is gone */
 	assert_int_equal(get_status(&c).refused_messages, before);
 	for (uint32_t seq = 1; seq <= f.sent; seq++) {
 		ssize_t n = raw_recv(f.fd, buf, sizeof(buf));
@@ -653,13 +663,13 @@ static void too_many_clients_are_refused(void **state)
 		connect_self(&c[i]);
 	before = get_status(&c[0]).refused_peers;
 	assert_int_equal(get_status(&c[7]).clients, 8);
-	connect_self(&extra);	/* the kernel accepts; the process refuses */
+	connect_self(&extra); /* the kernel accepts; the process refuses */
 	assert_int_equal(call(&extra, &req, LK_CTL_STATUS_REPLY, &reply), -EBUSY);
 	assert_non_null(strstr(err, "already serves"));
 	lk__ctl_disconnect(&extra);
 	assert_int_equal(get_status(&c[0]).refused_peers, before + 1);
 	lk__ctl_disconnect(&c[3]);
-	connect_self(&c[8]);	/* a slot freed: served again */
+	connect_self(&c[8]); /* a slot freed: served again */
 	assert_int_equal(get_status(&c[8]).pid, getpid());
 	for (int i = 0; i < 9; i++)
 		if (i != 3)
@@ -683,15 +693,16 @@ static void a_forked_child_has_its_own_socket(void **state)
 	child = fork();
 	if (child == 0) {
 		struct lk__ctl_client cc;
-		int ok = lk__control_path() == NULL;	/* not inherited */
+		int ok = lk__control_path() == NULL; /* not inherited */
 
-		if (!UNDER_TSAN) {	/* ThreadSanitizer cannot start threads after a multi-threaded fork */
-			ok = ok && lk_control_open() == 0 && strcmp(lk__control_path(), parent_path) != 0;
+		if (!UNDER_TSAN) { /* ThreadSanitizer cannot start threads after a multi-threaded fork */
+			ok = ok && lk_control_open() == 0 &&
+			     strcmp(lk__control_path(), parent_path) != 0;
 			ok = ok && lk__ctl_connect(&cc, getpid(), err, sizeof(err)) == 0;
 			if (ok)
 				lk__ctl_disconnect(&cc);
 		}
-		exit(ok ? 0 : 1);	/* at exit, the child's socket goes; the parent's stays */
+		exit(ok ? 0 : 1); /* at exit, the child's socket goes; the parent's stays */
 	}
 	assert_int_equal(waitpid(child, &status, 0), child);
 	assert_true(WIFEXITED(status));
@@ -754,7 +765,7 @@ static int exit_child(int go)
 	if (read(go, &byte, 1) != 1)
 		_exit(2);
 	ping(25);
-	exit(0);	/* atexit: the trace is finished, the client told, the socket removed */
+	exit(0); /* atexit: the trace is finished, the client told, the socket removed */
 }
 
 int main(int argc, char **argv)

@@ -45,7 +45,8 @@ static int compare(const char *program, const char *want_object, const char *lis
 	assert_int_equal(lkt_sh(&listing, "%s list", program), 0);
 	assert_int_equal(lkt_sh(&r, "%s list '%s'", LOWKEY, listed_file), 0);
 	squeeze(r.out);
-	for (char *line = strtok_r(listing.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+	for (char *line = strtok_r(listing.out, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
 		char *f[9], *p = line, *tsave = NULL, *nsave = NULL;
 		int k = 0;
 
@@ -58,15 +59,18 @@ static int compare(const char *program, const char *want_object, const char *lis
 		assert_int_equal(k, 9);
 		if (strcmp(f[0], want_object) != 0)
 			continue;
-		snprintf(expected, sizeof(expected), "%s:%s %s %s:%s ", f[1], f[2], kinds[atoi(f[3])], f[4], f[5]);
+		snprintf(expected, sizeof(expected), "%s:%s %s %s:%s ", f[1], f[2],
+			 kinds[atoi(f[3])], f[4], f[5]);
 		/* arguments: "name: type, ..." (the fixtures' names hold no top-level comma) */
 		{
-			char *type = strtok_r(f[7], ",", &tsave), *name = strtok_r(f[8], ",", &nsave);
+			char *type = strtok_r(f[7], ",", &tsave),
+			     *name = strtok_r(f[8], ",", &nsave);
 
 			for (int a = 0; a < atoi(f[6]); a++) {
 				while (name && *name == ' ')
 					name++;
-				snprintf(expected + strlen(expected), sizeof(expected) - strlen(expected), "%s%s: %s",
+				snprintf(expected + strlen(expected),
+					 sizeof(expected) - strlen(expected), "%s%s: %s",
 					 a ? ", " : "", name ? name : "?", type ? type : "?");
 				type = strtok_r(NULL, ",", &tsave);
 				name = strtok_r(NULL, ",", &nsave);
@@ -74,7 +78,8 @@ static int compare(const char *program, const char *want_object, const char *lis
 		}
 		squeeze(expected);
 		if (!strstr(r.out, expected))
-			print_error("`lowkey list %s` lacks '%s':\n%s\n", listed_file, expected, r.out);
+			print_error("`lowkey list %s` lacks '%s':\n%s\n", listed_file, expected,
+				    r.out);
 		assert_non_null(strstr(r.out, expected));
 		n++;
 	}
@@ -85,7 +90,8 @@ static void expect_header(const char *file, const char *type, int sites)
 {
 	char want[1024];
 
-	snprintf(want, sizeof(want), "%s (%s): %d site%s", file, type, sites, sites == 1 ? "" : "s");
+	snprintf(want, sizeof(want), "%s (%s): %d site%s", file, type, sites,
+		 sites == 1 ? "" : "s");
 	if (!strstr(r.out, want))
 		print_error("wanted '%s' in:\n%s\n", want, r.out);
 	assert_non_null(strstr(r.out, want));
@@ -126,12 +132,18 @@ static int zero_relocated_words(const char *path)
 		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
 			GElf_Rela rel;
 
-			if (!gelf_getrela(d, (int)i, &rel) || GELF_R_TYPE(rel.r_info) != R_X86_64_RELATIVE)
+			if (!gelf_getrela(d, (int)i, &rel) ||
+			    GELF_R_TYPE(rel.r_info) != R_X86_64_RELATIVE)
 				continue;
-			for (target = elf_nextscn(elf, NULL); target; target = elf_nextscn(elf, target)) {
-				if (gelf_getshdr(target, &th) && th.sh_type == SHT_PROGBITS && rel.r_offset >= th.sh_addr &&
+			for (target = elf_nextscn(elf, NULL); target;
+			     target = elf_nextscn(elf, target)) {
+				if (gelf_getshdr(target, &th) && th.sh_type == SHT_PROGBITS &&
+				    rel.r_offset >= th.sh_addr &&
 				    rel.r_offset + 8 <= th.sh_addr + th.sh_size) {
-					assert_int_equal(pwrite(fd, zero, 8, (off_t)(th.sh_offset + rel.r_offset - th.sh_addr)), 8);
+					assert_int_equal(pwrite(fd, zero, 8,
+								(off_t)(th.sh_offset +
+									rel.r_offset - th.sh_addr)),
+							 8);
 					zeroed++;
 					break;
 				}
@@ -152,7 +164,7 @@ static void a_pie_executable_whose_file_holds_no_addends(void **state)
 	assert_true(fd >= 0);
 	close(fd);
 	assert_int_equal(lkt_sh(&r, "cp '%s' '%s'", TARGET, copy), 0);
-	assert_true(zero_relocated_words(copy) >= 6 * 5);	/* each site: its slot and four strings */
+	assert_true(zero_relocated_words(copy) >= 6 * 5); /* each site: its slot and four strings */
 	assert_int_equal(compare(TARGET, "-", copy), 6);
 	unlink(copy);
 }
@@ -160,7 +172,8 @@ static void a_pie_executable_whose_file_holds_no_addends(void **state)
 static void a_non_pie_executable(void **state)
 {
 	(void)state;
-	assert_int_equal(lkt_sh(&r, "readelf -hW '%s' | grep -c 'EXEC (Executable file)'", TARGET_NOPIE), 0);
+	assert_int_equal(
+		lkt_sh(&r, "readelf -hW '%s' | grep -c 'EXEC (Executable file)'", TARGET_NOPIE), 0);
 	assert_int_equal(compare(TARGET_NOPIE, "-", TARGET_NOPIE), 6);
 	expect_header(TARGET_NOPIE, "executable", 6);
 }
@@ -185,7 +198,7 @@ static void packed_relative_relocations(void **state)
 	assert_int_equal(lkt_sh(&r, "readelf -dW '%s' | grep -c RELR", TARGET_RELR), 0);
 	assert_int_equal(compare(TARGET_RELR, "-", TARGET_RELR), 6);
 #else
-	skip();	/* the linker has no -z pack-relative-relocs */
+	skip(); /* the linker has no -z pack-relative-relocs */
 #endif
 }
 
@@ -196,18 +209,23 @@ static void json_output(void **state)
 
 	(void)state;
 	/* The site's line, from the source: the file may gain lines above it. */
-	assert_int_equal(lkt_sh(&r, "grep -n 'LK_PROBE(lib, work' '%s/target_lib.c' | cut -d: -f1", SOURCE_DIR), 0);
+	assert_int_equal(lkt_sh(&r, "grep -n 'LK_PROBE(lib, work' '%s/target_lib.c' | cut -d: -f1",
+				SOURCE_DIR),
+			 0);
 	line = atoi(r.out);
 	assert_true(line > 0);
 	assert_int_equal(lkt_sh(&r, "%s list --json '%s'", LOWKEY, TARGET_LIB), 0);
-	snprintf(want, sizeof(want),
-		 "{\n  \"sites\": [\n    {\"object\": \"%s\", \"object_type\": \"shared object\", \"provider\": \"lib\", "
-		 "\"event\": \"work\", \"kind\": \"event\", \"file\": \"%s/target_lib.c\", \"line\": %d, "
-		 "\"function\": \"lkt_lib_work\", \"args\": "
-		 "[{\"name\": \"i\", \"type\": \"i64\"}, {\"name\": \"\\\"from the library\\\"\", \"type\": \"string\"}]}\n  ]\n}\n",
-		 TARGET_LIB, SOURCE_DIR, line);
+	snprintf(
+		want, sizeof(want),
+		"{\n  \"sites\": [\n    {\"object\": \"%s\", \"object_type\": \"shared object\", \"provider\": \"lib\", "
+		"\"event\": \"work\", \"kind\": \"event\", \"file\": \"%s/target_lib.c\", \"line\": %d, "
+		"\"function\": \"lkt_lib_work\", \"args\": "
+		"[{\"name\": \"i\", \"type\": \"i64\"}, {\"name\": \"\\\"from the library\\\"\", \"type\": \"string\"}]}\n  ]\n}\n",
+		TARGET_LIB, SOURCE_DIR, line);
 	assert_string_equal(r.out, want);
-	assert_int_equal(lkt_sh(&r, "%s list --json %s %s | grep -c '\"provider\"'", LOWKEY, TARGET, TARGET_LIB), 0);
+	assert_int_equal(lkt_sh(&r, "%s list --json %s %s | grep -c '\"provider\"'", LOWKEY, TARGET,
+				TARGET_LIB),
+			 0);
 	assert_int_equal(atoi(r.out), 7);
 }
 
@@ -222,11 +240,13 @@ static void files_that_are_not_programs(void **state)
 	assert_non_null(strstr(r.out, "is an object file"));
 	assert_int_equal(lkt_sh(&r, "%s list %s", LOWKEY, PLAIN), 0);
 	assert_non_null(strstr(r.out, "has no lowkey probe sites"));
-	assert_int_equal(lkt_sh(&r, "%s list", LOWKEY), 0);	/* the counter events: test_list_events */
+	assert_int_equal(lkt_sh(&r, "%s list", LOWKEY),
+			 0); /* the counter events: test_list_events */
 	assert_non_null(strstr(r.out, "Software events"));
 	assert_int_equal(lkt_sh(&r, "%s list --pid 1 %s", LOWKEY, PLAIN), 2);
 	assert_int_equal(lkt_sh(&r, "%s list --pid x", LOWKEY), 2);
-	assert_int_equal(lkt_sh(&r, "%s help --text list", LOWKEY), 0);	/* not the page (test_help_man) */
+	assert_int_equal(lkt_sh(&r, "%s help --text list", LOWKEY),
+			 0); /* not the page (test_help_man) */
 	assert_non_null(strstr(r.out, "usage: lowkey list"));
 }
 

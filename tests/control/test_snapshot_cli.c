@@ -88,8 +88,10 @@ static pid_t spawn_recorder(const char *env)
 {
 	char cmd[4096];
 
-	snprintf(cmd, sizeof(cmd), "exec env LOWKEY_CONTROL=1 LOWKEY_TRACE='app:*' LOWKEY_TRACE_BUFFER=64K %s '%s' serve",
-		 env, TARGET);
+	snprintf(
+		cmd, sizeof(cmd),
+		"exec env LOWKEY_CONTROL=1 LOWKEY_TRACE='app:*' LOWKEY_TRACE_BUFFER=64K %s '%s' serve",
+		env, TARGET);
 	return spawn(cmd);
 }
 
@@ -131,7 +133,7 @@ static void snapshots_of_a_running_process(void **state)
 	n = lkt_count(in_scratch("s1.ctf"), "app:tick");
 	assert_true(n.events > 0);
 	assert_true(n.arg1_is_twice_arg0);
-	assert_int_equal(n.lost, 0);	/* 64K holds every tick of 100 ms */
+	assert_int_equal(n.lost, 0); /* 64K holds every tick of 100 ms */
 
 	/* to the process's own names, as JSON on stdout */
 	lkt_sh(&r, "%s snapshot --pid %d --json", LOWKEY, (int)pid);
@@ -141,7 +143,7 @@ static void snapshots_of_a_running_process(void **state)
 	lkt_sh(&r, "%s snapshot --pid %d", LOWKEY, (int)pid);
 	expect(0, ".ctf.1");
 	snprintf(dir, sizeof(dir), "%s.1", own);
-	assert_true(lkt_count(dir, "app:tick").events >= n.events);	/* later, as many or more */
+	assert_true(lkt_count(dir, "app:tick").events >= n.events); /* later, as many or more */
 
 	/* a path in use is refused, and the process goes on */
 	lkt_sh(&r, "%s snapshot --pid %d -o '%s'", LOWKEY, (int)pid, in_scratch("s1.ctf"));
@@ -159,18 +161,20 @@ static void a_snapshot_on_the_signal_and_at_exit(void **state)
 
 	(void)state;
 	snprintf(out, sizeof(out), "%s", in_scratch("sig.ctf"));
-	snprintf(cmd, sizeof(cmd), "exec '%s' trace --overwrite --snapshot-signal USR2 -b 64K -e 'app:*' -o '%s' -- '%s' serve",
-		 LOWKEY, out, TARGET);
-	pid = spawn(cmd);	/* the target's pid (lowkey runs it) */
+	snprintf(
+		cmd, sizeof(cmd),
+		"exec '%s' trace --overwrite --snapshot-signal USR2 -b 64K -e 'app:*' -o '%s' -- '%s' serve",
+		LOWKEY, out, TARGET);
+	pid = spawn(cmd); /* the target's pid (lowkey runs it) */
 	lkt_sleep_ms(50);
 	assert_int_equal(kill(pid, SIGUSR2), 0);
 	assert_true(lkt_wait_for(has_ticks, out));
 	kill(pid, SIGTERM);
-	for (int i = 0; i < nspawned; i++)	/* lowkey itself: it exits with the program's status */
+	for (int i = 0; i < nspawned; i++) /* lowkey itself: it exits with the program's status */
 		if (spawned[i] > 0 && waitpid(spawned[i], NULL, 0) == spawned[i])
 			spawned[i] = -1;
 	snprintf(cmd, sizeof(cmd), "%s.1", out);
-	assert_true(lkt_count(cmd, "app:tick").events > 0);	/* the one at exit */
+	assert_true(lkt_count(cmd, "app:tick").events > 0); /* the one at exit */
 
 	/* a signal is for a flight recorder */
 	lkt_sh(&r, "%s trace --snapshot-signal USR2 -- '%s' emit 10", LOWKEY, TARGET);
@@ -186,26 +190,30 @@ static void a_snapshot_on_the_signal_and_at_exit(void **state)
  */
 static void a_synchronous_signal_is_refused(void **state)
 {
-	static const char *const refused[] = { "SEGV", "11", "SIGBUS", "7", "ILL", "4", "FPE", "8", "TRAP",
-					       "5", "SYS", "31", "KILL", "9", "STOP", "19" };
+	static const char *const refused[] = { "SEGV", "11", "SIGBUS", "7", "ILL", "4",
+					       "FPE",  "8",  "TRAP",   "5", "SYS", "31",
+					       "KILL", "9",  "STOP",   "19" };
 	char out[1100];
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
 		snprintf(out, sizeof(out), "%s", in_scratch("sync.ctf"));
-		lkt_sh(&r, "%s trace --overwrite --snapshot-signal %s -o '%s' -- '%s' emit 10", LOWKEY, refused[i], out,
-		       TARGET);
+		lkt_sh(&r, "%s trace --overwrite --snapshot-signal %s -o '%s' -- '%s' emit 10",
+		       LOWKEY, refused[i], out, TARGET);
 		expect(2, "cannot take snapshots");
 		assert_false(lkt_file_exists(out));
 
 		/* from the environment: no trace starts, the program runs untraced */
-		lkt_sh(&r, "LOWKEY_TRACE='app:*' LOWKEY_TRACE_MODE=overwrite LOWKEY_TRACE_SNAPSHOT_SIGNAL=%s "
-		       "LOWKEY_TRACE_OUTPUT='%s' '%s' emit 10", refused[i], out, TARGET);
+		lkt_sh(&r,
+		       "LOWKEY_TRACE='app:*' LOWKEY_TRACE_MODE=overwrite LOWKEY_TRACE_SNAPSHOT_SIGNAL=%s "
+		       "LOWKEY_TRACE_OUTPUT='%s' '%s' emit 10",
+		       refused[i], out, TARGET);
 		expect(0, "");
 		assert_false(lkt_file_exists(out));
 	}
 	lkt_sh(&r, "%s trace --overwrite --snapshot-signal 11 -- '%s' emit 10", LOWKEY, TARGET);
-	expect(2, "SIGSEGV (11) cannot take snapshots: the kernel sends it to a thread that faults");
+	expect(2,
+	       "SIGSEGV (11) cannot take snapshots: the kernel sends it to a thread that faults");
 }
 
 /* A flight recorder's losses are older events it overwrote, and lowkey report says so. */
@@ -219,17 +227,19 @@ static void a_report_says_overwritten(void **state)
 
 	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
 		snprintf(out, sizeof(out), "%s.%s", in_scratch("lapped"), formats[i]);
-		lkt_sh(&r, "%s trace --overwrite --format %s -b 64K -e 'app:*' -o '%s' -- '%s' emit 20000", LOWKEY,
-		       formats[i], out, TARGET);
+		lkt_sh(&r,
+		       "%s trace --overwrite --format %s -b 64K -e 'app:*' -o '%s' -- '%s' emit 20000",
+		       LOWKEY, formats[i], out, TARGET);
 		expect(0, "");
-		lkt_sh(&r, "%s report '%s'", LOWKEY, out);	/* the snapshot at exit */
+		lkt_sh(&r, "%s report '%s'", LOWKEY, out); /* the snapshot at exit */
 		expect(0, " older events overwritten: the flight recorder keeps the newest");
 		assert_null(strstr(r.out, "buffer was full"));
 		assert_null(strstr(r.out, "dropped"));
 	}
 
 	/* a streaming trace that loses events says they were dropped */
-	lkt_sh(&r, "%s trace -b 4K -e 'app:*' -o '%s' -- '%s' emit 20000", LOWKEY, in_scratch("dropped.ctf"), TARGET);
+	lkt_sh(&r, "%s trace -b 4K -e 'app:*' -o '%s' -- '%s' emit 20000", LOWKEY,
+	       in_scratch("dropped.ctf"), TARGET);
 	lkt_sh(&r, "%s report '%s'", LOWKEY, in_scratch("dropped.ctf"));
 	expect(0, "events were dropped because a thread's buffer was full");
 	assert_null(strstr(r.out, "overwritten"));
@@ -243,9 +253,10 @@ static void a_recorder_started_from_outside(void **state)
 	(void)state;
 	snprintf(cmd, sizeof(cmd), "exec env LOWKEY_CONTROL=1 '%s' serve", TARGET);
 	pid = spawn(cmd);
-	lkt_sh(&r, "%s trace --pid %d --overwrite -b 64K -e 'app:tick' -o '%s'", LOWKEY, (int)pid, in_scratch("att.ctf"));
+	lkt_sh(&r, "%s trace --pid %d --overwrite -b 64K -e 'app:tick' -o '%s'", LOWKEY, (int)pid,
+	       in_scratch("att.ctf"));
 	expect(0, "flight recorder started");
-	lkt_sleep_ms(100);	/* it keeps recording after lowkey has left */
+	lkt_sleep_ms(100); /* it keeps recording after lowkey has left */
 	lkt_sh(&r, "%s snapshot --pid %d", LOWKEY, (int)pid);
 	expect(0, "att.ctf");
 	assert_true(lkt_count(in_scratch("att.ctf"), "app:tick").events > 0);
@@ -273,11 +284,12 @@ static void what_cannot_be_snapshotted(void **state)
 	end(pid);
 
 	/* an unwritable place; a bad pid; no pid */
-	snprintf(env, sizeof(env), "LOWKEY_TRACE_MODE=overwrite LOWKEY_TRACE_OUTPUT='%s'", in_scratch("fr.ctf"));
+	snprintf(env, sizeof(env), "LOWKEY_TRACE_MODE=overwrite LOWKEY_TRACE_OUTPUT='%s'",
+		 in_scratch("fr.ctf"));
 	pid = spawn_recorder(env);
 	lkt_sh(&r, "%s snapshot --pid %d -o /proc/self/nope.ctf", LOWKEY, (int)pid);
 	expect(1, "/proc/self/nope.ctf");
-	lkt_sh(&r, "%s snapshot --pid %d", LOWKEY, (int)pid);	/* and it still works */
+	lkt_sh(&r, "%s snapshot --pid %d", LOWKEY, (int)pid); /* and it still works */
 	expect(0, "fr.ctf");
 	end(pid);
 	lkt_sh(&r, "%s snapshot --pid 0", LOWKEY);
@@ -294,14 +306,19 @@ static void another_users_recorder(void **state)
 
 	(void)state;
 	if (geteuid() != 0 || lkt_sh(&r, "command -v setpriv") != 0)
-		skip();	/* needs root to run a process as another user, and util-linux's setpriv */
-	if (lkt_sh(&r, "setpriv --reuid=65534 --regid=65534 --clear-groups test -x '%s'", LOWKEY) != 0)
-		skip();	/* the build tree is not readable by nobody */
-	snprintf(cmd, sizeof(cmd), "exec env LOWKEY_CONTROL=1 LOWKEY_TRACE='app:*' LOWKEY_TRACE_MODE=overwrite "
-		 "LOWKEY_TRACE_OUTPUT='%s' '%s' serve", in_scratch("root.ctf"), TARGET);
+		skip(); /* needs root to run a process as another user, and util-linux's setpriv */
+	if (lkt_sh(&r, "setpriv --reuid=65534 --regid=65534 --clear-groups test -x '%s'", LOWKEY) !=
+	    0)
+		skip(); /* the build tree is not readable by nobody */
+	snprintf(cmd, sizeof(cmd),
+		 "exec env LOWKEY_CONTROL=1 LOWKEY_TRACE='app:*' LOWKEY_TRACE_MODE=overwrite "
+		 "LOWKEY_TRACE_OUTPUT='%s' '%s' serve",
+		 in_scratch("root.ctf"), TARGET);
 	pid = spawn(cmd);
-	lkt_sh(&r, "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all "
-		   "%s snapshot --pid %d -o /tmp/lkt-nobody-snap.ctf", LOWKEY, (int)pid);
+	lkt_sh(&r,
+	       "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all "
+	       "%s snapshot --pid %d -o /tmp/lkt-nobody-snap.ctf",
+	       LOWKEY, (int)pid);
 	expect(1, "belongs to uid 0");
 	assert_false(lkt_file_exists("/tmp/lkt-nobody-snap.ctf"));
 	end(pid);

@@ -18,7 +18,7 @@
 #include "cli/run.h"
 #include "ctl_test.h"
 
-#ifndef PR_SET_MDWE	/* Linux 6.3; Debian 12's headers predate it */
+#ifndef PR_SET_MDWE /* Linux 6.3; Debian 12's headers predate it */
 #define PR_SET_MDWE 65
 #define PR_GET_MDWE 66
 #define PR_MDWE_REFUSE_EXEC_GAIN 1
@@ -52,8 +52,9 @@ static void expect(int status, const char *text)
 }
 
 /* Run lowkey trace in the scratch directory with LKT_MARKER set. */
-#define TRACE(fmt, ...) \
-	lkt_sh(&r, "cd '%s' && rm -f ran && LKT_MARKER=ran " LOWKEY " trace " fmt, scratch, ##__VA_ARGS__)
+#define TRACE(fmt, ...)                                                                     \
+	lkt_sh(&r, "cd '%s' && rm -f ran && LKT_MARKER=ran " LOWKEY " trace " fmt, scratch, \
+	       ##__VA_ARGS__)
 
 static bool program_ran(void)
 {
@@ -73,7 +74,7 @@ static void events_arrive(const char *program, const char *out)
 	assert_int_equal(n.arg0_sum, 999 * 1000 / 2);
 	assert_true(n.arg1_is_twice_arg0);
 	assert_int_equal(n.threads, 1);
-	assert_int_equal(lkt_count(in_scratch(out), "lib:work").events, 0);	/* not asked for */
+	assert_int_equal(lkt_count(in_scratch(out), "lib:work").events, 0); /* not asked for */
 }
 
 static void events_arrive_from_a_pie_program(void **state)
@@ -107,7 +108,7 @@ static void every_site_by_default_and_exclusions(void **state)
 	assert_int_equal(lkt_count(in_scratch("some.ctf"), "app:tick").events, 1000);
 	assert_int_equal(lkt_count(in_scratch("some.ctf"), "lib:work").events, 0);
 
-	TRACE("-e -lib -o except.ctf -- " TARGET " emit 1000");	/* a leading exclusion: all but */
+	TRACE("-e -lib -o except.ctf -- " TARGET " emit 1000"); /* a leading exclusion: all but */
 	expect(0, "events (0 lost)");
 	assert_int_equal(lkt_count(in_scratch("except.ctf"), "app:tick").events, 1000);
 	assert_int_equal(lkt_count(in_scratch("except.ctf"), "lib:work").events, 0);
@@ -138,7 +139,7 @@ static void a_glob_that_matches_nothing_fails(void **state)
 	assert_non_null(strstr(r.out, "lowkey list"));
 	TRACE("-e app:tick -e 'typo*' -o mixed.ctf -- " TARGET " emit 10");
 	expect(1, "matches 'typo*'");
-	assert_non_null(strstr(r.out, "lowkey trace: 11 events"));	/* the rest was traced */
+	assert_non_null(strstr(r.out, "lowkey trace: 11 events")); /* the rest was traced */
 	/* a killed program cannot say what matched: the trace's own index answers */
 	TRACE("-e 'nosuch' -o none2.ctf -- " TARGET " die 10");
 	expect(1, "matches 'nosuch'");
@@ -157,7 +158,9 @@ static void an_unwritable_output_fails_before_the_program_runs(void **state)
 	assert_false(program_ran());
 
 	/* something that is not a trace is never moved or overwritten */
-	assert_int_equal(lkt_sh(&r, "mkdir -p '%s' && touch '%s/precious'", in_scratch("mine"), in_scratch("mine")), 0);
+	assert_int_equal(lkt_sh(&r, "mkdir -p '%s' && touch '%s/precious'", in_scratch("mine"),
+				in_scratch("mine")),
+			 0);
 	TRACE("-o mine -- " TARGET " emit 10");
 	expect(1, "exists and is not a lowkey trace");
 	assert_false(program_ran());
@@ -182,7 +185,7 @@ static void a_program_without_liblowkey_is_named(void **state)
 	(void)state;
 	TRACE("-o plain.ctf -- " PLAIN " 3");
 	expect(1, "program is not linked with liblowkey");
-	assert_false(lkt_file_exists(in_scratch("plain.ctf")));	/* nothing left behind */
+	assert_false(lkt_file_exists(in_scratch("plain.ctf"))); /* nothing left behind */
 }
 
 static bool no_trace_named(const char *prefix)
@@ -211,14 +214,16 @@ static void children_are_not_traced(void **state)
 	expect(0, "events (0 lost)");
 	assert_int_equal(lkt_count(in_scratch("exec.ctf"), "app:tick").events, 100);
 	assert_int_equal(lkt_count(in_scratch("exec.ctf"), "child:tick").events, 0);
-	assert_true(no_trace_named("lowkey-"));	/* the exec'd child did not trace on its own either */
+	assert_true(
+		no_trace_named("lowkey-")); /* the exec'd child did not trace on its own either */
 }
 
 static void a_failed_start_stops_the_program_before_main(void **state)
 {
 	(void)state;
 	/* The output is swapped for a file between the CLI's check and the library's start. */
-	TRACE("-o swapped.ctf -- sh -c 'rmdir swapped.ctf && touch swapped.ctf && exec " TARGET " emit 5'");
+	TRACE("-o swapped.ctf -- sh -c 'rmdir swapped.ctf && touch swapped.ctf && exec " TARGET
+	      " emit 5'");
 	expect(1, "cannot trace sh:");
 	assert_non_null(strstr(r.out, "exists and is not a directory"));
 	assert_false(program_ran());
@@ -233,10 +238,10 @@ static void sites_that_cannot_be_turned_on_fail_the_trace(void **state)
 {
 	(void)state;
 	if (prctl(PR_GET_MDWE, 0, 0, 0, 0) < 0)
-		skip();	/* a kernel before 6.3 has no PR_SET_MDWE */
+		skip(); /* a kernel before 6.3 has no PR_SET_MDWE */
 	TRACE("-e 'app:*' -o mdwe.ctf -- '%s' --mdwe-exec " TARGET " emit 10", self);
 #ifdef LK_KEYS_PORTABLE
-	expect(0, "lowkey trace: 23 events (0 lost)");	/* no code is written: nothing to forbid */
+	expect(0, "lowkey trace: 23 events (0 lost)"); /* no code is written: nothing to forbid */
 #else
 	expect(1, "memory-deny-write-execute");
 #endif
@@ -265,13 +270,14 @@ static void json_output(void **state)
 		ticks++;
 	assert_int_equal(ticks, 1000);
 	free(text);
-	assert_true(no_trace_named("t.json.ctf-"));	/* its CTF was converted and removed */
+	assert_true(no_trace_named("t.json.ctf-")); /* its CTF was converted and removed */
 
 	/* killed: the CLI converts what was written */
 	TRACE("--format json -o k.json -- " TARGET " die 10");
 	expect(128 + 9, "without finishing");
 	assert_true(no_trace_named("k.json.ctf-"));
-	assert_int_equal(lkt_sh(&r, "grep -o '\"name\":\"tick\"' '%s' | wc -l", in_scratch("k.json")), 0);
+	assert_int_equal(
+		lkt_sh(&r, "grep -o '\"name\":\"tick\"' '%s' | wc -l", in_scratch("k.json")), 0);
 	assert_int_equal(atoi(r.out), 10);
 }
 
@@ -287,7 +293,9 @@ static void perfetto_output_of_a_killed_program(void **state)
 	assert_non_null(strstr(r.out, "events (0 lost) from 1 thread"));
 	assert_true(no_trace_named("k.pftrace.ctf-"));
 	/* every tick there, read by the report as a Perfetto file */
-	assert_int_equal(lkt_sh(&r, LOWKEY " report '%s' | grep -E '^ +app:tick +10 '", in_scratch("k.pftrace")), 0);
+	assert_int_equal(lkt_sh(&r, LOWKEY " report '%s' | grep -E '^ +app:tick +10 '",
+				in_scratch("k.pftrace")),
+			 0);
 }
 
 static void cputime_and_buffer_options(void **state)
@@ -314,7 +322,8 @@ static void cputime_and_buffer_options(void **state)
 		assert_non_null(strstr(r.out, "raise --buffer (now 4 KiB per thread)"));
 
 	TRACE("--json -e app:tick -o j.ctf -- " TARGET " emit 10");
-	snprintf(want, sizeof(want), "{\"output\": \"%s/j.ctf\", \"format\": \"ctf\", \"events\": 11, ", scratch);
+	snprintf(want, sizeof(want),
+		 "{\"output\": \"%s/j.ctf\", \"format\": \"ctf\", \"events\": 11, ", scratch);
 	expect(0, want);
 	assert_non_null(strstr(r.out, "\"lost\": 0, \"threads\": 1, \"bytes\": "));
 
@@ -324,7 +333,8 @@ static void cputime_and_buffer_options(void **state)
 	expect(2, "unknown format");
 	/* -e takes comma lists, as lowkey stat and LOWKEY_TRACE do (issue 16), trimmed; -j is --json */
 	TRACE("-j -e ' app:tick ,' -o comma.ctf -- " TARGET " emit 10");
-	snprintf(want, sizeof(want), "{\"output\": \"%s/comma.ctf\", \"format\": \"ctf\", \"events\": 11, ", scratch);
+	snprintf(want, sizeof(want),
+		 "{\"output\": \"%s/comma.ctf\", \"format\": \"ctf\", \"events\": 11, ", scratch);
 	expect(0, want);
 	TRACE("-e 'app:tick,nosuch:*' -o comma2.ctf -- " TARGET " emit 10");
 	expect(1, "matches 'nosuch:*'");
@@ -344,41 +354,58 @@ static void babeltrace2_reads_the_trace(void **state)
 {
 	(void)state;
 	if (lkt_sh(&r, "command -v babeltrace2") != 0)
-		skip();	/* apt-get install babeltrace2 */
+		skip(); /* apt-get install babeltrace2 */
 	TRACE("-e app:tick -o bt.ctf -- " TARGET " emit 500");
 	expect(0, NULL);
-	assert_int_equal(lkt_sh(&r, "babeltrace2 '%s' 2>/dev/null | grep -c ' app:tick: '", in_scratch("bt.ctf")), 0);
+	assert_int_equal(lkt_sh(&r, "babeltrace2 '%s' 2>/dev/null | grep -c ' app:tick: '",
+				in_scratch("bt.ctf")),
+			 0);
 	assert_int_equal(atoi(r.out), 500);
 }
 
 static void tracing_from_the_environment_alone(void **state)
 {
 	(void)state;
-	assert_int_equal(lkt_sh(&r, "cd '%s' && LOWKEY_TRACE=app:tick LOWKEY_TRACE_OUTPUT=env.ctf %s emit 50", scratch,
-				TARGET), 0);
+	assert_int_equal(
+		lkt_sh(&r,
+		       "cd '%s' && LOWKEY_TRACE=app:tick LOWKEY_TRACE_OUTPUT=env.ctf %s emit 50",
+		       scratch, TARGET),
+		0);
 	assert_int_equal(lkt_count(in_scratch("env.ctf"), "app:tick").events, 50);
 
 	/* no output named: lowkey-PID.ctf, in this process only (not in the exec'd child) */
 	assert_true(no_trace_named("lowkey-"));
-	assert_int_equal(lkt_sh(&r, "cd '%s' && LOWKEY_TRACE=app:tick,child:tick %s exec-child 5 && ls -d lowkey-*.ctf | wc -l",
-				scratch, TARGET), 0);
+	assert_int_equal(
+		lkt_sh(&r,
+		       "cd '%s' && LOWKEY_TRACE=app:tick,child:tick %s exec-child 5 && ls -d lowkey-*.ctf | wc -l",
+		       scratch, TARGET),
+		0);
 	assert_int_equal(atoi(r.out), 1);
 	assert_int_equal(lkt_sh(&r, "cd '%s' && rm -rf lowkey-*.ctf", scratch), 0);
 
 	/* meant for another process: ignored */
-	assert_int_equal(lkt_sh(&r, "cd '%s' && LOWKEY_TRACE_PID=1 LOWKEY_TRACE=app:tick LOWKEY_TRACE_OUTPUT=other.ctf %s emit 5",
-				scratch, TARGET), 0);
+	assert_int_equal(
+		lkt_sh(&r,
+		       "cd '%s' && LOWKEY_TRACE_PID=1 LOWKEY_TRACE=app:tick LOWKEY_TRACE_OUTPUT=other.ctf %s emit 5",
+		       scratch, TARGET),
+		0);
 	assert_false(lkt_file_exists(in_scratch("other.ctf")));
 
 	/* a bad setting: no trace, and the program runs as if untraced (there is no one to tell) */
-	assert_int_equal(lkt_sh(&r, "cd '%s' && LOWKEY_TRACE_FORMAT=xml LOWKEY_TRACE=app:tick LOWKEY_TRACE_OUTPUT=bad.ctf %s emit 5 3",
-				scratch, TARGET), 3);
+	assert_int_equal(
+		lkt_sh(&r,
+		       "cd '%s' && LOWKEY_TRACE_FORMAT=xml LOWKEY_TRACE=app:tick LOWKEY_TRACE_OUTPUT=bad.ctf %s emit 5 3",
+		       scratch, TARGET),
+		3);
 	assert_false(lkt_file_exists(in_scratch("bad.ctf")));
 
 	/* a JSON trace with thread CPU time and a buffer size, from the environment */
-	assert_int_equal(lkt_sh(&r, "cd '%s' && LOWKEY_TRACE=app LOWKEY_TRACE_FORMAT=json LOWKEY_TRACE_CPUTIME=1 "
-				"LOWKEY_TRACE_BUFFER=64K LOWKEY_TRACE_OUTPUT=env.json %s emit 5 && grep -c '\"tts\"' env.json",
-				scratch, TARGET), 0);
+	assert_int_equal(
+		lkt_sh(&r,
+		       "cd '%s' && LOWKEY_TRACE=app LOWKEY_TRACE_FORMAT=json LOWKEY_TRACE_CPUTIME=1 "
+		       "LOWKEY_TRACE_BUFFER=64K LOWKEY_TRACE_OUTPUT=env.json %s emit 5 && grep -c '\"tts\"' env.json",
+		       scratch, TARGET),
+		0);
 }
 
 /* test_trace_cli --mdwe-exec PROGRAM ARGS: forbid writable code, then run PROGRAM with it. */

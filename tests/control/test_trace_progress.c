@@ -36,14 +36,14 @@
 #define EVENTS "20000"
 
 static char scratch[] = "/tmp/lkt-progress-XXXXXX";
-static const char *target_program = PROGRESS_TARGET;	/* what run_target runs */
+static const char *target_program = PROGRESS_TARGET; /* what run_target runs */
 static struct lkt_run r;
 
 struct heard {
-	int status;		/* the program's exit status, 128+N for signal N */
+	int status; /* the program's exit status, 128+N for signal N */
 	bool started, finished, progress_after_finish;
-	int progress, begins, ends;	/* PROGRESS messages; those at 0 and at the total */
-	int from_others;	/* messages sent by another process than the program */
+	int progress, begins, ends; /* PROGRESS messages; those at 0 and at the total */
+	int from_others;	    /* messages sent by another process than the program */
 	uint64_t total;
 };
 
@@ -80,7 +80,8 @@ static pid_t spawn(int status_end, int keep_fd, char *const argv[])
 	if (pid)
 		return pid;
 	snprintf(out, sizeof(out), "%s/trace-%d.json", scratch, (int)getpid());
-	snprintf(id, sizeof(id), "%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	snprintf(id, sizeof(id), "%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
 	setenv("LOWKEY_TRACE", "*", 1);
 	setenv("LOWKEY_TRACE_FORMAT", "json", 1);
 	setenv("LOWKEY_TRACE_OUTPUT", out, 1);
@@ -110,7 +111,10 @@ static bool receive(int fd, struct lk__ctl_msg *m, uint8_t *buf, pid_t *sender)
 		char space[CMSG_SPACE(sizeof(struct ucred))];
 	} control;
 	struct iovec iov = { buf, LK_CTL_MAX_MSG };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof(control) };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = &control,
+			     .msg_controllen = sizeof(control) };
 	ssize_t n;
 
 	do
@@ -151,7 +155,8 @@ static void note(struct heard *h, const struct lk__ctl_msg *m, pid_t sender, pid
  * Run the target in a mode and hear its status socket to the end. decoy: another socket pair
  * whose end the target gets at its number (for "reuse"); hang_up: close our end after the start.
  */
-static void run_target(struct heard *h, const char *mode, const char *arg, bool with_decoy, bool hang_up)
+static void run_target(struct heard *h, const char *mode, const char *arg, bool with_decoy,
+		       bool hang_up)
 {
 	int sv[2], decoy[2] = { -1, -1 }, st;
 	char fd_arg[16];
@@ -166,7 +171,8 @@ static void run_target(struct heard *h, const char *mode, const char *arg, bool 
 		snprintf(fd_arg, sizeof(fd_arg), "%d", decoy[1]);
 		arg = fd_arg;
 	}
-	pid = spawn(sv[1], decoy[1], (char *[]){ (char *)target_program, (char *)mode, EVENTS, (char *)arg, NULL });
+	pid = spawn(sv[1], decoy[1],
+		    (char *[]){ (char *)target_program, (char *)mode, EVENTS, (char *)arg, NULL });
 	close(sv[1]);
 	if (decoy[1] >= 0)
 		close(decoy[1]);
@@ -197,7 +203,7 @@ static void conversion_reports_its_progress(void **state)
 	assert_int_equal(h.begins, 1);
 	assert_true(h.ends >= 1);
 	assert_true(h.progress >= 2);
-	assert_false(h.progress_after_finish);	/* the conversion comes before the finish */
+	assert_false(h.progress_after_finish); /* the conversion comes before the finish */
 	assert_int_equal(h.from_others, 0);
 }
 
@@ -218,7 +224,7 @@ static void another_socket_at_its_number_hears_nothing(void **state)
 	struct heard h;
 
 	(void)state;
-	run_target(&h, "reuse", NULL, true, false);	/* the decoy is checked in run_target */
+	run_target(&h, "reuse", NULL, true, false); /* the decoy is checked in run_target */
 	assert_int_equal(h.status, 0);
 	assert_true(h.started);
 	assert_false(h.finished);
@@ -234,17 +240,18 @@ static void forked_child_does_not_report(void **state)
 	(void)state;
 #if defined(__SANITIZE_THREAD__)
 	/* the child starts a trace's thread after its multi-threaded parent forked */
-	print_message("skipped: ThreadSanitizer cannot follow a thread started after a multi-threaded fork\n");
+	print_message(
+		"skipped: ThreadSanitizer cannot follow a thread started after a multi-threaded fork\n");
 	skip();
 #endif
 	snprintf(out, sizeof(out), "%s/child.json", scratch);
 	run_target(&h, "fork", out, false, false);
 	assert_int_equal(h.status, 0);
-	assert_int_equal(stat(out, &st), 0);	/* the child converted a trace of its own */
+	assert_int_equal(stat(out, &st), 0); /* the child converted a trace of its own */
 	assert_true(st.st_size > 0);
 	assert_true(h.finished);
 	assert_int_equal(h.from_others, 0);
-	assert_int_equal(h.begins, 1);		/* the program's conversion, not the child's too */
+	assert_int_equal(h.begins, 1); /* the program's conversion, not the child's too */
 }
 
 /*
@@ -261,10 +268,12 @@ static void secure_program_ignores_the_variables(void **state)
 	(void)state;
 	snprintf(copy, sizeof(copy), "%s/setgid-target", scratch);
 	if (geteuid() != 0 || statvfs(scratch, &fs) != 0 || (fs.f_flag & ST_NOSUID)) {
-		print_message("skipped: needs root and a file system without nosuid, to make a set-group-ID copy\n");
+		print_message(
+			"skipped: needs root and a file system without nosuid, to make a set-group-ID copy\n");
 		skip();
 	}
-	lkt_sh(&r, "cp '%s' '%s' && chgrp 65534 '%s' && chmod 2755 '%s'", PROGRESS_TARGET, copy, copy, copy);
+	lkt_sh(&r, "cp '%s' '%s' && chgrp 65534 '%s' && chmod 2755 '%s'", PROGRESS_TARGET, copy,
+	       copy, copy);
 	lkt_expect(&r, 0, NULL);
 	target_program = copy;
 	run_target(&h, "emit", NULL, false, false);
@@ -282,7 +291,7 @@ static void gone_lowkey_raises_no_sigpipe(void **state)
 	(void)state;
 	run_target(&h, "peer-gone", NULL, false, true);
 	assert_true(h.started);
-	assert_int_equal(h.status, 0);	/* not 128 + SIGPIPE */
+	assert_int_equal(h.status, 0); /* not 128 + SIGPIPE */
 }
 
 /* ---- the command line on a terminal ---- */
@@ -309,7 +318,7 @@ static int run_on_pty(char *const argv[])
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			break;	/* EIO: the child closed the terminal */
+			break; /* EIO: the child closed the terminal */
 		len += (size_t)n;
 	}
 	pty_out[len] = 0;
@@ -333,21 +342,25 @@ static void trace_shows_the_conversion_on_a_terminal_only(void **state)
 
 	(void)state;
 	snprintf(out, sizeof(out), "%s/cli.json", scratch);
-	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "trace", "--format", "json", "-o", out, "--", TARGET, "emit",
-						EVENTS, NULL }), 0);
+	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "trace", "--format", "json", "-o", out,
+						"--", TARGET, "emit", EVENTS, NULL }),
+			 0);
 	if (!status_line_in(pty_out, "trace"))
 		fail_msg("no status line in:\n%s", pty_out);
 	/* erased before the summary, which has the line to itself */
 	last = strstr(pty_out, "\033[K");
 	for (const char *at = last; at; at = strstr(at + 1, "\033[K"))
 		last = at;
-	assert_true(strncmp(last + 3, "lowkey trace: ", 14) == 0 && isdigit((unsigned char)last[17]));
+	assert_true(strncmp(last + 3, "lowkey trace: ", 14) == 0 &&
+		    isdigit((unsigned char)last[17]));
 
-	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "trace", "--quiet", "--format", "json", "-o", out, "--",
-						TARGET, "emit", EVENTS, NULL }), 0);
+	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "trace", "--quiet", "--format", "json",
+						"-o", out, "--", TARGET, "emit", EVENTS, NULL }),
+			 0);
 	assert_null(strstr(pty_out, "\033[K"));
-	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "trace", "--json", "--format", "json", "-o", out, "--",
-						TARGET, "emit", EVENTS, NULL }), 0);
+	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "trace", "--json", "--format", "json", "-o",
+						out, "--", TARGET, "emit", EVENTS, NULL }),
+			 0);
 	assert_null(strstr(pty_out, "\033[K"));
 
 	lkt_sh(&r, LOWKEY " trace --format json -o '%s' -- " TARGET " emit " EVENTS, out);
@@ -372,11 +385,13 @@ static void attach_shows_the_process_converting(void **state)
 	assert_non_null(serving);
 	assert_int_equal(fscanf(serving, "ready %d", &pid), 1);
 	snprintf(pid_arg, sizeof(pid_arg), "%d", pid);
-	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "trace", "--pid", pid_arg, "--format", "json", "-o", out,
-						"--duration", "0.5", NULL }), 0);
+	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "trace", "--pid", pid_arg, "--format",
+						"json", "-o", out, "--duration", "0.5", NULL }),
+			 0);
 	kill(pid, SIGTERM);
 	pclose(serving);
-	if (!status_line_in(pty_out, "trace") || !strstr(pty_out, "\r\033[Klowkey trace: tracing process "))
+	if (!status_line_in(pty_out, "trace") ||
+	    !strstr(pty_out, "\r\033[Klowkey trace: tracing process "))
 		fail_msg("no status line while tracing or converting in:\n%s", pty_out);
 }
 
@@ -396,14 +411,16 @@ static void snapshot_shows_the_process_converting(void **state)
 	snprintf(pid_arg, sizeof(pid_arg), "%d", pid);
 	lkt_sh(&r, LOWKEY " trace --pid %d --overwrite --format json -o '%s'", pid, out);
 	lkt_expect(&r, 0, NULL);
-	nanosleep(&pause, NULL);	/* some events in the rings: none would be a snapshot of nothing */
+	nanosleep(&pause, NULL); /* some events in the rings: none would be a snapshot of nothing */
 	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "snapshot", "--pid", pid_arg, NULL }), 0);
 	if (!strstr(pty_out, "\r\033[Klowkey snapshot: converting the snapshot: "))
 		fail_msg("no status line in:\n%s", pty_out);
-	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "snapshot", "--quiet", "--pid", pid_arg, NULL }), 0);
+	assert_int_equal(
+		run_on_pty((char *[]){ LOWKEY, "snapshot", "--quiet", "--pid", pid_arg, NULL }), 0);
 	assert_non_null(strstr(pty_out, "lowkey snapshot: "));
 	assert_null(strstr(pty_out, "\033[K"));
-	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "snapshot", "-q", "--pid", pid_arg, NULL }), 0);
+	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "snapshot", "-q", "--pid", pid_arg, NULL }),
+			 0);
 	assert_null(strstr(pty_out, "\033[K"));
 	kill(pid, SIGTERM);
 	pclose(serving);
@@ -422,7 +439,8 @@ static void convert_shows_its_progress_on_a_terminal_only(void **state)
 	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "convert", ctf, "-o", out, NULL }), 0);
 	if (!status_line_in(pty_out, "convert"))
 		fail_msg("no status line in:\n%s", pty_out);
-	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "convert", "-q", ctf, "-o", out, NULL }), 0);
+	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "convert", "-q", ctf, "-o", out, NULL }),
+			 0);
 	assert_null(strstr(pty_out, "\033[K"));
 	lkt_sh(&r, LOWKEY " convert '%s' -o '%s'", ctf, out);
 	lkt_expect(&r, 0, NULL);
@@ -436,12 +454,13 @@ static void report_shows_its_reading_on_a_terminal_only(void **state)
 	const char *line;
 
 	(void)state;
-	snprintf(ctf, sizeof(ctf), "%s/conv.ctf", scratch);	/* from the test before */
+	snprintf(ctf, sizeof(ctf), "%s/conv.ctf", scratch); /* from the test before */
 	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "report", ctf, NULL }), 0);
 	line = strstr(pty_out, "\r\033[Klowkey report: reading the trace: ");
 	if (!line)
 		fail_msg("no status line in:\n%s", pty_out);
-	assert_non_null(strstr(line, "\r\033[Ktrace "));	/* the report starts on a line of its own */
+	assert_non_null(
+		strstr(line, "\r\033[Ktrace ")); /* the report starts on a line of its own */
 	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "report", "--json", ctf, NULL }), 0);
 	assert_null(strstr(pty_out, "\033[K"));
 	assert_int_equal(run_on_pty((char *[]){ LOWKEY, "report", "--quiet", ctf, NULL }), 0);
@@ -466,15 +485,18 @@ static void report_shows_how_much_of_a_file_is_read(void **state)
 	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
 		snprintf(path, sizeof(path), "%s/read.%s", scratch, formats[i]);
 		snprintf(html, sizeof(html), "%s/read.html", scratch);
-		lkt_sh(&r, LOWKEY " trace --format %s -o '%s' -- " TARGET " emit " EVENTS, formats[i], path);
+		lkt_sh(&r, LOWKEY " trace --format %s -o '%s' -- " TARGET " emit " EVENTS,
+		       formats[i], path);
 		lkt_expect(&r, 0, NULL);
 		assert_int_equal(run_on_pty((char *[]){ LOWKEY, "report", path, NULL }), 0);
 		line = strstr(pty_out, "\r\033[Klowkey report: reading the trace: 0% (0.0 of ");
 		if (!line)
-			fail_msg("%s: no status line with the file's size in:\n%s", formats[i], pty_out);
+			fail_msg("%s: no status line with the file's size in:\n%s", formats[i],
+				 pty_out);
 		assert_non_null(strstr(line, " MiB)"));
-		assert_non_null(strstr(line, "\r\033[Ktrace "));	/* erased before the report */
-		assert_int_equal(run_on_pty((char *[]){ LOWKEY, "report", "--html", html, path, NULL }), 0);
+		assert_non_null(strstr(line, "\r\033[Ktrace ")); /* erased before the report */
+		assert_int_equal(
+			run_on_pty((char *[]){ LOWKEY, "report", "--html", html, path, NULL }), 0);
 		if (!strstr(pty_out, "\r\033[Klowkey report: reading the trace: 0% (0.0 of "))
 			fail_msg("%s --html: no status line in:\n%s", formats[i], pty_out);
 		assert_int_equal(run_on_pty((char *[]){ LOWKEY, "report", "-q", path, NULL }), 0);

@@ -14,10 +14,10 @@ static void counts_single_byte_edits(void **state)
 {
 	(void)state;
 	assert_int_equal(lk__edit_distance("cycles", "cycles", true), 0);
-	assert_int_equal(lk__edit_distance("cyles", "cycles", true), 1);	/* insertion */
-	assert_int_equal(lk__edit_distance("cycless", "cycles", true), 1);	/* deletion */
+	assert_int_equal(lk__edit_distance("cyles", "cycles", true), 1);   /* insertion */
+	assert_int_equal(lk__edit_distance("cycless", "cycles", true), 1); /* deletion */
 	assert_int_equal(lk__edit_distance("task-clok", "task-clock", true), 1);
-	assert_int_equal(lk__edit_distance("stst", "stat", false), 1);	/* substitution */
+	assert_int_equal(lk__edit_distance("stst", "stat", false), 1); /* substitution */
 	assert_int_equal(lk__edit_distance("", "abc", false), 3);
 	assert_int_equal(lk__edit_distance("abc", "", false), 3);
 	assert_int_equal(lk__edit_distance("kitten", "sitting", false), 3);
@@ -36,9 +36,9 @@ static void long_names_are_out_of_reach(void **state)
 	char measured[128], too_long[129];
 
 	(void)state;
-	memset(measured, 'a', sizeof(measured) - 1);	/* 127 bytes: the longest measured */
+	memset(measured, 'a', sizeof(measured) - 1); /* 127 bytes: the longest measured */
 	measured[sizeof(measured) - 1] = 0;
-	memset(too_long, 'a', sizeof(too_long) - 1);	/* 128 bytes */
+	memset(too_long, 'a', sizeof(too_long) - 1); /* 128 bytes */
 	too_long[sizeof(too_long) - 1] = 0;
 	assert_int_equal(lk__edit_distance(measured, measured, false), 0);
 	assert_int_equal(lk__edit_distance(measured, "", true), 127);

@@ -23,7 +23,7 @@ static void *fail_in_thread(void *arg)
 {
 	char *seen = arg;
 
-	strcpy(seen, lk_last_error());	/* a new thread starts with no message */
+	strcpy(seen, lk_last_error()); /* a new thread starts with no message */
 	lk_key_enable((struct lk_key *)NULL);
 	strcat(seen, "|");
 	strcat(seen, lk_last_error());

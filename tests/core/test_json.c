@@ -31,13 +31,13 @@ static void escapes_what_json_requires(void **state)
 	expect("", "\"\"");
 	expect("a\"b\\c", "\"a\\\"b\\\\c\"");
 	expect("tab\there\nnl\x01", "\"tab\\u0009here\\u000anl\\u0001\"");
-	expect("caf\xc3\xa9", "\"caf\xc3\xa9\"");	/* UTF-8 passes through */
-	expect("\xf0\x9f\x98\x80!", "\"\xf0\x9f\x98\x80!\"");	/* four bytes too */
+	expect("caf\xc3\xa9", "\"caf\xc3\xa9\"");	      /* UTF-8 passes through */
+	expect("\xf0\x9f\x98\x80!", "\"\xf0\x9f\x98\x80!\""); /* four bytes too */
 	/* bytes that are not UTF-8 become U+FFFD, one each: the output is always JSON text */
 	expect("\xff\xfe ok", "\"\\ufffd\\ufffd ok\"");
 	expect("cut \xe2\x82", "\"cut \\ufffd\\ufffd\"");
-	expect("\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"");	/* a surrogate */
-	expect("\xc0\xaf\"", "\"\\ufffd\\ufffd\\\"\"");	/* overlong, then a quote */
+	expect("\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""); /* a surrogate */
+	expect("\xc0\xaf\"", "\"\\ufffd\\ufffd\\\"\"");	     /* overlong, then a quote */
 	expect(NULL, "null");
 }
 
@@ -55,7 +55,7 @@ static void layout_one_member_per_line(void **state)
 	lk__json_array(&j, "rows");
 	lk__json_object_line(&j, NULL);
 	lk__json_int(&j, "i", -1);
-	lk__json_array(&j, "v");	/* inside a one-line container: on its line too */
+	lk__json_array(&j, "v"); /* inside a one-line container: on its line too */
 	lk__json_uint(&j, NULL, UINT64_MAX);
 	lk__json_null(&j, NULL);
 	lk__json_close(&j);
@@ -71,16 +71,16 @@ static void layout_one_member_per_line(void **state)
 	lk__json_end(&j);
 	fclose(f);
 	assert_string_equal(buf, "{\n"
-				     "  \"name\": \"a\\\"b\",\n"
-				     "  \"rows\": [\n"
-				     "    {\"i\": -1, \"v\": [18446744073709551615, null]},\n"
-				     "    {\n"
-				     "      \"ok\": true\n"
-				     "    }\n"
-				     "  ],\n"
-				     "  \"empty\": [],\n"
-				     "  \"none\": {}\n"
-				     "}\n");
+				 "  \"name\": \"a\\\"b\",\n"
+				 "  \"rows\": [\n"
+				 "    {\"i\": -1, \"v\": [18446744073709551615, null]},\n"
+				 "    {\n"
+				 "      \"ok\": true\n"
+				 "    }\n"
+				 "  ],\n"
+				 "  \"empty\": [],\n"
+				 "  \"none\": {}\n"
+				 "}\n");
 	free(buf);
 }
 
@@ -101,14 +101,15 @@ static void layout_one_line_and_values(void **state)
 	lk__json_str(&j, "empty", NULL);
 	lk__json_str_or_null(&j, "unknown", NULL);
 	lk__json_strf(&j, "hex", "%#x", 255u);
-	lk__json_object(&j, "k\x01");	/* keys are escaped too */
+	lk__json_object(&j, "k\x01"); /* keys are escaped too */
 	lk__json_bool(&j, "no", false);
 	lk__json_close(&j);
 	lk__json_end(&j);
 	fclose(f);
-	assert_string_equal(buf,
-			    "{\"num\": 0.333333, \"nan\": null, \"fixed\": 2.500, \"inf\": null, \"empty\": \"\", "
-			    "\"unknown\": null, \"hex\": \"0xff\", \"k\\u0001\": {\"no\": false}}\n");
+	assert_string_equal(
+		buf,
+		"{\"num\": 0.333333, \"nan\": null, \"fixed\": 2.500, \"inf\": null, \"empty\": \"\", "
+		"\"unknown\": null, \"hex\": \"0xff\", \"k\\u0001\": {\"no\": false}}\n");
 	free(buf);
 }
 

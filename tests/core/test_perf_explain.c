@@ -33,7 +33,7 @@ static void task_clock_opens(void **state)
 	attr.exclude_kernel = 1;
 	fd = lk__perf_open(&attr, 0, -1, -1, 0, "task-clock");
 	if (fd < 0)
-		skip();	/* perf denied on this machine: the other cases say why */
+		skip(); /* perf denied on this machine: the other cases say why */
 	close(fd);
 }
 
@@ -69,7 +69,8 @@ static void expect_message(int err, const char *needle)
 		attr.exclude_kernel = 1;
 		if (deny_perf(err) != 0) {
 			printf("skipped: no seccomp filter can be installed here (%s): qemu-user, or a "
-			       "kernel without CONFIG_SECCOMP_FILTER\n", strerror(errno));
+			       "kernel without CONFIG_SECCOMP_FILTER\n",
+			       strerror(errno));
 			fflush(stdout);
 			_exit(77);
 		}

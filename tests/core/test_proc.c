@@ -39,7 +39,7 @@ static void keeps_a_newline_in_the_name(void **state)
 	name("a\nb");
 	assert_int_equal(lk__proc_comm(getpid(), getpid(), out, sizeof(out)), 3);
 	assert_string_equal(out, "a\nb");
-	name("fifteen-bytes\n\n");	/* 15 bytes, the most a name holds, ending in a newline */
+	name("fifteen-bytes\n\n"); /* 15 bytes, the most a name holds, ending in a newline */
 	assert_int_equal(lk__proc_comm(getpid(), 0, out, sizeof(out)), 15);
 	assert_string_equal(out, "fifteen-bytes\n\n");
 }

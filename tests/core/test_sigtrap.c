@@ -70,15 +70,15 @@ static void chains_to_handler_installed_before(void **state)
 	assert_int_equal(lk__sigtrap_add(claiming_handler), 0);
 	reset();
 
-	raise(SIGTRAP);	/* not ours: the application's handler gets it */
+	raise(SIGTRAP); /* not ours: the application's handler gets it */
 	assert_int_equal(lowkey_seen, 1);
 	assert_int_equal(app_seen, 1);
 
-	sigqueue(getpid(), SIGTRAP, v);	/* ours: claimed, not passed on */
+	sigqueue(getpid(), SIGTRAP, v); /* ours: claimed, not passed on */
 	assert_int_equal(lowkey_claimed, 1);
 	assert_int_equal(app_seen, 1);
 
-	LKT_BREAKPOINT();	/* a breakpoint in the application's own code */
+	LKT_BREAKPOINT(); /* a breakpoint in the application's own code */
 	assert_int_equal(app_seen, 2);
 	assert_int_equal(app_last_code, LKT_BREAKPOINT_CODE);
 }
@@ -90,13 +90,13 @@ static void reclaims_from_handler_installed_after(void **state)
 	(void)state;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = app2_handler;
-	sigaction(SIGTRAP, &sa, NULL);	/* the application replaces lowkey's handler */
+	sigaction(SIGTRAP, &sa, NULL); /* the application replaces lowkey's handler */
 	reset();
 
 	assert_int_equal(lk__sigtrap_ensure(), 0);
 	raise(SIGTRAP);
-	assert_int_equal(lowkey_seen, 1);	/* lowkey is first again ... */
-	assert_int_equal(app2_seen, 1);		/* ... and chains to the new handler */
+	assert_int_equal(lowkey_seen, 1); /* lowkey is first again ... */
+	assert_int_equal(app2_seen, 1);	  /* ... and chains to the new handler */
 	assert_int_equal(app_seen, 0);
 }
 
@@ -130,7 +130,7 @@ static void default_still_terminates(void **state)
 		sigaction(SIGTRAP, &sa, NULL);
 		lk__sigtrap_ensure();
 		raise(SIGTRAP);
-		_exit(0);	/* not reached */
+		_exit(0); /* not reached */
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFSIGNALED(status));

@@ -12,7 +12,7 @@
 static void none_is_nan(void **state)
 {
 	(void)state;
-	lk__sort_doubles(NULL, 0);	/* no values, no array: nothing to sort */
+	lk__sort_doubles(NULL, 0); /* no values, no array: nothing to sort */
 	assert_true(isnan(lk__percentile_sorted(NULL, 0, 50)));
 }
 

@@ -60,22 +60,23 @@ static inline void lkt_perf_require(void)
 }
 
 /* cmocka's skip(), saying why first. */
-#define skip_because(...)                                                                     \
-	do {                                                                                  \
-		print_message("[  SKIP    ] " __VA_ARGS__);                                   \
-		print_message("\n");                                                          \
-		skip();                                                                       \
+#define skip_because(...)                                   \
+	do {                                                \
+		print_message("[  SKIP    ] " __VA_ARGS__); \
+		print_message("\n");                        \
+		skip();                                     \
 	} while (0)
 
 /*
  * Touch n fresh pages once each: n minor page faults (huge pages off, so one fault per page). Not
  * instrumented: a sanitizer's shadow memory would fault too (ASan one page per 8, TSan one per page).
  */
-__attribute__((no_sanitize("address", "thread", "undefined")))
-static inline int touch_pages(size_t n)
+__attribute__((no_sanitize("address", "thread", "undefined"))) static inline int
+touch_pages(size_t n)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	volatile char *p = mmap(NULL, n * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	volatile char *p =
+		mmap(NULL, n * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED)
 		return -errno;
@@ -111,8 +112,9 @@ static inline int pin_to_cpu(int nth)
 static inline int become_nobody(void)
 {
 	if (geteuid() != 0)
-		return 0;	/* already unprivileged */
-	if (setgroups(0, NULL) || setresgid(NOBODY, NOBODY, NOBODY) || setresuid(NOBODY, NOBODY, NOBODY))
+		return 0; /* already unprivileged */
+	if (setgroups(0, NULL) || setresgid(NOBODY, NOBODY, NOBODY) ||
+	    setresuid(NOBODY, NOBODY, NOBODY))
 		return -errno;
 	return 0;
 }

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 struct run_result {
-	int status;		/* exit status, or 128 + signal */
-	char out[1 << 16];	/* stdout */
-	char err[1 << 16];	/* stderr */
+	int status;	   /* exit status, or 128 + signal */
+	char out[1 << 16]; /* stdout */
+	char err[1 << 16]; /* stderr */
 };
 
 /* Something to do in the child before exec (drop privileges, install a filter). */
@@ -63,7 +63,8 @@ static inline int run_program(char *const argv[], run_prepare_fn prepare, struct
 			if (poll(p, 2, -1) < 0)
 				break;
 			for (int k = 0; k < 2; k++)
-				if (p[k].revents && !drain(fds[k], bufs[k], used[k], sizeof(r->out)))
+				if (p[k].revents &&
+				    !drain(fds[k], bufs[k], used[k], sizeof(r->out)))
 					fds[k] = -1;
 		}
 	}
@@ -78,7 +79,8 @@ static inline int run_program(char *const argv[], run_prepare_fn prepare, struct
 /* The value of the CSV line (perf stat -x,) whose third field is event; -1 if none. */
 static inline double csv_value(const char *csv, const char *event)
 {
-	for (const char *line = csv; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+	for (const char *line = csv; line && *line;
+	     line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
 		const char *f2 = strchr(line, ','), *f3 = f2 ? strchr(f2 + 1, ',') : NULL;
 		size_t len = strlen(event);
 

@@ -117,7 +117,7 @@ static void context_switches_without_cpu0(void **state)
 	for (cpu = CPU_SETSIZE - 1; cpu > 0 && !CPU_ISSET(cpu, &old); cpu--)
 		;
 	if (cpu == 0)
-		skip();	/* CPU 0 is the only one this test may use */
+		skip(); /* CPU 0 is the only one this test may use */
 	CPU_ZERO(&last);
 	CPU_SET(cpu, &last);
 	assert_int_equal(sched_setaffinity(0, sizeof(last), &last), 0);
@@ -178,13 +178,13 @@ static void enable_disable_reset(void **state)
 
 	(void)state;
 	touch_pages(PAGES);
-	assert_int_equal(read_one(c, 0), 0);	/* opened stopped */
+	assert_int_equal(read_one(c, 0), 0); /* opened stopped */
 	assert_int_equal(lk_counters_enable(c), 0);
 	touch_pages(PAGES);
 	assert_int_equal(lk_counters_disable(c), 0);
 	assert_in_range(read_one(c, 0), PAGES, PAGES + SLACK);
 	touch_pages(PAGES);
-	assert_in_range(read_one(c, 0), PAGES, PAGES + SLACK);	/* stopped: unchanged */
+	assert_in_range(read_one(c, 0), PAGES, PAGES + SLACK); /* stopped: unchanged */
 	assert_int_equal(lk_counters_reset(c), 0);
 	assert_int_equal(read_one(c, 0), 0);
 	assert_int_equal(lk_counters_enable(c), 0);
@@ -316,13 +316,14 @@ static void process_counts_every_thread(void **state)
 		assert_int_equal(lk_counters_read_thread(c, i, &who, &tv, 1), 1);
 		assert_true(who.tid > 0);
 		assert_int_equal(who.pid, getpid());
-		assert_true(who.comm[0] != '\0' || who.exited);	/* threads may be leaving */
+		assert_true(who.comm[0] != '\0' || who.exited); /* threads may be leaving */
 		per_thread_sum += tv.value;
 		busy += tv.value >= PAGES;
 	}
-	assert_int_equal(busy, THREADS);	/* each thread's own faults are its own */
-	assert_true(per_thread_sum >= v[0].value);	/* read later: at least the sum */
-	assert_int_equal(lk_counters_read_thread(c, lk_counters_nthreads(c), NULL, &v[0], 1), -ERANGE);
+	assert_int_equal(busy, THREADS);	   /* each thread's own faults are its own */
+	assert_true(per_thread_sum >= v[0].value); /* read later: at least the sum */
+	assert_int_equal(lk_counters_read_thread(c, lk_counters_nthreads(c), NULL, &v[0], 1),
+			 -ERANGE);
 	for (int i = 0; i < THREADS; i++)
 		pthread_join(t[i], NULL);
 	lk_counters_close(c);
@@ -380,7 +381,7 @@ static void per_thread_counts_of_a_process_tree(void **state)
 	assert_int_equal(write(go[1], "g", 1), 1);
 	assert_int_equal(waitpid(child, &status, 0), child);
 	assert_int_equal(status, 0);
-	assert_int_equal(lk_counters_poll(c), 0);	/* nothing lost */
+	assert_int_equal(lk_counters_poll(c), 0); /* nothing lost */
 	n = lk_counters_nthreads(c);
 	/* The rest + two threads + the grandchild (+ a sanitizer's own background thread). */
 	assert_in_range(n, 4, 16);
@@ -397,7 +398,7 @@ static void per_thread_counts_of_a_process_tree(void **state)
 		if (t > 0 && v.value >= 500)
 #endif
 		{
-			assert_true(who.tid > 0);	/* every one named: all exited */
+			assert_true(who.tid > 0); /* every one named: all exited */
 			assert_true(who.exited);
 			assert_true(who.pid > 0);
 			assert_true(who.comm[0] != '\0');
@@ -415,8 +416,10 @@ static void per_thread_counts_of_a_process_tree(void **state)
 	close(go[0]), close(go[1]);
 
 	assert_int_equal(lk_counters_open(&c, "page-faults", 0, LK_COUNTERS_PER_THREAD), -EINVAL);
-	assert_int_equal(lk_counters_open(&c, "page-faults", 0, LK_COUNTERS_PER_THREAD |
-					  LK_COUNTERS_INHERIT | LK_COUNTERS_PROCESS), -EINVAL);
+	assert_int_equal(lk_counters_open(&c, "page-faults", 0,
+					  LK_COUNTERS_PER_THREAD | LK_COUNTERS_INHERIT |
+						  LK_COUNTERS_PROCESS),
+			 -EINVAL);
 }
 
 static void another_thread_by_id(void **state)
@@ -487,7 +490,7 @@ static void arrays_and_bad_arguments(void **state)
 
 	(void)state;
 	memset(v, 0xff, sizeof(v));
-	assert_int_equal(lk_counters_read(c, v, 1), 3);	/* says how many there are */
+	assert_int_equal(lk_counters_read(c, v, 1), 3); /* says how many there are */
 	assert_int_equal(v[1].value, UINT64_MAX);	/* and writes only what fits */
 	assert_int_equal(lk_counters_read(c, NULL, 0), 3);
 	assert_int_equal(lk_counters_read(c, NULL, 1), -EINVAL);
@@ -527,7 +530,7 @@ static void forked_child_reads_safely(void **state)
 	(void)state;
 	assert_int_equal(in_child(read_in_child, c), 0);
 	touch_pages(PAGES);
-	assert_true(read_one(c, 0) >= PAGES);	/* the parent's set is intact */
+	assert_true(read_one(c, 0) >= PAGES); /* the parent's set is intact */
 	lk_counters_close(c);
 }
 
@@ -598,9 +601,9 @@ static void hardware_events_count(void **state)
 		sink += (uint64_t)i;
 	(void)sink;
 	assert_int_equal(lk_counters_read(c, v, 2), 2);
-	assert_true(v[1].value >= 10 * 1000 * 1000);	/* at least one instruction per iteration */
+	assert_true(v[1].value >= 10 * 1000 * 1000); /* at least one instruction per iteration */
 	assert_true(v[0].value > 0);
-	assert_int_equal(v[0].time_enabled, v[1].time_enabled);	/* a group counts together */
+	assert_int_equal(v[0].time_enabled, v[1].time_enabled); /* a group counts together */
 	lk_counters_close(c);
 }
 
@@ -612,8 +615,9 @@ static void self_read_fast_path(void **state)
 
 	(void)state;
 	if (!have_hardware_pmu())
-		skip_because("the rdpmc path needs a hardware PMU (software events have no "
-			     "user-readable counter); the read() fallback is what every other test uses");
+		skip_because(
+			"the rdpmc path needs a hardware PMU (software events have no "
+			"user-readable counter); the read() fallback is what every other test uses");
 	fast = open_or_fail("{instructions,cycles}", 0, 0);
 	slow = open_or_fail("{instructions,cycles}", 0, LK_COUNTERS_NO_FASTPATH);
 	assert_int_equal(lk_counters_read(fast, f, 2), 2);
@@ -630,9 +634,10 @@ static void self_read_fast_path(void **state)
 /* More hardware events than counters: the kernel multiplexes, and scaled estimates the whole. */
 static void hardware_multiplexing(void **state)
 {
-	const char *many = "cycles,instructions,branches,branch-misses,cache-references,cache-misses,"
-			   "cycles:u,instructions:u,branches:u,branch-misses:u,cache-references:u,"
-			   "cache-misses:u,cycles:k,instructions:k";
+	const char *many =
+		"cycles,instructions,branches,branch-misses,cache-references,cache-misses,"
+		"cycles:u,instructions:u,branches:u,branch-misses:u,cache-references:u,"
+		"cache-misses:u,cycles:k,instructions:k";
 	struct lk_counter_value v[14];
 	struct lk_counters *c;
 	volatile uint64_t sink = 0;
@@ -641,8 +646,9 @@ static void hardware_multiplexing(void **state)
 
 	(void)state;
 	if (!have_hardware_pmu())
-		skip_because("no hardware PMU, so no multiplexing; the scaling arithmetic is tested in "
-			     "test_counter_unit");
+		skip_because(
+			"no hardware PMU, so no multiplexing; the scaling arithmetic is tested in "
+			"test_counter_unit");
 	c = open_or_fail(many, 0, LK_COUNTERS_SKIP_UNSUPPORTED);
 	for (int i = 0; i < 200 * 1000 * 1000; i++)
 		sink += (uint64_t)i;
@@ -651,8 +657,9 @@ static void hardware_multiplexing(void **state)
 	for (int i = 0; i < n; i++) {
 		if (v[i].time_running < v[i].time_enabled && v[i].time_running > 0) {
 			multiplexed = true;
-			assert_int_equal(v[i].scaled, lk_counter_scale(v[i].value, v[i].time_enabled,
-								       v[i].time_running));
+			assert_int_equal(v[i].scaled,
+					 lk_counter_scale(v[i].value, v[i].time_enabled,
+							  v[i].time_running));
 			assert_true(v[i].scaled >= v[i].value);
 		}
 	}
@@ -675,7 +682,7 @@ static void unknown_events_suggest_names(void **state)
 	assert_non_null(strstr(lk_last_error(), "'context-switches'"));
 	assert_int_equal(lk_counters_open(&c, "nosuchpmu/event=1/", 0, 0), -ENOENT);
 	assert_non_null(strstr(lk_last_error(), "no PMU named 'nosuchpmu'"));
-	assert_non_null(strstr(lk_last_error(), "software"));	/* lists the PMUs there are */
+	assert_non_null(strstr(lk_last_error(), "software")); /* lists the PMUs there are */
 	/* An unknown name never opens anything, even with SKIP_UNSUPPORTED. */
 	assert_int_equal(lk_counters_open(&c, "xyzzy", 0, LK_COUNTERS_SKIP_UNSUPPORTED), -ENOENT);
 	assert_non_null(strstr(lk_last_error(), "'xyzzy'"));
@@ -700,7 +707,7 @@ static void raw_and_pmu_syntax(void **state)
 	assert_int_equal(lk_counters_describe(c, 1, &b), 0);
 	assert_int_equal(a.type, b.type);
 	assert_int_equal(a.config, b.config);
-	assert_true(a.type >= PERF_TYPE_MAX);	/* a dynamic PMU type from sysfs */
+	assert_true(a.type >= PERF_TYPE_MAX); /* a dynamic PMU type from sysfs */
 	lk_counters_close(c);
 	assert_int_equal(lk_counters_open(&c, "msr/tcs/", 0, 0), -ENOENT);
 	assert_non_null(strstr(lk_last_error(), "'tsc'"));
@@ -797,10 +804,11 @@ static int unprivileged_kernel_event(void *arg)
 	(void)arg;
 	if (become_nobody())
 		return 10;
-	err = lk_counters_open(&c, "page-faults:k", 0, 0);	/* asked for the kernel: no fallback */
+	err = lk_counters_open(&c, "page-faults:k", 0, 0); /* asked for the kernel: no fallback */
 	if (err != -EACCES && err != -EPERM)
 		return 11;
-	if (!strstr(lk_last_error(), "kernel.perf_event_paranoid") || !strstr(lk_last_error(), "CAP_PERFMON")) {
+	if (!strstr(lk_last_error(), "kernel.perf_event_paranoid") ||
+	    !strstr(lk_last_error(), "CAP_PERFMON")) {
 		fprintf(stderr, "message: %s\n", lk_last_error());
 		return 12;
 	}
@@ -811,7 +819,8 @@ static void denied_kernel_counting_names_the_sysctl(void **state)
 {
 	(void)state;
 	if (perf_paranoid() < 2)
-		skip_because("kernel.perf_event_paranoid < 2: unprivileged users may count the kernel");
+		skip_because(
+			"kernel.perf_event_paranoid < 2: unprivileged users may count the kernel");
 	assert_int_equal(in_child(unprivileged_kernel_event, NULL), 0);
 }
 

@@ -56,8 +56,8 @@ static int open_as_nobody(void *arg)
 	}
 	if (err != -EACCES && err != -EPERM)
 		return 101;
-	if (!strstr(lk_last_error(), "kernel.perf_event_paranoid is") || !strstr(lk_last_error(), "CAP_PERFMON") ||
-	    !strstr(lk_last_error(), "needs 0 or lower"))
+	if (!strstr(lk_last_error(), "kernel.perf_event_paranoid is") ||
+	    !strstr(lk_last_error(), "CAP_PERFMON") || !strstr(lk_last_error(), "needs 0 or lower"))
 		return 102;
 	return 1;
 }
@@ -93,7 +93,7 @@ static void counts_a_cpu(void **state)
 	assert_int_equal(lk_counters_disable(c), 0);
 	assert_int_equal(lk_counters_read(c, &v, 1), 1);
 	lk_counters_close(c);
-	assert_true(v.value >= 50000000);	/* ns: the loop's CPU time on that CPU, at least */
+	assert_true(v.value >= 50000000); /* ns: the loop's CPU time on that CPU, at least */
 	assert_true(v.time_enabled > 0 && v.time_running == v.time_enabled);
 
 	/* Every online CPU: one count, the sum; enabled adds up over the CPUs. */
@@ -114,7 +114,8 @@ static void bad_arguments(void **state)
 	assert_int_equal(lk_counters_open_cpus(&c, "cpu-clock", cpus, 2, 0), -EINVAL);
 	contains(lk_last_error(), "CPU 1048576 is not online");
 	assert_null(c);
-	assert_int_equal(lk_counters_open_cpus(&c, "cpu-clock", NULL, 0, LK_COUNTERS_INHERIT), -EINVAL);
+	assert_int_equal(lk_counters_open_cpus(&c, "cpu-clock", NULL, 0, LK_COUNTERS_INHERIT),
+			 -EINVAL);
 	contains(lk_last_error(), "do not apply to CPUs");
 	assert_int_equal(lk_counters_open_cpus(&c, "cpu-clock", NULL, 3, 0), -EINVAL);
 	assert_int_equal(lk_counters_open_cpus(NULL, "cpu-clock", NULL, 0, 0), -EINVAL);

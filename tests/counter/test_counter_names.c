@@ -19,8 +19,8 @@
 #include "internal/pfm.h"
 
 static const char *const software_names[] = {
-	"cpu-clock", "task-clock", "page-faults", "faults", "context-switches", "cs",
-	"cpu-migrations", "migrations", "minor-faults", "major-faults",
+	"cpu-clock", "task-clock",     "page-faults", "faults",	      "context-switches",
+	"cs",	     "cpu-migrations", "migrations",  "minor-faults", "major-faults",
 };
 
 static bool pfm_loaded(void)
@@ -38,11 +38,12 @@ static void software_names_do_not_start_libpfm4(void **state)
 
 	(void)state;
 	assert_false(pfm_loaded());
-	assert_int_equal(lk_counters_open(&c, "task-clock,cs,page-faults,minor-faults:u,dummy", 0, 0), 0);
+	assert_int_equal(
+		lk_counters_open(&c, "task-clock,cs,page-faults,minor-faults:u,dummy", 0, 0), 0);
 	assert_false(pfm_loaded());
 	lk_counters_close(c);
 	assert_int_equal(lk_counters_open(&c, "cycles", 0, LK_COUNTERS_SKIP_UNSUPPORTED), 0);
-	assert_true(pfm_loaded());	/* the check above can see libpfm4 when it is there */
+	assert_true(pfm_loaded()); /* the check above can see libpfm4 when it is there */
 	lk_counters_close(c);
 }
 

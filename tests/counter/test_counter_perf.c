@@ -58,7 +58,8 @@ static void count_once(char **argv, double *faults, double *switches)
 {
 	static struct run_result r;
 	double t0 = now_ms(), wall, clock;
-	double tally = -1;	/* cmocka 1.1.5 does not declare fail_msg() noreturn (clang: -Wsometimes-uninitialized) */
+	double tally =
+		-1; /* cmocka 1.1.5 does not declare fail_msg() noreturn (clang: -Wsometimes-uninitialized) */
 	const char *tool = argv[0][0] == 'p' ? "perf" : "lowkey";
 
 	assert_int_equal(run_program(argv, NULL, &r), 0);
@@ -70,15 +71,20 @@ static void count_once(char **argv, double *faults, double *switches)
 	clock = csv_value(r.err, "task-clock");
 	if (*faults < 0 || *switches < 0 || clock < 0)
 		fail_msg("%s printed no value for an event:\n%s", argv[0], r.err);
-	if (!strstr(r.out, "switches ") || sscanf(strstr(r.out, "switches "), "switches %lf", &tally) != 1)
+	if (!strstr(r.out, "switches ") ||
+	    sscanf(strstr(r.out, "switches "), "switches %lf", &tally) != 1)
 		fail_msg("%s: the workload printed no tally:\n%s", tool, r.out);
-	print_message("[  INFO    ] %-6s task-clock %8.2f ms, wall %8.2f ms; context-switches %.0f, "
-		      "the kernel's tally %.0f\n", tool, clock, wall, *switches, tally);
+	print_message(
+		"[  INFO    ] %-6s task-clock %8.2f ms, wall %8.2f ms; context-switches %.0f, "
+		"the kernel's tally %.0f\n",
+		tool, clock, wall, *switches, tally);
 	if (clock < 100 || clock > wall)
-		fail_msg("%s: task-clock %.2f ms outside [100 ms spun, %.2f ms wall]", tool, clock, wall);
+		fail_msg("%s: task-clock %.2f ms outside [100 ms spun, %.2f ms wall]", tool, clock,
+			 wall);
 	if (fabs(*switches - tally) > tally * 0.02 + 20)
-		fail_msg("%s: context-switches %.0f, but the kernel's tally for the workload is %.0f", tool,
-			 *switches, tally);
+		fail_msg(
+			"%s: context-switches %.0f, but the kernel's tally for the workload is %.0f",
+			tool, *switches, tally);
 }
 
 static bool perf_works(void)
@@ -86,7 +92,8 @@ static bool perf_works(void)
 	static struct run_result r;
 	char *argv[] = { "perf", "stat", "-x", ",", "-e", "task-clock", "--", "true", NULL };
 
-	return run_program(argv, NULL, &r) == 0 && r.status == 0 && csv_value(r.err, "task-clock") >= 0;
+	return run_program(argv, NULL, &r) == 0 && r.status == 0 &&
+	       csv_value(r.err, "task-clock") >= 0;
 }
 
 static void within(const char *what, double ours, double perfs, double relative, double absolute)
@@ -96,8 +103,8 @@ static void within(const char *what, double ours, double perfs, double relative,
 	print_message("[  INFO    ] %-17s lowkey %12.2f   perf %12.2f   bound +-%.2f\n", what, ours,
 		      perfs, bound);
 	if (ours < perfs - bound || ours > perfs + bound)
-		fail_msg("%s: lowkey stat %.2f, perf stat %.2f: more than %.2f apart", what, ours, perfs,
-			 bound);
+		fail_msg("%s: lowkey stat %.2f, perf stat %.2f: more than %.2f apart", what, ours,
+			 perfs, bound);
 }
 
 static void agrees_with_perf_stat(void **state)

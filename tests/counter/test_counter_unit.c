@@ -32,7 +32,7 @@ static void parses_plain_list(void **state)
 	assert_string_equal(l.specs[1].base, "page-faults");
 	assert_true(l.specs[1].mods.user);
 	assert_false(l.specs[1].mods.kernel);
-	assert_string_equal(l.specs[2].base, "cycles");	/* spaces around commas are dropped */
+	assert_string_equal(l.specs[2].base, "cycles"); /* spaces around commas are dropped */
 	assert_true(l.specs[2].mods.user && l.specs[2].mods.kernel);
 	assert_int_equal(l.specs[2].group, 2);
 	lk__events_free(&l);
@@ -56,7 +56,7 @@ static void parses_groups_and_group_modifiers(void **state)
 	assert_false(l.specs[3].has_mods);
 	lk__events_free(&l);
 
-	assert_int_equal(lk__events_parse("a,b,c", true, &l), 0);	/* LK_COUNTERS_GROUP */
+	assert_int_equal(lk__events_parse("a,b,c", true, &l), 0); /* LK_COUNTERS_GROUP */
 	assert_int_equal(l.ngroups, 1);
 	assert_int_equal(l.specs[2].group, 0);
 	lk__events_free(&l);
@@ -67,7 +67,9 @@ static void pmu_terms_keep_their_commas(void **state)
 	struct lk__event_list l;
 
 	(void)state;
-	assert_int_equal(lk__events_parse("cpu/event=0x3c,umask=0x1/u,msr/tsc/,{x/a=1,b=2/,y}", false, &l), 0);
+	assert_int_equal(lk__events_parse("cpu/event=0x3c,umask=0x1/u,msr/tsc/,{x/a=1,b=2/,y}",
+					  false, &l),
+			 0);
 	assert_int_equal(l.n, 4);
 	assert_string_equal(l.specs[0].base, "cpu/event=0x3c,umask=0x1/");
 	assert_true(l.specs[0].mods.user);
@@ -190,8 +192,8 @@ static void scale_multiplexed_values(void **state)
 	assert_int_equal(lk_counter_scale(1000, 3000, 1000), 3000);
 	/* Rounded to nearest: 10 * 3 / 2 = 15; 7 * 2 / 3 = 4.67 -> 5. */
 	assert_int_equal(lk_counter_scale(10, 3, 2), 15);
-	assert_int_equal(lk_counter_scale(7, 2, 3), 7);	/* running > enabled: value */
-	assert_int_equal(lk_counter_scale(7, 3, 2), 11);	/* 10.5 -> 11 */
+	assert_int_equal(lk_counter_scale(7, 2, 3), 7);	 /* running > enabled: value */
+	assert_int_equal(lk_counter_scale(7, 3, 2), 11); /* 10.5 -> 11 */
 	/* Products past 64 bits: 2^40 counts over 2^30 ns enabled, 2^29 running. */
 	assert_int_equal(lk_counter_scale(1ull << 40, 1ull << 30, 1ull << 29), 1ull << 41);
 	assert_int_equal(lk_counter_scale(UINT64_MAX / 2, 1ull << 62, 1ull << 60), UINT64_MAX);
@@ -233,10 +235,10 @@ static void group_reads_accumulate_in_event_order(void **state)
 	assert_int_equal(lk__group_accumulate(&c, &g[0], group0, 5, v, 4), 0);
 	assert_int_equal(lk__group_accumulate(&c, &g[1], group1, 4, v, 4), 0);
 	assert_int_equal(v[0].value, 10);
-	assert_int_equal(v[0].scaled, 40);	/* ran a quarter of the time */
+	assert_int_equal(v[0].scaled, 40); /* ran a quarter of the time */
 	assert_int_equal(v[0].time_enabled, 1000);
 	assert_int_equal(v[0].time_running, 250);
-	assert_int_equal(v[1].value, 0);	/* not opened: untouched */
+	assert_int_equal(v[1].value, 0); /* not opened: untouched */
 	assert_int_equal(v[2].value, 20);
 	assert_int_equal(v[2].scaled, 80);
 	assert_int_equal(v[3].value, 7);

@@ -58,7 +58,7 @@ static void missing_command_exits_127(void **state)
 	(void)state;
 	assert_int_equal(STAT("--", "lowkey-no-such-command", "arg"), 127);
 	contains(r.err, "lowkey-no-such-command: command not found");
-	assert_int_equal(STAT("--", "/etc/passwd"), 126);	/* not executable */
+	assert_int_equal(STAT("--", "/etc/passwd"), 126); /* not executable */
 	contains(r.err, "cannot execute");
 	assert_string_equal(r.out, "");
 }
@@ -66,7 +66,7 @@ static void missing_command_exits_127(void **state)
 static void usage_errors_exit_2(void **state)
 {
 	(void)state;
-	assert_int_equal(STAT("-e", "task-clock"), 2);	/* nothing to count */
+	assert_int_equal(STAT("-e", "task-clock"), 2); /* nothing to count */
 	contains(r.err, "give a command or -p PID");
 	assert_int_equal(STAT("-r", "0", "--", "true"), 2);
 	assert_int_equal(STAT("--per-thread", "-r", "2", "--", "true"), 2);
@@ -124,7 +124,7 @@ static void hardware_events_without_pmu(void **state)
 	(void)state;
 	assert_int_equal(STAT("-e", "cycles,instructions,page-faults", "--", "true"), 0);
 	if (!strstr(r.err, "<not supported>")) {
-		contains(r.err, "insn per cycle");	/* a PMU: counted, with IPC */
+		contains(r.err, "insn per cycle"); /* a PMU: counted, with IPC */
 		skip_because("this machine has a hardware PMU");
 	}
 	contains(r.err, "cycles, instructions: not counted");
@@ -138,21 +138,23 @@ static void counts_children_and_threads(void **state)
 	double faults;
 
 	(void)state;
-	assert_int_equal(STAT("-x", ",", "-e", "page-faults", "--", WORKLOAD_BIN, "fork-faults", "4000",
-			      "thread-faults", "3000"), 0);
+	assert_int_equal(STAT("-x", ",", "-e", "page-faults", "--", WORKLOAD_BIN, "fork-faults",
+			      "4000", "thread-faults", "3000"),
+			 0);
 	faults = csv_value(r.err, "page-faults");
 	assert_true(faults >= 7000);
 }
 
 static bool csv_has_thread_value(const char *csv, double at_least, double at_most)
 {
-	for (const char *line = csv; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+	for (const char *line = csv; line && *line;
+	     line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
 		const char *comma = strchr(line, ',');
 		const char *dash = memchr(line, '-', comma ? (size_t)(comma - line) : 0);
 		double v;
 
 		if (!comma || !dash)
-			continue;	/* not a "comm-tid,value,..." line */
+			continue; /* not a "comm-tid,value,..." line */
 		v = strtod(comma + 1, NULL);
 		if (v >= at_least && v <= at_most)
 			return true;
@@ -165,17 +167,20 @@ static void per_thread_breakdown_of_a_command(void **state)
 {
 	(void)state;
 	assert_int_equal(STAT("--per-thread", "-x", ",", "-e", "page-faults", "--", WORKLOAD_BIN,
-			      "thread-faults", "3000", "fork-faults", "2000"), 0);
+			      "thread-faults", "3000", "fork-faults", "2000"),
+			 0);
 	assert_true(csv_value(r.err, "page-faults") >= 5000);
 	assert_true(csv_has_thread_value(r.err, 3000, 3400));
 	assert_true(csv_has_thread_value(r.err, 2000, 2400));
 	contains(r.err, "counter_workl");
 
 	assert_int_equal(STAT("--per-thread", "-e", "page-faults,task-clock", "--", WORKLOAD_BIN,
-			      "thread-faults", "100"), 0);
+			      "thread-faults", "100"),
+			 0);
 	contains(r.err, "Per thread:");
 	assert_int_equal(STAT("--per-thread", "--json", "-e", "page-faults", "--", WORKLOAD_BIN,
-			      "thread-faults", "100"), 0);
+			      "thread-faults", "100"),
+			 0);
 	contains(r.err, "\"threads\": [");
 	contains(r.err, "\"tid\"");
 }
@@ -185,14 +190,15 @@ static void csv_like_perf(void **state)
 	int fields = 1;
 
 	(void)state;
-	assert_int_equal(STAT("-x", ";", "-e", "task-clock,page-faults", "--", WORKLOAD_BIN, "faults",
-			      "1000"), 0);
+	assert_int_equal(STAT("-x", ";", "-e", "task-clock,page-faults", "--", WORKLOAD_BIN,
+			      "faults", "1000"),
+			 0);
 	/* value;unit;event;run time;% running;metric;metric unit */
 	contains(r.err, ";msec;task-clock;");
 	contains(r.err, "CPUs utilized");
 	for (const char *p = strstr(r.err, "page-faults"); p && *p && *p != '\n'; p++)
 		fields += *p == ';';
-	assert_int_equal(fields, 5);	/* from the event on: event;run;pcnt;metric;unit */
+	assert_int_equal(fields, 5); /* from the event on: event;run;pcnt;metric;unit */
 	assert_null(strstr(r.err, "Performance counter stats"));
 }
 
@@ -202,7 +208,8 @@ static void json_document(void **state)
 
 	(void)state;
 	assert_int_equal(STAT("--json", "-e", "task-clock,page-faults,cycles", "--", WORKLOAD_BIN,
-			      "faults", "1000", "exit", "4"), 4);
+			      "faults", "1000", "exit", "4"),
+			 4);
 	contains(r.err, "\"command\": \"" WORKLOAD_BIN " faults 1000 exit 4\"");
 	contains(r.err, "\"exit_status\": 4");
 	contains(r.err, "\"event\": \"page-faults\"");
@@ -227,9 +234,10 @@ static void repeats_give_mean_and_spread(void **state)
 	(void)state;
 	assert_true(fd >= 0);
 	close(fd);
-	assert_int_equal(STAT("-r", "3", "-o", path, "-e", "page-faults", "--", WORKLOAD_BIN, "faults",
-			      "500"), 0);
-	assert_string_equal(r.err, "");	/* the figures went to the file */
+	assert_int_equal(STAT("-r", "3", "-o", path, "-e", "page-faults", "--", WORKLOAD_BIN,
+			      "faults", "500"),
+			 0);
+	assert_string_equal(r.err, ""); /* the figures went to the file */
 	f = fopen(path, "r");
 	assert_non_null(f);
 	n = fread(buf, 1, sizeof(buf) - 1, f);
@@ -239,8 +247,9 @@ static void repeats_give_mean_and_spread(void **state)
 	contains(buf, "(3 runs)");
 	contains(buf, "+-");
 
-	assert_int_equal(STAT("-r", "3", "--json", "-e", "page-faults", "--", WORKLOAD_BIN, "faults",
-			      "500"), 0);
+	assert_int_equal(STAT("-r", "3", "--json", "-e", "page-faults", "--", WORKLOAD_BIN,
+			      "faults", "500"),
+			 0);
 	contains(r.err, "\"runs\": 3");
 	contains(r.err, "\"variance\"");
 	contains(r.err, "\"stddev\"");
@@ -265,7 +274,7 @@ static void comm_of(pid_t pid, char *comm, size_t size)
 /* Until the forked child pid has exec'd the workload (a hang guard, not a timing). */
 static void wait_for_the_workload(pid_t pid)
 {
-	static const char name[] = "counter_workl";	/* counter_workload, as the kernel cuts it */
+	static const char name[] = "counter_workl"; /* counter_workload, as the kernel cuts it */
 	char comm[32] = "";
 
 	for (int i = 0; i < 60000 && strncmp(comm, name, strlen(name)); i++) {
@@ -274,7 +283,8 @@ static void wait_for_the_workload(pid_t pid)
 			usleep(1000);
 	}
 	if (strncmp(comm, name, strlen(name)))
-		fail_msg("process %d is not running %s after a minute: '%s'", (int)pid, WORKLOAD_BIN, comm);
+		fail_msg("process %d is not running %s after a minute: '%s'", (int)pid,
+			 WORKLOAD_BIN, comm);
 }
 
 /* Whether process pid has a perf event open (lowkey stat: its counters). */
@@ -321,8 +331,8 @@ static pid_t counting_lowkey(void)
 			continue;
 		close_paren = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
 		fclose(f);
-		if (close_paren && sscanf(close_paren + 1, " %*c %d", &ppid) == 1 && ppid == getpid() &&
-		    strstr(line, "(lowkey)") && has_perf_event(pid))
+		if (close_paren && sscanf(close_paren + 1, " %*c %d", &ppid) == 1 &&
+		    ppid == getpid() && strstr(line, "(lowkey)") && has_perf_event(pid))
 			found = pid;
 	}
 	if (d)
@@ -335,7 +345,7 @@ static void *end_it_once_counted(void *arg)
 {
 	pid_t target = *(pid_t *)arg;
 
-	for (int i = 0; i < 60000 && !counting_lowkey(); i++)	/* a hang guard, not a timing */
+	for (int i = 0; i < 60000 && !counting_lowkey(); i++) /* a hang guard, not a timing */
 		usleep(1000);
 	kill(target, SIGKILL);
 	return NULL;
@@ -356,12 +366,13 @@ static void counts_a_running_process(void **state)
 	snprintf(pid, sizeof(pid), "%d", (int)child);
 	wait_for_the_workload(child);
 	assert_int_equal(STAT("-p", pid, "--duration", "0.3", "--per-thread", "-x", ",", "-e",
-			      "task-clock"), 0);
+			      "task-clock"),
+			 0);
 	kill(child, SIGKILL);
 	waitpid(child, &status, 0);
 	/* It spun while counted (how much depends on the machine's load). */
 	assert_true(csv_value(r.err, "task-clock") > 0);
-	contains(r.err, "counter_workl");	/* the per-thread line names the thread */
+	contains(r.err, "counter_workl"); /* the per-thread line names the thread */
 	contains(r.err, pid);
 
 	/* A process that is gone. */
@@ -417,8 +428,9 @@ static void stage_for_nobody(char *dir, char *lowkey, char *workload, size_t len
 	assert_non_null(mkdtemp(dir));
 	snprintf(lowkey, len, "%s/lowkey", dir);
 	snprintf(workload, len, "%s/workload", dir);
-	snprintf(cmd, sizeof(cmd), "chmod 755 '%s' && cp '%s' '%s' && cp '%s' '%s' && chmod 755 '%s' '%s'",
-		 dir, LOWKEY_BIN, lowkey, WORKLOAD_BIN, workload, lowkey, workload);
+	snprintf(cmd, sizeof(cmd),
+		 "chmod 755 '%s' && cp '%s' '%s' && cp '%s' '%s' && chmod 755 '%s' '%s'", dir,
+		 LOWKEY_BIN, lowkey, WORKLOAD_BIN, workload, lowkey, workload);
 	assert_int_equal(system(cmd), 0);
 }
 
@@ -428,8 +440,10 @@ static void unprivileged_run(void **state)
 
 	(void)state;
 	stage_for_nobody(dir, lowkey, workload, sizeof(lowkey));
-	assert_int_equal(run_stat(drop_to_nobody, (char *[]){ lowkey, "stat", "-e",
-				  "task-clock,page-faults", "--", workload, "faults", "1000", NULL }), 0);
+	assert_int_equal(run_stat(drop_to_nobody,
+				  (char *[]){ lowkey, "stat", "-e", "task-clock,page-faults", "--",
+					      workload, "faults", "1000", NULL }),
+			 0);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	assert_int_equal(system(cmd), 0);
 	if (perf_paranoid() >= 2) {
@@ -452,10 +466,13 @@ static int deny_with_enosys(void)
 static void seccomp_denied(void **state)
 {
 	(void)state;
-	assert_int_equal(run_stat(deny_with_eperm, (char *[]){ LOWKEY_BIN, "stat", "-e", "task-clock",
-				  "--", "true", NULL }), 1);
+	assert_int_equal(run_stat(deny_with_eperm, (char *[]){ LOWKEY_BIN, "stat", "-e",
+							       "task-clock", "--", "true", NULL }),
+			 1);
 	contains(r.err, "seccomp");
-	assert_int_equal(run_stat(deny_with_enosys, (char *[]){ LOWKEY_BIN, "stat", "--", "true", NULL }), 1);
+	assert_int_equal(run_stat(deny_with_enosys,
+				  (char *[]){ LOWKEY_BIN, "stat", "--", "true", NULL }),
+			 1);
 	contains(r.err, "seccomp");
 }
 
@@ -468,14 +485,16 @@ static int interval_lines(const char *csv, const char *event, double *sum, doubl
 
 	*sum = 0;
 	*last_time = 0;
-	for (const char *line = csv; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+	for (const char *line = csv; line && *line;
+	     line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
 		char *end;
 		double t = strtod(line, &end);
 		const char *f3 = end && *end == ',' ? strchr(strchr(end + 1, ',') + 1, ',') : NULL;
 
-		if (!f3 || end == line || strncmp(f3 + 1, event, strlen(event)) != 0 || f3[1 + strlen(event)] != ',')
+		if (!f3 || end == line || strncmp(f3 + 1, event, strlen(event)) != 0 ||
+		    f3[1 + strlen(event)] != ',')
 			continue;
-		assert_true(t > *last_time);	/* the times go up */
+		assert_true(t > *last_time); /* the times go up */
 		*last_time = t;
 		*sum += strtod(end + 1, NULL);
 		n++;
@@ -494,18 +513,21 @@ static void interval_counts_add_up(void **state)
 	int n;
 
 	(void)state;
-	assert_int_equal(STAT("-I", "100", "-x", ",", "-e", "task-clock,page-faults", "--", WORKLOAD_BIN,
-			      "task-spin", "500", "exit", "3"), 3);
+	assert_int_equal(STAT("-I", "100", "-x", ",", "-e", "task-clock,page-faults", "--",
+			      WORKLOAD_BIN, "task-spin", "500", "exit", "3"),
+			 3);
 	n = interval_lines(r.err, "task-clock", &sum, &last);
-	if (n < 2)	/* 500 ms of CPU is 5 intervals and more; a late wake-up merges some */
+	if (n < 2) /* 500 ms of CPU is 5 intervals and more; a late wake-up merges some */
 		fail_msg("%d intervals in:\n%s", n, r.err);
-	if (sum < 500 || sum >= 700)	/* ms; cumulative counts would sum to far more */
-		fail_msg("the intervals' task-clock sums to %.3f ms, not 500 to 700, in:\n%s", sum, r.err);
-	assert_null(strstr(r.err, "Performance counter stats"));	/* intervals only, as perf -I */
+	if (sum < 500 || sum >= 700) /* ms; cumulative counts would sum to far more */
+		fail_msg("the intervals' task-clock sums to %.3f ms, not 500 to 700, in:\n%s", sum,
+			 r.err);
+	assert_null(strstr(r.err, "Performance counter stats")); /* intervals only, as perf -I */
 	assert_int_equal(interval_lines(r.err, "page-faults", &sum, &last), n);
 
 	/* text: perf's header, then the time in the first column */
-	assert_int_equal(STAT("-I", "100", "-e", "task-clock", "--", WORKLOAD_BIN, "spin", "250"), 0);
+	assert_int_equal(STAT("-I", "100", "-e", "task-clock", "--", WORKLOAD_BIN, "spin", "250"),
+			 0);
 	contains(r.err, "#           time             counts unit events\n");
 	contains(r.err, " msec  task-clock");
 	assert_true(strtod(strchr(r.err, '\n') + 1, NULL) > 0.05);
@@ -517,7 +539,8 @@ static void interval_json_lines(void **state)
 	int lines = 0;
 
 	(void)state;
-	assert_int_equal(STAT("-I", "100", "-j", "-e", "task-clock", "--", WORKLOAD_BIN, "spin", "250"), 0);
+	assert_int_equal(
+		STAT("-I", "100", "-j", "-e", "task-clock", "--", WORKLOAD_BIN, "spin", "250"), 0);
 	for (const char *line = r.err; *line; line = strchr(line, '\n') + 1) {
 		const char *nl = strchr(line, '\n');
 
@@ -533,10 +556,12 @@ static void interval_json_lines(void **state)
 	{
 		char cmd[512];
 
-		snprintf(cmd, sizeof(cmd), "%s stat -I 100 --json -e task-clock,page-faults -- %s spin 250 2>&1 >/dev/null"
-			 " | python3 -c 'import json,sys; v=[json.loads(l) for l in sys.stdin]; "
-			 "assert len(v) >= 4 and all(\"value\" in x and \"interval\" in x for x in v)'",
-			 LOWKEY_BIN, WORKLOAD_BIN);
+		snprintf(
+			cmd, sizeof(cmd),
+			"%s stat -I 100 --json -e task-clock,page-faults -- %s spin 250 2>&1 >/dev/null"
+			" | python3 -c 'import json,sys; v=[json.loads(l) for l in sys.stdin]; "
+			"assert len(v) >= 4 and all(\"value\" in x and \"interval\" in x for x in v)'",
+			LOWKEY_BIN, WORKLOAD_BIN);
 		assert_int_equal(system(cmd), 0);
 	}
 }
@@ -555,7 +580,8 @@ static void interval_of_a_process(void **state)
 		_exit(127);
 	}
 	snprintf(pid, sizeof(pid), "%d", (int)child);
-	assert_int_equal(STAT("-p", pid, "-I", "100", "--duration", "1", "-x", ",", "-e", "task-clock"), 0);
+	assert_int_equal(
+		STAT("-p", pid, "-I", "100", "--duration", "1", "-x", ",", "-e", "task-clock"), 0);
 	kill(child, SIGKILL);
 	waitpid(child, &status, 0);
 	/* 10 intervals on a quiet machine; a late wake-up merges some (never empty ones) */
@@ -586,8 +612,9 @@ static void all_cpus(void **state)
 
 	(void)state;
 	stage_for_nobody(dir, lowkey, workload, sizeof(lowkey));
-	assert_int_equal(run_stat(drop_to_nobody, (char *[]){ lowkey, "stat", "-a", "-e", "cpu-clock", "--", "true",
-				  NULL }), perf_paranoid() > 0 ? 1 : 0);
+	assert_int_equal(run_stat(drop_to_nobody, (char *[]){ lowkey, "stat", "-a", "-e",
+							      "cpu-clock", "--", "true", NULL }),
+			 perf_paranoid() > 0 ? 1 : 0);
 	if (perf_paranoid() > 0) {
 		char level[64];
 
@@ -596,15 +623,19 @@ static void all_cpus(void **state)
 		contains(r.err, "needs 0 or lower");
 		contains(r.err, "CAP_PERFMON");
 		contains(r.err, "sysctl -w kernel.perf_event_paranoid=0");
-		assert_int_equal(run_stat(drop_to_nobody, (char *[]){ lowkey, "stat", "-C", "0", "-e", "cpu-clock",
-					  "--duration", "0.1", NULL }), 1);
+		assert_int_equal(run_stat(drop_to_nobody,
+					  (char *[]){ lowkey, "stat", "-C", "0", "-e", "cpu-clock",
+						      "--duration", "0.1", NULL }),
+				 1);
 		contains(r.err, level);
 	}
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	assert_int_equal(system(cmd), 0);
 	if (geteuid() != 0)
 		skip_because("not root: -a allowed only where the lines above were");
-	assert_int_equal(STAT("-a", "-x", ",", "-e", "cpu-clock", "--", WORKLOAD_BIN, "spin", "100", "exit", "4"), 4);
+	assert_int_equal(STAT("-a", "-x", ",", "-e", "cpu-clock", "--", WORKLOAD_BIN, "spin", "100",
+			      "exit", "4"),
+			 4);
 	assert_true(csv_value(r.err, "cpu-clock") >= 100);
 	assert_int_equal(STAT("-C", "0", "-e", "cpu-clock", "--duration", "0.1"), 0);
 	contains(r.err, "Performance counter stats for 'CPU(s) 0'");
@@ -625,8 +656,10 @@ static void verbose_says_what_was_opened(void **state)
 	if (strstr(r.err, "<not supported>"))
 		contains(r.err, "cycles: not counted, left out");
 	stage_for_nobody(dir, lowkey, workload, sizeof(lowkey));
-	assert_int_equal(run_stat(drop_to_nobody, (char *[]){ lowkey, "stat", "-v", "-e", "page-faults", "--", workload,
-				  "faults", "10", NULL }), 0);
+	assert_int_equal(run_stat(drop_to_nobody,
+				  (char *[]){ lowkey, "stat", "-v", "-e", "page-faults", "--",
+					      workload, "faults", "10", NULL }),
+			 0);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	assert_int_equal(system(cmd), 0);
 	if (perf_paranoid() < 2)

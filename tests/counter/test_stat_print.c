@@ -15,22 +15,23 @@
 #include "bench.h"
 #include "stat.h"
 
-#define CACHE(id, op, result) ((id) | (PERF_COUNT_HW_CACHE_OP_##op << 8) | \
-			       (PERF_COUNT_HW_CACHE_RESULT_##result << 16))
+#define CACHE(id, op, result) \
+	((id) | (PERF_COUNT_HW_CACHE_OP_##op << 8) | (PERF_COUNT_HW_CACHE_RESULT_##result << 16))
 
 static double run_values[16][1];
 static struct stat_event events[16];
 static double elapsed[1] = { 2e9 };
 
-static void add(struct stat_result *r, const char *name, uint32_t type, uint64_t config, double value,
-		uint64_t enabled, uint64_t running)
+static void add(struct stat_result *r, const char *name, uint32_t type, uint64_t config,
+		double value, uint64_t enabled, uint64_t running)
 {
 	struct stat_event *e = &events[r->nevents];
 
 	memset(e, 0, sizeof(*e));
 	e->name = (char *)name;
 	e->resolved = (char *)name;
-	e->unit = (char *)(type == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_TASK_CLOCK ? "ns" : "");
+	e->unit = (char *)(type == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_TASK_CLOCK ? "ns" :
+											      "");
 	e->scale = 1;
 	e->type = type;
 	e->config = config;
@@ -58,14 +59,15 @@ static void hardware_result(struct stat_result *r)
 	add(r, "instructions", PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS, 6e9, 1e9, 5e8);
 	add(r, "branches", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_INSTRUCTIONS, 1e9, 1e9, 1e9);
 	add(r, "branch-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES, 2e7, 1e9, 1e9);
-	add(r, "L1-dcache-loads", PERF_TYPE_HW_CACHE, CACHE(PERF_COUNT_HW_CACHE_L1D, READ, ACCESS), 4e9,
-	    1e9, 1e9);
-	add(r, "L1-dcache-load-misses", PERF_TYPE_HW_CACHE, CACHE(PERF_COUNT_HW_CACHE_L1D, READ, MISS),
-	    1e8, 1e9, 1e9);
+	add(r, "L1-dcache-loads", PERF_TYPE_HW_CACHE, CACHE(PERF_COUNT_HW_CACHE_L1D, READ, ACCESS),
+	    4e9, 1e9, 1e9);
+	add(r, "L1-dcache-load-misses", PERF_TYPE_HW_CACHE,
+	    CACHE(PERF_COUNT_HW_CACHE_L1D, READ, MISS), 1e8, 1e9, 1e9);
 	add(r, "cache-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES, 1e6, 1e9, 0);
 }
 
-static char *print_to_string(void (*print)(FILE *, const struct stat_result *), const struct stat_result *r)
+static char *print_to_string(void (*print)(FILE *, const struct stat_result *),
+			     const struct stat_result *r)
 {
 	static char buf[16384];
 	FILE *f = fmemopen(buf, sizeof(buf), "w");
@@ -104,12 +106,12 @@ static void text_has_metrics_and_multiplexing(void **state)
 	contains(out, "0.500 CPUs utilized");
 	contains(out, "3.000 GHz");
 	contains(out, "2.000 insn per cycle");
-	contains(out, "(50.00%)");	/* instructions ran half the time */
+	contains(out, "(50.00%)"); /* instructions ran half the time */
 	contains(out, "2.00% of all branches");
 	contains(out, "2.50% of all L1-dcache accesses");
-	contains(out, "<not counted>");	/* cache-misses enabled but never on a counter */
+	contains(out, "<not counted>"); /* cache-misses enabled but never on a counter */
 	contains(out, "1.000 G/sec");	/* branches per second of task-clock */
-	assert_null(strstr(out, "+-"));	/* one run: no spread */
+	assert_null(strstr(out, "+-")); /* one run: no spread */
 }
 
 static void csv_and_json_carry_running_time(void **state)
@@ -126,7 +128,9 @@ static void csv_and_json_carry_running_time(void **state)
 	events[0].enabled = events[0].running = 0;
 	events[0].mean = 0;
 	out = print_to_string(print_csv_to, &r);
-	contains(out, "<not counted>,msec,task-clock,0,100.00,,\n");	/* perf: 100 % when run == enabled */
+	contains(
+		out,
+		"<not counted>,msec,task-clock,0,100.00,,\n"); /* perf: 100 % when run == enabled */
 	contains(out, "20000000,,branch-misses,1000000000,100.00,2.000,% of all branches\n");
 	out = print_to_string(print_json_to, &r);
 	contains(out, "\"metric_unit\": \"% of all branches\"");
@@ -166,7 +170,7 @@ static void repeated_runs_print_the_mean_run_time(void **state)
 	r.runs = 4;
 	r.nevents = 1;
 	events[0].runs = clock_runs;
-	events[0].enabled = 4000000000u;	/* summed over the 4 runs: 1 s each */
+	events[0].enabled = 4000000000u; /* summed over the 4 runs: 1 s each */
 	events[0].running = 4000000000u;
 	lkb_mean_stddev(clock_runs, 4, &events[0].mean, &events[0].stddev);
 	out = print_to_string(print_csv_to, &r);

@@ -67,7 +67,7 @@ static void spin(long ms)
 	while (cpu_ms() < end)
 		for (int i = 0; i < 10000; i++)
 			sink += (unsigned long)i;
-	(void)sink;	/* read once, so the work is used (clang: -Wunused-but-set-variable) */
+	(void)sink; /* read once, so the work is used (clang: -Wunused-but-set-variable) */
 }
 
 /*
@@ -112,7 +112,8 @@ static void print_switches(void)
 
 	getrusage(RUSAGE_SELF, &self);
 	getrusage(RUSAGE_CHILDREN, &children);
-	printf("switches %ld\n", self.ru_nvcsw + self.ru_nivcsw + children.ru_nvcsw + children.ru_nivcsw);
+	printf("switches %ld\n",
+	       self.ru_nvcsw + self.ru_nivcsw + children.ru_nvcsw + children.ru_nivcsw);
 	fflush(stdout);
 }
 

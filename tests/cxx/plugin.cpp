@@ -4,7 +4,8 @@
 
 #include <lowkey/lowkey.h>
 
-namespace {
+namespace
+{
 template <typename T> __attribute__((noinline)) T scaled(T v, T by)
 {
 	LK_PROBE(cxx_plugin, scaled, v, by);

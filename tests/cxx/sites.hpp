@@ -23,7 +23,7 @@
 #define LKT_ONE_COPY __attribute__((noinline, noipa))
 #endif
 
-LK_DECLARE_KEY(cxx_key);	  /* defined in test_cxx_sites.cpp */
+LK_DECLARE_KEY(cxx_key);	 /* defined in test_cxx_sites.cpp */
 LK_DECLARE_KEY_TRUE(cxx_key_on); /* likewise */
 
 enum class color : std::uint8_t { red = 1, green = 2 };

@@ -26,7 +26,8 @@ extern "C" {
 LK_DEFINE_KEY_FALSE(cxx_key);
 LK_DEFINE_KEY_TRUE(cxx_key_on);
 
-namespace {
+namespace
+{
 
 struct row {
 	std::string object, name, file;
@@ -44,7 +45,8 @@ int collect(const struct lk_probe_info *info, void *arg)
 		return 0;
 	for (unsigned int i = 0; i < info->nargs; i++)
 		types += std::string(lk_probe_type_name(info->arg_types[i])) + " ";
-	rows->emplace(name, row{ info->object, name, info->file, info->line, static_cast<unsigned int>(info->kind), types });
+	rows->emplace(name, row{ info->object, name, info->file, info->line,
+				 static_cast<unsigned int>(info->kind), types });
 	return 0;
 }
 
@@ -56,7 +58,8 @@ std::multimap<std::string, row> sites_now()
 	return rows;
 }
 
-size_t rows_in(const std::multimap<std::string, row> &rows, const std::string &name, bool main_program)
+size_t rows_in(const std::multimap<std::string, row> &rows, const std::string &name,
+	       bool main_program)
 {
 	size_t n = 0;
 
@@ -133,7 +136,9 @@ long find_event(const char *name, unsigned int a, const char *s)
 static void each_site_registered_once(void **)
 {
 	auto rows = sites_now();
-	std::set<std::tuple<std::string, std::string, std::string, unsigned int, unsigned int, std::string>> seen;
+	std::set<std::tuple<std::string, std::string, std::string, unsigned int, unsigned int,
+			    std::string>>
+		seen;
 	size_t f64 = 0;
 
 	for (const auto &r : rows) {
@@ -141,14 +146,16 @@ static void each_site_registered_once(void **)
 
 		/* twice<int> and twice<long> look alike: tell them apart below */
 		if (x.name != "cxx:twice")
-			assert_true(seen.emplace(x.object, x.name, x.file, x.line, x.kind, x.types).second);
+			assert_true(seen.emplace(x.object, x.name, x.file, x.line, x.kind, x.types)
+					    .second);
 	}
 	assert_int_equal(rows_in(rows, "cxx:member", true), 1);
 	assert_int_equal(rows_in(rows, "cxx:static_member", true), 1);
 	assert_int_equal(rows_in(rows, "cxx:risky", true), 2); /* the span's begin and end */
 	assert_int_equal(rows_in(rows, "cxx_shared:own", false), 1);
 	assert_int_equal(rows_in(rows, "cxx_shared:own", true), 0);
-	for (const char *both : { "cxx:out_of_line", "cxx:out_of_line_after", "cxx:inlined", "cxx:lambda" }) {
+	for (const char *both :
+	     { "cxx:out_of_line", "cxx:out_of_line_after", "cxx:inlined", "cxx:lambda" }) {
 		assert_true(rows_in(rows, both, true) <= 1);
 		assert_true(rows_in(rows, both, false) <= 1);
 		assert_true(rows_in(rows, both, true) + rows_in(rows, both, false) >= 1);
@@ -174,7 +181,8 @@ static void every_site_is_a_nop_or_a_jmp(void **)
 	assert_int_equal(all, 0);
 #endif
 	start(trace_dir("nop"));
-	assert_true(lkt_check_all_sites() == all); /* the probe sites are jmps now, and checked so */
+	assert_true(lkt_check_all_sites() ==
+		    all); /* the probe sites are jmps now, and checked so */
 	assert_int_equal(lk_trace_stop(), 0);
 	assert_int_equal(lk_probe_reset_rules(), 0);
 	assert_int_equal(lkt_check_all_sites(), all);
@@ -199,7 +207,7 @@ static std::string instruction_bytes(const char *p)
 			return strncmp(token, "nop", 3) == 0 ? bytes : std::string();
 		if (n == 2)
 			bytes += token;
-		else	/* a word, as GNU objdump prints aarch64's and riscv's: most significant first */
+		else /* a word, as GNU objdump prints aarch64's and riscv's: most significant first */
 			for (size_t i = n; i >= 2; i -= 2)
 				bytes += std::string(token + i - 2, 2);
 		p += len;
@@ -243,7 +251,8 @@ static void objdump_sees_a_nop_at_every_site(void **)
 
 		/* GNU: "    1a2b:\t0f 1f 44 00 00 \tnopl ...", "  9f0:\td503201f \tnop"; LLVM:
 		 * "    1a2b: 0f 1f 44 00 00   \tnopl\t(%rax,%rax)", "  9f0: 1f 20 03 d5   \tnop" */
-		if (sscanf(line, " %llx:%n", &addr, &end) == 1 && want.count(addr) && instruction_bytes(line + end) == nop)
+		if (sscanf(line, " %llx:%n", &addr, &end) == 1 && want.count(addr) &&
+		    instruction_bytes(line + end) == nop)
 			nops.insert(addr);
 	}
 	assert_int_equal(pclose(p), 0);
@@ -288,14 +297,23 @@ static void events_from_every_unit_and_object(void **)
 		const char *name;
 		size_t events;
 	} expected[] = {
-		{ "cxx:twice", 5 },	     { "cxx:out_of_line", 3 },	     { "cxx:out_of_line_after", 3 },
-		{ "cxx:inlined", 3 },	     { "cxx:lambda", 3 },	     { "cxx:member", 2 },
-		{ "cxx:static_member", 2 },  { "cxx:risky", 4 },	     { "cxx_shared:own", 1 },
-		{ "cxx_plugin:scaled", 2 },  { "cxx_plugin:handled", 1 }, { "cxx_plugin:handle", 2 },
+		{ "cxx:twice", 5 },
+		{ "cxx:out_of_line", 3 },
+		{ "cxx:out_of_line_after", 3 },
+		{ "cxx:inlined", 3 },
+		{ "cxx:lambda", 3 },
+		{ "cxx:member", 2 },
+		{ "cxx:static_member", 2 },
+		{ "cxx:risky", 4 },
+		{ "cxx_shared:own", 1 },
+		{ "cxx_plugin:scaled", 2 },
+		{ "cxx_plugin:handled", 1 },
+		{ "cxx_plugin:handle", 2 },
 	};
 	for (const auto &x : expected)
 		if (lkt_trace_count(x.name) != x.events)
-			fail_msg("%s: %zu events, %zu expected", x.name, lkt_trace_count(x.name), x.events);
+			fail_msg("%s: %zu events, %zu expected", x.name, lkt_trace_count(x.name),
+				 x.events);
 
 	/* std::string_view, enum class, bool, int; and a std::string */
 	assert_true((e = find_event("cxx:member", 0, "tu_a")) >= 0);
@@ -350,7 +368,8 @@ static size_t listed(const std::string &file, const std::string &name, const cha
 
 	assert_non_null(p);
 	while (fgets(line, sizeof(line), p))
-		n += strncmp(line, ("  " + name + " ").c_str(), name.size() + 3) == 0 && strstr(line, what);
+		n += strncmp(line, ("  " + name + " ").c_str(), name.size() + 3) == 0 &&
+		     strstr(line, what);
 	assert_int_equal(pclose(p), 0);
 	return n;
 }
@@ -365,12 +384,15 @@ static void lowkey_list_shows_each_site_once(void **)
 
 	/* A cross build's test runs under qemu-user; the CLI it starts runs only where binfmt_misc can. */
 	if (system((std::string(LOWKEY) + " --version >/dev/null 2>&1").c_str()) != 0) {
-		print_message("cannot run %s on this host (a cross build without binfmt_misc): skipped\n", LOWKEY);
+		print_message(
+			"cannot run %s on this host (a cross build without binfmt_misc): skipped\n",
+			LOWKEY);
 		skip();
 	}
 
-	for (const char *once : { "cxx:out_of_line", "cxx:out_of_line_after", "cxx:inlined", "cxx:lambda",
-				  "cxx:member", "cxx:static_member", "cxx:before_the_header" })
+	for (const char *once :
+	     { "cxx:out_of_line", "cxx:out_of_line_after", "cxx:inlined", "cxx:lambda",
+	       "cxx:member", "cxx:static_member", "cxx:before_the_header" })
 		assert_int_equal(listed(self, once), 1);
 	assert_int_equal(listed(self, "cxx:risky"), 2);
 	assert_int_equal(listed(self, "cxx:twice"), 3);
@@ -389,7 +411,8 @@ static void plugin_sites_come_and_go(void **)
 	auto rows = sites_now();
 	std::set<std::string> types;
 
-	for (auto it = rows.lower_bound("cxx_plugin:scaled"); it != rows.upper_bound("cxx_plugin:scaled"); ++it) {
+	for (auto it = rows.lower_bound("cxx_plugin:scaled");
+	     it != rows.upper_bound("cxx_plugin:scaled"); ++it) {
 		assert_non_null(strstr(it->second.object.c_str(), "lkt_cxx_plugin"));
 		types.insert(it->second.types);
 	}

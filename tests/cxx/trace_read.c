@@ -74,8 +74,10 @@ int lkt_check_key_sites(const void *key)
 
 size_t lkt_site_file_addresses(uint64_t *out, size_t max)
 {
-	const struct lk__key_site *b = (const struct lk__key_site *)(const void *)__start___lk_key_sites;
-	const struct lk__key_site *e = (const struct lk__key_site *)(const void *)__stop___lk_key_sites;
+	const struct lk__key_site *b =
+		(const struct lk__key_site *)(const void *)__start___lk_key_sites;
+	const struct lk__key_site *e =
+		(const struct lk__key_site *)(const void *)__stop___lk_key_sites;
 	size_t n = 0;
 
 	for (; b && b < e; b++, n++) {

@@ -14,7 +14,7 @@ int tu_a_run(int i)
 {
 	widget w;
 
-	return before_the_header(i) + twice(i) + static_cast<int>(twice(0.5 * i)) + out_of_line(i) + inlined(i) + keyed(i) +
-	       w.member("tu_a", color::red, true) + widget::static_member("a", delta::down) + with_lambda(i) +
-	       risky(false);
+	return before_the_header(i) + twice(i) + static_cast<int>(twice(0.5 * i)) + out_of_line(i) +
+	       inlined(i) + keyed(i) + w.member("tu_a", color::red, true) +
+	       widget::static_member("a", delta::down) + with_lambda(i) + risky(false);
 }

@@ -33,7 +33,8 @@ static inline uint8_t *lkt_read_input(const char *path, size_t *size)
 }
 
 /* Replay every input of dir; each(data, size, arg) after the harness, if not NULL. Returns the count. */
-static inline size_t lkt_replay_corpus(const char *dir, void (*each)(const uint8_t *, size_t, void *), void *arg)
+static inline size_t lkt_replay_corpus(const char *dir,
+				       void (*each)(const uint8_t *, size_t, void *), void *arg)
 {
 	char path[4096];
 	struct dirent *e;

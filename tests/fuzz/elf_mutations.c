@@ -68,7 +68,8 @@ static long read_copy(size_t max, const char *what, size_t at)
 		return -1;
 	}
 	if (s.n > max)
-		print_error("%s at %zu: %zu sites, more than the whole file's %zu\n", what, at, s.n, max);
+		print_error("%s at %zu: %zu sites, more than the whole file's %zu\n", what, at, s.n,
+			    max);
 	assert_true(s.n <= max);
 	n = (long)s.n;
 	probe_elf_free_sites(&s);
@@ -93,7 +94,7 @@ static void mutate(const char *path)
 	}
 	put(data, size);
 	n = read_copy(SIZE_MAX, "whole", 0);
-	assert_true(n > 0);	/* the premise: a program with sites, read */
+	assert_true(n > 0); /* the premise: a program with sites, read */
 	whole = (size_t)n;
 	for (size_t len = size; len-- > 0;) {
 		if (len > 8192 && size - len > 8192 && len % 97)

@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 bool lkt_attach_wait_possible(void);
 
 #define NOBODY 65534
-#define BROKEN 99	/* the namespace's exit code for a broken property */
+#define BROKEN 99 /* the namespace's exit code for a broken property */
 
 /* The holders' socket directories (XDG_RUNTIME_DIR), private: pid V is the same in every namespace. */
 static char scratch[] = "/tmp/lkt-fuzz-attach-XXXXXX";
@@ -72,7 +72,8 @@ static bool sleeping(pid_t pid)
 #ifdef SYS_poll
 		SYS_poll,
 #endif
-		SYS_clock_nanosleep, SYS_ppoll,
+		SYS_clock_nanosleep,
+		SYS_ppoll,
 	};
 	char file[64], buf[64] = "";
 	long nr = -1;
@@ -117,11 +118,12 @@ static pid_t holder(bool with_socket, bool as_nobody)
 		close(ready[0]);
 		setenv("XDG_RUNTIME_DIR", as_nobody ? nobody_dir : root_dir, 1);
 		if (with_socket && as_nobody) {
-			if (setresgid(NOBODY, NOBODY, NOBODY) != 0 || setresuid(NOBODY, NOBODY, NOBODY) != 0)
+			if (setresgid(NOBODY, NOBODY, NOBODY) != 0 ||
+			    setresuid(NOBODY, NOBODY, NOBODY) != 0)
 				_exit(1);
 		}
 		if (with_socket)
-			lk_control_open();	/* or not: then it has no socket either */
+			lk_control_open(); /* or not: then it has no socket either */
 		if (write(ready[1], "r", 1) != 1)
 			_exit(1);
 		for (;;)
@@ -165,12 +167,12 @@ static pid_t client(pid_t v, int fd)
 
 /* The namespace as the script left it. */
 struct world {
-	pid_t v;		/* A's pid */
-	pid_t held;		/* V's holder (0: none), which is A until V is first freed */
+	pid_t v;    /* A's pid */
+	pid_t held; /* V's holder (0: none), which is A until V is first freed */
 	bool a_holds;
 	pid_t client;
-	bool stopped;		/* the client: stopped by the script */
-	bool answered;		/* the client: exited (reaped), its answer in the pipe */
+	bool stopped;  /* the client: stopped by the script */
+	bool answered; /* the client: exited (reaped), its answer in the pipe */
 };
 
 static void stop_client(struct world *w)
@@ -181,7 +183,7 @@ static void stop_client(struct world *w)
 		return;
 	kill(w->client, SIGSTOP);
 	if (waitpid(w->client, &status, WUNTRACED) != w->client || !WIFSTOPPED(status))
-		w->answered = true;	/* it had exited: reaped now */
+		w->answered = true; /* it had exited: reaped now */
 	else
 		w->stopped = true;
 }
@@ -211,7 +213,7 @@ static void run(struct world *w, uint8_t op)
 		if (!w->held && next_pid_is(w->v))
 			w->held = holder((op & 7) == 2, arg & 1);
 		if (w->held < 0)
-			w->held = 0;	/* it could not be started */
+			w->held = 0; /* it could not be started */
 		break;
 	case 4:
 		if (!w->held && (arg & 1))
@@ -243,7 +245,8 @@ static int in_namespace(const uint8_t *data, size_t size)
 	int result[2], rc = 1;
 
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0 || pipe(result) != 0)
+	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0 ||
+	    pipe(result) != 0)
 		return 0;
 	w.held = w.v = holder(false, false);
 	w.client = client(w.v, result[1]);
@@ -252,21 +255,22 @@ static int in_namespace(const uint8_t *data, size_t size)
 		return 0;
 	while (!sleeping(w.client)) {
 		if (waitpid(w.client, NULL, WNOHANG) == w.client)
-			return 0;	/* it gave up before it was seen waiting: a slow machine, nothing shown */
+			return 0; /* it gave up before it was seen waiting: a slow machine, nothing shown */
 		sched_yield();
 	}
 	for (size_t i = 0; i < size; i++)
 		run(&w, data[i]);
 	if (w.a_holds)
-		end(&w.held);	/* else the client would wait until A is 1 s old */
+		end(&w.held); /* else the client would wait until A is 1 s old */
 	continue_client(&w);
 	if (read(result[0], &rc, sizeof(rc)) != sizeof(rc))
 		return BROKEN;
 	if (!w.answered)
 		waitpid(w.client, NULL, 0);
-	end(&w.held);	/* whatever has V now lives until the client has answered */
+	end(&w.held); /* whatever has V now lives until the client has answered */
 	if (rc == 0)
-		fprintf(stderr, "fuzz-attach-wait: the client connected to pid %d's next holder\n", (int)w.v);
+		fprintf(stderr, "fuzz-attach-wait: the client connected to pid %d's next holder\n",
+			(int)w.v);
 	return rc == -ESRCH || rc == -ENOENT ? 0 : BROKEN;
 }
 
@@ -288,8 +292,8 @@ static bool make_scratch(void)
 	atexit(remove_scratch);
 	snprintf(root_dir, sizeof(root_dir), "%s/root", scratch);
 	snprintf(nobody_dir, sizeof(nobody_dir), "%s/nobody", scratch);
-	return chmod(scratch, 0755) == 0 && mkdir(root_dir, 0700) == 0 && mkdir(nobody_dir, 0700) == 0 &&
-	       chown(nobody_dir, NOBODY, NOBODY) == 0;
+	return chmod(scratch, 0755) == 0 && mkdir(root_dir, 0700) == 0 &&
+	       mkdir(nobody_dir, 0700) == 0 && chown(nobody_dir, NOBODY, NOBODY) == 0;
 }
 
 bool lkt_attach_wait_possible(void)
@@ -301,8 +305,12 @@ bool lkt_attach_wait_possible(void)
 		return false;
 	pid = fork();
 	if (pid == 0)
-		_exit(unshare(CLONE_NEWPID | CLONE_NEWNS) == 0 && access("/proc/sys/kernel/ns_last_pid", W_OK) == 0 ? 0 : 1);
-	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+		_exit(unshare(CLONE_NEWPID | CLONE_NEWNS) == 0 &&
+				      access("/proc/sys/kernel/ns_last_pid", W_OK) == 0 ?
+			      0 :
+			      1);
+	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	       WEXITSTATUS(status) == 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -39,9 +39,16 @@ static void check_string(const char *s, const uint8_t *data, size_t size)
 static void check_strings(const struct lk__ctl_msg *m, const uint8_t *data, size_t size)
 {
 	switch (m->type) {
-	case LK_CTL_RULE: check_string(m->rule.glob, data, size); break;
-	case LK_CTL_START: check_string(m->start.path, data, size); must(m->start.path[0] == '/'); break;
-	case LK_CTL_RESULT: check_string(m->result.message, data, size); break;
+	case LK_CTL_RULE:
+		check_string(m->rule.glob, data, size);
+		break;
+	case LK_CTL_START:
+		check_string(m->start.path, data, size);
+		must(m->start.path[0] == '/');
+		break;
+	case LK_CTL_RESULT:
+		check_string(m->result.message, data, size);
+		break;
 	case LK_CTL_STATS:
 	case LK_CTL_EXIT:
 	case LK_CTL_ENV_FINISH:
@@ -65,7 +72,9 @@ static void check_strings(const struct lk__ctl_msg *m, const uint8_t *data, size
 		check_string(m->env_start.path, data, size);
 		check_string(m->env_start.ctf_dir, data, size);
 		break;
-	case LK_CTL_ENV_RULE: check_string(m->env_rule.glob, data, size); break;
+	case LK_CTL_ENV_RULE:
+		check_string(m->env_rule.glob, data, size);
+		break;
 	}
 }
 
@@ -78,14 +87,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int n;
 
 	if (rc) {
-		must(rc == -EBADMSG || rc == -EPROTONOSUPPORT || rc == -EMSGSIZE || rc == -EOPNOTSUPP ||
-		     rc == -EINVAL);
+		must(rc == -EBADMSG || rc == -EPROTONOSUPPORT || rc == -EMSGSIZE ||
+		     rc == -EOPNOTSUPP || rc == -EINVAL);
 		must(err[0] != 0);
 		return 0;
 	}
 	check_strings(&m, data, size);
 	n = lk__ctl_encode(&m, again, sizeof(again));
 	must(n >= 0 && (size_t)n == size && memcmp(again, data, size) == 0);
-	must(lk__ctl_decode(again, (size_t)n, &m2, err, sizeof(err)) == 0 && m2.type == m.type && m2.seq == m.seq);
+	must(lk__ctl_decode(again, (size_t)n, &m2, err, sizeof(err)) == 0 && m2.type == m.type &&
+	     m2.seq == m.seq);
 	return 0;
 }

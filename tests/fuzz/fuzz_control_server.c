@@ -48,9 +48,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char scratch[] = "/tmp/lkt-fuzz-ctl-XXXXXX";
 static char out_dir[64], trace_path[96];
 static int fds[NCLIENTS] = { -1, -1, -1 };
-static bool full[NCLIENTS];	/* the server has stopped taking this client's frames: do not wait */
+static bool full[NCLIENTS]; /* the server has stopped taking this client's frames: do not wait */
 static uint32_t seq;
-static bool kept_rule, unowned_trace;	/* the script asked for what outlives its clients */
+static bool kept_rule, unowned_trace; /* the script asked for what outlives its clients */
 
 static void must(int condition)
 {
@@ -131,17 +131,21 @@ static void send_frame(int k, const uint8_t *frame, size_t len)
 
 static void send_request(int k, uint8_t type, uint8_t options)
 {
-	static const char *const globs[] = { "fz:*", "fz:ping", "*", "nothing:here", "fz", "-fz:other" };
+	static const char *const globs[] = { "fz:*",	     "fz:ping", "*",
+					     "nothing:here", "fz",	"-fz:other" };
 	static const uint64_t buffers[] = { 0, 4096, 1 << 20 };
 	struct lk__ctl_msg m = { .type = (uint16_t)(LK_CTL_RULE + type % 5), .seq = ++seq };
 	uint8_t buf[LK_CTL_MAX_MSG];
 	int n;
 
 	if (m.type == LK_CTL_RULE)
-		m.rule = (struct lk__ctl_rule){ options & 1, (options >> 1) & 1, globs[(options >> 2) % 6] };
+		m.rule = (struct lk__ctl_rule){ options & 1, (options >> 1) & 1,
+						globs[(options >> 2) % 6] };
 	if (m.type == LK_CTL_START)
-		m.start = (struct lk__ctl_start){ options & 1, (options >> 1) & 1, (options >> 2) & 1, 10,
-						  buffers[(options >> 3) % 3], trace_path };
+		m.start = (struct lk__ctl_start){
+			options & 1, (options >> 1) & 1,	  (options >> 2) & 1,
+			10,	     buffers[(options >> 3) % 3], trace_path
+		};
 	n = lk__ctl_encode(&m, buf, sizeof(buf));
 	must(n > 0);
 	send_frame(k, buf, (size_t)n);
@@ -182,7 +186,7 @@ static void read_client(int k)
 		ssize_t n = recv(fds[k], buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
 
 		if (n < 0 && errno == ECONNRESET)
-			continue;	/* what the server sent before closing is behind the error */
+			continue; /* what the server sent before closing is behind the error */
 		if (n == 0)
 			close_client(k);
 		if (n <= 0)
@@ -200,8 +204,11 @@ static struct lk__ctl_status status(void)
 	char err[256];
 
 	/* the server may be at its limit of clients a moment longer than ours take to close */
-	for (int i = 0; i < 1000 && lk__ctl_connect_path(&c, lk__control_path(), getpid(), err, sizeof(err)) == 0; i++) {
-		int rc = lk__ctl_call(&c, &req, LK_CTL_STATUS_REPLY, &reply, 10000, err, sizeof(err));
+	for (int i = 0; i < 1000 && lk__ctl_connect_path(&c, lk__control_path(), getpid(), err,
+							 sizeof(err)) == 0;
+	     i++) {
+		int rc = lk__ctl_call(&c, &req, LK_CTL_STATUS_REPLY, &reply, 10000, err,
+				      sizeof(err));
 
 		lk__ctl_disconnect(&c);
 		if (rc == 0)
@@ -214,7 +221,7 @@ static struct lk__ctl_status status(void)
 
 static bool alone(void)
 {
-	for (int i = 0; i < 10000; i++) {	/* 10 s: a bound on the server, not a measurement */
+	for (int i = 0; i < 10000; i++) { /* 10 s: a bound on the server, not a measurement */
 		if (status().clients == 1)
 			return true;
 		usleep(1000);
@@ -260,7 +267,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t len;
 
 		switch (op & 7) {
-		case 0: connect_client(k); break;
+		case 0:
+			connect_client(k);
+			break;
 		case 1:
 			len = p < end ? *p++ : 0;
 			len = len < (size_t)(end - p) ? len : (size_t)(end - p);
@@ -272,11 +281,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				send_request(k, p[0], p[1]);
 			p += end - p >= 2 ? 2 : end - p;
 			break;
-		case 3: read_client(k); break;
-		case 4: close_client(k); break;
-		case 5: status(); break;
-		case 6: fire(p < end ? *p++ % 32 : 1); break;
-		case 7: if (fds[k] >= 0) shutdown(fds[k], SHUT_WR); break;
+		case 3:
+			read_client(k);
+			break;
+		case 4:
+			close_client(k);
+			break;
+		case 5:
+			status();
+			break;
+		case 6:
+			fire(p < end ? *p++ % 32 : 1);
+			break;
+		case 7:
+			if (fds[k] >= 0)
+				shutdown(fds[k], SHUT_WR);
+			break;
 		}
 	}
 	finish();

@@ -73,15 +73,18 @@ static int on_stream_end(const struct lk__stream_info *s, void *arg)
 static void check_classes(const struct lk__trace_reader *r)
 {
 	must(r->tsc_hz != 0 && r->nclasses <= LK__MAX_EVENT_ID + 1u);
-	must(r->classes[LK__EVENT_THREAD_NAME] && r->classes[LK__EVENT_SCHED_OUT] && r->classes[LK__EVENT_SCHED_IN]);
+	must(r->classes[LK__EVENT_THREAD_NAME] && r->classes[LK__EVENT_SCHED_OUT] &&
+	     r->classes[LK__EVENT_SCHED_IN]);
 	must(r->format == 2 || r->format == LK__CTF_FORMAT);
 	for (size_t i = 0; i < r->nclasses; i++) {
 		const struct lk__event_class *c = r->classes[i];
 
-		if (!c || i == LK__EVENT_THREAD_NAME || i == LK__EVENT_SCHED_OUT || i == LK__EVENT_SCHED_IN)
+		if (!c || i == LK__EVENT_THREAD_NAME || i == LK__EVENT_SCHED_OUT ||
+		    i == LK__EVENT_SCHED_IN)
 			continue;
 		must(c->id == i && i >= LK__FIRST_SITE_ID && i <= LK__MAX_EVENT_ID);
-		must(c->kind >= LK_PROBE_EVENT && c->kind <= LK_PROBE_COUNTER && c->nargs <= LK_PROBE_MAX_ARGS);
+		must(c->kind >= LK_PROBE_EVENT && c->kind <= LK_PROBE_COUNTER &&
+		     c->nargs <= LK_PROBE_MAX_ARGS);
 		for (unsigned int a = 0; a < 8; a++) {
 			unsigned int t = lk__arg_type(c->arg_types, a);
 
@@ -109,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	must(text != NULL);
 	memcpy(text, data + 2, n);
 	rc = lk__reader_parse_index(&r, text, n, err, sizeof(err));
-	free(text);	/* the classes keep copies */
+	free(text); /* the classes keep copies */
 	if (rc) {
 		must((rc == -EINVAL || rc == -ENOMEM) && err[0] != 0);
 		return 0;

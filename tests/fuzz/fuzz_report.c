@@ -38,7 +38,7 @@ static void must(int condition)
 struct walk_state {
 	uint64_t events;
 	unsigned int stream_id;
-	bool out;		/* in a sched stream: the last switch was out */
+	bool out; /* in a sched stream: the last switch was out */
 	uint64_t last_switch;
 };
 
@@ -91,11 +91,13 @@ static int on_event(const struct lk__event *e, void *arg)
 	w->events++;
 	must(e->cls != NULL && e->tsc != 0);
 	if (e->cls->id == LK__EVENT_THREAD_NAME) {
-		must(lk__event_arg(e, 0, 0, &v, &s) == e->payload_len && s && strlen(s) < e->payload_len);
+		must(lk__event_arg(e, 0, 0, &v, &s) == e->payload_len && s &&
+		     strlen(s) < e->payload_len);
 	} else if (e->cls->id == LK__EVENT_SCHED_OUT || e->cls->id == LK__EVENT_SCHED_IN) {
 		check_switch(w, e);
 	} else {
-		must(w->stream_id == 0 && e->cls->id >= LK__FIRST_SITE_ID && e->cls->id <= LK__MAX_EVENT_ID);
+		must(w->stream_id == 0 && e->cls->id >= LK__FIRST_SITE_ID &&
+		     e->cls->id <= LK__MAX_EVENT_ID);
 		must(e->cls->kind >= LK_PROBE_EVENT && e->cls->kind <= LK_PROBE_COUNTER);
 		if (e->cls->kind == LK_PROBE_COUNTER)
 			must(lk__event_arg(e, 0, 0, &v, &s) == 8 && e->payload_len == 8);

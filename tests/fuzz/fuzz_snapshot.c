@@ -125,7 +125,7 @@ static void requested_snapshot(bool wait)
 	struct lk_trace_stats st;
 	uint64_t before;
 
-	record(1);	/* so that the snapshot counts an event */
+	record(1); /* so that the snapshot counts an event */
 	lk_trace_stats(&st);
 	before = st.events;
 	if (lk_trace_snapshot_request() != 0)
@@ -142,17 +142,31 @@ static void run(const uint8_t *ops, size_t n)
 		unsigned int arg = ops[i] >> 3;
 
 		switch (ops[i] & 7) {
-		case 0: record((arg + 1) * 64); break;
-		case 1: fork_one(); break;
-		case 2: churn(true); break;
-		case 3: churn(false); break;
-		case 4: requested_snapshot(true); break;
+		case 0:
+			record((arg + 1) * 64);
+			break;
+		case 1:
+			fork_one();
+			break;
+		case 2:
+			churn(true);
+			break;
+		case 3:
+			churn(false);
+			break;
+		case 4:
+			requested_snapshot(true);
+			break;
 		case 5:
 			if (lk_trace_snapshot(NULL) != 0)
 				__builtin_trap();
 			break;
-		case 6: record_elsewhere((arg + 1) * 32); break;
-		case 7: requested_snapshot(false); break;
+		case 6:
+			record_elsewhere((arg + 1) * 32);
+			break;
+		case 7:
+			requested_snapshot(false);
+			break;
 		}
 	}
 	churn(false);
@@ -217,7 +231,7 @@ static bool pftrace_whole(const char *path)
 {
 	size_t len;
 	char *text = slurp(path, &len);
-	bool ok = text && len && text[0] == 0x0a;	/* a Trace.packet first */
+	bool ok = text && len && text[0] == 0x0a; /* a Trace.packet first */
 
 	free(text);
 	return ok;
@@ -235,8 +249,9 @@ static bool check_and_remove(const char *dir, int format)
 		if (strncmp(e->d_name, "trace", 5) != 0 || strstr(e->d_name, ".ctf-"))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		ok = ok && (format == LK_TRACE_JSON ? json_whole(path) : format == LK_TRACE_CTF ? ctf_whole(path)
-											: pftrace_whole(path));
+		ok = ok && (format == LK_TRACE_JSON ? json_whole(path) :
+			    format == LK_TRACE_CTF  ? ctf_whole(path) :
+						      pftrace_whole(path));
 	}
 	if (d)
 		closedir(d);
@@ -248,8 +263,11 @@ static bool check_and_remove(const char *dir, int format)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const enum lk_trace_format formats[] = { LK_TRACE_CTF, LK_TRACE_JSON, LK_TRACE_PERFETTO };
-	struct lk_trace_config c = { .buffer_size = 1 << 20, .flags = LK_TRACE_OVERWRITE, .flush_ms = 5 };
+	static const enum lk_trace_format formats[] = { LK_TRACE_CTF, LK_TRACE_JSON,
+							LK_TRACE_PERFETTO };
+	struct lk_trace_config c = { .buffer_size = 1 << 20,
+				     .flags = LK_TRACE_OVERWRITE,
+				     .flush_ms = 5 };
 	char dir[] = "/tmp/lkt-fuzz-snapshot-XXXXXX", path[64];
 
 	parent = getpid();

@@ -18,7 +18,7 @@ static void corpus_replays_cleanly(void **state)
 {
 	(void)state;
 	if (!lkt_attach_wait_possible())
-		skip();	/* not root, or no pid namespaces here */
+		skip(); /* not root, or no pid namespaces here */
 	assert_true(lkt_replay_corpus(CORPUS, NULL, NULL) >= MIN_INPUTS);
 }
 

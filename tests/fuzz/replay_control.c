@@ -14,9 +14,11 @@
 #include "corpus.h"
 #include "internal/control_protocol.h"
 
-static const uint16_t types[] = { LK_CTL_RULE, LK_CTL_START, LK_CTL_STOP, LK_CTL_STATUS, LK_CTL_LIST,
-				  LK_CTL_RESULT, LK_CTL_STATUS_REPLY, LK_CTL_SITE, LK_CTL_STATS, LK_CTL_EXIT,
-				  LK_CTL_ENV_START, LK_CTL_ENV_RULE, LK_CTL_ENV_FINISH };
+static const uint16_t types[] = { LK_CTL_RULE,	       LK_CTL_START,	 LK_CTL_STOP,
+				  LK_CTL_STATUS,       LK_CTL_LIST,	 LK_CTL_RESULT,
+				  LK_CTL_STATUS_REPLY, LK_CTL_SITE,	 LK_CTL_STATS,
+				  LK_CTL_EXIT,	       LK_CTL_ENV_START, LK_CTL_ENV_RULE,
+				  LK_CTL_ENV_FINISH };
 
 struct decoded {
 	bool seen[sizeof(types) / sizeof(types[0])];
@@ -48,7 +50,8 @@ static void corpus_replays_cleanly(void **state)
 	assert_true(d.refused > 0);
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 		if (!d.seen[i])
-			print_error("no accepted %s message in the corpus\n", lk__ctl_type_name(types[i]));
+			print_error("no accepted %s message in the corpus\n",
+				    lk__ctl_type_name(types[i]));
 		assert_true(d.seen[i]);
 	}
 }

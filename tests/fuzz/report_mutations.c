@@ -55,10 +55,11 @@ static void cuts(const uint8_t *data, size_t size, int64_t whole, bool json)
 		err[0] = 0;
 		n = events_of(data, len, err, sizeof(err));
 		if (n >= 0)
-			LLVMFuzzerTestOneInput(data, len);	/* what it read, checked */
+			LLVMFuzzerTestOneInput(data, len); /* what it read, checked */
 		if (json && len < closing) {
 			if (n >= 0)
-				print_error("a JSON trace cut at %zu of %zu bytes read\n", len, size);
+				print_error("a JSON trace cut at %zu of %zu bytes read\n", len,
+					    size);
 			assert_true(n < 0 && err[0] != 0);
 		}
 		assert_true(n <= whole);
@@ -69,7 +70,9 @@ static void cuts(const uint8_t *data, size_t size, int64_t whole, bool json)
 
 static void flips(uint8_t *data, size_t size)
 {
-	static const uint8_t masks[] = { 0x01, 0xff };	/* a digit or a varint's value; any byte's meaning */
+	static const uint8_t masks[] = {
+		0x01, 0xff
+	}; /* a digit or a varint's value; any byte's meaning */
 
 	for (size_t i = 0; i < size; i++)
 		for (size_t m = 0; m < sizeof(masks); m++) {
@@ -95,7 +98,7 @@ static void every_cut_and_flip_of_each_seed(void **state)
 		bool is_json;
 
 		if (strncmp(e->d_name, "seed-", 5) != 0)
-			continue;	/* what the fuzzer found: replayed by test_fuzz_report_replay */
+			continue; /* what the fuzzer found: replayed by test_fuzz_report_replay */
 		snprintf(path, sizeof(path), "%s/%s", CORPUS, e->d_name);
 		data = lkt_read_input(path, &size);
 		assert_non_null(data);

@@ -61,7 +61,8 @@ int main(int argc, char **argv)
 	m.rule = (struct lk__ctl_rule){ 1, LK_CTL_RULE_SESSION, "db:*" };
 	valid("rule", &m);
 	m.type = LK_CTL_START;
-	m.start = (struct lk__ctl_start){ 1, LK_CTL_START_STOP_ON_CLOSE, 1, 100, 1 << 20, "/tmp/trace.json" };
+	m.start = (struct lk__ctl_start){ 1,	   LK_CTL_START_STOP_ON_CLOSE, 1, 100,
+					  1 << 20, "/tmp/trace.json" };
 	valid("start", &m);
 	m.type = LK_CTL_STOP;
 	valid("stop", &m);
@@ -73,10 +74,13 @@ int main(int argc, char **argv)
 	m.result = (struct lk__ctl_result){ -22, 3, "lk_probe_enable: the glob is NULL or empty" };
 	valid("result", &m);
 	m.type = LK_CTL_STATUS_REPLY;
-	m.status = (struct lk__ctl_status){ 1234, 1, 2, 3, 10, 4, 1, 1000, 5, 65536, 2, 0, "/tmp/t.ctf", "0.1.0" };
+	m.status = (struct lk__ctl_status){ 1234, 1,	 2, 3, 10,	     4,	     1, 1000,
+					    5,	  65536, 2, 0, "/tmp/t.ctf", "0.1.0" };
 	valid("status-reply", &m);
 	m.type = LK_CTL_SITE;
-	m.site = (struct lk__ctl_site){ 17, 1, 3, 1, 0x541, 42, "db", "query", "db.c", "id, name, ptr", "", "query" };
+	m.site = (struct lk__ctl_site){ 17, 1,	    3,	     1,	     0x541,
+					42, "db",   "query", "db.c", "id, name, ptr",
+					"", "query" };
 	valid("site", &m);
 	m.type = LK_CTL_STATS;
 	m.stats = (struct lk__ctl_stats){ 0, 100, 2, 4096, 3, "/tmp/t.ctf", "" };
@@ -104,19 +108,19 @@ int main(int argc, char **argv)
 	buf[8] = (unsigned char)(n + 1);
 	save("trailing", buf, (size_t)n + 1);
 	n = encode(&m, buf);
-	buf[n - 1] = 'x';	/* the NUL */
+	buf[n - 1] = 'x'; /* the NUL */
 	save("no-nul", buf, (size_t)n);
 	n = encode(&m, buf);
-	buf[16] = 2;		/* enable: not a boolean */
+	buf[16] = 2; /* enable: not a boolean */
 	save("bad-bool", buf, (size_t)n);
 	n = encode(&m, buf);
-	buf[4] = 9;		/* version */
+	buf[4] = 9; /* version */
 	save("version", buf, (size_t)n);
 	n = encode(&m, buf);
-	buf[0] ^= 0xff;		/* magic */
+	buf[0] ^= 0xff; /* magic */
 	save("magic", buf, (size_t)n);
 	n = encode(&m, buf);
-	buf[6] = 200;		/* type */
+	buf[6] = 200; /* type */
 	save("unknown-type", buf, (size_t)n);
 	m.type = LK_CTL_START;
 	m.start = (struct lk__ctl_start){ 0, 0, 0, 0, 0, "relative/path" };

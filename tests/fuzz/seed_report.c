@@ -37,19 +37,21 @@ static void *worker(void *arg)
 		LK_COUNTER(seed, level, i);
 		{
 			LK_SPAN(seed, inner);
-			LK_PROBE(seed, args, (long)-i, (unsigned long)i, i / 2.0, "text", (void *)&big);
+			LK_PROBE(seed, args, (long)-i, (unsigned long)i, i / 2.0, "text",
+				 (void *)&big);
 		}
 	}
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = 0;
-	for (int i = 0; i < 24; i++)	/* more than the 4 KiB ring holds: some are lost */
+	for (int i = 0; i < 24; i++) /* more than the 4 KiB ring holds: some are lost */
 		LK_PROBE(seed, burst, big);
 	return NULL;
 }
 
 static int record(const char *dir, const char *name, unsigned int flags)
 {
-	struct lk_trace_config c = { .buffer_size = 4096, .flags = LK_TRACE_CPUTIME | LK_TRACE_FIXED_BUFFER | flags,
+	struct lk_trace_config c = { .buffer_size = 4096,
+				     .flags = LK_TRACE_CPUTIME | LK_TRACE_FIXED_BUFFER | flags,
 				     .flush_ms = 50 };
 	char ctf[512], out[512], err[512];
 	pthread_t t;
@@ -92,6 +94,7 @@ int main(int argc, char **argv)
 	if (record(argv[1], "small", 0) != 0)
 		return 1;
 	if (record(argv[1], "sched", LK_TRACE_SCHED) != 0)
-		fprintf(stderr, "seed_report: no context switches here: sched.json and sched.pftrace not written\n");
+		fprintf(stderr,
+			"seed_report: no context switches here: sched.json and sched.pftrace not written\n");
 	return 0;
 }

@@ -29,8 +29,11 @@
 static bool valid_utf8(const unsigned char *s, size_t n)
 {
 	for (size_t i = 0; i < n;) {
-		unsigned int c = s[i], len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-						 : (c & 0xf8) == 0xf0 ? 4 : 0;
+		unsigned int c = s[i], len = c < 0x80		? 1 :
+					     (c & 0xe0) == 0xc0 ? 2 :
+					     (c & 0xf0) == 0xe0 ? 3 :
+					     (c & 0xf8) == 0xf0 ? 4 :
+								  0;
 		uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
 
 		if (!len || i + len > n)
@@ -40,8 +43,8 @@ static bool valid_utf8(const unsigned char *s, size_t n)
 				return false;
 			cp = cp << 6 | (s[i + k] & 0x3f);
 		}
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-		    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+		    (len == 4 && cp < 0x10000) || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
 			return false;
 		i += len;
 	}
@@ -79,7 +82,8 @@ static void text_is_escaped(void **state)
 	expect_escaped("a&b \"q\" 'r'", "a&amp;b &quot;q&quot; &#39;r&#39;");
 	expect_escaped("tab\tnl\nbell\a del\x7f", "tab\tnl\nbell\xef\xbf\xbd del\xef\xbf\xbd");
 	/* valid: é, €, U+1F600; a C1 control (U+0085) is replaced like C0's */
-	expect_escaped("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+	expect_escaped("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+		       "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
 	expect_escaped("\xc2\x85", "\xef\xbf\xbd");
 	/* invalid: overlong '<' (which a lax decoder would read as markup), a surrogate, past
 	 * U+10FFFF, a lone continuation byte, a sequence cut short: one U+FFFD per byte */
@@ -108,10 +112,11 @@ static void text_n_replaces_nul(void **state)
 /* The JSON the locks and bench pages are drawn from: escapes decoded, malformed text refused. */
 static void json_is_read(void **state)
 {
-	static const char text[] = "{\"a\": [1, -2.5e3, true, null], \"s\": \"\\u003cscript\\u003e \\ud83d\\ude00 "
-				   "\\udc00 \\\"q\\\" \\n\", \"o\": {\"x\": \"y\"}}";
-	static const char *const bad[] = { "", "{", "[1,]", "{\"a\" 1}", "\"\\u12\"", "\"\\x\"", "1 2", "[tru]",
-					   "\"a\nb\"", "{\"a\":1,}" };
+	static const char text[] =
+		"{\"a\": [1, -2.5e3, true, null], \"s\": \"\\u003cscript\\u003e \\ud83d\\ude00 "
+		"\\udc00 \\\"q\\\" \\n\", \"o\": {\"x\": \"y\"}}";
+	static const char *const bad[] = { "",	      "{",   "[1,]",  "{\"a\" 1}", "\"\\u12\"",
+					   "\"\\x\"", "1 2", "[tru]", "\"a\nb\"",  "{\"a\":1,}" };
 	char err[128], deep[200];
 	struct lk__jr_value *v;
 
@@ -122,7 +127,8 @@ static void json_is_read(void **state)
 	assert_true(lk__jr_get(v, "a")->items[1].number == -2500);
 	assert_true(lk__jr_get(v, "a")->items[2].boolean);
 	assert_int_equal(lk__jr_get(v, "a")->items[3].type, LK__JR_NULL);
-	assert_string_equal(lk__jr_string(v, "s"), "<script> \xf0\x9f\x98\x80 \xef\xbf\xbd \"q\" \n");
+	assert_string_equal(lk__jr_string(v, "s"),
+			    "<script> \xf0\x9f\x98\x80 \xef\xbf\xbd \"q\" \n");
 	assert_string_equal(lk__jr_string(lk__jr_get(v, "o"), "x"), "y");
 	assert_null(lk__jr_get(v, "missing"));
 	assert_true(isnan(lk__jr_number(v, "s")));
@@ -134,7 +140,7 @@ static void json_is_read(void **state)
 		assert_null(v);
 		assert_non_null(strstr(err, "JSON: "));
 	}
-	memset(deep, '[', sizeof(deep));	/* nested past the limit */
+	memset(deep, '[', sizeof(deep)); /* nested past the limit */
 	assert_null(lk__jr_parse(deep, sizeof(deep), err, sizeof(err)));
 	assert_non_null(strstr(err, "deep"));
 }
@@ -225,13 +231,16 @@ static void hostile_trace_gives_text(void **state)
 	lkt_expect(&out, 0, NULL);
 
 	html = slurp(page, &len);
-	assert_int_equal(strlen(html), len);	/* no NUL byte */
+	assert_int_equal(strlen(html), len); /* no NUL byte */
 	assert_true(valid_utf8((const unsigned char *)html, len));
 	assert_null(strstr(html, "<script"));
 	assert_int_equal(occurrences(html, "<svg"), occurrences(html, "</svg>"));
-	assert_true(occurrences(html, "<svg") >= 4);	/* histograms, timeline, counters */
+	assert_true(occurrences(html, "<svg") >= 4); /* histograms, timeline, counters */
 	/* the counter: its chart's title, its table row */
-	assert_true(occurrences(html, "app:&lt;/svg&gt;&lt;script&gt;alert(1)&lt;/script&gt;\xef\xbf\xbd") >= 2);
+	assert_true(
+		occurrences(html,
+			    "app:&lt;/svg&gt;&lt;script&gt;alert(1)&lt;/script&gt;\xef\xbf\xbd") >=
+		2);
 	/* the main thread: its lane on the timeline, its row of the threads' table */
 	assert_true(occurrences(html, "&lt;/svg&gt;&lt;script&gt;") >= 4);
 	free(html);

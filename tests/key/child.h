@@ -32,7 +32,8 @@ static inline int lkt_seccomp_or_skip(void)
 	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0)
 		return 0;
 	printf("skipped: no seccomp filter can be installed here (%s): qemu-user, or a kernel without "
-	       "CONFIG_SECCOMP_FILTER\n", strerror(errno));
+	       "CONFIG_SECCOMP_FILTER\n",
+	       strerror(errno));
 	fflush(stdout);
 	return 77;
 }
@@ -43,21 +44,22 @@ static inline void lkt_child_exited_0(pid_t pid)
 
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	if (WIFSIGNALED(status))
-		fail_msg("the process was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+		fail_msg("the process was killed by signal %d (%s)", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
 	assert_true(WIFEXITED(status));
 	if (WEXITSTATUS(status) == 77)
 		skip();
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
-#define lkt_in_child(call)                    \
-	do {                                  \
-		pid_t lkt_pid = fork();       \
-                                              \
-		assert_true(lkt_pid >= 0);    \
-		if (lkt_pid == 0)             \
-			_exit(call);          \
-		lkt_child_exited_0(lkt_pid);  \
+#define lkt_in_child(call)                   \
+	do {                                 \
+		pid_t lkt_pid = fork();      \
+                                             \
+		assert_true(lkt_pid >= 0);   \
+		if (lkt_pid == 0)            \
+			_exit(call);         \
+		lkt_child_exited_0(lkt_pid); \
 	} while (0)
 
 #endif

@@ -48,10 +48,10 @@ static inline bool lkt_site_jumps_to(const uint8_t *code, const uint8_t *target)
 
 	memcpy(&word, code, sizeof(word));
 #if defined(__aarch64__)
-	return word == (0x14000000u | ((imm >> 2) & 0x03ffffffu));	/* b */
+	return word == (0x14000000u | ((imm >> 2) & 0x03ffffffu)); /* b */
 #else
-	return word == (0x6fu | (imm & 0x100000u) << 11 | (imm & 0x7feu) << 20 | (imm & 0x800u) << 9 |
-			(imm & 0xff000u));	/* jal zero */
+	return word == (0x6fu | (imm & 0x100000u) << 11 | (imm & 0x7feu) << 20 |
+			(imm & 0x800u) << 9 | (imm & 0xff000u)); /* jal zero */
 #endif
 #endif
 }
@@ -62,8 +62,10 @@ static inline int lkt_check_sites(const void *key_ptr)
 	(void)key_ptr;
 	return 0;
 #else
-	const struct lk__key_site *b = (const struct lk__key_site *)(const void *)__start___lk_key_sites;
-	const struct lk__key_site *e = (const struct lk__key_site *)(const void *)__stop___lk_key_sites;
+	const struct lk__key_site *b =
+		(const struct lk__key_site *)(const void *)__start___lk_key_sites;
+	const struct lk__key_site *e =
+		(const struct lk__key_site *)(const void *)__stop___lk_key_sites;
 	const struct lk_key *key = (const struct lk_key *)key_ptr;
 	int n = 0;
 
@@ -72,7 +74,8 @@ static inline int lkt_check_sites(const void *key_ptr)
 		const struct lk_key *site_key = *(struct lk_key *const *)(const void *)slot;
 		const uint8_t *code = (const uint8_t *)&b->code + b->code;
 		const uint8_t *target = (const uint8_t *)&b->target + b->target;
-		bool want_jmp = (lk_key_enabled)(site_key) == (bool)(b->ref & LK__SITE_JUMP_WHEN_ON);
+		bool want_jmp = (lk_key_enabled)(site_key) ==
+				(bool)(b->ref & LK__SITE_JUMP_WHEN_ON);
 
 		if (key && site_key != key)
 			continue;
@@ -91,8 +94,10 @@ static inline const volatile uint8_t *lkt_first_site(const void *key_ptr)
 	(void)key_ptr;
 	return NULL;
 #else
-	const struct lk__key_site *b = (const struct lk__key_site *)(const void *)__start___lk_key_sites;
-	const struct lk__key_site *e = (const struct lk__key_site *)(const void *)__stop___lk_key_sites;
+	const struct lk__key_site *b =
+		(const struct lk__key_site *)(const void *)__start___lk_key_sites;
+	const struct lk__key_site *e =
+		(const struct lk__key_site *)(const void *)__stop___lk_key_sites;
 
 	for (; b && b < e; b++) {
 		const char *slot = (const char *)&b->ref + (b->ref & ~(int64_t)LK__SITE_FLAGS);

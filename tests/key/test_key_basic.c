@@ -26,12 +26,12 @@ int o0_unlikely_false(void);
 int o0_likely_true(void);
 
 /* One site of each kind. noinline: each function holds exactly one site. */
-#define SITE_FN(fn, test, key)                                                                \
-	static __attribute__((noinline)) int fn(void)                                        \
-	{                                                                                     \
-		if (test(&key))                                                               \
-			return 1;                                                             \
-		return 0;                                                                     \
+#define SITE_FN(fn, test, key)                        \
+	static __attribute__((noinline)) int fn(void) \
+	{                                             \
+		if (test(&key))                       \
+			return 1;                     \
+		return 0;                             \
 	}
 
 SITE_FN(false_unlikely, lk_branch_unlikely, basic_false)
@@ -105,7 +105,7 @@ static void enable_disable_every_kind(void **state)
 	(void)state;
 	assert_int_equal(lk_key_enable(&basic_false), 0);
 	expect_false_key(true);
-	assert_int_equal(lk_key_enable(&basic_false), 0);	/* again: no change */
+	assert_int_equal(lk_key_enable(&basic_false), 0); /* again: no change */
 	expect_false_key(true);
 	assert_int_equal(lk_key_disable(&basic_false), 0);
 	expect_false_key(false);
@@ -130,10 +130,10 @@ static void reference_counting(void **state)
 	expect_false_key(true);
 	assert_int_equal(lk_key_inc(&basic_false), 0);
 	assert_int_equal(lk_key_dec(&basic_false), 0);
-	expect_false_key(true);		/* one reference left */
+	expect_false_key(true); /* one reference left */
 	assert_int_equal(lk_key_dec(&basic_false), 0);
 	expect_false_key(false);
-	assert_int_equal(lk_key_dec(&basic_false), -EINVAL);	/* below zero: refused */
+	assert_int_equal(lk_key_dec(&basic_false), -EINVAL); /* below zero: refused */
 	assert_non_null(strstr(lk_last_error(), "below zero"));
 	expect_false_key(false);
 	assert_int_equal(basic_false.key.lk__count, 0);
@@ -156,7 +156,7 @@ static void overflow_refused(void **state)
 {
 	(void)state;
 	assert_int_equal(lk_key_enable(&static_false), 0);
-	static_false.key.lk__count = INT_MAX;	/* rather than 2^31 calls */
+	static_false.key.lk__count = INT_MAX; /* rather than 2^31 calls */
 	assert_int_equal(lk_key_inc(&static_false), -EOVERFLOW);
 	assert_int_equal(static_false.key.lk__count, INT_MAX);
 	assert_int_equal(static_site(), 1);
@@ -175,8 +175,7 @@ static __attribute__((noinline)) int many_sites(void)
 {
 	int hits = 0;
 
-	MANY8(0) MANY8(8) MANY8(16) MANY8(24) MANY8(32) MANY8(40) MANY8(48) MANY8(56)
-	return hits;
+	MANY8(0) MANY8(8) MANY8(16) MANY8(24) MANY8(32) MANY8(40) MANY8(48) MANY8(56) return hits;
 }
 
 static void many_sites_of_one_key(void **state)
@@ -190,7 +189,7 @@ static void many_sites_of_one_key(void **state)
 		assert_int_equal(sites, 0);
 	assert_int_equal(many_sites(), 0);
 	assert_int_equal(lk_key_enable(&many), 0);
-	assert_int_equal(many_sites(), 63 * 64 / 2);	/* every one of them taken */
+	assert_int_equal(many_sites(), 63 * 64 / 2); /* every one of them taken */
 	assert_int_equal(lkt_check_sites(&many), sites);
 	assert_int_equal(lk_key_disable(&many), 0);
 	assert_int_equal(many_sites(), 0);
@@ -200,10 +199,8 @@ static void many_sites_of_one_key(void **state)
 static void batch_applies_in_order(void **state)
 {
 	struct lk_key_change changes[] = {
-		{ LK_KEY(&batch_a), LK_KEY_INC },
-		{ LK_KEY(&batch_b), LK_KEY_DISABLE },
-		{ LK_KEY(&batch_a), LK_KEY_INC },
-		{ LK_KEY(&batch_a), LK_KEY_DEC },
+		{ LK_KEY(&batch_a), LK_KEY_INC }, { LK_KEY(&batch_b), LK_KEY_DISABLE },
+		{ LK_KEY(&batch_a), LK_KEY_INC }, { LK_KEY(&batch_a), LK_KEY_DEC },
 		{ LK_KEY(&many), LK_KEY_ENABLE },
 	};
 
@@ -216,7 +213,7 @@ static void batch_applies_in_order(void **state)
 	assert_int_equal(lkt_check_sites(&batch_a), LKT_PATCHING ? 1 : 0);
 	assert_int_equal(lkt_check_sites(&batch_b), LKT_PATCHING ? 1 : 0);
 
-	assert_int_equal(lk_key_apply(NULL, 0), 0);	/* nothing to do */
+	assert_int_equal(lk_key_apply(NULL, 0), 0); /* nothing to do */
 }
 
 static void batch_is_all_or_nothing(void **state)
@@ -225,7 +222,7 @@ static void batch_is_all_or_nothing(void **state)
 		{ LK_KEY(&batch_b), LK_KEY_ENABLE },
 		{ LK_KEY(&many), LK_KEY_DISABLE },
 		{ LK_KEY(&batch_a), LK_KEY_DEC },
-		{ LK_KEY(&batch_a), LK_KEY_DEC },	/* below zero */
+		{ LK_KEY(&batch_a), LK_KEY_DEC }, /* below zero */
 	};
 	struct lk_key_change null_key[] = {
 		{ LK_KEY(&batch_b), LK_KEY_ENABLE },

@@ -4,7 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 extern "C" {
-#include <cmocka.h>	/* has no C++ guard of its own */
+#include <cmocka.h> /* has no C++ guard of its own */
 }
 
 #include <lowkey/lowkey.h>
@@ -12,8 +12,14 @@ extern "C" {
 LK_DEFINE_KEY_FALSE(cxx_false);
 static LK_DEFINE_KEY_TRUE(cxx_true);
 
-static __attribute__((noinline)) int false_site() { return lk_branch_unlikely(&cxx_false) ? 1 : 0; }
-static __attribute__((noinline)) int true_site() { return lk_branch_likely(&cxx_true) ? 1 : 0; }
+static __attribute__((noinline)) int false_site()
+{
+	return lk_branch_unlikely(&cxx_false) ? 1 : 0;
+}
+static __attribute__((noinline)) int true_site()
+{
+	return lk_branch_likely(&cxx_true) ? 1 : 0;
+}
 
 static void keys_from_cxx(void **)
 {
@@ -24,7 +30,8 @@ static void keys_from_cxx(void **)
 	assert_int_equal(false_site(), 1);
 	assert_int_equal(true_site(), 0);
 
-	lk_key_change changes[] = { { LK_KEY(&cxx_false), LK_KEY_DISABLE }, { LK_KEY(&cxx_true), LK_KEY_ENABLE } };
+	lk_key_change changes[] = { { LK_KEY(&cxx_false), LK_KEY_DISABLE },
+				    { LK_KEY(&cxx_true), LK_KEY_ENABLE } };
 	assert_int_equal(lk_key_apply(changes, 2), 0);
 	assert_int_equal(false_site(), 0);
 	assert_int_equal(true_site(), 1);

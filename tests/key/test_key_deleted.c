@@ -63,12 +63,12 @@ static int child(const char *mode, const char *self)
 	pthread_t t;
 	int err;
 
-	if (in_place_first && flip_to(true) != 0)	/* one thread: written in place */
+	if (in_place_first && flip_to(true) != 0) /* one thread: written in place */
 		return 1;
 	if (pthread_create(&t, NULL, run_site, NULL) != 0)
 		return 2;
 	if (!in_place_first && (flip_to(true) != 0 || flip_to(false) != 0 || flip_to(true) != 0))
-		return 3;					/* remapped: the fd is kept */
+		return 3; /* remapped: the fd is kept */
 	if (unlink(self) != 0)
 		return 4;
 	err = flip_to(false);
@@ -114,15 +114,22 @@ static void run_copy(const char *mode, bool as_nobody)
 	pid_t pid;
 
 	if (!LKT_PATCHING || !LKT_TRAP_PROTOCOL)
-		skip();	/* no sites, or rewritten in place by one store (no pages swapped) */
+		skip(); /* no sites, or rewritten in place by one store (no pages swapped) */
 	if (as_nobody && system("command -v setpriv >/dev/null") != 0)
-		skip();	/* util-linux's setpriv is missing */
+		skip(); /* util-linux's setpriv is missing */
 	copy_self(dir, copy, sizeof(copy));
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		const char *nobody[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-					 "--inh-caps=-all", copy, "--child", mode, NULL };
+		const char *nobody[] = { "setpriv",
+					 "--reuid=65534",
+					 "--regid=65534",
+					 "--clear-groups",
+					 "--inh-caps=-all",
+					 copy,
+					 "--child",
+					 mode,
+					 NULL };
 		const char *plain[] = { copy, "--child", mode, NULL };
 
 		if (as_nobody)
@@ -143,14 +150,14 @@ static void run_copy(const char *mode, bool as_nobody)
 static void flips_after_deletion_through_the_kept_fd(void **state)
 {
 	(void)state;
-	run_copy("kept", geteuid() == 0);	/* root could reopen it without the fd */
+	run_copy("kept", geteuid() == 0); /* root could reopen it without the fd */
 }
 
 static void refused_where_the_file_cannot_be_reached(void **state)
 {
 	(void)state;
 	if (UNDER_TSAN)
-		skip();	/* its runtime's thread: no flip is ever made in place */
+		skip(); /* its runtime's thread: no flip is ever made in place */
 	run_copy("stale", geteuid() == 0);
 }
 

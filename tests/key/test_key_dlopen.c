@@ -55,7 +55,7 @@ static void comes_up_in_present_direction(void **state)
 
 	(void)state;
 	assert_int_equal(lk_key_sites(&host_key), LKT_PATCHING ? 1 : 0);
-	assert_int_equal(lk_key_enable(&host_key), 0);	/* flipped before the plugin exists */
+	assert_int_equal(lk_key_enable(&host_key), 0); /* flipped before the plugin exists */
 
 	plugin_open(&p);
 	assert_int_equal(p.host_site(), 1);

@@ -125,7 +125,7 @@ static void *in_handler(void *arg)
 /* Both keys in one batch (lk_key_enable and friends are batches of one). */
 static int flip(unsigned long i)
 {
-	bool on = !(i & 1);	/* mask_off's direction after this flip */
+	bool on = !(i & 1); /* mask_off's direction after this flip */
 	struct lk_key_change batch[] = {
 		{ LK_KEY(&mask_off), on ? LK_KEY_ENABLE : LK_KEY_DISABLE },
 		{ LK_KEY(&mask_on), on ? LK_KEY_DISABLE : LK_KEY_ENABLE },
@@ -161,13 +161,14 @@ static int child(void *(*const fn[THREADS])(void *), unsigned long flips)
 		return 1;
 	for (int k = 0; k < THREADS; k++) {
 		if (fn[k] == blocker)
-			mask_all(SIG_BLOCK);	/* inherited by the blocker */
+			mask_all(SIG_BLOCK); /* inherited by the blocker */
 		if (pthread_create(&t[k], NULL, fn[k], NULL) != 0)
 			return 2;
 		mask_all(SIG_UNBLOCK);
 	}
 	/* Every kind of thread under way first: a flip in a portable build takes no time at all. */
-	while (__atomic_load_n(&runs, __ATOMIC_RELAXED) < 1000 || !__atomic_load_n(&handled, __ATOMIC_RELAXED))
+	while (__atomic_load_n(&runs, __ATOMIC_RELAXED) < 1000 ||
+	       !__atomic_load_n(&handled, __ATOMIC_RELAXED))
 		sched_yield();
 	for (i = 0; i < flips; i++)
 		if (flip(i) != 0)

@@ -42,7 +42,7 @@ static int enter_mdwe(void **state)
 {
 	(void)state;
 	if (prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) != 0)
-		return errno == EINVAL ? 0 : -1;	/* kernel < 6.3: the test skips */
+		return errno == EINVAL ? 0 : -1; /* kernel < 6.3: the test skips */
 	return 0;
 }
 
@@ -50,7 +50,7 @@ static void flipping_is_refused_cleanly(void **state)
 {
 	(void)state;
 	if (prctl(PR_GET_MDWE, 0, 0, 0, 0) <= 0)
-		skip();	/* this kernel has no MDWE (Linux < 6.3) */
+		skip(); /* this kernel has no MDWE (Linux < 6.3) */
 #if LKT_PATCHING
 	assert_int_equal(lk_key_enable(&mdwe_key), -EPERM);
 	assert_non_null(strstr(lk_last_error(), "memory-deny-write-execute"));

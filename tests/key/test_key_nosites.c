@@ -53,12 +53,13 @@ static void liblowkey_has_no_sites(void **state)
 	assert_true(image != MAP_FAILED);
 	sh = section_headers(image, (size_t)st.st_size, &n, &names);
 	assert_non_null(sh);
-	assert_true(n > 10);	/* a real library, with .text, .data, ... */
+	assert_true(n > 10); /* a real library, with .text, .data, ... */
 	for (size_t i = 0; i < n; i++) {
 		const char *name = names + sh[i].sh_name;
 
 		if (strcmp(name, "__lk_key_sites") == 0 || strcmp(name, "__lk_probe_sites") == 0)
-			fail_msg("%s has a %s section: lowkey's own threads might run a site", LIBLOWKEY, name);
+			fail_msg("%s has a %s section: lowkey's own threads might run a site",
+				 LIBLOWKEY, name);
 	}
 	munmap(image, (size_t)st.st_size);
 }

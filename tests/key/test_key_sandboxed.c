@@ -54,12 +54,14 @@ static int deny_membarrier(void)
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		return -errno;
-	return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) ? -errno : 0;
+	return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) ?
+		       -errno :
+		       0;
 }
 
 static void *idle(void *arg)
 {
-	if (arg) {	/* a thread that blocks every signal */
+	if (arg) { /* a thread that blocks every signal */
 		sigset_t all;
 
 		sigfillset(&all);
@@ -85,14 +87,16 @@ static int child(bool block_sigtrap)
 	if (pthread_create(&t, NULL, idle, block_sigtrap ? &t : NULL) != 0)
 		return 1;
 	/* First flips, with membarrier: registered and used. */
-	if (lk_key_enable(&sb_on) != 0 || lk_key_enable(&sb_off) != 0 || lk_key_disable(&sb_off) != 0)
+	if (lk_key_enable(&sb_on) != 0 || lk_key_enable(&sb_off) != 0 ||
+	    lk_key_disable(&sb_off) != 0)
 		return 2;
 	if (deny_membarrier() != 0)
 		return 3;
 
 	if (!refused_unchanged(lk_key_enable(&sb_off)))
 		return 4;
-	if (lk_key_enabled(&sb_off) || sb_off_site() != 0 || lkt_check_sites(&sb_off) != LKT_PATCHING)
+	if (lk_key_enabled(&sb_off) || sb_off_site() != 0 ||
+	    lkt_check_sites(&sb_off) != LKT_PATCHING)
 		return 5;
 	if (!refused_unchanged(lk_key_disable(&sb_on)))
 		return 6;
@@ -133,7 +137,8 @@ static void *sandbox_midway(void *arg)
 	const volatile uint8_t *site = arg;
 	uint8_t before[4] = { site[0], site[1], site[2], site[3] };
 
-	while (site[0] == before[0] && site[1] == before[1] && site[2] == before[2] && site[3] == before[3])
+	while (site[0] == before[0] && site[1] == before[1] && site[2] == before[2] &&
+	       site[3] == before[3])
 		;
 	deny_membarrier();
 	return NULL;
@@ -161,11 +166,12 @@ static int midway_child(void)
 		}
 		if (!refused_unchanged(err))
 			return 3;
-		if (lk_key_enabled(&sb_mid) != on || sb_mid_site() != on || lkt_check_sites(&sb_mid) != 1)
+		if (lk_key_enabled(&sb_mid) != on || sb_mid_site() != on ||
+		    lkt_check_sites(&sb_mid) != 1)
 			return 4;
 		return 0;
 	}
-	return 5;	/* never refused */
+	return 5; /* never refused */
 }
 
 static void refused_midway(void **state)

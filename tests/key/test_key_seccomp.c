@@ -58,7 +58,8 @@ static int child(void)
 
 	if (deny_membarrier() != 0) {
 		printf("skipped: no seccomp filter can be installed here (%s): qemu-user, or a kernel "
-		       "without CONFIG_SECCOMP_FILTER\n", strerror(errno));
+		       "without CONFIG_SECCOMP_FILTER\n",
+		       strerror(errno));
 		fflush(stdout);
 		return 77;
 	}

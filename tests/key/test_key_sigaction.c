@@ -90,7 +90,8 @@ static int child(void)
 	for (int i = 1; i < 3; i++)
 		if (pthread_create(&t[i], NULL, run_site, NULL) != 0)
 			return 2;
-	while (__atomic_load_n(&runs, __ATOMIC_RELAXED) < 1000 || !__atomic_load_n(&installs, __ATOMIC_RELAXED))
+	while (__atomic_load_n(&runs, __ATOMIC_RELAXED) < 1000 ||
+	       !__atomic_load_n(&installs, __ATOMIC_RELAXED))
 		sched_yield();
 	for (int i = 0; i < 3000; i++) {
 		if (lk_key_enable(&act_key) != 0)
@@ -104,8 +105,8 @@ static int child(void)
 	if (wrong != 0 || act_site() != 0 || lkt_check_sites(&act_key) != LKT_PATCHING)
 		return 5;
 	if (app_traps != 0)
-		return 6;	/* a trap of lowkey's reached the application */
-	raise(SIGTRAP);		/* the application's own traps still reach it */
+		return 6; /* a trap of lowkey's reached the application */
+	raise(SIGTRAP);	  /* the application's own traps still reach it */
 	if (app_traps != 1)
 		return 7;
 	return 0;

@@ -64,7 +64,8 @@ static void flip_under_fire(int flips)
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&t[i], NULL, run_sites, &runs[i]), 0);
 	/* flip only once both threads are in their loops */
-	while (!__atomic_load_n(&runs[0], __ATOMIC_RELAXED) || !__atomic_load_n(&runs[1], __ATOMIC_RELAXED))
+	while (!__atomic_load_n(&runs[0], __ATOMIC_RELAXED) ||
+	       !__atomic_load_n(&runs[1], __ATOMIC_RELAXED))
 		sched_yield();
 	for (int i = 0; i < flips; i++) {
 		assert_int_equal(lk_key_enable(&trap_key), 0);
@@ -86,11 +87,11 @@ static void handler_installed_before(void **state)
 	sigaction(SIGTRAP, &sa, NULL);
 
 	flip_under_fire(2000);
-	assert_int_equal(app_traps, 0);		/* lowkey's own traps stayed with lowkey */
+	assert_int_equal(app_traps, 0); /* lowkey's own traps stayed with lowkey */
 
 	raise(SIGTRAP);
 	assert_int_equal(app_traps, 1);
-	LKT_BREAKPOINT();			/* the application's breakpoint */
+	LKT_BREAKPOINT(); /* the application's breakpoint */
 	assert_int_equal(app_traps, 2);
 }
 
@@ -102,9 +103,9 @@ static void handler_installed_after(void **state)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = app2_handler;
 	sa.sa_flags = SA_SIGINFO;
-	sigaction(SIGTRAP, &sa, NULL);	/* replaces lowkey's dispatcher */
+	sigaction(SIGTRAP, &sa, NULL); /* replaces lowkey's dispatcher */
 
-	flip_under_fire(2000);		/* lowkey puts itself back in front before rewriting */
+	flip_under_fire(2000); /* lowkey puts itself back in front before rewriting */
 	assert_int_equal(app2_traps, 0);
 	raise(SIGTRAP);
 	assert_int_equal(app2_traps, 1);

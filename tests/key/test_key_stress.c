@@ -74,7 +74,7 @@ static __attribute__((noinline)) int site_true_key(void)
 {
 	if (lk_branch_likely(&stress_true_key))
 		return 0;
-	return 1;	/* inverted: stress_true_key is off exactly when stress_key is on */
+	return 1; /* inverted: stress_true_key is off exactly when stress_key is on */
 }
 
 static __attribute__((noinline)) int site_batch(void)
@@ -120,14 +120,14 @@ static void observe(struct tally *t, unsigned long *gen, int (*site)(void), int 
  * A site inlined between the two reads (the compiler barriers keep it there): in straight-line
  * code with them, which an emulator translates as one block.
  */
-#define OBSERVE_INLINED(t, gen, on)                                                           \
-	do {                                                                                  \
-		unsigned long g1_ = __atomic_load_n(gen, __ATOMIC_ACQUIRE);                   \
-		int r_;                                                                       \
-		__asm__ __volatile__("" : : : "memory");                                      \
-		r_ = (on) ? 1 : 0;                                                            \
-		__asm__ __volatile__("" : : : "memory");                                      \
-		check(t, g1_, r_, __atomic_load_n(gen, __ATOMIC_ACQUIRE), 2);                 \
+#define OBSERVE_INLINED(t, gen, on)                                           \
+	do {                                                                  \
+		unsigned long g1_ = __atomic_load_n(gen, __ATOMIC_ACQUIRE);   \
+		int r_;                                                       \
+		__asm__ __volatile__("" : : : "memory");                      \
+		r_ = (on) ? 1 : 0;                                            \
+		__asm__ __volatile__("" : : : "memory");                      \
+		check(t, g1_, r_, __atomic_load_n(gen, __ATOMIC_ACQUIRE), 2); \
 	} while (0)
 
 static void *runner(void *arg)
@@ -215,8 +215,9 @@ static void flips_while_sites_run(void **state)
 	print_message("%lu flips, %lu observations, %lu checked against a settled key, %lu wrong\n",
 		      n, observed, checked, wrong);
 	if (emulated)
-		print_message("under an emulator: %lu stale (the previous direction, from an old translation)\n",
-			      stale);
+		print_message(
+			"under an emulator: %lu stale (the previous direction, from an old translation)\n",
+			stale);
 	assert_int_equal(wrong, 0);
 	assert_true(checked > 0);
 	/* the flipper ended on a disable; the batch flipper on a DEC */

@@ -13,7 +13,8 @@ int main(int argc, char **argv)
 	char tmp[4096];
 
 	if (argc != 3 || !dlopen(argv[1], RTLD_NOW)) {
-		fprintf(stderr, "dlopen_swap: %s\n", argc == 3 ? dlerror() : "usage: dlopen_swap LINK TARGET");
+		fprintf(stderr, "dlopen_swap: %s\n",
+			argc == 3 ? dlerror() : "usage: dlopen_swap LINK TARGET");
 		return 1;
 	}
 	snprintf(tmp, sizeof(tmp), "%s.new", argv[1]);

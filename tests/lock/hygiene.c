@@ -18,7 +18,7 @@
 #include <lowkey/watch.h>
 
 #ifdef __cplusplus
-#define HYG_NULL nullptr	/* clang++'s NULL (__null) is a zero as null pointer constant */
+#define HYG_NULL nullptr /* clang++'s NULL (__null) is a zero as null pointer constant */
 #else
 #define HYG_NULL NULL
 #endif
@@ -79,7 +79,8 @@ int hyg_locks(void)
 	n += lk_pcpu_rwlock_init(&auto_pcpu);
 	lk_pcpu_rwlock_destroy(&auto_pcpu);
 
-	n += lk_mutex_stat(&hyg_mutex, &st) + lk_spinlock_stat(&hyg_spin, &st) + lk_rwlock_stat(&hyg_rw, &st);
+	n += lk_mutex_stat(&hyg_mutex, &st) + lk_spinlock_stat(&hyg_spin, &st) +
+	     lk_rwlock_stat(&hyg_rw, &st);
 	n += st.kind == LK_LOCK_MUTEX || st.kind == LK_LOCK_RWLOCK || st.kind == LK_LOCK_SPINLOCK;
 	n += lk_lockstat_foreach(hyg_each, HYG_NULL);
 	n += lk_lockstat_report(stderr, LK_LOCKSTAT_JSON | LK_LOCKSTAT_CONTENDED);
@@ -95,7 +96,8 @@ void hyg_on_hit(const struct lk_watch_hit *hit, void *arg)
 
 int hyg_modules(void)
 {
-	struct lk_sembuf wait_job = { 0, -1, 0 }, take_two[2] = { { 0, -1, 0 }, { 1, -1, LK_IPC_NOWAIT } };
+	struct lk_sembuf wait_job = { 0, -1, 0 },
+			 take_two[2] = { { 0, -1, 0 }, { 1, -1, LK_IPC_NOWAIT } };
 	struct lk_semset *set = HYG_NULL;
 	struct lk_semset_stats sst;
 	struct lk_counters *c = HYG_NULL;
@@ -105,7 +107,8 @@ int hyg_modules(void)
 	struct lk_watch_stats wst;
 	static long watched;
 	unsigned int sem_flags = 0600u | LK_SEMSET_EXCL | LK_SEMSET_WAITERS(300);
-	int n = LK_VERSION_MAJOR + LK_VERSION_MINOR + LK_VERSION_PATCH + (LK_VERSION_STRING[0] != 0);
+	int n = LK_VERSION_MAJOR + LK_VERSION_MINOR + LK_VERSION_PATCH +
+		(LK_VERSION_STRING[0] != 0);
 
 	n += lk_semset_create(&set, HYG_NULL, 2, sem_flags);
 	n += lk_semctl(set, 0, LK_SETVAL, LK_SEMVMX) + lk_semctl(set, 0, LK_GETVAL);
@@ -114,15 +117,17 @@ int hyg_modules(void)
 	n += lk_semctl(set, 0, LK_IPC_RMID) + lk_semset_close(set);
 
 	n += lk_counters_open(&c, "{task-clock,page-faults}", 0,
-			      LK_COUNTERS_INHERIT | LK_COUNTERS_DISABLED | LK_COUNTERS_SKIP_UNSUPPORTED);
+			      LK_COUNTERS_INHERIT | LK_COUNTERS_DISABLED |
+				      LK_COUNTERS_SKIP_UNSUPPORTED);
 	n += lk_counters_read(c, v, 2);
 	lk_counters_close(c);
 
 	n += (lk_thread_cputime_ns() + lk_now_ns() + lk_cycles()) != 0;
 	n += lk_clock_info(&info) + (info.cputime == LK_CPUTIME_SEQ) + (info.now == LK_NOW_TSC);
 
-	n += lk_watch_add(&w, &watched, sizeof(watched), LK_WATCH_WRITE | LK_WATCH_PROCESS | LK_WATCH_DEFERRED,
-			  hyg_on_hit, HYG_NULL);
+	n += lk_watch_add(&w, &watched, sizeof(watched),
+			  LK_WATCH_WRITE | LK_WATCH_PROCESS | LK_WATCH_DEFERRED, hyg_on_hit,
+			  HYG_NULL);
 	n += lk_watch_stats(w, &wst) + lk_watch_remove(w) + LK_WATCH_QUEUE_LEN;
 
 	n += lk_strerror(-1)[0] + lk_last_error()[0] + lk_version()[0];

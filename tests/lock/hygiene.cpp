@@ -13,14 +13,14 @@
 #include <lowkey/lock.hpp>
 
 #if __cplusplus >= 202002L
-#define HYG_CONSTINIT constinit	/* the wrappers' constructors are constant expressions */
+#define HYG_CONSTINIT constinit /* the wrappers' constructors are constant expressions */
 #else
 #define HYG_CONSTINIT
 #endif
 
-static HYG_CONSTINIT lowkey::mutex hyg_cxx_mutex{"hygiene-cxx"};
-static HYG_CONSTINIT lowkey::spinlock hyg_cxx_spin{"hygiene-cxx-spin"};
-static HYG_CONSTINIT lowkey::shared_mutex hyg_cxx_rw{"hygiene-cxx-rw"};
+static HYG_CONSTINIT lowkey::mutex hyg_cxx_mutex{ "hygiene-cxx" };
+static HYG_CONSTINIT lowkey::spinlock hyg_cxx_spin{ "hygiene-cxx-spin" };
+static HYG_CONSTINIT lowkey::shared_mutex hyg_cxx_rw{ "hygiene-cxx-rw" };
 static HYG_CONSTINIT lowkey::pcpu_shared_mutex hyg_cxx_pcpu;
 static HYG_CONSTINIT lowkey::mutex hyg_cxx_unnamed;
 

@@ -29,12 +29,12 @@
 
 static int failures;
 
-#define EXPECT(cond)                                                                          \
-	do {                                                                                  \
-		if (!(cond)) {                                                                \
+#define EXPECT(cond)                                                                             \
+	do {                                                                                     \
+		if (!(cond)) {                                                                   \
 			fprintf(stderr, "locks_victim: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			failures++;                                                           \
-		}                                                                             \
+			failures++;                                                              \
+		}                                                                                \
 	} while (0)
 
 static void sleep_ms(long ms)
@@ -62,7 +62,7 @@ static long task_stat(pid_t tid, int field, char *state)
 	if (!f)
 		return -1;
 	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')'))) {
-		p += 2;	/* state */
+		p += 2; /* state */
 		if (state)
 			*state = *p;
 		for (int i = 3; i < field && p; i++)
@@ -77,7 +77,7 @@ static long task_stat(pid_t tid, int field, char *state)
 /* ---- the waiter side ---- */
 
 struct waiter {
-	void (*block)(void *);	/* the blocking call, made once the flag is up */
+	void (*block)(void *); /* the blocking call, made once the flag is up */
 	void *arg;
 	pid_t tid;
 	int ready;
@@ -125,8 +125,8 @@ static void await_spinning(struct waiter *w)
 
 /* ---- mutexes ---- */
 
-static pthread_mutex_t plain = PTHREAD_MUTEX_INITIALIZER;	/* UNCONTENDED acquisitions */
-static pthread_mutex_t contended = PTHREAD_MUTEX_INITIALIZER;	/* 2 acquisitions, 1 contended */
+static pthread_mutex_t plain = PTHREAD_MUTEX_INITIALIZER;     /* UNCONTENDED acquisitions */
+static pthread_mutex_t contended = PTHREAD_MUTEX_INITIALIZER; /* 2 acquisitions, 1 contended */
 static pthread_mutex_t before_main = PTHREAD_MUTEX_INITIALIZER;
 
 static void lock_contended(void *arg)
@@ -148,7 +148,7 @@ static void mutexes(void)
 	}
 
 	EXPECT(pthread_mutex_lock(&contended) == 0);
-	EXPECT(pthread_mutex_trylock(&contended) == EBUSY);	/* default kind: busy, 1 failed try */
+	EXPECT(pthread_mutex_trylock(&contended) == EBUSY); /* default kind: busy, 1 failed try */
 	start_waiter(&w);
 	await_asleep(&w);
 	sleep_ms(20);
@@ -164,7 +164,7 @@ static void mutexes(void)
 	EXPECT(pthread_mutex_unlock(&recursive) == 0);
 	EXPECT(pthread_mutex_unlock(&recursive) == 0);
 	EXPECT(pthread_mutex_unlock(&recursive) == 0);
-	EXPECT(pthread_mutex_unlock(&recursive) == EPERM);	/* not held any more */
+	EXPECT(pthread_mutex_unlock(&recursive) == EPERM); /* not held any more */
 	printf("recursive=%p\n", (void *)&recursive);
 	fflush(stdout);
 
@@ -187,7 +187,7 @@ static pthread_mutex_t robust;
 static void *die_holding(void *arg)
 {
 	EXPECT(pthread_mutex_lock(&robust) == 0);
-	return arg;	/* exits holding it */
+	return arg; /* exits holding it */
 }
 
 static void robust_mutex(void)
@@ -255,7 +255,7 @@ static void rwlocks(void)
 
 	for (int i = 0; i < 10; i++) {
 		EXPECT(pthread_rwlock_rdlock(&rw) == 0);
-		EXPECT(pthread_rwlock_rdlock(&rw) == 0);	/* readers share */
+		EXPECT(pthread_rwlock_rdlock(&rw) == 0); /* readers share */
 		EXPECT(pthread_rwlock_unlock(&rw) == 0);
 		EXPECT(pthread_rwlock_unlock(&rw) == 0);
 	}
@@ -348,7 +348,7 @@ static void semaphores(void)
 	await_asleep(&w);
 	errno = 4321;
 	EXPECT(sem_post(&sem) == 0);
-	EXPECT(errno == 4321);	/* success leaves errno alone */
+	EXPECT(errno == 4321); /* success leaves errno alone */
 	EXPECT(pthread_join(w.thread, NULL) == 0);
 	/* 3 acquisitions, 1 contended, 1 failed try, 1 post */
 }
@@ -375,8 +375,9 @@ __attribute__((constructor)) static void start_before_main(void)
 
 static void print_addresses(void)
 {
-	printf("plain=%p\ncontended=%p\nbefore_main=%p\nrw=%p\nspin=%p\ncond_mutex=%p\nsem=%p\n", (void *)&plain,
-	       (void *)&contended, (void *)&before_main, (void *)&rw, (void *)&spin, (void *)&cond_mutex, (void *)&sem);
+	printf("plain=%p\ncontended=%p\nbefore_main=%p\nrw=%p\nspin=%p\ncond_mutex=%p\nsem=%p\n",
+	       (void *)&plain, (void *)&contended, (void *)&before_main, (void *)&rw, (void *)&spin,
+	       (void *)&cond_mutex, (void *)&sem);
 	fflush(stdout);
 }
 
@@ -391,7 +392,7 @@ static int fork_mode(void)
 		pthread_mutex_lock(&plain);
 		pthread_mutex_unlock(&plain);
 	}
-	pthread_mutex_lock(&plain);	/* held across fork */
+	pthread_mutex_lock(&plain); /* held across fork */
 	pid = fork();
 	if (pid == 0) {
 		pthread_mutex_unlock(&plain);

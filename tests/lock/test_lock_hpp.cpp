@@ -26,13 +26,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 extern "C" {
-#include <cmocka.h>	/* has no C++ guard of its own */
+#include <cmocka.h> /* has no C++ guard of its own */
 }
 
 static_assert(sizeof(lowkey::mutex) == sizeof(lk_mutex_t), "a wrapper is its C lock");
 static_assert(sizeof(lowkey::shared_mutex) == sizeof(lk_rwlock_t), "a wrapper is its C lock");
 static_assert(alignof(lowkey::spinlock) == 64, "the C lock's alignment is kept");
-static_assert(!std::is_copy_constructible<lowkey::mutex>::value && !std::is_move_constructible<lowkey::mutex>::value,
+static_assert(!std::is_copy_constructible<lowkey::mutex>::value &&
+		      !std::is_move_constructible<lowkey::mutex>::value,
 	      "a lock's address is its identity");
 
 /* Constant-initialized (constexpr constructors): no dynamic initialization to order. */
@@ -41,9 +42,9 @@ static_assert(!std::is_copy_constructible<lowkey::mutex>::value && !std::is_move
 #else
 #define LKT_CONSTINIT
 #endif
-static LKT_CONSTINIT lowkey::mutex table_lock{"hpp-table"};
-static LKT_CONSTINIT lowkey::spinlock stats_lock{"hpp-spin"};
-static LKT_CONSTINIT lowkey::shared_mutex config_lock{"hpp-config"};
+static LKT_CONSTINIT lowkey::mutex table_lock{ "hpp-table" };
+static LKT_CONSTINIT lowkey::spinlock stats_lock{ "hpp-spin" };
+static LKT_CONSTINIT lowkey::shared_mutex config_lock{ "hpp-config" };
 static LKT_CONSTINIT lowkey::pcpu_shared_mutex slots_lock;
 
 /* Another thread's try_lock of l: whether it got the lock (released at once if so). */
@@ -104,7 +105,7 @@ static void lock_guard_and_registry(void **)
 		std::lock_guard<lowkey::mutex> hold(table_lock);
 		assert_false(other_thread_gets(table_lock));
 	}
-	assert_true(other_thread_gets(table_lock));	/* released by the guard; the thread's is +1 */
+	assert_true(other_thread_gets(table_lock)); /* released by the guard; the thread's is +1 */
 
 	struct lk_lockstat st = table_lock.stat();
 	assert_string_equal(st.name, "hpp-table");
@@ -150,8 +151,8 @@ static void unique_lock_try_and_defer(void **)
  * must neither deadlock nor let both in at once. */
 static void scoped_lock_two_locks(void **)
 {
-	lowkey::mutex a{"hpp-a"};
-	lowkey::spinlock b{"hpp-b"};
+	lowkey::mutex a{ "hpp-a" };
+	lowkey::spinlock b{ "hpp-b" };
 	long inside = 0, total = 0, overlaps = 0;
 	const int rounds = 20000;
 
@@ -194,8 +195,8 @@ static void shared_lock_on_rwlock(void **)
 
 	{
 		std::shared_lock<lowkey::shared_mutex> r(config_lock);
-		assert_true(other_thread_reads(config_lock));	/* readers share */
-		assert_false(other_thread_gets(config_lock));	/* a writer is kept out */
+		assert_true(other_thread_reads(config_lock)); /* readers share */
+		assert_false(other_thread_gets(config_lock)); /* a writer is kept out */
 	}
 	{
 		std::unique_lock<lowkey::shared_mutex> w(config_lock);
@@ -215,7 +216,9 @@ static void shared_lock_on_rwlock(void **)
 	/* The per-CPU one: readers in several threads at once, a writer alone. */
 	{
 		std::shared_lock<lowkey::pcpu_shared_mutex> r(slots_lock);
-		std::thread([] { std::shared_lock<lowkey::pcpu_shared_mutex> r2(slots_lock); }).join();
+		std::thread([] {
+			std::shared_lock<lowkey::pcpu_shared_mutex> r2(slots_lock);
+		}).join();
 	}
 	{
 		std::lock_guard<lowkey::pcpu_shared_mutex> w(slots_lock);
@@ -225,7 +228,7 @@ static void shared_lock_on_rwlock(void **)
 /* A producer hands items to consumers through a queue guarded by a lowkey::mutex. */
 static void condition_variable_any_with_mutex(void **)
 {
-	lowkey::mutex m{"hpp-queue"};
+	lowkey::mutex m{ "hpp-queue" };
 	std::condition_variable_any cv;
 	std::deque<int> q;
 	bool done = false;
@@ -271,7 +274,8 @@ template <typename L> static void hammer(L &l, long &counter, int threads, int r
 		ts.emplace_back([&] {
 			for (int i = 0; i < rounds; i++) {
 				std::lock_guard<L> g(l);
-				long v = counter;	/* a read and a write apart: a race would lose updates */
+				long v =
+					counter; /* a read and a write apart: a race would lose updates */
 				std::atomic_signal_fence(std::memory_order_seq_cst);
 				counter = v + 1;
 			}
@@ -283,9 +287,9 @@ template <typename L> static void hammer(L &l, long &counter, int threads, int r
 static void contention_counts_exact(void **)
 {
 	const int threads = 4, rounds = 50000;
-	lowkey::mutex m{"hpp-hammer-mutex"};
-	lowkey::spinlock s{"hpp-hammer-spin"};
-	lowkey::shared_mutex rw{"hpp-hammer-rw"};
+	lowkey::mutex m{ "hpp-hammer-mutex" };
+	lowkey::spinlock s{ "hpp-hammer-spin" };
+	lowkey::shared_mutex rw{ "hpp-hammer-rw" };
 	lowkey::pcpu_shared_mutex p;
 	long cm = 0, cs = 0, crw = 0, cp = 0;
 
@@ -302,11 +306,11 @@ static void contention_counts_exact(void **)
 	assert_int_equal(rw.stat().acquisitions, threads * rounds);
 
 	/* One wait the test knows of: the lock held here while a thread is seen in its slow path. */
-	lowkey::mutex known{"hpp-known"};
+	lowkey::mutex known{ "hpp-known" };
 	known.lock();
 	std::thread waiter([&] { std::lock_guard<lowkey::mutex> g(known); });
 	while (!(__atomic_load_n(&known.native_handle()->lk__word, __ATOMIC_SEQ_CST) & 2))
-		std::this_thread::yield();	/* the waiter swapped in 2: it is about to sleep */
+		std::this_thread::yield(); /* the waiter swapped in 2: it is about to sleep */
 	known.unlock();
 	waiter.join();
 	struct lk_lockstat st = known.stat();

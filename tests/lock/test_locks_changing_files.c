@@ -14,7 +14,7 @@
 #include "churn.h"
 #include "cli/run.h"
 
-#define RUNS 100	/* a reader that mapped the file died in about one run in four */
+#define RUNS 100 /* a reader that mapped the file died in about one run in four */
 
 static char scratch[] = "/tmp/lkt-locks-changing-XXXXXX";
 static char stable[256], victim[256], link_path[256], errors[256];
@@ -56,7 +56,8 @@ static int run_locks(void)
 	assert_int_equal(symlink(stable, link_path), 0);
 	pid = fork();
 	if (pid == 0) {
-		int null = open("/dev/null", O_WRONLY), err = open(errors, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int null = open("/dev/null", O_WRONLY),
+		    err = open(errors, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
 		dup2(null, 1);
 		dup2(err, 2);
@@ -76,7 +77,7 @@ static void a_library_cut_while_its_sites_are_named(void **state)
 	unlink(link_path);
 	assert_int_equal(symlink(stable, link_path), 0);
 	if (lkt_sh(&r, "'%s' '%s' '%s'", DLOPEN_SWAP, link_path, stable) != 0)
-		skip();	/* no library loads from here (a noexec /tmp?): nothing for lowkey to name */
+		skip(); /* no library loads from here (a noexec /tmp?): nothing for lowkey to name */
 	for (int i = 0; i < RUNS; i++) {
 		int status = run_locks();
 
@@ -84,7 +85,8 @@ static void a_library_cut_while_its_sites_are_named(void **state)
 			print_error("`lowkey locks` died of signal %d (%s)\n", WTERMSIG(status),
 				    strsignal(WTERMSIG(status)));
 		else if (WEXITSTATUS(status) != 0 && lkt_sh(&r, "cat '%s'", errors) == 0)
-			print_error("`lowkey locks` exited with %d:\n%s\n", WEXITSTATUS(status), r.out);
+			print_error("`lowkey locks` exited with %d:\n%s\n", WEXITSTATUS(status),
+				    r.out);
 		assert_false(WIFSIGNALED(status));
 		assert_int_equal(WEXITSTATUS(status), 0);
 		assert_int_equal(lkt_sh(&r, "cat '%s'", errors), 0);
@@ -94,8 +96,8 @@ static void a_library_cut_while_its_sites_are_named(void **state)
 		assert_null(strstr(r.out, "runtime error:"));
 		named += strstr(r.out, "taken_when_loaded") != NULL;
 	}
-	assert_int_equal(kill(peer, 0), 0);	/* still churning: the runs above raced it */
-	assert_true(named > 0);	/* the premise: lowkey read the library, through the link */
+	assert_int_equal(kill(peer, 0), 0); /* still churning: the runs above raced it */
+	assert_true(named > 0); /* the premise: lowkey read the library, through the link */
 }
 
 int main(void)

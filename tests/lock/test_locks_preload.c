@@ -27,8 +27,8 @@
 
 struct run {
 	int status;
-	char out[8192];		/* the victim's stdout */
-	char err[8192];		/* and stderr */
+	char out[8192]; /* the victim's stdout */
+	char err[8192]; /* and stderr */
 };
 
 static void read_all(int fd, char *buf, size_t len)
@@ -132,7 +132,8 @@ static int load_files(const char *dir, struct file *files, int max)
 		assert_int_equal(files[n].h->magic, LKL_MAGIC);
 		assert_int_equal(files[n].h->version, LKL_VERSION);
 		assert_true(files[n].size >= lkl_file_size(files[n].h->capacity));
-		files[n].entries = (const struct lkl_entry *)((char *)files[n].map + LKL_HEADER_SIZE);
+		files[n].entries =
+			(const struct lkl_entry *)((char *)files[n].map + LKL_HEADER_SIZE);
 		n++;
 	}
 	closedir(d);
@@ -186,7 +187,8 @@ static void run_victim(const char *mode, const char *dir, struct run *r)
 	snprintf(dirvar, sizeof(dirvar), "LOWKEY_LOCKS_DIR=%s", dir);
 	run(argv, dir ? env : NULL, r);
 	if (exit_code(r) != 0)
-		fail_msg("locks_victim %s %s preload: exit %d\n%s", mode, dir ? "with" : "without", exit_code(r), r->err);
+		fail_msg("locks_victim %s %s preload: exit %d\n%s", mode, dir ? "with" : "without",
+			 exit_code(r), r->err);
 }
 
 /* ---- tests ---- */
@@ -242,7 +244,7 @@ static void exact_figures_for_every_kind(void **state)
 	assert_int_equal(e->site, 0);
 
 	e = entry(f, address_of(&r, "contended"), LKL_MUTEX);
-	assert_int_equal(e->acquisitions, 3);	/* main, the waiter, the holder in timed_out() */
+	assert_int_equal(e->acquisitions, 3); /* main, the waiter, the holder in timed_out() */
 	assert_int_equal(e->contended, 1);
 	assert_int_equal(e->try_fails, 1);
 	assert_true(e->wait_total > 0);
@@ -285,7 +287,8 @@ static void exact_figures_for_every_kind(void **state)
 
 	e = entry(f, address_of(&r, "cond_mutex"), LKL_MUTEX);
 	assert_true(e->cond_reacquires >= 2);
-	assert_int_equal(e->acquisitions, 2 + e->cond_reacquires);	/* main and the signaller, plus re-takes */
+	assert_int_equal(e->acquisitions,
+			 2 + e->cond_reacquires); /* main and the signaller, plus re-takes */
 	assert_int_equal(e->owner, 0);
 
 	e = entry(f, address_of(&r, "sem"), LKL_SEM);
@@ -346,7 +349,7 @@ static void exec_gets_a_file_per_image(void **state)
 		if (files[i].h->flags & LKL_F_EXITED)
 			after = &files[i];
 		else
-			before = &files[i];	/* exec() ends an image without exit handlers */
+			before = &files[i]; /* exec() ends an image without exit handlers */
 	}
 	assert_non_null(before);
 	assert_non_null(after);
@@ -381,7 +384,8 @@ static void command_reports_sites(void **state)
 {
 	char out[] = "/tmp/lowkey-locks-report.XXXXXX";
 	static char report[1 << 16];
-	char *argv[] = { LOWKEY, "locks", "--json", "--top", "0", "-o", out, "--", VICTIM, "all", NULL };
+	char *argv[] = { LOWKEY, "locks", "--json", "--top", "0", "-o",
+			 out,	 "--",	  VICTIM,   "all",   NULL };
 	char *text_argv[] = { LOWKEY, "locks", "--top", "3", "--", VICTIM, "all", NULL };
 	struct run r;
 	int fd = mkstemp(out);
@@ -411,7 +415,7 @@ static void command_reports_sites(void **state)
 	assert_non_null(strstr(r.err, "lowkey locks: "));
 	assert_non_null(strstr(r.err, "contended first at"));
 	assert_non_null(strstr(r.err, "more locks (--top 0 shows all)"));
-	assert_non_null(strstr(r.out, "plain="));	/* the program's own output is untouched */
+	assert_non_null(strstr(r.out, "plain=")); /* the program's own output is untouched */
 }
 
 static long json_number(const char *json, const char *key)
@@ -452,7 +456,8 @@ static void command_refuses_bad_usage(void **state)
 	char *is_static[] = { LOWKEY, "locks", "--", STATIC_PROGRAM, NULL };
 	char *fails[] = { LOWKEY, "locks", "--", "/bin/false", NULL };
 	char *exits_3[] = { LOWKEY, "locks", "--", "/bin/sh", "-c", "exit 3", NULL };
-	char *unwritable[] = { LOWKEY, "locks", "-o", "/nonexistent/report", "--", "/bin/echo", "ran", NULL };
+	char *unwritable[] = { LOWKEY, "locks",	    "-o",  "/nonexistent/report",
+			       "--",   "/bin/echo", "ran", NULL };
 	char *help[] = { LOWKEY, "locks", "--help", NULL };
 	struct run r;
 
@@ -463,7 +468,7 @@ static void command_refuses_bad_usage(void **state)
 	run(bad_top, NULL, &r);
 	assert_int_equal(exit_code(&r), 2);
 	run(missing, NULL, &r);
-	assert_int_equal(exit_code(&r), 127);	/* as a shell, lowkey stat and lowkey trace */
+	assert_int_equal(exit_code(&r), 127); /* as a shell, lowkey stat and lowkey trace */
 	assert_non_null(strstr(r.err, "command not found"));
 	run(is_static, NULL, &r);
 	assert_int_equal(exit_code(&r), 1);
@@ -472,11 +477,11 @@ static void command_refuses_bad_usage(void **state)
 	assert_int_equal(exit_code(&r), 1);
 	assert_non_null(strstr(r.err, "exited with status 1"));
 	run(exits_3, NULL, &r);
-	assert_int_equal(exit_code(&r), 3);	/* the command's own status */
+	assert_int_equal(exit_code(&r), 3); /* the command's own status */
 	run(unwritable, NULL, &r);
 	assert_int_equal(exit_code(&r), 1);
 	assert_non_null(strstr(r.err, "cannot write /nonexistent/report"));
-	assert_null(strstr(r.out, "ran"));	/* refused before the command ran */
+	assert_null(strstr(r.out, "ran")); /* refused before the command ran */
 	run(help, NULL, &r);
 	assert_int_equal(exit_code(&r), 0);
 	assert_non_null(strstr(r.out, "usage: lowkey locks"));

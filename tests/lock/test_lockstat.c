@@ -22,7 +22,7 @@
 #include <lowkey/error.h>
 #include <lowkey/lock.h>
 
-#define HOLD_NS (40 * 1000 * 1000ull)	/* the known hold: 40 ms */
+#define HOLD_NS (40 * 1000 * 1000ull) /* the known hold: 40 ms */
 #define SLACK 0.98
 
 static uint64_t now_ns(void)
@@ -54,7 +54,7 @@ struct waiter {
 	void *lock;
 	void (*lock_fn)(void *);
 	void (*unlock_fn)(void *);
-	uint64_t wall_ns;	/* the waiter's lock call, timed from outside */
+	uint64_t wall_ns; /* the waiter's lock call, timed from outside */
 	int started;
 };
 
@@ -71,14 +71,38 @@ static void *waiter_thread(void *arg)
 	return NULL;
 }
 
-static void mutex_lock_fn(void *l) { lk_mutex_lock(l); }
-static void mutex_unlock_fn(void *l) { lk_mutex_unlock(l); }
-static void read_lock_fn(void *l) { lk_rwlock_read_lock(l); }
-static void read_unlock_fn(void *l) { lk_rwlock_read_unlock(l); }
-static void write_lock_fn(void *l) { lk_rwlock_write_lock(l); }
-static void write_unlock_fn(void *l) { lk_rwlock_write_unlock(l); }
-static void spin_lock_fn(void *l) { lk_spin_lock(l); }
-static void spin_unlock_fn(void *l) { lk_spin_unlock(l); }
+static void mutex_lock_fn(void *l)
+{
+	lk_mutex_lock(l);
+}
+static void mutex_unlock_fn(void *l)
+{
+	lk_mutex_unlock(l);
+}
+static void read_lock_fn(void *l)
+{
+	lk_rwlock_read_lock(l);
+}
+static void read_unlock_fn(void *l)
+{
+	lk_rwlock_read_unlock(l);
+}
+static void write_lock_fn(void *l)
+{
+	lk_rwlock_write_lock(l);
+}
+static void write_unlock_fn(void *l)
+{
+	lk_rwlock_write_unlock(l);
+}
+static void spin_lock_fn(void *l)
+{
+	lk_spin_lock(l);
+}
+static void spin_unlock_fn(void *l)
+{
+	lk_spin_unlock(l);
+}
 
 /* Wait until *word has any of bits: the waiter has announced it sleeps. */
 static void await_bits(uint32_t *word, uint32_t bits)
@@ -98,7 +122,8 @@ static void mutex_known_contention(void **state)
 	assert_int_equal(lk_mutex_init(&m, "known"), 0);
 	lk_mutex_lock(&m);
 	assert_int_equal(pthread_create(&t, NULL, waiter_thread, &w), 0);
-	await_bits(&m.lk__word, 2);	/* the waiter swapped in 2: it is in the slow path, about to sleep */
+	await_bits(&m.lk__word,
+		   2); /* the waiter swapped in 2: it is in the slow path, about to sleep */
 	sleep_ns(HOLD_NS);
 	lk_mutex_unlock(&m);
 	assert_int_equal(pthread_join(t, NULL), 0);
@@ -236,7 +261,8 @@ static void *hammer(void *arg)
 			lk_rwlock_write_unlock(&hammer_rw);
 		} else {
 			lk_rwlock_read_lock(&hammer_rw);
-			if (__atomic_load_n(&guarded_a, __ATOMIC_RELAXED) != __atomic_load_n(&guarded_b, __ATOMIC_RELAXED))
+			if (__atomic_load_n(&guarded_a, __ATOMIC_RELAXED) !=
+			    __atomic_load_n(&guarded_b, __ATOMIC_RELAXED))
 				__atomic_store_n(&torn, 1, __ATOMIC_RELAXED);
 			lk_rwlock_read_unlock(&hammer_rw);
 		}
@@ -268,7 +294,7 @@ static void exclusion_and_counts(void **state)
 	assert_int_equal(st.acquisitions, THREADS * ROUNDS);
 	assert_true(st.contended <= st.acquisitions);
 	assert_true(st.wait_max_ns <= st.wait_total_ns);
-	assert_int_equal(st.hold_samples, THREADS * ROUNDS);	/* exact timing in this group */
+	assert_int_equal(st.hold_samples, THREADS * ROUNDS); /* exact timing in this group */
 	assert_true(st.owner_changes < st.acquisitions);
 	assert_int_equal(hammer_mutex.lk__word, 0);
 
@@ -308,7 +334,7 @@ static void owner_changes(void **state)
 		lk_mutex_unlock(&pingpong);
 	}
 	assert_int_equal(lk_mutex_stat(&pingpong, &st), 0);
-	assert_int_equal(st.owner_changes, 0);	/* one thread: never changes hands */
+	assert_int_equal(st.owner_changes, 0); /* one thread: never changes hands */
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(pthread_create(&t, NULL, lock_once, NULL), 0);
 		assert_int_equal(pthread_join(t, NULL), 0);
@@ -317,7 +343,7 @@ static void owner_changes(void **state)
 	}
 	assert_int_equal(lk_mutex_stat(&pingpong, &st), 0);
 	assert_int_equal(st.acquisitions, 7);
-	assert_int_equal(st.owner_changes, 4);	/* main -> t1 -> main -> t2 -> main */
+	assert_int_equal(st.owner_changes, 4); /* main -> t1 -> main -> t2 -> main */
 }
 
 /* ---- hold sampling ---- */
@@ -340,7 +366,8 @@ static void hold_sampling_rate(void **state)
 	assert_true(st.hold_samples >= n / 16 - 16 && st.hold_samples <= n / 16 + 16);
 	/* the total is the mean over all acquisitions: the rounded mean times n, give or take rounding */
 	assert_true(st.hold_total_ns > 0);
-	assert_true(llabs((long long)st.hold_total_ns - (long long)(st.hold_mean_ns * n)) <= (long long)n);
+	assert_true(llabs((long long)st.hold_total_ns - (long long)(st.hold_mean_ns * n)) <=
+		    (long long)n);
 	assert_int_equal(lk_lockstat_set_hold_sampling(1), 16);
 	assert_int_equal(lk_mutex_destroy(&m), 0);
 }
@@ -392,7 +419,7 @@ static void registry_and_iterator(void **state)
 	assert_ptr_equal(s.alpha_addr, &alpha);
 	assert_int_equal(s.beta, 1);
 	assert_int_equal(s.gamma, 1);
-	assert_int_equal(s.statik, 0);	/* static and never used: not registered yet */
+	assert_int_equal(s.statik, 0); /* static and never used: not registered yet */
 
 	lk_mutex_lock(&static_unused);
 	lk_mutex_unlock(&static_unused);
@@ -409,7 +436,7 @@ static void registry_and_iterator(void **state)
 	memset(&s, 0, sizeof(s));
 	assert_int_equal(lk_lockstat_foreach(collect, &s), 0);
 	assert_int_equal(s.alpha + s.beta + s.gamma, 0);
-	assert_int_equal(lk_mutex_destroy(&alpha), 0);	/* twice: harmless */
+	assert_int_equal(lk_mutex_destroy(&alpha), 0); /* twice: harmless */
 }
 
 static char *report(unsigned int flags)
@@ -451,7 +478,7 @@ static void report_text_and_json(void **state)
 
 	json = report(LK_LOCKSTAT_JSON);
 	assert_non_null(strstr(json, "\"name\": \"busy\""));
-	assert_non_null(strstr(json, "\"name\": \"quiet \\\"lock\\\"\""));	/* escaped */
+	assert_non_null(strstr(json, "\"name\": \"quiet \\\"lock\\\"\"")); /* escaped */
 	assert_non_null(strstr(json, "\"wait_fraction\""));
 	assert_non_null(strstr(json, "\"hold_sampling\": 1"));
 
@@ -486,7 +513,7 @@ static void bad_input(void **state)
 	assert_int_equal(lk_lockstat_set_hold_sampling(0), -EINVAL);
 	assert_non_null(strstr(lk_last_error(), "period"));
 
-	assert_int_equal(lk_mutex_init(&m, NULL), 0);	/* unnamed is fine */
+	assert_int_equal(lk_mutex_init(&m, NULL), 0); /* unnamed is fine */
 	lk_mutex_lock(&m);
 	assert_int_equal(lk_mutex_trylock(&m), -EBUSY);
 	assert_int_equal(lk_mutex_destroy(&m), -EBUSY);

@@ -17,7 +17,7 @@
 #define WRITERS 2
 #define ROUNDS 20000
 
-static lk_pcpu_rwlock_t lock = LK_PCPU_RWLOCK_INIT;	/* statically initialized: lazy slots */
+static lk_pcpu_rwlock_t lock = LK_PCPU_RWLOCK_INIT; /* statically initialized: lazy slots */
 
 /* Guarded state: a writer moves both halves; readers must never see them differ. */
 static struct {
@@ -37,10 +37,11 @@ static void *reader(void *arg)
 		__atomic_add_fetch(&readers_in, 1, __ATOMIC_RELAXED);
 		if (__atomic_load_n(&writers_in, __ATOMIC_RELAXED))
 			__atomic_store_n(&overlap, 1, __ATOMIC_RELAXED);
-		if (__atomic_load_n(&guarded.a, __ATOMIC_RELAXED) != __atomic_load_n(&guarded.b, __ATOMIC_RELAXED))
+		if (__atomic_load_n(&guarded.a, __ATOMIC_RELAXED) !=
+		    __atomic_load_n(&guarded.b, __ATOMIC_RELAXED))
 			__atomic_store_n(&torn, 1, __ATOMIC_RELAXED);
 		if ((++rounds & 63) == 0)
-			sched_yield();	/* linger now and then, so readers overlap */
+			sched_yield(); /* linger now and then, so readers overlap */
 		__atomic_sub_fetch(&readers_in, 1, __ATOMIC_RELAXED);
 		lk_pcpu_read_unlock(&lock);
 	}
@@ -111,7 +112,7 @@ static void readers_share(void **state)
 		usleep(1000);
 		waited_ms++;
 	}
-	assert_true(__atomic_load_n(&second_reader_in, __ATOMIC_ACQUIRE));	/* not blocked by us */
+	assert_true(__atomic_load_n(&second_reader_in, __ATOMIC_ACQUIRE)); /* not blocked by us */
 	lk_pcpu_read_unlock(&l);
 	pthread_join(t, NULL);
 	lk_pcpu_rwlock_destroy(&l);
@@ -124,7 +125,7 @@ static void init_and_destroy(void **state)
 	(void)state;
 	assert_int_equal(lk_pcpu_rwlock_init(&l), 0);
 	lk_pcpu_read_lock(&l);
-	lk_pcpu_read_lock(&l);	/* nested read, no writer */
+	lk_pcpu_read_lock(&l); /* nested read, no writer */
 	lk_pcpu_read_unlock(&l);
 	lk_pcpu_read_unlock(&l);
 	lk_pcpu_write_lock(&l);

@@ -111,7 +111,9 @@ static void *sleeper(void *arg)
 
 static int record_sched(const char *out, enum lk_trace_format format)
 {
-	struct lk_trace_config c = { .path = out, .format = format, .flags = LK_TRACE_SCHED | LK_TRACE_CPUTIME,
+	struct lk_trace_config c = { .path = out,
+				     .format = format,
+				     .flags = LK_TRACE_SCHED | LK_TRACE_CPUTIME,
 				     .flush_ms = 5 };
 	struct timespec settle = { 0, 50000000 };
 	pthread_t t;
@@ -120,10 +122,11 @@ static int record_sched(const char *out, enum lk_trace_format format)
 
 	if (pipe(wake) || pipe(done) || pthread_create(&t, NULL, sleeper, NULL))
 		return 1;
-	nanosleep(&settle, NULL);	/* fx-sleeper is in its read() by then */
+	nanosleep(&settle, NULL); /* fx-sleeper is in its read() by then */
 	lk_probe_enable("fx");
 	rc = lk_trace_start(&c);
-	if (rc == -EPERM || rc == -EACCES || rc == -ENOENT || rc == -ENOSYS || rc == -ENODEV || rc == -EOPNOTSUPP) {
+	if (rc == -EPERM || rc == -EACCES || rc == -ENOENT || rc == -ENOSYS || rc == -ENODEV ||
+	    rc == -EOPNOTSUPP) {
 		fprintf(stderr, "context switches cannot be recorded here: %s\n", lk_last_error());
 		return 77;
 	}
@@ -133,7 +136,7 @@ static int record_sched(const char *out, enum lk_trace_format format)
 	}
 	if (write(wake[1], "w", 1) != 1 || read(done[0], &d, 1) != 1)
 		return 1;
-	nanosleep(&settle, NULL);	/* fx-sleeper is in its read() again */
+	nanosleep(&settle, NULL); /* fx-sleeper is in its read() again */
 	if (lk_trace_stop() != 0) {
 		fprintf(stderr, "trace failed: %s\n", lk_last_error());
 		return 1;
@@ -165,8 +168,10 @@ static int with_plugin(const char *out)
 	void (*fire)(long);
 	void *plugin;
 
-	if (!path || lk_probe_enable("fx") < 0 || lk_probe_enable("plug") < 0 || lk_trace_start(&c) != 0) {
-		fprintf(stderr, "cannot trace with the plugin %s: %s\n", path ? path : "(no LKT_PLUGIN)", lk_last_error());
+	if (!path || lk_probe_enable("fx") < 0 || lk_probe_enable("plug") < 0 ||
+	    lk_trace_start(&c) != 0) {
+		fprintf(stderr, "cannot trace with the plugin %s: %s\n",
+			path ? path : "(no LKT_PLUGIN)", lk_last_error());
 		return 1;
 	}
 	ticks(100);
@@ -200,7 +205,7 @@ static void record(void)
 	ratio = 1.5;
 	LK_COUNTER(fx, ratio, ratio);
 	pthread_create(&t[0], NULL, worker, "worker-1");
-	pthread_join(t[0], NULL);	/* one after the other: each thread's events in a known order */
+	pthread_join(t[0], NULL); /* one after the other: each thread's events in a known order */
 	pthread_create(&t[1], NULL, worker, "worker-2");
 	pthread_join(t[1], NULL);
 }
@@ -210,7 +215,9 @@ int main(int argc, char **argv)
 	struct lk_trace_config c = { .flags = LK_TRACE_CPUTIME, .flush_ms = 5 };
 
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s OUT ctf|json|perfetto|sched|sched-perfetto|dlopen, or - none, or - serve\n", argv[0]);
+		fprintf(stderr,
+			"usage: %s OUT ctf|json|perfetto|sched|sched-perfetto|dlopen, or - none, or - serve\n",
+			argv[0]);
 		return 2;
 	}
 	if (strcmp(argv[2], "serve") == 0)
@@ -229,8 +236,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	c.path = argv[1];
-	c.format = !strcmp(argv[2], "ctf") ? LK_TRACE_CTF : !strcmp(argv[2], "json") ? LK_TRACE_JSON
-											: LK_TRACE_PERFETTO;
+	c.format = !strcmp(argv[2], "ctf")  ? LK_TRACE_CTF :
+		   !strcmp(argv[2], "json") ? LK_TRACE_JSON :
+					      LK_TRACE_PERFETTO;
 	if (lk_probe_enable("fx") <= 0 || lk_trace_start(&c) != 0) {
 		fprintf(stderr, "cannot trace: %s\n", lk_last_error());
 		return 1;

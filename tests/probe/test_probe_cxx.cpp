@@ -6,7 +6,7 @@
 #include <string>
 #include <unistd.h>
 extern "C" {
-#include <cmocka.h>	/* has no C++ guard of its own */
+#include <cmocka.h> /* has no C++ guard of its own */
 }
 
 #include <lowkey/lowkey.h>
@@ -18,8 +18,9 @@ struct thing {
 static int sites_of(const struct lk_probe_info *info, void *arg)
 {
 	if (std::string(info->provider) == "cxx" && std::string(info->event) == "types") {
-		const enum lk_probe_type want[] = { LK_PROBE_I64, LK_PROBE_U64, LK_PROBE_F64, LK_PROBE_STR,
-						    LK_PROBE_STR, LK_PROBE_PTR, LK_PROBE_U64, LK_PROBE_F64 };
+		const enum lk_probe_type want[] = { LK_PROBE_I64, LK_PROBE_U64, LK_PROBE_F64,
+						    LK_PROBE_STR, LK_PROBE_STR, LK_PROBE_PTR,
+						    LK_PROBE_U64, LK_PROBE_F64 };
 
 		assert_int_equal(info->nargs, 8);
 		for (unsigned int i = 0; i < 8; i++)
@@ -58,7 +59,8 @@ static void probes_from_cxx(void **)
 		work(i);
 	assert_int_equal(lk_trace_stop(), 0);
 	assert_int_equal(lk_trace_stats(&st), 0);
-	assert_int_equal(st.events, 10 * 4 + 1);	/* begin, types, value, end; and the thread's name */
+	assert_int_equal(st.events,
+			 10 * 4 + 1); /* begin, types, value, end; and the thread's name */
 	assert_int_equal(st.lost, 0);
 	assert_int_equal(system((std::string("rm -rf ") + dir).c_str()), 0);
 }

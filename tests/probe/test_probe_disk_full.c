@@ -62,7 +62,7 @@ static void full_disk_stops_cleanly(void **state)
 
 	(void)state;
 	if (!mounted)
-		skip();	/* not root, or no tmpfs: cannot make a small disk */
+		skip(); /* not root, or no tmpfs: cannot make a small disk */
 	snprintf(dir, sizeof(dir), "%s/trace", mnt);
 	c.path = dir;
 	assert_true(lk_probe_enable("full") >= 0);
@@ -70,7 +70,7 @@ static void full_disk_stops_cleanly(void **state)
 	record_until_an_error(2000000);
 	lk_trace_stats(&st);
 	assert_int_equal(st.error, -ENOSPC);
-	assert_false(st.running);	/* recording stopped at the error */
+	assert_false(st.running); /* recording stopped at the error */
 	assert_int_equal(lk_trace_stop(), -ENOSPC);
 	assert_non_null(strstr(lk_last_error(), "No space left"));
 	assert_non_null(strstr(lk_last_error(), "readable"));
@@ -119,7 +119,7 @@ static void full_disk_json_says_what_is_where(void **state)
 	assert_non_null(strstr(lk_last_error(), "trace.json.ctf-"));
 	lk_trace_stats(&st);
 	assert_false(st.running);
-	assert_true(st.lost > 0);	/* at least what sat in the ring when the disk filled */
+	assert_true(st.lost > 0); /* at least what sat in the ring when the disk filled */
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'.ctf-*", out, out);
 	assert_int_equal(system(cmd), 0);
 }
@@ -179,7 +179,7 @@ static void full_disk_perfetto_keeps_whole_packets(void **state)
 	assert_true(whole_packets(out, &packets));
 	assert_true(packets > 1000);
 	snprintf(cmd, sizeof(cmd), "ls -d '%s'.ctf-* 2>/dev/null", out);
-	assert_int_not_equal(system(cmd), 0);	/* nothing beside it */
+	assert_int_not_equal(system(cmd), 0); /* nothing beside it */
 	unlink(out);
 }
 

@@ -40,7 +40,7 @@ static void plugin_loaded_mid_trace(void **state)
 	void *h;
 
 	(void)state;
-	assert_int_equal(lk_probe_enable("plug:*"), 0);	/* nothing loaded matches yet */
+	assert_int_equal(lk_probe_enable("plug:*"), 0); /* nothing loaded matches yet */
 	lkt_path(dir, sizeof(dir), "dso");
 	c.path = dir;
 	assert_int_equal(lk_trace_start(&c), 0);
@@ -55,7 +55,7 @@ static void plugin_loaded_mid_trace(void **state)
 	assert_int_equal(dlclose(h), 0);
 	assert_int_equal(plugin_sites(), 0);
 
-	h = dlopen(PLUGIN_PATH, RTLD_NOW);	/* again: a new registration, recording again */
+	h = dlopen(PLUGIN_PATH, RTLD_NOW); /* again: a new registration, recording again */
 	*(void **)&fire = dlsym(h, "plugin_fire");
 	fire(5);
 	dlclose(h);
@@ -67,7 +67,8 @@ static void plugin_loaded_mid_trace(void **state)
 		if (strcmp(t.ev[k].name, "plug:fired") == 0)
 			assert_string_equal(t.ev[k].s[1], "from the plugin");
 	if (system("command -v babeltrace2 >/dev/null") == 0) {
-		snprintf(cmd, sizeof(cmd), "test $(babeltrace2 '%s' 2>/dev/null | grep -c plug:fired) = 15", dir);
+		snprintf(cmd, sizeof(cmd),
+			 "test $(babeltrace2 '%s' 2>/dev/null | grep -c plug:fired) = 15", dir);
 		assert_int_equal(system(cmd), 0);
 	}
 	lkt_free(&t);

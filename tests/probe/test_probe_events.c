@@ -55,7 +55,7 @@ static __attribute__((noinline)) void nested_spans(int depth)
 	{
 		LK_SPAN(t, inner);
 		if (depth > 0)
-			return;	/* leaving both scopes early closes both spans */
+			return; /* leaving both scopes early closes both spans */
 	}
 	LK_PROBE(t, after_inner);
 }
@@ -75,7 +75,7 @@ static void records_every_type_exactly(void **state)
 	double d;
 
 	(void)state;
-	assert_int_equal(lk_probe_enable("t"), 11);	/* the sites of provider t in this program */
+	assert_int_equal(lk_probe_enable("t"), 11); /* the sites of provider t in this program */
 	start(dir, sizeof(dir), "types", 0);
 	for (int i = 0; i < 100; i++)
 		all_types(i);
@@ -90,7 +90,7 @@ static void records_every_type_exactly(void **state)
 		struct lkt_event *e = &t.ev[k];
 
 		if (strcmp(e->name, "t:ints") == 0) {
-			assert_int_equal((int64_t)e->v[0], (int64_t)i);	/* in order */
+			assert_int_equal((int64_t)e->v[0], (int64_t)i); /* in order */
 			assert_true((int64_t)e->v[1] == INT64_MIN);
 			assert_true(e->v[2] == UINT64_MAX);
 			assert_int_equal((int64_t)e->v[3], -1);
@@ -127,7 +127,7 @@ static void disabled_site_is_a_nop(void **state)
 
 	(void)state;
 	start(dir, sizeof(dir), "quiet", 0);
-	quiet_site();	/* no rule selects provider quiet */
+	quiet_site(); /* no rule selects provider quiet */
 	assert_int_equal(evaluated, 0);
 	assert_int_equal(lk_trace_stop(), 0);
 	assert_int_equal(lkt_read(&t, dir), 0);
@@ -189,7 +189,7 @@ static void spans_pair_up_however_scopes_end(void **state)
 	}
 	assert_int_equal(open, 0);
 	assert_int_equal(max_open, 2);
-	assert_int_equal(lkt_count(&t, "t:outer"), 4);	/* begin and end, twice */
+	assert_int_equal(lkt_count(&t, "t:outer"), 4); /* begin and end, twice */
 	assert_int_equal(lkt_count(&t, "t:depth"), 2);
 	assert_int_equal(lkt_count(&t, "t:after_inner"), 1);
 	lkt_free(&t);
@@ -215,7 +215,7 @@ static void cputime_recorded_when_asked(void **state)
 	assert_int_equal(lkt_count(&t, "t:tick"), 20);
 	for (size_t k = 1; k < t.n; k++)
 		assert_true(t.ev[k].cputime >= t.ev[k - 1].cputime);
-	assert_true(t.ev[t.n - 1].cputime > t.ev[1].cputime);	/* the loop used CPU */
+	assert_true(t.ev[t.n - 1].cputime > t.ev[1].cputime); /* the loop used CPU */
 	lkt_free(&t);
 	lkt_rmrf(dir);
 }
@@ -229,7 +229,7 @@ static void rules_apply_in_order(void **state)
 	assert_int_equal(lk_probe_disable("t:strings"), 1);
 	start(dir, sizeof(dir), "rules", 0);
 	all_types(1);
-	assert_int_equal(lk_probe_enable("t:str*"), 1);	/* while tracing: flips at once */
+	assert_int_equal(lk_probe_enable("t:str*"), 1); /* while tracing: flips at once */
 	all_types(2);
 	assert_int_equal(lk_trace_stop(), 0);
 	assert_int_equal(lkt_read(&t, dir), 0);
@@ -329,16 +329,17 @@ static void timestamps_extend_across_the_wrap(void **state)
 	(void)state;
 	/* the consumer: from a TSC read shortly after the record, or (another CPU) shortly before */
 	assert_true(lk__tsc_extend(base + 100, 40) == base + 40);
-	assert_true(lk__tsc_extend(base + 10, wrap - 30) == base - 30);		/* record before the wrap */
-	assert_true(lk__tsc_extend(base - 10, 25) == base + 25);		/* record after it */
+	assert_true(lk__tsc_extend(base + 10, wrap - 30) == base - 30); /* record before the wrap */
+	assert_true(lk__tsc_extend(base - 10, 25) == base + 25);	/* record after it */
 	assert_true(lk__tsc_extend(base + wrap / 4, 0) == base);
 	/* readers: forward from the previous timestamp */
 	assert_true(lk__tsc_advance(base - 5, wrap - 2) == base - 2);
 	assert_true(lk__tsc_advance(base - 5, 3) == base + 3);
 	assert_true(lk__tsc_advance(base + 9, 9) == base + 9);
 	assert_int_equal(lk__header_id(lk__probe_header(base + 0x123456789aULL, 0xbeef)), 0xbeef);
-	assert_true(lk__header_tsc48(lk__probe_header(base + 0x123456789aULL, 0xbeef)) == 0x123456789aULL);
-	assert_int_equal(lk__header_id(lk__pad(0)), 0xffff);	/* a pad is no event's header */
+	assert_true(lk__header_tsc48(lk__probe_header(base + 0x123456789aULL, 0xbeef)) ==
+		    0x123456789aULL);
+	assert_int_equal(lk__header_id(lk__pad(0)), 0xffff); /* a pad is no event's header */
 	assert_int_equal(lk__header_id(lk__pad(12345)), 0xffff);
 	assert_true(lk__pad(12345) >> 16 == 12345);
 }
@@ -405,7 +406,7 @@ static void other_readers_agree(void **state)
 	qsort(ours, t.n, sizeof(*ours), by_value);
 	bt = babeltrace_cycles(dir, &nbt);
 	if (bt) {
-		assert_int_equal(nbt, t.n);	/* every event, thread names included */
+		assert_int_equal(nbt, t.n); /* every event, thread names included */
 		for (size_t i = 0; i < t.n; i++)
 			assert_true(bt[i] == ours[i]);
 		free(bt);
@@ -415,12 +416,14 @@ static void other_readers_agree(void **state)
 	snprintf(json, sizeof(json), "%s.json", dir);
 	assert_int_equal(lk__json_convert(dir, json, t.err, sizeof(t.err)), 0);
 	if (run("command -v %s >/dev/null", "python3") == 0) {
-		snprintf(cmd, sizeof(cmd), "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
-			 "ev=[e for e in d[\"traceEvents\"] if e[\"ph\"]!=\"M\"]; "
-			 "assert len(ev)==%zu, len(ev); "
-			 "assert all(set(e)>={\"name\",\"ph\",\"ts\",\"pid\",\"tid\"} for e in ev); "
-			 "assert {e[\"ph\"] for e in ev}>={\"i\",\"B\",\"E\",\"C\"}' '%s'",
-			 t.n - (size_t)t.streams, json);
+		snprintf(
+			cmd, sizeof(cmd),
+			"python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+			"ev=[e for e in d[\"traceEvents\"] if e[\"ph\"]!=\"M\"]; "
+			"assert len(ev)==%zu, len(ev); "
+			"assert all(set(e)>={\"name\",\"ph\",\"ts\",\"pid\",\"tid\"} for e in ev); "
+			"assert {e[\"ph\"] for e in ev}>={\"i\",\"B\",\"E\",\"C\"}' '%s'",
+			t.n - (size_t)t.streams, json);
 		assert_int_equal(system(cmd), 0);
 	}
 	lkt_free(&t);
@@ -447,7 +450,7 @@ static void json_format_end_to_end(void **state)
 	assert_non_null(fgets(head, sizeof(head), f));
 	fclose(f);
 	assert_non_null(strstr(head, "traceEvents"));
-	assert_int_equal(run("ls -d %s.ctf-* >/dev/null 2>&1", path) != 0, 1);	/* the CTF is gone */
+	assert_int_equal(run("ls -d %s.ctf-* >/dev/null 2>&1", path) != 0, 1); /* the CTF is gone */
 	lkt_rmrf(path);
 }
 

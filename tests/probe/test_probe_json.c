@@ -69,7 +69,8 @@ static void json_is_json_whatever_was_recorded(void **state)
 	char *text;
 
 	(void)state;
-	pthread_setname_np(pthread_self(), "bad\xff" "name");
+	pthread_setname_np(pthread_self(), "bad\xff"
+					   "name");
 	assert_true(lk_probe_enable("j") > 0);
 	lkt_path(dir, sizeof(dir), "json-fixes");
 	c.path = dir;
@@ -86,23 +87,27 @@ static void json_is_json_whatever_was_recorded(void **state)
 	assert_null(strstr(text, "null"));
 	assert_non_null(strstr(text, "\"\\ufffd\\ufffd ok\""));
 	assert_non_null(strstr(text, "\"bad\\ufffdname\""));
-	assert_non_null(strstr(text, "{\"nan_value\":\"NaN\",\"inf\":\"Infinity\",\"arg2\":\"-Infinity\",\"fine\":2.5}"));
+	assert_non_null(strstr(
+		text,
+		"{\"nan_value\":\"NaN\",\"inf\":\"Infinity\",\"arg2\":\"-Infinity\",\"fine\":2.5}"));
 	assert_non_null(strstr(text, "\"args\":{\"value\":2.5}"));
 	assert_non_null(strstr(text, "\"nonfinite_counter_values\":2"));
 	free(text);
 
 	if (system("python3 -c 'import json' 2>/dev/null") == 0) {
 		/* strict: NaN and Infinity tokens refused; timestamps within the run, in real time */
-		snprintf(cmd, sizeof(cmd),
-			 "python3 -c 'import json,sys\n"
-			 "def no(x): raise ValueError(x)\n"
-			 "d = json.load(open(sys.argv[1], encoding=\"utf-8\", errors=\"strict\"), parse_constant=no)\n"
-			 "ev = [e for e in d[\"traceEvents\"] if e[\"ph\"] != \"M\"]\n"
-			 "assert [e[\"args\"][\"bad\"] for e in ev if e[\"name\"] == \"strings\"] == [\"\\ufffd\\ufffd ok\"]\n"
-			 "assert [e[\"args\"][\"value\"] for e in ev if e[\"name\"] == \"level\"] == [2.5]\n"
-			 "ts = [e[\"ts\"] * 1000 for e in ev]\n"
-			 "assert all(%" PRIu64 " - 1e6 <= t <= %" PRIu64 " + 1e6 for t in ts), ts\n"
-			 "' '%s'", before, after, json);
+		snprintf(
+			cmd, sizeof(cmd),
+			"python3 -c 'import json,sys\n"
+			"def no(x): raise ValueError(x)\n"
+			"d = json.load(open(sys.argv[1], encoding=\"utf-8\", errors=\"strict\"), parse_constant=no)\n"
+			"ev = [e for e in d[\"traceEvents\"] if e[\"ph\"] != \"M\"]\n"
+			"assert [e[\"args\"][\"bad\"] for e in ev if e[\"name\"] == \"strings\"] == [\"\\ufffd\\ufffd ok\"]\n"
+			"assert [e[\"args\"][\"value\"] for e in ev if e[\"name\"] == \"level\"] == [2.5]\n"
+			"ts = [e[\"ts\"] * 1000 for e in ev]\n"
+			"assert all(%" PRIu64 " - 1e6 <= t <= %" PRIu64 " + 1e6 for t in ts), ts\n"
+			"' '%s'",
+			before, after, json);
 		assert_int_equal(system(cmd), 0);
 	} else {
 		fprintf(stderr, "python3 not found: the JSON was checked on its bytes only\n");

@@ -29,12 +29,12 @@
 #include "trace_check.h"
 
 #define NOBODY 65534
-#define THIRD 65533		/* the victim's owner */
+#define THIRD 65533 /* the victim's owner */
 #define PRECIOUS "the third user's data\n"
 
 extern char **environ;
 
-static char shared[] = "/tmp/lkt-outputs-XXXXXX";	/* sticky, nobody's group may write */
+static char shared[] = "/tmp/lkt-outputs-XXXXXX"; /* sticky, nobody's group may write */
 static char victim_dir[] = "/tmp/lkt-victim-XXXXXX";
 static char victim[300], victim_sub[300], trace[300];
 static struct lkt_run r;
@@ -104,11 +104,12 @@ static int setup(void **state)
 
 	(void)state;
 	if (geteuid() != 0 || system("command -v setpriv >/dev/null") != 0)
-		return 0;	/* each test skips */
+		return 0; /* each test skips */
 	if (!mkdtemp(shared) || !mkdtemp(victim_dir))
 		return -1;
 	/* a shared directory like /tmp, for a group: the kernel's protected_* sysctls do not cover it */
-	if (chown(shared, 0, NOBODY) != 0 || chmod(shared, 01770) != 0 || chmod(victim_dir, 0755) != 0)
+	if (chown(shared, 0, NOBODY) != 0 || chmod(shared, 01770) != 0 ||
+	    chmod(victim_dir, 0755) != 0)
 		return -1;
 	snprintf(victim, sizeof(victim), "%s/data", victim_dir);
 	snprintf(victim_sub, sizeof(victim_sub), "%s/empty", victim_dir);
@@ -132,7 +133,7 @@ static int teardown(void **state)
 static void need_root(void)
 {
 	if (geteuid() != 0 || shared[strlen(shared) - 1] == 'X')
-		skip();	/* another user's link needs root (setpriv, util-linux) */
+		skip(); /* another user's link needs root (setpriv, util-linux) */
 }
 
 static void in_shared(char *out, size_t len, const char *name)
@@ -142,7 +143,9 @@ static void in_shared(char *out, size_t len, const char *name)
 
 static void start_recorder(enum lk_trace_format format)
 {
-	struct lk_trace_config c = { .format = format, .flags = LK_TRACE_OVERWRITE, .path = "/tmp/lkt-outputs-unused" };
+	struct lk_trace_config c = { .format = format,
+				     .flags = LK_TRACE_OVERWRITE,
+				     .path = "/tmp/lkt-outputs-unused" };
 
 	assert_true(lk_probe_enable("out") >= 0);
 	assert_int_equal(lk_trace_start(&c), 0);
@@ -160,7 +163,8 @@ static void stop_recorder(void)
 
 static void a_planted_link_is_not_followed(void **state)
 {
-	static const enum lk_trace_format formats[] = { LK_TRACE_CTF, LK_TRACE_JSON, LK_TRACE_PERFETTO };
+	static const enum lk_trace_format formats[] = { LK_TRACE_CTF, LK_TRACE_JSON,
+							LK_TRACE_PERFETTO };
 	char path[400];
 
 	(void)state;
@@ -232,7 +236,7 @@ static void plant_now(uint64_t done, uint64_t total, void *arg)
 	(void)done;
 	(void)total;
 	if (!planted)
-		run_as_nobody(cmd, true);	/* fails where the snapshot's file is there already */
+		run_as_nobody(cmd, true); /* fails where the snapshot's file is there already */
 	planted = true;
 }
 
@@ -343,21 +347,24 @@ static void permission_denied_is_said(void **state)
 	(void)state;
 	need_root();
 #ifdef __SANITIZE_THREAD__
-	skip();	/* ThreadSanitizer cannot start threads (the consumer) after a multi-threaded fork */
+	skip(); /* ThreadSanitizer cannot start threads (the consumer) after a multi-threaded fork */
 #endif
 	assert_non_null(mkdtemp(closed));
 	assert_int_equal(chmod(closed, 0700), 0);
 	snprintf(path, sizeof(path), "%s/snap.json", closed);
 	pid = fork();
 	if (pid == 0) {
-		struct lk_trace_config c = { .format = LK_TRACE_JSON, .flags = LK_TRACE_OVERWRITE, .path = "/tmp/x" };
+		struct lk_trace_config c = { .format = LK_TRACE_JSON,
+					     .flags = LK_TRACE_OVERWRITE,
+					     .path = "/tmp/x" };
 		int rc;
 
-		if (setresgid(NOBODY, NOBODY, NOBODY) != 0 || setresuid(NOBODY, NOBODY, NOBODY) != 0 ||
-		    lk_trace_start(&c) != 0)
+		if (setresgid(NOBODY, NOBODY, NOBODY) != 0 ||
+		    setresuid(NOBODY, NOBODY, NOBODY) != 0 || lk_trace_start(&c) != 0)
 			_exit(2);
 		rc = lk_trace_snapshot(path);
-		if (rc != -EACCES || !strstr(lk_last_error(), "Permission denied") || strstr(lk_last_error(), "exists"))
+		if (rc != -EACCES || !strstr(lk_last_error(), "Permission denied") ||
+		    strstr(lk_last_error(), "exists"))
 			fprintf(stderr, "snapshot: %d, %s\n", rc, lk_last_error()), rc = 0;
 		lk_trace_stop();
 		_exit(rc == -EACCES ? 0 : 1);
@@ -384,7 +391,8 @@ int main(void)
 		cmocka_unit_test_teardown(a_planted_link_is_not_followed, stop_any),
 		cmocka_unit_test_teardown(a_trace_does_not_follow_a_planted_link, stop_any),
 		cmocka_unit_test_teardown(another_users_file_is_not_written, stop_any),
-		cmocka_unit_test_teardown(a_link_planted_during_a_snapshot_changes_nothing, stop_any),
+		cmocka_unit_test_teardown(a_link_planted_during_a_snapshot_changes_nothing,
+					  stop_any),
 		cmocka_unit_test_teardown(cli_outputs_do_not_follow_a_planted_link, stop_any),
 		cmocka_unit_test_teardown(cli_outputs_go_through_the_users_own_links, stop_any),
 		cmocka_unit_test_teardown(permission_denied_is_said, stop_any),

@@ -23,12 +23,13 @@
 #include "probe/probe_internal.h"
 #include "trace_check.h"
 
-#define RING (64 << 10)		/* 8 sub-buffers of 8 KiB */
+#define RING (64 << 10) /* 8 sub-buffers of 8 KiB */
 
 static void start_overwrite(char *dir, size_t len, const char *what, unsigned int flags)
 {
-	struct lk_trace_config c = { .path = dir, .buffer_size = RING, .flush_ms = 5,
-				     .flags = LK_TRACE_OVERWRITE | flags };
+	struct lk_trace_config c = {
+		.path = dir, .buffer_size = RING, .flush_ms = 5, .flags = LK_TRACE_OVERWRITE | flags
+	};
 
 	lkt_path(dir, len, what);
 	assert_int_equal(lk_trace_start(&c), 0);
@@ -38,15 +39,15 @@ static void start_overwrite(char *dir, size_t len, const char *what, unsigned in
 struct fr_stream {
 	int tid;
 	char name[32];
-	uint64_t events, lost, first, last;	/* values of argument 0 */
+	uint64_t events, lost, first, last; /* values of argument 0 */
 	bool in_order, whole;
 };
 
 struct fr_trace {
 	struct fr_stream s[64];
 	int n;
-	const char *event;	/* provider:event of the sequence */
-	bool overwrite;		/* the metadata says: a flight recorder's snapshot */
+	const char *event; /* provider:event of the sequence */
+	bool overwrite;	   /* the metadata says: a flight recorder's snapshot */
 	uint64_t dropped;
 };
 
@@ -74,7 +75,7 @@ static int fr_event(const struct lk__event *e, void *arg)
 	size_t off = 0;
 
 	snprintf(name, sizeof(name), "%s:%s", e->cls->provider, e->cls->event);
-	if (e->cls->kind == 0 && e->cls->nargs == 1) {	/* lowkey:thread_name */
+	if (e->cls->kind == 0 && e->cls->nargs == 1) { /* lowkey:thread_name */
 		lk__event_arg(e, 0, 0, v, &str);
 		snprintf(s->name, sizeof(s->name), "%s", str ? str : "");
 		return 0;
@@ -87,7 +88,7 @@ static int fr_event(const struct lk__event *e, void *arg)
 			return -2;
 	}
 	if (v[1] != v[0] * 3 + 1)
-		s->whole = false;	/* a torn event */
+		s->whole = false; /* a torn event */
 	if (s->first == UINT64_MAX)
 		s->first = v[0];
 	else if (v[0] <= s->last)
@@ -147,9 +148,9 @@ static void check_newest(struct fr_stream *s, uint64_t to)
 	assert_non_null(s);
 	assert_true(s->whole);
 	assert_true(s->in_order);
-	assert_int_equal(s->last, to - 1);			/* the newest is there */
-	assert_int_equal(s->last - s->first + 1, s->events);	/* contiguous */
-	assert_int_equal(s->lost, s->first);			/* exactly the older ones */
+	assert_int_equal(s->last, to - 1);		     /* the newest is there */
+	assert_int_equal(s->last - s->first + 1, s->events); /* contiguous */
+	assert_int_equal(s->lost, s->first);		     /* exactly the older ones */
 	/* at least the 7 sub-buffers before the current one: 7 * 8 KiB of 24-byte records */
 	assert_true(s->events >= 7 * (RING / 8 / 24));
 	assert_true(s->events * 24 <= RING);
@@ -165,13 +166,13 @@ static void keeps_exactly_the_newest(void **state)
 	assert_true(lk_probe_enable("fr") >= 0);
 	start_overwrite(dir, sizeof(dir), "fr-newest", 0);
 	record_sequence(0, 100000);
-	assert_int_equal(stat(dir, &st), -1);	/* nothing written before a snapshot */
+	assert_int_equal(stat(dir, &st), -1); /* nothing written before a snapshot */
 	assert_int_equal(lk_trace_snapshot(NULL), 0);
 	fr_read(&t, dir, "fr:seq");
 	assert_int_equal(t.n, 1);
 	check_newest(&t.s[0], 100000);
-	assert_true(t.overwrite);		/* its losses: overwritten, */
-	assert_int_equal(t.dropped, 0);		/* none dropped */
+	assert_true(t.overwrite);	/* its losses: overwritten, */
+	assert_int_equal(t.dropped, 0); /* none dropped */
 	/* the thread's name, kept (under qemu-user without binfmt_misc it is the emulator's) */
 	assert_int_equal(prctl(PR_GET_NAME, own_name), 0);
 	assert_string_equal(t.s[0].name, own_name);
@@ -192,7 +193,7 @@ static void keeps_exactly_the_newest(void **state)
 	assert_int_equal(lk_trace_stop(), 0);
 	assert_int_equal(stat(snap, &st), 0);
 	snprintf(snap, sizeof(snap), "%s.2", dir);
-	assert_int_equal(stat(snap, &st), -1);	/* stopping writes nothing */
+	assert_int_equal(stat(snap, &st), -1); /* stopping writes nothing */
 	lkt_rmrf(dir);
 	snprintf(snap, sizeof(snap), "%s.1", dir);
 	lkt_rmrf(snap);
@@ -222,7 +223,8 @@ static void short_run_and_variable_records(void **state)
 	for (uint64_t i = 100; i < 30000; i++) {
 		char s[64];
 
-		snprintf(s, sizeof(s), "%.*s", (int)(i % 50), "0123456789012345678901234567890123456789012345678901");
+		snprintf(s, sizeof(s), "%.*s", (int)(i % 50),
+			 "0123456789012345678901234567890123456789012345678901");
 		LK_PROBE(fr, seq, i, i * 3 + 1, s);
 	}
 	assert_int_equal(lk_trace_snapshot(NULL), 0);
@@ -254,7 +256,8 @@ static void packet_sizes(const char *dir, int tid, unsigned int *n, uint64_t *la
 	while (fread(prefix, 1, sizeof(prefix), f) == sizeof(prefix)) {
 		uint64_t bits;
 
-		memcpy(&bits, prefix + 56, sizeof(bits));	/* packet_size, after the header's 32 bytes */
+		memcpy(&bits, prefix + 56,
+		       sizeof(bits)); /* packet_size, after the header's 32 bytes */
 		assert_true(bits % 8 == 0 && bits >= 8 * sizeof(prefix));
 		if (bits / 8 > *largest)
 			*largest = bits / 8;
@@ -270,8 +273,9 @@ static void packet_sizes(const char *dir, int tid, unsigned int *n, uint64_t *la
  */
 static void packets_split_inside_large_sub_buffers(void **state)
 {
-	struct lk_trace_config c = { .buffer_size = 4 << 20, .flags = LK_TRACE_OVERWRITE | LK_TRACE_CPUTIME };
-	const uint64_t events = 300000;	/* about 11 MiB of records: the 4 MiB ring laps */
+	struct lk_trace_config c = { .buffer_size = 4 << 20,
+				     .flags = LK_TRACE_OVERWRITE | LK_TRACE_CPUTIME };
+	const uint64_t events = 300000; /* about 11 MiB of records: the 4 MiB ring laps */
 	char dir[256], cmd[600];
 	struct fr_trace t;
 	uint64_t largest;
@@ -285,21 +289,23 @@ static void packets_split_inside_large_sub_buffers(void **state)
 	for (uint64_t i = 0; i < events; i++) {
 		char s[64];
 
-		snprintf(s, sizeof(s), "%.*s", (int)(i % 41), "01234567890123456789012345678901234567890");
+		snprintf(s, sizeof(s), "%.*s", (int)(i % 41),
+			 "01234567890123456789012345678901234567890");
 		LK_PROBE(fr, seq, i, i * 3 + 1, s);
 	}
 	assert_int_equal(lk_trace_snapshot(NULL), 0);
 	fr_read(&t, dir, "fr:seq");
 	assert_int_equal(t.n, 1);
 	assert_true(t.s[0].whole && t.s[0].in_order);
-	assert_int_equal(t.s[0].last, events - 1);			/* the ring's last event */
+	assert_int_equal(t.s[0].last, events - 1); /* the ring's last event */
 	assert_int_equal(t.s[0].last - t.s[0].first + 1, t.s[0].events);
 	assert_int_equal(t.s[0].lost, t.s[0].first);
 	packet_sizes(dir, t.s[0].tid, &packets, &largest);
-	assert_true(packets > 2 * 7);	/* the name's, then 2 or more for each 512 KiB sub-buffer */
+	assert_true(packets > 2 * 7); /* the name's, then 2 or more for each 512 KiB sub-buffer */
 	assert_true(largest <= (256 << 10) + LK__CTF_PACKET_PREFIX);
 	if (system("command -v babeltrace2 >/dev/null") == 0) {
-		snprintf(cmd, sizeof(cmd), "test $(babeltrace2 '%s' 2>/dev/null | grep -c 'fr:seq:') = %llu", dir,
+		snprintf(cmd, sizeof(cmd),
+			 "test $(babeltrace2 '%s' 2>/dev/null | grep -c 'fr:seq:') = %llu", dir,
 			 (unsigned long long)t.s[0].events);
 		assert_int_equal(system(cmd), 0);
 	}
@@ -311,7 +317,9 @@ static void packets_split_inside_large_sub_buffers(void **state)
 /* A JSON trace's snapshots are JSON files, converted from the CTF written beside them. */
 static void json_snapshots(void **state)
 {
-	struct lk_trace_config c = { .format = LK_TRACE_JSON, .buffer_size = RING, .flags = LK_TRACE_OVERWRITE };
+	struct lk_trace_config c = { .format = LK_TRACE_JSON,
+				     .buffer_size = RING,
+				     .flags = LK_TRACE_OVERWRITE };
 	char path[256], text[4096];
 	size_t n;
 	FILE *f;
@@ -330,13 +338,14 @@ static void json_snapshots(void **state)
 	fclose(f);
 	text[n] = 0;
 	assert_non_null(strstr(text, "\"name\":\"seq\",\"cat\":\"fr\""));
-	assert_null(strstr(text, "\"i\":0,"));	/* not the oldest event */
+	assert_null(strstr(text, "\"i\":0,")); /* not the oldest event */
 	f = fopen(path, "r");
 	n = fread(text, 1, sizeof(text) - 1, (fseek(f, -(long)sizeof(text) + 1, SEEK_END), f));
 	fclose(f);
 	text[n] = 0;
-	assert_non_null(strstr(text, "\"i\":99999,"));	/* the newest, near the end */
-	assert_int_equal(system("ls -d /tmp/lowkey-test-fr-json-*.ctf-* 2>/dev/null | grep -q ."), 256);
+	assert_non_null(strstr(text, "\"i\":99999,")); /* the newest, near the end */
+	assert_int_equal(system("ls -d /tmp/lowkey-test-fr-json-*.ctf-* 2>/dev/null | grep -q ."),
+			 256);
 	lkt_rmrf(path);
 	lk_probe_reset_rules();
 }
@@ -399,7 +408,7 @@ static void snapshots_while_threads_record(void **state)
 			if (!s)
 				continue;
 			seen[i]++;
-			assert_true(s->whole);		/* no torn event */
+			assert_true(s->whole); /* no torn event */
 			assert_true(s->in_order);
 			assert_true(s->events > 0);
 			/* written + discarded == what it recorded up to its last written event */
@@ -446,12 +455,12 @@ static void snapshot_on_signal(void **state)
 	snprintf(meta, sizeof(meta), "%s/metadata", dir);
 	for (int i = 0; i < 10000 && stat(meta, &st) != 0; i++)
 		usleep(1000);
-	assert_int_equal(lk_trace_stop(), 0);	/* waits for the snapshot the consumer was taking */
+	assert_int_equal(lk_trace_stop(), 0); /* waits for the snapshot the consumer was taking */
 	assert_int_equal(lk_trace_snapshot_signal(0), 0);
 	fr_read(&t, dir, "fr:seq");
 	check_newest(&t.s[0], 50000);
 	lkt_rmrf(dir);
-	assert_int_equal(lk_trace_snapshot_request(), -ENOENT);	/* no trace */
+	assert_int_equal(lk_trace_snapshot_request(), -ENOENT); /* no trace */
 	lk_probe_reset_rules();
 }
 
@@ -472,8 +481,10 @@ static void a_forked_child(void **state)
 	snprintf(child_dir, sizeof(child_dir), "%s-child", dir);
 	pid = fork();
 	if (pid == 0) {
-		struct lk_trace_config c = { .path = child_dir, .buffer_size = RING, .flags = LK_TRACE_OVERWRITE };
-		int ok = lk_trace_snapshot(NULL) == -ENOENT;	/* the parent's is not ours */
+		struct lk_trace_config c = { .path = child_dir,
+					     .buffer_size = RING,
+					     .flags = LK_TRACE_OVERWRITE };
+		int ok = lk_trace_snapshot(NULL) == -ENOENT; /* the parent's is not ours */
 
 #ifdef __SANITIZE_THREAD__
 		/* ThreadSanitizer cannot start threads (the consumer) after a multi-threaded fork */
@@ -511,7 +522,8 @@ static void a_forked_child(void **state)
  */
 static void synchronous_snapshot_signals(void **state)
 {
-	static const int refused[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGKILL, SIGSTOP };
+	static const int refused[] = { SIGSEGV, SIGBUS, SIGILL,	 SIGFPE,
+				       SIGTRAP, SIGSYS, SIGKILL, SIGSTOP };
 	char dir[256];
 
 	(void)state;
@@ -527,8 +539,9 @@ static void synchronous_snapshot_signals(void **state)
 	}
 	assert_non_null(strstr(lk_last_error(), "SIGSTOP (19)"));
 	assert_int_equal(lk_trace_snapshot_signal(SIGSEGV), -EINVAL);
-	assert_non_null(strstr(lk_last_error(), "SIGSEGV (11) cannot take snapshots: the kernel sends it"));
-	assert_int_equal(lk_trace_snapshot_signal(SIGUSR2), 0);	/* one that can */
+	assert_non_null(
+		strstr(lk_last_error(), "SIGSEGV (11) cannot take snapshots: the kernel sends it"));
+	assert_int_equal(lk_trace_snapshot_signal(SIGUSR2), 0); /* one that can */
 	assert_int_equal(lk_trace_snapshot_signal(0), 0);
 	assert_int_equal(lk_trace_stop(), 0);
 	lkt_rmrf(dir);
@@ -563,7 +576,7 @@ static void snapshot_errors(void **state)
 	unlink(other);
 	assert_true(lk_trace_snapshot("/proc/no/such/place") < 0);
 	assert_non_null(strstr(lk_last_error(), "/proc/no/such/place"));
-	assert_int_equal(lk_trace_snapshot(NULL), 0);	/* and the next one works */
+	assert_int_equal(lk_trace_snapshot(NULL), 0); /* and the next one works */
 	assert_int_equal(lk_trace_stop(), 0);
 	lkt_rmrf(dir);
 }

@@ -38,11 +38,12 @@ static __attribute__((noinline)) void sites(long i)
 	LK_PROBE(pft, numbers, (int64_t)-i, (uint64_t)i, (double)i * 1.5, (void *)&i);
 	LK_PROBE(pft, text, "t");
 	/* negative integers are 10-byte varints: its packet is over 127 bytes, its lengths move */
-	LK_PROBE(pft, wide, (int64_t)-i, (int64_t)-i, (int64_t)-i, (int64_t)-i, (int64_t)-i, (int64_t)-i, (int64_t)-i,
-		 (int64_t)-i);
+	LK_PROBE(pft, wide, (int64_t)-i, (int64_t)-i, (int64_t)-i, (int64_t)-i, (int64_t)-i,
+		 (int64_t)-i, (int64_t)-i, (int64_t)-i);
 }
 
-static const struct lk__event_class *find(const struct lk__trace_reader *r, const char *event, int kind)
+static const struct lk__event_class *find(const struct lk__trace_reader *r, const char *event,
+					  int kind)
 {
 	for (size_t i = 0; i < r->nclasses; i++)
 		if (r->classes[i] && strcmp(r->classes[i]->provider, "pft") == 0 &&
@@ -53,10 +54,11 @@ static const struct lk__event_class *find(const struct lk__trace_reader *r, cons
 }
 
 /* A record of c as the ring holds it: header, CPU time, the arguments. */
-static uint8_t *put(uint8_t *w, const struct lk__trace_reader *r, const struct lk__event_class *c, uint64_t tsc,
-		    int round)
+static uint8_t *put(uint8_t *w, const struct lk__trace_reader *r, const struct lk__event_class *c,
+		    uint64_t tsc, int round)
 {
-	uint64_t head = (tsc & LK__PROBE_TSC_MASK) << LK__PROBE_ID_BITS | c->id, cpu = 1000u * (uint64_t)round + 7;
+	uint64_t head = (tsc & LK__PROBE_TSC_MASK) << LK__PROBE_ID_BITS | c->id,
+		 cpu = 1000u * (uint64_t)round + 7;
 
 	memcpy(w, &head, 8), w += 8;
 	if (r->cputime)
@@ -67,12 +69,19 @@ static uint8_t *put(uint8_t *w, const struct lk__trace_reader *r, const struct l
 
 		switch (lk__arg_type(c->arg_types, i)) {
 		case LK_PROBE_STR:
-			memcpy(w, "a\xff", 3), w += 3;	/* NUL included; not UTF-8: repaired */
+			memcpy(w, "a\xff", 3), w += 3; /* NUL included; not UTF-8: repaired */
 			continue;
-		case LK_PROBE_F64: memcpy(&v, &d, 8); break;
-		case LK_PROBE_U64: v = round == 1 ? UINT64_MAX - 5 : (uint64_t)round << 20; break;
-		case LK_PROBE_PTR: v = 0x7f0000001000u + (uint64_t)round; break;
-		default: break;
+		case LK_PROBE_F64:
+			memcpy(&v, &d, 8);
+			break;
+		case LK_PROBE_U64:
+			v = round == 1 ? UINT64_MAX - 5 : (uint64_t)round << 20;
+			break;
+		case LK_PROBE_PTR:
+			v = 0x7f0000001000u + (uint64_t)round;
+			break;
+		default:
+			break;
 		}
 		memcpy(w, &v, 8), w += 8;
 	}
@@ -83,7 +92,8 @@ static void same_bytes(bool cputime)
 {
 	char dir[] = "/tmp/lkt-pft-fast-XXXXXX", ctf[64], out[64], err[256];
 	struct lk_trace_config config = { .path = ctf, .flags = cputime ? LK_TRACE_CPUTIME : 0 };
-	struct lk__pft_stream warm = { .tid = 4242 }, fast = { .tid = 4242 }, slow = { .tid = 4242 };
+	struct lk__pft_stream warm = { .tid = 4242 }, fast = { .tid = 4242 },
+			      slow = { .tid = 4242 };
 	static uint8_t ring[ROUNDS * 8 * 64];
 	uint8_t *w = ring, *bytes, key_fast[4], key_slow[4];
 	const uint8_t *next;
@@ -99,15 +109,19 @@ static void same_bytes(bool cputime)
 	snprintf(out, sizeof(out), "%s/out.pftrace", dir);
 	assert_true(lk_probe_enable("pft") > 0);
 	assert_int_equal(lk_trace_start(&config), 0);
-	sites(1);	/* the trace is for its metadata: the sites' event classes */
+	sites(1); /* the trace is for its metadata: the sites' event classes */
 	assert_int_equal(lk_trace_stop(), 0);
 	assert_int_equal(lk__reader_open(&r, ctf, err, sizeof(err)), 0);
 
 	const struct lk__event_class *order[] = {
-		find(&r, "outer", LK_PROBE_SPAN_BEGIN),	  find(&r, "signed_count", LK_PROBE_COUNTER),
-		find(&r, "unsigned_count", LK_PROBE_COUNTER), find(&r, "double_count", LK_PROBE_COUNTER),
-		find(&r, "numbers", LK_PROBE_EVENT),	  find(&r, "text", LK_PROBE_EVENT),
-		find(&r, "wide", LK_PROBE_EVENT),	  find(&r, "outer", LK_PROBE_SPAN_END),
+		find(&r, "outer", LK_PROBE_SPAN_BEGIN),
+		find(&r, "signed_count", LK_PROBE_COUNTER),
+		find(&r, "unsigned_count", LK_PROBE_COUNTER),
+		find(&r, "double_count", LK_PROBE_COUNTER),
+		find(&r, "numbers", LK_PROBE_EVENT),
+		find(&r, "text", LK_PROBE_EVENT),
+		find(&r, "wide", LK_PROBE_EVENT),
+		find(&r, "outer", LK_PROBE_SPAN_END),
 	};
 	tsc = r.tsc0 + 1000;
 	for (int round = 0; round < ROUNDS; round++)
@@ -117,7 +131,7 @@ static void same_bytes(bool cputime)
 	fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	assert_true(fd >= 0);
 	assert_int_equal(lk__pft_open(&p, fd, out, &r, err, sizeof(err)), 0);
-	close(fd);	/* the writer has its own */
+	close(fd); /* the writer has its own */
 	/* a batch before, so that neither describes the counters' tracks (once a trace) */
 	assert_int_equal(lk__pft_records(p, &warm, ring, w, tsc + 1, &next, &events), 0);
 	base = lk__pft_fast_records(p);
@@ -141,17 +155,20 @@ static void same_bytes(bool cputime)
 	assert_non_null(f);
 	assert_int_equal(fread(bytes, 1, at2, f), at2);
 	fclose(f);
-	assert_int_equal(lk__pb_put_varint(key_fast, fast.seq), lk__pb_put_varint(key_slow, slow.seq));
+	assert_int_equal(lk__pb_put_varint(key_fast, fast.seq),
+			 lk__pb_put_varint(key_slow, slow.seq));
 	n = lk__pb_varint_size(fast.seq);
 	for (uint64_t i = 0; i < at1 - at0; i++) {
 		const uint8_t *a = bytes + at0 + i, *b = bytes + at1 + i;
 
-		if (i + n <= at1 - at0 && memcmp(a, key_fast, n) == 0 && memcmp(b, key_slow, n) == 0) {
-			i += n - 1;	/* the sequence id */
+		if (i + n <= at1 - at0 && memcmp(a, key_fast, n) == 0 &&
+		    memcmp(b, key_slow, n) == 0) {
+			i += n - 1; /* the sequence id */
 			continue;
 		}
 		if (*a != *b)
-			fail_msg("byte %llu of the batch: %02x with templates, %02x without", (unsigned long long)i, *a, *b);
+			fail_msg("byte %llu of the batch: %02x with templates, %02x without",
+				 (unsigned long long)i, *a, *b);
 	}
 	free(bytes);
 	unlink(out);

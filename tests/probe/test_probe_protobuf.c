@@ -50,7 +50,7 @@ static void varints(void **state)
 		{ 1, 1, { 0x01 } },
 		{ 127, 1, { 0x7f } },
 		{ 128, 2, { 0x80, 0x01 } },
-		{ 300, 2, { 0xac, 0x02 } },	/* the spec's example */
+		{ 300, 2, { 0xac, 0x02 } }, /* the spec's example */
 		{ 16383, 2, { 0xff, 0x7f } },
 		{ 16384, 3, { 0x80, 0x80, 0x01 } },
 		{ UINT32_MAX, 5, { 0xff, 0xff, 0xff, 0xff, 0x0f } },
@@ -73,11 +73,11 @@ static void fields(void **state)
 {
 	struct lk__pb pb = { 0 };
 	const uint8_t want[] = {
-		0x08, 0x96, 0x01,			/* field 1, varint 150: the spec's example */
-		0xa0, 0x1f, 0x2a,			/* field 500: a two-byte key */
-		0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,	/* int64 -1 */
-		0x19, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f,	/* field 3, double 1.5 */
-		0x22, 0x07, 't', 'e', 's', 't', 'i', 'n', 'g',	/* field 4, string: the spec's example */
+		0x08, 0x96, 0x01, /* field 1, varint 150: the spec's example */
+		0xa0, 0x1f, 0x2a, /* field 500: a two-byte key */
+		0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, /* int64 -1 */
+		0x19, 0,    0,	  0,	0,    0,    0,	  0xf8, 0x3f, /* field 3, double 1.5 */
+		0x22, 0x07, 't',  'e',	's',  't',  'i',  'n',	'g', /* field 4, string: the spec's example */
 	};
 
 	(void)state;
@@ -93,7 +93,7 @@ static void fields(void **state)
 static void nested_messages(void **state)
 {
 	struct lk__pb pb = { 0 };
-	const uint8_t small[] = { 0x1a, 0x03, 0x08, 0x96, 0x01 };	/* the spec's embedded message */
+	const uint8_t small[] = { 0x1a, 0x03, 0x08, 0x96, 0x01 }; /* the spec's embedded message */
 	const uint8_t *p, *end;
 	uint64_t len;
 	char body[300];
@@ -111,7 +111,7 @@ static void nested_messages(void **state)
 		pb.len = 0;
 		memset(body, 'a' + (int)(n % 26), sizeof(body));
 		lk__pb_begin(&pb, 2);
-		lk__pb_bytes(&pb, 1, body, n);	/* 2 + n bytes of body (n < 128), 3 + n past it */
+		lk__pb_bytes(&pb, 1, body, n); /* 2 + n bytes of body (n < 128), 3 + n past it */
 		lk__pb_end(&pb);
 		p = pb.buf;
 		end = pb.buf + pb.len;
@@ -169,7 +169,8 @@ static void strings_become_utf8(void **state)
 {
 	struct lk__pb pb = { 0 };
 	const uint8_t valid[] = { 0x0a, 0x06, 'c', 'a', 'f', 0xc3, 0xa9, '!' };
-	const uint8_t repaired[] = { 0x0a, 0x0a, 0xef, 0xbf, 0xbd, 0xef, 0xbf, 0xbd, ' ', 'o', 'k', '.' };
+	const uint8_t repaired[] = { 0x0a, 0x0a, 0xef, 0xbf, 0xbd, 0xef,
+				     0xbf, 0xbd, ' ',  'o',  'k',  '.' };
 
 	(void)state;
 	lk__pb_utf8(&pb, 1, "caf\xc3\xa9!");
@@ -180,12 +181,12 @@ static void strings_become_utf8(void **state)
 	lk__pb_free(&pb);
 
 	/* the validator's edges, as RFC 3629 draws them */
-	assert_true(lk__utf8_valid((const unsigned char *)"\xf4\x8f\xbf\xbf", 4));	/* U+10FFFF */
-	assert_false(lk__utf8_valid((const unsigned char *)"\xf4\x90\x80\x80", 4));	/* past it */
-	assert_false(lk__utf8_valid((const unsigned char *)"\xed\xa0\x80", 3));	/* a surrogate */
-	assert_false(lk__utf8_valid((const unsigned char *)"\xc0\xaf", 2));		/* overlong '/' */
-	assert_false(lk__utf8_valid((const unsigned char *)"\xe2\x82", 2));		/* cut short */
-	assert_true(lk__utf8_valid((const unsigned char *)"\xe2\x82\xac", 3));		/* the euro sign */
+	assert_true(lk__utf8_valid((const unsigned char *)"\xf4\x8f\xbf\xbf", 4));  /* U+10FFFF */
+	assert_false(lk__utf8_valid((const unsigned char *)"\xf4\x90\x80\x80", 4)); /* past it */
+	assert_false(lk__utf8_valid((const unsigned char *)"\xed\xa0\x80", 3)); /* a surrogate */
+	assert_false(lk__utf8_valid((const unsigned char *)"\xc0\xaf", 2));	/* overlong '/' */
+	assert_false(lk__utf8_valid((const unsigned char *)"\xe2\x82", 2));	/* cut short */
+	assert_true(lk__utf8_valid((const unsigned char *)"\xe2\x82\xac", 3));	/* the euro sign */
 }
 
 int main(void)

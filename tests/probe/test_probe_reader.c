@@ -24,7 +24,7 @@
 #define PACKET_PREFIX 88
 
 static char dir[256];
-static uint64_t all_events;	/* in the trace as written */
+static uint64_t all_events; /* in the trace as written */
 
 static void emit(int n)
 {
@@ -45,7 +45,7 @@ static int setup(void **state)
 {
 	struct lk_trace_config c = { .flush_ms = 5 };
 	struct lkt_trace t;
-	uint64_t first = 51;	/* the ticks and the thread's name */
+	uint64_t first = 51; /* the ticks and the thread's name */
 
 	(void)state;
 	lkt_path(dir, sizeof(dir), "reader");
@@ -110,24 +110,41 @@ static void index_lines_out_of_range_are_refused(void **state)
 	char err[512];
 
 	(void)state;
-	assert_int_equal(open_index(HEAD "event\t16\t1\t1\t1\tp\te\tf.c:1\tx\n", err, sizeof(err)), 0);
-	assert_int_equal(open_index(HEAD "event\t65534\t1\t0\t0\tp\te\tf.c:1\t\n", err, sizeof(err)), 0);
+	assert_int_equal(open_index(HEAD "event\t16\t1\t1\t1\tp\te\tf.c:1\tx\n", err, sizeof(err)),
+			 0);
+	assert_int_equal(
+		open_index(HEAD "event\t65534\t1\t0\t0\tp\te\tf.c:1\t\n", err, sizeof(err)), 0);
 	/* issue 12: this one line allocated 800 MB */
-	assert_int_equal(open_index(HEAD "event\t99999999\t1\t0\t0\tp\te\tf.c:1\t\n", err, sizeof(err)), -EINVAL);
+	assert_int_equal(open_index(HEAD "event\t99999999\t1\t0\t0\tp\te\tf.c:1\t\n", err,
+				    sizeof(err)),
+			 -EINVAL);
 	assert_non_null(strstr(err, "line 3 of the trace index"));
-	assert_int_equal(open_index(HEAD "event\t65535\t1\t0\t0\tp\te\tf.c:1\t\n", err, sizeof(err)), -EINVAL);
-	assert_int_equal(open_index(HEAD "event\t1\t1\t0\t0\tp\te\tf.c:1\t\n", err, sizeof(err)), -EINVAL);
-	assert_int_equal(open_index(HEAD "event\t-16\t1\t0\t0\tp\te\tf.c:1\t\n", err, sizeof(err)), -EINVAL);
-	assert_int_equal(open_index(HEAD "event\t16\t9\t0\t0\tp\te\tf.c:1\t\n", err, sizeof(err)), -EINVAL);
-	assert_int_equal(open_index(HEAD "event\t16\t1\t9\t0\tp\te\tf.c:1\t\n", err, sizeof(err)), -EINVAL);
-	assert_int_equal(open_index(HEAD "event\t16\t1\t1\t7\tp\te\tf.c:1\tx\n", err, sizeof(err)), -EINVAL);
-	assert_int_equal(open_index(HEAD "event\t16\t1\t1\t11\tp\te\tf.c:1\tx\n", err, sizeof(err)), -EINVAL);
+	assert_int_equal(open_index(HEAD "event\t65535\t1\t0\t0\tp\te\tf.c:1\t\n", err,
+				    sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(open_index(HEAD "event\t1\t1\t0\t0\tp\te\tf.c:1\t\n", err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(open_index(HEAD "event\t-16\t1\t0\t0\tp\te\tf.c:1\t\n", err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(open_index(HEAD "event\t16\t9\t0\t0\tp\te\tf.c:1\t\n", err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(open_index(HEAD "event\t16\t1\t9\t0\tp\te\tf.c:1\t\n", err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(open_index(HEAD "event\t16\t1\t1\t7\tp\te\tf.c:1\tx\n", err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(open_index(HEAD "event\t16\t1\t1\t11\tp\te\tf.c:1\tx\n", err, sizeof(err)),
+			 -EINVAL);
 	assert_int_equal(open_index(HEAD "event\t16\t1\n", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "fewer than 8 fields"));
-	assert_int_equal(open_index(HEAD "event\t16\t1\t0\t0\tp\te\tf.c:1\t\nevent\t16\t1\t0\t0\tq\te\tf.c:2\t\n",
-				    err, sizeof(err)), -EINVAL);
+	assert_int_equal(
+		open_index(HEAD
+			   "event\t16\t1\t0\t0\tp\te\tf.c:1\t\nevent\t16\t1\t0\t0\tq\te\tf.c:2\t\n",
+			   err, sizeof(err)),
+		-EINVAL);
 	assert_non_null(strstr(err, "same id"));
-	assert_int_equal(open_index("lowkey-trace 2\nevent\t16\t1\t0\t0\tp\te\tf.c:1\t\n", err, sizeof(err)), -EINVAL);
+	assert_int_equal(open_index("lowkey-trace 2\nevent\t16\t1\t0\t0\tp\te\tf.c:1\t\n", err,
+				    sizeof(err)),
+			 -EINVAL);
 	assert_non_null(strstr(err, "no tsc_hz"));
 	assert_int_equal(open_index("", err, sizeof(err)), -EINVAL);
 }
@@ -163,7 +180,7 @@ static void fifos_and_links_are_refused(void **state)
 
 	(void)state;
 	signal(SIGALRM, on_alarm);
-	alarm(120);	/* a hang guard: the reader used to wait on the FIFO forever */
+	alarm(120); /* a hang guard: the reader used to wait on the FIFO forever */
 	copy_trace("fifo", copy, sizeof(copy), stream);
 	snprintf(path, sizeof(path), "%s/stream-99999999", copy);
 	assert_int_equal(mkfifo(path, 0600), 0);
@@ -250,8 +267,8 @@ static void a_stream_cut_inside_its_last_packet_keeps_its_prefix(void **state)
 	(void)state;
 	copy_trace("cut", copy, sizeof(copy), stream);
 	last = last_packet(stream, &size);
-	assert_true(last > 0);	/* at least two packets */
-	assert_true(size > PACKET_PREFIX + 1);	/* the last has events */
+	assert_true(last > 0);		       /* at least two packets */
+	assert_true(size > PACKET_PREFIX + 1); /* the last has events */
 
 	/* cut at the last packet's start: a clean end, the events of the packets before */
 	assert_int_equal(truncate(stream, last), 0);
@@ -284,7 +301,7 @@ static void damage_before_the_end_is_an_error(void **state)
 	copy_trace("damaged", copy, sizeof(copy), stream);
 	last = last_packet(stream, &size);
 	fd = open(stream, O_WRONLY);
-	assert_int_equal(pwrite(fd, "XXXX", 4, last), 4);	/* the last packet's magic */
+	assert_int_equal(pwrite(fd, "XXXX", 4, last), 4); /* the last packet's magic */
 	close(fd);
 	assert_int_equal(lkt_read(&t, copy), -EINVAL);
 	assert_non_null(strstr(t.err, "is damaged at byte"));

@@ -56,7 +56,7 @@ static void report_of_known_trace(void **state)
 
 	(void)state;
 	if (lkt_sh(&out, "command -v python3") != 0)
-		skip();	/* the JSON is checked with python3 */
+		skip(); /* the JSON is checked with python3 */
 	assert_true(lk_probe_enable("rep") >= 0);
 	lkt_path(dir, sizeof(dir), "report");
 	c.path = dir;
@@ -74,16 +74,17 @@ static void report_of_known_trace(void **state)
 	assert_non_null(strstr(out.out, "rep:sleepy"));
 	assert_non_null(strstr(out.out, "p50 cpu"));
 
-	lkt_sh(&out, "%s report --json '%s' | python3 -c '"
-			 "import json,sys; d=json.load(sys.stdin); c={x[\"event\"]+x[\"kind\"]: x for x in d[\"classes\"]}\n"
-			 "s=c[\"sleepyspan-begin\"]; b=c[\"busyspan-begin\"]; l=c[\"levelcounter\"]\n"
-			 "assert s[\"spans\"]==5 and b[\"spans\"]==8, (s, b)\n"
-			 "assert s[\"wall_ns\"][\"p50\"] >= 2e6, s\n"
-			 "assert s[\"cpu_ns\"][\"p50\"] < 0.5 * s[\"wall_ns\"][\"p50\"], s\n"
-			 "assert 0 < b[\"cpu_ns\"][\"p50\"] <= b[\"wall_ns\"][\"p50\"] + 1e5, b\n"
-			 "assert l[\"count\"]==5 and l[\"min\"]==0 and l[\"max\"]==40 and l[\"last\"]==40, l\n"
-			 "assert len(d[\"threads\"])==2 and d[\"lost\"]==0 and d[\"cputime\"]\n'",
-			 LOWKEY, dir);
+	lkt_sh(&out,
+	       "%s report --json '%s' | python3 -c '"
+	       "import json,sys; d=json.load(sys.stdin); c={x[\"event\"]+x[\"kind\"]: x for x in d[\"classes\"]}\n"
+	       "s=c[\"sleepyspan-begin\"]; b=c[\"busyspan-begin\"]; l=c[\"levelcounter\"]\n"
+	       "assert s[\"spans\"]==5 and b[\"spans\"]==8, (s, b)\n"
+	       "assert s[\"wall_ns\"][\"p50\"] >= 2e6, s\n"
+	       "assert s[\"cpu_ns\"][\"p50\"] < 0.5 * s[\"wall_ns\"][\"p50\"], s\n"
+	       "assert 0 < b[\"cpu_ns\"][\"p50\"] <= b[\"wall_ns\"][\"p50\"] + 1e5, b\n"
+	       "assert l[\"count\"]==5 and l[\"min\"]==0 and l[\"max\"]==40 and l[\"last\"]==40, l\n"
+	       "assert len(d[\"threads\"])==2 and d[\"lost\"]==0 and d[\"cputime\"]\n'",
+	       LOWKEY, dir);
 	if (out.status)
 		print_error("%s\n", out.out);
 	assert_int_equal(out.status, 0);
@@ -111,7 +112,7 @@ static bool ticks_written(void *arg)
 static void two_packet_trace(char *dir, size_t len)
 {
 	struct lk_trace_config c = { .flush_ms = 5 };
-	uint64_t first = 21;	/* and the thread's name */
+	uint64_t first = 21; /* and the thread's name */
 
 	assert_true(lk_probe_enable("cut") >= 0);
 	lkt_path(dir, len, "report-cut");
@@ -161,13 +162,20 @@ static void report_refuses_what_is_not_a_trace(void **state)
 	unlink(path);
 
 	/* an event id past the 16 bits records have: refused, nothing allocated for it */
-	assert_int_equal(lkt_sh(&out, "printf 'event {\\n\\tname = \"p:e\";\\n\\tid = 99999999;\\n};\\n' >> '%s/metadata'",
-				dir), 0);
+	assert_int_equal(
+		lkt_sh(&out,
+		       "printf 'event {\\n\\tname = \"p:e\";\\n\\tid = 99999999;\\n};\\n' >> '%s/metadata'",
+		       dir),
+		0);
 	lkt_sh(&out, "%s report '%s'", LOWKEY, dir);
 	lkt_expect(&out, 1, "of its metadata is damaged: an event number out of range");
 	/* and in the index of a trace of lowkey before format 3, which is read first */
-	assert_int_equal(lkt_sh(&out, "printf 'lowkey-trace 2\\ntsc_hz 1000\\nevent\\t99999999\\t1\\t0\\t0\\tp\\te\\tf.c:1\\t\\n' "
-				"> '%s/.lowkey-index'", dir), 0);
+	assert_int_equal(
+		lkt_sh(&out,
+		       "printf 'lowkey-trace 2\\ntsc_hz 1000\\nevent\\t99999999\\t1\\t0\\t0\\tp\\te\\tf.c:1\\t\\n' "
+		       "> '%s/.lowkey-index'",
+		       dir),
+		0);
 	lkt_sh(&out, "%s report '%s'", LOWKEY, dir);
 	lkt_expect(&out, 1, "of the trace index .lowkey-index is damaged: a number out of range");
 	lkt_rmrf(dir);
@@ -189,17 +197,19 @@ static void synthetic_trace(const char *dir, const char *classes, const uint16_t
 	snprintf(path, sizeof(path), "%s/.lowkey-index", dir);
 	f = fopen(path, "w");
 	assert_non_null(f);
-	fprintf(f, "lowkey-trace 2\ntsc_hz 1000000000\ntsc0 0\nmonotonic0_ns 0\npid 1\nprocname synth\n%s", classes);
+	fprintf(f,
+		"lowkey-trace 2\ntsc_hz 1000000000\ntsc0 0\nmonotonic0_ns 0\npid 1\nprocname synth\n%s",
+		classes);
 	fclose(f);
 	for (size_t i = 0; i < n; i++, len += 8) {
 		v = (uint64_t)(1000 * (i + 1)) << 16 | ids[i];
 		memcpy(packet + len, &v, 8);
 	}
 	memcpy(packet, &(uint32_t){ 0xc1fc1fc1u }, 4);
-	memcpy(packet + 32, &(uint64_t){ 1000 }, 8);	/* timestamp_begin */
+	memcpy(packet + 32, &(uint64_t){ 1000 }, 8); /* timestamp_begin */
 	bits = len * 8;
-	memcpy(packet + 48, &bits, 8);	/* content_size */
-	memcpy(packet + 56, &bits, 8);	/* packet_size */
+	memcpy(packet + 48, &bits, 8); /* content_size */
+	memcpy(packet + 56, &bits, 8); /* packet_size */
 	snprintf(path, sizeof(path), "%s/stream-7", dir);
 	f = fopen(path, "w");
 	assert_non_null(f);
@@ -210,30 +220,30 @@ static void synthetic_trace(const char *dir, const char *classes, const uint16_t
 static void a_site_registered_again_is_one_row(void **state)
 {
 	/* gen:tick in three registrations (a library dlopen()ed three times), gen:work's span in two */
-	static const char classes[] =
-		"event\t16\t1\t0\t0\tgen\ttick\tlib.c:5\t\n"
-		"event\t17\t1\t0\t0\tgen\ttick\tlib.c:5\t\n"
-		"event\t18\t1\t0\t0\tgen\ttick\tlib.c:5\t\n"
-		"event\t19\t2\t0\t0\tgen\twork\tlib.c:9\t\n"
-		"event\t20\t3\t0\t0\tgen\twork\tlib.c:9\t\n"
-		"event\t21\t2\t0\t0\tgen\twork\tlib.c:9\t\n"
-		"event\t22\t3\t0\t0\tgen\twork\tlib.c:9\t\n"
-		"event\t23\t1\t0\t0\tgen\tother\tlib.c:7\t\n";
+	static const char classes[] = "event\t16\t1\t0\t0\tgen\ttick\tlib.c:5\t\n"
+				      "event\t17\t1\t0\t0\tgen\ttick\tlib.c:5\t\n"
+				      "event\t18\t1\t0\t0\tgen\ttick\tlib.c:5\t\n"
+				      "event\t19\t2\t0\t0\tgen\twork\tlib.c:9\t\n"
+				      "event\t20\t3\t0\t0\tgen\twork\tlib.c:9\t\n"
+				      "event\t21\t2\t0\t0\tgen\twork\tlib.c:9\t\n"
+				      "event\t22\t3\t0\t0\tgen\twork\tlib.c:9\t\n"
+				      "event\t23\t1\t0\t0\tgen\tother\tlib.c:7\t\n";
 	static const uint16_t ids[] = { 16, 17, 18, 19, 20, 21, 22, 23, 18 };
 	char dir[256];
 
 	(void)state;
 	if (lkt_sh(&out, "command -v python3") != 0)
-		skip();	/* the JSON is checked with python3 */
+		skip(); /* the JSON is checked with python3 */
 	lkt_path(dir, sizeof(dir), "report-generations");
 	synthetic_trace(dir, classes, ids, sizeof(ids) / sizeof(ids[0]));
 	assert_int_equal(lkt_sh(&out, "%s report '%s' | grep -c 'gen:tick '", LOWKEY, dir), 0);
 	assert_int_equal(atoi(out.out), 1);
-	lkt_sh(&out, "%s report --json '%s' | python3 -c '"
-			 "import json,sys; d=json.load(sys.stdin)\n"
-			 "c=[(x[\"event\"], x[\"kind\"], x[\"count\"], x.get(\"spans\")) for x in d[\"classes\"]]\n"
-			 "assert sorted(c)==[(\"other\",\"event\",1,None),(\"tick\",\"event\",4,None),"
-			 "(\"work\",\"span-begin\",2,2),(\"work\",\"span-end\",2,None)], c\n'",
+	lkt_sh(&out,
+	       "%s report --json '%s' | python3 -c '"
+	       "import json,sys; d=json.load(sys.stdin)\n"
+	       "c=[(x[\"event\"], x[\"kind\"], x[\"count\"], x.get(\"spans\")) for x in d[\"classes\"]]\n"
+	       "assert sorted(c)==[(\"other\",\"event\",1,None),(\"tick\",\"event\",4,None),"
+	       "(\"work\",\"span-begin\",2,2),(\"work\",\"span-end\",2,None)], c\n'",
 	       LOWKEY, dir);
 	if (out.status)
 		print_error("%s\n", out.out);

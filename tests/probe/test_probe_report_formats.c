@@ -43,7 +43,7 @@ static void busy(void)
 	LK_SPAN(fmt, busy);
 	for (int i = 0; i < 200000; i++)
 		x = x * 1.0000001;
-	sleepy();	/* nested */
+	sleepy(); /* nested */
 }
 
 #define OVERSIZED 10
@@ -71,7 +71,7 @@ static void *second_thread(void *arg)
 			burst(huge);
 		memset(big, 'x', sizeof(big) - 1);
 		big[sizeof(big) - 1] = 0;
-		for (int i = 0; i < 2000; i++)	/* 1.2 MB in a tight loop through a 4 KiB ring */
+		for (int i = 0; i < 2000; i++) /* 1.2 MB in a tight loop through a 4 KiB ring */
 			burst(big);
 	}
 	return NULL;
@@ -80,13 +80,15 @@ static void *second_thread(void *arg)
 /* Record a trace into path in format; -1 (and a skip) where context switches cannot be recorded. */
 static int record_as(const char *path, enum lk_trace_format format, unsigned int flags)
 {
-	struct lk_trace_config c = { .path = path, .format = format, .flags = LK_TRACE_CPUTIME | flags,
-				     .flush_ms = 20 };
+	struct lk_trace_config c = {
+		.path = path, .format = format, .flags = LK_TRACE_CPUTIME | flags, .flush_ms = 20
+	};
 	pthread_t t;
 	int rc;
 
 	if (flags & LK_TRACE_FIXED_BUFFER)
-		c.buffer_size = 4096;	/* the oversized events are lost, and maybe some of the burst */
+		c.buffer_size =
+			4096; /* the oversized events are lost, and maybe some of the burst */
 	assert_true(lk_probe_enable("fmt") >= 0);
 	rc = lk_trace_start(&c);
 	if ((flags & LK_TRACE_SCHED) && rc != 0) {
@@ -109,16 +111,20 @@ static int record_as(const char *path, enum lk_trace_format format, unsigned int
 /* A CTF trace, with events lost to a 4 KiB ring unless it records context switches. */
 static int record(const char *dir, unsigned int flags)
 {
-	return record_as(dir, LK_TRACE_CTF, flags | (flags & LK_TRACE_SCHED ? 0 : LK_TRACE_FIXED_BUFFER));
+	return record_as(dir, LK_TRACE_CTF,
+			 flags | (flags & LK_TRACE_SCHED ? 0 : LK_TRACE_FIXED_BUFFER));
 }
 
 /* dir's trace as dir.json and dir.pftrace; `lowkey report --json` of all three agree. */
 static void convert_and_compare(const char *dir)
 {
-	assert_int_equal(lkt_sh(&out, "%s convert '%s' -o '%s.json' && %s convert '%s' -o '%s.pftrace'", LOWKEY, dir,
-				dir, LOWKEY, dir, dir), 0);
-	lkt_sh(&out, "%s report --json '%s' > '%s.r1' && %s report --json '%s.json' > '%s.r2' && "
-		     "%s report --json '%s.pftrace' > '%s.r3' && python3 '%s' '%s.r1' '%s.r2' '%s.r3'",
+	assert_int_equal(lkt_sh(&out,
+				"%s convert '%s' -o '%s.json' && %s convert '%s' -o '%s.pftrace'",
+				LOWKEY, dir, dir, LOWKEY, dir, dir),
+			 0);
+	lkt_sh(&out,
+	       "%s report --json '%s' > '%s.r1' && %s report --json '%s.json' > '%s.r2' && "
+	       "%s report --json '%s.pftrace' > '%s.r3' && python3 '%s' '%s.r1' '%s.r2' '%s.r3'",
 	       LOWKEY, dir, dir, LOWKEY, dir, dir, LOWKEY, dir, dir, COMPARE, dir, dir, dir);
 	lkt_expect(&out, 0, "agree: ");
 }
@@ -126,9 +132,10 @@ static void convert_and_compare(const char *dir)
 /* The text report's event rows (name and count) are the same in the three formats. */
 static void same_text_rows(const char *dir)
 {
-	lkt_sh(&out, "for f in '%s' '%s.json' '%s.pftrace'; do %s report \"$f\" | "
-		     "sed -n '/^events/,/^$/p' | awk '{print $1, $2}' > \"$f.rows\" || exit 1; done; "
-		     "cmp '%s.rows' '%s.json.rows' && cmp '%s.rows' '%s.pftrace.rows' && grep -c fmt: '%s.rows'",
+	lkt_sh(&out,
+	       "for f in '%s' '%s.json' '%s.pftrace'; do %s report \"$f\" | "
+	       "sed -n '/^events/,/^$/p' | awk '{print $1, $2}' > \"$f.rows\" || exit 1; done; "
+	       "cmp '%s.rows' '%s.json.rows' && cmp '%s.rows' '%s.pftrace.rows' && grep -c fmt: '%s.rows'",
 	       dir, dir, dir, LOWKEY, dir, dir, dir, dir, dir);
 	lkt_expect(&out, 0, NULL);
 	assert_true(atoi(out.out) >= 3);
@@ -136,8 +143,9 @@ static void same_text_rows(const char *dir)
 
 static void cleanup(const char *dir)
 {
-	lkt_sh(&out, "rm -f '%s'.json* '%s'.pftrace* '%s'.r1 '%s'.r2 '%s'.r3 '%s'.rows '%s'.html '%s'.names", dir, dir,
-	       dir, dir, dir, dir, dir, dir);
+	lkt_sh(&out,
+	       "rm -f '%s'.json* '%s'.pftrace* '%s'.r1 '%s'.r2 '%s'.r3 '%s'.rows '%s'.html '%s'.names",
+	       dir, dir, dir, dir, dir, dir, dir, dir);
 	lkt_rmrf(dir);
 }
 
@@ -147,7 +155,7 @@ static void one_run_in_three_formats(void **state)
 
 	(void)state;
 	if (lkt_sh(&out, "command -v python3") != 0)
-		skip();	/* the reports are compared with python3 */
+		skip(); /* the reports are compared with python3 */
 	lkt_path(dir, sizeof(dir), "report-formats");
 	record(dir, 0);
 	convert_and_compare(dir);
@@ -156,9 +164,10 @@ static void one_run_in_three_formats(void **state)
 	/* the oversized events at least were lost: the comparison covered lost counts */
 	assert_true(atoi(out.out + 7) >= OVERSIZED);
 	/* the page names the rows in the same order from each format */
-	lkt_sh(&out, "for f in '%s' '%s.json' '%s.pftrace'; do %s report --html \"$f.html\" \"$f\" && "
-		     "grep -o 'fmt:[a-z]*' \"$f.html\" | uniq > \"$f.names\" || exit 1; done; "
-		     "cmp '%s.names' '%s.json.names' && cmp '%s.names' '%s.pftrace.names' && grep -c fmt:sleepy '%s.names'",
+	lkt_sh(&out,
+	       "for f in '%s' '%s.json' '%s.pftrace'; do %s report --html \"$f.html\" \"$f\" && "
+	       "grep -o 'fmt:[a-z]*' \"$f.html\" | uniq > \"$f.names\" || exit 1; done; "
+	       "cmp '%s.names' '%s.json.names' && cmp '%s.names' '%s.pftrace.names' && grep -c fmt:sleepy '%s.names'",
 	       dir, dir, dir, LOWKEY, dir, dir, dir, dir, dir);
 	lkt_expect(&out, 0, NULL);
 	assert_true(atoi(out.out) >= 1);
@@ -205,8 +214,9 @@ static void the_program_recorded_in_each_format(void **state)
 	lkt_sh(&out, "mv '%s' '%s.json'", dir, dir);
 	record_as(dir, LK_TRACE_PERFETTO, 0);
 	lkt_sh(&out, "mv '%s' '%s.pftrace'", dir, dir);
-	lkt_sh(&out, "%s report --json '%s.ctf' > '%s.r1' && %s report --json '%s.json' > '%s.r2' && "
-		     "%s report --json '%s.pftrace' > '%s.r3' && python3 '%s' --runs '%s.r1' '%s.r2' '%s.r3'",
+	lkt_sh(&out,
+	       "%s report --json '%s.ctf' > '%s.r1' && %s report --json '%s.json' > '%s.r2' && "
+	       "%s report --json '%s.pftrace' > '%s.r3' && python3 '%s' --runs '%s.r1' '%s.r2' '%s.r3'",
 	       LOWKEY, dir, dir, LOWKEY, dir, dir, LOWKEY, dir, dir, COMPARE, dir, dir, dir);
 	lkt_expect(&out, 0, "runs agree: ");
 	lkt_sh(&out, "rm -rf '%s.ctf'", dir);
@@ -224,26 +234,28 @@ static void report_counts_what_babeltrace2_counts(void **state)
 
 	(void)state;
 	if (lkt_sh(&out, "command -v babeltrace2") != 0)
-		skip();	/* the count is compared with babeltrace2's */
+		skip(); /* the count is compared with babeltrace2's */
 	lkt_path(dir, sizeof(dir), "report-count");
 	if (record(dir, LK_TRACE_SCHED) != 0) {
 		lkt_rmrf(dir);
-		skip();	/* perf_event_open denied: no context switches (test_probe_sched says why) */
+		skip(); /* perf_event_open denied: no context switches (test_probe_sched says why) */
 	}
 	lkt_sh(&out, "%s report '%s' | head -2", LOWKEY, dir);
 	lkt_expect(&out, 0, "not counted as events: ");
 	assert_non_null(strstr(out.out, " events over "));
 	events = strtoull(strstr(out.out, "), ") + 3, NULL, 10);
-	assert_int_equal(sscanf(strstr(out.out, "not counted as events: "),
-				"not counted as events: %llu thread-name records, %llu context-switch", &names,
-				&switches), 2);
-	assert_true(names > 0);	/* the threads were named */
+	assert_int_equal(
+		sscanf(strstr(out.out, "not counted as events: "),
+		       "not counted as events: %llu thread-name records, %llu context-switch",
+		       &names, &switches),
+		2);
+	assert_true(names > 0); /* the threads were named */
 	lkt_sh(&out, "babeltrace2 '%s' | wc -l", dir);
 	lkt_expect(&out, 0, NULL);
 	theirs = strtoull(out.out, NULL, 10);
 	if (events + names + switches != theirs)
-		print_error("report: %llu events + %llu names + %llu switches; babeltrace2: %llu\n", events, names,
-			    switches, theirs);
+		print_error("report: %llu events + %llu names + %llu switches; babeltrace2: %llu\n",
+			    events, names, switches, theirs);
 	assert_true(events + names + switches == theirs);
 	cleanup(dir);
 }
@@ -256,26 +268,28 @@ static void report_counts_what_babeltrace2_counts(void **state)
  */
 static void every_format_into_every_other(const char *dir)
 {
-	lkt_sh(&out, "set -e; d='%s'; L='%s'; C='%s'; n=0; "
-		     "fmt() { case $1 in pftrace) echo perfetto;; *) echo $1;; esac; }; "
-		     "$L report --json \"$d\" > \"$d.ref\"; "
-		     "for a in ctf json pftrace; do $L convert \"$d\" -o \"$d.1.$a\"; done; "
-		     "for a in ctf json pftrace; do for b in ctf json pftrace; do "
-		     "$L convert \"$d.1.$a\" -o \"$d.$a.$b\"; done; done; "
-		     "for f in \"$d\".1.* \"$d\".ctf.* \"$d\".json.* \"$d\".pftrace.*; do "
-		     "b=${f##*.}; a=${f%%.*}; a=${a##*.}; via=; "
-		     "case \"$a.$b\" in *json*) via=json;; esac; "
-		     "$L report --json \"$f\" > \"$f.r\"; "
-		     "python3 \"$C\" --converted \"$d.ref\" \"$f.r\" $(fmt $b) $via >/dev/null || "
-		     "{ echo \"$f:\"; python3 \"$C\" --converted \"$d.ref\" \"$f.r\" $(fmt $b) $via; exit 1; }; "
-		     "n=$((n + 1)); done; echo \"converted: $n\"",
+	lkt_sh(&out,
+	       "set -e; d='%s'; L='%s'; C='%s'; n=0; "
+	       "fmt() { case $1 in pftrace) echo perfetto;; *) echo $1;; esac; }; "
+	       "$L report --json \"$d\" > \"$d.ref\"; "
+	       "for a in ctf json pftrace; do $L convert \"$d\" -o \"$d.1.$a\"; done; "
+	       "for a in ctf json pftrace; do for b in ctf json pftrace; do "
+	       "$L convert \"$d.1.$a\" -o \"$d.$a.$b\"; done; done; "
+	       "for f in \"$d\".1.* \"$d\".ctf.* \"$d\".json.* \"$d\".pftrace.*; do "
+	       "b=${f##*.}; a=${f%%.*}; a=${a##*.}; via=; "
+	       "case \"$a.$b\" in *json*) via=json;; esac; "
+	       "$L report --json \"$f\" > \"$f.r\"; "
+	       "python3 \"$C\" --converted \"$d.ref\" \"$f.r\" $(fmt $b) $via >/dev/null || "
+	       "{ echo \"$f:\"; python3 \"$C\" --converted \"$d.ref\" \"$f.r\" $(fmt $b) $via; exit 1; }; "
+	       "n=$((n + 1)); done; echo \"converted: $n\"",
 	       dir, LOWKEY, COMPARE);
 	lkt_expect(&out, 0, "converted: 12");
 }
 
 static void convert_cleanup(const char *dir)
 {
-	lkt_sh(&out, "rm -rf '%s'.ref '%s'.1.* '%s'.ctf.* '%s'.json.* '%s'.pftrace.*", dir, dir, dir, dir, dir);
+	lkt_sh(&out, "rm -rf '%s'.ref '%s'.1.* '%s'.ctf.* '%s'.json.* '%s'.pftrace.*", dir, dir,
+	       dir, dir, dir);
 }
 
 static void convert_any_format_into_any(void **state)
@@ -284,15 +298,15 @@ static void convert_any_format_into_any(void **state)
 
 	(void)state;
 	if (lkt_sh(&out, "command -v python3") != 0)
-		skip();	/* the reports are compared with python3 */
+		skip(); /* the reports are compared with python3 */
 	lkt_path(dir, sizeof(dir), "convert-any");
-	record(dir, 0);	/* spans, a counter, string arguments, two named threads, lost events */
+	record(dir, 0); /* spans, a counter, string arguments, two named threads, lost events */
 	every_format_into_every_other(dir);
 	convert_cleanup(dir);
 	lkt_rmrf(dir);
 	if (record(dir, LK_TRACE_SCHED) != 0) {
 		lkt_rmrf(dir);
-		skip();	/* perf_event_open denied: no context switches (test_probe_sched says why) */
+		skip(); /* perf_event_open denied: no context switches (test_probe_sched says why) */
 	}
 	every_format_into_every_other(dir);
 	convert_cleanup(dir);
@@ -307,23 +321,29 @@ static void convert_refuses_damaged_input(void **state)
 	(void)state;
 	lkt_path(dir, sizeof(dir), "convert-damaged");
 	record(dir, 0);
-	assert_int_equal(lkt_sh(&out, "%s convert '%s' -o '%s.json' && %s convert '%s' -o '%s.pftrace'", LOWKEY, dir,
-				dir, LOWKEY, dir, dir), 0);
-	lkt_sh(&out, "truncate -s -40 '%s.json' && %s convert '%s.json' -o '%s.out.ctf'", dir, LOWKEY, dir, dir);
+	assert_int_equal(lkt_sh(&out,
+				"%s convert '%s' -o '%s.json' && %s convert '%s' -o '%s.pftrace'",
+				LOWKEY, dir, dir, LOWKEY, dir, dir),
+			 0);
+	lkt_sh(&out, "truncate -s -40 '%s.json' && %s convert '%s.json' -o '%s.out.ctf'", dir,
+	       LOWKEY, dir, dir);
 	lkt_expect(&out, 1, "cut short");
-	lkt_sh(&out, "truncate -s -3 '%s.pftrace' && %s convert '%s.pftrace' -o '%s.out.json'", dir, LOWKEY, dir, dir);
+	lkt_sh(&out, "truncate -s -3 '%s.pftrace' && %s convert '%s.pftrace' -o '%s.out.json'", dir,
+	       LOWKEY, dir, dir);
 	lkt_expect(&out, 1, "cut short or damaged at byte");
 	/* a byte changed in the middle of the Perfetto file: refused, or converted, never a crash */
-	lkt_sh(&out, "%s convert '%s' -o '%s.pftrace' && printf '\\377' | dd of='%s.pftrace' bs=1 "
-		     "seek=$(($(stat -c %%s '%s.pftrace') / 2)) conv=notrunc status=none && "
-		     "%s convert '%s.pftrace' -o '%s.out.pftrace'; test $? -le 1",
+	lkt_sh(&out,
+	       "%s convert '%s' -o '%s.pftrace' && printf '\\377' | dd of='%s.pftrace' bs=1 "
+	       "seek=$(($(stat -c %%s '%s.pftrace') / 2)) conv=notrunc status=none && "
+	       "%s convert '%s.pftrace' -o '%s.out.pftrace'; test $? -le 1",
 	       LOWKEY, dir, dir, dir, dir, LOWKEY, dir, dir);
 	lkt_expect(&out, 0, NULL);
-	lkt_sh(&out, "printf 'hello' > '%s.json' && %s convert '%s.json' -o '%s.out.pftrace'", dir, LOWKEY, dir, dir);
+	lkt_sh(&out, "printf 'hello' > '%s.json' && %s convert '%s.json' -o '%s.out.pftrace'", dir,
+	       LOWKEY, dir, dir);
 	lkt_expect(&out, 1, "not a lowkey trace");
 	/* into itself: refused before anything is written over it */
-	lkt_sh(&out, "%s convert '%s' -o '%s.json' && %s convert '%s.json' -o '%s.json'", LOWKEY, dir, dir, LOWKEY, dir,
-	       dir);
+	lkt_sh(&out, "%s convert '%s' -o '%s.json' && %s convert '%s.json' -o '%s.json'", LOWKEY,
+	       dir, dir, LOWKEY, dir, dir);
 	lkt_expect(&out, 1, "would be written over the trace it is converted from");
 	lkt_sh(&out, "%s report '%s.json'", LOWKEY, dir);
 	lkt_expect(&out, 0, "fmt:");
@@ -342,11 +362,12 @@ static void convert_writes_the_format_asked_for(void **state)
 	lkt_sh(&out, "%s convert '%s' -o '%s.xyz'", LOWKEY, dir, dir);
 	lkt_expect(&out, 2, "cannot tell which format to write");
 	lkt_sh(&out, "test -e '%s.xyz'", dir);
-	assert_int_not_equal(out.status, 0);	/* nothing written */
-	lkt_sh(&out, "%s convert '%s' -o '%s.xyz' --format json && head -c 1 '%s.xyz'", LOWKEY, dir, dir, dir);
+	assert_int_not_equal(out.status, 0); /* nothing written */
+	lkt_sh(&out, "%s convert '%s' -o '%s.xyz' --format json && head -c 1 '%s.xyz'", LOWKEY, dir,
+	       dir, dir);
 	lkt_expect(&out, 0, "{");
-	lkt_sh(&out, "%s convert '%s' -o '%s.perfetto-trace' && %s report '%s.perfetto-trace'", LOWKEY, dir, dir,
-	       LOWKEY, dir);
+	lkt_sh(&out, "%s convert '%s' -o '%s.perfetto-trace' && %s report '%s.perfetto-trace'",
+	       LOWKEY, dir, dir, LOWKEY, dir);
 	lkt_expect(&out, 0, "fmt:");
 	lkt_sh(&out, "rm -f '%s.xyz' '%s.perfetto-trace'", dir, dir);
 	cleanup(dir);
@@ -361,7 +382,9 @@ static void files_that_are_not_lowkey_traces(void **state)
 	assert_int_equal(lkt_sh(&out, "mkdir -p '%s'", dir), 0);
 	snprintf(base, sizeof(base), "%s/f", dir);
 	lkt_sh(&out, "printf 'hello' > '%s' && %s report '%s'", base, LOWKEY, base);
-	lkt_expect(&out, 1, "not a lowkey trace: not a CTF trace's directory, nor Chrome JSON, nor Perfetto");
+	lkt_expect(
+		&out, 1,
+		"not a lowkey trace: not a CTF trace's directory, nor Chrome JSON, nor Perfetto");
 	lkt_sh(&out, "printf '{\"traceEvents\":[]}' > '%s' && %s report '%s'", base, LOWKEY, base);
 	lkt_expect(&out, 1, "is JSON, but not a trace lowkey wrote");
 	/* a packet of sequence 1: the service's first writer, as in a system trace */
@@ -377,11 +400,14 @@ static void files_that_are_not_lowkey_traces(void **state)
 	/* lowkey's own, cut short */
 	lkt_path(dir, sizeof(dir), "report-cut");
 	record(dir, 0);
-	assert_int_equal(lkt_sh(&out, "%s convert '%s' -o '%s.json' && %s convert '%s' -o '%s.pftrace'", LOWKEY, dir,
-				dir, LOWKEY, dir, dir), 0);
+	assert_int_equal(lkt_sh(&out,
+				"%s convert '%s' -o '%s.json' && %s convert '%s' -o '%s.pftrace'",
+				LOWKEY, dir, dir, LOWKEY, dir, dir),
+			 0);
 	lkt_sh(&out, "truncate -s -40 '%s.json' && %s report '%s.json'", dir, LOWKEY, dir);
 	lkt_expect(&out, 1, "cut short");
-	lkt_sh(&out, "truncate -s -3 '%s.pftrace' && %s report --json '%s.pftrace'", dir, LOWKEY, dir);
+	lkt_sh(&out, "truncate -s -3 '%s.pftrace' && %s report --json '%s.pftrace'", dir, LOWKEY,
+	       dir);
 	lkt_expect(&out, 1, "cut short or damaged at byte");
 	cleanup(dir);
 }

@@ -105,7 +105,8 @@ static bool sched_allowed(void)
 		lkt_rmrf(dir);
 		return true;
 	}
-	print_message("[  SKIP    ] context switches cannot be recorded here: %s\n", lk_last_error());
+	print_message("[  SKIP    ] context switches cannot be recorded here: %s\n",
+		      lk_last_error());
 	lkt_rmrf(dir);
 	return false;
 }
@@ -140,21 +141,22 @@ static void spans_are_split_by_the_switches(void **state)
 	assert_int_equal(lk_trace_stop(), 0);
 	assert_int_equal(lk_probe_reset_rules(), 0);
 
-	lkt_sh(&out, "%s report --json '%s' | python3 -c '"
-			 "import json,sys; d=json.load(sys.stdin)\n"
-			 "assert d[\"sched\"] and d[\"switches\"] > 0, d\n"
-			 "c={x[\"event\"]: x[\"split\"] for x in d[\"classes\"] if \"split\" in x}\n"
-			 "s=c[\"sleepy\"]; b=c[\"busy\"]; k=c[\"contend\"]\n"
-			 /* three 20 ms sleeps: blocked for 60 ms at least, whatever else happened */
-			 "assert s[\"blocked_ns\"] >= 59e6 and s[\"blocked_ns\"] <= s[\"wall_ns\"], s\n"
-			 /* three spans spinning 20 ms of CPU time: on a CPU that long at least */
-			 "assert b[\"on_cpu_ns\"] >= 59e6 and b[\"blocked_ns\"] < b[\"on_cpu_ns\"], b\n"
-			 /* two spinners on one CPU wait for each other */
-			 "assert k[\"runnable_ns\"] > 0 and k[\"on_cpu_ns\"] >= 119e6, k\n"
-			 "for x in (s, b, k):\n"
-			 "  assert abs(x[\"on_cpu_ns\"] + x[\"runnable_ns\"] + x[\"blocked_ns\"] - x[\"wall_ns\"]) < 1e3, x\n"
-			 "t=[x for x in d[\"threads\"] if x[\"events\"] > 0]\n"
-			 "assert len(t) == 3 and all(x[\"switches\"] > 0 for x in t), t\n'",
+	lkt_sh(&out,
+	       "%s report --json '%s' | python3 -c '"
+	       "import json,sys; d=json.load(sys.stdin)\n"
+	       "assert d[\"sched\"] and d[\"switches\"] > 0, d\n"
+	       "c={x[\"event\"]: x[\"split\"] for x in d[\"classes\"] if \"split\" in x}\n"
+	       "s=c[\"sleepy\"]; b=c[\"busy\"]; k=c[\"contend\"]\n"
+	       /* three 20 ms sleeps: blocked for 60 ms at least, whatever else happened */
+	       "assert s[\"blocked_ns\"] >= 59e6 and s[\"blocked_ns\"] <= s[\"wall_ns\"], s\n"
+	       /* three spans spinning 20 ms of CPU time: on a CPU that long at least */
+	       "assert b[\"on_cpu_ns\"] >= 59e6 and b[\"blocked_ns\"] < b[\"on_cpu_ns\"], b\n"
+	       /* two spinners on one CPU wait for each other */
+	       "assert k[\"runnable_ns\"] > 0 and k[\"on_cpu_ns\"] >= 119e6, k\n"
+	       "for x in (s, b, k):\n"
+	       "  assert abs(x[\"on_cpu_ns\"] + x[\"runnable_ns\"] + x[\"blocked_ns\"] - x[\"wall_ns\"]) < 1e3, x\n"
+	       "t=[x for x in d[\"threads\"] if x[\"events\"] > 0]\n"
+	       "assert len(t) == 3 and all(x[\"switches\"] > 0 for x in t), t\n'",
 	       LOWKEY, dir);
 	if (out.status)
 		print_error("%s\n", out.out);
@@ -163,13 +165,14 @@ static void spans_are_split_by_the_switches(void **state)
 	lkt_expect(&out, 0, "runnable");
 
 	/* JSON: the switches as off-CPU slices of their thread */
-	lkt_sh(&out, "%s convert '%s' -o '%s.json' --format json && python3 -c '"
-			 "import json,sys; d=json.load(open(sys.argv[1]))[\"traceEvents\"]\n"
-			 "x=[e for e in d if e.get(\"cat\") == \"off-cpu\"]\n"
-			 "assert all(e[\"ph\"] == \"X\" and e[\"dur\"] >= 0 for e in x), x[:3]\n"
-			 "b=sum(e[\"dur\"] for e in x if e[\"name\"] == \"blocked\")\n"
-			 "p=sum(e[\"dur\"] for e in x if e[\"name\"] == \"preempted\")\n"
-			 "assert b >= 59e3 and p > 0, (b, p)\n' '%s.json'",
+	lkt_sh(&out,
+	       "%s convert '%s' -o '%s.json' --format json && python3 -c '"
+	       "import json,sys; d=json.load(open(sys.argv[1]))[\"traceEvents\"]\n"
+	       "x=[e for e in d if e.get(\"cat\") == \"off-cpu\"]\n"
+	       "assert all(e[\"ph\"] == \"X\" and e[\"dur\"] >= 0 for e in x), x[:3]\n"
+	       "b=sum(e[\"dur\"] for e in x if e[\"name\"] == \"blocked\")\n"
+	       "p=sum(e[\"dur\"] for e in x if e[\"name\"] == \"preempted\")\n"
+	       "assert b >= 59e3 and p > 0, (b, p)\n' '%s.json'",
 	       LOWKEY, dir, dir, dir);
 	if (out.status)
 		print_error("%s\n", out.out);
@@ -177,11 +180,14 @@ static void spans_are_split_by_the_switches(void **state)
 	lkt_sh(&out, "rm -f '%s.json'", dir);
 
 	if (lkt_sh(&out, "command -v babeltrace2") == 0) {
-		lkt_sh(&out, "babeltrace2 '%s' | grep -c 'lowkey:sched_out: { vtid = [0-9]* }, { cpu = [0-9]*, "
-			     "preempted = 1 }'", dir);
+		lkt_sh(&out,
+		       "babeltrace2 '%s' | grep -c 'lowkey:sched_out: { vtid = [0-9]* }, { cpu = [0-9]*, "
+		       "preempted = 1 }'",
+		       dir);
 		assert_true(atoi(out.out) > 0);
-		lkt_sh(&out, "babeltrace2 '%s' | grep -c 'lowkey:sched_in: { vtid = [0-9]* }, { cpu = %d }'", dir,
-		       shared_cpu);
+		lkt_sh(&out,
+		       "babeltrace2 '%s' | grep -c 'lowkey:sched_in: { vtid = [0-9]* }, { cpu = %d }'",
+		       dir, shared_cpu);
 		assert_true(atoi(out.out) > 0);
 	}
 	lkt_rmrf(dir);
@@ -238,7 +244,7 @@ static void exited_threads_close_their_streams(void **state)
 	assert_int_equal(lk_probe_reset_rules(), 0);
 	assert_true(after <= before + 4);
 	lkt_sh(&out, "ls '%s' | grep -c -- '-sched$'", dir);
-	assert_true(atoi(out.out) >= 64);	/* and every one of them was written */
+	assert_true(atoi(out.out) >= 64); /* and every one of them was written */
 	lkt_rmrf(dir);
 }
 
@@ -251,9 +257,10 @@ static void sched_asked_of_a_running_process(void **state)
 	if (!sched_allowed())
 		skip();
 	lkt_path(dir, sizeof(dir), "sched-pid");
-	lkt_sh(&out, "(LOWKEY_CONTROL=1 %s serve >/dev/null 2>&1 & p=$!; "
-		     "for i in $(seq 100); do %s list --pid $p >/dev/null 2>&1 && break; sleep 0.1; done; "
-		     "%s trace --pid $p --sched --duration 0.5 -o '%s' 2>&1; s=$?; kill $p; exit $s)",
+	lkt_sh(&out,
+	       "(LOWKEY_CONTROL=1 %s serve >/dev/null 2>&1 & p=$!; "
+	       "for i in $(seq 100); do %s list --pid $p >/dev/null 2>&1 && break; sleep 0.1; done; "
+	       "%s trace --pid $p --sched --duration 0.5 -o '%s' 2>&1; s=$?; kill $p; exit $s)",
 	       TARGET, LOWKEY, LOWKEY, dir);
 	lkt_expect(&out, 0, "events (0 lost)");
 	lkt_sh(&out, "ls '%s' | grep -c -- '-sched$'", dir);
@@ -337,9 +344,10 @@ static struct switches switches_of(const struct lkt_trace *t, int tid)
  */
 static void a_flight_recorder_keeps_the_newest_switches(void **state)
 {
-	struct lk_trace_config c = { .flags = LK_TRACE_SCHED | LK_TRACE_OVERWRITE, .buffer_size = 64 << 10,
+	struct lk_trace_config c = { .flags = LK_TRACE_SCHED | LK_TRACE_OVERWRITE,
+				     .buffer_size = 64 << 10,
 				     .flush_ms = 10 };
-	struct timespec settle = { 0, 30 * 1000 * 1000 };	/* older than the drain's 2 ms cut */
+	struct timespec settle = { 0, 30 * 1000 * 1000 }; /* older than the drain's 2 ms cut */
 	struct switches before = { 0 };
 	char dir[256], snap[300];
 	struct lkt_trace t;
@@ -368,7 +376,8 @@ static void a_flight_recorder_keeps_the_newest_switches(void **state)
 		/* more than before (the 30 ms sleep switched out at least), not yet a full ring */
 		assert_true(w.n > before.n && w.n <= 1024);
 		assert_true(w.last > before.last);
-		assert_true(w.first == before.first || !before.n);	/* the ring keeps the same first */
+		assert_true(w.first == before.first ||
+			    !before.n); /* the ring keeps the same first */
 		before = w;
 		lkt_free(&t);
 		lkt_rmrf(snap);
@@ -391,7 +400,9 @@ static void a_flight_recorder_keeps_the_newest_switches(void **state)
 /* lowkey trace --overwrite --sched in each format: every snapshot has the switches. */
 static void snapshots_in_every_format_with_switches(void **state)
 {
-	static const char *const formats[][2] = { { "ctf", "ctf" }, { "json", "json" }, { "perfetto", "pftrace" } };
+	static const char *const formats[][2] = { { "ctf", "ctf" },
+						  { "json", "json" },
+						  { "perfetto", "pftrace" } };
 	char dir[256];
 
 	(void)state;
@@ -406,13 +417,15 @@ static void snapshots_in_every_format_with_switches(void **state)
 		 * the thread out and in: JSON and Perfetto have an off-CPU slice then, whatever the timing
 		 * (a busy loop alone may run its whole life without one).
 		 */
-		lkt_sh(&out, "%s trace --overwrite --sched --format %s -b 64K -e 'app:*' -o '%s' -- %s emit-nap 20000",
+		lkt_sh(&out,
+		       "%s trace --overwrite --sched --format %s -b 64K -e 'app:*' -o '%s' -- %s emit-nap 20000",
 		       LOWKEY, formats[f][0], dir, TARGET);
 		lkt_expect(&out, 0, "flight recorder");
-		lkt_sh(&out, "%s report --json '%s' | python3 -c '"
-				 "import json,sys; d=json.load(sys.stdin)\n"
-				 "assert d[\"sched\"] and d[\"switches\"] > 0, d\n"
-				 "assert d[\"events\"] > 0 and d[\"lost\"] > 0, d\n'",
+		lkt_sh(&out,
+		       "%s report --json '%s' | python3 -c '"
+		       "import json,sys; d=json.load(sys.stdin)\n"
+		       "assert d[\"sched\"] and d[\"switches\"] > 0, d\n"
+		       "assert d[\"events\"] > 0 and d[\"lost\"] > 0, d\n'",
 		       LOWKEY, dir);
 		if (out.status)
 			print_error("%s: %s\n", formats[f][0], out.out);
@@ -444,7 +457,8 @@ static void denied_sched_says_why(void **state)
 		lkt_path(dir, sizeof(dir), "sched-denied");
 		c.path = dir;
 		err = lk_trace_start(&c);
-		if (err != -EPERM || !strstr(lk_last_error(), "seccomp") || !strstr(lk_last_error(), "LK_TRACE_SCHED") ||
+		if (err != -EPERM || !strstr(lk_last_error(), "seccomp") ||
+		    !strstr(lk_last_error(), "LK_TRACE_SCHED") ||
 		    !strstr(lk_last_error(), "perf_event_open")) {
 			fprintf(stderr, "lk_trace_start: %d: %s\n", err, lk_last_error());
 			_exit(1);
@@ -463,7 +477,7 @@ static void denied_sched_says_why(void **state)
 	assert_true(child > 0);
 	assert_int_equal(waitpid(child, &status, 0), child);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
-		skip();	/* no seccomp filter can be installed here */
+		skip(); /* no seccomp filter can be installed here */
 	assert_int_equal(status, 0);
 }
 

@@ -45,7 +45,7 @@ int __lsan_is_turned_off(void)
 
 static void child_exit(void)
 {
-	exit(0);	/* flushes every stdio stream the child has */
+	exit(0); /* flushes every stdio stream the child has */
 }
 
 /* Children that exit() at once, forked as fast as they go, until told to stop. */
@@ -147,7 +147,9 @@ static void take_requested_snapshot(void)
 
 static void snapshots_while_children_exit(enum lk_trace_format format)
 {
-	struct lk_trace_config c = { .format = format, .buffer_size = 16 << 20, .flags = LK_TRACE_OVERWRITE };
+	struct lk_trace_config c = { .format = format,
+				     .buffer_size = 16 << 20,
+				     .flags = LK_TRACE_OVERWRITE };
 	char base[256], path[300];
 	pthread_t forker;
 

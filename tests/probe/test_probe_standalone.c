@@ -66,8 +66,10 @@ static void report_reads_a_plain_copy(void **state)
 	small_trace(dir, sizeof(dir), "alone");
 	lkt_path(copy, sizeof(copy), "alone-copy");
 	/* `*` leaves hidden files out: whatever the trace needs must be in plain sight */
-	assert_int_equal(lkt_sh(&out, "mkdir '%s' && cp '%s'/* '%s'/ && ls -A '%s' | grep -c '^[.]'", copy, dir, copy,
-				copy), 1);
+	assert_int_equal(lkt_sh(&out,
+				"mkdir '%s' && cp '%s'/* '%s'/ && ls -A '%s' | grep -c '^[.]'",
+				copy, dir, copy, copy),
+			 1);
 	assert_int_equal(atoi(out.out), 0);
 	lkt_sh(&out, "%s report --json '%s' | sed 's/\"trace\": \"[^\"]*\"//'", LOWKEY, dir);
 	lkt_expect(&out, 0, "\"alone\"");
@@ -119,14 +121,17 @@ static void burst_held(int n)
 
 static void babeltrace2_counts_every_loss(void **state)
 {
-	struct lk_trace_config c = { .buffer_size = 4096, .flags = LK_TRACE_FIXED_BUFFER, .flush_ms = 5 };
+	struct lk_trace_config c = { .buffer_size = 4096,
+				     .flags = LK_TRACE_FIXED_BUFFER,
+				     .flush_ms = 5 };
 	struct lk_trace_stats st;
 	uint64_t some = 1;
 	char dir[256];
 
 	(void)state;
 	if (!have("babeltrace2")) {
-		print_message("babeltrace2 is not installed (Debian: babeltrace2): nothing to compare with\n");
+		print_message(
+			"babeltrace2 is not installed (Debian: babeltrace2): nothing to compare with\n");
 		skip();
 	}
 	assert_true(lk_probe_enable("lossy") >= 0);
@@ -138,16 +143,18 @@ static void babeltrace2_counts_every_loss(void **state)
 	burst_held(2000);
 	wait_for(written, &some);
 	some = events_written() + 1;
-	burst_held(2000);	/* and between later packets */
+	burst_held(2000); /* and between later packets */
 	wait_for(written, &some);
 	burst_held(2000);
 	assert_int_equal(lk_trace_stop(), 0);
 	assert_int_equal(lk_trace_stats(&st), 0);
-	assert_true(st.lost > 2000);	/* each burst overflowed */
+	assert_true(st.lost > 2000); /* each burst overflowed */
 
 	/* babeltrace2 says "Tracer discarded N events" once per packet that counts more */
-	lkt_sh(&out, "babeltrace2 '%s' 2>&1 >/dev/null | tr -s ' \\n' '  ' | grep -o 'discarded [0-9]* events' | "
-		     "awk '{ n += $2 } END { print n + 0 }'", dir);
+	lkt_sh(&out,
+	       "babeltrace2 '%s' 2>&1 >/dev/null | tr -s ' \\n' '  ' | grep -o 'discarded [0-9]* events' | "
+	       "awk '{ n += $2 } END { print n + 0 }'",
+	       dir);
 	assert_int_equal(out.status, 0);
 	assert_int_equal(strtoull(out.out, NULL, 10), st.lost);
 	lkt_sh(&out, "babeltrace2 '%s' 2>&1 >/dev/null", dir);
@@ -170,7 +177,9 @@ static void every_event_carries_its_vtid(void **state)
 	}
 	small_trace(dir, sizeof(dir), "vtid");
 	/* each alone:tid event's first field is gettid() of the thread that recorded it */
-	lkt_sh(&out, "babeltrace2 '%s' | grep -c 'alone:tid: { vtid = \\([0-9]*\\) }, { arg0 = \\1,'", dir);
+	lkt_sh(&out,
+	       "babeltrace2 '%s' | grep -c 'alone:tid: { vtid = \\([0-9]*\\) }, { arg0 = \\1,'",
+	       dir);
 	assert_int_equal(atoi(out.out), 400);
 	lkt_sh(&out, "babeltrace2 '%s' | grep -vc 'vtid = [0-9]'", dir);
 	assert_int_equal(atoi(out.out), 0);

@@ -22,7 +22,9 @@
 
 static void start_with(char *dir, size_t len, const char *what, size_t buffer, unsigned int flags)
 {
-	struct lk_trace_config c = { .path = dir, .buffer_size = buffer, .flush_ms = 5, .flags = flags };
+	struct lk_trace_config c = {
+		.path = dir, .buffer_size = buffer, .flush_ms = 5, .flags = flags
+	};
 
 	lkt_path(dir, len, what);
 	assert_int_equal(lk_trace_start(&c), 0);
@@ -53,11 +55,12 @@ static void lost_events_counted_exactly(void **state)
 	assert_int_equal(lkt_read(&t, dir), 0);
 
 	assert_true(st.lost > 0);
-	assert_int_equal(st.events + st.lost, (uint64_t)n + 1);	/* + the thread's name */
-	assert_int_equal(t.n, st.events);		/* every written event is in the trace */
-	assert_int_equal(t.lost, st.lost);		/* and so is the count of the others */
-	for (size_t k = 1; k < t.n; k++)		/* what is there is in order */
-		if (strcmp(t.ev[k].name, "thr:burst") == 0 && strcmp(t.ev[k - 1].name, "thr:burst") == 0)
+	assert_int_equal(st.events + st.lost, (uint64_t)n + 1); /* + the thread's name */
+	assert_int_equal(t.n, st.events);  /* every written event is in the trace */
+	assert_int_equal(t.lost, st.lost); /* and so is the count of the others */
+	for (size_t k = 1; k < t.n; k++)   /* what is there is in order */
+		if (strcmp(t.ev[k].name, "thr:burst") == 0 &&
+		    strcmp(t.ev[k - 1].name, "thr:burst") == 0)
 			assert_true(t.ev[k].v[0] > t.ev[k - 1].v[0]);
 	lkt_free(&t);
 	lkt_rmrf(dir);
@@ -132,7 +135,7 @@ static void stalled_consumer_ring_grows(void **state)
 	(void)state;
 	assert_true(lk_probe_enable("thr") >= 0);
 	start(dir, sizeof(dir), "grow", SIZE);
-	LK_PROBE(thr, start, 0L);	/* the thread's ring */
+	LK_PROBE(thr, start, 0L); /* the thread's ring */
 	b = my_ring();
 	assert_non_null(b);
 	assert_int_equal(b->size, SIZE);
@@ -230,7 +233,7 @@ static void slow_path_records_wrap_intact(void **state)
 	assert_int_equal(lk_trace_stats(&st), 0);
 	assert_int_equal(lkt_read(&t, dir), 0);
 
-	assert_int_equal(st.events + st.lost, (uint64_t)n + 1);	/* + the thread's name */
+	assert_int_equal(st.events + st.lost, (uint64_t)n + 1); /* + the thread's name */
 	assert_int_equal(t.n, st.events);
 	assert_int_equal(t.lost, st.lost);
 	for (size_t k = 0; k < t.n; k++) {
@@ -307,7 +310,7 @@ static void eight_writers_while_flipping(void **state)
 
 		if (strcmp(e->name, "thr:seq") == 0) {
 			assert_true(me >= 0 && me < WRITERS);
-			assert_true((long)e->v[1] > last[me]);	/* per thread, in order */
+			assert_true((long)e->v[1] > last[me]); /* per thread, in order */
 			last[me] = (long)e->v[1];
 		} else if (strcmp(e->name, "thr:text") == 0) {
 			assert_string_equal(e->s[1], "some text that takes the slow path");
@@ -350,7 +353,8 @@ static void exited_threads_are_flushed(void **state)
 	for (long round = 0; round < 50; round++) {
 		pthread_t th;
 
-		assert_int_equal(pthread_create(&th, NULL, short_lived, (void *)(intptr_t)round), 0);
+		assert_int_equal(pthread_create(&th, NULL, short_lived, (void *)(intptr_t)round),
+				 0);
 		pthread_join(th, NULL);
 	}
 	assert_int_equal(lk_trace_stop(), 0);
@@ -389,16 +393,18 @@ static void buffers_freed_while_walked(void **state)
 		assert_int_equal(pthread_create(&reader, NULL, stats_reader, &done), 0);
 		for (long round = 0; round < 8; round++) {
 			for (int i = 0; i < 8; i++)
-				assert_int_equal(pthread_create(&th[i], NULL, short_lived, (void *)(intptr_t)round), 0);
+				assert_int_equal(pthread_create(&th[i], NULL, short_lived,
+								(void *)(intptr_t)round),
+						 0);
 			for (int i = 0; i < 8; i++)
 				pthread_join(th[i], NULL);
 		}
-		assert_int_equal(lk_trace_stop(), 0);	/* quiesces while the consumer frees */
+		assert_int_equal(lk_trace_stop(), 0); /* quiesces while the consumer frees */
 		__atomic_store_n(&done, 1, __ATOMIC_RELEASE);
 		pthread_join(reader, NULL);
 		done = 0;
 		assert_int_equal(lk_trace_stats(&st), 0);
-		assert_int_equal(st.events + st.lost, 64 * (1000 + 1));	/* + each thread's name */
+		assert_int_equal(st.events + st.lost, 64 * (1000 + 1)); /* + each thread's name */
 		lkt_rmrf(dir);
 	}
 }
@@ -433,7 +439,7 @@ static void process_exit_finishes_the_trace(void **state)
 		pthread_join(th, NULL);
 		for (long i = 0; i < 500; i++)
 			LK_PROBE(thr, before_exit, i);
-		exit(0);	/* no lk_trace_stop */
+		exit(0); /* no lk_trace_stop */
 	}
 	assert_int_equal(wait_exit(pid), 0);
 	assert_int_equal(lkt_read(&t, dir), 0);
@@ -457,12 +463,12 @@ static void forked_child_stays_out(void **state)
 	if (pid == 0) {
 		struct lk_trace_config c = { .path = child_dir, .flush_ms = 5 };
 
-		LK_PROBE(thr, child, 1L);	/* not into the parent's trace */
+		LK_PROBE(thr, child, 1L); /* not into the parent's trace */
 #ifdef __SANITIZE_THREAD__
 		/* ThreadSanitizer cannot start threads (the consumer) after a multi-threaded fork */
 		_exit(0);
 #endif
-		if (lk_trace_start(&c) != 0)	/* its own trace works */
+		if (lk_trace_start(&c) != 0) /* its own trace works */
 			_exit(1);
 		LK_PROBE(thr, child, 2L);
 		_exit(lk_trace_stop() == 0 ? 0 : 2);
@@ -555,7 +561,8 @@ static void forks_while_traces_start_and_stop(void **state)
 		for (long i = 0; i < 1000; i++)
 			LK_PROBE(thr, parent, i);
 		assert_int_equal(lk_trace_stop(), 0);
-		snprintf(cmd, sizeof(cmd), "python3 -c 'import json, sys; json.load(open(sys.argv[1]))' '%s'", path);
+		snprintf(cmd, sizeof(cmd),
+			 "python3 -c 'import json, sys; json.load(open(sys.argv[1]))' '%s'", path);
 		assert_int_equal(system(cmd), 0);
 		unlink(path);
 	}
@@ -592,18 +599,19 @@ static void signal_handlers_never_corrupt(void **state)
 	while (handler_calls < 2000) {
 		LK_PROBE(thr, main, main_events, main_events);
 		main_events++;
-		for (volatile int spin = 0; spin < 200; spin++)	/* stay well within the ring */
+		for (volatile int spin = 0; spin < 200; spin++) /* stay well within the ring */
 			;
 	}
 	setitimer(ITIMER_REAL, &off, NULL);
 	assert_int_equal(lk_trace_stop(), 0);
 	lk_trace_stats(&st);
-	assert_int_equal(lkt_read(&t, dir), 0);	/* every record well formed */
+	assert_int_equal(lkt_read(&t, dir), 0); /* every record well formed */
 	assert_int_equal(lkt_count(&t, "thr:main"), (size_t)main_events);
 	/* a handler's event is written, or dropped and counted when it interrupted another */
 	assert_int_equal(lkt_count(&t, "thr:in_handler") + st.lost, (size_t)handler_calls);
 	for (size_t k = 1; k < t.n; k++)
-		if (strcmp(t.ev[k].name, "thr:main") == 0 && strcmp(t.ev[k - 1].name, "thr:main") == 0)
+		if (strcmp(t.ev[k].name, "thr:main") == 0 &&
+		    strcmp(t.ev[k - 1].name, "thr:main") == 0)
 			assert_true(t.ev[k].v[0] == t.ev[k - 1].v[0] + 1);
 	lkt_free(&t);
 	lkt_rmrf(dir);

@@ -38,8 +38,10 @@
 #include <asm/perf_regs.h>
 #endif
 
-__attribute__((noinline)) void usdt_query(long id, unsigned long rows, const char *table, double ratio);
-__attribute__((noinline)) void usdt_query(long id, unsigned long rows, const char *table, double ratio)
+__attribute__((noinline)) void usdt_query(long id, unsigned long rows, const char *table,
+					  double ratio);
+__attribute__((noinline)) void usdt_query(long id, unsigned long rows, const char *table,
+					  double ratio)
 {
 	LK_PROBE(usdt_test, query, id, rows, table, ratio);
 }
@@ -58,7 +60,7 @@ __attribute__((noinline)) int usdt_scoped(int depth)
 {
 	LK_SPAN(usdt_test, scoped);
 	if (depth > 1)
-		return usdt_scoped(depth - 1) + 1;	/* nested: each level ends its own span */
+		return usdt_scoped(depth - 1) + 1; /* nested: each level ends its own span */
 	return 1;
 }
 
@@ -94,10 +96,10 @@ static const struct usdt_note *one_note(const char *provider, const char *name)
 #define NOP 0x90
 #elif defined(__aarch64__)
 #define REG "[xw][0-9]+"
-#define NOP 0x1f	/* d503201f, little-endian */
+#define NOP 0x1f /* d503201f, little-endian */
 #else
 #define REG "[a-z][a-z0-9]*"
-#define NOP 0x13	/* addi x0, x0, 0: 00000013 (0x01 for c.nop) */
+#define NOP 0x13 /* addi x0, x0, 0: 00000013 (0x01 for c.nop) */
 #endif
 
 static void assert_args(const struct usdt_note *n, const char *pattern)
@@ -109,7 +111,8 @@ static void assert_args(const struct usdt_note *n, const char *pattern)
 	rc = regexec(&re, n->args, 0, NULL, 0);
 	regfree(&re);
 	if (rc != 0)
-		print_error("%s:%s has arguments '%s', wanted /%s/\n", n->provider, n->name, n->args, pattern);
+		print_error("%s:%s has arguments '%s', wanted /%s/\n", n->provider, n->name,
+			    n->args, pattern);
 	assert_int_equal(rc, 0);
 }
 
@@ -127,7 +130,8 @@ static void notes_describe_every_site(void **state)
 	assert_true(self.has_base);
 	for (unsigned int i = 0; i < 6; i++)
 		assert_non_null(all[i]);
-	assert_args(q, "^-8@" REG " 8@" REG " 8@" REG " 8@" REG "$");	/* long, unsigned long, string, double */
+	assert_args(q, "^-8@" REG " 8@" REG " 8@" REG " 8@" REG
+		       "$"); /* long, unsigned long, string, double */
 	assert_args(d, "^-8@" REG "$");
 	assert_string_equal(b->args, "");
 	assert_string_equal(e->args, "");
@@ -222,14 +226,15 @@ static int open_or_skip(const struct usdt_note *n, bool with_semaphore, uint64_t
 	}
 	fd = open_uprobe(n, with_semaphore, regs_mask);
 	if (fd < 0 && (errno == EACCES || errno == EPERM || errno == ENOENT || errno == ENOSYS)) {
-		print_message("SKIP: perf_event_open of a uprobe: %s (it needs root or CAP_PERFMON, and a "
-			      "kernel, not an emulator or a seccomp filter, answering perf_event_open)\n",
-			      strerror(errno));
+		print_message(
+			"SKIP: perf_event_open of a uprobe: %s (it needs root or CAP_PERFMON, and a "
+			"kernel, not an emulator or a seccomp filter, answering perf_event_open)\n",
+			strerror(errno));
 		skip();
 	}
 	if (fd < 0)
-		print_error("perf_event_open of a uprobe at %s+%#llx: %s\n", exe, (unsigned long long)n->pc_offset,
-			    strerror(errno));
+		print_error("perf_event_open of a uprobe at %s+%#llx: %s\n", exe,
+			    (unsigned long long)n->pc_offset, strerror(errno));
 	assert_true(fd >= 0);
 	return fd;
 }
@@ -280,7 +285,7 @@ static int main_object(struct dl_phdr_info *info, size_t size, void *arg)
 	(void)size;
 	(void)arg;
 	load_bias = info->dlpi_addr;
-	return 1;	/* the first is the program */
+	return 1; /* the first is the program */
 }
 
 static unsigned short semaphore_now(const struct usdt_note *n)
@@ -322,7 +327,7 @@ static void semaphore_turns_the_site_on(void **state)
 
 	for (int i = 0; i < 5; i++)
 		usdt_query(i, 1, table_name, 0.5);
-	assert_int_equal(count_of(fd), 0);	/* off until the library reads the semaphore */
+	assert_int_equal(count_of(fd), 0); /* off until the library reads the semaphore */
 	assert_false(query_enabled());
 
 	assert_int_equal(lk_probe_usdt_poll(), 1);
@@ -352,8 +357,9 @@ static void semaphore_raised_by_hand(void **state)
 	__atomic_add_fetch(sem, 1, __ATOMIC_RELAXED);
 	assert_int_equal(lk_probe_usdt_poll(), 1);
 	assert_true(query_enabled());
-	usdt_query(1, 2, table_name, 0.5);	/* on, with no trace: goes as far as the slow path */
-	assert_true(lk_probe_enable("usdt_test") >= 0);	/* rules applied: the semaphore read again */
+	usdt_query(1, 2, table_name, 0.5); /* on, with no trace: goes as far as the slow path */
+	assert_true(lk_probe_enable("usdt_test") >=
+		    0); /* rules applied: the semaphore read again */
 	assert_true(query_enabled());
 	__atomic_sub_fetch(sem, 1, __ATOMIC_RELAXED);
 	assert_int_equal(lk_probe_reset_rules(), 0);
@@ -372,7 +378,7 @@ static void watcher_notices_a_raised_semaphore(void **state)
 	dl_iterate_phdr(main_object, NULL);
 	sem = (unsigned short *)(load_bias + q->semaphore);
 	assert_int_equal(lk_probe_usdt_watch(1), 0);
-	assert_int_equal(lk_probe_usdt_watch(2), 0);	/* a new interval for the running thread */
+	assert_int_equal(lk_probe_usdt_watch(2), 0); /* a new interval for the running thread */
 	__atomic_add_fetch(sem, 1, __ATOMIC_RELAXED);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	while (!query_enabled() && before_a_minute(&start))
@@ -400,13 +406,13 @@ static void usdt_rules_apply_in_order(void **state)
 	assert_int_equal(lk_probe_usdt_reset_rules(), 0);
 	assert_false(query_enabled());
 	assert_int_equal(lk_probe_usdt_watch(3600 * 1000 + 1), -EINVAL);
-	assert_int_equal(lk_probe_usdt_watch(0), 0);	/* stopping a watcher that never ran */
+	assert_int_equal(lk_probe_usdt_watch(0), 0); /* stopping a watcher that never ran */
 }
 
 /* ---- the arguments, from the registers the note names ---- */
 
 struct arg_reg {
-	int index;		/* perf's register number, or -1: a constant */
+	int index; /* perf's register number, or -1: a constant */
 	int64_t constant;
 };
 
@@ -419,7 +425,7 @@ static int perf_reg(const char *name)
 		return -1;
 	for (int i = 0; i < 8; i++)
 		if (strcmp(name + 2, names[i]) == 0)
-			return i;	/* PERF_REG_X86_AX .. SP */
+			return i; /* PERF_REG_X86_AX .. SP */
 	if (name[2] >= '0' && name[2] <= '9')
 		return PERF_REG_X86_R8 + atoi(name + 2) - 8;
 	return -1;
@@ -440,7 +446,8 @@ static int parse_args(const char *args, struct arg_reg *out, unsigned int n)
 	unsigned int i = 0;
 
 	snprintf(copy, sizeof(copy), "%s", args);
-	for (tok = strtok_r(copy, " ", &save); tok && i < n; tok = strtok_r(NULL, " ", &save), i++) {
+	for (tok = strtok_r(copy, " ", &save); tok && i < n;
+	     tok = strtok_r(NULL, " ", &save), i++) {
 		const char *op = strchr(tok, '@');
 
 		if (!op)
@@ -549,7 +556,7 @@ static void scoped_span_end_fires_for_a_tracer(void **state)
 	assert_non_null(se);
 	end_fd = open_or_skip(se, true, 0);
 	begin_fd = open_or_skip(sb, false, 0);
-	assert_int_equal(lk_probe_usdt_poll(), 1);	/* the end's semaphore turns the span on */
+	assert_int_equal(lk_probe_usdt_poll(), 1); /* the end's semaphore turns the span on */
 	assert_int_equal(usdt_scoped(3), 3);
 	assert_int_equal(usdt_scoped(1), 1);
 	assert_int_equal(count_of(begin_fd), 4);
@@ -597,11 +604,11 @@ static void scoped_span_for_a_tracer_records_its_end(void **state)
 	__atomic_add_fetch(sem, 1, __ATOMIC_RELAXED);
 	assert_int_equal(lk_probe_usdt_poll(), 1);
 	for_tracer = events_of_scoped_spans(dir, "for-tracer");
-	assert_int_equal(usdt_scoped(2), 2);	/* no trace: the stub runs, nothing is recorded */
+	assert_int_equal(usdt_scoped(2), 2); /* no trace: the stub runs, nothing is recorded */
 	__atomic_sub_fetch(sem, 1, __ATOMIC_RELAXED);
 	assert_int_equal(lk_probe_usdt_poll(), 0);
 	assert_int_equal(lk_probe_reset_rules(), 0);
-	assert_true(plain >= 30);	/* 5 x 3 begins and ends (and the thread's name) */
+	assert_true(plain >= 30); /* 5 x 3 begins and ends (and the thread's name) */
 	assert_int_equal(for_tracer, plain);
 	lkt_sh(&run_out, "rm -rf %s", dir);
 }
@@ -639,7 +646,7 @@ static void lowkey_enable_turns_the_site_on(void **state)
 
 	(void)state;
 	assert_non_null(q);
-	fd = open_if_possible(q, false);	/* no semaphore: only the rule turns the site on */
+	fd = open_if_possible(q, false); /* no semaphore: only the rule turns the site on */
 	assert_int_equal(semaphore_now(q), 0);
 	if (lk_control_open() != 0) {
 		print_message("SKIP: no control socket: %s\n", lk_last_error());

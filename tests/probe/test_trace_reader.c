@@ -48,7 +48,7 @@ static void *second_thread(void *arg)
 	pthread_setname_np(pthread_self(), "rd-second");
 	for (int i = 0; i < 5; i++)
 		outer(100 + i);
-	LK_SPAN_END(rd, orphan);	/* an end without a begin */
+	LK_SPAN_END(rd, orphan); /* an end without a begin */
 	return NULL;
 }
 
@@ -63,7 +63,7 @@ static void record(const char *path, enum lk_trace_format format)
 	pthread_create(&t, NULL, second_thread, NULL);
 	for (int i = 0; i < 5; i++)
 		outer(i);
-	LK_SPAN_BEGIN(rd, left_open);	/* never ended */
+	LK_SPAN_BEGIN(rd, left_open); /* never ended */
 	pthread_join(t, NULL);
 	assert_int_equal(lk_trace_stop(), 0);
 }
@@ -126,7 +126,7 @@ static void read_all(const char *path, struct reading *out)
 	while ((rc = lk_trace_file_next(tf, &ev)) == 1) {
 		struct seen *s;
 
-		assert_true(ev.ns >= last_ns);	/* in time order */
+		assert_true(ev.ns >= last_ns); /* in time order */
 		last_ns = ev.ns;
 		assert_int_equal(ev.seq, out->n);
 		if (out->n == cap) {
@@ -135,15 +135,15 @@ static void read_all(const char *path, struct reading *out)
 			assert_non_null(out->v);
 		}
 		s = &out->v[out->n++];
-		*s = (struct seen){ ev.type, ev.kind, ev.tid, "", "", ev.depth, ev.paired, ev.begin_seq,
-				    ev.duration_ns, ev.value };
+		*s = (struct seen){ ev.type,   ev.kind,	     ev.tid,	     "",      "", ev.depth,
+				    ev.paired, ev.begin_seq, ev.duration_ns, ev.value };
 		snprintf(s->thread, sizeof(s->thread), "%s", ev.thread_name);
 		snprintf(s->name, sizeof(s->name), "%s:%s", ev.provider, ev.name);
 		if (ev.paired)
 			assert_int_equal(ev.ns - ev.begin_ns, ev.duration_ns);
 	}
 	assert_int_equal(rc, 0);
-	assert_int_equal(lk_trace_file_next(tf, &ev), 0);	/* and stays at the end */
+	assert_int_equal(lk_trace_file_next(tf, &ev), 0); /* and stays at the end */
 	assert_int_equal((uint64_t)out->n, out->info.events);
 	check_threads(tf, out);
 	lk_trace_file_close(tf);
@@ -173,7 +173,7 @@ static void same_event(const struct reading *a, size_t i, const struct reading *
 	const struct seen *x = &a->v[i], *y = &b->v[k];
 
 	if (b->info.format == LK_TRACE_PERFETTO && y->kind == LK_PROBE_SPAN_END && !y->paired)
-		assert_string_equal(y->name, "?:?");	/* a slice end has no name there */
+		assert_string_equal(y->name, "?:?"); /* a slice end has no name there */
 	else
 		assert_string_equal(x->name, y->name);
 	assert_int_equal(x->type, y->type);
@@ -235,14 +235,14 @@ static void check_recording(const struct reading *r)
 		const struct seen *s = &r->v[i];
 
 		if (strcmp(s->name, "rd:inner") == 0 && s->kind == LK_PROBE_SPAN_END) {
-			assert_int_equal(s->depth, 1);	/* inside outer */
+			assert_int_equal(s->depth, 1); /* inside outer */
 			assert_string_equal(r->v[s->begin_seq].name, "rd:inner");
 			assert_int_equal(r->v[s->begin_seq].kind, LK_PROBE_SPAN_BEGIN);
 			assert_int_equal(r->v[s->begin_seq].tid, s->tid);
 		}
-		if (strcmp(s->name, "rd:level") == 0)	/* i * 10 - 20, an integer */
+		if (strcmp(s->name, "rd:level") == 0) /* i * 10 - 20, an integer */
 			assert_int_equal(((int64_t)s->value + 20) % 10, 0);
-		if (strcmp(s->name, "rd:ratio") == 0)	/* i / 4.0, a double */
+		if (strcmp(s->name, "rd:ratio") == 0) /* i / 4.0, a double */
 			assert_true(s->value * 4 == (double)(int64_t)(s->value * 4));
 		if (strcmp(s->name, "rd:step") == 0 || strcmp(s->name, "rd:outer") == 0)
 			assert_true(strcmp(s->thread, "rd-main") == 0 ||
@@ -308,7 +308,7 @@ static void one_recording_in_three_formats(void **state)
 	same_events(&r[0], &r[2]);
 	check_arguments(ctf, LK_PROBE_I64);
 	check_arguments(pft, LK_PROBE_I64);
-	check_arguments(json, LK_PROBE_U64);	/* JSON keeps no type: i is not negative */
+	check_arguments(json, LK_PROBE_U64); /* JSON keeps no type: i is not negative */
 	for (int i = 0; i < 3; i++)
 		free_reading(&r[i]);
 	lkt_rmrf(ctf);
@@ -319,7 +319,9 @@ static void one_recording_in_three_formats(void **state)
 static void each_format_as_recorded(void **state)
 {
 	static const enum lk_trace_format formats[] = {
-		LK_TRACE_CTF, LK_TRACE_JSON, LK_TRACE_PERFETTO,
+		LK_TRACE_CTF,
+		LK_TRACE_JSON,
+		LK_TRACE_PERFETTO,
 	};
 	char path[256];
 
@@ -373,7 +375,8 @@ static void refused(const char *path, int expected)
 static void damaged_input_is_refused(void **state)
 {
 	char base[256], ctf[300], json[300], pft[300], bad[300], err[512];
-	static const char garbage[] = "\x7f" "ELF not a trace at all";
+	static const char garbage[] = "\x7f"
+				      "ELF not a trace at all";
 	size_t len;
 	uint8_t *data;
 
@@ -393,11 +396,11 @@ static void damaged_input_is_refused(void **state)
 	write_file(bad, "", 0);
 	refused(bad, -EINVAL);
 	data = file_bytes(json, &len);
-	write_file(bad, data, len / 2);	/* cut short */
+	write_file(bad, data, len / 2); /* cut short */
 	refused(bad, -EINVAL);
 	free(data);
 	data = file_bytes(pft, &len);
-	data[len / 2] ^= 0xff;		/* one byte damaged: refused, or read as what it now says */
+	data[len / 2] ^= 0xff; /* one byte damaged: refused, or read as what it now says */
 	write_file(bad, data, len);
 	{
 		struct lk_trace_file *tf;
@@ -410,7 +413,7 @@ static void damaged_input_is_refused(void **state)
 		if (rc == 0)
 			lk_trace_file_close(tf);
 	}
-	write_file(bad, data, len - 3);	/* the last packet cut short */
+	write_file(bad, data, len - 3); /* the last packet cut short */
 	refused(bad, -EINVAL);
 	free(data);
 	unlink(bad);

@@ -18,10 +18,10 @@
 struct lkt_event {
 	int tid;
 	uint64_t tsc, cputime;
-	char name[64];		/* provider:event */
+	char name[64]; /* provider:event */
 	unsigned int kind, nargs;
 	uint64_t v[8];
-	char *s[8];		/* string arguments (strdup'ed), NULL for the others */
+	char *s[8]; /* string arguments (strdup'ed), NULL for the others */
 	size_t slen[8];
 };
 
@@ -29,7 +29,7 @@ struct lkt_trace {
 	struct lk__trace_reader r;
 	struct lkt_event *ev;
 	size_t n, cap;
-	uint64_t lost;		/* events_discarded, summed over streams */
+	uint64_t lost; /* events_discarded, summed over streams */
 	int streams;
 	char err[512];
 };

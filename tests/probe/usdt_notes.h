@@ -19,19 +19,19 @@
 #include <unistd.h>
 
 struct usdt_note {
-	uint64_t pc, base, semaphore;		/* link-time addresses, as in the note */
-	uint64_t pc_offset;			/* in the file: where a uprobe goes */
-	uint64_t semaphore_offset;		/* in the file: the uprobe's ref_ctr_offset */
-	bool semaphore_in_probes;		/* in the .probes section, where perf looks */
-	uint8_t first_byte;			/* the instruction at the probe point */
+	uint64_t pc, base, semaphore; /* link-time addresses, as in the note */
+	uint64_t pc_offset;	      /* in the file: where a uprobe goes */
+	uint64_t semaphore_offset;    /* in the file: the uprobe's ref_ctr_offset */
+	bool semaphore_in_probes;     /* in the .probes section, where perf looks */
+	uint8_t first_byte;	      /* the instruction at the probe point */
 	char provider[64], name[64], args[256];
 };
 
 struct usdt_file {
 	struct usdt_note notes[256];
 	unsigned int n;
-	bool has_base;			/* a .stapsdt.base section */
-	uint64_t base_addr;		/* its address */
+	bool has_base;	    /* a .stapsdt.base section */
+	uint64_t base_addr; /* its address */
 };
 
 static const Elf64_Shdr *usdt_section_at(const Elf64_Ehdr *eh, uint64_t addr)
@@ -39,8 +39,8 @@ static const Elf64_Shdr *usdt_section_at(const Elf64_Ehdr *eh, uint64_t addr)
 	const Elf64_Shdr *sh = (const Elf64_Shdr *)((const char *)eh + eh->e_shoff);
 
 	for (unsigned int i = 1; i < eh->e_shnum; i++)
-		if ((sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_type != SHT_NOBITS && addr >= sh[i].sh_addr &&
-		    addr < sh[i].sh_addr + sh[i].sh_size)
+		if ((sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_type != SHT_NOBITS &&
+		    addr >= sh[i].sh_addr && addr < sh[i].sh_addr + sh[i].sh_size)
 			return &sh[i];
 	return NULL;
 }
@@ -124,7 +124,8 @@ static int usdt_read(const char *path, struct usdt_file *f)
 	for (unsigned int i = 1; i < eh->e_shnum; i++) {
 		const char *p = (const char *)map + sh[i].sh_offset, *end = p + sh[i].sh_size;
 
-		if (sh[i].sh_type != SHT_NOTE || strcmp(names + sh[i].sh_name, ".note.stapsdt") != 0)
+		if (sh[i].sh_type != SHT_NOTE ||
+		    strcmp(names + sh[i].sh_name, ".note.stapsdt") != 0)
 			continue;
 		while (p + sizeof(Elf64_Nhdr) <= end) {
 			const Elf64_Nhdr *nh = (const Elf64_Nhdr *)p;
@@ -149,7 +150,8 @@ static unsigned int usdt_find(const struct usdt_file *f, const char *provider, c
 	unsigned int found = 0;
 
 	for (unsigned int i = 0; i < f->n && found < max; i++)
-		if (strcmp(f->notes[i].provider, provider) == 0 && strcmp(f->notes[i].name, name) == 0)
+		if (strcmp(f->notes[i].provider, provider) == 0 &&
+		    strcmp(f->notes[i].name, name) == 0)
 			out[found++] = &f->notes[i];
 	return found;
 }

@@ -61,11 +61,11 @@ static unsigned int word16(struct input *in)
 }
 
 struct fuzz {
-	struct lk_semset *s;	/* the shared set under attack */
-	struct lk_semset *model;	/* a private set given the same calls */
+	struct lk_semset *s;	 /* the shared set under attack */
+	struct lk_semset *model; /* a private set given the same calls */
 	char *base;
-	bool touched;		/* the region was written by the "peer": the model no longer applies */
-	uint32_t dead_tid;	/* a thread that has ended */
+	bool touched;	   /* the region was written by the "peer": the model no longer applies */
+	uint32_t dead_tid; /* a thread that has ended */
 };
 
 /* ---- what a peer does ---- */
@@ -92,11 +92,16 @@ static lk__ref plausible_ref(struct fuzz *f, struct input *in)
 	unsigned int kind = byte(in), n = byte(in);
 
 	switch (kind % 5) {
-	case 0: return ref(f, head_at(f, n));
-	case 1: return ref(f, &f->s->slots[n % NWAITERS]);
-	case 2: return ref(f, &f->s->slots[n % NWAITERS]) + 8 * (byte(in) % 16);
-	case 3: return ref(f, head_at(f, n)) - 8 * (byte(in) % 4);
-	default: return word16(in) | (lk__ref)word16(in) << 16;
+	case 0:
+		return ref(f, head_at(f, n));
+	case 1:
+		return ref(f, &f->s->slots[n % NWAITERS]);
+	case 2:
+		return ref(f, &f->s->slots[n % NWAITERS]) + 8 * (byte(in) % 16);
+	case 3:
+		return ref(f, head_at(f, n)) - 8 * (byte(in) % 4);
+	default:
+		return word16(in) | (lk__ref)word16(in) << 16;
 	}
 }
 
@@ -111,7 +116,8 @@ static void write_bytes(struct fuzz *f, struct input *in)
 static void write_link(struct fuzz *f, struct input *in)
 {
 	unsigned int which = byte(in);
-	struct node *n = which & 1 ? head_at(f, which >> 2) : &f->s->slots[(which >> 2) % NWAITERS].node;
+	struct node *n = which & 1 ? head_at(f, which >> 2) :
+				     &f->s->slots[(which >> 2) % NWAITERS].node;
 	lk__ref value = plausible_ref(f, in);
 
 	if (which & 2)
@@ -129,7 +135,8 @@ static void plant_waiter(struct fuzz *f, struct input *in)
 
 	w->nops = (uint16_t)(1 + how % 3);
 	for (unsigned int i = 0; i < w->nops; i++)
-		w->ops[i] = (struct lk_sembuf){ (unsigned short)(byte(in) % NSEMS), (short)((int)(byte(in) % 5) - 2), 0 };
+		w->ops[i] = (struct lk_sembuf){ (unsigned short)(byte(in) % NSEMS),
+						(short)((int)(byte(in) % 5) - 2), 0 };
 	w->alter = 1;
 	w->status = how & 32 ? CANCELLED : PENDING;
 	w->alive.word = how & 8 ? FUTEX_OWNER_DIED : how & 16 ? 0 : (uint32_t)gettid();
@@ -167,8 +174,8 @@ static void no_live_holders(struct fuzz *f)
 
 static bool semop_result_ok(int r)
 {
-	return r == 0 || r == -EINVAL || r == -EFBIG || r == -ERANGE || r == -EAGAIN || r == -ETIMEDOUT ||
-	       r == -EIDRM || r == -ENOSPC || r == -ENOTRECOVERABLE;
+	return r == 0 || r == -EINVAL || r == -EFBIG || r == -ERANGE || r == -EAGAIN ||
+	       r == -ETIMEDOUT || r == -EIDRM || r == -ENOSPC || r == -ENOTRECOVERABLE;
 }
 
 static void do_semop(struct fuzz *f, struct input *in)
@@ -181,7 +188,8 @@ static void do_semop(struct fuzz *f, struct input *in)
 	for (size_t i = 0; i < n; i++) {
 		unsigned int b = byte(in);
 
-		ops[i] = (struct lk_sembuf){ (unsigned short)(b % (NSEMS + 1)), (short)((int)(byte(in) % 7) - 3),
+		ops[i] = (struct lk_sembuf){ (unsigned short)(b % (NSEMS + 1)),
+					     (short)((int)(byte(in) % 7) - 3),
 					     (short)(b & 0x80 ? LK_IPC_NOWAIT : 0) };
 	}
 	r = lk_semop(f->s, ops, n, &none);
@@ -199,13 +207,14 @@ static bool semctl_result_ok(int cmd, int r)
 
 static void do_semctl(struct fuzz *f, struct input *in)
 {
-	static const int cmds[] = { LK_GETVAL, LK_SETVAL, LK_GETALL, LK_SETALL, LK_GETNCNT, LK_GETZCNT, LK_IPC_RMID };
+	static const int cmds[] = { LK_GETVAL,	LK_SETVAL,  LK_GETALL,	LK_SETALL,
+				    LK_GETNCNT, LK_GETZCNT, LK_IPC_RMID };
 	unsigned int b = byte(in), semnum = byte(in) % (NSEMS + 1);
 	int cmd = cmds[b % 7], value = (int)(byte(in) % 6) - 1, r, m = 0;
 	unsigned short values[NSEMS], model_values[NSEMS];
 
 	if (cmd == LK_IPC_RMID && b % 4)
-		cmd = LK_GETVAL;	/* removal ends the program's interest: keep it rare */
+		cmd = LK_GETVAL; /* removal ends the program's interest: keep it rare */
 	for (int i = 0; i < NSEMS; i++)
 		values[i] = model_values[i] = (unsigned short)(byte(in) % 4);
 	if (cmd == LK_GETALL || cmd == LK_SETALL) {
@@ -259,13 +268,15 @@ static void open_sets(struct fuzz *f)
 	int r;
 
 	snprintf(name, sizeof(name), "/lowkey-fuzz-sem-%d", (int)getpid());
-	r = lk_semset_create(&f->s, name, NSEMS, 0600 | LK_SEMSET_EXCL | LK_SEMSET_WAITERS(NWAITERS));
+	r = lk_semset_create(&f->s, name, NSEMS,
+			     0600 | LK_SEMSET_EXCL | LK_SEMSET_WAITERS(NWAITERS));
 	if (r == -EEXIST) {
-		shm_unlink(name);	/* left by a run that crashed */
-		r = lk_semset_create(&f->s, name, NSEMS, 0600 | LK_SEMSET_EXCL | LK_SEMSET_WAITERS(NWAITERS));
+		shm_unlink(name); /* left by a run that crashed */
+		r = lk_semset_create(&f->s, name, NSEMS,
+				     0600 | LK_SEMSET_EXCL | LK_SEMSET_WAITERS(NWAITERS));
 	}
 	must(r == 0);
-	shm_unlink(name);	/* the mapping is all the program needs */
+	shm_unlink(name); /* the mapping is all the program needs */
 	must(lk_semset_create(&f->model, NULL, NSEMS, 0) == 0);
 	f->base = (char *)f->s->hdr;
 }
@@ -282,19 +293,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (cmd >= 4) {
 			f.touched = true;
 			switch (cmd) {
-			case 4: write_bytes(&f, &in); break;
-			case 5: write_link(&f, &in); break;
-			case 6: hold_lock(&f, &in); break;
-			default: plant_waiter(&f, &in); break;
+			case 4:
+				write_bytes(&f, &in);
+				break;
+			case 5:
+				write_link(&f, &in);
+				break;
+			case 6:
+				hold_lock(&f, &in);
+				break;
+			default:
+				plant_waiter(&f, &in);
+				break;
 			}
 			no_live_holders(&f);
 			continue;
 		}
 		switch (cmd) {
 		case 0:
-		case 1: do_semop(&f, &in); break;
-		case 2: do_semctl(&f, &in); break;
-		default: do_stats(&f); break;
+		case 1:
+			do_semop(&f, &in);
+			break;
+		case 2:
+			do_semctl(&f, &in);
+			break;
+		default:
+			do_stats(&f);
+			break;
 		}
 	}
 	must(lk_semset_close(f.s) == 0);

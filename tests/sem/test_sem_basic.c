@@ -146,9 +146,9 @@ static void sleep_and_wake(void **state)
 	down = (struct call){ s, { { 0, -2, 0 } }, 1 };
 	start(&down);
 	await_sleepers(s, 0, false, 1);
-	assert_int_equal(op(s, 0, 1, 0), 0);	/* not enough yet */
+	assert_int_equal(op(s, 0, 1, 0), 0); /* not enough yet */
 	assert_int_equal(lk_semctl(s, 0, LK_GETNCNT), 1);
-	assert_int_equal(op(s, 0, 1, 0), 0);	/* now it is: the waker does the sleeper's -2 */
+	assert_int_equal(op(s, 0, 1, 0), 0); /* now it is: the waker does the sleeper's -2 */
 	assert_int_equal(finish(&down), 0);
 	assert_int_equal(val(s, 0), 0);
 	assert_int_equal(lk_semctl(s, 0, LK_GETNCNT), 0);
@@ -159,7 +159,7 @@ static void sleep_and_wake(void **state)
 	await_sleepers(s, 1, true, 1);
 	assert_int_equal(op(s, 1, -1, 0), 0);
 	assert_int_equal(lk_semctl(s, 1, LK_GETZCNT), 1);
-	assert_int_equal(lk_semctl(s, 1, LK_SETVAL, 0), 0);	/* SETVAL serves sleepers too */
+	assert_int_equal(lk_semctl(s, 1, LK_SETVAL, 0), 0); /* SETVAL serves sleepers too */
 	assert_int_equal(finish(&zero), 0);
 	assert_int_equal(lk_semctl(s, 1, LK_GETZCNT), 0);
 	done_with(s, state);
@@ -174,7 +174,7 @@ static void complex_sleeper(void **state)
 	assert_int_equal(make_set(&s, state, 2), 0);
 	both = (struct call){ s, { { 0, -1, 0 }, { 1, -1, 0 } }, 2 };
 	start(&both);
-	await_sleepers(s, 0, false, 1);	/* it waits on its first operation */
+	await_sleepers(s, 0, false, 1); /* it waits on its first operation */
 	assert_int_equal(op(s, 0, 1, 0), 0);
 	/* now it waits on the second one; sem 0 stays 1 */
 	await_sleepers(s, 1, false, 1);
@@ -184,7 +184,7 @@ static void complex_sleeper(void **state)
 	single = (struct call){ s, { { 1, -1, 0 } }, 1 };
 	start(&single);
 	await_sleepers(s, 1, false, 2);
-	assert_int_equal(op(s, 1, 1, 0), 0);	/* the complex one came first: it gets it */
+	assert_int_equal(op(s, 1, 1, 0), 0); /* the complex one came first: it gets it */
 	assert_int_equal(finish(&both), 0);
 	assert_int_equal(val(s, 0), 0);
 	assert_int_equal(lk_semctl(s, 1, LK_GETNCNT), 1);
@@ -203,11 +203,12 @@ static void complex_sleeper(void **state)
 static void complex_without_set_lock(void **state)
 {
 	struct lk_semset *s;
-	struct lk_sembuf ups[3] = { { 2, 1, 0 }, { 0, 1, 0 }, { 2, 1, 0 } }, downs[2] = { { 0, -1, 0 }, { 2, -2, 0 } };
+	struct lk_sembuf ups[3] = { { 2, 1, 0 }, { 0, 1, 0 }, { 2, 1, 0 } },
+			 downs[2] = { { 0, -1, 0 }, { 2, -2, 0 } };
 	struct lk_semset_stats st;
 
 	assert_int_equal(make_set(&s, state, 3), 0);
-	assert_int_equal(lk_semop(s, ups, 3, NULL), 0);	/* repeats a semaphore: locked once */
+	assert_int_equal(lk_semop(s, ups, 3, NULL), 0); /* repeats a semaphore: locked once */
 	assert_int_equal(lk_semop(s, downs, 2, NULL), 0);
 	assert_int_equal(lk_semset_stats(s, &st), 0);
 	assert_int_equal(st.multi_ops, 2);
@@ -223,7 +224,8 @@ static void complex_without_set_lock(void **state)
 		await_sleepers(s, 0, false, 1);
 		assert_int_equal(lk_semset_stats(s, &st), 0);
 		assert_int_equal(st.global_mode_entries, 1);
-		assert_int_equal(lk_semop(s, (struct lk_sembuf[]){ { 0, 1, 0 }, { 1, 1, 0 } }, 2, NULL), 0);
+		assert_int_equal(
+			lk_semop(s, (struct lk_sembuf[]){ { 0, 1, 0 }, { 1, 1, 0 } }, 2, NULL), 0);
 		assert_int_equal(finish(&c), 0);
 	}
 	done_with(s, state);
@@ -239,10 +241,10 @@ static void timeouts(void **state)
 	assert_int_equal(lk_semop(s, &down, 1, &short_wait), -ETIMEDOUT);
 	assert_non_null(strstr(lk_last_error(), "timed out"));
 	assert_int_equal(lk_semop(s, &down, 1, &none), -ETIMEDOUT);
-	assert_int_equal(lk_semctl(s, 0, LK_GETNCNT), 0);	/* it left the queue */
+	assert_int_equal(lk_semctl(s, 0, LK_GETNCNT), 0); /* it left the queue */
 	assert_int_equal(val(s, 0), 0);
 	assert_int_equal(op(s, 0, 1, 0), 0);
-	assert_int_equal(lk_semop(s, &down, 1, &short_wait), 0);	/* possible at once: no wait */
+	assert_int_equal(lk_semop(s, &down, 1, &short_wait), 0); /* possible at once: no wait */
 	done_with(s, state);
 }
 
@@ -298,7 +300,7 @@ static void removal(void **state)
 	if (*state) {
 		struct lk_semset *again;
 
-		assert_int_equal(lk_semset_open(&again, *state), -ENOENT);	/* the name is gone */
+		assert_int_equal(lk_semset_open(&again, *state), -ENOENT); /* the name is gone */
 	}
 	assert_int_equal(lk_semset_close(s), 0);
 }
@@ -321,7 +323,7 @@ static void bad_input(void **state)
 	assert_int_equal(lk_semop(NULL, &one, 1, NULL), -EINVAL);
 	assert_int_equal(lk_semctl(s, 0, LK_SETVAL, LK_SEMVMX + 1), -ERANGE);
 	assert_int_equal(lk_semctl(s, 0, LK_SETVAL, -1), -ERANGE);
-	assert_int_equal(lk_semctl(s, 2, LK_GETVAL), -EINVAL);	/* semctl's error for this */
+	assert_int_equal(lk_semctl(s, 2, LK_GETVAL), -EINVAL); /* semctl's error for this */
 	assert_int_equal(lk_semctl(s, 0, 999), -EINVAL);
 	assert_int_equal(lk_semctl(s, 0, LK_GETALL, NULL), -EINVAL);
 	{
@@ -353,10 +355,10 @@ static void existing_names(void **state)
 	lk_semset_unlink(shm_name);
 	assert_int_equal(lk_semset_create(&a, shm_name, 3, 0600), 0);
 	assert_int_equal(lk_semset_create(&b, shm_name, 3, 0600 | LK_SEMSET_EXCL), -EEXIST);
-	assert_int_equal(lk_semset_create(&b, shm_name, 4, 0600), -EINVAL);	/* fewer than asked */
-	assert_int_equal(lk_semset_create(&b, shm_name, 2, 0600), 0);	/* opens the existing one */
+	assert_int_equal(lk_semset_create(&b, shm_name, 4, 0600), -EINVAL); /* fewer than asked */
+	assert_int_equal(lk_semset_create(&b, shm_name, 2, 0600), 0); /* opens the existing one */
 	assert_int_equal(op(a, 2, 7, 0), 0);
-	assert_int_equal(val(b, 2), 7);	/* the same memory */
+	assert_int_equal(val(b, 2), 7); /* the same memory */
 	assert_int_equal(lk_semset_close(b), 0);
 	assert_int_equal(lk_semset_close(a), 0);
 	assert_int_equal(lk_semset_unlink(shm_name), 0);
@@ -393,7 +395,7 @@ static void corrupted_header(void **state)
 	ours = scribble(shm_name, version, 99);
 	assert_int_equal(lk_semset_open(&b, shm_name), -EINVAL);
 	assert_non_null(strstr(lk_last_error(), "version"));
-	assert_int_equal(op(a, 0, 1, 0), -EINVAL);	/* a handle that was open notices too */
+	assert_int_equal(op(a, 0, 1, 0), -EINVAL); /* a handle that was open notices too */
 	scribble(shm_name, version, ours);
 	assert_int_equal(op(a, 0, 1, 0), 0);
 
@@ -407,7 +409,7 @@ static void corrupted_header(void **state)
 	assert_non_null(strstr(lk_last_error(), "magic"));
 	assert_int_equal(val(a, 0), -EINVAL);
 	assert_int_equal(lk_semset_close(a), 0);
-	assert_int_equal(lk_semset_unlink(shm_name), 0);	/* a broken set can still be removed */
+	assert_int_equal(lk_semset_unlink(shm_name), 0); /* a broken set can still be removed */
 }
 
 static void waiter_slots_run_out(void **state)
@@ -457,7 +459,8 @@ static void *hammer_main(void *arg)
 {
 	struct hammer *h = arg;
 	struct lk_sembuf p = { 0, -1, 0 }, v = { 0, 1, 0 };
-	struct lk_sembuf p2[2] = { { 1, -1, 0 }, { 2, -1, 0 } }, v2[2] = { { 1, 1, 0 }, { 2, 1, 0 } };
+	struct lk_sembuf p2[2] = { { 1, -1, 0 }, { 2, -1, 0 } },
+			 v2[2] = { { 1, 1, 0 }, { 2, 1, 0 } };
 
 	for (int i = 0; i < ROUNDS; i++) {
 		if ((i + h->id) % 16 == 0) {
@@ -478,7 +481,7 @@ static void exclusion_under_threads(void **state)
 	pthread_t t[WORKERS];
 	struct lk_semset_stats st;
 	long counter = 0;
-	uint64_t calls = 3;	/* the three ups below */
+	uint64_t calls = 3; /* the three ups below */
 
 	for (int id = 0; id < WORKERS; id++)
 		for (int i = 0; i < ROUNDS; i++)
@@ -501,7 +504,7 @@ static void exclusion_under_threads(void **state)
 	assert_int_equal(st.nsems, 3);
 	assert_true(st.free + st.contended >= (uint64_t)WORKERS * ROUNDS * 2);
 	assert_int_equal(st.simple_ops + st.multi_ops + st.global_ops, calls);
-	assert_true(st.multi_ops > 0);	/* pairs taken at once need no set lock */
+	assert_true(st.multi_ops > 0); /* pairs taken at once need no set lock */
 	assert_true(st.wait_ns >= st.wait_avg_ns);
 	assert_true(st.lifetime_ns > 0);
 	done_with(s, state);

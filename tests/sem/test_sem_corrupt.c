@@ -51,7 +51,8 @@ static void plant_ref(struct lk_semset *s, unsigned int sem, lk__ref ref)
 }
 
 /* Link slot k, made to look like a live sleeper's, onto sem's alter list. */
-static struct waiter *plant_waiter(struct lk_semset *s, unsigned int sem, unsigned int k, short sem_op)
+static struct waiter *plant_waiter(struct lk_semset *s, unsigned int sem, unsigned int k,
+				   short sem_op)
 {
 	struct waiter *w = &s->slots[k];
 	struct node *head = &s->sems[sem].pending_alter;
@@ -91,7 +92,8 @@ static void survive(damage_fn fn)
 
 	/* a name per case: a case that failed cannot spoil the next */
 	snprintf(one, sizeof(one), "%s-%d", name, round++);
-	assert_int_equal(lk_semset_create(&s, one, NSEMS, 0600 | LK_SEMSET_WAITERS(4) | LK_SEMSET_EXCL), 0);
+	assert_int_equal(
+		lk_semset_create(&s, one, NSEMS, 0600 | LK_SEMSET_WAITERS(4) | LK_SEMSET_EXCL), 0);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -185,7 +187,7 @@ static int waiter_past_the_set(struct lk_semset *s)
 static int free_stack_hands_out_a_used_slot(struct lk_semset *s)
 {
 	plant_waiter(s, 1, 0, -5);	/* slot 0, the top of the free stack */
-	if (op(s, 0, -1, 0) != -EINVAL)	/* must sleep: takes a slot */
+	if (op(s, 0, -1, 0) != -EINVAL) /* must sleep: takes a slot */
 		return 60;
 	return 0;
 }
@@ -232,18 +234,12 @@ static void planted_live_waiter_is_served(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		CASE(ref_into_header),
-		CASE(ref_into_middle_of_slot),
-		CASE(ref_into_semaphore),
-		CASE(head_as_waiter),
-		CASE(head_as_waiter_counted),
-		CASE(negative_value),
-		CASE(value_past_semvmx),
-		CASE(waiter_with_too_many_ops),
-		CASE(waiter_past_the_set),
-		CASE(free_stack_hands_out_a_used_slot),
-		CASE(free_stack_past_the_slots),
-		cmocka_unit_test(planted_live_waiter_is_served),
+		CASE(ref_into_header),		 CASE(ref_into_middle_of_slot),
+		CASE(ref_into_semaphore),	 CASE(head_as_waiter),
+		CASE(head_as_waiter_counted),	 CASE(negative_value),
+		CASE(value_past_semvmx),	 CASE(waiter_with_too_many_ops),
+		CASE(waiter_past_the_set),	 CASE(free_stack_hands_out_a_used_slot),
+		CASE(free_stack_past_the_slots), cmocka_unit_test(planted_live_waiter_is_served),
 	};
 
 	snprintf(name, sizeof(name), "/lowkey-test-semcorrupt-%d", (int)getpid());

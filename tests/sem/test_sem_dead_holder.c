@@ -76,8 +76,8 @@ static pid_t holder(struct lk_semset *s, struct semlock *l, bool stop)
 	if (pid == 0) {
 		uint32_t free_word = 0;
 
-		if (!__atomic_compare_exchange_n(&l->word, &free_word, (uint32_t)gettid(), false, __ATOMIC_ACQUIRE,
-						 __ATOMIC_RELAXED))
+		if (!__atomic_compare_exchange_n(&l->word, &free_word, (uint32_t)gettid(), false,
+						 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			_exit(10);
 		if (write(fds[1], "h", 1) != 1)
 			_exit(11);
@@ -118,7 +118,8 @@ static void broken_then_removed(struct lk_semset *s)
 	struct lk_semset *again;
 	unsigned short values[2];
 
-	assert_int_equal(op(s, 1, 1, NULL), -ENOTRECOVERABLE);	/* another semaphore: the whole set */
+	assert_int_equal(op(s, 1, 1, NULL),
+			 -ENOTRECOVERABLE); /* another semaphore: the whole set */
 	assert_int_equal(lk_semctl(s, 1, LK_GETVAL), -ENOTRECOVERABLE);
 	assert_int_equal(lk_semctl(s, 0, LK_GETALL, values), -ENOTRECOVERABLE);
 	assert_int_equal(lk_semset_open(&again, name), 0);
@@ -183,7 +184,7 @@ static void stopped_holder(void **state)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	assert_int_equal(op(s, 0, 1, &short_wait), -ETIMEDOUT);
 	print_message("timed out after %.3f s (asked: 0.050)\n", since(&t0));
-	assert_int_equal(op(s, 1, 1, NULL), 0);	/* the other semaphore's lock is free */
+	assert_int_equal(op(s, 1, 1, NULL), 0); /* the other semaphore's lock is free */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	assert_int_equal(lk_semset_unlink(name), 0);
 	print_message("removed past the holder in %.3f s\n", since(&t0));
@@ -261,7 +262,7 @@ static void sleeper_gives_up_while_the_lock_is_stuck(void **state)
 	/* it could not take the lock to leave the queue: its waiter stays there, cancelled */
 	assert_true(s->slots[0].status == CANCELLED || s->slots[1].status == CANCELLED);
 	assert_int_equal(kill(pid, SIGCONT), 0);
-	reap(pid, 0);	/* it let go */
+	reap(pid, 0); /* it let go */
 	/* the sleeper left behind is not counted, its -1 is never done, its slot comes back */
 	assert_int_equal(lk_semctl(s, 0, LK_GETNCNT), 0);
 	assert_int_equal(op(s, 0, 1, NULL), 0);
@@ -272,7 +273,8 @@ static void sleeper_gives_up_while_the_lock_is_stuck(void **state)
 	}
 	/* both slots in use: neither got -ENOSPC */
 	while (lk_semctl(s, 0, LK_GETNCNT) != 2) {
-		assert_false(__atomic_load_n(&two[0].done, __ATOMIC_SEQ_CST) || __atomic_load_n(&two[1].done, __ATOMIC_SEQ_CST));
+		assert_false(__atomic_load_n(&two[0].done, __ATOMIC_SEQ_CST) ||
+			     __atomic_load_n(&two[1].done, __ATOMIC_SEQ_CST));
 		sched_yield();
 	}
 	assert_int_equal(op(s, 0, 3, NULL), 0);
@@ -288,7 +290,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(dead_holder_of_a_semaphore_lock, setup, teardown),
 		cmocka_unit_test_setup_teardown(dead_holder_not_yet_waited_for, setup, teardown),
 		cmocka_unit_test_setup_teardown(stopped_holder, setup, teardown),
-		cmocka_unit_test_setup_teardown(sleeper_gives_up_while_the_lock_is_stuck, setup, teardown),
+		cmocka_unit_test_setup_teardown(sleeper_gives_up_while_the_lock_is_stuck, setup,
+						teardown),
 	};
 
 	snprintf(name, sizeof(name), "/lowkey-test-semdead-%d", (int)getpid());

@@ -34,9 +34,11 @@
 
 #include <lowkey/sem.h>
 
-_Static_assert(sizeof(struct lk_sembuf) == sizeof(struct sembuf), "lk_sembuf is laid out as sembuf");
-_Static_assert(LK_IPC_NOWAIT == IPC_NOWAIT && LK_GETVAL == GETVAL && LK_SETVAL == SETVAL && LK_GETALL == GETALL &&
-		       LK_SETALL == SETALL && LK_GETNCNT == GETNCNT && LK_GETZCNT == GETZCNT && LK_IPC_RMID == IPC_RMID,
+_Static_assert(sizeof(struct lk_sembuf) == sizeof(struct sembuf),
+	       "lk_sembuf is laid out as sembuf");
+_Static_assert(LK_IPC_NOWAIT == IPC_NOWAIT && LK_GETVAL == GETVAL && LK_SETVAL == SETVAL &&
+		       LK_GETALL == GETALL && LK_SETALL == SETALL && LK_GETNCNT == GETNCNT &&
+		       LK_GETZCNT == GETZCNT && LK_IPC_RMID == IPC_RMID,
 	       "the same command values");
 
 union semun {
@@ -67,9 +69,10 @@ static unsigned int pick(unsigned int n)
 
 static void open_sides(struct side sides[2], unsigned int nsems)
 {
-	sides[0] = (struct side){ .kernel = true, .semid = semget(IPC_PRIVATE, (int)nsems, IPC_CREAT | 0600) };
+	sides[0] = (struct side){ .kernel = true,
+				  .semid = semget(IPC_PRIVATE, (int)nsems, IPC_CREAT | 0600) };
 	if (sides[0].semid < 0)
-		skip();	/* no System V IPC here (a container without it): nothing to compare with */
+		skip(); /* no System V IPC here (a container without it): nothing to compare with */
 	sides[1] = (struct side){ .kernel = false };
 	assert_int_equal(lk_semset_create(&sides[1].set, NULL, nsems, 0), 0);
 }
@@ -115,18 +118,21 @@ static void same_values(struct side sides[2], unsigned int nsems, unsigned long 
 	assert_int_equal(do_semctl(&sides[1], 0, GETALL, 0, l), 0);
 	for (unsigned int i = 0; i < nsems; i++)
 		if (k[i] != l[i])
-			fail_msg("seed %lu step %d: semaphore %u is %u in the kernel, %u here", seed, step, i, k[i], l[i]);
+			fail_msg("seed %lu step %d: semaphore %u is %u in the kernel, %u here",
+				 seed, step, i, k[i], l[i]);
 }
 
-static void random_ops(struct lk_sembuf *ops, size_t nops, unsigned int nsems, bool nowait, int range)
+static void random_ops(struct lk_sembuf *ops, size_t nops, unsigned int nsems, bool nowait,
+		       int range)
 {
 	for (size_t i = 0; i < nops; i++) {
 		unsigned int r = pick(100);
 
-		ops[i].sem_num = (unsigned short)(r < 3 ? nsems : pick(nsems));	/* past the set: EFBIG */
+		ops[i].sem_num =
+			(unsigned short)(r < 3 ? nsems : pick(nsems)); /* past the set: EFBIG */
 		ops[i].sem_op = (short)((int)pick(2 * (unsigned int)range + 1) - range);
 		if (r >= 3 && r < 5)
-			ops[i].sem_op = 32767;	/* ERANGE unless the value is 0 */
+			ops[i].sem_op = 32767; /* ERANGE unless the value is 0 */
 		ops[i].sem_flg = nowait ? IPC_NOWAIT : (pick(10) == 0 ? IPC_NOWAIT : 0);
 	}
 }
@@ -157,7 +163,12 @@ static void nonblocking_sequence(unsigned long seed)
 		random_ops(ops, nops, nsems, true, 3);
 		for (int s = 0; s < 2; s++) {
 			switch (action) {
-			case 0: case 1: case 2: case 3: case 4: case 5:
+			case 0:
+			case 1:
+			case 2:
+			case 3:
+			case 4:
+			case 5:
 				r[s] = do_semop(&sides[s], ops, nops);
 				break;
 			case 6:
@@ -175,7 +186,8 @@ static void nonblocking_sequence(unsigned long seed)
 			}
 		}
 		if (r[0] != r[1])
-			fail_msg("seed %lu step %d: action %u gives %d in the kernel, %d here", seed, step, action, r[0], r[1]);
+			fail_msg("seed %lu step %d: action %u gives %d in the kernel, %d here",
+				 seed, step, action, r[0], r[1]);
 		same_values(sides, nsems, seed, step);
 	}
 	close_sides(sides);
@@ -225,7 +237,7 @@ static void *sleeper_main(void *arg)
 
 	__atomic_store_n(&w->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_SEQ_CST);
 	w->result = do_semop(w->side, w->ops, w->nops);
-	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);	/* publishes result */
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE); /* publishes result */
 	return NULL;
 }
 
@@ -270,7 +282,8 @@ static bool asleep(pid_t tid)
  * they were read: every sleeper that has not returned is asleep in the kernel, and none returned
  * meanwhile.
  */
-static void settle(struct side *s, struct sleeper *w, int started, unsigned int nsems, unsigned long seed, int step)
+static void settle(struct side *s, struct sleeper *w, int started, unsigned int nsems,
+		   unsigned long seed, int step)
 {
 	struct timespec start, now;
 
@@ -282,7 +295,8 @@ static void settle(struct side *s, struct sleeper *w, int started, unsigned int 
 		for (int i = 0; i < started && still; i++) {
 			pid_t tid = __atomic_load_n(&w[i].tid, __ATOMIC_SEQ_CST);
 
-			if (!__atomic_load_n(&w[i].done, __ATOMIC_SEQ_CST) && (!tid || !asleep(tid)))
+			if (!__atomic_load_n(&w[i].done, __ATOMIC_SEQ_CST) &&
+			    (!tid || !asleep(tid)))
 				still = false;
 		}
 		if (still && count_done(w, started) == done && done + waiting == started)
@@ -290,35 +304,39 @@ static void settle(struct side *s, struct sleeper *w, int started, unsigned int 
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		/* a liveness bound, not a timing: a sleeper that neither returns nor waits is a bug */
 		if (now.tv_sec - start.tv_sec > 20)
-			fail_msg("seed %lu step %d: %s sleepers never settled", seed, step, s->kernel ? "kernel" : "lowkey");
+			fail_msg("seed %lu step %d: %s sleepers never settled", seed, step,
+				 s->kernel ? "kernel" : "lowkey");
 		sched_yield();
 	}
 }
 
-static void same_sleepers(struct side sides[2], struct sleeper w[2][MAX_SLEEPERS], int started, unsigned int nsems,
-			  unsigned long seed, int step)
+static void same_sleepers(struct side sides[2], struct sleeper w[2][MAX_SLEEPERS], int started,
+			  unsigned int nsems, unsigned long seed, int step)
 {
 	for (int s = 0; s < 2; s++)
 		settle(&sides[s], w[s], started, nsems, seed, step);
 	same_values(sides, nsems, seed, step);
 	for (unsigned int i = 0; i < nsems; i++) {
 		for (int cmd = GETNCNT; cmd <= GETZCNT; cmd++) {
-			int k = do_semctl(&sides[0], i, cmd, 0, NULL), l = do_semctl(&sides[1], i, cmd, 0, NULL);
+			int k = do_semctl(&sides[0], i, cmd, 0, NULL),
+			    l = do_semctl(&sides[1], i, cmd, 0, NULL);
 
 			if (k != l)
-				fail_msg("seed %lu step %d: %s of %u is %d in the kernel, %d here", seed, step,
-					 cmd == GETNCNT ? "GETNCNT" : "GETZCNT", i, k, l);
+				fail_msg("seed %lu step %d: %s of %u is %d in the kernel, %d here",
+					 seed, step, cmd == GETNCNT ? "GETNCNT" : "GETZCNT", i, k,
+					 l);
 		}
 	}
 	for (int i = 0; i < started; i++) {
-		int k = __atomic_load_n(&w[0][i].done, __ATOMIC_ACQUIRE), l = __atomic_load_n(&w[1][i].done, __ATOMIC_ACQUIRE);
+		int k = __atomic_load_n(&w[0][i].done, __ATOMIC_ACQUIRE),
+		    l = __atomic_load_n(&w[1][i].done, __ATOMIC_ACQUIRE);
 
 		if (k != l)
-			fail_msg("seed %lu step %d: sleeper %d %s in the kernel, %s here", seed, step, i,
-				 k ? "returned" : "sleeps", l ? "returned" : "sleeps");
+			fail_msg("seed %lu step %d: sleeper %d %s in the kernel, %s here", seed,
+				 step, i, k ? "returned" : "sleeps", l ? "returned" : "sleeps");
 		if (k && w[0][i].result != w[1][i].result)
-			fail_msg("seed %lu step %d: sleeper %d got %d in the kernel, %d here", seed, step, i, w[0][i].result,
-				 w[1][i].result);
+			fail_msg("seed %lu step %d: sleeper %d got %d in the kernel, %d here", seed,
+				 step, i, w[0][i].result, w[1][i].result);
 	}
 }
 
@@ -347,14 +365,16 @@ static void blocking_sequence(unsigned long seed)
 
 			random_ops(ops, nops, nsems, false, 2);
 			for (size_t i = 0; i < nops; i++)
-				ops[i].sem_num %= (unsigned short)nsems;	/* waiting calls: valid ones */
+				ops[i].sem_num %=
+					(unsigned short)nsems; /* waiting calls: valid ones */
 			for (int s = 0; s < 2; s++) {
 				struct sleeper *x = &w[s][started];
 
 				x->side = &sides[s];
 				memcpy(x->ops, ops, sizeof(ops));
 				x->nops = nops;
-				assert_int_equal(pthread_create(&x->thread, NULL, sleeper_main, x), 0);
+				assert_int_equal(pthread_create(&x->thread, NULL, sleeper_main, x),
+						 0);
 			}
 			started++;
 		} else if (action < 9) {
@@ -364,12 +384,14 @@ static void blocking_sequence(unsigned long seed)
 
 			random_ops(ops, nops, nsems, true, 2);
 			for (size_t i = 0; i < nops; i++)
-				if (pick(3))	/* mostly increments: they wake sleepers */
-					ops[i].sem_op = (short)(ops[i].sem_op < 0 ? -ops[i].sem_op : ops[i].sem_op);
+				if (pick(3)) /* mostly increments: they wake sleepers */
+					ops[i].sem_op = (short)(ops[i].sem_op < 0 ? -ops[i].sem_op :
+										    ops[i].sem_op);
 			for (int s = 0; s < 2; s++)
 				r[s] = do_semop(&sides[s], ops, nops);
 			if (r[0] != r[1])
-				fail_msg("seed %lu step %d: semop gives %d in the kernel, %d here", seed, step, r[0], r[1]);
+				fail_msg("seed %lu step %d: semop gives %d in the kernel, %d here",
+					 seed, step, r[0], r[1]);
 		} else {
 			unsigned int num = pick(nsems);
 			int value = (int)pick(3);
@@ -387,8 +409,8 @@ static void blocking_sequence(unsigned long seed)
 			assert_int_equal(pthread_join(w[s][i].thread, NULL), 0);
 	for (int i = 0; i < started; i++)
 		if (w[0][i].result != w[1][i].result)
-			fail_msg("seed %lu: at removal, sleeper %d got %d in the kernel, %d here", seed, i, w[0][i].result,
-				 w[1][i].result);
+			fail_msg("seed %lu: at removal, sleeper %d got %d in the kernel, %d here",
+				 seed, i, w[0][i].result, w[1][i].result);
 	lk_semset_close(sides[1].set);
 }
 

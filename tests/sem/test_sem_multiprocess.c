@@ -66,7 +66,8 @@ static int teardown(void **state)
 static int hammer_child(long *counter, int id)
 {
 	struct lk_semset *s;
-	struct lk_sembuf p2[2] = { { 1, -1, 0 }, { 2, -1, 0 } }, v2[2] = { { 1, 1, 0 }, { 2, 1, 0 } };
+	struct lk_sembuf p2[2] = { { 1, -1, 0 }, { 2, -1, 0 } },
+			 v2[2] = { { 1, 1, 0 }, { 2, 1, 0 } };
 
 	if (lk_semset_open(&s, name) != 0)
 		return 10;
@@ -110,14 +111,14 @@ static void processes_share_a_set(void **state)
 	assert_int_equal(lk_semctl(s, 1, LK_GETVAL), 1);
 	assert_int_equal(lk_semset_stats(s, &st), 0);
 	{
-		uint64_t calls = 3;	/* the three ups above */
+		uint64_t calls = 3; /* the three ups above */
 
 		for (int id = 0; id < PROCS; id++)
 			for (int i = 0; i < ROUNDS; i++)
 				calls += 2 + ((i + id) % 8 == 0 ? 2 : 0);
 		/* every call from every process is counted in the one set */
 		assert_int_equal(st.simple_ops + st.multi_ops + st.global_ops, calls);
-		assert_true(st.multi_ops > 0);	/* pairs taken at once need no set lock */
+		assert_true(st.multi_ops > 0); /* pairs taken at once need no set lock */
 	}
 	assert_int_equal(lk_semset_close(s), 0);
 	munmap(counter, 4096);
@@ -158,8 +159,10 @@ static void killed_sleeper_is_dropped(void **state)
 	(void)state;
 	/* A dead sleeper is found through its robust futex list (src/sem/robust.c). */
 	if (syscall(SYS_get_robust_list, 0, &head, &len) != 0 && errno == ENOSYS) {
-		print_message("skipped: no robust futex lists here (get_robust_list: %s): qemu-user "
-			      "has none\n", strerror(errno));
+		print_message(
+			"skipped: no robust futex lists here (get_robust_list: %s): qemu-user "
+			"has none\n",
+			strerror(errno));
 		skip();
 	}
 	/* two waiter slots: the dead sleeper's must come back for the test to end */
@@ -172,7 +175,7 @@ static void killed_sleeper_is_dropped(void **state)
 		if (lk_semset_open(&c, name))
 			_exit(10);
 		op(c, 0, -1);
-		_exit(11);	/* never reached: killed while asleep */
+		_exit(11); /* never reached: killed while asleep */
 	}
 	await_count(s, 0, 1);
 	assert_int_equal(kill(pid, SIGKILL), 0);
@@ -235,7 +238,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(processes_share_a_set, setup, teardown),
 		cmocka_unit_test_setup_teardown(woken_by_another_process, setup, teardown),
 		cmocka_unit_test_setup_teardown(killed_sleeper_is_dropped, setup, teardown),
-		cmocka_unit_test_setup_teardown(removed_while_another_process_sleeps, setup, teardown),
+		cmocka_unit_test_setup_teardown(removed_while_another_process_sleeps, setup,
+						teardown),
 	};
 
 	snprintf(name, sizeof(name), "/lowkey-test-semproc-%d", (int)getpid());

@@ -55,7 +55,8 @@ static void create_as_nobody(mode_t mode)
 	if (pid == 0) {
 		struct lk_semset *s;
 
-		if (setgroups(0, NULL) || setresgid(NOBODY, NOBODY, NOBODY) || setresuid(NOBODY, NOBODY, NOBODY))
+		if (setgroups(0, NULL) || setresgid(NOBODY, NOBODY, NOBODY) ||
+		    setresuid(NOBODY, NOBODY, NOBODY))
 			_exit(10);
 		_exit(lk_semset_create(&s, name, 2, mode) ? 11 : 0);
 	}
@@ -127,7 +128,8 @@ static void not_a_set_is_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(another_users_set_is_not_taken_over, setup, teardown),
+		cmocka_unit_test_setup_teardown(another_users_set_is_not_taken_over, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(wider_mode_is_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(not_a_set_is_refused, setup, teardown),
 	};

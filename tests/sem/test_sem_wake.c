@@ -102,7 +102,8 @@ static int with_refused(long nr, int err)
 		if (nr >= 0 && (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
 				syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)) {
 			printf("skipped: no seccomp filter can be installed here (%s): qemu-user, or a "
-			       "kernel without CONFIG_SECCOMP_FILTER\n", strerror(errno));
+			       "kernel without CONFIG_SECCOMP_FILTER\n",
+			       strerror(errno));
 			fflush(stdout);
 			_exit(77);
 		}

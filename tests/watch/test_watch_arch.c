@@ -26,39 +26,35 @@
 static _Alignas(16) volatile uint8_t area[32];
 
 struct request {
-	unsigned int offset;	/* into area, which is 16-byte aligned */
+	unsigned int offset; /* into area, which is 16-byte aligned */
 	size_t len;
 	unsigned int access;
-	bool accepted;		/* by lowkey's checks; the kernel may still refuse */
+	bool accepted; /* by lowkey's checks; the kernel may still refuse */
 };
 
 #if defined(__x86_64__)
 static const struct request requests[] = {
-	{ 0, 8, LK_WATCH_WRITE, true },
-	{ 4, 4, LK_WATCH_READWRITE, true },
-	{ 6, 2, LK_WATCH_WRITE, true },
-	{ 3, 1, LK_WATCH_WRITE, true },
-	{ 4, 8, LK_WATCH_WRITE, false },	/* not aligned to its length */
-	{ 1, 2, LK_WATCH_WRITE, false },
-	{ 0, 3, LK_WATCH_WRITE, false },	/* not a power of two */
-	{ 0, 0, LK_WATCH_WRITE, false },
-	{ 0, 2, LK_WATCH_EXEC, false },		/* execute takes len 1 */
+	{ 0, 8, LK_WATCH_WRITE, true },	 { 4, 4, LK_WATCH_READWRITE, true },
+	{ 6, 2, LK_WATCH_WRITE, true },	 { 3, 1, LK_WATCH_WRITE, true },
+	{ 4, 8, LK_WATCH_WRITE, false }, /* not aligned to its length */
+	{ 1, 2, LK_WATCH_WRITE, false }, { 0, 3, LK_WATCH_WRITE, false }, /* not a power of two */
+	{ 0, 0, LK_WATCH_WRITE, false }, { 0, 2, LK_WATCH_EXEC, false },  /* execute takes len 1 */
 };
 #define SIGNALS_SUPPORTED true
 #define REFUSED (-EINVAL)
 #elif defined(__aarch64__)
 static const struct request requests[] = {
 	{ 0, 8, LK_WATCH_WRITE, true },
-	{ 1, 3, LK_WATCH_WRITE, true },		/* any bytes of one doubleword */
+	{ 1, 3, LK_WATCH_WRITE, true }, /* any bytes of one doubleword */
 	{ 5, 3, LK_WATCH_READWRITE, true },
 	{ 7, 1, LK_WATCH_WRITE, true },
-	{ 6, 3, LK_WATCH_WRITE, false },	/* crosses the doubleword */
+	{ 6, 3, LK_WATCH_WRITE, false }, /* crosses the doubleword */
 	{ 4, 8, LK_WATCH_WRITE, false },
 	{ 0, 9, LK_WATCH_WRITE, false },
 	{ 0, 0, LK_WATCH_WRITE, false },
 	{ 0, 1, LK_WATCH_EXEC, true },
-	{ 2, 1, LK_WATCH_EXEC, false },		/* instructions are 4-byte aligned */
-	{ 0, 4, LK_WATCH_EXEC, false },		/* execute takes len 1 */
+	{ 2, 1, LK_WATCH_EXEC, false }, /* instructions are 4-byte aligned */
+	{ 0, 4, LK_WATCH_EXEC, false }, /* execute takes len 1 */
 };
 #define SIGNALS_SUPPORTED false
 #define REFUSED (-EINVAL)
@@ -85,11 +81,11 @@ static void test_lengths(void **state)
 	for (size_t i = 0; i < sizeof(requests) / sizeof(requests[0]); i++) {
 		const struct request *r = &requests[i];
 		struct lk_watch_sampler *s = NULL;
-		int err = lk_watch_sampler_open(&s, getpid(), (uint64_t)(uintptr_t)(area + r->offset),
-						r->len, r->access);
+		int err = lk_watch_sampler_open(
+			&s, getpid(), (uint64_t)(uintptr_t)(area + r->offset), r->len, r->access);
 
-		printf("%s %zu bytes at +%u: %d (%s)\n", access_name(r->access), r->len, r->offset, err,
-		       err ? lk_last_error() : "opened");
+		printf("%s %zu bytes at +%u: %d (%s)\n", access_name(r->access), r->len, r->offset,
+		       err, err ? lk_last_error() : "opened");
 		if (r->accepted) {
 			assert_int_not_equal(err, -EINVAL);
 		} else {

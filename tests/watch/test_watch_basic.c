@@ -14,7 +14,7 @@
 #include "watch/watch_test.h"
 #include "watch/watch_attempts.h"
 
-static long watched;		/* 8-byte aligned */
+static long watched; /* 8-byte aligned */
 static long other;
 static int small[4];
 
@@ -41,11 +41,13 @@ static void write_fires_with_address_thread_ip_value(void **state)
 #else
 	extern char after_store[];
 
-	assert_int_equal(lk_watch_add(&w, &watched, sizeof(watched), LK_WATCH_WRITE, record_hit, &rec), 0);
+	assert_int_equal(
+		lk_watch_add(&w, &watched, sizeof(watched), LK_WATCH_WRITE, record_hit, &rec), 0);
 	/* Label the instruction after the store: the IP a data watchpoint reports. */
 	asm volatile("movq $1234, %0\n\t"
 		     ".globl after_store\n"
-		     "after_store:" : "=m"(watched));
+		     "after_store:"
+		     : "=m"(watched));
 	assert_int_equal(hits_of(&rec), 1);
 	assert_ptr_equal(rec.hits[0].addr, &watched);
 	assert_int_equal(rec.hits[0].len, sizeof(watched));
@@ -59,7 +61,7 @@ static void write_fires_with_address_thread_ip_value(void **state)
 	assert_non_null(rec.hits[0].context);
 	assert_int_equal(lk_watch_remove(w), 0);
 
-	WRITE_ONCE(watched, 5);	/* removed: no callback */
+	WRITE_ONCE(watched, 5); /* removed: no callback */
 	assert_int_equal(hits_of(&rec), 1);
 #endif
 }
@@ -69,13 +71,14 @@ static void small_lengths_fire_on_their_bytes_only(void **state)
 	struct lk_watch *w;
 
 	(void)state;
-	assert_int_equal(lk_watch_add(&w, &small[1], sizeof(int), LK_WATCH_WRITE, record_hit, &rec), 0);
+	assert_int_equal(lk_watch_add(&w, &small[1], sizeof(int), LK_WATCH_WRITE, record_hit, &rec),
+			 0);
 	WRITE_ONCE(small[0], 1);
 	WRITE_ONCE(small[2], 1);
 	assert_int_equal(hits_of(&rec), 0);
 	WRITE_ONCE(small[1], -2);
 	assert_int_equal(hits_of(&rec), 1);
-	assert_int_equal(rec.hits[0].value, 0xfffffffe);	/* 4 bytes, zero-extended */
+	assert_int_equal(rec.hits[0].value, 0xfffffffe); /* 4 bytes, zero-extended */
 	assert_int_equal(lk_watch_remove(w), 0);
 }
 
@@ -96,7 +99,7 @@ static void read_write_fires_on_loads_write_only_does_not(void **state)
 	v = READ_ONCE(watched);
 	assert_int_equal(hits_of(&rec), 2);
 	assert_int_equal(rec.hits[1].access, LK_WATCH_READWRITE);
-	assert_false(rec.hits[1].has_value);	/* reading it would trap again */
+	assert_false(rec.hits[1].has_value); /* reading it would trap again */
 	WRITE_ONCE(watched, v + 1);
 	assert_int_equal(hits_of(&rec), 3);
 	assert_int_equal(lk_watch_remove(w), 0);
@@ -105,7 +108,7 @@ static void read_write_fires_on_loads_write_only_does_not(void **state)
 /* A read/write watchpoint's callback that reads the watched variable itself. */
 static void reading_callback(const struct lk_watch_hit *hit, void *arg)
 {
-	long v = READ_ONCE(watched);	/* traps again, nested: lowkey ignores it */
+	long v = READ_ONCE(watched); /* traps again, nested: lowkey ignores it */
 
 	(void)v;
 	record_hit(hit, arg);
@@ -117,7 +120,8 @@ static void callback_own_accesses_are_ignored(void **state)
 	struct lk_watch *w;
 
 	(void)state;
-	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_READWRITE, reading_callback, &rec), 0);
+	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_READWRITE, reading_callback, &rec),
+			 0);
 	WRITE_ONCE(watched, 3);
 	assert_int_equal(hits_of(&rec), 1);
 	assert_int_equal(lk_watch_stats(w, &st), 0);
@@ -138,7 +142,9 @@ static void thread_scope_does_not_fire_in_other_threads(void **state)
 	struct lk_watch *w;
 
 	(void)state;
-	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_THREAD, record_hit, &rec), 0);
+	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_THREAD, record_hit,
+				      &rec),
+			 0);
 	assert_true(run_in_thread(write_watched, NULL) > 0);
 	assert_int_equal(hits_of(&rec), 0);
 	WRITE_ONCE(watched, 1);
@@ -174,7 +180,9 @@ static void process_scope_fires_in_existing_thread(void **state)
 	pthread_barrier_init(&ww.added, NULL, 2);
 	pthread_barrier_init(&ww.written, NULL, 2);
 	assert_int_equal(pthread_create(&t, NULL, waiting_writer_main, &ww), 0);
-	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, record_hit, &rec), 0);
+	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS,
+				      record_hit, &rec),
+			 0);
 	pthread_barrier_wait(&ww.added);
 	pthread_barrier_wait(&ww.written);
 	pthread_join(t, NULL);
@@ -183,7 +191,7 @@ static void process_scope_fires_in_existing_thread(void **state)
 	assert_ptr_equal(rec.hits[0].addr, &watched);
 	assert_int_equal(rec.hits[0].value, 99);
 
-	WRITE_ONCE(watched, 1);	/* and in the thread that added it */
+	WRITE_ONCE(watched, 1); /* and in the thread that added it */
 	assert_int_equal(hits_of(&rec), 2);
 	assert_int_equal(rec.hits[1].tid, test_gettid());
 	assert_int_equal(lk_watch_remove(w), 0);
@@ -197,7 +205,7 @@ static void write_then_spawn(void *arg)
 {
 	(void)arg;
 	WRITE_ONCE(watched, 10);
-	grandchild_tid = run_in_thread(write_watched, NULL);	/* a thread's thread inherits too */
+	grandchild_tid = run_in_thread(write_watched, NULL); /* a thread's thread inherits too */
 }
 
 static void process_scope_fires_in_threads_created_later(void **state)
@@ -206,7 +214,9 @@ static void process_scope_fires_in_threads_created_later(void **state)
 	pid_t child;
 
 	(void)state;
-	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, record_hit, &rec), 0);
+	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS,
+				      record_hit, &rec),
+			 0);
 	child = run_in_thread(write_then_spawn, NULL);
 	assert_int_equal(hits_of(&rec), 2);
 	assert_int_equal(rec.hits[0].tid, child);
@@ -215,7 +225,7 @@ static void process_scope_fires_in_threads_created_later(void **state)
 	assert_int_equal(rec.hits[1].value, 77);
 	assert_int_equal(lk_watch_remove(w), 0);
 
-	assert_true(run_in_thread(write_then_spawn, NULL) > 0);	/* removed: in no thread */
+	assert_true(run_in_thread(write_then_spawn, NULL) > 0); /* removed: in no thread */
 	assert_int_equal(hits_of(&rec), 2);
 }
 
@@ -239,8 +249,10 @@ static void exec_fires_at_the_instruction(void **state)
 	struct lk_watch *w;
 
 	(void)state;
-	assert_int_equal(lk_watch_add(&w, (const void *)watched_function, 1, LK_WATCH_EXEC, record_hit, &rec), 0);
-	assert_int_equal(fn(2), 6);	/* the function still runs, once */
+	assert_int_equal(lk_watch_add(&w, (const void *)watched_function, 1, LK_WATCH_EXEC,
+				      record_hit, &rec),
+			 0);
+	assert_int_equal(fn(2), 6); /* the function still runs, once */
 	assert_int_equal(hits_of(&rec), 1);
 	assert_ptr_equal(rec.hits[0].ip, (const void *)watched_function);
 	assert_ptr_equal(rec.hits[0].addr, (const void *)watched_function);
@@ -292,9 +304,11 @@ static void move_reaches_inherited_copies(void **state)
 	pid_t t;
 
 	(void)state;
-	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, record_hit, &rec), 0);
+	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS,
+				      record_hit, &rec),
+			 0);
 	assert_int_equal(lk_watch_move(w, &other, 8), 0);
-	t = run_in_thread(write_other, NULL);	/* created after the move */
+	t = run_in_thread(write_other, NULL); /* created after the move */
 	assert_int_equal(hits_of(&rec), 1);
 	assert_int_equal(rec.hits[0].tid, t);
 	assert_ptr_equal(rec.hits[0].addr, &other);
@@ -306,7 +320,9 @@ static void disable_and_enable(void **state)
 	struct lk_watch *w;
 
 	(void)state;
-	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_DISABLED, record_hit, &rec), 0);
+	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_DISABLED,
+				      record_hit, &rec),
+			 0);
 	WRITE_ONCE(watched, 1);
 	assert_int_equal(hits_of(&rec), 0);
 	assert_int_equal(lk_watch_enable(w), 0);
@@ -358,7 +374,8 @@ static enum attempt write_in_later_thread_counted(void)
 	struct lk_watch *w;
 	enum attempt got;
 
-	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, NULL, NULL), 0);
+	assert_int_equal(
+		lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, NULL, NULL), 0);
 	assert_true(run_in_thread(write_watched, NULL) > 0);
 	got = burst_counted(w, 1, 0);
 	assert_int_equal(lk_watch_remove(w), 0);

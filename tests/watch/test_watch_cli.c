@@ -21,12 +21,12 @@
 
 #include "watch/watch_attempts.h"
 
-#define ROUNDS 5	/* as in watch_fixture.c */
+#define ROUNDS 5 /* as in watch_fixture.c */
 #define OUT_MAX (256 * 1024)
 
 struct proc {
 	pid_t pid;
-	int in, out, err;	/* our ends of its stdin, stdout, stderr */
+	int in, out, err; /* our ends of its stdin, stdout, stderr */
 };
 
 static pid_t spawn(char *const argv[], struct proc *p)
@@ -63,7 +63,7 @@ static size_t read_until(int fd, char *buf, size_t cap, size_t have, const char 
 		if (needle && strstr(buf, needle))
 			break;
 		if (poll(&pfd, 1, 30000) <= 0)
-			break;	/* 30 s without output: let the assertions say what is missing */
+			break; /* 30 s without output: let the assertions say what is missing */
 		n = read(fd, buf + have, cap - 1 - have);
 		if (n <= 0)
 			break;
@@ -94,8 +94,8 @@ static int count_of(const char *haystack, const char *needle)
 /* What lowkey printed, for a failure to explain itself (cmocka's print_message cuts at 4 KiB). */
 static void show(const char *out, const char *err, const char *fixture_out)
 {
-	fprintf(stderr, "lowkey watch's stdout:\n%s\nits stderr:\n%s\nthe fixture's stdout:\n%s\n", out,
-		err, fixture_out ? fixture_out : "(shared with lowkey's)");
+	fprintf(stderr, "lowkey watch's stdout:\n%s\nits stderr:\n%s\nthe fixture's stdout:\n%s\n",
+		out, err, fixture_out ? fixture_out : "(shared with lowkey's)");
 }
 
 /* The fixture, started and waiting for "go". */
@@ -104,8 +104,8 @@ struct fixture {
 	char out[4096];
 	int pid, line;
 	unsigned long addr;
-	long tids[2];	/* its main thread and its second writer */
-	int lost[2];	/* writes of each whose hit the hypervisor lost (watch_fixture.c) */
+	long tids[2]; /* its main thread and its second writer */
+	int lost[2];  /* writes of each whose hit the hypervisor lost (watch_fixture.c) */
 };
 
 /* The writes of thread i (0, 1; 2: both) lowkey can see. */
@@ -133,11 +133,12 @@ static void run_fixture(struct fixture *f)
 	read_until(f->p.out, f->out, sizeof(f->out), strlen(f->out), "\n");
 	line = strstr(f->out, "tids");
 	assert_non_null(line);
-	assert_int_equal(sscanf(line, "tids %ld %ld lost %d %d", &f->tids[0], &f->tids[1], &f->lost[0],
-				&f->lost[1]), 4);
+	assert_int_equal(sscanf(line, "tids %ld %ld lost %d %d", &f->tids[0], &f->tids[1],
+				&f->lost[0], &f->lost[1]),
+			 4);
 	if (f->lost[0] || f->lost[1])
-		print_message("the machine lost %d + %d hits (SIGTRAP without a breakpoint)\n", f->lost[0],
-			      f->lost[1]);
+		print_message("the machine lost %d + %d hits (SIGTRAP without a breakpoint)\n",
+			      f->lost[0], f->lost[1]);
 }
 
 /* Let it exit. */
@@ -162,7 +163,8 @@ static int json_counted(const char *out, const char *err, const char *fixture_ou
 	if (summary)
 		summary = strstr(summary, "\"hits\":");
 	if (!summary ||
-	    sscanf(summary, "\"hits\": %d, \"lost\": %d, \"counted\": %d}", &hits, &lost, &counted) != 3 ||
+	    sscanf(summary, "\"hits\": %d, \"lost\": %d, \"counted\": %d}", &hits, &lost,
+		   &counted) != 3 ||
 	    hits != counted || lost != 0)
 		show(out, err, fixture_out);
 	assert_int_equal(lost, 0);
@@ -180,8 +182,8 @@ static enum attempt watch_running_process_json(void)
 	memset(out, 0, sizeof(out));
 	start_fixture(&f);
 	snprintf(pid, sizeof(pid), "%d", f.pid);
-	char *argv[] = { LOWKEY_BIN, "watch", "-p", pid, "--symbol", "lk_fixture_counter", "--json",
-			 "--duration", "60", NULL };
+	char *argv[] = { LOWKEY_BIN,	       "watch",	 "-p",	       pid,  "--symbol",
+			 "lk_fixture_counter", "--json", "--duration", "60", NULL };
 	assert_true(spawn(argv, &w) > 0);
 	read_until(w.err, err, sizeof(err), 0, "watching");
 	assert_non_null(strstr(err, "watching 8 bytes"));
@@ -247,7 +249,9 @@ static enum attempt watch_by_address_text(void)
 	start_fixture(&f);
 	snprintf(pid, sizeof(pid), "%d", f.pid);
 	snprintf(addr, sizeof(addr), "%#lx", f.addr);
-	char *argv[] = { LOWKEY_BIN, "watch", "-p", pid, "--addr", addr, "--len", "4", "--rw", NULL };
+	char *argv[] = {
+		LOWKEY_BIN, "watch", "-p", pid, "--addr", addr, "--len", "4", "--rw", NULL
+	};
 	assert_true(spawn(argv, &w) > 0);
 	read_until(w.err, err, sizeof(err), 0, "watching");
 	assert_non_null(strstr(err, "watching 4 bytes"));
@@ -291,7 +295,7 @@ static enum attempt watch_a_command(void)
 	struct proc w;
 	const char *tids;
 
-	char *argv[] = { LOWKEY_BIN, "watch", "--symbol", "lk_fixture_counter", "--json", "--",
+	char *argv[] = { LOWKEY_BIN,  "watch",	"--symbol", "lk_fixture_counter", "--json", "--",
 			 FIXTURE_BIN, "--auto", NULL };
 	assert_true(spawn(argv, &w) > 0);
 	read_until(w.out, out, sizeof(out), 0, NULL);
@@ -302,7 +306,8 @@ static enum attempt watch_a_command(void)
 	tids = strstr(out, "tids ");
 	assert_non_null(tids);
 	assert_int_equal(sscanf(tids, "tids %ld %ld lost %d %d", &f.tids[0], &f.tids[1], &f.lost[0],
-				&f.lost[1]), 4);
+				&f.lost[1]),
+			 4);
 
 	/* Watching starts before its first instruction, so its first write, bump(0), is there too. */
 	int counted = json_counted(out, err, NULL);
@@ -348,24 +353,36 @@ static void bad_usage_exits_2_failures_exit_1(void **state)
 	assert_non_null(strstr(err, "hint:"));
 	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", self, NULL }), 2);
 	assert_non_null(strstr(err, "--addr"));
-	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", self, "--addr", "0x1000",
-							      "--symbol", "x", NULL }), 2);
-	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", self, "--addr", "0x1002",
-							      "--len", "4", NULL }), 2);
+	assert_int_equal(lowkey(err, sizeof(err),
+				(char *[]){ "watch", "-p", self, "--addr", "0x1000", "--symbol",
+					    "x", NULL }),
+			 2);
+	assert_int_equal(
+		lowkey(err, sizeof(err),
+		       (char *[]){ "watch", "-p", self, "--addr", "0x1002", "--len", "4", NULL }),
+		2);
 	assert_non_null(strstr(err, "1, 2, 4 or 8 bytes"));
-	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", self, "--symbol",
-							      "no_such_symbol_here", NULL }), 2);
+	assert_int_equal(
+		lowkey(err, sizeof(err),
+		       (char *[]){ "watch", "-p", self, "--symbol", "no_such_symbol_here", NULL }),
+		2);
 	assert_non_null(strstr(err, "no symbol"));
-	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", "12ab", "--addr",
-							      "0x1000", NULL }), 2);
-	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", "4194303", "--addr",
-							      "0x1000", NULL }), 1);
-	assert_non_null(strstr(err, "does not exist"));	/* not "...: no error" */
+	assert_int_equal(lowkey(err, sizeof(err),
+				(char *[]){ "watch", "-p", "12ab", "--addr", "0x1000", NULL }),
+			 2);
+	assert_int_equal(lowkey(err, sizeof(err),
+				(char *[]){ "watch", "-p", "4194303", "--addr", "0x1000", NULL }),
+			 1);
+	assert_non_null(strstr(err, "does not exist")); /* not "...: no error" */
 	/* no sign on a length or an address: "-8" is not 2^64 - 8 */
-	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", self, "--addr", "0x1000",
-							      "--len", "-8", NULL }), 2);
+	assert_int_equal(
+		lowkey(err, sizeof(err),
+		       (char *[]){ "watch", "-p", self, "--addr", "0x1000", "--len", "-8", NULL }),
+		2);
 	assert_non_null(strstr(err, "bad length '-8'"));
-	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "-p", self, "--addr", "-1", NULL }), 2);
+	assert_int_equal(lowkey(err, sizeof(err),
+				(char *[]){ "watch", "-p", self, "--addr", "-1", NULL }),
+			 2);
 	assert_non_null(strstr(err, "bad address '-1'"));
 	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "watch", "--help", NULL }), 0);
 	assert_int_equal(lowkey(err, sizeof(err), (char *[]){ "help", "watch", NULL }), 0);

@@ -27,7 +27,7 @@ struct seen {
 	uint64_t values[MAX_HITS];
 	bool ordered;
 	bool had_context;
-	sem_t go;	/* the first callback waits on it, when blocking */
+	sem_t go; /* the first callback waits on it, when blocking */
 	bool block_first;
 	sem_t entered;
 };
@@ -49,7 +49,7 @@ static void deferred_callback(const struct lk_watch_hit *hit, void *arg)
 	if (s->n < MAX_HITS)
 		s->values[s->n] = hit->value;
 	if (hit->context)
-		s->had_context = true;	/* there is no signal context on the delivery thread */
+		s->had_context = true; /* there is no signal context on the delivery thread */
 	s->n++;
 }
 
@@ -71,8 +71,9 @@ static enum attempt delivery_thread_in_order(void)
 
 	init_seen(&s, false);
 	assert_int_equal(lk_watch_stats(NULL, &before), 0);
-	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_DEFERRED, deferred_callback,
-				      &s), 0);
+	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_DEFERRED,
+				      deferred_callback, &s),
+			 0);
 	for (int i = 1; i <= 20; i++)
 		WRITE_ONCE(watched, i);
 	assert_int_equal(lk_watch_sync(), 0);
@@ -130,16 +131,18 @@ static enum attempt flood_while_callback_blocks(void)
 
 	init_seen(&s, true);
 	assert_int_equal(lk_watch_stats(NULL, &total_before), 0);
-	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_DEFERRED, deferred_callback,
-				      &s), 0);
-	writes = write_until_entered(&s);	/* the delivery thread is stuck in the first callback */
+	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_DEFERRED,
+				      deferred_callback, &s),
+			 0);
+	writes = write_until_entered(&s); /* the delivery thread is stuck in the first callback */
 	for (int i = 0; i < flood; i++)
 		WRITE_ONCE(watched, writes++);
 	sem_post(&s.go);
 	assert_int_equal(lk_watch_sync(), 0);
 	assert_int_equal(lk_watch_stats(w, &st), 0);
 	assert_int_equal(lk_watch_stats(NULL, &total_after), 0);
-	got = burst_counted(w, (uint64_t)writes, total_after.unattributed - total_before.unattributed);
+	got = burst_counted(w, (uint64_t)writes,
+			    total_after.unattributed - total_before.unattributed);
 	assert_int_equal(lk_watch_remove(w), 0);
 	if (got == MACHINE_MISSED)
 		return got;
@@ -163,8 +166,9 @@ static enum attempt ten_after_flood(void)
 
 	init_seen(&s, false);
 	assert_int_equal(lk_watch_stats(NULL, &before), 0);
-	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_DEFERRED, deferred_callback,
-				      &s), 0);
+	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_DEFERRED,
+				      deferred_callback, &s),
+			 0);
 	for (int i = 1; i <= 10; i++)
 		WRITE_ONCE(watched, i);
 	assert_int_equal(lk_watch_sync(), 0);
@@ -208,17 +212,18 @@ static void remove_waits_for_running_callback(void **state)
 	(void)state;
 	init_seen(&s, true);
 	assert_int_equal(lk_watch_add(&r.w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_DEFERRED,
-				      deferred_callback, &s), 0);
+				      deferred_callback, &s),
+			 0);
 	write_until_entered(&s);
-	WRITE_ONCE(watched, -1);	/* queued behind the blocked one: discarded by the removal */
+	WRITE_ONCE(watched, -1); /* queued behind the blocked one: discarded by the removal */
 	assert_int_equal(pthread_create(&t, NULL, remove_main, &r), 0);
 	usleep(20000);
-	assert_int_equal(__atomic_load_n(&r.done, __ATOMIC_SEQ_CST), 0);	/* still waiting */
+	assert_int_equal(__atomic_load_n(&r.done, __ATOMIC_SEQ_CST), 0); /* still waiting */
 	sem_post(&s.go);
 	pthread_join(t, NULL);
 	assert_int_equal(r.done, 1);
 	assert_int_equal(lk_watch_sync(), 0);
-	assert_int_equal(s.n, 1);	/* the second hit never reached the removed watchpoint */
+	assert_int_equal(s.n, 1); /* the second hit never reached the removed watchpoint */
 }
 
 /* A deferred callback may do anything, removing its own watchpoint included. */
@@ -243,7 +248,8 @@ static void callback_removes_its_own(void **state)
 
 	(void)state;
 	assert_int_equal(lk_watch_add(&sr.w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_DEFERRED,
-				      removing_callback, &sr), 0);
+				      removing_callback, &sr),
+			 0);
 	WRITE_ONCE(watched, 1);
 	WRITE_ONCE(watched, 2);
 	assert_int_equal(lk_watch_sync(), 0);
@@ -259,7 +265,7 @@ static void writing_callback(const struct lk_watch_hit *hit, void *arg)
 
 	(void)hit;
 	(*calls)++;
-	WRITE_ONCE(watched, 0);	/* would loop forever if it were reported */
+	WRITE_ONCE(watched, 0); /* would loop forever if it were reported */
 }
 
 static void delivery_thread_writes_are_ignored(void **state)
@@ -269,8 +275,10 @@ static void delivery_thread_writes_are_ignored(void **state)
 	int calls = 0;
 
 	(void)state;
-	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS | LK_WATCH_DEFERRED,
-				      writing_callback, &calls), 0);
+	assert_int_equal(lk_watch_add(&w, &watched, 8,
+				      LK_WATCH_WRITE | LK_WATCH_PROCESS | LK_WATCH_DEFERRED,
+				      writing_callback, &calls),
+			 0);
 	WRITE_ONCE(watched, 5);
 	assert_int_equal(lk_watch_sync(), 0);
 	assert_int_equal(calls, 1);

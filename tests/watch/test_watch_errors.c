@@ -46,16 +46,17 @@ static int expect(int line, int got, int want, const char *needle)
 {
 	if (got == want && (!needle || strstr(lk_last_error(), needle)))
 		return 0;
-	fprintf(stderr, "line %d: got %d (want %d), message: %s\n", line, got, want, lk_last_error());
+	fprintf(stderr, "line %d: got %d (want %d), message: %s\n", line, got, want,
+		lk_last_error());
 	return 1;
 }
 
-#define EXPECT(call, want, needle)                                                            \
-	do {                                                                                  \
-		struct lk_watch *w_ = NULL;                                                   \
-		(void)w_;                                                                     \
-		if (expect(__LINE__, (call), (want), (needle)))                              \
-			return 1;                                                             \
+#define EXPECT(call, want, needle)                              \
+	do {                                                    \
+		struct lk_watch *w_ = NULL;                     \
+		(void)w_;                                       \
+		if (expect(__LINE__, (call), (want), (needle))) \
+			return 1;                               \
 	} while (0)
 
 #define ACCEPTS "1, 2, 4 or 8 bytes"
@@ -65,29 +66,35 @@ static int bad_input_in_child(void)
 	char *base = (char *)&aligned_var;
 	struct lk_watch *w = NULL;
 
-	filter_perf(SECCOMP_RET_KILL_PROCESS);	/* any perf_event_open() ends the test here */
-	EXPECT(lk_watch_add(&w, base, 3, LK_WATCH_WRITE, NULL, NULL), -EINVAL, "cannot watch 3 bytes");
+	filter_perf(SECCOMP_RET_KILL_PROCESS); /* any perf_event_open() ends the test here */
+	EXPECT(lk_watch_add(&w, base, 3, LK_WATCH_WRITE, NULL, NULL), -EINVAL,
+	       "cannot watch 3 bytes");
 	EXPECT(lk_watch_add(&w, base, 3, LK_WATCH_WRITE, NULL, NULL), -EINVAL, ACCEPTS);
 	EXPECT(lk_watch_add(&w, base, 0, LK_WATCH_WRITE, NULL, NULL), -EINVAL, ACCEPTS);
 	EXPECT(lk_watch_add(&w, base, 16, LK_WATCH_READWRITE, NULL, NULL), -EINVAL, ACCEPTS);
-	EXPECT(lk_watch_add(&w, base + 4, 8, LK_WATCH_WRITE, NULL, NULL), -EINVAL, "not a multiple of 8");
-	EXPECT(lk_watch_add(&w, base + 2, 4, LK_WATCH_WRITE, NULL, NULL), -EINVAL, "not a multiple of 4");
+	EXPECT(lk_watch_add(&w, base + 4, 8, LK_WATCH_WRITE, NULL, NULL), -EINVAL,
+	       "not a multiple of 8");
+	EXPECT(lk_watch_add(&w, base + 2, 4, LK_WATCH_WRITE, NULL, NULL), -EINVAL,
+	       "not a multiple of 4");
 	EXPECT(lk_watch_add(&w, base + 1, 2, LK_WATCH_WRITE, NULL, NULL), -EINVAL, ACCEPTS);
-	EXPECT(lk_watch_add(&w, (void *)bad_input_in_child, 8, LK_WATCH_EXEC, NULL, NULL), -EINVAL, "len 1");
-	EXPECT(lk_watch_add(&w, (void *)0xffffffff81000000ul, 8, LK_WATCH_WRITE, NULL, NULL), -EINVAL,
-	       "not a user-space address");
+	EXPECT(lk_watch_add(&w, (void *)bad_input_in_child, 8, LK_WATCH_EXEC, NULL, NULL), -EINVAL,
+	       "len 1");
+	EXPECT(lk_watch_add(&w, (void *)0xffffffff81000000ul, 8, LK_WATCH_WRITE, NULL, NULL),
+	       -EINVAL, "not a user-space address");
 	EXPECT(lk_watch_add(&w, base, 8, 0, NULL, NULL), -EINVAL, "exactly one of");
-	EXPECT(lk_watch_add(&w, base, 8, LK_WATCH_WRITE | LK_WATCH_EXEC, NULL, NULL), -EINVAL, "exactly one");
+	EXPECT(lk_watch_add(&w, base, 8, LK_WATCH_WRITE | LK_WATCH_EXEC, NULL, NULL), -EINVAL,
+	       "exactly one");
 	EXPECT(lk_watch_add(&w, base, 8, LK_WATCH_WRITE | 0x8000, NULL, NULL), -EINVAL, "unknown");
 	EXPECT(lk_watch_add(NULL, base, 8, LK_WATCH_WRITE, NULL, NULL), -EINVAL, NULL);
 	if (w)
-		return 2;	/* *out stays NULL on failure */
+		return 2; /* *out stays NULL on failure */
 	EXPECT(lk_watch_move(NULL, base, 8), -EINVAL, NULL);
 	EXPECT(lk_watch_remove(NULL), -EINVAL, NULL);
 
 	/* The sampler (lowkey watch -p) checks the same way. */
 	struct lk_watch_sampler *s = NULL;
-	EXPECT(lk_watch_sampler_open(&s, getppid(), (uintptr_t)base + 2, 4, LK_WATCH_WRITE), -EINVAL, ACCEPTS);
+	EXPECT(lk_watch_sampler_open(&s, getppid(), (uintptr_t)base + 2, 4, LK_WATCH_WRITE),
+	       -EINVAL, ACCEPTS);
 	EXPECT(lk_watch_sampler_open(&s, getppid(), (uintptr_t)base, 8, 0), -EINVAL, "exactly one");
 	EXPECT(lk_watch_sampler_open(&s, 0, (uintptr_t)base, 8, LK_WATCH_WRITE), -EINVAL, NULL);
 	if (s)
@@ -133,7 +140,8 @@ static int old_kernel_in_child(void)
 	filter_perf(SECCOMP_RET_ERRNO | EINVAL);
 	if (personality(PER_LINUX | UNAME26) < 0)
 		return 3;
-	EXPECT(lk_watch_add(&w, &aligned_var, 8, LK_WATCH_WRITE, NULL, NULL), -EOPNOTSUPP, "Linux 5.13");
+	EXPECT(lk_watch_add(&w, &aligned_var, 8, LK_WATCH_WRITE, NULL, NULL), -EOPNOTSUPP,
+	       "Linux 5.13");
 	return 0;
 }
 
@@ -154,11 +162,12 @@ static int seccomp_denied_in_child(void)
 	struct lk_watch_slots s;
 	if (lk_watch_slots(&s) != 0 || s.thread != 0)
 		return 4;
-	EXPECT(lk_watch_add(&w, &aligned_var, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, NULL, NULL), -EACCES,
-	       "seccomp");
+	EXPECT(lk_watch_add(&w, &aligned_var, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, NULL, NULL),
+	       -EACCES, "seccomp");
 	if (lk_watch_slots(&s) != 0 || s.process != 0)
 		return 5;
-	EXPECT(lk_watch_sampler_open(&sampler, getppid(), (uintptr_t)&aligned_var, 8, LK_WATCH_WRITE),
+	EXPECT(lk_watch_sampler_open(&sampler, getppid(), (uintptr_t)&aligned_var, 8,
+				     LK_WATCH_WRITE),
 	       -EACCES, "seccomp");
 	return 0;
 }
@@ -168,11 +177,12 @@ static void sampler_of_a_process_that_does_not_exist(void **state)
 	struct lk_watch_sampler *s = NULL;
 
 	(void)state;
-	assert_int_equal(lk_watch_sampler_open(&s, 0x3ffffe, (uintptr_t)&aligned_var, 8, LK_WATCH_WRITE),
+	assert_int_equal(lk_watch_sampler_open(&s, 0x3ffffe, (uintptr_t)&aligned_var, 8,
+					       LK_WATCH_WRITE),
 			 -ESRCH);
 	assert_non_null(strstr(lk_last_error(), "no process"));
 	assert_null(s);
-	lk_watch_sampler_close(NULL);	/* ignored */
+	lk_watch_sampler_close(NULL); /* ignored */
 }
 
 static void denied_names_the_cause(void **state)
@@ -216,7 +226,7 @@ static void unprivileged_user_watches_own_memory(void **state)
 {
 	(void)state;
 	if (read_paranoid() > 2)
-		skip();	/* levels 3 and 4 deny every unprivileged perf_event_open */
+		skip(); /* levels 3 and 4 deny every unprivileged perf_event_open */
 	assert_int_equal(run_in_child(unprivileged_in_child), 0);
 }
 
@@ -228,7 +238,7 @@ static int forked_child(void)
 	struct lk_watch_slots s;
 	struct lk_watch *mine;
 
-	WRITE_ONCE(aligned_var, 42);	/* the kernel gave the child no copy: no signal, no hit */
+	WRITE_ONCE(aligned_var, 42); /* the kernel gave the child no copy: no signal, no hit */
 	if (hits_of(&rec) != 0)
 		return 3;
 	if (lk_watch_slots(&s) != 0 || s.thread != 0 || s.process != 0)
@@ -241,17 +251,19 @@ static int forked_child(void)
 		if (lk_watch_add(&mine, &aligned_var, 8, LK_WATCH_WRITE, record_hit, &rec) != 0)
 			return 6;
 	WRITE_ONCE(aligned_var, 43);
-	return hits_of(&rec) == 1 ? 0 : 7;	/* four watchpoints, one SIGTRAP: merged */
+	return hits_of(&rec) == 1 ? 0 : 7; /* four watchpoints, one SIGTRAP: merged */
 }
 
 static void fork_child_starts_clean(void **state)
 {
 	(void)state;
 	memset(&rec, 0, sizeof(rec));
-	assert_int_equal(lk_watch_add(&parent_thread_watch, &aligned_var, 8, LK_WATCH_WRITE, record_hit,
-				      &rec), 0);
+	assert_int_equal(lk_watch_add(&parent_thread_watch, &aligned_var, 8, LK_WATCH_WRITE,
+				      record_hit, &rec),
+			 0);
 	assert_int_equal(lk_watch_add(&parent_process_watch, &aligned_var, 8,
-				      LK_WATCH_WRITE | LK_WATCH_PROCESS, record_hit, &rec), 0);
+				      LK_WATCH_WRITE | LK_WATCH_PROCESS, record_hit, &rec),
+			 0);
 	assert_int_equal(run_in_child(forked_child), 0);
 	/* The parent's are untouched. */
 	WRITE_ONCE(aligned_var, 1);
@@ -270,7 +282,8 @@ static int exec_stage2(void)
 	struct lk_watch *w;
 	char addr[32];
 
-	if (lk_watch_add(&w, &aligned_var, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, record_hit, &rec) != 0)
+	if (lk_watch_add(&w, &aligned_var, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, record_hit,
+			 &rec) != 0)
 		return 3;
 	snprintf(addr, sizeof(addr), "%p", (void *)&aligned_var);
 	execl("/proc/self/exe", "test_watch_errors", "--exec-stage3", addr, (char *)NULL);
@@ -283,7 +296,7 @@ static int exec_stage3(const char *addr)
 
 	snprintf(here, sizeof(here), "%p", (void *)&aligned_var);
 	if (strcmp(here, addr) != 0)
-		return 5;	/* not the same address: the test would prove nothing */
+		return 5; /* not the same address: the test would prove nothing */
 	WRITE_ONCE(aligned_var, 1);
 	return 0;
 }

@@ -34,7 +34,8 @@ static unsigned long si_perf_data(const siginfo_t *si)
 {
 	unsigned long data;
 
-	memcpy(&data, (const char *)si + offsetof(siginfo_t, si_addr) + sizeof(void *), sizeof(data));
+	memcpy(&data, (const char *)si + offsetof(siginfo_t, si_addr) + sizeof(void *),
+	       sizeof(data));
 	return data;
 }
 
@@ -50,7 +51,7 @@ static void step_over_int1(ucontext_t *uc)
 	if (*rip == 0xf1)
 		uc->uc_mcontext.gregs[REG_RIP]++;
 #else
-	(void)uc;	/* INT1 is x86's */
+	(void)uc; /* INT1 is x86's */
 #endif
 }
 
@@ -125,7 +126,7 @@ static void app_handler_installed_before(void **state)
 	install_app_handler();
 	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE, record_hit, &rec), 0);
 	before = app_traps;
-	WRITE_ONCE(watched, 1);	/* lowkey's: not passed on */
+	WRITE_ONCE(watched, 1); /* lowkey's: not passed on */
 	assert_int_equal(hits_of(&rec), 1);
 	assert_int_equal(app_traps, before);
 	check_app_gets_its_traps();
@@ -140,7 +141,7 @@ static void app_handler_installed_after(void **state)
 
 	(void)state;
 	assert_int_equal(lk_watch_add(&w1, &watched, 8, LK_WATCH_WRITE, record_hit, &rec), 0);
-	install_app_handler();	/* replaces lowkey's dispatcher */
+	install_app_handler(); /* replaces lowkey's dispatcher */
 	/* The next add puts the dispatcher back in front, chained to the new handler. */
 	assert_int_equal(lk_watch_add(&w2, &app_watched, 4, LK_WATCH_READWRITE, NULL, NULL), 0);
 	assert_int_equal(lk_watch_remove(w2), 0);
@@ -172,9 +173,9 @@ static void late_hit_after_remove_is_swallowed(void **state)
 	before = app_traps;
 	assert_int_equal(lk_watch_stats(NULL, &st), 0);
 	pthread_sigmask(SIG_BLOCK, &trap, &saved);
-	WRITE_ONCE(watched, 3);	/* the SIGTRAP is pending */
+	WRITE_ONCE(watched, 3); /* the SIGTRAP is pending */
 	assert_int_equal(lk_watch_remove(w), 0);
-	pthread_sigmask(SIG_SETMASK, &saved, NULL);	/* delivered now: stale */
+	pthread_sigmask(SIG_SETMASK, &saved, NULL); /* delivered now: stale */
 	assert_int_equal(hits_of(&rec), 0);
 	assert_int_equal(app_traps, before);
 }
@@ -225,8 +226,8 @@ static void forge_empty_debug_trap(void)
 		     ".globl after_forged_syscall\n"
 		     "after_forged_syscall:"
 		     : "=a"(ret)
-		     : "a"((long)SYS_rt_tgsigqueueinfo), "D"((long)getpid()), "S"((long)test_gettid()),
-		       "d"((long)SIGTRAP), [info] "r"(&info)
+		     : "a"((long)SYS_rt_tgsigqueueinfo), "D"((long)getpid()),
+		       "S"((long)test_gettid()), "d"((long)SIGTRAP), [info] "r"(&info)
 		     : "rcx", "r10", "r11", "memory");
 	assert_int_equal(ret, 0);
 }
@@ -247,7 +248,7 @@ static void empty_debug_trap_is_swallowed_int1_is_not(void **state)
 	assert_int_equal(lk_watch_stats(NULL, &after), 0);
 	assert_int_equal(after.unattributed - before.unattributed, 1);
 
-	asm volatile(".byte 0xf1");	/* INT1 (ICEBP) */
+	asm volatile(".byte 0xf1"); /* INT1 (ICEBP) */
 	assert_int_equal(app_traps, traps + 1);
 	assert_int_equal(lk_watch_stats(NULL, &after), 0);
 	assert_int_equal(after.unattributed - before.unattributed, 1);
@@ -285,7 +286,7 @@ static void counting_callback(const struct lk_watch_hit *hit, void *arg)
 	long *n = arg;
 
 	(void)hit;
-	site();	/* a site being rewritten, from inside a watchpoint's SIGTRAP handler */
+	site(); /* a site being rewritten, from inside a watchpoint's SIGTRAP handler */
 	__atomic_fetch_add(n, 1, __ATOMIC_RELAXED);
 }
 
@@ -310,11 +311,12 @@ static void keys_flip_while_watchpoints_fire(void **state)
 
 	(void)state;
 #if defined(__SANITIZE_THREAD__)
-	skip();	/* static keys cannot flip under ThreadSanitizer: test_key_basic fails there too */
+	skip(); /* static keys cannot flip under ThreadSanitizer: test_key_basic fails there too */
 #endif
 	assert_int_equal(lk_watch_stats(NULL, &before), 0);
-	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, counting_callback,
-				      &callbacks), 0);
+	assert_int_equal(lk_watch_add(&w, &watched, 8, LK_WATCH_WRITE | LK_WATCH_PROCESS,
+				      counting_callback, &callbacks),
+			 0);
 	stop_runner = runner_running = 0;
 	runner_passes = runner_taken = 0;
 	assert_int_equal(pthread_create(&t, NULL, runner, NULL), 0);
@@ -329,10 +331,10 @@ static void keys_flip_while_watchpoints_fire(void **state)
 			stop_runner = 1;
 			pthread_join(t, NULL);
 			lk_watch_remove(w);
-			skip();	/* code patching forbidden here: the key tests say why */
+			skip(); /* code patching forbidden here: the key tests say why */
 		}
 		assert_int_equal(err, 0);
-		WRITE_ONCE(watched, -1);	/* and hits in this thread meanwhile */
+		WRITE_ONCE(watched, -1); /* and hits in this thread meanwhile */
 	}
 	stop_runner = 1;
 	pthread_join(t, NULL);

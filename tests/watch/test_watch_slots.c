@@ -44,12 +44,15 @@ static void fifth_in_a_thread_is_enospc(void **state)
 
 	(void)state;
 	for (int i = 0; i < SLOTS; i++)
-		assert_int_equal(lk_watch_add(&w[i], &vars[i], 8, LK_WATCH_WRITE, record_hit, &rec), 0);
+		assert_int_equal(lk_watch_add(&w[i], &vars[i], 8, LK_WATCH_WRITE, record_hit, &rec),
+				 0);
 	assert_slots(4, 0, 4);
-	assert_int_equal(lk_watch_add(&extra, &vars[4], 8, LK_WATCH_WRITE, record_hit, &rec), -ENOSPC);
+	assert_int_equal(lk_watch_add(&extra, &vars[4], 8, LK_WATCH_WRITE, record_hit, &rec),
+			 -ENOSPC);
 	assert_null(extra);
-	assert_non_null(strstr(lk_last_error(), "all 4 are in use, 4 by its thread-scope watchpoints "
-					       "and 0 by process-scope"));
+	assert_non_null(strstr(lk_last_error(),
+			       "all 4 are in use, 4 by its thread-scope watchpoints "
+			       "and 0 by process-scope"));
 	/* Every one of the four works. */
 	for (int i = 0; i < SLOTS; i++)
 		WRITE_ONCE(vars[i], i + 1);
@@ -65,14 +68,15 @@ static void remove_then_reuse(void **state)
 
 	(void)state;
 	for (int i = 0; i < SLOTS; i++)
-		assert_int_equal(lk_watch_add(&w[i], &vars[i], 8, LK_WATCH_WRITE, record_hit, &rec), 0);
+		assert_int_equal(lk_watch_add(&w[i], &vars[i], 8, LK_WATCH_WRITE, record_hit, &rec),
+				 0);
 	assert_int_equal(lk_watch_remove(w[2]), 0);
 	assert_slots(3, 0, 3);
 	assert_int_equal(lk_watch_add(&again, &vars[5], 8, LK_WATCH_WRITE, record_hit, &rec), 0);
 	assert_slots(4, 0, 4);
-	WRITE_ONCE(vars[2], 1);	/* the removed one is gone */
+	WRITE_ONCE(vars[2], 1); /* the removed one is gone */
 	assert_int_equal(hits_of(&rec), 0);
-	WRITE_ONCE(vars[5], 1);	/* the new one fires */
+	WRITE_ONCE(vars[5], 1); /* the new one fires */
 	assert_int_equal(hits_of(&rec), 1);
 	assert_ptr_equal(rec.hits[0].watch, again);
 	assert_ptr_equal(rec.hits[0].addr, &vars[5]);
@@ -89,17 +93,23 @@ static void process_scope_takes_one_in_every_thread(void **state)
 	struct lk_watch *p, *t[SLOTS], *extra;
 
 	(void)state;
-	assert_int_equal(lk_watch_add(&p, &vars[0], 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, record_hit, &rec), 0);
+	assert_int_equal(lk_watch_add(&p, &vars[0], 8, LK_WATCH_WRITE | LK_WATCH_PROCESS,
+				      record_hit, &rec),
+			 0);
 	assert_slots(0, 1, 0);
 	for (int i = 0; i < SLOTS - 1; i++)
-		assert_int_equal(lk_watch_add(&t[i], &vars[i + 1], 8, LK_WATCH_WRITE, record_hit, &rec), 0);
-	assert_int_equal(lk_watch_add(&extra, &vars[5], 8, LK_WATCH_WRITE, record_hit, &rec), -ENOSPC);
-	assert_non_null(strstr(lk_last_error(), "3 by its thread-scope watchpoints and 1 by process-scope"));
+		assert_int_equal(
+			lk_watch_add(&t[i], &vars[i + 1], 8, LK_WATCH_WRITE, record_hit, &rec), 0);
+	assert_int_equal(lk_watch_add(&extra, &vars[5], 8, LK_WATCH_WRITE, record_hit, &rec),
+			 -ENOSPC);
+	assert_non_null(strstr(lk_last_error(),
+			       "3 by its thread-scope watchpoints and 1 by process-scope"));
 	/* Another process-scope one would need a fourth slot in this thread as well. */
-	assert_int_equal(lk_watch_add(&extra, &vars[5], 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, record_hit,
-				      &rec), -ENOSPC);
+	assert_int_equal(lk_watch_add(&extra, &vars[5], 8, LK_WATCH_WRITE | LK_WATCH_PROCESS,
+				      record_hit, &rec),
+			 -ENOSPC);
 	assert_non_null(strstr(lk_last_error(), "1 are used by process-scope watchpoints and the "
-					       "fullest thread uses 3 more"));
+						"fullest thread uses 3 more"));
 	for (int i = 0; i < SLOTS - 1; i++)
 		assert_int_equal(lk_watch_remove(t[i]), 0);
 	assert_int_equal(lk_watch_remove(p), 0);
@@ -122,7 +132,7 @@ static void *holder_main(void *p)
 		h->err = lk_watch_add(&h->w[i], &vars[i], 8, LK_WATCH_WRITE, NULL, NULL);
 	pthread_barrier_wait(&h->holding);
 	pthread_barrier_wait(&h->release);
-	return NULL;	/* exits with its watchpoints still added */
+	return NULL; /* exits with its watchpoints still added */
 }
 
 static void fullest_thread_limits_process_scope(void **state)
@@ -140,8 +150,11 @@ static void fullest_thread_limits_process_scope(void **state)
 	assert_slots(0, 0, 3);
 
 	/* This thread has room for four, but the other thread has only one left. */
-	assert_int_equal(lk_watch_add(&p1, &vars[4], 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, NULL, NULL), 0);
-	assert_int_equal(lk_watch_add(&p2, &vars[5], 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, NULL, NULL), -ENOSPC);
+	assert_int_equal(
+		lk_watch_add(&p1, &vars[4], 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, NULL, NULL), 0);
+	assert_int_equal(lk_watch_add(&p2, &vars[5], 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, NULL,
+				      NULL),
+			 -ENOSPC);
 	assert_non_null(strstr(lk_last_error(), "fullest thread uses 3"));
 
 	/* When the thread exits its slots come back; its handles stay valid but inert. */
@@ -152,7 +165,8 @@ static void fullest_thread_limits_process_scope(void **state)
 	assert_non_null(strstr(lk_last_error(), "has exited"));
 	for (int i = 0; i < h.n; i++)
 		assert_int_equal(lk_watch_remove(h.w[i]), 0);
-	assert_int_equal(lk_watch_add(&p2, &vars[5], 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, NULL, NULL), 0);
+	assert_int_equal(
+		lk_watch_add(&p2, &vars[5], 8, LK_WATCH_WRITE | LK_WATCH_PROCESS, NULL, NULL), 0);
 	assert_slots(0, 2, 0);
 	assert_int_equal(lk_watch_remove(p2), 0);
 	assert_int_equal(lk_watch_remove(p1), 0);
@@ -191,7 +205,7 @@ static void remove_from_another_thread(void **state)
 #define CHURNERS 4
 #define ROUNDS 300
 
-static int kernel_refused;	/* an add lowkey let through but the kernel did not */
+static int kernel_refused; /* an add lowkey let through but the kernel did not */
 
 static void *thread_churn(void *p)
 {
@@ -202,7 +216,8 @@ static void *thread_churn(void *p)
 		int n = 0, err;
 
 		/* Until lowkey says no: then it must be lowkey's own count that said it. */
-		while (n <= SLOTS && !(err = lk_watch_add(&w[n], var, 8, LK_WATCH_WRITE, NULL, NULL)))
+		while (n <= SLOTS &&
+		       !(err = lk_watch_add(&w[n], var, 8, LK_WATCH_WRITE, NULL, NULL)))
 			n++;
 		if (n > SLOTS || err != -ENOSPC || strstr(lk_last_error(), "kernel")) {
 			print_error("thread add %d: %d %s\n", n, err, lk_last_error());

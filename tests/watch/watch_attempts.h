@@ -35,7 +35,8 @@ static inline enum attempt burst_counted(struct lk_watch *w, uint64_t made, uint
 	assert_int_equal(st.hits + st.ignored, counted);
 	if (counted + lost < made) {
 		print_message("the kernel counted %llu of %llu accesses (%llu unattributed)\n",
-			      (unsigned long long)counted, (unsigned long long)made, (unsigned long long)lost);
+			      (unsigned long long)counted, (unsigned long long)made,
+			      (unsigned long long)lost);
 		return MACHINE_MISSED;
 	}
 	assert_int_equal(counted + lost, made);
@@ -50,8 +51,8 @@ static inline void with_attempts(enum attempt (*attempt)(void), const char *what
 			return;
 		print_message("%s: attempt %d of %d missed accesses\n", what, i, WATCH_ATTEMPTS);
 	}
-	fail_msg("%s: accesses uncounted in all %d attempts: the watchpoint does not cover them", what,
-		 WATCH_ATTEMPTS);
+	fail_msg("%s: accesses uncounted in all %d attempts: the watchpoint does not cover them",
+		 what, WATCH_ATTEMPTS);
 }
 
 #endif

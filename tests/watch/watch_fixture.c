@@ -26,14 +26,15 @@
 volatile long lk_fixture_counter;
 static int write_line;
 static pid_t main_tid;
-static volatile sig_atomic_t lost_traps[2];	/* main thread, second writer */
+static volatile sig_atomic_t lost_traps[2]; /* main thread, second writer */
 
 static void on_unattributed_trap(int sig, siginfo_t *si, void *ctx)
 {
 	(void)sig;
 	(void)ctx;
 	if (si->si_code != TRAP_BRKPT) {
-		signal(SIGTRAP, SIG_DFL);	/* not the hypervisor's doing: die as SIGTRAP would have */
+		signal(SIGTRAP,
+		       SIG_DFL); /* not the hypervisor's doing: die as SIGTRAP would have */
 		raise(SIGTRAP);
 	}
 	lost_traps[syscall(SYS_gettid) == main_tid ? 0 : 1]++;
@@ -64,7 +65,7 @@ int main(int argc, char **argv)
 
 	main_tid = (pid_t)syscall(SYS_gettid);
 	sigaction(SIGTRAP, &sa, NULL);
-	bump(0);	/* sets write_line */
+	bump(0); /* sets write_line */
 	printf("pid %d addr %p line %d\n", (int)getpid(), (void *)&lk_fixture_counter, write_line);
 	fflush(stdout);
 	bool waits = !(argc > 1 && strcmp(argv[1], "--auto") == 0);
@@ -75,7 +76,8 @@ int main(int argc, char **argv)
 		bump(i);
 	pthread_create(&t, NULL, second_writer, &tid2);
 	pthread_join(t, NULL);
-	printf("tids %ld %ld lost %d %d\n", (long)main_tid, tid2, (int)lost_traps[0], (int)lost_traps[1]);
+	printf("tids %ld %ld lost %d %d\n", (long)main_tid, tid2, (int)lost_traps[0],
+	       (int)lost_traps[1]);
 	fflush(stdout);
 	if (waits && !fgets(go, sizeof(go), stdin))
 		return 1;

@@ -102,16 +102,19 @@ static inline void lkt_watch_require(void)
 
 	if (pid == 0) {
 		struct lk_watch *w;
-		int err = lk_watch_add(&w, &probe_var, sizeof(probe_var), LK_WATCH_WRITE, NULL, NULL);
+		int err =
+			lk_watch_add(&w, &probe_var, sizeof(probe_var), LK_WATCH_WRITE, NULL, NULL);
 
 		if (err == -EOPNOTSUPP || err == -ENOSYS) {
-			printf("SKIPPED: watchpoints are not available here: %s\n", lk_last_error());
+			printf("SKIPPED: watchpoints are not available here: %s\n",
+			       lk_last_error());
 			fflush(stdout);
 			_exit(77);
 		}
 		_exit(0);
 	}
-	if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 77)
+	if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	    WEXITSTATUS(status) == 77)
 		exit(77);
 }
 

@@ -75,7 +75,8 @@ static int bench_run(int argc, char **argv)
 	}
 	b = lkb_find(argv[1]);
 	if (!b) {
-		cli_error("bench", "`lowkey bench list` shows them", "no benchmark named '%s'", argv[1]);
+		cli_error("bench", "`lowkey bench list` shows them", "no benchmark named '%s'",
+			  argv[1]);
 		return CLI_EXIT_USAGE;
 	}
 	if (cli_wants_help(argc - 1, argv + 1)) {

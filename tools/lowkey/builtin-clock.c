@@ -33,7 +33,8 @@ static void print_text(const struct lk_clock_info *i)
 		printf("  this thread    %s: %s\n", i->thread_cputime_name, i->thread_reason);
 	printf("now              %s\n", i->now_name);
 	printf("                 %s\n", i->now_reason);
-	printf("counter          %s, %s", i->counter_name, i->counter_usable ? "constant rate" : "not usable");
+	printf("counter          %s, %s", i->counter_name,
+	       i->counter_usable ? "constant rate" : "not usable");
 	if (i->tsc_hz)
 		printf(", %.6f GHz (%s)", (double)i->tsc_hz / 1e9, i->tsc_hz_source);
 	printf("\ncap_user_time    %s\n", i->cap_user_time ? "yes" : "no");
@@ -90,7 +91,8 @@ static int clock_run(int argc, char **argv)
 		json = true;
 	}
 	if (optind != argc) {
-		cli_error("clock", "see `lowkey clock --help`", "unexpected argument '%s'", argv[optind]);
+		cli_error("clock", "see `lowkey clock --help`", "unexpected argument '%s'",
+			  argv[optind]);
 		return CLI_EXIT_USAGE;
 	}
 	if (lk_clock_info(&info) != 0) {

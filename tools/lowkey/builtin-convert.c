@@ -85,7 +85,8 @@ static int convert_main(int argc, char **argv)
 		case 'f':
 			format = lk__trace_format_parse(optarg);
 			if (format < 0) {
-				cli_error("convert", "ctf, json or perfetto", "unknown format '%s'", optarg);
+				cli_error("convert", "ctf, json or perfetto", "unknown format '%s'",
+					  optarg);
 				return CLI_EXIT_USAGE;
 			}
 			break;
@@ -102,23 +103,28 @@ static int convert_main(int argc, char **argv)
 	}
 	if (optind != argc - 1 || !out) {
 		cli_error("convert", "lowkey convert IN -o OUT [--format ctf|json|perfetto]",
-			     optind >= argc ? "no trace to convert" : !out ? "no output (-o OUT)" : "one trace at a time");
+			  optind >= argc ? "no trace to convert" :
+			  !out		 ? "no output (-o OUT)" :
+					   "one trace at a time");
 		return CLI_EXIT_USAGE;
 	}
 	in = argv[optind];
 	if (format < 0)
 		format = format_of(out);
 	if (format < 0) {
-		cli_error("convert", "name it .pftrace, .json or .ctf, or give --format ctf|json|perfetto",
-			     "cannot tell which format to write from the name %s", out);
+		cli_error("convert",
+			  "name it .pftrace, .json or .ctf, or give --format ctf|json|perfetto",
+			  "cannot tell which format to write from the name %s", out);
 		return CLI_EXIT_USAGE;
 	}
 	/* out is created, or what is there replaced, by the conversion (internal/outfile.h) */
 	status_begin("convert", !quiet);
-	rc = lk__trace_convert_progress(in, out, (enum lk_trace_format)format,
-					&(struct lk__progress_sink){ status_conversion_sink,
-								     (void *)lk__trace_format_name((enum lk_trace_format)format) },
-					err, sizeof(err));
+	rc = lk__trace_convert_progress(
+		in, out, (enum lk_trace_format)format,
+		&(struct lk__progress_sink){
+			status_conversion_sink,
+			(void *)lk__trace_format_name((enum lk_trace_format)format) },
+		err, sizeof(err));
 	status_clear();
 	if (rc) {
 		cli_error("convert", NULL, "%s", err);

@@ -60,7 +60,8 @@ static int parse_pid(const char *s, pid_t *out)
 }
 
 /* One rule: 0 applied (and matched, when enabling), 1 not. */
-static int send_rule(const char *cmd, struct lk__ctl_client *c, pid_t pid, const char *glob, bool enable)
+static int send_rule(const char *cmd, struct lk__ctl_client *c, pid_t pid, const char *glob,
+		     bool enable)
 {
 	struct lk__ctl_msg req = { .type = LK_CTL_USDT }, reply;
 	char err[1024];
@@ -73,12 +74,15 @@ static int send_rule(const char *cmd, struct lk__ctl_client *c, pid_t pid, const
 		return 1;
 	}
 	if (enable && reply.result.value == 0) {
-		cli_error(cmd, "check the names with `lowkey list --pid PID`; a library loaded later will match",
-			     "no probe site in process %d matches '%s'", (int)pid, glob);
+		cli_error(
+			cmd,
+			"check the names with `lowkey list --pid PID`; a library loaded later will match",
+			"no probe site in process %d matches '%s'", (int)pid, glob);
 		return 1;
 	}
-	printf("%s: %lld site%s %s for USDT tracers in process %d\n", glob, (long long)reply.result.value,
-	       reply.result.value == 1 ? "" : "s", enable ? "on" : "off", (int)pid);
+	printf("%s: %lld site%s %s for USDT tracers in process %d\n", glob,
+	       (long long)reply.result.value, reply.result.value == 1 ? "" : "s",
+	       enable ? "on" : "off", (int)pid);
 	return 0;
 }
 
@@ -113,13 +117,17 @@ static int run_rules(int argc, char **argv, bool enable)
 		}
 	}
 	if (!pid || optind == argc) {
-		cli_error(cmd, "lowkey enable --pid PID 'provider:event*'", "give --pid and at least one GLOB");
+		cli_error(cmd, "lowkey enable --pid PID 'provider:event*'",
+			  "give --pid and at least one GLOB");
 		return CLI_EXIT_USAGE;
 	}
 	rc = lk__ctl_connect(&c, pid, err, sizeof(err));
 	if (rc) {
-		cli_error(cmd, rc == -ESRCH ? NULL : "start the program with LOWKEY_CONTROL=1, or have it call "
-			     "lk_control_open()", "%s", err);
+		cli_error(cmd,
+			  rc == -ESRCH ? NULL :
+					 "start the program with LOWKEY_CONTROL=1, or have it call "
+					 "lk_control_open()",
+			  "%s", err);
 		return CLI_EXIT_FAIL;
 	}
 	for (int i = optind; i < argc; i++)

@@ -39,7 +39,7 @@ static bool own_mandir(const char *page, char *dir, size_t size)
 	char exe[PATH_MAX], path[PATH_MAX + 256];
 	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	struct stat st;
-	int up = 1;	/* the binary's own name */
+	int up = 1; /* the binary's own name */
 
 	if (len <= 0)
 		return false;
@@ -57,7 +57,8 @@ static bool own_mandir(const char *page, char *dir, size_t size)
 		snprintf(dir, size, "%s", LK_INSTALL_MANDIR);
 	else if ((size_t)snprintf(dir, size, "%s/%s", exe, LK_INSTALL_MANDIR) >= size)
 		return false;
-	if (snprintf(path, sizeof(path), "%s/man1/%s.1", dir, page) < (int)sizeof(path) && stat(path, &st) == 0)
+	if (snprintf(path, sizeof(path), "%s/man1/%s.1", dir, page) < (int)sizeof(path) &&
+	    stat(path, &st) == 0)
 		return true;
 	return snprintf(path, sizeof(path), "%s/man1/%s.1.gz", dir, page) < (int)sizeof(path) &&
 	       stat(path, &st) == 0;
@@ -186,6 +187,6 @@ const struct cli_command cmd_version = {
 	.name = "version",
 	.summary = "print lowkey's version",
 	.usage = "usage: lowkey version\n"
-		"       lowkey --version\n",
+		 "       lowkey --version\n",
 	.run = version_run,
 };

@@ -68,12 +68,12 @@ static const char list_usage[] =
 
 struct row {
 	char *object, *provider, *event, *file, *arg_names;
-	char *function;			/* "" when not known */
-	const char *object_type;	/* NULL for a live process's sites */
+	char *function;		 /* "" when not known */
+	const char *object_type; /* NULL for a live process's sites */
 	unsigned int line, kind, nargs;
 	uint32_t arg_types;
-	int enabled;			/* 1, 0, or -1: unknown */
-	size_t object_rank, order;	/* for sorting: objects as met, then by name and line */
+	int enabled;		   /* 1, 0, or -1: unknown */
+	size_t object_rank, order; /* for sorting: objects as met, then by name and line */
 };
 
 struct rows {
@@ -121,10 +121,14 @@ static void free_rows(struct rows *r)
 static const char *kind_name(unsigned int kind)
 {
 	switch (kind) {
-	case LK_PROBE_EVENT: return "event";
-	case LK_PROBE_SPAN_BEGIN: return "span-begin";
-	case LK_PROBE_SPAN_END: return "span-end";
-	case LK_PROBE_COUNTER: return "counter";
+	case LK_PROBE_EVENT:
+		return "event";
+	case LK_PROBE_SPAN_BEGIN:
+		return "span-begin";
+	case LK_PROBE_SPAN_END:
+		return "span-end";
+	case LK_PROBE_COUNTER:
+		return "counter";
 	}
 	return "unknown";
 }
@@ -220,7 +224,8 @@ static void print_args(const struct row *s)
 
 	for (unsigned int a = 0; a < s->nargs; a++) {
 		site_arg_name(s->arg_names, a, name, sizeof(name));
-		printf("%s%s: %s", a ? ", " : "", lk__text_escape(name, shown, sizeof(shown)), arg_type(s, a));
+		printf("%s%s: %s", a ? ", " : "", lk__text_escape(name, shown, sizeof(shown)),
+		       arg_type(s, a));
 	}
 }
 
@@ -266,20 +271,23 @@ static void print_text(const struct rows *r)
 		if (i == 0 || strcmp(s->object, r->v[i - 1].object) != 0) {
 			for (size_t j = i; j < r->n && strcmp(r->v[j].object, s->object) == 0; j++)
 				count++;
-			printf("%s%s", i ? "\n" : "", lk__text_escape(s->object, shown, sizeof(shown)));
+			printf("%s%s", i ? "\n" : "",
+			       lk__text_escape(s->object, shown, sizeof(shown)));
 			if (s->object_type)
 				printf(" (%s)", s->object_type);
 			printf(": %zu site%s\n", count, count == 1 ? "" : "s");
 		}
 		snprintf(buf, sizeof(buf), "%s:%s", s->provider, s->event);
-		printf("  %-*s  %-10s", wname, lk__text_escape(buf, shown, sizeof(shown)), kind_name(s->kind));
+		printf("  %-*s  %-10s", wname, lk__text_escape(buf, shown, sizeof(shown)),
+		       kind_name(s->kind));
 		if (s->enabled >= 0)
 			printf("  %-3s", s->enabled ? "on" : "off");
 		snprintf(buf, sizeof(buf), "%s:%u", s->file, s->line);
 		printf("  %-*s  ", wwhere, lk__text_escape(buf, shown, sizeof(shown)));
 		print_args(s);
 		if (*s->function && shares_its_place(r, i))
-			printf("%sin %s", s->nargs ? "  " : "", lk__text_escape(s->function, shown, sizeof(shown)));
+			printf("%sin %s", s->nargs ? "  " : "",
+			       lk__text_escape(s->function, shown, sizeof(shown)));
 		printf("\n");
 	}
 }
@@ -299,14 +307,17 @@ static int rows_from_file(struct rows *r, const char *path, const char *shown, b
 	}
 	if (!sites.n && !quiet_if_none)
 		fprintf(stderr, "lowkey list: %s has no lowkey probe sites%s\n",
-			lk__text_escape(shown, name, sizeof(name)), sites.has_section ? " of this lowkey version" : "");
+			lk__text_escape(shown, name, sizeof(name)),
+			sites.has_section ? " of this lowkey version" : "");
 	if (sites.skipped && sites.n)
-		fprintf(stderr, "lowkey list: %s: %u entries are not probe sites of this lowkey version\n",
+		fprintf(stderr,
+			"lowkey list: %s: %u entries are not probe sites of this lowkey version\n",
 			lk__text_escape(shown, name, sizeof(name)), sites.skipped);
 	for (size_t i = 0; i < sites.n && !rc; i++) {
 		const struct probe_elf_site *s = &sites.sites[i];
-		struct row row = { (char *)shown, s->provider, s->event, s->file, s->arg_names, s->function,
-				   sites.type, s->line, s->kind, s->nargs, s->arg_types, -1 };
+		struct row row = { (char *)shown, s->provider, s->event,     s->file,
+				   s->arg_names,  s->function, sites.type,   s->line,
+				   s->kind,	  s->nargs,    s->arg_types, -1 };
 
 		rc = add_row(r, &row);
 	}
@@ -317,22 +328,31 @@ static int rows_from_file(struct rows *r, const char *path, const char *shown, b
 /* ---- from a live process ---- */
 
 /* One message of the process's answer to LIST, into r: 1 when it was the last, 0, or -errno. */
-static int take_list_message(struct rows *r, const struct lk__ctl_msg *m, uint32_t seq, const char *exe,
-			     size_t *bytes, char *err, size_t errlen)
+static int take_list_message(struct rows *r, const struct lk__ctl_msg *m, uint32_t seq,
+			     const char *exe, size_t *bytes, char *err, size_t errlen)
 {
 	if (m->type == LK_CTL_RESULT && (m->seq == seq || (m->seq == 0 && m->result.err))) {
 		if (m->result.err)
-			snprintf(err, errlen, "%s", m->result.message);	/* seq 0: refused */
+			snprintf(err, errlen, "%s", m->result.message); /* seq 0: refused */
 		return m->result.err ? m->result.err : 1;
 	}
 	if (m->type == LK_CTL_SITE && m->seq == seq) {
-		struct row row = { (char *)(*m->site.object ? m->site.object : exe), (char *)m->site.provider,
-				   (char *)m->site.event, (char *)m->site.file, (char *)m->site.arg_names,
-				   (char *)m->site.function, NULL, m->site.line, m->site.kind, m->site.nargs,
-				   m->site.arg_types, m->site.enabled };
+		struct row row = { (char *)(*m->site.object ? m->site.object : exe),
+				   (char *)m->site.provider,
+				   (char *)m->site.event,
+				   (char *)m->site.file,
+				   (char *)m->site.arg_names,
+				   (char *)m->site.function,
+				   NULL,
+				   m->site.line,
+				   m->site.kind,
+				   m->site.nargs,
+				   m->site.arg_types,
+				   m->site.enabled };
 
-		*bytes += strlen(row.object) + strlen(row.provider) + strlen(row.event) + strlen(row.file) +
-			  strlen(row.arg_names) + strlen(row.function) + sizeof(row);
+		*bytes += strlen(row.object) + strlen(row.provider) + strlen(row.event) +
+			  strlen(row.file) + strlen(row.arg_names) + strlen(row.function) +
+			  sizeof(row);
 		if (r->n == MAX_SITES || *bytes > MAX_LIST_BYTES)
 			return -E2BIG;
 		return add_row(r, &row);
@@ -356,7 +376,7 @@ static int rows_from_control(struct rows *r, pid_t pid, char *err, size_t errlen
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
 	len = readlink(link, exe, sizeof(exe) - 1);
 	exe[len > 0 ? len : 0] = 0;
-	rc = lk__ctl_check(&c, err, errlen);	/* the exe read is the connected process's */
+	rc = lk__ctl_check(&c, err, errlen); /* the exe read is the connected process's */
 	if (!rc)
 		rc = lk__ctl_send(&c, &req);
 	while (!rc) {
@@ -366,12 +386,14 @@ static int rows_from_control(struct rows *r, pid_t pid, char *err, size_t errlen
 	}
 	lk__ctl_disconnect(&c);
 	if (rc == -E2BIG)
-		return lk__failf(err, errlen, rc, "process %d sent more sites than a lowkey process has (%d, %u MiB at "
-			     "most): it is not one, or it is broken; not read on", (int)pid, MAX_SITES,
-			     MAX_LIST_BYTES >> 20);
+		return lk__failf(
+			err, errlen, rc,
+			"process %d sent more sites than a lowkey process has (%d, %u MiB at "
+			"most): it is not one, or it is broken; not read on",
+			(int)pid, MAX_SITES, MAX_LIST_BYTES >> 20);
 	if (rc == -ETIMEDOUT)
-		return lk__failf(err, errlen, rc, "process %d did not list its sites within %d s", (int)pid,
-			     LIST_TIMEOUT_MS / 1000);
+		return lk__failf(err, errlen, rc, "process %d did not list its sites within %d s",
+				 (int)pid, LIST_TIMEOUT_MS / 1000);
 	return rc == 1 ? 0 : rc;
 }
 
@@ -393,21 +415,27 @@ static int rows_from_maps(struct rows *r, pid_t pid)
 /* Whether the process's sites may be read from its files instead (it has no socket to ask). */
 static bool read_files_instead(int rc)
 {
-	return rc == -ENOENT || rc == -ENOTCONN || rc == -ECONNREFUSED || rc == -ESTALE || rc == -EPERM ||
-	       rc == -EBUSY;
+	return rc == -ENOENT || rc == -ENOTCONN || rc == -ECONNREFUSED || rc == -ESTALE ||
+	       rc == -EPERM || rc == -EBUSY;
 }
 
 /* Why the sites come from the files; the control socket's error was rc (err). */
-static void say_why_files(pid_t pid, const char *name, const struct rows *r, int rc, const char *err)
+static void say_why_files(pid_t pid, const char *name, const struct rows *r, int rc,
+			  const char *err)
 {
 	if (!r->n)
-		fprintf(stderr, "lowkey list: process %d (%s) has no lowkey probe sites%s\n", (int)pid, name,
+		fprintf(stderr, "lowkey list: process %d (%s) has no lowkey probe sites%s\n",
+			(int)pid, name,
 			proc_uses_lowkey(pid) == 1 ? "" : ": it is not linked with liblowkey");
 	else if (rc == -ENOTCONN || rc == -EBUSY || rc == -EPERM)
-		fprintf(stderr, "lowkey list: %s (sites read from its files; whether each is on is unknown)\n", err);
+		fprintf(stderr,
+			"lowkey list: %s (sites read from its files; whether each is on is unknown)\n",
+			err);
 	else
-		fprintf(stderr, "lowkey list: process %d (%s) has no control socket open: sites read from "
-			"its files; whether each is on is unknown (LOWKEY_CONTROL=1 opens it)\n", (int)pid, name);
+		fprintf(stderr,
+			"lowkey list: process %d (%s) has no control socket open: sites read from "
+			"its files; whether each is on is unknown (LOWKEY_CONTROL=1 opens it)\n",
+			(int)pid, name);
 }
 
 static int list_pid(pid_t pid, bool json)
@@ -420,7 +448,8 @@ static int list_pid(pid_t pid, bool json)
 	proc_name_of(pid, name, sizeof(name));
 	rc = ctl = rows_from_control(&r, pid, err, sizeof(err));
 	if (rc == -ESRCH) {
-		cli_error("list", NULL, "%s", err);	/* no such process, or it exited as lowkey waited */
+		cli_error("list", NULL, "%s",
+			  err); /* no such process, or it exited as lowkey waited */
 		return CLI_EXIT_FAIL;
 	}
 	if (rc == -EACCES) {
@@ -440,8 +469,11 @@ static int list_pid(pid_t pid, bool json)
 		if (rc && ctl == -EPERM)
 			cli_error("list", NULL, "%s; nor can its mapped files be read", err);
 		else if (rc)
-			cli_error("list", rc == -EACCES ? "run lowkey as the process's user, or as root" : NULL,
-				     "cannot read the mapped files of process %d (%s): %s", (int)pid, name, strerror(-rc));
+			cli_error("list",
+				  rc == -EACCES ? "run lowkey as the process's user, or as root" :
+						  NULL,
+				  "cannot read the mapped files of process %d (%s): %s", (int)pid,
+				  name, strerror(-rc));
 		if (rc) {
 			free_rows(&r);
 			return CLI_EXIT_FAIL;
@@ -504,12 +536,17 @@ static int list_run(int argc, char **argv)
 		switch (c) {
 		case 'p':
 			if (parse_pid(optarg, &pid) != 0) {
-				cli_error("list", "give a process id, such as $(pidof server)", "bad pid '%s'", optarg);
+				cli_error("list", "give a process id, such as $(pidof server)",
+					  "bad pid '%s'", optarg);
 				return CLI_EXIT_USAGE;
 			}
 			break;
-		case 'j': json = true; break;
-		case 'h': fputs(list_usage, stdout); return CLI_EXIT_OK;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			fputs(list_usage, stdout);
+			return CLI_EXIT_OK;
 		default:
 			fputs(list_usage, stderr);
 			return CLI_EXIT_USAGE;

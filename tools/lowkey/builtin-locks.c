@@ -98,7 +98,8 @@ static const char *find_preload(char *buf, size_t len)
 		slash = strrchr(exe, '/');
 		if (slash) {
 			*slash = 0;
-			if (snprintf(buf, len, "%s/../%s/liblowkey-locks.so", exe, LK_LOCKS_LIBDIR) < (int)len &&
+			if (snprintf(buf, len, "%s/../%s/liblowkey-locks.so", exe,
+				     LK_LOCKS_LIBDIR) < (int)len &&
 			    readable(buf))
 				return buf;
 		}
@@ -140,13 +141,15 @@ static bool statically_linked(const char *path)
 
 	if (fd < 0)
 		return false;
-	if (pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-	    eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr)) {
+	if (pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+	    eh.e_phentsize == sizeof(Elf64_Phdr)) {
 		is_static = true;
 		for (unsigned int i = 0; i < eh.e_phnum; i++) {
 			Elf64_Phdr ph;
 
-			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) != (ssize_t)sizeof(ph))
+			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) !=
+			    (ssize_t)sizeof(ph))
 				break;
 			if (ph.p_type == PT_INTERP)
 				is_static = false;
@@ -250,7 +253,7 @@ struct row {
 	enum lkl_kind kind;
 	uint64_t address;
 	bool destroyed;
-	uint64_t acquisitions;		/* all kinds of acquisition */
+	uint64_t acquisitions; /* all kinds of acquisition */
 	uint64_t wait_ns, wait_max_ns, wait_mean_ns;
 	uint64_t hold_ns, hold_max_ns, hold_mean_ns;
 	uint64_t read_hold_ns, read_hold_max_ns, read_hold_mean_ns;
@@ -259,16 +262,16 @@ struct row {
 
 /* How a process image ended, as far as its file and the command's wait status tell. */
 enum ending {
-	ENDED_EXIT,		/* exit() or a return from main: the library's destructor ran */
-	ENDED_EXEC,		/* it exec()ed: a later file has its pid */
-	ENDED_UNDER_EXIT,	/* _exit(): the command's own process, which exited without destructors */
-	ENDED_SIGNAL,		/* the command's own process, killed */
-	ENDED_UNKNOWN,		/* another process without the mark: _exit() or a signal */
+	ENDED_EXIT,	  /* exit() or a return from main: the library's destructor ran */
+	ENDED_EXEC,	  /* it exec()ed: a later file has its pid */
+	ENDED_UNDER_EXIT, /* _exit(): the command's own process, which exited without destructors */
+	ENDED_SIGNAL,	  /* the command's own process, killed */
+	ENDED_UNKNOWN,	  /* another process without the mark: _exit() or a signal */
 };
 
 struct proc {
 	char path[PATH_MAX];
-	void *data;		/* the file, read */
+	void *data; /* the file, read */
 	size_t size;
 	const struct lkl_header *h;
 	const struct lkl_entry *entries;
@@ -276,14 +279,15 @@ struct proc {
 	uint32_t nmodules;
 	struct row *rows;
 	size_t nrows;
-	uint64_t nlocks;		/* rows, and destroyed locks folded into the header */
+	uint64_t nlocks; /* rows, and destroyed locks folded into the header */
 	uint64_t duration_ns;
 	uint64_t acquisitions, contended, wait_ns;
 	enum ending ended;
 };
 
 /* _exit(), exec() and signals leave no mark in the file (LKL_F_EXITED is set by the destructor). */
-static enum ending ending_of(const struct proc *p, const struct proc *all, size_t n, pid_t command, int status)
+static enum ending ending_of(const struct proc *p, const struct proc *all, size_t n, pid_t command,
+			     int status)
 {
 	if (p->h->flags & LKL_F_EXITED)
 		return ENDED_EXIT;
@@ -306,8 +310,11 @@ static const char *ending_name(enum ending e)
 static const char *ending_note(enum ending e)
 {
 	static const char *const notes[] = {
-		"", " [exec'd another program]", " [ended by _exit(): no exit handlers ran]",
-		" [killed by a signal]", " [ended without exit handlers: _exit() or a signal]",
+		"",
+		" [exec'd another program]",
+		" [ended by _exit(): no exit handlers ran]",
+		" [killed by a signal]",
+		" [ended without exit handlers: _exit() or a signal]",
 	};
 
 	return notes[e];
@@ -400,14 +407,15 @@ static uint64_t mean(uint64_t total, uint64_t n)
 }
 
 /* sampled holds: mean x count, exact when every hold was timed */
-static void holds(uint64_t samples, uint64_t total, uint64_t max, uint64_t count, double tpn, uint64_t *total_ns,
-		  uint64_t *max_ns, uint64_t *mean_ns)
+static void holds(uint64_t samples, uint64_t total, uint64_t max, uint64_t count, double tpn,
+		  uint64_t *total_ns, uint64_t *max_ns, uint64_t *mean_ns)
 {
 	double m = samples ? (double)total / (double)samples : 0;
 
 	*mean_ns = to_ns((uint64_t)(m + 0.5), tpn);
 	*max_ns = to_ns(max, tpn);
-	*total_ns = samples >= count ? to_ns(total, tpn) : to_ns((uint64_t)(m * (double)count), tpn);
+	*total_ns = samples >= count ? to_ns(total, tpn) :
+				       to_ns((uint64_t)(m * (double)count), tpn);
 }
 
 static int by_wait(const void *a, const void *b)
@@ -444,7 +452,8 @@ static struct symbolizer *open_symbolizer(const struct proc *p)
 	if (!objects)
 		return NULL;
 	for (uint32_t i = 0; i < p->nmodules; i++)
-		objects[i] = (struct symbol_object){ module_path(p->h, &p->modules[i]), p->modules[i].bias };
+		objects[i] = (struct symbol_object){ module_path(p->h, &p->modules[i]),
+						     p->modules[i].bias };
 	s = symbolizer_open_objects(objects, p->nmodules);
 	free(objects);
 	return s;
@@ -455,7 +464,8 @@ static struct symbolizer *open_symbolizer(const struct proc *p)
  * without libdw or debug information a site is still "libfoo.so.1+0x1a2b", for addr2line later),
  * the function and file:line from libdw where it knows them.
  */
-static void name_site(const struct proc *p, struct symbolizer *sym, uint64_t ra, struct lks_site *out)
+static void name_site(const struct proc *p, struct symbolizer *sym, uint64_t ra,
+		      struct lks_site *out)
 {
 	/* a return address points after the call: look up the call itself */
 	uint64_t addr = ra ? ra - 1 : 0;
@@ -470,7 +480,8 @@ static void name_site(const struct proc *p, struct symbolizer *sym, uint64_t ra,
 		if (addr >= p->modules[i].start && addr < p->modules[i].end)
 			m = &p->modules[i];
 	if (m) {
-		snprintf(out->module, sizeof(out->module), "%.63s", base_name(module_path(p->h, m)));
+		snprintf(out->module, sizeof(out->module), "%.63s",
+			 base_name(module_path(p->h, m)));
 		out->offset = ra - m->bias;
 	}
 	if (!sym)
@@ -508,8 +519,9 @@ static int build_rows(struct proc *p, double tpn, uint64_t end_ns)
 	struct symbolizer *sym;
 	size_t n = 0;
 
-	p->duration_ns = (h->flags & LKL_F_EXITED) && h->end_ns > h->start_ns ? h->end_ns - h->start_ns
-									 : (end_ns > h->start_ns ? end_ns - h->start_ns : 0);
+	p->duration_ns = (h->flags & LKL_F_EXITED) && h->end_ns > h->start_ns ?
+				 h->end_ns - h->start_ns :
+				 (end_ns > h->start_ns ? end_ns - h->start_ns : 0);
 	p->rows = calloc(h->capacity, sizeof(*p->rows));
 	if (!p->rows)
 		return -ENOMEM;
@@ -517,7 +529,8 @@ static int build_rows(struct proc *p, double tpn, uint64_t end_ns)
 		const struct lkl_entry *e = &p->entries[i];
 		struct row *r;
 
-		if (!e->key || !(e->acquisitions || e->read_acquisitions || e->try_fails || e->posts))
+		if (!e->key ||
+		    !(e->acquisitions || e->read_acquisitions || e->try_fails || e->posts))
 			continue;
 		r = &p->rows[n++];
 		r->e = e;
@@ -528,10 +541,11 @@ static int build_rows(struct proc *p, double tpn, uint64_t end_ns)
 		r->wait_ns = to_ns(e->wait_total, tpn);
 		r->wait_max_ns = to_ns(e->wait_max, tpn);
 		r->wait_mean_ns = mean(r->wait_ns, e->contended);
-		holds(e->hold_samples, e->hold_total, e->hold_max, e->acquisitions, tpn, &r->hold_ns, &r->hold_max_ns,
-		      &r->hold_mean_ns);
-		holds(e->read_hold_samples, e->read_hold_total, e->read_hold_max, e->read_acquisitions, tpn,
-		      &r->read_hold_ns, &r->read_hold_max_ns, &r->read_hold_mean_ns);
+		holds(e->hold_samples, e->hold_total, e->hold_max, e->acquisitions, tpn,
+		      &r->hold_ns, &r->hold_max_ns, &r->hold_mean_ns);
+		holds(e->read_hold_samples, e->read_hold_total, e->read_hold_max,
+		      e->read_acquisitions, tpn, &r->read_hold_ns, &r->read_hold_max_ns,
+		      &r->read_hold_mean_ns);
 		p->acquisitions += r->acquisitions;
 		p->contended += e->contended;
 		p->wait_ns += r->wait_ns;
@@ -587,45 +601,55 @@ static size_t shown(const struct proc *p, const struct options *o)
 static void print_text(FILE *out, const struct proc *p, const struct options *o)
 {
 	const struct lkl_header *h = p->h;
-	char a[16], b[16], c[16], d[16], e2[16], f[16], site[400], first[400], name[4 * sizeof(h->exe)];
+	char a[16], b[16], c[16], d[16], e2[16], f[16], site[400], first[400],
+		name[4 * sizeof(h->exe)];
 	size_t n = shown(p, o);
 
-	fprintf(out, "\nlowkey locks: %s (pid %u)%s, %s on %u CPUs: %lu lock%s, %lu acquisitions, %lu contended (%.2f%%), "
-		     "%s waiting = %.1f/1000 of CPU time\n",
-		lk__text_escape(h->comm[0] ? h->comm : h->exe, name, sizeof(name)), h->pid, ending_note(p->ended),
-		duration(a, sizeof(a), p->duration_ns), h->cpus, (unsigned long)p->nlocks, p->nlocks == 1 ? "" : "s",
-		(unsigned long)p->acquisitions,
-		(unsigned long)p->contended, p->acquisitions ? 100.0 * (double)p->contended / (double)p->acquisitions : 0,
+	fprintf(out,
+		"\nlowkey locks: %s (pid %u)%s, %s on %u CPUs: %lu lock%s, %lu acquisitions, %lu contended (%.2f%%), "
+		"%s waiting = %.1f/1000 of CPU time\n",
+		lk__text_escape(h->comm[0] ? h->comm : h->exe, name, sizeof(name)), h->pid,
+		ending_note(p->ended), duration(a, sizeof(a), p->duration_ns), h->cpus,
+		(unsigned long)p->nlocks, p->nlocks == 1 ? "" : "s", (unsigned long)p->acquisitions,
+		(unsigned long)p->contended,
+		p->acquisitions ? 100.0 * (double)p->contended / (double)p->acquisitions : 0,
 		duration(b, sizeof(b), p->wait_ns), per_mille_cpu(p->wait_ns, p));
 	if (!n)
 		return;
-	fprintf(out, "%3s %-28s %10s %9s %6s %9s %9s %9s %9s %9s %9s %8s %8s\n", "#", "lock", "acquired", "contended",
-		"%", "wait tot", "wait max", "wait avg", "hold tot", "hold max", "hold avg", "owners", "1/1000");
+	fprintf(out, "%3s %-28s %10s %9s %6s %9s %9s %9s %9s %9s %9s %8s %8s\n", "#", "lock",
+		"acquired", "contended", "%", "wait tot", "wait max", "wait avg", "hold tot",
+		"hold max", "hold avg", "owners", "1/1000");
 	for (size_t i = 0; i < n; i++) {
 		const struct row *r = &p->rows[i];
 		const struct lkl_entry *e = r->e;
 		char label[64];
 
-		snprintf(label, sizeof(label), "%s %#lx%s", kind_name(r->kind), (unsigned long)r->address,
-			 r->destroyed ? " (gone)" : "");
-		fprintf(out, "%3zu %-28s %10lu %9lu %5.1f%% %9s %9s %9s %9s %9s %9s %8lu %8.2f\n", i + 1, label,
-			(unsigned long)r->acquisitions, (unsigned long)e->contended,
-			r->acquisitions ? 100.0 * (double)e->contended / (double)r->acquisitions : 0,
+		snprintf(label, sizeof(label), "%s %#lx%s", kind_name(r->kind),
+			 (unsigned long)r->address, r->destroyed ? " (gone)" : "");
+		fprintf(out, "%3zu %-28s %10lu %9lu %5.1f%% %9s %9s %9s %9s %9s %9s %8lu %8.2f\n",
+			i + 1, label, (unsigned long)r->acquisitions, (unsigned long)e->contended,
+			r->acquisitions ? 100.0 * (double)e->contended / (double)r->acquisitions :
+					  0,
 			duration(a, sizeof(a), r->wait_ns), duration(b, sizeof(b), r->wait_max_ns),
 			duration(c, sizeof(c), r->wait_mean_ns), duration(d, sizeof(d), r->hold_ns),
-			duration(e2, sizeof(e2), r->hold_max_ns), duration(f, sizeof(f), r->hold_mean_ns),
-			(unsigned long)e->owner_changes, per_mille_cpu(r->wait_ns, p));
+			duration(e2, sizeof(e2), r->hold_max_ns),
+			duration(f, sizeof(f), r->hold_mean_ns), (unsigned long)e->owner_changes,
+			per_mille_cpu(r->wait_ns, p));
 		if (e->site)
-			fprintf(out, "    contended first at %s", site_string(&r->site, site, sizeof(site)));
+			fprintf(out, "    contended first at %s",
+				site_string(&r->site, site, sizeof(site)));
 		else
 			fprintf(out, "    never contended; first taken at %s",
 				site_string(&r->first_site, first, sizeof(first)));
 		if (r->kind == LKL_RWLOCK)
-			fprintf(out, "; %lu reads (held %s, max %s), %lu writes", (unsigned long)e->read_acquisitions,
-				duration(a, sizeof(a), r->read_hold_ns), duration(b, sizeof(b), r->read_hold_max_ns),
+			fprintf(out, "; %lu reads (held %s, max %s), %lu writes",
+				(unsigned long)e->read_acquisitions,
+				duration(a, sizeof(a), r->read_hold_ns),
+				duration(b, sizeof(b), r->read_hold_max_ns),
 				(unsigned long)e->acquisitions);
 		if (e->cond_reacquires)
-			fprintf(out, "; %lu re-taken by condition waits", (unsigned long)e->cond_reacquires);
+			fprintf(out, "; %lu re-taken by condition waits",
+				(unsigned long)e->cond_reacquires);
 		if (e->try_fails)
 			fprintf(out, "; %lu failed try-locks", (unsigned long)e->try_fails);
 		if (r->kind == LKL_SEM)
@@ -635,13 +659,16 @@ static void print_text(FILE *out, const struct proc *p, const struct options *o)
 	if (n < p->nrows)
 		fprintf(out, "    ... and %zu more locks (--top 0 shows all)\n", p->nrows - n);
 	if (h->folded_locks)
-		fprintf(out, "    %lu destroyed locks that were never contended are not listed (%lu acquisitions)\n",
+		fprintf(out,
+			"    %lu destroyed locks that were never contended are not listed (%lu acquisitions)\n",
 			(unsigned long)h->folded_locks, (unsigned long)h->folded_acquisitions);
 	if (h->untracked)
-		fprintf(out, "    %lu acquisitions of locks beyond the table's %u entries were not counted: raise --max-locks\n",
+		fprintf(out,
+			"    %lu acquisitions of locks beyond the table's %u entries were not counted: raise --max-locks\n",
 			(unsigned long)h->untracked, h->capacity);
 	if (h->hold_period > 1)
-		fprintf(out, "    hold times: one hold in %u timed, totals are mean x acquisitions (--hold-sampling 1 times all)\n",
+		fprintf(out,
+			"    hold times: one hold in %u timed, totals are mean x acquisitions (--hold-sampling 1 times all)\n",
 			h->hold_period);
 }
 
@@ -707,7 +734,10 @@ static void print_json_proc(struct lk__json *j, const struct proc *p, const stru
 		lk__json_int(j, "acquisitions", (long long)r->acquisitions);
 		lk__json_int(j, "read_acquisitions", (long long)e->read_acquisitions);
 		lk__json_int(j, "contended", (long long)e->contended);
-		lk__json_num(j, "contended_pct", r->acquisitions ? 100.0 * (double)e->contended / (double)r->acquisitions : 0);
+		lk__json_num(j, "contended_pct",
+			     r->acquisitions ?
+				     100.0 * (double)e->contended / (double)r->acquisitions :
+				     0);
 		lk__json_int(j, "wait_total_ns", (long long)r->wait_ns);
 		lk__json_int(j, "wait_max_ns", (long long)r->wait_max_ns);
 		lk__json_int(j, "wait_mean_ns", (long long)r->wait_mean_ns);
@@ -792,14 +822,15 @@ static double ticks_per_ns(uint64_t t0, uint64_t ns0)
 static void exit_note(int status, const char *cmd)
 {
 	if (WIFEXITED(status) && WEXITSTATUS(status))
-		fprintf(stderr, "lowkey locks: %s exited with status %d\n", cmd, WEXITSTATUS(status));
+		fprintf(stderr, "lowkey locks: %s exited with status %d\n", cmd,
+			WEXITSTATUS(status));
 	else if (WIFSIGNALED(status))
-		fprintf(stderr, "lowkey locks: %s was killed by signal %d (%s)\n", cmd, WTERMSIG(status),
-			strsignal(WTERMSIG(status)));
+		fprintf(stderr, "lowkey locks: %s was killed by signal %d (%s)\n", cmd,
+			WTERMSIG(status), strsignal(WTERMSIG(status)));
 }
 
-static void write_json(FILE *out, const struct proc *procs, size_t n, const struct options *o, int status,
-		       const char *cmd)
+static void write_json(FILE *out, const struct proc *procs, size_t n, const struct options *o,
+		       int status, const char *cmd)
 {
 	struct lk__json j;
 
@@ -817,7 +848,8 @@ static void write_json(FILE *out, const struct proc *procs, size_t n, const stru
 }
 
 /* The page is drawn from the JSON: the same figures, by the same code. */
-static int write_html(const struct proc *procs, size_t n, const struct options *o, int status, const char *cmd)
+static int write_html(const struct proc *procs, size_t n, const struct options *o, int status,
+		      const char *cmd)
 {
 	char *json = NULL;
 	size_t len = 0;
@@ -834,23 +866,25 @@ static int write_html(const struct proc *procs, size_t n, const struct options *
 	return ret;
 }
 
-static int report(FILE *out, const char *dir, const struct options *o, double tpn, uint64_t end_ns, pid_t child,
-		  int status, const char *cmd)
+static int report(FILE *out, const char *dir, const struct options *o, double tpn, uint64_t end_ns,
+		  pid_t child, int status, const char *cmd)
 {
 	struct proc *procs = NULL;
 	size_t n = 0;
 	int ret = 0;
 
 	if (load_dir(dir, &procs, &n) != 0 || n == 0) {
-		cli_error("locks", "is it statically linked or set-user-ID, or does it clear LD_PRELOAD?",
-			     "liblowkey-locks.so recorded nothing in '%s'", cmd);
+		cli_error("locks",
+			  "is it statically linked or set-user-ID, or does it clear LD_PRELOAD?",
+			  "liblowkey-locks.so recorded nothing in '%s'", cmd);
 		free(procs);
 		return CLI_EXIT_FAIL;
 	}
 	for (size_t i = 0; i < n; i++)
 		procs[i].ended = ending_of(&procs[i], procs, n, child, status);
 	for (size_t i = 0; i < n; i++)
-		if (build_rows(&procs[i], (procs[i].h->flags & LKL_F_TICKS_NS) ? 1.0 : tpn, end_ns) != 0)
+		if (build_rows(&procs[i], (procs[i].h->flags & LKL_F_TICKS_NS) ? 1.0 : tpn,
+			       end_ns) != 0)
 			procs[i].nrows = 0;
 	if (o->json)
 		write_json(out, procs, n, o, status, cmd);
@@ -860,7 +894,8 @@ static int report(FILE *out, const char *dir, const struct options *o, double tp
 	if (o->html)
 		ret = write_html(procs, n, o, status, cmd);
 	if (fflush(out) != 0 || ferror(out)) {
-		cli_error("locks", NULL, "writing %s failed: %s", o->output ? o->output : "the report", strerror(errno));
+		cli_error("locks", NULL, "writing %s failed: %s",
+			  o->output ? o->output : "the report", strerror(errno));
 		ret = CLI_EXIT_FAIL;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -951,20 +986,24 @@ static int locks_run(int argc, char **argv)
 	lib = find_preload(lib_buf, sizeof(lib_buf));
 	if (!lib) {
 		cli_error("locks", "reinstall lowkey, or point LOWKEY_LOCKS_LIB at the library",
-			     "cannot find liblowkey-locks.so%s", getenv("LOWKEY_LOCKS_LIB") ? " at $LOWKEY_LOCKS_LIB" : "");
+			  "cannot find liblowkey-locks.so%s",
+			  getenv("LOWKEY_LOCKS_LIB") ? " at $LOWKEY_LOCKS_LIB" : "");
 		return CLI_EXIT_FAIL;
 	}
 	if (!which(argv[0], exe, sizeof(exe))) {
 		if (strchr(argv[0], '/') && access(argv[0], F_OK) == 0) {
-			cli_error("locks", NULL, "%s: cannot execute: %s", argv[0], strerror(EACCES));
-			return 126;	/* as a shell, and lowkey stat and trace */
+			cli_error("locks", NULL, "%s: cannot execute: %s", argv[0],
+				  strerror(EACCES));
+			return 126; /* as a shell, and lowkey stat and trace */
 		}
-		cli_error("locks", "check the command's name and $PATH", "%s: command not found", argv[0]);
+		cli_error("locks", "check the command's name and $PATH", "%s: command not found",
+			  argv[0]);
 		return 127;
 	}
 	if (statically_linked(exe)) {
-		cli_error("locks", "rebuild it without -static; LD_PRELOAD needs the dynamic loader",
-			     "'%s' is statically linked: its locks cannot be intercepted", exe);
+		cli_error("locks",
+			  "rebuild it without -static; LD_PRELOAD needs the dynamic loader",
+			  "'%s' is statically linked: its locks cannot be intercepted", exe);
 		return CLI_EXIT_FAIL;
 	}
 	/* before the command runs: an output that cannot be written is said now, not after it */
@@ -985,8 +1024,8 @@ static int locks_run(int argc, char **argv)
 	if (ret) {
 		if (out != stderr)
 			fclose(out);
-		cli_error("locks", "set TMPDIR to a writable directory", "cannot make a directory for the figures: %s",
-			     strerror(-ret));
+		cli_error("locks", "set TMPDIR to a writable directory",
+			  "cannot make a directory for the figures: %s", strerror(-ret));
 		return CLI_EXIT_FAIL;
 	}
 	ns0 = monotonic_ns();
@@ -1015,7 +1054,8 @@ static int locks_run(int argc, char **argv)
 
 const struct cli_command cmd_locks = {
 	.name = "locks",
-	.summary = "lock contention in any program: pthread mutexes, rwlocks, spinlocks, semaphores",
+	.summary =
+		"lock contention in any program: pthread mutexes, rwlocks, spinlocks, semaphores",
 	.usage = locks_usage,
 	.run = locks_run,
 };

@@ -38,22 +38,22 @@ struct split {
 
 struct per_class {
 	uint64_t count;
-	struct samples wall, cpu;	/* span classes: durations in ns */
-	struct split split;		/* span classes, from the context switches */
-	double min, max, last;		/* counter classes */
+	struct samples wall, cpu; /* span classes: durations in ns */
+	struct split split;	  /* span classes, from the context switches */
+	double min, max, last;	  /* counter classes */
 	uint64_t first_tsc, last_tsc;
 };
 
 /* A closed span, kept to be split by the context switches once they are all read. */
 struct span_interval {
-	uint32_t first;			/* its class's row */
+	uint32_t first; /* its class's row */
 	bool outermost;
-	uint64_t begin, end;		/* TSC */
+	uint64_t begin, end; /* TSC */
 };
 
 /* The thread off its CPU: from a switch out to the next switch in. */
 struct off_interval {
-	uint64_t out, in;		/* TSC; in = UINT64_MAX: never back before the trace ended */
+	uint64_t out, in; /* TSC; in = UINT64_MAX: never back before the trace ended */
 	bool preempted;
 };
 
@@ -61,33 +61,33 @@ struct per_thread {
 	int tid;
 	char name[64];
 	uint64_t events, lost, first_tsc, last_tsc;
-	uint64_t truncated;			/* bytes after the stream's last whole packet */
-	double span_wall_ns, span_cpu_ns;	/* time in outermost spans */
+	uint64_t truncated;		  /* bytes after the stream's last whole packet */
+	double span_wall_ns, span_cpu_ns; /* time in outermost spans */
 	struct lk__pair_stack open;
-	struct span_interval *spans;		/* with context switches only */
+	struct span_interval *spans; /* with context switches only */
 	size_t nspans, capspans;
 	struct off_interval *off;
 	size_t noff, capoff;
-	uint64_t switches;			/* switches out */
-	struct split split;			/* of the outermost spans */
+	uint64_t switches;  /* switches out */
+	struct split split; /* of the outermost spans */
 	struct per_thread *next;
 };
 
 struct report {
 	struct lk__trace_reader *r;
 	const struct lk__trace_file *t;
-	struct per_class *classes;	/* by id: a name's figures are in its first id's */
-	uint32_t *first;		/* by id: the first id of the same provider:event and kind */
-	uint32_t *rows;			/* class ids by provider, event and kind: the order rows print in */
+	struct per_class *classes; /* by id: a name's figures are in its first id's */
+	uint32_t *first;	   /* by id: the first id of the same provider:event and kind */
+	uint32_t *rows; /* class ids by provider, event and kind: the order rows print in */
 	size_t nrows;
-	struct per_thread *threads, *current;	/* threads: the latest first */
-	struct per_thread **by_index;		/* by_index[of_tid[tid]] */
+	struct per_thread *threads, *current; /* threads: the latest first */
+	struct per_thread **by_index;	      /* by_index[of_tid[tid]] */
 	struct lk__tf_map of_tid;
 	size_t nthreads, capthreads;
 	struct lk__pair_index spans;
 	uint64_t events, lost, first_tsc, last_tsc, unmatched_ends, open_at_end;
 	uint64_t switches;
-	uint64_t thread_names, switch_records;	/* records of the trace not counted as events */
+	uint64_t thread_names, switch_records; /* records of the trace not counted as events */
 };
 
 /* Append *item to the array *v of *n items (capacity *cap); -ENOMEM. */
@@ -127,11 +127,12 @@ static int stream_begin(const struct lk__stream_info *s, void *arg)
 		return 0;
 	}
 	if (rep->nthreads >= UINT32_MAX - 1 ||
-	    push_item((void **)&rep->by_index, &rep->nthreads, &rep->capthreads, &(struct per_thread *){ NULL },
-		      sizeof(t)))
+	    push_item((void **)&rep->by_index, &rep->nthreads, &rep->capthreads,
+		      &(struct per_thread *){ NULL }, sizeof(t)))
 		return -ENOMEM;
 	t = calloc(1, sizeof(*t));
-	if (!t || lk__tf_map_put(&rep->of_tid, (uint64_t)(uint32_t)s->tid, (uint32_t)rep->nthreads - 1)) {
+	if (!t ||
+	    lk__tf_map_put(&rep->of_tid, (uint64_t)(uint32_t)s->tid, (uint32_t)rep->nthreads - 1)) {
 		free(t);
 		rep->nthreads--;
 		return -ENOMEM;
@@ -252,12 +253,13 @@ static int stream_end(const struct lk__stream_info *s, void *arg)
 	struct report *rep = arg;
 
 	if (s->stream_id != 0)
-		return 0;	/* a thread's context switches: counted in on_switch */
+		return 0; /* a thread's context switches: counted in on_switch */
 	rep->current->lost = s->lost;
 	rep->current->truncated = s->truncated;
 	rep->lost += s->lost;
 	rep->open_at_end += rep->current->open.depth;
-	if (rep->current->first_tsc && (!rep->first_tsc || rep->current->first_tsc < rep->first_tsc))
+	if (rep->current->first_tsc &&
+	    (!rep->first_tsc || rep->current->first_tsc < rep->first_tsc))
 		rep->first_tsc = rep->current->first_tsc;
 	if (rep->current->last_tsc > rep->last_tsc)
 		rep->last_tsc = rep->current->last_tsc;
@@ -290,7 +292,8 @@ static size_t first_off_after(const struct per_thread *t, uint64_t tsc)
 	return lo;
 }
 
-static struct split split_span(const struct report *rep, const struct per_thread *t, const struct span_interval *s)
+static struct split split_span(const struct report *rep, const struct per_thread *t,
+			       const struct span_interval *s)
 {
 	struct split x = { tsc_ns(rep, s->begin, s->end), 0, 0, 0 };
 
@@ -351,9 +354,9 @@ static void print_split(const struct report *rep)
 	const struct lk__trace_reader *r = rep->r;
 	char name[200], a[32], b[32], c[32], d[32];
 
-	printf("\n%-32s %8s %12s %12s %12s %12s\n", "spans (time, --sched)", "count", "wall", "on-CPU", "runnable",
-	       "blocked");
-	for (size_t k = 0; k < rep->nrows; k++) {	/* by name: the same order in every format */
+	printf("\n%-32s %8s %12s %12s %12s %12s\n", "spans (time, --sched)", "count", "wall",
+	       "on-CPU", "runnable", "blocked");
+	for (size_t k = 0; k < rep->nrows; k++) { /* by name: the same order in every format */
 		size_t i = rep->rows[k];
 		const struct per_class *pc = &rep->classes[i];
 
@@ -363,14 +366,18 @@ static void print_split(const struct report *rep)
 		fmt_ns(b, sizeof(b), pc->split.on_cpu);
 		fmt_ns(c, sizeof(c), pc->split.runnable);
 		fmt_ns(d, sizeof(d), pc->split.blocked);
-		printf("  %-30s %8zu %12s %12s %12s %12s\n", class_name(r->classes[i], name, sizeof(name)), pc->wall.n, a,
-		       b, c, d);
+		printf("  %-30s %8zu %12s %12s %12s %12s\n",
+		       class_name(r->classes[i], name, sizeof(name)), pc->wall.n, a, b, c, d);
 	}
-	printf("  (%" PRIu64 " context switches; runnable: preempted, waiting for a CPU; blocked: sleeping or "
-	       "waiting)\n", rep->switches);
+	printf("  (%" PRIu64
+	       " context switches; runnable: preempted, waiting for a CPU; blocked: sleeping or "
+	       "waiting)\n",
+	       rep->switches);
 	if (r->sched_lost)
-		printf("  %" PRIu64 " context switches were lost (the kernel's ring was full): the split is "
-		       "approximate\n", r->sched_lost);
+		printf("  %" PRIu64
+		       " context switches were lost (the kernel's ring was full): the split is "
+		       "approximate\n",
+		       r->sched_lost);
 }
 
 /* Whole nanoseconds, not lk__json_num's 6 digits: the parts add up to the wall time. */
@@ -396,20 +403,25 @@ static void print_format_notes(const struct report *rep)
 		       "it (the trace or the thread ended) is not in it\n");
 	if (t->nonfinite_counters)
 		printf("  %" PRIu64 " counter values were NaN or infinite and are not in the JSON "
-		       "(otherData.nonfinite_counter_values)\n", t->nonfinite_counters);
+		       "(otherData.nonfinite_counter_values)\n",
+		       t->nonfinite_counters);
 }
 
 static void print_text(struct report *rep, const char *path)
 {
 	struct lk__trace_reader *r = rep->r;
-	double seconds = rep->last_tsc > rep->first_tsc ? tsc_ns(rep, rep->first_tsc, rep->last_tsc) / 1e9 : 0;
+	double seconds = rep->last_tsc > rep->first_tsc ?
+				 tsc_ns(rep, rep->first_tsc, rep->last_tsc) / 1e9 :
+				 0;
 	char name[200], a[32], b[32], c[32], d[32], e[32], f[32], shown[256];
 
-	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %zu threads, %" PRIu64 " lost\n",
-	       path, lk__text_escape(r->procname, shown, sizeof(shown)), r->pid, rep->events, seconds, rep->nthreads,
-	       rep->lost);
+	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %zu threads, %" PRIu64
+	       " lost\n",
+	       path, lk__text_escape(r->procname, shown, sizeof(shown)), r->pid, rep->events,
+	       seconds, rep->nthreads, rep->lost);
 	if (rep->thread_names || rep->switch_records)
-		printf("  not counted as events: %" PRIu64 " thread-name records, %" PRIu64 " context-switch "
+		printf("  not counted as events: %" PRIu64 " thread-name records, %" PRIu64
+		       " context-switch "
 		       "records (a CTF reader such as babeltrace2 counts them as events)\n",
 		       rep->thread_names, rep->switch_records);
 	if (rep->t->format != LK__TF_CTF)
@@ -418,27 +430,35 @@ static void print_text(struct report *rep, const char *path)
 		uint64_t dropped = r->dropped < rep->lost ? r->dropped : rep->lost;
 
 		if (rep->lost > dropped)
-			printf("  %" PRIu64 " older events overwritten: the flight recorder keeps the newest\n",
+			printf("  %" PRIu64
+			       " older events overwritten: the flight recorder keeps the newest\n",
 			       rep->lost - dropped);
 		if (dropped)
-			printf("  %" PRIu64 " events were dropped besides those (a signal handler's over an event in "
-			       "progress, an event larger than --buffer / 8)\n", dropped);
+			printf("  %" PRIu64
+			       " events were dropped besides those (a signal handler's over an event in "
+			       "progress, an event larger than --buffer / 8)\n",
+			       dropped);
 	} else if (rep->lost) {
-		printf("  %" PRIu64 " events were dropped because a thread's buffer was full: see --buffer\n", rep->lost);
+		printf("  %" PRIu64
+		       " events were dropped because a thread's buffer was full: see --buffer\n",
+		       rep->lost);
 	}
 	for (struct per_thread *t = rep->threads; t; t = t->next)
 		if (t->truncated)
-			printf("  thread %d's stream ends inside a packet (%" PRIu64 " bytes, left out): its program "
-			       "stopped mid-write; the events before are all here\n", t->tid, t->truncated);
+			printf("  thread %d's stream ends inside a packet (%" PRIu64
+			       " bytes, left out): its program "
+			       "stopped mid-write; the events before are all here\n",
+			       t->tid, t->truncated);
 
 	printf("\n%-40s %12s %12s\n", "events", "count", "per second");
-	for (size_t k = 0; k < rep->nrows; k++) {	/* by name: the same order in every format */
+	for (size_t k = 0; k < rep->nrows; k++) { /* by name: the same order in every format */
 		size_t i = rep->rows[k];
 		struct per_class *pc = &rep->classes[i];
 
 		if (!r->classes[i] || !pc->count || r->classes[i]->kind == LK_PROBE_SPAN_END)
 			continue;
-		printf("  %-38s %12" PRIu64 " %12.1f\n", class_name(r->classes[i], name, sizeof(name)), pc->count,
+		printf("  %-38s %12" PRIu64 " %12.1f\n",
+		       class_name(r->classes[i], name, sizeof(name)), pc->count,
 		       seconds > 0 ? (double)pc->count / seconds : 0.0);
 	}
 
@@ -446,7 +466,7 @@ static void print_text(struct report *rep, const char *path)
 	if (r->cputime)
 		printf("   %10s %10s %10s", "p50 cpu", "p99 cpu", "max cpu");
 	putchar('\n');
-	for (size_t k = 0; k < rep->nrows; k++) {	/* by name: the same order in every format */
+	for (size_t k = 0; k < rep->nrows; k++) { /* by name: the same order in every format */
 		size_t i = rep->rows[k];
 		struct per_class *pc = &rep->classes[i];
 
@@ -457,7 +477,8 @@ static void print_text(struct report *rep, const char *path)
 		fmt_ns(a, sizeof(a), samples_pct(&pc->wall, 50));
 		fmt_ns(b, sizeof(b), samples_pct(&pc->wall, 99));
 		fmt_ns(c, sizeof(c), samples_pct(&pc->wall, 100));
-		printf("  %-30s %8zu %10s %10s %10s", class_name(r->classes[i], name, sizeof(name)), pc->wall.n, a, b, c);
+		printf("  %-30s %8zu %10s %10s %10s", class_name(r->classes[i], name, sizeof(name)),
+		       pc->wall.n, a, b, c);
 		if (r->cputime) {
 			fmt_ns(d, sizeof(d), samples_pct(&pc->cpu, 50));
 			fmt_ns(e, sizeof(e), samples_pct(&pc->cpu, 99));
@@ -467,20 +488,22 @@ static void print_text(struct report *rep, const char *path)
 		putchar('\n');
 	}
 	if (rep->open_at_end || rep->unmatched_ends)
-		printf("  (%" PRIu64 " spans still open at the end of the trace, %" PRIu64 " ends without a begin)\n",
+		printf("  (%" PRIu64 " spans still open at the end of the trace, %" PRIu64
+		       " ends without a begin)\n",
 		       rep->open_at_end, rep->unmatched_ends);
 	if (r->sched)
 		print_split(rep);
 
 	printf("\n%-32s %8s %14s %14s %14s\n", "counters", "count", "min", "max", "last");
-	for (size_t k = 0; k < rep->nrows; k++) {	/* by name: the same order in every format */
+	for (size_t k = 0; k < rep->nrows; k++) { /* by name: the same order in every format */
 		size_t i = rep->rows[k];
 		struct per_class *pc = &rep->classes[i];
 
 		if (!r->classes[i] || !pc->count || r->classes[i]->kind != LK_PROBE_COUNTER)
 			continue;
-		printf("  %-30s %8" PRIu64 " %14.6g %14.6g %14.6g\n", class_name(r->classes[i], name, sizeof(name)),
-		       pc->count, pc->min, pc->max, pc->last);
+		printf("  %-30s %8" PRIu64 " %14.6g %14.6g %14.6g\n",
+		       class_name(r->classes[i], name, sizeof(name)), pc->count, pc->min, pc->max,
+		       pc->last);
 	}
 
 	printf("\n%-10s %-16s %10s %10s %12s", "threads", "name", "events", "lost", "in spans");
@@ -572,7 +595,10 @@ static void print_json(struct report *rep, const char *path)
 	lk__json_begin(&j, stdout, false);
 	lk__json_str_or_null(&j, "trace", path);
 	lk__json_str_or_null(&j, "procname", r->procname);
-	lk__json_str(&j, "format", ctf ? "ctf" : rep->t->format == LK__TF_JSON ? "json" : "perfetto");
+	lk__json_str(&j, "format",
+		     ctf			   ? "ctf" :
+		     rep->t->format == LK__TF_JSON ? "json" :
+						     "perfetto");
 	lk__json_int(&j, "pid", r->pid);
 	lk__json_uint(&j, "events", rep->events);
 	lk__json_uint(&j, "lost", rep->lost);
@@ -584,7 +610,7 @@ static void print_json(struct report *rep, const char *path)
 		json_count(&j, "switches_lost", ctf, r->sched_lost);
 	}
 	lk__json_array(&j, "classes");
-	for (size_t k = 0; k < rep->nrows; k++) {	/* by name: the same order in every format */
+	for (size_t k = 0; k < rep->nrows; k++) { /* by name: the same order in every format */
 		size_t i = rep->rows[k];
 
 		if (r->classes[i] && rep->classes[i].count)
@@ -663,7 +689,7 @@ static int report_run(int argc, char **argv)
 	}
 	status_begin("report", !json && !quiet);
 	if (html) {
-		status_reading_begin(argv[optind], 2);	/* the page walks the trace twice */
+		status_reading_begin(argv[optind], 2); /* the page walks the trace twice */
 		rc = report_html(argv[optind], html);
 		status_reading_end();
 		return rc;

@@ -22,7 +22,8 @@
 #include "util/probe_elf.h"
 #include "util/status.h"
 
-#define SNAPSHOT_TIMEOUT_MS (10 * 60 * 1000)	/* a JSON or Perfetto snapshot is converted by the process */
+#define SNAPSHOT_TIMEOUT_MS \
+	(10 * 60 * 1000) /* a JSON or Perfetto snapshot is converted by the process */
 
 static const char snapshot_usage[] =
 	"usage: lowkey snapshot --pid PID [-o OUT] [-j|--json] [-q|--quiet]\n"
@@ -51,9 +52,9 @@ static const char snapshot_usage[] =
 
 struct snapshot_opts {
 	pid_t pid;
-	char *output;	/* absolute, or NULL */
+	char *output; /* absolute, or NULL */
 	bool json;
-	bool quiet;	/* no status line */
+	bool quiet; /* no status line */
 };
 
 static int usage_error(const char *hint, const char *fmt, const char *arg)
@@ -65,12 +66,9 @@ static int usage_error(const char *hint, const char *fmt, const char *arg)
 static int parse_args(struct snapshot_opts *o, int argc, char **argv)
 {
 	static const struct option options[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "pid", required_argument, NULL, 'p' }, { "output", required_argument, NULL, 'o' },
+		{ "json", no_argument, NULL, 'j' },	 { "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },	 { NULL, 0, NULL, 0 },
 	};
 	char cwd[PATH_MAX];
 	long long pid;
@@ -81,14 +79,16 @@ static int parse_args(struct snapshot_opts *o, int argc, char **argv)
 		switch (c) {
 		case 'p':
 			if (!cli_parse_long(optarg, 1, 1 << 22, &pid))
-				return usage_error("give a process id, such as $(pidof server)", "bad pid '%s'", optarg);
+				return usage_error("give a process id, such as $(pidof server)",
+						   "bad pid '%s'", optarg);
 			o->pid = (pid_t)pid;
 			break;
 		case 'o':
 			free(o->output);
 			if (optarg[0] == '/')
 				o->output = strdup(optarg);
-			else if (!getcwd(cwd, sizeof(cwd)) || asprintf(&o->output, "%s/%s", cwd, optarg) < 0)
+			else if (!getcwd(cwd, sizeof(cwd)) ||
+				 asprintf(&o->output, "%s/%s", cwd, optarg) < 0)
 				o->output = NULL;
 			if (!o->output || !optarg[0] || strlen(o->output) > LK_CTL_MAX_PATH - 16)
 				return usage_error(NULL, "bad output path '%s'", optarg);
@@ -108,9 +108,11 @@ static int parse_args(struct snapshot_opts *o, int argc, char **argv)
 		}
 	}
 	if (optind < argc)
-		return usage_error("lowkey snapshot --pid PID [-o OUT]", "unexpected argument '%s'", argv[optind]);
+		return usage_error("lowkey snapshot --pid PID [-o OUT]", "unexpected argument '%s'",
+				   argv[optind]);
 	if (!o->pid)
-		return usage_error("lowkey snapshot --pid PID", "which process? %s", "--pid is required");
+		return usage_error("lowkey snapshot --pid PID", "which process? %s",
+				   "--pid is required");
 	return 0;
 }
 
@@ -119,7 +121,8 @@ static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
 {
 	switch (rc) {
 	case -ESRCH:
-		cli_error("snapshot", NULL, "%s", err);	/* no such process, or it exited as lowkey waited */
+		cli_error("snapshot", NULL, "%s",
+			  err); /* no such process, or it exited as lowkey waited */
 		break;
 	case -EACCES:
 		cli_error("snapshot", NULL, "%s: run lowkey as that user or as root", err);
@@ -128,11 +131,16 @@ static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
 	case -ECONNREFUSED:
 	case -ESTALE:
 		if (proc_uses_lowkey(pid) == 0)
-			cli_error("snapshot", NULL, "process %d (%s) is not linked with liblowkey: it has no flight "
-				     "recorder", (int)pid, name);
+			cli_error("snapshot", NULL,
+				  "process %d (%s) is not linked with liblowkey: it has no flight "
+				  "recorder",
+				  (int)pid, name);
 		else
-			cli_error("snapshot", NULL, "process %d (%s) has no lowkey control socket open: start it with "
-				     "LOWKEY_CONTROL=1 in its environment, or call lk_control_open() in it", (int)pid, name);
+			cli_error(
+				"snapshot", NULL,
+				"process %d (%s) has no lowkey control socket open: start it with "
+				"LOWKEY_CONTROL=1 in its environment, or call lk_control_open() in it",
+				(int)pid, name);
 		break;
 	default:
 		cli_error("snapshot", NULL, "%s", err);
@@ -168,7 +176,8 @@ static void print_result(const struct snapshot_opts *o, const struct lk__ctl_sta
 	}
 	human_size(s->bytes, size, sizeof(size));
 	printf("lowkey snapshot: %llu events (%llu before them overwritten or dropped) from %u thread%s, %s "
-	       "written to %s\n", (unsigned long long)s->events, (unsigned long long)s->lost, s->threads,
+	       "written to %s\n",
+	       (unsigned long long)s->events, (unsigned long long)s->lost, s->threads,
 	       s->threads == 1 ? "" : "s", size, s->path);
 }
 
@@ -204,14 +213,20 @@ static int snapshot_main(int argc, char **argv)
 	rc = lk__ctl_call(&c, &req, LK_CTL_STATS, &reply, SNAPSHOT_TIMEOUT_MS, err, sizeof(err));
 	status_clear();
 	if (rc == -EINVAL && strstr(err, "LK_TRACE_OVERWRITE"))
-		cli_error("snapshot", "start it with `lowkey trace --overwrite`, or LOWKEY_TRACE_MODE=overwrite",
-			     "process %d (%s) runs no flight recorder: its trace streams to disk, there is nothing to "
-			     "snapshot", (int)o.pid, name);
+		cli_error(
+			"snapshot",
+			"start it with `lowkey trace --overwrite`, or LOWKEY_TRACE_MODE=overwrite",
+			"process %d (%s) runs no flight recorder: its trace streams to disk, there is nothing to "
+			"snapshot",
+			(int)o.pid, name);
 	else if (rc == -ENOENT && strstr(err, "no trace"))
-		cli_error("snapshot", "start it with `lowkey trace --overwrite`, or LOWKEY_TRACE_MODE=overwrite",
-			     "process %d (%s) runs no trace", (int)o.pid, name);
+		cli_error(
+			"snapshot",
+			"start it with `lowkey trace --overwrite`, or LOWKEY_TRACE_MODE=overwrite",
+			"process %d (%s) runs no trace", (int)o.pid, name);
 	else if (rc)
-		cli_error("snapshot", NULL, "process %d (%s) could not take the snapshot: %s", (int)o.pid, name, err);
+		cli_error("snapshot", NULL, "process %d (%s) could not take the snapshot: %s",
+			  (int)o.pid, name, err);
 	else
 		print_result(&o, &reply.stats);
 	lk__ctl_disconnect(&c);

@@ -31,14 +31,16 @@
 #include "internal/utf8.h"
 #include "util/stat.h"
 
-#define MAX_REPEAT 1000000	/* runs kept in memory for the mean and spread */
-#define MIN_INTERVAL_MS 10	/* as perf stat -I */
+#define MAX_REPEAT 1000000 /* runs kept in memory for the mean and spread */
+#define MIN_INTERVAL_MS 10 /* as perf stat -I */
 #define MAX_INTERVAL_MS 86400000
-#define DEFAULT_EVENTS "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions," \
-		       "branches,branch-misses"
+#define DEFAULT_EVENTS                                                                \
+	"task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions," \
+	"branches,branch-misses"
 /* -a and -C: CPU time is cpu-clock there, as in perf (task-clock counts tasks). */
-#define DEFAULT_CPU_EVENTS "cpu-clock,context-switches,cpu-migrations,page-faults,cycles,instructions," \
-			   "branches,branch-misses"
+#define DEFAULT_CPU_EVENTS                                                           \
+	"cpu-clock,context-switches,cpu-migrations,page-faults,cycles,instructions," \
+	"branches,branch-misses"
 
 static const char stat_usage[] =
 	"usage: lowkey stat [-e EVENTS] [-r N | --per-thread | -I MSEC] [-j | -x SEP] [-o FILE] [-v]\n"
@@ -86,15 +88,15 @@ struct options {
 	bool json;
 	const char *sep;
 	const char *output;
-	long interval_ms;	/* -I; 0: one report at the end */
-	bool all_cpus;		/* -a or -C */
-	int *cpus;		/* -C; NULL: every online CPU */
+	long interval_ms; /* -I; 0: one report at the end */
+	bool all_cpus;	  /* -a or -C */
+	int *cpus;	  /* -C; NULL: every online CPU */
 	size_t ncpus;
-	const char *cpu_list;	/* -C as given */
+	const char *cpu_list; /* -C as given */
 	bool verbose;
-	char **argv;		/* the command */
+	char **argv; /* the command */
 	enum stat_format format;
-	FILE *out;		/* standard error, or -o FILE */
+	FILE *out; /* standard error, or -o FILE */
 };
 
 static void on_interrupt(int sig)
@@ -150,7 +152,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		switch (c) {
 		case 'e':
 			if (!*optarg) {
-				cli_error("stat", "see 'lowkey list'", "-e wants event names, not an empty string");
+				cli_error("stat", "see 'lowkey list'",
+					  "-e wants event names, not an empty string");
 				return CLI_EXIT_USAGE;
 			}
 			if (append_events(o, optarg))
@@ -158,8 +161,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'r':
 			if (!cli_parse_long(optarg, 1, MAX_REPEAT, &n)) {
-				cli_error("stat", NULL, "-r wants a number of runs from 1 to %d, not '%s'",
-					     MAX_REPEAT, optarg);
+				cli_error("stat", NULL,
+					  "-r wants a number of runs from 1 to %d, not '%s'",
+					  MAX_REPEAT, optarg);
 				return CLI_EXIT_USAGE;
 			}
 			o->repeat = (int)n;
@@ -174,43 +178,60 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'd':
 			o->duration = strtod(optarg, &end);
 			if (*end || !(o->duration > 0)) {
-				cli_error("stat", NULL, "--duration wants seconds > 0, not '%s'", optarg);
+				cli_error("stat", NULL, "--duration wants seconds > 0, not '%s'",
+					  optarg);
 				return CLI_EXIT_USAGE;
 			}
 			break;
-		case 't': o->per_thread = true; break;
+		case 't':
+			o->per_thread = true;
+			break;
 		case 'x':
 			if (!*optarg) {
-				cli_error("stat", "-x, for commas, as perf", "-x wants a field separator, not an empty string");
+				cli_error("stat", "-x, for commas, as perf",
+					  "-x wants a field separator, not an empty string");
 				return CLI_EXIT_USAGE;
 			}
 			o->sep = optarg;
 			break;
-		case 'j': o->json = true; break;
-		case 'o': o->output = optarg; break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'o':
+			o->output = optarg;
+			break;
 		case 'I':
 			if (!cli_parse_long(optarg, MIN_INTERVAL_MS, MAX_INTERVAL_MS, &n)) {
-				cli_error("stat", "perf's smallest is 10 ms too", "-I wants milliseconds "
-					     "from %d to %d, not '%s'", MIN_INTERVAL_MS, MAX_INTERVAL_MS, optarg);
+				cli_error("stat", "perf's smallest is 10 ms too",
+					  "-I wants milliseconds "
+					  "from %d to %d, not '%s'",
+					  MIN_INTERVAL_MS, MAX_INTERVAL_MS, optarg);
 				return CLI_EXIT_USAGE;
 			}
 			o->interval_ms = (long)n;
 			break;
-		case 'a': o->all_cpus = true; break;
+		case 'a':
+			o->all_cpus = true;
+			break;
 		case 'C':
 			free(o->cpus);
 			if (!cli_parse_cpu_list(optarg, &o->cpus, &o->ncpus)) {
-				cli_error("stat", "CPU numbers and ranges, as /sys/devices/system/cpu/online "
-					     "lists them: -C 0,2-3", "bad CPU list '%s'", optarg);
+				cli_error(
+					"stat",
+					"CPU numbers and ranges, as /sys/devices/system/cpu/online "
+					"lists them: -C 0,2-3",
+					"bad CPU list '%s'", optarg);
 				return CLI_EXIT_USAGE;
 			}
 			o->all_cpus = true;
 			o->cpu_list = optarg;
 			break;
-		case 'v': o->verbose = true; break;
+		case 'v':
+			o->verbose = true;
+			break;
 		default:
 			cli_error("stat", "see 'lowkey help stat'", "unknown option '%s'",
-				     argv[optind - 1]);
+				  argv[optind - 1]);
 			return CLI_EXIT_USAGE;
 		}
 	}
@@ -227,7 +248,8 @@ static int check_options(const struct options *o)
 	if (o->json && o->sep)
 		bad = "--json and -x are different formats: pick one";
 	else if (o->all_cpus && o->pid)
-		bad = "-p and -a/-C: pick one", hint = "-p counts one process wherever it runs; -a and -C count CPUs";
+		bad = "-p and -a/-C: pick one",
+		hint = "-p counts one process wherever it runs; -a and -C count CPUs";
 	else if (o->all_cpus && o->per_thread)
 		bad = "--per-thread counts a command's or a process's threads, not CPUs";
 	else if (o->interval_ms && o->repeat > 1)
@@ -235,14 +257,17 @@ static int check_options(const struct options *o)
 	else if (o->interval_ms && o->per_thread)
 		bad = "-I prints one run as it goes: drop --per-thread";
 	else if (!o->all_cpus && !o->pid == !command)
-		bad = o->pid ? "give either a command or -p PID, not both" : "nothing to count: give a command or -p PID",
+		bad = o->pid ? "give either a command or -p PID, not both" :
+			       "nothing to count: give a command or -p PID",
 		hint = "lowkey stat [-e EVENTS] -- COMMAND [ARGS], -p PID, or -a";
 	else if (command && o->duration > 0)
-		bad = "--duration goes with -p PID, -a or -C", hint = "a command is counted until it exits";
+		bad = "--duration goes with -p PID, -a or -C",
+		hint = "a command is counted until it exits";
 	else if (o->per_thread && o->repeat > 1)
 		bad = "--per-thread shows one run: drop -r";
 	else if (!command && o->repeat > 1)
-		bad = o->pid ? "-r repeats a command; it has no meaning with -p" : "-r repeats a command; give one after --";
+		bad = o->pid ? "-r repeats a command; it has no meaning with -p" :
+			       "-r repeats a command; give one after --";
 	if (!bad)
 		return -1;
 	cli_error("stat", hint, "%s", bad);
@@ -359,7 +384,7 @@ static int open_failed(const struct options *o, int err)
 		hint = "-a and -C count every process on the CPUs, which the kernel allows only with "
 		       "kernel.perf_event_paranoid <= 0 or CAP_PERFMON; without them, count a command or -p PID";
 	else if (o->all_cpus && err == -EINVAL)
-		usage = true;	/* a CPU that is not online */
+		usage = true; /* a CPU that is not online */
 	cli_error("stat", hint, "%s", lk_last_error());
 	return usage ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
 }
@@ -411,8 +436,8 @@ static int collect_threads(struct stat_result *r, struct lk_counters *c)
 
 struct child {
 	pid_t pid;
-	int go;		/* write end: one byte lets the child exec */
-	int failed;	/* read end: errno of a failed exec, or EOF on success */
+	int go;	    /* write end: one byte lets the child exec */
+	int failed; /* read end: errno of a failed exec, or EOF on success */
 };
 
 static void child_exec(char **argv, int go, int failed)
@@ -423,7 +448,7 @@ static void child_exec(char **argv, int go, int failed)
 	signal(SIGINT, SIG_DFL);
 	signal(SIGQUIT, SIG_DFL);
 	if (read(go, &byte, 1) != 1)
-		_exit(CLI_EXIT_FAIL);	/* lowkey gave up before starting it */
+		_exit(CLI_EXIT_FAIL); /* lowkey gave up before starting it */
 	execvp(argv[0], argv);
 	err = errno;
 	if (write(failed, &err, sizeof(err)) < 0)
@@ -482,7 +507,8 @@ static bool child_exited(pid_t pid)
 	siginfo_t info = { 0 };
 
 	/* WNOWAIT: leave the status for wait4(). */
-	return waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+	return waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+	       info.si_pid == pid;
 }
 
 static void collect_reports_until_exit(struct lk_counters *c, pid_t pid)
@@ -532,8 +558,8 @@ static int open_counters(const struct options *o, pid_t pid, unsigned flags, str
 
 static const char *type_name(uint32_t type)
 {
-	static const char *const names[] = { "hardware", "software", "tracepoint", "hardware cache", "raw",
-					     "breakpoint" };
+	static const char *const names[] = { "hardware",       "software", "tracepoint",
+					     "hardware cache", "raw",	   "breakpoint" };
 
 	return type < sizeof(names) / sizeof(names[0]) ? names[type] : "PMU";
 }
@@ -544,38 +570,51 @@ static void say_what_was_opened(struct lk_counters *c, const struct options *o, 
 	size_t n = lk_counters_count(c);
 
 	if (o->all_cpus)
-		fprintf(stderr, "lowkey stat: %zu events on %s (pid -1, one counter per event and CPU)\n", n,
-			o->cpu_list ? "the CPUs given with -C" : "every online CPU");
+		fprintf(stderr,
+			"lowkey stat: %zu events on %s (pid -1, one counter per event and CPU)\n",
+			n, o->cpu_list ? "the CPUs given with -C" : "every online CPU");
 	else if (o->pid)
-		fprintf(stderr, "lowkey stat: %zu events on each of the %zu threads of process %d, inherited "
-			"by the threads it creates\n", n, lk_counters_nthreads(c), (int)pid);
+		fprintf(stderr,
+			"lowkey stat: %zu events on each of the %zu threads of process %d, inherited "
+			"by the threads it creates\n",
+			n, lk_counters_nthreads(c), (int)pid);
 	else
-		fprintf(stderr, "lowkey stat: %zu events on pid %d, inherited by its children and threads, "
-			"enabled at its exec%s\n", n, (int)pid,
+		fprintf(stderr,
+			"lowkey stat: %zu events on pid %d, inherited by its children and threads, "
+			"enabled at its exec%s\n",
+			n, (int)pid,
 			o->per_thread ? ", one counter per event and CPU (--per-thread)" : "");
 	for (size_t i = 0; i < n; i++) {
 		struct lk_counter_info info;
 
 		lk_counters_describe(c, i, &info);
 		if (info.error) {
-			fprintf(stderr, "lowkey stat:   %s: not counted, left out (%s): %s\n", info.name,
-				strerror(-info.error), info.why);
+			fprintf(stderr, "lowkey stat:   %s: not counted, left out (%s): %s\n",
+				info.name, strerror(-info.error), info.why);
 			continue;
 		}
-		fprintf(stderr, "lowkey stat:   %s: perf_event_attr type %u (%s) config %#llx, group %u, "
-			"%s; encoding %s\n", info.name, info.type, type_name(info.type),
-			(unsigned long long)info.config, info.group,
-			info.user_only ? "exclude_kernel=1 exclude_hv=1" : "user and kernel", info.event);
+		fprintf(stderr,
+			"lowkey stat:   %s: perf_event_attr type %u (%s) config %#llx, group %u, "
+			"%s; encoding %s\n",
+			info.name, info.type, type_name(info.type), (unsigned long long)info.config,
+			info.group,
+			info.user_only ? "exclude_kernel=1 exclude_hv=1" : "user and kernel",
+			info.event);
 		if (info.user_only_fallback)
-			fprintf(stderr, "lowkey stat:   %s: fell back to user space only: this user may not count "
-				"the kernel (kernel.perf_event_paranoid >= 2, no CAP_PERFMON)\n", info.name);
+			fprintf(stderr,
+				"lowkey stat:   %s: fell back to user space only: this user may not count "
+				"the kernel (kernel.perf_event_paranoid >= 2, no CAP_PERFMON)\n",
+				info.name);
 	}
 }
 
 /* -I for a command: print intervals until it exits (it stays unreaped for wait_child()). */
-static int intervals_of_child(const struct options *o, struct stat_result *r, struct lk_counters *c, pid_t pid)
+static int intervals_of_child(const struct options *o, struct stat_result *r, struct lk_counters *c,
+			      pid_t pid)
 {
-	struct stat_watch w = { .pid = pid, .child = true, .pidfd = (int)syscall(SYS_pidfd_open, pid, 0) };
+	struct stat_watch w = { .pid = pid,
+				.child = true,
+				.pidfd = (int)syscall(SYS_pidfd_open, pid, 0) };
 	struct stat_interval_options io = { o->interval_ms, o->out, o->format, o->sep };
 	double elapsed;
 	int err = stat_intervals(c, r, &w, &io, &elapsed);
@@ -602,10 +641,13 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 		cli_error("stat", NULL, "cannot start '%s': %s", o->argv[0], strerror(-err));
 		return CLI_EXIT_FAIL;
 	}
-	err = open_counters(o, ch.pid, LK_COUNTERS_INHERIT | LK_COUNTERS_ENABLE_ON_EXEC |
-			    LK_COUNTERS_SKIP_UNSUPPORTED | (o->per_thread ? LK_COUNTERS_PER_THREAD : 0), &c);
+	err = open_counters(o, ch.pid,
+			    LK_COUNTERS_INHERIT | LK_COUNTERS_ENABLE_ON_EXEC |
+				    LK_COUNTERS_SKIP_UNSUPPORTED |
+				    (o->per_thread ? LK_COUNTERS_PER_THREAD : 0),
+			    &c);
 	if (err) {
-		close(ch.go);	/* the child reads EOF and exits without running the command */
+		close(ch.go); /* the child reads EOF and exits without running the command */
 		close(ch.failed);
 		wait_child(ch.pid, &status, &ru);
 		return open_failed(o, err);
@@ -621,7 +663,7 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 	if (o->verbose && run == 0)
 		say_what_was_opened(c, o, ch.pid);
 	if (o->all_cpus)
-		lk_counters_enable(c);	/* the CPUs from now: the command is about to exec */
+		lk_counters_enable(c); /* the CPUs from now: the command is about to exec */
 	t0 = stat_now_ns();
 	if (write(ch.go, "g", 1) != 1)
 		kill(ch.pid, SIGKILL);
@@ -645,16 +687,16 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 		lk_counters_close(c);
 		if (exec_errno == ENOENT)
 			cli_error("stat", "is it installed, and on PATH?", "%s: command not found",
-				     o->argv[0]);
+				  o->argv[0]);
 		else
 			cli_error("stat", NULL, "%s: cannot execute: %s", o->argv[0],
-				     strerror(exec_errno));
+				  strerror(exec_errno));
 		return exec_errno == ENOENT ? 127 : 126;
 	}
 	values = calloc(r->nevents, sizeof(*values));
 	if (!values || lk_counters_read(c, values, r->nevents) < 0) {
 		cli_error("stat", NULL, "reading the counters failed: %s",
-			     values ? lk_last_error() : "out of memory");
+			  values ? lk_last_error() : "out of memory");
 		free(values);
 		lk_counters_close(c);
 		return CLI_EXIT_FAIL;
@@ -665,13 +707,16 @@ static int run_once(const struct options *o, struct stat_result *r, int run)
 		r->lost = lk_counters_poll(c);
 		if (collect_threads(r, c)) {
 			lk_counters_close(c);
-			cli_error("stat", NULL, "reading per-thread counts failed: %s", lk_last_error());
+			cli_error("stat", NULL, "reading per-thread counts failed: %s",
+				  lk_last_error());
 			return CLI_EXIT_FAIL;
 		}
 	}
 	lk_counters_close(c);
-	r->user_ns += ((double)ru.ru_utime.tv_sec * 1e9 + (double)ru.ru_utime.tv_usec * 1e3) / o->repeat;
-	r->sys_ns += ((double)ru.ru_stime.tv_sec * 1e9 + (double)ru.ru_stime.tv_usec * 1e3) / o->repeat;
+	r->user_ns +=
+		((double)ru.ru_utime.tv_sec * 1e9 + (double)ru.ru_utime.tv_usec * 1e3) / o->repeat;
+	r->sys_ns +=
+		((double)ru.ru_stime.tv_sec * 1e9 + (double)ru.ru_stime.tv_usec * 1e3) / o->repeat;
 	r->exit_status = exit_code(status);
 	r->runs = run + 1;
 	return -1;
@@ -757,8 +802,9 @@ static int stat_attached(const struct options *o, struct stat_result *r)
 		return CLI_EXIT_FAIL;
 	r->pid = o->pid;
 	if (o->pid)
-		err = lk_counters_open(&c, o->events, o->pid, LK_COUNTERS_PROCESS | LK_COUNTERS_INHERIT |
-				       LK_COUNTERS_SKIP_UNSUPPORTED);
+		err = lk_counters_open(&c, o->events, o->pid,
+				       LK_COUNTERS_PROCESS | LK_COUNTERS_INHERIT |
+					       LK_COUNTERS_SKIP_UNSUPPORTED);
 	else
 		err = open_counters(o, 0, 0, &c);
 	if (err)
@@ -794,7 +840,7 @@ static void print_result(const struct options *o, struct stat_result *r)
 {
 	finish_stats(r);
 	if (o->interval_ms)
-		return;	/* printed as it went, as perf stat -I */
+		return; /* printed as it went, as perf stat -I */
 	if (o->json)
 		stat_print_json(o->out, r);
 	else if (o->sep)
@@ -826,7 +872,7 @@ static int stat_run(int argc, char **argv)
 		goto done;
 	}
 	rc = o.argv[0] ? stat_command(&o, &r) : stat_attached(&o, &r);
-	if (r.runs > 0)		/* else nothing was counted, and the error is printed */
+	if (r.runs > 0) /* else nothing was counted, and the error is printed */
 		print_result(&o, &r);
 	if (o.out != stderr && fclose(o.out) != 0 && rc < 0) {
 		cli_error("stat", NULL, "writing %s failed: %s", o.output, strerror(errno));

@@ -114,7 +114,8 @@ static int classify_dir(const char *dir)
 			continue;
 		entries++;
 		foreign += !trace_file_name(e->d_name);
-		index += strcmp(e->d_name, ".lowkey-index") == 0 || strcmp(e->d_name, "metadata") == 0;
+		index += strcmp(e->d_name, ".lowkey-index") == 0 ||
+			 strcmp(e->d_name, "metadata") == 0;
 	}
 	closedir(d);
 	if (!entries)
@@ -165,11 +166,13 @@ static int move_aside(const char *path)
 		if (kind == 0)
 			return 2;
 		if (kind < 0) {
-			cli_error("trace", "choose another output with -o", "%s exists and is not a lowkey trace", path);
+			cli_error("trace", "choose another output with -o",
+				  "%s exists and is not a lowkey trace", path);
 			return 1;
 		}
 	} else if (!S_ISREG(st.st_mode)) {
-		cli_error("trace", "choose another output with -o", "%s exists and is not a regular file", path);
+		cli_error("trace", "choose another output with -o",
+			  "%s exists and is not a regular file", path);
 		return 1;
 	}
 	if ((size_t)snprintf(old, sizeof(old), "%s.old", path) >= sizeof(old)) {
@@ -178,13 +181,14 @@ static int move_aside(const char *path)
 	}
 	rc = clear_old(old);
 	if (rc) {
-		cli_error("trace", "remove it, or choose another output with -o", "cannot replace %s: %s", old,
-			     rc == -EEXIST ? "it is not a lowkey trace" : strerror(-rc));
+		cli_error("trace", "remove it, or choose another output with -o",
+			  "cannot replace %s: %s", old,
+			  rc == -EEXIST ? "it is not a lowkey trace" : strerror(-rc));
 		return 1;
 	}
 	if (rename(path, old) != 0) {
-		cli_error("trace", "choose another output with -o", "cannot move %s to %s: %s", path, old,
-			     strerror(errno));
+		cli_error("trace", "choose another output with -o", "cannot move %s to %s: %s",
+			  path, old, strerror(errno));
 		return 1;
 	}
 	return 0;
@@ -202,14 +206,16 @@ int trace_prepare_output(struct trace_opts *o, uid_t uid, gid_t gid)
 	if (rc == 1)
 		return 1;
 	if (rc == 2 && o->format == LK_TRACE_CTF)
-		return 0;	/* an empty directory: the trace goes in it */
+		return 0; /* an empty directory: the trace goes in it */
 	if (rc == 2) {
-		cli_error("trace", "choose a file name with -o", "%s is a directory; a %s trace is a file", o->output,
-			     lk__trace_format_name(o->format));
+		cli_error("trace", "choose a file name with -o",
+			  "%s is a directory; a %s trace is a file", o->output,
+			  lk__trace_format_name(o->format));
 		return 1;
 	}
 	/* a new one: whatever took the name since it was moved aside is not written */
-	fd = lk__out_open(o->output, o->format == LK_TRACE_CTF ? LK__OUT_DIR : 0, NULL, err, sizeof(err));
+	fd = lk__out_open(o->output, o->format == LK_TRACE_CTF ? LK__OUT_DIR : 0, NULL, err,
+			  sizeof(err));
 	if (fd < 0) {
 		cli_error("trace", "choose a writable place with -o", "%s", err);
 		return 1;
@@ -217,7 +223,8 @@ int trace_prepare_output(struct trace_opts *o, uid_t uid, gid_t gid)
 	o->created_output = true;
 	/* on the descriptor: the name may be someone else's by now */
 	if (uid != (uid_t)-1 && fchown(fd, uid, gid) != 0) {
-		cli_error("trace", NULL, "cannot give %s to uid %u: %s", o->output, (unsigned int)uid, strerror(errno));
+		cli_error("trace", NULL, "cannot give %s to uid %u: %s", o->output,
+			  (unsigned int)uid, strerror(errno));
 		close(fd);
 		trace_discard_output(o);
 		return 1;
@@ -233,7 +240,7 @@ void trace_discard_output(const struct trace_opts *o)
 	if (!o->created_output || lstat(o->output, &st) != 0)
 		return;
 	if (S_ISDIR(st.st_mode))
-		rmdir(o->output);	/* only when empty */
+		rmdir(o->output); /* only when empty */
 	else if (S_ISREG(st.st_mode) && st.st_size == 0)
 		unlink(o->output);
 }
@@ -282,20 +289,26 @@ void trace_print_summary(const struct trace_opts *o, const struct trace_totals *
 		char next[PATH_MAX + 8];
 
 		snprintf(next, sizeof(next), "%s.1", o->output);
-		fprintf(stderr, "lowkey trace: the flight recorder's snapshots wrote %llu events from %u thread%s "
-			"(%s) to %s%s%s\n", (unsigned long long)t->events, t->threads, t->threads == 1 ? "" : "s", size,
-			o->output, stat(next, &st) == 0 ? " and " : "", stat(next, &st) == 0 ? next : "");
+		fprintf(stderr,
+			"lowkey trace: the flight recorder's snapshots wrote %llu events from %u thread%s "
+			"(%s) to %s%s%s\n",
+			(unsigned long long)t->events, t->threads, t->threads == 1 ? "" : "s", size,
+			o->output, stat(next, &st) == 0 ? " and " : "",
+			stat(next, &st) == 0 ? next : "");
 		if (t->lost)
-			fprintf(stderr, "lowkey trace: %llu events were dropped besides those overwritten (a signal "
+			fprintf(stderr,
+				"lowkey trace: %llu events were dropped besides those overwritten (a signal "
 				"handler's over an event in progress, an event larger than --buffer / 8)\n",
 				(unsigned long long)t->lost);
 		return;
 	}
-	fprintf(stderr, "lowkey trace: %llu events (%llu lost) from %u thread%s, %s written to %s\n",
-		(unsigned long long)t->events, (unsigned long long)t->lost, t->threads, t->threads == 1 ? "" : "s",
-		size, o->output);
+	fprintf(stderr,
+		"lowkey trace: %llu events (%llu lost) from %u thread%s, %s written to %s\n",
+		(unsigned long long)t->events, (unsigned long long)t->lost, t->threads,
+		t->threads == 1 ? "" : "s", size, o->output);
 	if (t->lost)
-		fprintf(stderr, "hint: events were dropped because a thread's buffer was full: raise --buffer "
+		fprintf(stderr,
+			"hint: events were dropped because a thread's buffer was full: raise --buffer "
 			"(now %llu KiB per thread) or record fewer sites\n",
 			(unsigned long long)(o->buffer ? o->buffer : 2u << 20) / 1024);
 }
@@ -373,7 +386,7 @@ static int keep_whole_packets(const char *path, uint64_t *bytes)
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		rc = -EINVAL;	/* not the file the trace was written to */
+		rc = -EINVAL; /* not the file the trace was written to */
 		goto out;
 	}
 	size = (uint64_t)st.st_size;
@@ -382,7 +395,7 @@ static int keep_whole_packets(const char *path, uint64_t *bytes)
 		rc = -errno;
 		goto out;
 	}
-	while (at < size && p[at] == 0x0a) {	/* Trace.packet: field 1, length-delimited */
+	while (at < size && p[at] == 0x0a) { /* Trace.packet: field 1, length-delimited */
 		uint64_t len = 0, next = at + 1;
 		unsigned int shift = 0;
 
@@ -419,16 +432,17 @@ static int no_event(const struct lk__event *e, void *arg)
 }
 
 /* A Perfetto trace its process wrote itself: kept as it is, up to its last whole packet, and counted. */
-static int recover_pftrace(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t, char *err,
-			   size_t errlen)
+static int recover_pftrace(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t,
+			   char *err, size_t errlen)
 {
-	const struct lk__reader_ops ops = { no_stream_begin, no_event, count_stream };	/* the report's walk calls each */
+	const struct lk__reader_ops ops = { no_stream_begin, no_event,
+					    count_stream }; /* the report's walk calls each */
 	struct lk__trace_file rt;
 	int rc = keep_whole_packets(o->output, &t->bytes);
 
 	if (rc)
 		return snprintf(err, errlen, "cannot recover %s: %s", o->output, strerror(-rc)), rc;
-	status_reading_begin(o->output, 1);	/* counting what reached the disk */
+	status_reading_begin(o->output, 1); /* counting what reached the disk */
 	rc = lk__trace_file_open(&rt, o->output, err, errlen);
 	if (!rc) {
 		rc = lk__trace_file_walk(&rt, &ops, t, err, errlen);
@@ -436,12 +450,13 @@ static int recover_pftrace(const struct trace_opts *o, const char *ctf_dir, stru
 	}
 	status_reading_end();
 	if (!rc)
-		remove_trace_dir(ctf_dir);	/* its metadata, and the context switches not written yet */
+		remove_trace_dir(
+			ctf_dir); /* its metadata, and the context switches not written yet */
 	return rc;
 }
 
-static int recover_here(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t, char *err,
-			size_t errlen)
+static int recover_here(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t,
+			char *err, size_t errlen)
 {
 	const struct lk__reader_ops ops = { .stream_end = count_stream };
 	const char *dir = o->format != LK_TRACE_CTF ? ctf_dir : o->output;
@@ -450,7 +465,7 @@ static int recover_here(const struct trace_opts *o, const char *ctf_dir, struct 
 
 	if (o->format == LK_TRACE_PERFETTO && written_directly(o->output, ctf_dir))
 		return recover_pftrace(o, ctf_dir, t, err, errlen);
-	status_reading_begin(dir, 1);	/* counting what reached the disk */
+	status_reading_begin(dir, 1); /* counting what reached the disk */
 	rc = lk__reader_open(&r, dir, err, errlen);
 	if (!rc) {
 		rc = lk__reader_walk(&r, &ops, t, err, errlen);
@@ -462,10 +477,11 @@ static int recover_here(const struct trace_opts *o, const char *ctf_dir, struct 
 	t->bytes = stream_bytes(dir);
 	if (rc || o->format == LK_TRACE_CTF)
 		return rc;
-	rc = lk__trace_convert_progress(ctf_dir, o->output, (enum lk_trace_format)o->format,
-					&(struct lk__progress_sink){ status_conversion_sink,
-								     (void *)lk__trace_format_name(o->format) },
-					err, errlen);
+	rc = lk__trace_convert_progress(
+		ctf_dir, o->output, (enum lk_trace_format)o->format,
+		&(struct lk__progress_sink){ status_conversion_sink,
+					     (void *)lk__trace_format_name(o->format) },
+		err, errlen);
 	if (!rc)
 		remove_trace_dir(ctf_dir);
 	return rc;
@@ -480,14 +496,15 @@ struct recovery {
 
 static int drop_to(uid_t uid, gid_t gid)
 {
-	if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0)
+	if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 ||
+	    setresuid(uid, uid, uid) != 0)
 		return -errno;
 	return 0;
 }
 
 /* recover_here() in a child with the traced process's user's rights. */
-static int recover_as_peer(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t, char *err,
-			   size_t errlen)
+static int recover_as_peer(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t,
+			   char *err, size_t errlen)
 {
 	struct recovery rec = { .rc = -EIO };
 	int pipefd[2], status;
@@ -495,7 +512,8 @@ static int recover_as_peer(const struct trace_opts *o, const char *ctf_dir, stru
 	pid_t child;
 
 	if (pipe2(pipefd, O_CLOEXEC) != 0)
-		return snprintf(err, errlen, "cannot recover the trace: %s", strerror(errno)), -errno;
+		return snprintf(err, errlen, "cannot recover the trace: %s", strerror(errno)),
+		       -errno;
 	child = fork();
 	if (child < 0) {
 		snprintf(err, errlen, "cannot recover the trace: %s", strerror(errno));
@@ -515,7 +533,8 @@ static int recover_as_peer(const struct trace_opts *o, const char *ctf_dir, stru
 		_exit(0);
 	}
 	close(pipefd[1]);
-	while (n < (ssize_t)sizeof(rec) && (got = read(pipefd[0], (char *)&rec + n, sizeof(rec) - (size_t)n)) != 0) {
+	while (n < (ssize_t)sizeof(rec) &&
+	       (got = read(pipefd[0], (char *)&rec + n, sizeof(rec) - (size_t)n)) != 0) {
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got < 0)
@@ -526,7 +545,8 @@ static int recover_as_peer(const struct trace_opts *o, const char *ctf_dir, stru
 	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
 		;
 	if (n != (ssize_t)sizeof(rec)) {
-		snprintf(err, errlen, "the process recovering the trace (as uid %u) died", (unsigned int)o->peer_uid);
+		snprintf(err, errlen, "the process recovering the trace (as uid %u) died",
+			 (unsigned int)o->peer_uid);
 		return -EIO;
 	}
 	*t = rec.totals;
@@ -535,7 +555,8 @@ static int recover_as_peer(const struct trace_opts *o, const char *ctf_dir, stru
 	return rec.rc;
 }
 
-int trace_recover(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t, char *err, size_t errlen)
+int trace_recover(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t,
+		  char *err, size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
 	if (o->format != LK_TRACE_CTF && (!ctf_dir || !*ctf_dir)) {
@@ -543,8 +564,10 @@ int trace_recover(const struct trace_opts *o, const char *ctf_dir, struct trace_
 		return -ENOENT;
 	}
 	if (o->format != LK_TRACE_CTF && !ctf_beside_output(o->output, ctf_dir)) {
-		snprintf(err, errlen, "the process named %s as its trace, not a directory beside %s: not reading it",
-			 ctf_dir, o->output);
+		snprintf(
+			err, errlen,
+			"the process named %s as its trace, not a directory beside %s: not reading it",
+			ctf_dir, o->output);
 		return -EPERM;
 	}
 	if (o->peer_uid != (uid_t)-1 && o->peer_uid != geteuid())
@@ -561,8 +584,8 @@ int trace_count_matches(const char *dir, const char *glob)
 	if (!dir || lk__reader_open(&r, dir, err, sizeof(err)) != 0)
 		return -1;
 	for (size_t i = 0; i < r.nclasses; i++)
-		if (r.classes[i] && r.classes[i]->kind && lk__probe_glob_matches(glob, r.classes[i]->provider,
-										 r.classes[i]->event))
+		if (r.classes[i] && r.classes[i]->kind &&
+		    lk__probe_glob_matches(glob, r.classes[i]->provider, r.classes[i]->event))
 			n++;
 	lk__reader_close(&r);
 	return n;
@@ -593,11 +616,12 @@ static int snapshot_signal_option(struct trace_opts *o, const char *arg)
 	char name[32];
 
 	if (sig <= 0)
-		return usage_error("a signal the program may catch, such as USR2 or 12", "bad signal '%s'", arg);
+		return usage_error("a signal the program may catch, such as USR2 or 12",
+				   "bad signal '%s'", arg);
 	if (why) {
 		cli_error("trace", "use USR2 or a real-time signal such as RTMIN+1",
-			     "--snapshot-signal %s: %s cannot take snapshots: %s", arg,
-			     lk__signal_name(sig, name, sizeof(name)), why);
+			  "--snapshot-signal %s: %s cannot take snapshots: %s", arg,
+			  lk__signal_name(sig, name, sizeof(name)), why);
 		return CLI_EXIT_USAGE;
 	}
 	o->snapshot_signal = arg;
@@ -621,7 +645,8 @@ static int add_glob(struct trace_opts *o, const char *item, size_t len)
 	if (!glob)
 		return CLI_EXIT_FAIL;
 	if (strcmp(glob, "-") == 0 || strlen(glob) > LK_CTL_MAX_GLOB) {
-		usage_error("globs such as -e 'db:*' or -e 'db:*,-db:debug'", "bad glob '%s'", glob);
+		usage_error("globs such as -e 'db:*' or -e 'db:*,-db:debug'", "bad glob '%s'",
+			    glob);
 		free(glob);
 		return CLI_EXIT_USAGE;
 	}
@@ -638,7 +663,8 @@ static int add_globs(struct trace_opts *o, const char *list)
 	int before = o->nglobs, rc = 0;
 
 	if (strpbrk(list, "{}"))
-		return usage_error("globs have no braces: list them, -e 'db:query,db:commit'", "bad glob '%s'", list);
+		return usage_error("globs have no braces: list them, -e 'db:query,db:commit'",
+				   "bad glob '%s'", list);
 	for (const char *p = list; !rc;) {
 		size_t len = strcspn(p, ",");
 
@@ -687,14 +713,17 @@ static int parse_option(struct trace_opts *o, int c, const char *arg)
 		o->quiet = true;
 		return 0;
 	case 'b':
-		if (lk__parse_size(arg, &o->buffer) != 0 || o->buffer < 4096 || o->buffer > (1u << 30))
-			return usage_error("a size from 4K to 1G, such as 256K or 4M", "bad buffer size '%s'", arg);
+		if (lk__parse_size(arg, &o->buffer) != 0 || o->buffer < 4096 ||
+		    o->buffer > (1u << 30))
+			return usage_error("a size from 4K to 1G, such as 256K or 4M",
+					   "bad buffer size '%s'", arg);
 		return 0;
 	case 'p':
 		errno = 0;
 		pid = strtol(arg, &end, 10);
 		if (errno || end == arg || *end || pid <= 0 || pid > 1 << 22)
-			return usage_error("give a process id, such as $(pidof server)", "bad pid '%s'", arg);
+			return usage_error("give a process id, such as $(pidof server)",
+					   "bad pid '%s'", arg);
 		o->pid = (pid_t)pid;
 		return 0;
 	case 'd':
@@ -748,7 +777,9 @@ static int trace_main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct trace_opts o = { .format = LK_TRACE_CTF, .peer_uid = (uid_t)-1, .peer_gid = (gid_t)-1 };
+	struct trace_opts o = { .format = LK_TRACE_CTF,
+				.peer_uid = (uid_t)-1,
+				.peer_gid = (gid_t)-1 };
 	int c, rc;
 
 	optind = 1;
@@ -767,16 +798,20 @@ static int trace_main(int argc, char **argv)
 		goto out;
 	}
 	if (!o.pid && optind == argc) {
-		cli_error("trace", "lowkey trace -- ./program args, or lowkey trace --pid PID", "nothing to trace");
+		cli_error("trace", "lowkey trace -- ./program args, or lowkey trace --pid PID",
+			  "nothing to trace");
 		goto out;
 	}
 	if (o.snapshot_signal && (!o.overwrite || o.pid)) {
-		cli_error("trace", o.pid ? "take snapshots with `lowkey snapshot --pid`" : "add --overwrite",
-			     "--snapshot-signal is for a flight recorder started with a command (--overwrite -- CMD)");
+		cli_error(
+			"trace",
+			o.pid ? "take snapshots with `lowkey snapshot --pid`" : "add --overwrite",
+			"--snapshot-signal is for a flight recorder started with a command (--overwrite -- CMD)");
 		goto out;
 	}
 	if (o.duration && !o.pid) {
-		cli_error("trace", "a traced command runs until it exits", "--duration needs --pid");
+		cli_error("trace", "a traced command runs until it exits",
+			  "--duration needs --pid");
 		goto out;
 	}
 	if (!o.nglobs)

@@ -65,10 +65,10 @@ struct watch_run {
 	struct symbolizer *symbols;
 	uint64_t addr;
 	size_t len;
-	const char *target_name;	/* what is watched, for messages */
+	const char *target_name; /* what is watched, for messages */
 	uint64_t start_ns;
 	uint64_t hits;
-	uint64_t counted;	/* accesses the kernel counted, read when recording stopped */
+	uint64_t counted; /* accesses the kernel counted, read when recording stopped */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -94,7 +94,7 @@ static int parse_number(const char *s, uint64_t *out)
 	unsigned long long v;
 
 	if (!cli_parse_unsigned(s, UINT64_MAX, &v))
-		return -1;	/* "-8" and "-1" too: not wrapped to huge values */
+		return -1; /* "-8" and "-1" too: not wrapped to huge values */
 	*out = v;
 	return 0;
 }
@@ -137,34 +137,47 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return usage_error(NULL, "bad process id '%s'", optarg);
 			o->pid = (pid_t)n;
 			break;
-		case 'a': o->addr_arg = optarg; break;
-		case 's': o->symbol = optarg; break;
+		case 'a':
+			o->addr_arg = optarg;
+			break;
+		case 's':
+			o->symbol = optarg;
+			break;
 		case 'l':
 			if (parse_number(optarg, &n) || n == 0)
 				return usage_error(NULL, "bad length '%s'", optarg);
 			o->len = (size_t)n;
 			break;
-		case OPT_RW: o->access = LK_WATCH_READWRITE; break;
-		case OPT_EXEC: o->access = LK_WATCH_EXEC; break;
+		case OPT_RW:
+			o->access = LK_WATCH_READWRITE;
+			break;
+		case OPT_EXEC:
+			o->access = LK_WATCH_EXEC;
+			break;
 		case 'd':
 			o->duration = strtod(optarg, &end);
 			if (end == optarg || *end || o->duration <= 0)
-				return usage_error(NULL, "bad duration '%s' (seconds, > 0)", optarg);
+				return usage_error(NULL, "bad duration '%s' (seconds, > 0)",
+						   optarg);
 			break;
 		case 'j':
-		case OPT_JSON: o->json = true; break;
+		case OPT_JSON:
+			o->json = true;
+			break;
 		default:
-			return usage_error(NULL, "unknown or incomplete option '%s'", argv[optind - 1]);
+			return usage_error(NULL, "unknown or incomplete option '%s'",
+					   argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		o->command = &argv[optind];	/* getopt stopped at "--" or the first operand */
+		o->command = &argv[optind]; /* getopt stopped at "--" or the first operand */
 	if (optind < argc && strcmp(argv[optind - 1], "--") != 0)
 		return usage_error("put `--` before the command to run", "unexpected argument '%s'",
 				   argv[optind]);
 	if (!o->pid == !o->command)
-		return usage_error(NULL, "%s", o->pid ? "give -p PID or a command, not both"
-						      : "give -p PID, or `-- COMMAND` to start one");
+		return usage_error(NULL, "%s",
+				   o->pid ? "give -p PID or a command, not both" :
+					    "give -p PID, or `-- COMMAND` to start one");
 	if (!o->addr_arg == !o->symbol)
 		return usage_error(NULL, "%s", "give exactly one of --addr and --symbol");
 	return 0;
@@ -182,8 +195,8 @@ static pid_t start_command(char **command)
 		return -errno;
 	if (pid == 0) {
 		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0) {
-			fprintf(stderr, "lowkey watch: cannot start %s under ptrace: %s\n", command[0],
-				strerror(errno));
+			fprintf(stderr, "lowkey watch: cannot start %s under ptrace: %s\n",
+				command[0], strerror(errno));
 			_exit(126);
 		}
 		execvp(command[0], command);
@@ -193,7 +206,7 @@ static pid_t start_command(char **command)
 	if (waitpid(pid, &status, 0) != pid)
 		return -errno;
 	if (!WIFSTOPPED(status))
-		return -ECHILD;	/* it exited: the child said why */
+		return -ECHILD; /* it exited: the child said why */
 	return pid;
 }
 
@@ -213,7 +226,8 @@ static void report_command_end(const char *name, int status)
 	fprintf(stderr, "lowkey watch: %s was killed by signal %d (%s)\n", name, WTERMSIG(status),
 		strsignal(WTERMSIG(status)));
 	if (WTERMSIG(status) == SIGTRAP)
-		fprintf(stderr, "lowkey watch: hint: unless it traps by itself, that was a hit whose debug "
+		fprintf(stderr,
+			"lowkey watch: hint: unless it traps by itself, that was a hit whose debug "
 			"status the machine lost (seen in virtual machines); see docs/watch.md\n");
 }
 
@@ -232,8 +246,10 @@ static int resolve_target(struct watch_run *run)
 	} else {
 		err = symbolizer_lookup(run->symbols, o->symbol, &run->addr, &size, &module);
 		if (err == -EINVAL)
-			return usage_error("each thread has its own copy: watch one thread's address "
-					   "with --addr", "'%s' is a thread-local variable", o->symbol);
+			return usage_error(
+				"each thread has its own copy: watch one thread's address "
+				"with --addr",
+				"'%s' is a thread-local variable", o->symbol);
 		if (err)
 			return usage_error("the symbol must be in the process's symbol table (not "
 					   "static in a stripped binary); or use --addr",
@@ -249,8 +265,10 @@ static int resolve_target(struct watch_run *run)
 	else
 		run->len = 8;
 	if (size > 8 && !o->len && o->access != LK_WATCH_EXEC)
-		fprintf(stderr, "lowkey watch: %s is %" PRIu64 " bytes; watching its first 8 (--len, "
-			"or --addr for another part)\n", o->symbol, size);
+		fprintf(stderr,
+			"lowkey watch: %s is %" PRIu64 " bytes; watching its first 8 (--len, "
+			"or --addr for another part)\n",
+			o->symbol, size);
 	return 0;
 }
 
@@ -301,7 +319,8 @@ static void print_json(const struct watch_run *run, const struct lk_watch_sample
 static void print_text(const struct watch_run *run, const struct lk_watch_sample *s,
 		       const struct symbol_place *p)
 {
-	char where[512], line[300], value[64], shown_where[4 * sizeof(where)], shown_line[4 * sizeof(line)];
+	char where[512], line[300], value[64], shown_where[4 * sizeof(where)],
+		shown_line[4 * sizeof(line)];
 
 	if (p->function)
 		snprintf(where, sizeof(where), "%s+%#" PRIx64, p->function, p->offset);
@@ -312,12 +331,12 @@ static void print_text(const struct watch_run *run, const struct lk_watch_sample
 	else
 		snprintf(line, sizeof(line), "(%s)", p->module ? basename_of(p->module) : "?");
 	if (s->has_value)
-		snprintf(value, sizeof(value), "%" PRId64 " (%#" PRIx64 ")", sign_extend(s->value, run->len),
-			 s->value);
+		snprintf(value, sizeof(value), "%" PRId64 " (%#" PRIx64 ")",
+			 sign_extend(s->value, run->len), s->value);
 	else
 		snprintf(value, sizeof(value), "-");
-	printf("%12.6f %7d  %-32s %-28s %s\n", (double)(s->time_ns - run->start_ns) / 1e9, (int)s->tid,
-	       lk__text_escape(where, shown_where, sizeof(shown_where)),
+	printf("%12.6f %7d  %-32s %-28s %s\n", (double)(s->time_ns - run->start_ns) / 1e9,
+	       (int)s->tid, lk__text_escape(where, shown_where, sizeof(shown_where)),
 	       lk__text_escape(line, shown_line, sizeof(shown_line)), value);
 }
 
@@ -342,7 +361,7 @@ static void catch_stop_signals(void)
 	struct sigaction sa;
 
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_stop_signal;	/* no SA_RESTART: the wait returns -EINTR */
+	sa.sa_handler = on_stop_signal; /* no SA_RESTART: the wait returns -EINTR */
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 }
@@ -358,14 +377,16 @@ static int finish(struct watch_run *run, struct lk_watch_sampler *sampler)
 	if (!err)
 		err = lk_watch_sampler_counted(sampler, &run->counted);
 	if (err)
-		cli_error("watch", lk_last_error(), "stopping the watchpoints failed: %s", lk_strerror(err));
+		cli_error("watch", lk_last_error(), "stopping the watchpoints failed: %s",
+			  lk_strerror(err));
 	lk_watch_sampler_read(sampler, 0, on_sample, run);
 	return err ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
 static int read_until_done(struct watch_run *run, struct lk_watch_sampler *sampler)
 {
-	uint64_t deadline = run->opt.duration > 0 ? run->start_ns + (uint64_t)(run->opt.duration * 1e9) : 0;
+	uint64_t deadline =
+		run->opt.duration > 0 ? run->start_ns + (uint64_t)(run->opt.duration * 1e9) : 0;
 
 	while (!stop_requested) {
 		int timeout = 200, n;
@@ -381,11 +402,12 @@ static int read_until_done(struct watch_run *run, struct lk_watch_sampler *sampl
 		n = lk_watch_sampler_read(sampler, timeout, on_sample, run);
 		fflush(stdout);
 		if (n == -ESRCH)
-			break;	/* the process exited and everything it left was read */
+			break; /* the process exited and everything it left was read */
 		if (n == -EINTR)
 			continue;
 		if (n < 0) {
-			cli_error("watch", lk_last_error(), "reading the samples failed: %s", lk_strerror(n));
+			cli_error("watch", lk_last_error(), "reading the samples failed: %s",
+				  lk_strerror(n));
 			return CLI_EXIT_FAIL;
 		}
 	}
@@ -415,28 +437,31 @@ static void print_summary(const struct watch_run *run, const struct lk_watch_sam
 	if (lost)
 		fprintf(stderr, ", %" PRIu64 " lost (the ring buffer was full)", lost);
 	if (missing)
-		fprintf(stderr, "; the kernel counted %" PRIu64 ": %" PRIu64 " never reached lowkey",
+		fprintf(stderr,
+			"; the kernel counted %" PRIu64 ": %" PRIu64 " never reached lowkey",
 			run->counted, missing);
 	fputc('\n', stderr);
 }
 
 static const char *access_words(unsigned int access)
 {
-	return access == LK_WATCH_WRITE ? "writes" : access == LK_WATCH_READWRITE ? "reads and writes"
-										 : "executions";
+	return access == LK_WATCH_WRITE	    ? "writes" :
+	       access == LK_WATCH_READWRITE ? "reads and writes" :
+					      "executions";
 }
 
 static int open_sampler(struct watch_run *run, struct lk_watch_sampler **sampler)
 {
-	int err = lk_watch_sampler_open(sampler, run->opt.pid, run->addr, run->len, run->opt.access);
+	int err =
+		lk_watch_sampler_open(sampler, run->opt.pid, run->addr, run->len, run->opt.access);
 
 	if (err == -EINVAL) {
 		cli_error("watch", NULL, "%s", lk_last_error());
 		return CLI_EXIT_USAGE;
 	}
 	if (err) {
-		cli_error("watch", lk_last_error(), "cannot watch %s in process %d: %s", run->target_name,
-			     (int)run->opt.pid, lk_strerror(err));
+		cli_error("watch", lk_last_error(), "cannot watch %s in process %d: %s",
+			  run->target_name, (int)run->opt.pid, lk_strerror(err));
 		return CLI_EXIT_FAIL;
 	}
 	return 0;
@@ -473,7 +498,8 @@ static int watch_run(int argc, char **argv)
 		goto out;
 	catch_stop_signals();
 	run.start_ns = monotonic_ns();
-	fprintf(stderr, "lowkey watch: watching %zu byte%s at %#" PRIx64 " (%s) in process %d for %s\n",
+	fprintf(stderr,
+		"lowkey watch: watching %zu byte%s at %#" PRIx64 " (%s) in process %d for %s\n",
 		run.len, run.len == 1 ? "" : "s", run.addr, run.target_name, (int)run.opt.pid,
 		access_words(run.opt.access));
 	if (child)
@@ -485,7 +511,7 @@ out:
 	symbolizer_close(run.symbols);
 	if (child) {
 		if (rc)
-			kill(child, SIGKILL);	/* it never ran past its first instruction */
+			kill(child, SIGKILL); /* it never ran past its first instruction */
 		if (waitpid(child, &status, 0) == child && !rc)
 			report_command_end(run.opt.command[0], status);
 	}

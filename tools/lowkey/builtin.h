@@ -19,18 +19,19 @@
 
 struct cli_command {
 	const char *name;
-	const char *summary;	/* one line for `lowkey help` */
-	const char *usage;	/* the whole help text for `lowkey help NAME` and `NAME --help` */
-	int (*run)(int argc, char **argv);	/* argv[0] is the command's name */
-	unsigned int flags;			/* CLI_OWN_HELP */
+	const char *summary; /* one line for `lowkey help` */
+	const char *usage;   /* the whole help text for `lowkey help NAME` and `NAME --help` */
+	int (*run)(int argc, char **argv); /* argv[0] is the command's name */
+	unsigned int flags;		   /* CLI_OWN_HELP */
 };
 
 /* The command answers --help itself (it dispatches to sub-commands that have their own). */
 #define CLI_OWN_HELP 0x1
 
 /* The commands (builtin-NAME.c); main.c's table lists them. */
-extern const struct cli_command cmd_bench, cmd_clock, cmd_convert, cmd_disable, cmd_enable, cmd_help, cmd_list,
-	cmd_locks, cmd_report, cmd_snapshot, cmd_stat, cmd_trace, cmd_version, cmd_watch;
+extern const struct cli_command cmd_bench, cmd_clock, cmd_convert, cmd_disable, cmd_enable,
+	cmd_help, cmd_list, cmd_locks, cmd_report, cmd_snapshot, cmd_stat, cmd_trace, cmd_version,
+	cmd_watch;
 
 /* The rules every command follows (event lists, exit status, -j, progress), for `lowkey help`. */
 extern const char cli_conventions[];

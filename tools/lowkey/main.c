@@ -15,23 +15,14 @@
 
 /* Every command, sorted by name: `lowkey help` lists them in this order. */
 static const struct cli_command *const commands[] = {
-	&cmd_bench,
-	&cmd_clock,
-	&cmd_convert,
-	&cmd_disable,
-	&cmd_enable,
-	&cmd_help,
+	&cmd_bench,  &cmd_clock,    &cmd_convert, &cmd_disable, &cmd_enable,  &cmd_help,
 #ifdef LK_HAVE_LIBELF
 	&cmd_list,
 #endif
 #ifdef LK_HAVE_LIBDW
 	&cmd_locks,
 #endif
-	&cmd_report,
-	&cmd_snapshot,
-	&cmd_stat,
-	&cmd_trace,
-	&cmd_version,
+	&cmd_report, &cmd_snapshot, &cmd_stat,	  &cmd_trace,	&cmd_version,
 #ifdef LK_HAVE_LIBDW
 	&cmd_watch,
 #endif
@@ -63,7 +54,8 @@ void cli_suggest(const char *name)
 	for (size_t i = 0; i < NCOMMANDS; i++) {
 		const char *known = commands[i]->name;
 
-		if (lk__edit_distance(name, known, false) <= 2 || strncmp(name, known, strlen(name)) == 0)
+		if (lk__edit_distance(name, known, false) <= 2 ||
+		    strncmp(name, known, strlen(name)) == 0)
 			fprintf(stderr, "hint: did you mean 'lowkey %s'?\n", known);
 	}
 }
@@ -74,11 +66,12 @@ void cli_error(const char *cmd, const char *hint, const char *fmt, ...)
 	char msg[4096], shown[4 * sizeof(msg)];
 	va_list ap;
 
-	status_clear();	/* the message has the line to itself */
+	status_clear(); /* the message has the line to itself */
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "lowkey%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", lk__text_escape(msg, shown, sizeof(shown)));
+	fprintf(stderr, "lowkey%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "",
+		lk__text_escape(msg, shown, sizeof(shown)));
 	if (hint)
 		fprintf(stderr, "hint: %s\n", hint);
 }
@@ -96,16 +89,16 @@ bool cli_wants_help(int argc, char **argv)
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: lowkey [--version] [--help] COMMAND [ARGS]\n"
-		"\n"
-		"The Linux kernel's low-overhead instrumentation, for your programs.\n"
-		"\n"
-		"Commands:\n");
+	fprintf(out, "usage: lowkey [--version] [--help] COMMAND [ARGS]\n"
+		     "\n"
+		     "The Linux kernel's low-overhead instrumentation, for your programs.\n"
+		     "\n"
+		     "Commands:\n");
 	if (out != stdout)
 		fflush(stdout);
 	list_to(out);
-	fprintf(out, "\nSee 'lowkey help COMMAND' for a command's manual, 'lowkey COMMAND --help' for its options.\n");
+	fprintf(out,
+		"\nSee 'lowkey help COMMAND' for a command's manual, 'lowkey COMMAND --help' for its options.\n");
 }
 
 int main(int argc, char **argv)

@@ -85,7 +85,7 @@ static inline uint64_t lk__arch_counter_ordered(void)
 
 static inline uintptr_t lk__arch_thread_pointer(void)
 {
-	return LK__CAST(uintptr_t, pthread_self());	/* glibc: pthread_t is an unsigned long */
+	return LK__CAST(uintptr_t, pthread_self()); /* glibc: pthread_t is an unsigned long */
 }
 
 #define LK__SYM(n) "%c" #n

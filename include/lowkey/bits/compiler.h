@@ -24,7 +24,8 @@
  * constructor in C++, which g++ -Wshadow reports; the header must not warn in users' builds.
  */
 #ifdef __cplusplus
-#define LK__SAME_NAME_BEGIN _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wshadow\"")
+#define LK__SAME_NAME_BEGIN \
+	_Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wshadow\"")
 #define LK__SAME_NAME_END _Pragma("GCC diagnostic pop")
 #else
 #define LK__SAME_NAME_BEGIN

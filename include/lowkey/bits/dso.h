@@ -23,7 +23,7 @@
 LK_BEGIN_DECLS
 
 #define LK__DSO_MAGIC 0x6c6b6473u /* "lkds" */
-#define LK__DSO_ABI 3u	/* 2: __lk_probe_sites holds offsets to slots; 3: __lk_probe_sdt */
+#define LK__DSO_ABI 3u /* 2: __lk_probe_sites holds offsets to slots; 3: __lk_probe_sdt */
 
 struct lk__section {
 	const void *start;
@@ -35,14 +35,14 @@ struct lk__dso {
 	uint32_t abi;
 	struct lk__section key_sites;
 	struct lk__section probe_sites;
-	struct lk__section sdt_sites;	/* USDT semaphores: see lowkey/probe.h */
+	struct lk__section sdt_sites; /* USDT semaphores: see lowkey/probe.h */
 };
 
 LK_API void lk__dso_register(const struct lk__dso *dso);
 LK_API void lk__dso_unregister(const struct lk__dso *dso);
 
-#define LK__SECTION_BOUNDS(name)                                                              \
-	extern const char __start_##name[] __attribute__((weak, visibility("hidden")));       \
+#define LK__SECTION_BOUNDS(name)                                                        \
+	extern const char __start_##name[] __attribute__((weak, visibility("hidden"))); \
 	extern const char __stop_##name[] __attribute__((weak, visibility("hidden")))
 
 LK__SECTION_BOUNDS(__lk_key_sites);
@@ -52,13 +52,13 @@ LK__SECTION_BOUNDS(__lk_probe_sdt);
 #ifdef __cplusplus
 extern /* a namespace-scope const would otherwise have internal linkage */
 #endif
-__attribute__((weak, visibility("hidden"))) const struct lk__dso lk__this_dso = {
-	LK__DSO_MAGIC,
-	LK__DSO_ABI,
-	{ __start___lk_key_sites, __stop___lk_key_sites },
-	{ __start___lk_probe_sites, __stop___lk_probe_sites },
-	{ __start___lk_probe_sdt, __stop___lk_probe_sdt },
-};
+	__attribute__((weak, visibility("hidden"))) const struct lk__dso lk__this_dso = {
+		LK__DSO_MAGIC,
+		LK__DSO_ABI,
+		{ __start___lk_key_sites, __stop___lk_key_sites },
+		{ __start___lk_probe_sites, __stop___lk_probe_sites },
+		{ __start___lk_probe_sdt, __stop___lk_probe_sdt },
+	};
 
 /*
  * Priority 101 runs these before the object's ordinary constructors and after its ordinary

@@ -31,8 +31,8 @@ struct lk__key_site {
 	int64_t ref;
 };
 
-#define LK__SITE_JUMP_WHEN_ON 0x1	/* the site jumps while the key is on (unlikely sites) */
-#define LK__SITE_INIT_JMP 0x2		/* the compiled instruction is the jmp */
+#define LK__SITE_JUMP_WHEN_ON 0x1 /* the site jumps while the key is on (unlikely sites) */
+#define LK__SITE_INIT_JMP 0x2	  /* the compiled instruction is the jmp */
 #define LK__SITE_FLAGS 0x7
 
 /*
@@ -51,7 +51,8 @@ struct lk__key_site {
  *    in position-independent code: a static of an inline function or template would be a
  *    preemptible symbol there.
  */
-#if !defined(LK_KEYS_PORTABLE) && LK_ARCH_HAVE_PATCHED_SITES && (defined(__cplusplus) || defined(__OPTIMIZE__))
+#if !defined(LK_KEYS_PORTABLE) && LK_ARCH_HAVE_PATCHED_SITES && \
+	(defined(__cplusplus) || defined(__OPTIMIZE__))
 #define LK__PATCHED_SITES 1
 #endif
 
@@ -80,7 +81,8 @@ struct lk__key_site {
 
 #ifdef __cplusplus
 } /* extern "C" */
-namespace {
+namespace
+{
 /*
  * The slot of a site in this translation unit, named by a local class Tag whose static key()
  * returns the key (see lk__branch): one per site, of internal linkage.
@@ -105,9 +107,9 @@ extern "C" {
 
 #if !defined(LK__PATCHED_SITES)
 #define lk__branch(k, jump_when_on) (__atomic_load_n(&LK_KEY(k)->lk__count, __ATOMIC_RELAXED) > 0)
-#define lk__branch_slot(slot, init_direction, jump_when_on)                                   \
+#define lk__branch_slot(slot, init_direction, jump_when_on) \
 	(__atomic_load_n(&(*(slot))->lk__count, __ATOMIC_RELAXED) > 0)
-#define lk__branch_tag(tag, init_direction, jump_when_on)                                     \
+#define lk__branch_tag(tag, init_direction, jump_when_on) \
 	(__atomic_load_n(&tag::key()->lk__count, __ATOMIC_RELAXED) > 0)
 #elif !defined(__cplusplus)
 /*
@@ -116,9 +118,8 @@ extern "C" {
  * __builtin_expect off the asm goto's edges once this is inlined, and would lay the site out
  * with an extra jmp in a loop.
  */
-static inline __attribute__((always_inline)) bool lk__site_jumped(struct lk_key *const *slot,
-								  const unsigned int flags,
-								  const int init_jmp)
+static inline __attribute__((always_inline)) bool
+lk__site_jumped(struct lk_key *const *slot, const unsigned int flags, const int init_jmp)
 {
 	__asm__ goto(LK__SITE_ASM : : LK__SYMBOL(slot), "i"(flags), "i"(init_jmp) : : lk__jumped);
 	return __builtin_expect(0, 0);
@@ -131,24 +132,26 @@ lk__jumped:
  * jump leaves the fall-through path: towards the key-on code for unlikely sites
  * (jump_when_on = 1), towards the key-off code for likely ones (jump_when_on = 0).
  */
-#define lk__branch_slot(slot, init_direction, jump_when_on)                                   \
-	(lk__site_jumped((slot), LK__SITE_ENTRY_FLAGS(init_direction, jump_when_on),          \
+#define lk__branch_slot(slot, init_direction, jump_when_on)                          \
+	(lk__site_jumped((slot), LK__SITE_ENTRY_FLAGS(init_direction, jump_when_on), \
 			 (init_direction) == (jump_when_on)) == (jump_when_on))
-#define lk__branch(k, jump_when_on)                                                           \
-	__extension__({                                                                       \
-		static struct lk_key *const lk__slot = LK_KEY(k);                             \
-		lk__branch_slot(&lk__slot, LK__KEY_INIT_DIRECTION(k), jump_when_on);          \
+#define lk__branch(k, jump_when_on)                                                  \
+	__extension__({                                                              \
+		static struct lk_key *const lk__slot = LK_KEY(k);                    \
+		lk__branch_slot(&lk__slot, LK__KEY_INIT_DIRECTION(k), jump_when_on); \
 	})
 #else
 } /* extern "C" */
-namespace {
+namespace
+{
 /* True while the key of Tag's slot is on; see the C form above (the jump is the unexpected path). */
 template <typename Tag, int InitDirection, int JumpWhenOn>
 __attribute__((always_inline)) inline bool lk__branch_site() noexcept
 {
 	__asm__ goto(LK__SITE_ASM
 		     : /* no outputs */
-		     : LK__SYMBOL(&lk__slot<Tag>::value), "i"(LK__SITE_ENTRY_FLAGS(InitDirection, JumpWhenOn)),
+		     : LK__SYMBOL(&lk__slot<Tag>::value),
+		       "i"(LK__SITE_ENTRY_FLAGS(InitDirection, JumpWhenOn)),
 		       "i"(InitDirection == JumpWhenOn)
 		     : /* no clobbers */
 		     : lk__jumped);
@@ -158,18 +161,21 @@ lk__jumped:
 }
 } /* namespace */
 extern "C" {
-#define lk__branch_tag(tag, init_direction, jump_when_on)                                     \
+#define lk__branch_tag(tag, init_direction, jump_when_on) \
 	(lk__branch_site<tag, (init_direction), (jump_when_on)>())
 #endif
 
 #if defined(__cplusplus) && defined(LK__PATCHED_SITES)
 /* The site's own class names its slot: a template argument of every C++ standard, at -O0 too. */
-#define lk__branch(k, jump_when_on)                                                           \
-	__extension__({                                                                       \
-		struct lk__key_tag {                                                          \
-			static constexpr struct lk_key *key() { return LK_KEY(k); }           \
-		};                                                                            \
-		lk__branch_tag(lk__key_tag, LK__KEY_INIT_DIRECTION(k), jump_when_on);         \
+#define lk__branch(k, jump_when_on)                                                   \
+	__extension__({                                                               \
+		struct lk__key_tag {                                                  \
+			static constexpr struct lk_key *key()                         \
+			{                                                             \
+				return LK_KEY(k);                                     \
+			}                                                             \
+		};                                                                    \
+		lk__branch_tag(lk__key_tag, LK__KEY_INIT_DIRECTION(k), jump_when_on); \
 	})
 #endif
 

@@ -18,20 +18,20 @@
 
 LK_BEGIN_DECLS
 
-struct lk__lockmeta {			/* the lock's second cache line: written on slow paths */
+struct lk__lockmeta { /* the lock's second cache line: written on slow paths */
 	const char *name;
-	struct lk__lockmeta *next, *prev;	/* registry of named locks */
-	uint64_t created;			/* ticks */
+	struct lk__lockmeta *next, *prev; /* registry of named locks */
+	uint64_t created;		  /* ticks */
 	uint64_t contended;
-	uint64_t wait_total;			/* ticks */
+	uint64_t wait_total; /* ticks */
 	uint64_t wait_max;
 	uint16_t kind;
 	uint16_t registered;
 	uint32_t spare;
 };
 
-struct lk__hold {			/* sampled hold times, in ticks */
-	uint64_t start;			/* when the current hold is being timed; else 0 */
+struct lk__hold {	/* sampled hold times, in ticks */
+	uint64_t start; /* when the current hold is being timed; else 0 */
 	uint64_t samples;
 	uint64_t total;
 	uint64_t max;

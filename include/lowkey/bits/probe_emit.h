@@ -30,8 +30,8 @@ struct lk__probe_tls {
 	 * since a record is committed before its emit ends and a nested emit never writes.
 	 */
 	uintptr_t committed;
-	uintptr_t fast_end;	/* the fast path may write up to here */
-	unsigned int nesting;	/* emits in progress on this thread (signal handlers nest) */
+	uintptr_t fast_end;   /* the fast path may write up to here */
+	unsigned int nesting; /* emits in progress on this thread (signal handlers nest) */
 	unsigned int spare;
 };
 
@@ -82,23 +82,24 @@ static inline uint64_t lk__probe_header(uint64_t tsc, uint32_t id)
  * to the slow path too: fast_end routes it there.
  */
 static inline __attribute__((always_inline)) bool
-lk__probe_emit(struct lk_probe_site *site, unsigned int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
-	       uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7)
+lk__probe_emit(struct lk_probe_site *site, unsigned int n, uint64_t a0, uint64_t a1, uint64_t a2,
+	       uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7)
 {
 	struct lk__probe_tls *t = &lk__probe_tls;
 	uint32_t size = LK__PROBE_HEADER + 8 * n;
 	unsigned int nested = __atomic_load_n(&t->nesting, __ATOMIC_RELAXED);
 	uintptr_t p;
 
-	__atomic_store_n(&t->nesting, nested + 1, __ATOMIC_RELAXED);	/* read by lk_trace_stop */
+	__atomic_store_n(&t->nesting, nested + 1, __ATOMIC_RELAXED); /* read by lk_trace_stop */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	p = __atomic_load_n(&t->committed, __ATOMIC_RELAXED);
-	if (LK__LIKELY(nested == 0 && p + size <= __atomic_load_n(&t->fast_end, __ATOMIC_RELAXED))) {
+	if (LK__LIKELY(nested == 0 &&
+		       p + size <= __atomic_load_n(&t->fast_end, __ATOMIC_RELAXED))) {
 		const uint64_t args[8] = { a0, a1, a2, a3, a4, a5, a6, a7 };
 		uint64_t head = lk__probe_header(lk__probe_tsc(), site->id);
 
 		memcpy(LK__REINTERPRET(void *, p), &head, 8);
-		for (unsigned int i = 0; i < n; i++)	/* n is a constant: unrolled, from registers */
+		for (unsigned int i = 0; i < n; i++) /* n is a constant: unrolled, from registers */
 			memcpy(LK__REINTERPRET(void *, p + LK__PROBE_HEADER + 8 * i), &args[i], 8);
 		__atomic_store_n(&t->committed, p + size, __ATOMIC_RELEASE);
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);

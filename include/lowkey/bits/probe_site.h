@@ -19,9 +19,9 @@
 
 LK_BEGIN_DECLS
 
-#define LK__PROBE_MAGIC 0x6c6b7072u	/* "lkpr" */
-#define LK__SITE_TRACER 0x100u	/* flags: on for a USDT tracer (set and read atomically) */
-#define LK__PROBE_ABI 3	/* 2: 8-byte record header; 3: string views */
+#define LK__PROBE_MAGIC 0x6c6b7072u /* "lkpr" */
+#define LK__SITE_TRACER 0x100u	    /* flags: on for a USDT tracer (set and read atomically) */
+#define LK__PROBE_ABI 3		    /* 2: 8-byte record header; 3: string views */
 
 /*
  * A site is its descriptor (in .data, next to its key), a slot holding the descriptor's address,
@@ -32,38 +32,52 @@ LK_BEGIN_DECLS
  * internal linkage, for its address to be a constant in position-independent code: a static of
  * the function in C, key.h's lk__slot of a class local to the site in C++.
  */
-#define LK__PROBE_ENTRY_ASM                                                                   \
-	".pushsection __lk_probe_sites, \"aR?\", @progbits\n\t"                               \
-	".balign 8\n\t"                                                                       \
-	".quad " LK__SYM(0) " - .\n\t"                                                          \
-	".popsection"
+#define LK__PROBE_ENTRY_ASM                                     \
+	".pushsection __lk_probe_sites, \"aR?\", @progbits\n\t" \
+	".balign 8\n\t"                                         \
+	".quad " LK__SYM(0) " - .\n\t"                          \
+			    ".popsection"
 
 #ifdef __cplusplus
 #define LK__FUNCTION __PRETTY_FUNCTION__
 #else
 #define LK__FUNCTION __func__
 #endif
-#define LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names)                 \
-	static struct lk_probe_site var = {                                                   \
-		LK_KEY_INIT_FALSE, LK__PROBE_MAGIC, LK__PROBE_ABI, (kind), (nargs), (types),  \
-		__LINE__, 0, 0, #provider, #event, __FILE__, names, LK__FUNCTION              \
-	}
+#define LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names) \
+	static struct lk_probe_site var = { LK_KEY_INIT_FALSE,                \
+					    LK__PROBE_MAGIC,                  \
+					    LK__PROBE_ABI,                    \
+					    (kind),                           \
+					    (nargs),                          \
+					    (types),                          \
+					    __LINE__,                         \
+					    0,                                \
+					    0,                                \
+					    #provider,                        \
+					    #event,                           \
+					    __FILE__,                         \
+					    names,                            \
+					    LK__FUNCTION }
 
 #ifndef __cplusplus
-#define LK__PROBE_SITE(var, provider, event, kind, nargs, types, names)                       \
-	LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names);                \
+#define LK__PROBE_SITE(var, provider, event, kind, nargs, types, names)        \
+	LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names); \
 	static struct lk_key *const var##_slot = &var.key.key
 #define LK__PROBE_SLOT(var) (&var##_slot)
 #define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : LK__SYMBOL(&var##_slot))
 #define LK__PROBE_ON(var) LK__SITE_EXPECT(lk__branch_slot(&var##_slot, 0, 1), 0)
 #else
-#define LK__PROBE_SITE(var, provider, event, kind, nargs, types, names)                       \
-	LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names);                \
-	struct var##_tag {                                                                    \
-		static constexpr struct lk_key *key() { return &var.key.key; }                \
+#define LK__PROBE_SITE(var, provider, event, kind, nargs, types, names)        \
+	LK__PROBE_DESCRIPTOR(var, provider, event, kind, nargs, types, names); \
+	struct var##_tag {                                                     \
+		static constexpr struct lk_key *key()                          \
+		{                                                              \
+			return &var.key.key;                                   \
+		}                                                              \
 	}
 #define LK__PROBE_SLOT(var) (&lk__slot<var##_tag>::value)
-#define LK__PROBE_ENTRY(var) __asm__ __volatile__(LK__PROBE_ENTRY_ASM : : LK__SYMBOL(&lk__slot<var##_tag>::value))
+#define LK__PROBE_ENTRY(var) \
+	__asm__ __volatile__(LK__PROBE_ENTRY_ASM : : LK__SYMBOL(&lk__slot<var##_tag>::value))
 #define LK__PROBE_ON(var) LK__SITE_EXPECT(lk__branch_tag(var##_tag, 0, 1), 0)
 #endif
 
@@ -191,13 +205,16 @@ LK_BEGIN_DECLS
 #else
 #define LK__SDT_VAL(i) lk__a##i
 #endif
-#define LK__PROBE_SDT(var, provider, event, kind, nargs, types)                               \
-	__asm__ __volatile__(LK__SDT_ASM(#provider, #event LK__SDT_SUFFIX_##kind)             \
-			     : /* no outputs */                                               \
-			     : LK__SYMBOL(LK__PROBE_SLOT(var)), "i"(types), "i"(nargs), LK__SDT_OPS_##nargs)
+#define LK__PROBE_SDT(var, provider, event, kind, nargs, types)                         \
+	__asm__ __volatile__(LK__SDT_ASM(#provider, #event LK__SDT_SUFFIX_##kind)       \
+			     : /* no outputs */                                         \
+			     : LK__SYMBOL(LK__PROBE_SLOT(var)), "i"(types), "i"(nargs), \
+			       LK__SDT_OPS_##nargs)
 #else
 #define LK__SDT_DECL(i, how)
-#define LK__PROBE_SDT(var, provider, event, kind, nargs, types) do { } while (0)
+#define LK__PROBE_SDT(var, provider, event, kind, nargs, types) \
+	do {                                                    \
+	} while (0)
 #endif
 
 #define LK__ZEROS_0 LK__ZEROS_1 const uint64_t lk__a0 = 0;
@@ -215,22 +232,21 @@ LK_BEGIN_DECLS
  * One site with nargs arguments: while on, each argument is converted once into a 64-bit local
  * and the fast path stores them from registers. types is a constant, so the string test folds.
  */
-#define LK__PROBE_DO(var, kind, provider, event, nargs, types, names, decls)                  \
-	do {                                                                                  \
-		LK__PROBE_SITE(var, provider, event, kind, nargs, types, names);              \
-		LK__PROBE_ENTRY(var);                                                         \
-		if (LK__PROBE_ON(var)) {                                                      \
-			decls                                                                 \
-			LK__ZEROS_##nargs                                                     \
-			LK__PROBE_SDT(var, provider, event, kind, nargs, types);              \
-			if (LK__HAS_STRINGS(types)) {                                         \
-				const uint64_t lk__vals[8] = { LK__ARGS8 };                   \
-				if (!lk__probe_no_trace())                                    \
-					lk__probe_emit_slow(&var, nargs, lk__vals);           \
-			} else {                                                              \
-				lk__probe_emit(&var, nargs, LK__ARGS8);                       \
-			}                                                                     \
-		}                                                                             \
+#define LK__PROBE_DO(var, kind, provider, event, nargs, types, names, decls)                     \
+	do {                                                                                     \
+		LK__PROBE_SITE(var, provider, event, kind, nargs, types, names);                 \
+		LK__PROBE_ENTRY(var);                                                            \
+		if (LK__PROBE_ON(var)) {                                                         \
+			decls LK__ZEROS_##nargs LK__PROBE_SDT(var, provider, event, kind, nargs, \
+							      types);                            \
+			if (LK__HAS_STRINGS(types)) {                                            \
+				const uint64_t lk__vals[8] = { LK__ARGS8 };                      \
+				if (!lk__probe_no_trace())                                       \
+					lk__probe_emit_slow(&var, nargs, lk__vals);              \
+			} else {                                                                 \
+				lk__probe_emit(&var, nargs, LK__ARGS8);                          \
+			}                                                                        \
+		}                                                                                \
 	} while (0)
 
 /*
@@ -238,43 +254,54 @@ LK_BEGIN_DECLS
  * function's static has one name in every unit that defines it, so that all its copies share one
  * descriptor. A probe's block is its own scope, where a fixed name does.
  */
-#define LK__PROBE_AT(kind, names, ...)                                                        \
+#define LK__PROBE_AT(kind, names, ...) \
 	LK__CAT(LK__PROBE_, LK__NARGS(__VA_ARGS__))(lk__probe_site, kind, names, __VA_ARGS__)
 #define LK__PROBE_1(v, k, names, p) LK__PROBE_TOO_MANY /* a provider without an event */
 #define LK__PROBE_2(v, k, names, p, e) LK__PROBE_DO(v, k, p, e, 0, 0u, names, )
-#define LK__PROBE_3(v, k, names, p, e, a0) LK__PROBE_DO(v, k, p, e, 1, LK__TYPE(0, a0), names, LK__ARG_DECL(0, a0))
-#define LK__PROBE_4(v, k, names, p, e, a0, a1)                                                \
-	LK__PROBE_DO(v, k, p, e, 2, LK__TYPE(0, a0) | LK__TYPE(1, a1), names,                 \
+#define LK__PROBE_3(v, k, names, p, e, a0) \
+	LK__PROBE_DO(v, k, p, e, 1, LK__TYPE(0, a0), names, LK__ARG_DECL(0, a0))
+#define LK__PROBE_4(v, k, names, p, e, a0, a1)                                \
+	LK__PROBE_DO(v, k, p, e, 2, LK__TYPE(0, a0) | LK__TYPE(1, a1), names, \
 		     LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1))
-#define LK__PROBE_5(v, k, names, p, e, a0, a1, a2)                                            \
+#define LK__PROBE_5(v, k, names, p, e, a0, a1, a2)                                              \
 	LK__PROBE_DO(v, k, p, e, 3, LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2), names, \
 		     LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2))
-#define LK__PROBE_6(v, k, names, p, e, a0, a1, a2, a3)                                        \
-	LK__PROBE_DO(v, k, p, e, 4, LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3), \
-		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3))
-#define LK__PROBE_7(v, k, names, p, e, a0, a1, a2, a3, a4)                                    \
-	LK__PROBE_DO(v, k, p, e, 5,                                                           \
-		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | LK__TYPE(4, a4), \
-		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3) \
-		     LK__ARG_DECL(4, a4))
-#define LK__PROBE_8(v, k, names, p, e, a0, a1, a2, a3, a4, a5)                                \
-	LK__PROBE_DO(v, k, p, e, 6,                                                           \
-		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | LK__TYPE(4, a4) | \
-		     LK__TYPE(5, a5),                                                         \
-		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3) \
-		     LK__ARG_DECL(4, a4) LK__ARG_DECL(5, a5))
-#define LK__PROBE_9(v, k, names, p, e, a0, a1, a2, a3, a4, a5, a6)                            \
-	LK__PROBE_DO(v, k, p, e, 7,                                                           \
-		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | LK__TYPE(4, a4) | \
-		     LK__TYPE(5, a5) | LK__TYPE(6, a6),                                       \
-		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3) \
-		     LK__ARG_DECL(4, a4) LK__ARG_DECL(5, a5) LK__ARG_DECL(6, a6))
-#define LK__PROBE_10(v, k, names, p, e, a0, a1, a2, a3, a4, a5, a6, a7)                       \
-	LK__PROBE_DO(v, k, p, e, 8,                                                           \
-		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | LK__TYPE(4, a4) | \
-		     LK__TYPE(5, a5) | LK__TYPE(6, a6) | LK__TYPE(7, a7),                     \
-		     names, LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2) LK__ARG_DECL(3, a3) \
-		     LK__ARG_DECL(4, a4) LK__ARG_DECL(5, a5) LK__ARG_DECL(6, a6) LK__ARG_DECL(7, a7))
+#define LK__PROBE_6(v, k, names, p, e, a0, a1, a2, a3)                                             \
+	LK__PROBE_DO(v, k, p, e, 4,                                                                \
+		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3), names, \
+		     LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2)                   \
+			     LK__ARG_DECL(3, a3))
+#define LK__PROBE_7(v, k, names, p, e, a0, a1, a2, a3, a4)                                   \
+	LK__PROBE_DO(v, k, p, e, 5,                                                          \
+		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | \
+			     LK__TYPE(4, a4),                                                \
+		     names,                                                                  \
+		     LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2)             \
+			     LK__ARG_DECL(3, a3) LK__ARG_DECL(4, a4))
+#define LK__PROBE_8(v, k, names, p, e, a0, a1, a2, a3, a4, a5)                               \
+	LK__PROBE_DO(v, k, p, e, 6,                                                          \
+		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | \
+			     LK__TYPE(4, a4) | LK__TYPE(5, a5),                              \
+		     names,                                                                  \
+		     LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2)             \
+			     LK__ARG_DECL(3, a3) LK__ARG_DECL(4, a4) LK__ARG_DECL(5, a5))
+#define LK__PROBE_9(v, k, names, p, e, a0, a1, a2, a3, a4, a5, a6)                           \
+	LK__PROBE_DO(v, k, p, e, 7,                                                          \
+		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | \
+			     LK__TYPE(4, a4) | LK__TYPE(5, a5) | LK__TYPE(6, a6),            \
+		     names,                                                                  \
+		     LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2)             \
+			     LK__ARG_DECL(3, a3) LK__ARG_DECL(4, a4) LK__ARG_DECL(5, a5)     \
+				     LK__ARG_DECL(6, a6))
+#define LK__PROBE_10(v, k, names, p, e, a0, a1, a2, a3, a4, a5, a6, a7)                      \
+	LK__PROBE_DO(v, k, p, e, 8,                                                          \
+		     LK__TYPE(0, a0) | LK__TYPE(1, a1) | LK__TYPE(2, a2) | LK__TYPE(3, a3) | \
+			     LK__TYPE(4, a4) | LK__TYPE(5, a5) | LK__TYPE(6, a6) |           \
+			     LK__TYPE(7, a7),                                                \
+		     names,                                                                  \
+		     LK__ARG_DECL(0, a0) LK__ARG_DECL(1, a1) LK__ARG_DECL(2, a2)             \
+			     LK__ARG_DECL(3, a3) LK__ARG_DECL(4, a4) LK__ARG_DECL(5, a5)     \
+				     LK__ARG_DECL(6, a6) LK__ARG_DECL(7, a7))
 #define LK__PROBE_11(...) LK__PROBE_TOO_MANY
 
 /*
@@ -288,7 +315,8 @@ LK_BEGIN_DECLS
 static inline void lk__span_close_stub(uintptr_t guard)
 {
 	typedef struct lk_probe_site *(*lk__sdt_stub)(void);
-	struct lk_probe_site *end = LK__REINTERPRET(lk__sdt_stub, guard & ~LK__CAST(uintptr_t, 3))();
+	struct lk_probe_site *end =
+		LK__REINTERPRET(lk__sdt_stub, guard & ~LK__CAST(uintptr_t, 3))();
 
 	if (guard & LK__SPAN_RECORDED)
 		lk__probe_emit0(end);
@@ -306,37 +334,41 @@ static inline __attribute__((always_inline)) void lk__span_close(uintptr_t *guar
 
 #ifdef LK__SDT
 /* The guard of a span on for a tracer: the end's stub, with the begin's outcome. */
-#define LK__SPAN_FOR_TRACER(g, begin, end, provider, name)                                    \
-	do {                                                                                  \
-		if (LK__UNLIKELY(__atomic_load_n(&begin.flags, __ATOMIC_RELAXED) & LK__SITE_TRACER)) { \
-			uintptr_t lk__stub;                                                   \
-			__asm__ __volatile__(LK__SDT_STUB_ASM(#provider, #name "_end")        \
-					     : "=r"(lk__stub)                                 \
-					     : LK__SYMBOL(LK__PROBE_SLOT(begin)),             \
-					       LK__SYMBOL(LK__PROBE_SLOT(end)));              \
-			g = lk__stub | LK__SPAN_STUB | (g ? LK__SPAN_RECORDED : 0u);          \
-		}                                                                             \
+#define LK__SPAN_FOR_TRACER(g, begin, end, provider, name)                             \
+	do {                                                                           \
+		if (LK__UNLIKELY(__atomic_load_n(&begin.flags, __ATOMIC_RELAXED) &     \
+				 LK__SITE_TRACER)) {                                   \
+			uintptr_t lk__stub;                                            \
+			__asm__ __volatile__(LK__SDT_STUB_ASM(#provider, #name "_end") \
+					     : "=r"(lk__stub)                          \
+					     : LK__SYMBOL(LK__PROBE_SLOT(begin)),      \
+					       LK__SYMBOL(LK__PROBE_SLOT(end)));       \
+			g = lk__stub | LK__SPAN_STUB | (g ? LK__SPAN_RECORDED : 0u);   \
+		}                                                                      \
 	} while (0)
 #else
-#define LK__SPAN_FOR_TRACER(g, begin, end, provider, name) do { } while (0)
+#define LK__SPAN_FOR_TRACER(g, begin, end, provider, name) \
+	do {                                               \
+	} while (0)
 #endif
 
-#define LK__SPAN_AT(n, provider, name) LK__SPAN_DO(LK__CAT(lk__span_begin_, n), LK__CAT(lk__span_end_, n), \
-						   LK__CAT(lk__span_guard_, n), provider, name)
-#define LK__SPAN_DO(begin, end, guard, provider, name)                                        \
-	LK__PROBE_SITE(begin, provider, name, LK_PROBE_SPAN_BEGIN, 0, 0u, "");                \
-	LK__PROBE_SITE(end, provider, name, LK_PROBE_SPAN_END, 0, 0u, "");                    \
-	uintptr_t guard __attribute__((cleanup(lk__span_close), unused)) = __extension__({     \
-		uintptr_t lk__g = 0;                                                          \
-		LK__PROBE_ENTRY(begin);                                                       \
-		LK__PROBE_ENTRY(end);                                                         \
-		if (LK__PROBE_ON(begin)) {                                                    \
-			LK__PROBE_SDT(begin, provider, name, LK_PROBE_SPAN_BEGIN, 0, 0u);     \
-			if (lk__probe_emit0(&begin))                                          \
-				lk__g = LK__REINTERPRET(uintptr_t, &end);                     \
-			LK__SPAN_FOR_TRACER(lk__g, begin, end, provider, name);               \
-		}                                                                             \
-		lk__g;                                                                        \
+#define LK__SPAN_AT(n, provider, name)                                      \
+	LK__SPAN_DO(LK__CAT(lk__span_begin_, n), LK__CAT(lk__span_end_, n), \
+		    LK__CAT(lk__span_guard_, n), provider, name)
+#define LK__SPAN_DO(begin, end, guard, provider, name)                                     \
+	LK__PROBE_SITE(begin, provider, name, LK_PROBE_SPAN_BEGIN, 0, 0u, "");             \
+	LK__PROBE_SITE(end, provider, name, LK_PROBE_SPAN_END, 0, 0u, "");                 \
+	uintptr_t guard __attribute__((cleanup(lk__span_close), unused)) = __extension__({ \
+		uintptr_t lk__g = 0;                                                       \
+		LK__PROBE_ENTRY(begin);                                                    \
+		LK__PROBE_ENTRY(end);                                                      \
+		if (LK__PROBE_ON(begin)) {                                                 \
+			LK__PROBE_SDT(begin, provider, name, LK_PROBE_SPAN_BEGIN, 0, 0u);  \
+			if (lk__probe_emit0(&begin))                                       \
+				lk__g = LK__REINTERPRET(uintptr_t, &end);                  \
+			LK__SPAN_FOR_TRACER(lk__g, begin, end, provider, name);            \
+		}                                                                          \
+		lk__g;                                                                     \
 	})
 
 LK_END_DECLS

@@ -17,5 +17,6 @@ void lk__counter_probe(struct lk__counter_info *info)
 	info->hz = hz;
 	info->hz_source = hz ? "CNTFRQ_EL0" : NULL;
 	info->usable = hz != 0;
-	info->why_not = hz ? NULL : "CNTFRQ_EL0 reads 0: the firmware did not program the timer frequency";
+	info->why_not = hz ? NULL :
+			     "CNTFRQ_EL0 reads 0: the firmware did not program the timer frequency";
 }

@@ -13,12 +13,12 @@
 
 /* What the architecture says about its counter (src/clock/arch/<arch>.c). */
 struct lk__counter_info {
-	const char *name;		/* "TSC", "CNTVCT", "time", "none" */
-	bool usable;			/* present and counting at a constant rate */
-	const char *why_not;		/* when !usable: a sentence */
-	uint64_t hz;			/* from the hardware (CPUID, CNTFRQ, the device tree), 0 if it does not say */
-	const char *hz_source;		/* where hz came from */
-	const char *clocksource;	/* the kernel's clocksource name when it reads this counter */
+	const char *name;    /* "TSC", "CNTVCT", "time", "none" */
+	bool usable;	     /* present and counting at a constant rate */
+	const char *why_not; /* when !usable: a sentence */
+	uint64_t hz; /* from the hardware (CPUID, CNTFRQ, the device tree), 0 if it does not say */
+	const char *hz_source;	 /* where hz came from */
+	const char *clocksource; /* the kernel's clocksource name when it reads this counter */
 };
 
 void lk__counter_probe(struct lk__counter_info *info);

@@ -23,9 +23,10 @@ void lk__counter_probe(struct lk__counter_info *info)
 		info->why_not = "this CPU has no time-stamp counter";
 	} else if (!cpu->invariant_tsc) {
 		info->usable = false;
-		info->why_not = "the TSC is not invariant (CPUID 0x80000007 EDX bit 8 is clear): its rate "
-				"changes with the CPU's frequency, so cycles cannot be turned into time "
-				"(a hypervisor may hide the bit: KVM/QEMU -cpu host,+invtsc)";
+		info->why_not =
+			"the TSC is not invariant (CPUID 0x80000007 EDX bit 8 is clear): its rate "
+			"changes with the CPU's frequency, so cycles cannot be turned into time "
+			"(a hypervisor may hide the bit: KVM/QEMU -cpu host,+invtsc)";
 	} else {
 		info->usable = true;
 		info->why_not = NULL;

@@ -42,7 +42,7 @@ struct json_state {
 	struct lk__trace_reader *r;
 	bool first;
 	uint64_t lost, last_tsc, nonfinite_counters;
-	uint64_t off_tsc, off_cpu;	/* the thread's last switch out, while it is off its CPU */
+	uint64_t off_tsc, off_cpu; /* the thread's last switch out, while it is off its CPU */
 	bool off, preempted;
 };
 
@@ -106,11 +106,22 @@ static void put_args(FILE *f, const struct lk__event *e)
 		lk__json_string(f, e->cls->arg_name[i]);
 		fputc(':', f);
 		switch (type) {
-		case LK_PROBE_I64: fprintf(f, "%" PRId64, (int64_t)v); break;
-		case LK_PROBE_U64: fprintf(f, "%" PRIu64, v); break;
-		case LK_PROBE_F64: memcpy(&d, &v, 8); json_double(f, d); break;
-		case LK_PROBE_STR: lk__json_string(f, s); break;
-		default: fprintf(f, "\"0x%" PRIx64 "\"", v); break;
+		case LK_PROBE_I64:
+			fprintf(f, "%" PRId64, (int64_t)v);
+			break;
+		case LK_PROBE_U64:
+			fprintf(f, "%" PRIu64, v);
+			break;
+		case LK_PROBE_F64:
+			memcpy(&d, &v, 8);
+			json_double(f, d);
+			break;
+		case LK_PROBE_STR:
+			lk__json_string(f, s);
+			break;
+		default:
+			fprintf(f, "\"0x%" PRIx64 "\"", v);
+			break;
 		}
 	}
 	fputc('}', f);
@@ -119,10 +130,14 @@ static void put_args(FILE *f, const struct lk__event *e)
 static const char *phase(unsigned int kind)
 {
 	switch (kind) {
-	case LK_PROBE_SPAN_BEGIN: return "B";
-	case LK_PROBE_SPAN_END: return "E";
-	case LK_PROBE_COUNTER: return "C";
-	default: return "i";
+	case LK_PROBE_SPAN_BEGIN:
+		return "B";
+	case LK_PROBE_SPAN_END:
+		return "E";
+	case LK_PROBE_COUNTER:
+		return "C";
+	default:
+		return "i";
 	}
 }
 
@@ -139,14 +154,17 @@ static int off_cpu(struct json_state *j, const struct lk__event *e)
 		return 0;
 	}
 	if (!j->off)
-		return 0;	/* the thread was off its CPU when the trace began */
+		return 0; /* the thread was off its CPU when the trace began */
 	j->off = false;
 	begin_object(j);
-	fprintf(j->out, "{\"name\":\"%s\",\"cat\":\"off-cpu\",\"ph\":\"X\",", j->preempted ? "preempted" : "blocked");
+	fprintf(j->out, "{\"name\":\"%s\",\"cat\":\"off-cpu\",\"ph\":\"X\",",
+		j->preempted ? "preempted" : "blocked");
 	put_time(j, j->off_tsc);
-	fprintf(j->out, ",\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{\"cpu\":%" PRIu64 ",\"next_cpu\":%" PRIu64 "}}",
-		(double)(lk__reader_ns(j->r, e->tsc) - lk__reader_ns(j->r, j->off_tsc)) / 1000.0, j->r->pid, e->tid,
-		j->off_cpu, sw.cpu);
+	fprintf(j->out,
+		",\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{\"cpu\":%" PRIu64
+		",\"next_cpu\":%" PRIu64 "}}",
+		(double)(lk__reader_ns(j->r, e->tsc) - lk__reader_ns(j->r, j->off_tsc)) / 1000.0,
+		j->r->pid, e->tid, j->off_cpu, sw.cpu);
 	return ferror(j->out) ? -EIO : 0;
 }
 
@@ -167,7 +185,8 @@ static int on_event(const struct lk__event *e, void *arg)
 	begin_object(j);
 	if (e->cls->id == LK__EVENT_THREAD_NAME) {
 		lk__event_arg(e, 0, 0, &v, &s);
-		fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
+		fprintf(f,
+			"{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
 			j->r->pid, e->tid);
 		lk__json_string(f, s ? s : "");
 		fputs("}}", f);
@@ -201,7 +220,8 @@ static int on_stream_end(const struct lk__stream_info *s, void *arg)
 	begin_object(j);
 	fprintf(j->out, "{\"name\":\"lowkey:lost\",\"cat\":\"lowkey\",\"ph\":\"i\",\"s\":\"t\",");
 	put_time(j, j->last_tsc);
-	fprintf(j->out, ",\"pid\":%d,\"tid\":%d,\"args\":{\"events\":%" PRIu64 "}}", j->r->pid, s->tid, s->lost);
+	fprintf(j->out, ",\"pid\":%d,\"tid\":%d,\"args\":{\"events\":%" PRIu64 "}}", j->r->pid,
+		s->tid, s->lost);
 	return 0;
 }
 
@@ -237,14 +257,15 @@ static FILE *json_stream(int fd)
 
 	if (copy < 0)
 		return NULL;
-	if (fstat(copy, &st) == 0 && (!st.st_size || ftruncate(copy, 0) == 0) && lseek(copy, 0, SEEK_SET) == 0 &&
-	    (f = lk__out_stream(copy)))
+	if (fstat(copy, &st) == 0 && (!st.st_size || ftruncate(copy, 0) == 0) &&
+	    lseek(copy, 0, SEEK_SET) == 0 && (f = lk__out_stream(copy)))
 		return f;
 	close(copy);
 	return NULL;
 }
 
-int lk__json_write(struct lk__trace_file *t, int fd, const char *json_path, char *err, size_t errlen)
+int lk__json_write(struct lk__trace_file *t, int fd, const char *json_path, char *err,
+		   size_t errlen)
 {
 	const struct lk__reader_ops ops = { NULL, on_event, on_stream_end };
 	struct lk__trace_reader *r = &t->r;
@@ -260,14 +281,16 @@ int lk__json_write(struct lk__trace_file *t, int fd, const char *json_path, char
 	}
 	fprintf(j.out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
 	begin_object(&j);
-	fprintf(j.out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", r->pid);
+	fprintf(j.out,
+		"{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", r->pid);
 	lk__json_string(j.out, r->procname);
 	fputs("}}", j.out);
 	rc = lk__trace_file_walk(t, &ops, &j, err, errlen);
-	fprintf(j.out, "\n],\"otherData\":{\"tracer\":\"lowkey\",\"clock\":\"realtime\",\"lost_events\":%" PRIu64
-		",\"nonfinite_counter_values\":%" PRIu64 ",\"tsc_hz\":%" PRIu64, j.lost,
-		j.nonfinite_counters + t->nonfinite_counters, r->tsc_hz);
-	if (r->overwrite)	/* a flight recorder's snapshot: its lost events are older ones overwritten */
+	fprintf(j.out,
+		"\n],\"otherData\":{\"tracer\":\"lowkey\",\"clock\":\"realtime\",\"lost_events\":%" PRIu64
+		",\"nonfinite_counter_values\":%" PRIu64 ",\"tsc_hz\":%" PRIu64,
+		j.lost, j.nonfinite_counters + t->nonfinite_counters, r->tsc_hz);
+	if (r->overwrite) /* a flight recorder's snapshot: its lost events are older ones overwritten */
 		fprintf(j.out, ",\"overwrite\":true,\"dropped_events\":%" PRIu64, r->dropped);
 	fputs("}}\n", j.out);
 	if (fclose(j.out) != 0 && !rc) {

@@ -23,14 +23,16 @@ struct parser {
 static bool fail(struct parser *ps, const char *what)
 {
 	if (!ps->failed)
-		snprintf(ps->err, ps->errlen, "JSON: %s at offset %zu", what, (size_t)(ps->p - ps->start));
+		snprintf(ps->err, ps->errlen, "JSON: %s at offset %zu", what,
+			 (size_t)(ps->p - ps->start));
 	ps->failed = true;
 	return false;
 }
 
 static void skip_space(struct parser *ps)
 {
-	while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
+	while (ps->p < ps->end &&
+	       (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
 		ps->p++;
 }
 
@@ -100,7 +102,8 @@ static bool unicode_escape(struct parser *ps, uint32_t *cp)
 	if (hi >= 0xdc00 && hi <= 0xdfff) {
 		*cp = 0xfffd;
 	} else if (hi >= 0xd800 && hi <= 0xdbff) {
-		lo = ps->end - ps->p >= 6 && ps->p[0] == '\\' && ps->p[1] == 'u' ? hex4(ps->p + 2) : -1;
+		lo = ps->end - ps->p >= 6 && ps->p[0] == '\\' && ps->p[1] == 'u' ? hex4(ps->p + 2) :
+										   -1;
 		if (lo >= 0xdc00 && lo <= 0xdfff) {
 			ps->p += 6;
 			*cp = 0x10000 + (((uint32_t)hi - 0xd800) << 10) + ((uint32_t)lo - 0xdc00);
@@ -128,9 +131,9 @@ static char *string(struct parser *ps)
 		fail(ps, "out of memory");
 		return NULL;
 	}
-	while (ps->p < q) {	/* an escape never reaches past q: q was found skipping them */
+	while (ps->p < q) { /* an escape never reaches past q: q was found skipping them */
 		char c = *ps->p++;
-		uint32_t cp = 0;	/* set by unicode_escape(); GCC -O1 cannot tell */
+		uint32_t cp = 0; /* set by unicode_escape(); GCC -O1 cannot tell */
 
 		if ((unsigned char)c < 0x20) {
 			free(out);
@@ -143,18 +146,32 @@ static char *string(struct parser *ps)
 		}
 		c = *ps->p++;
 		switch (c) {
-		case '"': case '\\': case '/': *w++ = c; break;
-		case 'b': *w++ = '\b'; break;
-		case 'f': *w++ = '\f'; break;
-		case 'n': *w++ = '\n'; break;
-		case 'r': *w++ = '\r'; break;
-		case 't': *w++ = '\t'; break;
+		case '"':
+		case '\\':
+		case '/':
+			*w++ = c;
+			break;
+		case 'b':
+			*w++ = '\b';
+			break;
+		case 'f':
+			*w++ = '\f';
+			break;
+		case 'n':
+			*w++ = '\n';
+			break;
+		case 'r':
+			*w++ = '\r';
+			break;
+		case 't':
+			*w++ = '\t';
+			break;
 		case 'u':
 			if (!unicode_escape(ps, &cp)) {
 				free(out);
 				return NULL;
 			}
-			w += put_utf8(w, cp);	/* at most as long as its escape */
+			w += put_utf8(w, cp); /* at most as long as its escape */
 			break;
 		default:
 			free(out);
@@ -340,7 +357,8 @@ struct lk__jr_value *lk__jr_parse(const char *text, size_t len, char *err, size_
 	return NULL;
 }
 
-struct lk__jr_value *lk__jr_parse_next(const char *text, size_t len, size_t *pos, char *err, size_t errlen)
+struct lk__jr_value *lk__jr_parse_next(const char *text, size_t len, size_t *pos, char *err,
+				       size_t errlen)
 {
 	struct parser ps = { text + *pos, text, text + len, 0, err, errlen, false };
 	struct lk__jr_value *v = calloc(1, sizeof(*v));

@@ -32,14 +32,16 @@ struct json_reader {
 	const char *name;
 	char *err;
 	size_t errlen;
-	size_t at;		/* the event's offset, for messages */
-	bool lowkey;		/* otherData.tracer is "lowkey" */
+	size_t at;   /* the event's offset, for messages */
+	bool lowkey; /* otherData.tracer is "lowkey" */
 };
 
 static int bad(struct json_reader *j, const char *what)
 {
-	return lk__failf(j->err, j->errlen, -EINVAL, "%s: the JSON event at byte %zu %s: not a trace lowkey wrote, "
-			 "or a damaged one", j->name, j->at, what);
+	return lk__failf(j->err, j->errlen, -EINVAL,
+			 "%s: the JSON event at byte %zu %s: not a trace lowkey wrote, "
+			 "or a damaged one",
+			 j->name, j->at, what);
 }
 
 /* A whole number as lowkey writes it: digits only. */
@@ -83,13 +85,14 @@ static bool decimal_us(const struct lk__jr_value *v, uint64_t *ns)
 			frac *= 10;
 	}
 	if (i != v->raw_len)
-		return false;	/* an exponent or a sign: lowkey writes neither */
+		return false; /* an exponent or a sign: lowkey writes neither */
 	*ns = whole * 1000 + frac;
 	return true;
 }
 
 /* A whole number member in [min, max]. */
-static bool whole_number(const struct lk__jr_value *obj, const char *key, double min, double max, int64_t *out)
+static bool whole_number(const struct lk__jr_value *obj, const char *key, double min, double max,
+			 int64_t *out)
 {
 	double d = lk__jr_number(obj, key);
 
@@ -100,7 +103,8 @@ static bool whole_number(const struct lk__jr_value *obj, const char *key, double
 	return true;
 }
 
-static int thread_of(struct json_reader *j, const struct lk__jr_value *ev, struct lk__tf_thread **th)
+static int thread_of(struct json_reader *j, const struct lk__jr_value *ev,
+		     struct lk__tf_thread **th)
 {
 	int64_t tid;
 
@@ -135,8 +139,8 @@ static int metadata(struct json_reader *j, const struct lk__jr_value *ev, const 
 }
 
 /* "X" of category off-cpu: the thread off its CPU, preempted or blocked. */
-static int off_cpu(struct json_reader *j, const struct lk__jr_value *ev, const char *name, struct lk__tf_thread *th,
-		   uint64_t ns)
+static int off_cpu(struct json_reader *j, const struct lk__jr_value *ev, const char *name,
+		   struct lk__tf_thread *th, uint64_t ns)
 {
 	const struct lk__jr_value *args = lk__jr_get(ev, "args");
 	int64_t cpu = 0, next_cpu = 0;
@@ -145,20 +149,23 @@ static int off_cpu(struct json_reader *j, const struct lk__jr_value *ev, const c
 	if (!decimal_us(lk__jr_get(ev, "dur"), &dur) || ns > UINT64_MAX - dur)
 		return bad(j, "has no duration lowkey writes");
 	if ((strcmp(name, "preempted") != 0 && strcmp(name, "blocked") != 0) ||
-	    !whole_number(args, "cpu", 0, 1 << 30, &cpu) || !whole_number(args, "next_cpu", 0, 1 << 30, &next_cpu))
+	    !whole_number(args, "cpu", 0, 1 << 30, &cpu) ||
+	    !whole_number(args, "next_cpu", 0, 1 << 30, &next_cpu))
 		return bad(j, "is off-CPU time unlike lowkey's");
-	return lk__tf_off_cpu(j->t, th, ns, ns + dur, name[0] == 'p', (uint64_t)cpu, (uint64_t)next_cpu);
+	return lk__tf_off_cpu(j->t, th, ns, ns + dur, name[0] == 'p', (uint64_t)cpu,
+			      (uint64_t)next_cpu);
 }
 
 /* "C": the value of a counter, its one argument. */
-static int counter(struct json_reader *j, const struct lk__jr_value *ev, const char *cat, const char *name,
-		   struct lk__tf_thread *th, uint64_t ns)
+static int counter(struct json_reader *j, const struct lk__jr_value *ev, const char *cat,
+		   const char *name, struct lk__tf_thread *th, uint64_t ns)
 {
 	const struct lk__jr_value *args = lk__jr_get(ev, "args");
 	uint32_t cls;
 	int rc;
 
-	if (!args || args->type != LK__JR_OBJECT || args->n != 1 || args->items[0].type != LK__JR_NUMBER)
+	if (!args || args->type != LK__JR_OBJECT || args->n != 1 ||
+	    args->items[0].type != LK__JR_NUMBER)
 		return bad(j, "is a counter without its one value");
 	rc = lk__tf_class(j->t, cat, strlen(cat), name, strlen(name), LK_PROBE_COUNTER, &cls);
 	return rc ? rc : lk__tf_counter(j->t, th, cls, ns, args->items[0].number);
@@ -167,10 +174,14 @@ static int counter(struct json_reader *j, const struct lk__jr_value *ev, const c
 static unsigned int kind_of(char phase)
 {
 	switch (phase) {
-	case 'B': return LK_PROBE_SPAN_BEGIN;
-	case 'E': return LK_PROBE_SPAN_END;
-	case 'i': return LK_PROBE_EVENT;
-	default: return 0;
+	case 'B':
+		return LK_PROBE_SPAN_BEGIN;
+	case 'E':
+		return LK_PROBE_SPAN_END;
+	case 'i':
+		return LK_PROBE_EVENT;
+	default:
+		return 0;
 	}
 }
 
@@ -181,8 +192,8 @@ static int number_arg(struct lk__tf_args *a, const struct lk__jr_value *v)
 	uint64_t raw;
 	char *end;
 
-	if (v->raw_len >= sizeof(text) || memchr(v->raw, '.', v->raw_len) || memchr(v->raw, 'e', v->raw_len) ||
-	    memchr(v->raw, 'E', v->raw_len)) {
+	if (v->raw_len >= sizeof(text) || memchr(v->raw, '.', v->raw_len) ||
+	    memchr(v->raw, 'e', v->raw_len) || memchr(v->raw, 'E', v->raw_len)) {
 		memcpy(&raw, &v->number, 8);
 		return lk__tf_arg(a, v->key, strlen(v->key), LK_PROBE_F64, raw, NULL, 0);
 	}
@@ -193,11 +204,12 @@ static int number_arg(struct lk__tf_args *a, const struct lk__jr_value *v)
 		raw = (uint64_t)strtoll(text, &end, 10);
 	else
 		raw = strtoull(text, &end, 10);
-	if (errno || *end) {	/* past 64 bits: as a double */
+	if (errno || *end) { /* past 64 bits: as a double */
 		memcpy(&raw, &v->number, 8);
 		return lk__tf_arg(a, v->key, strlen(v->key), LK_PROBE_F64, raw, NULL, 0);
 	}
-	return lk__tf_arg(a, v->key, strlen(v->key), text[0] == '-' ? LK_PROBE_I64 : LK_PROBE_U64, raw, NULL, 0);
+	return lk__tf_arg(a, v->key, strlen(v->key), text[0] == '-' ? LK_PROBE_I64 : LK_PROBE_U64,
+			  raw, NULL, 0);
 }
 
 /* An event's "args" into the trace's collector: numbers and strings, as lowkey writes them. */
@@ -216,7 +228,8 @@ static int event_args(struct json_reader *j, const struct lk__jr_value *ev)
 		const struct lk__jr_value *v = &args->items[i];
 
 		if (v->type == LK__JR_STRING)
-			rc = lk__tf_arg(a, v->key, strlen(v->key), LK_PROBE_STR, 0, v->string, strlen(v->string));
+			rc = lk__tf_arg(a, v->key, strlen(v->key), LK_PROBE_STR, 0, v->string,
+					strlen(v->string));
 		else if (v->type == LK__JR_NUMBER)
 			rc = number_arg(a, v);
 		else
@@ -227,7 +240,8 @@ static int event_args(struct json_reader *j, const struct lk__jr_value *ev)
 
 static int event(struct json_reader *j, const struct lk__jr_value *ev)
 {
-	const char *ph = lk__jr_string(ev, "ph"), *name = lk__jr_string(ev, "name"), *cat = lk__jr_string(ev, "cat");
+	const char *ph = lk__jr_string(ev, "ph"), *name = lk__jr_string(ev, "name"),
+		   *cat = lk__jr_string(ev, "cat");
 	uint64_t ns, cpu_ns = 0, lost;
 	struct lk__tf_thread *th;
 	uint32_t cls;
@@ -253,7 +267,8 @@ static int event(struct json_reader *j, const struct lk__jr_value *ev)
 	if (ph[0] == 'C')
 		return counter(j, ev, cat, name, th, ns);
 	if (ph[0] == 'i' && strcmp(name, "lowkey:lost") == 0 && strcmp(cat, "lowkey") == 0) {
-		if (!decimal_uint(lk__jr_get(lk__jr_get(ev, "args"), "events"), &lost) || th->lost > UINT64_MAX - lost)
+		if (!decimal_uint(lk__jr_get(lk__jr_get(ev, "args"), "events"), &lost) ||
+		    th->lost > UINT64_MAX - lost)
 			return bad(j, "counts lost events unlike lowkey");
 		th->lost += lost;
 		return 0;
@@ -262,13 +277,16 @@ static int event(struct json_reader *j, const struct lk__jr_value *ev)
 		return bad(j, "has a phase lowkey does not write");
 	if ((rc = event_args(j, ev)) != 0)
 		return rc;
-	rc = lk__tf_class_args(j->t, cat, strlen(cat), name, strlen(name), kind_of(ph[0]), &j->t->args, &cls);
-	return rc ? rc : lk__tf_event(j->t, th, cls, ns, cpu_ns, j->t->args.payload, j->t->args.len);
+	rc = lk__tf_class_args(j->t, cat, strlen(cat), name, strlen(name), kind_of(ph[0]),
+			       &j->t->args, &cls);
+	return rc ? rc :
+		    lk__tf_event(j->t, th, cls, ns, cpu_ns, j->t->args.payload, j->t->args.len);
 }
 
 static void skip_space(const char *text, size_t len, size_t *pos)
 {
-	while (*pos < len && (text[*pos] == ' ' || text[*pos] == '\t' || text[*pos] == '\n' || text[*pos] == '\r'))
+	while (*pos < len && (text[*pos] == ' ' || text[*pos] == '\t' || text[*pos] == '\n' ||
+			      text[*pos] == '\r'))
 		(*pos)++;
 }
 
@@ -284,9 +302,12 @@ static char expect(const char *text, size_t len, size_t *pos, const char *one_of
 static int syntax(struct json_reader *j, size_t pos, size_t len, const char *what)
 {
 	if (pos >= len)
-		return lk__failf(j->err, j->errlen, -EINVAL, "%s ends before its JSON does (at byte %zu): the file is cut "
-				 "short", j->name, len);
-	return lk__failf(j->err, j->errlen, -EINVAL, "%s is damaged at byte %zu: %s", j->name, pos, what);
+		return lk__failf(j->err, j->errlen, -EINVAL,
+				 "%s ends before its JSON does (at byte %zu): the file is cut "
+				 "short",
+				 j->name, len);
+	return lk__failf(j->err, j->errlen, -EINVAL, "%s is damaged at byte %zu: %s", j->name, pos,
+			 what);
 }
 
 /* A value the reader could not parse: its message, with the file's name. */
@@ -297,8 +318,8 @@ static int parse_error(struct json_reader *j, const char *msg)
 	snprintf(copy, sizeof(copy), "%s", msg);
 	if (strstr(copy, "unexpected end") || strstr(copy, "unterminated"))
 		return lk__failf(j->err, j->errlen, -EINVAL, "%s is cut short (%s)", j->name, copy);
-	return lk__failf(j->err, j->errlen, strstr(copy, "out of memory") ? -ENOMEM : -EINVAL, "%s is damaged (%s)",
-			 j->name, copy);
+	return lk__failf(j->err, j->errlen, strstr(copy, "out of memory") ? -ENOMEM : -EINVAL,
+			 "%s is damaged (%s)", j->name, copy);
 }
 
 static int trace_events(struct json_reader *j, const char *text, size_t len, size_t *pos)
@@ -321,11 +342,15 @@ static int trace_events(struct json_reader *j, const char *text, size_t len, siz
 		rc = event(j, ev);
 		lk__jr_free(ev);
 		if (rc == -ENOMEM)
-			return lk__failf(j->err, j->errlen, rc, "out of memory reading %s", j->name);
+			return lk__failf(j->err, j->errlen, rc, "out of memory reading %s",
+					 j->name);
 		if (rc == -ERANGE)
-			return bad(j, "is off-CPU time that begins before the thread's previous ended");
+			return bad(
+				j,
+				"is off-CPU time that begins before the thread's previous ended");
 		if (rc == -E2BIG)
-			return lk__failf(j->err, j->errlen, -EINVAL, "%s has more event names than a lowkey trace can",
+			return lk__failf(j->err, j->errlen, -EINVAL,
+					 "%s has more event names than a lowkey trace can",
 					 j->name);
 		if (rc)
 			return rc;
@@ -351,8 +376,8 @@ static int other_data(struct json_reader *j, const struct lk__jr_value *v)
 	return 0;
 }
 
-int lk__chrome_json_read(struct lk__trace_file *t, const char *text, size_t len, const char *name, char *err,
-		     size_t errlen)
+int lk__chrome_json_read(struct lk__trace_file *t, const char *text, size_t len, const char *name,
+			 char *err, size_t errlen)
 {
 	struct json_reader j = { t, name, err, errlen, 0, false };
 	size_t pos = 0;
@@ -396,8 +421,10 @@ int lk__chrome_json_read(struct lk__trace_file *t, const char *text, size_t len,
 	if (pos != len)
 		return syntax(&j, pos, len, "text after the JSON document");
 	if (!j.lowkey)
-		return lk__failf(err, errlen, -EINVAL, "%s is JSON, but not a trace lowkey wrote (its otherData.tracer "
-				 "is not \"lowkey\"): lowkey report reads the traces of lowkey trace --format json",
-				 name);
+		return lk__failf(
+			err, errlen, -EINVAL,
+			"%s is JSON, but not a trace lowkey wrote (its otherData.tracer "
+			"is not \"lowkey\"): lowkey report reads the traces of lowkey trace --format json",
+			name);
 	return 0;
 }

@@ -60,8 +60,8 @@ _Static_assert(sizeof(struct packet_prefix) == LK__CTF_PACKET_PREFIX, "reader.c 
 static void uuid_string(const unsigned char u[16], char out[37])
 {
 	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-		 u[14], u[15]);
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		 u[13], u[14], u[15]);
 }
 
 void lk__ctf_uuid(unsigned char uuid[16])
@@ -70,7 +70,7 @@ void lk__ctf_uuid(unsigned char uuid[16])
 		for (size_t i = 0; i < 16; i++)
 			uuid[i] = (unsigned char)(lk__probe_tsc() >> (i % 8 * 8));
 	}
-	uuid[6] = (uuid[6] & 0x0f) | 0x40;	/* a version 4 UUID */
+	uuid[6] = (uuid[6] & 0x0f) | 0x40; /* a version 4 UUID */
 	uuid[8] = (uuid[8] & 0x3f) | 0x80;
 }
 
@@ -79,7 +79,8 @@ int lk__ctf_open(struct lk__trace *t)
 	char msg[512];
 
 	if (t->dir_fd < 0)
-		t->dir_fd = lk__out_open(t->ctf_dir, LK__OUT_DIR | LK__OUT_EMPTY, NULL, msg, sizeof(msg));
+		t->dir_fd = lk__out_open(t->ctf_dir, LK__OUT_DIR | LK__OUT_EMPTY, NULL, msg,
+					 sizeof(msg));
 	if (t->dir_fd < 0)
 		return lk__fail(t->dir_fd, "the trace directory: %s", msg);
 	lk__ctf_uuid(t->uuid);
@@ -124,8 +125,8 @@ static void field_name(const char *p, size_t n, unsigned int i, char *out, size_
 		     (p[0] == '_' || (p[0] >= 'a' && p[0] <= 'z') || (p[0] >= 'A' && p[0] <= 'Z'));
 
 	for (size_t k = 0; ident && k < n; k++)
-		ident = p[k] == '_' || (p[k] >= 'a' && p[k] <= 'z') || (p[k] >= 'A' && p[k] <= 'Z') ||
-			(p[k] >= '0' && p[k] <= '9');
+		ident = p[k] == '_' || (p[k] >= 'a' && p[k] <= 'z') ||
+			(p[k] >= 'A' && p[k] <= 'Z') || (p[k] >= '0' && p[k] <= '9');
 	if (ident)
 		snprintf(out, len, "%.*s", (int)n, p);
 	else
@@ -136,16 +137,21 @@ static void field_name(const char *p, size_t n, unsigned int i, char *out, size_
 static const char *tsdl_type(unsigned int type, bool counter)
 {
 	switch (type) {
-	case LK_PROBE_I64: return counter ? "lk_counter_int64_t" : "int64_t";
-	case LK_PROBE_U64: return counter ? "lk_counter_uint64_t" : "uint64_t";
-	case LK_PROBE_F64: return counter ? "lk_counter_double_t" : "double_t";
-	case LK_PROBE_STR: return "string";
-	default: return "lk_pointer_t";
+	case LK_PROBE_I64:
+		return counter ? "lk_counter_int64_t" : "int64_t";
+	case LK_PROBE_U64:
+		return counter ? "lk_counter_uint64_t" : "uint64_t";
+	case LK_PROBE_F64:
+		return counter ? "lk_counter_double_t" : "double_t";
+	case LK_PROBE_STR:
+		return "string";
+	default:
+		return "lk_pointer_t";
 	}
 }
 
-void lk__ctf_field_names(struct lk__ctf_class *c, void (*name)(unsigned int i, const void *arg, const char **p,
-							       size_t *n),
+void lk__ctf_field_names(struct lk__ctf_class *c,
+			 void (*name)(unsigned int i, const void *arg, const char **p, size_t *n),
 			 const void *arg)
 {
 	for (unsigned int a = 0; a < c->nargs; a++) {
@@ -166,25 +172,33 @@ void lk__ctf_field_names(struct lk__ctf_class *c, void (*name)(unsigned int i, c
 
 void lk__ctf_put_class(FILE *f, const struct lk__ctf_class *c)
 {
-	const char *suffix = c->kind == LK_PROBE_SPAN_BEGIN ? ":begin" : c->kind == LK_PROBE_SPAN_END ? ":end" : "";
+	const char *suffix = c->kind == LK_PROBE_SPAN_BEGIN ? ":begin" :
+			     c->kind == LK_PROBE_SPAN_END   ? ":end" :
+							      "";
 	char where[4096], provider[256], event[256];
 
 	fprintf(f, "event {\n\tname = \"%s:%s%s\";\n\tid = %u;\n\tstream_id = 0;\n",
-		tsdl_text(c->provider, provider, sizeof(provider)), tsdl_text(c->event, event, sizeof(event)), suffix,
-		c->id);
+		tsdl_text(c->provider, provider, sizeof(provider)),
+		tsdl_text(c->event, event, sizeof(event)), suffix, c->id);
 	if (c->where && c->where[0])
-		fprintf(f, "\tmodel.emf.uri = \"%s\";\n", tsdl_text(c->where, where, sizeof(where)));
+		fprintf(f, "\tmodel.emf.uri = \"%s\";\n",
+			tsdl_text(c->where, where, sizeof(where)));
 	fprintf(f, "\tfields := struct {\n");
 	for (unsigned int a = 0; a < c->nargs; a++)
-		fprintf(f, "\t\t%s _%s;\n", tsdl_type(lk__arg_type(c->arg_types, a), c->kind == LK_PROBE_COUNTER),
+		fprintf(f, "\t\t%s _%s;\n",
+			tsdl_type(lk__arg_type(c->arg_types, a), c->kind == LK_PROBE_COUNTER),
 			c->names[a]);
 	fprintf(f, "\t};\n};\n\n");
 }
 
 static void write_event_class(FILE *f, const struct lk__probe_site_rt *rt)
 {
-	struct lk__ctf_class c = { .id = rt->id, .kind = rt->kind, .nargs = rt->nargs, .arg_types = rt->arg_types,
-				   .provider = rt->provider, .event = rt->event };
+	struct lk__ctf_class c = { .id = rt->id,
+				   .kind = rt->kind,
+				   .nargs = rt->nargs,
+				   .arg_types = rt->arg_types,
+				   .provider = rt->provider,
+				   .event = rt->event };
 	char where[4096];
 
 	snprintf(where, sizeof(where), "%s:%u", rt->file, rt->line);
@@ -201,32 +215,40 @@ static void write_types(FILE *f)
 	fprintf(f, "typealias integer { size = 32; align = 8; signed = true; } := int32_t;\n");
 	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; } := uint64_t;\n");
 	fprintf(f, "typealias integer { size = 64; align = 8; signed = true; } := int64_t;\n");
-	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; base = 16; } := lk_pointer_t;\n");
-	fprintf(f, "typealias floating_point { exp_dig = 11; mant_dig = 53; align = 8; } := double_t;\n");
-	fprintf(f, "typealias integer { size = 64; align = 8; signed = true; } := lk_counter_int64_t;\n");
-	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; } := lk_counter_uint64_t;\n");
-	fprintf(f, "typealias floating_point { exp_dig = 11; mant_dig = 53; align = 8; } := lk_counter_double_t;\n\n");
+	fprintf(f,
+		"typealias integer { size = 64; align = 8; signed = false; base = 16; } := lk_pointer_t;\n");
+	fprintf(f,
+		"typealias floating_point { exp_dig = 11; mant_dig = 53; align = 8; } := double_t;\n");
+	fprintf(f,
+		"typealias integer { size = 64; align = 8; signed = true; } := lk_counter_int64_t;\n");
+	fprintf(f,
+		"typealias integer { size = 64; align = 8; signed = false; } := lk_counter_uint64_t;\n");
+	fprintf(f,
+		"typealias floating_point { exp_dig = 11; mant_dig = 53; align = 8; } := lk_counter_double_t;\n\n");
 }
 
 static void put_env(FILE *f, const struct lk__ctf_meta *m)
 {
 	char host[256], name[256];
 
-	fprintf(f, "env {\n\ttracer_name = \"lowkey\";\n\ttracer_major = %d;\n\ttracer_minor = %d;\n"
-		   "\tdomain = \"ust\";\n\thostname = \"%s\";\n\tvpid = %d;\n\tprocname = \"%s\";\n"
-		   "\tlowkey_format = %d;\n\tlowkey_cputime = %d;\n\tlowkey_sched = %d;\n\tlowkey_sched_lost = %llu;\n"
-		   "\tlowkey_tsc_hz = %llu;\n\tlowkey_tsc0 = %llu;\n\tlowkey_monotonic0_ns = %llu;\n"
-		   "\tlowkey_realtime0_ns = %llu;\n",
-		LK_VERSION_MAJOR, LK_VERSION_MINOR, tsdl_text(m->hostname, host, sizeof(host)), m->pid,
-		tsdl_text(m->procname, name, sizeof(name)), LK__CTF_FORMAT, m->cputime ? 1 : 0, m->sched ? 1 : 0,
-		(unsigned long long)m->sched_lost, (unsigned long long)m->tsc_hz, (unsigned long long)m->tsc0,
+	fprintf(f,
+		"env {\n\ttracer_name = \"lowkey\";\n\ttracer_major = %d;\n\ttracer_minor = %d;\n"
+		"\tdomain = \"ust\";\n\thostname = \"%s\";\n\tvpid = %d;\n\tprocname = \"%s\";\n"
+		"\tlowkey_format = %d;\n\tlowkey_cputime = %d;\n\tlowkey_sched = %d;\n\tlowkey_sched_lost = %llu;\n"
+		"\tlowkey_tsc_hz = %llu;\n\tlowkey_tsc0 = %llu;\n\tlowkey_monotonic0_ns = %llu;\n"
+		"\tlowkey_realtime0_ns = %llu;\n",
+		LK_VERSION_MAJOR, LK_VERSION_MINOR, tsdl_text(m->hostname, host, sizeof(host)),
+		m->pid, tsdl_text(m->procname, name, sizeof(name)), LK__CTF_FORMAT,
+		m->cputime ? 1 : 0, m->sched ? 1 : 0, (unsigned long long)m->sched_lost,
+		(unsigned long long)m->tsc_hz, (unsigned long long)m->tsc0,
 		(unsigned long long)m->monotonic0_ns, (unsigned long long)m->realtime0_ns);
 	/*
 	 * A flight recorder's snapshot: its streams' discarded events are mostly older ones that the
 	 * rings overwrote by design; lowkey_dropped of them the threads dropped (see snapshot.c).
 	 */
 	if (m->overwrite)
-		fprintf(f, "\tlowkey_overwrite = 1;\n\tlowkey_dropped = %llu;\n", (unsigned long long)m->dropped);
+		fprintf(f, "\tlowkey_overwrite = 1;\n\tlowkey_dropped = %llu;\n",
+			(unsigned long long)m->dropped);
 	fprintf(f, "};\n\n");
 }
 
@@ -234,12 +256,14 @@ static void put_env(FILE *f, const struct lk__ctf_meta *m)
 static void write_stream(FILE *f, unsigned int id, bool cputime)
 {
 	/* A record's 48 low bits of the TSC: readers extend them from the previous timestamp. */
-	fprintf(f, "stream {\n\tid = %u;\n\tevent.header := struct {\n\t\tuint16_t id;\n\t\tinteger { size = %d; "
-		   "align = 8; signed = false; map = clock.tsc.value; } timestamp;\n\t};\n",
+	fprintf(f,
+		"stream {\n\tid = %u;\n\tevent.header := struct {\n\t\tuint16_t id;\n\t\tinteger { size = %d; "
+		"align = 8; signed = false; map = clock.tsc.value; } timestamp;\n\t};\n",
 		id, LK__PROBE_TSC_BITS);
-	fprintf(f, "\tpacket.context := struct {\n\t\ttsc_t timestamp_begin;\n\t\ttsc_t timestamp_end;\n"
-		   "\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t packet_seq_num;\n"
-		   "\t\tuint64_t events_discarded;\n\t};\n");
+	fprintf(f,
+		"\tpacket.context := struct {\n\t\ttsc_t timestamp_begin;\n\t\ttsc_t timestamp_end;\n"
+		"\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t packet_seq_num;\n"
+		"\t\tuint64_t events_discarded;\n\t};\n");
 	fprintf(f, "\tevent.context := struct {\n%s\t\tint32_t _vtid;\n\t};\n};\n\n",
 		cputime ? "\t\tuint64_t cputime_ns;\n" : "");
 }
@@ -256,31 +280,39 @@ void lk__ctf_put_prologue(FILE *f, const struct lk__ctf_meta *m)
 	 */
 	__int128 since_zero_ns = (__int128)((unsigned __int128)m->tsc0 * 1000000000u / m->tsc_hz);
 	__int128 origin_ns = (__int128)m->realtime0_ns - since_zero_ns;
-	__int128 offset_s = origin_ns >= 0 ? origin_ns / 1000000000 : -((-origin_ns + 999999999) / 1000000000);
+	__int128 offset_s = origin_ns >= 0 ? origin_ns / 1000000000 :
+					     -((-origin_ns + 999999999) / 1000000000);
 	uint64_t offset = (uint64_t)((origin_ns - offset_s * 1000000000) * m->tsc_hz / 1000000000u);
 
 	uuid_string(m->uuid, uuid);
 	fprintf(f, "/* CTF 1.8 */\n\n");
 	write_types(f);
-	fprintf(f, "trace {\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"%s\";\n\tbyte_order = le;\n", uuid);
+	fprintf(f, "trace {\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"%s\";\n\tbyte_order = le;\n",
+		uuid);
 	fprintf(f, "\tpacket.header := struct {\n\t\tuint32_t magic;\n\t\tuint8_t uuid[16];\n"
 		   "\t\tuint32_t stream_id;\n\t\tuint64_t stream_instance_id;\n\t};\n};\n\n");
 	put_env(f, m);
-	fprintf(f, "clock {\n\tname = \"tsc\";\n\tuuid = \"%s\";\n\tdescription = \"TSC, calibrated against "
-		   "CLOCK_REALTIME\";\n\tfreq = %llu;\n\tprecision = 1;\n\toffset_s = %lld;\n\toffset = %llu;\n"
-		   "\tabsolute = TRUE;\n};\n\n",
-		uuid, (unsigned long long)m->tsc_hz, (long long)offset_s, (unsigned long long)offset);
-	fprintf(f, "typealias integer { size = 64; align = 8; signed = false; map = clock.tsc.value; } := tsc_t;\n\n");
+	fprintf(f,
+		"clock {\n\tname = \"tsc\";\n\tuuid = \"%s\";\n\tdescription = \"TSC, calibrated against "
+		"CLOCK_REALTIME\";\n\tfreq = %llu;\n\tprecision = 1;\n\toffset_s = %lld;\n\toffset = %llu;\n"
+		"\tabsolute = TRUE;\n};\n\n",
+		uuid, (unsigned long long)m->tsc_hz, (long long)offset_s,
+		(unsigned long long)offset);
+	fprintf(f,
+		"typealias integer { size = 64; align = 8; signed = false; map = clock.tsc.value; } := tsc_t;\n\n");
 	write_stream(f, 0, m->cputime);
 	if (m->sched)
 		write_stream(f, 1, false);
-	fprintf(f, "event {\n\tname = \"lowkey:thread_name\";\n\tid = %d;\n\tstream_id = 0;\n"
-		   "\tfields := struct {\n\t\tstring _name;\n\t};\n};\n\n", LK__EVENT_THREAD_NAME);
+	fprintf(f,
+		"event {\n\tname = \"lowkey:thread_name\";\n\tid = %d;\n\tstream_id = 0;\n"
+		"\tfields := struct {\n\t\tstring _name;\n\t};\n};\n\n",
+		LK__EVENT_THREAD_NAME);
 	if (m->sched)
-		fprintf(f, "event {\n\tname = \"lowkey:sched_out\";\n\tid = %d;\n\tstream_id = 1;\n"
-			   "\tfields := struct {\n\t\tuint64_t _cpu;\n\t\tuint64_t _preempted;\n\t};\n};\n\n"
-			   "event {\n\tname = \"lowkey:sched_in\";\n\tid = %d;\n\tstream_id = 1;\n"
-			   "\tfields := struct {\n\t\tuint64_t _cpu;\n\t};\n};\n\n",
+		fprintf(f,
+			"event {\n\tname = \"lowkey:sched_out\";\n\tid = %d;\n\tstream_id = 1;\n"
+			"\tfields := struct {\n\t\tuint64_t _cpu;\n\t\tuint64_t _preempted;\n\t};\n};\n\n"
+			"event {\n\tname = \"lowkey:sched_in\";\n\tid = %d;\n\tstream_id = 1;\n"
+			"\tfields := struct {\n\t\tuint64_t _cpu;\n\t};\n};\n\n",
 			LK__EVENT_SCHED_OUT, LK__EVENT_SCHED_IN);
 }
 
@@ -289,10 +321,19 @@ static void write_prologue(FILE *f, const struct lk__trace *t)
 {
 	char host[256] = "";
 	struct lk__ctf_meta m = {
-		.uuid = t->uuid, .tsc_hz = t->tsc_hz, .tsc0 = t->tsc0, .monotonic0_ns = t->monotonic0_ns,
-		.realtime0_ns = t->realtime0_ns, .sched_lost = __atomic_load_n(&t->sched_lost, __ATOMIC_RELAXED),
-		.dropped = t->lost, .cputime = t->cputime, .sched = t->sched, .overwrite = t->overwrite,
-		.pid = (int)getpid(), .procname = program_invocation_short_name, .hostname = host,
+		.uuid = t->uuid,
+		.tsc_hz = t->tsc_hz,
+		.tsc0 = t->tsc0,
+		.monotonic0_ns = t->monotonic0_ns,
+		.realtime0_ns = t->realtime0_ns,
+		.sched_lost = __atomic_load_n(&t->sched_lost, __ATOMIC_RELAXED),
+		.dropped = t->lost,
+		.cputime = t->cputime,
+		.sched = t->sched,
+		.overwrite = t->overwrite,
+		.pid = (int)getpid(),
+		.procname = program_invocation_short_name,
+		.hostname = host,
 	};
 
 	gethostname(host, sizeof(host) - 1);
@@ -300,10 +341,11 @@ static void write_prologue(FILE *f, const struct lk__trace *t)
 }
 
 /* Write name atomically: to name.tmp, then rename. */
-static int write_file(struct lk__trace *t, const char *name, void (*fill)(FILE *, const struct lk__trace *),
+static int write_file(struct lk__trace *t, const char *name,
+		      void (*fill)(FILE *, const struct lk__trace *),
 		      void (*more)(FILE *, const struct lk__trace *))
 {
-	char tmp[64];	/* NAME.tmp: babeltrace2 skips neither, so it must be gone before a reader looks */
+	char tmp[64]; /* NAME.tmp: babeltrace2 skips neither, so it must be gone before a reader looks */
 	FILE *f;
 	int fd, err = 0;
 
@@ -311,7 +353,7 @@ static int write_file(struct lk__trace *t, const char *name, void (*fill)(FILE *
 	fd = openat(t->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	f = lk__out_stream(fd);	/* a child forked meanwhile never flushes its copy into it */
+	f = lk__out_stream(fd); /* a child forked meanwhile never flushes its copy into it */
 	if (!f) {
 		close(fd);
 		return -ENOMEM;
@@ -346,7 +388,8 @@ int lk__ctf_write_metadata(struct lk__trace *t)
 	int err = write_file(t, "metadata", write_prologue, write_event_classes);
 
 	if (err)
-		return lk__fail(err, "cannot write the trace's metadata in %s: %s", t->ctf_dir, strerror(-err));
+		return lk__fail(err, "cannot write the trace's metadata in %s: %s", t->ctf_dir,
+				strerror(-err));
 	return 0;
 }
 
@@ -355,7 +398,8 @@ int lk__ctf_open_stream(struct lk__trace *t, struct lk__probe_buffer *b)
 	char name[32];
 
 	snprintf(name, sizeof(name), "stream-%d", (int)b->tid);
-	b->fd = openat(t->dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	b->fd = openat(t->dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+		       0644);
 	if (b->fd < 0)
 		return -errno;
 	__atomic_fetch_add(&t->threads, 1, __ATOMIC_RELAXED);
@@ -417,17 +461,17 @@ static uint8_t *staging_get(size_t size)
  * record, and records of numbers are copied 8 bytes at a time without a call.
  */
 struct copier {
-	const uint8_t *end;		/* of the records to copy */
-	uint8_t *out, *limit;		/* where the next record goes; how far the packet may reach */
+	const uint8_t *end;   /* of the records to copy */
+	uint8_t *out, *limit; /* where the next record goes; how far the packet may reach */
 	int32_t vtid;
-	size_t fixed;			/* header and CPU time */
-	uint32_t id;			/* the last record's event; UINT32_MAX: none, or with strings */
-	unsigned int nargs;		/* its arguments, all numbers */
+	size_t fixed;	    /* header and CPU time */
+	uint32_t id;	    /* the last record's event; UINT32_MAX: none, or with strings */
+	unsigned int nargs; /* its arguments, all numbers */
 };
 
 static inline void copy8(uint8_t *to, const uint8_t *from)
 {
-	memcpy(to, from, 8);	/* one load and one store, inlined */
+	memcpy(to, from, 8); /* one load and one store, inlined */
 }
 
 /* The record at p when it is of the last record's event: its size, the copy made; else 0. */
@@ -435,7 +479,8 @@ static inline size_t copy_same(struct copier *c, const uint8_t *p, uint32_t id)
 {
 	size_t size = c->fixed + 8u * c->nargs;
 
-	if (id != c->id || (size_t)(c->end - p) < size || c->out + size + sizeof(c->vtid) > c->limit)
+	if (id != c->id || (size_t)(c->end - p) < size ||
+	    c->out + size + sizeof(c->vtid) > c->limit)
 		return 0;
 	copy8(c->out, p);
 	if (c->fixed > LK__PROBE_HEADER)
@@ -458,7 +503,8 @@ static size_t copy_any(struct copier *c, const uint8_t *p, uint32_t id, bool cpu
 	memcpy(c->out + c->fixed, &c->vtid, sizeof(c->vtid));
 	memcpy(c->out + c->fixed + sizeof(c->vtid), p + c->fixed, size - c->fixed);
 	c->out += size + sizeof(c->vtid);
-	c->id = lk__record_layouts[id].strings ? UINT32_MAX : id;	/* valid: lk__record_size read it */
+	c->id = lk__record_layouts[id].strings ? UINT32_MAX :
+						 id; /* valid: lk__record_size read it */
 	c->nargs = lk__record_layouts[id].nargs;
 	return size;
 }
@@ -468,8 +514,8 @@ static size_t copy_any(struct copier *c, const uint8_t *p, uint32_t id, bool cpu
  * (a pad, or the end of what was committed) or at a record that does not fit. Returns where it
  * stopped; *last: the last record copied, *events: how many.
  */
-static const uint8_t *copy_records(struct copier *c, const uint8_t *p, bool cputime, const uint8_t **last,
-				   uint64_t *events)
+static const uint8_t *copy_records(struct copier *c, const uint8_t *p, bool cputime,
+				   const uint8_t **last, uint64_t *events)
 {
 	uint64_t n = 0;
 
@@ -491,8 +537,9 @@ static const uint8_t *copy_records(struct copier *c, const uint8_t *p, bool cput
 	return p;
 }
 
-static void fill_prefix(struct packet_prefix *h, const unsigned char uuid[16], unsigned int stream_id, pid_t tid,
-			uint64_t ts_begin, uint64_t ts_end, size_t total, uint64_t seq, uint64_t discarded)
+static void fill_prefix(struct packet_prefix *h, const unsigned char uuid[16],
+			unsigned int stream_id, pid_t tid, uint64_t ts_begin, uint64_t ts_end,
+			size_t total, uint64_t seq, uint64_t discarded)
 {
 	memset(h, 0, sizeof(*h));
 	h->magic = CTF_MAGIC;
@@ -510,8 +557,8 @@ static void fill_prefix(struct packet_prefix *h, const unsigned char uuid[16], u
  * Write [lead,] h and body whole at the end of fd, or nothing: what a failed write left is cut
  * away, so the file always ends at a packet boundary.
  */
-static int write_whole(int fd, const struct packet_prefix *lead, const struct packet_prefix *h, const void *body,
-		       size_t len)
+static int write_whole(int fd, const struct packet_prefix *lead, const struct packet_prefix *h,
+		       const void *body, size_t len)
 {
 	struct iovec iov[3];
 	size_t total = 0;
@@ -537,34 +584,38 @@ static int write_whole(int fd, const struct packet_prefix *lead, const struct pa
 	return 0;
 }
 
-int lk__ctf_put_packet(int fd, const unsigned char uuid[16], unsigned int stream_id, pid_t tid, uint64_t ts_begin,
-		       uint64_t ts_end, uint64_t seq, uint64_t discarded, bool lead, const void *records, size_t len)
+int lk__ctf_put_packet(int fd, const unsigned char uuid[16], unsigned int stream_id, pid_t tid,
+		       uint64_t ts_begin, uint64_t ts_end, uint64_t seq, uint64_t discarded,
+		       bool lead, const void *records, size_t len)
 {
 	struct packet_prefix h, first;
 
 	if (lead)
-		fill_prefix(&first, uuid, stream_id, tid, ts_begin, ts_begin, sizeof(first), seq++, 0);
+		fill_prefix(&first, uuid, stream_id, tid, ts_begin, ts_begin, sizeof(first), seq++,
+			    0);
 	fill_prefix(&h, uuid, stream_id, tid, ts_begin, ts_end, sizeof(h) + len, seq, discarded);
 	return write_whole(fd, lead ? &first : NULL, &h, records, len);
 }
 
 /* Write [lead,] a packet of out_len bytes of records at out, and account for it. */
-static int put_packet(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *out, size_t out_len,
-		      uint64_t ts_begin, uint64_t ts_end)
+static int put_packet(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *out,
+		      size_t out_len, uint64_t ts_begin, uint64_t ts_end)
 {
 	uint64_t lost = __atomic_load_n(&b->lost, __ATOMIC_RELAXED);
-	bool lead_needed = b->packets == 0 && lost;	/* see the top of this file */
+	bool lead_needed = b->packets == 0 && lost; /* see the top of this file */
 	uint64_t seq = b->packets;
 	int err;
 
 	if (b->fd < 0 && lk__ctf_open_stream(t, b) != 0)
 		return -errno;
-	err = lk__ctf_put_packet(b->fd, t->uuid, 0, b->tid, ts_begin, ts_end, seq, lost, lead_needed, out, out_len);
+	err = lk__ctf_put_packet(b->fd, t->uuid, 0, b->tid, ts_begin, ts_end, seq, lost,
+				 lead_needed, out, out_len);
 	if (err)
 		return err;
 	b->packets = seq + 1 + lead_needed;
 	b->lost_written = lost;
-	__atomic_fetch_add(&t->bytes, (1 + lead_needed) * sizeof(struct packet_prefix) + out_len, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&t->bytes, (1 + lead_needed) * sizeof(struct packet_prefix) + out_len,
+			   __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -573,7 +624,9 @@ int lk__ctf_write_records(struct lk__trace *t, struct lk__probe_buffer *b, const
 {
 	size_t first = start < end ? lk__record_size(start, (size_t)(end - start), t->cputime) : 0;
 	size_t room = first + sizeof(int32_t) > MAX_PACKET ? first + sizeof(int32_t) : MAX_PACKET;
-	struct copier c = { .end = end, .vtid = (int32_t)b->tid, .id = UINT32_MAX,
+	struct copier c = { .end = end,
+			    .vtid = (int32_t)b->tid,
+			    .id = UINT32_MAX,
 			    .fixed = LK__PROBE_HEADER + (t->cputime ? 8 : 0) };
 	const uint8_t *last = start;
 	uint64_t head, ts_begin, ts_end;
@@ -594,8 +647,8 @@ int lk__ctf_write_records(struct lk__trace *t, struct lk__probe_buffer *b, const
 	return put_packet(t, b, staging.data, (size_t)(c.out - staging.data), ts_begin, ts_end);
 }
 
-int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t *packets, const uint8_t *out,
-			       size_t len, uint64_t ts_begin, uint64_t ts_end)
+int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t *packets,
+			       const uint8_t *out, size_t len, uint64_t ts_begin, uint64_t ts_end)
 {
 	char name[48];
 	int err;
@@ -603,12 +656,15 @@ int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t
 	if (*fd < 0) {
 		/* a stream goes on where it stopped if its thread id comes back (a new thread) */
 		snprintf(name, sizeof(name), "stream-%d-sched", (int)tid);
-		*fd = openat(t->dir_fd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (*packets ? O_APPEND : O_TRUNC),
+		*fd = openat(t->dir_fd, name,
+			     O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
+				     (*packets ? O_APPEND : O_TRUNC),
 			     0644);
 		if (*fd < 0)
 			return -errno;
 	}
-	err = lk__ctf_put_packet(*fd, t->uuid, 1, tid, ts_begin, ts_end, *packets, 0, false, out, len);
+	err = lk__ctf_put_packet(*fd, t->uuid, 1, tid, ts_begin, ts_end, *packets, 0, false, out,
+				 len);
 	if (err)
 		return err;
 	++*packets;
@@ -661,5 +717,5 @@ void lk__remove_ctf(const char *dir)
 		if (strncmp(e->d_name, "stream-", 7) == 0)
 			unlinkat(dirfd(d), e->d_name, 0);
 	closedir(d);
-	rmdir(dir);	/* only when empty; a link at the name is not removed through */
+	rmdir(dir); /* only when empty; a link at the name is not removed through */
 }

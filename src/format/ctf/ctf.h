@@ -17,10 +17,10 @@
 
 /* What the metadata says of the trace as a whole (its env, clock and stream classes). */
 struct lk__ctf_meta {
-	const unsigned char *uuid;	/* 16 bytes, also in every packet */
+	const unsigned char *uuid; /* 16 bytes, also in every packet */
 	uint64_t tsc_hz, tsc0, monotonic0_ns, realtime0_ns;
 	uint64_t sched_lost;
-	uint64_t dropped;		/* overwrite only: what the threads dropped */
+	uint64_t dropped; /* overwrite only: what the threads dropped */
 	bool cputime, sched, overwrite;
 	int pid;
 	const char *procname, *hostname;
@@ -32,7 +32,7 @@ struct lk__ctf_class {
 	unsigned int kind, nargs;
 	uint32_t arg_types;
 	const char *provider, *event;
-	const char *where;		/* model.emf.uri, "file:line"; "" or NULL: none */
+	const char *where; /* model.emf.uri, "file:line"; "" or NULL: none */
 	char names[LK_PROBE_MAX_ARGS][64];
 };
 
@@ -48,8 +48,8 @@ void lk__ctf_put_class(FILE *f, const struct lk__ctf_class *c);
  * identifier, "value" for a counter, argI otherwise or when a name repeats (CTF readers reject
  * duplicate members). The reader derives the same names.
  */
-void lk__ctf_field_names(struct lk__ctf_class *c, void (*name)(unsigned int i, const void *arg, const char **p,
-							       size_t *n),
+void lk__ctf_field_names(struct lk__ctf_class *c,
+			 void (*name)(unsigned int i, const void *arg, const char **p, size_t *n),
 			 const void *arg);
 
 /*
@@ -58,13 +58,15 @@ void lk__ctf_field_names(struct lk__ctf_class *c, void (*name)(unsigned int i, c
  * loss before it (see ctf.c). Written whole or not at all (what a failed write left is cut away):
  * 0 or -errno (-ENOSPC for a short write). Any thread; one writer per fd.
  */
-int lk__ctf_put_packet(int fd, const unsigned char uuid[16], unsigned int stream_id, pid_t tid, uint64_t ts_begin,
-		       uint64_t ts_end, uint64_t seq, uint64_t discarded, bool lead, const void *records, size_t len);
+int lk__ctf_put_packet(int fd, const unsigned char uuid[16], unsigned int stream_id, pid_t tid,
+		       uint64_t ts_begin, uint64_t ts_end, uint64_t seq, uint64_t discarded,
+		       bool lead, const void *records, size_t len);
 
 /* A new version 4 UUID for a trace. */
 void lk__ctf_uuid(unsigned char uuid[16]);
 
-#define LK__CTF_MAX_PACKET (256u << 10)	/* bytes of records a packet holds, unless one record is larger */
+#define LK__CTF_MAX_PACKET \
+	(256u << 10) /* bytes of records a packet holds, unless one record is larger */
 
 struct lk__trace_file;
 
@@ -75,6 +77,7 @@ struct lk__trace_file;
  * -EINVAL for an event name CTF cannot hold or a damaged t (what came before is written),
  * -ENOMEM, -errno from writing out.
  */
-int lk__ctf_write_trace(struct lk__trace_file *t, int dir_fd, const char *out, char *err, size_t errlen);
+int lk__ctf_write_trace(struct lk__trace_file *t, int dir_fd, const char *out, char *err,
+			size_t errlen);
 
 #endif

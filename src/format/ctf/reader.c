@@ -21,11 +21,11 @@
 #include "probe/probe_internal.h"
 #include "internal/ctf_reader.h"
 
-#define FORMAT2_PACKET_PREFIX 88	/* format 2's packet context ended with u32 tid, u32 spare */
+#define FORMAT2_PACKET_PREFIX 88 /* format 2's packet context ended with u32 tid, u32 spare */
 #define CTF_MAGIC 0xc1fc1fc1u
 #define INDEX_NAME ".lowkey-index"
-#define MAX_INDEX (64u << 20)	/* a line per event class: 65535 classes need far less */
-#define MAX_PACKET (64u << 20)	/* lowkey writes packets of 256 KiB and a record at most */
+#define MAX_INDEX (64u << 20)  /* a line per event class: 65535 classes need far less */
+#define MAX_PACKET (64u << 20) /* lowkey writes packets of 256 KiB and a record at most */
 
 static void field_names(struct lk__event_class *c)
 {
@@ -41,10 +41,11 @@ static void field_names(struct lk__event_class *c)
 		while (n && p[n - 1] == ' ')
 			n--;
 		ident = n > 0 && n < sizeof(c->arg_name[i]) &&
-			(p[0] == '_' || (p[0] >= 'a' && p[0] <= 'z') || (p[0] >= 'A' && p[0] <= 'Z'));
+			(p[0] == '_' || (p[0] >= 'a' && p[0] <= 'z') ||
+			 (p[0] >= 'A' && p[0] <= 'Z'));
 		for (size_t k = 0; ident && k < n; k++)
-			ident = p[k] == '_' || (p[k] >= 'a' && p[k] <= 'z') || (p[k] >= 'A' && p[k] <= 'Z') ||
-				(p[k] >= '0' && p[k] <= '9');
+			ident = p[k] == '_' || (p[k] >= 'a' && p[k] <= 'z') ||
+				(p[k] >= 'A' && p[k] <= 'Z') || (p[k] >= '0' && p[k] <= '9');
 		if (ident)
 			snprintf(c->arg_name[i], sizeof(c->arg_name[i]), "%.*s", (int)n, p);
 		else
@@ -110,15 +111,17 @@ static bool valid_types(uint32_t types, unsigned int nargs)
 }
 
 /* A class from the trace's description, checked as the writer would have made it. */
-static int add_parsed_class(struct lk__trace_reader *r, unsigned long id, unsigned long kind, unsigned long nargs,
-			    unsigned long types, const char *provider, const char *event, const char *where,
-			    const char *arg_names, const char **why)
+static int add_parsed_class(struct lk__trace_reader *r, unsigned long id, unsigned long kind,
+			    unsigned long nargs, unsigned long types, const char *provider,
+			    const char *event, const char *where, const char *arg_names,
+			    const char **why)
 {
 	struct lk__event_class *c;
 
 	*why = "a number out of range";
-	if (id < LK__FIRST_SITE_ID || id > LK__MAX_EVENT_ID || kind < LK_PROBE_EVENT || kind > LK_PROBE_COUNTER ||
-	    nargs > LK_PROBE_MAX_ARGS || types > UINT32_MAX || !valid_types((uint32_t)types, (unsigned int)nargs))
+	if (id < LK__FIRST_SITE_ID || id > LK__MAX_EVENT_ID || kind < LK_PROBE_EVENT ||
+	    kind > LK_PROBE_COUNTER || nargs > LK_PROBE_MAX_ARGS || types > UINT32_MAX ||
+	    !valid_types((uint32_t)types, (unsigned int)nargs))
 		return -EINVAL;
 	*why = "a second event class with the same id";
 	if (id < r->nclasses && r->classes[id])
@@ -126,8 +129,9 @@ static int add_parsed_class(struct lk__trace_reader *r, unsigned long id, unsign
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	*c = (struct lk__event_class){ (uint32_t)id, (uint8_t)kind, (uint8_t)nargs, (uint32_t)types,
-				       strdup(provider), strdup(event), strdup(where), strdup(arg_names) };
+	*c = (struct lk__event_class){ (uint32_t)id,	(uint8_t)kind,	  (uint8_t)nargs,
+				       (uint32_t)types, strdup(provider), strdup(event),
+				       strdup(where),	strdup(arg_names) };
 	if (!c->provider || !c->event || !c->where || !c->arg_names) {
 		free_class(c);
 		return -ENOMEM;
@@ -136,7 +140,7 @@ static int add_parsed_class(struct lk__trace_reader *r, unsigned long id, unsign
 		strcpy(c->arg_name[0], "value");
 	else
 		field_names(c);
-	for (unsigned int a = 0; a < c->nargs; a++)	/* as the writer: a repeated name is argI */
+	for (unsigned int a = 0; a < c->nargs; a++) /* as the writer: a repeated name is argI */
 		for (unsigned int b = 0; b < a; b++)
 			if (strcmp(c->arg_name[a], c->arg_name[b]) == 0)
 				snprintf(c->arg_name[a], sizeof(c->arg_name[a]), "arg%u", a);
@@ -156,18 +160,21 @@ static int parse_event_line(struct lk__trace_reader *r, char *line, const char *
 
 	while (n < 8 && p)
 		f[n++] = strsep(&p, "\t");
-	f[8] = p ? p : "";	/* the arguments as written: the rest of the line */
+	f[8] = p ? p : ""; /* the arguments as written: the rest of the line */
 	*why = "fewer than 8 fields";
 	if (n < 8)
 		return -EINVAL;
 	*why = "a number out of range";
-	if (!parse_uint(f[1], 10, LK__MAX_EVENT_ID, &id) || !parse_uint(f[2], 10, LK_PROBE_COUNTER, &kind) ||
-	    !parse_uint(f[3], 10, LK_PROBE_MAX_ARGS, &nargs) || !parse_uint(f[4], 16, UINT32_MAX, &types))
+	if (!parse_uint(f[1], 10, LK__MAX_EVENT_ID, &id) ||
+	    !parse_uint(f[2], 10, LK_PROBE_COUNTER, &kind) ||
+	    !parse_uint(f[3], 10, LK_PROBE_MAX_ARGS, &nargs) ||
+	    !parse_uint(f[4], 16, UINT32_MAX, &types))
 		return -EINVAL;
 	return add_parsed_class(r, id, kind, nargs, types, f[5], f[6], f[7], f[8], why);
 }
 
-static int add_builtin(struct lk__trace_reader *r, uint32_t id, const char *event, const char *names)
+static int add_builtin(struct lk__trace_reader *r, uint32_t id, const char *event,
+		       const char *names)
 {
 	struct lk__event_class *c = calloc(1, sizeof(*c));
 
@@ -187,7 +194,8 @@ static int add_builtin(struct lk__trace_reader *r, uint32_t id, const char *even
 		c->arg_types = LK_PROBE_STR;
 	} else {
 		c->nargs = id == LK__EVENT_SCHED_OUT ? 2 : 1;
-		c->arg_types = id == LK__EVENT_SCHED_OUT ? LK_PROBE_U64 | LK_PROBE_U64 << 4 : LK_PROBE_U64;
+		c->arg_types = id == LK__EVENT_SCHED_OUT ? LK_PROBE_U64 | LK_PROBE_U64 << 4 :
+							   LK_PROBE_U64;
 	}
 	field_names(c);
 	return 0;
@@ -252,20 +260,25 @@ static int parse_index(struct lk__trace_reader *r, char *text, size_t len, char 
 	text[len] = 0;
 	line = next_line(&p, end);
 	if (!line || sscanf(line, "lowkey-trace %d", &format) != 1)
-		return lk__failf(err, errlen, -EINVAL, "%s: %s is not a lowkey trace index", name, INDEX_NAME);
+		return lk__failf(err, errlen, -EINVAL, "%s: %s is not a lowkey trace index", name,
+				 INDEX_NAME);
 	if (format != 2)
-		return lk__failf(err, errlen, -EINVAL, "%s: written by another version of lowkey (record format %s); "
-			     "babeltrace2 reads it", name, format == 1 ? "1" : "unknown");
+		return lk__failf(err, errlen, -EINVAL,
+				 "%s: written by another version of lowkey (record format %s); "
+				 "babeltrace2 reads it",
+				 name, format == 1 ? "1" : "unknown");
 	rc = add_builtin_classes(r);
 	while (!rc && (line = next_line(&p, end))) {
 		lineno++;
 		rc = parse_line(r, line, &why);
 	}
 	if (rc)
-		return lk__failf(err, errlen, rc, "%s: line %u of the trace index %s is damaged: %s", name, lineno,
-			     INDEX_NAME, why);
+		return lk__failf(err, errlen, rc,
+				 "%s: line %u of the trace index %s is damaged: %s", name, lineno,
+				 INDEX_NAME, why);
 	if (!r->tsc_hz)
-		return lk__failf(err, errlen, -EINVAL, "%s: the trace index %s is damaged: no tsc_hz", name, INDEX_NAME);
+		return lk__failf(err, errlen, -EINVAL,
+				 "%s: the trace index %s is damaged: no tsc_hz", name, INDEX_NAME);
 	r->format = 2;
 	return 0;
 }
@@ -361,7 +374,7 @@ static int md_env(struct lk__trace_reader *r, struct md_parse *m, char *line, co
 		return 0;
 	}
 	if (strncmp(key, "lowkey_", 7) != 0 && strcmp(key, "vpid") != 0)
-		return 0;	/* hostname, domain, the tracer's version */
+		return 0; /* hostname, domain, the tracer's version */
 	*why = "an env number out of range";
 	if (!md_number(value, &v))
 		return -EINVAL;
@@ -393,11 +406,19 @@ static int md_env(struct lk__trace_reader *r, struct md_parse *m, char *line, co
 /* A field's type as ctf.c writes it: its lowkey type, and whether it is a counter's value. */
 static unsigned int md_field_type(const char *type, bool *counter)
 {
-	static const struct { const char *name; unsigned int type; bool counter; } types[] = {
-		{ "int64_t", LK_PROBE_I64, false }, { "uint64_t", LK_PROBE_U64, false },
-		{ "double_t", LK_PROBE_F64, false }, { "string", LK_PROBE_STR, false },
-		{ "lk_pointer_t", LK_PROBE_PTR, false }, { "lk_counter_int64_t", LK_PROBE_I64, true },
-		{ "lk_counter_uint64_t", LK_PROBE_U64, true }, { "lk_counter_double_t", LK_PROBE_F64, true },
+	static const struct {
+		const char *name;
+		unsigned int type;
+		bool counter;
+	} types[] = {
+		{ "int64_t", LK_PROBE_I64, false },
+		{ "uint64_t", LK_PROBE_U64, false },
+		{ "double_t", LK_PROBE_F64, false },
+		{ "string", LK_PROBE_STR, false },
+		{ "lk_pointer_t", LK_PROBE_PTR, false },
+		{ "lk_counter_int64_t", LK_PROBE_I64, true },
+		{ "lk_counter_uint64_t", LK_PROBE_U64, true },
+		{ "lk_counter_double_t", LK_PROBE_F64, true },
 	};
 
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
@@ -485,7 +506,9 @@ static int md_event_end(struct lk__trace_reader *r, struct md_event *ev, const c
 	if (n < 2 || ev->stream_id != 0)
 		return -EINVAL;
 	if (n == 3)
-		kind = strcmp(suffix, "begin") == 0 ? LK_PROBE_SPAN_BEGIN : strcmp(suffix, "end") == 0 ? LK_PROBE_SPAN_END : 0;
+		kind = strcmp(suffix, "begin") == 0 ? LK_PROBE_SPAN_BEGIN :
+		       strcmp(suffix, "end") == 0   ? LK_PROBE_SPAN_END :
+						      0;
 	else if (ev->counter)
 		kind = LK_PROBE_COUNTER;
 	*why = "an event of a kind lowkey does not write";
@@ -496,8 +519,8 @@ static int md_event_end(struct lk__trace_reader *r, struct md_event *ev, const c
 
 		snprintf(names + len, sizeof(names) - len, "%s%.63s", i ? "," : "", ev->field[i]);
 	}
-	return add_parsed_class(r, ev->id, kind, ev->nfields, ev->types, provider, event, ev->where ? ev->where : "",
-				names, why);
+	return add_parsed_class(r, ev->id, kind, ev->nfields, ev->types, provider, event,
+				ev->where ? ev->where : "", names, why);
 }
 
 static int md_line(struct lk__trace_reader *r, struct md_parse *m, char *line, const char **why)
@@ -508,7 +531,9 @@ static int md_line(struct lk__trace_reader *r, struct md_parse *m, char *line, c
 		line++;
 	delta = brace_delta(line);
 	if (m->depth == 0 && delta > 0)
-		m->block = strncmp(line, "env {", 5) == 0 ? MD_ENV : strncmp(line, "event {", 7) == 0 ? MD_EVENT : MD_OTHER;
+		m->block = strncmp(line, "env {", 5) == 0   ? MD_ENV :
+			   strncmp(line, "event {", 7) == 0 ? MD_EVENT :
+							      MD_OTHER;
 	else if (m->depth > 0 && delta >= 0 && *line && strncmp(line, "/*", 2) != 0) {
 		if (m->block == MD_ENV)
 			rc = md_env(r, m, line, why);
@@ -529,7 +554,8 @@ static int md_line(struct lk__trace_reader *r, struct md_parse *m, char *line, c
 	return rc;
 }
 
-static int parse_metadata(struct lk__trace_reader *r, char *text, size_t len, char *err, size_t errlen)
+static int parse_metadata(struct lk__trace_reader *r, char *text, size_t len, char *err,
+			  size_t errlen)
 {
 	const char *name = r->dir ? r->dir : "the trace", *why = "";
 	char *p = text, *end = text + len, *line;
@@ -540,24 +566,33 @@ static int parse_metadata(struct lk__trace_reader *r, char *text, size_t len, ch
 	text[len] = 0;
 	line = next_line(&p, end);
 	if (!line || strcmp(line, METADATA_FIRST_LINE) != 0)
-		return lk__failf(err, errlen, -EINVAL, "%s: its metadata is not CTF 1.8 text: not a lowkey trace", name);
+		return lk__failf(err, errlen, -EINVAL,
+				 "%s: its metadata is not CTF 1.8 text: not a lowkey trace", name);
 	rc = add_builtin_classes(r);
 	while (!rc && (line = next_line(&p, end))) {
 		lineno++;
 		rc = md_line(r, &m, line, &why);
 	}
 	if (rc)
-		return lk__failf(err, errlen, rc, "%s: line %u of its metadata is damaged: %s", name, lineno, why);
+		return lk__failf(err, errlen, rc, "%s: line %u of its metadata is damaged: %s",
+				 name, lineno, why);
 	if (strcmp(m.tracer, "lowkey") != 0)
-		return lk__failf(err, errlen, -EINVAL, "%s is a CTF trace of %s, not a lowkey trace: babeltrace2 reads it",
-			     name, m.tracer[0] ? m.tracer : "another tracer");
+		return lk__failf(
+			err, errlen, -EINVAL,
+			"%s is a CTF trace of %s, not a lowkey trace: babeltrace2 reads it", name,
+			m.tracer[0] ? m.tracer : "another tracer");
 	if (!m.has_format)
-		r->format = 2;	/* lowkey before its traces stood alone; no lowkey_tsc0 either (see below) */
+		r->format =
+			2; /* lowkey before its traces stood alone; no lowkey_tsc0 either (see below) */
 	if (r->format != 2 && r->format != LK__CTF_FORMAT)
-		return lk__failf(err, errlen, -EINVAL, "%s: written by another version of lowkey (format %u); babeltrace2 "
-			     "reads it", name, r->format);
+		return lk__failf(
+			err, errlen, -EINVAL,
+			"%s: written by another version of lowkey (format %u); babeltrace2 "
+			"reads it",
+			name, r->format);
 	if (!r->tsc_hz)
-		return lk__failf(err, errlen, -EINVAL, "%s: its metadata is damaged: no lowkey_tsc_hz", name);
+		return lk__failf(err, errlen, -EINVAL,
+				 "%s: its metadata is damaged: no lowkey_tsc_hz", name);
 	/*
 	 * Format 2 metadata lacks the TSC at the start: time counts from the TSC's zero, which is
 	 * the machine's boot, as CLOCK_MONOTONIC does (within the firmware's time before the kernel).
@@ -568,14 +603,17 @@ static int parse_metadata(struct lk__trace_reader *r, char *text, size_t len, ch
 }
 
 /* An index (lowkey-trace N) or a metadata, told by the first line. */
-static int parse_description(struct lk__trace_reader *r, char *text, size_t len, char *err, size_t errlen)
+static int parse_description(struct lk__trace_reader *r, char *text, size_t len, char *err,
+			     size_t errlen)
 {
-	if (len >= sizeof(METADATA_FIRST_LINE) - 1 && memcmp(text, METADATA_FIRST_LINE, sizeof(METADATA_FIRST_LINE) - 1) == 0)
+	if (len >= sizeof(METADATA_FIRST_LINE) - 1 &&
+	    memcmp(text, METADATA_FIRST_LINE, sizeof(METADATA_FIRST_LINE) - 1) == 0)
 		return parse_metadata(r, text, len, err, errlen);
 	return parse_index(r, text, len, err, errlen);
 }
 
-int lk__reader_parse_index(struct lk__trace_reader *r, char *text, size_t len, char *err, size_t errlen)
+int lk__reader_parse_index(struct lk__trace_reader *r, char *text, size_t len, char *err,
+			   size_t errlen)
 {
 	int rc;
 
@@ -590,20 +628,28 @@ int lk__reader_parse_index(struct lk__trace_reader *r, char *text, size_t len, c
 /* ---- files ---- */
 
 /* Open name in the trace's directory if it is a regular file: never a FIFO or a device, never a link. */
-static int open_regular(const struct lk__trace_reader *r, const char *name, struct stat *st, char *err, size_t errlen)
+static int open_regular(const struct lk__trace_reader *r, const char *name, struct stat *st,
+			char *err, size_t errlen)
 {
-	int fd = openat(r->dir_fd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC), rc;
+	int fd = openat(r->dir_fd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC),
+	    rc;
 
 	if (fd < 0 && errno == ELOOP)
-		return lk__failf(err, errlen, -ELOOP, "%s/%s is a symbolic link: a trace's files are never read through one",
-			     r->dir, name);
+		return lk__failf(
+			err, errlen, -ELOOP,
+			"%s/%s is a symbolic link: a trace's files are never read through one",
+			r->dir, name);
 	if (fd < 0)
-		return lk__failf(err, errlen, -errno, "cannot open %s/%s: %s", r->dir, name, strerror(errno));
+		return lk__failf(err, errlen, -errno, "cannot open %s/%s: %s", r->dir, name,
+				 strerror(errno));
 	if (fstat(fd, st) != 0)
-		rc = lk__failf(err, errlen, -errno, "cannot inspect %s/%s: %s", r->dir, name, strerror(errno));
+		rc = lk__failf(err, errlen, -errno, "cannot inspect %s/%s: %s", r->dir, name,
+			       strerror(errno));
 	else if (!S_ISREG(st->st_mode))
-		rc = lk__failf(err, errlen, -EINVAL, "%s/%s is not a regular file (a FIFO, a device or a directory): "
-			       "not part of a lowkey trace", r->dir, name);
+		rc = lk__failf(err, errlen, -EINVAL,
+			       "%s/%s is not a regular file (a FIFO, a device or a directory): "
+			       "not part of a lowkey trace",
+			       r->dir, name);
 	else
 		return fd;
 	close(fd);
@@ -641,14 +687,17 @@ static int read_description(struct lk__trace_reader *r, const char *file, char *
 		return fd;
 	if (st.st_size > MAX_INDEX) {
 		close(fd);
-		return lk__failf(err, errlen, -EFBIG, "%s: its %s is %lld bytes, more than any lowkey trace's "
-			     "(%u MiB)", r->dir, file, (long long)st.st_size, MAX_INDEX >> 20);
+		return lk__failf(err, errlen, -EFBIG,
+				 "%s: its %s is %lld bytes, more than any lowkey trace's "
+				 "(%u MiB)",
+				 r->dir, file, (long long)st.st_size, MAX_INDEX >> 20);
 	}
 	text = malloc((size_t)st.st_size + 1);
 	n = text ? read_at(fd, text, (size_t)st.st_size, 0) : -ENOMEM;
 	close(fd);
 	if (n < 0)
-		rc = lk__failf(err, errlen, (int)n, "cannot read %s/%s: %s", r->dir, file, strerror((int)-n));
+		rc = lk__failf(err, errlen, (int)n, "cannot read %s/%s: %s", r->dir, file,
+			       strerror((int)-n));
 	else if (strcmp(file, INDEX_NAME) == 0)
 		rc = parse_index(r, text, (size_t)n, err, errlen);
 	else
@@ -669,11 +718,13 @@ static int read_index(struct lk__trace_reader *r, char *err, size_t errlen)
 	if (rc == -ENOENT)
 		rc = read_description(r, METADATA_NAME, err, errlen);
 	if (rc == -ENOENT)
-		return lk__failf(err, errlen, rc, "%s is not a lowkey trace (no %s/%s)", r->dir, r->dir, METADATA_NAME);
+		return lk__failf(err, errlen, rc, "%s is not a lowkey trace (no %s/%s)", r->dir,
+				 r->dir, METADATA_NAME);
 	return rc;
 }
 
-int lk__reader_openat(struct lk__trace_reader *r, int dir_fd, const char *name, char *err, size_t errlen)
+int lk__reader_openat(struct lk__trace_reader *r, int dir_fd, const char *name, char *err,
+		      size_t errlen)
 {
 	int rc;
 
@@ -698,7 +749,8 @@ int lk__reader_open(struct lk__trace_reader *r, const char *dir, char *err, size
 	if (fd < 0) {
 		memset(r, 0, sizeof(*r));
 		r->dir_fd = -1;
-		return lk__failf(err, errlen, -errno, "%s is not a lowkey trace (%s)", dir, strerror(errno));
+		return lk__failf(err, errlen, -errno, "%s is not a lowkey trace (%s)", dir,
+				 strerror(errno));
 	}
 	rc = lk__reader_openat(r, fd, dir, err, errlen);
 	close(fd);
@@ -719,7 +771,8 @@ void lk__reader_close(struct lk__trace_reader *r)
 
 uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc)
 {
-	double ns = (double)r->monotonic0_ns + ((double)tsc - (double)r->tsc0) * 1e9 / (double)r->tsc_hz;
+	double ns = (double)r->monotonic0_ns +
+		    ((double)tsc - (double)r->tsc0) * 1e9 / (double)r->tsc_hz;
 
 	/* a damaged trace may time an event before the clock's start, or past its range */
 	if (!(ns > 0))
@@ -759,13 +812,16 @@ struct lk__switch lk__event_switch(const struct lk__event *e)
 	return sw;
 }
 
-size_t lk__event_arg(const struct lk__event *e, size_t offset, unsigned int i, uint64_t *value, const char **str)
+size_t lk__event_arg(const struct lk__event *e, size_t offset, unsigned int i, uint64_t *value,
+		     const char **str)
 {
 	unsigned int type = lk__arg_type(e->cls->arg_types, i);
 
 	*str = NULL;
 	if (type == LK_PROBE_STR) {
-		const void *nul = offset < e->payload_len ? memchr(e->payload + offset, 0, e->payload_len - offset) : NULL;
+		const void *nul = offset < e->payload_len ?
+					  memchr(e->payload + offset, 0, e->payload_len - offset) :
+					  NULL;
 
 		if (!nul)
 			return 0;
@@ -799,8 +855,8 @@ static uint32_t get32(const uint8_t *p)
  * header's 48 TSC bits are extended from *tsc, the previous timestamp; the size follows from the
  * event's arguments.
  */
-static size_t decode_record(const struct lk__trace_reader *r, unsigned int stream_id, const uint8_t *p,
-			    size_t avail, uint64_t *tsc, struct lk__event *e)
+static size_t decode_record(const struct lk__trace_reader *r, unsigned int stream_id,
+			    const uint8_t *p, size_t avail, uint64_t *tsc, struct lk__event *e)
 {
 	/* the event context: [cputime_ns (stream 0)], vtid (format 3) */
 	size_t cpu = stream_id == 0 && r->cputime ? 8 : 0, ctx = cpu + (r->format == 2 ? 0 : 4);
@@ -816,7 +872,9 @@ static size_t decode_record(const struct lk__trace_reader *r, unsigned int strea
 	sched = id == LK__EVENT_SCHED_OUT || id == LK__EVENT_SCHED_IN;
 	if (!e->cls || sched != (stream_id == 1))
 		return 0;
-	size = head + ctx + lk__payload_size(e->cls->arg_types, e->cls->nargs, p + head + ctx, avail - head - ctx, &ok);
+	size = head + ctx +
+	       lk__payload_size(e->cls->arg_types, e->cls->nargs, p + head + ctx,
+				avail - head - ctx, &ok);
 	if (!ok)
 		return 0;
 	*tsc = e->tsc;
@@ -828,7 +886,8 @@ static size_t decode_record(const struct lk__trace_reader *r, unsigned int strea
 
 /* Walk the records of one packet's content; tsc: the packet's timestamp_begin. */
 static int walk_records(struct lk__trace_reader *r, struct lk__stream_info *s, const uint8_t *p,
-			const uint8_t *end, uint64_t tsc, const struct lk__reader_ops *ops, void *arg)
+			const uint8_t *end, uint64_t tsc, const struct lk__reader_ops *ops,
+			void *arg)
 {
 	while (p < end) {
 		struct lk__event e;
@@ -851,7 +910,7 @@ static int walk_records(struct lk__trace_reader *r, struct lk__stream_info *s, c
 
 /* Where a stream's bytes come from: its file, or memory (the fuzzer). */
 struct source {
-	int fd;			/* -1: bytes */
+	int fd; /* -1: bytes */
 	const uint8_t *bytes;
 	uint64_t size;
 };
@@ -871,10 +930,10 @@ static ssize_t source_read(const struct source *src, void *buf, size_t len, uint
 __thread void (*lk__reader_packet_hook)(uint64_t bytes);
 
 struct walk {
-	uint8_t *buf;		/* one packet, grown to the largest met (at most MAX_PACKET) */
+	uint8_t *buf; /* one packet, grown to the largest met (at most MAX_PACKET) */
 	size_t cap;
-	uint64_t at;		/* where the packet being read starts */
-	int read_error;		/* -errno from reading, 0 */
+	uint64_t at;	/* where the packet being read starts */
+	int read_error; /* -errno from reading, 0 */
 };
 
 /* Read the whole packet of bytes at w->at into w->buf: its length read (less: the stream ends). */
@@ -901,8 +960,9 @@ static ssize_t read_packet(const struct source *src, struct walk *w, size_t byte
  * (w->read_error), -ENOMEM, or a callback's value. A tail shorter than the packet it starts, or
  * than a packet's prefix, is not damage but a writer stopped mid-packet: s->truncated.
  */
-static int walk_packets(struct lk__trace_reader *r, const struct source *src, struct lk__stream_info *s,
-			struct walk *w, const struct lk__reader_ops *ops, void *arg)
+static int walk_packets(struct lk__trace_reader *r, const struct source *src,
+			struct lk__stream_info *s, struct walk *w, const struct lk__reader_ops *ops,
+			void *arg)
 {
 	size_t prefix = r->format == 2 ? FORMAT2_PACKET_PREFIX : LK__CTF_PACKET_PREFIX;
 	int rc = 0;
@@ -919,7 +979,7 @@ static int walk_packets(struct lk__trace_reader *r, const struct source *src, st
 			s->truncated = (uint64_t)n;
 			break;
 		}
-		bytes = get64(w->buf + 56) / 8;	/* packet_size */
+		bytes = get64(w->buf + 56) / 8; /* packet_size */
 		if (bytes < prefix || bytes > MAX_PACKET || get32(w->buf + 20) != s->stream_id)
 			return -EINVAL;
 		if (bytes > avail) {
@@ -929,13 +989,14 @@ static int walk_packets(struct lk__trace_reader *r, const struct source *src, st
 		n = read_packet(src, w, (size_t)bytes);
 		if (n < 0)
 			return (int)n;
-		if ((uint64_t)n < bytes) {	/* the file shrank meanwhile */
+		if ((uint64_t)n < bytes) { /* the file shrank meanwhile */
 			s->truncated = (uint64_t)n;
 			break;
 		}
 		s->packets++;
-		s->lost = get64(w->buf + 72);	/* events_discarded, cumulative */
-		rc = walk_records(r, s, w->buf + prefix, w->buf + bytes, get64(w->buf + 32), ops, arg);
+		s->lost = get64(w->buf + 72); /* events_discarded, cumulative */
+		rc = walk_records(r, s, w->buf + prefix, w->buf + bytes, get64(w->buf + 32), ops,
+				  arg);
 		if (!rc)
 			w->at += bytes;
 		if (lk__reader_packet_hook)
@@ -945,8 +1006,9 @@ static int walk_packets(struct lk__trace_reader *r, const struct source *src, st
 }
 
 /* Walk a stream from src between its callbacks; messages are the caller's. */
-static int walk_source(struct lk__trace_reader *r, const struct source *src, struct lk__stream_info *s,
-		       struct walk *w, const struct lk__reader_ops *ops, void *arg)
+static int walk_source(struct lk__trace_reader *r, const struct source *src,
+		       struct lk__stream_info *s, struct walk *w, const struct lk__reader_ops *ops,
+		       void *arg)
 {
 	int rc = ops->stream_begin ? ops->stream_begin(s, arg) : 0;
 
@@ -959,8 +1021,8 @@ static int walk_source(struct lk__trace_reader *r, const struct source *src, str
 	return rc;
 }
 
-int lk__reader_walk_bytes(struct lk__trace_reader *r, const uint8_t *data, size_t len, struct lk__stream_info *s,
-			  const struct lk__reader_ops *ops, void *arg)
+int lk__reader_walk_bytes(struct lk__trace_reader *r, const uint8_t *data, size_t len,
+			  struct lk__stream_info *s, const struct lk__reader_ops *ops, void *arg)
 {
 	struct source src = { -1, data, len };
 	struct walk w = { 0 };
@@ -972,13 +1034,15 @@ int lk__reader_walk_bytes(struct lk__trace_reader *r, const uint8_t *data, size_
 	return rc;
 }
 
-static int walk_stream(struct lk__trace_reader *r, const char *name, const struct lk__reader_ops *ops,
-		       void *arg, char *err, size_t errlen)
+static int walk_stream(struct lk__trace_reader *r, const char *name,
+		       const struct lk__reader_ops *ops, void *arg, char *err, size_t errlen)
 {
 	size_t len = strlen(name);
 	/* stream-TID, or stream-TID-sched: the thread's context switches (stream class 1) */
-	struct lk__stream_info s = { .tid = atoi(name + 7), .file = name,
-				     .stream_id = len > 6 && strcmp(name + len - 6, "-sched") == 0 };
+	struct lk__stream_info s = { .tid = atoi(name + 7),
+				     .file = name,
+				     .stream_id = len > 6 &&
+						  strcmp(name + len - 6, "-sched") == 0 };
 	struct walk w = { 0 };
 	struct stat st;
 	int rc, fd = open_regular(r, name, &st, err, errlen);
@@ -989,10 +1053,13 @@ static int walk_stream(struct lk__trace_reader *r, const char *name, const struc
 	close(fd);
 	free(w.buf);
 	if (rc == -EINVAL)
-		return lk__failf(err, errlen, rc, "%s/%s is damaged at byte %llu (a packet or record runs past its "
-			     "bounds)", r->dir, name, (unsigned long long)w.at);
+		return lk__failf(err, errlen, rc,
+				 "%s/%s is damaged at byte %llu (a packet or record runs past its "
+				 "bounds)",
+				 r->dir, name, (unsigned long long)w.at);
 	if (rc && rc == w.read_error)
-		return lk__failf(err, errlen, rc, "cannot read %s/%s: %s", r->dir, name, strerror(-rc));
+		return lk__failf(err, errlen, rc, "cannot read %s/%s: %s", r->dir, name,
+				 strerror(-rc));
 	return rc;
 }
 
@@ -1019,7 +1086,8 @@ static int list_streams(struct lk__trace_reader *r, char ***out)
 		if (strncmp(e->d_name, "stream-", 7) != 0)
 			continue;
 		if (n == cap) {
-			char **grown = realloc(names, (size_t)(cap = cap ? cap * 2 : 16) * sizeof(*names));
+			char **grown =
+				realloc(names, (size_t)(cap = cap ? cap * 2 : 16) * sizeof(*names));
 
 			if (!grown) {
 				rc = -ENOMEM;
@@ -1044,8 +1112,8 @@ static int list_streams(struct lk__trace_reader *r, char ***out)
 	return rc ? rc : n;
 }
 
-int lk__reader_walk(struct lk__trace_reader *r, const struct lk__reader_ops *ops, void *arg, char *err,
-		    size_t errlen)
+int lk__reader_walk(struct lk__trace_reader *r, const struct lk__reader_ops *ops, void *arg,
+		    char *err, size_t errlen)
 {
 	char **names = NULL;
 	int n, rc = 0;

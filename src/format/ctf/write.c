@@ -23,13 +23,13 @@ struct ctf_out {
 	const struct lk__trace_reader *r;
 	int dir_fd;
 	unsigned char uuid[16];
-	int fd;				/* the stream being written; -1 between streams */
+	int fd; /* the stream being written; -1 between streams */
 	unsigned int stream_id;
 	int tid;
-	uint64_t packets;		/* written to this stream */
-	uint8_t *buf;			/* the packet's records */
+	uint64_t packets; /* written to this stream */
+	uint8_t *buf;	  /* the packet's records */
 	size_t len, cap;
-	uint64_t ts_begin, ts_end;	/* of the records in buf; ts_end: of the last record written */
+	uint64_t ts_begin, ts_end; /* of the records in buf; ts_end: of the last record written */
 };
 
 static void class_arg_name(unsigned int i, const void *arg, const char **p, size_t *n)
@@ -45,19 +45,31 @@ static int put_metadata(struct ctf_out *o, const char *out, char *err, size_t er
 {
 	const struct lk__trace_reader *r = o->r;
 	struct lk__ctf_meta m = {
-		.uuid = o->uuid, .tsc_hz = r->tsc_hz, .tsc0 = r->tsc0, .monotonic0_ns = r->monotonic0_ns,
-		.realtime0_ns = r->realtime0_ns, .sched_lost = r->sched_lost, .dropped = r->dropped,
-		.cputime = r->cputime, .sched = r->sched, .overwrite = r->overwrite, .pid = r->pid,
-		.procname = r->procname, .hostname = "",
+		.uuid = o->uuid,
+		.tsc_hz = r->tsc_hz,
+		.tsc0 = r->tsc0,
+		.monotonic0_ns = r->monotonic0_ns,
+		.realtime0_ns = r->realtime0_ns,
+		.sched_lost = r->sched_lost,
+		.dropped = r->dropped,
+		.cputime = r->cputime,
+		.sched = r->sched,
+		.overwrite = r->overwrite,
+		.pid = r->pid,
+		.procname = r->procname,
+		.hostname = "",
 	};
-	int fd = openat(o->dir_fd, "metadata", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644), rc = 0;
+	int fd = openat(o->dir_fd, "metadata", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			0644),
+	    rc = 0;
 	FILE *f = fd >= 0 ? lk__out_stream(fd) : NULL;
 
 	if (!f) {
 		rc = fd < 0 ? -errno : -ENOMEM;
 		if (fd >= 0)
 			close(fd);
-		return lk__failf(err, errlen, rc, "cannot write %s/metadata: %s", out, strerror(-rc));
+		return lk__failf(err, errlen, rc, "cannot write %s/metadata: %s", out,
+				 strerror(-rc));
 	}
 	lk__ctf_put_prologue(f, &m);
 	for (size_t id = LK__FIRST_SITE_ID; id < r->nclasses; id++) {
@@ -66,29 +78,33 @@ static int put_metadata(struct ctf_out *o, const char *out, char *err, size_t er
 
 		if (!c)
 			continue;
-		if (strchr(c->provider, ':') || strchr(c->event, ':') || !c->provider[0] || !c->event[0]) {
-			rc = lk__failf(err, errlen, -EINVAL, "cannot write the event \"%s:%s\" as CTF: a provider "
-				       "or an event name is empty or holds a ':'", c->provider, c->event);
+		if (strchr(c->provider, ':') || strchr(c->event, ':') || !c->provider[0] ||
+		    !c->event[0]) {
+			rc = lk__failf(err, errlen, -EINVAL,
+				       "cannot write the event \"%s:%s\" as CTF: a provider "
+				       "or an event name is empty or holds a ':'",
+				       c->provider, c->event);
 			break;
 		}
-		cc = (struct lk__ctf_class){ c->id, c->kind, c->nargs, c->arg_types, c->provider, c->event, c->where,
-					     { { 0 } } };
+		cc = (struct lk__ctf_class){ c->id,	  c->kind,  c->nargs, c->arg_types,
+					     c->provider, c->event, c->where, { { 0 } } };
 		lk__ctf_field_names(&cc, class_arg_name, c);
 		lk__ctf_put_class(f, &cc);
 	}
 	if ((fflush(f) != 0 || ferror(f)) && !rc)
 		rc = lk__failf(err, errlen, -EIO, "cannot write %s/metadata", out);
 	if (fclose(f) != 0 && !rc)
-		rc = lk__failf(err, errlen, -errno, "cannot write %s/metadata: %s", out, strerror(errno));
+		rc = lk__failf(err, errlen, -errno, "cannot write %s/metadata: %s", out,
+			       strerror(errno));
 	return rc;
 }
 
 /* The records gathered so far as a packet; lost: the stream's losses so far (cumulative). */
 static int put_packet(struct ctf_out *o, uint64_t lost)
 {
-	bool lead = o->packets == 0 && lost;	/* as the live writer does (ctf.c) */
-	int rc = lk__ctf_put_packet(o->fd, o->uuid, o->stream_id, o->tid, o->ts_begin, o->ts_end, o->packets, lost,
-				    lead, o->buf, o->len);
+	bool lead = o->packets == 0 && lost; /* as the live writer does (ctf.c) */
+	int rc = lk__ctf_put_packet(o->fd, o->uuid, o->stream_id, o->tid, o->ts_begin, o->ts_end,
+				    o->packets, lost, lead, o->buf, o->len);
 
 	if (rc)
 		return rc;
@@ -142,7 +158,8 @@ static int on_event(const struct lk__event *e, void *arg)
 	uint8_t *w;
 	int rc;
 
-	if (o->len && (o->len + size > LK__CTF_MAX_PACKET || e->tsc < o->ts_end) && (rc = put_packet(o, 0)) != 0)
+	if (o->len && (o->len + size > LK__CTF_MAX_PACKET || e->tsc < o->ts_end) &&
+	    (rc = put_packet(o, 0)) != 0)
 		return rc;
 	if (reserve(o, size))
 		return -ENOMEM;
@@ -179,7 +196,8 @@ static int on_stream_end(const struct lk__stream_info *s, void *arg)
 	return rc;
 }
 
-int lk__ctf_write_trace(struct lk__trace_file *t, int dir_fd, const char *out, char *err, size_t errlen)
+int lk__ctf_write_trace(struct lk__trace_file *t, int dir_fd, const char *out, char *err,
+			size_t errlen)
 {
 	static const struct lk__reader_ops ops = { on_stream_begin, on_event, on_stream_end };
 	struct ctf_out o = { .r = &t->r, .dir_fd = dir_fd, .fd = -1 };
@@ -197,7 +215,7 @@ int lk__ctf_write_trace(struct lk__trace_file *t, int dir_fd, const char *out, c
 		return lk__failf(err, errlen, rc, "out of memory writing %s", out);
 	if (rc > 0)
 		rc = -EIO;
-	if (rc && rc != -EINVAL)	/* -EINVAL: the source is damaged, err says where */
+	if (rc && rc != -EINVAL) /* -EINVAL: the source is damaged, err says where */
 		return lk__failf(err, errlen, rc, "cannot write %s: %s", out, strerror(-rc));
 	return rc;
 }

@@ -78,21 +78,21 @@ struct intern_table {
  * a batch, after the class's first event (which interns its strings), and copied for the others.
  * Classes of numbers only (no strings, whose records have no fixed size) and of the four kinds.
  */
-#define TEMPLATE_TE 32		/* room for the track event's fixed start */
-#define TEMPLATE_ARG 16		/* room for an annotation's: name iid, the value's key */
+#define TEMPLATE_TE 32	/* room for the track event's fixed start */
+#define TEMPLATE_ARG 16 /* room for an annotation's: name iid, the value's key */
 
 struct event_template {
-	uint32_t gen;			/* the batch it was laid out in: valid in that one only */
-	uint8_t record_size;		/* the ring's record: header, CPU time, 8 bytes an argument */
+	uint32_t gen;	     /* the batch it was laid out in: valid in that one only */
+	uint8_t record_size; /* the ring's record: header, CPU time, 8 bytes an argument */
 	uint8_t nargs;
 	uint8_t te_len;
-	bool instant;			/* no CPU-time value (as put_track_event) */
-	bool counter;			/* a counter's value: te ends with its key */
-	bool counter_u64;		/* ... an unsigned one: over INT64_MAX it is a double (slow path) */
-	bool short_packet;		/* its packet, at its longest, under 128 bytes: every length one byte */
-	uint8_t te[TEMPLATE_TE];	/* type, name iid, category iid; counter: type, track, the value's key */
+	bool instant;	   /* no CPU-time value (as put_track_event) */
+	bool counter;	   /* a counter's value: te ends with its key */
+	bool counter_u64;  /* ... an unsigned one: over INT64_MAX it is a double (slow path) */
+	bool short_packet; /* its packet, at its longest, under 128 bytes: every length one byte */
+	uint8_t te[TEMPLATE_TE]; /* type, name iid, category iid; counter: type, track, the value's key */
 	uint8_t arg_len[LK_PROBE_MAX_ARGS];
-	bool arg_double[LK_PROBE_MAX_ARGS];	/* 8 bytes as they are, else a varint */
+	bool arg_double[LK_PROBE_MAX_ARGS]; /* 8 bytes as they are, else a varint */
 	uint8_t arg[LK_PROBE_MAX_ARGS][TEMPLATE_ARG];
 };
 
@@ -100,9 +100,9 @@ struct event_template {
 struct class_iids {
 	uint32_t gen;
 	uint64_t name, category, arg[LK_PROBE_MAX_ARGS];
-	bool counter_described;	/* its counter track (global, not per sequence) ... */
-	uint64_t counter_track;	/* ... and that track's uuid */
-	struct event_template fast;	/* its events' packets, but for what changes */
+	bool counter_described;	    /* its counter track (global, not per sequence) ... */
+	uint64_t counter_track;	    /* ... and that track's uuid */
+	struct event_template fast; /* its events' packets, but for what changes */
 };
 
 struct pending {
@@ -117,20 +117,20 @@ struct lk__pft {
 	struct lk__pb pb;
 	struct lk__trace_reader *r;
 	uint64_t uuid_seed, boot_offset_ns;
-	uint32_t nseq;			/* sequences started */
-	uint32_t gen;			/* batches begun: tells the interned strings of this batch */
-	uint64_t ns0;			/* CLOCK_MONOTONIC at the trace's tsc0 ... */
-	uint64_t ns_whole, ns_frac;	/* ... and the TSC's period in ns: whole, and 2^-64ths */
-	uint64_t written;		/* bytes written to the file */
-	bool whole;			/* lk__perfetto_convert: each stream in one batch */
-	bool slow_only;			/* lk__pft_records without its fast path (tests compare the two) */
-	uint64_t fast;			/* records written the fast way */
-	struct lk__pft_stream *st;	/* the stream of the batch being written */
-	uint8_t prefix[16];		/* its event packets' sequence id and flags, encoded */
+	uint32_t nseq;		    /* sequences started */
+	uint32_t gen;		    /* batches begun: tells the interned strings of this batch */
+	uint64_t ns0;		    /* CLOCK_MONOTONIC at the trace's tsc0 ... */
+	uint64_t ns_whole, ns_frac; /* ... and the TSC's period in ns: whole, and 2^-64ths */
+	uint64_t written;	    /* bytes written to the file */
+	bool whole;		    /* lk__perfetto_convert: each stream in one batch */
+	bool slow_only; /* lk__pft_records without its fast path (tests compare the two) */
+	uint64_t fast;	/* records written the fast way */
+	struct lk__pft_stream *st; /* the stream of the batch being written */
+	uint8_t prefix[16];	   /* its event packets' sequence id and flags, encoded */
 	uint8_t prefix_len;
-	struct lk__pft_stream process, one;	/* the process's sequence; whole: the stream read */
-	struct intern_table tables[4];	/* by enum intern_kind */
-	struct class_iids *classes;	/* by class id */
+	struct lk__pft_stream process, one; /* the process's sequence; whole: the stream read */
+	struct intern_table tables[4];	    /* by enum intern_kind */
+	struct class_iids *classes;	    /* by class id */
 	struct pending pending[MAX_PENDING];
 	unsigned int npending;
 	int write_error;
@@ -140,7 +140,7 @@ struct lk__pft {
 
 static uint64_t mix64(uint64_t x)
 {
-	x += 0x9e3779b97f4a7c15u;	/* splitmix64's finalizer */
+	x += 0x9e3779b97f4a7c15u; /* splitmix64's finalizer */
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
 	x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
 	return x ^ (x >> 31);
@@ -158,7 +158,7 @@ enum { TRACK_PROCESS = 1, TRACK_THREAD, TRACK_CPUTIME, TRACK_COUNTER, TRACK_OFF_
 
 static uint64_t hash_string(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325u;	/* FNV-1a */
+	uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
 
 	while (*s)
 		h = (h ^ (unsigned char)*s++) * 0x100000001b3u;
@@ -199,7 +199,8 @@ static uint64_t intern(struct lk__pft *p, enum intern_kind kind, const char *s)
 		p->pb.failed = true;
 		return 0;
 	}
-	for (k = hash_string(s) & t->mask; t->slots[k].s && t->slots[k].gen == p->gen; k = (k + 1) & t->mask)
+	for (k = hash_string(s) & t->mask; t->slots[k].s && t->slots[k].gen == p->gen;
+	     k = (k + 1) & t->mask)
 		if (strcmp(t->slots[k].s, s) == 0)
 			return t->slots[k].iid;
 	t->slots[k] = (struct intern_slot){ s, ++t->next_iid, p->gen };
@@ -342,9 +343,11 @@ static int begin_batch(struct lk__pft *p, struct lk__pft_stream *st)
 	lk__pb_uint(pb, DEF_TIMESTAMP_CLOCK_ID, LK_CLOCK);
 	if (tid) {
 		lk__pb_begin(pb, DEF_TRACK_EVENT);
-		lk__pb_uint(pb, TED_TRACK_UUID, track_uuid(p, st->sched ? TRACK_OFF_CPU : TRACK_THREAD, (uint64_t)tid));
+		lk__pb_uint(pb, TED_TRACK_UUID,
+			    track_uuid(p, st->sched ? TRACK_OFF_CPU : TRACK_THREAD, (uint64_t)tid));
 		if (p->r->cputime && !st->sched)
-			lk__pb_uint(pb, TED_EXTRA_COUNTER_TRACKS, track_uuid(p, TRACK_CPUTIME, (uint64_t)tid));
+			lk__pb_uint(pb, TED_EXTRA_COUNTER_TRACKS,
+				    track_uuid(p, TRACK_CPUTIME, (uint64_t)tid));
 		lk__pb_end(pb);
 	}
 	lk__pb_end(pb);
@@ -367,7 +370,7 @@ static int describe_process(struct lk__pft *p)
 	lk__pb_begin(pb, TD_PROCESS);
 	lk__pb_uint(pb, PD_PID, (uint64_t)p->r->pid);
 	lk__pb_utf8(pb, PD_NAME, p->r->procname);
-	if (p->r->overwrite) {	/* a flight recorder's snapshot: its lost events are older ones overwritten */
+	if (p->r->overwrite) { /* a flight recorder's snapshot: its lost events are older ones overwritten */
 		char dropped[48];
 
 		snprintf(dropped, sizeof(dropped), "lowkey:dropped=%" PRIu64, p->r->dropped);
@@ -404,7 +407,9 @@ static int describe_thread(struct lk__pft *p, const char *name)
 	p->st->thread_described = true;
 	begin_packet(p, 0);
 	lk__pb_begin(pb, PKT_TRACK_DESCRIPTOR);
-	lk__pb_uint(pb, TD_UUID, track_uuid(p, p->st->sched ? TRACK_OFF_CPU : TRACK_CPUTIME, (uint64_t)p->st->tid));
+	lk__pb_uint(pb, TD_UUID,
+		    track_uuid(p, p->st->sched ? TRACK_OFF_CPU : TRACK_CPUTIME,
+			       (uint64_t)p->st->tid));
 	lk__pb_uint(pb, TD_PARENT_UUID, uuid);
 	if (p->st->sched) {
 		lk__pb_utf8(pb, TD_NAME, "off-CPU");
@@ -429,7 +434,10 @@ static uint64_t counter_uuid(const struct lk__pft *p, const struct lk__event_cla
 	 * Every value names its track: 35 bits are 5 bytes of varint instead of 10, and still leave
 	 * a collision with another track of this trace or a merged one a chance in billions.
 	 */
-	return track_uuid(p, TRACK_COUNTER, hash_string(c->provider) ^ mix64(hash_string(c->event))) >> 29 | 1;
+	return track_uuid(p, TRACK_COUNTER,
+			  hash_string(c->provider) ^ mix64(hash_string(c->event))) >>
+		       29 |
+	       1;
 }
 
 static int describe_counter(struct lk__pft *p, const struct lk__event_class *c)
@@ -463,10 +471,11 @@ static int describe_counter(struct lk__pft *p, const struct lk__event_class *c)
 static inline uint64_t clock_delta(struct lk__pft *p, uint64_t tsc)
 {
 	uint64_t ticks = tsc - p->r->tsc0, last = p->st->last_ns;
-	uint64_t ns = p->ns0 + ticks * p->ns_whole + (uint64_t)((unsigned __int128)ticks * p->ns_frac >> 64);
+	uint64_t ns = p->ns0 + ticks * p->ns_whole +
+		      (uint64_t)((unsigned __int128)ticks * p->ns_frac >> 64);
 
 	if (__builtin_expect(tsc < p->r->tsc0 || ticks > UINT64_MAX / 1000000000u, 0))
-		ns = lk__reader_ns(p->r, tsc);	/* a damaged trace: outside the trace's time */
+		ns = lk__reader_ns(p->r, tsc); /* a damaged trace: outside the trace's time */
 	/* Another CPU's TSC may be a hair behind: keep the thread's events in order. */
 	if (ns <= last)
 		return 0;
@@ -499,12 +508,24 @@ static uint8_t *put_arg(uint8_t *w, uint64_t name_iid, unsigned int type, uint64
 
 	w = lk__pbw_uint(a, DA_NAME_IID, name_iid);
 	switch (type) {
-	case LK_PROBE_I64: w = lk__pbw_uint(w, DA_INT, v); break;
-	case LK_PROBE_U64: w = lk__pbw_uint(w, DA_UINT, v); break;
-	case LK_PROBE_F64: w = lk__pbw_fixed64(w, DA_DOUBLE, v); break;
-	case LK_PROBE_STR: w = lk__pbw_utf8(w, DA_STRING, s ? s : "", s ? strlen(s) : 0); break;
-	case LK_PROBE_PTR: w = lk__pbw_uint(w, DA_POINTER, v); break;
-	default: w = lk__pbw_uint(w, DA_UINT, v); break;
+	case LK_PROBE_I64:
+		w = lk__pbw_uint(w, DA_INT, v);
+		break;
+	case LK_PROBE_U64:
+		w = lk__pbw_uint(w, DA_UINT, v);
+		break;
+	case LK_PROBE_F64:
+		w = lk__pbw_fixed64(w, DA_DOUBLE, v);
+		break;
+	case LK_PROBE_STR:
+		w = lk__pbw_utf8(w, DA_STRING, s ? s : "", s ? strlen(s) : 0);
+		break;
+	case LK_PROBE_PTR:
+		w = lk__pbw_uint(w, DA_POINTER, v);
+		break;
+	default:
+		w = lk__pbw_uint(w, DA_UINT, v);
+		break;
 	}
 	return lk__pbw_end(w, a);
 }
@@ -566,7 +587,8 @@ static int put_counter(struct lk__pft *p, const struct lk__event *e)
 	w = lk__pbw_uint(event, TE_TYPE, TYPE_COUNTER);
 	w = lk__pbw_uint(w, TE_TRACK_UUID, ci->counter_track);
 	if (type == LK_PROBE_F64) {
-		w = lk__pbw_fixed64(w, TE_DOUBLE_COUNTER_VALUE, v);	/* NaN and infinities as they are */
+		w = lk__pbw_fixed64(w, TE_DOUBLE_COUNTER_VALUE,
+				    v); /* NaN and infinities as they are */
 	} else if (type == LK_PROBE_U64 && v > INT64_MAX) {
 		d = (double)v;
 		memcpy(&v, &d, sizeof(v));
@@ -642,10 +664,14 @@ static int on_event(const struct lk__event *e, void *arg)
 	if (p->st->sched && (e->cls->id == LK__EVENT_SCHED_OUT || e->cls->id == LK__EVENT_SCHED_IN))
 		return on_switch(p, e);
 	switch (e->cls->kind) {
-	case LK_PROBE_SPAN_BEGIN: return put_track_event(p, e, TYPE_SLICE_BEGIN);
-	case LK_PROBE_SPAN_END: return put_track_event(p, e, TYPE_SLICE_END);
-	case LK_PROBE_COUNTER: return put_counter(p, e);
-	default: return put_track_event(p, e, TYPE_INSTANT);
+	case LK_PROBE_SPAN_BEGIN:
+		return put_track_event(p, e, TYPE_SLICE_BEGIN);
+	case LK_PROBE_SPAN_END:
+		return put_track_event(p, e, TYPE_SLICE_END);
+	case LK_PROBE_COUNTER:
+		return put_counter(p, e);
+	default:
+		return put_track_event(p, e, TYPE_INSTANT);
 	}
 }
 
@@ -700,7 +726,7 @@ static int on_stream_end(const struct lk__stream_info *s, void *arg)
 	if (!p->st->thread_described && (rc = describe_thread(p, NULL)) != 0)
 		return rc;
 	if (s->lost > p->st->lost)
-		p->st->lost = s->lost;	/* cumulative: the last packet's count */
+		p->st->lost = s->lost; /* cumulative: the last packet's count */
 	return p->whole ? finish_stream(p) : 0;
 }
 
@@ -760,8 +786,8 @@ static void pft_free(struct lk__pft *p)
 	free(p);
 }
 
-int lk__pft_open(struct lk__pft **out, int fd, const char *path, struct lk__trace_reader *r, char *err,
-		 size_t errlen)
+int lk__pft_open(struct lk__pft **out, int fd, const char *path, struct lk__trace_reader *r,
+		 char *err, size_t errlen)
 {
 	struct lk__pft *p = calloc(1, sizeof(*p));
 	struct stat st;
@@ -798,7 +824,8 @@ int lk__pft_open(struct lk__pft **out, int fd, const char *path, struct lk__trac
 	return rc ? lk__failf(err, errlen, rc, "out of memory converting %s", r->dir) : 0;
 }
 
-int lk__pft_batch(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *data, size_t len, size_t *consumed)
+int lk__pft_batch(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *data, size_t len,
+		  size_t *consumed)
 {
 	static const struct lk__reader_ops ops = { on_stream_begin, on_event, on_stream_end };
 	struct lk__stream_info s = { .tid = st->tid, .stream_id = st->sched, .file = "" };
@@ -818,29 +845,39 @@ int lk__pft_stream_done(struct lk__pft *p, struct lk__pft_stream *st)
 		return 0;
 	rc = begin_batch(p, st);
 	if (!rc && !st->thread_described)
-		rc = describe_thread(p, NULL);	/* a thread that lost every event it recorded */
+		rc = describe_thread(p, NULL); /* a thread that lost every event it recorded */
 	return rc ? rc : finish_stream(p);
 }
 
 /* ---- the consumer's fast path ---- */
 
 /* The fixed start of argument i's annotation: its name's iid and its value's key. */
-static void template_arg(struct event_template *t, unsigned int i, uint64_t name_iid, unsigned int type)
+static void template_arg(struct event_template *t, unsigned int i, uint64_t name_iid,
+			 unsigned int type)
 {
 	uint8_t *w = lk__pbw_uint(t->arg[i], DA_NAME_IID, name_iid);
 
 	t->arg_double[i] = type == LK_PROBE_F64;
 	switch (type) {
-	case LK_PROBE_I64: w = lk__pbw_varint(w, DA_INT << 3 | LK__PB_VARINT); break;
-	case LK_PROBE_F64: w = lk__pbw_varint(w, DA_DOUBLE << 3 | LK__PB_FIXED64); break;
-	case LK_PROBE_PTR: w = lk__pbw_varint(w, DA_POINTER << 3 | LK__PB_VARINT); break;
-	default: w = lk__pbw_varint(w, DA_UINT << 3 | LK__PB_VARINT); break;
+	case LK_PROBE_I64:
+		w = lk__pbw_varint(w, DA_INT << 3 | LK__PB_VARINT);
+		break;
+	case LK_PROBE_F64:
+		w = lk__pbw_varint(w, DA_DOUBLE << 3 | LK__PB_FIXED64);
+		break;
+	case LK_PROBE_PTR:
+		w = lk__pbw_varint(w, DA_POINTER << 3 | LK__PB_VARINT);
+		break;
+	default:
+		w = lk__pbw_varint(w, DA_UINT << 3 | LK__PB_VARINT);
+		break;
 	}
 	t->arg_len[i] = (uint8_t)(w - t->arg[i]);
 }
 
 /* The track event's fixed start for a counter's value (as put_counter writes it), false if none. */
-static bool template_counter(struct event_template *t, const struct class_iids *ci, const struct lk__event_class *c)
+static bool template_counter(struct event_template *t, const struct class_iids *ci,
+			     const struct lk__event_class *c)
 {
 	unsigned int type = lk__arg_type(c->arg_types, 0);
 	uint8_t *w;
@@ -884,12 +921,13 @@ static void make_template(struct lk__pft *p, uint32_t id, const struct lk__event
 	const struct lk__record_layout *l = &lk__record_layouts[id];
 	struct class_iids *ci = &p->classes[id];
 	struct event_template *t = &ci->fast;
-	unsigned int type = c->kind == LK_PROBE_SPAN_BEGIN ? TYPE_SLICE_BEGIN
-			    : c->kind == LK_PROBE_SPAN_END ? TYPE_SLICE_END
-							   : TYPE_INSTANT;
+	unsigned int type = c->kind == LK_PROBE_SPAN_BEGIN ? TYPE_SLICE_BEGIN :
+			    c->kind == LK_PROBE_SPAN_END   ? TYPE_SLICE_END :
+							     TYPE_INSTANT;
 	uint8_t *w;
 
-	if (p->slow_only || id < LK__FIRST_SITE_ID || !l->valid || l->strings || l->nargs != c->nargs || c->nargs > LK_PROBE_MAX_ARGS ||
+	if (p->slow_only || id < LK__FIRST_SITE_ID || !l->valid || l->strings ||
+	    l->nargs != c->nargs || c->nargs > LK_PROBE_MAX_ARGS ||
 	    lk__has_strings(c->arg_types, c->nargs) || p->st->sched || !p->st->thread_described)
 		return;
 	*t = (struct event_template){ .nargs = c->nargs, .instant = type == TYPE_INSTANT };
@@ -899,10 +937,10 @@ static void make_template(struct lk__pft *p, uint32_t id, const struct lk__event
 			return;
 	} else if (type == TYPE_SLICE_END) {
 		t->te_len = (uint8_t)(lk__pbw_uint(t->te, TE_TYPE, type) - t->te);
-		t->nargs = 0;	/* an end carries none (put_track_event) */
+		t->nargs = 0; /* an end carries none (put_track_event) */
 	} else {
 		if (ci->gen != p->gen)
-			return;	/* its strings are not interned in this batch */
+			return; /* its strings are not interned in this batch */
 		w = lk__pbw_uint(t->te, TE_TYPE, type);
 		w = lk__pbw_uint(w, TE_NAME_IID, ci->name);
 		w = lk__pbw_uint(w, TE_CATEGORY_IIDS, ci->category);
@@ -914,8 +952,9 @@ static void make_template(struct lk__pft *p, uint32_t id, const struct lk__event
 	t->gen = p->gen;
 }
 
-#define FAST_ROOM (2 + sizeof(((struct lk__pft *)0)->prefix) + 2 * LK__PB_VARINT_MAX + 2 + TEMPLATE_TE + \
-		   LK_PROBE_MAX_ARGS * (2 + TEMPLATE_ARG + LK__PB_VARINT_MAX) + 2 * LK__PB_VARINT_MAX + 8)
+#define FAST_ROOM                                                                              \
+	(2 + sizeof(((struct lk__pft *)0)->prefix) + 2 * LK__PB_VARINT_MAX + 2 + TEMPLATE_TE + \
+	 LK_PROBE_MAX_ARGS * (2 + TEMPLATE_ARG + LK__PB_VARINT_MAX) + 2 * LK__PB_VARINT_MAX + 8)
 
 /*
  * What the fast path reads for every record, in locals: the encoder writes bytes through a
@@ -927,29 +966,29 @@ struct fast_run {
 	size_t nclasses;
 	uint32_t gen;
 	uint64_t now, tsc0, ns0, ns_whole, ns_frac, last_ns;
-	size_t fixed;			/* a record's header and CPU time */
+	size_t fixed; /* a record's header and CPU time */
 	bool cputime;
-	bool slow;			/* fast_records stopped at a record for the slow path */
+	bool slow; /* fast_records stopped at a record for the slow path */
 	uint8_t prefix_len;
 	uint8_t prefix[sizeof(((struct lk__pft *)0)->prefix)];
 };
 
 /* The template for the record at rec (avail bytes), if it goes the fast way; else NULL. */
-static inline const struct event_template *fast_template(const struct fast_run *f, uint32_t id, const uint8_t *rec,
-							 size_t avail)
+static inline const struct event_template *fast_template(const struct fast_run *f, uint32_t id,
+							 const uint8_t *rec, size_t avail)
 {
 	const struct event_template *t;
 	uint64_t v;
 
 	if (id >= f->nclasses)
-		return NULL;	/* a pad, or a class not known yet */
+		return NULL; /* a pad, or a class not known yet */
 	t = &f->classes[id].fast;
 	if (t->gen != f->gen || avail < t->record_size)
-		return NULL;	/* never laid out in this batch (always so with slow_only) */
+		return NULL; /* never laid out in this batch (always so with slow_only) */
 	if (t->counter_u64) {
 		memcpy(&v, rec + t->record_size - 8, sizeof(v));
 		if (v > INT64_MAX)
-			return NULL;	/* a double (put_counter) */
+			return NULL; /* a double (put_counter) */
 	}
 	return t;
 }
@@ -962,8 +1001,8 @@ static inline uint8_t *end_short(uint8_t *w, uint8_t *start)
 }
 
 /* A record's packet from its template, as the slow path would write it, at w (FAST_ROOM bytes). */
-static inline uint8_t *put_fast(struct fast_run *f, const struct event_template *t, const uint8_t *rec, uint8_t *w,
-				uint64_t delta)
+static inline uint8_t *put_fast(struct fast_run *f, const struct event_template *t,
+				const uint8_t *rec, uint8_t *w, uint64_t delta)
 {
 	const uint8_t *arg = rec + f->fixed;
 	uint8_t *packet, *event;
@@ -1008,8 +1047,8 @@ static inline uint8_t *put_fast(struct fast_run *f, const struct event_template 
  * The records from at that go the fast way, while the buffer has room below FLUSH_AT: returns
  * where it stopped (at a record for the slow path, at end, or where the buffer needs a flush).
  */
-static const uint8_t *fast_records(struct lk__pft *p, struct fast_run *f, const uint8_t *at, const uint8_t *end,
-				   uint64_t *events)
+static const uint8_t *fast_records(struct lk__pft *p, struct fast_run *f, const uint8_t *at,
+				   const uint8_t *end, uint64_t *events)
 {
 	uint8_t *w = p->pb.buf + p->pb.len, *stop = p->pb.buf + (p->pb.cap - FAST_ROOM);
 	uint64_t n = 0;
@@ -1022,7 +1061,7 @@ static const uint8_t *fast_records(struct lk__pft *p, struct fast_run *f, const 
 		uint64_t head, tsc, ticks, ns;
 
 		if (w > stop) {
-			f->slow = false;	/* room first */
+			f->slow = false; /* room first */
 			break;
 		}
 		memcpy(&head, at, sizeof(head));
@@ -1031,8 +1070,9 @@ static const uint8_t *fast_records(struct lk__pft *p, struct fast_run *f, const 
 		tsc = lk__tsc_extend(f->now, lk__header_tsc48(head));
 		ticks = tsc - f->tsc0;
 		if (ticks > UINT64_MAX / 1000000000u)
-			break;	/* outside the trace's time (before it: wrapped): the slow path's clock_delta */
-		ns = f->ns0 + ticks * f->ns_whole + (uint64_t)((unsigned __int128)ticks * f->ns_frac >> 64);
+			break; /* outside the trace's time (before it: wrapped): the slow path's clock_delta */
+		ns = f->ns0 + ticks * f->ns_whole +
+		     (uint64_t)((unsigned __int128)ticks * f->ns_frac >> 64);
 		/* Another CPU's TSC may be a hair behind: keep the thread's events in order. */
 		w = put_fast(f, t, at, w, ns > f->last_ns ? ns - f->last_ns : 0);
 		f->last_ns = ns > f->last_ns ? ns : f->last_ns;
@@ -1067,11 +1107,16 @@ static int put_record(struct lk__pft *p, const uint8_t *rec, size_t size, uint32
  * extended from now (read after they were committed). Runs of records with templates go the fast
  * way; the others, and each class's first in the batch, the slow way.
  */
-int lk__pft_records(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *start, const uint8_t *end,
-		    uint64_t now, const uint8_t **next, uint64_t *events)
+int lk__pft_records(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *start,
+		    const uint8_t *end, uint64_t now, const uint8_t **next, uint64_t *events)
 {
-	struct fast_run f = { .classes = p->classes, .nclasses = p->r->nclasses, .now = now, .tsc0 = p->r->tsc0, .ns0 = p->ns0,
-			      .fixed = LK__PROBE_HEADER + (p->r->cputime ? 8 : 0), .cputime = p->r->cputime };
+	struct fast_run f = { .classes = p->classes,
+			      .nclasses = p->r->nclasses,
+			      .now = now,
+			      .tsc0 = p->r->tsc0,
+			      .ns0 = p->ns0,
+			      .fixed = LK__PROBE_HEADER + (p->r->cputime ? 8 : 0),
+			      .cputime = p->r->cputime };
 	const uint8_t *at = start;
 	int rc = begin_batch(p, st);
 
@@ -1098,17 +1143,18 @@ int lk__pft_records(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t 
 		if ((size_t)(end - at) < LK__PROBE_HEADER)
 			break;
 		if (!f.slow)
-			continue;	/* it stopped for room */
+			continue; /* it stopped for room */
 		memcpy(&head, at, sizeof(head));
 		id = lk__header_id(head);
 		size = lk__record_size(at, (size_t)(end - at), p->r->cputime);
 		if (!size)
-			break;	/* a pad, or the end of what was committed */
+			break; /* a pad, or the end of what was committed */
 		if (id >= p->r->nclasses || !p->r->classes[id]) {
-			rc = -ENOENT;	/* a site registered since the metadata was read */
+			rc = -ENOENT; /* a site registered since the metadata was read */
 			break;
 		}
-		if ((rc = put_record(p, at, size, id, lk__tsc_extend(now, lk__header_tsc48(head)))) != 0)
+		if ((rc = put_record(p, at, size, id,
+				     lk__tsc_extend(now, lk__header_tsc48(head)))) != 0)
 			break;
 		at += size;
 		++*events;
@@ -1142,11 +1188,13 @@ int lk__pft_close(struct lk__pft *p, char *err, size_t errlen)
 	int rc = flush(p);
 
 	if (p->write_error)
-		rc = lk__failf(err, errlen, -p->write_error, "writing %s failed: %s", p->path, strerror(p->write_error));
+		rc = lk__failf(err, errlen, -p->write_error, "writing %s failed: %s", p->path,
+			       strerror(p->write_error));
 	else if (rc)
 		rc = lk__failf(err, errlen, rc, "out of memory writing %s", p->path);
 	if (close(p->fd) != 0 && !rc)
-		rc = lk__failf(err, errlen, -errno, "writing %s failed: %s", p->path, strerror(errno));
+		rc = lk__failf(err, errlen, -errno, "writing %s failed: %s", p->path,
+			       strerror(errno));
 	pft_free(p);
 	return rc;
 }
@@ -1184,9 +1232,10 @@ int lk__perfetto_write(struct lk__trace_file *t, int fd, const char *path, char 
 	if (rc == -ENOMEM || p->pb.failed)
 		rc = lk__failf(err, errlen, -ENOMEM, "out of memory converting %s", t->r.dir);
 	if (rc && rc != -EINVAL) {
-		lk__pft_close(p, NULL, 0);	/* err says what went wrong */
+		lk__pft_close(p, NULL, 0); /* err says what went wrong */
 	} else {
-		int closed = lk__pft_close(p, err, errlen);	/* after damage too: what came before is good */
+		int closed = lk__pft_close(p, err,
+					   errlen); /* after damage too: what came before is good */
 
 		rc = rc ? rc : closed;
 	}
@@ -1200,7 +1249,7 @@ int lk__perfetto_convert_fd(const char *in, int fd, const char *path, char *err,
 
 	rc = lk__perfetto_live_finish(in, path, err, errlen);
 	if (rc <= 0)
-		return rc;	/* written while the trace recorded */
+		return rc; /* written while the trace recorded */
 	rc = lk__convert_open(&t, in, err, errlen);
 	if (rc)
 		return rc;

@@ -33,12 +33,12 @@ struct lk__pft_switched_out {
 /* What a stream keeps from one batch to the next. Zero it before its first batch. */
 struct lk__pft_stream {
 	int tid;
-	bool sched;			/* the thread's context switches (stream-TID-sched) */
-	bool started;			/* its sequence has an id and a first packet */
+	bool sched;   /* the thread's context switches (stream-TID-sched) */
+	bool started; /* its sequence has an id and a first packet */
 	bool thread_described;
-	uint32_t seq;			/* trusted_packet_sequence_id */
-	uint64_t last_ns;		/* the incremental clock's value */
-	uint64_t lost;			/* events lost, as its packets count them (cumulative) */
+	uint32_t seq;	  /* trusted_packet_sequence_id */
+	uint64_t last_ns; /* the incremental clock's value */
+	uint64_t lost;	  /* events lost, as its packets count them (cumulative) */
 	struct lk__pft_switched_out out;
 };
 
@@ -48,8 +48,8 @@ struct lk__pft_stream {
  * process's track is written at once. r must stay open until lk__pft_set_reader replaces it or
  * lk__pft_close. 0 or -errno with a message in err.
  */
-int lk__pft_open(struct lk__pft **out, int fd, const char *path, struct lk__trace_reader *r, char *err,
-		 size_t errlen);
+int lk__pft_open(struct lk__pft **out, int fd, const char *path, struct lk__trace_reader *r,
+		 char *err, size_t errlen);
 
 /* A reader of the same trace that knows more event classes (its metadata rewritten since). */
 int lk__pft_set_reader(struct lk__pft *p, struct lk__trace_reader *r);
@@ -63,7 +63,8 @@ void lk__pft_set_rate(struct lk__pft *p, uint64_t tsc_hz);
  * the next batch). Returns 0, -EINVAL for bytes that are not a stream of this trace (or have an
  * event class the reader does not know), -ENOMEM, or -errno from writing.
  */
-int lk__pft_batch(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *data, size_t len, size_t *consumed);
+int lk__pft_batch(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *data, size_t len,
+		  size_t *consumed);
 
 /* After st's last batch: its switch out left open and its lost events, if any. */
 int lk__pft_stream_done(struct lk__pft *p, struct lk__pft_stream *st);
@@ -75,8 +76,8 @@ int lk__pft_stream_done(struct lk__pft *p, struct lk__pft_stream *st);
  * Returns 0, -ENOENT for a record of a class the reader does not know (*next is at it: read the
  * metadata again and go on from there), -ENOMEM, or -errno from writing.
  */
-int lk__pft_records(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *start, const uint8_t *end,
-		    uint64_t now, const uint8_t **next, uint64_t *events);
+int lk__pft_records(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t *start,
+		    const uint8_t *end, uint64_t now, const uint8_t **next, uint64_t *events);
 
 /* lk__pft_records writes every record the general way, without templates (for tests: same bytes). */
 void lk__pft_slow_only(struct lk__pft *p, bool slow);
@@ -115,8 +116,9 @@ bool lk__perfetto_direct(void);
  * packet sequence; a class not known yet is looked up in the metadata again (-EINVAL if it is not
  * there either). 0 or -errno: the trace's error.
  */
-int lk__perfetto_direct_records(struct lk__probe_buffer *b, const uint8_t *start, const uint8_t *end, uint64_t now,
-				const uint8_t **next, uint64_t *events);
+int lk__perfetto_direct_records(struct lk__probe_buffer *b, const uint8_t *start,
+				const uint8_t *end, uint64_t now, const uint8_t **next,
+				uint64_t *events);
 
 /* b's thread's part ends (it exited, or the trace stops): its lost events and open off-CPU slice. */
 int lk__perfetto_direct_retire(struct lk__probe_buffer *b, uint64_t lost);

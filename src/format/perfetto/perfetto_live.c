@@ -40,27 +40,27 @@
 #include "probe/probe_internal.h"
 #include "internal/trace_progress.h"
 
-#define PERIOD_MIN_MS 10		/* the consumer's flush period, within these: a drain's period, */
-					/* which the switch streams' back-off counts in */
+#define PERIOD_MIN_MS 10 /* the consumer's flush period, within these: a drain's period, */
+			 /* which the switch streams' back-off counts in */
 #define PERIOD_MAX_MS 100
-#define READ_CHUNK (4u << 20)		/* bytes of a stream read at once, to start with ... */
-#define READ_MAX (128u << 20)		/* ... and at most: over the reader's largest packet */
-#define RATE_AFTER_NS 200000000u	/* trace.c's measure_tsc_rate: before, the start's rate */
-#define IDLE_CHECK_MS 1000		/* a stream that stopped growing is looked at this often */
+#define READ_CHUNK (4u << 20)	 /* bytes of a stream read at once, to start with ... */
+#define READ_MAX (128u << 20)	 /* ... and at most: over the reader's largest packet */
+#define RATE_AFTER_NS 200000000u /* trace.c's measure_tsc_rate: before, the start's rate */
+#define IDLE_CHECK_MS 1000	 /* a stream that stopped growing is looked at this often */
 
 struct followed {
 	char *name;
-	uint64_t hash;			/* of name */
-	uint64_t offset;		/* where its next packet starts */
-	unsigned int idle;		/* passes it did not grow, as a back-off ... */
-	unsigned int skip;		/* ... and the passes left before it is looked at again */
+	uint64_t hash;	   /* of name */
+	uint64_t offset;   /* where its next packet starts */
+	unsigned int idle; /* passes it did not grow, as a back-off ... */
+	unsigned int skip; /* ... and the passes left before it is looked at again */
 	struct lk__pft_stream st;
 };
 
 /* A thread's ring being written: its stream, by its buffer. */
 struct direct {
 	const struct lk__probe_buffer *b;
-	bool retired;			/* done: a buffer at the same address later is another thread's */
+	bool retired; /* done: a buffer at the same address later is another thread's */
 	struct lk__pft_stream st;
 };
 
@@ -71,24 +71,25 @@ struct hash_index {
 };
 
 static struct live {
-	bool active;			/* a trace is being written: the fields below are set */
+	bool active; /* a trace is being written: the fields below are set */
 	struct lk__trace *t;
-	uint64_t tsc0, monotonic0_ns, tsc_hz;	/* the trace's, at start (lk_trace_stop rewrites tsc_hz) */
+	uint64_t tsc0, monotonic0_ns,
+		tsc_hz; /* the trace's, at start (lk_trace_stop rewrites tsc_hz) */
 	unsigned int period_ms;
 	char *ctf_dir, *path;
 	int dir_fd;
-	struct lk__trace_reader readers[2];	/* the current one and the next, swapped */
-	int reader;			/* the current one's index; -1: none */
-	size_t nsites;			/* sites the current reader's metadata has */
+	struct lk__trace_reader readers[2]; /* the current one and the next, swapped */
+	int reader;			    /* the current one's index; -1: none */
+	size_t nsites;			    /* sites the current reader's metadata has */
 	struct lk__pft *pft;
-	struct followed *streams;	/* the context switches' CTF streams */
+	struct followed *streams; /* the context switches' CTF streams */
 	size_t n, cap;
-	struct hash_index index;	/* streams by name */
+	struct hash_index index; /* streams by name */
 	uint8_t *buf;
 	size_t buf_cap;
-	struct direct *rings;		/* the threads' rings */
+	struct direct *rings; /* the threads' rings */
 	size_t nrings, rings_cap;
-	struct hash_index rings_index;	/* rings by buffer address */
+	struct hash_index rings_index; /* rings by buffer address */
 } live = { .reader = -1, .dir_fd = -1 };
 
 static uint64_t now_ns(void)
@@ -105,7 +106,8 @@ static void update_rate(void)
 	uint64_t mono = now_ns(), tsc = lk__probe_tsc(), hz = live.tsc_hz;
 
 	if (mono - live.monotonic0_ns > RATE_AFTER_NS && tsc > live.tsc0)
-		hz = (uint64_t)((double)(tsc - live.tsc0) * 1e9 / (double)(mono - live.monotonic0_ns));
+		hz = (uint64_t)((double)(tsc - live.tsc0) * 1e9 /
+				(double)(mono - live.monotonic0_ns));
 	if (hz)
 		lk__pft_set_rate(live.pft, hz);
 }
@@ -145,7 +147,7 @@ static uint64_t hash_bytes(const void *p, size_t n)
 
 static uint64_t hash_name(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325u;	/* FNV-1a */
+	uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
 
 	while (*s)
 		h = (h ^ (unsigned char)*s++) * 0x100000001b3u;
@@ -156,7 +158,8 @@ static uint64_t hash_name(const char *s)
  * Put item i, the last of count + 1 items, in ix at hash_of(i), growing ix first if that would
  * make it more than half full (and putting the others back).
  */
-static int hash_index_add(struct hash_index *ix, size_t count, size_t i, uint64_t (*hash_of)(size_t))
+static int hash_index_add(struct hash_index *ix, size_t count, size_t i,
+			  uint64_t (*hash_of)(size_t))
 {
 	size_t k;
 
@@ -206,7 +209,8 @@ static struct followed *follow(const char *name)
 	size_t len = strlen(name);
 	struct followed *f;
 
-	for (size_t k = hash_index_first(&live.index, hash), i; hash_index_next(&live.index, &k, &i);) {
+	for (size_t k = hash_index_first(&live.index, hash), i;
+	     hash_index_next(&live.index, &k, &i);) {
 		f = &live.streams[i];
 		if (f->hash == hash && strcmp(f->name, name) == 0)
 			return f;
@@ -273,9 +277,9 @@ static int read_packets(struct followed *f, int fd, uint64_t size)
 		if (used)
 			continue;
 		if ((size_t)got < live.buf_cap)
-			break;	/* a packet being written: the next pass */
+			break; /* a packet being written: the next pass */
 		if (live.buf_cap >= READ_MAX)
-			return -EINVAL;	/* a packet larger than any the writer makes */
+			return -EINVAL; /* a packet larger than any the writer makes */
 		grown = realloc(live.buf, live.buf_cap * 2);
 		if (!grown)
 			return -ENOMEM;
@@ -303,7 +307,7 @@ static int catch_up(struct followed *f, bool all)
 	if (fstatat(live.dir_fd, f->name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return -errno;
 	if ((uint64_t)st.st_size < f->offset)
-		f->offset = 0;	/* the file started again (a thread id used again: ctf.c) */
+		f->offset = 0; /* the file started again (a thread id used again: ctf.c) */
 	if ((uint64_t)st.st_size == f->offset) {
 		f->idle = f->idle * 2 + 1 < most ? f->idle * 2 + 1 : most;
 		f->skip = f->idle;
@@ -360,9 +364,9 @@ int lk__perfetto_live_start(struct lk__trace *t)
 	live.tsc0 = t->tsc0;
 	live.monotonic0_ns = t->monotonic0_ns;
 	live.tsc_hz = t->tsc_hz;
-	live.period_ms = t->config.flush_ms < PERIOD_MIN_MS   ? PERIOD_MIN_MS
-			 : t->config.flush_ms > PERIOD_MAX_MS ? PERIOD_MAX_MS
-							      : t->config.flush_ms;
+	live.period_ms = t->config.flush_ms < PERIOD_MIN_MS ? PERIOD_MIN_MS :
+			 t->config.flush_ms > PERIOD_MAX_MS ? PERIOD_MAX_MS :
+							      t->config.flush_ms;
 	live.ctf_dir = strdup(t->ctf_dir);
 	live.path = strdup(t->path);
 	live.buf_cap = READ_CHUNK;
@@ -373,14 +377,15 @@ int lk__perfetto_live_start(struct lk__trace *t)
 		goto fail;
 	}
 	lk__registry_lock();
-	lk__probe_sites(&nsites);	/* those of the metadata lk_trace_start wrote */
+	lk__probe_sites(&nsites); /* those of the metadata lk_trace_start wrote */
 	lk__registry_unlock();
 	if ((rc = read_metadata(nsites)) != 0)
 		goto fail;
-	rc = lk__pft_open(&live.pft, t->out_fd, t->path, &live.readers[live.reader], err, sizeof(err));
+	rc = lk__pft_open(&live.pft, t->out_fd, t->path, &live.readers[live.reader], err,
+			  sizeof(err));
 	if (rc)
 		goto fail;
-	live.active = true;	/* before the consumer starts: it reads this */
+	live.active = true; /* before the consumer starts: it reads this */
 	return 0;
 fail:
 	forget();
@@ -438,8 +443,9 @@ static struct direct *ring_stream(const struct lk__probe_buffer *b, bool create)
 	return d;
 }
 
-int lk__perfetto_direct_records(struct lk__probe_buffer *b, const uint8_t *start, const uint8_t *end, uint64_t now,
-				const uint8_t **next, uint64_t *events)
+int lk__perfetto_direct_records(struct lk__probe_buffer *b, const uint8_t *start,
+				const uint8_t *end, uint64_t now, const uint8_t **next,
+				uint64_t *events)
 {
 	struct direct *d = ring_stream(b, true);
 	uint64_t more;
@@ -467,7 +473,7 @@ int lk__perfetto_direct_retire(struct lk__probe_buffer *b, uint64_t lost)
 	int rc;
 
 	if (!(d = ring_stream(b, lost != 0)))
-		return lost ? -ENOMEM : 0;	/* none: it wrote nothing and lost nothing */
+		return lost ? -ENOMEM : 0; /* none: it wrote nothing and lost nothing */
 	d->st.lost = lost;
 	rc = lk__pft_stream_done(live.pft, &d->st);
 	d->retired = true;
@@ -493,7 +499,7 @@ static int write_the_rest(char *err, size_t errlen)
 
 	for (size_t i = 0; i < live.n; i++)
 		written += live.streams[i].offset;
-	lk__progress_advance(written);	/* a progress shown at stop starts from what is written */
+	lk__progress_advance(written); /* a progress shown at stop starts from what is written */
 
 	/* the rings are written; the switches' streams need no class the reader lacks */
 	rc = live.t->sched ? one_pass(true) : 0;
@@ -503,7 +509,8 @@ static int write_the_rest(char *err, size_t errlen)
 		if (!live.rings[i].retired)
 			rc = lk__pft_stream_done(live.pft, &live.rings[i].st);
 	if (rc)
-		return lk__failf(err, errlen, rc, "writing %s failed: %s", live.path, strerror(-rc));
+		return lk__failf(err, errlen, rc, "writing %s failed: %s", live.path,
+				 strerror(-rc));
 	rc = lk__pft_close(live.pft, err, errlen);
 	live.pft = NULL;
 	return rc;
@@ -524,7 +531,7 @@ void lk__perfetto_live_forget_in_child(void)
 {
 	if (!live.active)
 		return;
-	lk__pft_discard(live.pft);	/* the parent's file and its buffered packets are the parent's */
+	lk__pft_discard(live.pft); /* the parent's file and its buffered packets are the parent's */
 	live.pft = NULL;
 	forget();
 }
@@ -537,5 +544,5 @@ void lk__perfetto_live_cancel(void)
 	lk__remove_streams(live.ctf_dir);
 	unlinkat(live.dir_fd, "metadata", 0);
 	rmdir(live.ctf_dir);
-	forget();	/* what was written stays: whole packets */
+	forget(); /* what was written stays: whole packets */
 }

@@ -38,7 +38,7 @@
 #define BUILTIN_REALTIME 1
 #define BUILTIN_MONOTONIC 3
 #define BUILTIN_BOOTTIME 6
-#define LK_CLOCK 64		/* sequence-scoped: 64 to 127 */
+#define LK_CLOCK 64 /* sequence-scoped: 64 to 127 */
 
 /* TrackDescriptor, ProcessDescriptor, ThreadDescriptor, CounterDescriptor */
 #define TD_UUID 1

@@ -40,17 +40,17 @@ struct str_table {
 
 struct sequence {
 	bool started;
-	uint64_t clock_ns;	/* the incremental clock: the time of its last packet */
-	uint64_t track;		/* the defaults' track (0: none) */
-	struct str_table tables[4];	/* 1: categories, 2: event names, 3: annotation names */
+	uint64_t clock_ns;	    /* the incremental clock: the time of its last packet */
+	uint64_t track;		    /* the defaults' track (0: none) */
+	struct str_table tables[4]; /* 1: categories, 2: event names, 3: annotation names */
 };
 
 enum track_kind { TRACK_PROCESS = 1, TRACK_THREAD, TRACK_CPUTIME, TRACK_COUNTER, TRACK_OFF_CPU };
 
 struct track {
 	enum track_kind kind;
-	int tid;		/* thread, CPU-time and off-CPU tracks */
-	uint32_t cls;		/* counter tracks */
+	int tid;      /* thread, CPU-time and off-CPU tracks */
+	uint32_t cls; /* counter tracks */
 };
 
 /* A switch out whose switch in has not come yet. */
@@ -64,13 +64,13 @@ struct pft_reader {
 	const char *name;
 	char *err;
 	size_t errlen;
-	size_t at;			/* the packet's offset, for messages */
+	size_t at; /* the packet's offset, for messages */
 	struct sequence *seqs[SEQ_SPAN];
 	struct track *tracks;
 	size_t ntracks, captracks;
-	struct lk__tf_map track_of;		/* uuid to index in tracks */
-	struct lk__tf_map end_of;		/* a span begin's class to its end's */
-	struct pending_out *outs;	/* by thread index */
+	struct lk__tf_map track_of; /* uuid to index in tracks */
+	struct lk__tf_map end_of;   /* a span begin's class to its end's */
+	struct pending_out *outs;   /* by thread index */
 	size_t capouts;
 	bool process_seen;
 };
@@ -87,9 +87,12 @@ static int refuse(struct pft_reader *p, const char *fmt, const char *what)
 	char why[200];
 
 	snprintf(why, sizeof(why), fmt, what);
-	return lk__failf(p->err, p->errlen, -EINVAL, "%s: the packet at byte %zu %s: not a Perfetto trace lowkey "
-			 "wrote, or a damaged one (lowkey report reads the traces of lowkey trace --format "
-			 "perfetto; open others in ui.perfetto.dev)", p->name, p->at, why);
+	return lk__failf(
+		p->err, p->errlen, -EINVAL,
+		"%s: the packet at byte %zu %s: not a Perfetto trace lowkey "
+		"wrote, or a damaged one (lowkey report reads the traces of lowkey trace --format "
+		"perfetto; open others in ui.perfetto.dev)",
+		p->name, p->at, why);
 }
 
 static int malformed(struct pft_reader *p)
@@ -116,7 +119,8 @@ static int intern_entry(struct pft_reader *p, struct str_table *tab, const struc
 	if (got < 0)
 		return malformed(p);
 	if (iid != tab->n + 1 || !s.s)
-		return refuse(p, "%s", "interns a string out of order (lowkey numbers them 1, 2, 3...)");
+		return refuse(p, "%s",
+			      "interns a string out of order (lowkey numbers them 1, 2, 3...)");
 	if (tab->n == tab->cap) {
 		size_t cap = tab->cap ? tab->cap * 2 : 16;
 		struct str *grown = realloc(tab->v, cap * sizeof(*grown));
@@ -193,7 +197,10 @@ static int clock_snapshot(struct pft_reader *p, struct sequence *sq, const struc
 	}
 	if (got < 0)
 		return malformed(p);
-	return sq->started ? 0 : refuse(p, "%s", "starts a sequence without lowkey's clock (64) in its snapshot");
+	return sq->started ?
+		       0 :
+		       refuse(p, "%s",
+			      "starts a sequence without lowkey's clock (64) in its snapshot");
 }
 
 static int defaults(struct pft_reader *p, struct sequence *sq, const struct pb_field *def)
@@ -203,7 +210,8 @@ static int defaults(struct pft_reader *p, struct sequence *sq, const struct pb_f
 	int got, got2;
 
 	while ((got = pb_next(&c, &f)) > 0) {
-		if (f.number == DEF_TIMESTAMP_CLOCK_ID && f.type == PB_VARINT && f.value != LK_CLOCK)
+		if (f.number == DEF_TIMESTAMP_CLOCK_ID && f.type == PB_VARINT &&
+		    f.value != LK_CLOCK)
 			return refuse(p, "%s", "times its sequence on a clock lowkey does not use");
 		if (f.number != DEF_TRACK_EVENT || f.type != PB_LEN)
 			continue;
@@ -224,7 +232,8 @@ static int add_track(struct pft_reader *p, uint64_t uuid, struct track tr)
 	uint32_t i;
 
 	if (lk__tf_map_get(&p->track_of, uuid, &i)) {
-		if (p->tracks[i].kind != tr.kind || p->tracks[i].tid != tr.tid || p->tracks[i].cls != tr.cls)
+		if (p->tracks[i].kind != tr.kind || p->tracks[i].tid != tr.tid ||
+		    p->tracks[i].cls != tr.cls)
 			return refuse(p, "%s", "describes a track again as something else");
 		return 0;
 	}
@@ -237,7 +246,8 @@ static int add_track(struct pft_reader *p, uint64_t uuid, struct track tr)
 		p->tracks = grown;
 		p->captracks = cap;
 	}
-	if (p->ntracks >= UINT32_MAX - 1 || lk__tf_map_put(&p->track_of, uuid, (uint32_t)p->ntracks))
+	if (p->ntracks >= UINT32_MAX - 1 ||
+	    lk__tf_map_put(&p->track_of, uuid, (uint32_t)p->ntracks))
 		return -ENOMEM;
 	p->tracks[p->ntracks++] = tr;
 	return 0;
@@ -266,7 +276,7 @@ static void process_label(struct pft_reader *p, const struct pb_field *f)
 	for (size_t i = prefix; i < f->len; i++) {
 		if (f->data[i] < '0' || f->data[i] > '9')
 			return;
-		n = n * 10 + (uint64_t)(f->data[i] - '0');	/* 19 digits cannot overflow */
+		n = n * 10 + (uint64_t)(f->data[i] - '0'); /* 19 digits cannot overflow */
 	}
 	p->t->r.dropped = n;
 }
@@ -281,8 +291,8 @@ static int process_descriptor(struct pft_reader *p, uint64_t uuid, const struct 
 		if (f.number == PD_PID && f.type == PB_VARINT && f.value <= INT_MAX)
 			p->t->r.pid = (int)f.value;
 		else if (f.number == PD_NAME && f.type == PB_LEN)
-			snprintf(p->t->r.procname, sizeof(p->t->r.procname), "%.*s", (int)(f.len < 63 ? f.len : 63),
-				 (const char *)f.data);
+			snprintf(p->t->r.procname, sizeof(p->t->r.procname), "%.*s",
+				 (int)(f.len < 63 ? f.len : 63), (const char *)f.data);
 		else if (f.number == PD_LABELS && f.type == PB_LEN)
 			process_label(p, &f);
 	}
@@ -319,8 +329,8 @@ static int thread_descriptor(struct pft_reader *p, uint64_t uuid, const struct p
 }
 
 /* A child track of a thread's (CPU time, off-CPU) or of the process's (a counter's: "provider:event"). */
-static int child_track(struct pft_reader *p, uint64_t uuid, uint64_t parent, struct str name, bool counter,
-		       uint64_t counter_type)
+static int child_track(struct pft_reader *p, uint64_t uuid, uint64_t parent, struct str name,
+		       bool counter, uint64_t counter_type)
 {
 	const struct track *of = track(p, parent);
 	const char *colon = name.s ? memchr(name.s, ':', name.n) : NULL;
@@ -333,12 +343,13 @@ static int child_track(struct pft_reader *p, uint64_t uuid, uint64_t parent, str
 		p->t->r.cputime = true;
 		return add_track(p, uuid, (struct track){ TRACK_CPUTIME, of->tid, 0 });
 	}
-	if (of->kind == TRACK_THREAD && !counter && name.s && name.n == 7 && memcmp(name.s, "off-CPU", 7) == 0)
+	if (of->kind == TRACK_THREAD && !counter && name.s && name.n == 7 &&
+	    memcmp(name.s, "off-CPU", 7) == 0)
 		return add_track(p, uuid, (struct track){ TRACK_OFF_CPU, of->tid, 0 });
 	if (of->kind != TRACK_PROCESS || !counter || counter_type || !colon)
 		return refuse(p, "%s", "describes a track lowkey does not write");
-	rc = lk__tf_class(p->t, name.s, (size_t)(colon - name.s), colon + 1, name.n - (size_t)(colon - name.s) - 1,
-		      LK_PROBE_COUNTER, &cls);
+	rc = lk__tf_class(p->t, name.s, (size_t)(colon - name.s), colon + 1,
+			  name.n - (size_t)(colon - name.s) - 1, LK_PROBE_COUNTER, &cls);
 	if (rc == -E2BIG)
 		return refuse(p, "%s", "names more counters than a lowkey trace can have");
 	return rc ? rc : add_track(p, uuid, (struct track){ TRACK_COUNTER, 0, cls });
@@ -391,7 +402,7 @@ struct track_event {
 	uint64_t type, name_iid, category_iid, track, cpu_ns;
 	bool has_track, has_cpu, has_value, is_double;
 	uint64_t value;			/* counter_value, or double_counter_value's bits */
-	uint64_t events, cpu, next_cpu;	/* annotations lowkey's own events carry */
+	uint64_t events, cpu, next_cpu; /* annotations lowkey's own events carry */
 	bool has_events, has_cpu_arg, has_next_cpu;
 };
 
@@ -399,12 +410,18 @@ struct track_event {
 static unsigned int annotation_type(const struct pb_field *f)
 {
 	switch (f->number) {
-	case DA_UINT: return f->type == PB_VARINT ? LK_PROBE_U64 : 0;
-	case DA_INT: return f->type == PB_VARINT ? LK_PROBE_I64 : 0;
-	case DA_DOUBLE: return f->type == PB_FIXED64 ? LK_PROBE_F64 : 0;
-	case DA_STRING: return f->type == PB_LEN ? LK_PROBE_STR : 0;
-	case DA_POINTER: return f->type == PB_VARINT ? LK_PROBE_PTR : 0;
-	default: return 0;
+	case DA_UINT:
+		return f->type == PB_VARINT ? LK_PROBE_U64 : 0;
+	case DA_INT:
+		return f->type == PB_VARINT ? LK_PROBE_I64 : 0;
+	case DA_DOUBLE:
+		return f->type == PB_FIXED64 ? LK_PROBE_F64 : 0;
+	case DA_STRING:
+		return f->type == PB_LEN ? LK_PROBE_STR : 0;
+	case DA_POINTER:
+		return f->type == PB_VARINT ? LK_PROBE_PTR : 0;
+	default:
+		return 0;
 	}
 }
 
@@ -456,11 +473,19 @@ static int annotation(struct pft_reader *p, const struct sequence *sq, const str
 static bool event_field_ok(const struct pb_field *f)
 {
 	switch (f->number) {
-	case TE_DEBUG_ANNOTATIONS: return f->type == PB_LEN;
-	case TE_DOUBLE_COUNTER_VALUE: return f->type == PB_FIXED64;
-	case TE_TYPE: case TE_NAME_IID: case TE_CATEGORY_IIDS: case TE_TRACK_UUID: case TE_EXTRA_COUNTER_VALUES:
-	case TE_COUNTER_VALUE: return f->type == PB_VARINT;
-	default: return true;
+	case TE_DEBUG_ANNOTATIONS:
+		return f->type == PB_LEN;
+	case TE_DOUBLE_COUNTER_VALUE:
+		return f->type == PB_FIXED64;
+	case TE_TYPE:
+	case TE_NAME_IID:
+	case TE_CATEGORY_IIDS:
+	case TE_TRACK_UUID:
+	case TE_EXTRA_COUNTER_VALUES:
+	case TE_COUNTER_VALUE:
+		return f->type == PB_VARINT;
+	default:
+		return true;
 	}
 }
 
@@ -476,28 +501,41 @@ static int decode_event(struct pft_reader *p, const struct sequence *sq, const s
 		if (!event_field_ok(&f))
 			return refuse(p, "%s", "has a track event field of the wrong wire type");
 		switch (f.number) {
-		case TE_TYPE: te->type = f.value; break;
-		case TE_NAME_IID: te->name_iid = f.value; break;
-		case TE_CATEGORY_IIDS: te->category_iid = f.value; break;
-		case TE_TRACK_UUID: te->track = f.value, te->has_track = true; break;
+		case TE_TYPE:
+			te->type = f.value;
+			break;
+		case TE_NAME_IID:
+			te->name_iid = f.value;
+			break;
+		case TE_CATEGORY_IIDS:
+			te->category_iid = f.value;
+			break;
+		case TE_TRACK_UUID:
+			te->track = f.value, te->has_track = true;
+			break;
 		case TE_EXTRA_COUNTER_VALUES:
 			if (!te->has_cpu)
 				te->cpu_ns = f.value, te->has_cpu = true;
 			break;
-		case TE_COUNTER_VALUE: te->value = f.value, te->has_value = true, te->is_double = false; break;
-		case TE_DOUBLE_COUNTER_VALUE: te->value = f.value, te->has_value = true, te->is_double = true; break;
+		case TE_COUNTER_VALUE:
+			te->value = f.value, te->has_value = true, te->is_double = false;
+			break;
+		case TE_DOUBLE_COUNTER_VALUE:
+			te->value = f.value, te->has_value = true, te->is_double = true;
+			break;
 		case TE_DEBUG_ANNOTATIONS:
 			if ((rc = annotation(p, sq, &f, te)) != 0)
 				return rc;
 			break;
-		default: break;
+		default:
+			break;
 		}
 	}
 	return got < 0 ? malformed(p) : 0;
 }
 
-static int named_class(struct pft_reader *p, const struct sequence *sq, const struct track_event *te,
-		       unsigned int kind, uint32_t *cls)
+static int named_class(struct pft_reader *p, const struct sequence *sq,
+		       const struct track_event *te, unsigned int kind, uint32_t *cls)
 {
 	struct str name, cat;
 	int rc;
@@ -505,7 +543,8 @@ static int named_class(struct pft_reader *p, const struct sequence *sq, const st
 	if (!lookup(sq, 2, te->name_iid, &name) || !lookup(sq, 1, te->category_iid, &cat))
 		return refuse(p, "%s", "names an event or category its sequence did not intern");
 	rc = lk__tf_class_args(p->t, cat.s, cat.n, name.s, name.n, kind, &p->t->args, cls);
-	return rc == -E2BIG ? refuse(p, "%s", "names more events than a lowkey trace can have") : rc;
+	return rc == -E2BIG ? refuse(p, "%s", "names more events than a lowkey trace can have") :
+			      rc;
 }
 
 static int push_open(struct lk__tf_thread *th, uint32_t cls)
@@ -530,14 +569,14 @@ static int end_class(struct pft_reader *p, struct lk__tf_thread *th, uint32_t *c
 	uint32_t id;
 	int rc;
 
-	if (!th->depth)	/* its begin is not in the trace: a name Perfetto's ends do not carry */
+	if (!th->depth) /* its begin is not in the trace: a name Perfetto's ends do not carry */
 		return lk__tf_class(p->t, "?", 1, "?", 1, LK_PROBE_SPAN_END, cls);
 	id = th->open[--th->depth];
 	if (lk__tf_map_get(&p->end_of, id, cls))
 		return 0;
 	begin = p->t->r.classes[id];
-	rc = lk__tf_class(p->t, begin->provider, strlen(begin->provider), begin->event, strlen(begin->event),
-		      LK_PROBE_SPAN_END, cls);
+	rc = lk__tf_class(p->t, begin->provider, strlen(begin->provider), begin->event,
+			  strlen(begin->event), LK_PROBE_SPAN_END, cls);
 	return rc ? rc : lk__tf_map_put(&p->end_of, id, *cls);
 }
 
@@ -555,16 +594,21 @@ static int thread_event(struct pft_reader *p, const struct sequence *sq, struct 
 
 	switch (te->type) {
 	case TYPE_SLICE_BEGIN:
-		if ((rc = named_class(p, sq, te, LK_PROBE_SPAN_BEGIN, &cls)) || (rc = push_open(th, cls)))
+		if ((rc = named_class(p, sq, te, LK_PROBE_SPAN_BEGIN, &cls)) ||
+		    (rc = push_open(th, cls)))
 			return rc;
-		return lk__tf_event(p->t, th, cls, ns, te->cpu_ns, p->t->args.payload, p->t->args.len);
+		return lk__tf_event(p->t, th, cls, ns, te->cpu_ns, p->t->args.payload,
+				    p->t->args.len);
 	case TYPE_SLICE_END:
 		if ((rc = end_class(p, th, &cls)) != 0)
-			return rc == -E2BIG ? refuse(p, "%s", "names more events than a lowkey trace can have") : rc;
+			return rc == -E2BIG ?
+				       refuse(p, "%s",
+					      "names more events than a lowkey trace can have") :
+				       rc;
 		return lk__tf_event(p->t, th, cls, ns, te->cpu_ns, NULL, 0);
 	case TYPE_INSTANT:
-		if (lookup(sq, 2, te->name_iid, &name) && lookup(sq, 1, te->category_iid, &cat) && is(name, "lost") &&
-		    is(cat, "lowkey") && te->has_events) {
+		if (lookup(sq, 2, te->name_iid, &name) && lookup(sq, 1, te->category_iid, &cat) &&
+		    is(name, "lost") && is(cat, "lowkey") && te->has_events) {
 			if (th->lost > UINT64_MAX - te->events)
 				return refuse(p, "%s", "counts more lost events than can be");
 			th->lost += te->events;
@@ -572,7 +616,8 @@ static int thread_event(struct pft_reader *p, const struct sequence *sq, struct 
 		}
 		if ((rc = named_class(p, sq, te, LK_PROBE_EVENT, &cls)) != 0)
 			return rc;
-		return lk__tf_event(p->t, th, cls, ns, te->cpu_ns, p->t->args.payload, p->t->args.len);
+		return lk__tf_event(p->t, th, cls, ns, te->cpu_ns, p->t->args.payload,
+				    p->t->args.len);
 	default:
 		return refuse(p, "%s", "puts an event lowkey does not write on a thread's track");
 	}
@@ -613,7 +658,10 @@ static int off_cpu_event(struct pft_reader *p, const struct sequence *sq, struct
 			return refuse(p, "%s", "ends an off-CPU slice that did not begin");
 		out->pending = false;
 		rc = lk__tf_off_cpu(p->t, th, out->ns, ns, out->preempted, out->cpu, out->next_cpu);
-		return rc == -ERANGE ? refuse(p, "%s", "has off-CPU time before the thread's previous ended") : rc;
+		return rc == -ERANGE ?
+			       refuse(p, "%s",
+				      "has off-CPU time before the thread's previous ended") :
+			       rc;
 	}
 	if (te->type != TYPE_SLICE_BEGIN || !lookup(sq, 2, te->name_iid, &name) ||
 	    !lookup(sq, 1, te->category_iid, &cat) || !is(cat, "off-cpu") ||
@@ -625,7 +673,8 @@ static int off_cpu_event(struct pft_reader *p, const struct sequence *sq, struct
 	return 0;
 }
 
-static int track_event(struct pft_reader *p, struct sequence *sq, const struct pb_field *ev, uint64_t ns)
+static int track_event(struct pft_reader *p, struct sequence *sq, const struct pb_field *ev,
+		       uint64_t ns)
 {
 	struct track_event te = { 0 };
 	const struct track *tr, *own;
@@ -635,7 +684,7 @@ static int track_event(struct pft_reader *p, struct sequence *sq, const struct p
 	if ((rc = decode_event(p, sq, ev, &te)) != 0)
 		return rc;
 	tr = track(p, te.has_track ? te.track : sq->track);
-	own = track(p, sq->track);	/* the sequence's: its thread's, or its off-CPU track */
+	own = track(p, sq->track); /* the sequence's: its thread's, or its off-CPU track */
 	if (!tr || !own || own->kind == TRACK_PROCESS || own->kind == TRACK_COUNTER)
 		return refuse(p, "%s", "has an event on a track not described before it");
 	if (!(th = lk__tf_thread(p->t, tr->kind == TRACK_THREAD ? tr->tid : own->tid)))
@@ -672,16 +721,35 @@ static int gather(struct pft_reader *p, const struct pb_field *packet, struct pa
 		bool varint = f.type == PB_VARINT, message = false;
 
 		switch (f.number) {
-		case PKT_SEQUENCE_ID: pk->seq = f.value, pk->has_seq = varint; break;
-		case PKT_SEQUENCE_FLAGS: pk->flags = f.value; break;
-		case PKT_TIMESTAMP: pk->timestamp = f.value, pk->has_timestamp = varint; break;
-		case PKT_TIMESTAMP_CLOCK_ID: pk->clock_id = f.value, pk->has_clock_id = varint; break;
-		case PKT_FIRST_ON_SEQUENCE: break;	/* the cleared state says as much */
-		case PKT_DEFAULTS: pk->defaults = f, message = true; break;
-		case PKT_CLOCK_SNAPSHOT: pk->snapshot = f, message = true; break;
-		case PKT_TRACK_DESCRIPTOR: pk->descriptor = f, message = true; break;
-		case PKT_INTERNED_DATA: pk->interned = f, message = true; break;
-		case PKT_TRACK_EVENT: pk->event = f, message = true; break;
+		case PKT_SEQUENCE_ID:
+			pk->seq = f.value, pk->has_seq = varint;
+			break;
+		case PKT_SEQUENCE_FLAGS:
+			pk->flags = f.value;
+			break;
+		case PKT_TIMESTAMP:
+			pk->timestamp = f.value, pk->has_timestamp = varint;
+			break;
+		case PKT_TIMESTAMP_CLOCK_ID:
+			pk->clock_id = f.value, pk->has_clock_id = varint;
+			break;
+		case PKT_FIRST_ON_SEQUENCE:
+			break; /* the cleared state says as much */
+		case PKT_DEFAULTS:
+			pk->defaults = f, message = true;
+			break;
+		case PKT_CLOCK_SNAPSHOT:
+			pk->snapshot = f, message = true;
+			break;
+		case PKT_TRACK_DESCRIPTOR:
+			pk->descriptor = f, message = true;
+			break;
+		case PKT_INTERNED_DATA:
+			pk->interned = f, message = true;
+			break;
+		case PKT_TRACK_EVENT:
+			pk->event = f, message = true;
+			break;
 		default:
 			return refuse(p, "%s", "has a field lowkey does not write");
 		}
@@ -710,7 +778,9 @@ static int packet(struct pft_reader *p, const struct pb_field *field)
 	if ((rc = gather(p, field, &pk)) != 0)
 		return rc;
 	if (!pk.has_seq || pk.seq < SEQ_BASE || pk.seq >= SEQ_BASE + SEQ_SPAN)
-		return refuse(p, "%s", "is on a sequence lowkey does not use (it numbers its own 8192 to 16383)");
+		return refuse(
+			p, "%s",
+			"is on a sequence lowkey does not use (it numbers its own 8192 to 16383)");
 	if (!(sq = sequence(p, pk.seq)))
 		return -ENOMEM;
 	if (pk.flags & SEQ_INCREMENTAL_STATE_CLEARED) {
@@ -749,11 +819,13 @@ static int open_slices(struct pft_reader *p)
 
 		if (!p->outs[i].pending)
 			continue;
-		rc = lk__tf_off_cpu(p->t, &p->t->threads[i], p->outs[i].ns, UINT64_MAX, p->outs[i].preempted,
-				p->outs[i].cpu, 0);
+		rc = lk__tf_off_cpu(p->t, &p->t->threads[i], p->outs[i].ns, UINT64_MAX,
+				    p->outs[i].preempted, p->outs[i].cpu, 0);
 		if (rc == -ERANGE)
-			return lk__failf(p->err, p->errlen, -EINVAL, "%s is damaged: thread %d's last off-CPU slice "
-					 "begins before its previous one ended", p->name, p->t->threads[i].tid);
+			return lk__failf(p->err, p->errlen, -EINVAL,
+					 "%s is damaged: thread %d's last off-CPU slice "
+					 "begins before its previous one ended",
+					 p->name, p->t->threads[i].tid);
 		if (rc)
 			return rc;
 	}
@@ -792,16 +864,20 @@ static int read_packets(struct pft_reader *p, const uint8_t *data, size_t len)
 			return rc;
 	}
 	if (got < 0)
-		return lk__failf(p->err, p->errlen, -EINVAL, "%s is cut short or damaged at byte %zu (a packet runs past "
-				 "the end of the file, or its length is not a varint)", p->name, p->at);
+		return lk__failf(p->err, p->errlen, -EINVAL,
+				 "%s is cut short or damaged at byte %zu (a packet runs past "
+				 "the end of the file, or its length is not a varint)",
+				 p->name, p->at);
 	if (!p->process_seen)
-		return lk__failf(p->err, p->errlen, -EINVAL, "%s is not a Perfetto trace lowkey wrote: it describes no "
-				 "process", p->name);
+		return lk__failf(p->err, p->errlen, -EINVAL,
+				 "%s is not a Perfetto trace lowkey wrote: it describes no "
+				 "process",
+				 p->name);
 	return open_slices(p);
 }
 
-int lk__perfetto_read(struct lk__trace_file *t, const uint8_t *data, size_t len, const char *name, char *err,
-			size_t errlen)
+int lk__perfetto_read(struct lk__trace_file *t, const uint8_t *data, size_t len, const char *name,
+		      char *err, size_t errlen)
 {
 	struct pft_reader *p = calloc(1, sizeof(*p));
 	int rc;

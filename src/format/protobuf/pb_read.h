@@ -24,8 +24,8 @@ struct pb_cursor {
 struct pb_field {
 	uint32_t number;
 	unsigned int type;
-	uint64_t value;		/* PB_VARINT, PB_FIXED64, PB_FIXED32 */
-	const uint8_t *data;	/* PB_LEN: len bytes */
+	uint64_t value;	     /* PB_VARINT, PB_FIXED64, PB_FIXED32 */
+	const uint8_t *data; /* PB_LEN: len bytes */
 	size_t len;
 };
 
@@ -43,7 +43,7 @@ static inline bool pb_varint(struct pb_cursor *c, uint64_t *v)
 		uint8_t b = *c->p++;
 
 		if (shift == 63 && b > 1)
-			return false;	/* past 64 bits */
+			return false; /* past 64 bits */
 		x |= (uint64_t)(b & 0x7f) << shift;
 		if (!(b & 0x80)) {
 			*v = x;

@@ -54,7 +54,7 @@ uint8_t *lk__pbw_utf8(uint8_t *w, uint32_t field, const char *s, size_t n)
 
 	if (lk__utf8_valid(p, n))
 		return lk__pbw_bytes(w, field, s, n);
-	start = lk__pbw_begin(w, field);	/* a string's bytes are laid out as a message's are */
+	start = lk__pbw_begin(w, field); /* a string's bytes are laid out as a message's are */
 	w = start;
 	while (i < n) {
 		k = lk__utf8_sequence(p + i, n - i);

@@ -25,9 +25,9 @@ enum { LK__PB_VARINT = 0, LK__PB_FIXED64 = 1, LK__PB_LEN = 2 };
 struct lk__pb {
 	uint8_t *buf;
 	size_t len, cap;
-	size_t open[LK__PB_MAX_DEPTH];	/* where each open message's body starts */
+	size_t open[LK__PB_MAX_DEPTH]; /* where each open message's body starts */
 	unsigned int depth;
-	bool failed;			/* out of memory, or nested too deep: the buffer is incomplete */
+	bool failed; /* out of memory, or nested too deep: the buffer is incomplete */
 };
 
 /* Make room for need more bytes: false (and failed set) if it cannot be had. */
@@ -141,7 +141,7 @@ static inline uint8_t *lk__pbw_uint(uint8_t *w, uint32_t field, uint64_t v)
 static inline uint8_t *lk__pbw_fixed64(uint8_t *w, uint32_t field, uint64_t bits)
 {
 	w = lk__pbw_varint(w, (uint64_t)field << 3 | LK__PB_FIXED64);
-	memcpy(w, &bits, 8);	/* little-endian, as protobuf: lowkey runs on little-endian machines */
+	memcpy(w, &bits, 8); /* little-endian, as protobuf: lowkey runs on little-endian machines */
 	return w + 8;
 }
 
@@ -181,11 +181,11 @@ static inline void lk__pb_begin(struct lk__pb *pb, uint32_t field)
 {
 	if (pb->depth >= LK__PB_MAX_DEPTH || !lk__pb_room(pb, LK__PB_VARINT_MAX + 1)) {
 		pb->failed = true;
-		pb->depth++;	/* so that its end still balances */
+		pb->depth++; /* so that its end still balances */
 		return;
 	}
 	lk__pb_key(pb, field, LK__PB_LEN);
-	pb->len++;	/* the length, if it fits in one byte */
+	pb->len++; /* the length, if it fits in one byte */
 	pb->open[pb->depth++] = pb->len;
 }
 

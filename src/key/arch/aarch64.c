@@ -23,7 +23,7 @@
 #include "key/arch/word.h"
 
 #define INSN_B 0x14000000u
-#define B_RANGE (128l << 20)	/* imm26, in words: +-128 MiB */
+#define B_RANGE (128l << 20) /* imm26, in words: +-128 MiB */
 
 const uint32_t lk__word_nop = 0xd503201fu;
 

@@ -20,8 +20,8 @@
  */
 #include "key/arch/word.h"
 
-#define INSN_JAL 0x0000006fu	/* rd = zero */
-#define JAL_RANGE (1l << 20)	/* +-1 MiB */
+#define INSN_JAL 0x0000006fu /* rd = zero */
+#define JAL_RANGE (1l << 20) /* +-1 MiB */
 
 const uint32_t lk__word_nop = 0x00000013u;
 
@@ -42,7 +42,8 @@ bool lk__word_jump_reaches(const uint8_t *code, const uint8_t *target)
 
 long lk__word_jump_offset(uint32_t word)
 {
-	uint32_t imm = (word >> 11 & 0x100000u) | (word >> 20 & 0x7feu) | (word >> 9 & 0x800u) | (word & 0xff000u);
+	uint32_t imm = (word >> 11 & 0x100000u) | (word >> 20 & 0x7feu) | (word >> 9 & 0x800u) |
+		       (word & 0xff000u);
 
 	return (long)((int32_t)(imm << 11) >> 11);
 }

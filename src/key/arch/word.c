@@ -19,7 +19,8 @@ static uint32_t word_of(const uint8_t insn[LK__SITE_LEN])
 	return word;
 }
 
-void lk__arch_site_insn(uint8_t insn[LK__SITE_LEN], const uint8_t *code, const uint8_t *target, bool jump)
+void lk__arch_site_insn(uint8_t insn[LK__SITE_LEN], const uint8_t *code, const uint8_t *target,
+			bool jump)
 {
 	uint32_t word = jump ? lk__word_jump(code, target) : lk__word_nop;
 

@@ -29,7 +29,8 @@ static int32_t jmp_displacement(const uint8_t *code, const uint8_t *target)
 	return (int32_t)(target - (code + LK__SITE_LEN));
 }
 
-void lk__arch_site_insn(uint8_t insn[LK__SITE_LEN], const uint8_t *code, const uint8_t *target, bool jump)
+void lk__arch_site_insn(uint8_t insn[LK__SITE_LEN], const uint8_t *code, const uint8_t *target,
+			bool jump)
 {
 	if (jump) {
 		int32_t rel = jmp_displacement(code, target);
@@ -87,7 +88,9 @@ enum head { HEAD_INT3, HEAD_NEW, HEAD_OLD };
 static void write_heads(const struct lk__patch *p, size_t n, enum head head)
 {
 	for (size_t i = 0; i < n; i++) {
-		uint8_t b = head == HEAD_NEW ? p[i].insn[0] : head == HEAD_OLD ? p[i].old[0] : INSN_INT3;
+		uint8_t b = head == HEAD_NEW ? p[i].insn[0] :
+			    head == HEAD_OLD ? p[i].old[0] :
+					       INSN_INT3;
 
 		write_byte(p[i].addr, b);
 	}

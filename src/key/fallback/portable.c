@@ -11,7 +11,8 @@
 
 #include "key/key_internal.h"
 
-void lk__arch_site_insn(uint8_t insn[LK__SITE_LEN], const uint8_t *code, const uint8_t *target, bool jump)
+void lk__arch_site_insn(uint8_t insn[LK__SITE_LEN], const uint8_t *code, const uint8_t *target,
+			bool jump)
 {
 	(void)target;
 	(void)jump;

@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include <lowkey/lock.h>	/* lk__lock_ticks(), lk__lock_self(): inline only, no link dependency */
+#include <lowkey/lock.h> /* lk__lock_ticks(), lk__lock_self(): inline only, no link dependency */
 
 #include "internal/lock_file.h"
 
@@ -57,7 +57,8 @@ struct lkl_real {
 	int (*spin_destroy)(pthread_spinlock_t *);
 	int (*cond_wait)(pthread_cond_t *, pthread_mutex_t *);
 	int (*cond_timedwait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
-	int (*cond_clockwait)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
+	int (*cond_clockwait)(pthread_cond_t *, pthread_mutex_t *, clockid_t,
+			      const struct timespec *);
 	int (*sem_wait)(sem_t *);
 	int (*sem_trywait)(sem_t *);
 	int (*sem_timedwait)(sem_t *, const struct timespec *);
@@ -77,7 +78,9 @@ bool lkl_resolve(void);
  * function this libc lacks (pthread_mutex_clocklock before glibc 2.30) or for a call made from
  * inside the resolution itself; the wrappers then return ENOSYS/-1 (see real.c).
  */
-#define REAL(fn) (__atomic_load_n(&lkl_real.fn, __ATOMIC_RELAXED) ?: (lkl_resolve(), __atomic_load_n(&lkl_real.fn, __ATOMIC_RELAXED)))
+#define REAL(fn)                                            \
+	(__atomic_load_n(&lkl_real.fn, __ATOMIC_RELAXED) ?: \
+		 (lkl_resolve(), __atomic_load_n(&lkl_real.fn, __ATOMIC_RELAXED)))
 
 /* ---- the table ---- */
 
@@ -122,7 +125,8 @@ static inline void lkl_max(uint64_t *p, uint64_t v)
 {
 	uint64_t cur = LD(*p);
 
-	while (v > cur && !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+	while (v > cur &&
+	       !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
 }
 
@@ -137,7 +141,8 @@ static inline bool lkl_acquired(int ret)
  * try-lock got it), at return address ra. Runs holding the lock, so plain stores suffice, except
  * for the counters rwlock readers share (wait figures), which are atomic.
  */
-void lkl_exclusive_acquired(struct lkl_entry *e, uint64_t waited, uintptr_t ra, bool recursive_kind);
+void lkl_exclusive_acquired(struct lkl_entry *e, uint64_t waited, uintptr_t ra,
+			    bool recursive_kind);
 
 /* Book an exclusive release by the calling thread; `checks_owner`: the real unlock fails unless
  * the caller holds the lock (error-checking, recursive, robust mutexes). */

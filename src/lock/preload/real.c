@@ -24,14 +24,16 @@ struct lkl_real lkl_real;
 extern int __pthread_mutex_lock(pthread_mutex_t *) __attribute__((weak));
 extern int __pthread_mutex_trylock(pthread_mutex_t *) __attribute__((weak));
 extern int __pthread_mutex_unlock(pthread_mutex_t *) __attribute__((weak));
-extern int __pthread_mutex_init(pthread_mutex_t *, const pthread_mutexattr_t *) __attribute__((weak));
+extern int __pthread_mutex_init(pthread_mutex_t *, const pthread_mutexattr_t *)
+	__attribute__((weak));
 extern int __pthread_mutex_destroy(pthread_mutex_t *) __attribute__((weak));
 extern int __pthread_rwlock_rdlock(pthread_rwlock_t *) __attribute__((weak));
 extern int __pthread_rwlock_tryrdlock(pthread_rwlock_t *) __attribute__((weak));
 extern int __pthread_rwlock_wrlock(pthread_rwlock_t *) __attribute__((weak));
 extern int __pthread_rwlock_trywrlock(pthread_rwlock_t *) __attribute__((weak));
 extern int __pthread_rwlock_unlock(pthread_rwlock_t *) __attribute__((weak));
-extern int __pthread_rwlock_init(pthread_rwlock_t *, const pthread_rwlockattr_t *) __attribute__((weak));
+extern int __pthread_rwlock_init(pthread_rwlock_t *, const pthread_rwlockattr_t *)
+	__attribute__((weak));
 extern int __pthread_rwlock_destroy(pthread_rwlock_t *) __attribute__((weak));
 
 static __thread int resolving __attribute__((tls_model("initial-exec")));
@@ -75,9 +77,9 @@ static void bind_aliases(void)
 	}
 }
 
-#define LOOKUP(field, name)                                    \
-	do {                                                   \
-		if (!__atomic_load_n(&lkl_real.field, __ATOMIC_RELAXED)) \
+#define LOOKUP(field, name)                                                 \
+	do {                                                                \
+		if (!__atomic_load_n(&lkl_real.field, __ATOMIC_RELAXED))    \
 			SET(field, (__typeof__(lkl_real.field))next(name)); \
 	} while (0)
 
@@ -113,7 +115,8 @@ bool lkl_resolve(void)
 	if (!__atomic_load_n(&lkl_real.cond_wait, __ATOMIC_RELAXED))
 		SET(cond_wait, (__typeof__(lkl_real.cond_wait))next_cond("pthread_cond_wait"));
 	if (!__atomic_load_n(&lkl_real.cond_timedwait, __ATOMIC_RELAXED))
-		SET(cond_timedwait, (__typeof__(lkl_real.cond_timedwait))next_cond("pthread_cond_timedwait"));
+		SET(cond_timedwait,
+		    (__typeof__(lkl_real.cond_timedwait))next_cond("pthread_cond_timedwait"));
 	LOOKUP(cond_clockwait, "pthread_cond_clockwait");
 	LOOKUP(sem_wait, "sem_wait");
 	LOOKUP(sem_trywait, "sem_trywait");

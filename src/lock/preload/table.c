@@ -136,7 +136,8 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg)
 
 static void write_modules(void)
 {
-	struct module_walk w = { (struct lkl_module *)((char *)header + header->modules_offset), 0 };
+	struct module_walk w = { (struct lkl_module *)((char *)header + header->modules_offset),
+				 0 };
 
 	dl_iterate_phdr(add_module, &w);
 	__atomic_store_n(&header->nmodules, w.n, __ATOMIC_RELEASE);
@@ -193,7 +194,8 @@ static void fill_header(struct lkl_header *h, uint32_t cap)
 	h->flags |= LKL_F_TICKS_NS;
 #endif
 	h->modules_offset = LKL_HEADER_SIZE + (uint64_t)cap * LKL_ENTRY_SIZE;
-	*append(h->comm, h->comm + sizeof(h->comm) - 1, program_invocation_name ? program_invocation_name : "") = 0;
+	*append(h->comm, h->comm + sizeof(h->comm) - 1,
+		program_invocation_name ? program_invocation_name : "") = 0;
 	n = readlink("/proc/self/exe", h->exe, sizeof(h->exe) - 1);
 	h->exe[n > 0 ? n : 0] = 0;
 	h->start_ns = monotonic_ns();
@@ -231,7 +233,8 @@ static bool create_table(void)
 	entries = (struct lkl_entry *)((char *)map + LKL_HEADER_SIZE);
 	capacity_mask = cap - 1;
 	fill_header(header, cap);
-	lkl_hold_threshold = header->hold_period == 1 ? UINT64_MAX : UINT64_MAX / header->hold_period;
+	lkl_hold_threshold = header->hold_period == 1 ? UINT64_MAX :
+							UINT64_MAX / header->hold_period;
 	return true;
 }
 
@@ -247,9 +250,9 @@ void lkl_start(void)
 {
 	int expected = LKL_UNINIT, saved_errno = errno;
 
-	if (!__atomic_compare_exchange_n(&lkl_state, &expected, LKL_STARTING, false, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE))
-		return;	/* another thread is at it, or it is done: pass through meanwhile */
+	if (!__atomic_compare_exchange_n(&lkl_state, &expected, LKL_STARTING, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return; /* another thread is at it, or it is done: pass through meanwhile */
 	lkl_resolve();
 	if (!create_table()) {
 		__atomic_store_n(&lkl_state, LKL_OFF, __ATOMIC_RELEASE);
@@ -297,7 +300,8 @@ struct lkl_entry *lkl_find(const void *addr, enum lkl_kind kind, bool create)
 
 	if (!table)
 		return NULL;
-	for (uint64_t i = slot_of(key) & mask, probes = 0; probes <= mask; i = (i + 1) & mask, probes++) {
+	for (uint64_t i = slot_of(key) & mask, probes = 0; probes <= mask;
+	     i = (i + 1) & mask, probes++) {
 		struct lkl_entry *e = &table[i];
 		uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
 
@@ -313,12 +317,13 @@ struct lkl_entry *lkl_find(const void *addr, enum lkl_kind kind, bool create)
 			__atomic_fetch_or(&header->flags, LKL_F_FULL, __ATOMIC_RELAXED);
 			return NULL;
 		}
-		if (__atomic_compare_exchange_n(&e->key, &k, key, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (__atomic_compare_exchange_n(&e->key, &k, key, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
 			__atomic_fetch_add(&header->used, 1, __ATOMIC_RELAXED);
 			return e;
 		}
 		if (k == key)
-			return e;	/* another thread claimed this slot for the same lock */
+			return e; /* another thread claimed this slot for the same lock */
 	}
 	return NULL;
 }
@@ -332,16 +337,18 @@ void lkl_retire(const void *addr, enum lkl_kind kind)
 		return;
 	key = LD(e->key);
 	if (!LD(e->acquisitions) && !LD(e->read_acquisitions) && !LD(e->try_fails) && !LD(e->posts))
-		return;	/* never used since it was (re)made: nothing to count, none counted twice */
+		return; /* never used since it was (re)made: nothing to count, none counted twice */
 	if (LD(e->contended) == 0 && LD(e->try_fails) == 0) {
 		/* never contended: count it in the header, and let the next lock here reuse the entry */
 		__atomic_fetch_add(&header->folded_locks, 1, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&header->folded_acquisitions, LD(e->acquisitions) + LD(e->read_acquisitions),
+		__atomic_fetch_add(&header->folded_acquisitions,
+				   LD(e->acquisitions) + LD(e->read_acquisitions),
 				   __ATOMIC_RELAXED);
 		memset((char *)e + sizeof(e->key), 0, sizeof(*e) - sizeof(e->key));
 		return;
 	}
-	__atomic_compare_exchange_n(&e->key, &key, key | LKL_RETIRED, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	__atomic_compare_exchange_n(&e->key, &key, key | LKL_RETIRED, false, __ATOMIC_RELEASE,
+				    __ATOMIC_RELAXED);
 }
 
 /* ---- bookkeeping ---- */
@@ -354,7 +361,8 @@ static void note_wait(struct lkl_entry *e, uint64_t waited, uintptr_t ra)
 	__atomic_fetch_add(&e->wait_total, waited, __ATOMIC_RELAXED);
 	lkl_max(&e->wait_max, waited);
 	if (!LD(e->site))
-		__atomic_compare_exchange_n(&e->site, &none, ra, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		__atomic_compare_exchange_n(&e->site, &none, ra, false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
 }
 
 void lkl_exclusive_acquired(struct lkl_entry *e, uint64_t waited, uintptr_t ra, bool recursive_kind)
@@ -362,7 +370,7 @@ void lkl_exclusive_acquired(struct lkl_entry *e, uint64_t waited, uintptr_t ra, 
 	uint64_t me = lk__lock_self(), last, n;
 
 	if (recursive_kind && LD(e->owner) == me) {
-		ST(e->depth, LD(e->depth) + 1);	/* a recursive mutex, re-locked by its owner */
+		ST(e->depth, LD(e->depth) + 1); /* a recursive mutex, re-locked by its owner */
 		return;
 	}
 	n = LD(e->acquisitions);
@@ -387,7 +395,7 @@ void lkl_exclusive_released(struct lkl_entry *e, bool checks_owner)
 	uint64_t me = lk__lock_self(), owner = LD(e->owner), start;
 
 	if (owner == 0 || (owner != me && checks_owner))
-		return;	/* not held as far as we know, or the real unlock will refuse (EPERM) */
+		return; /* not held as far as we know, or the real unlock will refuse (EPERM) */
 	if (owner == me && LD(e->depth)) {
 		ST(e->depth, LD(e->depth) - 1);
 		return;

@@ -48,7 +48,7 @@ static void book(pthread_mutex_t *m, uint64_t waited, uintptr_t ra)
 /* the try-lock; *busy set when it found the mutex taken and the blocking call must follow */
 static int try_first(pthread_mutex_t *m, uintptr_t ra, bool *busy)
 {
-	int ret = lkl_real.mutex_trylock(m);	/* resolved: lkl_ready() resolves everything */
+	int ret = lkl_real.mutex_trylock(m); /* resolved: lkl_ready() resolves everything */
 
 	*busy = ret == EBUSY;
 	if (lkl_acquired(ret))
@@ -100,9 +100,11 @@ LKL_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec
 	return ret;
 }
 
-LKL_EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, const struct timespec *abstime)
+LKL_EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock,
+				       const struct timespec *abstime)
 {
-	int (*clocklock)(pthread_mutex_t *, clockid_t, const struct timespec *) = REAL(mutex_clocklock);
+	int (*clocklock)(pthread_mutex_t *, clockid_t, const struct timespec *) =
+		REAL(mutex_clocklock);
 	uintptr_t ra = LKL_RA();
 	uint64_t t0;
 	bool busy;
@@ -226,9 +228,11 @@ LKL_EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 	return ret;
 }
 
-LKL_EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime)
+LKL_EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
+				      const struct timespec *abstime)
 {
-	int (*wait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *) = REAL(cond_timedwait);
+	int (*wait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *) =
+		REAL(cond_timedwait);
 	uintptr_t ra = LKL_RA();
 	struct lkl_entry *e;
 	int ret;
@@ -245,7 +249,8 @@ LKL_EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, con
 LKL_EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock,
 				      const struct timespec *abstime)
 {
-	int (*wait)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *) = REAL(cond_clockwait);
+	int (*wait)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *) =
+		REAL(cond_clockwait);
 	uintptr_t ra = LKL_RA();
 	struct lkl_entry *e;
 	int ret;

@@ -141,7 +141,8 @@ static int sem_blocking(sem_t *s, enum how how, clockid_t clock, const struct ti
 	return -1;
 }
 
-static int sem_acquire(sem_t *s, enum how how, clockid_t clock, const struct timespec *abstime, uintptr_t ra)
+static int sem_acquire(sem_t *s, enum how how, clockid_t clock, const struct timespec *abstime,
+		       uintptr_t ra)
 {
 	int saved_errno = errno, ret;
 	uint64_t t0;
@@ -152,7 +153,7 @@ static int sem_acquire(sem_t *s, enum how how, clockid_t clock, const struct tim
 		sem_book(s, LKL_NO_WAIT, ra);
 		return 0;
 	}
-	if (errno != EAGAIN)	/* EINVAL: let the call the program made say so */
+	if (errno != EAGAIN) /* EINVAL: let the call the program made say so */
 		return sem_blocking(s, how, clock, abstime);
 	errno = saved_errno;
 	t0 = lk__lock_ticks();

@@ -8,7 +8,8 @@
 enum how { PLAIN, TIMED, CLOCK };
 
 /* The blocking call the program made; NULL function: ENOSYS. */
-static int blocking(pthread_rwlock_t *l, bool write, enum how how, clockid_t clock, const struct timespec *abstime)
+static int blocking(pthread_rwlock_t *l, bool write, enum how how, clockid_t clock,
+		    const struct timespec *abstime)
 {
 	int (*plain)(pthread_rwlock_t *) = write ? REAL(rwlock_wrlock) : REAL(rwlock_rdlock);
 	int (*timed)(pthread_rwlock_t *, const struct timespec *);
@@ -39,8 +40,8 @@ static void book(pthread_rwlock_t *l, bool write, uint64_t waited, uintptr_t ra)
 		lkl_shared_acquired(e, waited, ra, true);
 }
 
-static int acquire(pthread_rwlock_t *l, bool write, enum how how, clockid_t clock, const struct timespec *abstime,
-		   uintptr_t ra)
+static int acquire(pthread_rwlock_t *l, bool write, enum how how, clockid_t clock,
+		   const struct timespec *abstime, uintptr_t ra)
 {
 	uint64_t t0;
 	int ret;
@@ -51,7 +52,7 @@ static int acquire(pthread_rwlock_t *l, bool write, enum how how, clockid_t cloc
 	if (ret == 0)
 		book(l, write, LKL_NO_WAIT, ra);
 	if (ret != EBUSY)
-		return ret;	/* got it, or the error the blocking call would give (EAGAIN, EDEADLK) */
+		return ret; /* got it, or the error the blocking call would give (EAGAIN, EDEADLK) */
 	t0 = lk__lock_ticks();
 	ret = blocking(l, write, how, clock, abstime);
 	if (ret == 0)
@@ -69,7 +70,8 @@ LKL_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t *l, const struct time
 	return acquire(l, false, TIMED, 0, abstime, LKL_RA());
 }
 
-LKL_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t clock, const struct timespec *abstime)
+LKL_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t clock,
+					  const struct timespec *abstime)
 {
 	return acquire(l, false, CLOCK, clock, abstime, LKL_RA());
 }
@@ -84,7 +86,8 @@ LKL_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t *l, const struct time
 	return acquire(l, true, TIMED, 0, abstime, LKL_RA());
 }
 
-LKL_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t clock, const struct timespec *abstime)
+LKL_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t clock,
+					  const struct timespec *abstime)
 {
 	return acquire(l, true, CLOCK, clock, abstime, LKL_RA());
 }

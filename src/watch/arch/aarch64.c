@@ -45,11 +45,13 @@ unsigned int lk__watch_arch_slots(void)
 
 int lk__watch_arch_signals(void)
 {
-	return lk__fail(-EOPNOTSUPP, "watchpoints that signal the thread are not supported on arm64: "
-			"the kernel delivers the SIGTRAP before stepping over the access, which then "
-			"traps again for ever (perf's own signal tests are disabled on arm64 for this). "
-			"lk_watch_sampler_open() and `lowkey watch` work: they record accesses without "
-			"a signal");
+	return lk__fail(
+		-EOPNOTSUPP,
+		"watchpoints that signal the thread are not supported on arm64: "
+		"the kernel delivers the SIGTRAP before stepping over the access, which then "
+		"traps again for ever (perf's own signal tests are disabled on arm64 for this). "
+		"lk_watch_sampler_open() and `lowkey watch` work: they record accesses without "
+		"a signal");
 }
 
 static int check_user_range(uintptr_t addr, uint64_t len)
@@ -65,13 +67,17 @@ static int check_data(uintptr_t addr, size_t len)
 	size_t offset = addr & (DOUBLEWORD - 1);
 
 	if (len < 1 || len > DOUBLEWORD)
-		return lk__fail(-EINVAL, "cannot watch %zu bytes: arm64 watchpoints cover 1 to 8 bytes "
-				"inside one 8-byte-aligned doubleword", len);
+		return lk__fail(-EINVAL,
+				"cannot watch %zu bytes: arm64 watchpoints cover 1 to 8 bytes "
+				"inside one 8-byte-aligned doubleword",
+				len);
 	if (offset + len > DOUBLEWORD)
-		return lk__fail(-EINVAL, "cannot watch %zu bytes at %#lx: they cross an 8-byte boundary, "
-				"and an arm64 watchpoint covers bytes of one aligned doubleword only: watch "
-				"the two pieces (%zu and %zu bytes) with two watchpoints", len,
-				(unsigned long)addr, DOUBLEWORD - offset, offset + len - DOUBLEWORD);
+		return lk__fail(
+			-EINVAL,
+			"cannot watch %zu bytes at %#lx: they cross an 8-byte boundary, "
+			"and an arm64 watchpoint covers bytes of one aligned doubleword only: watch "
+			"the two pieces (%zu and %zu bytes) with two watchpoints",
+			len, (unsigned long)addr, DOUBLEWORD - offset, offset + len - DOUBLEWORD);
 	return 0;
 }
 
@@ -81,11 +87,15 @@ int lk__watch_arch_check(uintptr_t addr, size_t len, unsigned int access, struct
 
 	if (access == LK_WATCH_EXEC) {
 		if (len != 1)
-			return lk__fail(-EINVAL, "an execute watchpoint takes len 1 (the address of the "
-					"instruction), not %zu", len);
+			return lk__fail(-EINVAL,
+					"an execute watchpoint takes len 1 (the address of the "
+					"instruction), not %zu",
+					len);
 		if (addr & (INSN_BYTES - 1))
-			return lk__fail(-EINVAL, "cannot watch execution at %#lx: arm64 instructions are "
-					"4-byte aligned", (unsigned long)addr);
+			return lk__fail(-EINVAL,
+					"cannot watch execution at %#lx: arm64 instructions are "
+					"4-byte aligned",
+					(unsigned long)addr);
 		err = check_user_range(addr, INSN_BYTES);
 		if (err)
 			return err;

@@ -16,7 +16,7 @@ unsigned int lk__watch_arch_slots(void)
 static int unsupported(void)
 {
 	return lk__fail(-EOPNOTSUPP, "lowkey has no watchpoint support for this architecture yet "
-			"(x86-64; arm64 without signals)");
+				     "(x86-64; arm64 without signals)");
 }
 
 int lk__watch_arch_signals(void)

@@ -42,8 +42,8 @@ int lk__watch_arch_signals(void)
  * costs tens of microseconds on some hosts, more than the perf_event_open() it would guard.
  */
 static struct {
-	bool bpext;	/* AMD breakpoint address-mask extension: CPUID 0x80000001 ECX[26] */
-	bool la57;	/* 5-level paging: CPUID 7.0 ECX[16] */
+	bool bpext; /* AMD breakpoint address-mask extension: CPUID 0x80000001 ECX[26] */
+	bool la57;  /* 5-level paging: CPUID 7.0 ECX[16] */
 } features;
 static pthread_once_t features_once = PTHREAD_ONCE_INIT;
 
@@ -77,10 +77,10 @@ static uint64_t user_space_end(void)
 
 static const char *accepted_lengths(void)
 {
-	return cpu_has_bpext()
-		? "1, 2, 4 or 8 bytes, or a larger power of two (AMD address-mask extension), at an "
-		  "address that is a multiple of the length"
-		: "1, 2, 4 or 8 bytes at an address that is a multiple of the length";
+	return cpu_has_bpext() ?
+		       "1, 2, 4 or 8 bytes, or a larger power of two (AMD address-mask extension), at an "
+		       "address that is a multiple of the length" :
+		       "1, 2, 4 or 8 bytes at an address that is a multiple of the length";
 }
 
 static bool is_power_of_2(uint64_t v)
@@ -93,9 +93,11 @@ static int check_user_range(uintptr_t addr, uint64_t len)
 	uint64_t end = user_space_end();
 
 	if (addr >= end || len > end - addr)
-		return lk__fail(-EINVAL, "cannot watch %#lx..%#lx: not a user-space address (user space "
-				"ends at %#llx here)", (unsigned long)addr,
-				(unsigned long)(addr + len - 1), (unsigned long long)end);
+		return lk__fail(-EINVAL,
+				"cannot watch %#lx..%#lx: not a user-space address (user space "
+				"ends at %#llx here)",
+				(unsigned long)addr, (unsigned long)(addr + len - 1),
+				(unsigned long long)end);
 	return 0;
 }
 
@@ -104,12 +106,15 @@ static int check_data(uintptr_t addr, size_t len)
 	bool short_len = len == 1 || len == 2 || len == 4 || len == 8;
 
 	if (!short_len && !(cpu_has_bpext() && is_power_of_2(len) && len <= (1ull << 31)))
-		return lk__fail(-EINVAL, "cannot watch %zu bytes: this CPU's debug registers watch %s",
-				len, accepted_lengths());
+		return lk__fail(-EINVAL,
+				"cannot watch %zu bytes: this CPU's debug registers watch %s", len,
+				accepted_lengths());
 	if (addr & (len - 1))
-		return lk__fail(-EINVAL, "cannot watch %zu bytes at %#lx: the address is not a multiple "
-				"of %zu. This CPU watches %s: watch a smaller aligned piece (or two)",
-				len, (unsigned long)addr, len, accepted_lengths());
+		return lk__fail(
+			-EINVAL,
+			"cannot watch %zu bytes at %#lx: the address is not a multiple "
+			"of %zu. This CPU watches %s: watch a smaller aligned piece (or two)",
+			len, (unsigned long)addr, len, accepted_lengths());
 	return 0;
 }
 
@@ -119,8 +124,10 @@ int lk__watch_arch_check(uintptr_t addr, size_t len, unsigned int access, struct
 
 	if (access == LK_WATCH_EXEC) {
 		if (len != 1)
-			return lk__fail(-EINVAL, "an execute watchpoint takes len 1 (the address of the "
-					"instruction's first byte), not %zu", len);
+			return lk__fail(-EINVAL,
+					"an execute watchpoint takes len 1 (the address of the "
+					"instruction's first byte), not %zu",
+					len);
 		err = check_user_range(addr, 1);
 		if (err)
 			return err;

@@ -38,7 +38,8 @@ bool bench_html_option(int *argc, char **argv, const char **out)
 			*out = argv[i] + 7;
 		} else if (strcmp(argv[i], "--html") == 0) {
 			if (i + 1 >= *argc) {
-				cli_error("bench", "lowkey bench NAME --html report.html", "--html needs a file");
+				cli_error("bench", "lowkey bench NAME --html report.html",
+					  "--html needs a file");
 				return false;
 			}
 			*out = argv[++i];
@@ -77,7 +78,8 @@ static char *read_all(FILE *f, size_t *len)
 	return buf;
 }
 
-static int run_json(const struct lk_bench *b, int argc, char **argv, bool quiet, char **json, size_t *len)
+static int run_json(const struct lk_bench *b, int argc, char **argv, bool quiet, char **json,
+		    size_t *len)
 {
 	char **args = calloc((size_t)argc + 2, sizeof(*args));
 	FILE *tmp = tmpfile();
@@ -85,8 +87,8 @@ static int run_json(const struct lk_bench *b, int argc, char **argv, bool quiet,
 
 	if (!args || !tmp || fflush(stdout) != 0 || (saved = dup(STDOUT_FILENO)) < 0 ||
 	    dup2(fileno(tmp), STDOUT_FILENO) < 0) {
-		cli_error("bench", "set TMPDIR to a writable directory", "cannot keep the bench's figures: %s",
-			     strerror(errno));
+		cli_error("bench", "set TMPDIR to a writable directory",
+			  "cannot keep the bench's figures: %s", strerror(errno));
 		if (saved >= 0)
 			close(saved);
 		if (tmp)
@@ -119,11 +121,19 @@ static void value_text(const struct lk__jr_value *v, char *buf, size_t len)
 	size_t n = 0;
 
 	switch (v->type) {
-	case LK__JR_NULL: snprintf(buf, len, "-"); break;
-	case LK__JR_BOOL: snprintf(buf, len, "%s", v->boolean ? "yes" : "no"); break;
-	case LK__JR_NUMBER: snprintf(buf, len, "%.6g", v->number); break;
-	case LK__JR_STRING: snprintf(buf, len, "%s", v->string); break;
-	case LK__JR_ARRAY:	/* of scalars: joined */
+	case LK__JR_NULL:
+		snprintf(buf, len, "-");
+		break;
+	case LK__JR_BOOL:
+		snprintf(buf, len, "%s", v->boolean ? "yes" : "no");
+		break;
+	case LK__JR_NUMBER:
+		snprintf(buf, len, "%.6g", v->number);
+		break;
+	case LK__JR_STRING:
+		snprintf(buf, len, "%s", v->string);
+		break;
+	case LK__JR_ARRAY: /* of scalars: joined */
 		buf[0] = 0;
 		for (size_t i = 0; i < v->n && n + 1 < len; i++) {
 			char item[64];
@@ -132,7 +142,9 @@ static void value_text(const struct lk__jr_value *v, char *buf, size_t len)
 			n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", item);
 		}
 		break;
-	case LK__JR_OBJECT: snprintf(buf, len, "{...}"); break;
+	case LK__JR_OBJECT:
+		snprintf(buf, len, "{...}");
+		break;
 	}
 }
 
@@ -175,7 +187,7 @@ static void leaf_row(const char *key, const struct lk__jr_value *v, void *arg)
 struct columns {
 	char name[MAX_COLUMNS][200];
 	size_t n;
-	const struct lk__jr_value *row;	/* while a row is written: its values, looked up by name */
+	const struct lk__jr_value *row; /* while a row is written: its values, looked up by name */
 	FILE *f;
 };
 
@@ -284,7 +296,8 @@ static void add_group(struct comparison *c, const char *label, const double *val
 		return;
 	snprintf(c->group[c->ngroups], sizeof(c->group[0]), "%s", label);
 	for (size_t s = 0; s < c->nseries; s++)
-		c->values[c->ngroups * c->nseries + s] = values[s] >= 0 ? values[s] : NAN;	/* -1: not measured */
+		c->values[c->ngroups * c->nseries + s] =
+			values[s] >= 0 ? values[s] : NAN; /* -1: not measured */
 	c->ngroups++;
 }
 
@@ -294,8 +307,8 @@ static void draw(FILE *f, const struct comparison *c)
 
 	for (size_t g = 0; g < c->ngroups; g++)
 		groups[g] = c->group[g];
-	lkh_bar_chart(f, &(struct lkh_bars){ c->title, c->series, c->nseries, groups, c->ngroups, c->values, c->log,
-					     c->fmt });
+	lkh_bar_chart(f, &(struct lkh_bars){ c->title, c->series, c->nseries, groups, c->ngroups,
+					     c->values, c->log, c->fmt });
 	if (c->note)
 		lkh_para(f, c->note);
 }
@@ -320,11 +333,17 @@ static void fmt_ratio(char *buf, size_t len, double v)
 
 static void fmt_rate(char *buf, size_t len, double v)
 {
-	snprintf(buf, len, v >= 1e6 ? "%.3gM/s" : v >= 1e3 ? "%.3gk/s" : "%.3g/s",
-		 v >= 1e6 ? v / 1e6 : v >= 1e3 ? v / 1e3 : v);
+	snprintf(buf, len,
+		 v >= 1e6 ? "%.3gM/s" :
+		 v >= 1e3 ? "%.3gk/s" :
+			    "%.3g/s",
+		 v >= 1e6 ? v / 1e6 :
+		 v >= 1e3 ? v / 1e3 :
+			    v);
 }
 
-static const struct lk__jr_value *row_named(const struct lk__jr_value *arr, const char *key, const char *name)
+static const struct lk__jr_value *row_named(const struct lk__jr_value *arr, const char *key,
+					    const char *name)
 {
 	for (size_t i = 0; arr && arr->type == LK__JR_ARRAY && i < arr->n; i++) {
 		const char *s = lk__jr_string(&arr->items[i], key);
@@ -338,15 +357,23 @@ static const struct lk__jr_value *row_named(const struct lk__jr_value *arr, cons
 /* The thread CPU time vDSO patch: 100M calls of the thread CPU clock, by system call and by its vDSO */
 static void cputime(FILE *f, const struct lk__jr_value *root)
 {
-	struct comparison c = { .title = "vDSO thread CPU time patch: 100M reads of the thread's CPU time",
-				.series = { "here", "the patch" }, .nseries = 2, .log = true, .fmt = fmt_seconds };
-	const struct lk__jr_value *cost = lk__jr_get(root, "cost"), *seed = lk__jr_get(root, "published_s_per_100M_calls");
+	struct comparison c = {
+		.title = "vDSO thread CPU time patch: 100M reads of the thread's CPU time",
+		.series = { "here", "the patch" },
+		.nseries = 2,
+		.log = true,
+		.fmt = fmt_seconds
+	};
+	const struct lk__jr_value *cost = lk__jr_get(root, "cost"),
+				  *seed = lk__jr_get(root, "published_s_per_100M_calls");
 
 	add_group(&c, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)",
-		  (double[]){ lk__jr_number(row_named(cost, "row", "clock_gettime_thread"), "s_per_100M_calls"),
+		  (double[]){ lk__jr_number(row_named(cost, "row", "clock_gettime_thread"),
+					    "s_per_100M_calls"),
 			      lk__jr_number(seed, "syscall") });
 	add_group(&c, "lk_thread_cputime_ns (the patch: its vDSO)",
-		  (double[]){ lk__jr_number(row_named(cost, "row", "lk_thread_cputime_ns"), "s_per_100M_calls"),
+		  (double[]){ lk__jr_number(row_named(cost, "row", "lk_thread_cputime_ns"),
+					    "s_per_100M_calls"),
 			      lk__jr_number(seed, "vdso_patch") });
 	draw(f, &c);
 }
@@ -355,20 +382,26 @@ static void cputime(FILE *f, const struct lk__jr_value *root)
 static void branch(FILE *f, const struct lk__jr_value *root)
 {
 	static const char *const arch[] = { "mips64", "aarch64", "riscv" };
-	struct comparison c = { .title = "RISC-V jump_label article: each loop's time relative to the NOP loop",
-				.series = { "here", "article, MIPS64", "article, AArch64", "article, RISC-V" },
-				.nseries = 4, .fmt = fmt_ratio,
-				.note = "The article published seconds for its own loop count on three architectures, "
-					"this bench nanoseconds per iteration here: both as ratios to their own NOP loop." };
-	const struct lk__jr_value *loop = lk__jr_get(root, "loop"), *nop = row_named(loop, "row", "nop (5-byte)");
+	struct comparison c = {
+		.title = "RISC-V jump_label article: each loop's time relative to the NOP loop",
+		.series = { "here", "article, MIPS64", "article, AArch64", "article, RISC-V" },
+		.nseries = 4,
+		.fmt = fmt_ratio,
+		.note = "The article published seconds for its own loop count on three architectures, "
+			"this bench nanoseconds per iteration here: both as ratios to their own NOP loop."
+	};
+	const struct lk__jr_value *loop = lk__jr_get(root, "loop"),
+				  *nop = row_named(loop, "row", "nop (5-byte)");
 
 	for (size_t i = 0; loop && loop->type == LK__JR_ARRAY && i < loop->n; i++) {
-		const struct lk__jr_value *r = &loop->items[i], *seed = lk__jr_get(r, "published_s");
+		const struct lk__jr_value *r = &loop->items[i],
+					  *seed = lk__jr_get(r, "published_s");
 		double v[4] = { lk__jr_number(r, "x_nop") };
 		bool published = false;
 
 		for (int a = 0; a < 3; a++) {
-			v[a + 1] = lk__jr_number(seed, arch[a]) / lk__jr_number(lk__jr_get(nop, "published_s"), arch[a]);
+			v[a + 1] = lk__jr_number(seed, arch[a]) /
+				   lk__jr_number(lk__jr_get(nop, "published_s"), arch[a]);
 			published |= isfinite(v[a + 1]);
 		}
 		if (published && lk__jr_string(r, "row"))
@@ -380,20 +413,28 @@ static void branch(FILE *f, const struct lk__jr_value *root)
 /* Kernel commit 0912037fec: perf bench breakpoint thread, microseconds per operation */
 static void breakpoint(FILE *f, const struct lk__jr_value *root)
 {
-	struct comparison c = { .title = "kernel commit 0912037fec: breakpoint thread, time per operation",
-				.series = { "here", "commit 0912037fec" }, .nseries = 2, .fmt = fmt_us, .log = true,
-				.note = "The commit ran perf bench -r 30 breakpoint thread -b 4 -p 64 -t 64 on 256 CPUs; "
-					"the figures above it were measured here with the parameters in the table." };
-	const struct lk__jr_value *rows = lk__jr_get(root, "rows"), *seed = lk__jr_get(root, "published");
+	struct comparison c = {
+		.title = "kernel commit 0912037fec: breakpoint thread, time per operation",
+		.series = { "here", "commit 0912037fec" },
+		.nseries = 2,
+		.fmt = fmt_us,
+		.log = true,
+		.note = "The commit ran perf bench -r 30 breakpoint thread -b 4 -p 64 -t 64 on 256 CPUs; "
+			"the figures above it were measured here with the parameters in the table."
+	};
+	const struct lk__jr_value *rows = lk__jr_get(root, "rows"),
+				  *seed = lk__jr_get(root, "published");
 
 	for (size_t i = 0; rows && rows->type == LK__JR_ARRAY && i < rows->n; i++)
 		if (lk__jr_string(&rows->items[i], "row"))
 			add_group(&c, lk__jr_string(&rows->items[i], "row"),
-				  (double[]){ lk__jr_number(&rows->items[i], "usecs_per_op"), NAN });
+				  (double[]){ lk__jr_number(&rows->items[i], "usecs_per_op"),
+					      NAN });
 	for (size_t i = 0; seed && seed->type == LK__JR_ARRAY && i < seed->n; i++)
 		if (lk__jr_string(&seed->items[i], "row"))
 			add_group(&c, lk__jr_string(&seed->items[i], "row"),
-				  (double[]){ NAN, lk__jr_number(&seed->items[i], "usecs_per_op") });
+				  (double[]){ NAN,
+					      lk__jr_number(&seed->items[i], "usecs_per_op") });
 	draw(f, &c);
 }
 
@@ -403,14 +444,17 @@ static void ctx(FILE *f, const struct lk__jr_value *root)
 	static const char *const configs[3][5] = {
 		{ "no counters", "none", "", "unmodified_none", "patched_none" },
 		{ "2 counters", "two_inherited", "two_separate", "unmodified_2hw", "patched_2hw" },
-		{ "8 counters (the patch: 4 hardware, 4 software)", "eight_inherited", "eight_separate", "unmodified_4h4s",
-		  "patched_4h4s" },
+		{ "8 counters (the patch: 4 hardware, 4 software)", "eight_inherited",
+		  "eight_separate", "unmodified_4h4s", "patched_4h4s" },
 	};
-	struct comparison c = { .title = "perf_counter context-swap patch: lat_ctx, time per context switch",
-				.series = { "here, one inherited set", "here, a set per process",
-					    "kernel before the patch", "kernel with the patch" },
-				.nseries = 4, .fmt = fmt_us,
-				.note = "Without counters there is one figure here: it is drawn as the first." };
+	struct comparison c = {
+		.title = "perf_counter context-swap patch: lat_ctx, time per context switch",
+		.series = { "here, one inherited set", "here, a set per process",
+			    "kernel before the patch", "kernel with the patch" },
+		.nseries = 4,
+		.fmt = fmt_us,
+		.note = "Without counters there is one figure here: it is drawn as the first."
+	};
 	const struct lk__jr_value *lat = lk__jr_get(root, "lat_ctx_us");
 
 	for (size_t i = 0; lat && lat->type == LK__JR_ARRAY && i < lat->n; i++) {
@@ -419,10 +463,13 @@ static void ctx(FILE *f, const struct lk__jr_value *root)
 		for (int k = 0; k < 3; k++) {
 			char label[160];
 
-			snprintf(label, sizeof(label), "%.0f processes, %s", lk__jr_number(r, "processes"), configs[k][0]);
-			add_group(&c, label, (double[]){ lk__jr_number(lk__jr_get(r, configs[k][1]), "mean"),
-							 lk__jr_number(lk__jr_get(r, configs[k][2]), "mean"),
-							 lk__jr_number(seed, configs[k][3]), lk__jr_number(seed, configs[k][4]) });
+			snprintf(label, sizeof(label), "%.0f processes, %s",
+				 lk__jr_number(r, "processes"), configs[k][0]);
+			add_group(&c, label,
+				  (double[]){ lk__jr_number(lk__jr_get(r, configs[k][1]), "mean"),
+					      lk__jr_number(lk__jr_get(r, configs[k][2]), "mean"),
+					      lk__jr_number(seed, configs[k][3]),
+					      lk__jr_number(seed, configs[k][4]) });
 		}
 	}
 	draw(f, &c);
@@ -431,20 +478,33 @@ static void ctx(FILE *f, const struct lk__jr_value *root)
 /* The ipc/sem.c contention RFC: sembench, worker burns per second */
 static void sem(FILE *f, const struct lk__jr_value *root)
 {
-	struct comparison c = { .title = "ipc/sem.c contention RFC: sembench, worker burns per second",
-				.series = { "here", "the RFC" }, .nseries = 2, .fmt = fmt_rate,
-				.note = "The RFC ran ./sembench -t 250 -w 64 -o 0 -r 30 on a 4-core AMD Phenom, before "
-					"and after its series; the modes above it ran here with the parameters in the table." };
-	const struct lk__jr_value *runs = lk__jr_get(root, "sembench"), *seed = lk__jr_get(root, "published");
+	struct comparison c = {
+		.title = "ipc/sem.c contention RFC: sembench, worker burns per second",
+		.series = { "here", "the RFC" },
+		.nseries = 2,
+		.fmt = fmt_rate,
+		.note = "The RFC ran ./sembench -t 250 -w 64 -o 0 -r 30 on a 4-core AMD Phenom, before "
+			"and after its series; the modes above it ran here with the parameters in the table."
+	};
+	const struct lk__jr_value *runs = lk__jr_get(root, "sembench"),
+				  *seed = lk__jr_get(root, "published");
 	char label[160];
 
 	for (size_t i = 0; runs && runs->type == LK__JR_ARRAY && i < runs->n; i++) {
-		snprintf(label, sizeof(label), "here: %s", lk__jr_string(&runs->items[i], "mode") ? lk__jr_string(&runs->items[i], "mode") : "?");
-		add_group(&c, label, (double[]){ lk__jr_number(&runs->items[i], "worker_burns_per_s"), NAN });
+		snprintf(label, sizeof(label), "here: %s",
+			 lk__jr_string(&runs->items[i], "mode") ?
+				 lk__jr_string(&runs->items[i], "mode") :
+				 "?");
+		add_group(&c, label,
+			  (double[]){ lk__jr_number(&runs->items[i], "worker_burns_per_s"), NAN });
 	}
 	for (size_t i = 0; seed && seed->type == LK__JR_ARRAY && i < seed->n; i++) {
-		snprintf(label, sizeof(label), "the RFC: %s", lk__jr_string(&seed->items[i], "when") ? lk__jr_string(&seed->items[i], "when") : "?");
-		add_group(&c, label, (double[]){ NAN, lk__jr_number(&seed->items[i], "worker_burns_per_s") });
+		snprintf(label, sizeof(label), "the RFC: %s",
+			 lk__jr_string(&seed->items[i], "when") ?
+				 lk__jr_string(&seed->items[i], "when") :
+				 "?");
+		add_group(&c, label,
+			  (double[]){ NAN, lk__jr_number(&seed->items[i], "worker_burns_per_s") });
 	}
 	draw(f, &c);
 }
@@ -452,26 +512,34 @@ static void sem(FILE *f, const struct lk__jr_value *root)
 /* no published figure: lowkey's probe beside LTTng-UST's tracepoint, measured together here */
 static void probe(FILE *f, const struct lk__jr_value *root)
 {
-	struct comparison c = { .title = "cost per event: lowkey beside LTTng-UST, both here",
-				.series = { "lowkey", "LTTng-UST" }, .nseries = 2, .fmt = lkh_fmt_ns,
-				.note = "No kernel work published a figure for this; LTTng-UST is the tool it is compared with "
-					"(none where it is not installed)." };
+	struct comparison c = {
+		.title = "cost per event: lowkey beside LTTng-UST, both here",
+		.series = { "lowkey", "LTTng-UST" },
+		.nseries = 2,
+		.fmt = lkh_fmt_ns,
+		.note = "No kernel work published a figure for this; LTTng-UST is the tool it is compared with "
+			"(none where it is not installed)."
+	};
 	const struct lk__jr_value *ns = lk__jr_get(root, "ns_per_event");
 
-	add_group(&c, "disabled", (double[]){ lk__jr_number(ns, "disabled"), lk__jr_number(ns, "lttng_disabled") });
-	add_group(&c, "enabled", (double[]){ lk__jr_number(ns, "enabled_two_ints"), lk__jr_number(ns, "lttng_enabled") });
+	add_group(&c, "disabled",
+		  (double[]){ lk__jr_number(ns, "disabled"), lk__jr_number(ns, "lttng_disabled") });
+	add_group(&c, "enabled",
+		  (double[]){ lk__jr_number(ns, "enabled_two_ints"),
+			      lk__jr_number(ns, "lttng_enabled") });
 	draw(f, &c);
 }
 
 static const struct {
-	const char *bench;	/* the JSON's "bench" */
+	const char *bench; /* the JSON's "bench" */
 	void (*draw)(FILE *f, const struct lk__jr_value *root);
 } comparisons[] = {
 	{ "cputime", cputime }, { "branch", branch }, { "breakpoint thread", breakpoint },
 	{ "ctx", ctx },		{ "sem", sem },	      { "probe", probe },
 };
 
-static void page(FILE *f, const struct lk_bench *b, int argc, char **argv, const struct lk__jr_value *root)
+static void page(FILE *f, const struct lk_bench *b, int argc, char **argv,
+		 const struct lk__jr_value *root)
 {
 	const char *bench = lk__jr_string(root, "bench");
 	char title[200], cmd[1024] = "lowkey bench";
@@ -482,8 +550,8 @@ static void page(FILE *f, const struct lk_bench *b, int argc, char **argv, const
 		n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, " %s", argv[i]);
 	snprintf(title, sizeof(title), "lowkey bench %s", bench ? bench : b->name);
 	lkh_page_begin(f, title);
-	lkh_paraf(f, "%s. Measured on %s by `%s`.", b->summary, lk__jr_string(root, "machine") ? lk__jr_string(root, "machine") : "?",
-		  cmd);
+	lkh_paraf(f, "%s. Measured on %s by `%s`.", b->summary,
+		  lk__jr_string(root, "machine") ? lk__jr_string(root, "machine") : "?", cmd);
 	for (size_t i = 0; bench && i < sizeof(comparisons) / sizeof(comparisons[0]); i++)
 		if (strcmp(bench, comparisons[i].bench) == 0) {
 			lkh_section(f, "Beside the published figures", NULL);
@@ -505,14 +573,15 @@ int bench_html(const struct lk_bench *b, int argc, char **argv, const char *out_
 
 	if (rc < 0)
 		return CLI_EXIT_FAIL;
-	if (rc != 0) {	/* the bench said why */
+	if (rc != 0) { /* the bench said why */
 		free(json);
 		return rc;
 	}
 	root = lk__jr_parse(json, len, err, sizeof(err));
 	free(json);
 	if (!root) {
-		cli_error("bench", NULL, "cannot read back the figures of %s for the page: %s", b->name, err);
+		cli_error("bench", NULL, "cannot read back the figures of %s for the page: %s",
+			  b->name, err);
 		return CLI_EXIT_FAIL;
 	}
 	f = strcmp(out_path, "-") == 0 ? stdout : lk__out_fopen(out_path, err, sizeof(err));

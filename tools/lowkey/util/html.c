@@ -28,12 +28,18 @@ static bool is_control(const unsigned char *s, size_t len)
 static const char *entity(unsigned char c)
 {
 	switch (c) {
-	case '&': return "&amp;";
-	case '<': return "&lt;";
-	case '>': return "&gt;";
-	case '"': return "&quot;";
-	case '\'': return "&#39;";
-	default: return NULL;
+	case '&':
+		return "&amp;";
+	case '<':
+		return "&lt;";
+	case '>':
+		return "&gt;";
+	case '"':
+		return "&quot;";
+	case '\'':
+		return "&#39;";
+	default:
+		return NULL;
 	}
 }
 
@@ -86,7 +92,7 @@ static void text_cut(FILE *f, const char *s, size_t max)
 	}
 	lkh_text_n(f, s, i);
 	if (i < n)
-		fputs("\xe2\x80\xa6", f);	/* U+2026 */
+		fputs("\xe2\x80\xa6", f); /* U+2026 */
 }
 
 void lkh_fmt_ns(char *buf, size_t len, double ns)
@@ -94,7 +100,7 @@ void lkh_fmt_ns(char *buf, size_t len, double ns)
 	if (isnan(ns))
 		snprintf(buf, len, "-");
 	else if (fabs(ns) < 10)
-		snprintf(buf, len, "%.2g ns", ns);	/* a disabled site: fractions of a nanosecond */
+		snprintf(buf, len, "%.2g ns", ns); /* a disabled site: fractions of a nanosecond */
 	else if (fabs(ns) < 1e3)
 		snprintf(buf, len, "%.0f ns", ns);
 	else if (fabs(ns) < 1e6)
@@ -128,7 +134,8 @@ static const char page_style[] =
 void lkh_page_begin(FILE *f, const char *title)
 {
 	fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-	      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>", f);
+	      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",
+	      f);
 	lkh_text(f, title);
 	fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<h1>", page_style);
 	lkh_text(f, title);
@@ -228,16 +235,19 @@ void lkh_table_end(FILE *f)
 const char *lkh_color(size_t i)
 {
 	/* Tableau 10: told apart by most people, colour-blind ones included */
-	static const char *const palette[] = { "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
-					       "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac" };
+	static const char *const palette[] = { "#4e79a7", "#f28e2b", "#59a14f", "#e15759",
+					       "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
+					       "#9c755f", "#bab0ac" };
 
 	return palette[i % (sizeof(palette) / sizeof(palette[0]))];
 }
 
 static void svg_begin(FILE *f, const char *kind, int width, int height, const char *title)
 {
-	fprintf(f, "<svg class=\"chart %s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-		   "viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"", kind, width, height, width, height);
+	fprintf(f,
+		"<svg class=\"chart %s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		"viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"",
+		kind, width, height, width, height);
 	lkh_text(f, title);
 	fputs("\">\n<text class=\"t\" x=\"8\" y=\"16\">", f);
 	text_cut(f, title, (size_t)(width - 16) / 8);
@@ -258,7 +268,8 @@ static void svg_label(FILE *f, double x, double y, const char *anchor, const cha
 
 static void svg_line(FILE *f, const char *cls, double x1, double y1, double x2, double y2)
 {
-	fprintf(f, "<line class=\"%s\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", cls, x1, y1, x2, y2);
+	fprintf(f, "<line class=\"%s\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", cls,
+		x1, y1, x2, y2);
 }
 
 static void svg_no_data(FILE *f, int width, int height)
@@ -281,7 +292,7 @@ static double nice_step(double range, int ticks)
 /* A linear axis's range: [lo, hi] widened to whole steps. */
 struct scale {
 	double lo, hi, step;
-	double p0, p1;		/* pixels of lo and hi */
+	double p0, p1; /* pixels of lo and hi */
 	bool log;
 };
 
@@ -316,7 +327,8 @@ static void scale_log(struct scale *s, double lo, double hi, double p0, double p
 
 static double scale_px(const struct scale *s, double v)
 {
-	double t = s->log ? (log10(v) - log10(s->lo)) / (log10(s->hi) - log10(s->lo)) : (v - s->lo) / (s->hi - s->lo);
+	double t = s->log ? (log10(v) - log10(s->lo)) / (log10(s->hi) - log10(s->lo)) :
+			    (v - s->lo) / (s->hi - s->lo);
 
 	return s->p0 + t * (s->p1 - s->p0);
 }
@@ -326,7 +338,8 @@ static size_t scale_ticks(const struct scale *s, double *out, size_t max)
 {
 	size_t n = 0;
 
-	for (double v = s->lo; v <= s->hi * (1 + 1e-9) && n < max; v = s->log ? v * 10 : s->lo + s->step * (double)n)
+	for (double v = s->lo; v <= s->hi * (1 + 1e-9) && n < max;
+	     v = s->log ? v * 10 : s->lo + s->step * (double)n)
 		out[n++] = fabs(v) < s->step * 1e-9 ? 0 : v;
 	return n;
 }
@@ -354,7 +367,8 @@ static void histogram_axes(FILE *f, int lo_decade, int decades, const struct sca
 		snprintf(buf, sizeof(buf), "%.6g", ticks[i]);
 		svg_label(f, HIST_LEFT - 4, py + 4, "end", buf);
 	}
-	svg_line(f, "axis", HIST_LEFT, HIST_H - HIST_BOTTOM, HIST_W - HIST_RIGHT, HIST_H - HIST_BOTTOM);
+	svg_line(f, "axis", HIST_LEFT, HIST_H - HIST_BOTTOM, HIST_W - HIST_RIGHT,
+		 HIST_H - HIST_BOTTOM);
 	for (int d = 0; d <= decades; d++) {
 		double px = HIST_LEFT + plot_w * d / decades;
 
@@ -362,7 +376,8 @@ static void histogram_axes(FILE *f, int lo_decade, int decades, const struct sca
 		lkh_fmt_ns(buf, sizeof(buf), pow(10, lo_decade + d));
 		svg_label(f, px, HIST_H - HIST_BOTTOM + 16, "middle", buf);
 	}
-	svg_label(f, HIST_LEFT + plot_w / 2, HIST_H - 4, "middle", "duration (log scale); bars: how many");
+	svg_label(f, HIST_LEFT + plot_w / 2, HIST_H - 4, "middle",
+		  "duration (log scale); bars: how many");
 }
 
 static int bucket_of(double v, int lo_decade)
@@ -379,7 +394,8 @@ void lkh_histogram(FILE *f, const char *title, const double *v, size_t n, const 
 
 	svg_begin(f, "histogram", HIST_W, HIST_H, title);
 	for (size_t i = 0; i < n; i++) {
-		double d = v[i] > 1 ? v[i] : 1;	/* under a nanosecond (or none: CPU time) goes in 1 ns */
+		double d = v[i] > 1 ? v[i] :
+				      1; /* under a nanosecond (or none: CPU time) goes in 1 ns */
 
 		lo = d < lo ? d : lo;
 		hi = d > hi ? d : hi;
@@ -411,9 +427,11 @@ void lkh_histogram(FILE *f, const char *title, const double *v, size_t n, const 
 			continue;
 		lkh_fmt_ns(from, sizeof(from), pow(10, lo_decade + (double)b / PER_DECADE));
 		lkh_fmt_ns(to, sizeof(to), pow(10, lo_decade + (double)(b + 1) / PER_DECADE));
-		fprintf(f, "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
-			   "<title>%s to %s: %llu</title></rect>\n", HIST_LEFT + b * bar_w + 0.5, py, bar_w - 1,
-			HIST_H - HIST_BOTTOM - py, color, from, to, (unsigned long long)counts[b]);
+		fprintf(f,
+			"<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
+			"<title>%s to %s: %llu</title></rect>\n",
+			HIST_LEFT + b * bar_w + 0.5, py, bar_w - 1, HIST_H - HIST_BOTTOM - py,
+			color, from, to, (unsigned long long)counts[b]);
 	}
 	free(counts);
 	svg_end(f);
@@ -449,13 +467,16 @@ static void line_axes(FILE *f, const struct scale *x, const struct scale *y, con
 		snprintf(buf, sizeof(buf), "%.6g s", ticks[i]);
 		svg_label(f, px, LINE_H - LINE_BOTTOM + 16, "middle", buf);
 	}
-	svg_line(f, "axis", LINE_LEFT, LINE_H - LINE_BOTTOM, LINE_W - LINE_RIGHT, LINE_H - LINE_BOTTOM);
+	svg_line(f, "axis", LINE_LEFT, LINE_H - LINE_BOTTOM, LINE_W - LINE_RIGHT,
+		 LINE_H - LINE_BOTTOM);
 	svg_line(f, "axis", LINE_LEFT, LINE_TOP, LINE_LEFT, LINE_H - LINE_BOTTOM);
 	svg_label(f, LINE_LEFT + (LINE_W - LINE_LEFT - LINE_RIGHT) / 2.0, LINE_H - 4, "middle",
 		  "time since the trace's first event");
 	if (y_label) {
-		fprintf(f, "<text x=\"12\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 12 %d)\">",
-			(LINE_TOP + LINE_H - LINE_BOTTOM) / 2, (LINE_TOP + LINE_H - LINE_BOTTOM) / 2);
+		fprintf(f,
+			"<text x=\"12\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 12 %d)\">",
+			(LINE_TOP + LINE_H - LINE_BOTTOM) / 2,
+			(LINE_TOP + LINE_H - LINE_BOTTOM) / 2);
 		lkh_text(f, y_label);
 		fputs("</text>\n", f);
 	}
@@ -469,14 +490,16 @@ static void line_legend(FILE *f, const struct lkh_series *s, size_t n)
 		size_t len = strlen(s[i].name) < 30 ? strlen(s[i].name) : 30;
 
 		x -= 22 + 6.6 * (double)len;
-		fprintf(f, "<rect x=\"%.1f\" y=\"8\" width=\"12\" height=\"10\" fill=\"%s\"/>\n", x, lkh_color(i));
+		fprintf(f, "<rect x=\"%.1f\" y=\"8\" width=\"12\" height=\"10\" fill=\"%s\"/>\n", x,
+			lkh_color(i));
 		fprintf(f, "<text x=\"%.1f\" y=\"17\">", x + 16);
 		text_cut(f, s[i].name, 30);
 		fputs("</text>\n", f);
 	}
 }
 
-void lkh_line_chart(FILE *f, const char *title, const char *y_label, const struct lkh_series *s, size_t n)
+void lkh_line_chart(FILE *f, const char *title, const char *y_label, const struct lkh_series *s,
+		    size_t n)
 {
 	double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
 	struct scale x, y;
@@ -495,7 +518,7 @@ void lkh_line_chart(FILE *f, const char *title, const char *y_label, const struc
 		return;
 	}
 	scale_linear(&x, xlo, xhi, LINE_LEFT, LINE_W - LINE_RIGHT, 10);
-	if (xlo >= 0 && xhi > xlo) {	/* time from 0 to the end, as the timeline */
+	if (xlo >= 0 && xhi > xlo) { /* time from 0 to the end, as the timeline */
 		x.lo = 0;
 		x.hi = xhi;
 	}
@@ -504,10 +527,12 @@ void lkh_line_chart(FILE *f, const char *title, const char *y_label, const struc
 	if (n > 1)
 		line_legend(f, s, n);
 	for (size_t i = 0; i < n; i++) {
-		fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", lkh_color(i));
+		fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+			lkh_color(i));
 		for (size_t k = 0; k < s[i].n; k++)
 			if (isfinite(s[i].x[k]) && isfinite(s[i].y[k]))
-				fprintf(f, "%.1f,%.1f ", scale_px(&x, s[i].x[k]), scale_px(&y, s[i].y[k]));
+				fprintf(f, "%.1f,%.1f ", scale_px(&x, s[i].x[k]),
+					scale_px(&y, s[i].y[k]));
 		fputs("\"><title>", f);
 		lkh_text(f, s[i].name);
 		fputs("</title></polyline>\n", f);
@@ -518,9 +543,9 @@ void lkh_line_chart(FILE *f, const char *title, const char *y_label, const struc
 /* ---- grouped bar chart ---- */
 
 #define BARS_W 940
-#define BARS_LABEL 330		/* the groups' labels, right-aligned before the bars */
-#define BARS_RIGHT 80		/* room for the value at a bar's end */
-#define LEGEND_TOP 24	/* the legend's first line; the bars start below its last */
+#define BARS_LABEL 330 /* the groups' labels, right-aligned before the bars */
+#define BARS_RIGHT 80  /* room for the value at a bar's end */
+#define LEGEND_TOP 24  /* the legend's first line; the bars start below its last */
 #define LEGEND_LINE 16
 #define BARS_BOTTOM 30
 #define BAR_H 12
@@ -571,8 +596,9 @@ static double bars_legend(FILE *f, const struct lkh_bars *b, bool draw)
 			y += LEGEND_LINE;
 		}
 		if (draw) {
-			fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"10\" fill=\"%s\"/>\n", x, y,
-				lkh_color(s));
+			fprintf(f,
+				"<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"10\" fill=\"%s\"/>\n",
+				x, y, lkh_color(s));
 			fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", x + 16, y + 9);
 			text_cut(f, b->series[s], 40);
 			fputs("</text>\n", f);
@@ -601,18 +627,21 @@ static void bars_axis(FILE *f, const struct scale *x, double top, double bottom,
 		svg_label(f, BARS_W - BARS_RIGHT, bottom + 28, "end", "log scale");
 }
 
-static void bar(FILE *f, const struct lkh_bars *b, const struct scale *x, size_t g, size_t s, double y)
+static void bar(FILE *f, const struct lkh_bars *b, const struct scale *x, size_t g, size_t s,
+		double y)
 {
 	double v = b->values[g * b->nseries + s], x0 = BARS_LABEL, x1;
 	char buf[48];
 
-	if (!isfinite(v)) {	/* a dash where the series has no figure */
+	if (!isfinite(v)) { /* a dash where the series has no figure */
 		svg_label(f, BARS_LABEL + 6, y + BAR_H - 2, "start", "\xe2\x80\x93");
 		return;
 	}
 	b->fmt(buf, sizeof(buf), v);
-	x1 = scale_px(x, x->log ? fmax(v, x->lo) : v);	/* on a log scale, 0 is drawn as the axis' start */
-	fprintf(f, "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
+	x1 = scale_px(x, x->log ? fmax(v, x->lo) :
+				  v); /* on a log scale, 0 is drawn as the axis' start */
+	fprintf(f,
+		"<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
 		x0, y, fmax(x1 - x0, 1), BAR_H, lkh_color(s));
 	lkh_text(f, b->groups[g]);
 	fputs(", ", f);
@@ -624,7 +653,8 @@ static void bar(FILE *f, const struct lkh_bars *b, const struct scale *x, size_t
 void lkh_bar_chart(FILE *f, const struct lkh_bars *bars)
 {
 	struct lkh_bars b = *bars;
-	double lo, hi, group_h = (double)b.nseries * (BAR_H + 2) + 10, top = bars_legend(f, &b, false);
+	double lo, hi, group_h = (double)b.nseries * (BAR_H + 2) + 10,
+		       top = bars_legend(f, &b, false);
 	double bottom = top + group_h * (double)b.ngroups;
 	int height = (int)bottom + BARS_BOTTOM + 12;
 	struct scale x;
@@ -661,7 +691,7 @@ void lkh_bar_chart(FILE *f, const struct lkh_bars *bars)
 /* ---- timeline ---- */
 
 #define TL_W 960
-#define TL_LABEL 170	/* the lanes' labels, left of the time */
+#define TL_LABEL 170 /* the lanes' labels, left of the time */
 #define TL_TOP 50
 #define TL_ROW 14
 #define TL_STRIP 10
@@ -672,14 +702,17 @@ int lkh_timeline_height(unsigned int total_rows, unsigned int lanes, unsigned in
 	return TL_TOP + (int)(total_rows * TL_ROW + strips * (TL_STRIP + 2) + lanes * TL_GAP) + 10;
 }
 
-void lkh_timeline_begin(struct lkh_timeline *t, FILE *f, const char *title, double seconds, int height)
+void lkh_timeline_begin(struct lkh_timeline *t, FILE *f, const char *title, double seconds,
+			int height)
 {
 	struct scale x;
 	double ticks[40];
 	size_t n;
 	char buf[32];
 
-	*t = (struct lkh_timeline){ .f = f, .seconds = seconds > 0 ? seconds : 1e-9, .next_y = TL_TOP };
+	*t = (struct lkh_timeline){ .f = f,
+				    .seconds = seconds > 0 ? seconds : 1e-9,
+				    .next_y = TL_TOP };
 	svg_begin(f, "timeline", TL_W, height, title);
 	/* off-CPU strips hatched: the spans' palette has an orange and a grey too */
 	fputs("<defs><pattern id=\"lkh-runnable\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
@@ -687,9 +720,10 @@ void lkh_timeline_begin(struct lkh_timeline *t, FILE *f, const char *title, doub
 	      "<rect width=\"3\" height=\"6\" fill=\"#d9861c\"/></pattern>"
 	      "<pattern id=\"lkh-blocked\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
 	      "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#d6dbe0\"/>"
-	      "<rect width=\"3\" height=\"6\" fill=\"#6e7882\"/></pattern></defs>\n", f);
+	      "<rect width=\"3\" height=\"6\" fill=\"#6e7882\"/></pattern></defs>\n",
+	      f);
 	scale_linear(&x, 0, t->seconds, TL_LABEL, TL_LABEL + LKH_TIMELINE_WIDTH, 8);
-	x.hi = t->seconds;	/* the axis ends where the trace does, not at the next whole step */
+	x.hi = t->seconds; /* the axis ends where the trace does, not at the next whole step */
 	n = scale_ticks(&x, ticks, 40);
 	for (size_t i = 0; i < n; i++) {
 		double px = scale_px(&x, ticks[i]);
@@ -700,16 +734,18 @@ void lkh_timeline_begin(struct lkh_timeline *t, FILE *f, const char *title, doub
 	}
 }
 
-void lkh_timeline_lane(struct lkh_timeline *t, struct lkh_lane *lane, const char *label, unsigned int rows,
-		       bool offcpu_strip)
+void lkh_timeline_lane(struct lkh_timeline *t, struct lkh_lane *lane, const char *label,
+		       unsigned int rows, bool offcpu_strip)
 {
 	int h = (int)(rows * TL_ROW) + (offcpu_strip ? TL_STRIP + 2 : 0);
 
 	*lane = (struct lkh_lane){ t->next_y, rows, offcpu_strip };
 	t->next_y += h + TL_GAP;
-	fprintf(t->f, "<rect class=\"lane\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>\n",
+	fprintf(t->f,
+		"<rect class=\"lane\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>\n",
 		TL_LABEL, lane->y - 1, LKH_TIMELINE_WIDTH, h + 2);
-	fprintf(t->f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\"><title>", TL_LABEL - 6, lane->y + 11);
+	fprintf(t->f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\"><title>", TL_LABEL - 6,
+		lane->y + 11);
 	lkh_text(t->f, label);
 	fputs("</title>", t->f);
 	text_cut(t->f, label, 24);
@@ -723,25 +759,28 @@ double lkh_timeline_px(const struct lkh_timeline *t, double s)
 	return px < 0 ? 0 : px > LKH_TIMELINE_WIDTH ? LKH_TIMELINE_WIDTH : px;
 }
 
-void lkh_timeline_span(struct lkh_timeline *t, const struct lkh_lane *lane, unsigned int row, double px0, double px1,
-		       const char *color, const char *tooltip)
+void lkh_timeline_span(struct lkh_timeline *t, const struct lkh_lane *lane, unsigned int row,
+		       double px0, double px1, const char *color, const char *tooltip)
 {
 	if (row >= lane->rows)
 		return;
-	fprintf(t->f, "<rect class=\"span\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
-		TL_LABEL + px0, lane->y + (int)row * TL_ROW, fmax(px1 - px0, 0.5), TL_ROW - 2, color);
+	fprintf(t->f,
+		"<rect class=\"span\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
+		TL_LABEL + px0, lane->y + (int)row * TL_ROW, fmax(px1 - px0, 0.5), TL_ROW - 2,
+		color);
 	lkh_text(t->f, tooltip);
 	fputs("</title></rect>\n", t->f);
 }
 
-void lkh_timeline_offcpu(struct lkh_timeline *t, const struct lkh_lane *lane, double px0, double px1,
-			 enum lkh_offcpu state, const char *tooltip)
+void lkh_timeline_offcpu(struct lkh_timeline *t, const struct lkh_lane *lane, double px0,
+			 double px1, enum lkh_offcpu state, const char *tooltip)
 {
 	if (!lane->strip)
 		return;
-	fprintf(t->f, "<rect class=\"offcpu\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
-		TL_LABEL + px0, lane->y + (int)lane->rows * TL_ROW + 1, fmax(px1 - px0, 0.5), TL_STRIP,
-		state == LKH_RUNNABLE ? "url(#lkh-runnable)" : "url(#lkh-blocked)");
+	fprintf(t->f,
+		"<rect class=\"offcpu\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
+		TL_LABEL + px0, lane->y + (int)lane->rows * TL_ROW + 1, fmax(px1 - px0, 0.5),
+		TL_STRIP, state == LKH_RUNNABLE ? "url(#lkh-runnable)" : "url(#lkh-blocked)");
 	lkh_text(t->f, tooltip);
 	fputs("</title></rect>\n", t->f);
 }

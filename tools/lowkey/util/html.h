@@ -53,9 +53,9 @@ void lkh_paraf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3
 
 void lkh_table_begin(FILE *f, const char *const *headers, size_t n);
 void lkh_row_begin(FILE *f);
-void lkh_cell(FILE *f, const char *text);	/* left-aligned text */
-void lkh_cell_num(FILE *f, const char *text);	/* right-aligned: figures */
-void lkh_cellf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));	/* a figure */
+void lkh_cell(FILE *f, const char *text);     /* left-aligned text */
+void lkh_cell_num(FILE *f, const char *text); /* right-aligned: figures */
+void lkh_cellf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3))); /* a figure */
 void lkh_row_end(FILE *f);
 void lkh_table_end(FILE *f);
 
@@ -81,7 +81,8 @@ struct lkh_series {
 	const double *x, *y;
 	size_t n;
 };
-void lkh_line_chart(FILE *f, const char *title, const char *y_label, const struct lkh_series *s, size_t n);
+void lkh_line_chart(FILE *f, const char *title, const char *y_label, const struct lkh_series *s,
+		    size_t n);
 
 /*
  * A grouped horizontal bar chart: ngroups groups (rows) of nseries bars each, values[g * nseries
@@ -91,9 +92,9 @@ void lkh_line_chart(FILE *f, const char *title, const char *y_label, const struc
  */
 struct lkh_bars {
 	const char *title;
-	const char *const *series;	/* nseries names, for the legend */
+	const char *const *series; /* nseries names, for the legend */
 	size_t nseries;
-	const char *const *groups;	/* ngroups labels, cut to 48 characters on the chart (whole in
+	const char *const *groups; /* ngroups labels, cut to 48 characters on the chart (whole in
 					   the tooltip) */
 	size_t ngroups;
 	const double *values;
@@ -115,14 +116,14 @@ void lkh_bar_chart(FILE *f, const struct lkh_bars *b);
  *	lkh_timeline_end(&t);
  */
 enum lkh_offcpu {
-	LKH_RUNNABLE,	/* preempted: waiting for a CPU */
-	LKH_BLOCKED,	/* asleep: waiting for something else */
+	LKH_RUNNABLE, /* preempted: waiting for a CPU */
+	LKH_BLOCKED,  /* asleep: waiting for something else */
 };
 
 struct lkh_timeline {
 	FILE *f;
 	double seconds;
-	int next_y;		/* where the next lane goes */
+	int next_y; /* where the next lane goes */
 };
 
 struct lkh_lane {
@@ -131,20 +132,21 @@ struct lkh_lane {
 	bool strip;
 };
 
-#define LKH_TIMELINE_WIDTH 760	/* pixels of time */
+#define LKH_TIMELINE_WIDTH 760 /* pixels of time */
 
 int lkh_timeline_height(unsigned int total_rows, unsigned int lanes, unsigned int strips);
-void lkh_timeline_begin(struct lkh_timeline *t, FILE *f, const char *title, double seconds, int height);
-void lkh_timeline_lane(struct lkh_timeline *t, struct lkh_lane *lane, const char *label, unsigned int rows,
-		       bool offcpu_strip);
+void lkh_timeline_begin(struct lkh_timeline *t, FILE *f, const char *title, double seconds,
+			int height);
+void lkh_timeline_lane(struct lkh_timeline *t, struct lkh_lane *lane, const char *label,
+		       unsigned int rows, bool offcpu_strip);
 /* Where second s falls, in pixels from the timeline's left edge (0 .. LKH_TIMELINE_WIDTH). */
 double lkh_timeline_px(const struct lkh_timeline *t, double s);
 /* A span (or merged spans) on the lane's row (0: outermost) from px0 to px1; rows past the lane's are not drawn. */
-void lkh_timeline_span(struct lkh_timeline *t, const struct lkh_lane *lane, unsigned int row, double px0, double px1,
-		       const char *color, const char *tooltip);
+void lkh_timeline_span(struct lkh_timeline *t, const struct lkh_lane *lane, unsigned int row,
+		       double px0, double px1, const char *color, const char *tooltip);
 /* An off-CPU interval on the lane's strip (nothing if the lane has none). */
-void lkh_timeline_offcpu(struct lkh_timeline *t, const struct lkh_lane *lane, double px0, double px1,
-			 enum lkh_offcpu state, const char *tooltip);
+void lkh_timeline_offcpu(struct lkh_timeline *t, const struct lkh_lane *lane, double px0,
+			 double px1, enum lkh_offcpu state, const char *tooltip);
 void lkh_timeline_end(struct lkh_timeline *t);
 
 #endif

@@ -31,8 +31,8 @@
  * it cannot start.
  */
 static const char *const software_names[] = {
-	"cpu-clock", "task-clock", "page-faults", "context-switches", "cpu-migrations", "minor-faults",
-	"major-faults", "alignment-faults", "emulation-faults", "dummy",
+	"cpu-clock",	"task-clock",	"page-faults",	    "context-switches", "cpu-migrations",
+	"minor-faults", "major-faults", "alignment-faults", "emulation-faults", "dummy",
 };
 
 enum section { SOFTWARE, HARDWARE, HW_CACHE, CPU_PMU, KERNEL_PMU, NSECTIONS };
@@ -48,15 +48,15 @@ static const char *const section_title[NSECTIONS] = {
 };
 
 struct event {
-	char *name, *pmu, *why;	/* why: "" when it can be counted */
+	char *name, *pmu, *why; /* why: "" when it can be counted */
 	enum section section;
-	bool user_only;		/* counts user space only: perf_event_paranoid forbids the kernel */
+	bool user_only; /* counts user space only: perf_event_paranoid forbids the kernel */
 };
 
 struct events {
 	struct event *v;
 	size_t n, cap;
-	int pfm_err;		/* libpfm4's error (no CPU event names), 0 when it started */
+	int pfm_err; /* libpfm4's error (no CPU event names), 0 when it started */
 	char pfm_why[512];
 };
 
@@ -74,7 +74,8 @@ static char *try_open(const char *name, bool *user_only)
 	struct lk_counters *c;
 	struct lk_counter_info info;
 	char *why;
-	int err = lk_counters_open(&c, name, 0, LK_COUNTERS_SKIP_UNSUPPORTED | LK_COUNTERS_DISABLED);
+	int err =
+		lk_counters_open(&c, name, 0, LK_COUNTERS_SKIP_UNSUPPORTED | LK_COUNTERS_DISABLED);
 
 	*user_only = false;
 	if (err)
@@ -140,8 +141,9 @@ static enum section pfm_section(const struct lk__pfm_event *pe)
 /* perf's spelling of the cache events libpfm4 gives in lower case: L1-dcache-loads, dTLB-loads. */
 static void perf_spelling(const char *name, char *out, size_t size)
 {
-	static const char *const prefixes[][2] = { { "l1-", "L1-" }, { "llc-", "LLC-" },
-						   { "dtlb-", "dTLB-" }, { "itlb-", "iTLB-" } };
+	static const char *const prefixes[][2] = {
+		{ "l1-", "L1-" }, { "llc-", "LLC-" }, { "dtlb-", "dTLB-" }, { "itlb-", "iTLB-" }
+	};
 
 	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
 		if (strncmp(name, prefixes[i][0], strlen(prefixes[i][0])) == 0) {
@@ -235,7 +237,7 @@ static int add_pmu_events(struct events *e, const char *pmu)
 	snprintf(path, sizeof(path), PMU_DIR "/%s/events", pmu);
 	n = scandir(path, &ents, NULL, alphasort);
 	if (n < 0)
-		return 0;	/* a PMU with no named events (breakpoint, software, uprobe) */
+		return 0; /* a PMU with no named events (breakpoint, software, uprobe) */
 	for (int i = 0; i < n; i++) {
 		/* PMU/events/NAME.unit, .scale, .snapshot describe NAME. */
 		if (!err && ents[i]->d_name[0] != '.' && !strchr(ents[i]->d_name, '.')) {
@@ -254,7 +256,7 @@ static int add_sysfs_events(struct events *e)
 	int n = scandir(PMU_DIR, &pmus, NULL, alphasort), err = 0;
 
 	if (n < 0)
-		return 0;	/* no sysfs: the events above are all there is */
+		return 0; /* no sysfs: the events above are all there is */
 	for (int i = 0; i < n; i++) {
 		if (!err && pmus[i]->d_name[0] != '.')
 			err = add_pmu_events(e, pmus[i]->d_name);
@@ -267,11 +269,11 @@ static int add_sysfs_events(struct events *e)
 /* ---- tracepoints ---- */
 
 struct tracepoints {
-	char root[64];		/* the events directory found, "" when none */
+	char root[64]; /* the events directory found, "" when none */
 	char **subsystems;
 	size_t nsub;
 	size_t count;
-	char why[1024];		/* "" when they can be counted */
+	char why[1024]; /* "" when they can be counted */
 };
 
 static size_t count_events(const char *root, const char *subsystem, char *first, size_t size)
@@ -287,8 +289,9 @@ static size_t count_events(const char *root, const char *subsystem, char *first,
 		return 0;
 	while ((ent = readdir(d)))
 		if (ent->d_type == DT_DIR && ent->d_name[0] != '.') {
-			if (!n && !*first && snprintf(first, size, "%s:%s", subsystem, ent->d_name) >= (int)size)
-				*first = '\0';	/* too long to stand for the others */
+			if (!n && !*first &&
+			    snprintf(first, size, "%s:%s", subsystem, ent->d_name) >= (int)size)
+				*first = '\0'; /* too long to stand for the others */
 			n++;
 		}
 	closedir(d);
@@ -297,7 +300,8 @@ static size_t count_events(const char *root, const char *subsystem, char *first,
 
 static void find_tracepoints(struct tracepoints *tp)
 {
-	static const char *const roots[] = { "/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events" };
+	static const char *const roots[] = { "/sys/kernel/tracing/events",
+					     "/sys/kernel/debug/tracing/events" };
 	char first[256] = "";
 	struct dirent **ents = NULL;
 	int n = -1, denied = 0;
@@ -311,9 +315,12 @@ static void find_tracepoints(struct tracepoints *tp)
 			denied = 1;
 	}
 	for (int i = 0; i < n; i++) {
-		size_t events = ents[i]->d_type == DT_DIR && ents[i]->d_name[0] != '.'
-					? count_events(tp->root, ents[i]->d_name, first, sizeof(first)) : 0;
-		char **grown = events ? realloc(tp->subsystems, (tp->nsub + 1) * sizeof(char *)) : NULL;
+		size_t events =
+			ents[i]->d_type == DT_DIR && ents[i]->d_name[0] != '.' ?
+				count_events(tp->root, ents[i]->d_name, first, sizeof(first)) :
+				0;
+		char **grown = events ? realloc(tp->subsystems, (tp->nsub + 1) * sizeof(char *)) :
+					NULL;
 
 		if (grown) {
 			tp->subsystems = grown;
@@ -327,14 +334,17 @@ static void find_tracepoints(struct tracepoints *tp)
 	}
 	free(ents);
 	if (denied && !tp->count)
-		snprintf(tp->why, sizeof(tp->why), "tracefs is readable by root only here (/sys/kernel/tracing "
-			 "is root-only by default): run as root, or remount it with `mount -o remount,mode=755 "
-			 "/sys/kernel/tracing`");
+		snprintf(
+			tp->why, sizeof(tp->why),
+			"tracefs is readable by root only here (/sys/kernel/tracing "
+			"is root-only by default): run as root, or remount it with `mount -o remount,mode=755 "
+			"/sys/kernel/tracing`");
 	else if (!tp->count)
-		snprintf(tp->why, sizeof(tp->why), "no tracepoints found: tracefs is not mounted (`mount -t "
+		snprintf(tp->why, sizeof(tp->why),
+			 "no tracepoints found: tracefs is not mounted (`mount -t "
 			 "tracefs nodev /sys/kernel/tracing` as root), or the kernel has none");
 	else {
-		char *why = try_open(first, &user_only);	/* one of them stands for all */
+		char *why = try_open(first, &user_only); /* one of them stands for all */
 
 		snprintf(tp->why, sizeof(tp->why), "%s", why ? why : "out of memory");
 		free(why);
@@ -351,11 +361,13 @@ static void free_tracepoints(struct tracepoints *tp)
 /* ---- output ---- */
 
 /* After "BEFORE" NAME "AFTER" at the start of s, or s. */
-static const char *skip_named(const char *s, const char *before, const char *name, const char *after)
+static const char *skip_named(const char *s, const char *before, const char *name,
+			      const char *after)
 {
 	size_t lb = strlen(before), ln = strlen(name), la = strlen(after);
 
-	if (strncmp(s, before, lb) == 0 && strncmp(s + lb, name, ln) == 0 && strncmp(s + lb + ln, after, la) == 0)
+	if (strncmp(s, before, lb) == 0 && strncmp(s + lb, name, ln) == 0 &&
+	    strncmp(s + lb + ln, after, la) == 0)
 		return s + lb + ln + la;
 	return s;
 }
@@ -383,7 +395,8 @@ static size_t footnote(const char **reasons, size_t *n, const struct event *ev)
 	return *n;
 }
 
-static void print_section(const struct events *e, enum section s, const char **reasons, size_t *nreasons)
+static void print_section(const struct events *e, enum section s, const char **reasons,
+			  size_t *nreasons)
 {
 	bool any = false;
 
@@ -396,7 +409,8 @@ static void print_section(const struct events *e, enum section s, const char **r
 			printf("%s%s:\n", s == SOFTWARE ? "" : "\n", section_title[s]);
 		any = true;
 		if (*ev->why)
-			printf("  %-40s <not supported> [%zu]\n", ev->name, footnote(reasons, nreasons, ev));
+			printf("  %-40s <not supported> [%zu]\n", ev->name,
+			       footnote(reasons, nreasons, ev));
 		else if (ev->user_only)
 			printf("  %-40s user space only\n", ev->name);
 		else

@@ -10,8 +10,8 @@
 #include "internal/lock_file.h"
 
 struct lks_site {
-	uint64_t address;	/* the return address; 0: none */
-	uint64_t offset;	/* in its object */
+	uint64_t address; /* the return address; 0: none */
+	uint64_t offset;  /* in its object */
 	char module[64];
 	char function[160];
 	char file[128];

@@ -31,9 +31,11 @@ static void site_string(const struct lk__jr_value *site, char *buf, size_t len)
 	else if (function)
 		snprintf(buf, len, "%s (%s)", function, module ? module : "?");
 	else if (module)
-		snprintf(buf, len, "%s+0x%llx", module, (unsigned long long)lk__jr_number(site, "offset"));
+		snprintf(buf, len, "%s+0x%llx", module,
+			 (unsigned long long)lk__jr_number(site, "offset"));
 	else
-		snprintf(buf, len, "%s", lk__jr_string(site, "address") ? lk__jr_string(site, "address") : "?");
+		snprintf(buf, len, "%s",
+			 lk__jr_string(site, "address") ? lk__jr_string(site, "address") : "?");
 }
 
 /* The call site a lock is named by: its first contended acquisition's, else its first one's. */
@@ -51,7 +53,8 @@ static void lock_label(const struct lk__jr_value *lock, size_t i, char *buf, siz
 	bool contended;
 
 	lock_site(lock, site, sizeof(site), &contended);
-	snprintf(buf, len, "#%zu %s, %s", i + 1, lk__jr_string(lock, "kind") ? lk__jr_string(lock, "kind") : "lock", site);
+	snprintf(buf, len, "#%zu %s, %s", i + 1,
+		 lk__jr_string(lock, "kind") ? lk__jr_string(lock, "kind") : "lock", site);
 }
 
 static void wait_chart(FILE *f, const struct lk__jr_value *top, const char *title)
@@ -59,7 +62,7 @@ static void wait_chart(FILE *f, const struct lk__jr_value *top, const char *titl
 	static const char *const series[] = { "waiting (total)", "held (total)" };
 	size_t n = top->n;
 	const char **groups = calloc(n + 1, sizeof(*groups));
-	char (*labels)[700] = calloc(n + 1, sizeof(*labels));
+	char(*labels)[700] = calloc(n + 1, sizeof(*labels));
 	double *values = calloc(2 * n + 1, sizeof(*values));
 
 	if (!groups || !labels || !values) {
@@ -71,7 +74,8 @@ static void wait_chart(FILE *f, const struct lk__jr_value *top, const char *titl
 			values[2 * i] = lk__jr_number(&top->items[i], "wait_total_ns");
 			values[2 * i + 1] = lk__jr_number(&top->items[i], "hold_total_ns");
 		}
-		lkh_bar_chart(f, &(struct lkh_bars){ title, series, 2, groups, n, values, true, lkh_fmt_ns });
+		lkh_bar_chart(f, &(struct lkh_bars){ title, series, 2, groups, n, values, true,
+						     lkh_fmt_ns });
 	}
 	free(groups);
 	free(labels);
@@ -88,9 +92,10 @@ static void ns_cell(FILE *f, const struct lk__jr_value *lock, const char *key)
 
 static void lock_table(FILE *f, const struct lk__jr_value *top)
 {
-	static const char *const cols[] = { "#", "lock and call site", "acquired", "contended", "wait total",
-					    "max", "mean", "held total", "max", "mean", "owner changes",
-					    "1/1000 of CPU" };
+	static const char *const cols[] = { "#",	 "lock and call site", "acquired",
+					    "contended", "wait total",	       "max",
+					    "mean",	 "held total",	       "max",
+					    "mean",	 "owner changes",      "1/1000 of CPU" };
 
 	lkh_table_begin(f, cols, sizeof(cols) / sizeof(cols[0]));
 	for (size_t i = 0; i < top->n; i++) {
@@ -102,9 +107,12 @@ static void lock_table(FILE *f, const struct lk__jr_value *top)
 		lkh_row_begin(f);
 		lkh_cellf(f, "%zu", i + 1);
 		fputs("<td>", f);
-		lkh_textf(f, "%s %s%s", lk__jr_string(lock, "kind") ? lk__jr_string(lock, "kind") : "?",
+		lkh_textf(f, "%s %s%s",
+			  lk__jr_string(lock, "kind") ? lk__jr_string(lock, "kind") : "?",
 			  lk__jr_string(lock, "address") ? lk__jr_string(lock, "address") : "?",
-			  lk__jr_get(lock, "destroyed") && lk__jr_get(lock, "destroyed")->boolean ? " (gone)" : "");
+			  lk__jr_get(lock, "destroyed") && lk__jr_get(lock, "destroyed")->boolean ?
+				  " (gone)" :
+				  "");
 		fputs("<br><code>", f);
 		lkh_text(f, site);
 		fputs("</code>", f);
@@ -112,7 +120,8 @@ static void lock_table(FILE *f, const struct lk__jr_value *top)
 			lkh_text(f, " (never contended: its first acquisition)");
 		fputs("</td>", f);
 		lkh_cellf(f, "%.0f", lk__jr_number(lock, "acquisitions"));
-		lkh_cellf(f, "%.0f (%.1f%%)", lk__jr_number(lock, "contended"), lk__jr_number(lock, "contended_pct"));
+		lkh_cellf(f, "%.0f (%.1f%%)", lk__jr_number(lock, "contended"),
+			  lk__jr_number(lock, "contended_pct"));
 		ns_cell(f, lock, "wait_total_ns");
 		ns_cell(f, lock, "wait_max_ns");
 		ns_cell(f, lock, "wait_mean_ns");
@@ -133,20 +142,26 @@ static void process(FILE *f, const struct lk__jr_value *p)
 	char heading[400], wait[32], duration[32], title[500];
 	double acq = lk__jr_number(p, "acquisitions"), contended = lk__jr_number(p, "contended");
 
-	snprintf(heading, sizeof(heading), "%s (pid %.0f)", command && *command ? command : "?", lk__jr_number(p, "pid"));
+	snprintf(heading, sizeof(heading), "%s (pid %.0f)", command && *command ? command : "?",
+		 lk__jr_number(p, "pid"));
 	lkh_fmt_ns(wait, sizeof(wait), lk__jr_number(p, "wait_total_ns"));
 	lkh_fmt_ns(duration, sizeof(duration), lk__jr_number(p, "duration_ns"));
 	lkh_section(f, heading, NULL);
-	lkh_paraf(f, "%s%s on %.0f CPUs: %.0f locks, %.0f acquisitions, %.0f contended (%.2f%%), %s waiting = "
-		     "%.1f/1000 of CPU time. Hold times: one hold in %.0f timed.", duration,
-		  exited && exited->boolean ? "" : " (did not exit: killed or exec'd)", lk__jr_number(p, "cpus"),
-		  lk__jr_number(p, "locks"), acq, contended, acq > 0 ? 100.0 * contended / acq : 0.0, wait,
-		  lk__jr_number(p, "wait_per_mille_cpu"), lk__jr_number(p, "hold_sampling"));
+	lkh_paraf(
+		f,
+		"%s%s on %.0f CPUs: %.0f locks, %.0f acquisitions, %.0f contended (%.2f%%), %s waiting = "
+		"%.1f/1000 of CPU time. Hold times: one hold in %.0f timed.",
+		duration, exited && exited->boolean ? "" : " (did not exit: killed or exec'd)",
+		lk__jr_number(p, "cpus"), lk__jr_number(p, "locks"), acq, contended,
+		acq > 0 ? 100.0 * contended / acq : 0.0, wait,
+		lk__jr_number(p, "wait_per_mille_cpu"), lk__jr_number(p, "hold_sampling"));
 	if (!top || top->type != LK__JR_ARRAY || !top->n) {
 		lkh_para(f, "No lock was taken.");
 		return;
 	}
-	snprintf(title, sizeof(title), "the %zu most waited-for locks: time spent waiting for each, and holding it", top->n);
+	snprintf(title, sizeof(title),
+		 "the %zu most waited-for locks: time spent waiting for each, and holding it",
+		 top->n);
 	wait_chart(f, top, title);
 	lock_table(f, top);
 }
@@ -156,14 +171,19 @@ static void page(FILE *f, const struct lk__jr_value *root)
 	const struct lk__jr_value *procs = lk__jr_get(root, "processes");
 	char title[300];
 
-	snprintf(title, sizeof(title), "lowkey locks: %s", lk__jr_string(root, "command") ? lk__jr_string(root, "command") : "?");
+	snprintf(title, sizeof(title), "lowkey locks: %s",
+		 lk__jr_string(root, "command") ? lk__jr_string(root, "command") : "?");
 	lkh_page_begin(f, title);
 	if (lk__jr_get(root, "exit_status"))
-		lkh_paraf(f, "The command exited with status %.0f.", lk__jr_number(root, "exit_status"));
+		lkh_paraf(f, "The command exited with status %.0f.",
+			  lk__jr_number(root, "exit_status"));
 	else
-		lkh_paraf(f, "The command was killed by signal %.0f.", lk__jr_number(root, "signal"));
-	lkh_para(f, "Per process, the locks most waited for: each is named by its address and the call site of "
-		    "its first contended acquisition. Hover a bar for its figure.");
+		lkh_paraf(f, "The command was killed by signal %.0f.",
+			  lk__jr_number(root, "signal"));
+	lkh_para(
+		f,
+		"Per process, the locks most waited for: each is named by its address and the call site of "
+		"its first contended acquisition. Hover a bar for its figure.");
 	for (size_t i = 0; procs && procs->type == LK__JR_ARRAY && i < procs->n; i++)
 		process(f, &procs->items[i]);
 }

@@ -31,7 +31,7 @@ bool cli_parse_unsigned(const char *s, unsigned long long max, unsigned long lon
 	unsigned long long v;
 
 	if (!s || !isdigit((unsigned char)*s))
-		return false;	/* no sign, no space: strtoull would wrap "-8" */
+		return false; /* no sign, no space: strtoull would wrap "-8" */
 	errno = 0;
 	v = strtoull(s, &end, 0);
 	if (errno || *end || v > max)
@@ -78,7 +78,7 @@ bool cli_parse_cpu_list(const char *s, int **cpus, size_t *n)
 		}
 		p += len;
 		if (*p == ',' && !*++p)
-			goto bad;	/* a trailing comma */
+			goto bad; /* a trailing comma */
 	}
 	if (!count)
 		goto bad;

@@ -43,7 +43,7 @@
 #include "internal/site_names.h"
 #include "probe_elf.h"
 
-#define MAX_FILE ((off_t)4 << 30)	/* larger than any program or library lowkey reads */
+#define MAX_FILE ((off_t)4 << 30) /* larger than any program or library lowkey reads */
 
 #ifdef LK_HAVE_LIBELF
 #define MAX_RELOCS (1u << 24)
@@ -56,16 +56,16 @@ struct reloc {
 /* An allocated section, read when first looked into. */
 struct region {
 	uint64_t addr, size;
-	Elf_Scn *scn;		/* NULL for SHT_NOBITS (reads as zeros) */
-	const uint8_t *data;	/* once read */
+	Elf_Scn *scn;	     /* NULL for SHT_NOBITS (reads as zeros) */
+	const uint8_t *data; /* once read */
 	bool unreadable;
 };
 
 struct image {
 	Elf *elf;
 	GElf_Ehdr eh;
-	struct stat before;	/* the file when opened */
-	uint64_t budget;	/* bytes of sections still to be read: the file's size at most */
+	struct stat before; /* the file when opened */
+	uint64_t budget;    /* bytes of sections still to be read: the file's size at most */
 	struct region *regions;
 	size_t nregions;
 	struct reloc *relocs;
@@ -93,8 +93,8 @@ static struct region *region_at(struct image *im, uint64_t addr, uint64_t len)
 	for (size_t i = 0; i < im->nregions; i++) {
 		struct region *r = &im->regions[i];
 
-		if (addr >= r->addr && addr - r->addr <= r->size && len <= r->size - (addr - r->addr) &&
-		    (!r->scn || region_data(im, r)))
+		if (addr >= r->addr && addr - r->addr <= r->size &&
+		    len <= r->size - (addr - r->addr) && (!r->scn || region_data(im, r)))
 			return r;
 	}
 	return NULL;
@@ -213,7 +213,8 @@ static int load_relocs(struct image *im, Elf_Scn *scn, const GElf_Shdr *sh)
 		type = (unsigned int)GELF_R_TYPE(r.r_info);
 		if (relative_type(&im->eh, type))
 			rc = add_reloc(im, &cap, r.r_offset, (uint64_t)r.r_addend);
-		else if (absolute_type(&im->eh, type) && symbol_value(im, sh->sh_link, GELF_R_SYM(r.r_info), &v))
+		else if (absolute_type(&im->eh, type) &&
+			 symbol_value(im, sh->sh_link, GELF_R_SYM(r.r_info), &v))
 			rc = add_reloc(im, &cap, r.r_offset, v + (uint64_t)r.r_addend);
 		if (rc)
 			return rc;
@@ -233,7 +234,8 @@ static int add_region(struct image *im, size_t *cap, Elf_Scn *scn, const GElf_Sh
 		*cap = n;
 	}
 	im->regions[im->nregions++] = (struct region){ sh->sh_addr, sh->sh_size,
-						       sh->sh_type == SHT_NOBITS ? NULL : scn, NULL, false };
+						       sh->sh_type == SHT_NOBITS ? NULL : scn, NULL,
+						       false };
 	return 0;
 }
 
@@ -272,11 +274,15 @@ int open_regular_file(const char *path, char *err, size_t errlen)
 	if (fstat(pfd, &st) != 0)
 		rc = lk__failf(err, errlen, -errno, "cannot inspect %s: %s", path, strerror(errno));
 	else if (!S_ISREG(st.st_mode))
-		rc = lk__failf(err, errlen, -EINVAL, "%s is not a regular file (a FIFO, a device or a directory): "
-			       "not a program or library", path);
+		rc = lk__failf(err, errlen, -EINVAL,
+			       "%s is not a regular file (a FIFO, a device or a directory): "
+			       "not a program or library",
+			       path);
 	else if (st.st_size > MAX_FILE)
-		rc = lk__failf(err, errlen, -EFBIG, "%s is %lld bytes: larger than any program or library lowkey "
-			       "reads (4 GiB)", path, (long long)st.st_size);
+		rc = lk__failf(err, errlen, -EFBIG,
+			       "%s is %lld bytes: larger than any program or library lowkey "
+			       "reads (4 GiB)",
+			       path, (long long)st.st_size);
 	else if ((rc = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0)
 		rc = lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
 	close(pfd);
@@ -300,23 +306,31 @@ static int unless_changed(int rc, int fd, const struct image *im, const char *pa
 			  size_t errlen)
 {
 	if (fd >= 0 && image_changed(fd, im))
-		return lk__failf(err, errlen, -EAGAIN, "%s changed while being read (something is "
-				 "writing it): try again", path);
+		return lk__failf(err, errlen, -EAGAIN,
+				 "%s changed while being read (something is "
+				 "writing it): try again",
+				 path);
 	return rc;
 }
 
 static int check_image(const char *path, struct image *im, char *err, size_t errlen)
 {
 	if (!im->elf || elf_kind(im->elf) != ELF_K_ELF || !gelf_getehdr(im->elf, &im->eh))
-		return lk__failf(err, errlen, -ENOEXEC, "%s is not an ELF program or library", path);
+		return lk__failf(err, errlen, -ENOEXEC, "%s is not an ELF program or library",
+				 path);
 	if (im->eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-	    (im->eh.e_machine != EM_X86_64 && im->eh.e_machine != EM_AARCH64 && im->eh.e_machine != EM_RISCV))
-		return lk__failf(err, errlen, -ENOEXEC, "%s is not a 64-bit x86-64, arm64 or riscv64 object", path);
+	    (im->eh.e_machine != EM_X86_64 && im->eh.e_machine != EM_AARCH64 &&
+	     im->eh.e_machine != EM_RISCV))
+		return lk__failf(err, errlen, -ENOEXEC,
+				 "%s is not a 64-bit x86-64, arm64 or riscv64 object", path);
 	if (im->eh.e_type == ET_REL)
-		return lk__failf(err, errlen, -ENOEXEC, "%s is an object file: list the program or library it is linked into",
-			     path);
+		return lk__failf(
+			err, errlen, -ENOEXEC,
+			"%s is an object file: list the program or library it is linked into",
+			path);
 	if (im->eh.e_type != ET_EXEC && im->eh.e_type != ET_DYN)
-		return lk__failf(err, errlen, -ENOEXEC, "%s is not an executable or a shared object", path);
+		return lk__failf(err, errlen, -ENOEXEC,
+				 "%s is not an executable or a shared object", path);
 	return 0;
 }
 
@@ -328,7 +342,8 @@ static int open_image(const char *path, int *fd, struct image *im, char *err, si
 	if (*fd < 0)
 		return *fd;
 	if (fstat(*fd, &im->before) != 0)
-		return lk__failf(err, errlen, -errno, "cannot inspect %s: %s", path, strerror(errno));
+		return lk__failf(err, errlen, -errno, "cannot inspect %s: %s", path,
+				 strerror(errno));
 	im->budget = (uint64_t)im->before.st_size;
 	im->elf = elf_begin(*fd, ELF_C_READ, NULL);
 	return unless_changed(check_image(path, im, err, errlen), *fd, im, path, err, errlen);
@@ -383,8 +398,9 @@ static int read_site(struct image *im, uint64_t addr, struct probe_elf_site *out
 
 	if (!read_bytes(im, addr, &raw, sizeof(raw)))
 		return -EINVAL;
-	if (raw.magic != LK__PROBE_MAGIC || raw.abi != LK__PROBE_ABI || raw.nargs > LK_PROBE_MAX_ARGS ||
-	    raw.kind < LK_PROBE_EVENT || raw.kind > LK_PROBE_COUNTER)
+	if (raw.magic != LK__PROBE_MAGIC || raw.abi != LK__PROBE_ABI ||
+	    raw.nargs > LK_PROBE_MAX_ARGS || raw.kind < LK_PROBE_EVENT ||
+	    raw.kind > LK_PROBE_COUNTER)
 		return -EINVAL;
 	if (!read_pointer(im, addr + offsetof(struct lk_probe_site, provider), &provider) ||
 	    !read_pointer(im, addr + offsetof(struct lk_probe_site, event), &event) ||
@@ -392,15 +408,23 @@ static int read_site(struct image *im, uint64_t addr, struct probe_elf_site *out
 	    !read_pointer(im, addr + offsetof(struct lk_probe_site, arg_names), &names))
 		return -EINVAL;
 	written = read_string(im, names);
-	fn = read_pointer(im, addr + offsetof(struct lk_probe_site, function), &function) ? read_string(im, function)
-											    : NULL;
-	*out = (struct probe_elf_site){ read_string(im, provider), read_string(im, event), read_string(im, file),
-				     written ? lk__site_arg_names(written) : NULL, fn ? fn : strdup(""),
-				     raw.line, raw.kind, raw.nargs, lk__site_public_types(raw.arg_types, raw.nargs) };
+	fn = read_pointer(im, addr + offsetof(struct lk_probe_site, function), &function) ?
+		     read_string(im, function) :
+		     NULL;
+	*out = (struct probe_elf_site){ read_string(im, provider),
+					read_string(im, event),
+					read_string(im, file),
+					written ? lk__site_arg_names(written) : NULL,
+					fn ? fn : strdup(""),
+					raw.line,
+					raw.kind,
+					raw.nargs,
+					lk__site_public_types(raw.arg_types, raw.nargs) };
 	free(written);
-	if (!out->provider || !out->event || !out->file || !out->arg_names || !out->function || !*out->provider ||
-	    !*out->event) {
-		free(out->provider), free(out->event), free(out->file), free(out->arg_names), free(out->function);
+	if (!out->provider || !out->event || !out->file || !out->arg_names || !out->function ||
+	    !*out->provider || !*out->event) {
+		free(out->provider), free(out->event), free(out->file), free(out->arg_names),
+			free(out->function);
 		return -EINVAL;
 	}
 	return 0;
@@ -424,12 +448,18 @@ int probe_elf_read_sites(const char *path, struct probe_elf_sites *out, char *er
 	memset(out, 0, sizeof(*out));
 	rc = open_image(path, &fd, &im, err, errlen);
 	if (!rc && (rc = index_image(&im, &sh)) != 0)
-		rc = unless_changed(lk__failf(err, errlen, rc, rc == -EFBIG ?
-					      "%s has more relocations than lowkey reads" :
-					      "cannot read the sections of %s", path), fd, &im, path, err, errlen);
-	else if (!rc && sh.sh_size > (uint64_t)im.before.st_size)	/* a slot per 8 bytes: bounded */
-		rc = unless_changed(lk__failf(err, errlen, -ENOEXEC, "the probe site section of %s is larger "
-					      "than the file", path), fd, &im, path, err, errlen);
+		rc = unless_changed(lk__failf(err, errlen, rc,
+					      rc == -EFBIG ?
+						      "%s has more relocations than lowkey reads" :
+						      "cannot read the sections of %s",
+					      path),
+				    fd, &im, path, err, errlen);
+	else if (!rc && sh.sh_size > (uint64_t)im.before.st_size) /* a slot per 8 bytes: bounded */
+		rc = unless_changed(lk__failf(err, errlen, -ENOEXEC,
+					      "the probe site section of %s is larger "
+					      "than the file",
+					      path),
+				    fd, &im, path, err, errlen);
 	if (rc) {
 		close_image(fd, &im);
 		return rc;
@@ -517,7 +547,8 @@ static bool has_lowkey_symbol(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh)
 		if (!gelf_getsym(d, (int)i, &s))
 			break;
 		name = elf_strptr(elf, sh->sh_link, s.st_name);
-		if (name && (strcmp(name, "lk_trace_start") == 0 || strcmp(name, "lk__probe_emit_slow") == 0))
+		if (name && (strcmp(name, "lk_trace_start") == 0 ||
+			     strcmp(name, "lk__probe_emit_slow") == 0))
 			return true;
 	}
 	return false;
@@ -532,7 +563,8 @@ bool probe_elf_uses_lowkey(const char *path)
 	bool uses = false;
 	int fd;
 
-	if (open_image(path, &fd, &im, err, sizeof(err)) != 0 || elf_getshdrstrndx(im.elf, &shstrndx) != 0) {
+	if (open_image(path, &fd, &im, err, sizeof(err)) != 0 ||
+	    elf_getshdrstrndx(im.elf, &shstrndx) != 0) {
 		close_image(fd, &im);
 		return false;
 	}
@@ -545,9 +577,10 @@ bool probe_elf_uses_lowkey(const char *path)
 		name = elf_strptr(im.elf, shstrndx, sh.sh_name);
 		uses = (name && strcmp(name, "__lk_probe_sites") == 0) ||
 		       (sh.sh_type == SHT_DYNAMIC && needs_lowkey(im.elf, scn, &sh)) ||
-		       ((sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) && has_lowkey_symbol(im.elf, scn, &sh));
+		       ((sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) &&
+			has_lowkey_symbol(im.elf, scn, &sh));
 	}
-	uses = uses && !image_changed(fd, &im);	/* then it cannot be told */
+	uses = uses && !image_changed(fd, &im); /* then it cannot be told */
 	close_image(fd, &im);
 	return uses;
 }
@@ -555,7 +588,8 @@ bool probe_elf_uses_lowkey(const char *path)
 int probe_elf_read_sites(const char *path, struct probe_elf_sites *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
-	return lk__failf(err, errlen, -ENOTSUP, "cannot read %s: this lowkey was built without libelf", path);
+	return lk__failf(err, errlen, -ENOTSUP,
+			 "cannot read %s: this lowkey was built without libelf", path);
 }
 
 void probe_elf_free_sites(struct probe_elf_sites *s)
@@ -578,7 +612,8 @@ static bool parse_maps_line(char *line, char *range, size_t rlen, char **path)
 	unsigned long start, end, inode;
 	int at = 0;
 
-	if (sscanf(line, "%lx-%lx %*s %*x %*x:%*x %lu %n", &start, &end, &inode, &at) != 3 || !at || !inode)
+	if (sscanf(line, "%lx-%lx %*s %*x %*x:%*x %lu %n", &start, &end, &inode, &at) != 3 || !at ||
+	    !inode)
 		return false;
 	*path = line + at;
 	(*path)[strcspn(*path, "\n")] = 0;
@@ -626,7 +661,8 @@ int proc_objects(pid_t pid, char **paths, char **shown, int max)
 			bool seen = false;
 			char *path;
 
-			if (!parse_maps_line(line, range, sizeof(range), &path) || (pass == 0) != (strcmp(path, exe) == 0))
+			if (!parse_maps_line(line, range, sizeof(range), &path) ||
+			    (pass == 0) != (strcmp(path, exe) == 0))
 				continue;
 			for (int i = 0; i < n && !seen; i++)
 				seen = strcmp(shown[i], path) == 0;

@@ -13,18 +13,18 @@
 
 struct probe_elf_site {
 	char *provider, *event, *file, *arg_names;
-	char *function;		/* "" when the file does not say */
+	char *function; /* "" when the file does not say */
 	unsigned int line, kind, nargs;
-	uint32_t arg_types;	/* 4 bits per argument, as in struct lk_probe_site */
+	uint32_t arg_types; /* 4 bits per argument, as in struct lk_probe_site */
 };
 
 struct probe_elf_sites {
 	char *path;
-	const char *type;	/* "executable", "PIE executable", "shared object" */
-	bool has_section;	/* the object has a __lk_probe_sites section */
+	const char *type; /* "executable", "PIE executable", "shared object" */
+	bool has_section; /* the object has a __lk_probe_sites section */
 	struct probe_elf_site *sites;
 	size_t n;
-	unsigned int skipped;	/* descriptors that are not lowkey probe sites of this ABI */
+	unsigned int skipped; /* descriptors that are not lowkey probe sites of this ABI */
 };
 
 /*

@@ -35,10 +35,11 @@
 #include "internal/trace_spans.h"
 #include "samples.h"
 
-#define MAX_ROWS 12		/* span nesting drawn per thread; deeper spans are counted, not drawn */
-#define MAX_LANES 64		/* threads drawn on the timeline */
-#define MAX_HISTOGRAMS 64	/* span events given histograms */
-#define EXACT_POINTS 2000	/* a counter with more samples is drawn as each pixel column's min and max */
+#define MAX_ROWS 12	  /* span nesting drawn per thread; deeper spans are counted, not drawn */
+#define MAX_LANES 64	  /* threads drawn on the timeline */
+#define MAX_HISTOGRAMS 64 /* span events given histograms */
+#define EXACT_POINTS \
+	2000 /* a counter with more samples is drawn as each pixel column's min and max */
 #define COLUMNS 800
 
 struct point {
@@ -49,7 +50,7 @@ struct point {
 struct counter_series {
 	struct point *p;
 	size_t n, cap;
-	double *lo, *hi;	/* COLUMNS each when there are more than EXACT_POINTS samples */
+	double *lo, *hi; /* COLUMNS each when there are more than EXACT_POINTS samples */
 };
 
 struct hclass {
@@ -63,8 +64,8 @@ struct hclass {
 struct pending {
 	double px0, px1;
 	uint64_t count;
-	uint32_t cls;		/* the longest span's */
-	bool mixed;		/* spans of several events */
+	uint32_t cls; /* the longest span's */
+	bool mixed;   /* spans of several events */
 	double wall_ns, cpu_ns, start_s, longest_ns;
 };
 
@@ -72,21 +73,21 @@ struct pending {
 struct pending_off {
 	double px0, px1, longest_ns, total_ns;
 	uint64_t count;
-	bool preempted;		/* the longest's state */
+	bool preempted; /* the longest's state */
 };
 
 struct lane {
 	int tid;
 	char name[64];
 	uint64_t events, lost, first_tsc;
-	unsigned int rows;		/* nesting depth reached, at most MAX_ROWS */
+	unsigned int rows; /* nesting depth reached, at most MAX_ROWS */
 	uint64_t too_deep;
 	bool drawn;
 	struct lkh_lane lane;
 	struct lk__pair_stack open;
 	struct pending pend[MAX_ROWS];
 	uint64_t switches;
-	uint64_t out_tsc;		/* the open sched_out's time; 0: on a CPU */
+	uint64_t out_tsc; /* the open sched_out's time; 0: on a CPU */
 	bool out_preempted;
 	struct pending_off off;
 	struct lane *next;
@@ -94,19 +95,19 @@ struct lane {
 
 struct hreport {
 	struct lk__trace_reader *r;
-	struct lk__trace_file *t;		/* CTF, JSON or Perfetto (internal/trace_file.h) */
-	struct hclass *classes;		/* by id: a name's figures are in its first id's */
+	struct lk__trace_file *t; /* CTF, JSON or Perfetto (internal/trace_file.h) */
+	struct hclass *classes;	  /* by id: a name's figures are in its first id's */
 	uint32_t *first;
-	uint32_t *rows;			/* class ids by name: the order of charts and tables in every format */
+	uint32_t *rows; /* class ids by name: the order of charts and tables in every format */
 	size_t nrows;
-	struct lane *lanes, *current, *last;	/* lanes: in the order the walk met them */
-	struct lk__tf_map lane_of;			/* tid to the lane's index in by_index */
+	struct lane *lanes, *current, *last; /* lanes: in the order the walk met them */
+	struct lk__tf_map lane_of;	     /* tid to the lane's index in by_index */
 	struct lane **by_index;
 	size_t caplanes;
 	unsigned int nlanes;
 	struct lk__pair_index spans;
 	uint64_t events, lost, first_tsc, last_tsc, unmatched;
-	bool drawing;			/* the second walk */
+	bool drawing; /* the second walk */
 	struct lkh_timeline tl;
 	FILE *f;
 };
@@ -174,7 +175,8 @@ static struct lane *lane_of(struct hreport *h, int tid)
 
 	if (lk__tf_map_get(&h->lane_of, (uint64_t)(uint32_t)tid, &i))
 		return h->by_index[i];
-	if (grow((void **)&h->by_index, &h->caplanes, h->nlanes, sizeof(*h->by_index)) || h->nlanes >= UINT32_MAX - 1)
+	if (grow((void **)&h->by_index, &h->caplanes, h->nlanes, sizeof(*h->by_index)) ||
+	    h->nlanes >= UINT32_MAX - 1)
 		return NULL;
 	l = calloc(1, sizeof(*l));
 	if (!l || lk__tf_map_put(&h->lane_of, (uint64_t)(uint32_t)tid, h->nlanes)) {
@@ -196,7 +198,7 @@ static int stream_begin(const struct lk__stream_info *s, void *arg)
 	h->current = lane_of(h, s->tid);
 	if (!h->current)
 		return -ENOMEM;
-	if (s->stream_id != 0) {	/* a thread's context switches: its probes' state stays */
+	if (s->stream_id != 0) { /* a thread's context switches: its probes' state stays */
 		h->current->out_tsc = 0;
 		return 0;
 	}
@@ -214,24 +216,26 @@ static void flush_row(struct hreport *h, struct lane *l, unsigned int row)
 		lkh_fmt_ns(wall, sizeof(wall), p->wall_ns);
 		lkh_fmt_ns(cpu, sizeof(cpu), p->cpu_ns);
 		snprintf(tip, sizeof(tip), "%s: %s wall%s%s, at %.6f s",
-			 class_name(h->r->classes[p->cls], name, sizeof(name)), wall, h->r->cputime ? ", CPU " : "",
-			 h->r->cputime ? cpu : "", p->start_s);
+			 class_name(h->r->classes[p->cls], name, sizeof(name)), wall,
+			 h->r->cputime ? ", CPU " : "", h->r->cputime ? cpu : "", p->start_s);
 	} else {
 		lkh_fmt_ns(wall, sizeof(wall), p->wall_ns);
-		snprintf(tip, sizeof(tip), "%" PRIu64 " spans %s %s from %.6f s, %s wall in all", p->count,
-			 p->mixed ? "drawn as one, the longest of" : "of", class_name(h->r->classes[p->cls], name, sizeof(name)),
-			 p->start_s, wall);
+		snprintf(tip, sizeof(tip), "%" PRIu64 " spans %s %s from %.6f s, %s wall in all",
+			 p->count, p->mixed ? "drawn as one, the longest of" : "of",
+			 class_name(h->r->classes[p->cls], name, sizeof(name)), p->start_s, wall);
 	}
-	lkh_timeline_span(&h->tl, &l->lane, row, p->px0, p->px1, lkh_color(h->classes[h->first[p->cls]].color), tip);
+	lkh_timeline_span(&h->tl, &l->lane, row, p->px0, p->px1,
+			  lkh_color(h->classes[h->first[p->cls]].color), tip);
 	p->count = 0;
 }
 
 /* A closed span on the timeline: merged with the row's last rectangle when both are thin and touch. */
-static void draw_span(struct hreport *h, struct lane *l, unsigned int row, uint32_t cls, uint64_t t0, uint64_t t1,
-		      double wall, double cpu)
+static void draw_span(struct hreport *h, struct lane *l, unsigned int row, uint32_t cls,
+		      uint64_t t0, uint64_t t1, double wall, double cpu)
 {
 	struct pending *p = &l->pend[row];
-	double px0 = lkh_timeline_px(&h->tl, seconds(h, t0)), px1 = lkh_timeline_px(&h->tl, seconds(h, t1));
+	double px0 = lkh_timeline_px(&h->tl, seconds(h, t0)),
+	       px1 = lkh_timeline_px(&h->tl, seconds(h, t1));
 
 	/* at most about two rectangles a pixel: a thin span joins a thin rectangle it touches */
 	if (p->count && px0 - p->px1 < 1.0 && px1 - px0 < 1.0 && p->px1 - p->px0 < 2.0) {
@@ -322,7 +326,8 @@ static int by_x(const void *a, const void *b)
 }
 
 /* The series in time order (threads' samples interleaved), columns as a low-high zigzag. */
-static int series_points(struct hreport *h, struct counter_series *s, double **x, double **y, size_t *n)
+static int series_points(struct hreport *h, struct counter_series *s, double **x, double **y,
+			 size_t *n)
 {
 	double span = seconds(h, h->last_tsc);
 
@@ -357,16 +362,19 @@ static void flush_off(struct hreport *h, struct lane *l)
 		snprintf(tip, sizeof(tip), "off the CPU for %s: %s", total,
 			 p->preempted ? "runnable (preempted)" : "blocked (asleep, waiting)");
 	else
-		snprintf(tip, sizeof(tip), "%" PRIu64 " times off the CPU drawn as one, %s in all, the longest %s",
+		snprintf(tip, sizeof(tip),
+			 "%" PRIu64 " times off the CPU drawn as one, %s in all, the longest %s",
 			 p->count, total, p->preempted ? "runnable (preempted)" : "blocked");
-	lkh_timeline_offcpu(&h->tl, &l->lane, p->px0, p->px1, p->preempted ? LKH_RUNNABLE : LKH_BLOCKED, tip);
+	lkh_timeline_offcpu(&h->tl, &l->lane, p->px0, p->px1,
+			    p->preempted ? LKH_RUNNABLE : LKH_BLOCKED, tip);
 	p->count = 0;
 }
 
 static void draw_off(struct hreport *h, struct lane *l, uint64_t out, uint64_t in, bool preempted)
 {
 	struct pending_off *p = &l->off;
-	double px0 = lkh_timeline_px(&h->tl, seconds(h, out)), px1 = lkh_timeline_px(&h->tl, seconds(h, in));
+	double px0 = lkh_timeline_px(&h->tl, seconds(h, out)),
+	       px1 = lkh_timeline_px(&h->tl, seconds(h, in));
 	double ns = tsc_ns(h, out, in);
 
 	if (p->count && px0 - p->px1 < 1.0 && px1 - px0 < 1.0 && p->px1 - p->px0 < 2.0) {
@@ -423,7 +431,7 @@ static int on_event(const struct lk__event *e, void *arg)
 		on_switch(h, l, e);
 		return 0;
 	}
-	if (e->cls->id < LK__FIRST_SITE_ID)	/* lowkey's own records */
+	if (e->cls->id < LK__FIRST_SITE_ID) /* lowkey's own records */
 		return 0;
 	if (!h->drawing) {
 		h->events++;
@@ -455,7 +463,8 @@ static int stream_end(const struct lk__stream_info *s, void *arg)
 	if (s->stream_id != 0) {
 		/* still off the CPU when the trace ended */
 		if (h->drawing && h->current->drawn && h->current->out_tsc)
-			draw_off(h, h->current, h->current->out_tsc, h->last_tsc, h->current->out_preempted);
+			draw_off(h, h->current, h->current->out_tsc, h->last_tsc,
+				 h->current->out_preempted);
 		if (h->drawing && h->current->drawn)
 			flush_off(h, h->current);
 	} else if (!h->drawing) {
@@ -475,13 +484,19 @@ static void summary(struct hreport *h, const char *path)
 	char text[1024];
 	double secs = seconds(h, h->last_tsc);
 
-	snprintf(text, sizeof(text), "Trace %s: %" PRIu64 " events over %.6f s from %u thread%s, %" PRIu64
-		 " lost to full buffers. %s", path, h->events, secs, h->nlanes, h->nlanes == 1 ? "" : "s", h->lost,
-		 h->r->cputime ? "Thread CPU time was recorded (--cputime): spans have CPU-time histograms too."
-			       : "Thread CPU time was not recorded: record with --cputime for CPU-time histograms.");
+	snprintf(
+		text, sizeof(text),
+		"Trace %s: %" PRIu64 " events over %.6f s from %u thread%s, %" PRIu64
+		" lost to full buffers. %s",
+		path, h->events, secs, h->nlanes, h->nlanes == 1 ? "" : "s", h->lost,
+		h->r->cputime ?
+			"Thread CPU time was recorded (--cputime): spans have CPU-time histograms too." :
+			"Thread CPU time was not recorded: record with --cputime for CPU-time histograms.");
 	lkh_para(h->f, text);
 	if (h->unmatched)
-		lkh_paraf(h->f, "%" PRIu64 " span ends had no begin (their begin was before the trace started).",
+		lkh_paraf(h->f,
+			  "%" PRIu64
+			  " span ends had no begin (their begin was before the trace started).",
 			  h->unmatched);
 }
 
@@ -491,11 +506,12 @@ static void histograms(struct hreport *h)
 	unsigned int shown = 0, skipped = 0;
 	char name[200], title[260];
 
-	lkh_section(h->f, "Span latency",
-		    "How long each span event took, in log-scale buckets (five per power of ten): wall time on the "
-		    "left, the thread's CPU time on the right when the trace recorded it. Hover a bar for its "
-		    "bounds and count.");
-	for (size_t k = 0; k < h->nrows; k++) {	/* by name: the same order in every format */
+	lkh_section(
+		h->f, "Span latency",
+		"How long each span event took, in log-scale buckets (five per power of ten): wall time on the "
+		"left, the thread's CPU time on the right when the trace recorded it. Hover a bar for its "
+		"bounds and count.");
+	for (size_t k = 0; k < h->nrows; k++) { /* by name: the same order in every format */
 		size_t i = h->rows[k];
 		struct hclass *c = &h->classes[i];
 
@@ -518,7 +534,8 @@ static void histograms(struct hreport *h)
 	if (!shown)
 		lkh_para(h->f, "The trace holds no complete span (LK_SPAN, LK_SPAN_BEGIN/END).");
 	if (skipped)
-		lkh_paraf(h->f, "... and %u more span events (the table below has their figures).", skipped);
+		lkh_paraf(h->f, "... and %u more span events (the table below has their figures).",
+			  skipped);
 }
 
 static unsigned int timeline_shape(struct hreport *h, unsigned int *lanes, unsigned int *strips)
@@ -545,15 +562,20 @@ static int timeline(struct hreport *h, const struct lk__reader_ops *ops, char *e
 	char label[96];
 	int rc;
 
-	lkh_section(h->f, "Timeline",
-		    "Each thread's spans over time, nested spans on the rows below their parent. Spans thinner than a "
-		    "pixel that touch are drawn as one, in the colour of the longest; hover for what each is.");
+	lkh_section(
+		h->f, "Timeline",
+		"Each thread's spans over time, nested spans on the rows below their parent. Spans thinner than a "
+		"pixel that touch are drawn as one, in the colour of the longest; hover for what each is.");
 	if (h->r->sched)
-		lkh_para(h->f, "Below each thread's spans, its time off the CPU (the trace has its context switches): "
-			       "hatched orange while it was runnable but preempted, hatched grey while it was blocked (asleep, "
-			       "waiting for I/O, a lock, a timer).");
+		lkh_para(
+			h->f,
+			"Below each thread's spans, its time off the CPU (the trace has its context switches): "
+			"hatched orange while it was runnable but preempted, hatched grey while it was blocked (asleep, "
+			"waiting for I/O, a lock, a timer).");
 	else
-		lkh_para(h->f, "Record with lowkey trace --sched to see each thread's time off the CPU here.");
+		lkh_para(
+			h->f,
+			"Record with lowkey trace --sched to see each thread's time off the CPU here.");
 	lkh_timeline_begin(&h->tl, h->f, "spans by thread", seconds(h, h->last_tsc),
 			   lkh_timeline_height(rows, lanes, strips));
 	for (struct lane *l = h->lanes; l; l = l->next) {
@@ -569,7 +591,8 @@ static int timeline(struct hreport *h, const struct lk__reader_ops *ops, char *e
 	if (h->nlanes > MAX_LANES)
 		lkh_paraf(h->f, "The first %d of %u threads are drawn.", MAX_LANES, h->nlanes);
 	if (too_deep)
-		lkh_paraf(h->f, "%" PRIu64 " spans nested deeper than %d levels are not drawn.", too_deep, MAX_ROWS);
+		lkh_paraf(h->f, "%" PRIu64 " spans nested deeper than %d levels are not drawn.",
+			  too_deep, MAX_ROWS);
 	return rc;
 }
 
@@ -579,15 +602,17 @@ static int counters(struct hreport *h)
 	char name[200];
 	bool any = false;
 
-	lkh_section(h->f, "Counters", "Each counter's values over time, all threads' samples together.");
-	for (size_t k = 0; k < h->nrows; k++) {	/* by name: the same order in every format */
+	lkh_section(h->f, "Counters",
+		    "Each counter's values over time, all threads' samples together.");
+	for (size_t k = 0; k < h->nrows; k++) { /* by name: the same order in every format */
 		size_t i = h->rows[k];
 		struct hclass *c = &h->classes[i];
 		struct lkh_series s = { name };
 		double *x = NULL, *y = NULL;
 		int rc;
 
-		if (!r->classes[i] || r->classes[i]->kind != LK_PROBE_COUNTER || !c->count || h->first[i] != i)
+		if (!r->classes[i] || r->classes[i]->kind != LK_PROBE_COUNTER || !c->count ||
+		    h->first[i] != i)
 			continue;
 		class_name(r->classes[i], name, sizeof(name));
 		rc = series_points(h, &c->series, &x, &y, &s.n);
@@ -600,8 +625,11 @@ static int counters(struct hreport *h)
 		if (rc)
 			return rc;
 		if (c->series.lo)
-			lkh_paraf(h->f, "%" PRIu64 " samples, drawn as the lowest and highest value of each of %d "
-					"slices of time.", c->count, COLUMNS);
+			lkh_paraf(h->f,
+				  "%" PRIu64
+				  " samples, drawn as the lowest and highest value of each of %d "
+				  "slices of time.",
+				  c->count, COLUMNS);
 		any = true;
 	}
 	if (!any)
@@ -623,20 +651,23 @@ static void percentiles(FILE *f, struct samples *s)
 
 static void event_table(struct hreport *h)
 {
-	static const char *const cols[] = { "event", "kind", "count", "per second", "spans", "p50", "p99", "max",
+	static const char *const cols[] = { "event",   "kind",	  "count",  "per second",
+					    "spans",   "p50",	  "p99",    "max",
 					    "p50 CPU", "p99 CPU", "max CPU" };
 	const struct lk__trace_reader *r = h->r;
 	double secs = seconds(h, h->last_tsc);
 	char name[200];
 
-	lkh_section(h->f, "Events", "Every event of the trace by provider:event and kind; span durations by wall "
-				    "time and, where recorded, thread CPU time.");
+	lkh_section(h->f, "Events",
+		    "Every event of the trace by provider:event and kind; span durations by wall "
+		    "time and, where recorded, thread CPU time.");
 	lkh_table_begin(h->f, cols, r->cputime ? 11 : 8);
-	for (size_t k = 0; k < h->nrows; k++) {	/* by name: the same order in every format */
+	for (size_t k = 0; k < h->nrows; k++) { /* by name: the same order in every format */
 		size_t i = h->rows[k];
 		struct hclass *c = &h->classes[i];
 
-		if (!r->classes[i] || !c->count || h->first[i] != i || r->classes[i]->kind == LK_PROBE_SPAN_END)
+		if (!r->classes[i] || !c->count || h->first[i] != i ||
+		    r->classes[i]->kind == LK_PROBE_SPAN_END)
 			continue;
 		lkh_row_begin(h->f);
 		lkh_cell(h->f, class_name(r->classes[i], name, sizeof(name)));
@@ -691,8 +722,8 @@ static void free_hreport(struct hreport *h)
 	lk__pair_free(&h->spans);
 }
 
-static int write_page(struct hreport *h, const char *trace_path, const struct lk__reader_ops *ops, char *err,
-		      size_t errlen)
+static int write_page(struct hreport *h, const char *trace_path, const struct lk__reader_ops *ops,
+		      char *err, size_t errlen)
 {
 	char title[200];
 	int rc;
@@ -744,7 +775,8 @@ int report_html(const char *trace_path, const char *out_path)
 		if (h.f != stdout && fclose(h.f) != 0 && !rc)
 			rc = -errno;
 		if (rc == -ENOMEM || rc == -EIO || rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG)
-			snprintf(err, sizeof(err), "writing %s failed: %s", out_path, strerror(-rc));
+			snprintf(err, sizeof(err), "writing %s failed: %s", out_path,
+				 strerror(-rc));
 		if (rc)
 			cli_error("report", NULL, "%s", err);
 	} else {

@@ -12,54 +12,54 @@
 struct lk_counters;
 
 struct stat_event {
-	char *name;		/* as written, "cycles:u" when perf_event_paranoid forced :u */
-	char *resolved;		/* lk_counter_info.event */
+	char *name;	/* as written, "cycles:u" when perf_event_paranoid forced :u */
+	char *resolved; /* lk_counter_info.event */
 	char *unit;
 	double scale;
 	uint32_t type;
 	uint64_t config;
 	bool supported;
-	int error;		/* why not, as an errno */
+	int error; /* why not, as an errno */
 	bool user_only, user_only_fallback;
-	char *why;		/* why it is not supported */
-	double *runs;		/* the scaled value of each run */
-	uint64_t enabled, running;	/* summed over the runs */
+	char *why;		   /* why it is not supported */
+	double *runs;		   /* the scaled value of each run */
+	uint64_t enabled, running; /* summed over the runs */
 	double mean, stddev;
 };
 
 struct stat_thread {
-	pid_t pid, tid;		/* tid 0: the threads still running, not told apart */
-	char comm[64];		/* its name, escaped (lk__text_escape): the thread chose it */
-	double *values;		/* one per event (scaled) */
+	pid_t pid, tid; /* tid 0: the threads still running, not told apart */
+	char comm[64];	/* its name, escaped (lk__text_escape): the thread chose it */
+	double *values; /* one per event (scaled) */
 };
 
 struct stat_result {
-	char *target;		/* "ls -l", "process 1234", "system wide" or "CPU(s) 0,2" */
-	bool process_mode;	/* -p, or -a/-C without a command: no exit status */
-	pid_t pid;		/* with -p; 0 for -a/-C without a command */
-	int runs;		/* runs done */
+	char *target;	   /* "ls -l", "process 1234", "system wide" or "CPU(s) 0,2" */
+	bool process_mode; /* -p, or -a/-C without a command: no exit status */
+	pid_t pid;	   /* with -p; 0 for -a/-C without a command */
+	int runs;	   /* runs done */
 	size_t nevents;
 	struct stat_event *events;
-	double *elapsed_ns;	/* per run */
+	double *elapsed_ns; /* per run */
 	double elapsed_mean, elapsed_stddev;
-	double user_ns, sys_ns;	/* means over the runs; < 0 when not known (-p) */
+	double user_ns, sys_ns; /* means over the runs; < 0 when not known (-p) */
 	int exit_status;	/* of the last run; -1 for -p */
 	size_t nthreads;
 	struct stat_thread *threads;
-	long lost;		/* per-thread reports the kernel could not deliver */
+	long lost; /* per-thread reports the kernel could not deliver */
 };
 
 enum stat_format { STAT_TEXT, STAT_CSV, STAT_JSON };
 
 /* What ends a count: the command or process exiting, a deadline, or Ctrl-C (stat_interrupted). */
 struct stat_watch {
-	pid_t pid;		/* 0: nothing to watch (the CPUs, until the deadline or Ctrl-C) */
-	bool child;		/* pid is our child: its end is seen without reaping it */
-	int pidfd;		/* -1 without pidfd_open() (Linux < 5.3): polled every 100 ms */
-	double deadline_ns;	/* stat_now_ns() time; 0: none */
+	pid_t pid;	    /* 0: nothing to watch (the CPUs, until the deadline or Ctrl-C) */
+	bool child;	    /* pid is our child: its end is seen without reaping it */
+	int pidfd;	    /* -1 without pidfd_open() (Linux < 5.3): polled every 100 ms */
+	double deadline_ns; /* stat_now_ns() time; 0: none */
 };
 
-extern volatile sig_atomic_t stat_interrupted;	/* set by the SIGINT/SIGTERM handler */
+extern volatile sig_atomic_t stat_interrupted; /* set by the SIGINT/SIGTERM handler */
 
 /* CLOCK_MONOTONIC in ns. */
 double stat_now_ns(void);
@@ -71,7 +71,7 @@ struct stat_interval_options {
 	long interval_ms;
 	FILE *out;
 	enum stat_format format;
-	const char *sep;	/* STAT_CSV */
+	const char *sep; /* STAT_CSV */
 };
 
 /*

@@ -37,7 +37,7 @@ static bool target_ended(const struct stat_watch *w)
 		return false;
 	if (w->pidfd >= 0)
 		return poll(&pfd, 1, 0) > 0;
-	if (w->child)	/* WNOWAIT: the status stays for wait4() */
+	if (w->child) /* WNOWAIT: the status stays for wait4() */
 		return waitid(P_PID, (id_t)w->pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
 		       info.si_pid == w->pid;
 	return kill(w->pid, 0) != 0 && errno == ESRCH;
@@ -49,7 +49,8 @@ bool stat_sleep_until(const struct stat_watch *w, double until_ns)
 		struct pollfd pfd = { .fd = w->pidfd, .events = POLLIN };
 		double now = stat_now_ns(), until = until_ns, left_ms;
 
-		if (stat_interrupted || target_ended(w) || (w->deadline_ns > 0 && now >= w->deadline_ns))
+		if (stat_interrupted || target_ended(w) ||
+		    (w->deadline_ns > 0 && now >= w->deadline_ns))
 			return true;
 		if (w->deadline_ns > 0 && w->deadline_ns < until)
 			until = w->deadline_ns;
@@ -57,7 +58,8 @@ bool stat_sleep_until(const struct stat_watch *w, double until_ns)
 			return false;
 		/* Without a pidfd the end is seen by polling: at least every 100 ms. */
 		left_ms = ceil((until - now) / 1e6);
-		poll(&pfd, w->pidfd >= 0, w->pidfd >= 0 || left_ms < 100 ? (int)fmin(left_ms, 1e9) : 100);
+		poll(&pfd, w->pidfd >= 0,
+		     w->pidfd >= 0 || left_ms < 100 ? (int)fmin(left_ms, 1e9) : 100);
 	}
 }
 
@@ -73,7 +75,7 @@ static void interval_delta(struct stat_result *d, const struct lk_counter_value 
 		e->running = now[i].time_running - prev[i].time_running;
 		e->mean = (double)lk_counter_scale(value, e->enabled, e->running);
 		if (e->running == 0 && e->enabled == 0)
-			e->mean = (double)value;	/* not enabled at all: a true count (0) */
+			e->mean = (double)value; /* not enabled at all: a true count (0) */
 		e->stddev = 0;
 	}
 }
@@ -94,7 +96,7 @@ int stat_intervals(struct lk_counters *c, const struct stat_result *r, const str
 		goto out;
 	}
 	for (size_t i = 0; i < r->nevents; i++)
-		events[i] = r->events[i];	/* names, units, support: the printing needs them */
+		events[i] = r->events[i]; /* names, units, support: the printing needs them */
 	d.events = events;
 	d.runs = 1;
 	d.nthreads = 0;

@@ -13,13 +13,14 @@
 
 /* ---- which event is which ---- */
 
-#define CACHE(id, op, result) ((id) | (PERF_COUNT_HW_CACHE_OP_##op << 8) | \
-			       (PERF_COUNT_HW_CACHE_RESULT_##result << 16))
+#define CACHE(id, op, result) \
+	((id) | (PERF_COUNT_HW_CACHE_OP_##op << 8) | (PERF_COUNT_HW_CACHE_RESULT_##result << 16))
 
 static int find(const struct stat_result *r, uint32_t type, uint64_t config)
 {
 	for (size_t i = 0; i < r->nevents; i++)
-		if (r->events[i].supported && r->events[i].type == type && r->events[i].config == config)
+		if (r->events[i].supported && r->events[i].type == type &&
+		    r->events[i].config == config)
 			return (int)i;
 	return -1;
 }
@@ -48,7 +49,7 @@ static bool not_counted(const struct stat_event *e)
 struct metric {
 	double value;
 	char unit[40];
-	bool percent;	/* value is a percentage */
+	bool percent; /* value is a percentage */
 };
 
 static bool ratio_metric(const struct stat_result *r, const struct stat_event *e, uint32_t type,
@@ -109,11 +110,13 @@ static bool metric_for(const struct stat_result *r, const struct stat_event *e, 
 			return ratio_metric(r, e, PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES,
 					    "insn per cycle", false, m);
 		case PERF_COUNT_HW_BRANCH_MISSES:
-			return ratio_metric(r, e, PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_INSTRUCTIONS,
-					    "of all branches", true, m);
+			return ratio_metric(r, e, PERF_TYPE_HARDWARE,
+					    PERF_COUNT_HW_BRANCH_INSTRUCTIONS, "of all branches",
+					    true, m);
 		case PERF_COUNT_HW_CACHE_MISSES:
-			return ratio_metric(r, e, PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_REFERENCES,
-					    "of all cache refs", true, m);
+			return ratio_metric(r, e, PERF_TYPE_HARDWARE,
+					    PERF_COUNT_HW_CACHE_REFERENCES, "of all cache refs",
+					    true, m);
 		case PERF_COUNT_HW_STALLED_CYCLES_FRONTEND:
 			return ratio_metric(r, e, PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES,
 					    "frontend cycles idle", true, m);
@@ -125,19 +128,24 @@ static bool metric_for(const struct stat_result *r, const struct stat_event *e, 
 	case PERF_TYPE_HW_CACHE:
 		switch (e->config) {
 		case CACHE(PERF_COUNT_HW_CACHE_L1D, READ, MISS):
-			return ratio_metric(r, e, PERF_TYPE_HW_CACHE, CACHE(PERF_COUNT_HW_CACHE_L1D, READ, ACCESS),
+			return ratio_metric(r, e, PERF_TYPE_HW_CACHE,
+					    CACHE(PERF_COUNT_HW_CACHE_L1D, READ, ACCESS),
 					    "of all L1-dcache accesses", true, m);
 		case CACHE(PERF_COUNT_HW_CACHE_L1I, READ, MISS):
-			return ratio_metric(r, e, PERF_TYPE_HW_CACHE, CACHE(PERF_COUNT_HW_CACHE_L1I, READ, ACCESS),
+			return ratio_metric(r, e, PERF_TYPE_HW_CACHE,
+					    CACHE(PERF_COUNT_HW_CACHE_L1I, READ, ACCESS),
 					    "of all L1-icache accesses", true, m);
 		case CACHE(PERF_COUNT_HW_CACHE_LL, READ, MISS):
-			return ratio_metric(r, e, PERF_TYPE_HW_CACHE, CACHE(PERF_COUNT_HW_CACHE_LL, READ, ACCESS),
+			return ratio_metric(r, e, PERF_TYPE_HW_CACHE,
+					    CACHE(PERF_COUNT_HW_CACHE_LL, READ, ACCESS),
 					    "of all LL-cache accesses", true, m);
 		case CACHE(PERF_COUNT_HW_CACHE_DTLB, READ, MISS):
-			return ratio_metric(r, e, PERF_TYPE_HW_CACHE, CACHE(PERF_COUNT_HW_CACHE_DTLB, READ, ACCESS),
+			return ratio_metric(r, e, PERF_TYPE_HW_CACHE,
+					    CACHE(PERF_COUNT_HW_CACHE_DTLB, READ, ACCESS),
 					    "of all dTLB cache accesses", true, m);
 		case CACHE(PERF_COUNT_HW_CACHE_ITLB, READ, MISS):
-			return ratio_metric(r, e, PERF_TYPE_HW_CACHE, CACHE(PERF_COUNT_HW_CACHE_ITLB, READ, ACCESS),
+			return ratio_metric(r, e, PERF_TYPE_HW_CACHE,
+					    CACHE(PERF_COUNT_HW_CACHE_ITLB, READ, ACCESS),
 					    "of all iTLB cache accesses", true, m);
 		}
 		break;
@@ -147,7 +155,7 @@ static bool metric_for(const struct stat_result *r, const struct stat_event *e, 
 		break;
 	default:
 		if (e->unit[0])
-			return false;	/* energy and the like: the unit says it all */
+			return false; /* energy and the like: the unit says it all */
 		break;
 	}
 	rate_metric(r, e, m);
@@ -267,11 +275,13 @@ static void text_notes(FILE *out, const struct stat_result *r)
 				   e->config == PERF_COUNT_SW_CPU_MIGRATIONS);
 	}
 	if (fallback)
-		fprintf(out, "\n Events marked :u counted user space only: this user may not count the "
+		fprintf(out,
+			"\n Events marked :u counted user space only: this user may not count the "
 			"kernel (kernel.perf_event_paranoid >= 2).\n   `sysctl -w kernel.perf_event_paranoid=1` "
 			"as root, or CAP_PERFMON, counts it too.\n");
 	if (kernel_only_sw)
-		fprintf(out, "   context-switches and cpu-migrations happen in the kernel: counted user "
+		fprintf(out,
+			"   context-switches and cpu-migrations happen in the kernel: counted user "
 			"space only they stay 0.\n");
 }
 
@@ -279,8 +289,10 @@ static void text_threads(FILE *out, const struct stat_result *r)
 {
 	fprintf(out, "\n Per thread:\n");
 	if (r->lost)
-		fprintf(out, " (%ld exit reports were lost: the per-CPU buffers filled up; the "
-			"first line counts those threads)\n", r->lost);
+		fprintf(out,
+			" (%ld exit reports were lost: the per-CPU buffers filled up; the "
+			"first line counts those threads)\n",
+			r->lost);
 	for (size_t t = 0; t < r->nthreads; t++) {
 		const struct stat_thread *th = &r->threads[t];
 
@@ -295,8 +307,8 @@ static void text_threads(FILE *out, const struct stat_result *r)
 			one.mean = th->values[i];
 			text_value(&one, value, sizeof(value), &unit);
 			if (th->tid)
-				fprintf(out, " %16s-%-7d %18s %-5s %s\n", th->comm, (int)th->tid, value,
-					unit, e->name);
+				fprintf(out, " %16s-%-7d %18s %-5s %s\n", th->comm, (int)th->tid,
+					value, unit, e->name);
 			else
 				fprintf(out, " %24s %18s %-5s %s\n", "(still running)", value, unit,
 					e->name);
@@ -319,8 +331,10 @@ void stat_print_text(FILE *out, const struct stat_result *r)
 		text_threads(out, r);
 	fprintf(out, "\n %18.9f seconds time elapsed", r->elapsed_mean / 1e9);
 	if (r->runs > 1)
-		fprintf(out, "  ( +- %5.2f%% )", r->elapsed_mean > 0 ?
-			100.0 * r->elapsed_stddev / sqrt(r->runs) / r->elapsed_mean : 0);
+		fprintf(out, "  ( +- %5.2f%% )",
+			r->elapsed_mean > 0 ?
+				100.0 * r->elapsed_stddev / sqrt(r->runs) / r->elapsed_mean :
+				0);
 	fputc('\n', out);
 	if (r->user_ns >= 0) {
 		fprintf(out, "\n %18.9f seconds user\n", r->user_ns / 1e9);
@@ -332,15 +346,18 @@ void stat_print_text(FILE *out, const struct stat_result *r)
 
 /* ---- CSV, as perf stat -x ---- */
 
-static void csv_event(FILE *out, const char *sep, const struct stat_result *r, const struct stat_event *e)
+static void csv_event(FILE *out, const char *sep, const struct stat_result *r,
+		      const struct stat_event *e)
 {
 	struct metric m;
 	bool has_metric = metric_for(r, e, &m);
 
 	if (!e->supported)
-		fprintf(out, "<not supported>%s%s%s%s", sep, is_clock(e) ? "msec" : e->unit, sep, e->name);
+		fprintf(out, "<not supported>%s%s%s%s", sep, is_clock(e) ? "msec" : e->unit, sep,
+			e->name);
 	else if (not_counted(e))
-		fprintf(out, "<not counted>%s%s%s%s", sep, is_clock(e) ? "msec" : e->unit, sep, e->name);
+		fprintf(out, "<not counted>%s%s%s%s", sep, is_clock(e) ? "msec" : e->unit, sep,
+			e->name);
 	else if (is_clock(e))
 		fprintf(out, "%.2f%smsec%s%s", e->mean / 1e6, sep, sep, e->name);
 	else if (e->unit[0])
@@ -440,7 +457,8 @@ void stat_print_json(FILE *out, const struct stat_result *r)
 			lk__json_object(&j, "values");
 			for (size_t i = 0; i < r->nevents; i++)
 				if (r->events[i].supported)
-					lk__json_int(&j, r->events[i].name, llround(r->threads[t].values[i]));
+					lk__json_int(&j, r->events[i].name,
+						     llround(r->threads[t].values[i]));
 			lk__json_close(&j);
 			lk__json_close(&j);
 		}
@@ -452,7 +470,8 @@ void stat_print_json(FILE *out, const struct stat_result *r)
 /* ---- -I: one interval ---- */
 
 /* One event of an interval as a JSON line; the keys of --json's events, and "interval". */
-static void json_line(FILE *out, double seconds, const struct stat_result *d, const struct stat_event *e)
+static void json_line(FILE *out, double seconds, const struct stat_result *d,
+		      const struct stat_event *e)
 {
 	struct lk__json j;
 	struct metric m;

@@ -13,7 +13,7 @@
 #define ERASE "\r\033[K"
 
 static struct {
-	const char *cmd;	/* NULL: status lines are off */
+	const char *cmd; /* NULL: status lines are off */
 	bool drawn;
 } status;
 
@@ -29,7 +29,7 @@ static void put(const char *s, size_t len)
 		ssize_t n = write(STDERR_FILENO, s, len);
 
 		if (n <= 0)
-			return;	/* the terminal went away: nothing to do about a status line */
+			return; /* the terminal went away: nothing to do about a status line */
 		s += n;
 		len -= (size_t)n;
 	}
@@ -48,7 +48,7 @@ static size_t visible_length(const char *line, size_t len)
 		return len;
 	for (; at < len; at++)
 		if (((unsigned char)line[at] & 0xc0) != 0x80 && ++cols == ws.ws_col)
-			break;	/* the last column stays free: some terminals wrap on writing it */
+			break; /* the last column stays free: some terminals wrap on writing it */
 	return at;
 }
 
@@ -60,7 +60,7 @@ void status_show(const char *fmt, ...)
 
 	if (!status.cmd)
 		return;
-	fflush(stderr);	/* what the command printed comes first */
+	fflush(stderr); /* what the command printed comes first */
 	n = snprintf(line, sizeof(line), ERASE "lowkey %s: ", status.cmd);
 	va_start(ap, fmt);
 	m = vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
@@ -81,8 +81,10 @@ void status_clear(void)
 
 static const char *format_label(const char *format)
 {
-	return strcmp(format, "json") == 0 ? "JSON" : strcmp(format, "perfetto") == 0 ? "Perfetto"
-		: strcmp(format, "ctf") == 0 ? "CTF" : format;
+	return strcmp(format, "json") == 0     ? "JSON" :
+	       strcmp(format, "perfetto") == 0 ? "Perfetto" :
+	       strcmp(format, "ctf") == 0      ? "CTF" :
+						 format;
 }
 
 void status_progress(const char *what, uint64_t done, uint64_t total)
@@ -90,11 +92,11 @@ void status_progress(const char *what, uint64_t done, uint64_t total)
 	double mib = 1024.0 * 1024.0;
 
 	if (done >= total) {
-		status_clear();	/* the end: whatever is printed next has the line to itself */
+		status_clear(); /* the end: whatever is printed next has the line to itself */
 		return;
 	}
 	status_show("%s: %.0f%% (%.1f of %.1f MiB)", what, 100.0 * (double)done / (double)total,
-		       (double)done / mib, (double)total / mib);
+		    (double)done / mib, (double)total / mib);
 }
 
 void status_progress_sink(uint64_t done, uint64_t total, void *what)
@@ -137,7 +139,7 @@ void status_reading_begin(const char *path, unsigned int walks)
 	static char what[64];
 	static struct lk__progress_sink reading = { status_progress_sink, what };
 	static const struct lk__progress_sink file = { file_progress, NULL };
-	uint64_t bytes = lk__progress_ctf_bytes(path);	/* 0 for a file */
+	uint64_t bytes = lk__progress_ctf_bytes(path); /* 0 for a file */
 	struct stat st;
 
 	status_show("reading %s", path);

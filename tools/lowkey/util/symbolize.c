@@ -29,9 +29,9 @@ struct symbolizer {
 	Dwfl *dwfl;
 	Dwfl_Callbacks callbacks;
 	char *debuginfo_path;
-	pid_t pid;		/* the process whose mappings are reported; 0: objects at known bases */
-	unsigned int reports;	/* of the process's mappings */
-	struct opened *opened;	/* objects at known bases: one each */
+	pid_t pid; /* the process whose mappings are reported; 0: objects at known bases */
+	unsigned int reports;  /* of the process's mappings */
+	struct opened *opened; /* objects at known bases: one each */
 	size_t nopened;
 };
 
@@ -122,8 +122,8 @@ static bool deleted(const char *name)
  * where this user may (the very file mapped), else by its name; read as open_elf() reads. Names
  * that are no path ([vdso]) are read from the process's memory by libdwfl.
  */
-static int proc_find_elf(pid_t pid, Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
-			 char **file_name, Elf **elfp)
+static int proc_find_elf(pid_t pid, Dwfl_Module *mod, void **userdata, const char *name,
+			 Dwarf_Addr base, char **file_name, Elf **elfp)
 {
 	char path[PATH_MAX + 64];
 	int fd = -1;
@@ -137,7 +137,7 @@ static int proc_find_elf(pid_t pid, Dwfl_Module *mod, void **userdata, const cha
 		*elfp = open_elf(name, &fd);
 	if (!*elfp)
 		return -1;
-	*file_name = strdup(name);	/* where its debug files are looked for */
+	*file_name = strdup(name); /* where its debug files are looked for */
 	return fd;
 }
 
@@ -147,11 +147,11 @@ static int proc_find_elf(pid_t pid, Dwfl_Module *mod, void **userdata, const cha
  * object trusted() trusts, as the files found there could otherwise be another user's.
  */
 static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
-			  const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
-			  char **debuginfo_file_name)
+			  const char *file_name, const char *debuglink_file,
+			  GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
-	int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
-					      debuglink_crc, debuginfo_file_name);
+	int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name,
+					      debuglink_file, debuglink_crc, debuginfo_file_name);
 
 	if (fd >= 0 || !file_name || !trusted(file_name))
 		return fd;
@@ -195,13 +195,14 @@ static const char *source_line(Dwfl_Module *mod, uint64_t addr, int *line)
 
 /* ---- a live process ---- */
 
-static int load_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start, void *arg)
+static int load_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+		       void *arg)
 {
 	GElf_Addr bias;
 
 	(void)name, (void)start;
-	*userdata = arg;	/* for find_elf: the process */
-	dwfl_module_getelf(mod, &bias);	/* open the ELF now, while /proc/PID exists */
+	*userdata = arg;		/* for find_elf: the process */
+	dwfl_module_getelf(mod, &bias); /* open the ELF now, while /proc/PID exists */
 	return DWARF_CB_OK;
 }
 
@@ -253,7 +254,7 @@ struct symbolizer *symbolizer_open_process(pid_t pid, char *err, size_t errlen)
 	int rc;
 
 	if (!s) {
-		snprintf(err, errlen, "cannot start libdw: out of memory");	/* its only failure */
+		snprintf(err, errlen, "cannot start libdw: out of memory"); /* its only failure */
 		return NULL;
 	}
 	s->pid = pid;
@@ -261,9 +262,11 @@ struct symbolizer *symbolizer_open_process(pid_t pid, char *err, size_t errlen)
 	if (rc == ENOENT || rc == ESRCH)
 		snprintf(err, errlen, "process %d does not exist (it may have exited)", (int)pid);
 	else if (rc > 0)
-		snprintf(err, errlen, "cannot read the mappings of process %d: %s", (int)pid, strerror(rc));
+		snprintf(err, errlen, "cannot read the mappings of process %d: %s", (int)pid,
+			 strerror(rc));
 	else if (rc < 0)
-		snprintf(err, errlen, "cannot read the mappings of process %d: %s", (int)pid, dwfl_errmsg(-1));
+		snprintf(err, errlen, "cannot read the mappings of process %d: %s", (int)pid,
+			 dwfl_errmsg(-1));
 	if (rc) {
 		symbolizer_close(s);
 		return NULL;
@@ -291,8 +294,8 @@ static void close_opened(struct opened *o)
 }
 
 /* Dwfl_Callbacks.find_elf: the object's ELF opened when it was reported, now libdwfl's to close. */
-static int find_opened(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base, char **file_name,
-		       Elf **elfp)
+static int find_opened(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
+		       char **file_name, Elf **elfp)
 {
 	struct opened *o = *userdata;
 	int fd;
@@ -319,7 +322,8 @@ static bool elf_range(Elf *elf, uint64_t base, uint64_t *start, uint64_t *end)
 	GElf_Phdr ph;
 	size_t n;
 
-	if (!gelf_getehdr(elf, &eh) || (eh.e_type != ET_DYN && eh.e_type != ET_EXEC) || elf_getphdrnum(elf, &n))
+	if (!gelf_getehdr(elf, &eh) || (eh.e_type != ET_DYN && eh.e_type != ET_EXEC) ||
+	    elf_getphdrnum(elf, &n))
 		return false;
 	for (size_t i = 0; i < n && !found; i++)
 		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD)
@@ -327,7 +331,8 @@ static bool elf_range(Elf *elf, uint64_t base, uint64_t *start, uint64_t *end)
 	*start = eh.e_type == ET_EXEC ? vaddr : base;
 	*end = 0;
 	for (size_t i = n; i-- > 0 && !*end;)
-		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr + ph.p_memsz > 0)
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD &&
+		    ph.p_vaddr + ph.p_memsz > 0)
 			*end = *start - vaddr + ph.p_vaddr + ph.p_memsz;
 	return found && *end > *start;
 }
@@ -350,7 +355,8 @@ static void report_object(struct symbolizer *s, struct opened *o, const char *pa
 
 struct symbolizer *symbolizer_open_objects(const struct symbol_object *objects, size_t n)
 {
-	Dwfl_Callbacks callbacks = { .find_elf = find_opened, .section_address = dwfl_offline_section_address };
+	Dwfl_Callbacks callbacks = { .find_elf = find_opened,
+				     .section_address = dwfl_offline_section_address };
 	struct symbolizer *s = symbolizer_new(&callbacks);
 
 	if (!s)
@@ -394,7 +400,8 @@ static Dwfl_Module *module_of(struct symbolizer *s, uint64_t addr)
 	return mod;
 }
 
-void symbolizer_place(struct symbolizer *s, uint64_t addr, bool line_before, struct symbol_place *out)
+void symbolizer_place(struct symbolizer *s, uint64_t addr, bool line_before,
+		      struct symbol_place *out)
 {
 	Dwfl_Module *mod = module_of(s, addr);
 	GElf_Off offset = 0;
@@ -413,11 +420,11 @@ struct lookup {
 	const char *name;
 	uint64_t addr, size;
 	const char *module;
-	int found;	/* 1 found, -1 thread-local */
+	int found; /* 1 found, -1 thread-local */
 };
 
-static int lookup_in_module(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr start,
-			    void *arg)
+static int lookup_in_module(Dwfl_Module *mod, void **userdata, const char *modname,
+			    Dwarf_Addr start, void *arg)
 {
 	struct lookup *l = arg;
 	int n = dwfl_module_getsymtab(mod);

@@ -23,11 +23,11 @@ struct symbolizer;
 
 /* Where an address is; a field libdw does not know is NULL or 0. */
 struct symbol_place {
-	const char *function;	/* NULL when no symbol covers the address */
-	uint64_t offset;	/* from the function's start */
-	const char *module;	/* the object's name (a path for a process), or NULL */
-	const char *file;	/* source file, NULL without debug info */
-	int line;		/* 0 without debug info */
+	const char *function; /* NULL when no symbol covers the address */
+	uint64_t offset;      /* from the function's start */
+	const char *module;   /* the object's name (a path for a process), or NULL */
+	const char *file;     /* source file, NULL without debug info */
+	int line;	      /* 0 without debug info */
 };
 
 /*
@@ -41,7 +41,7 @@ struct symbolizer *symbolizer_open_process(pid_t pid, char *err, size_t errlen);
 
 /* An object file and its load bias (ELF address + bias = run-time address). */
 struct symbol_object {
-	const char *path;	/* absolute; others are left out */
+	const char *path; /* absolute; others are left out */
 	uint64_t bias;
 };
 
@@ -61,7 +61,8 @@ void symbolizer_close(struct symbolizer *s);
  * that made it. The strings stay valid until symbolizer_close(). All fields zero when no object
  * covers addr.
  */
-void symbolizer_place(struct symbolizer *s, uint64_t addr, bool line_before, struct symbol_place *out);
+void symbolizer_place(struct symbolizer *s, uint64_t addr, bool line_before,
+		      struct symbol_place *out);
 
 /*
  * symbolizer_lookup - a data (or function) symbol's run-time address and size, and its object's

@@ -10,23 +10,23 @@
 #define TRACE_MAX_GLOBS 64
 
 struct trace_opts {
-	const char *globs[TRACE_MAX_GLOBS];	/* as given; a leading '-' disables */
+	const char *globs[TRACE_MAX_GLOBS]; /* as given; a leading '-' disables */
 	int nglobs;
-	char *output;				/* absolute */
-	int format;				/* enum lk_trace_format */
+	char *output; /* absolute */
+	int format;   /* enum lk_trace_format */
 	bool cputime;
-	bool overwrite;				/* --overwrite: a flight recorder */
-	const char *snapshot_signal;		/* --snapshot-signal, as given; NULL: none */
-	bool sched;				/* --sched: context switches */
-	uint64_t buffer;			/* 0: the library's default */
-	pid_t pid;				/* --pid */
-	double duration;			/* --pid: seconds; 0: until Ctrl-C */
-	char **argv;				/* the command */
-	bool created_output;			/* we made the (empty) output: remove it if unused */
-	bool json;				/* the summary as JSON */
-	bool quiet;				/* --quiet: no status line */
-	uid_t peer_uid;				/* root tracing another user's process: that user, */
-	gid_t peer_gid;				/* whose rights recovery uses (-1: our own) */
+	bool overwrite;		     /* --overwrite: a flight recorder */
+	const char *snapshot_signal; /* --snapshot-signal, as given; NULL: none */
+	bool sched;		     /* --sched: context switches */
+	uint64_t buffer;	     /* 0: the library's default */
+	pid_t pid;		     /* --pid */
+	double duration;	     /* --pid: seconds; 0: until Ctrl-C */
+	char **argv;		     /* the command */
+	bool created_output;	     /* we made the (empty) output: remove it if unused */
+	bool json;		     /* the summary as JSON */
+	bool quiet;		     /* --quiet: no status line */
+	uid_t peer_uid;		     /* root tracing another user's process: that user, */
+	gid_t peer_gid;		     /* whose rights recovery uses (-1: our own) */
 };
 
 struct trace_totals {
@@ -54,12 +54,13 @@ void trace_print_summary(const struct trace_opts *o, const struct trace_totals *
  * user's rights (peer_uid), and for JSON it only takes a ctf_dir named OUTPUT.ctf-XXXXXX.
  * Returns 0 or -errno (err says why).
  */
-int trace_recover(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t, char *err, size_t errlen);
+int trace_recover(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t,
+		  char *err, size_t errlen);
 
 /* Sites of the trace at dir that glob selects (for a trace whose process could not say). */
 int trace_count_matches(const char *dir, const char *glob);
 
-int trace_run_command(struct trace_opts *o);	/* trace_run.c */
-int trace_attach(struct trace_opts *o);		/* trace_attach.c */
+int trace_run_command(struct trace_opts *o); /* trace_run.c */
+int trace_attach(struct trace_opts *o);	     /* trace_attach.c */
 
 #endif

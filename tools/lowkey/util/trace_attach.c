@@ -35,8 +35,8 @@
 #include "trace.h"
 
 #define REPLY_TIMEOUT_MS 30000
-#define STOP_TIMEOUT_MS (10 * 60 * 1000)	/* a JSON trace is converted by the process at its stop */
-#define STATUS_EVERY_MS 1000			/* the status line's clock while tracing */
+#define STOP_TIMEOUT_MS (10 * 60 * 1000) /* a JSON trace is converted by the process at its stop */
+#define STATUS_EVERY_MS 1000		 /* the status line's clock while tracing */
 
 static volatile sig_atomic_t stop_signal;
 
@@ -52,26 +52,33 @@ static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
 
 	switch (rc) {
 	case -ESRCH:
-		cli_error("trace", NULL, "%s", err);	/* no such process, or it exited as lowkey waited */
+		cli_error("trace", NULL, "%s",
+			  err); /* no such process, or it exited as lowkey waited */
 		return CLI_EXIT_FAIL;
 	case -EACCES:
 		cli_error("trace", NULL, "%s: run lowkey as that user or as root", err);
 		return CLI_EXIT_FAIL;
 	case -EPERM:
 	case -ENOTCONN:
-		cli_error("trace", NULL, "%s", err);	/* why it cannot tell; why the process has none */
+		cli_error("trace", NULL, "%s",
+			  err); /* why it cannot tell; why the process has none */
 		return CLI_EXIT_FAIL;
 	case -ENOENT:
 	case -ECONNREFUSED:
 	case -ESTALE:
 		uses = proc_uses_lowkey(pid);
 		if (uses == 0) {
-			cli_error("trace", NULL, "process %d (%s) is not linked with liblowkey: only programs built "
-				     "with lowkey's probes (LK_PROBE, -llowkey) can be traced", (int)pid, name);
+			cli_error(
+				"trace", NULL,
+				"process %d (%s) is not linked with liblowkey: only programs built "
+				"with lowkey's probes (LK_PROBE, -llowkey) can be traced",
+				(int)pid, name);
 			return CLI_EXIT_FAIL;
 		}
-		cli_error("trace", NULL, "process %d (%s) has no lowkey control socket open: start it with "
-			     "LOWKEY_CONTROL=1 in its environment, or call lk_control_open() in it", (int)pid, name);
+		cli_error("trace", NULL,
+			  "process %d (%s) has no lowkey control socket open: start it with "
+			  "LOWKEY_CONTROL=1 in its environment, or call lk_control_open() in it",
+			  (int)pid, name);
 		return CLI_EXIT_FAIL;
 	}
 	cli_error("trace", NULL, "cannot attach to process %d (%s): %s", (int)pid, name, err);
@@ -90,19 +97,25 @@ static int send_rules(struct lk__ctl_client *c, const struct trace_opts *o, cons
 		int rc;
 
 		/* a flight recorder outlives this command: its rules stay */
-		req.rule = (struct lk__ctl_rule){ enable, o->overwrite ? LK_CTL_RULE_KEEP : LK_CTL_RULE_SESSION, glob };
-		rc = lk__ctl_call(c, &req, LK_CTL_RESULT, &reply, REPLY_TIMEOUT_MS, err, sizeof(err));
+		req.rule = (struct lk__ctl_rule){
+			enable, o->overwrite ? LK_CTL_RULE_KEEP : LK_CTL_RULE_SESSION, glob
+		};
+		rc = lk__ctl_call(c, &req, LK_CTL_RESULT, &reply, REPLY_TIMEOUT_MS, err,
+				  sizeof(err));
 		if (rc) {
-			cli_error("trace", NULL, "process %d (%s) refused '%s': %s", (int)o->pid, name, glob, err);
+			cli_error("trace", NULL, "process %d (%s) refused '%s': %s", (int)o->pid,
+				  name, glob, err);
 			return -1;
 		}
 		if (enable && reply.result.value == 0) {
-			cli_error("trace", NULL, "no probe site in process %d (%s) matches '%s'", (int)o->pid, name, glob);
+			cli_error("trace", NULL, "no probe site in process %d (%s) matches '%s'",
+				  (int)o->pid, name, glob);
 			unmatched++;
 		}
 	}
 	if (unmatched)
-		fprintf(stderr, "hint: `lowkey list --pid %d` shows its probe sites\n", (int)o->pid);
+		fprintf(stderr, "hint: `lowkey list --pid %d` shows its probe sites\n",
+			(int)o->pid);
 	return unmatched ? -1 : 0;
 }
 
@@ -115,14 +128,15 @@ static int start(struct lk__ctl_client *c, const struct trace_opts *o, const cha
 	req.start = (struct lk__ctl_start){
 		.format = (uint8_t)o->format,
 		.ctl_flags = o->overwrite ? 0 : LK_CTL_START_STOP_ON_CLOSE,
-		.flags = (o->cputime ? LK_TRACE_CPUTIME : 0) | (o->overwrite ? LK_TRACE_OVERWRITE : 0) |
-			 (o->sched ? LK_TRACE_SCHED : 0),
+		.flags = (o->cputime ? LK_TRACE_CPUTIME : 0) |
+			 (o->overwrite ? LK_TRACE_OVERWRITE : 0) | (o->sched ? LK_TRACE_SCHED : 0),
 		.buffer_size = o->buffer,
 		.path = o->output,
 	};
 	rc = lk__ctl_call(c, &req, LK_CTL_RESULT, &reply, REPLY_TIMEOUT_MS, err, sizeof(err));
 	if (rc)
-		cli_error("trace", NULL, "process %d (%s) could not start tracing: %s", (int)o->pid, name, err);
+		cli_error("trace", NULL, "process %d (%s) could not start tracing: %s", (int)o->pid,
+			  name, err);
 	return rc;
 }
 
@@ -147,8 +161,8 @@ static void on_stop_signals(void (*handler)(int))
 }
 
 /* Wait for the duration, a signal, or the process's end; on a terminal, the time so far. */
-static enum ending wait_for_end(struct lk__ctl_client *c, const struct trace_opts *o, const char *name,
-				struct trace_totals *t)
+static enum ending wait_for_end(struct lk__ctl_client *c, const struct trace_opts *o,
+				const char *name, struct trace_totals *t)
 {
 	double start = now_s(), deadline = o->duration ? start + o->duration : 0;
 	struct lk__ctl_msg m;
@@ -159,11 +173,11 @@ static enum ending wait_for_end(struct lk__ctl_client *c, const struct trace_opt
 		int timeout = STATUS_EVERY_MS, rc;
 
 		if (o->duration)
-			status_show("tracing process %d (%s): %d s of %g", (int)o->pid, name, (int)(now_s() - start),
-				       o->duration);
+			status_show("tracing process %d (%s): %d s of %g", (int)o->pid, name,
+				    (int)(now_s() - start), o->duration);
 		else
-			status_show("tracing process %d (%s): %d s; Ctrl-C stops", (int)o->pid, name,
-				       (int)(now_s() - start));
+			status_show("tracing process %d (%s): %d s; Ctrl-C stops", (int)o->pid,
+				    name, (int)(now_s() - start));
 		if (deadline) {
 			double left = deadline - now_s();
 
@@ -179,7 +193,8 @@ static enum ending wait_for_end(struct lk__ctl_client *c, const struct trace_opt
 		if (rc == -ECONNRESET)
 			return PROCESS_VANISHED;
 		if (rc == 0 && m.type == LK_CTL_EXIT) {
-			*t = (struct trace_totals){ m.stats.events, m.stats.lost, m.stats.bytes, m.stats.threads };
+			*t = (struct trace_totals){ m.stats.events, m.stats.lost, m.stats.bytes,
+						    m.stats.threads };
 			return PROCESS_EXITED;
 		}
 	}
@@ -205,8 +220,9 @@ static bool find_ctf_beside(const char *output, char *out, size_t len)
 	d = opendir(dirname(dir));
 	while (d && (e = readdir(d))) {
 		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
-		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-		    st.st_mtime >= newest && (size_t)snprintf(out, len, "%s/%s", dir, e->d_name) < len)
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISDIR(st.st_mode) && st.st_mtime >= newest &&
+		    (size_t)snprintf(out, len, "%s/%s", dir, e->d_name) < len)
 			newest = st.st_mtime;
 	}
 	if (d)
@@ -220,13 +236,14 @@ static void show_progress(const struct lk__ctl_progress *p, void *format)
 	status_conversion(format, p->done, p->total);
 }
 
-static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char *name, struct trace_totals *t)
+static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char *name,
+		struct trace_totals *t)
 {
 	struct lk__ctl_msg req = { .type = LK_CTL_STOP }, reply;
 	char err[1024];
 	int rc;
 
-	on_stop_signals(SIG_DFL);	/* a second Ctrl-C leaves without waiting */
+	on_stop_signals(SIG_DFL); /* a second Ctrl-C leaves without waiting */
 	c->on_progress = show_progress;
 	c->progress_arg = (void *)lk__trace_format_name((enum lk_trace_format)o->format);
 	status_show("process %d (%s) is finishing the trace", (int)o->pid, name);
@@ -234,10 +251,12 @@ static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char
 	status_clear();
 
 	if (rc) {
-		cli_error("trace", NULL, "process %d (%s) could not stop the trace: %s", (int)o->pid, name, err);
+		cli_error("trace", NULL, "process %d (%s) could not stop the trace: %s",
+			  (int)o->pid, name, err);
 		return rc;
 	}
-	*t = (struct trace_totals){ reply.stats.events, reply.stats.lost, reply.stats.bytes, reply.stats.threads };
+	*t = (struct trace_totals){ reply.stats.events, reply.stats.lost, reply.stats.bytes,
+				    reply.stats.threads };
 	if (reply.stats.err) {
 		trace_print_summary(o, t);
 		cli_error("trace", NULL, "%s", reply.stats.message);
@@ -268,7 +287,7 @@ int trace_attach(struct trace_opts *o)
 	rc = lk__ctl_connect(&c, o->pid, err, sizeof(err));
 	if (rc)
 		return explain_connect(o->pid, name, rc, err);
-	proc_name_of(o->pid, name, sizeof(name));	/* it may have exec'd while lowkey waited */
+	proc_name_of(o->pid, name, sizeof(name)); /* it may have exec'd while lowkey waited */
 	if (lk__ctl_check(&c, err, sizeof(err)) != 0)
 		return exited(&c, err);
 	if (send_rules(&c, o, name) != 0) {
@@ -293,16 +312,18 @@ int trace_attach(struct trace_opts *o)
 	}
 	if (o->overwrite) {
 		lk__ctl_disconnect(&c);
-		fprintf(stderr, "lowkey trace: flight recorder started in process %d (%s); `lowkey snapshot --pid %d` "
-			"writes its newest events (first to %s)\n", (int)o->pid, name, (int)o->pid, o->output);
+		fprintf(stderr,
+			"lowkey trace: flight recorder started in process %d (%s); `lowkey snapshot --pid %d` "
+			"writes its newest events (first to %s)\n",
+			(int)o->pid, name, (int)o->pid, o->output);
 		return CLI_EXIT_OK;
 	}
 	if (o->duration)
-		fprintf(stderr, "lowkey trace: tracing process %d (%s) for %g s into %s\n", (int)o->pid, name,
-			o->duration, o->output);
+		fprintf(stderr, "lowkey trace: tracing process %d (%s) for %g s into %s\n",
+			(int)o->pid, name, o->duration, o->output);
 	else
-		fprintf(stderr, "lowkey trace: tracing process %d (%s) into %s; Ctrl-C stops\n", (int)o->pid, name,
-			o->output);
+		fprintf(stderr, "lowkey trace: tracing process %d (%s) into %s; Ctrl-C stops\n",
+			(int)o->pid, name, o->output);
 	end = wait_for_end(&c, o, name, &t);
 	status_clear();
 	if (end == STOP_ASKED) {
@@ -313,10 +334,12 @@ int trace_attach(struct trace_opts *o)
 	} else {
 		lk__ctl_disconnect(&c);
 		fprintf(stderr, "lowkey trace: process %d (%s) %s\n", (int)o->pid, name,
-			end == PROCESS_EXITED ? "exited; its trace is finished"
-					      : "ended without finishing the trace: what it had written is kept");
+			end == PROCESS_EXITED ?
+				"exited; its trace is finished" :
+				"ended without finishing the trace: what it had written is kept");
 		if (end == PROCESS_VANISHED &&
-		    (o->format == LK_TRACE_CTF || find_ctf_beside(o->output, ctf_dir, sizeof(ctf_dir))) &&
+		    (o->format == LK_TRACE_CTF ||
+		     find_ctf_beside(o->output, ctf_dir, sizeof(ctf_dir))) &&
 		    trace_recover(o, ctf_dir, &t, err, sizeof(err)) != 0) {
 			cli_error("trace", NULL, "cannot read the trace back: %s", err);
 			return CLI_EXIT_FAIL;

@@ -89,7 +89,8 @@ static void set_env(const char *name, const char *value)
 		unsetenv(name);
 }
 
-static void __attribute__((noreturn)) exec_command(const struct trace_opts *o, int status_fd, int exec_fd)
+static void __attribute__((noreturn))
+exec_command(const struct trace_opts *o, int status_fd, int exec_fd)
 {
 	char list[TRACE_MAX_GLOBS * (LK_CTL_MAX_GLOB + 1) + 1] = "", num[32];
 	struct stat st;
@@ -98,7 +99,7 @@ static void __attribute__((noreturn)) exec_command(const struct trace_opts *o, i
 	set_signals(SIG_DFL, SIG_DFL);
 	close(signal_pipe[0]);
 	close(signal_pipe[1]);
-	fcntl(status_fd, F_SETFD, 0);	/* the one fd the command inherits */
+	fcntl(status_fd, F_SETFD, 0); /* the one fd the command inherits */
 	for (int i = 0; i < o->nglobs; i++) {
 		strcat(list, i ? "," : "");
 		strcat(list, o->globs[i]);
@@ -111,7 +112,7 @@ static void __attribute__((noreturn)) exec_command(const struct trace_opts *o, i
 	set_env("LOWKEY_TRACE_MODE", o->overwrite ? "overwrite" : NULL);
 	set_env("LOWKEY_TRACE_SNAPSHOT_SIGNAL", o->snapshot_signal);
 	if (o->overwrite)
-		set_env("LOWKEY_CONTROL", "1");	/* so that `lowkey snapshot --pid` can ask it */
+		set_env("LOWKEY_CONTROL", "1"); /* so that `lowkey snapshot --pid` can ask it */
 	set_env("LOWKEY_TRACE_SCHED", o->sched ? "1" : NULL);
 	snprintf(num, sizeof(num), "%llu", (unsigned long long)o->buffer);
 	set_env("LOWKEY_TRACE_BUFFER", o->buffer ? num : NULL);
@@ -121,7 +122,8 @@ static void __attribute__((noreturn)) exec_command(const struct trace_opts *o, i
 	set_env("LOWKEY_TRACE_STATUS_FD", num);
 	/* which file the number is: the program may have another there by its exit */
 	if (fstat(status_fd, &st) == 0)
-		snprintf(num, sizeof(num), "%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+		snprintf(num, sizeof(num), "%llu:%llu", (unsigned long long)st.st_dev,
+			 (unsigned long long)st.st_ino);
 	else
 		num[0] = '\0';
 	set_env("LOWKEY_TRACE_STATUS_ID", num[0] ? num : NULL);
@@ -135,14 +137,15 @@ static void __attribute__((noreturn)) exec_command(const struct trace_opts *o, i
 
 /* ---- messages from the library ---- */
 
-static void on_message(struct run *r, const struct lk__ctl_msg *m, const char *cmd, const struct trace_opts *o)
+static void on_message(struct run *r, const struct lk__ctl_msg *m, const char *cmd,
+		       const struct trace_opts *o)
 {
 	switch (m->type) {
 	case LK_CTL_ENV_START:
 		if (m->env_start.err) {
 			cli_error("trace", NULL, "cannot trace %s: %s", cmd, m->env_start.message);
 			r->start_failed = true;
-			kill(r->child, SIGKILL);	/* it waits for this verdict before its main() */
+			kill(r->child, SIGKILL); /* it waits for this verdict before its main() */
 		} else {
 			r->started = true;
 			snprintf(r->ctf_dir, sizeof(r->ctf_dir), "%s", m->env_start.ctf_dir);
@@ -159,13 +162,14 @@ static void on_message(struct run *r, const struct lk__ctl_msg *m, const char *c
 		break;
 	case LK_CTL_ENV_FINISH:
 		r->finished = true;
-		r->totals = (struct trace_totals){ m->stats.events, m->stats.lost, m->stats.bytes, m->stats.threads };
+		r->totals = (struct trace_totals){ m->stats.events, m->stats.lost, m->stats.bytes,
+						   m->stats.threads };
 		r->finish_err = m->stats.err;
 		snprintf(r->finish_msg, sizeof(r->finish_msg), "%s", m->stats.message);
 		break;
-	case LK_CTL_PROGRESS:	/* converting the trace at its exit */
-		status_conversion(lk__trace_format_name((enum lk_trace_format)o->format), m->progress.done,
-				     m->progress.total);
+	case LK_CTL_PROGRESS: /* converting the trace at its exit */
+		status_conversion(lk__trace_format_name((enum lk_trace_format)o->format),
+				  m->progress.done, m->progress.total);
 		break;
 	}
 }
@@ -225,9 +229,11 @@ static int wait_for_child(struct run *r, const struct trace_opts *o)
 	if (pidfd >= 0)
 		close(pidfd);
 	if (status_open)
-		read_status(r, cmd, o);	/* what it said on its way out */
-	status_clear();	/* a conversion cut short by the program's end */
-	return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+		read_status(r, cmd, o); /* what it said on its way out */
+	status_clear();			/* a conversion cut short by the program's end */
+	return WIFEXITED(status)   ? WEXITSTATUS(status) :
+	       WIFSIGNALED(status) ? 128 + WTERMSIG(status) :
+				     1;
 }
 
 /* ---- the end ---- */
@@ -244,7 +250,8 @@ static bool resolve(const char *cmd, char *out, size_t len)
 		return true;
 	}
 	copy = strdup(path ? path : "/usr/local/bin:/usr/bin:/bin");
-	for (char *dir = strtok_r(copy, ":", &save); copy && dir && !found; dir = strtok_r(NULL, ":", &save)) {
+	for (char *dir = strtok_r(copy, ":", &save); copy && dir && !found;
+	     dir = strtok_r(NULL, ":", &save)) {
 		snprintf(out, len, "%s/%s", *dir ? dir : ".", cmd);
 		found = access(out, X_OK) == 0;
 	}
@@ -257,17 +264,22 @@ static void explain_no_status(const char *cmd, int code)
 	char path[PATH_MAX];
 	struct stat st;
 
-	if (resolve(cmd, path, sizeof(path)) && stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)))
-		cli_error("trace", "run it without set-user-ID, or call lk_trace_start() in it",
-			     "%s is set-user-ID or set-group-ID: liblowkey ignores the environment there", cmd);
+	if (resolve(cmd, path, sizeof(path)) && stat(path, &st) == 0 &&
+	    (st.st_mode & (S_ISUID | S_ISGID)))
+		cli_error(
+			"trace", "run it without set-user-ID, or call lk_trace_start() in it",
+			"%s is set-user-ID or set-group-ID: liblowkey ignores the environment there",
+			cmd);
 	else if (resolve(cmd, path, sizeof(path)) && probe_elf_uses_lowkey(path))
 		cli_error("trace", "see the command's own messages above",
-			     "%s ended (status %d) before liblowkey could start tracing", cmd, code);
+			  "%s ended (status %d) before liblowkey could start tracing", cmd, code);
 	else
-		cli_error("trace", "link it with -llowkey (`pkg-config --libs lowkey`) and mark its code with "
-			     "LK_PROBE() (see docs/probe.md)",
-			     "program is not linked with liblowkey: %s ran no program that uses it, nothing was traced",
-			     cmd);
+		cli_error(
+			"trace",
+			"link it with -llowkey (`pkg-config --libs lowkey`) and mark its code with "
+			"LK_PROBE() (see docs/probe.md)",
+			"program is not linked with liblowkey: %s ran no program that uses it, nothing was traced",
+			cmd);
 }
 
 /* How many sites each enabling glob matched; prints the ones that matched none. */
@@ -286,7 +298,8 @@ static int check_matches(const struct trace_opts *o, struct run *r, const char *
 			if (r->rules[k].enable && strcmp(r->rules[k].glob, g) == 0)
 				matched = (int)r->rules[k].matched;
 		if (matched < 0)
-			matched = trace_count_matches(o->format != LK_TRACE_CTF ? r->ctf_dir : o->output, g);
+			matched = trace_count_matches(
+				o->format != LK_TRACE_CTF ? r->ctf_dir : o->output, g);
 		if (matched == 0) {
 			cli_error("trace", NULL, "no probe site in %s matches '%s'", cmd, g);
 			(*unmatched)++;
@@ -315,15 +328,18 @@ static int finish(const struct trace_opts *o, struct run *r, int code)
 	}
 	matched = check_matches(o, r, cmd, &unmatched);
 	if (!r->finished && o->overwrite) {
-		fprintf(stderr, "lowkey trace: %s ended (%s %d) before its flight recorder's last snapshot: the "
-			"snapshots it took before are kept\n", cmd, code > 128 ? "signal" : "status",
-			code > 128 ? code - 128 : code);
+		fprintf(stderr,
+			"lowkey trace: %s ended (%s %d) before its flight recorder's last snapshot: the "
+			"snapshots it took before are kept\n",
+			cmd, code > 128 ? "signal" : "status", code > 128 ? code - 128 : code);
 		return code;
 	}
 	if (!r->finished) {
-		fprintf(stderr, "lowkey trace: %s ended (%s %d) without finishing its trace: what it had written is "
-			"kept (its last %s may be missing)\n", cmd, code > 128 ? "signal" : "status",
-			code > 128 ? code - 128 : code, "100 ms");
+		fprintf(stderr,
+			"lowkey trace: %s ended (%s %d) without finishing its trace: what it had written is "
+			"kept (its last %s may be missing)\n",
+			cmd, code > 128 ? "signal" : "status", code > 128 ? code - 128 : code,
+			"100 ms");
 		if (trace_recover(o, r->ctf_dir, &r->totals, err, sizeof(err)) != 0) {
 			cli_error("trace", NULL, "cannot read the trace back: %s", err);
 			return CLI_EXIT_FAIL;
@@ -346,8 +362,8 @@ int trace_run_command(struct trace_opts *o)
 
 	if (trace_prepare_output(o, (uid_t)-1, (gid_t)-1))
 		return CLI_EXIT_FAIL;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0 ||
-	    pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 ||
+	    pipe2(exec_pipe, O_CLOEXEC) != 0 || pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
 		cli_error("trace", NULL, "cannot set up: %s", strerror(errno));
 		trace_discard_output(o);
 		return CLI_EXIT_FAIL;
@@ -376,7 +392,7 @@ int trace_run_command(struct trace_opts *o)
 		waitpid(r.child, NULL, 0);
 		trace_discard_output(o);
 		cli_error("trace", exec_err == ENOENT ? "check the command's name and $PATH" : NULL,
-			     "cannot run '%s': %s", o->argv[0], strerror(exec_err));
+			  "cannot run '%s': %s", o->argv[0], strerror(exec_err));
 		close(r.status_fd);
 		return exec_err == ENOENT ? 127 : 126;
 	}

@@ -40,25 +40,25 @@ static inline uintptr_t lk__arch_thread_pointer(void)
 #define LK__SYMBOL "S"
 
 /* The site's instruction, per operand 2: `b lk__jumped` or `nop`. */
-#define LK__ARCH_SITE_CODE                                                                    \
-	"1:\n\t"                                                                              \
-	".if %c2\n\t"                                                                         \
-	"b %l[lk__jumped]\n\t"                                                                \
-	".else\n\t"                                                                           \
-	"nop\n\t"                                                                             \
+#define LK__ARCH_SITE_CODE     \
+	"1:\n\t"               \
+	".if %c2\n\t"          \
+	"b %l[lk__jumped]\n\t" \
+	".else\n\t"            \
+	"nop\n\t"              \
 	".endif\n\t"
 
 /* USDT: BTI's landing pad, the stub that returns the end's descriptor, and its address. */
 #if defined(__ARM_FEATURE_BTI_DEFAULT) && __ARM_FEATURE_BTI_DEFAULT
-#define LK__ARCH_SDT_LANDING "hint 34\n"	/* bti c */
+#define LK__ARCH_SDT_LANDING "hint 34\n" /* bti c */
 #else
 #define LK__ARCH_SDT_LANDING ""
 #endif
-#define LK__ARCH_SDT_STUB_CODE                                                                \
-	"990: nop\n\t"                                                                        \
-	"adrp x0, " LK__SYM(2) "\n\t"                                                         \
-	"ldr x0, [x0, :lo12:" LK__SYM(2) "]\n\t"                                              \
-	"ret\n\t"
+#define LK__ARCH_SDT_STUB_CODE                                          \
+	"990: nop\n\t"                                                  \
+	"adrp x0, " LK__SYM(2) "\n\t"                                   \
+			       "ldr x0, [x0, :lo12:" LK__SYM(2) "]\n\t" \
+								"ret\n\t"
 #define LK__ARCH_SDT_STUB_ADDRESS "adrp %0, 988b\n\tadd %0, %0, :lo12:988b"
 #define LK__ARCH_SDT_OPERAND "r"
 

@@ -52,26 +52,26 @@ static inline uintptr_t lk__arch_thread_pointer(void)
  * for the linker (R_RISCV_ALIGN), which keeps it when relaxing the code before shrinks it; inside
  * norelax it would not.
  */
-#define LK__ARCH_SITE_CODE                                                                    \
-	".balign 4\n\t"                                                                       \
-	".option push\n\t"                                                                    \
-	".option norelax\n\t"                                                                 \
-	".option norvc\n"                                                                      \
-	"1:\n\t"                                                                              \
-	".if %2\n\t"                                                                          \
-	"j %l[lk__jumped]\n\t"                                                                \
-	".else\n\t"                                                                           \
-	"nop\n\t"                                                                             \
-	".endif\n\t"                                                                          \
+#define LK__ARCH_SITE_CODE     \
+	".balign 4\n\t"        \
+	".option push\n\t"     \
+	".option norelax\n\t"  \
+	".option norvc\n"      \
+	"1:\n\t"               \
+	".if %2\n\t"           \
+	"j %l[lk__jumped]\n\t" \
+	".else\n\t"            \
+	"nop\n\t"              \
+	".endif\n\t"           \
 	".option pop\n\t"
 
 /* USDT: the stub that returns the end's descriptor, and its address (no landing pad). */
 #define LK__ARCH_SDT_LANDING ""
-#define LK__ARCH_SDT_STUB_CODE                                                                \
-	"990: nop\n"                                                                           \
-	"989: auipc a0, %%pcrel_hi(" LK__SYM(2) ")\n\t"                                       \
-	"ld a0, %%pcrel_lo(989b)(a0)\n\t"                                                     \
-	"ret\n\t"
+#define LK__ARCH_SDT_STUB_CODE                                                    \
+	"990: nop\n"                                                              \
+	"989: auipc a0, %%pcrel_hi(" LK__SYM(2) ")\n\t"                           \
+						"ld a0, %%pcrel_lo(989b)(a0)\n\t" \
+						"ret\n\t"
 #define LK__ARCH_SDT_STUB_ADDRESS "lla %0, 988b"
 #define LK__ARCH_SDT_OPERAND "r"
 

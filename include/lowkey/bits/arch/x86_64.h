@@ -39,14 +39,14 @@ static inline uintptr_t lk__arch_thread_pointer(void)
 #define LK__SYMBOL "i"
 
 /* The site's instruction, per operand 2: `jmp rel32` to lk__jumped, or the NOP 0f 1f 44 00 00. */
-#define LK__ARCH_SITE_CODE                                                                    \
-	"1:\n\t"                                                                              \
-	".if %c2\n\t"                                                                         \
-	".byte 0xe9\n\t"                                                                      \
-	".long %l[lk__jumped] - 2f\n\t"                                                       \
-	".else\n\t"                                                                           \
-	".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\t"                                              \
-	".endif\n"                                                                             \
+#define LK__ARCH_SITE_CODE                       \
+	"1:\n\t"                                 \
+	".if %c2\n\t"                            \
+	".byte 0xe9\n\t"                         \
+	".long %l[lk__jumped] - 2f\n\t"          \
+	".else\n\t"                              \
+	".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\t" \
+	".endif\n"                               \
 	"2:\n\t"
 
 /* USDT: CET's landing pad, the stub that returns the end's descriptor, and its address. */
@@ -55,10 +55,10 @@ static inline uintptr_t lk__arch_thread_pointer(void)
 #else
 #define LK__ARCH_SDT_LANDING ""
 #endif
-#define LK__ARCH_SDT_STUB_CODE                                                                \
-	"990: nop\n\t"                                                                        \
-	"movq " LK__SYM(2) "(%%rip), %%rax\n\t"                                               \
-	"ret\n\t"
+#define LK__ARCH_SDT_STUB_CODE                  \
+	"990: nop\n\t"                          \
+	"movq " LK__SYM(2) "(%%rip), %%rax\n\t" \
+			   "ret\n\t"
 #define LK__ARCH_SDT_STUB_ADDRESS "leaq 988b(%%rip), %0"
 /* An argument's operand: its readers also parse a constant ("$5"). */
 #define LK__ARCH_SDT_OPERAND "nr"
