@@ -17,6 +17,7 @@
 #include "builtin.h"
 #include "internal/failf.h"
 #include "internal/json.h"
+#include "internal/probe.h"
 #include "internal/utf8.h"
 #include "util/list_events.h"
 #include "internal/control.h"
@@ -118,21 +119,6 @@ static void free_rows(struct rows *r)
 	free(r->v);
 }
 
-static const char *kind_name(unsigned int kind)
-{
-	switch (kind) {
-	case LK_PROBE_EVENT:
-		return "event";
-	case LK_PROBE_SPAN_BEGIN:
-		return "span-begin";
-	case LK_PROBE_SPAN_END:
-		return "span-end";
-	case LK_PROBE_COUNTER:
-		return "counter";
-	}
-	return "unknown";
-}
-
 static const char *arg_type(const struct row *s, unsigned int i)
 {
 	return lk_probe_type_name((enum lk_probe_type)((s->arg_types >> (4 * i)) & 0xf));
@@ -184,7 +170,7 @@ static void print_site_json(struct lk__json *j, const struct row *s)
 		lk__json_str(j, "object_type", s->object_type);
 	lk__json_str_or_null(j, "provider", s->provider);
 	lk__json_str_or_null(j, "event", s->event);
-	lk__json_str(j, "kind", kind_name(s->kind));
+	lk__json_str(j, "kind", lk__probe_kind_name(s->kind));
 	lk__json_str_or_null(j, "file", s->file);
 	lk__json_uint(j, "line", s->line);
 	lk__json_str_or_null(j, "function", s->function);
@@ -279,7 +265,7 @@ static void print_text(const struct rows *r)
 		}
 		snprintf(buf, sizeof(buf), "%s:%s", s->provider, s->event);
 		printf("  %-*s  %-10s", wname, lk__text_escape(buf, shown, sizeof(shown)),
-		       kind_name(s->kind));
+		       lk__probe_kind_name(s->kind));
 		if (s->enabled >= 0)
 			printf("  %-3s", s->enabled ? "on" : "off");
 		snprintf(buf, sizeof(buf), "%s:%u", s->file, s->line);
