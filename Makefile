@@ -13,7 +13,8 @@
 #                       and build; run the tests
 #   make test-cross-aarch64, make test-cross-riscv64
 #                       cross-build with Debian's cross compilers (cmake/aarch64.cmake,
-#                       cmake/riscv64.cmake) and run the tests under qemu-user (CROSS_SUITES below)
+#                       cmake/riscv64.cmake) and run the tests under qemu-user (CROSS_SUITES below);
+#                       make build-cross-X and check-cross-X are its two halves
 #   make check-format   list the C and C++ files that are not as clang-format-16 writes them
 #                       (.clang-format; tools/check-format --fix FILE... formats them)
 #   make install        install under PREFIX (default /usr/local)
@@ -36,7 +37,8 @@ configure = $(CMAKE) -S . -B $(1) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(2
 .PHONY: all build demo deps build-deps test test-asan test-tsan test-portable test-compilers install clean check-format \
 	build-test build-asan build-tsan build-portable build-compilers \
 	check-test check-asan check-tsan check-portable check-compilers \
-	test-cross-aarch64 test-cross-riscv64 cross-deps-aarch64 cross-deps-riscv64
+	test-cross-aarch64 test-cross-riscv64 cross-deps-aarch64 cross-deps-riscv64 \
+	build-cross-aarch64 build-cross-riscv64 check-cross-aarch64 check-cross-riscv64
 
 all: build
 
@@ -132,9 +134,10 @@ check-tsan:
 # The portable build changes the static keys (key.h's sites, src/key, core's sync) and nothing
 # else: it builds and runs the suites whose code has keys or sites (PORTABLE_SUITES), not those of
 # counter, lock, sem and clock, which hold none and call nothing that flips one, nor html (the
-# pages' escaping and their rendering in Chromium, from traces recorded as in make test).
+# pages' escaping and their rendering in Chromium, from traces recorded as in make test), nor the
+# tests of those suites labelled no-portable (code without keys, such as reading a trace).
 PORTABLE_SUITES ?= core key probe control cli cxx watch fuzz
-PORTABLE_CTEST = $(call suite_labels,$(PORTABLE_SUITES)) $(NOT_HEADERS)
+PORTABLE_CTEST = $(call suite_labels,$(PORTABLE_SUITES)) -LE no-portable $(NOT_HEADERS)
 
 test-portable: build-portable
 	$(call check_tests,$(BUILD)-portable,$(PORTABLE_CTEST))
@@ -194,23 +197,29 @@ CROSS_CTEST_FLAGS ?= -E '^test_trace_reader$$'
 CROSS_DEPS_RISCV64 = $(BUILD)-riscv64-deps
 SUDO_IF = $$(if [ "$$(id -u)" = 0 ]; then echo; else echo sudo; fi)
 
-define run_cross_tests
+define build_cross
 	$(CMAKE) -S . -B $(BUILD)-$(1) -G Ninja $(if $(wildcard $(BUILD)-$(1)/CMakeCache.txt),,--toolchain cmake/$(1).cmake) \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON $(2) $(CMAKE_FLAGS)
 	$(CMAKE) --build $(BUILD)-$(1) -j $(JOBS) $(call suite_targets,$(CROSS_SUITES))
-	cd $(BUILD)-$(1) && ctest $(CTEST_FLAGS) -j $(JOBS) $(call suite_labels,$(CROSS_SUITES)) $(CROSS_CTEST_FLAGS)
 endef
+check_cross = cd $(BUILD)-$(1) && ctest $(CTEST_FLAGS) -j $(JOBS) $(call suite_labels,$(CROSS_SUITES)) $(CROSS_CTEST_FLAGS)
 
 cross-deps-aarch64:
 	@dpkg --print-foreign-architectures | grep -qx arm64 || $(SUDO_IF) dpkg --add-architecture arm64
 	$(call install_missing,$(call read_deps,deps/cross-aarch64.deps))
 
-test-cross-aarch64: cross-deps-aarch64
-	$(call run_cross_tests,aarch64,)
+test-cross-aarch64: build-cross-aarch64
+	$(call check_cross,aarch64)
+build-cross-aarch64: cross-deps-aarch64
+	$(call build_cross,aarch64,)
+check-cross-aarch64:
+	$(call check_cross,aarch64)
 
 # cmocka for riscv64, from Debian's source package (deb-src enabled for it if need be), built with
 # the cross compiler into $(CROSS_DEPS_RISCV64)/install: a build directory, never the source tree.
+# Its packages are the cross compiler alone (no foreign architecture, nothing of the host's
+# changes): it may be built while other tests run.
 cross-deps-riscv64:
 	$(call install_missing,$(call read_deps,deps/cross-riscv64.deps))
 	@set -e; d=$(CROSS_DEPS_RISCV64); \
@@ -232,8 +241,12 @@ cross-deps-riscv64:
 		$(CMAKE) --build $$d/build --target install >/dev/null; \
 	fi
 
-test-cross-riscv64: cross-deps-riscv64
-	$(call run_cross_tests,riscv64,-DLK_CROSS_DEPS=$(abspath $(CROSS_DEPS_RISCV64))/install)
+test-cross-riscv64: build-cross-riscv64
+	$(call check_cross,riscv64)
+build-cross-riscv64: cross-deps-riscv64
+	$(call build_cross,riscv64,-DLK_CROSS_DEPS=$(abspath $(CROSS_DEPS_RISCV64))/install)
+check-cross-riscv64:
+	$(call check_cross,riscv64)
 
 check-format:
 	$(call install_missing,$(call read_deps,deps/format.deps))
