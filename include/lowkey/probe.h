@@ -263,7 +263,9 @@ LK_API int lk_trace_stop(void);
 
 struct lk_trace_stats {
 	bool running;	      /* recording: started, not stopped, no output error */
-	uint64_t events;      /* written to the trace so far */
+	uint64_t events;      /* written to the trace so far: what the sites recorded (a thread's
+				 name and its context switches are records of the trace, not
+				 events; `lowkey report` lists them apart) */
 	uint64_t lost;	      /* dropped because a thread's buffer was full, or recorded and then
 				 * not written because the output failed */
 	uint64_t bytes;	      /* written to the output */

@@ -88,20 +88,22 @@ static void fail_output(struct lk__trace *t, int err)
 
 /*
  * Records from rp to limit as a batch of Perfetto packets (perfetto_live.c). On an error those not
- * written are counted lost, and the trace fails.
+ * written are counted lost, and the trace fails. name: the first is the thread's name (drain_run).
  */
 static uint8_t *drain_perfetto(struct lk__trace *t, struct lk__probe_buffer *b, uint8_t *rp,
-			       uint8_t *limit, uint64_t now)
+			       uint8_t *limit, uint64_t now, bool name)
 {
 	const uint8_t *next, *after;
 	uint64_t events, rest = 0;
 	int err = lk__perfetto_direct_records(b, rp, limit, now, &next, &events);
 
+	events -= name && next != rp;
 	b->events += events;
 	__atomic_fetch_add(&t->events, events, __ATOMIC_RELAXED);
 	if (err) {
 		fail_output(t, err);
 		after = lk__walk_records(next, limit, t->cputime, &rest);
+		rest -= name && next == rp && rest;
 		__atomic_fetch_add(&b->lost, rest, __ATOMIC_RELAXED); /* recorded, never written */
 		next = after;
 	}
@@ -123,6 +125,7 @@ static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8
 	uint8_t *end = b->data + b->cap, *limit = committed >= rp ? committed : end;
 	const uint8_t *next;
 	uint64_t head, events;
+	bool name;
 	int err;
 
 	if (end - rp < LK__PROBE_HEADER) {
@@ -137,13 +140,22 @@ static uint8_t *drain_run(struct lk__trace *t, struct lk__probe_buffer *b, uint8
 		}
 		return b->data + (head >> 16);
 	}
+	/*
+	 * A thread's name is the first record its ring gets in a trace, so the first of the run that
+	 * holds it. It is a record of the trace but not one of its events (lk_trace_stats): the
+	 * counts below, written or lost, leave it out.
+	 */
+	name = lk__header_id(head) == LK__EVENT_THREAD_NAME;
 	if (t->error) {
 		next = lk__walk_records(rp, limit, t->cputime, &events);
 		err = t->error;
+		events -= name && events;
 	} else if (lk__perfetto_direct()) {
-		return drain_perfetto(t, b, rp, limit, now);
+		return drain_perfetto(t, b, rp, limit, now, name);
 	} else {
+		/* written, or (err) not written from next on */
 		err = lk__ctf_write_records(t, b, rp, limit, now, &next, &events);
+		events -= name && events && (!err || next == rp);
 	}
 	if (next == rp) {
 		fail_output(t, -EIO); /* not a record: cannot happen unless memory was corrupted */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Keys and probes as users write them in C, every case issue 13 named: two sites with an
+ * Keys and probes as users write them in C, every case users meet: two sites with an
  * initialized variable, a variable-length array or a cleanup variable between them (Clang before
  * 17 checked every asm goto against every label of the function), probes of every argument count
  * and type, spans, counters, batches. Compiled warning-free by test_header_hygiene (tests/hygiene.sh)

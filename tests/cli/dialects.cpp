@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Keys and probes as users write them in C++, every case issue 13 named: two sites with an
+ * Keys and probes as users write them in C++, every case users meet: two sites with an
  * initialized variable between them, function templates (several instantiations), inline
  * functions, class members, lambdas, keys in templates, C++ argument types (enum class, bool,
  * std::string_view, std::string, nullptr), a span an exception leaves, lk_mutex under the

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The rules every lowkey command shares (issue 16): a run command's exit status as a shell gives
+ * The rules every lowkey command shares: a run command's exit status as a shell gives
  * it, in stat and locks alike; the end of a process that called _exit() is not taken for a kill;
  * -j wherever --json is; -q, --quiet wherever a status line is; the rules written once in
  * `lowkey help`; benchmarks that show progress on a terminal, print each row as it is measured,

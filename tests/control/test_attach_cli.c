@@ -180,7 +180,7 @@ static bool tracing(void *arg)
 static bool written(void *arg)
 {
 	(void)arg;
-	return target_status(polled).events > 1; /* more than the thread's name */
+	return target_status(polled).events > 0;
 }
 
 static bool left_alone(void *arg)

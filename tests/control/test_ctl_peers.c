@@ -312,7 +312,7 @@ static bool trace_written(void *arg)
 	if (lk__ctl_call(&c, &req, LK_CTL_STATUS_REPLY, &reply, 30000, err, sizeof(err)) != 0)
 		reply.status.events = 0;
 	lk__ctl_disconnect(&c);
-	return reply.status.events > 1; /* more than the thread's name */
+	return reply.status.events > 0;
 }
 
 /* root's `lowkey trace --pid` in the background, its output in log */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The progress of a trace's conversion at its end (issue 16: no command silent on a terminal).
+ * The progress of a trace's conversion at its end (no command is silent on a terminal).
  *
  * The library's side, with this test as `lowkey trace`: a program traced from the environment
  * into JSON reports PROGRESS on its status socket while the trace is converted at exit (a first

@@ -476,7 +476,7 @@ static void seccomp_denied(void **state)
 	contains(r.err, "seccomp");
 }
 
-/* ---- issue 16: -I, -a/-C, -v ---- */
+/* ---- -I, -a/-C, -v ---- */
 
 /* The CSV lines of -I: "     TIME,value,unit,event,..." for event; their count, and the sum of values. */
 static int interval_lines(const char *csv, const char *event, double *sum, double *last_time)

@@ -158,7 +158,7 @@ static void repeated_runs_show_the_error_of_the_mean(void **state)
 	contains(out, "( +-  5.77% )");
 }
 
-/* perf stat -r N -x, prints the mean run time per run, not the sum over the runs (issue 16). */
+/* perf stat -r N -x, prints the mean run time per run, not the sum over the runs. */
 static void repeated_runs_print_the_mean_run_time(void **state)
 {
 	static double clock_runs[4] = { 0.9e9, 1.1e9, 0.9e9, 1.1e9 };

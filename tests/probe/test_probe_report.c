@@ -112,7 +112,7 @@ static bool ticks_written(void *arg)
 static void two_packet_trace(char *dir, size_t len)
 {
 	struct lk_trace_config c = { .flush_ms = 5 };
-	uint64_t first = 21; /* and the thread's name */
+	uint64_t first = 20;
 
 	assert_true(lk_probe_enable("cut") >= 0);
 	lkt_path(dir, len, "report-cut");

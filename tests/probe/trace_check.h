@@ -101,6 +101,15 @@ static inline void lkt_free(struct lkt_trace *t)
 }
 
 /* Events named name (provider:event), in trace order. */
+static inline size_t lkt_count(const struct lkt_trace *t, const char *name);
+
+/* The trace's events as lk_trace_stats counts them: its records but the threads' names. */
+static inline uint64_t lkt_events(const struct lkt_trace *t)
+{
+	return t->n - lkt_count(t, "lowkey:thread_name");
+}
+
+/* Events named name (provider:event), in trace order. */
 static inline size_t lkt_count(const struct lkt_trace *t, const char *name)
 {
 	size_t n = 0;

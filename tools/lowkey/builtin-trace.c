@@ -315,13 +315,25 @@ void trace_print_summary(const struct trace_opts *o, const struct trace_totals *
 
 /* ---- a trace left unfinished ---- */
 
+/* Counted as the library counts a trace it writes (lk_trace_stats): the sites' events ... */
+static int count_event(const struct lk__event *e, void *arg)
+{
+	struct trace_totals *t = arg;
+
+	t->events += e->cls->id != LK__EVENT_THREAD_NAME && e->cls->id != LK__EVENT_SCHED_OUT &&
+		     e->cls->id != LK__EVENT_SCHED_IN;
+	return 0;
+}
+
+/* ... and a thread for each stream of them; its context switches' stream is not another thread. */
 static int count_stream(const struct lk__stream_info *s, void *arg)
 {
 	struct trace_totals *t = arg;
 
-	t->events += s->events;
-	t->lost += s->lost;
-	t->threads++;
+	if (s->stream_id == 0) {
+		t->lost += s->lost;
+		t->threads++;
+	}
 	return 0;
 }
 
@@ -425,17 +437,11 @@ static int no_stream_begin(const struct lk__stream_info *s, void *arg)
 	return 0;
 }
 
-static int no_event(const struct lk__event *e, void *arg)
-{
-	(void)e, (void)arg;
-	return 0;
-}
-
 /* A Perfetto trace its process wrote itself: kept as it is, up to its last whole packet, and counted. */
 static int recover_pftrace(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t,
 			   char *err, size_t errlen)
 {
-	const struct lk__reader_ops ops = { no_stream_begin, no_event,
+	const struct lk__reader_ops ops = { no_stream_begin, count_event,
 					    count_stream }; /* the report's walk calls each */
 	struct lk__trace_file rt;
 	int rc = keep_whole_packets(o->output, &t->bytes);
@@ -458,7 +464,7 @@ static int recover_pftrace(const struct trace_opts *o, const char *ctf_dir, stru
 static int recover_here(const struct trace_opts *o, const char *ctf_dir, struct trace_totals *t,
 			char *err, size_t errlen)
 {
-	const struct lk__reader_ops ops = { .stream_end = count_stream };
+	const struct lk__reader_ops ops = { .event = count_event, .stream_end = count_stream };
 	const char *dir = o->format != LK_TRACE_CTF ? ctf_dir : o->output;
 	struct lk__trace_reader r;
 	int rc;
