@@ -246,7 +246,7 @@ LK_API int lk_watch_sampler_open(struct lk_watch_sampler **out, pid_t pid, uint6
 	s->len = len;
 	s->pidfd = -1;
 	s->value_readable = true;
-	err = lk__watch_arch_check((uintptr_t)addr, len, access, &s->bp);
+	err = lk__watch_check((uintptr_t)addr, len, access, &s->bp);
 	if (err)
 		goto fail;
 	s->ncpus = (unsigned int)get_nprocs_conf();

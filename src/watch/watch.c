@@ -363,8 +363,7 @@ LK_API int lk_watch_add(struct lk_watch **out, const void *addr, size_t len, uns
 	if (!err)
 		err = lk__watch_arch_signals();
 	if (!err)
-		err = lk__watch_arch_check((uintptr_t)addr, len, flags & LK__WATCH_ACCESS_MASK,
-					   &bp);
+		err = lk__watch_check((uintptr_t)addr, len, flags & LK__WATCH_ACCESS_MASK, &bp);
 	if (!err)
 		err = prepare(flags, fn);
 	if (err)
@@ -466,7 +465,7 @@ LK_API int lk_watch_move(struct lk_watch *w, const void *addr, size_t len)
 
 	if (!w)
 		return lk__fail(-EINVAL, "lk_watch_move(NULL)");
-	err = lk__watch_arch_check((uintptr_t)addr, len, w->flags & LK__WATCH_ACCESS_MASK, &bp);
+	err = lk__watch_check((uintptr_t)addr, len, w->flags & LK__WATCH_ACCESS_MASK, &bp);
 	if (err)
 		return err;
 	/* The kernel compares every other field with the open event's: same token, same state. */

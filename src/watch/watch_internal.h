@@ -65,10 +65,20 @@ int lk__watch_arch_signals(void);
 unsigned int lk__watch_slots(void);
 
 /*
- * Check addr/len for access on this CPU and fill bp. Returns 0 or -EINVAL with a message that
- * says which lengths and alignments this CPU accepts. Makes no system call.
+ * The architecture's rules for a watchpoint, each 0 or -EINVAL with a message that says what this
+ * CPU accepts (-EOPNOTSUPP where lowkey has no watchpoints for it). None makes a system call.
+ * lk__watch_arch_exec: an execute watchpoint at addr (len must be 1): the breakpoint's length
+ * and the instruction's bytes that must lie in user space. lk__watch_arch_data: len bytes at addr
+ * for a data watchpoint. lk__watch_arch_user_range: addr..addr+len-1 in user space.
  */
-int lk__watch_arch_check(uintptr_t addr, size_t len, unsigned int access, struct lk__watch_bp *bp);
+int lk__watch_arch_exec(uintptr_t addr, size_t len, uint64_t *bp_len, uint64_t *insn_len);
+int lk__watch_arch_data(uintptr_t addr, size_t len);
+int lk__watch_arch_user_range(uintptr_t addr, uint64_t len);
+
+/* ---- check.c ---- */
+
+/* Check addr/len for access (LK_WATCH_*) by the rules above and fill bp. */
+int lk__watch_check(uintptr_t addr, size_t len, unsigned int access, struct lk__watch_bp *bp);
 
 /* The instruction pointer in a signal context. Async-signal-safe. */
 uintptr_t lk__watch_arch_ip(const ucontext_t *uc);

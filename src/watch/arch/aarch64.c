@@ -54,7 +54,7 @@ int lk__watch_arch_signals(void)
 		"a signal");
 }
 
-static int check_user_range(uintptr_t addr, uint64_t len)
+int lk__watch_arch_user_range(uintptr_t addr, uint64_t len)
 {
 	if (addr >= ARM64_USER_SPACE_END || len > ARM64_USER_SPACE_END - addr)
 		return lk__fail(-EINVAL, "cannot watch %#lx..%#lx: not a user-space address",
@@ -62,7 +62,7 @@ static int check_user_range(uintptr_t addr, uint64_t len)
 	return 0;
 }
 
-static int check_data(uintptr_t addr, size_t len)
+int lk__watch_arch_data(uintptr_t addr, size_t len)
 {
 	size_t offset = addr & (DOUBLEWORD - 1);
 
@@ -81,37 +81,20 @@ static int check_data(uintptr_t addr, size_t len)
 	return 0;
 }
 
-int lk__watch_arch_check(uintptr_t addr, size_t len, unsigned int access, struct lk__watch_bp *bp)
+int lk__watch_arch_exec(uintptr_t addr, size_t len, uint64_t *bp_len, uint64_t *insn_len)
 {
-	int err;
-
-	if (access == LK_WATCH_EXEC) {
-		if (len != 1)
-			return lk__fail(-EINVAL,
-					"an execute watchpoint takes len 1 (the address of the "
-					"instruction), not %zu",
-					len);
-		if (addr & (INSN_BYTES - 1))
-			return lk__fail(-EINVAL,
-					"cannot watch execution at %#lx: arm64 instructions are "
-					"4-byte aligned",
-					(unsigned long)addr);
-		err = check_user_range(addr, INSN_BYTES);
-		if (err)
-			return err;
-		bp->type = HW_BREAKPOINT_X;
-		bp->addr = addr;
-		bp->len = HW_BREAKPOINT_LEN_4;
-		return 0;
-	}
-	err = check_data(addr, len);
-	if (!err)
-		err = check_user_range(addr, len);
-	if (err)
-		return err;
-	bp->type = access == LK_WATCH_WRITE ? HW_BREAKPOINT_W : HW_BREAKPOINT_RW;
-	bp->addr = addr;
-	bp->len = len;
+	if (len != 1)
+		return lk__fail(-EINVAL,
+				"an execute watchpoint takes len 1 (the address of the "
+				"instruction), not %zu",
+				len);
+	if (addr & (INSN_BYTES - 1))
+		return lk__fail(-EINVAL,
+				"cannot watch execution at %#lx: arm64 instructions are "
+				"4-byte aligned",
+				(unsigned long)addr);
+	*bp_len = HW_BREAKPOINT_LEN_4;
+	*insn_len = INSN_BYTES;
 	return 0;
 }
 

@@ -24,9 +24,21 @@ int lk__watch_arch_signals(void)
 	return unsupported();
 }
 
-int lk__watch_arch_check(uintptr_t addr, size_t len, unsigned int access, struct lk__watch_bp *bp)
+int lk__watch_arch_exec(uintptr_t addr, size_t len, uint64_t *bp_len, uint64_t *insn_len)
 {
-	(void)addr, (void)len, (void)access, (void)bp;
+	(void)addr, (void)len, (void)bp_len, (void)insn_len;
+	return unsupported();
+}
+
+int lk__watch_arch_data(uintptr_t addr, size_t len)
+{
+	(void)addr, (void)len;
+	return unsupported();
+}
+
+int lk__watch_arch_user_range(uintptr_t addr, uint64_t len)
+{
+	(void)addr, (void)len;
 	return unsupported();
 }
 

@@ -14,7 +14,6 @@
  */
 #include <cpuid.h>
 #include <errno.h>
-#include <linux/hw_breakpoint.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/syscall.h>
@@ -88,7 +87,7 @@ static bool is_power_of_2(uint64_t v)
 	return v && !(v & (v - 1));
 }
 
-static int check_user_range(uintptr_t addr, uint64_t len)
+int lk__watch_arch_user_range(uintptr_t addr, uint64_t len)
 {
 	uint64_t end = user_space_end();
 
@@ -101,7 +100,7 @@ static int check_user_range(uintptr_t addr, uint64_t len)
 	return 0;
 }
 
-static int check_data(uintptr_t addr, size_t len)
+int lk__watch_arch_data(uintptr_t addr, size_t len)
 {
 	bool short_len = len == 1 || len == 2 || len == 4 || len == 8;
 
@@ -118,32 +117,16 @@ static int check_data(uintptr_t addr, size_t len)
 	return 0;
 }
 
-int lk__watch_arch_check(uintptr_t addr, size_t len, unsigned int access, struct lk__watch_bp *bp)
+int lk__watch_arch_exec(uintptr_t addr, size_t len, uint64_t *bp_len, uint64_t *insn_len)
 {
-	int err;
-
-	if (access == LK_WATCH_EXEC) {
-		if (len != 1)
-			return lk__fail(-EINVAL,
-					"an execute watchpoint takes len 1 (the address of the "
-					"instruction's first byte), not %zu",
-					len);
-		err = check_user_range(addr, 1);
-		if (err)
-			return err;
-		bp->type = HW_BREAKPOINT_X;
-		bp->addr = addr;
-		bp->len = sizeof(long);
-		return 0;
-	}
-	err = check_data(addr, len);
-	if (!err)
-		err = check_user_range(addr, len);
-	if (err)
-		return err;
-	bp->type = access == LK_WATCH_WRITE ? HW_BREAKPOINT_W : HW_BREAKPOINT_RW;
-	bp->addr = addr;
-	bp->len = len;
+	(void)addr;
+	if (len != 1)
+		return lk__fail(-EINVAL,
+				"an execute watchpoint takes len 1 (the address of the "
+				"instruction's first byte), not %zu",
+				len);
+	*bp_len = sizeof(long);
+	*insn_len = 1;
 	return 0;
 }
 
