@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The parts of `lowkey bench breakpoint` (breakpoint.c: the options, and what both experiments
+ * share): the thread experiment (breakpoint_thread.c) and the enable experiment
+ * (breakpoint_enable.c) of kernel commit 0912037fec, "perf/hw_breakpoint: Reduce contention with
+ * large number of tasks".
+ */
+#ifndef LOWKEY_BENCH_BREAKPOINT_BENCH_H
+#define LOWKEY_BENCH_BREAKPOINT_BENCH_H
+
+#include <stdbool.h>
+
+#include "bench.h"
+
+#define BP_NAN __builtin_nan("")
+
+/* ---- breakpoint.c: what both experiments share ---- */
+
+/* perf bench breakpoint's breakpoint on addr: read/write, 1 byte, inherited. Its fd or -1 (errno). */
+int bp_perf_breakpoint(void *addr);
+
+void bp_futex_wake(unsigned int *word, int n);
+
+/* A thread that sleeps until *(unsigned int *)done is 1 (and it is woken: bp_futex_wake). */
+void *bp_passive_thread(void *done);
+
+struct bp_placement {
+	bool pinned;	/* false: --cpus all, the affinity as it was */
+	char cpus[256]; /* the CPU list every thread of both tools ran on */
+	int ncpus;
+};
+
+/* Apply --cpus (NULL: the first CPU this process may use; "all": leave the affinity as it is). */
+int bp_place(const char *cpus, struct bp_placement *pl);
+void bp_json_placement(struct lk__json *j, const struct bp_placement *pl);
+void bp_print_placement(const struct bp_placement *pl);
+
+/* Whether perf bench breakpoint runs here (linux-perf). */
+bool bp_have_perf(void);
+
+/* Run `perf bench -r R breakpoint ARGS` and return its "usecs/op", or NAN. */
+double bp_run_perf_bench(int repeat, const char *args);
+
+/* The rows: perf bench itself, the same experiment with raw perf_event_open, with lowkey; the
+ * thread experiment adds a row without breakpoints. */
+enum variant { V_PERF_BENCH, V_RAW, V_LOWKEY, V_NONE, NVARIANTS };
+
+extern const char *const bp_variant_names[NVARIANTS];
+
+/* Each variant's samples (NAN: not run), and their medians once finished. */
+struct bp_results {
+	double *samples[NVARIANTS];
+	double median[NVARIANTS];
+	int runs;
+};
+
+/* 0 or -ENOMEM. bp_results_finish frees the samples, keeping the medians. */
+int bp_results_init(struct bp_results *r, int runs);
+void bp_results_finish(struct bp_results *r);
+
+/* v against base, as " +12.3%", or "-" where either is NAN. */
+void bp_print_ratio(double v, double base);
+
+/* ---- breakpoint_thread.c ---- */
+
+struct bp_thread_params {
+	int breakpoints, parallel, threads, repeat;
+};
+
+/* B breakpoints, then P threads creating and joining batches of T threads, R batches. The bench's
+ * exit status. */
+int bp_thread_experiment(const struct bp_thread_params *p, int runs, bool json, const char *cpus);
+
+/* ---- breakpoint_enable.c ---- */
+
+struct bp_enable_params {
+	int passive, active, repeat;
+};
+
+/* One inherited breakpoint, P sleeping and A spinning threads, R disable+enable pairs. The bench's
+ * exit status. */
+int bp_enable_experiment(const struct bp_enable_params *p, int runs, bool json, const char *cpus);
+
+#endif
