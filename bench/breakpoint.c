@@ -169,8 +169,18 @@ int bp_place(const char *cpus, struct bp_placement *pl)
 	return 0;
 }
 
-void bp_json_placement(struct lk__json *j, const struct bp_placement *pl)
+void bp_json_begin(struct lk__json *j, const char *bench)
 {
+	lk__json_begin(j, stdout, false);
+	lk__json_str(j, "bench", bench);
+	lk__json_str(j, "machine", lkb_machine());
+}
+
+void bp_json_method(struct lk__json *j, const struct bp_results *r, const char *perf_args,
+		    const struct bp_placement *pl)
+{
+	lk__json_int(j, "runs", r->runs);
+	lk__json_str(j, "perf_bench_args", perf_args);
 	lk__json_str(j, "cpus", pl->cpus);
 	lk__json_bool(j, "pinned", pl->pinned);
 	lk__json_str(j, "pinning",
@@ -271,6 +281,32 @@ void bp_print_ratio(double v, double base)
 		printf(" %12s", "-");
 	else
 		printf(" %+11.1f%%", 100.0 * (v / base - 1.0));
+}
+
+bool bp_print_no_perf(enum variant v, bool perf_ok, const char *name)
+{
+	if (v != V_PERF_BENCH || perf_ok)
+		return false;
+	printf("%-38s %10s   (perf not installed: apt-get install linux-perf)\n", name, "-");
+	return true;
+}
+
+int bp_run_variants(struct bp_results *r, int nvariants, const char *experiment,
+		    int (*run)(enum variant v, double *usecs, void *arg), void *arg)
+{
+	int err = 0;
+
+	/* Each run starts with the next variant, so no variant always comes first (or last). */
+	for (int i = 0; i < r->runs && !err; i++) {
+		for (int k = 0; k < nvariants && !err; k++) {
+			enum variant v = (enum variant)((i + k) % nvariants);
+
+			lkb_progress("%s, run %d of %d: %s", experiment, i + 1, r->runs,
+				     bp_variant_names[v]);
+			err = run(v, &r->samples[v][i], arg);
+		}
+	}
+	return err;
 }
 
 static const char breakpoint_usage[] =

@@ -32,11 +32,16 @@ struct bp_placement {
 
 /* Apply --cpus (NULL: the first CPU this process may use; "all": leave the affinity as it is). */
 int bp_place(const char *cpus, struct bp_placement *pl);
-void bp_json_placement(struct lk__json *j, const struct bp_placement *pl);
 void bp_print_placement(const struct bp_placement *pl);
 
 /* Whether perf bench breakpoint runs here (linux-perf). */
 bool bp_have_perf(void);
+
+/* perf bench for one experiment: whether it runs here, and its arguments. */
+struct bp_perf {
+	bool ok;
+	const char *args;
+};
 
 /* Run `perf bench -r R breakpoint ARGS` and return its "usecs/op", or NAN. */
 double bp_run_perf_bench(int repeat, const char *args);
@@ -60,6 +65,23 @@ void bp_results_finish(struct bp_results *r);
 
 /* v against base, as " +12.3%", or "-" where either is NAN. */
 void bp_print_ratio(double v, double base);
+
+/*
+ * Run every variant below nvariants once per run of r, starting each run with the next variant,
+ * until one fails: run puts its figure in *usecs (left NAN when it does not run) and returns 0
+ * or an error it has reported. 0 or that error.
+ */
+int bp_run_variants(struct bp_results *r, int nvariants, const char *experiment,
+		    int (*run)(enum variant v, double *usecs, void *arg), void *arg);
+
+/* --json: begin the document with the bench's name and the machine; then how it was run (the
+ * runs, perf bench's arguments, the CPUs). */
+void bp_json_begin(struct lk__json *j, const char *bench);
+void bp_json_method(struct lk__json *j, const struct bp_results *r, const char *perf_args,
+		    const struct bp_placement *pl);
+
+/* The text row of perf bench where it is not installed: true when printed. */
+bool bp_print_no_perf(enum variant v, bool perf_ok, const char *name);
 
 /* ---- breakpoint_thread.c ---- */
 

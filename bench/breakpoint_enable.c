@@ -102,15 +102,11 @@ static void enable_print_json(const struct bp_results *r, const char *perf_args,
 	double base = r->median[V_PERF_BENCH];
 	struct lk__json j;
 
-	lk__json_begin(&j, stdout, false);
-	lk__json_str(&j, "bench", "breakpoint enable");
-	lk__json_str(&j, "machine", lkb_machine());
+	bp_json_begin(&j, "breakpoint enable");
 	lk__json_int(&j, "passive", ep.passive);
 	lk__json_int(&j, "active", ep.active);
 	lk__json_int(&j, "repeat", ep.repeat);
-	lk__json_int(&j, "runs", r->runs);
-	lk__json_str(&j, "perf_bench_args", perf_args);
-	bp_json_placement(&j, pl);
+	bp_json_method(&j, r, perf_args, pl);
 	lk__json_array(&j, "rows");
 	for (int v = 0; v <= V_LOWKEY; v++) {
 		lk__json_object(&j, NULL);
@@ -142,11 +138,8 @@ static void enable_print_text(const struct bp_results *r, bool perf_ok, const ch
 	putchar('\n');
 	printf("%-38s %10s %13s\n", "", "usecs/op", "vs perf bench");
 	for (int v = 0; v <= V_LOWKEY; v++) {
-		if (v == V_PERF_BENCH && !perf_ok) {
-			printf("%-38s %10s   (perf not installed: apt-get install linux-perf)\n",
-			       enable_variant_names[v], "-");
+		if (bp_print_no_perf(v, perf_ok, enable_variant_names[v]))
 			continue;
-		}
 		printf("%-38s %10.2f", enable_variant_names[v], r->median[v]);
 		bp_print_ratio(r->median[v], base);
 		putchar('\n');
@@ -156,6 +149,24 @@ static void enable_print_text(const struct bp_results *r, bool perf_ok, const ch
 		       pl->pinned ? ", with the affinity of CPUs " : "",
 		       pl->pinned ? pl->cpus : "");
 	printf("\nkernel commit 0912037fec published no figure for this experiment.\n");
+}
+
+static int enable_run_variant(enum variant v, double *usecs, void *arg)
+{
+	const struct bp_perf *perf = arg;
+	int err = 0;
+
+	if (v == V_PERF_BENCH) {
+		if (perf->ok)
+			*usecs = bp_run_perf_bench(ep.repeat, perf->args);
+	} else {
+		err = enable_run(v == V_LOWKEY, usecs);
+		if (err)
+			lkb_fail(v == V_LOWKEY ? "lk_watch_disable/enable" :
+						 "perf_event_open/ioctl (raw)",
+				 err);
+	}
+	return err;
 }
 
 int bp_enable_experiment(const struct bp_enable_params *params, int runs, bool json,
@@ -174,25 +185,8 @@ int bp_enable_experiment(const struct bp_enable_params *params, int runs, bool j
 		return lkb_fail("--cpus", err);
 	if (bp_results_init(&r, runs))
 		return lkb_fail("enable", -ENOMEM);
-	/* Each run starts with the next variant, so no variant always comes first (or last). */
-	for (int run = 0; run < runs && !err; run++) {
-		for (int k = 0; k <= V_LOWKEY && !err; k++) {
-			enum variant v = (enum variant)((run + k) % (V_LOWKEY + 1));
-
-			lkb_progress("enable, run %d of %d: %s", run + 1, runs,
-				     bp_variant_names[v]);
-			if (v == V_PERF_BENCH) {
-				if (perf_ok)
-					r.samples[v][run] = bp_run_perf_bench(ep.repeat, perf_args);
-			} else {
-				err = enable_run(v == V_LOWKEY, &r.samples[v][run]);
-				if (err)
-					lkb_fail(v == V_LOWKEY ? "lk_watch_disable/enable" :
-								 "perf_event_open/ioctl (raw)",
-						 err);
-			}
-		}
-	}
+	err = bp_run_variants(&r, V_LOWKEY + 1, "enable", enable_run_variant,
+			      &(struct bp_perf){ perf_ok, perf_args });
 	bp_results_finish(&r);
 	if (err)
 		return 1;

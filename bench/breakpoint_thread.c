@@ -114,16 +114,12 @@ static void thread_print_json(const struct bp_results *r, const char *perf_args,
 	double base = r->median[V_PERF_BENCH];
 	struct lk__json j;
 
-	lk__json_begin(&j, stdout, false);
-	lk__json_str(&j, "bench", "breakpoint thread");
-	lk__json_str(&j, "machine", lkb_machine());
+	bp_json_begin(&j, "breakpoint thread");
 	lk__json_int(&j, "breakpoints", tp.breakpoints);
 	lk__json_int(&j, "parallel", tp.parallel);
 	lk__json_int(&j, "threads", tp.threads);
 	lk__json_int(&j, "repeat", tp.repeat);
-	lk__json_int(&j, "runs", r->runs);
-	lk__json_str(&j, "perf_bench_args", perf_args);
-	bp_json_placement(&j, pl);
+	bp_json_method(&j, r, perf_args, pl);
 	lk__json_array(&j, "rows");
 	for (int v = 0; v < NVARIANTS; v++) {
 		lk__json_object(&j, NULL);
@@ -161,11 +157,8 @@ static void thread_print_text(const struct bp_results *r, bool perf_ok, const ch
 	putchar('\n');
 	printf("%-38s %10s %13s %13s\n", "", "usecs/op", "usecs/op/cpu", "vs perf bench");
 	for (int v = 0; v < NVARIANTS; v++) {
-		if (v == V_PERF_BENCH && !perf_ok) {
-			printf("%-38s %10s   (perf not installed: apt-get install linux-perf)\n",
-			       bp_variant_names[v], "-");
+		if (bp_print_no_perf(v, perf_ok, bp_variant_names[v]))
 			continue;
-		}
 		printf("%-38s %10.2f %13.1f", bp_variant_names[v], r->median[v],
 		       r->median[v] * tp.parallel);
 		bp_print_ratio(r->median[v], base);
@@ -180,15 +173,16 @@ static void thread_print_text(const struct bp_results *r, bool perf_ok, const ch
 		       published_thread[i].usecs, published_thread[i].usecs_cpu);
 }
 
-static int thread_run_variant(enum variant v, bool perf_ok, const char *perf_args, double *usecs)
+static int thread_run_variant(enum variant v, double *usecs, void *arg)
 {
+	const struct bp_perf *perf = arg;
 	struct bp_thread_params saved = tp;
 	int err = 0;
 
 	switch (v) {
 	case V_PERF_BENCH:
-		if (perf_ok)
-			*usecs = bp_run_perf_bench(tp.repeat, perf_args);
+		if (perf->ok)
+			*usecs = bp_run_perf_bench(tp.repeat, perf->args);
 		break;
 	case V_RAW:
 		err = thread_run_raw(usecs);
@@ -231,16 +225,8 @@ int bp_thread_experiment(const struct bp_thread_params *params, int runs, bool j
 		return lkb_fail("--cpus", err);
 	if (bp_results_init(&r, runs))
 		return lkb_fail("thread", -ENOMEM);
-	/* Each run starts with the next variant, so no variant always comes first (or last). */
-	for (int run = 0; run < runs && !err; run++) {
-		for (int k = 0; k < NVARIANTS && !err; k++) {
-			enum variant v = (enum variant)((run + k) % NVARIANTS);
-
-			lkb_progress("thread, run %d of %d: %s", run + 1, runs,
-				     bp_variant_names[v]);
-			err = thread_run_variant(v, perf_ok, perf_args, &r.samples[v][run]);
-		}
-	}
+	err = bp_run_variants(&r, NVARIANTS, "thread", thread_run_variant,
+			      &(struct bp_perf){ perf_ok, perf_args });
 	bp_results_finish(&r);
 	if (err)
 		return 1;
