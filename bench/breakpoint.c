@@ -291,22 +291,45 @@ bool bp_print_no_perf(enum variant v, bool perf_ok, const char *name)
 	return true;
 }
 
-int bp_run_variants(struct bp_results *r, int nvariants, const char *experiment,
-		    int (*run)(enum variant v, double *usecs, void *arg), void *arg)
+/* Until one fails: 0 or its error. */
+static int run_variants(const struct bp_experiment *e, const struct bp_perf *perf,
+			struct bp_results *r)
 {
 	int err = 0;
 
-	/* Each run starts with the next variant, so no variant always comes first (or last). */
 	for (int i = 0; i < r->runs && !err; i++) {
-		for (int k = 0; k < nvariants && !err; k++) {
-			enum variant v = (enum variant)((i + k) % nvariants);
+		for (int k = 0; k < e->nvariants && !err; k++) {
+			enum variant v = (enum variant)((i + k) % e->nvariants);
 
-			lkb_progress("%s, run %d of %d: %s", experiment, i + 1, r->runs,
+			lkb_progress("%s, run %d of %d: %s", e->name, i + 1, r->runs,
 				     bp_variant_names[v]);
-			err = run(v, &r->samples[v][i], arg);
+			err = e->run(v, perf, &r->samples[v][i]);
 		}
 	}
 	return err;
+}
+
+int bp_experiment_run(const struct bp_experiment *e, const char *perf_args, int runs, bool json,
+		      const char *cpus)
+{
+	struct bp_perf perf = { bp_have_perf(), perf_args };
+	struct bp_placement pl;
+	struct bp_results r;
+	int err = bp_place(cpus, &pl);
+
+	if (err)
+		return lkb_fail("--cpus", err);
+	if (bp_results_init(&r, runs))
+		return lkb_fail(e->name, -ENOMEM);
+	err = run_variants(e, &perf, &r);
+	bp_results_finish(&r);
+	if (err)
+		return 1;
+	if (json)
+		e->print_json(&r, &perf, &pl);
+	else
+		e->print_text(&r, &perf, &pl);
+	return 0;
 }
 
 static const char breakpoint_usage[] =

@@ -66,13 +66,26 @@ void bp_results_finish(struct bp_results *r);
 /* v against base, as " +12.3%", or "-" where either is NAN. */
 void bp_print_ratio(double v, double base);
 
+/* One experiment: its name, its rows, and how it runs and prints them. */
+struct bp_experiment {
+	const char *name; /* "thread", "enable": for messages */
+	int nvariants;	  /* it runs the variants below this one */
+	/* one run of variant v: its figure in *usecs (left NAN when it does not run); 0, or an error
+	 * it has reported */
+	int (*run)(enum variant v, const struct bp_perf *perf, double *usecs);
+	void (*print_json)(const struct bp_results *r, const struct bp_perf *perf,
+			   const struct bp_placement *pl);
+	void (*print_text)(const struct bp_results *r, const struct bp_perf *perf,
+			   const struct bp_placement *pl);
+};
+
 /*
- * Run every variant below nvariants once per run of r, starting each run with the next variant,
- * until one fails: run puts its figure in *usecs (left NAN when it does not run) and returns 0
- * or an error it has reported. 0 or that error.
+ * Run experiment e with perf bench's arguments perf_args: place every thread on cpus (bp_place),
+ * then runs times every variant, each run starting with the next one so that none always comes
+ * first (or last), and print the medians, as JSON or text. The bench's exit status.
  */
-int bp_run_variants(struct bp_results *r, int nvariants, const char *experiment,
-		    int (*run)(enum variant v, double *usecs, void *arg), void *arg);
+int bp_experiment_run(const struct bp_experiment *e, const char *perf_args, int runs, bool json,
+		      const char *cpus);
 
 /* --json: begin the document with the bench's name and the machine; then how it was run (the
  * runs, perf bench's arguments, the CPUs). */

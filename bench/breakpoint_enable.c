@@ -96,7 +96,7 @@ static const char *const enable_variant_names[] = {
 	"lk_watch_disable + lk_watch_enable",
 };
 
-static void enable_print_json(const struct bp_results *r, const char *perf_args,
+static void enable_print_json(const struct bp_results *r, const struct bp_perf *perf,
 			      const struct bp_placement *pl)
 {
 	double base = r->median[V_PERF_BENCH];
@@ -106,7 +106,7 @@ static void enable_print_json(const struct bp_results *r, const char *perf_args,
 	lk__json_int(&j, "passive", ep.passive);
 	lk__json_int(&j, "active", ep.active);
 	lk__json_int(&j, "repeat", ep.repeat);
-	bp_json_method(&j, r, perf_args, pl);
+	bp_json_method(&j, r, perf->args, pl);
 	lk__json_array(&j, "rows");
 	for (int v = 0; v <= V_LOWKEY; v++) {
 		lk__json_object(&j, NULL);
@@ -120,7 +120,7 @@ static void enable_print_json(const struct bp_results *r, const char *perf_args,
 	lk__json_end(&j);
 }
 
-static void enable_print_text(const struct bp_results *r, bool perf_ok, const char *perf_args,
+static void enable_print_text(const struct bp_results *r, const struct bp_perf *perf,
 			      const struct bp_placement *pl)
 {
 	double base = r->median[V_PERF_BENCH];
@@ -138,22 +138,21 @@ static void enable_print_text(const struct bp_results *r, bool perf_ok, const ch
 	putchar('\n');
 	printf("%-38s %10s %13s\n", "", "usecs/op", "vs perf bench");
 	for (int v = 0; v <= V_LOWKEY; v++) {
-		if (bp_print_no_perf(v, perf_ok, enable_variant_names[v]))
+		if (bp_print_no_perf(v, perf->ok, enable_variant_names[v]))
 			continue;
 		printf("%-38s %10.2f", enable_variant_names[v], r->median[v]);
 		bp_print_ratio(r->median[v], base);
 		putchar('\n');
 	}
-	if (perf_ok)
-		printf("(perf ran as: perf bench -r %d breakpoint %s%s%s)\n", ep.repeat, perf_args,
+	if (perf->ok)
+		printf("(perf ran as: perf bench -r %d breakpoint %s%s%s)\n", ep.repeat, perf->args,
 		       pl->pinned ? ", with the affinity of CPUs " : "",
 		       pl->pinned ? pl->cpus : "");
 	printf("\nkernel commit 0912037fec published no figure for this experiment.\n");
 }
 
-static int enable_run_variant(enum variant v, double *usecs, void *arg)
+static int enable_run_variant(enum variant v, const struct bp_perf *perf, double *usecs)
 {
-	const struct bp_perf *perf = arg;
 	int err = 0;
 
 	if (v == V_PERF_BENCH) {
@@ -169,30 +168,20 @@ static int enable_run_variant(enum variant v, double *usecs, void *arg)
 	return err;
 }
 
+static const struct bp_experiment enable_experiment = {
+	.name = "enable",
+	.nvariants = V_LOWKEY + 1,
+	.run = enable_run_variant,
+	.print_json = enable_print_json,
+	.print_text = enable_print_text,
+};
+
 int bp_enable_experiment(const struct bp_enable_params *params, int runs, bool json,
 			 const char *cpus)
 {
 	char perf_args[128];
-	bool perf_ok = bp_have_perf();
-	struct bp_placement pl;
-	struct bp_results r;
-	int err = 0;
 
 	ep = *params;
 	snprintf(perf_args, sizeof(perf_args), "enable -p %d -a %d", ep.passive, ep.active);
-	err = bp_place(cpus, &pl);
-	if (err)
-		return lkb_fail("--cpus", err);
-	if (bp_results_init(&r, runs))
-		return lkb_fail("enable", -ENOMEM);
-	err = bp_run_variants(&r, V_LOWKEY + 1, "enable", enable_run_variant,
-			      &(struct bp_perf){ perf_ok, perf_args });
-	bp_results_finish(&r);
-	if (err)
-		return 1;
-	if (json)
-		enable_print_json(&r, perf_args, &pl);
-	else
-		enable_print_text(&r, perf_ok, perf_args, &pl);
-	return 0;
+	return bp_experiment_run(&enable_experiment, perf_args, runs, json, cpus);
 }

@@ -108,7 +108,7 @@ static const struct {
 	{ "no breakpoints (-b 0)", 31.365625, 2007.4 },
 };
 
-static void thread_print_json(const struct bp_results *r, const char *perf_args,
+static void thread_print_json(const struct bp_results *r, const struct bp_perf *perf,
 			      const struct bp_placement *pl)
 {
 	double base = r->median[V_PERF_BENCH];
@@ -119,7 +119,7 @@ static void thread_print_json(const struct bp_results *r, const char *perf_args,
 	lk__json_int(&j, "parallel", tp.parallel);
 	lk__json_int(&j, "threads", tp.threads);
 	lk__json_int(&j, "repeat", tp.repeat);
-	bp_json_method(&j, r, perf_args, pl);
+	bp_json_method(&j, r, perf->args, pl);
 	lk__json_array(&j, "rows");
 	for (int v = 0; v < NVARIANTS; v++) {
 		lk__json_object(&j, NULL);
@@ -142,7 +142,7 @@ static void thread_print_json(const struct bp_results *r, const char *perf_args,
 	lk__json_end(&j);
 }
 
-static void thread_print_text(const struct bp_results *r, bool perf_ok, const char *perf_args,
+static void thread_print_text(const struct bp_results *r, const struct bp_perf *perf,
 			      const struct bp_placement *pl)
 {
 	double base = r->median[V_PERF_BENCH];
@@ -157,15 +157,15 @@ static void thread_print_text(const struct bp_results *r, bool perf_ok, const ch
 	putchar('\n');
 	printf("%-38s %10s %13s %13s\n", "", "usecs/op", "usecs/op/cpu", "vs perf bench");
 	for (int v = 0; v < NVARIANTS; v++) {
-		if (bp_print_no_perf(v, perf_ok, bp_variant_names[v]))
+		if (bp_print_no_perf(v, perf->ok, bp_variant_names[v]))
 			continue;
 		printf("%-38s %10.2f %13.1f", bp_variant_names[v], r->median[v],
 		       r->median[v] * tp.parallel);
 		bp_print_ratio(r->median[v], base);
 		putchar('\n');
 	}
-	if (perf_ok)
-		printf("(perf ran as: perf bench -r %d breakpoint %s)\n", tp.repeat, perf_args);
+	if (perf->ok)
+		printf("(perf ran as: perf bench -r %d breakpoint %s)\n", tp.repeat, perf->args);
 	printf("\nkernel commit 0912037fec (\"perf/hw_breakpoint: Reduce contention with large number\n"
 	       "of tasks\"), the same command with -b 4 -p 64 -t 64 -r 30 on a 256-CPU machine:\n");
 	for (size_t i = 0; i < sizeof(published_thread) / sizeof(published_thread[0]); i++)
@@ -173,9 +173,8 @@ static void thread_print_text(const struct bp_results *r, bool perf_ok, const ch
 		       published_thread[i].usecs, published_thread[i].usecs_cpu);
 }
 
-static int thread_run_variant(enum variant v, double *usecs, void *arg)
+static int thread_run_variant(enum variant v, const struct bp_perf *perf, double *usecs)
 {
-	const struct bp_perf *perf = arg;
 	struct bp_thread_params saved = tp;
 	int err = 0;
 
@@ -203,14 +202,18 @@ static int thread_run_variant(enum variant v, double *usecs, void *arg)
 	return err;
 }
 
+static const struct bp_experiment thread_experiment = {
+	.name = "thread",
+	.nvariants = NVARIANTS,
+	.run = thread_run_variant,
+	.print_json = thread_print_json,
+	.print_text = thread_print_text,
+};
+
 int bp_thread_experiment(const struct bp_thread_params *params, int runs, bool json,
 			 const char *cpus)
 {
 	char perf_args[128];
-	bool perf_ok = bp_have_perf();
-	struct bp_placement pl;
-	struct bp_results r;
-	int err = 0;
 
 	tp = *params;
 	if (tp.breakpoints > (int)sizeof(thread_watched)) {
@@ -220,19 +223,5 @@ int bp_thread_experiment(const struct bp_thread_params *params, int runs, bool j
 	}
 	snprintf(perf_args, sizeof(perf_args), "thread -b %d -p %d -t %d", tp.breakpoints,
 		 tp.parallel, tp.threads);
-	err = bp_place(cpus ? cpus : "all", &pl);
-	if (err)
-		return lkb_fail("--cpus", err);
-	if (bp_results_init(&r, runs))
-		return lkb_fail("thread", -ENOMEM);
-	err = bp_run_variants(&r, NVARIANTS, "thread", thread_run_variant,
-			      &(struct bp_perf){ perf_ok, perf_args });
-	bp_results_finish(&r);
-	if (err)
-		return 1;
-	if (json)
-		thread_print_json(&r, perf_args, &pl);
-	else
-		thread_print_text(&r, perf_ok, perf_args, &pl);
-	return 0;
+	return bp_experiment_run(&thread_experiment, perf_args, runs, json, cpus ? cpus : "all");
 }
