@@ -80,6 +80,22 @@ static int append_events(struct stat_options *o, const char *more)
 	return 0;
 }
 
+/* -C CPUS: the CPUs to count on, as perf -C takes them. */
+static int cpu_list_option(struct stat_options *o, char *arg)
+{
+	free(o->cpus);
+	if (!cli_parse_cpu_list(arg, &o->cpus, &o->ncpus)) {
+		cli_error("stat",
+			  "CPU numbers and ranges, as /sys/devices/system/cpu/online "
+			  "lists them: -C 0,2-3",
+			  "bad CPU list '%s'", arg);
+		return CLI_EXIT_USAGE;
+	}
+	o->all_cpus = true;
+	o->cpu_list = arg;
+	return 0;
+}
+
 /* One option: 0, lowkey's exit status after the error is printed, or -1 for one not ours. */
 static int parse_option(struct stat_options *o, int c, char *arg)
 {
@@ -147,17 +163,7 @@ static int parse_option(struct stat_options *o, int c, char *arg)
 		o->all_cpus = true;
 		return 0;
 	case 'C':
-		free(o->cpus);
-		if (!cli_parse_cpu_list(arg, &o->cpus, &o->ncpus)) {
-			cli_error("stat",
-				  "CPU numbers and ranges, as /sys/devices/system/cpu/online "
-				  "lists them: -C 0,2-3",
-				  "bad CPU list '%s'", arg);
-			return CLI_EXIT_USAGE;
-		}
-		o->all_cpus = true;
-		o->cpu_list = arg;
-		return 0;
+		return cpu_list_option(o, arg);
 	case 'v':
 		o->verbose = true;
 		return 0;
