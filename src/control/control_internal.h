@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal to the control room: the control socket's server (control.c). What `lowkey` uses, the
- * client side and the environment's parsers, is the internal API in include/internal/control.h.
+ * Internal to the control room: the control socket's server (control.c; its parts share
+ * control_server.h). What `lowkey` uses, the client side and the environment's parsers, is the
+ * internal API in include/internal/control.h.
  */
 #ifndef LK_CONTROL_INTERNAL_H
 #define LK_CONTROL_INTERNAL_H

@@ -17,6 +17,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "internal/json.h"
+#include "internal/lock.h"
 #include "lock/lock_internal.h"
 
 #define DEFAULT_HOLD_PERIOD 16
@@ -263,18 +264,23 @@ static const char *kind_name(enum lk_lock_kind kind)
 	return "?";
 }
 
-/* "812ns", "4.21us", "17.0ms", "2.50s" */
-static const char *duration(char *buf, size_t len, uint64_t ns)
+const char *lk__lock_duration(char *buf, size_t len, uint64_t ns, int decimals)
 {
 	if (ns < 1000)
 		snprintf(buf, len, "%luns", (unsigned long)ns);
 	else if (ns < 1000000)
-		snprintf(buf, len, "%.2fus", (double)ns / 1e3);
+		snprintf(buf, len, "%.*fus", decimals, (double)ns / 1e3);
 	else if (ns < 1000000000)
-		snprintf(buf, len, "%.2fms", (double)ns / 1e6);
+		snprintf(buf, len, "%.*fms", decimals, (double)ns / 1e6);
 	else
 		snprintf(buf, len, "%.2fs", (double)ns / 1e9);
 	return buf;
+}
+
+/* "812ns", "4.21us", "17.03ms", "2.50s" */
+static const char *duration(char *buf, size_t len, uint64_t ns)
+{
+	return lk__lock_duration(buf, len, ns, 2);
 }
 
 static void lock_json(struct lk__json *j, const struct lk_lockstat *s)

@@ -239,6 +239,35 @@ static void give_slot(struct lk_semset *s, struct waiter *w, struct alive_token 
 	lk__slot_free(s, (unsigned int)(w - s->slots));
 }
 
+/* lk_semop's return: r, with its message; a set found corrupt meanwhile says so instead. */
+static int semop_result(struct lk_semset *s, int r)
+{
+	if (__atomic_load_n(&s->corrupt, __ATOMIC_RELAXED))
+		return lk__semset_check(s);
+	switch (r) {
+	case 0:
+		return 0;
+	case -EAGAIN:
+		return lk__fail(r, "lk_semop: an operation with LK_IPC_NOWAIT would have waited");
+	case -ERANGE:
+		return lk__fail(r, "lk_semop: a value would pass LK_SEMVMX (%d)", LK_SEMVMX);
+	case -ETIMEDOUT:
+		return lk__fail(r, "lk_semop: timed out waiting");
+	case -EINTR:
+		return lk__fail(r, "lk_semop: interrupted by a signal handler");
+	case -EIDRM:
+		return lk__fail(r, "lk_semop: the semaphore set was removed");
+	case -ENOSPC:
+		return lk__fail(
+			r,
+			"lk_semop: all %u waiter slots of shared set %s are in use: create it with more "
+			"(LK_SEMSET_WAITERS)",
+			s->nwaiters, s->name);
+	default:
+		return r;
+	}
+}
+
 LK_API int lk_semop(struct lk_semset *s, struct lk_sembuf *ops, size_t nops,
 		    const struct timespec *timeout)
 {
@@ -302,28 +331,5 @@ unlock:
 	lk__sem_unlock(s, locknum);
 	lk__wake_all(s, &wl);
 report:
-	if (__atomic_load_n(&s->corrupt, __ATOMIC_RELAXED))
-		return lk__semset_check(s);
-	switch (r) {
-	case 0:
-		return 0;
-	case -EAGAIN:
-		return lk__fail(r, "lk_semop: an operation with LK_IPC_NOWAIT would have waited");
-	case -ERANGE:
-		return lk__fail(r, "lk_semop: a value would pass LK_SEMVMX (%d)", LK_SEMVMX);
-	case -ETIMEDOUT:
-		return lk__fail(r, "lk_semop: timed out waiting");
-	case -EINTR:
-		return lk__fail(r, "lk_semop: interrupted by a signal handler");
-	case -EIDRM:
-		return lk__fail(r, "lk_semop: the semaphore set was removed");
-	case -ENOSPC:
-		return lk__fail(
-			r,
-			"lk_semop: all %u waiter slots of shared set %s are in use: create it with more "
-			"(LK_SEMSET_WAITERS)",
-			s->nwaiters, s->name);
-	default:
-		return r;
-	}
+	return semop_result(s, r);
 }

@@ -160,11 +160,9 @@ void lk__trace_sites_failed(int err, const char *where)
 	t->sites_error = err;
 }
 
-static int start_locked(const struct lk_trace_config *config)
+/* The trace's state for a new start: config with its defaults, every counter and error cleared. */
+static void reset_for_start(struct lk__trace *t, const struct lk_trace_config *config)
 {
-	struct lk__trace *t = &lk__trace;
-	int err;
-
 	memset(&t->config, 0, sizeof(t->config));
 	t->config = *config;
 	t->config.path = NULL; /* the caller's string: t->path holds our copy */
@@ -191,7 +189,14 @@ static int start_locked(const struct lk_trace_config *config)
 	t->error_msg[0] = 0;
 	t->sites_error = 0;
 	t->sites_error_msg[0] = 0;
+}
 
+static int start_locked(const struct lk_trace_config *config)
+{
+	struct lk__trace *t = &lk__trace;
+	int err;
+
+	reset_for_start(t, config);
 	/* A flight recorder writes nothing until a snapshot (snapshot.c), which makes its own output. */
 	if (t->overwrite)
 		err = (t->path = absolute(config->path)) ?

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer harness for the control socket's server (src/control/control.c): its state machine,
+ * libFuzzer harness for the control socket's server (src/control/control*.c): its state machine,
  * driven through real sockets by up to three clients of this very process.
  *
  * An input is a script. Each byte is an operation (its low 3 bits) for client (byte >> 3) % 3:
@@ -17,7 +17,8 @@
  *   - once every client has gone, the server holds none of them; unless a rule was sent to be
  *     kept, no site is on; unless a trace was started without "stop on close", none runs.
  *
- *   See CMakeLists.txt for the build (the library, with control.c and protocol.c instrumented).
+ *   See CMakeLists.txt for the build (the library, with the server's files and protocol.c
+ *   instrumented).
  *   fuzz-control-server -max_len=4096 tests/fuzz/corpus/control-server
  */
 #include <errno.h>

@@ -4,21 +4,19 @@
  *
  * Runs COMMAND with liblowkey-locks.so preloaded (src/lock/preload/) and $LOWKEY_LOCKS_DIR set to
  * a private directory. Every process image of the command (fork children and exec()ed programs
- * included) writes its figures to its own file there as it goes (include/internal/lock_file.h). When COMMAND ends, the
- * files are read, call sites symbolized, and a report printed per process, most waited-for lock
- * first.
+ * included) writes its figures to its own file there as it goes (include/internal/lock_file.h).
+ * When COMMAND ends, the files are read and call sites symbolized (util/locks_read.c), and a
+ * report printed per process, most waited-for lock first (util/locks_print.c).
  */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,14 +24,10 @@
 #include <lowkey/lock.h>
 
 #include "builtin.h"
-#include "internal/json.h"
 #include "internal/outfile.h"
-#include "internal/utf8.h"
 #include "util/locks.h"
 #include "util/locks_html.h"
 #include "lowkey-locks-paths.h"
-#include "util/probe_elf.h"
-#include "util/symbolize.h"
 
 static const char locks_usage[] =
 	"usage: lowkey locks [--top N] [-j|--json] [-o FILE] [--hold-sampling N] [--max-locks N] [--] COMMAND [ARGS...]\n"
@@ -246,563 +240,7 @@ static int run(char **argv, const char *lib, const char *dir, const struct optio
 	return exec_errno ? -exec_errno : status;
 }
 
-/* ---- reading the files ---- */
-
-struct row {
-	const struct lkl_entry *e;
-	enum lkl_kind kind;
-	uint64_t address;
-	bool destroyed;
-	uint64_t acquisitions; /* all kinds of acquisition */
-	uint64_t wait_ns, wait_max_ns, wait_mean_ns;
-	uint64_t hold_ns, hold_max_ns, hold_mean_ns;
-	uint64_t read_hold_ns, read_hold_max_ns, read_hold_mean_ns;
-	struct lks_site site, first_site;
-};
-
-/* How a process image ended, as far as its file and the command's wait status tell. */
-enum ending {
-	ENDED_EXIT,	  /* exit() or a return from main: the library's destructor ran */
-	ENDED_EXEC,	  /* it exec()ed: a later file has its pid */
-	ENDED_UNDER_EXIT, /* _exit(): the command's own process, which exited without destructors */
-	ENDED_SIGNAL,	  /* the command's own process, killed */
-	ENDED_UNKNOWN,	  /* another process without the mark: _exit() or a signal */
-};
-
-struct proc {
-	char path[PATH_MAX];
-	void *data; /* the file, read */
-	size_t size;
-	const struct lkl_header *h;
-	const struct lkl_entry *entries;
-	const struct lkl_module *modules;
-	uint32_t nmodules;
-	struct row *rows;
-	size_t nrows;
-	uint64_t nlocks; /* rows, and destroyed locks folded into the header */
-	uint64_t duration_ns;
-	uint64_t acquisitions, contended, wait_ns;
-	enum ending ended;
-};
-
-/* _exit(), exec() and signals leave no mark in the file (LKL_F_EXITED is set by the destructor). */
-static enum ending ending_of(const struct proc *p, const struct proc *all, size_t n, pid_t command,
-			     int status)
-{
-	if (p->h->flags & LKL_F_EXITED)
-		return ENDED_EXIT;
-	for (size_t i = 0; i < n; i++)
-		if (all[i].h->pid == p->h->pid && all[i].h->start_ns > p->h->start_ns)
-			return ENDED_EXEC;
-	if (p->h->pid == (uint32_t)command)
-		return WIFSIGNALED(status) ? ENDED_SIGNAL : ENDED_UNDER_EXIT;
-	return ENDED_UNKNOWN;
-}
-
-static const char *ending_name(enum ending e)
-{
-	static const char *const names[] = { "exit", "exec", "_exit", "signal", "_exit or signal" };
-
-	return names[e];
-}
-
-/* What the summary line says about the end: nothing for a plain exit. */
-static const char *ending_note(enum ending e)
-{
-	static const char *const notes[] = {
-		"",
-		" [exec'd another program]",
-		" [ended by _exit(): no exit handlers ran]",
-		" [killed by a signal]",
-		" [ended without exit handlers: _exit() or a signal]",
-	};
-
-	return notes[e];
-}
-
-static const char *validate(const struct lkl_header *h, size_t size)
-{
-	if (size < LKL_HEADER_SIZE)
-		return "shorter than its header";
-	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != LKL_MAGIC)
-		return "no lowkey locks header (the process died while starting?)";
-	if (h->version != LKL_VERSION)
-		return "written by another version of liblowkey-locks.so";
-	if (h->header_size != LKL_HEADER_SIZE || h->entry_size != LKL_ENTRY_SIZE)
-		return "unexpected header or entry size";
-	if (!h->capacity || (h->capacity & (h->capacity - 1)) || h->capacity > (1u << 24))
-		return "bad table capacity";
-	if (size < lkl_file_size(h->capacity) ||
-	    h->modules_offset != LKL_HEADER_SIZE + (uint64_t)h->capacity * LKL_ENTRY_SIZE)
-		return "truncated";
-	return NULL;
-}
-
-/*
- * The whole file, read rather than mapped: a process that cut its file while lowkey had it mapped
- * would kill lowkey with SIGBUS. A file cut meanwhile is read as far as it goes (validate() says
- * it is truncated). NULL, or the reason why not.
- */
-static const char *read_table(int fd, size_t size, struct proc *p)
-{
-	size_t got = 0;
-
-	if (size > lkl_file_size(1u << 24))
-		return "larger than any table liblowkey-locks.so writes";
-	p->data = malloc(size);
-	if (!p->data)
-		return "out of memory";
-	while (got < size) {
-		ssize_t n = pread(fd, (char *)p->data + got, size - got, (off_t)got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return "cannot be read";
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	p->size = got;
-	return NULL;
-}
-
-static int load_proc(const char *path, struct proc *p)
-{
-	const char *bad;
-	struct stat st;
-	int fd = open_regular_file(path, NULL, 0);
-
-	memset(p, 0, sizeof(*p));
-	snprintf(p->path, sizeof(p->path), "%s", path);
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, &st) != 0 || st.st_size <= 0) {
-		close(fd);
-		return -EINVAL;
-	}
-	bad = read_table(fd, (size_t)st.st_size, p);
-	close(fd);
-	p->h = p->data;
-	if (!bad)
-		bad = validate(p->h, p->size);
-	if (bad) {
-		cli_error("locks", NULL, "skipping %s: %s", path, bad);
-		return -EINVAL;
-	}
-	p->entries = (const struct lkl_entry *)((const char *)p->data + LKL_HEADER_SIZE);
-	p->modules = (const struct lkl_module *)((const char *)p->data + p->h->modules_offset);
-	p->nmodules = p->h->nmodules < LKL_MAX_MODULES ? p->h->nmodules : LKL_MAX_MODULES;
-	return 0;
-}
-
-static uint64_t to_ns(uint64_t ticks, double ticks_per_ns)
-{
-	return (uint64_t)((double)ticks / ticks_per_ns + 0.5);
-}
-
-static uint64_t mean(uint64_t total, uint64_t n)
-{
-	return n ? (total + n / 2) / n : 0;
-}
-
-/* sampled holds: mean x count, exact when every hold was timed */
-static void holds(uint64_t samples, uint64_t total, uint64_t max, uint64_t count, double tpn,
-		  uint64_t *total_ns, uint64_t *max_ns, uint64_t *mean_ns)
-{
-	double m = samples ? (double)total / (double)samples : 0;
-
-	*mean_ns = to_ns((uint64_t)(m + 0.5), tpn);
-	*max_ns = to_ns(max, tpn);
-	*total_ns = samples >= count ? to_ns(total, tpn) :
-				       to_ns((uint64_t)(m * (double)count), tpn);
-}
-
-static int by_wait(const void *a, const void *b)
-{
-	const struct row *x = a, *y = b;
-
-	if (x->wait_ns != y->wait_ns)
-		return x->wait_ns < y->wait_ns ? 1 : -1;
-	if (x->acquisitions != y->acquisitions)
-		return x->acquisitions < y->acquisitions ? 1 : -1;
-	return x->address < y->address ? -1 : x->address > y->address;
-}
-
-/* ---- naming call sites ---- */
-
-static const char *module_path(const struct lkl_header *h, const struct lkl_module *m)
-{
-	return m->path[0] ? m->path : h->exe;
-}
-
-static const char *base_name(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-
-	return slash ? slash + 1 : path;
-}
-
-/* The objects the process wrote down, for libdw; NULL: no memory (then no symbols). */
-static struct symbolizer *open_symbolizer(const struct proc *p)
-{
-	struct symbol_object *objects = calloc(p->nmodules ? p->nmodules : 1, sizeof(*objects));
-	struct symbolizer *s;
-
-	if (!objects)
-		return NULL;
-	for (uint32_t i = 0; i < p->nmodules; i++)
-		objects[i] = (struct symbol_object){ module_path(p->h, &p->modules[i]),
-						     p->modules[i].bias };
-	s = symbolizer_open_objects(objects, p->nmodules);
-	free(objects);
-	return s;
-}
-
-/*
- * A call site by its return address: the object and offset from the process's own table (so
- * without libdw or debug information a site is still "libfoo.so.1+0x1a2b", for addr2line later),
- * the function and file:line from libdw where it knows them.
- */
-static void name_site(const struct proc *p, struct symbolizer *sym, uint64_t ra,
-		      struct lks_site *out)
-{
-	/* a return address points after the call: look up the call itself */
-	uint64_t addr = ra ? ra - 1 : 0;
-	const struct lkl_module *m = NULL;
-	struct symbol_place place;
-
-	memset(out, 0, sizeof(*out));
-	out->address = ra;
-	if (!ra)
-		return;
-	for (uint32_t i = 0; i < p->nmodules; i++)
-		if (addr >= p->modules[i].start && addr < p->modules[i].end)
-			m = &p->modules[i];
-	if (m) {
-		snprintf(out->module, sizeof(out->module), "%.63s",
-			 base_name(module_path(p->h, m)));
-		out->offset = ra - m->bias;
-	}
-	if (!sym)
-		return;
-	symbolizer_place(sym, addr, false, &place);
-	if (place.function)
-		snprintf(out->function, sizeof(out->function), "%s", place.function);
-	if (place.file) {
-		snprintf(out->file, sizeof(out->file), "%s", base_name(place.file));
-		out->line = place.line;
-	}
-}
-
-/* The names come from the program's files: escaped (lk__text_escape). */
-static const char *site_string(const struct lks_site *site, char *buf, size_t len)
-{
-	char raw[1024];
-
-	if (!site->address)
-		snprintf(raw, sizeof(raw), "?");
-	else if (site->function[0] && site->file[0])
-		snprintf(raw, sizeof(raw), "%s (%s:%d)", site->function, site->file, site->line);
-	else if (site->function[0])
-		snprintf(raw, sizeof(raw), "%s (%s)", site->function, site->module);
-	else if (site->module[0])
-		snprintf(raw, sizeof(raw), "%s+0x%lx", site->module, (unsigned long)site->offset);
-	else
-		snprintf(raw, sizeof(raw), "0x%lx", (unsigned long)site->address);
-	return lk__text_escape(raw, buf, len);
-}
-
-static int build_rows(struct proc *p, double tpn, uint64_t end_ns)
-{
-	const struct lkl_header *h = p->h;
-	struct symbolizer *sym;
-	size_t n = 0;
-
-	p->duration_ns = (h->flags & LKL_F_EXITED) && h->end_ns > h->start_ns ?
-				 h->end_ns - h->start_ns :
-				 (end_ns > h->start_ns ? end_ns - h->start_ns : 0);
-	p->rows = calloc(h->capacity, sizeof(*p->rows));
-	if (!p->rows)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < h->capacity; i++) {
-		const struct lkl_entry *e = &p->entries[i];
-		struct row *r;
-
-		if (!e->key ||
-		    !(e->acquisitions || e->read_acquisitions || e->try_fails || e->posts))
-			continue;
-		r = &p->rows[n++];
-		r->e = e;
-		r->kind = (enum lkl_kind)(e->key & LKL_KIND_MASK);
-		r->address = e->key & ~(LKL_KIND_MASK | LKL_RETIRED);
-		r->destroyed = e->key & LKL_RETIRED;
-		r->acquisitions = e->acquisitions + e->read_acquisitions;
-		r->wait_ns = to_ns(e->wait_total, tpn);
-		r->wait_max_ns = to_ns(e->wait_max, tpn);
-		r->wait_mean_ns = mean(r->wait_ns, e->contended);
-		holds(e->hold_samples, e->hold_total, e->hold_max, e->acquisitions, tpn,
-		      &r->hold_ns, &r->hold_max_ns, &r->hold_mean_ns);
-		holds(e->read_hold_samples, e->read_hold_total, e->read_hold_max,
-		      e->read_acquisitions, tpn, &r->read_hold_ns, &r->read_hold_max_ns,
-		      &r->read_hold_mean_ns);
-		p->acquisitions += r->acquisitions;
-		p->contended += e->contended;
-		p->wait_ns += r->wait_ns;
-	}
-	p->nrows = n;
-	p->nlocks = n + h->folded_locks;
-	p->acquisitions += h->folded_acquisitions;
-	if (n)
-		qsort(p->rows, n, sizeof(*p->rows), by_wait);
-	sym = n ? open_symbolizer(p) : NULL;
-	for (size_t i = 0; i < n; i++) {
-		name_site(p, sym, p->rows[i].e->site, &p->rows[i].site);
-		name_site(p, sym, p->rows[i].e->first_site, &p->rows[i].first_site);
-	}
-	symbolizer_close(sym);
-	return 0;
-}
-
 /* ---- the report ---- */
-
-static const char *kind_name(enum lkl_kind k)
-{
-	static const char *const names[] = { "mutex", "rwlock", "spinlock", "semaphore" };
-
-	return names[k & LKL_KIND_MASK];
-}
-
-static const char *duration(char *buf, size_t len, uint64_t ns)
-{
-	if (ns < 1000)
-		snprintf(buf, len, "%luns", (unsigned long)ns);
-	else if (ns < 1000000)
-		snprintf(buf, len, "%.1fus", (double)ns / 1e3);
-	else if (ns < 1000000000)
-		snprintf(buf, len, "%.1fms", (double)ns / 1e6);
-	else
-		snprintf(buf, len, "%.2fs", (double)ns / 1e9);
-	return buf;
-}
-
-static double per_mille_cpu(uint64_t wait_ns, const struct proc *p)
-{
-	uint32_t cpus = p->h->cpus ? p->h->cpus : 1;
-
-	return p->duration_ns ? 1000.0 * (double)wait_ns / ((double)p->duration_ns * cpus) : 0;
-}
-
-static size_t shown(const struct proc *p, const struct options *o)
-{
-	return o->top > 0 && (size_t)o->top < p->nrows ? (size_t)o->top : p->nrows;
-}
-
-static void print_text(FILE *out, const struct proc *p, const struct options *o)
-{
-	const struct lkl_header *h = p->h;
-	char a[16], b[16], c[16], d[16], e2[16], f[16], site[400], first[400],
-		name[4 * sizeof(h->exe)];
-	size_t n = shown(p, o);
-
-	fprintf(out,
-		"\nlowkey locks: %s (pid %u)%s, %s on %u CPUs: %lu lock%s, %lu acquisitions, %lu contended (%.2f%%), "
-		"%s waiting = %.1f/1000 of CPU time\n",
-		lk__text_escape(h->comm[0] ? h->comm : h->exe, name, sizeof(name)), h->pid,
-		ending_note(p->ended), duration(a, sizeof(a), p->duration_ns), h->cpus,
-		(unsigned long)p->nlocks, p->nlocks == 1 ? "" : "s", (unsigned long)p->acquisitions,
-		(unsigned long)p->contended,
-		p->acquisitions ? 100.0 * (double)p->contended / (double)p->acquisitions : 0,
-		duration(b, sizeof(b), p->wait_ns), per_mille_cpu(p->wait_ns, p));
-	if (!n)
-		return;
-	fprintf(out, "%3s %-28s %10s %9s %6s %9s %9s %9s %9s %9s %9s %8s %8s\n", "#", "lock",
-		"acquired", "contended", "%", "wait tot", "wait max", "wait avg", "hold tot",
-		"hold max", "hold avg", "owners", "1/1000");
-	for (size_t i = 0; i < n; i++) {
-		const struct row *r = &p->rows[i];
-		const struct lkl_entry *e = r->e;
-		char label[64];
-
-		snprintf(label, sizeof(label), "%s %#lx%s", kind_name(r->kind),
-			 (unsigned long)r->address, r->destroyed ? " (gone)" : "");
-		fprintf(out, "%3zu %-28s %10lu %9lu %5.1f%% %9s %9s %9s %9s %9s %9s %8lu %8.2f\n",
-			i + 1, label, (unsigned long)r->acquisitions, (unsigned long)e->contended,
-			r->acquisitions ? 100.0 * (double)e->contended / (double)r->acquisitions :
-					  0,
-			duration(a, sizeof(a), r->wait_ns), duration(b, sizeof(b), r->wait_max_ns),
-			duration(c, sizeof(c), r->wait_mean_ns), duration(d, sizeof(d), r->hold_ns),
-			duration(e2, sizeof(e2), r->hold_max_ns),
-			duration(f, sizeof(f), r->hold_mean_ns), (unsigned long)e->owner_changes,
-			per_mille_cpu(r->wait_ns, p));
-		if (e->site)
-			fprintf(out, "    contended first at %s",
-				site_string(&r->site, site, sizeof(site)));
-		else
-			fprintf(out, "    never contended; first taken at %s",
-				site_string(&r->first_site, first, sizeof(first)));
-		if (r->kind == LKL_RWLOCK)
-			fprintf(out, "; %lu reads (held %s, max %s), %lu writes",
-				(unsigned long)e->read_acquisitions,
-				duration(a, sizeof(a), r->read_hold_ns),
-				duration(b, sizeof(b), r->read_hold_max_ns),
-				(unsigned long)e->acquisitions);
-		if (e->cond_reacquires)
-			fprintf(out, "; %lu re-taken by condition waits",
-				(unsigned long)e->cond_reacquires);
-		if (e->try_fails)
-			fprintf(out, "; %lu failed try-locks", (unsigned long)e->try_fails);
-		if (r->kind == LKL_SEM)
-			fprintf(out, "; %lu posts", (unsigned long)e->posts);
-		fputc('\n', out);
-	}
-	if (n < p->nrows)
-		fprintf(out, "    ... and %zu more locks (--top 0 shows all)\n", p->nrows - n);
-	if (h->folded_locks)
-		fprintf(out,
-			"    %lu destroyed locks that were never contended are not listed (%lu acquisitions)\n",
-			(unsigned long)h->folded_locks, (unsigned long)h->folded_acquisitions);
-	if (h->untracked)
-		fprintf(out,
-			"    %lu acquisitions of locks beyond the table's %u entries were not counted: raise --max-locks\n",
-			(unsigned long)h->untracked, h->capacity);
-	if (h->hold_period > 1)
-		fprintf(out,
-			"    hold times: one hold in %u timed, totals are mean x acquisitions (--hold-sampling 1 times all)\n",
-			h->hold_period);
-}
-
-static void json_site(struct lk__json *j, const char *key, const struct lks_site *s)
-{
-	char addr[32];
-
-	if (!s->address) {
-		lk__json_null(j, key);
-		return;
-	}
-	lk__json_object(j, key);
-	snprintf(addr, sizeof(addr), "%#lx", (unsigned long)s->address);
-	lk__json_str(j, "address", addr);
-	lk__json_str(j, "module", s->module);
-	lk__json_int(j, "offset", (long long)s->offset);
-	if (s->function[0])
-		lk__json_str(j, "function", s->function);
-	else
-		lk__json_null(j, "function");
-	if (s->file[0]) {
-		lk__json_str(j, "file", s->file);
-		lk__json_int(j, "line", s->line);
-	}
-	lk__json_close(j);
-}
-
-static void print_json_proc(struct lk__json *j, const struct proc *p, const struct options *o)
-{
-	const struct lkl_header *h = p->h;
-	size_t n = shown(p, o);
-
-	lk__json_object(j, NULL);
-	lk__json_int(j, "pid", h->pid);
-	lk__json_int(j, "ppid", h->ppid);
-	lk__json_str(j, "command", h->comm);
-	lk__json_str(j, "executable", h->exe);
-	lk__json_bool(j, "exited", h->flags & LKL_F_EXITED);
-	lk__json_str(j, "ended", ending_name(p->ended));
-	lk__json_int(j, "duration_ns", (long long)p->duration_ns);
-	lk__json_int(j, "cpus", h->cpus);
-	lk__json_int(j, "hold_sampling", h->hold_period);
-	lk__json_int(j, "locks", (long long)p->nlocks);
-	lk__json_int(j, "acquisitions", (long long)p->acquisitions);
-	lk__json_int(j, "contended", (long long)p->contended);
-	lk__json_int(j, "wait_total_ns", (long long)p->wait_ns);
-	lk__json_num(j, "wait_per_mille_cpu", per_mille_cpu(p->wait_ns, p));
-	lk__json_int(j, "untracked_acquisitions", (long long)h->untracked);
-	lk__json_int(j, "destroyed_uncontended_locks", (long long)h->folded_locks);
-	lk__json_array(j, "top");
-	for (size_t i = 0; i < n; i++) {
-		const struct row *r = &p->rows[i];
-		const struct lkl_entry *e = r->e;
-		char addr[32];
-
-		lk__json_object(j, NULL);
-		lk__json_str(j, "kind", kind_name(r->kind));
-		snprintf(addr, sizeof(addr), "%#lx", (unsigned long)r->address);
-		lk__json_str(j, "address", addr);
-		lk__json_bool(j, "destroyed", r->destroyed);
-		json_site(j, "site", &r->site);
-		json_site(j, "first_site", &r->first_site);
-		lk__json_int(j, "acquisitions", (long long)r->acquisitions);
-		lk__json_int(j, "read_acquisitions", (long long)e->read_acquisitions);
-		lk__json_int(j, "contended", (long long)e->contended);
-		lk__json_num(j, "contended_pct",
-			     r->acquisitions ?
-				     100.0 * (double)e->contended / (double)r->acquisitions :
-				     0);
-		lk__json_int(j, "wait_total_ns", (long long)r->wait_ns);
-		lk__json_int(j, "wait_max_ns", (long long)r->wait_max_ns);
-		lk__json_int(j, "wait_mean_ns", (long long)r->wait_mean_ns);
-		lk__json_int(j, "hold_samples", (long long)e->hold_samples);
-		lk__json_int(j, "hold_total_ns", (long long)r->hold_ns);
-		lk__json_int(j, "hold_max_ns", (long long)r->hold_max_ns);
-		lk__json_int(j, "hold_mean_ns", (long long)r->hold_mean_ns);
-		lk__json_int(j, "read_hold_total_ns", (long long)r->read_hold_ns);
-		lk__json_int(j, "read_hold_max_ns", (long long)r->read_hold_max_ns);
-		lk__json_int(j, "owner_changes", (long long)e->owner_changes);
-		lk__json_int(j, "cond_reacquires", (long long)e->cond_reacquires);
-		lk__json_int(j, "failed_trylocks", (long long)e->try_fails);
-		lk__json_int(j, "posts", (long long)e->posts);
-		lk__json_num(j, "wait_per_mille_cpu", per_mille_cpu(r->wait_ns, p));
-		lk__json_close(j);
-	}
-	lk__json_close(j);
-	lk__json_close(j);
-}
-
-/* ---- putting it together ---- */
-
-static int by_start(const void *a, const void *b)
-{
-	const struct proc *x = a, *y = b;
-
-	return x->h->start_ns < y->h->start_ns ? -1 : x->h->start_ns > y->h->start_ns;
-}
-
-/* Every valid file in dir, loaded; the files are removed as they are read. */
-static int load_dir(const char *dir, struct proc **out, size_t *count)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	struct proc *v = NULL;
-	size_t n = 0;
-
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		char path[PATH_MAX];
-		struct proc *grown;
-		size_t len = strlen(de->d_name);
-
-		if (len < 5 || strcmp(de->d_name + len - 4, ".lkl") != 0)
-			continue;
-		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
-			continue;
-		grown = realloc(v, (n + 1) * sizeof(*v));
-		if (!grown)
-			break;
-		v = grown;
-		if (load_proc(path, &v[n]) == 0)
-			n++;
-		else
-			free(v[n].data);
-		unlink(path);
-	}
-	closedir(d);
-	if (n)
-		qsort(v, n, sizeof(*v), by_start);
-	*out = v;
-	*count = n;
-	return 0;
-}
 
 static double ticks_per_ns(uint64_t t0, uint64_t ns0)
 {
@@ -829,26 +267,8 @@ static void exit_note(int status, const char *cmd)
 			WTERMSIG(status), strsignal(WTERMSIG(status)));
 }
 
-static void write_json(FILE *out, const struct proc *procs, size_t n, const struct options *o,
-		       int status, const char *cmd)
-{
-	struct lk__json j;
-
-	lk__json_begin(&j, out, false);
-	lk__json_str(&j, "command", cmd);
-	if (WIFEXITED(status))
-		lk__json_int(&j, "exit_status", WEXITSTATUS(status));
-	else
-		lk__json_int(&j, "signal", WTERMSIG(status));
-	lk__json_array(&j, "processes");
-	for (size_t i = 0; i < n; i++)
-		print_json_proc(&j, &procs[i], o);
-	lk__json_close(&j);
-	lk__json_end(&j);
-}
-
 /* The page is drawn from the JSON: the same figures, by the same code. */
-static int write_html(const struct proc *procs, size_t n, const struct options *o, int status,
+static int write_html(const struct lks_proc *procs, size_t n, const struct options *o, int status,
 		      const char *cmd)
 {
 	char *json = NULL;
@@ -860,7 +280,7 @@ static int write_html(const struct proc *procs, size_t n, const struct options *
 		cli_error("locks", NULL, "cannot write %s: %s", o->html, strerror(errno));
 		return CLI_EXIT_FAIL;
 	}
-	write_json(f, procs, n, o, status, cmd);
+	lks_write_json(f, procs, n, o->top, status, cmd);
 	ret = fclose(f) == 0 ? locks_html(json, len, o->html) : CLI_EXIT_FAIL;
 	free(json);
 	return ret;
@@ -869,11 +289,11 @@ static int write_html(const struct proc *procs, size_t n, const struct options *
 static int report(FILE *out, const char *dir, const struct options *o, double tpn, uint64_t end_ns,
 		  pid_t child, int status, const char *cmd)
 {
-	struct proc *procs = NULL;
+	struct lks_proc *procs = NULL;
 	size_t n = 0;
 	int ret = 0;
 
-	if (load_dir(dir, &procs, &n) != 0 || n == 0) {
+	if (lks_load_dir(dir, &procs, &n) != 0 || n == 0) {
 		cli_error("locks",
 			  "is it statically linked or set-user-ID, or does it clear LD_PRELOAD?",
 			  "liblowkey-locks.so recorded nothing in '%s'", cmd);
@@ -881,16 +301,16 @@ static int report(FILE *out, const char *dir, const struct options *o, double tp
 		return CLI_EXIT_FAIL;
 	}
 	for (size_t i = 0; i < n; i++)
-		procs[i].ended = ending_of(&procs[i], procs, n, child, status);
+		procs[i].ended = lks_ending_of(&procs[i], procs, n, child, status);
 	for (size_t i = 0; i < n; i++)
-		if (build_rows(&procs[i], (procs[i].h->flags & LKL_F_TICKS_NS) ? 1.0 : tpn,
-			       end_ns) != 0)
+		if (lks_build_rows(&procs[i], (procs[i].h->flags & LKL_F_TICKS_NS) ? 1.0 : tpn,
+				   end_ns) != 0)
 			procs[i].nrows = 0;
 	if (o->json)
-		write_json(out, procs, n, o, status, cmd);
+		lks_write_json(out, procs, n, o->top, status, cmd);
 	else
 		for (size_t i = 0; i < n; i++)
-			print_text(out, &procs[i], o);
+			lks_print_text(out, &procs[i], o->top);
 	if (o->html)
 		ret = write_html(procs, n, o, status, cmd);
 	if (fflush(out) != 0 || ferror(out)) {
@@ -905,6 +325,8 @@ static int report(FILE *out, const char *dir, const struct options *o, double tp
 	free(procs);
 	return ret;
 }
+
+/* ---- the command ---- */
 
 static bool parse_count(const char *arg, long min, long max, long *out)
 {
@@ -969,9 +391,52 @@ bad_number:
 	return -1;
 }
 
+/* Whether cmd can be profiled: its file found in $PATH (into exe), dynamically linked. 0, or
+ * lowkey's exit status after the error is printed. */
+static int check_command(const char *cmd, char *exe, size_t len)
+{
+	if (!which(cmd, exe, len)) {
+		if (strchr(cmd, '/') && access(cmd, F_OK) == 0) {
+			cli_error("locks", NULL, "%s: cannot execute: %s", cmd, strerror(EACCES));
+			return 126; /* as a shell, and lowkey stat and trace */
+		}
+		cli_error("locks", "check the command's name and $PATH", "%s: command not found",
+			  cmd);
+		return 127;
+	}
+	if (statically_linked(exe)) {
+		cli_error("locks",
+			  "rebuild it without -static; LD_PRELOAD needs the dynamic loader",
+			  "'%s' is statically linked: its locks cannot be intercepted", exe);
+		return CLI_EXIT_FAIL;
+	}
+	return 0;
+}
+
+/* Before the command runs: an output that cannot be written is said now, not after it. */
+static int open_outputs(const struct options *o, FILE **out)
+{
+	char err[PATH_MAX + 200];
+
+	if (o->html && strcmp(o->html, "-") != 0) {
+		int fd = lk__out_open(o->html, LK__OUT_REPLACE, NULL, err, sizeof(err));
+
+		if (fd < 0) {
+			cli_error("locks", "choose a writable place with --html", "%s", err);
+			return CLI_EXIT_FAIL;
+		}
+		close(fd);
+	}
+	if (o->output && !(*out = lk__out_fopen(o->output, err, sizeof(err)))) {
+		cli_error("locks", "choose a writable place with -o", "%s", err);
+		return CLI_EXIT_FAIL;
+	}
+	return 0;
+}
+
 static int locks_run(int argc, char **argv)
 {
-	char lib_buf[PATH_MAX], exe[PATH_MAX], dir[PATH_MAX], err[PATH_MAX + 200];
+	char lib_buf[PATH_MAX], exe[PATH_MAX], dir[PATH_MAX];
 	const char *lib;
 	struct options o;
 	uint64_t t0, ns0, end_ns;
@@ -990,36 +455,11 @@ static int locks_run(int argc, char **argv)
 			  getenv("LOWKEY_LOCKS_LIB") ? " at $LOWKEY_LOCKS_LIB" : "");
 		return CLI_EXIT_FAIL;
 	}
-	if (!which(argv[0], exe, sizeof(exe))) {
-		if (strchr(argv[0], '/') && access(argv[0], F_OK) == 0) {
-			cli_error("locks", NULL, "%s: cannot execute: %s", argv[0],
-				  strerror(EACCES));
-			return 126; /* as a shell, and lowkey stat and trace */
-		}
-		cli_error("locks", "check the command's name and $PATH", "%s: command not found",
-			  argv[0]);
-		return 127;
-	}
-	if (statically_linked(exe)) {
-		cli_error("locks",
-			  "rebuild it without -static; LD_PRELOAD needs the dynamic loader",
-			  "'%s' is statically linked: its locks cannot be intercepted", exe);
-		return CLI_EXIT_FAIL;
-	}
-	/* before the command runs: an output that cannot be written is said now, not after it */
-	if (o.html && strcmp(o.html, "-") != 0) {
-		int fd = lk__out_open(o.html, LK__OUT_REPLACE, NULL, err, sizeof(err));
-
-		if (fd < 0) {
-			cli_error("locks", "choose a writable place with --html", "%s", err);
-			return CLI_EXIT_FAIL;
-		}
-		close(fd);
-	}
-	if (o.output && !(out = lk__out_fopen(o.output, err, sizeof(err)))) {
-		cli_error("locks", "choose a writable place with -o", "%s", err);
-		return CLI_EXIT_FAIL;
-	}
+	ret = check_command(argv[0], exe, sizeof(exe));
+	if (!ret)
+		ret = open_outputs(&o, &out);
+	if (ret)
+		return ret;
 	ret = make_dir(dir, sizeof(dir));
 	if (ret) {
 		if (out != stderr)

@@ -1,34 +1,21 @@
 // SPDX-License-Identifier: MIT
 /*
  * lowkey stat: count events for a command (and everything it forks) or a running process, as
- * perf stat does.
- *
- * A command is forked, held on a pipe while its counters are opened (inherited, enabled on
- * exec), then let go: counting starts at its execve() and covers its children and threads. An
- * exec failure comes back on a close-on-exec pipe, so a missing command exits 127 as in a shell.
+ * perf stat does. This file: the options, and which output; the counting is util/stat_count.c,
+ * the printing util/stat_print.c.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <math.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <lowkey/lowkey.h>
 
 #include "bench.h"
 #include "builtin.h"
 #include "internal/outfile.h"
-#include "internal/utf8.h"
 #include "util/stat.h"
 
 #define MAX_REPEAT 1000000 /* runs kept in memory for the mean and spread */
@@ -79,33 +66,7 @@ static const char stat_usage[] =
 	"space only and are marked :u. Hardware events on a machine without a PMU (most virtual\n"
 	"machines) print <not supported> with the reason.\n";
 
-struct options {
-	char *events;
-	int repeat;
-	pid_t pid;
-	double duration;
-	bool per_thread;
-	bool json;
-	const char *sep;
-	const char *output;
-	long interval_ms; /* -I; 0: one report at the end */
-	bool all_cpus;	  /* -a or -C */
-	int *cpus;	  /* -C; NULL: every online CPU */
-	size_t ncpus;
-	const char *cpu_list; /* -C as given */
-	bool verbose;
-	char **argv; /* the command */
-	enum stat_format format;
-	FILE *out; /* standard error, or -o FILE */
-};
-
-static void on_interrupt(int sig)
-{
-	(void)sig;
-	stat_interrupted = 1;
-}
-
-static int append_events(struct options *o, const char *more)
+static int append_events(struct stat_options *o, const char *more)
 {
 	size_t len = o->events ? strlen(o->events) + 1 : 0;
 	char *grown = realloc(o->events, len + strlen(more) + 1);
@@ -119,9 +80,100 @@ static int append_events(struct options *o, const char *more)
 	return 0;
 }
 
-static int check_options(const struct options *o);
+/* -C CPUS: the CPUs to count on, as perf -C takes them. */
+static int cpu_list_option(struct stat_options *o, char *arg)
+{
+	free(o->cpus);
+	if (!cli_parse_cpu_list(arg, &o->cpus, &o->ncpus)) {
+		cli_error("stat",
+			  "CPU numbers and ranges, as /sys/devices/system/cpu/online "
+			  "lists them: -C 0,2-3",
+			  "bad CPU list '%s'", arg);
+		return CLI_EXIT_USAGE;
+	}
+	o->all_cpus = true;
+	o->cpu_list = arg;
+	return 0;
+}
 
-static int parse_options(int argc, char **argv, struct options *o)
+/* One option: 0, lowkey's exit status after the error is printed, or -1 for one not ours. */
+static int parse_option(struct stat_options *o, int c, char *arg)
+{
+	long long n;
+	char *end;
+
+	switch (c) {
+	case 'e':
+		if (!*arg) {
+			cli_error("stat", "see 'lowkey list'",
+				  "-e wants event names, not an empty string");
+			return CLI_EXIT_USAGE;
+		}
+		return append_events(o, arg) ? CLI_EXIT_FAIL : 0;
+	case 'r':
+		if (!cli_parse_long(arg, 1, MAX_REPEAT, &n)) {
+			cli_error("stat", NULL, "-r wants a number of runs from 1 to %d, not '%s'",
+				  MAX_REPEAT, arg);
+			return CLI_EXIT_USAGE;
+		}
+		o->repeat = (int)n;
+		return 0;
+	case 'p':
+		if (!cli_parse_long(arg, 1, INT32_MAX, &n)) {
+			cli_error("stat", NULL, "-p wants a process id, not '%s'", arg);
+			return CLI_EXIT_USAGE;
+		}
+		o->pid = (pid_t)n;
+		return 0;
+	case 'd':
+		o->duration = strtod(arg, &end);
+		if (*end || !(o->duration > 0)) {
+			cli_error("stat", NULL, "--duration wants seconds > 0, not '%s'", arg);
+			return CLI_EXIT_USAGE;
+		}
+		return 0;
+	case 't':
+		o->per_thread = true;
+		return 0;
+	case 'x':
+		if (!*arg) {
+			cli_error("stat", "-x, for commas, as perf",
+				  "-x wants a field separator, not an empty string");
+			return CLI_EXIT_USAGE;
+		}
+		o->sep = arg;
+		return 0;
+	case 'j':
+		o->json = true;
+		return 0;
+	case 'o':
+		o->output = arg;
+		return 0;
+	case 'I':
+		if (!cli_parse_long(arg, MIN_INTERVAL_MS, MAX_INTERVAL_MS, &n)) {
+			cli_error("stat", "perf's smallest is 10 ms too",
+				  "-I wants milliseconds "
+				  "from %d to %d, not '%s'",
+				  MIN_INTERVAL_MS, MAX_INTERVAL_MS, arg);
+			return CLI_EXIT_USAGE;
+		}
+		o->interval_ms = (long)n;
+		return 0;
+	case 'a':
+		o->all_cpus = true;
+		return 0;
+	case 'C':
+		return cpu_list_option(o, arg);
+	case 'v':
+		o->verbose = true;
+		return 0;
+	}
+	return -1;
+}
+
+static int check_options(const struct stat_options *o);
+
+static int parse_options(int argc, char **argv, struct stat_options *o)
 {
 	static const struct option longopts[] = {
 		{ "events", required_argument, NULL, 'e' },
@@ -139,9 +191,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
 	};
-	long long n;
-	char *end;
-	int c;
+	int c, rc;
 
 	memset(o, 0, sizeof(*o));
 	o->repeat = 1;
@@ -149,98 +199,19 @@ static int parse_options(int argc, char **argv, struct options *o)
 	opterr = 0;
 	/* '+': stop at the command's name, so its own options are left alone. */
 	while ((c = getopt_long(argc, argv, "+e:r:p:x:jo:I:aC:v", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'e':
-			if (!*optarg) {
-				cli_error("stat", "see 'lowkey list'",
-					  "-e wants event names, not an empty string");
-				return CLI_EXIT_USAGE;
-			}
-			if (append_events(o, optarg))
-				return CLI_EXIT_FAIL;
-			break;
-		case 'r':
-			if (!cli_parse_long(optarg, 1, MAX_REPEAT, &n)) {
-				cli_error("stat", NULL,
-					  "-r wants a number of runs from 1 to %d, not '%s'",
-					  MAX_REPEAT, optarg);
-				return CLI_EXIT_USAGE;
-			}
-			o->repeat = (int)n;
-			break;
-		case 'p':
-			if (!cli_parse_long(optarg, 1, INT32_MAX, &n)) {
-				cli_error("stat", NULL, "-p wants a process id, not '%s'", optarg);
-				return CLI_EXIT_USAGE;
-			}
-			o->pid = (pid_t)n;
-			break;
-		case 'd':
-			o->duration = strtod(optarg, &end);
-			if (*end || !(o->duration > 0)) {
-				cli_error("stat", NULL, "--duration wants seconds > 0, not '%s'",
-					  optarg);
-				return CLI_EXIT_USAGE;
-			}
-			break;
-		case 't':
-			o->per_thread = true;
-			break;
-		case 'x':
-			if (!*optarg) {
-				cli_error("stat", "-x, for commas, as perf",
-					  "-x wants a field separator, not an empty string");
-				return CLI_EXIT_USAGE;
-			}
-			o->sep = optarg;
-			break;
-		case 'j':
-			o->json = true;
-			break;
-		case 'o':
-			o->output = optarg;
-			break;
-		case 'I':
-			if (!cli_parse_long(optarg, MIN_INTERVAL_MS, MAX_INTERVAL_MS, &n)) {
-				cli_error("stat", "perf's smallest is 10 ms too",
-					  "-I wants milliseconds "
-					  "from %d to %d, not '%s'",
-					  MIN_INTERVAL_MS, MAX_INTERVAL_MS, optarg);
-				return CLI_EXIT_USAGE;
-			}
-			o->interval_ms = (long)n;
-			break;
-		case 'a':
-			o->all_cpus = true;
-			break;
-		case 'C':
-			free(o->cpus);
-			if (!cli_parse_cpu_list(optarg, &o->cpus, &o->ncpus)) {
-				cli_error(
-					"stat",
-					"CPU numbers and ranges, as /sys/devices/system/cpu/online "
-					"lists them: -C 0,2-3",
-					"bad CPU list '%s'", optarg);
-				return CLI_EXIT_USAGE;
-			}
-			o->all_cpus = true;
-			o->cpu_list = optarg;
-			break;
-		case 'v':
-			o->verbose = true;
-			break;
-		default:
+		rc = parse_option(o, c, optarg);
+		if (rc < 0)
 			cli_error("stat", "see 'lowkey help stat'", "unknown option '%s'",
 				  argv[optind - 1]);
-			return CLI_EXIT_USAGE;
-		}
+		if (rc)
+			return rc < 0 ? CLI_EXIT_USAGE : rc;
 	}
 	o->argv = argv + optind;
 	return check_options(o);
 }
 
 /* Combinations that mean nothing. */
-static int check_options(const struct options *o)
+static int check_options(const struct stat_options *o)
 {
 	const char *bad = NULL, *hint = NULL;
 	bool command = o->argv[0] != NULL;
@@ -274,77 +245,6 @@ static int check_options(const struct options *o)
 	return CLI_EXIT_USAGE;
 }
 
-/* ---- results ---- */
-
-static char *dup_or_empty(const char *s)
-{
-	return strdup(s ? s : "");
-}
-
-static char *join_words(char **argv)
-{
-	size_t len = 1;
-	char *s;
-
-	for (char **a = argv; *a; a++)
-		len += strlen(*a) + 1;
-	s = malloc(len);
-	if (!s)
-		return NULL;
-	s[0] = '\0';
-	for (char **a = argv; *a; a++) {
-		strcat(s, *a);
-		if (a[1])
-			strcat(s, " ");
-	}
-	return s;
-}
-
-/* The first run fixes the rows: names, units, which events this machine supports. */
-static int describe_events(struct stat_result *r, struct lk_counters *c, int repeat)
-{
-	r->nevents = lk_counters_count(c);
-	r->events = calloc(r->nevents, sizeof(*r->events));
-	if (!r->events)
-		return -ENOMEM;
-	for (size_t i = 0; i < r->nevents; i++) {
-		struct stat_event *e = &r->events[i];
-		struct lk_counter_info info;
-
-		lk_counters_describe(c, i, &info);
-		if (info.user_only_fallback) {
-			e->name = malloc(strlen(info.name) + 3);
-			if (e->name)
-				sprintf(e->name, "%s:u", info.name);
-		} else {
-			e->name = strdup(info.name);
-		}
-		e->resolved = dup_or_empty(info.event);
-		e->unit = dup_or_empty(info.unit);
-		e->scale = info.scale;
-		e->type = info.type;
-		e->config = info.config;
-		e->supported = info.error == 0;
-		e->error = info.error;
-		e->why = info.error ? strdup(info.why) : NULL;
-		e->user_only = info.user_only;
-		e->user_only_fallback = info.user_only_fallback;
-		e->runs = calloc((size_t)repeat, sizeof(double));
-		if (!e->name || !e->resolved || !e->unit || !e->runs)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-static void record_values(struct stat_result *r, int run, const struct lk_counter_value *v)
-{
-	for (size_t i = 0; i < r->nevents; i++) {
-		r->events[i].runs[run] = (double)v[i].scaled;
-		r->events[i].enabled += v[i].time_enabled;
-		r->events[i].running += v[i].time_running;
-	}
-}
-
 static void finish_stats(struct stat_result *r)
 {
 	for (size_t i = 0; i < r->nevents; i++)
@@ -353,490 +253,7 @@ static void finish_stats(struct stat_result *r)
 	lkb_mean_stddev(r->elapsed_ns, (size_t)r->runs, &r->elapsed_mean, &r->elapsed_stddev);
 }
 
-static void free_result(struct stat_result *r)
-{
-	for (size_t i = 0; i < r->nevents; i++) {
-		free(r->events[i].name);
-		free(r->events[i].resolved);
-		free(r->events[i].unit);
-		free(r->events[i].why);
-		free(r->events[i].runs);
-	}
-	for (size_t t = 0; t < r->nthreads; t++)
-		free(r->threads[t].values);
-	free(r->threads);
-	free(r->events);
-	free(r->elapsed_ns);
-	free(r->target);
-}
-
-/*
- * An open failure: unknown event and bad syntax are usage errors (2), the rest failures (1). -a
- * and -C denied: the library's message names the sysctl's value now and the capability.
- */
-static int open_failed(const struct options *o, int err)
-{
-	bool usage = err == -ENOENT || (err == -EINVAL && !o->all_cpus);
-	bool denied = err == -EACCES || err == -EPERM;
-	const char *hint = usage ? "`lowkey list` shows this machine's events" : NULL;
-
-	if (o->all_cpus && denied)
-		hint = "-a and -C count every process on the CPUs, which the kernel allows only with "
-		       "kernel.perf_event_paranoid <= 0 or CAP_PERFMON; without them, count a command or -p PID";
-	else if (o->all_cpus && err == -EINVAL)
-		usage = true; /* a CPU that is not online */
-	cli_error("stat", hint, "%s", lk_last_error());
-	return usage ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
-}
-
-/* By process, then thread; the threads still running (tid 0) last. */
-static int by_thread(const void *a, const void *b)
-{
-	const struct stat_thread *x = a, *y = b;
-
-	if (!x->tid != !y->tid)
-		return x->tid ? -1 : 1;
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	return (x->tid > y->tid) - (x->tid < y->tid);
-}
-
-static int collect_threads(struct stat_result *r, struct lk_counters *c)
-{
-	struct lk_counter_value *v = calloc(r->nevents, sizeof(*v));
-
-	r->nthreads = lk_counters_nthreads(c);
-	r->threads = calloc(r->nthreads, sizeof(*r->threads));
-	if (!v || !r->threads) {
-		free(v);
-		return -ENOMEM;
-	}
-	for (size_t t = 0; t < r->nthreads; t++) {
-		struct stat_thread *th = &r->threads[t];
-		struct lk_counter_thread who;
-		int err = lk_counters_read_thread(c, t, &who, v, r->nevents);
-
-		th->values = calloc(r->nevents, sizeof(double));
-		if (err < 0 || !th->values) {
-			free(v);
-			return err < 0 ? err : -ENOMEM;
-		}
-		for (size_t i = 0; i < r->nevents; i++)
-			th->values[i] = (double)v[i].scaled;
-		th->pid = who.pid;
-		th->tid = who.tid;
-		lk__text_escape(who.comm[0] ? who.comm : "?", th->comm, sizeof(th->comm));
-	}
-	free(v);
-	qsort(r->threads, r->nthreads, sizeof(*r->threads), by_thread);
-	return 0;
-}
-
-/* ---- counting a command ---- */
-
-struct child {
-	pid_t pid;
-	int go;	    /* write end: one byte lets the child exec */
-	int failed; /* read end: errno of a failed exec, or EOF on success */
-};
-
-static void child_exec(char **argv, int go, int failed)
-{
-	char byte;
-	int err;
-
-	signal(SIGINT, SIG_DFL);
-	signal(SIGQUIT, SIG_DFL);
-	if (read(go, &byte, 1) != 1)
-		_exit(CLI_EXIT_FAIL); /* lowkey gave up before starting it */
-	execvp(argv[0], argv);
-	err = errno;
-	if (write(failed, &err, sizeof(err)) < 0)
-		_exit(126);
-	_exit(err == ENOENT ? 127 : 126);
-}
-
-static int start_child(char **argv, struct child *ch)
-{
-	int go[2], failed[2];
-
-	if (pipe2(go, O_CLOEXEC))
-		return -errno;
-	if (pipe2(failed, O_CLOEXEC)) {
-		close(go[0]);
-		close(go[1]);
-		return -EMFILE;
-	}
-	fflush(NULL);
-	ch->pid = fork();
-	if (ch->pid < 0) {
-		int err = -errno;
-
-		close(go[0]);
-		close(go[1]);
-		close(failed[0]);
-		close(failed[1]);
-		return err;
-	}
-	if (ch->pid == 0) {
-		close(go[1]);
-		close(failed[0]);
-		child_exec(argv, go[0], failed[1]);
-	}
-	close(go[0]);
-	close(failed[1]);
-	ch->go = go[1];
-	ch->failed = failed[0];
-	return 0;
-}
-
-static int wait_child(pid_t pid, int *status, struct rusage *ru)
-{
-	while (wait4(pid, status, 0, ru) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return 0;
-}
-
-/*
- * --per-thread: the kernel reports each thread as it exits into ring buffers that must be drained
- * while the command runs. Wait on the child's pidfd and the rings together.
- */
-static bool child_exited(pid_t pid)
-{
-	siginfo_t info = { 0 };
-
-	/* WNOWAIT: leave the status for wait4(). */
-	return waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-	       info.si_pid == pid;
-}
-
-static void collect_reports_until_exit(struct lk_counters *c, pid_t pid)
-{
-	struct pollfd fds[257];
-	int ring_fds[256], pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	size_t n = lk_counters_poll_fds(c, ring_fds, 256);
-
-	/* Without pidfds (Linux < 5.3) a ring wakes us, or the timeout. */
-	fds[0].fd = pidfd;
-	fds[0].events = POLLIN;
-	for (size_t i = 0; i < n; i++) {
-		fds[i + 1].fd = ring_fds[i];
-		fds[i + 1].events = POLLIN;
-	}
-	for (;;) {
-		int ready = poll(fds, n + 1, pidfd >= 0 ? 1000 : 50);
-
-		lk_counters_poll(c);
-		if (ready < 0 && errno != EINTR)
-			break;
-		if (pidfd >= 0 ? ready > 0 && fds[0].revents : child_exited(pid))
-			break;
-	}
-	if (pidfd >= 0)
-		close(pidfd);
-}
-
-static int exit_code(int status)
-{
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return CLI_EXIT_FAIL;
-}
-
-/* The counters of a run: the command's (inherited, from its exec) or, with -a/-C, the CPUs' (opened
- * disabled, enabled just before the command is let go). */
-static int open_counters(const struct options *o, pid_t pid, unsigned flags, struct lk_counters **c)
-{
-	if (o->all_cpus)
-		return lk_counters_open_cpus(c, o->events, o->cpus, o->ncpus,
-					     LK_COUNTERS_SKIP_UNSUPPORTED | LK_COUNTERS_DISABLED);
-	return lk_counters_open(c, o->events, pid, flags);
-}
-
-static const char *type_name(uint32_t type)
-{
-	static const char *const names[] = { "hardware",       "software", "tracepoint",
-					     "hardware cache", "raw",	   "breakpoint" };
-
-	return type < sizeof(names) / sizeof(names[0]) ? names[type] : "PMU";
-}
-
-/* -v: what was opened, on what, as what; and each fallback. */
-static void say_what_was_opened(struct lk_counters *c, const struct options *o, pid_t pid)
-{
-	size_t n = lk_counters_count(c);
-
-	if (o->all_cpus)
-		fprintf(stderr,
-			"lowkey stat: %zu events on %s (pid -1, one counter per event and CPU)\n",
-			n, o->cpu_list ? "the CPUs given with -C" : "every online CPU");
-	else if (o->pid)
-		fprintf(stderr,
-			"lowkey stat: %zu events on each of the %zu threads of process %d, inherited "
-			"by the threads it creates\n",
-			n, lk_counters_nthreads(c), (int)pid);
-	else
-		fprintf(stderr,
-			"lowkey stat: %zu events on pid %d, inherited by its children and threads, "
-			"enabled at its exec%s\n",
-			n, (int)pid,
-			o->per_thread ? ", one counter per event and CPU (--per-thread)" : "");
-	for (size_t i = 0; i < n; i++) {
-		struct lk_counter_info info;
-
-		lk_counters_describe(c, i, &info);
-		if (info.error) {
-			fprintf(stderr, "lowkey stat:   %s: not counted, left out (%s): %s\n",
-				info.name, strerror(-info.error), info.why);
-			continue;
-		}
-		fprintf(stderr,
-			"lowkey stat:   %s: perf_event_attr type %u (%s) config %#llx, group %u, "
-			"%s; encoding %s\n",
-			info.name, info.type, type_name(info.type), (unsigned long long)info.config,
-			info.group,
-			info.user_only ? "exclude_kernel=1 exclude_hv=1" : "user and kernel",
-			info.event);
-		if (info.user_only_fallback)
-			fprintf(stderr,
-				"lowkey stat:   %s: fell back to user space only: this user may not count "
-				"the kernel (kernel.perf_event_paranoid >= 2, no CAP_PERFMON)\n",
-				info.name);
-	}
-}
-
-/* -I for a command: print intervals until it exits (it stays unreaped for wait_child()). */
-static int intervals_of_child(const struct options *o, struct stat_result *r, struct lk_counters *c,
-			      pid_t pid)
-{
-	struct stat_watch w = { .pid = pid,
-				.child = true,
-				.pidfd = (int)syscall(SYS_pidfd_open, pid, 0) };
-	struct stat_interval_options io = { o->interval_ms, o->out, o->format, o->sep };
-	double elapsed;
-	int err = stat_intervals(c, r, &w, &io, &elapsed);
-
-	if (w.pidfd >= 0)
-		close(w.pidfd);
-	return err;
-}
-
-/* One run of the command. Returns an exit status for lowkey when the run could not happen
- * (>= 0), or -1 after a run whose figures are in r. */
-static int run_once(const struct options *o, struct stat_result *r, int run)
-{
-	struct lk_counter_value *values;
-	struct lk_counters *c = NULL;
-	struct child ch = { -1, -1, -1 };
-	struct rusage ru;
-	int status, err, exec_errno;
-	double t0;
-	ssize_t got;
-
-	err = start_child(o->argv, &ch);
-	if (err) {
-		cli_error("stat", NULL, "cannot start '%s': %s", o->argv[0], strerror(-err));
-		return CLI_EXIT_FAIL;
-	}
-	err = open_counters(o, ch.pid,
-			    LK_COUNTERS_INHERIT | LK_COUNTERS_ENABLE_ON_EXEC |
-				    LK_COUNTERS_SKIP_UNSUPPORTED |
-				    (o->per_thread ? LK_COUNTERS_PER_THREAD : 0),
-			    &c);
-	if (err) {
-		close(ch.go); /* the child reads EOF and exits without running the command */
-		close(ch.failed);
-		wait_child(ch.pid, &status, &ru);
-		return open_failed(o, err);
-	}
-	if (run == 0 && describe_events(r, c, o->repeat)) {
-		lk_counters_close(c);
-		close(ch.go);
-		close(ch.failed);
-		wait_child(ch.pid, &status, &ru);
-		cli_error("stat", NULL, "out of memory");
-		return CLI_EXIT_FAIL;
-	}
-	if (o->verbose && run == 0)
-		say_what_was_opened(c, o, ch.pid);
-	if (o->all_cpus)
-		lk_counters_enable(c); /* the CPUs from now: the command is about to exec */
-	t0 = stat_now_ns();
-	if (write(ch.go, "g", 1) != 1)
-		kill(ch.pid, SIGKILL);
-	close(ch.go);
-	got = read(ch.failed, &exec_errno, sizeof(exec_errno));
-	close(ch.failed);
-	if (got != (ssize_t)sizeof(exec_errno)) {
-		if (o->per_thread)
-			collect_reports_until_exit(c, ch.pid);
-		else if (o->interval_ms)
-			err = intervals_of_child(o, r, c, ch.pid);
-	}
-	wait_child(ch.pid, &status, &ru);
-	r->elapsed_ns[run] = stat_now_ns() - t0;
-	if (err) {
-		lk_counters_close(c);
-		cli_error("stat", NULL, "reading the counters failed: %s", lk_last_error());
-		return CLI_EXIT_FAIL;
-	}
-	if (got == (ssize_t)sizeof(exec_errno)) {
-		lk_counters_close(c);
-		if (exec_errno == ENOENT)
-			cli_error("stat", "is it installed, and on PATH?", "%s: command not found",
-				  o->argv[0]);
-		else
-			cli_error("stat", NULL, "%s: cannot execute: %s", o->argv[0],
-				  strerror(exec_errno));
-		return exec_errno == ENOENT ? 127 : 126;
-	}
-	values = calloc(r->nevents, sizeof(*values));
-	if (!values || lk_counters_read(c, values, r->nevents) < 0) {
-		cli_error("stat", NULL, "reading the counters failed: %s",
-			  values ? lk_last_error() : "out of memory");
-		free(values);
-		lk_counters_close(c);
-		return CLI_EXIT_FAIL;
-	}
-	record_values(r, run, values);
-	free(values);
-	if (o->per_thread) {
-		r->lost = lk_counters_poll(c);
-		if (collect_threads(r, c)) {
-			lk_counters_close(c);
-			cli_error("stat", NULL, "reading per-thread counts failed: %s",
-				  lk_last_error());
-			return CLI_EXIT_FAIL;
-		}
-	}
-	lk_counters_close(c);
-	r->user_ns +=
-		((double)ru.ru_utime.tv_sec * 1e9 + (double)ru.ru_utime.tv_usec * 1e3) / o->repeat;
-	r->sys_ns +=
-		((double)ru.ru_stime.tv_sec * 1e9 + (double)ru.ru_stime.tv_usec * 1e3) / o->repeat;
-	r->exit_status = exit_code(status);
-	r->runs = run + 1;
-	return -1;
-}
-
-static int stat_command(const struct options *o, struct stat_result *r)
-{
-	struct sigaction ignore = { .sa_handler = SIG_IGN }, old_int, old_quit;
-	int rc = -1;
-
-	r->target = join_words(o->argv);
-	r->elapsed_ns = calloc((size_t)o->repeat, sizeof(double));
-	if (!r->target || !r->elapsed_ns)
-		return CLI_EXIT_FAIL;
-	/* As a shell does: Ctrl-C is for the command; we print what it did. */
-	sigaction(SIGINT, &ignore, &old_int);
-	sigaction(SIGQUIT, &ignore, &old_quit);
-	for (int run = 0; run < o->repeat && rc < 0; run++) {
-		rc = run_once(o, r, run);
-		/* A command killed by Ctrl-C ends the repetitions too. */
-		if (rc < 0 && r->exit_status == 128 + SIGINT)
-			break;
-	}
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGQUIT, &old_quit, NULL);
-	return rc;
-}
-
-/* ---- counting a running process, or CPUs ---- */
-
-static char *attached_target(const struct options *o)
-{
-	char *t = NULL;
-
-	if (o->pid)
-		return asprintf(&t, "process %d", (int)o->pid) < 0 ? NULL : t;
-	if (o->cpu_list)
-		return asprintf(&t, "CPU(s) %s", o->cpu_list) < 0 ? NULL : t;
-	return strdup("system wide");
-}
-
-/* Count until the duration, Ctrl-C, or the process's end, whichever comes first; with -I print
- * the intervals meanwhile. */
-static int count_attached(const struct options *o, struct stat_result *r, struct lk_counters *c)
-{
-	struct sigaction on = { .sa_handler = on_interrupt }, old_int, old_term;
-	struct stat_watch w = { .pid = o->pid, .pidfd = -1 };
-	double t0 = stat_now_ns();
-	int err = 0;
-
-	if (o->pid)
-		w.pidfd = (int)syscall(SYS_pidfd_open, o->pid, 0);
-	w.deadline_ns = o->duration > 0 ? t0 + o->duration * 1e9 : 0;
-	sigaction(SIGINT, &on, &old_int);
-	sigaction(SIGTERM, &on, &old_term);
-	if (o->interval_ms) {
-		struct stat_interval_options io = { o->interval_ms, o->out, o->format, o->sep };
-
-		err = stat_intervals(c, r, &w, &io, &r->elapsed_ns[0]);
-	} else {
-		stat_sleep_until(&w, INFINITY);
-		r->elapsed_ns[0] = stat_now_ns() - t0;
-	}
-	if (w.pidfd >= 0)
-		close(w.pidfd);
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-	return err;
-}
-
-static int stat_attached(const struct options *o, struct stat_result *r)
-{
-	struct lk_counter_value *values;
-	struct lk_counters *c;
-	int err;
-
-	r->process_mode = true;
-	r->exit_status = -1;
-	r->user_ns = r->sys_ns = -1;
-	r->elapsed_ns = calloc(1, sizeof(double));
-	r->target = attached_target(o);
-	if (!r->elapsed_ns || !r->target)
-		return CLI_EXIT_FAIL;
-	r->pid = o->pid;
-	if (o->pid)
-		err = lk_counters_open(&c, o->events, o->pid,
-				       LK_COUNTERS_PROCESS | LK_COUNTERS_INHERIT |
-					       LK_COUNTERS_SKIP_UNSUPPORTED);
-	else
-		err = open_counters(o, 0, 0, &c);
-	if (err)
-		return open_failed(o, err);
-	if (describe_events(r, c, 1)) {
-		lk_counters_close(c);
-		return CLI_EXIT_FAIL;
-	}
-	if (o->verbose)
-		say_what_was_opened(c, o, o->pid);
-	if (o->all_cpus)
-		lk_counters_enable(c);
-	err = count_attached(o, r, c);
-	values = calloc(r->nevents, sizeof(*values));
-	if (!err)
-		err = values ? lk_counters_read(c, values, r->nevents) : -ENOMEM;
-	if (err >= 0) {
-		record_values(r, 0, values);
-		r->runs = 1;
-		if (o->per_thread)
-			err = collect_threads(r, c);
-	}
-	free(values);
-	lk_counters_close(c);
-	if (err < 0) {
-		cli_error("stat", NULL, "reading the counters failed: %s", lk_last_error());
-		return CLI_EXIT_FAIL;
-	}
-	return -1;
-}
-
-static void print_result(const struct options *o, struct stat_result *r)
+static void print_result(const struct stat_options *o, struct stat_result *r)
 {
 	finish_stats(r);
 	if (o->interval_ms)
@@ -852,7 +269,7 @@ static void print_result(const struct options *o, struct stat_result *r)
 static int stat_run(int argc, char **argv)
 {
 	struct stat_result r = { 0 };
-	struct options o;
+	struct stat_options o;
 	char err[1024];
 	int rc;
 
@@ -881,7 +298,7 @@ static int stat_run(int argc, char **argv)
 	if (rc < 0)
 		rc = o.argv[0] ? r.exit_status : CLI_EXIT_OK;
 done:
-	free_result(&r);
+	stat_free_result(&r);
 	free(o.events);
 	free(o.cpus);
 	return rc;

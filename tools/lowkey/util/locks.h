@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* lowkey locks: internal to the command. */
+/*
+ * lowkey locks: internal to the command. builtin-locks.c runs the command with
+ * liblowkey-locks.so; locks_read.c reads the files it leaves and names the call sites (libdw);
+ * locks_print.c prints the report as text and JSON, locks_html.c as a page.
+ */
 #ifndef LOWKEY_CLI_LOCKS_H
 #define LOWKEY_CLI_LOCKS_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 #include "internal/lock_file.h"
 
@@ -17,5 +24,69 @@ struct lks_site {
 	char file[128];
 	int line;
 };
+
+struct lks_row {
+	const struct lkl_entry *e;
+	enum lkl_kind kind;
+	uint64_t address;
+	bool destroyed;
+	uint64_t acquisitions; /* all kinds of acquisition */
+	uint64_t wait_ns, wait_max_ns, wait_mean_ns;
+	uint64_t hold_ns, hold_max_ns, hold_mean_ns;
+	uint64_t read_hold_ns, read_hold_max_ns, read_hold_mean_ns;
+	struct lks_site site, first_site;
+};
+
+/* How a process image ended, as far as its file and the command's wait status tell. */
+enum lks_ending {
+	LKS_ENDED_EXIT,	      /* exit() or a return from main: the library's destructor ran */
+	LKS_ENDED_EXEC,	      /* it exec()ed: a later file has its pid */
+	LKS_ENDED_UNDER_EXIT, /* _exit(): the command's own process, which exited without destructors */
+	LKS_ENDED_SIGNAL,     /* the command's own process, killed */
+	LKS_ENDED_UNKNOWN, /* another process without the mark: _exit() or a signal */
+};
+
+struct lks_proc {
+	char path[PATH_MAX];
+	void *data; /* the file, read */
+	size_t size;
+	const struct lkl_header *h;
+	const struct lkl_entry *entries;
+	const struct lkl_module *modules;
+	uint32_t nmodules;
+	struct lks_row *rows;
+	size_t nrows;
+	uint64_t nlocks; /* rows, and destroyed locks folded into the header */
+	uint64_t duration_ns;
+	uint64_t acquisitions, contended, wait_ns;
+	enum lks_ending ended;
+};
+
+/* ---- locks_read.c ---- */
+
+/*
+ * Every valid file in dir, loaded in the order the processes started (a file that is not valid is
+ * skipped with a message); the files are removed as they are read. 0 or -errno (dir unreadable).
+ */
+int lks_load_dir(const char *dir, struct lks_proc **out, size_t *count);
+
+/* How process p ended, among all n, the command's own process being command, its wait status status. */
+enum lks_ending lks_ending_of(const struct lks_proc *p, const struct lks_proc *all, size_t n,
+			      pid_t command, int status);
+
+/*
+ * p's rows, most waited-for first, with their figures in ns (tpn: ticks per ns) and call sites
+ * named; end_ns: when the command ended, for a process that did not exit. 0 or -ENOMEM.
+ */
+int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns);
+
+/* ---- locks_print.c ---- */
+
+/* p's report as text: its top rows (top 0: all). */
+void lks_print_text(FILE *out, const struct lks_proc *p, long top);
+
+/* The report of every process as one JSON document, with the command's name and wait status. */
+void lks_write_json(FILE *out, const struct lks_proc *procs, size_t n, long top, int status,
+		    const char *cmd);
 
 #endif

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* lowkey stat: what a run collects, and the three ways to print it (stat_print.c). */
+/*
+ * lowkey stat: what a run collects (stat_count.c, stat_interval.c), and the three ways to print it
+ * (stat_print.c).
+ */
 #ifndef LOWKEY_STAT_H
 #define LOWKEY_STAT_H
 
@@ -66,6 +69,38 @@ double stat_now_ns(void);
 
 /* Sleep until until_ns; true as soon as the target ends, the deadline passes or Ctrl-C comes. */
 bool stat_sleep_until(const struct stat_watch *w, double until_ns);
+
+/* The command line: what to count, how and where to print it (builtin-stat.c). */
+struct stat_options {
+	char *events;
+	int repeat;
+	pid_t pid;
+	double duration;
+	bool per_thread;
+	bool json;
+	const char *sep;
+	const char *output;
+	long interval_ms; /* -I; 0: one report at the end */
+	bool all_cpus;	  /* -a or -C */
+	int *cpus;	  /* -C; NULL: every online CPU */
+	size_t ncpus;
+	const char *cpu_list; /* -C as given */
+	bool verbose;
+	char **argv; /* the command */
+	enum stat_format format;
+	FILE *out; /* standard error, or -o FILE */
+};
+
+/*
+ * Count o->argv, o->repeat times (stat_command), or o->pid or the CPUs once (stat_attached),
+ * into r (stat_count.c). Return -1 once counted, else lowkey's exit status after the error is
+ * printed; r->runs says how many runs r holds either way.
+ */
+int stat_command(const struct stat_options *o, struct stat_result *r);
+int stat_attached(const struct stat_options *o, struct stat_result *r);
+
+/* Free what r holds (the events, threads and runs stat_command or stat_attached allocated). */
+void stat_free_result(struct stat_result *r);
 
 struct stat_interval_options {
 	long interval_ms;

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* lowkey trace: what its two modes (trace_run.c, trace_attach.c) share with trace.c. */
+/*
+ * lowkey trace: what its two modes (trace_run.c, trace_attach.c) share with builtin-trace.c, the
+ * output (trace_output.c) and the recovery of an unfinished trace (trace_recover.c).
+ */
 #ifndef LOWKEY_CLI_TRACE_H
 #define LOWKEY_CLI_TRACE_H
 
@@ -34,6 +37,8 @@ struct trace_totals {
 	unsigned int threads;
 };
 
+/* ---- trace_output.c ---- */
+
 /*
  * Rotate an existing output to OUT.old (only lowkey traces and regular files are moved), then
  * create an empty one (a directory for CTF, a file for JSON) so that an unwritable path fails now.
@@ -44,8 +49,13 @@ int trace_prepare_output(struct trace_opts *o, uid_t uid, gid_t gid);
 /* Remove the output we created if nothing was written to it. */
 void trace_discard_output(const struct trace_opts *o);
 
+/* Remove a lowkey trace directory: only the files a trace has, then the directory if empty. */
+int trace_remove_dir(const char *dir);
+
 /* The one-line summary, on stderr. */
 void trace_print_summary(const struct trace_opts *o, const struct trace_totals *t);
+
+/* ---- trace_recover.c ---- */
 
 /*
  * A trace whose process ended without finishing it: count what reached the disk, and for JSON,
@@ -59,6 +69,8 @@ int trace_recover(const struct trace_opts *o, const char *ctf_dir, struct trace_
 
 /* Sites of the trace at dir that glob selects (for a trace whose process could not say). */
 int trace_count_matches(const char *dir, const char *glob);
+
+/* ---- the two modes ---- */
 
 int trace_run_command(struct trace_opts *o); /* trace_run.c */
 int trace_attach(struct trace_opts *o);	     /* trace_attach.c */

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey locks: reading the files liblowkey-locks.so leaves (include/internal/lock_file.h), one
+ * per process image, into rows of figures in ns, and naming their call sites with libdw.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "builtin.h"
+#include "locks.h"
+#include "probe_elf.h"
+#include "symbolize.h"
+
+/* _exit(), exec() and signals leave no mark in the file (LKL_F_EXITED is set by the destructor). */
+enum lks_ending lks_ending_of(const struct lks_proc *p, const struct lks_proc *all, size_t n,
+			      pid_t command, int status)
+{
+	if (p->h->flags & LKL_F_EXITED)
+		return LKS_ENDED_EXIT;
+	for (size_t i = 0; i < n; i++)
+		if (all[i].h->pid == p->h->pid && all[i].h->start_ns > p->h->start_ns)
+			return LKS_ENDED_EXEC;
+	if (p->h->pid == (uint32_t)command)
+		return WIFSIGNALED(status) ? LKS_ENDED_SIGNAL : LKS_ENDED_UNDER_EXIT;
+	return LKS_ENDED_UNKNOWN;
+}
+
+/* ---- a process's file ---- */
+
+static const char *validate(const struct lkl_header *h, size_t size)
+{
+	if (size < LKL_HEADER_SIZE)
+		return "shorter than its header";
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != LKL_MAGIC)
+		return "no lowkey locks header (the process died while starting?)";
+	if (h->version != LKL_VERSION)
+		return "written by another version of liblowkey-locks.so";
+	if (h->header_size != LKL_HEADER_SIZE || h->entry_size != LKL_ENTRY_SIZE)
+		return "unexpected header or entry size";
+	if (!h->capacity || (h->capacity & (h->capacity - 1)) || h->capacity > (1u << 24))
+		return "bad table capacity";
+	if (size < lkl_file_size(h->capacity) ||
+	    h->modules_offset != LKL_HEADER_SIZE + (uint64_t)h->capacity * LKL_ENTRY_SIZE)
+		return "truncated";
+	return NULL;
+}
+
+/*
+ * The whole file, read rather than mapped: a process that cut its file while lowkey had it mapped
+ * would kill lowkey with SIGBUS. A file cut meanwhile is read as far as it goes (validate() says
+ * it is truncated). NULL, or the reason why not.
+ */
+static const char *read_table(int fd, size_t size, struct lks_proc *p)
+{
+	size_t got = 0;
+
+	if (size > lkl_file_size(1u << 24))
+		return "larger than any table liblowkey-locks.so writes";
+	p->data = malloc(size);
+	if (!p->data)
+		return "out of memory";
+	while (got < size) {
+		ssize_t n = pread(fd, (char *)p->data + got, size - got, (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return "cannot be read";
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	p->size = got;
+	return NULL;
+}
+
+static int load_proc(const char *path, struct lks_proc *p)
+{
+	const char *bad;
+	struct stat st;
+	int fd = open_regular_file(path, NULL, 0);
+
+	memset(p, 0, sizeof(*p));
+	snprintf(p->path, sizeof(p->path), "%s", path);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+		close(fd);
+		return -EINVAL;
+	}
+	bad = read_table(fd, (size_t)st.st_size, p);
+	close(fd);
+	p->h = p->data;
+	if (!bad)
+		bad = validate(p->h, p->size);
+	if (bad) {
+		cli_error("locks", NULL, "skipping %s: %s", path, bad);
+		return -EINVAL;
+	}
+	p->entries = (const struct lkl_entry *)((const char *)p->data + LKL_HEADER_SIZE);
+	p->modules = (const struct lkl_module *)((const char *)p->data + p->h->modules_offset);
+	p->nmodules = p->h->nmodules < LKL_MAX_MODULES ? p->h->nmodules : LKL_MAX_MODULES;
+	return 0;
+}
+
+/* ---- its rows ---- */
+
+static uint64_t to_ns(uint64_t ticks, double ticks_per_ns)
+{
+	return (uint64_t)((double)ticks / ticks_per_ns + 0.5);
+}
+
+static uint64_t mean(uint64_t total, uint64_t n)
+{
+	return n ? (total + n / 2) / n : 0;
+}
+
+/* sampled holds: mean x count, exact when every hold was timed */
+static void holds(uint64_t samples, uint64_t total, uint64_t max, uint64_t count, double tpn,
+		  uint64_t *total_ns, uint64_t *max_ns, uint64_t *mean_ns)
+{
+	double m = samples ? (double)total / (double)samples : 0;
+
+	*mean_ns = to_ns((uint64_t)(m + 0.5), tpn);
+	*max_ns = to_ns(max, tpn);
+	*total_ns = samples >= count ? to_ns(total, tpn) :
+				       to_ns((uint64_t)(m * (double)count), tpn);
+}
+
+static int by_wait(const void *a, const void *b)
+{
+	const struct lks_row *x = a, *y = b;
+
+	if (x->wait_ns != y->wait_ns)
+		return x->wait_ns < y->wait_ns ? 1 : -1;
+	if (x->acquisitions != y->acquisitions)
+		return x->acquisitions < y->acquisitions ? 1 : -1;
+	return x->address < y->address ? -1 : x->address > y->address;
+}
+
+/* ---- naming call sites ---- */
+
+static const char *module_path(const struct lkl_header *h, const struct lkl_module *m)
+{
+	return m->path[0] ? m->path : h->exe;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* The objects the process wrote down, for libdw; NULL: no memory (then no symbols). */
+static struct symbolizer *open_symbolizer(const struct lks_proc *p)
+{
+	struct symbol_object *objects = calloc(p->nmodules ? p->nmodules : 1, sizeof(*objects));
+	struct symbolizer *s;
+
+	if (!objects)
+		return NULL;
+	for (uint32_t i = 0; i < p->nmodules; i++)
+		objects[i] = (struct symbol_object){ module_path(p->h, &p->modules[i]),
+						     p->modules[i].bias };
+	s = symbolizer_open_objects(objects, p->nmodules);
+	free(objects);
+	return s;
+}
+
+/*
+ * A call site by its return address: the object and offset from the process's own table (so
+ * without libdw or debug information a site is still "libfoo.so.1+0x1a2b", for addr2line later),
+ * the function and file:line from libdw where it knows them.
+ */
+static void name_site(const struct lks_proc *p, struct symbolizer *sym, uint64_t ra,
+		      struct lks_site *out)
+{
+	/* a return address points after the call: look up the call itself */
+	uint64_t addr = ra ? ra - 1 : 0;
+	const struct lkl_module *m = NULL;
+	struct symbol_place place;
+
+	memset(out, 0, sizeof(*out));
+	out->address = ra;
+	if (!ra)
+		return;
+	for (uint32_t i = 0; i < p->nmodules; i++)
+		if (addr >= p->modules[i].start && addr < p->modules[i].end)
+			m = &p->modules[i];
+	if (m) {
+		snprintf(out->module, sizeof(out->module), "%.63s",
+			 base_name(module_path(p->h, m)));
+		out->offset = ra - m->bias;
+	}
+	if (!sym)
+		return;
+	symbolizer_place(sym, addr, false, &place);
+	if (place.function)
+		snprintf(out->function, sizeof(out->function), "%s", place.function);
+	if (place.file) {
+		snprintf(out->file, sizeof(out->file), "%s", base_name(place.file));
+		out->line = place.line;
+	}
+}
+
+/* The names come from the program's files: escaped (lk__text_escape). */
+
+int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns)
+{
+	const struct lkl_header *h = p->h;
+	struct symbolizer *sym;
+	size_t n = 0;
+
+	p->duration_ns = (h->flags & LKL_F_EXITED) && h->end_ns > h->start_ns ?
+				 h->end_ns - h->start_ns :
+				 (end_ns > h->start_ns ? end_ns - h->start_ns : 0);
+	p->rows = calloc(h->capacity, sizeof(*p->rows));
+	if (!p->rows)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < h->capacity; i++) {
+		const struct lkl_entry *e = &p->entries[i];
+		struct lks_row *r;
+
+		if (!e->key ||
+		    !(e->acquisitions || e->read_acquisitions || e->try_fails || e->posts))
+			continue;
+		r = &p->rows[n++];
+		r->e = e;
+		r->kind = (enum lkl_kind)(e->key & LKL_KIND_MASK);
+		r->address = e->key & ~(LKL_KIND_MASK | LKL_RETIRED);
+		r->destroyed = e->key & LKL_RETIRED;
+		r->acquisitions = e->acquisitions + e->read_acquisitions;
+		r->wait_ns = to_ns(e->wait_total, tpn);
+		r->wait_max_ns = to_ns(e->wait_max, tpn);
+		r->wait_mean_ns = mean(r->wait_ns, e->contended);
+		holds(e->hold_samples, e->hold_total, e->hold_max, e->acquisitions, tpn,
+		      &r->hold_ns, &r->hold_max_ns, &r->hold_mean_ns);
+		holds(e->read_hold_samples, e->read_hold_total, e->read_hold_max,
+		      e->read_acquisitions, tpn, &r->read_hold_ns, &r->read_hold_max_ns,
+		      &r->read_hold_mean_ns);
+		p->acquisitions += r->acquisitions;
+		p->contended += e->contended;
+		p->wait_ns += r->wait_ns;
+	}
+	p->nrows = n;
+	p->nlocks = n + h->folded_locks;
+	p->acquisitions += h->folded_acquisitions;
+	if (n)
+		qsort(p->rows, n, sizeof(*p->rows), by_wait);
+	sym = n ? open_symbolizer(p) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		name_site(p, sym, p->rows[i].e->site, &p->rows[i].site);
+		name_site(p, sym, p->rows[i].e->first_site, &p->rows[i].first_site);
+	}
+	symbolizer_close(sym);
+	return 0;
+}
+
+/* ---- the directory ---- */
+
+static int by_start(const void *a, const void *b)
+{
+	const struct lks_proc *x = a, *y = b;
+
+	return x->h->start_ns < y->h->start_ns ? -1 : x->h->start_ns > y->h->start_ns;
+}
+
+int lks_load_dir(const char *dir, struct lks_proc **out, size_t *count)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	struct lks_proc *v = NULL;
+	size_t n = 0;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char path[PATH_MAX];
+		struct lks_proc *grown;
+		size_t len = strlen(de->d_name);
+
+		if (len < 5 || strcmp(de->d_name + len - 4, ".lkl") != 0)
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
+			continue;
+		grown = realloc(v, (n + 1) * sizeof(*v));
+		if (!grown)
+			break;
+		v = grown;
+		if (load_proc(path, &v[n]) == 0)
+			n++;
+		else
+			free(v[n].data);
+		unlink(path);
+	}
+	closedir(d);
+	if (n)
+		qsort(v, n, sizeof(*v), by_start);
+	*out = v;
+	*count = n;
+	return 0;
+}
