@@ -32,6 +32,7 @@
 #include <lowkey/lowkey.h>
 
 #include "bench.h"
+#include "internal/clock.h"
 
 /* The vDSO patch's figures: 100,000,000 calls of clock_gettime(CLOCK_THREAD_CPUTIME_ID): 63.4 s
  * real before the patch, 4.9 s with its vDSO. */
@@ -124,22 +125,9 @@ static uint64_t calibrate(const struct cost_row *r, uint64_t target_ns)
 	}
 }
 
-static int open_task_clock(void)
-{
-	struct perf_event_attr attr;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.size = sizeof(attr);
-	attr.type = PERF_TYPE_SOFTWARE;
-	attr.config = PERF_COUNT_SW_TASK_CLOCK;
-	attr.exclude_kernel = 1;
-	attr.exclude_hv = 1;
-	return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-}
-
 static int measure_costs(int runs)
 {
-	task_clock_fd = open_task_clock();
+	task_clock_fd = lk__task_clock_open();
 	for (size_t i = 0; i < NROWS; i++) {
 		rows[i].samples = calloc((size_t)runs, sizeof(double));
 		if (!rows[i].samples)

@@ -19,6 +19,20 @@
 #include <unistd.h>
 
 #include "clock/clock_internal.h"
+#include "internal/clock.h"
+
+int lk__task_clock_open(void)
+{
+	struct perf_event_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_TASK_CLOCK;
+	attr.exclude_kernel = 1; /* allowed at perf_event_paranoid 2; a clock counts time anyway */
+	attr.exclude_hv = 1;
+	return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
 
 static pthread_key_t exit_key;
 static bool exit_key_ok;
@@ -89,25 +103,17 @@ static bool perf_error_is_permanent(int err)
 static const volatile struct perf_event_mmap_page *map_task_clock(size_t len, int *err,
 								  bool *at_open)
 {
-	struct perf_event_attr attr;
 	void *page;
-	long fd;
+	int fd = lk__task_clock_open();
 
-	memset(&attr, 0, sizeof(attr));
-	attr.size = sizeof(attr);
-	attr.type = PERF_TYPE_SOFTWARE;
-	attr.config = PERF_COUNT_SW_TASK_CLOCK;
-	attr.exclude_kernel = 1; /* allowed at perf_event_paranoid 2; a clock counts time anyway */
-	attr.exclude_hv = 1;
-	fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	*at_open = fd < 0;
 	if (fd < 0) {
 		*err = errno;
 		return NULL;
 	}
-	page = mmap(NULL, len, PROT_READ, MAP_SHARED, (int)fd, 0);
+	page = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
 	*err = errno;
-	close((int)fd);
+	close(fd);
 	return page == MAP_FAILED ? NULL : page;
 }
 

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "clock/clock_internal.h"
+#include "internal/clock.h"
 
 struct tb_slot {
 	uint64_t at;
@@ -157,23 +158,15 @@ static uint64_t hz_from_page(const volatile struct perf_event_mmap_page *page)
 
 static uint64_t hz_from_perf_page(void)
 {
-	struct perf_event_attr attr;
 	size_t len = (size_t)getpagesize();
 	uint64_t hz = 0;
 	void *page;
-	long fd;
+	int fd = lk__task_clock_open();
 
-	memset(&attr, 0, sizeof(attr));
-	attr.size = sizeof(attr);
-	attr.type = PERF_TYPE_SOFTWARE;
-	attr.config = PERF_COUNT_SW_TASK_CLOCK;
-	attr.exclude_kernel = 1;
-	attr.exclude_hv = 1;
-	fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	page = mmap(NULL, len, PROT_READ, MAP_SHARED, (int)fd, 0);
-	close((int)fd);
+	page = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
 	if (page == MAP_FAILED)
 		return 0;
 	hz = hz_from_page(page);
