@@ -452,6 +452,38 @@ static unsigned long walk_budget(const struct lk_semset *s)
 	return s->shared ? s->nwaiters + 1ul : ULONG_MAX;
 }
 
+enum served { SERVE_STOP, SERVE_NEXT, SERVE_DONE };
+
+/*
+ * One sleeper met by a walk: reaped if its task died, left waiting if its operations would block
+ * (noting on which semaphore), else taken off the queues and handed its result, undone if it can
+ * no longer take it. SERVE_DONE: its operations were applied and it has them; SERVE_STOP: the
+ * queue is broken, the walk ends.
+ */
+static enum served serve(struct lk_semset *s, struct waiter *q, const struct request *req,
+			 struct wakelist *wl)
+{
+	size_t blocking;
+	int r = reap_dead(s, q, req->nops);
+
+	if (r == BROKEN)
+		return SERVE_STOP;
+	if (r == REAPED)
+		return SERVE_NEXT;
+	r = lk__try_ops(s, req->ops, req->nops, &blocking);
+	if (r > 0) {
+		q->blocking = (uint16_t)blocking;
+		return SERVE_NEXT;
+	}
+	lk__unqueue_waiter(s, q, req->nops);
+	if (!hand_over(s, wl, q, r, req->ops[0].sem_num)) {
+		if (r == 0)
+			undo_ops(s, req->ops, req->nops);
+		return SERVE_NEXT;
+	}
+	return r == 0 ? SERVE_DONE : SERVE_NEXT;
+}
+
 /* Serve the wait-for-zero sleepers of semaphore semnum (-1: the set's complex ones). */
 static bool wake_const_ops(struct lk_semset *s, int semnum, struct wakelist *wl)
 {
@@ -463,31 +495,17 @@ static bool wake_const_ops(struct lk_semset *s, int semnum, struct wakelist *wl)
 	while (ref != end) {
 		struct waiter *q = waiter_of(s, ref);
 		struct request req;
-		size_t blocking;
-		int r;
+		enum served served;
 
 		if (!q || !budget-- || !read_request(s, q, &req)) {
 			set_corrupt(s);
 			break;
 		}
 		ref = q->node.next;
-		r = reap_dead(s, q, req.nops);
-		if (r == BROKEN)
+		served = serve(s, q, &req, wl);
+		if (served == SERVE_STOP)
 			break;
-		if (r == REAPED)
-			continue;
-		r = lk__try_ops(s, req.ops, req.nops, &blocking);
-		if (r > 0) {
-			q->blocking = (uint16_t)blocking;
-			continue;
-		}
-		lk__unqueue_waiter(s, q, req.nops);
-		if (!hand_over(s, wl, q, r, req.ops[0].sem_num)) {
-			if (r == 0)
-				undo_ops(s, req.ops, req.nops);
-			continue;
-		}
-		completed |= r == 0;
+		completed |= served == SERVE_DONE;
 	}
 	return completed;
 }
@@ -542,9 +560,7 @@ again:
 	while (ref != end) {
 		struct waiter *q = waiter_of(s, ref);
 		struct request req;
-		size_t blocking;
-		bool restart = false;
-		int r;
+		enum served served;
 
 		if (!q || !budget-- || !read_request(s, q, &req)) {
 			set_corrupt(s);
@@ -554,29 +570,15 @@ again:
 		/* on its own list: every sleeper decrements it, none can go on at zero */
 		if (semnum >= 0 && LK__LD(s->sems[semnum].value) == 0)
 			break;
-		r = reap_dead(s, q, req.nops);
-		if (r == BROKEN)
+		served = serve(s, q, &req, wl);
+		if (served == SERVE_STOP)
 			break;
-		if (r == REAPED)
-			continue;
-		r = lk__try_ops(s, req.ops, req.nops, &blocking);
-		if (r > 0) {
-			q->blocking = (uint16_t)blocking;
-			continue;
-		}
-		lk__unqueue_waiter(s, q, req.nops);
-		if (!hand_over(s, wl, q, r, req.ops[0].sem_num)) {
-			if (r == 0)
-				undo_ops(s, req.ops, req.nops);
-			continue;
-		}
-		if (r == 0) {
+		if (served == SERVE_DONE) {
 			completed = true;
 			wake_zero_waiters(s, req.ops, req.nops, wl);
-			restart = needs_restart(s, req.nops);
+			if (needs_restart(s, req.nops))
+				goto again;
 		}
-		if (restart)
-			goto again;
 	}
 	return completed;
 }
