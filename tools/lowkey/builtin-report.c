@@ -651,7 +651,7 @@ static int report_run(int argc, char **argv)
 	}
 	status_begin("report", !json && !quiet);
 	if (html) {
-		status_reading_begin(argv[optind], 2);	/* the page walks the trace twice */
+		status_reading_begin(argv[optind], 1);	/* the page reads the trace once */
 		rc = report_html(argv[optind], html);
 		status_reading_end();
 		return rc;
