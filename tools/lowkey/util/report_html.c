@@ -23,7 +23,6 @@
 #include <string.h>
 
 #include <lowkey/probe.h>
-
 #include <lowkey/trace_reader.h>
 
 #include "builtin.h"
