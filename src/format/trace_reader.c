@@ -5,6 +5,7 @@
  * streams, spans paired as they come out (spans.h).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -374,7 +375,11 @@ static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
 	/* for the pairing and the arguments: the time in ns where the walk had the TSC */
 	struct lk__event e = { th->tid, rec->ns, rec->cpu_ns, cls, tf->bytes + rec->at, rec->len };
 
-	memset(ev, 0, sizeof(*ev));
+	/* all but the arguments, which decode_args sets as far as nargs: the bulk of the event */
+	_Static_assert(offsetof(struct lk_trace_event, depth) ==
+		       offsetof(struct lk_trace_event, args) + sizeof(ev->args), "args before depth");
+	memset(ev, 0, offsetof(struct lk_trace_event, args));
+	memset(&ev->depth, 0, sizeof(*ev) - offsetof(struct lk_trace_event, depth));
 	ev->seq = tf->seq++;
 	ev->tid = th->tid;
 	ev->thread = s->thread;
