@@ -38,7 +38,7 @@
  * integers, the CTF reader through a double, so its times may differ from CTF's by 1 ns (and two
  * threads' events that close may come in the other order).
  *
- * Cost: the trace is read whole at open -- every event into memory, 32 bytes each (64-bit) plus
+ * Cost: the trace is read whole at open -- every event into memory, 40 bytes each (64-bit) plus
  * its arguments' bytes, in arrays grown by doubling; a JSON or Perfetto file also holds its bytes
  * and its parsed events while it is read -- and each thread's stream is put in time order;
  * lk_trace_file_next() then costs O(log streams) (a merge of the threads' streams) and allocates
@@ -97,10 +97,13 @@ struct lk_trace_event {
 	enum lk_probe_kind kind; /* LK_TRACE_EV_PROBE: instant, span begin or end, counter */
 	uint64_t seq;		 /* its position in the file's order: 0, 1, 2... */
 	int tid;
-	const char *thread_name;     /* the thread's name, "" if the trace has none; lives as
+	unsigned int thread;		/* its thread's index (lk_trace_file_thread) */
+	const char *thread_name;	/* the thread's name, "" if the trace has none; lives as
 					 * long as the file is open */
-	uint64_t ns;		     /* when (see the top of this header) */
-	uint64_t cpu_ns;	     /* the thread's CPU time then; 0 unless the trace records it
+	uint64_t ns;			/* when (see the top of this header) */
+	uint64_t ticks;			/* the same, on the trace's own clock (tick_hz) */
+	unsigned int class_id;		/* its provider:name and kind (lk_trace_file_class) */
+	uint64_t cpu_ns;		/* the thread's CPU time then; 0 unless the trace records it
 					 * (lk_trace_file_get_info().cputime) */
 	const char *provider, *name; /* "lowkey" and "sched_out"/"sched_in" for switches */
 	unsigned int nargs;
@@ -111,9 +114,9 @@ struct lk_trace_event {
 	unsigned int depth;
 	/* LK_PROBE_SPAN_END: whether a begin was open for it; if so, that begin's seq and times. */
 	bool paired;
-	uint64_t begin_seq, begin_ns, begin_cpu_ns;
-	uint64_t duration_ns;	  /* ns - begin_ns */
-	uint64_t cpu_duration_ns; /* cpu_ns - begin_cpu_ns; 0 without CPU time */
+	uint64_t begin_seq, begin_ns, begin_ticks, begin_cpu_ns;
+	uint64_t duration_ns;		/* ns - begin_ns */
+	uint64_t cpu_duration_ns;	/* cpu_ns - begin_cpu_ns; 0 without CPU time */
 
 	double value; /* LK_PROBE_COUNTER: the value, as a double */
 
@@ -134,10 +137,24 @@ struct lk_trace_file_info {
 	uint64_t sched_lost;	    /* context switch records the kernel dropped */
 	uint64_t dropped;	    /* flight recorder snapshots: of the events older
 					 * ones overwrote, those the threads dropped */
-	uint64_t truncated_streams; /* CTF: streams cut inside their last packet */
-	bool cputime;		    /* events carry CPU time */
-	bool sched;		    /* context switches were recorded */
-	bool overwrite;		    /* a flight recorder's snapshot */
+	uint64_t truncated_streams;	/* CTF: streams cut inside their last packet */
+	uint64_t nonfinite_counters;	/* JSON: counter values the file left out (NaN, inf) */
+	bool cputime;			/* events carry CPU time */
+	bool sched;			/* context switches were recorded */
+	bool overwrite;			/* a flight recorder's snapshot */
+	uint64_t tick_hz;		/* ticks per second of lk_trace_event.ticks: the cycle
+					 * counter's in CTF, 10^9 (ns) in JSON and Perfetto */
+	unsigned int classes;		/* the class_id values: 0 to classes - 1 */
+};
+
+/*
+ * A class of events: every event of one provider:name and kind, whichever site or library
+ * recorded it. Class ids run in the order of provider, then name (strcmp), then kind, so a
+ * listing by id reads the same for one recording in every format. Switches have classes too.
+ */
+struct lk_trace_class {
+	const char *provider, *name;	/* live as long as the file is open */
+	enum lk_probe_kind kind;
 };
 
 /* A thread of the trace. */
@@ -148,6 +165,8 @@ struct lk_trace_thread {
 	uint64_t lost;	    /* events it lost (a full ring) */
 	uint64_t truncated; /* CTF: bytes at the end of its stream that were not a whole
 					 * packet (a program killed while writing); 0 elsewhere */
+	uint64_t open_spans;		/* spans open on it after the latest lk_trace_file_next():
+					 * at the end, those its trace never closed */
 };
 
 /*
@@ -179,6 +198,10 @@ LK_API const struct lk_trace_file_info *lk_trace_file_get_info(const struct lk_t
  */
 LK_API int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i,
 				struct lk_trace_thread *th);
+
+/* lk_trace_file_class - class id (lk_trace_event.class_id) into *cls. 0, or -ERANGE. O(1). */
+LK_API int lk_trace_file_class(const struct lk_trace_file *tf, unsigned int id,
+			       struct lk_trace_class *cls);
 
 /* The event's argument of that name, or NULL if it has none. O(arguments). */
 LK_API const struct lk_trace_arg *lk_trace_event_arg(const struct lk_trace_event *ev,

@@ -5,6 +5,7 @@
  * streams, spans paired as they come out (spans.h).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,7 @@
 
 /* An event kept in memory; its payload at `at` in lk_trace_file.bytes. */
 struct tr_record {
-	uint64_t ns, cpu_ns;
+	uint64_t ns, ticks, cpu_ns;
 	size_t at;
 	uint32_t cls, len;
 };
@@ -33,9 +34,10 @@ struct tr_thread {
 	int tid;
 	char *name;
 	uint64_t events, lost, truncated;
-	struct lk__pair_stack open; /* its open spans ... */
-	uint64_t *seq;		    /* ... and their begins' seq, by position */
-	size_t seq_cap;
+	struct lk__pair_stack open;	/* its open spans ... */
+	uint64_t *seq;			/* ... and their begins' seq, by position */
+	uint64_t *ticks;		/* ... and ticks */
+	size_t seq_cap, ticks_cap;
 };
 
 struct lk_trace_file {
@@ -49,7 +51,9 @@ struct lk_trace_file {
 	uint8_t *bytes; /* the payloads */
 	size_t nbytes, capbytes;
 	struct lk__pair_index pairs;
-	size_t *heap; /* streams with events left, the earliest first */
+	uint32_t *class_of;		/* by the trace's class id: lk_trace_event.class_id */
+	uint32_t *class_first;		/* by class_id: the trace's first class id of it */
+	size_t *heap;			/* streams with events left, the earliest first */
 	size_t nheap;
 	uint64_t seq;
 	int walk_rc; /* -ENOMEM while walking, for the message */
@@ -131,7 +135,7 @@ static int on_event(const struct lk__event *e, void *arg)
 		return tf->walk_rc = -ENOMEM;
 	if (e->payload_len)
 		memcpy(tf->bytes + tf->nbytes, e->payload, e->payload_len);
-	s->v[s->n++] = (struct tr_record){ lk__reader_ns(&tf->file.r, e->tsc), e->cputime_ns,
+	s->v[s->n++] = (struct tr_record){ lk__reader_ns(&tf->file.r, e->tsc), e->tsc, e->cputime_ns,
 					   tf->nbytes, e->cls->id, (uint32_t)e->payload_len };
 	tf->nbytes += e->payload_len;
 	tf->info.events++;
@@ -209,6 +213,27 @@ static void fill_info(struct lk_trace_file *tf)
 	in->cputime = r->cputime;
 	in->sched = r->sched;
 	in->overwrite = r->overwrite;
+	in->tick_hz = r->tsc_hz;
+	in->nonfinite_counters = tf->file.nonfinite_counters;
+}
+
+/* lk_trace_event.class_id: the rows of lk__group_classes, numbered in their order. */
+static int number_classes(struct lk_trace_file *tf, const uint32_t *first, const uint32_t *rows,
+			  size_t nrows)
+{
+	size_t n = 0;
+
+	tf->class_of = calloc(tf->file.r.nclasses + 1, sizeof(*tf->class_of));
+	tf->class_first = calloc(nrows + 1, sizeof(*tf->class_first));
+	if (!tf->class_of || !tf->class_first)
+		return -ENOMEM;
+	for (size_t k = 0; k < nrows; k++) {
+		if (first[rows[k]] == rows[k])
+			tf->class_first[n++] = rows[k];
+		tf->class_of[rows[k]] = (uint32_t)n - 1;
+	}
+	tf->info.classes = (unsigned int)n;
+	return 0;
 }
 
 /* The pairing's view of the classes: every provider:event is one name, whatever its kind. */
@@ -223,6 +248,8 @@ static int init_pairs(struct lk_trace_file *tf)
 		rows = lk__group_classes(r, first, &nrows);
 	if (rows)
 		rc = lk__pair_init(&tf->pairs, r, rows, nrows);
+	if (!rc)
+		rc = number_classes(tf, first, rows, nrows);
 	free(rows);
 	free(first);
 	return rc ? lk__fail(rc, "out of memory reading %s", r->dir ? r->dir : "a trace") : 0;
@@ -312,9 +339,11 @@ static int begin_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_
 {
 	ev->depth = (unsigned int)th->open.depth;
 	if (grow((void **)&th->seq, &th->seq_cap, th->open.depth + 1, sizeof(*th->seq)) ||
+	    grow((void **)&th->ticks, &th->ticks_cap, th->open.depth + 1, sizeof(*th->ticks)) ||
 	    lk__pair_open(&tf->pairs, &th->open, e))
 		return lk__fail(-ENOMEM, "out of memory pairing spans");
 	th->seq[ev->depth] = ev->seq;
+	th->ticks[ev->depth] = ev->ticks;
 	return 0;
 }
 
@@ -331,6 +360,7 @@ static int end_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_tr
 	ev->depth = (unsigned int)k;
 	ev->begin_seq = th->seq[k];
 	ev->begin_ns = o->tsc;
+	ev->begin_ticks = th->ticks[k];
 	ev->begin_cpu_ns = o->cpu;
 	ev->duration_ns = ev->ns >= o->tsc ? ev->ns - o->tsc : 0;
 	ev->cpu_duration_ns = ev->cpu_ns >= o->cpu ? ev->cpu_ns - o->cpu : 0;
@@ -347,11 +377,18 @@ static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
 	/* for the pairing and the arguments: the time in ns where the walk had the TSC */
 	struct lk__event e = { th->tid, rec->ns, rec->cpu_ns, cls, tf->bytes + rec->at, rec->len };
 
-	memset(ev, 0, sizeof(*ev));
+	/* all but the arguments, which decode_args sets as far as nargs: the bulk of the event */
+	_Static_assert(offsetof(struct lk_trace_event, depth) ==
+		       offsetof(struct lk_trace_event, args) + sizeof(ev->args), "args before depth");
+	memset(ev, 0, offsetof(struct lk_trace_event, args));
+	memset(&ev->depth, 0, sizeof(*ev) - offsetof(struct lk_trace_event, depth));
 	ev->seq = tf->seq++;
 	ev->tid = th->tid;
+	ev->thread = s->thread;
 	ev->thread_name = th->name ? th->name : "";
 	ev->ns = rec->ns;
+	ev->ticks = rec->ticks;
+	ev->class_id = tf->class_of[rec->cls];
 	ev->cpu_ns = rec->cpu_ns;
 	ev->provider = cls->provider;
 	ev->name = cls->event;
@@ -442,7 +479,18 @@ int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i, struct 
 		return -ERANGE;
 	t = &tf->threads[i];
 	*th = (struct lk_trace_thread){ t->tid, t->name ? t->name : "", t->events, t->lost,
-					t->truncated };
+					t->truncated, t->open.depth };
+	return 0;
+}
+
+int lk_trace_file_class(const struct lk_trace_file *tf, unsigned int id, struct lk_trace_class *cls)
+{
+	const struct lk__event_class *c;
+
+	if (id >= tf->info.classes)
+		return -ERANGE;
+	c = tf->file.r.classes[tf->class_first[id]];
+	*cls = (struct lk_trace_class){ c->provider, c->event, (enum lk_probe_kind)c->kind };
 	return 0;
 }
 
@@ -461,6 +509,7 @@ void lk_trace_file_close(struct lk_trace_file *tf)
 	for (size_t i = 0; i < tf->nthreads; i++) {
 		free(tf->threads[i].name);
 		free(tf->threads[i].seq);
+		free(tf->threads[i].ticks);
 		lk__pair_stack_free(&tf->threads[i].open);
 	}
 	for (size_t i = 0; i < tf->nstreams; i++)
@@ -469,6 +518,8 @@ void lk_trace_file_close(struct lk_trace_file *tf)
 	free(tf->streams);
 	free(tf->bytes);
 	free(tf->heap);
+	free(tf->class_of);
+	free(tf->class_first);
 	lk__tf_map_free(&tf->thread_of);
 	lk__pair_free(&tf->pairs);
 	lk__trace_file_close(&tf->file);

@@ -110,6 +110,71 @@ static void check_threads(const struct lk_trace_file *tf, const struct reading *
 	assert_true(main_seen);
 }
 
+/* The event's class, thread and time on the trace's own clock agree with the event. */
+static void check_class_thread_ticks(const struct lk_trace_file *tf, const struct lk_trace_event *ev)
+{
+	const struct lk_trace_file_info *in = lk_trace_file_get_info(tf);
+	struct lk_trace_class cls;
+	struct lk_trace_thread th;
+
+	assert_int_equal(lk_trace_file_class(tf, ev->class_id, &cls), 0);
+	assert_string_equal(cls.provider, ev->provider);
+	assert_string_equal(cls.name, ev->name);
+	if (ev->type == LK_TRACE_EV_PROBE)
+		assert_int_equal(cls.kind, ev->kind);
+	assert_int_equal(lk_trace_file_thread(tf, ev->thread, &th), 0);
+	assert_int_equal(th.tid, ev->tid);
+	if (ev->paired) {
+		double ns = (double)(ev->ticks - ev->begin_ticks) * 1e9 / (double)in->tick_hz;
+
+		assert_true(ev->ticks >= ev->begin_ticks);
+		assert_true(ns > (double)ev->duration_ns - 1.5 && ns < (double)ev->duration_ns + 1.5);
+	}
+}
+
+/* Class ids run by provider, name and kind, one per such triple. */
+static void check_class_order(const struct lk_trace_file *tf)
+{
+	const struct lk_trace_file_info *in = lk_trace_file_get_info(tf);
+	struct lk_trace_class a, b;
+
+	assert_true(in->classes > 0);
+	assert_true(in->tick_hz > 0);
+	for (unsigned int i = 1; i < in->classes; i++) {
+		int c;
+
+		assert_int_equal(lk_trace_file_class(tf, i - 1, &a), 0);
+		assert_int_equal(lk_trace_file_class(tf, i, &b), 0);
+		c = strcmp(a.provider, b.provider);
+		if (!c)
+			c = strcmp(a.name, b.name);
+		assert_true(c < 0 || (c == 0 && a.kind < b.kind));
+	}
+	assert_int_equal(lk_trace_file_class(tf, in->classes, &a), -ERANGE);
+}
+
+/* rd:left_open, on the main thread, is the one span the trace never closes. */
+static void check_open_spans(struct lk_trace_file *tf)
+{
+	const struct lk_trace_file_info *in = lk_trace_file_get_info(tf);
+	struct lk_trace_thread th;
+	uint64_t open = 0;
+
+	for (unsigned int i = 0; i < in->threads; i++) {
+		assert_int_equal(lk_trace_file_thread(tf, i, &th), 0);
+		if (th.open_spans)
+			assert_string_equal(th.name, "rd-main");
+		open += th.open_spans;
+	}
+	assert_int_equal(open, 1);
+	assert_int_equal(in->nonfinite_counters, 0);
+	lk_trace_file_rewind(tf);
+	for (unsigned int i = 0; i < in->threads; i++) {
+		assert_int_equal(lk_trace_file_thread(tf, i, &th), 0);
+		assert_int_equal(th.open_spans, 0);
+	}
+}
+
 static void read_all(const char *path, struct reading *out)
 {
 	struct lk_trace_file *tf;
@@ -141,11 +206,14 @@ static void read_all(const char *path, struct reading *out)
 		snprintf(s->name, sizeof(s->name), "%s:%s", ev.provider, ev.name);
 		if (ev.paired)
 			assert_int_equal(ev.ns - ev.begin_ns, ev.duration_ns);
+		check_class_thread_ticks(tf, &ev);
 	}
 	assert_int_equal(rc, 0);
 	assert_int_equal(lk_trace_file_next(tf, &ev), 0); /* and stays at the end */
 	assert_int_equal((uint64_t)out->n, out->info.events);
 	check_threads(tf, out);
+	check_class_order(tf);
+	check_open_spans(tf);
 	lk_trace_file_close(tf);
 }
 
