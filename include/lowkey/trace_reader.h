@@ -97,13 +97,13 @@ struct lk_trace_event {
 	enum lk_probe_kind kind; /* LK_TRACE_EV_PROBE: instant, span begin or end, counter */
 	uint64_t seq;		 /* its position in the file's order: 0, 1, 2... */
 	int tid;
-	unsigned int thread;		/* its thread's index (lk_trace_file_thread) */
-	const char *thread_name;	/* the thread's name, "" if the trace has none; lives as
+	unsigned int thread;	     /* its thread's index (lk_trace_file_thread) */
+	const char *thread_name;     /* the thread's name, "" if the trace has none; lives as
 					 * long as the file is open */
-	uint64_t ns;			/* when (see the top of this header) */
-	uint64_t ticks;			/* the same, on the trace's own clock (tick_hz) */
-	unsigned int class_id;		/* its provider:name and kind (lk_trace_file_class) */
-	uint64_t cpu_ns;		/* the thread's CPU time then; 0 unless the trace records it
+	uint64_t ns;		     /* when (see the top of this header) */
+	uint64_t ticks;		     /* the same, on the trace's own clock (tick_hz) */
+	unsigned int class_id;	     /* its provider:name and kind (lk_trace_file_class) */
+	uint64_t cpu_ns;	     /* the thread's CPU time then; 0 unless the trace records it
 					 * (lk_trace_file_get_info().cputime) */
 	const char *provider, *name; /* "lowkey" and "sched_out"/"sched_in" for switches */
 	unsigned int nargs;
@@ -115,8 +115,8 @@ struct lk_trace_event {
 	/* LK_PROBE_SPAN_END: whether a begin was open for it; if so, that begin's seq and times. */
 	bool paired;
 	uint64_t begin_seq, begin_ns, begin_ticks, begin_cpu_ns;
-	uint64_t duration_ns;		/* ns - begin_ns */
-	uint64_t cpu_duration_ns;	/* cpu_ns - begin_cpu_ns; 0 without CPU time */
+	uint64_t duration_ns;	  /* ns - begin_ns */
+	uint64_t cpu_duration_ns; /* cpu_ns - begin_cpu_ns; 0 without CPU time */
 
 	double value; /* LK_PROBE_COUNTER: the value, as a double */
 
@@ -130,21 +130,21 @@ struct lk_trace_file_info {
 	const char *format_name; /* "CTF", "Chrome JSON", "Perfetto" */
 	int pid;		 /* the process recorded */
 	const char *process_name;
-	unsigned int threads;	    /* threads with a stream of events, switches or a name */
-	uint64_t events;	    /* events lk_trace_file_next() gives, switches included */
-	uint64_t thread_names;	    /* the trace's records of thread names (not events here) */
-	uint64_t lost;		    /* events the threads lost (full rings), all together */
-	uint64_t sched_lost;	    /* context switch records the kernel dropped */
-	uint64_t dropped;	    /* flight recorder snapshots: of the events older
+	unsigned int threads;	     /* threads with a stream of events, switches or a name */
+	uint64_t events;	     /* events lk_trace_file_next() gives, switches included */
+	uint64_t thread_names;	     /* the trace's records of thread names (not events here) */
+	uint64_t lost;		     /* events the threads lost (full rings), all together */
+	uint64_t sched_lost;	     /* context switch records the kernel dropped */
+	uint64_t dropped;	     /* flight recorder snapshots: of the events older
 					 * ones overwrote, those the threads dropped */
-	uint64_t truncated_streams;	/* CTF: streams cut inside their last packet */
-	uint64_t nonfinite_counters;	/* JSON: counter values the file left out (NaN, inf) */
-	bool cputime;			/* events carry CPU time */
-	bool sched;			/* context switches were recorded */
-	bool overwrite;			/* a flight recorder's snapshot */
-	uint64_t tick_hz;		/* ticks per second of lk_trace_event.ticks: the cycle
+	uint64_t truncated_streams;  /* CTF: streams cut inside their last packet */
+	uint64_t nonfinite_counters; /* JSON: counter values the file left out (NaN, inf) */
+	bool cputime;		     /* events carry CPU time */
+	bool sched;		     /* context switches were recorded */
+	bool overwrite;		     /* a flight recorder's snapshot */
+	uint64_t tick_hz;	     /* ticks per second of lk_trace_event.ticks: the cycle
 					 * counter's in CTF, 10^9 (ns) in JSON and Perfetto */
-	unsigned int classes;		/* the class_id values: 0 to classes - 1 */
+	unsigned int classes;	     /* the class_id values: 0 to classes - 1 */
 };
 
 /*
@@ -153,19 +153,19 @@ struct lk_trace_file_info {
  * listing by id reads the same for one recording in every format. Switches have classes too.
  */
 struct lk_trace_class {
-	const char *provider, *name;	/* live as long as the file is open */
+	const char *provider, *name; /* live as long as the file is open */
 	enum lk_probe_kind kind;
 };
 
 /* A thread of the trace. */
 struct lk_trace_thread {
 	int tid;
-	const char *name;   /* "" if none; lives as long as the file is open */
-	uint64_t events;    /* its events lk_trace_file_next() gives, switches too */
-	uint64_t lost;	    /* events it lost (a full ring) */
-	uint64_t truncated; /* CTF: bytes at the end of its stream that were not a whole
+	const char *name;    /* "" if none; lives as long as the file is open */
+	uint64_t events;     /* its events lk_trace_file_next() gives, switches too */
+	uint64_t lost;	     /* events it lost (a full ring) */
+	uint64_t truncated;  /* CTF: bytes at the end of its stream that were not a whole
 					 * packet (a program killed while writing); 0 elsewhere */
-	uint64_t open_spans;		/* spans open on it after the latest lk_trace_file_next():
+	uint64_t open_spans; /* spans open on it after the latest lk_trace_file_next():
 					 * at the end, those its trace never closed */
 };
 

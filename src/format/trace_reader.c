@@ -34,9 +34,9 @@ struct tr_thread {
 	int tid;
 	char *name;
 	uint64_t events, lost, truncated;
-	struct lk__pair_stack open;	/* its open spans ... */
-	uint64_t *seq;			/* ... and their begins' seq, by position */
-	uint64_t *ticks;		/* ... and ticks */
+	struct lk__pair_stack open; /* its open spans ... */
+	uint64_t *seq;		    /* ... and their begins' seq, by position */
+	uint64_t *ticks;	    /* ... and ticks */
 	size_t seq_cap, ticks_cap;
 };
 
@@ -51,9 +51,9 @@ struct lk_trace_file {
 	uint8_t *bytes; /* the payloads */
 	size_t nbytes, capbytes;
 	struct lk__pair_index pairs;
-	uint32_t *class_of;		/* by the trace's class id: lk_trace_event.class_id */
-	uint32_t *class_first;		/* by class_id: the trace's first class id of it */
-	size_t *heap;			/* streams with events left, the earliest first */
+	uint32_t *class_of;    /* by the trace's class id: lk_trace_event.class_id */
+	uint32_t *class_first; /* by class_id: the trace's first class id of it */
+	size_t *heap;	       /* streams with events left, the earliest first */
 	size_t nheap;
 	uint64_t seq;
 	int walk_rc; /* -ENOMEM while walking, for the message */
@@ -135,8 +135,12 @@ static int on_event(const struct lk__event *e, void *arg)
 		return tf->walk_rc = -ENOMEM;
 	if (e->payload_len)
 		memcpy(tf->bytes + tf->nbytes, e->payload, e->payload_len);
-	s->v[s->n++] = (struct tr_record){ lk__reader_ns(&tf->file.r, e->tsc), e->tsc, e->cputime_ns,
-					   tf->nbytes, e->cls->id, (uint32_t)e->payload_len };
+	s->v[s->n++] = (struct tr_record){ lk__reader_ns(&tf->file.r, e->tsc),
+					   e->tsc,
+					   e->cputime_ns,
+					   tf->nbytes,
+					   e->cls->id,
+					   (uint32_t)e->payload_len };
 	tf->nbytes += e->payload_len;
 	tf->info.events++;
 	tf->threads[s->thread].events++;
@@ -379,7 +383,8 @@ static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
 
 	/* all but the arguments, which decode_args sets as far as nargs: the bulk of the event */
 	_Static_assert(offsetof(struct lk_trace_event, depth) ==
-		       offsetof(struct lk_trace_event, args) + sizeof(ev->args), "args before depth");
+			       offsetof(struct lk_trace_event, args) + sizeof(ev->args),
+		       "args before depth");
 	memset(ev, 0, offsetof(struct lk_trace_event, args));
 	memset(&ev->depth, 0, sizeof(*ev) - offsetof(struct lk_trace_event, depth));
 	ev->seq = tf->seq++;
@@ -478,8 +483,8 @@ int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i, struct 
 	if (i >= tf->nthreads)
 		return -ERANGE;
 	t = &tf->threads[i];
-	*th = (struct lk_trace_thread){ t->tid, t->name ? t->name : "", t->events, t->lost,
-					t->truncated, t->open.depth };
+	*th = (struct lk_trace_thread){ t->tid,	 t->name ? t->name : "", t->events,
+					t->lost, t->truncated,		 t->open.depth };
 	return 0;
 }
 

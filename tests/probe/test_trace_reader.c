@@ -111,7 +111,8 @@ static void check_threads(const struct lk_trace_file *tf, const struct reading *
 }
 
 /* The event's class, thread and time on the trace's own clock agree with the event. */
-static void check_class_thread_ticks(const struct lk_trace_file *tf, const struct lk_trace_event *ev)
+static void check_class_thread_ticks(const struct lk_trace_file *tf,
+				     const struct lk_trace_event *ev)
 {
 	const struct lk_trace_file_info *in = lk_trace_file_get_info(tf);
 	struct lk_trace_class cls;
@@ -128,7 +129,8 @@ static void check_class_thread_ticks(const struct lk_trace_file *tf, const struc
 		double ns = (double)(ev->ticks - ev->begin_ticks) * 1e9 / (double)in->tick_hz;
 
 		assert_true(ev->ticks >= ev->begin_ticks);
-		assert_true(ns > (double)ev->duration_ns - 1.5 && ns < (double)ev->duration_ns + 1.5);
+		assert_true(ns > (double)ev->duration_ns - 1.5 &&
+			    ns < (double)ev->duration_ns + 1.5);
 	}
 }
 

@@ -34,21 +34,21 @@ struct split {
 
 struct per_class {
 	uint64_t count;
-	struct samples wall, cpu;	/* span classes: durations in ns */
-	struct split split;		/* span classes, from the context switches */
-	double min, max, last;		/* counter classes */
+	struct samples wall, cpu; /* span classes: durations in ns */
+	struct split split;	  /* span classes, from the context switches */
+	double min, max, last;	  /* counter classes */
 };
 
 /* A closed span, kept to be split by the context switches once they are all read. */
 struct span_interval {
-	uint32_t cls;			/* its begin's class */
+	uint32_t cls; /* its begin's class */
 	bool outermost;
-	uint64_t begin, end;		/* ticks */
+	uint64_t begin, end; /* ticks */
 };
 
 /* The thread off its CPU: from a switch out to the next switch in. */
 struct off_interval {
-	uint64_t out, in;		/* ticks; in = UINT64_MAX: never back before the trace ended */
+	uint64_t out, in; /* ticks; in = UINT64_MAX: never back before the trace ended */
 	bool preempted;
 };
 
@@ -56,27 +56,27 @@ struct per_thread {
 	int tid;
 	char name[64];
 	uint64_t events, lost, first_tick, last_tick;
-	uint64_t truncated;			/* bytes after the stream's last whole packet */
-	double span_wall_ns, span_cpu_ns;	/* time in outermost spans */
-	uint32_t *open_cls;			/* the class of its open spans' begins, by depth */
+	uint64_t truncated;		  /* bytes after the stream's last whole packet */
+	double span_wall_ns, span_cpu_ns; /* time in outermost spans */
+	uint32_t *open_cls;		  /* the class of its open spans' begins, by depth */
 	size_t capopen;
-	struct span_interval *spans;		/* with context switches only */
+	struct span_interval *spans; /* with context switches only */
 	size_t nspans, capspans;
 	struct off_interval *off;
 	size_t noff, capoff;
-	uint64_t switches;			/* switches out */
-	struct split split;			/* of the outermost spans */
+	uint64_t switches;  /* switches out */
+	struct split split; /* of the outermost spans */
 };
 
 struct report {
 	struct lk_trace_file *tf;
 	const struct lk_trace_file_info *in;
-	struct per_class *classes;	/* by class id: the order rows print in */
-	struct lk_trace_class *cls;	/* by class id */
-	struct per_thread *threads;	/* in the trace's order; printed the latest first */
+	struct per_class *classes;  /* by class id: the order rows print in */
+	struct lk_trace_class *cls; /* by class id */
+	struct per_thread *threads; /* in the trace's order; printed the latest first */
 	size_t nthreads;
 	uint64_t events, first_tick, last_tick, unmatched_ends, open_at_end;
-	uint64_t switches, switch_records;	/* switch records are not counted as events */
+	uint64_t switches, switch_records; /* switch records are not counted as events */
 };
 
 /* Append *item to the array *v of *n items (capacity *cap); -ENOMEM. */
@@ -349,9 +349,9 @@ static void print_split(const struct report *rep)
 	const struct lk_trace_file_info *r = rep->in;
 	char name[200], a[32], b[32], c[32], d[32];
 
-	printf("\n%-32s %8s %12s %12s %12s %12s\n", "spans (time, --sched)", "count", "wall", "on-CPU", "runnable",
-	       "blocked");
-	for (size_t i = 0; i < r->classes; i++) {	/* by name: the same order in every format */
+	printf("\n%-32s %8s %12s %12s %12s %12s\n", "spans (time, --sched)", "count", "wall",
+	       "on-CPU", "runnable", "blocked");
+	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
 		const struct per_class *pc = &rep->classes[i];
 
 		if (!pc->wall.n)
@@ -360,8 +360,8 @@ static void print_split(const struct report *rep)
 		fmt_ns(b, sizeof(b), pc->split.on_cpu);
 		fmt_ns(c, sizeof(c), pc->split.runnable);
 		fmt_ns(d, sizeof(d), pc->split.blocked);
-		printf("  %-30s %8zu %12s %12s %12s %12s\n", class_name(&rep->cls[i], name, sizeof(name)), pc->wall.n, a,
-		       b, c, d);
+		printf("  %-30s %8zu %12s %12s %12s %12s\n",
+		       class_name(&rep->cls[i], name, sizeof(name)), pc->wall.n, a, b, c, d);
 	}
 	printf("  (%" PRIu64
 	       " context switches; runnable: preempted, waiting for a CPU; blocked: sleeping or "
@@ -404,14 +404,18 @@ static void print_format_notes(const struct report *rep)
 static void print_text(struct report *rep, const char *path)
 {
 	const struct lk_trace_file_info *r = rep->in;
-	double seconds = rep->last_tick > rep->first_tick ? tsc_ns(rep, rep->first_tick, rep->last_tick) / 1e9 : 0;
+	double seconds = rep->last_tick > rep->first_tick ?
+				 tsc_ns(rep, rep->first_tick, rep->last_tick) / 1e9 :
+				 0;
 	char name[200], a[32], b[32], c[32], d[32], e[32], f[32], shown[256];
 
-	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %zu threads, %" PRIu64 " lost\n",
-	       path, lk__text_escape(r->process_name, shown, sizeof(shown)), r->pid, rep->events, seconds, rep->nthreads,
-	       r->lost);
+	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %zu threads, %" PRIu64
+	       " lost\n",
+	       path, lk__text_escape(r->process_name, shown, sizeof(shown)), r->pid, rep->events,
+	       seconds, rep->nthreads, r->lost);
 	if (r->thread_names || rep->switch_records)
-		printf("  not counted as events: %" PRIu64 " thread-name records, %" PRIu64 " context-switch "
+		printf("  not counted as events: %" PRIu64 " thread-name records, %" PRIu64
+		       " context-switch "
 		       "records (a CTF reader such as babeltrace2 counts them as events)\n",
 		       r->thread_names, rep->switch_records);
 	if (r->format != LK_TRACE_CTF)
@@ -420,27 +424,34 @@ static void print_text(struct report *rep, const char *path)
 		uint64_t dropped = r->dropped < r->lost ? r->dropped : r->lost;
 
 		if (r->lost > dropped)
-			printf("  %" PRIu64 " older events overwritten: the flight recorder keeps the newest\n",
+			printf("  %" PRIu64
+			       " older events overwritten: the flight recorder keeps the newest\n",
 			       r->lost - dropped);
 		if (dropped)
-			printf("  %" PRIu64 " events were dropped besides those (a signal handler's over an event in "
-			       "progress, an event larger than --buffer / 8)\n", dropped);
+			printf("  %" PRIu64
+			       " events were dropped besides those (a signal handler's over an event in "
+			       "progress, an event larger than --buffer / 8)\n",
+			       dropped);
 	} else if (r->lost) {
-		printf("  %" PRIu64 " events were dropped because a thread's buffer was full: see --buffer\n", r->lost);
+		printf("  %" PRIu64
+		       " events were dropped because a thread's buffer was full: see --buffer\n",
+		       r->lost);
 	}
 	for (size_t k = rep->nthreads; k-- > 0;)
 		if (rep->threads[k].truncated)
-			printf("  thread %d's stream ends inside a packet (%" PRIu64 " bytes, left out): its program "
-			       "stopped mid-write; the events before are all here\n", rep->threads[k].tid,
-			       rep->threads[k].truncated);
+			printf("  thread %d's stream ends inside a packet (%" PRIu64
+			       " bytes, left out): its program "
+			       "stopped mid-write; the events before are all here\n",
+			       rep->threads[k].tid, rep->threads[k].truncated);
 
 	printf("\n%-40s %12s %12s\n", "events", "count", "per second");
-	for (size_t i = 0; i < r->classes; i++) {	/* by name: the same order in every format */
+	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
 		struct per_class *pc = &rep->classes[i];
 
 		if (!pc->count || rep->cls[i].kind == LK_PROBE_SPAN_END)
 			continue;
-		printf("  %-38s %12" PRIu64 " %12.1f\n", class_name(&rep->cls[i], name, sizeof(name)), pc->count,
+		printf("  %-38s %12" PRIu64 " %12.1f\n",
+		       class_name(&rep->cls[i], name, sizeof(name)), pc->count,
 		       seconds > 0 ? (double)pc->count / seconds : 0.0);
 	}
 
@@ -448,7 +459,7 @@ static void print_text(struct report *rep, const char *path)
 	if (r->cputime)
 		printf("   %10s %10s %10s", "p50 cpu", "p99 cpu", "max cpu");
 	putchar('\n');
-	for (size_t i = 0; i < r->classes; i++) {	/* by name: the same order in every format */
+	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
 		struct per_class *pc = &rep->classes[i];
 
 		if (!pc->wall.n)
@@ -458,7 +469,8 @@ static void print_text(struct report *rep, const char *path)
 		fmt_ns(a, sizeof(a), samples_pct(&pc->wall, 50));
 		fmt_ns(b, sizeof(b), samples_pct(&pc->wall, 99));
 		fmt_ns(c, sizeof(c), samples_pct(&pc->wall, 100));
-		printf("  %-30s %8zu %10s %10s %10s", class_name(&rep->cls[i], name, sizeof(name)), pc->wall.n, a, b, c);
+		printf("  %-30s %8zu %10s %10s %10s", class_name(&rep->cls[i], name, sizeof(name)),
+		       pc->wall.n, a, b, c);
 		if (r->cputime) {
 			fmt_ns(d, sizeof(d), samples_pct(&pc->cpu, 50));
 			fmt_ns(e, sizeof(e), samples_pct(&pc->cpu, 99));
@@ -475,13 +487,14 @@ static void print_text(struct report *rep, const char *path)
 		print_split(rep);
 
 	printf("\n%-32s %8s %14s %14s %14s\n", "counters", "count", "min", "max", "last");
-	for (size_t i = 0; i < r->classes; i++) {	/* by name: the same order in every format */
+	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
 		struct per_class *pc = &rep->classes[i];
 
 		if (!pc->count || rep->cls[i].kind != LK_PROBE_COUNTER)
 			continue;
-		printf("  %-30s %8" PRIu64 " %14.6g %14.6g %14.6g\n", class_name(&rep->cls[i], name, sizeof(name)),
-		       pc->count, pc->min, pc->max, pc->last);
+		printf("  %-30s %8" PRIu64 " %14.6g %14.6g %14.6g\n",
+		       class_name(&rep->cls[i], name, sizeof(name)), pc->count, pc->min, pc->max,
+		       pc->last);
 	}
 
 	printf("\n%-10s %-16s %10s %10s %12s", "threads", "name", "events", "lost", "in spans");
@@ -587,7 +600,7 @@ static void print_json(struct report *rep, const char *path)
 		json_count(&j, "switches_lost", ctf, r->sched_lost);
 	}
 	lk__json_array(&j, "classes");
-	for (size_t i = 0; i < r->classes; i++) {	/* by name: the same order in every format */
+	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
 
 		if (rep->classes[i].count)
 			class_json(&j, rep, i);
@@ -658,7 +671,7 @@ static int report_run(int argc, char **argv)
 	}
 	status_begin("report", !json && !quiet);
 	if (html) {
-		status_reading_begin(argv[optind], 1);	/* the page reads the trace once */
+		status_reading_begin(argv[optind], 1); /* the page reads the trace once */
 		rc = report_html(argv[optind], html);
 		status_reading_end();
 		return rc;
@@ -667,7 +680,8 @@ static int report_run(int argc, char **argv)
 	rc = lk_trace_file_open(argv[optind], &rep.tf);
 	if (rc) {
 		status_reading_end();
-		cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s", lk_last_error());
+		cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s",
+			  lk_last_error());
 		return CLI_EXIT_FAIL;
 	}
 	rep.in = lk_trace_file_get_info(rep.tf);

@@ -61,8 +61,8 @@ struct hclass {
 struct pending {
 	double px0, px1;
 	uint64_t count;
-	uint32_t cls;		/* the longest span's begin's class */
-	bool mixed;		/* spans of several events */
+	uint32_t cls; /* the longest span's begin's class */
+	bool mixed;   /* spans of several events */
 	double wall_ns, cpu_ns, start_s, longest_ns;
 };
 
@@ -88,15 +88,15 @@ struct lane {
 	int tid;
 	char name[64];
 	uint64_t events, lost;
-	unsigned int rows;		/* nesting depth reached, at most MAX_ROWS */
+	unsigned int rows; /* nesting depth reached, at most MAX_ROWS */
 	uint64_t too_deep;
 	bool drawn;
 	struct lkh_lane lane;
-	uint32_t *open_cls;		/* the class of each open span's begin, by depth */
+	uint32_t *open_cls; /* the class of each open span's begin, by depth */
 	size_t capopen;
 	struct pending pend[MAX_ROWS];
 	uint64_t switches;
-	uint64_t out_tick;		/* the open switch out's time; 0: on a CPU */
+	uint64_t out_tick; /* the open switch out's time; 0: on a CPU */
 	bool out_preempted;
 	struct pending_off off;
 	struct lane_buffer spans_out, off_out;
@@ -105,12 +105,12 @@ struct lane {
 struct hreport {
 	struct lk_trace_file *tf;
 	const struct lk_trace_file_info *in;
-	struct hclass *classes;		/* by class id: the order of charts and tables in every format */
-	struct lk_trace_class *cls;	/* by class id */
-	struct lane *lanes;		/* in the trace's order of threads */
+	struct hclass *classes; /* by class id: the order of charts and tables in every format */
+	struct lk_trace_class *cls; /* by class id */
+	struct lane *lanes;	    /* in the trace's order of threads */
 	unsigned int nlanes;
 	uint64_t events, lost, first_tick, last_tick, unmatched;
-	bool drawing;			/* the second pass */
+	bool drawing; /* the second pass */
 	struct lkh_timeline tl;
 	FILE *f;
 };
@@ -223,16 +223,17 @@ static void flush_row(struct hreport *h, struct lane *l, unsigned int row)
 		lkh_fmt_ns(wall, sizeof(wall), p->wall_ns);
 		lkh_fmt_ns(cpu, sizeof(cpu), p->cpu_ns);
 		snprintf(tip, sizeof(tip), "%s: %s wall%s%s, at %.6f s",
-			 class_name(h, p->cls, name, sizeof(name)), wall, h->in->cputime ? ", CPU " : "",
-			 h->in->cputime ? cpu : "", p->start_s);
+			 class_name(h, p->cls, name, sizeof(name)), wall,
+			 h->in->cputime ? ", CPU " : "", h->in->cputime ? cpu : "", p->start_s);
 	} else {
 		lkh_fmt_ns(wall, sizeof(wall), p->wall_ns);
-		snprintf(tip, sizeof(tip), "%" PRIu64 " spans %s %s from %.6f s, %s wall in all", p->count,
-			 p->mixed ? "drawn as one, the longest of" : "of", class_name(h, p->cls, name, sizeof(name)),
-			 p->start_s, wall);
+		snprintf(tip, sizeof(tip), "%" PRIu64 " spans %s %s from %.6f s, %s wall in all",
+			 p->count, p->mixed ? "drawn as one, the longest of" : "of",
+			 class_name(h, p->cls, name, sizeof(name)), p->start_s, wall);
 	}
 	h->tl.f = l->spans_out.f;
-	lkh_timeline_span(&h->tl, &l->lane, row, p->px0, p->px1, lkh_color(h->classes[p->cls].color), tip);
+	lkh_timeline_span(&h->tl, &l->lane, row, p->px0, p->px1,
+			  lkh_color(h->classes[p->cls].color), tip);
 	p->count = 0;
 }
 
@@ -297,7 +298,8 @@ static int close_span(struct hreport *h, struct lane *l, const struct lk_trace_e
 	cpu = (double)ev->cpu_ns - (double)ev->begin_cpu_ns;
 	if (h->drawing) {
 		if (k < l->rows && l->drawn)
-			draw_span(h, l, (unsigned int)k, cls, ev->begin_ticks, ev->ticks, wall, cpu);
+			draw_span(h, l, (unsigned int)k, cls, ev->begin_ticks, ev->ticks, wall,
+				  cpu);
 		return 0;
 	}
 	c = &h->classes[cls];
@@ -390,7 +392,8 @@ static void flush_off(struct hreport *h, struct lane *l)
 			 "%" PRIu64 " times off the CPU drawn as one, %s in all, the longest %s",
 			 p->count, total, p->preempted ? "runnable (preempted)" : "blocked");
 	h->tl.f = l->off_out.f;
-	lkh_timeline_offcpu(&h->tl, &l->lane, p->px0, p->px1, p->preempted ? LKH_RUNNABLE : LKH_BLOCKED, tip);
+	lkh_timeline_offcpu(&h->tl, &l->lane, p->px0, p->px1,
+			    p->preempted ? LKH_RUNNABLE : LKH_BLOCKED, tip);
 	p->count = 0;
 }
 
@@ -493,7 +496,7 @@ static int finish_lanes(struct hreport *h)
 			continue;
 		for (unsigned int row = 0; row < l->rows; row++)
 			flush_row(h, l, row);
-		if (l->out_tick)	/* still off the CPU when the trace ended */
+		if (l->out_tick) /* still off the CPU when the trace ended */
 			draw_off(h, l, l->out_tick, h->last_tick, l->out_preempted);
 		flush_off(h, l);
 		if (!rc)
@@ -510,10 +513,14 @@ static void summary(struct hreport *h, const char *path)
 	char text[1024];
 	double secs = seconds(h, h->last_tick);
 
-	snprintf(text, sizeof(text), "Trace %s: %" PRIu64 " events over %.6f s from %u thread%s, %" PRIu64
-		 " lost to full buffers. %s", path, h->events, secs, h->nlanes, h->nlanes == 1 ? "" : "s", h->lost,
-		 h->in->cputime ? "Thread CPU time was recorded (--cputime): spans have CPU-time histograms too."
-			       : "Thread CPU time was not recorded: record with --cputime for CPU-time histograms.");
+	snprintf(
+		text, sizeof(text),
+		"Trace %s: %" PRIu64 " events over %.6f s from %u thread%s, %" PRIu64
+		" lost to full buffers. %s",
+		path, h->events, secs, h->nlanes, h->nlanes == 1 ? "" : "s", h->lost,
+		h->in->cputime ?
+			"Thread CPU time was recorded (--cputime): spans have CPU-time histograms too." :
+			"Thread CPU time was not recorded: record with --cputime for CPU-time histograms.");
 	lkh_para(h->f, text);
 	if (h->unmatched)
 		lkh_paraf(h->f,
@@ -528,11 +535,13 @@ static void histograms(struct hreport *h)
 	unsigned int shown = 0, skipped = 0;
 	char name[200], title[260];
 
-	lkh_section(h->f, "Span latency",
-		    "How long each span event took, in log-scale buckets (five per power of ten): wall time on the "
-		    "left, the thread's CPU time on the right when the trace recorded it. Hover a bar for its "
-		    "bounds and count.");
-	for (unsigned int i = 0; i < r->classes; i++) {	/* by name: the same order in every format */
+	lkh_section(
+		h->f, "Span latency",
+		"How long each span event took, in log-scale buckets (five per power of ten): wall time on the "
+		"left, the thread's CPU time on the right when the trace recorded it. Hover a bar for its "
+		"bounds and count.");
+	for (unsigned int i = 0; i < r->classes;
+	     i++) { /* by name: the same order in every format */
 		struct hclass *c = &h->classes[i];
 
 		if (!c->wall.n)
@@ -584,15 +593,20 @@ static int timeline(struct hreport *h)
 	char label[96];
 	int rc;
 
-	lkh_section(h->f, "Timeline",
-		    "Each thread's spans over time, nested spans on the rows below their parent. Spans thinner than a "
-		    "pixel that touch are drawn as one, in the colour of the longest; hover for what each is.");
+	lkh_section(
+		h->f, "Timeline",
+		"Each thread's spans over time, nested spans on the rows below their parent. Spans thinner than a "
+		"pixel that touch are drawn as one, in the colour of the longest; hover for what each is.");
 	if (h->in->sched)
-		lkh_para(h->f, "Below each thread's spans, its time off the CPU (the trace has its context switches): "
-			       "hatched orange while it was runnable but preempted, hatched grey while it was blocked (asleep, "
-			       "waiting for I/O, a lock, a timer).");
+		lkh_para(
+			h->f,
+			"Below each thread's spans, its time off the CPU (the trace has its context switches): "
+			"hatched orange while it was runnable but preempted, hatched grey while it was blocked (asleep, "
+			"waiting for I/O, a lock, a timer).");
 	else
-		lkh_para(h->f, "Record with lowkey trace --sched to see each thread's time off the CPU here.");
+		lkh_para(
+			h->f,
+			"Record with lowkey trace --sched to see each thread's time off the CPU here.");
 	lkh_timeline_begin(&h->tl, h->f, "spans by thread", seconds(h, h->last_tick),
 			   lkh_timeline_height(rows, lanes, strips));
 	rc = 0;
@@ -628,8 +642,10 @@ static int counters(struct hreport *h)
 	char name[200];
 	bool any = false;
 
-	lkh_section(h->f, "Counters", "Each counter's values over time, all threads' samples together.");
-	for (unsigned int i = 0; i < r->classes; i++) {	/* by name: the same order in every format */
+	lkh_section(h->f, "Counters",
+		    "Each counter's values over time, all threads' samples together.");
+	for (unsigned int i = 0; i < r->classes;
+	     i++) { /* by name: the same order in every format */
 		struct hclass *c = &h->classes[i];
 		struct lkh_series s = { name };
 		double *x = NULL, *y = NULL;
@@ -685,7 +701,8 @@ static void event_table(struct hreport *h)
 		    "Every event of the trace by provider:event and kind; span durations by wall "
 		    "time and, where recorded, thread CPU time.");
 	lkh_table_begin(h->f, cols, r->cputime ? 11 : 8);
-	for (unsigned int i = 0; i < r->classes; i++) {	/* by name: the same order in every format */
+	for (unsigned int i = 0; i < r->classes;
+	     i++) { /* by name: the same order in every format */
 		struct hclass *c = &h->classes[i];
 
 		if (!c->count || h->cls[i].kind == LK_PROBE_SPAN_END)
@@ -747,7 +764,8 @@ static int write_page(struct hreport *h, const char *trace_path)
 	char title[200];
 	int rc;
 
-	snprintf(title, sizeof(title), "lowkey report: %s (pid %d)", h->in->process_name, h->in->pid);
+	snprintf(title, sizeof(title), "lowkey report: %s (pid %d)", h->in->process_name,
+		 h->in->pid);
 	lkh_page_begin(h->f, title);
 	summary(h, trace_path);
 	histograms(h);
@@ -776,7 +794,8 @@ int report_html(const char *trace_path, const char *out_path)
 
 	rc = lk_trace_file_open(trace_path, &h.tf);
 	if (rc) {
-		cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s", lk_last_error());
+		cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s",
+			  lk_last_error());
 		return CLI_EXIT_FAIL;
 	}
 	h.in = lk_trace_file_get_info(h.tf);
@@ -792,7 +811,8 @@ int report_html(const char *trace_path, const char *out_path)
 		if (h.f != stdout && fclose(h.f) != 0 && !rc)
 			rc = -errno;
 		if (rc == -ENOMEM || rc == -EIO || rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG)
-			snprintf(err, sizeof(err), "writing %s failed: %s", out_path, strerror(-rc));
+			snprintf(err, sizeof(err), "writing %s failed: %s", out_path,
+				 strerror(-rc));
 		else if (rc)
 			snprintf(err, sizeof(err), "%s", lk_last_error());
 		if (rc)
