@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A CTF stream read one event at a time (ctf_reader.h): a packet in memory, the next read with
+ * pread when its records are done. Every length read from a file is checked against the file: a
+ * damaged stream ends with an error, it is never read past. Files are read, not mapped: a file
+ * its owner truncates meanwhile reads short instead of raising SIGBUS.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lowkey/probe.h>
+
+#include "internal/failf.h"
+#include "probe/probe_internal.h"
+#include "internal/ctf_reader.h"
+#include "format/ctf/read.h"
+
+#define FORMAT2_PACKET_PREFIX 88 /* format 2's packet context ended with u32 tid, u32 spare */
+#define CTF_MAGIC 0xc1fc1fc1u
+#define MAX_PACKET (64u << 20) /* lowkey writes packets of 256 KiB and a record at most */
+
+__thread void (*lk__reader_packet_hook)(uint64_t bytes);
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/*
+ * Decode the record at p (at most avail bytes) into e; its size, or 0 if it is damaged. The
+ * header's 48 TSC bits are extended from *tsc, the previous timestamp; the size follows from the
+ * event's arguments.
+ */
+static size_t decode_record(const struct lk__trace_reader *r, unsigned int stream_id,
+			    const uint8_t *p, size_t avail, uint64_t *tsc, struct lk__event *e)
+{
+	/* the event context: [cputime_ns (stream 0)], vtid (format 3) */
+	size_t cpu = stream_id == 0 && r->cputime ? 8 : 0, ctx = cpu + (r->format == 2 ? 0 : 4);
+	size_t head = LK__PROBE_HEADER, size;
+	bool ok = true, sched;
+	uint64_t id;
+
+	if (avail < head + ctx)
+		return 0;
+	id = lk__header_id(get64(p));
+	e->tsc = lk__tsc_advance(*tsc, lk__header_tsc48(get64(p)));
+	e->cls = id < r->nclasses ? r->classes[id] : NULL;
+	sched = id == LK__EVENT_SCHED_OUT || id == LK__EVENT_SCHED_IN;
+	if (!e->cls || sched != (stream_id == 1))
+		return 0;
+	size = head + ctx +
+	       lk__payload_size(e->cls->arg_types, e->cls->nargs, p + head + ctx,
+				avail - head - ctx, &ok);
+	if (!ok)
+		return 0;
+	*tsc = e->tsc;
+	e->cputime_ns = cpu ? get64(p + head) : 0;
+	e->payload = p + head + ctx;
+	e->payload_len = size - head - ctx;
+	return size;
+}
+
+void lk__ctf_cursor_bytes(struct lk__ctf_cursor *c, const struct lk__trace_reader *r,
+			  const uint8_t *data, size_t len, int tid, unsigned int stream_id)
+{
+	memset(c, 0, sizeof(*c));
+	c->r = r;
+	c->s = (struct lk__stream_info){ .tid = tid, .stream_id = stream_id, .file = "" };
+	c->fd = -1;
+	c->bytes = data;
+	c->size = len;
+}
+
+int lk__ctf_cursor_open(struct lk__ctf_cursor *c, const struct lk__trace_reader *r,
+			const char *name, bool transient, char *err, size_t errlen)
+{
+	size_t len = strlen(name);
+	struct stat st;
+	int fd;
+
+	lk__ctf_cursor_bytes(c, r, NULL, 0, atoi(name + 7), 0);
+	/* stream-TID, or stream-TID-sched: the thread's context switches (stream class 1) */
+	c->s.stream_id = len > 6 && strcmp(name + len - 6, "-sched") == 0;
+	c->name = strdup(name);
+	if (!c->name)
+		return lk__failf(err, errlen, -ENOMEM, "out of memory");
+	c->s.file = c->name;
+	fd = lk__ctf_open_regular(r, name, &st, err, errlen);
+	if (fd < 0) {
+		lk__ctf_cursor_close(c);
+		return fd;
+	}
+	c->size = (uint64_t)st.st_size;
+	c->transient = transient;
+	if (transient)
+		close(fd);
+	else
+		c->fd = fd;
+	return 0;
+}
+
+void lk__ctf_cursor_close(struct lk__ctf_cursor *c)
+{
+	if (c->name && c->fd >= 0)
+		close(c->fd);
+	free(c->name);
+	free(c->buf);
+	c->name = NULL;
+	c->buf = NULL;
+	c->fd = -1;
+}
+
+void lk__ctf_cursor_rewind(struct lk__ctf_cursor *c)
+{
+	c->s.packets = c->s.events = c->s.lost = c->s.truncated = 0;
+	c->at = c->len = 0;
+	c->p = c->end = NULL;
+	c->done = false;
+	c->read_error = 0;
+}
+
+/* Read up to len bytes at off of the stream into the packet buffer: the bytes read, or -errno. */
+static ssize_t read_stream(struct lk__ctf_cursor *c, size_t len, uint64_t off)
+{
+	ssize_t n;
+
+	if (len > c->cap) {
+		uint8_t *grown = realloc(c->buf, len);
+
+		if (!grown)
+			return -ENOMEM;
+		c->buf = grown;
+		c->cap = len;
+	}
+	if (!c->name) {
+		n = off >= c->size ? 0 : (ssize_t)(len < c->size - off ? len : c->size - off);
+		memcpy(c->buf, c->bytes + off, (size_t)n);
+		return n;
+	}
+	if (c->fd < 0) {
+		struct stat st;
+		char err[8];
+
+		c->fd = lk__ctf_open_regular(c->r, c->name, &st, err, sizeof(err));
+		if (c->fd < 0)
+			return c->read_error = c->fd;
+	}
+	n = lk__ctf_read_at(c->fd, c->buf, len, off);
+	if (n < 0)
+		c->read_error = (int)n;
+	return n;
+}
+
+/* The stream ends here with n bytes that are not a whole packet (0: none). */
+static int stream_end(struct lk__ctf_cursor *c, uint64_t n)
+{
+	c->s.truncated = n;
+	c->done = true;
+	if (c->name && c->fd >= 0) {
+		close(c->fd);
+		c->fd = -1;
+	}
+	return 0;
+}
+
+/*
+ * Read the packet at c->at into memory: 1; 0 at the end of the stream; -EINVAL (damaged at
+ * c->at), an error from reading, -ENOMEM. A tail shorter than the packet it starts, or than a
+ * packet's prefix, is not damage but a writer stopped mid-packet: s.truncated.
+ */
+static int read_packet(struct lk__ctf_cursor *c)
+{
+	size_t prefix = c->r->format == 2 ? FORMAT2_PACKET_PREFIX : LK__CTF_PACKET_PREFIX;
+	uint64_t avail = c->size - c->at, bytes;
+	ssize_t n;
+
+	if (c->at >= c->size)
+		return stream_end(c, 0);
+	n = read_stream(c, avail < prefix ? (size_t)avail : prefix, c->at);
+	if (n < 0)
+		return (int)n;
+	if (n >= 4 && get32(c->buf) != CTF_MAGIC)
+		return -EINVAL;
+	if ((size_t)n < prefix)
+		return stream_end(c, (uint64_t)n);
+	bytes = get64(c->buf + 56) / 8; /* packet_size */
+	if (bytes < prefix || bytes > MAX_PACKET || get32(c->buf + 20) != c->s.stream_id)
+		return -EINVAL;
+	if (bytes > avail)
+		return stream_end(c, avail);
+	n = read_stream(c, (size_t)bytes, c->at);
+	if (n < 0)
+		return (int)n;
+	if ((uint64_t)n < bytes) /* the file shrank meanwhile */
+		return stream_end(c, (uint64_t)n);
+	if (c->transient) {
+		close(c->fd);
+		c->fd = -1;
+	}
+	c->s.packets++;
+	c->s.lost = get64(c->buf + 72); /* events_discarded, cumulative */
+	c->len = bytes;
+	c->p = c->buf + prefix;
+	c->end = c->buf + bytes;
+	c->tsc = get64(c->buf + 32); /* timestamp_begin */
+	return 1;
+}
+
+/* The packet read is done: told to the hook, and the cursor on the next. */
+static void packet_done(struct lk__ctf_cursor *c)
+{
+	if (lk__reader_packet_hook)
+		lk__reader_packet_hook(c->len);
+	c->at += c->len;
+	c->len = 0;
+}
+
+int lk__ctf_cursor_next(struct lk__ctf_cursor *c, struct lk__event *e)
+{
+	for (;;) {
+		int rc;
+
+		if (c->p < c->end) {
+			size_t size = decode_record(c->r, c->s.stream_id, c->p,
+						    (size_t)(c->end - c->p), &c->tsc, e);
+
+			if (!size)
+				return -EINVAL;
+			c->p += size;
+			e->tid = c->s.tid;
+			c->s.events++;
+			return 1;
+		}
+		if (c->done)
+			return 0;
+		if (c->len)
+			packet_done(c);
+		rc = read_packet(c);
+		if (rc <= 0)
+			return rc;
+	}
+}
+
+int lk__ctf_cursor_error(const struct lk__ctf_cursor *c, int rc, char *err, size_t errlen)
+{
+	const char *dir = c->r->dir ? c->r->dir : "the trace";
+
+	if (rc == -EINVAL)
+		return lk__failf(err, errlen, rc,
+				 "%s/%s is damaged at byte %llu (a packet or record runs past its "
+				 "bounds)",
+				 dir, c->s.file, (unsigned long long)c->at);
+	if (rc == -ENOMEM)
+		return lk__failf(err, errlen, rc, "out of memory reading %s/%s", dir, c->s.file);
+	return lk__failf(err, errlen, rc, "cannot read %s/%s: %s", dir, c->s.file, strerror(-rc));
+}
