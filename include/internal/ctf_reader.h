@@ -131,7 +131,8 @@ double lk__event_counter(const struct lk__event *e);
  * its range). Two multiplications where lk__reader_set_clock was called for r's tsc_hz; a
  * 128-bit division otherwise.
  */
-uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc);
+static inline uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc);
+uint64_t lk__reader_ns_divided(const struct lk__trace_reader *r, uint64_t tsc);
 
 /* Precompute lk__reader_ns's multiplier for r->tsc_hz (the readers call it when they set it). */
 void lk__reader_set_clock(struct lk__trace_reader *r);
@@ -179,6 +180,13 @@ void lk__ctf_cursor_bytes(struct lk__ctf_cursor *c, const struct lk__trace_reade
  */
 int lk__ctf_cursor_next(struct lk__ctf_cursor *c, struct lk__event *e);
 
+/*
+ * Count the stream's events onto *events up to its next thread name (lowkey:thread_name), which
+ * is decoded into *e: 1; or up to its end, 0, or an error, as lk__ctf_cursor_next. A pass that
+ * only counts: the events' times and arguments are not decoded.
+ */
+int lk__ctf_cursor_count(struct lk__ctf_cursor *c, uint64_t *events, struct lk__event *e);
+
 /* Back to the stream's start; its counters zeroed. */
 void lk__ctf_cursor_rewind(struct lk__ctf_cursor *c);
 
@@ -198,5 +206,22 @@ int lk__reader_parse_index(struct lk__trace_reader *r, char *text, size_t len, c
 			   size_t errlen);
 int lk__reader_walk_bytes(struct lk__trace_reader *r, const uint8_t *data, size_t len,
 			  struct lk__stream_info *s, const struct lk__reader_ops *ops, void *arg);
+
+static inline uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc)
+{
+	uint64_t ticks = tsc - r->tsc0, whole, ns;
+
+	if (__builtin_expect(tsc < r->tsc0 || r->clock_hz != r->tsc_hz || !r->tsc_hz ||
+				     __builtin_mul_overflow(ticks, r->ns_whole, &whole),
+			     0))
+		return lk__reader_ns_divided(r, tsc);
+	/* ns_frac is rounded down: this is the exact quotient, or one less */
+	ns = whole + (uint64_t)((unsigned __int128)ticks * r->ns_frac >> 64);
+	if ((unsigned __int128)(ns + 1) * r->tsc_hz <= (unsigned __int128)ticks * 1000000000u)
+		ns++;
+	if (__builtin_add_overflow(ns, r->monotonic0_ns, &ns))
+		return UINT64_MAX;
+	return ns;
+}
 
 #endif

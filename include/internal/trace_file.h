@@ -134,6 +134,8 @@ void lk__tf_cursors_close(struct lk__tf_cursor *v, size_t n);
 
 /* As lk__ctf_cursor_next (JSON and Perfetto streams end without errors). */
 int lk__tf_cursor_next(struct lk__tf_cursor *c, struct lk__event *e);
+/* As lk__ctf_cursor_count: events counted onto *events up to the next thread name (into *e). */
+int lk__tf_cursor_count(struct lk__tf_cursor *c, uint64_t *events, struct lk__event *e);
 void lk__tf_cursor_rewind(struct lk__tf_cursor *c);
 /* The stream's tid, stream_id, file and counters as far as the cursor has read. */
 const struct lk__stream_info *lk__tf_cursor_info(const struct lk__tf_cursor *c);

@@ -563,6 +563,16 @@ int lk__tf_cursor_next(struct lk__tf_cursor *c, struct lk__event *e)
 	return 1;
 }
 
+int lk__tf_cursor_count(struct lk__tf_cursor *c, uint64_t *events, struct lk__event *e)
+{
+	if (!c->v)
+		return lk__ctf_cursor_count(&c->ctf, events, e);
+	for (; c->pos < c->v->n; c->pos++, (*events)++)
+		if (c->v->v[c->pos].cls == LK__EVENT_THREAD_NAME)
+			return lk__tf_cursor_next(c, e);
+	return 0;
+}
+
 void lk__tf_cursor_rewind(struct lk__tf_cursor *c)
 {
 	if (c->v)

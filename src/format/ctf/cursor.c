@@ -41,13 +41,9 @@ static uint32_t get32(const uint8_t *p)
 	return v;
 }
 
-/*
- * Decode the record at p (at most avail bytes) into e; its size, or 0 if it is damaged. The
- * header's 48 TSC bits are extended from *tsc, the previous timestamp; the size follows from the
- * event's arguments.
- */
-static size_t decode_record(const struct lk__trace_reader *r, unsigned int stream_id,
-			    const uint8_t *p, size_t avail, uint64_t *tsc, struct lk__event *e)
+/* The size of the record at p (at most avail bytes), of class *cls; 0 if it is damaged. */
+static size_t record_size(const struct lk__trace_reader *r, unsigned int stream_id,
+			  const uint8_t *p, size_t avail, const struct lk__event_class **cls)
 {
 	/* the event context: [cputime_ns (stream 0)], vtid (format 3) */
 	size_t cpu = stream_id == 0 && r->cputime ? 8 : 0, ctx = cpu + (r->format == 2 ? 0 : 4);
@@ -58,20 +54,32 @@ static size_t decode_record(const struct lk__trace_reader *r, unsigned int strea
 	if (avail < head + ctx)
 		return 0;
 	id = lk__header_id(get64(p));
-	e->tsc = lk__tsc_advance(*tsc, lk__header_tsc48(get64(p)));
-	e->cls = id < r->nclasses ? r->classes[id] : NULL;
+	*cls = id < r->nclasses ? r->classes[id] : NULL;
 	sched = id == LK__EVENT_SCHED_OUT || id == LK__EVENT_SCHED_IN;
-	if (!e->cls || sched != (stream_id == 1))
+	if (!*cls || sched != (stream_id == 1))
 		return 0;
-	size = head + ctx +
-	       lk__payload_size(e->cls->arg_types, e->cls->nargs, p + head + ctx,
+	size = lk__payload_size((*cls)->arg_types, (*cls)->nargs, p + head + ctx,
 				avail - head - ctx, &ok);
-	if (!ok)
+	return ok ? head + ctx + size : 0;
+}
+
+/*
+ * Decode the record at p (at most avail bytes) into e; its size, or 0 if it is damaged. The
+ * header's 48 TSC bits are extended from *tsc, the previous timestamp; the size follows from the
+ * event's arguments.
+ */
+static size_t decode_record(const struct lk__trace_reader *r, unsigned int stream_id,
+			    const uint8_t *p, size_t avail, uint64_t *tsc, struct lk__event *e)
+{
+	size_t cpu = stream_id == 0 && r->cputime ? 8 : 0, ctx = cpu + (r->format == 2 ? 0 : 4);
+	size_t size = record_size(r, stream_id, p, avail, &e->cls);
+
+	if (!size)
 		return 0;
-	*tsc = e->tsc;
-	e->cputime_ns = cpu ? get64(p + head) : 0;
-	e->payload = p + head + ctx;
-	e->payload_len = size - head - ctx;
+	e->tsc = *tsc = lk__tsc_advance(*tsc, lk__header_tsc48(get64(p)));
+	e->cputime_ns = cpu ? get64(p + LK__PROBE_HEADER) : 0;
+	e->payload = p + LK__PROBE_HEADER + ctx;
+	e->payload_len = size - LK__PROBE_HEADER - ctx;
 	return size;
 }
 
@@ -245,6 +253,34 @@ int lk__ctf_cursor_next(struct lk__ctf_cursor *c, struct lk__event *e)
 			e->tid = c->s.tid;
 			c->s.events++;
 			return 1;
+		}
+		if (c->done)
+			return 0;
+		if (c->len)
+			packet_done(c);
+		rc = read_packet(c);
+		if (rc <= 0)
+			return rc;
+	}
+}
+
+int lk__ctf_cursor_count(struct lk__ctf_cursor *c, uint64_t *events, struct lk__event *e)
+{
+	for (;;) {
+		int rc;
+
+		while (c->p < c->end) {
+			const struct lk__event_class *cls;
+			size_t size = record_size(c->r, c->s.stream_id, c->p,
+						  (size_t)(c->end - c->p), &cls);
+
+			if (!size)
+				return -EINVAL;
+			if (cls->id == LK__EVENT_THREAD_NAME)
+				return lk__ctf_cursor_next(c, e);
+			c->p += size;
+			c->s.events++;
+			(*events)++;
 		}
 		if (c->done)
 			return 0;

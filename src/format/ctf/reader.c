@@ -173,7 +173,7 @@ void lk__reader_set_clock(struct lk__trace_reader *r)
 }
 
 /* lk__reader_ns by a 128-bit division: a clock without its multiplier, or far from tsc0. */
-static uint64_t ns_divided(const struct lk__trace_reader *r, uint64_t tsc)
+uint64_t lk__reader_ns_divided(const struct lk__trace_reader *r, uint64_t tsc)
 {
 	unsigned __int128 q;
 
@@ -186,23 +186,6 @@ static uint64_t ns_divided(const struct lk__trace_reader *r, uint64_t tsc)
 	/* a damaged trace may time an event before the clock's start: rounded down still */
 	q = ((unsigned __int128)(r->tsc0 - tsc) * NS_PER_S + r->tsc_hz - 1) / r->tsc_hz;
 	return q < r->monotonic0_ns ? r->monotonic0_ns - (uint64_t)q : 0;
-}
-
-uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc)
-{
-	uint64_t ticks = tsc - r->tsc0, whole, ns;
-
-	if (__builtin_expect(tsc < r->tsc0 || r->clock_hz != r->tsc_hz || !r->tsc_hz ||
-				     __builtin_mul_overflow(ticks, r->ns_whole, &whole),
-			     0))
-		return ns_divided(r, tsc);
-	/* ns_frac is rounded down: this is the exact quotient, or one less */
-	ns = whole + (uint64_t)((unsigned __int128)ticks * r->ns_frac >> 64);
-	if ((unsigned __int128)(ns + 1) * r->tsc_hz <= (unsigned __int128)ticks * NS_PER_S)
-		ns++;
-	if (__builtin_add_overflow(ns, r->monotonic0_ns, &ns))
-		return UINT64_MAX;
-	return ns;
 }
 
 double lk__event_counter(const struct lk__event *e)
