@@ -40,6 +40,12 @@ struct tr_thread {
 
 #define NONE SIZE_MAX
 
+/* A stream in the merge's heap: the time of its event, then its thread and position as ties. */
+struct tr_slot {
+	uint64_t ns;
+	uint64_t order; /* the tid (sign flipped: compared unsigned), then the stream's index */
+};
+
 struct lk_trace_file {
 	struct lk__trace_file file;
 	struct lk_trace_file_info info;
@@ -52,7 +58,7 @@ struct lk_trace_file {
 	struct lk__pair_index pairs;
 	uint32_t *class_of;    /* by the trace's class id: lk_trace_event.class_id */
 	uint32_t *class_first; /* by class_id: the trace's first class id of it */
-	size_t *heap;	       /* streams at an event, the earliest first */
+	struct tr_slot *heap;  /* streams at an event, the earliest first */
 	size_t nheap;
 	size_t given;	/* the stream whose event was given last: moved on at the next call */
 	size_t damaged; /* the stream an error was met on ... */
@@ -227,33 +233,39 @@ static int init_pairs(struct lk_trace_file *tf)
 
 /* ---- the merge ---- */
 
-static bool earlier(const struct lk_trace_file *tf, size_t a, size_t b)
+static inline bool earlier(const struct tr_slot *a, const struct tr_slot *b)
 {
-	const struct tr_stream *x = &tf->streams[a], *y = &tf->streams[b];
-
-	if (x->e.tsc != y->e.tsc)
-		return x->e.tsc < y->e.tsc;
-	if (x->tid != y->tid)
-		return x->tid < y->tid;
-	return a < b; /* a thread's probes before its switches, as the walk gives them */
+	/* a thread's probes before its switches (streams in the walk's order) */
+	return a->ns < b->ns || (a->ns == b->ns && a->order < b->order);
 }
 
-static void sift_down(struct lk_trace_file *tf, size_t i)
+/*
+ * x put in the heap at i or below, where it belongs: the hole moves, x is written once (given by
+ * value: a slot just changed in memory and read back whole would stall its store's forwarding).
+ */
+static void sift_down(struct lk_trace_file *tf, size_t i, struct tr_slot x)
 {
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, min = i, tmp;
+	struct tr_slot *h = tf->heap;
+	size_t n = tf->nheap;
 
-		if (l < tf->nheap && earlier(tf, tf->heap[l], tf->heap[min]))
-			min = l;
-		if (r < tf->nheap && earlier(tf, tf->heap[r], tf->heap[min]))
-			min = r;
-		if (min == i)
-			return;
-		tmp = tf->heap[i];
-		tf->heap[i] = tf->heap[min];
-		tf->heap[min] = tmp;
-		i = min;
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= n)
+			break;
+		if (c + 1 < n && earlier(&h[c + 1], &h[c]))
+			c++;
+		if (!earlier(&h[c], &x))
+			break;
+		h[i] = h[c];
+		i = c;
 	}
+	h[i] = x;
+}
+
+static struct tr_slot slot(const struct tr_stream *s, size_t i)
+{
+	return (struct tr_slot){ s->e.tsc, (uint64_t)((uint32_t)s->tid ^ 0x80000000u) << 32 | i };
 }
 
 /*
@@ -266,9 +278,10 @@ static int advance(const struct lk_trace_file *tf, struct tr_stream *s)
 	uint64_t before = s->e.tsc, ns;
 	int rc;
 
-	while ((rc = lk__tf_cursor_next(s->cur, &s->e)) == 1 &&
-	       s->e.cls->id == LK__EVENT_THREAD_NAME)
-		;
+	do
+		rc = s->cur->v ? lk__tf_cursor_next(s->cur, &s->e) :
+				 lk__ctf_cursor_next(&s->cur->ctf, &s->e);
+	while (rc == 1 && s->e.cls->id == LK__EVENT_THREAD_NAME);
 	if (rc != 1)
 		return rc;
 	s->ticks = s->e.tsc;
@@ -306,35 +319,46 @@ void lk_trace_file_rewind(struct lk_trace_file *tf)
 		s->e.tsc = 0;
 		rc = advance(tf, s);
 		if (rc == 1)
-			tf->heap[tf->nheap++] = i;
+			tf->heap[tf->nheap++] = slot(s, i);
 		else if (rc && !tf->error)
 			damaged(tf, i, rc); /* before any event of its stream */
 	}
 	for (size_t i = tf->nheap; i-- > 0;)
-		sift_down(tf, i);
+		sift_down(tf, i, tf->heap[i]);
 }
 
 /* ---- one event out ---- */
 
+/*
+ * The arguments of e's payload, as far as it has them (a payload shorter than its class says:
+ * those it has). The layout of lk__event_arg, read in one pass.
+ */
 static void decode_args(struct lk_trace_event *ev, const struct lk__event *e)
 {
-	size_t at = 0;
+	const uint8_t *p = e->payload, *end = p + e->payload_len;
+	const struct lk__event_class *cls = e->cls;
+	unsigned int n = cls->nargs < LK_PROBE_MAX_ARGS ? cls->nargs : LK_PROBE_MAX_ARGS;
 
 	ev->nargs = 0;
-	for (unsigned int i = 0; i < e->cls->nargs && i < LK_PROBE_MAX_ARGS; i++) {
+	for (unsigned int i = 0; i < n; i++) {
 		struct lk_trace_arg *a = &ev->args[i];
-		const char *str;
-		uint64_t raw = 0;
+		unsigned int type = (cls->arg_types >> (4 * i)) & 0xf;
 
-		at = lk__event_arg(e, at, i, &raw, &str);
-		if (!at)
-			break; /* a payload shorter than its class says: the arguments it has */
-		a->name = e->cls->arg_name[i];
-		a->type = (enum lk_probe_type)((e->cls->arg_types >> (4 * i)) & 0xf);
-		if (a->type == LK_PROBE_STR)
-			a->v.str = str;
-		else
-			a->v.u64 = raw;
+		if (type == LK_PROBE_STR) {
+			const uint8_t *nul = p < end ? memchr(p, 0, (size_t)(end - p)) : NULL;
+
+			if (!nul)
+				return;
+			a->v.str = (const char *)p;
+			p = nul + 1;
+		} else {
+			if (end - p < 8)
+				return;
+			memcpy(&a->v.u64, p, 8);
+			p += 8;
+		}
+		a->name = cls->arg_name[i];
+		a->type = (enum lk_probe_type)type;
 		ev->nargs = i + 1;
 	}
 }
@@ -440,6 +464,7 @@ static int give_error(struct lk_trace_file *tf)
 static int move_on(struct lk_trace_file *tf)
 {
 	size_t i = tf->given;
+	struct tr_slot top = tf->heap[0];
 	int rc;
 
 	tf->given = NONE;
@@ -449,9 +474,11 @@ static int move_on(struct lk_trace_file *tf)
 		return rc;
 	}
 	if (rc == 0)
-		tf->heap[0] = tf->heap[--tf->nheap];
+		top = tf->heap[--tf->nheap];
+	else
+		top.ns = tf->streams[i].e.tsc;
 	if (tf->nheap)
-		sift_down(tf, 0);
+		sift_down(tf, 0, top);
 	return 0;
 }
 
@@ -463,7 +490,7 @@ int lk_trace_file_next(struct lk_trace_file *tf, struct lk_trace_event *ev)
 		return give_error(tf);
 	if (!tf->nheap)
 		return 0;
-	tf->given = tf->heap[0];
+	tf->given = (uint32_t)tf->heap[0].order;
 	return make_event(tf, &tf->streams[tf->given], ev) ?: 1;
 }
 

@@ -41,6 +41,14 @@ static uint32_t get32(const uint8_t *p)
 	return v;
 }
 
+/* Whether an argument is a string: a nibble of LK_PROBE_STR (those past the arguments are 0). */
+static inline bool has_string(uint32_t types)
+{
+	uint32_t x = types ^ 0x11111111u * LK_PROBE_STR; /* a string's nibble is now 0 */
+
+	return ((x - 0x11111111u) & ~x & 0x88888888u) != 0;
+}
+
 /* The size of the record at p (at most avail bytes), of class *cls; 0 if it is damaged. */
 static size_t record_size(const struct lk__trace_reader *r, unsigned int stream_id,
 			  const uint8_t *p, size_t avail, const struct lk__event_class **cls)
@@ -58,6 +66,10 @@ static size_t record_size(const struct lk__trace_reader *r, unsigned int stream_
 	sched = id == LK__EVENT_SCHED_OUT || id == LK__EVENT_SCHED_IN;
 	if (!*cls || sched != (stream_id == 1))
 		return 0;
+	if (!has_string((*cls)->arg_types)) {
+		size = head + ctx + 8u * (*cls)->nargs; /* numbers only: 8 bytes each */
+		return size <= avail ? size : 0;
+	}
 	size = lk__payload_size((*cls)->arg_types, (*cls)->nargs, p + head + ctx,
 				avail - head - ctx, &ok);
 	return ok ? head + ctx + size : 0;
