@@ -158,6 +158,8 @@ struct lk__ctf_cursor {
 	uint64_t at, len;	/* ... where it starts in the stream, its length (0: none) */
 	const uint8_t *p, *end; /* its records not read yet */
 	uint64_t tsc;		/* the latest event's timestamp */
+	bool cpu;		/* records carry the thread's CPU time */
+	size_t head;		/* a record's bytes before its payload */
 	int read_error;		/* -errno from reading, 0 */
 };
 

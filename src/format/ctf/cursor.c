@@ -49,49 +49,51 @@ static inline bool has_string(uint32_t types)
 	return ((x - 0x11111111u) & ~x & 0x88888888u) != 0;
 }
 
-/* The size of the record at p (at most avail bytes), of class *cls; 0 if it is damaged. */
-static size_t record_size(const struct lk__trace_reader *r, unsigned int stream_id,
-			  const uint8_t *p, size_t avail, const struct lk__event_class **cls)
+/*
+ * The size of the record at p (at most avail bytes) of c's stream, of class *cls; 0 if it is
+ * damaged.
+ */
+static inline size_t record_size(const struct lk__ctf_cursor *c, const uint8_t *p, size_t avail,
+				 const struct lk__event_class **cls)
 {
-	/* the event context: [cputime_ns (stream 0)], vtid (format 3) */
-	size_t cpu = stream_id == 0 && r->cputime ? 8 : 0, ctx = cpu + (r->format == 2 ? 0 : 4);
-	size_t head = LK__PROBE_HEADER, size;
-	bool ok = true, sched;
+	const struct lk__trace_reader *r = c->r;
+	size_t size;
+	bool ok = true;
 	uint64_t id;
 
-	if (avail < head + ctx)
+	if (avail < c->head)
 		return 0;
 	id = lk__header_id(get64(p));
 	*cls = id < r->nclasses ? r->classes[id] : NULL;
-	sched = id == LK__EVENT_SCHED_OUT || id == LK__EVENT_SCHED_IN;
-	if (!*cls || sched != (stream_id == 1))
+	/* switches (LK__EVENT_SCHED_OUT, _IN) in a switches' stream, and only there */
+	if (!*cls || (id - LK__EVENT_SCHED_OUT <= LK__EVENT_SCHED_IN - LK__EVENT_SCHED_OUT) !=
+			     (c->s.stream_id == 1))
 		return 0;
 	if (!has_string((*cls)->arg_types)) {
-		size = head + ctx + 8u * (*cls)->nargs; /* numbers only: 8 bytes each */
+		size = c->head + 8u * (*cls)->nargs; /* numbers only: 8 bytes each */
 		return size <= avail ? size : 0;
 	}
-	size = lk__payload_size((*cls)->arg_types, (*cls)->nargs, p + head + ctx,
-				avail - head - ctx, &ok);
-	return ok ? head + ctx + size : 0;
+	size = lk__payload_size((*cls)->arg_types, (*cls)->nargs, p + c->head, avail - c->head,
+				&ok);
+	return ok ? c->head + size : 0;
 }
 
 /*
  * Decode the record at p (at most avail bytes) into e; its size, or 0 if it is damaged. The
- * header's 48 TSC bits are extended from *tsc, the previous timestamp; the size follows from the
+ * header's 48 TSC bits are extended from the previous timestamp; the size follows from the
  * event's arguments.
  */
-static size_t decode_record(const struct lk__trace_reader *r, unsigned int stream_id,
-			    const uint8_t *p, size_t avail, uint64_t *tsc, struct lk__event *e)
+static inline size_t decode_record(struct lk__ctf_cursor *c, const uint8_t *p, size_t avail,
+				   struct lk__event *e)
 {
-	size_t cpu = stream_id == 0 && r->cputime ? 8 : 0, ctx = cpu + (r->format == 2 ? 0 : 4);
-	size_t size = record_size(r, stream_id, p, avail, &e->cls);
+	size_t size = record_size(c, p, avail, &e->cls);
 
 	if (!size)
 		return 0;
-	e->tsc = *tsc = lk__tsc_advance(*tsc, lk__header_tsc48(get64(p)));
-	e->cputime_ns = cpu ? get64(p + LK__PROBE_HEADER) : 0;
-	e->payload = p + LK__PROBE_HEADER + ctx;
-	e->payload_len = size - LK__PROBE_HEADER - ctx;
+	e->tsc = c->tsc = lk__tsc_advance(c->tsc, lk__header_tsc48(get64(p)));
+	e->cputime_ns = c->cpu ? get64(p + LK__PROBE_HEADER) : 0;
+	e->payload = p + c->head;
+	e->payload_len = size - c->head;
 	return size;
 }
 
@@ -104,6 +106,9 @@ void lk__ctf_cursor_bytes(struct lk__ctf_cursor *c, const struct lk__trace_reade
 	c->fd = -1;
 	c->bytes = data;
 	c->size = len;
+	/* the event context: [cputime_ns (stream 0)], vtid (format 3) */
+	c->cpu = stream_id == 0 && r->cputime;
+	c->head = LK__PROBE_HEADER + (c->cpu ? 8 : 0) + (r->format == 2 ? 0 : 4);
 }
 
 int lk__ctf_cursor_open(struct lk__ctf_cursor *c, const struct lk__trace_reader *r,
@@ -113,9 +118,9 @@ int lk__ctf_cursor_open(struct lk__ctf_cursor *c, const struct lk__trace_reader 
 	struct stat st;
 	int fd;
 
-	lk__ctf_cursor_bytes(c, r, NULL, 0, atoi(name + 7), 0);
 	/* stream-TID, or stream-TID-sched: the thread's context switches (stream class 1) */
-	c->s.stream_id = len > 6 && strcmp(name + len - 6, "-sched") == 0;
+	lk__ctf_cursor_bytes(c, r, NULL, 0, atoi(name + 7),
+			     len > 6 && strcmp(name + len - 6, "-sched") == 0);
 	c->name = strdup(name);
 	if (!c->name)
 		return lk__failf(err, errlen, -ENOMEM, "out of memory");
@@ -256,8 +261,7 @@ int lk__ctf_cursor_next(struct lk__ctf_cursor *c, struct lk__event *e)
 		int rc;
 
 		if (c->p < c->end) {
-			size_t size = decode_record(c->r, c->s.stream_id, c->p,
-						    (size_t)(c->end - c->p), &c->tsc, e);
+			size_t size = decode_record(c, c->p, (size_t)(c->end - c->p), e);
 
 			if (!size)
 				return -EINVAL;
@@ -283,8 +287,7 @@ int lk__ctf_cursor_count(struct lk__ctf_cursor *c, uint64_t *events, struct lk__
 
 		while (c->p < c->end) {
 			const struct lk__event_class *cls;
-			size_t size = record_size(c->r, c->s.stream_id, c->p,
-						  (size_t)(c->end - c->p), &cls);
+			size_t size = record_size(c, c->p, (size_t)(c->end - c->p), &cls);
 
 			if (!size)
 				return -EINVAL;
