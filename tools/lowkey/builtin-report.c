@@ -671,12 +671,13 @@ static int report_run(int argc, char **argv)
 	}
 	status_begin("report", !json && !quiet);
 	if (html) {
-		status_reading_begin(argv[optind], 1); /* the page reads the trace once */
+		/* the reader counts a CTF trace's events at open; the page reads them twice */
+		status_reading_begin(argv[optind], 3);
 		rc = report_html(argv[optind], html);
 		status_reading_end();
 		return rc;
 	}
-	status_reading_begin(argv[optind], 1);
+	status_reading_begin(argv[optind], 2); /* the reader counts a CTF trace's events at open */
 	rc = lk_trace_file_open(argv[optind], &rep.tf);
 	if (rc) {
 		status_reading_end();
