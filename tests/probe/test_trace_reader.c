@@ -8,9 +8,14 @@
  * begin, nameless in Perfetto, whose slice ends carry no name). The trace recorded in each
  * format by lk_trace_start itself reads as the same kinds of events. And what is not a trace, or
  * is cut short, is -EINVAL (or the system's error for a path that is not there), never a crash.
+ * The reader streams: an event's strings, which point into its packet, hold until the next call
+ * (the last event of each packet too), and a CTF stream damaged in its second packet gives the
+ * merge's events up to its last good one, then -EINVAL.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -492,12 +497,179 @@ static void damaged_input_is_refused(void **state)
 	unlink(pft);
 }
 
+/* ---- streaming: an event's strings while the merge goes on, a stream damaged in its middle ---- */
+
+#define BIG_EVENTS 30000 /* per thread: a few of lowkey's 256 KiB packets, strings and all */
+
+static void *big_thread(void *arg)
+{
+	long base = (long)arg;
+	char label[64];
+
+	for (long i = 0; i < BIG_EVENTS; i++) {
+		long n = base + i;
+
+		snprintf(label, sizeof(label), "row-%ld-of-a-label-long-enough-to-fill-packets", n);
+		LK_PROBE(rd, big, n, label);
+	}
+	return NULL;
+}
+
+/* Two threads recording at once, each over several packets: their events interleave in time. */
+static void record_big(const char *path)
+{
+	struct lk_trace_config c = { .path = path, .buffer_size = 16u << 20 };
+	pthread_t t[2];
+
+	assert_true(lk_probe_enable("rd") >= 0);
+	assert_int_equal(lk_trace_start(&c), 0);
+	for (long i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, big_thread, (void *)(i * 1000000));
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(lk_trace_stop(), 0);
+}
+
+/* What a read of the big trace gave: each rd:big event's tid, time and number. */
+struct big_reading {
+	struct {
+		int tid;
+		uint64_t ns;
+		int64_t n;
+	} *v;
+	size_t n, cap;
+	int rc; /* what ended it */
+};
+
+/*
+ * Read the big trace: every rd:big event's string, as given, says the number its other argument
+ * has -- including the last event of each packet, whose stream moves on to its next packet only at
+ * the next call.
+ */
+static void read_big(const char *path, struct big_reading *out)
+{
+	struct lk_trace_file *tf;
+	struct lk_trace_event ev;
+	char want[64];
+
+	memset(out, 0, sizeof(*out));
+	assert_int_equal(lk_trace_file_open(path, &tf), 0);
+	while ((out->rc = lk_trace_file_next(tf, &ev)) == 1) {
+		if (strcmp(ev.name, "big") != 0)
+			continue;
+		assert_int_equal(ev.nargs, 2);
+		snprintf(want, sizeof(want),
+			 "row-%" PRId64 "-of-a-label-long-enough-to-fill-packets",
+			 ev.args[0].v.i64);
+		assert_string_equal(ev.args[1].v.str, want);
+		if (out->n == out->cap) {
+			out->cap = out->cap ? 2 * out->cap : 4096;
+			out->v = realloc(out->v, out->cap * sizeof(*out->v));
+			assert_non_null(out->v);
+		}
+		out->v[out->n].tid = ev.tid;
+		out->v[out->n].ns = ev.ns;
+		out->v[out->n++].n = ev.args[0].v.i64;
+	}
+	if (out->rc == -EINVAL) {
+		assert_non_null(strstr(lk_last_error(), "is damaged at byte"));
+		assert_int_equal(lk_trace_file_next(tf, &ev), -EINVAL); /* and stays so */
+	}
+	lk_trace_file_close(tf);
+}
+
+static void strings_live_until_the_next_call(void **state)
+{
+	char path[256];
+	struct big_reading r;
+	size_t per_thread[2] = { 0, 0 };
+
+	(void)state;
+	lkt_path(path, sizeof(path), "trace-reader-big");
+	record_big(path);
+	read_big(path, &r);
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(r.n, 2 * BIG_EVENTS);
+	for (size_t i = 0; i < r.n; i++) {
+		per_thread[r.v[i].n >= 1000000]++;
+		if (i)
+			assert_true(r.v[i].ns >= r.v[i - 1].ns);
+	}
+	assert_int_equal(per_thread[0], BIG_EVENTS);
+	assert_int_equal(per_thread[1], BIG_EVENTS);
+	free(r.v);
+	lkt_rmrf(path);
+}
+
+/* The largest probe stream of the trace at dir: its path into file. */
+static void largest_stream(const char *dir, char *file, size_t len)
+{
+	char name[512];
+	off_t best = -1;
+	struct stat st;
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, "stream-", 7) != 0 || strstr(e->d_name, "-sched"))
+			continue;
+		snprintf(name, sizeof(name), "%s/%s", dir, e->d_name);
+		if (stat(name, &st) == 0 && st.st_size > best) {
+			best = st.st_size;
+			snprintf(file, len, "%s", name);
+		}
+	}
+	closedir(d);
+	assert_true(best > 0);
+}
+
+static void damaged_stream_errs_after_earlier_events(void **state)
+{
+	char path[256], stream[512];
+	struct big_reading whole, cut;
+	uint64_t packet, header = UINT64_MAX; /* event id 0xffff: no class has it */
+	size_t k = 0, from_damaged = 0, total_damaged = 0;
+	int fd, tid;
+
+	(void)state;
+	lkt_path(path, sizeof(path), "trace-reader-damaged");
+	record_big(path);
+	read_big(path, &whole);
+	largest_stream(path, stream, sizeof(stream));
+	tid = atoi(strrchr(stream, '-') + 1);
+	/* the first record of the stream's second packet: the packet_size of the first says where */
+	fd = open(stream, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &packet, 8, 56), 8);
+	packet /= 8;
+	assert_int_equal(pwrite(fd, &header, 8, (off_t)packet + 80), 8);
+	close(fd);
+	read_big(path, &cut);
+	assert_int_equal(cut.rc, -EINVAL);
+	/* the events given are the undamaged merge's up to the damaged stream's last good one */
+	for (size_t i = 0; i < whole.n; i++)
+		total_damaged += whole.v[i].tid == tid;
+	for (k = 0; k < cut.n; k++) {
+		assert_int_equal(cut.v[k].tid, whole.v[k].tid);
+		assert_int_equal(cut.v[k].n, whole.v[k].n);
+		from_damaged += cut.v[k].tid == tid;
+	}
+	assert_true(from_damaged > 0 && from_damaged < total_damaged);
+	assert_int_equal(cut.v[cut.n - 1].tid, tid); /* no later event of the other thread */
+	free(whole.v);
+	free(cut.v);
+	lkt_rmrf(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(one_recording_in_three_formats),
 		cmocka_unit_test(each_format_as_recorded),
 		cmocka_unit_test(damaged_input_is_refused),
+		cmocka_unit_test(strings_live_until_the_next_call),
+		cmocka_unit_test(damaged_stream_errs_after_earlier_events),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
