@@ -183,6 +183,13 @@ void lk__ctf_cursor_bytes(struct lk__ctf_cursor *c, const struct lk__trace_reade
 int lk__ctf_cursor_next(struct lk__ctf_cursor *c, struct lk__event *e);
 
 /*
+ * Every event left in the stream to event(e, arg) (NULL: none), decoded as lk__ctf_cursor_next
+ * decodes them: 0 at the end, event's non-zero value, or an error of lk__ctf_cursor_next.
+ */
+int lk__ctf_cursor_walk(struct lk__ctf_cursor *c, int (*event)(const struct lk__event *, void *),
+			void *arg);
+
+/*
  * Count the stream's events onto *events up to its next thread name (lowkey:thread_name), which
  * is decoded into *e: 1; or up to its end, 0, or an error, as lk__ctf_cursor_next. A pass that
  * only counts: the events' times and arguments are not decoded.

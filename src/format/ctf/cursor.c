@@ -255,21 +255,30 @@ static void packet_done(struct lk__ctf_cursor *c)
 	c->len = 0;
 }
 
-int lk__ctf_cursor_next(struct lk__ctf_cursor *c, struct lk__event *e)
+/* The next event from the packets after the one read: out of line, once a packet. */
+static int next_in_new_packet(struct lk__ctf_cursor *c, struct lk__event *e);
+
+/* The one decoding of a stream's records: the next event into e, 1; 0 at the end; an error. */
+static inline int cursor_next(struct lk__ctf_cursor *c, struct lk__event *e)
 {
-	for (;;) {
+	size_t size;
+
+	if (__builtin_expect(c->p >= c->end, 0))
+		return next_in_new_packet(c, e);
+	size = decode_record(c, c->p, (size_t)(c->end - c->p), e);
+	if (!size)
+		return -EINVAL;
+	c->p += size;
+	e->tid = c->s.tid;
+	c->s.events++;
+	return 1;
+}
+
+static int next_in_new_packet(struct lk__ctf_cursor *c, struct lk__event *e)
+{
+	while (c->p >= c->end) {
 		int rc;
 
-		if (c->p < c->end) {
-			size_t size = decode_record(c, c->p, (size_t)(c->end - c->p), e);
-
-			if (!size)
-				return -EINVAL;
-			c->p += size;
-			e->tid = c->s.tid;
-			c->s.events++;
-			return 1;
-		}
 		if (c->done)
 			return 0;
 		if (c->len)
@@ -278,6 +287,24 @@ int lk__ctf_cursor_next(struct lk__ctf_cursor *c, struct lk__event *e)
 		if (rc <= 0)
 			return rc;
 	}
+	return cursor_next(c, e);
+}
+
+int lk__ctf_cursor_next(struct lk__ctf_cursor *c, struct lk__event *e)
+{
+	return cursor_next(c, e);
+}
+
+int lk__ctf_cursor_walk(struct lk__ctf_cursor *c, int (*event)(const struct lk__event *, void *),
+			void *arg)
+{
+	struct lk__event e;
+	int rc;
+
+	while ((rc = cursor_next(c, &e)) == 1)
+		if (event && (rc = event(&e, arg)) != 0)
+			return rc;
+	return rc;
 }
 
 int lk__ctf_cursor_count(struct lk__ctf_cursor *c, uint64_t *events, struct lk__event *e)

@@ -248,11 +248,10 @@ size_t lk__event_arg(const struct lk__event *e, size_t offset, unsigned int i, u
 static int walk_cursor(struct lk__trace_reader *r, struct lk__ctf_cursor *c,
 		       const struct lk__reader_ops *ops, void *arg)
 {
-	struct lk__event e;
 	int rc = ops->stream_begin ? ops->stream_begin(&c->s, arg) : 0;
 
-	while (!rc && (rc = lk__ctf_cursor_next(c, &e)) == 1)
-		rc = ops->event ? ops->event(&e, arg) : 0;
+	if (!rc)
+		rc = lk__ctf_cursor_walk(c, ops->event, arg);
 	if (!rc && c->s.truncated)
 		r->truncated_streams++;
 	if (!rc && ops->stream_end)
