@@ -10,7 +10,8 @@
  * is cut short, is -EINVAL (or the system's error for a path that is not there), never a crash.
  * The reader streams: an event's strings, which point into its packet, hold until the next call
  * (the last event of each packet too), and a CTF stream damaged in its second packet gives the
- * merge's events up to its last good one, then -EINVAL.
+ * merge's events up to its last good one, then -EINVAL; a trace of many streams is read with
+ * fewer file descriptors than it has streams.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -662,6 +664,63 @@ static void damaged_stream_errs_after_earlier_events(void **state)
 	lkt_rmrf(path);
 }
 
+#define MANY 100 /* streams: more than a reader keeps open at once */
+
+static void copy_file(const char *from, const char *to)
+{
+	size_t len;
+	uint8_t *data = file_bytes(from, &len);
+
+	write_file(to, data, len);
+	free(data);
+}
+
+/*
+ * A trace of MANY threads (one recorded stream copied MANY times, as threads 1 to MANY) reads
+ * whole with fewer file descriptors than streams: a stream's file is open only while a packet of
+ * it is read.
+ */
+static void many_streams_few_descriptors(void **state)
+{
+	char path[256], many[256], from[512], to[512];
+	struct lk_trace_file *tf;
+	struct lk_trace_event ev;
+	struct rlimit was, few;
+	uint64_t per_stream, n = 0;
+	int rc;
+
+	(void)state;
+	lkt_path(path, sizeof(path), "trace-reader-one");
+	lkt_path(many, sizeof(many), "trace-reader-many");
+	record_big(path);
+	largest_stream(path, from, sizeof(from));
+	assert_int_equal(mkdir(many, 0700), 0);
+	for (int i = 1; i <= MANY; i++) {
+		snprintf(to, sizeof(to), "%s/stream-%d", many, i);
+		copy_file(from, to);
+	}
+	snprintf(from, sizeof(from), "%s/metadata", path);
+	snprintf(to, sizeof(to), "%s/metadata", many);
+	copy_file(from, to);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+	few = was;
+	few.rlim_cur = MANY / 2;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &few), 0);
+	rc = lk_trace_file_open(many, &tf);
+	assert_int_equal(rc, 0);
+	per_stream = lk_trace_file_get_info(tf)->events / MANY;
+	assert_int_equal(lk_trace_file_get_info(tf)->threads, MANY);
+	while ((rc = lk_trace_file_next(tf, &ev)) == 1)
+		n++;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	assert_int_equal(rc, 0);
+	assert_true(per_stream > 0);
+	assert_int_equal(n, per_stream * MANY);
+	lk_trace_file_close(tf);
+	lkt_rmrf(path);
+	lkt_rmrf(many);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -670,6 +729,7 @@ int main(void)
 		cmocka_unit_test(damaged_input_is_refused),
 		cmocka_unit_test(strings_live_until_the_next_call),
 		cmocka_unit_test(damaged_stream_errs_after_earlier_events),
+		cmocka_unit_test(many_streams_few_descriptors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
