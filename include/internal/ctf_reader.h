@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal: reading lowkey's own CTF traces back (for the JSON conversion and `lowkey report`).
+ * Internal: reading lowkey's own CTF traces back (for the conversions and the public reader).
  * It reads the event classes from the trace's `metadata` (the TSDL lowkey writes; a trace of
- * lowkey 0.x before format 3 had them in a hidden `.lowkey-index`, read when it is there) and
- * walks each stream file's packets.
+ * lowkey 0.x before format 3 had them in a hidden `.lowkey-index`, read when it is there), and
+ * each stream file's packets with a cursor: one event at a time, one packet in memory
+ * (lk__ctf_cursor), which the walk of a whole trace (lk__reader_walk) uses too.
  *
  * A trace may have been written by someone else, or by a program killed mid-write: nothing in it
  * is trusted. Files are opened only through the trace directory's descriptor, never through a
@@ -44,6 +45,8 @@ struct lk__trace_reader {
 	struct lk__event_class **classes; /* by id; NULL where none */
 	size_t nclasses;
 	uint64_t truncated_streams; /* in the last walk: streams whose last packet was cut short */
+	/* lk__reader_ns's multiplier for tsc_hz: whole ns per tick, and 2^-64ths (lk__reader_set_clock) */
+	uint64_t clock_hz, ns_whole, ns_frac;
 };
 
 struct lk__event {
@@ -94,6 +97,12 @@ int lk__reader_walk(struct lk__trace_reader *r, const struct lk__reader_ops *ops
 		    char *err, size_t errlen);
 
 /*
+ * The names of the stream files of r's directory (stream-TID, stream-TID-sched), sorted as the
+ * walk visits them: how many, or -errno. Free each and the array.
+ */
+int lk__reader_streams(struct lk__trace_reader *r, char ***names);
+
+/*
  * Called on this thread with each packet's size after its events were visited (NULL: nothing):
  * how a conversion tells how far it is (progress.c sets it for the conversion's time).
  */
@@ -116,8 +125,84 @@ struct lk__switch lk__event_switch(const struct lk__event *e);
 /* A counter's value (its first argument: a double, or an integer converted); 0 if it has none. */
 double lk__event_counter(const struct lk__event *e);
 
-/* Nanoseconds on CLOCK_MONOTONIC for a TSC value of this trace. */
-uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc);
+/*
+ * Nanoseconds on CLOCK_MONOTONIC for a TSC value of this trace: monotonic0_ns + (tsc - tsc0) *
+ * 10^9 / tsc_hz rounded down, exactly, in integers (0 before the clock's start, UINT64_MAX past
+ * its range). Two multiplications where lk__reader_set_clock was called for r's tsc_hz; a
+ * 128-bit division otherwise.
+ */
+static inline uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc);
+uint64_t lk__reader_ns_divided(const struct lk__trace_reader *r, uint64_t tsc);
+
+/* Precompute lk__reader_ns's multiplier for r->tsc_hz (the readers call it when they set it). */
+void lk__reader_set_clock(struct lk__trace_reader *r);
+
+/*
+ * A stream read one event at a time: the packet being read is in memory (read with pread), the
+ * next is read when its records are done. An event's payload points into that packet: it stays
+ * valid until the cursor is moved on (next, rewind, close). Damage is found as it is read: the
+ * events before it are given, then -EINVAL. What it allocates: one buffer, the largest packet
+ * met (at most 64 MiB). The packet hook (above) is told each packet once its records are read.
+ */
+struct lk__ctf_cursor {
+	const struct lk__trace_reader *r;
+	struct lk__stream_info s; /* tid, stream_id, file; its counters as far as it has read */
+	char *name;		  /* the stream's file in r's directory; NULL: bytes */
+	int fd;			  /* -1 while closed (between packets if transient), or bytes */
+	bool transient;		  /* close the file after each packet: many streams open at once */
+	bool done;		  /* at the end of the stream */
+	const uint8_t *bytes;	  /* the stream in memory (the fuzzer, the live Perfetto writer) */
+	uint64_t size;		  /* the stream's bytes, as when it was opened */
+	uint8_t *buf;		  /* the packet being read ... */
+	size_t cap;
+	uint64_t at, len;	/* ... where it starts in the stream, its length (0: none) */
+	const uint8_t *p, *end; /* its records not read yet */
+	uint64_t tsc;		/* the latest event's timestamp */
+	bool cpu;		/* records carry the thread's CPU time */
+	size_t head;		/* a record's bytes before its payload */
+	int read_error;		/* -errno from reading, 0 */
+};
+
+/*
+ * A cursor on the stream file name (stream-TID or stream-TID-sched) of r's directory, before its
+ * first event. 0, or -errno with a message in err (the file cannot be opened, or is not a regular
+ * file), -ENOMEM.
+ */
+int lk__ctf_cursor_open(struct lk__ctf_cursor *c, const struct lk__trace_reader *r,
+			const char *name, bool transient, char *err, size_t errlen);
+
+/* A cursor on a stream's bytes in memory (kept by the caller), as thread tid's stream stream_id. */
+void lk__ctf_cursor_bytes(struct lk__ctf_cursor *c, const struct lk__trace_reader *r,
+			  const uint8_t *data, size_t len, int tid, unsigned int stream_id);
+
+/*
+ * The stream's next event into *e: 1; 0 at its end (c->s.truncated: bytes after its last whole
+ * packet), and on every call after; -EINVAL where the stream is damaged (at byte c->at: a packet
+ * or record runs past its bounds), an error from reading (c->read_error), or -ENOMEM.
+ */
+int lk__ctf_cursor_next(struct lk__ctf_cursor *c, struct lk__event *e);
+
+/*
+ * Every event left in the stream to event(e, arg) (NULL: none), decoded as lk__ctf_cursor_next
+ * decodes them: 0 at the end, event's non-zero value, or an error of lk__ctf_cursor_next.
+ */
+int lk__ctf_cursor_walk(struct lk__ctf_cursor *c, int (*event)(const struct lk__event *, void *),
+			void *arg);
+
+/*
+ * Count the stream's events onto *events up to its next thread name (lowkey:thread_name), which
+ * is decoded into *e: 1; or up to its end, 0, or an error, as lk__ctf_cursor_next. A pass that
+ * only counts: the events' times and arguments are not decoded.
+ */
+int lk__ctf_cursor_count(struct lk__ctf_cursor *c, uint64_t *events, struct lk__event *e);
+
+/* Back to the stream's start; its counters zeroed. */
+void lk__ctf_cursor_rewind(struct lk__ctf_cursor *c);
+
+/* The message for rc, an error lk__ctf_cursor_next returned; returns rc. */
+int lk__ctf_cursor_error(const struct lk__ctf_cursor *c, int rc, char *err, size_t errlen);
+
+void lk__ctf_cursor_close(struct lk__ctf_cursor *c);
 
 /*
  * The two parsers on their own, for the fuzzer. lk__reader_parse_index reads an index or a
@@ -130,5 +215,22 @@ int lk__reader_parse_index(struct lk__trace_reader *r, char *text, size_t len, c
 			   size_t errlen);
 int lk__reader_walk_bytes(struct lk__trace_reader *r, const uint8_t *data, size_t len,
 			  struct lk__stream_info *s, const struct lk__reader_ops *ops, void *arg);
+
+static inline uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc)
+{
+	uint64_t ticks = tsc - r->tsc0, whole, ns;
+
+	if (__builtin_expect(tsc < r->tsc0 || r->clock_hz != r->tsc_hz || !r->tsc_hz ||
+				     __builtin_mul_overflow(ticks, r->ns_whole, &whole),
+			     0))
+		return lk__reader_ns_divided(r, tsc);
+	/* ns_frac is rounded down: this is the exact quotient, or one less */
+	ns = whole + (uint64_t)((unsigned __int128)ticks * r->ns_frac >> 64);
+	if ((unsigned __int128)(ns + 1) * r->tsc_hz <= (unsigned __int128)ticks * 1000000000u)
+		ns++;
+	if (__builtin_add_overflow(ns, r->monotonic0_ns, &ns))
+		return UINT64_MAX;
+	return ns;
+}
 
 #endif

@@ -110,6 +110,44 @@ int lk__trace_file_parse(struct lk__trace_file *t, const uint8_t *data, size_t l
 int lk__trace_file_walk(struct lk__trace_file *t, const struct lk__reader_ops *ops, void *arg,
 			char *err, size_t errlen);
 
+/*
+ * One stream of a trace of any format read an event at a time: a CTF stream file through its
+ * cursor (lk__ctf_cursor: one packet in memory), a JSON or Perfetto thread's events from memory.
+ * An event's payload is valid until its cursor moves on.
+ */
+struct lk__tf_cursor {
+	const struct lk__trace_file *t;
+	const struct lk__tf_stream *v; /* JSON, Perfetto: the thread's events; NULL: CTF */
+	size_t pos;
+	struct lk__stream_info s; /* JSON, Perfetto (CTF: ctf.s) */
+	struct lk__ctf_cursor ctf;
+};
+
+/*
+ * A cursor on each of the trace's streams, in the order lk__trace_file_walk visits them, into
+ * *v (*n of them). 0, or -errno with a message in err. A CTF trace of many streams has its
+ * cursors open each stream's file only while they read a packet (lk__ctf_cursor.transient).
+ */
+int lk__tf_cursors_open(struct lk__trace_file *t, struct lk__tf_cursor **v, size_t *n, char *err,
+			size_t errlen);
+void lk__tf_cursors_close(struct lk__tf_cursor *v, size_t n);
+
+/* As lk__ctf_cursor_next (JSON and Perfetto streams end without errors). */
+int lk__tf_cursor_next(struct lk__tf_cursor *c, struct lk__event *e);
+/* As lk__ctf_cursor_count: events counted onto *events up to the next thread name (into *e). */
+int lk__tf_cursor_count(struct lk__tf_cursor *c, uint64_t *events, struct lk__event *e);
+void lk__tf_cursor_rewind(struct lk__tf_cursor *c);
+/* The stream's tid, stream_id, file and counters as far as the cursor has read. */
+const struct lk__stream_info *lk__tf_cursor_info(const struct lk__tf_cursor *c);
+/* The message for rc, an error lk__tf_cursor_next returned; returns rc. */
+int lk__tf_cursor_error(const struct lk__tf_cursor *c, int rc, char *err, size_t errlen);
+
+/*
+ * Put each JSON or Perfetto thread's events in time order (the file's order where times tie),
+ * as a CTF stream is recorded; a no-op for CTF. Cursors on t must be rewound after.
+ */
+void lk__tf_sort_streams(struct lk__trace_file *t);
+
 void lk__trace_file_close(struct lk__trace_file *t);
 
 /* ---- for the readers of the formats (chrome_json/read.c, perfetto/read.c) ---- */

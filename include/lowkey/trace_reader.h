@@ -34,22 +34,31 @@
  * Times are nanoseconds on the trace's clock: CLOCK_MONOTONIC for CTF (the recording process's
  * clock); for JSON and Perfetto, counted from just before the file's first event (the file's own
  * clock: real time for JSON). Durations are the same in every format, to the format's resolution
- * (1 ns in all three), but for Perfetto's rounding: its writer converts the cycle counter to ns in
- * integers, the CTF reader through a double, so its times may differ from CTF's by 1 ns (and two
- * threads' events that close may come in the other order).
+ * (1 ns in all three), but for Perfetto's rounding: the CTF reader converts the cycle counter to
+ * ns exactly (rounded down, in integers), Perfetto's writer with a multiplier rounded down, so its
+ * times may be 1 ns short of CTF's (and two threads' events that close may come in the other
+ * order). A thread's events come in the order it recorded them: one timed before the thread's
+ * previous event (a CPU whose counter is a hair behind another's) is given that event's time.
  *
- * Cost: the trace is read whole at open -- every event into memory, 32 bytes each (64-bit) plus
- * its arguments' bytes, in arrays grown by doubling; a JSON or Perfetto file also holds its bytes
- * and its parsed events while it is read -- and each thread's stream is put in time order;
- * lk_trace_file_next() then costs O(log streams) (a merge of the threads' streams) and allocates
- * only while spans nest deeper than before. A CTF trace is walked stream by stream, so merging
- * its threads in time order needs them all in memory too.
+ * Cost: a CTF trace is streamed, never held whole: each stream (a thread's events, its context
+ * switches) has one packet in memory (256 KiB as lowkey writes them), read with pread when the
+ * one before is done, and the events are decoded from it where they lie. lk_trace_file_open()
+ * reads every stream through once to count its events and find its thread's name (the sizes of
+ * the records only: no times, no arguments); lk_trace_file_next() then decodes one event and
+ * costs O(log streams) (a merge of the streams with a binary heap), and allocates only while
+ * spans nest deeper than before. A JSON or Perfetto file is read and parsed whole at open (its
+ * events in memory, with their arguments' bytes) and merged the same way. A trace of more than
+ * 64 CTF streams opens each stream's file only while it reads a packet, so that it needs no more
+ * file descriptors than that.
  *
  * Nothing in a trace is trusted: a file or directory that is not a whole trace lowkey wrote --
  * cut short, damaged at any byte, another program's -- is -EINVAL with a message
- * (lk_last_error()), never a crash; a CTF stream cut inside its last packet gives its whole
- * packets (lk_trace_file_get_info().truncated_streams). What is allocated is bounded by the trace's
- * size.
+ * (lk_last_error()), never a crash. What is not a trace, or a JSON or Perfetto file damaged
+ * anywhere, is refused at open; a CTF stream damaged in a packet gives its events before the
+ * damage, and lk_trace_file_next() then returns -EINVAL where that stream's next event would be
+ * (after its last good one, in time order). A CTF stream cut inside its last packet gives its
+ * whole packets (lk_trace_file_get_info().truncated_streams). What is allocated is bounded by the
+ * trace's size.
  *
  * Threads: an lk_trace_file is used by one thread at a time; separate ones are independent. None
  * of these functions is async-signal-safe (they allocate).
@@ -89,17 +98,21 @@ struct lk_trace_arg {
 };
 
 /*
- * One event. Its strings live until the next lk_trace_file_next() or lk_trace_file_close() on
- * the same file, unless said otherwise.
+ * One event. Its strings (its arguments', pointing into the packet the event was read from) live
+ * until the next lk_trace_file_next(), lk_trace_file_rewind() or lk_trace_file_close() on the
+ * same file, unless said otherwise: the stream of the event given moves on only at the next call.
  */
 struct lk_trace_event {
 	enum lk_trace_event_type type;
 	enum lk_probe_kind kind; /* LK_TRACE_EV_PROBE: instant, span begin or end, counter */
 	uint64_t seq;		 /* its position in the file's order: 0, 1, 2... */
 	int tid;
+	unsigned int thread;	     /* its thread's index (lk_trace_file_thread) */
 	const char *thread_name;     /* the thread's name, "" if the trace has none; lives as
 					 * long as the file is open */
 	uint64_t ns;		     /* when (see the top of this header) */
+	uint64_t ticks;		     /* the same, on the trace's own clock (tick_hz) */
+	unsigned int class_id;	     /* its provider:name and kind (lk_trace_file_class) */
 	uint64_t cpu_ns;	     /* the thread's CPU time then; 0 unless the trace records it
 					 * (lk_trace_file_get_info().cputime) */
 	const char *provider, *name; /* "lowkey" and "sched_out"/"sched_in" for switches */
@@ -111,7 +124,7 @@ struct lk_trace_event {
 	unsigned int depth;
 	/* LK_PROBE_SPAN_END: whether a begin was open for it; if so, that begin's seq and times. */
 	bool paired;
-	uint64_t begin_seq, begin_ns, begin_cpu_ns;
+	uint64_t begin_seq, begin_ns, begin_ticks, begin_cpu_ns;
 	uint64_t duration_ns;	  /* ns - begin_ns */
 	uint64_t cpu_duration_ns; /* cpu_ns - begin_cpu_ns; 0 without CPU time */
 
@@ -127,47 +140,72 @@ struct lk_trace_file_info {
 	const char *format_name; /* "CTF", "Chrome JSON", "Perfetto" */
 	int pid;		 /* the process recorded */
 	const char *process_name;
-	unsigned int threads;	    /* threads with a stream of events, switches or a name */
-	uint64_t events;	    /* events lk_trace_file_next() gives, switches included */
-	uint64_t thread_names;	    /* the trace's records of thread names (not events here) */
-	uint64_t lost;		    /* events the threads lost (full rings), all together */
-	uint64_t sched_lost;	    /* context switch records the kernel dropped */
-	uint64_t dropped;	    /* flight recorder snapshots: of the events older
+	unsigned int threads;	     /* threads with a stream of events, switches or a name */
+	uint64_t events;	     /* events lk_trace_file_next() gives, switches included
+					 * (a damaged CTF stream: those before the damage) */
+	uint64_t thread_names;	     /* the trace's records of thread names (not events here) */
+	uint64_t lost;		     /* events the threads lost (full rings), all together */
+	uint64_t sched_lost;	     /* context switch records the kernel dropped */
+	uint64_t dropped;	     /* flight recorder snapshots: of the events older
 					 * ones overwrote, those the threads dropped */
-	uint64_t truncated_streams; /* CTF: streams cut inside their last packet */
-	bool cputime;		    /* events carry CPU time */
-	bool sched;		    /* context switches were recorded */
-	bool overwrite;		    /* a flight recorder's snapshot */
+	uint64_t truncated_streams;  /* CTF: streams cut inside their last packet */
+	uint64_t nonfinite_counters; /* JSON: counter values the file left out (NaN, inf) */
+	bool cputime;		     /* events carry CPU time */
+	bool sched;		     /* context switches were recorded */
+	bool overwrite;		     /* a flight recorder's snapshot */
+	uint64_t tick_hz;	     /* ticks per second of lk_trace_event.ticks: the cycle
+					 * counter's in CTF, 10^9 (ns) in JSON and Perfetto */
+	unsigned int classes;	     /* the class_id values: 0 to classes - 1 */
+};
+
+/*
+ * A class of events: every event of one provider:name and kind, whichever site or library
+ * recorded it. Class ids run in the order of provider, then name (strcmp), then kind, so a
+ * listing by id reads the same for one recording in every format. Switches have classes too.
+ */
+struct lk_trace_class {
+	const char *provider, *name; /* live as long as the file is open */
+	enum lk_probe_kind kind;
 };
 
 /* A thread of the trace. */
 struct lk_trace_thread {
 	int tid;
-	const char *name;   /* "" if none; lives as long as the file is open */
-	uint64_t events;    /* its events lk_trace_file_next() gives, switches too */
-	uint64_t lost;	    /* events it lost (a full ring) */
-	uint64_t truncated; /* CTF: bytes at the end of its stream that were not a whole
+	const char *name;    /* "" if none; lives as long as the file is open */
+	uint64_t events;     /* its events lk_trace_file_next() gives, switches too */
+	uint64_t lost;	     /* events it lost (a full ring) */
+	uint64_t truncated;  /* CTF: bytes at the end of its stream that were not a whole
 					 * packet (a program killed while writing); 0 elsewhere */
+	uint64_t open_spans; /* spans open on it after the latest lk_trace_file_next():
+					 * at the end, those its trace never closed */
 };
 
 /*
  * lk_trace_file_open - open the trace at path (a CTF directory, a .pftrace or a JSON file, told by
- * content) and read it into memory (see Cost above). *tf is set on success only.
+ * content): a CTF trace's streams counted, a JSON or Perfetto file read into memory (see Cost
+ * above). *tf is set on success only.
  * Errors: -ENOENT, -EACCES, -ENOTDIR and the like: path cannot be opened (the message names it);
- * -EINVAL: not a trace lowkey wrote, or damaged (the message names the format and where);
+ * -EINVAL: not a trace lowkey wrote, or damaged (the message names the format and where; a CTF
+ * stream damaged in a packet is told by lk_trace_file_next() instead);
  * -EFBIG: a file too large to read into memory; -E2BIG: more event classes than a trace can hold
  * (65,535); -ENOMEM. Not async-signal-safe.
  */
 LK_API int lk_trace_file_open(const char *path, struct lk_trace_file **tf);
 
 /*
- * lk_trace_file_next - the next event in time order into *ev. Returns 1 with *ev set, 0 at the
- * end (and on every call after it), or -ENOMEM (pairing a span nested deeper than any before;
- * the file stays usable, the event is lost). Not async-signal-safe.
+ * lk_trace_file_next - the next event in time order into *ev; the previous event's strings are
+ * gone. Returns 1 with *ev set, 0 at the end (and on every call after it), -ENOMEM (pairing a span
+ * nested deeper than any before; the file stays usable, the event is lost), or, for a CTF trace,
+ * -EINVAL (a stream damaged after the events given: the message names its file and the byte) or
+ * the system's error reading a stream (-EIO and the like), given again on every call after it
+ * until lk_trace_file_rewind(). Not async-signal-safe.
  */
 LK_API int lk_trace_file_next(struct lk_trace_file *tf, struct lk_trace_event *ev);
 
-/* lk_trace_file_rewind - start again from the first event (spans unpaired again). O(threads). */
+/*
+ * lk_trace_file_rewind - start again from the first event (spans unpaired again): the first
+ * packet of every CTF stream read again. O(streams).
+ */
 LK_API void lk_trace_file_rewind(struct lk_trace_file *tf);
 
 /* lk_trace_file_get_info - what the trace says about itself; valid while tf is open. O(1). */
@@ -179,6 +217,10 @@ LK_API const struct lk_trace_file_info *lk_trace_file_get_info(const struct lk_t
  */
 LK_API int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i,
 				struct lk_trace_thread *th);
+
+/* lk_trace_file_class - class id (lk_trace_event.class_id) into *cls. 0, or -ERANGE. O(1). */
+LK_API int lk_trace_file_class(const struct lk_trace_file *tf, unsigned int id,
+			       struct lk_trace_class *cls);
 
 /* The event's argument of that name, or NULL if it has none. O(arguments). */
 LK_API const struct lk_trace_arg *lk_trace_event_arg(const struct lk_trace_event *ev,

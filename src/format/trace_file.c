@@ -159,6 +159,7 @@ int lk__tf_init(struct lk__trace_file *t, enum lk__trace_format format)
 	t->format_name = format == LK__TF_JSON ? "Chrome JSON" : "Perfetto";
 	t->r.dir_fd = -1;
 	t->r.tsc_hz = 1000000000u;
+	lk__reader_set_clock(&t->r);
 	t->next_class = LK__FIRST_SITE_ID;
 	if (builtin(t, LK__EVENT_THREAD_NAME, "thread_name", 1, LK_PROBE_STR, name) ||
 	    builtin(t, LK__EVENT_SCHED_OUT, "sched_out", 2, LK_PROBE_U64 | LK_PROBE_U64 << 4,
@@ -441,32 +442,6 @@ int lk__tf_off_cpu(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t 
 
 /* ---- walking it as the CTF reader walks a trace ---- */
 
-static int walk_stream(struct lk__trace_file *t, const struct lk__tf_thread *th,
-		       unsigned int stream_id, const struct lk__reader_ops *ops, void *arg)
-{
-	const struct lk__tf_stream *s = stream_id ? &th->sched : &th->probes;
-	struct lk__stream_info info = { th->tid, stream_id, t->r.dir,
-					0,	 s->n,	    stream_id ? 0 : th->lost,
-					0 };
-	int rc = ops->stream_begin ? ops->stream_begin(&info, arg) : 0;
-
-	for (size_t i = 0; i < s->n && !rc; i++) {
-		const struct lk__tf_event *v = &s->v[i];
-		/* from 1, not 0: the report takes a time of 0 for none */
-		struct lk__event e = { th->tid,
-				       v->cls == LK__EVENT_THREAD_NAME ? 1 : v->ns - t->base_ns + 1,
-				       v->cpu_ns,
-				       t->r.classes[v->cls],
-				       v->len ? t->bytes + v->at : NULL,
-				       v->len };
-
-		rc = ops->event(&e, arg);
-	}
-	if (!rc && ops->stream_end)
-		rc = ops->stream_end(&info, arg);
-	return rc;
-}
-
 /* Threads in the order of CTF's stream files: by the tid's decimal digits, as text. */
 static int by_stream_name(const void *a, const void *b, void *arg)
 {
@@ -478,26 +453,198 @@ static int by_stream_name(const void *a, const void *b, void *arg)
 	return strcmp(x, y);
 }
 
-int lk__trace_file_walk(struct lk__trace_file *t, const struct lk__reader_ops *ops, void *arg,
-			char *err, size_t errlen)
+static void memory_cursor(struct lk__tf_cursor *c, const struct lk__trace_file *t,
+			  const struct lk__tf_thread *th, unsigned int stream_id)
 {
-	size_t *order;
-	int rc = 0;
+	memset(c, 0, sizeof(*c));
+	c->t = t;
+	c->v = stream_id ? &th->sched : &th->probes;
+	c->s = (struct lk__stream_info){ th->tid, stream_id, t->r.dir,
+					 0,	  c->v->n,   stream_id ? 0 : th->lost,
+					 0 };
+	c->ctf.fd = -1;
+}
 
-	if (t->format == LK__TF_CTF)
-		return lk__reader_walk(&t->r, ops, arg, err, errlen);
-	order = malloc((t->nthreads + 1) * sizeof(*order));
+/* A cursor on each thread's events, and on its switches if it has any, in CTF's order. */
+static int memory_cursors(struct lk__trace_file *t, struct lk__tf_cursor *v, size_t *n)
+{
+	size_t *order = malloc((t->nthreads + 1) * sizeof(*order));
+
 	if (!order)
-		return lk__failf(err, errlen, -ENOMEM, "out of memory");
+		return -ENOMEM;
 	for (size_t i = 0; i < t->nthreads; i++)
 		order[i] = i;
 	qsort_r(order, t->nthreads, sizeof(*order), by_stream_name, t->threads);
-	for (size_t i = 0; i < t->nthreads && !rc; i++) {
-		rc = walk_stream(t, &t->threads[order[i]], 0, ops, arg);
-		if (!rc && t->threads[order[i]].sched.n)
-			rc = walk_stream(t, &t->threads[order[i]], 1, ops, arg);
+	*n = 0;
+	for (size_t i = 0; i < t->nthreads; i++) {
+		const struct lk__tf_thread *th = &t->threads[order[i]];
+
+		memory_cursor(&v[(*n)++], t, th, 0);
+		if (th->sched.n)
+			memory_cursor(&v[(*n)++], t, th, 1);
 	}
 	free(order);
+	return 0;
+}
+
+/* Past this many streams, a CTF cursor opens its file only to read a packet: descriptors are few. */
+#define MANY_STREAMS 64
+
+static int ctf_cursors(struct lk__trace_file *t, struct lk__tf_cursor **v, size_t *n, char *err,
+		       size_t errlen)
+{
+	char **names = NULL;
+	int count = lk__reader_streams(&t->r, &names), rc = 0;
+
+	if (count < 0)
+		return lk__failf(err, errlen, count, "cannot list %s: %s", t->r.dir,
+				 strerror(-count));
+	*v = calloc((size_t)count + 1, sizeof(**v));
+	if (!*v)
+		rc = lk__failf(err, errlen, -ENOMEM, "out of memory");
+	for (int i = 0; i < count; i++) {
+		if (!rc) {
+			(*v)[i].t = t;
+			rc = lk__ctf_cursor_open(&(*v)[i].ctf, &t->r, names[i],
+						 count > MANY_STREAMS, err, errlen);
+			*n = (size_t)i + !rc;
+		}
+		free(names[i]);
+	}
+	free(names);
+	return rc;
+}
+
+int lk__tf_cursors_open(struct lk__trace_file *t, struct lk__tf_cursor **v, size_t *n, char *err,
+			size_t errlen)
+{
+	int rc;
+
+	*v = NULL;
+	*n = 0;
+	if (t->format == LK__TF_CTF)
+		rc = ctf_cursors(t, v, n, err, errlen);
+	else if (!(*v = calloc(2 * t->nthreads + 1, sizeof(**v))) || memory_cursors(t, *v, n))
+		rc = lk__failf(err, errlen, -ENOMEM, "out of memory");
+	else
+		rc = 0;
+	if (rc) {
+		lk__tf_cursors_close(*v, *n);
+		*v = NULL;
+		*n = 0;
+	}
+	return rc;
+}
+
+void lk__tf_cursors_close(struct lk__tf_cursor *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!v[i].v)
+			lk__ctf_cursor_close(&v[i].ctf);
+	free(v);
+}
+
+int lk__tf_cursor_next(struct lk__tf_cursor *c, struct lk__event *e)
+{
+	const struct lk__tf_event *v;
+
+	if (!c->v)
+		return lk__ctf_cursor_next(&c->ctf, e);
+	if (c->pos == c->v->n)
+		return 0;
+	v = &c->v->v[c->pos++];
+	/* from 1, not 0: the report takes a time of 0 for none */
+	*e = (struct lk__event){ c->s.tid,
+				 v->cls == LK__EVENT_THREAD_NAME ? 1 : v->ns - c->t->base_ns + 1,
+				 v->cpu_ns,
+				 c->t->r.classes[v->cls],
+				 v->len ? c->t->bytes + v->at : NULL,
+				 v->len };
+	return 1;
+}
+
+int lk__tf_cursor_count(struct lk__tf_cursor *c, uint64_t *events, struct lk__event *e)
+{
+	if (!c->v)
+		return lk__ctf_cursor_count(&c->ctf, events, e);
+	for (; c->pos < c->v->n; c->pos++, (*events)++)
+		if (c->v->v[c->pos].cls == LK__EVENT_THREAD_NAME)
+			return lk__tf_cursor_next(c, e);
+	return 0;
+}
+
+void lk__tf_cursor_rewind(struct lk__tf_cursor *c)
+{
+	if (c->v)
+		c->pos = 0;
+	else
+		lk__ctf_cursor_rewind(&c->ctf);
+}
+
+const struct lk__stream_info *lk__tf_cursor_info(const struct lk__tf_cursor *c)
+{
+	return c->v ? &c->s : &c->ctf.s;
+}
+
+int lk__tf_cursor_error(const struct lk__tf_cursor *c, int rc, char *err, size_t errlen)
+{
+	if (c->v)
+		return lk__failf(err, errlen, rc, "%s", strerror(-rc));
+	return lk__ctf_cursor_error(&c->ctf, rc, err, errlen);
+}
+
+static int by_time(const void *a, const void *b)
+{
+	const struct lk__tf_event *x = a, *y = b;
+
+	if (x->ns != y->ns)
+		return x->ns < y->ns ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at; /* payloads are stored in the file's order */
+}
+
+static void sort_stream(struct lk__tf_stream *s)
+{
+	for (size_t i = 1; i < s->n; i++)
+		if (s->v[i].ns < s->v[i - 1].ns) {
+			qsort(s->v, s->n, sizeof(*s->v), by_time);
+			return;
+		}
+}
+
+void lk__tf_sort_streams(struct lk__trace_file *t)
+{
+	for (size_t i = 0; i < t->nthreads; i++) {
+		sort_stream(&t->threads[i].probes);
+		sort_stream(&t->threads[i].sched);
+	}
+}
+
+/* A stream between its callbacks. */
+static int walk_cursor(struct lk__tf_cursor *c, const struct lk__reader_ops *ops, void *arg)
+{
+	struct lk__event e;
+	int rc = ops->stream_begin ? ops->stream_begin(&c->s, arg) : 0;
+
+	while (!rc && (rc = lk__tf_cursor_next(c, &e)) == 1)
+		rc = ops->event(&e, arg);
+	if (!rc && ops->stream_end)
+		rc = ops->stream_end(&c->s, arg);
+	return rc;
+}
+
+int lk__trace_file_walk(struct lk__trace_file *t, const struct lk__reader_ops *ops, void *arg,
+			char *err, size_t errlen)
+{
+	struct lk__tf_cursor *v;
+	size_t n;
+	int rc;
+
+	if (t->format == LK__TF_CTF)
+		return lk__reader_walk(&t->r, ops, arg, err, errlen);
+	rc = lk__tf_cursors_open(t, &v, &n, err, errlen);
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = walk_cursor(&v[i], ops, arg);
+	lk__tf_cursors_close(v, n);
 	if (rc == -ENOMEM)
 		lk__failf(err, errlen, rc, "out of memory");
 	return rc;

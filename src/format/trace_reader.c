@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * The public trace reader (lowkey/trace_reader.h): the trace file of any format (trace_file.h)
- * walked once into per-stream arrays, then merged in time order with a binary heap of the
- * streams, spans paired as they come out (spans.h).
+ * The public trace reader (lowkey/trace_reader.h): a cursor on each stream of the trace file of
+ * any format (trace_file.h), merged in time order with a binary heap of the streams, spans paired
+ * as they come out (spans.h). Nothing is copied: the event given out points into its stream's
+ * packet, so its stream moves on only at the next call. At open, one pass over every stream
+ * counts the events and finds the threads' names, which the first event may need.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,16 +19,12 @@
 #include "internal/trace_file.h"
 #include "probe/probe_internal.h"
 
-/* An event kept in memory; its payload at `at` in lk_trace_file.bytes. */
-struct tr_record {
-	uint64_t ns, cpu_ns;
-	size_t at;
-	uint32_t cls, len;
-};
-
+/* A stream, and the event it is at: the next it gives unless others are earlier. */
 struct tr_stream {
-	struct tr_record *v;
-	size_t n, cap, pos;
+	struct lk__tf_cursor *cur;
+	struct lk__event e; /* its time in ns where the cursor put the TSC */
+	uint64_t ticks;	    /* e's TSC */
+	int tid;
 	uint32_t thread; /* index in lk_trace_file.threads */
 };
 
@@ -35,7 +34,16 @@ struct tr_thread {
 	uint64_t events, lost, truncated;
 	struct lk__pair_stack open; /* its open spans ... */
 	uint64_t *seq;		    /* ... and their begins' seq, by position */
-	size_t seq_cap;
+	uint64_t *ticks;	    /* ... and ticks */
+	size_t seq_cap, ticks_cap;
+};
+
+#define NONE SIZE_MAX
+
+/* A stream in the merge's heap: the time of its event, then its thread and position as ties. */
+struct tr_slot {
+	uint64_t ns;
+	uint64_t order; /* the tid (sign flipped: compared unsigned), then the stream's index */
 };
 
 struct lk_trace_file {
@@ -44,15 +52,18 @@ struct lk_trace_file {
 	struct tr_thread *threads;
 	size_t nthreads, capthreads;
 	struct lk__tf_map thread_of; /* tid to index in threads */
+	struct lk__tf_cursor *cursors;
 	struct tr_stream *streams;
-	size_t nstreams, capstreams;
-	uint8_t *bytes; /* the payloads */
-	size_t nbytes, capbytes;
+	size_t nstreams;
 	struct lk__pair_index pairs;
-	size_t *heap; /* streams with events left, the earliest first */
+	uint32_t *class_of;    /* by the trace's class id: lk_trace_event.class_id */
+	uint32_t *class_first; /* by class_id: the trace's first class id of it */
+	struct tr_slot *heap;  /* streams at an event, the earliest first */
 	size_t nheap;
+	size_t given;	/* the stream whose event was given last: moved on at the next call */
+	size_t damaged; /* the stream an error was met on ... */
+	int error;	/* ... that error, given from then on until a rewind */
 	uint64_t seq;
-	int walk_rc; /* -ENOMEM while walking, for the message */
 };
 
 static int grow(void **v, size_t *cap, size_t need, size_t size)
@@ -74,7 +85,7 @@ static int grow(void **v, size_t *cap, size_t need, size_t size)
 	return 0;
 }
 
-/* ---- reading the trace into memory ---- */
+/* ---- the streams and their threads, counted at open ---- */
 
 static int thread_index(struct lk_trace_file *tf, int tid, uint32_t *i)
 {
@@ -90,21 +101,9 @@ static int thread_index(struct lk_trace_file *tf, int tid, uint32_t *i)
 	return 0;
 }
 
-static int on_stream_begin(const struct lk__stream_info *s, void *arg)
+static int set_thread_name(struct lk_trace_file *tf, struct tr_thread *th,
+			   const struct lk__event *e)
 {
-	struct lk_trace_file *tf = arg;
-	uint32_t i;
-
-	if (thread_index(tf, s->tid, &i) ||
-	    grow((void **)&tf->streams, &tf->capstreams, tf->nstreams + 1, sizeof(*tf->streams)))
-		return tf->walk_rc = -ENOMEM;
-	tf->streams[tf->nstreams++] = (struct tr_stream){ .thread = i };
-	return 0;
-}
-
-static int set_thread_name(struct lk_trace_file *tf, const struct lk__event *e)
-{
-	struct tr_thread *th = &tf->threads[tf->streams[tf->nstreams - 1].thread];
 	uint64_t unused;
 	const char *name = NULL;
 	char *copy;
@@ -112,82 +111,64 @@ static int set_thread_name(struct lk_trace_file *tf, const struct lk__event *e)
 	lk__event_arg(e, 0, 0, &unused, &name);
 	copy = strdup(name ? name : "");
 	if (!copy)
-		return tf->walk_rc = -ENOMEM;
+		return -ENOMEM;
 	free(th->name);
 	th->name = copy;
 	tf->info.thread_names++;
 	return 0;
 }
 
-static int on_event(const struct lk__event *e, void *arg)
+/*
+ * One stream read through: its events counted, its thread's name kept, its losses added. A
+ * damaged stream is counted as far as the damage, which the merge meets again and gives.
+ */
+static int count_stream(struct lk_trace_file *tf, struct tr_stream *s)
 {
-	struct lk_trace_file *tf = arg;
-	struct tr_stream *s = &tf->streams[tf->nstreams - 1];
+	const struct lk__stream_info *in = lk__tf_cursor_info(s->cur);
+	struct tr_thread *th = &tf->threads[s->thread];
+	uint64_t events = 0;
+	struct lk__event e;
+	int rc;
 
-	if (e->cls->id == LK__EVENT_THREAD_NAME)
-		return set_thread_name(tf, e);
-	if (grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v)) ||
-	    grow((void **)&tf->bytes, &tf->capbytes, tf->nbytes + e->payload_len, 1))
-		return tf->walk_rc = -ENOMEM;
-	if (e->payload_len)
-		memcpy(tf->bytes + tf->nbytes, e->payload, e->payload_len);
-	s->v[s->n++] = (struct tr_record){ lk__reader_ns(&tf->file.r, e->tsc), e->cputime_ns,
-					   tf->nbytes, e->cls->id, (uint32_t)e->payload_len };
-	tf->nbytes += e->payload_len;
-	tf->info.events++;
-	tf->threads[s->thread].events++;
-	return 0;
-}
-
-static int on_stream_end(const struct lk__stream_info *s, void *arg)
-{
-	struct lk_trace_file *tf = arg;
-	struct tr_thread *th = &tf->threads[tf->streams[tf->nstreams - 1].thread];
-
-	if (s->stream_id == 0) {
-		tf->info.lost += s->lost;
-		th->lost += s->lost;
-	}
-	th->truncated += s->truncated;
-	return 0;
-}
-
-static int by_time(const void *a, const void *b)
-{
-	const struct tr_record *x = a, *y = b;
-
-	if (x->ns != y->ns)
-		return x->ns < y->ns ? -1 : 1;
-	return x->at < y->at ? -1 : x->at > y->at; /* payloads are stored in recording order */
-}
-
-/* A thread's stream in time order; already so unless the trace was damaged. */
-static void sort_stream(struct tr_stream *s)
-{
-	for (size_t i = 1; i < s->n; i++)
-		if (s->v[i].ns < s->v[i - 1].ns) {
-			qsort(s->v, s->n, sizeof(*s->v), by_time);
-			return;
-		}
-}
-
-static int read_all(struct lk_trace_file *tf)
-{
-	static const struct lk__reader_ops ops = { on_stream_begin, on_event, on_stream_end };
-	char err[512];
-	int rc = lk__trace_file_walk(&tf->file, &ops, tf, err, sizeof(err));
-
-	if (rc == 0 || tf->walk_rc)
-		rc = tf->walk_rc;
-	else if (rc > 0)
-		rc = -EINVAL;
+	while ((rc = lk__tf_cursor_count(s->cur, &events, &e)) == 1)
+		if (set_thread_name(tf, th, &e))
+			return -ENOMEM;
 	if (rc == -ENOMEM)
-		return lk__fail(-ENOMEM, "out of memory reading %s",
-				tf->file.r.dir ? tf->file.r.dir : "a trace");
+		return rc;
+	th->events += events;
+	tf->info.events += events;
+	if (in->stream_id == 0) {
+		tf->info.lost += in->lost;
+		th->lost += in->lost;
+	}
+	th->truncated += in->truncated;
+	tf->info.truncated_streams += rc == 0 && in->truncated;
+	return 0;
+}
+
+static int open_streams(struct lk_trace_file *tf)
+{
+	char err[512];
+	int rc = lk__tf_cursors_open(&tf->file, &tf->cursors, &tf->nstreams, err, sizeof(err));
+
 	if (rc)
 		return lk__fail(rc, "%s", err);
-	for (size_t i = 0; i < tf->nstreams; i++)
-		sort_stream(&tf->streams[i]);
+	tf->streams = calloc(tf->nstreams + 1, sizeof(*tf->streams));
+	tf->heap = malloc((tf->nstreams + 1) * sizeof(*tf->heap));
+	rc = tf->streams && tf->heap ? 0 : -ENOMEM;
+	for (size_t i = 0; i < tf->nstreams && !rc; i++) {
+		struct tr_stream *s = &tf->streams[i];
+
+		s->cur = &tf->cursors[i];
+		s->tid = lk__tf_cursor_info(s->cur)->tid;
+		rc = thread_index(tf, s->tid, &s->thread);
+		if (!rc)
+			rc = count_stream(tf, s);
+	}
+	if (rc)
+		return lk__fail(rc, "out of memory reading %s",
+				tf->file.r.dir ? tf->file.r.dir : "a trace");
+	lk__tf_sort_streams(&tf->file);
 	return 0;
 }
 
@@ -205,10 +186,30 @@ static void fill_info(struct lk_trace_file *tf)
 	in->threads = (unsigned int)tf->nthreads;
 	in->sched_lost = r->sched_lost;
 	in->dropped = r->dropped;
-	in->truncated_streams = r->truncated_streams;
 	in->cputime = r->cputime;
 	in->sched = r->sched;
 	in->overwrite = r->overwrite;
+	in->tick_hz = r->tsc_hz;
+	in->nonfinite_counters = tf->file.nonfinite_counters;
+}
+
+/* lk_trace_event.class_id: the rows of lk__group_classes, numbered in their order. */
+static int number_classes(struct lk_trace_file *tf, const uint32_t *first, const uint32_t *rows,
+			  size_t nrows)
+{
+	size_t n = 0;
+
+	tf->class_of = calloc(tf->file.r.nclasses + 1, sizeof(*tf->class_of));
+	tf->class_first = calloc(nrows + 1, sizeof(*tf->class_first));
+	if (!tf->class_of || !tf->class_first)
+		return -ENOMEM;
+	for (size_t k = 0; k < nrows; k++) {
+		if (first[rows[k]] == rows[k])
+			tf->class_first[n++] = rows[k];
+		tf->class_of[rows[k]] = (uint32_t)n - 1;
+	}
+	tf->info.classes = (unsigned int)n;
+	return 0;
 }
 
 /* The pairing's view of the classes: every provider:event is one name, whatever its kind. */
@@ -223,6 +224,8 @@ static int init_pairs(struct lk_trace_file *tf)
 		rows = lk__group_classes(r, first, &nrows);
 	if (rows)
 		rc = lk__pair_init(&tf->pairs, r, rows, nrows);
+	if (!rc)
+		rc = number_classes(tf, first, rows, nrows);
 	free(rows);
 	free(first);
 	return rc ? lk__fail(rc, "out of memory reading %s", r->dir ? r->dir : "a trace") : 0;
@@ -230,35 +233,61 @@ static int init_pairs(struct lk_trace_file *tf)
 
 /* ---- the merge ---- */
 
-static bool earlier(const struct lk_trace_file *tf, size_t a, size_t b)
+static inline bool earlier(const struct tr_slot *a, const struct tr_slot *b)
 {
-	const struct tr_stream *x = &tf->streams[a], *y = &tf->streams[b];
-	const struct tr_record *p = &x->v[x->pos], *q = &y->v[y->pos];
-	int tx = tf->threads[x->thread].tid, ty = tf->threads[y->thread].tid;
-
-	if (p->ns != q->ns)
-		return p->ns < q->ns;
-	if (tx != ty)
-		return tx < ty;
-	return a < b; /* a thread's probes before its switches, as the walk gives them */
+	/* a thread's probes before its switches (streams in the walk's order) */
+	return a->ns < b->ns || (a->ns == b->ns && a->order < b->order);
 }
 
-static void sift_down(struct lk_trace_file *tf, size_t i)
+/*
+ * x put in the heap at i or below, where it belongs: the hole moves, x is written once (given by
+ * value: a slot just changed in memory and read back whole would stall its store's forwarding).
+ */
+static void sift_down(struct lk_trace_file *tf, size_t i, struct tr_slot x)
 {
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, min = i, tmp;
+	struct tr_slot *h = tf->heap;
+	size_t n = tf->nheap;
 
-		if (l < tf->nheap && earlier(tf, tf->heap[l], tf->heap[min]))
-			min = l;
-		if (r < tf->nheap && earlier(tf, tf->heap[r], tf->heap[min]))
-			min = r;
-		if (min == i)
-			return;
-		tmp = tf->heap[i];
-		tf->heap[i] = tf->heap[min];
-		tf->heap[min] = tmp;
-		i = min;
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= n)
+			break;
+		if (c + 1 < n && earlier(&h[c + 1], &h[c]))
+			c++;
+		if (!earlier(&h[c], &x))
+			break;
+		h[i] = h[c];
+		i = c;
 	}
+	h[i] = x;
+}
+
+static struct tr_slot slot(const struct tr_stream *s, size_t i)
+{
+	return (struct tr_slot){ s->e.tsc, (uint64_t)((uint32_t)s->tid ^ 0x80000000u) << 32 | i };
+}
+
+/*
+ * The stream's next event, its time in ns in place of the TSC: 1, 0 at its end, or an error. A
+ * time before the stream's previous one (a CPU whose counter is a hair behind another's) is
+ * taken as that one: a thread's events keep the order it recorded them in.
+ */
+static int advance(const struct lk_trace_file *tf, struct tr_stream *s)
+{
+	uint64_t before = s->e.tsc, ns;
+	int rc;
+
+	do
+		rc = s->cur->v ? lk__tf_cursor_next(s->cur, &s->e) :
+				 lk__ctf_cursor_next(&s->cur->ctf, &s->e);
+	while (rc == 1 && s->e.cls->id == LK__EVENT_THREAD_NAME);
+	if (rc != 1)
+		return rc;
+	s->ticks = s->e.tsc;
+	ns = lk__reader_ns(&tf->file.r, s->ticks);
+	s->e.tsc = ns > before ? ns : before;
+	return 1;
 }
 
 static void close_all_spans(struct lk_trace_file *tf)
@@ -268,41 +297,68 @@ static void close_all_spans(struct lk_trace_file *tf)
 				    0); /* shrinks: no allocation */
 }
 
+/* Stream i has met an error: given now, and at every call until a rewind. */
+static void damaged(struct lk_trace_file *tf, size_t i, int rc)
+{
+	tf->damaged = i;
+	tf->error = rc;
+}
+
 void lk_trace_file_rewind(struct lk_trace_file *tf)
 {
 	close_all_spans(tf);
 	tf->nheap = 0;
 	tf->seq = 0;
+	tf->given = NONE;
+	tf->error = 0;
 	for (size_t i = 0; i < tf->nstreams; i++) {
-		tf->streams[i].pos = 0;
-		if (tf->streams[i].n)
-			tf->heap[tf->nheap++] = i;
+		struct tr_stream *s = &tf->streams[i];
+		int rc;
+
+		lk__tf_cursor_rewind(s->cur);
+		s->e.tsc = 0;
+		rc = advance(tf, s);
+		if (rc == 1)
+			tf->heap[tf->nheap++] = slot(s, i);
+		else if (rc && !tf->error)
+			damaged(tf, i, rc); /* before any event of its stream */
 	}
 	for (size_t i = tf->nheap; i-- > 0;)
-		sift_down(tf, i);
+		sift_down(tf, i, tf->heap[i]);
 }
 
 /* ---- one event out ---- */
 
+/*
+ * The arguments of e's payload, as far as it has them (a payload shorter than its class says:
+ * those it has). The layout of lk__event_arg, read in one pass.
+ */
 static void decode_args(struct lk_trace_event *ev, const struct lk__event *e)
 {
-	size_t at = 0;
+	const uint8_t *p = e->payload, *end = p + e->payload_len;
+	const struct lk__event_class *cls = e->cls;
+	unsigned int n = cls->nargs < LK_PROBE_MAX_ARGS ? cls->nargs : LK_PROBE_MAX_ARGS;
 
 	ev->nargs = 0;
-	for (unsigned int i = 0; i < e->cls->nargs && i < LK_PROBE_MAX_ARGS; i++) {
+	for (unsigned int i = 0; i < n; i++) {
 		struct lk_trace_arg *a = &ev->args[i];
-		const char *str;
-		uint64_t raw = 0;
+		unsigned int type = (cls->arg_types >> (4 * i)) & 0xf;
 
-		at = lk__event_arg(e, at, i, &raw, &str);
-		if (!at)
-			break; /* a payload shorter than its class says: the arguments it has */
-		a->name = e->cls->arg_name[i];
-		a->type = (enum lk_probe_type)((e->cls->arg_types >> (4 * i)) & 0xf);
-		if (a->type == LK_PROBE_STR)
-			a->v.str = str;
-		else
-			a->v.u64 = raw;
+		if (type == LK_PROBE_STR) {
+			const uint8_t *nul = p < end ? memchr(p, 0, (size_t)(end - p)) : NULL;
+
+			if (!nul)
+				return;
+			a->v.str = (const char *)p;
+			p = nul + 1;
+		} else {
+			if (end - p < 8)
+				return;
+			memcpy(&a->v.u64, p, 8);
+			p += 8;
+		}
+		a->name = cls->arg_name[i];
+		a->type = (enum lk_probe_type)type;
 		ev->nargs = i + 1;
 	}
 }
@@ -312,9 +368,11 @@ static int begin_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_
 {
 	ev->depth = (unsigned int)th->open.depth;
 	if (grow((void **)&th->seq, &th->seq_cap, th->open.depth + 1, sizeof(*th->seq)) ||
+	    grow((void **)&th->ticks, &th->ticks_cap, th->open.depth + 1, sizeof(*th->ticks)) ||
 	    lk__pair_open(&tf->pairs, &th->open, e))
 		return lk__fail(-ENOMEM, "out of memory pairing spans");
 	th->seq[ev->depth] = ev->seq;
+	th->ticks[ev->depth] = ev->ticks;
 	return 0;
 }
 
@@ -331,6 +389,7 @@ static int end_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_tr
 	ev->depth = (unsigned int)k;
 	ev->begin_seq = th->seq[k];
 	ev->begin_ns = o->tsc;
+	ev->begin_ticks = th->ticks[k];
 	ev->begin_cpu_ns = o->cpu;
 	ev->duration_ns = ev->ns >= o->tsc ? ev->ns - o->tsc : 0;
 	ev->cpu_duration_ns = ev->cpu_ns >= o->cpu ? ev->cpu_ns - o->cpu : 0;
@@ -340,24 +399,37 @@ static int end_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_tr
 }
 
 static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
-		      const struct tr_record *rec, struct lk_trace_event *ev)
+		      struct lk_trace_event *ev)
 {
 	struct tr_thread *th = &tf->threads[s->thread];
-	const struct lk__event_class *cls = tf->file.r.classes[rec->cls];
-	/* for the pairing and the arguments: the time in ns where the walk had the TSC */
-	struct lk__event e = { th->tid, rec->ns, rec->cpu_ns, cls, tf->bytes + rec->at, rec->len };
+	const struct lk__event *e = &s->e; /* its time in ns where the cursor had the TSC */
+	const struct lk__event_class *cls = e->cls;
 
-	memset(ev, 0, sizeof(*ev));
+	/*
+	 * Every field set, but the arguments past nargs (the bulk of the event): no memset, which
+	 * cost more than the rest of the event.
+	 */
+	ev->kind = 0;
+	ev->depth = 0;
+	ev->paired = false;
+	ev->begin_seq = ev->begin_ns = ev->begin_ticks = ev->begin_cpu_ns = 0;
+	ev->duration_ns = ev->cpu_duration_ns = 0;
+	ev->value = 0;
+	ev->cpu = 0;
+	ev->preempted = false;
 	ev->seq = tf->seq++;
 	ev->tid = th->tid;
+	ev->thread = s->thread;
 	ev->thread_name = th->name ? th->name : "";
-	ev->ns = rec->ns;
-	ev->cpu_ns = rec->cpu_ns;
+	ev->ns = e->tsc;
+	ev->ticks = s->ticks;
+	ev->class_id = tf->class_of[cls->id];
+	ev->cpu_ns = e->cputime_ns;
 	ev->provider = cls->provider;
 	ev->name = cls->event;
-	decode_args(ev, &e);
+	decode_args(ev, e);
 	if (cls->id == LK__EVENT_SCHED_OUT || cls->id == LK__EVENT_SCHED_IN) {
-		struct lk__switch sw = lk__event_switch(&e);
+		struct lk__switch sw = lk__event_switch(e);
 
 		ev->type = sw.out ? LK_TRACE_EV_SWITCH_OUT : LK_TRACE_EV_SWITCH_IN;
 		ev->cpu = (unsigned int)sw.cpu;
@@ -368,31 +440,58 @@ static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
 	ev->kind = (enum lk_probe_kind)cls->kind;
 	switch (ev->kind) {
 	case LK_PROBE_SPAN_BEGIN:
-		return begin_span(tf, th, ev, &e);
+		return begin_span(tf, th, ev, e);
 	case LK_PROBE_SPAN_END:
-		return end_span(tf, th, ev, &e);
+		return end_span(tf, th, ev, e);
 	case LK_PROBE_COUNTER:
-		ev->value = lk__event_counter(&e);
+		ev->value = lk__event_counter(e);
 		return 0;
 	default:
 		return 0;
 	}
 }
 
+/* The error met on a stream, with its message. */
+static int give_error(struct lk_trace_file *tf)
+{
+	char err[512];
+
+	lk__tf_cursor_error(tf->streams[tf->damaged].cur, tf->error, err, sizeof(err));
+	return lk__fail(tf->error, "%s", err);
+}
+
+/* The stream of the event given last moves on: its next event, or out of the heap. */
+static int move_on(struct lk_trace_file *tf)
+{
+	size_t i = tf->given;
+	struct tr_slot top = tf->heap[0];
+	int rc;
+
+	tf->given = NONE;
+	rc = advance(tf, &tf->streams[i]);
+	if (rc < 0) {
+		damaged(tf, i, rc);
+		return rc;
+	}
+	if (rc == 0)
+		top = tf->heap[--tf->nheap];
+	else
+		top.ns = tf->streams[i].e.tsc;
+	if (tf->nheap)
+		sift_down(tf, 0, top);
+	return 0;
+}
+
 int lk_trace_file_next(struct lk_trace_file *tf, struct lk_trace_event *ev)
 {
-	struct tr_stream *s;
-	const struct tr_record *rec;
-
+	if (!tf->error && tf->given != NONE)
+		move_on(tf);
+	if (tf->error)
+		return give_error(tf);
 	if (!tf->nheap)
 		return 0;
-	s = &tf->streams[tf->heap[0]];
-	rec = &s->v[s->pos++];
-	if (s->pos == s->n)
-		tf->heap[0] = tf->heap[--tf->nheap];
-	if (tf->nheap)
-		sift_down(tf, 0);
-	return make_event(tf, s, rec, ev) ?: 1;
+	tf->given = (uint32_t)tf->heap[0].order;
+	return make_event(tf, &tf->streams[tf->given], ev) ?: 1;
 }
 
 /* ---- opening and closing ---- */
@@ -414,11 +513,9 @@ int lk_trace_file_open(const char *path, struct lk_trace_file **out)
 		free(tf);
 		return lk__fail(rc, "%s", err);
 	}
-	rc = read_all(tf);
+	rc = open_streams(tf);
 	if (!rc)
 		rc = init_pairs(tf);
-	if (!rc && !(tf->heap = malloc((tf->nstreams + 1) * sizeof(*tf->heap))))
-		rc = lk__fail(-ENOMEM, "out of memory reading %s", path);
 	if (rc) {
 		lk_trace_file_close(tf);
 		return rc;
@@ -441,8 +538,19 @@ int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i, struct 
 	if (i >= tf->nthreads)
 		return -ERANGE;
 	t = &tf->threads[i];
-	*th = (struct lk_trace_thread){ t->tid, t->name ? t->name : "", t->events, t->lost,
-					t->truncated };
+	*th = (struct lk_trace_thread){ t->tid,	 t->name ? t->name : "", t->events,
+					t->lost, t->truncated,		 t->open.depth };
+	return 0;
+}
+
+int lk_trace_file_class(const struct lk_trace_file *tf, unsigned int id, struct lk_trace_class *cls)
+{
+	const struct lk__event_class *c;
+
+	if (id >= tf->info.classes)
+		return -ERANGE;
+	c = tf->file.r.classes[tf->class_first[id]];
+	*cls = (struct lk_trace_class){ c->provider, c->event, (enum lk_probe_kind)c->kind };
 	return 0;
 }
 
@@ -461,14 +569,15 @@ void lk_trace_file_close(struct lk_trace_file *tf)
 	for (size_t i = 0; i < tf->nthreads; i++) {
 		free(tf->threads[i].name);
 		free(tf->threads[i].seq);
+		free(tf->threads[i].ticks);
 		lk__pair_stack_free(&tf->threads[i].open);
 	}
-	for (size_t i = 0; i < tf->nstreams; i++)
-		free(tf->streams[i].v);
+	lk__tf_cursors_close(tf->cursors, tf->nstreams);
 	free(tf->threads);
 	free(tf->streams);
-	free(tf->bytes);
 	free(tf->heap);
+	free(tf->class_of);
+	free(tf->class_first);
 	lk__tf_map_free(&tf->thread_of);
 	lk__pair_free(&tf->pairs);
 	lk__trace_file_close(&tf->file);

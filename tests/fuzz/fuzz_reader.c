@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer harness for the trace reader (src/format/ctf/reader.c): the index parser and the stream
+ * libFuzzer harness for the trace reader (src/format/ctf/): the index parser and the stream
  * walker that `lowkey report`, the JSON conversion and the summary of a killed program run on
  * traces someone else may have written.
  *
@@ -11,7 +11,9 @@
  *     are in range, and a non-zero TSC frequency;
  *   - the walk returns 0, -EINVAL (damage) or -ENOMEM, never reads past the input, and counts at
  *     most one event per 8 bytes; what it says was cut short is a tail of the input;
- *   - every event the walk gives has every argument its class declares, inside its payload.
+ *   - every event the walk gives has every argument its class declares, inside its payload;
+ *   - the count the public reader makes at open (lk__ctf_cursor_count) finds the same events
+ *     and the same end as the walk.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Isrc -Iinclude -Ibuild/include \
  *         tests/fuzz/fuzz_reader.c src/format/ctf/reader.c src/probe/record.c -o fuzz_reader
@@ -93,6 +95,27 @@ static void check_classes(const struct lk__trace_reader *r)
 	}
 }
 
+/*
+ * The count the public reader makes at open (record sizes only) agrees with the walk's decoding:
+ * the same events, the same end.
+ */
+static void check_count(const struct lk__trace_reader *r, const uint8_t *data, size_t len,
+			int walk_rc, uint64_t walked)
+{
+	struct lk__ctf_cursor c;
+	struct lk__event e;
+	uint64_t n = 0;
+	int rc;
+
+	lk__ctf_cursor_bytes(&c, r, data, len, 1, 0);
+	while ((rc = lk__ctf_cursor_count(&c, &n, &e)) == 1) {
+		must(e.cls && e.cls->id == LK__EVENT_THREAD_NAME);
+		n++;
+	}
+	must(rc == walk_rc && n == walked);
+	lk__ctf_cursor_close(&c);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const struct lk__reader_ops ops = { NULL, on_event, on_stream_end };
@@ -122,6 +145,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rc = lk__reader_walk_bytes(&r, data + 2 + n, w.stream_len, &s, &ops, &w);
 	must(rc == 0 || rc == -EINVAL || rc == -ENOMEM);
 	must(w.events == s.events && s.truncated <= w.stream_len);
+	check_count(&r, data + 2 + n, w.stream_len, rc, w.events);
 	lk__reader_close(&r);
 	return 0;
 }

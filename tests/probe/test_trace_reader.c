@@ -8,9 +8,15 @@
  * begin, nameless in Perfetto, whose slice ends carry no name). The trace recorded in each
  * format by lk_trace_start itself reads as the same kinds of events. And what is not a trace, or
  * is cut short, is -EINVAL (or the system's error for a path that is not there), never a crash.
+ * The reader streams: an event's strings, which point into its packet, hold until the next call
+ * (the last event of each packet too), and a CTF stream damaged in its second packet gives the
+ * merge's events up to its last good one, then -EINVAL; a trace of many streams is read with
+ * fewer file descriptors than it has streams.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -110,6 +117,73 @@ static void check_threads(const struct lk_trace_file *tf, const struct reading *
 	assert_true(main_seen);
 }
 
+/* The event's class, thread and time on the trace's own clock agree with the event. */
+static void check_class_thread_ticks(const struct lk_trace_file *tf,
+				     const struct lk_trace_event *ev)
+{
+	const struct lk_trace_file_info *in = lk_trace_file_get_info(tf);
+	struct lk_trace_class cls;
+	struct lk_trace_thread th;
+
+	assert_int_equal(lk_trace_file_class(tf, ev->class_id, &cls), 0);
+	assert_string_equal(cls.provider, ev->provider);
+	assert_string_equal(cls.name, ev->name);
+	if (ev->type == LK_TRACE_EV_PROBE)
+		assert_int_equal(cls.kind, ev->kind);
+	assert_int_equal(lk_trace_file_thread(tf, ev->thread, &th), 0);
+	assert_int_equal(th.tid, ev->tid);
+	if (ev->paired) {
+		double ns = (double)(ev->ticks - ev->begin_ticks) * 1e9 / (double)in->tick_hz;
+
+		assert_true(ev->ticks >= ev->begin_ticks);
+		assert_true(ns > (double)ev->duration_ns - 1.5 &&
+			    ns < (double)ev->duration_ns + 1.5);
+	}
+}
+
+/* Class ids run by provider, name and kind, one per such triple. */
+static void check_class_order(const struct lk_trace_file *tf)
+{
+	const struct lk_trace_file_info *in = lk_trace_file_get_info(tf);
+	struct lk_trace_class a, b;
+
+	assert_true(in->classes > 0);
+	assert_true(in->tick_hz > 0);
+	for (unsigned int i = 1; i < in->classes; i++) {
+		int c;
+
+		assert_int_equal(lk_trace_file_class(tf, i - 1, &a), 0);
+		assert_int_equal(lk_trace_file_class(tf, i, &b), 0);
+		c = strcmp(a.provider, b.provider);
+		if (!c)
+			c = strcmp(a.name, b.name);
+		assert_true(c < 0 || (c == 0 && a.kind < b.kind));
+	}
+	assert_int_equal(lk_trace_file_class(tf, in->classes, &a), -ERANGE);
+}
+
+/* rd:left_open, on the main thread, is the one span the trace never closes. */
+static void check_open_spans(struct lk_trace_file *tf)
+{
+	const struct lk_trace_file_info *in = lk_trace_file_get_info(tf);
+	struct lk_trace_thread th;
+	uint64_t open = 0;
+
+	for (unsigned int i = 0; i < in->threads; i++) {
+		assert_int_equal(lk_trace_file_thread(tf, i, &th), 0);
+		if (th.open_spans)
+			assert_string_equal(th.name, "rd-main");
+		open += th.open_spans;
+	}
+	assert_int_equal(open, 1);
+	assert_int_equal(in->nonfinite_counters, 0);
+	lk_trace_file_rewind(tf);
+	for (unsigned int i = 0; i < in->threads; i++) {
+		assert_int_equal(lk_trace_file_thread(tf, i, &th), 0);
+		assert_int_equal(th.open_spans, 0);
+	}
+}
+
 static void read_all(const char *path, struct reading *out)
 {
 	struct lk_trace_file *tf;
@@ -141,11 +215,14 @@ static void read_all(const char *path, struct reading *out)
 		snprintf(s->name, sizeof(s->name), "%s:%s", ev.provider, ev.name);
 		if (ev.paired)
 			assert_int_equal(ev.ns - ev.begin_ns, ev.duration_ns);
+		check_class_thread_ticks(tf, &ev);
 	}
 	assert_int_equal(rc, 0);
 	assert_int_equal(lk_trace_file_next(tf, &ev), 0); /* and stays at the end */
 	assert_int_equal((uint64_t)out->n, out->info.events);
 	check_threads(tf, out);
+	check_class_order(tf);
+	check_open_spans(tf);
 	lk_trace_file_close(tf);
 }
 
@@ -422,12 +499,237 @@ static void damaged_input_is_refused(void **state)
 	unlink(pft);
 }
 
+/* ---- streaming: an event's strings while the merge goes on, a stream damaged in its middle ---- */
+
+#define BIG_EVENTS 30000 /* per thread: a few of lowkey's 256 KiB packets, strings and all */
+
+static void *big_thread(void *arg)
+{
+	long base = (long)arg;
+	char label[64];
+
+	for (long i = 0; i < BIG_EVENTS; i++) {
+		long n = base + i;
+
+		snprintf(label, sizeof(label), "row-%ld-of-a-label-long-enough-to-fill-packets", n);
+		LK_PROBE(rd, big, n, label);
+	}
+	return NULL;
+}
+
+/* Two threads recording at once, each over several packets: their events interleave in time. */
+static void record_big(const char *path)
+{
+	struct lk_trace_config c = { .path = path, .buffer_size = 16u << 20 };
+	pthread_t t[2];
+
+	assert_true(lk_probe_enable("rd") >= 0);
+	assert_int_equal(lk_trace_start(&c), 0);
+	for (long i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, big_thread, (void *)(i * 1000000));
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(lk_trace_stop(), 0);
+}
+
+/* What a read of the big trace gave: each rd:big event's tid, time and number. */
+struct big_reading {
+	struct {
+		int tid;
+		uint64_t ns;
+		int64_t n;
+	} *v;
+	size_t n, cap;
+	int rc; /* what ended it */
+};
+
+/*
+ * Read the big trace: every rd:big event's string, as given, says the number its other argument
+ * has -- including the last event of each packet, whose stream moves on to its next packet only at
+ * the next call.
+ */
+static void read_big(const char *path, struct big_reading *out)
+{
+	struct lk_trace_file *tf;
+	struct lk_trace_event ev;
+	char want[64];
+
+	memset(out, 0, sizeof(*out));
+	assert_int_equal(lk_trace_file_open(path, &tf), 0);
+	while ((out->rc = lk_trace_file_next(tf, &ev)) == 1) {
+		if (strcmp(ev.name, "big") != 0)
+			continue;
+		assert_int_equal(ev.nargs, 2);
+		snprintf(want, sizeof(want),
+			 "row-%" PRId64 "-of-a-label-long-enough-to-fill-packets",
+			 ev.args[0].v.i64);
+		assert_string_equal(ev.args[1].v.str, want);
+		if (out->n == out->cap) {
+			out->cap = out->cap ? 2 * out->cap : 4096;
+			out->v = realloc(out->v, out->cap * sizeof(*out->v));
+			assert_non_null(out->v);
+		}
+		out->v[out->n].tid = ev.tid;
+		out->v[out->n].ns = ev.ns;
+		out->v[out->n++].n = ev.args[0].v.i64;
+	}
+	if (out->rc == -EINVAL) {
+		assert_non_null(strstr(lk_last_error(), "is damaged at byte"));
+		assert_int_equal(lk_trace_file_next(tf, &ev), -EINVAL); /* and stays so */
+	}
+	lk_trace_file_close(tf);
+}
+
+static void strings_live_until_the_next_call(void **state)
+{
+	char path[256];
+	struct big_reading r;
+	size_t per_thread[2] = { 0, 0 };
+
+	(void)state;
+	lkt_path(path, sizeof(path), "trace-reader-big");
+	record_big(path);
+	read_big(path, &r);
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(r.n, 2 * BIG_EVENTS);
+	for (size_t i = 0; i < r.n; i++) {
+		per_thread[r.v[i].n >= 1000000]++;
+		if (i)
+			assert_true(r.v[i].ns >= r.v[i - 1].ns);
+	}
+	assert_int_equal(per_thread[0], BIG_EVENTS);
+	assert_int_equal(per_thread[1], BIG_EVENTS);
+	free(r.v);
+	lkt_rmrf(path);
+}
+
+/* The largest probe stream of the trace at dir: its path into file. */
+static void largest_stream(const char *dir, char *file, size_t len)
+{
+	char name[512];
+	off_t best = -1;
+	struct stat st;
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, "stream-", 7) != 0 || strstr(e->d_name, "-sched"))
+			continue;
+		snprintf(name, sizeof(name), "%s/%s", dir, e->d_name);
+		if (stat(name, &st) == 0 && st.st_size > best) {
+			best = st.st_size;
+			snprintf(file, len, "%s", name);
+		}
+	}
+	closedir(d);
+	assert_true(best > 0);
+}
+
+static void damaged_stream_errs_after_earlier_events(void **state)
+{
+	char path[256], stream[512];
+	struct big_reading whole, cut;
+	uint64_t packet, header = UINT64_MAX; /* event id 0xffff: no class has it */
+	size_t k = 0, from_damaged = 0, total_damaged = 0;
+	int fd, tid;
+
+	(void)state;
+	lkt_path(path, sizeof(path), "trace-reader-damaged");
+	record_big(path);
+	read_big(path, &whole);
+	largest_stream(path, stream, sizeof(stream));
+	tid = atoi(strrchr(stream, '-') + 1);
+	/* the first record of the stream's second packet: the packet_size of the first says where */
+	fd = open(stream, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &packet, 8, 56), 8);
+	packet /= 8;
+	assert_int_equal(pwrite(fd, &header, 8, (off_t)packet + 80), 8);
+	close(fd);
+	read_big(path, &cut);
+	assert_int_equal(cut.rc, -EINVAL);
+	/* the events given are the undamaged merge's up to the damaged stream's last good one */
+	for (size_t i = 0; i < whole.n; i++)
+		total_damaged += whole.v[i].tid == tid;
+	for (k = 0; k < cut.n; k++) {
+		assert_int_equal(cut.v[k].tid, whole.v[k].tid);
+		assert_int_equal(cut.v[k].n, whole.v[k].n);
+		from_damaged += cut.v[k].tid == tid;
+	}
+	assert_true(from_damaged > 0 && from_damaged < total_damaged);
+	assert_int_equal(cut.v[cut.n - 1].tid, tid); /* no later event of the other thread */
+	free(whole.v);
+	free(cut.v);
+	lkt_rmrf(path);
+}
+
+#define MANY 100 /* streams: more than a reader keeps open at once */
+
+static void copy_file(const char *from, const char *to)
+{
+	size_t len;
+	uint8_t *data = file_bytes(from, &len);
+
+	write_file(to, data, len);
+	free(data);
+}
+
+/*
+ * A trace of MANY threads (one recorded stream copied MANY times, as threads 1 to MANY) reads
+ * whole with fewer file descriptors than streams: a stream's file is open only while a packet of
+ * it is read.
+ */
+static void many_streams_few_descriptors(void **state)
+{
+	char path[256], many[256], from[512], to[512];
+	struct lk_trace_file *tf;
+	struct lk_trace_event ev;
+	struct rlimit was, few;
+	uint64_t per_stream, n = 0;
+	int rc;
+
+	(void)state;
+	lkt_path(path, sizeof(path), "trace-reader-one");
+	lkt_path(many, sizeof(many), "trace-reader-many");
+	record_big(path);
+	largest_stream(path, from, sizeof(from));
+	assert_int_equal(mkdir(many, 0700), 0);
+	for (int i = 1; i <= MANY; i++) {
+		snprintf(to, sizeof(to), "%s/stream-%d", many, i);
+		copy_file(from, to);
+	}
+	snprintf(from, sizeof(from), "%s/metadata", path);
+	snprintf(to, sizeof(to), "%s/metadata", many);
+	copy_file(from, to);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+	few = was;
+	few.rlim_cur = MANY / 2;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &few), 0);
+	rc = lk_trace_file_open(many, &tf);
+	assert_int_equal(rc, 0);
+	per_stream = lk_trace_file_get_info(tf)->events / MANY;
+	assert_int_equal(lk_trace_file_get_info(tf)->threads, MANY);
+	while ((rc = lk_trace_file_next(tf, &ev)) == 1)
+		n++;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	assert_int_equal(rc, 0);
+	assert_true(per_stream > 0);
+	assert_int_equal(n, per_stream * MANY);
+	lk_trace_file_close(tf);
+	lkt_rmrf(path);
+	lkt_rmrf(many);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(one_recording_in_three_formats),
 		cmocka_unit_test(each_format_as_recorded),
 		cmocka_unit_test(damaged_input_is_refused),
+		cmocka_unit_test(strings_live_until_the_next_call),
+		cmocka_unit_test(damaged_stream_errs_after_earlier_events),
+		cmocka_unit_test(many_streams_few_descriptors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

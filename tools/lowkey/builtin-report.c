@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * lowkey report TRACE: what a lowkey trace holds, summarized, from any of its formats: a CTF
- * directory, lowkey's Chrome JSON or its Perfetto protobuf (internal/trace_file.h reads them alike).
+ * directory, lowkey's Chrome JSON or its Perfetto protobuf (lowkey/trace_reader.h reads them alike).
  *
  * Events by name with counts and rates; spans paired per thread (nested spans with a stack; an
  * end closes the latest open begin of its name) with their durations by wall time and, where the
@@ -23,11 +23,7 @@
 #include "internal/json.h"
 #include "internal/utf8.h"
 #include "internal/probe.h"
-#include "internal/ctf_reader.h"
-#include "internal/trace_classes.h"
 #include "util/report_html.h"
-#include "internal/trace_spans.h"
-#include "internal/trace_file.h"
 #include "util/samples.h"
 #include "util/status.h"
 
@@ -41,53 +37,46 @@ struct per_class {
 	struct samples wall, cpu; /* span classes: durations in ns */
 	struct split split;	  /* span classes, from the context switches */
 	double min, max, last;	  /* counter classes */
-	uint64_t first_tsc, last_tsc;
 };
 
 /* A closed span, kept to be split by the context switches once they are all read. */
 struct span_interval {
-	uint32_t first; /* its class's row */
+	uint32_t cls; /* its begin's class */
 	bool outermost;
-	uint64_t begin, end; /* TSC */
+	uint64_t begin, end; /* ticks */
 };
 
 /* The thread off its CPU: from a switch out to the next switch in. */
 struct off_interval {
-	uint64_t out, in; /* TSC; in = UINT64_MAX: never back before the trace ended */
+	uint64_t out, in; /* ticks; in = UINT64_MAX: never back before the trace ended */
 	bool preempted;
 };
 
 struct per_thread {
 	int tid;
 	char name[64];
-	uint64_t events, lost, first_tsc, last_tsc;
+	uint64_t events, lost, first_tick, last_tick;
 	uint64_t truncated;		  /* bytes after the stream's last whole packet */
 	double span_wall_ns, span_cpu_ns; /* time in outermost spans */
-	struct lk__pair_stack open;
+	uint32_t *open_cls;		  /* the class of its open spans' begins, by depth */
+	size_t capopen;
 	struct span_interval *spans; /* with context switches only */
 	size_t nspans, capspans;
 	struct off_interval *off;
 	size_t noff, capoff;
 	uint64_t switches;  /* switches out */
 	struct split split; /* of the outermost spans */
-	struct per_thread *next;
 };
 
 struct report {
-	struct lk__trace_reader *r;
-	const struct lk__trace_file *t;
-	struct per_class *classes; /* by id: a name's figures are in its first id's */
-	uint32_t *first;	   /* by id: the first id of the same provider:event and kind */
-	uint32_t *rows; /* class ids by provider, event and kind: the order rows print in */
-	size_t nrows;
-	struct per_thread *threads, *current; /* threads: the latest first */
-	struct per_thread **by_index;	      /* by_index[of_tid[tid]] */
-	struct lk__tf_map of_tid;
-	size_t nthreads, capthreads;
-	struct lk__pair_index spans;
-	uint64_t events, lost, first_tsc, last_tsc, unmatched_ends, open_at_end;
-	uint64_t switches;
-	uint64_t thread_names, switch_records; /* records of the trace not counted as events */
+	struct lk_trace_file *tf;
+	const struct lk_trace_file_info *in;
+	struct per_class *classes;  /* by class id: the order rows print in */
+	struct lk_trace_class *cls; /* by class id */
+	struct per_thread *threads; /* in the trace's order; printed the latest first */
+	size_t nthreads;
+	uint64_t events, first_tick, last_tick, unmatched_ends, open_at_end;
+	uint64_t switches, switch_records; /* switch records are not counted as events */
 };
 
 /* Append *item to the array *v of *n items (capacity *cap); -ENOMEM. */
@@ -107,163 +96,166 @@ static int push_item(void **v, size_t *n, size_t *cap, const void *item, size_t 
 	return 0;
 }
 
-/* b - a in ns; the difference taken in integers, where no digit of either is lost. */
+/* b - a in ns; the difference taken in ticks, where no digit of either is lost. */
 static double tsc_ns(const struct report *rep, uint64_t a, uint64_t b)
 {
 	double ticks = b >= a ? (double)(b - a) : -(double)(a - b);
 
-	return ticks * 1e9 / (double)rep->r->tsc_hz;
+	return ticks * 1e9 / (double)rep->in->tick_hz;
 }
 
-/* A thread's streams: its probes (stream-TID), its context switches (stream-TID-sched). */
-static int stream_begin(const struct lk__stream_info *s, void *arg)
+/* A begin: remember its class at its depth, for the end that closes it. */
+static int open_span(struct per_thread *t, const struct lk_trace_event *ev)
 {
-	struct report *rep = arg;
-	struct per_thread *t;
-	uint32_t i;
+	if (ev->depth >= t->capopen) {
+		size_t cap = t->capopen ? t->capopen * 2 : 16;
+		uint32_t *grown;
 
-	if (lk__tf_map_get(&rep->of_tid, (uint64_t)(uint32_t)s->tid, &i)) {
-		rep->current = rep->by_index[i];
-		return 0;
+		while (cap <= ev->depth)
+			cap *= 2;
+		grown = realloc(t->open_cls, cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		t->open_cls = grown;
+		t->capopen = cap;
 	}
-	if (rep->nthreads >= UINT32_MAX - 1 ||
-	    push_item((void **)&rep->by_index, &rep->nthreads, &rep->capthreads,
-		      &(struct per_thread *){ NULL }, sizeof(t)))
-		return -ENOMEM;
-	t = calloc(1, sizeof(*t));
-	if (!t ||
-	    lk__tf_map_put(&rep->of_tid, (uint64_t)(uint32_t)s->tid, (uint32_t)rep->nthreads - 1)) {
-		free(t);
-		rep->nthreads--;
-		return -ENOMEM;
-	}
-	rep->by_index[rep->nthreads - 1] = t;
-	t->tid = s->tid;
-	snprintf(t->name, sizeof(t->name), "?");
-	t->next = rep->threads;
-	rep->threads = rep->current = t;
+	t->open_cls[ev->depth] = ev->class_id;
 	return 0;
 }
 
-/* An end closes the latest open begin of the same provider:name (internal/trace_spans.h). */
-static int close_span(struct report *rep, struct per_thread *t, const struct lk__event *e)
+/* An end the reader paired with its begin (lowkey/trace_reader.h): the span's figures. */
+static int close_span(struct report *rep, struct per_thread *t, const struct lk_trace_event *ev)
 {
-	const struct lk__pair_open *o;
 	struct per_class *c;
 	double wall, cpu;
-	size_t k;
 
-	if (!lk__pair_match(&rep->spans, &t->open, e->cls->id, &k)) {
+	if (!ev->paired) {
 		rep->unmatched_ends++;
 		return 0;
 	}
-	o = &t->open.v[k];
-	c = &rep->classes[rep->first[o->id]];
-	wall = tsc_ns(rep, o->tsc, e->tsc);
-	cpu = (double)e->cputime_ns - (double)o->cpu;
-	if (samples_push(&c->wall, wall) || (rep->r->cputime && samples_push(&c->cpu, cpu)))
+	c = &rep->classes[t->open_cls[ev->depth]];
+	wall = tsc_ns(rep, ev->begin_ticks, ev->ticks);
+	cpu = (double)ev->cpu_ns - (double)ev->begin_cpu_ns;
+	if (samples_push(&c->wall, wall) || (rep->in->cputime && samples_push(&c->cpu, cpu)))
 		return -ENOMEM;
-	if (k == 0) {
+	if (ev->depth == 0) {
 		t->span_wall_ns += wall;
 		t->span_cpu_ns += cpu;
 	}
-	if (rep->r->sched) {
-		struct span_interval s = { rep->first[o->id], k == 0, o->tsc, e->tsc };
+	if (rep->in->sched) {
+		struct span_interval s = { t->open_cls[ev->depth], ev->depth == 0, ev->begin_ticks,
+					   ev->ticks };
 
 		if (push_item((void **)&t->spans, &t->nspans, &t->capspans, &s, sizeof(s)))
 			return -ENOMEM;
 	}
-	return lk__pair_close_from(&rep->spans, &t->open, k);
+	return 0;
 }
 
-/* lowkey:sched_out opens an interval off the CPU, lowkey:sched_in closes it. */
-static int on_switch(struct report *rep, struct per_thread *t, const struct lk__event *e)
+/* A switch out opens an interval off the CPU, a switch in closes it. */
+static int on_switch(struct report *rep, struct per_thread *t, const struct lk_trace_event *ev)
 {
-	struct lk__switch sw = lk__event_switch(e);
-
-	if (sw.out) {
-		struct off_interval o = { e->tsc, UINT64_MAX, sw.preempted };
+	rep->switch_records++;
+	if (ev->type == LK_TRACE_EV_SWITCH_OUT) {
+		struct off_interval o = { ev->ticks, UINT64_MAX, ev->preempted };
 
 		t->switches++;
 		rep->switches++;
 		return push_item((void **)&t->off, &t->noff, &t->capoff, &o, sizeof(o));
 	}
 	if (t->noff && t->off[t->noff - 1].in == UINT64_MAX)
-		t->off[t->noff - 1].in = e->tsc;
+		t->off[t->noff - 1].in = ev->ticks;
 	return 0;
 }
 
-static int on_event(const struct lk__event *e, void *arg)
+static void on_counter(struct per_class *c, double d)
 {
-	struct report *rep = arg;
-	struct per_thread *t = rep->current;
-	struct per_class *c = &rep->classes[rep->first[e->cls->id]];
-	uint64_t v = 0;
-	const char *s;
-	double d;
+	if (c->count == 1 || d < c->min)
+		c->min = d;
+	if (c->count == 1 || d > c->max)
+		c->max = d;
+	c->last = d;
+}
 
-	if (e->cls->id == LK__EVENT_THREAD_NAME) {
-		lk__event_arg(e, 0, 0, &v, &s);
-		snprintf(t->name, sizeof(t->name), "%s", s ? s : "");
-		rep->thread_names++;
-		return 0;
-	}
-	if (e->cls->id == LK__EVENT_SCHED_OUT || e->cls->id == LK__EVENT_SCHED_IN) {
-		rep->switch_records++;
-		return on_switch(rep, t, e);
-	}
+static int on_event(struct report *rep, const struct lk_trace_event *ev)
+{
+	struct per_thread *t = &rep->threads[ev->thread];
+	struct per_class *c = &rep->classes[ev->class_id];
+
+	if (ev->type != LK_TRACE_EV_PROBE)
+		return on_switch(rep, t, ev);
 	rep->events++;
 	t->events++;
-	if (!t->first_tsc || e->tsc < t->first_tsc)
-		t->first_tsc = e->tsc;
-	if (e->tsc > t->last_tsc)
-		t->last_tsc = e->tsc;
-	if (!c->count)
-		c->first_tsc = e->tsc;
+	if (!t->first_tick || ev->ticks < t->first_tick)
+		t->first_tick = ev->ticks;
+	if (ev->ticks > t->last_tick)
+		t->last_tick = ev->ticks;
 	c->count++;
-	c->last_tsc = e->tsc;
-	switch (e->cls->kind) {
+	switch (ev->kind) {
 	case LK_PROBE_SPAN_BEGIN:
-		return lk__pair_open(&rep->spans, &t->open, e);
+		return open_span(t, ev);
 	case LK_PROBE_SPAN_END:
-		return close_span(rep, t, e);
+		return close_span(rep, t, ev);
 	case LK_PROBE_COUNTER:
-		d = lk__event_counter(e);
-		if (c->count == 1 || d < c->min)
-			c->min = d;
-		if (c->count == 1 || d > c->max)
-			c->max = d;
-		c->last = d;
+		on_counter(c, ev->value);
 		return 0;
 	default:
 		return 0;
 	}
 }
 
-/* rep->first: each class's first id of the same name and kind; rep->rows: the rows in order. */
-static int group_classes(struct report *rep)
+/* The threads and classes the trace names, before its events. */
+static int prepare(struct report *rep)
 {
-	rep->first = calloc(rep->r->nclasses + 1, sizeof(*rep->first));
-	rep->rows = rep->first ? lk__group_classes(rep->r, rep->first, &rep->nrows) : NULL;
-	return rep->rows ? lk__pair_init(&rep->spans, rep->r, rep->rows, rep->nrows) : -ENOMEM;
+	unsigned int n = rep->in->classes;
+
+	rep->nthreads = rep->in->threads;
+	rep->threads = calloc(rep->nthreads + 1, sizeof(*rep->threads));
+	rep->classes = calloc(n + 1, sizeof(*rep->classes));
+	rep->cls = calloc(n + 1, sizeof(*rep->cls));
+	if (!rep->threads || !rep->classes || !rep->cls)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < n; i++)
+		lk_trace_file_class(rep->tf, i, &rep->cls[i]);
+	for (size_t i = 0; i < rep->nthreads; i++) {
+		struct per_thread *t = &rep->threads[i];
+		struct lk_trace_thread th;
+
+		lk_trace_file_thread(rep->tf, (unsigned int)i, &th);
+		t->tid = th.tid;
+		snprintf(t->name, sizeof(t->name), "%s", th.name[0] ? th.name : "?");
+		t->lost = th.lost;
+		t->truncated = th.truncated;
+	}
+	return 0;
 }
 
-static int stream_end(const struct lk__stream_info *s, void *arg)
+/* What is known once every event is read: spans left open, the trace's first and last events. */
+static void finish(struct report *rep)
 {
-	struct report *rep = arg;
+	for (size_t i = 0; i < rep->nthreads; i++) {
+		struct per_thread *t = &rep->threads[i];
+		struct lk_trace_thread th;
 
-	if (s->stream_id != 0)
-		return 0; /* a thread's context switches: counted in on_switch */
-	rep->current->lost = s->lost;
-	rep->current->truncated = s->truncated;
-	rep->lost += s->lost;
-	rep->open_at_end += rep->current->open.depth;
-	if (rep->current->first_tsc &&
-	    (!rep->first_tsc || rep->current->first_tsc < rep->first_tsc))
-		rep->first_tsc = rep->current->first_tsc;
-	if (rep->current->last_tsc > rep->last_tsc)
-		rep->last_tsc = rep->current->last_tsc;
-	return 0;
+		lk_trace_file_thread(rep->tf, (unsigned int)i, &th);
+		rep->open_at_end += th.open_spans;
+		if (t->first_tick && (!rep->first_tick || t->first_tick < rep->first_tick))
+			rep->first_tick = t->first_tick;
+		if (t->last_tick > rep->last_tick)
+			rep->last_tick = t->last_tick;
+	}
+}
+
+static int read_events(struct report *rep)
+{
+	struct lk_trace_event ev;
+	int rc = prepare(rep);
+
+	while (!rc && (rc = lk_trace_file_next(rep->tf, &ev)) == 1)
+		rc = on_event(rep, &ev);
+	if (!rc)
+		finish(rep);
+	return rc;
 }
 
 /* ---- the split of spans by the context switches ---- */
@@ -313,14 +305,17 @@ static struct split split_span(const struct report *rep, const struct per_thread
 
 static void split_spans(struct report *rep)
 {
-	for (struct per_thread *t = rep->threads; t; t = t->next)
+	for (size_t k = rep->nthreads; k-- > 0;) {
+		struct per_thread *t = &rep->threads[k];
+
 		for (size_t i = 0; i < t->nspans; i++) {
 			struct split x = split_span(rep, t, &t->spans[i]);
 
-			add_split(&rep->classes[t->spans[i].first].split, &x);
+			add_split(&rep->classes[t->spans[i].cls].split, &x);
 			if (t->spans[i].outermost)
 				add_split(&t->split, &x);
 		}
+	}
 }
 
 /* ---- printing ---- */
@@ -340,34 +335,33 @@ static void fmt_ns(char *buf, size_t len, double ns)
 }
 
 /* provider:event, fit for a terminal: the trace's text, escaped (lk__text_escape). */
-static const char *class_name(const struct lk__event_class *c, char *buf, size_t len)
+static const char *class_name(const struct lk_trace_class *c, char *buf, size_t len)
 {
 	char raw[512];
 
-	snprintf(raw, sizeof(raw), "%s:%s", c->provider, c->event);
+	snprintf(raw, sizeof(raw), "%s:%s", c->provider, c->name);
 	return lk__text_escape(raw, buf, len);
 }
 
 /* Where the spans' wall time went, by the context switches (lowkey trace --sched). */
 static void print_split(const struct report *rep)
 {
-	const struct lk__trace_reader *r = rep->r;
+	const struct lk_trace_file_info *r = rep->in;
 	char name[200], a[32], b[32], c[32], d[32];
 
 	printf("\n%-32s %8s %12s %12s %12s %12s\n", "spans (time, --sched)", "count", "wall",
 	       "on-CPU", "runnable", "blocked");
-	for (size_t k = 0; k < rep->nrows; k++) { /* by name: the same order in every format */
-		size_t i = rep->rows[k];
+	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
 		const struct per_class *pc = &rep->classes[i];
 
-		if (!r->classes[i] || !pc->wall.n)
+		if (!pc->wall.n)
 			continue;
 		fmt_ns(a, sizeof(a), pc->split.wall);
 		fmt_ns(b, sizeof(b), pc->split.on_cpu);
 		fmt_ns(c, sizeof(c), pc->split.runnable);
 		fmt_ns(d, sizeof(d), pc->split.blocked);
 		printf("  %-30s %8zu %12s %12s %12s %12s\n",
-		       class_name(r->classes[i], name, sizeof(name)), pc->wall.n, a, b, c, d);
+		       class_name(&rep->cls[i], name, sizeof(name)), pc->wall.n, a, b, c, d);
 	}
 	printf("  (%" PRIu64
 	       " context switches; runnable: preempted, waiting for a CPU; blocked: sleeping or "
@@ -394,11 +388,11 @@ static void json_split(struct lk__json *j, const char *key, const struct split *
 /* What a JSON or Perfetto trace cannot say that its CTF could. */
 static void print_format_notes(const struct report *rep)
 {
-	const struct lk__trace_file *t = rep->t;
+	const struct lk_trace_file_info *t = rep->in;
 
 	printf("  read from lowkey's %s output, which carries no count of bytes left out of streams cut short%s\n",
-	       t->format_name, rep->r->sched ? " nor of context switches the kernel lost" : "");
-	if (t->format == LK__TF_JSON && rep->r->sched)
+	       t->format_name, t->sched ? " nor of context switches the kernel lost" : "");
+	if (t->format == LK_TRACE_JSON && t->sched)
 		printf("  JSON has the intervals off the CPU, not the switches: a switch out with no switch in after "
 		       "it (the trace or the thread ended) is not in it\n");
 	if (t->nonfinite_counters)
@@ -409,56 +403,55 @@ static void print_format_notes(const struct report *rep)
 
 static void print_text(struct report *rep, const char *path)
 {
-	struct lk__trace_reader *r = rep->r;
-	double seconds = rep->last_tsc > rep->first_tsc ?
-				 tsc_ns(rep, rep->first_tsc, rep->last_tsc) / 1e9 :
+	const struct lk_trace_file_info *r = rep->in;
+	double seconds = rep->last_tick > rep->first_tick ?
+				 tsc_ns(rep, rep->first_tick, rep->last_tick) / 1e9 :
 				 0;
 	char name[200], a[32], b[32], c[32], d[32], e[32], f[32], shown[256];
 
 	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %zu threads, %" PRIu64
 	       " lost\n",
-	       path, lk__text_escape(r->procname, shown, sizeof(shown)), r->pid, rep->events,
-	       seconds, rep->nthreads, rep->lost);
-	if (rep->thread_names || rep->switch_records)
+	       path, lk__text_escape(r->process_name, shown, sizeof(shown)), r->pid, rep->events,
+	       seconds, rep->nthreads, r->lost);
+	if (r->thread_names || rep->switch_records)
 		printf("  not counted as events: %" PRIu64 " thread-name records, %" PRIu64
 		       " context-switch "
 		       "records (a CTF reader such as babeltrace2 counts them as events)\n",
-		       rep->thread_names, rep->switch_records);
-	if (rep->t->format != LK__TF_CTF)
+		       r->thread_names, rep->switch_records);
+	if (r->format != LK_TRACE_CTF)
 		print_format_notes(rep);
-	if (rep->lost && r->overwrite) {
-		uint64_t dropped = r->dropped < rep->lost ? r->dropped : rep->lost;
+	if (r->lost && r->overwrite) {
+		uint64_t dropped = r->dropped < r->lost ? r->dropped : r->lost;
 
-		if (rep->lost > dropped)
+		if (r->lost > dropped)
 			printf("  %" PRIu64
 			       " older events overwritten: the flight recorder keeps the newest\n",
-			       rep->lost - dropped);
+			       r->lost - dropped);
 		if (dropped)
 			printf("  %" PRIu64
 			       " events were dropped besides those (a signal handler's over an event in "
 			       "progress, an event larger than --buffer / 8)\n",
 			       dropped);
-	} else if (rep->lost) {
+	} else if (r->lost) {
 		printf("  %" PRIu64
 		       " events were dropped because a thread's buffer was full: see --buffer\n",
-		       rep->lost);
+		       r->lost);
 	}
-	for (struct per_thread *t = rep->threads; t; t = t->next)
-		if (t->truncated)
+	for (size_t k = rep->nthreads; k-- > 0;)
+		if (rep->threads[k].truncated)
 			printf("  thread %d's stream ends inside a packet (%" PRIu64
 			       " bytes, left out): its program "
 			       "stopped mid-write; the events before are all here\n",
-			       t->tid, t->truncated);
+			       rep->threads[k].tid, rep->threads[k].truncated);
 
 	printf("\n%-40s %12s %12s\n", "events", "count", "per second");
-	for (size_t k = 0; k < rep->nrows; k++) { /* by name: the same order in every format */
-		size_t i = rep->rows[k];
+	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
 		struct per_class *pc = &rep->classes[i];
 
-		if (!r->classes[i] || !pc->count || r->classes[i]->kind == LK_PROBE_SPAN_END)
+		if (!pc->count || rep->cls[i].kind == LK_PROBE_SPAN_END)
 			continue;
 		printf("  %-38s %12" PRIu64 " %12.1f\n",
-		       class_name(r->classes[i], name, sizeof(name)), pc->count,
+		       class_name(&rep->cls[i], name, sizeof(name)), pc->count,
 		       seconds > 0 ? (double)pc->count / seconds : 0.0);
 	}
 
@@ -466,18 +459,17 @@ static void print_text(struct report *rep, const char *path)
 	if (r->cputime)
 		printf("   %10s %10s %10s", "p50 cpu", "p99 cpu", "max cpu");
 	putchar('\n');
-	for (size_t k = 0; k < rep->nrows; k++) { /* by name: the same order in every format */
-		size_t i = rep->rows[k];
+	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
 		struct per_class *pc = &rep->classes[i];
 
-		if (!r->classes[i] || !pc->wall.n)
+		if (!pc->wall.n)
 			continue;
 		samples_sort(&pc->wall);
 		samples_sort(&pc->cpu);
 		fmt_ns(a, sizeof(a), samples_pct(&pc->wall, 50));
 		fmt_ns(b, sizeof(b), samples_pct(&pc->wall, 99));
 		fmt_ns(c, sizeof(c), samples_pct(&pc->wall, 100));
-		printf("  %-30s %8zu %10s %10s %10s", class_name(r->classes[i], name, sizeof(name)),
+		printf("  %-30s %8zu %10s %10s %10s", class_name(&rep->cls[i], name, sizeof(name)),
 		       pc->wall.n, a, b, c);
 		if (r->cputime) {
 			fmt_ns(d, sizeof(d), samples_pct(&pc->cpu, 50));
@@ -495,14 +487,13 @@ static void print_text(struct report *rep, const char *path)
 		print_split(rep);
 
 	printf("\n%-32s %8s %14s %14s %14s\n", "counters", "count", "min", "max", "last");
-	for (size_t k = 0; k < rep->nrows; k++) { /* by name: the same order in every format */
-		size_t i = rep->rows[k];
+	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
 		struct per_class *pc = &rep->classes[i];
 
-		if (!r->classes[i] || !pc->count || r->classes[i]->kind != LK_PROBE_COUNTER)
+		if (!pc->count || rep->cls[i].kind != LK_PROBE_COUNTER)
 			continue;
 		printf("  %-30s %8" PRIu64 " %14.6g %14.6g %14.6g\n",
-		       class_name(r->classes[i], name, sizeof(name)), pc->count, pc->min, pc->max,
+		       class_name(&rep->cls[i], name, sizeof(name)), pc->count, pc->min, pc->max,
 		       pc->last);
 	}
 
@@ -510,7 +501,9 @@ static void print_text(struct report *rep, const char *path)
 	if (r->cputime)
 		printf(" %12s", "spans cpu");
 	putchar('\n');
-	for (struct per_thread *t = rep->threads; t; t = t->next) {
+	for (size_t k = rep->nthreads; k-- > 0;) {
+		const struct per_thread *t = &rep->threads[k];
+
 		fmt_ns(a, sizeof(a), t->span_wall_ns);
 		printf("  %-8d %-16s %10" PRIu64 " %10" PRIu64 " %12s", t->tid,
 		       lk__text_escape(t->name, shown, sizeof(shown)), t->events, t->lost, a);
@@ -542,22 +535,22 @@ static void json_percentiles(struct lk__json *j, const char *key, const struct s
 
 static void class_json(struct lk__json *j, const struct report *rep, size_t i)
 {
-	const struct lk__event_class *c = rep->r->classes[i];
+	const struct lk_trace_class *c = &rep->cls[i];
 	struct per_class *pc = &rep->classes[i];
 
 	samples_sort(&pc->wall);
 	samples_sort(&pc->cpu);
 	lk__json_object_line(j, NULL);
 	lk__json_str_or_null(j, "provider", c->provider);
-	lk__json_str_or_null(j, "event", c->event);
+	lk__json_str_or_null(j, "event", c->name);
 	lk__json_str(j, "kind", lk__probe_kind_name(c->kind));
 	lk__json_uint(j, "count", pc->count);
 	if (pc->wall.n) {
 		lk__json_uint(j, "spans", pc->wall.n);
 		json_percentiles(j, "wall_ns", &pc->wall);
-		if (rep->r->cputime)
+		if (rep->in->cputime)
 			json_percentiles(j, "cpu_ns", &pc->cpu);
-		if (rep->r->sched)
+		if (rep->in->sched)
 			json_split(j, "split", &pc->split);
 	}
 	if (c->kind == LK_PROBE_COUNTER) {
@@ -575,11 +568,11 @@ static void thread_json(struct lk__json *j, const struct report *rep, const stru
 	lk__json_str_or_null(j, "name", t->name);
 	lk__json_uint(j, "events", t->events);
 	lk__json_uint(j, "lost", t->lost);
-	json_count(j, "truncated_bytes", rep->t->format == LK__TF_CTF, t->truncated);
+	json_count(j, "truncated_bytes", rep->in->format == LK_TRACE_CTF, t->truncated);
 	lk__json_num(j, "span_wall_ns", t->span_wall_ns);
-	if (rep->r->cputime)
+	if (rep->in->cputime)
 		lk__json_num(j, "span_cpu_ns", t->span_cpu_ns);
-	if (rep->r->sched) {
+	if (rep->in->sched) {
 		lk__json_uint(j, "switches", t->switches);
 		json_split(j, "span_split", &t->split);
 	}
@@ -588,20 +581,17 @@ static void thread_json(struct lk__json *j, const struct report *rep, const stru
 
 static void print_json(struct report *rep, const char *path)
 {
-	struct lk__trace_reader *r = rep->r;
-	bool ctf = rep->t->format == LK__TF_CTF;
+	const struct lk_trace_file_info *r = rep->in;
+	bool ctf = r->format == LK_TRACE_CTF;
 	struct lk__json j;
 
 	lk__json_begin(&j, stdout, false);
 	lk__json_str_or_null(&j, "trace", path);
-	lk__json_str_or_null(&j, "procname", r->procname);
-	lk__json_str(&j, "format",
-		     ctf			   ? "ctf" :
-		     rep->t->format == LK__TF_JSON ? "json" :
-						     "perfetto");
+	lk__json_str_or_null(&j, "procname", r->process_name);
+	lk__json_str(&j, "format", ctf ? "ctf" : r->format == LK_TRACE_JSON ? "json" : "perfetto");
 	lk__json_int(&j, "pid", r->pid);
 	lk__json_uint(&j, "events", rep->events);
-	lk__json_uint(&j, "lost", rep->lost);
+	lk__json_uint(&j, "lost", r->lost);
 	json_count(&j, "truncated_streams", ctf, r->truncated_streams);
 	lk__json_bool(&j, "cputime", r->cputime);
 	lk__json_bool(&j, "sched", r->sched);
@@ -610,39 +600,34 @@ static void print_json(struct report *rep, const char *path)
 		json_count(&j, "switches_lost", ctf, r->sched_lost);
 	}
 	lk__json_array(&j, "classes");
-	for (size_t k = 0; k < rep->nrows; k++) { /* by name: the same order in every format */
-		size_t i = rep->rows[k];
+	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
 
-		if (r->classes[i] && rep->classes[i].count)
+		if (rep->classes[i].count)
 			class_json(&j, rep, i);
 	}
 	lk__json_close(&j);
 	lk__json_array(&j, "threads");
-	for (struct per_thread *t = rep->threads; t; t = t->next)
-		thread_json(&j, rep, t);
+	for (size_t k = rep->nthreads; k-- > 0;)
+		thread_json(&j, rep, &rep->threads[k]);
 	lk__json_close(&j);
 	lk__json_end(&j);
 }
 
 static void free_report(struct report *rep)
 {
-	for (struct per_thread *t = rep->threads, *next; t; t = next) {
-		next = t->next;
-		lk__pair_stack_free(&t->open);
-		free(t->spans);
-		free(t->off);
-		free(t);
+	for (size_t i = 0; rep->threads && i < rep->nthreads; i++) {
+		free(rep->threads[i].open_cls);
+		free(rep->threads[i].spans);
+		free(rep->threads[i].off);
 	}
-	for (size_t i = 0; rep->classes && i < rep->r->nclasses; i++) {
+	for (size_t i = 0; rep->classes && i < rep->in->classes; i++) {
 		free(rep->classes[i].wall.v);
 		free(rep->classes[i].cpu.v);
 	}
+	free(rep->threads);
 	free(rep->classes);
-	free(rep->first);
-	free(rep->rows);
-	free(rep->by_index);
-	lk__tf_map_free(&rep->of_tid);
-	lk__pair_free(&rep->spans);
+	free(rep->cls);
+	lk_trace_file_close(rep->tf);
 }
 
 static const char report_usage[] =
@@ -665,12 +650,9 @@ static int report_run(int argc, char **argv)
 					      { "html", required_argument, NULL, 'H' },
 					      { "quiet", no_argument, NULL, 'q' },
 					      { NULL, 0, NULL, 0 } };
-	const struct lk__reader_ops ops = { stream_begin, on_event, stream_end };
-	struct lk__trace_file t;
 	struct report rep = { 0 };
 	bool json = false, quiet = false;
 	const char *html = NULL;
-	char err[512];
 	int c, rc;
 
 	optind = 1;
@@ -689,24 +671,22 @@ static int report_run(int argc, char **argv)
 	}
 	status_begin("report", !json && !quiet);
 	if (html) {
-		status_reading_begin(argv[optind], 2); /* the page walks the trace twice */
+		/* the reader counts a CTF trace's events at open; the page reads them twice */
+		status_reading_begin(argv[optind], 3);
 		rc = report_html(argv[optind], html);
 		status_reading_end();
 		return rc;
 	}
-	status_reading_begin(argv[optind], 1);
-	rc = lk__trace_file_open(&t, argv[optind], err, sizeof(err));
+	status_reading_begin(argv[optind], 2); /* the reader counts a CTF trace's events at open */
+	rc = lk_trace_file_open(argv[optind], &rep.tf);
 	if (rc) {
 		status_reading_end();
-		cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s", err);
+		cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s",
+			  lk_last_error());
 		return CLI_EXIT_FAIL;
 	}
-	rep.r = &t.r;
-	rep.t = &t;
-	rep.classes = calloc(t.r.nclasses + 1, sizeof(*rep.classes));
-	rc = rep.classes ? group_classes(&rep) : -ENOMEM;
-	if (!rc)
-		rc = lk__trace_file_walk(&t, &ops, &rep, err, sizeof(err));
+	rep.in = lk_trace_file_get_info(rep.tf);
+	rc = read_events(&rep);
 	if (rc == 0)
 		split_spans(&rep);
 	status_reading_end();
@@ -716,10 +696,9 @@ static int report_run(int argc, char **argv)
 		else
 			print_text(&rep, argv[optind]);
 	} else {
-		cli_error("report", NULL, "%s", rc == -ENOMEM ? "out of memory" : err);
+		cli_error("report", NULL, "%s", rc == -ENOMEM ? "out of memory" : lk_last_error());
 	}
 	free_report(&rep);
-	lk__trace_file_close(&t);
 	return rc ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 

@@ -4,16 +4,16 @@
  * time, and thread CPU time where recorded), a per-thread timeline of spans, counters as line
  * charts, and the table of events and threads.
  *
- * The trace is walked twice. The first walk gathers the figures and the shape (threads, nesting
- * depth, time range); the second draws the timeline straight into the page and samples the
- * counters, now that the time axis is known. Spans are paired as `lowkey report` pairs them (an
- * end closes the latest open begin of its provider:event). A span narrower than a pixel that
- * touches the previous one on its row is merged with it (the tooltip counts them), so the page's
- * size is bounded by the timeline's pixels, not by the trace's length.
+ * The trace is read once (lowkey/trace_reader.h: spans paired, counters decoded by the library)
+ * and its events gone through twice. The first pass gathers the figures and the shape (threads,
+ * nesting depth, time range); the second draws the timeline and samples the counters, now that
+ * the time axis is known. A span narrower than a pixel that touches the previous one on its row
+ * is merged with it (the tooltip counts them), so the page's size is bounded by the timeline's
+ * pixels, not by the trace's length.
  *
- * A trace with context switches (lowkey trace --sched) has a second stream per thread
- * (stream-TID-sched: lowkey:sched_out, lowkey:sched_in). Its intervals off the CPU are drawn on a
- * strip below the thread's spans, runnable (preempted) apart from blocked, merged the same way.
+ * With the threads' context switches in the trace (lowkey trace --sched), each thread's time off
+ * the CPU is drawn on a strip below its spans, runnable (preempted) apart from blocked, merged
+ * the same way.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,16 +23,13 @@
 #include <string.h>
 
 #include <lowkey/probe.h>
+#include <lowkey/trace_reader.h>
 
 #include "builtin.h"
 #include "internal/outfile.h"
 #include "html.h"
 #include "internal/probe.h"
-#include "internal/ctf_reader.h"
-#include "internal/trace_file.h"
-#include "internal/trace_classes.h"
 #include "report_html.h"
-#include "internal/trace_spans.h"
 #include "samples.h"
 
 #define MAX_ROWS 12	  /* span nesting drawn per thread; deeper spans are counted, not drawn */
@@ -64,7 +61,7 @@ struct hclass {
 struct pending {
 	double px0, px1;
 	uint64_t count;
-	uint32_t cls; /* the longest span's */
+	uint32_t cls; /* the longest span's begin's class */
 	bool mixed;   /* spans of several events */
 	double wall_ns, cpu_ns, start_s, longest_ns;
 };
@@ -76,38 +73,44 @@ struct pending_off {
 	bool preempted; /* the longest's state */
 };
 
+/*
+ * A lane's rectangles wait in memory until every event is read, to go into the page one lane
+ * after the other, its spans before its time off the CPU: the events come in time order, all
+ * threads together.
+ */
+struct lane_buffer {
+	FILE *f;
+	char *text;
+	size_t len;
+};
+
 struct lane {
 	int tid;
 	char name[64];
-	uint64_t events, lost, first_tsc;
+	uint64_t events, lost;
 	unsigned int rows; /* nesting depth reached, at most MAX_ROWS */
 	uint64_t too_deep;
 	bool drawn;
 	struct lkh_lane lane;
-	struct lk__pair_stack open;
+	uint32_t *open_cls; /* the class of each open span's begin, by depth */
+	size_t capopen;
 	struct pending pend[MAX_ROWS];
 	uint64_t switches;
-	uint64_t out_tsc; /* the open sched_out's time; 0: on a CPU */
+	uint64_t out_tick; /* the open switch out's time; 0: on a CPU */
 	bool out_preempted;
 	struct pending_off off;
-	struct lane *next;
+	struct lane_buffer spans_out, off_out;
 };
 
 struct hreport {
-	struct lk__trace_reader *r;
-	struct lk__trace_file *t; /* CTF, JSON or Perfetto (internal/trace_file.h) */
-	struct hclass *classes;	  /* by id: a name's figures are in its first id's */
-	uint32_t *first;
-	uint32_t *rows; /* class ids by name: the order of charts and tables in every format */
-	size_t nrows;
-	struct lane *lanes, *current, *last; /* lanes: in the order the walk met them */
-	struct lk__tf_map lane_of;	     /* tid to the lane's index in by_index */
-	struct lane **by_index;
-	size_t caplanes;
+	struct lk_trace_file *tf;
+	const struct lk_trace_file_info *in;
+	struct hclass *classes; /* by class id: the order of charts and tables in every format */
+	struct lk_trace_class *cls; /* by class id */
+	struct lane *lanes;	    /* in the trace's order of threads */
 	unsigned int nlanes;
-	struct lk__pair_index spans;
-	uint64_t events, lost, first_tsc, last_tsc, unmatched;
-	bool drawing; /* the second walk */
+	uint64_t events, lost, first_tick, last_tick, unmatched;
+	bool drawing; /* the second pass */
 	struct lkh_timeline tl;
 	FILE *f;
 };
@@ -127,83 +130,87 @@ static int grow(void **v, size_t *cap, size_t n, size_t size)
 	return 0;
 }
 
-static double seconds(const struct hreport *h, uint64_t tsc)
+static double seconds(const struct hreport *h, uint64_t tick)
 {
-	return tsc > h->first_tsc ? (double)(tsc - h->first_tsc) / (double)h->r->tsc_hz : 0;
+	return tick > h->first_tick ? (double)(tick - h->first_tick) / (double)h->in->tick_hz : 0;
 }
 
-/* b - a in ns; the difference taken in integers, where no digit of either is lost. */
+/* b - a in ns; the difference taken in ticks, where no digit of either is lost. */
 static double tsc_ns(const struct hreport *h, uint64_t a, uint64_t b)
 {
 	double ticks = b >= a ? (double)(b - a) : -(double)(a - b);
 
-	return ticks * 1e9 / (double)h->r->tsc_hz;
+	return ticks * 1e9 / (double)h->in->tick_hz;
 }
 
-static const char *class_name(const struct lk__event_class *c, char *buf, size_t len)
+static const char *class_name(const struct hreport *h, uint32_t id, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s:%s", c->provider, c->event);
+	snprintf(buf, len, "%s:%s", h->cls[id].provider, h->cls[id].name);
 	return buf;
 }
 
-/* ---- grouping classes by provider:event and kind, as lowkey report does ---- */
-
-static int group_classes(struct hreport *h)
+/* The classes (a colour for each span's), the threads, and a buffer for each lane drawn. */
+static int prepare(struct hreport *h)
 {
-	const struct lk__trace_reader *r = h->r;
+	unsigned int n = h->in->classes;
 	size_t colors = 0;
-	uint32_t *ids;
 
-	h->first = calloc(r->nclasses + 1, sizeof(*h->first));
-	h->classes = calloc(r->nclasses + 1, sizeof(*h->classes));
-	ids = h->first && h->classes ? lk__group_classes(r, h->first, &h->nrows) : NULL;
-	if (!ids)
+	h->nlanes = h->in->threads;
+	h->lanes = calloc(h->nlanes + 1, sizeof(*h->lanes));
+	h->classes = calloc(n + 1, sizeof(*h->classes));
+	h->cls = calloc(n + 1, sizeof(*h->cls));
+	if (!h->lanes || !h->classes || !h->cls)
 		return -ENOMEM;
-	for (size_t i = 0; i < h->nrows; i++)
-		if (h->first[ids[i]] == ids[i] && r->classes[ids[i]]->kind == LK_PROBE_SPAN_BEGIN)
-			h->classes[ids[i]].color = colors++;
-	h->rows = ids;
-	return lk__pair_init(&h->spans, r, ids, h->nrows);
-}
-
-/* ---- the walks ---- */
-
-static struct lane *lane_of(struct hreport *h, int tid)
-{
-	struct lane *l;
-	uint32_t i;
-
-	if (lk__tf_map_get(&h->lane_of, (uint64_t)(uint32_t)tid, &i))
-		return h->by_index[i];
-	if (grow((void **)&h->by_index, &h->caplanes, h->nlanes, sizeof(*h->by_index)) ||
-	    h->nlanes >= UINT32_MAX - 1)
-		return NULL;
-	l = calloc(1, sizeof(*l));
-	if (!l || lk__tf_map_put(&h->lane_of, (uint64_t)(uint32_t)tid, h->nlanes)) {
-		free(l);
-		return NULL;
+	for (unsigned int i = 0; i < n; i++) {
+		lk_trace_file_class(h->tf, i, &h->cls[i]);
+		if (h->cls[i].kind == LK_PROBE_SPAN_BEGIN)
+			h->classes[i].color = colors++;
 	}
-	l->tid = tid;
-	snprintf(l->name, sizeof(l->name), "?");
-	*(h->last ? &h->last->next : &h->lanes) = l;
-	h->last = l;
-	h->by_index[h->nlanes++] = l;
-	return l;
-}
+	for (unsigned int i = 0; i < h->nlanes; i++) {
+		struct lane *l = &h->lanes[i];
+		struct lk_trace_thread th;
 
-static int stream_begin(const struct lk__stream_info *s, void *arg)
-{
-	struct hreport *h = arg;
-
-	h->current = lane_of(h, s->tid);
-	if (!h->current)
-		return -ENOMEM;
-	if (s->stream_id != 0) { /* a thread's context switches: its probes' state stays */
-		h->current->out_tsc = 0;
-		return 0;
+		lk_trace_file_thread(h->tf, i, &th);
+		l->tid = th.tid;
+		snprintf(l->name, sizeof(l->name), "%s", th.name[0] ? th.name : "?");
+		l->lost = th.lost;
+		h->lost += th.lost;
 	}
-	return lk__pair_close_from(&h->spans, &h->current->open, 0);
+	return 0;
 }
+
+static int lane_buffers_open(struct lane *l)
+{
+	l->spans_out.f = open_memstream(&l->spans_out.text, &l->spans_out.len);
+	l->off_out.f = open_memstream(&l->off_out.text, &l->off_out.len);
+	return l->spans_out.f && l->off_out.f ? 0 : -ENOMEM;
+}
+
+/* The lane's rectangles into the page; -ENOMEM if a buffer could not hold them. */
+static int lane_buffers_write(FILE *page, struct lane *l)
+{
+	int rc = 0;
+
+	for (struct lane_buffer *b = &l->spans_out; b <= &l->off_out; b++) {
+		if (b->f && fclose(b->f) != 0)
+			rc = -ENOMEM;
+		b->f = NULL;
+		if (!rc && b->len)
+			fwrite(b->text, 1, b->len, page);
+	}
+	return rc;
+}
+
+static void lane_buffers_free(struct lane *l)
+{
+	for (struct lane_buffer *b = &l->spans_out; b <= &l->off_out; b++) {
+		if (b->f)
+			fclose(b->f);
+		free(b->text);
+	}
+}
+
+/* ---- the passes ---- */
 
 static void flush_row(struct hreport *h, struct lane *l, unsigned int row)
 {
@@ -216,16 +223,17 @@ static void flush_row(struct hreport *h, struct lane *l, unsigned int row)
 		lkh_fmt_ns(wall, sizeof(wall), p->wall_ns);
 		lkh_fmt_ns(cpu, sizeof(cpu), p->cpu_ns);
 		snprintf(tip, sizeof(tip), "%s: %s wall%s%s, at %.6f s",
-			 class_name(h->r->classes[p->cls], name, sizeof(name)), wall,
-			 h->r->cputime ? ", CPU " : "", h->r->cputime ? cpu : "", p->start_s);
+			 class_name(h, p->cls, name, sizeof(name)), wall,
+			 h->in->cputime ? ", CPU " : "", h->in->cputime ? cpu : "", p->start_s);
 	} else {
 		lkh_fmt_ns(wall, sizeof(wall), p->wall_ns);
 		snprintf(tip, sizeof(tip), "%" PRIu64 " spans %s %s from %.6f s, %s wall in all",
 			 p->count, p->mixed ? "drawn as one, the longest of" : "of",
-			 class_name(h->r->classes[p->cls], name, sizeof(name)), p->start_s, wall);
+			 class_name(h, p->cls, name, sizeof(name)), p->start_s, wall);
 	}
+	h->tl.f = l->spans_out.f;
 	lkh_timeline_span(&h->tl, &l->lane, row, p->px0, p->px1,
-			  lkh_color(h->classes[h->first[p->cls]].color), tip);
+			  lkh_color(h->classes[p->cls].color), tip);
 	p->count = 0;
 }
 
@@ -243,7 +251,7 @@ static void draw_span(struct hreport *h, struct lane *l, unsigned int row, uint3
 		p->count++;
 		p->wall_ns += wall;
 		p->cpu_ns += cpu;
-		p->mixed |= h->first[p->cls] != h->first[cls];
+		p->mixed |= p->cls != cls;
 		if (wall > p->longest_ns) {
 			p->longest_ns = wall;
 			p->cls = cls;
@@ -254,30 +262,48 @@ static void draw_span(struct hreport *h, struct lane *l, unsigned int row, uint3
 	*p = (struct pending){ px0, px1, 1, cls, false, wall, cpu, seconds(h, t0), wall };
 }
 
-/* An end closes the latest open begin of the same provider:name (internal/trace_spans.h). */
-static int close_span(struct hreport *h, struct lane *l, const struct lk__event *e)
+/* A begin: remember its class at its depth, for the end that closes it. */
+static int open_span(struct lane *l, const struct lk_trace_event *ev)
 {
-	struct lk__pair_open o;
+	if (ev->depth >= l->capopen) {
+		size_t cap = l->capopen ? l->capopen * 2 : 16;
+		uint32_t *grown;
+
+		while (cap <= ev->depth)
+			cap *= 2;
+		grown = realloc(l->open_cls, cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		l->open_cls = grown;
+		l->capopen = cap;
+	}
+	l->open_cls[ev->depth] = ev->class_id;
+	return 0;
+}
+
+/* An end the reader paired with its begin (lowkey/trace_reader.h): the span's figures, drawn. */
+static int close_span(struct hreport *h, struct lane *l, const struct lk_trace_event *ev)
+{
 	struct hclass *c;
 	double wall, cpu;
-	size_t k;
+	size_t k = ev->depth;
+	uint32_t cls;
 
-	if (!lk__pair_match(&h->spans, &l->open, e->cls->id, &k)) {
+	if (!ev->paired) {
 		h->unmatched += !h->drawing;
 		return 0;
 	}
-	o = l->open.v[k];
-	if (lk__pair_close_from(&h->spans, &l->open, k))
-		return -ENOMEM;
-	wall = tsc_ns(h, o.tsc, e->tsc);
-	cpu = (double)e->cputime_ns - (double)o.cpu;
+	cls = l->open_cls[k];
+	wall = tsc_ns(h, ev->begin_ticks, ev->ticks);
+	cpu = (double)ev->cpu_ns - (double)ev->begin_cpu_ns;
 	if (h->drawing) {
 		if (k < l->rows && l->drawn)
-			draw_span(h, l, (unsigned int)k, o.id, o.tsc, e->tsc, wall, cpu);
+			draw_span(h, l, (unsigned int)k, cls, ev->begin_ticks, ev->ticks, wall,
+				  cpu);
 		return 0;
 	}
-	c = &h->classes[h->first[o.id]];
-	if (samples_push(&c->wall, wall) || (h->r->cputime && samples_push(&c->cpu, cpu)))
+	c = &h->classes[cls];
+	if (samples_push(&c->wall, wall) || (h->in->cputime && samples_push(&c->cpu, cpu)))
 		return -ENOMEM;
 	if (k >= MAX_ROWS)
 		l->too_deep++;
@@ -295,10 +321,10 @@ static int add_point(struct counter_series *s, double x, double y)
 }
 
 /* A counter's sample: kept, or folded into its pixel column's lowest and highest value. */
-static int sample_counter(struct hreport *h, struct hclass *c, const struct lk__event *e)
+static int sample_counter(struct hreport *h, struct hclass *c, const struct lk_trace_event *ev)
 {
 	struct counter_series *s = &c->series;
-	double x = seconds(h, e->tsc), y = lk__event_counter(e), span = seconds(h, h->last_tsc);
+	double x = seconds(h, ev->ticks), y = ev->value, span = seconds(h, h->last_tick);
 	int col;
 
 	if (c->count <= EXACT_POINTS)
@@ -329,7 +355,7 @@ static int by_x(const void *a, const void *b)
 static int series_points(struct hreport *h, struct counter_series *s, double **x, double **y,
 			 size_t *n)
 {
-	double span = seconds(h, h->last_tsc);
+	double span = seconds(h, h->last_tick);
 
 	if (s->lo)
 		for (int k = 0; k < COLUMNS; k++)
@@ -365,6 +391,7 @@ static void flush_off(struct hreport *h, struct lane *l)
 		snprintf(tip, sizeof(tip),
 			 "%" PRIu64 " times off the CPU drawn as one, %s in all, the longest %s",
 			 p->count, total, p->preempted ? "runnable (preempted)" : "blocked");
+	h->tl.f = l->off_out.f;
 	lkh_timeline_offcpu(&h->tl, &l->lane, p->px0, p->px1,
 			    p->preempted ? LKH_RUNNABLE : LKH_BLOCKED, tip);
 	p->count = 0;
@@ -391,90 +418,92 @@ static void draw_off(struct hreport *h, struct lane *l, uint64_t out, uint64_t i
 	*p = (struct pending_off){ px0, px1, ns, ns, 1, preempted };
 }
 
-/* lowkey:sched_out (u64 cpu, u64 preempted) leaves the CPU, lowkey:sched_in comes back. */
-static void on_switch(struct hreport *h, struct lane *l, const struct lk__event *e)
+/* A switch out leaves the CPU, a switch in comes back. */
+static void on_switch(struct hreport *h, struct lane *l, const struct lk_trace_event *ev)
 {
-	uint64_t cpu = 0, preempted = 0;
-	const char *s;
-	size_t off = lk__event_arg(e, 0, 0, &cpu, &s);
-
 	if (!h->drawing) {
-		l->switches += e->cls->id == LK__EVENT_SCHED_OUT;
+		l->switches += ev->type == LK_TRACE_EV_SWITCH_OUT;
 		return;
 	}
-	if (e->cls->id == LK__EVENT_SCHED_OUT) {
-		if (off)
-			lk__event_arg(e, off, 1, &preempted, &s);
-		l->out_tsc = e->tsc;
-		l->out_preempted = preempted != 0;
-	} else if (l->out_tsc) {
+	if (ev->type == LK_TRACE_EV_SWITCH_OUT) {
+		l->out_tick = ev->ticks;
+		l->out_preempted = ev->preempted;
+	} else if (l->out_tick) {
 		if (l->drawn)
-			draw_off(h, l, l->out_tsc, e->tsc, l->out_preempted);
-		l->out_tsc = 0;
+			draw_off(h, l, l->out_tick, ev->ticks, l->out_preempted);
+		l->out_tick = 0;
 	}
 }
 
-static int on_event(const struct lk__event *e, void *arg)
+static void first_pass_counts(struct hreport *h, struct lane *l, struct hclass *c, uint64_t tick)
 {
-	struct hreport *h = arg;
-	struct lane *l = h->current;
-	struct hclass *c = &h->classes[h->first[e->cls->id]];
-	uint64_t v = 0;
-	const char *s = NULL;
+	h->events++;
+	l->events++;
+	c->count++;
+	if (!h->first_tick || tick < h->first_tick)
+		h->first_tick = tick;
+	if (tick > h->last_tick)
+		h->last_tick = tick;
+}
 
-	if (e->cls->id == LK__EVENT_THREAD_NAME) {
-		lk__event_arg(e, 0, 0, &v, &s);
-		snprintf(l->name, sizeof(l->name), "%s", s ? s : "");
+static int on_event(struct hreport *h, const struct lk_trace_event *ev)
+{
+	struct lane *l = &h->lanes[ev->thread];
+	struct hclass *c = &h->classes[ev->class_id];
+
+	if (ev->type != LK_TRACE_EV_PROBE) {
+		on_switch(h, l, ev);
 		return 0;
 	}
-	if (e->cls->id == LK__EVENT_SCHED_OUT || e->cls->id == LK__EVENT_SCHED_IN) {
-		on_switch(h, l, e);
-		return 0;
-	}
-	if (e->cls->id < LK__FIRST_SITE_ID) /* lowkey's own records */
-		return 0;
-	if (!h->drawing) {
-		h->events++;
-		l->events++;
-		c->count++;
-		if (!l->first_tsc || e->tsc < l->first_tsc)
-			l->first_tsc = e->tsc;
-		if (!h->first_tsc || e->tsc < h->first_tsc)
-			h->first_tsc = e->tsc;
-		if (e->tsc > h->last_tsc)
-			h->last_tsc = e->tsc;
-	}
-	switch (e->cls->kind) {
+	if (!h->drawing)
+		first_pass_counts(h, l, c, ev->ticks);
+	switch (ev->kind) {
 	case LK_PROBE_SPAN_BEGIN:
-		return lk__pair_open(&h->spans, &l->open, e);
+		return open_span(l, ev);
 	case LK_PROBE_SPAN_END:
-		return close_span(h, l, e);
+		return close_span(h, l, ev);
 	case LK_PROBE_COUNTER:
-		return h->drawing ? sample_counter(h, c, e) : 0;
+		return h->drawing ? sample_counter(h, c, ev) : 0;
 	default:
 		return 0;
 	}
 }
 
-static int stream_end(const struct lk__stream_info *s, void *arg)
+/* One pass over the trace's events, from the first. */
+static int pass(struct hreport *h)
 {
-	struct hreport *h = arg;
+	struct lk_trace_event ev;
+	int rc;
 
-	if (s->stream_id != 0) {
-		/* still off the CPU when the trace ended */
-		if (h->drawing && h->current->drawn && h->current->out_tsc)
-			draw_off(h, h->current, h->current->out_tsc, h->last_tsc,
-				 h->current->out_preempted);
-		if (h->drawing && h->current->drawn)
-			flush_off(h, h->current);
-	} else if (!h->drawing) {
-		h->current->lost += s->lost;
-		h->lost += s->lost;
-	} else if (h->current->drawn) {
-		for (unsigned int row = 0; row < h->current->rows; row++)
-			flush_row(h, h->current, row);
+	lk_trace_file_rewind(h->tf);
+	while ((rc = lk_trace_file_next(h->tf, &ev)) == 1) {
+		rc = on_event(h, &ev);
+		if (rc)
+			return rc;
 	}
-	return 0;
+	return rc;
+}
+
+/* What is left on each lane drawn when the trace ends, then the lanes into the page. */
+static int finish_lanes(struct hreport *h)
+{
+	int rc = 0;
+
+	for (unsigned int i = 0; i < h->nlanes; i++) {
+		struct lane *l = &h->lanes[i];
+
+		if (!l->drawn)
+			continue;
+		for (unsigned int row = 0; row < l->rows; row++)
+			flush_row(h, l, row);
+		if (l->out_tick) /* still off the CPU when the trace ended */
+			draw_off(h, l, l->out_tick, h->last_tick, l->out_preempted);
+		flush_off(h, l);
+		if (!rc)
+			rc = lane_buffers_write(h->f, l);
+	}
+	h->tl.f = h->f;
+	return rc;
 }
 
 /* ---- the page ---- */
@@ -482,14 +511,14 @@ static int stream_end(const struct lk__stream_info *s, void *arg)
 static void summary(struct hreport *h, const char *path)
 {
 	char text[1024];
-	double secs = seconds(h, h->last_tsc);
+	double secs = seconds(h, h->last_tick);
 
 	snprintf(
 		text, sizeof(text),
 		"Trace %s: %" PRIu64 " events over %.6f s from %u thread%s, %" PRIu64
 		" lost to full buffers. %s",
 		path, h->events, secs, h->nlanes, h->nlanes == 1 ? "" : "s", h->lost,
-		h->r->cputime ?
+		h->in->cputime ?
 			"Thread CPU time was recorded (--cputime): spans have CPU-time histograms too." :
 			"Thread CPU time was not recorded: record with --cputime for CPU-time histograms.");
 	lkh_para(h->f, text);
@@ -502,7 +531,7 @@ static void summary(struct hreport *h, const char *path)
 
 static void histograms(struct hreport *h)
 {
-	const struct lk__trace_reader *r = h->r;
+	const struct lk_trace_file_info *r = h->in;
 	unsigned int shown = 0, skipped = 0;
 	char name[200], title[260];
 
@@ -511,17 +540,17 @@ static void histograms(struct hreport *h)
 		"How long each span event took, in log-scale buckets (five per power of ten): wall time on the "
 		"left, the thread's CPU time on the right when the trace recorded it. Hover a bar for its "
 		"bounds and count.");
-	for (size_t k = 0; k < h->nrows; k++) { /* by name: the same order in every format */
-		size_t i = h->rows[k];
+	for (unsigned int i = 0; i < r->classes;
+	     i++) { /* by name: the same order in every format */
 		struct hclass *c = &h->classes[i];
 
-		if (!r->classes[i] || !c->wall.n)
+		if (!c->wall.n)
 			continue;
 		if (shown++ >= MAX_HISTOGRAMS) {
 			skipped++;
 			continue;
 		}
-		class_name(r->classes[i], name, sizeof(name));
+		class_name(h, i, name, sizeof(name));
 		fputs("<div class=\"charts\">\n", h->f);
 		snprintf(title, sizeof(title), "%s: wall time (%zu spans)", name, c->wall.n);
 		lkh_histogram(h->f, title, c->wall.v, c->wall.n, lkh_color(c->color));
@@ -543,7 +572,9 @@ static unsigned int timeline_shape(struct hreport *h, unsigned int *lanes, unsig
 	unsigned int rows = 0;
 
 	*lanes = *strips = 0;
-	for (struct lane *l = h->lanes; l; l = l->next) {
+	for (unsigned int i = 0; i < h->nlanes; i++) {
+		struct lane *l = &h->lanes[i];
+
 		l->drawn = *lanes < MAX_LANES;
 		if (!l->drawn)
 			continue;
@@ -555,7 +586,7 @@ static unsigned int timeline_shape(struct hreport *h, unsigned int *lanes, unsig
 	return rows;
 }
 
-static int timeline(struct hreport *h, const struct lk__reader_ops *ops, char *err, size_t errlen)
+static int timeline(struct hreport *h)
 {
 	unsigned int lanes, strips, rows = timeline_shape(h, &lanes, &strips);
 	uint64_t too_deep = 0;
@@ -566,7 +597,7 @@ static int timeline(struct hreport *h, const struct lk__reader_ops *ops, char *e
 		h->f, "Timeline",
 		"Each thread's spans over time, nested spans on the rows below their parent. Spans thinner than a "
 		"pixel that touch are drawn as one, in the colour of the longest; hover for what each is.");
-	if (h->r->sched)
+	if (h->in->sched)
 		lkh_para(
 			h->f,
 			"Below each thread's spans, its time off the CPU (the trace has its context switches): "
@@ -576,17 +607,26 @@ static int timeline(struct hreport *h, const struct lk__reader_ops *ops, char *e
 		lkh_para(
 			h->f,
 			"Record with lowkey trace --sched to see each thread's time off the CPU here.");
-	lkh_timeline_begin(&h->tl, h->f, "spans by thread", seconds(h, h->last_tsc),
+	lkh_timeline_begin(&h->tl, h->f, "spans by thread", seconds(h, h->last_tick),
 			   lkh_timeline_height(rows, lanes, strips));
-	for (struct lane *l = h->lanes; l; l = l->next) {
+	rc = 0;
+	for (unsigned int i = 0; i < h->nlanes; i++) {
+		struct lane *l = &h->lanes[i];
+
 		too_deep += l->too_deep;
 		if (!l->drawn)
 			continue;
 		snprintf(label, sizeof(label), "%s (%d)", l->name, l->tid);
 		lkh_timeline_lane(&h->tl, &l->lane, label, l->rows, l->switches > 0);
+		if (!rc)
+			rc = lane_buffers_open(l);
 	}
 	h->drawing = true;
-	rc = lk__trace_file_walk(h->t, ops, h, err, errlen);
+	if (!rc)
+		rc = pass(h);
+	if (!rc)
+		rc = finish_lanes(h);
+	h->tl.f = h->f;
 	lkh_timeline_end(&h->tl);
 	if (h->nlanes > MAX_LANES)
 		lkh_paraf(h->f, "The first %d of %u threads are drawn.", MAX_LANES, h->nlanes);
@@ -598,23 +638,22 @@ static int timeline(struct hreport *h, const struct lk__reader_ops *ops, char *e
 
 static int counters(struct hreport *h)
 {
-	const struct lk__trace_reader *r = h->r;
+	const struct lk_trace_file_info *r = h->in;
 	char name[200];
 	bool any = false;
 
 	lkh_section(h->f, "Counters",
 		    "Each counter's values over time, all threads' samples together.");
-	for (size_t k = 0; k < h->nrows; k++) { /* by name: the same order in every format */
-		size_t i = h->rows[k];
+	for (unsigned int i = 0; i < r->classes;
+	     i++) { /* by name: the same order in every format */
 		struct hclass *c = &h->classes[i];
 		struct lkh_series s = { name };
 		double *x = NULL, *y = NULL;
 		int rc;
 
-		if (!r->classes[i] || r->classes[i]->kind != LK_PROBE_COUNTER || !c->count ||
-		    h->first[i] != i)
+		if (h->cls[i].kind != LK_PROBE_COUNTER || !c->count)
 			continue;
-		class_name(r->classes[i], name, sizeof(name));
+		class_name(h, i, name, sizeof(name));
 		rc = series_points(h, &c->series, &x, &y, &s.n);
 		s.x = x;
 		s.y = y;
@@ -654,24 +693,23 @@ static void event_table(struct hreport *h)
 	static const char *const cols[] = { "event",   "kind",	  "count",  "per second",
 					    "spans",   "p50",	  "p99",    "max",
 					    "p50 CPU", "p99 CPU", "max CPU" };
-	const struct lk__trace_reader *r = h->r;
-	double secs = seconds(h, h->last_tsc);
+	const struct lk_trace_file_info *r = h->in;
+	double secs = seconds(h, h->last_tick);
 	char name[200];
 
 	lkh_section(h->f, "Events",
 		    "Every event of the trace by provider:event and kind; span durations by wall "
 		    "time and, where recorded, thread CPU time.");
 	lkh_table_begin(h->f, cols, r->cputime ? 11 : 8);
-	for (size_t k = 0; k < h->nrows; k++) { /* by name: the same order in every format */
-		size_t i = h->rows[k];
+	for (unsigned int i = 0; i < r->classes;
+	     i++) { /* by name: the same order in every format */
 		struct hclass *c = &h->classes[i];
 
-		if (!r->classes[i] || !c->count || h->first[i] != i ||
-		    r->classes[i]->kind == LK_PROBE_SPAN_END)
+		if (!c->count || h->cls[i].kind == LK_PROBE_SPAN_END)
 			continue;
 		lkh_row_begin(h->f);
-		lkh_cell(h->f, class_name(r->classes[i], name, sizeof(name)));
-		lkh_cell(h->f, lk__probe_kind_name(r->classes[i]->kind));
+		lkh_cell(h->f, class_name(h, i, name, sizeof(name)));
+		lkh_cell(h->f, lk__probe_kind_name(h->cls[i].kind));
 		lkh_cellf(h->f, "%" PRIu64, c->count);
 		lkh_cellf(h->f, "%.1f", secs > 0 ? (double)c->count / secs : 0.0);
 		lkh_cellf(h->f, "%zu", c->wall.n);
@@ -689,7 +727,9 @@ static void thread_table(struct hreport *h)
 
 	lkh_section(h->f, "Threads", NULL);
 	lkh_table_begin(h->f, cols, 4);
-	for (struct lane *l = h->lanes; l; l = l->next) {
+	for (unsigned int i = 0; i < h->nlanes; i++) {
+		const struct lane *l = &h->lanes[i];
+
 		lkh_row_begin(h->f);
 		lkh_cellf(h->f, "%d", l->tid);
 		lkh_cell(h->f, l->name);
@@ -702,37 +742,34 @@ static void thread_table(struct hreport *h)
 
 static void free_hreport(struct hreport *h)
 {
-	for (struct lane *l = h->lanes, *next; l; l = next) {
-		next = l->next;
-		lk__pair_stack_free(&l->open);
-		free(l);
+	for (unsigned int i = 0; h->lanes && i < h->nlanes; i++) {
+		free(h->lanes[i].open_cls);
+		lane_buffers_free(&h->lanes[i]);
 	}
-	for (size_t i = 0; h->classes && i <= h->r->nclasses; i++) {
+	for (unsigned int i = 0; h->classes && i < h->in->classes; i++) {
 		free(h->classes[i].wall.v);
 		free(h->classes[i].cpu.v);
 		free(h->classes[i].series.p);
 		free(h->classes[i].series.lo);
 		free(h->classes[i].series.hi);
 	}
+	free(h->lanes);
 	free(h->classes);
-	free(h->first);
-	free(h->rows);
-	free(h->by_index);
-	lk__tf_map_free(&h->lane_of);
-	lk__pair_free(&h->spans);
+	free(h->cls);
+	lk_trace_file_close(h->tf);
 }
 
-static int write_page(struct hreport *h, const char *trace_path, const struct lk__reader_ops *ops,
-		      char *err, size_t errlen)
+static int write_page(struct hreport *h, const char *trace_path)
 {
 	char title[200];
 	int rc;
 
-	snprintf(title, sizeof(title), "lowkey report: %s (pid %d)", h->r->procname, h->r->pid);
+	snprintf(title, sizeof(title), "lowkey report: %s (pid %d)", h->in->process_name,
+		 h->in->pid);
 	lkh_page_begin(h->f, title);
 	summary(h, trace_path);
 	histograms(h);
-	rc = timeline(h, ops, err, errlen);
+	rc = timeline(h);
 	if (rc)
 		return rc;
 	rc = counters(h);
@@ -751,38 +788,38 @@ static FILE *open_out(const char *path, char *err, size_t errlen)
 
 int report_html(const char *trace_path, const char *out_path)
 {
-	const struct lk__reader_ops ops = { stream_begin, on_event, stream_end };
-	struct lk__trace_file t;
 	struct hreport h = { 0 };
 	char err[512];
 	int rc;
 
-	rc = lk__trace_file_open(&t, trace_path, err, sizeof(err));
+	rc = lk_trace_file_open(trace_path, &h.tf);
 	if (rc) {
-		cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s", err);
+		cli_error("report", "record a trace with `lowkey trace` (any --format)", "%s",
+			  lk_last_error());
 		return CLI_EXIT_FAIL;
 	}
-	h.r = &t.r;
-	h.t = &t;
-	rc = group_classes(&h);
+	h.in = lk_trace_file_get_info(h.tf);
+	rc = prepare(&h);
 	if (!rc)
-		rc = lk__trace_file_walk(&t, &ops, &h, err, sizeof(err));
+		rc = pass(&h);
+	snprintf(err, sizeof(err), "%s", rc == -ENOMEM ? "out of memory" : lk_last_error());
 	if (!rc && !(h.f = open_out(out_path, err, sizeof(err)))) {
 		cli_error("report", "choose a writable place for the page", "%s", err);
 		rc = 1;
 	} else if (!rc) {
-		rc = write_page(&h, trace_path, &ops, err, sizeof(err));
+		rc = write_page(&h, trace_path);
 		if (h.f != stdout && fclose(h.f) != 0 && !rc)
 			rc = -errno;
 		if (rc == -ENOMEM || rc == -EIO || rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG)
 			snprintf(err, sizeof(err), "writing %s failed: %s", out_path,
 				 strerror(-rc));
+		else if (rc)
+			snprintf(err, sizeof(err), "%s", lk_last_error());
 		if (rc)
 			cli_error("report", NULL, "%s", err);
 	} else {
-		cli_error("report", NULL, "%s", rc == -ENOMEM ? "out of memory" : err);
+		cli_error("report", NULL, "%s", err);
 	}
 	free_hreport(&h);
-	lk__trace_file_close(&t);
 	return rc ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
