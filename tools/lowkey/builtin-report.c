@@ -401,6 +401,16 @@ static void print_format_notes(const struct report *rep)
 		       t->nonfinite_counters);
 }
 
+/* The threads that recorded events (or lost some), as lowkey trace counts them. */
+static size_t threads_recording(const struct report *rep)
+{
+	size_t n = 0;
+
+	for (size_t k = 0; k < rep->nthreads; k++)
+		n += rep->threads[k].events || rep->threads[k].lost;
+	return n;
+}
+
 static void print_text(struct report *rep, const char *path)
 {
 	const struct lk_trace_file_info *r = rep->in;
@@ -408,11 +418,14 @@ static void print_text(struct report *rep, const char *path)
 				 tsc_ns(rep, rep->first_tick, rep->last_tick) / 1e9 :
 				 0;
 	char name[200], a[32], b[32], c[32], d[32], e[32], f[32], shown[256];
+	size_t recording = threads_recording(rep);
 
-	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %zu threads, %" PRIu64
-	       " lost\n",
-	       path, lk__text_escape(r->process_name, shown, sizeof(shown)), r->pid, rep->events,
-	       seconds, rep->nthreads, r->lost);
+	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %zu thread%s", path,
+	       lk__text_escape(r->process_name, shown, sizeof(shown)), r->pid, rep->events, seconds,
+	       recording, recording == 1 ? "" : "s");
+	if (recording < rep->nthreads)
+		printf(" (and %zu with context switches only)", rep->nthreads - recording);
+	printf(", %" PRIu64 " lost\n", r->lost);
 	if (r->thread_names || rep->switch_records)
 		printf("  not counted as events: %" PRIu64 " thread-name records, %" PRIu64
 		       " context-switch "
