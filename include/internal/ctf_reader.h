@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "internal/ticks.h"
+
 struct lk__event_class {
 	uint32_t id;
 	uint8_t kind; /* enum lk_probe_kind; 0 for lowkey's own events */
@@ -45,8 +47,7 @@ struct lk__trace_reader {
 	struct lk__event_class **classes; /* by id; NULL where none */
 	size_t nclasses;
 	uint64_t truncated_streams; /* in the last walk: streams whose last packet was cut short */
-	/* lk__reader_ns's multiplier for tsc_hz: whole ns per tick, and 2^-64ths (lk__reader_set_clock) */
-	uint64_t clock_hz, ns_whole, ns_frac;
+	struct lk__ns_scale clock; /* lk__reader_ns's scale for tsc_hz (lk__reader_set_clock) */
 };
 
 struct lk__event {
@@ -128,13 +129,13 @@ double lk__event_counter(const struct lk__event *e);
 /*
  * Nanoseconds on CLOCK_MONOTONIC for a TSC value of this trace: monotonic0_ns + (tsc - tsc0) *
  * 10^9 / tsc_hz rounded down, exactly, in integers (0 before the clock's start, UINT64_MAX past
- * its range). Two multiplications where lk__reader_set_clock was called for r's tsc_hz; a
- * 128-bit division otherwise.
+ * its range): internal/ticks.h's rule, which the Perfetto writer times by too. Three
+ * multiplications where lk__reader_set_clock was called for r's tsc_hz; two divisions otherwise.
  */
 static inline uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc);
 uint64_t lk__reader_ns_divided(const struct lk__trace_reader *r, uint64_t tsc);
 
-/* Precompute lk__reader_ns's multiplier for r->tsc_hz (the readers call it when they set it). */
+/* Precompute lk__reader_ns's scale for r->tsc_hz (the readers call it when they set it). */
 void lk__reader_set_clock(struct lk__trace_reader *r);
 
 /*
@@ -218,16 +219,12 @@ int lk__reader_walk_bytes(struct lk__trace_reader *r, const uint8_t *data, size_
 
 static inline uint64_t lk__reader_ns(const struct lk__trace_reader *r, uint64_t tsc)
 {
-	uint64_t ticks = tsc - r->tsc0, whole, ns;
+	uint64_t ns;
 
-	if (__builtin_expect(tsc < r->tsc0 || r->clock_hz != r->tsc_hz || !r->tsc_hz ||
-				     __builtin_mul_overflow(ticks, r->ns_whole, &whole),
+	if (__builtin_expect(tsc < r->tsc0 || r->clock.hz != r->tsc_hz || !r->tsc_hz ||
+				     !lk__ns_scale_apply(&r->clock, tsc - r->tsc0, &ns),
 			     0))
 		return lk__reader_ns_divided(r, tsc);
-	/* ns_frac is rounded down: this is the exact quotient, or one less */
-	ns = whole + (uint64_t)((unsigned __int128)ticks * r->ns_frac >> 64);
-	if ((unsigned __int128)(ns + 1) * r->tsc_hz <= (unsigned __int128)ticks * 1000000000u)
-		ns++;
 	if (__builtin_add_overflow(ns, r->monotonic0_ns, &ns))
 		return UINT64_MAX;
 	return ns;

@@ -34,11 +34,10 @@
  * Times are nanoseconds on the trace's clock: CLOCK_MONOTONIC for CTF (the recording process's
  * clock); for JSON and Perfetto, counted from just before the file's first event (the file's own
  * clock: real time for JSON). Durations are the same in every format, to the format's resolution
- * (1 ns in all three), but for Perfetto's rounding: the CTF reader converts the cycle counter to
- * ns exactly (rounded down, in integers), Perfetto's writer with a multiplier rounded down, so its
- * times may be 1 ns short of CTF's (and two threads' events that close may come in the other
- * order). A thread's events come in the order it recorded them: one timed before the thread's
- * previous event (a CPU whose counter is a hair behind another's) is given that event's time.
+ * (1 ns in all three): each converts the cycle counter to ns by the same rule, exactly, rounded
+ * down. Two threads' events at the same ns may come in the other order in Perfetto. A thread's
+ * events come in the order it recorded them: one timed before the thread's previous event (a CPU
+ * whose counter is a hair behind another's) is given that event's time.
  *
  * Cost: a CTF trace is streamed, never held whole: each stream (a thread's events, its context
  * switches) has one packet in memory (256 KiB as lowkey writes them), read with pread when the

@@ -261,17 +261,13 @@ static void same_event(const struct reading *a, size_t i, const struct reading *
 	assert_int_equal(x->paired, y->paired);
 	if (x->paired)
 		assert_int_equal(on_thread(a, x->begin_seq), on_thread(b, y->begin_seq));
-	/* Perfetto's writer converts the counter in integers, the CTF reader through a double */
-	if (b->info.format == LK_TRACE_PERFETTO)
-		assert_true(x->duration_ns - y->duration_ns + 1 <= 2);
-	else
-		assert_int_equal(x->duration_ns, y->duration_ns);
+	assert_int_equal(x->duration_ns, y->duration_ns);
 	assert_true(x->value == y->value);
 }
 
 /*
  * The same events: in the same order for JSON, whose times are the CTF reader's; for Perfetto
- * in the same order on each thread (two threads' events a nanosecond apart may swap there).
+ * in the same order on each thread (two threads' events at the same nanosecond may swap there).
  */
 static void same_events(const struct reading *a, const struct reading *b)
 {

@@ -161,31 +161,25 @@ void lk__reader_close(struct lk__trace_reader *r)
 	r->dir_fd = -1;
 }
 
-#define NS_PER_S 1000000000u
-
 void lk__reader_set_clock(struct lk__trace_reader *r)
 {
-	r->clock_hz = r->tsc_hz;
-	if (!r->tsc_hz)
-		return;
-	r->ns_whole = NS_PER_S / r->tsc_hz;
-	r->ns_frac = (uint64_t)(((unsigned __int128)(NS_PER_S % r->tsc_hz) << 64) / r->tsc_hz);
+	r->clock = r->tsc_hz ? lk__ns_scale(r->tsc_hz) : (struct lk__ns_scale){ 0 };
 }
 
-/* lk__reader_ns by a 128-bit division: a clock without its multiplier, or far from tsc0. */
+/* lk__reader_ns by division: a clock without its scale, before tsc0, or far from it. */
 uint64_t lk__reader_ns_divided(const struct lk__trace_reader *r, uint64_t tsc)
 {
-	unsigned __int128 q;
+	uint64_t ns;
 
 	if (!r->tsc_hz)
 		return 0;
 	if (tsc >= r->tsc0) {
-		q = r->monotonic0_ns + (unsigned __int128)(tsc - r->tsc0) * NS_PER_S / r->tsc_hz;
-		return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
+		ns = lk__ticks_ns(tsc - r->tsc0, r->tsc_hz);
+		return ns < UINT64_MAX - r->monotonic0_ns ? r->monotonic0_ns + ns : UINT64_MAX;
 	}
 	/* a damaged trace may time an event before the clock's start: rounded down still */
-	q = ((unsigned __int128)(r->tsc0 - tsc) * NS_PER_S + r->tsc_hz - 1) / r->tsc_hz;
-	return q < r->monotonic0_ns ? r->monotonic0_ns - (uint64_t)q : 0;
+	ns = lk__ticks_ns_up(r->tsc0 - tsc, r->tsc_hz);
+	return ns < r->monotonic0_ns ? r->monotonic0_ns - ns : 0;
 }
 
 double lk__event_counter(const struct lk__event *e)

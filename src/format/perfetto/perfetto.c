@@ -52,6 +52,7 @@
 #include "format/protobuf/protobuf.h"
 #include "internal/ctf_reader.h"
 #include "internal/trace_file.h"
+#include "internal/ticks.h"
 
 /* InternedData and its entries (EventCategory, EventName, DebugAnnotationName: iid 1, name 2) */
 enum intern_kind { CATEGORIES = 1, NAMES = 2, ARG_NAMES = 3 };
@@ -117,12 +118,12 @@ struct lk__pft {
 	struct lk__pb pb;
 	struct lk__trace_reader *r;
 	uint64_t uuid_seed, boot_offset_ns;
-	uint32_t nseq;		    /* sequences started */
-	uint32_t gen;		    /* batches begun: tells the interned strings of this batch */
-	uint64_t ns0;		    /* CLOCK_MONOTONIC at the trace's tsc0 ... */
-	uint64_t ns_whole, ns_frac; /* ... and the TSC's period in ns: whole, and 2^-64ths */
-	uint64_t written;	    /* bytes written to the file */
-	bool whole;		    /* lk__perfetto_convert: each stream in one batch */
+	uint32_t nseq;		   /* sequences started */
+	uint32_t gen;		   /* batches begun: tells the interned strings of this batch */
+	uint64_t ns0;		   /* CLOCK_MONOTONIC at the trace's tsc0 ... */
+	struct lk__ns_scale scale; /* ... and the TSC's rate (internal/ticks.h) */
+	uint64_t written;	   /* bytes written to the file */
+	bool whole;		   /* lk__perfetto_convert: each stream in one batch */
 	bool slow_only; /* lk__pft_records without its fast path (tests compare the two) */
 	uint64_t fast;	/* records written the fast way */
 	struct lk__pft_stream *st; /* the stream of the batch being written */
@@ -470,11 +471,11 @@ static int describe_counter(struct lk__pft *p, const struct lk__event_class *c)
 /* The incremental clock's delta to a TSC value, and the clock moved there. */
 static inline uint64_t clock_delta(struct lk__pft *p, uint64_t tsc)
 {
-	uint64_t ticks = tsc - p->r->tsc0, last = p->st->last_ns;
-	uint64_t ns = p->ns0 + ticks * p->ns_whole +
-		      (uint64_t)((unsigned __int128)ticks * p->ns_frac >> 64);
+	uint64_t ticks = tsc - p->r->tsc0, last = p->st->last_ns, ns;
 
-	if (__builtin_expect(tsc < p->r->tsc0 || ticks > UINT64_MAX / 1000000000u, 0))
+	if (__builtin_expect(tsc < p->r->tsc0 || !lk__ns_scale_apply(&p->scale, ticks, &ns) ||
+				     __builtin_add_overflow(ns, p->ns0, &ns),
+			     0))
 		ns = lk__reader_ns(p->r, tsc); /* a damaged trace: outside the trace's time */
 	/* Another CPU's TSC may be a hair behind: keep the thread's events in order. */
 	if (ns <= last)
@@ -755,9 +756,8 @@ static uint64_t boot_offset_ns(void)
 
 void lk__pft_set_rate(struct lk__pft *p, uint64_t tsc_hz)
 {
-	/* lk__reader_ns's arithmetic in integers: a double's conversion per event cost a tenth */
-	p->ns_whole = 1000000000u / tsc_hz;
-	p->ns_frac = (uint64_t)(((unsigned __int128)(1000000000u % tsc_hz) << 64) / tsc_hz);
+	/* lk__reader_ns's result by multiplication: a division per event would cost more */
+	p->scale = lk__ns_scale(tsc_hz);
 }
 
 int lk__pft_set_reader(struct lk__pft *p, struct lk__trace_reader *r)
@@ -965,7 +965,8 @@ struct fast_run {
 	const struct class_iids *classes;
 	size_t nclasses;
 	uint32_t gen;
-	uint64_t now, tsc0, ns0, ns_whole, ns_frac, last_ns;
+	uint64_t now, tsc0, ns0, last_ns;
+	struct lk__ns_scale scale;
 	size_t fixed; /* a record's header and CPU time */
 	bool cputime;
 	bool slow; /* fast_records stopped at a record for the slow path */
@@ -1069,10 +1070,9 @@ static const uint8_t *fast_records(struct lk__pft *p, struct fast_run *f, const 
 			break;
 		tsc = lk__tsc_extend(f->now, lk__header_tsc48(head));
 		ticks = tsc - f->tsc0;
-		if (ticks > UINT64_MAX / 1000000000u)
-			break; /* outside the trace's time (before it: wrapped): the slow path's clock_delta */
-		ns = f->ns0 + ticks * f->ns_whole +
-		     (uint64_t)((unsigned __int128)ticks * f->ns_frac >> 64);
+		if (tsc < f->tsc0 || !lk__ns_scale_apply(&f->scale, ticks, &ns) ||
+		    __builtin_add_overflow(ns, f->ns0, &ns))
+			break; /* outside the trace's time: the slow path's clock_delta */
 		/* Another CPU's TSC may be a hair behind: keep the thread's events in order. */
 		w = put_fast(f, t, at, w, ns > f->last_ns ? ns - f->last_ns : 0);
 		f->last_ns = ns > f->last_ns ? ns : f->last_ns;
@@ -1133,8 +1133,7 @@ int lk__pft_records(struct lk__pft *p, struct lk__pft_stream *st, const uint8_t 
 			rc = -ENOMEM;
 			break;
 		}
-		f.ns_whole = p->ns_whole;
-		f.ns_frac = p->ns_frac;
+		f.scale = p->scale;
 		f.last_ns = st->last_ns;
 		at = fast_records(p, &f, at, end, events);
 		st->last_ns = f.last_ns;
