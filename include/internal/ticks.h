@@ -16,12 +16,15 @@
 
 #define LK__NS_PER_S 1000000000u
 
-/* floor(ticks * 10^9 / hz), UINT64_MAX past its range; hz not 0. No cost beyond two divisions. */
+/* floor(ticks * 10^9 / hz), UINT64_MAX past its range; hz not 0. Two divisions. */
 static inline uint64_t lk__ticks_ns(uint64_t ticks, uint64_t hz)
 {
-	uint64_t seconds = ticks / hz, rest = ticks % hz;
-	uint64_t part = (uint64_t)((unsigned __int128)rest * LK__NS_PER_S / hz);
+	uint64_t seconds = ticks / hz, rest = ticks % hz, part;
 
+	if (hz <= UINT64_MAX / LK__NS_PER_S) /* any real counter: rest * 10^9 fits in 64 bits */
+		part = rest * LK__NS_PER_S / hz;
+	else
+		part = (uint64_t)((unsigned __int128)rest * LK__NS_PER_S / hz);
 	if (seconds > (UINT64_MAX - part) / LK__NS_PER_S)
 		return UINT64_MAX;
 	return seconds * LK__NS_PER_S + part;

@@ -140,7 +140,8 @@ static void perfetto_alike(struct lk__trace_reader *r, const char *out)
 
 static void ticks_to_ns_alike(void **state)
 {
-	static const uint64_t rates[] = { 62500000, 62500001, 1000000007, 2999999999u, 3 };
+	static const uint64_t rates[] = { 62500000,    62500001, 1000000007,
+					  2999999999u, 3,	 20000000011u };
 	static const uint64_t starts[] = { 1000, (1ull << 57) + 12345, (1ull << 62) + 7 };
 	char dir[] = "/tmp/lkt-trace-time-XXXXXX", ctf[64], out[64], err[256];
 	struct lk_trace_config config = { .path = ctf };
