@@ -47,7 +47,7 @@ struct lk__trace_reader {
 	struct lk__event_class **classes; /* by id; NULL where none */
 	size_t nclasses;
 	uint64_t truncated_streams; /* in the last walk: streams whose last packet was cut short */
-	struct lk__ns_scale clock; /* lk__reader_ns's scale for tsc_hz (lk__reader_set_clock) */
+	struct lk__ns_scale clock;  /* lk__reader_ns's scale for tsc_hz (lk__reader_set_clock) */
 };
 
 struct lk__event {

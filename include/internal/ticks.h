@@ -62,11 +62,10 @@ static inline struct lk__ns_scale lk__ns_scale(uint64_t hz)
  */
 static inline bool lk__ns_scale_apply(const struct lk__ns_scale *s, uint64_t ticks, uint64_t *ns)
 {
-	uint64_t whole;
+	uint64_t whole, part = (uint64_t)((unsigned __int128)ticks * s->frac >> 64);
 
 	if (__builtin_mul_overflow(ticks, s->whole, &whole) ||
-	    __builtin_add_overflow(whole, (uint64_t)((unsigned __int128)ticks * s->frac >> 64), ns) ||
-	    *ns == UINT64_MAX)
+	    __builtin_add_overflow(whole, part, ns) || *ns == UINT64_MAX)
 		return false;
 	*ns += ticks * LK__NS_PER_S - *ns * s->hz >= s->hz;
 	return true;
