@@ -144,23 +144,24 @@ struct lk_trace_event {
 	bool preempted;	  /* LK_TRACE_EV_SWITCH_OUT: still runnable, or blocked */
 };
 
-/* What a trace says about itself. */
+/*
+ * What a trace says about itself, and what it counts: events, thread_names, lost and
+ * truncated_streams are 0 until the counts are complete (see Counts at the top).
+ */
 struct lk_trace_file_info {
 	enum lk_trace_format format;
 	const char *format_name; /* "CTF", "Chrome JSON", "Perfetto" */
 	int pid;		 /* the process recorded */
 	const char *process_name;
-	unsigned int threads; /* threads with a stream of events, switches or a name */
-	/* the counts: 0 until complete (see Counts at the top) */
-	uint64_t events;	    /* events lk_trace_file_next() gives, switches included
+	unsigned int threads;	     /* threads with a stream of events, switches or a name */
+	uint64_t events;	     /* events lk_trace_file_next() gives, switches included
 					 * (a damaged CTF stream: those before the damage) */
-	uint64_t thread_names;	    /* the trace's records of thread names (not events here) */
-	uint64_t lost;		    /* events the threads lost (full rings), all together */
-	uint64_t sched_lost;	    /* context switch records the kernel dropped */
-	uint64_t dropped;	    /* flight recorder snapshots: of the events older
+	uint64_t thread_names;	     /* the trace's records of thread names (not events here) */
+	uint64_t lost;		     /* events the threads lost (full rings), all together */
+	uint64_t sched_lost;	     /* context switch records the kernel dropped */
+	uint64_t dropped;	     /* flight recorder snapshots: of the events older
 					 * ones overwrote, those the threads dropped */
-	uint64_t truncated_streams; /* CTF: streams cut inside their last packet */
-	/* the rest: complete at open */
+	uint64_t truncated_streams;  /* CTF: streams cut inside their last packet */
 	uint64_t nonfinite_counters; /* JSON: counter values the file left out (NaN, inf) */
 	bool cputime;		     /* events carry CPU time */
 	bool sched;		     /* context switches were recorded */
@@ -180,12 +181,10 @@ struct lk_trace_class {
 	enum lk_probe_kind kind;
 };
 
-/* A thread of the trace. */
+/* A thread of the trace: events, lost and truncated 0 until the counts are complete. */
 struct lk_trace_thread {
 	int tid;
-	const char *name; /* "" if none or not read yet; lives as long as the file is
-				 * open */
-	/* events, lost, truncated: 0 until the counts are complete (see the top) */
+	const char *name;    /* "" if none or not read yet; lives while the file is open */
 	uint64_t events;     /* its events lk_trace_file_next() gives, switches too */
 	uint64_t lost;	     /* events it lost (a full ring) */
 	uint64_t truncated;  /* CTF: bytes at the end of its stream that were not a whole
@@ -232,8 +231,8 @@ LK_API void lk_trace_file_rewind(struct lk_trace_file *tf);
  * are unchanged; a thread renamed later in its stream has its last name from then on. A stream
  * damaged or unreadable past some event is counted as far as it reads, as lk_trace_file_next()
  * gives it, and the error is left to lk_trace_file_next(). Returns 0, -ENOMEM (the counts still
- * 0), or the system's error listing or opening the trace's files (a file removed since open).
- * Not async-signal-safe.
+ * 0), or the error listing or opening the trace's stream files again, with a message (one removed
+ * or replaced since open: -ENOENT, -EINVAL and the like). Not async-signal-safe.
  */
 LK_API int lk_trace_file_count(struct lk_trace_file *tf);
 
