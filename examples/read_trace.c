@@ -77,13 +77,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	info = lk_trace_file_get_info(tf);
-	printf("%s trace of %s (pid %d): %" PRIu64 " events, %u threads, %" PRIu64 " lost\n",
-	       info->format_name, info->process_name, info->pid, info->events, info->threads,
-	       info->lost);
+	printf("%s trace of %s (pid %d), %u threads\n", info->format_name, info->process_name,
+	       info->pid, info->threads);
 	while ((rc = lk_trace_file_next(tf, &ev)) == 1)
 		print_event(&ev);
 	if (rc < 0)
 		fprintf(stderr, "%s\n", lk_last_error());
+	else /* counted by the reading, now that it is done */
+		printf("%" PRIu64 " events, %" PRIu64 " lost\n", info->events, info->lost);
 	lk_trace_file_close(tf);
 	return rc < 0;
 }

@@ -22,7 +22,7 @@
  *    slice ends carry no name: there, an end no begin was open for is named "?:?");
  *  - counters decoded into a double, whatever the type recorded;
  *  - context switches (traces recorded with LK_TRACE_SCHED) as events of their own;
- *  - each event's thread name, whenever in the trace the thread was named.
+ *  - each event's thread name, as soon as the thread's name record is read (see Counts below).
  * The trace's own records of thread names are not events here (JSON and Perfetto give them no
  * time); lk_trace_file_get_info() counts them.
  *
@@ -42,13 +42,23 @@
  * Cost: a CTF trace is streamed, never held whole: each stream (a thread's events, its context
  * switches) has one packet in memory (256 KiB as lowkey writes them), read with pread when the
  * one before is done, and the events are decoded from it where they lie. lk_trace_file_open()
- * reads every stream through once to count its events and find its thread's name (the sizes of
- * the records only: no times, no arguments); lk_trace_file_next() then decodes one event and
- * costs O(log streams) (a merge of the streams with a binary heap), and allocates only while
- * spans nest deeper than before. A JSON or Perfetto file is read and parsed whole at open (its
- * events in memory, with their arguments' bytes) and merged the same way. A trace of more than
- * 64 CTF streams opens each stream's file only while it reads a packet, so that it needs no more
- * file descriptors than that.
+ * reads the metadata, lists the streams and reads the first packet of each: the file is read
+ * once, by lk_trace_file_next(), which decodes one event and costs O(log streams) (a merge of the
+ * streams with a binary heap), and allocates only while spans nest deeper than before, or for a
+ * thread's name. A JSON or Perfetto file is read and parsed whole at open (its events in memory,
+ * with their arguments' bytes) and merged the same way. A trace of more than 64 CTF streams opens
+ * each stream's file only while it reads a packet, so that it needs no more file descriptors than
+ * that.
+ *
+ * Counts: what a CTF trace counts (lk_trace_file_info's events, thread_names, lost and
+ * truncated_streams; lk_trace_thread's events, lost and truncated) is known only once every
+ * stream is read. They are 0 until they are complete: when lk_trace_file_next() has returned 0
+ * (the end), or lk_trace_file_count() has counted them; a JSON or Perfetto trace's are complete
+ * at open. What the trace says of itself (format, pid, process name, threads, classes, the flags,
+ * tick_hz, sched_lost, dropped, nonfinite_counters) is complete at open. A thread's name is known
+ * from its stream's first record (CTF: in the first packet, which open reads): every event has
+ * its name but for a thread whose name record comes later in its stream (a thread that renamed
+ * itself: its events have the name it had when they were read, the last one once counted).
  *
  * Nothing in a trace is trusted: a file or directory that is not a whole trace lowkey wrote --
  * cut short, damaged at any byte, another program's -- is -EINVAL with a message
@@ -133,7 +143,10 @@ struct lk_trace_event {
 	bool preempted;	  /* LK_TRACE_EV_SWITCH_OUT: still runnable, or blocked */
 };
 
-/* What a trace says about itself. */
+/*
+ * What a trace says about itself, and what it counts: events, thread_names, lost and
+ * truncated_streams are 0 until the counts are complete (see Counts at the top).
+ */
 struct lk_trace_file_info {
 	enum lk_trace_format format;
 	const char *format_name; /* "CTF", "Chrome JSON", "Perfetto" */
@@ -167,10 +180,10 @@ struct lk_trace_class {
 	enum lk_probe_kind kind;
 };
 
-/* A thread of the trace. */
+/* A thread of the trace: events, lost and truncated 0 until the counts are complete. */
 struct lk_trace_thread {
 	int tid;
-	const char *name;    /* "" if none; lives as long as the file is open */
+	const char *name;    /* "" if none or not read yet; lives while the file is open */
 	uint64_t events;     /* its events lk_trace_file_next() gives, switches too */
 	uint64_t lost;	     /* events it lost (a full ring) */
 	uint64_t truncated;  /* CTF: bytes at the end of its stream that were not a whole
@@ -181,8 +194,8 @@ struct lk_trace_thread {
 
 /*
  * lk_trace_file_open - open the trace at path (a CTF directory, a .pftrace or a JSON file, told by
- * content): a CTF trace's streams counted, a JSON or Perfetto file read into memory (see Cost
- * above). *tf is set on success only.
+ * content): a CTF trace's metadata and the first packet of each stream read, a JSON or Perfetto
+ * file read into memory and counted (see Cost above). *tf is set on success only.
  * Errors: -ENOENT, -EACCES, -ENOTDIR and the like: path cannot be opened (the message names it);
  * -EINVAL: not a trace lowkey wrote, or damaged (the message names the format and where; a CTF
  * stream damaged in a packet is told by lk_trace_file_next() instead);
@@ -193,11 +206,13 @@ LK_API int lk_trace_file_open(const char *path, struct lk_trace_file **tf);
 
 /*
  * lk_trace_file_next - the next event in time order into *ev; the previous event's strings are
- * gone. Returns 1 with *ev set, 0 at the end (and on every call after it), -ENOMEM (pairing a span
- * nested deeper than any before; the file stays usable, the event is lost), or, for a CTF trace,
- * -EINVAL (a stream damaged after the events given: the message names its file and the byte) or
- * the system's error reading a stream (-EIO and the like), given again on every call after it
- * until lk_trace_file_rewind(). Not async-signal-safe.
+ * gone. Returns 1 with *ev set, 0 at the end (and on every call after it: the counts are complete
+ * from the first), -ENOMEM (pairing a span nested deeper than any before; the file stays usable,
+ * the event is lost), or, for a CTF trace, -EINVAL (a stream damaged after the events given: the
+ * message names its file and the byte) or the system's error reading a stream (-EIO and the like;
+ * -ENOMEM keeping a thread's name), given again on every call after it until
+ * lk_trace_file_rewind(): such a trace never reaches its end, and its counts are made only by
+ * lk_trace_file_count(). Not async-signal-safe.
  */
 LK_API int lk_trace_file_next(struct lk_trace_file *tf, struct lk_trace_event *ev);
 
@@ -207,7 +222,23 @@ LK_API int lk_trace_file_next(struct lk_trace_file *tf, struct lk_trace_event *e
  */
 LK_API void lk_trace_file_rewind(struct lk_trace_file *tf);
 
-/* lk_trace_file_get_info - what the trace says about itself; valid while tf is open. O(1). */
+/*
+ * lk_trace_file_count - complete the counts now (see Counts above), wherever the reading is: for a
+ * CTF trace whose end lk_trace_file_next() has not reached, one more read of every stream, with a
+ * cursor of its own (the sizes of the records only: no times, no arguments; O(trace size) and the
+ * whole trace read from disk again); nothing once they are complete. The events given and to come
+ * are unchanged; a thread renamed later in its stream has its last name from then on. A stream
+ * damaged or unreadable past some event is counted as far as it reads, as lk_trace_file_next()
+ * gives it, and the error is left to lk_trace_file_next(). Returns 0, -ENOMEM (the counts still
+ * 0), or the error listing or opening the trace's stream files again, with a message (one removed
+ * or replaced since open: -ENOENT, -EINVAL and the like). Not async-signal-safe.
+ */
+LK_API int lk_trace_file_count(struct lk_trace_file *tf);
+
+/*
+ * lk_trace_file_get_info - what the trace says about itself; valid while tf is open, its counts
+ * filled in where it is when they are complete (see Counts above). O(1).
+ */
 LK_API const struct lk_trace_file_info *lk_trace_file_get_info(const struct lk_trace_file *tf);
 
 /*

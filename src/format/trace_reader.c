@@ -3,8 +3,9 @@
  * The public trace reader (lowkey/trace_reader.h): a cursor on each stream of the trace file of
  * any format (trace_file.h), merged in time order with a binary heap of the streams, spans paired
  * as they come out (spans.h). Nothing is copied: the event given out points into its stream's
- * packet, so its stream moves on only at the next call. At open, one pass over every stream
- * counts the events and finds the threads' names, which the first event may need.
+ * packet, so its stream moves on only at the next call. A CTF trace's counts are made by the
+ * reading itself, complete at its end; a pass that counts only is made on demand
+ * (lk_trace_file_count). A thread's name is read with its first packet, normally.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -26,15 +27,19 @@ struct tr_stream {
 	uint64_t ticks;	    /* e's TSC */
 	int tid;
 	uint32_t thread; /* index in lk_trace_file.threads */
+	uint64_t events; /* events given from it in this pass ... */
+	size_t names;	 /* ... and its thread-name records read */
 };
 
 struct tr_thread {
 	int tid;
-	char *name;
-	uint64_t events, lost, truncated;
-	struct lk__pair_stack open; /* its open spans ... */
-	uint64_t *seq;		    /* ... and their begins' seq, by position */
-	uint64_t *ticks;	    /* ... and ticks */
+	const char *name; /* the latest of names read, NULL before the first */
+	char **names;	  /* what its stream's name records say, in their order */
+	size_t nnames, capnames;
+	uint64_t events, lost, truncated; /* once lk_trace_file.counted; 0 before */
+	struct lk__pair_stack open;	  /* its open spans ... */
+	uint64_t *seq;			  /* ... and their begins' seq, by position */
+	uint64_t *ticks;		  /* ... and ticks */
 	size_t seq_cap, ticks_cap;
 };
 
@@ -64,6 +69,7 @@ struct lk_trace_file {
 	size_t damaged; /* the stream an error was met on ... */
 	int error;	/* ... that error, given from then on until a rewind */
 	uint64_t seq;
+	bool counted; /* the counts of info and threads are complete */
 };
 
 static int grow(void **v, size_t *cap, size_t need, size_t size)
@@ -85,7 +91,7 @@ static int grow(void **v, size_t *cap, size_t need, size_t size)
 	return 0;
 }
 
-/* ---- the streams and their threads, counted at open ---- */
+/* ---- the streams, their threads, and what they count ---- */
 
 static int thread_index(struct lk_trace_file *tf, int tid, uint32_t *i)
 {
@@ -101,49 +107,105 @@ static int thread_index(struct lk_trace_file *tf, int tid, uint32_t *i)
 	return 0;
 }
 
-static int set_thread_name(struct lk_trace_file *tf, struct tr_thread *th,
-			   const struct lk__event *e)
+/*
+ * The k-th name record of th's stream, e, read: the thread is named by it. Each record's name is
+ * kept once, however often the stream is read, and lives as long as the file: events point to it.
+ */
+static int read_name(struct tr_thread *th, size_t k, const struct lk__event *e)
 {
 	uint64_t unused;
 	const char *name = NULL;
 	char *copy;
 
+	if (k < th->nnames) {
+		th->name = th->names[k];
+		return 0;
+	}
 	lk__event_arg(e, 0, 0, &unused, &name);
+	if (grow((void **)&th->names, &th->capnames, th->nnames + 1, sizeof(*th->names)))
+		return -ENOMEM;
 	copy = strdup(name ? name : "");
 	if (!copy)
 		return -ENOMEM;
-	free(th->name);
+	th->names[th->nnames++] = copy;
 	th->name = copy;
-	tf->info.thread_names++;
 	return 0;
 }
 
-/*
- * One stream read through: its events counted, its thread's name kept, its losses added. A
- * damaged stream is counted as far as the damage, which the merge meets again and gives.
- */
-static int count_stream(struct lk_trace_file *tf, struct tr_stream *s)
+static void clear_counts(struct lk_trace_file *tf)
 {
-	const struct lk__stream_info *in = lk__tf_cursor_info(s->cur);
-	struct tr_thread *th = &tf->threads[s->thread];
-	uint64_t events = 0;
-	struct lk__event e;
-	int rc;
+	struct lk_trace_file_info *in = &tf->info;
 
-	while ((rc = lk__tf_cursor_count(s->cur, &events, &e)) == 1)
-		if (set_thread_name(tf, th, &e))
-			return -ENOMEM;
-	if (rc == -ENOMEM)
-		return rc;
+	in->events = in->thread_names = in->lost = in->truncated_streams = 0;
+	for (size_t i = 0; i < tf->nthreads; i++)
+		tf->threads[i].events = tf->threads[i].lost = tf->threads[i].truncated = 0;
+}
+
+/* A stream's counts added to its thread's and the trace's; whole: read to its end. */
+static void add_stream(struct lk_trace_file *tf, struct tr_thread *th,
+		       const struct lk__stream_info *in, uint64_t events, size_t names, bool whole)
+{
 	th->events += events;
 	tf->info.events += events;
+	tf->info.thread_names += names;
 	if (in->stream_id == 0) {
 		tf->info.lost += in->lost;
 		th->lost += in->lost;
 	}
 	th->truncated += in->truncated;
-	tf->info.truncated_streams += rc == 0 && in->truncated;
+	tf->info.truncated_streams += whole && in->truncated;
+}
+
+/*
+ * One stream read through from its start by a cursor of its own: its events counted (the sizes
+ * of the records only), its thread named. A damaged stream is counted as far as the damage, which
+ * the merge meets and gives; a stream that was not there at open is left out.
+ */
+static int count_stream(struct lk_trace_file *tf, struct lk__tf_cursor *cur)
+{
+	const struct lk__stream_info *in = lk__tf_cursor_info(cur);
+	uint64_t events = 0;
+	size_t names = 0;
+	struct lk__event e;
+	uint32_t i;
+	int rc;
+
+	if (!lk__tf_map_get(&tf->thread_of, (uint64_t)(uint32_t)in->tid, &i))
+		return 0;
+	while ((rc = lk__tf_cursor_count(cur, &events, &e)) == 1)
+		if (read_name(&tf->threads[i], names++, &e))
+			return -ENOMEM;
+	if (rc == -ENOMEM)
+		return rc;
+	add_stream(tf, &tf->threads[i], in, events, names, rc == 0);
 	return 0;
+}
+
+/* Every stream counted through the cursors v[n]: the counts complete. */
+static int count_streams(struct lk_trace_file *tf, struct lk__tf_cursor *v, size_t n)
+{
+	clear_counts(tf);
+	for (size_t i = 0; i < n; i++) {
+		if (count_stream(tf, &v[i])) {
+			clear_counts(tf);
+			return -ENOMEM;
+		}
+	}
+	tf->counted = true;
+	return 0;
+}
+
+/* The reading has come to the end of every stream: the counts are those it made. */
+static void count_from_reading(struct lk_trace_file *tf)
+{
+	clear_counts(tf);
+	for (size_t i = 0; i < tf->nstreams; i++) {
+		const struct tr_stream *s = &tf->streams[i];
+
+		add_stream(tf, &tf->threads[s->thread], lk__tf_cursor_info(s->cur), s->events,
+			   s->names, true);
+	}
+	tf->counted = true;
 }
 
 static int open_streams(struct lk_trace_file *tf)
@@ -162,9 +224,10 @@ static int open_streams(struct lk_trace_file *tf)
 		s->cur = &tf->cursors[i];
 		s->tid = lk__tf_cursor_info(s->cur)->tid;
 		rc = thread_index(tf, s->tid, &s->thread);
-		if (!rc)
-			rc = count_stream(tf, s);
 	}
+	/* a file parsed whole at open is counted there: no reading from disk */
+	if (!rc && tf->file.format != LK__TF_CTF)
+		rc = count_streams(tf, tf->cursors, tf->nstreams);
 	if (rc)
 		return lk__fail(rc, "out of memory reading %s",
 				tf->file.r.dir ? tf->file.r.dir : "a trace");
@@ -273,15 +336,21 @@ static struct tr_slot slot(const struct tr_stream *s, size_t i)
  * time before the stream's previous one (a CPU whose counter is a hair behind another's) is
  * taken as that one: a thread's events keep the order it recorded them in.
  */
-static int advance(const struct lk_trace_file *tf, struct tr_stream *s)
+static int advance(struct lk_trace_file *tf, struct tr_stream *s)
 {
 	uint64_t before = s->e.tsc, ns;
 	int rc;
 
-	do
+	for (;;) {
 		rc = s->cur->v ? lk__tf_cursor_next(s->cur, &s->e) :
 				 lk__ctf_cursor_next(&s->cur->ctf, &s->e);
-	while (rc == 1 && s->e.cls->id == LK__EVENT_THREAD_NAME);
+		if (rc != 1 || s->e.cls->id != LK__EVENT_THREAD_NAME)
+			break;
+		/* once counted, the thread has the name of its last record */
+		if (!tf->counted && read_name(&tf->threads[s->thread], s->names, &s->e))
+			return -ENOMEM;
+		s->names++;
+	}
 	if (rc != 1)
 		return rc;
 	s->ticks = s->e.tsc;
@@ -317,6 +386,8 @@ void lk_trace_file_rewind(struct lk_trace_file *tf)
 
 		lk__tf_cursor_rewind(s->cur);
 		s->e.tsc = 0;
+		s->events = 0;
+		s->names = 0;
 		rc = advance(tf, s);
 		if (rc == 1)
 			tf->heap[tf->nheap++] = slot(s, i);
@@ -488,10 +559,34 @@ int lk_trace_file_next(struct lk_trace_file *tf, struct lk_trace_event *ev)
 		move_on(tf);
 	if (tf->error)
 		return give_error(tf);
-	if (!tf->nheap)
+	if (!tf->nheap) {
+		if (!tf->counted)
+			count_from_reading(tf);
 		return 0;
+	}
 	tf->given = (uint32_t)tf->heap[0].order;
+	tf->streams[tf->given].events++;
 	return make_event(tf, &tf->streams[tf->given], ev) ?: 1;
+}
+
+int lk_trace_file_count(struct lk_trace_file *tf)
+{
+	struct lk__tf_cursor *v;
+	char err[512];
+	size_t n;
+	int rc;
+
+	if (tf->counted)
+		return 0;
+	rc = lk__tf_cursors_open(&tf->file, &v, &n, err, sizeof(err));
+	if (rc)
+		return lk__fail(rc, "%s", err);
+	rc = count_streams(tf, v, n);
+	lk__tf_cursors_close(v, n);
+	if (rc)
+		return lk__fail(rc, "out of memory counting %s",
+				tf->file.r.dir ? tf->file.r.dir : "a trace");
+	return 0;
 }
 
 /* ---- opening and closing ---- */
@@ -567,7 +662,9 @@ void lk_trace_file_close(struct lk_trace_file *tf)
 	if (!tf)
 		return;
 	for (size_t i = 0; i < tf->nthreads; i++) {
-		free(tf->threads[i].name);
+		for (size_t k = 0; k < tf->threads[i].nnames; k++)
+			free(tf->threads[i].names[k]);
+		free(tf->threads[i].names);
 		free(tf->threads[i].seq);
 		free(tf->threads[i].ticks);
 		lk__pair_stack_free(&tf->threads[i].open);

@@ -12,7 +12,7 @@
  *   - the walk returns 0, -EINVAL (damage) or -ENOMEM, never reads past the input, and counts at
  *     most one event per 8 bytes; what it says was cut short is a tail of the input;
  *   - every event the walk gives has every argument its class declares, inside its payload;
- *   - the count the public reader makes at open (lk__ctf_cursor_count) finds the same events
+ *   - the count the public reader makes on demand (lk__ctf_cursor_count) finds the same events
  *     and the same end as the walk.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Isrc -Iinclude -Ibuild/include \

@@ -11,7 +11,9 @@
  * The reader streams: an event's strings, which point into its packet, hold until the next call
  * (the last event of each packet too), and a CTF stream damaged in its second packet gives the
  * merge's events up to its last good one, then -EINVAL; a trace of many streams is read with
- * fewer file descriptors than it has streams.
+ * fewer file descriptors than it has streams. A CTF trace is counted by the reading (its counts 0
+ * until the end) or on demand, before or amid the reading, to the same counts; every event has its
+ * thread's name, from the first.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -132,6 +134,8 @@ static void check_class_thread_ticks(const struct lk_trace_file *tf,
 		assert_int_equal(cls.kind, ev->kind);
 	assert_int_equal(lk_trace_file_thread(tf, ev->thread, &th), 0);
 	assert_int_equal(th.tid, ev->tid);
+	assert_true(ev->thread_name[0] != '\0'); /* the recording's threads are named */
+	assert_string_equal(th.name, ev->thread_name);
 	if (ev->paired) {
 		double ns = (double)(ev->ticks - ev->begin_ticks) * 1e9 / (double)in->tick_hz;
 
@@ -184,6 +188,60 @@ static void check_open_spans(struct lk_trace_file *tf)
 	}
 }
 
+/* The counts of a and b, the trace's and each thread's, are the same. */
+static void same_counts(const struct lk_trace_file *a, const struct lk_trace_file *b)
+{
+	const struct lk_trace_file_info *x = lk_trace_file_get_info(a),
+					*y = lk_trace_file_get_info(b);
+	struct lk_trace_thread s, t;
+
+	assert_int_equal(x->events, y->events);
+	assert_int_equal(x->thread_names, y->thread_names);
+	assert_int_equal(x->lost, y->lost);
+	assert_int_equal(x->truncated_streams, y->truncated_streams);
+	assert_int_equal(x->threads, y->threads);
+	for (unsigned int i = 0; i < x->threads; i++) {
+		assert_int_equal(lk_trace_file_thread(a, i, &s), 0);
+		assert_int_equal(lk_trace_file_thread(b, i, &t), 0);
+		assert_int_equal(s.tid, t.tid);
+		assert_string_equal(s.name, t.name);
+		assert_int_equal(s.events, t.events);
+		assert_int_equal(s.lost, t.lost);
+		assert_int_equal(s.truncated, t.truncated);
+	}
+}
+
+/*
+ * The counts made on demand -- before the first event, or halfway through -- are those the
+ * reading of `done` made at its end, and the reading goes on after them as it would have.
+ */
+static void check_counts_on_demand(const char *path, const struct lk_trace_file *done)
+{
+	uint64_t events = lk_trace_file_get_info(done)->events;
+
+	for (int halfway = 0; halfway < 2; halfway++) {
+		struct lk_trace_file *tf;
+		struct lk_trace_event ev;
+		uint64_t n = 0;
+		int rc;
+
+		assert_int_equal(lk_trace_file_open(path, &tf), 0);
+		while (halfway && n < events / 2 && lk_trace_file_next(tf, &ev) == 1)
+			n++;
+		assert_int_equal(lk_trace_file_count(tf), 0);
+		same_counts(tf, done);
+		assert_int_equal(lk_trace_file_count(tf), 0); /* once counted, nothing more */
+		while ((rc = lk_trace_file_next(tf, &ev)) == 1) {
+			assert_int_equal(ev.seq, n);
+			n++;
+		}
+		assert_int_equal(rc, 0);
+		assert_int_equal(n, events);
+		same_counts(tf, done);
+		lk_trace_file_close(tf);
+	}
+}
+
 static void read_all(const char *path, struct reading *out)
 {
 	struct lk_trace_file *tf;
@@ -197,6 +255,11 @@ static void read_all(const char *path, struct reading *out)
 	if (rc)
 		fail_msg("%s: %s", path, lk_last_error());
 	out->info = *lk_trace_file_get_info(tf);
+	/* a CTF trace is counted by reading it; a file read whole at open, there */
+	if (out->info.format == LK_TRACE_CTF)
+		assert_true(out->info.events == 0 && out->info.thread_names == 0);
+	else
+		assert_true(out->info.events > 0 && out->info.thread_names > 0);
 	while ((rc = lk_trace_file_next(tf, &ev)) == 1) {
 		struct seen *s;
 
@@ -219,8 +282,11 @@ static void read_all(const char *path, struct reading *out)
 	}
 	assert_int_equal(rc, 0);
 	assert_int_equal(lk_trace_file_next(tf, &ev), 0); /* and stays at the end */
+	out->info = *lk_trace_file_get_info(tf);	  /* the counts complete */
 	assert_int_equal((uint64_t)out->n, out->info.events);
+	assert_int_equal(out->info.thread_names, 2); /* a name record for each thread */
 	check_threads(tf, out);
+	check_counts_on_demand(path, tf);
 	check_class_order(tf);
 	check_open_spans(tf);
 	lk_trace_file_close(tf);
@@ -622,6 +688,40 @@ static void largest_stream(const char *dir, char *file, size_t len)
 	assert_true(best > 0);
 }
 
+/*
+ * A damaged trace never reaches its end: counted on demand, it counts each stream's events up to
+ * its damage (want: the big trace has only rd:big events), and the reading still gives the same
+ * events, then -EINVAL.
+ */
+static void check_count_of_damaged(const char *path, size_t given, uint64_t want)
+{
+	uint64_t counted = 0, n = 0;
+	struct lk_trace_file *tf;
+	struct lk_trace_event ev;
+	struct lk_trace_thread th;
+	int rc;
+
+	assert_int_equal(lk_trace_file_open(path, &tf), 0);
+	while ((rc = lk_trace_file_next(tf, &ev)) == 1)
+		n++;
+	assert_int_equal(rc, -EINVAL);
+	assert_int_equal(lk_trace_file_get_info(tf)->events, 0); /* no end: not counted */
+	lk_trace_file_rewind(tf);
+	assert_int_equal(lk_trace_file_count(tf), 0);
+	for (unsigned int i = 0; i < lk_trace_file_get_info(tf)->threads; i++) {
+		assert_int_equal(lk_trace_file_thread(tf, i, &th), 0);
+		counted += th.events;
+	}
+	assert_int_equal(counted, lk_trace_file_get_info(tf)->events);
+	assert_int_equal(counted, want);
+	n = 0;
+	while ((rc = lk_trace_file_next(tf, &ev)) == 1)
+		n++;
+	assert_int_equal(rc, -EINVAL);
+	assert_int_equal(n, given);
+	lk_trace_file_close(tf);
+}
+
 static void damaged_stream_errs_after_earlier_events(void **state)
 {
 	char path[256], stream[512];
@@ -655,6 +755,8 @@ static void damaged_stream_errs_after_earlier_events(void **state)
 	}
 	assert_true(from_damaged > 0 && from_damaged < total_damaged);
 	assert_int_equal(cut.v[cut.n - 1].tid, tid); /* no later event of the other thread */
+	/* counted: the damaged stream's events before the damage, all of the other's */
+	check_count_of_damaged(path, cut.n, whole.n - total_damaged + from_damaged);
 	free(whole.v);
 	free(cut.v);
 	lkt_rmrf(path);
@@ -704,12 +806,16 @@ static void many_streams_few_descriptors(void **state)
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &few), 0);
 	rc = lk_trace_file_open(many, &tf);
 	assert_int_equal(rc, 0);
-	per_stream = lk_trace_file_get_info(tf)->events / MANY;
 	assert_int_equal(lk_trace_file_get_info(tf)->threads, MANY);
 	while ((rc = lk_trace_file_next(tf, &ev)) == 1)
 		n++;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
 	assert_int_equal(rc, 0);
+	per_stream = lk_trace_file_get_info(tf)->events / MANY;
+	lk_trace_file_rewind(tf);
+	assert_int_equal(lk_trace_file_next(tf, &ev), 1);
+	assert_int_equal(lk_trace_file_count(tf), 0); /* the counting pass too, file by file */
+	assert_int_equal(lk_trace_file_get_info(tf)->events, n);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
 	assert_true(per_stream > 0);
 	assert_int_equal(n, per_stream * MANY);
 	lk_trace_file_close(tf);

@@ -204,7 +204,7 @@ static int on_event(struct report *rep, const struct lk_trace_event *ev)
 	}
 }
 
-/* The threads and classes the trace names, before its events. */
+/* The threads and classes the trace names, before its events (the threads' names after them). */
 static int prepare(struct report *rep)
 {
 	unsigned int n = rep->in->classes;
@@ -223,14 +223,14 @@ static int prepare(struct report *rep)
 
 		lk_trace_file_thread(rep->tf, (unsigned int)i, &th);
 		t->tid = th.tid;
-		snprintf(t->name, sizeof(t->name), "%s", th.name[0] ? th.name : "?");
-		t->lost = th.lost;
-		t->truncated = th.truncated;
 	}
 	return 0;
 }
 
-/* What is known once every event is read: spans left open, the trace's first and last events. */
+/*
+ * What is known once every event is read: the threads' names and losses, spans left open, the
+ * trace's first and last events.
+ */
 static void finish(struct report *rep)
 {
 	for (size_t i = 0; i < rep->nthreads; i++) {
@@ -238,6 +238,9 @@ static void finish(struct report *rep)
 		struct lk_trace_thread th;
 
 		lk_trace_file_thread(rep->tf, (unsigned int)i, &th);
+		snprintf(t->name, sizeof(t->name), "%s", th.name[0] ? th.name : "?");
+		t->lost = th.lost;
+		t->truncated = th.truncated;
 		rep->open_at_end += th.open_spans;
 		if (t->first_tick && (!rep->first_tick || t->first_tick < rep->first_tick))
 			rep->first_tick = t->first_tick;
@@ -684,13 +687,13 @@ static int report_run(int argc, char **argv)
 	}
 	status_begin("report", !json && !quiet);
 	if (html) {
-		/* the reader counts a CTF trace's events at open; the page reads them twice */
-		status_reading_begin(argv[optind], 3);
+		/* the page reads the events twice: to measure, then to draw */
+		status_reading_begin(argv[optind], 2);
 		rc = report_html(argv[optind], html);
 		status_reading_end();
 		return rc;
 	}
-	status_reading_begin(argv[optind], 2); /* the reader counts a CTF trace's events at open */
+	status_reading_begin(argv[optind], 1);
 	rc = lk_trace_file_open(argv[optind], &rep.tf);
 	if (rc) {
 		status_reading_end();

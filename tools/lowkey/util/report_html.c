@@ -149,7 +149,7 @@ static const char *class_name(const struct hreport *h, uint32_t id, char *buf, s
 	return buf;
 }
 
-/* The classes (a colour for each span's), the threads, and a buffer for each lane drawn. */
+/* The classes (a colour for each span's) and the threads, before the events. */
 static int prepare(struct hreport *h)
 {
 	unsigned int n = h->in->classes;
@@ -172,11 +172,22 @@ static int prepare(struct hreport *h)
 
 		lk_trace_file_thread(h->tf, i, &th);
 		l->tid = th.tid;
+	}
+	return 0;
+}
+
+/* The threads' names and losses: complete once the first pass has read every event. */
+static void name_lanes(struct hreport *h)
+{
+	for (unsigned int i = 0; i < h->nlanes; i++) {
+		struct lane *l = &h->lanes[i];
+		struct lk_trace_thread th;
+
+		lk_trace_file_thread(h->tf, i, &th);
 		snprintf(l->name, sizeof(l->name), "%s", th.name[0] ? th.name : "?");
 		l->lost = th.lost;
 		h->lost += th.lost;
 	}
-	return 0;
 }
 
 static int lane_buffers_open(struct lane *l)
@@ -802,6 +813,8 @@ int report_html(const char *trace_path, const char *out_path)
 	rc = prepare(&h);
 	if (!rc)
 		rc = pass(&h);
+	if (!rc)
+		name_lanes(&h);
 	snprintf(err, sizeof(err), "%s", rc == -ENOMEM ? "out of memory" : lk_last_error());
 	if (!rc && !(h.f = open_out(out_path, err, sizeof(err)))) {
 		cli_error("report", "choose a writable place for the page", "%s", err);
