@@ -414,18 +414,23 @@ static size_t threads_recording(const struct report *rep)
 	return n;
 }
 
-static void print_text(struct report *rep, const char *path)
+static double trace_seconds(const struct report *rep)
+{
+	return rep->last_tick > rep->first_tick ?
+		       tsc_ns(rep, rep->first_tick, rep->last_tick) / 1e9 :
+		       0;
+}
+
+/* The trace's line, what it holds besides events, and what it lost. */
+static void print_header(const struct report *rep, const char *path)
 {
 	const struct lk_trace_file_info *r = rep->in;
-	double seconds = rep->last_tick > rep->first_tick ?
-				 tsc_ns(rep, rep->first_tick, rep->last_tick) / 1e9 :
-				 0;
-	char name[200], a[32], b[32], c[32], d[32], e[32], f[32], shown[256];
 	size_t recording = threads_recording(rep);
+	char shown[256];
 
 	printf("trace %s: %s (pid %d), %" PRIu64 " events over %.3f s, %zu thread%s", path,
-	       lk__text_escape(r->process_name, shown, sizeof(shown)), r->pid, rep->events, seconds,
-	       recording, recording == 1 ? "" : "s");
+	       lk__text_escape(r->process_name, shown, sizeof(shown)), r->pid, rep->events,
+	       trace_seconds(rep), recording, recording == 1 ? "" : "s");
 	if (recording < rep->nthreads)
 		printf(" (and %zu with context switches only)", rep->nthreads - recording);
 	printf(", %" PRIu64 " lost\n", r->lost);
@@ -434,8 +439,12 @@ static void print_text(struct report *rep, const char *path)
 		       " context-switch "
 		       "records (a CTF reader such as babeltrace2 counts them as events)\n",
 		       r->thread_names, rep->switch_records);
-	if (r->format != LK_TRACE_CTF)
-		print_format_notes(rep);
+}
+
+static void print_losses(const struct report *rep)
+{
+	const struct lk_trace_file_info *r = rep->in;
+
 	if (r->lost && r->overwrite) {
 		uint64_t dropped = r->dropped < r->lost ? r->dropped : r->lost;
 
@@ -459,10 +468,17 @@ static void print_text(struct report *rep, const char *path)
 			       " bytes, left out): its program "
 			       "stopped mid-write; the events before are all here\n",
 			       rep->threads[k].tid, rep->threads[k].truncated);
+}
+
+/* Each table's rows are by class name: the same order in every format. */
+static void print_events(const struct report *rep)
+{
+	double seconds = trace_seconds(rep);
+	char name[200];
 
 	printf("\n%-40s %12s %12s\n", "events", "count", "per second");
-	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
-		struct per_class *pc = &rep->classes[i];
+	for (size_t i = 0; i < rep->in->classes; i++) {
+		const struct per_class *pc = &rep->classes[i];
 
 		if (!pc->count || rep->cls[i].kind == LK_PROBE_SPAN_END)
 			continue;
@@ -470,28 +486,39 @@ static void print_text(struct report *rep, const char *path)
 		       class_name(&rep->cls[i], name, sizeof(name)), pc->count,
 		       seconds > 0 ? (double)pc->count / seconds : 0.0);
 	}
+}
+
+/* p50, p99 and max of samples, each formatted. */
+static void print_percentiles(struct samples *v)
+{
+	char a[32], b[32], c[32];
+
+	samples_sort(v);
+	fmt_ns(a, sizeof(a), samples_pct(v, 50));
+	fmt_ns(b, sizeof(b), samples_pct(v, 99));
+	fmt_ns(c, sizeof(c), samples_pct(v, 100));
+	printf(" %10s %10s %10s", a, b, c);
+}
+
+static void print_spans(struct report *rep)
+{
+	bool cputime = rep->in->cputime;
+	char name[200];
 
 	printf("\n%-32s %8s %10s %10s %10s", "spans (wall)", "count", "p50", "p99", "max");
-	if (r->cputime)
+	if (cputime)
 		printf("   %10s %10s %10s", "p50 cpu", "p99 cpu", "max cpu");
 	putchar('\n');
-	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
+	for (size_t i = 0; i < rep->in->classes; i++) {
 		struct per_class *pc = &rep->classes[i];
 
 		if (!pc->wall.n)
 			continue;
-		samples_sort(&pc->wall);
-		samples_sort(&pc->cpu);
-		fmt_ns(a, sizeof(a), samples_pct(&pc->wall, 50));
-		fmt_ns(b, sizeof(b), samples_pct(&pc->wall, 99));
-		fmt_ns(c, sizeof(c), samples_pct(&pc->wall, 100));
-		printf("  %-30s %8zu %10s %10s %10s", class_name(&rep->cls[i], name, sizeof(name)),
-		       pc->wall.n, a, b, c);
-		if (r->cputime) {
-			fmt_ns(d, sizeof(d), samples_pct(&pc->cpu, 50));
-			fmt_ns(e, sizeof(e), samples_pct(&pc->cpu, 99));
-			fmt_ns(f, sizeof(f), samples_pct(&pc->cpu, 100));
-			printf("   %10s %10s %10s", d, e, f);
+		printf("  %-30s %8zu", class_name(&rep->cls[i], name, sizeof(name)), pc->wall.n);
+		print_percentiles(&pc->wall);
+		if (cputime) {
+			printf("  ");
+			print_percentiles(&pc->cpu);
 		}
 		putchar('\n');
 	}
@@ -499,12 +526,17 @@ static void print_text(struct report *rep, const char *path)
 		printf("  (%" PRIu64 " spans still open at the end of the trace, %" PRIu64
 		       " ends without a begin)\n",
 		       rep->open_at_end, rep->unmatched_ends);
-	if (r->sched)
+	if (rep->in->sched)
 		print_split(rep);
+}
+
+static void print_counters(const struct report *rep)
+{
+	char name[200];
 
 	printf("\n%-32s %8s %14s %14s %14s\n", "counters", "count", "min", "max", "last");
-	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
-		struct per_class *pc = &rep->classes[i];
+	for (size_t i = 0; i < rep->in->classes; i++) {
+		const struct per_class *pc = &rep->classes[i];
 
 		if (!pc->count || rep->cls[i].kind != LK_PROBE_COUNTER)
 			continue;
@@ -512,9 +544,14 @@ static void print_text(struct report *rep, const char *path)
 		       class_name(&rep->cls[i], name, sizeof(name)), pc->count, pc->min, pc->max,
 		       pc->last);
 	}
+}
+
+static void print_threads(const struct report *rep)
+{
+	char a[32], b[32], shown[256];
 
 	printf("\n%-10s %-16s %10s %10s %12s", "threads", "name", "events", "lost", "in spans");
-	if (r->cputime)
+	if (rep->in->cputime)
 		printf(" %12s", "spans cpu");
 	putchar('\n');
 	for (size_t k = rep->nthreads; k-- > 0;) {
@@ -523,12 +560,24 @@ static void print_text(struct report *rep, const char *path)
 		fmt_ns(a, sizeof(a), t->span_wall_ns);
 		printf("  %-8d %-16s %10" PRIu64 " %10" PRIu64 " %12s", t->tid,
 		       lk__text_escape(t->name, shown, sizeof(shown)), t->events, t->lost, a);
-		if (r->cputime) {
+		if (rep->in->cputime) {
 			fmt_ns(b, sizeof(b), t->span_cpu_ns);
 			printf(" %12s", b);
 		}
 		putchar('\n');
 	}
+}
+
+static void print_text(struct report *rep, const char *path)
+{
+	print_header(rep, path);
+	if (rep->in->format != LK_TRACE_CTF)
+		print_format_notes(rep);
+	print_losses(rep);
+	print_events(rep);
+	print_spans(rep);
+	print_counters(rep);
+	print_threads(rep);
 }
 
 /* null: the format does not carry it */
