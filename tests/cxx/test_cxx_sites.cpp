@@ -9,9 +9,11 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <set>
 #include <string>
@@ -85,9 +87,20 @@ int run_plugin(void *h, int i)
 	return run(i);
 }
 
+/* The process's trace directory for what: random as well (a failed run's directory stays, and a
+ * later process may get the same pid), the same name each time in one process. */
 std::string trace_dir(const char *what)
 {
-	return std::string("/tmp/lowkey-test-cxx-") + what + "-" + std::to_string(getpid());
+	static const unsigned int nonce = [] {
+		unsigned int n = 0;
+
+		if (getrandom(&n, sizeof(n), 0) != static_cast<ssize_t>(sizeof(n)))
+			n = static_cast<unsigned int>(time(nullptr));
+		return n;
+	}();
+
+	return std::string("/tmp/lowkey-test-cxx-") + what + "-" + std::to_string(getpid()) + "-" +
+	       std::to_string(nonce);
 }
 
 void start(const std::string &dir)

@@ -344,8 +344,8 @@ static void json_snapshots(void **state)
 	fclose(f);
 	text[n] = 0;
 	assert_non_null(strstr(text, "\"i\":99999,")); /* the newest, near the end */
-	assert_int_equal(system("ls -d /tmp/lowkey-test-fr-json-*.ctf-* 2>/dev/null | grep -q ."),
-			 256);
+	snprintf(text, sizeof(text), "ls -d '%s'.ctf-* 2>/dev/null | grep -q .", path);
+	assert_int_equal(system(text), 256); /* no CTF directory left beside it */
 	lkt_rmrf(path);
 	lk_probe_reset_rules();
 }

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <lowkey/probe.h>
@@ -119,12 +121,18 @@ static inline size_t lkt_count(const struct lkt_trace *t, const char *name)
 	return n;
 }
 
-/* A fresh, unique trace path under /tmp; removed by lkt_rmrf. */
+/*
+ * A fresh, unique trace path under /tmp; removed by lkt_rmrf. Random as well as numbered: what a
+ * failed run left behind stays, and a later process may get the same pid.
+ */
 static inline void lkt_path(char *buf, size_t len, const char *what)
 {
 	static int seq;
+	unsigned int nonce = 0;
 
-	snprintf(buf, len, "/tmp/lowkey-test-%s-%d-%d", what, (int)getpid(), seq++);
+	if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
+		nonce = (unsigned int)time(NULL);
+	snprintf(buf, len, "/tmp/lowkey-test-%s-%d-%d-%08x", what, (int)getpid(), seq++, nonce);
 }
 
 static inline void lkt_rmrf(const char *path)
