@@ -274,16 +274,21 @@ static inline int cursor_next(struct lk__ctf_cursor *c, struct lk__event *e)
 	return 1;
 }
 
+/* The stream's next packet in memory: 1, 0 at its end, or -errno. */
+static int next_packet(struct lk__ctf_cursor *c)
+{
+	if (c->done)
+		return 0;
+	if (c->len)
+		packet_done(c);
+	return read_packet(c);
+}
+
 static int next_in_new_packet(struct lk__ctf_cursor *c, struct lk__event *e)
 {
 	while (c->p >= c->end) {
-		int rc;
+		int rc = next_packet(c);
 
-		if (c->done)
-			return 0;
-		if (c->len)
-			packet_done(c);
-		rc = read_packet(c);
 		if (rc <= 0)
 			return rc;
 	}
@@ -324,11 +329,7 @@ int lk__ctf_cursor_count(struct lk__ctf_cursor *c, uint64_t *events, struct lk__
 			c->s.events++;
 			(*events)++;
 		}
-		if (c->done)
-			return 0;
-		if (c->len)
-			packet_done(c);
-		rc = read_packet(c);
+		rc = next_packet(c);
 		if (rc <= 0)
 			return rc;
 	}
