@@ -131,8 +131,10 @@ struct lk_trace_event {
 	/* LK_PROBE_SPAN_BEGIN: how many spans were open on the thread under it (0: outermost).
 	 * LK_PROBE_SPAN_END, paired: the same for its begin. */
 	unsigned int depth;
-	/* LK_PROBE_SPAN_END: whether a begin was open for it; if so, that begin's seq and times. */
+	/* LK_PROBE_SPAN_END: whether a begin was open for it; if so, that begin's class (of kind
+	 * LK_PROBE_SPAN_BEGIN, the same provider:name), seq and times. */
 	bool paired;
+	unsigned int begin_class_id;
 	uint64_t begin_seq, begin_ns, begin_ticks, begin_cpu_ns;
 	uint64_t duration_ns;	  /* ns - begin_ns */
 	uint64_t cpu_duration_ns; /* cpu_ns - begin_cpu_ns; 0 without CPU time */

@@ -458,6 +458,7 @@ static int end_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_tr
 	o = &th->open.v[k];
 	ev->paired = true;
 	ev->depth = (unsigned int)k;
+	ev->begin_class_id = tf->class_of[o->id];
 	ev->begin_seq = th->seq[k];
 	ev->begin_ns = o->tsc;
 	ev->begin_ticks = th->ticks[k];
@@ -483,6 +484,7 @@ static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
 	ev->kind = 0;
 	ev->depth = 0;
 	ev->paired = false;
+	ev->begin_class_id = 0;
 	ev->begin_seq = ev->begin_ns = ev->begin_ticks = ev->begin_cpu_ns = 0;
 	ev->duration_ns = ev->cpu_duration_ns = 0;
 	ev->value = 0;

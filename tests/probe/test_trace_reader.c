@@ -87,6 +87,7 @@ struct seen {
 	bool paired;
 	uint64_t begin_seq, duration_ns;
 	double value;
+	unsigned int class_id, begin_class_id;
 };
 
 struct reading {
@@ -274,6 +275,8 @@ static void read_all(const char *path, struct reading *out)
 		s = &out->v[out->n++];
 		*s = (struct seen){ ev.type,   ev.kind,	     ev.tid,	     "",      "", ev.depth,
 				    ev.paired, ev.begin_seq, ev.duration_ns, ev.value };
+		s->class_id = ev.class_id;
+		s->begin_class_id = ev.begin_class_id;
 		snprintf(s->thread, sizeof(s->thread), "%s", ev.thread_name);
 		snprintf(s->name, sizeof(s->name), "%s:%s", ev.provider, ev.name);
 		if (ev.paired)
@@ -281,6 +284,16 @@ static void read_all(const char *path, struct reading *out)
 		check_class_thread_ticks(tf, &ev);
 	}
 	assert_int_equal(rc, 0);
+	/* a paired end names its begin's class: the event at begin_seq */
+	for (size_t k = 0; k < out->n; k++) {
+		const struct seen *e = &out->v[k];
+
+		if (e->kind != LK_PROBE_SPAN_END || !e->paired)
+			continue;
+		assert_true(e->begin_seq < k);
+		assert_int_equal(out->v[e->begin_seq].kind, LK_PROBE_SPAN_BEGIN);
+		assert_int_equal(out->v[e->begin_seq].class_id, e->begin_class_id);
+	}
 	assert_int_equal(lk_trace_file_next(tf, &ev), 0); /* and stays at the end */
 	out->info = *lk_trace_file_get_info(tf);	  /* the counts complete */
 	assert_int_equal((uint64_t)out->n, out->info.events);

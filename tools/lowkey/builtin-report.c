@@ -58,9 +58,7 @@ struct per_thread {
 	uint64_t events, lost, first_tick, last_tick;
 	uint64_t truncated;		  /* bytes after the stream's last whole packet */
 	double span_wall_ns, span_cpu_ns; /* time in outermost spans */
-	uint32_t *open_cls;		  /* the class of its open spans' begins, by depth */
-	size_t capopen;
-	struct span_interval *spans; /* with context switches only */
+	struct span_interval *spans;	  /* with context switches only */
 	size_t nspans, capspans;
 	struct off_interval *off;
 	size_t noff, capoff;
@@ -104,25 +102,6 @@ static double tsc_ns(const struct report *rep, uint64_t a, uint64_t b)
 	return ticks * 1e9 / (double)rep->in->tick_hz;
 }
 
-/* A begin: remember its class at its depth, for the end that closes it. */
-static int open_span(struct per_thread *t, const struct lk_trace_event *ev)
-{
-	if (ev->depth >= t->capopen) {
-		size_t cap = t->capopen ? t->capopen * 2 : 16;
-		uint32_t *grown;
-
-		while (cap <= ev->depth)
-			cap *= 2;
-		grown = realloc(t->open_cls, cap * sizeof(*grown));
-		if (!grown)
-			return -ENOMEM;
-		t->open_cls = grown;
-		t->capopen = cap;
-	}
-	t->open_cls[ev->depth] = ev->class_id;
-	return 0;
-}
-
 /* An end the reader paired with its begin (lowkey/trace_reader.h): the span's figures. */
 static int close_span(struct report *rep, struct per_thread *t, const struct lk_trace_event *ev)
 {
@@ -133,7 +112,7 @@ static int close_span(struct report *rep, struct per_thread *t, const struct lk_
 		rep->unmatched_ends++;
 		return 0;
 	}
-	c = &rep->classes[t->open_cls[ev->depth]];
+	c = &rep->classes[ev->begin_class_id];
 	wall = tsc_ns(rep, ev->begin_ticks, ev->ticks);
 	cpu = (double)ev->cpu_ns - (double)ev->begin_cpu_ns;
 	if (samples_push(&c->wall, wall) || (rep->in->cputime && samples_push(&c->cpu, cpu)))
@@ -143,7 +122,7 @@ static int close_span(struct report *rep, struct per_thread *t, const struct lk_
 		t->span_cpu_ns += cpu;
 	}
 	if (rep->in->sched) {
-		struct span_interval s = { t->open_cls[ev->depth], ev->depth == 0, ev->begin_ticks,
+		struct span_interval s = { ev->begin_class_id, ev->depth == 0, ev->begin_ticks,
 					   ev->ticks };
 
 		if (push_item((void **)&t->spans, &t->nspans, &t->capspans, &s, sizeof(s)))
@@ -193,7 +172,7 @@ static int on_event(struct report *rep, const struct lk_trace_event *ev)
 	c->count++;
 	switch (ev->kind) {
 	case LK_PROBE_SPAN_BEGIN:
-		return open_span(t, ev);
+		return 0; /* its end carries its class */
 	case LK_PROBE_SPAN_END:
 		return close_span(rep, t, ev);
 	case LK_PROBE_COUNTER:
@@ -681,7 +660,6 @@ static void print_json(struct report *rep, const char *path)
 static void free_report(struct report *rep)
 {
 	for (size_t i = 0; rep->threads && i < rep->nthreads; i++) {
-		free(rep->threads[i].open_cls);
 		free(rep->threads[i].spans);
 		free(rep->threads[i].off);
 	}

@@ -267,10 +267,8 @@ static void thread_table(struct hreport *h)
 
 static void free_hreport(struct hreport *h)
 {
-	for (unsigned int i = 0; h->lanes && i < h->nlanes; i++) {
-		free(h->lanes[i].open_cls);
+	for (unsigned int i = 0; h->lanes && i < h->nlanes; i++)
 		rh_lane_buffers_free(&h->lanes[i]);
-	}
 	for (unsigned int i = 0; h->classes && i < h->in->classes; i++) {
 		free(h->classes[i].wall.v);
 		free(h->classes[i].cpu.v);

@@ -75,8 +75,6 @@ struct lane {
 	uint64_t too_deep;
 	bool drawn;
 	struct lkh_lane lane;
-	uint32_t *open_cls; /* the class of each open span's begin, by depth */
-	size_t capopen;
 	struct pending pend[MAX_ROWS];
 	uint64_t switches;
 	uint64_t out_tick; /* the open switch out's time; 0: on a CPU */

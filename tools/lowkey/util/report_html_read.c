@@ -172,25 +172,6 @@ static void draw_span(struct hreport *h, struct lane *l, unsigned int row, uint3
 	*p = (struct pending){ px0, px1, 1, cls, false, wall, cpu, rh_seconds(h, t0), wall };
 }
 
-/* A begin: remember its class at its depth, for the end that closes it. */
-static int open_span(struct lane *l, const struct lk_trace_event *ev)
-{
-	if (ev->depth >= l->capopen) {
-		size_t cap = l->capopen ? l->capopen * 2 : 16;
-		uint32_t *grown;
-
-		while (cap <= ev->depth)
-			cap *= 2;
-		grown = realloc(l->open_cls, cap * sizeof(*grown));
-		if (!grown)
-			return -ENOMEM;
-		l->open_cls = grown;
-		l->capopen = cap;
-	}
-	l->open_cls[ev->depth] = ev->class_id;
-	return 0;
-}
-
 /* An end the reader paired with its begin (lowkey/trace_reader.h): the span's figures, drawn. */
 static int close_span(struct hreport *h, struct lane *l, const struct lk_trace_event *ev)
 {
@@ -203,7 +184,7 @@ static int close_span(struct hreport *h, struct lane *l, const struct lk_trace_e
 		h->unmatched += !h->drawing;
 		return 0;
 	}
-	cls = l->open_cls[k];
+	cls = ev->begin_class_id;
 	wall = tsc_ns(h, ev->begin_ticks, ev->ticks);
 	cpu = (double)ev->cpu_ns - (double)ev->begin_cpu_ns;
 	if (h->drawing) {
@@ -368,7 +349,7 @@ static int on_event(struct hreport *h, const struct lk_trace_event *ev)
 		first_pass_counts(h, l, c, ev->ticks);
 	switch (ev->kind) {
 	case LK_PROBE_SPAN_BEGIN:
-		return open_span(l, ev);
+		return 0; /* its end carries its class */
 	case LK_PROBE_SPAN_END:
 		return close_span(h, l, ev);
 	case LK_PROBE_COUNTER:
