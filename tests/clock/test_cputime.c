@@ -387,6 +387,12 @@ static void fork_from_a_second_thread(void **state)
 /* ---- signals ---- */
 
 #define HANDLER_MAX 4096
+/*
+ * Handlers enough to have landed in both paths: the loop stops there, or after 20 s of its CPU
+ * time where signals come slower (under AddressSanitizer on a busy machine, fewer than 100 came
+ * in 2 s).
+ */
+#define HANDLER_ENOUGH 300
 static uint64_t handler_prev;
 static volatile int handler_samples, handler_bad;
 
@@ -418,10 +424,10 @@ static void safe_in_signal_handlers(void **state)
 	handler_prev = lk_thread_cputime_ns();
 	prev = handler_prev;
 	assert_int_equal(setitimer(ITIMER_PROF, &every, NULL), 0);
-	end = sys_cputime() + 2000000000ull;
+	end = sys_cputime() + 20000000000ull;
 	/* The main line keeps calling, sleeping and so rebasing, so handlers land everywhere in
 	 * the fast and the slow path. */
-	while (handler_samples < HANDLER_MAX && sys_cputime() < end) {
+	while (handler_samples < HANDLER_ENOUGH && sys_cputime() < end) {
 		for (int i = 0; i < 100; i++) {
 			uint64_t v = lk_thread_cputime_ns();
 
