@@ -3,7 +3,9 @@
  * Off-CPU time on the timeline (LK_TRACE_SCHED, lowkey trace --sched): the threads' context
  * switches are in the trace, and `lowkey report` splits each span's wall time by them.
  *   - a span that sleeps is blocked for at least its sleep; a span that spins is on a CPU for at
- *     least the CPU time it spun (lower bounds the kernel guarantees, not timings);
+ *     least the CPU time it spun, less the scheduler's switches into it, which the kernel charges
+ *     before the switch-in record (each bounded by a short sleep's charge, measured: lower bounds
+ *     the kernel guarantees, not timings);
  *   - two threads spinning on one CPU (pinned there) are preempted for each other: runnable time;
  *   - threads started after the trace began are covered (all three above run in such threads),
  *     and the streams of threads that exited are closed (64 threads come and go);
@@ -18,6 +20,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
+#include <sys/resource.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,15 +59,66 @@ static void sleepy(void)
 	nanosleep(&ms20, NULL);
 }
 
+/*
+ * On-CPU time (the switches') falls short of the CPU time the kernel charged by the scheduler's
+ * path into the thread at each switch in, which the kernel charges to it before its switch-in
+ * record (docs/trace.md, "Two CPU times"). Each spinning thread counts its switches while it
+ * spins and bounds that path by the largest charge of a short sleep, which holds a whole switch
+ * in and a system call besides.
+ */
+struct switch_gap {
+	uint64_t switches, charge_max;
+};
+
+static struct switch_gap busy_gap, contend_gap[2];
+
+static uint64_t thread_switches(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_THREAD, &ru);
+	return (uint64_t)(ru.ru_nvcsw + ru.ru_nivcsw);
+}
+
+static void measure_switch_charge(struct switch_gap *g)
+{
+	struct timespec us1 = { 0, 1000 };
+
+	for (int i = 0; i < 8; i++) {
+		uint64_t before = thread_cpu_ns(), charged;
+
+		nanosleep(&us1, NULL);
+		charged = thread_cpu_ns() - before;
+		if (charged > g->charge_max)
+			g->charge_max = charged;
+	}
+}
+
+/* Spin ns of CPU time, counting the switches meanwhile into g. */
+static void spin_counted(uint64_t ns, struct switch_gap *g)
+{
+	uint64_t before = thread_switches();
+
+	spin_cpu(ns);
+	g->switches += thread_switches() - before;
+}
+
+/* The most on-CPU time can fall short of the CPU time spun by, in ns. */
+static double gap_ns(const struct switch_gap *g)
+{
+	return (double)g->switches * (double)g->charge_max;
+}
+
 static void busy(void)
 {
 	LK_SPAN(sch, busy);
-	spin_cpu(20 * 1000 * 1000);
+	spin_counted(20 * 1000 * 1000, &busy_gap);
 }
 
 static void *sleeper_and_spinner(void *arg)
 {
 	(void)arg;
+	measure_switch_charge(&busy_gap);
 	for (int i = 0; i < 3; i++) {
 		sleepy();
 		busy();
@@ -77,16 +131,17 @@ static int shared_cpu;
 /* Pinned to shared_cpu with the other one, each spins 60 ms of CPU time in a span. */
 static void *contender(void *arg)
 {
+	struct switch_gap *g = arg;
 	cpu_set_t set;
 
-	(void)arg;
 	CPU_ZERO(&set);
 	CPU_SET(shared_cpu, &set);
 	if (sched_setaffinity(0, sizeof(set), &set) != 0)
 		return (void *)1;
+	measure_switch_charge(g);
 	{
 		LK_SPAN(sch, contend);
-		spin_cpu(60 * 1000 * 1000);
+		spin_counted(60 * 1000 * 1000, g);
 	}
 	return NULL;
 }
@@ -132,14 +187,20 @@ static void spans_are_split_by_the_switches(void **state)
 	/* every thread here starts after the trace did */
 	pthread_create(&s, NULL, sleeper_and_spinner, NULL);
 	pthread_join(s, NULL);
-	pthread_create(&a, NULL, contender, NULL);
-	pthread_create(&b, NULL, contender, NULL);
+	pthread_create(&a, NULL, contender, &contend_gap[0]);
+	pthread_create(&b, NULL, contender, &contend_gap[1]);
 	pthread_join(a, &ra);
 	pthread_join(b, &rb);
 	assert_null(ra);
 	assert_null(rb);
 	assert_int_equal(lk_trace_stop(), 0);
 	assert_int_equal(lk_probe_reset_rules(), 0);
+	print_message("switches while spinning: busy %llu, contend %llu + %llu; the largest charge "
+		      "of a short sleep %.1f us\n",
+		      (unsigned long long)busy_gap.switches,
+		      (unsigned long long)contend_gap[0].switches,
+		      (unsigned long long)contend_gap[1].switches,
+		      (double)contend_gap[0].charge_max / 1e3);
 
 	lkt_sh(&out,
 	       "%s report --json '%s' | python3 -c '"
@@ -149,15 +210,16 @@ static void spans_are_split_by_the_switches(void **state)
 	       "s=c[\"sleepy\"]; b=c[\"busy\"]; k=c[\"contend\"]\n"
 	       /* three 20 ms sleeps: blocked for 60 ms at least, whatever else happened */
 	       "assert s[\"blocked_ns\"] >= 59e6 and s[\"blocked_ns\"] <= s[\"wall_ns\"], s\n"
-	       /* three spans spinning 20 ms of CPU time: on a CPU that long at least */
-	       "assert b[\"on_cpu_ns\"] >= 59e6 and b[\"blocked_ns\"] < b[\"on_cpu_ns\"], b\n"
+	       /* three spans spinning 20 ms of CPU time: on a CPU that long at least, but for the
+		* switches into them (switch_gap) */
+	       "assert b[\"on_cpu_ns\"] >= 59e6 - %.0f and b[\"blocked_ns\"] < b[\"on_cpu_ns\"], b\n"
 	       /* two spinners on one CPU wait for each other */
-	       "assert k[\"runnable_ns\"] > 0 and k[\"on_cpu_ns\"] >= 119e6, k\n"
+	       "assert k[\"runnable_ns\"] > 0 and k[\"on_cpu_ns\"] >= 119e6 - %.0f, k\n"
 	       "for x in (s, b, k):\n"
 	       "  assert abs(x[\"on_cpu_ns\"] + x[\"runnable_ns\"] + x[\"blocked_ns\"] - x[\"wall_ns\"]) < 1e3, x\n"
 	       "t=[x for x in d[\"threads\"] if x[\"events\"] > 0]\n"
 	       "assert len(t) == 3 and all(x[\"switches\"] > 0 for x in t), t\n'",
-	       LOWKEY, dir);
+	       LOWKEY, dir, gap_ns(&busy_gap), gap_ns(&contend_gap[0]) + gap_ns(&contend_gap[1]));
 	if (out.status)
 		print_error("%s\n", out.out);
 	assert_int_equal(out.status, 0);
