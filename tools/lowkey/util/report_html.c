@@ -127,7 +127,10 @@ static int timeline(struct hreport *h)
 			h->f,
 			"Below each thread's spans, its time off the CPU (the trace has its context switches): "
 			"hatched orange while it was runnable but preempted, hatched grey while it was blocked (asleep, "
-			"waiting for I/O, a lock, a timer).");
+			"waiting for I/O, a lock, a timer). The time between strips is wall time between the "
+			"thread's switch records, not its CPU time (the cputime columns): the kernel charges a "
+			"thread for the scheduler's switch into it and not for time its virtual CPU was "
+			"stolen (docs/trace.md, \"Two CPU times\").");
 	else
 		lkh_para(
 			h->f,
@@ -215,16 +218,17 @@ static void percentiles(FILE *f, struct samples *s)
 
 static void event_table(struct hreport *h)
 {
-	static const char *const cols[] = { "event",   "kind",	  "count",  "per second",
-					    "spans",   "p50",	  "p99",    "max",
-					    "p50 CPU", "p99 CPU", "max CPU" };
+	static const char *const cols[] = { "event",	   "kind",	 "count",
+					    "per second",  "spans",	 "p50",
+					    "p99",	   "max",	 "p50 cputime",
+					    "p99 cputime", "max cputime" };
 	const struct lk_trace_file_info *r = h->in;
 	double secs = rh_seconds(h, h->last_tick);
 	char name[200];
 
 	lkh_section(h->f, "Events",
 		    "Every event of the trace by provider:event and kind; span durations by wall "
-		    "time and, where recorded, thread CPU time.");
+		    "time and, where recorded, the kernel's thread CPU time (cputime).");
 	lkh_table_begin(h->f, cols, r->cputime ? 11 : 8);
 	for (unsigned int i = 0; i < r->classes;
 	     i++) { /* by name: the same order in every format */
