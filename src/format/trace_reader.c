@@ -400,40 +400,6 @@ void lk_trace_file_rewind(struct lk_trace_file *tf)
 
 /* ---- one event out ---- */
 
-/*
- * The arguments of e's payload, as far as it has them (a payload shorter than its class says:
- * those it has). The layout of lk__event_arg, read in one pass.
- */
-static void decode_args(struct lk_trace_event *ev, const struct lk__event *e)
-{
-	const uint8_t *p = e->payload, *end = p + e->payload_len;
-	const struct lk__event_class *cls = e->cls;
-	unsigned int n = cls->nargs < LK_PROBE_MAX_ARGS ? cls->nargs : LK_PROBE_MAX_ARGS;
-
-	ev->nargs = 0;
-	for (unsigned int i = 0; i < n; i++) {
-		struct lk_trace_arg *a = &ev->args[i];
-		unsigned int type = (cls->arg_types >> (4 * i)) & 0xf;
-
-		if (type == LK_PROBE_STR) {
-			const uint8_t *nul = p < end ? memchr(p, 0, (size_t)(end - p)) : NULL;
-
-			if (!nul)
-				return;
-			a->v.str = (const char *)p;
-			p = nul + 1;
-		} else {
-			if (end - p < 8)
-				return;
-			memcpy(&a->v.u64, p, 8);
-			p += 8;
-		}
-		a->name = cls->arg_name[i];
-		a->type = (enum lk_probe_type)type;
-		ev->nargs = i + 1;
-	}
-}
-
 static int begin_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_trace_event *ev,
 		      const struct lk__event *e)
 {
@@ -500,7 +466,11 @@ static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
 	ev->cpu_ns = e->cputime_ns;
 	ev->provider = cls->provider;
 	ev->name = cls->event;
-	decode_args(ev, e);
+	/* every reader checks a record holds its class's arguments: decoded on demand */
+	ev->nargs = cls->nargs < LK_PROBE_MAX_ARGS ? cls->nargs : LK_PROBE_MAX_ARGS;
+	ev->record.bytes = e->payload;
+	ev->record.cls = cls;
+	ev->record.len = e->payload_len;
 	if (cls->id == LK__EVENT_SCHED_OUT || cls->id == LK__EVENT_SCHED_IN) {
 		struct lk__switch sw = lk__event_switch(e);
 
@@ -651,12 +621,46 @@ int lk_trace_file_class(const struct lk_trace_file *tf, unsigned int id, struct 
 	return 0;
 }
 
-const struct lk_trace_arg *lk_trace_event_arg(const struct lk_trace_event *ev, const char *name)
+/* The event's record as the internal decoders take it. */
+static struct lk__event record_of(const struct lk_trace_event *ev)
 {
-	for (unsigned int i = 0; i < ev->nargs && i < LK_PROBE_MAX_ARGS; i++)
-		if (ev->args[i].name && strcmp(ev->args[i].name, name) == 0)
-			return &ev->args[i];
-	return NULL;
+	return (struct lk__event){ .cls = ev->record.cls,
+				   .payload = ev->record.bytes,
+				   .payload_len = ev->record.len };
+}
+
+int lk_trace_event_arg(const struct lk_trace_event *ev, unsigned int i, struct lk_trace_arg *arg)
+{
+	struct lk__event e = record_of(ev);
+	size_t at = 0;
+	uint64_t u64 = 0;
+	const char *str;
+
+	if (i >= ev->nargs)
+		return -ERANGE;
+	for (unsigned int k = 0; k <= i; k++) {
+		at = lk__event_arg(&e, at, k, &u64, &str);
+		if (!at) /* a record shorter than its class: none that a reader gives */
+			return -ERANGE;
+	}
+	arg->name = e.cls->arg_name[i];
+	arg->type = (enum lk_probe_type)lk__arg_type(e.cls->arg_types, i);
+	if (arg->type == LK_PROBE_STR)
+		arg->v.str = str;
+	else
+		arg->v.u64 = u64;
+	return 0;
+}
+
+int lk_trace_event_arg_named(const struct lk_trace_event *ev, const char *name,
+			     struct lk_trace_arg *arg)
+{
+	const struct lk__event_class *cls = ev->record.cls;
+
+	for (unsigned int i = 0; i < ev->nargs; i++)
+		if (strcmp(cls->arg_name[i], name) == 0)
+			return lk_trace_event_arg(ev, i, arg);
+	return -ENOENT;
 }
 
 void lk_trace_file_close(struct lk_trace_file *tf)
