@@ -65,6 +65,7 @@ struct lk_trace_file {
 	uint32_t *class_first; /* by class_id: the trace's first class id of it */
 	struct tr_slot *heap;  /* streams at an event, the earliest first */
 	size_t nheap;
+	struct tr_slot second; /* the earliest of the heap's others: its top's children */
 	size_t given;	/* the stream whose event was given last: moved on at the next call */
 	size_t damaged; /* the stream an error was met on ... */
 	int error;	/* ... that error, given from then on until a rewind */
@@ -326,6 +327,16 @@ static void sift_down(struct lk_trace_file *tf, size_t i, struct tr_slot x)
 	h[i] = x;
 }
 
+/* The heap's second earliest slot, or one later than any (a stream alone needs no merging). */
+static struct tr_slot second(const struct lk_trace_file *tf)
+{
+	const struct tr_slot *h = tf->heap;
+
+	if (tf->nheap > 2)
+		return earlier(&h[1], &h[2]) ? h[1] : h[2];
+	return tf->nheap == 2 ? h[1] : (struct tr_slot){ UINT64_MAX, UINT64_MAX };
+}
+
 static struct tr_slot slot(const struct tr_stream *s, size_t i)
 {
 	return (struct tr_slot){ s->e.tsc, (uint64_t)((uint32_t)s->tid ^ 0x80000000u) << 32 | i };
@@ -336,7 +347,8 @@ static struct tr_slot slot(const struct tr_stream *s, size_t i)
  * time before the stream's previous one (a CPU whose counter is a hair behind another's) is
  * taken as that one: a thread's events keep the order it recorded them in.
  */
-static int advance(struct lk_trace_file *tf, struct tr_stream *s)
+static inline __attribute__((always_inline)) int advance(struct lk_trace_file *tf,
+							 struct tr_stream *s)
 {
 	uint64_t before = s->e.tsc, ns;
 	int rc;
@@ -362,8 +374,7 @@ static int advance(struct lk_trace_file *tf, struct tr_stream *s)
 static void close_all_spans(struct lk_trace_file *tf)
 {
 	for (size_t i = 0; i < tf->nthreads; i++)
-		lk__pair_close_from(&tf->pairs, &tf->threads[i].open,
-				    0); /* shrinks: no allocation */
+		lk__pair_close_from(&tf->pairs, &tf->threads[i].open, 0);
 }
 
 /* Stream i has met an error: given now, and at every call until a rewind. */
@@ -396,6 +407,7 @@ void lk_trace_file_rewind(struct lk_trace_file *tf)
 	}
 	for (size_t i = tf->nheap; i-- > 0;)
 		sift_down(tf, i, tf->heap[i]);
+	tf->second = second(tf);
 }
 
 /* ---- one event out ---- */
@@ -413,14 +425,16 @@ static int begin_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_
 	return 0;
 }
 
-static int end_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_trace_event *ev,
-		    const struct lk__event *e)
+static void end_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_trace_event *ev,
+		     const struct lk__event *e)
 {
 	const struct lk__pair_open *o;
+	uint32_t *top;
 	size_t k;
 
-	if (!lk__pair_match(&tf->pairs, &th->open, e->cls->id, &k))
-		return 0;
+	top = lk__pair_match(&tf->pairs, &th->open, e->cls->id, &k);
+	if (!top)
+		return;
 	o = &th->open.v[k];
 	ev->paired = true;
 	ev->depth = (unsigned int)k;
@@ -431,9 +445,7 @@ static int end_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_tr
 	ev->begin_cpu_ns = o->cpu;
 	ev->duration_ns = ev->ns >= o->tsc ? ev->ns - o->tsc : 0;
 	ev->cpu_duration_ns = ev->cpu_ns >= o->cpu ? ev->cpu_ns - o->cpu : 0;
-	if (lk__pair_close_from(&tf->pairs, &th->open, k))
-		return lk__fail(-ENOMEM, "out of memory pairing spans");
-	return 0;
+	lk__pair_close(&tf->pairs, &th->open, k, top);
 }
 
 static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
@@ -485,7 +497,8 @@ static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
 	case LK_PROBE_SPAN_BEGIN:
 		return begin_span(tf, th, ev, e);
 	case LK_PROBE_SPAN_END:
-		return end_span(tf, th, ev, e);
+		end_span(tf, th, ev, e);
+		return 0;
 	case LK_PROBE_COUNTER:
 		ev->value = lk__event_counter(e);
 		return 0;
@@ -503,7 +516,10 @@ static int give_error(struct lk_trace_file *tf)
 	return lk__fail(tf->error, "%s", err);
 }
 
-/* The stream of the event given last moves on: its next event, or out of the heap. */
+/*
+ * The stream of the event given last moves on: its next event, or out of the heap. While its next
+ * is still earlier than every other stream's, the heap stays as it is: one comparison.
+ */
 static int move_on(struct lk_trace_file *tf)
 {
 	size_t i = tf->given;
@@ -516,12 +532,18 @@ static int move_on(struct lk_trace_file *tf)
 		damaged(tf, i, rc);
 		return rc;
 	}
-	if (rc == 0)
-		top = tf->heap[--tf->nheap];
-	else
+	if (rc == 1) {
 		top.ns = tf->streams[i].e.tsc;
+		if (earlier(&top, &tf->second)) {
+			tf->heap[0].ns = top.ns;
+			return 0;
+		}
+	} else {
+		top = tf->heap[--tf->nheap];
+	}
 	if (tf->nheap)
 		sift_down(tf, 0, top);
+	tf->second = second(tf);
 	return 0;
 }
 
