@@ -33,7 +33,7 @@ struct tr_stream {
 
 struct tr_thread {
 	int tid;
-	const char *name; /* the latest of names read, NULL before the first */
+	const char *name; /* the latest of names read, "" before the first */
 	char **names;	  /* what its stream's name records say, in their order */
 	size_t nnames, capnames;
 	uint64_t events, lost, truncated; /* once lk_trace_file.counted; 0 before */
@@ -104,7 +104,7 @@ static int thread_index(struct lk_trace_file *tf, int tid, uint32_t *i)
 	*i = (uint32_t)tf->nthreads;
 	if (lk__tf_map_put(&tf->thread_of, (uint64_t)(uint32_t)tid, *i))
 		return -ENOMEM;
-	tf->threads[tf->nthreads++] = (struct tr_thread){ .tid = tid };
+	tf->threads[tf->nthreads++] = (struct tr_thread){ .tid = tid, .name = "" };
 	return 0;
 }
 
@@ -471,15 +471,18 @@ static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
 	ev->seq = tf->seq++;
 	ev->tid = th->tid;
 	ev->thread = s->thread;
-	ev->thread_name = th->name ? th->name : "";
+	ev->thread_name = th->name;
 	ev->ns = e->tsc;
 	ev->ticks = s->ticks;
 	ev->class_id = tf->class_of[cls->id];
 	ev->cpu_ns = e->cputime_ns;
 	ev->provider = cls->provider;
 	ev->name = cls->event;
-	/* every reader checks a record holds its class's arguments: decoded on demand */
-	ev->nargs = cls->nargs < LK_PROBE_MAX_ARGS ? cls->nargs : LK_PROBE_MAX_ARGS;
+	/*
+	 * Decoded on demand. Every reader checks a record holds its class's arguments, and a class
+	 * has LK_PROBE_MAX_ARGS at most.
+	 */
+	ev->nargs = cls->nargs;
 	ev->record.bytes = e->payload;
 	ev->record.cls = cls;
 	ev->record.len = e->payload_len;
@@ -627,8 +630,8 @@ int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i, struct 
 	if (i >= tf->nthreads)
 		return -ERANGE;
 	t = &tf->threads[i];
-	*th = (struct lk_trace_thread){ t->tid,	 t->name ? t->name : "", t->events,
-					t->lost, t->truncated,		 t->open.depth };
+	*th = (struct lk_trace_thread){ t->tid,	 t->name,      t->events,
+					t->lost, t->truncated, t->open.depth };
 	return 0;
 }
 
