@@ -51,8 +51,12 @@ static void print_event(const struct lk_trace_event *ev)
 	if (ev->kind == LK_PROBE_COUNTER)
 		printf(" = %g", ev->value);
 	else
-		for (unsigned int i = 0; i < ev->nargs; i++)
-			print_arg(&ev->args[i]);
+		for (unsigned int i = 0; i < ev->nargs; i++) {
+			struct lk_trace_arg a;
+
+			if (lk_trace_event_arg(ev, i, &a) == 0)
+				print_arg(&a);
+		}
 	if (ev->kind == LK_PROBE_SPAN_END && ev->paired)
 		printf("  (%" PRIu64 " ns)", ev->duration_ns);
 	else if (ev->kind == LK_PROBE_SPAN_END)

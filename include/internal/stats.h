@@ -5,7 +5,11 @@
 
 #include <stddef.h>
 
-/* lk__sort_doubles - sort v ascending in place (qsort); n may be 0, v then NULL. */
+/*
+ * lk__sort_doubles - sort v ascending in place; n may be 0, v then NULL. O(n) from 256 values: a
+ * radix sort of the doubles' bits, with a buffer of 2n values (qsort below that, or without the
+ * buffer); 16 KiB of stack. -0 comes before +0; values with a NaN among them in no set order.
+ */
 void lk__sort_doubles(double *v, size_t n);
 
 /*

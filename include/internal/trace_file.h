@@ -205,6 +205,11 @@ int lk__tf_off_cpu(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t 
 
 int lk__tf_map_put(struct lk__tf_map *m, uint64_t key, uint32_t val);
 bool lk__tf_map_get(const struct lk__tf_map *m, uint64_t key, uint32_t *val);
+/* key's value where the map keeps it, to read and write in place; NULL if key is not there. The
+ * place moves when a key is added: valid until then. */
+uint32_t *lk__tf_map_at(const struct lk__tf_map *m, uint64_t key);
+/* The same, key added with val first if it is not there; NULL: -ENOMEM. */
+uint32_t *lk__tf_map_add(struct lk__tf_map *m, uint64_t key, uint32_t val);
 void lk__tf_map_free(struct lk__tf_map *m);
 
 #endif

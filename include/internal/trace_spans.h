@@ -45,16 +45,21 @@ int lk__pair_init(struct lk__pair_index *ix, const struct lk__trace_reader *r, c
 		  size_t nrows);
 void lk__pair_free(struct lk__pair_index *ix);
 
-/* Open a span of e's class on s. 0 or -ENOMEM. */
+/* Open a span of e's class on s: one lookup of its name. 0 or -ENOMEM. */
 int lk__pair_open(struct lk__pair_index *ix, struct lk__pair_stack *s, const struct lk__event *e);
-
-/* The position in s of the latest open span an end of class end_id closes: true; false if none. */
-bool lk__pair_match(const struct lk__pair_index *ix, const struct lk__pair_stack *s,
-		    uint32_t end_id, size_t *k);
-
-/* Close the spans at positions k and above. 0 or -ENOMEM. */
-int lk__pair_close_from(struct lk__pair_index *ix, struct lk__pair_stack *s, size_t k);
-
+/*
+ * The latest open span on s that an end of class end_id closes: its position into *k, and where
+ * the index keeps it (for lk__pair_close); NULL if none. One lookup.
+ */
+uint32_t *lk__pair_match(struct lk__pair_index *ix, const struct lk__pair_stack *s, uint32_t end_id,
+			 size_t *k);
+/*
+ * Close the span at position k that lk__pair_match gave, with top, and the spans above it: a
+ * lookup for each of those, none for it.
+ */
+void lk__pair_close(struct lk__pair_index *ix, struct lk__pair_stack *s, size_t k, uint32_t *top);
+/* Close the spans at positions k and above: a lookup each. */
+void lk__pair_close_from(struct lk__pair_index *ix, struct lk__pair_stack *s, size_t k);
 void lk__pair_stack_free(struct lk__pair_stack *s);
 
 #endif

@@ -43,8 +43,9 @@
  * switches) has one packet in memory (256 KiB as lowkey writes them), read with pread when the
  * one before is done, and the events are decoded from it where they lie. lk_trace_file_open()
  * reads the metadata, lists the streams and reads the first packet of each: the file is read
- * once, by lk_trace_file_next(), which decodes one event and costs O(log streams) (a merge of the
- * streams with a binary heap), and allocates only while spans nest deeper than before, or for a
+ * once, by lk_trace_file_next(), which decodes one event but its arguments (lk_trace_event_arg()
+ * decodes those a reader asks for) and costs O(log streams) (a merge of the streams with a binary
+ * heap), and allocates only while spans nest deeper than before, or for a
  * thread's name. A JSON or Perfetto file is read and parsed whole at open (its events in memory,
  * with their arguments' bytes) and merged the same way. A trace of more than 64 CTF streams opens
  * each stream's file only while it reads a packet, so that it needs no more file descriptors than
@@ -125,8 +126,7 @@ struct lk_trace_event {
 	uint64_t cpu_ns;	     /* the thread's CPU time then; 0 unless the trace records it
 					 * (lk_trace_file_get_info().cputime) */
 	const char *provider, *name; /* "lowkey" and "sched_out"/"sched_in" for switches */
-	unsigned int nargs;
-	struct lk_trace_arg args[LK_PROBE_MAX_ARGS];
+	unsigned int nargs;	     /* its arguments: lk_trace_event_arg() decodes each */
 
 	/* LK_PROBE_SPAN_BEGIN: how many spans were open on the thread under it (0: outermost).
 	 * LK_PROBE_SPAN_END, paired: the same for its begin. */
@@ -143,6 +143,12 @@ struct lk_trace_event {
 
 	unsigned int cpu; /* LK_TRACE_EV_SWITCH_OUT, _IN: the CPU left or taken */
 	bool preempted;	  /* LK_TRACE_EV_SWITCH_OUT: still runnable, or blocked */
+
+	/* The record the arguments are decoded from: the reader's, not to be read or changed. */
+	struct {
+		const void *bytes, *cls;
+		size_t len;
+	} record;
 };
 
 /*
@@ -254,9 +260,24 @@ LK_API int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i,
 LK_API int lk_trace_file_class(const struct lk_trace_file *tf, unsigned int id,
 			       struct lk_trace_class *cls);
 
-/* The event's argument of that name, or NULL if it has none. O(arguments). */
-LK_API const struct lk_trace_arg *lk_trace_event_arg(const struct lk_trace_event *ev,
-						     const char *name);
+/*
+ * lk_trace_event_arg - argument i of ev (0 to ev->nargs - 1) into *arg, decoded from the event's
+ * record now: lk_trace_file_next() leaves the arguments where they lie, for the readers that want
+ * them. O(i): the strings before it are stepped over (memchr), numbers are 8 bytes each. A
+ * string's bytes (arg->v.str) live as the event's strings do (see struct lk_trace_event): until
+ * the next lk_trace_file_next(), lk_trace_file_rewind() or lk_trace_file_close() on its file; ev
+ * may be a copy of the event given, not one kept past that. 0, or -ERANGE past its arguments.
+ * Allocates nothing, calls nothing but memchr: async-signal-safe.
+ */
+LK_API int lk_trace_event_arg(const struct lk_trace_event *ev, unsigned int i,
+			      struct lk_trace_arg *arg);
+
+/*
+ * lk_trace_event_arg_named - ev's first argument named name into *arg, as lk_trace_event_arg()
+ * decodes it. O(arguments). 0, or -ENOENT if it has none of that name. Async-signal-safe.
+ */
+LK_API int lk_trace_event_arg_named(const struct lk_trace_event *ev, const char *name,
+				    struct lk_trace_arg *arg);
 
 /* lk_trace_file_close - free everything; tf may be NULL. Strings of its events are gone after. */
 LK_API void lk_trace_file_close(struct lk_trace_file *tf);

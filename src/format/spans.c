@@ -45,7 +45,7 @@ static uint64_t key(const struct lk__pair_index *ix, const struct lk__pair_stack
 
 int lk__pair_open(struct lk__pair_index *ix, struct lk__pair_stack *s, const struct lk__event *e)
 {
-	uint32_t below = 0;
+	uint32_t *top;
 
 	if (!s->serial) {
 		if (ix->serials == UINT32_MAX)
@@ -62,33 +62,40 @@ int lk__pair_open(struct lk__pair_index *ix, struct lk__pair_stack *s, const str
 		s->v = grown;
 		s->cap = cap;
 	}
-	lk__tf_map_get(&ix->top, key(ix, s, e->cls->id), &below);
-	if (lk__tf_map_put(&ix->top, key(ix, s, e->cls->id), (uint32_t)s->depth + 1))
+	top = lk__tf_map_add(&ix->top, key(ix, s, e->cls->id), 0);
+	if (!top)
 		return -ENOMEM;
-	s->v[s->depth++] = (struct lk__pair_open){ e->cls->id, below, e->tsc, e->cputime_ns };
+	s->v[s->depth] = (struct lk__pair_open){ e->cls->id, *top, e->tsc, e->cputime_ns };
+	*top = (uint32_t)++s->depth;
 	return 0;
 }
 
-bool lk__pair_match(const struct lk__pair_index *ix, const struct lk__pair_stack *s,
-		    uint32_t end_id, size_t *k)
+uint32_t *lk__pair_match(struct lk__pair_index *ix, const struct lk__pair_stack *s, uint32_t end_id,
+			 size_t *k)
 {
-	uint32_t at = 0;
+	uint32_t *top = s->serial ? lk__tf_map_at(&ix->top, key(ix, s, end_id)) : NULL;
 
-	if (!s->serial || !lk__tf_map_get(&ix->top, key(ix, s, end_id), &at) || !at)
-		return false;
-	*k = at - 1;
-	return true;
+	if (!top || !*top)
+		return NULL;
+	*k = *top - 1;
+	return top;
 }
 
-int lk__pair_close_from(struct lk__pair_index *ix, struct lk__pair_stack *s, size_t k)
+/* Every open span's name has its place in the map: closing one adds no key. */
+void lk__pair_close_from(struct lk__pair_index *ix, struct lk__pair_stack *s, size_t k)
 {
 	for (; s->depth > k; s->depth--) {
 		const struct lk__pair_open *o = &s->v[s->depth - 1];
 
-		if (lk__tf_map_put(&ix->top, key(ix, s, o->id), o->below))
-			return -ENOMEM;
+		*lk__tf_map_at(&ix->top, key(ix, s, o->id)) = o->below;
 	}
-	return 0;
+}
+
+void lk__pair_close(struct lk__pair_index *ix, struct lk__pair_stack *s, size_t k, uint32_t *top)
+{
+	lk__pair_close_from(ix, s, k + 1);
+	*top = s->v[k].below;
+	s->depth = k;
 }
 
 void lk__pair_stack_free(struct lk__pair_stack *s)

@@ -87,6 +87,25 @@ bool lk__tf_map_get(const struct lk__tf_map *m, uint64_t key, uint32_t *val)
 	return false;
 }
 
+uint32_t *lk__tf_map_at(const struct lk__tf_map *m, uint64_t key)
+{
+	if (!m->keys)
+		return NULL;
+	for (size_t k = mix64(key) & m->mask; m->vals[k] != UINT32_MAX; k = (k + 1) & m->mask)
+		if (m->keys[k] == key)
+			return &m->vals[k];
+	return NULL;
+}
+
+uint32_t *lk__tf_map_add(struct lk__tf_map *m, uint64_t key, uint32_t val)
+{
+	uint32_t *at = lk__tf_map_at(m, key);
+
+	if (at || lk__tf_map_put(m, key, val))
+		return at;
+	return lk__tf_map_at(m, key);
+}
+
 void lk__tf_map_free(struct lk__tf_map *m)
 {
 	free(m->keys);

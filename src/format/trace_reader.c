@@ -33,7 +33,7 @@ struct tr_stream {
 
 struct tr_thread {
 	int tid;
-	const char *name; /* the latest of names read, NULL before the first */
+	const char *name; /* the latest of names read, "" before the first */
 	char **names;	  /* what its stream's name records say, in their order */
 	size_t nnames, capnames;
 	uint64_t events, lost, truncated; /* once lk_trace_file.counted; 0 before */
@@ -65,6 +65,7 @@ struct lk_trace_file {
 	uint32_t *class_first; /* by class_id: the trace's first class id of it */
 	struct tr_slot *heap;  /* streams at an event, the earliest first */
 	size_t nheap;
+	struct tr_slot second; /* the earliest of the heap's others: its top's children */
 	size_t given;	/* the stream whose event was given last: moved on at the next call */
 	size_t damaged; /* the stream an error was met on ... */
 	int error;	/* ... that error, given from then on until a rewind */
@@ -103,7 +104,7 @@ static int thread_index(struct lk_trace_file *tf, int tid, uint32_t *i)
 	*i = (uint32_t)tf->nthreads;
 	if (lk__tf_map_put(&tf->thread_of, (uint64_t)(uint32_t)tid, *i))
 		return -ENOMEM;
-	tf->threads[tf->nthreads++] = (struct tr_thread){ .tid = tid };
+	tf->threads[tf->nthreads++] = (struct tr_thread){ .tid = tid, .name = "" };
 	return 0;
 }
 
@@ -326,6 +327,16 @@ static void sift_down(struct lk_trace_file *tf, size_t i, struct tr_slot x)
 	h[i] = x;
 }
 
+/* The heap's second earliest slot, or one later than any (a stream alone needs no merging). */
+static struct tr_slot second(const struct lk_trace_file *tf)
+{
+	const struct tr_slot *h = tf->heap;
+
+	if (tf->nheap > 2)
+		return earlier(&h[1], &h[2]) ? h[1] : h[2];
+	return tf->nheap == 2 ? h[1] : (struct tr_slot){ UINT64_MAX, UINT64_MAX };
+}
+
 static struct tr_slot slot(const struct tr_stream *s, size_t i)
 {
 	return (struct tr_slot){ s->e.tsc, (uint64_t)((uint32_t)s->tid ^ 0x80000000u) << 32 | i };
@@ -336,7 +347,8 @@ static struct tr_slot slot(const struct tr_stream *s, size_t i)
  * time before the stream's previous one (a CPU whose counter is a hair behind another's) is
  * taken as that one: a thread's events keep the order it recorded them in.
  */
-static int advance(struct lk_trace_file *tf, struct tr_stream *s)
+static inline __attribute__((always_inline)) int advance(struct lk_trace_file *tf,
+							 struct tr_stream *s)
 {
 	uint64_t before = s->e.tsc, ns;
 	int rc;
@@ -362,8 +374,7 @@ static int advance(struct lk_trace_file *tf, struct tr_stream *s)
 static void close_all_spans(struct lk_trace_file *tf)
 {
 	for (size_t i = 0; i < tf->nthreads; i++)
-		lk__pair_close_from(&tf->pairs, &tf->threads[i].open,
-				    0); /* shrinks: no allocation */
+		lk__pair_close_from(&tf->pairs, &tf->threads[i].open, 0);
 }
 
 /* Stream i has met an error: given now, and at every call until a rewind. */
@@ -396,43 +407,10 @@ void lk_trace_file_rewind(struct lk_trace_file *tf)
 	}
 	for (size_t i = tf->nheap; i-- > 0;)
 		sift_down(tf, i, tf->heap[i]);
+	tf->second = second(tf);
 }
 
 /* ---- one event out ---- */
-
-/*
- * The arguments of e's payload, as far as it has them (a payload shorter than its class says:
- * those it has). The layout of lk__event_arg, read in one pass.
- */
-static void decode_args(struct lk_trace_event *ev, const struct lk__event *e)
-{
-	const uint8_t *p = e->payload, *end = p + e->payload_len;
-	const struct lk__event_class *cls = e->cls;
-	unsigned int n = cls->nargs < LK_PROBE_MAX_ARGS ? cls->nargs : LK_PROBE_MAX_ARGS;
-
-	ev->nargs = 0;
-	for (unsigned int i = 0; i < n; i++) {
-		struct lk_trace_arg *a = &ev->args[i];
-		unsigned int type = (cls->arg_types >> (4 * i)) & 0xf;
-
-		if (type == LK_PROBE_STR) {
-			const uint8_t *nul = p < end ? memchr(p, 0, (size_t)(end - p)) : NULL;
-
-			if (!nul)
-				return;
-			a->v.str = (const char *)p;
-			p = nul + 1;
-		} else {
-			if (end - p < 8)
-				return;
-			memcpy(&a->v.u64, p, 8);
-			p += 8;
-		}
-		a->name = cls->arg_name[i];
-		a->type = (enum lk_probe_type)type;
-		ev->nargs = i + 1;
-	}
-}
 
 static int begin_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_trace_event *ev,
 		      const struct lk__event *e)
@@ -447,14 +425,16 @@ static int begin_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_
 	return 0;
 }
 
-static int end_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_trace_event *ev,
-		    const struct lk__event *e)
+static void end_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_trace_event *ev,
+		     const struct lk__event *e)
 {
 	const struct lk__pair_open *o;
+	uint32_t *top;
 	size_t k;
 
-	if (!lk__pair_match(&tf->pairs, &th->open, e->cls->id, &k))
-		return 0;
+	top = lk__pair_match(&tf->pairs, &th->open, e->cls->id, &k);
+	if (!top)
+		return;
 	o = &th->open.v[k];
 	ev->paired = true;
 	ev->depth = (unsigned int)k;
@@ -465,9 +445,7 @@ static int end_span(struct lk_trace_file *tf, struct tr_thread *th, struct lk_tr
 	ev->begin_cpu_ns = o->cpu;
 	ev->duration_ns = ev->ns >= o->tsc ? ev->ns - o->tsc : 0;
 	ev->cpu_duration_ns = ev->cpu_ns >= o->cpu ? ev->cpu_ns - o->cpu : 0;
-	if (lk__pair_close_from(&tf->pairs, &th->open, k))
-		return lk__fail(-ENOMEM, "out of memory pairing spans");
-	return 0;
+	lk__pair_close(&tf->pairs, &th->open, k, top);
 }
 
 static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
@@ -493,14 +471,21 @@ static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
 	ev->seq = tf->seq++;
 	ev->tid = th->tid;
 	ev->thread = s->thread;
-	ev->thread_name = th->name ? th->name : "";
+	ev->thread_name = th->name;
 	ev->ns = e->tsc;
 	ev->ticks = s->ticks;
 	ev->class_id = tf->class_of[cls->id];
 	ev->cpu_ns = e->cputime_ns;
 	ev->provider = cls->provider;
 	ev->name = cls->event;
-	decode_args(ev, e);
+	/*
+	 * Decoded on demand. Every reader checks a record holds its class's arguments, and a class
+	 * has LK_PROBE_MAX_ARGS at most.
+	 */
+	ev->nargs = cls->nargs;
+	ev->record.bytes = e->payload;
+	ev->record.cls = cls;
+	ev->record.len = e->payload_len;
 	if (cls->id == LK__EVENT_SCHED_OUT || cls->id == LK__EVENT_SCHED_IN) {
 		struct lk__switch sw = lk__event_switch(e);
 
@@ -515,7 +500,8 @@ static int make_event(struct lk_trace_file *tf, const struct tr_stream *s,
 	case LK_PROBE_SPAN_BEGIN:
 		return begin_span(tf, th, ev, e);
 	case LK_PROBE_SPAN_END:
-		return end_span(tf, th, ev, e);
+		end_span(tf, th, ev, e);
+		return 0;
 	case LK_PROBE_COUNTER:
 		ev->value = lk__event_counter(e);
 		return 0;
@@ -533,7 +519,10 @@ static int give_error(struct lk_trace_file *tf)
 	return lk__fail(tf->error, "%s", err);
 }
 
-/* The stream of the event given last moves on: its next event, or out of the heap. */
+/*
+ * The stream of the event given last moves on: its next event, or out of the heap. While its next
+ * is still earlier than every other stream's, the heap stays as it is: one comparison.
+ */
 static int move_on(struct lk_trace_file *tf)
 {
 	size_t i = tf->given;
@@ -546,12 +535,18 @@ static int move_on(struct lk_trace_file *tf)
 		damaged(tf, i, rc);
 		return rc;
 	}
-	if (rc == 0)
-		top = tf->heap[--tf->nheap];
-	else
+	if (rc == 1) {
 		top.ns = tf->streams[i].e.tsc;
+		if (earlier(&top, &tf->second)) {
+			tf->heap[0].ns = top.ns;
+			return 0;
+		}
+	} else {
+		top = tf->heap[--tf->nheap];
+	}
 	if (tf->nheap)
 		sift_down(tf, 0, top);
+	tf->second = second(tf);
 	return 0;
 }
 
@@ -635,8 +630,8 @@ int lk_trace_file_thread(const struct lk_trace_file *tf, unsigned int i, struct 
 	if (i >= tf->nthreads)
 		return -ERANGE;
 	t = &tf->threads[i];
-	*th = (struct lk_trace_thread){ t->tid,	 t->name ? t->name : "", t->events,
-					t->lost, t->truncated,		 t->open.depth };
+	*th = (struct lk_trace_thread){ t->tid,	 t->name,      t->events,
+					t->lost, t->truncated, t->open.depth };
 	return 0;
 }
 
@@ -651,12 +646,46 @@ int lk_trace_file_class(const struct lk_trace_file *tf, unsigned int id, struct 
 	return 0;
 }
 
-const struct lk_trace_arg *lk_trace_event_arg(const struct lk_trace_event *ev, const char *name)
+/* The event's record as the internal decoders take it. */
+static struct lk__event record_of(const struct lk_trace_event *ev)
 {
-	for (unsigned int i = 0; i < ev->nargs && i < LK_PROBE_MAX_ARGS; i++)
-		if (ev->args[i].name && strcmp(ev->args[i].name, name) == 0)
-			return &ev->args[i];
-	return NULL;
+	return (struct lk__event){ .cls = ev->record.cls,
+				   .payload = ev->record.bytes,
+				   .payload_len = ev->record.len };
+}
+
+int lk_trace_event_arg(const struct lk_trace_event *ev, unsigned int i, struct lk_trace_arg *arg)
+{
+	struct lk__event e = record_of(ev);
+	size_t at = 0;
+	uint64_t u64 = 0;
+	const char *str;
+
+	if (i >= ev->nargs)
+		return -ERANGE;
+	for (unsigned int k = 0; k <= i; k++) {
+		at = lk__event_arg(&e, at, k, &u64, &str);
+		if (!at) /* a record shorter than its class: none that a reader gives */
+			return -ERANGE;
+	}
+	arg->name = e.cls->arg_name[i];
+	arg->type = (enum lk_probe_type)lk__arg_type(e.cls->arg_types, i);
+	if (arg->type == LK_PROBE_STR)
+		arg->v.str = str;
+	else
+		arg->v.u64 = u64;
+	return 0;
+}
+
+int lk_trace_event_arg_named(const struct lk_trace_event *ev, const char *name,
+			     struct lk_trace_arg *arg)
+{
+	const struct lk__event_class *cls = ev->record.cls;
+
+	for (unsigned int i = 0; i < ev->nargs; i++)
+		if (strcmp(cls->arg_name[i], name) == 0)
+			return lk_trace_event_arg(ev, i, arg);
+	return -ENOENT;
 }
 
 void lk_trace_file_close(struct lk_trace_file *tf)

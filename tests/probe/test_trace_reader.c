@@ -408,7 +408,10 @@ static void free_reading(struct reading *r)
 	memset(r, 0, sizeof(*r));
 }
 
-/* The arguments by index and by name, with their types (JSON keeps a number's sign only). */
+/*
+ * The arguments by index and by name, with their types (JSON keeps a number's sign only), decoded
+ * from the event's record on demand: again from a copy of the event, none past the last.
+ */
 static void check_arguments(const char *path, enum lk_probe_type positive)
 {
 	struct lk_trace_file *tf;
@@ -417,20 +420,32 @@ static void check_arguments(const char *path, enum lk_probe_type positive)
 
 	assert_int_equal(lk_trace_file_open(path, &tf), 0);
 	while (lk_trace_file_next(tf, &ev) == 1) {
-		const struct lk_trace_arg *a;
+		struct lk_trace_arg a[3], named, again;
+		struct lk_trace_event copy = ev;
 
+		if (ev.nargs == 0)
+			assert_int_equal(lk_trace_event_arg(&ev, 0, &again), -ERANGE);
 		if (strcmp(ev.name, "step") != 0)
 			continue;
 		steps++;
 		assert_int_equal(ev.nargs, 3);
-		assert_int_equal(ev.args[0].type, positive);
-		assert_int_equal(ev.args[1].type, ev.args[0].v.i64 == 0 ? positive : LK_PROBE_I64);
-		assert_int_equal(ev.args[0].v.i64, -ev.args[1].v.i64);
-		assert_int_equal(ev.args[2].type, LK_PROBE_STR);
-		assert_string_equal(ev.args[2].v.str, "inner");
-		a = lk_trace_event_arg(&ev, ev.args[1].name);
-		assert_ptr_equal(a, &ev.args[1]);
-		assert_null(lk_trace_event_arg(&ev, "no such argument"));
+		for (unsigned int i = 0; i < 3; i++)
+			assert_int_equal(lk_trace_event_arg(&ev, i, &a[i]), 0);
+		assert_int_equal(lk_trace_event_arg(&ev, 3, &again), -ERANGE);
+		assert_int_equal(a[0].type, positive);
+		assert_int_equal(a[1].type, a[0].v.i64 == 0 ? positive : LK_PROBE_I64);
+		assert_int_equal(a[0].v.i64, -a[1].v.i64);
+		assert_int_equal(a[2].type, LK_PROBE_STR);
+		assert_string_equal(a[2].v.str, "inner");
+		assert_string_not_equal(a[1].name, a[2].name);
+		assert_int_equal(lk_trace_event_arg_named(&ev, a[2].name, &named), 0);
+		assert_string_equal(named.name, a[2].name);
+		assert_ptr_equal(named.v.str, a[2].v.str);
+		assert_int_equal(lk_trace_event_arg_named(&copy, a[1].name, &named), 0);
+		assert_int_equal(named.type, a[1].type);
+		assert_int_equal(named.v.i64, a[1].v.i64);
+		assert_int_equal(lk_trace_event_arg_named(&ev, "no such argument", &named),
+				 -ENOENT);
 	}
 	assert_int_equal(steps, 10);
 	lk_trace_file_close(tf);
@@ -632,13 +647,16 @@ static void read_big(const char *path, struct big_reading *out)
 	memset(out, 0, sizeof(*out));
 	assert_int_equal(lk_trace_file_open(path, &tf), 0);
 	while ((out->rc = lk_trace_file_next(tf, &ev)) == 1) {
+		struct lk_trace_arg row, label;
+
 		if (strcmp(ev.name, "big") != 0)
 			continue;
 		assert_int_equal(ev.nargs, 2);
+		assert_int_equal(lk_trace_event_arg(&ev, 0, &row), 0);
+		assert_int_equal(lk_trace_event_arg(&ev, 1, &label), 0);
 		snprintf(want, sizeof(want),
-			 "row-%" PRId64 "-of-a-label-long-enough-to-fill-packets",
-			 ev.args[0].v.i64);
-		assert_string_equal(ev.args[1].v.str, want);
+			 "row-%" PRId64 "-of-a-label-long-enough-to-fill-packets", row.v.i64);
+		assert_string_equal(label.v.str, want);
 		if (out->n == out->cap) {
 			out->cap = out->cap ? 2 * out->cap : 4096;
 			out->v = realloc(out->v, out->cap * sizeof(*out->v));
@@ -646,7 +664,7 @@ static void read_big(const char *path, struct big_reading *out)
 		}
 		out->v[out->n].tid = ev.tid;
 		out->v[out->n].ns = ev.ns;
-		out->v[out->n++].n = ev.args[0].v.i64;
+		out->v[out->n++].n = row.v.i64;
 	}
 	if (out->rc == -EINVAL) {
 		assert_non_null(strstr(lk_last_error(), "is damaged at byte"));
