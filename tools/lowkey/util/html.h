@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Self-contained HTML reports for the command line: a page, tables, and static SVG charts
- * (latency histogram, timeline, line chart, grouped bar chart), written with stdio.
+ * (latency histogram, timeline, line chart, grouped and stacked bar charts), written with stdio.
  *
  * The pages have no script and load nothing: styles are inline and every chart is SVG written
  * here, so a report opens offline, in any browser, years later, and shows the same thing. Tooltips

@@ -2,7 +2,7 @@
 /*
  * lowkey report --html OUT TRACE: the trace as one page -- latency histograms per span event (wall
  * time, and thread CPU time where recorded), a per-thread timeline of spans, counters as line
- * charts, and the table of events and threads.
+ * charts (a line per thread), and the table of events and threads.
  *
  * The trace is read once (lowkey/trace_reader.h: spans paired, counters decoded by the library)
  * and its events gone through twice. The first pass gathers the figures and the shape (threads,
@@ -13,7 +13,8 @@
  *
  * With the threads' context switches in the trace (lowkey trace --sched), each thread's time off
  * the CPU is drawn on a strip below its spans, runnable (preempted) apart from blocked, merged
- * the same way.
+ * the same way; and the spans' time on the CPU, runnable and blocked is drawn by thread and
+ * printed by thread and span event, from the text report's computation (span_split.h).
  */
 #include <errno.h>
 #include <inttypes.h>
