@@ -186,22 +186,24 @@ static void series_names(struct hreport *h, const struct hclass *c, char (*names
 static int counter_chart(struct hreport *h, struct hclass *c, const char *name)
 {
 	struct lkh_series s[MAX_SERIES] = { 0 };
+	double *x[MAX_SERIES] = { 0 }, *y[MAX_SERIES] = { 0 };
 	char names[MAX_SERIES][96];
 	bool folded = false;
 	int rc = 0;
 
 	series_names(h, c, names);
 	for (unsigned int k = 0; k < c->nseries && !rc; k++) {
-		s[k].name = names[k];
-		rc = rh_series_points(h, &c->series[k], (double **)&s[k].x, (double **)&s[k].y,
-				      &s[k].n);
+		size_t n = 0;
+
+		rc = rh_series_points(h, &c->series[k], &x[k], &y[k], &n);
+		s[k] = (struct lkh_series){ names[k], x[k], y[k], n };
 		folded |= c->series[k].lo != NULL;
 	}
 	if (!rc)
 		lkh_line_chart(h->f, name, "value", s, c->nseries);
 	for (unsigned int k = 0; k < c->nseries; k++) {
-		free((double *)s[k].x);
-		free((double *)s[k].y);
+		free(x[k]);
+		free(y[k]);
 	}
 	if (!rc && folded)
 		lkh_paraf(h->f,
@@ -426,7 +428,7 @@ static void free_hreport(struct hreport *h)
 	for (unsigned int i = 0; h->classes && i < h->in->classes; i++) {
 		free(h->classes[i].wall.v);
 		free(h->classes[i].cpu.v);
-		for (unsigned int k = 0; k < h->classes[i].nseries; k++) {
+		for (unsigned int k = 0; h->classes[i].series && k < h->classes[i].nseries; k++) {
 			free(h->classes[i].series[k].p);
 			free(h->classes[i].series[k].lo);
 			free(h->classes[i].series[k].hi);
