@@ -165,21 +165,15 @@ static int timeline(struct hreport *h)
 /* A counter's series' names: the thread's, or how many threads share the last. */
 static void series_names(struct hreport *h, const struct hclass *c, char (*names)[96])
 {
-	unsigned int k = 0, shared = 0;
+	for (unsigned int k = 0; k < c->nseries; k++) {
+		const struct lane *l = &h->lanes[c->line_thread[k]];
 
-	for (unsigned int i = 0; i < h->nlanes; i++) {
-		const struct lane *l = &h->lanes[i];
-
-		if (!c->lane_count[i])
-			continue;
-		if (c->others && k == c->nseries - 1) {
-			shared++;
-			continue;
-		}
-		snprintf(names[k++], sizeof(names[0]), "%s (%d)", l->name, l->tid);
+		if (c->shared && k == c->nseries - 1)
+			snprintf(names[k], sizeof(names[0]), "%u other threads together",
+				 c->shared);
+		else
+			snprintf(names[k], sizeof(names[0]), "%s (%d)", l->name, l->tid);
 	}
-	if (c->others)
-		snprintf(names[k], sizeof(names[0]), "%u other threads together", shared);
 }
 
 /* A counter's chart: one line per thread that set it. */
@@ -434,9 +428,8 @@ static void free_hreport(struct hreport *h)
 			free(h->classes[i].series[k].hi);
 		}
 		free(h->classes[i].series);
-		free(h->classes[i].lane_count);
-		free(h->classes[i].lane_series);
 	}
+	counter_lines_free(&h->lines);
 	span_split_free(&h->split);
 	free(h->lanes);
 	free(h->classes);

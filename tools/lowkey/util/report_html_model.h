@@ -12,6 +12,7 @@
 
 #include <lowkey/trace_reader.h>
 
+#include "counter_lines.h"
 #include "html.h"
 #include "samples.h"
 #include "span_split.h"
@@ -42,11 +43,10 @@ struct counter_series {
 struct hclass {
 	uint64_t count;
 	struct samples wall, cpu;
-	uint64_t *lane_count;	       /* counters: each thread's samples (the first pass) */
-	unsigned int *lane_series;     /* counters: each thread's series */
 	struct counter_series *series; /* counters: one per thread that set it, at most MAX_SERIES */
 	unsigned int nseries;
-	bool others; /* the last series is several threads' */
+	unsigned int line_thread[MAX_SERIES]; /* each series' thread */
+	unsigned int shared; /* threads that share the last series; 0: it is one thread's */
 	size_t color;
 };
 
@@ -104,7 +104,8 @@ struct hreport {
 	uint64_t switches; /* switches out */
 	bool drawing;	   /* the second pass */
 	struct lkh_timeline tl;
-	struct span_split split; /* with context switches (--sched): where spans' time went */
+	struct counter_lines lines; /* each counter's samples by thread, and their series */
+	struct span_split split;    /* with context switches (--sched): where spans' time went */
 	FILE *f;
 };
 

@@ -216,56 +216,69 @@ static int add_point(struct counter_series *s, double x, double y)
 }
 
 /* The first pass: a counter's samples by thread, to give each thread its series. */
-static int count_sample(struct hreport *h, struct hclass *c, unsigned int thread)
+static int count_sample(struct hreport *h, const struct lk_trace_event *ev)
 {
-	if (!c->lane_count) {
-		c->lane_count = calloc(h->nlanes + 1, sizeof(*c->lane_count));
-		if (!c->lane_count)
-			return -ENOMEM;
-	}
-	c->lane_count[thread]++;
+	struct counter_thread *e = counter_lines_get(&h->lines, ev->class_id, ev->thread);
+
+	if (!e)
+		return -ENOMEM;
+	e->count++;
 	return 0;
 }
 
-/* A counter's series: one per thread that set it, the last shared once there are too many. */
-static int assign_series(struct hreport *h, struct hclass *c)
+/*
+ * A counter's series: one for each of its n threads (in the trace's order), the last shared once
+ * there are more than MAX_SERIES.
+ */
+static int assign_series(struct hclass *c, struct counter_thread **e, size_t n)
 {
-	unsigned int threads = 0, k = 0;
-
-	for (unsigned int i = 0; i < h->nlanes; i++)
-		threads += c->lane_count[i] > 0;
-	c->nseries = threads < MAX_SERIES ? threads : MAX_SERIES;
-	c->others = threads > MAX_SERIES;
+	c->nseries = n < MAX_SERIES ? (unsigned int)n : MAX_SERIES;
+	c->shared = n > MAX_SERIES ? (unsigned int)(n - (MAX_SERIES - 1)) : 0;
 	c->series = calloc(c->nseries + 1, sizeof(*c->series));
-	c->lane_series = calloc(h->nlanes + 1, sizeof(*c->lane_series));
-	if (!c->series || !c->lane_series)
+	if (!c->series)
 		return -ENOMEM;
-	for (unsigned int i = 0; i < h->nlanes; i++) {
-		if (!c->lane_count[i])
-			continue;
-		c->lane_series[i] = k;
-		c->series[k].count += c->lane_count[i];
-		k += k + 1 < c->nseries;
+	for (size_t i = 0; i < n; i++) {
+		unsigned int k = i < c->nseries ? (unsigned int)i : c->nseries - 1;
+
+		e[i]->line = k;
+		c->series[k].count += e[i]->count;
+		if (i < c->nseries)
+			c->line_thread[k] = e[i]->thread;
 	}
 	return 0;
 }
 
 int rh_first_pass_done(struct hreport *h)
 {
-	for (unsigned int i = 0; i < h->in->classes; i++)
-		if (h->classes[i].lane_count && assign_series(h, &h->classes[i]))
-			return -ENOMEM;
-	if (h->in->sched)
+	struct counter_thread **e;
+	size_t n;
+	int rc;
+
+	if (counter_lines_sorted(&h->lines, &e, &n))
+		return -ENOMEM;
+	rc = 0;
+	for (size_t i = 0, j; !rc && i < n; i = j) {
+		for (j = i; j < n && e[j]->cls == e[i]->cls;)
+			j++;
+		rc = assign_series(&h->classes[e[i]->cls], e + i, j - i);
+	}
+	free(e);
+	if (!rc && h->in->sched)
 		span_split_compute(&h->split);
-	return 0;
+	return rc;
 }
 
 /* A counter's sample: kept, or folded into its pixel column's lowest and highest value. */
 static int sample_counter(struct hreport *h, struct hclass *c, const struct lk_trace_event *ev)
 {
-	struct counter_series *s = &c->series[c->lane_series[ev->thread]];
+	const struct counter_thread *e = counter_lines_find(&h->lines, ev->class_id, ev->thread);
+	struct counter_series *s;
 	double x = rh_seconds(h, ev->ticks), y = ev->value, span = rh_seconds(h, h->last_tick);
 	int col;
+
+	if (!e) /* not in the first pass: the passes read the same events */
+		return 0;
+	s = &c->series[e->line];
 
 	if (s->count <= EXACT_POINTS)
 		return add_point(s, x, y);
@@ -402,7 +415,7 @@ static int on_event(struct hreport *h, const struct lk_trace_event *ev)
 	case LK_PROBE_SPAN_END:
 		return close_span(h, l, ev);
 	case LK_PROBE_COUNTER:
-		return h->drawing ? sample_counter(h, c, ev) : count_sample(h, c, ev->thread);
+		return h->drawing ? sample_counter(h, c, ev) : count_sample(h, ev);
 	default:
 		return 0;
 	}
