@@ -22,6 +22,8 @@
 BUILD ?= build
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
+# Tests run at once (ctest -j): most wait on processes, signals and the disk more than they compute.
+TEST_JOBS ?= $(JOBS)
 CMAKE ?= cmake
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure --timeout 600
@@ -73,14 +75,14 @@ deps:
 
 # build_tests(DIR, CMAKE ARGS, BUILD TARGETS): configure and build (everything where no target is
 # named); check_tests(DIR, CTEST ARGS): run the tests. Each test target below is its build-* then its
-# check-* target: .ci/run builds the next tree, at the lowest priority, while the tests of the
-# current one run (they leave CPU time idle: they wait on processes, signals and the disk).
+# check-* target: .ci/run builds the other trees one after the other, at the lowest priority, while
+# the tests of those built run (they leave CPU time idle: they wait on processes, signals, the disk).
 define build_tests
 	$(call configure,$(1),-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON $(2))
 	$(CMAKE) --build $(1) -j $(JOBS) $(3)
 endef
 define check_tests
-	cd $(1) && ctest $(CTEST_FLAGS) -j $(JOBS) $(2)
+	cd $(1) && ctest $(CTEST_FLAGS) -j $(TEST_JOBS) $(2)
 endef
 
 # Builds that run some suites only (CTest labels: each test carries its folder's name, some more):
@@ -154,9 +156,14 @@ check-portable:
 # test-compilers does both cell by cell.
 MATRIX ?= gcc,g++,c11,c++20,mold clang,clang++,c11,c++17,bfd clang,clang++,gnu11,gnu++20,lld
 
-# The shell loop over the cells: $$dir, $$cc ... set for the commands in $(1).
+# The shell loop over the cells: $$dir, $$cc ... set for the commands in $(1). $$clis: the command
+# lines built so far, as COMPILER=PATH (the compiler's real path), make test's first where built.
 define each_cell
-	@set -e; for cell in $(MATRIX); do \
+	@set -e; clis=; \
+	if [ -x $(BUILD)/tools/lowkey/lowkey ] && [ -f $(BUILD)/CMakeCache.txt ]; then \
+		clis="$$(readlink -f $$(sed -n 's/^CMAKE_C_COMPILER:FILEPATH=//p' $(BUILD)/CMakeCache.txt))=$(abspath $(BUILD))/tools/lowkey/lowkey"; \
+	fi; \
+	for cell in $(MATRIX); do \
 		set -- $$(echo $$cell | tr , ' '); \
 		cstd=$${3#c}; cstd=$${cstd#gnu}; cext=OFF; case $$3 in gnu*) cext=ON;; esac; \
 		xstd=$${4#c++}; xstd=$${xstd#gnu++}; xext=OFF; case $$4 in gnu*) xext=ON;; esac; \
@@ -165,13 +172,20 @@ define each_cell
 		$(1) \
 	done
 endef
-build_cell = CC=$$1 CXX=$$2 $(call configure,$$dir,-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON \
+# A cell runs the command line of a build by its compiler made before it (LK_CLI, CMakeLists.txt):
+# the CLI reads what the tests record, and is built and tested in make test (GCC) and once with
+# Clang; the cells' subject is the users' side of the headers.
+build_cell = real=$$(readlink -f $$(command -v $$1)); cli=; \
+		for e in $$clis; do case $$e in "$$real="*) cli=$${e\#*=}; break;; esac; done; \
+		CC=$$1 CXX=$$2 $(call configure,$$dir,-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON \
 			-DLK_TEST_C_STANDARD=$$cstd -DLK_TEST_C_EXTENSIONS=$$cext \
 			-DLK_TEST_CXX_STANDARD=$$xstd -DLK_TEST_CXX_EXTENSIONS=$$xext \
 			-DCMAKE_EXE_LINKER_FLAGS=$$ld -DCMAKE_SHARED_LINKER_FLAGS=$$ld \
-			-DCMAKE_MODULE_LINKER_FLAGS=$$ld) >/dev/null; \
-		$(CMAKE) --build $$dir -j $(JOBS) --target compiler-tests;
-check_cell = (cd $$dir && ctest $(CTEST_FLAGS) -j $(JOBS) -L compilers);
+			-DCMAKE_MODULE_LINKER_FLAGS=$$ld -DLK_CLI=$$cli) >/dev/null; \
+		echo "command line: $${cli:-built here}"; \
+		$(CMAKE) --build $$dir -j $(JOBS) --target compiler-tests; \
+		[ -n "$$cli" ] || clis="$$clis $$real=$(abspath $$dir)/tools/lowkey/lowkey";
+check_cell = (cd $$dir && ctest $(CTEST_FLAGS) -j $(TEST_JOBS) -L compilers);
 
 test-compilers: deps
 	$(call each_cell,$(build_cell) $(check_cell))
@@ -200,7 +214,7 @@ define build_cross
 		-DLK_WERROR=ON -DLK_BUILD_TESTS=ON -DLK_REQUIRE_TESTS=ON $(2) $(CMAKE_FLAGS)
 	$(CMAKE) --build $(BUILD)-$(1) -j $(JOBS) $(call suite_targets,$(CROSS_SUITES))
 endef
-check_cross = cd $(BUILD)-$(1) && ctest $(CTEST_FLAGS) -j $(JOBS) $(call suite_labels,$(CROSS_SUITES)) $(CROSS_CTEST_FLAGS)
+check_cross = cd $(BUILD)-$(1) && ctest $(CTEST_FLAGS) -j $(TEST_JOBS) $(call suite_labels,$(CROSS_SUITES)) $(CROSS_CTEST_FLAGS)
 
 cross-deps-aarch64:
 	@dpkg --print-foreign-architectures | grep -qx arm64 || $(SUDO_IF) dpkg --add-architecture arm64

@@ -4,19 +4,19 @@
 
   check_split.py PAGE.html REPORT.txt
 
-REPORT.txt is `lowkey report` of the same trace. The page's table of threads (tid, name, in spans,
-on-CPU, runnable, blocked) must have a row for each thread of the text report's threads table,
-with the same four figures as written there; its table of span events (span event, spans, wall,
-on-CPU, runnable, blocked) the same rows as the text's "spans (time, --sched)". Some thread must
-have spent time blocked in its spans (the test program sleeps in some), so that a split of all
-zeros cannot pass. Exits 0 if all holds, 1 with the reasons otherwise.
+REPORT.txt is `lowkey report` of the same trace. The page's table of threads (tid, name, in
+spans, on-CPU (switches), runnable, blocked) must have a row for each thread of the text report's
+threads table, with the same four figures as written there; its table of span events (span event,
+spans, wall, on-CPU (switches), runnable, blocked) the same rows as the text's "spans (time,
+--sched)". Some thread must have spent time blocked in its spans (the test program sleeps in
+some), so that a split of all zeros cannot pass. Exits 0 if all holds, 1 with the reasons otherwise.
 """
 import html.parser
 import re
 import sys
 
-THREAD_COLS = ["tid", "name", "in spans", "on-CPU", "runnable", "blocked"]
-EVENT_COLS = ["span event", "spans", "wall", "on-CPU", "runnable", "blocked"]
+THREAD_COLS = ["tid", "name", "in spans", "on-CPU (switches)", "runnable", "blocked"]
+EVENT_COLS = ["span event", "spans", "wall", "on-CPU (switches)", "runnable", "blocked"]
 
 
 class Tables(html.parser.HTMLParser):

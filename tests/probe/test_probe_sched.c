@@ -3,7 +3,9 @@
  * Off-CPU time on the timeline (LK_TRACE_SCHED, lowkey trace --sched): the threads' context
  * switches are in the trace, and `lowkey report` splits each span's wall time by them.
  *   - a span that sleeps is blocked for at least its sleep; a span that spins is on a CPU for at
- *     least the CPU time it spun (lower bounds the kernel guarantees, not timings);
+ *     least the CPU time it spun, less the scheduler's switches into it, which the kernel charges
+ *     before the switch-in record (each bounded by a short sleep's charge, measured: lower bounds
+ *     the kernel guarantees, not timings);
  *   - two threads spinning on one CPU (pinned there) are preempted for each other: runnable time;
  *   - threads started after the trace began are covered (all three above run in such threads),
  *     and the streams of threads that exited are closed (64 threads come and go);
@@ -15,9 +17,12 @@
  *     --sched` fail saying why and what to change, and a trace without it still works.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,6 +33,8 @@
 
 #include "cli/run.h"
 #include "counter/helpers.h"
+#include "format/ctf/ctf.h"
+#include "internal/probe.h"
 #include "trace_check.h"
 
 static struct lkt_run out;
@@ -56,15 +63,66 @@ static void sleepy(void)
 	nanosleep(&ms20, NULL);
 }
 
+/*
+ * On-CPU time (the switches') falls short of the CPU time the kernel charged by the scheduler's
+ * path into the thread at each switch in, which the kernel charges to it before its switch-in
+ * record (docs/trace.md, "Two CPU times"). Each spinning thread counts its switches while it
+ * spins and bounds that path by the largest charge of a short sleep, which holds a whole switch
+ * in and a system call besides.
+ */
+struct switch_gap {
+	uint64_t switches, charge_max;
+};
+
+static struct switch_gap busy_gap, contend_gap[2];
+
+static uint64_t thread_switches(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_THREAD, &ru);
+	return (uint64_t)(ru.ru_nvcsw + ru.ru_nivcsw);
+}
+
+static void measure_switch_charge(struct switch_gap *g)
+{
+	struct timespec us1 = { 0, 1000 };
+
+	for (int i = 0; i < 8; i++) {
+		uint64_t before = thread_cpu_ns(), charged;
+
+		nanosleep(&us1, NULL);
+		charged = thread_cpu_ns() - before;
+		if (charged > g->charge_max)
+			g->charge_max = charged;
+	}
+}
+
+/* Spin ns of CPU time, counting the switches meanwhile into g. */
+static void spin_counted(uint64_t ns, struct switch_gap *g)
+{
+	uint64_t before = thread_switches();
+
+	spin_cpu(ns);
+	g->switches += thread_switches() - before;
+}
+
+/* The most on-CPU time can fall short of the CPU time spun by, in ns. */
+static double gap_ns(const struct switch_gap *g)
+{
+	return (double)g->switches * (double)g->charge_max;
+}
+
 static void busy(void)
 {
 	LK_SPAN(sch, busy);
-	spin_cpu(20 * 1000 * 1000);
+	spin_counted(20 * 1000 * 1000, &busy_gap);
 }
 
 static void *sleeper_and_spinner(void *arg)
 {
 	(void)arg;
+	measure_switch_charge(&busy_gap);
 	for (int i = 0; i < 3; i++) {
 		sleepy();
 		busy();
@@ -77,16 +135,17 @@ static int shared_cpu;
 /* Pinned to shared_cpu with the other one, each spins 60 ms of CPU time in a span. */
 static void *contender(void *arg)
 {
+	struct switch_gap *g = arg;
 	cpu_set_t set;
 
-	(void)arg;
 	CPU_ZERO(&set);
 	CPU_SET(shared_cpu, &set);
 	if (sched_setaffinity(0, sizeof(set), &set) != 0)
 		return (void *)1;
+	measure_switch_charge(g);
 	{
 		LK_SPAN(sch, contend);
-		spin_cpu(60 * 1000 * 1000);
+		spin_counted(60 * 1000 * 1000, g);
 	}
 	return NULL;
 }
@@ -132,14 +191,20 @@ static void spans_are_split_by_the_switches(void **state)
 	/* every thread here starts after the trace did */
 	pthread_create(&s, NULL, sleeper_and_spinner, NULL);
 	pthread_join(s, NULL);
-	pthread_create(&a, NULL, contender, NULL);
-	pthread_create(&b, NULL, contender, NULL);
+	pthread_create(&a, NULL, contender, &contend_gap[0]);
+	pthread_create(&b, NULL, contender, &contend_gap[1]);
 	pthread_join(a, &ra);
 	pthread_join(b, &rb);
 	assert_null(ra);
 	assert_null(rb);
 	assert_int_equal(lk_trace_stop(), 0);
 	assert_int_equal(lk_probe_reset_rules(), 0);
+	print_message("switches while spinning: busy %llu, contend %llu + %llu; the largest charge "
+		      "of a short sleep %.1f us\n",
+		      (unsigned long long)busy_gap.switches,
+		      (unsigned long long)contend_gap[0].switches,
+		      (unsigned long long)contend_gap[1].switches,
+		      (double)contend_gap[0].charge_max / 1e3);
 
 	lkt_sh(&out,
 	       "%s report --json '%s' | python3 -c '"
@@ -149,15 +214,16 @@ static void spans_are_split_by_the_switches(void **state)
 	       "s=c[\"sleepy\"]; b=c[\"busy\"]; k=c[\"contend\"]\n"
 	       /* three 20 ms sleeps: blocked for 60 ms at least, whatever else happened */
 	       "assert s[\"blocked_ns\"] >= 59e6 and s[\"blocked_ns\"] <= s[\"wall_ns\"], s\n"
-	       /* three spans spinning 20 ms of CPU time: on a CPU that long at least */
-	       "assert b[\"on_cpu_ns\"] >= 59e6 and b[\"blocked_ns\"] < b[\"on_cpu_ns\"], b\n"
+	       /* three spans spinning 20 ms of CPU time: on a CPU that long at least, but for the
+		* switches into them (switch_gap) */
+	       "assert b[\"on_cpu_ns\"] >= 59e6 - %.0f and b[\"blocked_ns\"] < b[\"on_cpu_ns\"], b\n"
 	       /* two spinners on one CPU wait for each other */
-	       "assert k[\"runnable_ns\"] > 0 and k[\"on_cpu_ns\"] >= 119e6, k\n"
+	       "assert k[\"runnable_ns\"] > 0 and k[\"on_cpu_ns\"] >= 119e6 - %.0f, k\n"
 	       "for x in (s, b, k):\n"
 	       "  assert abs(x[\"on_cpu_ns\"] + x[\"runnable_ns\"] + x[\"blocked_ns\"] - x[\"wall_ns\"]) < 1e3, x\n"
 	       "t=[x for x in d[\"threads\"] if x[\"events\"] > 0]\n"
 	       "assert len(t) == 3 and all(x[\"switches\"] > 0 for x in t), t\n'",
-	       LOWKEY, dir);
+	       LOWKEY, dir, gap_ns(&busy_gap), gap_ns(&contend_gap[0]) + gap_ns(&contend_gap[1]));
 	if (out.status)
 		print_error("%s\n", out.out);
 	assert_int_equal(out.status, 0);
@@ -439,6 +505,148 @@ static int deny_eperm(void)
 	return deny_perf_event_open(EPERM);
 }
 
+static pid_t napper_tid;
+
+/* Three spans that each sleep 5 ms: a switch out and a switch in inside each. */
+static void *napper(void *arg)
+{
+	struct timespec ms5 = { 0, 5 * 1000 * 1000 };
+
+	(void)arg;
+	napper_tid = (pid_t)syscall(SYS_gettid);
+	{
+		LK_SPAN(lostin, a);
+		nanosleep(&ms5, NULL);
+	}
+	{
+		LK_SPAN(lostin, b);
+		nanosleep(&ms5, NULL);
+	}
+	{
+		LK_SPAN(lostin, c);
+		nanosleep(&ms5, NULL);
+	}
+	return NULL;
+}
+
+struct switch_rec {
+	uint64_t tsc;
+	unsigned int cpu;
+	bool out, preempted;
+};
+
+/* The napper's switches, and the span lostin:b's ends; how many switches. */
+static size_t napper_switches(const char *dir, struct switch_rec *sw, size_t cap, uint64_t *b_begin,
+			      uint64_t *b_end)
+{
+	struct lk_trace_file *tf;
+	struct lk_trace_event ev;
+	size_t n = 0;
+
+	assert_int_equal(lk_trace_file_open(dir, &tf), 0);
+	while (lk_trace_file_next(tf, &ev) == 1) {
+		if (ev.tid != napper_tid)
+			continue;
+		if (ev.type != LK_TRACE_EV_PROBE && n < cap)
+			sw[n++] = (struct switch_rec){ ev.ticks, ev.cpu,
+						       ev.type == LK_TRACE_EV_SWITCH_OUT,
+						       ev.preempted };
+		if (ev.type == LK_TRACE_EV_PROBE && ev.kind == LK_PROBE_SPAN_END && ev.paired &&
+		    strcmp(ev.name, "b") == 0) {
+			*b_begin = ev.begin_ticks;
+			*b_end = ev.ticks;
+		}
+	}
+	lk_trace_file_close(tf);
+	return n;
+}
+
+/* The napper's switch stream written again without the switch in at index lost (sched.c's layout). */
+static void rewrite_without(const char *dir, const struct switch_rec *sw, size_t n, size_t lost)
+{
+	unsigned char head[20], uuid[16], rec[28 * 256];
+	char path[512];
+	size_t len = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/stream-%d-sched", dir, (int)napper_tid);
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, head, sizeof(head), 0), (ssize_t)sizeof(head));
+	memcpy(uuid, head + 4, sizeof(uuid)); /* after the packet's magic */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t h = lk__probe_header(sw[i].tsc,
+					      sw[i].out ? LK__EVENT_SCHED_OUT : LK__EVENT_SCHED_IN);
+		int32_t vtid = (int32_t)napper_tid;
+		uint64_t cpu = sw[i].cpu, preempted = sw[i].preempted;
+
+		if (i == lost)
+			continue;
+		memcpy(rec + len, &h, 8);
+		memcpy(rec + len + 8, &vtid, 4);
+		memcpy(rec + len + 12, &cpu, 8);
+		len += 20;
+		if (sw[i].out) {
+			memcpy(rec + len, &preempted, 8);
+			len += 8;
+		}
+	}
+	assert_int_equal(ftruncate(fd, 0), 0);
+	assert_int_equal(lk__ctf_put_packet(fd, uuid, 1, napper_tid, sw[0].tsc, sw[n - 1].tsc, 0, 0,
+					    false, rec, len),
+			 0);
+	close(fd);
+}
+
+/*
+ * A switch in the kernel lost (its ring full) leaves a switch out with no switch in after it: the
+ * report counts that interval for nothing, not as blocked to the end of the trace, so the spans
+ * after it are split as before (on-CPU never below zero, blocked never above the wall time).
+ */
+static void a_lost_switch_in_blocks_no_later_span(void **state)
+{
+	struct lk_trace_config c = { .flags = LK_TRACE_SCHED, .flush_ms = 10 };
+	struct switch_rec sw[256];
+	uint64_t b_begin = 0, b_end = 0;
+	size_t n, lost;
+	pthread_t t;
+	char dir[256];
+
+	(void)state;
+	if (!sched_allowed() || lkt_sh(&out, "command -v python3") != 0)
+		skip();
+	assert_true(lk_probe_enable("lostin") >= 0);
+	lkt_path(dir, sizeof(dir), "sched-lost-in");
+	c.path = dir;
+	assert_int_equal(lk_trace_start(&c), 0);
+	pthread_create(&t, NULL, napper, NULL);
+	pthread_join(t, NULL);
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_probe_reset_rules(), 0);
+
+	n = napper_switches(dir, sw, 256, &b_begin, &b_end);
+	assert_true(n > 0 && n < 256 && b_end > b_begin);
+	for (lost = 0;
+	     lost < n && (sw[lost].out || sw[lost].tsc <= b_begin || sw[lost].tsc >= b_end); lost++)
+		;
+	assert_true(lost < n); /* b slept: it was switched back in inside the span */
+	rewrite_without(dir, sw, n, lost);
+	lkt_sh(&out,
+	       "%s report --json '%s' | python3 -c '"
+	       "import json,sys; d=json.load(sys.stdin)\n"
+	       "c={x[\"event\"]: x[\"split\"] for x in d[\"classes\"] if \"split\" in x}\n"
+	       "assert sorted(c) == [\"a\", \"b\", \"c\"], c\n"
+	       "for x in c.values():\n"
+	       "  assert x[\"on_cpu_ns\"] >= 0 and x[\"blocked_ns\"] <= x[\"wall_ns\"], c\n"
+	       /* a and c slept 5 ms and were switched back in: blocked that long */
+	       "assert c[\"a\"][\"blocked_ns\"] >= 4.9e6 and c[\"c\"][\"blocked_ns\"] >= 4.9e6, c\n'",
+	       LOWKEY, dir);
+	if (out.status)
+		print_error("%s\n", out.out);
+	assert_int_equal(out.status, 0);
+	lkt_rmrf(dir);
+}
+
 /* In a child under a seccomp filter that denies perf_event_open: LK_TRACE_SCHED says so. */
 static void denied_sched_says_why(void **state)
 {
@@ -519,6 +727,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(spans_are_split_by_the_switches),
 		cmocka_unit_test(exited_threads_close_their_streams),
+		cmocka_unit_test(a_lost_switch_in_blocks_no_later_span),
 		cmocka_unit_test(sched_asked_of_a_running_process),
 		cmocka_unit_test(a_flight_recorder_keeps_the_newest_switches),
 		cmocka_unit_test(snapshots_in_every_format_with_switches),

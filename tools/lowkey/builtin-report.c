@@ -85,7 +85,7 @@ static int close_span(struct report *rep, struct per_thread *t, const struct lk_
 	return rep->in->sched ? span_split_event(&rep->split, ev) : 0;
 }
 
-/* A switch out opens an interval off the CPU, a switch in closes it. */
+/* A context switch: counted, and into the split (span_split.c). */
 static int on_switch(struct report *rep, struct per_thread *t, const struct lk_trace_event *ev)
 {
 	rep->switch_records++;
@@ -207,8 +207,8 @@ static void print_split(const struct report *rep)
 	const struct lk_trace_file_info *r = rep->in;
 	char name[200], a[32], b[32], c[32], d[32];
 
-	printf("\n%-32s %8s %12s %12s %12s %12s\n", "spans (time, --sched)", "count", "wall",
-	       "on-CPU", "runnable", "blocked");
+	printf("\n%-32s %8s %12s %17s %12s %12s\n", "spans (time, --sched)", "count", "wall",
+	       "on-CPU (switches)", "runnable", "blocked");
 	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
 		const struct per_class *pc = &rep->classes[i];
 
@@ -218,13 +218,17 @@ static void print_split(const struct report *rep)
 		span_split_fmt_ns(b, sizeof(b), rep->split.by_class[i].on_cpu);
 		span_split_fmt_ns(c, sizeof(c), rep->split.by_class[i].runnable);
 		span_split_fmt_ns(d, sizeof(d), rep->split.by_class[i].blocked);
-		printf("  %-30s %8zu %12s %12s %12s %12s\n",
+		printf("  %-30s %8zu %12s %17s %12s %12s\n",
 		       class_name(&rep->cls[i], name, sizeof(name)), pc->wall.n, a, b, c, d);
 	}
 	printf("  (%" PRIu64
 	       " context switches; runnable: preempted, waiting for a CPU; blocked: sleeping or "
 	       "waiting)\n",
 	       rep->switches);
+	printf("  (on-CPU (switches): wall time between the thread's switch-in and switch-out records, "
+	       "not its CPU time:\n   the kernel charges a thread for the scheduler's switch into it, "
+	       "before that record, and not for\n   time its virtual CPU was stolen; cputime is the "
+	       "kernel's: docs/trace.md, \"Two CPU times\")\n");
 	if (r->sched_lost)
 		printf("  %" PRIu64
 		       " context switches were lost (the kernel's ring was full): the split is "
@@ -343,8 +347,8 @@ static void print_events(const struct report *rep)
 	}
 }
 
-/* p50, p99 and max of samples, each formatted. */
-static void print_percentiles(struct samples *v)
+/* p50, p99 and max of samples, each formatted, in columns width wide. */
+static void print_percentiles(struct samples *v, int width)
 {
 	char a[32], b[32], c[32];
 
@@ -352,7 +356,7 @@ static void print_percentiles(struct samples *v)
 	span_split_fmt_ns(a, sizeof(a), samples_pct(v, 50));
 	span_split_fmt_ns(b, sizeof(b), samples_pct(v, 99));
 	span_split_fmt_ns(c, sizeof(c), samples_pct(v, 100));
-	printf(" %10s %10s %10s", a, b, c);
+	printf(" %*s %*s %*s", width, a, width, b, width, c);
 }
 
 static void print_spans(struct report *rep)
@@ -361,8 +365,8 @@ static void print_spans(struct report *rep)
 	char name[200];
 
 	printf("\n%-32s %8s %10s %10s %10s", "spans (wall)", "count", "p50", "p99", "max");
-	if (cputime)
-		printf("   %10s %10s %10s", "p50 cpu", "p99 cpu", "max cpu");
+	if (cputime) /* the kernel's thread CPU time, not the --sched split's on-CPU */
+		printf("   %11s %11s %11s", "p50 cputime", "p99 cputime", "max cputime");
 	putchar('\n');
 	for (size_t i = 0; i < rep->in->classes; i++) {
 		struct per_class *pc = &rep->classes[i];
@@ -370,10 +374,10 @@ static void print_spans(struct report *rep)
 		if (!pc->wall.n)
 			continue;
 		printf("  %-30s %8zu", class_name(&rep->cls[i], name, sizeof(name)), pc->wall.n);
-		print_percentiles(&pc->wall);
+		print_percentiles(&pc->wall, 10);
 		if (cputime) {
 			printf("  ");
-			print_percentiles(&pc->cpu);
+			print_percentiles(&pc->cpu, 11);
 		}
 		putchar('\n');
 	}
@@ -409,7 +413,7 @@ static void print_thread_split(const struct split *x)
 	span_split_fmt_ns(a, sizeof(a), x->on_cpu);
 	span_split_fmt_ns(b, sizeof(b), x->runnable);
 	span_split_fmt_ns(c, sizeof(c), x->blocked);
-	printf(" %12s %12s %12s", a, b, c);
+	printf(" %17s %12s %12s", a, b, c);
 }
 
 static void print_threads(const struct report *rep)
@@ -418,9 +422,9 @@ static void print_threads(const struct report *rep)
 
 	printf("\n%-10s %-16s %10s %10s %12s", "threads", "name", "events", "lost", "in spans");
 	if (rep->in->cputime)
-		printf(" %12s", "spans cpu");
+		printf(" %14s", "spans cputime");
 	if (rep->in->sched)
-		printf(" %12s %12s %12s", "on-CPU", "runnable", "blocked");
+		printf(" %17s %12s %12s", "on-CPU (switches)", "runnable", "blocked");
 	putchar('\n');
 	for (size_t k = rep->nthreads; k-- > 0;) {
 		const struct per_thread *t = &rep->threads[k];
@@ -430,15 +434,15 @@ static void print_threads(const struct report *rep)
 		       lk__text_escape(t->name, shown, sizeof(shown)), t->events, t->lost, a);
 		if (rep->in->cputime) {
 			span_split_fmt_ns(b, sizeof(b), t->span_cpu_ns);
-			printf(" %12s", b);
+			printf(" %14s", b);
 		}
 		if (rep->in->sched)
 			print_thread_split(&rep->split.by_thread[k]);
 		putchar('\n');
 	}
 	if (rep->in->sched)
-		printf("  (on-CPU, runnable, blocked: the thread's outermost spans' wall time, split by "
-		       "its context switches)\n");
+		printf("  (on-CPU (switches), runnable, blocked: the thread's outermost spans' wall time, "
+		       "split by its context switches)\n");
 }
 
 static void print_text(struct report *rep, const char *path)
@@ -517,6 +521,29 @@ static void thread_json(struct lk__json *j, const struct report *rep, const stru
 	lk__json_close(j);
 }
 
+/*
+ * What the two CPU figures are: they differ by design (docs/trace.md, "Two CPU times"), so a
+ * script that reads one for the other is told which is which.
+ */
+static void json_measures(struct lk__json *j, const struct lk_trace_file_info *r)
+{
+	if (!r->cputime && !r->sched)
+		return;
+	lk__json_object(j, "measures");
+	if (r->cputime) {
+		lk__json_str(j, "cpu_ns",
+			     "thread CPU time (CLOCK_THREAD_CPUTIME_ID) at the span's ends");
+		lk__json_str(j, "span_cpu_ns", "the same, over the thread's outermost spans");
+	}
+	if (r->sched)
+		lk__json_str(
+			j, "on_cpu_ns",
+			"wall time between the thread's switch-in and switch-out records; not "
+			"CPU time: without the scheduler's switches into the thread, with time "
+			"its virtual CPU was stolen");
+	lk__json_close(j);
+}
+
 static void print_json(struct report *rep, const char *path)
 {
 	const struct lk_trace_file_info *r = rep->in;
@@ -537,6 +564,7 @@ static void print_json(struct report *rep, const char *path)
 		lk__json_uint(&j, "switches", rep->switches);
 		json_count(&j, "switches_lost", ctf, r->sched_lost);
 	}
+	json_measures(&j, r);
 	lk__json_array(&j, "classes");
 	for (size_t i = 0; i < r->classes; i++) { /* by name: the same order in every format */
 

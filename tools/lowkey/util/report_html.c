@@ -128,7 +128,10 @@ static int timeline(struct hreport *h)
 			h->f,
 			"Below each thread's spans, its time off the CPU (the trace has its context switches): "
 			"hatched orange while it was runnable but preempted, hatched grey while it was blocked (asleep, "
-			"waiting for I/O, a lock, a timer).");
+			"waiting for I/O, a lock, a timer). The time between strips is wall time between the "
+			"thread's switch records, not its CPU time (the cputime columns): the kernel charges a "
+			"thread for the scheduler's switch into it and not for time its virtual CPU was "
+			"stolen (docs/trace.md, \"Two CPU times\").");
 	else
 		lkh_para(
 			h->f,
@@ -254,8 +257,8 @@ static void split_cells(FILE *f, const struct split *x)
 /* The text report's threads' split, in its order (the latest thread first) and its units. */
 static void split_thread_table(struct hreport *h)
 {
-	static const char *const cols[] = { "tid",    "name",	  "in spans",
-					    "on-CPU", "runnable", "blocked" };
+	static const char *const cols[] = { "tid",	"name",	  "in spans", "on-CPU (switches)",
+					    "runnable", "blocked" };
 
 	lkh_table_begin(h->f, cols, 6);
 	for (unsigned int k = h->nlanes; k-- > 0;) {
@@ -270,8 +273,8 @@ static void split_thread_table(struct hreport *h)
 
 static void split_event_table(struct hreport *h)
 {
-	static const char *const cols[] = { "span event", "spans",    "wall",
-					    "on-CPU",	  "runnable", "blocked" };
+	static const char *const cols[] = { "span event",	 "spans",    "wall",
+					    "on-CPU (switches)", "runnable", "blocked" };
 	char name[200];
 
 	lkh_table_begin(h->f, cols, 6);
@@ -291,7 +294,7 @@ static void split_event_table(struct hreport *h)
 /* Each thread with spans as a bar: its outermost spans' on-CPU, runnable and blocked time. */
 static int split_chart(struct hreport *h)
 {
-	static const char *const parts[] = { "on-CPU", "runnable (preempted)",
+	static const char *const parts[] = { "on-CPU (between switches)", "runnable (preempted)",
 					     "blocked (asleep, waiting)" };
 	static const char *const colors[] = { "#4e79a7", "#d9861c", "#6e7882" };
 	char(*labels)[96] = calloc(MAX_LANES, sizeof(*labels));
@@ -335,7 +338,9 @@ static int sched_split(struct hreport *h)
 		"Where the spans' wall time went, split by the threads' context switches: on a CPU, "
 		"runnable (preempted, waiting for a CPU), or blocked (asleep, waiting for I/O, a lock, "
 		"a timer). For each thread, its outermost spans (nested spans are inside them); for "
-		"each span event, all its spans. The figures are lowkey report's.");
+		"each span event, all its spans. The figures are lowkey report's. On-CPU is wall time "
+		"between the thread's switch records, not its CPU time (the cputime columns; "
+		"docs/trace.md, \"Two CPU times\").");
 	rc = split_chart(h);
 	if (rc)
 		return rc;
@@ -365,16 +370,17 @@ static void percentiles(FILE *f, struct samples *s)
 
 static void event_table(struct hreport *h)
 {
-	static const char *const cols[] = { "event",   "kind",	  "count",  "per second",
-					    "spans",   "p50",	  "p99",    "max",
-					    "p50 CPU", "p99 CPU", "max CPU" };
+	static const char *const cols[] = { "event",	   "kind",	 "count",
+					    "per second",  "spans",	 "p50",
+					    "p99",	   "max",	 "p50 cputime",
+					    "p99 cputime", "max cputime" };
 	const struct lk_trace_file_info *r = h->in;
 	double secs = rh_seconds(h, h->last_tick);
 	char name[200];
 
 	lkh_section(h->f, "Events",
 		    "Every event of the trace by provider:event and kind; span durations by wall "
-		    "time and, where recorded, thread CPU time.");
+		    "time and, where recorded, the kernel's thread CPU time (cputime).");
 	lkh_table_begin(h->f, cols, r->cputime ? 11 : 8);
 	for (unsigned int i = 0; i < r->classes;
 	     i++) { /* by name: the same order in every format */

@@ -66,12 +66,19 @@ int span_split_init(struct span_split *s, uint64_t tick_hz, unsigned int nthread
 	return s->threads && s->by_class && s->by_thread ? 0 : -ENOMEM;
 }
 
-/* A switch out opens an interval off the CPU, a switch in closes it. */
+/*
+ * A switch out opens an interval off the CPU, a switch in closes it. A switch out that finds the
+ * last interval open means the switch in between was lost (the kernel's ring was full; the report
+ * says so): when the thread came back is unknown, so that interval counts for nothing rather than
+ * for everything up to the end of the trace, and the intervals stay in time order.
+ */
 static int on_switch(struct split_thread *t, const struct lk_trace_event *ev)
 {
 	if (ev->type == LK_TRACE_EV_SWITCH_OUT) {
 		struct off_interval o = { ev->ticks, UINT64_MAX, ev->preempted };
 
+		if (t->noff && t->off[t->noff - 1].in == UINT64_MAX)
+			t->off[t->noff - 1].in = t->off[t->noff - 1].out;
 		return push_item((void **)&t->off, &t->noff, &t->capoff, &o, sizeof(o));
 	}
 	if (t->noff && t->off[t->noff - 1].in == UINT64_MAX)
