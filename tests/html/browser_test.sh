@@ -17,7 +17,12 @@ if ! command -v python3 >/dev/null; then
 	exit 77
 fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/lkt-html.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
+# LK_HTML_SCREENSHOTS=DIR keeps each page and its screenshot there, to be looked at
+keep() {
+	[ -z "${LK_HTML_SCREENSHOTS:-}" ] || cp "$dir/$kind.html" "$dir/$kind.png" "$LK_HTML_SCREENSHOTS/" 2>/dev/null || true
+	rm -rf "$dir"
+}
+trap keep EXIT
 page=$dir/$kind.html
 check() {
 	python3 "$here/check_page.py" "$chromium" "$page" "$dir/$kind.png" "$@"
@@ -26,11 +31,11 @@ case $kind in
 report|report_json|report_perfetto)
 	# with the context switches where this machine lets lowkey record them (perf_event_open)
 	if "$lowkey" trace --sched -c -o "$dir/t.ctf" -- "$target"; then
-		offcpu="rect.offcpu>=4"
+		sched=yes offcpu="rect.offcpu>=4" split="svg.stacked=1" parts="rect.part>=3"
 	else
-		echo "(no --sched here: the timeline is checked without its off-CPU strips)"
+		echo "(no --sched here: the timeline is checked without its off-CPU strips, and no split)"
 		"$lowkey" trace -c -o "$dir/t.ctf" -- "$target"
-		offcpu="rect.offcpu=0"
+		sched=no offcpu="rect.offcpu=0" split="svg.stacked=0" parts="rect.part=0"
 	fi
 	# the same page from the trace converted to JSON or Perfetto (lowkey report reads all three)
 	trace=$dir/t.ctf
@@ -41,12 +46,23 @@ report|report_json|report_perfetto)
 	[ "$trace" = "$dir/t.ctf" ] || "$lowkey" convert -q "$dir/t.ctf" -o "$trace"
 	"$lowkey" report --html "$page" "$trace"
 	# 3 span events x (wall, CPU), the timeline with the 4 threads' spans (and their hatched
-	# off-CPU strips), 2 counters, 2 tables; the palette's first three colours are the span
-	# events' (app:execute, app:parse, app:request)
+	# off-CPU strips), with --sched the split by thread (a bar of up to 3 parts for each worker:
+	# the main thread has no span) and its 2 tables,
+	# 3 counters drawn one line per thread that set it, 2 tables; the palette's first three
+	# colours are the span events' (app:execute, app:parse, app:request)
+	tables=2
+	[ $sched = no ] || tables=4
 	check --expect svg.histogram=6 --expect "rect.bar>=18" --expect svg.timeline=1 --expect rect.lane=4 \
-	      --expect "rect.span>=50" --expect "$offcpu" --expect "pattern=2" --expect svg.line=2 --expect polyline=2 --expect table=2 --expect script=0 \
+	      --expect "rect.span>=50" --expect "$offcpu" --expect "pattern=2" --expect "$split" --expect "$parts" \
+	      --expect svg.line=3 --expect polyline.series=8 --expect table=$tables --expect script=0 \
+	      --series "app:progress=4" --series "app:queue_depth=3" --series "app:latency_us=1" \
 	      --text "app:request: wall time (360 spans)" --text "worker-2" \
 	      --colour 4e79a7 --colour f28e2b --colour 59a14f
+	if [ $sched = yes ]; then
+		# the split's figures are the text report's, by thread and by span event
+		"$lowkey" report "$trace" >"$dir/report.txt"
+		python3 "$here/check_split.py" "$page" "$dir/report.txt"
+	fi
 	;;
 hostile)
 	# a thread name that is markup, and an event name with markup and a byte that is not UTF-8
@@ -56,7 +72,7 @@ hostile)
 		[ -f "$f" ] && grep -q latency_us "$f" && sed -i "s#latency_us#$hostile#g" "$f" && break
 	done
 	"$lowkey" report --html "$page" "$dir/t.ctf"
-	check --expect script=0 --expect svg.histogram=3 --expect svg.line=2 \
+	check --expect script=0 --expect svg.histogram=3 --expect svg.line=3 \
 	      --text '</svg><script> (' --text 'app:</svg><script>alert(1)</script>'
 	;;
 locks)

@@ -3,7 +3,7 @@
 """Load one of lowkey's HTML pages in headless Chromium and check that it rendered.
 
   check_page.py CHROMIUM PAGE.html PNG [--expect SELECTOR=N | SELECTOR>=N]... [--colour RRGGBB]...
-                [--text STRING]...
+                [--text STRING]... [--series TITLE=N]...
 
 1. The page is self-contained: its source names no http(s) or protocol-relative resource, and
    Chromium runs with every host name unresolvable, so a fetch would fail and show in its log.
@@ -11,7 +11,8 @@
    pages have no script of their own, so any console line is an error.
 3. The DOM after parsing (--dump-dom) holds the expected elements: SELECTOR is tag or tag.class
    (e.g. svg.histogram, rect.bar); the count is exact (=) or a minimum (>=). --text STRING must
-   appear in the DOM's text, escaped markup included.
+   appear in the DOM's text, escaped markup included. --series TITLE=N: the line chart titled
+   TITLE (its aria-label) draws exactly N lines (polyline.series).
 4. A screenshot of the whole page is not blank: it has more than a few colours, and each --colour
    (a chart's fill) covers at least 40 pixels. The PNG is decoded here (zlib, struct).
 
@@ -34,9 +35,16 @@ class Counter(html.parser.HTMLParser):
         super().__init__()
         self.counts = {}
         self.text = []
+        self.chart = None   # the aria-label of the <svg> being read
+        self.lines = {}     # aria-label: polyline.series in it
 
     def handle_starttag(self, tag, attrs):
         self.counts[tag] = self.counts.get(tag, 0) + 1
+        attr = dict(attrs)
+        if tag == "svg":
+            self.chart = attr.get("aria-label")
+        elif tag == "polyline" and "series" in (attr.get("class") or "").split():
+            self.lines[self.chart] = self.lines.get(self.chart, 0) + 1
         for name, value in attrs:
             if name == "class" and value:
                 for cls in value.split():
@@ -45,6 +53,10 @@ class Counter(html.parser.HTMLParser):
 
     def handle_startendtag(self, tag, attrs):
         self.handle_starttag(tag, attrs)
+
+    def handle_endtag(self, tag):
+        if tag == "svg":
+            self.chart = None
 
     def handle_data(self, data):
         self.text.append(data)
@@ -110,11 +122,11 @@ def chromium(binary, args, page):
 
 def main(argv):
     binary, page, png = argv[1:4]
-    expects, colours, texts = [], [], []
+    expects, colours, texts, series = [], [], [], []
     it = iter(argv[4:])
     for opt in it:
         value = next(it)
-        {"--expect": expects, "--colour": colours, "--text": texts}[opt].append(value)
+        {"--expect": expects, "--colour": colours, "--text": texts, "--series": series}[opt].append(value)
     errors = []
 
     source = open(page, encoding="utf-8").read()    # raises if the page is not valid UTF-8
@@ -136,6 +148,11 @@ def main(argv):
         got = parsed.counts.get(key, 0)
         if (op == "=" and got != want) or (op == ">=" and got < want):
             errors.append("%s: %d in the DOM, wanted %s %d" % (key, got, op, want))
+    for e in series:
+        title, want = e.rsplit("=", 1)
+        got = parsed.lines.get(title, 0)
+        if got != int(want):
+            errors.append("chart %r draws %d lines, wanted %s" % (title, got, want))
     text = "".join(parsed.text)
     for t in texts:
         if t not in text:

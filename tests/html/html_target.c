@@ -2,7 +2,8 @@
 /*
  * A program of known shape for the HTML report tests: three threads named "worker-N", each
  * running requests (spans) that nest parse and execute spans, some of which sleep; a queue-depth
- * counter and a latency counter; and an instant event. With an argument, the main thread takes
+ * counter (the workers'), a latency counter (the main thread's) and a progress counter each of the
+ * four threads counts up from 0; and an instant event. With an argument, the main thread takes
  * that name (prctl), which may be anything: the tests give it markup.
  */
 #include <pthread.h>
@@ -57,6 +58,7 @@ static void *worker(void *arg)
 	for (int i = 0; i < 120; i++) {
 		request(w, i);
 		LK_COUNTER(app, queue_depth, (i * 7 + w * 3) % 17);
+		LK_COUNTER(app, progress, i);
 	}
 	return NULL;
 }
@@ -71,6 +73,7 @@ int main(int argc, char **argv)
 		pthread_create(&t[w], NULL, worker, (void *)w);
 	for (int i = 0; i < 50; i++) {
 		LK_COUNTER(app, latency_us, 100.0 + 50.0 * (double)(i % 10));
+		LK_COUNTER(app, progress, i);
 		sleep_us(1000);
 	}
 	for (int w = 0; w < 3; w++)

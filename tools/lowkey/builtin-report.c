@@ -25,31 +25,13 @@
 #include "internal/probe.h"
 #include "util/report_html.h"
 #include "util/samples.h"
+#include "util/span_split.h"
 #include "util/status.h"
-
-/* Time split by the context switches: on a CPU, runnable (preempted), blocked; ns. */
-struct split {
-	double wall, on_cpu, runnable, blocked;
-};
 
 struct per_class {
 	uint64_t count;
 	struct samples wall, cpu; /* span classes: durations in ns */
-	struct split split;	  /* span classes, from the context switches */
 	double min, max, last;	  /* counter classes */
-};
-
-/* A closed span, kept to be split by the context switches once they are all read. */
-struct span_interval {
-	uint32_t cls; /* its begin's class */
-	bool outermost;
-	uint64_t begin, end; /* ticks */
-};
-
-/* The thread off its CPU: from a switch out to the next switch in. */
-struct off_interval {
-	uint64_t out, in; /* ticks; in = UINT64_MAX: never back before the trace ended */
-	bool preempted;
 };
 
 struct per_thread {
@@ -58,12 +40,7 @@ struct per_thread {
 	uint64_t events, lost, first_tick, last_tick;
 	uint64_t truncated;		  /* bytes after the stream's last whole packet */
 	double span_wall_ns, span_cpu_ns; /* time in outermost spans */
-	struct span_interval *spans;	  /* with context switches only */
-	size_t nspans, capspans;
-	struct off_interval *off;
-	size_t noff, capoff;
-	uint64_t switches;  /* switches out */
-	struct split split; /* of the outermost spans */
+	uint64_t switches;		  /* switches out */
 };
 
 struct report {
@@ -75,24 +52,8 @@ struct report {
 	size_t nthreads;
 	uint64_t events, first_tick, last_tick, unmatched_ends, open_at_end;
 	uint64_t switches, switch_records; /* switch records are not counted as events */
+	struct span_split split;	   /* with context switches only */
 };
-
-/* Append *item to the array *v of *n items (capacity *cap); -ENOMEM. */
-static int push_item(void **v, size_t *n, size_t *cap, const void *item, size_t size)
-{
-	if (*n == *cap) {
-		size_t grown_cap = *cap ? *cap * 2 : 64;
-		void *grown = realloc(*v, grown_cap * size);
-
-		if (!grown)
-			return -ENOMEM;
-		*v = grown;
-		*cap = grown_cap;
-	}
-	memcpy((char *)*v + *n * size, item, size);
-	(*n)++;
-	return 0;
-}
 
 /* b - a in ns; the difference taken in ticks, where no digit of either is lost. */
 static double tsc_ns(const struct report *rep, uint64_t a, uint64_t b)
@@ -121,37 +82,18 @@ static int close_span(struct report *rep, struct per_thread *t, const struct lk_
 		t->span_wall_ns += wall;
 		t->span_cpu_ns += cpu;
 	}
-	if (rep->in->sched) {
-		struct span_interval s = { ev->begin_class_id, ev->depth == 0, ev->begin_ticks,
-					   ev->ticks };
-
-		if (push_item((void **)&t->spans, &t->nspans, &t->capspans, &s, sizeof(s)))
-			return -ENOMEM;
-	}
-	return 0;
+	return rep->in->sched ? span_split_event(&rep->split, ev) : 0;
 }
 
-/*
- * A switch out opens an interval off the CPU, a switch in closes it. A switch out that finds the
- * last interval open means the switch in between was lost (the kernel's ring was full; the report
- * says so): when the thread came back is unknown, so that interval counts for nothing rather than
- * for everything up to the end of the trace, and the intervals stay in time order.
- */
+/* A context switch: counted, and into the split (span_split.c). */
 static int on_switch(struct report *rep, struct per_thread *t, const struct lk_trace_event *ev)
 {
 	rep->switch_records++;
 	if (ev->type == LK_TRACE_EV_SWITCH_OUT) {
-		struct off_interval o = { ev->ticks, UINT64_MAX, ev->preempted };
-
-		if (t->noff && t->off[t->noff - 1].in == UINT64_MAX)
-			t->off[t->noff - 1].in = t->off[t->noff - 1].out;
 		t->switches++;
 		rep->switches++;
-		return push_item((void **)&t->off, &t->noff, &t->capoff, &o, sizeof(o));
 	}
-	if (t->noff && t->off[t->noff - 1].in == UINT64_MAX)
-		t->off[t->noff - 1].in = ev->ticks;
-	return 0;
+	return span_split_event(&rep->split, ev);
 }
 
 static void on_counter(struct per_class *c, double d)
@@ -199,7 +141,8 @@ static int prepare(struct report *rep)
 	rep->threads = calloc(rep->nthreads + 1, sizeof(*rep->threads));
 	rep->classes = calloc(n + 1, sizeof(*rep->classes));
 	rep->cls = calloc(n + 1, sizeof(*rep->cls));
-	if (!rep->threads || !rep->classes || !rep->cls)
+	if (!rep->threads || !rep->classes || !rep->cls ||
+	    span_split_init(&rep->split, rep->in->tick_hz, rep->in->threads, n))
 		return -ENOMEM;
 	for (unsigned int i = 0; i < n; i++)
 		lk_trace_file_class(rep->tf, i, &rep->cls[i]);
@@ -247,81 +190,7 @@ static int read_events(struct report *rep)
 	return rc;
 }
 
-/* ---- the split of spans by the context switches ---- */
-
-static void add_split(struct split *to, const struct split *x)
-{
-	to->wall += x->wall;
-	to->on_cpu += x->on_cpu;
-	to->runnable += x->runnable;
-	to->blocked += x->blocked;
-}
-
-/* The first of t's intervals off the CPU that ends after tsc (they are in time order). */
-static size_t first_off_after(const struct per_thread *t, uint64_t tsc)
-{
-	size_t lo = 0, hi = t->noff;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (t->off[mid].in <= tsc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-static struct split split_span(const struct report *rep, const struct per_thread *t,
-			       const struct span_interval *s)
-{
-	struct split x = { tsc_ns(rep, s->begin, s->end), 0, 0, 0 };
-
-	for (size_t i = first_off_after(t, s->begin); i < t->noff && t->off[i].out < s->end; i++) {
-		uint64_t from = t->off[i].out > s->begin ? t->off[i].out : s->begin;
-		uint64_t to = t->off[i].in < s->end ? t->off[i].in : s->end;
-		double ns = tsc_ns(rep, from, to);
-
-		if (t->off[i].preempted)
-			x.runnable += ns;
-		else
-			x.blocked += ns;
-	}
-	x.on_cpu = x.wall - x.runnable - x.blocked;
-	return x;
-}
-
-static void split_spans(struct report *rep)
-{
-	for (size_t k = rep->nthreads; k-- > 0;) {
-		struct per_thread *t = &rep->threads[k];
-
-		for (size_t i = 0; i < t->nspans; i++) {
-			struct split x = split_span(rep, t, &t->spans[i]);
-
-			add_split(&rep->classes[t->spans[i].cls].split, &x);
-			if (t->spans[i].outermost)
-				add_split(&t->split, &x);
-		}
-	}
-}
-
 /* ---- printing ---- */
-
-static void fmt_ns(char *buf, size_t len, double ns)
-{
-	if (isnan(ns))
-		snprintf(buf, len, "-");
-	else if (ns < 1e3)
-		snprintf(buf, len, "%.0f ns", ns);
-	else if (ns < 1e6)
-		snprintf(buf, len, "%.2f us", ns / 1e3);
-	else if (ns < 1e9)
-		snprintf(buf, len, "%.2f ms", ns / 1e6);
-	else
-		snprintf(buf, len, "%.2f s", ns / 1e9);
-}
 
 /* provider:event, fit for a terminal: the trace's text, escaped (lk__text_escape). */
 static const char *class_name(const struct lk_trace_class *c, char *buf, size_t len)
@@ -345,10 +214,10 @@ static void print_split(const struct report *rep)
 
 		if (!pc->wall.n)
 			continue;
-		fmt_ns(a, sizeof(a), pc->split.wall);
-		fmt_ns(b, sizeof(b), pc->split.on_cpu);
-		fmt_ns(c, sizeof(c), pc->split.runnable);
-		fmt_ns(d, sizeof(d), pc->split.blocked);
+		span_split_fmt_ns(a, sizeof(a), rep->split.by_class[i].wall);
+		span_split_fmt_ns(b, sizeof(b), rep->split.by_class[i].on_cpu);
+		span_split_fmt_ns(c, sizeof(c), rep->split.by_class[i].runnable);
+		span_split_fmt_ns(d, sizeof(d), rep->split.by_class[i].blocked);
 		printf("  %-30s %8zu %12s %17s %12s %12s\n",
 		       class_name(&rep->cls[i], name, sizeof(name)), pc->wall.n, a, b, c, d);
 	}
@@ -484,9 +353,9 @@ static void print_percentiles(struct samples *v, int width)
 	char a[32], b[32], c[32];
 
 	samples_sort(v);
-	fmt_ns(a, sizeof(a), samples_pct(v, 50));
-	fmt_ns(b, sizeof(b), samples_pct(v, 99));
-	fmt_ns(c, sizeof(c), samples_pct(v, 100));
+	span_split_fmt_ns(a, sizeof(a), samples_pct(v, 50));
+	span_split_fmt_ns(b, sizeof(b), samples_pct(v, 99));
+	span_split_fmt_ns(c, sizeof(c), samples_pct(v, 100));
 	printf(" %*s %*s %*s", width, a, width, b, width, c);
 }
 
@@ -536,6 +405,17 @@ static void print_counters(const struct report *rep)
 	}
 }
 
+/* With --sched: where each thread's outermost spans' wall time went. */
+static void print_thread_split(const struct split *x)
+{
+	char a[32], b[32], c[32];
+
+	span_split_fmt_ns(a, sizeof(a), x->on_cpu);
+	span_split_fmt_ns(b, sizeof(b), x->runnable);
+	span_split_fmt_ns(c, sizeof(c), x->blocked);
+	printf(" %17s %12s %12s", a, b, c);
+}
+
 static void print_threads(const struct report *rep)
 {
 	char a[32], b[32], shown[256];
@@ -543,19 +423,26 @@ static void print_threads(const struct report *rep)
 	printf("\n%-10s %-16s %10s %10s %12s", "threads", "name", "events", "lost", "in spans");
 	if (rep->in->cputime)
 		printf(" %14s", "spans cputime");
+	if (rep->in->sched)
+		printf(" %17s %12s %12s", "on-CPU (switches)", "runnable", "blocked");
 	putchar('\n');
 	for (size_t k = rep->nthreads; k-- > 0;) {
 		const struct per_thread *t = &rep->threads[k];
 
-		fmt_ns(a, sizeof(a), t->span_wall_ns);
+		span_split_fmt_ns(a, sizeof(a), t->span_wall_ns);
 		printf("  %-8d %-16s %10" PRIu64 " %10" PRIu64 " %12s", t->tid,
 		       lk__text_escape(t->name, shown, sizeof(shown)), t->events, t->lost, a);
 		if (rep->in->cputime) {
-			fmt_ns(b, sizeof(b), t->span_cpu_ns);
+			span_split_fmt_ns(b, sizeof(b), t->span_cpu_ns);
 			printf(" %14s", b);
 		}
+		if (rep->in->sched)
+			print_thread_split(&rep->split.by_thread[k]);
 		putchar('\n');
 	}
+	if (rep->in->sched)
+		printf("  (on-CPU (switches), runnable, blocked: the thread's outermost spans' wall time, "
+		       "split by its context switches)\n");
 }
 
 static void print_text(struct report *rep, const char *path)
@@ -606,7 +493,7 @@ static void class_json(struct lk__json *j, const struct report *rep, size_t i)
 		if (rep->in->cputime)
 			json_percentiles(j, "cpu_ns", &pc->cpu);
 		if (rep->in->sched)
-			json_split(j, "split", &pc->split);
+			json_split(j, "split", &rep->split.by_class[i]);
 	}
 	if (c->kind == LK_PROBE_COUNTER) {
 		lk__json_num(j, "min", pc->min);
@@ -629,7 +516,7 @@ static void thread_json(struct lk__json *j, const struct report *rep, const stru
 		lk__json_num(j, "span_cpu_ns", t->span_cpu_ns);
 	if (rep->in->sched) {
 		lk__json_uint(j, "switches", t->switches);
-		json_split(j, "span_split", &t->split);
+		json_split(j, "span_split", &rep->split.by_thread[t - rep->threads]);
 	}
 	lk__json_close(j);
 }
@@ -694,10 +581,6 @@ static void print_json(struct report *rep, const char *path)
 
 static void free_report(struct report *rep)
 {
-	for (size_t i = 0; rep->threads && i < rep->nthreads; i++) {
-		free(rep->threads[i].spans);
-		free(rep->threads[i].off);
-	}
 	for (size_t i = 0; rep->classes && i < rep->in->classes; i++) {
 		free(rep->classes[i].wall.v);
 		free(rep->classes[i].cpu.v);
@@ -705,6 +588,7 @@ static void free_report(struct report *rep)
 	free(rep->threads);
 	free(rep->classes);
 	free(rep->cls);
+	span_split_free(&rep->split);
 	lk_trace_file_close(rep->tf);
 }
 
@@ -714,12 +598,14 @@ static const char report_usage[] =
 	"Summarize a lowkey trace: events by name (count, rate), spans (durations p50/p99/max by wall\n"
 	"time and, when the trace recorded it with --cputime, by thread CPU time), counter tracks,\n"
 	"threads, and events lost to full buffers. When it recorded context switches (--sched), each\n"
-	"span name's wall time split into on-CPU, runnable (preempted) and blocked. TRACE is a CTF\n"
-	"directory, or a JSON or Perfetto file lowkey wrote (--format json|perfetto), told by content.\n"
+	"span name's and each thread's wall time in spans split into on-CPU, runnable (preempted)\n"
+	"and blocked. TRACE is a CTF directory, or a JSON or Perfetto file lowkey wrote\n"
+	"(--format json|perfetto), told by content.\n"
 	"\n"
 	"  -j, --json  print the summary as JSON\n"
 	"  --html OUT  write one self-contained HTML page to OUT ('-': standard output): latency\n"
-	"              histograms, a per-thread timeline of spans, counters as line charts, the tables\n"
+	"              histograms, a per-thread timeline of spans, the --sched split by thread,\n"
+	"              counters as line charts (a line per thread), the tables\n"
 	"  -q, --quiet no status line while the trace is read (shown on a terminal only)\n";
 
 static int report_run(int argc, char **argv)
@@ -766,7 +652,7 @@ static int report_run(int argc, char **argv)
 	rep.in = lk_trace_file_get_info(rep.tf);
 	rc = read_events(&rep);
 	if (rc == 0)
-		split_spans(&rep);
+		span_split_compute(&rep.split);
 	status_reading_end();
 	if (rc == 0) {
 		if (json)

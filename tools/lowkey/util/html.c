@@ -445,10 +445,18 @@ void lkh_histogram(FILE *f, const char *title, const double *v, size_t n, const 
 #define LINE_RIGHT 30
 #define LINE_TOP 30
 #define LINE_BOTTOM 34
+#define LINE_LEGEND_LINE 16
 
-static void line_axes(FILE *f, const struct scale *x, const struct scale *y, const char *y_label)
+/* The plot's area: below the title and the legend's lines, above the time axis. */
+struct line_box {
+	double top, bottom;
+	int height;
+};
+
+static void line_axes(FILE *f, const struct line_box *box, const struct scale *x,
+		      const struct scale *y, const char *y_label)
 {
-	double ticks[40];
+	double ticks[40], mid = (box->top + box->bottom) / 2;
 	size_t n = scale_ticks(y, ticks, 40);
 	char buf[32];
 
@@ -463,57 +471,86 @@ static void line_axes(FILE *f, const struct scale *x, const struct scale *y, con
 	for (size_t i = 0; i < n; i++) {
 		double px = scale_px(x, ticks[i]);
 
-		svg_line(f, "axis", px, LINE_H - LINE_BOTTOM, px, LINE_H - LINE_BOTTOM + 4);
+		svg_line(f, "axis", px, box->bottom, px, box->bottom + 4);
 		snprintf(buf, sizeof(buf), "%.6g s", ticks[i]);
-		svg_label(f, px, LINE_H - LINE_BOTTOM + 16, "middle", buf);
+		svg_label(f, px, box->bottom + 16, "middle", buf);
 	}
-	svg_line(f, "axis", LINE_LEFT, LINE_H - LINE_BOTTOM, LINE_W - LINE_RIGHT,
-		 LINE_H - LINE_BOTTOM);
-	svg_line(f, "axis", LINE_LEFT, LINE_TOP, LINE_LEFT, LINE_H - LINE_BOTTOM);
-	svg_label(f, LINE_LEFT + (LINE_W - LINE_LEFT - LINE_RIGHT) / 2.0, LINE_H - 4, "middle",
+	svg_line(f, "axis", LINE_LEFT, box->bottom, LINE_W - LINE_RIGHT, box->bottom);
+	svg_line(f, "axis", LINE_LEFT, box->top, LINE_LEFT, box->bottom);
+	svg_label(f, LINE_LEFT + (LINE_W - LINE_LEFT - LINE_RIGHT) / 2.0, box->height - 4, "middle",
 		  "time since the trace's first event");
 	if (y_label) {
 		fprintf(f,
-			"<text x=\"12\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 12 %d)\">",
-			(LINE_TOP + LINE_H - LINE_BOTTOM) / 2,
-			(LINE_TOP + LINE_H - LINE_BOTTOM) / 2);
+			"<text x=\"12\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 12 %.1f)\">",
+			mid, mid);
 		lkh_text(f, y_label);
 		fputs("</text>\n", f);
 	}
 }
 
-static void line_legend(FILE *f, const struct lkh_series *s, size_t n)
+#define LINE_LEGEND_CHARS 30
+
+static double line_legend_width(const char *name)
 {
-	double x = LINE_W - LINE_RIGHT;
+	size_t len = strlen(name) < LINE_LEGEND_CHARS ? strlen(name) : LINE_LEGEND_CHARS;
 
-	for (size_t i = n; i-- > 0;) {
-		size_t len = strlen(s[i].name) < 30 ? strlen(s[i].name) : 30;
+	return 22 + 6.6 * (double)len;
+}
 
-		x -= 22 + 6.6 * (double)len;
-		fprintf(f, "<rect x=\"%.1f\" y=\"8\" width=\"12\" height=\"10\" fill=\"%s\"/>\n", x,
-			lkh_color(i));
-		fprintf(f, "<text x=\"%.1f\" y=\"17\">", x + 16);
-		text_cut(f, s[i].name, 30);
-		fputs("</text>\n", f);
+/*
+ * The series' names below the title, wrapped to the plot's width; returns the lines they take
+ * (drawn only when draw is true).
+ */
+static int line_legend(FILE *f, const struct lkh_series *s, size_t n, bool draw)
+{
+	double x = LINE_LEFT, y = LINE_TOP - 8;
+	int lines = 1;
+
+	for (size_t i = 0; i < n; i++) {
+		if (x > LINE_LEFT && x + line_legend_width(s[i].name) > LINE_W - LINE_RIGHT) {
+			x = LINE_LEFT;
+			y += LINE_LEGEND_LINE;
+			lines++;
+		}
+		if (draw) {
+			fprintf(f,
+				"<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"10\" fill=\"%s\"/>\n",
+				x, y, lkh_color(i));
+			fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", x + 16, y + 9);
+			text_cut(f, s[i].name, LINE_LEGEND_CHARS);
+			fputs("</text>\n", f);
+		}
+		x += line_legend_width(s[i].name);
 	}
+	return lines;
+}
+
+static bool line_range(const struct lkh_series *s, size_t n, double *xlo, double *xhi, double *ylo,
+		       double *yhi)
+{
+	*xlo = *ylo = INFINITY;
+	*xhi = *yhi = -INFINITY;
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < s[i].n; k++) {
+			if (!isfinite(s[i].x[k]) || !isfinite(s[i].y[k]))
+				continue;
+			*xlo = fmin(*xlo, s[i].x[k]), *xhi = fmax(*xhi, s[i].x[k]);
+			*ylo = fmin(*ylo, s[i].y[k]), *yhi = fmax(*yhi, s[i].y[k]);
+		}
+	return isfinite(*xlo);
 }
 
 void lkh_line_chart(FILE *f, const char *title, const char *y_label, const struct lkh_series *s,
 		    size_t n)
 {
-	double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+	double xlo, xhi, ylo, yhi;
+	int legend = n ? line_legend(f, s, n, false) * LINE_LEGEND_LINE : 0;
+	struct line_box box = { LINE_TOP + legend, LINE_H - LINE_BOTTOM + legend, LINE_H + legend };
 	struct scale x, y;
 
-	svg_begin(f, "line", LINE_W, LINE_H, title);
-	for (size_t i = 0; i < n; i++)
-		for (size_t k = 0; k < s[i].n; k++) {
-			if (!isfinite(s[i].x[k]) || !isfinite(s[i].y[k]))
-				continue;
-			xlo = fmin(xlo, s[i].x[k]), xhi = fmax(xhi, s[i].x[k]);
-			ylo = fmin(ylo, s[i].y[k]), yhi = fmax(yhi, s[i].y[k]);
-		}
-	if (!isfinite(xlo)) {
-		svg_no_data(f, LINE_W, LINE_H);
+	svg_begin(f, "line", LINE_W, box.height, title);
+	if (!line_range(s, n, &xlo, &xhi, &ylo, &yhi)) {
+		svg_no_data(f, LINE_W, box.height);
 		svg_end(f);
 		return;
 	}
@@ -522,12 +559,12 @@ void lkh_line_chart(FILE *f, const char *title, const char *y_label, const struc
 		x.lo = 0;
 		x.hi = xhi;
 	}
-	scale_linear(&y, ylo, yhi, LINE_H - LINE_BOTTOM, LINE_TOP, 4);
-	line_axes(f, &x, &y, y_label);
-	if (n > 1)
-		line_legend(f, s, n);
+	scale_linear(&y, ylo, yhi, box.bottom, box.top, 4);
+	line_axes(f, &box, &x, &y, y_label);
+	line_legend(f, s, n, true);
 	for (size_t i = 0; i < n; i++) {
-		fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+		fprintf(f,
+			"<polyline class=\"series\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
 			lkh_color(i));
 		for (size_t k = 0; k < s[i].n; k++)
 			if (isfinite(s[i].x[k]) && isfinite(s[i].y[k]))
@@ -580,6 +617,11 @@ static double positive_span(const struct lkh_bars *b, double *lo, double *hi)
 	return h / l;
 }
 
+static const char *series_color(const struct lkh_bars *b, size_t s)
+{
+	return b->colors ? b->colors[s] : lkh_color(s);
+}
+
 static double legend_width(const char *name)
 {
 	return 30 + 6.6 * (double)(strlen(name) < 40 ? strlen(name) : 40);
@@ -598,7 +640,7 @@ static double bars_legend(FILE *f, const struct lkh_bars *b, bool draw)
 		if (draw) {
 			fprintf(f,
 				"<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"10\" fill=\"%s\"/>\n",
-				x, y, lkh_color(s));
+				x, y, series_color(b, s));
 			fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", x + 16, y + 9);
 			text_cut(f, b->series[s], 40);
 			fputs("</text>\n", f);
@@ -642,7 +684,7 @@ static void bar(FILE *f, const struct lkh_bars *b, const struct scale *x, size_t
 				  v); /* on a log scale, 0 is drawn as the axis' start */
 	fprintf(f,
 		"<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
-		x0, y, fmax(x1 - x0, 1), BAR_H, lkh_color(s));
+		x0, y, fmax(x1 - x0, 1), BAR_H, series_color(b, s));
 	lkh_text(f, b->groups[g]);
 	fputs(", ", f);
 	lkh_text(f, b->series[s]);
@@ -684,6 +726,85 @@ void lkh_bar_chart(FILE *f, const struct lkh_bars *bars)
 		fputs("</text>\n", f);
 		for (size_t s = 0; s < b.nseries; s++)
 			bar(f, &b, &x, g, s, y + (double)s * (BAR_H + 2));
+	}
+	svg_end(f);
+}
+
+/* ---- stacked bar chart ---- */
+
+static double group_sum(const struct lkh_bars *b, size_t g)
+{
+	double sum = 0;
+
+	for (size_t s = 0; s < b->nseries; s++)
+		if (isfinite(b->values[g * b->nseries + s]) && b->values[g * b->nseries + s] > 0)
+			sum += b->values[g * b->nseries + s];
+	return sum;
+}
+
+static void group_label(FILE *f, const char *label, double y)
+{
+	fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\"><title>", BARS_LABEL - 6, y);
+	lkh_text(f, label);
+	fputs("</title>", f);
+	text_cut(f, label, LABEL_CHARS);
+	fputs("</text>\n", f);
+}
+
+/* One group's bar: its parts from the left, then its sum at the end. */
+static void stacked_bar(FILE *f, const struct lkh_bars *b, const struct scale *x, size_t g,
+			double y)
+{
+	double sum = group_sum(b, g), at = 0;
+	char buf[48];
+
+	for (size_t s = 0; s < b->nseries; s++) {
+		double v = b->values[g * b->nseries + s];
+		double x0 = scale_px(x, at), x1;
+
+		if (!isfinite(v) || v <= 0)
+			continue;
+		at += v;
+		x1 = scale_px(x, at);
+		b->fmt(buf, sizeof(buf), v);
+		fprintf(f,
+			"<rect class=\"part\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
+			x0, y, fmax(x1 - x0, 0.5), BAR_H + 4, series_color(b, s));
+		lkh_text(f, b->groups[g]);
+		fputs(", ", f);
+		lkh_text(f, b->series[s]);
+		fprintf(f, ": %s (%.1f%%)</title></rect>\n", buf, 100 * v / sum);
+	}
+	b->fmt(buf, sizeof(buf), sum);
+	svg_label(f, scale_px(x, sum) + 4, y + BAR_H, "start", buf);
+}
+
+void lkh_stacked_bar_chart(FILE *f, const struct lkh_bars *bars)
+{
+	struct lkh_bars b = *bars;
+	double hi = 0, top = bars_legend(f, &b, false), group_h = BAR_H + 10;
+	double bottom = top + group_h * (double)b.ngroups;
+	int height = (int)bottom + BARS_BOTTOM + 12;
+	struct scale x;
+
+	if (!b.fmt)
+		b.fmt = fmt_plain;
+	for (size_t g = 0; g < b.ngroups; g++)
+		hi = fmax(hi, group_sum(&b, g));
+	svg_begin(f, "stacked", BARS_W, height, b.title);
+	if (!b.nseries || !(hi > 0)) {
+		svg_no_data(f, BARS_W, height);
+		svg_end(f);
+		return;
+	}
+	scale_linear(&x, 0, hi, BARS_LABEL, BARS_W - BARS_RIGHT, 6);
+	bars_legend(f, &b, true);
+	bars_axis(f, &x, top, bottom, b.fmt);
+	for (size_t g = 0; g < b.ngroups; g++) {
+		double y = top + group_h * (double)g + 3;
+
+		group_label(f, b.groups[g], y + BAR_H);
+		stacked_bar(f, &b, &x, g, y);
 	}
 	svg_end(f);
 }

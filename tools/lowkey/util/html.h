@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Self-contained HTML reports for the command line: a page, tables, and static SVG charts
- * (latency histogram, timeline, line chart, grouped bar chart), written with stdio.
+ * (latency histogram, timeline, line chart, grouped and stacked bar charts), written with stdio.
  *
  * The pages have no script and load nothing: styles are inline and every chart is SVG written
  * here, so a report opens offline, in any browser, years later, and shows the same thing. Tooltips
@@ -74,7 +74,7 @@ void lkh_histogram(FILE *f, const char *title, const double *v, size_t n, const 
 
 /*
  * A line chart: each series' (x, y) points joined in order, x in seconds from the start. Series
- * share the axes; a legend names them when there are several.
+ * share the axes and the palette's colours in order; a legend names them.
  */
 struct lkh_series {
 	const char *name;
@@ -100,8 +100,17 @@ struct lkh_bars {
 	const double *values;
 	bool log;
 	void (*fmt)(char *buf, size_t len, double v);
+	const char *const *colors; /* nseries "#rrggbb"; NULL: the palette's */
 };
 void lkh_bar_chart(FILE *f, const struct lkh_bars *b);
+
+/*
+ * The same groups as one horizontal bar each, its nseries parts stacked from the left in series
+ * order, on a linear axis from 0 to the largest group's sum (b->log is ignored; a part <= 0 or
+ * NaN is not drawn). Each part's tooltip gives its value and share of the group; the group's sum
+ * is written at the bar's end.
+ */
+void lkh_stacked_bar_chart(FILE *f, const struct lkh_bars *b);
 
 /*
  * A timeline: lanes (threads) of rows (span nesting depth 0, 1, ...) over [0, seconds], and below a

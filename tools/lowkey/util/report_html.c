@@ -2,7 +2,7 @@
 /*
  * lowkey report --html OUT TRACE: the trace as one page -- latency histograms per span event (wall
  * time, and thread CPU time where recorded), a per-thread timeline of spans, counters as line
- * charts, and the table of events and threads.
+ * charts (a line per thread), and the table of events and threads.
  *
  * The trace is read once (lowkey/trace_reader.h: spans paired, counters decoded by the library)
  * and its events gone through twice. The first pass gathers the figures and the shape (threads,
@@ -13,7 +13,8 @@
  *
  * With the threads' context switches in the trace (lowkey trace --sched), each thread's time off
  * the CPU is drawn on a strip below its spans, runnable (preempted) apart from blocked, merged
- * the same way.
+ * the same way; and the spans' time on the CPU, runnable and blocked is drawn by thread and
+ * printed by thread and span event, from the text report's computation (span_split.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -164,43 +165,194 @@ static int timeline(struct hreport *h)
 	return rc;
 }
 
+/* A counter's series' names: the thread's, or how many threads share the last. */
+static void series_names(struct hreport *h, const struct hclass *c, char (*names)[96])
+{
+	for (unsigned int k = 0; k < c->nseries; k++) {
+		const struct lane *l = &h->lanes[c->line_thread[k]];
+
+		if (c->shared && k == c->nseries - 1)
+			snprintf(names[k], sizeof(names[0]), "%u other threads together",
+				 c->shared);
+		else
+			snprintf(names[k], sizeof(names[0]), "%s (%d)", l->name, l->tid);
+	}
+}
+
+/* A counter's chart: one line per thread that set it. */
+static int counter_chart(struct hreport *h, struct hclass *c, const char *name)
+{
+	struct lkh_series s[MAX_SERIES] = { 0 };
+	double *x[MAX_SERIES] = { 0 }, *y[MAX_SERIES] = { 0 };
+	char names[MAX_SERIES][96];
+	bool folded = false;
+	int rc = 0;
+
+	series_names(h, c, names);
+	for (unsigned int k = 0; k < c->nseries && !rc; k++) {
+		size_t n = 0;
+
+		rc = rh_series_points(h, &c->series[k], &x[k], &y[k], &n);
+		s[k] = (struct lkh_series){ names[k], x[k], y[k], n };
+		folded |= c->series[k].lo != NULL;
+	}
+	if (!rc)
+		lkh_line_chart(h->f, name, "value", s, c->nseries);
+	for (unsigned int k = 0; k < c->nseries; k++) {
+		free(x[k]);
+		free(y[k]);
+	}
+	if (!rc && folded)
+		lkh_paraf(h->f,
+			  "%" PRIu64 " samples; a line of more than %d is drawn as the lowest and "
+			  "highest value of each of %d slices of time.",
+			  c->count, EXACT_POINTS, COLUMNS);
+	return rc;
+}
+
 static int counters(struct hreport *h)
 {
 	const struct lk_trace_file_info *r = h->in;
 	char name[200];
 	bool any = false;
 
-	lkh_section(h->f, "Counters",
-		    "Each counter's values over time, all threads' samples together.");
+	lkh_section(h->f, "Counters", NULL);
+	lkh_paraf(
+		h->f,
+		"Each counter's values over time, one line per thread that set it (when more than "
+		"%d did, the first %d in the trace's order have a line each and the others share "
+		"the last).",
+		MAX_SERIES, MAX_SERIES - 1);
 	for (unsigned int i = 0; i < r->classes;
 	     i++) { /* by name: the same order in every format */
 		struct hclass *c = &h->classes[i];
-		struct lkh_series s = { name };
-		double *x = NULL, *y = NULL;
 		int rc;
 
-		if (h->cls[i].kind != LK_PROBE_COUNTER || !c->count)
+		if (h->cls[i].kind != LK_PROBE_COUNTER || !c->count || !c->nseries)
 			continue;
 		rh_class_name(h, i, name, sizeof(name));
-		rc = rh_series_points(h, &c->series, &x, &y, &s.n);
-		s.x = x;
-		s.y = y;
-		if (!rc)
-			lkh_line_chart(h->f, name, "value", &s, 1);
-		free(x);
-		free(y);
+		rc = counter_chart(h, c, name);
 		if (rc)
 			return rc;
-		if (c->series.lo)
-			lkh_paraf(h->f,
-				  "%" PRIu64
-				  " samples, drawn as the lowest and highest value of each of %d "
-				  "slices of time.",
-				  c->count, COLUMNS);
 		any = true;
 	}
 	if (!any)
 		lkh_para(h->f, "The trace holds no counter (LK_COUNTER).");
+	return 0;
+}
+
+/* ---- where the spans' time went, by the context switches (--sched) ---- */
+
+static void split_cells(FILE *f, const struct split *x)
+{
+	const double v[4] = { x->wall, x->on_cpu, x->runnable, x->blocked };
+	char buf[32];
+
+	for (int k = 0; k < 4; k++) {
+		span_split_fmt_ns(buf, sizeof(buf), v[k]);
+		lkh_cell_num(f, buf);
+	}
+}
+
+/* The text report's threads' split, in its order (the latest thread first) and its units. */
+static void split_thread_table(struct hreport *h)
+{
+	static const char *const cols[] = { "tid",	"name",	  "in spans", "on-CPU (switches)",
+					    "runnable", "blocked" };
+
+	lkh_table_begin(h->f, cols, 6);
+	for (unsigned int k = h->nlanes; k-- > 0;) {
+		lkh_row_begin(h->f);
+		lkh_cellf(h->f, "%d", h->lanes[k].tid);
+		lkh_cell(h->f, h->lanes[k].name);
+		split_cells(h->f, &h->split.by_thread[k]);
+		lkh_row_end(h->f);
+	}
+	lkh_table_end(h->f);
+}
+
+static void split_event_table(struct hreport *h)
+{
+	static const char *const cols[] = { "span event",	 "spans",    "wall",
+					    "on-CPU (switches)", "runnable", "blocked" };
+	char name[200];
+
+	lkh_table_begin(h->f, cols, 6);
+	for (unsigned int i = 0; i < h->in->classes;
+	     i++) { /* by name: the same order in every format */
+		if (!h->classes[i].wall.n)
+			continue;
+		lkh_row_begin(h->f);
+		lkh_cell(h->f, rh_class_name(h, i, name, sizeof(name)));
+		lkh_cellf(h->f, "%zu", h->classes[i].wall.n);
+		split_cells(h->f, &h->split.by_class[i]);
+		lkh_row_end(h->f);
+	}
+	lkh_table_end(h->f);
+}
+
+/* Each thread with spans as a bar: its outermost spans' on-CPU, runnable and blocked time. */
+static int split_chart(struct hreport *h)
+{
+	static const char *const parts[] = { "on-CPU (between switches)", "runnable (preempted)",
+					     "blocked (asleep, waiting)" };
+	static const char *const colors[] = { "#4e79a7", "#d9861c", "#6e7882" };
+	char(*labels)[96] = calloc(MAX_LANES, sizeof(*labels));
+	const char *groups[MAX_LANES];
+	double values[MAX_LANES * 3];
+	size_t n = 0;
+
+	if (!labels)
+		return -ENOMEM;
+	for (unsigned int k = 0; k < h->nlanes && n < MAX_LANES; k++) {
+		const struct split *x = &h->split.by_thread[k];
+
+		if (!(x->wall > 0))
+			continue;
+		snprintf(labels[n], sizeof(labels[n]), "%s (%d)", h->lanes[k].name,
+			 h->lanes[k].tid);
+		groups[n] = labels[n];
+		values[n * 3] = x->on_cpu;
+		values[n * 3 + 1] = x->runnable;
+		values[n * 3 + 2] = x->blocked;
+		n++;
+	}
+	lkh_stacked_bar_chart(h->f, &(struct lkh_bars){ .title = "outermost spans' time by thread",
+							.series = parts,
+							.nseries = 3,
+							.groups = groups,
+							.ngroups = n,
+							.values = values,
+							.fmt = lkh_fmt_ns,
+							.colors = colors });
+	free(labels);
+	return 0;
+}
+
+static int sched_split(struct hreport *h)
+{
+	int rc;
+
+	lkh_section(
+		h->f, "Time on and off the CPU",
+		"Where the spans' wall time went, split by the threads' context switches: on a CPU, "
+		"runnable (preempted, waiting for a CPU), or blocked (asleep, waiting for I/O, a lock, "
+		"a timer). For each thread, its outermost spans (nested spans are inside them); for "
+		"each span event, all its spans. The figures are lowkey report's. On-CPU is wall time "
+		"between the thread's switch records, not its CPU time (the cputime columns; "
+		"docs/trace.md, \"Two CPU times\").");
+	rc = split_chart(h);
+	if (rc)
+		return rc;
+	split_thread_table(h);
+	split_event_table(h);
+	lkh_paraf(h->f, "%" PRIu64 " context switches.", h->switches);
+	if (h->in->sched_lost)
+		lkh_paraf(h->f,
+			  "%" PRIu64
+			  " context switches were lost (the kernel's ring was full): the "
+			  "split is approximate.",
+			  h->in->sched_lost);
 	return 0;
 }
 
@@ -276,10 +428,15 @@ static void free_hreport(struct hreport *h)
 	for (unsigned int i = 0; h->classes && i < h->in->classes; i++) {
 		free(h->classes[i].wall.v);
 		free(h->classes[i].cpu.v);
-		free(h->classes[i].series.p);
-		free(h->classes[i].series.lo);
-		free(h->classes[i].series.hi);
+		for (unsigned int k = 0; h->classes[i].series && k < h->classes[i].nseries; k++) {
+			free(h->classes[i].series[k].p);
+			free(h->classes[i].series[k].lo);
+			free(h->classes[i].series[k].hi);
+		}
+		free(h->classes[i].series);
 	}
+	counter_lines_free(&h->lines);
+	span_split_free(&h->split);
 	free(h->lanes);
 	free(h->classes);
 	free(h->cls);
@@ -297,6 +454,8 @@ static int write_page(struct hreport *h, const char *trace_path)
 	summary(h, trace_path);
 	histograms(h);
 	rc = timeline(h);
+	if (!rc && h->in->sched)
+		rc = sched_split(h);
 	if (rc)
 		return rc;
 	rc = counters(h);
@@ -329,8 +488,10 @@ int report_html(const char *trace_path, const char *out_path)
 	rc = rh_prepare(&h);
 	if (!rc)
 		rc = rh_pass(&h);
-	if (!rc)
+	if (!rc) {
 		rh_name_lanes(&h);
+		rc = rh_first_pass_done(&h);
+	}
 	snprintf(err, sizeof(err), "%s", rc == -ENOMEM ? "out of memory" : lk_last_error());
 	if (!rc && !(h.f = open_out(out_path, err, sizeof(err)))) {
 		cli_error("report", "choose a writable place for the page", "%s", err);

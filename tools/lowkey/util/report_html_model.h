@@ -12,8 +12,10 @@
 
 #include <lowkey/trace_reader.h>
 
+#include "counter_lines.h"
 #include "html.h"
 #include "samples.h"
+#include "span_split.h"
 
 #define MAX_ROWS 12	  /* span nesting drawn per thread; deeper spans are counted, not drawn */
 #define MAX_LANES 64	  /* threads drawn on the timeline */
@@ -21,22 +23,30 @@
 #define EXACT_POINTS \
 	2000 /* a counter with more samples is drawn as each pixel column's min and max */
 #define COLUMNS 800
+#define MAX_SERIES 10 /* a counter's lines: the palette's colours; further threads share the last */
 
 struct point {
 	double x, y;
 };
 
-/* A counter's samples: all of them in time order, or each pixel column's lowest and highest. */
+/*
+ * A counter's samples from one thread (or from the threads past MAX_SERIES - 1 together): all of
+ * them in time order, or each pixel column's lowest and highest.
+ */
 struct counter_series {
 	struct point *p;
 	size_t n, cap;
+	uint64_t count;	 /* its samples: known after the first pass */
 	double *lo, *hi; /* COLUMNS each when there are more than EXACT_POINTS samples */
 };
 
 struct hclass {
 	uint64_t count;
 	struct samples wall, cpu;
-	struct counter_series series;
+	struct counter_series *series; /* counters: one per thread that set it, at most MAX_SERIES */
+	unsigned int nseries;
+	unsigned int line_thread[MAX_SERIES]; /* each series' thread */
+	unsigned int shared; /* threads that share the last series; 0: it is one thread's */
 	size_t color;
 };
 
@@ -91,8 +101,11 @@ struct hreport {
 	struct lane *lanes;	    /* in the trace's order of threads */
 	unsigned int nlanes;
 	uint64_t events, lost, first_tick, last_tick, unmatched;
-	bool drawing; /* the second pass */
+	uint64_t switches; /* switches out */
+	bool drawing;	   /* the second pass */
 	struct lkh_timeline tl;
+	struct counter_lines lines; /* each counter's samples by thread, and their series */
+	struct span_split split;    /* with context switches (--sched): where spans' time went */
 	FILE *f;
 };
 
@@ -106,6 +119,12 @@ const char *rh_class_name(const struct hreport *h, uint32_t id, char *buf, size_
 int rh_prepare(struct hreport *h);
 /* The threads' names and losses: complete once the first pass has read every event. */
 void rh_name_lanes(struct hreport *h);
+/*
+ * After the first pass: each counter's series (a thread's own, in the trace's order of threads, or
+ * the last shared by those past MAX_SERIES - 1), and the split of spans by the context switches.
+ * 0 or -ENOMEM.
+ */
+int rh_first_pass_done(struct hreport *h);
 /* A lane's rectangles wait in memory buffers (struct lane_buffer). 0 or -ENOMEM. */
 int rh_lane_buffers_open(struct lane *l);
 void rh_lane_buffers_free(struct lane *l);

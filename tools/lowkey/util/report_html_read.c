@@ -60,6 +60,8 @@ int rh_prepare(struct hreport *h)
 	h->cls = calloc(n + 1, sizeof(*h->cls));
 	if (!h->lanes || !h->classes || !h->cls)
 		return -ENOMEM;
+	if (h->in->sched && span_split_init(&h->split, h->in->tick_hz, h->nlanes, n))
+		return -ENOMEM;
 	for (unsigned int i = 0; i < n; i++) {
 		lk_trace_file_class(h->tf, i, &h->cls[i]);
 		if (h->cls[i].kind == LK_PROBE_SPAN_BEGIN)
@@ -193,6 +195,8 @@ static int close_span(struct hreport *h, struct lane *l, const struct lk_trace_e
 				  cpu);
 		return 0;
 	}
+	if (h->in->sched && span_split_event(&h->split, ev))
+		return -ENOMEM;
 	c = &h->classes[cls];
 	if (samples_push(&c->wall, wall) || (h->in->cputime && samples_push(&c->cpu, cpu)))
 		return -ENOMEM;
@@ -211,14 +215,72 @@ static int add_point(struct counter_series *s, double x, double y)
 	return 0;
 }
 
+/* The first pass: a counter's samples by thread, to give each thread its series. */
+static int count_sample(struct hreport *h, const struct lk_trace_event *ev)
+{
+	struct counter_thread *e = counter_lines_get(&h->lines, ev->class_id, ev->thread);
+
+	if (!e)
+		return -ENOMEM;
+	e->count++;
+	return 0;
+}
+
+/*
+ * A counter's series: one for each of its n threads (in the trace's order), the last shared once
+ * there are more than MAX_SERIES.
+ */
+static int assign_series(struct hclass *c, struct counter_thread **e, size_t n)
+{
+	c->nseries = n < MAX_SERIES ? (unsigned int)n : MAX_SERIES;
+	c->shared = n > MAX_SERIES ? (unsigned int)(n - (MAX_SERIES - 1)) : 0;
+	c->series = calloc(c->nseries + 1, sizeof(*c->series));
+	if (!c->series)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		unsigned int k = i < c->nseries ? (unsigned int)i : c->nseries - 1;
+
+		e[i]->line = k;
+		c->series[k].count += e[i]->count;
+		if (i < c->nseries)
+			c->line_thread[k] = e[i]->thread;
+	}
+	return 0;
+}
+
+int rh_first_pass_done(struct hreport *h)
+{
+	struct counter_thread **e;
+	size_t n;
+	int rc;
+
+	if (counter_lines_sorted(&h->lines, &e, &n))
+		return -ENOMEM;
+	rc = 0;
+	for (size_t i = 0, j; !rc && i < n; i = j) {
+		for (j = i; j < n && e[j]->cls == e[i]->cls;)
+			j++;
+		rc = assign_series(&h->classes[e[i]->cls], e + i, j - i);
+	}
+	free(e);
+	if (!rc && h->in->sched)
+		span_split_compute(&h->split);
+	return rc;
+}
+
 /* A counter's sample: kept, or folded into its pixel column's lowest and highest value. */
 static int sample_counter(struct hreport *h, struct hclass *c, const struct lk_trace_event *ev)
 {
-	struct counter_series *s = &c->series;
+	const struct counter_thread *e = counter_lines_find(&h->lines, ev->class_id, ev->thread);
+	struct counter_series *s;
 	double x = rh_seconds(h, ev->ticks), y = ev->value, span = rh_seconds(h, h->last_tick);
 	int col;
 
-	if (c->count <= EXACT_POINTS)
+	if (!e) /* not in the first pass: the passes read the same events */
+		return 0;
+	s = &c->series[e->line];
+
+	if (s->count <= EXACT_POINTS)
 		return add_point(s, x, y);
 	if (!s->lo) {
 		s->lo = malloc(COLUMNS * sizeof(double));
@@ -242,7 +304,7 @@ static int by_x(const void *a, const void *b)
 	return (p->x > q->x) - (p->x < q->x);
 }
 
-/* The series in time order (threads' samples interleaved), columns as a low-high zigzag. */
+/* The series in time order (several threads' interleaved), columns as a low-high zigzag. */
 int rh_series_points(struct hreport *h, struct counter_series *s, double **x, double **y, size_t *n)
 {
 	double span = rh_seconds(h, h->last_tick);
@@ -309,11 +371,12 @@ static void draw_off(struct hreport *h, struct lane *l, uint64_t out, uint64_t i
 }
 
 /* A switch out leaves the CPU, a switch in comes back. */
-static void on_switch(struct hreport *h, struct lane *l, const struct lk_trace_event *ev)
+static int on_switch(struct hreport *h, struct lane *l, const struct lk_trace_event *ev)
 {
 	if (!h->drawing) {
 		l->switches += ev->type == LK_TRACE_EV_SWITCH_OUT;
-		return;
+		h->switches += ev->type == LK_TRACE_EV_SWITCH_OUT;
+		return h->in->sched ? span_split_event(&h->split, ev) : 0;
 	}
 	if (ev->type == LK_TRACE_EV_SWITCH_OUT) {
 		l->out_tick = ev->ticks;
@@ -323,6 +386,7 @@ static void on_switch(struct hreport *h, struct lane *l, const struct lk_trace_e
 			draw_off(h, l, l->out_tick, ev->ticks, l->out_preempted);
 		l->out_tick = 0;
 	}
+	return 0;
 }
 
 static void first_pass_counts(struct hreport *h, struct lane *l, struct hclass *c, uint64_t tick)
@@ -341,10 +405,8 @@ static int on_event(struct hreport *h, const struct lk_trace_event *ev)
 	struct lane *l = &h->lanes[ev->thread];
 	struct hclass *c = &h->classes[ev->class_id];
 
-	if (ev->type != LK_TRACE_EV_PROBE) {
-		on_switch(h, l, ev);
-		return 0;
-	}
+	if (ev->type != LK_TRACE_EV_PROBE)
+		return on_switch(h, l, ev);
 	if (!h->drawing)
 		first_pass_counts(h, l, c, ev->ticks);
 	switch (ev->kind) {
@@ -353,7 +415,7 @@ static int on_event(struct hreport *h, const struct lk_trace_event *ev)
 	case LK_PROBE_SPAN_END:
 		return close_span(h, l, ev);
 	case LK_PROBE_COUNTER:
-		return h->drawing ? sample_counter(h, c, ev) : 0;
+		return h->drawing ? sample_counter(h, c, ev) : count_sample(h, ev);
 	default:
 		return 0;
 	}
