@@ -338,8 +338,13 @@ void lkl_retire(const void *addr, enum lkl_kind kind)
 	key = LD(e->key);
 	if (!LD(e->acquisitions) && !LD(e->read_acquisitions) && !LD(e->try_fails) && !LD(e->posts))
 		return; /* never used since it was (re)made: nothing to count, none counted twice */
-	if (LD(e->contended) == 0 && LD(e->try_fails) == 0) {
-		/* never contended: count it in the header, and let the next lock here reuse the entry */
+	if (LD(e->contended) == 0 && LD(e->try_fails) == 0 &&
+	    LD(header->used) >= (capacity_mask + 1) / 2) {
+		/*
+		 * Never contended, and the table is half full: count it in the header, and let the
+		 * next lock here reuse the entry, so that a program that makes and destroys locks
+		 * without end keeps room for its live ones.
+		 */
 		__atomic_fetch_add(&header->folded_locks, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&header->folded_acquisitions,
 				   LD(e->acquisitions) + LD(e->read_acquisitions),

@@ -133,10 +133,58 @@ static void holds(uint64_t samples, uint64_t total, uint64_t max, uint64_t count
 				       to_ns((uint64_t)(m * (double)count), tpn);
 }
 
-static int by_wait(const void *a, const void *b)
+const char lks_sort_names[] = "wait, wait-max, acquired, contended, owners, hold";
+
+static const char *const sort_keys[] = {
+	[LKS_SORT_WAIT] = "wait",	  [LKS_SORT_WAIT_MAX] = "wait-max",
+	[LKS_SORT_ACQUIRED] = "acquired", [LKS_SORT_CONTENDED] = "contended",
+	[LKS_SORT_OWNERS] = "owners",	  [LKS_SORT_HOLD] = "hold",
+};
+
+bool lks_sort_parse(const char *name, enum lks_sort *out)
+{
+	for (size_t i = 0; i < sizeof(sort_keys) / sizeof(sort_keys[0]); i++) {
+		if (strcmp(name, sort_keys[i]) == 0) {
+			*out = (enum lks_sort)i;
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *lks_sort_name(enum lks_sort key)
+{
+	return sort_keys[key];
+}
+
+static uint64_t sort_value(const struct lks_row *r, enum lks_sort key)
+{
+	switch (key) {
+	case LKS_SORT_WAIT_MAX:
+		return r->wait_max_ns;
+	case LKS_SORT_ACQUIRED:
+		return r->acquisitions;
+	case LKS_SORT_CONTENDED:
+		return r->e->contended;
+	case LKS_SORT_OWNERS:
+		return r->e->owner_changes;
+	case LKS_SORT_HOLD:
+		return r->hold_ns;
+	case LKS_SORT_WAIT:
+	default:
+		return r->wait_ns;
+	}
+}
+
+/* Greatest first; ties by total wait, then acquisitions, then address, so the order is stable. */
+static int by_key(const void *a, const void *b, void *arg)
 {
 	const struct lks_row *x = a, *y = b;
+	enum lks_sort key = *(const enum lks_sort *)arg;
+	uint64_t u = sort_value(x, key), v = sort_value(y, key);
 
+	if (u != v)
+		return u < v ? 1 : -1;
 	if (x->wait_ns != y->wait_ns)
 		return x->wait_ns < y->wait_ns ? 1 : -1;
 	if (x->acquisitions != y->acquisitions)
@@ -212,7 +260,7 @@ static void name_site(const struct lks_proc *p, struct symbolizer *sym, uint64_t
 
 /* The names come from the program's files: escaped (lk__text_escape). */
 
-int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns)
+int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns, enum lks_sort key)
 {
 	const struct lkl_header *h = p->h;
 	struct symbolizer *sym;
@@ -253,7 +301,7 @@ int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns)
 	p->nlocks = n + h->folded_locks;
 	p->acquisitions += h->folded_acquisitions;
 	if (n)
-		qsort(p->rows, n, sizeof(*p->rows), by_wait);
+		qsort_r(p->rows, n, sizeof(*p->rows), by_key, &key);
 	sym = n ? open_symbolizer(p) : NULL;
 	for (size_t i = 0; i < n; i++) {
 		name_site(p, sym, p->rows[i].e->site, &p->rows[i].site);
