@@ -380,10 +380,8 @@ static int report(FILE *out, const char *dir, const struct options *o,
 			  o->output ? o->output : "the report", strerror(errno));
 		ret = CLI_EXIT_FAIL;
 	}
-	for (size_t i = 0; i < n; i++) {
-		free(procs[i].rows);
-		free(procs[i].data);
-	}
+	for (size_t i = 0; i < n; i++)
+		lks_free_proc(&procs[i]);
 	free(procs);
 	return ret;
 }

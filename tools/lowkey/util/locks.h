@@ -48,7 +48,8 @@ enum lks_ending {
 
 struct lks_proc {
 	char path[PATH_MAX];
-	void *data; /* the file, read */
+	void *data;	  /* the file, read: its holes are zeros */
+	uint8_t *present; /* per 4 KiB of it: 1 where data was read, 0 in a hole */
 	size_t size;
 	const struct lkl_header *h;
 	const struct lkl_entry *entries;
@@ -86,6 +87,9 @@ extern const char lks_sort_names[];
  * skipped with a message); the files are removed as they are read. 0 or -errno (dir unreadable).
  */
 int lks_load_dir(const char *dir, struct lks_proc **out, size_t *count);
+
+/* Free what lks_load_dir() and lks_build_rows() allocated for p. */
+void lks_free_proc(struct lks_proc *p);
 
 /* How process p ended, among all n, the command's own process being command, its wait status status. */
 enum lks_ending lks_ending_of(const struct lks_proc *p, const struct lks_proc *all, size_t n,

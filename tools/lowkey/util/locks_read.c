@@ -51,33 +51,87 @@ static const char *validate(const struct lkl_header *h, size_t size)
 	return NULL;
 }
 
-/*
- * The whole file, read rather than mapped: a process that cut its file while lowkey had it mapped
- * would kill lowkey with SIGBUS. A file cut meanwhile is read as far as it goes (validate() says
- * it is truncated). NULL, or the reason why not.
- */
-static const char *read_table(int fd, size_t size, struct lks_proc *p)
-{
-	size_t got = 0;
+/* Holes and data are found in units no finer than this (tmpfs: the page). */
+#define EXTENT_UNIT 4096u
 
-	if (size > lkl_file_size(1u << 24))
-		return "larger than any table liblowkey-locks.so writes";
-	p->data = malloc(size);
-	if (!p->data)
-		return "out of memory";
-	while (got < size) {
-		ssize_t n = pread(fd, (char *)p->data + got, size - got, (off_t)got);
+static void mark_present(struct lks_proc *p, uint64_t from, uint64_t to)
+{
+	for (uint64_t u = from / EXTENT_UNIT; u * EXTENT_UNIT < to; u++)
+		p->present[u] = 1;
+}
+
+/* [at, end) into the buffer; how much was read (less: the file was cut meanwhile), or -1. */
+static ssize_t read_range(int fd, struct lks_proc *p, uint64_t at, uint64_t end)
+{
+	uint64_t got = 0;
+
+	while (at + got < end) {
+		ssize_t n =
+			pread(fd, (char *)p->data + at + got, end - at - got, (off_t)(at + got));
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return "cannot be read";
+			return -1;
 		if (n == 0)
 			break;
-		got += (size_t)n;
+		got += (uint64_t)n;
 	}
-	p->size = got;
+	mark_present(p, at, at + got);
+	return (ssize_t)got;
+}
+
+/*
+ * The file, read rather than mapped: a process that cut its file while lowkey had it mapped
+ * would kill lowkey with SIGBUS. Only its data is read: the table is a sparse file whose untouched
+ * pages are holes, so a process that took a few locks costs a few pages, not its whole table, and
+ * the holes stay untouched zeroed memory here. Where the file system cannot tell holes
+ * (SEEK_DATA fails), all of it is read. A file cut meanwhile is read as far as it goes (validate()
+ * says it is truncated). NULL, or the reason why not.
+ */
+static const char *read_table(int fd, size_t size, struct lks_proc *p)
+{
+	uint64_t at = 0, end = size;
+	struct stat st;
+
+	if (size > lkl_file_size(1u << 24))
+		return "larger than any table liblowkey-locks.so writes";
+	p->data = calloc(1, size);
+	p->present = calloc(size / EXTENT_UNIT + 1, 1);
+	if (!p->data || !p->present)
+		return "out of memory";
+	while (at < end) {
+		off_t data = lseek(fd, (off_t)at, SEEK_DATA), hole;
+		ssize_t got;
+
+		if (data < 0 && errno == ENXIO)
+			break; /* holes to the end */
+		hole = data < 0 ? -1 : lseek(fd, data, SEEK_HOLE);
+		if (data < 0)
+			data = (off_t)at; /* holes unknown here: read it all */
+		if (hole < 0 || (uint64_t)hole > end)
+			hole = (off_t)end;
+		got = read_range(fd, p, (uint64_t)data, (uint64_t)hole);
+		if (got < 0)
+			return "cannot be read";
+		if ((uint64_t)got < (uint64_t)(hole - data)) {
+			end = (uint64_t)data + (uint64_t)got;
+			break;
+		}
+		at = (uint64_t)hole;
+	}
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size < end)
+		end = (uint64_t)st.st_size;
+	p->size = end;
 	return NULL;
+}
+
+/* Whether entry i lies in data read from the file (not in a hole, all zero: no lock). */
+static bool entry_present(const struct lks_proc *p, uint32_t i)
+{
+	uint64_t at = LKL_HEADER_SIZE + (uint64_t)i * LKL_ENTRY_SIZE;
+
+	return p->present[at / EXTENT_UNIT] || p->present[(at + LKL_ENTRY_SIZE - 1) / EXTENT_UNIT];
 }
 
 static int load_proc(const char *path, struct lks_proc *p)
@@ -260,6 +314,12 @@ static void name_site(const struct lks_proc *p, struct symbolizer *sym, uint64_t
 
 /* The names come from the program's files: escaped (lk__text_escape). */
 
+/* A lock that was taken, or tried, or posted: one to list. */
+static bool entry_used(const struct lkl_entry *e)
+{
+	return e->key && (e->acquisitions || e->read_acquisitions || e->try_fails || e->posts);
+}
+
 int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns, enum lks_sort key)
 {
 	const struct lkl_header *h = p->h;
@@ -269,15 +329,17 @@ int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns, enum lks_sor
 	p->duration_ns = (h->flags & LKL_F_EXITED) && h->end_ns > h->start_ns ?
 				 h->end_ns - h->start_ns :
 				 (end_ns > h->start_ns ? end_ns - h->start_ns : 0);
-	p->rows = calloc(h->capacity, sizeof(*p->rows));
+	for (uint32_t i = 0; i < h->capacity; i++)
+		n += entry_present(p, i) && entry_used(&p->entries[i]);
+	p->rows = calloc(n ? n : 1, sizeof(*p->rows));
 	if (!p->rows)
 		return -ENOMEM;
+	n = 0;
 	for (uint32_t i = 0; i < h->capacity; i++) {
 		const struct lkl_entry *e = &p->entries[i];
 		struct lks_row *r;
 
-		if (!e->key ||
-		    !(e->acquisitions || e->read_acquisitions || e->try_fails || e->posts))
+		if (!entry_present(p, i) || !entry_used(e))
 			continue;
 		r = &p->rows[n++];
 		r->e = e;
@@ -313,6 +375,13 @@ int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns, enum lks_sor
 
 /* ---- the directory ---- */
 
+void lks_free_proc(struct lks_proc *p)
+{
+	free(p->rows);
+	free(p->data);
+	free(p->present);
+}
+
 static int by_start(const void *a, const void *b)
 {
 	const struct lks_proc *x = a, *y = b;
@@ -345,7 +414,7 @@ int lks_load_dir(const char *dir, struct lks_proc **out, size_t *count)
 		if (load_proc(path, &v[n]) == 0)
 			n++;
 		else
-			free(v[n].data);
+			lks_free_proc(&v[n]);
 		unlink(path);
 	}
 	closedir(d);
