@@ -10,7 +10,7 @@
  * blocked inside the lock call (its thread sleeping, in /proc), or, for a spinlock, after the
  * waiter has burnt CPU time spinning.
  *
- * Modes: all (default), fork, exec, exec-child, destroy, every.
+ * Modes: all (default), fork, exec, exec-child, destroy [N], every.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -328,6 +328,20 @@ struct lkl_entry *lkl_find(const void *addr, enum lkl_kind kind, bool create)
 	return NULL;
 }
 
+/*
+ * Whether a lock destroyed without contention keeps its entry, to be listed: not when the entry
+ * lies far down its probe chain. Each lock made again at one address (on the stack, in memory
+ * malloc hands out again) hashes to the same slot, and every later lookup there would walk past
+ * all the kept ones; past the first few, such locks are summed in the header and the next lock
+ * at the address reuses the entry.
+ */
+#define KEEP_PROBES_MAX 16
+
+static bool worth_an_entry(const struct lkl_entry *e, uint64_t key)
+{
+	return (((uint64_t)(e - entries) - slot_of(key)) & capacity_mask) < KEEP_PROBES_MAX;
+}
+
 void lkl_retire(const void *addr, enum lkl_kind kind)
 {
 	struct lkl_entry *e = lkl_find(addr, kind, false);
@@ -338,13 +352,8 @@ void lkl_retire(const void *addr, enum lkl_kind kind)
 	key = LD(e->key);
 	if (!LD(e->acquisitions) && !LD(e->read_acquisitions) && !LD(e->try_fails) && !LD(e->posts))
 		return; /* never used since it was (re)made: nothing to count, none counted twice */
-	if (LD(e->contended) == 0 && LD(e->try_fails) == 0 &&
-	    LD(header->used) >= (capacity_mask + 1) / 2) {
-		/*
-		 * Never contended, and the table is half full: count it in the header, and let the
-		 * next lock here reuse the entry, so that a program that makes and destroys locks
-		 * without end keeps room for its live ones.
-		 */
+	if (LD(e->contended) == 0 && LD(e->try_fails) == 0 && !worth_an_entry(e, key)) {
+		/* count it in the header, and let the next lock here reuse the entry */
 		__atomic_fetch_add(&header->folded_locks, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&header->folded_acquisitions,
 				   LD(e->acquisitions) + LD(e->read_acquisitions),
