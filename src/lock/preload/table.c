@@ -293,6 +293,12 @@ static inline uint64_t slot_of(uint64_t key)
 	return ((key >> 3) * 0x9E3779B97F4A7C15ull) >> 20;
 }
 
+/* Entries may be taken up to here: a quarter stays free so that probe chains stay short. */
+static bool table_full(void)
+{
+	return LD(header->used) >= (capacity_mask + 1) / 4 * 3;
+}
+
 struct lkl_entry *lkl_find(const void *addr, enum lkl_kind kind, bool create)
 {
 	uint64_t key = (uint64_t)(uintptr_t)addr | kind, mask = capacity_mask;
@@ -311,8 +317,7 @@ struct lkl_entry *lkl_find(const void *addr, enum lkl_kind kind, bool create)
 			continue;
 		if (!create)
 			return NULL;
-		/* keep a quarter free so that probe chains stay short */
-		if (LD(header->used) >= (mask + 1) / 4 * 3) {
+		if (table_full()) {
 			__atomic_fetch_add(&header->untracked, 1, __ATOMIC_RELAXED);
 			__atomic_fetch_or(&header->flags, LKL_F_FULL, __ATOMIC_RELAXED);
 			return NULL;
@@ -329,22 +334,45 @@ struct lkl_entry *lkl_find(const void *addr, enum lkl_kind kind, bool create)
 }
 
 /*
- * Whether a lock destroyed without contention keeps its entry, to be listed: not when the entry
- * lies far down its probe chain. Each lock made again at one address (on the stack, in memory
- * malloc hands out again) hashes to the same slot, and every later lookup there would walk past
- * all the kept ones; past the first few, such locks are summed in the header and the next lock
- * at the address reuses the entry.
+ * A free entry for the figures of a destroyed lock, claimed under its key marked retired. It is
+ * looked for from a slot of its own, not from the lock's: a lock made again and again at one
+ * address (on the stack, in memory malloc hands out again) would otherwise leave every earlier
+ * one in the probe chain that each lookup of the address walks. NULL when the table is full.
  */
-#define KEEP_PROBES_MAX 16
-
-static bool worth_an_entry(const struct lkl_entry *e, uint64_t key)
+static struct lkl_entry *claim_retired(uint64_t key)
 {
-	return (((uint64_t)(e - entries) - slot_of(key)) & capacity_mask) < KEEP_PROBES_MAX;
+	static uint64_t retired;
+	uint64_t n = __atomic_add_fetch(&retired, 1, __ATOMIC_RELAXED), mask = capacity_mask;
+
+	for (uint64_t i = slot_of(key + (n << 24)) & mask, probes = 0; probes <= mask;
+	     i = (i + 1) & mask, probes++) {
+		struct lkl_entry *e = &entries[i];
+		uint64_t free_key = 0;
+
+		if (table_full())
+			return NULL;
+		if (!LD(e->key) &&
+		    __atomic_compare_exchange_n(&e->key, &free_key, key | LKL_RETIRED, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			__atomic_fetch_add(&header->used, 1, __ATOMIC_RELAXED);
+			return e;
+		}
+	}
+	return NULL;
 }
 
+/* The figures of an entry: all of it but its key. */
+#define FIGURES(e) ((char *)(e) + sizeof((e)->key))
+#define FIGURES_SIZE (sizeof(struct lkl_entry) - sizeof(uint64_t))
+
+/*
+ * The lock's figures move to an entry of their own, marked retired, and its entry starts over
+ * for the next lock at the address. A table too full for that sums a lock never contended in the
+ * header, and keeps a contended one where it is, marked retired.
+ */
 void lkl_retire(const void *addr, enum lkl_kind kind)
 {
-	struct lkl_entry *e = lkl_find(addr, kind, false);
+	struct lkl_entry *e = lkl_find(addr, kind, false), *copy;
 	uint64_t key;
 
 	if (!e)
@@ -352,17 +380,20 @@ void lkl_retire(const void *addr, enum lkl_kind kind)
 	key = LD(e->key);
 	if (!LD(e->acquisitions) && !LD(e->read_acquisitions) && !LD(e->try_fails) && !LD(e->posts))
 		return; /* never used since it was (re)made: nothing to count, none counted twice */
-	if (LD(e->contended) == 0 && LD(e->try_fails) == 0 && !worth_an_entry(e, key)) {
-		/* count it in the header, and let the next lock here reuse the entry */
+	copy = claim_retired(key);
+	if (copy) {
+		memcpy(FIGURES(copy), FIGURES(e), FIGURES_SIZE);
+	} else if (LD(e->contended) == 0 && LD(e->try_fails) == 0) {
 		__atomic_fetch_add(&header->folded_locks, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&header->folded_acquisitions,
 				   LD(e->acquisitions) + LD(e->read_acquisitions),
 				   __ATOMIC_RELAXED);
-		memset((char *)e + sizeof(e->key), 0, sizeof(*e) - sizeof(e->key));
+	} else {
+		__atomic_compare_exchange_n(&e->key, &key, key | LKL_RETIRED, false,
+					    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 		return;
 	}
-	__atomic_compare_exchange_n(&e->key, &key, key | LKL_RETIRED, false, __ATOMIC_RELEASE,
-				    __ATOMIC_RELAXED);
+	memset(FIGURES(e), 0, FIGURES_SIZE);
 }
 
 /* ---- bookkeeping ---- */

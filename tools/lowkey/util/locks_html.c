@@ -152,8 +152,8 @@ static void left_out_note(FILE *f, const struct lk__jr_value *p)
 	if (folded > 0)
 		lkh_paraf(
 			f,
-			"%.0f destroyed locks never contended were summed, not listed: each made again "
-			"at an address where 16 were before.",
+			"%.0f destroyed locks never contended were summed, not listed: the table was "
+			"full (raise --max-locks).",
 			folded);
 }
 
