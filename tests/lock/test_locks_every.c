@@ -244,6 +244,7 @@ static void sort_orders_the_list(void **state)
 {
 	long long last = -1, n = 0;
 	struct run *r;
+	int status;
 
 	(void)state;
 	r = run_locks("--all", "--json", "--sort", "acquired", NULL);
@@ -257,6 +258,11 @@ static void sort_orders_the_list(void **state)
 	}
 	assert_int_equal(n, LOCKS);
 	assert_int_equal(last, 2); /* the contended mutex, taken twice */
+
+	/* a key there is not is bad usage, before the command runs */
+	status = system(LOWKEY " locks --sort nosuch -- /bin/echo ran 2>/dev/null >/dev/null");
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 2);
 }
 
 /*

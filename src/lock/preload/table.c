@@ -337,7 +337,8 @@ struct lkl_entry *lkl_find(const void *addr, enum lkl_kind kind, bool create)
  * A free entry for the figures of a destroyed lock, claimed under its key marked retired. It is
  * looked for from a slot of its own, not from the lock's: a lock made again and again at one
  * address (on the stack, in memory malloc hands out again) would otherwise leave every earlier
- * one in the probe chain that each lookup of the address walks. NULL when the table is full.
+ * one in the probe chain that each lookup of the address walks. NULL once half the table is
+ * taken: the quarter left before it is full stays for live locks, however many are destroyed.
  */
 static struct lkl_entry *claim_retired(uint64_t key)
 {
@@ -349,7 +350,7 @@ static struct lkl_entry *claim_retired(uint64_t key)
 		struct lkl_entry *e = &entries[i];
 		uint64_t free_key = 0;
 
-		if (table_full())
+		if (LD(header->used) >= (mask + 1) / 2)
 			return NULL;
 		if (!LD(e->key) &&
 		    __atomic_compare_exchange_n(&e->key, &free_key, key | LKL_RETIRED, false,
@@ -367,8 +368,8 @@ static struct lkl_entry *claim_retired(uint64_t key)
 
 /*
  * The lock's figures move to an entry of their own, marked retired, and its entry starts over
- * for the next lock at the address. A table too full for that sums a lock never contended in the
- * header, and keeps a contended one where it is, marked retired.
+ * for the next lock at the address. Without room for that, a lock never contended is summed in
+ * the header, and a contended one kept where it is, marked retired.
  */
 void lkl_retire(const void *addr, enum lkl_kind kind)
 {

@@ -153,7 +153,7 @@ static void left_out_note(FILE *f, const struct lk__jr_value *p)
 		lkh_paraf(
 			f,
 			"%.0f destroyed locks never contended were summed, not listed: the table was "
-			"full (raise --max-locks).",
+			"half full (raise --max-locks).",
 			folded);
 }
 

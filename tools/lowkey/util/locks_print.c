@@ -152,7 +152,7 @@ static void print_notes(FILE *out, const struct lks_proc *p, size_t n)
 			p->nrows - n, p->nrows - n == 1 ? "" : "s", uncontended_from(p, n));
 	if (h->folded_locks)
 		fprintf(out,
-			"    %lu destroyed locks never contended were summed, not listed (%lu acquisitions): the table was full; raise --max-locks\n",
+			"    %lu destroyed locks never contended were summed, not listed (%lu acquisitions): the table was half full; raise --max-locks\n",
 			(unsigned long)h->folded_locks, (unsigned long)h->folded_acquisitions);
 	if (h->untracked)
 		fprintf(out,
