@@ -266,18 +266,17 @@ static void sort_orders_the_list(void **state)
 }
 
 /*
- * The figures are in counter ticks: lowkey locks converts them with the counter's rate, which
- * must be this library's calibration -- taken from it where the library found it in the hardware
- * or the kernel, measured over the command's run otherwise. Against a measurement of the library's
- * over the whole test (it refines its own over the time since its first read), they agree to
- * 0.1%: ten times the error the command allows itself plus the library's.
+ * The figures are in counter ticks: lowkey locks converts them with the counter's rate, measured
+ * over the command's run. It must agree with this library's calibration, measured here over the
+ * whole test (the library refines its own over the time since its first read, or takes the rate
+ * from CPUID or the kernel), to 0.1%: twenty times the error the command allows itself, and room
+ * for a nominal CPUID rate's distance from the counter's real one.
  */
 static void clock_rate_is_the_librarys(void **state)
 {
 	struct lk_clock_info info;
 	long long hz;
 	struct run *r;
-	const char *source;
 
 	(void)state;
 	(void)lk_now_ns(); /* the library's calibration starts here */
@@ -286,23 +285,12 @@ static void clock_rate_is_the_librarys(void **state)
 	(void)lk_now_ns(); /* and is refined over the time since */
 	assert_int_equal(lk_clock_info(&info), 0);
 	hz = json_number_after(r->err, "counter_hz");
-	source = strstr(r->err, "\"counter_hz_source\": \"");
-	assert_non_null(source);
-	source += strlen("\"counter_hz_source\": \"");
-	if (!info.counter_usable || !info.tsc_hz) {
-		assert_true(hz > 0);
-		return;
-	}
-	if (!strstr(info.tsc_hz_source, "measured")) {
-		assert_int_equal(strncmp(source, info.tsc_hz_source, strlen(info.tsc_hz_source)),
-				 0);
-		assert_int_equal(hz, (long long)info.tsc_hz);
-		return;
-	}
-	assert_int_equal(strncmp(source, "measured", 8), 0);
+	assert_true(hz > 0);
+	if (!info.counter_usable || !info.tsc_hz)
+		return; /* no cycle counter: the figures are nanoseconds */
 	if (llabs(hz - (long long)info.tsc_hz) * 1000 > (long long)info.tsc_hz)
-		fail_msg("lowkey locks used %lld Hz, the library finds %llu Hz", hz,
-			 (unsigned long long)info.tsc_hz);
+		fail_msg("lowkey locks used %lld Hz, the library finds %llu Hz (%s)", hz,
+			 (unsigned long long)info.tsc_hz, info.tsc_hz_source);
 }
 
 int main(void)

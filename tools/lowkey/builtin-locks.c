@@ -21,7 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <lowkey/clock.h>
 #include <lowkey/lock.h>
 
 #include "builtin.h"
@@ -278,22 +277,16 @@ static struct clock_pair clock_pair(void)
 #define RATE_WINDOW_MAX_NS (50 * 1000 * 1000)
 
 /*
- * The rate of the counter the figures are in. The library's calibration where it comes from the
- * hardware or the kernel (CPUID, the perf page): nothing to wait for. Where the library could only
- * measure it, over the window from before the command started to now, which ran while the
- * command did: its error is the brackets' width over the window's length.
+ * The rate of the counter the figures are in, measured against CLOCK_MONOTONIC over the window
+ * from before the command started to now, which ran while the command did: its error is the
+ * brackets' width over the window's length. Not the library's calibration (lk_clock_info()):
+ * where no CPUID leaf or perf page gives the rate, its first call measures for 200 µs, a cost on
+ * every run, and a nominal rate is no closer to CLOCK_MONOTONIC, which the figures must agree with.
  */
-static uint64_t counter_hz(const struct clock_pair *start, const char **source)
+static uint64_t counter_hz(const struct clock_pair *start)
 {
-	struct lk_clock_info info;
 	struct clock_pair end;
 
-	if (lk_clock_info(&info) == 0 && info.counter_usable && info.tsc_hz &&
-	    !strstr(info.tsc_hz_source, "measured")) {
-		*source = info.tsc_hz_source;
-		return info.tsc_hz;
-	}
-	*source = "measured against CLOCK_MONOTONIC while the command ran";
 	for (;;) {
 		end = clock_pair();
 		if (end.ns <= start->ns || end.ticks <= start->ticks)
@@ -366,7 +359,7 @@ static int report(FILE *out, const char *dir, const struct options *o,
 	}
 	for (size_t i = 0; i < n; i++)
 		procs[i].ended = lks_ending_of(&procs[i], procs, n, child, status);
-	view.counter_hz = counter_hz(start, &view.counter_hz_source);
+	view.counter_hz = counter_hz(start);
 	build_rows(procs, n, o, &view, end_ns);
 	if (o->json)
 		lks_write_json(out, procs, n, &view, status, cmd);

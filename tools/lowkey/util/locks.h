@@ -107,8 +107,7 @@ int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns, enum lks_sor
 struct lks_view {
 	long top; /* rows listed per process; 0: every one */
 	enum lks_sort sort;
-	uint64_t counter_hz;	       /* the lock counter's rate, as every figure used it */
-	const char *counter_hz_source; /* where that rate came from */
+	uint64_t counter_hz; /* the lock counter's rate, as every figure used it */
 };
 
 /* p's report as text: its first rows, and how many it leaves out. */

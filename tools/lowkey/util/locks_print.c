@@ -280,7 +280,6 @@ void lks_write_json(FILE *out, const struct lks_proc *procs, size_t n, const str
 	lk__json_str(&j, "command", cmd);
 	lk__json_str(&j, "sort", lks_sort_name(v->sort));
 	lk__json_int(&j, "counter_hz", (long long)v->counter_hz);
-	lk__json_str(&j, "counter_hz_source", v->counter_hz_source);
 	if (WIFEXITED(status))
 		lk__json_int(&j, "exit_status", WEXITSTATUS(status));
 	else
