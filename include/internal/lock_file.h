@@ -29,7 +29,8 @@ enum lkl_kind {
 };
 
 #define LKL_KIND_MASK 3ull
-#define LKL_RETIRED (1ull << 63) /* the lock was destroyed; its figures stay */
+#define LKL_RETIRED \
+	(1ull << 63) /* the lock was destroyed; its figures stay, in an entry of their own */
 
 /* header flags */
 #define LKL_F_EXITED 0x1u   /* the process ran its exit handlers */
@@ -55,7 +56,7 @@ struct lkl_header {
 	uint64_t end_ticks, end_ns;	/* at exit, if LKL_F_EXITED */
 	uint64_t used;			/* entries taken */
 	uint64_t untracked;		/* acquisitions of locks the full table had no room for */
-	uint64_t folded_locks;		/* destroyed locks that were never contended, */
+	uint64_t folded_locks;		/* destroyed locks never contended, the table half full, */
 	uint64_t folded_acquisitions;	/* and their acquisitions: counted here, entry reused */
 	uint32_t nmodules;
 	uint32_t cpus;		 /* online CPUs at start */

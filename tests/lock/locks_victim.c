@@ -10,7 +10,7 @@
  * blocked inside the lock call (its thread sleeping, in /proc), or, for a spinlock, after the
  * waiter has burnt CPU time spinning.
  *
- * Modes: all (default), fork, exec, exec-child.
+ * Modes: all (default), fork, exec, exec-child, destroy [N], every.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -381,6 +381,45 @@ static void print_addresses(void)
 	fflush(stdout);
 }
 
+/* ---- locks never contended, some of them destroyed ---- */
+
+#define EVERY_LIVE 6
+#define EVERY_GONE 5
+
+/*
+ * One contended mutex, EVERY_LIVE never contended and left alive (the i-th taken 3 (i + 1)
+ * times), EVERY_GONE never contended and destroyed (the i-th taken 100 + i times).
+ */
+static void every_mode(void)
+{
+	static pthread_mutex_t live[EVERY_LIVE], gone[EVERY_GONE];
+	struct waiter w = { lock_contended, &contended };
+
+	EXPECT(pthread_mutex_lock(&contended) == 0);
+	start_waiter(&w);
+	await_asleep(&w);
+	EXPECT(pthread_mutex_unlock(&contended) == 0);
+	EXPECT(pthread_join(w.thread, NULL) == 0);
+	for (int i = 0; i < EVERY_LIVE; i++) {
+		EXPECT(pthread_mutex_init(&live[i], NULL) == 0);
+		for (int n = 0; n < 3 * (i + 1); n++) {
+			EXPECT(pthread_mutex_lock(&live[i]) == 0);
+			EXPECT(pthread_mutex_unlock(&live[i]) == 0);
+		}
+		printf("live%d=%p\n", i, (void *)&live[i]);
+	}
+	for (int i = 0; i < EVERY_GONE; i++) {
+		EXPECT(pthread_mutex_init(&gone[i], NULL) == 0);
+		for (int n = 0; n < 100 + i; n++) {
+			EXPECT(pthread_mutex_lock(&gone[i]) == 0);
+			EXPECT(pthread_mutex_unlock(&gone[i]) == 0);
+		}
+		EXPECT(pthread_mutex_destroy(&gone[i]) == 0);
+		printf("gone%d=%p\n", i, (void *)&gone[i]);
+	}
+	fflush(stdout);
+}
+
 /* ---- fork and exec ---- */
 
 static int fork_mode(void)
@@ -425,8 +464,10 @@ int main(int argc, char **argv)
 		execl("/proc/self/exe", argv[0], "exec-child", (char *)NULL);
 		EXPECT(!"exec failed");
 	} else if (strcmp(mode, "destroy") == 0) {
-		/* one address, made, used once and destroyed ten times: ten locks, counted once each */
-		for (int i = 0; i < 10; i++) {
+		/* one address, made, used once and destroyed N times (default 10): N locks */
+		int times = argc > 2 ? atoi(argv[2]) : 10;
+
+		for (int i = 0; i < times; i++) {
 			pthread_mutex_t m;
 
 			EXPECT(pthread_mutex_init(&m, NULL) == 0);
@@ -434,6 +475,8 @@ int main(int argc, char **argv)
 			EXPECT(pthread_mutex_unlock(&m) == 0);
 			EXPECT(pthread_mutex_destroy(&m) == 0);
 		}
+	} else if (strcmp(mode, "every") == 0) {
+		every_mode();
 	} else if (strcmp(mode, "exec-child") == 0) {
 		for (int i = 0; i < 7; i++) {
 			pthread_mutex_lock(&plain);

@@ -414,7 +414,8 @@ static void command_reports_sites(void **state)
 	assert_int_equal(exit_code(&r), 0);
 	assert_non_null(strstr(r.err, "lowkey locks: "));
 	assert_non_null(strstr(r.err, "contended first at"));
-	assert_non_null(strstr(r.err, "more locks (--top 0 shows all)"));
+	assert_non_null(strstr(r.err, "more locks not listed, "));
+	assert_non_null(strstr(r.err, ": --all lists every lock\n"));
 	assert_non_null(strstr(r.out, "plain=")); /* the program's own output is untouched */
 }
 
@@ -430,22 +431,45 @@ static long json_number(const char *json, const char *key)
 }
 
 /*
- * Locks that were destroyed are still counted in the summary, each once (a lock made again at
- * the same address is a new lock, not the old one counted twice).
+ * Locks that were destroyed are still listed, each once (a lock made again at the same address
+ * is a new lock, not the old one counted twice), also when there are more than the table holds:
+ * those never contended are summed then, and still counted once each.
  */
 static void destroyed_locks_are_counted_once(void **state)
 {
-	char *argv[] = { LOWKEY, "locks", "--json", "--top", "0", "--", VICTIM, "destroy", NULL };
+	char out[] = "/tmp/lowkey-locks-report.XXXXXX";
+	static char report[1 << 16];
+	char *argv[] = { LOWKEY, "locks", "--json", "--all",   "-o",
+			 out,	 "--",	  VICTIM,   "destroy", NULL };
+	char *churn[] = { LOWKEY, "locks", "--json",  "--max-locks", "1024",
+			  "--",	  VICTIM,  "destroy", "2000",	     NULL };
 	struct run r;
-	long listed = 0;
+	long listed = 0, destroyed = 0, folded;
+	int fd = mkstemp(out);
 
 	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
 	run(argv, NULL, &r);
 	assert_int_equal(exit_code(&r), 0);
-	assert_int_equal(json_number(r.err, "destroyed_uncontended_locks"), 10);
-	for (const char *p = strstr(r.err, "\"top\""); p && (p = strstr(p, "\"kind\"")); p++)
+	read_file(out, report, sizeof(report));
+	unlink(out);
+	assert_int_equal(json_number(report, "destroyed_uncontended_locks"), 0);
+	for (const char *p = strstr(report, "\"top\""); p && (p = strstr(p, "\"kind\"")); p++)
 		listed++;
-	assert_int_equal(json_number(r.err, "locks"), listed + 10);
+	for (const char *p = report; (p = strstr(p, "\"destroyed\": true")); p++)
+		destroyed++;
+	assert_int_equal(destroyed, 10);
+	assert_int_equal(json_number(report, "locks"), listed);
+
+	/* 2000 at one address, in a table of 1024 entries: half of it listed, the rest summed */
+	run(churn, NULL, &r);
+	assert_int_equal(exit_code(&r), 0);
+	folded = json_number(r.err, "destroyed_uncontended_locks");
+	listed = json_number(r.err, "listed") + json_number(r.err, "left_out");
+	assert_int_equal(listed, 1024 / 2 - 1); /* and the entry the address reuses */
+	assert_int_equal(json_number(r.err, "locks"), listed + folded);
+	assert_int_equal(listed + folded, 2000 + 1); /* and before_main */
 }
 
 static void command_refuses_bad_usage(void **state)

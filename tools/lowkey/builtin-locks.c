@@ -35,12 +35,17 @@ static const char locks_usage[] =
 	"Runs COMMAND with liblowkey-locks.so preloaded and, when it ends, reports the contention on every\n"
 	"pthread mutex, rwlock and spinlock, condition-variable re-acquisition and POSIX semaphore it used:\n"
 	"per lock, acquisitions, how many were contended, the time spent waiting (total, max, mean), the time\n"
-	"the lock was held (total, max, mean) and how often it changed hands, most waited-for lock first.\n"
+	"the lock was held (total, max, mean) and how often it changed hands: the 10 most waited-for\n"
+	"locks by default, and how many more there are; --all lists every one.\n"
 	"Each lock is named by its address and the call site of its first contended acquisition. Fork\n"
 	"children and programs COMMAND executes are profiled too, one report per process.\n"
 	"\n"
 	"Options:\n"
-	"  --top N            locks to show per process, most waited-for first (default 10; 0: all)\n"
+	"  -a, --all          list every lock the command took, contended or not, destroyed or not\n"
+	"  --top N            locks to list per process (default 10; 0: all, as --all); the report\n"
+	"                     says how many it leaves out\n"
+	"  --sort KEY         list the locks by KEY, greatest first: wait (total wait, the default),\n"
+	"                     wait-max, acquired, contended, owners (owner changes) or hold (total)\n"
 	"  -j, --json         print the report as JSON\n"
 	"  -o, --output FILE  write the report to FILE (default: standard error)\n"
 	"  --html OUT         also write it as one self-contained HTML page to OUT: a bar chart of the\n"
@@ -61,6 +66,7 @@ static const char locks_usage[] =
 
 struct options {
 	long top;
+	enum lks_sort sort;
 	bool json;
 	const char *output;
 	const char *html;
@@ -242,19 +248,57 @@ static int run(char **argv, const char *lib, const char *dir, const struct optio
 
 /* ---- the report ---- */
 
-static double ticks_per_ns(uint64_t t0, uint64_t ns0)
+/* CLOCK_MONOTONIC and the lock counter at one moment, and how wide the moment is (ticks). */
+struct clock_pair {
+	uint64_t ns, ticks, width;
+};
+
+/* The counter at the middle of the narrowest of a few brackets around a clock read. */
+static struct clock_pair clock_pair(void)
 {
-	uint64_t ns1 = monotonic_ns(), t1;
+	struct clock_pair best = { 0, 0, UINT64_MAX };
 
-	/* the window is the command's run; stretch a short one so the rate is precise */
-	if (ns1 - ns0 < 50 * 1000 * 1000) {
-		struct timespec ts = { 0, (long)(50 * 1000 * 1000 - (ns1 - ns0)) };
+	for (int i = 0; i < 5; i++) {
+		uint64_t before = lk__lock_ticks(), ns = monotonic_ns(), after = lk__lock_ticks();
 
-		nanosleep(&ts, NULL);
-		ns1 = monotonic_ns();
+		if (after - before < best.width)
+			best = (struct clock_pair){ ns, before + (after - before) / 2,
+						    after - before };
 	}
-	t1 = lk__lock_ticks();
-	return (double)(t1 - t0) / (double)(ns1 - ns0);
+	return best;
+}
+
+/*
+ * The measured rate's largest relative error: a twentieth of the last of the three digits the
+ * report prints. A short command's window reaches it in a few ms; a busy machine's wide brackets
+ * take longer, up to the 50 ms window that was always used before.
+ */
+#define RATE_ERROR_MAX 5e-5
+#define RATE_WINDOW_MAX_NS (50 * 1000 * 1000)
+
+/*
+ * The rate of the counter the figures are in, measured against CLOCK_MONOTONIC over the window
+ * from before the command started to now, which ran while the command did: its error is the
+ * brackets' width over the window's length. Not the library's calibration (lk_clock_info()):
+ * where no CPUID leaf or perf page gives the rate, its first call measures for 200 µs, a cost on
+ * every run, and a nominal rate is no closer to CLOCK_MONOTONIC, which the figures must agree with.
+ */
+static uint64_t counter_hz(const struct clock_pair *start)
+{
+	struct clock_pair end;
+
+	for (;;) {
+		end = clock_pair();
+		if (end.ns <= start->ns || end.ticks <= start->ticks)
+			return 1000000000u; /* no counter: the fallback counts nanoseconds */
+		if ((double)(start->width + end.width) / 2 <=
+			    (double)(end.ticks - start->ticks) * RATE_ERROR_MAX ||
+		    end.ns - start->ns >= RATE_WINDOW_MAX_NS)
+			break;
+		nanosleep(&(struct timespec){ 0, 1000 * 1000 }, NULL);
+	}
+	return (uint64_t)((double)(end.ticks - start->ticks) * 1e9 / (double)(end.ns - start->ns) +
+			  0.5);
 }
 
 static void exit_note(int status, const char *cmd)
@@ -268,8 +312,8 @@ static void exit_note(int status, const char *cmd)
 }
 
 /* The page is drawn from the JSON: the same figures, by the same code. */
-static int write_html(const struct lks_proc *procs, size_t n, const struct options *o, int status,
-		      const char *cmd)
+static int write_html(const struct lks_proc *procs, size_t n, const struct lks_view *v,
+		      const char *path, int status, const char *cmd)
 {
 	char *json = NULL;
 	size_t len = 0;
@@ -277,18 +321,31 @@ static int write_html(const struct lks_proc *procs, size_t n, const struct optio
 	int ret;
 
 	if (!f) {
-		cli_error("locks", NULL, "cannot write %s: %s", o->html, strerror(errno));
+		cli_error("locks", NULL, "cannot write %s: %s", path, strerror(errno));
 		return CLI_EXIT_FAIL;
 	}
-	lks_write_json(f, procs, n, o->top, status, cmd);
-	ret = fclose(f) == 0 ? locks_html(json, len, o->html) : CLI_EXIT_FAIL;
+	lks_write_json(f, procs, n, v, status, cmd);
+	ret = fclose(f) == 0 ? locks_html(json, len, path) : CLI_EXIT_FAIL;
 	free(json);
 	return ret;
 }
 
-static int report(FILE *out, const char *dir, const struct options *o, double tpn, uint64_t end_ns,
-		  pid_t child, int status, const char *cmd)
+static void build_rows(struct lks_proc *procs, size_t n, const struct options *o,
+		       const struct lks_view *v, uint64_t end_ns)
 {
+	double tpn = (double)v->counter_hz / 1e9;
+
+	for (size_t i = 0; i < n; i++)
+		if (lks_build_rows(&procs[i], (procs[i].h->flags & LKL_F_TICKS_NS) ? 1.0 : tpn,
+				   end_ns, o->sort) != 0)
+			procs[i].nrows = 0;
+}
+
+static int report(FILE *out, const char *dir, const struct options *o,
+		  const struct clock_pair *start, uint64_t end_ns, pid_t child, int status,
+		  const char *cmd)
+{
+	struct lks_view view = { .top = o->top, .sort = o->sort };
 	struct lks_proc *procs = NULL;
 	size_t n = 0;
 	int ret = 0;
@@ -302,26 +359,22 @@ static int report(FILE *out, const char *dir, const struct options *o, double tp
 	}
 	for (size_t i = 0; i < n; i++)
 		procs[i].ended = lks_ending_of(&procs[i], procs, n, child, status);
-	for (size_t i = 0; i < n; i++)
-		if (lks_build_rows(&procs[i], (procs[i].h->flags & LKL_F_TICKS_NS) ? 1.0 : tpn,
-				   end_ns) != 0)
-			procs[i].nrows = 0;
+	view.counter_hz = counter_hz(start);
+	build_rows(procs, n, o, &view, end_ns);
 	if (o->json)
-		lks_write_json(out, procs, n, o->top, status, cmd);
+		lks_write_json(out, procs, n, &view, status, cmd);
 	else
 		for (size_t i = 0; i < n; i++)
-			lks_print_text(out, &procs[i], o->top);
+			lks_print_text(out, &procs[i], &view);
 	if (o->html)
-		ret = write_html(procs, n, o, status, cmd);
+		ret = write_html(procs, n, &view, o->html, status, cmd);
 	if (fflush(out) != 0 || ferror(out)) {
 		cli_error("locks", NULL, "writing %s failed: %s",
 			  o->output ? o->output : "the report", strerror(errno));
 		ret = CLI_EXIT_FAIL;
 	}
-	for (size_t i = 0; i < n; i++) {
-		free(procs[i].rows);
-		free(procs[i].data);
-	}
+	for (size_t i = 0; i < n; i++)
+		lks_free_proc(&procs[i]);
 	free(procs);
 	return ret;
 }
@@ -341,7 +394,9 @@ static bool parse_count(const char *arg, long min, long max, long *out)
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
+		{ "all", no_argument, NULL, 'a' },
 		{ "top", required_argument, NULL, 't' },
+		{ "sort", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "html", required_argument, NULL, 'H' },
@@ -353,8 +408,18 @@ static int parse_options(int argc, char **argv, struct options *o)
 
 	*o = (struct options){ .top = 10 };
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+jo:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+ajo:", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'a':
+			o->top = 0;
+			break;
+		case 'S':
+			if (!lks_sort_parse(optarg, &o->sort)) {
+				cli_error("locks", NULL, "no sort key '%s' (keys: %s)", optarg,
+					  lks_sort_names);
+				return -1;
+			}
+			break;
 		case 't':
 			if (!parse_count(optarg, 0, 1000000, &o->top))
 				goto bad_number;
@@ -439,7 +504,8 @@ static int locks_run(int argc, char **argv)
 	char lib_buf[PATH_MAX], exe[PATH_MAX], dir[PATH_MAX];
 	const char *lib;
 	struct options o;
-	uint64_t t0, ns0, end_ns;
+	struct clock_pair start;
+	uint64_t end_ns;
 	pid_t child = 0;
 	int first, status, ret;
 	FILE *out = stderr;
@@ -468,8 +534,7 @@ static int locks_run(int argc, char **argv)
 			  "cannot make a directory for the figures: %s", strerror(-ret));
 		return CLI_EXIT_FAIL;
 	}
-	ns0 = monotonic_ns();
-	t0 = lk__lock_ticks();
+	start = clock_pair();
 	status = run(argv, lib, dir, &o, &child);
 	end_ns = monotonic_ns();
 	if (status < 0) {
@@ -479,7 +544,7 @@ static int locks_run(int argc, char **argv)
 			fclose(out);
 		return -status == ENOENT ? 127 : 126;
 	}
-	ret = report(out, dir, &o, ticks_per_ns(t0, ns0), end_ns, child, status, argv[0]);
+	ret = report(out, dir, &o, &start, end_ns, child, status, argv[0]);
 	if (out != stderr && fclose(out) != 0 && !ret) {
 		cli_error("locks", NULL, "writing %s failed: %s", o.output, strerror(errno));
 		ret = CLI_EXIT_FAIL;

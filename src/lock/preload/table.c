@@ -293,6 +293,12 @@ static inline uint64_t slot_of(uint64_t key)
 	return ((key >> 3) * 0x9E3779B97F4A7C15ull) >> 20;
 }
 
+/* Entries may be taken up to here: a quarter stays free so that probe chains stay short. */
+static bool table_full(void)
+{
+	return LD(header->used) >= (capacity_mask + 1) / 4 * 3;
+}
+
 struct lkl_entry *lkl_find(const void *addr, enum lkl_kind kind, bool create)
 {
 	uint64_t key = (uint64_t)(uintptr_t)addr | kind, mask = capacity_mask;
@@ -311,8 +317,7 @@ struct lkl_entry *lkl_find(const void *addr, enum lkl_kind kind, bool create)
 			continue;
 		if (!create)
 			return NULL;
-		/* keep a quarter free so that probe chains stay short */
-		if (LD(header->used) >= (mask + 1) / 4 * 3) {
+		if (table_full()) {
 			__atomic_fetch_add(&header->untracked, 1, __ATOMIC_RELAXED);
 			__atomic_fetch_or(&header->flags, LKL_F_FULL, __ATOMIC_RELAXED);
 			return NULL;
@@ -328,9 +333,47 @@ struct lkl_entry *lkl_find(const void *addr, enum lkl_kind kind, bool create)
 	return NULL;
 }
 
+/*
+ * A free entry for the figures of a destroyed lock, claimed under its key marked retired. It is
+ * looked for from a slot of its own, not from the lock's: a lock made again and again at one
+ * address (on the stack, in memory malloc hands out again) would otherwise leave every earlier
+ * one in the probe chain that each lookup of the address walks. NULL once half the table is
+ * taken: the quarter left before it is full stays for live locks, however many are destroyed.
+ */
+static struct lkl_entry *claim_retired(uint64_t key)
+{
+	static uint64_t retired;
+	uint64_t n = __atomic_add_fetch(&retired, 1, __ATOMIC_RELAXED), mask = capacity_mask;
+
+	for (uint64_t i = slot_of(key + (n << 24)) & mask, probes = 0; probes <= mask;
+	     i = (i + 1) & mask, probes++) {
+		struct lkl_entry *e = &entries[i];
+		uint64_t free_key = 0;
+
+		if (LD(header->used) >= (mask + 1) / 2)
+			return NULL;
+		if (!LD(e->key) &&
+		    __atomic_compare_exchange_n(&e->key, &free_key, key | LKL_RETIRED, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			__atomic_fetch_add(&header->used, 1, __ATOMIC_RELAXED);
+			return e;
+		}
+	}
+	return NULL;
+}
+
+/* The figures of an entry: all of it but its key. */
+#define FIGURES(e) ((char *)(e) + sizeof((e)->key))
+#define FIGURES_SIZE (sizeof(struct lkl_entry) - sizeof(uint64_t))
+
+/*
+ * The lock's figures move to an entry of their own, marked retired, and its entry starts over
+ * for the next lock at the address. Without room for that, a lock never contended is summed in
+ * the header, and a contended one kept where it is, marked retired.
+ */
 void lkl_retire(const void *addr, enum lkl_kind kind)
 {
-	struct lkl_entry *e = lkl_find(addr, kind, false);
+	struct lkl_entry *e = lkl_find(addr, kind, false), *copy;
 	uint64_t key;
 
 	if (!e)
@@ -338,17 +381,20 @@ void lkl_retire(const void *addr, enum lkl_kind kind)
 	key = LD(e->key);
 	if (!LD(e->acquisitions) && !LD(e->read_acquisitions) && !LD(e->try_fails) && !LD(e->posts))
 		return; /* never used since it was (re)made: nothing to count, none counted twice */
-	if (LD(e->contended) == 0 && LD(e->try_fails) == 0) {
-		/* never contended: count it in the header, and let the next lock here reuse the entry */
+	copy = claim_retired(key);
+	if (copy) {
+		memcpy(FIGURES(copy), FIGURES(e), FIGURES_SIZE);
+	} else if (LD(e->contended) == 0 && LD(e->try_fails) == 0) {
 		__atomic_fetch_add(&header->folded_locks, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&header->folded_acquisitions,
 				   LD(e->acquisitions) + LD(e->read_acquisitions),
 				   __ATOMIC_RELAXED);
-		memset((char *)e + sizeof(e->key), 0, sizeof(*e) - sizeof(e->key));
+	} else {
+		__atomic_compare_exchange_n(&e->key, &key, key | LKL_RETIRED, false,
+					    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 		return;
 	}
-	__atomic_compare_exchange_n(&e->key, &key, key | LKL_RETIRED, false, __ATOMIC_RELEASE,
-				    __ATOMIC_RELAXED);
+	memset(FIGURES(e), 0, FIGURES_SIZE);
 }
 
 /* ---- bookkeeping ---- */

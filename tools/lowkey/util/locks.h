@@ -48,7 +48,8 @@ enum lks_ending {
 
 struct lks_proc {
 	char path[PATH_MAX];
-	void *data; /* the file, read */
+	void *data;	  /* the file, read: its holes are zeros */
+	uint8_t *present; /* per 4 KiB of it: 1 where data was read, 0 in a hole */
 	size_t size;
 	const struct lkl_header *h;
 	const struct lkl_entry *entries;
@@ -62,7 +63,24 @@ struct lks_proc {
 	enum lks_ending ended;
 };
 
+/* The orders the rows can be listed in, each greatest first (--sort). */
+enum lks_sort {
+	LKS_SORT_WAIT,	    /* total time waited: the default */
+	LKS_SORT_WAIT_MAX,  /* longest single wait */
+	LKS_SORT_ACQUIRED,  /* acquisitions */
+	LKS_SORT_CONTENDED, /* contended acquisitions */
+	LKS_SORT_OWNERS,    /* owner changes */
+	LKS_SORT_HOLD,	    /* total time held */
+};
+
 /* ---- locks_read.c ---- */
+
+/* The key called name ("wait", "acquired", ...); false if there is none. */
+bool lks_sort_parse(const char *name, enum lks_sort *out);
+const char *lks_sort_name(enum lks_sort key);
+
+/* Every key's name, separated by ", ", for messages. */
+extern const char lks_sort_names[];
 
 /*
  * Every valid file in dir, loaded in the order the processes started (a file that is not valid is
@@ -70,23 +88,33 @@ struct lks_proc {
  */
 int lks_load_dir(const char *dir, struct lks_proc **out, size_t *count);
 
+/* Free what lks_load_dir() and lks_build_rows() allocated for p. */
+void lks_free_proc(struct lks_proc *p);
+
 /* How process p ended, among all n, the command's own process being command, its wait status status. */
 enum lks_ending lks_ending_of(const struct lks_proc *p, const struct lks_proc *all, size_t n,
 			      pid_t command, int status);
 
 /*
- * p's rows, most waited-for first, with their figures in ns (tpn: ticks per ns) and call sites
- * named; end_ns: when the command ended, for a process that did not exit. 0 or -ENOMEM.
+ * p's rows, sorted by key, with their figures in ns (tpn: ticks per ns) and call sites named;
+ * end_ns: when the command ended, for a process that did not exit. 0 or -ENOMEM.
  */
-int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns);
+int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns, enum lks_sort key);
 
 /* ---- locks_print.c ---- */
 
-/* p's report as text: its top rows (top 0: all). */
-void lks_print_text(FILE *out, const struct lks_proc *p, long top);
+/* How the report was asked for. */
+struct lks_view {
+	long top; /* rows listed per process; 0: every one */
+	enum lks_sort sort;
+	uint64_t counter_hz; /* the lock counter's rate, as every figure used it */
+};
+
+/* p's report as text: its first rows, and how many it leaves out. */
+void lks_print_text(FILE *out, const struct lks_proc *p, const struct lks_view *v);
 
 /* The report of every process as one JSON document, with the command's name and wait status. */
-void lks_write_json(FILE *out, const struct lks_proc *procs, size_t n, long top, int status,
-		    const char *cmd);
+void lks_write_json(FILE *out, const struct lks_proc *procs, size_t n, const struct lks_view *v,
+		    int status, const char *cmd);
 
 #endif

@@ -57,10 +57,13 @@ static void lock_label(const struct lk__jr_value *lock, size_t i, char *buf, siz
 		 lk__jr_string(lock, "kind") ? lk__jr_string(lock, "kind") : "lock", site);
 }
 
+/* Bars past this many would be too thin to read: the table lists the rest. */
+#define CHART_MAX_LOCKS 30
+
 static void wait_chart(FILE *f, const struct lk__jr_value *top, const char *title)
 {
 	static const char *const series[] = { "waiting (total)", "held (total)" };
-	size_t n = top->n;
+	size_t n = top->n < CHART_MAX_LOCKS ? top->n : CHART_MAX_LOCKS;
 	const char **groups = calloc(n + 1, sizeof(*groups));
 	char(*labels)[700] = calloc(n + 1, sizeof(*labels));
 	double *values = calloc(2 * n + 1, sizeof(*values));
@@ -135,7 +138,26 @@ static void lock_table(FILE *f, const struct lk__jr_value *top)
 	lkh_table_end(f);
 }
 
-static void process(FILE *f, const struct lk__jr_value *p)
+/* What the table leaves out, as the text report says it. */
+static void left_out_note(FILE *f, const struct lk__jr_value *p)
+{
+	double left_out = lk__jr_number(p, "left_out"),
+	       folded = lk__jr_number(p, "destroyed_uncontended_locks");
+
+	if (left_out > 0)
+		lkh_paraf(f,
+			  "%.0f more locks not listed, %.0f of them never contended: "
+			  "lowkey locks --all lists every lock.",
+			  left_out, lk__jr_number(p, "left_out_uncontended"));
+	if (folded > 0)
+		lkh_paraf(
+			f,
+			"%.0f destroyed locks never contended were summed, not listed: the table was "
+			"half full (raise --max-locks).",
+			folded);
+}
+
+static void process(FILE *f, const struct lk__jr_value *p, const char *sort)
 {
 	const struct lk__jr_value *top = lk__jr_get(p, "top"), *exited = lk__jr_get(p, "exited");
 	const char *command = lk__jr_string(p, "command");
@@ -160,10 +182,11 @@ static void process(FILE *f, const struct lk__jr_value *p)
 		return;
 	}
 	snprintf(title, sizeof(title),
-		 "the %zu most waited-for locks: time spent waiting for each, and holding it",
-		 top->n);
+		 "the first %zu locks by %s: time spent waiting for each, and holding it",
+		 top->n < CHART_MAX_LOCKS ? top->n : CHART_MAX_LOCKS, sort ? sort : "wait");
 	wait_chart(f, top, title);
 	lock_table(f, top);
+	left_out_note(f, p);
 }
 
 static void page(FILE *f, const struct lk__jr_value *root)
@@ -180,12 +203,13 @@ static void page(FILE *f, const struct lk__jr_value *root)
 	else
 		lkh_paraf(f, "The command was killed by signal %.0f.",
 			  lk__jr_number(root, "signal"));
-	lkh_para(
+	lkh_paraf(
 		f,
-		"Per process, the locks most waited for: each is named by its address and the call site of "
-		"its first contended acquisition. Hover a bar for its figure.");
+		"Per process, the locks listed greatest first by %s: each is named by its address and the "
+		"call site of its first contended acquisition. Hover a bar for its figure.",
+		lk__jr_string(root, "sort") ? lk__jr_string(root, "sort") : "wait");
 	for (size_t i = 0; procs && procs->type == LK__JR_ARRAY && i < procs->n; i++)
-		process(f, &procs->items[i]);
+		process(f, &procs->items[i], lk__jr_string(root, "sort"));
 }
 
 int locks_html(const char *json, size_t len, const char *out_path)

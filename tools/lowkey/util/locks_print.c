@@ -131,16 +131,28 @@ static void print_row(FILE *out, const struct lks_proc *p, size_t i)
 	fputc('\n', out);
 }
 
+/* Of the rows from first on, those never contended. */
+static size_t uncontended_from(const struct lks_proc *p, size_t first)
+{
+	size_t n = 0;
+
+	for (size_t i = first; i < p->nrows; i++)
+		n += !p->rows[i].e->contended;
+	return n;
+}
+
 /* What the table leaves out, and how hold times were taken. */
 static void print_notes(FILE *out, const struct lks_proc *p, size_t n)
 {
 	const struct lkl_header *h = p->h;
 
 	if (n < p->nrows)
-		fprintf(out, "    ... and %zu more locks (--top 0 shows all)\n", p->nrows - n);
+		fprintf(out,
+			"    %zu more lock%s not listed, %zu of them never contended: --all lists every lock\n",
+			p->nrows - n, p->nrows - n == 1 ? "" : "s", uncontended_from(p, n));
 	if (h->folded_locks)
 		fprintf(out,
-			"    %lu destroyed locks that were never contended are not listed (%lu acquisitions)\n",
+			"    %lu destroyed locks never contended were summed, not listed (%lu acquisitions): the table was half full; raise --max-locks\n",
 			(unsigned long)h->folded_locks, (unsigned long)h->folded_acquisitions);
 	if (h->untracked)
 		fprintf(out,
@@ -152,9 +164,9 @@ static void print_notes(FILE *out, const struct lks_proc *p, size_t n)
 			h->hold_period);
 }
 
-void lks_print_text(FILE *out, const struct lks_proc *p, long top)
+void lks_print_text(FILE *out, const struct lks_proc *p, const struct lks_view *v)
 {
-	size_t n = shown(p, top);
+	size_t n = shown(p, v->top);
 
 	print_summary(out, p);
 	if (!n)
@@ -249,6 +261,9 @@ static void json_proc(struct lk__json *j, const struct lks_proc *p, long top)
 	lk__json_num(j, "wait_per_mille_cpu", per_mille_cpu(p->wait_ns, p));
 	lk__json_int(j, "untracked_acquisitions", (long long)h->untracked);
 	lk__json_int(j, "destroyed_uncontended_locks", (long long)h->folded_locks);
+	lk__json_int(j, "listed", (long long)n);
+	lk__json_int(j, "left_out", (long long)(p->nrows - n));
+	lk__json_int(j, "left_out_uncontended", (long long)uncontended_from(p, n));
 	lk__json_array(j, "top");
 	for (size_t i = 0; i < n; i++)
 		json_row(j, p, &p->rows[i]);
@@ -256,20 +271,22 @@ static void json_proc(struct lk__json *j, const struct lks_proc *p, long top)
 	lk__json_close(j);
 }
 
-void lks_write_json(FILE *out, const struct lks_proc *procs, size_t n, long top, int status,
-		    const char *cmd)
+void lks_write_json(FILE *out, const struct lks_proc *procs, size_t n, const struct lks_view *v,
+		    int status, const char *cmd)
 {
 	struct lk__json j;
 
 	lk__json_begin(&j, out, false);
 	lk__json_str(&j, "command", cmd);
+	lk__json_str(&j, "sort", lks_sort_name(v->sort));
+	lk__json_int(&j, "counter_hz", (long long)v->counter_hz);
 	if (WIFEXITED(status))
 		lk__json_int(&j, "exit_status", WEXITSTATUS(status));
 	else
 		lk__json_int(&j, "signal", WTERMSIG(status));
 	lk__json_array(&j, "processes");
 	for (size_t i = 0; i < n; i++)
-		json_proc(&j, &procs[i], top);
+		json_proc(&j, &procs[i], v->top);
 	lk__json_close(&j);
 	lk__json_end(&j);
 }

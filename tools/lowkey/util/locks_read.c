@@ -51,33 +51,87 @@ static const char *validate(const struct lkl_header *h, size_t size)
 	return NULL;
 }
 
-/*
- * The whole file, read rather than mapped: a process that cut its file while lowkey had it mapped
- * would kill lowkey with SIGBUS. A file cut meanwhile is read as far as it goes (validate() says
- * it is truncated). NULL, or the reason why not.
- */
-static const char *read_table(int fd, size_t size, struct lks_proc *p)
-{
-	size_t got = 0;
+/* Holes and data are found in units no finer than this (tmpfs: the page). */
+#define EXTENT_UNIT 4096u
 
-	if (size > lkl_file_size(1u << 24))
-		return "larger than any table liblowkey-locks.so writes";
-	p->data = malloc(size);
-	if (!p->data)
-		return "out of memory";
-	while (got < size) {
-		ssize_t n = pread(fd, (char *)p->data + got, size - got, (off_t)got);
+static void mark_present(struct lks_proc *p, uint64_t from, uint64_t to)
+{
+	for (uint64_t u = from / EXTENT_UNIT; u * EXTENT_UNIT < to; u++)
+		p->present[u] = 1;
+}
+
+/* [at, end) into the buffer; how much was read (less: the file was cut meanwhile), or -1. */
+static ssize_t read_range(int fd, struct lks_proc *p, uint64_t at, uint64_t end)
+{
+	uint64_t got = 0;
+
+	while (at + got < end) {
+		ssize_t n =
+			pread(fd, (char *)p->data + at + got, end - at - got, (off_t)(at + got));
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return "cannot be read";
+			return -1;
 		if (n == 0)
 			break;
-		got += (size_t)n;
+		got += (uint64_t)n;
 	}
-	p->size = got;
+	mark_present(p, at, at + got);
+	return (ssize_t)got;
+}
+
+/*
+ * The file, read rather than mapped: a process that cut its file while lowkey had it mapped
+ * would kill lowkey with SIGBUS. Only its data is read: the table is a sparse file whose untouched
+ * pages are holes, so a process that took a few locks costs a few pages, not its whole table, and
+ * the holes stay untouched zeroed memory here. Where the file system cannot tell holes
+ * (SEEK_DATA fails), all of it is read. A file cut meanwhile is read as far as it goes (validate()
+ * says it is truncated). NULL, or the reason why not.
+ */
+static const char *read_table(int fd, size_t size, struct lks_proc *p)
+{
+	uint64_t at = 0, end = size;
+	struct stat st;
+
+	if (size > lkl_file_size(1u << 24))
+		return "larger than any table liblowkey-locks.so writes";
+	p->data = calloc(1, size);
+	p->present = calloc(size / EXTENT_UNIT + 1, 1);
+	if (!p->data || !p->present)
+		return "out of memory";
+	while (at < end) {
+		off_t data = lseek(fd, (off_t)at, SEEK_DATA), hole;
+		ssize_t got;
+
+		if (data < 0 && errno == ENXIO)
+			break; /* holes to the end */
+		hole = data < 0 ? -1 : lseek(fd, data, SEEK_HOLE);
+		if (data < 0)
+			data = (off_t)at; /* holes unknown here: read it all */
+		if (hole < 0 || (uint64_t)hole > end)
+			hole = (off_t)end;
+		got = read_range(fd, p, (uint64_t)data, (uint64_t)hole);
+		if (got < 0)
+			return "cannot be read";
+		if ((uint64_t)got < (uint64_t)(hole - data)) {
+			end = (uint64_t)data + (uint64_t)got;
+			break;
+		}
+		at = (uint64_t)hole;
+	}
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size < end)
+		end = (uint64_t)st.st_size;
+	p->size = end;
 	return NULL;
+}
+
+/* Whether entry i lies in data read from the file (not in a hole, all zero: no lock). */
+static bool entry_present(const struct lks_proc *p, uint32_t i)
+{
+	uint64_t at = LKL_HEADER_SIZE + (uint64_t)i * LKL_ENTRY_SIZE;
+
+	return p->present[at / EXTENT_UNIT] || p->present[(at + LKL_ENTRY_SIZE - 1) / EXTENT_UNIT];
 }
 
 static int load_proc(const char *path, struct lks_proc *p)
@@ -133,10 +187,58 @@ static void holds(uint64_t samples, uint64_t total, uint64_t max, uint64_t count
 				       to_ns((uint64_t)(m * (double)count), tpn);
 }
 
-static int by_wait(const void *a, const void *b)
+const char lks_sort_names[] = "wait, wait-max, acquired, contended, owners, hold";
+
+static const char *const sort_keys[] = {
+	[LKS_SORT_WAIT] = "wait",	  [LKS_SORT_WAIT_MAX] = "wait-max",
+	[LKS_SORT_ACQUIRED] = "acquired", [LKS_SORT_CONTENDED] = "contended",
+	[LKS_SORT_OWNERS] = "owners",	  [LKS_SORT_HOLD] = "hold",
+};
+
+bool lks_sort_parse(const char *name, enum lks_sort *out)
+{
+	for (size_t i = 0; i < sizeof(sort_keys) / sizeof(sort_keys[0]); i++) {
+		if (strcmp(name, sort_keys[i]) == 0) {
+			*out = (enum lks_sort)i;
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *lks_sort_name(enum lks_sort key)
+{
+	return sort_keys[key];
+}
+
+static uint64_t sort_value(const struct lks_row *r, enum lks_sort key)
+{
+	switch (key) {
+	case LKS_SORT_WAIT_MAX:
+		return r->wait_max_ns;
+	case LKS_SORT_ACQUIRED:
+		return r->acquisitions;
+	case LKS_SORT_CONTENDED:
+		return r->e->contended;
+	case LKS_SORT_OWNERS:
+		return r->e->owner_changes;
+	case LKS_SORT_HOLD:
+		return r->hold_ns;
+	case LKS_SORT_WAIT:
+	default:
+		return r->wait_ns;
+	}
+}
+
+/* Greatest first; ties by total wait, then acquisitions, then address, so the order is stable. */
+static int by_key(const void *a, const void *b, void *arg)
 {
 	const struct lks_row *x = a, *y = b;
+	enum lks_sort key = *(const enum lks_sort *)arg;
+	uint64_t u = sort_value(x, key), v = sort_value(y, key);
 
+	if (u != v)
+		return u < v ? 1 : -1;
 	if (x->wait_ns != y->wait_ns)
 		return x->wait_ns < y->wait_ns ? 1 : -1;
 	if (x->acquisitions != y->acquisitions)
@@ -212,7 +314,13 @@ static void name_site(const struct lks_proc *p, struct symbolizer *sym, uint64_t
 
 /* The names come from the program's files: escaped (lk__text_escape). */
 
-int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns)
+/* A lock that was taken, or tried, or posted: one to list. */
+static bool entry_used(const struct lkl_entry *e)
+{
+	return e->key && (e->acquisitions || e->read_acquisitions || e->try_fails || e->posts);
+}
+
+int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns, enum lks_sort key)
 {
 	const struct lkl_header *h = p->h;
 	struct symbolizer *sym;
@@ -221,15 +329,17 @@ int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns)
 	p->duration_ns = (h->flags & LKL_F_EXITED) && h->end_ns > h->start_ns ?
 				 h->end_ns - h->start_ns :
 				 (end_ns > h->start_ns ? end_ns - h->start_ns : 0);
-	p->rows = calloc(h->capacity, sizeof(*p->rows));
+	for (uint32_t i = 0; i < h->capacity; i++)
+		n += entry_present(p, i) && entry_used(&p->entries[i]);
+	p->rows = calloc(n ? n : 1, sizeof(*p->rows));
 	if (!p->rows)
 		return -ENOMEM;
+	n = 0;
 	for (uint32_t i = 0; i < h->capacity; i++) {
 		const struct lkl_entry *e = &p->entries[i];
 		struct lks_row *r;
 
-		if (!e->key ||
-		    !(e->acquisitions || e->read_acquisitions || e->try_fails || e->posts))
+		if (!entry_present(p, i) || !entry_used(e))
 			continue;
 		r = &p->rows[n++];
 		r->e = e;
@@ -253,7 +363,7 @@ int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns)
 	p->nlocks = n + h->folded_locks;
 	p->acquisitions += h->folded_acquisitions;
 	if (n)
-		qsort(p->rows, n, sizeof(*p->rows), by_wait);
+		qsort_r(p->rows, n, sizeof(*p->rows), by_key, &key);
 	sym = n ? open_symbolizer(p) : NULL;
 	for (size_t i = 0; i < n; i++) {
 		name_site(p, sym, p->rows[i].e->site, &p->rows[i].site);
@@ -264,6 +374,13 @@ int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns)
 }
 
 /* ---- the directory ---- */
+
+void lks_free_proc(struct lks_proc *p)
+{
+	free(p->rows);
+	free(p->data);
+	free(p->present);
+}
 
 static int by_start(const void *a, const void *b)
 {
@@ -297,7 +414,7 @@ int lks_load_dir(const char *dir, struct lks_proc **out, size_t *count)
 		if (load_proc(path, &v[n]) == 0)
 			n++;
 		else
-			free(v[n].data);
+			lks_free_proc(&v[n]);
 		unlink(path);
 	}
 	closedir(d);
