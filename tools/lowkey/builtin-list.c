@@ -543,7 +543,7 @@ static int list_run(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	if (pid)
-		return list_pid(pid, json);
+		return cli_check_pid("list", pid) ? CLI_EXIT_FAIL : list_pid(pid, json);
 	if (optind == argc)
 		return cli_list_events(json);
 	return list_files(argv + optind, argc - optind, json);

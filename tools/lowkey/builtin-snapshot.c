@@ -200,6 +200,10 @@ static int snapshot_main(int argc, char **argv)
 		free(o.output);
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	}
+	if (cli_check_pid("snapshot", o.pid)) {
+		free(o.output);
+		return CLI_EXIT_FAIL;
+	}
 	proc_name_of(o.pid, name, sizeof(name));
 	rc = lk__ctl_connect(&c, o.pid, err, sizeof(err));
 	if (rc) {

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1
@@ -57,6 +58,13 @@ bool cli_parse_unsigned(const char *s, unsigned long long max, unsigned long lon
 /* A list of CPUs as perf -C takes it, "0,2-3": malloc()ed into *cpus, *n of them. false for
  * anything else (an empty item, a range backwards, a CPU twice, a number over 2^20). */
 bool cli_parse_cpu_list(const char *s, int **cpus, size_t *n);
+
+/*
+ * Whether the process --pid named is one this command may work on (util/target_pid.c): 0, or
+ * CLI_EXIT_FAIL after saying on stderr, in the same words for every command, that there is no
+ * such process, or that it is another user's and lowkey has no permission over it. Reads /proc.
+ */
+int cli_check_pid(const char *cmd, pid_t pid);
 
 /* Whether argv[1..] asks for help before any "--". */
 bool cli_wants_help(int argc, char **argv);
