@@ -110,13 +110,12 @@ static void another_users_process(void **state)
 	char dir[] = "/tmp/lowkey-pid-errors-XXXXXX", lowkey[4096], want[160];
 	const char *runner = "";
 	pid_t pid = roots_process();
-	unsigned int uid = geteuid();
 
 	(void)state;
 	if (pid < 0)
 		skip(); /* pid 1 is this user's (a container): no other user's process at hand */
 	strcpy(lowkey, LOWKEY);
-	if (uid == 0) {
+	if (geteuid() == 0) {
 		/* as nobody, from a directory nobody can read: the build tree may be private */
 		if (lkt_sh(&r, "command -v setpriv") != 0 || !mkdtemp(dir) ||
 		    lkt_sh(&r, "cp '%s' '%s/' && chmod -R a+rX '%s'", LOWKEY, dir, dir) != 0) {
@@ -126,11 +125,9 @@ static void another_users_process(void **state)
 		}
 		snprintf(lowkey, sizeof(lowkey), "%s/lowkey", dir);
 		runner = "setpriv --reuid=65534 --regid=65534 --clear-groups";
-		uid = 65534;
 	}
 	snprintf(want, sizeof(want),
-		 "process %d belongs to uid 0, and lowkey (uid %u) has no permission over it",
-		 (int)pid, uid);
+		 "process %d belongs to uid 0: run lowkey as that user or as root", (int)pid);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (built(LOWKEY, commands[i]))
 			says(runner, lowkey, commands[i], pid, want);

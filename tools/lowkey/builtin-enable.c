@@ -121,9 +121,11 @@ static int run_rules(int argc, char **argv, bool enable)
 			  "give --pid and at least one GLOB");
 		return CLI_EXIT_USAGE;
 	}
-	if (cli_check_pid(cmd, pid))
+	if (cli_check_pid(cmd, pid, false))
 		return CLI_EXIT_FAIL;
 	rc = lk__ctl_connect(&c, pid, err, sizeof(err));
+	if (rc == -EACCES)
+		return cli_pid_denied(cmd, err);
 	if (rc) {
 		cli_error(cmd,
 			  rc == -ENOENT || rc == -ECONNREFUSED ?

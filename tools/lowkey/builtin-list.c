@@ -537,10 +537,8 @@ static int list_pid(pid_t pid, bool json)
 			  err); /* no such process, or it exited as lowkey waited */
 		return CLI_EXIT_FAIL;
 	}
-	if (rc == -EACCES) {
-		cli_error("list", "run lowkey as the process's user, or as root", "%s", err);
-		return CLI_EXIT_FAIL;
-	}
+	if (rc == -EACCES)
+		return cli_pid_denied("list", err);
 	if (rc && !read_files_instead(rc)) {
 		cli_error("list", NULL, "process %d (%s): %s", (int)pid, name, err);
 		free_rows(&r);
@@ -644,7 +642,7 @@ static int list_run(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	if (pid)
-		return cli_check_pid("list", pid) ? CLI_EXIT_FAIL : list_pid(pid, json);
+		return cli_check_pid("list", pid, false) ? CLI_EXIT_FAIL : list_pid(pid, json);
 	if (optind == argc)
 		return cli_list_events(json);
 	return list_files(argv + optind, argc - optind, json);

@@ -276,7 +276,7 @@ static int stat_run(int argc, char **argv)
 	rc = parse_options(argc, argv, &o);
 	if (rc >= 0)
 		goto done;
-	if (o.pid && cli_check_pid("stat", o.pid)) {
+	if (o.pid && cli_check_pid("stat", o.pid, true)) {
 		rc = CLI_EXIT_FAIL;
 		goto done;
 	}

@@ -311,7 +311,7 @@ static int trace_main(int argc, char **argv)
 		goto out;
 	}
 	o.argv = argv + optind;
-	if (o.pid && cli_check_pid("trace", o.pid))
+	if (o.pid && cli_check_pid("trace", o.pid, false))
 		rc = CLI_EXIT_FAIL;
 	else
 		rc = o.pid ? trace_attach(&o) : trace_run_command(&o);

@@ -60,11 +60,17 @@ bool cli_parse_unsigned(const char *s, unsigned long long max, unsigned long lon
 bool cli_parse_cpu_list(const char *s, int **cpus, size_t *n);
 
 /*
- * Whether the process --pid named is one this command may work on (util/target_pid.c): 0, or
- * CLI_EXIT_FAIL after saying on stderr, in the same words for every command, that there is no
- * such process, or that it is another user's and lowkey has no permission over it. Reads /proc.
+ * What every command that takes --pid says of a process it cannot have (util/target_pid.c), in
+ * the same words for every command. cli_check_pid: 0, or CLI_EXIT_FAIL after saying on stderr
+ * that there is no such process or, with look_into (a command that reads the process's memory or
+ * counts it), that it is another user's and out of this user's reach (the kernel's ptrace access
+ * check). Commands that go through the control socket leave permission to the process, which
+ * admits its own user and root: on the connection's -EACCES they call cli_pid_denied with its
+ * message ("process N belongs to uid U"), which adds what to do and returns CLI_EXIT_FAIL.
+ * Both read /proc or print only.
  */
-int cli_check_pid(const char *cmd, pid_t pid);
+int cli_check_pid(const char *cmd, pid_t pid, bool look_into);
+int cli_pid_denied(const char *cmd, const char *why);
 
 /* Whether argv[1..] asks for help before any "--". */
 bool cli_wants_help(int argc, char **argv);

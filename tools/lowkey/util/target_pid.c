@@ -44,20 +44,25 @@ static bool may_look_into(pid_t pid)
 	return errno != EACCES && errno != EPERM;
 }
 
-int cli_check_pid(const char *cmd, pid_t pid)
+int cli_pid_denied(const char *cmd, const char *why)
 {
+	cli_error(cmd, NULL, "%s: run lowkey as that user or as root", why);
+	return CLI_EXIT_FAIL;
+}
+
+int cli_check_pid(const char *cmd, pid_t pid, bool look_into)
+{
+	char why[128];
 	uid_t owner;
 
 	if (pid <= 0 || !process_euid(pid, &owner)) {
 		cli_error(cmd, NULL, "no process %d: check the pid (ps, pidof)", (int)pid);
 		return CLI_EXIT_FAIL;
 	}
-	if (owner != geteuid() && !may_look_into(pid)) {
-		cli_error(cmd, "run lowkey as that user or as root",
-			  "process %d belongs to uid %u, and lowkey (uid %u) has no permission "
-			  "over it",
-			  (int)pid, (unsigned int)owner, (unsigned int)geteuid());
-		return CLI_EXIT_FAIL;
+	if (look_into && owner != geteuid() && !may_look_into(pid)) {
+		snprintf(why, sizeof(why), "process %d belongs to uid %u", (int)pid,
+			 (unsigned int)owner);
+		return cli_pid_denied(cmd, why);
 	}
 	return 0;
 }
