@@ -553,7 +553,7 @@ static int add_usdt(struct probe_elf_sites *out, size_t *cap, const struct probe
 static int take_note(struct probe_elf_sites *out, size_t *cap, const uint8_t *desc, size_t len,
 		     uint64_t base_shift, const uint64_t *sems, size_t nsems)
 {
-	struct probe_elf_usdt u = { 0 };
+	struct probe_elf_usdt u;
 	const char *provider, *name, *args;
 	uint64_t addr[3];
 
