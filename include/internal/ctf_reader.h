@@ -79,7 +79,9 @@ struct lk__reader_ops {
 
 /*
  * Open a trace directory (followed if dir is a symbolic link): its metadata, or its index when
- * there is one; 0 or -errno with a message in err.
+ * there is one; 0 or -errno with a message in err: "cannot open DIR: " and the errno's text for
+ * a path that cannot be opened as a directory (-ENOENT, -EACCES, -ENOTDIR, ...), "is not a lowkey
+ * trace" for a directory without metadata (-ENOENT).
  */
 int lk__reader_open(struct lk__trace_reader *r, const char *dir, char *err, size_t errlen);
 

@@ -220,13 +220,56 @@ static void json_output(void **state)
 		"{\n  \"sites\": [\n    {\"object\": \"%s\", \"object_type\": \"shared object\", \"provider\": \"lib\", "
 		"\"event\": \"work\", \"kind\": \"event\", \"file\": \"%s/target_lib.c\", \"line\": %d, "
 		"\"function\": \"lkt_lib_work\", \"args\": "
-		"[{\"name\": \"i\", \"type\": \"i64\"}, {\"name\": \"\\\"from the library\\\"\", \"type\": \"string\"}]}\n  ]\n}\n",
+		"[{\"name\": \"i\", \"type\": \"i64\"}, {\"name\": \"\\\"from the library\\\"\", \"type\": \"string\"}]}\n  ],\n"
+		"  \"usdt\": []\n}\n",
 		TARGET_LIB, SOURCE_DIR, line);
 	assert_string_equal(r.out, want);
 	assert_int_equal(lkt_sh(&r, "%s list --json %s %s | grep -c '\"provider\"'", LOWKEY, TARGET,
 				TARGET_LIB),
 			 0);
 	assert_int_equal(atoi(r.out), 7);
+}
+
+/*
+ * USDT probes of another provider (<sys/sdt.h>) are listed in a section of their own and counted
+ * in the summary; lowkey's own sites' notes are not among them.
+ */
+static void usdt_probes_of_other_providers(void **state)
+{
+	(void)state;
+	/* lowkey's own sites have USDT notes too: none of them is another provider's */
+	lkt_sh(&r, "%s list '%s'", LOWKEY, TARGET);
+	lkt_expect(&r, 0, NULL);
+	assert_null(strstr(r.out, "USDT"));
+#if defined(USDT_FOREIGN) && defined(USDT_MIXED)
+	lkt_sh(&r, "%s list '%s'", LOWKEY, USDT_FOREIGN);
+	lkt_expect(&r, 0, "has no lowkey probe sites; 2 USDT probes of other providers");
+	lkt_expect(&r, 0, ": 2 USDT probes of other providers\n");
+	lkt_expect(&r, 0, "fgn:hello");
+	lkt_expect(&r, 0, "fgn:bye");
+	assert_non_null(strstr(strstr(r.out, "fgn:hello"), "@")); /* its argument spec */
+	assert_non_null(strstr(r.out, "(no arguments)"));	  /* fgn:bye's */
+
+	/* beside a lowkey site: the site as ever, and the two foreign probes only */
+	lkt_sh(&r, "%s list '%s'", LOWKEY, USDT_MIXED);
+	lkt_expect(&r, 0, "mixed:tick");
+	lkt_expect(&r, 0, ": 2 USDT probes of other providers\n");
+	assert_null(strstr(strstr(r.out, "USDT probes of other providers"), "mixed:tick"));
+
+	lkt_sh(&r,
+	       "%s list --json '%s' | python3 -c 'import json,sys; d=json.load(sys.stdin); "
+	       "u=d[\"usdt\"]; assert sorted((x[\"provider\"], x[\"name\"]) for x in u) == "
+	       "[(\"fgn\", \"bye\"), (\"fgn\", \"hello\")], u; "
+	       "assert all(x[\"object\"] == sys.argv[1] and x[\"address\"] > 0 and "
+	       "not x[\"semaphore\"] for x in u), u; "
+	       "assert [x[\"args\"] for x in u if x[\"name\"] == \"bye\"] == [\"\"], u; "
+	       "assert [(s[\"provider\"], s[\"event\"]) for s in d[\"sites\"]] == "
+	       "[(\"mixed\", \"tick\")], d' '%s'",
+	       LOWKEY, USDT_MIXED, USDT_MIXED);
+	lkt_expect(&r, 0, NULL);
+#else
+	skip(); /* no <sys/sdt.h> to build the program with */
+#endif
 }
 
 static void files_that_are_not_programs(void **state)
@@ -260,6 +303,7 @@ int main(void)
 		cmocka_unit_test(a_program_with_the_static_library),
 		cmocka_unit_test(packed_relative_relocations),
 		cmocka_unit_test(json_output),
+		cmocka_unit_test(usdt_probes_of_other_providers),
 		cmocka_unit_test(files_that_are_not_programs),
 	};
 

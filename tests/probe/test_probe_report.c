@@ -94,8 +94,16 @@ static void report_of_known_trace(void **state)
 static void report_errors(void **state)
 {
 	(void)state;
+	/* a trace that is not there cannot be opened; it is not called a bad trace */
 	assert_int_equal(lkt_sh(&out, "%s report /nonexistent/trace", LOWKEY), 1);
-	assert_non_null(strstr(out.out, "not a lowkey trace"));
+	assert_non_null(
+		strstr(out.out, "cannot open /nonexistent/trace: No such file or directory"));
+	assert_null(strstr(out.out, "not a lowkey trace"));
+	assert_int_equal(
+		lkt_sh(&out, "%s convert /nonexistent/trace -o \"$(mktemp -u).json\"", LOWKEY), 1);
+	assert_non_null(
+		strstr(out.out, "cannot open /nonexistent/trace: No such file or directory"));
+	assert_null(strstr(out.out, "not a lowkey trace"));
 	assert_int_equal(lkt_sh(&out, "%s report", LOWKEY), 2);
 	assert_int_equal(lkt_sh(&out, "%s report a b", LOWKEY), 2);
 }

@@ -98,6 +98,13 @@ perf_under_lock()
 		return
 	fi
 	ran=1
+	# in a build with debug information, every probe point has it, the scoped span's end (a stub) too
+	perf probe -l >>"$tmp/probe" 2>&1
+	if LC_ALL=C readelf -S "$target" | grep -q '\.debug_info' &&
+	   grep -q 'Failed to find debug information' "$tmp/probe"; then
+		fail "perf probe found no debug information for a probe point:"
+		cat "$tmp/probe"
+	fi
 	LOWKEY_USDT_WATCH=1 timeout 120 perf record -q -e sdt_lkt_usdt:query -e sdt_lkt_usdt:done -e sdt_lkt_usdt:request_end \
 		-o "$tmp/perf.data" -- "$target" 300 >"$tmp/record" 2>&1 || fail "perf record failed: $(cat "$tmp/record")"
 	perf script -i "$tmp/perf.data" >"$tmp/script" 2>&1

@@ -589,6 +589,26 @@ static void damaged_input_is_refused(void **state)
 	unlink(pft);
 }
 
+/* A path that is not there cannot be opened; one that is there and is no trace is not a trace. */
+static void missing_trace_is_not_called_a_bad_one(void **state)
+{
+	char dir[256], missing[300], want[400];
+
+	(void)state;
+	lkt_path(dir, sizeof(dir), "trace-reader-missing");
+	snprintf(missing, sizeof(missing), "%s/nosuch.ctf", dir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+
+	refused(missing, -ENOENT);
+	snprintf(want, sizeof(want), "cannot open %s: %s", missing, strerror(ENOENT));
+	assert_non_null(strstr(lk_last_error(), want));
+	assert_null(strstr(lk_last_error(), "not a lowkey trace"));
+
+	refused(dir, -ENOENT); /* a directory without metadata */
+	assert_non_null(strstr(lk_last_error(), "is not a lowkey trace"));
+	assert_int_equal(rmdir(dir), 0);
+}
+
 /* ---- streaming: an event's strings while the merge goes on, a stream damaged in its middle ---- */
 
 #define BIG_EVENTS 30000 /* per thread: a few of lowkey's 256 KiB packets, strings and all */
@@ -860,6 +880,7 @@ int main(void)
 		cmocka_unit_test(one_recording_in_three_formats),
 		cmocka_unit_test(each_format_as_recorded),
 		cmocka_unit_test(damaged_input_is_refused),
+		cmocka_unit_test(missing_trace_is_not_called_a_bad_one),
 		cmocka_unit_test(strings_live_until_the_next_call),
 		cmocka_unit_test(damaged_stream_errs_after_earlier_events),
 		cmocka_unit_test(many_streams_few_descriptors),

@@ -121,12 +121,17 @@ static int run_rules(int argc, char **argv, bool enable)
 			  "give --pid and at least one GLOB");
 		return CLI_EXIT_USAGE;
 	}
+	if (cli_check_pid(cmd, pid, false))
+		return CLI_EXIT_FAIL;
 	rc = lk__ctl_connect(&c, pid, err, sizeof(err));
+	if (rc == -EACCES)
+		return cli_pid_denied(cmd, err);
 	if (rc) {
 		cli_error(cmd,
-			  rc == -ESRCH ? NULL :
-					 "start the program with LOWKEY_CONTROL=1, or have it call "
-					 "lk_control_open()",
+			  rc == -ENOENT || rc == -ECONNREFUSED ?
+				  "start the program with LOWKEY_CONTROL=1, or have it call "
+				  "lk_control_open()" :
+				  NULL,
 			  "%s", err);
 		return CLI_EXIT_FAIL;
 	}

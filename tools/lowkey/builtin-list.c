@@ -52,10 +52,16 @@ static const char list_usage[] =
 	"its arguments as written, with their types (i64, u64, f64, string, pointer). The globs of\n"
 	"`lowkey trace -e` match \"provider:event\" (or the provider alone when they have no ':').\n"
 	"\n"
+	"A program or library may also have USDT probes of other providers (<sys/sdt.h>, DTrace):\n"
+	"BINARY's are listed after lowkey's sites, each provider:name, its address, whether it has a\n"
+	"semaphore, and its argument spec; perf, bpftrace and SystemTap trace them, not lowkey.\n"
+	"\n"
 	"Options:\n"
 	"  -p, --pid PID   list the sites of a running process\n"
 	"  -j, --json      print {\"sites\": [{\"object\", \"provider\", \"event\", \"kind\", \"file\",\n"
 	"                  \"line\", \"args\": [{\"name\", \"type\"}], \"enabled\"}]} (\"enabled\" only when known);\n"
+	"                  for BINARY..., also \"usdt\": [{\"object\", \"provider\", \"name\", \"args\",\n"
+	"                  \"address\", \"semaphore\"}]: the USDT probes of other providers\n"
 	"                  without an argument {\"events\": [{\"name\", \"section\", \"pmu\", \"supported\",\n"
 	"                  \"user_only\", \"why\"}], \"libpfm4\", \"tracepoints\": {\"supported\", \"count\",\n"
 	"                  \"root\", \"why\", \"subsystems\"}}\n"
@@ -77,10 +83,37 @@ struct row {
 	size_t object_rank, order; /* for sorting: objects as met, then by name and line */
 };
 
+/* A USDT probe of another provider in an object listed from its file. */
+struct foreign {
+	const char *object; /* as given on the command line */
+	const char *object_type;
+	struct probe_elf_usdt u;
+};
+
 struct rows {
 	struct row *v;
 	size_t n, cap;
+	struct foreign *usdt; /* files only: the probes of other providers, as met */
+	size_t nusdt, capusdt;
 };
+
+/* Take s's USDT probes of other providers (now r's to free) for the object shown as object. */
+static int take_foreign(struct rows *r, struct probe_elf_sites *s, const char *object)
+{
+	if (r->nusdt + s->nusdt > r->capusdt) {
+		size_t cap = (r->nusdt + s->nusdt) * 2;
+		struct foreign *grown = realloc(r->usdt, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		r->usdt = grown;
+		r->capusdt = cap;
+	}
+	for (size_t i = 0; i < s->nusdt; i++)
+		r->usdt[r->nusdt++] = (struct foreign){ object, s->type, s->usdt[i] };
+	s->nusdt = 0; /* taken */
+	return 0;
+}
 
 static int add_row(struct rows *r, const struct row *row)
 {
@@ -117,6 +150,9 @@ static void free_rows(struct rows *r)
 		free(r->v[i].file), free(r->v[i].arg_names), free(r->v[i].function);
 	}
 	free(r->v);
+	for (size_t i = 0; i < r->nusdt; i++)
+		free(r->usdt[i].u.provider), free(r->usdt[i].u.name), free(r->usdt[i].u.args);
+	free(r->usdt);
 }
 
 static const char *arg_type(const struct row *s, unsigned int i)
@@ -188,6 +224,18 @@ static void print_site_json(struct lk__json *j, const struct row *s)
 	lk__json_close(j);
 }
 
+static void print_foreign_json(struct lk__json *j, const struct foreign *f)
+{
+	lk__json_object_line(j, NULL);
+	lk__json_str_or_null(j, "object", f->object);
+	lk__json_str_or_null(j, "provider", f->u.provider);
+	lk__json_str_or_null(j, "name", f->u.name);
+	lk__json_str_or_null(j, "args", f->u.args);
+	lk__json_uint(j, "address", f->u.pc);
+	lk__json_bool(j, "semaphore", f->u.has_semaphore);
+	lk__json_close(j);
+}
+
 static void print_json(const struct rows *r, pid_t pid, const char *source)
 {
 	struct lk__json j;
@@ -201,6 +249,12 @@ static void print_json(const struct rows *r, pid_t pid, const char *source)
 	for (size_t i = 0; i < r->n; i++)
 		print_site_json(&j, &r->v[i]);
 	lk__json_close(&j);
+	if (!pid) {
+		lk__json_array(&j, "usdt");
+		for (size_t i = 0; i < r->nusdt; i++)
+			print_foreign_json(&j, &r->usdt[i]);
+		lk__json_close(&j);
+	}
 	lk__json_end(&j);
 }
 
@@ -278,6 +332,42 @@ static void print_text(const struct rows *r)
 	}
 }
 
+/* The USDT probes of other providers, an object at a time, after lowkey's sites. */
+static void print_foreign(const struct rows *r)
+{
+	char buf[1024], shown[4 * sizeof(buf)];
+	int wname = 12;
+
+	for (size_t i = 0; i < r->nusdt; i++) {
+		int a = snprintf(buf, sizeof(buf), "%s:%s", r->usdt[i].u.provider,
+				 r->usdt[i].u.name);
+
+		wname = a > wname ? (a > 40 ? 40 : a) : wname;
+	}
+	for (size_t i = 0; i < r->nusdt; i++) {
+		const struct foreign *f = &r->usdt[i];
+		size_t count = 0;
+
+		if (i == 0 || strcmp(f->object, r->usdt[i - 1].object) != 0) {
+			for (size_t j = i;
+			     j < r->nusdt && strcmp(r->usdt[j].object, f->object) == 0; j++)
+				count++;
+			printf("%s%s", i || r->n ? "\n" : "",
+			       lk__text_escape(f->object, shown, sizeof(shown)));
+			if (f->object_type)
+				printf(" (%s)", f->object_type);
+			printf(": %zu USDT probe%s of other providers\n", count,
+			       count == 1 ? "" : "s");
+		}
+		snprintf(buf, sizeof(buf), "%s:%s", f->u.provider, f->u.name);
+		printf("  %-*s  0x%-8llx  %-9s  ", wname,
+		       lk__text_escape(buf, shown, sizeof(shown)), (unsigned long long)f->u.pc,
+		       f->u.has_semaphore ? "semaphore" : "");
+		printf("%s\n", *f->u.args ? lk__text_escape(f->u.args, shown, sizeof(shown)) :
+					    "(no arguments)");
+	}
+}
+
 /* ---- from files ---- */
 
 static int rows_from_file(struct rows *r, const char *path, const char *shown, bool quiet_if_none)
@@ -291,7 +381,14 @@ static int rows_from_file(struct rows *r, const char *path, const char *shown, b
 			cli_error("list", NULL, "%s", err);
 		return rc;
 	}
-	if (!sites.n && !quiet_if_none)
+	if (!sites.n && !quiet_if_none && sites.nusdt)
+		fprintf(stderr,
+			"lowkey list: %s has no lowkey probe sites%s; %zu USDT probe%s of other "
+			"providers\n",
+			lk__text_escape(shown, name, sizeof(name)),
+			sites.has_section ? " of this lowkey version" : "", sites.nusdt,
+			sites.nusdt == 1 ? "" : "s");
+	else if (!sites.n && !quiet_if_none)
 		fprintf(stderr, "lowkey list: %s has no lowkey probe sites%s\n",
 			lk__text_escape(shown, name, sizeof(name)),
 			sites.has_section ? " of this lowkey version" : "");
@@ -307,6 +404,8 @@ static int rows_from_file(struct rows *r, const char *path, const char *shown, b
 
 		rc = add_row(r, &row);
 	}
+	if (!rc && !quiet_if_none) /* a file named, not each object a process maps */
+		rc = take_foreign(r, &sites, shown);
 	probe_elf_free_sites(&sites);
 	return rc;
 }
@@ -438,10 +537,8 @@ static int list_pid(pid_t pid, bool json)
 			  err); /* no such process, or it exited as lowkey waited */
 		return CLI_EXIT_FAIL;
 	}
-	if (rc == -EACCES) {
-		cli_error("list", "run lowkey as the process's user, or as root", "%s", err);
-		return CLI_EXIT_FAIL;
-	}
+	if (rc == -EACCES)
+		return cli_pid_denied("list", err);
 	if (rc && !read_files_instead(rc)) {
 		cli_error("list", NULL, "process %d (%s): %s", (int)pid, name, err);
 		free_rows(&r);
@@ -484,10 +581,12 @@ static int list_files(char **files, int n, bool json)
 		if (rows_from_file(&r, files[i], files[i], false) != 0)
 			failed = 1;
 	sort_rows(&r);
-	if (json)
+	if (json) {
 		print_json(&r, 0, NULL);
-	else
+	} else {
 		print_text(&r);
+		print_foreign(&r);
+	}
 	free_rows(&r);
 	return failed ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
@@ -543,7 +642,7 @@ static int list_run(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	if (pid)
-		return list_pid(pid, json);
+		return cli_check_pid("list", pid, false) ? CLI_EXIT_FAIL : list_pid(pid, json);
 	if (optind == argc)
 		return cli_list_events(json);
 	return list_files(argv + optind, argc - optind, json);

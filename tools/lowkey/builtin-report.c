@@ -247,13 +247,16 @@ static void json_split(struct lk__json *j, const char *key, const struct split *
 	lk__json_close(j);
 }
 
-/* What a JSON or Perfetto trace cannot say that its CTF could. */
+/*
+ * Which format a JSON or Perfetto trace is, and what it left out of this trace. Counts these
+ * formats cannot carry at all (bytes of streams cut short, switches the kernel lost) are not
+ * mentioned: --json gives them as null, and docs/trace.md tabulates them.
+ */
 static void print_format_notes(const struct report *rep)
 {
 	const struct lk_trace_file_info *t = rep->in;
 
-	printf("  read from lowkey's %s output, which carries no count of bytes left out of streams cut short%s\n",
-	       t->format_name, t->sched ? " nor of context switches the kernel lost" : "");
+	printf("  read from lowkey's %s output\n", t->format_name);
 	if (t->format == LK_TRACE_JSON && t->sched)
 		printf("  JSON has the intervals off the CPU, not the switches: a switch out with no switch in after "
 		       "it (the trace or the thread ended) is not in it\n");

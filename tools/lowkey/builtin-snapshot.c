@@ -125,8 +125,7 @@ static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
 			  err); /* no such process, or it exited as lowkey waited */
 		break;
 	case -EACCES:
-		cli_error("snapshot", NULL, "%s: run lowkey as that user or as root", err);
-		break;
+		return cli_pid_denied("snapshot", err);
 	case -ENOENT:
 	case -ECONNREFUSED:
 	case -ESTALE:
@@ -199,6 +198,10 @@ static int snapshot_main(int argc, char **argv)
 	if (rc) {
 		free(o.output);
 		return rc < 0 ? CLI_EXIT_OK : rc;
+	}
+	if (cli_check_pid("snapshot", o.pid, false)) {
+		free(o.output);
+		return CLI_EXIT_FAIL;
 	}
 	proc_name_of(o.pid, name, sizeof(name));
 	rc = lk__ctl_connect(&c, o.pid, err, sizeof(err));

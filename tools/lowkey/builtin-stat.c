@@ -276,6 +276,10 @@ static int stat_run(int argc, char **argv)
 	rc = parse_options(argc, argv, &o);
 	if (rc >= 0)
 		goto done;
+	if (o.pid && cli_check_pid("stat", o.pid, true)) {
+		rc = CLI_EXIT_FAIL;
+		goto done;
+	}
 	if (!o.events && append_events(&o, o.all_cpus ? DEFAULT_CPU_EVENTS : DEFAULT_EVENTS)) {
 		rc = CLI_EXIT_FAIL;
 		goto done;

@@ -311,7 +311,10 @@ static int trace_main(int argc, char **argv)
 		goto out;
 	}
 	o.argv = argv + optind;
-	rc = o.pid ? trace_attach(&o) : trace_run_command(&o);
+	if (o.pid && cli_check_pid("trace", o.pid, false))
+		rc = CLI_EXIT_FAIL;
+	else
+		rc = o.pid ? trace_attach(&o) : trace_run_command(&o);
 out:
 	for (int i = 0; i < o.nglobs; i++)
 		if (o.globs[i] != every_site)

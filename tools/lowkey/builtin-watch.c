@@ -479,6 +479,8 @@ static int watch_run(int argc, char **argv)
 	rc = parse_options(argc, argv, &run.opt);
 	if (rc)
 		return rc;
+	if (!run.opt.command && cli_check_pid("watch", run.opt.pid, true))
+		return CLI_EXIT_FAIL;
 	if (run.opt.command) {
 		child = start_command(run.opt.command);
 		if (child < 0)

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1
@@ -57,6 +58,19 @@ bool cli_parse_unsigned(const char *s, unsigned long long max, unsigned long lon
 /* A list of CPUs as perf -C takes it, "0,2-3": malloc()ed into *cpus, *n of them. false for
  * anything else (an empty item, a range backwards, a CPU twice, a number over 2^20). */
 bool cli_parse_cpu_list(const char *s, int **cpus, size_t *n);
+
+/*
+ * What every command that takes --pid says of a process it cannot have (util/target_pid.c), in
+ * the same words for every command. cli_check_pid: 0, or CLI_EXIT_FAIL after saying on stderr
+ * that there is no such process or, with look_into (a command that reads the process's memory or
+ * counts it), that it is another user's and out of this user's reach (the kernel's ptrace access
+ * check). Commands that go through the control socket leave permission to the process, which
+ * admits its own user and root: on the connection's -EACCES they call cli_pid_denied with its
+ * message ("process N belongs to uid U"), which adds what to do and returns CLI_EXIT_FAIL.
+ * Both read /proc or print only.
+ */
+int cli_check_pid(const char *cmd, pid_t pid, bool look_into);
+int cli_pid_denied(const char *cmd, const char *why);
 
 /* Whether argv[1..] asks for help before any "--". */
 bool cli_wants_help(int argc, char **argv);

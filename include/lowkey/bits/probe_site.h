@@ -160,20 +160,35 @@ LK_BEGIN_DECLS
 
 /*
  * The end of LK_SPAN's scope runs lk__span_close, one function for every span, where no asm can
- * name a site. Its probe point is therefore a stub of the site's own, in the function's section
- * group, called from lk__span_close: `nop` (the probe point), then it returns the end's
- * descriptor, read from the end's slot (operand 2). Operand 0 receives the stub's address (label
- * 988), 4-aligned; operand 1 is the begin's slot, which the end's semaphore turns on (a scoped
- * span is one site for a tracer). An indirect call lands on the stub: it starts with the landing
- * pad the build asks for (x86-64 CET, aarch64 BTI), before the probe point.
+ * name a site. Its probe point is therefore a stub of the site's own, called from lk__span_close:
+ * `nop` (the probe point), then it returns the end's descriptor, read from the end's slot
+ * (operand 2). Operand 0 receives the stub's address (label 988), 4-aligned; operand 1 is the
+ * begin's slot, which the end's semaphore turns on (a scoped span is one site for a tracer). An
+ * indirect call lands on the stub: it starts with the landing pad the build asks for (x86-64 CET,
+ * aarch64 BTI), before the probe point.
+ *
+ * The stub lies in the body of the function that opens the span, jumped over (on the path taken
+ * only while a tracer has the span on), so that it has the function's debug information: its
+ * compile unit, line and function, which perf probe looks up for every probe point. Its own
+ * call frame is described between .cfi_remember_state and .cfi_restore_state where the compiler
+ * writes CFI as directives: a frame of its own, which saves nothing.
  */
+#ifdef __GCC_HAVE_DWARF2_CFI_ASM
+#define LK__SDT_STUB_CFI_BEGIN ".cfi_remember_state\n\t" LK__ARCH_SDT_STUB_CFI
+#define LK__SDT_STUB_CFI_END ".cfi_restore_state\n"
+#else
+#define LK__SDT_STUB_CFI_BEGIN ""
+#define LK__SDT_STUB_CFI_END ""
+#endif
 #define LK__SDT_STUB_ASM(provider, name)                                                      \
-	".pushsection .text.lk__sdt_stub, \"ax?\", @progbits\n\t"                             \
+	LK__ARCH_SDT_JUMP_OVER                                                                \
 	".balign 4\n"                                                                          \
-	"988:\n"                                                                               \
+	"988:\n\t"                                                                             \
+	LK__SDT_STUB_CFI_BEGIN                                                                \
 	LK__ARCH_SDT_LANDING                                                                  \
 	LK__ARCH_SDT_STUB_CODE                                                                \
-	".popsection\n\t"                                                                     \
+	LK__SDT_STUB_CFI_END                                                                  \
+	"987:\n\t"                                                                             \
 	LK__SDT_NOTE(provider, name, "", LK__SYM(1)) "\n\t"                                    \
 	LK__ARCH_SDT_STUB_ADDRESS
 

@@ -139,10 +139,10 @@ int lk__reader_open(struct lk__trace_reader *r, const char *dir, char *err, size
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
 
 	if (fd < 0) {
+		rc = lk__failf(err, errlen, -errno, "cannot open %s: %s", dir, strerror(errno));
 		memset(r, 0, sizeof(*r));
 		r->dir_fd = -1;
-		return lk__failf(err, errlen, -errno, "%s is not a lowkey trace (%s)", dir,
-				 strerror(errno));
+		return rc;
 	}
 	rc = lk__reader_openat(r, fd, dir, err, errlen);
 	close(fd);

@@ -437,6 +437,172 @@ static int addr_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* ---- USDT probes of other providers ---- */
+
+#define SDT_NOTE_TYPE 3
+#define SDT_MAX_PROBES 65536 /* more notes than any object has: the rest are not read */
+
+/* The section named name (its header in *sh), or NULL. */
+static Elf_Scn *section_named(struct image *im, const char *name, GElf_Shdr *sh)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+
+	if (elf_getshdrstrndx(im->elf, &shstrndx) != 0)
+		return NULL;
+	while ((scn = elf_nextscn(im->elf, scn))) {
+		const char *n;
+
+		if (gelf_getshdr(scn, sh) && (n = elf_strptr(im->elf, shstrndx, sh->sh_name)) &&
+		    strcmp(n, name) == 0)
+			return scn;
+	}
+	return NULL;
+}
+
+/* A section's bytes, counted against what the image may read; NULL if none or too many. */
+static Elf_Data *section_data(struct image *im, Elf_Scn *scn, const GElf_Shdr *sh)
+{
+	Elf_Data *d;
+
+	if (sh->sh_type == SHT_NOBITS || sh->sh_size > im->budget)
+		return NULL;
+	d = elf_rawdata(scn, NULL);
+	if (!d || !d->d_buf || d->d_size < sh->sh_size)
+		return NULL;
+	im->budget -= sh->sh_size;
+	return d;
+}
+
+/*
+ * The semaphores of lowkey's sites, sorted: each __lk_probe_sdt entry holds, 8 bytes in, the
+ * offset from that field of the semaphore the site's note names. *n 0 when there is none.
+ */
+static int lowkey_semaphores(struct image *im, uint64_t **sems, size_t *n)
+{
+	GElf_Shdr sh;
+	size_t entries;
+
+	*sems = NULL;
+	*n = 0;
+	if (!section_named(im, "__lk_probe_sdt", &sh) || sh.sh_size > im->budget)
+		return 0;
+	entries = sh.sh_size / 16;
+	*sems = calloc(entries ? entries : 1, sizeof(**sems));
+	if (!*sems)
+		return -ENOMEM;
+	for (size_t i = 0; i < entries; i++) {
+		uint64_t field = sh.sh_addr + 16 * i + 8;
+		int64_t offset;
+
+		if (read_bytes(im, field, &offset, sizeof(offset)))
+			(*sems)[(*n)++] = field + (uint64_t)offset;
+	}
+	qsort(*sems, *n, sizeof(**sems), addr_cmp);
+	return 0;
+}
+
+/* The note's three strings, each within the descriptor's end; false if one runs past it. */
+static bool note_strings(const char *p, const char *end, const char **provider, const char **name,
+			 const char **args)
+{
+	const char **out[3] = { provider, name, args };
+
+	for (int i = 0; i < 3; i++) {
+		const char *nul = p < end ? memchr(p, 0, (size_t)(end - p)) : NULL;
+
+		if (!nul)
+			return false;
+		*out[i] = p;
+		p = nul + 1;
+	}
+	return true;
+}
+
+static int add_usdt(struct probe_elf_sites *out, size_t *cap, const struct probe_elf_usdt *u)
+{
+	struct probe_elf_usdt *v;
+
+	if (out->nusdt == *cap) {
+		size_t grown = *cap ? *cap * 2 : 16;
+
+		v = realloc(out->usdt, grown * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		out->usdt = v;
+		*cap = grown;
+	}
+	v = &out->usdt[out->nusdt];
+	*v = *u;
+	v->provider = strdup(u->provider);
+	v->name = strdup(u->name);
+	v->args = strdup(u->args);
+	if (!v->provider || !v->name || !v->args) {
+		free(v->provider), free(v->name), free(v->args);
+		return -ENOMEM;
+	}
+	out->nusdt++;
+	return 0;
+}
+
+/*
+ * One SDT note (desc: the probe point, .stapsdt.base as linked, the semaphore, then provider,
+ * name and arguments), kept unless its semaphore is a lowkey site's. base_shift: where
+ * .stapsdt.base is now less where the note says (prelink moves objects).
+ */
+static int take_note(struct probe_elf_sites *out, size_t *cap, const uint8_t *desc, size_t len,
+		     uint64_t base_shift, const uint64_t *sems, size_t nsems)
+{
+	struct probe_elf_usdt u;
+	const char *provider, *name, *args;
+	uint64_t addr[3];
+
+	if (len < sizeof(addr) || !note_strings((const char *)desc + sizeof(addr),
+						(const char *)desc + len, &provider, &name, &args))
+		return 0; /* not a note of this layout: not a probe */
+	memcpy(addr, desc, sizeof(addr));
+	if (addr[2])
+		addr[2] += base_shift;
+	if (addr[2] && nsems && bsearch(&addr[2], sems, nsems, sizeof(*sems), addr_cmp))
+		return 0; /* a lowkey site's */
+	u = (struct probe_elf_usdt){ (char *)provider, (char *)name, (char *)args,
+				     addr[0] + base_shift, addr[2] != 0 };
+	return add_usdt(out, cap, &u);
+}
+
+/* The object's USDT probes that are not lowkey's sites, into out->usdt. 0 or -ENOMEM. */
+static int read_foreign_usdt(struct image *im, struct probe_elf_sites *out)
+{
+	GElf_Shdr sh, base_sh;
+	GElf_Nhdr nh;
+	size_t at = 0, name_at, desc_at, nsems, cap = 0;
+	uint64_t *sems, base_shift = 0;
+	Elf_Scn *scn = section_named(im, ".note.stapsdt", &sh);
+	Elf_Data *d = scn && sh.sh_type == SHT_NOTE ? section_data(im, scn, &sh) : NULL;
+	bool have_base = section_named(im, ".stapsdt.base", &base_sh) != NULL;
+	int rc;
+
+	if (!d)
+		return 0;
+	rc = lowkey_semaphores(im, &sems, &nsems);
+	while (!rc && out->nusdt < SDT_MAX_PROBES &&
+	       (at = gelf_getnote(d, at, &nh, &name_at, &desc_at)) != 0) {
+		const uint8_t *desc = (const uint8_t *)d->d_buf + desc_at;
+		uint64_t linked_base;
+
+		if (nh.n_type != SDT_NOTE_TYPE || nh.n_namesz != sizeof("stapsdt") ||
+		    memcmp((const char *)d->d_buf + name_at, "stapsdt", sizeof("stapsdt")) != 0)
+			continue;
+		if (have_base && nh.n_descsz >= 16) {
+			memcpy(&linked_base, desc + 8, sizeof(linked_base));
+			base_shift = base_sh.sh_addr - linked_base;
+		}
+		rc = take_note(out, &cap, desc, nh.n_descsz, base_shift, sems, nsems);
+	}
+	free(sems);
+	return rc;
+}
+
 int probe_elf_read_sites(const char *path, struct probe_elf_sites *out, char *err, size_t errlen)
 {
 	struct image im;
@@ -497,7 +663,10 @@ int probe_elf_read_sites(const char *path, struct probe_elf_sites *out, char *er
 			out->skipped++;
 	}
 	free(seen);
-	rc = unless_changed(0, fd, &im, path, err, errlen);
+	rc = read_foreign_usdt(&im, out);
+	if (rc)
+		rc = lk__failf(err, errlen, rc, "out of memory");
+	rc = unless_changed(rc, fd, &im, path, err, errlen);
 	close_image(fd, &im);
 	if (rc)
 		probe_elf_free_sites(out);
@@ -511,6 +680,9 @@ void probe_elf_free_sites(struct probe_elf_sites *s)
 		free(s->sites[i].file), free(s->sites[i].arg_names), free(s->sites[i].function);
 	}
 	free(s->sites);
+	for (size_t i = 0; i < s->nusdt; i++)
+		free(s->usdt[i].provider), free(s->usdt[i].name), free(s->usdt[i].args);
+	free(s->usdt);
 	free(s->path);
 	memset(s, 0, sizeof(*s));
 }

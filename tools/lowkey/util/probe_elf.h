@@ -18,13 +18,23 @@ struct probe_elf_site {
 	uint32_t arg_types; /* 4 bits per argument, as in struct lk_probe_site */
 };
 
+/* A USDT probe of another provider: a SystemTap SDT note (<sys/sdt.h>) that is no lowkey site's. */
+struct probe_elf_usdt {
+	char *provider, *name;
+	char *args;	    /* the note's argument spec, as "-4@%eax 8@%rdx"; "" when none */
+	uint64_t pc;	    /* the probe point, as the object was linked */
+	bool has_semaphore; /* it has a USDT semaphore (a tracer raises it to turn the probe on) */
+};
+
 struct probe_elf_sites {
 	char *path;
 	const char *type; /* "executable", "PIE executable", "shared object" */
 	bool has_section; /* the object has a __lk_probe_sites section */
 	struct probe_elf_site *sites;
 	size_t n;
-	unsigned int skipped; /* descriptors that are not lowkey probe sites of this ABI */
+	unsigned int skipped;	     /* descriptors that are not lowkey probe sites of this ABI */
+	struct probe_elf_usdt *usdt; /* in the order of the object's notes */
+	size_t nusdt;
 };
 
 /*
@@ -32,7 +42,8 @@ struct probe_elf_sites {
  * shared object). Pointers are read as the dynamic loader would set them at a load address of 0:
  * through R_*_RELATIVE and absolute relocations where the object has them, as stored otherwise.
  * The file is read with pread, never mapped (whoever writes it may cut it meanwhile), only the
- * sections looked into. Returns 0 (n is 0 when the object has no sites), -ENOEXEC (not an ELF
+ * sections looked into. The object's USDT probes of other providers (SDT notes whose semaphore
+ * is none of lowkey's sites') come in usdt. Returns 0 (n is 0 when the object has no sites), -ENOEXEC (not an ELF
  * object of this machine, a relocatable .o, or a site section larger than the file), -EAGAIN (the
  * file's size or change time differs after the reading: it changed while being read) or -errno;
  * err says which.

@@ -56,8 +56,7 @@ static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
 			  err); /* no such process, or it exited as lowkey waited */
 		return CLI_EXIT_FAIL;
 	case -EACCES:
-		cli_error("trace", NULL, "%s: run lowkey as that user or as root", err);
-		return CLI_EXIT_FAIL;
+		return cli_pid_denied("trace", err);
 	case -EPERM:
 	case -ENOTCONN:
 		cli_error("trace", NULL, "%s",

@@ -60,6 +60,15 @@ static inline uintptr_t lk__arch_thread_pointer(void)
 			       "ldr x0, [x0, :lo12:" LK__SYM(2) "]\n\t" \
 								"ret\n\t"
 #define LK__ARCH_SDT_STUB_ADDRESS "adrp %0, 988b\n\tadd %0, %0, :lo12:988b"
+#define LK__ARCH_SDT_JUMP_OVER "b 987f\n\t"
+/* The stub's frame: a leaf's, its return address in x30, every callee-saved register untouched. */
+#define LK__ARCH_SDT_STUB_CFI                                                   \
+	".cfi_def_cfa sp, 0\n\t"                                                \
+	".cfi_same_value x30\n\t.cfi_same_value x29\n\t"                        \
+	".cfi_same_value x19\n\t.cfi_same_value x20\n\t.cfi_same_value x21\n\t" \
+	".cfi_same_value x22\n\t.cfi_same_value x23\n\t.cfi_same_value x24\n\t" \
+	".cfi_same_value x25\n\t.cfi_same_value x26\n\t.cfi_same_value x27\n\t" \
+	".cfi_same_value x28\n\t"
 #define LK__ARCH_SDT_OPERAND "r"
 
 #endif

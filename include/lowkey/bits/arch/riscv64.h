@@ -73,6 +73,15 @@ static inline uintptr_t lk__arch_thread_pointer(void)
 						"ld a0, %%pcrel_lo(989b)(a0)\n\t" \
 						"ret\n\t"
 #define LK__ARCH_SDT_STUB_ADDRESS "lla %0, 988b"
+#define LK__ARCH_SDT_JUMP_OVER "j 987f\n\t"
+/* The stub's frame: a leaf's, its return address in ra, every callee-saved register untouched. */
+#define LK__ARCH_SDT_STUB_CFI                                                 \
+	".cfi_def_cfa sp, 0\n\t"                                              \
+	".cfi_same_value ra\n\t.cfi_same_value s0\n\t.cfi_same_value s1\n\t"  \
+	".cfi_same_value s2\n\t.cfi_same_value s3\n\t.cfi_same_value s4\n\t"  \
+	".cfi_same_value s5\n\t.cfi_same_value s6\n\t.cfi_same_value s7\n\t"  \
+	".cfi_same_value s8\n\t.cfi_same_value s9\n\t.cfi_same_value s10\n\t" \
+	".cfi_same_value s11\n\t"
 #define LK__ARCH_SDT_OPERAND "r"
 
 #endif

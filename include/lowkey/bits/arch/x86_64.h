@@ -60,6 +60,14 @@ static inline uintptr_t lk__arch_thread_pointer(void)
 	"movq " LK__SYM(2) "(%%rip), %%rax\n\t" \
 			   "ret\n\t"
 #define LK__ARCH_SDT_STUB_ADDRESS "leaq 988b(%%rip), %0"
+#define LK__ARCH_SDT_JUMP_OVER "jmp 987f\n\t"
+/* The stub's frame: the return address at the CFA's top, every callee-saved register untouched. */
+#define LK__ARCH_SDT_STUB_CFI                                \
+	".cfi_def_cfa %%rsp, 8\n\t"                          \
+	".cfi_offset %%rip, -8\n\t"                          \
+	".cfi_same_value %%rbx\n\t.cfi_same_value %%rbp\n\t" \
+	".cfi_same_value %%r12\n\t.cfi_same_value %%r13\n\t" \
+	".cfi_same_value %%r14\n\t.cfi_same_value %%r15\n\t"
 /* An argument's operand: its readers also parse a constant ("$5"). */
 #define LK__ARCH_SDT_OPERAND "nr"
 
