@@ -64,62 +64,62 @@ int lk__ctf_foreign_read(struct lk__trace_file *t, const char *path, char *err, 
  * The libbabeltrace2 functions the reader calls, found with dlsym() under their own names (its
  * header's inline ones, such as bt_field_class_type_is(), are called directly).
  */
-#define BT_FUNCTIONS(X)                                                                            \
-	X(bt_graph_create)                                                                         \
-	X(bt_graph_put_ref)                                                                        \
-	X(bt_graph_add_source_component)                                                           \
-	X(bt_graph_add_simple_sink_component)                                                      \
-	X(bt_graph_connect_ports)                                                                  \
-	X(bt_graph_run)                                                                            \
-	X(bt_plugin_find)                                                                          \
-	X(bt_plugin_put_ref)                                                                       \
-	X(bt_plugin_borrow_source_component_class_by_name_const)                                   \
-	X(bt_component_source_get_output_port_count)                                               \
-	X(bt_component_source_borrow_output_port_by_index_const)                                   \
-	X(bt_component_sink_borrow_input_port_by_index_const)                                      \
-	X(bt_value_map_create)                                                                     \
-	X(bt_value_map_insert_empty_array_entry)                                                   \
-	X(bt_value_array_append_string_element)                                                    \
-	X(bt_value_put_ref)                                                                        \
-	X(bt_value_get_type)                                                                       \
-	X(bt_value_integer_signed_get)                                                             \
-	X(bt_value_string_get)                                                                     \
-	X(bt_message_iterator_next)                                                                \
-	X(bt_message_get_type)                                                                     \
-	X(bt_message_put_ref)                                                                      \
-	X(bt_message_event_borrow_event_const)                                                     \
-	X(bt_message_event_borrow_default_clock_snapshot_const)                                    \
-	X(bt_message_discarded_events_get_count)                                                   \
-	X(bt_message_discarded_events_borrow_stream_const)                                         \
-	X(bt_message_stream_beginning_borrow_stream_const)                                         \
-	X(bt_clock_snapshot_get_ns_from_origin)                                                    \
-	X(bt_event_borrow_class_const)                                                             \
-	X(bt_event_borrow_stream_const)                                                            \
-	X(bt_event_borrow_payload_field_const)                                                     \
-	X(bt_event_borrow_common_context_field_const)                                              \
-	X(bt_event_class_get_name)                                                                 \
-	X(bt_stream_borrow_trace_const)                                                            \
-	X(bt_stream_borrow_class_const)                                                            \
-	X(bt_stream_class_borrow_default_clock_class_const)                                        \
-	X(bt_trace_borrow_environment_entry_value_by_name_const)                                   \
-	X(bt_field_borrow_class_const)                                                             \
-	X(bt_field_class_get_type)                                                                 \
-	X(bt_field_class_integer_get_preferred_display_base)                                       \
-	X(bt_field_class_structure_get_member_count)                                               \
-	X(bt_field_class_structure_borrow_member_by_index_const)                                   \
-	X(bt_field_class_structure_member_get_name)                                                \
-	X(bt_field_structure_borrow_member_field_by_index_const)                                   \
-	X(bt_field_integer_unsigned_get_value)                                                     \
-	X(bt_field_integer_signed_get_value)                                                       \
-	X(bt_field_real_double_precision_get_value)                                                \
-	X(bt_field_real_single_precision_get_value)                                                \
-	X(bt_field_bool_get_value)                                                                 \
-	X(bt_field_string_get_value)                                                               \
-	X(bt_current_thread_take_error)                                                            \
-	X(bt_current_thread_clear_error)                                                           \
-	X(bt_error_get_cause_count)                                                                \
-	X(bt_error_borrow_cause_by_index)                                                          \
-	X(bt_error_cause_get_message)                                                              \
+#define BT_FUNCTIONS(X)                                          \
+	X(bt_graph_create)                                       \
+	X(bt_graph_put_ref)                                      \
+	X(bt_graph_add_source_component)                         \
+	X(bt_graph_add_simple_sink_component)                    \
+	X(bt_graph_connect_ports)                                \
+	X(bt_graph_run)                                          \
+	X(bt_plugin_find)                                        \
+	X(bt_plugin_put_ref)                                     \
+	X(bt_plugin_borrow_source_component_class_by_name_const) \
+	X(bt_component_source_get_output_port_count)             \
+	X(bt_component_source_borrow_output_port_by_index_const) \
+	X(bt_component_sink_borrow_input_port_by_index_const)    \
+	X(bt_value_map_create)                                   \
+	X(bt_value_map_insert_empty_array_entry)                 \
+	X(bt_value_array_append_string_element)                  \
+	X(bt_value_put_ref)                                      \
+	X(bt_value_get_type)                                     \
+	X(bt_value_integer_signed_get)                           \
+	X(bt_value_string_get)                                   \
+	X(bt_message_iterator_next)                              \
+	X(bt_message_get_type)                                   \
+	X(bt_message_put_ref)                                    \
+	X(bt_message_event_borrow_event_const)                   \
+	X(bt_message_event_borrow_default_clock_snapshot_const)  \
+	X(bt_message_discarded_events_get_count)                 \
+	X(bt_message_discarded_events_borrow_stream_const)       \
+	X(bt_message_stream_beginning_borrow_stream_const)       \
+	X(bt_clock_snapshot_get_ns_from_origin)                  \
+	X(bt_event_borrow_class_const)                           \
+	X(bt_event_borrow_stream_const)                          \
+	X(bt_event_borrow_payload_field_const)                   \
+	X(bt_event_borrow_common_context_field_const)            \
+	X(bt_event_class_get_name)                               \
+	X(bt_stream_borrow_trace_const)                          \
+	X(bt_stream_borrow_class_const)                          \
+	X(bt_stream_class_borrow_default_clock_class_const)      \
+	X(bt_trace_borrow_environment_entry_value_by_name_const) \
+	X(bt_field_borrow_class_const)                           \
+	X(bt_field_class_get_type)                               \
+	X(bt_field_class_integer_get_preferred_display_base)     \
+	X(bt_field_class_structure_get_member_count)             \
+	X(bt_field_class_structure_borrow_member_by_index_const) \
+	X(bt_field_class_structure_member_get_name)              \
+	X(bt_field_structure_borrow_member_field_by_index_const) \
+	X(bt_field_integer_unsigned_get_value)                   \
+	X(bt_field_integer_signed_get_value)                     \
+	X(bt_field_real_double_precision_get_value)              \
+	X(bt_field_real_single_precision_get_value)              \
+	X(bt_field_bool_get_value)                               \
+	X(bt_field_string_get_value)                             \
+	X(bt_current_thread_take_error)                          \
+	X(bt_current_thread_clear_error)                         \
+	X(bt_error_get_cause_count)                              \
+	X(bt_error_borrow_cause_by_index)                        \
+	X(bt_error_cause_get_message)                            \
 	X(bt_error_release)
 
 #define BT_POINTER(f) __typeof__(&f) f;
@@ -145,7 +145,7 @@ static void bt_load(void)
 		return;
 	}
 	/* dlsym returns void *; POSIX guarantees it converts to a function pointer. */
-#define BT_FIND(f)                                             \
+#define BT_FIND(f)                                           \
 	if (!(*(void **)&bt.f = dlsym(lib, #f)) && !missing) \
 		missing = #f;
 	BT_FUNCTIONS(BT_FIND)
@@ -171,8 +171,8 @@ struct fr {
 	size_t errlen;
 	int rc; /* the first error, with its message in err */
 	bool lowkey;
-	int64_t shift;		  /* lowkey: monotonic0 - realtime0, added to the clock's ns */
-	const char *domain;	  /* the provider of names without one */
+	int64_t shift;	    /* lowkey: monotonic0 - realtime0, added to the clock's ns */
+	const char *domain; /* the provider of names without one */
 	struct fr_stream *streams;
 	size_t nstreams, capstreams;
 	char **dirs; /* the traces' directories */
@@ -191,7 +191,7 @@ static const char *env_string(const bt_trace *trace, const char *name)
 	const bt_value *v = bt.bt_trace_borrow_environment_entry_value_by_name_const(trace, name);
 
 	return v && bt.bt_value_get_type(v) == BT_VALUE_TYPE_STRING ? bt.bt_value_string_get(v) :
-								       NULL;
+								      NULL;
 }
 
 static int64_t env_int(const bt_trace *trace, const char *name)
@@ -366,7 +366,7 @@ static bool has_suffix(const char *s, size_t n, const char *suffix, size_t *base
 static unsigned int event_kind(const struct fr *f, const char *event, size_t *len)
 {
 	static const char *const begins[] = { "_begin", "_entry" }, *const ends[] = { "_end",
-										     "_exit" };
+										      "_exit" };
 
 	if (f->lowkey)
 		return has_suffix(event, *len, ":begin", len) ? LK_PROBE_SPAN_BEGIN :
@@ -449,7 +449,10 @@ static bool is_lowkey_record(const struct fr *f, const char *provider, size_t pl
 static int put_event(struct fr *f, struct lk__tf_thread *th, const char *name, uint64_t ns,
 		     uint64_t cpu_ns)
 {
-	const char *colon = strchr(name, ':'), *provider = colon ? name : f->domain ? f->domain : "ctf",
+	const char *colon = strchr(name, ':'),
+		   *provider = colon	 ? name :
+			       f->domain ? f->domain :
+					   "ctf",
 		   *event = colon ? colon + 1 : name;
 	size_t plen = colon ? (size_t)(colon - name) : strlen(provider), elen = strlen(event);
 	struct lk__tf_args *a = &f->t->args;
@@ -479,7 +482,8 @@ static int on_event(struct fr *f, const bt_message *msg)
 	struct lk__tf_thread *th;
 	int rc;
 
-	if (!bt.bt_stream_class_borrow_default_clock_class_const(bt.bt_stream_borrow_class_const(s)))
+	if (!bt.bt_stream_class_borrow_default_clock_class_const(
+		    bt.bt_stream_borrow_class_const(s)))
 		return fr_fail(f, -EINVAL, "its events have no clock: lowkey cannot order them");
 	if (bt.bt_clock_snapshot_get_ns_from_origin(
 		    bt.bt_message_event_borrow_default_clock_snapshot_const(msg), &ns) !=
@@ -534,7 +538,7 @@ static int on_message(struct fr *f, const bt_message *msg)
 }
 
 static bt_graph_simple_sink_component_consume_func_status consume(bt_message_iterator *it,
-								   void *arg)
+								  void *arg)
 {
 	struct fr *f = arg;
 	bt_message_array_const msgs;
@@ -572,8 +576,7 @@ static int bt_failure(struct fr *f, int rc, const char *what)
 	char msg[1024];
 
 	snprintf(msg, sizeof(msg), "%s%s%s", what, n ? ": " : "",
-		 n ? bt.bt_error_cause_get_message(bt.bt_error_borrow_cause_by_index(e, 0)) :
-		     "");
+		 n ? bt.bt_error_cause_get_message(bt.bt_error_borrow_cause_by_index(e, 0)) : "");
 	for (char *p = msg; *p; p++)
 		if (*p == '\n')
 			*p = ' ';
@@ -637,8 +640,7 @@ static int find_traces(struct fr *f)
 	if (rc)
 		return fr_fail(f, rc, strerror(-rc));
 	if (!f->ndirs)
-		return fr_fail(f, -EINVAL,
-			       "not a CTF trace: no metadata file in it or below it");
+		return fr_fail(f, -EINVAL, "not a CTF trace: no metadata file in it or below it");
 	qsort(f->dirs, f->ndirs, sizeof(*f->dirs), by_path);
 	return 0;
 }
