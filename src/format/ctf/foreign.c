@@ -713,7 +713,7 @@ static const bt_plugin *find_plugin(struct fr *f, const char *name)
 	if (bt.bt_plugin_find(name, BT_TRUE, BT_FALSE, BT_TRUE, BT_TRUE, BT_FALSE, &p) !=
 	    BT_PLUGIN_FIND_STATUS_OK) {
 		bt.bt_current_thread_clear_error();
-		fr_fail(f, -ENOENT,
+		fr_fail(f, -ENOTSUP,
 			"babeltrace2's plugins are not found (Debian: apt-get install "
 			"libbabeltrace2-0)");
 		return NULL;
