@@ -101,7 +101,7 @@ static bool can_rewrite(const char *dir)
 	lkt_sh(&out,
 	       "babeltrace2 '%s' --output-format=ctf --output='%s.probe' && %s report '%s.probe'",
 	       dir, dir, LOWKEY, dir);
-	if (strstr(out.out, "without libbabeltrace2") || strstr(out.out, "cannot load")) {
+	if (strstr(out.out, "built without (apt-get") || strstr(out.out, "cannot load")) {
 		print_message("%s\n", out.out);
 		return false;
 	}

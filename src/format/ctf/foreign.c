@@ -43,11 +43,12 @@
 int lk__ctf_foreign_read(struct lk__trace_file *t, const char *path, char *err, size_t errlen)
 {
 	(void)t;
-	return lk__failf(err, errlen, -ENOTSUP,
-			 "%s is a CTF trace lowkey did not write: this lowkey was built without "
-			 "libbabeltrace2, which reads it (apt-get install libbabeltrace2-dev, then "
-			 "build lowkey again)",
-			 path);
+	return lk__failf(
+		err, errlen, -ENOTSUP,
+		"%s is not a trace lowkey's writer wrote: other CTF traces are read through "
+		"libbabeltrace2, which this lowkey was built without (apt-get install "
+		"libbabeltrace2-dev, then build lowkey again)",
+		path);
 }
 
 #else
@@ -174,8 +175,8 @@ struct fr {
 	int64_t shift;	    /* lowkey: monotonic0 - realtime0, added to the clock's ns */
 	const char *domain; /* the provider of names without one */
 	struct fr_stream *streams;
-	size_t nstreams, capstreams;
-	char **dirs; /* the traces' directories */
+	size_t nstreams, capstreams, last; /* last: the latest found */
+	char **dirs;			   /* the traces' directories */
 	size_t ndirs;
 };
 
@@ -238,11 +239,14 @@ static void read_env(struct fr *f, const bt_trace *trace)
 		r->pid = (int)env_int(trace, "vpid");
 }
 
+/* The stream's entry, added the first time; a sink's messages come in runs of one stream. */
 static struct fr_stream *find_stream(struct fr *f, const bt_stream *s)
 {
+	if (f->last < f->nstreams && f->streams[f->last].stream == s)
+		return &f->streams[f->last];
 	for (size_t i = f->nstreams; i-- > 0;)
 		if (f->streams[i].stream == s)
-			return &f->streams[i];
+			return &f->streams[f->last = i];
 	if (f->nstreams == f->capstreams) {
 		size_t cap = f->capstreams ? f->capstreams * 2 : 16;
 		struct fr_stream *grown = realloc(f->streams, cap * sizeof(*grown));
@@ -253,6 +257,7 @@ static struct fr_stream *find_stream(struct fr *f, const bt_stream *s)
 		f->capstreams = cap;
 	}
 	f->streams[f->nstreams] = (struct fr_stream){ .stream = s };
+	f->last = f->nstreams;
 	return &f->streams[f->nstreams++];
 }
 
