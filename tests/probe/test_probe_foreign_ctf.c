@@ -10,7 +10,9 @@
  *    its events, with the thread names it reports, are babeltrace2's count of the cut;
  *  - an LTTng-UST trace of lttng_target (root, lttng-sessiond; skipped with the reason where it
  *    cannot run): babeltrace2's count of events, each thread's events and name, the spans of its
- *    _begin/_end tracepoints.
+ *    _begin/_end tracepoints;
+ *  - a directory without a CTF trace is refused, and a lowkey trace's damaged metadata is still
+ *    lowkey's reader's to refuse, not babeltrace2's.
  * Skipped with the reason where babeltrace2, or the library's libbabeltrace2 reader, is missing.
  */
 #include <errno.h>
@@ -435,12 +437,34 @@ static void an_lttng_ust_trace_reads_as_babeltrace2_counts(void **state)
 	cleanup(dir);
 }
 
+/* A directory with no CTF trace in it or below it, and lowkey's own damaged metadata: refused. */
+static void what_is_not_a_trace_is_refused(void **state)
+{
+	char dir[256];
+
+	(void)state;
+	lkt_path(dir, sizeof(dir), "foreign-none");
+	record(dir, false);
+	if (!can_rewrite(dir)) {
+		cleanup(dir);
+		skip();
+	}
+	lkt_sh(&out, "mkdir -p '%s.bt/a/b' && touch '%s.bt/a/b/stream' && %s report '%s.bt'", dir,
+	       dir, LOWKEY, dir);
+	lkt_expect(&out, 1, "not a CTF trace: no metadata file in it or below it");
+	/* lowkey's metadata damaged after its first lines is still lowkey's reader's to refuse */
+	lkt_sh(&out, "sed -i 's/^env {/env {{/' '%s/metadata' && %s report '%s'", dir, LOWKEY, dir);
+	lkt_expect(&out, 1, "of its metadata is damaged");
+	cleanup(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(a_rewritten_trace_reports_as_the_original),
 		cmocka_unit_test(a_cut_reports_what_it_keeps),
 		cmocka_unit_test(an_lttng_ust_trace_reads_as_babeltrace2_counts),
+		cmocka_unit_test(what_is_not_a_trace_is_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
