@@ -31,7 +31,12 @@
 
 #include "internal/ctf_reader.h"
 
-enum lk__trace_format { LK__TF_CTF, LK__TF_JSON, LK__TF_PERFETTO };
+/*
+ * LK__TF_CTF: a CTF trace lowkey's writer wrote, read by the library's reader as it goes;
+ * LK__TF_FOREIGN_CTF: any other CTF trace (lowkey's rewritten by babeltrace2, LTTng's), read
+ * whole through libbabeltrace2 (ctf/foreign.c), its times kept as the trace gives them.
+ */
+enum lk__trace_format { LK__TF_CTF, LK__TF_JSON, LK__TF_PERFETTO, LK__TF_FOREIGN_CTF };
 
 /* An event read into memory: its payload (the CTF layout: 8 bytes a number, strings NUL-ended) in lk__trace_file.bytes. */
 struct lk__tf_event {
@@ -93,6 +98,7 @@ struct lk__trace_file {
 	struct lk__tf_args args; /* the event being read's arguments */
 	/* what the file says about itself that a CTF trace says otherwise */
 	uint64_t nonfinite_counters; /* JSON: counter values left out, NaN or infinite */
+	uint64_t context_names;	     /* foreign CTF: name records made of a procname context */
 };
 
 /*
@@ -156,6 +162,12 @@ int lk__chrome_json_read(struct lk__trace_file *t, const char *text, size_t len,
 			 char *err, size_t errlen);
 int lk__perfetto_read(struct lk__trace_file *t, const uint8_t *data, size_t len, const char *name,
 		      char *err, size_t errlen);
+/*
+ * The CTF trace in directory path (or below it) through libbabeltrace2, into t (lk__tf_init'ed).
+ * 0, or -errno with a message in err: -ENOTSUP without libbabeltrace2 (what to install), -EINVAL
+ * for what babeltrace2 cannot read (its message), -E2BIG, -ENOMEM.
+ */
+int lk__ctf_foreign_read(struct lk__trace_file *t, const char *path, char *err, size_t errlen);
 
 /*
  * The parse has reached byte at of the file: what is new since the last step (256 KiB) is told
@@ -194,6 +206,9 @@ int lk__tf_thread_name(struct lk__trace_file *t, struct lk__tf_thread *th, uint6
 		       const char *name, size_t len);
 int lk__tf_counter(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns,
 		   double value);
+/* A context switch record as CTF has it (LK__EVENT_SCHED_OUT or _IN, its payload): 0 or -ENOMEM. */
+int lk__tf_switch(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns,
+		  const void *payload, size_t len);
 
 /*
  * The thread off its CPU from out_ns to in_ns: a switch out (on cpu) and back in (on next_cpu);

@@ -14,6 +14,11 @@
  *
  * The format is told by content, not by the name: a CTF trace directory, a Perfetto protobuf
  * file (.pftrace) or a Chrome JSON file, as lk_trace_start() writes them (enum lk_trace_format).
+ * A CTF directory lowkey's writer did not write -- a lowkey trace babeltrace2 rewrote or cut, an
+ * LTTng trace, traces below the directory named -- is read through libbabeltrace2, loaded then
+ * (docs/trace.md says what is read of it: threads, times, spans by a name convention, arguments,
+ * losses); it is read whole at open, as JSON and Perfetto are, and its times are its clock's ns
+ * from the clock's origin (a lowkey trace's: CLOCK_MONOTONIC, as the original's).
  * The events of every thread come merged in time order (ties: by thread id, then in the order the
  * thread recorded them), with what the library makes of them once for every reader:
  *  - spans paired: an end closes the latest open begin of the same provider:name on its thread,
@@ -205,8 +210,10 @@ struct lk_trace_thread {
  * content): a CTF trace's metadata and the first packet of each stream read, a JSON or Perfetto
  * file read into memory and counted (see Cost above). *tf is set on success only.
  * Errors: -ENOENT, -EACCES, -ENOTDIR and the like: path cannot be opened (the message names it);
- * -EINVAL: not a trace lowkey wrote, or damaged (the message names the format and where; a CTF
- * stream damaged in a packet is told by lk_trace_file_next() instead);
+ * -EINVAL: not a trace lowkey reads, or damaged (the message names the format and where; a CTF
+ * stream damaged in a packet is told by lk_trace_file_next() instead; for a CTF trace lowkey did
+ * not write, babeltrace2's message); -ENOTSUP: a CTF trace lowkey did not write, and no
+ * libbabeltrace2 to read it (the message says what to install);
  * -EFBIG: a file too large to read into memory; -E2BIG: more event classes than a trace can hold
  * (65,535); -ENOMEM. Not async-signal-safe.
  */

@@ -17,6 +17,7 @@
 #include "internal/failf.h"
 #include "probe/probe_internal.h"
 #include "internal/trace_file.h"
+#include "format/ctf/read.h"
 
 /* ---- a map of numbers ---- */
 
@@ -175,7 +176,9 @@ int lk__tf_init(struct lk__trace_file *t, enum lk__trace_format format)
 	static const char *const name[] = { "name" }, *const out[] = { "cpu", "preempted" };
 
 	t->format = format;
-	t->format_name = format == LK__TF_JSON ? "Chrome JSON" : "Perfetto";
+	t->format_name = format == LK__TF_JSON	   ? "Chrome JSON" :
+			 format == LK__TF_PERFETTO ? "Perfetto" :
+						     "CTF";
 	t->r.dir_fd = -1;
 	t->r.tsc_hz = 1000000000u;
 	lk__reader_set_clock(&t->r);
@@ -442,6 +445,13 @@ int lk__tf_counter(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t 
 	return push_event(t, &th->probes, cls, ns, 0, &value, sizeof(value));
 }
 
+int lk__tf_switch(struct lk__trace_file *t, struct lk__tf_thread *th, uint32_t cls, uint64_t ns,
+		  const void *payload, size_t len)
+{
+	t->r.sched = true;
+	return push_event(t, &th->sched, cls, ns, 0, payload, len);
+}
+
 int lk__tf_off_cpu(struct lk__trace_file *t, struct lk__tf_thread *th, uint64_t out_ns,
 		   uint64_t in_ns, bool preempted, uint64_t cpu, uint64_t next_cpu)
 {
@@ -572,9 +582,11 @@ int lk__tf_cursor_next(struct lk__tf_cursor *c, struct lk__event *e)
 	if (c->pos == c->v->n)
 		return 0;
 	v = &c->v->v[c->pos++];
-	/* from 1, not 0: the report takes a time of 0 for none */
+	/* from 1, not 0: the report takes a time of 0 for none (a foreign CTF's are never 0) */
 	*e = (struct lk__event){ c->s.tid,
-				 v->cls == LK__EVENT_THREAD_NAME ? 1 : v->ns - c->t->base_ns + 1,
+				 c->t->format == LK__TF_FOREIGN_CTF ? v->ns :
+				 v->cls == LK__EVENT_THREAD_NAME    ? 1 :
+								      v->ns - c->t->base_ns + 1,
 				 v->cpu_ns,
 				 c->t->r.classes[v->cls],
 				 v->len ? c->t->bytes + v->at : NULL,
@@ -769,17 +781,60 @@ static int read_file(int fd, const char *path, uint8_t **data, size_t *len, char
 	return 0;
 }
 
+/*
+ * Whether directory fd holds a trace of lowkey's writer: its metadata begins as ctf.c writes
+ * every one (the first line, then lowkey's first type), or it has the index of a trace older
+ * than format 3. Not when it has neither file: LTTng keeps its traces below the directory named.
+ * An unreadable metadata is lowkey's reader's, which says why.
+ */
+static bool written_by_lowkey(int fd)
+{
+	static const char head[] = METADATA_FIRST_LINE
+		"\n\ntypealias integer { size = 8; align = 8; signed = false; } := uint8_t;\n";
+	char buf[sizeof(head) - 1];
+	int md = openat(fd, METADATA_NAME, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	ssize_t n;
+
+	if (md < 0)
+		return errno != ENOENT || faccessat(fd, INDEX_NAME, F_OK, 0) == 0;
+	n = pread(md, buf, sizeof(buf), 0);
+	close(md);
+	return n < 0 || ((size_t)n == sizeof(buf) && memcmp(buf, head, sizeof(buf)) == 0) ||
+	       faccessat(fd, INDEX_NAME, F_OK, 0) == 0;
+}
+
+static int open_foreign_ctf(struct lk__trace_file *t, const char *path, char *err, size_t errlen)
+{
+	int rc = lk__tf_init(t, LK__TF_FOREIGN_CTF);
+
+	if (!rc)
+		t->r.dir = strdup(path);
+	if (rc || !t->r.dir)
+		rc = lk__failf(err, errlen, -ENOMEM, "out of memory reading %s", path);
+	else
+		rc = lk__ctf_foreign_read(t, path, err, errlen);
+	if (rc)
+		lk__trace_file_close(t);
+	return rc;
+}
+
 int lk__trace_file_open(struct lk__trace_file *t, const char *path, char *err, size_t errlen)
 {
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc;
 	uint8_t *data = NULL;
 	size_t len = 0;
 	struct stat st;
+	bool dir = fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
 
-	if (fd < 0 || (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))) {
+	memset(t, 0, sizeof(*t));
+	t->r.dir_fd = -1;
+	if (dir && !written_by_lowkey(fd)) {
+		close(fd);
+		return open_foreign_ctf(t, path, err, errlen);
+	}
+	if (fd < 0 || dir) {
 		if (fd >= 0)
 			close(fd);
-		memset(t, 0, sizeof(*t));
 		t->format = LK__TF_CTF;
 		t->format_name = "CTF";
 		return lk__reader_open(&t->r, path, err,

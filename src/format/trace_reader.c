@@ -182,6 +182,14 @@ static int count_stream(struct lk_trace_file *tf, struct lk__tf_cursor *cur)
 	return 0;
 }
 
+/* Names a foreign CTF trace gave in a context field are not records of the trace: not counted. */
+static void uncount_context_names(struct lk_trace_file *tf)
+{
+	uint64_t n = tf->file.context_names;
+
+	tf->info.thread_names -= n < tf->info.thread_names ? n : tf->info.thread_names;
+}
+
 /* Every stream counted through the cursors v[n]: the counts complete. */
 static int count_streams(struct lk_trace_file *tf, struct lk__tf_cursor *v, size_t n)
 {
@@ -192,6 +200,7 @@ static int count_streams(struct lk_trace_file *tf, struct lk__tf_cursor *v, size
 			return -ENOMEM;
 		}
 	}
+	uncount_context_names(tf);
 	tf->counted = true;
 	return 0;
 }
@@ -206,6 +215,7 @@ static void count_from_reading(struct lk_trace_file *tf)
 		add_stream(tf, &tf->threads[s->thread], lk__tf_cursor_info(s->cur), s->events,
 			   s->names, true);
 	}
+	uncount_context_names(tf);
 	tf->counted = true;
 }
 
@@ -241,9 +251,9 @@ static void fill_info(struct lk_trace_file *tf)
 	const struct lk__trace_reader *r = &tf->file.r;
 	struct lk_trace_file_info *in = &tf->info;
 
-	in->format = tf->file.format == LK__TF_CTF  ? LK_TRACE_CTF :
-		     tf->file.format == LK__TF_JSON ? LK_TRACE_JSON :
-						      LK_TRACE_PERFETTO;
+	in->format = tf->file.format == LK__TF_JSON	? LK_TRACE_JSON :
+		     tf->file.format == LK__TF_PERFETTO ? LK_TRACE_PERFETTO :
+							  LK_TRACE_CTF;
 	in->format_name = tf->file.format_name;
 	in->pid = r->pid;
 	in->process_name = r->procname;
