@@ -139,12 +139,16 @@ static void same_events(const char *dir, const char *copy)
 		assert_string_equal(x.thread_name, y.thread_name);
 		assert_int_equal(x.nargs, y.nargs);
 		for (unsigned int i = 0; i < x.nargs; i++) {
-			assert_string_equal(x.args[i].name, y.args[i].name);
-			assert_int_equal(x.args[i].type, y.args[i].type);
-			if (x.args[i].type == LK_PROBE_STR)
-				assert_string_equal(x.args[i].v.str, y.args[i].v.str);
+			struct lk_trace_arg ax, ay;
+
+			assert_int_equal(lk_trace_event_arg(&x, i, &ax), 0);
+			assert_int_equal(lk_trace_event_arg(&y, i, &ay), 0);
+			assert_string_equal(ax.name, ay.name);
+			assert_int_equal(ax.type, ay.type);
+			if (ax.type == LK_PROBE_STR)
+				assert_string_equal(ax.v.str, ay.v.str);
 			else
-				assert_true(x.args[i].v.u64 == y.args[i].v.u64);
+				assert_true(ax.v.u64 == ay.v.u64);
 		}
 		assert_true(x.cpu_ns == y.cpu_ns);
 		n++;

@@ -604,8 +604,9 @@ static void missing_trace_is_not_called_a_bad_one(void **state)
 	assert_non_null(strstr(lk_last_error(), want));
 	assert_null(strstr(lk_last_error(), "not a lowkey trace"));
 
-	refused(dir, -ENOENT); /* a directory without metadata */
-	assert_non_null(strstr(lk_last_error(), "is not a lowkey trace"));
+	refused(dir, -EINVAL); /* a directory that exists but holds no trace */
+	assert_non_null(strstr(lk_last_error(), "not a CTF trace"));
+	assert_null(strstr(lk_last_error(), "cannot open"));
 	assert_int_equal(rmdir(dir), 0);
 }
 
