@@ -13,8 +13,22 @@
  */
 void lk__sdt_scan_locked(void);
 
+/* Whether a semaphore of rt was above zero at the last scan: an outside tracer is attached. */
+bool lk__sdt_attached_locked(const struct lk__probe_site_rt *rt);
+
 /* Whether rt stays on for an external tracer: a USDT rule selects it, or a tracer is attached. */
 bool lk__sdt_wanted_locked(const struct lk__probe_site_rt *rt);
+
+/* The watcher's interval unless LOWKEY_USDT_WATCH or lk_probe_usdt_watch sets another, and the
+ * longest either may set. */
+#define LK__USDT_WATCH_DEFAULT_MS 50u
+#define LK__USDT_WATCH_MAX_MS (3600u * 1000)
+
+/*
+ * An object registered: if it has USDT sites, start the watcher unless it runs, the program
+ * chose otherwise (lk_probe_usdt_watch) or LOWKEY_USDT_WATCH=0. Costs a thread creation once.
+ */
+void lk__sdt_object_loaded_locked(const struct lk__dso_rt *dso);
 
 /*
  * Whether rules apply for a trace now: one runs and is not stopping (site.c). A rule change or a
