@@ -136,25 +136,29 @@ perf_under_lock()
 	perf probe -q -d 'sdt_lkt_usdt:*' >/dev/null 2>&1
 }
 
-# perf record -p on a program that runs already. `lowkey list --pid` says when perf's semaphore is
-# up; the program then makes 20 more calls and exits: perf sees each of them.
+# perf record -p on a program that runs already. perf starts with its events disabled and says
+# (its control FIFO's ack) when it has enabled them: its uprobes, and their semaphores, are up by
+# then, and `lowkey list --pid` shows the tracer. The program then makes 20 more calls and exits:
+# perf sees each of them.
 perf_late()
 {
 	LOWKEY_CONTROL=1 "$target" 20 until-term &
 	pid=$!
-	perf record -q -e sdt_lkt_usdt:query -e sdt_lkt_usdt:done -p "$pid" -o "$tmp/late.data" \
-		>"$tmp/late.rec" 2>&1 &
+	mkfifo "$tmp/ctl" "$tmp/ack"
+	perf record -q -D -1 --control "fifo:$tmp/ctl,$tmp/ack" -e sdt_lkt_usdt:query -e sdt_lkt_usdt:done \
+		-p "$pid" -o "$tmp/late.data" >"$tmp/late.rec" 2>&1 &
 	rec=$!
-	tries=0
-	until "$lowkey" list --pid "$pid" 2>/dev/null | grep -q 'lkt_usdt:query .* tracer '; do
-		tries=$((tries + 1))
-		[ $tries -lt 600 ] || break
-		sleep 0.1
-	done
-	[ $tries -lt 600 ] || fail "lowkey list --pid never showed perf attached: $("$lowkey" list --pid "$pid" 2>&1)"
+	exec 8<>"$tmp/ctl" 7<>"$tmp/ack"
+	echo enable >&8
+	read -r ack <&7
+	[ "$ack" = ack ] || fail "perf record -p did not acknowledge enabling its events: $ack"
+	"$lowkey" list --pid "$pid" >"$tmp/late.list" 2>&1
+	grep -q 'lkt_usdt:query .* tracer ' "$tmp/late.list" ||
+		fail "lowkey list --pid does not show perf attached: $(cat "$tmp/late.list")"
 	kill -TERM "$pid"
 	wait "$pid" || fail "the target attached to by perf record -p failed"
-	wait "$rec"
+	wait "$rec" || fail "perf record -p failed: $(cat "$tmp/late.rec")"
+	exec 8>&- 7>&-
 	perf script -i "$tmp/late.data" >"$tmp/late.script" 2>&1
 	awk '/sdt_lkt_usdt:query/ { id = ""; tw = ""
 			for (i = 1; i <= NF; i++) { if ($i ~ /^arg1=/) id = substr($i, 6); if ($i ~ /^arg2=/) tw = substr($i, 6) }
