@@ -218,7 +218,6 @@ static void *watch_main(void *arg)
 	struct timespec deadline;
 
 	(void)arg;
-	pthread_setname_np(pthread_self(), "lowkey-usdt"); /* what ps -L and top -H show */
 	pthread_mutex_lock(&watch_mutex);
 	while (!watch_stop) {
 		deadline_after(&deadline, watch_ms);
@@ -252,6 +251,8 @@ static int watch_start(unsigned int interval_ms)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
 		return -err;
+	/* what ps -L and top -H show; named here, so that it has its name once this returns */
+	pthread_setname_np(watcher, "lowkey-usdt");
 	watching = true;
 	return 0;
 }
