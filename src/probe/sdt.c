@@ -22,7 +22,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/env.h"
 #include "core/error.h"
@@ -166,6 +168,7 @@ static pthread_t watcher;
 static bool watching, watch_stop;
 static bool watch_chosen; /* lk_probe_usdt_watch was called: no default start after it */
 static unsigned int watch_ms;
+static pid_t watcher_tid; /* set by the thread before watch_start returns; 0: none */
 
 static void watch_cond_init(void)
 {
@@ -192,8 +195,12 @@ static void watch_fork_child(void)
 	pthread_mutex_init(&watch_mutex, NULL);
 	watch_cond_init();
 	watching = false;
-	if (was_watching)
-		watch_start(watch_ms); /* without a thread, the child reads semaphores as before */
+	__atomic_store_n(&watcher_tid, 0, __ATOMIC_RELAXED);
+	if (!was_watching)
+		return;
+	pthread_mutex_lock(&watch_mutex);
+	watch_start(watch_ms); /* without a thread, the child reads semaphores as before */
+	pthread_mutex_unlock(&watch_mutex);
 }
 
 static void watch_init(void)
@@ -219,6 +226,8 @@ static void *watch_main(void *arg)
 
 	(void)arg;
 	pthread_mutex_lock(&watch_mutex);
+	__atomic_store_n(&watcher_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&watch_cond); /* watch_start waits for the id */
 	while (!watch_stop) {
 		deadline_after(&deadline, watch_ms);
 		while (!watch_stop &&
@@ -253,6 +262,8 @@ static int watch_start(unsigned int interval_ms)
 		return -err;
 	/* what ps -L and top -H show; named here, so that it has its name once this returns */
 	pthread_setname_np(watcher, "lowkey-usdt");
+	while (!__atomic_load_n(&watcher_tid, __ATOMIC_RELAXED))
+		pthread_cond_wait(&watch_cond, &watch_mutex);
 	watching = true;
 	return 0;
 }
@@ -268,7 +279,13 @@ static void watch_end(void)
 	pthread_cond_broadcast(&watch_cond);
 	pthread_mutex_unlock(&watch_mutex);
 	pthread_join(t, NULL);
+	__atomic_store_n(&watcher_tid, 0, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&watch_mutex);
+}
+
+pid_t lk__sdt_watcher_tid(void)
+{
+	return __atomic_load_n(&watcher_tid, __ATOMIC_RELAXED);
 }
 
 LK_API int lk_probe_usdt_watch(unsigned int interval_ms)

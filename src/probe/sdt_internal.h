@@ -4,6 +4,7 @@
 #define LK_PROBE_SDT_INTERNAL_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "probe/probe_internal.h"
 
@@ -29,6 +30,12 @@ bool lk__sdt_wanted_locked(const struct lk__probe_site_rt *rt);
  * chose otherwise (lk_probe_usdt_watch) or LOWKEY_USDT_WATCH=0. Costs a thread creation once.
  */
 void lk__sdt_object_loaded_locked(const struct lk__dso_rt *dso);
+
+/*
+ * The watcher's thread id, or 0 while none runs: lowkey's own thread, which an off-CPU trace
+ * leaves out as it does its consumer. Async-signal-safe (a load).
+ */
+pid_t lk__sdt_watcher_tid(void);
 
 /*
  * Whether rules apply for a trace now: one runs and is not stopping (site.c). A rule change or a
