@@ -140,6 +140,7 @@ struct lk__ctl_site {
 	const char *provider, *event, *file, *arg_names;
 	const char *object;   /* the shared object, "" for the main program */
 	const char *function; /* as in struct lk_probe_info, cut to LK_CTL_MAX_FUNCTION - 1 bytes */
+	uint8_t tracer;	      /* an outside tracer holds one of its USDT semaphores */
 };
 
 struct lk__ctl_env_start {

@@ -151,6 +151,8 @@ struct lk_probe_info {
 	const char *function; /* the function holding the site: its name in C, its signature with
 				 * template arguments in C++ ("T twice(T) [with T = int]"), which tells
 				 * a template's instantiations apart */
+	bool tracer; /* an outside tracer (bpftrace, perf) holds one of the site's USDT semaphores
+		      * at the last read of them (lowkey raises none itself): see below */
 };
 
 /*
@@ -176,11 +178,12 @@ LK_API const char *lk_probe_type_name(enum lk_probe_type type);
  *    lk_probe_enable; in order, the last matching one wins; objects loaded later too), as
  *    `lowkey enable --pid PID GLOB` / `lowkey disable --pid PID GLOB` do from outside;
  *  - a tracer that attaches with the site's semaphore (bpftrace, `perf record -e sdt_*`: the
- *    kernel increments it) turns it on when the library next reads the semaphores: at
- *    lk_probe_usdt_poll(), whenever rules are applied (lk_probe_enable, a trace starting or
- *    stopping, an object loading), at each `lowkey enable`, and every interval_ms after
- *    lk_probe_usdt_watch(interval_ms) (or LOWKEY_USDT_WATCH=MS in the environment). Off again
- *    at the first read after the last tracer detaches.
+ *    kernel increments it), before the program starts or while it runs, turns it on when the
+ *    library next reads the semaphores: every 50 ms on a thread of its own (the watcher, named
+ *    "lowkey-usdt"; see below), at lk_probe_usdt_poll(), whenever rules are applied
+ *    (lk_probe_enable, a trace starting or stopping, an object loading), and at each
+ *    `lowkey enable` or `lowkey list --pid`. Off again at the first read after the last tracer
+ *    detaches, unless a USDT rule or a trace keeps it on.
  * A site on for a tracer records into a lowkey trace running at the same time, as if a rule
  * had selected it. The sites themselves never read a semaphore: off, a site is one NOP; on for a
  * tracer with no trace running, its arguments are evaluated and the event goes as far as the
@@ -191,9 +194,14 @@ LK_API const char *lk_probe_type_name(enum lk_probe_type type);
  * lk_probe_usdt_reset_rules forgets every USDT rule: 0 or a key-flipping error.
  * lk_probe_usdt_poll returns how many sites have a tracer attached, or a key-flipping error;
  * it costs a 2-byte load per copy of each site's code, and a key batch when a site changes.
- * lk_probe_usdt_watch(ms) starts (or, with 0, stops and joins) a thread, with every signal
- * blocked, that polls every ms milliseconds: 0, -EINVAL (over an hour), or pthread_create's
- * error. Not inherited by a fork()ed child. All: thread-safe, not async-signal-safe.
+ * The watcher starts when the first object with USDT sites registers (at start-up, or at the
+ * dlopen of such a library), with every signal blocked; it sleeps between polls, each a 2-byte
+ * load per site copy under the registry lock. LOWKEY_USDT_WATCH=MS in the environment sets its
+ * interval (1 .. 3600000 ms), LOWKEY_USDT_WATCH=0 starts none. A fork()ed child of a watching
+ * process starts its own (a thread creation in the child, from a pthread_atfork handler).
+ * lk_probe_usdt_watch(ms) starts the watcher or sets its interval, or, with 0, stops and joins
+ * it; either way no object loaded later starts it again: 0, -EINVAL (over an hour), or
+ * pthread_create's error. All: thread-safe, not async-signal-safe.
  */
 LK_API int lk_probe_usdt_enable(const char *glob);
 LK_API int lk_probe_usdt_disable(const char *glob);

@@ -269,9 +269,10 @@ static int encode_site(const struct lk_probe_info *info, void *arg)
 		types |= (uint32_t)info->arg_types[a] << (4 * a);
 	snprintf(function, sizeof(function), "%s", info->function ? info->function : "");
 	m.site = (struct lk__ctl_site){
-		info->id,   (uint8_t)info->kind, (uint8_t)info->nargs, info->enabled,
-		types,	    info->line,		 info->provider,       info->event,
-		info->file, info->arg_names,	 info->object,	       function
+		info->id,    (uint8_t)info->kind, (uint8_t)info->nargs, info->enabled,
+		types,	     info->line,	  info->provider,	info->event,
+		info->file,  info->arg_names,	  info->object,		function,
+		info->tracer
 	};
 	if (l->cap - l->len < LK_CTL_MAX_MSG + 4) {
 		size_t cap = l->cap ? l->cap * 2 : 64 * 1024;
@@ -298,6 +299,7 @@ static void do_list(struct lk__srv_client *c, const struct lk__ctl_msg *req)
 {
 	struct site_list l = { .seq = req->seq };
 
+	lk_probe_usdt_poll(); /* whether a tracer is attached now, not at the watcher's last read */
 	lk_probe_list(encode_site, &l);
 	if (l.err) {
 		free(l.data);

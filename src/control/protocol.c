@@ -120,6 +120,7 @@ static const struct field site_fields[] = {
 	FIELD("arg_names", F_STR, C_TEXT, site.arg_names, LK_CTL_MAX_TEXT),
 	FIELD("object", F_STR, C_TEXT, site.object, LK_CTL_MAX_PATH),
 	FIELD("function", F_STR, C_TEXT, site.function, LK_CTL_MAX_FUNCTION),
+	FIELD("tracer", F_U8, C_BOOL, site.tracer, 1),
 };
 
 static const struct field env_start_fields[] = {

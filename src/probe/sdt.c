@@ -10,9 +10,11 @@
  *    names it (ref_ctr_offset) is attached, as bpftrace and perf do.
  * The kernel says nothing when it increments a semaphore, so the library reads them: whenever it
  * applies rules anyway (a rule added, a trace started or stopped, an object loaded while tracing),
- * at each USDT request on the control socket, on lk_probe_usdt_poll(), and, opted into with
- * lk_probe_usdt_watch() or LOWKEY_USDT_WATCH=MS, every MS milliseconds on a thread of its own.
- * The sites themselves never look at a semaphore.
+ * at each USDT request on the control socket, on lk_probe_usdt_poll(), and every
+ * LK__USDT_WATCH_DEFAULT_MS on a thread of its own (the watcher), started when the first object
+ * with USDT sites registers (LOWKEY_USDT_WATCH=MS sets the interval, 0 starts none;
+ * lk_probe_usdt_watch() starts, changes or stops it from the program). The sites themselves never
+ * look at a semaphore: docs/probe.md says why a thread polls.
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -20,7 +22,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/env.h"
 #include "core/error.h"
@@ -104,13 +108,18 @@ void lk__sdt_scan_locked(void)
 	nattached = n;
 }
 
-bool lk__sdt_wanted_locked(const struct lk__probe_site_rt *rt)
+bool lk__sdt_attached_locked(const struct lk__probe_site_rt *rt)
 {
 	size_t n, i;
 	const struct lk__probe_site_rt *sites = lk__probe_sites(&n);
 
 	i = (size_t)(rt - sites);
-	return (i < nattached && attached[i]) || lk__rules_select(&usdt_rules, rt);
+	return i < nattached && attached[i];
+}
+
+bool lk__sdt_wanted_locked(const struct lk__probe_site_rt *rt)
+{
+	return lk__sdt_attached_locked(rt) || lk__rules_select(&usdt_rules, rt);
 }
 
 LK_API int lk_probe_usdt_enable(const char *glob)
@@ -149,7 +158,7 @@ LK_API int lk_probe_usdt_poll(void)
 	return err;
 }
 
-/* ---- the opt-in watcher ---- */
+/* ---- the watcher ---- */
 
 static pthread_mutex_t watch_control = PTHREAD_MUTEX_INITIALIZER; /* one caller at a time */
 static pthread_mutex_t watch_mutex = PTHREAD_MUTEX_INITIALIZER;	  /* the thread's wait */
@@ -157,17 +166,11 @@ static pthread_cond_t watch_cond;
 static pthread_once_t watch_once = PTHREAD_ONCE_INIT;
 static pthread_t watcher;
 static bool watching, watch_stop;
+static bool watch_chosen; /* lk_probe_usdt_watch was called: no default start after it */
 static unsigned int watch_ms;
+static pid_t watcher_tid; /* set by the thread before watch_start returns; 0: none */
 
-static void watch_fork_child(void)
-{
-	/* the thread is not in the child; the mutexes may have been held at the fork */
-	pthread_mutex_init(&watch_control, NULL);
-	pthread_mutex_init(&watch_mutex, NULL);
-	watching = false;
-}
-
-static void watch_init(void)
+static void watch_cond_init(void)
 {
 	pthread_condattr_t attr;
 
@@ -175,6 +178,34 @@ static void watch_init(void)
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
 	pthread_cond_init(&watch_cond, &attr);
 	pthread_condattr_destroy(&attr);
+}
+
+static int watch_start(unsigned int interval_ms);
+
+/*
+ * The thread is not in the child, and the mutexes and the condition variable may have been in use
+ * at the fork: made anew. A child of a watching process watches too (a server's workers are
+ * what tracers attach to), at the same interval; it costs a fork a thread creation.
+ */
+static void watch_fork_child(void)
+{
+	bool was_watching = watching;
+
+	pthread_mutex_init(&watch_control, NULL);
+	pthread_mutex_init(&watch_mutex, NULL);
+	watch_cond_init();
+	watching = false;
+	__atomic_store_n(&watcher_tid, 0, __ATOMIC_RELAXED);
+	if (!was_watching)
+		return;
+	pthread_mutex_lock(&watch_mutex);
+	watch_start(watch_ms); /* without a thread, the child reads semaphores as before */
+	pthread_mutex_unlock(&watch_mutex);
+}
+
+static void watch_init(void)
+{
+	watch_cond_init();
 	pthread_atfork(NULL, NULL, watch_fork_child);
 }
 
@@ -195,6 +226,8 @@ static void *watch_main(void *arg)
 
 	(void)arg;
 	pthread_mutex_lock(&watch_mutex);
+	__atomic_store_n(&watcher_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&watch_cond); /* watch_start waits for the id */
 	while (!watch_stop) {
 		deadline_after(&deadline, watch_ms);
 		while (!watch_stop &&
@@ -210,6 +243,7 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
+/* With watch_mutex held: 0, or pthread_create's -errno. */
 static int watch_start(unsigned int interval_ms)
 {
 	sigset_t all, old;
@@ -225,7 +259,11 @@ static int watch_start(unsigned int interval_ms)
 	err = pthread_create(&watcher, NULL, watch_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
-		return lk__fail(-err, "lk_probe_usdt_watch: cannot create the watching thread");
+		return -err;
+	/* what ps -L and top -H show; named here, so that it has its name once this returns */
+	pthread_setname_np(watcher, "lowkey-usdt");
+	while (!__atomic_load_n(&watcher_tid, __ATOMIC_RELAXED))
+		pthread_cond_wait(&watch_cond, &watch_mutex);
 	watching = true;
 	return 0;
 }
@@ -241,38 +279,76 @@ static void watch_end(void)
 	pthread_cond_broadcast(&watch_cond);
 	pthread_mutex_unlock(&watch_mutex);
 	pthread_join(t, NULL);
+	__atomic_store_n(&watcher_tid, 0, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&watch_mutex);
+}
+
+pid_t lk__sdt_watcher_tid(void)
+{
+	return __atomic_load_n(&watcher_tid, __ATOMIC_RELAXED);
 }
 
 LK_API int lk_probe_usdt_watch(unsigned int interval_ms)
 {
 	int err = 0;
 
-	if (interval_ms > 3600 * 1000)
+	if (interval_ms > LK__USDT_WATCH_MAX_MS)
 		return lk__fail(-EINVAL, "lk_probe_usdt_watch: %u ms is more than an hour",
 				interval_ms);
 	pthread_once(&watch_once, watch_init);
 	pthread_mutex_lock(&watch_control);
 	pthread_mutex_lock(&watch_mutex);
+	watch_chosen = true;
 	if (interval_ms)
 		err = watch_start(interval_ms);
 	else
 		watch_end();
 	pthread_mutex_unlock(&watch_mutex);
 	pthread_mutex_unlock(&watch_control);
-	return err;
+	if (err)
+		return lk__fail(err, "lk_probe_usdt_watch: cannot create the watching thread");
+	return 0;
 }
 
-/* LOWKEY_USDT_WATCH=MS: watch from start-up. */
-__attribute__((constructor)) static void usdt_watch_from_environment(void)
+/* LOWKEY_USDT_WATCH: 0 (no watcher), MS (its interval), else the default. */
+static unsigned int interval_from_environment(void)
 {
 	const char *v = lk__env("LOWKEY_USDT_WATCH");
 	char *end;
 	unsigned long ms;
 
 	if (!v || !*v)
-		return;
+		return LK__USDT_WATCH_DEFAULT_MS;
 	ms = strtoul(v, &end, 10);
-	if (*end == '\0' && ms > 0 && ms <= 3600 * 1000)
-		lk_probe_usdt_watch((unsigned int)ms);
+	if (*end != '\0' || end == v || ms > LK__USDT_WATCH_MAX_MS)
+		return LK__USDT_WATCH_DEFAULT_MS;
+	return (unsigned int)ms;
+}
+
+static bool has_usdt_sites(const struct lk__dso_rt *dso)
+{
+	const struct sdt_entry *e = dso->desc->sdt_sites.start;
+	const struct sdt_entry *end = dso->desc->sdt_sites.stop;
+
+	return e && end && e < end;
+}
+
+void lk__sdt_object_loaded_locked(const struct lk__dso_rt *dso)
+{
+	unsigned int ms;
+
+	if (!has_usdt_sites(dso))
+		return;
+	pthread_once(&watch_once, watch_init);
+	/* Busy: a caller of lk_probe_usdt_watch is choosing, and may be joining a thread that waits
+	 * for the registry lock held here. */
+	if (pthread_mutex_trylock(&watch_control) != 0)
+		return;
+	ms = interval_from_environment();
+	pthread_mutex_lock(&watch_mutex);
+	if (!watch_chosen && !watching && ms)
+		watch_start(
+			ms); /* no thread (out of threads): semaphores are read as without one */
+	pthread_mutex_unlock(&watch_mutex);
+	pthread_mutex_unlock(&watch_control);
 }

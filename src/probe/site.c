@@ -233,6 +233,7 @@ static void probe_dso_load(struct lk__dso_rt *dso)
 	}
 	if (nsites == before)
 		return;
+	lk__sdt_object_loaded_locked(dso);
 	if (!lk__trace.running) {
 		/* USDT rules, or a tracer attached before the object loaded, may want its sites */
 		err = lk__probe_apply_rules_locked(false);
@@ -355,6 +356,7 @@ static void fill_info(const struct lk__probe_site_rt *rt, struct lk_probe_info *
 	info->function = rt->function;
 	info->id = rt->id;
 	info->enabled = rt->enabled;
+	info->tracer = lk__sdt_attached_locked(rt);
 }
 
 LK_API int lk_probe_list(int (*fn)(const struct lk_probe_info *info, void *arg), void *arg)

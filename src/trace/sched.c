@@ -20,6 +20,9 @@
  * takes only records older than a cut a little before the pass began (the kernel writes a
  * record microseconds after taking its time), sorts them, and leaves the rest for the next pass.
  *
+ * lowkey's own threads are left out: the consumer, and the USDT watcher (probe/sdt.c), which
+ * inherits the events when a covered thread starts it (a dlopen during the trace).
+ *
  * A thread's stream is closed when the kernel says it exited (attr.task: PERF_RECORD_EXIT), so
  * that a process that starts many short-lived threads does not run out of file descriptors.
  *
@@ -57,6 +60,7 @@
 #include "core/error.h"
 #include "core/perf.h"
 #include "probe/probe_internal.h"
+#include "probe/sdt_internal.h"
 
 /*
  * 512 KiB a CPU: what perf_event_mlock_kb (516 KiB a CPU by default) lets every user map without
@@ -339,8 +343,8 @@ static int cover_new_threads(struct lk__sched *s)
 	while (!err && (e = readdir(d))) {
 		pid_t tid = (pid_t)atoi(e->d_name);
 
-		if (tid <= 0 || covered(s, tid))
-			continue;
+		if (tid <= 0 || tid == lk__sdt_watcher_tid() || covered(s, tid))
+			continue; /* the USDT watcher: lowkey's, not the program's */
 		err = s->ncovered == 0 ? 0 : cover_thread(s, tid);
 		if (!err)
 			err = mark_covered(s, tid);
@@ -481,7 +485,8 @@ static void drain_ring(struct lk__trace *t, struct lk__sched *s, struct cpu_ring
 			if (rec.sw.time >= cut)
 				break;
 			if ((!s->filter_pid || (pid_t)rec.sw.pid == pid) &&
-			    p.tid != s->consumer_tid && push_pending(s, p) != 0)
+			    p.tid != s->consumer_tid && p.tid != lk__sdt_watcher_tid() &&
+			    push_pending(s, p) != 0)
 				__atomic_fetch_add(&t->sched_lost, 1, __ATOMIC_RELAXED);
 		} else if (h.type == PERF_RECORD_EXIT && h.size >= sizeof(rec.exit)) {
 			struct pending p = { (pid_t)rec.exit.tid, rec.exit.cpu, rec.exit.time,

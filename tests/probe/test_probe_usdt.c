@@ -7,25 +7,34 @@
  *  - A real uprobe at a site's note (perf_event_open with the uprobe PMU, the note's semaphore as
  *    ref_ctr_offset): the kernel raises the semaphore; lk_probe_usdt_poll() then turns the site
  *    on and the uprobe counts every call, and sees the arguments in the registers the note
- *    names; off again once the uprobe is gone. The watching thread does it by itself.
+ *    names; off again once the uprobe is gone. The watching thread does it by itself: it runs
+ *    by default, with every signal blocked (stopped here, after the first test, so the tests
+ *    of reads by hand see no other reader).
  *  - Without a uprobe (no privilege needed): a semaphore raised by hand, as the kernel does,
  *    turns the site on at the next poll or rule change; USDT rules apply in order.
  *  - `lowkey enable --pid` turns a site on (for a uprobe without a semaphore, where one can be
  *    opened); `lowkey disable` off.
+ *  - A uprobe attached to a program that runs already (lkt_usdt_late): its events flow once the
+ *    watcher has turned the site on, exactly those emitted after, with their arguments; in a
+ *    fork()ed child too; none with LOWKEY_USDT_WATCH=0.
  * The uprobe parts skip, saying why, where the uprobe PMU cannot be opened (not root, no
  * CAP_PERFMON, a container, an emulator).
  */
+#include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <link.h>
 #include <linux/perf_event.h>
 #include <regex.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <cmocka.h>
 
@@ -195,15 +204,16 @@ static bool uprobe_skip_reason(char *why, size_t len)
 	return false;
 }
 
-/* A uprobe at n in this executable, for this process; with_semaphore names its ref_ctr. */
-static int open_uprobe(const struct usdt_note *n, bool with_semaphore, uint64_t regs_mask)
+/* A uprobe at n in the executable path, for process pid; with_semaphore names its ref_ctr. */
+static int open_uprobe_in(const char *path, pid_t pid, const struct usdt_note *n,
+			  bool with_semaphore, uint64_t regs_mask)
 {
 	struct perf_event_attr a;
 
 	memset(&a, 0, sizeof(a));
 	a.size = sizeof(a);
 	a.type = (uint32_t)read_sysfs_long("/sys/bus/event_source/devices/uprobe/type");
-	a.config1 = (uint64_t)(uintptr_t)exe;
+	a.config1 = (uint64_t)(uintptr_t)path;
 	a.config2 = n->pc_offset;
 	if (with_semaphore)
 		a.config = n->semaphore_offset << ref_ctr_shift();
@@ -212,10 +222,11 @@ static int open_uprobe(const struct usdt_note *n, bool with_semaphore, uint64_t 
 		a.sample_type = PERF_SAMPLE_REGS_USER;
 		a.sample_regs_user = regs_mask;
 	}
-	return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	return (int)syscall(SYS_perf_event_open, &a, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
-static int open_or_skip(const struct usdt_note *n, bool with_semaphore, uint64_t regs_mask)
+static int open_or_skip_in(const char *path, pid_t pid, const struct usdt_note *n,
+			   bool with_semaphore, uint64_t regs_mask)
 {
 	char why[256];
 	int fd;
@@ -224,7 +235,7 @@ static int open_or_skip(const struct usdt_note *n, bool with_semaphore, uint64_t
 		print_message("SKIP: %s\n", why);
 		skip();
 	}
-	fd = open_uprobe(n, with_semaphore, regs_mask);
+	fd = open_uprobe_in(path, pid, n, with_semaphore, regs_mask);
 	if (fd < 0 && (errno == EACCES || errno == EPERM || errno == ENOENT || errno == ENOSYS)) {
 		print_message(
 			"SKIP: perf_event_open of a uprobe: %s (it needs root or CAP_PERFMON, and a "
@@ -233,14 +244,20 @@ static int open_or_skip(const struct usdt_note *n, bool with_semaphore, uint64_t
 		skip();
 	}
 	if (fd < 0)
-		print_error("perf_event_open of a uprobe at %s+%#llx: %s\n", exe,
+		print_error("perf_event_open of a uprobe at %s+%#llx: %s\n", path,
 			    (unsigned long long)n->pc_offset, strerror(errno));
 	assert_true(fd >= 0);
 	return fd;
 }
 
+static int open_or_skip(const struct usdt_note *n, bool with_semaphore, uint64_t regs_mask)
+{
+	return open_or_skip_in(exe, 0, n, with_semaphore, regs_mask);
+}
+
 /* A uprobe where one can be opened, else -1 (the caller checks the rest without it). */
-static int open_if_possible(const struct usdt_note *n, bool with_semaphore)
+static int open_if_possible_with(const char *path, pid_t pid, const struct usdt_note *n,
+				 bool with_semaphore)
 {
 	char why[256];
 	int fd;
@@ -249,15 +266,27 @@ static int open_if_possible(const struct usdt_note *n, bool with_semaphore)
 		print_message("(no uprobe: %s)\n", why);
 		return -1;
 	}
-	fd = open_uprobe(n, with_semaphore, 0);
+	fd = open_uprobe_in(path, pid, n, with_semaphore, 0);
 	if (fd < 0)
 		print_message("(no uprobe: perf_event_open: %s)\n", strerror(errno));
 	return fd;
 }
 
+static int open_if_possible(const struct usdt_note *n, bool with_semaphore)
+{
+	return open_if_possible_with(exe, 0, n, with_semaphore);
+}
+
+/* With the semaphore, in process pid. */
+static int open_if_possible_in(const char *path, pid_t pid, const struct usdt_note *n)
+{
+	return open_if_possible_with(path, pid, n, true);
+}
+
 /*
  * For waits on the watcher: true until a minute has passed since start. Not a timing claim (the
- * watcher polls every millisecond); a site that never turns on fails the test instead of hanging.
+ * watcher polls every few milliseconds); a site that never turns on fails the test instead of
+ * hanging.
  */
 static bool before_a_minute(const struct timespec *start)
 {
@@ -308,6 +337,76 @@ static bool query_enabled(void)
 	lk_probe_list(site_enabled, &on);
 	assert_int_not_equal(on, -1);
 	return on == 1;
+}
+
+/* ---- the watcher, on by default ---- */
+
+/* The ids of this process's threads named as the watcher is: how many (up to max). */
+static int watcher_threads(pid_t *tids, int max)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		char path[300], comm[64] = "";
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(comm, sizeof(comm), f) && strcmp(comm, "lowkey-usdt\n") == 0 &&
+		    n < max)
+			tids[n++] = (pid_t)atoi(e->d_name);
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/* The signals thread tid blocks (SigBlk of its status). */
+static uint64_t blocked_signals(pid_t tid)
+{
+	char path[64], line[256];
+	uint64_t mask = 0;
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "SigBlk: %" SCNx64, &mask) == 1)
+			found = true;
+	fclose(f);
+	assert_true(found);
+	return mask;
+}
+
+/*
+ * This program has USDT sites: its watcher runs from start-up, and takes no signal the program
+ * could handle (all but SIGKILL, SIGSTOP and the C library's own, which it cannot block).
+ */
+static void watcher_runs_by_default(void **state)
+{
+	pid_t tids[4];
+	uint64_t mask;
+
+	(void)state;
+	assert_int_equal(watcher_threads(tids, 4), 1);
+	mask = blocked_signals(tids[0]);
+	for (int sig = 1; sig <= 64; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP || (sig >= 32 && sig < SIGRTMIN))
+			continue;
+		if (!(mask >> (sig - 1) & 1))
+			print_error("the watcher does not block signal %d\n", sig);
+		assert_true(mask >> (sig - 1) & 1);
+	}
+	assert_int_equal(lk_probe_usdt_watch(0), 0);
+	assert_int_equal(watcher_threads(tids, 4), 0);
 }
 
 static void semaphore_turns_the_site_on(void **state)
@@ -637,6 +736,304 @@ static void watcher_notices_a_tracer(void **state)
 	assert_int_equal(lk_probe_usdt_watch(0), 0);
 }
 
+/* ---- a tracer attaching to a program that runs already ---- */
+
+struct late {
+	pid_t spawned, pid; /* the program started, and the one serving (its child with "fork") */
+	FILE *to, *from;
+	struct usdt_file notes;
+};
+
+static void late_start_with(struct late *t, const char *mode, const char *watch, bool control)
+{
+	int in[2], out[2];
+	char line[64];
+
+	assert_int_equal(usdt_read(LATE_TARGET, &t->notes), 0);
+	assert_int_equal(pipe(in), 0);
+	assert_int_equal(pipe(out), 0);
+	t->spawned = fork();
+	assert_true(t->spawned >= 0);
+	if (t->spawned == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		if (watch)
+			setenv("LOWKEY_USDT_WATCH", watch, 1);
+		else
+			unsetenv("LOWKEY_USDT_WATCH");
+		if (control)
+			setenv("LOWKEY_CONTROL", "1", 1);
+		execl(LATE_TARGET, LATE_TARGET, mode, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	t->to = fdopen(in[1], "w");
+	t->from = fdopen(out[0], "r");
+	assert_non_null(t->to);
+	assert_non_null(t->from);
+	setvbuf(t->to, NULL, _IOLBF, 0);
+	assert_non_null(fgets(line, sizeof(line), t->from));
+	assert_int_equal(sscanf(line, "pid %d", &t->pid), 1);
+}
+
+static void late_start(struct late *t, const char *mode, const char *watch)
+{
+	late_start_with(t, mode, watch, false);
+}
+
+/* Ask the program, and return its answer's first number (the answer must start with word). */
+static long long late_ask(struct late *t, const char *word, const char *fmt, ...)
+{
+	char line[128];
+	long long v = 0;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(t->to, fmt, ap);
+	va_end(ap);
+	fputc('\n', t->to);
+	fflush(t->to);
+	assert_non_null(fgets(line, sizeof(line), t->from));
+	if (strncmp(line, word, strlen(word)) != 0)
+		print_error("asked '%s', the program answered '%s'\n", fmt, line);
+	assert_int_equal(strncmp(line, word, strlen(word)), 0);
+	sscanf(line + strlen(word), "%lld", &v);
+	return v;
+}
+
+static void late_stop(struct late *t)
+{
+	int status;
+
+	fprintf(t->to, "quit\n");
+	fclose(t->to);
+	fclose(t->from);
+	assert_int_equal(waitpid(t->spawned, &status, 0), t->spawned);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static const struct usdt_note *late_query(const struct late *t)
+{
+	for (unsigned int i = 0; i < t->notes.n; i++)
+		if (strcmp(t->notes.notes[i].provider, "lkt_late") == 0 &&
+		    strcmp(t->notes.notes[i].name, "query") == 0)
+			return &t->notes.notes[i];
+	fail_msg("no lkt_late:query note in %s", LATE_TARGET);
+	return NULL;
+}
+
+static int64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
+}
+
+/*
+ * One tracer attaching: a uprobe with the semaphore, the program waits until its watcher has
+ * turned the site on (it answers how long after the attach began), then emits n events: the
+ * uprobe sees exactly those n, with their arguments. Returns the delay in ns.
+ */
+static long long late_attach_once(struct late *t, unsigned int n)
+{
+	const struct usdt_note *q = late_query(t);
+	size_t ring_size = (size_t)(1 + 8) * (size_t)sysconf(_SC_PAGESIZE);
+	static uint64_t regs[16][64];
+	struct arg_reg args[3];
+	uint64_t mask = 0;
+	long long delay;
+	int64_t began;
+	void *ring;
+	int fd;
+
+	assert_true(n <= 16);
+	assert_int_equal(parse_args(q->args, args, 3), 0);
+	for (int i = 0; i < 3; i++)
+		if (args[i].index >= 0)
+			mask |= UINT64_C(1) << args[i].index;
+	began = monotonic_ns();
+	fd = open_or_skip_in(LATE_TARGET, t->pid, q, true, mask);
+	ring = mmap(NULL, ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(ring != MAP_FAILED);
+	delay = late_ask(t, "on", "on %lld", (long long)began);
+	late_ask(t, "ok", "emit %u", n);
+	assert_int_equal(count_of(fd), n);
+	assert_int_equal(take_samples(ring, mask, regs, 16), n);
+	for (unsigned int i = 0; i < n; i++) {
+		assert_int_equal((int64_t)arg_value(&args[0], regs[i]), (int64_t)i);
+		assert_int_equal((int64_t)arg_value(&args[1], regs[i]), -2 * (int64_t)i);
+	}
+	munmap(ring, ring_size);
+	close(fd);
+	late_ask(t, "off", "off"); /* the watcher turns it off again once the tracer is gone */
+	return delay;
+}
+
+static int cmp_ll(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Twenty attaches to one running program, each getting exactly the events emitted after it. */
+static void late_tracer_gets_the_events_after_it(void **state)
+{
+	struct late t;
+	long long delays[20];
+	char why[256];
+
+	(void)state;
+#if !defined(__x86_64__) && !defined(__aarch64__)
+	print_message("SKIP: no register map for this architecture in the test\n");
+	skip();
+#endif
+	if (uprobe_skip_reason(why, sizeof(why))) {
+		print_message("SKIP: %s\n", why);
+		skip();
+	}
+	late_start(&t, "plain", NULL);
+	assert_int_equal(late_ask(&t, "watchers", "watchers"), 1);
+	late_ask(&t, "ok", "emit 5"); /* before any tracer: nothing sees these */
+	for (int i = 0; i < 20; i++)
+		delays[i] = late_attach_once(&t, 7 + (unsigned)i % 5);
+	late_ask(&t, "ok", "emit 3");
+	late_stop(&t);
+	qsort(delays, 20, sizeof(delays[0]), cmp_ll);
+	print_message("attach to site on, 20 attaches: median %.1f ms, max %.1f ms\n",
+		      (delays[9] + delays[10]) / 2e6, delays[19] / 1e6);
+}
+
+/* A fork()ed child of a program with sites watches too: a tracer attached to it gets events. */
+static void late_tracer_in_a_forked_child(void **state)
+{
+	struct late t;
+
+	(void)state;
+	late_start(&t, "fork", NULL);
+	assert_int_equal(late_ask(&t, "watchers", "watchers"), 1);
+	assert_int_not_equal(t.pid, t.spawned);
+	late_attach_once(&t, 9);
+	late_stop(&t);
+}
+
+/* LOWKEY_USDT_WATCH=0: no watcher, and a late tracer's semaphore turns nothing on. */
+static void no_watcher_with_zero(void **state)
+{
+	struct late t;
+	int fd;
+
+	(void)state;
+	late_start(&t, "plain", "0");
+	assert_int_equal(late_ask(&t, "watchers", "watchers"), 0);
+	fd = open_if_possible_in(LATE_TARGET, t.pid, late_query(&t));
+	late_ask(&t, "ok", "emit 8");
+	if (fd >= 0) {
+		assert_int_equal(count_of(fd), 0);
+		close(fd);
+	}
+	late_stop(&t);
+}
+
+/* The lowest address of the segments path is mapped with (page-aligned): its load bias is
+ * where a process maps it first minus this. */
+static uint64_t first_load_address(const char *path)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	uint64_t lowest = UINT64_MAX;
+	FILE *f = fopen(path, "rb");
+
+	assert_non_null(f);
+	assert_int_equal(fread(&eh, sizeof(eh), 1, f), 1);
+	for (unsigned int i = 0; i < eh.e_phnum; i++) {
+		assert_int_equal(
+			fseek(f, (long)(eh.e_phoff + (uint64_t)i * eh.e_phentsize), SEEK_SET), 0);
+		assert_int_equal(fread(&ph, sizeof(ph), 1, f), 1);
+		if (ph.p_type == PT_LOAD && ph.p_vaddr < lowest)
+			lowest = ph.p_vaddr;
+	}
+	fclose(f);
+	return lowest & ~(uint64_t)(sysconf(_SC_PAGESIZE) - 1);
+}
+
+/* Where process pid maps path first (its lowest mapping of it). */
+static uint64_t mapped_at(pid_t pid, const char *path)
+{
+	char maps[64], line[4200], real[4096], *name;
+	unsigned long long start = 0;
+	FILE *f;
+
+	assert_non_null(realpath(path, real));
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+	f = fopen(maps, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		name = strchr(line, '/');
+		if (name && strcmp(name, real) == 0 && sscanf(line, "%llx-", &start) == 1)
+			break;
+	}
+	fclose(f);
+	assert_int_not_equal(start, 0);
+	return start;
+}
+
+/* Adds d to the semaphore of note n in process pid, as the kernel does for a uprobe. */
+static void add_to_semaphore(pid_t pid, const struct usdt_note *n, int d)
+{
+	uint64_t at = mapped_at(pid, LATE_TARGET) - first_load_address(LATE_TARGET) + n->semaphore;
+	unsigned short v;
+	char mem[64];
+	int fd;
+
+	snprintf(mem, sizeof(mem), "/proc/%d/mem", (int)pid);
+	fd = open(mem, O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &v, sizeof(v), (off_t)at), sizeof(v));
+	v = (unsigned short)(v + d);
+	assert_int_equal(pwrite(fd, &v, sizeof(v), (off_t)at), sizeof(v));
+	close(fd);
+}
+
+/*
+ * lowkey list --pid shows the sites an outside tracer holds: "tracer" (text), "tracer": true
+ * (JSON). The semaphore raised by hand through /proc/PID/mem as the kernel would (no uprobe,
+ * no privilege: the test is the program's parent).
+ */
+static void list_shows_an_attached_tracer(void **state)
+{
+	struct late t;
+	const char *line;
+
+	(void)state;
+	late_start_with(&t, "plain", NULL, true);
+	lkt_sh(&run_out, "%s list --pid %d", LOWKEY, (int)t.pid);
+	lkt_expect(&run_out, 0, "lkt_late:query");
+	assert_null(strstr(run_out.out, "tracer"));
+	lkt_sh(&run_out, "%s list --json --pid %d", LOWKEY, (int)t.pid);
+	lkt_expect(&run_out, 0, "\"tracer\": false");
+
+	add_to_semaphore(t.pid, late_query(&t), 1);
+	lkt_sh(&run_out, "%s list --pid %d", LOWKEY, (int)t.pid);
+	lkt_expect(&run_out, 0, "lkt_late:query");
+	line = strstr(run_out.out, "lkt_late:query");
+	assert_non_null(line);
+	assert_true(strncmp(strstr(line, "event"), "event       on   tracer  ", 25) == 0);
+	lkt_sh(&run_out, "%s list --json --pid %d", LOWKEY, (int)t.pid);
+	lkt_expect(&run_out, 0, "\"enabled\": true, \"tracer\": true");
+
+	add_to_semaphore(t.pid, late_query(&t), -1);
+	late_ask(&t, "off", "off"); /* the watcher sees the tracer gone */
+	lkt_sh(&run_out, "%s list --pid %d", LOWKEY, (int)t.pid);
+	lkt_expect(&run_out, 0, "lkt_late:query");
+	assert_null(strstr(run_out.out, "tracer"));
+	late_stop(&t);
+}
+
 /* ---- lowkey enable --pid ---- */
 
 static void lowkey_enable_turns_the_site_on(void **state)
@@ -681,6 +1078,7 @@ static void lowkey_enable_turns_the_site_on(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(watcher_runs_by_default),
 		cmocka_unit_test(notes_describe_every_site),
 		cmocka_unit_test(semaphore_turns_the_site_on),
 		cmocka_unit_test(semaphore_raised_by_hand),
@@ -690,6 +1088,10 @@ int main(void)
 		cmocka_unit_test(scoped_span_end_fires_for_a_tracer),
 		cmocka_unit_test(scoped_span_for_a_tracer_records_its_end),
 		cmocka_unit_test(watcher_notices_a_tracer),
+		cmocka_unit_test(late_tracer_gets_the_events_after_it),
+		cmocka_unit_test(late_tracer_in_a_forked_child),
+		cmocka_unit_test(no_watcher_with_zero),
+		cmocka_unit_test(list_shows_an_attached_tracer),
 		cmocka_unit_test(lowkey_enable_turns_the_site_on),
 	};
 

@@ -3,8 +3,11 @@
 # USDT with the tools users have: bpftrace and perf (Debian's bpftrace and linux-perf) list
 # lowkey's sites, attach to them and see every event with its arguments:
 #   - bpftrace, the program turning its sites on itself (lk_probe_usdt_enable): every call seen;
-#   - bpftrace, the site turned on by the semaphore bpftrace raises (LOWKEY_USDT_WATCH=1);
-#   - perf probe + perf record -e sdt_lkt_usdt:query, turned on by perf's semaphore the same way;
+#   - bpftrace, the site turned on by the semaphore bpftrace raises (the library's watcher reads
+#     it), bpftrace starting the program (-c) or attaching to it running (-p);
+#   - perf probe + perf record -e sdt_lkt_usdt:query, turned on by perf's semaphore the same way,
+#     perf starting the program or attaching to it running (-p): `lowkey list --pid` shows the
+#     tracer attached, and every call after that is seen;
 #   - SystemTap: stap -L lists the marks and their arguments, stap -p3 translates a script on them
 #     (a uprobe at each note, with its semaphore, the arguments from the note's registers); it
 #     runs the script only where a build tree for the running kernel lets it build its module.
@@ -12,9 +15,10 @@
 # lkt_usdt:request_end once for every lkt_usdt:request_begin.
 # A tool that is missing, or cannot attach here (not root, no tracefs, BPF denied), is skipped
 # with the reason; if none ran, the test is skipped (77).
-# usage: test_probe_usdt_tools.sh TARGET (tests/probe/usdt_target.c)
+# usage: test_probe_usdt_tools.sh TARGET (tests/probe/usdt_target.c) LOWKEY
 set -u
 target=$1
+lowkey=$2
 failed=0
 ran=0
 tmp=$(mktemp -d)
@@ -76,13 +80,30 @@ run_bpftrace()
 	grep -qx "usdt:$target:lkt_usdt:request_end" "$tmp/list" || fail "bpftrace -l does not list the scoped span's end"
 	grep -qx 'D 50' "$tmp/api" || fail "bpftrace did not see lkt_usdt:done(50)"
 
-	LOWKEY_USDT_WATCH=1 timeout 120 bpftrace "$tmp/script.bt" -c "$target 300" >"$tmp/watch" 2>&1
+	timeout 120 bpftrace "$tmp/script.bt" -c "$target 300" >"$tmp/watch" 2>&1
 	n=$(checked_queries "$tmp/watch") || fail "bpftrace saw wrong arguments (semaphore)"
 	[ "$n" -ge 1 ] || fail "bpftrace's semaphore never turned the site on"
 	checked_spans "$tmp/watch" 1 >/dev/null || fail "bpftrace did not see the scoped span's end (semaphore)"
 	grep -qx 'D 300' "$tmp/watch" || fail "bpftrace did not see lkt_usdt:done(300) (semaphore)"
 	[ $failed -eq 0 ] && echo "bpftrace: $n of 300 queries once the semaphore was seen, all 50 with the API"
 	[ $failed -eq 0 ] || cat "$tmp/api" "$tmp/watch"
+	run_bpftrace_late
+}
+
+# bpftrace -p on a program that runs already, with no step from the user: it exits at the 200th
+# query it sees.
+run_bpftrace_late()
+{
+	"$target" 1 until-term &
+	pid=$!
+	printf 'usdt:%s:lkt_usdt:query { printf("Q %%d %%d %%s\\n", arg0, arg1, str(arg2)); @n++; if (@n == 200) { exit(); } }\n' \
+		"$target" >"$tmp/late.bt"
+	timeout 120 bpftrace -p "$pid" "$tmp/late.bt" >"$tmp/late" 2>&1
+	kill -TERM "$pid"
+	wait "$pid" || fail "the target attached to by bpftrace -p failed"
+	n=$(checked_queries "$tmp/late") || fail "bpftrace -p saw wrong arguments"
+	[ "$n" -ge 200 ] || { fail "bpftrace -p saw $n queries of a running program, not 200"; cat "$tmp/late"; }
+	[ $failed -eq 0 ] && echo "bpftrace -p: 200 queries of a running program, with their arguments"
 }
 
 # perf probe's events are global (tracefs): one test at a time on this machine adds them.
@@ -105,10 +126,9 @@ perf_under_lock()
 		fail "perf probe found no debug information for a probe point:"
 		cat "$tmp/probe"
 	fi
-	LOWKEY_USDT_WATCH=1 timeout 120 perf record -q -e sdt_lkt_usdt:query -e sdt_lkt_usdt:done -e sdt_lkt_usdt:request_end \
+	timeout 120 perf record -q -e sdt_lkt_usdt:query -e sdt_lkt_usdt:done -e sdt_lkt_usdt:request_end \
 		-o "$tmp/perf.data" -- "$target" 300 >"$tmp/record" 2>&1 || fail "perf record failed: $(cat "$tmp/record")"
 	perf script -i "$tmp/perf.data" >"$tmp/script" 2>&1
-	perf probe -q -d 'sdt_lkt_usdt:*' >/dev/null 2>&1
 	# "sdt_lkt_usdt:query: (55d0c6c4e21b) arg1=3 arg2=-6 arg3=..."
 	awk '/sdt_lkt_usdt:query/ { id = ""; tw = ""
 			for (i = 1; i <= NF; i++) { if ($i ~ /^arg1=/) id = substr($i, 6); if ($i ~ /^arg2=/) tw = substr($i, 6) }
@@ -119,6 +139,41 @@ perf_under_lock()
 	ends=$(grep -c 'sdt_lkt_usdt:request_end:' "$tmp/script")
 	[ "$ends" -ge 1 ] || fail "perf never saw the scoped span's end lkt_usdt:request_end"
 	[ $failed -eq 0 ] && echo "perf: $n of 300 queries and $ends scoped span ends once the semaphore was seen"
+	perf_late
+	perf probe -q -d 'sdt_lkt_usdt:*' >/dev/null 2>&1
+}
+
+# perf record -p on a program that runs already. perf starts with its events disabled and says
+# (its control FIFO's ack) when it has enabled them: its uprobes, and their semaphores, are up by
+# then, and `lowkey list --pid` shows the tracer. The program then makes 20 more calls and exits:
+# perf sees each of them.
+perf_late()
+{
+	LOWKEY_CONTROL=1 "$target" 20 until-term &
+	pid=$!
+	mkfifo "$tmp/ctl" "$tmp/ack"
+	perf record -q -D -1 --control "fifo:$tmp/ctl,$tmp/ack" -e sdt_lkt_usdt:query -e sdt_lkt_usdt:done \
+		-p "$pid" -o "$tmp/late.data" >"$tmp/late.rec" 2>&1 &
+	rec=$!
+	exec 8<>"$tmp/ctl" 7<>"$tmp/ack"
+	echo enable >&8
+	read -r ack <&7
+	[ "$ack" = ack ] || fail "perf record -p did not acknowledge enabling its events: $ack"
+	"$lowkey" list --pid "$pid" >"$tmp/late.list" 2>&1
+	grep -q 'lkt_usdt:query .* tracer ' "$tmp/late.list" ||
+		fail "lowkey list --pid does not show perf attached: $(cat "$tmp/late.list")"
+	kill -TERM "$pid"
+	wait "$pid" || fail "the target attached to by perf record -p failed"
+	wait "$rec" || fail "perf record -p failed: $(cat "$tmp/late.rec")"
+	exec 8>&- 7>&-
+	perf script -i "$tmp/late.data" >"$tmp/late.script" 2>&1
+	awk '/sdt_lkt_usdt:query/ { id = ""; tw = ""
+			for (i = 1; i <= NF; i++) { if ($i ~ /^arg1=/) id = substr($i, 6); if ($i ~ /^arg2=/) tw = substr($i, 6) }
+			print "Q", id, tw, "users" }' "$tmp/late.script" >"$tmp/late.q"
+	n=$(checked_queries "$tmp/late.q") || fail "perf record -p saw wrong arguments"
+	[ "$n" -ge 20 ] || fail "perf record -p saw $n queries, not the 20 after it attached: $(head -5 "$tmp/late.script")"
+	grep -q 'sdt_lkt_usdt:done:.* arg1=20' "$tmp/late.script" || fail "perf record -p did not see lkt_usdt:done(20)"
+	[ $failed -eq 0 ] && echo "perf record -p: $n queries of a running program, the 20 after lowkey list saw it attached among them"
 }
 
 run_perf()

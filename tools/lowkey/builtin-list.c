@@ -45,8 +45,9 @@ static const char list_usage[] =
 	"Lists the probe sites (LK_PROBE, LK_SPAN, LK_COUNTER) of programs and shared libraries, read\n"
 	"from their ELF section __lk_probe_sites without running them; or of a running process: when\n"
 	"its control socket is open (LOWKEY_CONTROL=1 or lk_control_open()), what the process has\n"
-	"registered, dlopen()ed objects included, and whether each site is on; otherwise the sites of\n"
-	"every object it has mapped, read from their files.\n"
+	"registered, dlopen()ed objects included, whether each site is on, and \"tracer\" where an\n"
+	"outside tracer (bpftrace, perf) holds the site's USDT semaphore; otherwise the sites of every\n"
+	"object it has mapped, read from their files.\n"
 	"\n"
 	"Each site: provider:event, its kind (event, span-begin, span-end, counter), file:line, and\n"
 	"its arguments as written, with their types (i64, u64, f64, string, pointer). The globs of\n"
@@ -59,9 +60,10 @@ static const char list_usage[] =
 	"Options:\n"
 	"  -p, --pid PID   list the sites of a running process\n"
 	"  -j, --json      print {\"sites\": [{\"object\", \"provider\", \"event\", \"kind\", \"file\",\n"
-	"                  \"line\", \"args\": [{\"name\", \"type\"}], \"enabled\"}]} (\"enabled\" only when known);\n"
-	"                  for BINARY..., also \"usdt\": [{\"object\", \"provider\", \"name\", \"args\",\n"
-	"                  \"address\", \"semaphore\"}]: the USDT probes of other providers\n"
+	"                  \"line\", \"args\": [{\"name\", \"type\"}], \"enabled\", \"tracer\"}]} (\"enabled\"\n"
+	"                  and \"tracer\" only when known); for BINARY..., also \"usdt\": [{\"object\",\n"
+	"                  \"provider\", \"name\", \"args\", \"address\", \"semaphore\"}]: the USDT\n"
+	"                  probes of other providers\n"
 	"                  without an argument {\"events\": [{\"name\", \"section\", \"pmu\", \"supported\",\n"
 	"                  \"user_only\", \"why\"}], \"libpfm4\", \"tracepoints\": {\"supported\", \"count\",\n"
 	"                  \"root\", \"why\", \"subsystems\"}}\n"
@@ -80,6 +82,7 @@ struct row {
 	unsigned int line, kind, nargs;
 	uint32_t arg_types;
 	int enabled;		   /* 1, 0, or -1: unknown */
+	int tracer;		   /* an outside tracer holds its semaphore: 1, 0, or -1: unknown */
 	size_t object_rank, order; /* for sorting: objects as met, then by name and line */
 };
 
@@ -221,6 +224,8 @@ static void print_site_json(struct lk__json *j, const struct row *s)
 	lk__json_close(j);
 	if (s->enabled >= 0)
 		lk__json_bool(j, "enabled", s->enabled);
+	if (s->tracer >= 0)
+		lk__json_bool(j, "tracer", s->tracer);
 	lk__json_close(j);
 }
 
@@ -322,6 +327,8 @@ static void print_text(const struct rows *r)
 		       lk__probe_kind_name(s->kind));
 		if (s->enabled >= 0)
 			printf("  %-3s", s->enabled ? "on" : "off");
+		if (s->tracer >= 0)
+			printf("  %-6s", s->tracer ? "tracer" : "");
 		snprintf(buf, sizeof(buf), "%s:%u", s->file, s->line);
 		printf("  %-*s  ", wwhere, lk__text_escape(buf, shown, sizeof(shown)));
 		print_args(s);
@@ -398,9 +405,9 @@ static int rows_from_file(struct rows *r, const char *path, const char *shown, b
 			lk__text_escape(shown, name, sizeof(name)), sites.skipped);
 	for (size_t i = 0; i < sites.n && !rc; i++) {
 		const struct probe_elf_site *s = &sites.sites[i];
-		struct row row = { (char *)shown, s->provider, s->event,     s->file,
-				   s->arg_names,  s->function, sites.type,   s->line,
-				   s->kind,	  s->nargs,    s->arg_types, -1 };
+		struct row row = { (char *)shown, s->provider, s->event, s->file, s->arg_names,
+				   s->function,	  sites.type,  s->line,	 s->kind, s->nargs,
+				   s->arg_types,  -1,	       -1 };
 
 		rc = add_row(r, &row);
 	}
@@ -433,7 +440,8 @@ static int take_list_message(struct rows *r, const struct lk__ctl_msg *m, uint32
 				   m->site.kind,
 				   m->site.nargs,
 				   m->site.arg_types,
-				   m->site.enabled };
+				   m->site.enabled,
+				   m->site.tracer };
 
 		*bytes += strlen(row.object) + strlen(row.provider) + strlen(row.event) +
 			  strlen(row.file) + strlen(row.arg_names) + strlen(row.function) +
