@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define LK_CTL_MAGIC 0x54434b4cu /* "LKCT" in memory order */
-#define LK_CTL_VERSION 1
+#define LK_CTL_VERSION 2
 #define LK_CTL_HEADER 16
 #define LK_CTL_MAX_MSG 8192 /* the longest message either side sends or accepts */
 #define LK_CTL_MAX_GLOB 256

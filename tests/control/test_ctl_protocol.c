@@ -137,7 +137,7 @@ static void spoil_magic(int *n)
 static void spoil_version(int *n)
 {
 	(void)n;
-	buf[4] = 2;
+	buf[4] = 9;
 }
 static void spoil_length(int *n)
 {
@@ -201,7 +201,7 @@ static void malformed_messages_are_refused(void **state)
 	(void)state;
 	refuse(spoil_short, -EBADMSG, "shorter than");
 	refuse(spoil_magic, -EBADMSG, "magic");
-	refuse(spoil_version, -EPROTONOSUPPORT, "version 2");
+	refuse(spoil_version, -EPROTONOSUPPORT, "version 9");
 	refuse(spoil_length, -EBADMSG, "header says");
 	refuse(spoil_truncate, -EBADMSG, "past the message's end");
 	refuse(spoil_trailing, -EBADMSG, "after the last field");
