@@ -13,6 +13,9 @@
  *   watchers  "watchers N": the threads of this process named as the watcher is
  *   quit      exit 0
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* clock_gettime, nanosleep: also in the compiler matrix's strict C11 cells */
+#endif
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
