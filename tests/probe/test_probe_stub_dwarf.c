@@ -11,6 +11,7 @@
 #include <gelf.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -96,6 +97,24 @@ static void check_frame(Elf *elf, uint64_t pc)
 #endif
 }
 
+/*
+ * The compile unit whose ranges hold pc. Not dwarf_addrdie(), which looks in .debug_aranges:
+ * Clang writes none unless asked (-gdwarf-aranges), and the libdw of Debian 12 builds no table of
+ * its own without it; perf probe looks at each unit's ranges as this does.
+ */
+static bool unit_holding(Dwarf *dw, uint64_t pc, Dwarf_Die *cu)
+{
+	Dwarf_Off off = 0, next;
+	size_t header;
+
+	while (dwarf_nextcu(dw, off, &next, &header, NULL, NULL, NULL) == 0) {
+		if (dwarf_offdie(dw, off + header, cu) && dwarf_haspc(cu, pc) > 0)
+			return true;
+		off = next;
+	}
+	return false;
+}
+
 static void span_end_stub_has_debug_information(void **state)
 {
 	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
@@ -120,7 +139,7 @@ static void span_end_stub_has_debug_information(void **state)
 	assert_non_null(dw);
 
 	/* the compile unit, the line and the function perf probe looks for */
-	assert_non_null(dwarf_addrdie(dw, pc, &cu));
+	assert_true(unit_holding(dw, pc, &cu));
 	line = dwarf_getsrc_die(&cu, pc);
 	assert_non_null(line);
 	assert_int_equal(dwarf_lineno(line, &line_no), 0);
