@@ -91,6 +91,7 @@ static void check_frame(Elf *elf, uint64_t pc)
 	assert_int_equal(ops[0].number, SP_REG);
 	assert_int_equal(ops[0].number2, CFA_AT_ENTRY);
 	free(frame);
+	dwarf_cfi_end(cfi);
 #else
 	(void)elf;
 	(void)pc;
