@@ -121,26 +121,6 @@ static uint64_t uncharged_ns(void)
 	return n == 8 ? (v[5] + v[6] + v[7]) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK)) : 0;
 }
 
-static bool sched_allowed(void)
-{
-	char dir[256];
-	struct lk_trace_config c = { .flags = LK_TRACE_SCHED };
-	int err;
-
-	lkt_path(dir, sizeof(dir), "cpu-agree-probe");
-	c.path = dir;
-	err = lk_trace_start(&c);
-	if (err == 0) {
-		lk_trace_stop();
-		lkt_rmrf(dir);
-		return true;
-	}
-	print_message("[  SKIP    ] context switches cannot be recorded here: %s\n",
-		      lk_last_error());
-	lkt_rmrf(dir);
-	return false;
-}
-
 /* The report's figures: on-CPU of the spans, their CPU time, switches out. */
 static void report_figures(const char *dir, double *on_cpu, double *span_cpu, double *switches)
 {
@@ -169,7 +149,7 @@ static void both_figures_agree_with_the_kernel(void **state)
 	char dir[256];
 
 	(void)state;
-	if (!sched_allowed() || lkt_sh(&out, "command -v python3") != 0)
+	if (!lkt_sched_allowed() || lkt_sh(&out, "command -v python3") != 0)
 		skip();
 	assert_true(lk_probe_enable("cpuagree") >= 0);
 	lkt_path(dir, sizeof(dir), "cpu-agree");

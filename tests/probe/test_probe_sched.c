@@ -150,26 +150,6 @@ static void *contender(void *arg)
 	return NULL;
 }
 
-static bool sched_allowed(void)
-{
-	char dir[256];
-	struct lk_trace_config c = { .flags = LK_TRACE_SCHED };
-	int err;
-
-	lkt_path(dir, sizeof(dir), "sched-probe");
-	c.path = dir;
-	err = lk_trace_start(&c);
-	if (err == 0) {
-		lk_trace_stop();
-		lkt_rmrf(dir);
-		return true;
-	}
-	print_message("[  SKIP    ] context switches cannot be recorded here: %s\n",
-		      lk_last_error());
-	lkt_rmrf(dir);
-	return false;
-}
-
 static void spans_are_split_by_the_switches(void **state)
 {
 	struct lk_trace_config c = { .flags = LK_TRACE_SCHED, .flush_ms = 10 };
@@ -179,7 +159,7 @@ static void spans_are_split_by_the_switches(void **state)
 	char dir[256];
 
 	(void)state;
-	if (!sched_allowed() || lkt_sh(&out, "command -v python3") != 0)
+	if (!lkt_sched_allowed() || lkt_sh(&out, "command -v python3") != 0)
 		skip();
 	assert_int_equal(sched_getaffinity(0, sizeof(mine), &mine), 0);
 	for (shared_cpu = 0; !CPU_ISSET(shared_cpu, &mine); shared_cpu++)
@@ -290,7 +270,7 @@ static void exited_threads_close_their_streams(void **state)
 	int before, after = 0;
 
 	(void)state;
-	if (!sched_allowed())
+	if (!lkt_sched_allowed())
 		skip();
 	assert_true(lk_probe_enable("sch") >= 0);
 	lkt_path(dir, sizeof(dir), "sched-exits");
@@ -320,7 +300,7 @@ static void sched_asked_of_a_running_process(void **state)
 	char dir[256];
 
 	(void)state;
-	if (!sched_allowed())
+	if (!lkt_sched_allowed())
 		skip();
 	lkt_path(dir, sizeof(dir), "sched-pid");
 	lkt_sh(&out,
@@ -420,7 +400,7 @@ static void a_flight_recorder_keeps_the_newest_switches(void **state)
 	int me = gettid();
 
 	(void)state;
-	if (!sched_allowed())
+	if (!lkt_sched_allowed())
 		skip();
 	assert_true(lk_probe_enable("sch") >= 0);
 	lkt_path(dir, sizeof(dir), "sched-fr");
@@ -472,7 +452,7 @@ static void snapshots_in_every_format_with_switches(void **state)
 	char dir[256];
 
 	(void)state;
-	if (!sched_allowed() || lkt_sh(&out, "command -v python3") != 0)
+	if (!lkt_sched_allowed() || lkt_sh(&out, "command -v python3") != 0)
 		skip();
 	for (size_t f = 0; f < sizeof(formats) / sizeof(formats[0]); f++) {
 		lkt_path(dir, sizeof(dir), "sched-fr-cli");
@@ -613,7 +593,7 @@ static void a_lost_switch_in_blocks_no_later_span(void **state)
 	char dir[256];
 
 	(void)state;
-	if (!sched_allowed() || lkt_sh(&out, "command -v python3") != 0)
+	if (!lkt_sched_allowed() || lkt_sh(&out, "command -v python3") != 0)
 		skip();
 	assert_true(lk_probe_enable("lostin") >= 0);
 	lkt_path(dir, sizeof(dir), "sched-lost-in");

@@ -6,6 +6,7 @@
 #ifndef LKT_TRACE_CHECK_H
 #define LKT_TRACE_CHECK_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,25 @@ static inline void lkt_rmrf(const char *path)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", path);
+}
+
+/* Whether this process may record context switches (LK_TRACE_SCHED); says why not if not. */
+static inline bool lkt_sched_allowed(void)
+{
+	struct lk_trace_config c = { .flags = LK_TRACE_SCHED };
+	char dir[256];
+	bool ok;
+
+	lkt_path(dir, sizeof(dir), "sched-probe");
+	c.path = dir;
+	ok = lk_trace_start(&c) == 0;
+	if (ok)
+		lk_trace_stop();
+	else
+		printf("[  SKIP    ] context switches cannot be recorded here: %s\n",
+		       lk_last_error());
+	lkt_rmrf(dir);
+	return ok;
 }
 
 #endif
