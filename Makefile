@@ -125,13 +125,17 @@ check-asan:
 # are left to the other builds (ASan and UBSan among them).
 TSAN_CMAKE = -DLK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug $(NOT_LIBFUZZER)
 TSAN_CTEST = -LE no-tsan -E '^test_header_hygiene|^test_fuzz_(control|reader|report)_replay$$|^test_fuzz_report_mutations$$'
+# A forked child of a process with USDT sites starts the library's watcher thread again (as
+# LTTng-UST's listeners are), which ThreadSanitizer's runtime refuses by default in the child of a
+# threaded process (it cannot follow threads made there): die_after_fork=0 lets it run.
+TSAN_ENV = export TSAN_OPTIONS="die_after_fork=0 $${TSAN_OPTIONS:-}";
 
 test-tsan: build-tsan
-	$(call check_tests,$(BUILD)-tsan,$(TSAN_CTEST))
+	$(TSAN_ENV) $(call check_tests,$(BUILD)-tsan,$(TSAN_CTEST))
 build-tsan: deps
 	$(call build_tests,$(BUILD)-tsan,$(TSAN_CMAKE))
 check-tsan:
-	$(call check_tests,$(BUILD)-tsan,$(TSAN_CTEST))
+	$(TSAN_ENV) $(call check_tests,$(BUILD)-tsan,$(TSAN_CTEST))
 
 # The portable build changes the static keys (key.h's sites, src/key, core's sync) and nothing
 # else: it builds and runs the suites whose code has keys or sites (PORTABLE_SUITES), not those of
