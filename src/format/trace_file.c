@@ -4,6 +4,7 @@
  * in-memory form the JSON and Perfetto readers fill, walked as a CTF trace is.
  */
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -803,9 +804,21 @@ static bool written_by_lowkey(int fd)
 	       faccessat(fd, INDEX_NAME, F_OK, 0) == 0;
 }
 
+static int found_metadata(const char *path, const struct stat *st, int type, struct FTW *at)
+{
+	(void)st;
+	return type == FTW_F && strcmp(path + at->base, METADATA_NAME) == 0;
+}
+
 static int open_foreign_ctf(struct lk__trace_file *t, const char *path, char *err, size_t errlen)
 {
-	int rc = lk__tf_init(t, LK__TF_FOREIGN_CTF);
+	int rc;
+
+	/* what is no CTF trace at all is said so, whether libbabeltrace2 is there or not */
+	if (nftw(path, found_metadata, 16, FTW_PHYS) != 1)
+		return lk__failf(err, errlen, -EINVAL,
+				 "%s: not a CTF trace: no metadata file in it or below it", path);
+	rc = lk__tf_init(t, LK__TF_FOREIGN_CTF);
 
 	if (!rc)
 		t->r.dir = strdup(path);

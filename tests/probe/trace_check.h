@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <lowkey/error.h>
 #include <lowkey/probe.h>
 
 #include "internal/ctf_reader.h"
