@@ -55,29 +55,13 @@ struct kernel_view {
 
 static struct lkt_run out;
 
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void spin_cpu(uint64_t ns)
-{
-	uint64_t end = thread_cpu_ns() + ns;
-
-	while (thread_cpu_ns() < end)
-		;
-}
-
 static void sleep_once(struct kernel_view *k)
 {
 	struct timespec ts = { 0, SLEEP_NS };
-	uint64_t before = thread_cpu_ns(), charged;
+	uint64_t before = lkt_thread_cpu_ns(), charged;
 
 	nanosleep(&ts, NULL);
-	charged = thread_cpu_ns() - before;
+	charged = lkt_thread_cpu_ns() - before;
 	k->sleeps += charged;
 	if (charged > k->sleep_max)
 		k->sleep_max = charged;
@@ -88,16 +72,16 @@ static void *worker(void *arg)
 	struct kernel_view *k = arg;
 
 	for (int i = 0; i < SPANS; i++) {
-		uint64_t o0 = thread_cpu_ns(), i0, i1;
+		uint64_t o0 = lkt_thread_cpu_ns(), i0, i1;
 
 		LK_SPAN_BEGIN(cpuagree, work);
-		i0 = thread_cpu_ns();
+		i0 = lkt_thread_cpu_ns();
 		for (int s = 0; s < SLEEPS; s++)
 			sleep_once(k);
-		spin_cpu(SPIN_NS);
-		i1 = thread_cpu_ns();
+		lkt_spin_cpu(SPIN_NS);
+		i1 = lkt_thread_cpu_ns();
 		LK_SPAN_END(cpuagree, work);
-		k->outer += thread_cpu_ns() - o0;
+		k->outer += lkt_thread_cpu_ns() - o0;
 		k->inner += i1 - i0;
 	}
 	return NULL;

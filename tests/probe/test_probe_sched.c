@@ -39,22 +39,6 @@
 
 static struct lkt_run out;
 
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void spin_cpu(uint64_t ns)
-{
-	uint64_t end = thread_cpu_ns() + ns;
-
-	while (thread_cpu_ns() < end)
-		;
-}
-
 static void sleepy(void)
 {
 	struct timespec ms20 = { 0, 20 * 1000 * 1000 };
@@ -89,10 +73,10 @@ static void measure_switch_charge(struct switch_gap *g)
 	struct timespec us1 = { 0, 1000 };
 
 	for (int i = 0; i < 8; i++) {
-		uint64_t before = thread_cpu_ns(), charged;
+		uint64_t before = lkt_thread_cpu_ns(), charged;
 
 		nanosleep(&us1, NULL);
-		charged = thread_cpu_ns() - before;
+		charged = lkt_thread_cpu_ns() - before;
 		if (charged > g->charge_max)
 			g->charge_max = charged;
 	}
@@ -103,7 +87,7 @@ static void spin_counted(uint64_t ns, struct switch_gap *g)
 {
 	uint64_t before = thread_switches();
 
-	spin_cpu(ns);
+	lkt_spin_cpu(ns);
 	g->switches += thread_switches() - before;
 }
 

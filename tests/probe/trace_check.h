@@ -7,6 +7,7 @@
 #define LKT_TRACE_CHECK_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,24 @@ static inline void lkt_rmrf(const char *path)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", path);
+}
+
+/* This thread's CPU time, from the kernel's clock (CLOCK_THREAD_CPUTIME_ID), in ns. */
+static inline uint64_t lkt_thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Compute for ns of this thread's CPU time. */
+static inline void lkt_spin_cpu(uint64_t ns)
+{
+	uint64_t end = lkt_thread_cpu_ns() + ns;
+
+	while (lkt_thread_cpu_ns() < end)
+		;
 }
 
 /* Whether this process may record context switches (LK_TRACE_SCHED); says why not if not. */
