@@ -30,6 +30,7 @@
 #include <lowkey/lowkey.h>
 
 #include "cli/run.h"
+#include "consumer_hold.h"
 #include "trace_check.h"
 
 static struct lkt_run out;
@@ -60,11 +61,13 @@ static void *second_thread(void *arg)
 	pthread_setname_np(pthread_self(), "fct-second");
 	for (int i = 0; i < 20; i++)
 		busy(i);
-	if (arg) { /* a burst through a 4 KiB ring: some are lost */
+	if (arg) { /* a burst through a 4 KiB ring that nothing drains: some are lost */
 		memset(big, 'x', sizeof(big) - 1);
 		big[sizeof(big) - 1] = 0;
+		lkt_hold_consumer(true);
 		for (int i = 0; i < 500; i++)
 			LK_PROBE(fct, burst, big);
+		lkt_hold_consumer(false);
 	}
 	return NULL;
 }

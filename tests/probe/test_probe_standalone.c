@@ -19,6 +19,7 @@
 #include <lowkey/lowkey.h>
 
 #include "cli/run.h"
+#include "consumer_hold.h"
 #include "probe/probe_internal.h"
 #include "trace_check.h"
 
@@ -83,12 +84,6 @@ static void report_reads_a_plain_copy(void **state)
 	lkt_rmrf(dir);
 }
 
-static bool consumer_held(void *arg)
-{
-	(void)arg;
-	return __atomic_load_n(&lk__consumer_held, __ATOMIC_SEQ_CST);
-}
-
 static uint64_t events_written(void)
 {
 	struct lk_trace_stats st;
@@ -112,11 +107,10 @@ static void wait_for(bool (*cond)(void *), void *arg)
 /* Emit n events with the consumer held still, so that a 4 KiB ring overflows. */
 static void burst_held(int n)
 {
-	__atomic_store_n(&lk__consumer_hold, 1, __ATOMIC_SEQ_CST);
-	wait_for(consumer_held, NULL);
+	lkt_hold_consumer(true);
 	for (int i = 0; i < n; i++)
 		LK_PROBE(lossy, tick, i);
-	__atomic_store_n(&lk__consumer_hold, 0, __ATOMIC_SEQ_CST);
+	lkt_hold_consumer(false);
 }
 
 static void babeltrace2_counts_every_loss(void **state)

@@ -17,6 +17,7 @@
 
 #include <lowkey/lowkey.h>
 
+#include "consumer_hold.h"
 #include "probe/probe_internal.h"
 #include "trace_check.h"
 
@@ -67,14 +68,6 @@ static void lost_events_counted_exactly(void **state)
 }
 
 /* ---- a stalled consumer: the ring grows, then gives the memory back ---- */
-
-static void hold_consumer(bool hold)
-{
-	__atomic_store_n(&lk__consumer_hold, hold, __ATOMIC_SEQ_CST);
-	lk__consumer_wake();
-	while (__atomic_load_n(&lk__consumer_held, __ATOMIC_SEQ_CST) != hold)
-		usleep(100);
-}
 
 static struct lk__probe_buffer *my_ring(void)
 {
@@ -143,14 +136,14 @@ static void stalled_consumer_ring_grows(void **state)
 	for (int round = 0; round < 6; round++) {
 		long burst = round % 2 ? BURST : BURST / 5;
 
-		hold_consumer(true);
+		lkt_hold_consumer(true);
 		for (long i = 0; i < burst; i++, n++)
 			LK_PROBE(thr, grow, (long)n, i);
 		assert_int_equal(lk_trace_stats(&st), 0);
 		assert_int_equal(st.lost, 0);
 		if (round % 2)
 			assert_true(resident(b->data + SIZE, b->data + b->cap) > 0);
-		hold_consumer(false);
+		lkt_hold_consumer(false);
 		/* the consumer catches up; a quarter ring and more of events brings the producer back */
 		while (__atomic_load_n(&b->rp, __ATOMIC_ACQUIRE) != (uint8_t *)b->tls->committed)
 			usleep(1000);
@@ -172,13 +165,13 @@ static void stalled_consumer_ring_grows(void **state)
 	n++;
 	while (__atomic_load_n(&b->rp, __ATOMIC_ACQUIRE) != (uint8_t *)b->tls->committed)
 		usleep(1000);
-	hold_consumer(true);
+	lkt_hold_consumer(true);
 	for (long i = 0; i < BURST; i++, n++)
 		LK_PROBE(thr, grow, (long)n, i);
 	assert_non_null(b->jumped_to);
 	assert_int_equal(lk_trace_stats(&st), 0);
 	assert_int_equal(st.lost, 0);
-	hold_consumer(false);
+	lkt_hold_consumer(false);
 
 	/* a consumer that keeps up: the producer laps the first SIZE bytes and gives the rest back */
 	for (int chunk = 0; chunk < 40; chunk++) {
@@ -196,10 +189,10 @@ static void stalled_consumer_ring_grows(void **state)
 
 	start_with(dir, sizeof(dir), "fixed", SIZE, LK_TRACE_FIXED_BUFFER);
 	LK_PROBE(thr, start, 0L);
-	hold_consumer(true);
+	lkt_hold_consumer(true);
 	for (long i = 0; i < BURST; i++)
 		LK_PROBE(thr, grow, i, i);
-	hold_consumer(false);
+	lkt_hold_consumer(false);
 	assert_int_equal(lk_trace_stop(), 0);
 	assert_int_equal(lk_trace_stats(&st), 0);
 	assert_true(st.lost > 0);
