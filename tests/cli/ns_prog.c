@@ -28,7 +28,6 @@ static __attribute__((noinline)) void bump(long value)
 	LK_PROBE(nsdecoy, host_only, value);
 	/* the decoy's write is some lines further down */
 
-
 #else
 	LK_PROBE(nsprog, in_root, value);
 #endif

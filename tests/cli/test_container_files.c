@@ -199,8 +199,8 @@ static void stop(struct target *t)
 static void run_lowkey(uid_t uid, const char *args)
 {
 	if (uid)
-		lkt_sh(&r, "setpriv --reuid=%u --regid=%u --clear-groups '%s' %s", (unsigned int)uid,
-		       (unsigned int)uid, lowkey, args);
+		lkt_sh(&r, "setpriv --reuid=%u --regid=%u --clear-groups '%s' %s",
+		       (unsigned int)uid, (unsigned int)uid, lowkey, args);
 	else
 		lkt_sh(&r, "'%s' %s", lowkey, args);
 }
