@@ -166,11 +166,15 @@ static int read_at(int fd, uint64_t at, void *buf, size_t len)
 	return (size_t)n == len ? 0 : -EIO;
 }
 
-/* The NT_GNU_BUILD_ID note among the len bytes of notes at at, into id: its length, 0, -errno. */
-static int build_id_in_notes(int fd, uint64_t at, uint64_t len, uint8_t id[BUILD_ID_MAX])
+/*
+ * The NT_GNU_BUILD_ID note among the len bytes of notes at at, aligned to align bytes (8: padded
+ * to 8), into id: its length, 0, or -errno.
+ */
+static int build_id_in_notes(int fd, uint64_t at, uint64_t len, uint64_t align,
+			     uint8_t id[BUILD_ID_MAX])
 {
 	uint8_t *notes;
-	size_t n = len < MAX_NOTES ? (size_t)len : MAX_NOTES, pos = 0;
+	size_t n = len < MAX_NOTES ? (size_t)len : MAX_NOTES, pos = 0, pad = align == 8 ? 7 : 3;
 	int rc;
 
 	notes = malloc(n ? n : 1);
@@ -182,7 +186,7 @@ static int build_id_in_notes(int fd, uint64_t at, uint64_t len, uint8_t id[BUILD
 		size_t name = pos + sizeof(nh), desc;
 
 		memcpy(&nh, notes + pos, sizeof(nh));
-		desc = name + ((nh.n_namesz + 3) & ~3u);
+		desc = name + ((nh.n_namesz + pad) & ~pad);
 		if (desc > n || nh.n_descsz > n - desc)
 			break;
 		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
@@ -192,7 +196,7 @@ static int build_id_in_notes(int fd, uint64_t at, uint64_t len, uint8_t id[BUILD
 			rc = (int)nh.n_descsz;
 			break;
 		}
-		pos = desc + ((nh.n_descsz + 3) & ~3u);
+		pos = desc + ((nh.n_descsz + pad) & ~pad);
 	}
 	free(notes);
 	return rc;
@@ -227,7 +231,7 @@ int elf_build_id_of_file(int fd, uint8_t id[BUILD_ID_MAX])
 			return rc;
 		if (sh.sh_type != SHT_NOTE)
 			continue;
-		rc = build_id_in_notes(fd, sh.sh_offset, sh.sh_size, id);
+		rc = build_id_in_notes(fd, sh.sh_offset, sh.sh_size, sh.sh_addralign, id);
 		if (rc)
 			return rc;
 	}
@@ -261,7 +265,8 @@ int proc_mapped_build_id(pid_t pid, uint64_t start, uint8_t id[BUILD_ID_MAX])
 				have_bias = true;
 			}
 			if (!rc && pass == 1 && ph.p_type == PT_NOTE && have_bias)
-				rc = build_id_in_notes(fd, ph.p_vaddr + bias, ph.p_filesz, id);
+				rc = build_id_in_notes(fd, ph.p_vaddr + bias, ph.p_filesz,
+						       ph.p_align, id);
 		}
 	close(fd);
 	return rc;
