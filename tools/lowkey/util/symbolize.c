@@ -4,15 +4,14 @@
  * over a live process's mappings or over objects at known bases, every file read so that no
  * other user can kill lowkey by cutting it.
  */
-#include <dirent.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <gelf.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -435,15 +434,33 @@ static bool elf_range(Elf *elf, uint64_t base, uint64_t *start, uint64_t *end)
 	return found && *end > *start;
 }
 
-static void report_object(struct symbolizer *s, struct opened *o, const char *path, uint64_t bias)
+/*
+ * Whether the file open at fd is another build than the one obj says was loaded: its build-id,
+ * read, is another or none. (One that cannot be read is no build at all: it is cut, and libelf
+ * finds so too.)
+ */
+static bool other_build(int fd, const struct symbol_object *obj)
 {
+	uint8_t id[BUILD_ID_MAX];
+	int n;
+
+	if (!obj->build_id || !obj->build_id_len)
+		return false;
+	n = elf_build_id_of_file(fd, id);
+	return n >= 0 && (n != (int)obj->build_id_len || memcmp(id, obj->build_id, (size_t)n) != 0);
+}
+
+static void report_object(struct symbolizer *s, struct opened *o, struct symbol_object *obj)
+{
+	const char *path = obj->path;
 	Dwfl_Module *mod = NULL;
 	uint64_t start, end;
 	void **slot;
 
 	o->elf = open_elf(path, &o->fd);
-	o->path = o->elf ? strdup(path) : NULL;
-	if (o->path && elf_range(o->elf, bias, &start, &end))
+	obj->other_build = o->elf && other_build(o->fd, obj);
+	o->path = o->elf && !obj->other_build ? strdup(path) : NULL;
+	if (o->path && elf_range(o->elf, obj->bias, &start, &end))
 		mod = dwfl_report_module(s->dwfl, base_name(path), start, end);
 	if (mod && dwfl_module_info(mod, &slot, NULL, NULL, NULL, NULL, NULL, NULL))
 		*slot = o;
@@ -451,7 +468,7 @@ static void report_object(struct symbolizer *s, struct opened *o, const char *pa
 		close_opened(o);
 }
 
-struct symbolizer *symbolizer_open_objects(const struct symbol_object *objects, size_t n)
+struct symbolizer *symbolizer_open_objects(struct symbol_object *objects, size_t n)
 {
 	Dwfl_Callbacks callbacks = { .find_elf = find_opened,
 				     .section_address = dwfl_offline_section_address };
@@ -470,7 +487,7 @@ struct symbolizer *symbolizer_open_objects(const struct symbol_object *objects, 
 	dwfl_report_begin(s->dwfl);
 	for (size_t i = 0; i < n; i++)
 		if (objects[i].path && objects[i].path[0] == '/')
-			report_object(s, &s->opened[i], objects[i].path, objects[i].bias);
+			report_object(s, &s->opened[i], &objects[i]);
 	dwfl_report_end(s->dwfl, NULL, NULL);
 	return s;
 }

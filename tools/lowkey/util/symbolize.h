@@ -43,14 +43,18 @@ struct symbolizer *symbolizer_open_process(pid_t pid, char *err, size_t errlen);
 struct symbol_object {
 	const char *path; /* absolute; others are left out */
 	uint64_t bias;
+	const uint8_t *build_id; /* the build-id of the object loaded, or NULL: not known */
+	size_t build_id_len;
+	bool other_build; /* set when the file at path has another build-id: it is left out */
 };
 
 /*
  * symbolizer_open_objects - the code of objects loaded at known bases, for a process that may be
- * gone. An object that cannot be read (missing, not ELF) is left out: its addresses resolve to
- * nothing. Returns NULL only when libdw cannot start or there is no memory.
+ * gone. An object that cannot be read (missing, not ELF), or whose build-id is known and is not
+ * its file's (other_build set), is left out: its addresses resolve to nothing. Returns NULL only
+ * when libdw cannot start or there is no memory.
  */
-struct symbolizer *symbolizer_open_objects(const struct symbol_object *objects, size_t n);
+struct symbolizer *symbolizer_open_objects(struct symbol_object *objects, size_t n);
 
 /* Frees s and everything its places point into. NULL is ignored. */
 void symbolizer_close(struct symbolizer *s);
