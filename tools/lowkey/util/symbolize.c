@@ -202,26 +202,26 @@ static int debug_in_root(struct symbolizer *s, Dwfl_Module *mod, const char *fil
 {
 	const unsigned char *bits;
 	GElf_Addr at;
-	char name[PATH_MAX * 2], dir[PATH_MAX];
-	int n = dwfl_module_build_id(mod, &bits, &at), fd = -1, len;
+	char name[3][PATH_MAX + 256];
+	int n = dwfl_module_build_id(mod, &bits, &at), fd = -1, len, dir;
 	const char *slash = file_name ? strrchr(file_name, '/') : NULL;
 
 	if (n > 0) {
-		len = snprintf(name, sizeof(name), "/usr/lib/debug/.build-id/%02x/", bits[0]);
-		for (int i = 1; i < n && len < (int)sizeof(name) - 8; i++)
-			len += snprintf(name + len, sizeof(name) - (size_t)len, "%02x", bits[i]);
-		snprintf(name + len, sizeof(name) - (size_t)len, ".debug");
-		fd = debug_file_in_root(s, name, bits, n, found);
+		len = snprintf(name[0], sizeof(name[0]), "/usr/lib/debug/.build-id/%02x/", bits[0]);
+		for (int i = 1; i < n && len < (int)sizeof(name[0]) - 8; i++)
+			len += snprintf(name[0] + len, sizeof(name[0]) - (size_t)len, "%02x",
+					bits[i]);
+		snprintf(name[0] + len, sizeof(name[0]) - (size_t)len, ".debug");
+		fd = debug_file_in_root(s, name[0], bits, n, found);
 	}
 	if (fd >= 0 || !debuglink || !slash || strchr(debuglink, '/'))
 		return fd;
-	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - file_name), file_name);
-	const char *const forms[] = { "%s/%s", "%s/.debug/%s", "/usr/lib/debug%s/%s" };
-
-	for (size_t i = 0; fd < 0 && i < sizeof(forms) / sizeof(forms[0]); i++) {
-		if (snprintf(name, sizeof(name), forms[i], dir, debuglink) < (int)sizeof(name))
-			fd = debug_file_in_root(s, name, bits, n > 0 ? n : 0, found);
-	}
+	dir = (int)(slash - file_name);
+	snprintf(name[0], sizeof(name[0]), "%.*s/%s", dir, file_name, debuglink);
+	snprintf(name[1], sizeof(name[1]), "%.*s/.debug/%s", dir, file_name, debuglink);
+	snprintf(name[2], sizeof(name[2]), "/usr/lib/debug%.*s/%s", dir, file_name, debuglink);
+	for (int i = 0; fd < 0 && i < 3; i++)
+		fd = debug_file_in_root(s, name[i], bits, n > 0 ? n : 0, found);
 	return fd;
 }
 
