@@ -64,6 +64,8 @@ int proc_view_open_file(const struct proc_view *v, const char *name, char *err, 
 				 "cannot look into the root of process %d (/proc/%d/root)",
 				 (int)v->pid, (int)v->pid);
 	pfd = (int)syscall(SYS_openat2, v->root, name, &how, sizeof(how));
+	if (pfd < 0 && errno == ENOSYS && v->same_mounts) /* its names are ours */
+		return open_regular_file(name, err, errlen);
 	if (pfd < 0 && errno == ENOSYS)
 		return lk__failf(err, errlen, -ENOSYS,
 				 "cannot open %s as process %d sees it: this kernel has no "

@@ -49,7 +49,8 @@ void proc_view_close(struct proc_view *v);
  * the process's root: "..", absolute symbolic links and magic links stay in it (openat2 with
  * RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS). Only a regular file of at most 4 GiB is opened
  * (open_regular_file). Returns the fd, or -errno with err saying why: -EACCES (the root cannot be
- * looked into), -ENOSYS (a kernel without openat2, before Linux 5.6), or the open's error.
+ * looked into), -ENOSYS (a kernel without openat2, before Linux 5.6, for a process in another
+ * root or mount namespace; in lowkey's own, name is opened as it is), or the open's error.
  */
 int proc_view_open_file(const struct proc_view *v, const char *name, char *err, size_t errlen);
 
