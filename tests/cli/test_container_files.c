@@ -3,7 +3,8 @@
  * A process in a container is read from its own files, never the host's file of the same name.
  *
  * The container is built here, as container runtimes build one: a directory holding a copy of
- * ns_prog (stripped, its debug information beside it in .debug/, as a distribution ships it) and
+ * ns_prog (stripped, its debug information beside it in .debug/, or under /usr/lib/debug by its
+ * build-id, as distributions ship it) and
  * its libraries, under paths other than the host's (the libraries in /ctr-lib), made the root of
  * a private mount namespace with pivot_root. The program's path in that root is the path of
  * another build of it on the host (ns_prog built with LKT_DECOY: other probe sites, its counter
@@ -20,6 +21,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,6 +297,34 @@ static void watch_as_its_user(void **state)
 	watches_the_containers_counter(NOBODY);
 }
 
+/*
+ * The debug file where a distribution's debug package puts it: under /usr/lib/debug/.build-id in
+ * the container's root, found by the program's build-id (moved back after).
+ */
+static void debug_file_by_build_id(bool there)
+{
+	assert_int_equal(lkt_sh(&r,
+				"set -e; cd '%s'; id=$(%s -n '%s' | awk '/Build ID/ { print $3 }');"
+				"d=usr/lib/debug/.build-id/$(echo $id | cut -c1-2); mkdir -p $d;"
+				"f=$d/$(echo $id | cut -c3-).debug;"
+				"if [ %d = 1 ]; then mv '.%s/.debug/prog.debug' $f;"
+				"else mv $f '.%s/.debug/prog.debug'; fi",
+				root, READELF, NS_PROG, there, app, app),
+			 0);
+}
+
+static void watch_as_root_debug_by_build_id(void **state)
+{
+	(void)state;
+	if (why_skip) {
+		print_message("skipped: %s\n", why_skip);
+		skip();
+	}
+	debug_file_by_build_id(true);
+	watches_the_containers_counter(0);
+	debug_file_by_build_id(false);
+}
+
 /* ---- what is at the program's name now ---- */
 
 /* Bind src over dst in process pid's mount namespace (both named as it names them). */
@@ -373,6 +403,7 @@ int main(void)
 		cmocka_unit_test(list_as_its_user),
 		cmocka_unit_test(watch_as_root),
 		cmocka_unit_test(watch_as_its_user),
+		cmocka_unit_test(watch_as_root_debug_by_build_id),
 		cmocka_unit_test(another_build_is_not_read),
 		cmocka_unit_test(link_to_a_host_file_is_not_followed),
 	};
