@@ -42,11 +42,6 @@ struct symbolizer {
 
 /* ---- the files: read, never mapped ---- */
 
-/*
- * The ELF file at path (a regular file: no FIFO or device is opened), read with pread as libdw
- * asks, never mapped. Its descriptor in *fd: the Elf reads through it, close it after elf_end().
- * NULL if it cannot be opened or is not ELF.
- */
 /* The ELF file open at fd, read as open_elf() reads; NULL (fd closed) if it is not ELF. */
 static Elf *elf_of(int fd)
 {
@@ -61,6 +56,11 @@ static Elf *elf_of(int fd)
 	return NULL;
 }
 
+/*
+ * The ELF file at path (a regular file: no FIFO or device is opened), read with pread as libdw
+ * asks, never mapped. Its descriptor in *fd: the Elf reads through it, close it after elf_end().
+ * NULL if it cannot be opened or is not ELF.
+ */
 static Elf *open_elf(const char *path, int *fd)
 {
 	Elf *elf;
