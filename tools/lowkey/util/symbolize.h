@@ -7,7 +7,12 @@
  * The objects may be another user's, who may cut them while lowkey reads: libdwfl maps what it
  * opens itself, and a file cut under a mapping kills the reader with SIGBUS. So every object is
  * opened here and read with pread (libelf's ELF_C_READ), never mapped, and separate debug files,
- * which libdwfl opens and maps itself, are looked for only where no other user can change them.
+ * which libdwfl opens and maps itself, are looked for only where no other user can change them,
+ * or copied first into memory only lowkey holds.
+ *
+ * A live process's files are read as it sees them (proc_files.h): a process in a container is read
+ * from its own root, never from the host's file of the same name, and its debug files are looked
+ * for in its root first.
  *
  * A symbolizer is one thread's. None of these functions is async-signal-safe (they allocate).
  */
@@ -33,9 +38,11 @@ struct symbol_place {
 /*
  * symbolizer_open_process - the code mapped in process pid (/proc/PID/maps), every object's ELF
  * and DWARF opened now, so that addresses still resolve after the process exits. Objects mapped
- * later (dlopen) are read when an address falls in none known. Cost: reads every mapped object's
- * headers and symbol tables. Returns NULL with the reason in err: the process does not exist, its
- * mappings cannot be read (another user's without the right to trace it), or no memory.
+ * later (dlopen) are read when an address falls in none known. An object whose file at its name
+ * is another build than the one mapped is left out, said on stderr in one line. Cost: reads every
+ * mapped object's headers and symbol tables (and /proc/PID/maps once per object). Returns NULL
+ * with the reason in err: the process does not exist, its mappings cannot be read (another user's
+ * without the right to trace it), or no memory.
  */
 struct symbolizer *symbolizer_open_process(pid_t pid, char *err, size_t errlen);
 
