@@ -15,11 +15,12 @@
 #include <stdint.h>
 
 #define LKL_MAGIC 0x31736b636f6c6b6cull /* "lklocks1" */
-#define LKL_VERSION 1u
+#define LKL_VERSION 2u
 #define LKL_HEADER_SIZE 4096u
 #define LKL_ENTRY_SIZE 192u
 #define LKL_MAX_MODULES 512u
 #define LKL_PATH_MAX 240u
+#define LKL_BUILD_ID_MAX 40u /* SHA-1 build-ids are 20 bytes; longer ones are left out */
 
 enum lkl_kind {
 	LKL_MUTEX = 0,
@@ -38,8 +39,10 @@ enum lkl_kind {
 #define LKL_F_FULL 0x4u	    /* the table filled up: see untracked */
 
 struct lkl_module {
-	uint64_t start, end; /* mapped address range */
-	uint64_t bias;	     /* load bias (ELF addresses + bias = run-time addresses) */
+	uint64_t start, end;   /* mapped address range */
+	uint64_t bias;	       /* load bias (ELF addresses + bias = run-time addresses) */
+	uint32_t build_id_len; /* 0: no build-id note (or a longer one than LKL_BUILD_ID_MAX) */
+	uint8_t build_id[LKL_BUILD_ID_MAX]; /* as loaded: the file at path may be another build by now */
 	char path[LKL_PATH_MAX];
 };
 

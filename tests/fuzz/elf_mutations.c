@@ -6,7 +6,7 @@
  * headers; the section headers and their names) and at every 97th between, and with each byte of
  * its first and last 4 KiB flipped two ways, under the sanitizers in CI. Each read gives sites (no
  * more than the whole file has) or an error with a message; whether the object uses lowkey is
- * answered without a fault.
+ * answered without a fault, and so is its build-id (proc_files.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "probe_elf.h"
+#include "proc_files.h"
 
 static char copy[] = "/tmp/lkt-elf-mutations-XXXXXX";
 static int fd = -1;
@@ -59,8 +60,13 @@ static long read_copy(size_t max, const char *what, size_t at)
 	char err[512] = "";
 	long n;
 	int rc = probe_elf_read_sites(copy, &s, err, sizeof(err));
+	int in = open(copy, O_RDONLY | O_CLOEXEC);
+	uint8_t id[BUILD_ID_MAX];
 
 	(void)probe_elf_uses_lowkey(copy);
+	assert_true(in >= 0);
+	assert_true(elf_build_id_of_file(in, id) <= BUILD_ID_MAX); /* a length, 0 or -errno */
+	close(in);
 	if (rc) {
 		if (rc > 0 || !err[0])
 			print_error("%s at %zu: %d without a message\n", what, at, rc);

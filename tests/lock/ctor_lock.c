@@ -2,6 +2,10 @@
 /* A library that takes a lock when it is loaded: a call site in it for `lowkey locks` to name. */
 #include <pthread.h>
 
+#ifdef LKT_DECOY /* another build of it (test_locks_other_build.c): its code on other lines */
+#line 100
+#endif
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int loads;
 

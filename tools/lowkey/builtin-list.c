@@ -377,11 +377,14 @@ static void print_foreign(const struct rows *r)
 
 /* ---- from files ---- */
 
-static int rows_from_file(struct rows *r, const char *path, const char *shown, bool quiet_if_none)
+/* The sites of the file at path, or of the one open at fd (>= 0) when path is NULL. */
+static int rows_from_file(struct rows *r, const char *path, int fd, const char *shown,
+			  bool quiet_if_none)
 {
 	struct probe_elf_sites sites;
 	char err[512], name[1024];
-	int rc = probe_elf_read_sites(path, &sites, err, sizeof(err));
+	int rc = path ? probe_elf_read_sites(path, &sites, err, sizeof(err)) :
+			probe_elf_read_sites_fd(fd, shown, &sites, err, sizeof(err));
 
 	if (rc) {
 		if (!quiet_if_none)
@@ -492,16 +495,16 @@ static int rows_from_control(struct rows *r, pid_t pid, char *err, size_t errlen
 
 static int rows_from_maps(struct rows *r, pid_t pid)
 {
-	char *paths[512], *shown[512];
-	int n = proc_objects(pid, paths, shown, 512);
+	char *shown[512];
+	int fds[512];
+	int n = proc_objects(pid, fds, shown, 512);
 
 	if (n < 0)
 		return n;
-	for (int i = 0; i < n; i++) {
-		rows_from_file(r, paths[i], shown[i], true);
-		free(paths[i]);
-		free(shown[i]);
-	}
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			rows_from_file(r, NULL, fds[i], shown[i], true);
+	proc_objects_free(fds, shown, n);
 	return 0;
 }
 
@@ -586,7 +589,7 @@ static int list_files(char **files, int n, bool json)
 	int failed = 0;
 
 	for (int i = 0; i < n; i++)
-		if (rows_from_file(&r, files[i], files[i], false) != 0)
+		if (rows_from_file(&r, files[i], -1, files[i], false) != 0)
 			failed = 1;
 	sort_rows(&r);
 	if (json) {

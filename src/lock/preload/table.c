@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -103,6 +104,48 @@ struct module_walk {
 	uint32_t n;
 };
 
+/* Whether [at, at + len) of the object lies in one of its loaded segments (is mapped). */
+static bool loaded(const struct dl_phdr_info *info, ElfW(Addr) at, ElfW(Word) len)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type == PT_LOAD && at >= ph->p_vaddr && len <= ph->p_filesz &&
+		    at - ph->p_vaddr <= ph->p_filesz - len)
+			return true;
+	}
+	return false;
+}
+
+/* The object's build-id, from its notes in memory, into m: so that lowkey locks reads no other build. */
+static void note_build_id(const struct dl_phdr_info *info, struct lkl_module *m)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr),
+			   *end = p + ph->p_filesz;
+		size_t pad = ph->p_align == 8 ? 7 : 3; /* notes of 8-byte alignment pad to 8 */
+
+		if (ph->p_type != PT_NOTE || !loaded(info, ph->p_vaddr, ph->p_filesz))
+			continue;
+		while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
+			const ElfW(Nhdr) *nh = (const void *)p;
+			const char *name = p + sizeof(*nh);
+			const char *desc = name + ((nh->n_namesz + pad) & ~pad);
+
+			if (desc > end || nh->n_descsz > (size_t)(end - desc))
+				break;
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    memcmp(name, "GNU", 4) == 0 && nh->n_descsz <= LKL_BUILD_ID_MAX) {
+				memcpy(m->build_id, desc, nh->n_descsz);
+				m->build_id_len = nh->n_descsz;
+				return;
+			}
+			p = desc + ((nh->n_descsz + pad) & ~pad);
+		}
+	}
+}
+
 static int add_module(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct module_walk *w = arg;
@@ -128,6 +171,8 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg)
 	m->start = info->dlpi_addr + lo;
 	m->end = info->dlpi_addr + hi;
 	m->bias = info->dlpi_addr;
+	m->build_id_len = 0;
+	note_build_id(info, m);
 	/* the executable has no name here: header->exe holds its path */
 	*append(m->path, m->path + LKL_PATH_MAX - 1, info->dlpi_name ? info->dlpi_name : "") = 0;
 	w->n++;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "builtin.h"
+#include "internal/utf8.h"
 #include "locks.h"
 #include "probe_elf.h"
 #include "symbolize.h"
@@ -260,6 +261,18 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path;
 }
 
+/* Once per object: its file is not the build the process ran (it was replaced, or is the host's). */
+static void say_other_build(const struct lks_proc *p, const char *path, bool other)
+{
+	char shown[LKL_PATH_MAX * 4];
+
+	if (other)
+		fprintf(stderr,
+			"lowkey locks: %s is not the build process %u ran (another build-id): its "
+			"call sites are named by object and offset only\n",
+			lk__text_escape(path, shown, sizeof(shown)), (unsigned int)p->h->pid);
+}
+
 /* The objects the process wrote down, for libdw; NULL: no memory (then no symbols). */
 static struct symbolizer *open_symbolizer(const struct lks_proc *p)
 {
@@ -268,10 +281,18 @@ static struct symbolizer *open_symbolizer(const struct lks_proc *p)
 
 	if (!objects)
 		return NULL;
-	for (uint32_t i = 0; i < p->nmodules; i++)
-		objects[i] = (struct symbol_object){ module_path(p->h, &p->modules[i]),
-						     p->modules[i].bias };
+	for (uint32_t i = 0; i < p->nmodules; i++) {
+		const struct lkl_module *m = &p->modules[i];
+
+		objects[i] = (struct symbol_object){ module_path(p->h, m), m->bias, m->build_id,
+						     m->build_id_len < LKL_BUILD_ID_MAX ?
+							     m->build_id_len :
+							     LKL_BUILD_ID_MAX,
+						     false };
+	}
 	s = symbolizer_open_objects(objects, p->nmodules);
+	for (uint32_t i = 0; s && i < p->nmodules; i++)
+		say_other_build(p, objects[i].path, objects[i].other_build);
 	free(objects);
 	return s;
 }

@@ -42,6 +42,7 @@
 #include "internal/utf8.h"
 #include "internal/site_names.h"
 #include "probe_elf.h"
+#include "proc_files.h"
 
 #define MAX_FILE ((off_t)4 << 30) /* larger than any program or library lowkey reads */
 
@@ -257,19 +258,12 @@ static const char *object_type(Elf *elf, const GElf_Ehdr *eh)
 
 #endif /* LK_HAVE_LIBELF */
 
-/*
- * Open path for reading if it is a regular file of at most MAX_FILE bytes: looked at through an
- * O_PATH descriptor first, so a FIFO or a device is never opened (nothing blocks, no driver runs),
- * then reopened through that descriptor -- the same file, whatever is at path by then.
- */
-int open_regular_file(const char *path, char *err, size_t errlen)
+int open_regular_at(int pfd, const char *path, char *err, size_t errlen)
 {
 	char self[64];
 	struct stat st;
-	int rc, pfd = open(path, O_PATH | O_CLOEXEC);
+	int rc;
 
-	if (pfd < 0)
-		return lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
 	if (fstat(pfd, &st) != 0)
 		rc = lk__failf(err, errlen, -errno, "cannot inspect %s: %s", path, strerror(errno));
@@ -285,6 +279,21 @@ int open_regular_file(const char *path, char *err, size_t errlen)
 			       path, (long long)st.st_size);
 	else if ((rc = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0)
 		rc = lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+	return rc;
+}
+
+/*
+ * Open path for reading if it is a regular file of at most MAX_FILE bytes: looked at through an
+ * O_PATH descriptor first, so a FIFO or a device is never opened (nothing blocks, no driver runs),
+ * then reopened through that descriptor -- the same file, whatever is at path by then.
+ */
+int open_regular_file(const char *path, char *err, size_t errlen)
+{
+	int rc, pfd = open(path, O_PATH | O_CLOEXEC);
+
+	if (pfd < 0)
+		return lk__failf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+	rc = open_regular_at(pfd, path, err, errlen);
 	close(pfd);
 	return rc;
 }
@@ -334,11 +343,15 @@ static int check_image(const char *path, struct image *im, char *err, size_t err
 	return 0;
 }
 
-static int open_image(const char *path, int *fd, struct image *im, char *err, size_t errlen)
+/* The file at path, or the one open at from (>= 0: duplicated, path names it in messages). */
+static int open_image(const char *path, int from, int *fd, struct image *im, char *err,
+		      size_t errlen)
 {
 	memset(im, 0, sizeof(*im));
 	elf_version(EV_CURRENT);
-	*fd = open_regular_file(path, err, errlen);
+	*fd = from >= 0 ? fcntl(from, F_DUPFD_CLOEXEC, 0) : open_regular_file(path, err, errlen);
+	if (*fd < 0 && from >= 0)
+		return lk__failf(err, errlen, -errno, "cannot read %s: %s", path, strerror(errno));
 	if (*fd < 0)
 		return *fd;
 	if (fstat(*fd, &im->before) != 0)
@@ -603,7 +616,8 @@ static int read_foreign_usdt(struct image *im, struct probe_elf_sites *out)
 	return rc;
 }
 
-int probe_elf_read_sites(const char *path, struct probe_elf_sites *out, char *err, size_t errlen)
+static int read_sites(const char *path, int from, struct probe_elf_sites *out, char *err,
+		      size_t errlen)
 {
 	struct image im;
 	GElf_Shdr sh;
@@ -612,7 +626,7 @@ int probe_elf_read_sites(const char *path, struct probe_elf_sites *out, char *er
 	int fd, rc;
 
 	memset(out, 0, sizeof(*out));
-	rc = open_image(path, &fd, &im, err, errlen);
+	rc = open_image(path, from, &fd, &im, err, errlen);
 	if (!rc && (rc = index_image(&im, &sh)) != 0)
 		rc = unless_changed(lk__failf(err, errlen, rc,
 					      rc == -EFBIG ?
@@ -726,7 +740,7 @@ static bool has_lowkey_symbol(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh)
 	return false;
 }
 
-bool probe_elf_uses_lowkey(const char *path)
+static bool uses_lowkey(const char *path, int from)
 {
 	char err[256];
 	struct image im;
@@ -735,7 +749,7 @@ bool probe_elf_uses_lowkey(const char *path)
 	bool uses = false;
 	int fd;
 
-	if (open_image(path, &fd, &im, err, sizeof(err)) != 0 ||
+	if (open_image(path, from, &fd, &im, err, sizeof(err)) != 0 ||
 	    elf_getshdrstrndx(im.elf, &shstrndx) != 0) {
 		close_image(fd, &im);
 		return false;
@@ -756,12 +770,40 @@ bool probe_elf_uses_lowkey(const char *path)
 	close_image(fd, &im);
 	return uses;
 }
+
+int probe_elf_read_sites(const char *path, struct probe_elf_sites *out, char *err, size_t errlen)
+{
+	return read_sites(path, -1, out, err, errlen);
+}
+
+int probe_elf_read_sites_fd(int fd, const char *name, struct probe_elf_sites *out, char *err,
+			    size_t errlen)
+{
+	return read_sites(name, fd, out, err, errlen);
+}
+
+bool probe_elf_uses_lowkey(const char *path)
+{
+	return uses_lowkey(path, -1);
+}
+
+bool probe_elf_uses_lowkey_fd(int fd, const char *name)
+{
+	return uses_lowkey(name, fd);
+}
 #else /* !LK_HAVE_LIBELF: built where the target has no libelf (tools/lowkey/CMakeLists.txt) */
 int probe_elf_read_sites(const char *path, struct probe_elf_sites *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
 	return lk__failf(err, errlen, -ENOTSUP,
 			 "cannot read %s: this lowkey was built without libelf", path);
+}
+
+int probe_elf_read_sites_fd(int fd, const char *name, struct probe_elf_sites *out, char *err,
+			    size_t errlen)
+{
+	(void)fd;
+	return probe_elf_read_sites(name, out, err, errlen);
 }
 
 void probe_elf_free_sites(struct probe_elf_sites *s)
@@ -774,47 +816,32 @@ bool probe_elf_uses_lowkey(const char *path)
 	(void)path;
 	return false;
 }
+
+bool probe_elf_uses_lowkey_fd(int fd, const char *name)
+{
+	(void)fd, (void)name;
+	return false;
+}
 #endif
 
 /* ---- processes ---- */
 
-/* A maps line's mapped range and file: false for lines that map no file. */
-static bool parse_maps_line(char *line, char *range, size_t rlen, char **path)
+/* The file of mapping m, as process v sees it (proc_view_open_mapped); -errno, said once. */
+static int object_fd(const struct proc_view *v, const struct proc_mapping *m)
 {
-	unsigned long start, end, inode;
-	int at = 0;
+	char err[4400], shown[4400];
+	int fd = proc_view_open_mapped(v, m, err, sizeof(err));
 
-	if (sscanf(line, "%lx-%lx %*s %*x %*x:%*x %lu %n", &start, &end, &inode, &at) != 3 || !at ||
-	    !inode)
-		return false;
-	*path = line + at;
-	(*path)[strcspn(*path, "\n")] = 0;
-	if (**path != '/')
-		return false;
-	snprintf(range, rlen, "%lx-%lx", start, end);
-	return true;
+	if (fd == -ESTALE) /* another build at that name: the user must know why it is missing */
+		fprintf(stderr, "lowkey: %s\n", lk__text_escape(err, shown, sizeof(shown)));
+	return fd;
 }
 
-/*
- * Where to read a file pid maps: /proc/PID/map_files/RANGE is the file mapped there, whatever is
- * at its name now (root may; others may not follow those links); else the name as the process
- * sees it, under /proc/PID/root when that is readable.
- */
-static char *object_path(pid_t pid, const char *range, const char *path)
+int proc_objects(pid_t pid, int *fds, char **shown, int max)
 {
-	char buf[4200];
-	struct stat st;
-
-	snprintf(buf, sizeof(buf), "/proc/%d/map_files/%s", (int)pid, range);
-	if (stat(buf, &st) == 0)
-		return strdup(buf);
-	snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)pid, path);
-	return strdup(access(buf, R_OK) == 0 ? buf : path);
-}
-
-int proc_objects(pid_t pid, char **paths, char **shown, int max)
-{
-	char file[64], line[8192], exe[4096], range[64];
+	char file[64], line[8192], exe[4096];
+	struct proc_mapping *m = malloc(sizeof(*m));
+	struct proc_view v;
 	int n = 0;
 	ssize_t len;
 	FILE *f;
@@ -823,49 +850,61 @@ int proc_objects(pid_t pid, char **paths, char **shown, int max)
 	len = readlink(file, exe, sizeof(exe) - 1);
 	exe[len > 0 ? len : 0] = 0;
 	snprintf(file, sizeof(file), "/proc/%d/maps", (int)pid);
-	f = fopen(file, "re");
-	if (!f)
-		return errno == ENOENT ? -ESRCH : -errno;
+	f = m ? fopen(file, "re") : NULL;
+	if (!f) {
+		n = !m ? -ENOMEM : errno == ENOENT ? -ESRCH : -errno;
+		free(m);
+		return n;
+	}
+	if (proc_view_open(pid, &v) != 0)
+		v.root = -1;
 	/* the main program first, then every other file mapped, once */
 	for (int pass = 0; pass < 2; pass++) {
 		rewind(f);
 		while (n < max && fgets(line, sizeof(line), f)) {
 			bool seen = false;
-			char *path;
 
-			if (!parse_maps_line(line, range, sizeof(range), &path) ||
-			    (pass == 0) != (strcmp(path, exe) == 0))
+			if (!proc_mapping_parse(line, m) ||
+			    m->offset || /* not where its header is */
+			    (pass == 0) != (strcmp(m->name, exe) == 0))
 				continue;
 			for (int i = 0; i < n && !seen; i++)
-				seen = strcmp(shown[i], path) == 0;
+				seen = strcmp(shown[i], m->name) == 0;
 			if (seen)
 				continue;
-			shown[n] = strdup(path);
-			paths[n] = object_path(pid, range, path);
-			if (!shown[n] || !paths[n]) {
-				free(shown[n]), free(paths[n]);
+			shown[n] = strdup(m->name);
+			if (!shown[n])
 				break;
-			}
-			n++;
+			fds[n++] = object_fd(&v, m);
 		}
 	}
 	fclose(f);
+	proc_view_close(&v);
+	free(m);
 	return n;
+}
+
+void proc_objects_free(int *fds, char **shown, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		free(shown[i]);
+	}
 }
 
 int proc_uses_lowkey(pid_t pid)
 {
-	char *paths[512], *shown[512];
-	int n = proc_objects(pid, paths, shown, 512), uses = 0;
+	char *shown[512];
+	int fds[512];
+	int n = proc_objects(pid, fds, shown, 512), uses = 0;
 
 	if (n < 0)
 		return n;
-	for (int i = 0; i < n; i++) {
-		if (!uses && (strstr(shown[i], "/liblowkey.so") || probe_elf_uses_lowkey(paths[i])))
-			uses = 1;
-		free(paths[i]);
-		free(shown[i]);
-	}
+	for (int i = 0; i < n && !uses; i++)
+		uses = strstr(shown[i], "/liblowkey.so") ||
+		       (fds[i] >= 0 && probe_elf_uses_lowkey_fd(fds[i], shown[i]));
+	proc_objects_free(fds, shown, n);
 	return uses;
 }
 

@@ -49,6 +49,9 @@ struct probe_elf_sites {
  * err says which.
  */
 int probe_elf_read_sites(const char *path, struct probe_elf_sites *out, char *err, size_t errlen);
+/* probe_elf_read_sites_fd - the same, from the file open at fd (left open); name it by name. */
+int probe_elf_read_sites_fd(int fd, const char *name, struct probe_elf_sites *out, char *err,
+			    size_t errlen);
 void probe_elf_free_sites(struct probe_elf_sites *s);
 
 /*
@@ -56,6 +59,7 @@ void probe_elf_free_sites(struct probe_elf_sites *s);
  * symbols. Read as probe_elf_read_sites() reads; false for a file that changed while being read.
  */
 bool probe_elf_uses_lowkey(const char *path);
+bool probe_elf_uses_lowkey_fd(int fd, const char *name); /* fd is left open */
 
 /*
  * open_regular_file - open path for reading if it is a regular file of at most 4 GiB; a FIFO or a
@@ -64,13 +68,21 @@ bool probe_elf_uses_lowkey(const char *path);
 int open_regular_file(const char *path, char *err, size_t errlen);
 
 /*
- * The files process pid has mapped, the main program first, each once: shown, as the process
- * names them; paths, where to read them -- /proc/PID/map_files/RANGE (the file mapped, whatever
- * is at its name now) where this user may follow those links (root), else the name under
- * /proc/PID/root where that is readable. Returns how many (up to max), or -errno (-ESRCH: no such
- * process, -EACCES: not ours to read). Free each path.
+ * open_regular_at - as open_regular_file(), for the file an O_PATH descriptor pfd (left open) is
+ * on; path names it in messages.
  */
-int proc_objects(pid_t pid, char **paths, char **shown, int max);
+int open_regular_at(int pfd, const char *path, char *err, size_t errlen);
+
+/*
+ * The files process pid has mapped, the main program first, each once: shown, as the process
+ * names them; fds, each open for reading as the process sees it (proc_view_open_mapped():
+ * /proc/PID/map_files where this user may follow it, else the name in the process's root, never
+ * the host's file of that name), or -errno where it cannot be (a file of that name with another
+ * build-id than the one mapped, said on stderr once). Returns how many (up to max), or -errno
+ * (-ESRCH: no such process, -EACCES: not ours to read). Free them with proc_objects_free().
+ */
+int proc_objects(pid_t pid, int *fds, char **shown, int max);
+void proc_objects_free(int *fds, char **shown, int n);
 
 /* Whether process pid uses liblowkey in any object it has mapped: 1, 0, or -errno. */
 int proc_uses_lowkey(pid_t pid);

@@ -4,18 +4,22 @@
  * over a live process's mappings or over objects at known bases, every file read so that no
  * other user can kill lowkey by cutting it.
  */
-#include <dirent.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <gelf.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "internal/utf8.h"
 #include "probe_elf.h"
+#include "proc_files.h"
 #include "symbolize.h"
 
 /* An object's ELF, opened when it is reported, until libdwfl asks for it (find_opened). */
@@ -30,12 +34,27 @@ struct symbolizer {
 	Dwfl_Callbacks callbacks;
 	char *debuginfo_path;
 	pid_t pid; /* the process whose mappings are reported; 0: objects at known bases */
+	struct proc_view view; /* its root */
 	unsigned int reports;  /* of the process's mappings */
 	struct opened *opened; /* objects at known bases: one each */
 	size_t nopened;
 };
 
 /* ---- the files: read, never mapped ---- */
+
+/* The ELF file open at fd, read as open_elf() reads; NULL (fd closed) if it is not ELF. */
+static Elf *elf_of(int fd)
+{
+	Elf *elf;
+
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF)
+		return elf;
+	elf_end(elf);
+	close(fd);
+	return NULL;
+}
 
 /*
  * The ELF file at path (a regular file: no FIFO or device is opened), read with pread as libdw
@@ -46,17 +65,11 @@ static Elf *open_elf(const char *path, int *fd)
 {
 	Elf *elf;
 
-	elf_version(EV_CURRENT);
 	*fd = open_regular_file(path, NULL, 0);
-	if (*fd < 0)
-		return NULL;
-	elf = elf_begin(*fd, ELF_C_READ, NULL);
-	if (elf && elf_kind(elf) == ELF_K_ELF)
-		return elf;
-	elf_end(elf);
-	close(*fd);
-	*fd = -1;
-	return NULL;
+	elf = *fd >= 0 ? elf_of(*fd) : NULL;
+	if (!elf)
+		*fd = -1;
+	return elf;
 }
 
 static bool trusted_inode(const char *path, uid_t me)
@@ -90,54 +103,31 @@ static bool trusted(const char *path)
 	return ok;
 }
 
-/* /proc/PID/map_files/START-END for the mapping that starts at base, into buf; false if none. */
-static bool mapped_file(pid_t pid, Dwarf_Addr base, char *buf, size_t len)
-{
-	char dir[64], prefix[32];
-	struct dirent *e;
-	bool found = false;
-	DIR *d;
-
-	snprintf(dir, sizeof(dir), "/proc/%d/map_files", (int)pid);
-	snprintf(prefix, sizeof(prefix), "%lx-", (unsigned long)base);
-	d = opendir(dir);
-	while (d && !found && (e = readdir(d)))
-		found = strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
-			snprintf(buf, len, "%s/%s", dir, e->d_name) < (int)len;
-	if (d)
-		closedir(d);
-	return found;
-}
-
-static bool deleted(const char *name)
-{
-	static const char mark[] = " (deleted)";
-	size_t len = strlen(name);
-
-	return len >= sizeof(mark) - 1 && strcmp(name + len - (sizeof(mark) - 1), mark) == 0;
-}
-
 /*
- * For find_elf over process pid's mappings: the file mapped at base, through /proc/PID/map_files
- * where this user may (the very file mapped), else by its name; read as open_elf() reads. Names
+ * For find_elf over process pid's mappings: the file mapped at base as the process sees it
+ * (proc_view_open_mapped: the very file mapped through /proc/PID/map_files where this user may,
+ * else its name in the process's root, checked to be that build), read as open_elf() reads. Names
  * that are no path ([vdso]) are read from the process's memory by libdwfl.
  */
-static int proc_find_elf(pid_t pid, Dwfl_Module *mod, void **userdata, const char *name,
+static int proc_find_elf(struct symbolizer *s, Dwfl_Module *mod, void **userdata, const char *name,
 			 Dwarf_Addr base, char **file_name, Elf **elfp)
 {
-	char path[PATH_MAX + 64];
+	struct proc_mapping *m;
+	char err[4400], shown[4400];
 	int fd = -1;
 
 	if (name[0] != '/')
 		return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
-	/* map_files may be listed where its links cannot be followed (not root): then by name */
-	*elfp = mapped_file(pid, base, path, sizeof(path)) ? open_elf(path, &fd) : NULL;
-	/* not a deleted file's name: whatever another user may have put there since */
-	if (!*elfp && !deleted(name))
-		*elfp = open_elf(name, &fd);
+	m = malloc(sizeof(*m));
+	if (m && proc_mapping_at(s->pid, base, m) == 0)
+		fd = proc_view_open_mapped(&s->view, m, err, sizeof(err));
+	free(m);
+	if (fd == -ESTALE) /* once per object: find_elf is asked once */
+		fprintf(stderr, "lowkey: %s\n", lk__text_escape(err, shown, sizeof(shown)));
+	*elfp = fd >= 0 ? elf_of(fd) : NULL;
 	if (!*elfp)
 		return -1;
-	*file_name = strdup(name); /* where its debug files are looked for */
+	*file_name = strdup(name); /* where its debug files are looked for, in its root */
 	return fd;
 }
 
@@ -156,6 +146,106 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	if (fd >= 0 || !file_name || !trusted(file_name))
 		return fd;
 	return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+					    debuglink_crc, debuginfo_file_name);
+}
+
+/*
+ * A copy of the file open at fd in memory no one else can change (a sealed memfd), for libdwfl to
+ * map: a file in a process's root may be another user's, who could cut it under the mapping.
+ * Closes fd; -1 if it cannot be copied.
+ */
+static int private_copy(int fd)
+{
+	struct stat st;
+	off_t at = 0;
+	int copy = fstat(fd, &st) == 0 ?
+			   memfd_create("lowkey-debuginfo", MFD_CLOEXEC | MFD_ALLOW_SEALING) :
+			   -1;
+
+	while (copy >= 0 && at < st.st_size)
+		if (sendfile(copy, fd, &at, (size_t)(st.st_size - at)) <= 0)
+			break;
+	close(fd);
+	if (copy >= 0 &&
+	    (at != st.st_size ||
+	     fcntl(copy, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0)) {
+		close(copy);
+		return -1;
+	}
+	return copy;
+}
+
+/* The debug file name in process s's root, if it has the build-id wanted (n bytes; 0: any). */
+static int debug_file_in_root(struct symbolizer *s, const char *name, const uint8_t *want, int n,
+			      char **found)
+{
+	uint8_t id[BUILD_ID_MAX];
+	int fd = proc_view_open_file(&s->view, name, NULL, 0);
+
+	if (fd < 0)
+		return -1;
+	if (n > 0 && (elf_build_id_of_file(fd, id) != n || memcmp(id, want, (size_t)n) != 0)) {
+		close(fd);
+		return -1;
+	}
+	fd = private_copy(fd);
+	*found = fd >= 0 ? strdup(name) : NULL;
+	return fd;
+}
+
+/*
+ * Where libdwfl's search looks, in the process's root: by build-id under /usr/lib/debug, then the
+ * .gnu_debuglink name beside the object, in its .debug, and under /usr/lib/debug.
+ */
+static int debug_in_root(struct symbolizer *s, Dwfl_Module *mod, const char *file_name,
+			 const char *debuglink, char **found)
+{
+	const unsigned char *bits;
+	GElf_Addr at;
+	char name[3][PATH_MAX + 256];
+	int n = dwfl_module_build_id(mod, &bits, &at), fd = -1, len, dir;
+	const char *slash = file_name ? strrchr(file_name, '/') : NULL;
+
+	if (n > 0) {
+		len = snprintf(name[0], sizeof(name[0]), "/usr/lib/debug/.build-id/%02x/", bits[0]);
+		for (int i = 1; i < n && len < (int)sizeof(name[0]) - 8; i++)
+			len += snprintf(name[0] + len, sizeof(name[0]) - (size_t)len, "%02x",
+					bits[i]);
+		snprintf(name[0] + len, sizeof(name[0]) - (size_t)len, ".debug");
+		fd = debug_file_in_root(s, name[0], bits, n, found);
+	}
+	if (fd >= 0 || !debuglink || !slash || strchr(debuglink, '/'))
+		return fd;
+	dir = (int)(slash - file_name);
+	snprintf(name[0], sizeof(name[0]), "%.*s/%s", dir, file_name, debuglink);
+	snprintf(name[1], sizeof(name[1]), "%.*s/.debug/%s", dir, file_name, debuglink);
+	snprintf(name[2], sizeof(name[2]), "/usr/lib/debug%.*s/%s", dir, file_name, debuglink);
+	for (int i = 0; fd < 0 && i < 3; i++)
+		fd = debug_file_in_root(s, name[i], bits, n > 0 ? n : 0, found);
+	return fd;
+}
+
+/*
+ * Dwfl_Callbacks.find_debuginfo for a process: find_debuginfo() where the process sees the files
+ * as lowkey does (its root and mount namespace are lowkey's); else in its root first, then by
+ * build-id in the system's debug directories here (a file of that build-id is of that build), and
+ * never beside the host's file of the object's name.
+ */
+static int find_process_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+				  Dwarf_Addr base, const char *file_name,
+				  const char *debuglink_file, GElf_Word debuglink_crc,
+				  char **debuginfo_file_name)
+{
+	struct symbolizer *s = *userdata;
+	int fd;
+
+	if (!s || s->view.same_mounts)
+		return find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+				      debuglink_crc, debuginfo_file_name);
+	fd = debug_in_root(s, mod, file_name, debuglink_file, debuginfo_file_name);
+	if (fd >= 0)
+		return fd;
+	return dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
 					    debuglink_crc, debuginfo_file_name);
 }
 
@@ -209,9 +299,9 @@ static int load_module(Dwfl_Module *mod, void **userdata, const char *name, Dwar
 static int find_process_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
 			    char **file_name, Elf **elfp)
 {
-	const struct symbolizer *s = *userdata;
+	struct symbolizer *s = *userdata;
 
-	return s ? proc_find_elf(s->pid, mod, userdata, name, base, file_name, elfp) : -1;
+	return s ? proc_find_elf(s, mod, userdata, name, base, file_name, elfp) : -1;
 }
 
 /* 0, an errno value (dwfl_linux_proc_report's), or -1 (libdw's own error: dwfl_errmsg). */
@@ -237,7 +327,9 @@ static struct symbolizer *symbolizer_new(Dwfl_Callbacks *callbacks)
 	if (!s)
 		return NULL;
 	s->callbacks = *callbacks;
-	s->callbacks.find_debuginfo = find_debuginfo;
+	if (!s->callbacks.find_debuginfo)
+		s->callbacks.find_debuginfo = find_debuginfo;
+	s->view.root = -1;
 	s->callbacks.debuginfo_path = &s->debuginfo_path;
 	s->dwfl = dwfl_begin(&s->callbacks);
 	if (!s->dwfl) {
@@ -249,7 +341,8 @@ static struct symbolizer *symbolizer_new(Dwfl_Callbacks *callbacks)
 
 struct symbolizer *symbolizer_open_process(pid_t pid, char *err, size_t errlen)
 {
-	Dwfl_Callbacks callbacks = { .find_elf = find_process_elf };
+	Dwfl_Callbacks callbacks = { .find_elf = find_process_elf,
+				     .find_debuginfo = find_process_debuginfo };
 	struct symbolizer *s = symbolizer_new(&callbacks);
 	int rc;
 
@@ -258,7 +351,11 @@ struct symbolizer *symbolizer_open_process(pid_t pid, char *err, size_t errlen)
 		return NULL;
 	}
 	s->pid = pid;
-	rc = report_process(s);
+	rc = proc_view_open(pid, &s->view);
+	if (rc == 0)
+		rc = report_process(s);
+	else
+		rc = ESRCH;
 	if (rc == ENOENT || rc == ESRCH)
 		snprintf(err, errlen, "process %d does not exist (it may have exited)", (int)pid);
 	else if (rc > 0)
@@ -337,15 +434,33 @@ static bool elf_range(Elf *elf, uint64_t base, uint64_t *start, uint64_t *end)
 	return found && *end > *start;
 }
 
-static void report_object(struct symbolizer *s, struct opened *o, const char *path, uint64_t bias)
+/*
+ * Whether the file open at fd is another build than the one obj says was loaded: its build-id,
+ * read, is another or none. (One that cannot be read is no build at all: it is cut, and libelf
+ * finds so too.)
+ */
+static bool other_build(int fd, const struct symbol_object *obj)
 {
+	uint8_t id[BUILD_ID_MAX];
+	int n;
+
+	if (!obj->build_id || !obj->build_id_len)
+		return false;
+	n = elf_build_id_of_file(fd, id);
+	return n >= 0 && (n != (int)obj->build_id_len || memcmp(id, obj->build_id, (size_t)n) != 0);
+}
+
+static void report_object(struct symbolizer *s, struct opened *o, struct symbol_object *obj)
+{
+	const char *path = obj->path;
 	Dwfl_Module *mod = NULL;
 	uint64_t start, end;
 	void **slot;
 
 	o->elf = open_elf(path, &o->fd);
-	o->path = o->elf ? strdup(path) : NULL;
-	if (o->path && elf_range(o->elf, bias, &start, &end))
+	obj->other_build = o->elf && other_build(o->fd, obj);
+	o->path = o->elf && !obj->other_build ? strdup(path) : NULL;
+	if (o->path && elf_range(o->elf, obj->bias, &start, &end))
 		mod = dwfl_report_module(s->dwfl, base_name(path), start, end);
 	if (mod && dwfl_module_info(mod, &slot, NULL, NULL, NULL, NULL, NULL, NULL))
 		*slot = o;
@@ -353,7 +468,7 @@ static void report_object(struct symbolizer *s, struct opened *o, const char *pa
 		close_opened(o);
 }
 
-struct symbolizer *symbolizer_open_objects(const struct symbol_object *objects, size_t n)
+struct symbolizer *symbolizer_open_objects(struct symbol_object *objects, size_t n)
 {
 	Dwfl_Callbacks callbacks = { .find_elf = find_opened,
 				     .section_address = dwfl_offline_section_address };
@@ -372,7 +487,7 @@ struct symbolizer *symbolizer_open_objects(const struct symbol_object *objects, 
 	dwfl_report_begin(s->dwfl);
 	for (size_t i = 0; i < n; i++)
 		if (objects[i].path && objects[i].path[0] == '/')
-			report_object(s, &s->opened[i], objects[i].path, objects[i].bias);
+			report_object(s, &s->opened[i], &objects[i]);
 	dwfl_report_end(s->dwfl, NULL, NULL);
 	return s;
 }
@@ -384,6 +499,7 @@ void symbolizer_close(struct symbolizer *s)
 	if (!s)
 		return;
 	dwfl_end(s->dwfl);
+	proc_view_close(&s->view);
 	for (size_t i = 0; s->opened && i < s->nopened; i++)
 		close_opened(&s->opened[i]);
 	free(s->opened);

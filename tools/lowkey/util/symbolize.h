@@ -7,7 +7,12 @@
  * The objects may be another user's, who may cut them while lowkey reads: libdwfl maps what it
  * opens itself, and a file cut under a mapping kills the reader with SIGBUS. So every object is
  * opened here and read with pread (libelf's ELF_C_READ), never mapped, and separate debug files,
- * which libdwfl opens and maps itself, are looked for only where no other user can change them.
+ * which libdwfl opens and maps itself, are looked for only where no other user can change them,
+ * or copied first into memory only lowkey holds.
+ *
+ * A live process's files are read as it sees them (proc_files.h): a process in a container is read
+ * from its own root, never from the host's file of the same name, and its debug files are looked
+ * for in its root first.
  *
  * A symbolizer is one thread's. None of these functions is async-signal-safe (they allocate).
  */
@@ -33,9 +38,11 @@ struct symbol_place {
 /*
  * symbolizer_open_process - the code mapped in process pid (/proc/PID/maps), every object's ELF
  * and DWARF opened now, so that addresses still resolve after the process exits. Objects mapped
- * later (dlopen) are read when an address falls in none known. Cost: reads every mapped object's
- * headers and symbol tables. Returns NULL with the reason in err: the process does not exist, its
- * mappings cannot be read (another user's without the right to trace it), or no memory.
+ * later (dlopen) are read when an address falls in none known. An object whose file at its name
+ * is another build than the one mapped is left out, said on stderr in one line. Cost: reads every
+ * mapped object's headers and symbol tables (and /proc/PID/maps once per object). Returns NULL
+ * with the reason in err: the process does not exist, its mappings cannot be read (another user's
+ * without the right to trace it), or no memory.
  */
 struct symbolizer *symbolizer_open_process(pid_t pid, char *err, size_t errlen);
 
@@ -43,14 +50,18 @@ struct symbolizer *symbolizer_open_process(pid_t pid, char *err, size_t errlen);
 struct symbol_object {
 	const char *path; /* absolute; others are left out */
 	uint64_t bias;
+	const uint8_t *build_id; /* the build-id of the object loaded, or NULL: not known */
+	size_t build_id_len;
+	bool other_build; /* set when the file at path has another build-id: it is left out */
 };
 
 /*
  * symbolizer_open_objects - the code of objects loaded at known bases, for a process that may be
- * gone. An object that cannot be read (missing, not ELF) is left out: its addresses resolve to
- * nothing. Returns NULL only when libdw cannot start or there is no memory.
+ * gone. An object that cannot be read (missing, not ELF), or whose build-id is known and is not
+ * its file's (other_build set), is left out: its addresses resolve to nothing. Returns NULL only
+ * when libdw cannot start or there is no memory.
  */
-struct symbolizer *symbolizer_open_objects(const struct symbol_object *objects, size_t n);
+struct symbolizer *symbolizer_open_objects(struct symbol_object *objects, size_t n);
 
 /* Frees s and everything its places point into. NULL is ignored. */
 void symbolizer_close(struct symbolizer *s);
