@@ -92,6 +92,12 @@ struct rate_trial {
 struct rate_summary {
 	double median, min, max; /* events/s over SEARCHES searches */
 	struct rate_trial best;
+	/*
+	 * Searches that ended on a trial that lost events: the consumer fell behind. The others
+	 * ended where the producers could not emit at the rate asked, with every event written:
+	 * they were short of CPU (sharing one with the consumer, or with other programs).
+	 */
+	int ended_by_loss;
 };
 
 /* The highest rate `threads` producers sustain with no event lost, searched SEARCHES times. */

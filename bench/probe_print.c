@@ -64,14 +64,16 @@ void probe_text_rate_heading(const struct probe_options *o)
 {
 	lkb_row("\nsustained rate without loss, default buffer (2 MiB per thread, growing to 16 MiB while the\n"
 		"consumer lags): the highest rate a %.1f s trial recorded with no event lost; median of %d\n"
-		"searches (min, max)\n",
-		o->seconds, SEARCHES);
+		"searches (min, max); loss N/%d: N searches ended at a rate where events were lost (the\n"
+		"consumer fell behind), the others where the producers could not keep the rate (short of\n"
+		"CPU: one shared with the consumer, or with other programs)\n",
+		o->seconds, SEARCHES, SEARCHES);
 }
 
 void probe_text_rate(const char *name, const struct rate_summary *s)
 {
-	lkb_row("%-46s %10.1f M events/s (min %.1f, max %.1f)\n", name, s->median / 1e6,
-		s->min / 1e6, s->max / 1e6);
+	lkb_row("%-46s %10.1f M events/s (min %.1f, max %.1f; loss %d/%d)\n", name, s->median / 1e6,
+		s->min / 1e6, s->max / 1e6, s->ended_by_loss, SEARCHES);
 }
 
 static void json_lttng_side(struct lk__json *j, const char *key, const struct lttng_side *s,
@@ -149,6 +151,12 @@ void probe_print_json(const struct probe_options *o, const struct results *r)
 	lk__json_num(&j, "one_thread_fixed_buffer", r->rate1_fixed.median);
 	lk__json_num(&j, "one_thread_fixed_buffer_min", r->rate1_fixed.min);
 	lk__json_num(&j, "one_thread_fixed_buffer_max", r->rate1_fixed.max);
+	lk__json_close(&j);
+	lk__json_object(&j, "sustained_searches_ended_by_loss");
+	lk__json_int(&j, "searches", SEARCHES);
+	lk__json_int(&j, "one_thread", r->rate1.ended_by_loss);
+	lk__json_int(&j, "two_threads", r->rate2.ended_by_loss);
+	lk__json_int(&j, "one_thread_fixed_buffer", r->rate1_fixed.ended_by_loss);
 	lk__json_close(&j);
 	lk__json_int(&j, "memory_per_thread_bytes", r->mem);
 	lk__json_end(&j);

@@ -77,19 +77,28 @@ static struct rate_trial run_rate(const struct probe_options *o, int threads, do
 	return t;
 }
 
+/* A trial at this rate failed: events were lost, or the producers fell below the rate. */
+static bool trial_failed(const struct rate_trial *t, int threads)
+{
+	return t->lost || t->achieved_total < 0.95 * t->rate_per_thread * threads;
+}
+
 /* The highest per-thread rate with no loss: double until loss or the producers cannot keep up,
- * then bisect. */
-static struct rate_trial find_rate(const struct probe_options *o, int threads, unsigned int flags)
+ * then bisect. *lost_at_end: the lowest rate that failed had lost events. */
+static struct rate_trial find_rate(const struct probe_options *o, int threads, unsigned int flags,
+				   bool *lost_at_end)
 {
 	struct rate_trial best = { 0 }, t;
 	double lo = 0, hi = 0, rate = 2.5e6;
 
+	*lost_at_end = false;
 	for (; rate < 1e9; rate *= 2) {
 		t = run_rate(o, threads, rate, flags);
 		if (t.err)
 			return t;
-		if (t.lost || t.achieved_total < 0.95 * rate * threads) {
+		if (trial_failed(&t, threads)) {
 			hi = rate;
+			*lost_at_end = t.lost != 0;
 			break;
 		}
 		best = t;
@@ -101,8 +110,9 @@ static struct rate_trial find_rate(const struct probe_options *o, int threads, u
 		t = run_rate(o, threads, mid, flags);
 		if (t.err)
 			return t;
-		if (t.lost || t.achieved_total < 0.95 * mid * threads) {
+		if (trial_failed(&t, threads)) {
 			hi = mid;
+			*lost_at_end = t.lost != 0;
 		} else {
 			best = t;
 			lo = mid;
@@ -163,8 +173,10 @@ struct rate_summary probe_summarize_rate(const struct probe_options *o, int thre
 	double v[SEARCHES];
 
 	for (int i = 0; i < SEARCHES; i++) {
-		struct rate_trial t = find_rate(o, threads, flags);
+		bool lost_at_end;
+		struct rate_trial t = find_rate(o, threads, flags, &lost_at_end);
 
+		s.ended_by_loss += lost_at_end;
 		v[i] = t.achieved_total;
 		if (i == 0 || t.achieved_total > s.best.achieved_total)
 			s.best = t;

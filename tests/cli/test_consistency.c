@@ -4,7 +4,7 @@
  * it, in stat and locks alike; the end of a process that called _exit() is not taken for a kill;
  * -j wherever --json is; -q, --quiet wherever a status line is; the rules written once in
  * `lowkey help`; benchmarks that show progress on a terminal, print each row as it is measured,
- * and print no progress into a pipe.
+ * and print no progress into a pipe; bench probe's sustained rates say what ended their searches.
  */
 #include <errno.h>
 #include <poll.h>
@@ -13,6 +13,8 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -272,6 +274,40 @@ static void bench_progress_on_a_terminal_only(void **state)
 	assert_null(strchr(r.out, '\r'));
 }
 
+/* The row named `name` ends with how many of its searches ended by a loss, out of how many. */
+static void expect_loss_count(const char *out, const char *name)
+{
+	const char *row = strstr(out, name);
+	const char *end = row ? strchr(row, '\n') : NULL;
+	const char *tag = row ? strstr(row, "; loss ") : NULL;
+	int lost = -1, searches = -1;
+
+	if (!tag || !end || tag > end)
+		fail_msg("no '; loss N/M' in the row '%s' of:\n%s", name, out);
+	assert_int_equal(sscanf(tag, "; loss %d/%d)", &lost, &searches), 2);
+	assert_true(searches > 0);
+	assert_true(lost >= 0 && lost <= searches);
+}
+
+/*
+ * A sustained rate is where a search stopped: at a trial that lost events (the consumer fell
+ * behind) or at one whose producers could not keep the rate (short of CPU). Each row says how
+ * many of its searches lost events, in the text and in the JSON.
+ */
+static void bench_probe_says_what_ended_its_searches(void **state)
+{
+	(void)state;
+	lkt_sh(&r, "%s " SHORT_PROBE, LOWKEY);
+	lkt_expect(&r, 0, LAST_ROW);
+	expect_loss_count(r.out, "1 producer thread");
+	expect_loss_count(r.out, "2 producer threads, together");
+	expect_loss_count(r.out, "1 thread, ring fixed at 2 MiB");
+
+	lkt_sh(&r, "%s " SHORT_PROBE " --json", LOWKEY);
+	lkt_expect(&r, 0, "\"sustained_searches_ended_by_loss\"");
+	lkt_expect(&r, 0, "\"one_thread_fixed_buffer\"");
+}
+
 /*
  * bench branch prints each part as soon as it is measured: the loop rows come before the status
  * line of the next measurement, and each flip row before the status of the next flip. The order
@@ -353,6 +389,7 @@ int main(void)
 		cmocka_unit_test(help_states_the_rules_once),
 		cmocka_unit_test(quiet_wherever_a_status_line),
 		cmocka_unit_test(bench_progress_on_a_terminal_only),
+		cmocka_unit_test(bench_probe_says_what_ended_its_searches),
 		cmocka_unit_test(bench_branch_streams_its_rows),
 		cmocka_unit_test(bench_formats_streams_its_rows),
 	};
