@@ -664,8 +664,9 @@ static int read_site_semaphores(struct image *im, struct probe_elf_sites *out)
 	size_t entries;
 	int rc = 0;
 
-	if (!out->n || !section_named(im, "__lk_probe_sdt", &sh))
-		return 0;
+	if (!out->n || !section_named(im, "__lk_probe_sdt", &sh) ||
+	    sh.sh_size > (uint64_t)im->before.st_size)
+		return 0; /* a damaged size, larger than the file: not tried entry by entry */
 	entries = sh.sh_size / 16;
 	for (size_t i = 0; i < entries && !rc; i++) {
 		uint64_t field = sh.sh_addr + 16 * i, site, at;
