@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <grp.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -744,7 +745,9 @@ struct late {
 	struct usdt_file notes;
 };
 
-static void late_start_with(struct late *t, const char *mode, const char *watch, bool control)
+/* Start the program; as_nobody: as uid and gid 65534 (the test runs as root). */
+static void late_start_as(struct late *t, const char *mode, const char *watch, bool control,
+			  bool as_nobody)
 {
 	int in[2], out[2];
 	char line[64];
@@ -763,6 +766,9 @@ static void late_start_with(struct late *t, const char *mode, const char *watch,
 			unsetenv("LOWKEY_USDT_WATCH");
 		if (control)
 			setenv("LOWKEY_CONTROL", "1", 1);
+		if (as_nobody && (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+				  setresuid(65534, 65534, 65534) != 0))
+			_exit(126);
 		execl(LATE_TARGET, LATE_TARGET, mode, (char *)NULL);
 		_exit(127);
 	}
@@ -775,6 +781,11 @@ static void late_start_with(struct late *t, const char *mode, const char *watch,
 	setvbuf(t->to, NULL, _IOLBF, 0);
 	assert_non_null(fgets(line, sizeof(line), t->from));
 	assert_int_equal(sscanf(line, "pid %d", &t->pid), 1);
+}
+
+static void late_start_with(struct late *t, const char *mode, const char *watch, bool control)
+{
+	late_start_as(t, mode, watch, control, false);
 }
 
 static void late_start(struct late *t, const char *mode, const char *watch)
@@ -1013,7 +1024,7 @@ static void list_shows_an_attached_tracer(void **state)
 	late_start_with(&t, "plain", NULL, true);
 	lkt_sh(&run_out, "%s list --pid %d", LOWKEY, (int)t.pid);
 	lkt_expect(&run_out, 0, "lkt_late:query");
-	assert_null(strstr(run_out.out, "tracer"));
+	assert_null(strstr(run_out.out, "  tracer  ")); /* the column, not a path's "tracer" */
 	lkt_sh(&run_out, "%s list --json --pid %d", LOWKEY, (int)t.pid);
 	lkt_expect(&run_out, 0, "\"tracer\": false");
 
@@ -1030,7 +1041,132 @@ static void list_shows_an_attached_tracer(void **state)
 	late_ask(&t, "off", "off"); /* the watcher sees the tracer gone */
 	lkt_sh(&run_out, "%s list --pid %d", LOWKEY, (int)t.pid);
 	lkt_expect(&run_out, 0, "lkt_late:query");
-	assert_null(strstr(run_out.out, "tracer"));
+	assert_null(strstr(run_out.out, "  tracer  ")); /* the column, not a path's "tracer" */
+	late_stop(&t);
+}
+
+/* The line of text that holds needle, into line (empty when none). */
+static void line_with(const char *text, const char *needle, char *line, size_t len)
+{
+	const char *at = strstr(text, needle), *start, *end;
+
+	line[0] = 0;
+	if (!at)
+		return;
+	for (start = at; start > text && start[-1] != '\n'; start--)
+		;
+	end = at + strcspn(at, "\n");
+	snprintf(line, len, "%.*s", (int)(end - start), start);
+}
+
+/* lowkey list --pid PID (text and --json): each of query and idle is on or off, held or not. */
+static void list_says(pid_t pid, const char *runner, const char *query, const char *idle,
+		      const char *query_json, const char *idle_json)
+{
+	char line[1024];
+
+	lkt_sh(&run_out, "%s %s list --pid %d", runner, LOWKEY, (int)pid);
+	lkt_expect(&run_out, 0,
+		   "has no control socket open: sites read from its files; their "
+		   "state from its memory\n");
+	line_with(run_out.out, "lkt_late:query ", line, sizeof(line));
+	if (!strstr(line, query))
+		print_error("lkt_late:query: '%s', wanted '%s'\n", line, query);
+	assert_non_null(strstr(line, query));
+	line_with(run_out.out, "lkt_late:idle ", line, sizeof(line));
+	if (!strstr(line, idle))
+		print_error("lkt_late:idle: '%s', wanted '%s'\n", line, idle);
+	assert_non_null(strstr(line, idle));
+
+	lkt_sh(&run_out, "%s %s list --json --pid %d", runner, LOWKEY, (int)pid);
+	lkt_expect(&run_out, 0, "\"source\": \"memory\"");
+	line_with(run_out.out, "\"event\": \"query\"", line, sizeof(line));
+	assert_non_null(strstr(line, query_json));
+	line_with(run_out.out, "\"event\": \"idle\"", line, sizeof(line));
+	assert_non_null(strstr(line, idle_json));
+}
+
+#define NEITHER "event       off          /"
+#define NOT_JSON "\"enabled\": false, \"tracer\": false"
+
+/*
+ * Without a control socket (the default), lowkey list --pid reads the sites' state from the
+ * process's memory: a uprobe with the semaphore attached to the running program on
+ * lkt_late:query shows "tracer" there, not beside lkt_late:idle, and nowhere once it is gone.
+ */
+static void list_without_control_shows_an_attached_tracer(void **state)
+{
+	struct late t;
+	int fd;
+
+	(void)state;
+	late_start(&t, "plain", NULL);
+	list_says(t.pid, "", NEITHER, NEITHER, NOT_JSON, NOT_JSON);
+
+	fd = open_or_skip_in(LATE_TARGET, t.pid, late_query(&t), true, 0);
+	late_ask(&t, "on", "on %lld", (long long)monotonic_ns()); /* the watcher turned it on */
+	list_says(t.pid, "", "event       on   tracer  /", NEITHER,
+		  "\"enabled\": true, \"tracer\": true", NOT_JSON);
+
+	close(fd);
+	late_ask(&t, "off", "off");
+	list_says(t.pid, "", NEITHER, NEITHER, NOT_JSON, NOT_JSON);
+	assert_null(strstr(run_out.out, "\"tracer\": true"));
+	late_stop(&t);
+}
+
+#define AS_NOBODY "setpriv --reuid=65534 --regid=65534 --clear-groups"
+
+/* Yama's kernel.yama.ptrace_scope, or -1 without Yama. */
+static int yama_scope(void)
+{
+	long v = read_sysfs_long("/proc/sys/kernel/yama/ptrace_scope");
+
+	return v < 0 ? -1 : (int)v;
+}
+
+/*
+ * lowkey as another user (nobody): root's process it may not look into at all, and says so; its
+ * own user's, it reads as root does, unless Yama forbids reading the memory of a process that is
+ * not a descendant: then the state is unknown, and the message says why and what to do.
+ */
+static void list_as_another_user(void **state)
+{
+	char want[256];
+	struct late t;
+	int scope = yama_scope();
+
+	(void)state;
+	if (geteuid() != 0 || lkt_sh(&run_out, "command -v setpriv >/dev/null") != 0 ||
+	    lkt_sh(&run_out, AS_NOBODY " test -x %s -a -x %s", LOWKEY, LATE_TARGET) != 0) {
+		print_message("SKIP: needs root, setpriv (util-linux), and a build tree nobody "
+			      "may run\n");
+		skip();
+	}
+	late_start(&t, "plain", NULL);
+	snprintf(want, sizeof(want),
+		 "process %d belongs to uid 0: run lowkey as that user or as root", (int)t.pid);
+	lkt_sh(&run_out, AS_NOBODY " %s list --pid %d", LOWKEY, (int)t.pid);
+	lkt_expect(&run_out, 1, want);
+	late_stop(&t);
+
+	late_start_as(&t, "plain", NULL, false, true);
+	if (scope <= 0) {
+		list_says(t.pid, AS_NOBODY, NEITHER, NEITHER, NOT_JSON, NOT_JSON);
+	} else {
+		snprintf(want, sizeof(want),
+			 "whether each is on, and whether a tracer holds it, is unknown: cannot "
+			 "read its memory: Yama's kernel.yama.ptrace_scope is %d",
+			 scope);
+		lkt_sh(&run_out, AS_NOBODY " %s list --pid %d", LOWKEY, (int)t.pid);
+		lkt_expect(&run_out, 0, want);
+		lkt_expect(&run_out, 0, "start the program with LOWKEY_CONTROL=1");
+		assert_null(strstr(run_out.out, " off "));
+		lkt_sh(&run_out, AS_NOBODY " %s list --json --pid %d 2>/dev/null", LOWKEY,
+		       (int)t.pid);
+		lkt_expect(&run_out, 0, "\"source\": \"elf\"");
+		assert_null(strstr(run_out.out, "\"tracer\""));
+	}
 	late_stop(&t);
 }
 
@@ -1092,6 +1228,8 @@ int main(void)
 		cmocka_unit_test(late_tracer_in_a_forked_child),
 		cmocka_unit_test(no_watcher_with_zero),
 		cmocka_unit_test(list_shows_an_attached_tracer),
+		cmocka_unit_test(list_without_control_shows_an_attached_tracer),
+		cmocka_unit_test(list_as_another_user),
 		cmocka_unit_test(lowkey_enable_turns_the_site_on),
 	};
 

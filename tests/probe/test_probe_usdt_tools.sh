@@ -139,17 +139,24 @@ perf_under_lock()
 	ends=$(grep -c 'sdt_lkt_usdt:request_end:' "$tmp/script")
 	[ "$ends" -ge 1 ] || fail "perf never saw the scoped span's end lkt_usdt:request_end"
 	[ $failed -eq 0 ] && echo "perf: $n of 300 queries and $ends scoped span ends once the semaphore was seen"
-	perf_late
+	perf_late control
+	perf_late memory
 	perf probe -q -d 'sdt_lkt_usdt:*' >/dev/null 2>&1
 }
 
 # perf record -p on a program that runs already. perf starts with its events disabled and says
 # (its control FIFO's ack) when it has enabled them: its uprobes, and their semaphores, are up by
-# then, and `lowkey list --pid` shows the tracer. The program then makes 20 more calls and exits:
-# perf sees each of them.
+# then, and `lowkey list --pid` shows the tracer: $1 "control", asking the program's control
+# socket (LOWKEY_CONTROL=1), or "memory", reading its memory (no socket: the default). The program
+# then makes 20 more calls and exits: perf sees each of them.
 perf_late()
 {
-	LOWKEY_CONTROL=1 "$target" 20 until-term &
+	rm -f "$tmp/ctl" "$tmp/ack"
+	if [ "$1" = control ]; then
+		LOWKEY_CONTROL=1 "$target" 20 until-term &
+	else
+		env -u LOWKEY_CONTROL "$target" 20 until-term &
+	fi
 	pid=$!
 	mkfifo "$tmp/ctl" "$tmp/ack"
 	perf record -q -D -1 --control "fifo:$tmp/ctl,$tmp/ack" -e sdt_lkt_usdt:query -e sdt_lkt_usdt:done \
@@ -161,7 +168,9 @@ perf_late()
 	[ "$ack" = ack ] || fail "perf record -p did not acknowledge enabling its events: $ack"
 	"$lowkey" list --pid "$pid" >"$tmp/late.list" 2>&1
 	grep -q 'lkt_usdt:query .* tracer ' "$tmp/late.list" ||
-		fail "lowkey list --pid does not show perf attached: $(cat "$tmp/late.list")"
+		fail "lowkey list --pid ($1) does not show perf attached: $(cat "$tmp/late.list")"
+	"$lowkey" list --json --pid "$pid" 2>/dev/null | grep -q "\"source\": \"$1\"" ||
+		fail "lowkey list --json --pid did not read the sites' state from the $1"
 	kill -TERM "$pid"
 	wait "$pid" || fail "the target attached to by perf record -p failed"
 	wait "$rec" || fail "perf record -p failed: $(cat "$tmp/late.rec")"
@@ -173,7 +182,7 @@ perf_late()
 	n=$(checked_queries "$tmp/late.q") || fail "perf record -p saw wrong arguments"
 	[ "$n" -ge 20 ] || fail "perf record -p saw $n queries, not the 20 after it attached: $(head -5 "$tmp/late.script")"
 	grep -q 'sdt_lkt_usdt:done:.* arg1=20' "$tmp/late.script" || fail "perf record -p did not see lkt_usdt:done(20)"
-	[ $failed -eq 0 ] && echo "perf record -p: $n queries of a running program, the 20 after lowkey list saw it attached among them"
+	[ $failed -eq 0 ] && echo "perf record -p: $n queries of a running program, the 20 after lowkey list ($1) saw it attached among them"
 }
 
 run_perf()

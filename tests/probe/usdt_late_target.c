@@ -6,6 +6,7 @@
  *   fork: fork first; the child serves (its first answer is "pid P"), the parent waits for it.
  * Requests:
  *   emit N    call lkt_late:query(i, -2 * i, "users") for i = 0 .. N-1; "ok"
+ *   idle      call lkt_late:idle() once (a second site, which no test attaches to); "ok"
  *   on T      wait until the site is on (a tracer's semaphore seen by the watcher); "on NS", NS
  *             from T (CLOCK_MONOTONIC, ns: when the tracer attached) to that moment; "timeout"
  *             after a minute
@@ -29,6 +30,11 @@
 __attribute__((noinline)) static void query(long id, long twice, const char *table)
 {
 	LK_PROBE(lkt_late, query, id, twice, table);
+}
+
+__attribute__((noinline)) static void idle(void)
+{
+	LK_PROBE(lkt_late, idle);
 }
 
 static int query_on(const struct lk_probe_info *info, void *arg)
@@ -109,6 +115,9 @@ static void serve(void)
 				printf("timeout\n");
 		} else if (strcmp(line, "off\n") == 0) {
 			printf("%s\n", wait_until(false) ? "off" : "timeout");
+		} else if (strcmp(line, "idle\n") == 0) {
+			idle();
+			printf("ok\n");
 		} else if (strcmp(line, "watchers\n") == 0) {
 			printf("watchers %d\n", count_watchers());
 		} else if (strcmp(line, "quit\n") == 0) {

@@ -22,6 +22,7 @@
 #include "util/list_events.h"
 #include "internal/control.h"
 #include "util/probe_elf.h"
+#include "util/proc_mem.h"
 
 /*
  * What a process may send for LIST: a site per event id (16 bits), so many bytes, so long.
@@ -47,7 +48,9 @@ static const char list_usage[] =
 	"its control socket is open (LOWKEY_CONTROL=1 or lk_control_open()), what the process has\n"
 	"registered, dlopen()ed objects included, whether each site is on, and \"tracer\" where an\n"
 	"outside tracer (bpftrace, perf) holds the site's USDT semaphore; otherwise the sites of every\n"
-	"object it has mapped, read from their files.\n"
+	"object it has mapped, read from their files, and both from its memory where this user may\n"
+	"read it (the process's user without Yama's ptrace_scope, or root); else they are unknown,\n"
+	"and lowkey says why.\n"
 	"\n"
 	"Each site: provider:event, its kind (event, span-begin, span-end, counter), file:line, and\n"
 	"its arguments as written, with their types (i64, u64, f64, string, pointer). The globs of\n"
@@ -61,7 +64,9 @@ static const char list_usage[] =
 	"  -p, --pid PID   list the sites of a running process\n"
 	"  -j, --json      print {\"sites\": [{\"object\", \"provider\", \"event\", \"kind\", \"file\",\n"
 	"                  \"line\", \"args\": [{\"name\", \"type\"}], \"enabled\", \"tracer\"}]} (\"enabled\"\n"
-	"                  and \"tracer\" only when known); for BINARY..., also \"usdt\": [{\"object\",\n"
+	"                  and \"tracer\" only when known); for --pid, also \"pid\" and \"source\":\n"
+	"                  \"control\", \"memory\" (sites from the files, their state from its\n"
+	"                  memory) or \"elf\" (state unknown); for BINARY..., also \"usdt\": [{\"object\",\n"
 	"                  \"provider\", \"name\", \"args\", \"address\", \"semaphore\"}]: the USDT\n"
 	"                  probes of other providers\n"
 	"                  without an argument {\"events\": [{\"name\", \"section\", \"pmu\", \"supported\",\n"
@@ -300,7 +305,14 @@ static bool shares_its_place(const struct rows *r, size_t i)
 static void print_text(const struct rows *r)
 {
 	int wname = 12, wwhere = 10;
+	bool on_column = false, tracer_column = false;
 	char buf[1024], shown[4 * sizeof(buf)];
+
+	/* a column where one site's state is known: "?" for the others' */
+	for (size_t i = 0; i < r->n; i++) {
+		on_column |= r->v[i].enabled >= 0;
+		tracer_column |= r->v[i].tracer >= 0;
+	}
 
 	for (size_t i = 0; i < r->n; i++) {
 		int a = snprintf(buf, sizeof(buf), "%s:%s", r->v[i].provider, r->v[i].event);
@@ -325,10 +337,10 @@ static void print_text(const struct rows *r)
 		snprintf(buf, sizeof(buf), "%s:%s", s->provider, s->event);
 		printf("  %-*s  %-10s", wname, lk__text_escape(buf, shown, sizeof(shown)),
 		       lk__probe_kind_name(s->kind));
-		if (s->enabled >= 0)
-			printf("  %-3s", s->enabled ? "on" : "off");
-		if (s->tracer >= 0)
-			printf("  %-6s", s->tracer ? "tracer" : "");
+		if (on_column)
+			printf("  %-3s", s->enabled < 0 ? "?" : s->enabled ? "on" : "off");
+		if (tracer_column)
+			printf("  %-6s", s->tracer < 0 ? "?" : s->tracer ? "tracer" : "");
 		snprintf(buf, sizeof(buf), "%s:%u", s->file, s->line);
 		printf("  %-*s  ", wwhere, lk__text_escape(buf, shown, sizeof(shown)));
 		print_args(s);
@@ -377,9 +389,13 @@ static void print_foreign(const struct rows *r)
 
 /* ---- from files ---- */
 
-/* The sites of the file at path, or of the one open at fd (>= 0) when path is NULL. */
+/*
+ * The sites of the file at path, or of the one open at fd (>= 0) when path is NULL, shown as shown.
+ * mem: the process that maps it as shown, whose memory gives each site's state; NULL for a file
+ * named on the command line.
+ */
 static int rows_from_file(struct rows *r, const char *path, int fd, const char *shown,
-			  bool quiet_if_none)
+			  bool quiet_if_none, const struct proc_mem *mem)
 {
 	struct probe_elf_sites sites;
 	char err[512], name[1024];
@@ -412,6 +428,8 @@ static int rows_from_file(struct rows *r, const char *path, int fd, const char *
 				   s->function,	  sites.type,  s->line,	 s->kind, s->nargs,
 				   s->arg_types,  -1,	       -1 };
 
+		if (mem)
+			proc_mem_site_state(mem, shown, s, &row.enabled, &row.tracer);
 		rc = add_row(r, &row);
 	}
 	if (!rc && !quiet_if_none) /* a file named, not each object a process maps */
@@ -493,7 +511,8 @@ static int rows_from_control(struct rows *r, pid_t pid, char *err, size_t errlen
 	return rc == 1 ? 0 : rc;
 }
 
-static int rows_from_maps(struct rows *r, pid_t pid)
+/* The sites of every object process pid maps, read from their files; their state from mem. */
+static int rows_from_maps(struct rows *r, pid_t pid, const struct proc_mem *mem)
 {
 	char *shown[512];
 	int fds[512];
@@ -503,7 +522,7 @@ static int rows_from_maps(struct rows *r, pid_t pid)
 		return n;
 	for (int i = 0; i < n; i++)
 		if (fds[i] >= 0)
-			rows_from_file(r, NULL, fds[i], shown[i], true);
+			rows_from_file(r, NULL, fds[i], shown[i], true, mem);
 	proc_objects_free(fds, shown, n);
 	return 0;
 }
@@ -515,23 +534,82 @@ static bool read_files_instead(int rc)
 	       rc == -EPERM || rc == -EBUSY;
 }
 
-/* Why the sites come from the files; the control socket's error was rc (err). */
-static void say_why_files(pid_t pid, const char *name, const struct rows *r, int rc,
-			  const char *err)
+static size_t rows_unknown(const struct rows *r)
 {
-	if (!r->n)
+	size_t n = 0;
+
+	for (size_t i = 0; i < r->n; i++)
+		n += r->v[i].enabled < 0 || r->v[i].tracer < 0;
+	return n;
+}
+
+/* What the sites' state comes from, or why it is unknown: into buf. */
+static void say_state(const struct proc_mem *mem, const struct rows *r, char *buf, size_t len)
+{
+	char why[512];
+	size_t unknown = rows_unknown(r);
+
+	if (mem->fd < 0) {
+		proc_mem_why(mem, why, sizeof(why));
+		snprintf(buf, len,
+			 "whether each is on, and whether a tracer holds it, is unknown: %s", why);
+	} else if (unknown) {
+		snprintf(buf, len,
+			 "their state from its memory, but for %zu: what it maps there is not what "
+			 "the file holds now",
+			 unknown);
+	} else {
+		snprintf(buf, len, "their state from its memory");
+	}
+}
+
+/* Why the sites come from the files; the control socket's error was rc (err). */
+static void say_why_files(pid_t pid, const char *name, const struct rows *r,
+			  const struct proc_mem *mem, int rc, const char *err)
+{
+	char state[1024];
+
+	if (!r->n) {
 		fprintf(stderr, "lowkey list: process %d (%s) has no lowkey probe sites%s\n",
 			(int)pid, name,
 			proc_uses_lowkey(pid) == 1 ? "" : ": it is not linked with liblowkey");
-	else if (rc == -ENOTCONN || rc == -EBUSY || rc == -EPERM)
-		fprintf(stderr,
-			"lowkey list: %s (sites read from its files; whether each is on is unknown)\n",
-			err);
+		return;
+	}
+	say_state(mem, r, state, sizeof(state));
+	if (rc == -ENOTCONN || rc == -EBUSY || rc == -EPERM)
+		fprintf(stderr, "lowkey list: %s (sites read from its files; %s)\n", err, state);
 	else
 		fprintf(stderr,
 			"lowkey list: process %d (%s) has no control socket open: sites read from "
-			"its files; whether each is on is unknown (LOWKEY_CONTROL=1 opens it)\n",
-			(int)pid, name);
+			"its files; %s\n",
+			(int)pid, name, state);
+}
+
+/* Without a control socket: from the files the process maps, and its memory where readable. */
+static int rows_from_files_and_memory(struct rows *r, pid_t pid, const char *name, int ctl,
+				      const char *err, const char **source)
+{
+	struct proc_mem mem;
+	int rc = proc_mem_open(&mem, pid);
+
+	if (!rc) {
+		rc = rows_from_maps(r, pid, &mem);
+		if (rc)
+			proc_mem_close(&mem);
+	}
+	if (rc && ctl == -EPERM)
+		cli_error("list", NULL, "%s; nor can its mapped files be read", err);
+	else if (rc)
+		cli_error("list",
+			  rc == -EACCES ? "run lowkey as the process's user, or as root" : NULL,
+			  "cannot read the mapped files of process %d (%s): %s", (int)pid, name,
+			  strerror(-rc));
+	if (rc)
+		return rc;
+	*source = mem.fd >= 0 ? "memory" : "elf";
+	say_why_files(pid, name, r, &mem, ctl, err);
+	proc_mem_close(&mem);
+	return 0;
 }
 
 static int list_pid(pid_t pid, bool json)
@@ -539,10 +617,10 @@ static int list_pid(pid_t pid, bool json)
 	char err[1024], name[64];
 	struct rows r = { 0 };
 	const char *source = "control";
-	int rc, ctl;
+	int rc;
 
 	proc_name_of(pid, name, sizeof(name));
-	rc = ctl = rows_from_control(&r, pid, err, sizeof(err));
+	rc = rows_from_control(&r, pid, err, sizeof(err));
 	if (rc == -ESRCH) {
 		cli_error("list", NULL, "%s",
 			  err); /* no such process, or it exited as lowkey waited */
@@ -558,21 +636,10 @@ static int list_pid(pid_t pid, bool json)
 	if (rc) {
 		free_rows(&r);
 		memset(&r, 0, sizeof(r));
-		source = "elf";
-		rc = rows_from_maps(&r, pid);
-		if (rc && ctl == -EPERM)
-			cli_error("list", NULL, "%s; nor can its mapped files be read", err);
-		else if (rc)
-			cli_error("list",
-				  rc == -EACCES ? "run lowkey as the process's user, or as root" :
-						  NULL,
-				  "cannot read the mapped files of process %d (%s): %s", (int)pid,
-				  name, strerror(-rc));
-		if (rc) {
+		if (rows_from_files_and_memory(&r, pid, name, rc, err, &source)) {
 			free_rows(&r);
 			return CLI_EXIT_FAIL;
 		}
-		say_why_files(pid, name, &r, ctl, err);
 	}
 	sort_rows(&r);
 	if (json)
@@ -589,7 +656,7 @@ static int list_files(char **files, int n, bool json)
 	int failed = 0;
 
 	for (int i = 0; i < n; i++)
-		if (rows_from_file(&r, files[i], -1, files[i], false) != 0)
+		if (rows_from_file(&r, files[i], -1, files[i], false, NULL) != 0)
 			failed = 1;
 	sort_rows(&r);
 	if (json) {

@@ -403,6 +403,28 @@ static int index_image(struct image *im, GElf_Shdr *sites)
 
 /* ---- sites ---- */
 
+/*
+ * Where the file holds the len bytes at addr (as linked): the offset in the file of a PT_LOAD
+ * segment's bytes, or PROBE_ELF_NOWHERE (not in a segment's file part: .bss, or no such address).
+ */
+static uint64_t file_offset(struct image *im, uint64_t addr, uint64_t len)
+{
+	size_t nph = 0;
+
+	if (elf_getphdrnum(im->elf, &nph) != 0)
+		return PROBE_ELF_NOWHERE;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(im->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (addr >= ph.p_vaddr && addr - ph.p_vaddr <= ph.p_filesz &&
+		    len <= ph.p_filesz - (addr - ph.p_vaddr))
+			return ph.p_offset + (addr - ph.p_vaddr);
+	}
+	return PROBE_ELF_NOWHERE;
+}
+
 static int read_site(struct image *im, uint64_t addr, struct probe_elf_site *out)
 {
 	struct lk_probe_site raw;
@@ -432,7 +454,12 @@ static int read_site(struct image *im, uint64_t addr, struct probe_elf_site *out
 					raw.line,
 					raw.kind,
 					raw.nargs,
-					lk__site_public_types(raw.arg_types, raw.nargs) };
+					lk__site_public_types(raw.arg_types, raw.nargs),
+					raw.arg_types,
+					addr,
+					file_offset(im, addr, sizeof(raw)),
+					NULL,
+					0 };
 	free(written);
 	if (!out->provider || !out->event || !out->file || !out->arg_names || !out->function ||
 	    !*out->provider || !*out->event) {
@@ -616,6 +643,61 @@ static int read_foreign_usdt(struct image *im, struct probe_elf_sites *out)
 	return rc;
 }
 
+static int site_addr_cmp(const void *key, const void *site)
+{
+	uint64_t x = *(const uint64_t *)key, y = ((const struct probe_elf_site *)site)->addr;
+
+	return (x > y) - (x < y);
+}
+
+static int add_semaphore(struct probe_elf_site *s, uint64_t at)
+{
+	uint64_t *grown;
+
+	if (s->nsemaphores && (s->nsemaphores & (s->nsemaphores - 1)) == 0) {
+		grown = realloc(s->semaphores, 2 * s->nsemaphores * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		s->semaphores = grown;
+	} else if (!s->nsemaphores && !(s->semaphores = malloc(sizeof(*s->semaphores)))) {
+		return -ENOMEM;
+	}
+	s->semaphores[s->nsemaphores++] = at;
+	return 0;
+}
+
+/*
+ * Each site's semaphores, from __lk_probe_sdt: an entry per note, the offset from its first field
+ * of a slot holding the site's address, then the offset from its second of the semaphore. The
+ * sites are sorted by address. 0 or -ENOMEM.
+ */
+static int read_site_semaphores(struct image *im, struct probe_elf_sites *out)
+{
+	GElf_Shdr sh;
+	size_t entries;
+	int rc = 0;
+
+	if (!out->n || !section_named(im, "__lk_probe_sdt", &sh) ||
+	    sh.sh_size > (uint64_t)im->before.st_size)
+		return 0; /* a damaged size, larger than the file: not tried entry by entry */
+	entries = sh.sh_size / 16;
+	for (size_t i = 0; i < entries && !rc; i++) {
+		uint64_t field = sh.sh_addr + 16 * i, site, at;
+		int64_t slot, semaphore;
+		struct probe_elf_site *s;
+
+		if (!read_bytes(im, field, &slot, sizeof(slot)) ||
+		    !read_bytes(im, field + 8, &semaphore, sizeof(semaphore)) ||
+		    !read_pointer(im, field + (uint64_t)slot, &site))
+			continue;
+		s = bsearch(&site, out->sites, out->n, sizeof(*s), site_addr_cmp);
+		at = file_offset(im, field + 8 + (uint64_t)semaphore, 2);
+		if (s && at != PROBE_ELF_NOWHERE)
+			rc = add_semaphore(s, at);
+	}
+	return rc;
+}
+
 static int read_sites(const char *path, int from, struct probe_elf_sites *out, char *err,
 		      size_t errlen)
 {
@@ -677,7 +759,9 @@ static int read_sites(const char *path, int from, struct probe_elf_sites *out, c
 			out->skipped++;
 	}
 	free(seen);
-	rc = read_foreign_usdt(&im, out);
+	rc = read_site_semaphores(&im, out);
+	if (!rc)
+		rc = read_foreign_usdt(&im, out);
 	if (rc)
 		rc = lk__failf(err, errlen, rc, "out of memory");
 	rc = unless_changed(rc, fd, &im, path, err, errlen);
@@ -692,6 +776,7 @@ void probe_elf_free_sites(struct probe_elf_sites *s)
 	for (size_t i = 0; i < s->n; i++) {
 		free(s->sites[i].provider), free(s->sites[i].event);
 		free(s->sites[i].file), free(s->sites[i].arg_names), free(s->sites[i].function);
+		free(s->sites[i].semaphores);
 	}
 	free(s->sites);
 	for (size_t i = 0; i < s->nusdt; i++)

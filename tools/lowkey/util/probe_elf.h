@@ -11,11 +11,21 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* A file offset for what the file does not hold (NOBITS, outside every PT_LOAD segment). */
+#define PROBE_ELF_NOWHERE UINT64_MAX
+
 struct probe_elf_site {
 	char *provider, *event, *file, *arg_names;
 	char *function; /* "" when the file does not say */
 	unsigned int line, kind, nargs;
 	uint32_t arg_types; /* 4 bits per argument, as in struct lk_probe_site */
+	uint32_t raw_types; /* arg_types as the descriptor holds them */
+	uint64_t addr;	    /* the descriptor, as linked */
+	uint64_t at;	    /* its offset in the file, or PROBE_ELF_NOWHERE */
+	/* The file offsets of its USDT semaphores (one per copy of its code; a scoped span's end's
+	 * too), where the file holds them; what a process maps there is the live counter. */
+	uint64_t *semaphores;
+	unsigned int nsemaphores;
 };
 
 /* A USDT probe of another provider: a SystemTap SDT note (<sys/sdt.h>) that is no lowkey site's. */
