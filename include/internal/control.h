@@ -74,6 +74,9 @@ struct lk__ctl_client {
 	void *progress_arg;
 };
 
+/* Whether pid's environment has LOWKEY_CONTROL set true (false also when it cannot be read). */
+bool lk__ctl_asked(pid_t pid);
+
 /*
  * lk__ctl_find_socket - where the pinned process's control socket is: found from its open sockets
  * (/proc/PID/fd and /proc/net/unix) or, where those cannot be read, from where the library puts

@@ -520,7 +520,7 @@ static void say_why_files(pid_t pid, const char *name, const struct rows *r, int
 		fprintf(stderr, "lowkey list: process %d (%s) has no lowkey probe sites%s\n",
 			(int)pid, name,
 			proc_uses_lowkey(pid) == 1 ? "" : ": it is not linked with liblowkey");
-	else if (rc == -ENOTCONN || rc == -EBUSY || rc == -EPERM)
+	else if (rc == -ENOTCONN || rc == -EBUSY || rc == -EPERM || lk__ctl_asked(pid))
 		fprintf(stderr,
 			"lowkey list: %s (sites read from its files; whether each is on is unknown)\n",
 			err);

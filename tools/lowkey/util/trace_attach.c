@@ -65,6 +65,10 @@ static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
 	case -ENOENT:
 	case -ECONNREFUSED:
 	case -ESTALE:
+		if (lk__ctl_asked(pid)) {
+			cli_error("trace", NULL, "%s", err); /* it did ask for one: what is true */
+			return CLI_EXIT_FAIL;
+		}
 		uses = proc_uses_lowkey(pid);
 		if (uses == 0) {
 			cli_error(
