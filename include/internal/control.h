@@ -68,6 +68,8 @@ struct lk__ctl_client {
 	struct lk__ctl_pin pin;
 	uid_t uid; /* (uid_t)-1: not known (lk__ctl_connect_path) */
 	gid_t gid;
+	/* lk__ctl_connect: its mount namespace or root is not this side's; the paths it is given are its own */
+	bool other_mnt;
 	uint8_t buf[LK_CTL_MAX_MSG]; /* the last message received; decoded strings point here */
 	/* lk__ctl_call: told of the PROGRESS of the request it waits for (NULL: not told) */
 	void (*on_progress)(const struct lk__ctl_progress *p, void *arg);

@@ -610,6 +610,7 @@ static int connect_pinned(struct lk__ctl_client *c, const struct lk__ctl_pin *pi
 	if (!rc) {
 		rc = lk__view_connect(&v, path, &ids);
 		rc = take_connection(c, rc, ids, &v, path, pin->pid, err, errlen);
+		c->other_mnt = v.other_mnt;
 	}
 	lk__view_close(&v);
 	return rc;

@@ -250,7 +250,9 @@ static int take_from_child(int in, bool *ids)
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	int result[2] = { EIO, 0 }, fd = -1;
 	struct iovec iov = { result, sizeof(result) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = cbuf,
 			      .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *c;
 	ssize_t n;

@@ -30,14 +30,15 @@
 #include <unistd.h>
 
 enum {
-	LKT_NS_TMP = 1,	 /* a mount namespace with a tmpfs of its own on /tmp */
-	LKT_NS_PID = 2,	 /* and a pid namespace: the program is its pid 1, /proc remounted */
-	LKT_NS_USER = 4, /* and a user namespace: uid and gid 0 inside are lkt_ns.host_uid outside */
+	LKT_NS_TMP = 1, /* a mount namespace with a tmpfs of its own on /tmp */
+	LKT_NS_PID = 2, /* and a pid namespace: the program is its pid 1, /proc remounted */
+	LKT_NS_USER =
+		4, /* and a user namespace: uid and gid 0 inside are lkt_ns.host_uid outside */
 };
 
 struct lkt_ns {
-	pid_t pid;    /* the program, as the test sees it */
-	pid_t keeper; /* its parent, in the test's pid namespace */
+	pid_t pid;	/* the program, as the test sees it */
+	pid_t keeper;	/* its parent, in the test's pid namespace */
 	uid_t host_uid; /* LKT_NS_USER: whom the program's uid 0 is outside (not root) */
 	FILE *in, *out; /* the program's stdin and stdout */
 };
@@ -126,7 +127,8 @@ static inline int lkt_ns_report(struct lkt_ns *ns, int kinds, int report, int go
 	size_t n = 0;
 	ssize_t got;
 
-	while ((got = read(report, buf + n, sizeof(buf) - 1 - n)) > 0 || (got < 0 && errno == EINTR)) {
+	while ((got = read(report, buf + n, sizeof(buf) - 1 - n)) > 0 ||
+	       (got < 0 && errno == EINTR)) {
 		n += got > 0 ? (size_t)got : 0;
 		if (n == 1 && buf[0] == LKT_NS_MAPS && (kinds & LKT_NS_USER)) {
 			snprintf(map, sizeof(map), "0 %u 1\n", (unsigned int)ns->host_uid);

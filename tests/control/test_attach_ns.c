@@ -31,7 +31,7 @@
 #include "ctl_test.h"
 #include "control/control_internal.h"
 
-#define EVENTS 100	  /* app:tick events the program emits per line it reads */
+#define EVENTS 100     /* app:tick events the program emits per line it reads */
 #define OTHER_UID 4242 /* the host uid of the user namespace's uid 0: not root, no one's */
 
 static char scratch[] = SCRATCH_PARENT "/lkt-ns-XXXXXX";
@@ -224,6 +224,8 @@ static void trace_counts(int kinds, bool inside, const char *name)
 	kill(inside ? child_of(lk) : lk, SIGINT); /* nsenter does not pass Ctrl-C on */
 	wait_logged(lk, log);
 	lkt_expect(&r, 0, "events (0 lost)");
+	/* from the host, the path is the process's, in its own mount namespace, and said so */
+	assert_true(!strstr(r.out, "in its own mount namespace") == inside);
 	assert_int_equal(lkt_count(out, "app:tick").events, EVENTS);
 }
 
@@ -342,8 +344,8 @@ static void a_seccomp_profile_is_named(void **state)
 
 		dup2(fd, 1);
 		dup2(fd, 2);
-		exec_without_openat2((char *const[]){ LOWKEY, "enable", "--pid", pid, "app:tick",
-						      NULL });
+		exec_without_openat2(
+			(char *const[]){ LOWKEY, "enable", "--pid", pid, "app:tick", NULL });
 	}
 	wait_logged(lk, log);
 	if (r.status == 77) {
@@ -367,9 +369,28 @@ static void a_user_namespace_not_owned_is_named(void **state)
 		lkt_ns_end(&ns);
 		skip();
 	}
-	lkt_sh(&r, "setpriv --reuid=65534 --regid=65534 --clear-groups unshare -U -r %s enable --pid %d app:tick",
+	lkt_sh(&r,
+	       "setpriv --reuid=65534 --regid=65534 --clear-groups unshare -U -r %s enable --pid %d app:tick",
 	       LOWKEY, (int)ns.pid);
 	lkt_expect(&r, 1, "is in a user namespace that this root does not own");
+	lkt_ns_end(&ns);
+}
+
+/* Another user's process: whose it is, and who may attach. */
+static void another_users_process_is_named(void **state)
+{
+	(void)state;
+	start_target(LKT_NS_TMP | LKT_NS_PID);
+	if (lkt_sh(&r, "setpriv --reuid=65534 --regid=65534 --clear-groups %s --version", LOWKEY) !=
+	    0) {
+		print_message("skipped: nobody cannot run lowkey here (%s)\n", r.out);
+		lkt_ns_end(&ns);
+		skip();
+	}
+	lkt_sh(&r, "setpriv --reuid=65534 --regid=65534 --clear-groups %s enable --pid %d app:tick",
+	       LOWKEY, (int)ns.pid);
+	lkt_expect(&r, 1, "belongs to uid 0: run lowkey as that user or as root");
+	assert_null(strstr(r.out, "LOWKEY_CONTROL=1"));
 	lkt_ns_end(&ns);
 }
 
@@ -382,6 +403,7 @@ int main(void)
 		cmocka_unit_test(a_bad_directory_inside_is_named),
 		cmocka_unit_test(a_seccomp_profile_is_named),
 		cmocka_unit_test(a_user_namespace_not_owned_is_named),
+		cmocka_unit_test(another_users_process_is_named),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
