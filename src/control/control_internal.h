@@ -81,8 +81,10 @@ bool lk__view_as_owner(const struct lk__view *v);
 /*
  * lk__view_connect - a SOCK_SEQPACKET socket connected to the process's socket path, as its
  * owner when lk__view_as_owner (a forked child takes its uid and gid, connects, and passes the
- * descriptor back). The descriptor (close-on-exec), or -errno: connect's errors, -ENAMETOOLONG,
- * and where *ids is set, the errors of setgroups/setresgid/setresuid in the child.
+ * descriptor back). Under the process's root, a symbolic link in the socket's place is not
+ * followed. The descriptor (close-on-exec), or -errno: connect's errors, -ECONNREFUSED also where
+ * no socket is at path, -ENAMETOOLONG, and where *ids is set, the errors of
+ * setgroups/setresgid/setresuid in the child.
  */
 int lk__view_connect(const struct lk__view *v, const char *path, bool *ids);
 

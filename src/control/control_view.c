@@ -8,8 +8,8 @@
  * the process's is resolved under it with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS): a
  * symbolic link inside the container, absolute or "..", stays inside it, so the container's owner
  * cannot send this side (root, often) to a file of the host's. The socket is then connected
- * through /proc/self/fd/N/NAME, N its directory's descriptor: a path short enough for sun_path
- * wherever the socket is. This is done from this process, with no setns: setns(CLONE_NEWNS) is
+ * through /proc/self/fd/N, N an O_PATH descriptor of the socket itself (a symbolic link in its
+ * place is not followed): a path short enough for sun_path wherever the socket is. This is done from this process, with no setns: setns(CLONE_NEWNS) is
  * refused to a threaded process, and a forked child that entered the namespace would have to
  * trust the namespace's own paths all the same.
  *
@@ -293,21 +293,38 @@ static int connect_as(const char *sun_path, uid_t uid, gid_t gid, bool *ids)
 	return rc;
 }
 
+/*
+ * The socket itself, opened O_PATH under the process's root without following a last symbolic
+ * link: connect() through a path would follow one, out of the container. -errno: the lookup's,
+ * or -ECONNREFUSED where something else than a socket is there (nothing listens).
+ */
+static int socket_fd(const struct lk__view *v, const char *path)
+{
+	struct stat st;
+	int fd = lk__view_fd(v, path, O_NOFOLLOW);
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+		close(fd);
+		return -ECONNREFUSED;
+	}
+	return fd;
+}
+
 int lk__view_connect(const struct lk__view *v, const char *path, bool *ids)
 {
-	char sun_path[sizeof(((struct sockaddr_un *)0)->sun_path)], dir[PATH_MAX];
-	const char *name = strrchr(path, '/');
-	int dirfd = -1, rc;
+	char sun_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int sock = -1, rc;
 
 	*ids = false;
-	if (!name || path[0] != '/')
+	if (path[0] != '/')
 		return -EINVAL;
 	if (v->root >= 0) {
-		snprintf(dir, sizeof(dir), "%.*s", (int)(name - path), path);
-		dirfd = lk__view_fd(v, dir[0] ? dir : "/", O_DIRECTORY);
-		if (dirfd < 0)
-			return dirfd;
-		rc = snprintf(sun_path, sizeof(sun_path), "/proc/self/fd/%d%s", dirfd, name);
+		sock = socket_fd(v, path);
+		if (sock < 0)
+			return sock;
+		rc = snprintf(sun_path, sizeof(sun_path), "/proc/self/fd/%d", sock);
 	} else {
 		rc = snprintf(sun_path, sizeof(sun_path), "%s", path);
 	}
@@ -317,8 +334,8 @@ int lk__view_connect(const struct lk__view *v, const char *path, bool *ids)
 		rc = connect_as(sun_path, v->uid, v->gid, ids);
 	else
 		rc = connect_here(sun_path);
-	if (dirfd >= 0)
-		close(dirfd);
+	if (sock >= 0)
+		close(sock);
 	return rc;
 }
 

@@ -22,7 +22,9 @@
 #include <stdint.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <cmocka.h>
 
@@ -376,6 +378,36 @@ static void a_user_namespace_not_owned_is_named(void **state)
 	lkt_ns_end(&ns);
 }
 
+/*
+ * Its socket file replaced by a symbolic link to a socket of the host's at the same path: root
+ * does not follow it out of the container (nothing listens), and the host's socket is never
+ * connected to.
+ */
+static void a_link_in_the_sockets_place_is_not_followed(void **state)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	char inside[256];
+	int decoy, fd;
+
+	(void)state;
+	start_target(LKT_NS_TMP | LKT_NS_PID);
+	assert_true(strlen(in_scratch("decoy.sock")) < sizeof(addr.sun_path));
+	memcpy(addr.sun_path, path, strlen(path) + 1);
+	decoy = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0);
+	assert_int_equal(bind(decoy, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	assert_int_equal(listen(decoy, 4), 0);
+	snprintf(inside, sizeof(inside), "/proc/%d/root/tmp/lowkey-0/1.sock", (int)ns.pid);
+	assert_int_equal(unlink(inside), 0);
+	assert_int_equal(symlink(addr.sun_path, inside), 0);
+	lkt_sh(&r, "%s enable --pid %d app:tick", LOWKEY, (int)ns.pid);
+	lkt_expect(&r, 1, "nothing listens on /tmp/lowkey-0/1.sock");
+	fd = accept(decoy, NULL, NULL);
+	assert_int_equal(fd, -1); /* no one came */
+	assert_int_equal(errno, EAGAIN);
+	close(decoy);
+	lkt_ns_end(&ns);
+}
+
 /* Another user's process: whose it is, and who may attach. */
 static void another_users_process_is_named(void **state)
 {
@@ -404,6 +436,7 @@ int main(void)
 		cmocka_unit_test(a_seccomp_profile_is_named),
 		cmocka_unit_test(a_user_namespace_not_owned_is_named),
 		cmocka_unit_test(another_users_process_is_named),
+		cmocka_unit_test(a_link_in_the_sockets_place_is_not_followed),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
