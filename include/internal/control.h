@@ -68,19 +68,27 @@ struct lk__ctl_client {
 	struct lk__ctl_pin pin;
 	uid_t uid; /* (uid_t)-1: not known (lk__ctl_connect_path) */
 	gid_t gid;
+	/* lk__ctl_connect: its mount namespace or root is not this side's; the paths it is given are its own */
+	bool other_mnt;
 	uint8_t buf[LK_CTL_MAX_MSG]; /* the last message received; decoded strings point here */
 	/* lk__ctl_call: told of the PROGRESS of the request it waits for (NULL: not told) */
 	void (*on_progress)(const struct lk__ctl_progress *p, void *arg);
 	void *progress_arg;
 };
 
+/* Whether pid's environment has LOWKEY_CONTROL set true (false also when it cannot be read). */
+bool lk__ctl_asked(pid_t pid);
+
 /*
- * lk__ctl_find_socket - where the pinned process's control socket is: found from its open sockets
- * (/proc/PID/fd and /proc/net/unix) or, where those cannot be read, from where the library puts
- * them. Returns 0, -ESRCH (the process exited), -ENOENT (no control socket open), -ENOTCONN (none
- * open though its environment has LOWKEY_CONTROL=1: err says why, e.g. its directory belongs to
- * someone else), -EACCES (the process belongs to another user and this one is not root), -EPERM
- * (its open files cannot be read here, so whether it has one cannot be told). err says which.
+ * lk__ctl_find_socket - where the pinned process's control socket is, as a path of the process's
+ * own (in its mount namespace, named by its pid there): found from its open sockets (/proc/PID/fd
+ * and /proc/PID/net/unix) or, where those cannot be read, from where the library puts them, looked
+ * up under its root (/proc/PID/root). Returns 0, -ESRCH (the process exited), -ENOENT (no control
+ * socket open), -ENOTCONN (none open though its environment has LOWKEY_CONTROL=1: err says why,
+ * e.g. its directory belongs to someone else), -EACCES (the process belongs to another user and
+ * this one is not root), -EPERM (its open files cannot be read here, so whether it has one cannot
+ * be told; or it is in another mount namespace that cannot be reached from here: no ptrace access,
+ * a user namespace this root does not own, openat2 refused). err says which.
  * A process without a socket is waited for (polled every 10 ms) while it may still be starting
  * up: until it is 1 s old, or 5 s old if its environment has LOWKEY_CONTROL=1; it is -ESRCH as
  * soon as it exits, whatever process takes its pid.
@@ -91,6 +99,9 @@ int lk__ctl_find_socket(const struct lk__ctl_pin *pin, char *path, size_t len, c
 /*
  * lk__ctl_connect - pin process pid, connect to its control socket and check that it is what
  * answers (SO_PEERCRED) and still the process pinned; c->uid and c->gid are its effective owner.
+ * In another mount namespace the socket is reached under the process's root; as root, outside
+ * its user namespace, it is connected as the process's own uid and gid (a forked child), which
+ * its server accepts. Costs a fork then; not async-signal-safe.
  * The errors of lk__ctl_pin and lk__ctl_find_socket, and -ECONNREFUSED (a socket file is left but
  * nothing listens), -EACCES (refused: another user), -ESTALE (another process answers).
  */

@@ -82,8 +82,11 @@ static bool is_control_path(const char *path, pid_t pid)
 	return lp > lt && strcmp(path + lp - lt, tail) == 0 && strstr(path, "lowkey");
 }
 
-/* A listening SOCK_SEQPACKET socket of pid's named like a control socket. */
-static int socket_from_proc(pid_t pid, char *path, size_t len)
+/*
+ * A listening SOCK_SEQPACKET socket of pid's named like a control socket: named by nspid, the pid
+ * its own pid namespace gave it. The path is the one it bound, in its own mount namespace.
+ */
+static int socket_from_proc(pid_t pid, pid_t nspid, char *path, size_t len)
 {
 	unsigned long *inodes = malloc(MAX_SOCKETS * sizeof(*inodes));
 	char file[64], line[PATH_MAX + 128], name[PATH_MAX];
@@ -106,7 +109,7 @@ static int socket_from_proc(pid_t pid, char *path, size_t len)
 		if (sscanf(line, "%*s %*s %*s %x %x %*s %lu %4095s", &flags, &type, &inode, name) !=
 		    4)
 			continue;
-		if (type != SOCK_SEQPACKET || !(flags & 0x10000) || !is_control_path(name, pid))
+		if (type != SOCK_SEQPACKET || !(flags & 0x10000) || !is_control_path(name, nspid))
 			continue; /* 0x10000: __SO_ACCEPTCON, listening */
 		for (size_t i = 0; i < n; i++) {
 			if (inodes[i] == inode && strlen(name) < len) {
@@ -178,79 +181,95 @@ static bool process_owner(pid_t pid, uid_t *uid, gid_t *gid)
 	return true;
 }
 
-/* Where the library would have put the socket; the first that exists. */
-static int socket_from_candidates(pid_t pid, uid_t uid, char *path, size_t len)
+/* Where the library would have put the socket, in the process's own view; the first that exists. */
+static int socket_from_candidates(const struct lk__view *v, char *path, size_t len)
 {
 	char cand[4][PATH_MAX], xdg[PATH_MAX];
 	const char *mine = getenv("XDG_RUNTIME_DIR");
-	int n = 0, denied = 0;
+	unsigned int uid = (unsigned int)v->nsuid;
+	int n = 0, denied = 0, pid = (int)v->nspid, rc;
 	struct stat st;
 
-	if (process_xdg(pid, xdg, sizeof(xdg)))
-		snprintf(cand[n++], PATH_MAX, "%.4000s/lowkey/%d.sock", xdg, (int)pid);
-	snprintf(cand[n++], PATH_MAX, "/tmp/lowkey-%u/%d.sock", (unsigned int)uid, (int)pid);
-	snprintf(cand[n++], PATH_MAX, "/run/user/%u/lowkey/%d.sock", (unsigned int)uid, (int)pid);
-	if (mine && mine[0] == '/')
-		snprintf(cand[n++], PATH_MAX, "%.4000s/lowkey/%d.sock", mine, (int)pid);
+	if (process_xdg(v->pid, xdg, sizeof(xdg)))
+		snprintf(cand[n++], PATH_MAX, "%.4000s/lowkey/%d.sock", xdg, pid);
+	snprintf(cand[n++], PATH_MAX, "/tmp/lowkey-%u/%d.sock", uid, pid);
+	snprintf(cand[n++], PATH_MAX, "/run/user/%u/lowkey/%d.sock", uid, pid);
+	if (mine && mine[0] == '/' && !v->other_mnt)
+		snprintf(cand[n++], PATH_MAX, "%.4000s/lowkey/%d.sock", mine, pid);
 	for (int i = 0; i < n; i++) {
-		if (stat(cand[i], &st) == 0 && S_ISSOCK(st.st_mode) && strlen(cand[i]) < len) {
+		rc = lk__view_stat(v, cand[i], &st, true);
+		if (rc == 0 && S_ISSOCK(st.st_mode) && strlen(cand[i]) < len) {
 			snprintf(path, len, "%s", cand[i]);
 			return 0;
 		}
-		denied |= errno == EACCES;
+		denied |= rc == -EACCES;
 	}
 	return denied ? -EACCES : -ENOENT;
 }
 
-/* What is wrong with dir as the control directory of a process of uid (see lk__control_dir); NULL: nothing. */
-static const char *dir_problem(const char *dir, uid_t uid, char *why, size_t len)
+/*
+ * What is wrong with dir (the process's path) as the control directory of the process (see
+ * lk__control_dir); NULL: nothing.
+ */
+static const char *dir_problem(const struct lk__view *v, const char *dir, char *why, size_t len)
 {
+	const char *where = v->other_mnt ? " (in its mount namespace)" : "";
+	uid_t uid = v->uid;
 	struct stat st;
+	int rc = lk__view_stat(v, dir, &st, false);
 
-	if (lstat(dir, &st) != 0)
-		snprintf(why, len, "%s cannot be looked at (%s)", dir, strerror(errno));
+	if (rc != 0)
+		snprintf(why, len, "%s%s cannot be looked at (%s)", dir, where, strerror(-rc));
 	else if (S_ISLNK(st.st_mode))
-		snprintf(why, len, "%s is a symbolic link: remove it", dir);
+		snprintf(why, len, "%s%s is a symbolic link: remove it", dir, where);
 	else if (!S_ISDIR(st.st_mode))
-		snprintf(why, len, "%s is not a directory: remove it", dir);
+		snprintf(why, len, "%s%s is not a directory: remove it", dir, where);
 	else if (st.st_uid != uid)
 		snprintf(
 			why, len,
-			"%s belongs to uid %u, not to the process's uid %u: someone else made it; remove it",
-			dir, (unsigned int)st.st_uid, (unsigned int)uid);
+			"%s%s belongs to uid %u, not to the process's uid %u: someone else made it; remove it",
+			dir, where, (unsigned int)st.st_uid, (unsigned int)uid);
 	else if (st.st_mode & 077)
-		snprintf(why, len, "%s is open to other users (mode %03o): `chmod 700 %s`", dir,
-			 (unsigned int)(st.st_mode & 0777), dir);
+		snprintf(why, len, "%s%s is open to other users (mode %03o): `chmod 700 %s`", dir,
+			 where, (unsigned int)(st.st_mode & 0777), dir);
 	else
 		return NULL;
 	return why;
 }
 
-/* The directory pid's library would use for its socket (lk__control_dir, seen from outside). */
-static void control_dir(pid_t pid, uid_t uid, char *dir, size_t len)
+/* The directory the process's library would use for its socket (lk__control_dir, seen from outside). */
+static void control_dir(const struct lk__view *v, char *dir, size_t len)
 {
 	char xdg[PATH_MAX], why[64];
 
-	if (process_xdg(pid, xdg, sizeof(xdg)) && !dir_problem(xdg, uid, why, sizeof(why)) &&
+	if (process_xdg(v->pid, xdg, sizeof(xdg)) && !dir_problem(v, xdg, why, sizeof(why)) &&
 	    strlen(xdg) + sizeof("/lowkey/4194304.sock") <=
 		    sizeof(((struct sockaddr_un *)0)->sun_path) &&
 	    snprintf(dir, len, "%s/lowkey", xdg) < (int)len)
 		return;
-	snprintf(dir, len, "/tmp/lowkey-%u", (unsigned int)uid);
+	snprintf(dir, len, "/tmp/lowkey-%u", (unsigned int)v->nsuid);
+}
+
+bool lk__ctl_asked(pid_t pid)
+{
+	char value[64];
+	bool asked = false;
+
+	return process_env(pid, "LOWKEY_CONTROL=", value, sizeof(value)) &&
+	       lk__parse_bool(value, &asked) == 0 && asked;
 }
 
 /* pid has no socket open: -ENOENT, or -ENOTCONN when its environment asked for one, with why not. */
-static int no_socket(pid_t pid, uid_t uid, char *err, size_t errlen)
+static int no_socket(const struct lk__view *v, char *err, size_t errlen)
 {
-	char value[64], dir[PATH_MAX], why[PATH_MAX + 128];
-	bool asked = false;
+	char dir[PATH_MAX], why[PATH_MAX + 128];
+	pid_t pid = v->pid;
 
-	if (!process_env(pid, "LOWKEY_CONTROL=", value, sizeof(value)) ||
-	    lk__parse_bool(value, &asked) != 0 || !asked)
+	if (!lk__ctl_asked(pid))
 		return lk__failf(err, errlen, -ENOENT,
 				 "process %d has no lowkey control socket open", (int)pid);
-	control_dir(pid, uid, dir, sizeof(dir));
-	if (!dir_problem(dir, uid, why, sizeof(why)))
+	control_dir(v, dir, sizeof(dir));
+	if (!dir_problem(v, dir, why, sizeof(why)))
 		return lk__failf(
 			err, errlen, -ENOTCONN,
 			"process %d was started with LOWKEY_CONTROL=1 but has no "
@@ -388,37 +407,76 @@ static void pause_on(const struct lk__ctl_pin *pin)
 #define LK_CTL_YOUNG_MS 1000
 #define LK_CTL_STARTUP_MS 5000
 
-static bool may_still_open_its_socket(const struct lk__ctl_pin *pin, uid_t uid)
+static bool may_still_open_its_socket(const struct lk__ctl_pin *pin, const struct lk__view *v)
 {
-	char value[64], dir[PATH_MAX], why[PATH_MAX + 128];
-	bool asked = false;
+	char dir[PATH_MAX], why[PATH_MAX + 128];
 	int64_t age = process_age_ms(pin);
-	pid_t pid = pin->pid;
 	struct stat st;
+	int rc;
 
 	if (age >= 0 && age < LK_CTL_YOUNG_MS)
 		return true;
-	if (age < 0 || age >= LK_CTL_STARTUP_MS ||
-	    !process_env(pid, "LOWKEY_CONTROL=", value, sizeof(value)) ||
-	    lk__parse_bool(value, &asked) != 0 || !asked)
+	if (age < 0 || age >= LK_CTL_STARTUP_MS || !lk__ctl_asked(pin->pid))
 		return false;
-	control_dir(pid, uid, dir, sizeof(dir));
-	if (lstat(dir, &st) != 0)
-		return errno == ENOENT;			 /* a directory it will make */
-	return !dir_problem(dir, uid, why, sizeof(why)); /* else it never will */
+	control_dir(v, dir, sizeof(dir));
+	rc = lk__view_stat(v, dir, &st, false);
+	if (rc != 0)
+		return rc == -ENOENT;		       /* a directory it will make */
+	return !dir_problem(v, dir, why, sizeof(why)); /* else it never will */
+}
+
+/* Whether this process is in the initial user namespace (its uid_map maps every uid to itself). */
+static bool in_initial_userns(void)
+{
+	unsigned long inside, outside, count;
+	FILE *f = fopen("/proc/self/uid_map", "re");
+	bool initial = f && fscanf(f, "%lu %lu %lu", &inside, &outside, &count) == 3 &&
+		       inside == 0 && outside == 0 && count == 4294967295UL;
+
+	if (f)
+		fclose(f);
+	return initial;
+}
+
+/* The process is in another mount namespace whose root cannot be reached from here: why, and what to do. */
+static int out_of_reach(const struct lk__view *v, char *err, size_t errlen)
+{
+	int pid = (int)v->pid;
+
+	if (v->resolve_err)
+		return lk__failf(
+			err, errlen, -EPERM,
+			"process %d is in another mount namespace (a container, or a service with "
+			"PrivateTmp=) and its files cannot be reached safely from here: openat2 is "
+			"refused (%s: a seccomp profile, or a kernel before 5.6): run lowkey inside "
+			"the process's container (`docker exec`, `kubectl debug`) or on the host",
+			pid, strerror(v->resolve_err));
+	if (geteuid() == 0 && !in_initial_userns())
+		return lk__failf(
+			err, errlen, -EPERM,
+			"process %d is in a user namespace that this root does not own (lowkey runs "
+			"in a container or user namespace of its own): run lowkey on the host as "
+			"root, or inside the process's container",
+			pid);
+	return lk__failf(err, errlen, -EPERM,
+			 "process %d is in another mount namespace (a container, or a service with "
+			 "PrivateTmp=) that this user may not enter: no ptrace access over it (%s; "
+			 "CAP_SYS_PTRACE grants it): run lowkey as root, or inside the process's "
+			 "namespaces as its user (`nsenter -t %d -a`, `docker exec`)",
+			 pid, strerror(v->root_err), pid);
 }
 
 /* Where the pinned process's socket is, waiting for it while it may still open it; see find_socket. */
-static int find_socket(const struct lk__ctl_pin *pin, uid_t uid, char *path, size_t len, char *err,
-		       size_t errlen)
+static int find_socket(const struct lk__ctl_pin *pin, const struct lk__view *v, char *path,
+		       size_t len, char *err, size_t errlen)
 {
 	pid_t pid = pin->pid;
 	bool wait;
 	int rc;
 
 	for (;;) {
-		rc = socket_from_proc(pid, path, len);
-		wait = rc == -ENOENT && may_still_open_its_socket(pin, uid);
+		rc = socket_from_proc(pid, v->nspid, path, len);
+		wait = rc == -ENOENT && may_still_open_its_socket(pin, v);
 		if (lk__ctl_pin_check(pin) != 0 || !wait)
 			break;
 		pause_on(pin);
@@ -426,12 +484,14 @@ static int find_socket(const struct lk__ctl_pin *pin, uid_t uid, char *path, siz
 	if (rc == 0)
 		return 0;
 	if (rc == -ENOENT)
-		return no_socket(pid, uid, err, errlen);
-	if (socket_from_candidates(pid, uid, path, len) == 0)
+		return no_socket(v, err, errlen);
+	if (socket_from_candidates(v, path, len) == 0)
 		return 0;
-	if (uid != geteuid() && geteuid() != 0)
+	if (v->root < 0 && (v->other_mnt || (geteuid() == 0 && !in_initial_userns())))
+		return out_of_reach(v, err, errlen);
+	if (v->uid != geteuid() && geteuid() != 0)
 		return lk__failf(err, errlen, -EACCES, "process %d belongs to uid %u", (int)pid,
-				 (unsigned int)uid);
+				 (unsigned int)v->uid);
 	return lk__failf(
 		err, errlen, -EPERM,
 		"cannot tell whether process %d has a lowkey control socket open: "
@@ -440,16 +500,31 @@ static int find_socket(const struct lk__ctl_pin *pin, uid_t uid, char *path, siz
 		(int)pid, (int)pid, strerror(-rc));
 }
 
-int lk__ctl_find_socket(const struct lk__ctl_pin *pin, char *path, size_t len, char *err,
-			size_t errlen)
+/* The pinned process's view of its files (see lk__view_open), or why it cannot be had. */
+static int open_view(const struct lk__ctl_pin *pin, struct lk__view *v, char *err, size_t errlen)
 {
 	uid_t uid;
 	gid_t gid;
 
-	if (!process_owner(pin->pid, &uid, &gid))
-		return pinned(pin, lk__failf(err, errlen, -ESRCH, "no process %d", (int)pin->pid),
-			      err, errlen);
-	return pinned(pin, find_socket(pin, uid, path, len, err, errlen), err, errlen);
+	if (!process_owner(pin->pid, &uid, &gid)) {
+		*v = (struct lk__view){ .root = -1 };
+		return lk__failf(err, errlen, -ESRCH, "no process %d", (int)pin->pid);
+	}
+	if (lk__view_open(v, pin->pid, uid, gid) != 0)
+		return out_of_reach(v, err, errlen);
+	return 0;
+}
+
+int lk__ctl_find_socket(const struct lk__ctl_pin *pin, char *path, size_t len, char *err,
+			size_t errlen)
+{
+	struct lk__view v;
+	int rc = open_view(pin, &v, err, errlen);
+
+	if (!rc)
+		rc = find_socket(pin, &v, path, len, err, errlen);
+	lk__view_close(&v);
+	return pinned(pin, rc, err, errlen);
 }
 
 /* ---- connecting ---- */
@@ -463,43 +538,41 @@ static void reset(struct lk__ctl_client *c)
 	c->gid = (gid_t)-1;
 }
 
-int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expect_pid, char *err,
-			 size_t errlen)
+/* Connected (fd) to path, or why not (rc, -errno: ids, the process's ids could not be taken). */
+static int take_connection(struct lk__ctl_client *c, int rc, bool ids, const struct lk__view *v,
+			   const char *path, pid_t expect_pid, char *err, size_t errlen)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	struct ucred cred;
 	socklen_t credlen = sizeof(cred);
-	int rc;
 
-	reset(c);
-	if (strlen(path) >= sizeof(addr.sun_path))
-		return lk__failf(err, errlen, -ENAMETOOLONG, "socket path too long: %s", path);
-	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
 	snprintf(c->path, sizeof(c->path), "%s", path);
-	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (c->fd < 0)
-		return lk__failf(err, errlen, -errno, "socket: %s", strerror(errno));
-	if (connect(c->fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
-		rc = -errno;
-		lk__ctl_disconnect(c);
-		if (rc == -ECONNREFUSED)
-			return lk__failf(
-				err, errlen, rc,
-				"nothing listens on %s (its process has exited or closed it)",
-				path);
-		if (rc == -EACCES || rc == -EPERM)
-			return lk__failf(
-				err, errlen, -EACCES,
-				"no permission to connect to %s: it belongs to another user", path);
+	if (rc >= 0)
+		c->fd = rc;
+	else if (ids)
+		return lk__failf(
+			err, errlen, rc,
+			"cannot take the ids of process %d (uid %u, gid %u) to connect to its "
+			"socket from outside its user namespace: %s (a seccomp profile?)",
+			(int)v->pid, (unsigned int)v->uid, (unsigned int)v->gid, strerror(-rc));
+	else if (rc == -ECONNREFUSED)
+		return lk__failf(err, errlen, rc,
+				 "nothing listens on %s (its process has exited or closed it)",
+				 path);
+	else if (rc == -EACCES || rc == -EPERM)
+		return lk__failf(err, errlen, -EACCES,
+				 "no permission to connect to %s: it belongs to another user",
+				 path);
+	else if (rc == -ENAMETOOLONG)
+		return lk__failf(err, errlen, rc, "socket path too long: %s", path);
+	else
 		return lk__failf(err, errlen, rc, "cannot connect to %s: %s", path, strerror(-rc));
-	}
 	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) != 0) {
 		rc = -errno;
 		lk__ctl_disconnect(c);
 		return lk__failf(err, errlen, rc, "cannot read the credentials of %s: %s", path,
 				 strerror(-rc));
 	}
-	/* cred.pid: the thread group of the thread that called listen() */
+	/* cred.pid: the thread group of the thread that called listen(), as this side sees it */
 	if (expect_pid && cred.pid != expect_pid) {
 		lk__ctl_disconnect(c);
 		return lk__failf(err, errlen, -ESTALE, "%s is served by process %d, not %d", path,
@@ -509,9 +582,42 @@ int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expec
 	return 0;
 }
 
-int lk__ctl_connect(struct lk__ctl_client *c, pid_t pid, char *err, size_t errlen)
+int lk__ctl_connect_path(struct lk__ctl_client *c, const char *path, pid_t expect_pid, char *err,
+			 size_t errlen)
+{
+	const struct lk__view here = { .root = -1 };
+	bool ids = false;
+	int rc;
+
+	reset(c);
+	if (strlen(path) >= sizeof(c->path))
+		return lk__failf(err, errlen, -ENAMETOOLONG, "socket path too long: %s", path);
+	rc = lk__view_connect(&here, path, &ids);
+	return take_connection(c, rc, ids, &here, path, expect_pid, err, errlen);
+}
+
+/* Find the pinned process's socket and connect to it, both in its own view. */
+static int connect_pinned(struct lk__ctl_client *c, const struct lk__ctl_pin *pin, char *err,
+			  size_t errlen)
 {
 	char path[sizeof(c->path)];
+	struct lk__view v;
+	bool ids = false;
+	int rc = open_view(pin, &v, err, errlen);
+
+	if (!rc)
+		rc = find_socket(pin, &v, path, sizeof(path), err, errlen);
+	if (!rc) {
+		rc = lk__view_connect(&v, path, &ids);
+		rc = take_connection(c, rc, ids, &v, path, pin->pid, err, errlen);
+		c->other_mnt = v.other_mnt;
+	}
+	lk__view_close(&v);
+	return rc;
+}
+
+int lk__ctl_connect(struct lk__ctl_client *c, pid_t pid, char *err, size_t errlen)
+{
 	struct lk__ctl_pin pin;
 	uid_t uid = (uid_t)-1;
 	gid_t gid = (gid_t)-1;
@@ -521,9 +627,7 @@ int lk__ctl_connect(struct lk__ctl_client *c, pid_t pid, char *err, size_t errle
 	rc = lk__ctl_pin(&pin, pid, err, errlen);
 	if (rc)
 		return rc;
-	rc = lk__ctl_find_socket(&pin, path, sizeof(path), err, errlen);
-	if (!rc)
-		rc = lk__ctl_connect_path(c, path, pid, err, errlen);
+	rc = connect_pinned(c, &pin, err, errlen);
 	if (!rc && !process_owner(pid, &uid, &gid))
 		rc = lk__failf(err, errlen, -ESRCH, "no process %d", (int)pid);
 	/*

@@ -10,6 +10,8 @@
  *   exec-child N     app:tick N times here, child:tick N times in a child that execs this program
  *   child-emit N     child:tick N times
  *   serve [MS]       print "ready PID", then app:tick every millisecond until SIGTERM or MS ms
+ *   on-input N       print "ready PID", then emit N for each line read on stdin, saying "emitted"
+ *                    after each; exits at the end of stdin (events counted exactly from outside)
  *   die N            app:tick N times, wait for the consumer to write them, then SIGKILL itself
  *   list             print every registered site, one per line (to compare with `lowkey list`)
  * LKT_MARKER=FILE: create FILE first thing in main (proves main ran).
@@ -88,6 +90,20 @@ static int serve(long ms)
 	return 0;
 }
 
+static int on_input(long n)
+{
+	char line[64];
+
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		emit(n);
+		printf("emitted\n");
+		fflush(stdout);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "emit";
@@ -127,6 +143,8 @@ int main(int argc, char **argv)
 		child_emit(n);
 		return 0;
 	}
+	if (strcmp(mode, "on-input") == 0)
+		return on_input(n);
 	if (strcmp(mode, "serve") == 0)
 		return serve(argc > 2 ? n : 0);
 	if (strcmp(mode, "die") == 0) {

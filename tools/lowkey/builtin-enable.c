@@ -128,7 +128,7 @@ static int run_rules(int argc, char **argv, bool enable)
 		return cli_pid_denied(cmd, err);
 	if (rc) {
 		cli_error(cmd,
-			  rc == -ENOENT || rc == -ECONNREFUSED ?
+			  (rc == -ENOENT || rc == -ECONNREFUSED) && !lk__ctl_asked(pid) ?
 				  "start the program with LOWKEY_CONTROL=1, or have it call "
 				  "lk_control_open()" :
 				  NULL,

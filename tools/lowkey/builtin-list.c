@@ -576,7 +576,7 @@ static void say_why_files(pid_t pid, const char *name, const struct rows *r,
 		return;
 	}
 	say_state(mem, r, state, sizeof(state));
-	if (rc == -ENOTCONN || rc == -EBUSY || rc == -EPERM)
+	if (rc == -ENOTCONN || rc == -EBUSY || rc == -EPERM || lk__ctl_asked(pid))
 		fprintf(stderr, "lowkey list: %s (sites read from its files; %s)\n", err, state);
 	else
 		fprintf(stderr,

@@ -129,7 +129,9 @@ static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
 	case -ENOENT:
 	case -ECONNREFUSED:
 	case -ESTALE:
-		if (proc_uses_lowkey(pid) == 0)
+		if (lk__ctl_asked(pid))
+			cli_error("snapshot", NULL, "%s", err); /* it did ask for one */
+		else if (proc_uses_lowkey(pid) == 0)
 			cli_error("snapshot", NULL,
 				  "process %d (%s) is not linked with liblowkey: it has no flight "
 				  "recorder",

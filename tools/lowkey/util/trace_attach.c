@@ -65,6 +65,10 @@ static int explain_connect(pid_t pid, const char *name, int rc, const char *err)
 	case -ENOENT:
 	case -ECONNREFUSED:
 	case -ESTALE:
+		if (lk__ctl_asked(pid)) {
+			cli_error("trace", NULL, "%s", err); /* it did ask for one: what is true */
+			return CLI_EXIT_FAIL;
+		}
 		uses = proc_uses_lowkey(pid);
 		if (uses == 0) {
 			cli_error(
@@ -264,6 +268,12 @@ static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char
 	return 0;
 }
 
+/* Where the output is, said after its path when the process's mount namespace is not this one's. */
+static const char *theirs(const struct lk__ctl_client *c)
+{
+	return c->other_mnt ? " (in its own mount namespace)" : "";
+}
+
 static int exited(struct lk__ctl_client *c, const char *err)
 {
 	cli_error("trace", NULL, "%s", err);
@@ -304,7 +314,8 @@ int trace_attach(struct trace_opts *o)
 		uid = c.uid;
 		gid = c.gid;
 	}
-	if (trace_prepare_output(o, uid, gid) || start(&c, o, name) != 0) {
+	/* another mount namespace: the path is the process's own, a file this side does not see */
+	if ((!c.other_mnt && trace_prepare_output(o, uid, gid)) || start(&c, o, name) != 0) {
 		trace_discard_output(o);
 		lk__ctl_disconnect(&c);
 		return CLI_EXIT_FAIL;
@@ -318,11 +329,11 @@ int trace_attach(struct trace_opts *o)
 		return CLI_EXIT_OK;
 	}
 	if (o->duration)
-		fprintf(stderr, "lowkey trace: tracing process %d (%s) for %g s into %s\n",
-			(int)o->pid, name, o->duration, o->output);
+		fprintf(stderr, "lowkey trace: tracing process %d (%s) for %g s into %s%s\n",
+			(int)o->pid, name, o->duration, o->output, theirs(&c));
 	else
-		fprintf(stderr, "lowkey trace: tracing process %d (%s) into %s; Ctrl-C stops\n",
-			(int)o->pid, name, o->output);
+		fprintf(stderr, "lowkey trace: tracing process %d (%s) into %s%s; Ctrl-C stops\n",
+			(int)o->pid, name, o->output, theirs(&c));
 	end = wait_for_end(&c, o, name, &t);
 	status_clear();
 	if (end == STOP_ASKED) {
@@ -336,7 +347,7 @@ int trace_attach(struct trace_opts *o)
 			end == PROCESS_EXITED ?
 				"exited; its trace is finished" :
 				"ended without finishing the trace: what it had written is kept");
-		if (end == PROCESS_VANISHED &&
+		if (end == PROCESS_VANISHED && !c.other_mnt &&
 		    (o->format == LK_TRACE_CTF ||
 		     find_ctf_beside(o->output, ctf_dir, sizeof(ctf_dir))) &&
 		    trace_recover(o, ctf_dir, &t, err, sizeof(err)) != 0) {
@@ -345,5 +356,10 @@ int trace_attach(struct trace_opts *o)
 		}
 	}
 	trace_print_summary(o, &t);
+	if (c.other_mnt)
+		fprintf(stderr,
+			"lowkey trace: %s is in process %d's own mount namespace: /proc/%d/root%s "
+			"from here while it runs\n",
+			o->output, (int)o->pid, (int)o->pid, o->output);
 	return CLI_EXIT_OK;
 }

@@ -1,0 +1,443 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `lowkey trace|enable|snapshot|list --pid` against a process in namespaces of its own, made here
+ * with unshare(2) (tests/cli/namespaces.h): a private /tmp (systemd's PrivateTmp=), pid + mount
+ * namespaces (the process is pid 1 there), and pid + mount + user namespaces whose uid 0 is a
+ * non-root uid of the host's (root of the host is not mapped there). Each is attached to from the
+ * host as root, and from inside its namespaces as its own user (nsenter), with the events counted
+ * exactly; and each refusal says what is true. Root only; each case skips, saying why, where the
+ * namespaces cannot be made here.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "cli/namespaces.h"
+#include "cli/run.h"
+#include "ctl_test.h"
+#include "control/control_internal.h"
+
+#define EVENTS 100     /* app:tick events the program emits per line it reads */
+#define OTHER_UID 4242 /* the host uid of the user namespace's uid 0: not root, no one's */
+
+static char scratch[] = SCRATCH_PARENT "/lkt-ns-XXXXXX";
+static struct lkt_run r;
+static char path[1024], err[1024];
+static struct lkt_ns ns;
+
+static int kinds_now; /* the case's namespaces: its files are named after them */
+
+static const char *in_scratch(const char *name)
+{
+	snprintf(path, sizeof(path), "%s/%d-%s", scratch, kinds_now, name);
+	return path;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	unsetenv("XDG_RUNTIME_DIR"); /* the socket goes to the process's own /tmp */
+	if (!mkdtemp(scratch))
+		return -1;
+	return chmod(scratch, 0777); /* the user namespace's process writes its traces there */
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	lkt_ns_end(&ns);
+	return lkt_sh(&r, "rm -rf '%s'", scratch);
+}
+
+/* Root, and the programs and the scratch directory outside /tmp, which the process does not see. */
+static void need_root_outside_tmp(void)
+{
+	if (geteuid() != 0) {
+		print_message("skipped: making namespaces and mapping users needs root\n");
+		skip();
+	}
+	if (strncmp(scratch, "/tmp/", 5) == 0 || strncmp(LOWKEY, "/tmp/", 5) == 0 ||
+	    strncmp(TARGET, "/tmp/", 5) == 0) {
+		print_message("skipped: the build tree is under /tmp, which the process's own /tmp "
+			      "hides\n");
+		skip();
+	}
+}
+
+/* Start argv in namespaces of kinds; skip, saying why, where they cannot be made here. */
+static void start_in(int kinds, char *const argv[])
+{
+	char why[512], line[64];
+
+	need_root_outside_tmp();
+	kinds_now = kinds;
+	ns = (struct lkt_ns){ .host_uid = (kinds & LKT_NS_USER) ? OTHER_UID : 0 };
+	if (lkt_ns_spawn(&ns, kinds, argv, why, sizeof(why)) != 0) {
+		print_message("skipped: %s\n", why);
+		skip();
+	}
+	assert_non_null(fgets(line, sizeof(line), ns.out));
+	assert_int_equal(strncmp(line, "ready ", 6), 0);
+}
+
+static void start_target(int kinds)
+{
+	start_in(kinds, (char *const[]){ TARGET, "on-input", "100", NULL });
+}
+
+/* The program emits EVENTS app:tick; returns once it has. */
+static void poke(void)
+{
+	char line[64];
+
+	assert_true(fputs("go\n", ns.in) >= 0 && fflush(ns.in) == 0);
+	assert_non_null(fgets(line, sizeof(line), ns.out));
+	assert_string_equal(line, "emitted\n");
+}
+
+/* The process's status, asked from here (root of the host): false when it cannot be asked. */
+static bool status_of(struct lk__ctl_status *st)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_STATUS }, reply;
+	struct lk__ctl_client c;
+	bool ok;
+
+	if (lk__ctl_connect(&c, ns.pid, err, sizeof(err)) != 0)
+		return false;
+	ok = lk__ctl_call(&c, &req, LK_CTL_STATUS_REPLY, &reply, 30000, err, sizeof(err)) == 0;
+	lk__ctl_disconnect(&c);
+	*st = reply.status; /* numbers only: the strings went with the client */
+	return ok;
+}
+
+static bool tracing(void *arg)
+{
+	struct lk__ctl_status st;
+
+	(void)arg;
+	return status_of(&st) && st.running;
+}
+
+/* Its events have reached the trace on disk: the tracer is past its start, Ctrl-C is handled. */
+static bool written(void *arg)
+{
+	struct lk__ctl_status st;
+
+	(void)arg;
+	return status_of(&st) && st.events >= EVENTS;
+}
+
+/* Run argv (lowkey, or nsenter with it) in the background, its output into log. */
+static pid_t spawn(const char *log, char *const argv[])
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void wait_logged(pid_t pid, const char *log)
+{
+	int status = 0;
+	FILE *f;
+	size_t n;
+
+	waitpid(pid, &status, 0);
+	f = fopen(log, "r");
+	n = f ? fread(r.out, 1, sizeof(r.out) - 1, f) : 0;
+	r.out[n] = 0;
+	if (f)
+		fclose(f);
+	r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* "nsenter -t PID -m [-p] [-U] --" before lowkey when inside, nothing from the host. */
+static const char *enter(int kinds, bool inside)
+{
+	static char prefix[128];
+
+	if (!inside)
+		return "";
+	snprintf(prefix, sizeof(prefix), "nsenter -t %d -m %s %s -- ", (int)ns.pid,
+		 (kinds & LKT_NS_PID) ? "-p" : "", (kinds & LKT_NS_USER) ? "-U" : "");
+	return prefix;
+}
+
+/* The pid lowkey is given: the host's, or the one the process's own pid namespace gave it. */
+static int pid_seen(int kinds, bool inside)
+{
+	return inside && (kinds & LKT_NS_PID) ? 1 : (int)ns.pid;
+}
+
+/* The child of nsenter (with -p it forks): lowkey, run inside; pid itself if none. */
+static pid_t child_of(pid_t pid)
+{
+	char file[64];
+	int child = 0;
+	FILE *f;
+
+	snprintf(file, sizeof(file), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	f = fopen(file, "r");
+	if (f && fscanf(f, "%d", &child) != 1)
+		child = 0;
+	if (f)
+		fclose(f);
+	return child > 0 ? child : pid;
+}
+
+/* trace --pid until Ctrl-C: exactly the events emitted meanwhile. */
+static void trace_counts(int kinds, bool inside, const char *name)
+{
+	char out[1024], log[1100], cmd[2048], pid[16];
+	pid_t lk;
+
+	snprintf(out, sizeof(out), "%s", in_scratch(name));
+	snprintf(log, sizeof(log), "%s.log", out);
+	snprintf(pid, sizeof(pid), "%d", pid_seen(kinds, inside));
+	snprintf(cmd, sizeof(cmd), "exec %s%s trace --pid %s -e app:tick -o '%s'",
+		 enter(kinds, inside), LOWKEY, pid, out);
+	lk = spawn(log, (char *const[]){ "/bin/sh", "-c", cmd, NULL });
+	assert_true(lkt_wait_for(tracing, NULL));
+	poke();
+	assert_true(lkt_wait_for(written, NULL));
+	kill(inside ? child_of(lk) : lk, SIGINT); /* nsenter does not pass Ctrl-C on */
+	wait_logged(lk, log);
+	lkt_expect(&r, 0, "events (0 lost)");
+	/* from the host, the path is the process's, in its own mount namespace, and said so */
+	assert_true(!strstr(r.out, "in its own mount namespace") == inside);
+	assert_int_equal(lkt_count(out, "app:tick").events, EVENTS);
+}
+
+/* enable, list (app:tick on), disable, list (off). */
+static void enable_and_list(int kinds, bool inside)
+{
+	const char *e = enter(kinds, inside);
+	int pid = pid_seen(kinds, inside);
+
+	lkt_sh(&r, "%s%s enable --pid %d app:tick", e, LOWKEY, pid);
+	lkt_expect(&r, 0, "app:tick: 2 sites on");
+	lkt_sh(&r, "%s%s list --pid %d | grep -E '^ *app:tick +event +on '", e, LOWKEY, pid);
+	lkt_expect(&r, 0, "app:tick");
+	lkt_sh(&r, "%s%s disable --pid %d app:tick", e, LOWKEY, pid);
+	lkt_expect(&r, 0, NULL);
+	lkt_sh(&r, "%s%s list --pid %d | grep -E '^ *app:tick +event +off '", e, LOWKEY, pid);
+	lkt_expect(&r, 0, "app:tick");
+}
+
+/* A flight recorder started from the host, snapshots taken from both sides: EVENTS each. */
+static void snapshots(int kinds)
+{
+	lkt_sh(&r, "%s trace --pid %d --overwrite -e app:tick -o '%s'", LOWKEY, (int)ns.pid,
+	       in_scratch("fr.ctf"));
+	lkt_expect(&r, 0, "flight recorder started");
+	poke();
+	lkt_sh(&r, "%s snapshot --pid %d -o '%s'", LOWKEY, (int)ns.pid, in_scratch("snap.ctf"));
+	lkt_expect(&r, 0, NULL);
+	assert_int_equal(lkt_count(in_scratch("snap.ctf"), "app:tick").events, EVENTS);
+	lkt_sh(&r, "%s%s snapshot --pid %d -o '%s'", enter(kinds, true), LOWKEY,
+	       pid_seen(kinds, true), in_scratch("snap-inside.ctf"));
+	lkt_expect(&r, 0, NULL);
+	assert_int_equal(lkt_count(in_scratch("snap-inside.ctf"), "app:tick").events, EVENTS);
+}
+
+static void attach_both_sides(int kinds)
+{
+	start_target(kinds);
+	enable_and_list(kinds, false);
+	trace_counts(kinds, false, "host.ctf");
+	enable_and_list(kinds, true);
+	trace_counts(kinds, true, "inside.ctf");
+	snapshots(kinds);
+	lkt_ns_end(&ns);
+}
+
+static void private_tmp(void **state)
+{
+	(void)state;
+	attach_both_sides(LKT_NS_TMP);
+}
+
+static void pid_and_mount_namespaces(void **state)
+{
+	(void)state;
+	attach_both_sides(LKT_NS_TMP | LKT_NS_PID);
+}
+
+static void user_pid_and_mount_namespaces(void **state)
+{
+	(void)state;
+	attach_both_sides(LKT_NS_TMP | LKT_NS_PID | LKT_NS_USER);
+}
+
+/* ---- refusals ---- */
+
+/* Its control directory, in its own /tmp, is a symbolic link: said so, with where it is. */
+static void a_bad_directory_inside_is_named(void **state)
+{
+	char cmd[1024];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "ln -s /nowhere /tmp/lowkey-0 && exec %s on-input 100", TARGET);
+	start_in(LKT_NS_TMP | LKT_NS_PID, (char *const[]){ "/bin/sh", "-c", cmd, NULL });
+	lkt_sh(&r, "%s trace --pid %d -e 'app:*' --duration 1", LOWKEY, (int)ns.pid);
+	lkt_expect(&r, 1,
+		   "was started with LOWKEY_CONTROL=1 but has no control socket open: "
+		   "/tmp/lowkey-0 (in its mount namespace) is a symbolic link");
+	assert_null(strstr(r.out, "start it with"));
+	lkt_sh(&r, "%s enable --pid %d 'app:*'", LOWKEY, (int)ns.pid);
+	lkt_expect(&r, 1, "is a symbolic link");
+	assert_null(strstr(r.out, "start the program with"));
+	lkt_ns_end(&ns);
+}
+
+/* lowkey under a seccomp filter that refuses openat2 (as a container's profile may). */
+static _Noreturn void exec_without_openat2(char *const argv[])
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+		_exit(77);
+	execv(argv[0], argv);
+	_exit(127);
+}
+
+static void a_seccomp_profile_is_named(void **state)
+{
+	char pid[16], log[1024];
+	pid_t lk;
+
+	(void)state;
+	start_target(LKT_NS_TMP);
+	snprintf(pid, sizeof(pid), "%d", (int)ns.pid);
+	snprintf(log, sizeof(log), "%s", in_scratch("seccomp.log"));
+	lk = fork();
+	if (lk == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		exec_without_openat2(
+			(char *const[]){ LOWKEY, "enable", "--pid", pid, "app:tick", NULL });
+	}
+	wait_logged(lk, log);
+	if (r.status == 77) {
+		print_message("skipped: no seccomp filter can be set here\n");
+		lkt_ns_end(&ns);
+		skip();
+	}
+	lkt_expect(&r, 1, "openat2 is refused");
+	assert_non_null(strstr(r.out, "a seccomp profile"));
+	lkt_ns_end(&ns);
+}
+
+/* Root of a user namespace of its own (lowkey in a container) and a process outside it. */
+static void a_user_namespace_not_owned_is_named(void **state)
+{
+	(void)state;
+	start_target(LKT_NS_TMP);
+	if (lkt_sh(&r, "setpriv --reuid=65534 --regid=65534 --clear-groups unshare -U -r true") !=
+	    0) {
+		print_message("skipped: nobody may not make a user namespace here (%s)\n", r.out);
+		lkt_ns_end(&ns);
+		skip();
+	}
+	lkt_sh(&r,
+	       "setpriv --reuid=65534 --regid=65534 --clear-groups unshare -U -r %s enable --pid %d app:tick",
+	       LOWKEY, (int)ns.pid);
+	lkt_expect(&r, 1, "is in a user namespace that this root does not own");
+	lkt_ns_end(&ns);
+}
+
+/*
+ * Its socket file replaced by a symbolic link to a socket of the host's at the same path: root
+ * does not follow it out of the container (nothing listens), and the host's socket is never
+ * connected to.
+ */
+static void a_link_in_the_sockets_place_is_not_followed(void **state)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	char inside[256];
+	int decoy, fd;
+
+	(void)state;
+	start_target(LKT_NS_TMP | LKT_NS_PID);
+	assert_true(strlen(in_scratch("decoy.sock")) < sizeof(addr.sun_path));
+	memcpy(addr.sun_path, path, strlen(path) + 1);
+	decoy = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0);
+	assert_int_equal(bind(decoy, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	assert_int_equal(listen(decoy, 4), 0);
+	snprintf(inside, sizeof(inside), "/proc/%d/root/tmp/lowkey-0/1.sock", (int)ns.pid);
+	assert_int_equal(unlink(inside), 0);
+	assert_int_equal(symlink(addr.sun_path, inside), 0);
+	lkt_sh(&r, "%s enable --pid %d app:tick", LOWKEY, (int)ns.pid);
+	lkt_expect(&r, 1, "nothing listens on /tmp/lowkey-0/1.sock");
+	fd = accept(decoy, NULL, NULL);
+	assert_int_equal(fd, -1); /* no one came */
+	assert_int_equal(errno, EAGAIN);
+	close(decoy);
+	lkt_ns_end(&ns);
+}
+
+/* Another user's process: whose it is, and who may attach. */
+static void another_users_process_is_named(void **state)
+{
+	(void)state;
+	start_target(LKT_NS_TMP | LKT_NS_PID);
+	if (lkt_sh(&r, "setpriv --reuid=65534 --regid=65534 --clear-groups %s --version", LOWKEY) !=
+	    0) {
+		print_message("skipped: nobody cannot run lowkey here (%s)\n", r.out);
+		lkt_ns_end(&ns);
+		skip();
+	}
+	lkt_sh(&r, "setpriv --reuid=65534 --regid=65534 --clear-groups %s enable --pid %d app:tick",
+	       LOWKEY, (int)ns.pid);
+	lkt_expect(&r, 1, "belongs to uid 0: run lowkey as that user or as root");
+	assert_null(strstr(r.out, "LOWKEY_CONTROL=1"));
+	lkt_ns_end(&ns);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(private_tmp),
+		cmocka_unit_test(pid_and_mount_namespaces),
+		cmocka_unit_test(user_pid_and_mount_namespaces),
+		cmocka_unit_test(a_bad_directory_inside_is_named),
+		cmocka_unit_test(a_seccomp_profile_is_named),
+		cmocka_unit_test(a_user_namespace_not_owned_is_named),
+		cmocka_unit_test(another_users_process_is_named),
+		cmocka_unit_test(a_link_in_the_sockets_place_is_not_followed),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
