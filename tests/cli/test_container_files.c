@@ -50,26 +50,27 @@ static struct lkt_run r;
 /* Copy the program and its libraries into root; the libraries in /ctr-lib, ld.so where it was. */
 static int build_root(void)
 {
-	return lkt_sh(&r,
-		      "set -e; cd '%s'; mkdir -p root/ctr-lib 'root%s/.debug' root/.old host/other "
-		      "'%s';"
-		      /* the decoy: unstripped, and its debug information beside it */
-		      "cp '%s' '%s/prog'; %s --only-keep-debug '%s/prog' '%s/prog.debug';"
-		      "cp '%s' host/other/prog;"
-		      /* the container's: stripped, its debug file found by its .gnu_debuglink */
-		      "%s --only-keep-debug '%s' 'root%s/.debug/prog.debug';"
-		      "(cd 'root%s/.debug' && %s --strip-all --add-gnu-debuglink=prog.debug '%s' "
-		      "../prog);"
-		      "ldd '%s' | awk '/=> \\// { print $3 }' | while read -r lib; do "
-		      "  cp -L \"$lib\" root/ctr-lib/; done;"
-		      "interp=$(ldd '%s' | awk '$1 ~ /^\\// { print $1 }');"
-		      "mkdir -p \"root$(dirname \"$interp\")\"; cp -L \"$interp\" \"root$interp\";"
-		      /* what will cover the program's name: another build, a link to the host */
-		      "mkdir -p root/other root/linkdir; cp host/other/prog root/other/prog;"
-		      "ln -s '%s/host/other/prog' root/linkdir/prog;"
-		      "cp '%s' '%s'; chmod -R a+rX .",
-		      dir, app, app, NS_DECOY, app, OBJCOPY, app, app, NS_DECOY, OBJCOPY, NS_PROG,
-		      app, app, OBJCOPY, NS_PROG, NS_PROG, NS_PROG, dir, LOWKEY, lowkey);
+	return lkt_sh(
+		&r,
+		"set -e; cd '%s'; mkdir -p root/ctr-lib root/proc 'root%s/.debug' root/.old host/other "
+		"'%s';"
+		/* the decoy: unstripped, and its debug information beside it */
+		"cp '%s' '%s/prog'; %s --only-keep-debug '%s/prog' '%s/prog.debug';"
+		"cp '%s' host/other/prog;"
+		/* the container's: stripped, its debug file found by its .gnu_debuglink */
+		"%s --only-keep-debug '%s' 'root%s/.debug/prog.debug';"
+		"(cd 'root%s/.debug' && %s --strip-all --add-gnu-debuglink=prog.debug '%s' "
+		"../prog);"
+		"ldd '%s' | awk '/=> \\// { print $3 }' | while read -r lib; do "
+		"  cp -L \"$lib\" root/ctr-lib/; done;"
+		"interp=$(ldd '%s' | awk '$1 ~ /^\\// { print $1 }');"
+		"mkdir -p \"root$(dirname \"$interp\")\"; cp -L \"$interp\" \"root$interp\";"
+		/* what will cover the program's name: another build, a link to the host */
+		"mkdir -p root/other root/linkdir; cp host/other/prog root/other/prog;"
+		"ln -s '%s/host/other/prog' root/linkdir/prog;"
+		"cp '%s' '%s'; chmod -R a+rX .",
+		dir, app, app, NS_DECOY, app, OBJCOPY, app, app, NS_DECOY, OBJCOPY, NS_PROG, app,
+		app, OBJCOPY, NS_PROG, NS_PROG, NS_PROG, dir, LOWKEY, lowkey);
 }
 
 static int setup(void **state)
@@ -103,7 +104,10 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* In the child: make root the root of a new mount namespace, as uid, and run the program. */
+/*
+ * In the child: make root the root of a new mount namespace, with a /proc as containers have
+ * (a sanitizer's runtime reads it), as uid, and run the program.
+ */
 static void enter_and_exec(uid_t uid)
 {
 	char prog[160];
@@ -112,7 +116,8 @@ static void enter_and_exec(uid_t uid)
 	if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
 	    mount(root, root, NULL, MS_BIND | MS_REC, NULL) != 0 || chdir(root) != 0 ||
 	    syscall(SYS_pivot_root, ".", ".old") != 0 || chdir("/") != 0 ||
-	    umount2("/.old", MNT_DETACH) != 0) {
+	    umount2("/.old", MNT_DETACH) != 0 ||
+	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
 		printf("cannot make the container: %s\n", strerror(errno));
 		_exit(126);
 	}
@@ -159,6 +164,7 @@ static size_t read_until(int fd, char *buf, size_t cap, size_t have, const char 
 static void start(struct target *t, uid_t uid)
 {
 	int in[2], out[2], pid;
+	const char *line;
 
 	if (why_skip) {
 		print_message("skipped: %s\n", why_skip);
@@ -178,10 +184,16 @@ static void start(struct target *t, uid_t uid)
 	close(out[1]);
 	t->in = in[1];
 	t->out = out[0];
-	read_until(t->out, t->said, sizeof(t->said), 0, "\n");
-	if (sscanf(t->said, "pid %d addr %lx line %d", &pid, &t->addr, &t->line) != 3) {
+	/* Its line, after whatever a sanitizer's runtime warned of first (the root has no /proc). */
+	read_until(t->out, t->said, sizeof(t->said), 0, "line ");
+	read_until(t->out, t->said, sizeof(t->said), strlen(t->said), "\n");
+	line = strstr(t->said, "pid ");
+	if (!line || sscanf(line, "pid %d addr %lx line %d", &pid, &t->addr, &t->line) != 3) {
 		print_message("skipped: %s\n", t->said);
+		kill(t->pid, SIGKILL);
 		waitpid(t->pid, NULL, 0);
+		close(t->in);
+		close(t->out);
 		skip();
 	}
 	assert_int_equal(pid, t->pid);
@@ -193,6 +205,10 @@ static void stop(struct target *t)
 
 	close(t->in);
 	assert_int_equal(waitpid(t->pid, &status, 0), t->pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		read_until(t->out, t->said, sizeof(t->said), 0, NULL);
+		print_message("the program ended with status %#x: %s\n", status, t->said);
+	}
 	close(t->out);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
