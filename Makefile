@@ -132,7 +132,11 @@ TSAN_CTEST = -LE no-tsan -E '^test_header_hygiene|^test_fuzz_(control|reader|rep
 # A forked child of a process with USDT sites starts the library's watcher thread again (as
 # LTTng-UST's listeners are), which ThreadSanitizer's runtime refuses by default in the child of a
 # threaded process (it cannot follow threads made there): die_after_fork=0 lets it run.
-TSAN_ENV = export TSAN_OPTIONS="die_after_fork=0 $${TSAN_OPTIONS:-}";
+# The runtime's main thread sleeps before exiting (atexit_sleep_ms, 1000 by default) so that the
+# other threads' last accesses meet what exit does; the tests start hundreds of processes, which
+# spent most of their time in that second: 100 ms still gives the library's threads (the watcher
+# wakes every 50 ms) their turn.
+TSAN_ENV = export TSAN_OPTIONS="die_after_fork=0 atexit_sleep_ms=100 $${TSAN_OPTIONS:-}";
 
 test-tsan: build-tsan
 	$(TSAN_ENV) $(call check_tests,$(BUILD)-tsan,$(TSAN_CTEST))
