@@ -343,7 +343,11 @@ static void watch_as_root_debug_by_build_id(void **state)
 
 /* ---- what is at the program's name now ---- */
 
-/* Bind src over dst in process pid's mount namespace (both named as it names them). */
+/*
+ * Bind src over dst in process pid's mount namespace (both named as it names them). The child
+ * takes a file system context of its own first: setns() into a mount namespace is refused while
+ * another thread shares it, and a sanitizer's runtime may run a thread in a forked child.
+ */
 static void mount_in(pid_t pid, const char *src, const char *dst)
 {
 	char ns[64];
@@ -355,7 +359,7 @@ static void mount_in(pid_t pid, const char *src, const char *dst)
 		snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)pid);
 		int fd = open(ns, O_RDONLY | O_CLOEXEC);
 
-		_exit(fd < 0 || setns(fd, CLONE_NEWNS) != 0 ||
+		_exit(fd < 0 || unshare(CLONE_FS) != 0 || setns(fd, CLONE_NEWNS) != 0 ||
 		      mount(src, dst, NULL, MS_BIND, NULL) != 0);
 	}
 	assert_int_equal(waitpid(child, &status, 0), child);
