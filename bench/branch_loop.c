@@ -23,6 +23,7 @@
 #include <lowkey/lowkey.h>
 
 #include "bench.h"
+#include "internal/proc.h"
 #include "branch_bench.h"
 
 static LK_DEFINE_KEY_FALSE(key_off);
@@ -234,15 +235,12 @@ static double key_vs_nop_process(int runs)
 
 static int read_aslr(void)
 {
-	FILE *f = fopen("/proc/sys/kernel/randomize_va_space", "re");
-	int v = -1;
+	long v;
 
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
+	return lk__read_long_file("/proc/sys/kernel/randomize_va_space", &v) == 0 && v >= 0 &&
+			       v <= 2 ?
+		       (int)v :
+		       -1;
 }
 
 void branch_measure_key_vs_nop(struct key_vs_nop *k, int processes, int runs)

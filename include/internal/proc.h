@@ -16,4 +16,24 @@
  */
 int lk__proc_comm(pid_t pid, pid_t tid, char *out, size_t size);
 
+/* A process's owners, as the Uid: and Gid: lines of /proc/PID/status give them. */
+struct lk__proc_ids {
+	uid_t ruid, euid;
+	gid_t rgid, egid;
+};
+
+/*
+ * lk__proc_ids - the real and effective uid and gid of process pid (/proc/PID/status, which anyone
+ * may read), as this process's user namespace sees them. Returns 0, or -errno (-ENOENT: no such
+ * process; -ENODATA: no Uid: and Gid: lines) with ids unchanged. One open and a few reads.
+ */
+int lk__proc_ids(pid_t pid, struct lk__proc_ids *ids);
+
+/*
+ * lk__read_long_file - the integer a file begins with (a sysctl: "/proc/sys/kernel/..."), into
+ * *value. Returns 0, or -errno (-ENOENT: no such file, as where a module such as Yama is not built
+ * in; -EINVAL: it does not begin with an integer) with *value unchanged.
+ */
+int lk__read_long_file(const char *path, long *value);
+
 #endif

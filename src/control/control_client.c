@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "internal/failf.h"
+#include "internal/proc.h"
 #include "control/control_internal.h"
 
 /* ---- finding the socket ---- */
@@ -159,25 +160,12 @@ static bool process_xdg(pid_t pid, char *out, size_t len)
 /* The effective uid and gid of pid (its status, which anyone may read); false when there is no such process. */
 static bool process_owner(pid_t pid, uid_t *uid, gid_t *gid)
 {
-	char file[64], line[256];
-	unsigned int real, euid, egid;
-	int found = 0;
-	FILE *f;
+	struct lk__proc_ids ids;
 
-	snprintf(file, sizeof(file), "/proc/%d/status", (int)pid);
-	f = fopen(file, "re");
-	while (f && found != 3 && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "Uid: %u %u", &real, &euid) == 2)
-			found |= 1;
-		else if (sscanf(line, "Gid: %u %u", &real, &egid) == 2)
-			found |= 2;
-	}
-	if (f)
-		fclose(f);
-	if (found != 3)
+	if (lk__proc_ids(pid, &ids) != 0)
 		return false;
-	*uid = (uid_t)euid;
-	*gid = (gid_t)egid;
+	*uid = ids.euid;
+	*gid = ids.egid;
 	return true;
 }
 

@@ -13,30 +13,20 @@
 
 #include "core/error.h"
 #include "core/perf.h"
+#include "internal/proc.h"
 
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38
 #endif
 
-static int read_int_file(const char *path, int *value)
-{
-	FILE *f = fopen(path, "re");
-	int ok;
-
-	if (!f)
-		return -errno;
-	ok = fscanf(f, "%d", value) == 1;
-	fclose(f);
-	return ok ? 0 : -EINVAL;
-}
-
 int lk__perf_paranoid(void)
 {
-	int level;
+	long level;
 
-	if (read_int_file("/proc/sys/kernel/perf_event_paranoid", &level) != 0)
+	if (lk__read_long_file("/proc/sys/kernel/perf_event_paranoid", &level) != 0 ||
+	    level < INT_MIN + 1 || level > INT_MAX)
 		return INT_MIN;
-	return level;
+	return (int)level;
 }
 
 int lk__seccomp_filtered(void)

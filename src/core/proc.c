@@ -32,3 +32,49 @@ int lk__proc_comm(pid_t pid, pid_t tid, char *out, size_t size)
 	out[n] = 0;
 	return (int)n;
 }
+
+int lk__proc_ids(pid_t pid, struct lk__proc_ids *ids)
+{
+	char path[64], line[256];
+	unsigned int real, effective;
+	struct lk__proc_ids found;
+	int seen = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (seen != 3 && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Uid: %u %u", &real, &effective) == 2) {
+			found.ruid = (uid_t)real;
+			found.euid = (uid_t)effective;
+			seen |= 1;
+		} else if (sscanf(line, "Gid: %u %u", &real, &effective) == 2) {
+			found.rgid = (gid_t)real;
+			found.egid = (gid_t)effective;
+			seen |= 2;
+		}
+	}
+	fclose(f);
+	if (seen != 3)
+		return -ENODATA;
+	*ids = found;
+	return 0;
+}
+
+int lk__read_long_file(const char *path, long *value)
+{
+	FILE *f = fopen(path, "re");
+	long v;
+	int ok;
+
+	if (!f)
+		return -errno;
+	ok = fscanf(f, "%ld", &v) == 1;
+	fclose(f);
+	if (!ok)
+		return -EINVAL;
+	*value = v;
+	return 0;
+}

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "counter/counter_internal.h"
+#include "internal/proc.h"
 
 #define PMU_DIR "/sys/bus/event_source/devices"
 
@@ -53,19 +54,9 @@ bool lk__unsupported_error(int err)
 
 static unsigned status_uid(pid_t pid)
 {
-	char path[64], line[256];
-	unsigned real = (unsigned)-1;
-	FILE *f;
+	struct lk__proc_ids ids;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return real;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Uid: %u", &real) == 1)
-			break;
-	fclose(f);
-	return real;
+	return lk__proc_ids(pid, &ids) == 0 ? (unsigned)ids.ruid : (unsigned)-1;
 }
 
 static bool has_cap(int cap)

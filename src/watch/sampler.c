@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "core/perf.h"
 #include "watch/watch_internal.h"
+#include "internal/proc.h"
 
 #define MAX_DATA_PAGES 32u
 #define SAMPLE_TYPE (PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR)
@@ -56,16 +57,12 @@ struct lk_watch_sampler {
 static size_t pick_data_pages(unsigned int ncpus, size_t page_size)
 {
 	/* Unprivileged users may lock kernel.perf_event_mlock_kb (516 KiB by default) for all CPUs. */
-	FILE *f = fopen("/proc/sys/kernel/perf_event_mlock_kb", "re");
-	unsigned long kb = 516;
+	long kb = 516;
 	size_t pages = MAX_DATA_PAGES;
 
-	if (f) {
-		if (fscanf(f, "%lu", &kb) != 1)
-			kb = 516;
-		fclose(f);
-	}
-	while (pages > 1 && (pages + 1) * page_size * ncpus > kb * 1024)
+	if (lk__read_long_file("/proc/sys/kernel/perf_event_mlock_kb", &kb) != 0 || kb < 0)
+		kb = 516;
+	while (pages > 1 && (pages + 1) * page_size * ncpus > (size_t)kb * 1024)
 		pages /= 2;
 	return pages;
 }

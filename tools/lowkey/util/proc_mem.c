@@ -21,6 +21,7 @@
 
 #include <lowkey/probe.h>
 
+#include "internal/proc.h"
 #include "util/proc_mem.h"
 
 #define MAX_MAPPINGS (1u << 20) /* far above the kernel's default vm.max_map_count */
@@ -197,49 +198,28 @@ void proc_mem_site_state(const struct proc_mem *m, const char *shown,
 /* Yama's ptrace_scope (0 to 3), or -1 where there is no Yama. */
 static int yama_scope(void)
 {
-	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
-	int v = -1;
+	long v;
 
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
-/* The process's effective uid, from its status; false where it cannot be read. */
-static bool process_euid(pid_t pid, unsigned int *euid)
-{
-	char file[64], line[256];
-	unsigned int real;
-	bool found = false;
-	FILE *f;
-
-	snprintf(file, sizeof(file), "/proc/%d/status", (int)pid);
-	f = fopen(file, "re");
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = sscanf(line, "Uid: %u %u", &real, euid) == 2;
-	fclose(f);
-	return found;
+	return lk__read_long_file("/proc/sys/kernel/yama/ptrace_scope", &v) == 0 && v >= 0 &&
+			       v <= 3 ?
+		       (int)v :
+		       -1;
 }
 
 void proc_mem_why(const struct proc_mem *m, char *buf, size_t len)
 {
 	static const char control[] = "start the program with LOWKEY_CONTROL=1";
-	unsigned int owner;
+	struct lk__proc_ids ids;
 	int scope = yama_scope();
 
 	if (m->err != -EACCES && m->err != -EPERM)
 		snprintf(buf, len, "cannot read its memory (/proc/%d/mem: %s); %s", (int)m->pid,
 			 strerror(-m->err), control);
-	else if (geteuid() != 0 && process_euid(m->pid, &owner) && owner != geteuid())
+	else if (geteuid() != 0 && lk__proc_ids(m->pid, &ids) == 0 && ids.euid != geteuid())
 		snprintf(buf, len,
 			 "cannot read its memory: it belongs to uid %u; run lowkey as that user or "
 			 "as root, or %s",
-			 owner, control);
+			 (unsigned int)ids.euid, control);
 	else if (scope == 3)
 		snprintf(buf, len,
 			 "cannot read its memory: Yama's kernel.yama.ptrace_scope is 3, no process "

@@ -6,24 +6,17 @@
 #include <unistd.h>
 
 #include "builtin.h"
+#include "internal/proc.h"
 
 /* The effective uid of pid from its status, which anyone may read; false when there is none. */
 static bool process_euid(pid_t pid, uid_t *euid)
 {
-	char file[64], line[256];
-	unsigned int real, effective;
-	bool found = false;
-	FILE *f;
+	struct lk__proc_ids ids;
 
-	snprintf(file, sizeof(file), "/proc/%d/status", (int)pid);
-	f = fopen(file, "re");
-	if (!f)
+	if (lk__proc_ids(pid, &ids) != 0)
 		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = sscanf(line, "Uid: %u %u", &real, &effective) == 2;
-	fclose(f);
-	*euid = (uid_t)effective;
-	return found;
+	*euid = ids.euid;
+	return true;
 }
 
 /*
