@@ -146,10 +146,17 @@ static int make_ctf_beside(const struct trace_opts *o, uid_t uid, gid_t gid, str
 		return 1;
 	}
 	h->dir_fd = open(h->ctf_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (h->dir_fd < 0 || fstat(h->dir_fd, &st) != 0 || st.st_uid != geteuid() ||
-	    (uid != (uid_t)-1 && fchown(h->dir_fd, uid, gid) != 0)) {
-		cli_error("trace", NULL, "cannot prepare %s for process %d: %s", h->ctf_dir,
-			  (int)o->pid, h->dir_fd < 0 ? strerror(errno) : "it is not the one made");
+	if (h->dir_fd < 0 || fstat(h->dir_fd, &st) != 0) {
+		cli_error("trace", NULL, "cannot open %s: %s", h->ctf_dir, strerror(errno));
+		return 1;
+	}
+	if (st.st_uid != geteuid()) { /* swapped since mkdtemp */
+		cli_error("trace", NULL, "%s is not the directory made here", h->ctf_dir);
+		return 1;
+	}
+	if (uid != (uid_t)-1 && fchown(h->dir_fd, uid, gid) != 0) {
+		cli_error("trace", NULL, "cannot give %s to uid %u: %s", h->ctf_dir,
+			  (unsigned int)uid, strerror(errno));
 		return 1;
 	}
 	return 0;
