@@ -880,7 +880,7 @@ static void descriptors_that_do_not_fit_are_refused_and_closed(void **state)
 			   start = { .type = LK_CTL_START,
 				     .start = { LK_TRACE_CTF, 0, 0, 10, 0, "/x.ctf",
 						LK_CTL_OUT_DIR } };
-	uint8_t with_dir[LK_CTL_MAX_MSG], plain[LK_CTL_MAX_MSG];
+	uint8_t with_dir[LK_CTL_MAX_MSG], plain[LK_CTL_MAX_MSG], old[LK_CTL_MAX_MSG];
 	struct lk__ctl_client c;
 	char path[512];
 	int fds[8], file, full, n_dir, n_plain, sock, before_fds, refusals = 0;
@@ -893,6 +893,8 @@ static void descriptors_that_do_not_fit_are_refused_and_closed(void **state)
 	before = get_status(&c).refused_messages;
 	n_dir = encode(&start, with_dir);
 	n_plain = encode(&status, plain);
+	memcpy(old, with_dir, (size_t)n_dir);
+	old[4] = 2; /* a client of the protocol before descriptors */
 	trace_path(path, sizeof(path), "a-file");
 	file = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	assert_true(file >= 0);
@@ -914,6 +916,7 @@ static void descriptors_that_do_not_fit_are_refused_and_closed(void **state)
 		{ with_dir, n_dir, 1, -ENOTDIR, &file },	  /* not a directory */
 		{ with_dir, n_dir, 1, -EEXIST, &full },		  /* not empty */
 		{ (const uint8_t *)"junk", 4, 1, -EBADMSG, fds }, /* not a message */
+		{ old, n_dir, 1, -EPROTONOSUPPORT, fds },	  /* an older protocol */
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		sock = raw_connect();
