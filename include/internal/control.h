@@ -124,6 +124,13 @@ void lk__ctl_disconnect(struct lk__ctl_client *c);
 int lk__ctl_send(struct lk__ctl_client *c, struct lk__ctl_msg *m);
 
 /*
+ * lk__ctl_send_fd - the same, with descriptor fd in the same datagram (SCM_RIGHTS; -1: none), as
+ * a request whose output is LK_CTL_OUT_DIR carries its directory. fd stays open here. 0 or
+ * -errno (-EINVAL: fd given with a request that carries none, or missing from one that does).
+ */
+int lk__ctl_send_fd(struct lk__ctl_client *c, struct lk__ctl_msg *m, int fd);
+
+/*
  * Receive and decode one message, waiting up to timeout_ms (-1: forever). Returns 0, -ETIMEDOUT,
  * -ECONNRESET (the process closed the connection or exited), or a decoding error.
  */
@@ -146,5 +153,9 @@ int lk__ctl_left_ms(int64_t deadline);
  */
 int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t reply_type,
 		 struct lk__ctl_msg *reply, int timeout_ms, char *err, size_t errlen);
+
+/* lk__ctl_call with descriptor fd sent along with the request (lk__ctl_send_fd). */
+int lk__ctl_call_fd(struct lk__ctl_client *c, struct lk__ctl_msg *req, int fd, uint16_t reply_type,
+		    struct lk__ctl_msg *reply, int timeout_ms, char *err, size_t errlen);
 
 #endif

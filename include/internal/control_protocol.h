@@ -18,6 +18,12 @@
  * field. Each message has exactly one encoding, so decoding then encoding gives back the input
  * byte for byte (the fuzzer checks it).
  *
+ * A START or SNAPSHOT request whose output field is LK_CTL_OUT_DIR carries one descriptor with it
+ * (SCM_RIGHTS, in the same datagram): a directory the client created on its side, where the
+ * process writes the trace as CTF; its path then only names it in messages. Any other request
+ * carries none. The server accepts at most the descriptors a request says it carries, checks what
+ * each is, and closes every other one it received.
+ *
  * The decoder trusts nothing: it checks the magic, the version, the length against what arrived,
  * every field against the end of the message, every string's length and NUL, and every value
  * against its range (booleans 0 or 1, known formats, kinds and flags, absolute paths). It reads
@@ -33,7 +39,7 @@
 #include <stdint.h>
 
 #define LK_CTL_MAGIC 0x54434b4cu /* "LKCT" in memory order */
-#define LK_CTL_VERSION 2
+#define LK_CTL_VERSION 3
 #define LK_CTL_HEADER 16
 #define LK_CTL_MAX_MSG 8192 /* the longest message either side sends or accepts */
 #define LK_CTL_MAX_GLOB 256
@@ -80,6 +86,10 @@ enum lk__ctl_type {
 #define LK_CTL_RULE_KEEP 0    /* stays after the client leaves */
 #define LK_CTL_RULE_SESSION 1 /* removed when the client's connection closes */
 
+/* Where a START or SNAPSHOT writes (output) */
+#define LK_CTL_OUT_PATH 0 /* at path, created by the process in its own filesystem */
+#define LK_CTL_OUT_DIR 1  /* as CTF into the directory descriptor the request carries */
+
 /* LK_CTL_START options (ctl_flags) */
 #define LK_CTL_START_STOP_ON_CLOSE 0x1 /* stop the trace if the client's connection closes */
 
@@ -96,10 +106,12 @@ struct lk__ctl_start {
 	uint32_t flush_ms;
 	uint64_t buffer_size;
 	const char *path; /* absolute */
+	uint8_t output;	  /* LK_CTL_OUT_*; with LK_CTL_OUT_DIR the format is CTF */
 };
 
 struct lk__ctl_snapshot {
 	const char *path; /* absolute, or "": the process's next default name */
+	uint8_t output;	  /* LK_CTL_OUT_*; with LK_CTL_OUT_DIR, path is not "" */
 };
 
 struct lk__ctl_result {
@@ -177,6 +189,16 @@ struct lk__ctl_msg {
 		struct lk__ctl_progress progress;
 	};
 };
+
+/* How many descriptors a request carries, as its type and output field say (0 or 1). */
+static inline unsigned int lk__ctl_request_fds(const struct lk__ctl_msg *m)
+{
+	if (m->type == LK_CTL_START)
+		return m->start.output == LK_CTL_OUT_DIR;
+	if (m->type == LK_CTL_SNAPSHOT)
+		return m->snapshot.output == LK_CTL_OUT_DIR;
+	return 0;
+}
 
 /*
  * lk__ctl_decode - parse and validate one message of len bytes.

@@ -39,6 +39,12 @@ enum {
 int lk__out_open(const char *path, unsigned int flags, bool *created, char *err, size_t errlen);
 
 /*
+ * lk__out_dir_empty - whether the directory open at fd has no entry but "." and "..". False
+ * also when it cannot be read. Leaves fd's offset at the start. Not async-signal-safe.
+ */
+bool lk__out_dir_empty(int fd);
+
+/*
  * lk__out_fopen - lk__out_open(path, LK__OUT_REPLACE) as a stream (lk__out_stream): what the
  * CLI's -o FILE options write. NULL with the reason in err.
  */

@@ -652,18 +652,40 @@ void lk__ctl_disconnect(struct lk__ctl_client *c)
 
 /* ---- messages ---- */
 
-int lk__ctl_send(struct lk__ctl_client *c, struct lk__ctl_msg *m)
+int lk__ctl_send_fd(struct lk__ctl_client *c, struct lk__ctl_msg *m, int fd)
 {
 	uint8_t buf[LK_CTL_MAX_MSG];
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { buf, 0 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
 	int n;
 
+	if ((fd >= 0) != (lk__ctl_request_fds(m) == 1))
+		return -EINVAL;
 	m->seq = ++c->seq;
 	n = lk__ctl_encode(m, buf, sizeof(buf));
 	if (n < 0)
 		return n;
-	if (send(c->fd, buf, (size_t)n, MSG_NOSIGNAL) != n)
+	iov.iov_len = (size_t)n;
+	if (fd >= 0) {
+		memset(cbuf, 0, sizeof(cbuf));
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof(cbuf);
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	if (sendmsg(c->fd, &msg, MSG_NOSIGNAL) != n)
 		return errno == EPIPE || errno == ECONNRESET ? -ECONNRESET : -errno;
 	return 0;
+}
+
+int lk__ctl_send(struct lk__ctl_client *c, struct lk__ctl_msg *m)
+{
+	return lk__ctl_send_fd(c, m, -1);
 }
 
 int lk__ctl_recv(struct lk__ctl_client *c, struct lk__ctl_msg *m, int timeout_ms, char *err,
@@ -723,8 +745,14 @@ int lk__ctl_left_ms(int64_t deadline)
 int lk__ctl_call(struct lk__ctl_client *c, struct lk__ctl_msg *req, uint16_t reply_type,
 		 struct lk__ctl_msg *reply, int timeout_ms, char *err, size_t errlen)
 {
+	return lk__ctl_call_fd(c, req, -1, reply_type, reply, timeout_ms, err, errlen);
+}
+
+int lk__ctl_call_fd(struct lk__ctl_client *c, struct lk__ctl_msg *req, int fd, uint16_t reply_type,
+		    struct lk__ctl_msg *reply, int timeout_ms, char *err, size_t errlen)
+{
 	int64_t deadline = lk__ctl_deadline(timeout_ms);
-	int rc = lk__ctl_send(c, req);
+	int rc = lk__ctl_send_fd(c, req, fd);
 
 	/* A process that refused the connection has said why before closing it. */
 	if (rc == -ECONNRESET && lk__ctl_recv(c, reply, 0, NULL, 0) == 0 &&

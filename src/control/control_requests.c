@@ -12,12 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <lowkey/error.h>
 #include <lowkey/probe.h>
 
 #include "control/control_server.h"
+#include "internal/outfile.h"
 #include "probe/probe_internal.h"
 #include "internal/trace_progress.h"
 
@@ -29,6 +31,11 @@ _Static_assert(LK_CTL_TYPE_MAX == LK_PROBE_PTR, "protocol.h mirrors lowkey/probe
 _Static_assert(LK_CTL_MAX_ARGS == LK_PROBE_MAX_ARGS, "protocol.h mirrors lowkey/probe.h");
 
 #define MAX_SESSION_RULES 256
+/*
+ * Room for more descriptors than any request carries, so that the refusal says how many came;
+ * past it the kernel drops them and flags the message (MSG_CTRUNC), refused the same.
+ */
+#define MAX_RECEIVED_FDS 4
 
 /* ---- the trace started over the socket, and session rules ---- */
 
@@ -136,7 +143,7 @@ static void do_usdt(struct lk__srv_client *c, const struct lk__ctl_msg *req)
 			     matched < 0 ? lk_last_error() : "");
 }
 
-static void do_start(unsigned int i, const struct lk__ctl_msg *req)
+static void do_start(unsigned int i, const struct lk__ctl_msg *req, int dir_fd)
 {
 	const struct lk__ctl_start *s = &req->start;
 	struct lk_trace_config config = {
@@ -146,7 +153,7 @@ static void do_start(unsigned int i, const struct lk__ctl_msg *req)
 		.flags = s->flags,
 		.flush_ms = s->flush_ms,
 	};
-	int err = lk_trace_start(&config);
+	int err = dir_fd >= 0 ? lk__trace_start_in(&config, dir_fd) : lk_trace_start(&config);
 
 	if (!err) {
 		lk__srv.trace_gen = __atomic_load_n(&lk__trace.gen, __ATOMIC_ACQUIRE);
@@ -189,8 +196,11 @@ static void do_stop(struct lk__srv_client *c, const struct lk__ctl_msg *req)
 	lk__srv_reply(c, &m);
 }
 
-/* A flight recorder's snapshot, written by this process (as its user) where the client says. */
-static void do_snapshot(struct lk__srv_client *c, const struct lk__ctl_msg *req)
+/*
+ * A flight recorder's snapshot, written by this process (as its user) where the client says: at
+ * a path of this process's, or into the directory it sent.
+ */
+static void do_snapshot(struct lk__srv_client *c, const struct lk__ctl_msg *req, int dir_fd)
 {
 	struct lk__ctl_msg m = { .type = LK_CTL_STATS, .seq = req->seq };
 	char path[LK_CTL_MAX_PATH + 1] = "";
@@ -200,8 +210,8 @@ static void do_snapshot(struct lk__srv_client *c, const struct lk__ctl_msg *req)
 	int err;
 
 	lk__progress_stop_sink_for_thread(&sink); /* a JSON snapshot is converted */
-	err = lk__trace_snapshot(req->snapshot.path[0] ? req->snapshot.path : NULL, &r, path,
-				 sizeof(path));
+	err = lk__trace_snapshot_in(req->snapshot.path[0] ? req->snapshot.path : NULL, dir_fd, &r,
+				    path, sizeof(path));
 	lk__progress_stop_sink_for_thread(NULL);
 	if (err) {
 		lk__srv_reply_result(c, req->seq, err, 0, lk_last_error());
@@ -319,31 +329,127 @@ static void refuse_message(struct lk__srv_client *c, uint32_t seq, int err, cons
 	lk__srv_reply_result(c, seq, err, 0, why);
 }
 
+/* One datagram of client c, and the descriptors it brought (*nfds; all of them, or *truncated). */
+static ssize_t receive(struct lk__srv_client *c, uint8_t *buf, size_t len, int *fds,
+		       unsigned int *nfds, bool *truncated)
+{
+	union {
+		char space[CMSG_SPACE(MAX_RECEIVED_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = { buf, len };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = cbuf.space,
+			      .msg_controllen = sizeof(cbuf.space) };
+	ssize_t n = recvmsg(c->fd, &msg, MSG_TRUNC | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+	*nfds = 0;
+	*truncated = n >= 0 && (msg.msg_flags & MSG_CTRUNC);
+	if (n < 0)
+		return n;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+		size_t count;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t k = 0; k < count && *nfds < MAX_RECEIVED_FDS; k++)
+			memcpy(&fds[(*nfds)++], CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
+	}
+	return n;
+}
+
+static void close_all(const int *fds, unsigned int n)
+{
+	for (unsigned int k = 0; k < n; k++)
+		close(fds[k]);
+}
+
+/*
+ * Whether the descriptors that came with req are those it says it carries: as many, each an empty
+ * directory. 0, or -errno with why.
+ */
+static int check_fds(const struct lk__ctl_msg *req, const int *fds, unsigned int nfds,
+		     bool truncated, char *why, size_t len)
+{
+	unsigned int expected = lk__ctl_request_fds(req);
+	struct stat st;
+
+	if (truncated || nfds != expected) {
+		snprintf(why, len, "a %s request carries %u descriptor%s; %s%u came with it",
+			 lk__ctl_type_name(req->type), expected, expected == 1 ? "" : "s",
+			 truncated ? "over " : "", nfds);
+		return -EBADMSG;
+	}
+	if (req->type == LK_CTL_SNAPSHOT && nfds && !req->snapshot.path[0]) {
+		snprintf(why, len, "a snapshot into a directory sent with it names that directory");
+		return -EINVAL;
+	}
+	for (unsigned int k = 0; k < nfds; k++) {
+		if (fstat(fds[k], &st) != 0 || !S_ISDIR(st.st_mode)) {
+			snprintf(why, len,
+				 "the descriptor sent with a %s request is not a directory",
+				 lk__ctl_type_name(req->type));
+			return -ENOTDIR;
+		}
+		if (!lk__out_dir_empty(fds[k])) {
+			snprintf(
+				why, len,
+				"the directory sent with a %s request is not empty (or cannot be read)",
+				lk__ctl_type_name(req->type));
+			return -EEXIST;
+		}
+	}
+	return 0;
+}
+
+/* Decode and check one request of n bytes; 0 or -errno with why. */
+static int check_request(uint8_t *buf, ssize_t n, struct lk__ctl_msg *req, const int *fds,
+			 unsigned int nfds, bool truncated, char *why, size_t len)
+{
+	int err;
+
+	if ((size_t)n > LK_CTL_MAX_MSG) {
+		memset(req, 0, sizeof(*req));
+		snprintf(why, len, "message too long");
+		return -EMSGSIZE;
+	}
+	err = lk__ctl_decode(buf, (size_t)n, req, why, len);
+	if (!err && !lk__ctl_is_request(req->type)) {
+		err = -EOPNOTSUPP;
+		snprintf(why, len, "a %s message is not a request", lk__ctl_type_name(req->type));
+	}
+	if (err) {
+		if (nfds || truncated)
+			snprintf(why + strlen(why), len - strlen(why),
+				 " (the descriptors sent with it are closed)");
+		return err;
+	}
+	return check_fds(req, fds, nfds, truncated, why, len);
+}
+
 bool lk__srv_serve(unsigned int i)
 {
 	struct lk__srv_client *c = &lk__srv.clients[i];
 	uint8_t buf[LK_CTL_MAX_MSG];
 	struct lk__ctl_msg req;
 	char why[LK_CTL_MAX_TEXT];
-	ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_TRUNC | MSG_DONTWAIT);
-	int err;
+	int fds[MAX_RECEIVED_FDS], err;
+	unsigned int nfds;
+	bool truncated;
+	ssize_t n = receive(c, buf, sizeof(buf), fds, &nfds, &truncated);
 
-	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		close_all(fds, nfds);
 		return false;
+	}
 	if (n < 0)
 		return true;
-	if ((size_t)n > sizeof(buf)) {
-		refuse_message(c, 0, -EMSGSIZE, "message too long");
-		return false;
-	}
-	err = lk__ctl_decode(buf, (size_t)n, &req, why, sizeof(why));
-	if (!err && !lk__ctl_is_request(req.type)) {
-		err = -EOPNOTSUPP;
-		snprintf(why, sizeof(why), "a %s message is not a request",
-			 lk__ctl_type_name(req.type));
-	}
+	err = check_request(buf, n, &req, fds, nfds, truncated, why, sizeof(why));
 	if (err) {
 		/* one reply, if its socket takes it now; then the connection ends */
+		close_all(fds, nfds);
 		refuse_message(c, req.seq, err, why);
 		return false;
 	}
@@ -352,7 +458,7 @@ bool lk__srv_serve(unsigned int i)
 		do_rule(c, &req);
 		break;
 	case LK_CTL_START:
-		do_start(i, &req);
+		do_start(i, &req, nfds ? fds[0] : -1);
 		break;
 	case LK_CTL_STOP:
 		do_stop(c, &req);
@@ -367,7 +473,7 @@ bool lk__srv_serve(unsigned int i)
 		do_usdt(c, &req);
 		break;
 	case LK_CTL_SNAPSHOT:
-		do_snapshot(c, &req);
+		do_snapshot(c, &req, nfds ? fds[0] : -1);
 		break;
 	}
 	return !lk__srv.clients[i].broken;

@@ -67,10 +67,12 @@ static const struct field start_fields[] = {
 	FIELD("flush_ms", F_U32, C_MAX, start.flush_ms, 60000),
 	FIELD("buffer_size", F_U64, C_MAX, start.buffer_size, 1u << 30),
 	FIELD("path", F_STR, C_ABSPATH, start.path, LK_CTL_MAX_PATH),
+	FIELD("output", F_U8, C_MAX, start.output, LK_CTL_OUT_DIR),
 };
 
 static const struct field snapshot_fields[] = {
 	FIELD("path", F_STR, C_OPTPATH, snapshot.path, LK_CTL_MAX_PATH),
+	FIELD("output", F_U8, C_MAX, snapshot.output, LK_CTL_OUT_DIR),
 };
 
 static const struct field result_fields[] = {

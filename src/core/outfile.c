@@ -190,7 +190,7 @@ static int make_file(int dir_fd, const char *base, const char *path, unsigned in
 	return open_file(dir_fd, base, path, flags, err, errlen);
 }
 
-static bool dir_empty(int fd)
+bool lk__out_dir_empty(int fd)
 {
 	int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	DIR *d = copy >= 0 ? fdopendir(copy) : NULL;
@@ -230,7 +230,7 @@ static int make_dir(int dir_fd, const char *base, const char *path, unsigned int
 	else if (foreign(dir_fd, &st) || (made && st.st_uid != geteuid()))
 		rc = refuse_foreign(flags, &st, path, err,
 				    errlen); /* the latter: swapped since mkdir */
-	else if (!dir_empty(fd))
+	else if (!lk__out_dir_empty(fd))
 		rc = refuse(flags, -EEXIST, err, errlen,
 			    "%s exists and is not an empty directory: remove it or "
 			    "choose another path",

@@ -317,10 +317,30 @@ void lk__snapshot_forget(void);
  */
 int lk__snapshot(const char *path, struct lk__snapshot_result *r, char *written, size_t len);
 
+/*
+ * lk__snapshot_in - lk__snapshot into dir_fd (>= 0), an empty directory the caller made, as CTF
+ * whatever the trace's format; path only names it. Takes dir_fd (closed on every path); -1: as
+ * lk__snapshot.
+ */
+int lk__snapshot_in(const char *path, int dir_fd, struct lk__snapshot_result *r, char *written,
+		    size_t len);
+
 /* ---- trace.c ---- */
 
 /* lk_trace_snapshot with what it wrote: takes the trace mutex and checks the trace's mode. */
 int lk__trace_snapshot(const char *path, struct lk__snapshot_result *r, char *written, size_t len);
+
+/* lk__trace_snapshot into the caller's directory (lk__snapshot_in); takes dir_fd. */
+int lk__trace_snapshot_in(const char *path, int dir_fd, struct lk__snapshot_result *r,
+			  char *written, size_t len);
+
+/*
+ * lk__trace_start_in - lk_trace_start into dir_fd, an empty directory the caller made (the
+ * control socket's client, on its side of a mount namespace): CTF only, not a flight recorder
+ * (-EINVAL). config->path only names it in messages. Takes dir_fd (closed on failure, and by the
+ * trace at its end). 0 or lk_trace_start's errors.
+ */
+int lk__trace_start_in(const struct lk_trace_config *config, int dir_fd);
 
 /* At exit: the last snapshot snapshot_at_exit asks for, once; its error goes where a requested
  * snapshot's goes (lk_trace_stop returns it). 0 or -errno. */

@@ -392,6 +392,15 @@ static int absolute_path(const char *path, char *out, size_t len)
 	return 0;
 }
 
+/* The caller's directory dir_fd, named path in messages; closed if the name does not fit. */
+static int name_given(const char *path, int dir_fd, char *out, size_t len)
+{
+	if (snprintf(out, len, "%s", path) < (int)len)
+		return dir_fd;
+	close(dir_fd);
+	return lk__fail(-ENAMETOOLONG, "lk_trace_snapshot: the path %s is too long", path);
+}
+
 /*
  * Every thread of the running trace, into the CTF directory out.ctf_dir, and their context
  * switches; then the metadata, which describes every site registered by then (all those whose
@@ -482,14 +491,23 @@ static int take(const char *path, int fd, enum lk_trace_format format,
 
 int lk__snapshot(const char *path, struct lk__snapshot_result *r, char *written, size_t len)
 {
+	return lk__snapshot_in(path, -1, r, written, len);
+}
+
+int lk__snapshot_in(const char *path, int dir_fd, struct lk__snapshot_result *r, char *written,
+		    size_t len)
+{
 	struct lk__trace *t = &lk__trace;
-	enum lk_trace_format format = t->config.format;
+	/* into the caller's directory: CTF, since converting needs files beside it */
+	enum lk_trace_format format = dir_fd >= 0 ? LK_TRACE_CTF : t->config.format;
 	bool file = format != LK_TRACE_CTF;
 	char out[PATH_MAX - 32] = ""; /* room for the CTF beside a JSON or Perfetto snapshot */
 	int err, fd;
 
 	pthread_mutex_lock(&snapshot_lock);
-	if (path)
+	if (dir_fd >= 0)
+		fd = name_given(path, dir_fd, out, sizeof(out));
+	else if (path)
 		fd = (err = absolute_path(path, out, sizeof(out))) ? err :
 								     open_output(out, file, false);
 	else

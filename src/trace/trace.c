@@ -129,6 +129,20 @@ static int prepare_output(struct lk__trace *t, const char *path)
 	return 0;
 }
 
+/*
+ * A CTF trace into dir_fd, an empty directory the caller made (on its side of a mount namespace,
+ * say): nothing is created by name; path only names it in messages. Takes dir_fd.
+ */
+static int adopt_output(struct lk__trace *t, const char *path, int dir_fd)
+{
+	t->dir_fd = dir_fd;
+	t->path = strdup(path);
+	t->ctf_dir = strdup(path);
+	if (!t->path || !t->ctf_dir)
+		return lk__fail(-ENOMEM, "lk_trace_start: out of memory");
+	return 0;
+}
+
 static void snapshot_clocks(struct lk__trace *t)
 {
 	t->tsc_hz = lk__probe_tsc_hz();
@@ -191,14 +205,16 @@ static void reset_for_start(struct lk__trace *t, const struct lk_trace_config *c
 	t->sites_error_msg[0] = 0;
 }
 
-static int start_locked(const struct lk_trace_config *config)
+static int start_locked(const struct lk_trace_config *config, int dir_fd)
 {
 	struct lk__trace *t = &lk__trace;
 	int err;
 
 	reset_for_start(t, config);
 	/* A flight recorder writes nothing until a snapshot (snapshot.c), which makes its own output. */
-	if (t->overwrite)
+	if (dir_fd >= 0)
+		err = adopt_output(t, config->path, dir_fd);
+	else if (t->overwrite)
 		err = (t->path = absolute(config->path)) ?
 			      0 :
 			      lk__fail(-ENOMEM, "lk_trace_start: out of memory");
@@ -261,7 +277,33 @@ LK_API int lk_trace_start(const struct lk_trace_config *config)
 			       "lk_trace_start: a trace is already running in this process (to %s)",
 			       lk__trace.path);
 	else
-		err = start_locked(config);
+		err = start_locked(config, -1);
+	pthread_mutex_unlock(&lk__trace_mutex);
+	return err;
+}
+
+int lk__trace_start_in(const struct lk_trace_config *config, int dir_fd)
+{
+	int err = check_config(config);
+
+	if (!err && config->format != LK_TRACE_CTF)
+		err = lk__fail(-EINVAL, "a trace into a directory descriptor is CTF");
+	if (!err && (config->flags & LK_TRACE_OVERWRITE))
+		err = lk__fail(-EINVAL, "a flight recorder writes nothing until its snapshots: "
+					"it takes no directory at its start");
+	if (err) {
+		close(dir_fd);
+		return err;
+	}
+	pthread_mutex_lock(&lk__trace_mutex);
+	if (lk__trace.running) {
+		err = lk__fail(-EBUSY,
+			       "lk_trace_start: a trace is already running in this process (to %s)",
+			       lk__trace.path);
+		close(dir_fd);
+	} else {
+		err = start_locked(config, dir_fd);
+	}
 	pthread_mutex_unlock(&lk__trace_mutex);
 	return err;
 }
@@ -327,6 +369,13 @@ LK_API int lk_trace_stop(void)
 
 int lk__trace_snapshot(const char *path, struct lk__snapshot_result *r, char *written, size_t len)
 {
+	return lk__trace_snapshot_in(path, -1, r, written, len);
+}
+
+int lk__trace_snapshot_in(const char *path, int dir_fd, struct lk__snapshot_result *r,
+			  char *written, size_t len)
+{
+	bool handed = false; /* dir_fd is lk__snapshot_in's, which closes it */
 	int err;
 
 	pthread_mutex_lock(&lk__trace_mutex);
@@ -339,8 +388,12 @@ int lk__trace_snapshot(const char *path, struct lk__snapshot_result *r, char *wr
 			"for a flight recorder, a trace started with LK_TRACE_OVERWRITE (lowkey trace --overwrite, "
 			"LOWKEY_TRACE_MODE=overwrite)",
 			lk__trace.path);
-	else
-		err = lk__snapshot(path, r, written, len);
+	else {
+		handed = true;
+		err = lk__snapshot_in(path, dir_fd, r, written, len);
+	}
+	if (!handed && dir_fd >= 0)
+		close(dir_fd);
 	pthread_mutex_unlock(&lk__trace_mutex);
 	return err;
 }

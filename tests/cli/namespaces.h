@@ -3,8 +3,9 @@
  * For tests: a program started in namespaces of its own, made with unshare(2) in the test itself
  * (no container runtime): a private /tmp (what systemd's PrivateTmp= and a container give), a pid
  * namespace (the program is its init, pid 1), a user namespace (its uid 0 there is a non-root uid
- * of the host's, so root of the host is not mapped into it). Root only: the test skips, saying
- * why, where the kernel or the machine refuses.
+ * of the host's, so root of the host is not mapped into it), a root of its own (a directory the
+ * test filled, made the root with pivot_root, as container runtimes do). Root only: the test
+ * skips, saying why, where the kernel or the machine refuses.
  *
  * The process tree: the test, a keeper (which unshared; it stays in the test's pid namespace and
  * waits for the program), and the program. The program's stdin and stdout are pipes of the test's.
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,13 +36,15 @@ enum {
 	LKT_NS_PID = 2, /* and a pid namespace: the program is its pid 1, /proc remounted */
 	LKT_NS_USER =
 		4, /* and a user namespace: uid and gid 0 inside are lkt_ns.host_uid outside */
+	LKT_NS_ROOT = 8, /* and lkt_ns.root as its root (it holds /tmp and /proc to mount on) */
 };
 
 struct lkt_ns {
-	pid_t pid;	/* the program, as the test sees it */
-	pid_t keeper;	/* its parent, in the test's pid namespace */
-	uid_t host_uid; /* LKT_NS_USER: whom the program's uid 0 is outside (not root) */
-	FILE *in, *out; /* the program's stdin and stdout */
+	pid_t pid;	  /* the program, as the test sees it */
+	pid_t keeper;	  /* its parent, in the test's pid namespace */
+	uid_t host_uid;	  /* LKT_NS_USER: whom the program's uid 0 is outside (not root) */
+	const char *root; /* LKT_NS_ROOT: the directory made its root (argv[0] a path in it) */
+	FILE *in, *out;	  /* the program's stdin and stdout */
 };
 
 /* What the keeper tells the test on the report pipe: a tag byte, then what it carries. */
@@ -72,11 +76,26 @@ static inline bool lkt_ns_write(pid_t pid, const char *file, const char *text)
 	return ok;
 }
 
+/*
+ * lkt_ns_pivot - in a private mount namespace, make root (a directory holding a /.old) this
+ * process's root, the old one detached: what a container runtime does. 0, or -1 with errno.
+ */
+static inline int lkt_ns_pivot(const char *root)
+{
+	if (mount(root, root, NULL, MS_BIND | MS_REC, NULL) != 0 || chdir(root) != 0 ||
+	    syscall(SYS_pivot_root, ".", ".old") != 0 || chdir("/") != 0 ||
+	    umount2("/.old", MNT_DETACH) != 0)
+		return -1;
+	return 0;
+}
+
 /* In the program, before exec: its own /proc in a pid namespace; then argv with LOWKEY_CONTROL=1. */
 static inline _Noreturn void lkt_ns_exec(int report, int kinds, char *const argv[])
 {
+	/* in a root of its own, /proc is not a mount point yet: nothing to make private */
 	if ((kinds & LKT_NS_PID) &&
-	    (mount(NULL, "/proc", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	    ((!(kinds & LKT_NS_ROOT) &&
+	      mount(NULL, "/proc", NULL, MS_REC | MS_PRIVATE, NULL) != 0) ||
 	     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0))
 		lkt_ns_fail(report, "mount /proc in the pid namespace");
 	setenv("LOWKEY_CONTROL", "1", 1);
@@ -84,8 +103,12 @@ static inline _Noreturn void lkt_ns_exec(int report, int kinds, char *const argv
 	lkt_ns_fail(report, "exec");
 }
 
-/* The keeper: unshare, wait for the maps, make /tmp private, start the program, wait for it. */
-static inline _Noreturn void lkt_ns_keeper(int report, int go, int kinds, char *const argv[])
+/*
+ * The keeper: unshare, wait for the maps, take its root, make /tmp private, start the program,
+ * wait for it.
+ */
+static inline _Noreturn void lkt_ns_keeper(int report, int go, int kinds, const char *root,
+					   char *const argv[])
 {
 	int flags = CLONE_NEWNS | ((kinds & LKT_NS_PID) ? CLONE_NEWPID : 0) |
 		    ((kinds & LKT_NS_USER) ? CLONE_NEWUSER : 0);
@@ -101,8 +124,11 @@ static inline _Noreturn void lkt_ns_keeper(int report, int go, int kinds, char *
 		if (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
 			lkt_ns_fail(report, "setresuid in the user namespace");
 	}
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-	    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		lkt_ns_fail(report, "make the mounts private");
+	if ((kinds & LKT_NS_ROOT) && lkt_ns_pivot(root) != 0)
+		lkt_ns_fail(report, "pivot_root into the root made for it");
+	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
 		lkt_ns_fail(report, "mount a tmpfs on /tmp");
 	pid = fork();
 	if (pid < 0)
@@ -157,7 +183,8 @@ static inline int lkt_ns_report(struct lkt_ns *ns, int kinds, int report, int go
 
 /*
  * lkt_ns_spawn - start argv (argv[0] a path) in new namespaces of kinds (LKT_NS_*, ored), with
- * LOWKEY_CONTROL=1. For LKT_NS_USER, set ns->host_uid first (the gid is the same number). Returns
+ * LOWKEY_CONTROL=1. For LKT_NS_USER, set ns->host_uid first (the gid is the same number); for
+ * LKT_NS_ROOT, ns->root (argv[0] is then a path under it, as the program sees it). Returns
  * 0 with ns->pid, in and out; or -1 with why (the step refused: the test skips saying it).
  */
 static inline int lkt_ns_spawn(struct lkt_ns *ns, int kinds, char *const argv[], char *why,
@@ -173,7 +200,7 @@ static inline int lkt_ns_spawn(struct lkt_ns *ns, int kinds, char *const argv[],
 		dup2(out[1], 1);
 		close(in[0]), close(in[1]), close(out[0]), close(out[1]);
 		close(report[0]), close(go[1]);
-		lkt_ns_keeper(report[1], go[0], kinds, argv);
+		lkt_ns_keeper(report[1], go[0], kinds, ns->root, argv);
 	}
 	close(report[1]), close(go[0]), close(in[0]), close(out[1]);
 	rc = lkt_ns_report(ns, kinds, report[0], go[1], why, whylen);

@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "cli/namespaces.h"
 #include "cli/run.h"
 
 #define NOBODY 65534
@@ -114,9 +115,7 @@ static void enter_and_exec(uid_t uid)
 
 	snprintf(prog, sizeof(prog), "%s/prog", app);
 	if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-	    mount(root, root, NULL, MS_BIND | MS_REC, NULL) != 0 || chdir(root) != 0 ||
-	    syscall(SYS_pivot_root, ".", ".old") != 0 || chdir("/") != 0 ||
-	    umount2("/.old", MNT_DETACH) != 0 ||
+	    lkt_ns_pivot(root) != 0 ||
 	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
 		printf("cannot make the container: %s\n", strerror(errno));
 		_exit(126);

@@ -37,11 +37,15 @@
 #define OTHER_UID 4242 /* the host uid of the user namespace's uid 0: not root, no one's */
 
 static char scratch[] = SCRATCH_PARENT "/lkt-ns-XXXXXX";
+/* the host's /tmp, which a process with a /tmp of its own does not see: outputs made from the host */
+static char host_tmp[] = "/tmp/lkt-ns-out-XXXXXX";
+static char host_path[1024];
 static struct lkt_run r;
 static char path[1024], err[1024];
 static struct lkt_ns ns;
 
-static int kinds_now; /* the case's namespaces: its files are named after them */
+static int kinds_now;	     /* the case's namespaces: its files are named after them */
+static const char *root_now; /* LKT_NS_ROOT: the root made for the process */
 
 static const char *in_scratch(const char *name)
 {
@@ -49,20 +53,38 @@ static const char *in_scratch(const char *name)
 	return path;
 }
 
+/* name in the host's /tmp, where the process cannot see it */
+static const char *on_host(const char *name)
+{
+	snprintf(host_path, sizeof(host_path), "%s/%d-%s", host_tmp, kinds_now, name);
+	return host_path;
+}
+
+/* Whether the process sees anything at the path (under its own root). */
+static bool seen_inside(const char *file)
+{
+	char inside[1200];
+	struct stat st;
+
+	snprintf(inside, sizeof(inside), "/proc/%d/root%s", (int)ns.pid, file);
+	return lstat(inside, &st) == 0;
+}
+
 static int setup(void **state)
 {
 	(void)state;
 	unsetenv("XDG_RUNTIME_DIR"); /* the socket goes to the process's own /tmp */
-	if (!mkdtemp(scratch))
+	if (!mkdtemp(scratch) || !mkdtemp(host_tmp))
 		return -1;
-	return chmod(scratch, 0777); /* the user namespace's process writes its traces there */
+	/* the user namespace's process writes its traces there; its user converts them here */
+	return chmod(scratch, 0777) || chmod(host_tmp, 0777);
 }
 
 static int teardown(void **state)
 {
 	(void)state;
 	lkt_ns_end(&ns);
-	return lkt_sh(&r, "rm -rf '%s'", scratch);
+	return lkt_sh(&r, "rm -rf '%s' '%s'", scratch, host_tmp);
 }
 
 /* Root, and the programs and the scratch directory outside /tmp, which the process does not see. */
@@ -87,7 +109,7 @@ static void start_in(int kinds, char *const argv[])
 
 	need_root_outside_tmp();
 	kinds_now = kinds;
-	ns = (struct lkt_ns){ .host_uid = (kinds & LKT_NS_USER) ? OTHER_UID : 0 };
+	ns = (struct lkt_ns){ .host_uid = (kinds & LKT_NS_USER) ? OTHER_UID : 0, .root = root_now };
 	if (lkt_ns_spawn(&ns, kinds, argv, why, sizeof(why)) != 0) {
 		print_message("skipped: %s\n", why);
 		skip();
@@ -208,17 +230,38 @@ static pid_t child_of(pid_t pid)
 	return child > 0 ? child : pid;
 }
 
-/* trace --pid until Ctrl-C: exactly the events emitted meanwhile. */
-static void trace_counts(int kinds, bool inside, const char *name)
+/* How many app:tick events the JSON trace at file holds; -1 if it cannot be read. */
+static int json_ticks(const char *file)
+{
+	char cmd[1200];
+	int n = -1;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "grep -o '\"name\":\"tick\",\"cat\":\"app\"' '%s' | wc -l",
+		 file);
+	f = popen(cmd, "r");
+	if (f && fscanf(f, "%d", &n) != 1)
+		n = -1;
+	if (f)
+		pclose(f);
+	return n;
+}
+
+/*
+ * trace --pid until Ctrl-C: exactly the events emitted meanwhile, in the output at the path
+ * the caller gave, on the caller's side: from the host, in the host's /tmp, which the process
+ * does not see (nothing appears in its own).
+ */
+static void trace_counts(int kinds, bool inside, const char *name, const char *format)
 {
 	char out[1024], log[1100], cmd[2048], pid[16];
 	pid_t lk;
 
-	snprintf(out, sizeof(out), "%s", in_scratch(name));
-	snprintf(log, sizeof(log), "%s.log", out);
+	snprintf(out, sizeof(out), "%s", inside ? in_scratch(name) : on_host(name));
+	snprintf(log, sizeof(log), "%s.log", in_scratch(name));
 	snprintf(pid, sizeof(pid), "%d", pid_seen(kinds, inside));
-	snprintf(cmd, sizeof(cmd), "exec %s%s trace --pid %s -e app:tick -o '%s'",
-		 enter(kinds, inside), LOWKEY, pid, out);
+	snprintf(cmd, sizeof(cmd), "exec %s%s trace --pid %s -e app:tick --format %s -o '%s'",
+		 enter(kinds, inside), LOWKEY, pid, format, out);
 	lk = spawn(log, (char *const[]){ "/bin/sh", "-c", cmd, NULL });
 	assert_true(lkt_wait_for(tracing, NULL));
 	poke();
@@ -226,9 +269,15 @@ static void trace_counts(int kinds, bool inside, const char *name)
 	kill(inside ? child_of(lk) : lk, SIGINT); /* nsenter does not pass Ctrl-C on */
 	wait_logged(lk, log);
 	lkt_expect(&r, 0, "events (0 lost)");
-	/* from the host, the path is the process's, in its own mount namespace, and said so */
-	assert_true(!strstr(r.out, "in its own mount namespace") == inside);
-	assert_int_equal(lkt_count(out, "app:tick").events, EVENTS);
+	assert_null(strstr(r.out, "in its own mount namespace"));
+	if (strcmp(format, "ctf") == 0)
+		assert_int_equal(lkt_count(out, "app:tick").events, EVENTS);
+	else
+		assert_int_equal(json_ticks(out), EVENTS);
+	if (!inside) {
+		assert_false(seen_inside(out));
+		assert_false(seen_inside(host_tmp));
+	}
 }
 
 /* enable, list (app:tick on), disable, list (off). */
@@ -247,16 +296,26 @@ static void enable_and_list(int kinds, bool inside)
 	lkt_expect(&r, 0, "app:tick");
 }
 
-/* A flight recorder started from the host, snapshots taken from both sides: EVENTS each. */
-static void snapshots(int kinds)
+/*
+ * A flight recorder started from the host, a snapshot taken from the host: EVENTS, made on the
+ * host's side, where the process does not see it.
+ */
+static void snapshot_from_host(void)
 {
 	lkt_sh(&r, "%s trace --pid %d --overwrite -e app:tick -o '%s'", LOWKEY, (int)ns.pid,
 	       in_scratch("fr.ctf"));
 	lkt_expect(&r, 0, "flight recorder started");
 	poke();
-	lkt_sh(&r, "%s snapshot --pid %d -o '%s'", LOWKEY, (int)ns.pid, in_scratch("snap.ctf"));
-	lkt_expect(&r, 0, NULL);
-	assert_int_equal(lkt_count(in_scratch("snap.ctf"), "app:tick").events, EVENTS);
+	lkt_sh(&r, "%s snapshot --pid %d -o '%s'", LOWKEY, (int)ns.pid, on_host("snap.ctf"));
+	lkt_expect(&r, 0, on_host("snap.ctf"));
+	assert_int_equal(lkt_count(on_host("snap.ctf"), "app:tick").events, EVENTS);
+	assert_false(seen_inside(on_host("snap.ctf")));
+	assert_false(seen_inside(host_tmp));
+}
+
+/* And one from inside, as its user, where it sees its files: the same events again. */
+static void snapshot_from_inside(int kinds)
+{
 	lkt_sh(&r, "%s%s snapshot --pid %d -o '%s'", enter(kinds, true), LOWKEY,
 	       pid_seen(kinds, true), in_scratch("snap-inside.ctf"));
 	lkt_expect(&r, 0, NULL);
@@ -267,10 +326,12 @@ static void attach_both_sides(int kinds)
 {
 	start_target(kinds);
 	enable_and_list(kinds, false);
-	trace_counts(kinds, false, "host.ctf");
+	trace_counts(kinds, false, "host.ctf", "ctf");
+	trace_counts(kinds, false, "host.json", "json");
 	enable_and_list(kinds, true);
-	trace_counts(kinds, true, "inside.ctf");
-	snapshots(kinds);
+	trace_counts(kinds, true, "inside.ctf", "ctf");
+	snapshot_from_host();
+	snapshot_from_inside(kinds);
 	lkt_ns_end(&ns);
 }
 
@@ -290,6 +351,48 @@ static void user_pid_and_mount_namespaces(void **state)
 {
 	(void)state;
 	attach_both_sides(LKT_NS_TMP | LKT_NS_PID | LKT_NS_USER);
+}
+
+/*
+ * A root of its own, as a container image gives: a copy of the program in /ctr-bin and of its
+ * libraries in /ctr-lib, paths the host does not have, and ld.so where it was.
+ */
+static void build_root(const char *root)
+{
+	lkt_sh(&r,
+	       "set -e; R='%s'; mkdir -p \"$R/ctr-bin\" \"$R/ctr-lib\" \"$R/tmp\" \"$R/proc\" "
+	       "\"$R/.old\"; cp '%s' \"$R/ctr-bin/target\";"
+	       "ldd '%s' | awk '/=> \\// { print $3 }' | while read -r lib; do "
+	       "  cp -L \"$lib\" \"$R/ctr-lib/\"; done;"
+	       "interp=$(ldd '%s' | awk '$1 ~ /^\\// { print $1 }');"
+	       "mkdir -p \"$R$(dirname \"$interp\")\"; cp -L \"$interp\" \"$R$interp\";"
+	       "chmod -R a+rX \"$R\"",
+	       root, TARGET, TARGET, TARGET);
+	lkt_expect(&r, 0, NULL);
+}
+
+/* trace, enable, list and snapshot --pid from the host, as root, on a process in its own root. */
+static void a_root_of_its_own(void **state)
+{
+	const int kinds = LKT_NS_TMP | LKT_NS_PID | LKT_NS_ROOT;
+	char root[1024];
+
+	(void)state;
+	need_root_outside_tmp();
+	kinds_now = kinds;
+	snprintf(root, sizeof(root), "%s", in_scratch("root"));
+	build_root(root);
+	root_now = root;
+	setenv("LD_LIBRARY_PATH", "/ctr-lib", 1); /* for the program, in its root */
+	start_in(kinds, (char *const[]){ "/ctr-bin/target", "on-input", "100", NULL });
+	unsetenv("LD_LIBRARY_PATH");
+	root_now = NULL;
+	assert_false(lkt_file_exists("/ctr-bin/target")); /* only its root has it */
+	enable_and_list(kinds, false);
+	trace_counts(kinds, false, "host.ctf", "ctf");
+	trace_counts(kinds, false, "host.json", "json");
+	snapshot_from_host();
+	lkt_ns_end(&ns);
 }
 
 /* ---- refusals ---- */
@@ -432,6 +535,7 @@ int main(void)
 		cmocka_unit_test(private_tmp),
 		cmocka_unit_test(pid_and_mount_namespaces),
 		cmocka_unit_test(user_pid_and_mount_namespaces),
+		cmocka_unit_test(a_root_of_its_own),
 		cmocka_unit_test(a_bad_directory_inside_is_named),
 		cmocka_unit_test(a_seccomp_profile_is_named),
 		cmocka_unit_test(a_user_namespace_not_owned_is_named),

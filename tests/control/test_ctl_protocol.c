@@ -43,6 +43,11 @@ static void every_type_round_trips(void **state)
 		{ .type = LK_CTL_START,
 		  .seq = 2,
 		  .start = { 1, LK_CTL_START_STOP_ON_CLOSE, 1, 50, 1 << 20, "/t/x.json" } },
+		{ .type = LK_CTL_START,
+		  .seq = 2,
+		  .start = { 0, 0, 0, 0, 0, "/t/x.ctf", LK_CTL_OUT_DIR } },
+		{ .type = LK_CTL_SNAPSHOT, .seq = 2, .snapshot = { "", LK_CTL_OUT_PATH } },
+		{ .type = LK_CTL_SNAPSHOT, .seq = 2, .snapshot = { "/t/s.ctf", LK_CTL_OUT_DIR } },
 		{ .type = LK_CTL_STOP, .seq = 3 },
 		{ .type = LK_CTL_STATUS, .seq = 4 },
 		{ .type = LK_CTL_LIST, .seq = 5 },
@@ -227,7 +232,9 @@ static void values_out_of_range_are_refused(void **state)
 		{ .type = LK_CTL_START, .start = { 0, 0, 0, 60001, 0, "/x" } }, /* flush_ms */
 		{ .type = LK_CTL_START, .start = { 0, 0, 0, 0, (1ull << 30) + 1, "/x" } },
 		{ .type = LK_CTL_START, .start = { 0, 0, 0, 0, 0, "relative" } },
-		{ .type = LK_CTL_RESULT, .result = { 1, 0, "" } }, /* err > 0 */
+		{ .type = LK_CTL_START, .start = { 0, 0, 0, 0, 0, "/x", LK_CTL_OUT_DIR + 1 } },
+		{ .type = LK_CTL_SNAPSHOT, .snapshot = { "/x", LK_CTL_OUT_DIR + 1 } }, /* output */
+		{ .type = LK_CTL_RESULT, .result = { 1, 0, "" } },		       /* err > 0 */
 		{ .type = LK_CTL_RESULT, .result = { -4096, 0, "" } },
 		{ .type = LK_CTL_SITE,
 		  .site = { 1, 0, 0, 0, 0, 1, "a", "b", "", "", "", "" } }, /* kind 0 */

@@ -4,6 +4,7 @@
  * checked; every command; session rules and traces that end with their connection; hostile and
  * malformed messages refused while the process keeps serving; too many clients; fork; exit.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -756,6 +757,231 @@ static void exit_finishes_a_trace_started_over_the_socket(void **state)
 	close(go[1]);
 }
 
+/* ---- descriptors sent with a request ---- */
+
+/* Send len bytes with n descriptors (SCM_RIGHTS); what sendmsg returns. */
+static ssize_t send_with_fds(int sock, const void *buf, size_t len, const int *fds, int n)
+{
+	union {
+		char space[CMSG_SPACE(8 * sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = { (void *)buf, len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	assert_true(n <= 8);
+	if (n) {
+		memset(&cbuf, 0, sizeof(cbuf));
+		msg.msg_control = cbuf.space;
+		msg.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, (size_t)n * sizeof(int));
+	}
+	return sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
+
+/* How many descriptors this process has open. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3; /* ".", "..", and d's own */
+}
+
+static int new_dir(const char *name)
+{
+	char path[512];
+	int fd;
+
+	trace_path(path, sizeof(path), name);
+	assert_int_equal(mkdir(path, 0755), 0);
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+static void traces_and_snapshots_go_into_the_directory_sent(void **state)
+{
+	struct lk__ctl_msg req, m;
+	struct lk__ctl_client c;
+	char named[512], dir[512], snap[512];
+	int fd;
+
+	(void)state;
+	private_runtime_dir("xdg-fds");
+	assert_int_equal(lk_control_open(), 0);
+	connect_self(&c);
+	assert_int_equal(rule(&c, true, LK_CTL_RULE_SESSION, "srv:ping"), 1);
+
+	/* the name only names it: nothing is made there */
+	trace_path(named, sizeof(named), "named-only.ctf");
+	fd = new_dir("sent.ctf");
+	req = (struct lk__ctl_msg){ .type = LK_CTL_START,
+				    .start = { LK_TRACE_CTF, 0, 0, 10, 0, named, LK_CTL_OUT_DIR } };
+	assert_int_equal(lk__ctl_call_fd(&c, &req, fd, LK_CTL_RESULT, &m, 30000, err, sizeof(err)),
+			 0);
+	close(fd);
+	ping(40);
+	req = (struct lk__ctl_msg){ .type = LK_CTL_STOP };
+	assert_int_equal(call(&c, &req, LK_CTL_STATS, &m), 0);
+	assert_int_equal(m.stats.err, 0);
+	assert_int_equal(m.stats.events, 40);
+	assert_string_equal(m.stats.path, named);
+	trace_path(dir, sizeof(dir), "sent.ctf");
+	assert_int_equal(lkt_count(dir, "srv:ping").events, 40);
+	assert_false(lkt_file_exists(named));
+
+	/* a flight recorder's snapshot, into the directory sent with SNAPSHOT */
+	trace_path(named, sizeof(named), "recorder.ctf");
+	req = (struct lk__ctl_msg){
+		.type = LK_CTL_START, .start = { LK_TRACE_CTF, 0, LK_TRACE_OVERWRITE, 10, 0, named }
+	};
+	assert_int_equal(call(&c, &req, LK_CTL_RESULT, &m), 0);
+	ping(30);
+	trace_path(snap, sizeof(snap), "snapshot-named-only.ctf");
+	fd = new_dir("snapshot-sent.ctf");
+	req = (struct lk__ctl_msg){ .type = LK_CTL_SNAPSHOT, .snapshot = { snap, LK_CTL_OUT_DIR } };
+	assert_int_equal(lk__ctl_call_fd(&c, &req, fd, LK_CTL_STATS, &m, 30000, err, sizeof(err)),
+			 0);
+	close(fd);
+	assert_int_equal(m.stats.events, 30);
+	assert_string_equal(m.stats.path, snap);
+	trace_path(dir, sizeof(dir), "snapshot-sent.ctf");
+	assert_int_equal(lkt_count(dir, "srv:ping").events, 30);
+	assert_false(lkt_file_exists(snap));
+	req = (struct lk__ctl_msg){ .type = LK_CTL_STOP };
+	assert_int_equal(call(&c, &req, LK_CTL_STATS, &m), 0);
+
+	/* a flight recorder takes no directory at its start: snapshots bring theirs */
+	fd = new_dir("recorder-sent.ctf");
+	req = (struct lk__ctl_msg){ .type = LK_CTL_START,
+				    .start = { LK_TRACE_CTF, 0, LK_TRACE_OVERWRITE, 10, 0, named,
+					       LK_CTL_OUT_DIR } };
+	assert_int_equal(lk__ctl_call_fd(&c, &req, fd, LK_CTL_RESULT, &m, 30000, err, sizeof(err)),
+			 -EINVAL);
+	close(fd);
+	lk__ctl_disconnect(&c);
+	lk_control_close();
+}
+
+/* A request with descriptors it does not say it carries, or not what it says: refused, all closed. */
+static void descriptors_that_do_not_fit_are_refused_and_closed(void **state)
+{
+	struct lk__ctl_msg status = { .type = LK_CTL_STATUS },
+			   start = { .type = LK_CTL_START,
+				     .start = { LK_TRACE_CTF, 0, 0, 10, 0, "/x.ctf",
+						LK_CTL_OUT_DIR } };
+	uint8_t with_dir[LK_CTL_MAX_MSG], plain[LK_CTL_MAX_MSG], old[LK_CTL_MAX_MSG];
+	struct lk__ctl_client c;
+	char path[512];
+	int fds[8], file, full, n_dir, n_plain, sock, before_fds, refusals = 0;
+	uint64_t before;
+
+	(void)state;
+	private_runtime_dir("xdg-bad-fds");
+	assert_int_equal(lk_control_open(), 0);
+	connect_self(&c);
+	before = get_status(&c).refused_messages;
+	n_dir = encode(&start, with_dir);
+	n_plain = encode(&status, plain);
+	memcpy(old, with_dir, (size_t)n_dir);
+	old[4] = 2; /* a client of the protocol before descriptors */
+	trace_path(path, sizeof(path), "a-file");
+	file = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(file >= 0);
+	full = new_dir("full");
+	assert_int_equal(mkdirat(full, "entry", 0755), 0);
+	for (int i = 0; i < 8; i++)
+		fds[i] = new_dir((char[]){ 'd', (char)('0' + i), 0 });
+	before_fds = open_fds();
+
+	struct {
+		const uint8_t *msg;
+		int len, nfds, want;
+		const int *fds;
+	} cases[] = {
+		{ with_dir, n_dir, 0, -EBADMSG, NULL },		  /* says one, none came */
+		{ plain, n_plain, 1, -EBADMSG, fds },		  /* a STATUS carries none */
+		{ with_dir, n_dir, 2, -EBADMSG, fds },		  /* two */
+		{ with_dir, n_dir, 8, -EBADMSG, fds },		  /* more than are read */
+		{ with_dir, n_dir, 1, -ENOTDIR, &file },	  /* not a directory */
+		{ with_dir, n_dir, 1, -EEXIST, &full },		  /* not empty */
+		{ (const uint8_t *)"junk", 4, 1, -EBADMSG, fds }, /* not a message */
+		{ old, n_dir, 1, -EPROTONOSUPPORT, fds },	  /* an older protocol */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		sock = raw_connect();
+		assert_int_equal(send_with_fds(sock, cases[i].msg, (size_t)cases[i].len,
+					       cases[i].fds, cases[i].nfds),
+				 cases[i].len);
+		expect_result(sock, cases[i].want);
+		expect_dropped(sock);
+		close(sock);
+		refusals++;
+	}
+	for (int i = 0; i < 6000 && get_status(&c).refused_messages - before < (uint64_t)refusals;
+	     i++)
+		lkt_sleep_ms(10);
+	assert_int_equal(get_status(&c).refused_messages - before, (uint64_t)refusals);
+	/* the service thread closes each connection just after counting its refusal */
+	for (int i = 0; i < 6000 && open_fds() != before_fds; i++)
+		lkt_sleep_ms(10);
+	assert_int_equal(open_fds(), before_fds); /* every descriptor received was closed */
+	assert_int_equal(get_status(&c).running, 0);
+	for (int i = 0; i < 8; i++)
+		close(fds[i]);
+	close(file);
+	close(full);
+	lk__ctl_disconnect(&c);
+	lk_control_close();
+}
+
+/* A process that sends descriptors with its replies: the client never receives them. */
+static void descriptors_a_process_sends_back_are_not_taken(void **state)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_STATUS }, reply, m;
+	struct lk__ctl_client c;
+	uint8_t buf[LK_CTL_MAX_MSG];
+	char sock_path[512], got[LK_CTL_MAX_MSG];
+	int listener, peer, fds[2], before_fds, n;
+
+	(void)state;
+	trace_path(sock_path, sizeof(sock_path), "hostile.sock");
+	listener = bound_socket(sock_path, true);
+	assert_int_equal(lk__ctl_connect_path(&c, sock_path, 0, err, sizeof(err)), 0);
+	peer = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(peer >= 0);
+	fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	fds[1] = new_dir("sent-back");
+	before_fds = open_fds();
+
+	assert_int_equal(lk__ctl_send(&c, &req), 0);
+	assert_true(recv(peer, got, sizeof(got), 0) > 0);
+	m = (struct lk__ctl_msg){ .type = LK_CTL_RESULT,
+				  .seq = req.seq,
+				  .result = { -EPERM, 0, "no" } };
+	n = encode(&m, buf);
+	assert_int_equal(send_with_fds(peer, buf, (size_t)n, fds, 2), n);
+	assert_int_equal(lk__ctl_recv(&c, &reply, 30000, err, sizeof(err)), 0);
+	assert_int_equal(reply.type, LK_CTL_RESULT);
+	assert_int_equal(reply.result.err, -EPERM);
+	assert_int_equal(open_fds(), before_fds);
+	close(fds[0]);
+	close(fds[1]);
+	close(peer);
+	close(listener);
+	lk__ctl_disconnect(&c);
+}
+
 /* The child of exit_finishes_a_trace_started_over_the_socket. */
 static int exit_child(int go)
 {
@@ -783,6 +1009,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(too_many_clients_are_refused),
 		cmocka_unit_test(a_forked_child_has_its_own_socket),
 		cmocka_unit_test(exit_finishes_a_trace_started_over_the_socket),
+		cmocka_unit_test(traces_and_snapshots_go_into_the_directory_sent),
+		cmocka_unit_test(descriptors_that_do_not_fit_are_refused_and_closed),
+		cmocka_unit_test(descriptors_a_process_sends_back_are_not_taken),
 	};
 
 	if (argc == 3 && strcmp(argv[1], "--exit-child") == 0)

@@ -45,6 +45,13 @@ static void check_strings(const struct lk__ctl_msg *m, const uint8_t *data, size
 	case LK_CTL_START:
 		check_string(m->start.path, data, size);
 		must(m->start.path[0] == '/');
+		must(m->start.output <= LK_CTL_OUT_DIR);
+		must(lk__ctl_request_fds(m) == m->start.output);
+		break;
+	case LK_CTL_SNAPSHOT:
+		check_string(m->snapshot.path, data, size);
+		must(m->snapshot.output <= LK_CTL_OUT_DIR);
+		must(lk__ctl_request_fds(m) == m->snapshot.output);
 		break;
 	case LK_CTL_RESULT:
 		check_string(m->result.message, data, size);

@@ -8,7 +8,9 @@
  *   2 send a request built from two bytes (type, options)
  *   3 read what arrived  4 close            5 sync: another client's STATUS must be answered
  *   6 fire the probes    7 shut down the writing side
- * A START's path, raw or built, is replaced by one in a scratch directory before it is sent.
+ * A START's path, raw or built, is replaced by one in a scratch directory before it is sent, and
+ * a request that says it carries a directory (output LK_CTL_OUT_DIR) is sent with a new, empty
+ * one of the scratch directory's.
  *
  * Properties checked, besides what the sanitizers check:
  *   - whatever the clients do (junk, floods, never reading), another client's STATUS is answered
@@ -93,14 +95,19 @@ static void setup_once(void)
 
 /* ---- what the clients send ---- */
 
-/* What a valid message asks that outlives its client; a START's path is made ours (re-encoded). */
-static size_t vet(uint8_t *buf, size_t len, size_t cap)
+/*
+ * What a valid message asks that outlives its client; a START's path is made ours (re-encoded).
+ * *nfds: the descriptors it says it carries.
+ */
+static size_t vet(uint8_t *buf, size_t len, size_t cap, unsigned int *nfds)
 {
 	struct lk__ctl_msg m;
 	int n;
 
+	*nfds = 0;
 	if (lk__ctl_decode(buf, len, &m, NULL, 0) != 0)
 		return len;
+	*nfds = lk__ctl_request_fds(&m);
 	if (m.type == LK_CTL_RULE && m.rule.scope == LK_CTL_RULE_KEEP)
 		kept_rule = true;
 	if (m.type != LK_CTL_START)
@@ -113,21 +120,63 @@ static size_t vet(uint8_t *buf, size_t len, size_t cap)
 	return (size_t)n;
 }
 
+/* A new, empty directory of ours, open; -1 if it cannot be made. */
+static int new_out_dir(void)
+{
+	char dir[128];
+
+	snprintf(dir, sizeof(dir), "%s/sent-XXXXXX", out_dir);
+	if (!mkdtemp(dir))
+		return -1;
+	return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* send(), with the directory dir (-1: none) passed along. */
+static ssize_t send_with(int fd, const uint8_t *buf, size_t len, int dir)
+{
+	union {
+		char space[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = { (void *)buf, len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	if (dir >= 0) {
+		memset(&cbuf, 0, sizeof(cbuf));
+		msg.msg_control = cbuf.space;
+		msg.msg_controllen = sizeof(cbuf.space);
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &dir, sizeof(int));
+	}
+	return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 static void send_frame(int k, const uint8_t *frame, size_t len)
 {
 	uint8_t buf[LK_CTL_MAX_MSG];
+	unsigned int nfds;
+	int dir = -1;
 
 	if (fds[k] < 0 || len > sizeof(buf))
 		return;
 	memcpy(buf, frame, len);
-	len = vet(buf, len, sizeof(buf));
-	if (send(fds[k], buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0 || errno != EAGAIN || full[k])
-		return;
+	len = vet(buf, len, sizeof(buf), &nfds);
+	if (nfds)
+		dir = new_out_dir();
+	if (send_with(fds[k], buf, len, dir) >= 0 || errno != EAGAIN || full[k])
+		goto out;
 	/* give the server a moment to take what is queued: a flood then reaches its limits */
 	if (poll(&(struct pollfd){ .fd = fds[k], .events = POLLOUT }, 1, 100) == 1)
-		send(fds[k], buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		send_with(fds[k], buf, len, dir);
 	else
 		full[k] = true;
+out:
+	if (dir >= 0)
+		close(dir);
 }
 
 static void send_request(int k, uint8_t type, uint8_t options)

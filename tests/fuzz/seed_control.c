@@ -64,6 +64,15 @@ int main(int argc, char **argv)
 	m.start = (struct lk__ctl_start){ 1,	   LK_CTL_START_STOP_ON_CLOSE, 1, 100,
 					  1 << 20, "/tmp/trace.json" };
 	valid("start", &m);
+	m.start = (struct lk__ctl_start){
+		0, LK_CTL_START_STOP_ON_CLOSE, 0, 100, 0, "/tmp/trace.ctf", LK_CTL_OUT_DIR
+	};
+	valid("start-dir", &m);
+	m.type = LK_CTL_SNAPSHOT;
+	m.snapshot = (struct lk__ctl_snapshot){ "", LK_CTL_OUT_PATH };
+	valid("snapshot", &m);
+	m.snapshot = (struct lk__ctl_snapshot){ "/tmp/slow.ctf", LK_CTL_OUT_DIR };
+	valid("snapshot-dir", &m);
 	m.type = LK_CTL_STOP;
 	valid("stop", &m);
 	m.type = LK_CTL_STATUS;
@@ -125,6 +134,9 @@ int main(int argc, char **argv)
 	m.type = LK_CTL_START;
 	m.start = (struct lk__ctl_start){ 0, 0, 0, 0, 0, "relative/path" };
 	valid("relative-path-raw", &m);
+	m.type = LK_CTL_SNAPSHOT;
+	m.snapshot = (struct lk__ctl_snapshot){ "/tmp/x.ctf", LK_CTL_OUT_DIR + 1 };
+	valid("unknown-output-raw", &m);
 	printf("%d seeds written to %s\n", count, dir);
 	return 0;
 }

@@ -5,10 +5,13 @@
  * The process runs an overwrite-mode trace (lowkey trace --overwrite, LOWKEY_TRACE_MODE=overwrite,
  * LK_TRACE_OVERWRITE) and has its control socket open. It writes the snapshot itself, with its own
  * rights, where it is told (a path made absolute here) or at its own next name; this side sends
- * one SNAPSHOT request and prints what the reply says. The process may be hostile: the wait for
+ * one SNAPSHOT request and prints what the reply says. A process in another mount namespace
+ * cannot reach this side's path: the directory is made here and sent to it with the request, and
+ * it writes the snapshot there as CTF. The process may be hostile: the wait for
  * its reply is bounded, like every wait of the control client.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -19,6 +22,7 @@
 #include "builtin.h"
 #include "internal/json.h"
 #include "internal/control.h"
+#include "internal/outfile.h"
 #include "util/probe_elf.h"
 #include "util/status.h"
 
@@ -39,8 +43,10 @@ static const char snapshot_usage[] =
 	"Options:\n"
 	"  -p, --pid PID        the process\n"
 	"  -o, --output OUT     where the process writes it, in its trace's format: a new or empty\n"
-	"                       directory (CTF), or file (JSON, Perfetto); a path as the process sees\n"
-	"                       it. Default: the trace's own path the first time, then PATH.1, ...\n"
+	"                       directory (CTF), or file (JSON, Perfetto). For a process in another\n"
+	"                       mount namespace (a container), a directory made here, on this side,\n"
+	"                       where it writes the snapshot as CTF. Default: the trace's own path\n"
+	"                       the first time, then PATH.1, ... (as the process sees it)\n"
 	"  -j, --json           print {\"output\", \"events\", \"discarded\", \"threads\", \"bytes\"}\n"
 	"  -q, --quiet          no status line while the process writes and converts the snapshot\n"
 	"                       (shown on a terminal only)\n"
@@ -189,13 +195,39 @@ static void show_progress(const struct lk__ctl_progress *p, void *arg)
 	status_progress("converting the snapshot", p->done, p->total);
 }
 
+/*
+ * For a process in another mount namespace: the output directory, made here as its owner's
+ * (the pid's, read when lowkey connected). The descriptor, or -1 after printing why.
+ */
+static int make_output_here(const struct snapshot_opts *o, const struct lk__ctl_client *c,
+			    bool *created)
+{
+	char err[PATH_MAX + 200];
+	int fd = lk__out_open(o->output, LK__OUT_DIR | LK__OUT_EMPTY, created, err, sizeof(err));
+
+	if (fd < 0) {
+		cli_error("snapshot", "choose a new or empty directory with -o", "%s", err);
+		return -1;
+	}
+	if (*created && geteuid() == 0 && c->uid != 0 && c->uid != (uid_t)-1 &&
+	    fchown(fd, c->uid, c->gid) != 0) {
+		cli_error("snapshot", NULL, "cannot give %s to uid %u: %s", o->output,
+			  (unsigned int)c->uid, strerror(errno));
+		close(fd);
+		rmdir(o->output);
+		return -1;
+	}
+	return fd;
+}
+
 static int snapshot_main(int argc, char **argv)
 {
 	struct snapshot_opts o = { 0 };
 	struct lk__ctl_msg req = { .type = LK_CTL_SNAPSHOT }, reply;
 	struct lk__ctl_client c;
 	char err[1024], name[64];
-	int rc = parse_args(&o, argc, argv);
+	bool created = false;
+	int rc = parse_args(&o, argc, argv), dir_fd = -1;
 
 	if (rc) {
 		free(o.output);
@@ -212,11 +244,22 @@ static int snapshot_main(int argc, char **argv)
 		return explain_connect(o.pid, name, rc, err);
 	}
 	req.snapshot.path = o.output ? o.output : "";
+	if (o.output && c.other_mnt && (dir_fd = make_output_here(&o, &c, &created)) < 0) {
+		lk__ctl_disconnect(&c);
+		free(o.output);
+		return CLI_EXIT_FAIL;
+	}
+	req.snapshot.output = dir_fd >= 0 ? LK_CTL_OUT_DIR : LK_CTL_OUT_PATH;
 	c.on_progress = show_progress;
 	status_begin("snapshot", !o.json && !o.quiet);
 	status_show("process %d (%s) is writing its snapshot", (int)o.pid, name);
-	rc = lk__ctl_call(&c, &req, LK_CTL_STATS, &reply, SNAPSHOT_TIMEOUT_MS, err, sizeof(err));
+	rc = lk__ctl_call_fd(&c, &req, dir_fd, LK_CTL_STATS, &reply, SNAPSHOT_TIMEOUT_MS, err,
+			     sizeof(err));
 	status_clear();
+	if (dir_fd >= 0)
+		close(dir_fd);
+	if (rc && created)
+		rmdir(o.output); /* only when nothing was written */
 	if (rc == -EINVAL && strstr(err, "LK_TRACE_OVERWRITE"))
 		cli_error(
 			"snapshot",

@@ -42,9 +42,11 @@ struct trace_totals {
 /*
  * Rotate an existing output to OUT.old (only lowkey traces and regular files are moved), then
  * create an empty one (a directory for CTF, a file for JSON) so that an unwritable path fails now.
- * uid/gid: give the new output to them (-1: keep). 0, or 1 after printing the error.
+ * An existing empty directory is kept for a CTF trace. uid/gid: give the new output to them (-1:
+ * keep). fd_out (may be NULL): the output, left open (a directory for CTF, else the file).
+ * 0, or 1 after printing the error.
  */
-int trace_prepare_output(struct trace_opts *o, uid_t uid, gid_t gid);
+int trace_prepare_output(struct trace_opts *o, uid_t uid, gid_t gid, int *fd_out);
 
 /* Remove the output we created if nothing was written to it. */
 void trace_discard_output(const struct trace_opts *o);

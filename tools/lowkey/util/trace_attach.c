@@ -122,21 +122,84 @@ static int send_rules(struct lk__ctl_client *c, const struct trace_opts *o, cons
 	return unmatched ? -1 : 0;
 }
 
-static int start(struct lk__ctl_client *c, const struct trace_opts *o, const char *name)
+/*
+ * The output this side made, sent to the process with its START: the trace's directory for CTF;
+ * for JSON or Perfetto in another mount namespace, a CTF directory beside the file
+ * (OUTPUT.ctf-XXXXXX), converted here at the end since the process cannot reach the file.
+ */
+struct handover {
+	int dir_fd;		/* -1: the process makes the output at the path (a flight recorder,
+				 * or a JSON or Perfetto file it converts itself) */
+	char ctf_dir[PATH_MAX]; /* "" unless a file's CTF beside it */
+};
+
+static int make_ctf_beside(const struct trace_opts *o, uid_t uid, gid_t gid, struct handover *h)
+{
+	struct stat st;
+
+	if ((size_t)snprintf(h->ctf_dir, sizeof(h->ctf_dir), "%s.ctf-XXXXXX", o->output) >=
+		    sizeof(h->ctf_dir) ||
+	    !mkdtemp(h->ctf_dir)) {
+		cli_error("trace", NULL, "cannot create a directory beside %s: %s", o->output,
+			  strerror(errno));
+		h->ctf_dir[0] = 0;
+		return 1;
+	}
+	h->dir_fd = open(h->ctf_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (h->dir_fd < 0 || fstat(h->dir_fd, &st) != 0) {
+		cli_error("trace", NULL, "cannot open %s: %s", h->ctf_dir, strerror(errno));
+		return 1;
+	}
+	if (st.st_uid != geteuid()) { /* swapped since mkdtemp */
+		cli_error("trace", NULL, "%s is not the directory made here", h->ctf_dir);
+		return 1;
+	}
+	if (uid != (uid_t)-1 && fchown(h->dir_fd, uid, gid) != 0) {
+		cli_error("trace", NULL, "cannot give %s to uid %u: %s", h->ctf_dir,
+			  (unsigned int)uid, strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+/* Make the output here, as the process's owner's (uid, gid; -1: ours), unless the process does. */
+static int prepare(struct trace_opts *o, const struct lk__ctl_client *c, uid_t uid, gid_t gid,
+		   struct handover *h)
+{
+	if (o->overwrite)
+		return 0; /* each snapshot makes its own output */
+	if (o->format == LK_TRACE_CTF)
+		return trace_prepare_output(o, uid, gid, &h->dir_fd);
+	if (trace_prepare_output(o, uid, gid, NULL))
+		return 1;
+	return c->other_mnt ? make_ctf_beside(o, uid, gid, h) : 0;
+}
+
+static void unprepare(const struct trace_opts *o, struct handover *h)
+{
+	if (h->ctf_dir[0])
+		rmdir(h->ctf_dir);
+	trace_discard_output(o);
+}
+
+static int start(struct lk__ctl_client *c, const struct trace_opts *o, const char *name,
+		 const struct handover *h)
 {
 	struct lk__ctl_msg req = { .type = LK_CTL_START }, reply;
 	char err[1024];
 	int rc;
 
 	req.start = (struct lk__ctl_start){
-		.format = (uint8_t)o->format,
+		.format = (uint8_t)(h->dir_fd >= 0 ? LK_TRACE_CTF : o->format),
 		.ctl_flags = o->overwrite ? 0 : LK_CTL_START_STOP_ON_CLOSE,
 		.flags = (o->cputime ? LK_TRACE_CPUTIME : 0) |
 			 (o->overwrite ? LK_TRACE_OVERWRITE : 0) | (o->sched ? LK_TRACE_SCHED : 0),
 		.buffer_size = o->buffer,
-		.path = o->output,
+		.path = h->ctf_dir[0] ? h->ctf_dir : o->output,
+		.output = h->dir_fd >= 0 ? LK_CTL_OUT_DIR : LK_CTL_OUT_PATH,
 	};
-	rc = lk__ctl_call(c, &req, LK_CTL_RESULT, &reply, REPLY_TIMEOUT_MS, err, sizeof(err));
+	rc = lk__ctl_call_fd(c, &req, h->dir_fd, LK_CTL_RESULT, &reply, REPLY_TIMEOUT_MS, err,
+			     sizeof(err));
 	if (rc)
 		cli_error("trace", NULL, "process %d (%s) could not start tracing: %s", (int)o->pid,
 			  name, err);
@@ -268,10 +331,47 @@ static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char
 	return 0;
 }
 
-/* Where the output is, said after its path when the process's mount namespace is not this one's. */
+/* Where a flight recorder's snapshots go, said when the process's mount namespace is not this one's. */
 static const char *theirs(const struct lk__ctl_client *c)
 {
-	return c->other_mnt ? " (in its own mount namespace)" : "";
+	return c->other_mnt ? " in its own mount namespace" : "";
+}
+
+/*
+ * The trace the process ended without finishing, read back here: its CTF directory (ours, or
+ * beside the output where it made it), converted for JSON or Perfetto.
+ */
+static int read_back(const struct trace_opts *o, const struct lk__ctl_client *c,
+		     const struct handover *h, struct trace_totals *t)
+{
+	char err[1024], ctf_dir[PATH_MAX] = "";
+
+	if (h->ctf_dir[0])
+		snprintf(ctf_dir, sizeof(ctf_dir), "%s", h->ctf_dir);
+	else if (o->format != LK_TRACE_CTF &&
+		 (c->other_mnt || !find_ctf_beside(o->output, ctf_dir, sizeof(ctf_dir))))
+		return 0;
+	if (trace_recover(o, ctf_dir, t, err, sizeof(err)) != 0) {
+		cli_error("trace", NULL, "cannot read the trace back: %s", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* A JSON or Perfetto trace the process wrote as CTF into our directory: converted here. */
+static int convert_here(const struct trace_opts *o, const struct handover *h)
+{
+	struct trace_totals counted;
+	char err[1024];
+
+	if (!h->ctf_dir[0])
+		return 0;
+	if (trace_recover(o, h->ctf_dir, &counted, err, sizeof(err)) != 0) {
+		cli_error("trace", NULL, "cannot convert the trace to %s: %s",
+			  lk__trace_format_name((enum lk_trace_format)o->format), err);
+		return -1;
+	}
+	return 0;
 }
 
 static int exited(struct lk__ctl_client *c, const char *err)
@@ -283,7 +383,8 @@ static int exited(struct lk__ctl_client *c, const char *err)
 
 int trace_attach(struct trace_opts *o)
 {
-	char err[1024], name[64], ctf_dir[PATH_MAX] = "";
+	char err[1024], name[64];
+	struct handover h = { .dir_fd = -1 };
 	struct trace_totals t = { 0 };
 	struct lk__ctl_client c;
 	uid_t uid = (uid_t)-1;
@@ -314,32 +415,36 @@ int trace_attach(struct trace_opts *o)
 		uid = c.uid;
 		gid = c.gid;
 	}
-	/* another mount namespace: the path is the process's own, a file this side does not see */
-	if ((!c.other_mnt && trace_prepare_output(o, uid, gid)) || start(&c, o, name) != 0) {
-		trace_discard_output(o);
+	/* this side makes the output, the process writes into it: never inside its own filesystem */
+	if (prepare(o, &c, uid, gid, &h) || start(&c, o, name, &h) != 0) {
+		if (h.dir_fd >= 0)
+			close(h.dir_fd);
+		unprepare(o, &h);
 		lk__ctl_disconnect(&c);
 		return CLI_EXIT_FAIL;
 	}
+	if (h.dir_fd >= 0)
+		close(h.dir_fd); /* the process has its own */
 	if (o->overwrite) {
 		lk__ctl_disconnect(&c);
 		fprintf(stderr,
 			"lowkey trace: flight recorder started in process %d (%s); `lowkey snapshot --pid %d` "
-			"writes its newest events (first to %s)\n",
-			(int)o->pid, name, (int)o->pid, o->output);
+			"writes its newest events (first to %s%s)\n",
+			(int)o->pid, name, (int)o->pid, o->output, theirs(&c));
 		return CLI_EXIT_OK;
 	}
 	if (o->duration)
-		fprintf(stderr, "lowkey trace: tracing process %d (%s) for %g s into %s%s\n",
-			(int)o->pid, name, o->duration, o->output, theirs(&c));
+		fprintf(stderr, "lowkey trace: tracing process %d (%s) for %g s into %s\n",
+			(int)o->pid, name, o->duration, o->output);
 	else
-		fprintf(stderr, "lowkey trace: tracing process %d (%s) into %s%s; Ctrl-C stops\n",
-			(int)o->pid, name, o->output, theirs(&c));
+		fprintf(stderr, "lowkey trace: tracing process %d (%s) into %s; Ctrl-C stops\n",
+			(int)o->pid, name, o->output);
 	end = wait_for_end(&c, o, name, &t);
 	status_clear();
 	if (end == STOP_ASKED) {
 		rc = stop(&c, o, name, &t);
 		lk__ctl_disconnect(&c);
-		if (rc)
+		if (rc || convert_here(o, &h) != 0)
 			return CLI_EXIT_FAIL;
 	} else {
 		lk__ctl_disconnect(&c);
@@ -347,19 +452,11 @@ int trace_attach(struct trace_opts *o)
 			end == PROCESS_EXITED ?
 				"exited; its trace is finished" :
 				"ended without finishing the trace: what it had written is kept");
-		if (end == PROCESS_VANISHED && !c.other_mnt &&
-		    (o->format == LK_TRACE_CTF ||
-		     find_ctf_beside(o->output, ctf_dir, sizeof(ctf_dir))) &&
-		    trace_recover(o, ctf_dir, &t, err, sizeof(err)) != 0) {
-			cli_error("trace", NULL, "cannot read the trace back: %s", err);
+		if (end == PROCESS_EXITED && convert_here(o, &h) != 0)
 			return CLI_EXIT_FAIL;
-		}
+		if (end == PROCESS_VANISHED && read_back(o, &c, &h, &t) != 0)
+			return CLI_EXIT_FAIL;
 	}
 	trace_print_summary(o, &t);
-	if (c.other_mnt)
-		fprintf(stderr,
-			"lowkey trace: %s is in process %d's own mount namespace: /proc/%d/root%s "
-			"from here while it runs\n",
-			o->output, (int)o->pid, (int)o->pid, o->output);
 	return CLI_EXIT_OK;
 }

@@ -122,42 +122,52 @@ static int move_aside(const char *path)
 	return 0;
 }
 
-int trace_prepare_output(struct trace_opts *o, uid_t uid, gid_t gid)
+int trace_prepare_output(struct trace_opts *o, uid_t uid, gid_t gid, int *fd_out)
 {
 	char err[PATH_MAX + 200];
 	int rc, fd;
 
+	if (fd_out)
+		*fd_out = -1;
 	o->peer_uid = uid;
 	o->peer_gid = gid;
 	rc = move_aside(o->output);
 
 	if (rc == 1)
 		return 1;
-	if (rc == 2 && o->format == LK_TRACE_CTF)
-		return 0; /* an empty directory: the trace goes in it */
-	if (rc == 2) {
+	if (rc == 2 && o->format != LK_TRACE_CTF) {
 		cli_error("trace", "choose a file name with -o",
 			  "%s is a directory; a %s trace is a file", o->output,
 			  lk__trace_format_name(o->format));
 		return 1;
 	}
-	/* a new one: whatever took the name since it was moved aside is not written */
-	fd = lk__out_open(o->output, o->format == LK_TRACE_CTF ? LK__OUT_DIR : 0, NULL, err,
-			  sizeof(err));
+	if (rc == 2 && !fd_out)
+		return 0; /* an empty directory: the trace goes in it */
+	/*
+	 * A new one: whatever took the name since it was moved aside is not written. An empty
+	 * directory found there is the trace's, opened as such.
+	 */
+	fd = lk__out_open(o->output,
+			  o->format == LK_TRACE_CTF ? LK__OUT_DIR | (rc == 2 ? LK__OUT_EMPTY : 0) :
+						      0,
+			  NULL, err, sizeof(err));
 	if (fd < 0) {
 		cli_error("trace", "choose a writable place with -o", "%s", err);
 		return 1;
 	}
-	o->created_output = true;
+	o->created_output = rc != 2;
 	/* on the descriptor: the name may be someone else's by now */
-	if (uid != (uid_t)-1 && fchown(fd, uid, gid) != 0) {
+	if (uid != (uid_t)-1 && o->created_output && fchown(fd, uid, gid) != 0) {
 		cli_error("trace", NULL, "cannot give %s to uid %u: %s", o->output,
 			  (unsigned int)uid, strerror(errno));
 		close(fd);
 		trace_discard_output(o);
 		return 1;
 	}
-	close(fd);
+	if (fd_out)
+		*fd_out = fd;
+	else
+		close(fd);
 	return 0;
 }
 

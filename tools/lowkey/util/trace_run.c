@@ -360,7 +360,7 @@ int trace_run_command(struct trace_opts *o)
 	int sv[2], exec_pipe[2], exec_err = 0, code;
 	ssize_t n;
 
-	if (trace_prepare_output(o, (uid_t)-1, (gid_t)-1))
+	if (trace_prepare_output(o, (uid_t)-1, (gid_t)-1, NULL))
 		return CLI_EXIT_FAIL;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 ||
 	    pipe2(exec_pipe, O_CLOEXEC) != 0 || pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
