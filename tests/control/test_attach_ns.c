@@ -482,6 +482,35 @@ static void a_user_namespace_not_owned_is_named(void **state)
 }
 
 /*
+ * Root with CAP_SETUID and CAP_SETGID dropped (as a container's root may be), and a process in a
+ * user namespace that does not map root: the forked child that takes the process's uid and gid to
+ * connect cannot take them.
+ */
+static void ids_that_cannot_be_taken_are_named(void **state)
+{
+	const char *drop = "setpriv --inh-caps=-all --ambient-caps=-all "
+			   "--bounding-set=-setuid,-setgid";
+	char want[512];
+
+	(void)state;
+	start_target(LKT_NS_TMP | LKT_NS_PID | LKT_NS_USER);
+	if (lkt_sh(&r, "%s %s --version", drop, LOWKEY) != 0) {
+		print_message("skipped: setpriv cannot drop capabilities here (%s)\n", r.out);
+		lkt_ns_end(&ns);
+		skip();
+	}
+	lkt_sh(&r, "%s %s enable --pid %d app:tick", drop, LOWKEY, (int)ns.pid);
+	snprintf(want, sizeof(want),
+		 "cannot take the ids of process %d (uid %d, gid %d) to connect to its socket "
+		 "from outside its user namespace: %s: this root lacks CAP_SETUID or CAP_SETGID: "
+		 "grant them, or run lowkey inside the process's namespaces as its user "
+		 "(`nsenter -t %d -a`)",
+		 (int)ns.pid, OTHER_UID, OTHER_UID, strerror(EPERM), (int)ns.pid);
+	lkt_expect(&r, 1, want);
+	lkt_ns_end(&ns);
+}
+
+/*
  * Its socket file replaced by a symbolic link to a socket of the host's at the same path: root
  * does not follow it out of the container (nothing listens), and the host's socket is never
  * connected to.
@@ -540,6 +569,7 @@ int main(void)
 		cmocka_unit_test(a_seccomp_profile_is_named),
 		cmocka_unit_test(a_user_namespace_not_owned_is_named),
 		cmocka_unit_test(another_users_process_is_named),
+		cmocka_unit_test(ids_that_cannot_be_taken_are_named),
 		cmocka_unit_test(a_link_in_the_sockets_place_is_not_followed),
 	};
 
