@@ -2,10 +2,11 @@
 /*
  * `lowkey trace|enable|snapshot|list --pid` against a process in namespaces of its own, made here
  * with unshare(2) (tests/cli/namespaces.h): a private /tmp (systemd's PrivateTmp=), pid + mount
- * namespaces (the process is pid 1 there), and pid + mount + user namespaces whose uid 0 is a
- * non-root uid of the host's (root of the host is not mapped there). Each is attached to from the
- * host as root, and from inside its namespaces as its own user (nsenter), with the events counted
- * exactly; and each refusal says what is true. Root only; each case skips, saying why, where the
+ * namespaces (the process is pid 1 there), pid + mount + user namespaces whose uid 0 is a
+ * non-root uid of the host's (root of the host is not mapped there), and a root of its own
+ * holding copies of the program and of lowkey. Each is attached to from the host as root, and
+ * from inside its namespaces as its own user (nsenter), with the events counted exactly; and each
+ * refusal says what is true. Root only; each case skips, saying why, where the
  * namespaces cannot be made here.
  */
 #ifndef _GNU_SOURCE
