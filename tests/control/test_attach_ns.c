@@ -64,7 +64,7 @@ static const char *on_host(const char *name)
 /* Whether the process sees anything at the path (under its own root). */
 static bool seen_inside(const char *file)
 {
-	char inside[1200];
+	char inside[1400];
 	struct stat st;
 
 	snprintf(inside, sizeof(inside), "/proc/%d/root%s", (int)ns.pid, file);
@@ -268,7 +268,7 @@ static pid_t child_of(pid_t pid)
 /* How many app:tick events the JSON trace at file holds; -1 if it cannot be read. */
 static int json_ticks(const char *file)
 {
-	char cmd[1200];
+	char cmd[1400];
 	int n = -1;
 	FILE *f;
 
@@ -289,7 +289,7 @@ static int json_ticks(const char *file)
  */
 static void trace_counts(int kinds, bool inside, const char *name, const char *format)
 {
-	char out[1200], log[1100], cmd[3000], pid[16];
+	char out[1300], log[1100], cmd[3000], pid[16];
 	pid_t lk;
 
 	snprintf(out, sizeof(out), "%s", inside ? made_inside(kinds, name) : on_host(name));
