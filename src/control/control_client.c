@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -526,6 +527,34 @@ static void reset(struct lk__ctl_client *c)
 	c->gid = (gid_t)-1;
 }
 
+static bool has_cap(int cap)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+
+	if (syscall(SYS_capget, &hdr, data) != 0)
+		return false;
+	return data[cap / 32].effective & (1u << (cap % 32));
+}
+
+/*
+ * The forked child could not take the process's uid and gid (rc): a root without CAP_SETUID or
+ * CAP_SETGID (dropped, as a container's root may be), else something that refuses the calls.
+ */
+static int ids_not_taken(const struct lk__view *v, int rc, char *err, size_t errlen)
+{
+	const char *why = has_cap(CAP_SETUID) && has_cap(CAP_SETGID) ?
+				  "a seccomp profile or a security module refuses it: " :
+				  "this root lacks CAP_SETUID or CAP_SETGID: grant them, or ";
+
+	return lk__failf(err, errlen, rc,
+			 "cannot take the ids of process %d (uid %u, gid %u) to connect to its "
+			 "socket from outside its user namespace: %s: %srun lowkey inside the "
+			 "process's namespaces as its user (`nsenter -t %d -a`)",
+			 (int)v->pid, (unsigned int)v->uid, (unsigned int)v->gid, strerror(-rc),
+			 why, (int)v->pid);
+}
+
 /* Connected (fd) to path, or why not (rc, -errno: ids, the process's ids could not be taken). */
 static int take_connection(struct lk__ctl_client *c, int rc, bool ids, const struct lk__view *v,
 			   const char *path, pid_t expect_pid, char *err, size_t errlen)
@@ -537,11 +566,7 @@ static int take_connection(struct lk__ctl_client *c, int rc, bool ids, const str
 	if (rc >= 0)
 		c->fd = rc;
 	else if (ids)
-		return lk__failf(
-			err, errlen, rc,
-			"cannot take the ids of process %d (uid %u, gid %u) to connect to its "
-			"socket from outside its user namespace: %s (a seccomp profile?)",
-			(int)v->pid, (unsigned int)v->uid, (unsigned int)v->gid, strerror(-rc));
+		return ids_not_taken(v, rc, err, errlen);
 	else if (rc == -ECONNREFUSED)
 		return lk__failf(err, errlen, rc,
 				 "nothing listens on %s (its process has exited or closed it)",

@@ -2,10 +2,11 @@
 /*
  * `lowkey trace|enable|snapshot|list --pid` against a process in namespaces of its own, made here
  * with unshare(2) (tests/cli/namespaces.h): a private /tmp (systemd's PrivateTmp=), pid + mount
- * namespaces (the process is pid 1 there), and pid + mount + user namespaces whose uid 0 is a
- * non-root uid of the host's (root of the host is not mapped there). Each is attached to from the
- * host as root, and from inside its namespaces as its own user (nsenter), with the events counted
- * exactly; and each refusal says what is true. Root only; each case skips, saying why, where the
+ * namespaces (the process is pid 1 there), pid + mount + user namespaces whose uid 0 is a
+ * non-root uid of the host's (root of the host is not mapped there), and a root of its own
+ * holding copies of the program and of lowkey. Each is attached to from the host as root, and
+ * from inside its namespaces as its own user (nsenter), with the events counted exactly; and each
+ * refusal says what is true. Root only; each case skips, saying why, where the
  * namespaces cannot be made here.
  */
 #ifndef _GNU_SOURCE
@@ -63,7 +64,7 @@ static const char *on_host(const char *name)
 /* Whether the process sees anything at the path (under its own root). */
 static bool seen_inside(const char *file)
 {
-	char inside[1200];
+	char inside[1400];
 	struct stat st;
 
 	snprintf(inside, sizeof(inside), "/proc/%d/root%s", (int)ns.pid, file);
@@ -196,16 +197,50 @@ static void wait_logged(pid_t pid, const char *log)
 	r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* "nsenter -t PID -m [-p] [-U] --" before lowkey when inside, nothing from the host. */
-static const char *enter(int kinds, bool inside)
+/*
+ * lowkey as the command line runs it: from the host, or inside the process's namespaces
+ * ("nsenter -t PID -m [-p] [-U] --"); in a root of its own, the copy of lowkey that root holds,
+ * with its libraries.
+ */
+static const char *lowkey_in(int kinds, bool inside)
 {
-	static char prefix[128];
+	static char cmd[1200];
+	bool own_root = kinds & LKT_NS_ROOT;
 
 	if (!inside)
-		return "";
-	snprintf(prefix, sizeof(prefix), "nsenter -t %d -m %s %s -- ", (int)ns.pid,
-		 (kinds & LKT_NS_PID) ? "-p" : "", (kinds & LKT_NS_USER) ? "-U" : "");
-	return prefix;
+		return LOWKEY;
+	snprintf(cmd, sizeof(cmd), "%snsenter -t %d -m %s %s -- %s",
+		 own_root ? "env LD_LIBRARY_PATH=/ctr-lib " : "", (int)ns.pid,
+		 (kinds & LKT_NS_PID) ? "-p" : "", (kinds & LKT_NS_USER) ? "-U" : "",
+		 own_root ? "/ctr-bin/lowkey" : LOWKEY);
+	return cmd;
+}
+
+/*
+ * An output made from inside, named as lowkey there names it: the scratch directory, or in a root
+ * of its own, which does not hold it, that root's /tmp.
+ */
+static const char *made_inside(int kinds, const char *name)
+{
+	static char inside[1200];
+
+	if (kinds & LKT_NS_ROOT)
+		snprintf(inside, sizeof(inside), "/tmp/%s", name);
+	else
+		snprintf(inside, sizeof(inside), "%s", in_scratch(name));
+	return inside;
+}
+
+/* The same output, as this side reads it. */
+static const char *read_here(int kinds, const char *inside)
+{
+	static char here[1300];
+
+	if (kinds & LKT_NS_ROOT)
+		snprintf(here, sizeof(here), "/proc/%d/root%s", (int)ns.pid, inside);
+	else
+		snprintf(here, sizeof(here), "%s", inside);
+	return here;
 }
 
 /* The pid lowkey is given: the host's, or the one the process's own pid namespace gave it. */
@@ -233,7 +268,7 @@ static pid_t child_of(pid_t pid)
 /* How many app:tick events the JSON trace at file holds; -1 if it cannot be read. */
 static int json_ticks(const char *file)
 {
-	char cmd[1200];
+	char cmd[1400];
 	int n = -1;
 	FILE *f;
 
@@ -250,18 +285,18 @@ static int json_ticks(const char *file)
 /*
  * trace --pid until Ctrl-C: exactly the events emitted meanwhile, in the output at the path
  * the caller gave, on the caller's side: from the host, in the host's /tmp, which the process
- * does not see (nothing appears in its own).
+ * does not see (nothing appears in its own); from inside, inside.
  */
 static void trace_counts(int kinds, bool inside, const char *name, const char *format)
 {
-	char out[1024], log[1100], cmd[2048], pid[16];
+	char out[1300], log[1100], cmd[3000], pid[16];
 	pid_t lk;
 
-	snprintf(out, sizeof(out), "%s", inside ? in_scratch(name) : on_host(name));
+	snprintf(out, sizeof(out), "%s", inside ? made_inside(kinds, name) : on_host(name));
 	snprintf(log, sizeof(log), "%s.log", in_scratch(name));
 	snprintf(pid, sizeof(pid), "%d", pid_seen(kinds, inside));
-	snprintf(cmd, sizeof(cmd), "exec %s%s trace --pid %s -e app:tick --format %s -o '%s'",
-		 enter(kinds, inside), LOWKEY, pid, format, out);
+	snprintf(cmd, sizeof(cmd), "exec %s trace --pid %s -e app:tick --format %s -o '%s'",
+		 lowkey_in(kinds, inside), pid, format, out);
 	lk = spawn(log, (char *const[]){ "/bin/sh", "-c", cmd, NULL });
 	assert_true(lkt_wait_for(tracing, NULL));
 	poke();
@@ -270,6 +305,8 @@ static void trace_counts(int kinds, bool inside, const char *name, const char *f
 	wait_logged(lk, log);
 	lkt_expect(&r, 0, "events (0 lost)");
 	assert_null(strstr(r.out, "in its own mount namespace"));
+	if (inside)
+		snprintf(out, sizeof(out), "%s", read_here(kinds, made_inside(kinds, name)));
 	if (strcmp(format, "ctf") == 0)
 		assert_int_equal(lkt_count(out, "app:tick").events, EVENTS);
 	else
@@ -283,16 +320,16 @@ static void trace_counts(int kinds, bool inside, const char *name, const char *f
 /* enable, list (app:tick on), disable, list (off). */
 static void enable_and_list(int kinds, bool inside)
 {
-	const char *e = enter(kinds, inside);
+	const char *lowkey = lowkey_in(kinds, inside);
 	int pid = pid_seen(kinds, inside);
 
-	lkt_sh(&r, "%s%s enable --pid %d app:tick", e, LOWKEY, pid);
+	lkt_sh(&r, "%s enable --pid %d app:tick", lowkey, pid);
 	lkt_expect(&r, 0, "app:tick: 2 sites on");
-	lkt_sh(&r, "%s%s list --pid %d | grep -E '^ *app:tick +event +on '", e, LOWKEY, pid);
+	lkt_sh(&r, "%s list --pid %d | grep -E '^ *app:tick +event +on '", lowkey, pid);
 	lkt_expect(&r, 0, "app:tick");
-	lkt_sh(&r, "%s%s disable --pid %d app:tick", e, LOWKEY, pid);
+	lkt_sh(&r, "%s disable --pid %d app:tick", lowkey, pid);
 	lkt_expect(&r, 0, NULL);
-	lkt_sh(&r, "%s%s list --pid %d | grep -E '^ *app:tick +event +off '", e, LOWKEY, pid);
+	lkt_sh(&r, "%s list --pid %d | grep -E '^ *app:tick +event +off '", lowkey, pid);
 	lkt_expect(&r, 0, "app:tick");
 }
 
@@ -313,13 +350,15 @@ static void snapshot_from_host(void)
 	assert_false(seen_inside(host_tmp));
 }
 
-/* And one from inside, as its user, where it sees its files: the same events again. */
+/* And one from inside, as its user, made where it sees its files: the same events again. */
 static void snapshot_from_inside(int kinds)
 {
-	lkt_sh(&r, "%s%s snapshot --pid %d -o '%s'", enter(kinds, true), LOWKEY,
-	       pid_seen(kinds, true), in_scratch("snap-inside.ctf"));
+	const char *out = made_inside(kinds, "snap-inside.ctf");
+
+	lkt_sh(&r, "%s snapshot --pid %d -o '%s'", lowkey_in(kinds, true), pid_seen(kinds, true),
+	       out);
 	lkt_expect(&r, 0, NULL);
-	assert_int_equal(lkt_count(in_scratch("snap-inside.ctf"), "app:tick").events, EVENTS);
+	assert_int_equal(lkt_count(read_here(kinds, out), "app:tick").events, EVENTS);
 }
 
 static void attach_both_sides(int kinds)
@@ -354,24 +393,29 @@ static void user_pid_and_mount_namespaces(void **state)
 }
 
 /*
- * A root of its own, as a container image gives: a copy of the program in /ctr-bin and of its
- * libraries in /ctr-lib, paths the host does not have, and ld.so where it was.
+ * A root of its own, as a container image gives: a copy of the program and of lowkey in /ctr-bin
+ * and of their libraries in /ctr-lib, paths the host does not have, and ld.so where it was.
  */
 static void build_root(const char *root)
 {
 	lkt_sh(&r,
 	       "set -e; R='%s'; mkdir -p \"$R/ctr-bin\" \"$R/ctr-lib\" \"$R/tmp\" \"$R/proc\" "
-	       "\"$R/.old\"; cp '%s' \"$R/ctr-bin/target\";"
-	       "ldd '%s' | awk '/=> \\// { print $3 }' | while read -r lib; do "
-	       "  cp -L \"$lib\" \"$R/ctr-lib/\"; done;"
-	       "interp=$(ldd '%s' | awk '$1 ~ /^\\// { print $1 }');"
-	       "mkdir -p \"$R$(dirname \"$interp\")\"; cp -L \"$interp\" \"$R$interp\";"
-	       "chmod -R a+rX \"$R\"",
-	       root, TARGET, TARGET, TARGET);
+	       "\"$R/.old\"; cp '%s' \"$R/ctr-bin/target\"; cp '%s' \"$R/ctr-bin/lowkey\";"
+	       "for p in '%s' '%s'; do "
+	       "  ldd \"$p\" | awk '/=> \\// { print $3 }' | while read -r lib; do "
+	       "    cp -L \"$lib\" \"$R/ctr-lib/\"; done;"
+	       "  interp=$(ldd \"$p\" | awk '$1 ~ /^\\// { print $1 }');"
+	       "  [ -z \"$interp\" ] || { mkdir -p \"$R$(dirname \"$interp\")\";"
+	       "    cp -L \"$interp\" \"$R$interp\"; };"
+	       "done; chmod -R a+rX \"$R\"",
+	       root, TARGET, LOWKEY, TARGET, LOWKEY);
 	lkt_expect(&r, 0, NULL);
 }
 
-/* trace, enable, list and snapshot --pid from the host, as root, on a process in its own root. */
+/*
+ * trace, enable, list and snapshot --pid on a process in its own root: from the host as root, and
+ * from inside its namespaces with the lowkey its root holds, outputs made inside.
+ */
 static void a_root_of_its_own(void **state)
 {
 	const int kinds = LKT_NS_TMP | LKT_NS_PID | LKT_NS_ROOT;
@@ -391,7 +435,10 @@ static void a_root_of_its_own(void **state)
 	enable_and_list(kinds, false);
 	trace_counts(kinds, false, "host.ctf", "ctf");
 	trace_counts(kinds, false, "host.json", "json");
+	enable_and_list(kinds, true);
+	trace_counts(kinds, true, "inside.ctf", "ctf");
 	snapshot_from_host();
+	snapshot_from_inside(kinds);
 	lkt_ns_end(&ns);
 }
 
@@ -482,6 +529,35 @@ static void a_user_namespace_not_owned_is_named(void **state)
 }
 
 /*
+ * Root with CAP_SETUID and CAP_SETGID dropped (as a container's root may be), and a process in a
+ * user namespace that does not map root: the forked child that takes the process's uid and gid to
+ * connect cannot take them.
+ */
+static void ids_that_cannot_be_taken_are_named(void **state)
+{
+	const char *drop = "setpriv --inh-caps=-all --ambient-caps=-all "
+			   "--bounding-set=-setuid,-setgid";
+	char want[512];
+
+	(void)state;
+	start_target(LKT_NS_TMP | LKT_NS_PID | LKT_NS_USER);
+	if (lkt_sh(&r, "%s %s --version", drop, LOWKEY) != 0) {
+		print_message("skipped: setpriv cannot drop capabilities here (%s)\n", r.out);
+		lkt_ns_end(&ns);
+		skip();
+	}
+	lkt_sh(&r, "%s %s enable --pid %d app:tick", drop, LOWKEY, (int)ns.pid);
+	snprintf(want, sizeof(want),
+		 "cannot take the ids of process %d (uid %d, gid %d) to connect to its socket "
+		 "from outside its user namespace: %s: this root lacks CAP_SETUID or CAP_SETGID: "
+		 "grant them, or run lowkey inside the process's namespaces as its user "
+		 "(`nsenter -t %d -a`)",
+		 (int)ns.pid, OTHER_UID, OTHER_UID, strerror(EPERM), (int)ns.pid);
+	lkt_expect(&r, 1, want);
+	lkt_ns_end(&ns);
+}
+
+/*
  * Its socket file replaced by a symbolic link to a socket of the host's at the same path: root
  * does not follow it out of the container (nothing listens), and the host's socket is never
  * connected to.
@@ -540,6 +616,7 @@ int main(void)
 		cmocka_unit_test(a_seccomp_profile_is_named),
 		cmocka_unit_test(a_user_namespace_not_owned_is_named),
 		cmocka_unit_test(another_users_process_is_named),
+		cmocka_unit_test(ids_that_cannot_be_taken_are_named),
 		cmocka_unit_test(a_link_in_the_sockets_place_is_not_followed),
 	};
 
