@@ -3,6 +3,7 @@
 #ifndef LK_CORE_PROC_H
 #define LK_CORE_PROC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -35,5 +36,11 @@ int lk__proc_ids(pid_t pid, struct lk__proc_ids *ids);
  * in; -EINVAL: it does not begin with an integer) with *value unchanged.
  */
 int lk__read_long_file(const char *path, long *value);
+
+/*
+ * lk__has_cap - whether the calling thread has capability cap (CAP_*) in its effective set. One
+ * capget() system call; false where it fails.
+ */
+bool lk__has_cap(int cap);
 
 #endif

@@ -527,23 +527,13 @@ static void reset(struct lk__ctl_client *c)
 	c->gid = (gid_t)-1;
 }
 
-static bool has_cap(int cap)
-{
-	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct data[2];
-
-	if (syscall(SYS_capget, &hdr, data) != 0)
-		return false;
-	return data[cap / 32].effective & (1u << (cap % 32));
-}
-
 /*
  * The forked child could not take the process's uid and gid (rc): a root without CAP_SETUID or
  * CAP_SETGID (dropped, as a container's root may be), else something that refuses the calls.
  */
 static int ids_not_taken(const struct lk__view *v, int rc, char *err, size_t errlen)
 {
-	const char *why = has_cap(CAP_SETUID) && has_cap(CAP_SETGID) ?
+	const char *why = lk__has_cap(CAP_SETUID) && lk__has_cap(CAP_SETGID) ?
 				  "a seccomp profile or a security module refuses it: " :
 				  "this root lacks CAP_SETUID or CAP_SETGID: grant them, or ";
 

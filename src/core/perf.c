@@ -46,13 +46,7 @@ int lk__seccomp_filtered(void)
 
 int lk__has_perfmon(void)
 {
-	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct data[2];
-
-	if (syscall(SYS_capget, &hdr, data) != 0)
-		return 0;
-	return (data[CAP_PERFMON / 32].effective & (1u << (CAP_PERFMON % 32))) ||
-	       (data[CAP_SYS_ADMIN / 32].effective & (1u << (CAP_SYS_ADMIN % 32)));
+	return lk__has_cap(CAP_PERFMON) || lk__has_cap(CAP_SYS_ADMIN);
 }
 
 int lk__perf_paranoid_needed(const struct perf_event_attr *attr, pid_t pid, int cpu)

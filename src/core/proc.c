@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal/proc.h"
@@ -77,4 +79,14 @@ int lk__read_long_file(const char *path, long *value)
 		return -EINVAL;
 	*value = v;
 	return 0;
+}
+
+bool lk__has_cap(int cap)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+
+	if (cap < 0 || cap >= 64 || syscall(SYS_capget, &hdr, data) != 0)
+		return false;
+	return data[cap / 32].effective & (1u << (cap % 32));
 }

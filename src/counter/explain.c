@@ -59,22 +59,12 @@ static unsigned status_uid(pid_t pid)
 	return lk__proc_ids(pid, &ids) == 0 ? (unsigned)ids.ruid : (unsigned)-1;
 }
 
-static bool has_cap(int cap)
-{
-	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct data[2];
-
-	if (syscall(SYS_capget, &hdr, data) != 0)
-		return false;
-	return data[cap / 32].effective & (1u << (cap % 32));
-}
-
 /* Counting another process needs ptrace-read access to it, whatever perf_event_paranoid says. */
 static bool explain_ptrace(int err, const struct lk__event *ev, pid_t pid)
 {
 	unsigned target = status_uid(pid);
 
-	if (pid <= 0 || pid == getpid() || has_cap(CAP_SYS_PTRACE))
+	if (pid <= 0 || pid == getpid() || lk__has_cap(CAP_SYS_PTRACE))
 		return false;
 	if (target == (unsigned)-1 || target == (unsigned)geteuid())
 		return false;
