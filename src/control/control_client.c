@@ -667,22 +667,13 @@ void lk__ctl_disconnect(struct lk__ctl_client *c)
 
 /* ---- messages ---- */
 
-int lk__ctl_send_fd(struct lk__ctl_client *c, struct lk__ctl_msg *m, int fd)
+ssize_t lk__send_with_fd(int sock, const void *buf, size_t len, int fd)
 {
-	uint8_t buf[LK_CTL_MAX_MSG];
 	char cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { buf, 0 };
+	struct iovec iov = { (void *)buf, len };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct cmsghdr *cm;
-	int n;
 
-	if ((fd >= 0) != (lk__ctl_request_fds(m) == 1))
-		return -EINVAL;
-	m->seq = ++c->seq;
-	n = lk__ctl_encode(m, buf, sizeof(buf));
-	if (n < 0)
-		return n;
-	iov.iov_len = (size_t)n;
 	if (fd >= 0) {
 		memset(cbuf, 0, sizeof(cbuf));
 		msg.msg_control = cbuf;
@@ -693,7 +684,21 @@ int lk__ctl_send_fd(struct lk__ctl_client *c, struct lk__ctl_msg *m, int fd)
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
 	}
-	if (sendmsg(c->fd, &msg, MSG_NOSIGNAL) != n)
+	return sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
+
+int lk__ctl_send_fd(struct lk__ctl_client *c, struct lk__ctl_msg *m, int fd)
+{
+	uint8_t buf[LK_CTL_MAX_MSG];
+	int n;
+
+	if ((fd >= 0) != (lk__ctl_request_fds(m) == 1))
+		return -EINVAL;
+	m->seq = ++c->seq;
+	n = lk__ctl_encode(m, buf, sizeof(buf));
+	if (n < 0)
+		return n;
+	if (lk__send_with_fd(c->fd, buf, (size_t)n, fd) != n)
 		return errno == EPIPE || errno == ECONNRESET ? -ECONNRESET : -errno;
 	return 0;
 }

@@ -39,6 +39,13 @@ extern int lk__control_stall_ms;
  */
 int lk__control_dir(char *out, size_t len);
 
+/*
+ * lk__send_with_fd - send len bytes of buf on socket sock as one datagram, with descriptor fd
+ * alongside (SCM_RIGHTS) unless fd is -1. Returns what sendmsg() returns (MSG_NOSIGNAL: a closed
+ * peer gives EPIPE, never SIGPIPE). control_client.c.
+ */
+ssize_t lk__send_with_fd(int sock, const void *buf, size_t len, int fd);
+
 /* ---- control_view.c: a process's own view of its files and ids, for the client ---- */
 
 struct stat;

@@ -216,10 +216,7 @@ static int connect_here(const char *sun_path)
 /* In the forked child: take uid and gid, connect, and send the descriptor or the error on out. */
 static _Noreturn void connect_as_child(int out, const char *sun_path, uid_t uid, gid_t gid)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
 	int result[2] = { 0, 0 }; /* errno, and whether taking the ids failed */
-	struct iovec iov = { result, sizeof(result) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	int fd = -1;
 
 	if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 ||
@@ -230,18 +227,7 @@ static _Noreturn void connect_as_child(int out, const char *sun_path, uid_t uid,
 		fd = connect_here(sun_path);
 		result[0] = fd < 0 ? -fd : 0;
 	}
-	if (fd >= 0) {
-		struct cmsghdr *c;
-
-		msg.msg_control = cbuf;
-		msg.msg_controllen = sizeof(cbuf);
-		c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	_exit(sendmsg(out, &msg, MSG_NOSIGNAL) < 0);
+	_exit(lk__send_with_fd(out, result, sizeof(result), fd) < 0);
 }
 
 /* What the child sent: the connected descriptor, or -errno (*ids: taking the ids failed). */
