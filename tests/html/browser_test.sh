@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # browser_test.sh KIND LOWKEY HTML_TARGET [LOCKS_VICTIM]: make one of lowkey's HTML pages and load
 # it in headless Chromium (check_page.py says what is checked). Exit 77 (skipped) where Chromium
-# or python3 is missing, saying so.
+# or python3 with Pillow is missing, saying so.
 set -eu
 export LC_ALL=C
 kind=$1 lowkey=$2 target=$3
@@ -12,8 +12,16 @@ if [ -z "$chromium" ]; then
 	echo "SKIP: no chromium (Debian package chromium, in deps/html.deps)"
 	exit 77
 fi
-if ! command -v python3 >/dev/null; then
-	echo "SKIP: no python3"
+# Debian's python3 first: python3-pil installs Pillow for it, not for another python3 on PATH
+python=
+for p in /usr/bin/python3 "$(command -v python3 || true)"; do
+	if [ -x "$p" ] && "$p" -c 'import PIL.Image' 2>/dev/null; then
+		python=$p
+		break
+	fi
+done
+if [ -z "$python" ]; then
+	echo "SKIP: no python3 with Pillow (Debian packages python3, python3-pil, in deps/html.deps)"
 	exit 77
 fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/lkt-html.XXXXXX")
@@ -25,7 +33,7 @@ keep() {
 trap keep EXIT
 page=$dir/$kind.html
 check() {
-	python3 "$here/check_page.py" "$chromium" "$page" "$dir/$kind.png" "$@"
+	"$python" "$here/check_page.py" "$chromium" "$page" "$dir/$kind.png" "$@"
 }
 case $kind in
 report|report_json|report_perfetto)
@@ -61,7 +69,7 @@ report|report_json|report_perfetto)
 	if [ $sched = yes ]; then
 		# the split's figures are the text report's, by thread and by span event
 		"$lowkey" report "$trace" >"$dir/report.txt"
-		python3 "$here/check_split.py" "$page" "$dir/report.txt"
+		"$python" "$here/check_split.py" "$page" "$dir/report.txt"
 	fi
 	;;
 hostile)
