@@ -123,12 +123,12 @@ check-asan:
 # ThreadSanitizer finds races between threads. Left to the other builds (ASan and UBSan among
 # them), since what they run is one thread in one process:
 #  - the replays and mutations of the decoders' fuzz harnesses (control protocol, trace reader,
-#    report readers);
+#    report readers, the ELF reader of `lowkey list`);
 #  - the tests of the command line's texts and rules (label no-tsan: its help against the manual
 #    pages, the shell completions, the options and exit statuses every command shares); the
 #    commands that run threads (trace, stat, locks, watch) have suites of their own, run here.
 TSAN_CMAKE = -DLK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug $(NOT_LIBFUZZER)
-TSAN_CTEST = -LE no-tsan -E '^test_header_hygiene|^test_fuzz_(control|reader|report)_replay$$|^test_fuzz_report_mutations$$'
+TSAN_CTEST = -LE no-tsan -E '^test_header_hygiene|^test_fuzz_(control|reader|report)_replay$$|^test_fuzz_(report|elf)_mutations$$'
 # A forked child of a process with USDT sites starts the library's watcher thread again (as
 # LTTng-UST's listeners are), which ThreadSanitizer's runtime refuses by default in the child of a
 # threaded process (it cannot follow threads made there): die_after_fork=0 lets it run.
