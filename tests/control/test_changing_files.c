@@ -23,7 +23,9 @@
 #include "churn.h"
 #include "cli/run.h"
 
+#ifndef RUNS
 #define RUNS 300 /* a reader that mapped the file died in one run in 15 to 50 */
+#endif
 
 static char scratch[] = "/tmp/lkt-changing-XXXXXX";
 static char victim[256];
