@@ -264,12 +264,12 @@ static void measure_sustained(const struct probe_options *o, const struct lttng_
 {
 	measure_rates(o, r);
 	measure_lttng_rates(o, e, r);
-	r->cpu = probe_consumer_cpu(o, e->missing ? NULL : e, r->rate1.median,
-				    r->lttng_rate_missing ? 0 : r->lttng_rate1.median);
+	r->consumer = probe_consumer_cpu(o, e->missing ? NULL : e, r->rate1.median,
+					 r->lttng_rate_missing ? 0 : r->lttng_rate1.median);
 	if (e->missing)
-		r->cpu.lttng.missing = e->missing;
+		r->consumer.lttng.missing = e->missing;
 	if (!o->json)
-		probe_text_consumer_cpu(&r->cpu);
+		probe_text_consumer_cpu(&r->consumer);
 	lkb_progress("memcpy bandwidth");
 	r->memcpy_bytes_per_s = probe_memcpy_bytes_per_s();
 	if (!o->json)

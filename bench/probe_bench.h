@@ -206,7 +206,7 @@ struct results {
 	struct rate_summary rate1, rate2, rate1_fixed;
 	struct rate_summary lttng_rate1, lttng_rate2;
 	const char *lttng_rate_missing; /* why LTTng-UST has no sustained rows, or NULL */
-	struct consumer_cpu_result cpu;
+	struct consumer_cpu_result consumer;
 	double memcpy_bytes_per_s;
 	long mem;
 };

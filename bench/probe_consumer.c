@@ -41,7 +41,7 @@ static int64_t read_schedstat(const char *path)
 
 int64_t probe_task_cpu_ns(pid_t pid, pid_t tid)
 {
-	char path[96];
+	char path[320];
 	struct dirent *de;
 	int64_t sum = 0;
 	DIR *d;

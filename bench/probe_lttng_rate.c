@@ -272,7 +272,7 @@ struct cpu_run probe_lttng_cpu_run(const struct probe_options *o, const struct l
 	}
 	after = probe_task_cpu_ns(consumerd, 0);
 	if (after < before) {
-		r.missing = "the consumer daemon exited during the run";
+		r.missing = "a thread of the consumer daemon exited during the run";
 		goto out;
 	}
 	r.cpu_ns = (uint64_t)(after - before);

@@ -142,7 +142,8 @@ static struct limits compute_limits(const struct results *r)
 	l.lossless_over_memcpy = ratio(r->rate1.median, l.memcpy_events);
 	l.over_lttng_one = lttng ? ratio(r->rate1.median, r->lttng_rate1.median) : NAN;
 	l.over_lttng_two = lttng ? ratio(r->rate2.median, r->lttng_rate2.median) : NAN;
-	l.cpu_lowkey_over_lttng = ratio(r->cpu.lowkey.ns_per_event, r->cpu.lttng.ns_per_event);
+	l.cpu_lowkey_over_lttng =
+		ratio(r->consumer.lowkey.ns_per_event, r->consumer.lttng.ns_per_event);
 	return l;
 }
 
@@ -158,13 +159,15 @@ static void text_ratio(const char *name, double v)
 void probe_text_limits(const struct results *r)
 {
 	struct limits l = compute_limits(r);
+	char name[64];
 
 	lkb_row("\nwhat the lossless rate is quoted against, same run:\n");
 	lkb_row("%-46s %10.1f M events/s (1 / the enabled event's ns)\n",
 		"1 thread, nothing limiting it", l.unlimited / 1e6);
-	lkb_row("memcpy between two %d MiB buffers %17.2f GB/s = %.1f M events/s at %.2f bytes an\n"
-		"%-46s event (lowkey's trace: bytes written / events)\n",
-		MEMCPY_MIB, l.memcpy_bytes / 1e9, l.memcpy_events / 1e6, l.record_bytes, "");
+	snprintf(name, sizeof(name), "memcpy between two %d MiB buffers", MEMCPY_MIB);
+	lkb_row("%-46s %10.2f GB/s = %.1f M events/s at %.2f bytes an event\n"
+		"%-46s (lowkey's trace: bytes written / events)\n",
+		name, l.memcpy_bytes / 1e9, l.memcpy_events / 1e6, l.record_bytes, "");
 	lkb_row("\nratios (lossless: the sustained rates' medians above):\n");
 	text_ratio("lowkey lossless 1 thread / 1 thread unlimited", l.lossless_over_unlimited);
 	text_ratio("lowkey lossless 1 thread / memcpy (bytes/s)", l.lossless_over_memcpy);
@@ -341,7 +344,7 @@ static void json_sustained(struct lk__json *j, const struct probe_options *o,
 	json_lttng_int(j, "lttng_two_threads", r->lttng_rate2.ended_by_loss, r);
 	lk__json_close(j);
 	json_lttng_sustained(j, o, r);
-	json_consumer_cpu(j, &r->cpu);
+	json_consumer_cpu(j, &r->consumer);
 	json_limits(j, r);
 }
 

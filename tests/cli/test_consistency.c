@@ -185,6 +185,19 @@ static void help_states_the_rules_once(void **state)
 
 /* A short `lowkey bench probe`: about 4 s here, a row every few hundred ms. */
 #define SHORT_PROBE "bench probe --runs 1 --seconds 0.05 --burst 1000 --no-lttng"
+
+/* SHORT_PROBE's output, text or JSON: run once, for every test that reads it. */
+static const struct lkt_run *short_probe(bool json)
+{
+	static struct lkt_run runs[2];
+	static bool done[2];
+
+	if (!done[json]) {
+		lkt_sh(&runs[json], "%s " SHORT_PROBE "%s", LOWKEY, json ? " --json" : "");
+		done[json] = true;
+	}
+	return &runs[json];
+}
 #define STATUS_LINE "\r\033[Klowkey bench probe: "
 #define FIRST_ROW "empty loop (baseline)"
 #define LAST_ROW "memory per recording thread"
@@ -299,16 +312,16 @@ static void expect_loss_count(const char *out, const char *name)
  */
 static void bench_probe_says_what_ended_its_searches(void **state)
 {
-	(void)state;
-	lkt_sh(&r, "%s " SHORT_PROBE, LOWKEY);
-	lkt_expect(&r, 0, LAST_ROW);
-	expect_loss_count(r.out, "1 producer thread");
-	expect_loss_count(r.out, "2 producer threads, together");
-	expect_loss_count(r.out, "1 thread, ring fixed at 2 MiB");
+	const struct lkt_run *text = short_probe(false), *json = short_probe(true);
 
-	lkt_sh(&r, "%s " SHORT_PROBE " --json", LOWKEY);
-	lkt_expect(&r, 0, "\"sustained_searches_ended_by_loss\"");
-	lkt_expect(&r, 0, "\"one_thread_fixed_buffer\"");
+	(void)state;
+	lkt_expect(text, 0, LAST_ROW);
+	expect_loss_count(text->out, "1 producer thread");
+	expect_loss_count(text->out, "2 producer threads, together");
+	expect_loss_count(text->out, "1 thread, ring fixed at 2 MiB");
+
+	lkt_expect(json, 0, "\"sustained_searches_ended_by_loss\"");
+	lkt_expect(json, 0, "\"one_thread_fixed_buffer\"");
 }
 
 /* Member key of the JSON object named object in out: the text after its "key": . */
@@ -356,45 +369,45 @@ static void expect_null(const char *out, const char *object, const char *key)
  */
 static void bench_probe_quotes_its_limits(void **state)
 {
+	const struct lkt_run *text = short_probe(false), *json = short_probe(true);
+	const char *out = json->out;
 	double bytes, memcpy_bytes, record, unlimited, two_ns;
 
 	(void)state;
-	lkt_sh(&r, "%s " SHORT_PROBE, LOWKEY);
-	lkt_expect(&r, 0, "lowkey (the threads its trace starts)");
-	lkt_expect(&r, 0, "LTTng-UST (lttng-consumerd)");
-	lkt_expect(&r, 0, "1 thread, nothing limiting it");
-	lkt_expect(&r, 0, "lowkey lossless 1 thread / 1 thread unlimited");
-	lkt_expect(&r, 0, "lowkey / LTTng-UST lossless, 1 thread");
+	lkt_expect(text, 0, "lowkey (the threads its trace starts)");
+	lkt_expect(text, 0, "LTTng-UST (lttng-consumerd)");
+	lkt_expect(text, 0, "1 thread, nothing limiting it");
+	lkt_expect(text, 0, "lowkey lossless 1 thread / 1 thread unlimited");
+	lkt_expect(text, 0, "lowkey / LTTng-UST lossless, 1 thread");
 
-	lkt_sh(&r, "%s " SHORT_PROBE " --json", LOWKEY);
-	lkt_expect(&r, 0, "\"sustained_ratios\"");
+	lkt_expect(json, 0, "\"sustained_ratios\"");
 	/* lowkey's consumer spent CPU on the events it wrote */
-	assert_true(json_number(r.out, "consumer_cpu", "events_per_s") > 0);
-	assert_true(json_number(r.out, "consumer_cpu", "lowkey_ns_per_event") > 0);
-	assert_true(json_number(r.out, "consumer_cpu", "lowkey_ns_per_event_min") <=
-		    json_number(r.out, "consumer_cpu", "lowkey_ns_per_event_max"));
-	assert_true(json_number(r.out, "consumer_cpu", "lowkey_events") > 0);
-	expect_null(r.out, "consumer_cpu", "lowkey_missing");
+	assert_true(json_number(out, "consumer_cpu", "events_per_s") > 0);
+	assert_true(json_number(out, "consumer_cpu", "lowkey_ns_per_event") > 0);
+	assert_true(json_number(out, "consumer_cpu", "lowkey_ns_per_event_min") <=
+		    json_number(out, "consumer_cpu", "lowkey_ns_per_event_max"));
+	assert_true(json_number(out, "consumer_cpu", "lowkey_events") > 0);
+	expect_null(out, "consumer_cpu", "lowkey_missing");
 	/* the limits agree with each other and with the enabled event's row */
-	two_ns = json_number(r.out, "ns_per_event", "enabled_two_ints");
-	unlimited = json_number(r.out, "sustained_limits", "unlimited_events_per_s");
+	two_ns = json_number(out, "ns_per_event", "enabled_two_ints");
+	unlimited = json_number(out, "sustained_limits", "unlimited_events_per_s");
 	assert_true(fabs(unlimited * two_ns / 1e9 - 1) < 1e-3);
-	memcpy_bytes = json_number(r.out, "sustained_limits", "memcpy_bytes_per_s");
-	record = json_number(r.out, "sustained_limits", "record_bytes");
+	memcpy_bytes = json_number(out, "sustained_limits", "memcpy_bytes_per_s");
+	record = json_number(out, "sustained_limits", "record_bytes");
 	assert_true(memcpy_bytes > 0 && record > 0);
-	bytes = json_number(r.out, "sustained_limits", "memcpy_events_per_s") * record;
+	bytes = json_number(out, "sustained_limits", "memcpy_events_per_s") * record;
 	assert_true(fabs(bytes / memcpy_bytes - 1) < 1e-3);
-	assert_true(json_number(r.out, "sustained_ratios", "lossless_over_unlimited") > 0);
-	assert_true(json_number(r.out, "sustained_ratios", "lossless_over_memcpy") > 0);
+	assert_true(json_number(out, "sustained_ratios", "lossless_over_unlimited") > 0);
+	assert_true(json_number(out, "sustained_ratios", "lossless_over_memcpy") > 0);
 	/* --no-lttng: no LTTng-UST figure, and why */
-	expect_null(r.out, "sustained_events_per_s", "lttng_one_thread");
-	expect_null(r.out, "sustained_events_per_s", "lttng_two_threads");
-	expect_null(r.out, "sustained_searches_ended_by_loss", "lttng_one_thread");
-	expect_null(r.out, "consumer_cpu", "lttng_ns_per_event");
-	expect_null(r.out, "sustained_ratios", "lowkey_over_lttng_lossless_one_thread");
-	expect_null(r.out, "sustained_ratios", "consumer_cpu_per_event_lowkey_over_lttng");
-	assert_true(strncmp(json_member(r.out, "lttng_sustained", "missing"), "\"skipped", 8) == 0);
-	assert_true(json_number(r.out, "lttng_sustained", "bytes_in_all") > 0);
+	expect_null(out, "sustained_events_per_s", "lttng_one_thread");
+	expect_null(out, "sustained_events_per_s", "lttng_two_threads");
+	expect_null(out, "sustained_searches_ended_by_loss", "lttng_one_thread");
+	expect_null(out, "consumer_cpu", "lttng_ns_per_event");
+	expect_null(out, "sustained_ratios", "lowkey_over_lttng_lossless_one_thread");
+	expect_null(out, "sustained_ratios", "consumer_cpu_per_event_lowkey_over_lttng");
+	assert_true(strncmp(json_member(out, "lttng_sustained", "missing"), "\"skipped", 8) == 0);
+	assert_true(json_number(out, "lttng_sustained", "bytes_in_all") > 0);
 
 	/* --only cost: the per-event rows, none of the sustained ones */
 	lkt_sh(&r, "%s bench probe --only cost --runs 1 --burst 1000 --no-lttng -j", LOWKEY);
