@@ -5,9 +5,11 @@
  * the same length, lowkey and LTTng-UST alternating burst by burst, the same pause after each;
  * disabled (no trace, no session) and enabled (a lowkey trace and an LTTng session this bench
  * creates, with a session daemon it starts if none runs). Medians of the rounds, and the
- * per-round ratios.
+ * per-round ratios. The session daemon is set up here (probe_lttng_setup) once for every
+ * LTTng-UST row of the bench, this comparison's and the sustained rows' (probe_lttng_rate.c).
  */
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,11 +36,14 @@ static const char *lttng_peer(void)
 	return NULL;
 }
 
-static int quiet(const char *fmt, const char *a, const char *b)
+int probe_quiet(const char *fmt, ...)
 {
 	char cmd[4200];
+	va_list ap;
 
-	snprintf(cmd, sizeof(cmd), fmt, a, b);
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
 	strncat(cmd, " >/dev/null 2>&1", sizeof(cmd) - strlen(cmd) - 1);
 	return system(cmd);
 }
@@ -127,30 +132,44 @@ static void lttng_stop(const char *session, char *discarded, size_t len)
 	pclose(p);
 }
 
-struct lttng_result probe_bench_lttng(const struct probe_options *o)
+void probe_lttng_setup(struct lttng_env *e)
+{
+	*e = (struct lttng_env){ .peer = lttng_peer() };
+	if (!e->peer) {
+		e->missing =
+			"lowkey-bench-lttng was not built (install liblttng-ust-dev and rebuild)";
+		return;
+	}
+	if (probe_quiet("command -v lttng") != 0) {
+		e->missing = "the lttng command is missing (install lttng-tools)";
+		return;
+	}
+	if (probe_quiet("lttng list") != 0) {
+		if (probe_quiet("lttng-sessiond --daemonize") != 0) {
+			e->missing = "could not start lttng-sessiond";
+			return;
+		}
+		e->started_daemon = sessiond_pid();
+	}
+}
+
+void probe_lttng_teardown(struct lttng_env *e)
+{
+	if (e->started_daemon > 0) /* the one this bench started, by its pid */
+		kill(e->started_daemon, SIGTERM);
+	e->started_daemon = 0;
+}
+
+struct lttng_result probe_bench_lttng(const struct probe_options *o, const struct lttng_env *e)
 {
 	struct lttng_result r = { 0 };
-	const char *peer = lttng_peer();
 	char session[64], dir[4096], lowkey_dir[4096];
-	pid_t started_daemon = 0;
 
-	if (!peer) {
-		r.missing =
-			"lowkey-bench-lttng was not built (install liblttng-ust-dev and rebuild)";
+	if (e->missing) {
+		r.missing = e->missing;
 		return r;
 	}
-	if (quiet("command -v lttng%s%s", "", "") != 0) {
-		r.missing = "the lttng command is missing (install lttng-tools)";
-		return r;
-	}
-	if (quiet("lttng list%s%s", "", "") != 0) {
-		if (quiet("lttng-sessiond --daemonize%s%s", "", "") != 0) {
-			r.missing = "could not start lttng-sessiond";
-			return r;
-		}
-		started_daemon = sessiond_pid();
-	}
-	r.have_off = run_peer(peer, o->runs, DISABLED_BURST, "-", 0, &r.off) == 0;
+	r.have_off = run_peer(e->peer, o->runs, DISABLED_BURST, "-", 0, &r.off) == 0;
 	if (!r.have_off)
 		r.missing = "lowkey-bench-lttng failed (run it by hand to see why)";
 
@@ -158,23 +177,21 @@ struct lttng_result probe_bench_lttng(const struct probe_options *o)
 	snprintf(dir, sizeof(dir), "%s/%s", o->trace_dir, session);
 	snprintf(lowkey_dir, sizeof(lowkey_dir), "%s/lowkey-bench-peer-%d", o->trace_dir,
 		 (int)getpid());
-	if (quiet("lttng create %s --output='%s'", session, dir) == 0 &&
-	    quiet("lttng enable-channel -u --subbuf-size=8M --num-subbuf=4 -s %s lkch%s", session,
-		  "") == 0 &&
-	    quiet("lttng enable-event -u -c lkch -s %s lkbench:two_ints%s", session, "") == 0 &&
-	    quiet("lttng start %s%s", session, "") == 0) {
-		r.have_on = run_peer(peer, o->runs, o->burst, lowkey_dir, PEER_PAUSE_MS, &r.on) ==
-			    0;
+	if (probe_quiet("lttng create %s --output='%s'", session, dir) == 0 &&
+	    probe_quiet("lttng enable-channel -u --subbuf-size=8M --num-subbuf=4 -s %s lkch",
+			session) == 0 &&
+	    probe_quiet("lttng enable-event -u -c lkch -s %s lkbench:two_ints", session) == 0 &&
+	    probe_quiet("lttng start %s", session) == 0) {
+		r.have_on =
+			run_peer(e->peer, o->runs, o->burst, lowkey_dir, PEER_PAUSE_MS, &r.on) == 0;
 		if (!r.have_on)
 			r.missing = "lowkey-bench-lttng failed (run it by hand to see why)";
 		lttng_stop(session, r.discarded, sizeof(r.discarded));
 	} else {
 		r.missing = "could not set up an LTTng session";
 	}
-	quiet("lttng destroy %s%s", session, "");
+	probe_quiet("lttng destroy %s", session);
 	probe_remove_trace(dir);
 	probe_remove_trace(lowkey_dir);
-	if (started_daemon > 0) /* the one this bench started, by its pid */
-		kill(started_daemon, SIGTERM);
 	return r;
 }

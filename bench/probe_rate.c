@@ -2,7 +2,8 @@
 /*
  * `lowkey bench probe`: sustained events/s to a file without loss at the default buffer size,
  * from one and two producer threads (producers paced at a given rate, the rate raised until
- * events are lost), and the memory a recording thread uses.
+ * events are lost), and the memory a recording thread uses. The search is the tracer's trial
+ * function's: LTTng-UST's rows (probe_lttng_rate.c) go through it too.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -13,66 +14,59 @@
 
 #include "bench.h"
 #include "probe_bench.h"
+#include "probe_pace.h"
 
-struct producer {
-	double rate; /* events per second */
-	double seconds;
-	uint64_t emitted;
-	double achieved;
-	pthread_t thread;
-	int cpu;
-};
+static void lowkey_batch(uint64_t n)
+{
+	for (int i = 0; i < LKB_PACE_BATCH; i++)
+		LK_PROBE(lkbench, rate, (long)n, (long)i);
+}
 
-/* Emit at `rate`, in batches of 64 between looks at the clock. */
 static void *produce(void *arg)
 {
-	struct producer *p = arg;
-	uint64_t t0 = lkb_now_ns(), end = t0 + (uint64_t)(p->seconds * 1e9), n = 0;
-	double per_ns = p->rate / 1e9;
-
-	if (p->cpu >= 0)
-		lkb_pin(p->cpu);
-	for (;;) {
-		uint64_t now = lkb_now_ns();
-
-		if (now >= end)
-			break;
-		if ((double)n > (double)(now - t0) * per_ns)
-			continue;
-		for (int i = 0; i < 64; i++)
-			LK_PROBE(lkbench, rate, (long)n, (long)i);
-		n += 64;
-	}
-	p->emitted = n;
-	p->achieved = (double)n / ((double)(lkb_now_ns() - t0) / 1e9);
+	lkb_pace_run(arg, lowkey_batch);
 	return NULL;
 }
 
-static struct rate_trial run_rate(const struct probe_options *o, int threads, double rate,
-				  unsigned int flags)
+double probe_produce(int threads, double rate, double seconds, uint64_t *emitted)
 {
-	struct rate_trial t = { rate, 0, 0, 0, 0 };
-	struct producer p[2];
+	struct lkb_pace p[2];
+	pthread_t thread[2];
+	double achieved = 0;
+
+	*emitted = 0;
+	for (int i = 0; i < threads; i++) {
+		p[i] = (struct lkb_pace){ .rate = rate,
+					  .seconds = seconds,
+					  .cpu = threads == 1 ? -1 : i };
+		pthread_create(&thread[i], NULL, produce, &p[i]);
+	}
+	for (int i = 0; i < threads; i++) {
+		pthread_join(thread[i], NULL);
+		achieved += p[i].achieved;
+		*emitted += p[i].emitted;
+	}
+	return achieved;
+}
+
+/* A trial of lowkey's: ctx points to the trace's flags. */
+static struct rate_trial run_rate(const struct probe_options *o, int threads, double rate,
+				  const void *ctx)
+{
+	struct rate_trial t = { .rate_per_thread = rate };
 	struct lk_trace_stats st;
+	uint64_t emitted;
 	char dir[4096];
 
-	t.err = probe_start_trace(o, "rate", flags, 0, dir, sizeof(dir));
+	t.err = probe_start_trace(o, "rate", *(const unsigned int *)ctx, 0, dir, sizeof(dir));
 	if (t.err)
 		return t;
-	for (int i = 0; i < threads; i++) {
-		p[i] = (struct producer){ .rate = rate,
-					  .seconds = o->seconds,
-					  .cpu = threads == 1 ? -1 : i };
-		pthread_create(&p[i].thread, NULL, produce, &p[i]);
-	}
-	for (int i = 0; i < threads; i++) {
-		pthread_join(p[i].thread, NULL);
-		t.achieved_total += p[i].achieved;
-	}
+	t.achieved_total = probe_produce(threads, rate, o->seconds, &emitted);
 	t.err = lk_trace_stop();
 	lk_trace_stats(&st);
 	t.events = st.events;
 	t.lost = st.lost;
+	t.bytes = st.bytes;
 	probe_remove_trace(dir);
 	return t;
 }
@@ -85,15 +79,15 @@ static bool trial_failed(const struct rate_trial *t, int threads)
 
 /* The highest per-thread rate with no loss: double until loss or the producers cannot keep up,
  * then bisect. *lost_at_end: the lowest rate that failed had lost events. */
-static struct rate_trial find_rate(const struct probe_options *o, int threads, unsigned int flags,
-				   bool *lost_at_end)
+static struct rate_trial find_rate(const struct probe_options *o, int threads, rate_trial_fn trial,
+				   const void *ctx, bool *lost_at_end)
 {
 	struct rate_trial best = { 0 }, t;
 	double lo = 0, hi = 0, rate = 2.5e6;
 
 	*lost_at_end = false;
 	for (; rate < 1e9; rate *= 2) {
-		t = run_rate(o, threads, rate, flags);
+		t = trial(o, threads, rate, ctx);
 		if (t.err)
 			return t;
 		if (trial_failed(&t, threads)) {
@@ -107,7 +101,7 @@ static struct rate_trial find_rate(const struct probe_options *o, int threads, u
 	for (int step = 0; step < 4 && hi > 0; step++) {
 		double mid = (lo + hi) / 2;
 
-		t = run_rate(o, threads, mid, flags);
+		t = trial(o, threads, mid, ctx);
 		if (t.err)
 			return t;
 		if (trial_failed(&t, threads)) {
@@ -164,18 +158,20 @@ long probe_memory_per_thread(const struct probe_options *o)
 	return delta * sysconf(_SC_PAGESIZE);
 }
 
-/* The no-loss rate, searched SEARCHES times: trials are short and a busy machine's stalls are
- * not. */
-struct rate_summary probe_summarize_rate(const struct probe_options *o, int threads,
-					 unsigned int flags)
+struct rate_summary probe_search_rate(const struct probe_options *o, int threads,
+				      rate_trial_fn trial, const void *ctx)
 {
 	struct rate_summary s = { 0 };
 	double v[SEARCHES];
 
 	for (int i = 0; i < SEARCHES; i++) {
 		bool lost_at_end;
-		struct rate_trial t = find_rate(o, threads, flags, &lost_at_end);
+		struct rate_trial t = find_rate(o, threads, trial, ctx, &lost_at_end);
 
+		if (t.err) {
+			s.err = t.err;
+			return s;
+		}
 		s.ended_by_loss += lost_at_end;
 		v[i] = t.achieved_total;
 		if (i == 0 || t.achieved_total > s.best.achieved_total)
@@ -185,4 +181,10 @@ struct rate_summary probe_summarize_rate(const struct probe_options *o, int thre
 	s.min = v[0];
 	s.max = v[SEARCHES - 1];
 	return s;
+}
+
+struct rate_summary probe_summarize_rate(const struct probe_options *o, int threads,
+					 unsigned int flags)
+{
+	return probe_search_rate(o, threads, run_rate, &flags);
 }

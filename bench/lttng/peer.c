@@ -16,7 +16,15 @@
  * Whether the tracepoints record depends on the caller: with LOWKEY_TRACE_DIR, lowkey's sites
  * record into a trace written there; with "-" they stay off. LTTng-UST's record when the caller
  * set up a session with lkbench:two_ints enabled before starting this program.
+ *
+ *   lowkey-bench-lttng rate THREADS EVENTS_PER_S SECONDS
+ *
+ * LTTng-UST's side of the sustained rate: THREADS threads (one unpinned, or one per CPU from 0)
+ * emit LTTng-UST's two-integer tracepoint at EVENTS_PER_S each for SECONDS, paced as lowkey's
+ * producers are (probe_pace.h). Prints "emitted N" (events, all threads) and "achieved R" (their
+ * rates added up, events/s); the caller's session counts what it discarded.
  */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +34,7 @@
 
 #include "lk_tp.h"
 #include "probe_loop.h"
+#include "probe_pace.h"
 
 static unsigned long long now_ns(void)
 {
@@ -41,6 +50,47 @@ static __attribute__((noinline)) void lttng_two_ints(long n)
 		lttng_ust_tracepoint(lkbench, two_ints, i, n);
 		asm volatile("" : : "r"(i));
 	}
+}
+
+static void lttng_batch(uint64_t n)
+{
+	for (long i = 0; i < LKB_PACE_BATCH; i++)
+		lttng_ust_tracepoint(lkbench, two_ints, (long)n, i);
+}
+
+static void *lttng_produce(void *arg)
+{
+	lkb_pace_run(arg, lttng_batch);
+	return NULL;
+}
+
+static int rate_main(int argc, char **argv)
+{
+	int threads = argc == 5 ? atoi(argv[2]) : 0;
+	double rate = argc == 5 ? atof(argv[3]) : 0, seconds = argc == 5 ? atof(argv[4]) : 0;
+	struct lkb_pace p[2];
+	pthread_t thread[2];
+	unsigned long long emitted = 0;
+	double achieved = 0;
+
+	if (threads < 1 || threads > 2 || rate <= 0 || seconds <= 0) {
+		fprintf(stderr, "usage: lowkey-bench-lttng rate 1|2 EVENTS_PER_S SECONDS\n");
+		return 2;
+	}
+	for (int i = 0; i < threads; i++) {
+		p[i] = (struct lkb_pace){ .rate = rate,
+					  .seconds = seconds,
+					  .cpu = threads == 1 ? -1 : i };
+		if (pthread_create(&thread[i], NULL, lttng_produce, &p[i]) != 0)
+			return 1;
+	}
+	for (int i = 0; i < threads; i++) {
+		pthread_join(thread[i], NULL);
+		emitted += p[i].emitted;
+		achieved += p[i].achieved;
+	}
+	printf("emitted %llu\nachieved %.0f\n", emitted, achieved);
+	return 0;
 }
 
 /* Events lowkey has written or lost so far. */
@@ -72,9 +122,12 @@ int main(int argc, char **argv)
 	struct lk_trace_stats st;
 	unsigned long long expected = 0;
 
+	if (argc > 1 && strcmp(argv[1], "rate") == 0)
+		return rate_main(argc, argv);
 	if (argc < 4 || argc > 5 || rounds < 1 || events < 1 || pause_ms < 0) {
 		fprintf(stderr,
-			"usage: lowkey-bench-lttng ROUNDS EVENTS_PER_BURST LOWKEY_TRACE_DIR|- [PAUSE_MS]\n");
+			"usage: lowkey-bench-lttng ROUNDS EVENTS_PER_BURST LOWKEY_TRACE_DIR|- [PAUSE_MS]\n"
+			"       lowkey-bench-lttng rate 1|2 EVENTS_PER_S SECONDS\n");
 		return 2;
 	}
 	if (tracing) {

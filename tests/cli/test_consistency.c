@@ -4,9 +4,11 @@
  * it, in stat and locks alike; the end of a process that called _exit() is not taken for a kill;
  * -j wherever --json is; -q, --quiet wherever a status line is; the rules written once in
  * `lowkey help`; benchmarks that show progress on a terminal, print each row as it is measured,
- * and print no progress into a pipe; bench probe's sustained rates say what ended their searches.
+ * and print no progress into a pipe; bench probe's sustained rates say what ended their searches,
+ * and its consumers' CPU, limits and ratios are in its text and JSON.
  */
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <pty.h>
 #include <setjmp.h>
@@ -14,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -182,6 +185,19 @@ static void help_states_the_rules_once(void **state)
 
 /* A short `lowkey bench probe`: about 4 s here, a row every few hundred ms. */
 #define SHORT_PROBE "bench probe --runs 1 --seconds 0.05 --burst 1000 --no-lttng"
+
+/* SHORT_PROBE's output, text or JSON: run once, for every test that reads it. */
+static const struct lkt_run *short_probe(bool json)
+{
+	static struct lkt_run runs[2];
+	static bool done[2];
+
+	if (!done[json]) {
+		lkt_sh(&runs[json], "%s " SHORT_PROBE "%s", LOWKEY, json ? " --json" : "");
+		done[json] = true;
+	}
+	return &runs[json];
+}
 #define STATUS_LINE "\r\033[Klowkey bench probe: "
 #define FIRST_ROW "empty loop (baseline)"
 #define LAST_ROW "memory per recording thread"
@@ -296,16 +312,108 @@ static void expect_loss_count(const char *out, const char *name)
  */
 static void bench_probe_says_what_ended_its_searches(void **state)
 {
-	(void)state;
-	lkt_sh(&r, "%s " SHORT_PROBE, LOWKEY);
-	lkt_expect(&r, 0, LAST_ROW);
-	expect_loss_count(r.out, "1 producer thread");
-	expect_loss_count(r.out, "2 producer threads, together");
-	expect_loss_count(r.out, "1 thread, ring fixed at 2 MiB");
+	const struct lkt_run *text = short_probe(false), *json = short_probe(true);
 
-	lkt_sh(&r, "%s " SHORT_PROBE " --json", LOWKEY);
-	lkt_expect(&r, 0, "\"sustained_searches_ended_by_loss\"");
-	lkt_expect(&r, 0, "\"one_thread_fixed_buffer\"");
+	(void)state;
+	lkt_expect(text, 0, LAST_ROW);
+	expect_loss_count(text->out, "1 producer thread");
+	expect_loss_count(text->out, "2 producer threads, together");
+	expect_loss_count(text->out, "1 thread, ring fixed at 2 MiB");
+
+	lkt_expect(json, 0, "\"sustained_searches_ended_by_loss\"");
+	lkt_expect(json, 0, "\"one_thread_fixed_buffer\"");
+}
+
+/* Member key of the JSON object named object in out: the text after its "key": . */
+static const char *json_member(const char *out, const char *object, const char *key)
+{
+	char name[128];
+	const char *at;
+
+	snprintf(name, sizeof(name), "\"%s\": {", object);
+	at = strstr(out, name);
+	if (!at)
+		fail_msg("no object \"%s\" in:\n%s", object, out);
+	snprintf(name, sizeof(name), "\"%s\": ", key);
+	at = strstr(at, name);
+	if (!at)
+		fail_msg("no \"%s\" in \"%s\" of:\n%s", key, object, out);
+	return at + strlen(name);
+}
+
+/* A number member, finite; null as NAN. */
+static double json_number(const char *out, const char *object, const char *key)
+{
+	const char *v = json_member(out, object, key);
+	char *end;
+	double d;
+
+	if (strncmp(v, "null", 4) == 0)
+		return NAN;
+	d = strtod(v, &end);
+	if (end == v || !isfinite(d))
+		fail_msg("\"%s\" of \"%s\" is not a number", key, object);
+	return d;
+}
+
+static void expect_null(const char *out, const char *object, const char *key)
+{
+	if (strncmp(json_member(out, object, key), "null", 4) != 0)
+		fail_msg("\"%s\" of \"%s\" is not null in:\n%s", key, object, out);
+}
+
+/*
+ * Beside the sustained rates: each consumer's CPU an event over a fixed-rate run, the limits the
+ * lossless rate is quoted against (one thread unlimited, memcpy) and the ratios between them, in
+ * text and JSON; LTTng-UST's figures null, with the reason, where it is skipped.
+ */
+static void bench_probe_quotes_its_limits(void **state)
+{
+	const struct lkt_run *text = short_probe(false), *json = short_probe(true);
+	const char *out = json->out;
+	double bytes, memcpy_bytes, record, unlimited, two_ns;
+
+	(void)state;
+	lkt_expect(text, 0, "lowkey (the threads its trace starts)");
+	lkt_expect(text, 0, "LTTng-UST (lttng-consumerd)");
+	lkt_expect(text, 0, "1 thread, nothing limiting it");
+	lkt_expect(text, 0, "lowkey lossless 1 thread / 1 thread unlimited");
+	lkt_expect(text, 0, "lowkey / LTTng-UST lossless, 1 thread");
+
+	lkt_expect(json, 0, "\"sustained_ratios\"");
+	/* lowkey's consumer spent CPU on the events it wrote */
+	assert_true(json_number(out, "consumer_cpu", "events_per_s") > 0);
+	assert_true(json_number(out, "consumer_cpu", "lowkey_ns_per_event") > 0);
+	assert_true(json_number(out, "consumer_cpu", "lowkey_ns_per_event_min") <=
+		    json_number(out, "consumer_cpu", "lowkey_ns_per_event_max"));
+	assert_true(json_number(out, "consumer_cpu", "lowkey_events") > 0);
+	expect_null(out, "consumer_cpu", "lowkey_missing");
+	/* the limits agree with each other and with the enabled event's row */
+	two_ns = json_number(out, "ns_per_event", "enabled_two_ints");
+	unlimited = json_number(out, "sustained_limits", "unlimited_events_per_s");
+	assert_true(fabs(unlimited * two_ns / 1e9 - 1) < 1e-3);
+	memcpy_bytes = json_number(out, "sustained_limits", "memcpy_bytes_per_s");
+	record = json_number(out, "sustained_limits", "record_bytes");
+	assert_true(memcpy_bytes > 0 && record > 0);
+	bytes = json_number(out, "sustained_limits", "memcpy_events_per_s") * record;
+	assert_true(fabs(bytes / memcpy_bytes - 1) < 1e-3);
+	assert_true(json_number(out, "sustained_ratios", "lossless_over_unlimited") > 0);
+	assert_true(json_number(out, "sustained_ratios", "lossless_over_memcpy") > 0);
+	/* --no-lttng: no LTTng-UST figure, and why */
+	expect_null(out, "sustained_events_per_s", "lttng_one_thread");
+	expect_null(out, "sustained_events_per_s", "lttng_two_threads");
+	expect_null(out, "sustained_searches_ended_by_loss", "lttng_one_thread");
+	expect_null(out, "consumer_cpu", "lttng_ns_per_event");
+	expect_null(out, "sustained_ratios", "lowkey_over_lttng_lossless_one_thread");
+	expect_null(out, "sustained_ratios", "consumer_cpu_per_event_lowkey_over_lttng");
+	assert_true(strncmp(json_member(out, "lttng_sustained", "missing"), "\"skipped", 8) == 0);
+	assert_true(json_number(out, "lttng_sustained", "bytes_in_all") > 0);
+
+	/* --only cost: the per-event rows, none of the sustained ones */
+	lkt_sh(&r, "%s bench probe --only cost --runs 1 --burst 1000 --no-lttng -j", LOWKEY);
+	lkt_expect(&r, 0, "\"enabled_with_cputime\"");
+	assert_null(strstr(r.out, "\"sustained_events_per_s\""));
+	assert_null(strstr(r.out, "\"consumer_cpu\""));
 }
 
 /*
@@ -390,6 +498,7 @@ int main(void)
 		cmocka_unit_test(quiet_wherever_a_status_line),
 		cmocka_unit_test(bench_progress_on_a_terminal_only),
 		cmocka_unit_test(bench_probe_says_what_ended_its_searches),
+		cmocka_unit_test(bench_probe_quotes_its_limits),
 		cmocka_unit_test(bench_branch_streams_its_rows),
 		cmocka_unit_test(bench_formats_streams_its_rows),
 	};
