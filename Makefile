@@ -160,13 +160,16 @@ build-portable: deps
 check-portable:
 	$(call check_tests,$(BUILD)-portable,$(PORTABLE_CTEST))
 
-# The compiler matrix: CC,CXX,C standard,C++ standard,linker per cell (c11: strict ISO; gnu11:
-# with GNU extensions; bfd, lld or mold). The library is built as always; the tests -- the users'
-# side of the headers -- in the cell's standards. With `make test` (gcc, gnu11, gnu++17, bfd) each
-# compiler meets both C dialects and both C++ standards; test_header_hygiene compiles the headers
-# in every standard. build-compilers configures and builds every cell, check-compilers tests them,
-# test-compilers does both cell by cell.
-MATRIX ?= gcc,g++,c11,c++20,mold clang,clang++,c11,c++17,bfd clang,clang++,gnu11,gnu++20,lld
+# The compiler matrix: CC,CXX,C standard,C++ standard,linker[,portable] per cell (c11: strict
+# ISO; gnu11: with GNU extensions; bfd, lld or mold; portable: the static keys as load + branch,
+# LK_KEYS_PORTABLE). The library is built as always; the tests -- the users' side of the headers
+# -- in the cell's standards. With `make test` (gcc, gnu11, gnu++17, bfd) each compiler meets both
+# C dialects and both C++ standards; test_header_hygiene compiles the headers in every standard.
+# The portable cell runs the key, probe and C++ tests with the keys that architectures without
+# patching get, and the key stress test (tests/key); make test-portable runs every suite that way.
+# build-compilers configures and builds every cell, check-compilers tests them, test-compilers
+# does both cell by cell.
+MATRIX ?= gcc,g++,c11,c++20,mold clang,clang++,c11,c++17,bfd clang,clang++,gnu11,gnu++20,lld,portable
 
 # The shell loop over the cells: $$dir, $$cc ... set for the commands in $(1). $$clis: the command
 # lines built so far, as COMPILER=PATH (the compiler's real path), make test's first where built.
@@ -179,8 +182,8 @@ define each_cell
 		set -- $$(echo $$cell | tr , ' '); \
 		cstd=$${3#c}; cstd=$${cstd#gnu}; cext=OFF; case $$3 in gnu*) cext=ON;; esac; \
 		xstd=$${4#c++}; xstd=$${xstd#gnu++}; xext=OFF; case $$4 in gnu*) xext=ON;; esac; \
-		ld=-fuse-ld=$$5; dir=$(BUILD)-$$1-$$3-$$4; \
-		echo "--- $$1 -std=$$3, $$2 -std=$$4, $$ld ($$dir; $$($$1 --version | head -1))"; \
+		ld=-fuse-ld=$$5; dir=$(BUILD)-$$1-$$3-$$4$${6:+-$$6}; keys=OFF; [ "$${6:-}" != portable ] || keys=ON; \
+		echo "--- $$1 -std=$$3, $$2 -std=$$4, $$ld$${6:+, $$6 keys} ($$dir; $$($$1 --version | head -1))"; \
 		$(1) \
 	done
 endef
@@ -193,7 +196,7 @@ build_cell = real=$$(readlink -f $$(command -v $$1)); cli=; \
 			-DLK_TEST_C_STANDARD=$$cstd -DLK_TEST_C_EXTENSIONS=$$cext \
 			-DLK_TEST_CXX_STANDARD=$$xstd -DLK_TEST_CXX_EXTENSIONS=$$xext \
 			-DCMAKE_EXE_LINKER_FLAGS=$$ld -DCMAKE_SHARED_LINKER_FLAGS=$$ld \
-			-DCMAKE_MODULE_LINKER_FLAGS=$$ld -DLK_CLI=$$cli) >/dev/null; \
+			-DCMAKE_MODULE_LINKER_FLAGS=$$ld -DLK_KEYS_PORTABLE=$$keys -DLK_CLI=$$cli) >/dev/null; \
 		echo "command line: $${cli:-built here}"; \
 		$(CMAKE) --build $$dir -j $(JOBS) --target compiler-tests; \
 		[ -n "$$cli" ] || clis="$$clis $$real=$(abspath $$dir)/tools/lowkey/lowkey";
