@@ -8,6 +8,7 @@
  *     event and mixed, across ring wraps, growth into the reserve and 256 KiB packet limits that
  *     fall inside a run of one event;
  *   - a thread that exits with a packet's worth of records not yet drained;
+ *   - a fork while the parent's records of a packet are in its ring;
  *   - loss accounting: what a fixed ring drops is counted exactly in events_discarded.
  */
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -306,6 +308,67 @@ static void thread_exits_mid_packet(void **state)
 	lkt_rmrf(dir);
 }
 
+/* ---- fork mid-packet ---- */
+
+/*
+ * A fork while the parent's records of a packet are in its ring, not yet written: the child's
+ * events, before and after it exits, go nowhere near the parent's trace; the parent's packet and
+ * those after it hold all its events, once, in order.
+ */
+static void fork_mid_packet(void **state)
+{
+	enum { HALF = 5000 };
+	struct lk_trace_stats st;
+	struct lkt_trace t;
+	struct packets p;
+	char dir[256], name[32];
+	long next = 0;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	assert_true(lk_probe_enable("pk") >= 0);
+	start_with(dir, sizeof(dir), "fork", 1 << 20, 0);
+	lkt_hold_consumer(true);
+	for (long i = 0; i < HALF; i++)
+		emit(i, kind_of(i));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		for (long i = 0; i < HALF; i++)
+			emit(-1 - i, kind_of(i));
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	lkt_hold_consumer(false);
+	for (long i = HALF; i < 2 * HALF; i++)
+		emit(i, kind_of(i));
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_trace_stats(&st), 0);
+	assert_int_equal(st.events, 2 * HALF);
+	assert_int_equal(st.lost, 0);
+	assert_int_equal(st.threads, 1);
+
+	assert_int_equal(lkt_read(&t, dir), 0);
+	assert_int_equal(t.streams, 1);
+	for (size_t k = 0; k < t.n; k++) {
+		if (strcmp(t.ev[k].name, "lowkey:thread_name") == 0)
+			continue;
+		assert_int_equal(t.ev[k].tid, gettid());
+		check_event(&t.ev[k], next, kind_of(next));
+		next++;
+	}
+	assert_int_equal(next, 2 * HALF);
+	lkt_free(&t);
+	snprintf(name, sizeof(name), "stream-%d", (int)gettid());
+	check_packets(dir, name, &p);
+	assert_int_equal(p.discarded, 0);
+	babeltrace2_reads(dir, 2 * HALF + 1);
+	assert_int_equal(lk_probe_reset_rules(), 0);
+	lkt_rmrf(dir);
+}
+
 /* ---- losses ---- */
 
 /*
@@ -369,6 +432,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(records_of_every_size_across_packets),
 		cmocka_unit_test(thread_exits_mid_packet),
+		cmocka_unit_test(fork_mid_packet),
 		cmocka_unit_test(losses_counted_exactly),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
