@@ -20,6 +20,7 @@
 #include "format/ctf/ctf.h"
 #include "internal/ctf_reader.h"
 #include "internal/trace_file.h"
+#include "probe/probe_internal.h"
 
 static const struct {
 	const char *name, *extension;
@@ -186,7 +187,11 @@ static int write_trace(struct lk__trace_file *t, int fd, const char *out,
 	case LK_TRACE_PERFETTO:
 		return lk__perfetto_write(t, fd, out, err, errlen);
 	case LK_TRACE_CTF:
-		if (t->format == LK__TF_CTF)
+		/*
+		 * A recording (format 4) is written again with each event's thread id, which
+		 * Trace Compass's UST analyses read (format 3); an older trace already has it.
+		 */
+		if (t->format == LK__TF_CTF && t->r.format != LK__CTF_FORMAT)
 			return copy_ctf(&t->r, fd, out, err, errlen);
 		return lk__ctf_write_trace(t, fd, out, err, errlen);
 	}

@@ -364,7 +364,14 @@ extern int lk__consumer_hold, lk__consumer_held;
 
 /* ---- ctf.c: the CTF writer ---- */
 
-#define LK__CTF_FORMAT 3	 /* env.lowkey_format: the layout below, read by reader.c */
+/*
+ * env.lowkey_format: the layout below, read by reader.c. Format 4 is the rings' bytes as they
+ * are (what the recorder writes); format 3 has each event of stream 0 carry its thread's id as
+ * the vtid context (what lowkey convert writes, for Trace Compass's UST analyses). In both, a
+ * context switch (stream 1) carries it.
+ */
+#define LK__CTF_FORMAT 4
+#define LK__CTF_FORMAT_VTID 3
 #define LK__CTF_PACKET_PREFIX 80 /* packet header and context, in bytes */
 
 /* Open t->ctf_dir (a new or empty directory: internal/outfile.h) unless t->dir_fd already is; a uuid. */

@@ -2,11 +2,12 @@
 /*
  * The consumer thread: drains every thread's ring into the trace.
  *
- * It wakes every flush_ms, or when a producer's ring is a quarter full, walks each ring from rp
- * to what the producer has committed, and writes the records as CTF packets of at most 256 KiB:
- * a run of contiguous records is one packet or more, so a wrap splits it. The CTF writer walks
- * the records once, copying each with its thread's id (ctf.c); nothing else decodes them. Then
- * it hands the space back (rp). Buffers of threads that have exited are freed once drained.
+ * It wakes every flush_ms, or when a producer's ring is a quarter full, goes through each ring
+ * from rp to what the producer has committed, and writes the records as CTF packets of at most
+ * 256 KiB: a run of contiguous records is one packet or more, so a wrap splits it. Nothing is
+ * copied: each packet is one writev of its prefix and the ring's bytes, its bounds found from
+ * the records' headers alone (ctf.c). Then it hands the space back (rp). Buffers of threads
+ * that have exited are freed once drained.
  * A trace recorded as Perfetto is written the same way, but as Perfetto packets: the records are
  * encoded from the ring into the .pftrace (perfetto_live.c), and no CTF stream is written.
  *

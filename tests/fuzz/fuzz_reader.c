@@ -77,7 +77,7 @@ static void check_classes(const struct lk__trace_reader *r)
 	must(r->tsc_hz != 0 && r->nclasses <= LK__MAX_EVENT_ID + 1u);
 	must(r->classes[LK__EVENT_THREAD_NAME] && r->classes[LK__EVENT_SCHED_OUT] &&
 	     r->classes[LK__EVENT_SCHED_IN]);
-	must(r->format == 2 || r->format == LK__CTF_FORMAT);
+	must(r->format == 2 || r->format == LK__CTF_FORMAT_VTID || r->format == LK__CTF_FORMAT);
 	for (size_t i = 0; i < r->nclasses; i++) {
 		const struct lk__event_class *c = r->classes[i];
 

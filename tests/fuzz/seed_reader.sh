@@ -3,7 +3,9 @@
 # tests/control/target.c -- integers, a span, counters; with thread CPU time; a library's site with
 # a string -- each packed as the harness reads them (u16 length, the metadata, one stream, cut to
 # 4 KiB), and a stream cut inside a packet. (The seed-plain, -cputime, -strings and -cut seeds
-# were written by lowkey before format 3, with the index.) Run once from the source tree, after a build:
+# were written by lowkey before format 3, with the index; the seed-metadata-* ones in format 3,
+# each event with its vtid; this writes seed-format4-*, a recording's rings as they stand.) Run
+# once from the source tree, after a build:
 #   tests/fuzz/seed_reader.sh build tests/fuzz/corpus/reader
 set -eu
 build=$1 out=$2
@@ -27,8 +29,8 @@ target=$build/tests/control/lkt_ctl_target
 "$lowkey" trace -o "$tmp/plain.ctf" -- "$target" emit 40 >/dev/null 2>&1
 "$lowkey" trace --cputime -o "$tmp/cpu.ctf" -- "$target" emit 20 >/dev/null 2>&1
 "$lowkey" trace -e 'lib:*' -o "$tmp/lib.ctf" -- "$target" emit 30 >/dev/null 2>&1
-pack "$tmp/plain.ctf" metadata-plain
-pack "$tmp/cpu.ctf" metadata-cputime
-pack "$tmp/lib.ctf" metadata-strings
-pack "$tmp/plain.ctf" metadata-cut 150
+pack "$tmp/plain.ctf" format4-plain
+pack "$tmp/cpu.ctf" format4-cputime
+pack "$tmp/lib.ctf" format4-strings
+pack "$tmp/plain.ctf" format4-cut 150
 echo "4 seeds written to $out"

@@ -5,8 +5,9 @@
  *     hidden files out), and says what it says of the original;
  *   - the events babeltrace2 reports discarded are exactly lowkey's count, losses before a
  *     stream's first packet included;
- *   - every event carries its thread's id as the `vtid` context (what Trace Compass's UST
- *     analyses read), and the metadata has no padding field for readers to show.
+ *   - a recording's events are its rings' bytes, the thread the stream's; lowkey convert gives
+ *     every event its thread's id as the `vtid` context (what Trace Compass's UST analyses read),
+ *     and the metadata has no padding field for readers to show.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -160,9 +161,13 @@ static void babeltrace2_counts_every_loss(void **state)
 	lkt_rmrf(dir);
 }
 
-static void every_event_carries_its_vtid(void **state)
+/*
+ * A recording's events are the rings' bytes: no vtid, the thread is the stream's. lowkey convert
+ * writes it again with each event's vtid, the recording thread's (arg0 is its gettid()).
+ */
+static void convert_gives_each_event_its_vtid(void **state)
 {
-	char dir[256];
+	char dir[256], tc[300];
 
 	(void)state;
 	if (!have("babeltrace2")) {
@@ -170,17 +175,40 @@ static void every_event_carries_its_vtid(void **state)
 		skip();
 	}
 	small_trace(dir, sizeof(dir), "vtid");
-	/* each alone:tid event's first field is gettid() of the thread that recorded it */
+	lkt_sh(&out, "babeltrace2 '%s' | grep -c 'alone:tid: { arg0 = [0-9]*,'", dir);
+	assert_int_equal(atoi(out.out), 400);
+	lkt_sh(&out, "babeltrace2 '%s' | grep -c vtid", dir);
+	assert_int_equal(atoi(out.out), 0);
+	lkt_sh(&out, "grep -c 'lowkey_format = 4;' '%s/metadata'", dir);
+	assert_int_equal(atoi(out.out), 1);
+
+	snprintf(tc, sizeof(tc), "%s.tc", dir);
+	lkt_sh(&out, "%s convert '%s' -o '%s' --format ctf", LOWKEY, dir, tc);
+	lkt_expect(&out, 0, "");
+	lkt_sh(&out, "grep -c 'lowkey_format = 3;' '%s/metadata'", tc);
+	assert_int_equal(atoi(out.out), 1);
 	lkt_sh(&out,
 	       "babeltrace2 '%s' | grep -c 'alone:tid: { vtid = \\([0-9]*\\) }, { arg0 = \\1,'",
-	       dir);
+	       tc);
 	assert_int_equal(atoi(out.out), 400);
-	lkt_sh(&out, "babeltrace2 '%s' | grep -vc 'vtid = [0-9]'", dir);
+	lkt_sh(&out, "babeltrace2 '%s' | grep -vc 'vtid = [0-9]'", tc);
 	assert_int_equal(atoi(out.out), 0);
-	lkt_sh(&out, "babeltrace2 '%s' | grep -o 'vtid = [0-9]*' | sort -u | wc -l", dir);
+	lkt_sh(&out, "babeltrace2 '%s' | grep -o 'vtid = [0-9]*' | sort -u | wc -l", tc);
 	assert_int_equal(atoi(out.out), 2);
-	lkt_sh(&out, "grep -c spare '%s/metadata'", dir);
+	/* and lowkey report says the same of both */
+	lkt_sh(&out, "%s report --json '%s' | sed 's/\"trace\": \"[^\"]*\"//'", LOWKEY, dir);
+	lkt_expect(&out, 0, "\"alone\"");
+	{
+		char first[65536];
+
+		snprintf(first, sizeof(first), "%s", out.out);
+		lkt_sh(&out, "%s report --json '%s' | sed 's/\"trace\": \"[^\"]*\"//'", LOWKEY, tc);
+		lkt_expect(&out, 0, "\"alone\"");
+		assert_string_equal(out.out, first);
+	}
+	lkt_sh(&out, "grep -c spare '%s/metadata' '%s/metadata' | grep -vc ':0$'", dir, tc);
 	assert_int_equal(atoi(out.out), 0);
+	lkt_rmrf(tc);
 	lkt_rmrf(dir);
 }
 
@@ -189,7 +217,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(report_reads_a_plain_copy),
 		cmocka_unit_test(babeltrace2_counts_every_loss),
-		cmocka_unit_test(every_event_carries_its_vtid),
+		cmocka_unit_test(convert_gives_each_event_its_vtid),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

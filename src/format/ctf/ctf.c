@@ -12,16 +12,21 @@
  * Packet: header { u32 magic, u8 uuid[16], u32 stream_id, u64 stream_instance_id (tid) },
  *         context { u64 timestamp_begin, timestamp_end, content_size, packet_size,
  *                   packet_seq_num, events_discarded },
- *         then the thread's records as they were in its ring, each with the thread's id
- *         inserted after its header (and CPU time): the `vtid` context Trace Compass's UST
- *         analyses read per event. The ring does not carry it, so that recording stays as cheap.
+ *         then the thread's records as they are in its ring (format 4): the packet is written
+ *         with one writev from the ring, its prefix beside it, and nothing is copied. The
+ *         thread's id is the stream's (stream_instance_id, and the file's name); an event does
+ *         not carry it. lowkey convert writes format 3, where each event carries it as the
+ *         `vtid` context Trace Compass's UST analyses read (write.c).
+ *
+ * Finding a packet's bounds (where its records end, how many, the last one's time) reads only
+ * the records' headers: a run of records of one event, the common case, is stepped over by that
+ * event's size, comparing each header's id.
  *
  * A stream's events_discarded is cumulative; readers report the difference between packets. A
  * stream whose first packet would already count losses starts with an empty packet counting none,
  * so that a reader's count (babeltrace2 has none to compare a first packet with) is the whole one.
  */
 #include <dirent.h>
-#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -238,10 +243,11 @@ static void put_env(FILE *f, const struct lk__ctf_meta *m)
 		"\tlowkey_tsc_hz = %llu;\n\tlowkey_tsc0 = %llu;\n\tlowkey_monotonic0_ns = %llu;\n"
 		"\tlowkey_realtime0_ns = %llu;\n",
 		LK_VERSION_MAJOR, LK_VERSION_MINOR, tsdl_text(m->hostname, host, sizeof(host)),
-		m->pid, tsdl_text(m->procname, name, sizeof(name)), LK__CTF_FORMAT,
-		m->cputime ? 1 : 0, m->sched ? 1 : 0, (unsigned long long)m->sched_lost,
-		(unsigned long long)m->tsc_hz, (unsigned long long)m->tsc0,
-		(unsigned long long)m->monotonic0_ns, (unsigned long long)m->realtime0_ns);
+		m->pid, tsdl_text(m->procname, name, sizeof(name)),
+		m->vtid ? LK__CTF_FORMAT_VTID : LK__CTF_FORMAT, m->cputime ? 1 : 0,
+		m->sched ? 1 : 0, (unsigned long long)m->sched_lost, (unsigned long long)m->tsc_hz,
+		(unsigned long long)m->tsc0, (unsigned long long)m->monotonic0_ns,
+		(unsigned long long)m->realtime0_ns);
 	/*
 	 * A flight recorder's snapshot: its streams' discarded events are mostly older ones that the
 	 * rings overwrote by design; lowkey_dropped of them the threads dropped (see snapshot.c).
@@ -252,8 +258,11 @@ static void put_env(FILE *f, const struct lk__ctf_meta *m)
 	fprintf(f, "};\n\n");
 }
 
-/* Stream 0: the threads' probes; stream 1: their context switches (sched.c). */
-static void write_stream(FILE *f, unsigned int id, bool cputime)
+/*
+ * Stream 0: the threads' probes (their thread's id per event with vtid: format 3); stream 1:
+ * their context switches (sched.c), which always carry it.
+ */
+static void write_stream(FILE *f, unsigned int id, bool cputime, bool vtid)
 {
 	/* A record's 48 low bits of the TSC: readers extend them from the previous timestamp. */
 	fprintf(f,
@@ -264,8 +273,11 @@ static void write_stream(FILE *f, unsigned int id, bool cputime)
 		"\tpacket.context := struct {\n\t\ttsc_t timestamp_begin;\n\t\ttsc_t timestamp_end;\n"
 		"\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t packet_seq_num;\n"
 		"\t\tuint64_t events_discarded;\n\t};\n");
-	fprintf(f, "\tevent.context := struct {\n%s\t\tint32_t _vtid;\n\t};\n};\n\n",
-		cputime ? "\t\tuint64_t cputime_ns;\n" : "");
+	if (cputime || vtid)
+		fprintf(f, "\tevent.context := struct {\n%s%s\t};\n",
+			cputime ? "\t\tuint64_t cputime_ns;\n" : "",
+			vtid ? "\t\tint32_t _vtid;\n" : "");
+	fprintf(f, "};\n\n");
 }
 
 void lk__ctf_put_prologue(FILE *f, const struct lk__ctf_meta *m)
@@ -300,9 +312,9 @@ void lk__ctf_put_prologue(FILE *f, const struct lk__ctf_meta *m)
 		(unsigned long long)offset);
 	fprintf(f,
 		"typealias integer { size = 64; align = 8; signed = false; map = clock.tsc.value; } := tsc_t;\n\n");
-	write_stream(f, 0, m->cputime);
+	write_stream(f, 0, m->cputime, m->vtid);
 	if (m->sched)
-		write_stream(f, 1, false);
+		write_stream(f, 1, false, true);
 	fprintf(f,
 		"event {\n\tname = \"lowkey:thread_name\";\n\tid = %d;\n\tstream_id = 0;\n"
 		"\tfields := struct {\n\t\tstring _name;\n\t};\n};\n\n",
@@ -414,124 +426,56 @@ static void truncate_to(int fd, off_t size)
 }
 
 /*
- * The staging buffer where a packet's records get their vtid: one per writing thread (the
- * consumer, and whoever else writes a trace), freed when it exits.
+ * The records of one event from p on, while they are whole before stop (the limit less their
+ * size): where they end. Each header's id is compared; nothing else is read.
  */
-static pthread_key_t staging_key;
-static pthread_once_t staging_once = PTHREAD_ONCE_INIT;
-static __thread struct staging {
-	uint8_t *data;
-	size_t cap;
-} staging;
-
-static void staging_free(void *arg)
+static const uint8_t *same_event_run(const uint8_t *p, const uint8_t *stop, uint32_t id,
+				     size_t size)
 {
-	struct staging *st = arg;
-
-	free(st->data);
-	st->data = NULL;
-	st->cap = 0;
-}
-
-static void staging_key_init(void)
-{
-	if (pthread_key_create(&staging_key, staging_free) != 0)
-		staging_key = (pthread_key_t)-1;
-}
-
-static uint8_t *staging_get(size_t size)
-{
-	if (size > staging.cap) {
-		uint8_t *grown = realloc(staging.data, size);
-
-		if (!grown)
-			return NULL;
-		pthread_once(&staging_once, staging_key_init);
-		if (!staging.data && staging_key != (pthread_key_t)-1)
-			pthread_setspecific(staging_key, &staging);
-		staging.data = grown;
-		staging.cap = size;
-	}
-	return staging.data;
-}
-
-/*
- * Copying records with their vtid. A run of records of one event (the common case) has one size:
- * the last event's layout is remembered, so that the walk does not look up the table for each
- * record, and records of numbers are copied 8 bytes at a time without a call.
- */
-struct copier {
-	const uint8_t *end;   /* of the records to copy */
-	uint8_t *out, *limit; /* where the next record goes; how far the packet may reach */
-	int32_t vtid;
-	size_t fixed;	    /* header and CPU time */
-	uint32_t id;	    /* the last record's event; UINT32_MAX: none, or with strings */
-	unsigned int nargs; /* its arguments, all numbers */
-};
-
-static inline void copy8(uint8_t *to, const uint8_t *from)
-{
-	memcpy(to, from, 8); /* one load and one store, inlined */
-}
-
-/* The record at p when it is of the last record's event: its size, the copy made; else 0. */
-static inline size_t copy_same(struct copier *c, const uint8_t *p, uint32_t id)
-{
-	size_t size = c->fixed + 8u * c->nargs;
-
-	if (id != c->id || (size_t)(c->end - p) < size ||
-	    c->out + size + sizeof(c->vtid) > c->limit)
-		return 0;
-	copy8(c->out, p);
-	if (c->fixed > LK__PROBE_HEADER)
-		copy8(c->out + 8, p + 8);
-	memcpy(c->out + c->fixed, &c->vtid, sizeof(c->vtid));
-	for (unsigned int i = 0; i < c->nargs; i++)
-		copy8(c->out + c->fixed + sizeof(c->vtid) + 8 * i, p + c->fixed + 8 * i);
-	c->out += size + sizeof(c->vtid);
-	return size;
-}
-
-/* Any record at p: its size, the copy made; 0 if it is not a record (a pad) or does not fit. */
-static size_t copy_any(struct copier *c, const uint8_t *p, uint32_t id, bool cputime)
-{
-	size_t size = lk__record_size(p, (size_t)(c->end - p), cputime);
-
-	if (!size || c->out + size + sizeof(c->vtid) > c->limit)
-		return 0;
-	memcpy(c->out, p, c->fixed);
-	memcpy(c->out + c->fixed, &c->vtid, sizeof(c->vtid));
-	memcpy(c->out + c->fixed + sizeof(c->vtid), p + c->fixed, size - c->fixed);
-	c->out += size + sizeof(c->vtid);
-	c->id = lk__record_layouts[id].strings ? UINT32_MAX :
-						 id; /* valid: lk__record_size read it */
-	c->nargs = lk__record_layouts[id].nargs;
-	return size;
-}
-
-/*
- * Copy the records at p, up to c->end, while they fit: stops at the end, at what is not a record
- * (a pad, or the end of what was committed) or at a record that does not fit. Returns where it
- * stopped; *last: the last record copied, *events: how many.
- */
-static const uint8_t *copy_records(struct copier *c, const uint8_t *p, bool cputime,
-				   const uint8_t **last, uint64_t *events)
-{
-	uint64_t n = 0;
-
-	while ((size_t)(c->end - p) >= LK__PROBE_HEADER) {
+	while (p <= stop) {
 		uint64_t head;
-		uint32_t id;
-		size_t size;
 
 		memcpy(&head, p, sizeof(head));
-		id = lk__header_id(head);
-		size = copy_same(c, p, id);
-		if (!size && !(size = copy_any(c, p, id, cputime)))
+		if (lk__header_id(head) != id)
 			break;
+		p += size;
+	}
+	return p;
+}
+
+/*
+ * Where the packet of the records at p ends: after as many whole records as fit in MAX_PACKET
+ * bytes (a larger first one alone), up to end or the first that is not a record (a pad, or the
+ * end of what was committed). *last: its last record; *events: how many. Only headers are read;
+ * a record of an event without strings is followed by that event's records in one step each.
+ */
+static const uint8_t *packet_end(const uint8_t *p, const uint8_t *end, bool cputime,
+				 const uint8_t **last, uint64_t *events)
+{
+	size_t first = lk__record_size(p, (size_t)(end - p), cputime);
+	size_t room = first > MAX_PACKET ? first : MAX_PACKET;
+	const uint8_t *limit = (size_t)(end - p) > room ? p + room : end;
+	uint64_t n = 0;
+
+	while ((size_t)(limit - p) >= LK__PROBE_HEADER) {
+		size_t size = lk__record_size(p, (size_t)(limit - p), cputime);
+		uint64_t head;
+		const uint8_t *run;
+
+		if (!size)
+			break;
+		memcpy(&head, p, sizeof(head));
 		*last = p;
 		p += size;
 		n++;
+		if (lk__record_layouts[lk__header_id(head)].strings || (size_t)(limit - p) < size)
+			continue; /* valid: lk__record_size read it */
+		run = same_event_run(p, limit - size, lk__header_id(head), size);
+		if (run != p) {
+			n += (size_t)(run - p) / size;
+			*last = run - size;
+			p = run;
+		}
 	}
 	*events = n;
 	return p;
@@ -622,29 +566,21 @@ static int put_packet(struct lk__trace *t, struct lk__probe_buffer *b, const uin
 int lk__ctf_write_records(struct lk__trace *t, struct lk__probe_buffer *b, const uint8_t *start,
 			  const uint8_t *end, uint64_t now, const uint8_t **next, uint64_t *events)
 {
-	size_t first = start < end ? lk__record_size(start, (size_t)(end - start), t->cputime) : 0;
-	size_t room = first + sizeof(int32_t) > MAX_PACKET ? first + sizeof(int32_t) : MAX_PACKET;
-	struct copier c = { .end = end,
-			    .vtid = (int32_t)b->tid,
-			    .id = UINT32_MAX,
-			    .fixed = LK__PROBE_HEADER + (t->cputime ? 8 : 0) };
 	const uint8_t *last = start;
 	uint64_t head, ts_begin, ts_end;
 
 	*next = start;
 	*events = 0;
-	if (!first)
-		return start < end ? 0 : put_packet(t, b, NULL, 0, now, now);
-	c.out = staging_get(room);
-	if (!c.out)
-		return -ENOMEM;
-	c.limit = c.out + room;
-	*next = copy_records(&c, start, t->cputime, &last, events);
+	if (start >= end)
+		return put_packet(t, b, NULL, 0, now, now);
+	*next = packet_end(start, end, t->cputime, &last, events);
+	if (*next == start)
+		return 0; /* not a record */
 	memcpy(&head, start, sizeof(head));
 	ts_begin = lk__tsc_extend(now, lk__header_tsc48(head));
 	memcpy(&head, last, sizeof(head));
 	ts_end = lk__tsc_extend(now, lk__header_tsc48(head));
-	return put_packet(t, b, staging.data, (size_t)(c.out - staging.data), ts_begin, ts_end);
+	return put_packet(t, b, start, (size_t)(*next - start), ts_begin, ts_end);
 }
 
 int lk__ctf_write_sched_packet(struct lk__trace *t, pid_t tid, int *fd, uint64_t *packets,

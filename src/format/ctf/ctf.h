@@ -22,6 +22,7 @@ struct lk__ctf_meta {
 	uint64_t sched_lost;
 	uint64_t dropped; /* overwrite only: what the threads dropped */
 	bool cputime, sched, overwrite;
+	bool vtid; /* every event of stream 0 carries its thread's id (format 3); else format 4 */
 	int pid;
 	const char *procname, *hostname;
 };

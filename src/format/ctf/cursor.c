@@ -97,6 +97,12 @@ static inline size_t decode_record(struct lk__ctf_cursor *c, const uint8_t *p, s
 	return size;
 }
 
+/* Whether the records of a stream carry their thread's id after the header (and CPU time). */
+static bool record_vtid(unsigned int format, unsigned int stream_id)
+{
+	return format == LK__CTF_FORMAT_VTID || (format == LK__CTF_FORMAT && stream_id == 1);
+}
+
 void lk__ctf_cursor_bytes(struct lk__ctf_cursor *c, const struct lk__trace_reader *r,
 			  const uint8_t *data, size_t len, int tid, unsigned int stream_id)
 {
@@ -106,9 +112,9 @@ void lk__ctf_cursor_bytes(struct lk__ctf_cursor *c, const struct lk__trace_reade
 	c->fd = -1;
 	c->bytes = data;
 	c->size = len;
-	/* the event context: [cputime_ns (stream 0)], vtid (format 3) */
+	/* the event context: [cputime_ns (stream 0)], vtid (format 3; format 4: stream 1 only) */
 	c->cpu = stream_id == 0 && r->cputime;
-	c->head = LK__PROBE_HEADER + (c->cpu ? 8 : 0) + (r->format == 2 ? 0 : 4);
+	c->head = LK__PROBE_HEADER + (c->cpu ? 8 : 0) + (record_vtid(r->format, stream_id) ? 4 : 0);
 }
 
 int lk__ctf_cursor_open(struct lk__ctf_cursor *c, const struct lk__trace_reader *r,

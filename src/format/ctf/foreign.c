@@ -12,8 +12,9 @@
  * build this reader; a build without it says so when a foreign trace is opened.
  *
  * What an event becomes:
- *  - its thread: the vtid context (lowkey's own, or LTTng's `add-context -t vtid`), else the vpid
- *    context, else 0; its CPU time: lowkey's cputime_ns context; a thread's name: lowkey's
+ *  - its thread: the vtid context (lowkey's own, or LTTng's `add-context -t vtid`), else in a
+ *    lowkey trace its stream's id (the stream_instance_id lowkey writes, the thread's id), else
+ *    the vpid context, else 0; its CPU time: lowkey's cputime_ns context; a thread's name: lowkey's
  *    thread_name records, or LTTng's procname context;
  *  - its time: nanoseconds from the clock's origin; for a lowkey trace (its env says tracer_name
  *    "lowkey"), moved back onto CLOCK_MONOTONIC with the env's lowkey_realtime0_ns and
@@ -100,6 +101,7 @@ int lk__ctf_foreign_read(struct lk__trace_file *t, const char *path, char *err, 
 	X(bt_event_borrow_common_context_field_const)            \
 	X(bt_event_class_get_name)                               \
 	X(bt_stream_borrow_trace_const)                          \
+	X(bt_stream_get_id)                                      \
 	X(bt_stream_borrow_class_const)                          \
 	X(bt_stream_class_borrow_default_clock_class_const)      \
 	X(bt_trace_borrow_environment_entry_value_by_name_const) \
@@ -400,7 +402,8 @@ static struct lk__tf_thread *event_thread(struct fr *f, const bt_event *ev, uint
 					  uint64_t *cpu_ns)
 {
 	const bt_field *ctx = bt.bt_event_borrow_common_context_field_const(ev);
-	struct fr_stream *s = find_stream(f, bt.bt_event_borrow_stream_const(ev));
+	const bt_stream *stream = bt.bt_event_borrow_stream_const(ev);
+	struct fr_stream *s = find_stream(f, stream);
 	struct lk__tf_thread *th;
 	uint64_t tid = 0, pid = 0;
 	const bt_field *procname = member(ctx, "procname");
@@ -408,8 +411,9 @@ static struct lk__tf_thread *event_thread(struct fr *f, const bt_event *ev, uint
 
 	if (context_number(ctx, "vpid", &pid) && !f->t->r.pid && pid && pid <= INT32_MAX)
 		f->t->r.pid = (int)pid;
+	/* a lowkey recording's events carry no vtid: the stream is the thread (stream_instance_id) */
 	if (!context_number(ctx, "vtid", &tid))
-		tid = pid;
+		tid = f->lowkey ? bt.bt_stream_get_id(stream) : pid;
 	*cpu_ns = 0;
 	context_number(ctx, "cputime_ns", cpu_ns);
 	th = s ? lk__tf_thread(f->t, (int)tid) : NULL;

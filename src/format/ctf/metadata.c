@@ -574,7 +574,7 @@ int lk__ctf_parse_metadata(struct lk__trace_reader *r, char *text, size_t len, c
 	if (!m.has_format)
 		r->format =
 			2; /* lowkey before its traces stood alone; no lowkey_tsc0 either (see below) */
-	if (r->format != 2 && r->format != LK__CTF_FORMAT)
+	if (r->format != 2 && r->format != LK__CTF_FORMAT_VTID && r->format != LK__CTF_FORMAT)
 		return lk__failf(
 			err, errlen, -EINVAL,
 			"%s: written by another version of lowkey (format %u); babeltrace2 "

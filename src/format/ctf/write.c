@@ -55,6 +55,7 @@ static int put_metadata(struct ctf_out *o, const char *out, char *err, size_t er
 		.cputime = r->cputime,
 		.sched = r->sched,
 		.overwrite = r->overwrite,
+		.vtid = true, /* format 3: what Trace Compass's UST analyses read */
 		.pid = r->pid,
 		.procname = r->procname,
 		.hostname = "",
