@@ -120,15 +120,18 @@ build-asan: deps
 check-asan:
 	$(call check_tests,$(BUILD)-asan,$(ASAN_CTEST))
 
-# ThreadSanitizer finds races between threads. Left to the other builds (ASan and UBSan among
-# them), since what they run is one thread in one process:
-#  - the replays and mutations of the decoders' fuzz harnesses (control protocol, trace reader,
-#    report readers, the ELF reader of `lowkey list`);
-#  - the tests of the command line's texts and rules (label no-tsan: its help against the manual
-#    pages, the shell completions, the options and exit statuses every command shares); the
-#    commands that run threads (trace, stat, locks, watch) have suites of their own, run here.
+# ThreadSanitizer finds races between threads: it builds and runs the suites of the modules whose
+# threads share memory (TSAN_SUITES: the keys' flips, the probes' rings and consumer, the control
+# socket's server, watchpoints' dispatch, locks, semaphore sets, clocks, counters and core). Left
+# to the other builds (ASan and UBSan among them), since what they run is one thread in one
+# process or processes apart:
+#  - the suites cli, cxx, html and fuzz: the command line's texts and rules, C++ sites that compile
+#    the same as C's, the pages' escaping, the decoders' fuzz replays and mutations; the commands
+#    that run threads (trace, stat, locks, watch) have tests in the suites run here;
+#  - tests labelled no-tsan in those suites (processes racing each other, which it cannot see).
+TSAN_SUITES ?= core key probe control watch lock sem clock counter
 TSAN_CMAKE = -DLK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug $(NOT_LIBFUZZER)
-TSAN_CTEST = -LE no-tsan -E '^test_header_hygiene|^test_fuzz_(control|reader|report)_replay$$|^test_fuzz_(report|elf)_mutations$$'
+TSAN_CTEST = $(call suite_labels,$(TSAN_SUITES)) -LE no-tsan $(NOT_HEADERS)
 # A forked child of a process with USDT sites starts the library's watcher thread again (as
 # LTTng-UST's listeners are), which ThreadSanitizer's runtime refuses by default in the child of a
 # threaded process (it cannot follow threads made there): die_after_fork=0 lets it run.
@@ -141,7 +144,7 @@ TSAN_ENV = export TSAN_OPTIONS="die_after_fork=0 atexit_sleep_ms=100 $${TSAN_OPT
 test-tsan: build-tsan
 	$(TSAN_ENV) $(call check_tests,$(BUILD)-tsan,$(TSAN_CTEST))
 build-tsan: deps
-	$(call build_tests,$(BUILD)-tsan,$(TSAN_CMAKE))
+	$(call build_tests,$(BUILD)-tsan,$(TSAN_CMAKE),$(call suite_targets,$(TSAN_SUITES)))
 check-tsan:
 	$(TSAN_ENV) $(call check_tests,$(BUILD)-tsan,$(TSAN_CTEST))
 
