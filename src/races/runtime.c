@@ -189,8 +189,13 @@ static void on_data(const struct lk_watch_hit *hit, void *arg)
 	struct sampler *s = arg;
 
 	__atomic_fetch_add(&s->inflight, 1, __ATOMIC_SEQ_CST);
-	/* late: the thread had SIGTRAP blocked, and ip is not the access's */
-	if (phase_of(s) == HELD && hit->tid != s->held_tid && !hit->late) {
+	/*
+	 * A trap raised just before the window closed may be handled after the next one opened: the
+	 * kernel reports the address the watchpoint had when it fired. late: the thread had SIGTRAP
+	 * blocked, and ip is not the access's.
+	 */
+	if (phase_of(s) == HELD && (uint64_t)(uintptr_t)hit->addr == s->addr &&
+	    hit->tid != s->held_tid && !hit->late) {
 		unsigned int i = __atomic_fetch_add(&s->nhits, 1, __ATOMIC_RELAXED);
 
 		if (i < HIT_MAX) {

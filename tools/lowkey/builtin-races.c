@@ -265,7 +265,7 @@ static int report(const struct options *o, struct lkr_header *h, const struct ra
 static int run_sampled(char **argv, const char *lib, const char *exe, struct options *o,
 		       struct races_code *code)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 16], var[PATH_MAX + 32];
+	char dir[PATH_MAX], path[PATH_MAX + 16], var[PATH_MAX + 64];
 	char *env[] = { var, NULL };
 	struct races_run run = { .command = argv[0], .exe = exe };
 	struct lkr_header *h;

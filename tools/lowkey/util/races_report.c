@@ -15,7 +15,7 @@
 
 /* One side of a race, named. */
 struct side {
-	uint64_t ip; /* the instruction itself, for the sampled side; the one after, for the other */
+	uint64_t ip; /* the instruction; for the other side, the one after it when not decoded */
 	uint32_t tid;
 	const char *access;
 	unsigned int size; /* 0: not known */
@@ -72,6 +72,8 @@ static void other_side(struct symbolizer *sym, const struct lkr_race *r,
 	if (s->place.module)
 		in = races_insn_ending(code, r->other_ip - bias);
 	if (in) {
+		s->ip = in->plan.vaddr + bias; /* named as the held one is: by its own address */
+		place_of(sym, s->ip, false, &s->place);
 		s->access = access_name(in->plan.access);
 		s->size = in->plan.size;
 		s->atomic = in->atomic;
@@ -215,11 +217,10 @@ static void print_head_text(FILE *out, const struct lkr_header *h, size_t n,
 	char cmd[1024];
 
 	fprintf(out,
-		"lowkey races: %zu race%s in %s: %" PRIu64
-		" of %zu instructions armed were reached "
-		"(%" PRIu64 " armed; seed %" PRIu64 ")\n",
+		"lowkey races: %zu race%s in %s: %" PRIu64 " windows, %" PRIu64
+		" instructions armed of the %zu sampled (seed %" PRIu64 ")\n",
 		n, n == 1 ? "" : "s", lk__text_escape(run->command, cmd, sizeof(cmd)), h->samples,
-		code->sampled, h->picks, run->seed);
+		h->picks, code->sampled, run->seed);
 	if (h->races_dropped)
 		fprintf(out, "lowkey races: %" PRIu64 " more races had no room to be recorded\n",
 			h->races_dropped);
