@@ -51,6 +51,7 @@ enum phase {
 struct sampler {
 	struct lkr_header *h;
 	size_t map_size;
+	struct lkr_object *objects;
 	const struct lkr_insn *insns;
 	struct lkr_race *races;
 	uint32_t *order;
@@ -171,7 +172,7 @@ static void on_exec(const struct lk_watch_hit *hit, void *arg)
 	if (!__atomic_compare_exchange_n(&s->phase, &expected, CLAIMED, false, __ATOMIC_SEQ_CST,
 					 __ATOMIC_SEQ_CST))
 		return; /* another thread has it, or the sampler gave up on it */
-	if (!effective_address(s->pick, hit->context, s->h->bias, &addr)) {
+	if (!effective_address(s->pick, hit->context, s->objects[s->pick->object].bias, &addr)) {
 		__atomic_fetch_add(&s->h->misaligned, 1, __ATOMIC_RELAXED);
 		set_phase(s, IDLE);
 		return;
@@ -314,7 +315,7 @@ static bool stopping(struct sampler *s)
 /* Arm one instruction until a thread reaches it or the period ends. */
 static void one_pick(struct sampler *s, const struct lkr_insn *in, uint64_t deadline)
 {
-	uint64_t ip = s->h->bias + in->vaddr, now;
+	uint64_t ip = s->objects[in->object].bias + in->vaddr, now;
 	int expected = ARMED, phase;
 
 	if (lk_watch_move(s->exec, (const void *)(uintptr_t)ip, 1) != 0)
@@ -347,6 +348,8 @@ static void *sampler_main(void *arg)
 	for (uint32_t i = 0; !stopping(s); i = (i + 1) % s->h->ninsns) {
 		if (i == 0)
 			shuffle(s);
+		if (!s->objects[s->insns[s->order[i]].object].loaded)
+			continue; /* a library the program had not loaded at its start */
 		next += s->h->period_ns;
 		one_pick(s, &s->insns[s->order[i]], next);
 		now = monotonic_ns();
@@ -371,11 +374,28 @@ static void fail(struct sampler *s, const char *what, int err)
 	__atomic_fetch_or(&s->h->flags, LKR_F_FINISHED, __ATOMIC_RELEASE);
 }
 
-static int main_bias(struct dl_phdr_info *info, size_t size, void *data)
+/* Each object of the plan that is loaded: its bias. The first loaded is the program. */
+static int find_objects(struct dl_phdr_info *info, size_t size, void *data)
 {
+	struct sampler *s = data;
+	struct stat st;
+	bool program = !s->objects[0].loaded;
+
 	(void)size;
-	*(uint64_t *)data = info->dlpi_addr;
-	return 1; /* the first object is the program */
+	if (program) {
+		s->objects[0].bias = info->dlpi_addr;
+		s->objects[0].loaded = 1;
+		return 0;
+	}
+	if (!info->dlpi_name || !*info->dlpi_name || stat(info->dlpi_name, &st) != 0)
+		return 0;
+	for (uint32_t i = 1; i < s->h->nobjects; i++) {
+		if (s->objects[i].dev == st.st_dev && s->objects[i].ino == st.st_ino) {
+			s->objects[i].bias = info->dlpi_addr;
+			s->objects[i].loaded = 1;
+		}
+	}
+	return 0;
 }
 
 /* The plan in the file named by $LOWKEY_RACES_FILE, if it is for this program. */
@@ -400,18 +420,29 @@ static struct lkr_header *map_plan(size_t *size)
 	if (h == MAP_FAILED)
 		return NULL;
 	*size = (size_t)st.st_size;
-	if (h->magic == LKR_MAGIC && h->version == LKR_VERSION && h->ninsns &&
-	    lkr_file_size(h->ninsns, h->max_races) <= (uint64_t)st.st_size &&
-	    stat("/proc/self/exe", &exe) == 0 && exe.st_dev == h->exe_dev &&
-	    exe.st_ino == h->exe_ino)
+	if (h->magic == LKR_MAGIC && h->version == LKR_VERSION && h->ninsns && h->nobjects &&
+	    h->nobjects <= LKR_OBJECTS_MAX &&
+	    lkr_file_size(h->nobjects, h->ninsns, h->max_races) <= (uint64_t)st.st_size &&
+	    stat("/proc/self/exe", &exe) == 0 && exe.st_dev == lkr_objects(h)[0].dev &&
+	    exe.st_ino == lkr_objects(h)[0].ino)
 		return h;
 	munmap(h, *size); /* another program the command runs: not sampled */
 	return NULL;
 }
 
+/* The first instruction of the plan in an object that is loaded, or NULL. */
+static const struct lkr_insn *first_loaded(const struct sampler *s)
+{
+	for (uint32_t i = 0; i < s->h->ninsns; i++)
+		if (s->objects[s->insns[i].object].loaded)
+			return &s->insns[i];
+	return NULL;
+}
+
 static int arm_watchpoints(struct sampler *s)
 {
-	const void *first = (const void *)(uintptr_t)(s->h->bias + s->insns[0].vaddr);
+	const struct lkr_insn *in = first_loaded(s);
+	const void *first = (const void *)(uintptr_t)(s->objects[in->object].bias + in->vaddr);
 	unsigned int off = LK_WATCH_PROCESS | LK_WATCH_DISABLED;
 	int err;
 
@@ -463,7 +494,8 @@ __attribute__((constructor)) static void races_start(void)
 	}
 	s->map_size = size;
 	s->h->pid = getpid();
-	dl_iterate_phdr(main_bias, &s->h->bias);
+	s->objects = lkr_objects(s->h);
+	dl_iterate_phdr(find_objects, s);
 	s->insns = lkr_insns(s->h);
 	s->races = lkr_races(s->h);
 	s->rng = s->h->seed ? s->h->seed : 1;
@@ -474,6 +506,13 @@ __attribute__((constructor)) static void races_start(void)
 	}
 	for (uint32_t i = 0; i < s->h->ninsns; i++)
 		s->order[i] = i;
+	if (!first_loaded(s)) {
+		snprintf(s->h->error, sizeof(s->h->error),
+			 "no object of the plan is loaded (--lib names a library the program does "
+			 "not load at its start)");
+		__atomic_fetch_or(&s->h->flags, LKR_F_FINISHED, __ATOMIC_RELEASE);
+		return;
+	}
 	if (arm_watchpoints(s))
 		return;
 	s->start_ns = monotonic_ns();

@@ -4,6 +4,7 @@
  *   races_fixture plain SECONDS    with a plain ++ (a race: lowkey races must find it)
  *   races_fixture mutex SECONDS    the same ++ under a mutex (no race)
  *   races_fixture atomic SECONDS   _Atomic counters, relaxed and sequentially consistent (no race)
+ *   races_fixture lib SECONDS      the plain ++ in a shared library (races_lib.c): a race there
  * and print the total. Each thread runs a time rather than a count, so that a busy machine
  * shortens no run. The empty asm keeps each ++ a load and a store of its own (at -O1 too).
  */
@@ -31,6 +32,13 @@ static void bump_plain(void)
 		counter++;
 		__asm__ volatile("" ::: "memory");
 	}
+}
+
+void races_lib_bump(int *counter, int times);
+
+static void bump_lib(void)
+{
+	races_lib_bump(&counter, BATCH);
 }
 
 static void bump_mutex(void)
@@ -74,7 +82,7 @@ int main(int argc, char **argv)
 	double seconds;
 
 	if (argc != 3 || (seconds = atof(argv[2])) <= 0) {
-		fprintf(stderr, "usage: races_fixture plain|mutex|atomic SECONDS\n");
+		fprintf(stderr, "usage: races_fixture plain|mutex|atomic|lib SECONDS\n");
 		return 2;
 	}
 	if (strcmp(argv[1], "plain") == 0)
@@ -83,6 +91,8 @@ int main(int argc, char **argv)
 		w.bump = bump_mutex;
 	else if (strcmp(argv[1], "atomic") == 0)
 		w.bump = bump_atomic;
+	else if (strcmp(argv[1], "lib") == 0)
+		w.bump = bump_lib;
 	else
 		return 2;
 	clock_gettime(CLOCK_MONOTONIC, &w.end);

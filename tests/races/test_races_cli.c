@@ -3,7 +3,8 @@
  * `lowkey races` end to end on races_fixture.c, with the order of the sampled instructions fixed
  * (--seed) and a stated rate, window and run time: two threads adding to a plain int without a
  * lock are reported, with both accesses named (function, file) and the global they touch; the
- * same under a mutex, and _Atomic counters (relaxed and seq_cst), are not. Skipped where this
+ * same under a mutex, and _Atomic counters (relaxed and seq_cst), are not; the ++ in a shared
+ * library is reported with --lib naming it, and not sampled without. Skipped where this
  * process cannot have a process-wide execute watchpoint (perf_event_paranoid, seccomp, no
  * breakpoints, a kernel before 5.13, qemu-user), saying why.
  */
@@ -21,7 +22,8 @@
 #include "cli/run.h"
 
 /* What each run states: the seed, 500 instructions armed a second, 1 ms windows, 1 s of work. */
-#define RACES LOWKEY " races --seed 1 --rate 500 --window 1 -j -- " FIXTURE_BIN
+#define RACES_OPTS LOWKEY " races --seed 1 --rate 500 --window 1 -j"
+#define RACES RACES_OPTS " -- " FIXTURE_BIN
 #define SECONDS "1"
 
 static struct lkt_run r;
@@ -76,6 +78,17 @@ static void atomic_counters_are_not(void **state)
 	assert_null(strstr(r.out, "\"atomic\": 0,")); /* their lock-prefixed adds were seen */
 }
 
+static void race_in_a_library_with_lib(void **state)
+{
+	(void)state;
+	lkt_sh(&r, "%s --lib %s -- %s lib %s", RACES_OPTS, FIXTURE_LIB, FIXTURE_BIN, SECONDS);
+	lkt_expect(&r, 66, "\"function\": \"races_lib_bump\"");
+	lkt_expect(&r, 66, "\"symbol\": \"counter\"");
+	lkt_expect(&r, 66, "races_lib.c\"");
+	lkt_sh(&r, "%s lib %s", RACES, SECONDS);
+	lkt_expect(&r, 0, "\"races\": []");
+}
+
 static void bad_usage(void **state)
 {
 	(void)state;
@@ -94,6 +107,7 @@ int main(void)
 		cmocka_unit_test(plain_counter_is_a_race),
 		cmocka_unit_test(counter_under_a_mutex_is_not),
 		cmocka_unit_test(atomic_counters_are_not),
+		cmocka_unit_test(race_in_a_library_with_lib),
 	};
 
 	if (can_sample(NULL))

@@ -34,7 +34,7 @@
 #define MAX_RACES 4096u
 
 static const char races_usage[] =
-	"usage: lowkey races [--rate N] [--window MS] [--seed N] [--duration S] [-j|--json] [-o FILE] [--] COMMAND [ARGS...]\n"
+	"usage: lowkey races [--rate N] [--window MS] [--seed N] [--duration S] [--lib FILE] [-j|--json] [-o FILE] [--] COMMAND [ARGS...]\n"
 	"\n"
 	"Runs COMMAND with liblowkey-races.so preloaded and looks for data races in it by sampling, as\n"
 	"DataCollider does: it arms one memory-accessing instruction of the program at a time with an\n"
@@ -53,14 +53,16 @@ static const char races_usage[] =
 	"  --seed N           the order in which instructions are armed (default: a random one; the\n"
 	"                     report says which, to run the same order again)\n"
 	"  --duration S       stop sampling after S seconds; COMMAND runs on (default: until it exits)\n"
+	"  --lib FILE         sample the shared library FILE too, if COMMAND loads it at its start\n"
+	"                     (repeat for more)\n"
 	"  -j, --json         print the report as JSON\n"
 	"  -o, --output FILE  write the report to FILE (default: standard error)\n"
 	"\n"
-	"x86-64 only. Sampled: the instructions of COMMAND's own executable that access 1, 2, 4 or 8\n"
-	"bytes of memory, less those relative to rsp or rbp alone (the thread's own stack frame), to\n"
-	"fs or gs (thread-local) and string operations. Takes three of the four debug registers\n"
-	"(perf breakpoints with sigtrap: Linux 5.13, kernel.perf_event_paranoid <= 2). Build with -g\n"
-	"for file:line. Statically linked and set-user-ID programs cannot be sampled.\n"
+	"x86-64 only. Sampled: the instructions of COMMAND's own executable (and --lib's) that\n"
+	"access 1, 2, 4 or 8 bytes of memory, less those relative to rsp or rbp alone (the thread's\n"
+	"own stack frame), to fs or gs (thread-local) and string operations. Takes three of the four\n"
+	"debug registers (perf breakpoints with sigtrap: Linux 5.13, kernel.perf_event_paranoid <= 2).\n"
+	"Build with -g for file:line. Statically linked and set-user-ID programs cannot be sampled.\n"
 	"\n"
 	"Environment: LOWKEY_RACES_LIB overrides where liblowkey-races.so is looked for.\n"
 	"Exit status: 66 if races were found; else COMMAND's own (128 + the signal if one killed it),\n"
@@ -76,6 +78,8 @@ static const struct preload_lib races_lib = {
 };
 
 struct options {
+	const char *libs[LKR_OBJECTS_MAX - 1];
+	unsigned int nlibs;
 	double rate, window_ms, duration;
 	uint64_t seed;
 	bool seeded;
@@ -98,12 +102,13 @@ static bool parse_positive(const char *arg, double max, double *out)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-	enum { OPT_RATE = 256, OPT_WINDOW, OPT_SEED, OPT_DURATION };
+	enum { OPT_RATE = 256, OPT_WINDOW, OPT_SEED, OPT_DURATION, OPT_LIB };
 	static const struct option longopts[] = {
 		{ "rate", required_argument, NULL, OPT_RATE },
 		{ "window", required_argument, NULL, OPT_WINDOW },
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "duration", required_argument, NULL, OPT_DURATION },
+		{ "lib", required_argument, NULL, OPT_LIB },
 		{ "json", no_argument, NULL, 'j' },
 		{ "output", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
@@ -133,6 +138,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 			if (!parse_positive(optarg, 1e6, &o->duration))
 				goto bad_number;
 			break;
+		case OPT_LIB:
+			if (o->nlibs == LKR_OBJECTS_MAX - 1) {
+				cli_error("races", NULL, "at most %u --lib", LKR_OBJECTS_MAX - 1);
+				return -1;
+			}
+			o->libs[o->nlibs++] = optarg;
+			break;
 		case 'j':
 			o->json = true;
 			break;
@@ -159,23 +171,38 @@ bad_number:
 
 /* ---- the plan ---- */
 
-static void fill_plan(struct lkr_header *h, const struct races_code *code, const struct stat *exe,
-		      const struct options *o)
+/* The objects decoded: the program first, then --lib's. */
+struct objects {
+	unsigned int n;
+	char paths[LKR_OBJECTS_MAX][PATH_MAX]; /* absolute */
+	const char *names[LKR_OBJECTS_MAX];    /* paths[i], for races_run */
+	struct stat st[LKR_OBJECTS_MAX];
+};
+
+static void fill_plan(struct lkr_header *h, const struct races_code *code,
+		      const struct objects *objs, const struct options *o)
 {
-	struct lkr_insn *insns = lkr_insns(h);
+	struct lkr_object *objects;
+	struct lkr_insn *insns;
 	uint32_t n = 0;
 
 	h->magic = LKR_MAGIC;
 	h->version = LKR_VERSION;
 	h->header_size = LKR_HEADER_SIZE;
-	h->exe_dev = exe->st_dev;
-	h->exe_ino = exe->st_ino;
 	h->seed = o->seed;
 	h->period_ns = (uint64_t)(1e9 / o->rate + 0.5);
 	h->window_ns = (uint64_t)(o->window_ms * 1e6 + 0.5);
 	h->duration_ns = (uint64_t)(o->duration * 1e9 + 0.5);
 	h->max_races = MAX_RACES;
-	for (size_t i = 0; i < code->n; i++)
+	h->nobjects = objs->n;
+	objects = lkr_objects(h);
+	for (unsigned int i = 0; i < objs->n; i++) {
+		objects[i].dev = objs->st[i].st_dev;
+		objects[i].ino = objs->st[i].st_ino;
+		snprintf(objects[i].path, sizeof(objects[i].path), "%s", objs->paths[i]);
+	}
+	insns = lkr_insns(h);
+	for (size_t i = 0; i < code->n; i++) /* by object: the program's first */
 		if (code->insns[i].sampled)
 			insns[n++] = code->insns[i].plan;
 	h->ninsns = n;
@@ -183,13 +210,13 @@ static void fill_plan(struct lkr_header *h, const struct races_code *code, const
 
 /* The file in dir, sized and mapped; NULL after saying why. */
 static struct lkr_header *create_plan(const char *dir, const struct races_code *code,
-				      const struct stat *exe, const struct options *o, char *path,
-				      size_t pathlen, size_t *size)
+				      const struct objects *objs, const struct options *o,
+				      char *path, size_t pathlen, size_t *size)
 {
 	struct lkr_header *h;
 	int fd;
 
-	*size = (size_t)lkr_file_size((uint32_t)code->sampled, MAX_RACES);
+	*size = (size_t)lkr_file_size(objs->n, (uint32_t)code->sampled, MAX_RACES);
 	snprintf(path, pathlen, "%s/plan", dir);
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 || ftruncate(fd, (off_t)*size) != 0) {
@@ -205,29 +232,47 @@ static struct lkr_header *create_plan(const char *dir, const struct races_code *
 		cli_error("races", NULL, "cannot map %s: %s", path, strerror(errno));
 		return NULL;
 	}
-	fill_plan(h, code, exe, o);
+	fill_plan(h, code, objs, o);
 	return h;
 }
 
-/* The program's code, decoded; 0, or the exit status after saying why. */
-static int decode(const char *exe, struct races_code *code)
+/* Add file (the program, or a --lib) to the objects and decode it; 0, or the exit status. */
+static int add_object(struct objects *objs, const char *file, struct races_code *code)
 {
-	char err[PATH_MAX + 200];
-	int ret = races_decode(exe, code, err, sizeof(err));
+	char err[PATH_MAX + 200], *path = objs->paths[objs->n];
+	int ret;
 
-	if (ret) {
-		cli_error("races", "lowkey races samples x86-64 ELF programs", "%s: %s", exe, err);
+	if (!realpath(file, path) || stat(path, &objs->st[objs->n]) != 0) {
+		cli_error("races", NULL, "%s: %s", file, strerror(errno));
 		return CLI_EXIT_FAIL;
 	}
-	if (!code->sampled) {
+	ret = races_decode(path, (uint8_t)objs->n, code, err, sizeof(err));
+	if (ret) {
+		cli_error("races", "lowkey races samples x86-64 ELF programs and libraries",
+			  "%s: %s", path, err);
+		return CLI_EXIT_FAIL;
+	}
+	objs->names[objs->n] = path;
+	objs->n++;
+	return 0;
+}
+
+/* The program's code and the libraries', decoded; 0, or the exit status after saying why. */
+static int decode(const char *exe, const struct options *o, struct objects *objs,
+		  struct races_code *code)
+{
+	int ret = add_object(objs, exe, code);
+
+	for (unsigned int i = 0; !ret && i < o->nlibs; i++)
+		ret = add_object(objs, o->libs[i], code);
+	if (!ret && !code->sampled) {
 		cli_error(
 			"races", NULL,
 			"%s: no instruction to sample (%zu access memory: %zu atomic, %zu on the stack)",
 			exe, code->n, code->atomic, code->stack);
-		races_code_free(code);
-		return CLI_EXIT_FAIL;
+		ret = CLI_EXIT_FAIL;
 	}
-	return 0;
+	return ret;
 }
 
 /* ---- the command ---- */
@@ -262,24 +307,23 @@ static int report(const struct options *o, struct lkr_header *h, const struct ra
 	return ret;
 }
 
-static int run_sampled(char **argv, const char *lib, const char *exe, struct options *o,
+static int run_sampled(char **argv, const char *lib, const struct objects *objs, struct options *o,
 		       struct races_code *code)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 16], var[PATH_MAX + 64];
 	char *env[] = { var, NULL };
-	struct races_run run = { .command = argv[0], .exe = exe };
+	struct races_run run = { .command = argv[0], .paths = objs->names };
 	struct lkr_header *h;
-	struct stat st;
 	size_t size, found = 0;
 	pid_t child;
 	int status, ret;
 
-	if (stat(exe, &st) != 0 || preload_make_dir("lowkey-races", dir, sizeof(dir)) != 0) {
+	if (preload_make_dir("lowkey-races", dir, sizeof(dir)) != 0) {
 		cli_error("races", "set TMPDIR to a writable directory",
 			  "cannot make a directory for the plan: %s", strerror(errno));
 		return CLI_EXIT_FAIL;
 	}
-	h = create_plan(dir, code, &st, o, path, sizeof(path), &size);
+	h = create_plan(dir, code, objs, o, path, sizeof(path), &size);
 	if (!h) {
 		rmdir(dir);
 		return CLI_EXIT_FAIL;
@@ -308,8 +352,9 @@ static int run_sampled(char **argv, const char *lib, const char *exe, struct opt
 
 static int races_run(int argc, char **argv)
 {
-	char lib_buf[PATH_MAX], exe[PATH_MAX], abs_exe[PATH_MAX];
-	struct races_code code;
+	char lib_buf[PATH_MAX], exe[PATH_MAX];
+	struct races_code code = { 0 };
+	struct objects *objs;
 	struct options o;
 	const char *lib;
 	int first, ret;
@@ -329,17 +374,18 @@ static int races_run(int argc, char **argv)
 				    sizeof(exe));
 	if (ret)
 		return ret;
-	if (!realpath(exe, abs_exe)) {
-		cli_error("races", NULL, "%s: %s", exe, strerror(errno));
+	objs = calloc(1, sizeof(*objs));
+	if (!objs) {
+		cli_error("races", NULL, "out of memory");
 		return CLI_EXIT_FAIL;
 	}
-	ret = decode(abs_exe, &code);
-	if (ret)
-		return ret;
-	if (!o.seeded && getrandom(&o.seed, sizeof(o.seed), 0) != (ssize_t)sizeof(o.seed))
+	ret = decode(exe, &o, objs, &code);
+	if (!ret && !o.seeded && getrandom(&o.seed, sizeof(o.seed), 0) != (ssize_t)sizeof(o.seed))
 		o.seed = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
-	ret = run_sampled(argv, lib, abs_exe, &o, &code);
+	if (!ret)
+		ret = run_sampled(argv, lib, objs, &o, &code);
 	races_code_free(&code);
+	free(objs);
 	return ret;
 }
 

@@ -30,22 +30,29 @@ struct races_code {
 };
 
 /*
- * races_decode - every instruction of path's executable sections that accesses memory through
- * one explicit operand, decoded with Capstone. Sampled are those of 1, 2, 4 or 8 bytes that are
- * not atomic, not relative to fs/gs (thread-local), not string operations, not jumps or calls, and
- * not addressed from rsp or rbp alone (the thread's own frame). x86-64 ELF only. Returns 0, or
- * -errno with err saying why (not a readable x86-64 ELF file, no memory, Capstone failed).
+ * races_decode - add to code every instruction of path's executable sections that accesses
+ * memory through one explicit operand, decoded with Capstone, as object number object (the
+ * program 0, libraries after). Sampled are those of 1, 2, 4 or 8 bytes that are not atomic, not
+ * relative to fs/gs (thread-local), not string operations, not jumps or calls, and not addressed
+ * from rsp or rbp alone (the thread's own frame). code stays sorted by object and address. x86-64
+ * ELF only. Returns 0, or -errno with err saying why (not a readable x86-64 ELF file, no memory,
+ * Capstone failed); code then holds what it held before.
  */
-int races_decode(const char *path, struct races_code *out, char *err, size_t errlen);
+int races_decode(const char *path, uint8_t object, struct races_code *code, char *err,
+		 size_t errlen);
 void races_code_free(struct races_code *code);
 
-/* The decoded instruction that ends at ELF address end (a data watchpoint's ip), or NULL. */
-const struct races_insn *races_insn_ending(const struct races_code *code, uint64_t end);
+/*
+ * The decoded instruction of object that ends at its ELF address end (a data watchpoint's ip),
+ * or NULL.
+ */
+const struct races_insn *races_insn_ending(const struct races_code *code, uint8_t object,
+					   uint64_t end);
 
 /* What the report says around the races. */
 struct races_run {
 	const char *command;
-	const char *exe; /* absolute */
+	const char *const *paths; /* absolute: the program's, then the libraries' (--lib) */
 	uint64_t seed;
 	double rate, window_ms;
 	int status; /* the command's wait status */

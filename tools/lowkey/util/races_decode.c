@@ -166,7 +166,7 @@ static bool sampleable(const cs_insn *insn, const struct races_insn *ri, struct 
 	return p->access != 0;
 }
 
-static int decode_section(csh cs, const uint8_t *bytes, size_t size, uint64_t addr,
+static int decode_section(csh cs, const uint8_t *bytes, size_t size, uint64_t addr, uint8_t object,
 			  struct races_code *code, size_t *cap)
 {
 	cs_insn *insn = cs_malloc(cs);
@@ -185,6 +185,7 @@ static int decode_section(csh cs, const uint8_t *bytes, size_t size, uint64_t ad
 		}
 		if (!describe(cs, insn, &ri))
 			continue;
+		ri.plan.object = object;
 		ri.sampled = sampleable(insn, &ri, code);
 		err = grow(code, cap);
 		if (!err) {
@@ -204,11 +205,11 @@ static int read_exact(int fd, void *buf, size_t len, uint64_t off)
 }
 
 /* The executable sections of the ELF file at fd, each decoded. */
-static int decode_file(int fd, uint64_t file_size, csh cs, struct races_code *code, char *err,
-		       size_t errlen)
+static int decode_file(int fd, uint64_t file_size, csh cs, uint8_t object, struct races_code *code,
+		       char *err, size_t errlen)
 {
 	Elf64_Ehdr eh;
-	size_t cap = 0;
+	size_t cap = code->n;
 	int ret = 0;
 
 	if (read_exact(fd, &eh, sizeof(eh), 0) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
@@ -231,7 +232,7 @@ static int decode_file(int fd, uint64_t file_size, csh cs, struct races_code *co
 		if (!bytes)
 			return -ENOMEM;
 		if (read_exact(fd, bytes, sh.sh_size, sh.sh_offset) == 0)
-			ret = decode_section(cs, bytes, sh.sh_size, sh.sh_addr, code, &cap);
+			ret = decode_section(cs, bytes, sh.sh_size, sh.sh_addr, object, code, &cap);
 		free(bytes);
 	}
 	if (ret)
@@ -239,21 +240,23 @@ static int decode_file(int fd, uint64_t file_size, csh cs, struct races_code *co
 	return ret;
 }
 
-static int by_address(const void *a, const void *b)
+static int by_object_and_address(const void *a, const void *b)
 {
-	uint64_t x = ((const struct races_insn *)a)->plan.vaddr;
-	uint64_t y = ((const struct races_insn *)b)->plan.vaddr;
+	const struct lkr_insn *x = &((const struct races_insn *)a)->plan;
+	const struct lkr_insn *y = &((const struct races_insn *)b)->plan;
 
-	return (x > y) - (x < y);
+	if (x->object != y->object)
+		return x->object < y->object ? -1 : 1;
+	return (x->vaddr > y->vaddr) - (x->vaddr < y->vaddr);
 }
 
-int races_decode(const char *path, struct races_code *out, char *err, size_t errlen)
+int races_decode(const char *path, uint8_t object, struct races_code *out, char *err, size_t errlen)
 {
+	struct races_code before = *out;
 	struct stat st;
 	csh cs;
 	int fd, ret;
 
-	memset(out, 0, sizeof(*out));
 	fd = open_regular_file(path, err, errlen);
 	if (fd < 0)
 		return fd;
@@ -269,13 +272,15 @@ int races_decode(const char *path, struct races_code *out, char *err, size_t err
 		return -ENOSYS;
 	}
 	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
-	ret = decode_file(fd, (uint64_t)st.st_size, cs, out, err, errlen);
+	ret = decode_file(fd, (uint64_t)st.st_size, cs, object, out, err, errlen);
 	cs_close(&cs);
 	close(fd);
-	if (ret)
-		races_code_free(out);
-	else if (out->n > 1)
-		qsort(out->insns, out->n, sizeof(*out->insns), by_address);
+	if (ret) {
+		before.insns = out->insns; /* perhaps moved: what it held is still at its start */
+		*out = before;
+	} else if (out->n > 1) {
+		qsort(out->insns, out->n, sizeof(*out->insns), by_object_and_address);
+	}
 	return ret;
 }
 
@@ -285,17 +290,19 @@ void races_code_free(struct races_code *code)
 	memset(code, 0, sizeof(*code));
 }
 
-const struct races_insn *races_insn_ending(const struct races_code *code, uint64_t end)
+const struct races_insn *races_insn_ending(const struct races_code *code, uint8_t object,
+					   uint64_t end)
 {
 	size_t lo = 0, hi = code->n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		uint64_t e = code->insns[mid].plan.vaddr + code->insns[mid].plan.len;
+		const struct lkr_insn *in = &code->insns[mid].plan;
+		uint64_t e = in->vaddr + in->len;
 
-		if (e == end)
+		if (in->object == object && e == end)
 			return &code->insns[mid];
-		if (e < end)
+		if (in->object < object || (in->object == object && e < end))
 			lo = mid + 1;
 		else
 			hi = mid;

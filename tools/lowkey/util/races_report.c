@@ -61,18 +61,22 @@ static void sampled_side(struct symbolizer *sym, const struct lkr_race *r, struc
  * program, the decoded instruction that ends there says what the access was.
  */
 static void other_side(struct symbolizer *sym, const struct lkr_race *r,
-		       const struct races_code *code, uint64_t bias, struct side *s)
+		       const struct races_code *code, const struct lkr_header *h, struct side *s)
 {
+	const struct lkr_object *objects = lkr_objects((struct lkr_header *)h);
 	const struct races_insn *in = NULL;
+	uint32_t i;
 
 	memset(s, 0, sizeof(*s));
 	s->ip = r->other_ip;
 	s->tid = r->other_tid;
 	place_of(sym, r->other_ip, true, &s->place);
-	if (s->place.module)
-		in = races_insn_ending(code, r->other_ip - bias);
+	for (i = 0; s->place.module && !in && i < h->nobjects; i++)
+		if (objects[i].loaded && r->other_ip > objects[i].bias)
+			in = races_insn_ending(code, (uint8_t)i, r->other_ip - objects[i].bias);
 	if (in) {
-		s->ip = in->plan.vaddr + bias; /* named as the held one is: by its own address */
+		/* named as the held one is: by its own address */
+		s->ip = in->plan.vaddr + objects[in->plan.object].bias;
 		place_of(sym, s->ip, false, &s->place);
 		s->access = access_name(in->plan.access);
 		s->size = in->plan.size;
@@ -229,12 +233,19 @@ static void print_head_text(FILE *out, const struct lkr_header *h, size_t n,
 size_t races_report(FILE *out, struct lkr_header *h, const struct races_code *code,
 		    const struct races_run *run, bool json)
 {
-	struct symbol_object obj = { .path = run->exe, .bias = h->bias };
-	struct symbolizer *sym = symbolizer_open_objects(&obj, 1);
+	struct symbol_object objs[LKR_OBJECTS_MAX];
+	const struct lkr_object *objects = lkr_objects(h);
+	struct symbolizer *sym;
+	size_t nobjs = 0;
 	uint64_t n = __atomic_load_n(&h->races_used, __ATOMIC_ACQUIRE);
 	struct lkr_race *races = lkr_races(h);
 	struct lk__json j;
 
+	for (uint32_t i = 0; i < h->nobjects && i < LKR_OBJECTS_MAX; i++)
+		if (objects[i].loaded)
+			objs[nobjs++] = (struct symbol_object){ .path = run->paths[i],
+								.bias = objects[i].bias };
+	sym = symbolizer_open_objects(objs, nobjs);
 	if (n > h->max_races)
 		n = h->max_races;
 	if (json) {
@@ -250,7 +261,7 @@ size_t races_report(FILE *out, struct lkr_header *h, const struct races_code *co
 
 		place_of(sym, races[i].addr, false, &global);
 		sampled_side(sym, &races[i], &a);
-		other_side(sym, &races[i], code, h->bias, &b);
+		other_side(sym, &races[i], code, h, &b);
 		if (json)
 			json_race(&j, &races[i], &global, &a, &b);
 		else
