@@ -172,6 +172,10 @@ static void on_exec(const struct lk_watch_hit *hit, void *arg)
 	if (!__atomic_compare_exchange_n(&s->phase, &expected, CLAIMED, false, __ATOMIC_SEQ_CST,
 					 __ATOMIC_SEQ_CST))
 		return; /* another thread has it, or the sampler gave up on it */
+	if ((uint64_t)(uintptr_t)hit->ip != __atomic_load_n(&s->pick_ip, __ATOMIC_ACQUIRE)) {
+		set_phase(s, IDLE); /* the sampler armed another instruction meanwhile */
+		return;
+	}
 	if (!effective_address(s->pick, hit->context, s->objects[s->pick->object].bias, &addr)) {
 		__atomic_fetch_add(&s->h->misaligned, 1, __ATOMIC_RELAXED);
 		set_phase(s, IDLE);
