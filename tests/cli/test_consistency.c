@@ -30,15 +30,26 @@ static bool have_locks(void)
 	return lkt_sh(&r, "%s locks --help", LOWKEY) == 0;
 }
 
-/* The same statuses from stat and locks: the command's own, 128+N, 127, 126. */
+/* Built, and able to sample here (perf breakpoints with sigtrap: not in every sandbox). */
+static bool have_races(void)
+{
+	return lkt_sh(&r, "%s races -- true", LOWKEY) == 0;
+}
+
+/* The same statuses from stat, locks and races: the command's own, 128+N, 127, 126. */
 static void exit_status_as_a_shell(void **state)
 {
-	static const char *const runners[] = { "stat -e task-clock", "locks" };
+	static const char *const runners[] = { "stat -e task-clock", "locks", "races" };
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(runners) / sizeof(runners[0]); i++) {
 		if (i == 1 && !have_locks()) {
 			print_message("lowkey locks is not built here (no libdw): stat only\n");
+			break;
+		}
+		if (i == 2 && !have_races()) {
+			print_message("lowkey races is not built or cannot sample here: %s\n",
+				      r.out);
 			break;
 		}
 		assert_int_equal(lkt_sh(&r, "%s %s -- sh -c 'exit 3'", LOWKEY, runners[i]), 3);

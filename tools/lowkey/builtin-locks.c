@@ -8,7 +8,6 @@
  * When COMMAND ends, the files are read and call sites symbolized (util/locks_read.c), and a
  * report printed per process, most waited-for lock first (util/locks_print.c).
  */
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -27,6 +26,7 @@
 #include "internal/outfile.h"
 #include "util/locks.h"
 #include "util/locks_html.h"
+#include "util/preload_run.h"
 #include "lowkey-locks-paths.h"
 
 static const char locks_usage[] =
@@ -64,6 +64,14 @@ static const char locks_usage[] =
 	"A process is shown as ended by exit(), by _exit() (its exit handlers did not run), by exec() of\n"
 	"another program, or by a signal, as far as lowkey can tell.\n";
 
+static const struct preload_lib locks_lib = {
+	.env = "LOWKEY_LOCKS_LIB",
+	.file = "liblowkey-locks.so",
+	.libdir = LK_LOCKS_LIBDIR,
+	.build = LK_LOCKS_PRELOAD_BUILD,
+	.install = LK_LOCKS_PRELOAD_INSTALL,
+};
+
 struct options {
 	long top;
 	enum lks_sort sort;
@@ -73,91 +81,6 @@ struct options {
 	long hold_sampling;
 	long max_locks;
 };
-
-/* ---- finding the library and checking the command ---- */
-
-static bool readable(const char *path)
-{
-	return path && access(path, R_OK) == 0;
-}
-
-static const char *find_preload(char *buf, size_t len)
-{
-	const char *env = getenv("LOWKEY_LOCKS_LIB");
-	char exe[PATH_MAX];
-	ssize_t n;
-
-	if (env)
-		return readable(env) ? env : NULL;
-	/* installed next to us: BINDIR/../LIBDIR */
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		char *slash;
-
-		exe[n] = 0;
-		slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = 0;
-			if (snprintf(buf, len, "%s/../%s/liblowkey-locks.so", exe,
-				     LK_LOCKS_LIBDIR) < (int)len &&
-			    readable(buf))
-				return buf;
-		}
-	}
-	if (readable(LK_LOCKS_PRELOAD_BUILD))
-		return LK_LOCKS_PRELOAD_BUILD;
-	if (readable(LK_LOCKS_PRELOAD_INSTALL))
-		return LK_LOCKS_PRELOAD_INSTALL;
-	return NULL;
-}
-
-/* The file execvp() would run, or NULL. */
-static bool which(const char *cmd, char *out, size_t len)
-{
-	const char *path = getenv("PATH");
-
-	if (strchr(cmd, '/')) {
-		snprintf(out, len, "%s", cmd);
-		return access(out, X_OK) == 0;
-	}
-	for (const char *p = path ? path : "/usr/local/bin:/usr/bin:/bin"; p && *p;) {
-		const char *colon = strchr(p, ':');
-		size_t n = colon ? (size_t)(colon - p) : strlen(p);
-
-		snprintf(out, len, "%.*s/%s", (int)n, n ? p : ".", cmd);
-		if (access(out, X_OK) == 0)
-			return true;
-		p = colon ? colon + 1 : NULL;
-	}
-	return false;
-}
-
-/* Whether path is an ELF executable without a program interpreter: LD_PRELOAD cannot reach it. */
-static bool statically_linked(const char *path)
-{
-	Elf64_Ehdr eh;
-	bool is_static = false;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return false;
-	if (pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
-	    memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
-	    eh.e_phentsize == sizeof(Elf64_Phdr)) {
-		is_static = true;
-		for (unsigned int i = 0; i < eh.e_phnum; i++) {
-			Elf64_Phdr ph;
-
-			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) !=
-			    (ssize_t)sizeof(ph))
-				break;
-			if (ph.p_type == PT_INTERP)
-				is_static = false;
-		}
-	}
-	close(fd);
-	return is_static;
-}
 
 /* ---- running it ---- */
 
@@ -169,81 +92,26 @@ static uint64_t monotonic_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int make_dir(char *dir, size_t len)
-{
-	const char *bases[] = { "/dev/shm", getenv("TMPDIR"), "/tmp" };
-
-	for (size_t i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
-		if (!bases[i] || access(bases[i], W_OK) != 0)
-			continue;
-		snprintf(dir, len, "%s/lowkey-locks.XXXXXX", bases[i]);
-		if (mkdtemp(dir))
-			return 0;
-	}
-	return -errno;
-}
-
-static void child_environment(const char *lib, const char *dir, const struct options *o)
-{
-	const char *old = getenv("LD_PRELOAD");
-	char *preload;
-	char num[32];
-
-	if (old && *old) {
-		if (asprintf(&preload, "%s:%s", lib, old) < 0)
-			_exit(127);
-		setenv("LD_PRELOAD", preload, 1);
-	} else {
-		setenv("LD_PRELOAD", lib, 1);
-	}
-	setenv("LOWKEY_LOCKS_DIR", dir, 1);
-	if (o->hold_sampling) {
-		snprintf(num, sizeof(num), "%ld", o->hold_sampling);
-		setenv("LOWKEY_LOCK_HOLD_SAMPLING", num, 1);
-	}
-	if (o->max_locks) {
-		snprintf(num, sizeof(num), "%ld", o->max_locks);
-		setenv("LOWKEY_LOCKS_MAX", num, 1);
-	}
-}
-
-/* Run argv; its wait status, or -errno if it could not be started (exec's errno through a pipe). */
+/* Run argv with the library and the variables that tell it where to write and how. */
 static int run(char **argv, const char *lib, const char *dir, const struct options *o, pid_t *child)
 {
-	struct sigaction ignore = { .sa_handler = SIG_IGN }, old_int, old_quit;
-	int pipefd[2], status = 0, exec_errno = 0;
-	pid_t pid;
+	char vars[3][PATH_MAX + 32];
+	char *env[4] = { vars[0], NULL, NULL, NULL };
+	size_t n = 1;
 
-	if (pipe2(pipefd, O_CLOEXEC) != 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		close(pipefd[0]);
-		close(pipefd[1]);
-		return -errno;
+	snprintf(vars[0], sizeof(vars[0]), "LOWKEY_LOCKS_DIR=%s", dir);
+	if (o->hold_sampling) {
+		snprintf(vars[n], sizeof(vars[n]), "LOWKEY_LOCK_HOLD_SAMPLING=%ld",
+			 o->hold_sampling);
+		env[n] = vars[n];
+		n++;
 	}
-	if (pid == 0) {
-		close(pipefd[0]);
-		child_environment(lib, dir, o);
-		execvp(argv[0], argv);
-		exec_errno = errno;
-		if (write(pipefd[1], &exec_errno, sizeof(exec_errno)) < 0)
-			_exit(127);
-		_exit(127);
+	if (o->max_locks) {
+		snprintf(vars[n], sizeof(vars[n]), "LOWKEY_LOCKS_MAX=%ld", o->max_locks);
+		env[n] = vars[n];
+		n++;
 	}
-	*child = pid;
-	close(pipefd[1]);
-	/* like time(1): ^C goes to the command, and we live on to report */
-	sigaction(SIGINT, &ignore, &old_int);
-	sigaction(SIGQUIT, &ignore, &old_quit);
-	if (read(pipefd[0], &exec_errno, sizeof(exec_errno)) != (ssize_t)sizeof(exec_errno))
-		exec_errno = 0;
-	close(pipefd[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGQUIT, &old_quit, NULL);
-	return exec_errno ? -exec_errno : status;
+	return preload_run(argv, lib, env, child);
 }
 
 /* ---- the report ---- */
@@ -456,28 +324,6 @@ bad_number:
 	return -1;
 }
 
-/* Whether cmd can be profiled: its file found in $PATH (into exe), dynamically linked. 0, or
- * lowkey's exit status after the error is printed. */
-static int check_command(const char *cmd, char *exe, size_t len)
-{
-	if (!which(cmd, exe, len)) {
-		if (strchr(cmd, '/') && access(cmd, F_OK) == 0) {
-			cli_error("locks", NULL, "%s: cannot execute: %s", cmd, strerror(EACCES));
-			return 126; /* as a shell, and lowkey stat and trace */
-		}
-		cli_error("locks", "check the command's name and $PATH", "%s: command not found",
-			  cmd);
-		return 127;
-	}
-	if (statically_linked(exe)) {
-		cli_error("locks",
-			  "rebuild it without -static; LD_PRELOAD needs the dynamic loader",
-			  "'%s' is statically linked: its locks cannot be intercepted", exe);
-		return CLI_EXIT_FAIL;
-	}
-	return 0;
-}
-
 /* Before the command runs: an output that cannot be written is said now, not after it. */
 static int open_outputs(const struct options *o, FILE **out)
 {
@@ -514,19 +360,20 @@ static int locks_run(int argc, char **argv)
 	if (first < 0)
 		return CLI_EXIT_USAGE;
 	argv += first;
-	lib = find_preload(lib_buf, sizeof(lib_buf));
+	lib = preload_find(&locks_lib, lib_buf, sizeof(lib_buf));
 	if (!lib) {
 		cli_error("locks", "reinstall lowkey, or point LOWKEY_LOCKS_LIB at the library",
 			  "cannot find liblowkey-locks.so%s",
 			  getenv("LOWKEY_LOCKS_LIB") ? " at $LOWKEY_LOCKS_LIB" : "");
 		return CLI_EXIT_FAIL;
 	}
-	ret = check_command(argv[0], exe, sizeof(exe));
+	ret = preload_check_command("locks", argv[0], "its locks cannot be intercepted", exe,
+				    sizeof(exe));
 	if (!ret)
 		ret = open_outputs(&o, &out);
 	if (ret)
 		return ret;
-	ret = make_dir(dir, sizeof(dir));
+	ret = preload_make_dir("lowkey-locks", dir, sizeof(dir));
 	if (ret) {
 		if (out != stderr)
 			fclose(out);

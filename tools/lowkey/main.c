@@ -22,6 +22,9 @@ static const struct cli_command *const commands[] = {
 #ifdef LK_HAVE_LIBDW
 	&cmd_locks,
 #endif
+#ifdef LK_HAVE_RACES
+	&cmd_races,
+#endif
 	&cmd_report, &cmd_snapshot, &cmd_stat,	  &cmd_trace,	&cmd_version,
 #ifdef LK_HAVE_LIBDW
 	&cmd_watch,

@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: MIT
+/*
+ * liblowkey-races.so: the sampler `lowkey races` preloads into the program (docs/design.md,
+ * "Races"). It reads the plan the command wrote ($LOWKEY_RACES_FILE, include/internal/races_file.h)
+ * and, on a thread of its own, arms one instruction of the plan after another with a process-wide
+ * execute watchpoint. The thread that reaches the armed instruction traps before it runs it; in
+ * its SIGTRAP callback it computes the address the instruction is about to access from its
+ * registers, hands it over, and waits. Meanwhile the sampler watches that address in every thread
+ * for a window (writes only if the sampled instruction reads, reads and writes if it writes): an
+ * access another thread makes then is a race. The value is read before and after the window: a
+ * change nothing was caught making is a write the watchpoint could not see.
+ *
+ * Only the sampler thread calls lowkey's watch functions; the callbacks use atomics and futexes.
+ * While a thread is held the sampler allocates nothing and takes no lock the program may hold
+ * (the held thread may be inside malloc).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <lowkey/error.h>
+#include <lowkey/watch.h>
+
+#include "internal/races_file.h"
+
+#define HIT_MAX 16 /* accesses of one window kept with their instruction */
+
+/* Where the sample is; only these moves: IDLE -> ARMED -> CLAIMED -> HELD -> CLOSING -> IDLE. */
+enum phase {
+	IDLE,	 /* nothing armed; a trap now is stale */
+	ARMED,	 /* the instruction is armed: the first thread to reach it claims it */
+	CLAIMED, /* a thread is computing the address (it goes back to IDLE if it cannot) */
+	HELD,	 /* the thread waits; the window is open */
+	CLOSING, /* the window is closed; the thread still waits while the sampler reads */
+};
+
+struct sampler {
+	struct lkr_header *h;
+	size_t map_size;
+	struct lkr_object *objects;
+	const struct lkr_insn *insns;
+	struct lkr_race *races;
+	uint32_t *order;
+	uint64_t rng;
+	uint64_t start_ns;
+	struct lk_watch *exec, *rw, *wr;
+	pthread_t thread;
+	bool running; /* the sampler thread was started (in this process, pid) */
+	int stop;     /* futex word too: the destructor wakes the sampler with it */
+
+	/* The sample, shared with the callbacks (atomics). */
+	int phase;
+	const struct lkr_insn *pick;
+	uint64_t pick_ip;
+	uint64_t addr;
+	pid_t held_tid;
+	unsigned int inflight;
+	unsigned int nhits;
+	uint64_t hit_ip[HIT_MAX];
+	pid_t hit_tid[HIT_MAX];
+};
+
+static struct sampler sampler;
+static uint64_t parking; /* where the data watchpoints point between windows */
+
+/* ---- small helpers ---- */
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void futex_wait(int *word, int value, uint64_t timeout_ns)
+{
+	struct timespec ts = { (time_t)(timeout_ns / 1000000000u),
+			       (long)(timeout_ns % 1000000000u) };
+
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, timeout_ns ? &ts : NULL, NULL, 0);
+}
+
+static void futex_wake(int *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+static int phase_of(const struct sampler *s)
+{
+	return __atomic_load_n(&s->phase, __ATOMIC_SEQ_CST);
+}
+
+static void set_phase(struct sampler *s, int phase)
+{
+	__atomic_store_n(&s->phase, phase, __ATOMIC_SEQ_CST);
+	futex_wake(&s->phase);
+}
+
+/* xorshift64*: the order the plan's instructions are armed in, reproducible from the seed. */
+static uint64_t next_random(struct sampler *s)
+{
+	s->rng ^= s->rng >> 12;
+	s->rng ^= s->rng << 25;
+	s->rng ^= s->rng >> 27;
+	return s->rng * 0x2545f4914f6cdd1dull;
+}
+
+static void shuffle(struct sampler *s)
+{
+	for (uint32_t i = s->h->ninsns; i > 1; i--) {
+		uint32_t j = (uint32_t)(next_random(s) % i), t = s->order[i - 1];
+
+		s->order[i - 1] = s->order[j];
+		s->order[j] = t;
+	}
+}
+
+/* The bytes at addr, read so that an unmapped address is an error, not a SIGSEGV. */
+static bool read_value(uint64_t addr, unsigned int size, uint64_t *value)
+{
+	struct iovec local = { value, size }, remote = { (void *)(uintptr_t)addr, size };
+
+	*value = 0;
+	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)size;
+}
+
+/* ---- the callbacks (in the SIGTRAP handler of the thread that trapped) ---- */
+
+static bool effective_address(const struct lkr_insn *in, const ucontext_t *uc, uint64_t bias,
+			      uint64_t *addr)
+{
+	const greg_t *regs = uc->uc_mcontext.gregs;
+	uint64_t a;
+
+	if (in->base == LKR_REG_RIP) {
+		a = (uint64_t)in->disp + bias;
+	} else {
+		a = (uint64_t)in->disp;
+		if (in->base != LKR_REG_NONE)
+			a += (uint64_t)regs[in->base];
+	}
+	if (in->index != LKR_REG_NONE)
+		a += (uint64_t)regs[in->index] * in->scale;
+	*addr = a;
+	return a % in->size == 0; /* the watchpoint then covers exactly the bytes accessed */
+}
+
+static void on_exec(const struct lk_watch_hit *hit, void *arg)
+{
+	struct sampler *s = arg;
+	int expected = ARMED, phase;
+	uint64_t addr;
+
+	if ((uint64_t)(uintptr_t)hit->ip != __atomic_load_n(&s->pick_ip, __ATOMIC_ACQUIRE) ||
+	    !hit->context)
+		return; /* a trap from an instruction armed before */
+	if (!__atomic_compare_exchange_n(&s->phase, &expected, CLAIMED, false, __ATOMIC_SEQ_CST,
+					 __ATOMIC_SEQ_CST))
+		return; /* another thread has it, or the sampler gave up on it */
+	if ((uint64_t)(uintptr_t)hit->ip != __atomic_load_n(&s->pick_ip, __ATOMIC_ACQUIRE)) {
+		set_phase(s, IDLE); /* the sampler armed another instruction meanwhile */
+		return;
+	}
+	if (!effective_address(s->pick, hit->context, s->objects[s->pick->object].bias, &addr)) {
+		__atomic_fetch_add(&s->h->misaligned, 1, __ATOMIC_RELAXED);
+		set_phase(s, IDLE);
+		return;
+	}
+	s->addr = addr;
+	s->held_tid = hit->tid;
+	set_phase(s, HELD);
+	/* Held: the instruction runs when the sampler is done with the window. */
+	while ((phase = phase_of(s)) == HELD || phase == CLOSING)
+		futex_wait(&s->phase, phase, 0);
+}
+
+static void on_data(const struct lk_watch_hit *hit, void *arg)
+{
+	struct sampler *s = arg;
+
+	__atomic_fetch_add(&s->inflight, 1, __ATOMIC_SEQ_CST);
+	/*
+	 * A trap raised just before the window closed may be handled after the next one opened: the
+	 * kernel reports the address the watchpoint had when it fired. late: the thread had SIGTRAP
+	 * blocked, and ip is not the access's.
+	 */
+	if (phase_of(s) == HELD && (uint64_t)(uintptr_t)hit->addr == s->addr &&
+	    hit->tid != s->held_tid && !hit->late) {
+		unsigned int i = __atomic_fetch_add(&s->nhits, 1, __ATOMIC_RELAXED);
+
+		if (i < HIT_MAX) {
+			s->hit_ip[i] = (uint64_t)(uintptr_t)hit->ip;
+			s->hit_tid[i] = hit->tid;
+		}
+	}
+	__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_SEQ_CST);
+}
+
+/* ---- the sampler thread ---- */
+
+/* The record of the pair (the sampled instruction, other_ip), a new one made whole first. */
+static void book(struct sampler *s, uint64_t other_ip, pid_t other_tid, uint64_t hits,
+		 uint64_t before, uint64_t after)
+{
+	struct lkr_header *h = s->h;
+	uint64_t used = h->races_used;
+	struct lkr_race *r;
+
+	for (uint64_t i = 0; i < used; i++) {
+		r = &s->races[i];
+		if (r->sample_ip == s->pick_ip && r->other_ip == other_ip) {
+			r->windows++;
+			r->hits += hits;
+			return;
+		}
+	}
+	if (used == h->max_races) {
+		h->flags |= LKR_F_FULL;
+		h->races_dropped++;
+		return;
+	}
+	r = &s->races[used];
+	*r = (struct lkr_race){
+		.sample_ip = s->pick_ip,
+		.other_ip = other_ip,
+		.addr = s->addr,
+		.before = before,
+		.after = after,
+		.windows = 1,
+		.hits = hits,
+		.sample_tid = (uint32_t)s->held_tid,
+		.other_tid = (uint32_t)other_tid,
+		.size = s->pick->size,
+		.access = s->pick->access,
+		.other_write = !(s->pick->access & LKR_WRITE),
+	};
+	/* counted once whole: a process killed meanwhile leaves no half record counted */
+	__atomic_store_n(&h->races_used, used + 1, __ATOMIC_RELEASE);
+}
+
+/* Fold the window's accesses by their instruction into the records. */
+static void book_window(struct sampler *s, uint64_t before, uint64_t after, bool compared)
+{
+	unsigned int n = __atomic_load_n(&s->nhits, __ATOMIC_RELAXED),
+		     kept = n < HIT_MAX ? n : HIT_MAX;
+
+	for (unsigned int i = 0; i < kept; i++) {
+		uint64_t hits = 1;
+		bool first = true;
+
+		for (unsigned int j = 0; j < i && first; j++)
+			first = s->hit_ip[j] != s->hit_ip[i];
+		if (!first)
+			continue;
+		for (unsigned int j = i + 1; j < kept; j++)
+			hits += s->hit_ip[j] == s->hit_ip[i];
+		if (i == 0)
+			hits += n - kept; /* those not kept, most likely the same loop */
+		book(s, s->hit_ip[i], s->hit_tid[i], hits, before, after);
+	}
+	if (!n && compared && before != after)
+		book(s, 0, 0, 0, before, after);
+}
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+}
+
+/* The held thread's address is watched in every thread for the window. */
+static void run_window(struct sampler *s)
+{
+	const struct lkr_insn *in = s->pick;
+	struct lk_watch *w = (in->access & LKR_WRITE) ? s->rw : s->wr;
+	uint64_t before = 0, after = 0;
+	bool compared = read_value(s->addr, in->size, &before);
+
+	__atomic_store_n(&s->nhits, 0, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->h->samples, 1, __ATOMIC_RELAXED);
+	if (lk_watch_move(w, (const void *)(uintptr_t)s->addr, in->size) == 0 &&
+	    lk_watch_enable(w) == 0) {
+		sleep_ns(s->h->window_ns);
+		lk_watch_disable(w);
+	} else {
+		compared = false;
+	}
+	set_phase(s, CLOSING);
+	while (__atomic_load_n(&s->inflight, __ATOMIC_SEQ_CST))
+		sched_yield(); /* a callback that saw HELD is storing its access */
+	compared = read_value(s->addr, in->size, &after) && compared;
+	book_window(s, before, after, compared);
+	set_phase(s, IDLE);
+}
+
+static bool stopping(struct sampler *s)
+{
+	return __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE) ||
+	       (s->h->duration_ns && monotonic_ns() - s->start_ns >= s->h->duration_ns);
+}
+
+/* Arm one instruction until a thread reaches it or the period ends. */
+static void one_pick(struct sampler *s, const struct lkr_insn *in, uint64_t deadline)
+{
+	uint64_t ip = s->objects[in->object].bias + in->vaddr, now;
+	int expected = ARMED, phase;
+
+	if (lk_watch_move(s->exec, (const void *)(uintptr_t)ip, 1) != 0)
+		return;
+	s->pick = in;
+	__atomic_store_n(&s->pick_ip, ip, __ATOMIC_RELEASE);
+	set_phase(s, ARMED);
+	s->h->picks++;
+	if (lk_watch_enable(s->exec) != 0) {
+		set_phase(s, IDLE);
+		return;
+	}
+	while (phase_of(s) == ARMED && !stopping(s) && (now = monotonic_ns()) < deadline)
+		futex_wait(&s->phase, ARMED, deadline - now);
+	if (!__atomic_compare_exchange_n(&s->phase, &expected, IDLE, false, __ATOMIC_SEQ_CST,
+					 __ATOMIC_SEQ_CST)) {
+		while ((phase = phase_of(s)) == CLAIMED)
+			futex_wait(&s->phase, CLAIMED, 0);
+	}
+	lk_watch_disable(s->exec);
+	if (phase_of(s) == HELD)
+		run_window(s);
+}
+
+static void *sampler_main(void *arg)
+{
+	struct sampler *s = arg;
+	uint64_t next = monotonic_ns(), now;
+
+	for (uint32_t i = 0; !stopping(s); i = (i + 1) % s->h->ninsns) {
+		if (i == 0)
+			shuffle(s);
+		if (!s->objects[s->insns[s->order[i]].object].loaded)
+			continue; /* a library the program had not loaded at its start */
+		next += s->h->period_ns;
+		one_pick(s, &s->insns[s->order[i]], next);
+		now = monotonic_ns();
+		if (now > next)
+			next = now; /* a late pick starts the next period: no catching up in a burst */
+		while (!stopping(s) && (now = monotonic_ns()) < next)
+			futex_wait(&s->stop, 0, next - now);
+	}
+	lk_watch_remove(s->exec);
+	lk_watch_remove(s->rw);
+	lk_watch_remove(s->wr);
+	__atomic_fetch_or(&s->h->flags, LKR_F_FINISHED, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* ---- start and end ---- */
+
+static void fail(struct sampler *s, const char *what, int err)
+{
+	snprintf(s->h->error, sizeof(s->h->error), "%s: %s", what,
+		 err == -ENOMEM ? "out of memory" : lk_last_error());
+	__atomic_fetch_or(&s->h->flags, LKR_F_FINISHED, __ATOMIC_RELEASE);
+}
+
+/* Each object of the plan that is loaded: its bias. The first loaded is the program. */
+static int find_objects(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct sampler *s = data;
+	struct stat st;
+	bool program = !s->objects[0].loaded;
+
+	(void)size;
+	if (program) {
+		s->objects[0].bias = info->dlpi_addr;
+		s->objects[0].loaded = 1;
+		return 0;
+	}
+	if (!info->dlpi_name || !*info->dlpi_name || stat(info->dlpi_name, &st) != 0)
+		return 0;
+	for (uint32_t i = 1; i < s->h->nobjects; i++) {
+		if (s->objects[i].dev == st.st_dev && s->objects[i].ino == st.st_ino) {
+			s->objects[i].bias = info->dlpi_addr;
+			s->objects[i].loaded = 1;
+		}
+	}
+	return 0;
+}
+
+/* The plan in the file named by $LOWKEY_RACES_FILE, if it is for this program. */
+static struct lkr_header *map_plan(size_t *size)
+{
+	const char *path = getenv("LOWKEY_RACES_FILE");
+	struct stat st, exe;
+	struct lkr_header *h;
+	int fd;
+
+	if (!path || !*path)
+		return NULL;
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) != 0 || (size_t)st.st_size < LKR_HEADER_SIZE) {
+		close(fd);
+		return NULL;
+	}
+	h = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (h == MAP_FAILED)
+		return NULL;
+	*size = (size_t)st.st_size;
+	if (h->magic == LKR_MAGIC && h->version == LKR_VERSION && h->ninsns && h->nobjects &&
+	    h->nobjects <= LKR_OBJECTS_MAX &&
+	    lkr_file_size(h->nobjects, h->ninsns, h->max_races) <= (uint64_t)st.st_size &&
+	    stat("/proc/self/exe", &exe) == 0 && exe.st_dev == lkr_objects(h)[0].dev &&
+	    exe.st_ino == lkr_objects(h)[0].ino)
+		return h;
+	munmap(h, *size); /* another program the command runs: not sampled */
+	return NULL;
+}
+
+/* The first instruction of the plan in an object that is loaded, or NULL. */
+static const struct lkr_insn *first_loaded(const struct sampler *s)
+{
+	for (uint32_t i = 0; i < s->h->ninsns; i++)
+		if (s->objects[s->insns[i].object].loaded)
+			return &s->insns[i];
+	return NULL;
+}
+
+static int arm_watchpoints(struct sampler *s)
+{
+	const struct lkr_insn *in = first_loaded(s);
+	const void *first = (const void *)(uintptr_t)(s->objects[in->object].bias + in->vaddr);
+	unsigned int off = LK_WATCH_PROCESS | LK_WATCH_DISABLED;
+	int err;
+
+	err = lk_watch_add(&s->exec, first, 1, LK_WATCH_EXEC | off, on_exec, s);
+	if (err) {
+		fail(s, "cannot arm the execute watchpoint", err);
+		return err;
+	}
+	err = lk_watch_add(&s->rw, &parking, sizeof(parking), LK_WATCH_READWRITE | off, on_data, s);
+	if (!err)
+		err = lk_watch_add(&s->wr, &parking, sizeof(parking), LK_WATCH_WRITE | off, on_data,
+				   s);
+	if (err) {
+		fail(s, "cannot arm the data watchpoints", err);
+		lk_watch_remove(s->exec);
+		if (s->rw)
+			lk_watch_remove(s->rw);
+	}
+	return err;
+}
+
+static int start_thread(struct sampler *s)
+{
+	sigset_t all, old;
+	int err;
+
+	/* No signal of the program's may land on the sampler, which runs none of its code. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&s->thread, NULL, sampler_main, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -err;
+}
+
+__attribute__((constructor)) static void races_start(void)
+{
+	struct sampler *s = &sampler;
+	size_t size = 0;
+	uint32_t expected = 0;
+
+	s->h = map_plan(&size);
+	if (!s->h)
+		return;
+	if (!__atomic_compare_exchange_n(&s->h->claimed, &expected, 1, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		munmap(s->h, size); /* a process before this one samples (this is an exec()) */
+		s->h = NULL;
+		return;
+	}
+	s->map_size = size;
+	s->h->pid = getpid();
+	s->objects = lkr_objects(s->h);
+	dl_iterate_phdr(find_objects, s);
+	s->insns = lkr_insns(s->h);
+	s->races = lkr_races(s->h);
+	s->rng = s->h->seed ? s->h->seed : 1;
+	s->order = malloc(s->h->ninsns * sizeof(*s->order));
+	if (!s->order) {
+		fail(s, "cannot start", -ENOMEM);
+		return;
+	}
+	for (uint32_t i = 0; i < s->h->ninsns; i++)
+		s->order[i] = i;
+	if (!first_loaded(s)) {
+		snprintf(s->h->error, sizeof(s->h->error),
+			 "no object of the plan is loaded (--lib names a library the program does "
+			 "not load at its start)");
+		__atomic_fetch_or(&s->h->flags, LKR_F_FINISHED, __ATOMIC_RELEASE);
+		return;
+	}
+	if (arm_watchpoints(s))
+		return;
+	s->start_ns = monotonic_ns();
+	__atomic_fetch_or(&s->h->flags, LKR_F_STARTED, __ATOMIC_RELEASE);
+	if (start_thread(s)) {
+		snprintf(s->h->error, sizeof(s->h->error), "cannot start the sampler thread");
+		lk_watch_remove(s->exec);
+		lk_watch_remove(s->rw);
+		lk_watch_remove(s->wr);
+		__atomic_fetch_or(&s->h->flags, LKR_F_FINISHED, __ATOMIC_RELEASE);
+		return;
+	}
+	s->running = true;
+}
+
+/* exit(): release a held thread, remove the watchpoints, and say the records are complete. */
+__attribute__((destructor)) static void races_end(void)
+{
+	struct sampler *s = &sampler;
+
+	if (!s->running || s->h->pid != getpid())
+		return; /* not sampling, or a fork()ed child, which has no sampler thread */
+	__atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+	futex_wake(&s->stop);
+	futex_wake(&s->phase);
+	pthread_join(s->thread, NULL);
+}

@@ -1,0 +1,397 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey races -- COMMAND: a sampling data-race detector built on hardware watchpoints
+ * (docs/races.md; docs/design.md, "Races").
+ *
+ * Decodes COMMAND's code with Capstone (util/races_decode.c), writes the instructions it may
+ * sample and the parameters into a file in a private directory (include/internal/races_file.h),
+ * and runs COMMAND with liblowkey-races.so preloaded (src/races/), which samples and records the
+ * races into the same file. When COMMAND ends, the races are named with libdw and printed
+ * (util/races_report.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "builtin.h"
+#include "internal/outfile.h"
+#include "util/preload_run.h"
+#include "util/races.h"
+#include "lowkey-races-paths.h"
+
+#define RACES_EXIT_FOUND 66 /* as ThreadSanitizer's exitcode */
+#define DEFAULT_RATE 20.0   /* instructions armed per second */
+#define DEFAULT_WINDOW_MS 1.0
+#define MAX_RACES 4096u
+
+static const char races_usage[] =
+	"usage: lowkey races [--rate N] [--window MS] [--seed N] [--duration S] [--lib FILE] [-j|--json] [-o FILE] [--] COMMAND [ARGS...]\n"
+	"\n"
+	"Runs COMMAND with liblowkey-races.so preloaded and looks for data races in it by sampling, as\n"
+	"DataCollider does: it arms one memory-accessing instruction of the program at a time with an\n"
+	"execute watchpoint; the first thread to reach it is held there for a short window while a data\n"
+	"watchpoint on the address it is about to access covers every thread. Another thread's\n"
+	"conflicting access in the window (a write, or any access if the held one writes) is a race; so\n"
+	"is a change of the value in the window that no watchpoint caught. When COMMAND ends, each race\n"
+	"is printed once per pair of instructions: both accesses with their thread, function and source\n"
+	"line, and the global accessed. Atomic instructions (lock prefix, xchg) are never sampled.\n"
+	"\n"
+	"Options:\n"
+	"  --rate N           instructions armed per second (default 20); each stays armed until a\n"
+	"                     thread reaches it or 1/N s has passed. A thread is held at most N times\n"
+	"                     the window each second\n"
+	"  --window MS        how long a sampled thread is held, in milliseconds (default 1)\n"
+	"  --seed N           the order in which instructions are armed (default: a random one; the\n"
+	"                     report says which, to run the same order again)\n"
+	"  --duration S       stop sampling after S seconds; COMMAND runs on (default: until it exits)\n"
+	"  --lib FILE         sample the shared library FILE too, if COMMAND loads it at its start\n"
+	"                     (repeat for more)\n"
+	"  -j, --json         print the report as JSON\n"
+	"  -o, --output FILE  write the report to FILE (default: standard error)\n"
+	"\n"
+	"x86-64 only. Sampled: the instructions of COMMAND's own executable (and --lib's) that\n"
+	"access 1, 2, 4 or 8 bytes of memory, less those relative to rsp or rbp alone (the thread's\n"
+	"own stack frame), to fs or gs (thread-local) and string operations. Takes three of the four\n"
+	"debug registers (perf breakpoints with sigtrap: Linux 5.13, kernel.perf_event_paranoid <= 2).\n"
+	"Build with -g for file:line. Statically linked and set-user-ID programs cannot be sampled.\n"
+	"\n"
+	"Environment: LOWKEY_RACES_LIB overrides where liblowkey-races.so is looked for.\n"
+	"Exit status: 66 if races were found; else COMMAND's own (128 + the signal if one killed it),\n"
+	"127 if it was not found, 126 if it could not be executed; 1 if lowkey could not sample it or\n"
+	"write the report, 2 on bad usage.\n";
+
+static const struct preload_lib races_lib = {
+	.env = "LOWKEY_RACES_LIB",
+	.file = "liblowkey-races.so",
+	.libdir = LK_RACES_LIBDIR,
+	.build = LK_RACES_PRELOAD_BUILD,
+	.install = LK_RACES_PRELOAD_INSTALL,
+};
+
+struct options {
+	const char *libs[LKR_OBJECTS_MAX - 1];
+	unsigned int nlibs;
+	double rate, window_ms, duration;
+	uint64_t seed;
+	bool seeded;
+	bool json;
+	const char *output;
+};
+
+/* ---- options ---- */
+
+static bool parse_positive(const char *arg, double max, double *out)
+{
+	char *end;
+	double v = strtod(arg, &end);
+
+	if (end == arg || *end || !(v > 0) || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	enum { OPT_RATE = 256, OPT_WINDOW, OPT_SEED, OPT_DURATION, OPT_LIB };
+	static const struct option longopts[] = {
+		{ "rate", required_argument, NULL, OPT_RATE },
+		{ "window", required_argument, NULL, OPT_WINDOW },
+		{ "seed", required_argument, NULL, OPT_SEED },
+		{ "duration", required_argument, NULL, OPT_DURATION },
+		{ "lib", required_argument, NULL, OPT_LIB },
+		{ "json", no_argument, NULL, 'j' },
+		{ "output", required_argument, NULL, 'o' },
+		{ NULL, 0, NULL, 0 },
+	};
+	unsigned long long seed;
+	int c;
+
+	*o = (struct options){ .rate = DEFAULT_RATE, .window_ms = DEFAULT_WINDOW_MS };
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+jo:", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_RATE:
+			if (!parse_positive(optarg, 100000, &o->rate))
+				goto bad_number;
+			break;
+		case OPT_WINDOW:
+			if (!parse_positive(optarg, 1000, &o->window_ms))
+				goto bad_number;
+			break;
+		case OPT_SEED:
+			if (!cli_parse_unsigned(optarg, UINT64_MAX, &seed))
+				goto bad_number;
+			o->seed = seed;
+			o->seeded = true;
+			break;
+		case OPT_DURATION:
+			if (!parse_positive(optarg, 1e6, &o->duration))
+				goto bad_number;
+			break;
+		case OPT_LIB:
+			if (o->nlibs == LKR_OBJECTS_MAX - 1) {
+				cli_error("races", NULL, "at most %u --lib", LKR_OBJECTS_MAX - 1);
+				return -1;
+			}
+			o->libs[o->nlibs++] = optarg;
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'o':
+			o->output = optarg;
+			break;
+		default:
+			fputs(races_usage, stderr);
+			return -1;
+		}
+	}
+	if (optind >= argc) {
+		cli_error("races", "lowkey races -- ./my-program args", "no command to run");
+		return -1;
+	}
+	return optind;
+bad_number:
+	cli_error("races",
+		  "--rate: 0 < N <= 100000; --window: 0 < MS <= 1000; --duration: seconds > 0; "
+		  "--seed: 0 to 2^64-1",
+		  "bad number '%s'", optarg);
+	return -1;
+}
+
+/* ---- the plan ---- */
+
+/* The objects decoded: the program first, then --lib's. */
+struct objects {
+	unsigned int n;
+	char paths[LKR_OBJECTS_MAX][PATH_MAX]; /* absolute */
+	const char *names[LKR_OBJECTS_MAX];    /* paths[i], for races_run */
+	struct stat st[LKR_OBJECTS_MAX];
+};
+
+static void fill_plan(struct lkr_header *h, const struct races_code *code,
+		      const struct objects *objs, const struct options *o)
+{
+	struct lkr_object *objects;
+	struct lkr_insn *insns;
+	uint32_t n = 0;
+
+	h->magic = LKR_MAGIC;
+	h->version = LKR_VERSION;
+	h->header_size = LKR_HEADER_SIZE;
+	h->seed = o->seed;
+	h->period_ns = (uint64_t)(1e9 / o->rate + 0.5);
+	h->window_ns = (uint64_t)(o->window_ms * 1e6 + 0.5);
+	h->duration_ns = (uint64_t)(o->duration * 1e9 + 0.5);
+	h->max_races = MAX_RACES;
+	h->nobjects = objs->n;
+	objects = lkr_objects(h);
+	for (unsigned int i = 0; i < objs->n; i++) {
+		objects[i].dev = objs->st[i].st_dev;
+		objects[i].ino = objs->st[i].st_ino;
+		snprintf(objects[i].path, sizeof(objects[i].path), "%s", objs->paths[i]);
+	}
+	insns = lkr_insns(h);
+	for (size_t i = 0; i < code->n; i++) /* by object: the program's first */
+		if (code->insns[i].sampled)
+			insns[n++] = code->insns[i].plan;
+	h->ninsns = n;
+}
+
+/* The file in dir, sized and mapped; NULL after saying why. */
+static struct lkr_header *create_plan(const char *dir, const struct races_code *code,
+				      const struct objects *objs, const struct options *o,
+				      char *path, size_t pathlen, size_t *size)
+{
+	struct lkr_header *h;
+	int fd;
+
+	*size = (size_t)lkr_file_size(objs->n, (uint32_t)code->sampled, MAX_RACES);
+	snprintf(path, pathlen, "%s/plan", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, (off_t)*size) != 0) {
+		cli_error("races", "set TMPDIR to a writable directory", "cannot create %s: %s",
+			  path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	h = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (h == MAP_FAILED) {
+		cli_error("races", NULL, "cannot map %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	fill_plan(h, code, objs, o);
+	return h;
+}
+
+/* Add file (the program, or a --lib) to the objects and decode it; 0, or the exit status. */
+static int add_object(struct objects *objs, const char *file, struct races_code *code)
+{
+	char err[PATH_MAX + 200], *path = objs->paths[objs->n];
+	int ret;
+
+	if (!realpath(file, path) || stat(path, &objs->st[objs->n]) != 0) {
+		cli_error("races", NULL, "%s: %s", file, strerror(errno));
+		return CLI_EXIT_FAIL;
+	}
+	ret = races_decode(path, (uint8_t)objs->n, code, err, sizeof(err));
+	if (ret) {
+		cli_error("races", "lowkey races samples x86-64 ELF programs and libraries",
+			  "%s: %s", path, err);
+		return CLI_EXIT_FAIL;
+	}
+	objs->names[objs->n] = path;
+	objs->n++;
+	return 0;
+}
+
+/* The program's code and the libraries', decoded; 0, or the exit status after saying why. */
+static int decode(const char *exe, const struct options *o, struct objects *objs,
+		  struct races_code *code)
+{
+	int ret = add_object(objs, exe, code);
+
+	for (unsigned int i = 0; !ret && i < o->nlibs; i++)
+		ret = add_object(objs, o->libs[i], code);
+	if (!ret && !code->sampled) {
+		cli_error(
+			"races", NULL,
+			"%s: no instruction to sample (%zu access memory: %zu atomic, %zu on the stack)",
+			exe, code->n, code->atomic, code->stack);
+		ret = CLI_EXIT_FAIL;
+	}
+	return ret;
+}
+
+/* ---- the command ---- */
+
+static int report(const struct options *o, struct lkr_header *h, const struct races_code *code,
+		  const struct races_run *run, size_t *found)
+{
+	char err[PATH_MAX + 200];
+	FILE *out = stderr;
+	int ret = 0;
+
+	if (!(h->flags & LKR_F_STARTED)) {
+		cli_error("races",
+			  h->error[0] ? NULL : "does it clear LD_PRELOAD, or run another program?",
+			  "%s was not sampled%s%s", run->command, h->error[0] ? ": " : "",
+			  h->error);
+		return CLI_EXIT_FAIL;
+	}
+	if (o->output && !(out = lk__out_fopen(o->output, err, sizeof(err)))) {
+		cli_error("races", "choose a writable place with -o", "%s", err);
+		return CLI_EXIT_FAIL;
+	}
+	*found = races_report(out, h, code, run, o->json);
+	if (fflush(out) != 0 || ferror(out)) {
+		cli_error("races", NULL, "writing the report failed: %s", strerror(errno));
+		ret = CLI_EXIT_FAIL;
+	}
+	if (out != stderr && fclose(out) != 0 && !ret) {
+		cli_error("races", NULL, "writing %s failed: %s", o->output, strerror(errno));
+		ret = CLI_EXIT_FAIL;
+	}
+	return ret;
+}
+
+static int run_sampled(char **argv, const char *lib, const struct objects *objs, struct options *o,
+		       struct races_code *code)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16], var[PATH_MAX + 64];
+	char *env[] = { var, NULL };
+	struct races_run run = { .command = argv[0], .paths = objs->names };
+	struct lkr_header *h;
+	size_t size, found = 0;
+	pid_t child;
+	int status, ret;
+
+	if (preload_make_dir("lowkey-races", dir, sizeof(dir)) != 0) {
+		cli_error("races", "set TMPDIR to a writable directory",
+			  "cannot make a directory for the plan: %s", strerror(errno));
+		return CLI_EXIT_FAIL;
+	}
+	h = create_plan(dir, code, objs, o, path, sizeof(path), &size);
+	if (!h) {
+		rmdir(dir);
+		return CLI_EXIT_FAIL;
+	}
+	snprintf(var, sizeof(var), "LOWKEY_RACES_FILE=%s", path);
+	status = preload_run(argv, lib, env, &child);
+	if (status < 0) {
+		cli_error("races", NULL, "cannot run '%s': %s", argv[0], strerror(-status));
+		ret = -status == ENOENT ? 127 : 126;
+	} else {
+		run.seed = o->seed;
+		run.rate = o->rate;
+		run.window_ms = o->window_ms;
+		run.status = status;
+		ret = report(o, h, code, &run, &found);
+	}
+	munmap(h, size);
+	unlink(path);
+	rmdir(dir);
+	if (ret)
+		return ret;
+	if (found)
+		return RACES_EXIT_FOUND;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int races_run(int argc, char **argv)
+{
+	char lib_buf[PATH_MAX], exe[PATH_MAX];
+	struct races_code code = { 0 };
+	struct objects *objs;
+	struct options o;
+	const char *lib;
+	int first, ret;
+
+	first = parse_options(argc, argv, &o);
+	if (first < 0)
+		return CLI_EXIT_USAGE;
+	argv += first;
+	lib = preload_find(&races_lib, lib_buf, sizeof(lib_buf));
+	if (!lib) {
+		cli_error("races", "reinstall lowkey, or point LOWKEY_RACES_LIB at the library",
+			  "cannot find liblowkey-races.so%s",
+			  getenv("LOWKEY_RACES_LIB") ? " at $LOWKEY_RACES_LIB" : "");
+		return CLI_EXIT_FAIL;
+	}
+	ret = preload_check_command("races", argv[0], "its threads cannot be sampled", exe,
+				    sizeof(exe));
+	if (ret)
+		return ret;
+	objs = calloc(1, sizeof(*objs));
+	if (!objs) {
+		cli_error("races", NULL, "out of memory");
+		return CLI_EXIT_FAIL;
+	}
+	ret = decode(exe, &o, objs, &code);
+	if (!ret && !o.seeded && getrandom(&o.seed, sizeof(o.seed), 0) != (ssize_t)sizeof(o.seed))
+		o.seed = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
+	if (!ret)
+		ret = run_sampled(argv, lib, objs, &o, &code);
+	races_code_free(&code);
+	free(objs);
+	return ret;
+}
+
+const struct cli_command cmd_races = {
+	.name = "races",
+	.summary = "find data races in a running program by sampling with watchpoints",
+	.usage = races_usage,
+	.run = races_run,
+};

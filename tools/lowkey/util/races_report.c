@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The report of `lowkey races`: each race the library recorded (two instructions, folded by the
+ * pair), named with libdw -- functions, source lines, the global accessed -- as text or JSON.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "internal/json.h"
+#include "internal/utf8.h"
+#include "races.h"
+#include "symbolize.h"
+
+/* One side of a race, named. */
+struct side {
+	uint64_t ip; /* the instruction; for the other side, the one after it when not decoded */
+	uint32_t tid;
+	const char *access;
+	unsigned int size; /* 0: not known */
+	bool atomic;
+	struct symbol_place place;
+};
+
+static const char *access_name(unsigned int access)
+{
+	switch (access) {
+	case LKR_READ:
+		return "read";
+	case LKR_WRITE:
+		return "write";
+	case LKR_READ | LKR_WRITE:
+		return "read-write";
+	default:
+		return "access";
+	}
+}
+
+static void place_of(struct symbolizer *sym, uint64_t addr, bool line_before,
+		     struct symbol_place *out)
+{
+	if (sym)
+		symbolizer_place(sym, addr, line_before, out);
+	else
+		memset(out, 0, sizeof(*out));
+}
+
+static void sampled_side(struct symbolizer *sym, const struct lkr_race *r, struct side *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->ip = r->sample_ip;
+	s->tid = r->sample_tid;
+	s->access = access_name(r->access);
+	s->size = r->size;
+	place_of(sym, r->sample_ip, false, &s->place);
+}
+
+/*
+ * The other thread's side: the watchpoint reports the instruction after the access; in the
+ * program, the decoded instruction that ends there says what the access was.
+ */
+static void other_side(struct symbolizer *sym, const struct lkr_race *r,
+		       const struct races_code *code, const struct lkr_header *h, struct side *s)
+{
+	const struct lkr_object *objects = lkr_objects((struct lkr_header *)h);
+	const struct races_insn *in = NULL;
+	uint32_t i;
+
+	memset(s, 0, sizeof(*s));
+	s->ip = r->other_ip;
+	s->tid = r->other_tid;
+	place_of(sym, r->other_ip, true, &s->place);
+	for (i = 0; s->place.module && !in && i < h->nobjects; i++)
+		if (objects[i].loaded && r->other_ip > objects[i].bias)
+			in = races_insn_ending(code, (uint8_t)i, r->other_ip - objects[i].bias);
+	if (in) {
+		/* named as the held one is: by its own address */
+		s->ip = in->plan.vaddr + objects[in->plan.object].bias;
+		place_of(sym, s->ip, false, &s->place);
+		s->access = access_name(in->plan.access);
+		s->size = in->plan.size;
+		s->atomic = in->atomic;
+	} else {
+		s->access = r->other_write ? "write" : "access";
+	}
+}
+
+static const char *basename_of(const char *path)
+{
+	const char *slash = path ? strrchr(path, '/') : NULL;
+
+	return slash ? slash + 1 : path;
+}
+
+/* "function+0x12 (file.c:34)", escaped: the names come from the program's files. */
+static const char *where(const struct side *s, char *buf, size_t len)
+{
+	char raw[512];
+	int n;
+
+	if (s->place.function)
+		n = snprintf(raw, sizeof(raw), "%s+%#" PRIx64, s->place.function, s->place.offset);
+	else
+		n = snprintf(raw, sizeof(raw), "%#" PRIx64, s->ip);
+	if (s->place.file && n > 0 && (size_t)n < sizeof(raw))
+		snprintf(raw + n, sizeof(raw) - (size_t)n, " (%s:%d)", basename_of(s->place.file),
+			 s->place.line);
+	return lk__text_escape(raw, buf, len);
+}
+
+static void print_side_text(FILE *out, const char *role, const struct side *s)
+{
+	char buf[2048], size[32] = "";
+
+	if (s->size)
+		snprintf(size, sizeof(size), " of %u byte%s", s->size, s->size == 1 ? "" : "s");
+	fprintf(out, "  %-9s %s%s%s by thread %u at %s\n", role, s->access, size,
+		s->atomic ? " (atomic)" : "", s->tid, where(s, buf, sizeof(buf)));
+}
+
+static void print_race_text(FILE *out, size_t nr, const struct lkr_race *r,
+			    const struct symbol_place *global, const struct side *a,
+			    const struct side *b)
+{
+	char name[1024], raw[512];
+
+	if (global->function) {
+		if (global->offset)
+			snprintf(raw, sizeof(raw), "%s+%#" PRIx64, global->function,
+				 global->offset);
+		else
+			snprintf(raw, sizeof(raw), "%s", global->function);
+		lk__text_escape(raw, name, sizeof(name));
+	} else {
+		snprintf(name, sizeof(name), "heap or stack");
+	}
+	fprintf(out, "\nrace %zu: %s, %u byte%s at %#" PRIx64 "\n", nr, name, r->size,
+		r->size == 1 ? "" : "s", r->addr);
+	print_side_text(out, "held:", a);
+	if (r->other_ip) {
+		print_side_text(out, "meanwhile", b);
+		fprintf(out, "  caught %" PRIu64 " time%s in %" PRIu64 " window%s\n", r->hits,
+			r->hits == 1 ? "" : "s", r->windows, r->windows == 1 ? "" : "s");
+	} else {
+		fprintf(out,
+			"  meanwhile the value changed (%#" PRIx64 " -> %#" PRIx64
+			") and no access was "
+			"caught: a write the watchpoint cannot see (the kernel's, or a thread it does not "
+			"cover), in %" PRIu64 " window%s\n",
+			r->before, r->after, r->windows, r->windows == 1 ? "" : "s");
+	}
+}
+
+static void json_side(struct lk__json *j, const char *key, const struct side *s)
+{
+	lk__json_object(j, key);
+	lk__json_uint(j, "tid", s->tid);
+	lk__json_str(j, "access", s->access);
+	if (s->size)
+		lk__json_uint(j, "size", s->size);
+	else
+		lk__json_null(j, "size");
+	lk__json_bool(j, "atomic", s->atomic);
+	lk__json_strf(j, "ip", "%#" PRIx64, s->ip);
+	lk__json_str_or_null(j, "function", s->place.function);
+	lk__json_uint(j, "offset", s->place.offset);
+	lk__json_str_or_null(j, "file", s->place.file);
+	lk__json_int(j, "line", s->place.line);
+	lk__json_close(j);
+}
+
+static void json_race(struct lk__json *j, const struct lkr_race *r,
+		      const struct symbol_place *global, const struct side *a, const struct side *b)
+{
+	lk__json_object(j, NULL);
+	lk__json_strf(j, "addr", "%#" PRIx64, r->addr);
+	lk__json_str_or_null(j, "symbol", global->function);
+	lk__json_uint(j, "symbol_offset", global->offset);
+	lk__json_uint(j, "size", r->size);
+	lk__json_uint(j, "windows", r->windows);
+	lk__json_uint(j, "hits", r->hits);
+	json_side(j, "held", a);
+	if (r->other_ip) {
+		json_side(j, "other", b);
+	} else {
+		lk__json_null(j, "other");
+		lk__json_strf(j, "before", "%#" PRIx64, r->before);
+		lk__json_strf(j, "after", "%#" PRIx64, r->after);
+	}
+	lk__json_close(j);
+}
+
+static void json_head(struct lk__json *j, const struct lkr_header *h, const struct races_code *code,
+		      const struct races_run *run)
+{
+	lk__json_str(j, "command", run->command);
+	lk__json_uint(j, "seed", run->seed);
+	lk__json_num(j, "rate", run->rate);
+	lk__json_num(j, "window_ms", run->window_ms);
+	lk__json_object(j, "instructions");
+	lk__json_uint(j, "decoded", code->n);
+	lk__json_uint(j, "sampled", code->sampled);
+	lk__json_uint(j, "atomic", code->atomic);
+	lk__json_uint(j, "stack", code->stack);
+	lk__json_close(j);
+	lk__json_uint(j, "armed", h->picks);
+	lk__json_uint(j, "reached", h->samples);
+	lk__json_uint(j, "misaligned", h->misaligned);
+	lk__json_uint(j, "dropped", h->races_dropped);
+	lk__json_str_or_null(j, "error", h->error[0] ? h->error : NULL);
+	if (WIFEXITED(run->status))
+		lk__json_int(j, "exit_status", WEXITSTATUS(run->status));
+	else
+		lk__json_int(j, "exit_status", 128 + WTERMSIG(run->status));
+}
+
+static void print_head_text(FILE *out, const struct lkr_header *h, size_t n,
+			    const struct races_code *code, const struct races_run *run)
+{
+	char cmd[1024];
+
+	fprintf(out,
+		"lowkey races: %zu race%s in %s: %" PRIu64 " windows, %" PRIu64
+		" instructions armed of the %zu sampled (seed %" PRIu64 ")\n",
+		n, n == 1 ? "" : "s", lk__text_escape(run->command, cmd, sizeof(cmd)), h->samples,
+		h->picks, code->sampled, run->seed);
+	if (h->races_dropped)
+		fprintf(out, "lowkey races: %" PRIu64 " more races had no room to be recorded\n",
+			h->races_dropped);
+}
+
+size_t races_report(FILE *out, struct lkr_header *h, const struct races_code *code,
+		    const struct races_run *run, bool json)
+{
+	struct symbol_object objs[LKR_OBJECTS_MAX];
+	const struct lkr_object *objects = lkr_objects(h);
+	struct symbolizer *sym;
+	size_t nobjs = 0;
+	uint64_t n = __atomic_load_n(&h->races_used, __ATOMIC_ACQUIRE);
+	struct lkr_race *races = lkr_races(h);
+	struct lk__json j;
+
+	for (uint32_t i = 0; i < h->nobjects && i < LKR_OBJECTS_MAX; i++)
+		if (objects[i].loaded)
+			objs[nobjs++] = (struct symbol_object){ .path = run->paths[i],
+								.bias = objects[i].bias };
+	sym = symbolizer_open_objects(objs, nobjs);
+	if (n > h->max_races)
+		n = h->max_races;
+	if (json) {
+		lk__json_begin(&j, out, false);
+		json_head(&j, h, code, run);
+		lk__json_array(&j, "races");
+	} else {
+		print_head_text(out, h, (size_t)n, code, run);
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		struct symbol_place global = { 0 };
+		struct side a, b;
+
+		place_of(sym, races[i].addr, false, &global);
+		sampled_side(sym, &races[i], &a);
+		other_side(sym, &races[i], code, h, &b);
+		if (json)
+			json_race(&j, &races[i], &global, &a, &b);
+		else
+			print_race_text(out, (size_t)i + 1, &races[i], &global, &a, &b);
+	}
+	if (json) {
+		lk__json_close(&j);
+		lk__json_end(&j);
+	}
+	symbolizer_close(sym);
+	return (size_t)n;
+}
