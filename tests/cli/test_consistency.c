@@ -194,7 +194,7 @@ static void help_states_the_rules_once(void **state)
 	assert_non_null(strstr(r.out, "-j is --json"));
 }
 
-/* A short `lowkey bench probe`: about 4 s here, a row every few hundred ms. */
+/* A short `lowkey bench probe`: a few seconds, a row every few hundred ms. */
 #define SHORT_PROBE "bench probe --runs 1 --seconds 0.05 --burst 1000 --no-lttng"
 
 /* SHORT_PROBE's output, text or JSON: run once, for every test that reads it. */
@@ -273,7 +273,7 @@ static void bench_progress_on_a_terminal_only(void **state)
 	static struct pty_run p;
 
 	(void)state;
-	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "probe", "--runs", "1", "--seconds", "0.05",
+	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "probe", "--only", "cost", "--runs", "1",
 				   "--burst", "1000", "--no-lttng", NULL });
 	assert_true(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
 	if (p.status_line < 0 || p.first_row < 0 || p.last_row < 0)
@@ -289,16 +289,15 @@ static void bench_progress_on_a_terminal_only(void **state)
 	assert_null(strstr(p.out, "(0 s)" FIRST_ROW));
 
 	/* --quiet: rows only */
-	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "probe", "--quiet", "--runs", "1", "--seconds",
-				   "0.05", "--burst", "1000", "--no-lttng", NULL });
+	run_on_pty(&p, (char *[]){ LOWKEY, "bench", "probe", "--quiet", "--only", "cost", "--runs",
+				   "1", "--burst", "1000", "--no-lttng", NULL });
 	assert_true(p.last_row > 0);
 	assert_null(strstr(p.out, "\033[K"));
 
 	/* a pipe: rows only, on stdout and stderr alike */
-	lkt_sh(&r, "%s " SHORT_PROBE, LOWKEY);
-	lkt_expect(&r, 0, LAST_ROW);
-	assert_null(strstr(r.out, "\033[K"));
-	assert_null(strchr(r.out, '\r'));
+	lkt_expect(short_probe(false), 0, LAST_ROW);
+	assert_null(strstr(short_probe(false)->out, "\033[K"));
+	assert_null(strchr(short_probe(false)->out, '\r'));
 }
 
 /* The row named `name` ends with how many of its searches ended by a loss, out of how many. */
