@@ -535,8 +535,8 @@ static void hostile_messages_are_refused(void **state)
 
 /*
  * A client that sends malformed frames and never reads: the first one gets its error reply and
- * ends the connection; the frames behind it are never read. Issue 12: each used to hold the
- * service thread for 5 s, and the client was never dropped.
+ * ends the connection; the frames behind it are never read. Each used to hold the service thread
+ * for 5 s, and the client was never dropped.
  */
 static void a_client_breaking_the_protocol_is_dropped(void **state)
 {
