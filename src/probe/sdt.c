@@ -180,12 +180,15 @@ static void watch_cond_init(void)
 	pthread_condattr_destroy(&attr);
 }
 
-static int watch_start(unsigned int interval_ms);
+static int watch_start(unsigned int interval_ms, bool wait_for_id);
 
 /*
  * The thread is not in the child, and the mutexes and the condition variable may have been in use
  * at the fork: made anew. A child of a watching process watches too (a server's workers are
- * what tracers attach to), at the same interval; it costs a fork a thread creation.
+ * what tracers attach to), at the same interval; it costs a fork a thread creation. fork() does
+ * not wait for the new thread to run: it may need a lock that another thread of the parent held
+ * at the fork and that no one in the child will release (an allocator's that keeps no fork
+ * handler, such as the sanitizers'), and the child must not hang in fork() for it.
  */
 static void watch_fork_child(void)
 {
@@ -199,7 +202,7 @@ static void watch_fork_child(void)
 	if (!was_watching)
 		return;
 	pthread_mutex_lock(&watch_mutex);
-	watch_start(watch_ms); /* without a thread, the child reads semaphores as before */
+	watch_start(watch_ms, false); /* without a thread, the child reads semaphores as before */
 	pthread_mutex_unlock(&watch_mutex);
 }
 
@@ -243,8 +246,11 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
-/* With watch_mutex held: 0, or pthread_create's -errno. */
-static int watch_start(unsigned int interval_ms)
+/*
+ * With watch_mutex held: 0, or pthread_create's -errno. wait_for_id: return once the thread has
+ * published its id (lk__sdt_watcher_tid, which a trace's context switches leave out).
+ */
+static int watch_start(unsigned int interval_ms, bool wait_for_id)
 {
 	sigset_t all, old;
 	int err;
@@ -262,7 +268,7 @@ static int watch_start(unsigned int interval_ms)
 		return -err;
 	/* what ps -L and top -H show; named here, so that it has its name once this returns */
 	pthread_setname_np(watcher, "lowkey-usdt");
-	while (!__atomic_load_n(&watcher_tid, __ATOMIC_RELAXED))
+	while (wait_for_id && !__atomic_load_n(&watcher_tid, __ATOMIC_RELAXED))
 		pthread_cond_wait(&watch_cond, &watch_mutex);
 	watching = true;
 	return 0;
@@ -300,7 +306,7 @@ LK_API int lk_probe_usdt_watch(unsigned int interval_ms)
 	pthread_mutex_lock(&watch_mutex);
 	watch_chosen = true;
 	if (interval_ms)
-		err = watch_start(interval_ms);
+		err = watch_start(interval_ms, true);
 	else
 		watch_end();
 	pthread_mutex_unlock(&watch_mutex);
@@ -346,9 +352,9 @@ void lk__sdt_object_loaded_locked(const struct lk__dso_rt *dso)
 		return;
 	ms = interval_from_environment();
 	pthread_mutex_lock(&watch_mutex);
+	/* no thread (out of threads): semaphores are read as without one */
 	if (!watch_chosen && !watching && ms)
-		watch_start(
-			ms); /* no thread (out of threads): semaphores are read as without one */
+		watch_start(ms, true);
 	pthread_mutex_unlock(&watch_mutex);
 	pthread_mutex_unlock(&watch_control);
 }
