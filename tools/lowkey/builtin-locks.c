@@ -360,13 +360,9 @@ static int locks_run(int argc, char **argv)
 	if (first < 0)
 		return CLI_EXIT_USAGE;
 	argv += first;
-	lib = preload_find(&locks_lib, lib_buf, sizeof(lib_buf));
-	if (!lib) {
-		cli_error("locks", "reinstall lowkey, or point LOWKEY_LOCKS_LIB at the library",
-			  "cannot find liblowkey-locks.so%s",
-			  getenv("LOWKEY_LOCKS_LIB") ? " at $LOWKEY_LOCKS_LIB" : "");
+	lib = preload_find("locks", &locks_lib, lib_buf, sizeof(lib_buf));
+	if (!lib)
 		return CLI_EXIT_FAIL;
-	}
 	ret = preload_check_command("locks", argv[0], "its locks cannot be intercepted", exe,
 				    sizeof(exe));
 	if (!ret)

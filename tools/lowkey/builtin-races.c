@@ -363,13 +363,9 @@ static int races_run(int argc, char **argv)
 	if (first < 0)
 		return CLI_EXIT_USAGE;
 	argv += first;
-	lib = preload_find(&races_lib, lib_buf, sizeof(lib_buf));
-	if (!lib) {
-		cli_error("races", "reinstall lowkey, or point LOWKEY_RACES_LIB at the library",
-			  "cannot find liblowkey-races.so%s",
-			  getenv("LOWKEY_RACES_LIB") ? " at $LOWKEY_RACES_LIB" : "");
+	lib = preload_find("races", &races_lib, lib_buf, sizeof(lib_buf));
+	if (!lib)
 		return CLI_EXIT_FAIL;
-	}
 	ret = preload_check_command("races", argv[0], "its threads cannot be sampled", exe,
 				    sizeof(exe));
 	if (ret)

@@ -19,7 +19,7 @@ static bool readable(const char *path)
 	return path && access(path, R_OK) == 0;
 }
 
-const char *preload_find(const struct preload_lib *lib, char *buf, size_t len)
+static const char *find_lib(const struct preload_lib *lib, char *buf, size_t len)
 {
 	const char *env = getenv(lib->env);
 	char exe[PATH_MAX];
@@ -47,6 +47,22 @@ const char *preload_find(const struct preload_lib *lib, char *buf, size_t len)
 	if (readable(lib->install))
 		return lib->install;
 	return NULL;
+}
+
+const char *preload_find(const char *name, const struct preload_lib *lib, char *buf, size_t len)
+{
+	const char *path = find_lib(lib, buf, len);
+	char hint[128];
+
+	if (!path) {
+		snprintf(hint, sizeof(hint), "reinstall lowkey, or point %s at the library",
+			 lib->env);
+		if (getenv(lib->env))
+			cli_error(name, hint, "cannot find %s at $%s", lib->file, lib->env);
+		else
+			cli_error(name, hint, "cannot find %s", lib->file);
+	}
+	return path;
 }
 
 /* The file execvp() would run, or NULL. */

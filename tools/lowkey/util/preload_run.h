@@ -20,8 +20,11 @@ struct preload_lib {
 	const char *install; /* the installed copy */
 };
 
-/* The library's path (buf or a constant), or NULL if none is readable. Reads the file system. */
-const char *preload_find(const struct preload_lib *lib, char *buf, size_t len);
+/*
+ * The library's path (buf or a constant), or NULL after saying on stderr, as `lowkey NAME`, that
+ * none is readable and what to do. Reads the file system.
+ */
+const char *preload_find(const char *name, const struct preload_lib *lib, char *buf, size_t len);
 
 /*
  * preload_check_command - whether cmd can be run with a preload library: its file found in $PATH
