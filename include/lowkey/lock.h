@@ -304,8 +304,10 @@ static inline void lk_rwlock_write_unlock(lk_rwlock_t *l);
 /*
  * lk_mutex_stat / lk_rwlock_stat / lk_spinlock_stat - a snapshot of one lock's figures.
  * Lock-free (relaxed loads; a snapshot taken while threads use the lock may be off by the
- * acquisitions in flight). Costs a few dozen loads, and once per process a 10 ms calibration of
- * the clock when the CPU does not publish its frequency. Returns 0 or -EINVAL (NULL argument).
+ * acquisitions in flight). Costs a few dozen loads; where the CPU does not publish the cycle
+ * counter's frequency, the first call of the process may sleep until the library has been loaded
+ * 20 ms, to measure it to 0.1 % (longer, up to 1 s, when preemptions make the measurement
+ * uncertain). Returns 0 or -EINVAL (NULL argument).
  * Not async-signal-safe (that calibration).
  */
 LK_API int lk_mutex_stat(const lk_mutex_t *m, struct lk_lockstat *out);

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "clock/clock_internal.h"
+#include "core/counter_pair.h"
 #include "internal/clock.h"
 
 struct tb_slot {
@@ -70,33 +71,9 @@ uint64_t lk__ns_to_cycles(uint64_t ns)
 	return (uint64_t)((unsigned __int128)ns * hz / LK__NSEC_PER_SEC);
 }
 
-/*
- * The counter value at which `clock` read *ns: the middle of the narrowest of `tries` brackets.
- * Returns that bracket's width in cycles: a preemption or host steal inside every try leaves it
- * wide, and the caller must not trust the pair then.
- */
-static uint64_t pair_tries(int clock, uint64_t *at, uint64_t *ns, int tries)
-{
-	uint64_t best = UINT64_MAX;
-
-	*at = *ns = 0;
-	for (int i = 0; i < tries; i++) {
-		uint64_t c0 = lk__arch_counter();
-		uint64_t v = lk__vdso_ns(clock);
-		uint64_t c1 = lk__arch_counter();
-
-		if (c1 - c0 < best) {
-			best = c1 - c0;
-			*at = c0 + (c1 - c0) / 2;
-			*ns = v;
-		}
-	}
-	return best;
-}
-
 static uint64_t pair(int clock, uint64_t *at, uint64_t *ns)
 {
-	return pair_tries(clock, at, ns, 3);
+	return lk__counter_pair(clock, at, ns, 3);
 }
 
 /* A pair is trusted when its bracket is at most LK__PAIR_NS_MAX (a vDSO read takes ~25 ns). */
@@ -185,10 +162,10 @@ static uint64_t hz_measured(void)
 	uint64_t at, ns, width;
 
 	do
-		pair_tries(CLOCK_MONOTONIC_RAW, &at, &ns, 1);
+		lk__counter_pair(CLOCK_MONOTONIC_RAW, &at, &ns, 1);
 	while (ns - tb.raw_ns < LK__CALIBRATE_NS && ns >= tb.raw_ns);
 	for (;;) {
-		width = pair_tries(CLOCK_MONOTONIC_RAW, &at, &ns, 8);
+		width = lk__counter_pair(CLOCK_MONOTONIC_RAW, &at, &ns, 8);
 		if (at <= tb.raw_at || ns <= tb.raw_ns)
 			return 0;
 		if ((unsigned __int128)(tb.raw_width + width) * 2 * 1000000 <=
@@ -240,7 +217,7 @@ void lk__timebase_init(void)
 	const char *source = NULL;
 
 	if (lk__clock.counter.usable) {
-		tb.raw_width = pair_tries(CLOCK_MONOTONIC_RAW, &tb.raw_at, &tb.raw_ns, 8);
+		tb.raw_width = lk__counter_pair(CLOCK_MONOTONIC_RAW, &tb.raw_at, &tb.raw_ns, 8);
 		if (lk__clock.counter.hz) {
 			hz = lk__clock.counter.hz;
 			source = lk__clock.counter.hz_source;
@@ -264,7 +241,7 @@ void lk__timebase_init(void)
 	choose_now_method();
 	if (lk__clock.now_method != LK_NOW_TSC)
 		return;
-	pair_tries(CLOCK_MONOTONIC, &at, &ns, 8);
+	lk__counter_pair(CLOCK_MONOTONIC, &at, &ns, 8);
 	tb.ref_at = at;
 	tb.ref_ns = ns;
 	tb.slot.at = at;

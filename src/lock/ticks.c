@@ -3,31 +3,31 @@
  * Converting lk__lock_ticks() to nanoseconds.
  *
  * On x86 the ticks are the TSC. Its rate comes from CPUID where the CPU or the hypervisor
- * publishes it; otherwise it is measured against CLOCK_MONOTONIC over the time since the library
- * was loaded (at least 20 ms: the first conversion may sleep to get them). On arm64 the ticks are
+ * publishes it; otherwise it is measured against CLOCK_MONOTONIC_RAW over the time since the
+ * library was loaded (at least 20 ms, longer while its two reference points leave it uncertain:
+ * the first conversion may sleep to get them). On arm64 the ticks are
  * the generic timer, whose rate CNTFRQ_EL0 gives; on riscv64 the time CSR, whose rate is
  * measured; elsewhere they are nanoseconds already.
  */
 #include <time.h>
 
+#include "core/counter_pair.h"
 #include "core/cpu.h"
 #include "lock/lock_internal.h"
 
-static uint64_t origin_ticks, origin_ns;
+#define PAIR_TRIES 8
+#define SPAN_NS_MIN (20 * 1000 * 1000ull)
+#define SPAN_NS_MAX (1000 * 1000 * 1000ull)
+#define RATE_ERROR_PPM 1000
+
+static struct {
+	uint64_t at, ns, width;
+} origin;
 static double ticks_per_ns; /* 0 until known */
-
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 __attribute__((constructor)) static void ticks_origin(void)
 {
-	origin_ns = monotonic_ns();
-	origin_ticks = lk__lock_ticks();
+	origin.width = lk__counter_pair(CLOCK_MONOTONIC_RAW, &origin.at, &origin.ns, PAIR_TRIES);
 }
 
 static double published_rate(void)
@@ -48,22 +48,39 @@ static double published_rate(void)
 #endif
 }
 
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+/*
+ * Each pair is within half its bracket of the truth, so the rate is off by at most
+ * (w0 + w1) / 2 / span: the span grows until that is under RATE_ERROR_PPM (a preempted origin
+ * makes it longer), up to SPAN_NS_MAX.
+ */
 static double measured_rate(void)
 {
-	const uint64_t min_ns = 20 * 1000 * 1000;
-	uint64_t now_ns = monotonic_ns(), now_ticks;
+	uint64_t at, ns, width;
 
-	if (now_ns - origin_ns < min_ns) {
-		uint64_t left = min_ns - (now_ns - origin_ns);
-		struct timespec ts = { (time_t)(left / 1000000000u), (long)(left % 1000000000u) };
-
-		while (nanosleep(&ts, &ts) != 0)
-			;
+	if (!origin.ns)
+		return 0;
+	for (;;) {
+		width = lk__counter_pair(CLOCK_MONOTONIC_RAW, &at, &ns, PAIR_TRIES);
+		if (!ns || ns <= origin.ns || at <= origin.at)
+			return 0;
+		if (ns - origin.ns >= SPAN_NS_MAX)
+			break;
+		if (ns - origin.ns >= SPAN_NS_MIN &&
+		    (unsigned __int128)(origin.width + width) * 1000000 <=
+			    (unsigned __int128)(at - origin.at) * 2 * RATE_ERROR_PPM)
+			break;
+		sleep_ns(ns - origin.ns < SPAN_NS_MIN ? SPAN_NS_MIN - (ns - origin.ns) :
+							SPAN_NS_MIN);
 	}
-	/* read the clock pair back to back, the monotonic one on both sides, keep the tightest */
-	now_ns = monotonic_ns();
-	now_ticks = lk__lock_ticks();
-	return (double)(now_ticks - origin_ticks) / (double)(now_ns - origin_ns);
+	return (double)(at - origin.at) / (double)(ns - origin.ns);
 }
 
 double lk__ticks_per_ns(void)

@@ -27,6 +27,7 @@
 
 #include <lowkey/error.h>
 
+#include "core/counter_pair.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "internal/outfile.h"
@@ -146,16 +147,16 @@ static int adopt_output(struct lk__trace *t, const char *path, int dir_fd)
 static void snapshot_clocks(struct lk__trace *t)
 {
 	t->tsc_hz = lk__probe_tsc_hz();
-	t->monotonic0_ns = clock_ns(CLOCK_MONOTONIC);
-	t->tsc0 = lk__probe_tsc();
+	lk__counter_pair(CLOCK_MONOTONIC, &t->tsc0, &t->monotonic0_ns, 3);
 	t->realtime0_ns = clock_ns(CLOCK_REALTIME);
 }
 
 /* At the end: the TSC rate over the whole trace, more precise than any calibration at start. */
 static void measure_tsc_rate(struct lk__trace *t)
 {
-	uint64_t mono = clock_ns(CLOCK_MONOTONIC), tsc = lk__probe_tsc();
+	uint64_t tsc, mono;
 
+	lk__counter_pair(CLOCK_MONOTONIC, &tsc, &mono, 3);
 	if (mono - t->monotonic0_ns > 200000000u && tsc > t->tsc0)
 		t->tsc_hz = (uint64_t)((double)(tsc - t->tsc0) * 1e9 /
 				       (double)(mono - t->monotonic0_ns));

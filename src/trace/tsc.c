@@ -8,24 +8,19 @@
 
 #include <lowkey/clock.h>
 
+#include "core/counter_pair.h"
 #include "probe/probe_internal.h"
-
-static uint64_t raw_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t measure(void)
 {
 	struct timespec pause = { 0, 20 * 1000 * 1000 };
-	uint64_t t0 = raw_ns(), c0 = lk__probe_tsc(), t1, c1;
+	uint64_t c0, t0, c1, t1;
 
+	lk__counter_pair(CLOCK_MONOTONIC_RAW, &c0, &t0, 8);
 	nanosleep(&pause, NULL);
-	t1 = raw_ns();
-	c1 = lk__probe_tsc();
+	lk__counter_pair(CLOCK_MONOTONIC_RAW, &c1, &t1, 8);
+	if (!t0 || t1 <= t0)
+		return 0;
 	return (uint64_t)((double)(c1 - c0) * 1e9 / (double)(t1 - t0));
 }
 
