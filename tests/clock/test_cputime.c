@@ -392,7 +392,7 @@ static void fork_from_a_second_thread(void **state)
  * time where signals come slower (under AddressSanitizer on a busy machine, fewer than 100 came
  * in 2 s).
  */
-#define HANDLER_ENOUGH 300
+#define HANDLER_ENOUGH 150
 static uint64_t handler_prev;
 static volatile int handler_samples, handler_bad;
 

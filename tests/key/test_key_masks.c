@@ -8,8 +8,8 @@
  *  - handlers: threads that run the sites inside a SIGUSR1 handler whose sa_mask holds every
  *    signal, entered again and again;
  *  - in a second process, blockers as well, which block every signal for good.
- * The main thread flips a FALSE and a TRUE key in one batch, 100,000 times in the first process and
- * 20,000 in the second (LKT_FLIPS overrides both). The process must survive and every run of a
+ * The main thread flips a FALSE and a TRUE key in one batch, the build's count of times (flips.h) in
+ * the first process and a fifth of it in the second. The process must survive and every run of a
  * site must go one way or the other, the key's way once the flip has returned (generation below,
  * as in test_key_stress).
  */
@@ -34,6 +34,7 @@
 
 #include <lowkey/lowkey.h>
 
+#include "flips.h"
 #include "sites.h"
 
 static LK_DEFINE_KEY_FALSE(mask_off);
@@ -138,13 +139,6 @@ static int flip(unsigned long i)
 	return err;
 }
 
-static unsigned long flips_wanted(unsigned long flips)
-{
-	const char *env = getenv("LKT_FLIPS");
-
-	return env ? strtoul(env, NULL, 10) : flips;
-}
-
 #define THREADS 4
 
 /* Exits 0, or the step that failed; a thread killed by a trap kills the child with SIGTRAP. */
@@ -190,7 +184,7 @@ static void threads_that_block_now_and_then(void **state)
 	void *(*const fn[THREADS])(void *) = { toggler, toggler, in_handler, in_handler };
 
 	(void)state;
-	lkt_in_child(child(fn, flips_wanted(100000)));
+	lkt_in_child(child(fn, lkt_flips()));
 }
 
 static void threads_that_block_for_good_beside_them(void **state)
@@ -198,7 +192,7 @@ static void threads_that_block_for_good_beside_them(void **state)
 	void *(*const fn[THREADS])(void *) = { blocker, toggler, in_handler, blocker };
 
 	(void)state;
-	lkt_in_child(child(fn, flips_wanted(20000)));
+	lkt_in_child(child(fn, lkt_flips() / 5));
 }
 
 int main(void)

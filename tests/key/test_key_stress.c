@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Sites run in tight loops by several threads while other threads flip their keys: at least
- * 100,000 flips (LKT_FLIPS overrides). No thread may crash, and every observation must be valid:
+ * the build's count of flips (flips.h). No thread may crash, and every observation must be valid:
  *
  * The flipper makes `generation` odd while a flip is under way and even once the flip has
  * returned; an even generation g means the key is on iff (g / 2) is odd. A runner reads the
@@ -23,6 +23,8 @@
 #include <cmocka.h>
 
 #include <lowkey/lowkey.h>
+
+#include "flips.h"
 
 #define RUNNERS 3
 
@@ -145,13 +147,6 @@ static void *runner(void *arg)
 	return NULL;
 }
 
-static unsigned long flips_wanted(void)
-{
-	const char *env = getenv("LKT_FLIPS");
-
-	return env ? strtoul(env, NULL, 10) : 100000;
-}
-
 /* Flips stress_key and stress_true_key together, in one batch, in opposite directions. */
 static void *flipper(void *arg)
 {
@@ -191,7 +186,7 @@ static void *batch_flipper(void *arg)
 
 static void flips_while_sites_run(void **state)
 {
-	unsigned long n = flips_wanted();
+	unsigned long n = lkt_flips();
 	struct tally tallies[RUNNERS] = { 0 };
 	pthread_t runners[RUNNERS], flip, batch;
 	unsigned long observed = 0, checked = 0, wrong = 0, stale = 0;

@@ -74,32 +74,13 @@ static __attribute__((noinline)) void record(void)
 		LK_PROBE(sf, tick, i, words[i % 4]);
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *text;
-	long size;
-
-	assert_non_null(f);
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	size = ftell(f);
-	assert_true(size > 0);
-	rewind(f);
-	text = malloc((size_t)size);
-	assert_non_null(text);
-	assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
-	fclose(f);
-	*len = (size_t)size;
-	return text;
-}
-
 /* The snapshot is JSON, and holds every event recorded (the ring is large enough for them all). */
 static void check_json(const char *path)
 {
 	const struct lk__jr_value *events;
 	struct lk__jr_value *doc;
 	size_t len, ticks = 0;
-	char err[256] = "", *text = slurp(path, &len);
+	char err[256] = "", *text = lkt_slurp(path, &len);
 
 	doc = lk__jr_parse(text, len, err, sizeof(err));
 	if (!doc)

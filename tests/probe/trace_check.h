@@ -138,6 +138,28 @@ static inline void lkt_path(char *buf, size_t len, const char *what)
 	snprintf(buf, len, "/tmp/lowkey-test-%s-%d-%d-%08x", what, (int)getpid(), seq++, nonce);
 }
 
+#ifdef assert_non_null /* cmocka's, included first */
+/* The whole file at path (free it), its length in *len; a test failure if it cannot be read. */
+static inline char *lkt_slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *text;
+	long size;
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	size = ftell(f);
+	assert_true(size > 0);
+	rewind(f);
+	text = malloc((size_t)size);
+	assert_non_null(text);
+	assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
+	fclose(f);
+	*len = (size_t)size;
+	return text;
+}
+#endif
+
 static inline void lkt_rmrf(const char *path)
 {
 	char cmd[4200];
