@@ -703,6 +703,18 @@ static void *attach_main(void *arg)
 	return NULL;
 }
 
+/*
+ * A fork()ed child has no waiting thread: its copy of the socket would keep the name bound after
+ * the parent exits, and a command connecting to it would wait for an answer that never comes.
+ */
+static void close_in_child(void)
+{
+	if (sampler.listen_fd >= 0) {
+		close(sampler.listen_fd);
+		sampler.listen_fd = -1;
+	}
+}
+
 /* LOWKEY_RACES_ATTACH=1: listen on the abstract socket named after this process. */
 static void wait_for_attach(struct sampler *s)
 {
@@ -724,6 +736,7 @@ static void wait_for_attach(struct sampler *s)
 	}
 	s->listen_fd = fd;
 	s->owner = getpid();
+	pthread_atfork(NULL, NULL, close_in_child);
 	if (start_thread(s, attach_main) != 0) {
 		close(fd);
 		s->listen_fd = -1;
