@@ -17,19 +17,23 @@
  *                                    that both threads read (a race with the handler)
  *   races_fixture bitfield SECONDS   each thread writes its own bitfield of one byte (a race:
  *                                    each write reads and writes the byte)
+ *   races_fixture fork SECONDS       plain, after forking a child that sleeps as long and exits
  * and print what they counted. Each thread runs a time rather than a count, so that a busy
  * machine shortens no run; each repeats its racy access in a loop, so that in that time the
  * sampler arms it many times. The empty asm keeps each access an instruction of its own (at -O1
  * too).
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BATCH 4096
 #define NODES 64
@@ -182,6 +186,7 @@ static void bump_high(void)
 static const struct mode {
 	const char *name;
 	void (*bump[2])(void);
+	bool fork_child;
 } modes[] = {
 	{ "plain", { bump_plain, bump_plain } },
 	{ "mutex", { bump_mutex, bump_mutex } },
@@ -192,6 +197,7 @@ static const struct mode {
 	{ "publish", { publish, consume } },
 	{ "signal", { watch_ticks, watch_ticks } },
 	{ "bitfield", { bump_low, bump_high } },
+	{ "fork", { bump_plain, bump_plain }, true },
 };
 
 static int before(const struct timespec *a, const struct timespec *b)
@@ -224,6 +230,7 @@ int main(int argc, char **argv)
 	struct worker w[2] = { 0 };
 	const struct mode *mode = argc == 3 ? mode_of(argv[1]) : NULL;
 	pthread_t threads[2];
+	pid_t child = 0;
 	struct timespec end;
 	double seconds;
 
@@ -240,6 +247,10 @@ int main(int argc, char **argv)
 	}
 	if (mode->bump[0] == watch_ticks)
 		set_alarm(200);
+	if (mode->fork_child && (child = fork()) == 0) {
+		nanosleep(&(struct timespec){ (time_t)seconds, 0 }, NULL);
+		_exit(0);
+	}
 	for (int i = 0; i < 2; i++) {
 		w[i] = (struct worker){ mode->bump[i], end };
 		if (pthread_create(&threads[i], NULL, work, &w[i]) != 0)
@@ -247,6 +258,8 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < 2; i++)
 		pthread_join(threads[i], NULL);
+	if (child > 0)
+		waitpid(child, NULL, 0);
 	set_alarm(0);
 	printf("%d %ld %ld %d %d %ld %ld %u\n", counter, atomic_load(&relaxed_counter),
 	       atomic_load(&seq_cst_counter), atomic_load(&plain_atomic), (int)sig_counter,

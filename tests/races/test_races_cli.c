@@ -9,7 +9,9 @@
  * read-modify-writes, and the plain movs of relaxed loads and stores that only the debug
  * information shows atomic (_Atomic in C, std::atomic in C++, volatile sig_atomic_t). The ++ in
  * a shared library is reported with --lib naming it, not sampled without, and counted but not
- * printed when a suppressions file matches its source file. Each racy access repeats in a loop
+ * printed when a suppressions file matches its source file. --pid attaches to the fixture
+ * started waiting for it, twice in turn and until it exits, with nothing left open after; a
+ * child it forks does not wait; a process not started so is refused. Each racy access repeats in a loop
  * for the whole run, so that the sampler reaches it many times at the rate given. Skipped where
  * this process cannot have a process-wide execute watchpoint (perf_event_paranoid, seccomp, no
  * breakpoints, a kernel before 5.13, qemu-user), saying why.
@@ -226,6 +228,28 @@ static void attached_until_the_process_exits(void **state)
 	assert_int_equal(r.status, 0);
 }
 
+/*
+ * A child the program forks has no thread waiting for --pid, and keeps no copy of the socket
+ * (which would hold its name after the parent exits); the parent can still be attached to.
+ */
+/* $child: the first child of $pid, once it has one (3: none came). */
+#define FIND_CHILD                                                                      \
+	"for i in $(seq 3000); do "                                                     \
+	"child=$(awk -v p=$pid '$4 == p { print $1 }' /proc/[0-9]*/stat 2>/dev/null); " \
+	"[ -n \"$child\" ] && break; sleep 0.01; done; [ -n \"$child\" ] || exit 3; "
+#define CHILD_SOCKETS "echo child sockets: $(ls -l /proc/$child/fd | grep -c socket); "
+
+static void forked_child_does_not_wait(void **state)
+{
+	(void)state;
+	lkt_sh(&r, START_WAITING("fork", "30") FIND_CHILD CHILD_SOCKETS ATTACH
+	       " --duration 1; "
+	       "st=$?; kill $child $pid; "
+	       "wait $pid; exit $st");
+	lkt_expect(&r, 66, "child sockets: 0");
+	lkt_expect(&r, 66, "\"symbol\": \"counter\"");
+}
+
 static void pid_refused(void **state)
 {
 	(void)state;
@@ -278,6 +302,7 @@ int main(void)
 		cmocka_unit_test(suppressed_by_file),
 		cmocka_unit_test(attach_with_pid),
 		cmocka_unit_test(attached_until_the_process_exits),
+		cmocka_unit_test(forked_child_does_not_wait),
 		cmocka_unit_test(pid_refused),
 	};
 
