@@ -36,6 +36,13 @@
 #define RACES_OPTS LOWKEY " races --seed 1 --rate 500 --window 1 -j"
 #define RACES RACES_OPTS " -- " FIXTURE_BIN
 #define SECONDS "1"
+/*
+ * Where a race must be found: 5 ms windows for 3 s. On a loaded machine the other thread may not
+ * run at all during a window of 1 ms, and a run of 1 s opens only a few on the racy instruction.
+ */
+#define RACY_OPTS LOWKEY " races --seed 1 --rate 500 --window 5 -j"
+#define RACY RACY_OPTS " -- " FIXTURE_BIN
+#define RACY_SECONDS "3"
 
 static struct lkt_run r;
 
@@ -96,7 +103,7 @@ static bool race_between(const char *out, const char *symbol, const char *f1, co
 
 static void expect_race(const char *mode, const char *symbol, const char *f1, const char *f2)
 {
-	lkt_sh(&r, "%s %s %s", RACES, mode, SECONDS);
+	lkt_sh(&r, "%s %s %s", RACY, mode, RACY_SECONDS);
 	if (r.status != 66 || !race_between(r.out, symbol, f1, f2))
 		print_error("wanted a race on %s between %s and %s (exit 66):\n%s\n", symbol, f1,
 			    f2, r.out);
@@ -109,7 +116,7 @@ static void plain_counter_is_a_race(void **state)
 	const char *other;
 
 	(void)state;
-	lkt_sh(&r, "%s plain %s", RACES, SECONDS);
+	lkt_sh(&r, "%s plain %s", RACY, RACY_SECONDS);
 	lkt_expect(&r, 66, "\"symbol\": \"counter\"");
 	lkt_expect(&r, 66, "\"function\": \"bump_plain\"");
 	lkt_expect(&r, 66, "races_fixture.c\"");
@@ -152,7 +159,7 @@ static void cxx_atomic_is_not_and_plain_is(void **state)
 	lkt_sh(&r, "%s -- %s atomic %s", RACES_OPTS, FIXTURE_CXX, SECONDS);
 	lkt_expect(&r, 0, "\"races\": []");
 	assert_null(strstr(r.out, "\"atomic_std\": 0,"));
-	lkt_sh(&r, "%s -- %s plain %s", RACES_OPTS, FIXTURE_CXX, SECONDS);
+	lkt_sh(&r, "%s -- %s plain %s", RACY_OPTS, FIXTURE_CXX, RACY_SECONDS);
 	lkt_expect(&r, 66, "bump_plain");
 	lkt_expect(&r, 66, "races_cxx.cpp\"");
 #else
@@ -181,13 +188,14 @@ static void bitfield_race(void **state)
 static void suppressed_by_file(void **state)
 {
 	(void)state;
-	lkt_sh(&r, "%s --suppressions %s/lib.supp --lib %s -- %s lib %s", RACES_OPTS,
-	       SUPPRESSIONS_DIR, FIXTURE_LIB, FIXTURE_BIN, SECONDS);
+	lkt_sh(&r, "%s --suppressions %s/lib.supp --lib %s -- %s lib %s", RACY_OPTS,
+	       SUPPRESSIONS_DIR, FIXTURE_LIB, FIXTURE_BIN, RACY_SECONDS);
 	lkt_expect(&r, 0, "\"races\": []");
 	assert_null(strstr(r.out, "\"suppressed\": 0,"));
 	/* the same in text: counted */
-	lkt_sh(&r, "%s --seed 1 --rate 500 --suppressions %s/lib.supp --lib %s -- %s lib %s",
-	       LOWKEY " races", SUPPRESSIONS_DIR, FIXTURE_LIB, FIXTURE_BIN, SECONDS);
+	lkt_sh(&r,
+	       "%s --seed 1 --rate 500 --window 5 --suppressions %s/lib.supp --lib %s -- %s lib %s",
+	       LOWKEY " races", SUPPRESSIONS_DIR, FIXTURE_LIB, FIXTURE_BIN, RACY_SECONDS);
 	lkt_expect(&r, 0, "suppressed");
 	lkt_sh(&r, "%s races --suppressions /nonexistent/x.supp -- true", LOWKEY);
 	lkt_expect(&r, 2, "cannot read /nonexistent/x.supp");
@@ -199,16 +207,16 @@ static void suppressed_by_file(void **state)
 	" " seconds " >/dev/null & pid=$!; "                                                   \
 	"for i in $(seq 3000); do grep -q \"@lowkey-races.$pid\\$\" /proc/net/unix && break; " \
 	"sleep 0.01; done; "
-#define ATTACH LOWKEY " races --pid $pid --seed 1 --rate 500 --window 1 -j"
+#define ATTACH LOWKEY " races --pid $pid --seed 1 --rate 500 --window 5 -j"
 
 static void attach_with_pid(void **state)
 {
 	(void)state;
 	/* twice in turn to the same process; nothing left armed (no perf event open) after each */
 	lkt_sh(&r, START_WAITING("plain", "60") ATTACH
-	       " --duration 1; st=$?; "
+	       " --duration " RACY_SECONDS "; st=$?; "
 	       "echo perf events: $(ls -l /proc/$pid/fd | grep -c perf_event); "
-	       "[ $st = 66 ] && " ATTACH " --duration 1; st=$?; "
+	       "[ $st = 66 ] && " ATTACH " --duration " RACY_SECONDS "; st=$?; "
 	       "echo perf events: $(ls -l /proc/$pid/fd | grep -c perf_event); "
 	       "kill $pid; wait $pid; exit $st");
 	lkt_expect(&r, 66, "\"symbol\": \"counter\"");
@@ -221,7 +229,7 @@ static void attach_with_pid(void **state)
 static void attached_until_the_process_exits(void **state)
 {
 	(void)state;
-	lkt_sh(&r, START_WAITING("plain", "2") ATTACH "; st=$?; wait $pid; exit $st");
+	lkt_sh(&r, START_WAITING("plain", RACY_SECONDS) ATTACH "; st=$?; wait $pid; exit $st");
 	lkt_expect(&r, 66, "\"symbol\": \"counter\"");
 	/* a program waiting for --pid and never attached ends as it would alone */
 	lkt_sh(&r, "LD_PRELOAD=%s LOWKEY_RACES_ATTACH=1 %s mutex 0.2", RACES_LIB, FIXTURE_BIN);
@@ -243,7 +251,7 @@ static void forked_child_does_not_wait(void **state)
 {
 	(void)state;
 	lkt_sh(&r, START_WAITING("fork", "30") FIND_CHILD CHILD_SOCKETS ATTACH
-	       " --duration 1; "
+	       " --duration " RACY_SECONDS "; "
 	       "st=$?; kill $child $pid; "
 	       "wait $pid; exit $st");
 	lkt_expect(&r, 66, "child sockets: 0");
@@ -267,7 +275,7 @@ static void pid_refused(void **state)
 static void race_in_a_library_with_lib(void **state)
 {
 	(void)state;
-	lkt_sh(&r, "%s --lib %s -- %s lib %s", RACES_OPTS, FIXTURE_LIB, FIXTURE_BIN, SECONDS);
+	lkt_sh(&r, "%s --lib %s -- %s lib %s", RACY_OPTS, FIXTURE_LIB, FIXTURE_BIN, RACY_SECONDS);
 	lkt_expect(&r, 66, "\"function\": \"races_lib_bump\"");
 	lkt_expect(&r, 66, "\"symbol\": \"counter\"");
 	lkt_expect(&r, 66, "races_lib.c\"");
