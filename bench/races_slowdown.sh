@@ -1,13 +1,14 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # What `lowkey races` costs a CPU-bound multithreaded program (docs/BENCHMARKS.md, section 5):
-# tests/races/races_workload with 2 threads, alone, under `lowkey races` at the default rate and
-# at --rate 200, and built with ThreadSanitizer, in turn, RUNS times; the medians of the elapsed
-# time, of the CPU time (user + system) and of the largest resident set (/usr/bin/time's %M: the
-# largest of lowkey's command and the program, for the runs under lowkey races).
-# usage: bench/races_slowdown.sh BUILD_DIR ROUNDS RUNS
+# tests/races/races_workload with 2 threads, alone, under `lowkey races` at each of RATES (default
+# "20 200": 20 is the default rate), and built with ThreadSanitizer, in turn, RUNS times; the
+# medians of the elapsed time, of the CPU time (user + system) and of the largest resident set
+# (/usr/bin/time's %M: the largest of lowkey's command and the program, for the runs under lowkey
+# races).
+# usage: bench/races_slowdown.sh BUILD_DIR ROUNDS RUNS ["RATES"]
 set -u
-build=$1 rounds=$2 runs=$3
+build=$1 rounds=$2 runs=$3 rates=${4:-20 200}
 src=$(dirname "$0")/../tests/races/races_workload.c
 workload=$build/tests/races/races_workload
 lowkey=$build/tools/lowkey/lowkey
@@ -22,13 +23,14 @@ median()
 }
 
 declare -A elapsed cpu rss
-variants="alone default rate200 tsan"
+variants="alone"
+for rate in $rates; do variants="$variants rate$rate"; done
+variants="$variants tsan"
 for ((i = 0; i < runs; i++)); do
 	for v in $variants; do
 		case $v in
 		alone) cmd=("$workload" 2 "$rounds") ;;
-		default) cmd=("$lowkey" races -o /dev/null -- "$workload" 2 "$rounds") ;;
-		rate200) cmd=("$lowkey" races --rate 200 -o /dev/null -- "$workload" 2 "$rounds") ;;
+		rate*) cmd=("$lowkey" races --rate "${v#rate}" -o /dev/null -- "$workload" 2 "$rounds") ;;
 		tsan) cmd=("$tsan" 2 "$rounds") ;;
 		esac
 		/usr/bin/time -o "$times" -f '%e %M %U %S' "${cmd[@]}" >/dev/null 2>&1

@@ -104,6 +104,24 @@ struct lkr_header {
 	char error[LKR_ERROR_MAX]; /* why the library could not sample, or "" */
 };
 
+/*
+ * Attaching (`lowkey races --pid`): a program started with liblowkey-races.so preloaded and
+ * LOWKEY_RACES_ATTACH=1 listens on the abstract SOCK_SEQPACKET socket "lowkey-races.PID" (PID its
+ * own). The command connects, checks that the process at the other end is PID (SO_PEERCRED), and
+ * sends LKR_ATTACH_START with the plan's descriptor (SCM_RIGHTS); the library accepts only its
+ * own user or root. It answers LKR_ATTACH_STARTED once sampling (or LKR_ATTACH_DONE at once if it
+ * could not start: the plan's error says why), LKR_ATTACH_REFUSED for a plan that is not for this
+ * program; then LKR_ATTACH_DONE when it stopped and removed its watchpoints: at the plan's
+ * duration, at exit, or after the command sent LKR_ATTACH_STOP or closed the connection. One
+ * command at a time; the next one may attach after.
+ */
+#define LKR_ATTACH_NAME "lowkey-races.%d"
+#define LKR_ATTACH_START 'S'
+#define LKR_ATTACH_STOP 'Q'
+#define LKR_ATTACH_STARTED 'A'
+#define LKR_ATTACH_DONE 'D'
+#define LKR_ATTACH_REFUSED 'R'
+
 static inline struct lkr_object *lkr_objects(struct lkr_header *h)
 {
 	return (struct lkr_object *)((char *)h + LKR_HEADER_SIZE);

@@ -19,15 +19,19 @@
 #include <link.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -38,6 +42,8 @@
 #include "internal/races_file.h"
 
 #define HIT_MAX 16 /* accesses of one window kept with their instruction */
+#define POLL_NS \
+	50000000u /* how often a sampler attached with --pid looks for the command leaving */
 
 /* Where the sample is; only these moves: IDLE -> ARMED -> CLAIMED -> HELD -> CLOSING -> IDLE. */
 enum phase {
@@ -59,8 +65,15 @@ struct sampler {
 	uint64_t start_ns;
 	struct lk_watch *exec, *rw, *wr;
 	pthread_t thread;
-	bool running; /* the sampler thread was started (in this process, pid) */
+	bool running; /* the sampler thread was started (in this process, owner) */
+	pid_t owner;  /* the process that started it: not a fork()ed child */
 	int stop;     /* futex word too: the destructor wakes the sampler with it */
+
+	/* Waiting for `lowkey races --pid` (LOWKEY_RACES_ATTACH=1); -1 otherwise. */
+	int listen_fd;
+	int conn_fd;	       /* the command attached now, or -1 */
+	uint64_t next_poll_ns; /* when to look again whether it detached */
+	bool detached;	       /* it asked to stop, or went away */
 
 	/* The sample, shared with the callbacks (atomics). */
 	int phase;
@@ -74,7 +87,7 @@ struct sampler {
 	pid_t hit_tid[HIT_MAX];
 };
 
-static struct sampler sampler;
+static struct sampler sampler = { .listen_fd = -1, .conn_fd = -1 };
 static uint64_t parking; /* where the data watchpoints point between windows */
 
 /* ---- small helpers ---- */
@@ -310,10 +323,30 @@ static void run_window(struct sampler *s)
 	set_phase(s, IDLE);
 }
 
+/*
+ * Whether the command that attached asked to stop or went away: looked at every POLL_NS, a poll()
+ * on its connection.
+ */
+static bool detached(struct sampler *s)
+{
+	struct pollfd p = { .fd = s->conn_fd, .events = POLLIN };
+	uint64_t now;
+
+	if (s->conn_fd < 0 || s->detached)
+		return s->detached;
+	now = monotonic_ns();
+	if (now < s->next_poll_ns)
+		return false;
+	s->next_poll_ns = now + POLL_NS;
+	s->detached = poll(&p, 1, 0) != 0;
+	return s->detached;
+}
+
 static bool stopping(struct sampler *s)
 {
 	return __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE) ||
-	       (s->h->duration_ns && monotonic_ns() - s->start_ns >= s->h->duration_ns);
+	       (s->h->duration_ns && monotonic_ns() - s->start_ns >= s->h->duration_ns) ||
+	       detached(s);
 }
 
 /* Arm one instruction until a thread reaches it or the period ends. */
@@ -344,16 +377,16 @@ static void one_pick(struct sampler *s, const struct lkr_insn *in, uint64_t dead
 		run_window(s);
 }
 
-static void *sampler_main(void *arg)
+/* Arm the plan's instructions in turn until the end of the program, of the duration, or of --pid. */
+static void sample(struct sampler *s)
 {
-	struct sampler *s = arg;
 	uint64_t next = monotonic_ns(), now;
 
 	for (uint32_t i = 0; !stopping(s); i = (i + 1) % s->h->ninsns) {
 		if (i == 0)
 			shuffle(s);
 		if (!s->objects[s->insns[s->order[i]].object].loaded)
-			continue; /* a library the program had not loaded at its start */
+			continue; /* a library the program had not loaded when sampling started */
 		next += s->h->period_ns;
 		one_pick(s, &s->insns[s->order[i]], next);
 		now = monotonic_ns();
@@ -362,10 +395,23 @@ static void *sampler_main(void *arg)
 		while (!stopping(s) && (now = monotonic_ns()) < next)
 			futex_wait(&s->stop, 0, next - now);
 	}
+}
+
+static void disarm(struct sampler *s)
+{
 	lk_watch_remove(s->exec);
 	lk_watch_remove(s->rw);
 	lk_watch_remove(s->wr);
+	s->exec = s->rw = s->wr = NULL;
 	__atomic_fetch_or(&s->h->flags, LKR_F_FINISHED, __ATOMIC_RELEASE);
+}
+
+static void *sampler_main(void *arg)
+{
+	struct sampler *s = arg;
+
+	sample(s);
+	disarm(s);
 	return NULL;
 }
 
@@ -402,25 +448,15 @@ static int find_objects(struct dl_phdr_info *info, size_t size, void *data)
 	return 0;
 }
 
-/* The plan in the file named by $LOWKEY_RACES_FILE, if it is for this program. */
-static struct lkr_header *map_plan(size_t *size)
+/* The plan in the file open at fd, if it is one and for this program; NULL otherwise. */
+static struct lkr_header *map_plan_fd(int fd, size_t *size)
 {
-	const char *path = getenv("LOWKEY_RACES_FILE");
 	struct stat st, exe;
 	struct lkr_header *h;
-	int fd;
 
-	if (!path || !*path)
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size < LKR_HEADER_SIZE)
 		return NULL;
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	if (fstat(fd, &st) != 0 || (size_t)st.st_size < LKR_HEADER_SIZE) {
-		close(fd);
-		return NULL;
-	}
 	h = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
 	if (h == MAP_FAILED)
 		return NULL;
 	*size = (size_t)st.st_size;
@@ -432,6 +468,23 @@ static struct lkr_header *map_plan(size_t *size)
 		return h;
 	munmap(h, *size); /* another program the command runs: not sampled */
 	return NULL;
+}
+
+/* The plan in the file named by $LOWKEY_RACES_FILE, if it is for this program. */
+static struct lkr_header *map_plan(size_t *size)
+{
+	const char *path = getenv("LOWKEY_RACES_FILE");
+	struct lkr_header *h;
+	int fd;
+
+	if (!path || !*path)
+		return NULL;
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	h = map_plan_fd(fd, size);
+	close(fd);
+	return h;
 }
 
 /* The first instruction of the plan in an object that is loaded, or NULL. */
@@ -468,7 +521,7 @@ static int arm_watchpoints(struct sampler *s)
 	return err;
 }
 
-static int start_thread(struct sampler *s)
+static int start_thread(struct sampler *s, void *(*fn)(void *))
 {
 	sigset_t all, old;
 	int err;
@@ -476,71 +529,259 @@ static int start_thread(struct sampler *s)
 	/* No signal of the program's may land on the sampler, which runs none of its code. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&s->thread, NULL, sampler_main, s);
+	err = pthread_create(&s->thread, NULL, fn, s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return -err;
 }
 
-__attribute__((constructor)) static void races_start(void)
+/*
+ * Claim the plan mapped at h and make ready to sample it: its objects' biases, the order, the
+ * watchpoints (disabled). 0, or -1 with the reason in the plan's error (the plan is then
+ * finished).
+ */
+static int prepare(struct sampler *s, struct lkr_header *h, size_t size)
 {
-	struct sampler *s = &sampler;
-	size_t size = 0;
 	uint32_t expected = 0;
 
-	s->h = map_plan(&size);
-	if (!s->h)
-		return;
-	if (!__atomic_compare_exchange_n(&s->h->claimed, &expected, 1, false, __ATOMIC_ACQ_REL,
+	if (!__atomic_compare_exchange_n(&h->claimed, &expected, 1, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
-		munmap(s->h, size); /* a process before this one samples (this is an exec()) */
-		s->h = NULL;
-		return;
+		munmap(h, size); /* a process before this one samples (this is an exec()) */
+		return -1;
 	}
+	s->h = h;
 	s->map_size = size;
-	s->h->pid = getpid();
-	s->objects = lkr_objects(s->h);
+	h->pid = getpid();
+	s->objects = lkr_objects(h);
 	dl_iterate_phdr(find_objects, s);
-	s->insns = lkr_insns(s->h);
-	s->races = lkr_races(s->h);
-	s->rng = s->h->seed ? s->h->seed : 1;
-	s->order = malloc(s->h->ninsns * sizeof(*s->order));
+	s->insns = lkr_insns(h);
+	s->races = lkr_races(h);
+	s->rng = h->seed ? h->seed : 1;
+	s->order = malloc(h->ninsns * sizeof(*s->order));
 	if (!s->order) {
 		fail(s, "cannot start", -ENOMEM);
-		return;
+		return -1;
 	}
-	for (uint32_t i = 0; i < s->h->ninsns; i++)
+	for (uint32_t i = 0; i < h->ninsns; i++)
 		s->order[i] = i;
 	if (!first_loaded(s)) {
-		snprintf(s->h->error, sizeof(s->h->error),
+		snprintf(h->error, sizeof(h->error),
 			 "no object of the plan is loaded (--lib names a library the program does "
 			 "not load at its start)");
-		__atomic_fetch_or(&s->h->flags, LKR_F_FINISHED, __ATOMIC_RELEASE);
-		return;
+		__atomic_fetch_or(&h->flags, LKR_F_FINISHED, __ATOMIC_RELEASE);
+		return -1;
 	}
 	if (arm_watchpoints(s))
-		return;
+		return -1;
 	s->start_ns = monotonic_ns();
-	__atomic_fetch_or(&s->h->flags, LKR_F_STARTED, __ATOMIC_RELEASE);
-	if (start_thread(s)) {
-		snprintf(s->h->error, sizeof(s->h->error), "cannot start the sampler thread");
-		lk_watch_remove(s->exec);
-		lk_watch_remove(s->rw);
-		lk_watch_remove(s->wr);
-		__atomic_fetch_or(&s->h->flags, LKR_F_FINISHED, __ATOMIC_RELEASE);
+	__atomic_fetch_or(&h->flags, LKR_F_STARTED, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* After a plan: nothing of it kept, ready for the next --pid. */
+static void release(struct sampler *s)
+{
+	free(s->order);
+	s->order = NULL;
+	if (s->h)
+		munmap(s->h, s->map_size);
+	s->h = NULL;
+	s->objects = NULL;
+	s->insns = NULL;
+	s->races = NULL;
+	s->pick = NULL;
+	__atomic_store_n(&s->pick_ip, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->phase, IDLE, __ATOMIC_SEQ_CST);
+}
+
+/* ---- attaching: `lowkey races --pid` (docs/design.md, "Races") ---- */
+
+/* The plan's descriptor sent with the command's start message; -1 if none came. */
+static int receive_plan(int conn)
+{
+	union {
+		struct cmsghdr hdr;
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+	} control;
+	char byte;
+	struct iovec iov = { &byte, 1 };
+	struct msghdr msg = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = control.buf,
+		.msg_controllen = sizeof(control.buf),
+	};
+	int fd = -1;
+
+	if (recvmsg(conn, &msg, MSG_CMSG_CLOEXEC) != 1 || byte != LKR_ATTACH_START)
+		return -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)), fds[4];
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || n > 4)
+			continue;
+		memcpy(fds, CMSG_DATA(c), (size_t)n * sizeof(int));
+		for (int i = 0; i < n; i++) {
+			if (fd < 0)
+				fd = fds[i];
+			else
+				close(fds[i]); /* one is expected */
+		}
+	}
+	if (msg.msg_flags & MSG_CTRUNC) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void reply(int conn, char byte)
+{
+	(void)send(conn, &byte, 1, MSG_NOSIGNAL);
+}
+
+/* Whether the peer is this process's user, or root. */
+static bool peer_allowed(int conn)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	return getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+	       (cred.uid == geteuid() || cred.uid == 0);
+}
+
+/* One command attached: its plan sampled until it leaves, the duration or the process ends. */
+static void serve(struct sampler *s, int conn)
+{
+	size_t size = 0;
+	struct lkr_header *h = NULL;
+	int fd;
+
+	if (!peer_allowed(conn))
+		return;
+	fd = receive_plan(conn);
+	if (fd >= 0) {
+		h = map_plan_fd(fd, &size);
+		close(fd);
+	}
+	if (!h) {
+		reply(conn, LKR_ATTACH_REFUSED); /* not a plan for this program */
+		return;
+	}
+	s->conn_fd = conn;
+	s->detached = false;
+	s->next_poll_ns = 0;
+	if (prepare(s, h, size) == 0) {
+		reply(conn, LKR_ATTACH_STARTED);
+		sample(s);
+		disarm(s);
+	}
+	if (s->h) /* else another process claimed it: the command says it was not sampled */
+		reply(conn, LKR_ATTACH_DONE);
+	else
+		reply(conn, LKR_ATTACH_REFUSED);
+	s->conn_fd = -1;
+	release(s);
+}
+
+static void *attach_main(void *arg)
+{
+	struct sampler *s = arg;
+
+	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+		int conn = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+		if (conn < 0) {
+			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE ||
+			    errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+				continue;
+			break; /* shut down by the destructor */
+		}
+		serve(s, conn);
+		close(conn);
+	}
+	return NULL;
+}
+
+/*
+ * A fork()ed child has no waiting thread: its copy of the socket would keep the name bound after
+ * the parent exits, and a command connecting to it would wait for an answer that never comes.
+ */
+static void close_in_child(void)
+{
+	if (sampler.listen_fd >= 0) {
+		close(sampler.listen_fd);
+		sampler.listen_fd = -1;
+	}
+}
+
+/* LOWKEY_RACES_ATTACH=1: listen on the abstract socket named after this process. */
+static void wait_for_attach(struct sampler *s)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	const char *v = getenv("LOWKEY_RACES_ATTACH");
+	socklen_t len;
+	int fd, n;
+
+	if (!v || strcmp(v, "1") != 0)
+		return;
+	n = snprintf(addr.sun_path + 1, sizeof(addr.sun_path) - 1, LKR_ATTACH_NAME, (int)getpid());
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (bind(fd, (struct sockaddr *)&addr, len) != 0 || listen(fd, 4) != 0) {
+		close(fd); /* another process holds the name: nothing waits here */
+		return;
+	}
+	s->listen_fd = fd;
+	s->owner = getpid();
+	pthread_atfork(NULL, NULL, close_in_child);
+	if (start_thread(s, attach_main) != 0) {
+		close(fd);
+		s->listen_fd = -1;
 		return;
 	}
 	s->running = true;
 }
 
-/* exit(): release a held thread, remove the watchpoints, and say the records are complete. */
+/* ---- start and end of the program ---- */
+
+__attribute__((constructor)) static void races_start(void)
+{
+	struct sampler *s = &sampler;
+	size_t size = 0;
+	struct lkr_header *h = map_plan(&size);
+
+	if (!h) {
+		wait_for_attach(s);
+		return;
+	}
+	if (prepare(s, h, size) != 0)
+		return;
+	s->owner = getpid();
+	if (start_thread(s, sampler_main)) {
+		snprintf(s->h->error, sizeof(s->h->error), "cannot start the sampler thread");
+		disarm(s);
+		return;
+	}
+	s->running = true;
+}
+
+/*
+ * exit(): release a held thread, remove the watchpoints, and say the records are complete; stop
+ * waiting for --pid.
+ */
 __attribute__((destructor)) static void races_end(void)
 {
 	struct sampler *s = &sampler;
 
-	if (!s->running || s->h->pid != getpid())
+	if (!s->running || s->owner != getpid())
 		return; /* not sampling, or a fork()ed child, which has no sampler thread */
 	__atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
 	futex_wake(&s->stop);
 	futex_wake(&s->phase);
+	if (s->listen_fd >= 0)
+		shutdown(s->listen_fd, SHUT_RDWR); /* accept() returns */
 	pthread_join(s->thread, NULL);
 }

@@ -1,36 +1,74 @@
 // SPDX-License-Identifier: MIT
 /*
- * The programs `lowkey races` is tested on: two threads add to one counter for a given time,
- *   races_fixture plain SECONDS    with a plain ++ (a race: lowkey races must find it)
- *   races_fixture mutex SECONDS    the same ++ under a mutex (no race)
- *   races_fixture atomic SECONDS   _Atomic counters, relaxed and sequentially consistent (no race)
- *   races_fixture lib SECONDS      the plain ++ in a shared library (races_lib.c): a race there
- * and print the total. Each thread runs a time rather than a count, so that a busy machine
- * shortens no run. The empty asm keeps each ++ a load and a store of its own (at -O1 too).
+ * The programs `lowkey races` is tested on: two threads run for a given time,
+ *   races_fixture plain SECONDS      both ++ one int without a lock (a race: must be found)
+ *   races_fixture mutex SECONDS      the same ++ under a mutex (no race)
+ *   races_fixture atomic SECONDS     _Atomic counters, relaxed and sequentially consistent
+ *                                    read-modify-writes (lock prefix: no race)
+ *   races_fixture atomic_plain SECONDS  an _Atomic int read and written with relaxed loads and
+ *                                    stores, plain movs that only the debug information shows
+ *                                    atomic (no race)
+ *   races_fixture sig_atomic SECONDS a volatile sig_atomic_t counted by both (left out as atomic)
+ *   races_fixture lib SECONDS        the plain ++ in a shared library (races_lib.c): a race there
+ *   races_fixture publish SECONDS    one thread fills a node and publishes its pointer with a
+ *                                    plain store (no release), the other reads the pointer and
+ *                                    the node through it (a race on the pointer)
+ *   races_fixture signal SECONDS     a signal handler (SIGALRM, every 200 us) writes a global
+ *                                    that both threads read (a race with the handler)
+ *   races_fixture bitfield SECONDS   each thread writes its own bitfield of one byte (a race:
+ *                                    each write reads and writes the byte)
+ *   races_fixture fork SECONDS       plain, after forking a child that sleeps as long and exits
+ * and print what they counted. Each thread runs a time rather than a count, so that a busy
+ * machine shortens no run; each repeats its racy access in a loop, so that in that time the
+ * sampler arms it many times. The empty asm keeps each access an instruction of its own (at -O1
+ * too).
  */
 #include <pthread.h>
+#include <stdbool.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BATCH 4096
+#define NODES 64
 
 struct worker {
 	void (*bump)(void);
 	struct timespec end;
 };
 
+struct node {
+	long value;
+};
+
 static int counter;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic long relaxed_counter, seq_cst_counter;
+static _Atomic int plain_atomic;
+static volatile sig_atomic_t sig_counter;
+static struct node nodes[NODES];
+static struct node *published;
+static long consumed;
+static int ticks;
+static _Atomic long ticks_seen;
+static struct {
+	unsigned int low : 4;
+	unsigned int high : 4;
+} bits;
+
+#define BARRIER() __asm__ volatile("" ::: "memory")
 
 static void bump_plain(void)
 {
 	for (int i = 0; i < BATCH; i++) {
 		counter++;
-		__asm__ volatile("" ::: "memory");
+		BARRIER();
 	}
 }
 
@@ -58,6 +96,110 @@ static void bump_atomic(void)
 	}
 }
 
+/* A relaxed load then a relaxed store: two plain movs on x86-64, atomic all the same. */
+static void bump_atomic_plain(void)
+{
+	for (int i = 0; i < BATCH; i++) {
+		int v = atomic_load_explicit(&plain_atomic, memory_order_relaxed);
+
+		atomic_store_explicit(&plain_atomic, v + 1, memory_order_relaxed);
+		BARRIER();
+	}
+}
+
+static void bump_sig_atomic(void)
+{
+	for (int i = 0; i < BATCH; i++)
+		sig_counter = sig_counter + 1;
+}
+
+static void publish(void)
+{
+	for (int i = 0; i < BATCH; i++) {
+		struct node *n = &nodes[i % NODES];
+
+		n->value = i;
+		BARRIER();
+		published = n; /* no release: the reader may see the pointer before the value */
+		BARRIER();
+	}
+}
+
+static void consume(void)
+{
+	for (int i = 0; i < BATCH; i++) {
+		struct node *n = published;
+
+		BARRIER();
+		if (n)
+			consumed += n->value;
+		BARRIER();
+	}
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	ticks++;
+}
+
+static void watch_ticks(void)
+{
+	long seen = 0;
+
+	for (int i = 0; i < BATCH; i++) {
+		seen += ticks;
+		BARRIER();
+	}
+	atomic_fetch_add(&ticks_seen, seen);
+}
+
+static void set_alarm(long usec)
+{
+	struct itimerval it = { { 0, usec }, { 0, usec } };
+	struct sigaction sa = { .sa_handler = on_alarm };
+
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	if (usec)
+		sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void bump_low(void)
+{
+	for (int i = 0; i < BATCH; i++) {
+		bits.low++;
+		BARRIER();
+	}
+}
+
+static void bump_high(void)
+{
+	for (int i = 0; i < BATCH; i++) {
+		bits.high++;
+		BARRIER();
+	}
+}
+
+/* What each of the two threads runs in a mode. */
+static const struct mode {
+	const char *name;
+	void (*bump[2])(void);
+	bool fork_child;
+} modes[] = {
+	{ "plain", { bump_plain, bump_plain } },
+	{ "mutex", { bump_mutex, bump_mutex } },
+	{ "atomic", { bump_atomic, bump_atomic } },
+	{ "atomic_plain", { bump_atomic_plain, bump_atomic_plain } },
+	{ "sig_atomic", { bump_sig_atomic, bump_sig_atomic } },
+	{ "lib", { bump_lib, bump_lib } },
+	{ "publish", { publish, consume } },
+	{ "signal", { watch_ticks, watch_ticks } },
+	{ "bitfield", { bump_low, bump_high } },
+	{ "fork", { bump_plain, bump_plain }, true },
+};
+
 static int before(const struct timespec *a, const struct timespec *b)
 {
 	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
@@ -75,39 +217,52 @@ static void *work(void *arg)
 	return NULL;
 }
 
+static const struct mode *mode_of(const char *name)
+{
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (strcmp(modes[i].name, name) == 0)
+			return &modes[i];
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
-	struct worker w = { 0 };
+	struct worker w[2] = { 0 };
+	const struct mode *mode = argc == 3 ? mode_of(argv[1]) : NULL;
 	pthread_t threads[2];
+	pid_t child = 0;
+	struct timespec end;
 	double seconds;
 
-	if (argc != 3 || (seconds = atof(argv[2])) <= 0) {
-		fprintf(stderr, "usage: races_fixture plain|mutex|atomic|lib SECONDS\n");
+	if (!mode || (seconds = atof(argv[2])) <= 0) {
+		fprintf(stderr, "usage: races_fixture MODE SECONDS (modes: see races_fixture.c)\n");
 		return 2;
 	}
-	if (strcmp(argv[1], "plain") == 0)
-		w.bump = bump_plain;
-	else if (strcmp(argv[1], "mutex") == 0)
-		w.bump = bump_mutex;
-	else if (strcmp(argv[1], "atomic") == 0)
-		w.bump = bump_atomic;
-	else if (strcmp(argv[1], "lib") == 0)
-		w.bump = bump_lib;
-	else
-		return 2;
-	clock_gettime(CLOCK_MONOTONIC, &w.end);
-	w.end.tv_sec += (time_t)seconds;
-	w.end.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
-	if (w.end.tv_nsec >= 1000000000) {
-		w.end.tv_sec++;
-		w.end.tv_nsec -= 1000000000;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += (time_t)seconds;
+	end.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+	if (end.tv_nsec >= 1000000000) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000;
 	}
-	for (int i = 0; i < 2; i++)
-		if (pthread_create(&threads[i], NULL, work, &w) != 0)
+	if (mode->bump[0] == watch_ticks)
+		set_alarm(200);
+	if (mode->fork_child && (child = fork()) == 0) {
+		nanosleep(&(struct timespec){ (time_t)seconds, 0 }, NULL);
+		_exit(0);
+	}
+	for (int i = 0; i < 2; i++) {
+		w[i] = (struct worker){ mode->bump[i], end };
+		if (pthread_create(&threads[i], NULL, work, &w[i]) != 0)
 			return 1;
+	}
 	for (int i = 0; i < 2; i++)
 		pthread_join(threads[i], NULL);
-	printf("%d %ld %ld\n", counter, atomic_load(&relaxed_counter),
-	       atomic_load(&seq_cst_counter));
+	if (child > 0)
+		waitpid(child, NULL, 0);
+	set_alarm(0);
+	printf("%d %ld %ld %d %d %ld %ld %u\n", counter, atomic_load(&relaxed_counter),
+	       atomic_load(&seq_cst_counter), atomic_load(&plain_atomic), (int)sig_counter,
+	       consumed, atomic_load(&ticks_seen), bits.low + bits.high);
 	return 0;
 }

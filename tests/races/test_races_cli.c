@@ -1,19 +1,30 @@
 // SPDX-License-Identifier: MIT
 /*
- * `lowkey races` end to end on races_fixture.c, with the order of the sampled instructions fixed
- * (--seed) and a stated rate, window and run time: two threads adding to a plain int without a
- * lock are reported, with both accesses named (function, file) and the global they touch; the
- * same under a mutex, and _Atomic counters (relaxed and seq_cst), are not; the ++ in a shared
- * library is reported with --lib naming it, and not sampled without. Skipped where this
- * process cannot have a process-wide execute watchpoint (perf_event_paranoid, seccomp, no
+ * `lowkey races` end to end on races_fixture.c (and races_cxx.cpp, built with Clang), with the
+ * order of the sampled instructions fixed (--seed) and a stated rate, window and run time: two
+ * threads adding to a plain int without a lock are reported, with both accesses named (function,
+ * file) and the global they touch; so are a pointer published without release, a global a signal
+ * handler writes, adjacent bitfields written by two threads and a plain member in C++, each with
+ * both sides named. The same ++ under a mutex is not; nor are atomics: lock-prefixed
+ * read-modify-writes, and the plain movs of relaxed loads and stores that only the debug
+ * information shows atomic (_Atomic in C, std::atomic in C++, volatile sig_atomic_t). The ++ in
+ * a shared library is reported with --lib naming it, not sampled without, and counted but not
+ * printed when a suppressions file matches its source file. --pid attaches to the fixture
+ * started waiting for it, twice in turn and until it exits, with nothing left open after; a
+ * child it forks does not wait; a process not started so is refused. Each racy access repeats in a loop
+ * for the whole run, so that the sampler reaches it many times at the rate given. Skipped where
+ * this process cannot have a process-wide execute watchpoint (perf_event_paranoid, seccomp, no
  * breakpoints, a kernel before 5.13, qemu-user), saying why.
  */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <lowkey/error.h>
@@ -25,6 +36,13 @@
 #define RACES_OPTS LOWKEY " races --seed 1 --rate 500 --window 1 -j"
 #define RACES RACES_OPTS " -- " FIXTURE_BIN
 #define SECONDS "1"
+/*
+ * Where a race must be found: 5 ms windows for 3 s. On a loaded machine the other thread may not
+ * run at all during a window of 1 ms, and a run of 1 s opens only a few on the racy instruction.
+ */
+#define RACY_OPTS LOWKEY " races --seed 1 --rate 500 --window 5 -j"
+#define RACY RACY_OPTS " -- " FIXTURE_BIN
+#define RACY_SECONDS "3"
 
 static struct lkt_run r;
 
@@ -48,12 +66,57 @@ static int can_sample(void **state)
 	return 0;
 }
 
+/*
+ * Whether a race on symbol (a prefix of its name) has f1 on one side and f2 on the other: its
+ * JSON object runs from its "addr" to the next race's.
+ */
+static bool race_between(const char *out, const char *symbol, const char *f1, const char *f2)
+{
+	char sym[256], fn1[256], fn2[256];
+	const char *race = out;
+
+	snprintf(sym, sizeof(sym), "\"symbol\": \"%s", symbol);
+	snprintf(fn1, sizeof(fn1), "\"function\": \"%s\"", f1);
+	snprintf(fn2, sizeof(fn2), "\"function\": \"%s\"", f2);
+	while ((race = strstr(race, "\"addr\": "))) {
+		const char *next = strstr(race + 1, "\"addr\": ");
+		size_t len = next ? (size_t)(next - race) : strlen(race);
+		char *one = strndup(race, len);
+		const char *a, *b;
+		bool found;
+
+		assert_non_null(one);
+		a = strstr(one, fn1);
+		b = a ? strstr(a + 1, fn2) : NULL;
+		if (!b) { /* the other order */
+			b = strstr(one, fn2);
+			a = b ? strstr(b + 1, fn1) : NULL;
+		}
+		found = strstr(one, sym) && a && b;
+		free(one);
+		if (found)
+			return true;
+		race++;
+	}
+	return false;
+}
+
+static void expect_race(const char *mode, const char *symbol, const char *f1, const char *f2)
+{
+	lkt_sh(&r, "%s %s %s", RACY, mode, RACY_SECONDS);
+	if (r.status != 66 || !race_between(r.out, symbol, f1, f2))
+		print_error("wanted a race on %s between %s and %s (exit 66):\n%s\n", symbol, f1,
+			    f2, r.out);
+	assert_int_equal(r.status, 66);
+	assert_true(race_between(r.out, symbol, f1, f2));
+}
+
 static void plain_counter_is_a_race(void **state)
 {
 	const char *other;
 
 	(void)state;
-	lkt_sh(&r, "%s plain %s", RACES, SECONDS);
+	lkt_sh(&r, "%s plain %s", RACY, RACY_SECONDS);
 	lkt_expect(&r, 66, "\"symbol\": \"counter\"");
 	lkt_expect(&r, 66, "\"function\": \"bump_plain\"");
 	lkt_expect(&r, 66, "races_fixture.c\"");
@@ -78,10 +141,141 @@ static void atomic_counters_are_not(void **state)
 	assert_null(strstr(r.out, "\"atomic\": 0,")); /* their lock-prefixed adds were seen */
 }
 
+static void atomics_the_debug_information_shows_are_not(void **state)
+{
+	(void)state;
+	lkt_sh(&r, "%s atomic_plain %s", RACES, SECONDS);
+	lkt_expect(&r, 0, "\"races\": []");
+	assert_null(strstr(r.out, "\"atomic_c11\": 0,")); /* the relaxed movs were read as such */
+	lkt_sh(&r, "%s sig_atomic %s", RACES, SECONDS);
+	lkt_expect(&r, 0, "\"races\": []");
+	assert_null(strstr(r.out, "\"sig_atomic\": 0,"));
+}
+
+static void cxx_atomic_is_not_and_plain_is(void **state)
+{
+	(void)state;
+#ifdef FIXTURE_CXX
+	lkt_sh(&r, "%s -- %s atomic %s", RACES_OPTS, FIXTURE_CXX, SECONDS);
+	lkt_expect(&r, 0, "\"races\": []");
+	assert_null(strstr(r.out, "\"atomic_std\": 0,"));
+	lkt_sh(&r, "%s -- %s plain %s", RACY_OPTS, FIXTURE_CXX, RACY_SECONDS);
+	lkt_expect(&r, 66, "bump_plain");
+	lkt_expect(&r, 66, "races_cxx.cpp\"");
+#else
+	skip(); /* no clang++ here (races.deps) */
+#endif
+}
+
+static void publication_race(void **state)
+{
+	(void)state;
+	expect_race("publish", "published\"", "publish", "consume");
+}
+
+static void race_with_a_signal_handler(void **state)
+{
+	(void)state;
+	expect_race("signal", "ticks\"", "on_alarm", "watch_ticks");
+}
+
+static void bitfield_race(void **state)
+{
+	(void)state;
+	expect_race("bitfield", "bits\"", "bump_low", "bump_high");
+}
+
+static void suppressed_by_file(void **state)
+{
+	(void)state;
+	lkt_sh(&r, "%s --suppressions %s/lib.supp --lib %s -- %s lib %s", RACY_OPTS,
+	       SUPPRESSIONS_DIR, FIXTURE_LIB, FIXTURE_BIN, RACY_SECONDS);
+	lkt_expect(&r, 0, "\"races\": []");
+	assert_null(strstr(r.out, "\"suppressed\": 0,"));
+	/* the same in text: counted */
+	lkt_sh(&r,
+	       "%s --seed 1 --rate 500 --window 5 --suppressions %s/lib.supp --lib %s -- %s lib %s",
+	       LOWKEY " races", SUPPRESSIONS_DIR, FIXTURE_LIB, FIXTURE_BIN, RACY_SECONDS);
+	lkt_expect(&r, 0, "suppressed");
+	lkt_sh(&r, "%s races --suppressions /nonexistent/x.supp -- true", LOWKEY);
+	lkt_expect(&r, 2, "cannot read /nonexistent/x.supp");
+}
+
+/* The fixture started waiting for --pid (mode, seconds), and $pid once its socket is there. */
+#define START_WAITING(mode, seconds)                                                           \
+	"exec 2>&1; LD_PRELOAD=" RACES_LIB " LOWKEY_RACES_ATTACH=1 " FIXTURE_BIN " " mode      \
+	" " seconds " >/dev/null & pid=$!; "                                                   \
+	"for i in $(seq 3000); do grep -q \"@lowkey-races.$pid\\$\" /proc/net/unix && break; " \
+	"sleep 0.01; done; "
+#define ATTACH LOWKEY " races --pid $pid --seed 1 --rate 500 --window 5 -j"
+
+static void attach_with_pid(void **state)
+{
+	(void)state;
+	/* twice in turn to the same process; nothing left armed (no perf event open) after each */
+	lkt_sh(&r, START_WAITING("plain", "60") ATTACH
+	       " --duration " RACY_SECONDS "; st=$?; "
+	       "echo perf events: $(ls -l /proc/$pid/fd | grep -c perf_event); "
+	       "[ $st = 66 ] && " ATTACH " --duration " RACY_SECONDS "; st=$?; "
+	       "echo perf events: $(ls -l /proc/$pid/fd | grep -c perf_event); "
+	       "kill $pid; wait $pid; exit $st");
+	lkt_expect(&r, 66, "\"symbol\": \"counter\"");
+	lkt_expect(&r, 66, "\"exit_status\": null");
+	assert_null(strstr(r.out, "perf events: 1"));
+	assert_null(strstr(r.out, "perf events: 2"));
+	assert_non_null(strstr(r.out, "perf events: 0"));
+}
+
+static void attached_until_the_process_exits(void **state)
+{
+	(void)state;
+	lkt_sh(&r, START_WAITING("plain", RACY_SECONDS) ATTACH "; st=$?; wait $pid; exit $st");
+	lkt_expect(&r, 66, "\"symbol\": \"counter\"");
+	/* a program waiting for --pid and never attached ends as it would alone */
+	lkt_sh(&r, "LD_PRELOAD=%s LOWKEY_RACES_ATTACH=1 %s mutex 0.2", RACES_LIB, FIXTURE_BIN);
+	assert_int_equal(r.status, 0);
+}
+
+/*
+ * A child the program forks has no thread waiting for --pid, and keeps no copy of the socket
+ * (which would hold its name after the parent exits); the parent can still be attached to.
+ */
+/* $child: the first child of $pid, once it has one (3: none came). */
+#define FIND_CHILD                                                                      \
+	"for i in $(seq 3000); do "                                                     \
+	"child=$(awk -v p=$pid '$4 == p { print $1 }' /proc/[0-9]*/stat 2>/dev/null); " \
+	"[ -n \"$child\" ] && break; sleep 0.01; done; [ -n \"$child\" ] || exit 3; "
+#define CHILD_SOCKETS "echo child sockets: $(ls -l /proc/$child/fd | grep -c socket); "
+
+static void forked_child_does_not_wait(void **state)
+{
+	(void)state;
+	lkt_sh(&r, START_WAITING("fork", "30") FIND_CHILD CHILD_SOCKETS ATTACH
+	       " --duration " RACY_SECONDS "; "
+	       "st=$?; kill $child $pid; "
+	       "wait $pid; exit $st");
+	lkt_expect(&r, 66, "child sockets: 0");
+	lkt_expect(&r, 66, "\"symbol\": \"counter\"");
+}
+
+static void pid_refused(void **state)
+{
+	(void)state;
+	lkt_sh(&r, "exec 2>&1; sleep 30 & pid=$!; " ATTACH "; st=$?; kill $pid; exit $st");
+	lkt_expect(&r, 1, "is not waiting for lowkey races");
+	lkt_expect(&r, 1, "LOWKEY_RACES_ATTACH=1");
+	lkt_sh(&r, "%s races --pid 1 -- true", LOWKEY);
+	lkt_expect(&r, 2, "choose one");
+	if (geteuid() != 0) { /* pid 1 is root's */
+		lkt_sh(&r, "%s races --pid 1", LOWKEY);
+		lkt_expect(&r, 1, "belongs to uid 0");
+	}
+}
+
 static void race_in_a_library_with_lib(void **state)
 {
 	(void)state;
-	lkt_sh(&r, "%s --lib %s -- %s lib %s", RACES_OPTS, FIXTURE_LIB, FIXTURE_BIN, SECONDS);
+	lkt_sh(&r, "%s --lib %s -- %s lib %s", RACY_OPTS, FIXTURE_LIB, FIXTURE_BIN, RACY_SECONDS);
 	lkt_expect(&r, 66, "\"function\": \"races_lib_bump\"");
 	lkt_expect(&r, 66, "\"symbol\": \"counter\"");
 	lkt_expect(&r, 66, "races_lib.c\"");
@@ -108,6 +302,16 @@ int main(void)
 		cmocka_unit_test(counter_under_a_mutex_is_not),
 		cmocka_unit_test(atomic_counters_are_not),
 		cmocka_unit_test(race_in_a_library_with_lib),
+		cmocka_unit_test(atomics_the_debug_information_shows_are_not),
+		cmocka_unit_test(cxx_atomic_is_not_and_plain_is),
+		cmocka_unit_test(publication_race),
+		cmocka_unit_test(race_with_a_signal_handler),
+		cmocka_unit_test(bitfield_race),
+		cmocka_unit_test(suppressed_by_file),
+		cmocka_unit_test(attach_with_pid),
+		cmocka_unit_test(attached_until_the_process_exits),
+		cmocka_unit_test(forked_child_does_not_wait),
+		cmocka_unit_test(pid_refused),
 	};
 
 	if (can_sample(NULL))

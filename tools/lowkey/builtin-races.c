@@ -34,7 +34,8 @@
 #define MAX_RACES 4096u
 
 static const char races_usage[] =
-	"usage: lowkey races [--rate N] [--window MS] [--seed N] [--duration S] [--lib FILE] [-j|--json] [-o FILE] [--] COMMAND [ARGS...]\n"
+	"usage: lowkey races [--rate N] [--window MS] [--seed N] [--duration S] [--lib FILE] [--suppressions FILE] [-j|--json] [-o FILE] [--] COMMAND [ARGS...]\n"
+	"       lowkey races --pid PID [--duration S] [OPTIONS]\n"
 	"\n"
 	"Runs COMMAND with liblowkey-races.so preloaded and looks for data races in it by sampling, as\n"
 	"DataCollider does: it arms one memory-accessing instruction of the program at a time with an\n"
@@ -43,7 +44,9 @@ static const char races_usage[] =
 	"conflicting access in the window (a write, or any access if the held one writes) is a race; so\n"
 	"is a change of the value in the window that no watchpoint caught. When COMMAND ends, each race\n"
 	"is printed once per pair of instructions: both accesses with their thread, function and source\n"
-	"line, and the global accessed. Atomic instructions (lock prefix, xchg) are never sampled.\n"
+	"line, and the global accessed. Atomic instructions (lock prefix, xchg) are never sampled, nor\n"
+	"plain ones the debug information shows accessing an atomic (_Atomic, std::atomic<T>,\n"
+	"volatile sig_atomic_t).\n"
 	"\n"
 	"Options:\n"
 	"  --rate N           instructions armed per second (default 20); each stays armed until a\n"
@@ -52,9 +55,17 @@ static const char races_usage[] =
 	"  --window MS        how long a sampled thread is held, in milliseconds (default 1)\n"
 	"  --seed N           the order in which instructions are armed (default: a random one; the\n"
 	"                     report says which, to run the same order again)\n"
-	"  --duration S       stop sampling after S seconds; COMMAND runs on (default: until it exits)\n"
+	"  --duration S       stop sampling after S seconds; COMMAND runs on (default: until it exits,\n"
+	"                     or with --pid until ^C)\n"
+	"  --pid PID          sample running process PID instead, started with\n"
+	"                     LD_PRELOAD=liblowkey-races.so LOWKEY_RACES_ATTACH=1 (it waits for lowkey\n"
+	"                     races at no cost); the watchpoints are removed when lowkey races stops\n"
 	"  --lib FILE         sample the shared library FILE too, if COMMAND loads it at its start\n"
 	"                     (repeat for more)\n"
+	"  --suppressions FILE  leave out the races FILE matches, in ThreadSanitizer's syntax:\n"
+	"                     race:PATTERN per line, matched against both accesses' functions, source\n"
+	"                     files and objects and the global's name (* any characters, ^ and $\n"
+	"                     anchors); they are counted, not printed (repeat for more files)\n"
 	"  -j, --json         print the report as JSON\n"
 	"  -o, --output FILE  write the report to FILE (default: standard error)\n"
 	"\n"
@@ -65,7 +76,8 @@ static const char races_usage[] =
 	"Build with -g for file:line. Statically linked and set-user-ID programs cannot be sampled.\n"
 	"\n"
 	"Environment: LOWKEY_RACES_LIB overrides where liblowkey-races.so is looked for.\n"
-	"Exit status: 66 if races were found; else COMMAND's own (128 + the signal if one killed it),\n"
+	"Exit status: 66 if races were found; else COMMAND's own (128 + the signal if one killed it;\n"
+	"0 with --pid),\n"
 	"127 if it was not found, 126 if it could not be executed; 1 if lowkey could not sample it or\n"
 	"write the report, 2 on bad usage.\n";
 
@@ -85,6 +97,8 @@ struct options {
 	bool seeded;
 	bool json;
 	const char *output;
+	pid_t pid; /* --pid; 0: run a command */
+	struct races_suppressions suppressions;
 };
 
 /* ---- options ---- */
@@ -102,18 +116,29 @@ static bool parse_positive(const char *arg, double max, double *out)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-	enum { OPT_RATE = 256, OPT_WINDOW, OPT_SEED, OPT_DURATION, OPT_LIB };
+	enum {
+		OPT_RATE = 256,
+		OPT_WINDOW,
+		OPT_SEED,
+		OPT_DURATION,
+		OPT_LIB,
+		OPT_SUPPRESSIONS,
+		OPT_PID
+	};
 	static const struct option longopts[] = {
 		{ "rate", required_argument, NULL, OPT_RATE },
 		{ "window", required_argument, NULL, OPT_WINDOW },
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "duration", required_argument, NULL, OPT_DURATION },
 		{ "lib", required_argument, NULL, OPT_LIB },
+		{ "suppressions", required_argument, NULL, OPT_SUPPRESSIONS },
+		{ "pid", required_argument, NULL, OPT_PID },
 		{ "json", no_argument, NULL, 'j' },
 		{ "output", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
-	unsigned long long seed;
+	char err[PATH_MAX + 200];
+	unsigned long long seed, pid;
 	int c;
 
 	*o = (struct options){ .rate = DEFAULT_RATE, .window_ms = DEFAULT_WINDOW_MS };
@@ -145,6 +170,17 @@ static int parse_options(int argc, char **argv, struct options *o)
 			}
 			o->libs[o->nlibs++] = optarg;
 			break;
+		case OPT_SUPPRESSIONS:
+			if (races_suppressions_read(&o->suppressions, optarg, err, sizeof(err))) {
+				cli_error("races", NULL, "%s", err);
+				return -1;
+			}
+			break;
+		case OPT_PID:
+			if (!cli_parse_unsigned(optarg, INT_MAX, &pid) || !pid)
+				goto bad_number;
+			o->pid = (pid_t)pid;
+			break;
 		case 'j':
 			o->json = true;
 			break;
@@ -156,7 +192,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 			return -1;
 		}
 	}
-	if (optind >= argc) {
+	if (o->pid && optind < argc) {
+		cli_error("races", "lowkey races --pid PID, or lowkey races -- COMMAND",
+			  "--pid and a command to run: choose one");
+		return -1;
+	}
+	if (!o->pid && optind >= argc) {
 		cli_error("races", "lowkey races -- ./my-program args", "no command to run");
 		return -1;
 	}
@@ -164,7 +205,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 bad_number:
 	cli_error("races",
 		  "--rate: 0 < N <= 100000; --window: 0 < MS <= 1000; --duration: seconds > 0; "
-		  "--seed: 0 to 2^64-1",
+		  "--seed: 0 to 2^64-1; --pid: a process id",
 		  "bad number '%s'", optarg);
 	return -1;
 }
@@ -247,6 +288,8 @@ static int add_object(struct objects *objs, const char *file, struct races_code 
 		return CLI_EXIT_FAIL;
 	}
 	ret = races_decode(path, (uint8_t)objs->n, code, err, sizeof(err));
+	if (!ret)
+		ret = races_mark_atomics(path, (uint8_t)objs->n, code, err, sizeof(err));
 	if (ret) {
 		cli_error("races", "lowkey races samples x86-64 ELF programs and libraries",
 			  "%s: %s", path, err);
@@ -278,7 +321,7 @@ static int decode(const char *exe, const struct options *o, struct objects *objs
 /* ---- the command ---- */
 
 static int report(const struct options *o, struct lkr_header *h, const struct races_code *code,
-		  const struct races_run *run, size_t *found)
+		  struct races_run *run, size_t *found)
 {
 	char err[PATH_MAX + 200];
 	FILE *out = stderr;
@@ -312,7 +355,11 @@ static int run_sampled(char **argv, const char *lib, const struct objects *objs,
 {
 	char dir[PATH_MAX], path[PATH_MAX + 16], var[PATH_MAX + 64];
 	char *env[] = { var, NULL };
-	struct races_run run = { .command = argv[0], .paths = objs->names };
+	struct races_run run = {
+		.command = argv[0],
+		.paths = objs->names,
+		.suppressions = &o->suppressions,
+	};
 	struct lkr_header *h;
 	size_t size, found = 0;
 	pid_t child;
@@ -350,37 +397,95 @@ static int run_sampled(char **argv, const char *lib, const struct objects *objs,
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* --pid: the plan handed to the library waiting in the process, then the report. */
+static int run_attached(const char *lib, const struct objects *objs, struct options *o,
+			struct races_code *code)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	struct races_run run = {
+		.command = objs->paths[0],
+		.paths = objs->names,
+		.suppressions = &o->suppressions,
+		.seed = o->seed,
+		.rate = o->rate,
+		.window_ms = o->window_ms,
+		.attached = true,
+	};
+	struct lkr_header *h;
+	size_t size, found = 0;
+	int fd, ret;
+
+	if (preload_make_dir("lowkey-races", dir, sizeof(dir)) != 0) {
+		cli_error("races", "set TMPDIR to a writable directory",
+			  "cannot make a directory for the plan: %s", strerror(errno));
+		return CLI_EXIT_FAIL;
+	}
+	h = create_plan(dir, code, objs, o, path, sizeof(path), &size);
+	if (!h) {
+		rmdir(dir);
+		return CLI_EXIT_FAIL;
+	}
+	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	ret = fd < 0 ? CLI_EXIT_FAIL : races_attach(o->pid, fd, objs->paths[0], lib);
+	if (fd < 0)
+		cli_error("races", NULL, "cannot open %s: %s", path, strerror(errno));
+	else
+		close(fd);
+	if (!ret)
+		ret = report(o, h, code, &run, &found);
+	munmap(h, size);
+	unlink(path);
+	rmdir(dir);
+	if (ret)
+		return ret;
+	return found ? RACES_EXIT_FOUND : 0;
+}
+
+/* The program to decode: COMMAND's file, or --pid's executable (the file it maps). */
+static int program_of(const struct options *o, char **argv, char *exe, size_t len)
+{
+	int ret;
+
+	if (!o->pid)
+		return preload_check_command("races", argv[0], "its threads cannot be sampled", exe,
+					     len);
+	ret = cli_check_pid("races", o->pid, true);
+	if (!ret)
+		snprintf(exe, len, "/proc/%d/exe", (int)o->pid);
+	return ret;
+}
+
 static int races_run(int argc, char **argv)
 {
 	char lib_buf[PATH_MAX], exe[PATH_MAX];
 	struct races_code code = { 0 };
-	struct objects *objs;
+	struct objects *objs = NULL;
 	struct options o;
 	const char *lib;
 	int first, ret;
 
 	first = parse_options(argc, argv, &o);
-	if (first < 0)
+	if (first < 0) {
+		races_suppressions_free(&o.suppressions);
 		return CLI_EXIT_USAGE;
+	}
 	argv += first;
 	lib = preload_find("races", &races_lib, lib_buf, sizeof(lib_buf));
-	if (!lib)
-		return CLI_EXIT_FAIL;
-	ret = preload_check_command("races", argv[0], "its threads cannot be sampled", exe,
-				    sizeof(exe));
-	if (ret)
-		return ret;
-	objs = calloc(1, sizeof(*objs));
-	if (!objs) {
+	ret = lib ? program_of(&o, argv, exe, sizeof(exe)) : CLI_EXIT_FAIL;
+	if (!ret && !(objs = calloc(1, sizeof(*objs)))) {
 		cli_error("races", NULL, "out of memory");
-		return CLI_EXIT_FAIL;
+		ret = CLI_EXIT_FAIL;
 	}
-	ret = decode(exe, &o, objs, &code);
+	if (!ret)
+		ret = decode(exe, &o, objs, &code);
 	if (!ret && !o.seeded && getrandom(&o.seed, sizeof(o.seed), 0) != (ssize_t)sizeof(o.seed))
 		o.seed = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
-	if (!ret)
+	if (!ret && o.pid)
+		ret = run_attached(lib, objs, &o, &code);
+	else if (!ret)
 		ret = run_sampled(argv, lib, objs, &o, &code);
 	races_code_free(&code);
+	races_suppressions_free(&o.suppressions);
 	free(objs);
 	return ret;
 }

@@ -11,14 +11,25 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "internal/races_file.h"
+
+/* Why the debug information says an access is atomic (races_mark_atomics()). */
+enum races_atomic_kind {
+	RACES_NOT_ATOMIC, /* as far as it says */
+	RACES_ATOMIC_C11, /* an _Atomic type (DW_TAG_atomic_type) */
+	RACES_ATOMIC_STD, /* std::atomic<T>: a member of that type, or code of its functions */
+	RACES_ATOMIC_SIG, /* a volatile sig_atomic_t */
+	RACES_ATOMIC_KINDS,
+};
 
 /* A memory-accessing instruction of the program, as decoded. */
 struct races_insn {
 	struct lkr_insn plan; /* what the library needs to sample it */
 	bool atomic;	      /* lock prefix, xchg with memory, cmpxchg, xadd */
 	bool sampled;	      /* in the plan: see races_decode() for what is left out */
+	uint8_t atomic_kind;  /* enum races_atomic_kind: what the debug information says */
 };
 
 struct races_code {
@@ -27,6 +38,7 @@ struct races_code {
 	size_t sampled; /* of them, in the plan */
 	size_t atomic;	/* left out as atomic */
 	size_t stack;	/* left out as accesses to the thread's own stack frame */
+	size_t atomic_debug[RACES_ATOMIC_KINDS]; /* left out as atomic by the debug information */
 };
 
 /*
@@ -43,11 +55,63 @@ int races_decode(const char *path, uint8_t object, struct races_code *code, char
 void races_code_free(struct races_code *code);
 
 /*
+ * races_mark_atomics - leave out of the plan the instructions of object (decoded from path into
+ * code) that access an atomic as the debug information says, though the instruction is plain:
+ * one that addresses a global or static variable directly (rip-relative) where the bytes accessed
+ * are an _Atomic type, a std::atomic<T> or a volatile sig_atomic_t; one inside a member function
+ * of std::atomic<T> (libstdc++, libc++), inlined or not. Sets their atomic_kind and counts them
+ * in code->atomic_debug. A file without DWARF changes nothing. Reads path's DWARF with libdw
+ * (the file itself, not a separate debug file). Returns 0, or -errno with err saying why: path
+ * not a readable regular file, no memory.
+ */
+int races_mark_atomics(const char *path, uint8_t object, struct races_code *code, char *err,
+		       size_t errlen);
+
+/*
+ * Suppressions in ThreadSanitizer's syntax: one per line, "race:PATTERN" (or race_top:, the same
+ * here: lowkey knows each access's instruction, not its callers), '#' comments and blank lines;
+ * TSan's other kinds (thread:, mutex:, signal:, deadlock:, called_from_lib:) are read and
+ * ignored, as lowkey reports nothing of theirs. PATTERN is matched as TSan does against each
+ * access's function, source file and object path: a substring, with * for any characters, a
+ * leading ^ anchoring it at the start and a trailing $ at the end.
+ */
+struct races_suppressions {
+	char **patterns;
+	size_t n;
+};
+
+/*
+ * races_suppressions_read - add the race patterns of the file at path. Returns 0, or -errno with
+ * err saying why: the file cannot be read (-ENOENT, -EACCES...), a line of an unknown kind or
+ * with an empty pattern (-EINVAL, err names the line), no memory.
+ */
+int races_suppressions_read(struct races_suppressions *s, const char *path, char *err,
+			    size_t errlen);
+void races_suppressions_free(struct races_suppressions *s);
+
+/* Whether a pattern of s matches one of the n strings (NULL ones are skipped). */
+bool races_suppressed(const struct races_suppressions *s, const char *const *strings, size_t n);
+
+/* The pattern match alone (TSan's TemplateMatch): exported for the tests. */
+bool races_pattern_match(const char *pattern, const char *string);
+
+/*
  * The decoded instruction of object that ends at its ELF address end (a data watchpoint's ip),
  * or NULL.
  */
 const struct races_insn *races_insn_ending(const struct races_code *code, uint8_t object,
 					   uint64_t end);
+
+/*
+ * races_attach - hand the plan open at plan_fd to liblowkey-races.so waiting in process pid
+ * (started with it preloaded and LOWKEY_RACES_ATTACH=1; program: its executable, for messages;
+ * lib: the library's path, for the hint) and wait until it stops sampling: the plan's duration,
+ * the process's exit, or ^C / SIGTERM, which ask it to stop and remove its watchpoints. Returns 0
+ * when the library took the plan (the plan's flags and error say whether it sampled), or
+ * CLI_EXIT_FAIL after saying why on stderr: nothing waits (not started so, another network
+ * namespace), another process answers, it refused the plan (another executable), no answer.
+ */
+int races_attach(pid_t pid, int plan_fd, const char *program, const char *lib);
 
 /* What the report says around the races. */
 struct races_run {
@@ -55,14 +119,18 @@ struct races_run {
 	const char *const *paths; /* absolute: the program's, then the libraries' (--lib) */
 	uint64_t seed;
 	double rate, window_ms;
-	int status; /* the command's wait status */
+	int status;    /* the command's wait status */
+	bool attached; /* --pid: no status (the process runs on) */
+	const struct races_suppressions *suppressions;
+	size_t suppressed; /* set by races_report(): races matched by a suppression */
 };
 
 /*
  * races_report - name the races in h (the file the library filled) with libdw and print them as
- * text or JSON on out. Returns the number of races reported.
+ * text or JSON on out, less those run->suppressions match (counted in run->suppressed). Returns
+ * the number of races reported.
  */
 size_t races_report(FILE *out, struct lkr_header *h, const struct races_code *code,
-		    const struct races_run *run, bool json);
+		    struct races_run *run, bool json);
 
 #endif

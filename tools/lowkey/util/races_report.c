@@ -5,6 +5,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -202,14 +203,20 @@ static void json_head(struct lk__json *j, const struct lkr_header *h, const stru
 	lk__json_uint(j, "decoded", code->n);
 	lk__json_uint(j, "sampled", code->sampled);
 	lk__json_uint(j, "atomic", code->atomic);
+	lk__json_uint(j, "atomic_c11", code->atomic_debug[RACES_ATOMIC_C11]);
+	lk__json_uint(j, "atomic_std", code->atomic_debug[RACES_ATOMIC_STD]);
+	lk__json_uint(j, "sig_atomic", code->atomic_debug[RACES_ATOMIC_SIG]);
 	lk__json_uint(j, "stack", code->stack);
 	lk__json_close(j);
 	lk__json_uint(j, "armed", h->picks);
 	lk__json_uint(j, "reached", h->samples);
 	lk__json_uint(j, "misaligned", h->misaligned);
 	lk__json_uint(j, "dropped", h->races_dropped);
+	lk__json_uint(j, "suppressed", run->suppressed);
 	lk__json_str_or_null(j, "error", h->error[0] ? h->error : NULL);
-	if (WIFEXITED(run->status))
+	if (run->attached)
+		lk__json_null(j, "exit_status");
+	else if (WIFEXITED(run->status))
 		lk__json_int(j, "exit_status", WEXITSTATUS(run->status));
 	else
 		lk__json_int(j, "exit_status", 128 + WTERMSIG(run->status));
@@ -225,52 +232,107 @@ static void print_head_text(FILE *out, const struct lkr_header *h, size_t n,
 		" instructions armed of the %zu sampled (seed %" PRIu64 ")\n",
 		n, n == 1 ? "" : "s", lk__text_escape(run->command, cmd, sizeof(cmd)), h->samples,
 		h->picks, code->sampled, run->seed);
+	if (run->suppressed)
+		fprintf(out, "lowkey races: %zu more race%s suppressed\n", run->suppressed,
+			run->suppressed == 1 ? "" : "s");
 	if (h->races_dropped)
 		fprintf(out, "lowkey races: %" PRIu64 " more races had no room to be recorded\n",
 			h->races_dropped);
 }
 
-size_t races_report(FILE *out, struct lkr_header *h, const struct races_code *code,
-		    const struct races_run *run, bool json)
+/* One race, named: both sides and the global. */
+struct named_race {
+	const struct lkr_race *r;
+	struct symbol_place global;
+	struct side a, b;
+	bool suppressed;
+};
+
+static bool race_suppressed(const struct races_suppressions *s, const struct named_race *nr)
+{
+	const char *strings[] = {
+		nr->global.function,  nr->global.module,
+		nr->a.place.function, nr->a.place.file,
+		nr->a.place.module,   nr->r->other_ip ? nr->b.place.function : NULL,
+		nr->b.place.file,     nr->b.place.module,
+	};
+
+	return s && s->n && races_suppressed(s, strings, sizeof(strings) / sizeof(strings[0]));
+}
+
+static void name_race(struct symbolizer *sym, const struct lkr_race *r,
+		      const struct races_code *code, const struct lkr_header *h,
+		      const struct races_run *run, struct named_race *nr)
+{
+	memset(nr, 0, sizeof(*nr));
+	nr->r = r;
+	place_of(sym, r->addr, false, &nr->global);
+	sampled_side(sym, r, &nr->a);
+	other_side(sym, r, code, h, &nr->b);
+	nr->suppressed = race_suppressed(run->suppressions, nr);
+}
+
+static struct symbolizer *open_objects(const struct lkr_header *h, const struct races_run *run)
 {
 	struct symbol_object objs[LKR_OBJECTS_MAX];
-	const struct lkr_object *objects = lkr_objects(h);
-	struct symbolizer *sym;
+	const struct lkr_object *objects = lkr_objects((struct lkr_header *)h);
 	size_t nobjs = 0;
-	uint64_t n = __atomic_load_n(&h->races_used, __ATOMIC_ACQUIRE);
-	struct lkr_race *races = lkr_races(h);
-	struct lk__json j;
 
 	for (uint32_t i = 0; i < h->nobjects && i < LKR_OBJECTS_MAX; i++)
 		if (objects[i].loaded)
 			objs[nobjs++] = (struct symbol_object){ .path = run->paths[i],
 								.bias = objects[i].bias };
-	sym = symbolizer_open_objects(objs, nobjs);
+	return symbolizer_open_objects(objs, nobjs);
+}
+
+size_t races_report(FILE *out, struct lkr_header *h, const struct races_code *code,
+		    struct races_run *run, bool json)
+{
+	uint64_t n = __atomic_load_n(&h->races_used, __ATOMIC_ACQUIRE);
+	struct lkr_race *races = lkr_races(h);
+	struct named_race *named;
+	struct symbolizer *sym;
+	size_t shown = 0, nr = 0;
+	struct lk__json j;
+
 	if (n > h->max_races)
 		n = h->max_races;
+	named = calloc(n ? n : 1, sizeof(*named));
+	sym = open_objects(h, run);
+	run->suppressed = 0;
+	for (uint64_t i = 0; named && i < n; i++) {
+		name_race(sym, &races[i], code, h, run, &named[i]);
+		run->suppressed += named[i].suppressed;
+	}
+	if (!named) {
+		fprintf(out, "lowkey races: %" PRIu64 " races found; out of memory to name them\n",
+			n);
+		symbolizer_close(sym);
+		return (size_t)n;
+	}
+	shown = (size_t)n - run->suppressed;
 	if (json) {
 		lk__json_begin(&j, out, false);
 		json_head(&j, h, code, run);
 		lk__json_array(&j, "races");
 	} else {
-		print_head_text(out, h, (size_t)n, code, run);
+		print_head_text(out, h, shown, code, run);
 	}
 	for (uint64_t i = 0; i < n; i++) {
-		struct symbol_place global = { 0 };
-		struct side a, b;
+		struct named_race *r = &named[i];
 
-		place_of(sym, races[i].addr, false, &global);
-		sampled_side(sym, &races[i], &a);
-		other_side(sym, &races[i], code, h, &b);
+		if (r->suppressed)
+			continue;
 		if (json)
-			json_race(&j, &races[i], &global, &a, &b);
+			json_race(&j, r->r, &r->global, &r->a, &r->b);
 		else
-			print_race_text(out, (size_t)i + 1, &races[i], &global, &a, &b);
+			print_race_text(out, ++nr, r->r, &r->global, &r->a, &r->b);
 	}
 	if (json) {
 		lk__json_close(&j);
 		lk__json_end(&j);
 	}
 	symbolizer_close(sym);
-	return (size_t)n;
+	free(named);
+	return shown;
 }

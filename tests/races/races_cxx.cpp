@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+/*
+ * C++ built with Clang, for `lowkey races`: two threads run for a given time,
+ *   races_cxx atomic SECONDS   both add to a std::atomic<int> with relaxed loads and stores, as
+ *                              a global and through a pointer: plain movs on x86-64 that only the
+ *                              debug information shows atomic (no race)
+ *   races_cxx plain SECONDS    both ++ a plain int member of an object (a race: must be found)
+ * The empty asm keeps each access an instruction of its own.
+ */
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace
+{
+
+constexpr int batch = 4096;
+
+std::atomic<int> global_count;
+
+struct Stats {
+	int hits;
+	std::atomic<long> total;
+};
+
+Stats stats;
+
+void barrier()
+{
+	__asm__ volatile("" ::: "memory");
+}
+
+/* Through a pointer: the function the access is in (std::atomic's, inlined) says it is atomic. */
+__attribute__((noinline)) void add_through(std::atomic<long> *total)
+{
+	for (int i = 0; i < batch; i++) {
+		total->store(total->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+		barrier();
+	}
+}
+
+void bump_atomic()
+{
+	for (int i = 0; i < batch; i++) {
+		global_count.store(global_count.load(std::memory_order_relaxed) + 1,
+				   std::memory_order_relaxed);
+		barrier();
+	}
+	add_through(&stats.total);
+}
+
+void bump_plain()
+{
+	for (int i = 0; i < batch; i++) {
+		stats.hits++;
+		barrier();
+	}
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	void (*bump)() = nullptr;
+	double seconds = argc == 3 ? std::atof(argv[2]) : 0;
+
+	if (argc == 3 && std::strcmp(argv[1], "atomic") == 0)
+		bump = bump_atomic;
+	else if (argc == 3 && std::strcmp(argv[1], "plain") == 0)
+		bump = bump_plain;
+	if (!bump || seconds <= 0) {
+		std::fprintf(stderr, "usage: races_cxx atomic|plain SECONDS\n");
+		return 2;
+	}
+	auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+	auto work = [bump, end] {
+		do
+			bump();
+		while (std::chrono::steady_clock::now() < end);
+	};
+	std::thread a(work), b(work);
+	a.join();
+	b.join();
+	std::printf("%d %d %ld\n", global_count.load(), stats.hits, stats.total.load());
+	return 0;
+}
