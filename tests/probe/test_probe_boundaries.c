@@ -27,9 +27,9 @@
 
 #define RING (64 << 10) /* a flight recorder's: 8 sub-buffers of 8 KiB */
 #define SUB_BUFFER (RING / LK__SLOTS)
-#define TWO_INTS 24	 /* header and two integers */
-#define TEXT_FIXED 17	 /* header, an integer and a string's NUL */
-#define TEXT_MAX 40	 /* the longest string the tests record */
+#define TWO_INTS 24   /* header and two integers */
+#define TEXT_FIXED 17 /* header, an integer and a string's NUL */
+#define TEXT_MAX 40   /* the longest string the tests record */
 
 static struct lkt_run out;
 
@@ -372,8 +372,8 @@ static void child_records(const char *dir, int64_t from, int64_t n)
 	record_half(-n, n); /* before its trace: recorded nowhere */
 	ok = lk_trace_start(&c) == 0;
 	record_half(from, n);
-	ok = ok && lk_trace_stop() == 0 && lk_trace_stats(&st) == 0 &&
-	     st.events == (uint64_t)n && st.lost == 0 && st.threads == 1;
+	ok = ok && lk_trace_stop() == 0 && lk_trace_stats(&st) == 0 && st.events == (uint64_t)n &&
+	     st.lost == 0 && st.threads == 1;
 	ok = ok && lkt_read(&t, dir) == 0 && lkt_events(&t) == (uint64_t)n && t.streams == 1;
 	_exit(ok ? 0 : 1);
 }
