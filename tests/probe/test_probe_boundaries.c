@@ -65,7 +65,8 @@ static struct lk__probe_buffer *my_ring(void)
 	struct lk__probe_buffer *b;
 
 	pthread_mutex_lock(&lk__probe_buffers_lock);
-	for (b = lk__probe_buffers; b && (b->tid != gettid() || b->dead); b = b->next)
+	for (b = lk__probe_buffers;
+	     b && (b->tid != gettid() || __atomic_load_n(&b->dead, __ATOMIC_ACQUIRE)); b = b->next)
 		;
 	pthread_mutex_unlock(&lk__probe_buffers_lock);
 	assert_non_null(b);
@@ -265,7 +266,8 @@ static uint64_t check_fill_stream(const char *dir, uint64_t done_before)
 		const struct lkt_event *e = &t.ev[k];
 		uint64_t v = e->v[0];
 
-		if (e->tid != writer_tid || strcmp(e->name, "bd:fill"))
+		if (e->tid != __atomic_load_n(&writer_tid, __ATOMIC_ACQUIRE) ||
+		    strcmp(e->name, "bd:fill"))
 			continue;
 		assert_true(v >= next); /* in order */
 		assert_string_equal(e->s[1], text + TEXT_MAX - v % (TEXT_MAX + 1));
