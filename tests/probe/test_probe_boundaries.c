@@ -4,7 +4,8 @@
  * through lowkey's reader and, where it is installed, babeltrace2, with the loss accounting exact:
  *   - records that end exactly at a flight recorder's sub-buffer end, a byte short of it, and a
  *     byte past it (the record goes whole into the next sub-buffer), on the inline path and the
- *     slow one, over more sub-buffers than the ring holds;
+ *     slow one, over more sub-buffers than the ring holds; and at a streaming ring's end, where
+ *     the one a byte past it is dropped (the ring full) and counted, and the next wraps;
  *   - snapshots taken while another thread fills the sub-buffer they read, records of many sizes:
  *     every event whole and in order, none committed before the snapshot began missing from it;
  *   - a fork while the parent's packet is being filled, the child recording a trace of its own:
@@ -42,7 +43,7 @@ static bool have_babeltrace2(void)
 
 /*
  * babeltrace2 reads the whole trace without an error, prints `lines` events and reports
- * `discarded` events discarded in all.
+ * `discarded` events discarded in all ("discarded 1 event", "discarded 5 events").
  */
 static void babeltrace2_reads(const char *dir, uint64_t lines, uint64_t discarded)
 {
@@ -54,7 +55,7 @@ static void babeltrace2_reads(const char *dir, uint64_t lines, uint64_t discarde
 	assert_int_equal(strtoull(out.out, NULL, 10), lines);
 	lkt_sh(&out,
 	       "babeltrace2 '%s' 2>&1 >/dev/null | tr -s ' \\n' '  ' | "
-	       "grep -o 'discarded [0-9]* events' | awk '{ n += $2 } END { print n + 0 }'",
+	       "grep -o 'discarded [0-9]* event' | awk '{ n += $2 } END { print n + 0 }'",
 	       dir);
 	assert_int_equal(strtoull(out.out, NULL, 10), discarded);
 }
@@ -226,6 +227,107 @@ static void records_at_sub_buffer_ends(void **state)
 	}
 	assert_int_equal(want, TWO_INTS);
 	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_probe_reset_rules(), 0);
+}
+
+/* ---- records at a streaming ring's end ---- */
+
+#define FIXED_RING 4096
+#define RING_LIMIT (FIXED_RING - LK__PROBE_HEADER) /* records end before: room for a pad */
+
+/* Where this thread's next record goes in its ring. */
+static size_t ring_offset(const struct lk__probe_buffer *b)
+{
+	return (size_t)(__atomic_load_n(&lk__probe_tls.committed, __ATOMIC_RELAXED) -
+			(uintptr_t)b->data);
+}
+
+/* Wait until the consumer has written n events and read all that was committed. */
+static void drained(const struct lk__probe_buffer *b, uint64_t n)
+{
+	uintptr_t committed = __atomic_load_n(&lk__probe_tls.committed, __ATOMIC_RELAXED);
+	struct lk_trace_stats st;
+
+	for (int k = 0; k < 6000; k++) {
+		assert_int_equal(lk_trace_stats(&st), 0);
+		if (st.events >= n &&
+		    (uintptr_t)__atomic_load_n(&b->rp, __ATOMIC_ACQUIRE) == committed)
+			return;
+		usleep(1000);
+	}
+	fail_msg("the consumer wrote %llu events of %llu", (unsigned long long)st.events,
+		 (unsigned long long)n);
+}
+
+/*
+ * A fixed 4 KiB ring, its consumer held: records of two integers, then a string's record that
+ * ends a byte short of the ring's last record end (`over` -1), exactly there (0), or a byte past
+ * it (1: no room, the ring full, dropped and counted). Then the consumer drains it, and the next
+ * records go on at the ring's start after a pad in its last bytes. Every event that was not
+ * dropped is in the trace, in order; the one dropped is counted, exactly.
+ */
+static void record_at_ring_end(int over)
+{
+	struct lk_trace_config c = { .buffer_size = FIXED_RING,
+				     .flush_ms = 5,
+				     .flags = LK_TRACE_FIXED_BUFFER };
+	uint64_t i = 0, next = 0, dropped = UINT64_MAX, lost = over > 0;
+	struct lk__probe_buffer *b;
+	struct lk_trace_stats st;
+	struct lkt_trace t;
+	size_t room, size;
+	char dir[256];
+
+	lkt_path(dir, sizeof(dir), "bd-ring");
+	c.path = dir;
+	assert_int_equal(lk_trace_start(&c), 0);
+	lkt_hold_consumer(true);
+	record_two(i++); /* after the thread's name */
+	b = my_ring();
+	room = RING_LIMIT - ring_offset(b);
+	while (room >= TEXT_FIXED + 1 + TWO_INTS) {
+		record_two(i++);
+		room -= TWO_INTS;
+	}
+	size = room + (size_t)over;
+	if (over > 0)
+		dropped = i;
+	record_text(i++, size - TEXT_FIXED);
+	assert_int_equal(ring_offset(b), over > 0 ? RING_LIMIT - room : RING_LIMIT - (over < 0));
+	lkt_hold_consumer(false);
+	drained(b, i - lost);
+	if (over > 0)
+		record_text(i++, size - TEXT_FIXED); /* the same again: it fits at the start */
+	record_two(i++);
+	assert_int_equal(ring_offset(b), over > 0 ? size + TWO_INTS : TWO_INTS); /* wrapped */
+	for (int k = 0; k < 50; k++)
+		record_two(i++);
+	assert_int_equal(lk_trace_stop(), 0);
+	assert_int_equal(lk_trace_stats(&st), 0);
+	assert_int_equal(st.events, i - lost);
+	assert_int_equal(st.lost, lost);
+
+	assert_int_equal(lkt_read(&t, dir), 0);
+	assert_int_equal(t.lost, lost);
+	for (size_t k = 0; k < t.n; k++) {
+		if (strcmp(t.ev[k].name, "lowkey:thread_name") == 0)
+			continue;
+		next += next == dropped;
+		check_boundary_event(&t.ev[k], next);
+		next++;
+	}
+	assert_int_equal(next, i);
+	lkt_free(&t);
+	babeltrace2_reads(dir, i - lost + 1, lost);
+	lkt_rmrf(dir);
+}
+
+static void records_at_a_ring_end(void **state)
+{
+	(void)state;
+	assert_true(lk_probe_enable("bd") >= 0);
+	for (int over = -1; over <= 1; over++)
+		record_at_ring_end(over);
 	assert_int_equal(lk_probe_reset_rules(), 0);
 }
 
@@ -429,6 +531,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(records_at_sub_buffer_ends),
+		cmocka_unit_test(records_at_a_ring_end),
 		cmocka_unit_test(snapshots_while_a_sub_buffer_fills),
 		cmocka_unit_test(fork_mid_packet_both_traces),
 	};
