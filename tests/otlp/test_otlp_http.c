@@ -93,7 +93,8 @@ static void send_three(struct receiver *r, struct otlp_stats *st)
 	res = otlp_resource_new(e, &d, err, sizeof(err));
 	assert_non_null(res);
 	for (int i = 0; i < 3; i++) {
-		struct otlp_span s = { .name = names[i], .start_unix_ns = 100 + i,
+		struct otlp_span s = { .name = names[i],
+				       .start_unix_ns = 100 + i,
 				       .end_unix_ns = 200 + i };
 
 		assert_true(otlp_export(e, res, &s));
