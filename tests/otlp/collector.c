@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -132,6 +133,8 @@ static pid_t spawn(const struct lkt_collector *c)
 	if (pid == 0) {
 		int fd = open(c->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 
+		/* Gone with its test, should an assertion end it before lkt_collector_stop(). */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -46,6 +47,8 @@ static void receiver_start(struct receiver *r, const char *const *answers)
 	r->pid = fork();
 	assert_true(r->pid >= 0);
 	if (!r->pid) {
+		/* Gone with the test, should an assertion end it before receiver_stop(). */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		dup2(fd[1], 1);
 		close(fd[0]);
 		execvp("python3", (char **)argv);
@@ -75,10 +78,12 @@ static void clear_env(void)
 	unsetenv("OTEL_EXPORTER_OTLP_COMPRESSION");
 }
 
-/* Export three spans to r and wait until the exporter is done with them. */
+/* Export three spans to r, one request's worth, and wait until the exporter is done with them. */
 static void send_three(struct receiver *r, struct otlp_stats *st)
 {
-	struct otlp_config cfg = { .backoff_min_ms = 10, .backoff_max_ms = 20, .batch_ms = 1 };
+	struct otlp_config cfg = {
+		.backoff_min_ms = 10, .backoff_max_ms = 20, .batch_spans = 3, .batch_ms = 600000
+	};
 	struct otlp_resource d = { .service_name = "http-test", .pid = 5 };
 	const char *names[] = { "one", "two", "three" };
 	struct otlp_exporter *e;
