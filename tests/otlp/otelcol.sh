@@ -23,8 +23,17 @@ fi
 start=$(date +%s)
 # -mod=mod: go.sum pins every module; the proxy is the environment's (GOPROXY).
 if ! (cd "$src" && GOFLAGS=-mod=mod go build -trimpath -o "$out.tmp" .) >"$out.log" 2>&1; then
-	# The lines that name what failed (a module and its version, a package), else the last ones.
-	reason=$(grep -E '(@v|module|cannot find|not found|404|410|go: )' "$out.log" | head -5)
+	# What failed, without the download log: Go names a module that cannot be had as
+	# module@version; a line of main.go is shown as the package it imports.
+	reason=$(grep -v '^go: downloading' "$out.log" | head -5 |
+		while IFS= read -r line; do
+			n=$(expr "$line" : 'main\.go:\([0-9]*\):')
+			if [ -n "$n" ]; then
+				printf '%s: %s\n' "$(sed -n "${n}p" "$src/main.go" | tr -d '\t')" "${line#*: }"
+			else
+				printf '%s\n' "$line"
+			fi
+		done)
 	[ -n "$reason" ] || reason=$(tail -5 "$out.log")
 	printf 'building it failed (%s):\n%s\n' "$out.log" "$reason" >"$out.failed"
 	cat "$out.failed"
