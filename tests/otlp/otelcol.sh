@@ -21,8 +21,9 @@ if ! command -v go >/dev/null 2>&1; then
 	exit 0
 fi
 start=$(date +%s)
-# -mod=mod: go.sum pins every module; the proxy is the environment's (GOPROXY).
-if ! (cd "$src" && GOFLAGS=-mod=mod go build -trimpath -o "$out.tmp" .) >"$out.log" 2>&1; then
+# -mod=mod: go.sum pins every module; the proxy is the environment's (GOPROXY). No VCS stamp:
+# the module sits inside this repository, whose state is none of the collector's business.
+if ! (cd "$src" && GOFLAGS="-mod=mod -buildvcs=false" go build -trimpath -o "$out.tmp" .) >"$out.log" 2>&1; then
 	# What failed, without the download log: Go names a module that cannot be had as
 	# module@version; a line of main.go is shown as the package it imports.
 	reason=$(grep -v '^go: downloading' "$out.log" | head -5 |
