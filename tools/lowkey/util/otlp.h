@@ -16,7 +16,9 @@
  * OTEL_EXPORTER_OTLP_[TRACES_]HEADERS, OTEL_EXPORTER_OTLP_[TRACES_]COMPRESSION,
  * OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT, OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
  *
- * Nothing here is async-signal-safe: every function may allocate or take the queue's lock.
+ * Nothing here is async-signal-safe: every function may allocate or take the queue's lock. Any
+ * thread may call otlp_export(), otlp_resource_new() and otlp_exporter_stats() at the same time;
+ * otlp_exporter_free() comes after all of them.
  */
 #ifndef LOWKEY_CLI_OTLP_H
 #define LOWKEY_CLI_OTLP_H
@@ -49,7 +51,8 @@ struct otlp_attr {
 struct otlp_span {
 	const char *name; /* the site's name */
 	uint64_t start_unix_ns, end_unix_ns;
-	uint32_t pid, tid;
+	uint32_t pid;		 /* not sent: the span's resource says process.pid */
+	uint32_t tid;		 /* thread.id */
 	const char *thread_name; /* NULL: no thread.name attribute */
 	uint64_t thread_cpu_ns;	 /* 0: not recorded, no attribute */
 	unsigned int nargs;
@@ -146,9 +149,9 @@ struct otlp_res *otlp_resource_new(struct otlp_exporter *e, const struct otlp_re
 void otlp_resource_put(struct otlp_res *r);
 
 /*
- * Queue a copy of s under resource r. Never waits on the network: takes the queue's lock, held
- * elsewhere only to move spans in and out, and allocates the copy. false: dropped (the queue is
- * full, or out of memory), counted in dropped_full.
+ * Queue a copy of s under resource r. Never waits on the network: allocates the copy and takes
+ * the queue's lock, which is held elsewhere only to move spans in and out and to count them.
+ * false: dropped (the queue is full, or out of memory), counted in dropped_full.
  */
 bool otlp_export(struct otlp_exporter *e, struct otlp_res *r, const struct otlp_span *s);
 
