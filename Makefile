@@ -122,14 +122,15 @@ check-asan:
 
 # ThreadSanitizer finds races between threads: it builds and runs the suites of the modules whose
 # threads share memory (TSAN_SUITES: the keys' flips, the probes' rings and consumer, the control
-# socket's server, watchpoints' dispatch, locks, semaphore sets, clocks, counters and core). Left
+# socket's server, watchpoints' dispatch, locks, semaphore sets, clocks, counters and core, the
+# OTLP exporter's queue between its callers and its thread). Left
 # to the other builds (ASan and UBSan among them), since what they run is one thread in one
 # process or processes apart:
 #  - the suites cli, cxx, html and fuzz: the command line's texts and rules, C++ sites that compile
 #    the same as C's, the pages' escaping, the decoders' fuzz replays and mutations; the commands
 #    that run threads (trace, stat, locks, watch) have tests in the suites run here;
 #  - tests labelled no-tsan in those suites (processes racing each other, which it cannot see).
-TSAN_SUITES ?= core key probe control watch lock sem clock counter
+TSAN_SUITES ?= core key probe control watch lock sem clock counter otlp
 TSAN_CMAKE = -DLK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug $(NOT_LIBFUZZER)
 TSAN_CTEST = $(call suite_labels,$(TSAN_SUITES)) -LE no-tsan $(NOT_HEADERS)
 # A forked child of a process with USDT sites starts the library's watcher thread again (as
