@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The program test_agent follows: it records what it is told on its standard input, one command a
+ * line, and answers "done" on its standard output once the events are recorded.
+ *   go N     N times: a span agt:work around an event agt:tick, then the counter agt:level = i
+ *   ticks N  N events agt:tick, nothing else
+ *   quit     exit(0)
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <lowkey/probe.h>
+
+static void go(long n)
+{
+	for (long i = 0; i < n; i++) {
+		{
+			LK_SPAN(agt, work);
+			LK_PROBE(agt, tick, i);
+		}
+		LK_COUNTER(agt, level, (int64_t)i);
+	}
+}
+
+static void ticks(long n)
+{
+	for (long i = 0; i < n; i++)
+		LK_PROBE(agt, tick, i);
+}
+
+int main(void)
+{
+	char line[64];
+	long n;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	printf("ready\n");
+	while (fgets(line, sizeof(line), stdin)) {
+		if (sscanf(line, "go %ld", &n) == 1)
+			go(n);
+		else if (sscanf(line, "ticks %ld", &n) == 1)
+			ticks(n);
+		else if (strncmp(line, "quit", 4) == 0)
+			break;
+		printf("done\n");
+	}
+	return 0;
+}
