@@ -4,11 +4,13 @@
  * line, and answers "done" on its standard output once the events are recorded.
  *   go N     N times: a span agt:work around an event agt:tick, then the counter agt:level = i
  *   ticks N  N events agt:tick, nothing else
+ *   bench N  the same, timed: prints "ns X" (X per event) before its "done"
  *   quit     exit(0)
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <lowkey/probe.h>
 
@@ -29,6 +31,14 @@ static void ticks(long n)
 		LK_PROBE(agt, tick, i);
 }
 
+static double now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
 int main(void)
 {
 	char line[64];
@@ -41,7 +51,12 @@ int main(void)
 			go(n);
 		else if (sscanf(line, "ticks %ld", &n) == 1)
 			ticks(n);
-		else if (strncmp(line, "quit", 4) == 0)
+		else if (sscanf(line, "bench %ld", &n) == 1 && n > 0) {
+			double t0 = now_ns();
+
+			ticks(n);
+			printf("ns %.3f\n", (now_ns() - t0) / (double)n);
+		} else if (strncmp(line, "quit", 4) == 0)
 			break;
 		printf("done\n");
 	}

@@ -443,8 +443,11 @@ static void test_prometheus(void **state)
 	double end;
 
 	(void)state;
-	if (!have_prometheus())
-		skip_msg("Debian's prometheus or curl not installed (deps/agent.deps)");
+	if (!have_prometheus()) {
+		print_message("skipped: Debian's prometheus or curl is not installed "
+			      "(deps/agent.deps)\n");
+		skip();
+	}
 	start_program();
 	start_agent();
 	start_prometheus();
@@ -488,10 +491,19 @@ static bool program_untouched(void)
 	return !st.running && st.sites_enabled == 0;
 }
 
+/* The program's server ends the agent's session as it sees the connection close: soon after. */
+static void wait_untouched(void)
+{
+	double end = now_s() + WAIT_S;
+
+	while (now_s() < end && !program_untouched())
+		sleep_ms(50);
+	assert_true(program_untouched());
+}
+
 /* An agent killed leaves the program as it was and running; a new agent follows it afresh. */
 static void test_agent_killed(void **state)
 {
-	double end;
 	char *text;
 
 	(void)state;
@@ -504,9 +516,7 @@ static void test_agent_killed(void **state)
 	free(agent_until(series("lowkey_events_total", "agt:tick", NULL), 100));
 
 	stop_child(&agent, SIGKILL);
-	for (end = now_s() + WAIT_S; now_s() < end && !program_untouched();)
-		sleep_ms(50);
-	assert_true(program_untouched());
+	wait_untouched();
 	program_does("go 100"); /* it runs on, its sites off */
 
 	start_agent();
@@ -516,7 +526,7 @@ static void test_agent_killed(void **state)
 	assert_true(sample(text, series("lowkey_counter", "agt:level", NULL)) == 6);
 	free(text);
 	stop_child(&agent, SIGTERM); /* stopped properly: the program's trace and rules end too */
-	assert_true(program_untouched());
+	wait_untouched();
 	stop_child(&prog, SIGKILL);
 	assert_true(spool_empty());
 }

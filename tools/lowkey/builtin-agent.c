@@ -51,7 +51,7 @@ static const char agent_usage[] =
 	"  -c, --cputime        record each event's thread CPU time too, for the spans' CPU time\n"
 	"                       histograms (costs the traced processes a CPU time read per event)\n"
 	"      --scan-interval S  how often new processes are looked for (default 2)\n"
-	"      --flush-ms MS    how often the processes write their events out (default 200)\n"
+	"      --flush-ms MS    how often the processes write their events out (default 100)\n"
 	"  -b, --buffer SIZE    the processes' per-thread ring buffers (default: the library's)\n"
 	"      --spool DIR      where the processes write their traces for the agent: a tmpfs\n"
 	"                       (default /dev/shm); read and emptied as they grow\n"
@@ -370,7 +370,7 @@ static int agent_main(int argc, char **argv)
 	static const double buckets[] = { 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.1, 1, 10 };
 	struct agent_opts o = { .listen = "127.0.0.1:9464",
 				.scan_s = 2,
-				.flush_ms = 200,
+				.flush_ms = 100,
 				.spool = "/dev/shm",
 				.max_sites = 100,
 				.nbuckets = sizeof(buckets) / sizeof(buckets[0]) };

@@ -15,6 +15,7 @@
 #include <lowkey/probe.h>
 
 #include "agent.h"
+#include "internal/utf8.h"
 
 static struct agent_site *new_site(struct agent *a, struct agent_proc *p, const char *name)
 {
@@ -115,16 +116,30 @@ void agent_sites_free(struct agent_proc *p)
 
 /* ---- the text ---- */
 
-/* A label's value: backslash, double quote and line feed escaped, as both formats want. */
-static void put_label(FILE *f, const char *s)
+/*
+ * A label's value: backslash, double quote and line feed escaped, as both formats want; a byte
+ * that starts no UTF-8 sequence (a process may name itself anything) replaced by U+FFFD.
+ */
+static void put_label(FILE *f, const char *str)
 {
-	for (; *s; s++) {
-		if (*s == '\\' || *s == '"')
+	const unsigned char *s = (const unsigned char *)str;
+	size_t n = strlen(str);
+
+	for (size_t i = 0; i < n;) {
+		size_t k = lk__utf8_sequence(s + i, n - i);
+
+		if (!k) {
+			fputs(LK__UTF8_REPLACEMENT, f);
+			i++;
+			continue;
+		}
+		if (s[i] == '\\' || s[i] == '"')
 			fputc('\\', f);
-		if (*s == '\n')
+		if (s[i] == '\n')
 			fputs("\\n", f);
 		else
-			fputc(*s, f);
+			fwrite(s + i, 1, k, f);
+		i += k;
 	}
 }
 
@@ -199,7 +214,7 @@ static void put_process_families(FILE *f, struct agent *a, bool om)
 					    "Events the process's threads dropped (full rings)" };
 	static const struct family folded = {
 		"lowkey_agent_sites_folded", "gauge", NULL,
-		"Event classes of the process counted under site=\"other\" (past --max-sites)"
+		"Event classes of the process counted under the site other (past --max-sites)"
 	};
 	size_t shown_n = 0;
 
@@ -283,6 +298,7 @@ char *agent_render(struct agent *a, bool openmetrics, size_t *len)
 {
 	char *text = NULL;
 	FILE *f = open_memstream(&text, len);
+	bool bad;
 
 	if (!f)
 		return NULL;
@@ -298,7 +314,8 @@ char *agent_render(struct agent *a, bool openmetrics, size_t *len)
 	pthread_mutex_unlock(&a->lock);
 	if (openmetrics)
 		fputs("# EOF\n", f);
-	if (fclose(f) != 0) {
+	bad = ferror(f);
+	if (fclose(f) != 0 || bad) {
 		free(text);
 		return NULL;
 	}
