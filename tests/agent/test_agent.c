@@ -166,22 +166,13 @@ static void start_program(void)
 	assert_true(read_line(&prog, "ready", line, sizeof(line)));
 }
 
-static void start_agent(void)
+/* The agent, following only the test's program; max_sites: its --max-sites. */
+static void start_agent_sites(const char *max_sites)
 {
-	char *argv[] = { LOWKEY,
-			 "agent",
-			 "--listen",
-			 "127.0.0.1:0",
-			 "--process",
-			 PROG_NAME,
-			 "--scan-interval",
-			 "0.2",
-			 "--flush-ms",
-			 "50",
-			 "--spool",
-			 spool,
-			 "--buckets",
-			 "0.5,1,5",
+	char *argv[] = { LOWKEY,       "agent",	  "--listen",	     "127.0.0.1:0",
+			 "--process",  PROG_NAME, "--scan-interval", "0.2",
+			 "--flush-ms", "50",	  "--spool",	     spool,
+			 "--buckets",  "0.5,1,5", "--max-sites",     (char *)max_sites,
 			 NULL };
 	char line[512];
 	const char *at;
@@ -192,6 +183,11 @@ static void start_agent(void)
 	assert_non_null(at);
 	agent_port = (unsigned int)atoi(at + 5);
 	assert_true(agent_port > 0);
+}
+
+static void start_agent(void)
+{
+	start_agent_sites("100");
 }
 
 /* The output of a shell command, into a malloc()ed string (NULL if it failed). */
@@ -307,6 +303,27 @@ static bool spool_empty(void)
 	return empty;
 }
 
+/*
+ * The stream files of the spool hold no more than the pages not read yet: holes behind what the
+ * agent read (tmpfs allocates by the page: the last one, partly read, and the one after it).
+ */
+static void spool_emptied(void)
+{
+	char *found = capture("find '%s' -name 'stream-*' -size +16k -printf '%%s %%b\\n'", spool);
+	unsigned long long size, blocks;
+	int files = 0, n = 0;
+
+	assert_non_null(found);
+	for (const char *at = found; sscanf(at, "%llu %llu\n%n", &size, &blocks, &n) == 2;
+	     at += n) {
+		print_message("stream file of %llu bytes, %llu allocated\n", size, blocks * 512);
+		assert_true(blocks * 512 <= 8192);
+		files++;
+	}
+	assert_true(files > 0);
+	free(found);
+}
+
 /* What the program recorded, read from the agent directly; its series gone after it exits. */
 static void test_metrics(void **state)
 {
@@ -330,6 +347,7 @@ static void test_metrics(void **state)
 	assert_non_null(strstr(text, "# UNIT lowkey_span_duration_seconds seconds\n"));
 	assert_non_null(strstr(text, "\n# EOF\n"));
 	free(text);
+	spool_emptied();
 
 	/* it exits: one scrape shows it detached, the next has none of its series */
 	program_does("go 10");
@@ -344,6 +362,28 @@ static void test_metrics(void **state)
 	stop_child(&prog, SIGKILL);
 	stop_child(&agent, SIGTERM);
 	assert_true(spool_empty());
+}
+
+/* Past --max-sites, a process's sites are counted under site="other", and the folding counted. */
+static void test_max_sites(void **state)
+{
+	char *text;
+
+	(void)state;
+	start_program();
+	start_agent_sites("2");
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	program_does("go 10");
+	/* met in this order: agt:work's begin, agt:tick, then agt:level, folded */
+	text = agent_until(series("lowkey_counter", "other", NULL), 9);
+	assert_true(sample(text, series("lowkey_events_total", "other", NULL)) == 10);
+	assert_true(sample(text, series("lowkey_events_total", "agt:work", NULL)) == 20);
+	assert_true(sample(text, series("lowkey_events_total", "agt:tick", NULL)) == 10);
+	assert_null(strstr(text, "site=\"agt:level\""));
+	assert_true(sample(text, series("lowkey_agent_sites_folded", NULL, NULL)) == 1);
+	free(text);
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGTERM);
 }
 
 /* A free TCP port on 127.0.0.1 (Prometheus cannot be told to pick one). */
@@ -566,9 +606,8 @@ static void test_agent_stopped(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_metrics),
-		cmocka_unit_test(test_prometheus),
-		cmocka_unit_test(test_agent_killed),
+		cmocka_unit_test(test_metrics),	      cmocka_unit_test(test_max_sites),
+		cmocka_unit_test(test_prometheus),    cmocka_unit_test(test_agent_killed),
 		cmocka_unit_test(test_agent_stopped),
 	};
 
