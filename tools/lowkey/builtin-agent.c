@@ -24,7 +24,7 @@
 static const char agent_usage[] =
 	"usage: lowkey agent [--listen ADDRESS:PORT] [-e GLOB]... [--process GLOB]...\n"
 	"                    [--buckets S,S,...] [--max-sites N] [--cputime] [--scan-interval S]\n"
-	"                    [--flush-ms MS] [--buffer SIZE] [--spool DIR]\n"
+	"                    [--flush-ms MS] [--buffer SIZE] [--spool DIR] [--otlp URL]\n"
 	"\n"
 	"Follows the processes with a lowkey control socket (started with LOWKEY_CONTROL=1, or that\n"
 	"called lk_control_open()) of this user, or of every user as root, as they start and exit,\n"
@@ -55,6 +55,11 @@ static const char agent_usage[] =
 	"  -b, --buffer SIZE    the processes' per-thread ring buffers (default: the library's)\n"
 	"      --spool DIR      where the processes write their traces for the agent: a tmpfs\n"
 	"                       (default /dev/shm); read and emptied as they grow\n"
+	"      --otlp URL       also send each span, and each LK_PROBE event as a zero-length\n"
+	"                       span, to an OTLP/HTTP receiver (an OpenTelemetry Collector):\n"
+	"                       http://host:4318/v1/traces, or 'env' for the OTEL_EXPORTER_OTLP_*\n"
+	"                       variables (default http://localhost:4318); in builds with the\n"
+	"                       OTLP exporter\n"
 	"  -h, --help           this text\n"
 	"\n"
 	"Examples:\n"
@@ -158,6 +163,15 @@ static int parse_option(struct agent_opts *o, int c, const char *arg)
 	case 'D':
 		o->spool = arg;
 		return 0;
+	case 'O':
+#ifdef LK_HAVE_OTLP
+		o->otlp = arg;
+		return 0;
+#else
+		cli_error("agent", "build lowkey with libcurl, zlib and protobuf-c (make deps)",
+			  "--otlp: this lowkey was built without the OTLP exporter");
+		return CLI_EXIT_FAIL;
+#endif
 	}
 	fputs(agent_usage, stderr);
 	return CLI_EXIT_USAGE;
@@ -337,12 +351,25 @@ static int agent_run(const struct agent_opts *o)
 		rmdir(a.spool);
 		return CLI_EXIT_FAIL;
 	}
+#ifdef LK_HAVE_OTLP
+	if (o->otlp && agent_otlp_start(&a, err, sizeof(err)) != 0) {
+		cli_error("agent", NULL, "--otlp: %s", err);
+		agent_http_stop(http);
+		close(a.spool_fd);
+		rmdir(a.spool);
+		return CLI_EXIT_FAIL;
+	}
+#endif
 	fprintf(stderr, "lowkey agent: serving /metrics on port %u (%s); spool %s\n", port,
 		o->listen, a.spool);
 	run(&a);
 	agent_http_stop(http);
 	for (size_t i = 0; i < a.nprocs; i++)
 		agent_proc_free(&a, a.procs[i], true);
+#ifdef LK_HAVE_OTLP
+	if (a.otlp)
+		agent_otlp_stop(&a); /* what is queued is sent, a bounded wait */
+#endif
 	free(a.procs);
 	free(a.ignored);
 	close(a.spool_fd);
@@ -364,6 +391,7 @@ static int agent_main(int argc, char **argv)
 		{ "flush-ms", required_argument, NULL, 'F' },
 		{ "buffer", required_argument, NULL, 'b' },
 		{ "spool", required_argument, NULL, 'D' },
+		{ "otlp", required_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "internal/control.h"
@@ -25,7 +26,8 @@
 #define AGENT_MAX_BUCKETS 64
 
 struct agent_opts {
-	const char *listen;		    /* "HOST:PORT": IPv4, or [IPv6] */
+	const char *listen; /* "HOST:PORT": IPv4, or [IPv6] */
+	const char *otlp;   /* --otlp URL: spans to an OTLP/HTTP receiver; NULL: none */
 	const char *globs[AGENT_MAX_GLOBS]; /* the sites enabled in each process, in order */
 	int nglobs;
 	const char *names[AGENT_MAX_GLOBS]; /* --process: the processes taken; none: every one */
@@ -62,18 +64,23 @@ struct agent_stream {
 	int fd;		  /* read-write: its size, and holes punched behind what was read */
 	uint64_t punched; /* bytes from the start that are holes now */
 	struct lk__pair_stack open; /* its open spans */
-	bool damaged;		    /* not read on (an error message was printed) */
+	struct agent_span_ids *ids; /* --otlp: the ids of its open spans, by depth */
+	size_t ids_cap;
+	char *thread_name; /* --otlp: as its stream last named it */
+	bool damaged;	   /* not read on (an error message was printed) */
 };
 
 struct agent_proc {
 	pid_t pid;
 	unsigned long long start;   /* its start time (pinned) */
 	char name[128];		    /* the process label: OTEL_SERVICE_NAME, else its comm */
+	bool has_service;	    /* name is its OTEL_SERVICE_NAME */
 	struct lk__ctl_client *ctl; /* NULL once disconnected */
 	int dir_fd;		    /* its trace directory */
 	char dir[64];		    /* the directory's name in the spool */
 	struct lk__trace_reader r;
 	bool have_reader;
+	struct otlp_res *otlp_res; /* --otlp: the resource its spans are sent under */
 	struct lk__pair_index pairs;
 	uint32_t *site_of; /* by class id: index + 1 into sites; 0: not seen yet */
 	size_t nsite_of;
@@ -105,7 +112,8 @@ struct agent {
 	int spool_fd; /* this agent's directory in the spool */
 	char spool[PATH_MAX];
 	uint64_t attach_failures;
-	uint64_t traces; /* traces started, numbering their directories */
+	struct otlp_exporter *otlp; /* --otlp */
+	uint64_t traces;	    /* traces started, numbering their directories */
 };
 
 /* ---- agent_scan.c ---- */
@@ -152,6 +160,61 @@ void agent_sites_free(struct agent_proc *p);
  * rendering after its exit, and in none after. NULL when out of memory.
  */
 char *agent_render(struct agent *a, bool openmetrics, size_t *len);
+
+/* ---- agent_otlp.c: spans and events to an OTLP/HTTP receiver (--otlp) ---- */
+
+struct agent_span_ids {
+	uint8_t trace[16], span[8];
+};
+
+#ifdef LK_HAVE_OTLP
+/* The exporter for --otlp: 0, or -1 with err. */
+int agent_otlp_start(struct agent *a, char *err, size_t errlen);
+/* Send what is queued (a bounded wait) and free the exporter. */
+void agent_otlp_stop(struct agent *a);
+/* The resource of p's spans: its service name, pid and executable. */
+void agent_otlp_attach(struct agent *a, struct agent_proc *p);
+void agent_otlp_detach(struct agent_proc *p);
+/* A span begins on st at depth st->open.depth: its ids, in its parent's trace. */
+void agent_otlp_begin(struct agent *a, struct agent_stream *st);
+/* The open span at depth k of st ends with e: exported. */
+void agent_otlp_end(struct agent *a, struct agent_proc *p, struct agent_stream *st, size_t k,
+		    const struct lk__event *e);
+/* An LK_PROBE event (exported as a zero-length span), or the thread's name record. */
+void agent_otlp_event(struct agent *a, struct agent_proc *p, struct agent_stream *st,
+		      const struct lk__event *e);
+void agent_otlp_stream_free(struct agent_stream *st);
+/* The exporter's lowkey_agent_otlp_* series. */
+void agent_otlp_render(struct agent *a, FILE *f, bool openmetrics);
+#else
+/* Without the exporter (a build without it) there is no --otlp: nothing to do. */
+static inline void agent_otlp_attach(struct agent *a, struct agent_proc *p)
+{
+	(void)a, (void)p;
+}
+static inline void agent_otlp_detach(struct agent_proc *p)
+{
+	(void)p;
+}
+static inline void agent_otlp_begin(struct agent *a, struct agent_stream *st)
+{
+	(void)a, (void)st;
+}
+static inline void agent_otlp_end(struct agent *a, struct agent_proc *p, struct agent_stream *st,
+				  size_t k, const struct lk__event *e)
+{
+	(void)a, (void)p, (void)st, (void)k, (void)e;
+}
+static inline void agent_otlp_event(struct agent *a, struct agent_proc *p, struct agent_stream *st,
+				    const struct lk__event *e)
+{
+	(void)a, (void)p, (void)st, (void)e;
+}
+static inline void agent_otlp_stream_free(struct agent_stream *st)
+{
+	(void)st;
+}
+#endif
 
 /* ---- agent_http.c ---- */
 

@@ -308,6 +308,9 @@ char *agent_render(struct agent *a, bool openmetrics, size_t *len)
 	put_site_family(f, a, openmetrics, COUNTER);
 	put_site_family(f, a, openmetrics, WALL);
 	put_site_family(f, a, openmetrics, CPU);
+#ifdef LK_HAVE_OTLP
+	agent_otlp_render(a, f, openmetrics);
+#endif
 	for (size_t i = 0; i < a->nprocs; i++)
 		if (a->procs[i]->exited)
 			a->procs[i]->scrapes_since_exit++;

@@ -187,8 +187,8 @@ struct agent_proc *agent_attach(struct agent *a, pid_t pid, char *err, size_t er
 		return NULL;
 	}
 	p->start = p->ctl->pin.start;
-	if (!service_name(pid, p->name, sizeof(p->name)) &&
-	    lk__proc_comm(pid, 0, p->name, sizeof(p->name)) < 0)
+	p->has_service = service_name(pid, p->name, sizeof(p->name));
+	if (!p->has_service && lk__proc_comm(pid, 0, p->name, sizeof(p->name)) < 0)
 		snprintf(p->name, sizeof(p->name), "%d", (int)pid);
 	/* what was read of /proc/PID counts only if it is still the process pinned */
 	rc = lk__ctl_check(p->ctl, err, errlen);
@@ -204,6 +204,7 @@ struct agent_proc *agent_attach(struct agent *a, pid_t pid, char *err, size_t er
 		agent_proc_free(a, p, false);
 		return NULL;
 	}
+	agent_otlp_attach(a, p);
 	return p;
 }
 
@@ -230,6 +231,7 @@ static void span_end(struct agent *a, struct agent_proc *p, struct agent_stream 
 									  0) /
 					       1e9);
 	}
+	agent_otlp_end(a, p, st, k, e);
 	lk__pair_close(&p->pairs, &st->open, k, top);
 }
 
@@ -238,18 +240,24 @@ static void on_event(struct agent *a, struct agent_proc *p, struct agent_stream 
 {
 	struct agent_site *s;
 
-	if (!e->cls->kind) /* lowkey's own records: thread names */
+	if (!e->cls->kind) { /* lowkey's own records: thread names */
+		agent_otlp_event(a, p, st, e);
 		return;
+	}
 	s = agent_site_of(a, p, e->cls);
 	if (!s)
 		return;
 	s->events++;
 	switch (e->cls->kind) {
+	case LK_PROBE_EVENT:
+		agent_otlp_event(a, p, st, e);
+		break;
 	case LK_PROBE_COUNTER:
 		s->is_counter = true;
 		s->value = lk__event_counter(e);
 		break;
 	case LK_PROBE_SPAN_BEGIN:
+		agent_otlp_begin(a, st);
 		lk__pair_open(&p->pairs, &st->open, e); /* out of memory: the span is not timed */
 		break;
 	case LK_PROBE_SPAN_END:
@@ -458,6 +466,7 @@ void agent_proc_free(struct agent *a, struct agent_proc *p, bool stop)
 	for (size_t i = 0; i < p->nstreams; i++) {
 		lk__ctf_cursor_close(&p->streams[i].cur);
 		lk__pair_stack_free(&p->streams[i].open);
+		agent_otlp_stream_free(&p->streams[i]);
 		close(p->streams[i].fd);
 		free(p->streams[i].name);
 	}
@@ -466,6 +475,7 @@ void agent_proc_free(struct agent *a, struct agent_proc *p, bool stop)
 		lk__pair_free(&p->pairs);
 		lk__reader_close(&p->r);
 	}
+	agent_otlp_detach(p);
 	remove_dir(a, p);
 	if (p->dir_fd >= 0)
 		close(p->dir_fd);
