@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # lowkey agent's figures (docs/BENCHMARKS.md, "lowkey agent"):
 #  1. the enabled-event cost of a traced program: tests/agent/lkt_agent_prog's "bench N" (N
-#     LK_PROBE events, timed in the program) while `lowkey trace --pid` records it into a tmpfs
+#     LK_PROBE events, timed in the program by its thread's CPU time) while `lowkey trace --pid` records it into a tmpfs
 #     directory (the baseline: the same trace, nobody reading it) and while `lowkey agent` follows
 #     it (the same trace, read as it grows), alternately, RUNS times each: medians and their ratio;
 #  2. the time to scrape /metrics with 10,000 series: tests/agent/lkt_agent_sites (1,000 span
@@ -54,6 +54,7 @@ ask()
 # agent ARGS...: start lowkey agent; $agent its pid, $port its port, once it follows $prog
 agent()
 {
+	rm -f "$tmp/agent.err" # not the last agent's port
 	"$lowkey" agent --listen 127.0.0.1:0 --spool "$tmp" "$@" 2>"$tmp/agent.err" &
 	agent=$!
 	wait_for "$tmp/agent.err" serving
@@ -65,7 +66,7 @@ agent()
 start "$build/tests/agent/lkt_agent_prog"
 traced="" followed=""
 for ((i = 0; i < runs; i++)); do
-	rm -rf "$tmp/t.ctf"
+	rm -rf "$tmp/t.ctf" "$tmp/trace.err"
 	"$lowkey" trace --pid "$prog" -e 'agt:*' -b 64M -q -o "$tmp/t.ctf" 2>"$tmp/trace.err" &
 	tracer=$!
 	wait_for "$tmp/trace.err" "tracing process"
