@@ -280,23 +280,25 @@ static double now_s(void)
  */
 static void free_exited(struct agent *a, double keep_s)
 {
-	size_t kept = 0;
+	struct agent_proc **gone = calloc(a->nprocs + 1, sizeof(*gone));
+	size_t kept = 0, ngone = 0;
 
+	if (!gone)
+		return;		      /* at the next pass */
+	pthread_mutex_lock(&a->lock); /* the renderer walks the list */
 	for (size_t i = 0; i < a->nprocs; i++) {
 		struct agent_proc *p = a->procs[i];
 
-		pthread_mutex_lock(&a->lock);
-		if (p->exited && (p->scrapes_since_exit || now_s() - p->exited_at > keep_s)) {
-			pthread_mutex_unlock(&a->lock);
-			agent_proc_free(a, p, false);
-			continue;
-		}
-		a->procs[kept++] = p;
-		pthread_mutex_unlock(&a->lock);
+		if (p->exited && (p->scrapes_since_exit || now_s() - p->exited_at > keep_s))
+			gone[ngone++] = p;
+		else
+			a->procs[kept++] = p;
 	}
-	pthread_mutex_lock(&a->lock);
 	a->nprocs = kept;
 	pthread_mutex_unlock(&a->lock);
+	for (size_t i = 0; i < ngone; i++)
+		agent_proc_free(a, gone[i], false);
+	free(gone);
 }
 
 static void run(struct agent *a)

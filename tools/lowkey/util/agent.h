@@ -97,9 +97,11 @@ struct agent_proc {
 	double exited_at; /* CLOCK_MONOTONIC s */
 };
 
+/* A process looked at and not followed: not asking for a socket, or not attached to (failed). */
 struct agent_seen {
 	pid_t pid;
 	unsigned long long start;
+	bool failed;
 };
 
 struct agent {
@@ -107,7 +109,7 @@ struct agent {
 	pthread_mutex_t lock; /* procs, each process's state, the counts below */
 	struct agent_proc **procs;
 	size_t nprocs;
-	struct agent_seen *ignored; /* processes not to try again: not lowkey's, refused, ... */
+	struct agent_seen *ignored; /* processes looked at and not followed (agent_scan.c) */
 	size_t nignored;
 	int spool_fd; /* this agent's directory in the spool */
 	char spool[PATH_MAX];
@@ -125,6 +127,9 @@ void agent_scan(struct agent *a);
 unsigned long long agent_start_time(pid_t pid);
 
 /* ---- agent_proc.c ---- */
+
+/* OTEL_SERVICE_NAME from pid's environment into out, if it can be read here and is set. */
+bool agent_service_name(pid_t pid, char *out, size_t len);
 
 /*
  * Connect to process pid, enable the sites, start a trace into a directory of the spool and open

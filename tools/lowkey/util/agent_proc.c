@@ -42,8 +42,7 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* OTEL_SERVICE_NAME from pid's environment, if it can be read here and is set. */
-static bool service_name(pid_t pid, char *out, size_t len)
+bool agent_service_name(pid_t pid, char *out, size_t len)
 {
 	static const char var[] = "OTEL_SERVICE_NAME=";
 	char file[64], *buf = malloc(65536);
@@ -187,7 +186,7 @@ struct agent_proc *agent_attach(struct agent *a, pid_t pid, char *err, size_t er
 		return NULL;
 	}
 	p->start = p->ctl->pin.start;
-	p->has_service = service_name(pid, p->name, sizeof(p->name));
+	p->has_service = agent_service_name(pid, p->name, sizeof(p->name));
 	if (!p->has_service && lk__proc_comm(pid, 0, p->name, sizeof(p->name)) < 0)
 		snprintf(p->name, sizeof(p->name), "%d", (int)pid);
 	/* what was read of /proc/PID counts only if it is still the process pinned */

@@ -7,8 +7,8 @@
  * named as the library names them (a program that called lk_control_open() itself). With
  * --process, only those whose comm or OTEL_SERVICE_NAME matches one of the globs. The connection
  * is the control client's (lk__ctl_connect): pinned, checked with SO_PEERCRED, in the process's
- * own namespaces, as the process's user where root must. A process that cannot be attached to is
- * not tried again while it lives (by pid and start time).
+ * own namespaces, as the process's user where root must. Processes are remembered by pid and
+ * start time (try_process says what for).
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -82,26 +82,26 @@ static bool followed(const struct agent *a, pid_t pid)
 	return false;
 }
 
-static bool ignored(const struct agent *a, pid_t pid, unsigned long long start)
+static struct agent_seen *seen(const struct agent *a, pid_t pid, unsigned long long start)
 {
 	for (size_t i = 0; i < a->nignored; i++)
 		if (a->ignored[i].pid == pid && a->ignored[i].start == start)
-			return true;
-	return false;
+			return &a->ignored[i];
+	return NULL;
 }
 
-static void ignore(struct agent *a, pid_t pid, unsigned long long start)
+static void remember(struct agent *a, pid_t pid, unsigned long long start, bool failed)
 {
 	struct agent_seen *grown = realloc(a->ignored, (a->nignored + 1) * sizeof(*grown));
 
 	if (!grown)
-		return; /* tried again at the next scan */
+		return; /* looked at again at the next scan */
 	a->ignored = grown;
-	a->ignored[a->nignored++] = (struct agent_seen){ pid, start };
+	a->ignored[a->nignored++] = (struct agent_seen){ pid, start, failed };
 }
 
-/* Forget the processes not tried again that have exited. */
-static void prune_ignored(struct agent *a)
+/* Forget the processes remembered that have exited. */
+static void prune_seen(struct agent *a)
 {
 	size_t kept = 0;
 
@@ -114,47 +114,36 @@ static void prune_ignored(struct agent *a)
 /* --process: its comm or service name matches a glob (none given: every process). */
 static bool named(const struct agent *a, pid_t pid)
 {
-	char comm[64], service[256], file[64];
-	bool have_service = false;
+	char comm[64], service[256];
+	bool have_service;
 
 	if (!a->o->nnames)
 		return true;
 	if (lk__proc_comm(pid, 0, comm, sizeof(comm)) < 0)
 		comm[0] = 0;
-	snprintf(file, sizeof(file), "/proc/%d/environ", (int)pid);
-	for (int i = 0; i < a->o->nnames; i++) {
-		if (fnmatch(a->o->names[i], comm, 0) == 0)
+	have_service = agent_service_name(pid, service, sizeof(service));
+	for (int i = 0; i < a->o->nnames; i++)
+		if (fnmatch(a->o->names[i], comm, 0) == 0 ||
+		    (have_service && fnmatch(a->o->names[i], service, 0) == 0))
 			return true;
-		if (!have_service) {
-			FILE *f = fopen(file, "re");
-			char var[4096];
-			size_t n = f ? fread(var, 1, sizeof(var) - 1, f) : 0;
-
-			if (f)
-				fclose(f);
-			var[n] = 0;
-			service[0] = 0;
-			for (size_t k = 0; k < n; k += strlen(var + k) + 1)
-				if (strncmp(var + k, "OTEL_SERVICE_NAME=", 18) == 0)
-					snprintf(service, sizeof(service), "%s", var + k + 18);
-			have_service = true;
-		}
-		if (service[0] && fnmatch(a->o->names[i], service, 0) == 0)
-			return true;
-	}
 	return false;
 }
 
-static bool candidate(struct agent *a, pid_t pid, const pid_t *listed, size_t nlisted)
+static bool is_listed(pid_t pid, const pid_t *listed, size_t nlisted)
+{
+	for (size_t i = 0; i < nlisted; i++)
+		if (listed[i] == pid)
+			return true;
+	return false;
+}
+
+/* This user's (root: anyone's), and named as --process asks. */
+static bool ours(struct agent *a, pid_t pid)
 {
 	struct lk__proc_ids ids;
-	bool has_socket = false;
 
-	if (lk__proc_ids(pid, &ids) != 0 || (geteuid() != 0 && ids.euid != geteuid()))
-		return false;
-	for (size_t i = 0; i < nlisted && !has_socket; i++)
-		has_socket = listed[i] == pid;
-	return (has_socket || lk__ctl_asked(pid)) && named(a, pid);
+	return lk__proc_ids(pid, &ids) == 0 && (geteuid() == 0 || ids.euid == geteuid()) &&
+	       named(a, pid);
 }
 
 static void add(struct agent *a, struct agent_proc *p)
@@ -172,19 +161,38 @@ static void add(struct agent *a, struct agent_proc *p)
 		agent_proc_free(a, p, true);
 }
 
+/*
+ * A process is looked at once: one whose environment does not ask for a socket is looked at again
+ * only once this namespace lists a socket of its (lk_control_open() called later); one that could
+ * not be attached to, never again while it lives.
+ */
 static void try_process(struct agent *a, pid_t pid, const pid_t *listed, size_t nlisted)
 {
 	unsigned long long start = agent_start_time(pid);
+	struct agent_seen *before;
 	struct agent_proc *p;
+	bool has_socket;
 	char err[1024];
 
-	if (!start || followed(a, pid) || ignored(a, pid, start) ||
-	    !candidate(a, pid, listed, nlisted))
+	if (!start || followed(a, pid))
 		return;
+	before = seen(a, pid, start);
+	has_socket = is_listed(pid, listed, nlisted);
+	if (before && (before->failed || !has_socket))
+		return;
+	if (!ours(a, pid))
+		return;
+	if (!has_socket && !lk__ctl_asked(pid)) {
+		remember(a, pid, start, false);
+		return;
+	}
 	p = agent_attach(a, pid, err, sizeof(err));
 	if (!p) {
 		fprintf(stderr, "lowkey agent: cannot follow process %d: %s\n", (int)pid, err);
-		ignore(a, pid, start);
+		if (before)
+			before->failed = true;
+		else
+			remember(a, pid, start, true);
 		pthread_mutex_lock(&a->lock);
 		a->attach_failures++;
 		pthread_mutex_unlock(&a->lock);
@@ -200,7 +208,7 @@ void agent_scan(struct agent *a)
 	DIR *d = opendir("/proc");
 	struct dirent *e;
 
-	prune_ignored(a);
+	prune_seen(a);
 	while (d && (e = readdir(d))) {
 		char *end;
 		long pid;
