@@ -603,12 +603,43 @@ static void test_agent_stopped(void **state)
 	assert_true(spool_empty());
 }
 
+/*
+ * Root follows another user's process, acting as that user: the process writes its trace into a
+ * directory given to it, and its events are counted.
+ */
+static void test_other_user(void **state)
+{
+	char *argv[] = {
+		"/usr/bin/env", "setpriv", "--reuid=65534",   "--regid=65534", "--clear-groups",
+		"env",		"-u",	   "XDG_RUNTIME_DIR", AGENT_PROG,      NULL
+	};
+	char line[64], *text;
+
+	(void)state;
+	if (geteuid() != 0 || system("command -v setpriv >/dev/null 2>&1") != 0) {
+		print_message("skipped: needs root and util-linux's setpriv\n");
+		skip();
+	}
+	prog = spawn(argv, false, true); /* setpriv and env exec: the pid is the program's */
+	assert_true(read_line(&prog, "ready", line, sizeof(line)));
+	start_agent();
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	program_does("go 100");
+	text = agent_until(series("lowkey_events_total", "agt:tick", NULL), 100);
+	assert_true(sample(text, series("lowkey_counter", "agt:level", NULL)) == 99);
+	free(text);
+	stop_child(&agent, SIGTERM);
+	wait_untouched();
+	stop_child(&prog, SIGKILL);
+	assert_true(spool_empty());
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_metrics),	      cmocka_unit_test(test_max_sites),
 		cmocka_unit_test(test_prometheus),    cmocka_unit_test(test_agent_killed),
-		cmocka_unit_test(test_agent_stopped),
+		cmocka_unit_test(test_agent_stopped), cmocka_unit_test(test_other_user),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
