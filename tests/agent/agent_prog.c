@@ -6,8 +6,11 @@
  *   ticks N  N events agt:tick, nothing else
  *   bench N  the same, timed by the thread's CPU time (the machine may be busy): prints
  *            "ns X", X per event, before its "done"
+ *   lib N PATH  dlopen the library PATH (tests/control's lkt_ctl_lib: sites loaded now) and
+ *            call its lkt_lib_work N times: N events lib:work
  *   quit     exit(0)
  */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,9 +43,22 @@ static double cpu_ns(void)
 	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
+static void lib(long n, const char *path)
+{
+	void *h = dlopen(path, RTLD_NOW);
+	void (*work)(int) = h ? (void (*)(int))dlsym(h, "lkt_lib_work") : NULL;
+
+	if (!work) {
+		printf("dlopen %s: %s\n", path, dlerror());
+		return;
+	}
+	for (long i = 0; i < n; i++)
+		work((int)i);
+}
+
 int main(void)
 {
-	char line[64];
+	char line[4200], path[4096];
 	long n;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -57,7 +73,9 @@ int main(void)
 
 			ticks(n);
 			printf("ns %.3f\n", (cpu_ns() - t0) / (double)n);
-		} else if (strncmp(line, "quit", 4) == 0)
+		} else if (sscanf(line, "lib %ld %4095s", &n, path) == 2)
+			lib(n, path);
+		else if (strncmp(line, "quit", 4) == 0)
 			break;
 		printf("done\n");
 	}

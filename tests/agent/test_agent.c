@@ -386,6 +386,32 @@ static void test_max_sites(void **state)
 	stop_child(&agent, SIGTERM);
 }
 
+/*
+ * Sites loaded after the trace started (dlopen): the trace's description grows, and the agent,
+ * meeting an event of a class it did not know, reads it again and counts them.
+ */
+static void test_dlopen(void **state)
+{
+	char *text;
+
+	(void)state;
+	start_program();
+	start_agent();
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	program_does("go 10");
+	free(agent_until(series("lowkey_events_total", "agt:tick", NULL), 10));
+	program_does("lib 50 " SITES_LIB);
+	program_does("go 5");
+	text = agent_until(series("lowkey_events_total", "lib:work", NULL), 50);
+	free(text);
+	text = agent_until(series("lowkey_events_total", "agt:tick", NULL), 15);
+	assert_true(sample(text, series("lowkey_span_duration_seconds_count", "agt:work", NULL)) ==
+		    15);
+	free(text);
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGTERM);
+}
+
 /* A free TCP port on 127.0.0.1 (Prometheus cannot be told to pick one). */
 static unsigned int free_port(void)
 {
@@ -637,9 +663,15 @@ static void test_other_user(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_metrics),	      cmocka_unit_test(test_max_sites),
-		cmocka_unit_test(test_prometheus),    cmocka_unit_test(test_agent_killed),
-		cmocka_unit_test(test_agent_stopped), cmocka_unit_test(test_other_user),
+		/* clang-format off */
+		cmocka_unit_test(test_metrics),
+		cmocka_unit_test(test_max_sites),
+		cmocka_unit_test(test_dlopen),
+		cmocka_unit_test(test_prometheus),
+		cmocka_unit_test(test_agent_killed),
+		cmocka_unit_test(test_agent_stopped),
+		cmocka_unit_test(test_other_user),
+		/* clang-format on */
 	};
 
 	signal(SIGPIPE, SIG_IGN);
