@@ -128,8 +128,8 @@ unsigned long long agent_start_time(pid_t pid);
 
 /* ---- agent_proc.c ---- */
 
-/* OTEL_SERVICE_NAME from pid's environment into out, if it can be read here and is set. */
-bool agent_service_name(pid_t pid, char *out, size_t len);
+/* Variable name of pid's environment into out, if it can be read here and is set, not empty. */
+bool agent_proc_env(pid_t pid, const char *name, char *out, size_t len);
 
 /*
  * Connect to process pid, enable the sites, start a trace into a directory of the spool and open

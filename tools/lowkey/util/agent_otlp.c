@@ -36,24 +36,96 @@ void agent_otlp_stop(struct agent *a)
 	a->otlp = NULL;
 }
 
+#define MAX_RESOURCE_ATTRS 64
+
+static int hex(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' :
+	       c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+	       c >= 'A' && c <= 'F' ? c - 'A' + 10 :
+				      -1;
+}
+
+/* s with its %XX decoded, in place, and the spaces around it trimmed. */
+static char *decoded(char *s)
+{
+	char *out = s, *end;
+
+	while (*s == ' ')
+		s++;
+	end = out = s;
+	for (char *in = s; *in; in++) {
+		if (in[0] == '%' && hex(in[1]) >= 0 && hex(in[2]) >= 0) {
+			*end++ = (char)(hex(in[1]) * 16 + hex(in[2]));
+			in += 2;
+		} else {
+			*end++ = *in;
+		}
+	}
+	while (end > out && end[-1] == ' ')
+		end--;
+	*end = 0;
+	return out;
+}
+
+/*
+ * The process's OTEL_RESOURCE_ATTRIBUTES ("key=value,...", values percent-encoded, as the
+ * OpenTelemetry specification writes them) into attrs, pointing into buf; service.name into
+ * *service. A pair without '=' or with an empty key is left out, as the specification says.
+ */
+static unsigned int resource_attrs(pid_t pid, char *buf, size_t len, struct otlp_attr *attrs,
+				   const char **service)
+{
+	unsigned int n = 0;
+	char *save = NULL;
+
+	if (!agent_proc_env(pid, "OTEL_RESOURCE_ATTRIBUTES", buf, len))
+		return 0;
+	for (char *pair = strtok_r(buf, ",", &save); pair && n < MAX_RESOURCE_ATTRS;
+	     pair = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(pair, '='), *key;
+
+		if (!eq)
+			continue;
+		*eq = 0;
+		key = decoded(pair);
+		if (!*key)
+			continue;
+		if (strcmp(key, "service.name") == 0)
+			*service = decoded(eq + 1);
+		else
+			attrs[n++] =
+				(struct otlp_attr){ key, OTLP_STRING, { .s = decoded(eq + 1) } };
+	}
+	return n;
+}
+
 void agent_otlp_attach(struct agent *a, struct agent_proc *p)
 {
-	char exe[64] = "", service[sizeof(p->name) + 32], err[256];
-	struct otlp_resource desc = { .pid = (uint32_t)p->pid };
+	char exe[64] = "", service[sizeof(p->name) + 32], err[256], *env = malloc(65536);
+	struct otlp_attr attrs[MAX_RESOURCE_ATTRS];
+	struct otlp_resource desc = { .pid = (uint32_t)p->pid, .attrs = attrs };
+	const char *from_attrs = NULL;
 
-	if (!a->otlp)
+	if (!a->otlp || !env) {
+		free(env);
 		return;
+	}
 	if (lk__proc_comm(p->pid, 0, exe, sizeof(exe)) >= 0)
 		desc.executable_name = exe;
-	/* the process's OTEL_SERVICE_NAME, else the specification's unknown_service:NAME */
+	desc.nattrs = resource_attrs(p->pid, env, 65536, attrs, &from_attrs);
+	/* the process's OTEL_SERVICE_NAME, its OTEL_RESOURCE_ATTRIBUTES', or unknown_service:NAME */
 	if (p->has_service)
 		desc.service_name = p->name;
+	else if (from_attrs && *from_attrs)
+		desc.service_name = from_attrs;
 	else if (snprintf(service, sizeof(service), "unknown_service:%s", exe) > 0)
 		desc.service_name = service;
 	p->otlp_res = otlp_resource_new(a->otlp, &desc, err, sizeof(err));
 	if (!p->otlp_res)
 		fprintf(stderr, "lowkey agent: process %d's spans are not exported: %s\n",
 			(int)p->pid, err);
+	free(env);
 }
 
 void agent_otlp_detach(struct agent_proc *p)

@@ -42,9 +42,9 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-bool agent_service_name(pid_t pid, char *out, size_t len)
+bool agent_proc_env(pid_t pid, const char *name, char *out, size_t len)
 {
-	static const char var[] = "OTEL_SERVICE_NAME=";
+	size_t lname = strlen(name);
 	char file[64], *buf = malloc(65536);
 	size_t n = 0;
 	bool found = false;
@@ -59,8 +59,9 @@ bool agent_service_name(pid_t pid, char *out, size_t len)
 	if (buf)
 		buf[n] = 0;
 	for (size_t i = 0; i < n && !found; i += strlen(buf + i) + 1) {
-		if (strncmp(buf + i, var, sizeof(var) - 1) == 0 && buf[i + sizeof(var) - 1]) {
-			snprintf(out, len, "%s", buf + i + sizeof(var) - 1);
+		if (strncmp(buf + i, name, lname) == 0 && buf[i + lname] == '=' &&
+		    buf[i + lname + 1]) {
+			snprintf(out, len, "%s", buf + i + lname + 1);
 			found = true;
 		}
 	}
@@ -186,7 +187,7 @@ struct agent_proc *agent_attach(struct agent *a, pid_t pid, char *err, size_t er
 		return NULL;
 	}
 	p->start = p->ctl->pin.start;
-	p->has_service = agent_service_name(pid, p->name, sizeof(p->name));
+	p->has_service = agent_proc_env(pid, "OTEL_SERVICE_NAME", p->name, sizeof(p->name));
 	if (!p->has_service && lk__proc_comm(pid, 0, p->name, sizeof(p->name)) < 0)
 		snprintf(p->name, sizeof(p->name), "%d", (int)pid);
 	/* what was read of /proc/PID counts only if it is still the process pinned */

@@ -121,7 +121,7 @@ static bool named(const struct agent *a, pid_t pid)
 		return true;
 	if (lk__proc_comm(pid, 0, comm, sizeof(comm)) < 0)
 		comm[0] = 0;
-	have_service = agent_service_name(pid, service, sizeof(service));
+	have_service = agent_proc_env(pid, "OTEL_SERVICE_NAME", service, sizeof(service));
 	for (int i = 0; i < a->o->nnames; i++)
 		if (fnmatch(a->o->names[i], comm, 0) == 0 ||
 		    (have_service && fnmatch(a->o->names[i], service, 0) == 0))
