@@ -199,6 +199,14 @@ int lk__ctf_cursor_walk(struct lk__ctf_cursor *c, int (*event)(const struct lk__
  */
 int lk__ctf_cursor_count(struct lk__ctf_cursor *c, uint64_t *events, struct lk__event *e);
 
+/*
+ * A stream still being written (a trace a process records now, whose consumer appends whole
+ * packets): the file has size bytes now. A cursor at its end (lk__ctf_cursor_next gave 0) reads on
+ * from its last whole packet, the bytes of a packet not yet whole included, as if the stream had
+ * been opened that long. A size not past the one known changes nothing. O(1).
+ */
+void lk__ctf_cursor_follow(struct lk__ctf_cursor *c, uint64_t size);
+
 /* Back to the stream's start; its counters zeroed. */
 void lk__ctf_cursor_rewind(struct lk__ctf_cursor *c);
 

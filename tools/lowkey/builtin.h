@@ -30,9 +30,9 @@ struct cli_command {
 #define CLI_OWN_HELP 0x1
 
 /* The commands (builtin-NAME.c); main.c's table lists them. */
-extern const struct cli_command cmd_bench, cmd_clock, cmd_convert, cmd_disable, cmd_enable,
-	cmd_help, cmd_list, cmd_locks, cmd_races, cmd_report, cmd_snapshot, cmd_stat, cmd_trace,
-	cmd_version, cmd_watch;
+extern const struct cli_command cmd_agent, cmd_bench, cmd_clock, cmd_convert, cmd_disable,
+	cmd_enable, cmd_help, cmd_list, cmd_locks, cmd_races, cmd_report, cmd_snapshot, cmd_stat,
+	cmd_trace, cmd_version, cmd_watch;
 
 /* The rules every command follows (event lists, exit status, -j, progress), for `lowkey help`. */
 extern const char cli_conventions[];

@@ -15,6 +15,9 @@
 
 /* Every command, sorted by name: `lowkey help` lists them in this order. */
 static const struct cli_command *const commands[] = {
+#ifdef LK_HAVE_AGENT
+	&cmd_agent,
+#endif
 	&cmd_bench,  &cmd_clock,    &cmd_convert, &cmd_disable, &cmd_enable,  &cmd_help,
 #ifdef LK_HAVE_LIBELF
 	&cmd_list,

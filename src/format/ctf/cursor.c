@@ -341,6 +341,17 @@ int lk__ctf_cursor_count(struct lk__ctf_cursor *c, uint64_t *events, struct lk__
 	}
 }
 
+void lk__ctf_cursor_follow(struct lk__ctf_cursor *c, uint64_t size)
+{
+	if (size <= c->size)
+		return;
+	c->size = size;
+	if (c->done && !c->len) { /* at the end: read_packet starts again at c->at */
+		c->done = false;
+		c->s.truncated = 0;
+	}
+}
+
 int lk__ctf_cursor_error(const struct lk__ctf_cursor *c, int rc, char *err, size_t errlen)
 {
 	const char *dir = c->r->dir ? c->r->dir : "the trace";

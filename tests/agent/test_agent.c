@@ -1,0 +1,679 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey agent against a running program (agent_prog.c) started with LOWKEY_CONTROL=1: its
+ * /metrics hold exactly what the program recorded, read directly and through a real Prometheus
+ * scraping the agent (its HTTP API asked with curl); the program's series go once it exits; an
+ * agent killed leaves the program as it was, and a new one follows it again; an agent that stops
+ * reading (SIGSTOP) never holds the program up, and what it then reads plus what was lost is
+ * what the program recorded.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "internal/control.h"
+
+#define PROG_NAME "lkt_agent_prog" /* its comm: the agent follows only it (--process) */
+#define WAIT_S 120		   /* a bound on every wait, not a measurement */
+
+static char scratch[] = "/tmp/lkt-agent-XXXXXX";
+static char spool[] = "/dev/shm/lkt-agent-XXXXXX";
+static char err[1024];
+
+struct child {
+	pid_t pid;
+	int in;	   /* its standard input */
+	FILE *out; /* its standard output (the program) or standard error (the agent) */
+};
+
+static struct child prog, agent, prometheus;
+static unsigned int agent_port, prom_port;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Start argv with its stdin on a pipe, and its stdout (or stderr) on another. */
+static struct child spawn(char *const argv[], bool read_stderr, bool control)
+{
+	int in[2], out[2];
+	struct child c;
+
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	c.pid = fork();
+	assert_true(c.pid >= 0);
+	if (c.pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], read_stderr ? 2 : 1);
+		if (control)
+			setenv("LOWKEY_CONTROL", "1", 1);
+		else
+			unsetenv("LOWKEY_CONTROL");
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	c.in = in[1];
+	c.out = fdopen(out[0], "r");
+	assert_non_null(c.out);
+	return c;
+}
+
+/* Wait up to WAIT_S for a line from c beginning with prefix; into line. */
+static bool read_line(struct child *c, const char *prefix, char *line, size_t len)
+{
+	double end = now_s() + WAIT_S;
+
+	while (now_s() < end) {
+		struct pollfd p = { .fd = fileno(c->out), .events = POLLIN };
+
+		if (poll(&p, 1, 1000) <= 0)
+			continue;
+		if (!fgets(line, (int)len, c->out))
+			return false;
+		if (strncmp(line, prefix, strlen(prefix)) == 0)
+			return true;
+		fprintf(stderr, "%s", line); /* what else it says is shown */
+	}
+	return false;
+}
+
+static void tell(struct child *c, const char *fmt, ...)
+{
+	char cmd[128];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	assert_int_equal(write(c->in, cmd, (size_t)n), n);
+}
+
+/* Tell the program cmd and wait for its "done". */
+static void program_does(const char *cmd)
+{
+	char line[256];
+
+	tell(&prog, "%s\n", cmd);
+	assert_true(read_line(&prog, "done", line, sizeof(line)));
+}
+
+static bool ended(struct child *c, int *status)
+{
+	double end = now_s() + WAIT_S;
+
+	while (now_s() < end) {
+		if (waitpid(c->pid, status, WNOHANG) == c->pid)
+			return true;
+		sleep_ms(20);
+	}
+	return false;
+}
+
+static void stop_child(struct child *c, int sig)
+{
+	int status;
+
+	if (c->pid <= 0)
+		return;
+	kill(c->pid, SIGCONT);
+	kill(c->pid, sig);
+	if (!ended(c, &status)) {
+		kill(c->pid, SIGKILL);
+		waitpid(c->pid, &status, 0);
+	}
+	close(c->in);
+	fclose(c->out);
+	c->pid = 0;
+}
+
+static void start_program(void)
+{
+	char *argv[] = { AGENT_PROG, NULL };
+	char line[64];
+
+	prog = spawn(argv, false, true);
+	assert_true(read_line(&prog, "ready", line, sizeof(line)));
+}
+
+/* The agent, following only the test's program; max_sites: its --max-sites. */
+static void start_agent_sites(const char *max_sites)
+{
+	char *argv[] = { LOWKEY,       "agent",	  "--listen",	     "127.0.0.1:0",
+			 "--process",  PROG_NAME, "--scan-interval", "0.2",
+			 "--flush-ms", "50",	  "--spool",	     spool,
+			 "--buckets",  "0.5,1,5", "--max-sites",     (char *)max_sites,
+			 NULL };
+	char line[512];
+	const char *at;
+
+	agent = spawn(argv, true, false);
+	assert_true(read_line(&agent, "lowkey agent: serving", line, sizeof(line)));
+	at = strstr(line, "port ");
+	assert_non_null(at);
+	agent_port = (unsigned int)atoi(at + 5);
+	assert_true(agent_port > 0);
+}
+
+static void start_agent(void)
+{
+	start_agent_sites("100");
+}
+
+/* The output of a shell command, into a malloc()ed string (NULL if it failed). */
+static char *capture(const char *fmt, ...)
+{
+	char cmd[2048], *text = NULL;
+	size_t len = 0;
+	va_list ap;
+	FILE *f, *m;
+	int c;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	f = popen(cmd, "r");
+	m = open_memstream(&text, &len);
+	while (f && m && (c = fgetc(f)) != EOF)
+		fputc(c, m);
+	if (m)
+		fclose(m);
+	if (!f || pclose(f) != 0) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+static char *agent_metrics(void)
+{
+	return capture("curl -sf -H 'Accept: application/openmetrics-text; version=1.0.0' "
+		       "http://127.0.0.1:%u/metrics",
+		       agent_port);
+}
+
+/* The value of the sample whose name and labels are series, in text; NAN if none. */
+static double sample(const char *text, const char *series)
+{
+	size_t len = strlen(series);
+
+	for (const char *at = text; at && (at = strstr(at, series)); at += len)
+		if ((at == text || at[-1] == '\n') && at[len] == ' ')
+			return strtod(at + len + 1, NULL);
+	return NAN;
+}
+
+/* A series of the program's: name{pid="PID",process="lkt_agent_prog"[,site="SITE"][,extra]}. */
+static const char *series(const char *name, const char *site, const char *extra)
+{
+	static char s[512];
+	int n = snprintf(s, sizeof(s), "%s{pid=\"%d\",process=\"%s\"", name, (int)prog.pid,
+			 PROG_NAME);
+
+	if (site)
+		n += snprintf(s + n, sizeof(s) - (size_t)n, ",site=\"%s\"", site);
+	snprintf(s + n, sizeof(s) - (size_t)n, "%s%s}", extra ? "," : "", extra ? extra : "");
+	return s;
+}
+
+/* Scrape the agent until series has value (up to WAIT_S); the last scrape's text. */
+static char *agent_until(const char *want, double value)
+{
+	double end = now_s() + WAIT_S;
+	char *text = NULL;
+
+	while (now_s() < end) {
+		free(text);
+		text = agent_metrics();
+		if (text && sample(text, want) == value)
+			return text;
+		sleep_ms(100);
+	}
+	fprintf(stderr, "the agent's last /metrics:\n%s\n", text ? text : "(none)");
+	fail_msg("%s never reached %g", want, value);
+	return text;
+}
+
+static struct lk__ctl_status program_status(void)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_STATUS }, reply;
+	struct lk__ctl_client c;
+
+	assert_int_equal(lk__ctl_connect(&c, prog.pid, err, sizeof(err)), 0);
+	assert_int_equal(
+		lk__ctl_call(&c, &req, LK_CTL_STATUS_REPLY, &reply, 30000, err, sizeof(err)), 0);
+	lk__ctl_disconnect(&c);
+	return reply.status; /* numbers only: the strings went with the client */
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	return mkdtemp(scratch) && mkdtemp(spool) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[256];
+
+	(void)state;
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGKILL);
+	stop_child(&prometheus, SIGTERM);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", scratch, spool);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static bool spool_empty(void)
+{
+	char *ls = capture("ls -A '%s'", spool);
+	bool empty = ls && !ls[0];
+
+	free(ls);
+	return empty;
+}
+
+/*
+ * The stream files of the spool hold no more than the pages not read yet: holes behind what the
+ * agent read (tmpfs allocates by the page: the last one, partly read, and the one after it).
+ */
+static void spool_emptied(void)
+{
+	char *found = capture("find '%s' -name 'stream-*' -size +16k -printf '%%s %%b\\n'", spool);
+	unsigned long long size, blocks;
+	int files = 0, n = 0;
+
+	assert_non_null(found);
+	for (const char *at = found; sscanf(at, "%llu %llu\n%n", &size, &blocks, &n) == 2;
+	     at += n) {
+		print_message("stream file of %llu bytes, %llu allocated\n", size, blocks * 512);
+		assert_true(blocks * 512 <= 8192);
+		files++;
+	}
+	assert_true(files > 0);
+	free(found);
+}
+
+/* What the program recorded, read from the agent directly; its series gone after it exits. */
+static void test_metrics(void **state)
+{
+	char *text;
+
+	(void)state;
+	start_program();
+	start_agent();
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	program_does("go 1000");
+	text = agent_until(series("lowkey_events_total", "agt:tick", NULL), 1000);
+	assert_true(sample(text, series("lowkey_events_total", "agt:work", NULL)) == 2000);
+	assert_true(sample(text, series("lowkey_events_total", "agt:level", NULL)) == 1000);
+	assert_true(sample(text, series("lowkey_counter", "agt:level", NULL)) == 999);
+	assert_true(sample(text, series("lowkey_span_duration_seconds_count", "agt:work", NULL)) ==
+		    1000);
+	assert_true(sample(text, series("lowkey_span_duration_seconds_bucket", "agt:work",
+					"le=\"+Inf\"")) == 1000);
+	assert_true(sample(text, series("lowkey_events_lost_total", NULL, NULL)) == 0);
+	assert_non_null(strstr(text, "# TYPE lowkey_events counter\n"));
+	assert_non_null(strstr(text, "# UNIT lowkey_span_duration_seconds seconds\n"));
+	assert_non_null(strstr(text, "\n# EOF\n"));
+	free(text);
+	spool_emptied();
+
+	/* it exits: one scrape shows it detached, the next has none of its series */
+	program_does("go 10");
+	tell(&prog, "quit\n");
+	text = agent_until(series("lowkey_process_attached", NULL, NULL), 0);
+	assert_true(sample(text, series("lowkey_events_total", "agt:tick", NULL)) == 1010);
+	free(text);
+	text = agent_metrics();
+	assert_non_null(text);
+	assert_null(strstr(text, series("lowkey_events_total", "agt:tick", NULL)));
+	free(text);
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGTERM);
+	assert_true(spool_empty());
+}
+
+/* Past --max-sites, a process's sites are counted under site="other", and the folding counted. */
+static void test_max_sites(void **state)
+{
+	char *text;
+
+	(void)state;
+	start_program();
+	start_agent_sites("2");
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	program_does("go 10");
+	/* met in this order: agt:work's begin, agt:tick, then agt:level, folded */
+	text = agent_until(series("lowkey_counter", "other", NULL), 9);
+	assert_true(sample(text, series("lowkey_events_total", "other", NULL)) == 10);
+	assert_true(sample(text, series("lowkey_events_total", "agt:work", NULL)) == 20);
+	assert_true(sample(text, series("lowkey_events_total", "agt:tick", NULL)) == 10);
+	assert_null(strstr(text, "site=\"agt:level\""));
+	assert_true(sample(text, series("lowkey_agent_sites_folded", NULL, NULL)) == 1);
+	free(text);
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGTERM);
+}
+
+/*
+ * Sites loaded after the trace started (dlopen): the trace's description grows, and the agent,
+ * meeting an event of a class it did not know, reads it again and counts them.
+ */
+static void test_dlopen(void **state)
+{
+	char *text;
+
+	(void)state;
+	start_program();
+	start_agent();
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	program_does("go 10");
+	free(agent_until(series("lowkey_events_total", "agt:tick", NULL), 10));
+	program_does("lib 50 " SITES_LIB);
+	program_does("go 5");
+	text = agent_until(series("lowkey_events_total", "lib:work", NULL), 50);
+	free(text);
+	text = agent_until(series("lowkey_events_total", "agt:tick", NULL), 15);
+	assert_true(sample(text, series("lowkey_span_duration_seconds_count", "agt:work", NULL)) ==
+		    15);
+	free(text);
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGTERM);
+}
+
+/* A free TCP port on 127.0.0.1 (Prometheus cannot be told to pick one). */
+static unsigned int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+static bool have_prometheus(void)
+{
+	return system("command -v prometheus >/dev/null 2>&1 && command -v curl >/dev/null 2>&1") ==
+	       0;
+}
+
+static void start_prometheus(void)
+{
+	char config[1100], data[1100], listen[64], flag_config[1200], flag_data[1200];
+	char *argv[] = { "/bin/sh", "-c", NULL, NULL };
+	char cmd[4096], *ready = NULL;
+	double end;
+	FILE *f;
+
+	snprintf(config, sizeof(config), "%s/prometheus.yml", scratch);
+	snprintf(data, sizeof(data), "%s/prometheus-data", scratch);
+	f = fopen(config, "w");
+	assert_non_null(f);
+	fprintf(f,
+		"global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+		"scrape_configs:\n  - job_name: lowkey\n    static_configs:\n"
+		"      - targets: ['127.0.0.1:%u']\n",
+		agent_port);
+	fclose(f);
+	prom_port = free_port();
+	snprintf(listen, sizeof(listen), "127.0.0.1:%u", prom_port);
+	snprintf(flag_config, sizeof(flag_config), "--config.file=%s", config);
+	snprintf(flag_data, sizeof(flag_data), "--storage.tsdb.path=%s", data);
+	snprintf(cmd, sizeof(cmd),
+		 "exec prometheus %s %s --web.listen-address=%s >%s/prometheus.log 2>&1",
+		 flag_config, flag_data, listen, scratch);
+	argv[2] = cmd;
+	prometheus = spawn(argv, false, false);
+	for (end = now_s() + WAIT_S; now_s() < end && !ready; sleep_ms(200))
+		ready = capture("curl -sf http://%s/-/ready", listen);
+	free(ready);
+	assert_non_null(ready);
+}
+
+/* Prometheus' answer to query (instant), or NULL. */
+static char *prom_query(const char *query)
+{
+	return capture("curl -sf -G --data-urlencode 'query=%s' http://127.0.0.1:%u/api/v1/query",
+		       query, prom_port);
+}
+
+/* The value of the one series query gives: NAN if none; the answer's text into *answer. */
+static double prom_value(const char *query, char **answer)
+{
+	char *text = prom_query(query);
+	const char *v = text ? strstr(text, "\"value\":[") : NULL;
+
+	v = v ? strstr(v, ",\"") : NULL;
+	*answer = text;
+	return v ? strtod(v + 2, NULL) : NAN;
+}
+
+static void prom_until(const char *query, double value)
+{
+	double end = now_s() + WAIT_S, got = NAN;
+	char *answer = NULL;
+
+	while (now_s() < end) {
+		free(answer);
+		got = prom_value(query, &answer);
+		if (got == value)
+			break;
+		sleep_ms(250);
+	}
+	if (got != value)
+		fail_msg("Prometheus: %s: %s, not %g", query, answer ? answer : "no answer", value);
+	/* the labels, as Prometheus stored them */
+	assert_non_null(strstr(answer, "\"process\":\"" PROG_NAME "\""));
+	free(answer);
+}
+
+/* A real Prometheus scraping the agent holds the program's series, then drops them. */
+static void test_prometheus(void **state)
+{
+	char q[256], *answer = NULL;
+	double end;
+
+	(void)state;
+	if (!have_prometheus()) {
+		print_message("skipped: Debian's prometheus or curl is not installed "
+			      "(deps/agent.deps)\n");
+		skip();
+	}
+	start_program();
+	start_agent();
+	start_prometheus();
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	program_does("go 500");
+	snprintf(q, sizeof(q), "lowkey_events_total{pid=\"%d\",site=\"agt:tick\"}", (int)prog.pid);
+	prom_until(q, 500);
+	snprintf(q, sizeof(q), "lowkey_counter{pid=\"%d\",site=\"agt:level\"}", (int)prog.pid);
+	prom_until(q, 499);
+	snprintf(q, sizeof(q), "lowkey_span_duration_seconds_count{pid=\"%d\",site=\"agt:work\"}",
+		 (int)prog.pid);
+	prom_until(q, 500);
+	snprintf(q, sizeof(q),
+		 "lowkey_span_duration_seconds_bucket{pid=\"%d\",site=\"agt:work\",le=\"+Inf\"}",
+		 (int)prog.pid);
+	prom_until(q, 500);
+	snprintf(q, sizeof(q), "lowkey_events_lost_total{pid=\"%d\"}", (int)prog.pid);
+	prom_until(q, 0);
+
+	/* the program exits: its series go stale in Prometheus, since the agent drops them */
+	tell(&prog, "quit\n");
+	snprintf(q, sizeof(q), "lowkey_events_total{pid=\"%d\"}", (int)prog.pid);
+	for (end = now_s() + WAIT_S; now_s() < end; sleep_ms(250)) {
+		free(answer);
+		answer = prom_query(q);
+		if (answer && strstr(answer, "\"result\":[]"))
+			break;
+	}
+	assert_non_null(answer);
+	assert_non_null(strstr(answer, "\"result\":[]"));
+	free(answer);
+	stop_child(&prometheus, SIGTERM);
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGTERM);
+}
+
+static bool program_untouched(void)
+{
+	struct lk__ctl_status st = program_status();
+
+	return !st.running && st.sites_enabled == 0;
+}
+
+/* The program's server ends the agent's session as it sees the connection close: soon after. */
+static void wait_untouched(void)
+{
+	double end = now_s() + WAIT_S;
+
+	while (now_s() < end && !program_untouched())
+		sleep_ms(50);
+	assert_true(program_untouched());
+}
+
+/* An agent killed leaves the program as it was and running; a new agent follows it afresh. */
+static void test_agent_killed(void **state)
+{
+	char *text;
+
+	(void)state;
+	start_program();
+	assert_true(program_untouched());
+	start_agent();
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	assert_true(program_status().sites_enabled > 0);
+	program_does("go 100");
+	free(agent_until(series("lowkey_events_total", "agt:tick", NULL), 100));
+
+	stop_child(&agent, SIGKILL);
+	wait_untouched();
+	program_does("go 100"); /* it runs on, its sites off */
+
+	start_agent();
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	program_does("go 7");
+	text = agent_until(series("lowkey_events_total", "agt:tick", NULL), 7);
+	assert_true(sample(text, series("lowkey_counter", "agt:level", NULL)) == 6);
+	free(text);
+	stop_child(&agent, SIGTERM); /* stopped properly: the program's trace and rules end too */
+	wait_untouched();
+	stop_child(&prog, SIGKILL);
+	assert_true(spool_empty());
+}
+
+/* An agent that reads nothing (stopped) holds nothing up; read later, nothing is unaccounted. */
+static void test_agent_stopped(void **state)
+{
+	const long n = 200000;
+	int status;
+	char *text;
+	double lost;
+
+	(void)state;
+	start_program();
+	start_agent();
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	assert_int_equal(kill(agent.pid, SIGSTOP), 0);
+	tell(&prog, "ticks %ld\nquit\n", n);
+	assert_true(ended(&prog, &status));
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(kill(agent.pid, SIGCONT), 0);
+
+	text = agent_until(series("lowkey_process_attached", NULL, NULL), 0);
+	lost = sample(text, series("lowkey_events_lost_total", NULL, NULL));
+	print_message("%g events read, %g lost\n",
+		      sample(text, series("lowkey_events_total", "agt:tick", NULL)), lost);
+	assert_true(sample(text, series("lowkey_events_total", "agt:tick", NULL)) + lost ==
+		    (double)n);
+	free(text);
+	close(prog.in);
+	fclose(prog.out);
+	prog.pid = 0;
+	stop_child(&agent, SIGTERM);
+	assert_true(spool_empty());
+}
+
+/*
+ * Root follows another user's process, acting as that user: the process writes its trace into a
+ * directory given to it, and its events are counted.
+ */
+static void test_other_user(void **state)
+{
+	char *argv[] = {
+		"/usr/bin/env", "setpriv", "--reuid=65534",   "--regid=65534", "--clear-groups",
+		"env",		"-u",	   "XDG_RUNTIME_DIR", AGENT_PROG,      NULL
+	};
+	char line[64], *text;
+
+	(void)state;
+	if (geteuid() != 0 || system("command -v setpriv >/dev/null 2>&1") != 0) {
+		print_message("skipped: needs root and util-linux's setpriv\n");
+		skip();
+	}
+	prog = spawn(argv, false, true); /* setpriv and env exec: the pid is the program's */
+	assert_true(read_line(&prog, "ready", line, sizeof(line)));
+	start_agent();
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	program_does("go 100");
+	text = agent_until(series("lowkey_events_total", "agt:tick", NULL), 100);
+	assert_true(sample(text, series("lowkey_counter", "agt:level", NULL)) == 99);
+	free(text);
+	stop_child(&agent, SIGTERM);
+	wait_untouched();
+	stop_child(&prog, SIGKILL);
+	assert_true(spool_empty());
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		/* clang-format off */
+		cmocka_unit_test(test_metrics),
+		cmocka_unit_test(test_max_sites),
+		cmocka_unit_test(test_dlopen),
+		cmocka_unit_test(test_prometheus),
+		cmocka_unit_test(test_agent_killed),
+		cmocka_unit_test(test_agent_stopped),
+		cmocka_unit_test(test_other_user),
+		/* clang-format on */
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

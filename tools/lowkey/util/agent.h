@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lowkey agent: the processes it follows (agent_proc.c), how it finds them (agent_scan.c), what it
+ * makes of their events (agent_metrics.c) and the HTTP side that serves it (agent_http.c).
+ *
+ * One thread (the command's) finds processes, attaches to them, and reads each one's trace as its
+ * consumer appends packets; the HTTP server's thread renders /metrics. Both take agent.lock: the
+ * reader while it changes a process or the list, the server while it renders.
+ */
+#ifndef LOWKEY_CLI_AGENT_H
+#define LOWKEY_CLI_AGENT_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "internal/control.h"
+#include "internal/ctf_reader.h"
+#include "internal/trace_spans.h"
+
+#define AGENT_MAX_GLOBS 64
+#define AGENT_MAX_BUCKETS 64
+
+struct agent_opts {
+	const char *listen; /* "HOST:PORT": IPv4, or [IPv6] */
+	const char *otlp;   /* --otlp URL: spans to an OTLP/HTTP receiver; NULL: none */
+	const char *globs[AGENT_MAX_GLOBS]; /* the sites enabled in each process, in order */
+	int nglobs;
+	const char *names[AGENT_MAX_GLOBS]; /* --process: the processes taken; none: every one */
+	int nnames;
+	double scan_s;			   /* how often /proc is looked through */
+	unsigned int flush_ms;		   /* the traced process's consumer's period */
+	uint64_t buffer;		   /* its per-thread rings (0: the library's default) */
+	const char *spool;		   /* where the traces are written (a tmpfs) */
+	double buckets[AGENT_MAX_BUCKETS]; /* histogram bounds, seconds, ascending */
+	size_t nbuckets;
+	unsigned int max_sites; /* sites per process before the rest fold into site="other" */
+	bool cputime;		/* record thread CPU time (costs the traced process per event) */
+};
+
+struct agent_hist {
+	uint64_t *n; /* per bucket, not cumulative; [nbuckets]: past the last bound */
+	uint64_t count;
+	double sum;
+};
+
+/* One provider:event of a process (every kind: a span's begin and end are one site). */
+struct agent_site {
+	char *name; /* "provider:event", or "other" */
+	uint64_t events;
+	bool is_counter, has_spans;
+	double value; /* a counter's last value */
+	struct agent_hist wall, cpu;
+};
+
+/* A thread's stream file of a process's trace, read as it grows. */
+struct agent_stream {
+	char *name;
+	struct lk__ctf_cursor cur;
+	int fd;		  /* read-write: its size, and holes punched behind what was read */
+	uint64_t punched; /* bytes from the start that are holes now */
+	struct lk__pair_stack open; /* its open spans */
+	struct agent_span_ids *ids; /* --otlp: the ids of its open spans, by depth */
+	size_t ids_cap;
+	char *thread_name; /* --otlp: as its stream last named it */
+	bool damaged;	   /* not read on (an error message was printed) */
+};
+
+struct agent_proc {
+	pid_t pid;
+	unsigned long long start;   /* its start time (pinned) */
+	char name[128];		    /* the process label: OTEL_SERVICE_NAME, else its comm */
+	bool has_service;	    /* name is its OTEL_SERVICE_NAME */
+	struct lk__ctl_client *ctl; /* NULL once disconnected */
+	int dir_fd;		    /* its trace directory */
+	char dir[64];		    /* the directory's name in the spool */
+	struct lk__trace_reader r;
+	bool have_reader;
+	struct otlp_res *otlp_res; /* --otlp: the resource its spans are sent under */
+	struct lk__pair_index pairs;
+	uint32_t *site_of; /* by class id: index + 1 into sites; 0: not seen yet */
+	size_t nsite_of;
+	struct agent_stream *streams;
+	size_t nstreams;
+	struct agent_site *sites;
+	size_t nsites;
+	long other;	 /* index of site "other", -1: none */
+	uint64_t folded; /* event classes folded into "other" */
+	uint64_t lost;	 /* what its threads lost, all streams */
+	bool exiting;	 /* it said it exits, or its connection closed: read what is left */
+	bool exited;	 /* read to the end; its series go after one more scrape */
+	unsigned int scrapes_since_exit;
+	double exited_at; /* CLOCK_MONOTONIC s */
+};
+
+/* A process looked at and not followed: not asking for a socket, or not attached to (failed). */
+struct agent_seen {
+	pid_t pid;
+	unsigned long long start;
+	bool failed;
+};
+
+struct agent {
+	const struct agent_opts *o;
+	pthread_mutex_t lock; /* procs, each process's state, the counts below */
+	struct agent_proc **procs;
+	size_t nprocs;
+	struct agent_seen *ignored; /* processes looked at and not followed (agent_scan.c) */
+	size_t nignored;
+	int spool_fd; /* this agent's directory in the spool */
+	char spool[PATH_MAX];
+	uint64_t attach_failures;
+	struct otlp_exporter *otlp; /* --otlp */
+	uint64_t traces;	    /* traces started, numbering their directories */
+};
+
+/* ---- agent_scan.c ---- */
+
+/* Look through /proc for processes to follow, and attach to each new one (under a->lock). */
+void agent_scan(struct agent *a);
+
+/* A process's start time (/proc/PID/stat), 0 if it cannot be read. */
+unsigned long long agent_start_time(pid_t pid);
+
+/* ---- agent_proc.c ---- */
+
+/* Variable name of pid's environment into out, if it can be read here and is set, not empty. */
+bool agent_proc_env(pid_t pid, const char *name, char *out, size_t len);
+
+/*
+ * Connect to process pid, enable the sites, start a trace into a directory of the spool and open
+ * it: the process, or NULL with err (the process is left as it was).
+ */
+struct agent_proc *agent_attach(struct agent *a, pid_t pid, char *err, size_t errlen);
+
+/* Read every whole packet the process's streams have now; notice its exit. */
+void agent_read(struct agent *a, struct agent_proc *p);
+
+/*
+ * Ask whether its trace still runs: one that stopped (a full spool: the library's rule for a full
+ * disk) or a process that does not answer (a bounded wait) is read to the end and detached; a
+ * process still running is attached again at the next scan, with a new trace.
+ */
+void agent_check(struct agent_proc *p);
+
+/* Stop its trace (waiting a bounded time), disconnect, remove its directory, free it. */
+void agent_proc_free(struct agent *a, struct agent_proc *p, bool stop);
+
+/* ---- agent_metrics.c ---- */
+
+/* The site of class cls in p (made, or "other" past the cap): NULL when out of memory. */
+struct agent_site *agent_site_of(struct agent *a, struct agent_proc *p,
+				 const struct lk__event_class *cls);
+
+void agent_hist_add(const struct agent_opts *o, struct agent_hist *h, double v);
+void agent_sites_free(struct agent_proc *p);
+
+/*
+ * /metrics as text (malloc()ed, *len bytes): OpenMetrics 1.0 if openmetrics, else Prometheus'
+ * text format 0.0.4. Takes a->lock. The series of a process that exited are in the first
+ * rendering after its exit, and in none after. NULL when out of memory.
+ */
+char *agent_render(struct agent *a, bool openmetrics, size_t *len);
+
+/* ---- agent_otlp.c: spans and events to an OTLP/HTTP receiver (--otlp) ---- */
+
+struct agent_span_ids {
+	uint8_t trace[16], span[8];
+};
+
+#ifdef LK_HAVE_OTLP
+/* The exporter for --otlp: 0, or -1 with err. */
+int agent_otlp_start(struct agent *a, char *err, size_t errlen);
+/* Send what is queued (a bounded wait) and free the exporter. */
+void agent_otlp_stop(struct agent *a);
+/* The resource of p's spans: its service name, pid and executable. */
+void agent_otlp_attach(struct agent *a, struct agent_proc *p);
+void agent_otlp_detach(struct agent_proc *p);
+/* A span begins on st at depth st->open.depth: its ids, in its parent's trace. */
+void agent_otlp_begin(struct agent *a, struct agent_stream *st);
+/* The open span at depth k of st ends with e: exported. */
+void agent_otlp_end(struct agent *a, struct agent_proc *p, struct agent_stream *st, size_t k,
+		    const struct lk__event *e);
+/* An LK_PROBE event (exported as a zero-length span), or the thread's name record. */
+void agent_otlp_event(struct agent *a, struct agent_proc *p, struct agent_stream *st,
+		      const struct lk__event *e);
+void agent_otlp_stream_free(struct agent_stream *st);
+/* The exporter's lowkey_agent_otlp_* series. */
+void agent_otlp_render(struct agent *a, FILE *f, bool openmetrics);
+#else
+/* Without the exporter (a build without it) there is no --otlp: nothing to do. */
+static inline void agent_otlp_attach(struct agent *a, struct agent_proc *p)
+{
+	(void)a, (void)p;
+}
+static inline void agent_otlp_detach(struct agent_proc *p)
+{
+	(void)p;
+}
+static inline void agent_otlp_begin(struct agent *a, struct agent_stream *st)
+{
+	(void)a, (void)st;
+}
+static inline void agent_otlp_end(struct agent *a, struct agent_proc *p, struct agent_stream *st,
+				  size_t k, const struct lk__event *e)
+{
+	(void)a, (void)p, (void)st, (void)k, (void)e;
+}
+static inline void agent_otlp_event(struct agent *a, struct agent_proc *p, struct agent_stream *st,
+				    const struct lk__event *e)
+{
+	(void)a, (void)p, (void)st, (void)e;
+}
+static inline void agent_otlp_stream_free(struct agent_stream *st)
+{
+	(void)st;
+}
+#endif
+
+/* ---- agent_http.c ---- */
+
+struct agent_http;
+
+/*
+ * Serve /metrics at addr ("HOST:PORT"; port 0: any free one) on a thread of its own: the server,
+ * or NULL with err. *port: the port bound.
+ */
+struct agent_http *agent_http_start(struct agent *a, const char *addr, unsigned int *port,
+				    char *err, size_t errlen);
+void agent_http_stop(struct agent_http *h);
+
+#endif
