@@ -12,6 +12,8 @@ rows with the same counts, and threads with the same names and event counts.
 With --converted CTF.json OTHER.json FORMAT [json]: one conversion of the CTF trace (through any
 formats) into FORMAT, compared as above; a last argument "json" when the conversions went through
 JSON (its allowance for switches).
+With --converted-list CTF.json LIST: the same for each line "OTHER.json FORMAT [json]" of the file
+LIST, in one run.
 Exits 1 with what differs."""
 import json
 import sys
@@ -100,6 +102,22 @@ def compare_runs(ctf, other, name):
 
 
 def main():
+    if sys.argv[1] == "--converted-list":
+        ctf = json.load(open(sys.argv[2]))
+        bad, n = [], 0
+        for line in open(sys.argv[3]):
+            args = line.split()
+            if not args:
+                continue
+            other = json.load(open(args[0]))
+            bad += [f"{args[0]}: {b}" for b in compare(ctf, other, args[1],
+                                                        len(args) > 2 and args[2] == "json")]
+            n += 1
+        if bad:
+            print("\n".join(bad))
+            sys.exit(1)
+        print(f"converted: {n}")
+        return
     if sys.argv[1] == "--converted":
         ctf, other = (json.load(open(p)) for p in sys.argv[2:4])
         bad = compare(ctf, other, sys.argv[4], len(sys.argv) > 5 and sys.argv[5] == "json")

@@ -255,6 +255,25 @@ static void slow_path_records_wrap_intact(void **state)
 /* ---- 8 threads, rules flipping ---- */
 
 #define WRITERS 8
+/*
+ * Rules flipped while the writers run, and the writers' bound. A sanitizer's runtime makes each
+ * flip and each event 5-10x slower: fewer of both there, where a race or a bad access shows in the
+ * first few dozen flips or not at all.
+ */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifdef SANITIZED
+#define FLIP_ROUNDS 40
+#define WRITES_MAX 20000
+#else
+#define FLIP_ROUNDS 200
+#define WRITES_MAX 100000
+#endif
 
 static int stop;
 
@@ -263,7 +282,7 @@ static void *writer(void *arg)
 	long me = (long)(intptr_t)arg, seq = 0;
 
 	/* bounded, so the trace's size does not depend on how fast this machine is */
-	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED) && seq < 100000) {
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED) && seq < WRITES_MAX) {
 		LK_PROBE(thr, seq, me, seq);
 		LK_PROBE(thr, text, me, "some text that takes the slow path");
 		{
@@ -286,7 +305,7 @@ static void eight_writers_while_flipping(void **state)
 	start(dir, sizeof(dir), "flip", 0);
 	for (long i = 0; i < WRITERS; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, writer, (void *)(intptr_t)i), 0);
-	for (int round = 0; round < 200; round++) {
+	for (int round = 0; round < FLIP_ROUNDS; round++) {
 		assert_true(lk_probe_disable(round % 2 ? "thr:seq" : "thr:text") >= 0);
 		assert_true(lk_probe_enable(round % 3 ? "thr:*" : "thr:work") >= 0);
 	}
