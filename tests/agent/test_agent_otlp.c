@@ -344,7 +344,11 @@ static void test_spans(void **state)
 		const struct span *s = &all.v[i];
 
 		/* recorded between the program's two readings of the clock */
-		assert_true(s->start >= before && s->end >= s->start && s->end <= after);
+		if (!(s->start >= before && s->end >= s->start && s->end <= after))
+			fail_msg("%s: [%" PRIu64 ", %" PRIu64
+				 "] not within [%llu, %llu]: start-before %lld after-end %lld",
+				 s->name, s->start, s->end, before, after,
+				 (long long)(s->start - before), (long long)(after - s->end));
 		check_nesting(&all, s, children);
 		if (!strcmp(s->name, "otl:item"))
 			check_item(s, seen, n);
