@@ -15,12 +15,15 @@
  *   beats FROM N US  for i from FROM, N times: a span otl:beat around an event otl:seq (i),
  *            then a sleep of US us
  *   quit     exit(0)
+ * LKT_PROG_NAME in its environment renames it (its comm) before anything is recorded.
  */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -143,6 +146,9 @@ int main(void)
 	char line[4200], path[4096];
 	long n, m, from;
 
+	/* a name of its own (its comm): agents following lkt_agent_prog leave it alone */
+	if (getenv("LKT_PROG_NAME"))
+		prctl(PR_SET_NAME, getenv("LKT_PROG_NAME"), 0, 0, 0);
 	setvbuf(stdout, NULL, _IONBF, 0);
 	printf("ready\n");
 	while (fgets(line, sizeof(line), stdin)) {

@@ -27,6 +27,7 @@
 #include "otlp_json.h"
 
 #define SERVICE "agt-otlp-svc"
+#define PROG_NAME "lkt_otlp_prog"
 #define NAP_MS 20
 #define NAP_MS_TEXT "20"
 
@@ -60,9 +61,12 @@ static void start_program(void)
 	char *argv[] = { AGENT_PROG, NULL };
 	char line[64];
 
+	/* Other tests' agents, of this build or another, follow lkt_agent_prog: not this one. */
+	setenv("LKT_PROG_NAME", PROG_NAME, 1);
 	setenv("OTEL_SERVICE_NAME", SERVICE, 1);
 	setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci,team=perf%20lab", 1);
 	prog = spawn(argv, false, true);
+	unsetenv("LKT_PROG_NAME");
 	unsetenv("OTEL_SERVICE_NAME");
 	unsetenv("OTEL_RESOURCE_ATTRIBUTES");
 	assert_true(read_line(&prog, "ready", line, sizeof(line)));
@@ -77,7 +81,7 @@ static void start_agent(const char *queue)
 			 "--listen",
 			 "127.0.0.1:0",
 			 "--process",
-			 "lkt_agent_prog",
+			 SERVICE, /* its OTEL_SERVICE_NAME: no other test's program */
 			 "--scan-interval",
 			 "0.2",
 			 "--flush-ms",
@@ -227,7 +231,7 @@ static void collect(const struct lk__jr_value *res, const struct lk__jr_value *s
 	assert_string_equal(lkt_otlp_attr_string(res, "service.name"), SERVICE);
 	assert_string_equal(lkt_otlp_attr_string(res, "deployment.environment"), "ci");
 	assert_string_equal(lkt_otlp_attr_string(res, "team"), "perf lab");
-	assert_string_equal(lkt_otlp_attr_string(res, "process.executable.name"), "lkt_agent_prog");
+	assert_string_equal(lkt_otlp_attr_string(res, "process.executable.name"), PROG_NAME);
 	assert_string_equal(lkt_otlp_attr_string(res, "telemetry.sdk.name"), "lowkey");
 	assert_int_equal(lkt_otlp_attr_int(res, "process.pid"), all->pid);
 	assert_non_null(lkt_otlp_attr_string(res, "host.name"));
