@@ -30,7 +30,12 @@
 #include "agent_child.h"
 #include "internal/control.h"
 
-#define PROG_NAME "lkt_agent_prog" /* its comm: the agent follows only it (--process) */
+/*
+ * The program's name (its comm, LKT_PROG_NAME), this run's own: the agent follows only it
+ * (--process), and the agents of other runs of this test on the machine leave it alone.
+ */
+static char prog_name[16];
+#define PROG_NAME prog_name
 
 static char scratch[] = "/tmp/lkt-agent-XXXXXX";
 static char spool[] = "/dev/shm/lkt-agent-XXXXXX";
@@ -341,7 +346,7 @@ static double prom_value(const char *query, char **answer)
 static void prom_until(const char *query, double value)
 {
 	double end = now_s() + WAIT_S, got = NAN;
-	char *answer = NULL;
+	char *answer = NULL, label[64];
 
 	while (now_s() < end) {
 		free(answer);
@@ -353,7 +358,8 @@ static void prom_until(const char *query, double value)
 	if (got != value)
 		fail_msg("Prometheus: %s: %s, not %g", query, answer ? answer : "no answer", value);
 	/* the labels, as Prometheus stored them */
-	assert_non_null(strstr(answer, "\"process\":\"" PROG_NAME "\""));
+	snprintf(label, sizeof(label), "\"process\":\"%s\"", PROG_NAME);
+	assert_non_null(strstr(answer, label));
 	free(answer);
 }
 
@@ -529,6 +535,8 @@ int main(void)
 		/* clang-format on */
 	};
 
+	snprintf(prog_name, sizeof(prog_name), "lkt_ag_%d", (int)(getpid() % 100000));
+	setenv("LKT_PROG_NAME", prog_name, 1); /* its children's: the program's, the agent's */
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
