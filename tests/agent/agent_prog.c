@@ -8,13 +8,24 @@
  *            "ns X", X per event, before its "done"
  *   lib N PATH  dlopen the library PATH (tests/control's lkt_ctl_lib: sites loaded now) and
  *            call its lkt_lib_work N times: N events lib:work
+ *   otlp N MS  on a thread named "agt-otlp", N times: a span otl:request around an event
+ *            otl:item (i, quarter = i / 4.0, label = "item") and a span otl:parse; then a span otl:nap around a
+ *            sleep of MS ms. Prints "otlp TID BEFORE AFTER": the thread's id and CLOCK_REALTIME
+ *            in ns 2 ms before its first event and 2 ms after its last
+ *   beats FROM N US  for i from FROM, N times: a span otl:beat around an event otl:seq (i),
+ *            then a sleep of US us
  *   quit     exit(0)
+ * LKT_PROG_NAME in its environment renames it (its comm) before anything is recorded.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <lowkey/probe.h>
 
@@ -56,16 +67,97 @@ static void lib(long n, const char *path)
 		work((int)i);
 }
 
+struct otlp_work {
+	long n, sleep_ms;
+	uint64_t before, after;
+	pid_t tid;
+};
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *otlp_thread(void *arg)
+{
+	struct otlp_work *w = arg;
+	struct timespec nap = { w->sleep_ms / 1000, (w->sleep_ms % 1000) * 1000000L };
+	/*
+	 * A live trace's times are its counter at the rate calibrated when it started (the rate
+	 * measured over the whole trace comes at its end): they stray from CLOCK_REALTIME by a few
+	 * parts per million of the time since. 2 ms between the clock readings and the events is
+	 * more than that strays in the seconds the test takes.
+	 */
+	struct timespec gap = { 0, 2000000 };
+
+	/* named before its first event, which records the name */
+	pthread_setname_np(pthread_self(), "agt-otlp");
+	w->tid = gettid();
+	w->before = realtime_ns();
+	nanosleep(&gap, NULL);
+	for (long i = 0; i < w->n; i++) {
+		double quarter = (double)i / 4.0;
+		const char *label = "item";
+		LK_SPAN(otl, request);
+
+		LK_PROBE(otl, item, i, quarter, label);
+		{
+			LK_SPAN(otl, parse);
+		}
+	}
+	{
+		LK_SPAN(otl, nap);
+		nanosleep(&nap, NULL);
+	}
+	nanosleep(&gap, NULL);
+	w->after = realtime_ns();
+	return NULL;
+}
+
+static void otlp(long n, long sleep_ms)
+{
+	struct otlp_work w = { n, sleep_ms, 0, 0, 0 };
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, otlp_thread, &w) == 0) {
+		pthread_join(t, NULL);
+		printf("otlp %d %llu %llu\n", (int)w.tid, (unsigned long long)w.before,
+		       (unsigned long long)w.after);
+	}
+}
+
+static void beats(long from, long n, long us)
+{
+	for (long i = from; i < from + n; i++) {
+		{
+			LK_SPAN(otl, beat);
+			LK_PROBE(otl, seq, i);
+		}
+		if (us)
+			usleep((useconds_t)us);
+	}
+}
+
 int main(void)
 {
 	char line[4200], path[4096];
-	long n;
+	long n, m, from;
 
+	/* a name of its own (its comm): agents following lkt_agent_prog leave it alone */
+	if (getenv("LKT_PROG_NAME"))
+		prctl(PR_SET_NAME, getenv("LKT_PROG_NAME"), 0, 0, 0);
 	setvbuf(stdout, NULL, _IONBF, 0);
 	printf("ready\n");
 	while (fgets(line, sizeof(line), stdin)) {
 		if (sscanf(line, "go %ld", &n) == 1)
 			go(n);
+		else if (sscanf(line, "otlp %ld %ld", &n, &m) == 2)
+			otlp(n, m);
+		else if (sscanf(line, "beats %ld %ld %ld", &from, &n, &m) == 3)
+			beats(from, n, m);
 		else if (sscanf(line, "ticks %ld", &n) == 1)
 			ticks(n);
 		else if (sscanf(line, "bench %ld", &n) == 1 && n > 0) {

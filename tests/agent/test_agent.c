@@ -27,97 +27,22 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "agent_child.h"
 #include "internal/control.h"
 
-#define PROG_NAME "lkt_agent_prog" /* its comm: the agent follows only it (--process) */
-#define WAIT_S 120		   /* a bound on every wait, not a measurement */
+/*
+ * The program's name (its comm, LKT_PROG_NAME), this run's own: the agent follows only it
+ * (--process), and the agents of other runs of this test on the machine leave it alone.
+ */
+static char prog_name[16];
+#define PROG_NAME prog_name
 
 static char scratch[] = "/tmp/lkt-agent-XXXXXX";
 static char spool[] = "/dev/shm/lkt-agent-XXXXXX";
 static char err[1024];
 
-struct child {
-	pid_t pid;
-	int in;	   /* its standard input */
-	FILE *out; /* its standard output (the program) or standard error (the agent) */
-};
-
 static struct child prog, agent, prometheus;
 static unsigned int agent_port, prom_port;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
-/* Start argv with its stdin on a pipe, and its stdout (or stderr) on another. */
-static struct child spawn(char *const argv[], bool read_stderr, bool control)
-{
-	int in[2], out[2];
-	struct child c;
-
-	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
-	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-	c.pid = fork();
-	assert_true(c.pid >= 0);
-	if (c.pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], read_stderr ? 2 : 1);
-		if (control)
-			setenv("LOWKEY_CONTROL", "1", 1);
-		else
-			unsetenv("LOWKEY_CONTROL");
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	c.in = in[1];
-	c.out = fdopen(out[0], "r");
-	assert_non_null(c.out);
-	return c;
-}
-
-/* Wait up to WAIT_S for a line from c beginning with prefix; into line. */
-static bool read_line(struct child *c, const char *prefix, char *line, size_t len)
-{
-	double end = now_s() + WAIT_S;
-
-	while (now_s() < end) {
-		struct pollfd p = { .fd = fileno(c->out), .events = POLLIN };
-
-		if (poll(&p, 1, 1000) <= 0)
-			continue;
-		if (!fgets(line, (int)len, c->out))
-			return false;
-		if (strncmp(line, prefix, strlen(prefix)) == 0)
-			return true;
-		fprintf(stderr, "%s", line); /* what else it says is shown */
-	}
-	return false;
-}
-
-static void tell(struct child *c, const char *fmt, ...)
-{
-	char cmd[128];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	assert_int_equal(write(c->in, cmd, (size_t)n), n);
-}
 
 /* Tell the program cmd and wait for its "done". */
 static void program_does(const char *cmd)
@@ -126,35 +51,6 @@ static void program_does(const char *cmd)
 
 	tell(&prog, "%s\n", cmd);
 	assert_true(read_line(&prog, "done", line, sizeof(line)));
-}
-
-static bool ended(struct child *c, int *status)
-{
-	double end = now_s() + WAIT_S;
-
-	while (now_s() < end) {
-		if (waitpid(c->pid, status, WNOHANG) == c->pid)
-			return true;
-		sleep_ms(20);
-	}
-	return false;
-}
-
-static void stop_child(struct child *c, int sig)
-{
-	int status;
-
-	if (c->pid <= 0)
-		return;
-	kill(c->pid, SIGCONT);
-	kill(c->pid, sig);
-	if (!ended(c, &status)) {
-		kill(c->pid, SIGKILL);
-		waitpid(c->pid, &status, 0);
-	}
-	close(c->in);
-	fclose(c->out);
-	c->pid = 0;
 }
 
 static void start_program(void)
@@ -190,47 +86,11 @@ static void start_agent(void)
 	start_agent_sites("100");
 }
 
-/* The output of a shell command, into a malloc()ed string (NULL if it failed). */
-static char *capture(const char *fmt, ...)
-{
-	char cmd[2048], *text = NULL;
-	size_t len = 0;
-	va_list ap;
-	FILE *f, *m;
-	int c;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	f = popen(cmd, "r");
-	m = open_memstream(&text, &len);
-	while (f && m && (c = fgetc(f)) != EOF)
-		fputc(c, m);
-	if (m)
-		fclose(m);
-	if (!f || pclose(f) != 0) {
-		free(text);
-		return NULL;
-	}
-	return text;
-}
-
 static char *agent_metrics(void)
 {
 	return capture("curl -sf -H 'Accept: application/openmetrics-text; version=1.0.0' "
 		       "http://127.0.0.1:%u/metrics",
 		       agent_port);
-}
-
-/* The value of the sample whose name and labels are series, in text; NAN if none. */
-static double sample(const char *text, const char *series)
-{
-	size_t len = strlen(series);
-
-	for (const char *at = text; at && (at = strstr(at, series)); at += len)
-		if ((at == text || at[-1] == '\n') && at[len] == ' ')
-			return strtod(at + len + 1, NULL);
-	return NAN;
 }
 
 /* A series of the program's: name{pid="PID",process="lkt_agent_prog"[,site="SITE"][,extra]}. */
@@ -486,7 +346,7 @@ static double prom_value(const char *query, char **answer)
 static void prom_until(const char *query, double value)
 {
 	double end = now_s() + WAIT_S, got = NAN;
-	char *answer = NULL;
+	char *answer = NULL, label[64];
 
 	while (now_s() < end) {
 		free(answer);
@@ -498,7 +358,8 @@ static void prom_until(const char *query, double value)
 	if (got != value)
 		fail_msg("Prometheus: %s: %s, not %g", query, answer ? answer : "no answer", value);
 	/* the labels, as Prometheus stored them */
-	assert_non_null(strstr(answer, "\"process\":\"" PROG_NAME "\""));
+	snprintf(label, sizeof(label), "\"process\":\"%s\"", PROG_NAME);
+	assert_non_null(strstr(answer, label));
 	free(answer);
 }
 
@@ -674,6 +535,8 @@ int main(void)
 		/* clang-format on */
 	};
 
+	snprintf(prog_name, sizeof(prog_name), "lkt_ag_%d", (int)(getpid() % 100000));
+	setenv("LKT_PROG_NAME", prog_name, 1); /* its children's: the program's, the agent's */
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -11,9 +11,8 @@
 #include <cmocka.h>
 
 #include "collector.h"
+#include "otlp_json.h"
 #include "otlp.h"
-
-#include <internal/json_read.h>
 
 #include <inttypes.h>
 #include <math.h>
@@ -48,105 +47,34 @@ static int teardown(void **state)
 	return getenv("LKT_KEEP") || system(cmd) == 0 ? 0 : -1;
 }
 
-/* The spans the collector wrote: each line one request, OTLP JSON. */
-struct got {
-	struct lk__jr_value **lines;
-	size_t nlines;
-};
-
-static void got_read(struct got *g, const char *path)
+static void got_read(struct lkt_otlp_got *g, const char *path)
 {
-	size_t len, pos = 0;
-	char *text = lkt_read_file(path, &len), err[256];
+	char err[512];
 
-	assert_non_null(text);
-	while (pos < len) {
-		struct lk__jr_value *v;
-
-		while (pos < len && (text[pos] == '\n' || text[pos] == ' '))
-			pos++;
-		if (pos == len)
-			break;
-		v = lk__jr_parse_next(text, len, &pos, err, sizeof(err));
-		if (!v)
-			fail_msg("%s: %s", path, err);
-		g->lines = realloc(g->lines, (g->nlines + 1) * sizeof(*g->lines));
-		g->lines[g->nlines++] = v;
-	}
-	free(text);
+	if (lkt_otlp_read(g, path, err, sizeof(err)))
+		fail_msg("%s", err);
 }
 
-static void got_free(struct got *g)
-{
-	for (size_t i = 0; i < g->nlines; i++)
-		lk__jr_free(g->lines[i]);
-	free(g->lines);
-	memset(g, 0, sizeof(*g));
-}
-
-typedef void (*span_fn)(const struct lk__jr_value *resource, const struct lk__jr_value *span,
-			void *arg);
-
-static void each_span(const struct got *g, span_fn fn, void *arg)
-{
-	for (size_t l = 0; l < g->nlines; l++) {
-		const struct lk__jr_value *rss = lk__jr_get(g->lines[l], "resourceSpans");
-
-		assert_non_null(rss);
-		for (size_t r = 0; r < rss->n; r++) {
-			const struct lk__jr_value *res = lk__jr_get(&rss->items[r], "resource");
-			const struct lk__jr_value *sss = lk__jr_get(&rss->items[r], "scopeSpans");
-
-			for (size_t s = 0; sss && s < sss->n; s++) {
-				const struct lk__jr_value *spans =
-					lk__jr_get(&sss->items[s], "spans");
-
-				for (size_t i = 0; spans && i < spans->n; i++)
-					fn(res, &spans->items[i], arg);
-			}
-		}
-	}
-}
-
-/* An attribute's value object ({"stringValue": ...} and so on), or NULL. */
 static const struct lk__jr_value *attr(const struct lk__jr_value *owner, const char *key)
 {
-	const struct lk__jr_value *attrs = lk__jr_get(owner, "attributes");
-
-	for (size_t i = 0; attrs && i < attrs->n; i++)
-		if (!strcmp(lk__jr_string(&attrs->items[i], "key"), key))
-			return lk__jr_get(&attrs->items[i], "value");
-	return NULL;
+	return lkt_otlp_attr(owner, key);
 }
 
 static const char *attr_string(const struct lk__jr_value *owner, const char *key)
 {
-	const struct lk__jr_value *v = attr(owner, key);
-
-	return v ? lk__jr_string(v, "stringValue") : NULL;
+	return lkt_otlp_attr_string(owner, key);
 }
 
-/* OTLP JSON writes 64-bit integers as strings. */
 static uint64_t json_u64(const struct lk__jr_value *owner, const char *key)
 {
-	const char *s = lk__jr_string(owner, key);
-
-	assert_non_null(s);
-	return strtoull(s, NULL, 10);
+	assert_non_null(lk__jr_string(owner, key));
+	return lkt_otlp_u64(owner, key);
 }
 
 static int64_t attr_int(const struct lk__jr_value *owner, const char *key)
 {
-	const struct lk__jr_value *v = attr(owner, key);
-
-	assert_non_null(v);
-	return strtoll(lk__jr_string(v, "intValue"), NULL, 10);
-}
-
-static void hex(const uint8_t *id, size_t n, char *out)
-{
-	for (size_t i = 0; i < n; i++)
-		sprintf(out + 2 * i, "%02x", id[i]);
+	assert_non_null(attr(owner, key));
+	return lkt_otlp_attr_int(owner, key);
 }
 
 static struct otlp_exporter *exporter(const struct otlp_config *cfg)
@@ -172,8 +100,8 @@ static void check_span(const struct lk__jr_value *res, const struct lk__jr_value
 	const char *name = lk__jr_string(span, "name");
 	char trace[33], root[17];
 
-	hex(c->trace, 16, trace);
-	hex(c->root, 8, root);
+	lkt_otlp_hex(c->trace, 16, trace);
+	lkt_otlp_hex(c->root, 8, root);
 	c->seen++;
 	assert_string_equal(attr_string(res, "service.name"), "lowkey-otlp-test");
 	assert_string_equal(attr_string(res, "deployment.environment"), "ci");
@@ -241,7 +169,7 @@ static void test_content(void **state)
 	struct content want = { .pid = getpid() };
 	struct otlp_exporter *e;
 	struct otlp_res *r;
-	struct got g = { 0 };
+	struct lkt_otlp_got g = { 0 };
 	char endpoint[64], err[256];
 
 	(void)state;
@@ -277,10 +205,10 @@ static void test_content(void **state)
 	lkt_collector_stop(&c); /* writes what it received */
 
 	got_read(&g, c.out);
-	each_span(&g, check_span, &want);
+	lkt_otlp_each_span(&g, check_span, &want);
 	assert_int_equal(want.seen, 12);
 	assert_int_equal(want.events, 1);
-	got_free(&g);
+	lkt_otlp_free(&g);
 }
 
 /* test_outage's phases: up, down for 10 s, up again. */
@@ -385,7 +313,7 @@ static void test_outage(void **state)
 	struct producer p = { 0 };
 	struct seen seen = { calloc(2 * PHASE_UP + PHASE_DOWN, 1) };
 	struct otlp_stats st;
-	struct got g = { 0 };
+	struct lkt_otlp_got g = { 0 };
 	char endpoint[64], err[256];
 
 	(void)state;
@@ -426,8 +354,8 @@ static void test_outage(void **state)
 	got_read(&g, c.out);
 	snprintf(c.out, sizeof(c.out), "%s/before.json", dir);
 	got_read(&g, c.out);
-	each_span(&g, mark_span, &seen);
-	got_free(&g);
+	lkt_otlp_each_span(&g, mark_span, &seen);
+	lkt_otlp_free(&g);
 	/* The first and last phases' spans all arrived: the queue had room for them. */
 	assert_int_equal(missing(&seen, 0, PHASE_UP), 0);
 	assert_int_equal(missing(&seen, PHASE_UP + PHASE_DOWN, PHASE_UP), 0);

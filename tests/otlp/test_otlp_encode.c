@@ -40,6 +40,8 @@ static void clear_env(void)
 		"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
 		"OTEL_SERVICE_NAME",
 		"OTEL_RESOURCE_ATTRIBUTES",
+		"OTEL_BSP_MAX_QUEUE_SIZE",
+		"OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
 	};
 
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
@@ -390,6 +392,61 @@ static void test_env_options(void **state)
 	clear_env();
 }
 
+/*
+ * OTEL_BSP_MAX_QUEUE_SIZE bounds the queue where the caller gives no bound, and
+ * OTEL_BSP_MAX_EXPORT_BATCH_SIZE a batch (never past the queue); a bad one is refused, named.
+ */
+static void test_env_queue(void **state)
+{
+	struct otlp_config cfg = { .traces_endpoint = "http://127.0.0.1:1/v1/traces",
+				   .batch_ms = 60000,
+				   .shutdown_ms = 1 };
+	struct otlp_span s = { .name = "s", .start_unix_ns = 1, .end_unix_ns = 2 };
+	struct otlp_resource d = { .pid = 1 };
+	struct otlp_exporter *e;
+	struct otlp_stats st;
+	struct otlp_res *r;
+	char err[256];
+	unsigned int ok = 0;
+
+	(void)state;
+	assert_int_equal(otlp_env_spans("OTEL_BSP_MAX_QUEUE_SIZE", 65536, err, sizeof(err)), 65536);
+	setenv("OTEL_BSP_MAX_QUEUE_SIZE", "0", 1);
+	assert_int_equal(otlp_env_spans("OTEL_BSP_MAX_QUEUE_SIZE", 65536, err, sizeof(err)),
+			 -EINVAL);
+	assert_null(otlp_exporter_new(&cfg, err, sizeof(err)));
+	assert_non_null(strstr(err, "OTEL_BSP_MAX_QUEUE_SIZE='0'"));
+	setenv("OTEL_BSP_MAX_QUEUE_SIZE", "3", 1);
+	setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "lots", 1);
+	assert_null(otlp_exporter_new(&cfg, err, sizeof(err)));
+	assert_non_null(strstr(err, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE='lots'"));
+	/* a batch of 512 would be more than the queue: a batch is 3, taken after a minute */
+	unsetenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE");
+	e = otlp_exporter_new(&cfg, err, sizeof(err));
+	assert_non_null(e);
+	r = otlp_resource_new(e, &d, err, sizeof(err));
+	assert_non_null(r);
+	for (int i = 0; i < 5; i++)
+		ok += otlp_export(e, r, &s);
+	otlp_resource_put(r);
+	otlp_exporter_stats(e, &st);
+	assert_int_equal(ok, 3);
+	assert_int_equal(st.dropped_full, 2);
+	otlp_exporter_free(e);
+	/* the caller's bound wins */
+	cfg.queue_spans = 4;
+	e = otlp_exporter_new(&cfg, err, sizeof(err));
+	assert_non_null(e);
+	r = otlp_resource_new(e, &d, err, sizeof(err));
+	ok = 0;
+	for (int i = 0; i < 5; i++)
+		ok += otlp_export(e, r, &s);
+	otlp_resource_put(r);
+	assert_int_equal(ok, 4);
+	otlp_exporter_free(e);
+	clear_env();
+}
+
 /* A bad variable is the exporter's error, named. */
 static void test_exporter_refuses(void **state)
 {
@@ -594,6 +651,7 @@ int main(void)
 		cmocka_unit_test_setup(test_kv, setup),
 		cmocka_unit_test_setup(test_endpoint, setup),
 		cmocka_unit_test_setup(test_env_options, setup),
+		cmocka_unit_test_setup(test_env_queue, setup),
 		cmocka_unit_test_setup(test_exporter_refuses, setup),
 		cmocka_unit_test_setup(test_resource, setup),
 		cmocka_unit_test_setup(test_retry_after, setup),

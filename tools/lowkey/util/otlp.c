@@ -434,6 +434,25 @@ static void *exporter_thread(void *arg)
 
 /* Creation */
 
+/* The queue's bound and a batch's size: the caller's, else the OTEL_BSP_* variables', else ours. */
+static int queue_config(struct otlp_exporter *e, const struct otlp_config *c, char *err,
+			size_t errlen)
+{
+	long queue = c->queue_spans ? (long)c->queue_spans :
+				      otlp_env_spans("OTEL_BSP_MAX_QUEUE_SIZE", 65536, err, errlen);
+	long batch = queue < 0 ? queue :
+		     c->batch_spans ?
+				 (long)c->batch_spans :
+				 otlp_env_spans("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, err, errlen);
+
+	if (batch < 0)
+		return (int)batch;
+	e->queue_max = (size_t)queue;
+	/* a batch is never larger than the queue, as the specification says */
+	e->batch_max = (unsigned int)(batch < queue ? batch : queue);
+	return 0;
+}
+
 static int config(struct otlp_exporter *e, const struct otlp_config *c, char *err, size_t errlen)
 {
 	int ret = otlp_traces_url(c->endpoint, c->traces_endpoint, &e->url, err, errlen);
@@ -457,8 +476,8 @@ static int config(struct otlp_exporter *e, const struct otlp_config *c, char *er
 	if (!ret)
 		ret = otlp_kv_parse(getenv("OTEL_RESOURCE_ATTRIBUTES"), "OTEL_RESOURCE_ATTRIBUTES",
 				    &e->env_attrs, &e->nenv_attrs, err, errlen);
-	e->queue_max = c->queue_spans ? c->queue_spans : 65536;
-	e->batch_max = c->batch_spans ? c->batch_spans : 512;
+	if (!ret)
+		ret = queue_config(e, c, err, errlen);
 	e->batch_ms = c->batch_ms ? c->batch_ms : 200;
 	e->retry_max_ms = c->retry_max_ms ? c->retry_max_ms : 60000;
 	e->shutdown_ms = c->shutdown_ms ? c->shutdown_ms : 5000;

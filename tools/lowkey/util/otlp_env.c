@@ -262,6 +262,22 @@ long otlp_env_timeout_ms(char *err, size_t errlen)
 	return ms;
 }
 
+long otlp_env_spans(const char *name, long dflt, char *err, size_t errlen)
+{
+	const char *v = getenv(name);
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return dflt;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end || n <= 0 || n > (1l << 24))
+		return lk__failf(err, errlen, -EINVAL, "%s='%s': a number of spans, 1 to 16777216",
+				 name, v);
+	return n;
+}
+
 int otlp_env_headers(struct otlp_kv **out, size_t *n, char *err, size_t errlen)
 {
 	const char *which, *v = env_traces("OTEL_EXPORTER_OTLP_TRACES_HEADERS",

@@ -42,6 +42,12 @@ int otlp_env_gzip(char *err, size_t errlen);
 /* A request's timeout from the environment in ms, 10 s unset; -EINVAL with a message. */
 long otlp_env_timeout_ms(char *err, size_t errlen);
 
+/*
+ * A count of spans from the environment variable name (OTEL_BSP_MAX_QUEUE_SIZE,
+ * OTEL_BSP_MAX_EXPORT_BATCH_SIZE), dflt unset or empty; -EINVAL with a message (not 1 to 2^24).
+ */
+long otlp_env_spans(const char *name, long dflt, char *err, size_t errlen);
+
 /* The request headers from the environment (traces' own variable if set, else the general one). */
 int otlp_env_headers(struct otlp_kv **out, size_t *n, char *err, size_t errlen);
 

@@ -1,0 +1,119 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# lowkey agent --otlp's figures (docs/BENCHMARKS.md, "lowkey agent"): PROCS copies of
+# tests/agent/lkt_agent_prog each record BEATS spans otl:beat around an event otl:seq as fast as
+# they can (beats 0 BEATS 0: two OTLP spans a beat, no sampling), followed by one agent that sends
+# them to a local OpenTelemetry Collector (tests/otlp's, built by `ctest -R otlp_collector_build`;
+# its file exporter writes to /dev/null). Prints, per run: the spans the programs recorded, the
+# events their rings lost, the spans the agent exported and dropped, the seconds from the first
+# beat until the poll (every 0.2 s) that saw the agent's last span sent or dropped, exported
+# spans per second, the agent's CPU seconds (user + system) to the end (a second later) and per
+# 100,000 spans it handled, and its peak RSS (VmHWM).
+# usage: bench/agent_otlp.sh BUILD_DIR PROCS BEATS [RUNS]
+set -u
+build=$1 procs=$2 beats=$3 runs=${4:-1}
+lowkey=$build/tools/lowkey/lowkey
+prog=$build/tests/agent/lkt_agent_prog
+otelcol=$build/tests/otlp/otelcol
+tmp=$(mktemp -d /dev/shm/lowkey-agent-otlp-bench.XXXXXX)
+trap 'kill $(jobs -p) 2>/dev/null; wait; rm -rf "$tmp"' EXIT
+[ -x "$otelcol" ] || {
+	echo "no collector at $otelcol: ctest -R otlp_collector_build" >&2
+	exit 1
+}
+
+wait_for()
+{
+	for ((k = 0; k < 600; k++)); do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "bench/agent_otlp.sh: no '$2' in $1" >&2
+	exit 1
+}
+
+cpu_s()
+{
+	awk '{ sub(/.*\) /, ""); print ($12 + $13) / '"$(getconf CLK_TCK)"' }' "/proc/$1/stat"
+}
+
+metric()
+{
+	curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" 'index($0, m) == 1 { s += $NF } END { print s + 0 }'
+}
+
+port_otlp=$((20000 + $$ % 20000))
+cat >"$tmp/otelcol.yaml" <<EOF
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:$port_otlp
+exporters:
+  file:
+    path: /dev/null
+service:
+  telemetry:
+    metrics:
+      level: none
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [file]
+EOF
+"$otelcol" --config="file:$tmp/otelcol.yaml" >"$tmp/otelcol.log" 2>&1 &
+until curl -s -o /dev/null "http://127.0.0.1:$port_otlp/"; do sleep 0.1; done
+
+echo "procs spans_recorded events_lost exported dropped_full dropped_failed seconds exported_per_s agent_cpu_s agent_cpu_s_per_100k agent_peak_rss_kib"
+for ((r = 0; r < runs; r++)); do
+	pids=()
+	for ((i = 0; i < procs; i++)); do
+		mkfifo "$tmp/in$i"
+		LKT_PROG_NAME=lkt_otlp_bench LOWKEY_CONTROL=1 "$prog" <"$tmp/in$i" >"$tmp/out$i" &
+		pids+=($!)
+		eval "exec $((10 + i))>\"$tmp/in$i\""
+		wait_for "$tmp/out$i" ready
+	done
+	"$lowkey" agent --listen 127.0.0.1:0 --spool "$tmp" --process lkt_otlp_bench -e 'otl:*' -b 64M \
+		--scan-interval 0.2 --otlp "http://127.0.0.1:$port_otlp" 2>"$tmp/agent.err" &
+	agent=$!
+	wait_for "$tmp/agent.err" serving
+	port=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$tmp/agent.err")
+	until [ "$(metric 'lowkey_process_attached{')" -ge "$procs" ]; do sleep 0.1; done
+	cpu0=$(cpu_s $agent)
+	t0=$(date +%s.%N)
+	for ((i = 0; i < procs; i++)); do echo "beats 0 $beats 0" >&$((10 + i)); done
+	for ((i = 0; i < procs; i++)); do wait_for "$tmp/out$i" done; done
+	# until every span read is sent or dropped, and no more come
+	last=-1 same=0
+	while [ $same -lt 5 ]; do
+		sleep 0.2
+		handled=$(($(metric lowkey_agent_otlp_spans_exported_total) + $(metric lowkey_agent_otlp_spans_dropped_total)))
+		if [ "$(metric lowkey_agent_otlp_spans_queued)" = 0 ] && [ "$handled" = "$last" ] &&
+			[ "$handled" -gt 0 ]; then
+			same=$((same + 1))
+		else
+			same=0 t1=$(date +%s.%N)
+		fi
+		last=$handled
+	done
+	cpu1=$(cpu_s $agent)
+	exported=$(metric lowkey_agent_otlp_spans_exported_total)
+	full=$(metric 'lowkey_agent_otlp_spans_dropped_total{reason="queue_full"}')
+	failed=$(metric 'lowkey_agent_otlp_spans_dropped_total{reason="failed"}')
+	lost=$(metric 'lowkey_events_lost_total{')
+	rss=$(awk '/VmHWM/ { print $2 }' /proc/$agent/status)
+	awk -v p="$procs" -v n=$((2 * beats * procs)) -v l="$lost" -v e="$exported" -v f="$full" \
+		-v x="$failed" -v t0="$t0" -v t1="$t1" -v c0="$cpu0" -v c1="$cpu1" -v rss="$rss" \
+		'BEGIN { t = t1 - t0; c = c1 - c0;
+		 printf "%d %d %d %d %d %d %.2f %.0f %.2f %.3f %d\n", p, n, l, e, f, x, t, e / t, c,
+			c / (e + f + x) * 1e5, rss }'
+	kill -INT $agent
+	wait $agent
+	for ((i = 0; i < procs; i++)); do
+		echo quit >&$((10 + i))
+		eval "exec $((10 + i))>&-"
+		rm -f "$tmp/in$i" "$tmp/out$i"
+	done
+	wait "${pids[@]}"
+done

@@ -1,0 +1,502 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lowkey agent --otlp against a real OpenTelemetry Collector (tests/otlp/collector.h): a program
+ * (agent_prog.c) started with LOWKEY_CONTROL=1, OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
+ * records nested spans and events with arguments; what the collector wrote is what it recorded:
+ * names, counts, Unix times inside the program's own clock readings, a span around a sleep at
+ * least that long, parents, attributes, thread and resource. Then the collector is stopped for
+ * 10 s and started again: the agent's drop counts equal the spans missing at the collector, and
+ * the program never waits.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "agent_child.h"
+#include "collector.h"
+#include "otlp_json.h"
+
+#define SERVICE "agt-otlp-svc"
+#define PROG_NAME "lkt_otlp_prog"
+#define NAP_MS 20
+#define NAP_MS_TEXT "20"
+
+static char scratch[] = "/tmp/lkt-agent-otlp-XXXXXX";
+static char spool[] = "/dev/shm/lkt-agent-otlp-XXXXXX";
+static struct child prog, agent;
+static struct lkt_collector collector;
+static unsigned int agent_port;
+
+static int setup(void **state)
+{
+	(void)state;
+	return mkdtemp(scratch) && mkdtemp(spool) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[256];
+
+	(void)state;
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGKILL);
+	lkt_collector_stop(&collector);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", scratch, spool);
+	return getenv("LKT_KEEP") || system(cmd) == 0 ? 0 : -1;
+}
+
+/* The program, with the OpenTelemetry variables the agent reads from its environment. */
+static void start_program(void)
+{
+	char *argv[] = { AGENT_PROG, NULL };
+	char line[64];
+
+	/* Other tests' agents, of this build or another, follow lkt_agent_prog: not this one. */
+	setenv("LKT_PROG_NAME", PROG_NAME, 1);
+	setenv("OTEL_SERVICE_NAME", SERVICE, 1);
+	setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci,team=perf%20lab", 1);
+	prog = spawn(argv, false, true);
+	unsetenv("LKT_PROG_NAME");
+	unsetenv("OTEL_SERVICE_NAME");
+	unsetenv("OTEL_RESOURCE_ATTRIBUTES");
+	assert_true(read_line(&prog, "ready", line, sizeof(line)));
+}
+
+/* The agent, following the program only, sending to the collector; queue: its queue's bound. */
+static void start_agent(const char *queue)
+{
+	char url[64], line[512];
+	char *argv[] = { LOWKEY,
+			 "agent",
+			 "--listen",
+			 "127.0.0.1:0",
+			 "--process",
+			 SERVICE, /* its OTEL_SERVICE_NAME: no other test's program */
+			 "--scan-interval",
+			 "0.2",
+			 "--flush-ms",
+			 "50",
+			 "--spool",
+			 spool,
+			 "--otlp",
+			 url,
+			 NULL };
+	const char *at;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", collector.port);
+	if (queue)
+		setenv("OTEL_BSP_MAX_QUEUE_SIZE", queue, 1);
+	agent = spawn(argv, true, false);
+	unsetenv("OTEL_BSP_MAX_QUEUE_SIZE");
+	assert_true(read_line(&agent, "lowkey agent: serving", line, sizeof(line)));
+	at = strstr(line, "port ");
+	assert_non_null(at);
+	agent_port = (unsigned int)atoi(at + 5);
+}
+
+static char *agent_metrics(void)
+{
+	return capture("curl -sf http://127.0.0.1:%u/metrics", agent_port);
+}
+
+/* The exporter's counts, as the agent's /metrics says them. */
+struct counts {
+	double exported, full, failed, queued, lost;
+};
+
+static struct counts agent_counts(void)
+{
+	char *text = agent_metrics(), lost[128];
+	struct counts c = { NAN, NAN, NAN, NAN, NAN };
+
+	if (!text)
+		return c;
+	snprintf(lost, sizeof(lost), "lowkey_events_lost_total{pid=\"%d\",process=\"%s\"}",
+		 (int)prog.pid, SERVICE);
+	c.exported = sample(text, "lowkey_agent_otlp_spans_exported_total");
+	c.full = sample(text, "lowkey_agent_otlp_spans_dropped_total{reason=\"queue_full\"}");
+	c.failed = sample(text, "lowkey_agent_otlp_spans_dropped_total{reason=\"failed\"}");
+	c.queued = sample(text, "lowkey_agent_otlp_spans_queued");
+	c.lost = sample(text, lost);
+	free(text);
+	return c;
+}
+
+/*
+ * The exporter has been handed total spans (exported, dropped or queued): the agent read them all;
+ * and if drained, none waits in its queue.
+ */
+static struct counts agent_read_all(double total, bool drained)
+{
+	double end = now_s() + WAIT_S;
+	struct counts c;
+
+	do {
+		c = agent_counts();
+		if (c.exported + c.full + c.failed + c.queued == total && (!drained || !c.queued))
+			return c;
+		sleep_ms(100);
+	} while (now_s() < end);
+	fail_msg("the agent handed %g spans to the exporter (%g exported, %g + %g dropped, %g "
+		 "queued), not %g%s",
+		 c.exported + c.full + c.failed + c.queued, c.exported, c.full, c.failed, c.queued,
+		 total, drained ? " all sent" : "");
+	return c;
+}
+
+static struct counts agent_done(double total)
+{
+	return agent_read_all(total, true);
+}
+
+static void wait_attached(void)
+{
+	char want[128], *text = NULL;
+	double end = now_s() + WAIT_S;
+
+	snprintf(want, sizeof(want), "lowkey_process_attached{pid=\"%d\",process=\"%s\"}",
+		 (int)prog.pid, SERVICE);
+	while (now_s() < end) {
+		free(text);
+		text = agent_metrics();
+		if (text && sample(text, want) == 1)
+			break;
+		sleep_ms(50);
+	}
+	assert_true(text && sample(text, want) == 1);
+	free(text);
+}
+
+/* Tell the program cmd and wait for its "done"; its line beginning with prefix into answer. */
+static void program_does(const char *cmd, const char *prefix, char *answer, size_t len)
+{
+	char line[256];
+
+	tell(&prog, "%s\n", cmd);
+	if (prefix)
+		assert_true(read_line(&prog, prefix, answer, len));
+	assert_true(read_line(&prog, "done", line, sizeof(line)));
+}
+
+/* The program quits by itself, with status 0: nothing held it up. */
+static void program_quits(void)
+{
+	int status;
+
+	tell(&prog, "quit\n");
+	assert_true(ended(&prog, &status));
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(prog.in);
+	fclose(prog.out);
+	prog.pid = 0;
+}
+
+static void got_read(struct lkt_otlp_got *g, const char *path)
+{
+	char err[512];
+
+	if (lkt_otlp_read(g, path, err, sizeof(err)))
+		fail_msg("%s", err);
+}
+
+/* One span as the collector wrote it. */
+struct span {
+	const char *name, *trace, *id, *parent;
+	uint64_t start, end;
+	const struct lk__jr_value *v;
+};
+
+struct spans {
+	struct span *v;
+	size_t n;
+	pid_t pid, tid;
+};
+
+/* The resource of every span is the program's, its thread the one the program named. */
+static void collect(const struct lk__jr_value *res, const struct lk__jr_value *s, void *arg)
+{
+	struct spans *all = arg;
+	struct span *sp;
+
+	assert_string_equal(lkt_otlp_attr_string(res, "service.name"), SERVICE);
+	assert_string_equal(lkt_otlp_attr_string(res, "deployment.environment"), "ci");
+	assert_string_equal(lkt_otlp_attr_string(res, "team"), "perf lab");
+	assert_string_equal(lkt_otlp_attr_string(res, "process.executable.name"), PROG_NAME);
+	assert_string_equal(lkt_otlp_attr_string(res, "telemetry.sdk.name"), "lowkey");
+	assert_int_equal(lkt_otlp_attr_int(res, "process.pid"), all->pid);
+	assert_non_null(lkt_otlp_attr_string(res, "host.name"));
+	all->v = realloc(all->v, (all->n + 1) * sizeof(*all->v));
+	assert_non_null(all->v);
+	sp = &all->v[all->n++];
+	*sp = (struct span){ lk__jr_string(s, "name"),
+			     lk__jr_string(s, "traceId"),
+			     lk__jr_string(s, "spanId"),
+			     lk__jr_string(s, "parentSpanId"),
+			     lkt_otlp_u64(s, "startTimeUnixNano"),
+			     lkt_otlp_u64(s, "endTimeUnixNano"),
+			     s };
+	assert_non_null(sp->name);
+	assert_non_null(sp->trace);
+	assert_non_null(sp->id);
+	if (all->tid) {
+		assert_int_equal(lkt_otlp_attr_int(s, "thread.id"), all->tid);
+		assert_string_equal(lkt_otlp_attr_string(s, "thread.name"), "agt-otlp");
+	}
+}
+
+static bool is_root(const struct span *s)
+{
+	return !s->parent || !s->parent[0];
+}
+
+static const struct span *find(const struct spans *all, const char *id)
+{
+	for (size_t i = 0; i < all->n; i++)
+		if (!strcmp(all->v[i].id, id))
+			return &all->v[i];
+	return NULL;
+}
+
+static unsigned int count(const struct spans *all, const char *name)
+{
+	unsigned int n = 0;
+
+	for (size_t i = 0; i < all->n; i++)
+		n += !strcmp(all->v[i].name, name);
+	return n;
+}
+
+/* A request is a root; a parse and an item are its children, in its trace. */
+static void check_nesting(const struct spans *all, const struct span *s, unsigned int *children)
+{
+	const struct span *parent;
+
+	if (!strcmp(s->name, "otl:request") || !strcmp(s->name, "otl:nap")) {
+		assert_true(is_root(s));
+		return;
+	}
+	assert_false(is_root(s));
+	parent = find(all, s->parent);
+	assert_non_null(parent);
+	assert_string_equal(parent->name, "otl:request");
+	assert_string_equal(parent->trace, s->trace);
+	assert_true(parent->start <= s->start && s->end <= parent->end);
+	children[parent - all->v]++;
+}
+
+/* The item event's arguments: i, i / 4.0 and "item"; a zero-length span marked as an event. */
+static void check_item(const struct span *s, unsigned char *seen, long n)
+{
+	const struct lk__jr_value *q = lkt_otlp_attr(s->v, "quarter"), *ev;
+	int64_t i = lkt_otlp_attr_int(s->v, "i");
+
+	assert_true(i >= 0 && i < n);
+	assert_false(seen[i]);
+	seen[i] = 1;
+	assert_non_null(q);
+	assert_true(lk__jr_number(q, "doubleValue") == (double)i / 4.0);
+	assert_string_equal(lkt_otlp_attr_string(s->v, "label"), "item");
+	ev = lkt_otlp_attr(s->v, "lowkey.event");
+	assert_true(ev && lk__jr_get(ev, "boolValue") && lk__jr_get(ev, "boolValue")->boolean);
+	assert_int_equal(s->start, s->end);
+}
+
+/* What the program recorded, in the collector's output. */
+static void test_spans(void **state)
+{
+	const long n = 50;
+	struct spans all = { 0 };
+	struct lkt_otlp_got g = { 0 };
+	unsigned char seen[50] = { 0 };
+	unsigned int *children = calloc(3 * n + 1, sizeof(*children));
+	char answer[256];
+	unsigned long long before, after;
+	int tid;
+
+	(void)state;
+	assert_int_equal(lkt_collector_start(&collector, scratch, "spans.json"), 0);
+	start_program();
+	start_agent(NULL);
+	wait_attached();
+	all.pid = prog.pid;
+	program_does("otlp 50 " NAP_MS_TEXT, "otlp ", answer, sizeof(answer));
+	assert_int_equal(sscanf(answer, "otlp %d %llu %llu", &tid, &before, &after), 3);
+	all.tid = tid;
+	agent_done(3 * (double)n + 1);
+	program_quits();
+	stop_child(&agent, SIGTERM);
+	lkt_collector_stop(&collector); /* writes what it received */
+
+	got_read(&g, collector.out);
+	lkt_otlp_each_span(&g, collect, &all);
+	assert_int_equal(all.n, 3 * n + 1);
+	assert_int_equal(count(&all, "otl:request"), n);
+	assert_int_equal(count(&all, "otl:parse"), n);
+	assert_int_equal(count(&all, "otl:item"), n);
+	assert_int_equal(count(&all, "otl:nap"), 1);
+	for (size_t i = 0; i < all.n; i++) {
+		const struct span *s = &all.v[i];
+
+		/* recorded between the program's two readings of the clock */
+		if (!(s->start >= before && s->end >= s->start && s->end <= after))
+			fail_msg("%s: [%" PRIu64 ", %" PRIu64
+				 "] not within [%llu, %llu]: start-before %lld after-end %lld",
+				 s->name, s->start, s->end, before, after,
+				 (long long)(s->start - before), (long long)(after - s->end));
+		check_nesting(&all, s, children);
+		if (!strcmp(s->name, "otl:item"))
+			check_item(s, seen, n);
+		if (!strcmp(s->name, "otl:nap"))
+			assert_true(s->end - s->start >= NAP_MS * 1000000ull);
+	}
+	for (size_t i = 0; i < all.n; i++)
+		if (!strcmp(all.v[i].name, "otl:request"))
+			assert_int_equal(children[i], 2); /* its parse and its item */
+	free(children);
+	free(all.v);
+	lkt_otlp_free(&g);
+}
+
+/* test_outage's phases: spans while the collector is up, while it is down, and up again. */
+#define BEATS_UP 200
+#define BEATS_DOWN 3000
+#define QUEUE "1000"
+#define OUTAGE_S 10
+
+struct beats {
+	unsigned char *seq; /* by otl:seq's i: arrived */
+	unsigned int distinct;
+	char **ids; /* the span ids arrived, each once */
+	size_t nids;
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void mark(const struct lk__jr_value *res, const struct lk__jr_value *s, void *arg)
+{
+	struct beats *b = arg;
+	const char *name = lk__jr_string(s, "name");
+
+	(void)res;
+	b->ids = realloc(b->ids, (b->nids + 1) * sizeof(*b->ids));
+	assert_non_null(b->ids);
+	b->ids[b->nids++] = (char *)lk__jr_string(s, "spanId");
+	if (!strcmp(name, "otl:seq")) {
+		int64_t i = lkt_otlp_attr_int(s, "i");
+
+		assert_true(i >= 0 && i < 2 * BEATS_UP + BEATS_DOWN);
+		b->seq[i] = 1;
+	} else {
+		assert_string_equal(name, "otl:beat");
+	}
+}
+
+/* Spans a request repeated (one the collector wrote, whose answer the agent never saw) count once. */
+static unsigned int distinct(struct beats *b)
+{
+	unsigned int n = 0;
+
+	qsort(b->ids, b->nids, sizeof(*b->ids), cmp_str);
+	for (size_t i = 0; i < b->nids; i++)
+		n += !i || strcmp(b->ids[i], b->ids[i - 1]) != 0;
+	return n;
+}
+
+static unsigned int arrived(const struct beats *b, unsigned int from, unsigned int count)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = from; i < from + count; i++)
+		n += b->seq[i];
+	return n;
+}
+
+/*
+ * The collector stopped for 10 s while the program records, then started again on its port: the
+ * spans of the first and last phases all arrive, those of the outage that did not fit in the
+ * agent's queue are dropped and counted, and the counts match what the collector wrote.
+ */
+static void test_outage(void **state)
+{
+	const double total = 2.0 * (2 * BEATS_UP + BEATS_DOWN); /* a span and an event a beat */
+	struct beats b = { calloc(2 * BEATS_UP + BEATS_DOWN, 1) };
+	struct lkt_otlp_got g = { 0 };
+	char cmd[64], path[600];
+	struct counts c;
+	double down_at;
+
+	(void)state;
+	assert_int_equal(lkt_collector_start(&collector, scratch, "before.json"), 0);
+	start_program();
+	start_agent(QUEUE);
+	wait_attached();
+	snprintf(cmd, sizeof(cmd), "beats 0 %d 0", BEATS_UP);
+	program_does(cmd, NULL, NULL, 0);
+	c = agent_done(2 * BEATS_UP);
+	assert_true(c.exported == 2 * BEATS_UP);
+
+	lkt_collector_stop(&collector);
+	down_at = now_s();
+	snprintf(cmd, sizeof(cmd), "beats %d %d 0", BEATS_UP, BEATS_DOWN);
+	program_does(cmd, NULL, NULL, 0); /* it never waits for the collector */
+	/* the agent read them all: what did not fit in its queue is dropped */
+	c = agent_read_all(2 * (BEATS_UP + BEATS_DOWN), false);
+	assert_true(c.full > 0);
+	while (now_s() < down_at + OUTAGE_S)
+		sleep_ms(100);
+	assert_int_equal(lkt_collector_start(&collector, scratch, "after.json"), 0);
+	/* what waited in the queue goes (at the exporter's next retry), then the last phase */
+	agent_done(2 * (BEATS_UP + BEATS_DOWN));
+	snprintf(cmd, sizeof(cmd), "beats %d %d 1000", BEATS_UP + BEATS_DOWN, BEATS_UP);
+	program_does(cmd, NULL, NULL, 0);
+	c = agent_done(total);
+	program_quits();
+	stop_child(&agent, SIGTERM);
+	lkt_collector_stop(&collector);
+
+	got_read(&g, collector.out);
+	snprintf(path, sizeof(path), "%s/before.json", scratch);
+	got_read(&g, path);
+	lkt_otlp_each_span(&g, mark, &b);
+	b.distinct = distinct(&b);
+	print_message("%g spans, %u arrived, %g dropped (queue full), %g dropped (failed)\n", total,
+		      b.distinct, c.full, c.failed);
+	assert_true(c.lost == 0); /* every event recorded was read: only the exporter drops */
+	assert_true(c.full > 0);
+	assert_true(b.distinct == c.exported);
+	assert_true(c.exported + c.full + c.failed == total);
+	assert_int_equal(arrived(&b, 0, BEATS_UP), BEATS_UP);
+	assert_int_equal(arrived(&b, BEATS_UP + BEATS_DOWN, BEATS_UP), BEATS_UP);
+	free(b.ids);
+	free(b.seq);
+	lkt_otlp_free(&g);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_spans),
+		cmocka_unit_test(test_outage),
+	};
+	char why[512];
+
+	if (!lkt_collector_available(why, sizeof(why))) {
+		printf("skipped: %s\n", why);
+		return 77;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
