@@ -154,6 +154,16 @@ static int teardown(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
+/* After each case, whatever it left running (a failed case): the next one starts alone. */
+static int stop_all(void **state)
+{
+	(void)state;
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGKILL);
+	stop_child(&prometheus, SIGTERM);
+	return 0;
+}
+
 static bool spool_empty(void)
 {
 	char *ls = capture("ls -A '%s'", spool);
@@ -525,13 +535,13 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		/* clang-format off */
-		cmocka_unit_test(test_metrics),
-		cmocka_unit_test(test_max_sites),
-		cmocka_unit_test(test_dlopen),
-		cmocka_unit_test(test_prometheus),
-		cmocka_unit_test(test_agent_killed),
-		cmocka_unit_test(test_agent_stopped),
-		cmocka_unit_test(test_other_user),
+		cmocka_unit_test_teardown(test_metrics, stop_all),
+		cmocka_unit_test_teardown(test_max_sites, stop_all),
+		cmocka_unit_test_teardown(test_dlopen, stop_all),
+		cmocka_unit_test_teardown(test_prometheus, stop_all),
+		cmocka_unit_test_teardown(test_agent_killed, stop_all),
+		cmocka_unit_test_teardown(test_agent_stopped, stop_all),
+		cmocka_unit_test_teardown(test_other_user, stop_all),
 		/* clang-format on */
 	};
 
