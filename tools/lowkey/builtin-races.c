@@ -249,28 +249,39 @@ static void fill_plan(struct lkr_header *h, const struct races_code *code,
 	h->ninsns = n;
 }
 
-/* The file in dir, sized and mapped; NULL after saying why. */
-static struct lkr_header *create_plan(const char *dir, const struct races_code *code,
+/* The plan in a new private directory (its name in dir), sized and mapped; NULL after saying why,
+ * the directory removed. */
+static struct lkr_header *create_plan(char *dir, size_t dirlen, const struct races_code *code,
 				      const struct objects *objs, const struct options *o,
 				      char *path, size_t pathlen, size_t *size)
 {
 	struct lkr_header *h;
 	int fd;
 
+	if (preload_make_dir("lowkey-races", dir, dirlen) != 0) {
+		cli_error("races", "set TMPDIR to a writable directory",
+			  "cannot make a directory for the plan: %s", strerror(errno));
+		return NULL;
+	}
 	*size = (size_t)lkr_file_size(objs->n, (uint32_t)code->sampled, MAX_RACES);
 	snprintf(path, pathlen, "%s/plan", dir);
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 || ftruncate(fd, (off_t)*size) != 0) {
 		cli_error("races", "set TMPDIR to a writable directory", "cannot create %s: %s",
 			  path, strerror(errno));
-		if (fd >= 0)
+		if (fd >= 0) {
 			close(fd);
+			unlink(path);
+		}
+		rmdir(dir);
 		return NULL;
 	}
 	h = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (h == MAP_FAILED) {
 		cli_error("races", NULL, "cannot map %s: %s", path, strerror(errno));
+		unlink(path);
+		rmdir(dir);
 		return NULL;
 	}
 	fill_plan(h, code, objs, o);
@@ -365,16 +376,9 @@ static int run_sampled(char **argv, const char *lib, const struct objects *objs,
 	pid_t child;
 	int status, ret;
 
-	if (preload_make_dir("lowkey-races", dir, sizeof(dir)) != 0) {
-		cli_error("races", "set TMPDIR to a writable directory",
-			  "cannot make a directory for the plan: %s", strerror(errno));
+	h = create_plan(dir, sizeof(dir), code, objs, o, path, sizeof(path), &size);
+	if (!h)
 		return CLI_EXIT_FAIL;
-	}
-	h = create_plan(dir, code, objs, o, path, sizeof(path), &size);
-	if (!h) {
-		rmdir(dir);
-		return CLI_EXIT_FAIL;
-	}
 	snprintf(var, sizeof(var), "LOWKEY_RACES_FILE=%s", path);
 	status = preload_run(argv, lib, env, &child);
 	if (status < 0) {
@@ -415,16 +419,9 @@ static int run_attached(const char *lib, const struct objects *objs, struct opti
 	size_t size, found = 0;
 	int fd, ret;
 
-	if (preload_make_dir("lowkey-races", dir, sizeof(dir)) != 0) {
-		cli_error("races", "set TMPDIR to a writable directory",
-			  "cannot make a directory for the plan: %s", strerror(errno));
+	h = create_plan(dir, sizeof(dir), code, objs, o, path, sizeof(path), &size);
+	if (!h)
 		return CLI_EXIT_FAIL;
-	}
-	h = create_plan(dir, code, objs, o, path, sizeof(path), &size);
-	if (!h) {
-		rmdir(dir);
-		return CLI_EXIT_FAIL;
-	}
 	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	ret = fd < 0 ? CLI_EXIT_FAIL : races_attach(o->pid, fd, objs->paths[0], lib);
 	if (fd < 0)
