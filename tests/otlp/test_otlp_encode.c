@@ -420,18 +420,22 @@ static void test_env_queue(void **state)
 	setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "lots", 1);
 	assert_null(otlp_exporter_new(&cfg, err, sizeof(err)));
 	assert_non_null(strstr(err, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE='lots'"));
-	/* a batch of 512 would be more than the queue: a batch is 3, taken after a minute */
+	/*
+	 * A batch of 512 would be more than the queue: a batch is 3. A full batch goes at once, and
+	 * the exporter's one thread then retries it against a closed port: at most 3 queued and 3 in
+	 * flight, whenever the thread takes them.
+	 */
 	unsetenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE");
 	e = otlp_exporter_new(&cfg, err, sizeof(err));
 	assert_non_null(e);
 	r = otlp_resource_new(e, &d, err, sizeof(err));
 	assert_non_null(r);
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 10; i++)
 		ok += otlp_export(e, r, &s);
 	otlp_resource_put(r);
 	otlp_exporter_stats(e, &st);
-	assert_int_equal(ok, 3);
-	assert_int_equal(st.dropped_full, 2);
+	assert_true(ok >= 3 && ok <= 6);
+	assert_int_equal(st.dropped_full, 10 - ok);
 	otlp_exporter_free(e);
 	/* the caller's bound wins */
 	cfg.queue_spans = 4;
@@ -439,10 +443,10 @@ static void test_env_queue(void **state)
 	assert_non_null(e);
 	r = otlp_resource_new(e, &d, err, sizeof(err));
 	ok = 0;
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 10; i++)
 		ok += otlp_export(e, r, &s);
 	otlp_resource_put(r);
-	assert_int_equal(ok, 4);
+	assert_true(ok >= 4 && ok <= 8);
 	otlp_exporter_free(e);
 	clear_env();
 }
