@@ -595,15 +595,18 @@ static void test_unreachable(void **state)
 	assert_string_equal(otlp_exporter_endpoint(e), url);
 	r = otlp_resource_new(e, &d, err, sizeof(err));
 	assert_non_null(r);
-	/* Batches of 1000 after a minute: the thread takes none of these before the shutdown. */
+	/*
+	 * A batch is never more than the queue (4), and a full batch goes at once: the thread may
+	 * take one, which it then retries against the closed port. At most 4 queued and 4 in flight.
+	 */
 	for (int i = 0; i < 10; i++)
 		ok += otlp_export(e, r, &s);
 	otlp_resource_put(r);
-	assert_int_equal(ok, 4);
+	assert_true(ok >= 4 && ok <= 8);
 	otlp_exporter_stats(e, &st);
-	assert_int_equal(st.accepted, 4);
-	assert_int_equal(st.dropped_full, 6);
-	assert_int_equal(st.queued, 4);
+	assert_int_equal(st.accepted, ok);
+	assert_int_equal(st.dropped_full, 10 - ok);
+	assert_true(st.queued <= 4);
 	otlp_exporter_free(e);
 	close(fd);
 
