@@ -7,7 +7,8 @@
  * handler writes, adjacent bitfields written by two threads and a plain member in C++, each with
  * both sides named. The same ++ under a mutex is not; nor are atomics: lock-prefixed
  * read-modify-writes, and the plain movs of relaxed loads and stores that only the debug
- * information shows atomic (_Atomic in C, std::atomic in C++, volatile sig_atomic_t). The ++ in
+ * information shows atomic (_Atomic in C, std::atomic in C++, volatile sig_atomic_t), nor those
+ * Clang's sanitizer metadata lists (an _Atomic through a pointer, races_metadata.c). The ++ in
  * a shared library is reported with --lib naming it, not sampled without, and counted but not
  * printed when a suppressions file matches its source file. --pid attaches to the fixture
  * started waiting for it, twice in turn and until it exits, with nothing left open after; a
@@ -167,6 +168,48 @@ static void cxx_atomic_is_not_and_plain_is(void **state)
 #endif
 }
 
+/*
+ * Clang's sanitizer metadata lists the relaxed movs of an _Atomic reached through a pointer, which
+ * the debug information cannot tell from plain ones: built without it, the same program is
+ * reported. A plain int in a function the metadata covers is still sampled, and found. A list
+ * whose entries point outside the code is not read.
+ */
+static void atomics_the_sanitizer_metadata_lists_are_not(void **state)
+{
+	(void)state;
+#ifdef FIXTURE_METADATA
+	char copy[] = "/tmp/lkt-races-md-XXXXXX", bad[sizeof(copy) + 12];
+	int fd = mkstemp(copy);
+
+	lkt_sh(&r, "%s -- %s atomic %s", RACES_OPTS, FIXTURE_METADATA, SECONDS);
+	lkt_expect(&r, 0, "\"races\": []");
+	assert_null(strstr(r.out, "\"atomic_metadata\": 0,"));
+	assert_null(strstr(r.out, "\"covered\": 0,"));
+	lkt_sh(&r, "%s -- %s plain %s", RACY_OPTS, FIXTURE_METADATA, RACY_SECONDS);
+	lkt_expect(&r, 66, "bump_plain");
+	lkt_sh(&r, "%s -- %s atomic %s", RACY_OPTS, FIXTURE_NO_METADATA, RACY_SECONDS);
+	lkt_expect(&r, 66, "bump_atomic");
+	assert_non_null(strstr(r.out, "\"atomic_metadata\": 0,"));
+
+	/* Every byte 0xff: each entry names the byte before itself, no code there. */
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(bad, sizeof(bad), "%s.bytes", copy);
+	lkt_sh(&r,
+	       "objcopy --dump-section sanmd_atomics=%s %s %s && LC_ALL=C tr '\\000-\\376' '\\377' "
+	       "<%s >%s.ff && objcopy --update-section sanmd_atomics=%s.ff %s %s && %s -- %s atomic %s",
+	       bad, FIXTURE_METADATA, copy, bad, bad, bad, copy, copy, RACES_OPTS, copy, SECONDS);
+	unlink(bad);
+	strcat(bad, ".ff");
+	unlink(bad);
+	unlink(copy);
+	assert_non_null(strstr(r.out, "\"atomic_metadata\": 0,"));
+	assert_non_null(strstr(r.out, "\"covered\": 0,"));
+#else
+	skip(); /* no Clang with -fexperimental-sanitize-metadata here (compilers.deps) */
+#endif
+}
+
 static void publication_race(void **state)
 {
 	(void)state;
@@ -304,6 +347,7 @@ int main(void)
 		cmocka_unit_test(race_in_a_library_with_lib),
 		cmocka_unit_test(atomics_the_debug_information_shows_are_not),
 		cmocka_unit_test(cxx_atomic_is_not_and_plain_is),
+		cmocka_unit_test(atomics_the_sanitizer_metadata_lists_are_not),
 		cmocka_unit_test(publication_race),
 		cmocka_unit_test(race_with_a_signal_handler),
 		cmocka_unit_test(bitfield_race),

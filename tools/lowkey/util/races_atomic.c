@@ -403,7 +403,8 @@ static void mark(const struct debug_info *d, uint8_t object, struct races_code *
 	for (size_t i = 0; i < code->n; i++) {
 		struct races_insn *ri = &code->insns[i];
 
-		if (ri->plan.object != object || ri->atomic)
+		if (ri->plan.object != object || ri->atomic || ri->covered ||
+		    ri->atomic_kind != RACES_NOT_ATOMIC)
 			continue;
 		ri->atomic_kind = kind_of(d, &ri->plan);
 		if (ri->atomic_kind == RACES_NOT_ATOMIC)
