@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -210,6 +211,47 @@ static void atomics_the_sanitizer_metadata_lists_are_not(void **state)
 #endif
 }
 
+/* Whether no user but root and this one can change path or what is above it. */
+static bool trusted_dir(const char *path)
+{
+	char dir[4096];
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *end = dir + strlen(dir); end > dir; end = strrchr(dir, '/')) {
+		*end = 0;
+		if (stat(dir[0] ? dir : "/", &st) != 0 || (st.st_uid && st.st_uid != geteuid()) ||
+		    (st.st_mode & (S_IWGRP | S_IWOTH)))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The program stripped, its DWARF in a separate file its debuglink names: the relaxed movs of an
+ * _Atomic are still known (as the reports' lines are), so none is reported.
+ */
+static void atomics_in_a_separate_debug_file_are_not(void **state)
+{
+	char dir[] = FIXTURE_DIR "/separate-XXXXXX";
+
+	(void)state;
+	if (!trusted_dir(FIXTURE_DIR)) {
+		print_message("%s: another user could write there, where debuglink files are not "
+			      "looked for\n",
+			      FIXTURE_DIR);
+		skip();
+	}
+	assert_non_null(mkdtemp(dir));
+	lkt_sh(&r,
+	       "{ objcopy --only-keep-debug %s %s/fixture.debug && objcopy --strip-debug "
+	       "--add-gnu-debuglink=%s/fixture.debug %s %s/fixture && %s -- %s/fixture "
+	       "atomic_plain %s; } 2>&1; s=$?; rm -r %s; exit $s",
+	       FIXTURE_BIN, dir, dir, FIXTURE_BIN, dir, RACES_OPTS, dir, SECONDS, dir);
+	lkt_expect(&r, 0, "\"races\": []");
+	assert_null(strstr(r.out, "\"atomic_c11\": 0,"));
+}
+
 static void publication_race(void **state)
 {
 	(void)state;
@@ -348,6 +390,7 @@ int main(void)
 		cmocka_unit_test(atomics_the_debug_information_shows_are_not),
 		cmocka_unit_test(cxx_atomic_is_not_and_plain_is),
 		cmocka_unit_test(atomics_the_sanitizer_metadata_lists_are_not),
+		cmocka_unit_test(atomics_in_a_separate_debug_file_are_not),
 		cmocka_unit_test(publication_race),
 		cmocka_unit_test(race_with_a_signal_handler),
 		cmocka_unit_test(bitfield_race),
