@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The program `lowkey races` reads Clang's sanitizer metadata of, built with and without
+ * The program `lowkey races` reads Clang's sanitizer metadata of, built with
  * -fexperimental-sanitize-metadata=atomics,covered (tests/races/CMakeLists.txt):
  *   races_metadata atomic SECONDS  two threads load and store an _Atomic int with relaxed
  *                                  ordering (plain movs) through a pointer to the heap, where
@@ -52,7 +52,8 @@ static int before(const struct timespec *end)
 	struct timespec now;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec < end->tv_sec || (now.tv_sec == end->tv_sec && now.tv_nsec < end->tv_nsec);
+	return now.tv_sec < end->tv_sec ||
+	       (now.tv_sec == end->tv_sec && now.tv_nsec < end->tv_nsec);
 }
 
 static void *run(void *arg)
