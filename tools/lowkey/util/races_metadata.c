@@ -203,7 +203,9 @@ static int by_start(const void *a, const void *b)
 
 static void read_section(struct metadata *m, const char *name, Elf_Scn *scn, const GElf_Shdr *sh)
 {
-	static const struct layout layouts[] = { { 4, false }, { 4, true }, { 8, false }, { 8, true } };
+	static const struct layout layouts[] = {
+		{ 4, false }, { 4, true }, { 8, false }, { 8, true }
+	};
 	Elf_Data *d;
 
 	if (sh->sh_type != SHT_PROGBITS || sh->sh_size == 0 || sh->sh_size > METADATA_MAX)
@@ -237,7 +239,8 @@ static void read_elf(struct metadata *m, Elf *elf)
 	while ((scn = elf_nextscn(elf, scn)) && m->nexec < EXEC_MAX)
 		if (gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR) &&
 		    sh.sh_type == SHT_PROGBITS)
-			m->exec[m->nexec++] = (struct exec_range){ sh.sh_addr, sh.sh_addr + sh.sh_size };
+			m->exec[m->nexec++] =
+				(struct exec_range){ sh.sh_addr, sh.sh_addr + sh.sh_size };
 	while ((scn = elf_nextscn(elf, scn))) {
 		const char *name;
 
