@@ -258,19 +258,18 @@ static bool listed(const struct metadata *m, uint64_t pc)
 	return m->atomics && bsearch(&pc, m->atomics, m->natomics, sizeof(pc), by_value);
 }
 
+/* For bsearch: the function (functions do not overlap) whose code holds the address. */
+static int holds(const void *key, const void *range)
+{
+	uint64_t pc = *(const uint64_t *)key;
+	const struct exec_range *r = range;
+
+	return pc < r->start ? -1 : pc >= r->end;
+}
+
 static bool covered(const struct metadata *m, uint64_t pc)
 {
-	size_t lo = 0, hi = m->ncovered;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (m->covered[mid].start <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo > 0 && pc < m->covered[lo - 1].end;
+	return m->covered && bsearch(&pc, m->covered, m->ncovered, sizeof(*m->covered), holds);
 }
 
 static void mark(const struct metadata *m, uint8_t object, struct races_code *code)
