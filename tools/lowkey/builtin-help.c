@@ -158,6 +158,11 @@ static int help_run(int argc, char **argv)
 		return CLI_EXIT_OK;
 	}
 	cmd = cli_find(argv[optind]);
+	if (!cmd && cli_left_out(argv[optind])) {
+		cli_error("help", NULL, "'%s' is not in this build of lowkey: %s", argv[optind],
+			  cli_left_out(argv[optind]));
+		return CLI_EXIT_FAIL;
+	}
 	if (!cmd) {
 		cli_error("help", NULL, "no such command '%s'", argv[optind]);
 		cli_suggest(argv[optind]);

@@ -38,6 +38,8 @@ extern const struct cli_command cmd_agent, cmd_bench, cmd_clock, cmd_convert, cm
 extern const char cli_conventions[];
 
 const struct cli_command *cli_find(const char *name);
+/* Why this build left out command name (a library missing for the target), or NULL. */
+const char *cli_left_out(const char *name);
 void cli_list(void);
 void cli_suggest(const char *name);
 

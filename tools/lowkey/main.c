@@ -36,6 +36,22 @@ static const struct cli_command *const commands[] = {
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
+/* The commands this build left out, and why: a user asking for one is told, not "no such". */
+static const struct {
+	const char *name, *why;
+} left_out[] = {
+#include "left_out.h"
+	{ NULL, NULL },
+};
+
+const char *cli_left_out(const char *name)
+{
+	for (size_t i = 0; left_out[i].name; i++)
+		if (strcmp(left_out[i].name, name) == 0)
+			return left_out[i].why;
+	return NULL;
+}
+
 const struct cli_command *cli_find(const char *name)
 {
 	for (size_t i = 0; i < NCOMMANDS; i++)
@@ -124,6 +140,10 @@ int main(int argc, char **argv)
 		return CLI_EXIT_OK;
 	}
 	cmd = cli_find(argv[1]);
+	if (!cmd && cli_left_out(argv[1])) {
+		cli_error(argv[1], NULL, "not in this build of lowkey: %s", cli_left_out(argv[1]));
+		return CLI_EXIT_FAIL;
+	}
 	if (!cmd) {
 		cli_error(NULL, NULL, "'%s' is not a lowkey command. See 'lowkey help'.", argv[1]);
 		cli_suggest(argv[1]);
