@@ -219,7 +219,7 @@ static void locks(long n)
 
 static void many_locks(long n)
 {
-	static char names[100000][16];
+	static char names[100000][32];
 	lk_mutex_t *m = aligned_alloc(64, (size_t)n * sizeof(*m));
 
 	for (long i = 0; m && i < n && i < 100000; i++) {
