@@ -3,7 +3,7 @@
  * Internal: the control protocol between `lowkey` and a traced process.
  *
  * Two channels carry it: the control socket a process opens (lk_control_open, LOWKEY_CONTROL=1),
- * where `lowkey trace --pid` and `lowkey list --pid` send requests and read replies; and the status
+ * where `lowkey trace --pid`, `lowkey list --pid` and `lowkey agent` send requests and read replies; and the status
  * socket `lowkey trace -- cmd` hands to the program it runs (LOWKEY_TRACE_STATUS_FD), where the
  * library reports how tracing from the environment started and how it ended.
  *
@@ -39,7 +39,11 @@
 #include <stdint.h>
 
 #define LK_CTL_MAGIC 0x54434b4cu /* "LKCT" in memory order */
-#define LK_CTL_VERSION 3
+/*
+ * Bumped with every message added or changed: builds of the two sides that differ refuse each
+ * other's first message (-EPROTONOSUPPORT, naming both versions) instead of misreading it.
+ */
+#define LK_CTL_VERSION 4
 #define LK_CTL_HEADER 16
 #define LK_CTL_MAX_MSG 8192 /* the longest message either side sends or accepts */
 #define LK_CTL_MAX_GLOB 256
@@ -54,6 +58,7 @@
 #define LK_CTL_KIND_MAX 4	/* LK_PROBE_COUNTER */
 #define LK_CTL_TYPE_MAX 5	/* LK_PROBE_PTR */
 #define LK_CTL_MAX_ARGS 8	/* LK_PROBE_MAX_ARGS */
+#define LK_CTL_LOCK_KIND_MAX 3	/* LK_LOCK_SPINLOCK (lowkey/lock.h) */
 
 enum lk__ctl_type {
 	/* requests: client -> process */
@@ -66,6 +71,9 @@ enum lk__ctl_type {
 				 * tracers; reply RESULT (value: sites matching now) */
 	LK_CTL_SNAPSHOT =
 		8, /* write a flight recorder's snapshot; reply STATS, or RESULT with an error */
+	LK_CTL_LOCKS = 10,    /* reply: one LOCK per named lock, then RESULT (value: how many) */
+	LK_CTL_COUNTERS = 11, /* reply: one PERF per event of each counter set the process has
+				 * open, then RESULT (value: how many) */
 
 	/* replies and notifications: process -> client */
 	LK_CTL_RESULT = 64, /* err (0 or -errno), value, message */
@@ -75,6 +83,8 @@ enum lk__ctl_type {
 	LK_CTL_EXIT = 68,     /* notification: the process is exiting; the trace it finished */
 	LK_CTL_PROGRESS = 69, /* notification: how far the conversion of a trace at its stop is, on
 				 * the status socket (at exit) or to the client whose STOP it serves */
+	LK_CTL_LOCK = 70, /* one lock's figures (lowkey/lock.h's struct lk_lockstat), for LOCKS */
+	LK_CTL_PERF = 71, /* one event of an open counter set, read now, for COUNTERS */
 
 	/* the status socket of `lowkey trace -- cmd`: library -> CLI */
 	LK_CTL_ENV_START = 96,	/* tracing from the environment started, or why it did not */
@@ -155,6 +165,24 @@ struct lk__ctl_site {
 	uint8_t tracer;	      /* an outside tracer holds one of its USDT semaphores */
 };
 
+/* A lock's figures as lk_lockstat_foreach gives them; times in nanoseconds. */
+struct lk__ctl_lock {
+	uint8_t kind; /* enum lk_lock_kind: 1 .. LK_CTL_LOCK_KIND_MAX */
+	uint64_t acquisitions, read_acquisitions, contended;
+	uint64_t wait_ns;      /* waited, all contended acquisitions together */
+	uint64_t hold_ns;      /* held exclusively (hold_total_ns) */
+	uint64_t read_hold_ns; /* held shared (read_hold_total_ns) */
+	const char *name;      /* "" when it has none; control characters escaped as \xHH */
+};
+
+/* One event of a counter set the process opened (lk_counters_open*), read now. */
+struct lk__ctl_perf {
+	uint32_t set;	/* the set's number in the process: 1, 2, ... in the order opened */
+	uint32_t index; /* the event's place in its set */
+	uint64_t value, time_enabled, time_running; /* struct lk_counter_value's, unscaled */
+	const char *event; /* as written, with its modifiers: "task-clock", "cycles:u" */
+};
+
 struct lk__ctl_env_start {
 	int32_t err;	     /* 0: tracing started */
 	const char *message; /* why not, when err */
@@ -187,6 +215,8 @@ struct lk__ctl_msg {
 		struct lk__ctl_env_start env_start;
 		struct lk__ctl_env_rule env_rule;
 		struct lk__ctl_progress progress;
+		struct lk__ctl_lock lock;
+		struct lk__ctl_perf perf;
 	};
 };
 

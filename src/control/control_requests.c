@@ -15,13 +15,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <lowkey/counter.h>
 #include <lowkey/error.h>
+#include <lowkey/lock.h>
 #include <lowkey/probe.h>
 
 #include "control/control_server.h"
+#include "counter/counter_registry.h"
 #include "internal/outfile.h"
 #include "probe/probe_internal.h"
 #include "internal/trace_progress.h"
+#include "internal/utf8.h"
 
 _Static_assert(LK_CTL_FORMAT_MAX == LK_TRACE_PERFETTO, "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_TRACE_FLAGS == (LK_TRACE_CPUTIME | LK_TRACE_OVERWRITE | LK_TRACE_SCHED),
@@ -29,6 +33,7 @@ _Static_assert(LK_CTL_TRACE_FLAGS == (LK_TRACE_CPUTIME | LK_TRACE_OVERWRITE | LK
 _Static_assert(LK_CTL_KIND_MAX == LK_PROBE_COUNTER, "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_TYPE_MAX == LK_PROBE_PTR, "protocol.h mirrors lowkey/probe.h");
 _Static_assert(LK_CTL_MAX_ARGS == LK_PROBE_MAX_ARGS, "protocol.h mirrors lowkey/probe.h");
+_Static_assert(LK_CTL_LOCK_KIND_MAX == LK_LOCK_SPINLOCK, "protocol.h mirrors lowkey/lock.h");
 
 #define MAX_SESSION_RULES 256
 /*
@@ -259,31 +264,23 @@ static void do_status(struct lk__srv_client *c, const struct lk__ctl_msg *req)
 	lk__srv_reply(c, &m);
 }
 
-/* The sites, encoded while the registry is locked and sent after, so a slow client holds no lock. */
-struct site_list {
+/*
+ * A reply of many messages (the sites, the locks, the counters), encoded while the module's
+ * registry is locked and sent after, so a slow client holds no lock.
+ */
+struct listing {
 	uint8_t *data;
 	size_t len, cap;
 	uint32_t seq;
 	int count, err;
 };
 
-static int encode_site(const struct lk_probe_info *info, void *arg)
+/* Append m (seq set here); 1 when out of memory (the listing is abandoned), else 0. */
+static int listing_add(struct listing *l, struct lk__ctl_msg *m)
 {
-	struct site_list *l = arg;
-	struct lk__ctl_msg m = { .type = LK_CTL_SITE, .seq = l->seq };
-	char function[LK_CTL_MAX_FUNCTION]; /* a template's signature may be longer */
-	uint32_t types = 0;
 	int n;
 
-	for (unsigned int a = 0; a < info->nargs; a++)
-		types |= (uint32_t)info->arg_types[a] << (4 * a);
-	snprintf(function, sizeof(function), "%s", info->function ? info->function : "");
-	m.site = (struct lk__ctl_site){
-		info->id,    (uint8_t)info->kind, (uint8_t)info->nargs, info->enabled,
-		types,	     info->line,	  info->provider,	info->event,
-		info->file,  info->arg_names,	  info->object,		function,
-		info->tracer
-	};
+	m->seq = l->seq;
 	if (l->cap - l->len < LK_CTL_MAX_MSG + 4) {
 		size_t cap = l->cap ? l->cap * 2 : 64 * 1024;
 		uint8_t *grown = realloc(l->data, cap);
@@ -296,7 +293,7 @@ static int encode_site(const struct lk_probe_info *info, void *arg)
 		l->cap = cap;
 	}
 	/* each message preceded by its length */
-	n = lk__ctl_encode(&m, l->data + l->len + 4, LK_CTL_MAX_MSG);
+	n = lk__ctl_encode(m, l->data + l->len + 4, LK_CTL_MAX_MSG);
 	if (n < 0)
 		return 0; /* names too long for a message: left out rather than cut */
 	memcpy(l->data + l->len, &(uint32_t){ (uint32_t)n }, 4);
@@ -305,22 +302,122 @@ static int encode_site(const struct lk_probe_info *info, void *arg)
 	return 0;
 }
 
-static void do_list(struct lk__srv_client *c, const struct lk__ctl_msg *req)
+/* The listing as c's outbox, then the RESULT that ends it (what: what was listed, for an error). */
+static void listing_send(struct lk__srv_client *c, struct listing *l, const char *what)
 {
-	struct site_list l = { .seq = req->seq };
+	char msg[128];
 
-	lk_probe_usdt_poll(); /* whether a tracer is attached now, not at the watcher's last read */
-	lk_probe_list(encode_site, &l);
-	if (l.err) {
-		free(l.data);
-		lk__srv_reply_result(c, req->seq, l.err, 0, "out of memory listing the sites");
+	if (l->err) {
+		free(l->data);
+		snprintf(msg, sizeof(msg), "out of memory listing the %s", what);
+		lk__srv_reply_result(c, l->seq, l->err, 0, msg);
 		return;
 	}
 	/* already laid out as an outbox; a client's requests are read only when its outbox is empty */
 	lk__srv_outbox_free(&c->out);
-	c->out = (struct lk__srv_outbox){ l.data, 0, l.len, l.cap };
+	c->out = (struct lk__srv_outbox){ l->data, 0, l->len, l->cap };
 	c->moved_at = lk__srv_now_ms();
-	lk__srv_reply_result(c, req->seq, 0, l.count, "");
+	lk__srv_reply_result(c, l->seq, 0, l->count, "");
+}
+
+static int encode_site(const struct lk_probe_info *info, void *arg)
+{
+	struct lk__ctl_msg m = { .type = LK_CTL_SITE };
+	char function[LK_CTL_MAX_FUNCTION]; /* a template's signature may be longer */
+	uint32_t types = 0;
+
+	for (unsigned int a = 0; a < info->nargs; a++)
+		types |= (uint32_t)info->arg_types[a] << (4 * a);
+	snprintf(function, sizeof(function), "%s", info->function ? info->function : "");
+	m.site = (struct lk__ctl_site){
+		info->id,    (uint8_t)info->kind, (uint8_t)info->nargs, info->enabled,
+		types,	     info->line,	  info->provider,	info->event,
+		info->file,  info->arg_names,	  info->object,		function,
+		info->tracer
+	};
+	return listing_add(arg, &m);
+}
+
+static void do_list(struct lk__srv_client *c, const struct lk__ctl_msg *req)
+{
+	struct listing l = { .seq = req->seq };
+
+	lk_probe_usdt_poll(); /* whether a tracer is attached now, not at the watcher's last read */
+	lk_probe_list(encode_site, &l);
+	listing_send(c, &l, "sites");
+}
+
+/* A name the program chose: control characters escaped, cut to fit a message. */
+static const char *clean_name(const char *name, char *out)
+{
+	return lk__text_escape(name ? name : "", out, LK_CTL_MAX_TEXT + 1);
+}
+
+static int encode_lock(const struct lk_lockstat *st, void *arg)
+{
+	struct lk__ctl_msg m = { .type = LK_CTL_LOCK };
+	char name[LK_CTL_MAX_TEXT + 1];
+
+	m.lock = (struct lk__ctl_lock){ (uint8_t)st->kind,	st->acquisitions,
+					st->read_acquisitions,	st->contended,
+					st->wait_total_ns,	st->hold_total_ns,
+					st->read_hold_total_ns, clean_name(st->name, name) };
+	return listing_add(arg, &m);
+}
+
+/*
+ * Every named lock's figures, copied under the lock registry's mutex (lk_lockstat_foreach), which
+ * only init, destroy and a static lock's first acquisition take: never a lock or unlock.
+ */
+static void do_locks(struct lk__srv_client *c, const struct lk__ctl_msg *req)
+{
+	struct listing l = { .seq = req->seq };
+	int err = lk_lockstat_foreach(encode_lock, &l);
+
+	if (err < 0 && !l.err) {
+		free(l.data);
+		lk__srv_reply_result(c, req->seq, err, 0, lk_last_error());
+		return;
+	}
+	listing_send(c, &l, "locks");
+}
+
+/* The events of one set, each read now (read(), from this thread: the opener's rdpmc is not ours). */
+static int encode_set(struct lk_counters *set, uint32_t number, void *arg)
+{
+	struct listing *l = arg;
+	size_t n = lk_counters_count(set);
+	struct lk_counter_value *v = calloc(n ? n : 1, sizeof(*v));
+	int got = v ? lk_counters_read(set, v, n) : -ENOMEM;
+
+	if (got == -ENOMEM)
+		l->err = -ENOMEM;
+	for (size_t i = 0; got >= 0 && i < n && !l->err; i++) {
+		struct lk__ctl_msg m = { .type = LK_CTL_PERF };
+		struct lk_counter_info info;
+		char event[LK_CTL_MAX_TEXT + 1];
+
+		if (lk_counters_describe(set, i, &info) != 0 || info.error)
+			continue; /* not counted on this machine: nothing to say */
+		m.perf = (struct lk__ctl_perf){ number,
+						(uint32_t)i,
+						v[i].value,
+						v[i].time_enabled,
+						v[i].time_running,
+						clean_name(info.name, event) };
+		listing_add(l, &m);
+	}
+	free(v);
+	return l->err ? 1 : 0;
+}
+
+/* The counter sets the program has open, read now, under the counter registry's mutex. */
+static void do_counters(struct lk__srv_client *c, const struct lk__ctl_msg *req)
+{
+	struct listing l = { .seq = req->seq };
+
+	lk__counters_foreach(encode_set, &l);
+	listing_send(c, &l, "counter sets");
 }
 
 static void refuse_message(struct lk__srv_client *c, uint32_t seq, int err, const char *why)
@@ -474,6 +571,12 @@ bool lk__srv_serve(unsigned int i)
 		break;
 	case LK_CTL_SNAPSHOT:
 		do_snapshot(c, &req, nfds ? fds[0] : -1);
+		break;
+	case LK_CTL_LOCKS:
+		do_locks(c, &req);
+		break;
+	case LK_CTL_COUNTERS:
+		do_counters(c, &req);
 		break;
 	}
 	return !lk__srv.clients[i].broken;

@@ -143,6 +143,26 @@ static const struct field progress_fields[] = {
 	FIELD("total", F_U64, C_ANY, progress.total, 0),
 };
 
+static const struct field lock_fields[] = {
+	FIELD("kind", F_U8, C_RANGE1, lock.kind, LK_CTL_LOCK_KIND_MAX),
+	FIELD("acquisitions", F_U64, C_ANY, lock.acquisitions, 0),
+	FIELD("read_acquisitions", F_U64, C_ANY, lock.read_acquisitions, 0),
+	FIELD("contended", F_U64, C_ANY, lock.contended, 0),
+	FIELD("wait_ns", F_U64, C_ANY, lock.wait_ns, 0),
+	FIELD("hold_ns", F_U64, C_ANY, lock.hold_ns, 0),
+	FIELD("read_hold_ns", F_U64, C_ANY, lock.read_hold_ns, 0),
+	FIELD("name", F_STR, C_TEXT, lock.name, LK_CTL_MAX_TEXT),
+};
+
+static const struct field perf_fields[] = {
+	FIELD("set", F_U32, C_ANY, perf.set, 0),
+	FIELD("index", F_U32, C_ANY, perf.index, 0),
+	FIELD("value", F_U64, C_ANY, perf.value, 0),
+	FIELD("time_enabled", F_U64, C_ANY, perf.time_enabled, 0),
+	FIELD("time_running", F_U64, C_ANY, perf.time_running, 0),
+	FIELD("event", F_STR, C_NONEMPTY, perf.event, LK_CTL_MAX_TEXT),
+};
+
 /* clang-format off */
 #define SCHEMA(type, name, request, fields) { type, name, request, sizeof(fields) / sizeof(fields[0]), fields }
 #define EMPTY_SCHEMA(type, name) { type, name, true, 0, NULL }
@@ -156,12 +176,16 @@ static const struct schema schemas[] = {
 	EMPTY_SCHEMA(LK_CTL_LIST, "list"),
 	SCHEMA(LK_CTL_USDT, "usdt", true, rule_fields),
 	SCHEMA(LK_CTL_SNAPSHOT, "snapshot", true, snapshot_fields),
+	EMPTY_SCHEMA(LK_CTL_LOCKS, "locks"),
+	EMPTY_SCHEMA(LK_CTL_COUNTERS, "counters"),
 	SCHEMA(LK_CTL_RESULT, "result", false, result_fields),
 	SCHEMA(LK_CTL_STATUS_REPLY, "status-reply", false, status_fields),
 	SCHEMA(LK_CTL_SITE, "site", false, site_fields),
 	SCHEMA(LK_CTL_STATS, "stats", false, stats_fields),
 	SCHEMA(LK_CTL_EXIT, "exit", false, stats_fields),
 	SCHEMA(LK_CTL_PROGRESS, "progress", false, progress_fields),
+	SCHEMA(LK_CTL_LOCK, "lock", false, lock_fields),
+	SCHEMA(LK_CTL_PERF, "perf", false, perf_fields),
 	SCHEMA(LK_CTL_ENV_START, "env-start", false, env_start_fields),
 	SCHEMA(LK_CTL_ENV_RULE, "env-rule", false, env_rule_fields),
 	SCHEMA(LK_CTL_ENV_FINISH, "env-finish", false, stats_fields),

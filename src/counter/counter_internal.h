@@ -113,6 +113,11 @@ struct lk_counters {
 	pthread_t owner;	  /* that thread: the fast path is only valid there */
 	unsigned fork_generation; /* the fast path's pages are gone in a forked child */
 	size_t page_size;
+	/* registry.c: the sets open in this process, for the control socket's server */
+	struct lk_counters *reg_prev, *reg_next;
+	uint32_t set; /* its number: 1, 2, ... in the order opened */
+	pid_t opener; /* the process that opened it (a forked child's copy is not its) */
+	bool registered;
 };
 
 /* ---- parse.c ---- */

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/perf.h"
 #include "counter/counter_internal.h"
+#include "counter/counter_registry.h"
 
 #define ALL_FLAGS                                                                        \
 	(LK_COUNTERS_INHERIT | LK_COUNTERS_PROCESS | LK_COUNTERS_DISABLED |              \
@@ -64,6 +65,7 @@ LK_API void lk_counters_close(struct lk_counters *c)
 {
 	if (!c)
 		return;
+	lk__counters_unregister(c); /* the control server reads it no more */
 	lk__fastpath_teardown(c);
 	lk__threads_teardown(c);
 	for (size_t t = 0; t < c->ntasks; t++)
@@ -464,6 +466,7 @@ LK_API int lk_counters_open(struct lk_counters **out, const char *events, pid_t 
 	finish_canonical_names(c);
 	if (c->self && !(flags & LK_COUNTERS_NO_FASTPATH))
 		lk__fastpath_setup(c);
+	lk__counters_register(c);
 	*out = c;
 	return 0;
 fail:
@@ -530,6 +533,7 @@ LK_API int lk_counters_open_cpus(struct lk_counters **out, const char *events, c
 	}
 	count_open_members(c);
 	finish_canonical_names(c);
+	lk__counters_register(c);
 	*out = c;
 	return 0;
 }

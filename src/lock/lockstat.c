@@ -28,6 +28,25 @@ static unsigned int hold_period = DEFAULT_HOLD_PERIOD;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct lk__lockmeta registry = { .next = &registry, .prev = &registry };
 
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&registry_lock);
+}
+
+static void fork_release(void)
+{
+	pthread_mutex_unlock(&registry_lock);
+}
+
+/*
+ * The registry is held across fork(): a thread that reads it (the control socket's server, for a
+ * tracer asking for the locks' figures) must not leave a child its mutex taken.
+ */
+__attribute__((constructor)) static void registry_atfork(void)
+{
+	pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
 __attribute__((constructor)) static void hold_sampling_from_env(void)
 {
 	const char *v = lk__env("LOWKEY_LOCK_HOLD_SAMPLING");
@@ -113,11 +132,12 @@ static void hold_figures(const struct lk__hold *h, uint64_t acquisitions, uint64
 			    lk__ticks_to_ns((uint64_t)(mean_ticks * (double)acquisitions));
 }
 
-static void meta_figures(const struct lk__lockmeta *meta, const void *lock, struct lk_lockstat *out)
+/* cpus: the online CPUs (get_nprocs(), which reads a file: once per snapshot, not per lock) */
+static void meta_figures(const struct lk__lockmeta *meta, const void *lock, int cpus,
+			 struct lk_lockstat *out)
 {
 	uint64_t now = lk__lock_ticks(), created = LK__LD(meta->created);
 	uint64_t wait = LK__LD(meta->wait_total);
-	int cpus = get_nprocs();
 
 	out->name = meta->name ? meta->name : "";
 	out->lock = lock;
@@ -142,14 +162,38 @@ static void exclusive_figures(uint64_t acq, uint64_t changes, const struct lk__h
 		     &out->hold_mean_ns);
 }
 
+static void mutex_stat(const lk_mutex_t *m, int cpus, struct lk_lockstat *out)
+{
+	memset(out, 0, sizeof(*out));
+	meta_figures(&m->lk__meta, m, cpus, out);
+	out->kind = LK_LOCK_MUTEX;
+	exclusive_figures(LK__LD(m->lk__acq), LK__LD(m->lk__owner_changes), &m->lk__hold, out);
+}
+
+static void spinlock_stat(const lk_spinlock_t *s, int cpus, struct lk_lockstat *out)
+{
+	memset(out, 0, sizeof(*out));
+	meta_figures(&s->lk__meta, s, cpus, out);
+	out->kind = LK_LOCK_SPINLOCK;
+	exclusive_figures(LK__LD(s->lk__acq), LK__LD(s->lk__owner_changes), &s->lk__hold, out);
+}
+
+static void rwlock_stat(const lk_rwlock_t *l, int cpus, struct lk_lockstat *out)
+{
+	memset(out, 0, sizeof(*out));
+	meta_figures(&l->lk__meta, l, cpus, out);
+	out->kind = LK_LOCK_RWLOCK;
+	exclusive_figures(LK__LD(l->lk__acq), LK__LD(l->lk__owner_changes), &l->lk__hold, out);
+	out->read_acquisitions = LK__LD(l->lk__read_acq);
+	hold_figures(&l->lk__read_hold, out->read_acquisitions, &out->read_hold_samples,
+		     &out->read_hold_total_ns, &out->read_hold_max_ns, &out->read_hold_mean_ns);
+}
+
 LK_API int lk_mutex_stat(const lk_mutex_t *m, struct lk_lockstat *out)
 {
 	if (!m || !out)
 		return lk__fail(-EINVAL, "lk_mutex_stat: NULL %s", m ? "out" : "lock");
-	memset(out, 0, sizeof(*out));
-	meta_figures(&m->lk__meta, m, out);
-	out->kind = LK_LOCK_MUTEX;
-	exclusive_figures(LK__LD(m->lk__acq), LK__LD(m->lk__owner_changes), &m->lk__hold, out);
+	mutex_stat(m, get_nprocs(), out);
 	return 0;
 }
 
@@ -157,10 +201,7 @@ LK_API int lk_spinlock_stat(const lk_spinlock_t *s, struct lk_lockstat *out)
 {
 	if (!s || !out)
 		return lk__fail(-EINVAL, "lk_spinlock_stat: NULL %s", s ? "out" : "lock");
-	memset(out, 0, sizeof(*out));
-	meta_figures(&s->lk__meta, s, out);
-	out->kind = LK_LOCK_SPINLOCK;
-	exclusive_figures(LK__LD(s->lk__acq), LK__LD(s->lk__owner_changes), &s->lk__hold, out);
+	spinlock_stat(s, get_nprocs(), out);
 	return 0;
 }
 
@@ -168,29 +209,23 @@ LK_API int lk_rwlock_stat(const lk_rwlock_t *l, struct lk_lockstat *out)
 {
 	if (!l || !out)
 		return lk__fail(-EINVAL, "lk_rwlock_stat: NULL %s", l ? "out" : "lock");
-	memset(out, 0, sizeof(*out));
-	meta_figures(&l->lk__meta, l, out);
-	out->kind = LK_LOCK_RWLOCK;
-	exclusive_figures(LK__LD(l->lk__acq), LK__LD(l->lk__owner_changes), &l->lk__hold, out);
-	out->read_acquisitions = LK__LD(l->lk__read_acq);
-	hold_figures(&l->lk__read_hold, out->read_acquisitions, &out->read_hold_samples,
-		     &out->read_hold_total_ns, &out->read_hold_max_ns, &out->read_hold_mean_ns);
+	rwlock_stat(l, get_nprocs(), out);
 	return 0;
 }
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
-static void meta_stat(const struct lk__lockmeta *meta, struct lk_lockstat *out)
+static void meta_stat(const struct lk__lockmeta *meta, int cpus, struct lk_lockstat *out)
 {
 	switch (meta->kind) {
 	case LK_LOCK_MUTEX:
-		lk_mutex_stat(container_of(meta, lk_mutex_t, lk__meta), out);
+		mutex_stat(container_of(meta, lk_mutex_t, lk__meta), cpus, out);
 		break;
 	case LK_LOCK_SPINLOCK:
-		lk_spinlock_stat(container_of(meta, lk_spinlock_t, lk__meta), out);
+		spinlock_stat(container_of(meta, lk_spinlock_t, lk__meta), cpus, out);
 		break;
 	case LK_LOCK_RWLOCK:
-		lk_rwlock_stat(container_of(meta, lk_rwlock_t, lk__meta), out);
+		rwlock_stat(container_of(meta, lk_rwlock_t, lk__meta), cpus, out);
 		break;
 	}
 }
@@ -200,6 +235,7 @@ static int snapshot(struct lk_lockstat **out, size_t *n)
 {
 	size_t count = 0, i = 0;
 	struct lk_lockstat *v;
+	int cpus = get_nprocs();
 
 	lk__ticks_per_ns(); /* may sleep to calibrate: not under the registry lock */
 	pthread_mutex_lock(&registry_lock);
@@ -211,7 +247,7 @@ static int snapshot(struct lk_lockstat **out, size_t *n)
 		return lk__fail(-ENOMEM, "no memory to copy the figures of %zu locks", count);
 	}
 	for (struct lk__lockmeta *m = registry.next; m != &registry; m = m->next)
-		meta_stat(m, &v[i++]);
+		meta_stat(m, cpus, &v[i++]);
 	pthread_mutex_unlock(&registry_lock);
 	*out = v;
 	*n = count;

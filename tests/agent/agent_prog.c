@@ -14,11 +14,22 @@
  *            in ns 2 ms before its first event and 2 ms after its last
  *   beats FROM N US  for i from FROM, N times: a span otl:beat around an event otl:seq (i),
  *            then a sleep of US us
+ *   locks N  4 threads, N times each: the mutex agt-queue (contended, sleeping 20 us held every
+ *            64th time), the rwlock agt-table read (written every 16th time), then each of the
+ *            two mutexes named agt-pair once. Prints "lock NAME ACQ READ_ACQ CONTENDED WAIT_NS
+ *            HOLD_NS READ_HOLD_NS" for each of the four locks, as lk_*_stat gives them
+ *   manylocks N  N more mutexes, many-00000 to many-N-1 (to 99999), each locked once and kept
+ *            (bench/agent_locks.sh's scrape with many lock series)
+ *   perf     opens the counter set "task-clock,context-switches" of its main thread (once) and
+ *            prints "perf TASK_CLOCK ENABLED RUNNING CONTEXT_SWITCHES", read now; or "perf
+ *            error MESSAGE" where the machine refuses
+ *   perf2    opens a second set, "page-faults" of the process, and leaves it open
  *   quit     exit(0)
  * LKT_PROG_NAME in its environment renames it (its comm) before anything is recorded.
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +38,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <lowkey/counter.h>
+#include <lowkey/error.h>
+#include <lowkey/lock.h>
 #include <lowkey/probe.h>
 
 static void go(long n)
@@ -141,6 +155,104 @@ static void beats(long from, long n, long us)
 	}
 }
 
+static lk_mutex_t queue = LK_MUTEX_INIT("agt-queue");
+static lk_rwlock_t table = LK_RWLOCK_INIT("agt-table");
+static lk_mutex_t pair[2];
+
+static void *lock_thread(void *arg)
+{
+	long n = *(const long *)arg;
+	struct timespec held = { 0, 20000 };
+
+	for (long i = 0; i < n; i++) {
+		lk_mutex_lock(&queue);
+		if (i % 64 == 0)
+			nanosleep(&held, NULL); /* the others wait: contention */
+		lk_mutex_unlock(&queue);
+		if (i % 16 == 0) {
+			lk_rwlock_write_lock(&table);
+			lk_rwlock_write_unlock(&table);
+		} else {
+			lk_rwlock_read_lock(&table);
+			lk_rwlock_read_unlock(&table);
+		}
+	}
+	for (int k = 0; k < 2; k++) {
+		lk_mutex_lock(&pair[k]);
+		lk_mutex_unlock(&pair[k]);
+	}
+	return NULL;
+}
+
+static void print_lock(const struct lk_lockstat *st)
+{
+	printf("lock %s %llu %llu %llu %llu %llu %llu\n", st->name,
+	       (unsigned long long)st->acquisitions, (unsigned long long)st->read_acquisitions,
+	       (unsigned long long)st->contended, (unsigned long long)st->wait_total_ns,
+	       (unsigned long long)st->hold_total_ns, (unsigned long long)st->read_hold_total_ns);
+}
+
+static void locks(long n)
+{
+	static bool made;
+	pthread_t t[4];
+	struct lk_lockstat st;
+
+	if (!made) {
+		lk_mutex_init(&pair[0], "agt-pair");
+		lk_mutex_init(&pair[1], "agt-pair");
+		made = true;
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, lock_thread, &n);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	lk_mutex_stat(&queue, &st);
+	print_lock(&st);
+	lk_rwlock_stat(&table, &st);
+	print_lock(&st);
+	for (int k = 0; k < 2; k++) {
+		lk_mutex_stat(&pair[k], &st);
+		print_lock(&st);
+	}
+}
+
+static void many_locks(long n)
+{
+	static char names[100000][32];
+	lk_mutex_t *m = aligned_alloc(64, (size_t)n * sizeof(*m));
+
+	for (long i = 0; m && i < n && i < 100000; i++) {
+		snprintf(names[i], sizeof(names[i]), "many-%05ld", i);
+		lk_mutex_init(&m[i], names[i]);
+		lk_mutex_lock(&m[i]);
+		lk_mutex_unlock(&m[i]);
+	}
+}
+
+static void perf(void)
+{
+	static struct lk_counters *set;
+	struct lk_counter_value v[2];
+
+	if (!set && lk_counters_open(&set, "task-clock,context-switches", 0, 0) < 0) {
+		printf("perf error %s\n", lk_last_error());
+		return;
+	}
+	lk_counters_read(set, v, 2);
+	printf("perf %llu %llu %llu %llu\n", (unsigned long long)v[0].value,
+	       (unsigned long long)v[0].time_enabled, (unsigned long long)v[0].time_running,
+	       (unsigned long long)v[1].value);
+}
+
+static void perf2(void)
+{
+	static struct lk_counters *set;
+
+	if (!set && lk_counters_open(&set, "page-faults", 0, LK_COUNTERS_PROCESS) < 0)
+		printf("perf error %s\n", lk_last_error());
+}
+
 int main(void)
 {
 	char line[4200], path[4096];
@@ -165,7 +277,15 @@ int main(void)
 
 			ticks(n);
 			printf("ns %.3f\n", (cpu_ns() - t0) / (double)n);
-		} else if (sscanf(line, "lib %ld %4095s", &n, path) == 2)
+		} else if (sscanf(line, "locks %ld", &n) == 1)
+			locks(n);
+		else if (sscanf(line, "manylocks %ld", &n) == 1 && n > 0)
+			many_locks(n);
+		else if (strncmp(line, "perf2", 5) == 0)
+			perf2();
+		else if (strncmp(line, "perf", 4) == 0)
+			perf();
+		else if (sscanf(line, "lib %ld %4095s", &n, path) == 2)
 			lib(n, path);
 		else if (strncmp(line, "quit", 4) == 0)
 			break;

@@ -3,7 +3,8 @@
  * lowkey agent against a running program (agent_prog.c) started with LOWKEY_CONTROL=1: its
  * /metrics hold exactly what the program recorded, read directly and through a real Prometheus
  * scraping the agent (its HTTP API asked with curl); the program's series go once it exits; an
- * agent killed leaves the program as it was, and a new one follows it again; an agent that stops
+ * agent killed leaves the program as it was, and a new one follows it again; the figures of its
+ * named locks and of its perf counter set are those it reports of itself; an agent that stops
  * reading (SIGSTOP) never holds the program up, and what it then reads plus what was lost is
  * what the program recorded.
  */
@@ -62,13 +63,29 @@ static void start_program(void)
 	assert_true(read_line(&prog, "ready", line, sizeof(line)));
 }
 
-/* The agent, following only the test's program; max_sites: its --max-sites. */
-static void start_agent_sites(const char *max_sites)
+/* The agent, following only the test's program, with these --max-sites, --max-locks and --max-counter-sets. */
+static void start_agent_bounded(const char *max_sites, const char *max_locks, const char *max_sets)
 {
-	char *argv[] = { LOWKEY,       "agent",	  "--listen",	     "127.0.0.1:0",
-			 "--process",  PROG_NAME, "--scan-interval", "0.2",
-			 "--flush-ms", "50",	  "--spool",	     spool,
-			 "--buckets",  "0.5,1,5", "--max-sites",     (char *)max_sites,
+	char *argv[] = { LOWKEY,
+			 "agent",
+			 "--listen",
+			 "127.0.0.1:0",
+			 "--process",
+			 PROG_NAME,
+			 "--scan-interval",
+			 "0.2",
+			 "--flush-ms",
+			 "50",
+			 "--spool",
+			 spool,
+			 "--buckets",
+			 "0.5,1,5",
+			 "--max-sites",
+			 (char *)max_sites,
+			 "--max-locks",
+			 (char *)max_locks,
+			 "--max-counter-sets",
+			 (char *)max_sets,
 			 NULL };
 	char line[512];
 	const char *at;
@@ -79,6 +96,11 @@ static void start_agent_sites(const char *max_sites)
 	assert_non_null(at);
 	agent_port = (unsigned int)atoi(at + 5);
 	assert_true(agent_port > 0);
+}
+
+static void start_agent_sites(const char *max_sites)
+{
+	start_agent_bounded(max_sites, "100", "10");
 }
 
 static void start_agent(void)
@@ -103,6 +125,15 @@ static const char *series(const char *name, const char *site, const char *extra)
 	if (site)
 		n += snprintf(s + n, sizeof(s) - (size_t)n, ",site=\"%s\"", site);
 	snprintf(s + n, sizeof(s) - (size_t)n, "%s%s}", extra ? "," : "", extra ? extra : "");
+	return s;
+}
+
+/* The start of any series of the program's with more labels: name{pid="PID",process="NAME", */
+static const char *labelled(const char *name)
+{
+	static char s[512];
+
+	snprintf(s, sizeof(s), "%s{pid=\"%d\",process=\"%s\",", name, (int)prog.pid, PROG_NAME);
 	return s;
 }
 
@@ -216,6 +247,11 @@ static void test_metrics(void **state)
 	assert_non_null(strstr(text, "# TYPE lowkey_events counter\n"));
 	assert_non_null(strstr(text, "# UNIT lowkey_span_duration_seconds seconds\n"));
 	assert_non_null(strstr(text, "\n# EOF\n"));
+	/* it has no named lock and no counter set: no such series, not even zeros */
+	assert_null(strstr(text, labelled("lowkey_lock_acquisitions_total")));
+	assert_null(strstr(text, labelled("lowkey_perf_event_count_total")));
+	assert_null(strstr(text, series("lowkey_agent_locks_folded", NULL, NULL)));
+	assert_null(strstr(text, series("lowkey_agent_perf_sets_folded", NULL, NULL)));
 	free(text);
 	spool_emptied();
 
@@ -278,6 +314,251 @@ static void test_dlopen(void **state)
 	assert_true(sample(text, series("lowkey_span_duration_seconds_count", "agt:work", NULL)) ==
 		    15);
 	free(text);
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGTERM);
+}
+
+/* A lock's figures as the program printed them: "lock NAME ACQ READ_ACQ CONTENDED WAIT HOLD READ_HOLD". */
+struct lock_figures {
+	char name[64];
+	unsigned long long acq, read_acq, contended, wait_ns, hold_ns, read_hold_ns;
+};
+
+/* Tell the program "locks N" and read its four locks' figures: queue, table, and the two pairs. */
+static void program_locks(long n, struct lock_figures f[4])
+{
+	char line[512];
+
+	tell(&prog, "locks %ld\n", n);
+	for (int i = 0; i < 4; i++) {
+		assert_true(read_line(&prog, "lock ", line, sizeof(line)));
+		assert_int_equal(sscanf(line, "lock %63s %llu %llu %llu %llu %llu %llu", f[i].name,
+					&f[i].acq, &f[i].read_acq, &f[i].contended, &f[i].wait_ns,
+					&f[i].hold_ns, &f[i].read_hold_ns),
+				 7);
+	}
+	assert_true(read_line(&prog, "done", line, sizeof(line)));
+	assert_string_equal(f[0].name, "agt-queue");
+	assert_string_equal(f[1].name, "agt-table");
+	assert_string_equal(f[2].name, "agt-pair");
+}
+
+static const char *lock_series(const char *name, const char *lock, const char *mode)
+{
+	char extra[128];
+
+	snprintf(extra, sizeof(extra), "lock=\"%s\"%s%s%s", lock, mode ? ",mode=\"" : "",
+		 mode ? mode : "", mode ? "\"" : "");
+	return series(name, NULL, extra);
+}
+
+/* One sample the agent must show, and its value. */
+struct want {
+	char series[512];
+	double value;
+};
+
+static void want(struct want *w, const char *series, double value)
+{
+	snprintf(w->series, sizeof(w->series), "%s", series);
+	w->value = value;
+}
+
+/*
+ * Scrape the agent until every sample has its value (up to WAIT_S): figures the program's threads
+ * were still changing when a scan read them come right at a later one. The last scrape's text.
+ */
+static char *agent_until_all(const struct want *w, size_t n)
+{
+	double end = now_s() + WAIT_S;
+	char *text = NULL;
+	size_t k = 0;
+
+	while (now_s() < end) {
+		free(text);
+		text = agent_metrics();
+		for (k = 0; text && k < n && sample(text, w[k].series) == w[k].value; k++)
+			;
+		if (text && k == n)
+			return text;
+		sleep_ms(100);
+	}
+	fprintf(stderr, "the agent's last /metrics:\n%s\n", text ? text : "(none)");
+	fail_msg("%s never reached %.17g", k < n ? w[k].series : "?", k < n ? w[k].value : 0);
+	return text;
+}
+
+/* The program's named locks, summed by name, exactly as lk_*_stat gives them after the threads ended. */
+static void test_locks(void **state)
+{
+	struct lock_figures f[4];
+	struct want w[11];
+	size_t n = 0;
+	char *text;
+
+	(void)state;
+	start_program();
+	start_agent();
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	program_locks(2000, f);
+	assert_int_equal(f[0].acq, 8000);
+	want(&w[n++], lock_series("lowkey_lock_acquisitions_total", "agt-queue", "exclusive"),
+	     (double)f[0].acq);
+	want(&w[n++], lock_series("lowkey_lock_contended_total", "agt-queue", NULL),
+	     (double)f[0].contended);
+	/* seconds: the same double the agent computes from the nanoseconds, written and read back */
+	want(&w[n++], lock_series("lowkey_lock_wait_seconds_total", "agt-queue", NULL),
+	     (double)f[0].wait_ns / 1e9);
+	want(&w[n++], lock_series("lowkey_lock_hold_seconds_total", "agt-queue", "exclusive"),
+	     (double)f[0].hold_ns / 1e9);
+	want(&w[n++], lock_series("lowkey_lock_acquisitions_total", "agt-table", "exclusive"),
+	     (double)f[1].acq);
+	want(&w[n++], lock_series("lowkey_lock_acquisitions_total", "agt-table", "shared"),
+	     (double)f[1].read_acq);
+	want(&w[n++], lock_series("lowkey_lock_hold_seconds_total", "agt-table", "shared"),
+	     (double)f[1].read_hold_ns / 1e9);
+	want(&w[n++], lock_series("lowkey_lock_wait_seconds_total", "agt-table", NULL),
+	     (double)f[1].wait_ns / 1e9);
+	/* two mutexes of one name: one series, their sum */
+	want(&w[n++], lock_series("lowkey_lock_acquisitions_total", "agt-pair", "exclusive"),
+	     (double)(f[2].acq + f[3].acq));
+	want(&w[n++], lock_series("lowkey_lock_contended_total", "agt-pair", NULL),
+	     (double)(f[2].contended + f[3].contended));
+	want(&w[n++], series("lowkey_agent_locks_folded", NULL, NULL), 0);
+	text = agent_until_all(w, n);
+	/* a mutex has no shared side */
+	assert_null(
+		strstr(text, lock_series("lowkey_lock_acquisitions_total", "agt-queue", "shared")));
+	assert_non_null(strstr(text, "# TYPE lowkey_lock_wait_seconds counter\n"));
+	assert_non_null(strstr(text, "# UNIT lowkey_lock_wait_seconds seconds\n"));
+	free(text);
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGTERM);
+}
+
+/* The program's readings of its counter set: task-clock, its times, context-switches. */
+struct perf_reading {
+	unsigned long long clock, enabled, running, switches;
+};
+
+/* Tell the program "perf": false when the machine cannot count (the test then skips). */
+static bool program_perf(struct perf_reading *r)
+{
+	char line[1024];
+
+	tell(&prog, "perf\n");
+	assert_true(read_line(&prog, "perf ", line, sizeof(line)));
+	if (strncmp(line, "perf error", 10) == 0) {
+		print_message("skipped: %s", line);
+		return false;
+	}
+	assert_int_equal(sscanf(line, "perf %llu %llu %llu %llu", &r->clock, &r->enabled,
+				&r->running, &r->switches),
+			 4);
+	assert_true(read_line(&prog, "done", line, sizeof(line)));
+	return true;
+}
+
+static const char *perf_series(const char *name, const char *set, const char *event)
+{
+	char extra[128];
+
+	snprintf(extra, sizeof(extra), "set=\"%s\",event=\"%s\"", set, event);
+	return series(name, NULL, extra);
+}
+
+/* Scrape the agent until series is at least min; the last scrape's text. */
+static char *agent_until_least(const char *want, double min)
+{
+	double end = now_s() + WAIT_S;
+	char *text = NULL;
+
+	while (now_s() < end) {
+		free(text);
+		text = agent_metrics();
+		if (text && sample(text, want) >= min)
+			return text;
+		sleep_ms(100);
+	}
+	fail_msg("%s never reached %g", want, min);
+	return text;
+}
+
+/*
+ * The counter set the program opened: its values run, so each the agent shows lies between what
+ * the program read before and after.
+ */
+static void test_perf(void **state)
+{
+	struct perf_reading before, after;
+	double clock, switches, enabled, running;
+	char *text;
+
+	(void)state;
+	start_program();
+	start_agent();
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	if (!program_perf(&before)) {
+		stop_child(&prog, SIGKILL);
+		stop_child(&agent, SIGTERM);
+		skip();
+	}
+	text = agent_until_least(perf_series("lowkey_perf_event_count_total", "1", "task-clock"),
+				 (double)before.clock);
+	assert_true(program_perf(&after));
+	clock = sample(text, perf_series("lowkey_perf_event_count_total", "1", "task-clock"));
+	switches =
+		sample(text, perf_series("lowkey_perf_event_count_total", "1", "context-switches"));
+	enabled = sample(text,
+			 perf_series("lowkey_perf_event_enabled_seconds_total", "1", "task-clock"));
+	running = sample(text,
+			 perf_series("lowkey_perf_event_running_seconds_total", "1", "task-clock"));
+	print_message("task-clock %g ns in [%llu, %llu], context-switches %g in [%llu, %llu]\n",
+		      clock, before.clock, after.clock, switches, before.switches, after.switches);
+	assert_true(clock >= (double)before.clock && clock <= (double)after.clock);
+	assert_true(switches >= (double)before.switches && switches <= (double)after.switches);
+	assert_true(enabled >= (double)before.enabled / 1e9 &&
+		    enabled <= (double)after.enabled / 1e9);
+	assert_true(running >= (double)before.running / 1e9 && running <= enabled);
+	assert_true(sample(text, series("lowkey_agent_perf_sets_folded", NULL, NULL)) == 0);
+	free(text);
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGTERM);
+}
+
+/* Past --max-locks and --max-counter-sets, the rest are summed under "other", and counted. */
+static void test_max_locks_sets(void **state)
+{
+	struct lock_figures f[4];
+	struct perf_reading r;
+	struct want w[4];
+	char *text;
+
+	(void)state;
+	start_program();
+	start_agent_bounded("100", "1", "1");
+	free(agent_until(series("lowkey_process_attached", NULL, NULL), 1));
+	/* the pair's mutexes are registered at their init, before the threads take the others */
+	program_locks(100, f);
+	want(&w[0], lock_series("lowkey_lock_acquisitions_total", "other", "exclusive"),
+	     (double)(f[0].acq + f[1].acq));
+	want(&w[1], lock_series("lowkey_lock_acquisitions_total", "agt-pair", "exclusive"),
+	     (double)(f[2].acq + f[3].acq));
+	want(&w[2], lock_series("lowkey_lock_acquisitions_total", "other", "shared"),
+	     (double)f[1].read_acq);
+	want(&w[3], series("lowkey_agent_locks_folded", NULL, NULL), 2);
+	text = agent_until_all(w, 4);
+	assert_null(strstr(text, "lock=\"agt-queue\""));
+	free(text);
+	if (program_perf(&r)) {
+		program_does("perf2");
+		text = agent_until(series("lowkey_agent_perf_sets_folded", NULL, NULL), 1);
+		assert_false(isnan(sample(text, perf_series("lowkey_perf_event_count_total",
+							    "other", "page-faults"))));
+		assert_false(isnan(sample(text, perf_series("lowkey_perf_event_count_total", "1",
+							    "task-clock"))));
+		free(text);
+	}
 	stop_child(&prog, SIGKILL);
 	stop_child(&agent, SIGTERM);
 }
@@ -373,6 +654,46 @@ static void prom_until(const char *query, double value)
 	free(answer);
 }
 
+/* Prometheus holds the program's lock figures as the program gave them, and its counter set's. */
+static void prom_locks_perf(void)
+{
+	struct lock_figures f[4];
+	struct perf_reading before, after;
+	char q[256], *answer;
+	double v = NAN;
+
+	program_locks(500, f);
+	snprintf(q, sizeof(q),
+		 "lowkey_lock_acquisitions_total{pid=\"%d\",lock=\"agt-queue\",mode=\"exclusive\"}",
+		 (int)prog.pid);
+	prom_until(q, (double)f[0].acq);
+	snprintf(q, sizeof(q), "lowkey_lock_contended_total{pid=\"%d\",lock=\"agt-queue\"}",
+		 (int)prog.pid);
+	prom_until(q, (double)f[0].contended);
+	snprintf(q, sizeof(q), "lowkey_lock_wait_seconds_total{pid=\"%d\",lock=\"agt-queue\"}",
+		 (int)prog.pid);
+	prom_until(q, (double)f[0].wait_ns / 1e9);
+	snprintf(q, sizeof(q),
+		 "lowkey_lock_hold_seconds_total{pid=\"%d\",lock=\"agt-table\",mode=\"shared\"}",
+		 (int)prog.pid);
+	prom_until(q, (double)f[1].read_hold_ns / 1e9);
+	if (!program_perf(&before))
+		return;
+	snprintf(q, sizeof(q),
+		 "lowkey_perf_event_count_total{pid=\"%d\",set=\"1\",event=\"task-clock\"} >= %llu",
+		 (int)prog.pid, before.clock);
+	for (double end = now_s() + WAIT_S; now_s() < end; sleep_ms(250)) {
+		v = prom_value(q, &answer);
+		free(answer);
+		if (!isnan(v))
+			break;
+	}
+	assert_true(program_perf(&after));
+	print_message("Prometheus: task-clock %g ns in [%llu, %llu]\n", v, before.clock,
+		      after.clock);
+	assert_true(v >= (double)before.clock && v <= (double)after.clock);
+}
+
 /* A real Prometheus scraping the agent holds the program's series, then drops them. */
 static void test_prometheus(void **state)
 {
@@ -403,6 +724,7 @@ static void test_prometheus(void **state)
 	prom_until(q, 500);
 	snprintf(q, sizeof(q), "lowkey_events_lost_total{pid=\"%d\"}", (int)prog.pid);
 	prom_until(q, 0);
+	prom_locks_perf();
 
 	/* the program exits: its series go stale in Prometheus, since the agent drops them */
 	tell(&prog, "quit\n");
@@ -538,6 +860,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_metrics, stop_all),
 		cmocka_unit_test_teardown(test_max_sites, stop_all),
 		cmocka_unit_test_teardown(test_dlopen, stop_all),
+		cmocka_unit_test_teardown(test_locks, stop_all),
+		cmocka_unit_test_teardown(test_perf, stop_all),
+		cmocka_unit_test_teardown(test_max_locks_sets, stop_all),
 		cmocka_unit_test_teardown(test_prometheus, stop_all),
 		cmocka_unit_test_teardown(test_agent_killed, stop_all),
 		cmocka_unit_test_teardown(test_agent_stopped, stop_all),

@@ -66,6 +66,11 @@ static void every_type_round_trips(void **state)
 		{ .type = LK_CTL_ENV_RULE, .seq = 12, .env_rule = { 1, 3, "x*" } },
 		{ .type = LK_CTL_ENV_FINISH, .seq = 13, .stats = { 0, 11, 0, 12, 1, "/o", "" } },
 		{ .type = LK_CTL_PROGRESS, .seq = 14, .progress = { 1 << 20, 3 << 20 } },
+		{ .type = LK_CTL_LOCKS, .seq = 15 },
+		{ .type = LK_CTL_COUNTERS, .seq = 16 },
+		{ .type = LK_CTL_LOCK, .seq = 15, .lock = { 2, 10, 20, 3, 400, 500, 600, "table" } },
+		{ .type = LK_CTL_LOCK, .seq = 15, .lock = { 1, 0, 0, 0, 0, 0, 0, "" } },
+		{ .type = LK_CTL_PERF, .seq = 16, .perf = { 3, 1, 7, 8, 4, "cycles:u" } },
 	};
 
 	(void)state;
@@ -109,6 +114,28 @@ static void fields_decode_to_their_values(void **state)
 	/* strings point into the buffer */
 	assert_true((const uint8_t *)out.site.file > buf &&
 		    (const uint8_t *)out.site.file < buf + n);
+
+	in = (struct lk__ctl_msg){ .type = LK_CTL_LOCK,
+				   .lock = { 3, UINT64_MAX, 1, 2, 3, UINT64_MAX - 1, 5,
+					     "a lock's name, UTF-8: \xc3\xa9" } };
+	n = encode(&in);
+	assert_int_equal(decode((size_t)n, &out), 0);
+	assert_int_equal(out.lock.kind, 3);
+	assert_true(out.lock.acquisitions == UINT64_MAX);
+	assert_true(out.lock.read_acquisitions == 1 && out.lock.contended == 2);
+	assert_true(out.lock.wait_ns == 3 && out.lock.hold_ns == UINT64_MAX - 1);
+	assert_true(out.lock.read_hold_ns == 5);
+	assert_string_equal(out.lock.name, "a lock's name, UTF-8: \xc3\xa9");
+
+	in = (struct lk__ctl_msg){ .type = LK_CTL_PERF,
+				   .perf = { 4000000000u, 255, UINT64_MAX, 2, 1, "msr/tsc/" } };
+	n = encode(&in);
+	assert_int_equal(decode((size_t)n, &out), 0);
+	assert_int_equal(out.perf.set, 4000000000u);
+	assert_int_equal(out.perf.index, 255);
+	assert_true(out.perf.value == UINT64_MAX);
+	assert_true(out.perf.time_enabled == 2 && out.perf.time_running == 1);
+	assert_string_equal(out.perf.event, "msr/tsc/");
 
 	in = (struct lk__ctl_msg){ .type = LK_CTL_RESULT, .result = { -4095, INT64_MIN, "" } };
 	n = encode(&in);
@@ -250,7 +277,11 @@ static void values_out_of_range_are_refused(void **state)
 		{ .type = LK_CTL_SITE,
 		  .site = { 1, 1, 0, 0, 0, 1, "", "b", "", "", "", "" } }, /* no provider */
 		{ .type = LK_CTL_SITE,
-		  .site = { 1, 1, 0, 2, 0, 1, "a", "b", "", "", "", "" } }, /* enabled 2 */
+		  .site = { 1, 1, 0, 2, 0, 1, "a", "b", "", "", "", "" } },    /* enabled 2 */
+		{ .type = LK_CTL_LOCK, .lock = { 0, 1, 0, 0, 0, 0, 0, "x" } }, /* kind 0 */
+		{ .type = LK_CTL_LOCK,
+		  .lock = { LK_CTL_LOCK_KIND_MAX + 1, 1, 0, 0, 0, 0, 0, "x" } }, /* kind 4 */
+		{ .type = LK_CTL_PERF, .perf = { 1, 0, 1, 1, 1, "" } },		 /* no event */
 	};
 	struct lk__ctl_msg out;
 
@@ -332,6 +363,44 @@ static void control_characters_are_refused(void **state)
 	}
 }
 
+/*
+ * A peer of another protocol version (an older lowkey, a newer one) is refused at its first
+ * message, with both versions named, never read as if it were this one's: the version changed
+ * with the lock and counter messages.
+ */
+static void other_versions_are_refused(void **state)
+{
+	struct lk__ctl_msg m = { .type = LK_CTL_STATUS, .seq = 1 }, out;
+	int n = encode(&m);
+
+	(void)state;
+	assert_int_equal(LK_CTL_VERSION, 4);
+	buf[4] = 3;
+	assert_int_equal(decode((size_t)n, &out), -EPROTONOSUPPORT);
+	assert_non_null(strstr(err, "protocol version 3; this side speaks version 4"));
+	m = (struct lk__ctl_msg){ .type = LK_CTL_LOCKS, .seq = 2 };
+	n = encode(&m);
+	buf[4] = 5;
+	assert_int_equal(decode((size_t)n, &out), -EPROTONOSUPPORT);
+	assert_non_null(strstr(err, "protocol version 5"));
+}
+
+/* A lock's name is the program's: a control character in it is refused, as in any text. */
+static void lock_names_are_text(void **state)
+{
+	struct lk__ctl_msg m = { .type = LK_CTL_LOCK, .lock = { 1, 1, 0, 0, 0, 0, 0, "a\nb" } },
+			   out;
+	int n = encode(&m);
+
+	(void)state;
+	assert_int_equal(decode((size_t)n, &out), -EBADMSG);
+	assert_non_null(strstr(err, "control character"));
+	m.lock.name = "a\\x0ab"; /* as the server escapes it */
+	n = encode(&m);
+	assert_int_equal(decode((size_t)n, &out), 0);
+	assert_string_equal(out.lock.name, "a\\x0ab");
+}
+
 /* Every prefix of a valid message is refused, and never read past. */
 static void every_truncation_is_refused(void **state)
 {
@@ -357,6 +426,8 @@ int main(void)
 		cmocka_unit_test(encoder_refuses_what_cannot_be_sent),
 		cmocka_unit_test(every_truncation_is_refused),
 		cmocka_unit_test(control_characters_are_refused),
+		cmocka_unit_test(other_versions_are_refused),
+		cmocka_unit_test(lock_names_are_text),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,8 @@
 /*
  * The control socket, served by this very process: where the socket lives and how its directory is
  * checked; every command; session rules and traces that end with their connection; hostile and
- * malformed messages refused while the process keeps serving; too many clients; fork; exit.
+ * malformed messages refused while the process keeps serving; too many clients; fork; exit; the
+ * figures of its locks and counter sets.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -19,7 +20,9 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 
+#include <lowkey/counter.h>
 #include <lowkey/error.h>
+#include <lowkey/lock.h>
 #include <lowkey/probe.h>
 
 #include "control/control_internal.h"
@@ -715,6 +718,133 @@ static void a_forked_child_has_its_own_socket(void **state)
 	lk_control_close();
 }
 
+/* What a LOCKS or COUNTERS listing held: each message's name (or event) and its numbers. */
+struct listed {
+	int n;
+	char name[8][64];
+	uint64_t a[8], b[8]; /* LOCK: acquisitions, kind; PERF: set, index */
+};
+
+static struct listed list(struct lk__ctl_client *c, uint16_t type)
+{
+	struct lk__ctl_msg req = { .type = type }, m;
+	struct listed l = { 0 };
+
+	assert_int_equal(lk__ctl_send(c, &req), 0);
+	for (;;) {
+		assert_int_equal(lk__ctl_recv(c, &m, 30000, err, sizeof(err)), 0);
+		assert_int_equal(m.seq, req.seq);
+		if (m.type == LK_CTL_RESULT) {
+			assert_int_equal(m.result.err, 0);
+			assert_int_equal(m.result.value, l.n);
+			return l;
+		}
+		assert_int_equal(m.type, type == LK_CTL_LOCKS ? LK_CTL_LOCK : LK_CTL_PERF);
+		assert_true(l.n < 8);
+		snprintf(l.name[l.n], sizeof(l.name[0]), "%s",
+			 type == LK_CTL_LOCKS ? m.lock.name : m.perf.event);
+		l.a[l.n] = type == LK_CTL_LOCKS ? m.lock.acquisitions : m.perf.set;
+		l.b[l.n] = type == LK_CTL_LOCKS ? m.lock.kind : m.perf.index;
+		l.n++;
+	}
+}
+
+/* How many messages a listing of type held, without asserting (for a forked child); -1: failed. */
+static int count_listed(struct lk__ctl_client *c, uint16_t type)
+{
+	struct lk__ctl_msg req = { .type = type }, m;
+	int n = 0;
+
+	if (lk__ctl_send(c, &req) != 0)
+		return -1;
+	while (lk__ctl_recv(c, &m, 30000, err, sizeof(err)) == 0)
+		if (m.type == LK_CTL_RESULT)
+			return m.result.err ? -1 : n;
+		else
+			n++;
+	return -1;
+}
+
+/*
+ * LOCKS lists the named locks with their figures, names escaped as text; COUNTERS the events of
+ * the sets open now, in the order opened, and none of a closed set or of the parent's in a
+ * forked child.
+ */
+static void locks_and_counter_sets_are_listed(void **state)
+{
+	lk_mutex_t a;
+	lk_rwlock_t b;
+	struct lk_counters *one = NULL, *two = NULL;
+	struct lk__ctl_client c;
+	struct listed l;
+	int status;
+	pid_t child;
+
+	(void)state;
+	private_runtime_dir("xdg-figures");
+	assert_int_equal(lk_control_open(), 0);
+	connect_self(&c);
+	assert_int_equal(list(&c, LK_CTL_LOCKS).n, 0);
+	assert_int_equal(list(&c, LK_CTL_COUNTERS).n, 0);
+
+	assert_int_equal(lk_mutex_init(&a, "srv-a"), 0);
+	assert_int_equal(lk_rwlock_init(&b, "srv\nb"), 0);
+	for (int i = 0; i < 3; i++) {
+		lk_mutex_lock(&a);
+		lk_mutex_unlock(&a);
+	}
+	l = list(&c, LK_CTL_LOCKS);
+	assert_int_equal(l.n, 2);
+	for (int i = 0; i < 2; i++) {
+		bool is_a = strcmp(l.name[i], "srv-a") == 0;
+
+		if (!is_a)
+			assert_string_equal(l.name[i], "srv\\x0ab"); /* escaped, not refused */
+		assert_int_equal(l.a[i], is_a ? 3 : 0);
+		assert_int_equal(l.b[i], is_a ? LK_LOCK_MUTEX : LK_LOCK_RWLOCK);
+	}
+
+	if (lk_counters_open(&one, "task-clock", 0, 0) < 0 ||
+	    lk_counters_open(&two, "task-clock,page-faults", 0, 0) < 0) {
+		print_message("counter sets not checked: %s\n", lk_last_error());
+	} else {
+		l = list(&c, LK_CTL_COUNTERS);
+		assert_int_equal(l.n, 3);
+		assert_string_equal(l.name[0], "task-clock");
+		assert_string_equal(l.name[2], "page-faults");
+		assert_true(l.a[1] == l.a[2] && l.a[1] > l.a[0]); /* numbered in the order opened */
+		assert_int_equal(l.b[2], 1);
+		child = fork();
+		if (child == 0) {
+			struct lk__ctl_client cc;
+			int ok = 1;
+
+			if (!UNDER_TSAN) { /* no thread after a multi-threaded fork under TSan */
+				ok = lk_control_open() == 0 &&
+				     lk__ctl_connect(&cc, getpid(), err, sizeof(err)) == 0;
+				ok = ok &&
+				     count_listed(&cc, LK_CTL_COUNTERS) == 0; /* the parent's */
+				if (ok)
+					lk__ctl_disconnect(&cc);
+			}
+			_exit(ok ? 0 : 1);
+		}
+		assert_int_equal(waitpid(child, &status, 0), child);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		lk_counters_close(one);
+		l = list(&c, LK_CTL_COUNTERS);
+		assert_int_equal(l.n, 2);
+		assert_string_equal(l.name[0], "task-clock");
+		lk_counters_close(two);
+		assert_int_equal(list(&c, LK_CTL_COUNTERS).n, 0);
+	}
+	assert_int_equal(lk_mutex_destroy(&a), 0);
+	assert_int_equal(lk_rwlock_destroy(&b), 0);
+	assert_int_equal(list(&c, LK_CTL_LOCKS).n, 0);
+	lk__ctl_disconnect(&c);
+	lk_control_close();
+}
+
 static void exit_finishes_a_trace_started_over_the_socket(void **state)
 {
 	struct lk__ctl_client c;
@@ -1008,6 +1138,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(a_client_that_does_not_read_stalls_no_one),
 		cmocka_unit_test(too_many_clients_are_refused),
 		cmocka_unit_test(a_forked_child_has_its_own_socket),
+		cmocka_unit_test(locks_and_counter_sets_are_listed),
 		cmocka_unit_test(exit_finishes_a_trace_started_over_the_socket),
 		cmocka_unit_test(traces_and_snapshots_go_into_the_directory_sent),
 		cmocka_unit_test(descriptors_that_do_not_fit_are_refused_and_closed),

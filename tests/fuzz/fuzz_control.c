@@ -74,6 +74,14 @@ static void check_strings(const struct lk__ctl_msg *m, const uint8_t *data, size
 		check_string(m->site.object, data, size);
 		must(m->site.nargs <= 8 && m->site.kind >= 1 && m->site.kind <= 4);
 		break;
+	case LK_CTL_LOCK:
+		check_string(m->lock.name, data, size);
+		must(m->lock.kind >= 1 && m->lock.kind <= 3);
+		break;
+	case LK_CTL_PERF:
+		check_string(m->perf.event, data, size);
+		must(m->perf.event[0] != 0);
+		break;
 	case LK_CTL_ENV_START:
 		check_string(m->env_start.message, data, size);
 		check_string(m->env_start.path, data, size);

@@ -184,7 +184,10 @@ static void send_request(int k, uint8_t type, uint8_t options)
 	static const char *const globs[] = { "fz:*",	     "fz:ping", "*",
 					     "nothing:here", "fz",	"-fz:other" };
 	static const uint64_t buffers[] = { 0, 4096, 1 << 20 };
-	struct lk__ctl_msg m = { .type = (uint16_t)(LK_CTL_RULE + type % 5), .seq = ++seq };
+	/* types 0 to 4 as their numbers, 5 and 6 the figures of locks and counter sets */
+	static const uint16_t types[] = { LK_CTL_RULE, LK_CTL_START, LK_CTL_STOP,    LK_CTL_STATUS,
+					  LK_CTL_LIST, LK_CTL_LOCKS, LK_CTL_COUNTERS };
+	struct lk__ctl_msg m = { .type = types[type % 7], .seq = ++seq };
 	uint8_t buf[LK_CTL_MAX_MSG];
 	int n;
 

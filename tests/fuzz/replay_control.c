@@ -18,7 +18,8 @@ static const uint16_t types[] = { LK_CTL_RULE,	       LK_CTL_START,	 LK_CTL_STOP
 				  LK_CTL_STATUS,       LK_CTL_LIST,	 LK_CTL_RESULT,
 				  LK_CTL_STATUS_REPLY, LK_CTL_SITE,	 LK_CTL_STATS,
 				  LK_CTL_EXIT,	       LK_CTL_ENV_START, LK_CTL_ENV_RULE,
-				  LK_CTL_ENV_FINISH };
+				  LK_CTL_ENV_FINISH,   LK_CTL_LOCKS,	 LK_CTL_COUNTERS,
+				  LK_CTL_LOCK,	       LK_CTL_PERF };
 
 struct decoded {
 	bool seen[sizeof(types) / sizeof(types[0])];

@@ -79,6 +79,16 @@ int main(int argc, char **argv)
 	valid("status", &m);
 	m.type = LK_CTL_LIST;
 	valid("list", &m);
+	m.type = LK_CTL_LOCKS;
+	valid("locks", &m);
+	m.type = LK_CTL_COUNTERS;
+	valid("counters", &m);
+	m.type = LK_CTL_LOCK;
+	m.lock = (struct lk__ctl_lock){ 1, 600, 0, 14, 65310, 614970, 0, "table" };
+	valid("lock", &m);
+	m.type = LK_CTL_PERF;
+	m.perf = (struct lk__ctl_perf){ 2, 0, 1234567, 2000000, 1000000, "cycles:u" };
+	valid("perf", &m);
 	m.type = LK_CTL_RESULT;
 	m.result = (struct lk__ctl_result){ -22, 3, "lk_probe_enable: the glob is NULL or empty" };
 	valid("result", &m);

@@ -23,15 +23,17 @@
 
 static const char agent_usage[] =
 	"usage: lowkey agent [--listen ADDRESS:PORT] [-e GLOB]... [--process GLOB]...\n"
-	"                    [--buckets S,S,...] [--max-sites N] [--cputime] [--scan-interval S]\n"
+	"                    [--buckets S,S,...] [--max-sites N] [--max-locks N]\n"
+	"                    [--max-counter-sets N] [--cputime] [--scan-interval S]\n"
 	"                    [--flush-ms MS] [--buffer SIZE] [--spool DIR] [--otlp URL]\n"
 	"\n"
 	"Follows the processes with a lowkey control socket (started with LOWKEY_CONTROL=1, or that\n"
 	"called lk_control_open()) of this user, or of every user as root, as they start and exit,\n"
 	"and serves what they record at http://ADDRESS:PORT/metrics, in the OpenMetrics text format\n"
 	"Prometheus scrapes: per process and site the events recorded, the events lost, the last\n"
-	"value of every LK_COUNTER, and histograms of the spans' durations. docs/fleet.md says what\n"
-	"each metric means.\n"
+	"value of every LK_COUNTER, and histograms of the spans' durations; and, asked at each scan,\n"
+	"the figures of the process's named locks (lowkey/lock.h) and the readings of the perf\n"
+	"counter sets it opened (lk_counters_open). docs/fleet.md says what each metric means.\n"
 	"\n"
 	"Each process is traced as `lowkey trace --pid` traces it: its sites are turned on for the\n"
 	"agent's session and the trace stops when the agent leaves, however it leaves; the process\n"
@@ -48,9 +50,14 @@ static const char agent_usage[] =
 	"                       1e-6,1e-5,1e-4,1e-3,0.01,0.1,1,10)\n"
 	"      --max-sites N    sites per process with series of their own; the rest are counted\n"
 	"                       under site=\"other\" (default 100)\n"
+	"      --max-locks N    lock names per process with series of their own; the rest are\n"
+	"                       summed under lock=\"other\" (default 100)\n"
+	"      --max-counter-sets N  counter sets per process with series of their own; the\n"
+	"                       rest are summed under set=\"other\" (default 10)\n"
 	"  -c, --cputime        record each event's thread CPU time too, for the spans' CPU time\n"
 	"                       histograms (costs the traced processes a CPU time read per event)\n"
-	"      --scan-interval S  how often new processes are looked for (default 2)\n"
+	"      --scan-interval S  how often new processes are looked for, and locks and\n"
+	"                       counter sets asked for (default 2)\n"
 	"      --flush-ms MS    how often the processes write their events out (default 100)\n"
 	"  -b, --buffer SIZE    the processes' per-thread ring buffers (default: the library's)\n"
 	"      --spool DIR      where the processes write their traces for the agent: a tmpfs\n"
@@ -141,6 +148,18 @@ static int parse_option(struct agent_opts *o, int c, const char *arg)
 			return usage_error("a number of sites, 1 to 100000", "bad --max-sites '%s'",
 					   arg);
 		o->max_sites = (unsigned int)n;
+		return 0;
+	case 'L':
+		if (!cli_parse_unsigned(arg, 100000, &n) || !n)
+			return usage_error("a number of lock names, 1 to 100000",
+					   "bad --max-locks '%s'", arg);
+		o->max_locks = (unsigned int)n;
+		return 0;
+	case 'C':
+		if (!cli_parse_unsigned(arg, 100000, &n) || !n)
+			return usage_error("a number of counter sets, 1 to 100000",
+					   "bad --max-counter-sets '%s'", arg);
+		o->max_sets = (unsigned int)n;
 		return 0;
 	case 'c':
 		o->cputime = true;
@@ -309,8 +328,10 @@ static void run(struct agent *a)
 
 	while (!stop_signal) {
 		if (now_s() >= next_scan) {
-			for (size_t i = 0; i < a->nprocs; i++)
+			for (size_t i = 0; i < a->nprocs; i++) {
 				agent_check(a->procs[i]);
+				agent_poll_figures(a, a->procs[i]);
+			}
 			agent_scan(a);
 			next_scan = now_s() + a->o->scan_s;
 		}
@@ -388,6 +409,8 @@ static int agent_main(int argc, char **argv)
 		{ "process", required_argument, NULL, 'P' },
 		{ "buckets", required_argument, NULL, 'B' },
 		{ "max-sites", required_argument, NULL, 'M' },
+		{ "max-locks", required_argument, NULL, 'L' },
+		{ "max-counter-sets", required_argument, NULL, 'C' },
 		{ "cputime", no_argument, NULL, 'c' },
 		{ "scan-interval", required_argument, NULL, 'S' },
 		{ "flush-ms", required_argument, NULL, 'F' },
@@ -403,6 +426,8 @@ static int agent_main(int argc, char **argv)
 				.flush_ms = 100,
 				.spool = "/dev/shm",
 				.max_sites = 100,
+				.max_locks = 100,
+				.max_sets = 10,
 				.nbuckets = sizeof(buckets) / sizeof(buckets[0]) };
 	int c, rc;
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lowkey agent: the processes it follows (agent_proc.c), how it finds them (agent_scan.c), what it
- * makes of their events (agent_metrics.c) and the HTTP side that serves it (agent_http.c).
+ * makes of their events (agent_metrics.c), their locks' and counter sets' figures
+ * (agent_figures.c) and the HTTP side that serves it (agent_http.c).
  *
  * One thread (the command's) finds processes, attaches to them, and reads each one's trace as its
  * consumer appends packets; the HTTP server's thread renders /metrics. Both take agent.lock: the
@@ -39,6 +40,8 @@ struct agent_opts {
 	double buckets[AGENT_MAX_BUCKETS]; /* histogram bounds, seconds, ascending */
 	size_t nbuckets;
 	unsigned int max_sites; /* sites per process before the rest fold into site="other" */
+	unsigned int max_locks; /* lock names per process before the rest fold into lock="other" */
+	unsigned int max_sets;	/* counter sets per process before the rest fold into set="other" */
 	bool cputime;		/* record thread CPU time (costs the traced process per event) */
 };
 
@@ -55,6 +58,24 @@ struct agent_site {
 	bool is_counter, has_spans;
 	double value; /* a counter's last value */
 	struct agent_hist wall, cpu;
+};
+
+/*
+ * The locks of one name in a process (lowkey/lock.h's named locks), their figures summed, as the
+ * last poll found them; or "other", the locks past max_locks.
+ */
+struct agent_lock {
+	char *name;
+	uint64_t acq, read_acq, contended, wait_ns, hold_ns, read_hold_ns;
+	bool shared;  /* an rwlock among them: shared acquisitions and holds have series too */
+	bool present; /* the last poll found a lock of this name */
+};
+
+/* One event of a counter set of a process (lk_counters_open*), or of the sets past max_sets. */
+struct agent_perf {
+	uint32_t set; /* the set's number in the process; 0: "other" */
+	char *event;
+	uint64_t value, enabled_ns, running_ns;
 };
 
 /* A thread's stream file of a process's trace, read as it grows. */
@@ -88,11 +109,23 @@ struct agent_proc {
 	size_t nstreams;
 	struct agent_site *sites;
 	size_t nsites;
-	long other;	 /* index of site "other", -1: none */
-	uint64_t folded; /* event classes folded into "other" */
-	uint64_t lost;	 /* what its threads lost, all streams */
-	bool exiting;	 /* it said it exits, or its connection closed: read what is left */
-	bool exited;	 /* read to the end; its series go after one more scrape */
+	long other;		  /* index of site "other", -1: none */
+	uint64_t folded;	  /* event classes folded into "other" */
+	uint64_t lost;		  /* what its threads lost, all streams */
+	struct agent_lock *locks; /* lock names with series of their own, in the order met */
+	size_t nlocks;
+	size_t *lock_index;	/* open addressing on the name: index + 1 into locks, 0 empty */
+	size_t lock_index_size; /* a power of two, over twice nlocks */
+	struct agent_lock other_lock; /* the locks past max_locks, name "other" */
+	uint64_t locks_folded;	      /* lock names the last poll counted under "other" */
+	uint32_t *own_sets; /* the counter sets with series of their own: the first max_sets */
+	size_t nown_sets;
+	struct agent_perf *perf; /* as the last poll read them */
+	size_t nperf;
+	uint64_t sets_folded; /* counter sets the last poll counted under "other" */
+	size_t nsets;	      /* counter sets the last poll found */
+	bool exiting;	      /* it said it exits, or its connection closed: read what is left */
+	bool exited;	      /* read to the end; its series go after one more scrape */
 	unsigned int scrapes_since_exit;
 	double exited_at; /* CLOCK_MONOTONIC s */
 };
@@ -150,6 +183,20 @@ void agent_check(struct agent_proc *p);
 /* Stop its trace (waiting a bounded time), disconnect, remove its directory, free it. */
 void agent_proc_free(struct agent *a, struct agent_proc *p, bool stop);
 
+/* ---- agent_figures.c ---- */
+
+/*
+ * Ask the process for its locks' and counter sets' figures (two requests, each answered from the
+ * module's registry by the process's control thread) and keep them for /metrics (under a->lock).
+ * A process that does not answer within the bound is read to the end and left, as agent_check.
+ */
+void agent_poll_figures(struct agent *a, struct agent_proc *p);
+
+void agent_figures_free(struct agent_proc *p);
+
+/* The lowkey_lock_* and lowkey_perf_event_* families. Under a->lock. */
+void agent_figures_render(struct agent *a, FILE *f, bool openmetrics);
+
 /* ---- agent_metrics.c ---- */
 
 /* The site of class cls in p (made, or "other" past the cap): NULL when out of memory. */
@@ -158,6 +205,22 @@ struct agent_site *agent_site_of(struct agent *a, struct agent_proc *p,
 
 void agent_hist_add(const struct agent_opts *o, struct agent_hist *h, double v);
 void agent_sites_free(struct agent_proc *p);
+
+struct family {
+	const char *name, *type, *unit, *help;
+};
+
+/* A family's # HELP, # TYPE and (OpenMetrics) # UNIT lines. */
+void agent_put_family(FILE *f, const struct family *fam, bool om);
+
+/* A label's value, escaped as both formats want. */
+void agent_put_label(FILE *f, const char *str);
+
+/* pid="PID",process="NAME" */
+void agent_put_proc_labels(FILE *f, const struct agent_proc *p);
+
+/* Whether the renderer shows p: attached, or exited and not yet shown since. */
+bool agent_shown(const struct agent_proc *p);
 
 /*
  * /metrics as text (malloc()ed, *len bytes): OpenMetrics 1.0 if openmetrics, else Prometheus'

@@ -120,7 +120,7 @@ void agent_sites_free(struct agent_proc *p)
  * A label's value: backslash, double quote and line feed escaped, as both formats want; a byte
  * that starts no UTF-8 sequence (a process may name itself anything) replaced by U+FFFD.
  */
-static void put_label(FILE *f, const char *str)
+void agent_put_label(FILE *f, const char *str)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	size_t n = strlen(str);
@@ -143,30 +143,26 @@ static void put_label(FILE *f, const char *str)
 	}
 }
 
-static void put_proc_labels(FILE *f, const struct agent_proc *p)
+void agent_put_proc_labels(FILE *f, const struct agent_proc *p)
 {
 	fprintf(f, "pid=\"%d\",process=\"", (int)p->pid);
-	put_label(f, p->name);
+	agent_put_label(f, p->name);
 	fputc('"', f);
 }
 
 static void put_site_labels(FILE *f, const struct agent_proc *p, const struct agent_site *s)
 {
-	put_proc_labels(f, p);
+	agent_put_proc_labels(f, p);
 	fputs(",site=\"", f);
-	put_label(f, s->name);
+	agent_put_label(f, s->name);
 	fputc('"', f);
 }
-
-struct family {
-	const char *name, *type, *unit, *help;
-};
 
 /*
  * The family's header. OpenMetrics names a counter's family without its _total, which only its
  * samples carry; Prometheus' 0.0.4 text names it as its samples.
  */
-static void put_family(FILE *f, const struct family *fam, bool om)
+void agent_put_family(FILE *f, const struct family *fam, bool om)
 {
 	bool counter = strcmp(fam->type, "counter") == 0;
 	const char *total = counter && !om ? "_total" : "";
@@ -177,8 +173,7 @@ static void put_family(FILE *f, const struct family *fam, bool om)
 		fprintf(f, "# UNIT %s %s\n", fam->name, fam->unit);
 }
 
-/* Whether the renderer shows p: attached, or exited and not yet shown since. */
-static bool shown(const struct agent_proc *p)
+bool agent_shown(const struct agent_proc *p)
 {
 	return !p->exited || p->scrapes_since_exit == 0;
 }
@@ -218,29 +213,29 @@ static void put_process_families(FILE *f, struct agent *a, bool om)
 	};
 	size_t shown_n = 0;
 
-	put_family(f, &attached, om);
+	agent_put_family(f, &attached, om);
 	for (size_t i = 0; i < a->nprocs; i++) {
-		if (!shown(a->procs[i]))
+		if (!agent_shown(a->procs[i]))
 			continue;
 		fputs("lowkey_process_attached{", f);
-		put_proc_labels(f, a->procs[i]);
+		agent_put_proc_labels(f, a->procs[i]);
 		fprintf(f, "} %d\n", !a->procs[i]->exited);
 		shown_n += !a->procs[i]->exited;
 	}
-	put_family(f, &lost, om);
+	agent_put_family(f, &lost, om);
 	for (size_t i = 0; i < a->nprocs; i++) {
-		if (!shown(a->procs[i]))
+		if (!agent_shown(a->procs[i]))
 			continue;
 		fputs("lowkey_events_lost_total{", f);
-		put_proc_labels(f, a->procs[i]);
+		agent_put_proc_labels(f, a->procs[i]);
 		fprintf(f, "} %llu\n", (unsigned long long)a->procs[i]->lost);
 	}
-	put_family(f, &folded, om);
+	agent_put_family(f, &folded, om);
 	for (size_t i = 0; i < a->nprocs; i++) {
-		if (!shown(a->procs[i]))
+		if (!agent_shown(a->procs[i]))
 			continue;
 		fputs("lowkey_agent_sites_folded{", f);
-		put_proc_labels(f, a->procs[i]);
+		agent_put_proc_labels(f, a->procs[i]);
 		fprintf(f, "} %llu\n", (unsigned long long)a->procs[i]->folded);
 	}
 	fprintf(f,
@@ -272,11 +267,11 @@ static void put_site_family(FILE *f, struct agent *a, bool om, enum site_series 
 
 	if (which == CPU && !a->o->cputime)
 		return;
-	put_family(f, fam, om);
+	agent_put_family(f, fam, om);
 	for (size_t i = 0; i < a->nprocs; i++) {
 		const struct agent_proc *p = a->procs[i];
 
-		for (size_t k = 0; shown(p) && k < p->nsites; k++) {
+		for (size_t k = 0; agent_shown(p) && k < p->nsites; k++) {
 			const struct agent_site *s = &p->sites[k];
 
 			if (which == EVENTS) {
@@ -308,6 +303,7 @@ char *agent_render(struct agent *a, bool openmetrics, size_t *len)
 	put_site_family(f, a, openmetrics, COUNTER);
 	put_site_family(f, a, openmetrics, WALL);
 	put_site_family(f, a, openmetrics, CPU);
+	agent_figures_render(a, f, openmetrics);
 #ifdef LK_HAVE_OTLP
 	agent_otlp_render(a, f, openmetrics);
 #endif

@@ -480,5 +480,6 @@ void agent_proc_free(struct agent *a, struct agent_proc *p, bool stop)
 	if (p->dir_fd >= 0)
 		close(p->dir_fd);
 	agent_sites_free(p);
+	agent_figures_free(p);
 	free(p);
 }
