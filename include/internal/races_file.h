@@ -16,11 +16,12 @@
 #include <stdint.h>
 
 #define LKR_MAGIC 0x3173656361726b6cull /* "lkraces1" */
-#define LKR_VERSION 2u
+#define LKR_VERSION 3u
 #define LKR_HEADER_SIZE 4096u
 #define LKR_ERROR_MAX 256u
 #define LKR_OBJECTS_MAX 64u
 #define LKR_PATH_MAX 240u
+#define LKR_STACK_MAX 16u /* frames kept of each thread's stack */
 
 /* lkr_insn.access and lkr_race.access */
 #define LKR_READ 0x1u
@@ -64,6 +65,11 @@ struct lkr_insn {
  * thread's access that the watchpoint caught (other_ip: the instruction after it, as the CPU
  * reports a data watchpoint), folded by the pair of instructions. other_ip 0: the value changed
  * in the window and no thread's access was caught (a write the watchpoint could not see).
+ *
+ * The stacks, the first time: each thread's return addresses from the trapped instruction out,
+ * unwound in its SIGTRAP handler. Frame 0 is the trapped context's instruction pointer
+ * (sample_ip, or other_ip), the callers' return addresses follow; a depth past LKR_STACK_MAX is
+ * no stack the library wrote, and the command reads none of it.
  */
 struct lkr_race {
 	uint64_t sample_ip, other_ip;	/* run-time addresses */
@@ -75,7 +81,11 @@ struct lkr_race {
 	uint8_t size;			/* bytes the sampled instruction accesses */
 	uint8_t access;			/* what it does: LKR_READ, LKR_WRITE */
 	uint8_t other_write;		/* the watchpoint caught writes only (a read was sampled) */
-	uint8_t pad[5];
+	uint8_t sample_depth;		/* frames in sample_stack: 0 to LKR_STACK_MAX */
+	uint8_t other_depth;		/* frames in other_stack */
+	uint8_t pad[3];
+	uint64_t sample_stack[LKR_STACK_MAX];
+	uint64_t other_stack[LKR_STACK_MAX];
 };
 
 struct lkr_header {
@@ -90,7 +100,7 @@ struct lkr_header {
 	uint32_t nobjects;    /* the first is the program: another exec()ed image leaves the plan */
 	uint32_t ninsns;
 	uint32_t max_races;
-	uint32_t pad0;
+	uint32_t stack_depth; /* frames of each thread's stack kept: 0 (none) to LKR_STACK_MAX */
 	/* Written by the library. */
 	uint32_t claimed; /* set once (compare-and-swap) by the process that samples */
 	uint32_t flags;	  /* LKR_F_* */
@@ -101,6 +111,14 @@ struct lkr_header {
 	uint64_t misaligned;	/* reached, but at an address the watchpoint cannot cover exactly */
 	uint64_t races_used;	/* records filled */
 	uint64_t races_dropped; /* distinct races with no record left */
+	/*
+	 * What the callbacks cost the program's threads, from the trap's handler (the hit's time)
+	 * to the callback's end, stacks included: the held threads' until their windows opened
+	 * (one per sample), and the other threads' for the accesses kept (at most 16 a window).
+	 */
+	uint64_t held_ns;
+	uint64_t kept;
+	uint64_t kept_ns;
 	char error[LKR_ERROR_MAX]; /* why the library could not sample, or "" */
 };
 

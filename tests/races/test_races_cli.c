@@ -5,7 +5,8 @@
  * threads adding to a plain int without a lock are reported, with both accesses named (function,
  * file) and the global they touch; so are a pointer published without release, a global a signal
  * handler writes, adjacent bitfields written by two threads and a plain member in C++, each with
- * both sides named. The same ++ under a mutex is not; nor are atomics: lock-prefixed
+ * both sides named (C++ demangled: Counter::bump()). A race two calls deep on each side has both
+ * threads' stacks, innermost first, in the text, the JSON and the --html page. The same ++ under a mutex is not; nor are atomics: lock-prefixed
  * read-modify-writes, and the plain movs of relaxed loads and stores that only the debug
  * information shows atomic (_Atomic in C, std::atomic in C++, volatile sig_atomic_t). The ++ in
  * a shared library is reported with --lib naming it, not sampled without, and counted but not
@@ -160,11 +161,121 @@ static void cxx_atomic_is_not_and_plain_is(void **state)
 	lkt_expect(&r, 0, "\"races\": []");
 	assert_null(strstr(r.out, "\"atomic_std\": 0,"));
 	lkt_sh(&r, "%s -- %s plain %s", RACY_OPTS, FIXTURE_CXX, RACY_SECONDS);
-	lkt_expect(&r, 66, "bump_plain");
+	/* demangled, the mangled name kept beside; the caller in the stack */
+	lkt_expect(&r, 66, "\"function\": \"Counter::bump()\"");
+	lkt_expect(&r, 66, "\"mangled\": \"_ZN7Counter4bumpEv\"");
+	lkt_expect(&r, 66, "\"function\": \"(anonymous namespace)::bump_plain()\"");
 	lkt_expect(&r, 66, "races_cxx.cpp\"");
+	lkt_sh(&r, "%s races --seed 1 --rate 500 --window 5 -- %s plain %s", LOWKEY, FIXTURE_CXX,
+	       RACY_SECONDS);
+	lkt_expect(&r, 66, "by thread");
+	lkt_expect(&r, 66, " at Counter::bump()+0x");
 #else
 	skip(); /* no clang++ here (races.deps) */
 #endif
+}
+
+/*
+ * The functions of the first stack in text from its "\"stack\": [" to its "]", joined with
+ * commas, in order.
+ */
+static void stack_functions(const char *stack, char *out, size_t len)
+{
+	const char *end = strchr(stack, ']'), *f = stack;
+	size_t n = 0;
+
+	out[0] = 0;
+	while ((f = strstr(f, "\"function\": \"")) && f < end) {
+		const char *name = f + strlen("\"function\": \""), *quote = strchr(name, '"');
+
+		n += (size_t)snprintf(out + n, len - n, "%s%.*s", n ? "," : "", (int)(quote - name),
+				      name);
+		if (n >= len)
+			break;
+		f = quote;
+	}
+}
+
+/* Whether some stack in the JSON begins with the functions want ("a,b,c"). */
+static bool json_stack_begins(const char *out, const char *want)
+{
+	char functions[4096];
+
+	for (const char *s = out; (s = strstr(s, "\"stack\": [")); s++) {
+		stack_functions(s, functions, sizeof(functions));
+		if (strncmp(functions, want, strlen(want)) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Whether the text has the frames "#0  first", "#1  second", "#2  third" in one stack. */
+static bool text_stack_has(const char *out, const char *first, const char *second,
+			   const char *third)
+{
+	char frame[3][256];
+	const char *at = out;
+
+	snprintf(frame[0], sizeof(frame[0]), "#0  %s+", first);
+	snprintf(frame[1], sizeof(frame[1]), "\n    #1  %s+", second);
+	snprintf(frame[2], sizeof(frame[2]), "\n    #2  %s+", third);
+	while ((at = strstr(at, frame[0]))) {
+		const char *one = strchr(at, '\n'), *two = one ? strchr(one + 1, '\n') : NULL;
+
+		at++;
+		if (one && two && strncmp(one, frame[1], strlen(frame[1])) == 0 &&
+		    strncmp(two, frame[2], strlen(frame[2])) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void both_stacks_named(void **state)
+{
+	(void)state;
+	lkt_sh(&r, "%s deep %s", RACY, RACY_SECONDS);
+	if (r.status != 66 || !json_stack_begins(r.out, "inner_write,outer_write,work") ||
+	    !json_stack_begins(r.out, "inner_read,outer_read,work"))
+		print_error("wanted both stacks of the race on deep_value:\n%s\n", r.out);
+	lkt_expect(&r, 66, "\"symbol\": \"deep_value\"");
+	assert_true(json_stack_begins(r.out, "inner_write,outer_write,work"));
+	assert_true(json_stack_begins(r.out, "inner_read,outer_read,work"));
+	/* the same in text, and none with --stack 0 */
+	lkt_sh(&r, "%s races --seed 1 --rate 500 --window 5 -- %s deep %s", LOWKEY, FIXTURE_BIN,
+	       RACY_SECONDS);
+	lkt_expect(&r, 66, "deep_value");
+	assert_true(text_stack_has(r.out, "inner_write", "outer_write", "work"));
+	assert_true(text_stack_has(r.out, "inner_read", "outer_read", "work"));
+	lkt_sh(&r, "%s races --seed 1 --rate 500 --window 5 --stack 0 -j -- %s deep %s", LOWKEY,
+	       FIXTURE_BIN, RACY_SECONDS);
+	lkt_expect(&r, 66, "\"stack\": []");
+	assert_false(json_stack_begins(r.out, "inner_write"));
+	lkt_sh(&r, "%s races --stack 17 -- true", LOWKEY);
+	lkt_expect(&r, 2, "bad number '17'");
+}
+
+/* --html: the page holds both stacks, escaped; it says what it could not write before running. */
+static void html_page(void **state)
+{
+	char page[] = "/tmp/lkt-races-html.XXXXXX";
+	int fd = mkstemp(page);
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	lkt_sh(&r,
+	       "%s races --seed 1 --rate 500 --window 5 --html %s -- %s deep %s >/dev/null; "
+	       "st=$?; cat %s; exit $st",
+	       LOWKEY, page, FIXTURE_BIN, RACY_SECONDS, page);
+	unlink(page);
+	lkt_expect(&r, 66, "<!DOCTYPE html>");
+	lkt_expect(&r, 66, "deep_value");
+	lkt_expect(&r, 66, "<code>inner_write+0x");
+	lkt_expect(&r, 66, "<code>outer_read+0x");
+	assert_null(strstr(r.out, "<script"));
+	lkt_sh(&r, "%s races --html /nonexistent/dir/page.html -- %s mutex 0.1", LOWKEY,
+	       FIXTURE_BIN);
+	lkt_expect(&r, 1, "choose a writable place with --html");
 }
 
 static void publication_race(void **state)
@@ -307,6 +418,8 @@ int main(void)
 		cmocka_unit_test(publication_race),
 		cmocka_unit_test(race_with_a_signal_handler),
 		cmocka_unit_test(bitfield_race),
+		cmocka_unit_test(both_stacks_named),
+		cmocka_unit_test(html_page),
 		cmocka_unit_test(suppressed_by_file),
 		cmocka_unit_test(attach_with_pid),
 		cmocka_unit_test(attached_until_the_process_exits),
