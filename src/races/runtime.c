@@ -180,7 +180,7 @@ static _Unwind_Reason_Code unwind_frame(struct _Unwind_Context *ctx, void *arg)
 	if (!w->found && pc != w->from)
 		return ++w->skipped < HANDLER_FRAMES_MAX ? _URC_NO_REASON : _URC_END_OF_STACK;
 	w->found = true;
-	if (w->n == w->max)
+	if (w->n == w->max || !pc) /* pc 0: the thread's first frame (clone's) said it ends */
 		return _URC_END_OF_STACK;
 	w->pcs[w->n++] = pc;
 	return _URC_NO_REASON;

@@ -99,7 +99,7 @@ static void hits_chart(FILE *f, const struct lk__jr_value *races)
 	static const char *const series[] = { "accesses caught", "windows" };
 	size_t n = races->n < CHART_MAX_RACES ? races->n : CHART_MAX_RACES;
 	const char **groups = calloc(n + 1, sizeof(*groups));
-	char(*labels)[300] = calloc(n + 1, sizeof(*labels));
+	char(*labels)[700] = calloc(n + 1, sizeof(*labels));
 	double *values = calloc(2 * n + 1, sizeof(*values));
 
 	if (!groups || !labels || !values) {
