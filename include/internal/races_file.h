@@ -7,8 +7,8 @@
  * one lkr_insn per memory-accessing instruction it may sample. The library maps the same file
  * MAP_SHARED in the program, samples, and writes what it found into the records that follow the
  * instructions, as it goes: what was found survives the program dying. Layout: the header page,
- * `nobjects` objects, `ninsns` instructions, then `max_races` records. All integers are
- * native-endian.
+ * `nobjects` objects, `ninsns` instructions, `max_races` records, then LKR_MODULES_MAX modules.
+ * All integers are native-endian.
  */
 #ifndef LK_RACES_FILE_H
 #define LK_RACES_FILE_H
@@ -21,7 +21,8 @@
 #define LKR_ERROR_MAX 256u
 #define LKR_OBJECTS_MAX 64u
 #define LKR_PATH_MAX 240u
-#define LKR_STACK_MAX 16u /* frames kept of each thread's stack */
+#define LKR_STACK_MAX 16u   /* frames kept of each thread's stack */
+#define LKR_MODULES_MAX 64u /* objects loaded listed for the stacks' frames */
 
 /* lkr_insn.access and lkr_race.access */
 #define LKR_READ 0x1u
@@ -41,6 +42,15 @@ struct lkr_object {
 	uint32_t loaded;   /* set by the library: it was loaded when sampling started */
 	uint32_t pad;
 	char path[LKR_PATH_MAX]; /* for the report */
+};
+
+/*
+ * An object the program had loaded when sampling started (set by the library: libc, the
+ * libraries not in the plan...), so that the command can name the frames of the stacks in it.
+ */
+struct lkr_module {
+	uint64_t bias;		 /* ELF addresses + bias = run-time addresses */
+	char path[LKR_PATH_MAX]; /* as the loader names it, NUL-terminated */
 };
 
 /* One instruction the library may sample: base + index * scale + disp, size bytes. */
@@ -105,7 +115,7 @@ struct lkr_header {
 	uint32_t claimed; /* set once (compare-and-swap) by the process that samples */
 	uint32_t flags;	  /* LKR_F_* */
 	int32_t pid;
-	uint32_t pad;
+	uint32_t nmodules;	/* modules listed: 0 to LKR_MODULES_MAX */
 	uint64_t picks;		/* instructions armed */
 	uint64_t samples;	/* of them, reached by a thread: windows opened */
 	uint64_t misaligned;	/* reached, but at an address the watchpoint cannot cover exactly */
@@ -155,11 +165,17 @@ static inline struct lkr_race *lkr_races(struct lkr_header *h)
 	return (struct lkr_race *)(lkr_insns(h) + h->ninsns);
 }
 
+static inline struct lkr_module *lkr_modules(struct lkr_header *h)
+{
+	return (struct lkr_module *)(lkr_races(h) + h->max_races);
+}
+
 static inline uint64_t lkr_file_size(uint32_t nobjects, uint32_t ninsns, uint32_t max_races)
 {
 	return LKR_HEADER_SIZE + (uint64_t)nobjects * sizeof(struct lkr_object) +
 	       (uint64_t)ninsns * sizeof(struct lkr_insn) +
-	       (uint64_t)max_races * sizeof(struct lkr_race);
+	       (uint64_t)max_races * sizeof(struct lkr_race) +
+	       LKR_MODULES_MAX * sizeof(struct lkr_module);
 }
 
 #endif

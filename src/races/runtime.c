@@ -546,6 +546,23 @@ static int find_objects(struct dl_phdr_info *info, size_t size, void *data)
 	return 0;
 }
 
+/* Every object loaded under an absolute path (not the program), for the command to name frames. */
+static int list_module(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct lkr_header *h = data;
+	size_t len = info->dlpi_name ? strlen(info->dlpi_name) : 0;
+	struct lkr_module *m;
+
+	(void)size;
+	if (!len || info->dlpi_name[0] != '/' || len >= LKR_PATH_MAX ||
+	    h->nmodules == LKR_MODULES_MAX)
+		return 0;
+	m = &lkr_modules(h)[h->nmodules++];
+	m->bias = info->dlpi_addr;
+	memcpy(m->path, info->dlpi_name, len + 1);
+	return 0;
+}
+
 /* The plan in the file open at fd, if it is one and for this program; NULL otherwise. */
 static struct lkr_header *map_plan_fd(int fd, size_t *size)
 {
@@ -651,6 +668,8 @@ static int prepare(struct sampler *s, struct lkr_header *h, size_t size)
 	h->pid = getpid();
 	s->objects = lkr_objects(h);
 	dl_iterate_phdr(find_objects, s);
+	h->nmodules = 0;
+	dl_iterate_phdr(list_module, h);
 	s->insns = lkr_insns(h);
 	s->races = lkr_races(h);
 	s->rng = h->seed ? h->seed : 1;

@@ -364,16 +364,38 @@ static void name_race(struct symbolizer *sym, const struct lkr_race *r,
 	nr->suppressed = race_suppressed(run->suppressions, nr);
 }
 
-static struct symbolizer *open_objects(const struct lkr_header *h, const struct races_run *run)
+/* Whether a plan's object was loaded at bias: the module listed there is that one. */
+static bool in_plan(const struct lkr_header *h, uint64_t bias)
 {
-	struct symbol_object objs[LKR_OBJECTS_MAX];
 	const struct lkr_object *objects = lkr_objects((struct lkr_header *)h);
+
+	for (uint32_t i = 0; i < h->nobjects && i < LKR_OBJECTS_MAX; i++)
+		if (objects[i].loaded && objects[i].bias == bias)
+			return true;
+	return false;
+}
+
+/*
+ * The plan's objects, and the other objects the program had loaded (the library listed them), for
+ * the frames of the stacks in libc and the libraries not sampled. A path the program wrote without
+ * its NUL is left out.
+ */
+static struct symbolizer *open_objects(struct lkr_header *h, const struct races_run *run)
+{
+	struct symbol_object objs[LKR_OBJECTS_MAX + LKR_MODULES_MAX];
+	const struct lkr_object *objects = lkr_objects(h);
+	const struct lkr_module *modules = lkr_modules(h);
+	uint32_t nmodules = h->nmodules < LKR_MODULES_MAX ? h->nmodules : LKR_MODULES_MAX;
 	size_t nobjs = 0;
 
 	for (uint32_t i = 0; i < h->nobjects && i < LKR_OBJECTS_MAX; i++)
 		if (objects[i].loaded)
 			objs[nobjs++] = (struct symbol_object){ .path = run->paths[i],
 								.bias = objects[i].bias };
+	for (uint32_t i = 0; i < nmodules; i++)
+		if (memchr(modules[i].path, 0, LKR_PATH_MAX) && !in_plan(h, modules[i].bias))
+			objs[nobjs++] = (struct symbol_object){ .path = modules[i].path,
+								.bias = modules[i].bias };
 	return symbolizer_open_objects(objs, nobjs);
 }
 
