@@ -4,9 +4,9 @@
 # 5): tests/races/races_fixture deep (a race two calls deep on each side) under `lowkey races
 # --stack 0` and `--stack 16` in turn, RUNS times each, seeds 1 to RUNS. Each run's JSON says what
 # the library's callbacks cost the program's threads, timed in them from the trap's handler to the
-# callback's end ("callbacks"): the held thread's until its window opened (address and stack), per
-# window, and the other thread's per access kept (with its stack). Prints the medians of those
-# means and the ratio of --stack 16 to --stack 0.
+# callback's end ("callbacks"): the held thread's until its window opened (address and stack), and
+# the other thread's for the accesses kept (a stack for the first of each instruction), both per
+# window. Prints the medians of those means over the runs and the ratio of --stack 16 to 0.
 # usage: bench/races_stacks.sh BUILD_DIR RUNS [SECONDS]
 set -u
 build=$1 runs=$2 seconds=${3:-2}
@@ -31,12 +31,12 @@ for ((i = 1; i <= runs; i++)); do
 	for depth in 0 16; do
 		"$lowkey" races --seed "$i" --rate 500 --window 5 --stack $depth -j -o "$out" \
 			-- "$fixture" deep "$seconds" >/dev/null
-		windows=$(field reached) held_ns=$(field held_ns) n=$(field kept) kept_ns=$(field kept_ns)
+		windows=$(field reached) held_ns=$(field held_ns) kept_ns=$(field kept_ns)
 		[ "${windows:-0}" -gt 0 ] && held[$depth]="${held[$depth]:-} $(echo "$held_ns / $windows" | bc -l)"
-		[ "${n:-0}" -gt 0 ] && kept[$depth]="${kept[$depth]:-} $(echo "$kept_ns / $n" | bc -l)"
+		[ "${windows:-0}" -gt 0 ] && kept[$depth]="${kept[$depth]:-} $(echo "$kept_ns / $windows" | bc -l)"
 	done
 done
-printf '%-10s %22s %26s\n' "" "held thread ns/window" "other thread ns/access"
+printf '%-10s %22s %26s\n' "" "held thread ns/window" "other thread ns/window"
 for depth in 0 16; do
 	printf '%-10s %22.0f %26.0f\n' "--stack $depth" "$(median ${held[$depth]})" "$(median ${kept[$depth]})"
 done

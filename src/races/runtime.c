@@ -282,6 +282,22 @@ static bool conflicting(const struct sampler *s, const struct lk_watch_hit *hit)
 	       hit->tid != s->held_tid && !hit->late && hit->context;
 }
 
+/*
+ * Whether an access of the window kept before has the instruction ip: only the first access of
+ * each instruction can make a record, so only it needs a stack. A slot claimed but not yet filled
+ * reads 0 (the window starts with them cleared) and does not match: at worst a stack is taken that
+ * is not needed.
+ */
+static bool ip_kept(const struct sampler *s, uint64_t ip)
+{
+	unsigned int n = __atomic_load_n(&s->nhits, __ATOMIC_RELAXED);
+
+	for (unsigned int i = 0; i < n && i < HIT_MAX; i++)
+		if (__atomic_load_n(&s->hit_ip[i], __ATOMIC_RELAXED) == ip)
+			return true;
+	return false;
+}
+
 static void on_data(const struct lk_watch_hit *hit, void *arg)
 {
 	struct sampler *s = arg;
@@ -290,16 +306,18 @@ static void on_data(const struct lk_watch_hit *hit, void *arg)
 
 	/*
 	 * The stack is unwound before the access is counted in flight, so that the sampler never
-	 * waits for an unwinder: only while a record may still be kept for it.
+	 * waits for an unwinder: only while a record may still be made of it.
 	 */
-	if (conflicting(s, hit) && __atomic_load_n(&s->nhits, __ATOMIC_RELAXED) < HIT_MAX)
+	if (conflicting(s, hit) && __atomic_load_n(&s->nhits, __ATOMIC_RELAXED) < HIT_MAX &&
+	    !ip_kept(s, (uint64_t)(uintptr_t)hit->ip))
 		depth = capture_stack(hit->context, stack, s->stack_depth);
 	__atomic_fetch_add(&s->inflight, 1, __ATOMIC_SEQ_CST);
 	if (conflicting(s, hit)) {
 		unsigned int i = __atomic_fetch_add(&s->nhits, 1, __ATOMIC_RELAXED);
 
 		if (i < HIT_MAX) {
-			s->hit_ip[i] = (uint64_t)(uintptr_t)hit->ip;
+			__atomic_store_n(&s->hit_ip[i], (uint64_t)(uintptr_t)hit->ip,
+					 __ATOMIC_RELAXED);
 			s->hit_tid[i] = hit->tid;
 			s->hit_depth[i] = depth;
 			memcpy(s->hit_stack[i], stack, depth * sizeof(stack[0]));
@@ -403,6 +421,7 @@ static void run_window(struct sampler *s)
 	uint64_t before = 0, after = 0;
 	bool compared = read_value(s->addr, in->size, &before);
 
+	memset(s->hit_ip, 0, sizeof(s->hit_ip)); /* no callback reads them before the enable */
 	__atomic_store_n(&s->nhits, 0, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->h->samples, 1, __ATOMIC_RELAXED);
 	if (lk_watch_move(w, (const void *)(uintptr_t)s->addr, in->size) == 0 &&
