@@ -19,8 +19,9 @@
  *                                    each write reads and writes the byte)
  *   races_fixture fork SECONDS       plain, after forking a child that sleeps as long and exits
  *   races_fixture deep SECONDS       one thread writes a global two calls deep (outer_write ->
- *                                    inner_write), the other reads it two calls deep
- *                                    (outer_read -> inner_read): a race whose stacks name them
+ *                                    inner_write, where deep_add is inlined), the other reads it
+ *                                    two calls deep (outer_read -> inner_read): a race whose
+ *                                    stacks name them
  * and print what they counted. Each thread runs a time rather than a count, so that a busy
  * machine shortens no run; each repeats its racy access in a loop, so that in that time the
  * sampler arms it many times. The empty asm keeps each access an instruction of its own (at -O1
@@ -186,10 +187,16 @@ static void bump_high(void)
 	}
 }
 
+/* Inlined always, where the debug information says so: a frame of its own in the stack. */
+static inline __attribute__((always_inline)) void deep_add(void)
+{
+	deep_value++;
+}
+
 /* Two calls deep, never inlined: the barrier after each call keeps it from being a jump. */
 static __attribute__((noinline)) void inner_write(void)
 {
-	deep_value++;
+	deep_add();
 	BARRIER();
 }
 
