@@ -90,6 +90,7 @@ printf '  traced by lowkey trace --pid (nobody reads)  %8.2f   1.00x\n' "$t"
 printf '  followed by lowkey agent                     %8.2f   %.2fx\n' "$f" "$(echo "$f / $t" | bc -l)"
 printf '  runs: trace --pid:%s; agent:%s\n' "$traced" "$followed"
 
+cmake --build "$build" --target lkt_agent_sites >/dev/null || exit 1
 start "$build/tests/agent/lkt_agent_sites"
 agent --process lkt_agent_sites --max-sites 1000 --buckets 1e-6,1e-5,1e-4,1e-3,0.01,0.1
 ask go

@@ -6,9 +6,11 @@
  * file) and the global they touch; so are a pointer published without release, a global a signal
  * handler writes, adjacent bitfields written by two threads and a plain member in C++, each with
  * both sides named (C++ demangled: Counter::bump()). A race two calls deep on each side has both
- * threads' stacks, innermost first, in the text, the JSON and the --html page. The same ++ under a mutex is not; nor are atomics: lock-prefixed
+ * threads' stacks, innermost first (an inlined function an entry of its own), in the text, the
+ * JSON and the --html page. The same ++ under a mutex is not; nor are atomics: lock-prefixed
  * read-modify-writes, and the plain movs of relaxed loads and stores that only the debug
- * information shows atomic (_Atomic in C, std::atomic in C++, volatile sig_atomic_t). The ++ in
+ * information shows atomic (_Atomic in C, std::atomic in C++, volatile sig_atomic_t), nor those
+ * Clang's sanitizer metadata lists (an _Atomic through a pointer, races_metadata.c). The ++ in
  * a shared library is reported with --lib naming it, not sampled without, and counted but not
  * printed when a suppressions file matches its source file. --pid attaches to the fixture
  * started waiting for it, twice in turn and until it exits, with nothing left open after; a
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -287,6 +290,86 @@ static void html_page(void **state)
 	lkt_expect(&r, 1, "choose a writable place with --html");
 }
 
+/*
+ * Clang's sanitizer metadata lists the relaxed movs of an _Atomic reached through a pointer, which
+ * the debug information cannot tell from plain ones (built without it, the same program is
+ * reported: docs/races.md). A plain int in a function the metadata covers is still sampled, and found. A list
+ * whose entries point outside the code is not read.
+ */
+static void atomics_the_sanitizer_metadata_lists_are_not(void **state)
+{
+	(void)state;
+#ifdef FIXTURE_METADATA
+	char copy[] = "/tmp/lkt-races-md-XXXXXX", bad[sizeof(copy) + 12];
+	int fd = mkstemp(copy);
+
+	lkt_sh(&r, "%s -- %s atomic %s", RACES_OPTS, FIXTURE_METADATA, SECONDS);
+	lkt_expect(&r, 0, "\"races\": []");
+	assert_null(strstr(r.out, "\"atomic_metadata\": 0,"));
+	assert_null(strstr(r.out, "\"covered\": 0,"));
+	lkt_sh(&r, "%s -- %s plain %s", RACY_OPTS, FIXTURE_METADATA, RACY_SECONDS);
+	lkt_expect(&r, 66, "bump_plain");
+
+	/* Every byte 0xff: each entry names the byte before itself, no code there. */
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(bad, sizeof(bad), "%s.bytes", copy);
+	lkt_sh(&r,
+	       "objcopy --dump-section sanmd_atomics=%s %s %s && LC_ALL=C tr '\\000-\\376' '\\377' "
+	       "<%s >%s.ff && objcopy --update-section sanmd_atomics=%s.ff %s %s && %s -- %s atomic %s",
+	       bad, FIXTURE_METADATA, copy, bad, bad, bad, copy, copy, RACES_OPTS, copy, SECONDS);
+	unlink(bad);
+	strcat(bad, ".ff");
+	unlink(bad);
+	unlink(copy);
+	assert_non_null(strstr(r.out, "\"atomic_metadata\": 0,"));
+	assert_non_null(strstr(r.out, "\"covered\": 0,"));
+#else
+	skip(); /* no Clang with -fexperimental-sanitize-metadata here (compilers.deps) */
+#endif
+}
+
+/* Whether no user but root and this one can change path or what is above it. */
+static bool trusted_dir(const char *path)
+{
+	char dir[4096];
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *end = dir + strlen(dir); end > dir; end = strrchr(dir, '/')) {
+		*end = 0;
+		if (stat(dir[0] ? dir : "/", &st) != 0 || (st.st_uid && st.st_uid != geteuid()) ||
+		    (st.st_mode & (S_IWGRP | S_IWOTH)))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The program stripped, its DWARF in a separate file its debuglink names: the relaxed movs of an
+ * _Atomic are still known (as the reports' lines are), so none is reported.
+ */
+static void atomics_in_a_separate_debug_file_are_not(void **state)
+{
+	char dir[] = FIXTURE_DIR "/separate-XXXXXX";
+
+	(void)state;
+	if (!trusted_dir(FIXTURE_DIR)) {
+		print_message("%s: another user could write there, where debuglink files are not "
+			      "looked for\n",
+			      FIXTURE_DIR);
+		skip();
+	}
+	assert_non_null(mkdtemp(dir));
+	lkt_sh(&r,
+	       "{ objcopy --only-keep-debug %s %s/fixture.debug && objcopy --strip-debug "
+	       "--add-gnu-debuglink=%s/fixture.debug %s %s/fixture && %s -- %s/fixture "
+	       "atomic_plain %s; } 2>&1; s=$?; rm -r %s; exit $s",
+	       FIXTURE_BIN, dir, dir, FIXTURE_BIN, dir, RACES_OPTS, dir, SECONDS, dir);
+	lkt_expect(&r, 0, "\"races\": []");
+	assert_null(strstr(r.out, "\"atomic_c11\": 0,"));
+}
+
 static void publication_race(void **state)
 {
 	(void)state;
@@ -424,6 +507,8 @@ int main(void)
 		cmocka_unit_test(race_in_a_library_with_lib),
 		cmocka_unit_test(atomics_the_debug_information_shows_are_not),
 		cmocka_unit_test(cxx_atomic_is_not_and_plain_is),
+		cmocka_unit_test(atomics_the_sanitizer_metadata_lists_are_not),
+		cmocka_unit_test(atomics_in_a_separate_debug_file_are_not),
 		cmocka_unit_test(publication_race),
 		cmocka_unit_test(race_with_a_signal_handler),
 		cmocka_unit_test(bitfield_race),

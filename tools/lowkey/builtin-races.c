@@ -320,6 +320,8 @@ static int add_object(struct objects *objs, const char *file, struct races_code 
 	}
 	ret = races_decode(path, (uint8_t)objs->n, code, err, sizeof(err));
 	if (!ret)
+		ret = races_mark_metadata(path, (uint8_t)objs->n, code, err, sizeof(err));
+	if (!ret)
 		ret = races_mark_atomics(path, (uint8_t)objs->n, code, err, sizeof(err));
 	if (ret) {
 		cli_error("races", "lowkey races samples x86-64 ELF programs and libraries",

@@ -18,10 +18,11 @@
 
 /* Why the debug information says an access is atomic (races_mark_atomics()). */
 enum races_atomic_kind {
-	RACES_NOT_ATOMIC, /* as far as it says */
-	RACES_ATOMIC_C11, /* an _Atomic type (DW_TAG_atomic_type) */
-	RACES_ATOMIC_STD, /* std::atomic<T>: a member of that type, or code of its functions */
-	RACES_ATOMIC_SIG, /* a volatile sig_atomic_t */
+	RACES_NOT_ATOMIC,      /* as far as it says */
+	RACES_ATOMIC_C11,      /* an _Atomic type (DW_TAG_atomic_type) */
+	RACES_ATOMIC_STD,      /* std::atomic<T>: a member of that type, or code of its functions */
+	RACES_ATOMIC_SIG,      /* a volatile sig_atomic_t */
+	RACES_ATOMIC_METADATA, /* listed by Clang's sanitizer metadata (races_mark_metadata()) */
 	RACES_ATOMIC_KINDS,
 };
 
@@ -31,6 +32,7 @@ struct races_insn {
 	bool atomic;	      /* lock prefix, xchg with memory, cmpxchg, xadd */
 	bool sampled;	      /* in the plan: see races_decode() for what is left out */
 	uint8_t atomic_kind;  /* enum races_atomic_kind: what the debug information says */
+	bool covered;	      /* in a function Clang's sanitizer metadata lists every atomic of */
 };
 
 struct races_code {
@@ -40,6 +42,7 @@ struct races_code {
 	size_t atomic;	/* left out as atomic */
 	size_t stack;	/* left out as accesses to the thread's own stack frame */
 	size_t atomic_debug[RACES_ATOMIC_KINDS]; /* left out as atomic by the debug information */
+	size_t covered; /* in functions whose atomics Clang's sanitizer metadata lists */
 };
 
 /*
@@ -54,6 +57,19 @@ struct races_code {
 int races_decode(const char *path, uint8_t object, struct races_code *code, char *err,
 		 size_t errlen);
 void races_code_free(struct races_code *code);
+
+/*
+ * races_mark_metadata - leave out of the plan the instructions of object (decoded from path into
+ * code) that Clang's sanitizer metadata lists as atomic (-fexperimental-sanitize-metadata=atomics,
+ * sections sanmd_atomics and sanmd_covered), and mark those of the functions it covers: there the
+ * list is exact, so races_mark_atomics() leaves them as they are. Counts them in
+ * code->atomic_debug[RACES_ATOMIC_METADATA] and code->covered. A file without the sections, or
+ * with sections in a layout it does not know, changes nothing. Call it before
+ * races_mark_atomics(). Returns 0, or -errno with err saying why: path not a readable regular
+ * file.
+ */
+int races_mark_metadata(const char *path, uint8_t object, struct races_code *code, char *err,
+			size_t errlen);
 
 /*
  * races_mark_atomics - leave out of the plan the instructions of object (decoded from path into

@@ -11,19 +11,17 @@
  *   libc++'s __cxx_atomic_* functions, which access only the atomic value (through a pointer too,
  *   where the first way cannot tell which variable it is).
  *
- * Read with libdw from the object's own file (ELF_C_READ: read, never mapped); no separate debug
- * file is looked for.
+ * Read with libdw through the CLI's symbolizer: from the object's own file (read, never mapped),
+ * or from its separate debug file, found by build-id or debuglink as the symbolizer finds it.
  */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
-#include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "probe_elf.h"
 #include "races.h"
+#include "symbolize.h"
 
 #define TYPE_DEPTH_MAX 64 /* typedefs, qualifiers, members and arrays followed at most */
 #define DIE_DEPTH_MAX 256
@@ -403,7 +401,8 @@ static void mark(const struct debug_info *d, uint8_t object, struct races_code *
 	for (size_t i = 0; i < code->n; i++) {
 		struct races_insn *ri = &code->insns[i];
 
-		if (ri->plan.object != object || ri->atomic)
+		if (ri->plan.object != object || ri->atomic || ri->covered ||
+		    ri->atomic_kind != RACES_NOT_ATOMIC)
 			continue;
 		ri->atomic_kind = kind_of(d, &ri->plan);
 		if (ri->atomic_kind == RACES_NOT_ATOMIC)
@@ -416,28 +415,40 @@ static void mark(const struct debug_info *d, uint8_t object, struct races_code *
 	}
 }
 
+/* The first instruction of object in code: an address the symbolizer knows it by. */
+static const struct races_insn *first_of(const struct races_code *code, uint8_t object)
+{
+	for (size_t i = 0; i < code->n; i++)
+		if (code->insns[i].plan.object == object)
+			return &code->insns[i];
+	return NULL;
+}
+
 int races_mark_atomics(const char *path, uint8_t object, struct races_code *code, char *err,
 		       size_t errlen)
 {
+	struct symbol_object obj = { .path = path };
+	const struct races_insn *first = first_of(code, object);
 	struct debug_info d = { 0 };
+	struct symbolizer *s;
+	uint64_t bias;
 	Dwarf *dw;
-	Elf *elf;
-	int fd = open_regular_file(path, err, errlen);
 
-	if (fd < 0)
-		return fd;
-	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	dw = elf ? dwarf_begin_elf(elf, DWARF_C_READ, NULL) : NULL;
-	if (dw) {
+	if (!first)
+		return 0;
+	s = symbolizer_open_objects(&obj, 1);
+	if (!s) {
+		snprintf(err, errlen, "cannot read the debug information of %s (libdw)", path);
+		return -ENOMEM;
+	}
+	dw = symbolizer_dwarf(s, first->plan.vaddr, &bias);
+	/* Loaded at 0, as the plan's addresses are ELF ones: a separate file has the same. */
+	if (dw && bias == 0) {
 		collect(&d, dw);
 		if (!d.err)
 			mark(&d, object, code);
-		dwarf_end(dw);
 	}
-	if (elf)
-		elf_end(elf);
-	close(fd);
+	symbolizer_close(s);
 	free(d.vars);
 	free(d.ranges);
 	if (d.err)

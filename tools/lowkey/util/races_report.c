@@ -284,6 +284,8 @@ static void json_head(struct lk__json *j, const struct lkr_header *h, const stru
 	lk__json_uint(j, "atomic_c11", code->atomic_debug[RACES_ATOMIC_C11]);
 	lk__json_uint(j, "atomic_std", code->atomic_debug[RACES_ATOMIC_STD]);
 	lk__json_uint(j, "sig_atomic", code->atomic_debug[RACES_ATOMIC_SIG]);
+	lk__json_uint(j, "atomic_metadata", code->atomic_debug[RACES_ATOMIC_METADATA]);
+	lk__json_uint(j, "covered", code->covered);
 	lk__json_uint(j, "stack", code->stack);
 	lk__json_close(j);
 	lk__json_uint(j, "armed", h->picks);

@@ -584,6 +584,16 @@ static Dwfl_Module *module_of(struct symbolizer *s, uint64_t addr)
 	return mod;
 }
 
+Dwarf *symbolizer_dwarf(struct symbolizer *s, uint64_t addr, uint64_t *bias)
+{
+	Dwfl_Module *mod = module_of(s, addr);
+	Dwarf_Addr b = 0;
+	Dwarf *dw = mod ? dwfl_module_getdwarf(mod, &b) : NULL;
+
+	*bias = b;
+	return dw;
+}
+
 void symbolizer_place(struct symbolizer *s, uint64_t addr, bool line_before,
 		      struct symbol_place *out)
 {

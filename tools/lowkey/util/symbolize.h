@@ -97,6 +97,15 @@ size_t symbolizer_frames(struct symbolizer *s, uint64_t addr, bool line_before,
 const char *symbolizer_demangle(struct symbolizer *s, const char *name);
 
 /*
+ * symbolizer_dwarf - the DWARF of the object that covers addr: its own, or its separate debug
+ * file's, found as symbolizer_place() finds it (by build-id, or by debuglink beside a file no
+ * other user can change). *bias is what to add to the DWARF's addresses to get run-time ones.
+ * NULL when no object covers addr or none has DWARF for it. Owned by s: valid until
+ * symbolizer_close().
+ */
+struct Dwarf *symbolizer_dwarf(struct symbolizer *s, uint64_t addr, uint64_t *bias);
+
+/*
  * symbolizer_lookup - a data (or function) symbol's run-time address and size, and its object's
  * name (valid until symbolizer_close()). Returns 0, -ENOENT when no object defines it, -EINVAL
  * for a thread-local variable (each thread has its own address).
