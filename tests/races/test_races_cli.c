@@ -1,23 +1,23 @@
 // SPDX-License-Identifier: MIT
 /*
- * `lowkey races` end to end on races_fixture.c (and races_cxx.cpp, built with Clang), with the
- * order of the sampled instructions fixed (--seed) and a stated rate, window and run time: two
+ * `lowkey races` end to end on races_fixture.c (and races_cxx.cpp, built with Clang and GCC), with
+ * the order of the sampled instructions fixed (--seed) and a stated rate, window and run time: two
  * threads adding to a plain int without a lock are reported, with both accesses named (function,
  * file) and the global they touch; so are a pointer published without release, a global a signal
  * handler writes, adjacent bitfields written by two threads and a plain member in C++, each with
  * both sides named (C++ demangled: Counter::bump()). A race two calls deep on each side has both
- * threads' stacks, innermost first (an inlined function an entry of its own), in the text, the
- * JSON and the --html page. The same ++ under a mutex is not; nor are atomics: lock-prefixed
+ * threads' stacks, innermost first (an inlined function an entry of its own), in the text, the JSON
+ * and the --html page. The same ++ under a mutex is not; nor are atomics: lock-prefixed
  * read-modify-writes, and the plain movs of relaxed loads and stores that only the debug
  * information shows atomic (_Atomic in C, std::atomic in C++, volatile sig_atomic_t), nor those
- * Clang's sanitizer metadata lists (an _Atomic through a pointer, races_metadata.c). The ++ in
- * a shared library is reported with --lib naming it, not sampled without, and counted but not
- * printed when a suppressions file matches its source file. --pid attaches to the fixture
- * started waiting for it, twice in turn and until it exits, with nothing left open after; a
- * child it forks does not wait; a process not started so is refused. Each racy access repeats in a loop
- * for the whole run, so that the sampler reaches it many times at the rate given. Skipped where
- * this process cannot have a process-wide execute watchpoint (perf_event_paranoid, seccomp, no
- * breakpoints, a kernel before 5.13, qemu-user), saying why.
+ * Clang's sanitizer metadata lists (an _Atomic through a pointer, races_metadata.c). The ++ in a
+ * shared library is reported with --lib naming it, not sampled without, and counted but not printed
+ * when a suppressions file matches its source file. --pid attaches to the fixture started waiting
+ * for it, twice in turn and until it exits, with nothing left open after; a child it forks does not
+ * wait; a process not started so is refused. Each racy access repeats in a loop for the whole run,
+ * so that the sampler reaches it many times at the rate given. Skipped where this process cannot
+ * have a process-wide execute watchpoint (perf_event_paranoid, seccomp, no breakpoints, a kernel
+ * before 5.13, qemu-user), saying why.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -180,6 +180,20 @@ static void cxx_atomic_is_not_and_plain_is(void **state)
 	assert_null(strstr(r.out, "\"suppressed\": 0,"));
 #else
 	skip(); /* no clang++ here (races.deps) */
+#endif
+}
+
+/* The same C++ race built with g++: GCC's mangling (the same ABI) demangled as well. */
+static void cxx_built_by_gcc_is_demangled(void **state)
+{
+	(void)state;
+#ifdef FIXTURE_CXX_GCC
+	lkt_sh(&r, "%s -- %s plain %s", RACY_OPTS, FIXTURE_CXX_GCC, RACY_SECONDS);
+	lkt_expect(&r, 66, "\"function\": \"Counter::bump()\"");
+	lkt_expect(&r, 66, "\"mangled\": \"_ZN7Counter4bumpEv\"");
+	lkt_expect(&r, 66, "\"function\": \"(anonymous namespace)::bump_plain()\"");
+#else
+	skip(); /* no g++ here (compilers.deps) */
 #endif
 }
 
@@ -507,6 +521,7 @@ int main(void)
 		cmocka_unit_test(race_in_a_library_with_lib),
 		cmocka_unit_test(atomics_the_debug_information_shows_are_not),
 		cmocka_unit_test(cxx_atomic_is_not_and_plain_is),
+		cmocka_unit_test(cxx_built_by_gcc_is_demangled),
 		cmocka_unit_test(atomics_the_sanitizer_metadata_lists_are_not),
 		cmocka_unit_test(atomics_in_a_separate_debug_file_are_not),
 		cmocka_unit_test(publication_race),
