@@ -7,8 +7,8 @@
  * one lkr_insn per memory-accessing instruction it may sample. The library maps the same file
  * MAP_SHARED in the program, samples, and writes what it found into the records that follow the
  * instructions, as it goes: what was found survives the program dying. Layout: the header page,
- * `nobjects` objects, `ninsns` instructions, then `max_races` records. All integers are
- * native-endian.
+ * `nobjects` objects, `ninsns` instructions, `max_races` records, then LKR_MODULES_MAX modules.
+ * All integers are native-endian.
  */
 #ifndef LK_RACES_FILE_H
 #define LK_RACES_FILE_H
@@ -16,11 +16,13 @@
 #include <stdint.h>
 
 #define LKR_MAGIC 0x3173656361726b6cull /* "lkraces1" */
-#define LKR_VERSION 2u
+#define LKR_VERSION 3u
 #define LKR_HEADER_SIZE 4096u
 #define LKR_ERROR_MAX 256u
 #define LKR_OBJECTS_MAX 64u
 #define LKR_PATH_MAX 240u
+#define LKR_STACK_MAX 16u   /* frames kept of each thread's stack */
+#define LKR_MODULES_MAX 64u /* objects loaded listed for the stacks' frames */
 
 /* lkr_insn.access and lkr_race.access */
 #define LKR_READ 0x1u
@@ -40,6 +42,15 @@ struct lkr_object {
 	uint32_t loaded;   /* set by the library: it was loaded when sampling started */
 	uint32_t pad;
 	char path[LKR_PATH_MAX]; /* for the report */
+};
+
+/*
+ * An object the program had loaded when sampling started (set by the library: libc, the
+ * libraries not in the plan...), so that the command can name the frames of the stacks in it.
+ */
+struct lkr_module {
+	uint64_t bias;		 /* ELF addresses + bias = run-time addresses */
+	char path[LKR_PATH_MAX]; /* as the loader names it, NUL-terminated */
 };
 
 /* One instruction the library may sample: base + index * scale + disp, size bytes. */
@@ -64,6 +75,11 @@ struct lkr_insn {
  * thread's access that the watchpoint caught (other_ip: the instruction after it, as the CPU
  * reports a data watchpoint), folded by the pair of instructions. other_ip 0: the value changed
  * in the window and no thread's access was caught (a write the watchpoint could not see).
+ *
+ * The stacks, the first time: each thread's return addresses from the trapped instruction out,
+ * unwound in its SIGTRAP handler. Frame 0 is the trapped context's instruction pointer
+ * (sample_ip, or other_ip), the callers' return addresses follow; a depth past LKR_STACK_MAX is
+ * no stack the library wrote, and the command reads none of it.
  */
 struct lkr_race {
 	uint64_t sample_ip, other_ip;	/* run-time addresses */
@@ -75,7 +91,11 @@ struct lkr_race {
 	uint8_t size;			/* bytes the sampled instruction accesses */
 	uint8_t access;			/* what it does: LKR_READ, LKR_WRITE */
 	uint8_t other_write;		/* the watchpoint caught writes only (a read was sampled) */
-	uint8_t pad[5];
+	uint8_t sample_depth;		/* frames in sample_stack: 0 to LKR_STACK_MAX */
+	uint8_t other_depth;		/* frames in other_stack */
+	uint8_t pad[3];
+	uint64_t sample_stack[LKR_STACK_MAX];
+	uint64_t other_stack[LKR_STACK_MAX];
 };
 
 struct lkr_header {
@@ -90,17 +110,25 @@ struct lkr_header {
 	uint32_t nobjects;    /* the first is the program: another exec()ed image leaves the plan */
 	uint32_t ninsns;
 	uint32_t max_races;
-	uint32_t pad0;
+	uint32_t stack_depth; /* frames of each thread's stack kept: 0 (none) to LKR_STACK_MAX */
 	/* Written by the library. */
 	uint32_t claimed; /* set once (compare-and-swap) by the process that samples */
 	uint32_t flags;	  /* LKR_F_* */
 	int32_t pid;
-	uint32_t pad;
+	uint32_t nmodules;	/* modules listed: 0 to LKR_MODULES_MAX */
 	uint64_t picks;		/* instructions armed */
 	uint64_t samples;	/* of them, reached by a thread: windows opened */
 	uint64_t misaligned;	/* reached, but at an address the watchpoint cannot cover exactly */
 	uint64_t races_used;	/* records filled */
 	uint64_t races_dropped; /* distinct races with no record left */
+	/*
+	 * What the callbacks cost the program's threads, from the trap's handler (the hit's time)
+	 * to the callback's end, stacks included: the held threads' until their windows opened
+	 * (one per sample), and the other threads' for the accesses kept (at most 16 a window).
+	 */
+	uint64_t held_ns;
+	uint64_t kept;
+	uint64_t kept_ns;
 	char error[LKR_ERROR_MAX]; /* why the library could not sample, or "" */
 };
 
@@ -137,11 +165,17 @@ static inline struct lkr_race *lkr_races(struct lkr_header *h)
 	return (struct lkr_race *)(lkr_insns(h) + h->ninsns);
 }
 
+static inline struct lkr_module *lkr_modules(struct lkr_header *h)
+{
+	return (struct lkr_module *)(lkr_races(h) + h->max_races);
+}
+
 static inline uint64_t lkr_file_size(uint32_t nobjects, uint32_t ninsns, uint32_t max_races)
 {
 	return LKR_HEADER_SIZE + (uint64_t)nobjects * sizeof(struct lkr_object) +
 	       (uint64_t)ninsns * sizeof(struct lkr_insn) +
-	       (uint64_t)max_races * sizeof(struct lkr_race);
+	       (uint64_t)max_races * sizeof(struct lkr_race) +
+	       LKR_MODULES_MAX * sizeof(struct lkr_module);
 }
 
 #endif

@@ -10,9 +10,10 @@
  * access another thread makes then is a race. The value is read before and after the window: a
  * change nothing was caught making is a write the watchpoint could not see.
  *
- * Only the sampler thread calls lowkey's watch functions; the callbacks use atomics and futexes.
- * While a thread is held the sampler allocates nothing and takes no lock the program may hold
- * (the held thread may be inside malloc).
+ * Only the sampler thread calls lowkey's watch functions; the callbacks use atomics, futexes and
+ * libgcc's unwinder (for both threads' stacks: docs/design.md says why that one). While a thread
+ * is held the sampler allocates nothing and takes no lock the program may hold (the held thread
+ * may be inside malloc).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,13 +36,15 @@
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include <lowkey/error.h>
 #include <lowkey/watch.h>
 
 #include "internal/races_file.h"
 
-#define HIT_MAX 16 /* accesses of one window kept with their instruction */
+#define HIT_MAX 16	      /* accesses of one window kept with their instruction */
+#define HANDLER_FRAMES_MAX 32 /* frames of the handler's own, above the trapped one */
 #define POLL_NS \
 	50000000u /* how often a sampler attached with --pid looks for the command leaving */
 
@@ -61,6 +64,7 @@ struct sampler {
 	const struct lkr_insn *insns;
 	struct lkr_race *races;
 	uint32_t *order;
+	unsigned int stack_depth; /* the plan's, as checked: frames of each stack kept */
 	uint64_t rng;
 	uint64_t start_ns;
 	struct lk_watch *exec, *rw, *wr;
@@ -81,10 +85,14 @@ struct sampler {
 	uint64_t pick_ip;
 	uint64_t addr;
 	pid_t held_tid;
+	unsigned int held_depth;
+	uint64_t held_stack[LKR_STACK_MAX];
 	unsigned int inflight;
 	unsigned int nhits;
 	uint64_t hit_ip[HIT_MAX];
 	pid_t hit_tid[HIT_MAX];
+	unsigned int hit_depth[HIT_MAX];
+	uint64_t hit_stack[HIT_MAX][LKR_STACK_MAX];
 };
 
 static struct sampler sampler = { .listen_fd = -1, .conn_fd = -1 };
@@ -152,6 +160,65 @@ static bool read_value(uint64_t addr, unsigned int size, uint64_t *value)
 	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)size;
 }
 
+/* ---- the stacks ---- */
+
+struct unwind_walk {
+	uint64_t from;	  /* the trapped instruction: the frames above it are the handler's */
+	uint64_t *pcs;	  /* where its frame and its callers' go */
+	unsigned int max; /* at most this many */
+	unsigned int n;
+	unsigned int skipped; /* the handler's frames passed over */
+	bool found;
+};
+
+static _Unwind_Reason_Code unwind_frame(struct _Unwind_Context *ctx, void *arg)
+{
+	struct unwind_walk *w = arg;
+	int before_insn;
+	uint64_t pc = _Unwind_GetIPInfo(ctx, &before_insn);
+
+	if (!w->found && pc != w->from)
+		return ++w->skipped < HANDLER_FRAMES_MAX ? _URC_NO_REASON : _URC_END_OF_STACK;
+	w->found = true;
+	if (w->n == w->max || !pc) /* pc 0: the thread's first frame (clone's) said it ends */
+		return _URC_END_OF_STACK;
+	w->pcs[w->n++] = pc;
+	return _URC_NO_REASON;
+}
+
+/*
+ * The trapped thread's stack, from inside its SIGTRAP handler: libgcc's unwinder walks out of the
+ * handler through the signal frame (the kernel's sigreturn trampoline, which libgcc knows) into
+ * the interrupted code, by the objects' .eh_frame, so code built without frame pointers unwinds
+ * as well. The frames above the trapped instruction are the handler's, left out. Up to max return
+ * addresses into pcs; how many (0 when the trapped frame was not reached).
+ */
+static unsigned int capture_stack(const ucontext_t *uc, uint64_t *pcs, unsigned int max)
+{
+	struct unwind_walk w = {
+		.from = uc ? (uint64_t)uc->uc_mcontext.gregs[REG_RIP] : 0,
+		.pcs = pcs,
+		.max = max,
+	};
+
+	if (!max || !uc)
+		return 0;
+	_Unwind_Backtrace(unwind_frame, &w);
+	return w.n;
+}
+
+/*
+ * The unwinder's first call initializes libgcc's register tables (pthread_once) and may bind
+ * symbols: made once here, at start, never first in a signal handler.
+ */
+static void prewarm_unwinder(void)
+{
+	ucontext_t uc = { 0 };
+	uint64_t pc;
+
+	capture_stack(&uc, &pc, 1);
+}
+
 /* ---- the callbacks (in the SIGTRAP handler of the thread that trapped) ---- */
 
 static bool effective_address(const struct lkr_insn *in, const ucontext_t *uc, uint64_t bias,
@@ -196,29 +263,68 @@ static void on_exec(const struct lk_watch_hit *hit, void *arg)
 	}
 	s->addr = addr;
 	s->held_tid = hit->tid;
+	s->held_depth = capture_stack(hit->context, s->held_stack, s->stack_depth);
+	__atomic_fetch_add(&s->h->held_ns, monotonic_ns() - hit->time_ns, __ATOMIC_RELAXED);
 	set_phase(s, HELD);
 	/* Held: the instruction runs when the sampler is done with the window. */
 	while ((phase = phase_of(s)) == HELD || phase == CLOSING)
 		futex_wait(&s->phase, phase, 0);
 }
 
+/*
+ * A trap raised just before the window closed may be handled after the next one opened: the
+ * kernel reports the address the watchpoint had when it fired. late: the thread had SIGTRAP
+ * blocked, and ip is not the access's.
+ */
+static bool conflicting(const struct sampler *s, const struct lk_watch_hit *hit)
+{
+	return phase_of(s) == HELD && (uint64_t)(uintptr_t)hit->addr == s->addr &&
+	       hit->tid != s->held_tid && !hit->late && hit->context;
+}
+
+/*
+ * Whether an access of the window kept before has the instruction ip: only the first access of
+ * each instruction can make a record, so only it needs a stack. A slot claimed but not yet filled
+ * reads 0 (the window starts with them cleared) and does not match: at worst a stack is taken that
+ * is not needed.
+ */
+static bool ip_kept(const struct sampler *s, uint64_t ip)
+{
+	unsigned int n = __atomic_load_n(&s->nhits, __ATOMIC_RELAXED);
+
+	for (unsigned int i = 0; i < n && i < HIT_MAX; i++)
+		if (__atomic_load_n(&s->hit_ip[i], __ATOMIC_RELAXED) == ip)
+			return true;
+	return false;
+}
+
 static void on_data(const struct lk_watch_hit *hit, void *arg)
 {
 	struct sampler *s = arg;
+	uint64_t stack[LKR_STACK_MAX];
+	unsigned int depth = 0;
 
-	__atomic_fetch_add(&s->inflight, 1, __ATOMIC_SEQ_CST);
 	/*
-	 * A trap raised just before the window closed may be handled after the next one opened: the
-	 * kernel reports the address the watchpoint had when it fired. late: the thread had SIGTRAP
-	 * blocked, and ip is not the access's.
+	 * The stack is unwound before the access is counted in flight, so that the sampler never
+	 * waits for an unwinder: only while a record may still be made of it.
 	 */
-	if (phase_of(s) == HELD && (uint64_t)(uintptr_t)hit->addr == s->addr &&
-	    hit->tid != s->held_tid && !hit->late) {
+	if (conflicting(s, hit) && __atomic_load_n(&s->nhits, __ATOMIC_RELAXED) < HIT_MAX &&
+	    !ip_kept(s, (uint64_t)(uintptr_t)hit->ip))
+		depth = capture_stack(hit->context, stack, s->stack_depth);
+	__atomic_fetch_add(&s->inflight, 1, __ATOMIC_SEQ_CST);
+	if (conflicting(s, hit)) {
 		unsigned int i = __atomic_fetch_add(&s->nhits, 1, __ATOMIC_RELAXED);
 
 		if (i < HIT_MAX) {
-			s->hit_ip[i] = (uint64_t)(uintptr_t)hit->ip;
+			__atomic_store_n(&s->hit_ip[i], (uint64_t)(uintptr_t)hit->ip,
+					 __ATOMIC_RELAXED);
 			s->hit_tid[i] = hit->tid;
+			s->hit_depth[i] = depth;
+			memcpy(s->hit_stack[i], stack, depth * sizeof(stack[0]));
+			/* in flight still: the plan stays mapped */
+			__atomic_fetch_add(&s->h->kept, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&s->h->kept_ns, monotonic_ns() - hit->time_ns,
+					   __ATOMIC_RELAXED);
 		}
 	}
 	__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_SEQ_CST);
@@ -226,10 +332,13 @@ static void on_data(const struct lk_watch_hit *hit, void *arg)
 
 /* ---- the sampler thread ---- */
 
-/* The record of the pair (the sampled instruction, other_ip), a new one made whole first. */
-static void book(struct sampler *s, uint64_t other_ip, pid_t other_tid, uint64_t hits,
-		 uint64_t before, uint64_t after)
+/*
+ * The record of the pair (the sampled instruction, the window's access number hit, or none: -1),
+ * a new one made whole first.
+ */
+static void book(struct sampler *s, int hit, uint64_t hits, uint64_t before, uint64_t after)
 {
+	uint64_t other_ip = hit >= 0 ? s->hit_ip[hit] : 0;
 	struct lkr_header *h = s->h;
 	uint64_t used = h->races_used;
 	struct lkr_race *r;
@@ -257,11 +366,17 @@ static void book(struct sampler *s, uint64_t other_ip, pid_t other_tid, uint64_t
 		.windows = 1,
 		.hits = hits,
 		.sample_tid = (uint32_t)s->held_tid,
-		.other_tid = (uint32_t)other_tid,
+		.other_tid = hit >= 0 ? (uint32_t)s->hit_tid[hit] : 0,
 		.size = s->pick->size,
 		.access = s->pick->access,
 		.other_write = !(s->pick->access & LKR_WRITE),
+		.sample_depth = (uint8_t)s->held_depth,
+		.other_depth = hit >= 0 ? (uint8_t)s->hit_depth[hit] : 0,
 	};
+	memcpy(r->sample_stack, s->held_stack, s->held_depth * sizeof(r->sample_stack[0]));
+	if (hit >= 0)
+		memcpy(r->other_stack, s->hit_stack[hit],
+		       s->hit_depth[hit] * sizeof(r->other_stack[0]));
 	/* counted once whole: a process killed meanwhile leaves no half record counted */
 	__atomic_store_n(&h->races_used, used + 1, __ATOMIC_RELEASE);
 }
@@ -284,10 +399,10 @@ static void book_window(struct sampler *s, uint64_t before, uint64_t after, bool
 			hits += s->hit_ip[j] == s->hit_ip[i];
 		if (i == 0)
 			hits += n - kept; /* those not kept, most likely the same loop */
-		book(s, s->hit_ip[i], s->hit_tid[i], hits, before, after);
+		book(s, (int)i, hits, before, after);
 	}
 	if (!n && compared && before != after)
-		book(s, 0, 0, 0, before, after);
+		book(s, -1, 0, before, after);
 }
 
 static void sleep_ns(uint64_t ns)
@@ -306,6 +421,7 @@ static void run_window(struct sampler *s)
 	uint64_t before = 0, after = 0;
 	bool compared = read_value(s->addr, in->size, &before);
 
+	memset(s->hit_ip, 0, sizeof(s->hit_ip)); /* no callback reads them before the enable */
 	__atomic_store_n(&s->nhits, 0, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->h->samples, 1, __ATOMIC_RELAXED);
 	if (lk_watch_move(w, (const void *)(uintptr_t)s->addr, in->size) == 0 &&
@@ -358,6 +474,7 @@ static void one_pick(struct sampler *s, const struct lkr_insn *in, uint64_t dead
 	if (lk_watch_move(s->exec, (const void *)(uintptr_t)ip, 1) != 0)
 		return;
 	s->pick = in;
+	s->held_depth = 0;
 	__atomic_store_n(&s->pick_ip, ip, __ATOMIC_RELEASE);
 	set_phase(s, ARMED);
 	s->h->picks++;
@@ -448,6 +565,23 @@ static int find_objects(struct dl_phdr_info *info, size_t size, void *data)
 	return 0;
 }
 
+/* Every object loaded under an absolute path (not the program), for the command to name frames. */
+static int list_module(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct lkr_header *h = data;
+	size_t len = info->dlpi_name ? strlen(info->dlpi_name) : 0;
+	struct lkr_module *m;
+
+	(void)size;
+	if (!len || info->dlpi_name[0] != '/' || len >= LKR_PATH_MAX ||
+	    h->nmodules == LKR_MODULES_MAX)
+		return 0;
+	m = &lkr_modules(h)[h->nmodules++];
+	m->bias = info->dlpi_addr;
+	memcpy(m->path, info->dlpi_name, len + 1);
+	return 0;
+}
+
 /* The plan in the file open at fd, if it is one and for this program; NULL otherwise. */
 static struct lkr_header *map_plan_fd(int fd, size_t *size)
 {
@@ -461,7 +595,7 @@ static struct lkr_header *map_plan_fd(int fd, size_t *size)
 		return NULL;
 	*size = (size_t)st.st_size;
 	if (h->magic == LKR_MAGIC && h->version == LKR_VERSION && h->ninsns && h->nobjects &&
-	    h->nobjects <= LKR_OBJECTS_MAX &&
+	    h->nobjects <= LKR_OBJECTS_MAX && h->stack_depth <= LKR_STACK_MAX &&
 	    lkr_file_size(h->nobjects, h->ninsns, h->max_races) <= (uint64_t)st.st_size &&
 	    stat("/proc/self/exe", &exe) == 0 && exe.st_dev == lkr_objects(h)[0].dev &&
 	    exe.st_ino == lkr_objects(h)[0].ino)
@@ -553,6 +687,8 @@ static int prepare(struct sampler *s, struct lkr_header *h, size_t size)
 	h->pid = getpid();
 	s->objects = lkr_objects(h);
 	dl_iterate_phdr(find_objects, s);
+	h->nmodules = 0;
+	dl_iterate_phdr(list_module, h);
 	s->insns = lkr_insns(h);
 	s->races = lkr_races(h);
 	s->rng = h->seed ? h->seed : 1;
@@ -570,6 +706,9 @@ static int prepare(struct sampler *s, struct lkr_header *h, size_t size)
 		__atomic_fetch_or(&h->flags, LKR_F_FINISHED, __ATOMIC_RELEASE);
 		return -1;
 	}
+	s->stack_depth = h->stack_depth; /* map_plan_fd() checked it */
+	if (s->stack_depth)
+		prewarm_unwinder();
 	if (arm_watchpoints(s))
 		return -1;
 	s->start_ns = monotonic_ns();

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# browser_test.sh KIND LOWKEY HTML_TARGET [LOCKS_VICTIM]: make one of lowkey's HTML pages and load
+# browser_test.sh KIND LOWKEY HTML_TARGET [LOCKS_VICTIM | RACES_FIXTURE]: make one of lowkey's HTML pages and load
 # it in headless Chromium (check_page.py says what is checked). Exit 77 (skipped) where Chromium
 # or python3 with Pillow is missing, saying so.
 set -eu
@@ -92,6 +92,23 @@ locks)
 	check --expect svg.bars=1 --expect rect.bar=20 --expect table=1 --expect tr=11 --expect script=0 \
 	      --text "spin_contended (locks_victim.c:" --text "spinlock, spin_contended" \
 	      --colour 4e79a7 --colour f28e2b
+	;;
+races)
+	fixture=$4
+	# a race two calls deep on each side, found with the seed fixed (tests/races); where this
+	# process cannot have the watchpoints, lowkey says so and the page cannot be made
+	st=0
+	"$lowkey" races --seed 1 --rate 500 --window 5 --html "$page" -- "$fixture" deep 3 \
+		>"$dir/races.txt" 2>&1 || st=$?
+	if [ $st = 1 ] && grep -q "cannot arm the" "$dir/races.txt"; then
+		echo "SKIP: no watchpoints here:"; cat "$dir/races.txt"
+		exit 77
+	fi
+	[ $st = 66 ] || { cat "$dir/races.txt"; exit 1; }
+	# the chart of how often each race was caught, the races' table and one of stacks per race
+	check --expect svg.bars=1 --expect "rect.bar>=2" --expect "table>=2" --expect script=0 \
+	      --text "deep_value" --text "inner_write+0x" --text "outer_write+0x" \
+	      --text "inner_read+0x" --text "outer_read+0x" --colour 4e79a7
 	;;
 bench)
 	# the cputime bench, short: its two rows beside the vDSO patch's, and its tables

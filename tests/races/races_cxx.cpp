@@ -4,7 +4,8 @@
  *   races_cxx atomic SECONDS   both add to a std::atomic<int> with relaxed loads and stores, as
  *                              a global and through a pointer: plain movs on x86-64 that only the
  *                              debug information shows atomic (no race)
- *   races_cxx plain SECONDS    both ++ a plain int member of an object (a race: must be found)
+ *   races_cxx plain SECONDS    both ++ a plain int member of an object in its member function
+ *                              Counter::bump() (a race: must be found, named demangled)
  * The empty asm keeps each access an instruction of its own.
  */
 #include <atomic>
@@ -14,24 +15,35 @@
 #include <cstring>
 #include <thread>
 
-namespace
-{
-
-constexpr int batch = 4096;
-
-std::atomic<int> global_count;
-
-struct Stats {
-	int hits;
-	std::atomic<long> total;
-};
-
-Stats stats;
-
-void barrier()
+static void barrier()
 {
 	__asm__ volatile("" ::: "memory");
 }
+
+/* Outside the anonymous namespace: its functions' names are Counter::... */
+struct Counter {
+	static constexpr int batch = 4096;
+	int hits;
+	std::atomic<long> total;
+	void bump();
+};
+
+__attribute__((noinline)) void Counter::bump()
+{
+	for (int i = 0; i < batch; i++) {
+		hits++;
+		barrier();
+	}
+}
+
+Counter stats;
+
+namespace
+{
+
+constexpr int batch = Counter::batch;
+
+std::atomic<int> global_count;
 
 /* Through a pointer: the function the access is in (std::atomic's, inlined) says it is atomic. */
 __attribute__((noinline)) void add_through(std::atomic<long> *total)
@@ -52,12 +64,10 @@ void bump_atomic()
 	add_through(&stats.total);
 }
 
-void bump_plain()
+__attribute__((noinline)) void bump_plain()
 {
-	for (int i = 0; i < batch; i++) {
-		stats.hits++;
-		barrier();
-	}
+	stats.bump();
+	barrier();
 }
 
 } // namespace

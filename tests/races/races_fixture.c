@@ -18,6 +18,10 @@
  *   races_fixture bitfield SECONDS   each thread writes its own bitfield of one byte (a race:
  *                                    each write reads and writes the byte)
  *   races_fixture fork SECONDS       plain, after forking a child that sleeps as long and exits
+ *   races_fixture deep SECONDS       one thread writes a global two calls deep (outer_write ->
+ *                                    inner_write, where deep_add is inlined), the other reads it
+ *                                    two calls deep (outer_read -> inner_read): a race whose
+ *                                    stacks name them
  * and print what they counted. Each thread runs a time rather than a count, so that a busy
  * machine shortens no run; each repeats its racy access in a loop, so that in that time the
  * sampler arms it many times. The empty asm keeps each access an instruction of its own (at -O1
@@ -61,6 +65,7 @@ static struct {
 	unsigned int low : 4;
 	unsigned int high : 4;
 } bits;
+static long deep_value, deep_sum;
 
 #define BARRIER() __asm__ volatile("" ::: "memory")
 
@@ -182,6 +187,46 @@ static void bump_high(void)
 	}
 }
 
+/* Inlined always, where the debug information says so: a frame of its own in the stack. */
+static inline __attribute__((always_inline)) void deep_add(void)
+{
+	deep_value++;
+}
+
+/* Two calls deep, never inlined: the barrier after each call keeps it from being a jump. */
+static __attribute__((noinline)) void inner_write(void)
+{
+	deep_add();
+	BARRIER();
+}
+
+static __attribute__((noinline)) void outer_write(void)
+{
+	for (int i = 0; i < BATCH; i++) {
+		inner_write();
+		BARRIER();
+	}
+}
+
+static __attribute__((noinline)) long inner_read(void)
+{
+	long v = deep_value;
+
+	BARRIER();
+	return v;
+}
+
+static __attribute__((noinline)) void outer_read(void)
+{
+	long sum = 0;
+
+	for (int i = 0; i < BATCH; i++) {
+		sum += inner_read();
+		BARRIER();
+	}
+	deep_sum += sum;
+}
+
 /* What each of the two threads runs in a mode. */
 static const struct mode {
 	const char *name;
@@ -198,6 +243,7 @@ static const struct mode {
 	{ "signal", { watch_ticks, watch_ticks } },
 	{ "bitfield", { bump_low, bump_high } },
 	{ "fork", { bump_plain, bump_plain }, true },
+	{ "deep", { outer_write, outer_read } },
 };
 
 static int before(const struct timespec *a, const struct timespec *b)
@@ -261,8 +307,8 @@ int main(int argc, char **argv)
 	if (child > 0)
 		waitpid(child, NULL, 0);
 	set_alarm(0);
-	printf("%d %ld %ld %d %d %ld %ld %u\n", counter, atomic_load(&relaxed_counter),
+	printf("%d %ld %ld %d %d %ld %ld %u %ld\n", counter, atomic_load(&relaxed_counter),
 	       atomic_load(&seq_cst_counter), atomic_load(&plain_atomic), (int)sig_counter,
-	       consumed, atomic_load(&ticks_seen), bits.low + bits.high);
+	       consumed, atomic_load(&ticks_seen), bits.low + bits.high, deep_sum);
 	return 0;
 }

@@ -1,21 +1,23 @@
 // SPDX-License-Identifier: MIT
 /*
- * `lowkey races` end to end on races_fixture.c (and races_cxx.cpp, built with Clang), with the
- * order of the sampled instructions fixed (--seed) and a stated rate, window and run time: two
+ * `lowkey races` end to end on races_fixture.c (and races_cxx.cpp, built with Clang and GCC), with
+ * the order of the sampled instructions fixed (--seed) and a stated rate, window and run time: two
  * threads adding to a plain int without a lock are reported, with both accesses named (function,
  * file) and the global they touch; so are a pointer published without release, a global a signal
  * handler writes, adjacent bitfields written by two threads and a plain member in C++, each with
- * both sides named. The same ++ under a mutex is not; nor are atomics: lock-prefixed
+ * both sides named (C++ demangled: Counter::bump()). A race two calls deep on each side has both
+ * threads' stacks, innermost first (an inlined function an entry of its own), in the text, the JSON
+ * and the --html page. The same ++ under a mutex is not; nor are atomics: lock-prefixed
  * read-modify-writes, and the plain movs of relaxed loads and stores that only the debug
  * information shows atomic (_Atomic in C, std::atomic in C++, volatile sig_atomic_t), nor those
- * Clang's sanitizer metadata lists (an _Atomic through a pointer, races_metadata.c). The ++ in
- * a shared library is reported with --lib naming it, not sampled without, and counted but not
- * printed when a suppressions file matches its source file. --pid attaches to the fixture
- * started waiting for it, twice in turn and until it exits, with nothing left open after; a
- * child it forks does not wait; a process not started so is refused. Each racy access repeats in a loop
- * for the whole run, so that the sampler reaches it many times at the rate given. Skipped where
- * this process cannot have a process-wide execute watchpoint (perf_event_paranoid, seccomp, no
- * breakpoints, a kernel before 5.13, qemu-user), saying why.
+ * Clang's sanitizer metadata lists (an _Atomic through a pointer, races_metadata.c). The ++ in a
+ * shared library is reported with --lib naming it, not sampled without, and counted but not printed
+ * when a suppressions file matches its source file. --pid attaches to the fixture started waiting
+ * for it, twice in turn and until it exits, with nothing left open after; a child it forks does not
+ * wait; a process not started so is refused. Each racy access repeats in a loop for the whole run,
+ * so that the sampler reaches it many times at the rate given. Skipped where this process cannot
+ * have a process-wide execute watchpoint (perf_event_paranoid, seccomp, no breakpoints, a kernel
+ * before 5.13, qemu-user), saying why.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -162,11 +164,144 @@ static void cxx_atomic_is_not_and_plain_is(void **state)
 	lkt_expect(&r, 0, "\"races\": []");
 	assert_null(strstr(r.out, "\"atomic_std\": 0,"));
 	lkt_sh(&r, "%s -- %s plain %s", RACY_OPTS, FIXTURE_CXX, RACY_SECONDS);
-	lkt_expect(&r, 66, "bump_plain");
+	/* demangled, the mangled name kept beside; the caller in the stack */
+	lkt_expect(&r, 66, "\"function\": \"Counter::bump()\"");
+	lkt_expect(&r, 66, "\"mangled\": \"_ZN7Counter4bumpEv\"");
+	lkt_expect(&r, 66, "\"function\": \"(anonymous namespace)::bump_plain()\"");
 	lkt_expect(&r, 66, "races_cxx.cpp\"");
+	lkt_sh(&r, "%s races --seed 1 --rate 500 --window 5 -- %s plain %s", LOWKEY, FIXTURE_CXX,
+	       RACY_SECONDS);
+	lkt_expect(&r, 66, "by thread");
+	lkt_expect(&r, 66, " at Counter::bump()+0x");
+	/* suppressed by the demangled name, as a file written for ThreadSanitizer names it */
+	lkt_sh(&r, "%s --suppressions %s/cxx.supp -- %s plain %s", RACY_OPTS, SUPPRESSIONS_DIR,
+	       FIXTURE_CXX, RACY_SECONDS);
+	lkt_expect(&r, 0, "\"races\": []");
+	assert_null(strstr(r.out, "\"suppressed\": 0,"));
 #else
 	skip(); /* no clang++ here (races.deps) */
 #endif
+}
+
+/* The same C++ race built with g++: GCC's mangling (the same ABI) demangled as well. */
+static void cxx_built_by_gcc_is_demangled(void **state)
+{
+	(void)state;
+#ifdef FIXTURE_CXX_GCC
+	lkt_sh(&r, "%s -- %s plain %s", RACY_OPTS, FIXTURE_CXX_GCC, RACY_SECONDS);
+	lkt_expect(&r, 66, "\"function\": \"Counter::bump()\"");
+	lkt_expect(&r, 66, "\"mangled\": \"_ZN7Counter4bumpEv\"");
+	lkt_expect(&r, 66, "\"function\": \"(anonymous namespace)::bump_plain()\"");
+#else
+	skip(); /* no g++ here (compilers.deps) */
+#endif
+}
+
+/*
+ * The functions of the first stack in text from its "\"stack\": [" to its "]", joined with
+ * commas, in order.
+ */
+static void stack_functions(const char *stack, char *out, size_t len)
+{
+	const char *end = strchr(stack, ']'), *f = stack;
+	size_t n = 0;
+
+	out[0] = 0;
+	while ((f = strstr(f, "\"function\": \"")) && f < end) {
+		const char *name = f + strlen("\"function\": \""), *quote = strchr(name, '"');
+
+		n += (size_t)snprintf(out + n, len - n, "%s%.*s", n ? "," : "", (int)(quote - name),
+				      name);
+		if (n >= len)
+			break;
+		f = quote;
+	}
+}
+
+/* Whether some stack in the JSON begins with the functions want ("a,b,c"). */
+static bool json_stack_begins(const char *out, const char *want)
+{
+	char functions[4096];
+
+	for (const char *s = out; (s = strstr(s, "\"stack\": [")); s++) {
+		stack_functions(s, functions, sizeof(functions));
+		if (strncmp(functions, want, strlen(want)) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Whether the text has the frames "#0  first", "#1  second", "#2  third" in one stack. */
+static bool text_stack_has(const char *out, const char *first, const char *second,
+			   const char *third)
+{
+	char frame[3][256];
+	const char *at = out;
+
+	snprintf(frame[0], sizeof(frame[0]), "#0  %s", first);
+	snprintf(frame[1], sizeof(frame[1]), "\n    #1  %s", second);
+	snprintf(frame[2], sizeof(frame[2]), "\n    #2  %s", third);
+	while ((at = strstr(at, frame[0]))) {
+		const char *one = strchr(at, '\n'), *two = one ? strchr(one + 1, '\n') : NULL;
+
+		at++;
+		if (one && two && strncmp(one, frame[1], strlen(frame[1])) == 0 &&
+		    strncmp(two, frame[2], strlen(frame[2])) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void both_stacks_named(void **state)
+{
+	(void)state;
+	/* the writer's access is in deep_add, inlined in inner_write: an entry of its own */
+	lkt_sh(&r, "%s deep %s", RACY, RACY_SECONDS);
+	if (r.status != 66 || !json_stack_begins(r.out, "deep_add,inner_write,outer_write,work") ||
+	    !json_stack_begins(r.out, "inner_read,outer_read,work"))
+		print_error("wanted both stacks of the race on deep_value:\n%s\n", r.out);
+	lkt_expect(&r, 66, "\"symbol\": \"deep_value\"");
+	lkt_expect(&r, 66, "\"function\": \"deep_add\", \"mangled\": \"deep_add\", \"offset\": 0");
+	lkt_expect(&r, 66, "\"inlined\": true");
+	assert_true(json_stack_begins(r.out, "deep_add,inner_write,outer_write,work"));
+	assert_true(json_stack_begins(r.out, "inner_read,outer_read,work"));
+	/* the same in text, and none with --stack 0 */
+	lkt_sh(&r, "%s races --seed 1 --rate 500 --window 5 -- %s deep %s", LOWKEY, FIXTURE_BIN,
+	       RACY_SECONDS);
+	lkt_expect(&r, 66, "deep_value");
+	assert_true(text_stack_has(r.out, "deep_add (inlined) (races_fixture.c:", "inner_write+",
+				   "outer_write+"));
+	assert_true(text_stack_has(r.out, "inner_read+", "outer_read+", "work+"));
+	lkt_sh(&r, "%s races --seed 1 --rate 500 --window 5 --stack 0 -j -- %s deep %s", LOWKEY,
+	       FIXTURE_BIN, RACY_SECONDS);
+	lkt_expect(&r, 66, "\"stack\": []");
+	assert_false(json_stack_begins(r.out, "deep_add"));
+	lkt_sh(&r, "%s races --stack 17 -- true", LOWKEY);
+	lkt_expect(&r, 2, "bad number '17'");
+}
+
+/* --html: the page holds both stacks, escaped; it says what it could not write before running. */
+static void html_page(void **state)
+{
+	char page[] = "/tmp/lkt-races-html.XXXXXX";
+	int fd = mkstemp(page);
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	lkt_sh(&r,
+	       "%s races --seed 1 --rate 500 --window 5 --html %s -- %s deep %s >/dev/null 2>&1; "
+	       "st=$?; cat %s; exit $st",
+	       LOWKEY, page, FIXTURE_BIN, RACY_SECONDS, page);
+	unlink(page);
+	lkt_expect(&r, 66, "<!DOCTYPE html>");
+	lkt_expect(&r, 66, "deep_value");
+	lkt_expect(&r, 66, "<code>inner_write+0x");
+	lkt_expect(&r, 66, "<code>outer_read+0x");
+	assert_null(strstr(r.out, "<script"));
+	lkt_sh(&r, "%s races --html /nonexistent/dir/page.html -- %s mutex 0.1", LOWKEY,
+	       FIXTURE_BIN);
+	lkt_expect(&r, 1, "choose a writable place with --html");
 }
 
 /*
@@ -386,11 +521,14 @@ int main(void)
 		cmocka_unit_test(race_in_a_library_with_lib),
 		cmocka_unit_test(atomics_the_debug_information_shows_are_not),
 		cmocka_unit_test(cxx_atomic_is_not_and_plain_is),
+		cmocka_unit_test(cxx_built_by_gcc_is_demangled),
 		cmocka_unit_test(atomics_the_sanitizer_metadata_lists_are_not),
 		cmocka_unit_test(atomics_in_a_separate_debug_file_are_not),
 		cmocka_unit_test(publication_race),
 		cmocka_unit_test(race_with_a_signal_handler),
 		cmocka_unit_test(bitfield_race),
+		cmocka_unit_test(both_stacks_named),
+		cmocka_unit_test(html_page),
 		cmocka_unit_test(suppressed_by_file),
 		cmocka_unit_test(attach_with_pid),
 		cmocka_unit_test(attached_until_the_process_exits),

@@ -7,7 +7,7 @@
  * sample and the parameters into a file in a private directory (include/internal/races_file.h),
  * and runs COMMAND with liblowkey-races.so preloaded (src/races/), which samples and records the
  * races into the same file. When COMMAND ends, the races are named with libdw and printed
- * (util/races_report.c).
+ * (util/races_report.c), and drawn as a page with --html (util/races_html.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,7 +34,7 @@
 #define MAX_RACES 4096u
 
 static const char races_usage[] =
-	"usage: lowkey races [--rate N] [--window MS] [--seed N] [--duration S] [--lib FILE] [--suppressions FILE] [-j|--json] [-o FILE] [--] COMMAND [ARGS...]\n"
+	"usage: lowkey races [--rate N] [--window MS] [--seed N] [--duration S] [--lib FILE] [--suppressions FILE] [--stack N] [-j|--json] [--html OUT] [-o FILE] [--] COMMAND [ARGS...]\n"
 	"       lowkey races --pid PID [--duration S] [OPTIONS]\n"
 	"\n"
 	"Runs COMMAND with liblowkey-races.so preloaded and looks for data races in it by sampling, as\n"
@@ -44,9 +44,9 @@ static const char races_usage[] =
 	"conflicting access in the window (a write, or any access if the held one writes) is a race; so\n"
 	"is a change of the value in the window that no watchpoint caught. When COMMAND ends, each race\n"
 	"is printed once per pair of instructions: both accesses with their thread, function and source\n"
-	"line, and the global accessed. Atomic instructions (lock prefix, xchg) are never sampled, nor\n"
-	"plain ones the debug information shows accessing an atomic (_Atomic, std::atomic<T>,\n"
-	"volatile sig_atomic_t).\n"
+	"line, both threads' stacks (C++ names demangled), and the global accessed. Atomic\n"
+	"instructions (lock prefix, xchg) are never sampled, nor plain ones the debug information\n"
+	"shows accessing an atomic (_Atomic, std::atomic<T>, volatile sig_atomic_t).\n"
 	"\n"
 	"Options:\n"
 	"  --rate N           instructions armed per second (default 20); each stays armed until a\n"
@@ -66,7 +66,10 @@ static const char races_usage[] =
 	"                     race:PATTERN per line, matched against both accesses' functions, source\n"
 	"                     files and objects and the global's name (* any characters, ^ and $\n"
 	"                     anchors); they are counted, not printed (repeat for more files)\n"
+	"  --stack N          frames kept of each thread's stack, 0 to 16 (default 16; 0: none)\n"
 	"  -j, --json         print the report as JSON\n"
+	"  --html OUT         also write it as one self-contained HTML page to OUT: a bar chart of\n"
+	"                     how often each race was caught, the races, both threads' stacks\n"
 	"  -o, --output FILE  write the report to FILE (default: standard error)\n"
 	"\n"
 	"x86-64 only. Sampled: the instructions of COMMAND's own executable (and --lib's) that\n"
@@ -96,7 +99,9 @@ struct options {
 	uint64_t seed;
 	bool seeded;
 	bool json;
+	unsigned int stack_depth;
 	const char *output;
+	const char *html;
 	pid_t pid; /* --pid; 0: run a command */
 	struct races_suppressions suppressions;
 };
@@ -123,7 +128,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		OPT_DURATION,
 		OPT_LIB,
 		OPT_SUPPRESSIONS,
-		OPT_PID
+		OPT_PID,
+		OPT_STACK,
+		OPT_HTML
 	};
 	static const struct option longopts[] = {
 		{ "rate", required_argument, NULL, OPT_RATE },
@@ -133,15 +140,19 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "lib", required_argument, NULL, OPT_LIB },
 		{ "suppressions", required_argument, NULL, OPT_SUPPRESSIONS },
 		{ "pid", required_argument, NULL, OPT_PID },
+		{ "stack", required_argument, NULL, OPT_STACK },
+		{ "html", required_argument, NULL, OPT_HTML },
 		{ "json", no_argument, NULL, 'j' },
 		{ "output", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char err[PATH_MAX + 200];
-	unsigned long long seed, pid;
+	unsigned long long seed, pid, depth;
 	int c;
 
-	*o = (struct options){ .rate = DEFAULT_RATE, .window_ms = DEFAULT_WINDOW_MS };
+	*o = (struct options){ .rate = DEFAULT_RATE,
+			       .window_ms = DEFAULT_WINDOW_MS,
+			       .stack_depth = LKR_STACK_MAX };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+jo:", longopts, NULL)) != -1) {
 		switch (c) {
@@ -181,6 +192,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 				goto bad_number;
 			o->pid = (pid_t)pid;
 			break;
+		case OPT_STACK:
+			if (!cli_parse_unsigned(optarg, LKR_STACK_MAX, &depth))
+				goto bad_number;
+			o->stack_depth = (unsigned int)depth;
+			break;
+		case OPT_HTML:
+			o->html = optarg;
+			break;
 		case 'j':
 			o->json = true;
 			break;
@@ -205,7 +224,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 bad_number:
 	cli_error("races",
 		  "--rate: 0 < N <= 100000; --window: 0 < MS <= 1000; --duration: seconds > 0; "
-		  "--seed: 0 to 2^64-1; --pid: a process id",
+		  "--seed: 0 to 2^64-1; --pid: a process id; --stack: 0 to 16",
 		  "bad number '%s'", optarg);
 	return -1;
 }
@@ -235,6 +254,7 @@ static void fill_plan(struct lkr_header *h, const struct races_code *code,
 	h->window_ns = (uint64_t)(o->window_ms * 1e6 + 0.5);
 	h->duration_ns = (uint64_t)(o->duration * 1e9 + 0.5);
 	h->max_races = MAX_RACES;
+	h->stack_depth = o->stack_depth;
 	h->nobjects = objs->n;
 	objects = lkr_objects(h);
 	for (unsigned int i = 0; i < objs->n; i++) {
@@ -333,13 +353,50 @@ static int decode(const char *exe, const struct options *o, struct objects *objs
 
 /* ---- the command ---- */
 
+/*
+ * Whether the plan's layout is still the one written: the program had the file mapped writable,
+ * and the records are found from these fields.
+ */
+static bool plan_intact(const struct lkr_header *h, const struct races_code *code,
+			const struct objects *objs)
+{
+	return h->magic == LKR_MAGIC && h->version == LKR_VERSION &&
+	       h->header_size == LKR_HEADER_SIZE && h->nobjects == objs->n &&
+	       h->ninsns == code->sampled && h->max_races == MAX_RACES;
+}
+
+/* The page is drawn from the JSON: the same figures, by the same code. */
+static int write_html(const struct options *o, struct lkr_header *h, const struct races_code *code,
+		      struct races_run *run)
+{
+	char *json = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&json, &len);
+	int ret;
+
+	if (!f) {
+		cli_error("races", NULL, "cannot write %s: %s", o->html, strerror(errno));
+		return CLI_EXIT_FAIL;
+	}
+	races_report(f, h, code, run, true);
+	ret = fclose(f) == 0 ? races_html(json, len, o->html) : CLI_EXIT_FAIL;
+	free(json);
+	return ret;
+}
+
 static int report(const struct options *o, struct lkr_header *h, const struct races_code *code,
-		  struct races_run *run, size_t *found)
+		  const struct objects *objs, struct races_run *run, size_t *found)
 {
 	char err[PATH_MAX + 200];
 	FILE *out = stderr;
 	int ret = 0;
 
+	if (!plan_intact(h, code, objs)) {
+		cli_error("races", NULL,
+			  "the plan's file was changed under it: %s's report is lost",
+			  run->command);
+		return CLI_EXIT_FAIL;
+	}
 	if (!(h->flags & LKR_F_STARTED)) {
 		cli_error("races",
 			  h->error[0] ? NULL : "does it clear LD_PRELOAD, or run another program?",
@@ -360,6 +417,8 @@ static int report(const struct options *o, struct lkr_header *h, const struct ra
 		cli_error("races", NULL, "writing %s failed: %s", o->output, strerror(errno));
 		ret = CLI_EXIT_FAIL;
 	}
+	if (!ret && o->html)
+		ret = write_html(o, h, code, run);
 	return ret;
 }
 
@@ -391,7 +450,7 @@ static int run_sampled(char **argv, const char *lib, const struct objects *objs,
 		run.rate = o->rate;
 		run.window_ms = o->window_ms;
 		run.status = status;
-		ret = report(o, h, code, &run, &found);
+		ret = report(o, h, code, objs, &run, &found);
 	}
 	munmap(h, size);
 	unlink(path);
@@ -431,7 +490,7 @@ static int run_attached(const char *lib, const struct objects *objs, struct opti
 	else
 		close(fd);
 	if (!ret)
-		ret = report(o, h, code, &run, &found);
+		ret = report(o, h, code, objs, &run, &found);
 	munmap(h, size);
 	unlink(path);
 	rmdir(dir);
@@ -454,6 +513,23 @@ static int program_of(const struct options *o, char **argv, char *exe, size_t le
 	return ret;
 }
 
+/* Before the command runs: a page that cannot be written is said now, not after it. */
+static int check_html(const struct options *o)
+{
+	char err[PATH_MAX + 200];
+	int fd;
+
+	if (!o->html || strcmp(o->html, "-") == 0)
+		return 0;
+	fd = lk__out_open(o->html, LK__OUT_REPLACE, NULL, err, sizeof(err));
+	if (fd < 0) {
+		cli_error("races", "choose a writable place with --html", "%s", err);
+		return CLI_EXIT_FAIL;
+	}
+	close(fd);
+	return 0;
+}
+
 static int races_run(int argc, char **argv)
 {
 	char lib_buf[PATH_MAX], exe[PATH_MAX];
@@ -470,7 +546,9 @@ static int races_run(int argc, char **argv)
 	}
 	argv += first;
 	lib = preload_find("races", &races_lib, lib_buf, sizeof(lib_buf));
-	ret = lib ? program_of(&o, argv, exe, sizeof(exe)) : CLI_EXIT_FAIL;
+	ret = lib ? check_html(&o) : CLI_EXIT_FAIL;
+	if (!ret)
+		ret = program_of(&o, argv, exe, sizeof(exe));
 	if (!ret && !(objs = calloc(1, sizeof(*objs)))) {
 		cli_error("races", NULL, "out of memory");
 		ret = CLI_EXIT_FAIL;

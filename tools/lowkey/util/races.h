@@ -2,7 +2,8 @@
 /*
  * lowkey races: internal to the command. builtin-races.c runs the program with
  * liblowkey-races.so and the plan; races_decode.c finds the instructions to sample in the
- * program's code (Capstone); races_report.c names and prints what the library found.
+ * program's code (Capstone); races_report.c names and prints what the library found, and
+ * races_html.c makes a page of it.
  */
 #ifndef LOWKEY_CLI_RACES_H
 #define LOWKEY_CLI_RACES_H
@@ -148,5 +149,13 @@ struct races_run {
  */
 size_t races_report(FILE *out, struct lkr_header *h, const struct races_code *code,
 		    struct races_run *run, bool json);
+
+/*
+ * races_html - write the page of a report as races_report() prints it in JSON (len bytes of json)
+ * to out_path ("-": standard output): how often each race was caught, the races, both threads'
+ * stacks. Every name from the program is escaped. Returns a CLI_EXIT_* status, having said what
+ * failed (the JSON unreadable, out_path not writable, a write error).
+ */
+int races_html(const char *json, size_t len, const char *out_path);
 
 #endif

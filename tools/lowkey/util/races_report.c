@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The report of `lowkey races`: each race the library recorded (two instructions, folded by the
- * pair), named with libdw -- functions, source lines, the global accessed -- as text or JSON.
+ * pair), named with libdw -- functions, source lines, both threads' stacks, the global accessed --
+ * as text or JSON (which races_html.c makes a page of).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,6 +15,16 @@
 #include "races.h"
 #include "symbolize.h"
 
+/* The entries of a stack: its frames, and the functions inlined in them. */
+#define FRAMES_MAX (2 * LKR_STACK_MAX)
+
+/* A frame of a thread's stack, or a function inlined in one, named. */
+struct frame {
+	uint64_t ip; /* frame 0: the access's instruction; the others: a return address */
+	struct symbol_place place;
+	bool inlined; /* a function inlined in the next entry, at the same ip */
+};
+
 /* One side of a race, named. */
 struct side {
 	uint64_t ip; /* the instruction; for the other side, the one after it when not decoded */
@@ -22,6 +33,9 @@ struct side {
 	unsigned int size; /* 0: not known */
 	bool atomic;
 	struct symbol_place place;
+	bool line_before;   /* ip is the instruction after the access (not decoded) */
+	unsigned int depth; /* entries of its stack: 0 when none was taken */
+	struct frame stack[FRAMES_MAX];
 };
 
 static const char *access_name(unsigned int access)
@@ -47,6 +61,30 @@ static void place_of(struct symbolizer *sym, uint64_t addr, bool line_before,
 		memset(out, 0, sizeof(*out));
 }
 
+/*
+ * The thread's stack, depth return addresses, each frame with the functions inlined at its
+ * address: frame 0 is the side's access, named at the side's address; the callers by the line of
+ * their call (the byte before the return address). A depth the library cannot have written is no
+ * stack. Entries past FRAMES_MAX are left out.
+ */
+static void name_stack(struct symbolizer *sym, const uint64_t *pcs, unsigned int depth,
+		       struct side *s)
+{
+	struct symbol_place places[FRAMES_MAX];
+
+	s->depth = 0;
+	if (depth > LKR_STACK_MAX || !sym)
+		return;
+	for (unsigned int i = 0; i < depth && s->depth < FRAMES_MAX; i++) {
+		uint64_t ip = i ? pcs[i] : s->ip;
+		size_t n = symbolizer_frames(sym, ip, i ? true : s->line_before, places,
+					     FRAMES_MAX - s->depth);
+
+		for (size_t k = 0; k < n; k++)
+			s->stack[s->depth++] = (struct frame){ ip, places[k], k + 1 < n };
+	}
+}
+
 static void sampled_side(struct symbolizer *sym, const struct lkr_race *r, struct side *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -55,6 +93,7 @@ static void sampled_side(struct symbolizer *sym, const struct lkr_race *r, struc
 	s->access = access_name(r->access);
 	s->size = r->size;
 	place_of(sym, r->sample_ip, false, &s->place);
+	name_stack(sym, r->sample_stack, r->sample_depth, s);
 }
 
 /*
@@ -71,6 +110,7 @@ static void other_side(struct symbolizer *sym, const struct lkr_race *r,
 	memset(s, 0, sizeof(*s));
 	s->ip = r->other_ip;
 	s->tid = r->other_tid;
+	s->line_before = true;
 	place_of(sym, r->other_ip, true, &s->place);
 	for (i = 0; s->place.module && !in && i < h->nobjects; i++)
 		if (objects[i].loaded && r->other_ip > objects[i].bias)
@@ -78,6 +118,7 @@ static void other_side(struct symbolizer *sym, const struct lkr_race *r,
 	if (in) {
 		/* named as the held one is: by its own address */
 		s->ip = in->plan.vaddr + objects[in->plan.object].bias;
+		s->line_before = false;
 		place_of(sym, s->ip, false, &s->place);
 		s->access = access_name(in->plan.access);
 		s->size = in->plan.size;
@@ -85,6 +126,7 @@ static void other_side(struct symbolizer *sym, const struct lkr_race *r,
 	} else {
 		s->access = r->other_write ? "write" : "access";
 	}
+	name_stack(sym, r->other_stack, r->other_depth, s);
 }
 
 static const char *basename_of(const char *path)
@@ -94,19 +136,27 @@ static const char *basename_of(const char *path)
 	return slash ? slash + 1 : path;
 }
 
-/* "function+0x12 (file.c:34)", escaped: the names come from the program's files. */
-static const char *where(const struct side *s, char *buf, size_t len)
+/*
+ * "function+0x12 (file.c:34)", or "function (inlined) (file.c:34)", escaped: the names come from
+ * the program's files.
+ */
+static const char *where(uint64_t ip, const struct symbol_place *place, bool inlined, char *buf,
+			 size_t len)
 {
-	char raw[512];
+	char raw[1024];
 	int n;
 
-	if (s->place.function)
-		n = snprintf(raw, sizeof(raw), "%s+%#" PRIx64, s->place.function, s->place.offset);
+	if (place->function && inlined)
+		n = snprintf(raw, sizeof(raw), "%s (inlined)", place->function);
+	else if (place->function)
+		n = snprintf(raw, sizeof(raw), "%s+%#" PRIx64, place->function, place->offset);
 	else
-		n = snprintf(raw, sizeof(raw), "%#" PRIx64, s->ip);
-	if (s->place.file && n > 0 && (size_t)n < sizeof(raw))
-		snprintf(raw + n, sizeof(raw) - (size_t)n, " (%s:%d)", basename_of(s->place.file),
-			 s->place.line);
+		n = snprintf(raw, sizeof(raw), "%#" PRIx64, ip);
+	if (place->file && n > 0 && (size_t)n < sizeof(raw))
+		snprintf(raw + n, sizeof(raw) - (size_t)n, " (%s:%d)", basename_of(place->file),
+			 place->line);
+	else if (!place->function && place->module && n > 0 && (size_t)n < sizeof(raw))
+		snprintf(raw + n, sizeof(raw) - (size_t)n, " (%s)", basename_of(place->module));
 	return lk__text_escape(raw, buf, len);
 }
 
@@ -117,7 +167,12 @@ static void print_side_text(FILE *out, const char *role, const struct side *s)
 	if (s->size)
 		snprintf(size, sizeof(size), " of %u byte%s", s->size, s->size == 1 ? "" : "s");
 	fprintf(out, "  %-9s %s%s%s by thread %u at %s\n", role, s->access, size,
-		s->atomic ? " (atomic)" : "", s->tid, where(s, buf, sizeof(buf)));
+		s->atomic ? " (atomic)" : "", s->tid,
+		where(s->ip, &s->place, false, buf, sizeof(buf)));
+	for (unsigned int i = 0; i < s->depth; i++)
+		fprintf(out, "    #%-2u %s\n", i,
+			where(s->stack[i].ip, &s->stack[i].place, s->stack[i].inlined, buf,
+			      sizeof(buf)));
 }
 
 static void print_race_text(FILE *out, size_t nr, const struct lkr_race *r,
@@ -153,6 +208,30 @@ static void print_race_text(FILE *out, size_t nr, const struct lkr_race *r,
 	}
 }
 
+/* A place's names: function (demangled) and the symbol as mangled, offset, file, line. */
+static void json_place(struct lk__json *j, const struct symbol_place *place)
+{
+	lk__json_str_or_null(j, "function", place->function);
+	lk__json_str_or_null(j, "mangled", place->mangled);
+	lk__json_uint(j, "offset", place->offset);
+	lk__json_str_or_null(j, "file", place->file);
+	lk__json_int(j, "line", place->line);
+}
+
+static void json_stack(struct lk__json *j, const struct side *s)
+{
+	lk__json_array(j, "stack");
+	for (unsigned int i = 0; i < s->depth; i++) {
+		lk__json_object_line(j, NULL);
+		lk__json_strf(j, "ip", "%#" PRIx64, s->stack[i].ip);
+		json_place(j, &s->stack[i].place);
+		lk__json_bool(j, "inlined", s->stack[i].inlined);
+		lk__json_str_or_null(j, "module", s->stack[i].place.module);
+		lk__json_close(j);
+	}
+	lk__json_close(j);
+}
+
 static void json_side(struct lk__json *j, const char *key, const struct side *s)
 {
 	lk__json_object(j, key);
@@ -164,10 +243,8 @@ static void json_side(struct lk__json *j, const char *key, const struct side *s)
 		lk__json_null(j, "size");
 	lk__json_bool(j, "atomic", s->atomic);
 	lk__json_strf(j, "ip", "%#" PRIx64, s->ip);
-	lk__json_str_or_null(j, "function", s->place.function);
-	lk__json_uint(j, "offset", s->place.offset);
-	lk__json_str_or_null(j, "file", s->place.file);
-	lk__json_int(j, "line", s->place.line);
+	json_place(j, &s->place);
+	json_stack(j, s);
 	lk__json_close(j);
 }
 
@@ -177,6 +254,7 @@ static void json_race(struct lk__json *j, const struct lkr_race *r,
 	lk__json_object(j, NULL);
 	lk__json_strf(j, "addr", "%#" PRIx64, r->addr);
 	lk__json_str_or_null(j, "symbol", global->function);
+	lk__json_str_or_null(j, "symbol_mangled", global->mangled);
 	lk__json_uint(j, "symbol_offset", global->offset);
 	lk__json_uint(j, "size", r->size);
 	lk__json_uint(j, "windows", r->windows);
@@ -215,6 +293,11 @@ static void json_head(struct lk__json *j, const struct lkr_header *h, const stru
 	lk__json_uint(j, "misaligned", h->misaligned);
 	lk__json_uint(j, "dropped", h->races_dropped);
 	lk__json_uint(j, "suppressed", run->suppressed);
+	lk__json_object(j, "callbacks");
+	lk__json_uint(j, "held_ns", h->held_ns);
+	lk__json_uint(j, "kept", h->kept);
+	lk__json_uint(j, "kept_ns", h->kept_ns);
+	lk__json_close(j);
 	lk__json_str_or_null(j, "error", h->error[0] ? h->error : NULL);
 	if (run->attached)
 		lk__json_null(j, "exit_status");
@@ -250,13 +333,22 @@ struct named_race {
 	bool suppressed;
 };
 
+/* Names matched as demangled and as mangled, so that a file written for either serves. */
 static bool race_suppressed(const struct races_suppressions *s, const struct named_race *nr)
 {
+	bool other = nr->r->other_ip != 0;
 	const char *strings[] = {
-		nr->global.function,  nr->global.module,
-		nr->a.place.function, nr->a.place.file,
-		nr->a.place.module,   nr->r->other_ip ? nr->b.place.function : NULL,
-		nr->b.place.file,     nr->b.place.module,
+		nr->global.function,
+		nr->global.mangled,
+		nr->global.module,
+		nr->a.place.function,
+		nr->a.place.mangled,
+		nr->a.place.file,
+		nr->a.place.module,
+		other ? nr->b.place.function : NULL,
+		other ? nr->b.place.mangled : NULL,
+		nr->b.place.file,
+		nr->b.place.module,
 	};
 
 	return s && s->n && races_suppressed(s, strings, sizeof(strings) / sizeof(strings[0]));
@@ -274,16 +366,38 @@ static void name_race(struct symbolizer *sym, const struct lkr_race *r,
 	nr->suppressed = race_suppressed(run->suppressions, nr);
 }
 
-static struct symbolizer *open_objects(const struct lkr_header *h, const struct races_run *run)
+/* Whether a plan's object was loaded at bias: the module listed there is that one. */
+static bool in_plan(const struct lkr_header *h, uint64_t bias)
 {
-	struct symbol_object objs[LKR_OBJECTS_MAX];
 	const struct lkr_object *objects = lkr_objects((struct lkr_header *)h);
+
+	for (uint32_t i = 0; i < h->nobjects && i < LKR_OBJECTS_MAX; i++)
+		if (objects[i].loaded && objects[i].bias == bias)
+			return true;
+	return false;
+}
+
+/*
+ * The plan's objects, and the other objects the program had loaded (the library listed them), for
+ * the frames of the stacks in libc and the libraries not sampled. A path the program wrote without
+ * its NUL is left out.
+ */
+static struct symbolizer *open_objects(struct lkr_header *h, const struct races_run *run)
+{
+	struct symbol_object objs[LKR_OBJECTS_MAX + LKR_MODULES_MAX];
+	const struct lkr_object *objects = lkr_objects(h);
+	const struct lkr_module *modules = lkr_modules(h);
+	uint32_t nmodules = h->nmodules < LKR_MODULES_MAX ? h->nmodules : LKR_MODULES_MAX;
 	size_t nobjs = 0;
 
 	for (uint32_t i = 0; i < h->nobjects && i < LKR_OBJECTS_MAX; i++)
 		if (objects[i].loaded)
 			objs[nobjs++] = (struct symbol_object){ .path = run->paths[i],
 								.bias = objects[i].bias };
+	for (uint32_t i = 0; i < nmodules; i++)
+		if (memchr(modules[i].path, 0, LKR_PATH_MAX) && !in_plan(h, modules[i].bias))
+			objs[nobjs++] = (struct symbol_object){ .path = modules[i].path,
+								.bias = modules[i].bias };
 	return symbolizer_open_objects(objs, nobjs);
 }
 

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * The libdw symbolizer of `lowkey watch` and `lowkey locks` (symbolize.h): one Dwfl session,
- * over a live process's mappings or over objects at known bases, every file read so that no
- * other user can kill lowkey by cutting it.
+ * The libdw symbolizer of `lowkey watch`, `lowkey locks` and `lowkey races` (symbolize.h): one
+ * Dwfl session, over a live process's mappings or over objects at known bases, every file read so
+ * that no other user can kill lowkey by cutting it.
  */
+#include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +23,15 @@
 #include "proc_files.h"
 #include "symbolize.h"
 
+/* The Itanium C++ ABI's demangler (libstdc++), extern "C" by the ABI. */
+char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+/* A name demangled: the symbol's string in libdw (stable until dwfl_end) to malloc'ed text. */
+struct demangled {
+	const char *mangled;
+	char *name;
+};
+
 /* An object's ELF, opened when it is reported, until libdwfl asks for it (find_opened). */
 struct opened {
 	Elf *elf;
@@ -38,6 +48,8 @@ struct symbolizer {
 	unsigned int reports;  /* of the process's mappings */
 	struct opened *opened; /* objects at known bases: one each */
 	size_t nopened;
+	struct demangled *names;  /* open addressing by the mangled string's address */
+	size_t nnames, names_cap; /* names_cap: 0 or a power of two */
 };
 
 /* ---- the files: read, never mapped ---- */
@@ -492,12 +504,68 @@ struct symbolizer *symbolizer_open_objects(struct symbol_object *objects, size_t
 	return s;
 }
 
+/* ---- C++ names ---- */
+
+static size_t name_slot(const struct symbolizer *s, const char *mangled)
+{
+	size_t h = (size_t)(uintptr_t)mangled * 0x9e3779b97f4a7c15ull;
+
+	for (h >>= 7;; h++) {
+		const struct demangled *d = &s->names[h & (s->names_cap - 1)];
+
+		if (!d->mangled || d->mangled == mangled)
+			return h & (s->names_cap - 1);
+	}
+}
+
+/* Room for one more name, the table kept at most half full; false when there is no memory. */
+static bool names_room(struct symbolizer *s)
+{
+	size_t cap = s->names_cap ? 2 * s->names_cap : 64;
+	struct demangled *old = s->names, *grown;
+
+	if (2 * (s->nnames + 1) <= s->names_cap)
+		return true;
+	grown = calloc(cap, sizeof(*grown));
+	if (!grown)
+		return false;
+	s->names = grown;
+	s->names_cap = cap;
+	for (size_t i = 0; old && i < cap / 2; i++)
+		if (old[i].mangled)
+			s->names[name_slot(s, old[i].mangled)] = old[i];
+	free(old);
+	return true;
+}
+
+const char *symbolizer_demangle(struct symbolizer *s, const char *name)
+{
+	struct demangled *d;
+	int status = -1;
+	char *text;
+
+	if (!name || name[0] != '_' || name[1] != 'Z' || !names_room(s))
+		return name;
+	d = &s->names[name_slot(s, name)];
+	if (d->mangled)
+		return d->name ? d->name : name;
+	text = __cxa_demangle(name, NULL, NULL, &status);
+	*d = (struct demangled){ name, status == 0 ? text : NULL };
+	if (status != 0)
+		free(text);
+	s->nnames++;
+	return d->name ? d->name : name;
+}
+
 /* ---- either ---- */
 
 void symbolizer_close(struct symbolizer *s)
 {
 	if (!s)
 		return;
+	for (size_t i = 0; i < s->names_cap; i++)
+		free(s->names[i].name);
+	free(s->names);
 	dwfl_end(s->dwfl);
 	proc_view_close(&s->view);
 	for (size_t i = 0; s->opened && i < s->nopened; i++)
@@ -537,9 +605,91 @@ void symbolizer_place(struct symbolizer *s, uint64_t addr, bool line_before,
 	if (!mod)
 		return;
 	out->module = dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-	out->function = dwfl_module_addrinfo(mod, addr, &offset, &sym, NULL, NULL, NULL);
+	out->mangled = dwfl_module_addrinfo(mod, addr, &offset, &sym, NULL, NULL, NULL);
+	out->function = symbolizer_demangle(s, out->mangled);
 	out->offset = offset;
 	out->file = source_line(mod, line_before ? addr - 1 : addr, &out->line);
+}
+
+/* The compile unit of the run-time address addr in mod (its bias in *bias), with or without
+ * .debug_aranges (line_from_units() says why). */
+static Dwarf_Die *unit_of(Dwfl_Module *mod, uint64_t addr, Dwarf_Addr *bias)
+{
+	Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, bias);
+
+	if (cu)
+		return cu;
+	while ((cu = dwfl_module_nextcu(mod, cu, bias)))
+		if (dwarf_haspc(cu, addr - *bias) == 1)
+			return cu;
+	return NULL;
+}
+
+/* An inlined function's name: its linkage name demangled where it has one, as the symbols are. */
+static const char *inlined_name(struct symbolizer *s, Dwarf_Die *die, const char **mangled)
+{
+	Dwarf_Attribute attr;
+	const char *linkage =
+		dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+
+	if (!linkage)
+		linkage =
+			dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+	*mangled = linkage ? linkage : dwarf_diename(die);
+	return linkage ? symbolizer_demangle(s, linkage) : *mangled;
+}
+
+/* The file and line an inlined function was called from (its DW_AT_call_file, _line). */
+static void call_site(Dwarf_Die *cu, Dwarf_Die *inlined, struct symbol_place *out)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Word file, line;
+	Dwarf_Files *files;
+	size_t nfiles;
+
+	if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_file, &attr), &file) == 0 &&
+	    dwarf_getsrcfiles(cu, &files, &nfiles) == 0 && file < nfiles)
+		out->file = dwarf_filesrc(files, file, NULL, NULL);
+	if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_line, &attr), &line) == 0)
+		out->line = (int)line;
+}
+
+size_t symbolizer_frames(struct symbolizer *s, uint64_t addr, bool line_before,
+			 struct symbol_place *out, size_t max)
+{
+	uint64_t at = line_before ? addr - 1 : addr;
+	Dwfl_Module *mod = module_of(s, addr);
+	Dwarf_Die *cu, *scopes = NULL, *inner = NULL;
+	struct symbol_place outer;
+	Dwarf_Addr bias;
+	size_t n = 0;
+	int nscopes;
+
+	symbolizer_place(s, addr, line_before, &outer);
+	cu = mod && max > 1 ? unit_of(mod, at, &bias) : NULL;
+	nscopes = cu ? dwarf_getscopes(cu, at - bias, &scopes) : 0;
+	for (int i = 0; i < nscopes && n + 1 < max; i++) {
+		if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
+			continue;
+		out[n] = (struct symbol_place){ .module = outer.module };
+		out[n].function = inlined_name(s, &scopes[i], &out[n].mangled);
+		if (inner) { /* at the line that called the one inlined in it */
+			call_site(cu, inner, &out[n]);
+		} else {
+			out[n].file = outer.file;
+			out[n].line = outer.line;
+		}
+		inner = &scopes[i];
+		n++;
+	}
+	out[n] = outer;
+	if (inner) {
+		out[n].file = NULL;
+		out[n].line = 0;
+		call_site(cu, inner, &out[n]);
+	}
+	free(scopes);
+	return n + 1;
 }
 
 struct lookup {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Naming code with libdw (elfutils), for `lowkey watch` and `lowkey locks`: an address in a live
- * process, or in objects loaded at known bases (a process that has exited), to its object,
- * function and offset, and source file:line.
+ * Naming code with libdw (elfutils), for `lowkey watch`, `lowkey locks` and `lowkey races`: an
+ * address in a live process, or in objects loaded at known bases (a process that has exited), to
+ * its object, function and offset, and source file:line. C++ names are demangled (GCC's and
+ * Clang's manglings are the same Itanium ABI), with libstdc++'s __cxa_demangle.
  *
  * The objects may be another user's, who may cut them while lowkey reads: libdwfl maps what it
  * opens itself, and a file cut under a mapping kills the reader with SIGBUS. So every object is
@@ -28,7 +29,8 @@ struct symbolizer;
 
 /* Where an address is; a field libdw does not know is NULL or 0. */
 struct symbol_place {
-	const char *function; /* NULL when no symbol covers the address */
+	const char *function; /* NULL when no symbol covers the address; demangled */
+	const char *mangled;  /* the symbol as the object names it (function when not mangled) */
 	uint64_t offset;      /* from the function's start */
 	const char *module;   /* the object's name (a path for a process), or NULL */
 	const char *file;     /* source file, NULL without debug info */
@@ -69,11 +71,30 @@ void symbolizer_close(struct symbolizer *s);
 /*
  * symbolizer_place - where addr is. With line_before, the source line is that of addr - 1: a data
  * watchpoint reports the instruction after the access, and the byte before lies inside the one
- * that made it. The strings stay valid until symbolizer_close(). All fields zero when no object
- * covers addr.
+ * that made it (as does a return address: the call is before it). The strings stay valid until
+ * symbolizer_close(). All fields zero when no object covers addr. Cost: a demangling (malloc) the
+ * first time a symbol is named, a hash look-up after.
  */
 void symbolizer_place(struct symbolizer *s, uint64_t addr, bool line_before,
 		      struct symbol_place *out);
+
+/*
+ * symbolizer_frames - where addr is, with the functions inlined there: out[0] the innermost, named
+ * as symbolizer_place() names it but for its function, which is the inlined one's; each next entry
+ * the function it was inlined into, at the line of that call; the last the function the symbol
+ * table names (with its offset). Up to max entries (max >= 1); how many: 1 where the debug
+ * information shows nothing inlined at addr, or has no DWARF. The entries before the last have
+ * offset 0. Strings as symbolizer_place()'s. Cost: the compile unit's scopes walked once a call.
+ */
+size_t symbolizer_frames(struct symbolizer *s, uint64_t addr, bool line_before,
+			 struct symbol_place *out, size_t max);
+
+/*
+ * symbolizer_demangle - name as C++ source writes it ("Counter::bump()"), from its Itanium ABI
+ * mangling (_Z...), or name itself if it is not one (C, or a mangling not understood). The string
+ * stays valid until symbolizer_close(); name itself when there is no memory.
+ */
+const char *symbolizer_demangle(struct symbolizer *s, const char *name);
 
 /*
  * symbolizer_dwarf - the DWARF of the object that covers addr: its own, or its separate debug
