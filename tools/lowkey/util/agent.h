@@ -40,6 +40,7 @@ struct agent_opts {
 	size_t nbuckets;
 	unsigned int max_sites; /* sites per process before the rest fold into site="other" */
 	bool cputime;		/* record thread CPU time (costs the traced process per event) */
+	unsigned int otlp_requests; /* --otlp-requests: at once; 0: the exporter's default */
 };
 
 struct agent_hist {
