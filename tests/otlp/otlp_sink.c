@@ -44,15 +44,16 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, "Content-Type", "application/x-protobuf");
-	ret = MHD_queue_response(conn, strcmp(method, "POST") ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_OK,
-				 r);
+	ret = MHD_queue_response(
+		conn, strcmp(method, "POST") ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_OK, r);
 	MHD_destroy_response(r);
 	return ret;
 }
 
 int main(void)
 {
-	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in addr = { .sin_family = AF_INET,
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	const union MHD_DaemonInfo *info;
 	struct MHD_Daemon *d;
 	sigset_t set;
@@ -62,10 +63,9 @@ int main(void)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL); /* the server's threads inherit it */
-	d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-				     MHD_USE_POLL,
-			     0, NULL, NULL, answer, NULL, MHD_OPTION_SOCK_ADDR, &addr,
-			     MHD_OPTION_END);
+	d = MHD_start_daemon(
+		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0,
+		NULL, NULL, answer, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_END);
 	info = d ? MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
 	if (!info) {
 		fprintf(stderr, "otlp_sink: cannot listen on 127.0.0.1\n");
