@@ -98,7 +98,7 @@ for ((r = 0; r < runs; r++)); do
 	"$lowkey" agent --listen 127.0.0.1:0 --spool "$tmp" --process lkt_otlp_bench -e 'otl:*' -b 64M \
 		--scan-interval 0.2 --otlp "http://127.0.0.1:$port_otlp" "${requests[@]}" 2>"$tmp/agent.err" &
 	agent=$!
-	wait_for "$tmp/agent.err" serving
+	wait_for "$tmp/agent.err" "serving .* port [0-9][0-9]* .*spool"
 	port=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$tmp/agent.err")
 	until [ "$(metric 'lowkey_process_attached{')" -ge "$procs" ]; do sleep 0.1; done
 	cpu0=$(cpu_s $agent)
