@@ -101,7 +101,11 @@ for ((r = 0; r < runs; r++)); do
 		--scan-interval 0.2 --otlp "http://127.0.0.1:$port_otlp" "${requests[@]}" 2>"$tmp/agent.err" &
 	agent=$!
 	wait_for "$tmp/agent.err" "serving .* port [0-9][0-9]* .*spool"
-	port=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$tmp/agent.err")
+	port=
+	for ((k = 0; k < 600 && ${#port} == 0; k++)); do
+		port=$(sed -n 's/.*serving.* port \([0-9][0-9]*\) .*/\1/p' "$tmp/agent.err")
+		[ -n "$port" ] || sleep 0.1
+	done
 	until [ "$(metric 'lowkey_process_attached{')" -ge "$procs" ]; do sleep 0.1; done
 	cpu0=$(cpu_s $agent)
 	rcpu0=$(cpu_s $receiver_pid)
