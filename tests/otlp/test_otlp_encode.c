@@ -638,6 +638,53 @@ static void test_unreachable(void **state)
 	close(fd);
 }
 
+/*
+ * Several requests under way at once: each sender holds a batch it retries against the closed
+ * port, and the bound still counts every span held, queued or in a sender's batch.
+ */
+static void test_requests_bound(void **state)
+{
+	char url[64], err[256];
+	int fd, port = closed_port(&fd);
+	struct otlp_config cfg = { .traces_endpoint = url,
+				   .queue_spans = 8,
+				   .batch_spans = 1,
+				   .batch_ms = 1,
+				   .requests = 4,
+				   .backoff_min_ms = 10,
+				   .backoff_max_ms = 20,
+				   .shutdown_ms = 1 };
+	struct otlp_span s = { .name = "s", .start_unix_ns = 1, .end_unix_ns = 2 };
+	struct otlp_resource d = { .pid = 1 };
+	struct otlp_exporter *e;
+	struct otlp_stats st;
+	struct otlp_res *r;
+	unsigned int ok = 0;
+
+	(void)state;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/traces", port);
+	e = otlp_exporter_new(&cfg, err, sizeof(err));
+	assert_non_null(e);
+	r = otlp_resource_new(e, &d, err, sizeof(err));
+	assert_non_null(r);
+	for (int i = 0; i < 12; i++)
+		ok += otlp_export(e, r, &s);
+	do { /* four batches' first requests: each sender took one, and retries it */
+		usleep(10000);
+		otlp_exporter_stats(e, &st);
+	} while (st.requests - st.retries < 4);
+	for (int i = 0; i < 12; i++)
+		ok += otlp_export(e, r, &s);
+	otlp_resource_put(r);
+	otlp_exporter_stats(e, &st);
+	assert_int_equal(ok, 8);
+	assert_int_equal(st.accepted, 8);
+	assert_int_equal(st.queued, 8);
+	assert_int_equal(st.dropped_full, 24 - 8);
+	otlp_exporter_free(e);
+	close(fd);
+}
+
 static void test_ids(void **state)
 {
 	uint8_t a[16], b[16], s[8];
@@ -665,6 +712,7 @@ int main(void)
 		cmocka_unit_test_setup(test_retry_after, setup),
 		cmocka_unit_test_setup(test_partial_success, setup),
 		cmocka_unit_test_setup(test_unreachable, setup),
+		cmocka_unit_test_setup(test_requests_bound, setup),
 		cmocka_unit_test_setup(test_ids, setup),
 	};
 
