@@ -8,19 +8,32 @@
 # events their rings lost, the spans the agent exported and dropped, the seconds from the first
 # beat until the poll (every 0.2 s) that saw the agent's last span sent or dropped, exported
 # spans per second, the agent's CPU seconds (user + system) to the end (a second later) and per
-# 100,000 spans it handled, and its peak RSS (VmHWM).
-# usage: bench/agent_otlp.sh BUILD_DIR PROCS BEATS [RUNS]
+# 100,000 spans it handled, its peak RSS (VmHWM), and the receiver's CPU seconds over the run.
+# RECEIVER=sink sends to tests/otlp/otlp_sink instead, which discards what it reads: what the agent
+# alone can send, without the collector's CPU time on the same machine. REQUESTS=N passes
+# --otlp-requests N (default: the agent's). RATE=R paces each program to R beats a second (2R
+# spans) instead of as fast as it can.
+# usage: [RECEIVER=collector|sink] [REQUESTS=N] [RATE=R] bench/agent_otlp.sh BUILD_DIR PROCS BEATS [RUNS]
 set -u
 build=$1 procs=$2 beats=$3 runs=${4:-1}
 lowkey=$build/tools/lowkey/lowkey
 prog=$build/tests/agent/lkt_agent_prog
 otelcol=$build/tests/otlp/otelcol
+sink=$build/tests/otlp/otlp_sink
+receiver=${RECEIVER:-collector}
+requests=()
+[ -n "${REQUESTS:-}" ] && requests=(--otlp-requests "$REQUESTS")
 tmp=$(mktemp -d /dev/shm/lowkey-agent-otlp-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; wait; rm -rf "$tmp"' EXIT
-[ -x "$otelcol" ] || {
+if [ "$receiver" = sink ]; then
+	[ -x "$sink" ] || {
+		echo "no receiver at $sink: build the otlp_sink target" >&2
+		exit 1
+	}
+elif [ ! -x "$otelcol" ]; then
 	echo "no collector at $otelcol: ctest -R otlp_collector_build" >&2
 	exit 1
-}
+fi
 
 wait_for()
 {
@@ -43,6 +56,8 @@ metric()
 }
 
 port_otlp=$((20000 + $$ % 20000))
+# a name of this run's own: an agent of another bench running meanwhile leaves its programs alone
+name=lkt_otlp_$(($$ % 100000))
 cat >"$tmp/otelcol.yaml" <<EOF
 receivers:
   otlp:
@@ -61,28 +76,47 @@ service:
       receivers: [otlp]
       exporters: [file]
 EOF
-"$otelcol" --config="file:$tmp/otelcol.yaml" >"$tmp/otelcol.log" 2>&1 &
+if [ "$receiver" = sink ]; then
+	"$sink" >"$tmp/sink.out" &
+	receiver_pid=$!
+	until [ -s "$tmp/sink.out" ]; do sleep 0.1; done
+	port_otlp=$(head -1 "$tmp/sink.out")
+else
+	"$otelcol" --config="file:$tmp/otelcol.yaml" >"$tmp/otelcol.log" 2>&1 &
+	receiver_pid=$!
+fi
 until curl -s -o /dev/null "http://127.0.0.1:$port_otlp/"; do sleep 0.1; done
 
-echo "procs spans_recorded events_lost exported dropped_full dropped_failed seconds exported_per_s agent_cpu_s agent_cpu_s_per_100k agent_peak_rss_kib"
+echo "procs spans_recorded events_lost exported dropped_full dropped_failed seconds exported_per_s agent_cpu_s agent_cpu_s_per_100k agent_peak_rss_kib receiver_cpu_s"
 for ((r = 0; r < runs; r++)); do
 	pids=()
 	for ((i = 0; i < procs; i++)); do
 		mkfifo "$tmp/in$i"
-		LKT_PROG_NAME=lkt_otlp_bench LOWKEY_CONTROL=1 "$prog" <"$tmp/in$i" >"$tmp/out$i" &
+		LKT_PROG_NAME=$name LOWKEY_CONTROL=1 "$prog" <"$tmp/in$i" >"$tmp/out$i" &
 		pids+=($!)
 		eval "exec $((10 + i))>\"$tmp/in$i\""
 		wait_for "$tmp/out$i" ready
 	done
-	"$lowkey" agent --listen 127.0.0.1:0 --spool "$tmp" --process lkt_otlp_bench -e 'otl:*' -b 64M \
-		--scan-interval 0.2 --otlp "http://127.0.0.1:$port_otlp" 2>"$tmp/agent.err" &
+	"$lowkey" agent --listen 127.0.0.1:0 --spool "$tmp" --process "$name" -e 'otl:*' -b 64M \
+		--scan-interval 0.2 --otlp "http://127.0.0.1:$port_otlp" "${requests[@]}" 2>"$tmp/agent.err" &
 	agent=$!
-	wait_for "$tmp/agent.err" serving
-	port=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$tmp/agent.err")
+	wait_for "$tmp/agent.err" "serving .* port [0-9][0-9]* .*spool"
+	port=
+	for ((k = 0; k < 600 && ${#port} == 0; k++)); do
+		port=$(sed -n 's/.*serving.* port \([0-9][0-9]*\) .*/\1/p' "$tmp/agent.err")
+		[ -n "$port" ] || sleep 0.1
+	done
 	until [ "$(metric 'lowkey_process_attached{')" -ge "$procs" ]; do sleep 0.1; done
 	cpu0=$(cpu_s $agent)
+	rcpu0=$(cpu_s $receiver_pid)
 	t0=$(date +%s.%N)
-	for ((i = 0; i < procs; i++)); do echo "beats 0 $beats 0" >&$((10 + i)); done
+	for ((i = 0; i < procs; i++)); do
+		if [ -n "${RATE:-}" ]; then
+			echo "pace 0 $beats $RATE" >&$((10 + i))
+		else
+			echo "beats 0 $beats 0" >&$((10 + i))
+		fi
+	done
 	for ((i = 0; i < procs; i++)); do wait_for "$tmp/out$i" done; done
 	# until every span read is sent or dropped, and no more come
 	last=-1 same=0
@@ -98,6 +132,7 @@ for ((r = 0; r < runs; r++)); do
 		last=$handled
 	done
 	cpu1=$(cpu_s $agent)
+	rcpu1=$(cpu_s $receiver_pid)
 	exported=$(metric lowkey_agent_otlp_spans_exported_total)
 	full=$(metric 'lowkey_agent_otlp_spans_dropped_total{reason="queue_full"}')
 	failed=$(metric 'lowkey_agent_otlp_spans_dropped_total{reason="failed"}')
@@ -105,9 +140,10 @@ for ((r = 0; r < runs; r++)); do
 	rss=$(awk '/VmHWM/ { print $2 }' /proc/$agent/status)
 	awk -v p="$procs" -v n=$((2 * beats * procs)) -v l="$lost" -v e="$exported" -v f="$full" \
 		-v x="$failed" -v t0="$t0" -v t1="$t1" -v c0="$cpu0" -v c1="$cpu1" -v rss="$rss" \
+		-v r0="$rcpu0" -v r1="$rcpu1" \
 		'BEGIN { t = t1 - t0; c = c1 - c0;
-		 printf "%d %d %d %d %d %d %.2f %.0f %.2f %.3f %d\n", p, n, l, e, f, x, t, e / t, c,
-			c / (e + f + x) * 1e5, rss }'
+		 printf "%d %d %d %d %d %d %.2f %.0f %.2f %.3f %d %.2f\n", p, n, l, e, f, x, t, e / t, c,
+			c / (e + f + x) * 1e5, rss, r1 - r0 }'
 	kill -INT $agent
 	wait $agent
 	for ((i = 0; i < procs; i++)); do

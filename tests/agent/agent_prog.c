@@ -24,6 +24,11 @@
  *            prints "perf TASK_CLOCK ENABLED RUNNING CONTEXT_SWITCHES", read now; or "perf
  *            error MESSAGE" where the machine refuses
  *   perf2    opens a second set, "page-faults" of the process, and leaves it open
+ *   pace FROM N PER_S  as beats, PER_S a second: each millisecond's at once, then a sleep
+ *   cpu N US  N times: a span otl:burn around an event otl:turn (i) and, for even i, a loop
+ *            spinning until the thread has used US us of CPU time, for odd i a sleep of US us.
+ *            Prints, per span, "burn I INNER OUTER WALL": the thread's CPU time (ns) inside the
+ *            span and around it, and CLOCK_MONOTONIC's time (ns) around it
  *   quit     exit(0)
  * LKT_PROG_NAME in its environment renames it (its comm) before anything is recorded.
  */
@@ -143,6 +148,53 @@ static void otlp(long n, long sleep_ms)
 	}
 }
 
+static uint64_t clock_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A span's thread CPU time, read by the program itself inside it and around it. */
+struct burn {
+	uint64_t inner, outer, wall;
+};
+
+static void burn_one(long i, long us, struct burn *b)
+{
+	uint64_t w0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), c1;
+
+	{
+		LK_SPAN(otl, burn);
+		uint64_t in0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), in1 = in0;
+		struct timespec nap = { us / 1000000, (us % 1000000) * 1000 };
+
+		LK_PROBE(otl, turn, i);
+		if (i % 2 == 0)
+			while (in1 - in0 < (uint64_t)us * 1000)
+				in1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+		else
+			nanosleep(&nap, NULL);
+		in1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+		b->inner = in1 - in0;
+	}
+	c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	b->wall = clock_ns(CLOCK_MONOTONIC) - w0;
+	b->outer = c1 - c0;
+}
+
+static void burn(long n, long us)
+{
+	struct burn b;
+
+	for (long i = 0; i < n; i++) {
+		burn_one(i, us, &b);
+		printf("burn %ld %llu %llu %llu\n", i, (unsigned long long)b.inner,
+		       (unsigned long long)b.outer, (unsigned long long)b.wall);
+	}
+}
+
 static void beats(long from, long n, long us)
 {
 	for (long i = from; i < from + n; i++) {
@@ -253,6 +305,28 @@ static void perf2(void)
 		printf("perf error %s\n", lk_last_error());
 }
 
+/* A millisecond's beats at once, then a sleep until the next: the CPU left to the others. */
+static void pace(long from, long n, long per_s)
+{
+	struct timespec at;
+
+	clock_gettime(CLOCK_MONOTONIC, &at);
+	for (long i = 0, ms = 1; i < n; ms++) {
+		long due = (long)((uint64_t)ms * (uint64_t)per_s / 1000u);
+
+		for (; i < n && i < due; i++) {
+			LK_SPAN(otl, beat);
+			LK_PROBE(otl, seq, from + i);
+		}
+		at.tv_nsec += 1000000;
+		if (at.tv_nsec >= 1000000000L) {
+			at.tv_sec++;
+			at.tv_nsec -= 1000000000L;
+		}
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL);
+	}
+}
+
 int main(void)
 {
 	char line[4200], path[4096];
@@ -270,6 +344,10 @@ int main(void)
 			otlp(n, m);
 		else if (sscanf(line, "beats %ld %ld %ld", &from, &n, &m) == 3)
 			beats(from, n, m);
+		else if (sscanf(line, "pace %ld %ld %ld", &from, &n, &m) == 3 && m > 0)
+			pace(from, n, m);
+		else if (sscanf(line, "cpu %ld %ld", &n, &m) == 2)
+			burn(n, m);
 		else if (sscanf(line, "ticks %ld", &n) == 1)
 			ticks(n);
 		else if (sscanf(line, "bench %ld", &n) == 1 && n > 0) {

@@ -6,7 +6,9 @@
  * names, counts, Unix times inside the program's own clock readings, a span around a sleep at
  * least that long, parents, attributes, thread and resource. Then the collector is stopped for
  * 10 s and started again: the agent's drop counts equal the spans missing at the collector, and
- * the program never waits.
+ * the program never waits. The agent killed mid-run leaves the program running as it was, and a
+ * new one exports again; with --cputime, each span's thread CPU time lies within the program's
+ * own readings of it.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -24,6 +26,7 @@
 
 #include "agent_child.h"
 #include "collector.h"
+#include "internal/control.h"
 #include "otlp_json.h"
 
 #define SERVICE "agt-otlp-svc"
@@ -72,8 +75,11 @@ static void start_program(void)
 	assert_true(read_line(&prog, "ready", line, sizeof(line)));
 }
 
-/* The agent, following the program only, sending to the collector; queue: its queue's bound. */
-static void start_agent(const char *queue)
+/*
+ * The agent, following the program only, sending to the collector; queue: its queue's bound;
+ * cputime: with --cputime.
+ */
+static void start_agent_with(const char *queue, bool cputime)
 {
 	char url[64], line[512];
 	char *argv[] = { LOWKEY,
@@ -90,6 +96,7 @@ static void start_agent(const char *queue)
 			 spool,
 			 "--otlp",
 			 url,
+			 cputime ? "--cputime" : NULL,
 			 NULL };
 	const char *at;
 
@@ -102,6 +109,11 @@ static void start_agent(const char *queue)
 	at = strstr(line, "port ");
 	assert_non_null(at);
 	agent_port = (unsigned int)atoi(at + 5);
+}
+
+static void start_agent(const char *queue)
+{
+	start_agent_with(queue, false);
 }
 
 static char *agent_metrics(void)
@@ -485,11 +497,235 @@ static void test_outage(void **state)
 	lkt_otlp_free(&g);
 }
 
+static struct lk__ctl_status program_status(void)
+{
+	struct lk__ctl_msg req = { .type = LK_CTL_STATUS }, reply;
+	struct lk__ctl_client c;
+	char err[256];
+
+	if (lk__ctl_connect(&c, prog.pid, err, sizeof(err)))
+		fail_msg("%s", err);
+	if (lk__ctl_call(&c, &req, LK_CTL_STATUS_REPLY, &reply, 30000, err, sizeof(err)))
+		fail_msg("%s", err);
+	lk__ctl_disconnect(&c);
+	return reply.status; /* numbers only: the strings went with the client */
+}
+
+/* As before any agent came: no trace running, no site on. */
+static bool program_untouched(void)
+{
+	struct lk__ctl_status st = program_status();
+
+	return !st.running && st.sites_enabled == 0;
+}
+
+/* The program's server ends the agent's session as it sees the connection close: soon after. */
+static void wait_untouched(void)
+{
+	double end = now_s() + WAIT_S;
+
+	while (now_s() < end && !program_untouched())
+		sleep_ms(50);
+	assert_true(program_untouched());
+}
+
+/* test_agent_killed's phases: the first agent's, killed mid-way; without one; the second's. */
+#define BEATS_FIRST 2000
+#define BEATS_FIRST_US "500"
+#define BEATS_ALONE 500
+#define BEATS_SECOND 300
+_Static_assert(BEATS_FIRST + BEATS_ALONE + BEATS_SECOND <= 2 * BEATS_UP + BEATS_DOWN,
+	       "mark() takes every beat");
+
+/* Every span id once: what an agent saw acknowledged is never sent again. */
+static void each_once(struct beats *b)
+{
+	assert_int_equal(distinct(b), b->nids);
+}
+
+/*
+ * The agent killed (SIGKILL) while the program records and it exports: the program runs on, its
+ * sites back off as before the agent came, without waiting for anything; a new agent follows it
+ * afresh and exports again. The collector has spans of both agents' periods, each once, and at
+ * least those the first agent counted exported before it was killed.
+ */
+static void test_agent_killed(void **state)
+{
+	struct beats b = { calloc(2 * BEATS_UP + BEATS_DOWN, 1) }; /* mark()'s bound, above all */
+	struct lkt_otlp_got g = { 0 };
+	char cmd[64], line[256];
+	struct counts c, second;
+	double end = now_s() + WAIT_S;
+
+	(void)state;
+	assert_int_equal(lkt_collector_start(&collector, scratch, "killed.json"), 0);
+	start_program();
+	assert_true(program_untouched());
+	start_agent(NULL);
+	wait_attached();
+	assert_true(program_status().sites_enabled > 0);
+	tell(&prog, "beats 0 %d " BEATS_FIRST_US "\n", BEATS_FIRST);
+	do { /* the first agent exports while the program records */
+		sleep_ms(20);
+		c = agent_counts();
+	} while (!(c.exported > 0) && now_s() < end);
+	assert_true(c.exported > 0);
+	stop_child(&agent, SIGKILL);
+	assert_true(read_line(&prog, "done", line, sizeof(line)));
+	wait_untouched();
+	snprintf(cmd, sizeof(cmd), "beats %d %d 0", BEATS_FIRST, BEATS_ALONE);
+	program_does(cmd, NULL, NULL, 0); /* it runs on, its sites off */
+
+	start_agent(NULL);
+	wait_attached();
+	snprintf(cmd, sizeof(cmd), "beats %d %d 0", BEATS_FIRST + BEATS_ALONE, BEATS_SECOND);
+	program_does(cmd, NULL, NULL, 0);
+	second = agent_done(2 * BEATS_SECOND); /* the second agent's counts: its spans only */
+	assert_true(second.exported == 2 * BEATS_SECOND);
+	program_quits();
+	stop_child(&agent, SIGTERM);
+	lkt_collector_stop(&collector);
+
+	got_read(&g, collector.out);
+	lkt_otlp_each_span(&g, mark, &b);
+	print_message("first agent: %g spans exported before its kill, %zu arrived\n", c.exported,
+		      b.nids - 2 * BEATS_SECOND);
+	each_once(&b);
+	/* all the first agent saw acknowledged arrived: the rest is the second agent's */
+	assert_true((double)(b.nids - 2 * BEATS_SECOND) >= c.exported);
+	assert_true(arrived(&b, 0, BEATS_FIRST) > 0);
+	assert_int_equal(arrived(&b, BEATS_FIRST, BEATS_ALONE), 0); /* no agent, no trace */
+	assert_int_equal(arrived(&b, BEATS_FIRST + BEATS_ALONE, BEATS_SECOND), BEATS_SECOND);
+	free(b.ids);
+	free(b.seq);
+	lkt_otlp_free(&g);
+}
+
+#define BURNS 8
+#define BURN_US 2000
+
+/* The program's own readings of a span otl:burn, and the collector's span. */
+struct burn {
+	unsigned long long inner, outer, wall;
+	int64_t cpu;	    /* the span's lowkey.thread.cpu_time_ns */
+	unsigned int turns; /* otl:turn events in it */
+};
+
+struct burns {
+	struct burn v[BURNS];
+	/* the collector's spans otl:burn (id, cpu) and events otl:turn (parent, i), as they come */
+	const struct lk__jr_value *spans[BURNS], *turns[BURNS];
+	unsigned int nspans, nturns;
+};
+
+static void gather_burns(const struct lk__jr_value *res, const struct lk__jr_value *s, void *arg)
+{
+	struct burns *b = arg;
+	const char *name = lk__jr_string(s, "name");
+
+	(void)res;
+	if (!strcmp(name, "otl:burn")) {
+		assert_true(b->nspans < BURNS);
+		b->spans[b->nspans++] = s;
+	} else {
+		assert_string_equal(name, "otl:turn");
+		assert_true(b->nturns < BURNS);
+		b->turns[b->nturns++] = s;
+	}
+}
+
+/* The span whose id is id, of those gathered. */
+static const struct lk__jr_value *burn_span(const struct burns *b, const char *id)
+{
+	for (unsigned int i = 0; id && i < b->nspans; i++) {
+		const char *span_id = lk__jr_string(b->spans[i], "spanId");
+
+		assert_non_null(span_id);
+		if (!strcmp(span_id, id))
+			return b->spans[i];
+	}
+	return NULL;
+}
+
+/*
+ * --cputime: each span carries its thread CPU time, and it lies between the program's own readings
+ * of the thread's CPU time inside the span and around it. Exact, not a tolerance: the program
+ * runs with LOWKEY_CLOCK=syscall, so each time lowkey records is a clock_gettime(
+ * CLOCK_THREAD_CPUTIME_ID) of the thread, made after the program's reading before the span and
+ * before its reading after it. Half the spans spin, so their CPU time is as close to their wall
+ * time as the program measured it inside them; half sleep, and their CPU time is below the span's
+ * wall time, which is at least the sleep.
+ */
+static void test_cputime(void **state)
+{
+	struct burns b = { 0 };
+	struct lkt_otlp_got g = { 0 };
+	char line[256];
+
+	(void)state;
+	assert_int_equal(lkt_collector_start(&collector, scratch, "cputime.json"), 0);
+	setenv("LOWKEY_CLOCK", "syscall", 1);
+	start_program();
+	unsetenv("LOWKEY_CLOCK");
+	start_agent_with(NULL, true);
+	wait_attached();
+	tell(&prog, "cpu %d %d\n", BURNS, BURN_US);
+	for (int i = 0; i < BURNS; i++) {
+		struct burn *w = &b.v[i];
+		int k;
+
+		assert_true(read_line(&prog, "burn ", line, sizeof(line)));
+		assert_int_equal(sscanf(line, "burn %d %llu %llu %llu", &k, &w->inner, &w->outer,
+					&w->wall),
+				 4);
+		assert_int_equal(k, i);
+	}
+	assert_true(read_line(&prog, "done", line, sizeof(line)));
+	agent_done(2 * BURNS);
+	program_quits();
+	stop_child(&agent, SIGTERM);
+	lkt_collector_stop(&collector);
+
+	got_read(&g, collector.out);
+	lkt_otlp_each_span(&g, gather_burns, &b);
+	assert_int_equal(b.nspans, BURNS);
+	assert_int_equal(b.nturns, BURNS);
+	for (unsigned int t = 0; t < b.nturns; t++) {
+		int64_t i = lkt_otlp_attr_int(b.turns[t], "i");
+		const struct lk__jr_value *s =
+			burn_span(&b, lk__jr_string(b.turns[t], "parentSpanId"));
+		struct burn *w;
+
+		assert_true(i >= 0 && i < BURNS);
+		assert_non_null(s);
+		w = &b.v[i];
+		w->turns++;
+		w->cpu = lkt_otlp_attr_int(s, "lowkey.thread.cpu_time_ns");
+		if (!(w->cpu > 0 && (unsigned long long)w->cpu >= w->inner &&
+		      (unsigned long long)w->cpu <= w->outer))
+			fail_msg("span %" PRId64 ": CPU time %" PRId64 " ns, the program read %llu "
+				 "inside it, %llu around it (wall %llu)",
+				 i, w->cpu, w->inner, w->outer, w->wall);
+		if (i % 2) { /* it slept */
+			uint64_t wall = lkt_otlp_u64(s, "endTimeUnixNano") -
+					lkt_otlp_u64(s, "startTimeUnixNano");
+
+			assert_true(wall >= BURN_US * 1000ull);
+			assert_true((uint64_t)w->cpu < wall);
+		}
+	}
+	for (int i = 0; i < BURNS; i++)
+		assert_int_equal(b.v[i].turns, 1);
+	lkt_otlp_free(&g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_spans),
 		cmocka_unit_test(test_outage),
+		cmocka_unit_test(test_agent_killed),
+		cmocka_unit_test(test_cputime),
 	};
 	char why[512];
 

@@ -2,22 +2,27 @@
 /*
  * The OTLP exporter's rate to an OpenTelemetry Collector on the same machine, and its CPU time
  * per 100,000 spans: one thread hands N spans of four arguments to otlp_export() as fast as it
- * can (the queue holds them all: nothing is dropped), the exporter's thread sends them; the rate
- * is N over the time from the first span handed over to the last one exported. Prints figures,
- * asserts none; the median of RUNS runs, each against a fresh collector whose file exporter
- * writes to /dev/null.
+ * can (the queue holds them all: nothing is dropped), the exporter's senders send them, REQUESTS
+ * at once (default: the exporter's); the rate is N over the time from the first span handed over
+ * to the last one exported. Prints figures, asserts none; the median of RUNS runs, each against
+ * a fresh receiver: a collector whose file exporter writes to /dev/null, or (sink) otlp_sink,
+ * which discards what it reads: the exporter's own limit, with no collector on the same CPUs.
  *
- *   otlp_bench [SPANS [RUNS [gzip]]]
+ *   otlp_bench [SPANS [RUNS [none|gzip [collector|sink [REQUESTS]]]]]
  */
 #include "collector.h"
 #include "otlp.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,12 +48,56 @@ static double process_cpu_s(void)
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
-static int one_run(const char *dir, unsigned int n, bool gzip, struct run *out)
+struct options {
+	unsigned int spans, requests;
+	bool gzip, sink;
+};
+
+/* otlp_sink, its port read from its first line: c's pid and port (lkt_collector_stop stops it). */
+static int sink_start(struct lkt_collector *c)
 {
+	int fds[2];
+	FILE *f;
+
+	if (pipe2(fds, O_CLOEXEC))
+		return -1;
+	c->pid = fork();
+	if (c->pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		dup2(fds[1], 1);
+		execl(OTLP_SINK, OTLP_SINK, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	f = fdopen(fds[0], "r");
+	if (c->pid < 0 || !f || fscanf(f, "%d", &c->port) != 1) {
+		fprintf(stderr, "otlp_bench: %s did not start\n", OTLP_SINK);
+		if (f)
+			fclose(f);
+		lkt_collector_stop(c);
+		return -1;
+	}
+	fclose(f); /* its last line, on SIGTERM, goes nowhere */
+	return 0;
+}
+
+static int receiver_start(struct lkt_collector *c, const char *dir, bool sink)
+{
+	if (sink)
+		return sink_start(c);
+	if (lkt_collector_start(c, dir, "/dev/null") && lkt_collector_start(c, dir, "out.json"))
+		return -1;
+	return 0;
+}
+
+static int one_run(const char *dir, const struct options *o, struct run *out)
+{
+	unsigned int n = o->spans;
 	struct lkt_collector c = { 0 };
 	struct otlp_config cfg = { .queue_spans = n,
-				   .compression = gzip ? OTLP_COMPRESSION_GZIP :
-							 OTLP_COMPRESSION_NONE };
+				   .requests = o->requests,
+				   .compression = o->gzip ? OTLP_COMPRESSION_GZIP :
+							    OTLP_COMPRESSION_NONE };
 	struct otlp_resource d = { .service_name = "otlp_bench", .pid = (uint32_t)getpid() };
 	struct otlp_attr args[] = {
 		{ "bytes", OTLP_INT, .v.i = 4096 },
@@ -68,7 +117,7 @@ static int one_run(const char *dir, unsigned int n, bool gzip, struct run *out)
 	struct otlp_res *r;
 	char endpoint[64], err[256];
 
-	if (lkt_collector_start(&c, dir, "/dev/null") && lkt_collector_start(&c, dir, "out.json"))
+	if (receiver_start(&c, dir, o->sink))
 		return -1;
 	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", c.port);
 	cfg.endpoint = endpoint;
@@ -133,21 +182,31 @@ static double median(struct run *runs, int n, size_t offset)
 
 int main(int argc, char **argv)
 {
-	unsigned int n = argc > 1 ? (unsigned int)strtoul(argv[1], NULL, 10) : 200000;
+	struct options o = {
+		.spans = argc > 1 ? (unsigned int)strtoul(argv[1], NULL, 10) : 200000,
+		.gzip = argc > 3 && !strcmp(argv[3], "gzip"),
+		.sink = argc > 4 && !strcmp(argv[4], "sink"),
+		.requests = argc > 5 ? (unsigned int)strtoul(argv[5], NULL, 10) : 0,
+	};
+	unsigned int n = o.spans;
 	int nruns = argc > 2 ? atoi(argv[2]) : 5;
-	bool gzip = argc > 3 && !strcmp(argv[3], "gzip");
 	char dir[] = "/tmp/otlp-bench-XXXXXX", cpu[256] = "", cmd[300];
 	struct run runs[64];
 	FILE *f;
 
-	if (nruns < 1 || nruns > 64 || !n || !lkt_collector_available(cpu, sizeof(cpu))) {
-		fprintf(stderr, "usage: otlp_bench [SPANS [RUNS (1-64) [gzip]]] %s\n", cpu);
+	if (nruns < 1 || nruns > 64 || !n || (o.sink && !OTLP_SINK[0]) ||
+	    (!o.sink && !lkt_collector_available(cpu, sizeof(cpu)))) {
+		fprintf(stderr,
+			"usage: otlp_bench [SPANS [RUNS (1-64) [none|gzip [collector|sink "
+			"[REQUESTS]]]]] %s\n",
+			cpu);
 		return 2;
 	}
+	signal(SIGPIPE, SIG_IGN);
 	if (!mkdtemp(dir))
 		return 1;
 	for (int i = 0; i < nruns; i++)
-		if (one_run(dir, n, gzip, &runs[i]))
+		if (one_run(dir, &o, &runs[i]))
 			return 1;
 	f = fopen("/proc/cpuinfo", "r");
 	while (f && fgets(cpu, sizeof(cpu), f) && strncmp(cpu, "model name", 10))
@@ -155,13 +214,16 @@ int main(int argc, char **argv)
 	if (f)
 		fclose(f);
 	printf("machine: %s", strchr(cpu, ':') ? strchr(cpu, ':') + 2 : "?\n");
-	printf("%u spans a run, 4 arguments each, %s, median of %d runs\n", n,
-	       gzip ? "gzip" : "no compression", nruns);
+	printf("%u spans a run, 4 arguments each, %s, to %s, %s requests at once, median of %d "
+	       "runs\n",
+	       n, o.gzip ? "gzip" : "no compression",
+	       o.sink ? "otlp_sink (discards)" : "the collector", argc > 5 ? argv[5] : "default",
+	       nruns);
 	printf("spans/s exported:                 %.0f\n",
 	       median(runs, nruns, offsetof(struct run, rate)));
 	printf("exporter CPU s per 100,000 spans:  %.3f\n",
 	       median(runs, nruns, offsetof(struct run, exporter_cpu_per_100k)));
-	printf("collector CPU s per 100,000 spans: %.3f\n",
+	printf("receiver CPU s per 100,000 spans:  %.3f\n",
 	       median(runs, nruns, offsetof(struct run, collector_cpu_per_100k)));
 	printf("otlp_export() ns per span:         %.0f\n",
 	       median(runs, nruns, offsetof(struct run, producer_ns_per_span)));

@@ -26,6 +26,7 @@ static const char agent_usage[] =
 	"                    [--buckets S,S,...] [--max-sites N] [--max-locks N]\n"
 	"                    [--max-counter-sets N] [--cputime] [--scan-interval S]\n"
 	"                    [--flush-ms MS] [--buffer SIZE] [--spool DIR] [--otlp URL]\n"
+	"                    [--otlp-requests N]\n"
 	"\n"
 	"Follows the processes with a lowkey control socket (started with LOWKEY_CONTROL=1, or that\n"
 	"called lk_control_open()) of this user, or of every user as root, as they start and exit,\n"
@@ -67,6 +68,8 @@ static const char agent_usage[] =
 	"                       its base URL, http://host:4318 (/v1/traces is appended), or\n"
 	"                       'env' for the OTEL_EXPORTER_OTLP_* variables (default\n"
 	"                       http://localhost:4318); in builds with the OTLP exporter\n"
+	"      --otlp-requests N  OTLP requests under way at once, each a batch on a\n"
+	"                       connection of its own (default 4, at most 64)\n"
 	"  -h, --help           this text\n"
 	"\n"
 	"Examples:\n"
@@ -181,6 +184,12 @@ static int parse_option(struct agent_opts *o, int c, const char *arg)
 		return 0;
 	case 'D':
 		o->spool = arg;
+		return 0;
+	case 'Q':
+		if (!cli_parse_unsigned(arg, 64, &n) || !n)
+			return usage_error("a number of requests, 1 to 64",
+					   "bad --otlp-requests '%s'", arg);
+		o->otlp_requests = (unsigned int)n;
 		return 0;
 	case 'O':
 #ifdef LK_HAVE_OTLP
@@ -417,6 +426,7 @@ static int agent_main(int argc, char **argv)
 		{ "buffer", required_argument, NULL, 'b' },
 		{ "spool", required_argument, NULL, 'D' },
 		{ "otlp", required_argument, NULL, 'O' },
+		{ "otlp-requests", required_argument, NULL, 'Q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};

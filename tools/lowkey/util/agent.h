@@ -43,6 +43,7 @@ struct agent_opts {
 	unsigned int max_locks; /* lock names per process before the rest fold into lock="other" */
 	unsigned int max_sets;	/* counter sets per process before the rest fold into set="other" */
 	bool cputime;		/* record thread CPU time (costs the traced process per event) */
+	unsigned int otlp_requests; /* --otlp-requests: at once; 0: the exporter's default */
 };
 
 struct agent_hist {

@@ -24,7 +24,8 @@
 
 int agent_otlp_start(struct agent *a, char *err, size_t errlen)
 {
-	struct otlp_config cfg = { .endpoint = strcmp(a->o->otlp, "env") ? a->o->otlp : NULL };
+	struct otlp_config cfg = { .endpoint = strcmp(a->o->otlp, "env") ? a->o->otlp : NULL,
+				   .requests = a->o->otlp_requests };
 
 	a->otlp = otlp_exporter_new(&cfg, err, errlen);
 	return a->otlp ? 0 : -1;

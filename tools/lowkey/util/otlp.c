@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * The OTLP exporter (otlp.h): a bounded queue of span copies that callers fill without waiting,
- * and one thread that empties it in batches over HTTP, retrying with backoff. The queue's lock
- * is held only to link spans in and out and to add to the counts, never across a request.
+ * and a few threads that empty it in batches over HTTP, each batch on one thread (its encoding,
+ * its request and its retries with backoff), each thread with a connection of its own. The
+ * queue's lock is held only to link spans in and out and to add to the counts, never across a
+ * request.
  */
 #include "otlp_internal.h"
 
@@ -15,6 +17,14 @@
 #include <string.h>
 #include <sys/random.h>
 
+/* A thread sending batches, one request at a time on its own connection. */
+struct otlp_sender {
+	struct otlp_exporter *e;
+	struct otlp_http *http;
+	struct otlp_item **items; /* the batch under way */
+	pthread_t thread;
+};
+
 struct otlp_exporter {
 	/* Set at creation, read-only after. */
 	char *url;
@@ -24,15 +34,17 @@ struct otlp_exporter {
 	unsigned int batch_max, batch_ms, retry_max_ms, shutdown_ms, backoff_min_ms, backoff_max_ms;
 	struct otlp_kv *headers, *env_attrs;
 	size_t nheaders, nenv_attrs;
-	struct otlp_http *http; /* the thread's */
-	pthread_t thread;
+	struct otlp_sender *senders;
+	unsigned int nsenders, started;
 	_Atomic int64_t abort_at_ms; /* the shutdown's deadline, for a request under way */
 
 	/* Under lock. */
 	pthread_mutex_t lock;
-	pthread_cond_t wake; /* the thread: a full batch, or stop */
+	pthread_cond_t wake;	/* the senders: a batch is due, or stop */
+	pthread_cond_t stopped; /* a sender waiting out a backoff: stop */
 	struct otlp_item *head, **tail;
-	size_t count, in_flight;
+	size_t count;		/* spans waiting in the queue */
+	size_t in_flight;	/* spans in the batches under way, all senders' */
 	struct timespec oldest; /* when the queue last became non-empty (CLOCK_MONOTONIC) */
 	bool stopping;
 	struct timespec stop_by;
@@ -229,7 +241,8 @@ bool otlp_export(struct otlp_exporter *e, struct otlp_res *r, const struct otlp_
 	bool wake;
 
 	pthread_mutex_lock(&e->lock);
-	if (!it || e->count >= e->queue_max) {
+	/* The bound is on every span held, those in requests under way too. */
+	if (!it || e->count + e->in_flight >= e->queue_max) {
 		e->stats.dropped_full++;
 		pthread_mutex_unlock(&e->lock);
 		if (it)
@@ -242,8 +255,11 @@ bool otlp_export(struct otlp_exporter *e, struct otlp_res *r, const struct otlp_
 	e->tail = &it->next;
 	e->count++;
 	e->stats.accepted++;
-	/* The thread waits for a first span without a deadline, then for a batch with one. */
-	wake = e->count == 1 || e->count == e->batch_max;
+	/*
+	 * A sender waits for a first span without a deadline, then for a batch with one; each
+	 * further full batch wakes one more.
+	 */
+	wake = e->count == 1 || e->count % e->batch_max == 0;
 	pthread_mutex_unlock(&e->lock);
 	if (wake)
 		pthread_cond_signal(&e->wake);
@@ -271,7 +287,7 @@ static bool wait_batch(struct otlp_exporter *e)
 	}
 }
 
-/* Under lock: the batch's items off the queue's head. */
+/* Under lock: the batch's items off the queue's head; a full batch left wakes another sender. */
 static size_t take_batch(struct otlp_exporter *e, struct otlp_item **items)
 {
 	size_t n = 0;
@@ -283,13 +299,18 @@ static size_t take_batch(struct otlp_exporter *e, struct otlp_item **items)
 	if (!e->head)
 		e->tail = &e->head;
 	e->count -= n;
-	e->in_flight = n;
+	e->in_flight += n;
 	if (e->count)
 		clock_gettime(CLOCK_MONOTONIC, &e->oldest);
+	if (e->count >= e->batch_max)
+		pthread_cond_signal(&e->wake);
 	return n;
 }
 
-/* Under lock: sleep ms, or less when stopping (the shutdown's deadline). */
+/*
+ * Under lock: sleep ms, or less when stopping (the shutdown's deadline). Not on wake: a sender
+ * backing off must not take the signal meant for one that would send.
+ */
 static void backoff_sleep(struct otlp_exporter *e, long ms)
 {
 	struct timespec until;
@@ -300,7 +321,7 @@ static void backoff_sleep(struct otlp_exporter *e, long ms)
 			until = e->stop_by;
 		if (ms_until(&until) <= 0)
 			break;
-		pthread_cond_timedwait(&e->wake, &e->lock, &until);
+		pthread_cond_timedwait(&e->stopped, &e->lock, &until);
 	}
 }
 
@@ -320,17 +341,18 @@ static long request_timeout(struct otlp_exporter *e)
 	return t;
 }
 
-/* Under lock: the batch under way is over, its n spans exported or dropped. */
+/* Under lock: a batch under way is over, its spans exported or dropped. */
 static void account(struct otlp_exporter *e, uint64_t exported, uint64_t dropped)
 {
 	e->stats.exported += exported;
 	e->stats.dropped_failed += dropped;
-	e->in_flight = 0;
+	e->in_flight -= exported + dropped;
 }
 
 /* Send body (n spans) until it is accepted, refused for good, or its retries run out. */
-static void send_batch(struct otlp_exporter *e, const uint8_t *body, size_t len, size_t n)
+static void send_batch(struct otlp_sender *w, const uint8_t *body, size_t len, size_t n)
 {
+	struct otlp_exporter *e = w->e;
 	struct timespec give_up;
 	long backoff = e->backoff_min_ms;
 	struct otlp_http_result res;
@@ -342,7 +364,7 @@ static void send_batch(struct otlp_exporter *e, const uint8_t *body, size_t len,
 		if (timeout <= 0)
 			break;
 		pthread_mutex_unlock(&e->lock);
-		otlp_http_post(e->http, body, len, timeout, &res);
+		otlp_http_post(w->http, body, len, timeout, &res);
 		pthread_mutex_lock(&e->lock);
 		e->stats.requests++;
 		e->stats.retries += attempt > 0;
@@ -367,8 +389,10 @@ static void send_batch(struct otlp_exporter *e, const uint8_t *body, size_t len,
 }
 
 /* Under lock: encode and send one batch (the lock is let go for the work). */
-static void export_batch(struct otlp_exporter *e, struct otlp_item **items, size_t n)
+static void export_batch(struct otlp_sender *w, size_t n)
 {
+	struct otlp_exporter *e = w->e;
+	struct otlp_item **items = w->items;
 	uint8_t *pb = NULL, *gz = NULL;
 	size_t pb_len = 0, gz_len = 0;
 	int ret;
@@ -383,9 +407,9 @@ static void export_batch(struct otlp_exporter *e, struct otlp_item **items, size
 		snprintf(e->last_error, sizeof(e->last_error), "out of memory encoding %zu spans",
 			 n);
 	} else if (gz) {
-		send_batch(e, gz, gz_len, n);
+		send_batch(w, gz, gz_len, n);
 	} else {
-		send_batch(e, pb, pb_len, n);
+		send_batch(w, pb, pb_len, n);
 	}
 	pthread_mutex_unlock(&e->lock);
 	free(pb);
@@ -414,21 +438,20 @@ static void drop_queue(struct otlp_exporter *e)
 	pthread_mutex_lock(&e->lock);
 }
 
-static void *exporter_thread(void *arg)
+static void *sender_thread(void *arg)
 {
-	struct otlp_exporter *e = arg;
-	struct otlp_item **items = malloc(e->batch_max * sizeof(*items));
+	struct otlp_sender *w = arg;
+	struct otlp_exporter *e = w->e;
 
 	pthread_mutex_lock(&e->lock);
 	while (wait_batch(e)) {
-		if (!items || (e->stopping && ms_until(&e->stop_by) <= 0)) {
+		if (e->stopping && ms_until(&e->stop_by) <= 0) {
 			drop_queue(e);
 			continue;
 		}
-		export_batch(e, items, take_batch(e, items));
+		export_batch(w, take_batch(e, w->items));
 	}
 	pthread_mutex_unlock(&e->lock);
-	free(items);
 	return NULL;
 }
 
@@ -483,6 +506,9 @@ static int config(struct otlp_exporter *e, const struct otlp_config *c, char *er
 	e->shutdown_ms = c->shutdown_ms ? c->shutdown_ms : 5000;
 	e->backoff_min_ms = c->backoff_min_ms ? c->backoff_min_ms : 100;
 	e->backoff_max_ms = c->backoff_max_ms ? c->backoff_max_ms : 5000;
+	e->nsenders = c->requests ? c->requests : OTLP_REQUESTS_DEFAULT;
+	if (e->nsenders > OTLP_REQUESTS_MAX)
+		e->nsenders = OTLP_REQUESTS_MAX;
 	if (e->backoff_max_ms < e->backoff_min_ms)
 		e->backoff_max_ms = e->backoff_min_ms;
 	return ret;
@@ -490,31 +516,78 @@ static int config(struct otlp_exporter *e, const struct otlp_config *c, char *er
 
 static void exporter_release(struct otlp_exporter *e)
 {
-	otlp_http_free(e->http);
+	for (unsigned int i = 0; e->senders && i < e->nsenders; i++) {
+		otlp_http_free(e->senders[i].http);
+		free(e->senders[i].items);
+	}
+	free(e->senders);
 	otlp_kv_free(e->headers, e->nheaders);
 	otlp_kv_free(e->env_attrs, e->nenv_attrs);
 	free(e->url);
 	free(e);
 }
 
-static int start_thread(struct otlp_exporter *e, char *err, size_t errlen)
+/* Each sender's connection and batch array; 0, or -ENOMEM or libcurl's failure with a message. */
+static int make_senders(struct otlp_exporter *e, char *err, size_t errlen)
+{
+	e->senders = calloc(e->nsenders, sizeof(*e->senders));
+	if (!e->senders)
+		return lk__failf(err, errlen, -ENOMEM, "out of memory");
+	for (unsigned int i = 0; i < e->nsenders; i++) {
+		struct otlp_sender *w = &e->senders[i];
+
+		w->e = e;
+		w->items = malloc(e->batch_max * sizeof(*w->items));
+		if (!w->items)
+			return lk__failf(err, errlen, -ENOMEM, "out of memory");
+		w->http = otlp_http_new(e->url, e->headers, e->nheaders, e->gzip, &e->abort_at_ms,
+					err, errlen);
+		if (!w->http)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Stop the senders started so far: what is queued is sent (the shutdown's bounded wait). */
+static void stop_senders(struct otlp_exporter *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->stopping = true;
+	now_plus(&e->stop_by, e->shutdown_ms);
+	atomic_store(&e->abort_at_ms,
+		     (int64_t)e->stop_by.tv_sec * 1000 + e->stop_by.tv_nsec / 1000000);
+	pthread_mutex_unlock(&e->lock);
+	pthread_cond_broadcast(&e->wake);
+	pthread_cond_broadcast(&e->stopped);
+	for (unsigned int i = 0; i < e->started; i++)
+		pthread_join(e->senders[i].thread, NULL);
+	pthread_cond_destroy(&e->wake);
+	pthread_cond_destroy(&e->stopped);
+	pthread_mutex_destroy(&e->lock);
+}
+
+static int start_senders(struct otlp_exporter *e, char *err, size_t errlen)
 {
 	pthread_condattr_t ca;
-	int ret;
+	int ret = 0;
 
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&e->wake, &ca);
+	pthread_cond_init(&e->stopped, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&e->lock, NULL);
-	ret = pthread_create(&e->thread, NULL, exporter_thread, e);
-	if (ret) {
-		pthread_cond_destroy(&e->wake);
-		pthread_mutex_destroy(&e->lock);
-		return lk__failf(err, errlen, -ret, "the OTLP exporter's thread: %s",
-				 strerror(ret));
+	for (; e->started < e->nsenders; e->started++) {
+		struct otlp_sender *w = &e->senders[e->started];
+
+		ret = pthread_create(&w->thread, NULL, sender_thread, w);
+		if (ret)
+			break;
 	}
-	return 0;
+	if (!ret)
+		return 0;
+	stop_senders(e);
+	return lk__failf(err, errlen, -ret, "the OTLP exporter's threads: %s", strerror(ret));
 }
 
 struct otlp_exporter *otlp_exporter_new(const struct otlp_config *cfg, char *err, size_t errlen)
@@ -527,13 +600,8 @@ struct otlp_exporter *otlp_exporter_new(const struct otlp_config *cfg, char *err
 		return NULL;
 	}
 	e->tail = &e->head;
-	if (config(e, cfg ? cfg : &defaults, err, errlen)) {
-		exporter_release(e);
-		return NULL;
-	}
-	e->http = otlp_http_new(e->url, e->headers, e->nheaders, e->gzip, &e->abort_at_ms, err,
-				errlen);
-	if (!e->http || start_thread(e, err, errlen)) {
+	if (config(e, cfg ? cfg : &defaults, err, errlen) || make_senders(e, err, errlen) ||
+	    start_senders(e, err, errlen)) {
 		exporter_release(e);
 		return NULL;
 	}
@@ -564,15 +632,6 @@ void otlp_exporter_free(struct otlp_exporter *e)
 {
 	if (!e)
 		return;
-	pthread_mutex_lock(&e->lock);
-	e->stopping = true;
-	now_plus(&e->stop_by, e->shutdown_ms);
-	atomic_store(&e->abort_at_ms,
-		     (int64_t)e->stop_by.tv_sec * 1000 + e->stop_by.tv_nsec / 1000000);
-	pthread_mutex_unlock(&e->lock);
-	pthread_cond_broadcast(&e->wake);
-	pthread_join(e->thread, NULL);
-	pthread_cond_destroy(&e->wake);
-	pthread_mutex_destroy(&e->lock);
+	stop_senders(e);
 	exporter_release(e);
 }

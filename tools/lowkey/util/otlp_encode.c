@@ -6,6 +6,11 @@
  *
  * The messages point into the queued spans (strings and ids are not copied): one allocation for
  * all of a batch's messages, one for the packed bytes.
+ *
+ * The packed bytes' buffer is sized by a bound taken from the messages as they are built, not by
+ * protobuf-c's get_packed_size(): that is a whole walk of the request, a quarter of the encoding's
+ * instructions, and protobuf-c's pack() needs no size ahead (it writes each nested message, then
+ * its length before it).
  */
 #include "otlp_internal.h"
 
@@ -220,6 +225,62 @@ static void group(struct batch *b, struct otlp_item *const *items, size_t n, siz
 	}
 }
 
+/*
+ * A field's most bytes but for a string's or a message's content: its tag (field numbers below
+ * 2^18: 3 bytes) and a length, a varint or a fixed value (10 bytes at most).
+ */
+#define FIELD_MAX 13
+
+/* A message's most bytes, but for its strings' and its messages' content: every field set. */
+static size_t fields_max(const ProtobufCMessageDescriptor *d)
+{
+	return FIELD_MAX * d->n_fields;
+}
+
+static size_t str_max(const char *s)
+{
+	return s ? strlen(s) : 0;
+}
+
+/* An attribute's most bytes, as an element of its owner's repeated field. */
+static size_t kv_max(const pb_kv *kv)
+{
+	size_t n = FIELD_MAX +
+		   fields_max(&opentelemetry__proto__common__v1__key_value__descriptor) +
+		   str_max(kv->key) + FIELD_MAX +
+		   fields_max(&opentelemetry__proto__common__v1__any_value__descriptor);
+
+	if (kv->value->value_case ==
+	    OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE)
+		n += str_max(kv->value->string_value);
+	return n;
+}
+
+/* The request's most bytes once packed. */
+static size_t request_max(const struct batch *b, size_t n)
+{
+	size_t max = fields_max(
+		&opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor);
+	size_t per_res =
+		3 * FIELD_MAX +
+		fields_max(&opentelemetry__proto__trace__v1__resource_spans__descriptor) +
+		fields_max(&opentelemetry__proto__resource__v1__resource__descriptor) +
+		fields_max(&opentelemetry__proto__trace__v1__scope_spans__descriptor) + FIELD_MAX +
+		fields_max(&opentelemetry__proto__common__v1__instrumentation_scope__descriptor) +
+		str_max(b->scope.name) + str_max(b->scope.version);
+
+	max += b->nres * per_res;
+	for (size_t i = 0; i < n; i++) {
+		const pb_span *m = &b->spans[i];
+
+		max += FIELD_MAX + fields_max(&opentelemetry__proto__trace__v1__span__descriptor) +
+		       str_max(m->name) + m->trace_id.len + m->span_id.len + m->parent_span_id.len;
+	}
+	for (size_t i = 0; i < b->nkv; i++)
+		max += kv_max(&b->kv[i]);
+	return max;
+}
+
 int otlp_encode(struct otlp_item *const *items, size_t n, uint8_t **buf, size_t *len)
 {
 	struct batch b = { 0 };
@@ -244,11 +305,9 @@ int otlp_encode(struct otlp_item *const *items, size_t n, uint8_t **buf, size_t 
 	opentelemetry__proto__collector__trace__v1__export_trace_service_request__init(&b.req);
 	b.req.resource_spans = b.rsp;
 	b.req.n_resource_spans = b.nres;
-	*len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(
-		&b.req);
-	*buf = malloc(*len ? *len : 1);
+	*buf = malloc(request_max(&b, n));
 	if (*buf)
-		opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(
+		*len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(
 			&b.req, *buf);
 	free(block);
 	free(first);

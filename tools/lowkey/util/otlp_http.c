@@ -2,7 +2,7 @@
 /*
  * One OTLP/HTTP request at a time through libcurl: a POST of application/x-protobuf on a
  * connection kept from request to request, the answer's status, Retry-After and partial
- * success. Only the exporter's thread uses it.
+ * success. Each sender thread of the exporter has one of its own.
  */
 #include "otlp_internal.h"
 

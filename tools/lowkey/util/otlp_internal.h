@@ -100,7 +100,7 @@ uint64_t otlp_response_rejected(const uint8_t *body, size_t len);
  */
 long otlp_retry_after_ms(const char *value, time_t now);
 
-/* One HTTP connection to the endpoint, reused from request to request. */
+/* One HTTP connection to the endpoint, reused from request to request, used by one thread. */
 struct otlp_http;
 
 struct otlp_http_result {
