@@ -16,6 +16,7 @@
 
 #include "builtin.h"
 #include "html.h"
+#include "html_report.h"
 #include "internal/json_read.h"
 #include "internal/outfile.h"
 #include "races.h"
@@ -265,27 +266,5 @@ static void page(FILE *f, const struct lk__jr_value *root)
 
 int races_html(const char *json, size_t len, const char *out_path)
 {
-	char err[PATH_MAX + 200];
-	struct lk__jr_value *root = lk__jr_parse(json, len, err, sizeof(err));
-	FILE *f;
-	int rc;
-
-	if (!root) {
-		cli_error("races", NULL, "cannot read back the report for the page: %s", err);
-		return CLI_EXIT_FAIL;
-	}
-	f = strcmp(out_path, "-") == 0 ? stdout : lk__out_fopen(out_path, err, sizeof(err));
-	if (!f) {
-		cli_error("races", "choose a writable place with --html", "%s", err);
-		lk__jr_free(root);
-		return CLI_EXIT_FAIL;
-	}
-	page(f, root);
-	rc = lkh_page_end(f);
-	if (f != stdout && fclose(f) != 0 && !rc)
-		rc = -errno;
-	if (rc)
-		cli_error("races", NULL, "writing %s failed: %s", out_path, strerror(-rc));
-	lk__jr_free(root);
-	return rc ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+	return html_report_page("races", json, len, out_path, page);
 }
