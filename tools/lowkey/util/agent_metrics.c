@@ -324,3 +324,13 @@ char *agent_render(struct agent *a, bool openmetrics, size_t *len)
 	}
 	return text;
 }
+
+bool agent_proc_shown(const struct agent_proc *p)
+{
+	return shown(p);
+}
+
+void agent_put_site_labels(FILE *f, const struct agent_proc *p, const struct agent_site *s)
+{
+	put_site_labels(f, p, s);
+}
