@@ -272,7 +272,9 @@ int main(void)
 
 			ticks(n);
 			printf("ns %.3f\n", (cpu_ns() - t0) / (double)n);
-		} else if (sscanf(line, "lib %ld %4095s", &n, path) == 2)
+		} else if (sscanf(line, "tail %4095s %ld %ld", path, &n, &m) == 3)
+			tail(path, n, m);
+		else if (sscanf(line, "lib %ld %4095s", &n, path) == 2)
 			lib(n, path);
 		else if (strncmp(line, "quit", 4) == 0)
 			break;

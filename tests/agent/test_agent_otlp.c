@@ -28,7 +28,12 @@
 #include "collector.h"
 #include "otlp_json.h"
 
-#define SERVICE "agt-otlp-svc"
+/*
+ * The program's OTEL_SERVICE_NAME, which the agent follows: this run's own, so that no agent of
+ * another build's tests running meanwhile takes this run's program, nor this agent theirs.
+ */
+static char service[64];
+#define SERVICE service
 #define PROG_NAME "lkt_otlp_prog"
 #define NAP_MS 20
 #define NAP_MS_TEXT "20"
@@ -42,17 +47,25 @@ static unsigned int agent_port;
 static int setup(void **state)
 {
 	(void)state;
+	snprintf(service, sizeof(service), "agt-otlp-%d", (int)getpid());
 	return mkdtemp(scratch) && mkdtemp(spool) ? 0 : -1;
+}
+
+/* After each test, passed or failed: no program, agent or collector of it is left to the next. */
+static int stop_all(void **state)
+{
+	(void)state;
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGKILL);
+	lkt_collector_stop(&collector);
+	return 0;
 }
 
 static int teardown(void **state)
 {
 	char cmd[256];
 
-	(void)state;
-	stop_child(&prog, SIGKILL);
-	stop_child(&agent, SIGKILL);
-	lkt_collector_stop(&collector);
+	stop_all(state);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", scratch, spool);
 	return getenv("LKT_KEEP") || system(cmd) == 0 ? 0 : -1;
 }
@@ -82,23 +95,25 @@ static void start_agent_with(const char *queue, char *const *extra)
 {
 	char url[64], line[512];
 	char *argv[32] = { LOWKEY,
-			 "agent",
-			 "--listen",
-			 "127.0.0.1:0",
-			 "--process",
-			 SERVICE, /* its OTEL_SERVICE_NAME: no other test's program */
-			 "--scan-interval",
-			 "0.2",
-			 "--flush-ms",
-			 "50",
-			 "--spool",
-			 spool,
-			 "--otlp",
-			 url,
-			 NULL };
-	size_t n = 15;
+			   "agent",
+			   "--listen",
+			   "127.0.0.1:0",
+			   "--process",
+			   SERVICE, /* its OTEL_SERVICE_NAME: no other test's program */
+			   "--scan-interval",
+			   "0.2",
+			   "--flush-ms",
+			   "50",
+			   "--spool",
+			   spool,
+			   "--otlp",
+			   url,
+			   NULL };
+	size_t n = 0;
 	const char *at;
 
+	while (argv[n])
+		n++;
 	for (size_t i = 0; extra && extra[i]; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
@@ -579,13 +594,13 @@ static void test_sample_rate(void **state)
 	snprintf(cmd, sizeof(cmd), "beats 0 %d 0", RATE_BEATS);
 	program_does(cmd, NULL, NULL, 0);
 	c = agent_done(2 * RATE_BEATS);
-	assert_true(c.exported == RATE_BEATS + RATE_BEATS / 10);
-	assert_true(c.rate == RATE_BEATS - RATE_BEATS / 10);
+	assert_int_equal((long)c.exported, RATE_BEATS + RATE_BEATS / 10);
+	assert_int_equal((long)c.rate, RATE_BEATS - RATE_BEATS / 10);
 	assert_true(c.tail == 0 && c.full == 0 && c.failed == 0);
 	text = agent_metrics();
 	assert_non_null(text);
-	assert_true(sampled_out(text, "otl:seq", "rate") == RATE_BEATS - RATE_BEATS / 10);
-	assert_true(sampled_out(text, "otl:beat", "rate") == 0);
+	assert_int_equal((long)sampled_out(text, "otl:seq", "rate"), RATE_BEATS - RATE_BEATS / 10);
+	assert_int_equal((long)sampled_out(text, "otl:beat", "rate"), 0);
 	free(text);
 	program_quits();
 	agent_stops(line, sizeof(line));
@@ -707,7 +722,7 @@ static void test_slow(void **state)
 	assert_int_equal(t->nslow, 3);
 	c = agent_done(2.0 * (double)t->nfast + (double)t->nslow);
 	assert_true(c.rate == 0 && c.full == 0 && c.failed == 0);
-	assert_true(c.exported + c.tail == 2.0 * (double)t->nfast + (double)t->nslow);
+	assert_int_equal((long)(c.exported + c.tail), 2 * t->nfast + t->nslow);
 	program_quits();
 	agent_stops(line, sizeof(line));
 	lkt_collector_stop(&collector);
@@ -735,7 +750,7 @@ static void test_slow(void **state)
 	assert_true(expected > 0 && expected < (unsigned int)t->nfast);
 	/* a fast span and its event arrive together */
 	assert_int_equal(t->fast_arrived, t->marks_arrived);
-	assert_true(c.exported == 2.0 * t->marks_arrived + t->nslow);
+	assert_int_equal((long)c.exported, 2 * (long)t->marks_arrived + t->nslow);
 	free(t);
 	lkt_otlp_free(&g);
 }
@@ -769,7 +784,7 @@ static void test_options(void **state)
 	}
 	out = capture("%s agent --spool %s --sample 'otl:*=0.5' 2>&1; echo rc=$?", LOWKEY, spool);
 	assert_non_null(out);
-	if (!strstr(out, "without --otlp") || !strstr(out, "rc=2"))
+	if (!strstr(out, "--sample: no spans are sent without --otlp") || !strstr(out, "rc=2"))
 		fail_msg("--sample without --otlp: '%s'", out);
 	free(out);
 }
@@ -777,11 +792,11 @@ static void test_options(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_spans),
-		cmocka_unit_test(test_outage),
-		cmocka_unit_test(test_sample_rate),
-		cmocka_unit_test(test_slow),
-		cmocka_unit_test(test_options),
+		cmocka_unit_test_teardown(test_spans, stop_all),
+		cmocka_unit_test_teardown(test_outage, stop_all),
+		cmocka_unit_test_teardown(test_sample_rate, stop_all),
+		cmocka_unit_test_teardown(test_slow, stop_all),
+		cmocka_unit_test_teardown(test_options, stop_all),
 	};
 	char why[512];
 

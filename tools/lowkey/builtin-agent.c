@@ -245,7 +245,9 @@ static int parse_option(struct agent_opts *o, int c, const char *arg)
 #else
 		cli_error("agent", "build lowkey with libcurl, zlib and protobuf-c (make deps)",
 			  "--%s: this lowkey was built without the OTLP exporter",
-			  c == 'R' ? "sample" : c == 'W' ? "slow" : "otlp");
+			  c == 'R' ? "sample" :
+			  c == 'W' ? "slow" :
+				     "otlp");
 		return CLI_EXIT_FAIL;
 #endif
 	}
@@ -503,8 +505,8 @@ static int agent_main(int argc, char **argv)
 		return usage_error("lowkey agent takes options only", "unexpected '%s'",
 				   argv[optind]);
 	if ((o.nrates || o.slow_s > 0) && !o.otlp)
-		return usage_error("add --otlp URL", "%s chooses spans to export: without --otlp "
-				   "none is", o.nrates ? "--sample" : "--slow");
+		return usage_error("add --otlp URL", "%s: no spans are sent without --otlp",
+				   o.nrates ? "--sample" : "--slow");
 	if (!o.nglobs)
 		o.globs[o.nglobs++] = "*";
 	return agent_run(&o);

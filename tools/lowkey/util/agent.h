@@ -79,9 +79,9 @@ struct agent_stream {
 	struct lk__pair_stack open; /* its open spans */
 	struct agent_span_ids *ids; /* --otlp: the ids of its open spans, by depth */
 	size_t ids_cap;
-	char *thread_name; /* --otlp: as its stream last named it */
+	char *thread_name;  /* --otlp: as its stream last named it */
 	uint64_t slow_from; /* --slow: its outermost open span is slow; its window's start (ns) */
-	bool damaged;	   /* not read on (an error message was printed) */
+	bool damaged;	    /* not read on (an error message was printed) */
 };
 
 struct agent_proc {

@@ -112,7 +112,8 @@ static struct agent_keep *keep_of(struct agent *a, struct agent_proc *p,
 	if (!k->den) {
 		k->num = k->den = 1;
 		for (int i = 0; i < a->o->nrates; i++)
-			if (lk__probe_glob_matches(a->o->rates[i].glob, cls->provider, cls->event)) {
+			if (lk__probe_glob_matches(a->o->rates[i].glob, cls->provider,
+						   cls->event)) {
 				k->num = a->o->rates[i].num;
 				k->den = a->o->rates[i].den;
 				break;
@@ -292,7 +293,7 @@ void agent_sample(struct agent *a, struct agent_proc *p, const struct lk__event_
 	struct agent_site *site = agent_site_of(a, p, cls);
 	uint32_t si = site ? (uint32_t)(site - p->sites) : UINT32_MAX;
 	uint64_t w = ns_of(a->o->window_s);
-	bool slow = a->o->slow_s > 0 && !s->is_event &&
+	bool slow = a->o->slow_s > 0 && !s->is_event && s->end_unix_ns > s->start_unix_ns &&
 		    s->end_unix_ns - s->start_unix_ns > ns_of(a->o->slow_s);
 
 	if (!slow && a->o->nrates && !rate_keeps(keep_of(a, p, cls))) {
