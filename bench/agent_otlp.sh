@@ -45,6 +45,8 @@ metric()
 }
 
 port_otlp=$((20000 + $$ % 20000))
+# The programs' name (comm), this run's own: another agent_otlp.sh running meanwhile follows its own.
+name=lko_$$
 cat >"$tmp/otelcol.yaml" <<EOF
 receivers:
   otlp:
@@ -71,12 +73,12 @@ for ((r = 0; r < runs; r++)); do
 	pids=()
 	for ((i = 0; i < procs; i++)); do
 		mkfifo "$tmp/in$i"
-		LKT_PROG_NAME=lkt_otlp_bench LOWKEY_CONTROL=1 "$prog" <"$tmp/in$i" >"$tmp/out$i" &
+		LKT_PROG_NAME=$name LOWKEY_CONTROL=1 "$prog" <"$tmp/in$i" >"$tmp/out$i" &
 		pids+=($!)
 		eval "exec $((10 + i))>\"$tmp/in$i\""
 		wait_for "$tmp/out$i" ready
 	done
-	"$lowkey" agent --listen 127.0.0.1:0 --spool "$tmp" --process lkt_otlp_bench -e 'otl:*' -b 64M \
+	"$lowkey" agent --listen 127.0.0.1:0 --spool "$tmp" --process "$name" -e 'otl:*' -b 64M \
 		--scan-interval 0.2 --otlp "http://127.0.0.1:$port_otlp" "$@" 2>"$tmp/agent.err" &
 	agent=$!
 	wait_for "$tmp/agent.err" serving
