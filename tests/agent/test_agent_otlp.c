@@ -657,14 +657,22 @@ static void read_tail(struct tail_run *t, const char *path)
 	fclose(f);
 }
 
-/* 1: fast span i overlaps a slow span's window; 0: it does not; -1: it is too close to say. */
+/*
+ * 1: fast span i overlaps a slow span's window; 0: it does not; -1: it is too close to say. A
+ * fast span the machine held up for longer than SLOW_MS (a busy machine's scheduler) is a slow
+ * one too: the agent cannot tell, and should not.
+ */
 static int in_window(const struct tail_run *t, long i)
 {
 	uint64_t w = WINDOW_MS * 1000000ull, t0 = t->fast[i][0], t1 = t->fast[i][1];
 	int in = 0;
 
-	for (long k = 0; k < t->nslow; k++) {
-		uint64_t from = t->slow[k][0] - w, to = t->slow[k][1] + w;
+	for (long k = 0; k < t->nslow + t->nfast; k++) {
+		const uint64_t *x = k < t->nslow ? t->slow[k] : t->fast[k - t->nslow];
+		uint64_t from = x[0] - w, to = x[1] + w;
+
+		if (k >= t->nslow && x[1] - x[0] + EDGE_NS <= SLOW_MS * 1000000ull)
+			continue; /* fast, as meant */
 
 		if ((t1 + EDGE_NS > from && t1 < from + EDGE_NS) ||
 		    (t0 + EDGE_NS > to && t0 < to + EDGE_NS))
