@@ -8,14 +8,16 @@
 # events their rings lost, the spans the agent exported and dropped, the seconds from the first
 # beat until the poll (every 0.2 s) that saw the agent's last span sent or dropped, exported
 # spans per second, the agent's CPU seconds (user + system) to the end (a second later) and per
-# 100,000 spans it handled, its peak RSS (VmHWM), and the receiver's CPU seconds over the run.
-# RECEIVER=sink sends to tests/otlp/otlp_sink instead, which discards what it reads: what the agent
-# alone can send, without the collector's CPU time on the same machine. REQUESTS=N passes
-# --otlp-requests N (default: the agent's). RATE=R paces each program to R beats a second (2R
-# spans) instead of as fast as it can.
-# usage: [RECEIVER=collector|sink] [REQUESTS=N] [RATE=R] bench/agent_otlp.sh BUILD_DIR PROCS BEATS [RUNS]
+# 100,000 spans it handled, its peak RSS (VmHWM), the receiver's CPU seconds over the run, and the
+# spans it sampled out. RECEIVER=sink sends to tests/otlp/otlp_sink instead, which discards what it
+# reads: what the agent alone can send, without the collector's CPU time on the same machine.
+# REQUESTS=N passes --otlp-requests N (default: the agent's). RATE=R paces each program to R beats
+# a second (2R spans) instead of as fast as it can. Options after RUNS go to the agent: --sample
+# 'otl:*=1/100', --slow 0.01,0.1 (docs/BENCHMARKS.md).
+# usage: [RECEIVER=collector|sink] [REQUESTS=N] [RATE=R] bench/agent_otlp.sh BUILD_DIR PROCS BEATS [RUNS [AGENT OPTION...]]
 set -u
 build=$1 procs=$2 beats=$3 runs=${4:-1}
+shift $(($# < 4 ? $# : 4))
 lowkey=$build/tools/lowkey/lowkey
 prog=$build/tests/agent/lkt_agent_prog
 otelcol=$build/tests/otlp/otelcol
@@ -56,8 +58,8 @@ metric()
 }
 
 port_otlp=$((20000 + $$ % 20000))
-# a name of this run's own: an agent of another bench running meanwhile leaves its programs alone
-name=lkt_otlp_$(($$ % 100000))
+# The programs' name (comm), this run's own: another agent_otlp.sh running meanwhile follows its own.
+name=lko_$$
 cat >"$tmp/otelcol.yaml" <<EOF
 receivers:
   otlp:
@@ -87,7 +89,7 @@ else
 fi
 until curl -s -o /dev/null "http://127.0.0.1:$port_otlp/"; do sleep 0.1; done
 
-echo "procs spans_recorded events_lost exported dropped_full dropped_failed seconds exported_per_s agent_cpu_s agent_cpu_s_per_100k agent_peak_rss_kib receiver_cpu_s"
+echo "procs spans_recorded events_lost exported dropped_full dropped_failed seconds exported_per_s agent_cpu_s agent_cpu_s_per_100k agent_peak_rss_kib receiver_cpu_s sampled_out"
 for ((r = 0; r < runs; r++)); do
 	pids=()
 	for ((i = 0; i < procs; i++)); do
@@ -98,7 +100,7 @@ for ((r = 0; r < runs; r++)); do
 		wait_for "$tmp/out$i" ready
 	done
 	"$lowkey" agent --listen 127.0.0.1:0 --spool "$tmp" --process "$name" -e 'otl:*' -b 64M \
-		--scan-interval 0.2 --otlp "http://127.0.0.1:$port_otlp" "${requests[@]}" 2>"$tmp/agent.err" &
+		--scan-interval 0.2 --otlp "http://127.0.0.1:$port_otlp" "${requests[@]}" "$@" 2>"$tmp/agent.err" &
 	agent=$!
 	wait_for "$tmp/agent.err" "serving .* port [0-9][0-9]* .*spool"
 	port=
@@ -122,8 +124,10 @@ for ((r = 0; r < runs; r++)); do
 	last=-1 same=0
 	while [ $same -lt 5 ]; do
 		sleep 0.2
-		handled=$(($(metric lowkey_agent_otlp_spans_exported_total) + $(metric lowkey_agent_otlp_spans_dropped_total)))
-		if [ "$(metric lowkey_agent_otlp_spans_queued)" = 0 ] && [ "$handled" = "$last" ] &&
+		handled=$(($(metric lowkey_agent_otlp_spans_exported_total) + $(metric lowkey_agent_otlp_spans_dropped_total) +
+			$(metric lowkey_agent_otlp_spans_sampled_out_total)))
+		if [ "$(metric lowkey_agent_otlp_spans_queued)" = 0 ] &&
+			[ "$(metric lowkey_agent_otlp_spans_held)" = 0 ] && [ "$handled" = "$last" ] &&
 			[ "$handled" -gt 0 ]; then
 			same=$((same + 1))
 		else
@@ -137,13 +141,14 @@ for ((r = 0; r < runs; r++)); do
 	full=$(metric 'lowkey_agent_otlp_spans_dropped_total{reason="queue_full"}')
 	failed=$(metric 'lowkey_agent_otlp_spans_dropped_total{reason="failed"}')
 	lost=$(metric 'lowkey_events_lost_total{')
+	sampled=$(metric lowkey_agent_otlp_spans_sampled_out_total)
 	rss=$(awk '/VmHWM/ { print $2 }' /proc/$agent/status)
 	awk -v p="$procs" -v n=$((2 * beats * procs)) -v l="$lost" -v e="$exported" -v f="$full" \
 		-v x="$failed" -v t0="$t0" -v t1="$t1" -v c0="$cpu0" -v c1="$cpu1" -v rss="$rss" \
-		-v r0="$rcpu0" -v r1="$rcpu1" \
+		-v r0="$rcpu0" -v r1="$rcpu1" -v s="$sampled" \
 		'BEGIN { t = t1 - t0; c = c1 - c0;
-		 printf "%d %d %d %d %d %d %.2f %.0f %.2f %.3f %d %.2f\n", p, n, l, e, f, x, t, e / t, c,
-			c / (e + f + x) * 1e5, rss, r1 - r0 }'
+		 printf "%d %d %d %d %d %d %.2f %.0f %.2f %.3f %d %.2f %d\n", p, n, l, e, f, x, t, e / t, c,
+			c / (e + f + x + s) * 1e5, rss, r1 - r0, s }'
 	kill -INT $agent
 	wait $agent
 	for ((i = 0; i < procs; i++)); do

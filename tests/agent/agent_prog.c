@@ -29,6 +29,12 @@
  *            spinning until the thread has used US us of CPU time, for odd i a sleep of US us.
  *            Prints, per span, "burn I INNER OUTER WALL": the thread's CPU time (ns) inside the
  *            span and around it, and CLOCK_MONOTONIC's time (ns) around it
+ *   tail PATH SLOW_MS WINDOW_MS  spans otl:fast around an event otl:mark (i), 20 ms apart,
+ *            and three spans otl:slow around a sleep of 2 * SLOW_MS: after 1.2 s of fast
+ *            spans, after 1.2 s more, after 0.15 s more; then 1.2 s of fast spans. Each is written to PATH as recorded,
+ *            "fast I T0 T1" or "slow T0 T1" (CLOCK_REALTIME ns before its begin and after its
+ *            end), none within 5 ms of where a window of WINDOW_MS around a slow span ends:
+ *            which ones a slow span's window covers is never a matter of a clock's jitter
  *   quit     exit(0)
  * LKT_PROG_NAME in its environment renames it (its comm) before anything is recorded.
  */
@@ -327,6 +333,106 @@ static void pace(long from, long n, long per_s)
 	}
 }
 
+#define TAIL_MAX 1024
+#define TAIL_MARGIN_NS 5000000ull
+
+struct tail {
+	FILE *f;
+	uint64_t slow_ns, window_ns;
+	uint64_t fast_end[TAIL_MAX]; /* the fast spans' T1 */
+	uint64_t slow_end[8];	     /* the slow spans' T1 */
+	long nfast, nslow;
+};
+
+static void sleep_until(uint64_t t)
+{
+	for (uint64_t now = realtime_ns(); now < t; now = realtime_ns()) {
+		struct timespec ts = { (time_t)((t - now) / 1000000000u),
+				       (long)((t - now) % 1000000000u) };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+static bool near(uint64_t t, uint64_t edge)
+{
+	return t + TAIL_MARGIN_NS > edge && t < edge + TAIL_MARGIN_NS;
+}
+
+/* A fast span, started clear of the end of every slow span's window. */
+static void tail_fast(struct tail *t)
+{
+	uint64_t t0, t1;
+	long i = t->nfast;
+
+	for (long k = 0; k < t->nslow; k++)
+		if (near(realtime_ns(), t->slow_end[k] + t->window_ns))
+			sleep_until(t->slow_end[k] + t->window_ns + TAIL_MARGIN_NS);
+	t0 = realtime_ns();
+	{
+		LK_SPAN(otl, fast);
+		LK_PROBE(otl, mark, i);
+	}
+	t1 = realtime_ns();
+	fprintf(t->f, "fast %ld %llu %llu\n", i, (unsigned long long)t0, (unsigned long long)t1);
+	t->fast_end[t->nfast++] = t1;
+}
+
+/* A slow span, started where its window's start is clear of every fast span's end. */
+static void tail_slow(struct tail *t)
+{
+	struct timespec nap = { (time_t)(2 * t->slow_ns / 1000000000u),
+				(long)(2 * t->slow_ns % 1000000000u) };
+	uint64_t t0, t1;
+	bool clear;
+
+	do {
+		t0 = realtime_ns();
+		clear = true;
+		for (long k = 0; k < t->nfast && clear; k++)
+			clear = !near(t->fast_end[k], t0 - t->window_ns);
+		if (!clear)
+			sleep_until(t0 + 1000000);
+	} while (!clear);
+	{
+		LK_SPAN(otl, slow);
+		nanosleep(&nap, NULL);
+	}
+	t1 = realtime_ns();
+	fprintf(t->f, "slow %llu %llu\n", (unsigned long long)t0, (unsigned long long)t1);
+	t->slow_end[t->nslow++] = t1;
+}
+
+static void tail_fast_for(struct tail *t, long ms)
+{
+	uint64_t end = realtime_ns() + (uint64_t)ms * 1000000u;
+	struct timespec gap = { 0, 20000000 };
+
+	while (realtime_ns() < end && t->nfast < TAIL_MAX) {
+		tail_fast(t);
+		nanosleep(&gap, NULL);
+	}
+}
+
+static void tail(const char *path, long slow_ms, long window_ms)
+{
+	static const long fast_ms[] = { 1200, 1200, 150, 1200 };
+	struct tail t = { .f = fopen(path, "w"),
+			  .slow_ns = (uint64_t)slow_ms * 1000000u,
+			  .window_ns = (uint64_t)window_ms * 1000000u };
+
+	if (!t.f) {
+		printf("cannot write %s\n", path);
+		return;
+	}
+	for (int k = 0; k < 4; k++) {
+		tail_fast_for(&t, fast_ms[k]);
+		if (k < 3)
+			tail_slow(&t);
+	}
+	fclose(t.f);
+}
+
 int main(void)
 {
 	char line[4200], path[4096];
@@ -363,6 +469,8 @@ int main(void)
 			perf2();
 		else if (strncmp(line, "perf", 4) == 0)
 			perf();
+		else if (sscanf(line, "tail %4095s %ld %ld", path, &n, &m) == 3)
+			tail(path, n, m);
 		else if (sscanf(line, "lib %ld %4095s", &n, path) == 2)
 			lib(n, path);
 		else if (strncmp(line, "quit", 4) == 0)

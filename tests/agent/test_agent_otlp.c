@@ -8,7 +8,9 @@
  * 10 s and started again: the agent's drop counts equal the spans missing at the collector, and
  * the program never waits. The agent killed mid-run leaves the program running as it was, and a
  * new one exports again; with --cputime, each span's thread CPU time lies within the program's
- * own readings of it.
+ * own readings of it. Sampling: --sample keeps exactly the spans its count says, and counts
+ * the others; --slow exports exactly the spans within the windows of the slow ones, computed from
+ * the times the program wrote down; bad values of either are refused.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -29,7 +31,12 @@
 #include "internal/control.h"
 #include "otlp_json.h"
 
-#define SERVICE "agt-otlp-svc"
+/*
+ * The program's OTEL_SERVICE_NAME, which the agent follows: this run's own, so that no agent of
+ * another build's tests running meanwhile takes this run's program, nor this agent theirs.
+ */
+static char service[64];
+#define SERVICE service
 #define PROG_NAME "lkt_otlp_prog"
 #define NAP_MS 20
 #define NAP_MS_TEXT "20"
@@ -43,17 +50,25 @@ static unsigned int agent_port;
 static int setup(void **state)
 {
 	(void)state;
+	snprintf(service, sizeof(service), "agt-otlp-%d", (int)getpid());
 	return mkdtemp(scratch) && mkdtemp(spool) ? 0 : -1;
+}
+
+/* After each test, passed or failed: no program, agent or collector of it is left to the next. */
+static int stop_all(void **state)
+{
+	(void)state;
+	stop_child(&prog, SIGKILL);
+	stop_child(&agent, SIGKILL);
+	lkt_collector_stop(&collector);
+	return 0;
 }
 
 static int teardown(void **state)
 {
 	char cmd[256];
 
-	(void)state;
-	stop_child(&prog, SIGKILL);
-	stop_child(&agent, SIGKILL);
-	lkt_collector_stop(&collector);
+	stop_all(state);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", scratch, spool);
 	return getenv("LKT_KEEP") || system(cmd) == 0 ? 0 : -1;
 }
@@ -77,29 +92,34 @@ static void start_program(void)
 
 /*
  * The agent, following the program only, sending to the collector; queue: its queue's bound;
- * cputime: with --cputime.
+ * extra: more options (NULL-terminated), or NULL.
  */
-static void start_agent_with(const char *queue, bool cputime)
+static void start_agent_with(const char *queue, char *const *extra)
 {
 	char url[64], line[512];
-	char *argv[] = { LOWKEY,
-			 "agent",
-			 "--listen",
-			 "127.0.0.1:0",
-			 "--process",
-			 SERVICE, /* its OTEL_SERVICE_NAME: no other test's program */
-			 "--scan-interval",
-			 "0.2",
-			 "--flush-ms",
-			 "50",
-			 "--spool",
-			 spool,
-			 "--otlp",
-			 url,
-			 cputime ? "--cputime" : NULL,
-			 NULL };
+	char *argv[32] = { LOWKEY,
+			   "agent",
+			   "--listen",
+			   "127.0.0.1:0",
+			   "--process",
+			   SERVICE, /* its OTEL_SERVICE_NAME: no other test's program */
+			   "--scan-interval",
+			   "0.2",
+			   "--flush-ms",
+			   "50",
+			   "--spool",
+			   spool,
+			   "--otlp",
+			   url,
+			   NULL };
+	size_t n = 0;
 	const char *at;
 
+	while (argv[n])
+		n++;
+	for (size_t i = 0; extra && extra[i]; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d", collector.port);
 	if (queue)
 		setenv("OTEL_BSP_MAX_QUEUE_SIZE", queue, 1);
@@ -113,7 +133,7 @@ static void start_agent_with(const char *queue, bool cputime)
 
 static void start_agent(const char *queue)
 {
-	start_agent_with(queue, false);
+	start_agent_with(queue, NULL);
 }
 
 static char *agent_metrics(void)
@@ -124,12 +144,30 @@ static char *agent_metrics(void)
 /* The exporter's counts, as the agent's /metrics says them. */
 struct counts {
 	double exported, full, failed, queued, lost;
+	double rate, tail; /* sampled out: the sites' sum, by reason */
 };
+
+/* The sites of the program's commands these tests give. */
+static const char *const sites[] = { "otl:beat", "otl:seq", "otl:fast", "otl:mark", "otl:slow" };
+
+/* What the agent sampled out of site for reason ("rate" or "tail"); 0 if it has no such series. */
+static double sampled_out(const char *text, const char *site, const char *reason)
+{
+	char series[256];
+	double v;
+
+	snprintf(series, sizeof(series),
+		 "lowkey_agent_otlp_spans_sampled_out_total{pid=\"%d\",process=\"%s\",site=\"%s\","
+		 "reason=\"%s\"}",
+		 (int)prog.pid, SERVICE, site, reason);
+	v = sample(text, series);
+	return isnan(v) ? 0 : v;
+}
 
 static struct counts agent_counts(void)
 {
 	char *text = agent_metrics(), lost[128];
-	struct counts c = { NAN, NAN, NAN, NAN, NAN };
+	struct counts c = { NAN, NAN, NAN, NAN, NAN, 0, 0 };
 
 	if (!text)
 		return c;
@@ -140,13 +178,17 @@ static struct counts agent_counts(void)
 	c.failed = sample(text, "lowkey_agent_otlp_spans_dropped_total{reason=\"failed\"}");
 	c.queued = sample(text, "lowkey_agent_otlp_spans_queued");
 	c.lost = sample(text, lost);
+	for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++) {
+		c.rate += sampled_out(text, sites[i], "rate");
+		c.tail += sampled_out(text, sites[i], "tail");
+	}
 	free(text);
 	return c;
 }
 
 /*
- * The exporter has been handed total spans (exported, dropped or queued): the agent read them all;
- * and if drained, none waits in its queue.
+ * The agent read total spans, each exported, dropped, queued or sampled out: none is held any
+ * more for --slow; and if drained, none waits in the exporter's queue.
  */
 static struct counts agent_read_all(double total, bool drained)
 {
@@ -155,14 +197,15 @@ static struct counts agent_read_all(double total, bool drained)
 
 	do {
 		c = agent_counts();
-		if (c.exported + c.full + c.failed + c.queued == total && (!drained || !c.queued))
+		if (c.exported + c.full + c.failed + c.queued + c.rate + c.tail == total &&
+		    (!drained || !c.queued))
 			return c;
 		sleep_ms(100);
 	} while (now_s() < end);
-	fail_msg("the agent handed %g spans to the exporter (%g exported, %g + %g dropped, %g "
-		 "queued), not %g%s",
-		 c.exported + c.full + c.failed + c.queued, c.exported, c.full, c.failed, c.queued,
-		 total, drained ? " all sent" : "");
+	fail_msg("the agent decided %g spans (%g exported, %g + %g dropped, %g queued, %g + %g "
+		 "sampled out), not %g%s",
+		 c.exported + c.full + c.failed + c.queued + c.rate + c.tail, c.exported, c.full,
+		 c.failed, c.queued, c.rate, c.tail, total, drained ? " all sent" : "");
 	return c;
 }
 
@@ -667,7 +710,7 @@ static void test_cputime(void **state)
 	setenv("LOWKEY_CLOCK", "syscall", 1);
 	start_program();
 	unsetenv("LOWKEY_CLOCK");
-	start_agent_with(NULL, true);
+	start_agent_with(NULL, (char *[]){ "--cputime", NULL });
 	wait_attached();
 	tell(&prog, "cpu %d %d\n", BURNS, BURN_US);
 	for (int i = 0; i < BURNS; i++) {
@@ -719,13 +762,276 @@ static void test_cputime(void **state)
 	lkt_otlp_free(&g);
 }
 
+/* The agent's summary line as it stops (SIGTERM), into line. */
+static void agent_stops(char *line, size_t len)
+{
+	kill(agent.pid, SIGTERM);
+	assert_true(read_line(&agent, "lowkey agent: OTLP:", line, len));
+	stop_child(&agent, SIGTERM);
+}
+
+#define RATE_BEATS 1000
+
+struct rated {
+	unsigned char seq[RATE_BEATS];
+	unsigned int beats, seqs;
+};
+
+static void mark_rated(const struct lk__jr_value *res, const struct lk__jr_value *s, void *arg)
+{
+	struct rated *r = arg;
+	const char *name = lk__jr_string(s, "name");
+
+	(void)res;
+	if (!strcmp(name, "otl:beat")) {
+		r->beats++;
+	} else {
+		int64_t i = lkt_otlp_attr_int(s, "i");
+
+		assert_string_equal(name, "otl:seq");
+		assert_true(i >= 0 && i < RATE_BEATS);
+		assert_false(r->seq[i]);
+		r->seq[i] = 1;
+		r->seqs++;
+	}
+}
+
+/*
+ * --sample otl:seq=1/10: of the program's events otl:seq (i = 0, 1, ...), exactly those with i a
+ * multiple of 10 arrive (a count per site, its first span included); every span otl:beat does.
+ * The agent counts the others as sampled out, in /metrics and as it stops.
+ */
+static void test_sample_rate(void **state)
+{
+	char *extra[] = { "--sample", "otl:seq=1/10", "--sample", "otl:*=1", NULL };
+	struct rated *r = calloc(1, sizeof(*r));
+	struct lkt_otlp_got g = { 0 };
+	char cmd[64], line[512], want[64];
+	struct counts c;
+	char *text;
+
+	(void)state;
+	assert_non_null(r);
+	assert_int_equal(lkt_collector_start(&collector, scratch, "sampled.json"), 0);
+	start_program();
+	start_agent_with(NULL, extra);
+	wait_attached();
+	snprintf(cmd, sizeof(cmd), "beats 0 %d 0", RATE_BEATS);
+	program_does(cmd, NULL, NULL, 0);
+	c = agent_done(2 * RATE_BEATS);
+	assert_int_equal((long)c.exported, RATE_BEATS + RATE_BEATS / 10);
+	assert_int_equal((long)c.rate, RATE_BEATS - RATE_BEATS / 10);
+	assert_true(c.tail == 0 && c.full == 0 && c.failed == 0);
+	text = agent_metrics();
+	assert_non_null(text);
+	assert_int_equal((long)sampled_out(text, "otl:seq", "rate"), RATE_BEATS - RATE_BEATS / 10);
+	assert_int_equal((long)sampled_out(text, "otl:beat", "rate"), 0);
+	free(text);
+	program_quits();
+	agent_stops(line, sizeof(line));
+	snprintf(want, sizeof(want), " %d sampled out (--sample)", RATE_BEATS - RATE_BEATS / 10);
+	if (!strstr(line, want))
+		fail_msg("the agent's summary '%s' does not say '%s'", line, want);
+	lkt_collector_stop(&collector);
+
+	got_read(&g, collector.out);
+	lkt_otlp_each_span(&g, mark_rated, r);
+	assert_int_equal(r->beats, RATE_BEATS);
+	assert_int_equal(r->seqs, RATE_BEATS / 10);
+	for (int i = 0; i < RATE_BEATS; i++)
+		assert_int_equal(r->seq[i], i % 10 == 0);
+	free(r);
+	lkt_otlp_free(&g);
+}
+
+#define SLOW_MS 100
+#define WINDOW_MS 300
+#define EDGE_NS 2000000ull /* the program keeps 5 ms from the windows' edges: 2 is plenty */
+
+/* What the program's tail command recorded (its file), and what arrived of it. */
+struct tail_run {
+	uint64_t fast[1024][2], slow[8][2]; /* T0, T1 */
+	long nfast, nslow;
+	unsigned char marks[1024];
+	unsigned int fast_arrived, slow_arrived, marks_arrived;
+};
+
+static void read_tail(struct tail_run *t, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	unsigned long long t0, t1;
+	char line[128];
+	long i;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "fast %ld %llu %llu", &i, &t0, &t1) == 3) {
+			assert_int_equal(i, t->nfast);
+			assert_true(i < 1024);
+			t->fast[i][0] = t0;
+			t->fast[i][1] = t1;
+			t->nfast++;
+		} else if (sscanf(line, "slow %llu %llu", &t0, &t1) == 2) {
+			assert_true(t->nslow < 8);
+			t->slow[t->nslow][0] = t0;
+			t->slow[t->nslow++][1] = t1;
+		} else {
+			fail_msg("%s: '%s'", path, line);
+		}
+	}
+	fclose(f);
+}
+
+/*
+ * 1: fast span i overlaps a slow span's window; 0: it does not; -1: it is too close to say. A
+ * fast span the machine held up for longer than SLOW_MS (a busy machine's scheduler) is a slow
+ * one too: the agent cannot tell, and should not.
+ */
+static int in_window(const struct tail_run *t, long i)
+{
+	uint64_t w = WINDOW_MS * 1000000ull, t0 = t->fast[i][0], t1 = t->fast[i][1];
+	int in = 0;
+
+	for (long k = 0; k < t->nslow + t->nfast; k++) {
+		const uint64_t *x = k < t->nslow ? t->slow[k] : t->fast[k - t->nslow];
+		uint64_t from = x[0] - w, to = x[1] + w;
+
+		if (k >= t->nslow && x[1] - x[0] + EDGE_NS <= SLOW_MS * 1000000ull)
+			continue; /* fast, as meant */
+
+		if ((t1 + EDGE_NS > from && t1 < from + EDGE_NS) ||
+		    (t0 + EDGE_NS > to && t0 < to + EDGE_NS))
+			return -1;
+		in |= t1 >= from && t0 <= to;
+	}
+	return in;
+}
+
+static void mark_tail(const struct lk__jr_value *res, const struct lk__jr_value *s, void *arg)
+{
+	struct tail_run *t = arg;
+	const char *name = lk__jr_string(s, "name");
+
+	(void)res;
+	if (!strcmp(name, "otl:fast")) {
+		t->fast_arrived++;
+	} else if (!strcmp(name, "otl:slow")) {
+		t->slow_arrived++;
+	} else {
+		int64_t i = lkt_otlp_attr_int(s, "i");
+
+		assert_string_equal(name, "otl:mark");
+		assert_true(i >= 0 && i < t->nfast);
+		assert_false(t->marks[i]); /* never twice */
+		t->marks[i] = 1;
+		t->marks_arrived++;
+	}
+}
+
+/*
+ * --slow 0.1,0.3: the program records fast spans (an event in each) and three spans of 0.2 s,
+ * the last two 0.15 s apart (their windows merge). Exactly the fast spans and events within
+ * 0.3 s of a slow one arrive, each once, and the slow ones; the rest are counted sampled out.
+ */
+static void test_slow(void **state)
+{
+	char *extra[] = { "--slow", "0.1,0.3", NULL };
+	struct tail_run *t = calloc(1, sizeof(*t));
+	struct lkt_otlp_got g = { 0 };
+	char cmd[700], path[600], line[512];
+	unsigned int expected = 0, unsure = 0;
+	struct counts c;
+
+	(void)state;
+	assert_non_null(t);
+	assert_int_equal(lkt_collector_start(&collector, scratch, "slow.json"), 0);
+	start_program();
+	start_agent_with(NULL, extra);
+	wait_attached();
+	snprintf(path, sizeof(path), "%s/tail.txt", scratch);
+	snprintf(cmd, sizeof(cmd), "tail %s %d %d", path, SLOW_MS, WINDOW_MS);
+	program_does(cmd, NULL, NULL, 0);
+	read_tail(t, path);
+	assert_int_equal(t->nslow, 3);
+	c = agent_done(2.0 * (double)t->nfast + (double)t->nslow);
+	assert_true(c.rate == 0 && c.full == 0 && c.failed == 0);
+	assert_int_equal((long)(c.exported + c.tail), 2 * t->nfast + t->nslow);
+	program_quits();
+	agent_stops(line, sizeof(line));
+	lkt_collector_stop(&collector);
+
+	got_read(&g, collector.out);
+	lkt_otlp_each_span(&g, mark_tail, t);
+	assert_int_equal(t->slow_arrived, t->nslow);
+	for (long i = 0; i < t->nfast; i++) {
+		int in = in_window(t, i);
+
+		if (in < 0) {
+			unsure++;
+			continue;
+		}
+		expected += (unsigned int)in;
+		if (t->marks[i] != in)
+			fail_msg("fast span %ld [%" PRIu64 ", %" PRIu64 "] %s, but it %s", i,
+				 t->fast[i][0], t->fast[i][1],
+				 in ? "is within a slow span's window" : "is outside every window",
+				 t->marks[i] ? "arrived" : "did not arrive");
+	}
+	print_message("%ld fast spans, %u within the windows, %u too near an edge to say, %u "
+		      "arrived\n",
+		      t->nfast, expected, unsure, t->marks_arrived);
+	assert_true(expected > 0 && expected < (unsigned int)t->nfast);
+	/* a fast span and its event arrive together */
+	assert_int_equal(t->fast_arrived, t->marks_arrived);
+	assert_int_equal((long)c.exported, 2 * (long)t->marks_arrived + t->nslow);
+	free(t);
+	lkt_otlp_free(&g);
+}
+
+/* Bad --sample and --slow values are refused with what was wrong and what is wanted. */
+static void test_options(void **state)
+{
+	static const char *const bad[][2] = {
+		{ "--sample otl:seq", "bad --sample 'otl:seq'" },
+		{ "--sample '=0.5'", "bad --sample '=0.5'" },
+		{ "--sample otl:seq=2", "bad --sample 'otl:seq=2'" },
+		{ "--sample otl:seq=-0.1", "bad --sample" },
+		{ "--sample otl:seq=1/0", "bad --sample 'otl:seq=1/0'" },
+		{ "--sample otl:seq=1/x", "bad --sample" },
+		{ "--slow 0", "bad --slow '0'" },
+		{ "--slow x", "bad --slow 'x'" },
+		{ "--slow 0.1,-1", "bad --slow '0.1,-1'" },
+		{ "--slow 0.1,", "bad --slow" },
+	};
+	char *out;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		out = capture("%s agent --otlp http://127.0.0.1:1 --spool %s %s 2>&1; echo rc=$?",
+			      LOWKEY, spool, bad[i][0]);
+		assert_non_null(out);
+		if (!strstr(out, bad[i][1]) || !strstr(out, "rc=2"))
+			fail_msg("lowkey agent %s: '%s', not '%s' and status 2", bad[i][0], out,
+				 bad[i][1]);
+		free(out);
+	}
+	out = capture("%s agent --spool %s --sample 'otl:*=0.5' 2>&1; echo rc=$?", LOWKEY, spool);
+	assert_non_null(out);
+	if (!strstr(out, "--sample: no spans are sent without --otlp") || !strstr(out, "rc=2"))
+		fail_msg("--sample without --otlp: '%s'", out);
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_spans),
-		cmocka_unit_test(test_outage),
-		cmocka_unit_test(test_agent_killed),
-		cmocka_unit_test(test_cputime),
+		cmocka_unit_test_teardown(test_spans, stop_all),
+		cmocka_unit_test_teardown(test_outage, stop_all),
+		cmocka_unit_test_teardown(test_agent_killed, stop_all),
+		cmocka_unit_test_teardown(test_cputime, stop_all),
+		cmocka_unit_test_teardown(test_sample_rate, stop_all),
+		cmocka_unit_test_teardown(test_slow, stop_all),
+		cmocka_unit_test_teardown(test_options, stop_all),
 	};
 	char why[512];
 

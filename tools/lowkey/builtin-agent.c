@@ -27,6 +27,7 @@ static const char agent_usage[] =
 	"                    [--max-counter-sets N] [--cputime] [--scan-interval S]\n"
 	"                    [--flush-ms MS] [--buffer SIZE] [--spool DIR] [--otlp URL]\n"
 	"                    [--otlp-requests N]\n"
+	"                    [--sample GLOB=RATE]... [--slow SECONDS[,WINDOW]]\n"
 	"\n"
 	"Follows the processes with a lowkey control socket (started with LOWKEY_CONTROL=1, or that\n"
 	"called lk_control_open()) of this user, or of every user as root, as they start and exit,\n"
@@ -70,11 +71,21 @@ static const char agent_usage[] =
 	"                       http://localhost:4318); in builds with the OTLP exporter\n"
 	"      --otlp-requests N  OTLP requests under way at once, each a batch on a\n"
 	"                       connection of its own (default 4, at most 64)\n"
+	"      --sample GLOB=RATE  with --otlp: export RATE of the spans and events of the sites\n"
+	"                       GLOB matches (as -e), a fraction from 0 to 1 or 1/N: exactly\n"
+	"                       one of every N, the first included, by a count per site;\n"
+	"                       repeatable, the first match wins (default 1: every one)\n"
+	"      --slow SECONDS[,WINDOW]  with --otlp: export only the spans longer than SECONDS\n"
+	"                       and the spans and events of their process within WINDOW seconds\n"
+	"                       (default 1) before and after them; the others are held a while\n"
+	"                       in the agent's memory, then dropped and counted. A slow span is\n"
+	"                       exported whatever its site's --sample rate\n"
 	"  -h, --help           this text\n"
 	"\n"
 	"Examples:\n"
 	"  lowkey agent\n"
-	"  lowkey agent --listen 0.0.0.0:9464 -e 'db:*' --process 'server*' --cputime\n";
+	"  lowkey agent --listen 0.0.0.0:9464 -e 'db:*' --process 'server*' --cputime\n"
+	"  lowkey agent --otlp http://localhost:4318 --sample 'db:query=1/100' --slow 0.5,2\n";
 
 static volatile sig_atomic_t stop_signal;
 
@@ -120,6 +131,64 @@ static int parse_buckets(struct agent_opts *o, const char *list)
 		p = *end ? end + 1 : end;
 	}
 	return o->nbuckets ? 0 : usage_error(NULL, "bad --buckets '%s'", list);
+}
+
+/* RATE of --sample: a fraction from 0 to 1, or 1/N. */
+static bool parse_rate(const char *text, struct agent_rate *r)
+{
+	unsigned long long n;
+	char *end;
+	double f;
+
+	if (!strncmp(text, "1/", 2)) {
+		if (!cli_parse_unsigned(text + 2, 1000000000000ull, &n) || !n)
+			return false;
+		r->num = 1;
+		r->den = n;
+		return true;
+	}
+	errno = 0;
+	f = strtod(text, &end);
+	if (errno || end == text || *end || !(f >= 0 && f <= 1))
+		return false;
+	r->den = 1000000000;
+	r->num = (uint64_t)llround(f * 1e9);
+	return true;
+}
+
+static int parse_sample(struct agent_opts *o, const char *arg)
+{
+	const char *eq = strrchr(arg, '=');
+	struct agent_rate *r = &o->rates[o->nrates];
+	size_t len = eq ? (size_t)(eq - arg) : 0;
+
+	if (o->nrates == AGENT_MAX_GLOBS)
+		return usage_error(NULL, "more than 64 %s", "--sample rates");
+	if (!len || len > LK_CTL_MAX_GLOB || !parse_rate(eq + 1, r))
+		return usage_error("GLOB=RATE, RATE a fraction from 0 to 1 or 1/N, such as "
+				   "'db:*=0.1' or 'db:query=1/100'",
+				   "bad --sample '%s'", arg);
+	memcpy(r->glob, arg, len);
+	r->glob[len] = 0;
+	o->nrates++;
+	return 0;
+}
+
+/* --slow SECONDS[,WINDOW] */
+static int parse_slow(struct agent_opts *o, const char *arg)
+{
+	const char *comma = strchr(arg, ',');
+	char slow[64];
+
+	if (snprintf(slow, sizeof(slow), "%.*s", comma ? (int)(comma - arg) : (int)strlen(arg),
+		     arg) >= (int)sizeof(slow) ||
+	    parse_seconds(slow, 1e-6, 3600, &o->slow_s) ||
+	    (comma && parse_seconds(comma + 1, 0, 3600, &o->window_s)))
+		return usage_error("SECONDS[,WINDOW]: a span longer than SECONDS (above 0, up to "
+				   "3600) is slow, WINDOW seconds (0 to 3600) around it are kept, "
+				   "such as 0.5 or 0.5,2",
+				   "bad --slow '%s'", arg);
+	return 0;
 }
 
 static int add_to(const char **list, int *n, const char *glob, const char *what)
@@ -192,12 +261,21 @@ static int parse_option(struct agent_opts *o, int c, const char *arg)
 		o->otlp_requests = (unsigned int)n;
 		return 0;
 	case 'O':
+	case 'R':
+	case 'W':
 #ifdef LK_HAVE_OTLP
+		if (c == 'R')
+			return parse_sample(o, arg);
+		if (c == 'W')
+			return parse_slow(o, arg);
 		o->otlp = arg;
 		return 0;
 #else
 		cli_error("agent", "build lowkey with libcurl, zlib and protobuf-c (make deps)",
-			  "--otlp: this lowkey was built without the OTLP exporter");
+			  "--%s: this lowkey was built without the OTLP exporter",
+			  c == 'R' ? "sample" :
+			  c == 'W' ? "slow" :
+				     "otlp");
 		return CLI_EXIT_FAIL;
 #endif
 	}
@@ -347,6 +425,7 @@ static void run(struct agent *a)
 		for (size_t i = 0; i < a->nprocs && !stop_signal; i++) {
 			pthread_mutex_lock(&a->lock);
 			agent_read(a, a->procs[i]);
+			agent_sample_pass(a, a->procs[i]);
 			pthread_mutex_unlock(&a->lock);
 		}
 		free_exited(a, keep_s);
@@ -399,8 +478,10 @@ static int agent_run(const struct agent_opts *o)
 	for (size_t i = 0; i < a.nprocs; i++)
 		agent_proc_free(&a, a.procs[i], true);
 #ifdef LK_HAVE_OTLP
-	if (a.otlp)
+	if (a.otlp) {
+		agent_otlp_summary(&a);
 		agent_otlp_stop(&a); /* what is queued is sent, a bounded wait */
+	}
 #endif
 	free(a.procs);
 	free(a.ignored);
@@ -427,6 +508,8 @@ static int agent_main(int argc, char **argv)
 		{ "spool", required_argument, NULL, 'D' },
 		{ "otlp", required_argument, NULL, 'O' },
 		{ "otlp-requests", required_argument, NULL, 'Q' },
+		{ "sample", required_argument, NULL, 'R' },
+		{ "slow", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -438,6 +521,7 @@ static int agent_main(int argc, char **argv)
 				.max_sites = 100,
 				.max_locks = 100,
 				.max_sets = 10,
+				.window_s = 1,
 				.nbuckets = sizeof(buckets) / sizeof(buckets[0]) };
 	int c, rc;
 
@@ -455,6 +539,9 @@ static int agent_main(int argc, char **argv)
 	if (optind < argc)
 		return usage_error("lowkey agent takes options only", "unexpected '%s'",
 				   argv[optind]);
+	if ((o.nrates || o.slow_s > 0) && !o.otlp)
+		return usage_error("add --otlp URL", "%s: no spans are sent without --otlp",
+				   o.nrates ? "--sample" : "--slow");
 	if (!o.nglobs)
 		o.globs[o.nglobs++] = "*";
 	return agent_run(&o);

@@ -26,6 +26,12 @@
 #define AGENT_MAX_GLOBS 64
 #define AGENT_MAX_BUCKETS 64
 
+/* --sample GLOB=RATE: num of every den spans of the sites glob matches are exported. */
+struct agent_rate {
+	char glob[LK_CTL_MAX_GLOB + 1]; /* provider:event, as -e */
+	uint64_t num, den;
+};
+
 struct agent_opts {
 	const char *listen; /* "HOST:PORT": IPv4, or [IPv6] */
 	const char *otlp;   /* --otlp URL: spans to an OTLP/HTTP receiver; NULL: none */
@@ -44,6 +50,10 @@ struct agent_opts {
 	unsigned int max_sets;	/* counter sets per process before the rest fold into set="other" */
 	bool cputime;		/* record thread CPU time (costs the traced process per event) */
 	unsigned int otlp_requests; /* --otlp-requests: at once; 0: the exporter's default */
+	struct agent_rate rates[AGENT_MAX_GLOBS]; /* --sample, first match wins; none: 1 */
+	int nrates;
+	double slow_s;	 /* --slow: a span longer is slow (0: no tail sampling) */
+	double window_s; /* and the spans within this of it are exported */
 };
 
 struct agent_hist {
@@ -59,6 +69,7 @@ struct agent_site {
 	bool is_counter, has_spans;
 	double value; /* a counter's last value */
 	struct agent_hist wall, cpu;
+	uint64_t sampled_out[2]; /* --otlp: spans not exported, by enum agent_sampled */
 };
 
 /*
@@ -78,6 +89,7 @@ struct agent_perf {
 	char *event;
 	uint64_t value, enabled_ns, running_ns;
 };
+enum agent_sampled { AGENT_SAMPLED_RATE, AGENT_SAMPLED_TAIL };
 
 /* A thread's stream file of a process's trace, read as it grows. */
 struct agent_stream {
@@ -88,8 +100,9 @@ struct agent_stream {
 	struct lk__pair_stack open; /* its open spans */
 	struct agent_span_ids *ids; /* --otlp: the ids of its open spans, by depth */
 	size_t ids_cap;
-	char *thread_name; /* --otlp: as its stream last named it */
-	bool damaged;	   /* not read on (an error message was printed) */
+	char *thread_name;  /* --otlp: as its stream last named it */
+	uint64_t slow_from; /* --slow: its outermost open span is slow; its window's start (ns) */
+	bool damaged;	    /* not read on (an error message was printed) */
 };
 
 struct agent_proc {
@@ -103,6 +116,9 @@ struct agent_proc {
 	struct lk__trace_reader r;
 	bool have_reader;
 	struct otlp_res *otlp_res; /* --otlp: the resource its spans are sent under */
+	struct agent_keep *keep;   /* --sample: by class id, each site's rate and where it is */
+	size_t nkeep;
+	struct agent_recorder *rec; /* --slow: its spans held until they are known in or out */
 	struct lk__pair_index pairs;
 	uint32_t *site_of; /* by class id: index + 1 into sites; 0: not seen yet */
 	size_t nsite_of;
@@ -149,6 +165,8 @@ struct agent {
 	char spool[PATH_MAX];
 	uint64_t attach_failures;
 	struct otlp_exporter *otlp; /* --otlp */
+	uint64_t sampled_out[2];    /* spans not exported, by enum agent_sampled */
+	uint64_t recorder_full;	    /* of the tail's, those decided early: a recorder was full */
 	uint64_t traces;	    /* traces started, numbering their directories */
 };
 
@@ -222,6 +240,8 @@ void agent_put_proc_labels(FILE *f, const struct agent_proc *p);
 
 /* Whether the renderer shows p: attached, or exited and not yet shown since. */
 bool agent_shown(const struct agent_proc *p);
+/* pid="PID",process="NAME",site="SITE" (or "other", folded): a site's labels. */
+void agent_put_site_labels(FILE *f, const struct agent_proc *p, const struct agent_site *s);
 
 /*
  * /metrics as text (malloc()ed, *len bytes): OpenMetrics 1.0 if openmetrics, else Prometheus'
@@ -236,6 +256,8 @@ struct agent_span_ids {
 	uint8_t trace[16], span[8];
 };
 
+struct otlp_span;
+
 #ifdef LK_HAVE_OTLP
 /* The exporter for --otlp: 0, or -1 with err. */
 int agent_otlp_start(struct agent *a, char *err, size_t errlen);
@@ -243,7 +265,8 @@ int agent_otlp_start(struct agent *a, char *err, size_t errlen);
 void agent_otlp_stop(struct agent *a);
 /* The resource of p's spans: its service name, pid and executable. */
 void agent_otlp_attach(struct agent *a, struct agent_proc *p);
-void agent_otlp_detach(struct agent_proc *p);
+/* Its spans held for --slow counted as sampled out, its resource given back. */
+void agent_otlp_detach(struct agent *a, struct agent_proc *p);
 /* A span begins on st at depth st->open.depth: its ids, in its parent's trace. */
 void agent_otlp_begin(struct agent *a, struct agent_stream *st);
 /* The open span at depth k of st ends with e: exported. */
@@ -255,15 +278,33 @@ void agent_otlp_event(struct agent *a, struct agent_proc *p, struct agent_stream
 void agent_otlp_stream_free(struct agent_stream *st);
 /* The exporter's lowkey_agent_otlp_* series. */
 void agent_otlp_render(struct agent *a, FILE *f, bool openmetrics);
+/* The trace's counter value tsc as CLOCK_REALTIME ns. */
+uint64_t agent_otlp_unix_ns(const struct lk__trace_reader *r, uint64_t tsc);
+/* The exporter's counts on stderr, as the agent stops (before agent_otlp_stop). */
+void agent_otlp_summary(struct agent *a);
+
+/* ---- agent_sample.c: which spans are exported (--sample, --slow) ---- */
+
+/* s, a span (or an event) of class cls of p: exported now, held for --slow, or sampled out. */
+void agent_sample(struct agent *a, struct agent_proc *p, const struct lk__event_class *cls,
+		  const struct otlp_span *s);
+/* The outermost open span of st ends: it no longer holds a window open. */
+void agent_sample_outer_end(struct agent_proc *p, struct agent_stream *st);
+/* After each read of p: open spans found slow, held spans decided (all of them once p exited). */
+void agent_sample_pass(struct agent *a, struct agent_proc *p);
+/* p's sampling state freed: what it still holds counted as sampled out. */
+void agent_sample_free(struct agent *a, struct agent_proc *p);
+/* lowkey_agent_otlp_spans_sampled_out_total and the recorders' series. */
+void agent_sample_render(struct agent *a, FILE *f, bool openmetrics);
 #else
 /* Without the exporter (a build without it) there is no --otlp: nothing to do. */
 static inline void agent_otlp_attach(struct agent *a, struct agent_proc *p)
 {
 	(void)a, (void)p;
 }
-static inline void agent_otlp_detach(struct agent_proc *p)
+static inline void agent_otlp_detach(struct agent *a, struct agent_proc *p)
 {
-	(void)p;
+	(void)a, (void)p;
 }
 static inline void agent_otlp_begin(struct agent *a, struct agent_stream *st)
 {
@@ -282,6 +323,10 @@ static inline void agent_otlp_event(struct agent *a, struct agent_proc *p, struc
 static inline void agent_otlp_stream_free(struct agent_stream *st)
 {
 	(void)st;
+}
+static inline void agent_sample_pass(struct agent *a, struct agent_proc *p)
+{
+	(void)a, (void)p;
 }
 #endif
 

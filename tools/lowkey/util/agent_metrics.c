@@ -150,7 +150,7 @@ void agent_put_proc_labels(FILE *f, const struct agent_proc *p)
 	fputc('"', f);
 }
 
-static void put_site_labels(FILE *f, const struct agent_proc *p, const struct agent_site *s)
+void agent_put_site_labels(FILE *f, const struct agent_proc *p, const struct agent_site *s)
 {
 	agent_put_proc_labels(f, p);
 	fputs(",site=\"", f);
@@ -186,7 +186,7 @@ static void put_hist(FILE *f, const struct agent *a, const char *name, const str
 	for (size_t i = 0; i <= a->o->nbuckets; i++) {
 		below += h->n[i];
 		fprintf(f, "%s_bucket{", name);
-		put_site_labels(f, p, s);
+		agent_put_site_labels(f, p, s);
 		if (i < a->o->nbuckets)
 			fprintf(f, ",le=\"%.15g\"} %llu\n", a->o->buckets[i],
 				(unsigned long long)below);
@@ -194,9 +194,9 @@ static void put_hist(FILE *f, const struct agent *a, const char *name, const str
 			fprintf(f, ",le=\"+Inf\"} %llu\n", (unsigned long long)below);
 	}
 	fprintf(f, "%s_sum{", name);
-	put_site_labels(f, p, s);
+	agent_put_site_labels(f, p, s);
 	fprintf(f, "} %.17g\n%s_count{", h->sum, name);
-	put_site_labels(f, p, s);
+	agent_put_site_labels(f, p, s);
 	fprintf(f, "} %llu\n", (unsigned long long)h->count);
 }
 
@@ -276,11 +276,11 @@ static void put_site_family(FILE *f, struct agent *a, bool om, enum site_series 
 
 			if (which == EVENTS) {
 				fputs("lowkey_events_total{", f);
-				put_site_labels(f, p, s);
+				agent_put_site_labels(f, p, s);
 				fprintf(f, "} %llu\n", (unsigned long long)s->events);
 			} else if (which == COUNTER && s->is_counter) {
 				fputs("lowkey_counter{", f);
-				put_site_labels(f, p, s);
+				agent_put_site_labels(f, p, s);
 				fprintf(f, "} %.17g\n", s->value);
 			} else if (which >= WALL && s->has_spans) {
 				put_hist(f, a, fam->name, p, s, which == WALL ? &s->wall : &s->cpu);

@@ -129,8 +129,9 @@ void agent_otlp_attach(struct agent *a, struct agent_proc *p)
 	free(env);
 }
 
-void agent_otlp_detach(struct agent_proc *p)
+void agent_otlp_detach(struct agent *a, struct agent_proc *p)
 {
+	agent_sample_free(a, p);
 	if (p->otlp_res)
 		otlp_resource_put(p->otlp_res);
 	p->otlp_res = NULL;
@@ -145,8 +146,7 @@ void agent_otlp_stream_free(struct agent_stream *st)
 	st->ids_cap = 0;
 }
 
-/* The trace's counter value tsc as CLOCK_REALTIME ns. */
-static uint64_t unix_ns(const struct lk__trace_reader *r, uint64_t tsc)
+uint64_t agent_otlp_unix_ns(const struct lk__trace_reader *r, uint64_t tsc)
 {
 	uint64_t mono = lk__reader_ns(r, tsc);
 
@@ -192,12 +192,6 @@ static void ids_of(const struct agent_stream *st, size_t k, size_t parent, struc
 	}
 }
 
-static void export(struct agent *a, struct agent_proc *p, const struct otlp_span *s)
-{
-	if (p->otlp_res)
-		otlp_export(a->otlp, p->otlp_res, s); /* false: dropped, and counted there */
-}
-
 void agent_otlp_end(struct agent *a, struct agent_proc *p, struct agent_stream *st, size_t k,
 		    const struct lk__event *e)
 {
@@ -205,8 +199,8 @@ void agent_otlp_end(struct agent *a, struct agent_proc *p, struct agent_stream *
 	char name[2 * 256 + 2];
 	struct otlp_span s = {
 		.name = name,
-		.start_unix_ns = unix_ns(&p->r, o->tsc),
-		.end_unix_ns = unix_ns(&p->r, e->tsc),
+		.start_unix_ns = agent_otlp_unix_ns(&p->r, o->tsc),
+		.end_unix_ns = agent_otlp_unix_ns(&p->r, e->tsc),
 		.pid = (uint32_t)p->pid,
 		.tid = (uint32_t)st->cur.s.tid,
 		.thread_name = st->thread_name,
@@ -218,7 +212,9 @@ void agent_otlp_end(struct agent *a, struct agent_proc *p, struct agent_stream *
 		return;
 	snprintf(name, sizeof(name), "%s:%s", e->cls->provider, e->cls->event);
 	ids_of(st, k, k, &s);
-	export(a, p, &s);
+	agent_sample(a, p, e->cls, &s);
+	if (!k)
+		agent_sample_outer_end(p, st);
 }
 
 /* Argument i of e (at offset *off, moved past it) as an attribute; false past the record's end. */
@@ -286,13 +282,13 @@ void agent_otlp_event(struct agent *a, struct agent_proc *p, struct agent_stream
 		if (!attr_of(e, &off, s.nargs, &args[s.nargs], ptrs[s.nargs], sizeof(ptrs[0])))
 			break;
 	snprintf(name, sizeof(name), "%s:%s", e->cls->provider, e->cls->event);
-	s.start_unix_ns = s.end_unix_ns = unix_ns(&p->r, e->tsc);
+	s.start_unix_ns = s.end_unix_ns = agent_otlp_unix_ns(&p->r, e->tsc);
 	s.tid = (uint32_t)st->cur.s.tid;
 	s.thread_name = st->thread_name;
 	s.args = args;
 	s.is_event = true;
 	ids_of(st, SIZE_MAX, st->open.depth, &s);
-	export(a, p, &s);
+	agent_sample(a, p, e->cls, &s);
 }
 
 void agent_otlp_render(struct agent *a, FILE *f, bool openmetrics)
@@ -320,4 +316,21 @@ void agent_otlp_render(struct agent *a, FILE *f, bool openmetrics)
 		"# TYPE lowkey_agent_otlp_spans_queued gauge\n"
 		"lowkey_agent_otlp_spans_queued %" PRIu64 "\n",
 		st.queued);
+	agent_sample_render(a, f, openmetrics);
+}
+
+void agent_otlp_summary(struct agent *a)
+{
+	struct otlp_stats st;
+
+	if (!a->otlp)
+		return;
+	otlp_exporter_stats(a->otlp, &st);
+	fprintf(stderr,
+		"lowkey agent: OTLP: %" PRIu64 " spans exported, %" PRIu64
+		" dropped (queue full), %" PRIu64 " dropped (failed), %" PRIu64
+		" sampled out (--sample), %" PRIu64 " sampled out (--slow); %" PRIu64
+		" still queued, sent now\n",
+		st.exported, st.dropped_full, st.dropped_failed, a->sampled_out[AGENT_SAMPLED_RATE],
+		a->sampled_out[AGENT_SAMPLED_TAIL], st.queued);
 }

@@ -475,7 +475,7 @@ void agent_proc_free(struct agent *a, struct agent_proc *p, bool stop)
 		lk__pair_free(&p->pairs);
 		lk__reader_close(&p->r);
 	}
-	agent_otlp_detach(p);
+	agent_otlp_detach(a, p);
 	remove_dir(a, p);
 	if (p->dir_fd >= 0)
 		close(p->dir_fd);
