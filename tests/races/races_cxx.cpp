@@ -86,10 +86,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-	auto work = [bump, end] {
-		do
+	/* LKT_FIXTURE_PAUSE_US: a sleep after each batch, leaving most of the CPU to others. */
+	const char *pause_us = std::getenv("LKT_FIXTURE_PAUSE_US");
+	auto pause = std::chrono::microseconds(pause_us ? std::atol(pause_us) : 0);
+	auto work = [bump, end, pause] {
+		do {
 			bump();
-		while (std::chrono::steady_clock::now() < end);
+			if (pause.count())
+				std::this_thread::sleep_for(pause);
+		} while (std::chrono::steady_clock::now() < end);
 	};
 	std::thread a(work), b(work);
 	a.join();

@@ -251,6 +251,9 @@ static int before(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
+/* LKT_FIXTURE_PAUSE_US: a sleep after each batch, leaving most of the CPU to others (tests). */
+static struct timespec pause_between;
+
 static void *work(void *arg)
 {
 	struct worker *w = arg;
@@ -258,6 +261,8 @@ static void *work(void *arg)
 
 	do {
 		w->bump();
+		if (pause_between.tv_nsec)
+			nanosleep(&pause_between, NULL);
 		clock_gettime(CLOCK_MONOTONIC, &now);
 	} while (before(&now, &w->end));
 	return NULL;
@@ -291,6 +296,8 @@ int main(int argc, char **argv)
 		end.tv_sec++;
 		end.tv_nsec -= 1000000000;
 	}
+	if (getenv("LKT_FIXTURE_PAUSE_US"))
+		pause_between.tv_nsec = atol(getenv("LKT_FIXTURE_PAUSE_US")) % 1000000 * 1000;
 	if (mode->bump[0] == watch_ticks)
 		set_alarm(200);
 	if (mode->fork_child && (child = fork()) == 0) {

@@ -27,6 +27,7 @@ struct worker {
 	struct shared *s;
 	void (*bump)(struct shared *s);
 	struct timespec end;
+	struct timespec pause; /* LKT_FIXTURE_PAUSE_US: a sleep after each batch */
 };
 
 __attribute__((noinline)) static void bump_atomic(struct shared *s)
@@ -60,8 +61,11 @@ static void *run(void *arg)
 {
 	struct worker *w = arg;
 
-	while (before(&w->end))
+	while (before(&w->end)) {
 		w->bump(w->s);
+		if (w->pause.tv_nsec)
+			nanosleep(&w->pause, NULL);
+	}
 	return NULL;
 }
 
@@ -77,6 +81,10 @@ int main(int argc, char **argv)
 	}
 	w.s = s;
 	w.bump = strcmp(argv[1], "atomic") == 0 ? bump_atomic : bump_plain;
+	w.pause = (struct timespec){ 0,
+				     getenv("LKT_FIXTURE_PAUSE_US") ?
+					     atol(getenv("LKT_FIXTURE_PAUSE_US")) % 1000000 * 1000 :
+					     0 };
 	clock_gettime(CLOCK_MONOTONIC, &w.end);
 	w.end.tv_sec += atoi(argv[2]);
 	for (int i = 0; i < 2; i++)
