@@ -64,7 +64,7 @@ void probe_text_heading(const struct probe_options *o)
 void probe_text_rate_heading(const struct probe_options *o)
 {
 	lkb_row("\nsustained rate without loss, default buffer (2 MiB per thread, growing to 16 MiB while the\n"
-		"consumer lags): the highest rate a %.1f s trial recorded with no event lost; median of %d\n"
+		"consumer lags): the highest rate a %g s trial recorded with no event lost; median of %d\n"
 		"searches (min, max); loss N/%d: N searches ended at a rate where events were lost (the\n"
 		"consumer fell behind), the others where the producers could not keep the rate (short of\n"
 		"CPU: one shared with the consumer, or with other programs)\n",

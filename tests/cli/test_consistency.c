@@ -195,7 +195,7 @@ static void help_states_the_rules_once(void **state)
 }
 
 /* A short `lowkey bench probe`: a few seconds, a row every few hundred ms. */
-#define SHORT_PROBE "bench probe --runs 1 --seconds 0.05 --burst 1000 --no-lttng"
+#define SHORT_PROBE "bench probe --runs 1 --seconds 0.02 --burst 1000 --no-lttng"
 
 /* SHORT_PROBE's output, text or JSON: run once, for every test that reads it. */
 static const struct lkt_run *short_probe(bool json)

@@ -257,8 +257,9 @@ static void slow_path_records_wrap_intact(void **state)
 #define WRITERS 8
 /*
  * Rules flipped while the writers run, and the writers' bound. A sanitizer's runtime makes each
- * flip and each event 5-10x slower: fewer of both there, where a race or a bad access shows in the
- * first few dozen flips or not at all.
+ * flip and each event 5-10x slower, and so does qemu-user's emulation (LKT_EMULATED, the cross
+ * builds): fewer of both there, where a race or a bad access shows in the first few dozen flips or
+ * not at all, and the native build makes the full count.
  */
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SANITIZED 1
@@ -267,7 +268,7 @@ static void slow_path_records_wrap_intact(void **state)
 #define SANITIZED 1
 #endif
 #endif
-#ifdef SANITIZED
+#if defined(SANITIZED) || defined(LKT_EMULATED)
 #define FLIP_ROUNDS 40
 #define WRITES_MAX 20000
 #else
