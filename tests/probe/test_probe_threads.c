@@ -268,6 +268,13 @@ static void slow_path_records_wrap_intact(void **state)
 #define SANITIZED 1
 #endif
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define LKT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LKT_TSAN 1
+#endif
+#endif
 #if defined(SANITIZED) || defined(LKT_EMULATED)
 #define FLIP_ROUNDS 40
 #define WRITES_MAX 20000
@@ -514,6 +521,22 @@ static void forked_child_stays_out(void **state)
 static int forking;
 static long forked;
 
+/* Where a task sleeps in the kernel (/proc/PID/wchan), for a child that hangs. */
+static const char *wchan_of(pid_t pid)
+{
+	static char where[128];
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/wchan", (int)pid);
+	f = fopen(path, "r");
+	if (!f || !fgets(where, sizeof(where), f))
+		snprintf(where, sizeof(where), "(unknown)");
+	if (f)
+		fclose(f);
+	return where;
+}
+
 static int wait_bounded(pid_t pid)
 {
 	int status;
@@ -526,6 +549,7 @@ static int wait_bounded(pid_t pid)
 			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 		usleep(1000);
 	}
+	print_error("child %d stuck for 30 s, in %s\n", (int)pid, wchan_of(pid));
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	return -1;
@@ -581,6 +605,16 @@ static void forks_while_traces_start_and_stop(void **state)
 	char path[256];
 
 	(void)state;
+#ifdef LKT_TSAN
+	/*
+	 * ThreadSanitizer does not support fork() in a process whose other threads run (its
+	 * runtime's locks may be held by them): a child hung here once in several CI runs, where
+	 * the plain, ASan and portable builds, which fork the same way, never did. They run it.
+	 */
+	print_message("skipped under ThreadSanitizer: its runtime can hang a child forked while "
+		      "other threads run\n");
+	skip();
+#endif
 	assert_true(lk_probe_enable("thr") >= 0);
 	__atomic_store_n(&forking, 1, __ATOMIC_RELEASE);
 	assert_int_equal(pthread_create(&th, NULL, forker, &failures), 0);
