@@ -10,26 +10,11 @@
 #     SCRAPES times: the median.
 # usage: bench/agent.sh BUILD_DIR RUNS EVENTS SCRAPES
 set -u
+. "$(dirname "$0")/lib.sh"
 build=$1 runs=$2 events=$3 scrapes=$4
 lowkey=$build/tools/lowkey/lowkey
 tmp=$(mktemp -d /dev/shm/lowkey-agent-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; wait; rm -rf "$tmp"' EXIT
-
-median()
-{
-	printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
-}
-
-# wait_for FILE PATTERN: until FILE has a line matching PATTERN (a minute at most)
-wait_for()
-{
-	for ((k = 0; k < 600; k++)); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "bench/agent.sh: no '$2' in $1" >&2
-	exit 1
-}
 
 # start PROGRAM: run it with its control socket, commands on fd 3; $prog is its pid
 start()

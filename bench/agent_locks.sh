@@ -6,26 +6,11 @@
 # wait, hold); the time to scrape it (curl's time_total), SCRAPES times: the median. What one request costs the process is `lowkey bench agent-figures`.
 # usage: bench/agent_locks.sh BUILD_DIR LOCKS SCRAPES
 set -u
+. "$(dirname "$0")/lib.sh"
 build=$1 locks=$2 scrapes=$3
 lowkey=$build/tools/lowkey/lowkey
 tmp=$(mktemp -d /dev/shm/lowkey-agent-locks.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; wait; rm -rf "$tmp"' EXIT
-
-median()
-{
-	printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
-}
-
-# wait_for FILE PATTERN: until FILE has a line matching PATTERN (a minute at most)
-wait_for()
-{
-	for ((k = 0; k < 600; k++)); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "bench/agent_locks.sh: no '$2' in $1" >&2
-	exit 1
-}
 
 mkfifo "$tmp/in"
 LOWKEY_CONTROL=1 "$build/tests/agent/lkt_agent_prog" <"$tmp/in" >"$tmp/out" &

@@ -16,6 +16,7 @@
 # 'otl:*=1/100', --slow 0.01,0.1 (docs/BENCHMARKS.md).
 # usage: [RECEIVER=collector|sink] [REQUESTS=N] [RATE=R] bench/agent_otlp.sh BUILD_DIR PROCS BEATS [RUNS [AGENT OPTION...]]
 set -u
+. "$(dirname "$0")/lib.sh"
 build=$1 procs=$2 beats=$3 runs=${4:-1}
 shift $(($# < 4 ? $# : 4))
 lowkey=$build/tools/lowkey/lowkey
@@ -36,16 +37,6 @@ elif [ ! -x "$otelcol" ]; then
 	echo "no collector at $otelcol: ctest -R otlp_collector_build" >&2
 	exit 1
 fi
-
-wait_for()
-{
-	for ((k = 0; k < 600; k++)); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "bench/agent_otlp.sh: no '$2' in $1" >&2
-	exit 1
-}
 
 cpu_s()
 {

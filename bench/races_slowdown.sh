@@ -8,6 +8,7 @@
 # races).
 # usage: bench/races_slowdown.sh BUILD_DIR ROUNDS RUNS ["RATES"]
 set -u
+. "$(dirname "$0")/lib.sh"
 build=$1 rounds=$2 runs=$3 rates=${4:-20 200}
 src=$(dirname "$0")/../tests/races/races_workload.c
 workload=$build/tests/races/races_workload
@@ -16,11 +17,6 @@ tsan=$(mktemp /tmp/races_workload_tsan.XXXXXX)
 times=$(mktemp /tmp/races_time.XXXXXX)
 trap 'rm -f "$tsan" "$times"' EXIT
 gcc -O2 -g -fsanitize=thread -pthread "$src" -o "$tsan" || exit 1
-
-median()
-{
-	printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
-}
 
 declare -A elapsed cpu rss
 variants="alone"

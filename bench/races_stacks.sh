@@ -9,16 +9,12 @@
 # window. Prints the medians of those means over the runs and the ratio of --stack 16 to 0.
 # usage: bench/races_stacks.sh BUILD_DIR RUNS [SECONDS]
 set -u
+. "$(dirname "$0")/lib.sh"
 build=$1 runs=$2 seconds=${3:-2}
 lowkey=$build/tools/lowkey/lowkey
 fixture=$build/tests/races/races_fixture
 out=$(mktemp /tmp/races_stacks.XXXXXX)
 trap 'rm -f "$out"' EXIT
-
-median()
-{
-	printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
-}
 
 # one number of the JSON's: the first "key": N
 field()
