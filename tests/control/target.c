@@ -6,6 +6,8 @@
  *                    lib:work (in lkt_ctl_lib) every 10th; exits with CODE
  *   emit-nap N       emit N, then sleep 1 ms: the main thread is switched out (blocked) and back
  *                    in at least once, however busy or idle the machine (emit alone may never be)
+ *   emit-stalled N   emit N while the parent (lowkey trace, the consumer) is stopped: a ring
+ *                    smaller than N events drops some, however fast the consumer would drain it
  *   fork N           app:tick N times here, child:tick N times in a forked child
  *   exec-child N     app:tick N times here, child:tick N times in a child that execs this program
  *   child-emit N     child:tick N times
@@ -120,6 +122,12 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "emit-nap") == 0) {
 		emit(n);
 		sleep_ms(1);
+		return 0;
+	}
+	if (strcmp(mode, "emit-stalled") == 0) {
+		kill(getppid(), SIGSTOP);
+		emit(n);
+		kill(getppid(), SIGCONT);
 		return 0;
 	}
 	if (strcmp(mode, "fork") == 0 || strcmp(mode, "exec-child") == 0) {

@@ -238,7 +238,7 @@ static void a_report_says_overwritten(void **state)
 	}
 
 	/* a streaming trace that loses events says they were dropped */
-	lkt_sh(&r, "%s trace -b 4K -e 'app:*' -o '%s' -- '%s' emit 20000", LOWKEY,
+	lkt_sh(&r, "%s trace -b 4K -e 'app:*' -o '%s' -- '%s' emit-stalled 20000", LOWKEY,
 	       in_scratch("dropped.ctf"), TARGET);
 	lkt_sh(&r, "%s report '%s'", LOWKEY, in_scratch("dropped.ctf"));
 	expect(0, "events were dropped because a thread's buffer was full");
