@@ -47,8 +47,8 @@ struct lkr_heap_slot {
 struct lkr_heap_table {
 	struct lkr_heap_slot *slots;
 	uint64_t mask; /* slots - 1: a power of two */
-	uint64_t recorded;
-	uint64_t dropped; /* blocks that found no free slot */
+	/* blocks that found no free slot, on a line of its own: the slots' fields are read always */
+	_Alignas(64) uint64_t dropped;
 };
 
 /* The bytes of memory a table of n slots (a power of two) maps. */
@@ -76,6 +76,9 @@ bool lkr_heap_remove(struct lkr_heap_table *t, uint64_t start, struct lkr_heap_b
  * Lock-free, async-signal-safe; the cost of a search.
  */
 bool lkr_heap_get(const struct lkr_heap_table *t, uint64_t start, struct lkr_heap_block *b);
+
+/* lkr_heap_count - the blocks recorded now. Cost: every slot read (the table's size). */
+uint64_t lkr_heap_count(const struct lkr_heap_table *t);
 
 /*
  * lkr_heap_find - the recorded block addr is in, into *b: the nearest block starting at or below

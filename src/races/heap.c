@@ -354,6 +354,7 @@ EXPORT bool lowkey_races_heap_find(uint64_t addr, struct lkr_heap_block *b)
 
 EXPORT void lowkey_races_heap_counts(uint64_t *recorded, uint64_t *dropped)
 {
-	*recorded = __atomic_load_n(&table.recorded, __ATOMIC_RELAXED);
+	*recorded = __atomic_load_n(&table_state, __ATOMIC_ACQUIRE) == 2 ? lkr_heap_count(&table) :
+									   0;
 	*dropped = __atomic_load_n(&table.dropped, __ATOMIC_RELAXED);
 }

@@ -55,8 +55,6 @@ bool lkr_heap_insert(struct lkr_heap_table *t, const struct lkr_heap_block *b)
 		if ((key == b->start || key == LKR_HEAP_EMPTY || key == LKR_HEAP_FREED) &&
 		    claim(s, key)) {
 			fill(s, b);
-			if (key != b->start)
-				__atomic_fetch_add(&t->recorded, 1, __ATOMIC_RELAXED);
 			return true;
 		}
 	}
@@ -97,32 +95,36 @@ bool lkr_heap_get(const struct lkr_heap_table *t, uint64_t start, struct lkr_hea
 }
 
 /*
- * Every record of start is forgotten, not only the first: one left further on from a free not
- * seen would otherwise come back into view.
+ * The first record of start is forgotten: a search for it stops there too. A block freed where
+ * this library does not see it leaves a record that a later one of the same start hides.
  */
 bool lkr_heap_remove(struct lkr_heap_table *t, uint64_t start, struct lkr_heap_block *b)
 {
 	uint64_t h = hash_of(t, start);
-	bool found = false;
 
 	for (unsigned int i = 0; i < LKR_HEAP_PROBES; i++) {
 		struct lkr_heap_slot *s = slot_at(t, h, i);
 		uint64_t key = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
 
 		if (key == LKR_HEAP_EMPTY)
-			break;
+			return false;
 		if (key != start)
 			continue;
-		if (!found && b)
+		if (b)
 			read_slot(s, start, b); /* its writer is the one freeing it: no other */
-		if (__atomic_compare_exchange_n(&s->key, &key, LKR_HEAP_FREED, false,
-						__ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
-			if (!found)
-				__atomic_fetch_sub(&t->recorded, 1, __ATOMIC_RELAXED);
-			found = true;
-		}
+		return __atomic_compare_exchange_n(&s->key, &key, LKR_HEAP_FREED, false,
+						   __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 	}
-	return found;
+	return false;
+}
+
+uint64_t lkr_heap_count(const struct lkr_heap_table *t)
+{
+	uint64_t n = 0;
+
+	for (uint64_t i = 0; i <= t->mask; i++)
+		n += __atomic_load_n(&t->slots[i].key, __ATOMIC_RELAXED) > LKR_HEAP_BUSY;
+	return n;
 }
 
 /* The block at start, if it covers addr: 1; a block there that does not: -1; none: 0. */
