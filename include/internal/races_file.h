@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define LKR_MAGIC 0x3173656361726b6cull /* "lkraces1" */
-#define LKR_VERSION 3u
+#define LKR_VERSION 4u
 #define LKR_HEADER_SIZE 4096u
 #define LKR_ERROR_MAX 256u
 #define LKR_OBJECTS_MAX 64u
@@ -69,6 +69,7 @@ struct lkr_insn {
 #define LKR_F_STARTED 0x1u  /* it claimed the plan and armed its watchpoints */
 #define LKR_F_FINISHED 0x2u /* it stopped sampling and removed them (exit, or the duration) */
 #define LKR_F_FULL 0x4u	    /* more distinct races than max_races: see races_dropped */
+#define LKR_F_HEAP 0x8u	    /* heap blocks are recorded: liblowkey-races-heap.so is there */
 
 /*
  * A race: the sampled instruction, held at sample_ip with the watchpoint on addr, and another
@@ -96,6 +97,14 @@ struct lkr_race {
 	uint8_t pad[3];
 	uint64_t sample_stack[LKR_STACK_MAX];
 	uint64_t other_stack[LKR_STACK_MAX];
+	/*
+	 * With the plan's heap: the heap block addr was in the first time (races_heap.h), found
+	 * while the held thread waited before its access; heap_found 0 when none was recorded.
+	 */
+	uint64_t heap_start, heap_size;
+	uint64_t heap_site; /* the return address into the function that allocated it */
+	uint32_t heap_tid;  /* the thread that allocated it */
+	uint32_t heap_found;
 };
 
 struct lkr_header {
@@ -111,6 +120,8 @@ struct lkr_header {
 	uint32_t ninsns;
 	uint32_t max_races;
 	uint32_t stack_depth; /* frames of each thread's stack kept: 0 (none) to LKR_STACK_MAX */
+	uint32_t heap;	      /* 1: name the heap block of each race (--heap) */
+	uint32_t heap_pad;
 	/* Written by the library. */
 	uint32_t claimed; /* set once (compare-and-swap) by the process that samples */
 	uint32_t flags;	  /* LKR_F_* */
@@ -129,6 +140,8 @@ struct lkr_header {
 	uint64_t held_ns;
 	uint64_t kept;
 	uint64_t kept_ns;
+	/* With the heap: blocks live in its table at the end, and blocks it had no room for. */
+	uint64_t heap_recorded, heap_dropped;
 	char error[LKR_ERROR_MAX]; /* why the library could not sample, or "" */
 };
 

@@ -15,6 +15,7 @@
  * is held the sampler allocates nothing and takes no lock the program may hold (the held thread
  * may be inside malloc).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -42,6 +43,7 @@
 #include <lowkey/watch.h>
 
 #include "internal/races_file.h"
+#include "internal/races_heap.h"
 
 #define HIT_MAX 16	      /* accesses of one window kept with their instruction */
 #define HANDLER_FRAMES_MAX 32 /* frames of the handler's own, above the trapped one */
@@ -68,6 +70,8 @@ struct sampler {
 	uint64_t rng;
 	uint64_t start_ns;
 	struct lk_watch *exec, *rw, *wr;
+	lkr_heap_find_fn heap_find; /* liblowkey-races-heap.so's, with the plan's heap */
+	lkr_heap_counts_fn heap_counts;
 	pthread_t thread;
 	bool running; /* the sampler thread was started (in this process, owner) */
 	pid_t owner;  /* the process that started it: not a fork()ed child */
@@ -330,6 +334,50 @@ static void on_data(const struct lk_watch_hit *hit, void *arg)
 	__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_SEQ_CST);
 }
 
+/* ---- heap blocks (--heap) ---- */
+
+/*
+ * The heap library preloaded in front of this one, if the plan asks for heap blocks: its
+ * functions, found by name (it is not a dependency: without --heap it is not loaded at all).
+ */
+static void heap_open(struct sampler *s)
+{
+	s->heap_find = NULL;
+	s->heap_counts = NULL;
+	if (!s->h->heap)
+		return;
+	s->heap_find = (lkr_heap_find_fn)dlsym(RTLD_DEFAULT, LKR_HEAP_FIND_SYMBOL);
+	s->heap_counts = (lkr_heap_counts_fn)dlsym(RTLD_DEFAULT, LKR_HEAP_COUNTS_SYMBOL);
+	if (s->heap_find && s->heap_counts)
+		__atomic_fetch_or(&s->h->flags, LKR_F_HEAP, __ATOMIC_RELEASE);
+	else
+		s->heap_find = NULL;
+}
+
+/*
+ * A new record's block, looked up while the held thread still waits before its access: the block
+ * is live then. The search allocates nothing and takes no lock.
+ */
+static void heap_locate(const struct sampler *s, struct lkr_race *r)
+{
+	struct lkr_heap_block b;
+
+	if (!s->heap_find || !s->heap_find(r->addr, &b))
+		return;
+	r->heap_start = b.start;
+	r->heap_size = b.size;
+	r->heap_site = b.site;
+	r->heap_tid = b.tid;
+	r->heap_found = 1;
+}
+
+static void heap_close(struct sampler *s)
+{
+	if (s->heap_find)
+		s->heap_counts(&s->h->heap_recorded, &s->h->heap_dropped);
+	s->heap_find = NULL;
+}
+
 /* ---- the sampler thread ---- */
 
 /*
@@ -377,6 +425,7 @@ static void book(struct sampler *s, int hit, uint64_t hits, uint64_t before, uin
 	if (hit >= 0)
 		memcpy(r->other_stack, s->hit_stack[hit],
 		       s->hit_depth[hit] * sizeof(r->other_stack[0]));
+	heap_locate(s, r);
 	/* counted once whole: a process killed meanwhile leaves no half record counted */
 	__atomic_store_n(&h->races_used, used + 1, __ATOMIC_RELEASE);
 }
@@ -520,6 +569,7 @@ static void disarm(struct sampler *s)
 	lk_watch_remove(s->rw);
 	lk_watch_remove(s->wr);
 	s->exec = s->rw = s->wr = NULL;
+	heap_close(s);
 	__atomic_fetch_or(&s->h->flags, LKR_F_FINISHED, __ATOMIC_RELEASE);
 }
 
@@ -707,6 +757,7 @@ static int prepare(struct sampler *s, struct lkr_header *h, size_t size)
 		return -1;
 	}
 	s->stack_depth = h->stack_depth; /* map_plan_fd() checked it */
+	heap_open(s);
 	if (s->stack_depth)
 		prewarm_unwinder();
 	if (arm_watchpoints(s))

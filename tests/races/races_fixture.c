@@ -22,11 +22,19 @@
  *                                    inner_write, where deep_add is inlined), the other reads it
  *                                    two calls deep (outer_read -> inner_read): a race whose
  *                                    stacks name them
+ *   races_fixture heap SECONDS       both ++ a member (at +8) of a block of 24 bytes malloc'ed in
+ *                                    make_shared() (a race on the heap: --heap names the block)
+ *   races_fixture heap_again SECONDS the same, the block malloc'ed in first_site(), freed, and
+ *                                    one of the same size malloc'ed in second_site() (the
+ *                                    allocator gives the same back): second_site names it
+ * The heap modes first print which object the program's malloc is (stdout, "malloc: PATH"):
+ * liblowkey-races-heap.so only when it was preloaded.
  * and print what they counted. Each thread runs a time rather than a count, so that a busy
  * machine shortens no run; each repeats its racy access in a loop, so that in that time the
  * sampler arms it many times. The empty asm keeps each access an instruction of its own (at -O1
  * too).
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <signal.h>
@@ -66,6 +74,12 @@ static struct {
 	unsigned int high : 4;
 } bits;
 static long deep_value, deep_sum;
+
+/* Made by the heap modes before the threads start. */
+struct shared {
+	long before, value, after;
+};
+static struct shared *shared;
 
 #define BARRIER() __asm__ volatile("" ::: "memory")
 
@@ -227,11 +241,78 @@ static __attribute__((noinline)) void outer_read(void)
 	deep_sum += sum;
 }
 
+static __attribute__((noinline)) struct shared *make_shared(void)
+{
+	struct shared *s = malloc(sizeof(*s));
+
+	BARRIER();
+	return s;
+}
+
+static __attribute__((noinline)) struct shared *first_site(void)
+{
+	struct shared *s = malloc(sizeof(*s));
+
+	BARRIER();
+	return s;
+}
+
+static __attribute__((noinline)) struct shared *second_site(void)
+{
+	struct shared *s = malloc(sizeof(*s));
+
+	BARRIER();
+	return s;
+}
+
+/* Which object defines the malloc the program calls. */
+static void print_malloc_owner(void)
+{
+	Dl_info info;
+
+	if (dladdr(dlsym(RTLD_DEFAULT, "malloc"), &info) && info.dli_fname)
+		printf("malloc: %s\n", info.dli_fname);
+	else
+		printf("malloc: ?\n");
+}
+
+static void heap_setup(void)
+{
+	print_malloc_owner();
+	shared = make_shared();
+	if (!shared)
+		exit(1);
+	memset(shared, 0, sizeof(*shared));
+}
+
+static void heap_again_setup(void)
+{
+	struct shared *first;
+
+	print_malloc_owner();
+	first = first_site();
+	free(first);
+	shared = second_site();
+	if (!shared)
+		exit(1);
+	memset(shared, 0, sizeof(*shared));
+	printf("same block again: %s\n", shared == first ? "yes" : "no");
+}
+
+static void bump_shared(void)
+{
+	for (int i = 0; i < BATCH; i++) {
+		shared->value++;
+		BARRIER();
+	}
+}
+
 /* What each of the two threads runs in a mode. */
 static const struct mode {
 	const char *name;
 	void (*bump[2])(void);
 	bool fork_child;
+	void (*setup)(void); /* before the threads start */
 } modes[] = {
 	{ "plain", { bump_plain, bump_plain } },
 	{ "mutex", { bump_mutex, bump_mutex } },
@@ -244,6 +325,8 @@ static const struct mode {
 	{ "bitfield", { bump_low, bump_high } },
 	{ "fork", { bump_plain, bump_plain }, true },
 	{ "deep", { outer_write, outer_read } },
+	{ "heap", { bump_shared, bump_shared }, false, heap_setup },
+	{ "heap_again", { bump_shared, bump_shared }, false, heap_again_setup },
 };
 
 static int before(const struct timespec *a, const struct timespec *b)
@@ -300,6 +383,10 @@ int main(int argc, char **argv)
 		pause_between.tv_nsec = atol(getenv("LKT_FIXTURE_PAUSE_US")) % 1000000 * 1000;
 	if (mode->bump[0] == watch_ticks)
 		set_alarm(200);
+	if (mode->setup) {
+		mode->setup();
+		fflush(stdout);
+	}
 	if (mode->fork_child && (child = fork()) == 0) {
 		nanosleep(&(struct timespec){ (time_t)seconds, 0 }, NULL);
 		_exit(0);

@@ -14,7 +14,10 @@
  * shared library is reported with --lib naming it, not sampled without, and counted but not printed
  * when a suppressions file matches its source file. --pid attaches to the fixture started waiting
  * for it, twice in turn and until it exits, with nothing left open after; a child it forks does not
- * wait; a process not started so is refused. Each racy access repeats in a loop for the whole run,
+ * wait; a process not started so is refused. With --heap, a race on a block malloc'ed in a named
+ * function names the block, its size, the offset and that function (the new one where a block was
+ * freed and allocated again), in text and JSON, with --pid too, and is suppressed by that function;
+ * without it no block is named and the program's malloc is the C library's. Each racy access repeats in a loop for the whole run,
  * so that the sampler reaches it many times at the rate given. Skipped where this process cannot
  * have a process-wide execute watchpoint (perf_event_paranoid, seccomp, no breakpoints, a kernel
  * before 5.13, qemu-user), saying why.
@@ -504,6 +507,26 @@ static void forked_child_does_not_wait(void **state)
 	lkt_expect(&r, 66, "\"symbol\": \"counter\"");
 }
 
+/*
+ * --pid --heap: the process started with the heap library preloaded too names the block; one
+ * started without it is sampled, and the report says no block was recorded.
+ */
+static void attached_with_heap(void **state)
+{
+	(void)state;
+	racy_sh("exec 2>&1; LD_PRELOAD=" RACES_HEAP_LIB ":" RACES_LIB
+		" LOWKEY_RACES_ATTACH=1 " FIXTURE_BIN " heap 60 >/dev/null & pid=$!; "
+		"for i in $(seq 3000); do grep -q \"@lowkey-races.$pid\\$\" /proc/net/unix && "
+		"break; sleep 0.01; done; " ATTACH " --heap --duration " RACY_SECONDS
+		"; st=$?; kill $pid; wait $pid; exit $st");
+	lkt_expect(&r, 66, "\"function\": \"make_shared\"");
+	lkt_expect(&r, 66, "\"offset\": 8,");
+	racy_sh(START_WAITING("heap", "60") LOWKEY
+		" races --pid $pid --seed 1 --rate 500 --window 5 "
+		"--heap --duration " RACY_SECONDS "; st=$?; kill $pid; wait $pid; exit $st");
+	lkt_expect(&r, 66, "not started with liblowkey-races-heap.so preloaded");
+}
+
 static void pid_refused(void **state)
 {
 	(void)state;
@@ -516,6 +539,89 @@ static void pid_refused(void **state)
 		lkt_sh(&r, "%s races --pid 1", LOWKEY);
 		lkt_expect(&r, 1, "belongs to uid 0");
 	}
+}
+
+/* The line "malloc: PATH" the heap modes print: which object the program's malloc is. */
+static bool malloc_from(const char *out, const char *object)
+{
+	const char *line = strstr(out, "malloc: "), *end = line ? strchr(line, '\n') : NULL;
+	const char *at = line ? strstr(line, object) : NULL;
+
+	return at && end && at < end;
+}
+
+/* The race's "heap" object in the JSON, up to its "held" side (into buf). */
+static const char *heap_json(const char *out, char *buf, size_t len)
+{
+	const char *heap = strstr(out, "\"heap\": {\n        \"start\"");
+	const char *held = heap ? strstr(heap, "\"held\"") : NULL;
+
+	if (!held)
+		return NULL;
+	snprintf(buf, len, "%.*s", (int)(held - heap), heap);
+	return buf;
+}
+
+/*
+ * --heap: a race on a member (at +8) of a block of 24 bytes malloc'ed in make_shared() names the
+ * block and the function that allocated it; the program's malloc is liblowkey-races-heap.so's.
+ */
+static void heap_block_named(void **state)
+{
+	char buf[4096];
+	const char *heap;
+
+	(void)state;
+	racy_sh("%s --heap -- %s heap %s", RACY_OPTS, FIXTURE_BIN, RACY_SECONDS);
+	heap = heap_json(r.out, buf, sizeof(buf));
+	if (r.status != 66 || !heap)
+		print_error("wanted a race on the heap block:\n%s\n", r.out);
+	lkt_expect(&r, 66, "\"recorded\": true");
+	assert_true(malloc_from(r.out, "liblowkey-races-heap.so"));
+	assert_non_null(heap);
+	assert_non_null(strstr(heap, "\"size\": 24,"));
+	assert_non_null(strstr(heap, "\"offset\": 8,"));
+	assert_non_null(strstr(heap, "\"site\": {"));
+	assert_non_null(strstr(heap, "\"function\": \"make_shared\""));
+	assert_non_null(strstr(heap, "races_fixture.c\""));
+}
+
+/*
+ * A block malloc'ed in first_site(), freed, and one malloc'ed in second_site() (the allocator gives
+ * the same back): the race names second_site, in text.
+ */
+static void heap_block_freed_and_reallocated_names_the_new_site(void **state)
+{
+	(void)state;
+	racy_sh("%s races --seed 1 --rate 500 --window 5 --heap -- %s heap_again %s", LOWKEY,
+		FIXTURE_BIN, RACY_SECONDS);
+	if (!strstr(r.out, "same block again: yes"))
+		print_message("the allocator gave another block: the sites differ anyway\n");
+	lkt_expect(&r, 66, "heap block of 24 bytes at +8, 8 bytes at 0x");
+	lkt_expect(&r, 66, "  allocated by thread ");
+	lkt_expect(&r, 66, " at second_site+0x");
+	assert_null(strstr(r.out, "first_site"));
+}
+
+/* Without --heap: the same race names no block, and nothing is interposed. */
+static void no_heap_blocks_without_the_option(void **state)
+{
+	(void)state;
+	racy_sh("%s -- %s heap %s", RACY_OPTS, FIXTURE_BIN, RACY_SECONDS);
+	lkt_expect(&r, 66, "\"heap\": null");
+	assert_true(malloc_from(r.out, "libc.so"));
+	assert_null(strstr(r.out, "liblowkey-races-heap"));
+	assert_null(strstr(r.out, "make_shared"));
+}
+
+/* A race is suppressed by the function that allocated its block, as TSan matches it. */
+static void heap_race_suppressed_by_allocation_site(void **state)
+{
+	(void)state;
+	racy_sh("%s --heap --suppressions %s/heap.supp -- %s heap %s", RACY_OPTS, SUPPRESSIONS_DIR,
+		FIXTURE_BIN, RACY_SECONDS);
+	lkt_expect(&r, 0, "\"races\": []");
+	assert_null(strstr(r.out, "\"suppressed\": 0,"));
 }
 
 static void race_in_a_library_with_lib(void **state)
@@ -563,6 +669,11 @@ int main(void)
 		cmocka_unit_test(attached_until_the_process_exits),
 		cmocka_unit_test(forked_child_does_not_wait),
 		cmocka_unit_test(pid_refused),
+		cmocka_unit_test(heap_block_named),
+		cmocka_unit_test(heap_block_freed_and_reallocated_names_the_new_site),
+		cmocka_unit_test(no_heap_blocks_without_the_option),
+		cmocka_unit_test(heap_race_suppressed_by_allocation_site),
+		cmocka_unit_test(attached_with_heap),
 	};
 
 	if (can_sample(NULL))

@@ -34,7 +34,7 @@
 #define MAX_RACES 4096u
 
 static const char races_usage[] =
-	"usage: lowkey races [--rate N] [--window MS] [--seed N] [--duration S] [--lib FILE] [--suppressions FILE] [--stack N] [-j|--json] [--html OUT] [-o FILE] [--] COMMAND [ARGS...]\n"
+	"usage: lowkey races [--rate N] [--window MS] [--seed N] [--duration S] [--lib FILE] [--suppressions FILE] [--stack N] [--heap] [-j|--json] [--html OUT] [-o FILE] [--] COMMAND [ARGS...]\n"
 	"       lowkey races --pid PID [--duration S] [OPTIONS]\n"
 	"\n"
 	"Runs COMMAND with liblowkey-races.so preloaded and looks for data races in it by sampling, as\n"
@@ -67,6 +67,10 @@ static const char races_usage[] =
 	"                     files and objects and the global's name (* any characters, ^ and $\n"
 	"                     anchors); they are counted, not printed (repeat for more files)\n"
 	"  --stack N          frames kept of each thread's stack, 0 to 16 (default 16; 0: none)\n"
+	"  --heap             name the heap block of a race on the heap: its size, the offset in it,\n"
+	"                     the thread and the function that allocated it (liblowkey-races-heap.so\n"
+	"                     is preloaded too and records every block: the allocator costs more).\n"
+	"                     With --pid, the process must have been started with it preloaded\n"
 	"  -j, --json         print the report as JSON\n"
 	"  --html OUT         also write it as one self-contained HTML page to OUT: a bar chart of\n"
 	"                     how often each race was caught, the races, both threads' stacks\n"
@@ -100,6 +104,7 @@ struct options {
 	bool seeded;
 	bool json;
 	unsigned int stack_depth;
+	bool heap;
 	const char *output;
 	const char *html;
 	pid_t pid; /* --pid; 0: run a command */
@@ -130,7 +135,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		OPT_SUPPRESSIONS,
 		OPT_PID,
 		OPT_STACK,
-		OPT_HTML
+		OPT_HTML,
+		OPT_HEAP
 	};
 	static const struct option longopts[] = {
 		{ "rate", required_argument, NULL, OPT_RATE },
@@ -142,6 +148,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "pid", required_argument, NULL, OPT_PID },
 		{ "stack", required_argument, NULL, OPT_STACK },
 		{ "html", required_argument, NULL, OPT_HTML },
+		{ "heap", no_argument, NULL, OPT_HEAP },
 		{ "json", no_argument, NULL, 'j' },
 		{ "output", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
@@ -200,6 +207,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case OPT_HTML:
 			o->html = optarg;
 			break;
+		case OPT_HEAP:
+			o->heap = true;
+			break;
 		case 'j':
 			o->json = true;
 			break;
@@ -255,6 +265,7 @@ static void fill_plan(struct lkr_header *h, const struct races_code *code,
 	h->duration_ns = (uint64_t)(o->duration * 1e9 + 0.5);
 	h->max_races = MAX_RACES;
 	h->stack_depth = o->stack_depth;
+	h->heap = o->heap;
 	h->nobjects = objs->n;
 	objects = lkr_objects(h);
 	for (unsigned int i = 0; i < objs->n; i++) {
@@ -431,6 +442,7 @@ static int run_sampled(char **argv, const char *lib, const struct objects *objs,
 		.command = argv[0],
 		.paths = objs->names,
 		.suppressions = &o->suppressions,
+		.heap = o->heap,
 	};
 	struct lkr_header *h;
 	size_t size, found = 0;
@@ -475,6 +487,7 @@ static int run_attached(const char *lib, const struct objects *objs, struct opti
 		.rate = o->rate,
 		.window_ms = o->window_ms,
 		.attached = true,
+		.heap = o->heap,
 	};
 	struct lkr_header *h;
 	size_t size, found = 0;
@@ -530,9 +543,28 @@ static int check_html(const struct options *o)
 	return 0;
 }
 
+/*
+ * --heap: the heap library, found beside liblowkey-races.so (lib), in front of it in what is
+ * preloaded (into buf): its malloc comes first. Returns buf, or NULL after saying why.
+ */
+static const char *with_heap(const char *lib, char *buf, size_t len)
+{
+	const char *slash = strrchr(lib, '/');
+	int dir = slash ? (int)(slash - lib + 1) : 0;
+	int n = snprintf(buf, len, "%.*s%s", dir, lib, LK_RACES_HEAP_FILE);
+
+	if (n < 0 || (size_t)n >= len - strlen(lib) - 1 || access(buf, R_OK) != 0) {
+		cli_error("races", "install it beside liblowkey-races.so",
+			  "--heap: cannot read %.*s%s", dir, lib, LK_RACES_HEAP_FILE);
+		return NULL;
+	}
+	snprintf(buf + n, len - (size_t)n, ":%s", lib);
+	return buf;
+}
+
 static int races_run(int argc, char **argv)
 {
-	char lib_buf[PATH_MAX], exe[PATH_MAX];
+	char lib_buf[PATH_MAX], heap_buf[2 * PATH_MAX + 2], exe[PATH_MAX];
 	struct races_code code = { 0 };
 	struct objects *objs = NULL;
 	struct options o;
@@ -546,6 +578,8 @@ static int races_run(int argc, char **argv)
 	}
 	argv += first;
 	lib = preload_find("races", &races_lib, lib_buf, sizeof(lib_buf));
+	if (lib && o.heap && !o.pid)
+		lib = with_heap(lib, heap_buf, sizeof(heap_buf));
 	ret = lib ? check_html(&o) : CLI_EXIT_FAIL;
 	if (!ret)
 		ret = program_of(&o, argv, exe, sizeof(exe));

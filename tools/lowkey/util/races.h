@@ -138,6 +138,7 @@ struct races_run {
 	double rate, window_ms;
 	int status;    /* the command's wait status */
 	bool attached; /* --pid: no status (the process runs on) */
+	bool heap;     /* --heap: heap blocks asked for */
 	const struct races_suppressions *suppressions;
 	size_t suppressed; /* set by races_report(): races matched by a suppression */
 };

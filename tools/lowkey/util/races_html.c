@@ -74,13 +74,26 @@ static void side_string(const struct lk__jr_value *side, char *buf, size_t len)
 		 atomic && atomic->boolean ? " (atomic)" : "", lk__jr_number(side, "tid"), where);
 }
 
-/* "counter, 4 bytes at 0x5560" or "heap or stack, ..." */
+static const struct lk__jr_value *heap_of(const struct lk__jr_value *race)
+{
+	const struct lk__jr_value *heap = lk__jr_get(race, "heap");
+
+	return heap && heap->type == LK__JR_OBJECT ? heap : NULL;
+}
+
+/* "counter, 4 bytes at 0x5560", "heap block of 24 bytes at +8, ..." or "heap or stack, ..." */
 static void global_string(const struct lk__jr_value *race, char *buf, size_t len)
 {
 	const char *symbol = lk__jr_string(race, "symbol"), *addr = lk__jr_string(race, "addr");
 	double offset = lk__jr_number(race, "symbol_offset"), size = lk__jr_number(race, "size");
+	const struct lk__jr_value *heap = heap_of(race);
 
-	if (symbol && offset > 0)
+	if (heap)
+		snprintf(buf, len, "heap block of %.0f byte%s at +%.0f, %.0f byte%s at %s",
+			 lk__jr_number(heap, "size"), lk__jr_number(heap, "size") == 1 ? "" : "s",
+			 lk__jr_number(heap, "offset"), size, size == 1 ? "" : "s",
+			 addr ? addr : "?");
+	else if (symbol && offset > 0)
 		snprintf(buf, len, "%s+0x%llx, %.0f byte%s at %s", symbol,
 			 (unsigned long long)offset, size, size == 1 ? "" : "s", addr ? addr : "?");
 	else
@@ -181,6 +194,20 @@ static void frame_cell(FILE *f, const struct lk__jr_value *stack, size_t i)
 	text_cell(f, text);
 }
 
+/* "Allocated by thread 12 at make_counter+0x1d (a.c:30)." */
+static void heap_para(FILE *f, const struct lk__jr_value *race)
+{
+	const struct lk__jr_value *heap = heap_of(race),
+				  *site = heap ? lk__jr_get(heap, "site") : NULL;
+	char where[1200];
+
+	if (!site || site->type != LK__JR_OBJECT)
+		return;
+	place_string(site, where, sizeof(where));
+	lkh_paraf(f, "The heap block was allocated by thread %.0f at %s.",
+		  lk__jr_number(heap, "tid"), where);
+}
+
 /* Both threads' stacks, frame by frame, innermost first. */
 static void stacks_table(FILE *f, size_t nr, const struct lk__jr_value *race)
 {
@@ -195,6 +222,7 @@ static void stacks_table(FILE *f, size_t nr, const struct lk__jr_value *race)
 	global_string(race, global, sizeof(global));
 	snprintf(heading, sizeof(heading), "race %zu: %s", nr, global);
 	lkh_section(f, heading, NULL);
+	heap_para(f, race);
 	if (!depth) {
 		lkh_para(f, "No stack was taken (--stack 0, or the unwinder found none).");
 		return;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * The report of `lowkey races`: each race the library recorded (two instructions, folded by the
- * pair), named with libdw -- functions, source lines, both threads' stacks, the global accessed --
- * as text or JSON (which races_html.c makes a page of).
+ * pair), named with libdw -- functions, source lines, both threads' stacks, the global accessed or
+ * the heap block and where it was allocated (--heap) -- as text or JSON (which races_html.c makes a
+ * page of).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -129,6 +130,23 @@ static void other_side(struct symbolizer *sym, const struct lkr_race *r,
 	name_stack(sym, r->other_stack, r->other_depth, s);
 }
 
+/*
+ * Where the race's heap block was allocated: the function that called the allocator, by the line
+ * of its call (the site is a return address), with the functions inlined there.
+ */
+static void heap_side(struct symbolizer *sym, const struct lkr_race *r, struct side *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (!r->heap_found)
+		return;
+	s->ip = r->heap_site;
+	s->tid = r->heap_tid;
+	s->access = "allocation";
+	s->line_before = true;
+	place_of(sym, r->heap_site, true, &s->place);
+	name_stack(sym, &r->heap_site, 1, s);
+}
+
 static const char *basename_of(const char *path)
 {
 	const char *slash = path ? strrchr(path, '/') : NULL;
@@ -175,13 +193,29 @@ static void print_side_text(FILE *out, const char *role, const struct side *s)
 			      sizeof(buf)));
 }
 
+/* "  allocated by thread 12 at make_counter+0x1d (a.c:30)", the functions inlined there after. */
+static void print_heap_text(FILE *out, const struct side *h)
+{
+	char buf[2048];
+
+	fprintf(out, "  allocated by thread %u at %s\n", h->tid,
+		where(h->ip, &h->place, false, buf, sizeof(buf)));
+	for (unsigned int i = 0; h->depth > 1 && i < h->depth; i++)
+		fprintf(out, "    #%-2u %s\n", i,
+			where(h->stack[i].ip, &h->stack[i].place, h->stack[i].inlined, buf,
+			      sizeof(buf)));
+}
+
 static void print_race_text(FILE *out, size_t nr, const struct lkr_race *r,
 			    const struct symbol_place *global, const struct side *a,
-			    const struct side *b)
+			    const struct side *b, const struct side *heap)
 {
 	char name[1024], raw[512];
 
-	if (global->function) {
+	if (r->heap_found) {
+		snprintf(name, sizeof(name), "heap block of %" PRIu64 " byte%s at +%" PRIu64,
+			 r->heap_size, r->heap_size == 1 ? "" : "s", r->addr - r->heap_start);
+	} else if (global->function) {
 		if (global->offset)
 			snprintf(raw, sizeof(raw), "%s+%#" PRIx64, global->function,
 				 global->offset);
@@ -206,6 +240,8 @@ static void print_race_text(FILE *out, size_t nr, const struct lkr_race *r,
 			"cover), in %" PRIu64 " window%s\n",
 			r->before, r->after, r->windows, r->windows == 1 ? "" : "s");
 	}
+	if (r->heap_found)
+		print_heap_text(out, heap);
 }
 
 /* A place's names: function (demangled) and the symbol as mangled, offset, file, line. */
@@ -248,8 +284,30 @@ static void json_side(struct lk__json *j, const char *key, const struct side *s)
 	lk__json_close(j);
 }
 
+/* The heap block addr is in, and where it was allocated; null when none was recorded. */
+static void json_heap(struct lk__json *j, const struct lkr_race *r, const struct side *h)
+{
+	if (!r->heap_found) {
+		lk__json_null(j, "heap");
+		return;
+	}
+	lk__json_object(j, "heap");
+	lk__json_strf(j, "start", "%#" PRIx64, r->heap_start);
+	lk__json_uint(j, "size", r->heap_size);
+	lk__json_uint(j, "offset", r->addr - r->heap_start);
+	lk__json_uint(j, "tid", h->tid);
+	lk__json_object(j, "site");
+	lk__json_strf(j, "ip", "%#" PRIx64, h->ip);
+	json_place(j, &h->place);
+	lk__json_str_or_null(j, "module", h->place.module);
+	lk__json_close(j);
+	json_stack(j, h);
+	lk__json_close(j);
+}
+
 static void json_race(struct lk__json *j, const struct lkr_race *r,
-		      const struct symbol_place *global, const struct side *a, const struct side *b)
+		      const struct symbol_place *global, const struct side *a, const struct side *b,
+		      const struct side *heap)
 {
 	lk__json_object(j, NULL);
 	lk__json_strf(j, "addr", "%#" PRIx64, r->addr);
@@ -259,6 +317,7 @@ static void json_race(struct lk__json *j, const struct lkr_race *r,
 	lk__json_uint(j, "size", r->size);
 	lk__json_uint(j, "windows", r->windows);
 	lk__json_uint(j, "hits", r->hits);
+	json_heap(j, r, heap);
 	json_side(j, "held", a);
 	if (r->other_ip) {
 		json_side(j, "other", b);
@@ -298,6 +357,15 @@ static void json_head(struct lk__json *j, const struct lkr_header *h, const stru
 	lk__json_uint(j, "kept", h->kept);
 	lk__json_uint(j, "kept_ns", h->kept_ns);
 	lk__json_close(j);
+	if (run->heap) {
+		lk__json_object(j, "heap");
+		lk__json_bool(j, "recorded", (h->flags & LKR_F_HEAP) != 0);
+		lk__json_uint(j, "blocks", h->heap_recorded);
+		lk__json_uint(j, "dropped", h->heap_dropped);
+		lk__json_close(j);
+	} else {
+		lk__json_null(j, "heap");
+	}
 	lk__json_str_or_null(j, "error", h->error[0] ? h->error : NULL);
 	if (run->attached)
 		lk__json_null(j, "exit_status");
@@ -323,6 +391,15 @@ static void print_head_text(FILE *out, const struct lkr_header *h, size_t n,
 	if (h->races_dropped)
 		fprintf(out, "lowkey races: %" PRIu64 " more races had no room to be recorded\n",
 			h->races_dropped);
+	if (run->heap && !(h->flags & LKR_F_HEAP))
+		fprintf(out,
+			"lowkey races: --heap: no heap block was recorded: the program was not "
+			"started with liblowkey-races-heap.so preloaded\n");
+	else if (run->heap && h->heap_dropped)
+		fprintf(out,
+			"lowkey races: --heap: %" PRIu64 " heap blocks had no room in the table "
+			"(LOWKEY_RACES_HEAP_SLOTS): a race on one names no block\n",
+			h->heap_dropped);
 }
 
 /* One race, named: both sides and the global. */
@@ -330,6 +407,7 @@ struct named_race {
 	const struct lkr_race *r;
 	struct symbol_place global;
 	struct side a, b;
+	struct side heap; /* where its heap block was allocated, with --heap */
 	bool suppressed;
 };
 
@@ -349,6 +427,9 @@ static bool race_suppressed(const struct races_suppressions *s, const struct nam
 		other ? nr->b.place.mangled : NULL,
 		nr->b.place.file,
 		nr->b.place.module,
+		nr->heap.place.function, /* as TSan matches the location's stack */
+		nr->heap.place.mangled,
+		nr->heap.place.file,
 	};
 
 	return s && s->n && races_suppressed(s, strings, sizeof(strings) / sizeof(strings[0]));
@@ -363,6 +444,7 @@ static void name_race(struct symbolizer *sym, const struct lkr_race *r,
 	place_of(sym, r->addr, false, &nr->global);
 	sampled_side(sym, r, &nr->a);
 	other_side(sym, r, code, h, &nr->b);
+	heap_side(sym, r, &nr->heap);
 	nr->suppressed = race_suppressed(run->suppressions, nr);
 }
 
@@ -440,9 +522,9 @@ size_t races_report(FILE *out, struct lkr_header *h, const struct races_code *co
 		if (r->suppressed)
 			continue;
 		if (json)
-			json_race(&j, r->r, &r->global, &r->a, &r->b);
+			json_race(&j, r->r, &r->global, &r->a, &r->b, &r->heap);
 		else
-			print_race_text(out, ++nr, r->r, &r->global, &r->a, &r->b);
+			print_race_text(out, ++nr, r->r, &r->global, &r->a, &r->b, &r->heap);
 	}
 	if (json) {
 		lk__json_close(&j);
