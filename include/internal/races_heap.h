@@ -82,13 +82,15 @@ uint64_t lkr_heap_count(const struct lkr_heap_table *t);
 
 /*
  * lkr_heap_find - the recorded block addr is in, into *b: the nearest block starting at or below
- * addr, looked for at every 16 bytes (malloc's alignment on x86-64) up to 1 MiB below, then at
- * every page (where large blocks are mapped) up to 64 MiB below. A block found that ends before
- * addr ends the search (blocks do not overlap). Returns whether one was found. Lock-free,
- * async-signal-safe; cost: up to about 100,000 searches for an address in no block (a global, a
- * stack): made once per race recorded, never on the program's path.
+ * addr and not below lowest (the start of the mapping addr is in, or 0), looked for at every 16
+ * bytes (malloc's alignment on x86-64) up to 1 MiB below, then at every page (where large blocks
+ * are mapped) up to 64 MiB below. A block found that ends before addr ends the search (blocks do
+ * not overlap). Returns whether one was found. Lock-free, async-signal-safe; cost: up to about
+ * 100,000 searches for an address in no block: made once per race recorded, never on the
+ * program's path.
  */
-bool lkr_heap_find(const struct lkr_heap_table *t, uint64_t addr, struct lkr_heap_block *b);
+bool lkr_heap_find(const struct lkr_heap_table *t, uint64_t addr, uint64_t lowest,
+		   struct lkr_heap_block *b);
 
 /* What liblowkey-races-heap.so exports for liblowkey-races.so (dlsym, by these names). */
 #define LKR_HEAP_FIND_SYMBOL "lowkey_races_heap_find"
@@ -96,7 +98,11 @@ bool lkr_heap_find(const struct lkr_heap_table *t, uint64_t addr, struct lkr_hea
 typedef bool (*lkr_heap_find_fn)(uint64_t addr, struct lkr_heap_block *b);
 typedef void (*lkr_heap_counts_fn)(uint64_t *recorded, uint64_t *dropped);
 
-/* lkr_heap_find() on the library's table; false until it has one. */
+/*
+ * lkr_heap_find() on the library's table, if addr is in a mapping that may hold heap blocks
+ * (anonymous, or the [heap]; not a file's, nor the main thread's [stack]), searched from the
+ * mapping's start up (/proc/self/maps, read without allocating); false until it has a table.
+ */
 bool lowkey_races_heap_find(uint64_t addr, struct lkr_heap_block *b);
 /* Blocks recorded now, and those that had no room, since the program started. */
 void lowkey_races_heap_counts(uint64_t *recorded, uint64_t *dropped);

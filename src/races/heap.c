@@ -16,6 +16,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -346,10 +347,67 @@ EXPORT void *pvalloc(size_t size)
 
 /* ---- for liblowkey-races.so ---- */
 
+/*
+ * One line of /proc/self/maps, "start-end perms offset dev inode [name]": whether it covers addr,
+ * and then into *start its start and whether heap blocks may be there (no name: anonymous; or
+ * [heap], or a name given with prctl, [anon:...]).
+ */
+static bool line_covers(const char *line, uint64_t addr, uint64_t *start, bool *heap)
+{
+	char *end;
+	uint64_t lo = strtoull(line, &end, 16), hi;
+	const char *name;
+
+	if (*end != '-')
+		return false;
+	hi = strtoull(end + 1, &end, 16);
+	if (addr < lo || addr >= hi)
+		return false;
+	*start = lo;
+	for (int field = 0; field < 4 && end; field++) /* perms, offset, dev, inode */
+		end = strchr(end + 1, ' ');
+	name = end ? end + strspn(end, " ") : "";
+	*heap = !*name || strcmp(name, "[heap]") == 0 || strncmp(name, "[anon:", 6) == 0;
+	return true;
+}
+
+/* The mapping addr is in, from /proc/self/maps read into a buffer on the stack. */
+static bool mapping_of(uint64_t addr, uint64_t *start, bool *heap)
+{
+	char buf[4096];
+	size_t have = 0;
+	bool found = false;
+	ssize_t got;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	while (!found && (got = read(fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		char *line = buf, *nl;
+
+		have += (size_t)got;
+		buf[have] = 0;
+		while (!found && (nl = strchr(line, '\n'))) {
+			*nl = 0;
+			found = line_covers(line, addr, start, heap);
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1)
+			have = 0; /* a line longer than the buffer: not one of addresses */
+	}
+	close(fd);
+	return found;
+}
+
 EXPORT bool lowkey_races_heap_find(uint64_t addr, struct lkr_heap_block *b)
 {
+	uint64_t start;
+	bool heap;
+
 	return __atomic_load_n(&table_state, __ATOMIC_ACQUIRE) == 2 &&
-	       lkr_heap_find(&table, addr, b);
+	       mapping_of(addr, &start, &heap) && heap && lkr_heap_find(&table, addr, start, b);
 }
 
 EXPORT void lowkey_races_heap_counts(uint64_t *recorded, uint64_t *dropped)

@@ -136,15 +136,18 @@ static int covers(const struct lkr_heap_table *t, uint64_t start, uint64_t addr,
 	return addr - start < b->size || (addr == start && !b->size) ? 1 : -1;
 }
 
-bool lkr_heap_find(const struct lkr_heap_table *t, uint64_t addr, struct lkr_heap_block *b)
+bool lkr_heap_find(const struct lkr_heap_table *t, uint64_t addr, uint64_t lowest,
+		   struct lkr_heap_block *b)
 {
 	uint64_t start = addr & ~(uint64_t)(SMALL_STEP - 1), page;
 	int found = 0;
 
-	for (; !found && addr - start < SMALL_REACH && start > LKR_HEAP_BUSY; start -= SMALL_STEP)
+	if (lowest <= LKR_HEAP_BUSY)
+		lowest = LKR_HEAP_BUSY + 1;
+	for (; !found && addr - start < SMALL_REACH && start >= lowest; start -= SMALL_STEP)
 		found = covers(t, start, addr, b);
 	page = start & ~(uint64_t)(PAGE - 1);
-	for (; !found && addr - page < LARGE_REACH && page > PAGE; page -= PAGE) {
+	for (; !found && addr - page < LARGE_REACH && page + MMAP_HEADER >= lowest; page -= PAGE) {
 		found = covers(t, page + MMAP_HEADER, addr, b);
 		if (!found)
 			found = covers(t, page, addr, b);

@@ -7,8 +7,8 @@
  * liblowkey-races-heap.so preloaded into this program (it runs itself again so): malloc, calloc,
  * realloc (moving a block, and of NULL), reallocarray, posix_memalign, aligned_alloc, memalign,
  * valloc and pvalloc each record their block with its size, this thread and a site in the
- * function that called them; free, and the realloc that moves a block, forget it; the program's
- * malloc is the library's.
+ * function that called them; free, and the realloc that moves a block, forget it; a global and
+ * the stack are in no block; the program's malloc is the library's.
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -67,12 +67,13 @@ static void found_inside_not_after(void **state)
 	assert_int_equal(b.size, 24);
 	assert_int_equal(b.site, 0x401000);
 	assert_int_equal(b.tid, 7);
-	assert_true(lkr_heap_find(t, 0x10008, &b)); /* inside the first */
+	assert_true(lkr_heap_find(t, 0x10008, 0, &b)); /* inside the first */
 	assert_int_equal(b.start, 0x10000);
-	assert_true(lkr_heap_find(t, 0x10047, &b)); /* the last byte of the second */
+	assert_true(lkr_heap_find(t, 0x10047, 0, &b)); /* the last byte of the second */
 	assert_int_equal(b.start, 0x10020);
-	assert_false(lkr_heap_find(t, 0x10018, &b)); /* between them: in neither */
-	assert_false(lkr_heap_find(t, 0x10048, &b)); /* after the second */
+	assert_false(lkr_heap_find(t, 0x10018, 0, &b));	      /* between them: in neither */
+	assert_false(lkr_heap_find(t, 0x10048, 0, &b));	      /* after the second */
+	assert_false(lkr_heap_find(t, 0x10028, 0x10030, &b)); /* its start below the mapping's */
 	assert_int_equal(lkr_heap_count(t), 2);
 	free_table(t);
 }
@@ -86,10 +87,10 @@ static void large_block_found(void **state)
 
 	(void)state;
 	insert(t, start, size, 0x401000);
-	assert_true(lkr_heap_find(t, start + size - 8, &b));
+	assert_true(lkr_heap_find(t, start + size - 8, 0, &b));
 	assert_int_equal(b.start, start);
 	assert_int_equal(b.size, size);
-	assert_false(lkr_heap_find(t, start + size, &b));
+	assert_false(lkr_heap_find(t, start + size, 0, &b));
 	free_table(t);
 }
 
@@ -102,15 +103,15 @@ static void freed_is_forgotten_and_reallocated_renamed(void **state)
 	insert(t, 0x20000, 24, 0x401000);
 	assert_true(lkr_heap_remove(t, 0x20000, &b));
 	assert_int_equal(b.site, 0x401000);
-	assert_false(lkr_heap_find(t, 0x20008, &b));
+	assert_false(lkr_heap_find(t, 0x20008, 0, &b));
 	assert_false(lkr_heap_remove(t, 0x20000, NULL));
 	/* the same start again, from another site, then once more without a free in between */
 	insert(t, 0x20000, 32, 0x403000);
-	assert_true(lkr_heap_find(t, 0x20008, &b));
+	assert_true(lkr_heap_find(t, 0x20008, 0, &b));
 	assert_int_equal(b.site, 0x403000);
 	assert_int_equal(b.size, 32);
 	insert(t, 0x20000, 16, 0x404000);
-	assert_true(lkr_heap_find(t, 0x20008, &b));
+	assert_true(lkr_heap_find(t, 0x20008, 0, &b));
 	assert_int_equal(b.site, 0x404000);
 	assert_int_equal(lkr_heap_count(t), 1);
 	free_table(t);
@@ -154,7 +155,7 @@ static void *churn_main(void *arg)
 		if (r >= LIVE && !lkr_heap_remove(c->t, start, NULL))
 			c->lost++;
 		lkr_heap_insert(c->t, &(struct lkr_heap_block){ start, 48, r, c->id });
-		if (!lkr_heap_find(c->t, start + 40, &b) || b.site != r || b.tid != c->id)
+		if (!lkr_heap_find(c->t, start + 40, 0, &b) || b.site != r || b.tid != c->id)
 			c->lost++;
 	}
 	return NULL;
@@ -251,6 +252,19 @@ static void realloc_moves_and_renames(void **state)
 	gone(old);
 }
 
+static int a_global;
+
+/* Not on the heap: a global (a file's mapping) and this thread's stack. */
+static void not_heap_blocks(void **state)
+{
+	struct lkr_heap_block b;
+	int local = 0;
+
+	(void)state;
+	assert_false(find((uintptr_t)&a_global, &b));
+	assert_false(find((uintptr_t)&local, &b));
+}
+
 static void aligned_variants(void **state)
 {
 	void *p = NULL;
@@ -296,6 +310,7 @@ static int run_preloaded_tests(void)
 		cmocka_unit_test(malloc_calloc_free),
 		cmocka_unit_test(realloc_moves_and_renames),
 		cmocka_unit_test(aligned_variants),
+		cmocka_unit_test(not_heap_blocks),
 	};
 
 	find = (lkr_heap_find_fn)dlsym(RTLD_DEFAULT, LKR_HEAP_FIND_SYMBOL);
