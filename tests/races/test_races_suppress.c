@@ -90,7 +90,7 @@ static bool suppresses(const char *text, size_t n)
 	bool suppressed;
 
 	assert_int_equal(read_text(&s, text, err, sizeof(err)), 0);
-	suppressed = races_race_suppressed(&s, accesses, n, &deep_value);
+	suppressed = races_race_suppressed(&s, accesses, n, &deep_value, 1);
 	races_suppressions_free(&s);
 	return suppressed;
 }
@@ -154,20 +154,33 @@ static void race_top_matches_the_accesses(void **state)
 	assert_true(suppresses("race_top:outer_read\nrace:outer_read\n", 2));
 }
 
-/* An access with no frame named (its address in no object known) matches nothing. */
+/* An access with no frame named (its address in no object known) matches nothing; a location does. */
 static void no_frames(void **state)
 {
 	const struct races_access_names accesses[] = { { reader, 0 }, { writer, 0 } };
+	const struct races_names locations[] = {
+		deep_value,
+		{ "make_block", "make_block", "/src/block.c", NULL },
+	};
 	struct races_suppressions s = { 0 };
 	char err[512];
 
 	(void)state;
 	assert_int_equal(read_text(&s, "race_top:inner_read\nrace:outer\n", err, sizeof(err)), 0);
-	assert_false(races_race_suppressed(&s, accesses, 2, &deep_value));
-	assert_false(races_race_suppressed(&s, accesses, 2, NULL));
+	assert_false(races_race_suppressed(&s, accesses, 2, &deep_value, 1));
+	assert_false(races_race_suppressed(&s, accesses, 2, NULL, 0));
 	races_suppressions_free(&s);
 	assert_int_equal(read_text(&s, "race:deep_value\n", err, sizeof(err)), 0);
-	assert_true(races_race_suppressed(&s, accesses, 2, &deep_value));
+	assert_true(races_race_suppressed(&s, accesses, 2, &deep_value, 1));
+	assert_false(races_race_suppressed(&s, accesses, 2, NULL, 0));
+	races_suppressions_free(&s);
+	/* every location is matched by race: only */
+	assert_int_equal(read_text(&s, "race_top:make_block\n", err, sizeof(err)), 0);
+	assert_false(races_race_suppressed(&s, accesses, 2, locations, 2));
+	races_suppressions_free(&s);
+	assert_int_equal(read_text(&s, "race:make_block\n", err, sizeof(err)), 0);
+	assert_true(races_race_suppressed(&s, accesses, 2, locations, 2));
+	assert_false(races_race_suppressed(&s, accesses, 2, locations, 1));
 	races_suppressions_free(&s);
 }
 

@@ -109,9 +109,9 @@ int races_suppressions_read(struct races_suppressions *s, const char *path, char
 			    size_t errlen);
 void races_suppressions_free(struct races_suppressions *s);
 
-/* A frame of a stack, or the global accessed, as a suppression sees it; NULL: not known. */
+/* A frame of a stack, or where the race's address is, as a suppression sees it; NULL: not known. */
 struct races_names {
-	const char *function; /* demangled */
+	const char *function; /* demangled; for a location, the global's name */
 	const char *mangled;  /* as the object names it */
 	const char *file;     /* source file */
 	const char *module;   /* the object's path */
@@ -126,14 +126,15 @@ struct races_access_names {
 /*
  * races_race_suppressed - whether s suppresses a race of n accesses (2, or 1 when only the held
  * one is known), as ThreadSanitizer decides: a race: pattern that matches the function
- * (demangled or mangled), source file or object of any frame of either access, or the name
- * (demangled or mangled) or object of global; a race_top: pattern that matches the function,
+ * (demangled or mangled), source file or object of any frame of either access, or a name of one
+ * of the nlocations locations (where the address is: the global, with what of it TSan matches;
+ * the caller leaves NULL what is not matched); a race_top: pattern that matches the function,
  * file or object of the first frame of either access (the function the access is in, or the one
- * inlined there), never the global. global may be NULL.
+ * inlined there), never a location.
  */
 bool races_race_suppressed(const struct races_suppressions *s,
 			   const struct races_access_names *accesses, size_t n,
-			   const struct races_names *global);
+			   const struct races_names *locations, size_t nlocations);
 
 /* The pattern match alone (TSan's TemplateMatch): exported for the tests. */
 bool races_pattern_match(const char *pattern, const char *string);

@@ -379,7 +379,7 @@ static bool race_suppressed(struct symbolizer *sym, const struct races_suppressi
 		accesses[1] = (struct races_access_names){ frames[1],
 							   access_names(sym, &nr->b, frames[1]) };
 	global.file = NULL; /* where the global is defined: TSan does not match it */
-	return races_race_suppressed(s, accesses, n, &global);
+	return races_race_suppressed(s, accesses, n, &global, 1);
 }
 
 static void name_race(struct symbolizer *sym, const struct lkr_race *r,

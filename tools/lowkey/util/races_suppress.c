@@ -167,8 +167,8 @@ void races_suppressions_free(struct races_suppressions *s)
 	s->n = 0;
 }
 
-/* TSan matches a frame by its function, file and object; lowkey adds the mangled name. */
-static bool frame_matches(const char *pattern, const struct races_names *f)
+/* Whether pattern matches one of the names of a frame or a location. */
+static bool names_match(const char *pattern, const struct races_names *f)
 {
 	const char *names[] = { f->function, f->mangled, f->file, f->module };
 
@@ -178,34 +178,29 @@ static bool frame_matches(const char *pattern, const struct races_names *f)
 	return false;
 }
 
-/* TSan matches a global by its name and object only: its file is not known. */
-static bool global_matches(const char *pattern, const struct races_names *g)
-{
-	return g && ((g->function && races_pattern_match(pattern, g->function)) ||
-		     (g->mangled && races_pattern_match(pattern, g->mangled)) ||
-		     (g->module && races_pattern_match(pattern, g->module)));
-}
-
 static bool pattern_suppresses(const struct races_pattern *p,
 			       const struct races_access_names *accesses, size_t n,
-			       const struct races_names *global)
+			       const struct races_names *locations, size_t nlocations)
 {
 	for (size_t i = 0; i < n; i++) {
 		size_t frames = p->top && accesses[i].n ? 1 : accesses[i].n;
 
 		for (size_t k = 0; k < frames; k++)
-			if (frame_matches(p->text, &accesses[i].frames[k]))
+			if (names_match(p->text, &accesses[i].frames[k]))
 				return true;
 	}
-	return !p->top && global_matches(p->text, global);
+	for (size_t i = 0; !p->top && i < nlocations; i++)
+		if (names_match(p->text, &locations[i]))
+			return true;
+	return false;
 }
 
 bool races_race_suppressed(const struct races_suppressions *s,
 			   const struct races_access_names *accesses, size_t n,
-			   const struct races_names *global)
+			   const struct races_names *locations, size_t nlocations)
 {
 	for (size_t i = 0; s && i < s->n; i++)
-		if (pattern_suppresses(&s->patterns[i], accesses, n, global))
+		if (pattern_suppresses(&s->patterns[i], accesses, n, locations, nlocations))
 			return true;
 	return false;
 }
