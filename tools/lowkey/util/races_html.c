@@ -247,7 +247,8 @@ static void stacks_table(FILE *f, size_t nr, const struct lk__jr_value *race)
 static void summary(FILE *f, const struct lk__jr_value *root, size_t n)
 {
 	const struct lk__jr_value *status = lk__jr_get(root, "exit_status"),
-				  *seed = lk__jr_get(root, "seed");
+				  *seed = lk__jr_get(root, "seed"),
+				  *heap = lk__jr_get(root, "heap");
 	const char *error = lk__jr_string(root, "error");
 
 	lkh_paraf(f,
@@ -266,6 +267,11 @@ static void summary(FILE *f, const struct lk__jr_value *root, size_t n)
 	if (lk__jr_number(root, "dropped") > 0)
 		lkh_paraf(f, "%.0f more races had no room to be recorded.",
 			  lk__jr_number(root, "dropped"));
+	if (heap && heap->type == LK__JR_OBJECT && lk__jr_number(heap, "dropped") > 0)
+		lkh_paraf(
+			f,
+			"%.0f heap blocks had no room in the table: a race on one names no block.",
+			lk__jr_number(heap, "dropped"));
 	if (error)
 		lkh_paraf(f, "The sampler stopped: %s", error);
 }
