@@ -8,6 +8,8 @@
  *            (first taken in pthread_worker); then one contention made certain: this thread holds
  *            agt_pmutex until a thread blocked on it has slept in the lock call, and 20 ms more.
  *            agt_pmutex is taken 4N + 2 times, the heap mutex 4N
+ *   many N   N more mutexes of the heap, each locked once and kept (bench/agent_locks_dir.sh: a
+ *            table of N locks)
  *   quit     exit(0)
  * LKT_PROG_NAME in its environment renames it (its comm).
  */
@@ -101,6 +103,19 @@ static void locks(long n)
 	contend_once();
 }
 
+static void many(long n)
+{
+	for (long i = 0; i < n; i++) {
+		pthread_mutex_t *m = malloc(sizeof(*m));
+
+		if (!m)
+			return;
+		pthread_mutex_init(m, NULL);
+		pthread_mutex_lock(m);
+		pthread_mutex_unlock(m);
+	}
+}
+
 int main(void)
 {
 	const char *name = getenv("LKT_PROG_NAME");
@@ -119,6 +134,8 @@ int main(void)
 
 		if (sscanf(line, "locks %ld", &n) == 1)
 			locks(n);
+		else if (sscanf(line, "many %ld", &n) == 1)
+			many(n);
 		else if (strncmp(line, "quit", 4) == 0)
 			exit(0);
 		printf("done\n");

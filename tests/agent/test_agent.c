@@ -710,6 +710,46 @@ static void test_preload(void **state)
 	stop_child(&agent, SIGTERM);
 }
 
+/*
+ * Root's agent reads the table of another user's program (the file and the process that user's),
+ * in a directory every user may write to, as a machine's agent does.
+ */
+static void test_preload_other_user(void **state)
+{
+	char lib[1200], dir[1200], line[64], *text;
+	char *argv[] = { "/usr/bin/env",
+			 "setpriv",
+			 "--reuid=65534",
+			 "--regid=65534",
+			 "--clear-groups",
+			 "env",
+			 lib,
+			 dir,
+			 PTHREAD_PROG,
+			 NULL };
+
+	(void)state;
+	if (geteuid() != 0 || system("command -v setpriv >/dev/null 2>&1") != 0) {
+		print_message("skipped: needs root and util-linux's setpriv\n");
+		skip();
+	}
+	snprintf(lib, sizeof(lib), "LD_PRELOAD=%s", PRELOAD);
+	snprintf(dir, sizeof(dir), "LOWKEY_LOCKS_DIR=%s", locks_dir);
+	assert_int_equal(chmod(locks_dir, 01777), 0);
+	start_agent();
+	pprog = spawn(argv, false, false); /* setpriv and env exec: the pid is the program's */
+	pthread_pid = pprog.pid;
+	assert_true(read_line(&pprog, "ready", line, sizeof(line)));
+	pthread_does("locks 100");
+	text = agent_until(
+		preload_series("lowkey_lock_acquisitions_total", "agt_pmutex", "exclusive"), 402);
+	assert_true(heap_acquisitions(text) == 400);
+	free(text);
+	stop_child(&pprog, SIGKILL);
+	stop_child(&agent, SIGTERM);
+	assert_int_equal(chmod(locks_dir, 0700), 0);
+}
+
 /* File name of the locks directory (or a path, with a '/'): buf, then a size (holes). */
 static void put_file(const char *name, const void *buf, size_t len, off_t size)
 {
@@ -1153,6 +1193,7 @@ int main(void)
 #ifdef PTHREAD_PROG
 		cmocka_unit_test_teardown(test_preload, stop_all),
 		cmocka_unit_test_teardown(test_preload_hostile, stop_all),
+		cmocka_unit_test_teardown(test_preload_other_user, stop_all),
 #endif
 		/* clang-format on */
 	};

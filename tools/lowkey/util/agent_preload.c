@@ -569,7 +569,7 @@ static void try_file(struct agent *a, int dir_fd, const char *file, double tpn)
 /* A table met before: read again, or a last time once its process ended. */
 static void again(struct agent *a, int dir_fd, struct agent_table *t, double tpn)
 {
-	bool alive = agent_start_time(t->pid) == t->start;
+	bool alive = agent_start_time(t->pid) == t->start, same;
 	struct stat st;
 	int fd;
 
@@ -577,12 +577,12 @@ static void again(struct agent *a, int dir_fd, struct agent_table *t, double tpn
 		return;
 	fd = open_file(dir_fd, t->file, &st);
 	/* the same file (its owner checked when it was found), and its process still its owner */
-	if (fd >= 0 && st.st_dev == t->dev && st.st_ino == t->ino &&
-	    (!alive || owner_fits(st.st_uid, t->pid)))
+	same = fd >= 0 && st.st_dev == t->dev && st.st_ino == t->ino;
+	if (same && (!alive || owner_fits(st.st_uid, t->pid)))
 		read_table(a, t, fd, &st, tpn);
 	if (fd >= 0)
 		close(fd);
-	if (!alive || fd < 0) {
+	if (!alive || !same) {
 		pthread_mutex_lock(&a->lock);
 		gone(t, true);
 		pthread_mutex_unlock(&a->lock);
