@@ -123,6 +123,8 @@ struct reading {
 	size_t nsums;
 	struct fresh *fresh; /* entries with no name yet */
 	size_t nfresh, fresh_cap;
+	uint32_t *fresh_index; /* open addressing on (key, site): index + 1 into fresh, 0 empty */
+	size_t fresh_index_size;
 	uint64_t unnamed; /* entries past MAX_NAMED, summed under "other" */
 };
 
@@ -269,46 +271,88 @@ static struct agent_lock figures_of(const struct lkl_entry *e, double tpn)
 				    .present = true };
 }
 
-/* An entry's figures: to the lock its name has, or kept for naming. */
-static void take_entry(struct agent_table *t, int fd, struct reading *rd, const struct lkl_entry *e)
+/* The slot of (key, site) in the index of rd's fresh entries: index + 1 into them, or 0. */
+static uint32_t *fresh_slot(const struct reading *rd, uint64_t key, uint64_t site)
 {
-	struct fresh f = { .kind = (enum lkl_kind)(e->key & LKL_KIND_MASK),
-			   .address = e->key & ~(LKL_KIND_MASK | LKL_RETIRED),
-			   .first_site = e->first_site,
-			   .fig = figures_of(e, rd->tpn) };
-	const struct agent_entry_name *n;
+	size_t mask = rd->fresh_index_size - 1;
 
-	read_modules(fd, rd);
-	/* a variable is named by its address; anything else by where it was first taken */
-	if (!f.first_site || in_module(rd, f.address))
-		f.key = f.address | f.kind, f.site = 0;
-	else
-		f.key = f.kind | BY_SITE, f.site = f.first_site;
-	n = name_find(t, f.key, f.site);
-	if (n) {
-		add_figures(&rd->sums[n->lock ? n->lock - 1 : rd->nsums - 1], &f.fig);
-		return;
+	for (size_t i = name_hash(key, site) & mask;; i = (i + 1) & mask) {
+		uint32_t *k = &rd->fresh_index[i];
+
+		if (!*k || (rd->fresh[*k - 1].key == key && rd->fresh[*k - 1].site == site))
+			return k;
 	}
-	for (size_t i = 0; i < rd->nfresh; i++) {
-		if (rd->fresh[i].key == f.key && rd->fresh[i].site == f.site) {
-			add_figures(&rd->fresh[i].fig, &f.fig);
-			return;
-		}
-	}
+}
+
+/* Room for one more fresh entry, and its index at most half full: false when there is none. */
+static bool fresh_room(struct reading *rd)
+{
 	if (rd->nfresh == rd->fresh_cap) {
 		size_t cap = rd->fresh_cap ? 2 * rd->fresh_cap : 16;
-		struct fresh *grown =
-			rd->nfresh < MAX_NAMED ? realloc(rd->fresh, cap * sizeof(*grown)) : NULL;
+		struct fresh *grown = realloc(rd->fresh, cap * sizeof(*grown));
 
-		if (!grown) {
-			add_figures(&rd->sums[rd->nsums - 1], &f.fig);
-			rd->unnamed++;
-			return;
-		}
+		if (!grown)
+			return false;
 		rd->fresh = grown;
 		rd->fresh_cap = cap;
 	}
-	rd->fresh[rd->nfresh++] = f;
+	if (2 * (rd->nfresh + 1) > rd->fresh_index_size) {
+		size_t size = rd->fresh_index_size ? 2 * rd->fresh_index_size : 64;
+		uint32_t *old = rd->fresh_index;
+
+		rd->fresh_index = calloc(size, sizeof(*rd->fresh_index));
+		if (!rd->fresh_index) {
+			rd->fresh_index = old;
+			return false;
+		}
+		rd->fresh_index_size = size;
+		for (size_t i = 0; i < rd->nfresh; i++)
+			*fresh_slot(rd, rd->fresh[i].key, rd->fresh[i].site) = (uint32_t)i + 1;
+		free(old);
+	}
+	return true;
+}
+
+/* An entry's figures: to the lock its name has, or kept for naming. */
+static void take_entry(struct agent_table *t, int fd, struct reading *rd, const struct lkl_entry *e)
+{
+	enum lkl_kind kind = (enum lkl_kind)(e->key & LKL_KIND_MASK);
+	uint64_t address = e->key & ~(LKL_KIND_MASK | LKL_RETIRED), key, site;
+	struct agent_lock fig = figures_of(e, rd->tpn);
+	const struct agent_entry_name *n;
+	struct fresh *f;
+	uint32_t *slot;
+
+	read_modules(fd, rd);
+	/* a variable is named by its address; anything else by where it was first taken */
+	if (!e->first_site || in_module(rd, address))
+		key = address | kind, site = 0;
+	else
+		key = kind | BY_SITE, site = e->first_site;
+	n = name_find(t, key, site);
+	if (n) {
+		add_figures(&rd->sums[n->lock ? n->lock - 1 : rd->nsums - 1], &fig);
+		return;
+	}
+	slot = rd->fresh_index_size ? fresh_slot(rd, key, site) : NULL;
+	if (slot && *slot) {
+		add_figures(&rd->fresh[*slot - 1].fig, &fig);
+		return;
+	}
+	if (t->nnames + rd->nfresh >= MAX_NAMED || !fresh_room(rd)) {
+		add_figures(&rd->sums[rd->nsums - 1], &fig);
+		rd->unnamed++;
+		return;
+	}
+	f = &rd->fresh[rd->nfresh++];
+	f->key = key;
+	f->site = site;
+	f->kind = kind;
+	f->address = address;
+	f->first_site = e->first_site;
+	f->fig = fig;
+	f->name[0] = 0;
+	*fresh_slot(rd, key, site) = (uint32_t)rd->nfresh;
 }
 
 /*
@@ -454,6 +498,7 @@ static void reading_free(struct reading *rd)
 	free(rd->modules);
 	free(rd->sums);
 	free(rd->fresh);
+	free(rd->fresh_index);
 }
 
 /* Read t's file (fd) now, and show what it holds. false: it could not be read. */
