@@ -45,8 +45,9 @@ struct lkr_object {
 };
 
 /*
- * An object the program had loaded when sampling started (set by the library: libc, the
- * libraries not in the plan...), so that the command can name the frames of the stacks in it.
+ * An object a record has a frame in, not in the plan (set by the library as it makes the record:
+ * libc, the libraries not sampled, those dlopen()ed after sampling started), so that the command
+ * can name the frames in it. Listed once; past LKR_MODULES_MAX, not listed.
  */
 struct lkr_module {
 	uint64_t bias;		 /* ELF addresses + bias = run-time addresses */

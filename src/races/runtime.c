@@ -330,6 +330,112 @@ static void on_data(const struct lk_watch_hit *hit, void *arg)
 	__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_SEQ_CST);
 }
 
+/* ---- the objects the records' frames are in ---- */
+
+/* A record's frames, each an address inside the instruction it names. */
+struct record_frames {
+	struct sampler *s;
+	uint64_t pcs[2 * LKR_STACK_MAX + 2];
+	unsigned int n;
+};
+
+/*
+ * The sampled instruction's address; the byte before the other access's (its trap reports the
+ * instruction after it) and before each caller's return address (a call that ends an object's
+ * code returns past its end).
+ */
+static void collect_frames(struct record_frames *f, const struct lkr_race *r)
+{
+	f->n = 0;
+	f->pcs[f->n++] = r->sample_ip;
+	if (r->other_ip)
+		f->pcs[f->n++] = r->other_ip - 1;
+	for (unsigned int i = 1; i < r->sample_depth && i < LKR_STACK_MAX; i++)
+		f->pcs[f->n++] = r->sample_stack[i] - 1;
+	for (unsigned int i = 1; i < r->other_depth && i < LKR_STACK_MAX; i++)
+		f->pcs[f->n++] = r->other_stack[i] - 1;
+}
+
+static bool holds_a_frame(const struct dl_phdr_info *info, const struct record_frames *f)
+{
+	for (unsigned int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uint64_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		for (unsigned int k = 0; k < f->n; k++)
+			if (f->pcs[k] >= lo && f->pcs[k] < hi)
+				return true;
+	}
+	return false;
+}
+
+/* An object of the plan, loaded at bias: the command names its frames already. */
+static bool in_plan(const struct sampler *s, uint64_t bias)
+{
+	for (uint32_t i = 0; i < s->h->nobjects; i++)
+		if (s->objects[i].loaded && s->objects[i].bias == bias)
+			return true;
+	return false;
+}
+
+/*
+ * The object's path, as the loader names it, if the command can open it: absolute (not the vDSO,
+ * not the program, nor a library dlopen()ed by a relative path, which the working directory of
+ * that moment resolved) and shorter than LKR_PATH_MAX.
+ */
+static bool object_path(const char *name)
+{
+	return name && name[0] == '/' && strlen(name) < LKR_PATH_MAX;
+}
+
+/* The module at bias and path, listed once: past LKR_MODULES_MAX, no more. */
+static void list_module(struct lkr_header *h, uint64_t bias, const char *path)
+{
+	struct lkr_module *modules = lkr_modules(h);
+	uint32_t n = h->nmodules;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (modules[i].bias == bias && strcmp(modules[i].path, path) == 0)
+			return;
+	if (n == LKR_MODULES_MAX)
+		return;
+	modules[n].bias = bias;
+	strcpy(modules[n].path, path);
+	/* counted once whole: a process killed meanwhile leaves no half entry counted */
+	__atomic_store_n(&h->nmodules, n + 1, __ATOMIC_RELEASE);
+}
+
+static int list_frame_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct record_frames *f = data;
+
+	(void)size;
+	if (object_path(info->dlpi_name) && holds_a_frame(info, f) &&
+	    !in_plan(f->s, info->dlpi_addr))
+		list_module(f->s->h, info->dlpi_addr, info->dlpi_name);
+	return 0;
+}
+
+/*
+ * The objects the records made since the first (races_used then) have frames in, that are not in
+ * the plan, listed for the command to name those frames: libc, the libraries not sampled, and
+ * those the program dlopen()ed after sampling started. Listed while the record's objects are still
+ * loaded (a library dlclose()d between the access and this is not found: its frames are
+ * addresses), by the sampler thread and never while a thread is held: dl_iterate_phdr() takes
+ * the loader's lock.
+ */
+static void list_record_objects(struct sampler *s, uint64_t first)
+{
+	struct record_frames f = { .s = s };
+
+	for (uint64_t i = first; i < s->h->races_used; i++) {
+		collect_frames(&f, &s->races[i]);
+		dl_iterate_phdr(list_frame_object, &f);
+	}
+}
+
 /* ---- the sampler thread ---- */
 
 /*
@@ -418,7 +524,7 @@ static void run_window(struct sampler *s)
 {
 	const struct lkr_insn *in = s->pick;
 	struct lk_watch *w = (in->access & LKR_WRITE) ? s->rw : s->wr;
-	uint64_t before = 0, after = 0;
+	uint64_t before = 0, after = 0, records = s->h->races_used;
 	bool compared = read_value(s->addr, in->size, &before);
 
 	memset(s->hit_ip, 0, sizeof(s->hit_ip)); /* no callback reads them before the enable */
@@ -437,6 +543,8 @@ static void run_window(struct sampler *s)
 	compared = read_value(s->addr, in->size, &after) && compared;
 	book_window(s, before, after, compared);
 	set_phase(s, IDLE);
+	/* released: the thread may have been held inside dlopen() with the loader's lock */
+	list_record_objects(s, records);
 }
 
 /*
@@ -565,23 +673,6 @@ static int find_objects(struct dl_phdr_info *info, size_t size, void *data)
 	return 0;
 }
 
-/* Every object loaded under an absolute path (not the program), for the command to name frames. */
-static int list_module(struct dl_phdr_info *info, size_t size, void *data)
-{
-	struct lkr_header *h = data;
-	size_t len = info->dlpi_name ? strlen(info->dlpi_name) : 0;
-	struct lkr_module *m;
-
-	(void)size;
-	if (!len || info->dlpi_name[0] != '/' || len >= LKR_PATH_MAX ||
-	    h->nmodules == LKR_MODULES_MAX)
-		return 0;
-	m = &lkr_modules(h)[h->nmodules++];
-	m->bias = info->dlpi_addr;
-	memcpy(m->path, info->dlpi_name, len + 1);
-	return 0;
-}
-
 /* The plan in the file open at fd, if it is one and for this program; NULL otherwise. */
 static struct lkr_header *map_plan_fd(int fd, size_t *size)
 {
@@ -687,8 +778,7 @@ static int prepare(struct sampler *s, struct lkr_header *h, size_t size)
 	h->pid = getpid();
 	s->objects = lkr_objects(h);
 	dl_iterate_phdr(find_objects, s);
-	h->nmodules = 0;
-	dl_iterate_phdr(list_module, h);
+	h->nmodules = 0; /* listed as records are made: list_record_objects() */
 	s->insns = lkr_insns(h);
 	s->races = lkr_races(h);
 	s->rng = h->seed ? h->seed : 1;

@@ -22,11 +22,16 @@
  *                                    inner_write, where deep_add is inlined), the other reads it
  *                                    two calls deep (outer_read -> inner_read): a race whose
  *                                    stacks name them
+ *   races_fixture late SECONDS       opens a library with dlopen() (races_late.c, after sampling
+ *                                    started), through which one thread writes a global and the
+ *                                    other reads it (a race whose stacks have a frame in it), and
+ *                                    closes it before exiting
  * and print what they counted. Each thread runs a time rather than a count, so that a busy
  * machine shortens no run; each repeats its racy access in a loop, so that in that time the
  * sampler arms it many times. The empty asm keeps each access an instruction of its own (at -O1
  * too).
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <signal.h>
@@ -66,6 +71,8 @@ static struct {
 	unsigned int high : 4;
 } bits;
 static long deep_value, deep_sum;
+static long late_value, late_sum;
+static void (*late_call)(void (*fn)(void), int times);
 
 #define BARRIER() __asm__ volatile("" ::: "memory")
 
@@ -227,6 +234,42 @@ static __attribute__((noinline)) void outer_read(void)
 	deep_sum += sum;
 }
 
+static __attribute__((noinline)) void late_add(void)
+{
+	late_value++;
+	BARRIER();
+}
+
+static __attribute__((noinline)) void late_get(void)
+{
+	late_sum += late_value;
+	BARRIER();
+}
+
+static void late_writer(void)
+{
+	late_call(late_add, BATCH);
+}
+
+static void late_reader(void)
+{
+	late_call(late_get, BATCH);
+}
+
+/* The library of the late mode, opened now: the sampler started before main. */
+static void *open_late(void)
+{
+	void *lib = dlopen(RACES_LATE_LIB, RTLD_NOW | RTLD_LOCAL);
+
+	if (lib)
+		*(void **)&late_call = dlsym(lib, "races_late_call");
+	if (!lib || !late_call) {
+		fprintf(stderr, "races_fixture: %s\n", dlerror());
+		exit(1);
+	}
+	return lib;
+}
+
 /* What each of the two threads runs in a mode. */
 static const struct mode {
 	const char *name;
@@ -244,6 +287,7 @@ static const struct mode {
 	{ "bitfield", { bump_low, bump_high } },
 	{ "fork", { bump_plain, bump_plain }, true },
 	{ "deep", { outer_write, outer_read } },
+	{ "late", { late_writer, late_reader } },
 };
 
 static int before(const struct timespec *a, const struct timespec *b)
@@ -282,6 +326,7 @@ int main(int argc, char **argv)
 	const struct mode *mode = argc == 3 ? mode_of(argv[1]) : NULL;
 	pthread_t threads[2];
 	pid_t child = 0;
+	void *late = NULL;
 	struct timespec end;
 	double seconds;
 
@@ -300,6 +345,8 @@ int main(int argc, char **argv)
 		pause_between.tv_nsec = atol(getenv("LKT_FIXTURE_PAUSE_US")) % 1000000 * 1000;
 	if (mode->bump[0] == watch_ticks)
 		set_alarm(200);
+	if (mode->bump[0] == late_writer)
+		late = open_late();
 	if (mode->fork_child && (child = fork()) == 0) {
 		nanosleep(&(struct timespec){ (time_t)seconds, 0 }, NULL);
 		_exit(0);
@@ -313,9 +360,11 @@ int main(int argc, char **argv)
 		pthread_join(threads[i], NULL);
 	if (child > 0)
 		waitpid(child, NULL, 0);
+	if (late)
+		dlclose(late); /* before the end: its frames are named all the same */
 	set_alarm(0);
-	printf("%d %ld %ld %d %d %ld %ld %u %ld\n", counter, atomic_load(&relaxed_counter),
+	printf("%d %ld %ld %d %d %ld %ld %u %ld %ld\n", counter, atomic_load(&relaxed_counter),
 	       atomic_load(&seq_cst_counter), atomic_load(&plain_atomic), (int)sig_counter,
-	       consumed, atomic_load(&ticks_seen), bits.low + bits.high, deep_sum);
+	       consumed, atomic_load(&ticks_seen), bits.low + bits.high, deep_sum, late_sum);
 	return 0;
 }

@@ -7,7 +7,10 @@
  * handler writes, adjacent bitfields written by two threads and a plain member in C++, each with
  * both sides named (C++ demangled: Counter::bump()). A race two calls deep on each side has both
  * threads' stacks, innermost first (an inlined function an entry of its own), in the text, the JSON
- * and the --html page. The same ++ under a mutex is not; nor are atomics: lock-prefixed
+ * and the --html page; a race whose call chains pass through a library the program dlopen()ed
+ * after sampling started, and closed before it ended, has that frame named with its function and
+ * line; a race: suppression naming a caller suppresses it, race_top: does not, nor race: with no
+ * stacks taken. The same ++ under a mutex is not; nor are atomics: lock-prefixed
  * read-modify-writes, and the plain movs of relaxed loads and stores that only the debug
  * information shows atomic (_Atomic in C, std::atomic in C++, volatile sig_atomic_t), nor those
  * Clang's sanitizer metadata lists (an _Atomic through a pointer, races_metadata.c). The ++ in a
@@ -335,6 +338,63 @@ static void html_page(void **state)
 }
 
 /*
+ * A frame in a library dlopen()ed after sampling started (and dlclose()d before the end) is named
+ * with its function and line, on both sides: the library lists it as it records the race.
+ */
+static void frame_in_a_library_opened_later(void **state)
+{
+	(void)state;
+	racy_sh("%s late %s", RACY, RACY_SECONDS);
+	if (r.status != 66 || !json_stack_begins(r.out, "late_add,races_late_call,late_writer") ||
+	    !json_stack_begins(r.out, "late_get,races_late_call,late_reader"))
+		print_error("wanted races_late_call named in both stacks:\n%s\n", r.out);
+	lkt_expect(&r, 66, "\"symbol\": \"late_value\"");
+	lkt_expect(&r, 66, "races_late.c\"");
+	assert_true(json_stack_begins(r.out, "late_add,races_late_call,late_writer"));
+	assert_true(json_stack_begins(r.out, "late_get,races_late_call,late_reader"));
+	racy_sh("%s races --seed 1 --rate 500 --window 5 -- %s late %s", LOWKEY, FIXTURE_BIN,
+		RACY_SECONDS);
+	assert_true(text_stack_has(r.out, "late_add+", "races_late_call+0x", "late_writer+"));
+	assert_non_null(strstr(r.out, "races_late_call+0x"));
+	assert_non_null(strstr(strstr(r.out, "races_late_call+0x"), " (races_late.c:"));
+}
+
+/* A suppressions file of text (one line), written in a file of its own: its path in path. */
+static void write_suppressions(char *path, const char *line)
+{
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	close(fd);
+}
+
+/*
+ * In the deep mode only the reader's stack has outer_read, a caller: race: naming it suppresses
+ * every race, race_top: (the accesses themselves) none, and race: none where no stack is taken.
+ */
+static void suppressed_by_a_caller(void **state)
+{
+	char race[] = "/tmp/lkt-races-supp.XXXXXX", top[] = "/tmp/lkt-races-supp.XXXXXX";
+
+	(void)state;
+	write_suppressions(race, "race:outer_read\n");
+	write_suppressions(top, "race_top:outer_read\n");
+	racy_sh("%s --suppressions %s -- %s deep %s", RACY_OPTS, race, FIXTURE_BIN, RACY_SECONDS);
+	lkt_expect(&r, 0, "\"races\": []");
+	assert_null(strstr(r.out, "\"suppressed\": 0,"));
+	racy_sh("%s --suppressions %s -- %s deep %s", RACY_OPTS, top, FIXTURE_BIN, RACY_SECONDS);
+	lkt_expect(&r, 66, "\"symbol\": \"deep_value\"");
+	lkt_expect(&r, 66, "\"suppressed\": 0,");
+	racy_sh("%s --stack 0 --suppressions %s -- %s deep %s", RACY_OPTS, race, FIXTURE_BIN,
+		RACY_SECONDS);
+	lkt_expect(&r, 66, "\"symbol\": \"deep_value\"");
+	lkt_expect(&r, 66, "\"suppressed\": 0,");
+	unlink(race);
+	unlink(top);
+}
+
+/*
  * Clang's sanitizer metadata lists the relaxed movs of an _Atomic reached through a pointer, which
  * the debug information cannot tell from plain ones (built without it, the same program is
  * reported: docs/races.md). A plain int in a function the metadata covers is still sampled, and found. A list
@@ -558,6 +618,8 @@ int main(void)
 		cmocka_unit_test(bitfield_race),
 		cmocka_unit_test(both_stacks_named),
 		cmocka_unit_test(html_page),
+		cmocka_unit_test(frame_in_a_library_opened_later),
+		cmocka_unit_test(suppressed_by_a_caller),
 		cmocka_unit_test(suppressed_by_file),
 		cmocka_unit_test(attach_with_pid),
 		cmocka_unit_test(attached_until_the_process_exits),

@@ -85,15 +85,18 @@ int races_mark_atomics(const char *path, uint8_t object, struct races_code *code
 		       size_t errlen);
 
 /*
- * Suppressions in ThreadSanitizer's syntax: one per line, "race:PATTERN" (or race_top:, the same
- * here: lowkey knows each access's instruction, not its callers), '#' comments and blank lines;
- * TSan's other kinds (thread:, mutex:, signal:, deadlock:, called_from_lib:) are read and
- * ignored, as lowkey reports nothing of theirs. PATTERN is matched as TSan does against each
- * access's function, source file and object path: a substring, with * for any characters, a
- * leading ^ anchoring it at the start and a trailing $ at the end.
+ * Suppressions in ThreadSanitizer's syntax: one per line, "race:PATTERN" or "race_top:PATTERN",
+ * '#' comments and blank lines; TSan's other kinds (thread:, mutex:, signal:, deadlock:,
+ * called_from_lib:) are read and ignored, as lowkey reports nothing of theirs. PATTERN is matched
+ * as TSan does (races_pattern_match()), against what races_race_suppressed() says.
  */
+struct races_pattern {
+	char *text;
+	bool top; /* race_top: the first frame of each access only */
+};
+
 struct races_suppressions {
-	char **patterns;
+	struct races_pattern *patterns;
 	size_t n;
 };
 
@@ -106,8 +109,32 @@ int races_suppressions_read(struct races_suppressions *s, const char *path, char
 			    size_t errlen);
 void races_suppressions_free(struct races_suppressions *s);
 
-/* Whether a pattern of s matches one of the n strings (NULL ones are skipped). */
-bool races_suppressed(const struct races_suppressions *s, const char *const *strings, size_t n);
+/* A frame of a stack, or where the race's address is, as a suppression sees it; NULL: not known. */
+struct races_names {
+	const char *function; /* demangled; for a location, the global's name */
+	const char *mangled;  /* as the object names it */
+	const char *file;     /* source file */
+	const char *module;   /* the object's path */
+};
+
+/* One access of a race: its thread's stack, innermost first (an inlined function an entry). */
+struct races_access_names {
+	const struct races_names *frames;
+	size_t n;
+};
+
+/*
+ * races_race_suppressed - whether s suppresses a race of n accesses (2, or 1 when only the held
+ * one is known), as ThreadSanitizer decides: a race: pattern that matches the function
+ * (demangled or mangled), source file or object of any frame of either access, or a name of one
+ * of the nlocations locations (where the address is: the global, with what of it TSan matches;
+ * the caller leaves NULL what is not matched); a race_top: pattern that matches the function,
+ * file or object of the first frame of either access (the function the access is in, or the one
+ * inlined there), never a location.
+ */
+bool races_race_suppressed(const struct races_suppressions *s,
+			   const struct races_access_names *accesses, size_t n,
+			   const struct races_names *locations, size_t nlocations);
 
 /* The pattern match alone (TSan's TemplateMatch): exported for the tests. */
 bool races_pattern_match(const char *pattern, const char *string);

@@ -333,25 +333,53 @@ struct named_race {
 	bool suppressed;
 };
 
-/* Names matched as demangled and as mangled, so that a file written for either serves. */
-static bool race_suppressed(const struct races_suppressions *s, const struct named_race *nr)
+static struct races_names names_of(const struct symbol_place *place)
 {
-	bool other = nr->r->other_ip != 0;
-	const char *strings[] = {
-		nr->global.function,
-		nr->global.mangled,
-		nr->global.module,
-		nr->a.place.function,
-		nr->a.place.mangled,
-		nr->a.place.file,
-		nr->a.place.module,
-		other ? nr->b.place.function : NULL,
-		other ? nr->b.place.mangled : NULL,
-		nr->b.place.file,
-		nr->b.place.module,
-	};
+	return (struct races_names){ place->function, place->mangled, place->file, place->module };
+}
 
-	return s && s->n && races_suppressed(s, strings, sizeof(strings) / sizeof(strings[0]));
+/*
+ * The frames a suppression sees of one access: its stack as printed, or where none was taken
+ * (--stack 0, or the unwinder could not reach the trapped frame) the access itself with the
+ * functions inlined there, which its address alone tells.
+ */
+static size_t access_names(struct symbolizer *sym, const struct side *s,
+			   struct races_names out[FRAMES_MAX])
+{
+	struct symbol_place places[FRAMES_MAX];
+	size_t n;
+
+	if (s->depth) {
+		for (unsigned int i = 0; i < s->depth; i++)
+			out[i] = names_of(&s->stack[i].place);
+		return s->depth;
+	}
+	if (!sym) {
+		out[0] = names_of(&s->place);
+		return 1;
+	}
+	n = symbolizer_frames(sym, s->ip, s->line_before, places, FRAMES_MAX);
+	for (size_t i = 0; i < n; i++)
+		out[i] = names_of(&places[i]);
+	return n;
+}
+
+static bool race_suppressed(struct symbolizer *sym, const struct races_suppressions *s,
+			    const struct named_race *nr)
+{
+	struct races_names frames[2][FRAMES_MAX], global = names_of(&nr->global);
+	struct races_access_names accesses[2];
+	size_t n = nr->r->other_ip ? 2 : 1;
+
+	if (!s || !s->n)
+		return false;
+	accesses[0] =
+		(struct races_access_names){ frames[0], access_names(sym, &nr->a, frames[0]) };
+	if (n == 2)
+		accesses[1] = (struct races_access_names){ frames[1],
+							   access_names(sym, &nr->b, frames[1]) };
+	global.file = NULL; /* where the global is defined: TSan does not match it */
+	return races_race_suppressed(s, accesses, n, &global, 1);
 }
 
 static void name_race(struct symbolizer *sym, const struct lkr_race *r,
@@ -363,7 +391,7 @@ static void name_race(struct symbolizer *sym, const struct lkr_race *r,
 	place_of(sym, r->addr, false, &nr->global);
 	sampled_side(sym, r, &nr->a);
 	other_side(sym, r, code, h, &nr->b);
-	nr->suppressed = race_suppressed(run->suppressions, nr);
+	nr->suppressed = race_suppressed(sym, run->suppressions, nr);
 }
 
 /* Whether a plan's object was loaded at bias: the module listed there is that one. */

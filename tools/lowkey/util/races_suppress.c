@@ -71,15 +71,16 @@ static bool other_kind(const char *kind, size_t len)
 	return false;
 }
 
-static int add_pattern(struct races_suppressions *s, const char *pattern, size_t len)
+static int add_pattern(struct races_suppressions *s, const char *pattern, size_t len, bool top)
 {
-	char **bigger = realloc(s->patterns, (s->n + 1) * sizeof(*s->patterns));
+	struct races_pattern *bigger = realloc(s->patterns, (s->n + 1) * sizeof(*s->patterns));
 
 	if (!bigger)
 		return -ENOMEM;
 	s->patterns = bigger;
-	s->patterns[s->n] = strndup(pattern, len);
-	if (!s->patterns[s->n])
+	s->patterns[s->n].text = strndup(pattern, len);
+	s->patterns[s->n].top = top;
+	if (!s->patterns[s->n].text)
 		return -ENOMEM;
 	s->n++;
 	return 0;
@@ -90,6 +91,7 @@ static int parse_line(struct races_suppressions *s, char *line, const char *path
 		      char *err, size_t errlen)
 {
 	char *colon, *end;
+	bool race, top;
 	size_t len;
 
 	while (*line == ' ' || *line == '\t')
@@ -105,9 +107,10 @@ static int parse_line(struct races_suppressions *s, char *line, const char *path
 		snprintf(err, errlen, "%s:%u: not KIND:PATTERN (race:PATTERN)", path, nr);
 		return -EINVAL;
 	}
-	if ((colon - line == 4 && strncmp(line, "race", 4) == 0) ||
-	    (colon - line == 8 && strncmp(line, "race_top", 8) == 0)) {
-		if (add_pattern(s, colon + 1, len) != 0) {
+	race = colon - line == 4 && strncmp(line, "race", 4) == 0;
+	top = colon - line == 8 && strncmp(line, "race_top", 8) == 0;
+	if (race || top) {
+		if (add_pattern(s, colon + 1, len, top) != 0) {
 			snprintf(err, errlen, "out of memory reading %s", path);
 			return -ENOMEM;
 		}
@@ -158,17 +161,46 @@ int races_suppressions_read(struct races_suppressions *s, const char *path, char
 void races_suppressions_free(struct races_suppressions *s)
 {
 	for (size_t i = 0; i < s->n; i++)
-		free(s->patterns[i]);
+		free(s->patterns[i].text);
 	free(s->patterns);
 	s->patterns = NULL;
 	s->n = 0;
 }
 
-bool races_suppressed(const struct races_suppressions *s, const char *const *strings, size_t n)
+/* Whether pattern matches one of the names of a frame or a location. */
+static bool names_match(const char *pattern, const struct races_names *f)
 {
-	for (size_t i = 0; i < s->n; i++)
-		for (size_t j = 0; j < n; j++)
-			if (strings[j] && races_pattern_match(s->patterns[i], strings[j]))
+	const char *names[] = { f->function, f->mangled, f->file, f->module };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i] && races_pattern_match(pattern, names[i]))
+			return true;
+	return false;
+}
+
+static bool pattern_suppresses(const struct races_pattern *p,
+			       const struct races_access_names *accesses, size_t n,
+			       const struct races_names *locations, size_t nlocations)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t frames = p->top && accesses[i].n ? 1 : accesses[i].n;
+
+		for (size_t k = 0; k < frames; k++)
+			if (names_match(p->text, &accesses[i].frames[k]))
 				return true;
+	}
+	for (size_t i = 0; !p->top && i < nlocations; i++)
+		if (names_match(p->text, &locations[i]))
+			return true;
+	return false;
+}
+
+bool races_race_suppressed(const struct races_suppressions *s,
+			   const struct races_access_names *accesses, size_t n,
+			   const struct races_names *locations, size_t nlocations)
+{
+	for (size_t i = 0; s && i < s->n; i++)
+		if (pattern_suppresses(&s->patterns[i], accesses, n, locations, nlocations))
+			return true;
 	return false;
 }
