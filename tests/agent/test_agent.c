@@ -30,6 +30,7 @@
 
 #include "agent_child.h"
 #include "internal/control.h"
+#include "internal/lock_file.h"
 
 /*
  * The program's name (its comm, LKT_PROG_NAME), this run's own: the agent follows only it
@@ -40,9 +41,10 @@ static char prog_name[16];
 
 static char scratch[] = "/tmp/lkt-agent-XXXXXX";
 static char spool[] = "/dev/shm/lkt-agent-XXXXXX";
+static char locks_dir[] = "/dev/shm/lkt-aglocks-XXXXXX"; /* the agent's --locks-dir */
 static char err[1024];
 
-static struct child prog, agent, prometheus;
+static struct child prog, agent, prometheus, pprog;
 static unsigned int agent_port, prom_port;
 
 /* Tell the program cmd and wait for its "done". */
@@ -86,6 +88,10 @@ static void start_agent_bounded(const char *max_sites, const char *max_locks, co
 			 (char *)max_locks,
 			 "--max-counter-sets",
 			 (char *)max_sets,
+#ifdef PTHREAD_PROG
+			 "--locks-dir",
+			 locks_dir,
+#endif
 			 NULL };
 	char line[512];
 	const char *at;
@@ -170,7 +176,7 @@ static struct lk__ctl_status program_status(void)
 static int setup(void **state)
 {
 	(void)state;
-	return mkdtemp(scratch) && mkdtemp(spool) ? 0 : -1;
+	return mkdtemp(scratch) && mkdtemp(spool) && mkdtemp(locks_dir) ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -181,7 +187,8 @@ static int teardown(void **state)
 	stop_child(&prog, SIGKILL);
 	stop_child(&agent, SIGKILL);
 	stop_child(&prometheus, SIGTERM);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", scratch, spool);
+	stop_child(&pprog, SIGKILL);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s' '%s'", scratch, spool, locks_dir);
 	return system(cmd) == 0 ? 0 : -1;
 }
 
@@ -192,6 +199,7 @@ static int stop_all(void **state)
 	stop_child(&prog, SIGKILL);
 	stop_child(&agent, SIGKILL);
 	stop_child(&prometheus, SIGTERM);
+	stop_child(&pprog, SIGKILL);
 	return 0;
 }
 
@@ -563,6 +571,281 @@ static void test_max_locks_sets(void **state)
 	stop_child(&agent, SIGTERM);
 }
 
+#ifdef PTHREAD_PROG
+static pid_t pthread_pid; /* the pthread program's, still after it was reaped */
+
+/*
+ * The program of plain pthread mutexes (agent_pthread.c), run with liblowkey-locks.so preloaded
+ * into the agent's --locks-dir, every hold timed.
+ */
+static void start_pthread_program(void)
+{
+	char lib[1200], dir[1200];
+	char *argv[] = {
+		"/usr/bin/env", lib, dir, "LOWKEY_LOCK_HOLD_SAMPLING=1", PTHREAD_PROG, NULL
+	};
+	char line[64];
+
+	snprintf(lib, sizeof(lib), "LD_PRELOAD=%s", PRELOAD);
+	snprintf(dir, sizeof(dir), "LOWKEY_LOCKS_DIR=%s", locks_dir);
+	pprog = spawn(argv, false, false); /* env execs: the pid is the program's */
+	pthread_pid = pprog.pid;
+	assert_true(read_line(&pprog, "ready", line, sizeof(line)));
+}
+
+static void pthread_does(const char *cmd)
+{
+	char line[256];
+
+	tell(&pprog, "%s\n", cmd);
+	assert_true(read_line(&pprog, "done", line, sizeof(line)));
+}
+
+/* A series of a lock of the preloaded program: name{pid,process,source="preload",lock[,mode]}. */
+static const char *preload_series(const char *name, const char *lock, const char *mode)
+{
+	static char s[512];
+
+	snprintf(s, sizeof(s), "%s{pid=\"%d\",process=\"%s\",source=\"preload\",lock=\"%s\"%s%s%s}",
+		 name, (int)pthread_pid, PROG_NAME, lock, mode ? ",mode=\"" : "", mode ? mode : "",
+		 mode ? "\"" : "");
+	return s;
+}
+
+static const char *preload_folded(void)
+{
+	static char s[256];
+
+	snprintf(s, sizeof(s),
+		 "lowkey_agent_locks_folded{pid=\"%d\",process=\"%s\",source=\"preload\"}",
+		 (int)pthread_pid, PROG_NAME);
+	return s;
+}
+
+/* The value of the first sample whose name and labels begin with prefix; NAN if none. */
+static double sample_prefix(const char *text, const char *prefix)
+{
+	const char *at = strstr(text, prefix), *end = at ? strstr(at, "} ") : NULL;
+
+	return end ? strtod(end + 2, NULL) : NAN;
+}
+
+/* The heap mutex's acquisitions: named by where it was first taken, the file:line as built. */
+static double heap_acquisitions(const char *text)
+{
+	char prefix[512];
+
+	snprintf(prefix, sizeof(prefix),
+		 "lowkey_lock_acquisitions_total{pid=\"%d\",process=\"%s\",source=\"preload\","
+		 "lock=\"mutex at pthread_worker (",
+		 (int)pthread_pid, PROG_NAME);
+	return sample_prefix(text, prefix);
+}
+
+/* Scrape the agent until series is gone; the last scrape's text. */
+static void agent_until_gone(const char *series)
+{
+	double end = now_s() + WAIT_S;
+	char *text = NULL;
+
+	while (now_s() < end) {
+		free(text);
+		text = agent_metrics();
+		if (text && !strstr(text, series))
+			break;
+		sleep_ms(100);
+	}
+	assert_non_null(text);
+	assert_null(strstr(text, series));
+	free(text);
+}
+
+/*
+ * The pthread mutexes of a program run with the preload: the global one named by its variable,
+ * the heap one by its first call site; counts exact, times plausible (one contention of 20 ms at
+ * least made certain, every hold timed); its series go after one more scrape once it exits.
+ */
+static void test_preload(void **state)
+{
+	struct want w[2];
+	double contended, wait, hold;
+	int status;
+	char *text;
+
+	(void)state;
+	start_agent();
+	start_pthread_program();
+	pthread_does("locks 1000");
+	want(&w[0], preload_series("lowkey_lock_acquisitions_total", "agt_pmutex", "exclusive"),
+	     4002);
+	want(&w[1], "lowkey_agent_lock_tables", 1);
+	text = agent_until_all(w, 2);
+	contended = sample(text, preload_series("lowkey_lock_contended_total", "agt_pmutex", NULL));
+	wait = sample(text, preload_series("lowkey_lock_wait_seconds_total", "agt_pmutex", NULL));
+	hold = sample(text,
+		      preload_series("lowkey_lock_hold_seconds_total", "agt_pmutex", "exclusive"));
+	print_message("agt_pmutex: %g contended, %g s waited, %g s held\n", contended, wait, hold);
+	assert_true(contended >= 1 && contended <= 4002);
+	assert_true(wait >= 0.02 && wait < WAIT_S * 4.0);
+	assert_true(hold >= 0.02 && hold < WAIT_S * 4.0);
+	assert_true(heap_acquisitions(text) == 4000);
+	assert_null(strstr(text, "source=\"preload\",lock=\"agt_pmutex\",mode=\"shared\""));
+	assert_true(sample(text, preload_folded()) == 0);
+	free(text);
+
+	pthread_does("locks 10");
+	free(agent_until(
+		preload_series("lowkey_lock_acquisitions_total", "agt_pmutex", "exclusive"), 4044));
+	/* it exits: the scan that finds it gone shows its last figures once, then none */
+	tell(&pprog, "quit\n");
+	assert_true(ended(&pprog, &status));
+	close(pprog.in);
+	fclose(pprog.out);
+	pprog.pid = 0; /* reaped: pthread_pid labels its series */
+	text = agent_until("lowkey_agent_lock_tables", 0);
+	assert_true(sample(text, preload_series("lowkey_lock_acquisitions_total", "agt_pmutex",
+						"exclusive")) == 4044);
+	free(text);
+	agent_until_gone("source=\"preload\"");
+	stop_child(&agent, SIGTERM);
+}
+
+/*
+ * Root's agent reads the table of another user's program (the file and the process that user's),
+ * in a directory every user may write to, as a machine's agent does.
+ */
+static void test_preload_other_user(void **state)
+{
+	char lib[1200], dir[1200], line[64], *text;
+	char *argv[] = { "/usr/bin/env",
+			 "setpriv",
+			 "--reuid=65534",
+			 "--regid=65534",
+			 "--clear-groups",
+			 "env",
+			 lib,
+			 dir,
+			 PTHREAD_PROG,
+			 NULL };
+
+	(void)state;
+	if (geteuid() != 0 || system("command -v setpriv >/dev/null 2>&1") != 0) {
+		print_message("skipped: needs root and util-linux's setpriv\n");
+		skip();
+	}
+	snprintf(lib, sizeof(lib), "LD_PRELOAD=%s", PRELOAD);
+	snprintf(dir, sizeof(dir), "LOWKEY_LOCKS_DIR=%s", locks_dir);
+	assert_int_equal(chmod(locks_dir, 01777), 0);
+	start_agent();
+	pprog = spawn(argv, false, false); /* setpriv and env exec: the pid is the program's */
+	pthread_pid = pprog.pid;
+	assert_true(read_line(&pprog, "ready", line, sizeof(line)));
+	pthread_does("locks 100");
+	text = agent_until(
+		preload_series("lowkey_lock_acquisitions_total", "agt_pmutex", "exclusive"), 402);
+	assert_true(heap_acquisitions(text) == 400);
+	free(text);
+	stop_child(&pprog, SIGKILL);
+	stop_child(&agent, SIGTERM);
+	assert_int_equal(chmod(locks_dir, 0700), 0);
+}
+
+/* File name of the locks directory (or a path, with a '/'): buf, then a size (holes). */
+static void put_file(const char *name, const void *buf, size_t len, off_t size)
+{
+	char path[1200];
+	int fd;
+
+	if (strchr(name, '/'))
+		snprintf(path, sizeof(path), "%s", name);
+	else
+		snprintf(path, sizeof(path), "%s/%s", locks_dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	if (size)
+		assert_int_equal(ftruncate(fd, size), 0);
+	close(fd);
+}
+
+static const char *file_of(int n)
+{
+	static char name[64];
+
+	snprintf(name, sizeof(name), "%d-%d.lkl", (int)pthread_pid, n);
+	return name;
+}
+
+/*
+ * Files in the locks directory that claim the program's pid and are not its table: short, with
+ * sizes that lie, another pid inside, a link (to a table that would replace the program's), a
+ * FIFO, a directory, another user's (as root). The agent reads none of them and goes on showing
+ * the program's own; a valid later table of the program's (an exec()) is taken, as the control.
+ */
+static void test_preload_hostile(void **state)
+{
+	struct lkl_header h, later, lie;
+	char real[1200], outside[1200], link_path[1200];
+	uint64_t size;
+	int fd;
+
+	(void)state;
+	start_agent();
+	start_pthread_program();
+	pthread_does("locks 100");
+	free(agent_until(
+		preload_series("lowkey_lock_acquisitions_total", "agt_pmutex", "exclusive"), 402));
+	snprintf(real, sizeof(real), "%s/%s", locks_dir, file_of(0));
+	fd = open(real, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	close(fd);
+	assert_int_equal(h.pid, (uint32_t)pthread_pid);
+	size = lkl_file_size(h.capacity);
+	later = h;
+	later.start_ns++; /* a later image of the process: it would be read instead */
+
+	put_file(file_of(90), "garbage", 7, 0);
+	lie = h;
+	lie.capacity = 1u << 20;
+	put_file(file_of(91), &lie, sizeof(lie), 4096);
+	lie = later;
+	lie.entry_size = 64;
+	put_file(file_of(92), &lie, sizeof(lie), (off_t)size);
+	lie = later;
+	lie.pid++;
+	put_file(file_of(93), &lie, sizeof(lie), (off_t)size);
+	snprintf(outside, sizeof(outside), "%s/later.lkl", scratch);
+	put_file(outside, &later, sizeof(later), (off_t)size);
+	snprintf(link_path, sizeof(link_path), "%s/%s", locks_dir, file_of(94));
+	assert_int_equal(symlink(outside, link_path), 0);
+	snprintf(link_path, sizeof(link_path), "%s/%s", locks_dir, file_of(95));
+	assert_int_equal(mkfifo(link_path, 0600), 0);
+	snprintf(link_path, sizeof(link_path), "%s/%s", locks_dir, file_of(96));
+	assert_int_equal(mkdir(link_path, 0700), 0);
+	if (geteuid() == 0) {
+		put_file(file_of(97), &later, sizeof(later), (off_t)size);
+		snprintf(link_path, sizeof(link_path), "%s/%s", locks_dir, file_of(97));
+		assert_int_equal(chown(link_path, 65534, 65534), 0);
+	}
+	/* scans meet them all while the program's figures move on */
+	pthread_does("locks 10");
+	free(agent_until(
+		preload_series("lowkey_lock_acquisitions_total", "agt_pmutex", "exclusive"), 444));
+	sleep_ms(1000);
+	free(agent_until(
+		preload_series("lowkey_lock_acquisitions_total", "agt_pmutex", "exclusive"), 444));
+	free(agent_until("lowkey_agent_lock_tables", 1));
+
+	/* the control: the same later table, the program's user's, in the directory, is taken */
+	put_file(file_of(98), &later, sizeof(later), (off_t)size);
+	agent_until_gone("lock=\"agt_pmutex\"");
+	free(agent_until("lowkey_agent_lock_tables", 1));
+	stop_child(&pprog, SIGKILL);
+	stop_child(&agent, SIGTERM);
+}
+#endif
+
 /* A free TCP port on 127.0.0.1 (Prometheus cannot be told to pick one). */
 static unsigned int free_port(void)
 {
@@ -694,6 +977,43 @@ static void prom_locks_perf(void)
 	assert_true(v >= (double)before.clock && v <= (double)after.clock);
 }
 
+#ifdef PTHREAD_PROG
+/* Prometheus holds the figures of the program run with the preload: counts exact, times plausible. */
+static void prom_preload(void)
+{
+	char q[512], *answer = NULL;
+	double v = NAN;
+
+	start_pthread_program();
+	pthread_does("locks 200");
+	snprintf(q, sizeof(q),
+		 "lowkey_lock_acquisitions_total{pid=\"%d\",source=\"preload\",lock=\"agt_pmutex\","
+		 "mode=\"exclusive\"}",
+		 (int)pthread_pid);
+	prom_until(q, 802);
+	/* one wait of 20 ms at least was made certain, and every hold was timed */
+	snprintf(q, sizeof(q),
+		 "lowkey_lock_wait_seconds_total{pid=\"%d\",source=\"preload\",lock=\"agt_pmutex\"}"
+		 " >= 0.02",
+		 (int)pthread_pid);
+	for (double end = now_s() + WAIT_S; now_s() < end && isnan(v); sleep_ms(250)) {
+		free(answer);
+		v = prom_value(q, &answer);
+	}
+	print_message("Prometheus: agt_pmutex waited %g s\n", v);
+	assert_false(isnan(v));
+	free(answer);
+	snprintf(q, sizeof(q),
+		 "lowkey_lock_hold_seconds_total{pid=\"%d\",source=\"preload\",lock=\"agt_pmutex\","
+		 "mode=\"exclusive\"} >= 0.02",
+		 (int)pthread_pid);
+	v = prom_value(q, &answer);
+	assert_false(isnan(v));
+	free(answer);
+	stop_child(&pprog, SIGKILL);
+}
+#endif
+
 /* A real Prometheus scraping the agent holds the program's series, then drops them. */
 static void test_prometheus(void **state)
 {
@@ -725,6 +1045,9 @@ static void test_prometheus(void **state)
 	snprintf(q, sizeof(q), "lowkey_events_lost_total{pid=\"%d\"}", (int)prog.pid);
 	prom_until(q, 0);
 	prom_locks_perf();
+#ifdef PTHREAD_PROG
+	prom_preload();
+#endif
 
 	/* the program exits: its series go stale in Prometheus, since the agent drops them */
 	tell(&prog, "quit\n");
@@ -867,6 +1190,11 @@ int main(void)
 		cmocka_unit_test_teardown(test_agent_killed, stop_all),
 		cmocka_unit_test_teardown(test_agent_stopped, stop_all),
 		cmocka_unit_test_teardown(test_other_user, stop_all),
+#ifdef PTHREAD_PROG
+		cmocka_unit_test_teardown(test_preload, stop_all),
+		cmocka_unit_test_teardown(test_preload_hostile, stop_all),
+		cmocka_unit_test_teardown(test_preload_other_user, stop_all),
+#endif
 		/* clang-format on */
 	};
 

@@ -26,7 +26,7 @@ static const char agent_usage[] =
 	"                    [--buckets S,S,...] [--max-sites N] [--max-locks N]\n"
 	"                    [--max-counter-sets N] [--cputime] [--scan-interval S]\n"
 	"                    [--flush-ms MS] [--buffer SIZE] [--spool DIR] [--otlp URL]\n"
-	"                    [--otlp-requests N]\n"
+	"                    [--otlp-requests N] [--locks-dir DIR]\n"
 	"                    [--sample GLOB=RATE]... [--slow SECONDS[,WINDOW]]\n"
 	"\n"
 	"Follows the processes with a lowkey control socket (started with LOWKEY_CONTROL=1, or that\n"
@@ -35,7 +35,9 @@ static const char agent_usage[] =
 	"Prometheus scrapes: per process and site the events recorded, the events lost, the last\n"
 	"value of every LK_COUNTER, and histograms of the spans' durations; and, asked at each scan,\n"
 	"the figures of the process's named locks (lowkey/lock.h) and the readings of the perf\n"
-	"counter sets it opened (lk_counters_open). docs/fleet.md says what each metric means.\n"
+	"counter sets it opened (lk_counters_open); with --locks-dir, the pthread lock figures of\n"
+	"the processes run with liblowkey-locks.so preloaded (the profiler of `lowkey locks`).\n"
+	"docs/fleet.md says what each metric means.\n"
 	"\n"
 	"Each process is traced as `lowkey trace --pid` traces it: its sites are turned on for the\n"
 	"agent's session and the trace stops when the agent leaves, however it leaves; the process\n"
@@ -54,6 +56,10 @@ static const char agent_usage[] =
 	"                       under site=\"other\" (default 100)\n"
 	"      --max-locks N    lock names per process with series of their own; the rest are\n"
 	"                       summed under lock=\"other\" (default 100)\n"
+	"      --locks-dir DIR  also read, at each scan, the tables of the processes run with\n"
+	"                       LD_PRELOAD=liblowkey-locks.so LOWKEY_LOCKS_DIR=DIR: their pthread\n"
+	"                       locks, named by variable or by where first taken, under the\n"
+	"                       lowkey_lock_* metrics with source=\"preload\" (builds with libdw)\n"
 	"      --max-counter-sets N  counter sets per process with series of their own; the\n"
 	"                       rest are summed under set=\"other\" (default 10)\n"
 	"  -c, --cputime        record each event's thread CPU time too, for the spans' CPU time\n"
@@ -254,6 +260,16 @@ static int parse_option(struct agent_opts *o, int c, const char *arg)
 	case 'D':
 		o->spool = arg;
 		return 0;
+	case 'K':
+#ifdef LK_HAVE_LIBDW
+		o->locks_dir = arg;
+		return 0;
+#else
+		cli_error(
+			"agent", "build lowkey with libdw (make deps)",
+			"--locks-dir: this lowkey was built without libdw, which names the locks");
+		return CLI_EXIT_FAIL;
+#endif
 	case 'Q':
 		if (!cli_parse_unsigned(arg, 64, &n) || !n)
 			return usage_error("a number of requests, 1 to 64",
@@ -372,6 +388,23 @@ static int make_spool(struct agent *a)
 	return 0;
 }
 
+/* --locks-dir names a directory, not a link to one (its files are checked as they are read). */
+static bool locks_dir_usable(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0) {
+		cli_error(
+			"agent",
+			"give the directory the programs have as LOWKEY_LOCKS_DIR, itself and not "
+			"a symbolic link to it",
+			"--locks-dir: cannot open %s: %s", dir, strerror(errno));
+		return false;
+	}
+	close(fd);
+	return true;
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -407,6 +440,24 @@ static void free_exited(struct agent *a, double keep_s)
 	free(gone);
 }
 
+/* The same for the tables of --locks-dir whose processes ended. */
+static void free_gone_tables(struct agent *a, double keep_s)
+{
+	size_t kept = 0;
+
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->ntables; i++) {
+		struct agent_table *t = a->tables[i];
+
+		if (t->gone && (t->scrapes_since_gone || now_s() - t->gone_at > keep_s))
+			agent_table_free(t);
+		else
+			a->tables[kept++] = t;
+	}
+	a->ntables = kept;
+	pthread_mutex_unlock(&a->lock);
+}
+
 static void run(struct agent *a)
 {
 	double next_scan = 0, keep_s = 10 * a->o->scan_s + 60;
@@ -420,6 +471,8 @@ static void run(struct agent *a)
 				agent_poll_figures(a, a->procs[i]);
 			}
 			agent_scan(a);
+			if (a->o->locks_dir)
+				agent_preload_scan(a);
 			next_scan = now_s() + a->o->scan_s;
 		}
 		for (size_t i = 0; i < a->nprocs && !stop_signal; i++) {
@@ -429,6 +482,7 @@ static void run(struct agent *a)
 			pthread_mutex_unlock(&a->lock);
 		}
 		free_exited(a, keep_s);
+		free_gone_tables(a, keep_s);
 		nanosleep(&pause, NULL);
 	}
 }
@@ -452,6 +506,8 @@ static int agent_run(const struct agent_opts *o)
 	char err[1024];
 
 	pthread_mutex_init(&a.lock, NULL);
+	if (o->locks_dir && !locks_dir_usable(o->locks_dir))
+		return CLI_EXIT_FAIL;
 	if (make_spool(&a))
 		return CLI_EXIT_FAIL;
 	on_signals();
@@ -477,6 +533,9 @@ static int agent_run(const struct agent_opts *o)
 	agent_http_stop(http);
 	for (size_t i = 0; i < a.nprocs; i++)
 		agent_proc_free(&a, a.procs[i], true);
+	for (size_t i = 0; i < a.ntables; i++)
+		agent_table_free(a.tables[i]);
+	free(a.tables);
 #ifdef LK_HAVE_OTLP
 	if (a.otlp) {
 		agent_otlp_summary(&a);
@@ -506,6 +565,7 @@ static int agent_main(int argc, char **argv)
 		{ "flush-ms", required_argument, NULL, 'F' },
 		{ "buffer", required_argument, NULL, 'b' },
 		{ "spool", required_argument, NULL, 'D' },
+		{ "locks-dir", required_argument, NULL, 'K' },
 		{ "otlp", required_argument, NULL, 'O' },
 		{ "otlp-requests", required_argument, NULL, 'Q' },
 		{ "sample", required_argument, NULL, 'R' },

@@ -116,26 +116,6 @@ static int run(char **argv, const char *lib, const char *dir, const struct optio
 
 /* ---- the report ---- */
 
-/* CLOCK_MONOTONIC and the lock counter at one moment, and how wide the moment is (ticks). */
-struct clock_pair {
-	uint64_t ns, ticks, width;
-};
-
-/* The counter at the middle of the narrowest of a few brackets around a clock read. */
-static struct clock_pair clock_pair(void)
-{
-	struct clock_pair best = { 0, 0, UINT64_MAX };
-
-	for (int i = 0; i < 5; i++) {
-		uint64_t before = lk__lock_ticks(), ns = monotonic_ns(), after = lk__lock_ticks();
-
-		if (after - before < best.width)
-			best = (struct clock_pair){ ns, before + (after - before) / 2,
-						    after - before };
-	}
-	return best;
-}
-
 /*
  * The measured rate's largest relative error: a twentieth of the last of the three digits the
  * report prints. A short command's window reaches it in a few ms; a busy machine's wide brackets
@@ -151,12 +131,12 @@ static struct clock_pair clock_pair(void)
  * where no CPUID leaf or perf page gives the rate, its first call measures for 200 µs, a cost on
  * every run, and a nominal rate is no closer to CLOCK_MONOTONIC, which the figures must agree with.
  */
-static uint64_t counter_hz(const struct clock_pair *start)
+static uint64_t counter_hz(const struct lks_clock *start)
 {
-	struct clock_pair end;
+	struct lks_clock end;
 
 	for (;;) {
-		end = clock_pair();
+		end = lks_clock_now();
 		if (end.ns <= start->ns || end.ticks <= start->ticks)
 			return 1000000000u; /* no counter: the fallback counts nanoseconds */
 		if ((double)(start->width + end.width) / 2 <=
@@ -210,7 +190,7 @@ static void build_rows(struct lks_proc *procs, size_t n, const struct options *o
 }
 
 static int report(FILE *out, const char *dir, const struct options *o,
-		  const struct clock_pair *start, uint64_t end_ns, pid_t child, int status,
+		  const struct lks_clock *start, uint64_t end_ns, pid_t child, int status,
 		  const char *cmd)
 {
 	struct lks_view view = { .top = o->top, .sort = o->sort };
@@ -350,7 +330,7 @@ static int locks_run(int argc, char **argv)
 	char lib_buf[PATH_MAX], exe[PATH_MAX], dir[PATH_MAX];
 	const char *lib;
 	struct options o;
-	struct clock_pair start;
+	struct lks_clock start;
 	uint64_t end_ns;
 	pid_t child = 0;
 	int first, status, ret;
@@ -377,7 +357,7 @@ static int locks_run(int argc, char **argv)
 			  "cannot make a directory for the figures: %s", strerror(-ret));
 		return CLI_EXIT_FAIL;
 	}
-	start = clock_pair();
+	start = lks_clock_now();
 	status = run(argv, lib, dir, &o, &child);
 	end_ns = monotonic_ns();
 	if (status < 0) {

@@ -48,6 +48,7 @@ struct agent_opts {
 	unsigned int max_sites; /* sites per process before the rest fold into site="other" */
 	unsigned int max_locks; /* lock names per process before the rest fold into lock="other" */
 	unsigned int max_sets;	/* counter sets per process before the rest fold into set="other" */
+	const char *locks_dir;	/* --locks-dir: where liblowkey-locks.so writes its tables */
 	bool cputime;		/* record thread CPU time (costs the traced process per event) */
 	unsigned int otlp_requests; /* --otlp-requests: at once; 0: the exporter's default */
 	struct agent_rate rates[AGENT_MAX_GLOBS]; /* --sample, first match wins; none: 1 */
@@ -73,14 +74,45 @@ struct agent_site {
 };
 
 /*
- * The locks of one name in a process (lowkey/lock.h's named locks), their figures summed, as the
- * last poll found them; or "other", the locks past max_locks.
+ * The locks of one name in a process (lowkey/lock.h's named locks, or the pthread locks of a
+ * table of liblowkey-locks.so), their figures summed, as the last poll found them; or "other", the
+ * locks past max_locks.
  */
 struct agent_lock {
 	char *name;
 	uint64_t acq, read_acq, contended, wait_ns, hold_ns, read_hold_ns;
 	bool shared;  /* an rwlock among them: shared acquisitions and holds have series too */
 	bool present; /* the last poll found a lock of this name */
+};
+
+/* A process's lock names: those with series of their own, in the order placed, and "other". */
+struct agent_lockset {
+	struct agent_lock *locks;
+	size_t nlocks;
+	size_t *index;		 /* open addressing on the name: index + 1 into locks, 0 empty */
+	size_t index_size;	 /* a power of two, over twice nlocks */
+	struct agent_lock other; /* the locks past max_locks, name "other" */
+	uint64_t folded;	 /* lock names the last poll counted under "other" */
+};
+
+/*
+ * The table liblowkey-locks.so keeps for a process run with it preloaded, a file of --locks-dir
+ * (agent_preload.c). Its locks are named by their variable, or by where they were first taken.
+ */
+struct agent_table {
+	pid_t pid;
+	unsigned long long start; /* the process's start time (pinned) */
+	char file[256];		  /* its name in the directory */
+	dev_t dev;		  /* the file, as first found */
+	ino_t ino;
+	uint64_t image_ns; /* when the process image made it (a later exec() makes another) */
+	char name[128];	   /* the process label: OTEL_SERVICE_NAME, else its comm */
+	struct agent_lockset locks;
+	struct agent_entry_name *names; /* by lock address and first site: index into locks */
+	size_t nnames, names_size;
+	bool gone; /* the process ended: shown in one more scrape */
+	unsigned int scrapes_since_gone;
+	double gone_at; /* CLOCK_MONOTONIC s */
 };
 
 /* One event of a counter set of a process (lk_counters_open*), or of the sets past max_sets. */
@@ -126,15 +158,10 @@ struct agent_proc {
 	size_t nstreams;
 	struct agent_site *sites;
 	size_t nsites;
-	long other;		  /* index of site "other", -1: none */
-	uint64_t folded;	  /* event classes folded into "other" */
-	uint64_t lost;		  /* what its threads lost, all streams */
-	struct agent_lock *locks; /* lock names with series of their own, in the order met */
-	size_t nlocks;
-	size_t *lock_index;	/* open addressing on the name: index + 1 into locks, 0 empty */
-	size_t lock_index_size; /* a power of two, over twice nlocks */
-	struct agent_lock other_lock; /* the locks past max_locks, name "other" */
-	uint64_t locks_folded;	      /* lock names the last poll counted under "other" */
+	long other;		    /* index of site "other", -1: none */
+	uint64_t folded;	    /* event classes folded into "other" */
+	uint64_t lost;		    /* what its threads lost, all streams */
+	struct agent_lockset locks; /* its named locks, summed by name, in the order met */
 	uint32_t *own_sets; /* the counter sets with series of their own: the first max_sets */
 	size_t nown_sets;
 	struct agent_perf *perf; /* as the last poll read them */
@@ -164,13 +191,20 @@ struct agent {
 	int spool_fd; /* this agent's directory in the spool */
 	char spool[PATH_MAX];
 	uint64_t attach_failures;
-	struct otlp_exporter *otlp; /* --otlp */
-	uint64_t sampled_out[2];    /* spans not exported, by enum agent_sampled */
-	uint64_t recorder_full;	    /* of the tail's, those decided early: a recorder was full */
-	uint64_t traces;	    /* traces started, numbering their directories */
+	struct otlp_exporter *otlp;  /* --otlp */
+	uint64_t sampled_out[2];     /* spans not exported, by enum agent_sampled */
+	uint64_t recorder_full;	     /* of the tail's, those decided early: a recorder was full */
+	uint64_t traces;	     /* traces started, numbering their directories */
+	struct agent_table **tables; /* --locks-dir: the tables of live processes, and just ended */
+	size_t ntables;
+	uint64_t clock_ns,
+		clock_ticks; /* CLOCK_MONOTONIC and the lock counter as the agent began */
 };
 
 /* ---- agent_scan.c ---- */
+
+/* --process: pid's comm or OTEL_SERVICE_NAME matches a glob (none given: every process). */
+bool agent_named(const struct agent *a, pid_t pid);
 
 /* Look through /proc for processes to follow, and attach to each new one (under a->lock). */
 void agent_scan(struct agent *a);
@@ -215,6 +249,39 @@ void agent_figures_free(struct agent_proc *p);
 
 /* The lowkey_lock_* and lowkey_perf_event_* families. Under a->lock. */
 void agent_figures_render(struct agent *a, FILE *f, bool openmetrics);
+
+/*
+ * The entry the locks of name go to: their own, made while set has fewer than max_locks names,
+ * else "other" (*folded). Names keep their entries for the process's life, so a name keeps its
+ * series when its locks come back. NULL when out of memory. Under a->lock.
+ */
+struct agent_lock *agent_place_lock(struct agent *a, struct agent_lockset *set, const char *name,
+				    bool *folded);
+
+/* The figures of the last poll forgotten, the names kept. */
+void agent_lockset_clear(struct agent_lockset *set);
+void agent_lockset_free(struct agent_lockset *set);
+
+/* ---- agent_preload.c: the tables of liblowkey-locks.so (--locks-dir) ---- */
+
+#ifdef LK_HAVE_LIBDW
+/*
+ * Read the tables in --locks-dir: each one of a live process that may be followed (its file's
+ * owner's, root's files trusted too, and named as --process asks), validated, its figures kept
+ * for /metrics; a table whose process ended read a last time and marked gone. Takes a->lock to
+ * change what /metrics shows.
+ */
+void agent_preload_scan(struct agent *a);
+#else
+static inline void agent_preload_scan(struct agent *a)
+{
+	(void)a;
+}
+#endif
+
+/* Whether the renderer shows t: its process lives, or it ended and was not shown since. */
+bool agent_table_shown(const struct agent_table *t);
+void agent_table_free(struct agent_table *t);
 
 /* ---- agent_metrics.c ---- */
 

@@ -108,67 +108,82 @@ static size_t hash_name(const char *s)
 }
 
 /* The slot of name in the index: its entry's, or the empty one where it would go. */
-static size_t *index_slot(const struct agent_proc *p, const char *name)
+static size_t *index_slot(const struct agent_lockset *set, const char *name)
 {
-	size_t mask = p->lock_index_size - 1, i = hash_name(name) & mask;
+	size_t mask = set->index_size - 1, i = hash_name(name) & mask;
 
-	while (p->lock_index[i] && strcmp(p->locks[p->lock_index[i] - 1].name, name) != 0)
+	while (set->index[i] && strcmp(set->locks[set->index[i] - 1].name, name) != 0)
 		i = (i + 1) & mask;
-	return &p->lock_index[i];
+	return &set->index[i];
 }
 
 /* An index twice as large for the names there are: 0, or -ENOMEM (the old one kept). */
-static int grow_index(struct agent_proc *p)
+static int grow_index(struct agent_lockset *set)
 {
-	size_t size = p->lock_index_size ? 2 * p->lock_index_size : 64;
-	size_t *old = p->lock_index;
+	size_t size = set->index_size ? 2 * set->index_size : 64;
+	size_t *old = set->index;
 
-	p->lock_index = calloc(size, sizeof(*p->lock_index));
-	if (!p->lock_index) {
-		p->lock_index = old;
+	set->index = calloc(size, sizeof(*set->index));
+	if (!set->index) {
+		set->index = old;
 		return -ENOMEM;
 	}
-	p->lock_index_size = size;
-	for (size_t i = 0; i < p->nlocks; i++)
-		*index_slot(p, p->locks[i].name) = i + 1;
+	set->index_size = size;
+	for (size_t i = 0; i < set->nlocks; i++)
+		*index_slot(set, set->locks[i].name) = i + 1;
 	free(old);
 	return 0;
 }
 
-/*
- * The entry the locks of a name go to: their own, made while the process has fewer than
- * max_locks names, else "other" (*folded). Names keep their entries for the process's life, so a
- * name keeps its series when its locks come back. NULL when out of memory.
- */
-static struct agent_lock *place_lock(struct agent *a, struct agent_proc *p, const char *name,
-				     bool *folded)
+struct agent_lock *agent_place_lock(struct agent *a, struct agent_lockset *set, const char *name,
+				    bool *folded)
 {
 	struct agent_lock *grown;
 	size_t *slot;
 
 	*folded = false;
 	if (strcmp(name, "other") == 0)
-		return &p->other_lock; /* its own series would be the fold's: one series, the sum */
-	if (!p->lock_index_size && grow_index(p))
+		return &set->other; /* its own series would be the fold's: one series, the sum */
+	if (!set->index_size && grow_index(set))
 		return NULL;
-	slot = index_slot(p, name);
+	slot = index_slot(set, name);
 	if (*slot)
-		return &p->locks[*slot - 1];
-	if (p->nlocks >= a->o->max_locks) {
+		return &set->locks[*slot - 1];
+	if (set->nlocks >= a->o->max_locks) {
 		*folded = true;
-		return &p->other_lock;
+		return &set->other;
 	}
-	grown = realloc(p->locks, (p->nlocks + 1) * sizeof(*grown));
+	grown = realloc(set->locks, (set->nlocks + 1) * sizeof(*grown));
 	if (!grown)
 		return NULL;
-	p->locks = grown;
-	p->locks[p->nlocks] = (struct agent_lock){ .name = strdup(name) };
-	if (!p->locks[p->nlocks].name)
+	set->locks = grown;
+	set->locks[set->nlocks] = (struct agent_lock){ .name = strdup(name) };
+	if (!set->locks[set->nlocks].name)
 		return NULL;
-	*slot = ++p->nlocks;
-	if (2 * p->nlocks >= p->lock_index_size)
-		grow_index(p); /* out of memory: the index stays as it is, fuller */
-	return &p->locks[p->nlocks - 1];
+	*slot = ++set->nlocks;
+	if (2 * set->nlocks >= set->index_size)
+		grow_index(set); /* out of memory: the index stays as it is, fuller */
+	return &set->locks[set->nlocks - 1];
+}
+
+void agent_lockset_clear(struct agent_lockset *set)
+{
+	for (size_t i = 0; i < set->nlocks; i++) {
+		char *name = set->locks[i].name;
+
+		set->locks[i] = (struct agent_lock){ .name = name };
+	}
+	set->other = (struct agent_lock){ .name = set->other.name };
+	set->folded = 0;
+}
+
+void agent_lockset_free(struct agent_lockset *set)
+{
+	for (size_t i = 0; i < set->nlocks; i++)
+		free(set->locks[i].name);
+	free(set->locks);
+	free(set->index);
+	*set = (struct agent_lockset){ 0 };
 }
 
 static void add_lock(struct agent_lock *l, const struct lk__ctl_lock *m)
@@ -205,16 +220,11 @@ static void take_locks(struct agent *a, struct agent_proc *p, const struct raw *
 	const char **folded = malloc((r->n ? r->n : 1) * sizeof(*folded));
 	size_t nfolded = 0;
 
-	for (size_t i = 0; i < p->nlocks; i++) {
-		char *name = p->locks[i].name;
-
-		p->locks[i] = (struct agent_lock){ .name = name };
-	}
-	p->other_lock = (struct agent_lock){ .name = p->other_lock.name };
+	agent_lockset_clear(&p->locks);
 	for (size_t i = 0; i < r->n; i++) {
 		const char *name = r->locks[i].name[0] ? r->locks[i].name : UNNAMED;
 		bool fold;
-		struct agent_lock *l = place_lock(a, p, name, &fold);
+		struct agent_lock *l = agent_place_lock(a, &p->locks, name, &fold);
 
 		if (!l)
 			continue; /* out of memory: left out of this poll */
@@ -222,8 +232,20 @@ static void take_locks(struct agent *a, struct agent_proc *p, const struct raw *
 		if (fold && folded)
 			folded[nfolded++] = name;
 	}
-	p->locks_folded = distinct(folded, nfolded); /* names, not locks */
+	p->locks.folded = distinct(folded, nfolded); /* names, not locks */
 	free(folded);
+}
+
+void agent_table_free(struct agent_table *t)
+{
+	agent_lockset_free(&t->locks);
+	free(t->names);
+	free(t);
+}
+
+bool agent_table_shown(const struct agent_table *t)
+{
+	return !t->gone || t->scrapes_since_gone == 0;
 }
 
 /* ---- counter sets ---- */
@@ -324,14 +346,7 @@ void agent_poll_figures(struct agent *a, struct agent_proc *p)
 
 void agent_figures_free(struct agent_proc *p)
 {
-	for (size_t i = 0; i < p->nlocks; i++)
-		free(p->locks[i].name);
-	free(p->locks);
-	p->locks = NULL;
-	p->nlocks = 0;
-	free(p->lock_index);
-	p->lock_index = NULL;
-	p->lock_index_size = 0;
+	agent_lockset_free(&p->locks);
 	free(p->own_sets);
 	p->own_sets = NULL;
 	p->nown_sets = 0;
@@ -340,10 +355,21 @@ void agent_figures_free(struct agent_proc *p)
 
 /* ---- the text ---- */
 
-static void put_lock_labels(FILE *f, const struct agent_proc *p, const struct agent_lock *l,
+/* Whose locks: a followed process's named locks, or a table's (source="preload"). */
+struct lock_owner {
+	pid_t pid;
+	const char *process, *source;
+	const struct agent_lockset *set;
+};
+
+static void put_lock_labels(FILE *f, const struct lock_owner *o, const struct agent_lock *l,
 			    const char *mode)
 {
-	agent_put_proc_labels(f, p);
+	fprintf(f, "pid=\"%d\",process=\"", (int)o->pid);
+	agent_put_label(f, o->process);
+	fputc('"', f);
+	if (o->source)
+		fprintf(f, ",source=\"%s\"", o->source);
 	fputs(",lock=\"", f);
 	agent_put_label(f, l->name ? l->name : "other");
 	fputc('"', f);
@@ -353,14 +379,14 @@ static void put_lock_labels(FILE *f, const struct agent_proc *p, const struct ag
 
 enum lock_series { ACQ, CONTENDED, WAIT, HOLD };
 
-static void put_lock_samples(FILE *f, const struct agent_proc *p, const struct agent_lock *l,
+static void put_lock_samples(FILE *f, const struct lock_owner *o, const struct agent_lock *l,
 			     enum lock_series which, const char *name)
 {
 	switch (which) {
 	case ACQ:
 	case HOLD:
 		fprintf(f, "%s_total{", name);
-		put_lock_labels(f, p, l, "exclusive");
+		put_lock_labels(f, o, l, "exclusive");
 		if (which == ACQ)
 			fprintf(f, "} %llu\n", (unsigned long long)l->acq);
 		else
@@ -368,7 +394,7 @@ static void put_lock_samples(FILE *f, const struct agent_proc *p, const struct a
 		if (!l->shared)
 			return;
 		fprintf(f, "%s_total{", name);
-		put_lock_labels(f, p, l, "shared");
+		put_lock_labels(f, o, l, "shared");
 		if (which == ACQ)
 			fprintf(f, "} %llu\n", (unsigned long long)l->read_acq);
 		else
@@ -376,23 +402,43 @@ static void put_lock_samples(FILE *f, const struct agent_proc *p, const struct a
 		return;
 	case CONTENDED:
 		fprintf(f, "%s_total{", name);
-		put_lock_labels(f, p, l, NULL);
+		put_lock_labels(f, o, l, NULL);
 		fprintf(f, "} %llu\n", (unsigned long long)l->contended);
 		return;
 	case WAIT:
 		fprintf(f, "%s_total{", name);
-		put_lock_labels(f, p, l, NULL);
+		put_lock_labels(f, o, l, NULL);
 		fprintf(f, "} %.17g\n", (double)l->wait_ns / 1e9);
 		return;
 	}
 }
 
-static bool has_locks(const struct agent_proc *p)
+static bool has_locks(const struct agent_lockset *set)
 {
-	for (size_t i = 0; i < p->nlocks; i++)
-		if (p->locks[i].present)
+	for (size_t i = 0; i < set->nlocks; i++)
+		if (set->locks[i].present)
 			return true;
-	return p->other_lock.present;
+	return set->other.present;
+}
+
+static void put_owner_locks(FILE *f, const struct lock_owner *o, enum lock_series which,
+			    const char *name)
+{
+	for (size_t k = 0; k < o->set->nlocks; k++)
+		if (o->set->locks[k].present)
+			put_lock_samples(f, o, &o->set->locks[k], which, name);
+	if (o->set->other.present)
+		put_lock_samples(f, o, &o->set->other, which, name);
+}
+
+static struct lock_owner proc_owner(const struct agent_proc *p)
+{
+	return (struct lock_owner){ p->pid, p->name, NULL, &p->locks };
+}
+
+static struct lock_owner table_owner(const struct agent_table *t)
+{
+	return (struct lock_owner){ t->pid, t->name, "preload", &t->locks };
 }
 
 static void put_lock_family(FILE *f, struct agent *a, bool om, enum lock_series which)
@@ -410,15 +456,16 @@ static void put_lock_family(FILE *f, struct agent *a, bool om, enum lock_series 
 
 	agent_put_family(f, &fams[which], om);
 	for (size_t i = 0; i < a->nprocs; i++) {
-		const struct agent_proc *p = a->procs[i];
+		struct lock_owner o = proc_owner(a->procs[i]);
 
-		if (!agent_shown(p))
-			continue;
-		for (size_t k = 0; k < p->nlocks; k++)
-			if (p->locks[k].present)
-				put_lock_samples(f, p, &p->locks[k], which, fams[which].name);
-		if (p->other_lock.present)
-			put_lock_samples(f, p, &p->other_lock, which, fams[which].name);
+		if (agent_shown(a->procs[i]))
+			put_owner_locks(f, &o, which, fams[which].name);
+	}
+	for (size_t i = 0; i < a->ntables; i++) {
+		struct lock_owner o = table_owner(a->tables[i]);
+
+		if (agent_table_shown(a->tables[i]))
+			put_owner_locks(f, &o, which, fams[which].name);
 	}
 }
 
@@ -473,11 +520,20 @@ static void put_folded(FILE *f, struct agent *a, bool om)
 
 	agent_put_family(f, &locks, om);
 	for (size_t i = 0; i < a->nprocs; i++) {
-		if (!agent_shown(a->procs[i]) || !has_locks(a->procs[i]))
+		if (!agent_shown(a->procs[i]) || !has_locks(&a->procs[i]->locks))
 			continue;
 		fputs("lowkey_agent_locks_folded{", f);
 		agent_put_proc_labels(f, a->procs[i]);
-		fprintf(f, "} %llu\n", (unsigned long long)a->procs[i]->locks_folded);
+		fprintf(f, "} %llu\n", (unsigned long long)a->procs[i]->locks.folded);
+	}
+	for (size_t i = 0; i < a->ntables; i++) {
+		const struct agent_table *t = a->tables[i];
+
+		if (!agent_table_shown(t) || !has_locks(&t->locks))
+			continue;
+		fprintf(f, "lowkey_agent_locks_folded{pid=\"%d\",process=\"", (int)t->pid);
+		agent_put_label(f, t->name);
+		fprintf(f, "\",source=\"preload\"} %llu\n", (unsigned long long)t->locks.folded);
 	}
 	agent_put_family(f, &sets, om);
 	for (size_t i = 0; i < a->nprocs; i++) {

@@ -200,6 +200,20 @@ static void put_hist(FILE *f, const struct agent *a, const char *name, const str
 	fprintf(f, "} %llu\n", (unsigned long long)h->count);
 }
 
+/* --locks-dir: the tables read, those of ended processes in their last scrape left out. */
+static void put_tables(FILE *f, struct agent *a)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < a->ntables; i++)
+		n += !a->tables[i]->gone;
+	fprintf(f,
+		"# HELP lowkey_agent_lock_tables Processes whose liblowkey-locks.so table the agent "
+		"reads (--locks-dir)\n# TYPE lowkey_agent_lock_tables gauge\n"
+		"lowkey_agent_lock_tables %zu\n",
+		n);
+}
+
 static void put_process_families(FILE *f, struct agent *a, bool om)
 {
 	static const struct family attached = { "lowkey_process_attached", "gauge", NULL,
@@ -247,6 +261,8 @@ static void put_process_families(FILE *f, struct agent *a, bool om)
 		"could not attach to\n# TYPE lowkey_agent_attach_failures%s counter\n"
 		"lowkey_agent_attach_failures_total %llu\n",
 		om ? "" : "_total", om ? "" : "_total", (unsigned long long)a->attach_failures);
+	if (a->o->locks_dir)
+		put_tables(f, a);
 }
 
 enum site_series { EVENTS, COUNTER, WALL, CPU };
@@ -310,6 +326,9 @@ char *agent_render(struct agent *a, bool openmetrics, size_t *len)
 	for (size_t i = 0; i < a->nprocs; i++)
 		if (a->procs[i]->exited)
 			a->procs[i]->scrapes_since_exit++;
+	for (size_t i = 0; i < a->ntables; i++)
+		if (a->tables[i]->gone)
+			a->tables[i]->scrapes_since_gone++;
 	pthread_mutex_unlock(&a->lock);
 	if (openmetrics)
 		fputs("# EOF\n", f);

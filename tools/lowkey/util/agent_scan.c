@@ -111,8 +111,7 @@ static void prune_seen(struct agent *a)
 	a->nignored = kept;
 }
 
-/* --process: its comm or service name matches a glob (none given: every process). */
-static bool named(const struct agent *a, pid_t pid)
+bool agent_named(const struct agent *a, pid_t pid)
 {
 	char comm[64], service[256];
 	bool have_service;
@@ -143,7 +142,7 @@ static bool ours(struct agent *a, pid_t pid)
 	struct lk__proc_ids ids;
 
 	return lk__proc_ids(pid, &ids) == 0 && (geteuid() == 0 || ids.euid == geteuid()) &&
-	       named(a, pid);
+	       agent_named(a, pid);
 }
 
 static void add(struct agent *a, struct agent_proc *p)

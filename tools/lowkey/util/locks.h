@@ -73,7 +73,34 @@ enum lks_sort {
 	LKS_SORT_HOLD,	    /* total time held */
 };
 
+/* CLOCK_MONOTONIC and the lock counter at one moment, and how wide the moment is (ticks). */
+struct lks_clock {
+	uint64_t ns, ticks, width;
+};
+
 /* ---- locks_read.c ---- */
+
+/* The counter at the middle of the narrowest of five brackets around a CLOCK_MONOTONIC read. */
+struct lks_clock lks_clock_now(void);
+
+/* Why the file's header h (size bytes of file) is not one to read, or NULL when it is. */
+const char *lks_validate(const struct lkl_header *h, size_t size);
+
+/* A lock that was taken, or tried, or posted: one to list. */
+bool lks_entry_used(const struct lkl_entry *e);
+
+/* The figures of entry e in ns (tpn: ticks per ns) into r; its call sites are left alone. */
+void lks_row_of(const struct lkl_entry *e, double tpn, struct lks_row *r);
+
+struct symbolizer;
+
+/*
+ * The call site at return address ra into out: object and offset from p's table of objects
+ * (p->h, p->modules, p->nmodules), function and file:line from sym where it knows them (sym may be
+ * NULL).
+ */
+void lks_name_site(const struct lks_proc *p, struct symbolizer *sym, uint64_t ra,
+		   struct lks_site *out);
 
 /* The key called name ("wait", "acquired", ...); false if there is none. */
 bool lks_sort_parse(const char *name, enum lks_sort *out);
@@ -102,6 +129,12 @@ enum lks_ending lks_ending_of(const struct lks_proc *p, const struct lks_proc *a
 int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns, enum lks_sort key);
 
 /* ---- locks_print.c ---- */
+
+/* A call site as the report prints it ("worker (server.c:88)", "libfoo.so+0x1a2b"), escaped. */
+const char *lks_site_string(const struct lks_site *site, char *buf, size_t len);
+
+/* "mutex", "rwlock", "spinlock" or "semaphore". */
+const char *lks_kind_name(enum lkl_kind k);
 
 /* How the report was asked for. */
 struct lks_view {

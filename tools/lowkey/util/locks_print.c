@@ -33,7 +33,7 @@ static const char *ending_note(enum lks_ending e)
 }
 
 /* The names come from the program's files: escaped (lk__text_escape). */
-static const char *site_string(const struct lks_site *site, char *buf, size_t len)
+const char *lks_site_string(const struct lks_site *site, char *buf, size_t len)
 {
 	char raw[1024];
 
@@ -50,7 +50,7 @@ static const char *site_string(const struct lks_site *site, char *buf, size_t le
 	return lk__text_escape(raw, buf, len);
 }
 
-static const char *kind_name(enum lkl_kind k)
+const char *lks_kind_name(enum lkl_kind k)
 {
 	static const char *const names[] = { "mutex", "rwlock", "spinlock", "semaphore" };
 
@@ -100,8 +100,8 @@ static void print_row(FILE *out, const struct lks_proc *p, size_t i)
 	const struct lkl_entry *e = r->e;
 	char a[16], b[16], c[16], d[16], e2[16], f[16], site[400], first[400], label[64];
 
-	snprintf(label, sizeof(label), "%s %#lx%s", kind_name(r->kind), (unsigned long)r->address,
-		 r->destroyed ? " (gone)" : "");
+	snprintf(label, sizeof(label), "%s %#lx%s", lks_kind_name(r->kind),
+		 (unsigned long)r->address, r->destroyed ? " (gone)" : "");
 	fprintf(out, "%3zu %-28s %10lu %9lu %5.1f%% %9s %9s %9s %9s %9s %9s %8lu %8.2f\n", i + 1,
 		label, (unsigned long)r->acquisitions, (unsigned long)e->contended,
 		r->acquisitions ? 100.0 * (double)e->contended / (double)r->acquisitions : 0,
@@ -111,10 +111,10 @@ static void print_row(FILE *out, const struct lks_proc *p, size_t i)
 		(unsigned long)e->owner_changes, per_mille_cpu(r->wait_ns, p));
 	if (e->site)
 		fprintf(out, "    contended first at %s",
-			site_string(&r->site, site, sizeof(site)));
+			lks_site_string(&r->site, site, sizeof(site)));
 	else
 		fprintf(out, "    never contended; first taken at %s",
-			site_string(&r->first_site, first, sizeof(first)));
+			lks_site_string(&r->first_site, first, sizeof(first)));
 	if (r->kind == LKL_RWLOCK)
 		fprintf(out, "; %lu reads (held %s, max %s), %lu writes",
 			(unsigned long)e->read_acquisitions,
@@ -211,7 +211,7 @@ static void json_row(struct lk__json *j, const struct lks_proc *p, const struct 
 	char addr[32];
 
 	lk__json_object(j, NULL);
-	lk__json_str(j, "kind", kind_name(r->kind));
+	lk__json_str(j, "kind", lks_kind_name(r->kind));
 	snprintf(addr, sizeof(addr), "%#lx", (unsigned long)r->address);
 	lk__json_str(j, "address", addr);
 	lk__json_bool(j, "destroyed", r->destroyed);

@@ -10,7 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <lowkey/lock.h>
 
 #include "builtin.h"
 #include "internal/utf8.h"
@@ -32,9 +35,31 @@ enum lks_ending lks_ending_of(const struct lks_proc *p, const struct lks_proc *a
 	return LKS_ENDED_UNKNOWN;
 }
 
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct lks_clock lks_clock_now(void)
+{
+	struct lks_clock best = { 0, 0, UINT64_MAX };
+
+	for (int i = 0; i < 5; i++) {
+		uint64_t before = lk__lock_ticks(), ns = monotonic_ns(), after = lk__lock_ticks();
+
+		if (after - before < best.width)
+			best = (struct lks_clock){ ns, before + (after - before) / 2,
+						   after - before };
+	}
+	return best;
+}
+
 /* ---- a process's file ---- */
 
-static const char *validate(const struct lkl_header *h, size_t size)
+const char *lks_validate(const struct lkl_header *h, size_t size)
 {
 	if (size < LKL_HEADER_SIZE)
 		return "shorter than its header";
@@ -153,7 +178,7 @@ static int load_proc(const char *path, struct lks_proc *p)
 	close(fd);
 	p->h = p->data;
 	if (!bad)
-		bad = validate(p->h, p->size);
+		bad = lks_validate(p->h, p->size);
 	if (bad) {
 		cli_error("locks", NULL, "skipping %s: %s", path, bad);
 		return -EINVAL;
@@ -302,8 +327,8 @@ static struct symbolizer *open_symbolizer(const struct lks_proc *p)
  * without libdw or debug information a site is still "libfoo.so.1+0x1a2b", for addr2line later),
  * the function and file:line from libdw where it knows them.
  */
-static void name_site(const struct lks_proc *p, struct symbolizer *sym, uint64_t ra,
-		      struct lks_site *out)
+void lks_name_site(const struct lks_proc *p, struct symbolizer *sym, uint64_t ra,
+		   struct lks_site *out)
 {
 	/* a return address points after the call: look up the call itself */
 	uint64_t addr = ra ? ra - 1 : 0;
@@ -333,12 +358,25 @@ static void name_site(const struct lks_proc *p, struct symbolizer *sym, uint64_t
 	}
 }
 
-/* The names come from the program's files: escaped (lk__text_escape). */
-
-/* A lock that was taken, or tried, or posted: one to list. */
-static bool entry_used(const struct lkl_entry *e)
+bool lks_entry_used(const struct lkl_entry *e)
 {
 	return e->key && (e->acquisitions || e->read_acquisitions || e->try_fails || e->posts);
+}
+
+void lks_row_of(const struct lkl_entry *e, double tpn, struct lks_row *r)
+{
+	r->e = e;
+	r->kind = (enum lkl_kind)(e->key & LKL_KIND_MASK);
+	r->address = e->key & ~(LKL_KIND_MASK | LKL_RETIRED);
+	r->destroyed = e->key & LKL_RETIRED;
+	r->acquisitions = e->acquisitions + e->read_acquisitions;
+	r->wait_ns = to_ns(e->wait_total, tpn);
+	r->wait_max_ns = to_ns(e->wait_max, tpn);
+	r->wait_mean_ns = mean(r->wait_ns, e->contended);
+	holds(e->hold_samples, e->hold_total, e->hold_max, e->acquisitions, tpn, &r->hold_ns,
+	      &r->hold_max_ns, &r->hold_mean_ns);
+	holds(e->read_hold_samples, e->read_hold_total, e->read_hold_max, e->read_acquisitions, tpn,
+	      &r->read_hold_ns, &r->read_hold_max_ns, &r->read_hold_mean_ns);
 }
 
 int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns, enum lks_sort key)
@@ -351,7 +389,7 @@ int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns, enum lks_sor
 				 h->end_ns - h->start_ns :
 				 (end_ns > h->start_ns ? end_ns - h->start_ns : 0);
 	for (uint32_t i = 0; i < h->capacity; i++)
-		n += entry_present(p, i) && entry_used(&p->entries[i]);
+		n += entry_present(p, i) && lks_entry_used(&p->entries[i]);
 	p->rows = calloc(n ? n : 1, sizeof(*p->rows));
 	if (!p->rows)
 		return -ENOMEM;
@@ -360,22 +398,10 @@ int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns, enum lks_sor
 		const struct lkl_entry *e = &p->entries[i];
 		struct lks_row *r;
 
-		if (!entry_present(p, i) || !entry_used(e))
+		if (!entry_present(p, i) || !lks_entry_used(e))
 			continue;
 		r = &p->rows[n++];
-		r->e = e;
-		r->kind = (enum lkl_kind)(e->key & LKL_KIND_MASK);
-		r->address = e->key & ~(LKL_KIND_MASK | LKL_RETIRED);
-		r->destroyed = e->key & LKL_RETIRED;
-		r->acquisitions = e->acquisitions + e->read_acquisitions;
-		r->wait_ns = to_ns(e->wait_total, tpn);
-		r->wait_max_ns = to_ns(e->wait_max, tpn);
-		r->wait_mean_ns = mean(r->wait_ns, e->contended);
-		holds(e->hold_samples, e->hold_total, e->hold_max, e->acquisitions, tpn,
-		      &r->hold_ns, &r->hold_max_ns, &r->hold_mean_ns);
-		holds(e->read_hold_samples, e->read_hold_total, e->read_hold_max,
-		      e->read_acquisitions, tpn, &r->read_hold_ns, &r->read_hold_max_ns,
-		      &r->read_hold_mean_ns);
+		lks_row_of(e, tpn, r);
 		p->acquisitions += r->acquisitions;
 		p->contended += e->contended;
 		p->wait_ns += r->wait_ns;
@@ -387,8 +413,8 @@ int lks_build_rows(struct lks_proc *p, double tpn, uint64_t end_ns, enum lks_sor
 		qsort_r(p->rows, n, sizeof(*p->rows), by_key, &key);
 	sym = n ? open_symbolizer(p) : NULL;
 	for (size_t i = 0; i < n; i++) {
-		name_site(p, sym, p->rows[i].e->site, &p->rows[i].site);
-		name_site(p, sym, p->rows[i].e->first_site, &p->rows[i].first_site);
+		lks_name_site(p, sym, p->rows[i].e->site, &p->rows[i].site);
+		lks_name_site(p, sym, p->rows[i].e->first_site, &p->rows[i].first_site);
 	}
 	symbolizer_close(sym);
 	return 0;

@@ -611,6 +611,20 @@ void symbolizer_place(struct symbolizer *s, uint64_t addr, bool line_before,
 	out->file = source_line(mod, line_before ? addr - 1 : addr, &out->line);
 }
 
+const char *symbolizer_object(struct symbolizer *s, uint64_t addr, uint64_t *offset)
+{
+	Dwfl_Module *mod = module_of(s, addr);
+	GElf_Off off = 0;
+	GElf_Sym sym;
+	const char *name = mod ? dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL) :
+				 NULL;
+
+	if (!name || GELF_ST_TYPE(sym.st_info) != STT_OBJECT || off >= sym.st_size)
+		return NULL;
+	*offset = off;
+	return symbolizer_demangle(s, name);
+}
+
 /* The compile unit of the run-time address addr in mod (its bias in *bias), with or without
  * .debug_aranges (line_from_units() says why). */
 static Dwarf_Die *unit_of(Dwfl_Module *mod, uint64_t addr, Dwarf_Addr *bias)

@@ -79,6 +79,13 @@ void symbolizer_place(struct symbolizer *s, uint64_t addr, bool line_before,
 		      struct symbol_place *out);
 
 /*
+ * symbolizer_object - the data symbol (a global or static variable) whose extent holds addr,
+ * demangled, and addr's offset in it; NULL when none does (heap or stack memory, a stripped
+ * object). Valid until symbolizer_close(). Cost: as symbolizer_place().
+ */
+const char *symbolizer_object(struct symbolizer *s, uint64_t addr, uint64_t *offset);
+
+/*
  * symbolizer_frames - where addr is, with the functions inlined there: out[0] the innermost, named
  * as symbolizer_place() names it but for its function, which is the inlined one's; each next entry
  * the function it was inlined into, at the line of that call; the last the function the symbol
