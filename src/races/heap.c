@@ -13,6 +13,8 @@
  * memory), its size from $LOWKEY_RACES_HEAP_SLOTS (a power of two, the command's --heap-slots).
  * The thread's id is kept in initial-exec TLS (no allocation to reach it), cleared in a fork()ed
  * child. A program that exec()s another keeps the library (LD_PRELOAD), which starts afresh there.
+ * C++'s global operator new is defined too, so that a block made with `new` is named by the
+ * function that said `new`.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -55,6 +57,7 @@ static int table_state; /* 0: not mapped, 1: being mapped, 2: mapped, 3: could n
 
 static TLS pid_t thread_id;
 static TLS bool resolving;
+static TLS bool in_new; /* in the next operator new: its own allocations are not recorded */
 
 static _Alignas(64) char arena[ARENA_SIZE];
 static size_t arena_used;
@@ -183,7 +186,7 @@ static void record(void *p, size_t size, void *site)
 	struct lkr_heap_table *t;
 	int saved = errno;
 
-	if (!p)
+	if (!p || in_new)
 		return;
 	t = table_of();
 	if (t)
@@ -343,6 +346,172 @@ EXPORT void *pvalloc(size_t size)
 	p = next.pvalloc(size);
 	record(p, size, SITE);
 	return p;
+}
+
+/* ---- C++'s replaceable global operator new ---- */
+
+/*
+ * operator new and new[], plain, nothrow, aligned and aligned nothrow, by their Itanium C++ ABI
+ * names (size_t is unsigned long: "m"; std::align_val_t is passed as a size_t, a nothrow_t as a
+ * pointer). Each calls the next definition, which throws std::bad_alloc, calls the new_handler or
+ * returns NULL as it would have, and records the block with the size asked for and its own caller
+ * as the site, not the C++ library's operator new. What the next definition allocates on the way
+ * (malloc, aligned_alloc, or the plain operator new that libstdc++'s new[] and nothrow ones call)
+ * is not recorded: only the outermost operator new of the thread records. operator delete needs
+ * no wrapper: libstdc++'s and libc++'s call free(). A program that defines operator new itself is
+ * found first (the executable comes before the preloaded libraries): these are never called, and
+ * its operator new, calling malloc, is the site.
+ */
+_Static_assert(sizeof(size_t) == sizeof(unsigned long), "operator new's mangled names take an m");
+
+enum new_kind {
+	NEW,
+	NEW_ARRAY,
+	NEW_NOTHROW,
+	NEW_ARRAY_NOTHROW,
+	NEW_ALIGNED,
+	NEW_ARRAY_ALIGNED,
+	NEW_ALIGNED_NOTHROW,
+	NEW_ARRAY_ALIGNED_NOTHROW,
+	NEW_KINDS
+};
+
+static const char *const new_names[NEW_KINDS] = {
+	[NEW] = "_Znwm",
+	[NEW_ARRAY] = "_Znam",
+	[NEW_NOTHROW] = "_ZnwmRKSt9nothrow_t",
+	[NEW_ARRAY_NOTHROW] = "_ZnamRKSt9nothrow_t",
+	[NEW_ALIGNED] = "_ZnwmSt11align_val_t",
+	[NEW_ARRAY_ALIGNED] = "_ZnamSt11align_val_t",
+	[NEW_ALIGNED_NOTHROW] = "_ZnwmSt11align_val_tRKSt9nothrow_t",
+	[NEW_ARRAY_ALIGNED_NOTHROW] = "_ZnamSt11align_val_tRKSt9nothrow_t",
+};
+
+static void *new_next[NEW_KINDS];
+
+/*
+ * The definition that the caller's own object would bind name to: a C++ library dlopen()ed with
+ * RTLD_LOCAL (a Python extension) has its C++ runtime out of reach of RTLD_NEXT.
+ */
+static void *next_of_caller(const char *name, void *caller)
+{
+	Dl_info info;
+	void *handle, *fn = NULL;
+
+	if (!dladdr(caller, &info) || !info.dli_fname || !*info.dli_fname)
+		return NULL;
+	handle = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+	if (handle) {
+		fn = dlsym(handle, name);
+		dlclose(handle);
+	}
+	return fn;
+}
+
+/* The next operator new of that kind, looked up on its first call. */
+static void *next_new(enum new_kind kind, void *self, void *caller)
+{
+	void *fn = __atomic_load_n(&new_next[kind], __ATOMIC_ACQUIRE);
+
+	if (fn)
+		return fn;
+	ready(); /* the allocator first: dlsym() may allocate */
+	fn = dlsym(RTLD_NEXT, new_names[kind]);
+	if (!fn)
+		fn = next_of_caller(new_names[kind], caller);
+	if (!fn || fn == self)
+		abort(); /* C++ code with no operator new after this library's */
+	__atomic_store_n(&new_next[kind], fn, __ATOMIC_RELEASE);
+	return fn;
+}
+
+/* Whether this is the thread's outermost operator new, the one that records. */
+static bool enter_new(void)
+{
+	if (in_new)
+		return false;
+	in_new = true;
+	return true;
+}
+
+/* On return, and as an exception passes (the cleanup attribute, with -fexceptions). */
+static void leave_new(bool *outer)
+{
+	if (*outer)
+		in_new = false;
+	*outer = false;
+}
+
+#define CALL_NEW(kind, self, type, args, size)                                 \
+	do {                                                                   \
+		type fn_ = (type)next_new(kind, (void *)self, SITE);           \
+		bool outer_ __attribute__((cleanup(leave_new))) = enter_new(); \
+		void *p_ = fn_ args;                                           \
+                                                                               \
+		if (outer_) {                                                  \
+			leave_new(&outer_);                                    \
+			record(p_, size, SITE);                                \
+		}                                                              \
+		return p_;                                                     \
+	} while (0)
+
+typedef void *(*new_fn)(size_t);
+typedef void *(*new_nothrow_fn)(size_t, const void *);
+typedef void *(*new_aligned_fn)(size_t, size_t);
+typedef void *(*new_aligned_nothrow_fn)(size_t, size_t, const void *);
+
+EXPORT void *new_plain(size_t size) __asm__("_Znwm");
+EXPORT void *new_array(size_t size) __asm__("_Znam");
+EXPORT void *new_nothrow(size_t size, const void *nt) __asm__("_ZnwmRKSt9nothrow_t");
+EXPORT void *new_array_nothrow(size_t size, const void *nt) __asm__("_ZnamRKSt9nothrow_t");
+EXPORT void *new_aligned(size_t size, size_t align) __asm__("_ZnwmSt11align_val_t");
+EXPORT void *new_array_aligned(size_t size, size_t align) __asm__("_ZnamSt11align_val_t");
+EXPORT void *new_aligned_nothrow(size_t size, size_t align,
+				 const void *nt) __asm__("_ZnwmSt11align_val_tRKSt9nothrow_t");
+EXPORT void *
+new_array_aligned_nothrow(size_t size, size_t align,
+			  const void *nt) __asm__("_ZnamSt11align_val_tRKSt9nothrow_t");
+
+EXPORT void *new_plain(size_t size)
+{
+	CALL_NEW(NEW, new_plain, new_fn, (size), size);
+}
+
+EXPORT void *new_array(size_t size)
+{
+	CALL_NEW(NEW_ARRAY, new_array, new_fn, (size), size);
+}
+
+EXPORT void *new_nothrow(size_t size, const void *nt)
+{
+	CALL_NEW(NEW_NOTHROW, new_nothrow, new_nothrow_fn, (size, nt), size);
+}
+
+EXPORT void *new_array_nothrow(size_t size, const void *nt)
+{
+	CALL_NEW(NEW_ARRAY_NOTHROW, new_array_nothrow, new_nothrow_fn, (size, nt), size);
+}
+
+EXPORT void *new_aligned(size_t size, size_t align)
+{
+	CALL_NEW(NEW_ALIGNED, new_aligned, new_aligned_fn, (size, align), size);
+}
+
+EXPORT void *new_array_aligned(size_t size, size_t align)
+{
+	CALL_NEW(NEW_ARRAY_ALIGNED, new_array_aligned, new_aligned_fn, (size, align), size);
+}
+
+EXPORT void *new_aligned_nothrow(size_t size, size_t align, const void *nt)
+{
+	CALL_NEW(NEW_ALIGNED_NOTHROW, new_aligned_nothrow, new_aligned_nothrow_fn,
+		 (size, align, nt), size);
+}
+
+EXPORT void *new_array_aligned_nothrow(size_t size, size_t align, const void *nt)
+{
+	CALL_NEW(NEW_ARRAY_ALIGNED_NOTHROW, new_array_aligned_nothrow, new_aligned_nothrow_fn,
+		 (size, align, nt), size);
 }
 
 /* ---- for liblowkey-races.so ---- */

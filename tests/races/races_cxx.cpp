@@ -6,6 +6,9 @@
  *                              debug information shows atomic (no race)
  *   races_cxx plain SECONDS    both ++ a plain int member of an object in its member function
  *                              Counter::bump() (a race: must be found, named demangled)
+ *   races_cxx heap SECONDS     both ++ a member (at +8) of an object of 16 bytes made with new in
+ *                              make_tally() (with --heap: the block is named by make_tally, not by
+ *                              operator new), after a std::bad_alloc caught (printed)
  * The empty asm keeps each access an instruction of its own.
  */
 #include <atomic>
@@ -13,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <thread>
 
 static void barrier()
@@ -37,6 +41,33 @@ __attribute__((noinline)) void Counter::bump()
 }
 
 Counter stats;
+
+struct Tally {
+	long made;
+	long hits;
+};
+
+Tally *tally;
+
+/* Outside the anonymous namespace too: named make_tally(). */
+__attribute__((noinline)) Tally *make_tally()
+{
+	return new Tally{ 1, 0 };
+}
+
+/* An operator new that throws: the block made after it is still named (printed: caught). */
+__attribute__((noinline)) bool bad_alloc_caught()
+{
+	static void *volatile sink;
+
+	try {
+		sink = ::operator new(std::size_t(1) << 62);
+	} catch (const std::bad_alloc &) {
+		return true;
+	}
+	::operator delete(sink);
+	return false;
+}
 
 namespace
 {
@@ -70,6 +101,14 @@ __attribute__((noinline)) void bump_plain()
 	barrier();
 }
 
+__attribute__((noinline)) void bump_tally()
+{
+	for (int i = 0; i < batch; i++) {
+		tally->hits++;
+		barrier();
+	}
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -81,9 +120,15 @@ int main(int argc, char **argv)
 		bump = bump_atomic;
 	else if (argc == 3 && std::strcmp(argv[1], "plain") == 0)
 		bump = bump_plain;
+	else if (argc == 3 && std::strcmp(argv[1], "heap") == 0)
+		bump = bump_tally;
 	if (!bump || seconds <= 0) {
-		std::fprintf(stderr, "usage: races_cxx atomic|plain SECONDS\n");
+		std::fprintf(stderr, "usage: races_cxx atomic|plain|heap SECONDS\n");
 		return 2;
+	}
+	if (bump == bump_tally) {
+		std::printf("bad_alloc: %s\n", bad_alloc_caught() ? "caught" : "not thrown");
+		tally = make_tally();
 	}
 	auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
 	/* LKT_FIXTURE_PAUSE_US: a sleep after each batch, leaving most of the CPU to others. */
@@ -99,6 +144,7 @@ int main(int argc, char **argv)
 	std::thread a(work), b(work);
 	a.join();
 	b.join();
-	std::printf("%d %d %ld\n", global_count.load(), stats.hits, stats.total.load());
+	std::printf("%d %d %ld %ld\n", global_count.load(), stats.hits, stats.total.load(),
+		    tally ? tally->hits : 0);
 	return 0;
 }

@@ -20,7 +20,8 @@
  * wait; a process not started so is refused. With --heap, a race on a block malloc'ed in a named
  * function names the block, its size, the offset and that function (the new one where a block was
  * freed and allocated again), in text and JSON, with --pid too, and is suppressed by that function;
- * without it no block is named and the program's malloc is the C library's. Each racy access repeats in a loop for the whole run,
+ * without it no block is named and the program's malloc is the C library's. In C++ (Clang's and
+ * GCC's builds) a block made with new is named by the function that said new, not operator new. Each racy access repeats in a loop for the whole run,
  * so that the sampler reaches it many times at the rate given. Skipped where this process cannot
  * have a process-wide execute watchpoint (perf_event_paranoid, seccomp, no breakpoints, a kernel
  * before 5.13, qemu-user), saying why.
@@ -684,6 +685,44 @@ static void heap_race_suppressed_by_allocation_site(void **state)
 	assert_null(strstr(r.out, "\"suppressed\": 0,"));
 }
 
+/*
+ * --heap in C++: the racing object, made with new in make_tally() after a std::bad_alloc was
+ * thrown through operator new and caught, is named by make_tally, not by the C++ library's
+ * operator new.
+ */
+static void cxx_heap_block_named_by_the_caller_of_new(const char *fixture)
+{
+	char buf[4096];
+	const char *heap;
+
+	racy_sh("%s --heap -- %s heap %s", RACY_OPTS, fixture, RACY_SECONDS);
+	heap = heap_json(r.out, buf, sizeof(buf));
+	if (r.status != 66 || !heap)
+		print_error("wanted a race on the heap block:\n%s\n", r.out);
+	lkt_expect(&r, 66, "bad_alloc: caught");
+	assert_non_null(heap);
+	assert_non_null(strstr(heap, "\"size\": 16,"));
+	assert_non_null(strstr(heap, "\"offset\": 8,"));
+	assert_non_null(strstr(heap, "\"function\": \"make_tally()\""));
+	assert_non_null(strstr(heap, "\"mangled\": \"_Z10make_tallyv\""));
+	assert_non_null(strstr(heap, "races_cxx.cpp\""));
+	assert_null(strstr(heap, "operator new"));
+}
+
+static void cxx_heap_block_named_by_new_caller(void **state)
+{
+	(void)state;
+#ifdef FIXTURE_CXX
+	cxx_heap_block_named_by_the_caller_of_new(FIXTURE_CXX);
+#endif
+#ifdef FIXTURE_CXX_GCC
+	cxx_heap_block_named_by_the_caller_of_new(FIXTURE_CXX_GCC);
+#endif
+#if !defined(FIXTURE_CXX) && !defined(FIXTURE_CXX_GCC)
+	skip(); /* neither clang++ nor g++ here (races.deps, compilers.deps) */
+#endif
+}
+
 static void race_in_a_library_with_lib(void **state)
 {
 	(void)state;
@@ -735,6 +774,7 @@ int main(void)
 		cmocka_unit_test(heap_block_freed_and_reallocated_names_the_new_site),
 		cmocka_unit_test(no_heap_blocks_without_the_option),
 		cmocka_unit_test(heap_race_suppressed_by_allocation_site),
+		cmocka_unit_test(cxx_heap_block_named_by_new_caller),
 		cmocka_unit_test(attached_with_heap),
 	};
 
