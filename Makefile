@@ -123,14 +123,17 @@ check-asan:
 # ThreadSanitizer finds races between threads: it builds and runs the suites of the modules whose
 # threads share memory (TSAN_SUITES: the keys' flips, the probes' rings and consumer, the control
 # socket's server, watchpoints' dispatch, locks, semaphore sets, clocks, counters and core, the
-# OTLP exporter's queue between its callers and its thread). Left
+# OTLP exporter's queue between its callers and its thread, and races_table: the lock-free table
+# of heap blocks that `lowkey races --heap` shares between a program's threads, whose test alone
+# is labelled so: the rest of the races suite preloads libraries never built with sanitizers into
+# programs that are not, and is left out with its programs). Left
 # to the other builds (ASan and UBSan among them), since what they run is one thread in one
 # process or processes apart:
 #  - the suites cli, cxx, html and fuzz: the command line's texts and rules, C++ sites that compile
 #    the same as C's, the pages' escaping, the decoders' fuzz replays and mutations; the commands
 #    that run threads (trace, stat, locks, watch) have tests in the suites run here;
 #  - tests labelled no-tsan in those suites (processes racing each other, which it cannot see).
-TSAN_SUITES ?= core key probe control watch lock sem clock counter otlp
+TSAN_SUITES ?= core key probe control watch lock sem clock counter otlp races_table
 TSAN_CMAKE = -DLK_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug $(NOT_LIBFUZZER)
 TSAN_CTEST = $(call suite_labels,$(TSAN_SUITES)) -LE no-tsan $(NOT_HEADERS)
 # A forked child of a process with USDT sites starts the library's watcher thread again (as

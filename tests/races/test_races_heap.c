@@ -1,185 +1,30 @@
 // SPDX-License-Identifier: MIT
 /*
- * The heap blocks of `lowkey races --heap` (include/internal/races_heap.h). First the table alone
- * (src/races/heap_table.c): a block is found by its start and by any byte inside it, not after it
- * is freed; the same start recorded again names the new allocation; a full table counts what it
- * could not record; threads inserting and removing at once lose nothing. Then
- * liblowkey-races-heap.so preloaded into this program (it runs itself again so): malloc, calloc,
- * realloc (moving a block, and of NULL), reallocarray, posix_memalign, aligned_alloc, memalign,
- * valloc and pvalloc each record their block with its size, this thread and a site in the
- * function that called them; free, and the realloc that moves a block, forget it; a global and
- * the stack are in no block; the program's malloc is the library's.
+ * liblowkey-races-heap.so preloaded into this program (it runs itself again so), behind
+ * `lowkey races --heap` (include/internal/races_heap.h; the table alone: test_races_heap_table.c):
+ * malloc, calloc, realloc (moving a block, and of NULL), reallocarray, posix_memalign,
+ * aligned_alloc, memalign, valloc and pvalloc each record their block with its size, this thread
+ * and a site in the function that called them; free, and the realloc that moves a block, forget
+ * it; a global and the stack are in no block; the program's malloc is the library's. So is its C++
+ * operator new (libstdc++ linked in, called by the mangled names): each of its eight forms records
+ * the size asked for and a site in its caller, not in the C++ library's operator new, and operator
+ * delete forgets the block.
  */
 #include <dlfcn.h>
 #include <malloc.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "internal/races_heap.h"
-
-#define SLOTS 4096u
-#define THREADS 4
-#define ROUNDS 20000
-#define LIVE 64 /* blocks each thread keeps at once */
-
-static struct lkr_heap_table *new_table(uint64_t slots)
-{
-	struct lkr_heap_table *t = calloc(1, sizeof(*t));
-
-	assert_non_null(t);
-	t->slots = mmap(NULL, lkr_heap_table_bytes(slots), PROT_READ | PROT_WRITE,
-			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	assert_true(t->slots != MAP_FAILED);
-	t->mask = slots - 1;
-	return t;
-}
-
-static void free_table(struct lkr_heap_table *t)
-{
-	munmap(t->slots, lkr_heap_table_bytes(t->mask + 1));
-	free(t);
-}
-
-static void insert(struct lkr_heap_table *t, uint64_t start, uint64_t size, uint64_t site)
-{
-	assert_true(lkr_heap_insert(t, &(struct lkr_heap_block){ start, size, site, 7 }));
-}
-
-static void found_inside_not_after(void **state)
-{
-	struct lkr_heap_table *t = new_table(SLOTS);
-	struct lkr_heap_block b;
-
-	(void)state;
-	insert(t, 0x10000, 24, 0x401000);
-	insert(t, 0x10020, 40, 0x402000);
-	assert_true(lkr_heap_get(t, 0x10000, &b));
-	assert_int_equal(b.size, 24);
-	assert_int_equal(b.site, 0x401000);
-	assert_int_equal(b.tid, 7);
-	assert_true(lkr_heap_find(t, 0x10008, 0, &b)); /* inside the first */
-	assert_int_equal(b.start, 0x10000);
-	assert_true(lkr_heap_find(t, 0x10047, 0, &b)); /* the last byte of the second */
-	assert_int_equal(b.start, 0x10020);
-	assert_false(lkr_heap_find(t, 0x10018, 0, &b));	      /* between them: in neither */
-	assert_false(lkr_heap_find(t, 0x10048, 0, &b));	      /* after the second */
-	assert_false(lkr_heap_find(t, 0x10028, 0x10030, &b)); /* its start below the mapping's */
-	assert_int_equal(lkr_heap_count(t), 2);
-	free_table(t);
-}
-
-/* A large block mapped by the allocator: a page, its header, the block; found far inside it. */
-static void large_block_found(void **state)
-{
-	struct lkr_heap_table *t = new_table(SLOTS);
-	struct lkr_heap_block b;
-	uint64_t start = 0x7f0000000010ull, size = 8ull << 20;
-
-	(void)state;
-	insert(t, start, size, 0x401000);
-	assert_true(lkr_heap_find(t, start + size - 8, 0, &b));
-	assert_int_equal(b.start, start);
-	assert_int_equal(b.size, size);
-	assert_false(lkr_heap_find(t, start + size, 0, &b));
-	free_table(t);
-}
-
-static void freed_is_forgotten_and_reallocated_renamed(void **state)
-{
-	struct lkr_heap_table *t = new_table(SLOTS);
-	struct lkr_heap_block b;
-
-	(void)state;
-	insert(t, 0x20000, 24, 0x401000);
-	assert_true(lkr_heap_remove(t, 0x20000, &b));
-	assert_int_equal(b.site, 0x401000);
-	assert_false(lkr_heap_find(t, 0x20008, 0, &b));
-	assert_false(lkr_heap_remove(t, 0x20000, NULL));
-	/* the same start again, from another site, then once more without a free in between */
-	insert(t, 0x20000, 32, 0x403000);
-	assert_true(lkr_heap_find(t, 0x20008, 0, &b));
-	assert_int_equal(b.site, 0x403000);
-	assert_int_equal(b.size, 32);
-	insert(t, 0x20000, 16, 0x404000);
-	assert_true(lkr_heap_find(t, 0x20008, 0, &b));
-	assert_int_equal(b.site, 0x404000);
-	assert_int_equal(lkr_heap_count(t), 1);
-	free_table(t);
-}
-
-/* LKR_HEAP_PROBES slots: every one reachable from any hash, and one block more is dropped. */
-static void full_table_counts_what_it_drops(void **state)
-{
-	struct lkr_heap_table *t = new_table(LKR_HEAP_PROBES);
-	struct lkr_heap_block b;
-
-	(void)state;
-	for (uint64_t i = 0; i < LKR_HEAP_PROBES; i++)
-		insert(t, 0x100000 + i * 64, 32, 0x401000);
-	assert_false(lkr_heap_insert(t, &(struct lkr_heap_block){ 0x200000, 32, 0x401000, 7 }));
-	assert_int_equal(t->dropped, 1);
-	assert_false(lkr_heap_get(t, 0x200000, &b));
-	assert_true(lkr_heap_remove(t, 0x100000, NULL)); /* a freed slot is used again */
-	insert(t, 0x200000, 32, 0x402000);
-	assert_true(lkr_heap_get(t, 0x200000, &b));
-	assert_int_equal(t->dropped, 1);
-	free_table(t);
-}
-
-struct churn {
-	struct lkr_heap_table *t;
-	unsigned int id;
-	unsigned int lost; /* blocks not found while live */
-};
-
-/* Each thread's own addresses, recorded and freed in turn, found while live. */
-static void *churn_main(void *arg)
-{
-	struct churn *c = arg;
-	uint64_t base = 0x10000000ull * (c->id + 1);
-	struct lkr_heap_block b;
-
-	for (unsigned int r = 0; r < ROUNDS; r++) {
-		uint64_t start = base + (uint64_t)(r % LIVE) * 48;
-
-		if (r >= LIVE && !lkr_heap_remove(c->t, start, NULL))
-			c->lost++;
-		lkr_heap_insert(c->t, &(struct lkr_heap_block){ start, 48, r, c->id });
-		if (!lkr_heap_find(c->t, start + 40, 0, &b) || b.site != r || b.tid != c->id)
-			c->lost++;
-	}
-	return NULL;
-}
-
-static void threads_at_once_lose_nothing(void **state)
-{
-	struct lkr_heap_table *t = new_table(SLOTS);
-	struct churn c[THREADS];
-	pthread_t th[THREADS];
-
-	(void)state;
-	for (unsigned int i = 0; i < THREADS; i++) {
-		c[i] = (struct churn){ t, i, 0 };
-		assert_int_equal(pthread_create(&th[i], NULL, churn_main, &c[i]), 0);
-	}
-	for (unsigned int i = 0; i < THREADS; i++) {
-		pthread_join(th[i], NULL);
-		assert_int_equal(c[i].lost, 0);
-	}
-	assert_int_equal(lkr_heap_count(t), THREADS * LIVE);
-	assert_int_equal(t->dropped, 0);
-	free_table(t);
-}
 
 /* ---- the library preloaded ---- */
 
@@ -213,6 +58,8 @@ static void the_programs_malloc_is_the_librarys(void **state)
 
 	(void)state;
 	assert_true(dladdr(dlsym(RTLD_DEFAULT, "malloc"), &info));
+	assert_non_null(strstr(info.dli_fname, "liblowkey-races-heap.so"));
+	assert_true(dladdr(dlsym(RTLD_DEFAULT, "_Znwm"), &info)); /* operator new(unsigned long) */
 	assert_non_null(strstr(info.dli_fname, "liblowkey-races-heap.so"));
 	assert_non_null(find);
 }
@@ -290,17 +137,85 @@ static void aligned_variants(void **state)
 	gone(start);
 }
 
-static int run_table_tests(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(found_inside_not_after),
-		cmocka_unit_test(large_block_found),
-		cmocka_unit_test(freed_is_forgotten_and_reallocated_renamed),
-		cmocka_unit_test(full_table_counts_what_it_drops),
-		cmocka_unit_test(threads_at_once_lose_nothing),
-	};
+/* C++'s operator new and delete, and std::nothrow, by their Itanium C++ ABI names. */
+void *cxx_new(size_t size) __asm__("_Znwm");
+void *cxx_new_array(size_t size) __asm__("_Znam");
+void *cxx_new_nothrow(size_t size, const void *nt) __asm__("_ZnwmRKSt9nothrow_t");
+void *cxx_new_array_nothrow(size_t size, const void *nt) __asm__("_ZnamRKSt9nothrow_t");
+void *cxx_new_aligned(size_t size, size_t align) __asm__("_ZnwmSt11align_val_t");
+void *cxx_new_array_aligned(size_t size, size_t align) __asm__("_ZnamSt11align_val_t");
+void *cxx_new_aligned_nothrow(size_t size, size_t align,
+			      const void *nt) __asm__("_ZnwmSt11align_val_tRKSt9nothrow_t");
+void *cxx_new_array_aligned_nothrow(size_t size, size_t align,
+				    const void *nt) __asm__("_ZnamSt11align_val_tRKSt9nothrow_t");
+void cxx_delete(void *p) __asm__("_ZdlPv");
+void cxx_delete_array(void *p) __asm__("_ZdaPv");
+void cxx_delete_aligned(void *p, size_t align) __asm__("_ZdlPvSt11align_val_t");
+void cxx_delete_array_aligned(void *p, size_t align) __asm__("_ZdaPvSt11align_val_t");
+extern const char cxx_nothrow __asm__("_ZSt7nothrow");
 
-	return cmocka_run_group_tests_name("table", tests, NULL, NULL);
+/* operator delete (free(), in the C++ library) forgets the block at p. */
+static void deleted(void *p, size_t align, bool array)
+{
+	uintptr_t start = (uintptr_t)p;
+
+	if (align)
+		(array ? cxx_delete_array_aligned : cxx_delete_aligned)(p, align);
+	else
+		(array ? cxx_delete_array : cxx_delete)(p);
+	gone(start);
+}
+
+/*
+ * Each form of operator new: the size asked for (an aligned one asks aligned_alloc for a multiple
+ * of its alignment; operator new(0) for 1 byte), a site here, not in the C++ library.
+ */
+static void operator_new_names_its_caller(void **state)
+{
+	const void *nt = &cxx_nothrow;
+	void *p;
+
+	(void)state;
+	p = cxx_new(24);
+	recorded(p, 24, operator_new_names_its_caller);
+	deleted(p, 0, false);
+	p = cxx_new(0);
+	recorded(p, 0, operator_new_names_its_caller);
+	deleted(p, 0, false);
+	p = cxx_new_array(40);
+	recorded(p, 40, operator_new_names_its_caller);
+	deleted(p, 0, true);
+	p = cxx_new_nothrow(24, nt);
+	recorded(p, 24, operator_new_names_its_caller);
+	deleted(p, 0, false);
+	p = cxx_new_array_nothrow(56, nt);
+	recorded(p, 56, operator_new_names_its_caller);
+	deleted(p, 0, true);
+	p = cxx_new_aligned(100, 64);
+	recorded(p, 100, operator_new_names_its_caller);
+	deleted(p, 64, false);
+	p = cxx_new_array_aligned(200, 256);
+	recorded(p, 200, operator_new_names_its_caller);
+	deleted(p, 256, true);
+	p = cxx_new_aligned_nothrow(10, 32, nt);
+	recorded(p, 10, operator_new_names_its_caller);
+	deleted(p, 32, false);
+	p = cxx_new_array_aligned_nothrow(30, 128, nt);
+	recorded(p, 30, operator_new_names_its_caller);
+	deleted(p, 128, true);
+}
+
+/* A nothrow operator new that fails returns NULL, and the next block is recorded as before. */
+static void operator_new_nothrow_fails_as_its_own(void **state)
+{
+	void *p;
+
+	(void)state;
+	assert_null(cxx_new_nothrow((size_t)1 << 62, &cxx_nothrow));
+	assert_null(cxx_new_aligned_nothrow((size_t)1 << 62, 64, &cxx_nothrow));
+	p = malloc(48);
+	recorded(p, 48, operator_new_nothrow_fails_as_its_own);
+	free(p);
 }
 
 static int run_preloaded_tests(void)
@@ -311,20 +226,18 @@ static int run_preloaded_tests(void)
 		cmocka_unit_test(realloc_moves_and_renames),
 		cmocka_unit_test(aligned_variants),
 		cmocka_unit_test(not_heap_blocks),
+		cmocka_unit_test(operator_new_names_its_caller),
+		cmocka_unit_test(operator_new_nothrow_fails_as_its_own),
 	};
 
 	find = (lkr_heap_find_fn)dlsym(RTLD_DEFAULT, LKR_HEAP_FIND_SYMBOL);
-	return cmocka_run_group_tests_name("preloaded", tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, NULL, NULL);
 }
 
 int main(int argc, char **argv)
 {
 	(void)argc;
 	if (!getenv("LKT_HEAP_PRELOADED")) {
-		int failed = run_table_tests();
-
-		if (failed)
-			return failed;
 		setenv("LKT_HEAP_PRELOADED", "1", 1);
 		setenv("LD_PRELOAD", HEAP_LIB, 1);
 		execv("/proc/self/exe", argv);
