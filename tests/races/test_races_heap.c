@@ -5,16 +5,15 @@
  * malloc, calloc, realloc (moving a block, and of NULL), reallocarray, posix_memalign,
  * aligned_alloc, memalign, valloc and pvalloc each record their block with its size, this thread
  * and a site in the function that called them; free, and the realloc that moves a block, forget
- * it; a global and the stack are in no block; the program's malloc is the library's. So is its C++
- * operator new (libstdc++ linked in, called by the mangled names): each of its eight forms records
- * the size asked for and a site in its caller, not in the C++ library's operator new, and operator
- * delete forgets the block.
+ * it; a global and the stack are in no block; the program's malloc is the library's. So is C++'s
+ * operator new, called from a C++ library this C program opened RTLD_LOCAL (races_new_plugin.cpp):
+ * each of its eight forms records the size asked for and a site in its caller, not in the C++
+ * library's operator new, and operator delete forgets the block.
  */
 #include <dlfcn.h>
 #include <malloc.h>
 #include <setjmp.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -137,72 +136,44 @@ static void aligned_variants(void **state)
 	gone(start);
 }
 
-/* C++'s operator new and delete, and std::nothrow, by their Itanium C++ ABI names. */
-void *cxx_new(size_t size) __asm__("_Znwm");
-void *cxx_new_array(size_t size) __asm__("_Znam");
-void *cxx_new_nothrow(size_t size, const void *nt) __asm__("_ZnwmRKSt9nothrow_t");
-void *cxx_new_array_nothrow(size_t size, const void *nt) __asm__("_ZnamRKSt9nothrow_t");
-void *cxx_new_aligned(size_t size, size_t align) __asm__("_ZnwmSt11align_val_t");
-void *cxx_new_array_aligned(size_t size, size_t align) __asm__("_ZnamSt11align_val_t");
-void *cxx_new_aligned_nothrow(size_t size, size_t align,
-			      const void *nt) __asm__("_ZnwmSt11align_val_tRKSt9nothrow_t");
-void *cxx_new_array_aligned_nothrow(size_t size, size_t align,
-				    const void *nt) __asm__("_ZnamSt11align_val_tRKSt9nothrow_t");
-void cxx_delete(void *p) __asm__("_ZdlPv");
-void cxx_delete_array(void *p) __asm__("_ZdaPv");
-void cxx_delete_aligned(void *p, size_t align) __asm__("_ZdlPvSt11align_val_t");
-void cxx_delete_array_aligned(void *p, size_t align) __asm__("_ZdaPvSt11align_val_t");
-extern const char cxx_nothrow __asm__("_ZSt7nothrow");
+/* races_new_plugin.cpp, a C++ library opened RTLD_LOCAL: operator new and delete, by form. */
+static void *(*plugin_new)(int form, size_t size, size_t align);
+static void (*plugin_delete)(int form, void *p, size_t align);
 
-/* operator delete (free(), in the C++ library) forgets the block at p. */
-static void deleted(void *p, size_t align, bool array)
+#define FORMS 8 /* plain, nothrow, aligned, aligned nothrow; odd: new[] */
+
+/* The block at p as the library recorded it, with a site in the plugin's function. */
+static void recorded_by_plugin(void *p, uint64_t size)
 {
-	uintptr_t start = (uintptr_t)p;
+	struct lkr_heap_block b;
 
-	if (align)
-		(array ? cxx_delete_array_aligned : cxx_delete_aligned)(p, align);
-	else
-		(array ? cxx_delete_array : cxx_delete)(p);
-	gone(start);
+	assert_non_null(p);
+	assert_true(find((uintptr_t)p, &b));
+	assert_int_equal(b.start, (uintptr_t)p);
+	assert_int_equal(b.size, size);
+	assert_int_equal(b.tid, (uint32_t)syscall(SYS_gettid));
+	assert_true(b.site > (uintptr_t)plugin_new && b.site < (uintptr_t)plugin_new + 4096);
 }
 
 /*
- * Each form of operator new: the size asked for (an aligned one asks aligned_alloc for a multiple
- * of its alignment; operator new(0) for 1 byte), a site here, not in the C++ library.
+ * Each form of operator new, called first from a C++ library this C program opened RTLD_LOCAL
+ * (its C++ library out of reach of RTLD_NEXT): the size asked for (an aligned one asks
+ * aligned_alloc for a multiple of its alignment; operator new(0) for 1 byte) and a site in the
+ * function that called it, not in the C++ library; operator delete (free()) forgets it.
  */
 static void operator_new_names_its_caller(void **state)
 {
-	const void *nt = &cxx_nothrow;
-	void *p;
+	static const size_t sizes[FORMS] = { 0, 40, 24, 56, 100, 200, 10, 30 };
+	static const size_t aligns[FORMS] = { 0, 0, 0, 0, 64, 256, 32, 128 };
 
 	(void)state;
-	p = cxx_new(24);
-	recorded(p, 24, operator_new_names_its_caller);
-	deleted(p, 0, false);
-	p = cxx_new(0);
-	recorded(p, 0, operator_new_names_its_caller);
-	deleted(p, 0, false);
-	p = cxx_new_array(40);
-	recorded(p, 40, operator_new_names_its_caller);
-	deleted(p, 0, true);
-	p = cxx_new_nothrow(24, nt);
-	recorded(p, 24, operator_new_names_its_caller);
-	deleted(p, 0, false);
-	p = cxx_new_array_nothrow(56, nt);
-	recorded(p, 56, operator_new_names_its_caller);
-	deleted(p, 0, true);
-	p = cxx_new_aligned(100, 64);
-	recorded(p, 100, operator_new_names_its_caller);
-	deleted(p, 64, false);
-	p = cxx_new_array_aligned(200, 256);
-	recorded(p, 200, operator_new_names_its_caller);
-	deleted(p, 256, true);
-	p = cxx_new_aligned_nothrow(10, 32, nt);
-	recorded(p, 10, operator_new_names_its_caller);
-	deleted(p, 32, false);
-	p = cxx_new_array_aligned_nothrow(30, 128, nt);
-	recorded(p, 30, operator_new_names_its_caller);
-	deleted(p, 128, true);
+	for (int form = 0; form < FORMS; form++) {
+		void *p = plugin_new(form, sizes[form], aligns[form]);
+
+		recorded_by_plugin(p, sizes[form]);
+		plugin_delete(form, p, aligns[form]);
+		gone((uintptr_t)p);
+	}
 }
 
 /* A nothrow operator new that fails returns NULL, and the next block is recorded as before. */
@@ -211,11 +182,11 @@ static void operator_new_nothrow_fails_as_its_own(void **state)
 	void *p;
 
 	(void)state;
-	assert_null(cxx_new_nothrow((size_t)1 << 62, &cxx_nothrow));
-	assert_null(cxx_new_aligned_nothrow((size_t)1 << 62, 64, &cxx_nothrow));
-	p = malloc(48);
-	recorded(p, 48, operator_new_nothrow_fails_as_its_own);
-	free(p);
+	assert_null(plugin_new(2, (size_t)1 << 62, 0));
+	assert_null(plugin_new(6, (size_t)1 << 62, 64));
+	p = plugin_new(0, 48, 0);
+	recorded_by_plugin(p, 48);
+	plugin_delete(0, p, 0);
 }
 
 static int run_preloaded_tests(void)
@@ -230,6 +201,14 @@ static int run_preloaded_tests(void)
 		cmocka_unit_test(operator_new_nothrow_fails_as_its_own),
 	};
 
+	void *plugin = dlopen(NEW_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+
+	if (!plugin) {
+		fprintf(stderr, "%s\n", dlerror());
+		return 1;
+	}
+	plugin_new = (void *(*)(int, size_t, size_t))dlsym(plugin, "races_plugin_new");
+	plugin_delete = (void (*)(int, void *, size_t))dlsym(plugin, "races_plugin_delete");
 	find = (lkr_heap_find_fn)dlsym(RTLD_DEFAULT, LKR_HEAP_FIND_SYMBOL);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
