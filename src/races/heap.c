@@ -184,10 +184,11 @@ __attribute__((constructor)) static void heap_start(void)
 static void record(void *p, size_t size, void *site)
 {
 	struct lkr_heap_table *t;
-	int saved = errno;
+	int saved;
 
 	if (!p || in_new)
 		return;
+	saved = errno;
 	t = table_of();
 	if (t)
 		lkr_heap_insert(t, &(struct lkr_heap_block){ (uintptr_t)p, size, (uintptr_t)site,
@@ -408,13 +409,12 @@ static void *next_of_caller(const char *name, void *caller)
 	return fn;
 }
 
-/* The next operator new of that kind, looked up on its first call. */
-static void *next_new(enum new_kind kind, void *self, void *caller)
+/* The next operator new of that kind, on its first call. */
+static __attribute__((noinline, cold)) void *look_up_new(enum new_kind kind, void *self,
+							 void *caller)
 {
-	void *fn = __atomic_load_n(&new_next[kind], __ATOMIC_ACQUIRE);
+	void *fn;
 
-	if (fn)
-		return fn;
 	ready(); /* the allocator first: dlsym() may allocate */
 	fn = dlsym(RTLD_NEXT, new_names[kind]);
 	if (!fn)
@@ -423,6 +423,13 @@ static void *next_new(enum new_kind kind, void *self, void *caller)
 		abort(); /* C++ code with no operator new after this library's */
 	__atomic_store_n(&new_next[kind], fn, __ATOMIC_RELEASE);
 	return fn;
+}
+
+static inline void *next_new(enum new_kind kind, void *self, void *caller)
+{
+	void *fn = __atomic_load_n(&new_next[kind], __ATOMIC_ACQUIRE);
+
+	return fn ? fn : look_up_new(kind, self, caller);
 }
 
 /* Whether this is the thread's outermost operator new, the one that records. */
