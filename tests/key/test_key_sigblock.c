@@ -139,10 +139,17 @@ static int child(void)
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
-	if (wrong != 0 || blk_site() != 1 || lkt_check_sites(&blk_key) != LKT_PATCHING)
+	if (wrong != 0) {
+		printf("%lu of %lu runs of the site went the wrong way\n", wrong, runs);
+		fflush(stdout);
 		return 5;
-	if (!still_mapped_from_exe())
+	}
+	if (blk_site() != 1)
 		return 6;
+	if (lkt_check_sites(&blk_key) != LKT_PATCHING)
+		return 7;
+	if (!still_mapped_from_exe())
+		return 8;
 	return 0;
 }
 
