@@ -189,28 +189,10 @@ static bool started_before(unsigned long long start, const struct lkl_header *h)
 	return (double)start * tick <= (double)h->start_ns + offset + tick;
 }
 
-static ssize_t pread_all(int fd, void *buf, size_t len, uint64_t at)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = pread(fd, (char *)buf + got, len - got, (off_t)(at + got));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
-}
-
 /* The header, validated, its strings ended. false: not a table to read. */
 static bool read_header(int fd, const struct stat *st, pid_t pid, struct lkl_header *h)
 {
-	if (pread_all(fd, h, sizeof(*h), 0) != (ssize_t)sizeof(*h) ||
+	if (lks_pread_all(fd, h, sizeof(*h), 0) != (ssize_t)sizeof(*h) ||
 	    lks_validate(h, (size_t)st->st_size) || h->pid != (uint32_t)pid)
 		return false;
 	h->comm[sizeof(h->comm) - 1] = 0;
@@ -229,7 +211,7 @@ static bool read_modules(int fd, struct reading *rd)
 	rd->modules = calloc(n ? n : 1, sizeof(*rd->modules));
 	if (!rd->modules)
 		return false;
-	got = pread_all(fd, rd->modules, n * sizeof(*rd->modules), rd->h.modules_offset);
+	got = lks_pread_all(fd, rd->modules, n * sizeof(*rd->modules), rd->h.modules_offset);
 	rd->nmodules = got > 0 ? (uint32_t)((size_t)got / sizeof(*rd->modules)) : 0;
 	for (uint32_t i = 0; i < rd->nmodules; i++)
 		rd->modules[i].path[LKL_PATH_MAX - 1] = 0;
@@ -385,8 +367,8 @@ static bool read_entries(struct agent_table *t, int fd, struct reading *rd)
 		for (uint64_t i = first > next ? first : next; ok && i < last && i < cap;
 		     i += CHUNK_ENTRIES) {
 			uint64_t n = last - i < CHUNK_ENTRIES ? last - i : CHUNK_ENTRIES;
-			ssize_t got = pread_all(fd, buf, n * LKL_ENTRY_SIZE,
-						LKL_HEADER_SIZE + i * LKL_ENTRY_SIZE);
+			ssize_t got = lks_pread_all(fd, buf, n * LKL_ENTRY_SIZE,
+						    LKL_HEADER_SIZE + i * LKL_ENTRY_SIZE);
 
 			ok = got >= 0;
 			for (uint64_t k = 0; ok && k < (uint64_t)got / LKL_ENTRY_SIZE; k++)

@@ -80,6 +80,9 @@ struct lks_clock {
 
 /* ---- locks_read.c ---- */
 
+/* len bytes of fd from offset at, through EINTR and short reads: the count (less at the end), -1. */
+ssize_t lks_pread_all(int fd, void *buf, size_t len, uint64_t at);
+
 /* The counter at the middle of the narrowest of five brackets around a CLOCK_MONOTONIC read. */
 struct lks_clock lks_clock_now(void);
 

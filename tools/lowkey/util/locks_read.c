@@ -87,13 +87,12 @@ static void mark_present(struct lks_proc *p, uint64_t from, uint64_t to)
 }
 
 /* [at, end) into the buffer; how much was read (less: the file was cut meanwhile), or -1. */
-static ssize_t read_range(int fd, struct lks_proc *p, uint64_t at, uint64_t end)
+ssize_t lks_pread_all(int fd, void *buf, size_t len, uint64_t at)
 {
-	uint64_t got = 0;
+	size_t got = 0;
 
-	while (at + got < end) {
-		ssize_t n =
-			pread(fd, (char *)p->data + at + got, end - at - got, (off_t)(at + got));
+	while (got < len) {
+		ssize_t n = pread(fd, (char *)buf + got, len - got, (off_t)(at + got));
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -101,10 +100,19 @@ static ssize_t read_range(int fd, struct lks_proc *p, uint64_t at, uint64_t end)
 			return -1;
 		if (n == 0)
 			break;
-		got += (uint64_t)n;
+		got += (size_t)n;
 	}
-	mark_present(p, at, at + got);
 	return (ssize_t)got;
+}
+
+static ssize_t read_range(int fd, struct lks_proc *p, uint64_t at, uint64_t end)
+{
+	ssize_t got = lks_pread_all(fd, (char *)p->data + at, end - at, at);
+
+	if (got < 0)
+		return -1;
+	mark_present(p, at, at + (uint64_t)got);
+	return got;
 }
 
 /*
