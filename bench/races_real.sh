@@ -18,7 +18,9 @@
 #                               and the races on anything else, all runs together
 #   clean RUNS RATE MIB         the plain pigz, RUNS runs (seeds 1..RUNS): runs with a race
 #                               reported; the reports are kept in WORK/clean-SEED.txt
-#   cost RUNS MIB               plain alone, plain under `lowkey races` (default rate), race alone,
+#   cost RUNS MIB               plain alone, plain under `lowkey races` (default rate), the same
+#                               with `--lib` zlib (pigz's time is mostly zlib's deflate, which
+#                               neither lowkey without --lib nor TSan instruments), race alone,
 #                               tsan, in turn RUNS times: medians of the elapsed time, the CPU
 #                               time (user + system) and the max RSS (/usr/bin/time; under lowkey
 #                               races the largest of the command's and the program's)
@@ -131,12 +133,15 @@ cost)
 	times=$(mktemp /tmp/races_real_time.XXXXXX)
 	trap 'rm -f "$times"' EXIT
 	declare -A elapsed cpu rss
-	variants="plain lowkey race tsan"
+	libz=$(ldd "$work/plain/pigz" | awk '$1 ~ /^libz\.so/ { print $3 }')
+	variants="plain lowkey libz race tsan"
 	for ((i = 0; i < runs; i++)); do
 		for v in $variants; do
 			case $v in
 			plain) cmd=("$work/plain/pigz" -p 2 -c "$file") ;;
 			lowkey) cmd=("$lowkey" races -o /dev/null -- "$work/plain/pigz" -p 2 -c "$file") ;;
+			libz) cmd=("$lowkey" races --lib "$libz" -o /dev/null -- \
+				"$work/plain/pigz" -p 2 -c "$file") ;;
 			race) cmd=("$work/race/pigz" -p 2 -c "$file") ;;
 			tsan) cmd=(env TSAN_OPTIONS=report_bugs=0 "$work/tsan/pigz" -p 2 -c "$file") ;;
 			esac
