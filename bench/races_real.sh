@@ -16,7 +16,8 @@
 #                               (S = 1..RUNS, W 1 by default), for each rate and size: runs found
 #                               (exit 66 and a race on race_compressed_bytes in compress_thread),
 #                               and the races on anything else, all runs together
-#   clean RUNS RATE MIB         the plain pigz, RUNS runs (seeds 1..RUNS): runs with a race
+#   clean RUNS RATE MIB [WINDOW_MS]
+#                               the plain pigz, RUNS runs (seeds 1..RUNS): runs with a race
 #                               reported; the reports are kept in WORK/clean-SEED.txt
 #   cost RUNS MIB               plain alone, plain under `lowkey races` (default rate), the same
 #                               with `--lib` zlib (pigz's time is mostly zlib's deflate, which
@@ -119,14 +120,16 @@ detect)
 	done
 	;;
 clean)
-	runs=$1 rate=$2 file=$(input "$3")
+	runs=$1 rate=$2 file=$(input "$3") window=${4:-1}
 	reported=0
 	for ((seed = 1; seed <= runs; seed++)); do
-		"$lowkey" races --seed "$seed" --rate "$rate" -o "$work/clean-$seed.txt" -- \
+		"$lowkey" races --seed "$seed" --rate "$rate" --window "$window" \
+			-o "$work/clean-$seed.txt" -- \
 			"$work/plain/pigz" -p 2 -c "$file" >/dev/null 2>&1
 		[ $? = 66 ] && reported=$((reported + 1))
 	done
-	echo "pigz without the race, --rate $rate, $3 MiB: races reported in $reported of $runs runs"
+	echo "pigz without the race, --rate $rate --window $window, $3 MiB:" \
+		"races reported in $reported of $runs runs"
 	;;
 cost)
 	runs=$1 file=$(input "$2")
