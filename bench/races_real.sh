@@ -15,7 +15,8 @@
 #                               the race pigz under `lowkey races --rate R --seed S --window W`
 #                               (S = 1..RUNS, W 1 by default), for each rate and size: runs found
 #                               (exit 66 and a race on race_compressed_bytes in compress_thread),
-#                               and the races on anything else, all runs together
+#                               and the races on anything else, all runs together; the last
+#                               report that found it is kept in WORK/found-WINDOW.txt
 #   clean RUNS RATE MIB [WINDOW_MS]
 #                               the plain pigz, RUNS runs (seeds 1..RUNS): runs with a race
 #                               reported; the reports are kept in WORK/clean-SEED.txt
@@ -111,7 +112,10 @@ detect)
 					-o "$out" -- \
 					"$work/race/pigz" -p 2 -c "$file" >/dev/null 2>&1
 				status=$?
-				[ $status = 66 ] && is_injected "$out" && found=$((found + 1))
+				if [ $status = 66 ] && is_injected "$out"; then
+					found=$((found + 1))
+					cp "$out" "$work/found-$window.txt"
+				fi
 				others=$((others + $(other_races "$out")))
 			done
 			printf '%12s' "$found/$runs"
