@@ -137,8 +137,6 @@ clean)
 	;;
 cost)
 	runs=$1 file=$(input "$2")
-	times=$(mktemp /tmp/races_real_time.XXXXXX)
-	trap 'rm -f "$times"' EXIT
 	declare -A elapsed cpu rss
 	libz=$(ldd "$work/plain/pigz" | awk '$1 ~ /^libz\.so/ { print $3 }')
 	variants="plain lowkey libz race tsan"
@@ -152,20 +150,10 @@ cost)
 			race) cmd=("$work/race/pigz" -p 2 -c "$file") ;;
 			tsan) cmd=(env TSAN_OPTIONS=report_bugs=0 "$work/tsan/pigz" -p 2 -c "$file") ;;
 			esac
-			/usr/bin/time -o "$times" -f '%e %M %U %S' "${cmd[@]}" >/dev/null 2>&1
-			read -r e m u s <"$times"
-			elapsed[$v]="${elapsed[$v]:-} $e"
-			rss[$v]="${rss[$v]:-} $m"
-			cpu[$v]="${cpu[$v]:-} $(echo "$u + $s" | bc)"
+			timed "$v" "${cmd[@]}"
 		done
 	done
-	base_e=$(median ${elapsed[plain]}) base_c=$(median ${cpu[plain]})
-	printf '%-7s %10s %8s %10s %8s %12s\n' "" "elapsed s" "ratio" "CPU s" "ratio" "max RSS KiB"
-	for v in $variants; do
-		e=$(median ${elapsed[$v]}) c=$(median ${cpu[$v]}) m=$(median ${rss[$v]})
-		printf '%-7s %10.2f %7.2fx %10.2f %7.2fx %12d\n' "$v" "$e" \
-			"$(echo "$e / $base_e" | bc -l)" "$c" "$(echo "$c / $base_c" | bc -l)" "$m"
-	done
+	cost_table plain $variants
 	;;
 tsan)
 	runs=$1 file=$(input "$2")

@@ -14,8 +14,7 @@ src=$(dirname "$0")/../tests/races/races_workload.c
 workload=$build/tests/races/races_workload
 lowkey=$build/tools/lowkey/lowkey
 tsan=$(mktemp /tmp/races_workload_tsan.XXXXXX)
-times=$(mktemp /tmp/races_time.XXXXXX)
-trap 'rm -f "$tsan" "$times"' EXIT
+trap 'rm -f "$tsan"' EXIT
 gcc -O2 -g -fsanitize=thread -pthread "$src" -o "$tsan" || exit 1
 
 declare -A elapsed cpu rss
@@ -29,17 +28,7 @@ for ((i = 0; i < runs; i++)); do
 		rate*) cmd=("$lowkey" races --rate "${v#rate}" -o /dev/null -- "$workload" 2 "$rounds") ;;
 		tsan) cmd=("$tsan" 2 "$rounds") ;;
 		esac
-		/usr/bin/time -o "$times" -f '%e %M %U %S' "${cmd[@]}" >/dev/null 2>&1
-		read -r e m u s <"$times"
-		elapsed[$v]="${elapsed[$v]:-} $e"
-		rss[$v]="${rss[$v]:-} $m"
-		cpu[$v]="${cpu[$v]:-} $(echo "$u + $s" | bc)"
+		timed "$v" "${cmd[@]}"
 	done
 done
-base_e=$(median ${elapsed[alone]}) base_c=$(median ${cpu[alone]})
-printf '%-9s %10s %8s %10s %8s %12s\n' "" "elapsed s" "ratio" "CPU s" "ratio" "max RSS KiB"
-for v in $variants; do
-	e=$(median ${elapsed[$v]}) c=$(median ${cpu[$v]}) m=$(median ${rss[$v]})
-	printf '%-9s %10.2f %7.2fx %10.2f %7.2fx %12d\n' "$v" "$e" "$(echo "$e / $base_e" | bc -l)" \
-		"$c" "$(echo "$c / $base_c" | bc -l)" "$m"
-done
+cost_table alone $variants
