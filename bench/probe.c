@@ -18,7 +18,10 @@
  *    to the same file system), and the CPU each tracer's consumer spends an event over a run at a
  *    rate both sustain.
  * 2c. What the sustained rate is quoted against: the rate one thread produces events at when
- *    nothing limits it (the enabled event of 1), and a memcpy loop's bandwidth.
+ *    nothing limits it (the enabled event of 1), a memcpy loop's bandwidth, and how fast one
+ *    thread writes a new file in the trace directory (every byte of a trace lands in pages the
+ *    file system takes anew; on a guest whose host takes back freed memory, those can be slower
+ *    to take than the consumer is to fill them).
  * 3. Memory per thread.
  *
  * The parts: probe_cost.c (1), probe_lttng.c (1b), probe_rate.c (2 and 3), probe_lttng_rate.c
@@ -47,8 +50,9 @@ static const char probe_usage[] =
 	"length alternating between the two. Then the highest rate one and two threads sustain with\n"
 	"no event lost at the default buffer size, lowkey's and LTTng-UST's (discard mode, per-UID\n"
 	"buffers, written to the same DIR); the CPU each one's consumer spends an event at a rate both\n"
-	"sustain; the rate one thread produces events at when nothing limits it and a memcpy loop's\n"
-	"bandwidth, with the ratios between them; and the memory a recording thread uses.\n"
+	"sustain; the rate one thread produces events at when nothing limits it, a memcpy loop's\n"
+	"bandwidth and how fast one thread writes a new file in DIR, with the ratios between them;\n"
+	"and the memory a recording thread uses.\n"
 	"\n"
 	"  --runs N        repetitions of each row, and rounds of the LTTng-UST comparison (default 21)\n"
 	"  --burst N       events per timed burst of every enabled row, lowkey's and LTTng-UST's alike\n"
@@ -272,8 +276,10 @@ static void measure_sustained(const struct probe_options *o, const struct lttng_
 		probe_text_consumer_cpu(&r->consumer);
 	lkb_progress("memcpy bandwidth");
 	r->memcpy_bytes_per_s = probe_memcpy_bytes_per_s();
+	lkb_progress("writing to %s", o->trace_dir);
+	r->dir_write_bytes_per_s = probe_dir_write_bytes_per_s(o->trace_dir, o->seconds);
 	if (!o->json)
-		probe_text_limits(r);
+		probe_text_limits(o, r);
 }
 
 /* Every row the options ask for, the LTTng-UST environment set up; 0 or 1. */
@@ -300,7 +306,8 @@ static int probe_run(int argc, char **argv)
 			     .usdt_span_ns = NAN,
 			     .cpu.ns = NAN,
 			     .span.ns = NAN,
-			     .memcpy_bytes_per_s = NAN };
+			     .memcpy_bytes_per_s = NAN,
+			     .dir_write_bytes_per_s = NAN };
 	int err;
 
 	if (!parse_options(argc, argv, &o))

@@ -197,6 +197,15 @@ struct consumer_cpu_result probe_consumer_cpu(const struct probe_options *o,
 #define MEMCPY_MIB 64
 double probe_memcpy_bytes_per_s(void);
 
+/*
+ * What one thread writes a second into a new file in dir, as the consumer writes (256 KiB at a
+ * time): for seconds or DIR_WRITE_MAX_MIB, median of runs, each file removed after it. NaN if a
+ * write fails. Every byte of a trace lands in pages the file system takes anew: where that is
+ * slower than the consumer, it, not the consumer, sets the lossless rate.
+ */
+#define DIR_WRITE_MAX_MIB 2048
+double probe_dir_write_bytes_per_s(const char *dir, double seconds);
+
 /* ---- output (probe_print.c) ---- */
 
 struct results {
@@ -208,6 +217,7 @@ struct results {
 	const char *lttng_rate_missing; /* why LTTng-UST has no sustained rows, or NULL */
 	struct consumer_cpu_result consumer;
 	double memcpy_bytes_per_s;
+	double dir_write_bytes_per_s;
 	long mem;
 };
 
@@ -219,7 +229,7 @@ void probe_text_rate(const char *name, const struct rate_summary *s);
 void probe_text_lttng_rate_heading(const struct probe_options *o);
 void probe_text_consumer_cpu(const struct consumer_cpu_result *c);
 /* The limits the lossless rate is quoted against, and the ratios of the goals. */
-void probe_text_limits(const struct results *r);
+void probe_text_limits(const struct probe_options *o, const struct results *r);
 void probe_print_json(const struct probe_options *o, const struct results *r);
 
 #endif

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * `lowkey bench probe`: what each tracer's consumer spends an event, and the memcpy bandwidth the
- * sustained rate is quoted against.
+ * `lowkey bench probe`: what each tracer's consumer spends an event, and the memcpy bandwidth and
+ * the trace directory's write rate the sustained rate is quoted against.
  *
  * The consumers' CPU: one paced producer thread at a rate both tracers sustained, for 3 trial
  * lengths, CPU_RUNS times each, lowkey and LTTng-UST alternating. lowkey's consumer is the
@@ -14,6 +14,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,4 +269,52 @@ double probe_memcpy_bytes_per_s(void)
 	free(from);
 	free(to);
 	return lkb_median(v, MEMCPY_RUNS);
+}
+
+/* ---- the trace directory's write rate ---- */
+
+#define DIR_WRITE_RUNS 3
+#define DIR_WRITE_CHUNK (256u << 10)
+
+/* Bytes/s of one run, NaN if a write fails. */
+static double dir_write_once(const char *path, const char *chunk, double seconds)
+{
+	uint64_t max = (uint64_t)DIR_WRITE_MAX_MIB << 20, bytes = 0, t0, end, now;
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return NAN;
+	t0 = lkb_now_ns();
+	end = t0 + (uint64_t)(seconds * 1e9);
+	do {
+		if (write(fd, chunk, DIR_WRITE_CHUNK) != (ssize_t)DIR_WRITE_CHUNK) {
+			bytes = 0;
+			break;
+		}
+		bytes += DIR_WRITE_CHUNK;
+		now = lkb_now_ns();
+	} while (now < end && bytes < max);
+	close(fd);
+	unlink(path);
+	return bytes ? (double)bytes / ((double)(now - t0) / 1e9) : NAN;
+}
+
+double probe_dir_write_bytes_per_s(const char *dir, double seconds)
+{
+	char path[4096], *chunk = malloc(DIR_WRITE_CHUNK);
+	double v[DIR_WRITE_RUNS];
+
+	if (!chunk)
+		return NAN;
+	memset(chunk, 3, DIR_WRITE_CHUNK);
+	snprintf(path, sizeof(path), "%s/lowkey-bench-write-%d", dir, (int)getpid());
+	for (int r = 0; r < DIR_WRITE_RUNS; r++) {
+		v[r] = dir_write_once(path, chunk, seconds);
+		if (isnan(v[r])) {
+			free(chunk);
+			return NAN;
+		}
+	}
+	free(chunk);
+	return lkb_median(v, DIR_WRITE_RUNS);
 }

@@ -113,11 +113,13 @@ void probe_text_consumer_cpu(const struct consumer_cpu_result *c)
 
 /* The limits the lossless rate is quoted against, and the ratios. */
 struct limits {
-	double unlimited;     /* events/s one thread produces with nothing limiting it */
-	double record_bytes;  /* an event's bytes in lowkey's trace */
-	double memcpy_bytes;  /* memcpy bytes/s */
-	double memcpy_events; /* the same in events/s at record_bytes */
-	double lossless_over_unlimited, lossless_over_memcpy;
+	double unlimited;	 /* events/s one thread produces with nothing limiting it */
+	double record_bytes;	 /* an event's bytes in lowkey's trace */
+	double memcpy_bytes;	 /* memcpy bytes/s */
+	double memcpy_events;	 /* the same in events/s at record_bytes */
+	double dir_write_bytes;	 /* one thread writing a new file in the trace directory, bytes/s */
+	double dir_write_events; /* the same in events/s at record_bytes */
+	double lossless_over_unlimited, lossless_over_memcpy, lossless_over_dir_write;
 	double over_lttng_one, over_lttng_two; /* lowkey / LTTng-UST lossless rates */
 	double cpu_lowkey_over_lttng;	       /* consumer CPU an event */
 };
@@ -140,6 +142,9 @@ static struct limits compute_limits(const struct results *r)
 	l.memcpy_events = ratio(l.memcpy_bytes, l.record_bytes);
 	l.lossless_over_unlimited = ratio(r->rate1.median, l.unlimited);
 	l.lossless_over_memcpy = ratio(r->rate1.median, l.memcpy_events);
+	l.dir_write_bytes = r->dir_write_bytes_per_s;
+	l.dir_write_events = ratio(l.dir_write_bytes, l.record_bytes);
+	l.lossless_over_dir_write = ratio(r->rate1.median, l.dir_write_events);
 	l.over_lttng_one = lttng ? ratio(r->rate1.median, r->lttng_rate1.median) : NAN;
 	l.over_lttng_two = lttng ? ratio(r->rate2.median, r->lttng_rate2.median) : NAN;
 	l.cpu_lowkey_over_lttng =
@@ -156,7 +161,7 @@ static void text_ratio(const char *name, double v)
 		lkb_row("%-52s %8.3f\n", name, v);
 }
 
-void probe_text_limits(const struct results *r)
+void probe_text_limits(const struct probe_options *o, const struct results *r)
 {
 	struct limits l = compute_limits(r);
 	char name[64];
@@ -168,9 +173,19 @@ void probe_text_limits(const struct results *r)
 	lkb_row("%-46s %10.2f GB/s = %.1f M events/s at %.2f bytes an event\n"
 		"%-46s (lowkey's trace: bytes written / events)\n",
 		name, l.memcpy_bytes / 1e9, l.memcpy_events / 1e6, l.record_bytes, "");
+	snprintf(name, sizeof(name), "writing a new file in %s", o->trace_dir);
+	if (isnan(l.dir_write_bytes))
+		lkb_row("%-46s %10s   (a write failed)\n", name, "n/a");
+	else
+		lkb_row("%-46s %10.2f GB/s = %.1f M events/s\n"
+			"%-46s (one thread, 256 KiB writes, as the consumer writes,\n"
+			"%-46s  for %g s or %d MiB, median of 3)\n",
+			name, l.dir_write_bytes / 1e9, l.dir_write_events / 1e6, "", "", o->seconds,
+			DIR_WRITE_MAX_MIB);
 	lkb_row("\nratios (lossless: the sustained rates' medians above):\n");
 	text_ratio("lowkey lossless 1 thread / 1 thread unlimited", l.lossless_over_unlimited);
 	text_ratio("lowkey lossless 1 thread / memcpy (bytes/s)", l.lossless_over_memcpy);
+	text_ratio("lowkey lossless 1 thread / writing a new file", l.lossless_over_dir_write);
 	text_ratio("lowkey / LTTng-UST lossless, 1 thread", l.over_lttng_one);
 	text_ratio("lowkey / LTTng-UST lossless, 2 threads", l.over_lttng_two);
 	text_ratio("consumer CPU an event, lowkey / LTTng-UST", l.cpu_lowkey_over_lttng);
@@ -309,10 +324,13 @@ static void json_limits(struct lk__json *j, const struct results *r)
 	lk__json_int(j, "memcpy_buffer_bytes", (long long)MEMCPY_MIB << 20);
 	lk__json_num(j, "record_bytes", l.record_bytes);
 	lk__json_num(j, "memcpy_events_per_s", l.memcpy_events);
+	lk__json_num(j, "dir_write_bytes_per_s", l.dir_write_bytes);
+	lk__json_num(j, "dir_write_events_per_s", l.dir_write_events);
 	lk__json_close(j);
 	lk__json_object(j, "sustained_ratios");
 	lk__json_num(j, "lossless_over_unlimited", l.lossless_over_unlimited);
 	lk__json_num(j, "lossless_over_memcpy", l.lossless_over_memcpy);
+	lk__json_num(j, "lossless_over_dir_write", l.lossless_over_dir_write);
 	lk__json_num(j, "lowkey_over_lttng_lossless_one_thread", l.over_lttng_one);
 	lk__json_num(j, "lowkey_over_lttng_lossless_two_threads", l.over_lttng_two);
 	lk__json_num(j, "consumer_cpu_per_event_lowkey_over_lttng", l.cpu_lowkey_over_lttng);

@@ -381,12 +381,14 @@ static void bench_probe_quotes_its_limits(void **state)
 {
 	const struct lkt_run *text = short_probe(false), *json = short_probe(true);
 	const char *out = json->out;
-	double bytes, memcpy_bytes, record, unlimited, two_ns;
+	double bytes, memcpy_bytes, record, unlimited, two_ns, dir_write;
 
 	(void)state;
 	lkt_expect(text, 0, "lowkey (the threads its trace starts)");
 	lkt_expect(text, 0, "LTTng-UST (lttng-consumerd)");
 	lkt_expect(text, 0, "1 thread, nothing limiting it");
+	lkt_expect(text, 0, "writing a new file in ");
+	lkt_expect(text, 0, "lowkey lossless 1 thread / writing a new file");
 	lkt_expect(text, 0, "lowkey lossless 1 thread / 1 thread unlimited");
 	lkt_expect(text, 0, "lowkey / LTTng-UST lossless, 1 thread");
 
@@ -407,13 +409,20 @@ static void bench_probe_quotes_its_limits(void **state)
 	assert_true(memcpy_bytes > 0 && record > 0);
 	bytes = json_number(out, "sustained_limits", "memcpy_events_per_s") * record;
 	assert_true(fabs(bytes / memcpy_bytes - 1) < 1e-3);
+	/* the trace directory's write rate, in bytes and in events at the record size */
+	dir_write = json_number(out, "sustained_limits", "dir_write_bytes_per_s");
+	assert_true(dir_write > 0);
+	bytes = json_number(out, "sustained_limits", "dir_write_events_per_s") * record;
+	assert_true(fabs(bytes / dir_write - 1) < 1e-3);
 	/* the ratios of the lossless rate, null where no rate was lossless (a starved consumer) */
 	if (json_number(out, "sustained_events_per_s", "one_thread") > 0) {
 		assert_true(json_number(out, "sustained_ratios", "lossless_over_unlimited") > 0);
 		assert_true(json_number(out, "sustained_ratios", "lossless_over_memcpy") > 0);
+		assert_true(json_number(out, "sustained_ratios", "lossless_over_dir_write") > 0);
 	} else {
 		expect_null(out, "sustained_ratios", "lossless_over_unlimited");
 		expect_null(out, "sustained_ratios", "lossless_over_memcpy");
+		expect_null(out, "sustained_ratios", "lossless_over_dir_write");
 	}
 	/* --no-lttng: no LTTng-UST figure, and why */
 	expect_null(out, "sustained_events_per_s", "lttng_one_thread");
