@@ -11,11 +11,15 @@
  *              unmaps those behind (no copy; each page is allocated by the producer's first write)
  *   populated  in-place, but the consumer also populates each window as it maps it
  *              (MADV_POPULATE_WRITE): the pages are allocated by the consumer, not the producer
+ *   io_uring   as writev, but the consumer hands each wake-up's writes to the kernel as one
+ *              io_uring batch (one system call), where built with liburing
  *
  * One producer thread writes BURSTS bursts of N 24-byte records (a u64 header and two u64
  * arguments, published with a release store as lowkey's inline path does), PAUSE_US apart; the
  * consumer wakes every 10 ms. The modes alternate, ROUNDS rounds; each run's file is removed
- * after it. The CPU times are the threads' own (CLOCK_THREAD_CPUTIME_ID).
+ * after it. The producer's CPU time is its thread's (CLOCK_THREAD_CPUTIME_ID); the consumer's is
+ * the process's less the producer's, so that it includes any thread the kernel runs for it
+ * (io_uring's workers are threads of the process).
  *
  *   ring_to_file DIR [ROUNDS [BURSTS [N [PAUSE_US [REST_S]]]]]     defaults: 3 100 50000 20000 0
  *
@@ -26,6 +30,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +39,10 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifdef HAVE_LIBURING
+#include <liburing.h>
+#endif
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
@@ -48,8 +57,14 @@
 #define CONSUMER_PERIOD_US 10000
 #define MAX_ROUNDS 64
 
-enum mode { WRITEV, IN_PLACE, POPULATED, MODES };
-static const char *const mode_name[MODES] = { "writev", "in-place", "populated" };
+enum mode { WRITEV, IN_PLACE, POPULATED, IO_URING, MODES };
+static const char *const mode_name[MODES] = { "writev", "in-place", "populated", "io_uring" };
+#ifdef HAVE_LIBURING
+#define BUILT_MODES MODES
+#else
+#define BUILT_MODES IO_URING
+#endif
+#define URING_ENTRIES 64
 
 struct run {
 	enum mode mode;
@@ -64,15 +79,24 @@ struct run {
 	_Atomic uint64_t mapped;
 	uint64_t unmapped;
 	uint64_t producer_waits; /* times the producer found its next window not yet mapped */
-	double producer_ns, consumer_ns;
+	double producer_ns;
+#ifdef HAVE_LIBURING
+	struct io_uring uring;
+	uint64_t file_off;
+#endif
 };
 
-static double thread_cpu_ns(void)
+static double cpu_ns(clockid_t clock)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	clock_gettime(clock, &ts);
 	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static double thread_cpu_ns(void)
+{
+	return cpu_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 static void die(const char *what)
@@ -120,8 +144,9 @@ static void *producer(void *arg)
 
 	for (long b = 0; b < r->bursts; b++) {
 		for (long k = 0; k < r->n; k++, i++) {
-			uint8_t *dst = r->mode == WRITEV ? ring_place(r, &pos) :
-							   window_place(r, &pos, &win_no, &win);
+			bool in_ring = r->mode == WRITEV || r->mode == IO_URING;
+			uint8_t *dst = in_ring ? ring_place(r, &pos) :
+						 window_place(r, &pos, &win_no, &win);
 			uint64_t rec[3] = { i << 16 | 7, i, (uint64_t)r->n };
 
 			memcpy(dst, rec, RECORD);
@@ -156,6 +181,47 @@ static void drain_writev(struct run *r)
 	}
 }
 
+#ifdef HAVE_LIBURING
+/* As drain_writev, the writes of one wake-up submitted together and waited for together. */
+static void drain_uring(struct run *r)
+{
+	uint64_t end = atomic_load_explicit(&r->committed, memory_order_acquire);
+	uint64_t at = atomic_load_explicit(&r->rp, memory_order_relaxed);
+
+	while (at < end) {
+		unsigned int n = 0;
+
+		for (; at < end && n < URING_ENTRIES; n++) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&r->uring);
+			size_t off = at % RING, len = end - at;
+
+			if (len > RING - off)
+				len = RING - off;
+			if (len > WRITE_MAX)
+				len = WRITE_MAX;
+			io_uring_prep_write(sqe, r->fd, r->ring + off, (unsigned int)len,
+					    r->file_off);
+			sqe->user_data = len;
+			r->file_off += len;
+			at += len;
+		}
+		if (io_uring_submit_and_wait(&r->uring, n) < 0)
+			die("io_uring_submit_and_wait");
+		for (unsigned int i = 0; i < n; i++) {
+			struct io_uring_cqe *cqe = NULL;
+
+			if (io_uring_wait_cqe(&r->uring, &cqe) || cqe->res != (int)cqe->user_data) {
+				fprintf(stderr, "io_uring write: %s\n",
+					cqe && cqe->res < 0 ? strerror(-cqe->res) : "short");
+				exit(1);
+			}
+			io_uring_cqe_seen(&r->uring, cqe);
+		}
+		atomic_store_explicit(&r->rp, at, memory_order_release);
+	}
+}
+#endif
+
 static void map_ahead(struct run *r, uint64_t upto)
 {
 	for (uint64_t m; (m = atomic_load(&r->mapped)) < upto && m < r->unmapped + WINDOW_SLOTS;) {
@@ -186,46 +252,61 @@ static void drain_in_place(struct run *r)
 static void *consumer(void *arg)
 {
 	struct run *r = arg;
-	double t0 = thread_cpu_ns();
 
 	for (;;) {
 		int last = atomic_load(&r->producer_done);
 
 		if (r->mode == WRITEV)
 			drain_writev(r);
+#ifdef HAVE_LIBURING
+		else if (r->mode == IO_URING)
+			drain_uring(r);
+#endif
 		else
 			drain_in_place(r);
 		if (last)
 			break;
 		usleep(CONSUMER_PERIOD_US);
 	}
-	if (r->mode != WRITEV) { /* the file ends where the records do */
+	if (r->mode == IN_PLACE || r->mode == POPULATED) { /* the file ends where the records do */
 		for (uint64_t w = r->unmapped; w < atomic_load(&r->mapped); w++)
 			munmap(r->slot[w % WINDOW_SLOTS], WINDOW);
 		if (ftruncate(r->fd, (off_t)atomic_load(&r->committed)))
 			die("ftruncate");
 	}
-	r->consumer_ns = thread_cpu_ns() - t0;
 	return NULL;
 }
 
-static void run_once(struct run *r, const char *dir)
+/* The run; the consumer's side's CPU time, ns: every thread of the process but the producer. */
+static double run_once(struct run *r, const char *dir)
 {
 	char path[4096];
 	pthread_t p, c;
+	double t0;
 
 	snprintf(path, sizeof(path), "%s/ring_to_file-%d", dir, (int)getpid());
 	r->fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (r->fd < 0)
 		die(path);
-	if (r->mode != WRITEV)
+#ifdef HAVE_LIBURING
+	if (r->mode == IO_URING && io_uring_queue_init(URING_ENTRIES, &r->uring, 0))
+		die("io_uring_queue_init");
+#endif
+	t0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+	if (r->mode == IN_PLACE || r->mode == POPULATED)
 		map_ahead(r, WINDOWS_AHEAD); /* the producer's first windows */
 	if (pthread_create(&c, NULL, consumer, r) || pthread_create(&p, NULL, producer, r))
 		die("pthread_create");
 	pthread_join(p, NULL);
 	pthread_join(c, NULL);
+	t0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - t0 - r->producer_ns;
+#ifdef HAVE_LIBURING
+	if (r->mode == IO_URING)
+		io_uring_queue_exit(&r->uring);
+#endif
 	close(r->fd);
 	unlink(path);
+	return t0;
 }
 
 static int by_value(const void *a, const void *b)
@@ -259,12 +340,13 @@ int main(int argc, char **argv)
 		    -1, 0);
 	if (ring == MAP_FAILED)
 		die("mmap");
+	setvbuf(stdout, NULL, _IOLBF, 0); /* each round as it ends */
 	events = (double)bursts * (double)n;
-	printf("%ld bursts of %ld %d-byte records, %ld us apart, into %s; ns of each thread's CPU an "
-	       "event\n",
+	printf("%ld bursts of %ld %d-byte records, %ld us apart, into %s; CPU ns an event: the "
+	       "producer's thread, the rest of the process (the consumer)\n",
 	       bursts, n, RECORD, pause_us, argv[1]);
 	for (int i = 0; i < rounds; i++) {
-		for (int m = 0; m < MODES; m++) {
+		for (int m = 0; m < BUILT_MODES; m++) {
 			struct run *r = calloc(1, sizeof(*r));
 
 			if (!r)
@@ -275,9 +357,8 @@ int main(int argc, char **argv)
 					   .pause_us = pause_us,
 					   .ring = ring };
 			sleep(rest_s);
-			run_once(r, argv[1]);
+			cons[m][i] = run_once(r, argv[1]) / events;
 			prod[m][i] = r->producer_ns / events;
-			cons[m][i] = r->consumer_ns / events;
 			printf("round %d %-10s producer %7.2f  consumer %7.2f  (producer waited %llu "
 			       "times)\n",
 			       i + 1, mode_name[m], prod[m][i], cons[m][i],
@@ -287,7 +368,7 @@ int main(int argc, char **argv)
 	}
 	printf("median of %d    producer  consumer  both   (consumer / writev's)\n", rounds);
 	double writev_cons = median(cons[WRITEV], rounds);
-	for (int m = 0; m < MODES; m++) {
+	for (int m = 0; m < BUILT_MODES; m++) {
 		double p = median(prod[m], rounds), c = median(cons[m], rounds);
 
 		printf("%-14s %8.2f  %8.2f  %6.2f   (%.2f)\n", mode_name[m], p, c, p + c,
