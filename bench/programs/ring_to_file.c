@@ -120,8 +120,8 @@ static void *producer(void *arg)
 
 	for (long b = 0; b < r->bursts; b++) {
 		for (long k = 0; k < r->n; k++, i++) {
-			uint8_t *dst = r->mode == WRITEV ? ring_place(r, &pos)
-							 : window_place(r, &pos, &win_no, &win);
+			uint8_t *dst = r->mode == WRITEV ? ring_place(r, &pos) :
+							   window_place(r, &pos, &win_no, &win);
 			uint64_t rec[3] = { i << 16 | 7, i, (uint64_t)r->n };
 
 			memcpy(dst, rec, RECORD);
@@ -163,7 +163,8 @@ static void map_ahead(struct run *r, uint64_t upto)
 
 		if (ftruncate(r->fd, (off_t)((m + 1) * WINDOW)))
 			die("ftruncate");
-		p = mmap(NULL, WINDOW, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, (off_t)(m * WINDOW));
+		p = mmap(NULL, WINDOW, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd,
+			 (off_t)(m * WINDOW));
 		if (p == MAP_FAILED)
 			die("mmap");
 		if (r->mode == POPULATED && madvise(p, WINDOW, MADV_POPULATE_WRITE))
@@ -268,7 +269,10 @@ int main(int argc, char **argv)
 
 			if (!r)
 				die("calloc");
-			*r = (struct run){ .mode = m, .bursts = bursts, .n = n, .pause_us = pause_us,
+			*r = (struct run){ .mode = m,
+					   .bursts = bursts,
+					   .n = n,
+					   .pause_us = pause_us,
 					   .ring = ring };
 			sleep(rest_s);
 			run_once(r, argv[1]);
