@@ -51,6 +51,32 @@ static inline void lkt_expect(const struct lkt_run *r, int status, const char *t
 	if (text)
 		assert_non_null(strstr(r->out, text));
 }
+
+/*
+ * lkt_signal_while_running - run cli (a lowkey command running a program with a preload library)
+ * with a fresh $TMPDIR until the program prints ready, then send lowkey sig ("TERM"). Asserts
+ * that lowkey exited with status and said text (stderr), that the program is gone, and that the
+ * directory named by the program's variable var, less suffix, was removed.
+ */
+static inline void lkt_signal_while_running(struct lkt_run *r, const char *cli, const char *ready,
+					    const char *var, const char *suffix, const char *sig,
+					    int status, const char *text)
+{
+	lkt_sh(r,
+	       "d=$(mktemp -d) || exit 3; TMPDIR=$d %s >$d/out 2>$d/err & cli=$!; "
+	       "for i in $(seq 3000); do grep -q '%s' $d/out && break; sleep 0.01; done; "
+	       "child=$(awk -v p=$cli '$4 == p { print $1 }' /proc/[0-9]*/stat 2>/dev/null); "
+	       "dir=$(tr '\\0' '\\n' </proc/$child/environ | sed -n 's|^%s=||p'); "
+	       "[ -n \"$dir\" ] || { kill -9 $cli $child; cat $d/out $d/err; rm -r $d; exit 3; }; "
+	       "dir=${dir%%%s}; kill -%s $cli; wait $cli; st=$?; "
+	       "kill -0 $child 2>/dev/null && echo program left running && kill -9 $child; "
+	       "[ -e \"$dir\" ] && echo directory left: $dir && rm -r \"$dir\"; "
+	       "cat $d/err; rm -r $d; exit $st",
+	       cli, ready, var, suffix, sig);
+	lkt_expect(r, status, text);
+	assert_null(strstr(r->out, "program left running"));
+	assert_null(strstr(r->out, "directory left"));
+}
 #endif
 
 #endif

@@ -10,7 +10,8 @@
  * blocked inside the lock call (its thread sleeping, in /proc), or, for a spinlock, after the
  * waiter has burnt CPU time spinning.
  *
- * Modes: all (default), fork, exec, exec-child, destroy [N], every.
+ * Modes: all (default), fork, exec, exec-child, destroy [N], every, wait (prints "waiting" and
+ * waits for a signal to end it).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -477,6 +478,11 @@ int main(int argc, char **argv)
 		}
 	} else if (strcmp(mode, "every") == 0) {
 		every_mode();
+	} else if (strcmp(mode, "wait") == 0) {
+		printf("waiting\n");
+		fflush(stdout);
+		for (;;)
+			pause();
 	} else if (strcmp(mode, "exec-child") == 0) {
 		for (int i = 0; i < 7; i++) {
 			pthread_mutex_lock(&plain);

@@ -6,12 +6,15 @@
  * checks every return code itself. It must exit 0 with and without the preload (the preload
  * changes no behaviour), and with it, the figures in its file must be exactly the known ones.
  * Then: fork children and exec()ed images get files of their own; threads started before main
- * are counted; the command prints a report naming the contended call sites; bad usage is refused.
+ * are counted; the command prints a report naming the contended call sites; bad usage is refused;
+ * sent SIGTERM or SIGHUP while the program runs, it passes the signal on, reports, removes its
+ * directory and exits 128 + the signal.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -23,6 +26,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "cli/run.h"
 #include "internal/lock_file.h"
 
 struct run {
@@ -511,6 +515,23 @@ static void command_refuses_bad_usage(void **state)
 	assert_non_null(strstr(r.out, "usage: lowkey locks"));
 }
 
+/*
+ * lowkey locks killed (SIGTERM) or hung up on (SIGHUP) while the program runs: the program gets
+ * the signal, and lowkey reports, removes its directory and exits as for a program killed by it.
+ */
+static void signalled_while_running(void **state)
+{
+	static struct lkt_run r;
+
+	(void)state;
+	lkt_signal_while_running(&r, LOWKEY " locks -- " VICTIM " wait", "waiting",
+				 "LOWKEY_LOCKS_DIR", "", "TERM", 128 + SIGTERM,
+				 "was killed by signal 15");
+	lkt_signal_while_running(&r, LOWKEY " locks -- " VICTIM " wait", "waiting",
+				 "LOWKEY_LOCKS_DIR", "", "HUP", 128 + SIGHUP,
+				 "was killed by signal 1 ");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -522,6 +543,7 @@ int main(void)
 		cmocka_unit_test(exec_gets_a_file_per_image),
 		cmocka_unit_test(command_reports_sites),
 		cmocka_unit_test(command_refuses_bad_usage),
+		cmocka_unit_test(signalled_while_running),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,6 +31,8 @@
  *   races_fixture heap_again SECONDS the same, the block malloc'ed in first_site(), freed, and
  *                                    one of the same size malloc'ed in second_site() (the
  *                                    allocator gives the same back): second_site names it
+ *   races_fixture started SECONDS    mutex, after printing "started" (stdout): for a test that
+ *                                    signals it once it runs
  * and print what they counted. Each thread runs a time rather than a count, so that a busy
  * machine shortens no run; each repeats its racy access in a loop, so that in that time the
  * sampler arms it many times. The empty asm keeps each access an instruction of its own (at -O1
@@ -305,6 +307,11 @@ static void heap_again_setup(void)
 	printf("same block again: %s\n", shared == first ? "yes" : "no");
 }
 
+static void say_started(void)
+{
+	printf("started\n");
+}
+
 static void bump_shared(void)
 {
 	for (int i = 0; i < BATCH; i++) {
@@ -370,6 +377,7 @@ static const struct mode {
 	{ "late", { late_writer, late_reader } },
 	{ "heap", { bump_shared, bump_shared }, false, heap_setup },
 	{ "heap_again", { bump_shared, bump_shared }, false, heap_again_setup },
+	{ "started", { bump_mutex, bump_mutex }, false, say_started },
 };
 
 static int before(const struct timespec *a, const struct timespec *b)

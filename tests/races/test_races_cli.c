@@ -21,13 +21,16 @@
  * function names the block, its size, the offset and that function (the new one where a block was
  * freed and allocated again), in text and JSON, with --pid too, and is suppressed by that function;
  * without it no block is named and the program's malloc is the C library's. In C++ (Clang's and
- * GCC's builds) a block made with new is named by the function that said new, not operator new. Each racy access repeats in a loop for the whole run,
+ * GCC's builds) a block made with new is named by the function that said new, not operator new.
+ * lowkey sent SIGTERM or SIGHUP while the program runs passes it on, reports, removes the plan's
+ * directory and exits 128 + the signal. Each racy access repeats in a loop for the whole run,
  * so that the sampler reaches it many times at the rate given. Skipped where this process cannot
  * have a process-wide execute watchpoint (perf_event_paranoid, seccomp, no breakpoints, a kernel
  * before 5.13, qemu-user), saying why.
  */
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdbool.h>
@@ -588,6 +591,21 @@ static void attached_with_heap(void **state)
 	lkt_expect(&r, 66, "not started with liblowkey-races-heap.so preloaded");
 }
 
+/*
+ * lowkey killed (SIGTERM) or hung up on (SIGHUP) while the program runs: the program gets the
+ * signal, and lowkey reports, removes the plan's directory and exits as for a program killed by it.
+ */
+#define STARTED RACES_OPTS " -- " FIXTURE_BIN " started 60"
+
+static void signalled_while_running(void **state)
+{
+	(void)state;
+	lkt_signal_while_running(&r, STARTED, "started", "LOWKEY_RACES_FILE", "/plan", "TERM",
+				 128 + SIGTERM, "\"exit_status\": 143");
+	lkt_signal_while_running(&r, STARTED, "started", "LOWKEY_RACES_FILE", "/plan", "HUP",
+				 128 + SIGHUP, "\"exit_status\": 129");
+}
+
 static void pid_refused(void **state)
 {
 	(void)state;
@@ -776,6 +794,7 @@ int main(void)
 		cmocka_unit_test(heap_race_suppressed_by_allocation_site),
 		cmocka_unit_test(cxx_heap_block_named_by_new_caller),
 		cmocka_unit_test(attached_with_heap),
+		cmocka_unit_test(signalled_while_running),
 	};
 
 	if (can_sample(NULL))

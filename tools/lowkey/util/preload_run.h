@@ -37,9 +37,12 @@ int preload_check_command(const char *name, const char *cmd, const char *lost, c
 
 /*
  * preload_run - run argv with LD_PRELOAD=lib prepended and the variables in env ("NAME=VALUE",
- * NULL-terminated), ignoring SIGINT and SIGQUIT meanwhile (^C goes to the command). Returns its
- * wait status, or -errno when it could not be started (exec's errno through a pipe); *child is its
- * pid.
+ * NULL-terminated), and wait for it. Meanwhile SIGINT and SIGQUIT are ignored (the terminal sends
+ * them to the command too), and SIGTERM and SIGHUP, unless ignored already, are sent on to the
+ * command, which is still waited for: a caller killed or hung up on reports and cleans up as for a
+ * command killed by that signal. The command starts with the signal dispositions and mask the
+ * caller had. Returns its wait status, or -errno when it could not be started (exec's errno
+ * through a pipe); *child is its pid.
  */
 int preload_run(char **argv, const char *lib, char *const env[], pid_t *child);
 
