@@ -4,15 +4,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "builtin.h"
 #include "preload_run.h"
+#include "signal_forward.h"
 
 static bool readable(const char *path)
 {
@@ -148,89 +147,26 @@ static void child_environment(const char *lib, char *const env[])
 		putenv(env[i]);
 }
 
-/* What would stop lowkey and leave the command running: `kill PID`, a closed terminal. */
-static const int forwarded_signals[] = { SIGTERM, SIGHUP };
-#define N_FORWARDED (sizeof(forwarded_signals) / sizeof(forwarded_signals[0]))
-
-/* The command being waited for, which forward_signal() passes them to; 0 when none. */
-static volatile sig_atomic_t forward_pid;
-
-static void forward_signal(int sig)
-{
-	int saved_errno = errno;
-
-	if (forward_pid > 0)
-		kill((pid_t)forward_pid, sig);
-	errno = saved_errno;
-}
-
-struct forwarding {
-	sigset_t old_mask;
-	struct sigaction old[N_FORWARDED];
-};
-
-/*
- * The forwarded signals blocked, and caught once unblocked; one ignored (nohup) stays ignored.
- * Blocked from before fork() until the child's pid is known, so that none is lost in between.
- */
-static void forwarding_start(struct forwarding *fw)
-{
-	struct sigaction forward = { .sa_handler = forward_signal, .sa_flags = SA_RESTART };
-
-	sigemptyset(&forward.sa_mask);
-	for (size_t i = 0; i < N_FORWARDED; i++)
-		sigaddset(&forward.sa_mask, forwarded_signals[i]);
-	sigprocmask(SIG_BLOCK, &forward.sa_mask, &fw->old_mask);
-	for (size_t i = 0; i < N_FORWARDED; i++) {
-		sigaction(forwarded_signals[i], NULL, &fw->old[i]);
-		if (fw->old[i].sa_handler != SIG_IGN)
-			sigaction(forwarded_signals[i], &forward, NULL);
-	}
-}
-
-/* The dispositions and the mask as they were: in the child before exec, in lowkey after. */
-static void forwarding_end(const struct forwarding *fw)
-{
-	for (size_t i = 0; i < N_FORWARDED; i++)
-		sigaction(forwarded_signals[i], &fw->old[i], NULL);
-	sigprocmask(SIG_SETMASK, &fw->old_mask, NULL);
-}
-
-/* The child's wait status once it ended; no signal is forwarded after, when its pid may be reused. */
-static int wait_forwarding(pid_t pid)
-{
-	siginfo_t info;
-	int status = 0;
-
-	while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR)
-		;
-	forward_pid = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	return status;
-}
-
 int preload_run(char **argv, const char *lib, char *const env[], pid_t *child)
 {
-	struct sigaction ignore = { .sa_handler = SIG_IGN }, old_int, old_quit;
-	int pipefd[2], status, exec_errno = 0;
-	struct forwarding fw;
+	int pipefd[2], status = 0, exec_errno = 0;
+	struct signal_forward sf;
 	pid_t pid;
 
 	if (pipe2(pipefd, O_CLOEXEC) != 0)
 		return -errno;
-	forwarding_start(&fw);
+	signal_forward_start(&sf);
 	pid = fork();
 	if (pid < 0) {
 		exec_errno = errno;
-		forwarding_end(&fw);
+		signal_forward_end(&sf);
 		close(pipefd[0]);
 		close(pipefd[1]);
 		return -exec_errno;
 	}
 	if (pid == 0) {
 		close(pipefd[0]);
-		forwarding_end(&fw);
+		signal_forward_end(&sf);
 		child_environment(lib, env);
 		execvp(argv[0], argv);
 		exec_errno = errno;
@@ -239,19 +175,13 @@ int preload_run(char **argv, const char *lib, char *const env[], pid_t *child)
 		_exit(127);
 	}
 	*child = pid;
-	forward_pid = pid;
-	sigprocmask(SIG_SETMASK, &fw.old_mask, NULL);
+	signal_forward_to(&sf, pid);
 	close(pipefd[1]);
-	/* like time(1): ^C goes to the command, and we live on to report */
-	sigaction(SIGINT, &ignore, &old_int);
-	sigaction(SIGQUIT, &ignore, &old_quit);
 	if (read(pipefd[0], &exec_errno, sizeof(exec_errno)) != (ssize_t)sizeof(exec_errno))
 		exec_errno = 0;
 	close(pipefd[0]);
-	status = wait_forwarding(pid);
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGQUIT, &old_quit, NULL);
-	forwarding_end(&fw);
+	signal_forward_wait(pid, true, &status);
+	signal_forward_end(&sf);
 	return exec_errno ? -exec_errno : status;
 }
 

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: MIT
+/* Passing SIGTERM and SIGHUP on to the command lowkey waits for (signal_forward.h). */
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "signal_forward.h"
+
+static const int handled_signals[SIGNAL_FORWARD_N] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP };
+
+/* The command forward_signal() passes signals on to; 0 when none. */
+static volatile sig_atomic_t forward_pid;
+
+static void forward_signal(int sig)
+{
+	int saved_errno = errno;
+
+	if (forward_pid > 0)
+		kill((pid_t)forward_pid, sig);
+	errno = saved_errno;
+}
+
+static bool passed_on(int sig)
+{
+	return sig == SIGTERM || sig == SIGHUP;
+}
+
+void signal_forward_start(struct signal_forward *sf)
+{
+	sigset_t block;
+
+	sigemptyset(&block);
+	for (int i = 0; i < SIGNAL_FORWARD_N; i++)
+		sigaddset(&block, handled_signals[i]);
+	sigprocmask(SIG_BLOCK, &block, &sf->old_mask);
+	for (int i = 0; i < SIGNAL_FORWARD_N; i++)
+		sigaction(handled_signals[i], NULL, &sf->old[i]);
+}
+
+void signal_forward_to(const struct signal_forward *sf, pid_t pid)
+{
+	struct sigaction forward = { .sa_handler = forward_signal, .sa_flags = SA_RESTART };
+	struct sigaction ignore = { .sa_handler = SIG_IGN };
+
+	sigemptyset(&forward.sa_mask);
+	sigemptyset(&ignore.sa_mask);
+	for (int i = 0; i < SIGNAL_FORWARD_N; i++)
+		if (passed_on(handled_signals[i]))
+			sigaddset(&forward.sa_mask, handled_signals[i]);
+	forward_pid = pid;
+	for (int i = 0; i < SIGNAL_FORWARD_N; i++) {
+		int sig = handled_signals[i];
+
+		/* ignoring a pending SIGINT discards it: it was the command's */
+		if (!passed_on(sig))
+			sigaction(sig, &ignore, NULL);
+		else if (sf->old[i].sa_handler != SIG_IGN)
+			sigaction(sig, &forward, NULL);
+	}
+	sigprocmask(SIG_SETMASK, &sf->old_mask, NULL);
+}
+
+bool signal_forward_wait(pid_t pid, bool block, int *status)
+{
+	siginfo_t info = { 0 };
+	int rc;
+
+	do
+		rc = waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
+	while (rc < 0 && errno == EINTR);
+	if (rc == 0 && info.si_pid == 0)
+		return false; /* still running */
+	forward_pid = 0;
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+	return true;
+}
+
+void signal_forward_end(const struct signal_forward *sf)
+{
+	forward_pid = 0;
+	for (int i = 0; i < SIGNAL_FORWARD_N; i++)
+		sigaction(handled_signals[i], &sf->old[i], NULL);
+	sigprocmask(SIG_SETMASK, &sf->old_mask, NULL);
+}

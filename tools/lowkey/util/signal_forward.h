@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Waiting for a command lowkey runs as time(1) does, with what would stop lowkey passed on to it.
+ * From signal_forward_start() to signal_forward_end():
+ *   SIGINT, SIGQUIT  ignored by lowkey: the terminal sends them to the command too;
+ *   SIGTERM, SIGHUP  sent on to the command (`kill PID`, a closed terminal), which lowkey still
+ *                    waits for and reports on; one that lowkey was started ignoring (nohup) stays
+ *                    ignored, and is not sent on.
+ * The command starts with the dispositions and the signal mask lowkey was started with.
+ *
+ * Use, around fork():
+ *	signal_forward_start(&sf);
+ *	pid = fork();
+ *	child:		signal_forward_end(&sf); ... exec
+ *	lowkey:		signal_forward_to(&sf, pid); ... signal_forward_wait(pid, true, &status);
+ *			signal_forward_end(&sf);
+ *	fork failed:	signal_forward_end(&sf);
+ *
+ * One command at a time per process: the pid signals go to is a process-wide variable.
+ * Costs about fifteen sigaction() and sigprocmask() calls per command, a waitid() more than waitpid()
+ * alone, and a kill() per signal passed on: no thread, no file descriptor. A signal passed on
+ * interrupts what lowkey was blocked in: read() and waitpid() resume (SA_RESTART), poll() returns
+ * EINTR.
+ */
+#ifndef LOWKEY_CLI_SIGNAL_FORWARD_H
+#define LOWKEY_CLI_SIGNAL_FORWARD_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define SIGNAL_FORWARD_N 4 /* SIGINT, SIGQUIT, SIGTERM, SIGHUP */
+
+/* The caller's signal state, as it was before signal_forward_start(). */
+struct signal_forward {
+	sigset_t old_mask;
+	struct sigaction old[SIGNAL_FORWARD_N];
+};
+
+/*
+ * signal_forward_start - before fork(): the four signals blocked, the caller's state saved. They
+ * stay blocked until signal_forward_to(), so that none is lost in between and none reaches the
+ * child before it has the caller's dispositions back. Async-signal-safe.
+ */
+void signal_forward_start(struct signal_forward *sf);
+
+/*
+ * signal_forward_to - in lowkey after fork(): SIGINT and SIGQUIT ignored, SIGTERM and SIGHUP
+ * caught and sent to pid, then the four unblocked (a SIGTERM or SIGHUP that came since
+ * signal_forward_start() is sent on now). Async-signal-safe.
+ */
+void signal_forward_to(const struct signal_forward *sf, pid_t pid);
+
+/*
+ * signal_forward_wait - whether pid has ended, waiting for it if block; if so it is reaped, its
+ * wait status in *status (left as it was when pid cannot be waited for), and no signal is passed
+ * on any more: the pid is forgotten while pid is still a zombie, before it can be reused.
+ * Async-signal-safe.
+ */
+bool signal_forward_wait(pid_t pid, bool block, int *status);
+
+/*
+ * signal_forward_end - the dispositions and the mask as they were before signal_forward_start():
+ * in the child before exec, in lowkey after the command was reaped or fork() failed.
+ * Async-signal-safe.
+ */
+void signal_forward_end(const struct signal_forward *sf);
+
+#endif
