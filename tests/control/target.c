@@ -12,6 +12,8 @@
  *   exec-child N     app:tick N times here, child:tick N times in a child that execs this program
  *   child-emit N     child:tick N times
  *   serve [MS]       print "ready PID", then app:tick every millisecond until SIGTERM or MS ms
+ *   signals          print "ignored:" and those of HUP, INT, QUIT it started ignoring, then
+ *                    "ready PID"; then say "got SIGHUP" for each SIGHUP until SIGTERM
  *   on-input N       print "ready PID", then emit N for each line read on stdin, saying "emitted"
  *                    after each; exits at the end of stdin (events counted exactly from outside)
  *   die N            app:tick N times, wait for the consumer to write them, then SIGKILL itself
@@ -30,12 +32,18 @@
 
 #include "target.h"
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, hangups;
 
 static void on_term(int sig)
 {
 	(void)sig;
 	stop = 1;
+}
+
+static void on_hangup(int sig)
+{
+	(void)sig;
+	hangups++;
 }
 
 static void sleep_ms(long ms)
@@ -87,6 +95,34 @@ static int serve(long ms)
 		if (i % 10 == 0)
 			lkt_lib_work((int)i);
 		i++;
+		sleep_ms(1);
+	}
+	return 0;
+}
+
+static int report_signals(void)
+{
+	static const struct {
+		int sig;
+		const char *name;
+	} watched[] = { { SIGHUP, "HUP" }, { SIGINT, "INT" }, { SIGQUIT, "QUIT" } };
+	struct sigaction sa = { .sa_handler = on_term }, old;
+	sig_atomic_t said = 0;
+
+	printf("ignored:");
+	for (size_t i = 0; i < sizeof(watched) / sizeof(watched[0]); i++)
+		if (sigaction(watched[i].sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			printf(" %s", watched[i].name);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = on_hangup;
+	sigaction(SIGHUP, &sa, NULL);
+	printf("\nready %d\n", (int)getpid());
+	fflush(stdout);
+	while (!stop || said < hangups) {
+		for (; said < hangups; said++)
+			printf("got SIGHUP\n");
+		fflush(stdout);
 		sleep_ms(1);
 	}
 	return 0;
@@ -155,6 +191,8 @@ int main(int argc, char **argv)
 		return on_input(n);
 	if (strcmp(mode, "serve") == 0)
 		return serve(argc > 2 ? n : 0);
+	if (strcmp(mode, "signals") == 0)
+		return report_signals();
 	if (strcmp(mode, "die") == 0) {
 		emit(n);
 		sleep_ms(500); /* the consumer writes every 100 ms */

@@ -4,7 +4,8 @@
  * arrive from a PIE, a non-PIE and a statically linked program; the command's exit status comes
  * back; children are not traced; and every way it can go wrong says so (a glob matching nothing,
  * an unwritable output before the program runs, a program without liblowkey, a missing command,
- * a failed start, a program killed mid-trace).
+ * a failed start, a program killed mid-trace); SIGTERM and SIGHUP sent to lowkey reach the
+ * program, and signals ignored when lowkey started stay ignored in it.
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -408,6 +409,44 @@ static void tracing_from_the_environment_alone(void **state)
 		0);
 }
 
+/*
+ * Run `lowkey trace -- TARGET signals` after shell_setup, send lowkey SIGHUP then SIGTERM once the
+ * program is ready, and wait for lowkey: r has its exit status, and the program's output then
+ * lowkey's.
+ */
+static void hangup_then_terminate(const char *shell_setup)
+{
+	lkt_sh(&r,
+	       "cd '%s' || exit 3; %s " LOWKEY " trace -o signals.ctf -- " TARGET
+	       " signals >signals.out "
+	       "2>signals.err & cli=$!; "
+	       "for i in $(seq 3000); do grep -q ready signals.out && break; sleep 0.01; done; "
+	       "kill -HUP $cli; kill -TERM $cli; wait $cli; st=$?; "
+	       "cat signals.out signals.err; exit $st",
+	       scratch, shell_setup);
+}
+
+/* lowkey trace hung up on or killed: the program gets the signal, and lowkey reports on it. */
+static void sigterm_and_sighup_are_passed_on(void **state)
+{
+	(void)state;
+	hangup_then_terminate("");
+	expect(0, "got SIGHUP");
+	assert_non_null(strstr(r.out, "lowkey trace: 0 events"));
+}
+
+/*
+ * Under nohup (SIGHUP ignored) and with ^C ignored, the program starts with them ignored too, and
+ * a SIGHUP sent to lowkey neither stops it nor reaches the program.
+ */
+static void ignored_signals_stay_ignored(void **state)
+{
+	(void)state;
+	hangup_then_terminate("trap '' HUP INT QUIT;");
+	expect(0, "ignored: HUP INT QUIT\n");
+	assert_null(strstr(r.out, "got SIGHUP"));
+}
+
 /* test_trace_cli --mdwe-exec PROGRAM ARGS: forbid writable code, then run PROGRAM with it. */
 static int mdwe_exec(char **argv)
 {
@@ -441,6 +480,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(babeltrace2_reads_the_trace),
 		cmocka_unit_test(tracing_from_the_environment_alone),
 		cmocka_unit_test(sites_that_cannot_be_turned_on_fail_the_trace),
+		cmocka_unit_test(sigterm_and_sighup_are_passed_on),
+		cmocka_unit_test(ignored_signals_stay_ignored),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -10,8 +10,8 @@
  * A command that dies without finishing its trace (a signal, _exit, exec) leaves what it wrote;
  * this side reads that back (and converts it, for JSON) so the user still gets a trace.
  *
- * lowkey ignores SIGINT and SIGQUIT while the command runs (the terminal sends them to the command
- * too, as with time(1)) and passes SIGTERM and SIGHUP on to it.
+ * While the command runs, lowkey ignores SIGINT and SIGQUIT and passes SIGTERM and SIGHUP on to it
+ * (signal_forward.h); the command starts with the signal dispositions and mask lowkey had.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +33,7 @@
 #include "internal/control.h"
 #include "internal/trace_convert.h"
 #include "probe_elf.h"
+#include "signal_forward.h"
 #include "status.h"
 #include "trace.h"
 
@@ -54,31 +55,6 @@ struct run {
 	int nrules;
 };
 
-static int signal_pipe[2] = { -1, -1 };
-
-static void forward_signal(int sig)
-{
-	unsigned char s = (unsigned char)sig;
-	int saved = errno;
-
-	if (write(signal_pipe[1], &s, 1) < 0) {
-		/* the pipe is full: the command already has signals coming */
-	}
-	errno = saved;
-}
-
-static void set_signals(void (*forward)(int), void (*ignore)(int))
-{
-	struct sigaction sa = { .sa_handler = forward };
-
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sa.sa_handler = ignore;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGQUIT, &sa, NULL);
-}
-
 /* ---- the child ---- */
 
 static void set_env(const char *name, const char *value)
@@ -90,15 +66,14 @@ static void set_env(const char *name, const char *value)
 }
 
 static void __attribute__((noreturn))
-exec_command(const struct trace_opts *o, int status_fd, int exec_fd)
+exec_command(const struct trace_opts *o, const struct signal_forward *sf, int status_fd,
+	     int exec_fd)
 {
 	char list[TRACE_MAX_GLOBS * (LK_CTL_MAX_GLOB + 1) + 1] = "", num[32];
 	struct stat st;
 	int err;
 
-	set_signals(SIG_DFL, SIG_DFL);
-	close(signal_pipe[0]);
-	close(signal_pipe[1]);
+	signal_forward_end(sf);
 	fcntl(status_fd, F_SETFD, 0); /* the one fd the command inherits */
 	for (int i = 0; i < o->nglobs; i++) {
 		strcat(list, i ? "," : "");
@@ -201,29 +176,21 @@ static int wait_for_child(struct run *r, const struct trace_opts *o)
 	bool status_open = true;
 
 	for (;;) {
-		struct pollfd p[3] = {
-			{ .fd = signal_pipe[0], .events = POLLIN },
+		struct pollfd p[2] = {
 			{ .fd = status_open ? r->status_fd : -1, .events = POLLIN },
 			{ .fd = pidfd, .events = POLLIN },
 		};
-		pid_t got;
 
-		if (poll(p, 3, pidfd >= 0 ? -1 : 100) < 0 && errno != EINTR)
+		/* a signal passed on to the command interrupts poll() */
+		if (poll(p, 2, pidfd >= 0 ? -1 : 100) < 0 && errno != EINTR) {
+			signal_forward_wait(r->child, true, &status);
 			break;
-		if (p[0].revents & POLLIN) {
-			unsigned char sig;
-
-			while (read(signal_pipe[0], &sig, 1) == 1)
-				kill(r->child, sig);
 		}
-		if (p[1].revents)
+		if (p[0].revents)
 			status_open = read_status(r, cmd, o);
-		if (pidfd >= 0 && !p[2].revents)
+		if (pidfd >= 0 && !p[1].revents)
 			continue;
-		do
-			got = waitpid(r->child, &status, pidfd >= 0 ? 0 : WNOHANG);
-		while (got < 0 && errno == EINTR);
-		if (got == r->child || got < 0)
+		if (signal_forward_wait(r->child, pidfd >= 0, &status))
 			break;
 	}
 	if (pidfd >= 0)
@@ -357,21 +324,23 @@ static int finish(const struct trace_opts *o, struct run *r, int code)
 int trace_run_command(struct trace_opts *o)
 {
 	struct run r = { .status_fd = -1 };
-	int sv[2], exec_pipe[2], exec_err = 0, code;
+	int sv[2], exec_pipe[2], exec_err = 0, code, status;
+	struct signal_forward sf;
 	ssize_t n;
 
 	if (trace_prepare_output(o, (uid_t)-1, (gid_t)-1, NULL))
 		return CLI_EXIT_FAIL;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 ||
-	    pipe2(exec_pipe, O_CLOEXEC) != 0 || pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+	    pipe2(exec_pipe, O_CLOEXEC) != 0) {
 		cli_error("trace", NULL, "cannot set up: %s", strerror(errno));
 		trace_discard_output(o);
 		return CLI_EXIT_FAIL;
 	}
-	set_signals(forward_signal, SIG_IGN);
 	fflush(NULL);
+	signal_forward_start(&sf);
 	r.child = fork();
 	if (r.child < 0) {
+		signal_forward_end(&sf);
 		cli_error("trace", NULL, "fork: %s", strerror(errno));
 		trace_discard_output(o);
 		return CLI_EXIT_FAIL;
@@ -379,8 +348,9 @@ int trace_run_command(struct trace_opts *o)
 	if (r.child == 0) {
 		close(sv[0]);
 		close(exec_pipe[0]);
-		exec_command(o, sv[1], exec_pipe[1]);
+		exec_command(o, &sf, sv[1], exec_pipe[1]);
 	}
+	signal_forward_to(&sf, r.child);
 	close(sv[1]);
 	close(exec_pipe[1]);
 	r.status_fd = sv[0];
@@ -389,7 +359,8 @@ int trace_run_command(struct trace_opts *o)
 	while (n < 0 && errno == EINTR);
 	close(exec_pipe[0]);
 	if (n == sizeof(exec_err)) {
-		waitpid(r.child, NULL, 0);
+		signal_forward_wait(r.child, true, &status);
+		signal_forward_end(&sf);
 		trace_discard_output(o);
 		cli_error("trace", exec_err == ENOENT ? "check the command's name and $PATH" : NULL,
 			  "cannot run '%s': %s", o->argv[0], strerror(exec_err));
@@ -399,6 +370,6 @@ int trace_run_command(struct trace_opts *o)
 	status_begin("trace", !o->quiet && !o->json);
 	code = wait_for_child(&r, o);
 	close(r.status_fd);
-	set_signals(SIG_DFL, SIG_DFL);
+	signal_forward_end(&sf);
 	return finish(o, &r, code);
 }
