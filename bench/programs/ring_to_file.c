@@ -99,7 +99,7 @@ static double thread_cpu_ns(void)
 	return cpu_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
-static void die(const char *what)
+static void __attribute__((noreturn)) die(const char *what)
 {
 	perror(what);
 	exit(1);
