@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 /* Passing SIGTERM and SIGHUP on to the command lowkey waits for (signal_forward.h). */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "signal_forward.h"
 
@@ -60,16 +63,41 @@ void signal_forward_to(const struct signal_forward *sf, pid_t pid)
 	sigprocmask(SIG_SETMASK, &sf->old_mask, NULL);
 }
 
-bool signal_forward_wait(pid_t pid, bool block, int *status)
+/* Whether pid has ended (or cannot be waited for), leaving it to be reaped. */
+static bool has_ended(pid_t pid)
 {
 	siginfo_t info = { 0 };
 	int rc;
 
 	do
-		rc = waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
+		rc = waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT | WNOHANG);
 	while (rc < 0 && errno == EINTR);
-	if (rc == 0 && info.si_pid == 0)
-		return false; /* still running */
+	return rc < 0 || info.si_pid != 0;
+}
+
+/*
+ * Until pid has ended, in poll() on its pidfd rather than in a waitid() that blocks:
+ * ThreadSanitizer's runtime runs a signal's handler only inside the calls it knows may block, and
+ * waitid() is not one of them, so the SIGTERM meant for the command would wait for the command's
+ * end. Without pidfds (Linux < 5.3), a look every 100 ms.
+ */
+static void await_end(pid_t pid)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	while (!has_ended(pid))
+		poll(&p, fd >= 0 ? 1 : 0, fd >= 0 ? -1 : 100);
+	if (fd >= 0)
+		close(fd);
+}
+
+bool signal_forward_wait(pid_t pid, bool block, int *status)
+{
+	if (block)
+		await_end(pid);
+	else if (!has_ended(pid))
+		return false;
 	forward_pid = 0;
 	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 		;

@@ -17,10 +17,10 @@
  *	fork failed:	signal_forward_end(&sf);
  *
  * One command at a time per process: the pid signals go to is a process-wide variable.
- * Costs about fifteen sigaction() and sigprocmask() calls per command, a waitid() more than waitpid()
- * alone, and a kill() per signal passed on: no thread, no file descriptor. A signal passed on
- * interrupts what lowkey was blocked in: read() and waitpid() resume (SA_RESTART), poll() returns
- * EINTR.
+ * Costs about fifteen sigaction() and sigprocmask() calls per command, a pidfd polled while
+ * waiting (its waitid() calls never block: see signal_forward.c), and a kill() per signal passed
+ * on; no thread. A signal passed on interrupts what lowkey was blocked in: read() and waitpid()
+ * resume (SA_RESTART), poll() returns EINTR.
  */
 #ifndef LOWKEY_CLI_SIGNAL_FORWARD_H
 #define LOWKEY_CLI_SIGNAL_FORWARD_H
