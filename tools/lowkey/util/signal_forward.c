@@ -60,7 +60,7 @@ void signal_forward_to(const struct signal_forward *sf, pid_t pid)
 	sigprocmask(SIG_SETMASK, &sf->old_mask, NULL);
 }
 
-bool signal_forward_wait(pid_t pid, bool block, int *status)
+bool signal_forward_wait4(pid_t pid, bool block, int *status, struct rusage *ru)
 {
 	siginfo_t info = { 0 };
 	int rc;
@@ -71,9 +71,14 @@ bool signal_forward_wait(pid_t pid, bool block, int *status)
 	if (rc == 0 && info.si_pid == 0)
 		return false; /* still running */
 	forward_pid = 0;
-	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+	while (wait4(pid, status, 0, ru) < 0 && errno == EINTR)
 		;
 	return true;
+}
+
+bool signal_forward_wait(pid_t pid, bool block, int *status)
+{
+	return signal_forward_wait4(pid, block, status, NULL);
 }
 
 void signal_forward_end(const struct signal_forward *sf)
