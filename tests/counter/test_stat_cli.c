@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * lowkey stat from the outside: exit statuses as a shell's, the formats, repetitions, -p, and the
- * messages for what cannot be counted, unprivileged and under seccomp.
+ * lowkey stat from the outside: exit statuses as a shell's, the signals it passes on, the formats,
+ * repetitions, -p, and the messages for what cannot be counted, unprivileged and under seccomp.
  */
 #include <dirent.h>
 #include <pthread.h>
