@@ -65,7 +65,7 @@ static inline void lkt_signal_while_running(struct lkt_run *r, const char *cli, 
 	lkt_sh(r,
 	       "d=$(mktemp -d) || exit 3; TMPDIR=$d %s >$d/out 2>$d/err & cli=$!; "
 	       "for i in $(seq 3000); do grep -q '%s' $d/out && break; sleep 0.01; done; "
-	       "child=$(awk -v p=$cli '$4 == p { print $1 }' /proc/[0-9]*/stat 2>/dev/null); "
+	       "child=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v p=$cli '$4 == p { print $1 }'); "
 	       "dir=$(tr '\\0' '\\n' </proc/$child/environ | sed -n 's|^%s=||p'); "
 	       "[ -n \"$dir\" ] || { kill -9 $cli $child; cat $d/out $d/err; rm -r $d; exit 3; }; "
 	       "dir=${dir%%%s}; kill -%s $cli; wait $cli; st=$?; "

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * lowkey stat from the outside: exit statuses as a shell's, the formats, repetitions, -p, and the
- * messages for what cannot be counted, unprivileged and under seccomp.
+ * lowkey stat from the outside: exit statuses as a shell's, the signals it passes on, the formats,
+ * repetitions, -p, and the messages for what cannot be counted, unprivileged and under seccomp.
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -253,6 +253,100 @@ static void repeats_give_mean_and_spread(void **state)
 	contains(r.err, "\"runs\": 3");
 	contains(r.err, "\"variance\"");
 	contains(r.err, "\"stddev\"");
+}
+
+/* What `trap '' HUP INT QUIT` does, in the child that execs lowkey stat; and its opposite. */
+static int ignore_hup_int_quit(void)
+{
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	return 0;
+}
+
+static int default_hup_int_quit(void)
+{
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
+	return 0;
+}
+
+#define HUP_INT_QUIT (1ULL << (SIGHUP - 1) | 1ULL << (SIGINT - 1) | 1ULL << (SIGQUIT - 1))
+
+/* Of SIGHUP, SIGINT and SIGQUIT, those the command ignored: its SigIgn line in r.out. */
+static unsigned long long ignored_by_the_command(void)
+{
+	const char *line = strstr(r.out, "SigIgn:");
+
+	if (!line)
+		fail_msg("no SigIgn line in:\n%s", r.out);
+	return strtoull(line + strlen("SigIgn:"), NULL, 16) & HUP_INT_QUIT;
+}
+
+/* The command starts with the dispositions lowkey stat was started with, ignored (nohup) or not. */
+static void command_keeps_the_dispositions(void **state)
+{
+	char *argv[] = { LOWKEY_BIN,	      "stat", "-e", "task-clock", "--", "grep", "SigIgn:",
+			 "/proc/self/status", NULL };
+
+	(void)state;
+	assert_int_equal(run_stat(ignore_hup_int_quit, argv), 0);
+	assert_int_equal(ignored_by_the_command(), HUP_INT_QUIT);
+	assert_int_equal(run_stat(default_hup_int_quit, argv), 0);
+	assert_int_equal(ignored_by_the_command(), 0);
+}
+
+/* The pid the command prints once it runs (a hang guard, not a timing). */
+static pid_t running_command(int out)
+{
+	char line[32] = "";
+	size_t used = 0;
+
+	while (!strchr(line, '\n')) {
+		struct pollfd p = { out, POLLIN, 0 };
+
+		if (poll(&p, 1, 60000) != 1 || !drain(out, line, &used, sizeof(line)))
+			fail_msg("the command did not say it runs: '%s'", line);
+	}
+	return (pid_t)strtol(line, NULL, 10);
+}
+
+/*
+ * sig sent to lowkey stat while the command runs reaches the command, which it ends; lowkey stat
+ * prints the counts and exits as the command did.
+ */
+static void signal_while_running(int sig)
+{
+	char *argv[] = { LOWKEY_BIN, "stat", "-e", "task-clock",
+			 "--",	     "sh",   "-c", "echo $$; exec sleep 1000 >/dev/null 2>&1",
+			 NULL };
+	struct run_child c = { 0, -1, -1 };
+	bool left_running;
+	pid_t command;
+
+	assert_int_equal(run_start(argv, NULL, &c), 0);
+	command = running_command(c.out);
+	kill(c.pid, sig);
+	assert_int_equal(run_finish(&c, &r), 0);
+	left_running = kill(command, 0) == 0;
+	if (left_running)
+		kill(command, SIGKILL);
+	assert_false(left_running);
+	assert_int_equal(r.status, 128 + sig);
+	contains(r.err, "task-clock");
+}
+
+static void term_and_hup_are_passed_on(void **state)
+{
+	(void)state;
+	signal_while_running(SIGTERM);
+	signal_while_running(SIGHUP);
+	/* A run they end is the last of -r. */
+	assert_int_equal(STAT("-r", "3", "--json", "-e", "task-clock", "--", "sh", "-c",
+			      "kill -HUP $$"),
+			 128 + SIGHUP);
+	contains(r.err, "\"runs\": 1");
 }
 
 /* The name in /proc/PID/comm ("" once it is gone). */
@@ -672,6 +766,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(exit_status_is_the_commands),
+		cmocka_unit_test(command_keeps_the_dispositions),
+		cmocka_unit_test(term_and_hup_are_passed_on),
 		cmocka_unit_test(missing_command_exits_127),
 		cmocka_unit_test(usage_errors_exit_2),
 		cmocka_unit_test(unknown_event_names_it_and_suggests),

@@ -554,9 +554,9 @@ static void attached_until_the_process_exits(void **state)
  * (which would hold its name after the parent exits); the parent can still be attached to.
  */
 /* $child: the first child of $pid, once it has one (3: none came). */
-#define FIND_CHILD                                                                      \
-	"for i in $(seq 3000); do "                                                     \
-	"child=$(awk -v p=$pid '$4 == p { print $1 }' /proc/[0-9]*/stat 2>/dev/null); " \
+#define FIND_CHILD                                                                            \
+	"for i in $(seq 3000); do "                                                           \
+	"child=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v p=$pid '$4 == p { print $1 }'); " \
 	"[ -n \"$child\" ] && break; sleep 0.01; done; [ -n \"$child\" ] || exit 3; "
 #define CHILD_SOCKETS "echo child sockets: $(ls -l /proc/$child/fd | grep -c socket); "
 

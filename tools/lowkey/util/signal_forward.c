@@ -92,16 +92,21 @@ static void await_end(pid_t pid)
 		close(fd);
 }
 
-bool signal_forward_wait(pid_t pid, bool block, int *status)
+bool signal_forward_wait4(pid_t pid, bool block, int *status, struct rusage *ru)
 {
 	if (block)
 		await_end(pid);
 	else if (!has_ended(pid))
 		return false;
 	forward_pid = 0;
-	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+	while (wait4(pid, status, 0, ru) < 0 && errno == EINTR)
 		;
 	return true;
+}
+
+bool signal_forward_wait(pid_t pid, bool block, int *status)
+{
+	return signal_forward_wait4(pid, block, status, NULL);
 }
 
 void signal_forward_end(const struct signal_forward *sf)

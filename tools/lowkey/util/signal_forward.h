@@ -27,6 +27,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #define SIGNAL_FORWARD_N 4 /* SIGINT, SIGQUIT, SIGTERM, SIGHUP */
@@ -58,6 +59,12 @@ void signal_forward_to(const struct signal_forward *sf, pid_t pid);
  * Async-signal-safe.
  */
 bool signal_forward_wait(pid_t pid, bool block, int *status);
+
+/*
+ * signal_forward_wait4 - signal_forward_wait(), with pid's resource usage in *ru as wait4() gives
+ * it (left as it was when pid has not ended or cannot be waited for). Async-signal-safe.
+ */
+bool signal_forward_wait4(pid_t pid, bool block, int *status, struct rusage *ru);
 
 /*
  * signal_forward_end - the dispositions and the mask as they were before signal_forward_start():

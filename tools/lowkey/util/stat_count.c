@@ -6,6 +6,7 @@
  * A command is forked, held on a pipe while its counters are opened (inherited, enabled on
  * exec), then let go: counting starts at its execve() and covers its children and threads. An
  * exec failure comes back on a close-on-exec pipe, so a missing command exits 127 as in a shell.
+ * Signals are as time(1) has them (signal_forward.h): passed on from when the command is let go.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 
 #include "builtin.h"
 #include "internal/utf8.h"
+#include "signal_forward.h"
 #include "stat.h"
 
 /* ---- results ---- */
@@ -181,17 +183,17 @@ static int collect_threads(struct stat_result *r, struct lk_counters *c)
 
 struct child {
 	pid_t pid;
-	int go;	    /* write end: one byte lets the child exec */
-	int failed; /* read end: errno of a failed exec, or EOF on success */
+	int go;			       /* write end: one byte lets the child exec */
+	int failed;		       /* read end: errno of a failed exec, or EOF on success */
+	struct signal_forward signals; /* lowkey's own, back once the child is reaped */
 };
 
-static void child_exec(char **argv, int go, int failed)
+static void child_exec(char **argv, const struct signal_forward *sf, int go, int failed)
 {
 	char byte;
 	int err;
 
-	signal(SIGINT, SIG_DFL);
-	signal(SIGQUIT, SIG_DFL);
+	signal_forward_end(sf);
 	if (read(go, &byte, 1) != 1)
 		_exit(CLI_EXIT_FAIL); /* lowkey gave up before starting it */
 	execvp(argv[0], argv);
@@ -213,10 +215,12 @@ static int start_child(char **argv, struct child *ch)
 		return -EMFILE;
 	}
 	fflush(NULL);
+	signal_forward_start(&ch->signals);
 	ch->pid = fork();
 	if (ch->pid < 0) {
 		int err = -errno;
 
+		signal_forward_end(&ch->signals);
 		close(go[0]);
 		close(go[1]);
 		close(failed[0]);
@@ -226,7 +230,7 @@ static int start_child(char **argv, struct child *ch)
 	if (ch->pid == 0) {
 		close(go[1]);
 		close(failed[0]);
-		child_exec(argv, go[0], failed[1]);
+		child_exec(argv, &ch->signals, go[0], failed[1]);
 	}
 	close(go[0]);
 	close(failed[1]);
@@ -235,12 +239,23 @@ static int start_child(char **argv, struct child *ch)
 	return 0;
 }
 
-static int wait_child(pid_t pid, int *status, struct rusage *ru)
+/*
+ * Let the held child exec, and from now pass SIGTERM and SIGHUP on to it. One that came while it
+ * was held waited until now: passed on then, it would have ended the child before its exec, and
+ * the byte written here would have raised SIGPIPE in lowkey.
+ */
+static void let_go(struct child *ch)
 {
-	while (wait4(pid, status, 0, ru) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return 0;
+	if (write(ch->go, "g", 1) != 1)
+		kill(ch->pid, SIGKILL);
+	close(ch->go);
+	signal_forward_to(&ch->signals, ch->pid);
+}
+
+static void wait_child(struct child *ch, int *status, struct rusage *ru)
+{
+	signal_forward_wait4(ch->pid, true, status, ru);
+	signal_forward_end(&ch->signals);
 }
 
 /*
@@ -251,7 +266,7 @@ static bool child_exited(pid_t pid)
 {
 	siginfo_t info = { 0 };
 
-	/* WNOWAIT: leave the status for wait4(). */
+	/* WNOWAIT: leave the status for wait_child(). */
 	return waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
 	       info.si_pid == pid;
 }
@@ -393,14 +408,14 @@ static int start_run(const struct stat_options *o, struct stat_result *r, int ru
 	if (err) {
 		close(ch->go); /* the child reads EOF and exits without running the command */
 		close(ch->failed);
-		wait_child(ch->pid, &status, &ru);
+		wait_child(ch, &status, &ru);
 		return open_failed(o, err);
 	}
 	if (run == 0 && describe_events(r, *c, o->repeat)) {
 		lk_counters_close(*c);
 		close(ch->go);
 		close(ch->failed);
-		wait_child(ch->pid, &status, &ru);
+		wait_child(ch, &status, &ru);
 		cli_error("stat", NULL, "out of memory");
 		return CLI_EXIT_FAIL;
 	}
@@ -451,8 +466,8 @@ static int run_once(const struct stat_options *o, struct stat_result *r, int run
 {
 	struct lk_counters *c = NULL;
 	struct child ch = { -1, -1, -1 };
-	struct rusage ru;
-	int status, err = 0, exec_errno, rc;
+	struct rusage ru = { 0 };
+	int status = 0, err = 0, exec_errno, rc;
 	double t0;
 	ssize_t got;
 
@@ -462,9 +477,7 @@ static int run_once(const struct stat_options *o, struct stat_result *r, int run
 	if (o->all_cpus)
 		lk_counters_enable(c); /* the CPUs from now: the command is about to exec */
 	t0 = stat_now_ns();
-	if (write(ch.go, "g", 1) != 1)
-		kill(ch.pid, SIGKILL);
-	close(ch.go);
+	let_go(&ch);
 	got = read(ch.failed, &exec_errno, sizeof(exec_errno));
 	close(ch.failed);
 	if (got != (ssize_t)sizeof(exec_errno)) {
@@ -473,7 +486,7 @@ static int run_once(const struct stat_options *o, struct stat_result *r, int run
 		else if (o->interval_ms)
 			err = intervals_of_child(o, r, c, ch.pid);
 	}
-	wait_child(ch.pid, &status, &ru);
+	wait_child(&ch, &status, &ru);
 	r->elapsed_ns[run] = stat_now_ns() - t0;
 	if (err) {
 		lk_counters_close(c);
@@ -497,26 +510,26 @@ static int run_once(const struct stat_options *o, struct stat_result *r, int run
 	return -1;
 }
 
+/* A run that SIGINT, SIGQUIT, SIGTERM or SIGHUP ended is the last: lowkey was asked to stop. */
+static bool asked_to_stop(int exit_status)
+{
+	return exit_status == 128 + SIGINT || exit_status == 128 + SIGQUIT ||
+	       exit_status == 128 + SIGTERM || exit_status == 128 + SIGHUP;
+}
+
 int stat_command(const struct stat_options *o, struct stat_result *r)
 {
-	struct sigaction ignore = { .sa_handler = SIG_IGN }, old_int, old_quit;
 	int rc = -1;
 
 	r->target = join_words(o->argv);
 	r->elapsed_ns = calloc((size_t)o->repeat, sizeof(double));
 	if (!r->target || !r->elapsed_ns)
 		return CLI_EXIT_FAIL;
-	/* As a shell does: Ctrl-C is for the command; we print what it did. */
-	sigaction(SIGINT, &ignore, &old_int);
-	sigaction(SIGQUIT, &ignore, &old_quit);
 	for (int run = 0; run < o->repeat && rc < 0; run++) {
 		rc = run_once(o, r, run);
-		/* A command killed by Ctrl-C ends the repetitions too. */
-		if (rc < 0 && r->exit_status == 128 + SIGINT)
+		if (rc < 0 && asked_to_stop(r->exit_status))
 			break;
 	}
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGQUIT, &old_quit, NULL);
 	return rc;
 }
 
