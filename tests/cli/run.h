@@ -77,6 +77,32 @@ static inline void lkt_signal_while_running(struct lkt_run *r, const char *cli, 
 	assert_null(strstr(r->out, "program left running"));
 	assert_null(strstr(r->out, "directory left"));
 }
+
+/*
+ * lkt_signal_before_start - run cli (a lowkey command that makes its directory, then runs a
+ * program that prints ran once it runs) with shim (tests/cli/signal_shim.c) preloaded into lowkey,
+ * raising sig at lowkey's first pipe2(), made once the directory is there and before the program
+ * starts. Asserts that lowkey ended of sig, that the program never ran, and that the directory
+ * was removed.
+ */
+static inline void lkt_signal_before_start(struct lkt_run *r, const char *shim, const char *cli,
+					   const char *ran, int sig)
+{
+	lkt_sh(r,
+	       "d=$(mktemp -d) || exit 3; "
+	       "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 "
+	       "LD_PRELOAD=%s LKT_SHIM_RAISE=%d:1 LKT_SHIM_DIRS=$d/dirs %s 2>&1; st=$?; "
+	       "[ -s $d/dirs ] || echo no directory made; "
+	       "while read dir; do [ -e \"$dir\" ] && echo directory left: $dir && rm -r \"$dir\"; "
+	       "done <$d/dirs; rm -r $d; exit $st",
+	       shim, sig, cli);
+	if (r->status != 128 + sig)
+		print_error("exit %d (wanted %d), output:\n%s\n", r->status, 128 + sig, r->out);
+	assert_int_equal(r->status, 128 + sig);
+	assert_null(strstr(r->out, ran));
+	assert_null(strstr(r->out, "no directory made"));
+	assert_null(strstr(r->out, "directory left"));
+}
 #endif
 
 #endif

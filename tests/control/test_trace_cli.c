@@ -447,6 +447,25 @@ static void ignored_signals_stay_ignored(void **state)
 	assert_null(strstr(r.out, "got SIGHUP"));
 }
 
+/*
+ * A signal for lowkey once its output is made and before the program starts (the shim raises it
+ * at lowkey's first pipe2()): the program never runs, the output is removed, and lowkey ends of
+ * that signal.
+ */
+static void signalled_before_the_program(void **state)
+{
+	(void)state;
+	lkt_sh(&r,
+	       "cd '%s' || exit 3; rm -rf early.ctf; "
+	       "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 "
+	       "LD_PRELOAD=" SIGNAL_SHIM " LKT_SHIM_RAISE=%d:1 " LOWKEY " trace -o early.ctf -- "
+	       "echo program ran 2>&1; st=$?; [ -e early.ctf ] && echo output left; exit $st",
+	       scratch, SIGTERM);
+	expect(128 + SIGTERM, NULL);
+	assert_null(strstr(r.out, "program ran"));
+	assert_null(strstr(r.out, "output left"));
+}
+
 /* test_trace_cli --mdwe-exec PROGRAM ARGS: forbid writable code, then run PROGRAM with it. */
 static int mdwe_exec(char **argv)
 {
@@ -482,6 +501,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(sites_that_cannot_be_turned_on_fail_the_trace),
 		cmocka_unit_test(sigterm_and_sighup_are_passed_on),
 		cmocka_unit_test(ignored_signals_stay_ignored),
+		cmocka_unit_test(signalled_before_the_program),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -21,6 +21,9 @@
 #ifndef WORKLOAD_BIN
 #error "WORKLOAD_BIN: the path of counter_workload"
 #endif
+#ifndef SIGNAL_SHIM
+#error "SIGNAL_SHIM: the path of lkt_signal_shim (tests/cli/signal_shim.c)"
+#endif
 
 static struct run_result r;
 
@@ -347,6 +350,61 @@ static void term_and_hup_are_passed_on(void **state)
 			      "kill -HUP $$"),
 			 128 + SIGHUP);
 	contains(r.err, "\"runs\": 1");
+}
+
+/* What the signal shim is asked to do (tests/cli/signal_shim.c): one of its variables. */
+static const char *shim_var, *shim_value;
+
+/* In the child before it executes lowkey: the shim preloaded, with shim_var set. */
+static int with_signal_shim(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+	const char *old = getenv("ASAN_OPTIONS");
+	char opts[512];
+
+	/* the shim comes before the sanitizer's runtime, which would refuse to start */
+	snprintf(opts, sizeof(opts), "%s%sverify_asan_link_order=0", old ? old : "",
+		 old && *old ? ":" : "");
+	setenv("ASAN_OPTIONS", opts, 1);
+#endif
+	return setenv("LD_PRELOAD", SIGNAL_SHIM, 1) || setenv(shim_var, shim_value, 1);
+}
+
+/*
+ * The command ended while lowkey stat held it before its exec (a ^C from the terminal reaches it
+ * there too): lowkey says so and exits as the command did, where it died of SIGPIPE at the byte
+ * that lets the command go.
+ */
+static void command_ended_while_held(void **state)
+{
+	char *argv[] = { LOWKEY_BIN, "stat", "-e", "task-clock", "--", "true", NULL };
+
+	(void)state;
+	shim_var = "LKT_SHIM_END_HELD";
+	shim_value = "2"; /* SIGINT */
+	assert_int_equal(run_stat(with_signal_shim, argv), 128 + SIGINT);
+	contains(r.err, "'true' was ended by SIGINT before it started");
+}
+
+/*
+ * A signal for lowkey between two runs of -r, when no command runs to take it (here at the start
+ * of the second run): lowkey prints the runs done, then ends of that signal.
+ */
+static void signal_between_runs(void **state)
+{
+	char *argv[] = { LOWKEY_BIN, "stat",	   "-r", "3",	 "--json",
+			 "-e",	     "task-clock", "--", "true", NULL };
+	char value[16];
+	int sigs[] = { SIGINT, SIGTERM };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		snprintf(value, sizeof(value), "%d:3", sigs[i]); /* two pipes a run */
+		shim_var = "LKT_SHIM_RAISE";
+		shim_value = value;
+		assert_int_equal(run_stat(with_signal_shim, argv), 128 + sigs[i]);
+		contains(r.err, "\"runs\": 1");
+	}
 }
 
 /* The name in /proc/PID/comm ("" once it is gone). */
@@ -768,6 +826,8 @@ int main(void)
 		cmocka_unit_test(exit_status_is_the_commands),
 		cmocka_unit_test(command_keeps_the_dispositions),
 		cmocka_unit_test(term_and_hup_are_passed_on),
+		cmocka_unit_test(command_ended_while_held),
+		cmocka_unit_test(signal_between_runs),
 		cmocka_unit_test(missing_command_exits_127),
 		cmocka_unit_test(usage_errors_exit_2),
 		cmocka_unit_test(unknown_event_names_it_and_suggests),

@@ -532,6 +532,18 @@ static void signalled_while_running(void **state)
 				 "was killed by signal 1 ");
 }
 
+/* A signal for lowkey after it made its directory, before the program started: it is removed. */
+static void signalled_before_the_program(void **state)
+{
+	static struct lkt_run r;
+
+	(void)state;
+	lkt_signal_before_start(&r, SIGNAL_SHIM, LOWKEY " locks -- echo program ran", "program ran",
+				SIGTERM);
+	lkt_signal_before_start(&r, SIGNAL_SHIM, LOWKEY " locks -- echo program ran", "program ran",
+				SIGINT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -544,6 +556,7 @@ int main(void)
 		cmocka_unit_test(command_reports_sites),
 		cmocka_unit_test(command_refuses_bad_usage),
 		cmocka_unit_test(signalled_while_running),
+		cmocka_unit_test(signalled_before_the_program),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -606,6 +606,16 @@ static void signalled_while_running(void **state)
 				 128 + SIGHUP, "\"exit_status\": 129");
 }
 
+/* A signal for lowkey after it made its plan, before the program started: the plan is removed. */
+static void signalled_before_the_program(void **state)
+{
+	(void)state;
+	lkt_signal_before_start(&r, SIGNAL_SHIM, LOWKEY " races -- " FIXTURE_BIN " started 1",
+				"started", SIGTERM);
+	lkt_signal_before_start(&r, SIGNAL_SHIM, LOWKEY " races -- " FIXTURE_BIN " started 1",
+				"started", SIGHUP);
+}
+
 static void pid_refused(void **state)
 {
 	(void)state;
@@ -795,6 +805,7 @@ int main(void)
 		cmocka_unit_test(cxx_heap_block_named_by_new_caller),
 		cmocka_unit_test(attached_with_heap),
 		cmocka_unit_test(signalled_while_running),
+		cmocka_unit_test(signalled_before_the_program),
 	};
 
 	if (can_sample(NULL))

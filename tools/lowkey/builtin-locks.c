@@ -27,6 +27,7 @@
 #include "util/locks.h"
 #include "util/locks_html.h"
 #include "util/preload_run.h"
+#include "util/signal_forward.h"
 #include "lowkey-locks-paths.h"
 
 static const char locks_usage[] =
@@ -325,15 +326,54 @@ static int open_outputs(const struct options *o, FILE **out)
 	return 0;
 }
 
-static int locks_run(int argc, char **argv)
+/* The command run in a new directory for the figures, then the report; the directory removed. */
+static int run_and_report(char **argv, const char *lib, struct options *o, FILE *out)
 {
-	char lib_buf[PATH_MAX], exe[PATH_MAX], dir[PATH_MAX];
-	const char *lib;
-	struct options o;
+	char dir[PATH_MAX];
 	struct lks_clock start;
 	uint64_t end_ns;
 	pid_t child = 0;
-	int first, status, ret;
+	int status, ret;
+
+	ret = preload_make_dir("lowkey-locks", dir, sizeof(dir));
+	if (ret) {
+		if (out != stderr)
+			fclose(out);
+		cli_error("locks", "set TMPDIR to a writable directory",
+			  "cannot make a directory for the figures: %s", strerror(-ret));
+		return CLI_EXIT_FAIL;
+	}
+	start = lks_clock_now();
+	status = run(argv, lib, dir, o, &child);
+	end_ns = monotonic_ns();
+	if (status < 0) {
+		if (status != -EINTR) /* else asked to stop before it started */
+			cli_error("locks", NULL, "cannot run '%s': %s", argv[0], strerror(-status));
+		rmdir(dir);
+		if (out != stderr)
+			fclose(out);
+		return -status == ENOENT ? 127 : -status == EINTR ? CLI_EXIT_FAIL : 126;
+	}
+	ret = report(out, dir, o, &start, end_ns, child, status, argv[0]);
+	if (out != stderr && fclose(out) != 0 && !ret) {
+		cli_error("locks", NULL, "writing %s failed: %s", o->output, strerror(errno));
+		ret = CLI_EXIT_FAIL;
+	}
+	rmdir(dir);
+	exit_note(status, argv[0]);
+	if (ret)
+		return ret;
+	/* the command's own status, as lowkey stat and trace give it */
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int locks_run(int argc, char **argv)
+{
+	char lib_buf[PATH_MAX], exe[PATH_MAX];
+	struct signal_defer held_back;
+	const char *lib;
+	struct options o;
+	int first, ret;
 	FILE *out = stderr;
 
 	first = parse_options(argc, argv, &o);
@@ -349,35 +389,11 @@ static int locks_run(int argc, char **argv)
 		ret = open_outputs(&o, &out);
 	if (ret)
 		return ret;
-	ret = preload_make_dir("lowkey-locks", dir, sizeof(dir));
-	if (ret) {
-		if (out != stderr)
-			fclose(out);
-		cli_error("locks", "set TMPDIR to a writable directory",
-			  "cannot make a directory for the figures: %s", strerror(-ret));
-		return CLI_EXIT_FAIL;
-	}
-	start = lks_clock_now();
-	status = run(argv, lib, dir, &o, &child);
-	end_ns = monotonic_ns();
-	if (status < 0) {
-		cli_error("locks", NULL, "cannot run '%s': %s", argv[0], strerror(-status));
-		rmdir(dir);
-		if (out != stderr)
-			fclose(out);
-		return -status == ENOENT ? 127 : 126;
-	}
-	ret = report(out, dir, &o, &start, end_ns, child, status, argv[0]);
-	if (out != stderr && fclose(out) != 0 && !ret) {
-		cli_error("locks", NULL, "writing %s failed: %s", o.output, strerror(errno));
-		ret = CLI_EXIT_FAIL;
-	}
-	rmdir(dir);
-	exit_note(status, argv[0]);
-	if (ret)
-		return ret;
-	/* the command's own status, as lowkey stat and trace give it */
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	/* from here a signal lets lowkey remove its directory first (signal_forward.h) */
+	signal_forward_defer(&held_back);
+	ret = run_and_report(argv, lib, &o, out);
+	signal_forward_undefer(&held_back);
+	return ret;
 }
 
 const struct cli_command cmd_locks = {

@@ -26,6 +26,7 @@
 #include "internal/outfile.h"
 #include "util/preload_run.h"
 #include "util/races.h"
+#include "util/signal_forward.h"
 #include "lowkey-races-paths.h"
 
 #define RACES_EXIT_FOUND 66 /* as ThreadSanitizer's exitcode */
@@ -455,7 +456,9 @@ static int run_sampled(char **argv, const char *lib, const struct objects *objs,
 		return CLI_EXIT_FAIL;
 	snprintf(var, sizeof(var), "LOWKEY_RACES_FILE=%s", path);
 	status = preload_run(argv, lib, env, &child);
-	if (status < 0) {
+	if (status == -EINTR) {
+		ret = CLI_EXIT_FAIL; /* asked to stop before it started: the caller raises it */
+	} else if (status < 0) {
 		cli_error("races", NULL, "cannot run '%s': %s", argv[0], strerror(-status));
 		ret = -status == ENOENT ? 127 : 126;
 	} else {
@@ -473,6 +476,19 @@ static int run_sampled(char **argv, const char *lib, const struct objects *objs,
 	if (found)
 		return RACES_EXIT_FOUND;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* run_sampled(), a signal for lowkey held back until its plan is removed (signal_forward.h). */
+static int run_deferring_signals(char **argv, const char *lib, const struct objects *objs,
+				 struct options *o, struct races_code *code)
+{
+	struct signal_defer held_back;
+	int ret;
+
+	signal_forward_defer(&held_back);
+	ret = run_sampled(argv, lib, objs, o, code);
+	signal_forward_undefer(&held_back);
+	return ret;
 }
 
 /* --pid: the plan handed to the library waiting in the process, then the report. */
@@ -595,7 +611,7 @@ static int races_run(int argc, char **argv)
 	if (!ret && o.pid)
 		ret = run_attached(lib, objs, &o, &code);
 	else if (!ret)
-		ret = run_sampled(argv, lib, objs, &o, &code);
+		ret = run_deferring_signals(argv, lib, objs, &o, &code);
 	races_code_free(&code);
 	races_suppressions_free(&o.suppressions);
 	free(objs);

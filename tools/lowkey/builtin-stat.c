@@ -16,6 +16,7 @@
 #include "bench.h"
 #include "builtin.h"
 #include "internal/outfile.h"
+#include "util/signal_forward.h"
 #include "util/stat.h"
 
 #define MAX_REPEAT 1000000 /* runs kept in memory for the mean and spread */
@@ -269,6 +270,7 @@ static void print_result(const struct stat_options *o, struct stat_result *r)
 static int stat_run(int argc, char **argv)
 {
 	struct stat_result r = { 0 };
+	struct signal_defer held_back;
 	struct stat_options o;
 	char err[1024];
 	int rc;
@@ -292,6 +294,8 @@ static int stat_run(int argc, char **argv)
 		rc = CLI_EXIT_FAIL;
 		goto done;
 	}
+	if (o.argv[0])
+		signal_forward_defer(&held_back);
 	rc = o.argv[0] ? stat_command(&o, &r) : stat_attached(&o, &r);
 	if (r.runs > 0) /* else nothing was counted, and the error is printed */
 		print_result(&o, &r);
@@ -299,6 +303,8 @@ static int stat_run(int argc, char **argv)
 		cli_error("stat", NULL, "writing %s failed: %s", o.output, strerror(errno));
 		rc = CLI_EXIT_FAIL;
 	}
+	if (o.argv[0])
+		signal_forward_undefer(&held_back); /* a ^C between runs ends lowkey here */
 	if (rc < 0)
 		rc = o.argv[0] ? r.exit_status : CLI_EXIT_OK;
 done:

@@ -155,7 +155,11 @@ int preload_run(char **argv, const char *lib, char *const env[], pid_t *child)
 
 	if (pipe2(pipefd, O_CLOEXEC) != 0)
 		return -errno;
-	signal_forward_start(&sf);
+	if (!signal_forward_start(&sf)) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return -EINTR;
+	}
 	pid = fork();
 	if (pid < 0) {
 		exec_errno = errno;
@@ -166,7 +170,7 @@ int preload_run(char **argv, const char *lib, char *const env[], pid_t *child)
 	}
 	if (pid == 0) {
 		close(pipefd[0]);
-		signal_forward_end(&sf);
+		signal_forward_child(&sf);
 		child_environment(lib, env);
 		execvp(argv[0], argv);
 		exec_errno = errno;

@@ -41,8 +41,9 @@ int preload_check_command(const char *name, const char *cmd, const char *lost, c
  * them to the command too), and SIGTERM and SIGHUP, unless ignored already, are sent on to the
  * command, which is still waited for: a caller killed or hung up on reports and cleans up as for a
  * command killed by that signal. The command starts with the signal dispositions and mask the
- * caller had. Returns its wait status, or -errno when it could not be started (exec's errno
- * through a pipe); *child is its pid.
+ * caller had (not signal_forward_defer()'s). Returns its wait status, or -errno when it could not
+ * be started (exec's errno through a pipe), -EINTR when the caller's signal_forward_defer() held a
+ * signal back and the command was not started; *child is its pid.
  */
 int preload_run(char **argv, const char *lib, char *const env[], pid_t *child);
 

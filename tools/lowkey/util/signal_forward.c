@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,12 +24,59 @@ static void forward_signal(int sig)
 	errno = saved_errno;
 }
 
+/* The signal held back since signal_forward_defer(); 0 when none. */
+static volatile sig_atomic_t deferred;
+/* The dispositions before signal_forward_defer(), for the command; NULL outside a defer. */
+static const struct sigaction *defer_old;
+
+static void defer_signal(int sig)
+{
+	if (!deferred)
+		deferred = sig;
+}
+
+void signal_forward_defer(struct signal_defer *sd)
+{
+	struct sigaction hold = { .sa_handler = defer_signal, .sa_flags = SA_RESTART };
+
+	sigemptyset(&hold.sa_mask);
+	for (int i = 0; i < SIGNAL_FORWARD_N; i++)
+		sigaddset(&hold.sa_mask, handled_signals[i]);
+	deferred = 0;
+	for (int i = 0; i < SIGNAL_FORWARD_N; i++) {
+		sigaction(handled_signals[i], NULL, &sd->old[i]);
+		if (sd->old[i].sa_handler != SIG_IGN)
+			sigaction(handled_signals[i], &hold, NULL);
+	}
+	defer_old = sd->old;
+}
+
+int signal_forward_deferred(void)
+{
+	return deferred;
+}
+
+void signal_forward_undefer(const struct signal_defer *sd)
+{
+	int sig;
+
+	for (int i = 0; i < SIGNAL_FORWARD_N; i++)
+		sigaction(handled_signals[i], &sd->old[i], NULL);
+	defer_old = NULL;
+	sig = deferred;
+	deferred = 0;
+	if (!sig)
+		return;
+	fflush(NULL);
+	raise(sig); /* a handler lowkey was started with runs, as it would have */
+}
+
 static bool passed_on(int sig)
 {
 	return sig == SIGTERM || sig == SIGHUP;
 }
 
-void signal_forward_start(struct signal_forward *sf)
+bool signal_forward_start(struct signal_forward *sf)
 {
 	sigset_t block;
 
@@ -36,8 +84,15 @@ void signal_forward_start(struct signal_forward *sf)
 	for (int i = 0; i < SIGNAL_FORWARD_N; i++)
 		sigaddset(&block, handled_signals[i]);
 	sigprocmask(SIG_BLOCK, &block, &sf->old_mask);
-	for (int i = 0; i < SIGNAL_FORWARD_N; i++)
+	if (deferred) {
+		sigprocmask(SIG_SETMASK, &sf->old_mask, NULL);
+		return false;
+	}
+	for (int i = 0; i < SIGNAL_FORWARD_N; i++) {
 		sigaction(handled_signals[i], NULL, &sf->old[i]);
+		sf->child[i] = defer_old ? defer_old[i] : sf->old[i];
+	}
+	return true;
 }
 
 void signal_forward_to(const struct signal_forward *sf, pid_t pid)
@@ -114,5 +169,13 @@ void signal_forward_end(const struct signal_forward *sf)
 	forward_pid = 0;
 	for (int i = 0; i < SIGNAL_FORWARD_N; i++)
 		sigaction(handled_signals[i], &sf->old[i], NULL);
+	sigprocmask(SIG_SETMASK, &sf->old_mask, NULL);
+}
+
+void signal_forward_child(const struct signal_forward *sf)
+{
+	forward_pid = 0;
+	for (int i = 0; i < SIGNAL_FORWARD_N; i++)
+		sigaction(handled_signals[i], &sf->child[i], NULL);
 	sigprocmask(SIG_SETMASK, &sf->old_mask, NULL);
 }

@@ -9,12 +9,15 @@
  * The command starts with the dispositions and the signal mask lowkey was started with.
  *
  * Use, around fork():
- *	signal_forward_start(&sf);
+ *	signal_forward_defer(&sd);		from the command's set-up on
+ *	if (!signal_forward_start(&sf))		a signal came during the set-up: clean up
  *	pid = fork();
- *	child:		signal_forward_end(&sf); ... exec
+ *	child:		signal_forward_child(&sf); ... exec
  *	lowkey:		signal_forward_to(&sf, pid); ... signal_forward_wait(pid, true, &status);
  *			signal_forward_end(&sf);
  *	fork failed:	signal_forward_end(&sf);
+ *	... the report, the files removed ...
+ *	signal_forward_undefer(&sd);		a signal held back ends lowkey now
  *
  * One command at a time per process: the pid signals go to is a process-wide variable.
  * Costs about fifteen sigaction() and sigprocmask() calls per command, a pidfd polled while
@@ -32,18 +35,45 @@
 
 #define SIGNAL_FORWARD_N 4 /* SIGINT, SIGQUIT, SIGTERM, SIGHUP */
 
-/* The caller's signal state, as it was before signal_forward_start(). */
+/* The caller's signal state, as it was before signal_forward_start(), and the command's. */
 struct signal_forward {
 	sigset_t old_mask;
+	struct sigaction old[SIGNAL_FORWARD_N];
+	struct sigaction child[SIGNAL_FORWARD_N]; /* as lowkey was started: not the defer's */
+};
+
+/* The dispositions before signal_forward_defer(). */
+struct signal_defer {
 	struct sigaction old[SIGNAL_FORWARD_N];
 };
 
 /*
+ * signal_forward_defer - from now until signal_forward_undefer(), outside
+ * signal_forward_start()..signal_forward_end() (the command's set-up, its report, the gaps between
+ * lowkey stat -r's runs), SIGINT, SIGQUIT, SIGTERM and SIGHUP are held back instead of ending lowkey
+ * halfway with the files it made left behind; one lowkey was started ignoring stays ignored.
+ * Async-signal-safe; one defer at a time per process.
+ */
+void signal_forward_defer(struct signal_defer *sd);
+
+/* signal_forward_deferred - the first signal held back since signal_forward_defer(), or 0. */
+int signal_forward_deferred(void);
+
+/*
+ * signal_forward_undefer - the dispositions as they were before signal_forward_defer(); then a
+ * signal held back is raised and ends lowkey as it would have at once (stdio flushed first, so
+ * that what lowkey printed is not lost). Not async-signal-safe (fflush).
+ */
+void signal_forward_undefer(const struct signal_defer *sd);
+
+/*
  * signal_forward_start - before fork(): the four signals blocked, the caller's state saved. They
  * stay blocked until signal_forward_to(), so that none is lost in between and none reaches the
- * child before it has the caller's dispositions back. Async-signal-safe.
+ * child before it has the caller's dispositions back. false, and nothing changed, when a signal
+ * was held back since signal_forward_defer(): lowkey was asked to stop, so the command is not
+ * started. Async-signal-safe.
  */
-void signal_forward_start(struct signal_forward *sf);
+bool signal_forward_start(struct signal_forward *sf);
 
 /*
  * signal_forward_to - in lowkey after fork(): SIGINT and SIGQUIT ignored, SIGTERM and SIGHUP
@@ -67,10 +97,16 @@ bool signal_forward_wait(pid_t pid, bool block, int *status);
 bool signal_forward_wait4(pid_t pid, bool block, int *status, struct rusage *ru);
 
 /*
- * signal_forward_end - the dispositions and the mask as they were before signal_forward_start():
- * in the child before exec, in lowkey after the command was reaped or fork() failed.
- * Async-signal-safe.
+ * signal_forward_end - in lowkey after the command was reaped or fork() failed: the dispositions
+ * and the mask as they were before signal_forward_start(). Async-signal-safe.
  */
 void signal_forward_end(const struct signal_forward *sf);
+
+/*
+ * signal_forward_child - in the child before exec: the mask as it was before
+ * signal_forward_start(), and the dispositions lowkey was started with (before any
+ * signal_forward_defer()). Async-signal-safe.
+ */
+void signal_forward_child(const struct signal_forward *sf);
 
 #endif

@@ -193,7 +193,7 @@ static void child_exec(char **argv, const struct signal_forward *sf, int go, int
 	char byte;
 	int err;
 
-	signal_forward_end(sf);
+	signal_forward_child(sf);
 	if (read(go, &byte, 1) != 1)
 		_exit(CLI_EXIT_FAIL); /* lowkey gave up before starting it */
 	execvp(argv[0], argv);
@@ -203,6 +203,7 @@ static void child_exec(char **argv, const struct signal_forward *sf, int go, int
 	_exit(err == ENOENT ? 127 : 126);
 }
 
+/* 0, -EINTR when lowkey was asked to stop before the command started, or another -errno. */
 static int start_child(char **argv, struct child *ch)
 {
 	int go[2], failed[2];
@@ -215,7 +216,13 @@ static int start_child(char **argv, struct child *ch)
 		return -EMFILE;
 	}
 	fflush(NULL);
-	signal_forward_start(&ch->signals);
+	if (!signal_forward_start(&ch->signals)) {
+		close(go[0]);
+		close(go[1]);
+		close(failed[0]);
+		close(failed[1]);
+		return -EINTR;
+	}
 	ch->pid = fork();
 	if (ch->pid < 0) {
 		int err = -errno;
@@ -241,15 +248,29 @@ static int start_child(char **argv, struct child *ch)
 
 /*
  * Let the held child exec, and from now pass SIGTERM and SIGHUP on to it. One that came while it
- * was held waited until now: passed on then, it would have ended the child before its exec, and
- * the byte written here would have raised SIGPIPE in lowkey.
+ * was held waited until now: passed on then, it would have ended the child before its exec.
+ * false when the child is gone: something else ended it while it was held (a ^C from the
+ * terminal reaches it too), and the write failed with EPIPE. SIGPIPE is blocked around the write,
+ * and the one it raised taken back, so that lowkey says so instead of dying of it.
  */
-static void let_go(struct child *ch)
+static bool let_go(struct child *ch)
 {
-	if (write(ch->go, "g", 1) != 1)
-		kill(ch->pid, SIGKILL);
+	struct timespec now = { 0, 0 };
+	sigset_t pipe_only, old;
+	bool gone;
+
+	sigemptyset(&pipe_only);
+	sigaddset(&pipe_only, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &pipe_only, &old);
+	gone = write(ch->go, "g", 1) != 1;
+	if (gone && errno == EPIPE && !sigismember(&old, SIGPIPE))
+		sigtimedwait(&pipe_only, NULL, &now);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (gone)
+		kill(ch->pid, SIGKILL); /* if it is still there, it must not run the command */
 	close(ch->go);
 	signal_forward_to(&ch->signals, ch->pid);
+	return !gone;
 }
 
 static void wait_child(struct child *ch, int *status, struct rusage *ru)
@@ -385,9 +406,12 @@ static int intervals_of_child(const struct stat_options *o, struct stat_result *
 	return err;
 }
 
+/* What start_run() and run_once() return when lowkey was asked to stop before the run began. */
+#define RUN_STOPPED (-2)
+
 /*
  * Start the command, held, and open its counters; describe the events at the first run. Returns
- * -1 with *ch and *c set, or an exit status for lowkey after the error is printed.
+ * -1 with *ch and *c set, RUN_STOPPED, or an exit status for lowkey after the error is printed.
  */
 static int start_run(const struct stat_options *o, struct stat_result *r, int run, struct child *ch,
 		     struct lk_counters **c)
@@ -396,6 +420,8 @@ static int start_run(const struct stat_options *o, struct stat_result *r, int ru
 	int status, err;
 
 	err = start_child(o->argv, ch);
+	if (err == -EINTR)
+		return RUN_STOPPED;
 	if (err) {
 		cli_error("stat", NULL, "cannot start '%s': %s", o->argv[0], strerror(-err));
 		return CLI_EXIT_FAIL;
@@ -422,6 +448,17 @@ static int start_run(const struct stat_options *o, struct stat_result *r, int ru
 	if (o->verbose && run == 0)
 		say_what_was_opened(*c, o, ch->pid);
 	return -1;
+}
+
+/* The held child was ended before it could exec: the status it ended with. */
+static int ended_before_start(const struct stat_options *o, int status)
+{
+	if (WIFSIGNALED(status))
+		cli_error("stat", NULL, "'%s' was ended by SIG%s before it started", o->argv[0],
+			  sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
+	else
+		cli_error("stat", NULL, "'%s' ended before it started", o->argv[0]);
+	return exit_code(status);
 }
 
 /* The command could not be executed: its exit status, as a shell's. */
@@ -461,7 +498,8 @@ static int read_run(const struct stat_options *o, struct stat_result *r, int run
 }
 
 /* One run of the command. Returns an exit status for lowkey when the run could not happen
- * (>= 0), or -1 after a run whose figures are in r. */
+ * (>= 0), RUN_STOPPED when lowkey was asked to stop before it, or -1 after a run whose figures are
+ * in r. */
 static int run_once(const struct stat_options *o, struct stat_result *r, int run)
 {
 	struct lk_counters *c = NULL;
@@ -472,12 +510,17 @@ static int run_once(const struct stat_options *o, struct stat_result *r, int run
 	ssize_t got;
 
 	rc = start_run(o, r, run, &ch, &c);
-	if (rc >= 0)
+	if (rc >= 0 || rc == RUN_STOPPED)
 		return rc;
 	if (o->all_cpus)
 		lk_counters_enable(c); /* the CPUs from now: the command is about to exec */
 	t0 = stat_now_ns();
-	let_go(&ch);
+	if (!let_go(&ch)) {
+		close(ch.failed);
+		wait_child(&ch, &status, &ru);
+		lk_counters_close(c);
+		return ended_before_start(o, status);
+	}
 	got = read(ch.failed, &exec_errno, sizeof(exec_errno));
 	close(ch.failed);
 	if (got != (ssize_t)sizeof(exec_errno)) {
@@ -527,6 +570,8 @@ int stat_command(const struct stat_options *o, struct stat_result *r)
 		return CLI_EXIT_FAIL;
 	for (int run = 0; run < o->repeat && rc < 0; run++) {
 		rc = run_once(o, r, run);
+		if (rc == RUN_STOPPED)
+			return -1; /* the runs so far stand; the caller's signal_forward_undefer() ends lowkey */
 		if (rc < 0 && asked_to_stop(r->exit_status))
 			break;
 	}

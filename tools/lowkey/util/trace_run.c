@@ -73,7 +73,7 @@ exec_command(const struct trace_opts *o, const struct signal_forward *sf, int st
 	struct stat st;
 	int err;
 
-	signal_forward_end(sf);
+	signal_forward_child(sf);
 	fcntl(status_fd, F_SETFD, 0); /* the one fd the command inherits */
 	for (int i = 0; i < o->nglobs; i++) {
 		strcat(list, i ? "," : "");
@@ -321,7 +321,7 @@ static int finish(const struct trace_opts *o, struct run *r, int code)
 	return unmatched ? CLI_EXIT_FAIL : code;
 }
 
-int trace_run_command(struct trace_opts *o)
+static int run_command(struct trace_opts *o)
 {
 	struct run r = { .status_fd = -1 };
 	int sv[2], exec_pipe[2], exec_err = 0, code, status;
@@ -337,7 +337,14 @@ int trace_run_command(struct trace_opts *o)
 		return CLI_EXIT_FAIL;
 	}
 	fflush(NULL);
-	signal_forward_start(&sf);
+	if (!signal_forward_start(&sf)) { /* asked to stop before it started */
+		close(sv[0]);
+		close(sv[1]);
+		close(exec_pipe[0]);
+		close(exec_pipe[1]);
+		trace_discard_output(o);
+		return CLI_EXIT_FAIL;
+	}
 	r.child = fork();
 	if (r.child < 0) {
 		signal_forward_end(&sf);
@@ -372,4 +379,16 @@ int trace_run_command(struct trace_opts *o)
 	close(r.status_fd);
 	signal_forward_end(&sf);
 	return finish(o, &r, code);
+}
+
+int trace_run_command(struct trace_opts *o)
+{
+	struct signal_defer held_back;
+	int code;
+
+	/* a signal for lowkey outside the command's run waits until the trace is finished or removed */
+	signal_forward_defer(&held_back);
+	code = run_command(o);
+	signal_forward_undefer(&held_back);
+	return code;
 }
