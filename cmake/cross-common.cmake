@@ -37,21 +37,22 @@ set(ENV{PKG_CONFIG_LIBDIR} "${lk_pc_libdir}")
 set(ENV{PKG_CONFIG_PATH} "")
 set(ENV{PKG_CONFIG_SYSROOT_DIR} "")
 
-# CTest runs each test as `qemu-<arch>-static -E LD_LIBRARY_PATH=/usr/TRIPLET/lib TEST`. Executables
-# name the cross libc's dynamic loader at its path on this host (/usr/TRIPLET/lib/ld-linux-*) as
-# their interpreter, so qemu needs no -L prefix: with one, qemu looks each absolute path a program
-# uses up under a lock of its own, which fork() copies into the child held when another thread was
-# looking one up, and the child's first absolute path then waits for ever. (The executables of this
-# build therefore run under qemu on this host, not on a machine of the target.) What is not in
-# /usr/TRIPLET (multiarch's /usr/lib/TRIPLET, the deps prefix: the build's RPATH names it) the
-# loader finds at its own path. LD_LIBRARY_PATH keeps the loader's libc its own: the loader reads
-# the host's /etc/ld.so.cache, which lists multiarch's libc6:arm64 (a libcmocka-dev:arm64
-# dependency) -- a libc of another Debian revision than libc6-arm64-cross's loader, with which the
-# first pthread_create() hangs.
+# CTest runs each test as `qemu-<arch>-static -L / -E LD_LIBRARY_PATH=/usr/TRIPLET/lib TEST`.
+# Executables name the cross libc's dynamic loader at its path on this host
+# (/usr/TRIPLET/lib/ld-linux-*) as their interpreter, so that qemu needs no prefix to find it, and
+# -L / turns qemu's prefix lookup off (without -L it still looks in its built-in prefix): that
+# lookup takes a lock of qemu's own around each absolute path a program uses, which fork() copies
+# into the child held when another thread was looking one up, and the child's first absolute path
+# then waits for ever. (The executables of this build therefore run under qemu on this host, not on
+# a machine of the target.) The loader finds what is not in /usr/TRIPLET (multiarch's
+# /usr/lib/TRIPLET, the deps prefix: the build's RPATH names it) at its own path. LD_LIBRARY_PATH
+# keeps the loader's libc its own: the loader reads the host's /etc/ld.so.cache, which lists
+# multiarch's libc6:arm64 (a libcmocka-dev:arm64 dependency) -- a libc of another Debian revision
+# than libc6-arm64-cross's loader, with which the first pthread_create() hangs.
 file(GLOB LK_CROSS_LOADER /usr/${LK_CROSS_TRIPLET}/lib/ld-linux-*.so.1)
 if(NOT LK_CROSS_LOADER)
   message(FATAL_ERROR "no dynamic loader of the cross libc in /usr/${LK_CROSS_TRIPLET}/lib: install its libc6-dev-*-cross package")
 endif()
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-Wl,--dynamic-linker=${LK_CROSS_LOADER}")
 find_program(LK_CROSS_QEMU_PATH ${LK_CROSS_QEMU} REQUIRED)
-set(CMAKE_CROSSCOMPILING_EMULATOR ${LK_CROSS_QEMU_PATH} -E LD_LIBRARY_PATH=/usr/${LK_CROSS_TRIPLET}/lib)
+set(CMAKE_CROSSCOMPILING_EMULATOR ${LK_CROSS_QEMU_PATH} -L / -E LD_LIBRARY_PATH=/usr/${LK_CROSS_TRIPLET}/lib)

@@ -1,7 +1,7 @@
 # Cross-building lowkey for 64-bit RISC-V (riscv64, RV64GC, lp64d) with Debian's cross compilers,
 # tests run under qemu-user:
 #   cmake -S . -B build-riscv64 --toolchain cmake/riscv64.cmake -DLK_CROSS_DEPS=DIR
-#   cd build-riscv64 && ctest        # each test runs as qemu-riscv64-static TEST (cross-common.cmake)
+#   cd build-riscv64 && ctest        # each test runs as qemu-riscv64-static -L / TEST (cross-common.cmake)
 # Packages (deps/cross-riscv64.deps): gcc-riscv64-linux-gnu, g++-riscv64-linux-gnu,
 # libc6-dev-riscv64-cross, qemu-user-static. Debian 12 has no riscv64 packages of the libraries:
 # `make test-cross-riscv64` cross-builds cmocka from Debian's source package and installs it under
