@@ -8,6 +8,7 @@
  *				locks make one, after their directory)
  *   LKT_SHIM_END_HELD=SIG	when lowkey stat lets its held child go (the one-byte "g" write), send
  *				SIG to that child first and wait until it has ended
+ *   LKT_SHIM_RAISE_REAPED=SIG	raise SIG in lowkey as soon as wait4() has reaped a child
  *   LKT_SHIM_DIRS=FILE		append each directory lowkey makes with mkdtemp() to FILE, a line each
  */
 #include <dlfcn.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,6 +81,17 @@ ssize_t write(int fd, const void *buf, size_t len)
 		counted_pid = 0;
 	}
 	return real(fd, buf, len);
+}
+
+pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
+{
+	pid_t (*real)(pid_t, int *, int, struct rusage *) = next("wait4");
+	const char *sig = getenv("LKT_SHIM_RAISE_REAPED");
+	pid_t got = real(pid, status, options, ru);
+
+	if (sig && got > 0 && in_lowkey())
+		raise(atoi(sig));
+	return got;
 }
 
 char *mkdtemp(char *tmpl)

@@ -407,6 +407,21 @@ static void signal_between_runs(void **state)
 	}
 }
 
+/*
+ * A SIGTERM for lowkey the moment the command has been reaped, before lowkey has its own handling
+ * back: it is no longer the command's to take, and ends lowkey once the figures are printed.
+ */
+static void signal_once_the_command_ended(void **state)
+{
+	char *argv[] = { LOWKEY_BIN, "stat", "--json", "-e", "task-clock", "--", "true", NULL };
+
+	(void)state;
+	shim_var = "LKT_SHIM_RAISE_REAPED";
+	shim_value = "15"; /* SIGTERM */
+	assert_int_equal(run_stat(with_signal_shim, argv), 128 + SIGTERM);
+	contains(r.err, "\"runs\": 1");
+}
+
 /* The name in /proc/PID/comm ("" once it is gone). */
 static void comm_of(pid_t pid, char *comm, size_t size)
 {
@@ -828,6 +843,7 @@ int main(void)
 		cmocka_unit_test(term_and_hup_are_passed_on),
 		cmocka_unit_test(command_ended_while_held),
 		cmocka_unit_test(signal_between_runs),
+		cmocka_unit_test(signal_once_the_command_ended),
 		cmocka_unit_test(missing_command_exits_127),
 		cmocka_unit_test(usage_errors_exit_2),
 		cmocka_unit_test(unknown_event_names_it_and_suggests),

@@ -12,27 +12,30 @@
 
 static const int handled_signals[SIGNAL_FORWARD_N] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP };
 
+/* The signal held back since signal_forward_defer(); 0 when none. */
+static volatile sig_atomic_t deferred;
+/* The dispositions before signal_forward_defer(), for the command; NULL outside a defer. */
+static const struct sigaction *defer_old;
+
 /* The command forward_signal() passes signals on to; 0 when none. */
 static volatile sig_atomic_t forward_pid;
 
+static void defer_signal(int sig)
+{
+	if (!deferred)
+		deferred = sig;
+}
+
+/* To the command; once it is reaped (before signal_forward_end()), held back as no command runs. */
 static void forward_signal(int sig)
 {
 	int saved_errno = errno;
 
 	if (forward_pid > 0)
 		kill((pid_t)forward_pid, sig);
+	else if (defer_old)
+		defer_signal(sig);
 	errno = saved_errno;
-}
-
-/* The signal held back since signal_forward_defer(); 0 when none. */
-static volatile sig_atomic_t deferred;
-/* The dispositions before signal_forward_defer(), for the command; NULL outside a defer. */
-static const struct sigaction *defer_old;
-
-static void defer_signal(int sig)
-{
-	if (!deferred)
-		deferred = sig;
 }
 
 void signal_forward_defer(struct signal_defer *sd)

@@ -78,7 +78,8 @@ bool signal_forward_start(struct signal_forward *sf);
 /*
  * signal_forward_to - in lowkey after fork(): SIGINT and SIGQUIT ignored, SIGTERM and SIGHUP
  * caught and sent to pid, then the four unblocked (a SIGTERM or SIGHUP that came since
- * signal_forward_start() is sent on now). Async-signal-safe.
+ * signal_forward_start() is sent on now). One that comes once pid is reaped is held back, as
+ * signal_forward_defer() holds them, if a defer is on. Async-signal-safe.
  */
 void signal_forward_to(const struct signal_forward *sf, pid_t pid);
 
