@@ -550,6 +550,27 @@ static void attached_until_the_process_exits(void **state)
 }
 
 /*
+ * lowkey races --pid hung up on (its terminal closed) while it samples: it stops the sampling,
+ * reports, and removes its plan, as for ^C.
+ */
+static void attached_then_hung_up(void **state)
+{
+	(void)state;
+	racy_sh(START_WAITING("plain", "60") ATTACH
+		" & cli=$!; "
+		"for i in $(seq 3000); do plan=$(grep -o '/[^ ]*lowkey-races[^ ]*/plan' "
+		"/proc/$pid/maps | head -1); [ -n \"$plan\" ] && break; sleep 0.01; done; "
+		"[ -n \"$plan\" ] || { kill -9 $cli $pid; exit 3; }; "
+		"kill -HUP $cli; wait $cli; st=$?; kill $pid; wait $pid; "
+		"[ -e \"$plan\" ] && echo plan left: $plan && rm -r \"${plan%%/plan}\"; exit $st");
+	if (r.status != 0 && r.status != 66)
+		print_error("exit %d, output:\n%s\n", r.status, r.out);
+	assert_true(r.status == 0 || r.status == 66);
+	assert_non_null(strstr(r.out, "\"exit_status\": null"));
+	assert_null(strstr(r.out, "plan left"));
+}
+
+/*
  * A child the program forks has no thread waiting for --pid, and keeps no copy of the socket
  * (which would hold its name after the parent exits); the parent can still be attached to.
  */
@@ -806,6 +827,7 @@ int main(void)
 		cmocka_unit_test(attached_with_heap),
 		cmocka_unit_test(signalled_while_running),
 		cmocka_unit_test(signalled_before_the_program),
+		cmocka_unit_test(attached_then_hung_up),
 	};
 
 	if (can_sample(NULL))

@@ -478,19 +478,6 @@ static int run_sampled(char **argv, const char *lib, const struct objects *objs,
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* run_sampled(), a signal for lowkey held back until its plan is removed (signal_forward.h). */
-static int run_deferring_signals(char **argv, const char *lib, const struct objects *objs,
-				 struct options *o, struct races_code *code)
-{
-	struct signal_defer held_back;
-	int ret;
-
-	signal_forward_defer(&held_back);
-	ret = run_sampled(argv, lib, objs, o, code);
-	signal_forward_undefer(&held_back);
-	return ret;
-}
-
 /* --pid: the plan handed to the library waiting in the process, then the report. */
 static int run_attached(const char *lib, const struct objects *objs, struct options *o,
 			struct races_code *code)
@@ -579,6 +566,20 @@ static const char *with_heap(const char *lib, char *buf, size_t len)
 	return buf;
 }
 
+/* The command run or the process attached to, a signal for lowkey held back until its plan is
+ * removed (signal_forward.h). */
+static int run_deferring_signals(char **argv, const char *lib, const struct objects *objs,
+				 struct options *o, struct races_code *code)
+{
+	struct signal_defer held_back;
+	int ret;
+
+	signal_forward_defer(&held_back);
+	ret = o->pid ? run_attached(lib, objs, o, code) : run_sampled(argv, lib, objs, o, code);
+	signal_forward_undefer(&held_back);
+	return ret;
+}
+
 static int races_run(int argc, char **argv)
 {
 	char lib_buf[PATH_MAX], heap_buf[2 * PATH_MAX + 2], exe[PATH_MAX];
@@ -608,9 +609,7 @@ static int races_run(int argc, char **argv)
 		ret = decode(exe, &o, objs, &code);
 	if (!ret && !o.seeded && getrandom(&o.seed, sizeof(o.seed), 0) != (ssize_t)sizeof(o.seed))
 		o.seed = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
-	if (!ret && o.pid)
-		ret = run_attached(lib, objs, &o, &code);
-	else if (!ret)
+	if (!ret)
 		ret = run_deferring_signals(argv, lib, objs, &o, &code);
 	races_code_free(&code);
 	races_suppressions_free(&o.suppressions);

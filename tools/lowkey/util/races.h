@@ -150,7 +150,8 @@ const struct races_insn *races_insn_ending(const struct races_code *code, uint8_
  * races_attach - hand the plan open at plan_fd to liblowkey-races.so waiting in process pid
  * (started with it preloaded and LOWKEY_RACES_ATTACH=1; program: its executable, for messages;
  * lib: the library's path, for the hint) and wait until it stops sampling: the plan's duration,
- * the process's exit, or ^C / SIGTERM, which ask it to stop and remove its watchpoints. Returns 0
+ * the process's exit, or ^C / SIGTERM / SIGHUP, which ask it to stop and remove its watchpoints
+ * (blocked meanwhile: one that comes before the sampling begins stops it at once). Returns 0
  * when the library took the plan (the plan's flags and error say whether it sampled), or
  * CLI_EXIT_FAIL after saying why on stderr: nothing waits (not started so, another network
  * namespace), another process answers, it refused the plan (another executable), no answer.

@@ -98,17 +98,23 @@ static int next_reply(int conn, int timeout_ms)
 	return n == 1 ? byte : 0;
 }
 
-/* Until the library is done, or ^C (or SIGTERM), which asks it to stop first. */
+/* ^C, SIGTERM and a hang-up: each asks the library to stop, then lowkey reports. */
+static void stop_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+}
+
+/* Until the library is done, or one of stop_signals() (blocked by the caller) asks it to stop. */
 static void wait_done(int conn)
 {
 	struct pollfd p[2] = { { .fd = conn, .events = POLLIN }, { .fd = -1, .events = POLLIN } };
-	sigset_t stop, old;
+	sigset_t stop;
 	int reply;
 
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGTERM);
-	sigprocmask(SIG_BLOCK, &stop, &old);
+	stop_signals(&stop);
 	p[1].fd = signalfd(-1, &stop, SFD_CLOEXEC);
 	for (;;) {
 		if (poll(p, p[1].fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
@@ -130,10 +136,9 @@ static void wait_done(int conn)
 	}
 	if (p[1].fd >= 0)
 		close(p[1].fd);
-	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
-int races_attach(pid_t pid, int plan_fd, const char *program, const char *lib)
+static int attach_and_wait(pid_t pid, int plan_fd, const char *program, const char *lib)
 {
 	int conn = connect_to(pid, lib), reply, ret = 0;
 
@@ -163,5 +168,25 @@ int races_attach(pid_t pid, int plan_fd, const char *program, const char *lib)
 		ret = CLI_EXIT_FAIL;
 	} /* LKR_ATTACH_DONE at once: it could not start; the plan says why */
 	close(conn);
+	return ret;
+}
+
+/*
+ * The stop signals are blocked from before the plan is handed over: one that comes before the
+ * sampling begins stops it as soon as it does, and one that comes when the attach fails is taken
+ * back, so that lowkey removes its plan and says what happened rather than dying of it.
+ */
+int races_attach(pid_t pid, int plan_fd, const char *program, const char *lib)
+{
+	struct timespec now = { 0, 0 };
+	sigset_t stop, old;
+	int ret;
+
+	stop_signals(&stop);
+	sigprocmask(SIG_BLOCK, &stop, &old);
+	ret = attach_and_wait(pid, plan_fd, program, lib);
+	while (sigtimedwait(&stop, NULL, &now) > 0)
+		;
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	return ret;
 }
