@@ -352,8 +352,8 @@ static void term_and_hup_are_passed_on(void **state)
 	contains(r.err, "\"runs\": 1");
 }
 
-/* What the signal shim is asked to do (tests/cli/signal_shim.c): one of its variables. */
-static const char *shim_var, *shim_value;
+/* What the signal shim is asked to do (tests/cli/signal_shim.c): one of its variables, and another. */
+static const char *shim_var, *shim_value, *shim_var2, *shim_value2;
 
 /* In the child before it executes lowkey: the shim preloaded, with shim_var set. */
 static int with_signal_shim(void)
@@ -367,7 +367,8 @@ static int with_signal_shim(void)
 		 old && *old ? ":" : "");
 	setenv("ASAN_OPTIONS", opts, 1);
 #endif
-	return setenv("LD_PRELOAD", SIGNAL_SHIM, 1) || setenv(shim_var, shim_value, 1);
+	return setenv("LD_PRELOAD", SIGNAL_SHIM, 1) || setenv(shim_var, shim_value, 1) ||
+	       (shim_var2 && setenv(shim_var2, shim_value2, 1));
 }
 
 /*
@@ -420,6 +421,24 @@ static void signal_once_the_command_ended(void **state)
 	shim_value = "15"; /* SIGTERM */
 	assert_int_equal(run_stat(with_signal_shim, argv), 128 + SIGTERM);
 	contains(r.err, "\"runs\": 1");
+}
+
+/* Two signals while no command runs: the second ends lowkey at once, before the figures. */
+static void a_second_signal_acts_at_once(void **state)
+{
+	char *argv[] = { LOWKEY_BIN, "stat",	   "-r", "3",	 "--json",
+			 "-e",	     "task-clock", "--", "true", NULL };
+	int status;
+
+	(void)state;
+	shim_var = "LKT_SHIM_RAISE_REAPED"; /* the first, once the first run's command is reaped */
+	shim_value = "15";
+	shim_var2 = "LKT_SHIM_RAISE"; /* the second, as the second run would start */
+	shim_value2 = "15:3";
+	status = run_stat(with_signal_shim, argv);
+	shim_var2 = NULL;
+	assert_int_equal(status, 128 + SIGTERM);
+	assert_null(strstr(r.err, "\"runs\""));
 }
 
 /* The name in /proc/PID/comm ("" once it is gone). */
@@ -844,6 +863,7 @@ int main(void)
 		cmocka_unit_test(command_ended_while_held),
 		cmocka_unit_test(signal_between_runs),
 		cmocka_unit_test(signal_once_the_command_ended),
+		cmocka_unit_test(a_second_signal_acts_at_once),
 		cmocka_unit_test(missing_command_exits_127),
 		cmocka_unit_test(usage_errors_exit_2),
 		cmocka_unit_test(unknown_event_names_it_and_suggests),

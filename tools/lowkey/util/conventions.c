@@ -26,7 +26,7 @@ const char cli_conventions[] =
 	"   passed on. COMMAND starts with the dispositions and signal mask lowkey was started with.\n"
 	"   One of these four that comes while no COMMAND runs (before it starts, between the runs of\n"
 	"   stat -r, during the report) ends lowkey only once it has removed its files and printed\n"
-	"   what it has; a COMMAND that has not started does not.\n"
+	"   what it has; a COMMAND that has not started does not. A second one acts at once.\n"
 	"\n"
 	"Output:\n"
 	"   -j is --json wherever JSON is offered. Long work (the benchmarks, reading or converting a\n"

@@ -20,10 +20,17 @@ static const struct sigaction *defer_old;
 /* The command forward_signal() passes signals on to; 0 when none. */
 static volatile sig_atomic_t forward_pid;
 
+/* The first is held back; a second means it (a long report): it acts at once, as undeferred. */
 static void defer_signal(int sig)
 {
-	if (!deferred)
+	if (!deferred) {
 		deferred = sig;
+		return;
+	}
+	for (int i = 0; i < SIGNAL_FORWARD_N; i++)
+		if (handled_signals[i] == sig && defer_old)
+			sigaction(sig, &defer_old[i], NULL);
+	raise(sig); /* blocked in its own handler: acts when the handler returns */
 }
 
 /* To the command; once it is reaped (before signal_forward_end()), held back as no command runs. */

@@ -51,7 +51,8 @@ struct signal_defer {
  * signal_forward_defer - from now until signal_forward_undefer(), outside
  * signal_forward_start()..signal_forward_end() (the command's set-up, its report, the gaps between
  * lowkey stat -r's runs), SIGINT, SIGQUIT, SIGTERM and SIGHUP are held back instead of ending lowkey
- * halfway with the files it made left behind; one lowkey was started ignoring stays ignored.
+ * halfway with the files it made left behind; one lowkey was started ignoring stays ignored. A
+ * second one acts at once, as it would have without the defer (whoever sends two means it).
  * Async-signal-safe; one defer at a time per process.
  */
 void signal_forward_defer(struct signal_defer *sd);
