@@ -239,7 +239,8 @@ static unsigned int claim_area(struct lk__probe_buffer *b, unsigned int k)
 	free_state = 0;
 	if (!__atomic_compare_exchange_n(&b->areas[spare].state, &free_state, LK__AREA_WRITING,
 					 false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		return LK__SLOTS + 1; /* cannot happen: one reader holds one area */
+		return LK__SLOTS +
+		       1; /* one reader holds one area: not expected; the event is dropped */
 	__atomic_store_n(&b->slot_area[k], spare, __ATOMIC_RELEASE);
 	b->spare = a;
 	return spare;
@@ -262,8 +263,11 @@ static uint8_t *switch_area(struct lk__probe_buffer *b, struct lk__probe_tls *t)
 				 __ATOMIC_RELAXED);
 		__atomic_fetch_and(&ar->state, ~LK__AREA_WRITING, __ATOMIC_RELEASE);
 	}
-	if (s >= LK__SLOTS)
+	/* once per s: after a start that failed, the next record tries the same s again */
+	if (s >= LK__SLOTS && b->left_at != s) {
 		retire_oldest(b, s);
+		b->left_at = s;
+	}
 	a = claim_area(b, k);
 	if (a > LK__SLOTS) {
 		b->slow_end = 0;
@@ -295,6 +299,7 @@ static void attach_overwrite(struct lk__probe_buffer *b)
 	b->spare = LK__SLOTS;
 	b->cur = 0;
 	b->left = 0;
+	b->left_at = LK__NONE;
 	b->snapshotted = false;
 	__atomic_store_n(&b->seq, LK__NONE, __ATOMIC_RELAXED);
 	prctl(PR_GET_NAME, b->name, 0, 0, 0); /* snapshots write it; the ring would lose it */

@@ -97,6 +97,7 @@ struct lk__probe_buffer {
 	unsigned int cur;   /* producer: the area it writes */
 	unsigned int spare; /* producer: the area no slot holds */
 	uint64_t left;	    /* producer: events in sub-buffers that left the ring */
+	uint64_t left_at;   /* producer: the s whose start retired the oldest; LK__NONE: none */
 	uint64_t seq;	    /* the newest sub-buffer's number; LK__NONE before the first */
 	unsigned int slot_area[LK__SLOTS]; /* slot seq % LK__SLOTS: the area holding it */
 	struct lk__area areas[LK__SLOTS + 1];

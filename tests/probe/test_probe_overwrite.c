@@ -20,6 +20,7 @@
 
 #include <lowkey/lowkey.h>
 
+#include "consumer_hold.h"
 #include "probe/probe_internal.h"
 #include "trace_check.h"
 
@@ -203,6 +204,61 @@ static void keeps_exactly_the_newest(void **state)
 }
 
 /* Fewer events than the ring holds: all of them, none discarded; then strings and CPU time. */
+/* ---- a sub-buffer that cannot start: its one event dropped, the older one retired once ---- */
+
+#define PER_AREA (8192 / 24) /* fr:seq records in a sub-buffer of RING */
+
+static struct lk__probe_buffer *my_ring(void)
+{
+	for (struct lk__probe_buffer *b = lk__probe_buffers; b; b = b->next)
+		if (b->tid == gettid() && !b->dead && b->trace_gen == lk__trace.gen)
+			return b;
+	return NULL;
+}
+
+/*
+ * Both areas a new sub-buffer may take (its slot's and the spare) held by readers, as the
+ * protocol's one reader never does: the event that needed it is dropped and counted, and the
+ * sub-buffer that left the ring at that start is not counted again when the next event starts it.
+ */
+static void a_refused_start_is_counted_once(void **state)
+{
+	uint64_t next = (uint64_t)PER_AREA * 10, end = next + (uint64_t)PER_AREA * 12;
+	struct lk__probe_buffer *b;
+	unsigned int held[2];
+	char dir[256];
+	struct fr_trace t;
+
+	(void)state;
+	assert_true(lk_probe_enable("fr") >= 0);
+	start_overwrite(dir, sizeof(dir), "fr-refused", 0);
+	record_sequence(0, next); /* sub-buffers 0..9, full: the next event starts 10 */
+	lkt_hold_consumer(true);  /* its counting holds areas too */
+	b = my_ring();
+	assert_non_null(b);
+	assert_int_equal(b->seq, 9);
+	held[0] = b->slot_area[10 % LK__SLOTS];
+	held[1] = b->spare;
+	for (int i = 0; i < 2; i++)
+		__atomic_fetch_or(&b->areas[held[i]].state, LK__AREA_READING, __ATOMIC_ACQ_REL);
+	LK_PROBE(fr, seq, next, next * 3 + 1); /* no room: dropped */
+	assert_int_equal(b->seq, 9);
+	for (int i = 0; i < 2; i++)
+		__atomic_fetch_and(&b->areas[held[i]].state, ~LK__AREA_READING, __ATOMIC_RELEASE);
+	lkt_hold_consumer(false);
+	record_sequence(next + 1, end); /* 10 starts now; the dropped one is overwritten since */
+	assert_int_equal(lk_trace_snapshot(NULL), 0);
+	fr_read(&t, dir, "fr:seq");
+	assert_int_equal(t.n, 1);
+	assert_int_equal(t.dropped, 1);
+	/* lost: the one dropped and those overwritten, which are one fewer than the first value */
+	assert_int_equal(t.s[0].lost, t.s[0].first);
+	assert_int_equal(t.s[0].last, end - 1);
+	assert_int_equal(t.s[0].last - t.s[0].first + 1, t.s[0].events);
+	assert_int_equal(lk_trace_stop(), 0);
+	lkt_rmrf(dir);
+}
+
 static void short_run_and_variable_records(void **state)
 {
 	char dir[256];
@@ -585,6 +641,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(keeps_exactly_the_newest),
+		cmocka_unit_test(a_refused_start_is_counted_once),
 		cmocka_unit_test(short_run_and_variable_records),
 		cmocka_unit_test(packets_split_inside_large_sub_buffers),
 		cmocka_unit_test(json_snapshots),
