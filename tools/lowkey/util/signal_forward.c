@@ -61,11 +61,6 @@ void signal_forward_defer(struct signal_defer *sd)
 	defer_old = sd->old;
 }
 
-int signal_forward_deferred(void)
-{
-	return deferred;
-}
-
 void signal_forward_undefer(const struct signal_defer *sd)
 {
 	int sig;

@@ -57,9 +57,6 @@ struct signal_defer {
  */
 void signal_forward_defer(struct signal_defer *sd);
 
-/* signal_forward_deferred - the first signal held back since signal_forward_defer(), or 0. */
-int signal_forward_deferred(void);
-
 /*
  * signal_forward_undefer - the dispositions as they were before signal_forward_defer(); then a
  * signal held back is raised and ends lowkey as it would have at once (stdio flushed first, so
