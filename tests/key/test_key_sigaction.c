@@ -165,7 +165,13 @@ static int first_handler_child(void)
 		return 1;
 	if (pthread_create(&t, NULL, install_midway, (void *)site) != 0)
 		return 2;
-	for (int flips = 0; flips < 100000 && after < 1000; flips++) {
+	/*
+	 * Until 1000 flips have come since the watcher installed the handler, and it has seen the
+	 * site change since (it may not run for a while: a loaded machine, an emulator).
+	 */
+	for (int flips = 0; flips < 100000 &&
+			    (after < 1000 || __atomic_load_n(&changes_seen, __ATOMIC_RELAXED) < 2);
+	     flips++) {
 		on = !on;
 		if ((on ? lk_key_enable(&first_key) : lk_key_disable(&first_key)) != 0)
 			return 3;
