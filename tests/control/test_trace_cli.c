@@ -417,10 +417,10 @@ static void tracing_from_the_environment_alone(void **state)
 static void hangup_then_terminate(const char *shell_setup)
 {
 	lkt_sh(&r,
-	       "cd '%s' || exit 3; %s " LOWKEY " trace -o signals.ctf -- " TARGET
-	       " signals >signals.out "
+	       "cd '%s' || exit 3; rm -f signals.out signals.err; %s " LOWKEY
+	       " trace -o signals.ctf -- " TARGET " signals >signals.out "
 	       "2>signals.err & cli=$!; "
-	       "for i in $(seq 3000); do grep -q ready signals.out && break; sleep 0.01; done; "
+	       "for i in $(seq 3000); do grep -qs ready signals.out && break; sleep 0.01; done; "
 	       "kill -HUP $cli; kill -TERM $cli; wait $cli; st=$?; "
 	       "cat signals.out signals.err; exit $st",
 	       scratch, shell_setup);
