@@ -90,7 +90,7 @@ static uint8_t *put(uint8_t *w, const struct lk__trace_reader *r, const struct l
 
 static void same_bytes(bool cputime)
 {
-	char dir[] = "/tmp/lkt-pft-fast-XXXXXX", ctf[64], out[64], err[256];
+	char dir[] = "/tmp/lkt-pft-fast-XXXXXX", ctf[64], out[64], meta[80], err[256];
 	struct lk_trace_config config = { .path = ctf, .flags = cputime ? LK_TRACE_CPUTIME : 0 };
 	struct lk__pft_stream warm = { .tid = 4242 }, fast = { .tid = 4242 },
 			      slow = { .tid = 4242 };
@@ -173,7 +173,9 @@ static void same_bytes(bool cputime)
 	free(bytes);
 	unlink(out);
 	lk__remove_streams(ctf);
-	unlink(ctf), rmdir(ctf), rmdir(dir);
+	snprintf(meta, sizeof(meta), "%s/metadata", ctf);
+	unlink(meta);
+	rmdir(ctf), rmdir(dir);
 }
 
 static void fast_path_writes_the_general_paths_bytes(void **state)

@@ -143,7 +143,7 @@ static void ticks_to_ns_alike(void **state)
 	static const uint64_t rates[] = { 62500000,    62500001, 1000000007,
 					  2999999999u, 3,	 20000000011u };
 	static const uint64_t starts[] = { 1000, (1ull << 57) + 12345, (1ull << 62) + 7 };
-	char dir[] = "/tmp/lkt-trace-time-XXXXXX", ctf[64], out[64], err[256];
+	char dir[] = "/tmp/lkt-trace-time-XXXXXX", ctf[64], out[64], meta[80], err[256];
 	struct lk_trace_config config = { .path = ctf };
 	struct lk__trace_reader r;
 
@@ -167,7 +167,9 @@ static void ticks_to_ns_alike(void **state)
 	lk__reader_close(&r);
 	unlink(out);
 	lk__remove_streams(ctf);
-	unlink(ctf), rmdir(ctf), rmdir(dir);
+	snprintf(meta, sizeof(meta), "%s/metadata", ctf);
+	unlink(meta);
+	rmdir(ctf), rmdir(dir);
 }
 
 /* Before the trace's start (a damaged trace, another CPU's counter a hair behind): rounded down. */
