@@ -347,12 +347,14 @@ static int run_and_report(char **argv, const char *lib, struct options *o, FILE 
 	status = run(argv, lib, dir, o, &child);
 	end_ns = monotonic_ns();
 	if (status < 0) {
-		if (status != -EINTR) /* else asked to stop before it started */
+		if (status != -EINTR)
 			cli_error("locks", NULL, "cannot run '%s': %s", argv[0], strerror(-status));
 		rmdir(dir);
 		if (out != stderr)
 			fclose(out);
-		return -status == ENOENT ? 127 : -status == EINTR ? CLI_EXIT_FAIL : 126;
+		if (status == -EINTR)
+			return CLI_EXIT_FAIL; /* asked to stop before it started */
+		return -status == ENOENT ? 127 : 126;
 	}
 	ret = report(out, dir, o, &start, end_ns, child, status, argv[0]);
 	if (out != stderr && fclose(out) != 0 && !ret) {
