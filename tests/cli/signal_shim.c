@@ -9,6 +9,8 @@
  *   LKT_SHIM_END_HELD=SIG	when lowkey stat lets its held child go (the one-byte "g" write), send
  *				SIG to that child first and wait until it has ended
  *   LKT_SHIM_RAISE_REAPED=SIG	raise SIG in lowkey as soon as wait4() has reaped a child
+ *   LKT_SHIM_RAISE_SENT=SIG:N	raise SIG in lowkey once its Nth sendmsg() has returned (lowkey
+ *				trace --pid sends one a rule, then the start, then the stop)
  *   LKT_SHIM_DIRS=FILE		append each directory lowkey makes with mkdtemp() to FILE, a line each
  */
 #include <dlfcn.h>
@@ -20,12 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 static pid_t counted_pid; /* the last process lowkey opened a counter on */
 static int pipes_made;
+static int messages_sent;
 
 static int in_lowkey(void)
 {
@@ -92,6 +96,18 @@ pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
 	if (sig && got > 0 && in_lowkey())
 		raise(atoi(sig));
 	return got;
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	ssize_t (*real)(int, const struct msghdr *, int) = next("sendmsg");
+	const char *want = getenv("LKT_SHIM_RAISE_SENT");
+	ssize_t n = real(fd, msg, flags);
+	int sig, at;
+
+	if (want && in_lowkey() && sscanf(want, "%d:%d", &sig, &at) == 2 && ++messages_sent == at)
+		raise(sig);
+	return n;
 }
 
 char *mkdtemp(char *tmpl)

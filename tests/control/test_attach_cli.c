@@ -242,6 +242,45 @@ static void ctrl_c_stops_the_trace(void **state)
 	end_target(pid);
 }
 
+/* lowkey trace --pid with SIGINT raised in it once it has sent its nth message to the process. */
+static void trace_interrupted_after_message(pid_t pid, int nth, const char *out)
+{
+	lkt_sh(&r,
+	       "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 "
+	       "LD_PRELOAD=%s LKT_SHIM_RAISE_SENT=%d:%d %s trace --pid %d -e 'app:*' -o '%s'",
+	       SIGNAL_SHIM, SIGINT, nth, LOWKEY, (int)pid, out);
+}
+
+/* Between the start sent and the reply: the trace that started is stopped and finished. */
+static void ctrl_c_as_the_trace_starts(void **state)
+{
+	pid_t pid = spawn_target(TARGET, true, NULL);
+
+	(void)state;
+	trace_interrupted_after_message(pid, 2, in_scratch("ctrlc-start.ctf"));
+	expect(0, "Ctrl-C stops");
+	assert_non_null(strstr(r.out, "events (0 lost)"));
+	assert_true(lkt_count(in_scratch("ctrlc-start.ctf"), "app:tick").events >= 0);
+	polled = pid;
+	assert_true(lkt_wait_for(left_alone, NULL));
+	end_target(pid);
+}
+
+/* After a rule, before the start: nothing is started or made, and lowkey ends of the signal. */
+static void ctrl_c_before_the_trace_starts(void **state)
+{
+	pid_t pid = spawn_target(TARGET, true, NULL);
+	struct stat st;
+
+	(void)state;
+	trace_interrupted_after_message(pid, 1, in_scratch("ctrlc-before.ctf"));
+	expect(128 + SIGINT, "stopped by SIGINT (2) before the trace started");
+	assert_int_equal(stat(in_scratch("ctrlc-before.ctf"), &st), -1);
+	polled = pid;
+	assert_true(lkt_wait_for(left_alone, NULL));
+	end_target(pid);
+}
+
 static void a_killed_lowkey_leaves_the_process_as_it_was(void **state)
 {
 	pid_t pid = spawn_target(TARGET, true, NULL), lk;
@@ -672,6 +711,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(attaching_records_the_processs_events),
 		cmocka_unit_test(ctrl_c_stops_the_trace),
+		cmocka_unit_test(ctrl_c_as_the_trace_starts),
+		cmocka_unit_test(ctrl_c_before_the_trace_starts),
 		cmocka_unit_test(a_killed_lowkey_leaves_the_process_as_it_was),
 		cmocka_unit_test(the_processs_exit_ends_the_trace),
 		cmocka_unit_test(a_process_killed_mid_trace_leaves_its_events),

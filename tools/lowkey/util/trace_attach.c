@@ -3,8 +3,9 @@
  * lowkey trace --pid PID: trace a running process through its control socket.
  *
  * The rules go in as session rules and the trace is started with "stop on close": if this command
- * is killed, the process removes the rules and stops the trace by itself. Ctrl-C, SIGTERM or the
- * end of --duration stop the trace properly; a process that exits meanwhile finishes the trace
+ * is killed, the process removes the rules and stops the trace by itself. Ctrl-C, SIGTERM, SIGHUP
+ * (caught from the connection on: one before the start leaves the trace unstarted) or the end of
+ * --duration stop the trace properly; a process that exits meanwhile finishes the trace
  * and says so (EXIT); one that is killed leaves what it wrote, which is read back here.
  *
  * The process may be another user's, and hostile: every wait for it is bounded, and a second
@@ -38,11 +39,60 @@
 #define STOP_TIMEOUT_MS (10 * 60 * 1000) /* a JSON trace is converted by the process at its stop */
 #define STATUS_EVERY_MS 1000		 /* the status line's clock while tracing */
 
+/* Ctrl-C, kill(1) and a closed terminal stop the trace; one lowkey was started ignoring stays so */
+static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
+static struct sigaction stop_old[3];
 static volatile sig_atomic_t stop_signal;
+static bool stop_acted_on; /* the trace was stopped for it: it does not end lowkey as well */
 
+static void release_stop_signal(int sig)
+{
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
+		if (stop_signals[i] == sig)
+			sigaction(sig, &stop_old[i], NULL);
+}
+
+/* The first asks for the trace's end; a second acts at once (whoever sends two means it). */
 static void on_stop(int sig)
 {
-	stop_signal = sig;
+	if (!stop_signal) {
+		stop_signal = sig;
+		return;
+	}
+	release_stop_signal(sig);
+	raise(sig); /* blocked in its own handler: acts when the handler returns */
+}
+
+/*
+ * From the connection on: a signal that comes while the trace starts must stop it, not end lowkey
+ * with the process tracing for no one until it sees the connection closed.
+ */
+static void catch_stop_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_stop };
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++) {
+		sigaction(stop_signals[i], NULL, &stop_old[i]);
+		if (stop_old[i].sa_handler != SIG_IGN)
+			sigaction(stop_signals[i], &sa, NULL);
+	}
+}
+
+static void restore_stop_signals(void)
+{
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
+		sigaction(stop_signals[i], &stop_old[i], NULL);
+}
+
+/* The dispositions as they were; then a signal that stopped no trace ends lowkey as it would have. */
+static void release_stop_signals(void)
+{
+	restore_stop_signals();
+	if (stop_signal && !stop_acted_on) {
+		fflush(NULL);
+		raise(stop_signal);
+	}
 }
 
 /* Why the process cannot be attached to, in one line. */
@@ -216,16 +266,6 @@ static double now_s(void)
 
 enum ending { STOP_ASKED, PROCESS_EXITED, PROCESS_VANISHED };
 
-static void on_stop_signals(void (*handler)(int))
-{
-	struct sigaction sa = { .sa_handler = handler };
-
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-}
-
 /* Wait for the duration, a signal, or the process's end; on a terminal, the time so far. */
 static enum ending wait_for_end(struct lk__ctl_client *c, const struct trace_opts *o,
 				const char *name, struct trace_totals *t)
@@ -233,7 +273,6 @@ static enum ending wait_for_end(struct lk__ctl_client *c, const struct trace_opt
 	double start = now_s(), deadline = o->duration ? start + o->duration : 0;
 	struct lk__ctl_msg m;
 
-	on_stop_signals(on_stop);
 	while (!stop_signal) {
 		struct pollfd p = { .fd = c->fd, .events = POLLIN };
 		int timeout = STATUS_EVERY_MS, rc;
@@ -309,7 +348,8 @@ static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char
 	char err[1024];
 	int rc;
 
-	on_stop_signals(SIG_DFL); /* a second Ctrl-C leaves without waiting */
+	stop_acted_on = true;
+	restore_stop_signals(); /* a second Ctrl-C leaves without waiting */
 	c->on_progress = show_progress;
 	c->progress_arg = (void *)lk__trace_format_name((enum lk_trace_format)o->format);
 	status_show("process %d (%s) is finishing the trace", (int)o->pid, name);
@@ -381,27 +421,35 @@ static int exited(struct lk__ctl_client *c, const char *err)
 	return CLI_EXIT_FAIL;
 }
 
-int trace_attach(struct trace_opts *o)
+/* A signal came before the trace started: it is not started, and the rules sent go with the connection. */
+static int stopped_before_start(struct lk__ctl_client *c, const struct trace_opts *o,
+				const char *name)
 {
-	char err[1024], name[64];
+	char sig[32];
+
+	lk__ctl_disconnect(c);
+	fprintf(stderr,
+		"lowkey trace: stopped by %s before the trace started; process %d (%s) is as it was\n",
+		lk__signal_name(stop_signal, sig, sizeof(sig)), (int)o->pid, name);
+	return CLI_EXIT_FAIL;
+}
+
+static int trace_connected(struct trace_opts *o, struct lk__ctl_client *c, char *name,
+			   size_t namelen)
+{
 	struct handover h = { .dir_fd = -1 };
 	struct trace_totals t = { 0 };
-	struct lk__ctl_client c;
 	uid_t uid = (uid_t)-1;
 	gid_t gid = (gid_t)-1;
 	enum ending end;
+	char err[1024];
 	int rc;
 
-	proc_name_of(o->pid, name, sizeof(name));
-	status_begin("trace", !o->quiet && !o->json);
-	rc = lk__ctl_connect(&c, o->pid, err, sizeof(err));
-	if (rc)
-		return explain_connect(o->pid, name, rc, err);
-	proc_name_of(o->pid, name, sizeof(name)); /* it may have exec'd while lowkey waited */
-	if (lk__ctl_check(&c, err, sizeof(err)) != 0)
-		return exited(&c, err);
-	if (send_rules(&c, o, name) != 0) {
-		lk__ctl_disconnect(&c);
+	proc_name_of(o->pid, name, namelen); /* it may have exec'd while lowkey waited */
+	if (lk__ctl_check(c, err, sizeof(err)) != 0)
+		return exited(c, err);
+	if (send_rules(c, o, name) != 0) {
+		lk__ctl_disconnect(c);
 		return CLI_EXIT_FAIL;
 	}
 	/*
@@ -409,28 +457,30 @@ int trace_attach(struct trace_opts *o)
 	 * the one read when lowkey connected, while the pin held: never that of a process that took
 	 * its pid since.
 	 */
-	if (lk__ctl_check(&c, err, sizeof(err)) != 0)
-		return exited(&c, err);
-	if (geteuid() == 0 && c.uid != 0 && c.uid != (uid_t)-1) {
-		uid = c.uid;
-		gid = c.gid;
+	if (lk__ctl_check(c, err, sizeof(err)) != 0)
+		return exited(c, err);
+	if (stop_signal)
+		return stopped_before_start(c, o, name);
+	if (geteuid() == 0 && c->uid != 0 && c->uid != (uid_t)-1) {
+		uid = c->uid;
+		gid = c->gid;
 	}
 	/* this side makes the output, the process writes into it: never inside its own filesystem */
-	if (prepare(o, &c, uid, gid, &h) || start(&c, o, name, &h) != 0) {
+	if (prepare(o, c, uid, gid, &h) || start(c, o, name, &h) != 0) {
 		if (h.dir_fd >= 0)
 			close(h.dir_fd);
 		unprepare(o, &h);
-		lk__ctl_disconnect(&c);
+		lk__ctl_disconnect(c);
 		return CLI_EXIT_FAIL;
 	}
 	if (h.dir_fd >= 0)
 		close(h.dir_fd); /* the process has its own */
 	if (o->overwrite) {
-		lk__ctl_disconnect(&c);
+		lk__ctl_disconnect(c);
 		fprintf(stderr,
 			"lowkey trace: flight recorder started in process %d (%s); `lowkey snapshot --pid %d` "
 			"writes its newest events (first to %s%s)\n",
-			(int)o->pid, name, (int)o->pid, o->output, theirs(&c));
+			(int)o->pid, name, (int)o->pid, o->output, theirs(c));
 		return CLI_EXIT_OK;
 	}
 	if (o->duration)
@@ -439,24 +489,41 @@ int trace_attach(struct trace_opts *o)
 	else
 		fprintf(stderr, "lowkey trace: tracing process %d (%s) into %s; Ctrl-C stops\n",
 			(int)o->pid, name, o->output);
-	end = wait_for_end(&c, o, name, &t);
+	end = wait_for_end(c, o, name, &t);
 	status_clear();
 	if (end == STOP_ASKED) {
-		rc = stop(&c, o, name, &t);
-		lk__ctl_disconnect(&c);
+		rc = stop(c, o, name, &t);
+		lk__ctl_disconnect(c);
 		if (rc || convert_here(o, &h) != 0)
 			return CLI_EXIT_FAIL;
 	} else {
-		lk__ctl_disconnect(&c);
+		lk__ctl_disconnect(c);
 		fprintf(stderr, "lowkey trace: process %d (%s) %s\n", (int)o->pid, name,
 			end == PROCESS_EXITED ?
 				"exited; its trace is finished" :
 				"ended without finishing the trace: what it had written is kept");
 		if (end == PROCESS_EXITED && convert_here(o, &h) != 0)
 			return CLI_EXIT_FAIL;
-		if (end == PROCESS_VANISHED && read_back(o, &c, &h, &t) != 0)
+		if (end == PROCESS_VANISHED && read_back(o, c, &h, &t) != 0)
 			return CLI_EXIT_FAIL;
 	}
 	trace_print_summary(o, &t);
 	return CLI_EXIT_OK;
+}
+
+int trace_attach(struct trace_opts *o)
+{
+	struct lk__ctl_client c;
+	char err[1024], name[64];
+	int rc;
+
+	proc_name_of(o->pid, name, sizeof(name));
+	status_begin("trace", !o->quiet && !o->json);
+	rc = lk__ctl_connect(&c, o->pid, err, sizeof(err));
+	if (rc)
+		return explain_connect(o->pid, name, rc, err);
+	catch_stop_signals();
+	rc = trace_connected(o, &c, name, sizeof(name));
+	release_stop_signals();
+	return rc;
 }
