@@ -566,6 +566,76 @@ static void counts_a_running_process(void **state)
 	contains(r.err, "no process");
 }
 
+/* The mask on process pid's status line that starts with field ("SigCgt:"); 0 once it is gone. */
+static unsigned long long signal_mask_of(pid_t pid, const char *field)
+{
+	unsigned long long mask = 0;
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, field, strlen(field)) == 0)
+			mask = strtoull(line + strlen(field), NULL, 16);
+	if (f)
+		fclose(f);
+	return mask;
+}
+
+/* Until lowkey (pid) catches sig: it counts, and sig ends the count (a hang guard, not a timing). */
+static void wait_until_caught(pid_t pid, int sig)
+{
+	unsigned long long bit = 1ULL << (sig - 1);
+
+	for (int i = 0; i < 60000 && !(signal_mask_of(pid, "SigCgt:") & bit); i++)
+		usleep(1000);
+	if (!(signal_mask_of(pid, "SigCgt:") & bit))
+		fail_msg("lowkey stat -p does not catch signal %d after a minute", sig);
+}
+
+/* lowkey stat -p pid started with prepare's dispositions, ended by sig once it catches it. */
+static void count_until(const char *pid, run_prepare_fn prepare, int sig)
+{
+	char *argv[] = { LOWKEY_BIN, "stat", "-p", (char *)pid, "-e", "task-clock", NULL };
+	struct run_child c = { 0, -1, -1 };
+
+	assert_int_equal(run_start(argv, prepare, &c), 0);
+	wait_until_caught(c.pid, sig);
+	if (prepare == ignore_hup_int_quit)
+		assert_int_equal(signal_mask_of(c.pid, "SigIgn:") & HUP_INT_QUIT, HUP_INT_QUIT);
+	kill(c.pid, sig);
+	assert_int_equal(run_finish(&c, &r), 0);
+	assert_int_equal(r.status, 0);
+	contains(r.err, "task-clock");
+	contains(r.err, "seconds time elapsed");
+}
+
+/*
+ * -p until a signal: SIGINT, SIGTERM and SIGHUP each end the count, which lowkey stat prints; one
+ * lowkey stat was started ignoring (nohup) stays ignored.
+ */
+static void attached_until_a_signal(void **state)
+{
+	char pid[16];
+	int status;
+	pid_t child = fork();
+
+	(void)state;
+	if (child == 0) {
+		execl(WORKLOAD_BIN, WORKLOAD_BIN, "sleep", "60000", (char *)NULL);
+		_exit(127);
+	}
+	snprintf(pid, sizeof(pid), "%d", (int)child);
+	wait_for_the_workload(child);
+	count_until(pid, NULL, SIGINT);
+	count_until(pid, NULL, SIGTERM);
+	count_until(pid, NULL, SIGHUP);
+	count_until(pid, ignore_hup_int_quit, SIGTERM);
+	kill(child, SIGKILL);
+	waitpid(child, &status, 0);
+}
+
 /* The end of the process ends the count, before the duration. */
 static void process_exit_ends_the_count(void **state)
 {
@@ -876,6 +946,7 @@ int main(void)
 		cmocka_unit_test(repeats_give_mean_and_spread),
 		cmocka_unit_test(counts_a_running_process),
 		cmocka_unit_test(process_exit_ends_the_count),
+		cmocka_unit_test(attached_until_a_signal),
 		cmocka_unit_test(unprivileged_run),
 		cmocka_unit_test(seccomp_denied),
 		cmocka_unit_test(interval_counts_add_up),

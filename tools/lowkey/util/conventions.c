@@ -27,6 +27,8 @@ const char cli_conventions[] =
 	"   One of these four that comes while no COMMAND runs (before it starts, between the runs of\n"
 	"   stat -r, during the report) ends lowkey only once it has removed its files and printed\n"
 	"   what it has; a COMMAND that has not started does not. A second one acts at once.\n"
+	"   With --pid PID (stat, trace, races), SIGINT, SIGTERM and SIGHUP end the counting, the\n"
+	"   trace or the sampling in PID, and lowkey reports as usual.\n"
 	"\n"
 	"Output:\n"
 	"   -j is --json wherever JSON is offered. Long work (the benchmarks, reading or converting a\n"
