@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 
+#include "cli/proc_signals.h"
 #include "cli/run.h"
 #include "ctl_test.h"
 #include "control/control_internal.h"
@@ -277,6 +278,32 @@ static void ctrl_c_before_the_trace_starts(void **state)
 	expect(128 + SIGINT, "stopped by SIGINT (2) before the trace started");
 	assert_int_equal(stat(in_scratch("ctrlc-before.ctf"), &st), -1);
 	polled = pid;
+	assert_true(lkt_wait_for(left_alone, NULL));
+	end_target(pid);
+}
+
+/* A signal lowkey was started ignoring (nohup) stays ignored while it traces; the others stop it. */
+static void an_ignored_signal_stays_ignored(void **state)
+{
+	pid_t pid = spawn_target(TARGET, true, NULL), lk;
+	char pidarg[16], out[1024], log[1024];
+
+	(void)state;
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
+	snprintf(out, sizeof(out), "%s", in_scratch("ignored.ctf"));
+	snprintf(log, sizeof(log), "%s", in_scratch("ignored.log"));
+	signal(SIGINT, SIG_IGN); /* inherited by lowkey */
+	lk = spawn_lowkey(log, (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-e", "app:*",
+						"-o", out, NULL });
+	signal(SIGINT, SIG_DFL);
+	polled = pid;
+	assert_true(lkt_wait_for(tracing, NULL)); /* started: lowkey has its dispositions */
+	assert_true(lkt_process_has_signal(lk, "SigIgn:", SIGINT));
+	assert_true(lkt_process_has_signal(lk, "SigCgt:", SIGTERM));
+	assert_true(lkt_process_has_signal(lk, "SigCgt:", SIGHUP));
+	kill(lk, SIGTERM);
+	wait_lowkey(lk, log);
+	expect(0, "events (0 lost)");
 	assert_true(lkt_wait_for(left_alone, NULL));
 	end_target(pid);
 }
@@ -713,6 +740,7 @@ int main(void)
 		cmocka_unit_test(ctrl_c_stops_the_trace),
 		cmocka_unit_test(ctrl_c_as_the_trace_starts),
 		cmocka_unit_test(ctrl_c_before_the_trace_starts),
+		cmocka_unit_test(an_ignored_signal_stays_ignored),
 		cmocka_unit_test(a_killed_lowkey_leaves_the_process_as_it_was),
 		cmocka_unit_test(the_processs_exit_ends_the_trace),
 		cmocka_unit_test(a_process_killed_mid_trace_leaves_its_events),

@@ -41,6 +41,7 @@
 
 #include <lowkey/lowkey.h>
 
+#include "cli/proc_signals.h"
 #include "cli/run.h"
 #include "usdt_notes.h"
 
@@ -371,19 +372,11 @@ static int watcher_threads(pid_t *tids, int max)
 /* The signals thread tid blocks (SigBlk of its status). */
 static uint64_t blocked_signals(pid_t tid)
 {
-	char path[64], line[256];
+	char path[64];
 	uint64_t mask = 0;
-	bool found = false;
-	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
-	f = fopen(path, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "SigBlk: %" SCNx64, &mask) == 1)
-			found = true;
-	fclose(f);
-	assert_true(found);
+	assert_true(lkt_signal_mask(path, "SigBlk:", &mask));
 	return mask;
 }
 
