@@ -12,11 +12,14 @@
  *   LKT_SHIM_RAISE_SENT=SIG:N	raise SIG in lowkey once its Nth sendmsg() has returned (lowkey
  *				trace --pid sends one a rule, then the start, then the stop)
  *   LKT_SHIM_DIRS=FILE		append each directory lowkey makes with mkdtemp() to FILE, a line each
+ *   LKT_SHIM_RAISE_MADE_DIR=SIG	raise SIG in lowkey once its first mkdtemp() has made a directory
+ *				(lowkey races --pid: its plan's)
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,8 +116,9 @@ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 char *mkdtemp(char *tmpl)
 {
 	char *(*real)(char *) = next("mkdtemp");
-	const char *log = getenv("LKT_SHIM_DIRS");
+	const char *log = getenv("LKT_SHIM_DIRS"), *sig = getenv("LKT_SHIM_RAISE_MADE_DIR");
 	char *dir = real(tmpl);
+	static bool raised;
 
 	if (dir && log && in_lowkey()) {
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -123,6 +127,10 @@ char *mkdtemp(char *tmpl)
 			dprintf(fd, "%s\n", dir);
 			close(fd);
 		}
+	}
+	if (dir && sig && !raised && in_lowkey()) {
+		raised = true;
+		raise(atoi(sig));
 	}
 	return dir;
 }

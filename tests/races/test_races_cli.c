@@ -637,6 +637,31 @@ static void signalled_before_the_program(void **state)
 				"started", SIGHUP);
 }
 
+/*
+ * lowkey races --pid signalled as it makes its plan, before it hands it over: the process is not
+ * sampled, no report, the plan removed, and lowkey ends of the signal.
+ */
+static void attached_signalled_before_the_plan_was_handed_over(void **state)
+{
+	(void)state;
+	racy_sh(START_WAITING(
+		"plain",
+		"3") "d=$(mktemp -d) || exit 3; "
+		     "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 "
+		     "LD_PRELOAD=" SIGNAL_SHIM
+		     " LKT_SHIM_RAISE_MADE_DIR=2 LKT_SHIM_DIRS=$d/dirs " ATTACH
+		     "; st=$?; kill $pid; wait $pid; "
+		     "[ -s $d/dirs ] || echo no directory made; "
+		     "while read dir; do [ -e \"$dir\" ] && echo directory left: $dir && rm -r \"$dir\"; "
+		     "done <$d/dirs; rm -r $d; exit $st");
+	if (r.status != 128 + SIGINT)
+		print_error("exit %d (wanted %d), output:\n%s\n", r.status, 128 + SIGINT, r.out);
+	assert_int_equal(r.status, 128 + SIGINT);
+	assert_null(strstr(r.out, "exit_status"));
+	assert_null(strstr(r.out, "no directory made"));
+	assert_null(strstr(r.out, "directory left"));
+}
+
 static void pid_refused(void **state)
 {
 	(void)state;
@@ -828,6 +853,7 @@ int main(void)
 		cmocka_unit_test(signalled_while_running),
 		cmocka_unit_test(signalled_before_the_program),
 		cmocka_unit_test(attached_then_hung_up),
+		cmocka_unit_test(attached_signalled_before_the_plan_was_handed_over),
 	};
 
 	if (can_sample(NULL))

@@ -154,7 +154,8 @@ const struct races_insn *races_insn_ending(const struct races_code *code, uint8_
  * (blocked meanwhile: one that comes before the sampling begins stops it at once). Returns 0
  * when the library took the plan (the plan's flags and error say whether it sampled), or
  * CLI_EXIT_FAIL after saying why on stderr: nothing waits (not started so, another network
- * namespace), another process answers, it refused the plan (another executable), no answer.
+ * namespace), another process answers, it refused the plan (another executable), no answer; or,
+ * saying nothing, when a signal was held back before (signal_forward_held()): not attached.
  */
 int races_attach(pid_t pid, int plan_fd, const char *program, const char *lib);
 

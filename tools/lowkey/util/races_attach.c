@@ -18,6 +18,7 @@
 
 #include "builtin.h"
 #include "races.h"
+#include "signal_forward.h"
 
 #define REPLY_TIMEOUT_MS 10000
 
@@ -174,7 +175,9 @@ static int attach_and_wait(pid_t pid, int plan_fd, const char *program, const ch
 /*
  * The stop signals are blocked from before the plan is handed over: one that comes before the
  * sampling begins stops it as soon as it does, and one that comes when the attach fails is taken
- * back, so that lowkey removes its plan and says what happened rather than dying of it.
+ * back, so that lowkey removes its plan and says what happened rather than dying of it. One held
+ * back before they were blocked (signal_forward_defer(), as the plan was made) means the process
+ * is not attached to at all.
  */
 int races_attach(pid_t pid, int plan_fd, const char *program, const char *lib)
 {
@@ -184,7 +187,7 @@ int races_attach(pid_t pid, int plan_fd, const char *program, const char *lib)
 
 	stop_signals(&stop);
 	sigprocmask(SIG_BLOCK, &stop, &old);
-	ret = attach_and_wait(pid, plan_fd, program, lib);
+	ret = signal_forward_held() ? CLI_EXIT_FAIL : attach_and_wait(pid, plan_fd, program, lib);
 	while (sigtimedwait(&stop, NULL, &now) > 0)
 		;
 	sigprocmask(SIG_SETMASK, &old, NULL);

@@ -76,6 +76,11 @@ void signal_forward_undefer(const struct signal_defer *sd)
 	raise(sig); /* a handler lowkey was started with runs, as it would have */
 }
 
+bool signal_forward_held(void)
+{
+	return deferred != 0;
+}
+
 static bool passed_on(int sig)
 {
 	return sig == SIGTERM || sig == SIGHUP;

@@ -65,6 +65,13 @@ void signal_forward_defer(struct signal_defer *sd);
 void signal_forward_undefer(const struct signal_defer *sd);
 
 /*
+ * signal_forward_held - whether a signal was held back since signal_forward_defer(): lowkey was
+ * asked to stop, and what has not started yet (a process to attach to) should not start. To close
+ * the window, block the four signals first, then ask. Async-signal-safe.
+ */
+bool signal_forward_held(void);
+
+/*
  * signal_forward_start - before fork(): the four signals blocked, the caller's state saved. They
  * stay blocked until signal_forward_to(), so that none is lost in between and none reaches the
  * child before it has the caller's dispositions back. false, and nothing changed, when a signal
