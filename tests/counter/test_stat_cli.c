@@ -474,6 +474,21 @@ static void wait_for_the_workload(pid_t pid)
 			 WORKLOAD_BIN, comm);
 }
 
+/* counter_workload mode ms in a child, once it runs; its pid also as text, for -p. */
+static pid_t start_workload(const char *mode, const char *ms, char *pid, size_t len)
+{
+	pid_t child = fork();
+
+	if (child == 0) {
+		execl(WORKLOAD_BIN, WORKLOAD_BIN, mode, ms, (char *)NULL);
+		_exit(127);
+	}
+	assert_true(child > 0);
+	snprintf(pid, len, "%d", (int)child);
+	wait_for_the_workload(child);
+	return child;
+}
+
 /* Whether process pid has a perf event open (lowkey stat: its counters). */
 static bool has_perf_event(pid_t pid)
 {
@@ -543,15 +558,10 @@ static void counts_a_running_process(void **state)
 {
 	char pid[16];
 	int status;
-	pid_t child = fork();
+	pid_t child;
 
 	(void)state;
-	if (child == 0) {
-		execl(WORKLOAD_BIN, WORKLOAD_BIN, "spin", "3000", (char *)NULL);
-		_exit(127);
-	}
-	snprintf(pid, sizeof(pid), "%d", (int)child);
-	wait_for_the_workload(child);
+	child = start_workload("spin", "3000", pid, sizeof(pid));
 	assert_int_equal(STAT("-p", pid, "--duration", "0.3", "--per-thread", "-x", ",", "-e",
 			      "task-clock"),
 			 0);
@@ -603,15 +613,10 @@ static void attached_until_a_signal(void **state)
 {
 	char pid[16];
 	int status;
-	pid_t child = fork();
+	pid_t child;
 
 	(void)state;
-	if (child == 0) {
-		execl(WORKLOAD_BIN, WORKLOAD_BIN, "sleep", "60000", (char *)NULL);
-		_exit(127);
-	}
-	snprintf(pid, sizeof(pid), "%d", (int)child);
-	wait_for_the_workload(child);
+	child = start_workload("sleep", "60000", pid, sizeof(pid));
 	count_until(pid, NULL, SIGINT);
 	count_until(pid, NULL, SIGTERM);
 	count_until(pid, NULL, SIGHUP);
@@ -626,15 +631,10 @@ static void process_exit_ends_the_count(void **state)
 	char pid[16];
 	int status;
 	pthread_t ender;
-	pid_t child = fork();
+	pid_t child;
 
 	(void)state;
-	if (child == 0) {
-		execl(WORKLOAD_BIN, WORKLOAD_BIN, "sleep", "60000", (char *)NULL);
-		_exit(127);
-	}
-	snprintf(pid, sizeof(pid), "%d", (int)child);
-	wait_for_the_workload(child);
+	child = start_workload("sleep", "60000", pid, sizeof(pid));
 	/*
 	 * It ends once counted, not after a sleep that a loaded machine could outlast before lowkey
 	 * stat attaches (a zombie until we reap it, which pidfd_open's poll reports as its end).
@@ -812,14 +812,10 @@ static void interval_of_a_process(void **state)
 	char pid[16];
 	double sum, last;
 	int status;
-	pid_t child = fork();
+	pid_t child;
 
 	(void)state;
-	if (child == 0) {
-		execl(WORKLOAD_BIN, WORKLOAD_BIN, "spin", "5000", (char *)NULL);
-		_exit(127);
-	}
-	snprintf(pid, sizeof(pid), "%d", (int)child);
+	child = start_workload("spin", "5000", pid, sizeof(pid));
 	assert_int_equal(
 		STAT("-p", pid, "-I", "100", "--duration", "1", "-x", ",", "-e", "task-clock"), 0);
 	kill(child, SIGKILL);
