@@ -3,7 +3,8 @@
  * `lowkey watch` end to end: on a running fixture program (-p PID) and on one it starts
  * (-- COMMAND), it finds every write, from the main thread and from a thread created after it
  * started watching, names the function and the source line of the write, and reports the value;
- * bad usage exits 2 with a hint, a failure exits 1.
+ * SIGINT, SIGTERM and SIGHUP end it with its summary; bad usage exits 2 with a hint, a failure
+ * exits 1.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,6 +327,48 @@ static void starts_a_command(void **state)
 	with_attempts(watch_a_command, "-- COMMAND");
 }
 
+/* lowkey watch -p on f, started with SIGINT ignored or not, ended by sig once it watches. */
+static void watch_until(const struct fixture *f, bool ignoring_int, int sig)
+{
+	static char err[8192];
+	char pid[16];
+	struct proc w;
+
+	snprintf(pid, sizeof(pid), "%d", f->pid);
+	char *argv[] = { LOWKEY_BIN, "watch", "-p", pid, "--symbol", "lk_fixture_counter", NULL };
+	if (ignoring_int)
+		signal(SIGINT, SIG_IGN); /* inherited by lowkey */
+	assert_true(spawn(argv, &w) > 0);
+	signal(SIGINT, SIG_DFL);
+	read_until(w.err, err, sizeof(err), 0, "watching"); /* said once it catches them */
+	if (ignoring_int)
+		kill(w.pid, SIGINT); /* nothing: ignored */
+	kill(w.pid, sig);
+	read_until(w.err, err, sizeof(err), strlen(err), NULL);
+	close(w.in);
+	close(w.out);
+	close(w.err);
+	if (!strstr(err, "0 hits"))
+		show("", err, NULL);
+	assert_int_equal(wait_exit(w.pid), 0);
+	assert_non_null(strstr(err, "0 hits"));
+}
+
+/* SIGINT, SIGTERM and SIGHUP end the watch with its summary; one lowkey was started ignoring stays ignored. */
+static void a_signal_ends_the_watch(void **state)
+{
+	struct fixture f;
+
+	(void)state;
+	start_fixture(&f);
+	watch_until(&f, false, SIGINT);
+	watch_until(&f, false, SIGTERM);
+	watch_until(&f, false, SIGHUP);
+	watch_until(&f, true, SIGTERM);
+	run_fixture(&f); /* it writes once, then it may exit */
+	end_fixture(&f);
+}
+
 /* Run lowkey with args; returns its exit status, its stderr in err. */
 static int lowkey(char *err, size_t cap, char *const args[])
 {
@@ -394,6 +438,7 @@ int main(void)
 		cmocka_unit_test(finds_writes_in_running_process_json),
 		cmocka_unit_test(finds_writes_by_address_text),
 		cmocka_unit_test(starts_a_command),
+		cmocka_unit_test(a_signal_ends_the_watch),
 		cmocka_unit_test(bad_usage_exits_2_failures_exit_1),
 	};
 	signal(SIGPIPE, SIG_IGN);

@@ -356,14 +356,17 @@ static void on_sample(const struct lk_watch_sample *s, void *arg)
 
 /* ---- the loop ---- */
 
+/* Ctrl-C, kill(1) and a closed terminal stop the watch; one lowkey was started ignoring stays so. */
 static void catch_stop_signals(void)
 {
-	struct sigaction sa;
+	static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa, old;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop_signal; /* no SA_RESTART: the wait returns -EINTR */
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
+		if (sigaction(stop_signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+			sigaction(stop_signals[i], &sa, NULL);
 }
 
 /*
