@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "agent_child.h"
+#include "cli/proc_signals.h"
 #include "internal/control.h"
 #include "internal/lock_file.h"
 
@@ -1145,6 +1146,32 @@ static void test_agent_stopped(void **state)
 	assert_true(spool_empty());
 }
 
+/* Started under nohup, the agent stays on when its terminal hangs up; SIGTERM still stops it. */
+static void test_hangup_ignored(void **state)
+{
+	int status;
+	char *text;
+
+	(void)state;
+	signal(SIGHUP, SIG_IGN); /* inherited by the agent */
+	start_agent();
+	signal(SIGHUP, SIG_DFL);
+	assert_true(lkt_process_has_signal(agent.pid, "SigIgn:", SIGHUP));
+	assert_true(lkt_process_has_signal(agent.pid, "SigCgt:", SIGTERM));
+	assert_true(lkt_process_has_signal(agent.pid, "SigCgt:", SIGINT));
+	assert_int_equal(kill(agent.pid, SIGHUP), 0);
+	text = agent_metrics(); /* answered after the hang-up */
+	assert_non_null(text);
+	free(text);
+	assert_int_equal(kill(agent.pid, SIGTERM), 0);
+	assert_true(ended(&agent, &status));
+	close(agent.in);
+	fclose(agent.out);
+	agent.pid = 0;
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(spool_empty());
+}
+
 /*
  * Root follows another user's process, acting as that user: the process writes its trace into a
  * directory given to it, and its events are counted.
@@ -1189,6 +1216,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_prometheus, stop_all),
 		cmocka_unit_test_teardown(test_agent_killed, stop_all),
 		cmocka_unit_test_teardown(test_agent_stopped, stop_all),
+		cmocka_unit_test_teardown(test_hangup_ignored, stop_all),
 		cmocka_unit_test_teardown(test_other_user, stop_all),
 #ifdef PTHREAD_PROG
 		cmocka_unit_test_teardown(test_preload, stop_all),

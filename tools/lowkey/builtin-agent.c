@@ -487,14 +487,16 @@ static void run(struct agent *a)
 	}
 }
 
+/* SIGINT, SIGTERM and SIGHUP stop the agent; one it was started ignoring (nohup) stays ignored. */
 static void on_signals(void)
 {
-	struct sigaction sa = { .sa_handler = on_stop };
+	static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa = { .sa_handler = on_stop }, old;
 
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
+		if (sigaction(stop_signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+			sigaction(stop_signals[i], &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 }
 
@@ -508,9 +510,9 @@ static int agent_run(const struct agent_opts *o)
 	pthread_mutex_init(&a.lock, NULL);
 	if (o->locks_dir && !locks_dir_usable(o->locks_dir))
 		return CLI_EXIT_FAIL;
+	on_signals(); /* from before the spool is made: a signal stops the agent, which removes it */
 	if (make_spool(&a))
 		return CLI_EXIT_FAIL;
-	on_signals();
 	http = agent_http_start(&a, o->listen, &port, err, sizeof(err));
 	if (!http) {
 		cli_error("agent", NULL, "%s", err);
