@@ -20,6 +20,7 @@
 #include "builtin.h"
 #include "internal/control.h"
 #include "util/agent.h"
+#include "util/signal_forward.h"
 
 static const char agent_usage[] =
 	"usage: lowkey agent [--listen ADDRESS:PORT] [-e GLOB]... [--process GLOB]...\n"
@@ -490,13 +491,9 @@ static void run(struct agent *a)
 /* SIGINT, SIGTERM and SIGHUP stop the agent; one it was started ignoring (nohup) stays ignored. */
 static void on_signals(void)
 {
-	static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
-	struct sigaction sa = { .sa_handler = on_stop }, old;
+	struct signal_stop old;
 
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
-		if (sigaction(stop_signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
-			sigaction(stop_signals[i], &sa, NULL);
+	signal_stop_catch(&old, on_stop, 0);
 	signal(SIGPIPE, SIG_IGN);
 }
 

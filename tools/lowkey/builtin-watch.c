@@ -22,6 +22,7 @@
 #include "builtin.h"
 #include "internal/json.h"
 #include "internal/utf8.h"
+#include "util/signal_forward.h"
 #include "util/symbolize.h"
 
 static const char watch_usage[] =
@@ -356,19 +357,6 @@ static void on_sample(const struct lk_watch_sample *s, void *arg)
 
 /* ---- the loop ---- */
 
-/* Ctrl-C, kill(1) and a closed terminal stop the watch; one lowkey was started ignoring stays so. */
-static void catch_stop_signals(void)
-{
-	static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
-	struct sigaction sa, old;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_stop_signal; /* no SA_RESTART: the wait returns -EINTR */
-	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
-		if (sigaction(stop_signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
-			sigaction(stop_signals[i], &sa, NULL);
-}
-
 /*
  * Stop recording, take the kernel's count, then read what arrived before the stop: every access
  * counted is then either read or reported lost.
@@ -473,6 +461,7 @@ static int open_sampler(struct watch_run *run, struct lk_watch_sampler **sampler
 static int watch_run(int argc, char **argv)
 {
 	struct lk_watch_sampler *sampler = NULL;
+	struct signal_stop stop_old;
 	struct watch_run run;
 	char err[256];
 	int status, rc;
@@ -501,7 +490,8 @@ static int watch_run(int argc, char **argv)
 		rc = open_sampler(&run, &sampler);
 	if (rc)
 		goto out;
-	catch_stop_signals();
+	signal_stop_catch(&stop_old, on_stop_signal,
+			  0); /* no SA_RESTART: the wait returns -EINTR */
 	run.start_ns = monotonic_ns();
 	fprintf(stderr,
 		"lowkey watch: watching %zu byte%s at %#" PRIx64 " (%s) in process %d for %s\n",

@@ -189,3 +189,30 @@ void signal_forward_child(const struct signal_forward *sf)
 		sigaction(handled_signals[i], &sf->child[i], NULL);
 	sigprocmask(SIG_SETMASK, &sf->old_mask, NULL);
 }
+
+static const int stop_signals[SIGNAL_STOP_N] = { SIGINT, SIGTERM, SIGHUP };
+
+void signal_stop_catch(struct signal_stop *ss, void (*handler)(int), int flags)
+{
+	struct sigaction catch = { .sa_handler = handler, .sa_flags = flags };
+
+	sigemptyset(&catch.sa_mask);
+	for (int i = 0; i < SIGNAL_STOP_N; i++) {
+		sigaction(stop_signals[i], NULL, &ss->old[i]);
+		if (ss->old[i].sa_handler != SIG_IGN)
+			sigaction(stop_signals[i], &catch, NULL);
+	}
+}
+
+void signal_stop_restore(const struct signal_stop *ss)
+{
+	for (int i = 0; i < SIGNAL_STOP_N; i++)
+		sigaction(stop_signals[i], &ss->old[i], NULL);
+}
+
+void signal_stop_restore_one(const struct signal_stop *ss, int sig)
+{
+	for (int i = 0; i < SIGNAL_STOP_N; i++)
+		if (stop_signals[i] == sig)
+			sigaction(sig, &ss->old[i], NULL);
+}

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Waiting for a command lowkey runs as time(1) does, with what would stop lowkey passed on to it.
+ * The signals that would stop lowkey: for a command it runs, passed on as time(1) does, held back
+ * while none runs; for work on a process it did not start (--pid) or until stopped (agent), caught
+ * as a request to stop (signal_stop_catch(), at the end).
+ *
  * From signal_forward_start() to signal_forward_end():
  *   SIGINT, SIGQUIT  ignored by lowkey: the terminal sends them to the command too;
  *   SIGTERM, SIGHUP  sent on to the command (`kill PID`, a closed terminal), which lowkey still
@@ -114,5 +117,32 @@ void signal_forward_end(const struct signal_forward *sf);
  * signal_forward_defer()). Async-signal-safe.
  */
 void signal_forward_child(const struct signal_forward *sf);
+
+/*
+ * The stop signals of a command that works on a process it did not start (--pid) or runs until
+ * stopped (agent): SIGINT, SIGTERM and SIGHUP ask it to stop; one lowkey was started ignoring
+ * (nohup) stays ignored.
+ */
+#define SIGNAL_STOP_N 3
+
+struct signal_stop {
+	struct sigaction old[SIGNAL_STOP_N];
+};
+
+/*
+ * signal_stop_catch - handler for SIGINT, SIGTERM and SIGHUP, but for one that is ignored; the
+ * dispositions before in *ss. flags: the handler's sa_flags (without SA_RESTART, a blocking call
+ * returns EINTR). Async-signal-safe.
+ */
+void signal_stop_catch(struct signal_stop *ss, void (*handler)(int), int flags);
+
+/* signal_stop_restore - the dispositions signal_stop_catch() found. Async-signal-safe. */
+void signal_stop_restore(const struct signal_stop *ss);
+
+/*
+ * signal_stop_restore_one - sig's disposition as signal_stop_catch() found it, for a handler whose
+ * second signal should act at once. Async-signal-safe.
+ */
+void signal_stop_restore_one(const struct signal_stop *ss, int sig);
 
 #endif

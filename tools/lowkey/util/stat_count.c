@@ -586,14 +586,6 @@ static void on_interrupt(int sig)
 	stat_interrupted = 1;
 }
 
-/* A signal lowkey was started ignoring (nohup) stays ignored. */
-static void catch_unless_ignored(int sig, const struct sigaction *on, struct sigaction *old)
-{
-	sigaction(sig, NULL, old);
-	if (old->sa_handler != SIG_IGN)
-		sigaction(sig, on, NULL);
-}
-
 static char *attached_target(const struct stat_options *o)
 {
 	char *t = NULL;
@@ -610,7 +602,7 @@ static char *attached_target(const struct stat_options *o)
 static int count_attached(const struct stat_options *o, struct stat_result *r,
 			  struct lk_counters *c)
 {
-	struct sigaction on = { .sa_handler = on_interrupt }, old_int, old_term, old_hup;
+	struct signal_stop old;
 	struct stat_watch w = { .pid = o->pid, .pidfd = -1 };
 	double t0 = stat_now_ns();
 	int err = 0;
@@ -618,9 +610,7 @@ static int count_attached(const struct stat_options *o, struct stat_result *r,
 	if (o->pid)
 		w.pidfd = (int)syscall(SYS_pidfd_open, o->pid, 0);
 	w.deadline_ns = o->duration > 0 ? t0 + o->duration * 1e9 : 0;
-	catch_unless_ignored(SIGINT, &on, &old_int);
-	catch_unless_ignored(SIGTERM, &on, &old_term);
-	catch_unless_ignored(SIGHUP, &on, &old_hup);
+	signal_stop_catch(&old, on_interrupt, 0);
 	if (o->interval_ms) {
 		struct stat_interval_options io = { o->interval_ms, o->out, o->format, o->sep };
 
@@ -631,9 +621,7 @@ static int count_attached(const struct stat_options *o, struct stat_result *r,
 	}
 	if (w.pidfd >= 0)
 		close(w.pidfd);
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-	sigaction(SIGHUP, &old_hup, NULL);
+	signal_stop_restore(&old);
 	return err;
 }
 

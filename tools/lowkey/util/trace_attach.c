@@ -32,6 +32,7 @@
 #include "internal/control.h"
 #include "internal/trace_convert.h"
 #include "probe_elf.h"
+#include "signal_forward.h"
 #include "status.h"
 #include "trace.h"
 
@@ -39,18 +40,9 @@
 #define STOP_TIMEOUT_MS (10 * 60 * 1000) /* a JSON trace is converted by the process at its stop */
 #define STATUS_EVERY_MS 1000		 /* the status line's clock while tracing */
 
-/* Ctrl-C, kill(1) and a closed terminal stop the trace; one lowkey was started ignoring stays so */
-static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
-static struct sigaction stop_old[3];
+static struct signal_stop stop_old;
 static volatile sig_atomic_t stop_signal;
 static bool stop_acted_on; /* the trace was stopped for it: it does not end lowkey as well */
-
-static void release_stop_signal(int sig)
-{
-	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
-		if (stop_signals[i] == sig)
-			sigaction(sig, &stop_old[i], NULL);
-}
 
 /* The first asks for the trace's end; a second acts at once (whoever sends two means it). */
 static void on_stop(int sig)
@@ -59,36 +51,14 @@ static void on_stop(int sig)
 		stop_signal = sig;
 		return;
 	}
-	release_stop_signal(sig);
+	signal_stop_restore_one(&stop_old, sig);
 	raise(sig); /* blocked in its own handler: acts when the handler returns */
-}
-
-/*
- * From the connection on: a signal that comes while the trace starts must stop it, not end lowkey
- * with the process tracing for no one until it sees the connection closed.
- */
-static void catch_stop_signals(void)
-{
-	struct sigaction sa = { .sa_handler = on_stop };
-
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++) {
-		sigaction(stop_signals[i], NULL, &stop_old[i]);
-		if (stop_old[i].sa_handler != SIG_IGN)
-			sigaction(stop_signals[i], &sa, NULL);
-	}
-}
-
-static void restore_stop_signals(void)
-{
-	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
-		sigaction(stop_signals[i], &stop_old[i], NULL);
 }
 
 /* The dispositions as they were; then a signal that stopped no trace ends lowkey as it would have. */
 static void release_stop_signals(void)
 {
-	restore_stop_signals();
+	signal_stop_restore(&stop_old);
 	if (stop_signal && !stop_acted_on) {
 		fflush(NULL);
 		raise(stop_signal);
@@ -349,7 +319,7 @@ static int stop(struct lk__ctl_client *c, const struct trace_opts *o, const char
 	int rc;
 
 	stop_acted_on = true;
-	restore_stop_signals(); /* a second Ctrl-C leaves without waiting */
+	signal_stop_restore(&stop_old); /* a second Ctrl-C leaves without waiting */
 	c->on_progress = show_progress;
 	c->progress_arg = (void *)lk__trace_format_name((enum lk_trace_format)o->format);
 	status_show("process %d (%s) is finishing the trace", (int)o->pid, name);
@@ -522,7 +492,11 @@ int trace_attach(struct trace_opts *o)
 	rc = lk__ctl_connect(&c, o->pid, err, sizeof(err));
 	if (rc)
 		return explain_connect(o->pid, name, rc, err);
-	catch_stop_signals();
+	/*
+	 * From the connection on: a signal that comes while the trace starts must stop it, not end
+	 * lowkey with the process tracing for no one until it sees the connection closed.
+	 */
+	signal_stop_catch(&stop_old, on_stop, 0);
 	rc = trace_connected(o, &c, name, sizeof(name));
 	release_stop_signals();
 	return rc;
