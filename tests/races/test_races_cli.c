@@ -638,6 +638,30 @@ static void signalled_before_the_program(void **state)
 }
 
 /*
+ * lowkey races --pid started ignoring hang-ups (nohup) keeps them ignored while it samples, not
+ * blocked and read as a request to stop; SIGTERM still stops it.
+ */
+static void attached_under_nohup(void **state)
+{
+	(void)state;
+	racy_sh(START_WAITING(
+		"plain",
+		"60") "trap '' HUP; " ATTACH " & cli=$!; "
+		      "for i in $(seq 3000); do grep -q lowkey-races.*/plan /proc/$pid/maps && break; "
+		      "sleep 0.01; done; "
+		      "blk=$(awk '/^SigBlk/ { print $2 }' /proc/$cli/status); "
+		      "[ $(( 0x$blk & 1 )) = 0 ] || echo hang-ups blocked; "
+		      "[ $(( (0x$blk >> 14) & 1 )) = 1 ] || echo SIGTERM not blocked; "
+		      "kill -HUP $cli; kill -TERM $cli; wait $cli; st=$?; kill $pid; wait $pid; exit $st");
+	if (r.status != 0 && r.status != 66)
+		print_error("exit %d, output:\n%s\n", r.status, r.out);
+	assert_true(r.status == 0 || r.status == 66);
+	assert_non_null(strstr(r.out, "\"exit_status\": null"));
+	assert_null(strstr(r.out, "hang-ups blocked"));
+	assert_null(strstr(r.out, "SIGTERM not blocked"));
+}
+
+/*
  * lowkey races --pid signalled as it makes its plan, before it hands it over: the process is not
  * sampled, no report, the plan removed, and lowkey ends of the signal.
  */
@@ -854,6 +878,7 @@ int main(void)
 		cmocka_unit_test(signalled_before_the_program),
 		cmocka_unit_test(attached_then_hung_up),
 		cmocka_unit_test(attached_signalled_before_the_plan_was_handed_over),
+		cmocka_unit_test(attached_under_nohup),
 	};
 
 	if (can_sample(NULL))

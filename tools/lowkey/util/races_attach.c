@@ -99,13 +99,19 @@ static int next_reply(int conn, int timeout_ms)
 	return n == 1 ? byte : 0;
 }
 
-/* ^C, SIGTERM and a hang-up: each asks the library to stop, then lowkey reports. */
+/*
+ * ^C, SIGTERM and a hang-up: each asks the library to stop, then lowkey reports. Not one lowkey
+ * was started ignoring (nohup): blocked, it would be queued and read like the others.
+ */
 static void stop_signals(sigset_t *set)
 {
+	static const int stop[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction now;
+
 	sigemptyset(set);
-	sigaddset(set, SIGINT);
-	sigaddset(set, SIGTERM);
-	sigaddset(set, SIGHUP);
+	for (size_t i = 0; i < sizeof(stop) / sizeof(stop[0]); i++)
+		if (sigaction(stop[i], NULL, &now) == 0 && now.sa_handler != SIG_IGN)
+			sigaddset(set, stop[i]);
 }
 
 /* Until the library is done, or one of stop_signals() (blocked by the caller) asks it to stop. */
