@@ -100,28 +100,16 @@ static int next_reply(int conn, int timeout_ms)
 }
 
 /*
- * ^C, SIGTERM and a hang-up: each asks the library to stop, then lowkey reports. Not one lowkey
- * was started ignoring (nohup): blocked, it would be queued and read like the others.
+ * Until the library is done, or ^C, SIGTERM or a hang-up (signal_stop_set(), blocked by the caller)
+ * asks it to stop; lowkey then reports.
  */
-static void stop_signals(sigset_t *set)
-{
-	static const int stop[] = { SIGINT, SIGTERM, SIGHUP };
-	struct sigaction now;
-
-	sigemptyset(set);
-	for (size_t i = 0; i < sizeof(stop) / sizeof(stop[0]); i++)
-		if (sigaction(stop[i], NULL, &now) == 0 && now.sa_handler != SIG_IGN)
-			sigaddset(set, stop[i]);
-}
-
-/* Until the library is done, or one of stop_signals() (blocked by the caller) asks it to stop. */
 static void wait_done(int conn)
 {
 	struct pollfd p[2] = { { .fd = conn, .events = POLLIN }, { .fd = -1, .events = POLLIN } };
 	sigset_t stop;
 	int reply;
 
-	stop_signals(&stop);
+	signal_stop_set(&stop);
 	p[1].fd = signalfd(-1, &stop, SFD_CLOEXEC);
 	for (;;) {
 		if (poll(p, p[1].fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
@@ -191,7 +179,7 @@ int races_attach(pid_t pid, int plan_fd, const char *program, const char *lib)
 	sigset_t stop, old;
 	int ret;
 
-	stop_signals(&stop);
+	signal_stop_set(&stop);
 	sigprocmask(SIG_BLOCK, &stop, &old);
 	ret = signal_forward_held() ? CLI_EXIT_FAIL : attach_and_wait(pid, plan_fd, program, lib);
 	while (sigtimedwait(&stop, NULL, &now) > 0)

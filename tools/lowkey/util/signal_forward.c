@@ -204,6 +204,16 @@ void signal_stop_catch(struct signal_stop *ss, void (*handler)(int), int flags)
 	}
 }
 
+void signal_stop_set(sigset_t *set)
+{
+	struct sigaction now;
+
+	sigemptyset(set);
+	for (int i = 0; i < SIGNAL_STOP_N; i++)
+		if (sigaction(stop_signals[i], NULL, &now) == 0 && now.sa_handler != SIG_IGN)
+			sigaddset(set, stop_signals[i]);
+}
+
 void signal_stop_restore(const struct signal_stop *ss)
 {
 	for (int i = 0; i < SIGNAL_STOP_N; i++)

@@ -136,6 +136,13 @@ struct signal_stop {
  */
 void signal_stop_catch(struct signal_stop *ss, void (*handler)(int), int flags);
 
+/*
+ * signal_stop_set - the same signals, but for one that is ignored, as a set: for a command that
+ * blocks them and reads them (signalfd). A blocked signal is queued even if ignored, so an ignored
+ * one must stay out. Async-signal-safe.
+ */
+void signal_stop_set(sigset_t *set);
+
 /* signal_stop_restore - the dispositions signal_stop_catch() found. Async-signal-safe. */
 void signal_stop_restore(const struct signal_stop *ss);
 
