@@ -549,6 +549,21 @@ static void attached_until_the_process_exits(void **state)
 	assert_int_equal(r.status, 0);
 }
 
+/* $plan: the plan process $pid mapped once lowkey races --pid ($cli) handed it over. */
+#define WAIT_FOR_PLAN                                                               \
+	"for i in $(seq 3000); do plan=$(grep -o '/[^ ]*lowkey-races[^ ]*/plan' "   \
+	"/proc/$pid/maps | head -1); [ -n \"$plan\" ] && break; sleep 0.01; done; " \
+	"[ -n \"$plan\" ] || { kill -9 $cli $pid; exit 3; }; "
+
+/* lowkey races --pid stopped by a signal while it sampled: it reported, as for the process's end. */
+static void expect_stopped_and_reported(void)
+{
+	if (r.status != 0 && r.status != 66)
+		print_error("exit %d, output:\n%s\n", r.status, r.out);
+	assert_true(r.status == 0 || r.status == 66);
+	assert_non_null(strstr(r.out, "\"exit_status\": null"));
+}
+
 /*
  * lowkey races --pid hung up on (its terminal closed) while it samples: it stops the sampling,
  * reports, and removes its plan, as for ^C.
@@ -557,16 +572,10 @@ static void attached_then_hung_up(void **state)
 {
 	(void)state;
 	racy_sh(START_WAITING("plain", "60") ATTACH
-		" & cli=$!; "
-		"for i in $(seq 3000); do plan=$(grep -o '/[^ ]*lowkey-races[^ ]*/plan' "
-		"/proc/$pid/maps | head -1); [ -n \"$plan\" ] && break; sleep 0.01; done; "
-		"[ -n \"$plan\" ] || { kill -9 $cli $pid; exit 3; }; "
+		" & cli=$!; " WAIT_FOR_PLAN
 		"kill -HUP $cli; wait $cli; st=$?; kill $pid; wait $pid; "
 		"[ -e \"$plan\" ] && echo plan left: $plan && rm -r \"${plan%%/plan}\"; exit $st");
-	if (r.status != 0 && r.status != 66)
-		print_error("exit %d, output:\n%s\n", r.status, r.out);
-	assert_true(r.status == 0 || r.status == 66);
-	assert_non_null(strstr(r.out, "\"exit_status\": null"));
+	expect_stopped_and_reported();
 	assert_null(strstr(r.out, "plan left"));
 }
 
@@ -637,6 +646,8 @@ static void signalled_before_the_program(void **state)
 				"started", SIGHUP);
 }
 
+#define NOHUP "trap '' HUP; " /* what follows starts ignoring hang-ups */
+
 /*
  * lowkey races --pid started ignoring hang-ups (nohup) keeps them ignored while it samples, not
  * blocked and read as a request to stop; SIGTERM still stops it.
@@ -644,19 +655,13 @@ static void signalled_before_the_program(void **state)
 static void attached_under_nohup(void **state)
 {
 	(void)state;
-	racy_sh(START_WAITING(
-		"plain",
-		"60") "trap '' HUP; " ATTACH " & cli=$!; "
-		      "for i in $(seq 3000); do grep -q lowkey-races.*/plan /proc/$pid/maps && break; "
-		      "sleep 0.01; done; "
-		      "blk=$(awk '/^SigBlk/ { print $2 }' /proc/$cli/status); "
-		      "[ $(( 0x$blk & 1 )) = 0 ] || echo hang-ups blocked; "
-		      "[ $(( (0x$blk >> 14) & 1 )) = 1 ] || echo SIGTERM not blocked; "
-		      "kill -HUP $cli; kill -TERM $cli; wait $cli; st=$?; kill $pid; wait $pid; exit $st");
-	if (r.status != 0 && r.status != 66)
-		print_error("exit %d, output:\n%s\n", r.status, r.out);
-	assert_true(r.status == 0 || r.status == 66);
-	assert_non_null(strstr(r.out, "\"exit_status\": null"));
+	racy_sh(START_WAITING("plain", "60") NOHUP ATTACH
+		" & cli=$!; " WAIT_FOR_PLAN
+		"blk=$(awk '/^SigBlk/ { print $2 }' /proc/$cli/status); "
+		"[ $(( 0x$blk & 1 )) = 0 ] || echo hang-ups blocked; "
+		"[ $(( (0x$blk >> 14) & 1 )) = 1 ] || echo SIGTERM not blocked; "
+		"kill -HUP $cli; kill -TERM $cli; wait $cli; st=$?; kill $pid; wait $pid; exit $st");
+	expect_stopped_and_reported();
 	assert_null(strstr(r.out, "hang-ups blocked"));
 	assert_null(strstr(r.out, "SIGTERM not blocked"));
 }
