@@ -282,7 +282,10 @@ static void ctrl_c_before_the_trace_starts(void **state)
 	end_target(pid);
 }
 
-/* A signal lowkey was started ignoring (nohup) stays ignored while it traces; the others stop it. */
+/*
+ * A signal lowkey was started ignoring (nohup) stays ignored while it traces; the others stop
+ * it.
+ */
 static void an_ignored_signal_stays_ignored(void **state)
 {
 	pid_t pid = spawn_target(TARGET, true, NULL), lk;

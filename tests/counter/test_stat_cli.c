@@ -577,7 +577,7 @@ static void counts_a_running_process(void **state)
 	contains(r.err, "no process");
 }
 
-/* Until lowkey (pid) catches sig: it counts, and sig ends the count (a hang guard, not a timing). */
+/* Until lowkey (pid) catches sig: it counts, and sig ends the count (a hang guard, no timing). */
 static void wait_until_caught(pid_t pid, int sig)
 {
 	for (int i = 0; i < 60000 && !lkt_process_has_signal(pid, "SigCgt:", sig); i++)

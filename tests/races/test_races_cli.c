@@ -555,7 +555,7 @@ static void attached_until_the_process_exits(void **state)
 	"/proc/$pid/maps | head -1); [ -n \"$plan\" ] && break; sleep 0.01; done; " \
 	"[ -n \"$plan\" ] || { kill -9 $cli $pid; exit 3; }; "
 
-/* lowkey races --pid stopped by a signal while it sampled: it reported, as for the process's end. */
+/* lowkey races --pid stopped by a signal while it sampled: it reported, as at the process's end. */
 static void expect_stopped_and_reported(void)
 {
 	if (r.status != 0 && r.status != 66)

@@ -354,7 +354,10 @@ static void watch_until(const struct fixture *f, bool ignoring_int, int sig)
 	assert_non_null(strstr(err, "0 hits"));
 }
 
-/* SIGINT, SIGTERM and SIGHUP end the watch with its summary; one lowkey was started ignoring stays ignored. */
+/*
+ * SIGINT, SIGTERM and SIGHUP end the watch with its summary; one lowkey was started ignoring stays
+ * ignored.
+ */
 static void a_signal_ends_the_watch(void **state)
 {
 	struct fixture f;

@@ -55,7 +55,7 @@ static void on_stop(int sig)
 	raise(sig); /* blocked in its own handler: acts when the handler returns */
 }
 
-/* The dispositions as they were; then a signal that stopped no trace ends lowkey as it would have. */
+/* The dispositions as they were; then a signal that stopped no trace ends lowkey. */
 static void release_stop_signals(void)
 {
 	signal_stop_restore(&stop_old);
@@ -391,7 +391,7 @@ static int exited(struct lk__ctl_client *c, const char *err)
 	return CLI_EXIT_FAIL;
 }
 
-/* A signal came before the trace started: it is not started, and the rules sent go with the connection. */
+/* A signal came before the start: the trace is not started; the rules go with the connection. */
 static int stopped_before_start(struct lk__ctl_client *c, const struct trace_opts *o,
 				const char *name)
 {
