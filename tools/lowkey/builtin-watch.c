@@ -490,8 +490,8 @@ static int watch_run(int argc, char **argv)
 		rc = open_sampler(&run, &sampler);
 	if (rc)
 		goto out;
-	signal_stop_catch(&stop_old, on_stop_signal,
-			  0); /* no SA_RESTART: the wait returns -EINTR */
+	/* no SA_RESTART: the wait returns -EINTR */
+	signal_stop_catch(&stop_old, on_stop_signal, 0);
 	run.start_ns = monotonic_ns();
 	fprintf(stderr,
 		"lowkey watch: watching %zu byte%s at %#" PRIx64 " (%s) in process %d for %s\n",
