@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -48,6 +49,17 @@ static inline enum lkt_run lkt_judge_run(unsigned long before, int got, unsigned
 	if (got == want)
 		return LKT_RUN_RIGHT;
 	return emulated ? LKT_RUN_STALE : LKT_RUN_WRONG;
+}
+
+/* Say how many of runs were stale and how many wrong, if any; printed at once (a child's exit). */
+static inline void lkt_print_runs(unsigned long runs, unsigned long stale, unsigned long wrong)
+{
+	if (stale != 0)
+		printf("under an emulator: %lu of %lu runs went the previous way (an old translation)\n",
+		       stale, runs);
+	if (wrong != 0)
+		printf("%lu of %lu runs of the sites went the wrong way\n", wrong, runs);
+	fflush(stdout);
 }
 
 #endif

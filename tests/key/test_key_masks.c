@@ -175,12 +175,7 @@ static int child(void *(*const fn[THREADS])(void *), unsigned long flips)
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int k = 0; k < THREADS; k++)
 		pthread_join(t[k], NULL);
-	if (stale != 0)
-		printf("under an emulator: %lu of %lu runs went the previous way (an old translation)\n",
-		       stale, runs);
-	if (wrong != 0)
-		printf("%lu of %lu runs of the sites went the wrong way\n", wrong, runs);
-	fflush(stdout);
+	lkt_print_runs(runs, stale, wrong);
 	if (wrong != 0 || handled == 0)
 		return 4;
 	if (off_site() != (int)(flips & 1) || on_site() != (int)(flips & 1))

@@ -144,12 +144,7 @@ static int child(void)
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
-	if (stale != 0)
-		printf("under an emulator: %lu of %lu runs went the previous way (an old translation)\n",
-		       stale, runs);
-	if (wrong != 0)
-		printf("%lu of %lu runs of the site went the wrong way\n", wrong, runs);
-	fflush(stdout);
+	lkt_print_runs(runs, stale, wrong);
 	if (wrong != 0)
 		return 5;
 	if (blk_site() != 1)
