@@ -40,7 +40,30 @@ static inline int lkt_sh(struct lkt_run *r, const char *fmt, ...)
 	return r->status;
 }
 
+/*
+ * Shell text for the signal shim (tests/cli/signal_shim.c): LKT_PRELOAD_SHIM, then its path,
+ * preloads it into what follows (before a sanitizer's runtime, which would refuse to start);
+ * LKT_DIRS_LOGGED, among the shim's variables, logs the directories lowkey makes into $d/dirs,
+ * after LKT_DIRS_START made $d; LKT_DIRS_CHECK says which of them is left (and removes them) or
+ * that none was made, and removes $d.
+ */
+#define LKT_PRELOAD_SHIM \
+	"ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 LD_PRELOAD="
+#define LKT_DIRS_START "d=$(mktemp -d) || exit 3; "
+#define LKT_DIRS_LOGGED "LKT_SHIM_DIRS=$d/dirs "
+#define LKT_DIRS_CHECK                                                                        \
+	"[ -s $d/dirs ] || echo no directory made; "                                          \
+	"while read dir; do [ -e \"$dir\" ] && echo directory left: $dir && rm -r \"$dir\"; " \
+	"done <$d/dirs; rm -r $d; "
+
 #ifdef cmocka_unit_test
+/* The output of a command run with LKT_DIRS_CHECK: lowkey made its directory and removed it. */
+static inline void lkt_expect_dirs_removed(const struct lkt_run *r)
+{
+	assert_null(strstr(r->out, "no directory made"));
+	assert_null(strstr(r->out, "directory left"));
+}
+
 /* Assert that r exited with status and, if text is not NULL, printed it; show its output if not. */
 static inline void lkt_expect(const struct lkt_run *r, int status, const char *text)
 {
@@ -89,19 +112,12 @@ static inline void lkt_signal_before_start(struct lkt_run *r, const char *shim, 
 					   const char *ran, int sig)
 {
 	lkt_sh(r,
-	       "d=$(mktemp -d) || exit 3; "
-	       "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 "
-	       "LD_PRELOAD=%s LKT_SHIM_RAISE=%d:1 LKT_SHIM_DIRS=$d/dirs %s 2>&1; st=$?; "
-	       "[ -s $d/dirs ] || echo no directory made; "
-	       "while read dir; do [ -e \"$dir\" ] && echo directory left: $dir && rm -r \"$dir\"; "
-	       "done <$d/dirs; rm -r $d; exit $st",
+	       LKT_DIRS_START LKT_PRELOAD_SHIM "%s LKT_SHIM_RAISE=%d:1 " LKT_DIRS_LOGGED
+					       "%s 2>&1; st=$?; " LKT_DIRS_CHECK "exit $st",
 	       shim, sig, cli);
-	if (r->status != 128 + sig)
-		print_error("exit %d (wanted %d), output:\n%s\n", r->status, 128 + sig, r->out);
-	assert_int_equal(r->status, 128 + sig);
+	lkt_expect(r, 128 + sig, NULL);
 	assert_null(strstr(r->out, ran));
-	assert_null(strstr(r->out, "no directory made"));
-	assert_null(strstr(r->out, "directory left"));
+	lkt_expect_dirs_removed(r);
 }
 #endif
 

@@ -220,25 +220,37 @@ static void attaching_records_the_processs_events(void **state)
 	assert_int_equal(WIFSIGNALED(end_target(pid)), 0);
 }
 
+/* What a case tracing process pid needs: its pid as an argument, its output and lowkey's log. */
+struct traced {
+	char pid[16], out[1024], log[1024];
+};
+
+static struct traced traced_as(pid_t pid, const char *name)
+{
+	struct traced f;
+
+	snprintf(f.pid, sizeof(f.pid), "%d", (int)pid);
+	snprintf(f.out, sizeof(f.out), "%s/%s.ctf", scratch, name);
+	snprintf(f.log, sizeof(f.log), "%s/%s.log", scratch, name);
+	return f;
+}
+
 static void ctrl_c_stops_the_trace(void **state)
 {
 	pid_t pid = spawn_target(TARGET, true, NULL), lk;
-	char pidarg[16], out[1024], log[1024];
+	struct traced f = traced_as(pid, "ctrlc");
 
 	(void)state;
-	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
-	snprintf(out, sizeof(out), "%s", in_scratch("ctrlc.ctf"));
-	snprintf(log, sizeof(log), "%s", in_scratch("ctrlc.log"));
-	lk = spawn_lowkey(log, (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-e", "app:*",
-						"-o", out, NULL });
+	lk = spawn_lowkey(f.log, (char *const[]){ "lowkey", "trace", "--pid", f.pid, "-e", "app:*",
+						  "-o", f.out, NULL });
 	polled = pid;
 	assert_true(lkt_wait_for(tracing, NULL));
 	assert_true(lkt_wait_for(written, NULL));
 	kill(lk, SIGINT);
-	wait_lowkey(lk, log);
+	wait_lowkey(lk, f.log);
 	expect(0, "Ctrl-C stops");
 	assert_non_null(strstr(r.out, "events (0 lost)"));
-	assert_true(lkt_count(out, "app:tick").events > 0);
+	assert_true(lkt_count(f.out, "app:tick").events > 0);
 	assert_true(lkt_wait_for(left_alone, NULL));
 	end_target(pid);
 }
@@ -247,9 +259,9 @@ static void ctrl_c_stops_the_trace(void **state)
 static void trace_interrupted_after_message(pid_t pid, int nth, const char *out)
 {
 	lkt_sh(&r,
-	       "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 "
-	       "LD_PRELOAD=%s LKT_SHIM_RAISE_SENT=%d:%d %s trace --pid %d -e 'app:*' -o '%s'",
-	       SIGNAL_SHIM, SIGINT, nth, LOWKEY, (int)pid, out);
+	       LKT_PRELOAD_SHIM SIGNAL_SHIM " LKT_SHIM_RAISE_SENT=%d:%d " LOWKEY
+					    " trace --pid %d -e 'app:*' -o '%s'",
+	       SIGINT, nth, (int)pid, out);
 }
 
 /* Between the start sent and the reply: the trace that started is stopped and finished. */
@@ -289,15 +301,12 @@ static void ctrl_c_before_the_trace_starts(void **state)
 static void an_ignored_signal_stays_ignored(void **state)
 {
 	pid_t pid = spawn_target(TARGET, true, NULL), lk;
-	char pidarg[16], out[1024], log[1024];
+	struct traced f = traced_as(pid, "ignored");
 
 	(void)state;
-	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
-	snprintf(out, sizeof(out), "%s", in_scratch("ignored.ctf"));
-	snprintf(log, sizeof(log), "%s", in_scratch("ignored.log"));
 	signal(SIGINT, SIG_IGN); /* inherited by lowkey */
-	lk = spawn_lowkey(log, (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-e", "app:*",
-						"-o", out, NULL });
+	lk = spawn_lowkey(f.log, (char *const[]){ "lowkey", "trace", "--pid", f.pid, "-e", "app:*",
+						  "-o", f.out, NULL });
 	signal(SIGINT, SIG_DFL);
 	polled = pid;
 	assert_true(lkt_wait_for(tracing, NULL)); /* started: lowkey has its dispositions */
@@ -305,7 +314,7 @@ static void an_ignored_signal_stays_ignored(void **state)
 	assert_true(lkt_process_has_signal(lk, "SigCgt:", SIGTERM));
 	assert_true(lkt_process_has_signal(lk, "SigCgt:", SIGHUP));
 	kill(lk, SIGTERM);
-	wait_lowkey(lk, log);
+	wait_lowkey(lk, f.log);
 	expect(0, "events (0 lost)");
 	assert_true(lkt_wait_for(left_alone, NULL));
 	end_target(pid);
@@ -314,21 +323,18 @@ static void an_ignored_signal_stays_ignored(void **state)
 static void a_killed_lowkey_leaves_the_process_as_it_was(void **state)
 {
 	pid_t pid = spawn_target(TARGET, true, NULL), lk;
-	char pidarg[16], out[1024], log[1024];
+	struct traced f = traced_as(pid, "killed-lowkey");
 
 	(void)state;
-	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
-	snprintf(out, sizeof(out), "%s", in_scratch("killed-lowkey.ctf"));
-	snprintf(log, sizeof(log), "%s", in_scratch("killed-lowkey.log"));
-	lk = spawn_lowkey(log,
-			  (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-o", out, NULL });
+	lk = spawn_lowkey(f.log,
+			  (char *const[]){ "lowkey", "trace", "--pid", f.pid, "-o", f.out, NULL });
 	polled = pid;
 	assert_true(lkt_wait_for(tracing, NULL));
 	assert_true(lkt_wait_for(written, NULL));
 	kill(lk, SIGKILL);
-	wait_lowkey(lk, log);
+	wait_lowkey(lk, f.log);
 	assert_true(lkt_wait_for(left_alone, NULL)); /* trace stopped, session rules removed */
-	assert_true(lkt_count(out, "app:tick").events > 0); /* and finished properly */
+	assert_true(lkt_count(f.out, "app:tick").events > 0); /* and finished properly */
 	end_target(pid);
 }
 
@@ -348,22 +354,19 @@ static void the_processs_exit_ends_the_trace(void **state)
 static void a_process_killed_mid_trace_leaves_its_events(void **state)
 {
 	pid_t pid = spawn_target(TARGET, true, NULL), lk;
-	char pidarg[16], out[1024], log[1024];
+	struct traced f = traced_as(pid, "vanished");
 
 	(void)state;
-	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
-	snprintf(out, sizeof(out), "%s", in_scratch("vanished.ctf"));
-	snprintf(log, sizeof(log), "%s", in_scratch("vanished.log"));
-	lk = spawn_lowkey(log, (char *const[]){ "lowkey", "trace", "--pid", pidarg, "-e",
-						"app:tick", "-o", out, NULL });
+	lk = spawn_lowkey(f.log, (char *const[]){ "lowkey", "trace", "--pid", f.pid, "-e",
+						  "app:tick", "-o", f.out, NULL });
 	polled = pid;
 	assert_true(lkt_wait_for(tracing, NULL));
 	assert_true(lkt_wait_for(written, NULL));
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	wait_lowkey(lk, log);
+	wait_lowkey(lk, f.log);
 	expect(0, "ended without finishing the trace");
-	assert_true(lkt_count(out, "app:tick").events > 0);
+	assert_true(lkt_count(f.out, "app:tick").events > 0);
 }
 
 static void expect_one_line(int status, const char *text)

@@ -456,9 +456,8 @@ static void signalled_before_the_program(void **state)
 {
 	(void)state;
 	lkt_sh(&r,
-	       "cd '%s' || exit 3; rm -rf early.ctf; "
-	       "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 "
-	       "LD_PRELOAD=" SIGNAL_SHIM " LKT_SHIM_RAISE=%d:1 " LOWKEY " trace -o early.ctf -- "
+	       "cd '%s' || exit 3; rm -rf early.ctf; " LKT_PRELOAD_SHIM SIGNAL_SHIM
+	       " LKT_SHIM_RAISE=%d:1 " LOWKEY " trace -o early.ctf -- "
 	       "echo program ran 2>&1; st=$?; [ -e early.ctf ] && echo output left; exit $st",
 	       scratch, SIGTERM);
 	expect(128 + SIGTERM, NULL);

@@ -673,22 +673,12 @@ static void attached_under_nohup(void **state)
 static void attached_signalled_before_the_plan_was_handed_over(void **state)
 {
 	(void)state;
-	racy_sh(START_WAITING(
-		"plain",
-		"3") "d=$(mktemp -d) || exit 3; "
-		     "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 "
-		     "LD_PRELOAD=" SIGNAL_SHIM
-		     " LKT_SHIM_RAISE_MADE_DIR=2 LKT_SHIM_DIRS=$d/dirs " ATTACH
-		     "; st=$?; kill $pid; wait $pid; "
-		     "[ -s $d/dirs ] || echo no directory made; "
-		     "while read dir; do [ -e \"$dir\" ] && echo directory left: $dir && rm -r \"$dir\"; "
-		     "done <$d/dirs; rm -r $d; exit $st");
-	if (r.status != 128 + SIGINT)
-		print_error("exit %d (wanted %d), output:\n%s\n", r.status, 128 + SIGINT, r.out);
-	assert_int_equal(r.status, 128 + SIGINT);
+	racy_sh(START_WAITING("plain", "3") LKT_DIRS_START LKT_PRELOAD_SHIM SIGNAL_SHIM
+		" LKT_SHIM_RAISE_MADE_DIR=2 " LKT_DIRS_LOGGED ATTACH
+		"; st=$?; kill $pid; wait $pid; " LKT_DIRS_CHECK "exit $st");
+	lkt_expect(&r, 128 + SIGINT, NULL);
 	assert_null(strstr(r.out, "exit_status"));
-	assert_null(strstr(r.out, "no directory made"));
-	assert_null(strstr(r.out, "directory left"));
+	lkt_expect_dirs_removed(&r);
 }
 
 static void pid_refused(void **state)
