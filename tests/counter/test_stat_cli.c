@@ -353,10 +353,9 @@ static void term_and_hup_are_passed_on(void **state)
 	contains(r.err, "\"runs\": 1");
 }
 
-/* What the signal shim is asked to do (tests/cli/signal_shim.c): one of its variables, and another. */
-static const char *shim_var, *shim_value, *shim_var2, *shim_value2;
+static const char *const *shim_vars; /* "NAME=VALUE" each, NULL-ended */
 
-/* In the child before it executes lowkey: the shim preloaded, with shim_var set. */
+/* In the child before it executes lowkey: the shim preloaded, with shim_vars set. */
 static int with_signal_shim(void)
 {
 #ifdef __SANITIZE_ADDRESS__
@@ -368,8 +367,22 @@ static int with_signal_shim(void)
 		 old && *old ? ":" : "");
 	setenv("ASAN_OPTIONS", opts, 1);
 #endif
-	return setenv("LD_PRELOAD", SIGNAL_SHIM, 1) || setenv(shim_var, shim_value, 1) ||
-	       (shim_var2 && setenv(shim_var2, shim_value2, 1));
+	for (const char *const *v = shim_vars; *v; v++) {
+		const char *eq = strchr(*v, '=');
+		char name[64];
+
+		snprintf(name, sizeof(name), "%.*s", (int)(eq - *v), *v);
+		if (setenv(name, eq + 1, 1) != 0)
+			return -1;
+	}
+	return setenv("LD_PRELOAD", SIGNAL_SHIM, 1);
+}
+
+/* lowkey stat argv with the signal shim (tests/cli/signal_shim.c) doing what vars say. */
+static int stat_with_shim(char **argv, const char *const vars[])
+{
+	shim_vars = vars;
+	return run_stat(with_signal_shim, argv);
 }
 
 /*
@@ -382,9 +395,8 @@ static void command_ended_while_held(void **state)
 	char *argv[] = { LOWKEY_BIN, "stat", "-e", "task-clock", "--", "true", NULL };
 
 	(void)state;
-	shim_var = "LKT_SHIM_END_HELD";
-	shim_value = "2"; /* SIGINT */
-	assert_int_equal(run_stat(with_signal_shim, argv), 128 + SIGINT);
+	assert_int_equal(stat_with_shim(argv, (const char *const[]){ "LKT_SHIM_END_HELD=2", NULL }),
+			 128 + SIGINT);
 	contains(r.err, "'true' was ended by SIGINT before it started");
 }
 
@@ -396,15 +408,15 @@ static void signal_between_runs(void **state)
 {
 	char *argv[] = { LOWKEY_BIN, "stat",	   "-r", "3",	 "--json",
 			 "-e",	     "task-clock", "--", "true", NULL };
-	char value[16];
+	char at_second_run[32];
 	int sigs[] = { SIGINT, SIGTERM };
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
-		snprintf(value, sizeof(value), "%d:3", sigs[i]); /* two pipes a run */
-		shim_var = "LKT_SHIM_RAISE";
-		shim_value = value;
-		assert_int_equal(run_stat(with_signal_shim, argv), 128 + sigs[i]);
+		/* two pipes a run */
+		snprintf(at_second_run, sizeof(at_second_run), "LKT_SHIM_RAISE=%d:3", sigs[i]);
+		assert_int_equal(stat_with_shim(argv, (const char *const[]){ at_second_run, NULL }),
+				 128 + sigs[i]);
 		contains(r.err, "\"runs\": 1");
 	}
 }
@@ -418,9 +430,9 @@ static void signal_once_the_command_ended(void **state)
 	char *argv[] = { LOWKEY_BIN, "stat", "--json", "-e", "task-clock", "--", "true", NULL };
 
 	(void)state;
-	shim_var = "LKT_SHIM_RAISE_REAPED";
-	shim_value = "15"; /* SIGTERM */
-	assert_int_equal(run_stat(with_signal_shim, argv), 128 + SIGTERM);
+	assert_int_equal(stat_with_shim(argv,
+					(const char *const[]){ "LKT_SHIM_RAISE_REAPED=15", NULL }),
+			 128 + SIGTERM);
 	contains(r.err, "\"runs\": 1");
 }
 
@@ -429,16 +441,14 @@ static void a_second_signal_acts_at_once(void **state)
 {
 	char *argv[] = { LOWKEY_BIN, "stat",	   "-r", "3",	 "--json",
 			 "-e",	     "task-clock", "--", "true", NULL };
-	int status;
+	const char *const vars[] = {
+		"LKT_SHIM_RAISE_REAPED=15", /* the first, once the first run's command is reaped */
+		"LKT_SHIM_RAISE=15:3",	    /* the second, as the second run would start */
+		NULL,
+	};
 
 	(void)state;
-	shim_var = "LKT_SHIM_RAISE_REAPED"; /* the first, once the first run's command is reaped */
-	shim_value = "15";
-	shim_var2 = "LKT_SHIM_RAISE"; /* the second, as the second run would start */
-	shim_value2 = "15:3";
-	status = run_stat(with_signal_shim, argv);
-	shim_var2 = NULL;
-	assert_int_equal(status, 128 + SIGTERM);
+	assert_int_equal(stat_with_shim(argv, vars), 128 + SIGTERM);
 	assert_null(strstr(r.err, "\"runs\""));
 }
 
